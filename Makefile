@@ -1,0 +1,132 @@
+# ladle - build, test, benchmark, install.
+#
+#   make              lib/libladle.a, lib/libladle.so, bin/ladle-adjoint, bin/ladle-tour
+#   make demo         the main job (installs missing Debian packages first)
+#   make check        the whole test suite under MPI at several rank counts
+#   make bench        benchmarks against the raw MPI calls
+#   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
+#   make valgrind     the suite's smaller runs under valgrind memcheck
+#   make install PREFIX=/usr/local
+#
+# Any MPI-3 implementation works: make MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi
+
+MPICC    ?= mpicc
+MPIEXEC  ?= mpiexec
+PREFIX   ?= /usr/local
+SANITIZE ?= 0
+DEPS     ?= 1
+OPT      ?= -O2
+
+CC := $(MPICC)
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -g -fPIC \
+              -fvisibility=hidden -Iinclude $(CFLAGS)
+LIBS := -lopenblas -lm
+
+ifeq ($(SANITIZE),1)
+BUILD := build-asan
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS_ALL += $(SAN)
+LDSAN := $(SAN)
+LIBDIR := $(BUILD)/lib
+BINDIR := $(BUILD)/bin
+else
+BUILD := build
+LIBDIR := lib
+BINDIR := bin
+endif
+
+LIB_SRCS := $(wildcard src/*.c src/backends/cpu/*.c primitives/*.c layers/*.c)
+LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+TOOLS := ladle-adjoint ladle-tour
+TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
+TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
+TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
+BENCH_BINS := $(BUILD)/bench/bench_primitives
+
+.PHONY: all deps demo check asan valgrind bench install uninstall clean format tests
+
+all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS)
+
+deps:
+ifeq ($(DEPS),1)
+	@scripts/install-deps.sh
+endif
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
+
+$(LIBDIR)/libladle.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(LIBDIR)/libladle.so: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libladle.so.0 $(LDSAN) -o $@ $^ $(LIBS)
+
+$(BINDIR)/%: tools/%.c $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+
+$(BUILD)/test/%: test/%.c test/harness.c test/harness.h $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Isrc $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
+	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
+
+$(BUILD)/bench/%: bench/%.c $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+
+# The public header must compile as C11 and as C++.
+$(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard include/ladle/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -x c -std=c11 $(WARN) -Iinclude -fsyntax-only include/ladle.h
+	$(CC) -x c++ -std=c++11 -Wall -Wextra -Werror -Iinclude -fsyntax-only test/header_check.cpp
+	@touch $@
+
+tests: all $(TEST_BINS) $(BUILD)/header-check.stamp
+
+check: deps
+	@$(MAKE) --no-print-directory tests
+	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" test/run.sh $(BUILD)/test
+
+asan:
+	@$(MAKE) --no-print-directory check SANITIZE=1
+
+valgrind: deps
+	@$(MAKE) --no-print-directory tests
+	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" VALGRIND=1 test/run.sh $(BUILD)/test
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(MPIEXEC) -n 6 $(BINDIR)/ladle-tour
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(BUILD)/bench
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/ladle.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/ladle/*.h $(DESTDIR)$(PREFIX)/include/ladle/
+	install -m 644 $(LIBDIR)/libladle.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBDIR)/libladle.so $(DESTDIR)$(PREFIX)/lib/libladle.so.0
+	ln -sf libladle.so.0 $(DESTDIR)$(PREFIX)/lib/libladle.so
+	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*LADLE_VERSION_STRING "\(.*\)"/\1/p' include/ladle/core.h)|' \
+	    ladle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ladle.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/include/ladle.h
+	rm -f $(DESTDIR)$(PREFIX)/lib/libladle.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/ladle.pc
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
+
+format:
+	clang-format -i include/*.h include/ladle/*.h src/*.[ch] src/backends/*/*.c \
+	    primitives/*.[ch] tools/*.c test/*.[ch] bench/*.c
+
+clean:
+	rm -rf build build-asan lib bin

@@ -1,0 +1,19 @@
+/*
+ * ladle - Linear-Algebraic Distributed LEarning.
+ *
+ * The one header a user includes. See README.md and docs/ for the guide;
+ * every prototype below says what it computes, whether it is collective,
+ * who owns what, and which status codes it returns.
+ */
+#ifndef LADLE_H
+#define LADLE_H
+
+#include "ladle/core.h"
+#include "ladle/tensor.h"
+#include "ladle/partition.h"
+#include "ladle/layout.h"
+#include "ladle/op.h"
+#include "ladle/primitives.h"
+#include "ladle/check.h"
+
+#endif /* LADLE_H */

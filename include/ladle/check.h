@@ -1,0 +1,39 @@
+/*
+ * ladle/check.h - the dot-product (adjoint) test, for users.
+ */
+#ifndef LADLE_CHECK_H
+#define LADLE_CHECK_H
+
+#include "core.h"
+#include "op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_adjoint_result {
+    double fx_y;     /* <F x, y>, summed over all ranks */
+    double x_fty;    /* <x, F* y>, summed over all ranks */
+    double mismatch; /* |fx_y - x_fty| / max(|fx_y|, |x_fty|), 0 if both are 0 */
+} ladle_adjoint_result;
+
+/* Run the dot-product test on op: x and y are filled with uniform random
+ * values in [-1, 1) from seed (each rank a different stream), F x and F* y
+ * are computed, and the inner products are accumulated in double precision
+ * over every rank of the op. The result is the same on every rank of the op;
+ * ranks that take no part get zeros. For an exact adjoint the mismatch is a
+ * small multiple of the dtype's machine epsilon. Allocates its tensors (this
+ * is a test, not a hot path). Collective over the op's ranks.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ALLOC, and whatever the op returns. */
+LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
+                                          ladle_adjoint_result *result);
+
+/* The tolerance ladle's own tests and tools accept for dtype: 1e-13 for
+ * f64, 1e-5 for f32. */
+LADLE_API double ladle_adjoint_tolerance(ladle_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_CHECK_H */

@@ -1,0 +1,77 @@
+/*
+ * ladle/op.h - the operator interface.
+ *
+ * A ladle_op is a linear operator F between distributed tensors, with its
+ * adjoint F*. Creating an op plans everything once (communication groups,
+ * message sizes, buffers, which are allocated and touched then); forward
+ * and adjoint only execute: they never allocate and never create
+ * communicators. Each op talks on its own private communicator, so ops never
+ * see each other's messages.
+ *
+ * Every rank that took part in creating the op calls forward and adjoint;
+ * ranks that hold nothing of x or y pass zero-volume tensors (never NULL).
+ * Outputs are overwritten. One op runs one call at a time (it owns its
+ * buffers); create one op per concurrent use.
+ */
+#ifndef LADLE_OP_H
+#define LADLE_OP_H
+
+#include "core.h"
+#include "layout.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_op ladle_op;
+
+/* y = F x. Collective over the op's ranks. x must have this rank's domain
+ * shape and y its range shape (ladle_op_x_shape, ladle_op_y_shape), both
+ * contiguous, of the op's dtype, on the CPU. x and y must not overlap unless
+ * the op says it works in place.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_ARG (non-contiguous or overlapping tensors), LADLE_ERR_MPI. A
+ * check that fails on only some ranks leaves the others waiting for their
+ * peers; create the op with LADLE_CHECKED (or set LADLE_CHECKED=1 in the
+ * environment) to agree on the verdict first, at the cost of one small
+ * all-reduce per call. */
+LADLE_API ladle_status ladle_op_forward(ladle_op *op, const ladle_tensor *x,
+                                        ladle_tensor *y);
+
+/* dx = F* dy. Collective over the op's ranks; the same rules as forward with
+ * the roles of domain and range exchanged. */
+LADLE_API ladle_status ladle_op_adjoint(ladle_op *op, const ladle_tensor *dy,
+                                        ladle_tensor *dx);
+
+/* The domain (x) and range (y) layouts: borrowed, valid while op lives. */
+LADLE_API const ladle_layout *ladle_op_x_layout(const ladle_op *op);
+LADLE_API const ladle_layout *ladle_op_y_layout(const ladle_op *op);
+
+/* This rank's local shapes of x and y (ndim entries; zero-volume on ranks
+ * that hold nothing). Returns LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_op_x_shape(const ladle_op *op, int *ndim,
+                                        int64_t shape[]);
+LADLE_API ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim,
+                                        int64_t shape[]);
+
+LADLE_API ladle_dtype ladle_op_dtype(const ladle_op *op);
+/* "broadcast", "sum-reduce", "all-sum-reduce", "halo-exchange",
+ * "repartition", ... */
+LADLE_API const char *ladle_op_name(const ladle_op *op);
+/* 1 if the calling rank takes part in any message of the op, else 0. */
+LADLE_API int ladle_op_active(const ladle_op *op);
+/* 1 if on this rank forward and adjoint move no data between ranks (the
+ * identity shortcut: at most a local copy), else 0. */
+LADLE_API int ladle_op_is_local(const ladle_op *op);
+/* Bytes of planned workspace this op holds on this rank. */
+LADLE_API size_t ladle_op_workspace_bytes(const ladle_op *op);
+
+/* Free the op and set *op to NULL. Accepts NULL. Not collective. */
+LADLE_API ladle_status ladle_op_destroy(ladle_op **op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_OP_H */

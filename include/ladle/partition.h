@@ -1,0 +1,107 @@
+/*
+ * ladle/partition.h - Cartesian grids of MPI processes.
+ *
+ * A partition arranges some ranks of a parent communicator in a Cartesian
+ * grid. Partition rank r is ranks[r] of the list it was made from (rank order
+ * as given) and its coordinates are the row-major unravelling of r. Every
+ * rank of the parent holds the partition object, so every rank knows the
+ * grid's shape and members; ranks that are not members are *inactive* for
+ * operations on it and pass zero-volume tensors. Members talk on a private
+ * communicator (never the caller's) whose error handler is
+ * MPI_ERRORS_RETURN.
+ *
+ * Partitions are reference counted internally: layouts and operators keep
+ * what they use alive, so handles may be destroyed in any order.
+ */
+#ifndef LADLE_PARTITION_H
+#define LADLE_PARTITION_H
+
+#include <mpi.h>
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_partition ladle_partition;
+
+/* Create a partition of shape shape[0] x ... x shape[ndim-1] over ranks of
+ * parent. ranks lists prod(shape) distinct ranks of parent in partition-rank
+ * order; NULL means ranks 0 .. prod(shape)-1. ndim may be 0 (one rank).
+ * Collective over parent: every rank of parent calls it with the same
+ * arguments (disagreement is detected and reported on every rank).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or extents),
+ * LADLE_ERR_PARTITION (rank out of range, duplicated, or more ranks than
+ * parent has), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim,
+                                              const int shape[],
+                                              const int ranks[],
+                                              ladle_partition **p);
+
+/* A new partition over some members of base: ranks[] are partition ranks of
+ * base (NULL: base ranks 0 .. prod(shape)-1). Both share base's parent, so
+ * operators may combine them. Collective over the members of base; other
+ * ranks may call it and get the (inactive) object without communicating.
+ * Returns the codes of ladle_partition_create. */
+LADLE_API ladle_status ladle_partition_create_subset(const ladle_partition *base,
+                                                     int ndim, const int shape[],
+                                                     const int ranks[],
+                                                     ladle_partition **p);
+
+/* The Cartesian sub-grid through this rank: the members of p whose
+ * coordinates equal this rank's on every dimension d with remain[d] == 0.
+ * The result has the dimensions with remain[d] != 0, in order. Each member of
+ * p gets its own sub-grid (as MPI_Cart_sub); ranks outside p get an inactive
+ * object whose shape is still known. Collective over the members of p.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_partition_create_sub(const ladle_partition *p,
+                                                  const int remain[],
+                                                  ladle_partition **sub);
+
+/* The one-dimensional partition over the members of a followed by the members
+ * of b that are not in a, in that order. a and b must share a parent.
+ * Collective over the members of either; other ranks get an inactive object.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_PARTITION, LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_partition_create_union(const ladle_partition *a,
+                                                    const ladle_partition *b,
+                                                    ladle_partition **u);
+
+/* Release the caller's handle and set *p to NULL; the object is freed when no
+ * layout or operator uses it any more. Accepts NULL. Not collective (freeing
+ * the private communicator is local in MPI). */
+LADLE_API ladle_status ladle_partition_destroy(ladle_partition **p);
+
+/* 1 if the calling rank is a member, else 0 (also for p == NULL). */
+LADLE_API int ladle_partition_active(const ladle_partition *p);
+/* Number of grid dimensions; the extents (ndim entries, valid while p lives). */
+LADLE_API int ladle_partition_ndim(const ladle_partition *p);
+LADLE_API const int *ladle_partition_shape(const ladle_partition *p);
+/* Number of members. */
+LADLE_API int ladle_partition_size(const ladle_partition *p);
+/* The calling rank's partition rank, or -1 when inactive. */
+LADLE_API int ladle_partition_rank(const ladle_partition *p);
+/* The calling rank's coordinates (ndim entries), or NULL when inactive. */
+LADLE_API const int *ladle_partition_coords(const ladle_partition *p);
+/* Coordinates of partition rank r, and the partition rank at coords.
+ * Return LADLE_ERR_NULL or LADLE_ERR_ARG for out-of-range input. */
+LADLE_API ladle_status ladle_partition_coords_of(const ladle_partition *p,
+                                                 int rank, int coords[]);
+LADLE_API ladle_status ladle_partition_rank_of(const ladle_partition *p,
+                                               const int coords[], int *rank);
+/* Partition rank of the neighbour of partition rank `rank` one step along
+ * dimension dim in direction dir (-1 or +1), or -1 at the boundary (grids
+ * are not periodic). */
+LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank,
+                                       int dim, int dir);
+/* The rank in the parent communicator of partition rank r, or -1. */
+LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
+/* The private communicator of the members (rank = partition rank), or
+ * MPI_COMM_NULL when inactive. Borrowed: do not free it. */
+LADLE_API MPI_Comm ladle_partition_comm(const ladle_partition *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_PARTITION_H */

@@ -1,0 +1,211 @@
+/*
+ * ladle/primitives.h - the parallel data-movement primitives.
+ *
+ * Each primitive is a linear operator (a ladle_op) with a hand-written
+ * adjoint; docs/primitives.md derives each adjoint. Creation is collective
+ * over the ranks the op touches: ranks outside its partitions may call it
+ * too (SPMD style) and get an op whose calls only check that they were given
+ * zero-volume tensors. Creation checks every global fact (partition shapes,
+ * legality, shapes, dtype) identically on every rank before the first
+ * message, then agrees on the verdict, so a bad call fails on all ranks
+ * alike with the same status.
+ *
+ * Flags combine with |.
+ */
+#ifndef LADLE_PRIMITIVES_H
+#define LADLE_PRIMITIVES_H
+
+#include "core.h"
+#include "layout.h"
+#include "op.h"
+#include "partition.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reverse the source partition's shape before matching (broadcast,
+ * sum-reduce). */
+#define LADLE_TRANSPOSE_SRC 0x1u
+/* Reverse the destination partition's shape before matching. */
+#define LADLE_TRANSPOSE_DEST 0x2u
+/* Agree on the argument checks of every forward/adjoint call with one small
+ * all-reduce, so a bad tensor on one rank fails every rank instead of
+ * leaving them waiting. Also switched on by LADLE_CHECKED=1 in the
+ * environment at creation. */
+#define LADLE_CHECKED 0x4u
+
+/*
+ * Broadcast P_x -> P_y of a block of `shape` held by every member of P_x.
+ *
+ * Partition shapes are matched as in DistDL: the source shape (reversed if
+ * LADLE_TRANSPOSE_SRC) is left-padded with ones to the destination's ndim;
+ * the destination shape is reversed if LADLE_TRANSPOSE_DEST. In every
+ * dimension the extents must be equal or the source's must be 1, else the
+ * pair is illegal (LADLE_ERR_PARTITION). Destination rank with (effective)
+ * coordinates c receives the block of the source rank with coordinates
+ * c' where c'_d = c_d if the extents match and 0 where the source extent is 1.
+ *
+ *   F  : y_j = x_{src(j)}                  for every member j of P_y
+ *   F* : dx_i = sum over {j : src(j) = i} of dy_j   (a sum-reduce)
+ *
+ * x has `shape` on members of P_x (zero volume elsewhere), y has `shape` on
+ * members of P_y. A rank in both that is its own source copies locally.
+ * Collective over P_x and P_y. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_PARTITION, LADLE_ERR_MPI,
+ * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE. */
+LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
+                                              const ladle_partition *p_y,
+                                              int ndim, const int64_t shape[],
+                                              ladle_dtype dtype, unsigned flags,
+                                              ladle_op **op);
+
+/*
+ * SumReduce P_x -> P_y: the mirror of broadcast. The destination shape
+ * (reversed if LADLE_TRANSPOSE_DEST) is left-padded with ones to the
+ * source's ndim; in every dimension the extents must be equal or the
+ * destination's must be 1. Source rank i sends to dest(i), the rank whose
+ * coordinates are i's where the extents match and 0 where the destination
+ * extent is 1.
+ *
+ *   F  : y_j = sum over {i : dest(i) = j} of x_i
+ *   F* : dx_i = dy_{dest(i)}                 (a broadcast)
+ *
+ * Sums are taken in a fixed order that does not depend on timing.
+ * Collective over P_x and P_y. Returns the codes of ladle_broadcast_create. */
+LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
+                                               const ladle_partition *p_y,
+                                               int ndim, const int64_t shape[],
+                                               ladle_dtype dtype, unsigned flags,
+                                               ladle_op **op);
+
+/*
+ * AllSumReduce over the partition axes axes[0..naxes-1] of p (naxes 0: the
+ * identity). The groups are the members of p that share their coordinates
+ * on every other axis.
+ *
+ *   F = F* : y_i = sum over the group of i of x_j
+ *
+ * Every member holds a block of `shape`; x and y may be the same tensor (in
+ * place). Every member of a group gets bitwise the same result. Collective
+ * over p. Returns the codes of ladle_broadcast_create. */
+LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p,
+                                                   int naxes, const int axes[],
+                                                   int ndim,
+                                                   const int64_t shape[],
+                                                   ladle_dtype dtype,
+                                                   unsigned flags,
+                                                   ladle_op **op);
+
+/*
+ * Repartition (transpose) between two decomposed layouts of the same global
+ * shape: any partitions of the same ndim over the same parent (the same
+ * ranks, others, disjoint ones, one rank for a scatter or a gather) and any
+ * rectilinear splits (unbalanced ones too).
+ *
+ *   F  : every element moves from its owner under x to its owner under y
+ *   F* : the reverse repartition (a permutation: F* = F^-1)
+ *
+ * Collective over both partitions. Returns the codes of
+ * ladle_broadcast_create; LADLE_ERR_SHAPE when the global shapes differ,
+ * LADLE_ERR_ARG when a layout is not a decomposition. */
+LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x,
+                                                const ladle_layout *y,
+                                                ladle_dtype dtype, unsigned flags,
+                                                ladle_op **op);
+
+/*
+ * The window of a kernel (convolution or pooling) per tensor dimension:
+ * kernel size, stride, padding (added on both sides) and dilation, and
+ * ceil_mode (1: output length rounds up, as pooling's ceil_mode).
+ * Dimensions that are not spatial (batch, channels) take 1/1/0/1.
+ */
+typedef struct ladle_window {
+    int ndim;
+    int64_t kernel[LADLE_MAX_NDIM];
+    int64_t stride[LADLE_MAX_NDIM];
+    int64_t padding[LADLE_MAX_NDIM];
+    int64_t dilation[LADLE_MAX_NDIM];
+    int ceil_mode;
+} ladle_window;
+
+/* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode).
+ * Not collective. */
+LADLE_API void ladle_window_init(ladle_window *w, int ndim);
+
+/*
+ * HaloExchange for a tensor decomposed by x (any rectilinear split, 1 to
+ * LADLE_MAX_NDIM dimensions, any of them partitioned), for a windowed kernel
+ * w whose output is split in balance over the same partition (dimensions
+ * with the identity window keep x's split).
+ *
+ * Each rank works on a *padded* local tensor: its own block (the bulk) plus
+ * the halo it needs to compute its share of the output, per rank and per
+ * side (unbalanced, zero-width and one-sided halos, ranks that need nothing,
+ * halos wider than a neighbour's block, corners). Halo cells outside the
+ * global index space are the kernel's padding: the op never touches them, so
+ * the caller fills them once (zeros for convolution, -inf for max pooling).
+ *
+ *   F  : each halo cell takes the value of the bulk cell of its owner;
+ *        the bulk is unchanged
+ *   F* : each halo cell is added into its owner's bulk and set to zero
+ *
+ * Both x and y of the op are the padded tensors (see
+ * ladle_halo_exchange_geometry); forward and adjoint work in place when x
+ * and y are the same tensor. Collective over the partition of x. Returns the
+ * codes of ladle_broadcast_create. */
+LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x,
+                                                  const ladle_window *w,
+                                                  ladle_dtype dtype,
+                                                  unsigned flags, ladle_op **op);
+
+/* The begin/end split of the in-place exchange on padded tensor t, so work
+ * on the interior can overlap the messages: begin posts every receive and
+ * send, end waits and writes the halos. Between them the caller may read the
+ * bulk but must not write the bulk or the halo. One exchange per op may be in
+ * flight. Collective over the partition. Returns the codes of
+ * ladle_op_forward and LADLE_ERR_STATE (begin twice, end without begin). */
+LADLE_API ladle_status ladle_halo_exchange_begin(ladle_op *op, ladle_tensor *t);
+LADLE_API ladle_status ladle_halo_exchange_end(ladle_op *op, ladle_tensor *t);
+/* The same split for the adjoint (halos added into owners, then zeroed):
+ * between begin and end the caller must not touch t. */
+LADLE_API ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op,
+                                                         ladle_tensor *t);
+LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op,
+                                                       ladle_tensor *t);
+
+/* This rank's geometry for a halo exchange op. All boxes are per dimension;
+ * offsets inside the padded tensor unless said otherwise. */
+typedef struct ladle_halo_geometry {
+    int ndim;
+    int64_t padded_shape[LADLE_MAX_NDIM];   /* the local tensor of the op */
+    int64_t padded_offset[LADLE_MAX_NDIM];  /* its global offset (may be < 0) */
+    int64_t bulk_offset[LADLE_MAX_NDIM];    /* own block inside padded */
+    int64_t bulk_shape[LADLE_MAX_NDIM];
+    int64_t halo_left[LADLE_MAX_NDIM];      /* padded minus bulk, per side */
+    int64_t halo_right[LADLE_MAX_NDIM];
+    int64_t needed_offset[LADLE_MAX_NDIM];  /* the box a kernel with padding 0 */
+    int64_t needed_shape[LADLE_MAX_NDIM];   /* reads to make its output block */
+    int64_t output_shape[LADLE_MAX_NDIM];   /* this rank's output block */
+    int64_t output_offset[LADLE_MAX_NDIM];  /* its global offset */
+    int64_t global_output_shape[LADLE_MAX_NDIM];
+} ladle_halo_geometry;
+
+/* Fill g for the calling rank (zeros everywhere on ranks outside the
+ * partition). Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG when op
+ * is not a halo exchange. */
+LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
+                                                    ladle_halo_geometry *g);
+
+/* The decomposition of the unpadded tensor (the x the op was made from) and of
+ * the output; borrowed, valid while op lives. NULL if op is not a halo
+ * exchange. */
+LADLE_API const ladle_layout *ladle_halo_exchange_bulk_layout(const ladle_op *op);
+LADLE_API const ladle_layout *ladle_halo_exchange_output_layout(const ladle_op *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_PRIMITIVES_H */

@@ -1,0 +1,88 @@
+/*
+ * ladle/tensor.h - one rank's local shard of a tensor.
+ *
+ * A tensor has an element type, a device, a shape of up to LADLE_MAX_NDIM
+ * dimensions, strides (in elements) and a data pointer. It either owns its
+ * memory (ladle_tensor_create) or borrows the caller's
+ * (ladle_tensor_wrap, the embedding path: no copy is forced on the caller).
+ * A tensor whose shape has a zero extent is zero-volume: it is what a rank
+ * passes when it holds nothing of a distributed tensor. None of these calls
+ * is collective.
+ */
+#ifndef LADLE_TENSOR_H
+#define LADLE_TENSOR_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_tensor ladle_tensor;
+
+/* Create a contiguous (row-major) CPU tensor that owns its memory, filled
+ * with zeros. ndim may be 0 (a scalar); an extent may be 0 (zero volume, no
+ * memory is allocated). *t is set only on success.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or dtype),
+ * LADLE_ERR_SHAPE (negative extent or overflowing volume), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim,
+                                           const int64_t shape[],
+                                           ladle_tensor **t);
+
+/* Wrap caller memory without copying. strides (in elements, non-negative)
+ * may be NULL for the contiguous row-major layout. data may be NULL only when
+ * the volume is zero. The memory must outlive the tensor; destroying the
+ * tensor does not free it. Returns the codes of ladle_tensor_create. */
+LADLE_API ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device,
+                                         int ndim, const int64_t shape[],
+                                         const int64_t strides[], void *data,
+                                         ladle_tensor **t);
+
+/* Point a wrapping tensor at other caller memory of the same layout, so a
+ * framework can reuse one wrapper for every call without allocating.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for an owning tensor. */
+LADLE_API ladle_status ladle_tensor_set_data(ladle_tensor *t, void *data);
+
+/* Free the tensor (and its memory if owned) and set *t to NULL. Accepts
+ * t == NULL and *t == NULL. */
+LADLE_API ladle_status ladle_tensor_destroy(ladle_tensor **t);
+
+/* Accessors; each returns 0 / NULL for t == NULL. The shape and stride
+ * arrays have ladle_tensor_ndim() entries and live as long as the tensor. */
+LADLE_API ladle_dtype ladle_tensor_dtype(const ladle_tensor *t);
+LADLE_API ladle_device ladle_tensor_device(const ladle_tensor *t);
+LADLE_API int ladle_tensor_ndim(const ladle_tensor *t);
+LADLE_API const int64_t *ladle_tensor_shape(const ladle_tensor *t);
+LADLE_API const int64_t *ladle_tensor_strides(const ladle_tensor *t);
+LADLE_API int64_t ladle_tensor_numel(const ladle_tensor *t);
+LADLE_API void *ladle_tensor_data(const ladle_tensor *t);
+/* 1 when the strides are the row-major ones of the shape (always true for a
+ * zero-volume tensor), else 0. */
+LADLE_API int ladle_tensor_is_contiguous(const ladle_tensor *t);
+
+/* Set every element to value. Returns LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_tensor_fill(ladle_tensor *t, double value);
+
+/* Copy src into dst elementwise; shapes and dtypes must match (strides may
+ * differ). Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE. */
+LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst,
+                                         const ladle_tensor *src);
+
+/* Sum over all elements of a * b, accumulated in double. Shapes and dtypes
+ * must match. Returns the codes of ladle_tensor_copy. */
+LADLE_API ladle_status ladle_tensor_dot(const ladle_tensor *a,
+                                        const ladle_tensor *b, double *result);
+
+/* Fill with uniform random values in [-1, 1) from a counter-based generator:
+ * element i (in row-major order) gets a value that depends only on
+ * (seed, stream, i), so the same call gives the same values on any rank
+ * count. Returns LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_tensor_fill_random(ladle_tensor *t, uint64_t seed,
+                                                uint64_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_TENSOR_H */

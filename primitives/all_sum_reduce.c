@@ -1,0 +1,106 @@
+/*
+ * AllSumReduce over some axes of a partition: every group of ranks that
+ * share their coordinates on the other axes ends with the group's sum.
+ * Self-adjoint, so forward and adjoint run the same plan. Small blocks use
+ * recursive doubling (or a reduce-then-broadcast tree when the group size
+ * is not a power of two), large ones a chunked ring.
+ */
+#include "../src/coll.h"
+#include "../src/op_impl.h"
+
+static const ladle_op_vtable all_sum_reduce_vt = {"all-sum-reduce", NULL, NULL, NULL};
+
+/* This rank's group (partition ranks in row-major order of the reduced
+ * coordinates) and its position in it. */
+static int group_of(const ladle_partition *p, const int *reduced, int *members, int *pos)
+{
+    int c[LADLE_MAX_NDIM], ext[LADLE_MAX_NDIM], sub[LADLE_MAX_NDIM], nr = 0, g = 1;
+    for (int d = 0; d < p->ndim; d++)
+        if (reduced[d])
+            ext[nr++] = p->shape[d], g *= p->shape[d];
+    for (int k = 0; k < g; k++) {
+        ladle__unravel(nr, ext, k, sub);
+        for (int d = 0, q = 0; d < p->ndim; d++)
+            c[d] = reduced[d] ? sub[q++] : p->coords[d];
+        members[k] = ladle__ravel(p->ndim, p->shape, c);
+        if (members[k] == p->rank)
+            *pos = k;
+    }
+    return g;
+}
+
+ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
+                                         const int axes[], int ndim,
+                                         const int64_t shape[], ladle_dtype dtype,
+                                         unsigned flags, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    ladle_layout *l = NULL;
+    int *to_comm = NULL, *members = NULL, reduced[LADLE_MAX_NDIM] = {0};
+    MPI_Comm comm = MPI_COMM_NULL;
+    int64_t n = 0;
+    uint64_t h = LADLE_HASH_INIT;
+    char buf[128];
+
+    LADLE_NOT_NULL(out);
+    LADLE_NOT_NULL(p);
+    if (ladle_dtype_size(dtype) == 0)
+        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "unknown dtype %d", (int)dtype);
+    else if (flags & ~LADLE_CHECKED)
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
+    else if (naxes < 0 || naxes > p->ndim || (naxes > 0 && axes == NULL))
+        local = ladle__raise(axes == NULL && naxes > 0 ? LADLE_ERR_NULL : LADLE_ERR_ARG,
+                             __func__, "naxes %d is invalid for the %d-dimensional "
+                             "partition %s", naxes, p->ndim,
+                             ladle__fmt_shape(buf, sizeof buf, p->ndim, p->shape));
+    for (int k = 0; local == LADLE_OK && k < naxes; k++) {
+        if (axes[k] < 0 || axes[k] >= p->ndim)
+            local = ladle__raise(LADLE_ERR_ARG, __func__,
+                                 "axis %d is outside the partition's 0..%d", axes[k],
+                                 p->ndim - 1);
+        else if (reduced[axes[k]]++)
+            local = ladle__raise(LADLE_ERR_ARG, __func__, "axis %d is listed twice",
+                                 axes[k]);
+    }
+    if (local == LADLE_OK)
+        local = ladle__check_shape(__func__, ndim, shape, &n);
+    if (local == LADLE_OK)
+        local = ladle_layout_create_block(p, ndim, shape, &l);
+    if (local == LADLE_OK)
+        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
+    if (local == LADLE_OK) {
+        op->in_place = 1;
+        members = ladle__calloc((size_t)p->size, sizeof(int));
+        if (members == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, __func__, "out of memory");
+    }
+    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
+    if (local == LADLE_OK && p->rank >= 0) {
+        int pos = 0, g = group_of(p, reduced, members, &pos);
+        /* comm rank = partition rank: the communicator lists p's ranks in order */
+        ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
+        ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
+        ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
+    }
+    if (local == LADLE_OK) {
+        h = ladle__layout_hash(h, l);
+        h = ladle__hash(h, reduced, sizeof reduced);
+        h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &flags, sizeof flags);
+    }
+    st = ladle__op_finish(&op, comm, local, h, __func__);
+    comm = MPI_COMM_NULL;
+    if (st == LADLE_OK) {
+        *out = op;
+        op = NULL;
+    }
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    ladle_layout_destroy(&l);
+    ladle__free(to_comm);
+    ladle__free(members);
+    return st;
+}

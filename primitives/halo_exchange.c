@@ -1,0 +1,366 @@
+/*
+ * HaloExchange for windowed kernels (convolution, pooling) on decomposed
+ * tensors.
+ *
+ * Along each dimension, the output of a window (kernel k, stride s, padding
+ * p, dilation d) is split in balance over the partition; a rank whose output
+ * block is [b, b+c) needs input [s*b - p, s*(b+c-1) + d*(k-1) - p]. Its
+ * padded tensor is the hull of that range and its own block; the halo is the
+ * rest. Every halo cell inside the global index space is owned by exactly one
+ * rank, so the exchange is a box exchange from the bulk boxes to the padded
+ * boxes: all neighbours at once (corners and edges included, in one round),
+ * and halos wider than a neighbour's block simply reach further ranks. Cells
+ * outside the global index space are the kernel's padding and are never
+ * touched.
+ */
+#include <string.h>
+
+#include "../src/exchange.h"
+#include "../src/op_impl.h"
+
+#define HALO_TAG 13
+
+typedef struct halo_impl {
+    ladle_layout *bulk, *out;
+    ladle_halo_geometry geo;
+} halo_impl;
+
+static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
+static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
+static void halo_destroy(ladle_op *op);
+
+static const ladle_op_vtable halo_vt = {"halo-exchange", halo_forward, halo_adjoint,
+                                        halo_destroy};
+
+void ladle_window_init(ladle_window *w, int ndim)
+{
+    if (w == NULL)
+        return;
+    memset(w, 0, sizeof *w);
+    w->ndim = ndim;
+    for (int d = 0; d < LADLE_MAX_NDIM; d++) {
+        w->kernel[d] = 1;
+        w->stride[d] = 1;
+        w->padding[d] = 0;
+        w->dilation[d] = 1;
+    }
+}
+
+static int identity_window(const ladle_window *w, int d)
+{
+    return w->kernel[d] == 1 && w->stride[d] == 1 && w->padding[d] == 0 &&
+           w->dilation[d] == 1;
+}
+
+/* Output length of one dimension, as the frameworks compute it. */
+static int64_t output_length(int64_t n, const ladle_window *w, int d)
+{
+    int64_t span = n + 2 * w->padding[d] - w->dilation[d] * (w->kernel[d] - 1) - 1;
+    if (span < 0)
+        return 0;
+    int64_t m = w->ceil_mode ? (span + w->stride[d] - 1) / w->stride[d] + 1
+                             : span / w->stride[d] + 1;
+    /* the last window must start inside the input or its left padding */
+    if (w->ceil_mode && (m - 1) * w->stride[d] >= n + w->padding[d])
+        m--;
+    return m;
+}
+
+static ladle_status check_window(const ladle_layout *x, const ladle_window *w)
+{
+    const char *f = "ladle_halo_exchange_create";
+    if (w->ndim != x->ndim)
+        return ladle__raise(LADLE_ERR_ARG, f, "the window has %d dimensions, x has %d",
+                            w->ndim, x->ndim);
+    if (!x->decomposition)
+        return ladle__raise(LADLE_ERR_ARG, f, "x is not a decomposition");
+    for (int d = 0; d < w->ndim; d++) {
+        if (w->kernel[d] < 1 || w->stride[d] < 1 || w->padding[d] < 0 ||
+            w->dilation[d] < 1)
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "dimension %d: kernel %lld, stride %lld, padding %lld, "
+                                "dilation %lld (need k>=1, s>=1, p>=0, d>=1)",
+                                d, (long long)w->kernel[d], (long long)w->stride[d],
+                                (long long)w->padding[d], (long long)w->dilation[d]);
+        if (!identity_window(w, d) && output_length(x->global[d], w, d) < 1)
+            return ladle__raise(LADLE_ERR_SHAPE, f,
+                                "dimension %d: the dilated kernel (%lld) is larger than the "
+                                "padded input (%lld)",
+                                d, (long long)(w->dilation[d] * (w->kernel[d] - 1) + 1),
+                                (long long)(x->global[d] + 2 * w->padding[d]));
+    }
+    return LADLE_OK;
+}
+
+/* Per dimension and coordinate: the padded box, the needed box and the
+ * output split. Arrays are [d][i]. */
+typedef struct halo_tables {
+    int64_t m[LADLE_MAX_NDIM];
+    int64_t *pad_start[LADLE_MAX_NDIM], *pad_size[LADLE_MAX_NDIM];
+    int64_t *need_start[LADLE_MAX_NDIM], *need_size[LADLE_MAX_NDIM];
+    int64_t *out_size[LADLE_MAX_NDIM];
+} halo_tables;
+
+static void tables_free(halo_tables *t)
+{
+    for (int d = 0; d < LADLE_MAX_NDIM; d++) {
+        ladle__free(t->pad_start[d]);
+        ladle__free(t->pad_size[d]);
+        ladle__free(t->need_start[d]);
+        ladle__free(t->need_size[d]);
+        ladle__free(t->out_size[d]);
+    }
+}
+
+static ladle_status tables_make(const ladle_layout *x, const ladle_window *w, halo_tables *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int d = 0; d < x->ndim; d++) {
+        int P = x->p->shape[d];
+        int64_t *arr[5];
+        for (int k = 0; k < 5; k++) {
+            arr[k] = ladle__calloc((size_t)P, sizeof(int64_t));
+            if (arr[k] == NULL) {
+                for (int q = 0; q <= k; q++)
+                    ladle__free(arr[q]);
+                return ladle__raise(LADLE_ERR_ALLOC, "ladle_halo_exchange_create",
+                                    "out of memory");
+            }
+        }
+        t->pad_start[d] = arr[0], t->pad_size[d] = arr[1];
+        t->need_start[d] = arr[2], t->need_size[d] = arr[3], t->out_size[d] = arr[4];
+        int identity = identity_window(w, d);
+        t->m[d] = identity ? x->global[d] : output_length(x->global[d], w, d);
+        for (int i = 0; i < P; i++) {
+            int64_t a = x->start[d][i], l = x->size[d][i];
+            int64_t b = ladle__balanced_start(t->m[d], P, i);
+            int64_t c = identity ? l : ladle__balanced_size(t->m[d], P, i);
+            int64_t lo = a, hi = a + l, ps = a, pe = a + l;
+            if (!identity && c > 0) {
+                lo = w->stride[d] * b - w->padding[d];
+                hi = w->stride[d] * (b + c - 1) + w->dilation[d] * (w->kernel[d] - 1) -
+                     w->padding[d] + 1;
+                ps = l > 0 && a < lo ? a : lo;
+                pe = l > 0 && a + l > hi ? a + l : hi;
+            } else if (!identity) {
+                lo = hi = a; /* needs nothing */
+            }
+            t->pad_start[d][i] = ps;
+            t->pad_size[d][i] = pe - ps;
+            t->need_start[d][i] = lo;
+            t->need_size[d][i] = hi - lo;
+            t->out_size[d][i] = c;
+        }
+    }
+    return LADLE_OK;
+}
+
+static void fill_geometry(const ladle_layout *x, const halo_tables *t,
+                          ladle_halo_geometry *g)
+{
+    memset(g, 0, sizeof *g);
+    g->ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++)
+        g->global_output_shape[d] = t->m[d];
+    if (x->p->rank < 0)
+        return;
+    for (int d = 0; d < x->ndim; d++) {
+        int i = x->p->coords[d];
+        int64_t ps = t->pad_start[d][i];
+        g->padded_shape[d] = t->pad_size[d][i];
+        g->padded_offset[d] = ps;
+        g->bulk_offset[d] = x->start[d][i] - ps;
+        g->bulk_shape[d] = x->size[d][i];
+        g->halo_left[d] = g->bulk_offset[d];
+        g->halo_right[d] = g->padded_shape[d] - g->bulk_offset[d] - g->bulk_shape[d];
+        g->needed_offset[d] = t->need_size[d][i] > 0 ? t->need_start[d][i] - ps : 0;
+        g->needed_shape[d] = t->need_size[d][i];
+        g->output_shape[d] = t->out_size[d][i];
+        int64_t o = 0;
+        for (int k = 0; k < i; k++)
+            o += t->out_size[d][k];
+        g->output_offset[d] = o;
+    }
+}
+
+static void plan(ladle_op *op, const ladle_layout *bulk, const ladle_layout *padded,
+                 const int *to_comm)
+{
+    ladle_ref Y = ladle_ref_make(LADLE_BUF_Y, 0);
+    ladle_side b = ladle__side_own(padded, Y), q = b;
+    b.boxes = bulk; /* owned cells, addressed inside the padded tensor */
+    ladle_exchange_opts fwd = {0, LADLE_BOX_COPY, 0, HALO_TAG};
+    ladle_exchange_opts adj = {0, LADLE_BOX_ADD, 1, HALO_TAG};
+    ladle__plan_exchange(op->fwd, &b, &q, to_comm, fwd);
+    ladle__plan_exchange(op->adj, &q, &b, to_comm, adj);
+}
+
+ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
+                                        ladle_dtype dtype, unsigned flags, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    ladle_layout *padded = NULL;
+    halo_impl *impl = NULL;
+    halo_tables t;
+    int *to_comm = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    uint64_t h = LADLE_HASH_INIT;
+
+    memset(&t, 0, sizeof t);
+    LADLE_NOT_NULL(out);
+    LADLE_NOT_NULL(x);
+    LADLE_NOT_NULL(w);
+    if (ladle_dtype_size(dtype) == 0)
+        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "unknown dtype %d", (int)dtype);
+    else if (flags & ~LADLE_CHECKED)
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
+    if (local == LADLE_OK)
+        local = check_window(x, w);
+    if (local == LADLE_OK)
+        local = tables_make(x, w, &t);
+    if (local == LADLE_OK)
+        local = ladle__layout_create_boxes(x->p, x->ndim, x->global,
+                                           (const int64_t *const *)t.pad_start,
+                                           (const int64_t *const *)t.pad_size, &padded);
+    if (local == LADLE_OK) {
+        impl = ladle__calloc(1, sizeof *impl);
+        if (impl == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, __func__, "out of memory");
+    }
+    if (local == LADLE_OK)
+        local = ladle_layout_create_split(x->p, x->ndim, t.m,
+                                          (const int64_t *const *)t.out_size, &impl->out);
+    if (local == LADLE_OK)
+        local = ladle__op_new(&halo_vt, dtype, flags, padded, padded, &op);
+    if (local == LADLE_OK) {
+        op->in_place = 1;
+        op->impl = impl;
+        impl->bulk = ladle__layout_retain(x);
+        fill_geometry(x, &t, &impl->geo);
+        impl = NULL;
+    }
+    LADLE_CALL(ladle__op_comm(x->p, NULL, &comm, &to_comm));
+    if (local == LADLE_OK && comm != MPI_COMM_NULL)
+        plan(op, x, padded, to_comm);
+    if (local == LADLE_OK) {
+        h = ladle__layout_hash(h, x);
+        h = ladle__hash(h, w, sizeof *w);
+        h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &flags, sizeof flags);
+    }
+    st = ladle__op_finish(&op, comm, local, h, __func__);
+    comm = MPI_COMM_NULL;
+    if (st == LADLE_OK) {
+        *out = op;
+        op = NULL;
+    }
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    if (impl != NULL) {
+        ladle_layout_destroy(&impl->out);
+        ladle__free(impl);
+    }
+    ladle_layout_destroy(&padded);
+    tables_free(&t);
+    ladle__free(to_comm);
+    return st;
+}
+
+static void halo_destroy(ladle_op *op)
+{
+    halo_impl *impl = op->impl;
+    if (impl == NULL)
+        return;
+    ladle_layout_destroy(&impl->bulk);
+    ladle_layout_destroy(&impl->out);
+    ladle__free(impl);
+    op->impl = NULL;
+}
+
+static void copy_if_distinct(ladle_op *op, const ladle_tensor *from, ladle_tensor *to)
+{
+    if (from->data != to->data)
+        op->be->copy(op->dtype, from->numel, from->data, to->data);
+}
+
+static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y)
+{
+    copy_if_distinct(op, x, y);
+    return ladle_sched_run(op->fwd, op->be, y->data, y->data, op->ws);
+}
+
+static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx)
+{
+    copy_if_distinct(op, dy, dx);
+    return ladle_sched_run(op->adj, op->be, dx->data, dx->data, op->ws);
+}
+
+/* Shared checks of the begin/end calls. */
+static ladle_status split_call(ladle_op *op, ladle_tensor *t, int adjoint, int begin,
+                               const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(op != NULL, LADLE_ERR_NULL, "op is NULL");
+    LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
+                op->vt->name);
+    ladle_sched *s = adjoint ? op->adj : op->fwd;
+    if (begin) {
+        LADLE_CHECK(!op->busy, LADLE_ERR_STATE, "an exchange of this op is in flight");
+        LADLE_CALL(ladle__op_check_io(op, t, 1, t, func));
+        LADLE_CALL(ladle_sched_start(s, op->be, t->data, t->data, op->ws));
+        op->busy = adjoint ? 2 : 1;
+    } else {
+        LADLE_CHECK(op->busy == (adjoint ? 2 : 1), LADLE_ERR_STATE,
+                    "no %s exchange of this op is in flight", adjoint ? "adjoint" : "forward");
+        LADLE_CHECK(t != NULL, LADLE_ERR_NULL, "t is NULL");
+        op->busy = 0;
+        LADLE_CALL(ladle_sched_finish(s));
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_halo_exchange_begin(ladle_op *op, ladle_tensor *t)
+{
+    return split_call(op, t, 0, 1, __func__);
+}
+
+ladle_status ladle_halo_exchange_end(ladle_op *op, ladle_tensor *t)
+{
+    return split_call(op, t, 0, 0, __func__);
+}
+
+ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op, ladle_tensor *t)
+{
+    return split_call(op, t, 1, 1, __func__);
+}
+
+ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tensor *t)
+{
+    return split_call(op, t, 1, 0, __func__);
+}
+
+ladle_status ladle_halo_exchange_geometry(const ladle_op *op, ladle_halo_geometry *g)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_NOT_NULL(g);
+    LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
+                op->vt->name);
+    *g = ((const halo_impl *)op->impl)->geo;
+fail:
+    return st;
+}
+
+const ladle_layout *ladle_halo_exchange_bulk_layout(const ladle_op *op)
+{
+    return op && op->vt == &halo_vt ? ((const halo_impl *)op->impl)->bulk : NULL;
+}
+
+const ladle_layout *ladle_halo_exchange_output_layout(const ladle_op *op)
+{
+    return op && op->vt == &halo_vt ? ((const halo_impl *)op->impl)->out : NULL;
+}

@@ -1,0 +1,17 @@
+/*
+ * Broadcast and sum-reduce are one pair of plans read in two directions:
+ * a broadcast from the owners (`small`) to `big`, and the reduction from
+ * `big` back onto the owners. Broadcast runs the first forward and the
+ * second as its adjoint; SumReduce the other way round.
+ */
+#ifndef LADLE_PRIMITIVES_PAIR_H
+#define LADLE_PRIMITIVES_PAIR_H
+
+#include "../src/op_impl.h"
+
+ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y,
+                                int ndim, const int64_t *shape, ladle_dtype dtype,
+                                unsigned flags, int reduce, ladle_op **out,
+                                const char *func);
+
+#endif /* LADLE_PRIMITIVES_PAIR_H */

@@ -1,0 +1,14 @@
+/*
+ * SumReduce P_x -> P_y: the broadcast pair read backwards. The owners of
+ * the pairing are the destination ranks (P_y); the plan that sums receivers
+ * onto owners runs forward and the plan that broadcasts owners to receivers
+ * runs as the adjoint. See broadcast.c.
+ */
+#include "pair.h"
+
+ladle_status ladle_sum_reduce_create(const ladle_partition *p_x, const ladle_partition *p_y,
+                                     int ndim, const int64_t shape[], ladle_dtype dtype,
+                                     unsigned flags, ladle_op **op)
+{
+    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, flags, 1, op, __func__);
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install what ladle needs from Debian packages, and only what is missing.
+#
+#   scripts/install-deps.sh            install missing packages (as root, with apt-get)
+#   scripts/install-deps.sh --check    exit 0 if everything is present, 1 otherwise
+#
+# Run as another user, it prints the exact command to run instead of
+# trying sudo behind the caller's back.
+set -eu
+
+PACKAGES="make gcc mpich libmpich-dev libopenblas-dev check pkg-config"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+    echo "missing packages:$missing"
+    exit 1
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "ladle needs these Debian packages:$missing" >&2
+    echo "run as root:  apt-get update && apt-get install -y --no-install-recommends$missing" >&2
+    exit 1
+fi
+
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,211 @@
+/*
+ * The CPU backend: the reference implementation of every kernel slot.
+ * Box kernels walk all but the innermost dimension with an index counter and
+ * run the innermost one as a plain loop (memcpy when both sides are unit
+ * stride), so packing a box costs one pass over its bytes.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../backend.h"
+
+static void *cpu_alloc(size_t bytes)
+{
+    /* calloc may hand back untouched zero pages; memset touches them now, at
+     * plan time, instead of in the first forward call. */
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 1;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+
+static void cpu_copy(ladle_dtype dtype, int64_t n, const void *src, void *dst)
+{
+    if (n > 0 && src != dst)
+        memmove(dst, src, (size_t)n * ladle_dtype_size(dtype));
+}
+
+#define DEFINE_ROW_KERNELS(T, SUFFIX)                                              \
+    static void row_##SUFFIX(ladle_box_mode mode, int64_t n, const T *s,           \
+                             int64_t ss, T *d, int64_t ds)                         \
+    {                                                                              \
+        if (mode == LADLE_BOX_ZERO) {                                              \
+            if (ds == 1)                                                           \
+                memset(d, 0, (size_t)n * sizeof(T));                               \
+            else                                                                   \
+                for (int64_t i = 0; i < n; i++)                                    \
+                    d[i * ds] = 0;                                                 \
+        } else if (mode == LADLE_BOX_COPY) {                                       \
+            if (ss == 1 && ds == 1)                                                \
+                memcpy(d, s, (size_t)n * sizeof(T));                               \
+            else                                                                   \
+                for (int64_t i = 0; i < n; i++)                                    \
+                    d[i * ds] = s[i * ss];                                         \
+        } else {                                                                   \
+            if (ss == 1 && ds == 1)                                                \
+                for (int64_t i = 0; i < n; i++)                                    \
+                    d[i] += s[i];                                                  \
+            else                                                                   \
+                for (int64_t i = 0; i < n; i++)                                    \
+                    d[i * ds] += s[i * ss];                                        \
+        }                                                                          \
+    }
+
+DEFINE_ROW_KERNELS(float, f32)
+DEFINE_ROW_KERNELS(double, f64)
+
+static void cpu_copy_box(ladle_dtype dtype, ladle_box_mode mode, int ndim,
+                         const int64_t *ext, const void *src, const int64_t *sstr,
+                         void *dst, const int64_t *dstr)
+{
+    int64_t idx[LADLE_MAX_NDIM] = {0};
+    size_t es = ladle_dtype_size(dtype);
+    if (ndim == 0) {
+        static const int64_t one = 1;
+        cpu_copy_box(dtype, mode, 1, &one, src, &one, dst, &one);
+        return;
+    }
+    for (int d = 0; d < ndim; d++)
+        if (ext[d] <= 0)
+            return;
+    int inner = ndim - 1;
+    for (;;) {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < inner; d++) {
+            so += idx[d] * (mode == LADLE_BOX_ZERO ? 0 : sstr[d]);
+            doff += idx[d] * dstr[d];
+        }
+        const char *s = mode == LADLE_BOX_ZERO ? NULL : (const char *)src + (size_t)so * es;
+        char *dp = (char *)dst + (size_t)doff * es;
+        int64_t ss = mode == LADLE_BOX_ZERO ? 0 : sstr[inner];
+        if (dtype == LADLE_F32)
+            row_f32(mode, ext[inner], (const float *)s, ss, (float *)dp, dstr[inner]);
+        else
+            row_f64(mode, ext[inner], (const double *)s, ss, (double *)dp, dstr[inner]);
+        int d = inner - 1;
+        while (d >= 0 && ++idx[d] == ext[d])
+            idx[d--] = 0;
+        if (d < 0)
+            break;
+    }
+}
+
+static void contiguous(int ndim, const int64_t *ext, int64_t *str)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        str[d] = s;
+        s *= ext[d];
+    }
+}
+
+static void cpu_pack(ladle_dtype dtype, int ndim, const int64_t *ext, const void *src,
+                     const int64_t *sstr, void *dst)
+{
+    int64_t dstr[LADLE_MAX_NDIM];
+    contiguous(ndim, ext, dstr);
+    cpu_copy_box(dtype, LADLE_BOX_COPY, ndim, ext, src, sstr, dst, dstr);
+}
+
+static void cpu_unpack(ladle_dtype dtype, ladle_box_mode mode, int ndim,
+                       const int64_t *ext, const void *src, void *dst,
+                       const int64_t *dstr)
+{
+    int64_t sstr[LADLE_MAX_NDIM];
+    contiguous(ndim, ext, sstr);
+    cpu_copy_box(dtype, mode, ndim, ext, src, sstr, dst, dstr);
+}
+
+static void cpu_add(ladle_dtype dtype, int64_t n, const void *a, const void *b, void *c)
+{
+    if (dtype == LADLE_F32) {
+        const float *x = a, *y = b;
+        float *z = c;
+        for (int64_t i = 0; i < n; i++)
+            z[i] = x[i] + y[i];
+    } else {
+        const double *x = a, *y = b;
+        double *z = c;
+        for (int64_t i = 0; i < n; i++)
+            z[i] = x[i] + y[i];
+    }
+}
+
+static void cpu_axpy(ladle_dtype dtype, int64_t n, double alpha, const void *x, void *y)
+{
+    if (dtype == LADLE_F32) {
+        const float *a = x;
+        float *b = y, al = (float)alpha;
+        for (int64_t i = 0; i < n; i++)
+            b[i] += al * a[i];
+    } else {
+        const double *a = x;
+        double *b = y;
+        for (int64_t i = 0; i < n; i++)
+            b[i] += alpha * a[i];
+    }
+}
+
+static double cpu_dot(ladle_dtype dtype, int64_t n, const void *x, const void *y)
+{
+    double s = 0.0;
+    if (dtype == LADLE_F32) {
+        const float *a = x, *b = y;
+        for (int64_t i = 0; i < n; i++)
+            s += (double)a[i] * (double)b[i];
+    } else {
+        const double *a = x, *b = y;
+        for (int64_t i = 0; i < n; i++)
+            s += a[i] * b[i];
+    }
+    return s;
+}
+
+static void cpu_fill(ladle_dtype dtype, int64_t n, double value, void *x)
+{
+    if (dtype == LADLE_F32) {
+        float *a = x, v = (float)value;
+        for (int64_t i = 0; i < n; i++)
+            a[i] = v;
+    } else {
+        double *a = x;
+        for (int64_t i = 0; i < n; i++)
+            a[i] = value;
+    }
+}
+
+static void cpu_gemm(ladle_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n,
+                     int64_t k, double alpha, const void *a, int64_t lda, const void *b,
+                     int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (dtype == LADLE_F32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a,
+                    (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+                    b, (int)ldb, beta, c, (int)ldc);
+}
+
+const ladle_backend ladle__cpu_backend = {
+    .name = "cpu",
+    .device = LADLE_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .copy_box = cpu_copy_box,
+    .pack = cpu_pack,
+    .unpack = cpu_unpack,
+    .add = cpu_add,
+    .axpy = cpu_axpy,
+    .dot = cpu_dot,
+    .fill = cpu_fill,
+    .gemm = cpu_gemm,
+};

@@ -1,0 +1,165 @@
+/*
+ * Private declarations shared by the library's sources. Never installed.
+ */
+#ifndef LADLE_INTERNAL_H
+#define LADLE_INTERNAL_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "ladle.h"
+
+#if defined(__GNUC__)
+#define LADLE_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define LADLE_PRINTF(f, a)
+#endif
+
+/* Record an error for the calling thread ("[rank R] func: message") and
+ * return its status. */
+ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt,
+                          ...) LADLE_PRINTF(3, 4);
+
+/* Turn an MPI error code into a recorded LADLE_ERR_MPI. */
+ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
+
+/*
+ * The error-handling idiom: a function declares `ladle_status st = LADLE_OK;`
+ * and ends with a `fail:` label that cleans up and returns st.
+ * LADLE_CHECK raises, LADLE_CALL propagates a callee's status, LADLE_MPI
+ * wraps an MPI call.
+ */
+#define LADLE_CHECK(cond, code, ...)                                  \
+    do {                                                              \
+        if (!(cond)) {                                                \
+            st = ladle__raise((code), __func__, __VA_ARGS__);         \
+            goto fail;                                                \
+        }                                                             \
+    } while (0)
+
+#define LADLE_CALL(expr)                                              \
+    do {                                                              \
+        st = (expr);                                                  \
+        if (st != LADLE_OK)                                           \
+            goto fail;                                                \
+    } while (0)
+
+#define LADLE_MPI(expr)                                               \
+    do {                                                              \
+        int ladle_mpi_rc_ = (expr);                                   \
+        if (ladle_mpi_rc_ != MPI_SUCCESS) {                           \
+            st = ladle__raise_mpi(ladle_mpi_rc_, __func__, #expr);    \
+            goto fail;                                                \
+        }                                                             \
+    } while (0)
+
+#define LADLE_NOT_NULL(ptr)                                           \
+    LADLE_CHECK((ptr) != NULL, LADLE_ERR_NULL, "%s is NULL", #ptr)
+
+/* Allocation helpers: zeroed memory, or NULL (the caller raises). */
+void *ladle__calloc(size_t count, size_t size);
+void ladle__free(void *p);
+
+/* 1 when MPI is initialised and not yet finalised. */
+int ladle__mpi_usable(void);
+
+/* Format "AxBxC" into buf (size cap). */
+const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
+const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);
+
+/* 64-bit FNV-1a, for agreeing on arguments across ranks. */
+uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes);
+#define LADLE_HASH_INIT 1469598103934665603ull
+
+/* Counter-based random numbers: a well-mixed 64-bit value of (seed, stream,
+ * counter), and the uniform double in [-1, 1) made from it. */
+uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter);
+double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* ---- tensors ---- */
+struct ladle_tensor {
+    ladle_dtype dtype;
+    ladle_device device;
+    int ndim;
+    int owned;
+    int64_t numel;
+    int64_t shape[LADLE_MAX_NDIM];
+    int64_t strides[LADLE_MAX_NDIM];
+    void *data;
+};
+
+/* Row-major strides of shape. */
+void ladle__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Check a shape (ndim in range, extents non-negative, volume fits) and
+ * return its volume in *numel. */
+ladle_status ladle__check_shape(const char *func, int ndim, const int64_t *shape,
+                                int64_t *numel);
+
+/* ---- partitions ---- */
+
+/* What every partition made from one ladle_partition_create shares: a
+ * private duplicate of the parent communicator. */
+typedef struct ladle_root {
+    int refs;
+    MPI_Comm comm;
+    MPI_Group group;
+    int size;
+    int rank;
+} ladle_root;
+
+struct ladle_partition {
+    int refs;
+    ladle_root *root;
+    int ndim;
+    int shape[LADLE_MAX_NDIM];
+    int size;
+    int *ranks;  /* ranks[r]: root-communicator rank of partition rank r */
+    int rank;    /* this rank's partition rank, or -1 */
+    int coords[LADLE_MAX_NDIM];
+    MPI_Comm comm;
+};
+
+ladle_partition *ladle__partition_retain(const ladle_partition *p);
+void ladle__partition_release(ladle_partition *p);
+/* Row-major unravel / ravel of partition ranks. */
+void ladle__unravel(int ndim, const int *shape, int r, int *coords);
+int ladle__ravel(int ndim, const int *shape, const int *coords);
+/* Partition rank of root rank rr, or -1 (a linear scan). */
+int ladle__partition_rank_of_root(const ladle_partition *p, int rr);
+/* 1 if a and b may be combined in one operator (same parent process set). */
+int ladle__partitions_compatible(const ladle_partition *a, const ladle_partition *b);
+/* Agree over comm on the outcome of a collective call: returns local if it
+ * failed, LADLE_ERR_REMOTE if another rank failed, LADLE_ERR_ARG if the ranks
+ * passed different hashes of their arguments, else LADLE_OK. */
+ladle_status ladle__agree(MPI_Comm comm, ladle_status local, uint64_t hash,
+                          const char *func);
+/* Fold a partition's shape and members into a hash. */
+uint64_t ladle__partition_hash(uint64_t h, const ladle_partition *p);
+
+/* ---- layouts ---- */
+struct ladle_layout {
+    int refs;
+    ladle_partition *p;
+    int ndim;
+    int block;           /* every member holds the whole block */
+    int decomposition;   /* boxes tile the global index space */
+    int64_t global[LADLE_MAX_NDIM];
+    /* Decomposed layouts: along dim d, coordinate i has box [start, start+size). */
+    int64_t *start[LADLE_MAX_NDIM];
+    int64_t *size[LADLE_MAX_NDIM];
+};
+
+/* A rectilinear layout from explicit starts and sizes per dimension and
+ * coordinate (boxes may overlap or leave the global index space). */
+ladle_status ladle__layout_create_boxes(const ladle_partition *p, int ndim,
+                                        const int64_t *global,
+                                        const int64_t *const *starts,
+                                        const int64_t *const *sizes,
+                                        ladle_layout **l);
+ladle_layout *ladle__layout_retain(const ladle_layout *l);
+uint64_t ladle__layout_hash(uint64_t h, const ladle_layout *l);
+/* Balanced split of n over parts: size and start of block i. */
+int64_t ladle__balanced_size(int64_t n, int parts, int i);
+int64_t ladle__balanced_start(int64_t n, int parts, int i);
+
+#endif /* LADLE_INTERNAL_H */

@@ -1,0 +1,71 @@
+/*
+ * The inside of ladle_op: a small vtable plus what every operator shares
+ * (layouts, this rank's local shapes, its private communicator, the planned
+ * schedules and workspace). Primitives are plan builders on top of this.
+ */
+#ifndef LADLE_OP_IMPL_H
+#define LADLE_OP_IMPL_H
+
+#include "sched.h"
+
+typedef struct ladle_op_vtable {
+    const char *name;
+    /* Run with arguments already checked. NULL: run the planned schedule. */
+    ladle_status (*forward)(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
+    ladle_status (*adjoint)(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
+    /* Free impl; may be NULL. */
+    void (*destroy)(ladle_op *op);
+} ladle_op_vtable;
+
+struct ladle_op {
+    const ladle_op_vtable *vt;
+    ladle_dtype dtype;
+    unsigned flags;
+    ladle_layout *x_layout, *y_layout;
+    int x_ndim, y_ndim;
+    int64_t x_shape[LADLE_MAX_NDIM], y_shape[LADLE_MAX_NDIM];
+    int64_t x_numel, y_numel;
+    MPI_Comm comm;       /* private; MPI_COMM_NULL on ranks outside the op */
+    int active;          /* this rank is in one of the op's partitions */
+    int in_place;        /* forward/adjoint accept x == y */
+    int busy;            /* a begin/end call is in flight */
+    ladle_sched *fwd, *adj;
+    void *ws;
+    size_t ws_bytes;
+    const ladle_backend *be;
+    void *impl;
+};
+
+/* A new op over the layouts (both retained), with local shapes filled in for
+ * the calling rank. */
+ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigned flags,
+                           const ladle_layout *x, const ladle_layout *y, ladle_op **out);
+
+/* The private communicator of the members of a and b (b may be NULL or equal
+ * to a), in union order: a's ranks, then b's ranks not in a. On members,
+ * *comm is new and to_comm[root rank] gives the comm rank of each member (-1
+ * for others); on other ranks *comm is MPI_COMM_NULL. Collective over the
+ * members. */
+ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
+                            MPI_Comm *comm, int **to_comm);
+
+/* The last step of every create: finalise both schedules on comm, allocate
+ * and touch the workspace, and agree with the other members on the outcome
+ * (local: this rank's status so far; hash: the arguments every member must
+ * have passed alike). *op may be NULL when creation failed early; comm is
+ * then freed. On failure *op is destroyed. */
+ladle_status ladle__op_finish(ladle_op **op, MPI_Comm comm, ladle_status local,
+                              uint64_t hash, const char *func);
+
+/* The largest tag an op's communicator accepts. */
+int ladle__tag_ub(MPI_Comm comm);
+
+/* Check a call's tensors against the op (local checks, then an agreement
+ * when the op is checked). */
+ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_x,
+                                const ladle_tensor *out, const char *func);
+
+/* 1 if the op was asked to agree on checks (flag or environment). */
+unsigned ladle__op_flags_from_env(unsigned flags);
+
+#endif /* LADLE_OP_IMPL_H */
