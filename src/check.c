@@ -42,7 +42,7 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
     LADLE_CALL(ladle_op_adjoint(op, y, fty));
     LADLE_CALL(ladle_tensor_dot(fx, y, &dots[0]));
     LADLE_CALL(ladle_tensor_dot(x, fty, &dots[1]));
-    LADLE_MPI(MPI_Allreduce(dots, sums, 2, MPI_DOUBLE, MPI_SUM, op->comm));
+    LADLE_MPI(ladle__allreduce(dots, sums, 2, MPI_DOUBLE, MPI_SUM, op->comm));
     r->fx_y = sums[0];
     r->x_fty = sums[1];
     double scale = fmax(fabs(sums[0]), fabs(sums[1]));

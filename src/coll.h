@@ -8,7 +8,7 @@
 #ifndef LADLE_COLL_H
 #define LADLE_COLL_H
 
-#include "sched.h"
+#include "schedule.h"
 
 #define LADLE_COLL_MAX_CHUNKS 64
 

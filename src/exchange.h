@@ -6,7 +6,7 @@
 #ifndef LADLE_EXCHANGE_H
 #define LADLE_EXCHANGE_H
 
-#include "sched.h"
+#include "schedule.h"
 
 /* One side of an exchange on the calling rank: the layout whose boxes say
  * what each rank holds (sends) or wants (receives), and this rank's local

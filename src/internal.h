@@ -63,6 +63,18 @@ void ladle__free(void *p);
 /* 1 when MPI is initialised and not yet finalised. */
 int ladle__mpi_usable(void);
 
+/* Waiting on MPI requests without hogging a shared core: poll, and after a
+ * short spin yield the processor between polls. MPI's own blocking waits
+ * busy-poll, which costs milliseconds per message when ranks outnumber
+ * cores; this costs a system call per poll once the spin is over.
+ * ladle__poll_pause is the back-off step of such a loop (idle counts the
+ * fruitless polls); ladle__wait waits for one request to complete. */
+void ladle__poll_pause(int *idle);
+int ladle__wait(MPI_Request *req);
+/* A collective all-reduce that waits politely (MPI_Iallreduce + ladle__wait). */
+int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm);
+
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
 const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);

@@ -6,7 +6,7 @@
 #ifndef LADLE_OP_IMPL_H
 #define LADLE_OP_IMPL_H
 
-#include "sched.h"
+#include "schedule.h"
 
 typedef struct ladle_op_vtable {
     const char *name;

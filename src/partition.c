@@ -144,7 +144,7 @@ ladle_status ladle__agree(MPI_Comm comm, ladle_status local, uint64_t hash,
     in[0] = (long long)local;
     in[1] = (long long)(hash >> 1);
     in[2] = -(long long)(hash >> 1);
-    int rc = MPI_Allreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, comm);
+    int rc = ladle__allreduce(in, out, 3, MPI_LONG_LONG, MPI_MAX, comm);
     if (rc != MPI_SUCCESS)
         return ladle__raise_mpi(rc, func, "MPI_Allreduce");
     if (local != LADLE_OK)
@@ -187,6 +187,8 @@ static void locate_self(ladle_partition *p)
         ladle__unravel(p->ndim, p->shape, p->rank, p->coords);
 }
 
+static ladle_status member_comm(ladle_partition *p);
+
 ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                     const int ranks[], ladle_partition **out)
 {
@@ -204,7 +206,12 @@ ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[]
     root->refs = 1;
     root->comm = MPI_COMM_NULL;
     root->group = MPI_GROUP_NULL;
-    LADLE_MPI(MPI_Comm_dup(parent, &root->comm));
+    {
+        /* nonblocking, so the wait can yield the core to other ranks */
+        MPI_Request req;
+        LADLE_MPI(MPI_Comm_idup(parent, &root->comm, &req));
+        LADLE_MPI(ladle__wait(&req));
+    }
     LADLE_MPI(MPI_Comm_set_errhandler(root->comm, MPI_ERRORS_RETURN));
     LADLE_MPI(MPI_Comm_group(root->comm, &root->group));
     LADLE_MPI(MPI_Comm_size(root->comm, &root->size));
@@ -224,10 +231,7 @@ ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[]
     p->root = root;
     root = NULL;
     locate_self(p);
-    LADLE_MPI(MPI_Comm_split(p->root->comm, p->rank >= 0 ? 0 : MPI_UNDEFINED, p->rank,
-                             &p->comm));
-    if (p->comm != MPI_COMM_NULL)
-        LADLE_MPI(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN));
+    LADLE_CALL(member_comm(p));
     *out = p;
     return LADLE_OK;
 fail:
@@ -240,29 +244,38 @@ fail:
     return st;
 }
 
-/* A new partition with members listed as root ranks, sharing root with base.
- * Members create the private communicator with MPI_Comm_create_group. */
+/* The members' private communicator, made by the members alone (non-members
+ * do not take part, and p->rank orders it). */
+static ladle_status member_comm(ladle_partition *p)
+{
+    ladle_status st = LADLE_OK;
+    MPI_Group group = MPI_GROUP_NULL;
+    if (p->rank < 0)
+        return LADLE_OK;
+    LADLE_MPI(MPI_Group_incl(p->root->group, p->size, p->ranks, &group));
+    LADLE_MPI(MPI_Comm_create_group(p->root->comm, group, PARTITION_TAG, &p->comm));
+    LADLE_MPI(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN));
+fail:
+    if (group != MPI_GROUP_NULL)
+        MPI_Group_free(&group);
+    return st;
+}
+
+/* A new partition with members listed as root ranks, sharing root with base. */
 static ladle_status derive(const ladle_partition *base, int ndim, const int *shape,
                            int size, const int *root_ranks, ladle_partition **out)
 {
     ladle_status st = LADLE_OK;
     ladle_partition *p = partition_alloc(ndim, shape, size);
-    MPI_Group group = MPI_GROUP_NULL;
     LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
     memcpy(p->ranks, root_ranks, sizeof(int) * (size_t)size);
     p->root = base->root;
     p->root->refs++;
     locate_self(p);
-    if (p->rank >= 0) {
-        LADLE_MPI(MPI_Group_incl(p->root->group, size, p->ranks, &group));
-        LADLE_MPI(MPI_Comm_create_group(p->root->comm, group, PARTITION_TAG, &p->comm));
-        LADLE_MPI(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN));
-    }
+    LADLE_CALL(member_comm(p));
     *out = p;
     p = NULL;
 fail:
-    if (group != MPI_GROUP_NULL)
-        MPI_Group_free(&group);
     ladle__partition_release(p);
     return st;
 }
@@ -335,14 +348,7 @@ ladle_status ladle_partition_create_sub(const ladle_partition *p, const int rema
     s->root = p->root;
     s->root->refs++;
     locate_self(s);
-    if (p->comm != MPI_COMM_NULL) {
-        int color = 0;
-        for (int d = 0; d < p->ndim; d++)
-            if (!remain[d])
-                color = color * p->shape[d] + p->coords[d];
-        LADLE_MPI(MPI_Comm_split(p->comm, color, s->rank, &s->comm));
-        LADLE_MPI(MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN));
-    }
+    LADLE_CALL(member_comm(s));
     *out = s;
     s = NULL;
 fail:

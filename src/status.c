@@ -1,4 +1,5 @@
 /* Status codes, the per-thread error message, version, small utilities. */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,4 +197,35 @@ double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
     /* 53 random bits -> [0, 1) -> [-1, 1) */
     double u = (double)(ladle__random_bits(seed, stream, counter) >> 11) * 0x1.0p-53;
     return 2.0 * u - 1.0;
+}
+
+#define SPIN_POLLS 64
+
+void ladle__poll_pause(int *idle)
+{
+    if (++*idle > SPIN_POLLS)
+        sched_yield();
+}
+
+int ladle__wait(MPI_Request *req)
+{
+    int idle = 0;
+    for (;;) {
+        int done = 0;
+        MPI_Status status;
+        int rc = MPI_Test(req, &done, &status);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        ladle__poll_pause(&idle);
+    }
+}
+
+int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm)
+{
+    MPI_Request req;
+    int rc = MPI_Iallreduce(in, out, count, type, op, comm, &req);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return ladle__wait(&req);
 }

@@ -53,7 +53,6 @@ static ladle_status tensor_new(const char *func, ladle_dtype dtype, ladle_device
     ladle_status st = LADLE_OK;
     ladle_tensor *t = NULL;
     int64_t numel = 0;
-    LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
     LADLE_CALL(check_dtype(func, dtype));
     LADLE_CHECK(device == LADLE_CPU || device == LADLE_CUDA, LADLE_ERR_ARG,
                 "unknown device %d", (int)device);
@@ -86,6 +85,7 @@ ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim, const int64_t shap
 {
     ladle_status st = LADLE_OK;
     ladle_tensor *n = NULL;
+    LADLE_NOT_NULL(t);
     LADLE_CALL(tensor_new(__func__, dtype, LADLE_CPU, ndim, shape, NULL, &n));
     n->owned = 1;
     if (n->numel > 0) {
@@ -106,6 +106,7 @@ ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
 {
     ladle_status st = LADLE_OK;
     ladle_tensor *n = NULL;
+    LADLE_NOT_NULL(t);
     LADLE_CALL(tensor_new(__func__, dtype, device, ndim, shape, strides, &n));
     LADLE_CHECK(data != NULL || n->numel == 0, LADLE_ERR_NULL,
                 "data is NULL for a tensor of %lld elements", (long long)n->numel);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "schedule.h"
 
 enum { STEP_SEND, STEP_RECV, STEP_BOX, STEP_ADD };
 
@@ -426,11 +426,17 @@ ladle_status ladle_sched_finish(ladle_sched *s)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(s->in_flight, LADLE_ERR_STATE, "no call is in flight");
+    int idle = 0;
     while (s->pending > 0) {
         int count = 0;
-        LADLE_MPI(MPI_Waitsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
+        LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
         LADLE_CHECK(count != MPI_UNDEFINED, LADLE_ERR_INTERNAL,
                     "no active request while %d are pending", s->pending);
+        if (count == 0) {
+            ladle__poll_pause(&idle);
+            continue;
+        }
+        idle = 0;
         for (int k = 0; k < count; k++) {
             s->pending--;
             complete(s, s->req_step[s->done_idx[k]]);

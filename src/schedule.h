@@ -10,8 +10,8 @@
  * becomes possible, sends as their data is ready. Execution never
  * allocates: every array it touches is sized at finalisation.
  */
-#ifndef LADLE_SCHED_H
-#define LADLE_SCHED_H
+#ifndef LADLE_SCHEDULE_H
+#define LADLE_SCHEDULE_H
 
 #include "backend.h"
 
@@ -93,4 +93,4 @@ ladle_status ladle_sched_run(ladle_sched *s, const ladle_backend *be, const void
 /* 1 between start and finish. */
 int ladle_sched_in_flight(const ladle_sched *s);
 
-#endif /* LADLE_SCHED_H */
+#endif /* LADLE_SCHEDULE_H */

@@ -1,0 +1,69 @@
+/*
+ * Test harness for ladle's Check programs under MPI.
+ *
+ * Check runs without forking (a forked child is not an MPI process), only
+ * rank 0 prints Check's report, and every assertion is collective: each
+ * rank evaluates its condition, the verdicts are combined, and every rank
+ * fails the test together, so one bad rank never leaves the others waiting
+ * in a collective.
+ */
+#ifndef LADLE_TEST_HARNESS_H
+#define LADLE_TEST_HARNESS_H
+
+#include <check.h>
+#include <mpi.h>
+#include <stdint.h>
+
+#include "ladle.h"
+
+/* World rank and size, set by lt_main. */
+extern int lt_rank, lt_size;
+
+/* Collective assertion: fails on every rank if cond is false on any rank.
+ * The failing ranks print the formatted detail to stderr. */
+void lt_assert_all(int ok, const char *file, int line, const char *expr,
+                   const char *fmt, ...);
+#define LT_ASSERT(cond, ...) lt_assert_all((cond) ? 1 : 0, __FILE__, __LINE__, #cond, __VA_ARGS__)
+
+/* Collective: the call must return LADLE_OK on every rank. */
+#define LT_OK(expr)                                                                  \
+    do {                                                                             \
+        ladle_status lt_st_ = (expr);                                                \
+        lt_assert_all(lt_st_ == LADLE_OK, __FILE__, __LINE__, #expr, "%s: %s",       \
+                      ladle_status_name(lt_st_), ladle_error_message());             \
+    } while (0)
+
+/* Collective: the call must return `code` on every rank, with a message. */
+#define LT_FAILS(expr, code)                                                         \
+    do {                                                                             \
+        ladle_status lt_st_ = (expr);                                                \
+        lt_assert_all(lt_st_ == (code) && ladle_error_message()[0] != '\0', __FILE__, \
+                      __LINE__, #expr, "returned %s (%s), expected %s",              \
+                      ladle_status_name(lt_st_), ladle_error_message(), #code);      \
+        ladle_error_clear();                                                         \
+    } while (0)
+
+/* A partition of MPI_COMM_WORLD over ranks first .. first+prod(shape)-1. */
+ladle_partition *lt_partition(int ndim, const int *shape, int first);
+
+/* A partition over an explicit rank list. */
+ladle_partition *lt_partition_ranks(int ndim, const int *shape, const int *ranks);
+
+/* A tensor of dtype and shape (local, not collective). */
+ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape);
+
+/* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank. */
+ladle_tensor *lt_op_tensor(const ladle_op *op, int which);
+
+/* Element i of a contiguous tensor as a double, and setting it. */
+double lt_get(const ladle_tensor *t, int64_t i);
+void lt_set(ladle_tensor *t, int64_t i, double v);
+
+/* Run the dot-product test on op and assert the mismatch is within the
+ * dtype's tolerance on every rank. */
+void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);
+
+/* The test program's entry: MPI_Init, the suite, a global verdict. */
+int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
+
+#endif /* LADLE_TEST_HARNESS_H */

@@ -1,0 +1,138 @@
+/*
+ * The partition pairs shared by the broadcast and sum-reduce tests: DistDL's
+ * own matrix (tests/test_broadcast.py, tests/primitives/test_sum_reduce.py),
+ * scaled to at most 12 ranks where it needed 16 or 17, plus cases of our
+ * own. A case names the owners' partition (`small`: the source of a
+ * broadcast, the destination of a sum-reduce) and the other one (`big`).
+ */
+#ifndef LADLE_TEST_PAIR_CASES_H
+#define LADLE_TEST_PAIR_CASES_H
+
+#include "harness.h"
+
+typedef struct pair_case {
+    const char *name;
+    int sd, sshape[4], sfirst; /* small partition: ndim, shape, first rank */
+    int bd, bshape[4], bfirst; /* big partition */
+    int t_small, t_big;        /* transpose flags of each side */
+    int ndim;                  /* block */
+    int64_t block[4];
+} pair_case;
+
+static const pair_case pair_cases[] = {
+    /* DistDL's matrix */
+    {"overlap-3D", 3, {2, 2, 1}, 4, 3, {2, 2, 3}, 0, 0, 0, 3, {1, 7, 5}},
+    {"disjoint-3D", 3, {2, 2, 1}, 0, 3, {2, 2, 2}, 4, 0, 0, 3, {1, 7, 5}},
+    {"disjoint-inactive-3D", 3, {1, 2, 1}, 0, 3, {1, 2, 4}, 3, 0, 0, 3, {1, 7, 5}},
+    {"sequential-identity", 1, {1}, 0, 1, {1}, 0, 0, 0, 3, {1, 7, 5}},
+    {"overlap-single-source", 1, {1}, 2, 3, {1, 1, 3}, 0, 0, 0, 3, {1, 7, 5}},
+    {"disjoint-single-source", 1, {1}, 3, 3, {1, 1, 3}, 0, 0, 0, 3, {1, 7, 5}},
+    {"disjoint-inactive-single-source", 1, {1}, 4, 3, {1, 1, 3}, 0, 0, 0, 3, {1, 7, 5}},
+    {"overlap-3D-transposed", 3, {2, 2, 1}, 4, 3, {3, 2, 2}, 0, 1, 0, 3, {1, 7, 5}},
+    {"disjoint-3D-transposed", 3, {2, 1, 1}, 0, 3, {3, 1, 2}, 2, 1, 0, 3, {1, 7, 5}},
+    {"disjoint-inactive-3D-transposed", 3, {2, 1, 1}, 0, 3, {3, 1, 2}, 3, 1, 0, 3, {1, 7, 5}},
+    {"deadlock-2D", 2, {1, 2}, 1, 2, {2, 2}, 0, 0, 0, 2, {7, 5}},
+    {"deadlock-3D", 3, {1, 2, 2}, 2, 3, {2, 2, 2}, 0, 0, 0, 2, {7, 5}},
+    {"deadlock-4D", 4, {1, 2, 2, 1}, 4, 4, {2, 2, 2, 1}, 0, 0, 0, 2, {7, 5}},
+    /* DistDL's documented legal pairs and more */
+    {"one-to-2x3", 1, {1}, 0, 2, {2, 3}, 0, 0, 0, 2, {4, 3}},
+    {"3x1-to-3x4", 2, {3, 1}, 0, 2, {3, 4}, 0, 0, 0, 1, {9}},
+    {"1x3-to-3x4-transposed-src", 2, {1, 3}, 0, 2, {3, 4}, 0, 1, 0, 1, {9}},
+    {"4x1-to-3x4-transposed-dest", 2, {4, 1}, 0, 2, {3, 4}, 0, 0, 1, 1, {9}},
+    {"1x1x3-to-3x4x1-transposed-dest", 3, {1, 1, 3}, 0, 3, {3, 4, 1}, 0, 0, 1, 1, {6}},
+    {"2x3-geometric-transpose", 2, {2, 3}, 0, 2, {3, 2}, 6, 1, 0, 2, {2, 2}},
+    {"docs-1x3x1-to-2x3x2", 3, {1, 3, 1}, 1, 3, {2, 3, 2}, 0, 0, 0, 2, {3, 4}},
+    {"scalar-block", 1, {2}, 0, 2, {2, 2}, 0, 0, 0, 0, {0}},
+    {"zero-volume-block", 1, {2}, 0, 2, {3, 2}, 0, 0, 0, 2, {3, 0}},
+    {"large-chain", 1, {1}, 0, 1, {4}, 0, 0, 0, 1, {150001}},
+    {"large-pair", 1, {1}, 0, 1, {2}, 0, 0, 0, 1, {200003}},
+    {"large-binomial-5", 1, {1}, 4, 1, {5}, 0, 0, 0, 1, {5000}},
+};
+#define N_PAIR_CASES ((int)(sizeof pair_cases / sizeof pair_cases[0]))
+
+static int prod(int n, const int *s)
+{
+    int p = 1;
+    for (int d = 0; d < n; d++)
+        p *= s[d];
+    return p;
+}
+
+/* Ranks the case needs in MPI_COMM_WORLD. */
+static int case_needs(const pair_case *c)
+{
+    int a = c->sfirst + prod(c->sd, c->sshape), b = c->bfirst + prod(c->bd, c->bshape);
+    return a > b ? a : b;
+}
+
+/* The owner (small rank) of big rank j, found by brute force: the small
+ * rank whose effective coordinates agree with j's in every dimension where
+ * the small extent is not 1 (shapes reversed by the transpose flags, the
+ * small one left-padded with ones). */
+static int reference_owner(const pair_case *c, int j)
+{
+    int cb[4], eb[4], pad = c->bd - c->sd;
+    for (int d = c->bd - 1, r = j; d >= 0; d--) {
+        cb[d] = r % c->bshape[d];
+        r /= c->bshape[d];
+    }
+    for (int d = 0; d < c->bd; d++)
+        eb[d] = c->t_big ? cb[c->bd - 1 - d] : cb[d];
+    int found = -1;
+    for (int i = 0; i < prod(c->sd, c->sshape); i++) {
+        int cs[4], es[4] = {0, 0, 0, 0}, ext[4] = {1, 1, 1, 1};
+        for (int d = c->sd - 1, r = i; d >= 0; d--) {
+            cs[d] = r % c->sshape[d];
+            r /= c->sshape[d];
+        }
+        for (int d = 0; d < c->sd; d++) {
+            int k = c->t_small ? c->sd - 1 - d : d;
+            es[pad + d] = cs[k];
+            ext[pad + d] = c->sshape[k];
+        }
+        int match = 1;
+        for (int d = 0; d < c->bd; d++)
+            if (ext[d] != 1 && es[d] != eb[d])
+                match = 0;
+        if (match) {
+            if (found >= 0)
+                return -2; /* ambiguous: the test table is wrong */
+            found = i;
+        }
+    }
+    return found;
+}
+
+static void case_partitions(const pair_case *c, ladle_partition **small, ladle_partition **big)
+{
+    *small = lt_partition(c->sd, c->sshape, c->sfirst);
+    *big = lt_partition(c->bd, c->bshape, c->bfirst);
+}
+
+static int64_t block_volume(const pair_case *c)
+{
+    int64_t v = 1;
+    for (int d = 0; d < c->ndim; d++)
+        v *= c->block[d];
+    return v;
+}
+
+/* The small rank held by this world rank, or -1; likewise the big rank. */
+static int small_rank_of_me(const pair_case *c)
+{
+    int r = lt_rank - c->sfirst;
+    return r >= 0 && r < prod(c->sd, c->sshape) ? r : -1;
+}
+
+static int big_rank_of_me(const pair_case *c)
+{
+    int r = lt_rank - c->bfirst;
+    return r >= 0 && r < prod(c->bd, c->bshape) ? r : -1;
+}
+
+/* Exact test values: owner i holds 1000*i + k + 1, receiver j holds
+ * (j + 1) * (k % 97 + 1) at element k. */
+static double owner_value(int i, int64_t k) { return 1000.0 * i + (double)k + 1; }
+static double receiver_value(int j, int64_t k) { return (j + 1.0) * (double)(k % 97 + 1); }
+
+#endif /* LADLE_TEST_PAIR_CASES_H */

@@ -1,0 +1,76 @@
+#!/bin/sh
+# Run every test program at each rank count it supports, under a wall-clock
+# timeout, oversubscribed; print one line per run and a summary.
+#
+#   test/run.sh BUILD_TEST_DIR        (make check does this)
+#
+# MPIEXEC picks the launcher; VALGRIND=1 runs the 1- and 2-rank runs under
+# valgrind memcheck instead. RANKS="1 2" limits the rank counts.
+set -u
+dir=${1:?usage: test/run.sh BUILD_TEST_DIR}
+MPIEXEC=${MPIEXEC:-mpiexec}
+BINDIR=${BINDIR:-bin}
+TIMEOUT=${TEST_TIMEOUT:-600}
+export CK_FORK=no
+
+# Open MPI refuses to start more ranks than cores unless told.
+flags=""
+if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
+    flags="--oversubscribe"
+fi
+
+# program: rank counts
+SUITE="
+test_core: 1
+test_partition: 1 2 3 4 6
+test_broadcast: 1 2 3 4 5 12
+test_sum_reduce: 1 2 3 4 5 12
+test_all_sum_reduce: 1 2 3 4 12
+test_repartition: 1 2 3 4 6 12
+test_halo: 1 2 3 4 9 12
+test_errors: 1 2 4
+"
+
+pass=0
+fail=0
+failed=""
+logdir=$(mktemp -d)
+start=$(date +%s)
+for line in $(echo "$SUITE" | tr ' ' '%'); do
+    [ -n "$line" ] || continue
+    prog=$(echo "$line" | cut -d: -f1)
+    counts=$(echo "$line" | cut -d: -f2 | tr '%' ' ')
+    [ -x "$dir/$prog" ] || { echo "missing $dir/$prog"; fail=$((fail + 1)); failed="$failed $prog"; continue; }
+    for n in $counts; do
+        if [ -n "${RANKS:-}" ] && ! echo " $RANKS " | grep -q " $n "; then continue; fi
+        wrap=""
+        if [ "${VALGRIND:-0}" = 1 ]; then
+            [ "$n" -le 2 ] || continue
+            wrap="valgrind -q --error-exitcode=97 --leak-check=full --errors-for-leak-kinds=definite --suppressions=test/valgrind.supp"
+        fi
+        t0=$(date +%s)
+        log="$logdir/$prog.$n.log"
+        if timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $wrap "$dir/$prog" >"$log" 2>&1; then
+            res=PASS; pass=$((pass + 1))
+        else
+            res=FAIL; fail=$((fail + 1)); failed="$failed $prog@$n"
+        fi
+        printf '%-4s %-22s %2d ranks %4ds\n' "$res" "$prog" "$n" $(( $(date +%s) - t0 ))
+        [ "$res" = PASS ] || sed 's/^/    | /' "$log" | tail -40
+    done
+done
+
+# the command-line tool, end to end
+t0=$(date +%s)
+if MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
+    res=PASS; pass=$((pass + 1))
+else
+    res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"
+fi
+printf '%-4s %-22s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
+[ "$res" = PASS ] || sed 's/^/    | /' "$logdir/tool.log" | tail -40
+
+rm -rf "$logdir"
+echo "----"
+echo "$pass passed, $fail failed in $(( $(date +%s) - start ))s${failed:+ (failed:$failed)}"
+[ "$fail" -eq 0 ]

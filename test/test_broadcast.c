@@ -1,0 +1,224 @@
+/* Broadcast: adjoint over DistDL's matrix and ours, exact forward and
+ * adjoint values, hand-derived groups, and bad input. */
+#include "pair_cases.h"
+
+static ladle_op *make(const pair_case *c, ladle_dtype dt)
+{
+    ladle_partition *s, *b;
+    ladle_op *op = NULL;
+    case_partitions(c, &s, &b);
+    unsigned flags = (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
+    LT_OK(ladle_broadcast_create(s, b, c->ndim, c->block, dt, flags, &op));
+    ladle_partition_destroy(&s);
+    ladle_partition_destroy(&b);
+    return op;
+}
+
+START_TEST(adjoint_matrix)
+{
+    for (int k = 0; k < N_PAIR_CASES; k++) {
+        const pair_case *c = &pair_cases[k];
+        if (case_needs(c) > lt_size || block_volume(c) == 0)
+            continue;
+        for (int t = 0; t < 2; t++) {
+            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
+            lt_adjoint_ok(op, 100 + (uint64_t)k, c->name);
+            ladle_op_destroy(&op);
+        }
+    }
+}
+END_TEST
+
+/* y_j is exactly the owner's block; dx_i is exactly the sum of its
+ * receivers' dy, whatever the tree or chunking. */
+START_TEST(exact_values)
+{
+    for (int k = 0; k < N_PAIR_CASES; k++) {
+        const pair_case *c = &pair_cases[k];
+        if (case_needs(c) > lt_size)
+            continue;
+        for (int t = 0; t < 2; t++) {
+            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
+            ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+            ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+            int i = small_rank_of_me(c), j = big_rank_of_me(c);
+            int64_t n = block_volume(c);
+            for (int64_t e = 0; i >= 0 && e < n; e++)
+                lt_set(x, e, owner_value(i, e));
+            for (int64_t e = 0; j >= 0 && e < n; e++)
+                lt_set(dy, e, receiver_value(j, e));
+            LT_OK(ladle_op_forward(op, x, y));
+            LT_OK(ladle_op_adjoint(op, dy, dx));
+            int ok = 1, owner = j >= 0 ? reference_owner(c, j) : -1;
+            LT_ASSERT(j < 0 || owner >= 0, "%s: reference owner of %d", c->name, j);
+            for (int64_t e = 0; j >= 0 && e < n; e++)
+                ok &= lt_get(y, e) == owner_value(owner, e);
+            LT_ASSERT(ok, "%s (%s): y on big rank %d is not owner %d's block", c->name,
+                      t ? "f32" : "f64", j, owner);
+            for (int64_t e = 0; i >= 0 && e < n; e++) {
+                double want = 0;
+                for (int q = 0; q < prod(c->bd, c->bshape); q++)
+                    if (reference_owner(c, q) == i)
+                        want += receiver_value(q, e);
+                ok &= lt_get(dx, e) == want;
+                if (!ok)
+                    break;
+            }
+            LT_ASSERT(ok, "%s (%s): dx on owner %d is not the sum of its receivers", c->name,
+                      t ? "f32" : "f64", i);
+            ladle_tensor_destroy(&x);
+            ladle_tensor_destroy(&y);
+            ladle_tensor_destroy(&dx);
+            ladle_tensor_destroy(&dy);
+            ladle_op_destroy(&op);
+        }
+    }
+}
+END_TEST
+
+/* The group table DistDL's documentation works out by hand for 1x3x1 on
+ * ranks {1,2,3} to 2x3x2 on 0..11: [1,0,6,7], [2,3,8,9], [3,4,5,10,11]. */
+START_TEST(documented_groups)
+{
+    if (lt_size < 12)
+        return;
+    static const int owner_world[12] = {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3};
+    const pair_case *c = NULL;
+    for (int k = 0; k < N_PAIR_CASES; k++)
+        if (pair_cases[k].name[0] == 'd' && pair_cases[k].sfirst == 1 && pair_cases[k].bd == 3 &&
+            pair_cases[k].bshape[2] == 2 && pair_cases[k].sshape[1] == 3)
+            c = &pair_cases[k];
+    LT_ASSERT(c != NULL, "case present");
+    ladle_op *op = make(c, LADLE_F64);
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    ladle_tensor_fill(x, lt_rank);
+    LT_OK(ladle_op_forward(op, x, y));
+    LT_ASSERT(lt_get(y, 0) == owner_world[lt_rank] && lt_get(y, 11) == owner_world[lt_rank],
+              "world rank %d received %g, expected the block of world rank %d", lt_rank,
+              lt_get(y, 0), owner_world[lt_rank]);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+/* A geometric transpose: source 2x3 reversed is 3x2, so source (a, b)
+ * feeds destination (b, a) -- not DistDL's flattened-order pairing. */
+START_TEST(geometric_transpose)
+{
+    if (lt_size < 12)
+        return;
+    int s[2] = {2, 3}, b[2] = {3, 2};
+    ladle_partition *px = lt_partition(2, s, 0), *py = lt_partition(2, b, 6);
+    ladle_op *op = NULL;
+    int64_t one = 1;
+    LT_OK(ladle_broadcast_create(px, py, 1, &one, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    if (lt_rank < 6)
+        lt_set(x, 0, 10 * (lt_rank / 3) + lt_rank % 3); /* 10a + b */
+    LT_OK(ladle_op_forward(op, x, y));
+    int ok = 1;
+    if (lt_rank >= 6) {
+        int r = lt_rank - 6, i = r / 2, j = r % 2; /* destination (i, j) */
+        ok = lt_get(y, 0) == 10 * j + i;
+    }
+    LT_ASSERT(ok, "rank %d got %g", lt_rank, lt_rank >= 6 ? lt_get(y, 0) : 0.0);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
+    ladle_partition_destroy(&px);
+    ladle_partition_destroy(&py);
+}
+END_TEST
+
+START_TEST(identity_is_local)
+{
+    int one[1] = {1};
+    ladle_partition *p = lt_partition(1, one, 0), *q = lt_partition(1, one, 0);
+    ladle_op *op = NULL;
+    int64_t n = 10;
+    LT_OK(ladle_broadcast_create(p, q, 1, &n, LADLE_F64, 0, &op));
+    LT_ASSERT(ladle_op_is_local(op), "1 -> 1 on the same rank moves nothing");
+    ladle_op_destroy(&op);
+    ladle_partition_destroy(&p);
+    ladle_partition_destroy(&q);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    if (lt_size < 3)
+        return;
+    int s13[2] = {1, 3}, s31[2] = {3, 1}, s113[3] = {1, 1, 3}, s3[1] = {3}, s12[2] = {1, 2};
+    ladle_partition *a = lt_partition(2, s13, 0), *b = lt_partition(2, s31, 0);
+    ladle_op *op = NULL;
+    int64_t shape[2] = {7, 5};
+    /* 1x3 -> 3x1 is illegal without a transpose flag, legal with one */
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_ASSERT(op == NULL, "no op on failure");
+    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    ladle_op_destroy(&op);
+    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_DEST, &op));
+    ladle_op_destroy(&op);
+    /* more source dimensions than destination ones */
+    ladle_partition *c = lt_partition(3, s113, 0), *d = lt_partition(1, s3, 0);
+    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    /* 1x1x3 -> 3x3x2 needs 18 ranks, so check the rule on 1x2 -> 3x1 (3 != 1... ) */
+    ladle_partition *e = lt_partition(2, s12, 0);
+    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_broadcast_create(NULL, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, LADLE_TRANSPOSE_SRC, &op),
+             LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, (int64_t[]){7, -5}, LADLE_F64,
+                                    LADLE_TRANSPOSE_SRC, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0x100, &op), LADLE_ERR_ARG);
+    /* tensors that do not fit the op */
+    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    ladle_tensor *wrong = lt_tensor(LADLE_F64, 2, (int64_t[]){5, 7});
+    ladle_tensor *f32 = lt_tensor(LADLE_F32, 2, shape);
+    /* ranks 0..2 hold blocks; the others hold nothing and must pass
+     * zero-volume tensors, which they do here */
+    int member = lt_rank < 3;
+    ladle_status st = ladle_op_forward(op, member ? wrong : x, y);
+    LT_ASSERT(st == (member ? LADLE_ERR_SHAPE : LADLE_OK), "%s", ladle_status_name(st));
+    st = ladle_op_forward(op, member ? f32 : x, y);
+    LT_ASSERT(st == (member ? LADLE_ERR_DTYPE : LADLE_OK), "%s", ladle_status_name(st));
+    st = ladle_op_forward(op, x, wrong);
+    LT_ASSERT(st == LADLE_ERR_SHAPE, "a non-empty y on a rank outside: %s",
+              ladle_status_name(st));
+    LT_FAILS(ladle_op_forward(op, NULL, y), LADLE_ERR_NULL);
+    LT_FAILS(ladle_op_adjoint(op, y, NULL), LADLE_ERR_NULL);
+    /* the data still moves after all those refusals */
+    LT_OK(ladle_op_forward(op, x, y));
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&wrong);
+    ladle_tensor_destroy(&f32);
+    ladle_op_destroy(&op);
+    ladle_partition_destroy(&a);
+    ladle_partition_destroy(&b);
+    ladle_partition_destroy(&c);
+    ladle_partition_destroy(&d);
+    ladle_partition_destroy(&e);
+}
+END_TEST
+
+Suite *broadcast_suite(void)
+{
+    Suite *s = suite_create("broadcast");
+    TCase *tc = tcase_create("broadcast");
+    tcase_add_test(tc, adjoint_matrix);
+    tcase_add_test(tc, exact_values);
+    tcase_add_test(tc, documented_groups);
+    tcase_add_test(tc, geometric_transpose);
+    tcase_add_test(tc, identity_is_local);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, broadcast_suite); }

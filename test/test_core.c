@@ -1,0 +1,184 @@
+/* Status codes, version, tensors, layouts: the local parts of the core. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+START_TEST(status_strings)
+{
+    LT_ASSERT(strcmp(ladle_status_string(LADLE_OK), "success") == 0, "OK text");
+    LT_ASSERT(strcmp(ladle_status_name(LADLE_ERR_SHAPE), "LADLE_ERR_SHAPE") == 0, "name");
+    LT_ASSERT(strcmp(ladle_status_string((ladle_status)999), "unknown status") == 0, "?");
+    /* every listed status has a distinct, non-empty description */
+    static const ladle_status all[] = {
+#define LIST_(name, value, text) name,
+        LADLE_STATUS_LIST(LIST_)
+#undef LIST_
+    };
+    int n = (int)(sizeof all / sizeof all[0]), distinct = 1;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            distinct &= strcmp(ladle_status_string(all[i]), ladle_status_string(all[j])) != 0;
+    LT_ASSERT(distinct && n >= 12, "%d statuses, distinct %d", n, distinct);
+}
+END_TEST
+
+START_TEST(version)
+{
+    LT_ASSERT(strcmp(ladle_version(), LADLE_VERSION_STRING) == 0, "%s", ladle_version());
+    LT_ASSERT(ladle_version_number() == LADLE_VERSION_MAJOR * 10000 +
+                                            LADLE_VERSION_MINOR * 100 + LADLE_VERSION_PATCH,
+              "%d", ladle_version_number());
+}
+END_TEST
+
+START_TEST(error_message_names_rank_and_function)
+{
+    ladle_tensor *t = NULL;
+    int64_t shape[2] = {3, -1};
+    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, shape, &t), LADLE_ERR_SHAPE);
+    ladle_tensor_create(LADLE_F64, 2, shape, &t);
+    char want[64];
+    snprintf(want, sizeof want, "[rank %d] ladle_tensor_create", lt_rank);
+    LT_ASSERT(strncmp(ladle_error_message(), want, strlen(want)) == 0, "'%s'",
+              ladle_error_message());
+    LT_ASSERT(t == NULL, "output set on failure");
+    ladle_error_clear();
+    LT_ASSERT(ladle_error_message()[0] == '\0', "cleared");
+}
+END_TEST
+
+START_TEST(tensor_create_and_accessors)
+{
+    int64_t shape[3] = {2, 3, 4};
+    ladle_tensor *t = lt_tensor(LADLE_F32, 3, shape);
+    const int64_t *s = ladle_tensor_shape(t), *st = ladle_tensor_strides(t);
+    LT_ASSERT(ladle_tensor_ndim(t) == 3 && s[0] == 2 && s[1] == 3 && s[2] == 4, "shape");
+    LT_ASSERT(st[0] == 12 && st[1] == 4 && st[2] == 1, "row-major strides");
+    LT_ASSERT(ladle_tensor_numel(t) == 24 && ladle_tensor_dtype(t) == LADLE_F32, "numel");
+    LT_ASSERT(ladle_tensor_device(t) == LADLE_CPU && ladle_tensor_is_contiguous(t), "cpu");
+    int zeros = 1;
+    for (int i = 0; i < 24; i++)
+        zeros &= lt_get(t, i) == 0.0;
+    LT_ASSERT(zeros, "created zeroed");
+    LT_OK(ladle_tensor_fill(t, 2.5));
+    double dot = 0;
+    LT_OK(ladle_tensor_dot(t, t, &dot));
+    LT_ASSERT(dot == 24 * 6.25, "dot %g", dot);
+    LT_OK(ladle_tensor_destroy(&t));
+    LT_ASSERT(t == NULL, "destroy nulls the handle");
+    LT_OK(ladle_tensor_destroy(&t));
+    LT_OK(ladle_tensor_destroy(NULL));
+}
+END_TEST
+
+START_TEST(tensor_zero_volume_and_scalar)
+{
+    int64_t shape[2] = {5, 0};
+    ladle_tensor *z = lt_tensor(LADLE_F64, 2, shape), *s = lt_tensor(LADLE_F64, 0, NULL);
+    LT_ASSERT(ladle_tensor_numel(z) == 0 && ladle_tensor_data(z) == NULL, "zero volume");
+    LT_ASSERT(ladle_tensor_is_contiguous(z), "zero volume is contiguous");
+    LT_ASSERT(ladle_tensor_numel(s) == 1, "a scalar has one element");
+    LT_OK(ladle_tensor_fill(z, 1.0));
+    double d = -1;
+    LT_OK(ladle_tensor_dot(z, z, &d));
+    LT_ASSERT(d == 0.0, "dot of nothing");
+    ladle_tensor_destroy(&z);
+    ladle_tensor_destroy(&s);
+}
+END_TEST
+
+START_TEST(tensor_wrap_strided)
+{
+    /* a 3x2 view with strides (4, 2) into a 12-element buffer */
+    double buf[12];
+    for (int i = 0; i < 12; i++)
+        buf[i] = i;
+    int64_t shape[2] = {3, 2}, strides[2] = {4, 2};
+    ladle_tensor *v = NULL, *c = lt_tensor(LADLE_F64, 2, shape);
+    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, shape, strides, buf, &v));
+    LT_ASSERT(!ladle_tensor_is_contiguous(v), "strided view");
+    LT_OK(ladle_tensor_copy(c, v));
+    const double want[6] = {0, 2, 4, 6, 8, 10};
+    int same = 1;
+    for (int i = 0; i < 6; i++)
+        same &= lt_get(c, i) == want[i];
+    LT_ASSERT(same, "copy of a strided view");
+    LT_OK(ladle_tensor_fill(v, -1));
+    LT_ASSERT(buf[0] == -1 && buf[1] == 1 && buf[2] == -1 && buf[10] == -1 && buf[11] == 11,
+              "fill touches only the view");
+    double other[12];
+    LT_OK(ladle_tensor_set_data(v, other));
+    LT_ASSERT(ladle_tensor_data(v) == other, "rewrapped");
+    LT_FAILS(ladle_tensor_set_data(c, other), LADLE_ERR_ARG);
+    ladle_tensor_destroy(&v);
+    LT_ASSERT(buf[4] == -1, "destroying a wrapper leaves the memory alone");
+    ladle_tensor_destroy(&c);
+}
+END_TEST
+
+START_TEST(tensor_bad_input)
+{
+    ladle_tensor *t = NULL, *u = NULL;
+    int64_t shape[2] = {2, 2}, other[2] = {2, 3};
+    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, shape, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_tensor_create((ladle_dtype)7, 2, shape, &t), LADLE_ERR_ARG);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_MAX_NDIM + 1, shape, &t), LADLE_ERR_ARG);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, NULL, &t), LADLE_ERR_NULL);
+    LT_FAILS(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, shape, NULL, NULL, &t),
+             LADLE_ERR_NULL);
+    LT_ASSERT(t == NULL, "no tensor on failure");
+    t = lt_tensor(LADLE_F64, 2, shape);
+    u = lt_tensor(LADLE_F64, 2, other);
+    double d;
+    LT_FAILS(ladle_tensor_copy(t, u), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_tensor_dot(t, NULL, &d), LADLE_ERR_NULL);
+    ladle_tensor_destroy(&u);
+    u = lt_tensor(LADLE_F32, 2, shape);
+    LT_FAILS(ladle_tensor_copy(t, u), LADLE_ERR_DTYPE);
+    ladle_tensor_destroy(&t);
+    ladle_tensor_destroy(&u);
+}
+END_TEST
+
+START_TEST(tensor_random_is_counter_based)
+{
+    int64_t n8[1] = {8}, n4[1] = {4};
+    ladle_tensor *a = lt_tensor(LADLE_F64, 1, n8), *b = lt_tensor(LADLE_F64, 1, n4);
+    LT_OK(ladle_tensor_fill_random(a, 42, 7));
+    LT_OK(ladle_tensor_fill_random(b, 42, 7));
+    int same = 1, in_range = 1, distinct = 1;
+    for (int i = 0; i < 4; i++)
+        same &= lt_get(a, i) == lt_get(b, i);
+    for (int i = 0; i < 8; i++) {
+        in_range &= lt_get(a, i) >= -1.0 && lt_get(a, i) < 1.0;
+        for (int j = 0; j < i; j++)
+            distinct &= lt_get(a, i) != lt_get(a, j);
+    }
+    LT_ASSERT(same && in_range && distinct, "same=%d range=%d distinct=%d", same, in_range,
+              distinct);
+    LT_OK(ladle_tensor_fill_random(b, 43, 7));
+    LT_ASSERT(lt_get(b, 0) != lt_get(a, 0), "the seed matters");
+    ladle_tensor_destroy(&a);
+    ladle_tensor_destroy(&b);
+}
+END_TEST
+
+Suite *core_suite(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, status_strings);
+    tcase_add_test(tc, version);
+    tcase_add_test(tc, error_message_names_rank_and_function);
+    tcase_add_test(tc, tensor_create_and_accessors);
+    tcase_add_test(tc, tensor_zero_volume_and_scalar);
+    tcase_add_test(tc, tensor_wrap_strided);
+    tcase_add_test(tc, tensor_bad_input);
+    tcase_add_test(tc, tensor_random_is_counter_based);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, core_suite); }
