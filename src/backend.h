@@ -42,6 +42,10 @@ typedef struct ladle_backend {
     void (*axpy)(ladle_dtype dtype, int64_t n, double alpha, const void *x, void *y);
     /* sum of x[i] * y[i], accumulated in double */
     double (*dot)(ladle_dtype dtype, int64_t n, const void *x, const void *y);
+    /* the same sum as an unevaluated pair (hi, lo): hi + lo carries about
+     * twice double precision */
+    void (*dot2)(ladle_dtype dtype, int64_t n, const void *x, const void *y,
+                 double out[2]);
     /* x[i] = value */
     void (*fill)(ladle_dtype dtype, int64_t n, double value, void *x);
     /* C = alpha op(A) op(B) + beta C, row-major, op = transpose if trans_* */

@@ -14,11 +14,51 @@ static ladle_status make(const ladle_op *op, int which, ladle_tensor **t)
                                which ? op->y_shape : op->x_shape, t);
 }
 
+/* Add (hi, lo) pairs from every rank in rank order, carrying rounding
+ * errors, so every rank gets the same, nearly exact total. */
+static ladle_status global_sum2(MPI_Comm comm, const double mine[4], double total[2])
+{
+    ladle_status st = LADLE_OK;
+    int size = 0;
+    double *all = NULL;
+    LADLE_MPI(MPI_Comm_size(comm, &size));
+    all = ladle__calloc((size_t)size * 4, sizeof(double));
+    LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
+    {
+        MPI_Request req;
+        LADLE_MPI(MPI_Iallgather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, comm, &req));
+        LADLE_MPI(ladle__wait(&req));
+    }
+    for (int k = 0; k < 2; k++) {
+        double s = 0.0, c = 0.0;
+        for (int r = 0; r < size; r++)
+            for (int h = 0; h < 2; h++) {
+                double p = all[4 * r + 2 * k + h];
+                double t = s + p, z = t - s;
+                c += (s - (t - z)) + (p - z);
+                s = t;
+            }
+        total[k] = s + c;
+    }
+fail:
+    ladle__free(all);
+    return st;
+}
+
+/* The compensated local inner product of two contiguous tensors. */
+static void local_dot2(const ladle_op *op, const ladle_tensor *a, const ladle_tensor *b,
+                       double out[2])
+{
+    out[0] = out[1] = 0.0;
+    if (a->numel > 0)
+        op->be->dot2(op->dtype, a->numel, a->data, b->data, out);
+}
+
 ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_result *r)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_tensor *x = NULL, *y = NULL, *fx = NULL, *fty = NULL;
-    double dots[2] = {0.0, 0.0}, sums[2] = {0.0, 0.0};
+    double dots[4], sums[2] = {0.0, 0.0};
     int me = 0;
 
     LADLE_NOT_NULL(op);
@@ -40,9 +80,9 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
     LADLE_CALL(ladle_tensor_fill_random(y, seed, 2 * (uint64_t)me + 1));
     LADLE_CALL(ladle_op_forward(op, x, fx));
     LADLE_CALL(ladle_op_adjoint(op, y, fty));
-    LADLE_CALL(ladle_tensor_dot(fx, y, &dots[0]));
-    LADLE_CALL(ladle_tensor_dot(x, fty, &dots[1]));
-    LADLE_MPI(ladle__allreduce(dots, sums, 2, MPI_DOUBLE, MPI_SUM, op->comm));
+    local_dot2(op, fx, y, &dots[0]);
+    local_dot2(op, x, fty, &dots[2]);
+    LADLE_CALL(global_sum2(op->comm, dots, sums));
     r->fx_y = sums[0];
     r->x_fty = sums[1];
     double scale = fmax(fabs(sums[0]), fabs(sums[1]));

@@ -29,10 +29,13 @@ static inline int cli_parse_shape(const char *s, int *ndim, int64_t *shape)
             return -1;
         shape[n++] = v;
         p = end;
-        if (*p == 'x' || *p == 'X')
+        if (*p == 'x' || *p == 'X') {
             p++;
-        else if (*p != '\0')
+            if (*p == '\0')
+                return -1;
+        } else if (*p != '\0') {
             return -1;
+        }
     }
     *ndim = n;
     return 0;
@@ -64,10 +67,13 @@ static inline int cli_parse_ranks(const char *s, int *ranks, int cap, int *n)
                 return -1;
             ranks[k++] = (int)r;
         }
-        if (*p == ',')
+        if (*p == ',') {
             p++;
-        else if (*p != '\0')
+            if (*p == '\0')
+                return -1;
+        } else if (*p != '\0') {
             return -1;
+        }
     }
     *n = k;
     return 0;
@@ -88,10 +94,13 @@ static inline int cli_parse_ints(const char *s, int64_t *v, int cap, int *n)
             return -1;
         v[k++] = x;
         p = end;
-        if (*p == ',')
+        if (*p == ',') {
             p++;
-        else if (*p != '\0')
+            if (*p == '\0')
+                return -1;
+        } else if (*p != '\0') {
             return -1;
+        }
     }
     *n = k;
     return 0;

@@ -140,7 +140,10 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (strcmp(a, "--seed") == 0) {
             o->seed = strtoull(v, NULL, 10);
         } else if (strcmp(a, "--tolerance") == 0) {
-            o->tolerance = atof(v);
+            char *end = NULL;
+            o->tolerance = strtod(v, &end);
+            if (end == v || *end != '\0' || !(o->tolerance >= 0))
+                FAIL_USAGE("bad tolerance '%s' (a number >= 0)\n", v);
         } else if (strcmp(a, "--x-split") == 0) {
             o->x_split = v;
         } else {

@@ -1,0 +1,60 @@
+#!/bin/sh
+# End-to-end checks of bin/ladle-adjoint: exit codes, the last line, and the
+# messages a user sees for bad configurations.
+set -u
+MPIEXEC=${MPIEXEC:-mpiexec}
+BINDIR=${BINDIR:-bin}
+tool="$BINDIR/ladle-adjoint"
+fails=0
+
+expect() { # expect CODE NRANKS ARGS...: exit code and, for 0/1, the last line
+    want=$1; n=$2; shift 2
+    out=$(timeout 120 $MPIEXEC -n "$n" "$tool" "$@" 2>&1)
+    got=$?
+    last=$(printf '%s\n' "$out" | tail -n 1)
+    ok=1
+    [ "$got" -eq "$want" ] || ok=0
+    if [ "$want" -le 1 ]; then
+        printf '%s\n' "$last" | grep -Eq '^adjoint mismatch: [0-9.e+-]+$' || ok=0
+    fi
+    if [ $ok -eq 1 ]; then
+        echo "ok   [$got] $*"
+    else
+        echo "FAIL [got $got, want $want] -n $n $*"
+        printf '%s\n' "$out" | sed 's/^/     /'
+        fails=$((fails + 1))
+    fi
+}
+
+# the example from the documentation
+expect 0 6 broadcast --px 1x3@0-2 --py 2x3@0-5 --shape 7x11 --dtype f64
+expect 0 6 sum-reduce --px 2x3 --py 1x3@3,4,5 --shape 7x11 --dtype f32
+expect 0 6 all-sum-reduce --px 2x3 --axes 1 --shape 5x5
+expect 0 4 all-sum-reduce --px 2x2 --axes none --shape 5
+expect 0 6 repartition --px 3x2 --py 1x6 --shape 77x55 --x-split 27,25,25/30,25
+expect 0 6 halo-exchange --px 1x1x2x3 --shape 2x3x17x19 --kernel 1,1,5,3 \
+    --stride 1,1,2,1 --padding 0,0,2,1 --dilation 1,1,1,2
+expect 0 4 halo-exchange --px 1x1x4 --shape 1x1x11 --kernel 1,1,2 --stride 1,1,2 --ceil-mode
+expect 0 6 broadcast --px 1x3@0,2,4 --py 3x1@1,3,5 --shape 4 --transpose-src
+# ranks outside both partitions take part as inactive ranks
+expect 0 8 repartition --px 2x1@0,1 --py 1x3@5-7 --shape 9x10 --seed 7
+# an illegal pair of partitions is refused with a message, exit 2
+expect 2 6 broadcast --px 1x3 --py 3x1 --shape 7x11
+out=$($MPIEXEC -n 6 "$tool" broadcast --px 1x3 --py 3x1 --shape 7x11 2>&1)
+echo "$out" | grep -q "cannot broadcast a 1x3 partition to a 3x1 one" ||
+    { echo "FAIL: the illegal-pair message is missing"; echo "$out"; fails=$((fails + 1)); }
+expect 2 2 broadcast --px 1x3 --py 1x3 --shape 7
+expect 2 1 frobnicate --shape 3
+expect 2 1 broadcast --shape 3x
+expect 2 1 broadcast --px 2x2@0-2 --shape 3
+expect 2 2 halo-exchange --px 1x2 --shape 4x4 --kernel 3
+expect 2 2 halo-exchange --px 1x2 --shape 4x4 --kernel 1,9
+# help
+$MPIEXEC -n 1 "$tool" --help | grep -q "^usage: mpiexec" ||
+    { echo "FAIL: --help"; fails=$((fails + 1)); }
+# a tolerance no test can meet makes the tool fail with 1
+expect 1 2 all-sum-reduce --px 2 --shape 1000 --dtype f32 --tolerance 1e-300
+expect 2 1 all-sum-reduce --shape 10 --tolerance -1
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]
