@@ -15,7 +15,7 @@ MPIEXEC  ?= mpiexec
 PREFIX   ?= /usr/local
 SANITIZE ?= 0
 DEPS     ?= 1
-OPT      ?= -O2
+OPT      ?= -O3
 
 CC := $(MPICC)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes

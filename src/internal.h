@@ -63,13 +63,19 @@ void ladle__free(void *p);
 /* 1 when MPI is initialised and not yet finalised. */
 int ladle__mpi_usable(void);
 
-/* Waiting on MPI requests without hogging a shared core: poll, and after a
- * short spin yield the processor between polls. MPI's own blocking waits
- * busy-poll, which costs milliseconds per message when ranks outnumber
- * cores; this costs a system call per poll once the spin is over.
- * ladle__poll_pause is the back-off step of such a loop (idle counts the
- * fruitless polls); ladle__wait waits for one request to complete. */
-void ladle__poll_pause(int *idle);
+/* Waiting on MPI requests. MPI's blocking waits busy-poll: the fastest
+ * choice when every rank has its own core, and a disaster (milliseconds per
+ * message) when ranks outnumber cores, since the waiting ranks burn the
+ * time slices the working ones need. ladle decides per process: SPIN (MPI's
+ * own blocking waits) when the launcher says the node's ranks fit its cores,
+ * YIELD (poll, then give the core away) when they do not, and HYBRID (spin
+ * 50 us, then yield) when it cannot tell. LADLE_WAIT=spin|yield overrides. */
+typedef enum { LADLE_WAIT_SPIN, LADLE_WAIT_YIELD, LADLE_WAIT_HYBRID } ladle_wait_policy;
+ladle_wait_policy ladle__wait_policy(void);
+/* One back-off step of a polling loop; *since starts at 0 and remembers when
+ * the loop began to wait. */
+void ladle__poll_pause(ladle_wait_policy policy, double *since);
+/* Wait for one request under the process's policy. */
 int ladle__wait(MPI_Request *req);
 /* A collective all-reduce that waits politely (MPI_Iallreduce + ladle__wait). */
 int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,

@@ -53,6 +53,7 @@ struct ladle_sched {
     MPI_Status *statuses;
     int nreqs;
     int pending, completed, in_flight;
+    ladle_wait_policy wait;
     const ladle_backend *be;
     char *base[3];
 };
@@ -296,6 +297,7 @@ ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm)
     if (st != LADLE_OK)
         return st;
     s->comm = comm;
+    s->wait = ladle__wait_policy();
     s->out = ladle__calloc((size_t)s->nedges, sizeof(int));
     s->remaining = ladle__calloc((size_t)n, sizeof(int));
     s->queue = ladle__calloc((size_t)n, sizeof(int));
@@ -426,17 +428,20 @@ ladle_status ladle_sched_finish(ladle_sched *s)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(s->in_flight, LADLE_ERR_STATE, "no call is in flight");
-    int idle = 0;
+    double since = 0.0;
     while (s->pending > 0) {
         int count = 0;
-        LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
+        if (s->wait == LADLE_WAIT_SPIN)
+            LADLE_MPI(MPI_Waitsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
+        else
+            LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
         LADLE_CHECK(count != MPI_UNDEFINED, LADLE_ERR_INTERNAL,
                     "no active request while %d are pending", s->pending);
         if (count == 0) {
-            ladle__poll_pause(&idle);
+            ladle__poll_pause(s->wait, &since);
             continue;
         }
-        idle = 0;
+        since = 0.0;
         for (int k = 0; k < count; k++) {
             s->pending--;
             complete(s, s->req_step[s->done_idx[k]]);

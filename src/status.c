@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -199,24 +200,59 @@ double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
     return 2.0 * u - 1.0;
 }
 
-#define SPIN_POLLS 64
+/* How long the hybrid policy spins before it starts to yield. */
+#define SPIN_SECONDS 50e-6
 
-void ladle__poll_pause(int *idle)
+static long env_long(const char *name)
 {
-    if (++*idle > SPIN_POLLS)
-        sched_yield();
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? strtol(v, NULL, 10) : -1;
+}
+
+ladle_wait_policy ladle__wait_policy(void)
+{
+    const char *v = getenv("LADLE_WAIT");
+    if (v != NULL && strcmp(v, "spin") == 0)
+        return LADLE_WAIT_SPIN;
+    if (v != NULL && strcmp(v, "yield") == 0)
+        return LADLE_WAIT_YIELD;
+    /* launchers say how many ranks share this node */
+    long local = env_long("MPI_LOCALNRANKS");
+    if (local < 0)
+        local = env_long("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local > 0 && cores > 0)
+        return local > cores ? LADLE_WAIT_YIELD : LADLE_WAIT_SPIN;
+    return LADLE_WAIT_HYBRID;
+}
+
+void ladle__poll_pause(ladle_wait_policy policy, double *since)
+{
+    if (policy == LADLE_WAIT_SPIN)
+        return;
+    if (policy == LADLE_WAIT_HYBRID) {
+        double now = MPI_Wtime();
+        if (*since == 0.0)
+            *since = now;
+        if (now - *since < SPIN_SECONDS)
+            return;
+    }
+    sched_yield();
 }
 
 int ladle__wait(MPI_Request *req)
 {
-    int idle = 0;
+    ladle_wait_policy policy = ladle__wait_policy();
+    double since = 0.0;
+    MPI_Status status;
+    if (policy == LADLE_WAIT_SPIN)
+        return MPI_Wait(req, &status);
     for (;;) {
         int done = 0;
-        MPI_Status status;
         int rc = MPI_Test(req, &done, &status);
         if (rc != MPI_SUCCESS || done)
             return rc;
-        ladle__poll_pause(&idle);
+        ladle__poll_pause(policy, &since);
     }
 }
 

@@ -1,0 +1,332 @@
+/*
+ * bench_primitives: each primitive's forward and adjoint against the raw MPI
+ * call that moves the same bytes, in one run, as medians of repeated
+ * timings. One row per (primitive, direction, payload):
+ *
+ *   ranks primitive dir payload ladle_us mpi_us ratio  (ratio = ladle / mpi)
+ *
+ * A timing is the slowest rank's time for one call (barrier, call,
+ * all-reduce of the elapsed time); ladle's and MPI's calls alternate so
+ * that drift on a noisy machine hits both alike.
+ *
+ *   mpiexec -n 2 bench_primitives [--min-kib 1] [--max-kib 65536] [--reps N]
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ladle.h"
+
+static int rank, size;
+
+typedef struct bench {
+    const char *name;
+    const char *dir;
+    const char *mpi_name;
+    ladle_op *op;
+    int adjoint;
+    ladle_tensor *in, *out;
+    /* the raw MPI version of the same data movement */
+    void (*raw)(struct bench *b);
+    void *sbuf, *rbuf;
+    int64_t count; /* elements of the raw call */
+    int *counts, *displs;
+    MPI_Comm comm;
+    int in_place; /* forward and adjoint on one tensor (halo exchange) */
+} bench;
+
+static double *samples;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void run_ladle(bench *b)
+{
+    ladle_status st = b->adjoint ? ladle_op_adjoint(b->op, b->in, b->out)
+                                 : ladle_op_forward(b->op, b->in, b->out);
+    if (st != LADLE_OK) {
+        fprintf(stderr, "bench: %s %s failed: %s\n", b->name, b->dir, ladle_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static double timed(bench *b, int use_mpi)
+{
+    double t, worst;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t = MPI_Wtime();
+    if (use_mpi)
+        b->raw(b);
+    else
+        run_ladle(b);
+    t = MPI_Wtime() - t;
+    MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
+static void measure(bench *b, int64_t bytes, int reps)
+{
+    double *lt = samples, *mt = samples + reps;
+    /* warm up both: first touches, MPI's lazy connection set-up */
+    for (int w = 0; w < 2; w++) {
+        timed(b, 0);
+        timed(b, 1);
+    }
+    for (int r = 0; r < reps; r++) {
+        lt[r] = timed(b, 0);
+        mt[r] = timed(b, 1);
+    }
+    double l = median(lt, reps), m = median(mt, reps);
+    if (rank == 0) {
+        char sz[32];
+        if (bytes >= 1 << 20)
+            snprintf(sz, sizeof sz, "%lld MiB", (long long)(bytes >> 20));
+        else
+            snprintf(sz, sizeof sz, "%lld KiB", (long long)(bytes >> 10));
+        printf("%5d  %-15s %-8s %9s %12.1f %12.1f %7.2f   %s\n", size, b->name, b->dir, sz,
+               l * 1e6, m * 1e6, l / m, b->mpi_name);
+        fflush(stdout);
+    }
+}
+
+/* ---- the raw calls ---- */
+static void raw_bcast(bench *b) { MPI_Bcast(b->sbuf, (int)b->count, MPI_FLOAT, 0, b->comm); }
+
+static void raw_reduce(bench *b)
+{
+    MPI_Reduce(b->sbuf, b->rbuf, (int)b->count, MPI_FLOAT, MPI_SUM, 0, b->comm);
+}
+
+static void raw_allreduce(bench *b)
+{
+    MPI_Allreduce(b->sbuf, b->rbuf, (int)b->count, MPI_FLOAT, MPI_SUM, b->comm);
+}
+
+/* a 1-D halo of one row each side: two shifts, as halo codes write them */
+static void raw_sendrecv(bench *b)
+{
+    int up = rank > 0 ? rank - 1 : MPI_PROC_NULL, down = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
+    float *t = b->sbuf;
+    int64_t row = b->count;
+    /* rows: 0 = top halo, 1..2 = bulk, 3 = bottom halo */
+    MPI_Sendrecv(t + 2 * row, (int)row, MPI_FLOAT, down, 0, t, (int)row, MPI_FLOAT, up, 0,
+                 b->comm, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(t + 1 * row, (int)row, MPI_FLOAT, up, 1, t + 3 * row, (int)row, MPI_FLOAT,
+                 down, 1, b->comm, MPI_STATUS_IGNORE);
+}
+
+static void raw_alltoallv(bench *b)
+{
+    MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, b->rbuf, b->counts, b->displs,
+                  MPI_FLOAT, b->comm);
+}
+
+static ladle_tensor *tensor(const ladle_op *op, int which)
+{
+    int nd;
+    int64_t sh[LADLE_MAX_NDIM];
+    ladle_tensor *t = NULL;
+    if (which)
+        ladle_op_y_shape(op, &nd, sh);
+    else
+        ladle_op_x_shape(op, &nd, sh);
+    ladle_tensor_create(LADLE_F32, nd, sh, &t);
+    ladle_tensor_fill_random(t, 1, (uint64_t)rank);
+    return t;
+}
+
+static void *buffer(int64_t elems)
+{
+    float *p = calloc((size_t)(elems > 0 ? elems : 1), sizeof(float));
+    for (int64_t i = 0; i < elems; i++)
+        p[i] = (float)(i % 17);
+    return p;
+}
+
+static const char *only = NULL;
+
+static void run_pair(bench *f, bench *a, int64_t bytes, int reps)
+{
+    if (only != NULL && strcmp(only, f->name) != 0) {
+        ladle_op_destroy(&f->op);
+        return;
+    }
+    f->in = tensor(f->op, 0);
+    f->out = f->in_place ? f->in : tensor(f->op, 1);
+    void (*raw_adj)(struct bench *) = a->raw ? a->raw : f->raw;
+    const char *adj_name = a->raw ? a->mpi_name : f->mpi_name;
+    *a = *f;
+    a->raw = raw_adj;
+    a->mpi_name = adj_name;
+    a->adjoint = 1;
+    a->dir = "adjoint";
+    a->in = tensor(f->op, 1);
+    a->out = f->in_place ? a->in : tensor(f->op, 0);
+    measure(f, bytes, reps);
+    measure(a, bytes, reps);
+    if (!f->in_place) {
+        ladle_tensor_destroy(&f->out);
+        ladle_tensor_destroy(&a->out);
+    }
+    ladle_tensor_destroy(&f->in);
+    ladle_tensor_destroy(&a->in);
+    ladle_op_destroy(&f->op);
+}
+
+static int reps_for(int64_t bytes, int reps)
+{
+    if (reps > 0)
+        return reps;
+    return bytes <= (1 << 20) ? 41 : bytes <= (16 << 20) ? 15 : 7;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t min_kib = 1, max_kib = 64 * 1024;
+    int reps_opt = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--min-kib") == 0)
+            min_kib = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--max-kib") == 0)
+            max_kib = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0)
+            reps_opt = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--only") == 0)
+            only = argv[i + 1];
+    }
+    samples = calloc(2 * 1024, sizeof(double));
+    int one[1] = {1}, all[1] = {size}, rows_cols[2] = {size, 1}, cols_rows[2] = {1, size};
+    ladle_partition *p1 = NULL, *pall = NULL, *prow = NULL, *pcol = NULL;
+    ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, &p1);
+    ladle_partition_create(MPI_COMM_WORLD, 1, all, NULL, &pall);
+    ladle_partition_create(MPI_COMM_WORLD, 2, rows_cols, NULL, &prow);
+    ladle_partition_create(MPI_COMM_WORLD, 2, cols_rows, NULL, &pcol);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (rank == 0)
+        printf("%5s  %-15s %-8s %9s %12s %12s %7s   %s\n", "ranks", "primitive", "dir",
+               "payload", "ladle_us", "mpi_us", "ratio", "raw MPI call");
+
+    for (int64_t kib = min_kib; kib <= max_kib; kib *= 4) {
+        int64_t bytes = kib * 1024, n = bytes / 4;
+        int reps = reps_for(bytes, reps_opt);
+        bench f, a;
+
+        /* broadcast 1 -> all, and its adjoint: a sum onto rank 0 */
+        memset(&f, 0, sizeof f);
+        memset(&a, 0, sizeof a);
+        f.name = "broadcast";
+        f.dir = "forward";
+        f.comm = comm;
+        f.count = n;
+        f.sbuf = buffer(n);
+        f.rbuf = buffer(n);
+        ladle_broadcast_create(p1, pall, 1, &n, LADLE_F32, 0, &f.op);
+        f.raw = raw_bcast;
+        f.mpi_name = "MPI_Bcast";
+        a.raw = raw_reduce;
+        a.mpi_name = "MPI_Reduce";
+        run_pair(&f, &a, bytes, reps);
+
+        /* sum-reduce all -> 1, and its adjoint: a broadcast */
+        memset(&a, 0, sizeof a);
+        f.name = "sum-reduce";
+        f.dir = "forward";
+        ladle_sum_reduce_create(pall, p1, 1, &n, LADLE_F32, 0, &f.op);
+        f.raw = raw_reduce;
+        f.mpi_name = "MPI_Reduce";
+        a.raw = raw_bcast;
+        a.mpi_name = "MPI_Bcast";
+        run_pair(&f, &a, bytes, reps);
+
+        /* all-sum-reduce over all ranks (self-adjoint) */
+        int axes[1] = {0};
+        f.name = "all-sum-reduce";
+        f.dir = "forward";
+        ladle_all_sum_reduce_create(pall, 1, axes, 1, &n, LADLE_F32, 0, &f.op);
+        f.raw = raw_allreduce;
+        f.mpi_name = "MPI_Allreduce";
+        memset(&a, 0, sizeof a);
+        run_pair(&f, &a, bytes, reps);
+        free(f.sbuf);
+        free(f.rbuf);
+
+        /* halo exchange: 1-D partition of rows, 3-row kernel, one halo row
+         * of `bytes` each side */
+        ladle_layout *lx = NULL, *ly = NULL;
+        int64_t global[2] = {2 * size, n};
+        ladle_layout_create_balanced(prow, 2, global, &lx);
+        ladle_window w;
+        ladle_window_init(&w, 2);
+        w.kernel[0] = 3;
+        w.padding[0] = 1;
+        memset(&f, 0, sizeof f);
+        f.name = "halo-exchange";
+        f.dir = "forward";
+        f.comm = comm;
+        f.count = n;
+        f.sbuf = buffer(4 * n);
+        ladle_halo_exchange_create(lx, &w, LADLE_F32, 0, &f.op);
+        f.raw = raw_sendrecv;
+        f.mpi_name = "MPI_Sendrecv x2";
+        f.in_place = 1;
+        memset(&a, 0, sizeof a);
+        run_pair(&f, &a, bytes, reps);
+        free(f.sbuf);
+        ladle_layout_destroy(&lx);
+
+        /* repartition: rows to columns of a (size*r) x (size*c) matrix whose
+         * local block is `bytes`; every rank keeps 1/size and sends the
+         * rest, like an all-to-all */
+        int64_t side = (int64_t)sqrt((double)n);
+        int64_t g2[2] = {side * size, (n / side) / size * size};
+        ladle_layout_create_balanced(prow, 2, g2, &lx);
+        ladle_layout_create_balanced(pcol, 2, g2, &ly);
+        memset(&f, 0, sizeof f);
+        f.name = "repartition";
+        f.dir = "forward";
+        f.comm = comm;
+        int64_t local = side * g2[1], piece = local / size;
+        f.sbuf = buffer(local);
+        f.rbuf = buffer(local);
+        f.counts = calloc((size_t)size, sizeof(int));
+        f.displs = calloc((size_t)size, sizeof(int));
+        for (int r = 0; r < size; r++) {
+            f.counts[r] = (int)piece;
+            f.displs[r] = (int)(r * piece);
+        }
+        ladle_repartition_create(lx, ly, LADLE_F32, 0, &f.op);
+        f.raw = raw_alltoallv;
+        f.mpi_name = "MPI_Alltoallv";
+        memset(&a, 0, sizeof a);
+        run_pair(&f, &a, local * 4, reps);
+        free(f.sbuf);
+        free(f.rbuf);
+        free(f.counts);
+        free(f.displs);
+        ladle_layout_destroy(&lx);
+        ladle_layout_destroy(&ly);
+    }
+    ladle_partition_destroy(&p1);
+    ladle_partition_destroy(&pall);
+    ladle_partition_destroy(&prow);
+    ladle_partition_destroy(&pcol);
+    MPI_Comm_free(&comm);
+    free(samples);
+    MPI_Finalize();
+    return 0;
+}
