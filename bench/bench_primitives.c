@@ -154,11 +154,20 @@ static void *buffer(int64_t elems)
     return p;
 }
 
-static const char *only = NULL;
+static const char *only = NULL; /* comma-separated primitive names */
+
+static int selected(const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = only; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return only == NULL;
+}
 
 static void run_pair(bench *f, bench *a, int64_t bytes, int reps)
 {
-    if (only != NULL && strcmp(only, f->name) != 0) {
+    if (!selected(f->name)) {
         ladle_op_destroy(&f->op);
         return;
     }

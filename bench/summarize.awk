@@ -1,0 +1,26 @@
+# Median of repeated bench_primitives runs: reads their rows, prints one row
+# per (ranks, primitive, direction, payload) with the median ladle time, the
+# median MPI time and the median of the per-run ratios.
+function median(list,    n, v, i, j, t) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+            t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+        }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+}
+$1 ~ /^[0-9]+$/ && NF >= 9 {
+    key = sprintf("%5d  %-15s %-8s %5s %-3s", $1, $2, $3, $4, $5)
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key; call[key] = $9 }
+    lt[key] = lt[key] " " $6; mt[key] = mt[key] " " $7; rt[key] = rt[key] " " $8
+    runs[key]++
+}
+END {
+    printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
+        "payload", "ladle_us", "mpi_us", "ratio", "runs", "raw MPI call"
+    for (i = 1; i <= n; i++) {
+        k = order[i]
+        printf "%s %12.1f %12.1f %7.2f %5d   %s\n", k, median(lt[k]), median(mt[k]),
+            median(rt[k]), runs[k], call[k]
+    }
+}
