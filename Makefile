@@ -43,10 +43,11 @@ TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(BUILD)/bench/bench_primitives
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo check asan valgrind bench install uninstall clean format tests
 
-all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS)
+all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS) $(EXAMPLE_BINS)
 
 deps:
 ifeq ($(DEPS),1)
@@ -75,6 +76,10 @@ $(BUILD)/test/%: test/%.c test/harness.c test/harness.h $(LIBDIR)/libladle.a
 	$(CC) $(CFLAGS_ALL) -Isrc $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
 	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
 
+$(BUILD)/examples/%: examples/%.c $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+
 $(BUILD)/bench/%: bench/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
@@ -90,14 +95,14 @@ tests: all $(TEST_BINS) $(BUILD)/header-check.stamp
 
 check: deps
 	@$(MAKE) --no-print-directory tests
-	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" test/run.sh $(BUILD)/test
+	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" test/run.sh $(BUILD)/test
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
 
 valgrind: deps
 	@$(MAKE) --no-print-directory tests
-	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" VALGRIND=1 test/run.sh $(BUILD)/test
+	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" VALGRIND=1 test/run.sh $(BUILD)/test
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -105,7 +110,9 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
-	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(BUILD)/bench
+	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(BUILD)/bench | tee $(BUILD)/bench/results.txt
+	@echo "== medians over runs"
+	@awk -f bench/summarize.awk $(BUILD)/bench/results.txt
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/lib/pkgconfig \

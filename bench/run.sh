@@ -1,7 +1,9 @@
 #!/bin/sh
-# Run the benchmarks at 2 ranks (one per core: the figures that count on a
-# 2-core machine) and at 4 ranks (oversubscribed). BENCH_RANKS and
-# BENCH_ARGS override, e.g. BENCH_ARGS="--max-kib 4096".
+# Run the benchmarks: BENCH_REPEAT launches at 2 ranks (one per core: the
+# figures that count on a 2-core machine) and one at 4 ranks
+# (oversubscribed, up to 16 MiB). Each launch prints its own medians;
+# `make bench` then prints the medians over launches (bench/summarize.awk).
+#   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -12,6 +14,14 @@ else
     flags="-bind-to core"
 fi
 for n in ${BENCH_RANKS:-2 4}; do
-    echo "== $n ranks"
-    $MPIEXEC $flags -n "$n" "$dir/bench_primitives" ${BENCH_ARGS:-} || exit 1
+    repeat=${BENCH_REPEAT:-3}
+    extra=""
+    if [ "$n" -gt 2 ]; then
+        repeat=1
+        extra="--max-kib 16384"
+    fi
+    for r in $(seq "$repeat"); do
+        echo "== $n ranks, launch $r"
+        $MPIEXEC $flags -n "$n" "$dir/bench_primitives" $extra ${BENCH_ARGS:-} || exit 1
+    done
 done

@@ -62,7 +62,7 @@ done
 
 # the command-line tool, end to end
 t0=$(date +%s)
-if MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
+if MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" EXAMPLES="${EXAMPLES:-build/examples}" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"

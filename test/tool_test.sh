@@ -56,5 +56,13 @@ $MPIEXEC -n 1 "$tool" --help | grep -q "^usage: mpiexec" ||
 expect 1 2 all-sum-reduce --px 2 --shape 1000 --dtype f32 --tolerance 1e-300
 expect 2 1 all-sum-reduce --shape 10 --tolerance -1
 
+# the README's example program
+out=$(timeout 120 $MPIEXEC -n 6 "${EXAMPLES:-build/examples}/broadcast" 2>&1)
+if [ "$out" = "y[0] = 1, adjoint mismatch 0.0e+00" ]; then
+    echo "ok   examples/broadcast"
+else
+    echo "FAIL examples/broadcast printed: $out"; fails=$((fails + 1))
+fi
+
 echo "$fails failures"
 [ "$fails" -eq 0 ]
