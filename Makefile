@@ -18,6 +18,8 @@ DEPS     ?= 1
 OPT      ?= -O3
 
 CC := $(MPICC)
+# Open MPI needs leave to start more ranks than cores (make demo uses 6)
+MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qi "open mpi" && echo --oversubscribe)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -g -fPIC \
               -fvisibility=hidden -Iinclude $(CFLAGS)
@@ -106,7 +108,8 @@ valgrind: deps
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	$(MPIEXEC) -n 6 $(BINDIR)/ladle-tour
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+	    $(MPIEXEC) $(MPIEXEC_FLAGS) -n 6 $(BINDIR)/ladle-tour
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)

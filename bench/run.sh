@@ -10,6 +10,7 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 # one rank per core where they fit, so the scheduler cannot stack them
 if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
     flags="--oversubscribe --bind-to core"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 else
     flags="-bind-to core"
 fi

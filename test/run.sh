@@ -13,10 +13,12 @@ BINDIR=${BINDIR:-bin}
 TIMEOUT=${TEST_TIMEOUT:-600}
 export CK_FORK=no
 
-# Open MPI refuses to start more ranks than cores unless told.
+# Open MPI refuses to start more ranks than cores unless told, and refuses
+# to run as root (CI containers) unless told.
 flags=""
 if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
     flags="--oversubscribe"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
 # program: rank counts
