@@ -19,7 +19,7 @@ OPT      ?= -O3
 
 CC := $(MPICC)
 # Open MPI needs leave to start more ranks than cores (make demo uses 6)
-MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qi "open mpi" && echo --oversubscribe)
+MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qiE "open ?(mpi|rte)" && echo --oversubscribe)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -g -fPIC \
               -fvisibility=hidden -Iinclude $(CFLAGS)

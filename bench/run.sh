@@ -8,7 +8,7 @@ set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
 # one rank per core where they fit, so the scheduler cannot stack them
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
+if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
     flags="--oversubscribe --bind-to core"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 else

@@ -16,7 +16,7 @@ export CK_FORK=no
 # Open MPI refuses to start more ranks than cores unless told, and refuses
 # to run as root (CI containers) unless told.
 flags=""
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
+if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
     flags="--oversubscribe"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
