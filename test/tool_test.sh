@@ -9,9 +9,15 @@ fails=0
 
 expect() { # expect CODE NRANKS ARGS...: exit code and, for 0/1, the last line
     want=$1; n=$2; shift 2
-    out=$(timeout 120 $MPIEXEC -n "$n" "$tool" "$@" 2>&1)
+    err=$(mktemp)
+    out=$(timeout 120 $MPIEXEC -n "$n" "$tool" "$@" 2>"$err")
     got=$?
+    # the tool's last line on standard output (launchers add their own
+    # notes about failed ranks on standard error)
     last=$(printf '%s\n' "$out" | tail -n 1)
+    out="$out
+$(cat "$err")"
+    rm -f "$err"
     ok=1
     [ "$got" -eq "$want" ] || ok=0
     if [ "$want" -le 1 ]; then
