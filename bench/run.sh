@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run the benchmarks: BENCH_REPEAT launches at 2 ranks (one per core: the
 # figures that count on a 2-core machine) and one at 4 ranks
-# (oversubscribed, up to 16 MiB). Each launch prints its own medians;
+# (oversubscribed). Each launch prints its own medians;
 # `make bench` then prints the medians over launches (bench/summarize.awk).
 #   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096"
 set -u
@@ -19,7 +19,7 @@ for n in ${BENCH_RANKS:-2 4}; do
     extra=""
     if [ "$n" -gt 2 ]; then
         repeat=1
-        extra="--max-kib 16384"
+        extra=""
     fi
     for r in $(seq "$repeat"); do
         echo "== $n ranks, launch $r"

@@ -10,8 +10,9 @@ function median(list,    n, v, i, j, t) {
     return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 }
 $1 ~ /^[0-9]+$/ && NF >= 9 {
-    key = sprintf("%5d  %-15s %-8s %5s %-3s", $1, $2, $3, $4, $5)
-    if (!(key in seen)) { seen[key] = 1; order[++n] = key; call[key] = $9 }
+    name = $9 (NF > 9 ? " " $10 : "")
+    key = sprintf("%5d  %-15s %-8s %5s %-3s", $1, $2, $3, $4, $5) SUBSEP name
+    if (!(key in seen)) { seen[key] = 1; order[++n] = key; call[key] = name }
     lt[key] = lt[key] " " $6; mt[key] = mt[key] " " $7; rt[key] = rt[key] " " $8
     runs[key]++
 }
@@ -20,7 +21,8 @@ END {
         "payload", "ladle_us", "mpi_us", "ratio", "runs", "raw MPI call"
     for (i = 1; i <= n; i++) {
         k = order[i]
-        printf "%s %12.1f %12.1f %7.2f %5d   %s\n", k, median(lt[k]), median(mt[k]),
+        split(k, head, SUBSEP)
+        printf "%s %12.1f %12.1f %7.2f %5d   %s\n", head[1], median(lt[k]), median(mt[k]),
             median(rt[k]), runs[k], call[k]
     }
 }

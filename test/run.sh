@@ -24,6 +24,7 @@ fi
 # program: rank counts
 SUITE="
 test_core: 1
+test_backend: 1
 test_partition: 1 2 3 4 6
 test_broadcast: 1 2 3 4 5 12
 test_sum_reduce: 1 2 3 4 5 12

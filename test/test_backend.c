@@ -1,0 +1,134 @@
+/* The CPU backend's kernels against naive loops written here. */
+#include <math.h>
+
+#include "backend.h"
+#include "harness.h"
+
+static const ladle_backend *cpu(void) { return ladle__backend(LADLE_CPU); }
+
+START_TEST(gemm_matches_naive_loops)
+{
+    const int64_t m = 7, n = 5, k = 9;
+    double a[63], b[45], c[35], ref[35];
+    float af[63], bf[45], cf[35];
+    for (int i = 0; i < 63; i++)
+        a[i] = af[i] = (float)((i * 37 % 17) - 8) / 4;
+    for (int i = 0; i < 45; i++)
+        b[i] = bf[i] = (float)((i * 11 % 13) - 6) / 2;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            /* A is m x k (stored k x m when transposed), B is k x n (n x k) */
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double s = 0;
+                    for (int64_t q = 0; q < k; q++)
+                        s += a[ta ? q * m + i : i * k + q] * b[tb ? j * k + q : q * n + j];
+                    ref[i * n + j] = 2.0 * s + 0.5 * (double)(i - j);
+                    c[i * n + j] = cf[i * n + j] = (float)(i - j);
+                }
+            cpu()->gemm(LADLE_F64, ta, tb, m, n, k, 2.0, a, ta ? m : k, b, tb ? k : n, 0.5, c, n);
+            cpu()->gemm(LADLE_F32, ta, tb, m, n, k, 2.0, af, ta ? m : k, bf, tb ? k : n, 0.5, cf,
+                        n);
+            int ok = 1;
+            for (int i = 0; i < 35; i++)
+                ok &= fabs(c[i] - ref[i]) < 1e-12 && fabs(cf[i] - ref[i]) < 1e-4;
+            LT_ASSERT(ok, "gemm trans_a=%d trans_b=%d", ta, tb);
+        }
+}
+END_TEST
+
+START_TEST(axpy_add_fill_copy)
+{
+    double x[5] = {1, 2, 3, 4, 5}, y[5] = {1, 1, 1, 1, 1}, z[5];
+    cpu()->axpy(LADLE_F64, 5, -2.0, x, y);
+    cpu()->add(LADLE_F64, 5, x, y, z);
+    int ok = 1;
+    for (int i = 0; i < 5; i++)
+        ok &= y[i] == 1 - 2 * (i + 1) && z[i] == 1 - (i + 1);
+    LT_ASSERT(ok, "axpy then add");
+    float f[4];
+    cpu()->fill(LADLE_F32, 4, 0.25, f);
+    cpu()->copy(LADLE_F32, 2, f, f + 1); /* overlapping: memmove semantics */
+    LT_ASSERT(f[0] == 0.25f && f[3] == 0.25f, "fill and copy");
+}
+END_TEST
+
+/* Dot2 carries rounding errors: 1e16 + 1 - 1e16 is 1, not 0. */
+START_TEST(compensated_dot)
+{
+    double x[3] = {1e16, 1.0, -1e16}, ones[3] = {1, 1, 1}, pair[2];
+    cpu()->dot2(LADLE_F64, 3, x, ones, pair);
+    LT_ASSERT(pair[0] + pair[1] == 1.0, "dot2 = %g + %g", pair[0], pair[1]);
+    LT_ASSERT(cpu()->dot(LADLE_F64, 3, x, ones) == 1.0, "dot");
+    float a[3] = {3, 4, 5}, b[3] = {1, 2, 3};
+    LT_ASSERT(cpu()->dot(LADLE_F32, 3, a, b) == 26.0, "f32 accumulates in double");
+}
+END_TEST
+
+/* copy_box, pack and unpack against index arithmetic written here. */
+START_TEST(boxes)
+{
+    /* a 4x6x5 tensor; the box [1,3) x [2,5) x [0,4) */
+    double t[120], packed[24], back[120] = {0};
+    for (int i = 0; i < 120; i++)
+        t[i] = i;
+    int64_t ext[3] = {2, 3, 4}, str[3] = {30, 5, 1}, off = 1 * 30 + 2 * 5 + 0;
+    cpu()->pack(LADLE_F64, 3, ext, t + off, str, packed);
+    int ok = 1, e = 0;
+    for (int i = 1; i < 3; i++)
+        for (int j = 2; j < 5; j++)
+            for (int k = 0; k < 4; k++)
+                ok &= packed[e++] == i * 30 + j * 5 + k;
+    LT_ASSERT(ok, "pack");
+    cpu()->unpack(LADLE_F64, LADLE_BOX_COPY, 3, ext, packed, back + off, str);
+    cpu()->unpack(LADLE_F64, LADLE_BOX_ADD, 3, ext, packed, back + off, str);
+    for (int i = 0; i < 120; i++) {
+        int inside = i / 30 >= 1 && i / 30 < 3 && i % 30 / 5 >= 2 && i % 30 / 5 < 5 && i % 5 < 4;
+        ok &= back[i] == (inside ? 2.0 * i : 0.0);
+    }
+    LT_ASSERT(ok, "unpack, then unpack adding");
+    cpu()->copy_box(LADLE_F64, LADLE_BOX_ZERO, 3, ext, NULL, str, back + off, str);
+    for (int i = 0; i < 120; i++)
+        ok &= back[i] == 0.0;
+    LT_ASSERT(ok, "zero a box");
+    /* a strided-to-strided copy: every other column of a 3x4 into a 3x2 */
+    float src[12], dst[6];
+    for (int i = 0; i < 12; i++)
+        src[i] = (float)i;
+    int64_t e2[2] = {3, 2}, s2[2] = {4, 2}, d2[2] = {2, 1};
+    cpu()->copy_box(LADLE_F32, LADLE_BOX_COPY, 2, e2, src + 1, s2, dst, d2);
+    static const float want[6] = {1, 3, 5, 7, 9, 11};
+    for (int i = 0; i < 6; i++)
+        ok &= dst[i] == want[i];
+    LT_ASSERT(ok, "strided copy");
+}
+END_TEST
+
+START_TEST(planned_memory_is_zeroed_and_distinct)
+{
+    char *a = cpu()->alloc(1 << 20), *b = cpu()->alloc(1 << 20);
+    int ok = a != NULL && b != NULL && ((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0;
+    for (int i = 0; ok && i < (1 << 20); i += 4096)
+        ok = a[i] == 0 && b[i] == 0;
+    LT_ASSERT(ok, "zeroed, 64-byte aligned");
+    cpu()->free(a);
+    cpu()->free(b);
+    cpu()->free(NULL);
+    LT_ASSERT(ladle__backend(LADLE_CUDA) == NULL, "no CUDA backend in this build");
+}
+END_TEST
+
+Suite *backend_suite(void)
+{
+    Suite *s = suite_create("backend");
+    TCase *tc = tcase_create("cpu");
+    tcase_add_test(tc, gemm_matches_naive_loops);
+    tcase_add_test(tc, axpy_add_fill_copy);
+    tcase_add_test(tc, compensated_dot);
+    tcase_add_test(tc, boxes);
+    tcase_add_test(tc, planned_memory_is_zeroed_and_distinct);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, backend_suite); }
