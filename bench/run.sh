@@ -1,9 +1,9 @@
 #!/bin/sh
 # Run the benchmarks: BENCH_REPEAT launches at 2 ranks (one per core: the
 # figures that count on a 2-core machine) and one at 4 ranks
-# (oversubscribed). Each launch prints its own medians;
-# `make bench` then prints the medians over launches (bench/summarize.awk).
-#   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096"
+# (oversubscribed). Each launch prints its own medians; `make bench` then
+# prints the medians over launches (bench/summarize.awk).
+#   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096 --only broadcast"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -16,13 +16,9 @@ else
 fi
 for n in ${BENCH_RANKS:-2 4}; do
     repeat=${BENCH_REPEAT:-3}
-    extra=""
-    if [ "$n" -gt 2 ]; then
-        repeat=1
-        extra=""
-    fi
+    [ "$n" -le 2 ] || repeat=1
     for r in $(seq "$repeat"); do
         echo "== $n ranks, launch $r"
-        $MPIEXEC $flags -n "$n" "$dir/bench_primitives" $extra ${BENCH_ARGS:-} || exit 1
+        $MPIEXEC $flags -n "$n" "$dir/bench_primitives" ${BENCH_ARGS:-} || exit 1
     done
 done
