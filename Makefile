@@ -104,7 +104,10 @@ check: deps
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
 
-valgrind: deps
+valgrind:
+ifeq ($(DEPS),1)
+	@scripts/install-deps.sh valgrind
+endif
 	@$(MAKE) --no-print-directory tests
 	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" VALGRIND=1 test/run.sh $(BUILD)/test
 

@@ -3,12 +3,26 @@
 #
 #   scripts/install-deps.sh            install missing packages (as root, with apt-get)
 #   scripts/install-deps.sh --check    exit 0 if everything is present, 1 otherwise
+#   scripts/install-deps.sh valgrind   the same, with extra packages a target needs
 #
 # Run as another user, it prints the exact command to run instead of
 # trying sudo behind the caller's back.
 set -eu
 
-PACKAGES="make gcc mpich libmpich-dev libopenblas-dev check pkg-config"
+# g++ compiles the check that the public header is valid C++.
+PACKAGES="make gcc g++ mpich libmpich-dev libopenblas-dev check pkg-config"
+check_only=0
+for arg in "$@"; do
+    case "$arg" in
+    --check) check_only=1 ;;
+    *) PACKAGES="$PACKAGES $arg" ;;
+    esac
+done
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "install-deps: not a Debian system; provide MPI, OpenBLAS and Check yourself" >&2
+    exit 0
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -20,7 +34,7 @@ done
 if [ -z "$missing" ]; then
     exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ "$check_only" = 1 ]; then
     echo "missing packages:$missing"
     exit 1
 fi
