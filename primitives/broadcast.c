@@ -153,12 +153,7 @@ ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partitio
         h = ladle__hash(h, &dtype, sizeof dtype);
         h = ladle__hash(h, &flags, sizeof flags);
     }
-    st = ladle__op_finish(&op, comm, local, h, func);
-    comm = MPI_COMM_NULL;
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__op_finish(&op, &comm, local, h, out, func);
 fail:
     if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);

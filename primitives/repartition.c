@@ -69,12 +69,7 @@ ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout 
         h = ladle__hash(h, &dtype, sizeof dtype);
         h = ladle__hash(h, &flags, sizeof flags);
     }
-    st = ladle__op_finish(&op, comm, local, h, __func__);
-    comm = MPI_COMM_NULL;
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__op_finish(&op, &comm, local, h, out, __func__);
 fail:
     if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);

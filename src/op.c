@@ -86,11 +86,13 @@ fail:
     return st;
 }
 
-ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm comm, ladle_status local,
-                              uint64_t hash, const char *func)
+ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status local,
+                              uint64_t hash, ladle_op **out, const char *func)
 {
     ladle_status st = local;
     ladle_op *op = *pop;
+    MPI_Comm comm = *pcomm;
+    *pcomm = MPI_COMM_NULL;
     if (op != NULL) {
         op->comm = comm;
         comm = MPI_COMM_NULL;
@@ -115,8 +117,11 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm comm, ladle_status local,
         st = ladle__agree(agree_on, st, hash, func);
     if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);
-    if (st != LADLE_OK)
-        ladle_op_destroy(pop);
+    if (st == LADLE_OK)
+        *out = op;
+    else
+        ladle_op_destroy(&op);
+    *pop = NULL;
     return st;
 }
 

@@ -49,13 +49,14 @@ ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigne
 ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
                             MPI_Comm *comm, int **to_comm);
 
-/* The last step of every create: finalise both schedules on comm, allocate
+/* The last step of every create: finalise both schedules on *comm, allocate
  * and touch the workspace, and agree with the other members on the outcome
  * (local: this rank's status so far; hash: the arguments every member must
- * have passed alike). *op may be NULL when creation failed early; comm is
- * then freed. On failure *op is destroyed. */
-ladle_status ladle__op_finish(ladle_op **op, MPI_Comm comm, ladle_status local,
-                              uint64_t hash, const char *func);
+ * have passed alike). Takes *op and *comm (both set to NULL; *op may be
+ * NULL when creation failed early). On success the op goes to *out, on
+ * failure it is destroyed. */
+ladle_status ladle__op_finish(ladle_op **op, MPI_Comm *comm, ladle_status local,
+                              uint64_t hash, ladle_op **out, const char *func);
 
 /* The largest tag an op's communicator accepts. */
 int ladle__tag_ub(MPI_Comm comm);
