@@ -141,7 +141,7 @@ uninstall:
 
 format:
 	clang-format -i include/*.h include/ladle/*.h src/*.[ch] src/backends/*/*.c \
-	    primitives/*.[ch] tools/*.c test/*.[ch] bench/*.c
+	    primitives/*.[ch] tools/*.[ch] test/*.[ch] bench/*.c examples/*.c
 
 clean:
 	rm -rf build build-asan lib bin

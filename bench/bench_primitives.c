@@ -64,7 +64,8 @@ static void run_ladle(bench *b)
     ladle_status st = b->adjoint ? ladle_op_adjoint(b->op, b->in, b->out)
                                  : ladle_op_forward(b->op, b->in, b->out);
     if (st != LADLE_OK) {
-        fprintf(stderr, "bench: %s %s failed: %s\n", b->name, b->dir, ladle_error_message());
+        fprintf(stderr, "bench: %s %s failed: %s\n", b->name, b->dir,
+                ladle_error_message());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
@@ -142,7 +143,10 @@ static void measure(bench *b, int64_t bytes, int reps)
 }
 
 /* ---- the raw calls ---- */
-static void raw_bcast(bench *b) { MPI_Bcast(b->sbuf, (int)b->count, MPI_FLOAT, 0, b->comm); }
+static void raw_bcast(bench *b)
+{
+    MPI_Bcast(b->sbuf, (int)b->count, MPI_FLOAT, 0, b->comm);
+}
 
 static void raw_reduce(bench *b)
 {
@@ -157,7 +161,8 @@ static void raw_allreduce(bench *b)
 /* a 1-D halo of one row each side: two shifts, as halo codes write them */
 static void raw_sendrecv(bench *b)
 {
-    int up = rank > 0 ? rank - 1 : MPI_PROC_NULL, down = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
+    int up = rank > 0 ? rank - 1 : MPI_PROC_NULL,
+        down = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
     float *t = b->sbuf;
     int64_t row = b->count;
     /* rows: 0 = top halo, 1..2 = bulk, 3 = bottom halo */
@@ -182,7 +187,8 @@ static void raw_pack_alltoallv(bench *b)
     int64_t w = b->cols / size;
     for (int r = 0; r < size; r++)
         for (int64_t i = 0; i < b->rows; i++)
-            memcpy(s + b->displs[r] + i * w, x + i * b->cols + r * w, (size_t)w * sizeof(float));
+            memcpy(s + b->displs[r] + i * w, x + i * b->cols + r * w,
+                   (size_t)w * sizeof(float));
     MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, ladle_tensor_data(b->out),
                   b->counts, b->displs, MPI_FLOAT, b->comm);
 }

@@ -13,17 +13,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", ladle_error_message()); /* the same on every rank */
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    int nd; int64_t shape[LADLE_MAX_NDIM]; ladle_tensor *x, *y;
-    ladle_op_x_shape(F, &nd, shape); ladle_tensor_create(LADLE_F64, nd, shape, &x);
-    ladle_op_y_shape(F, &nd, shape); ladle_tensor_create(LADLE_F64, nd, shape, &y);
+    int nd;
+    int64_t shape[LADLE_MAX_NDIM];
+    ladle_tensor *x, *y;
+    ladle_op_x_shape(F, &nd, shape);
+    ladle_tensor_create(LADLE_F64, nd, shape, &x);
+    ladle_op_y_shape(F, &nd, shape);
+    ladle_tensor_create(LADLE_F64, nd, shape, &y);
     ladle_tensor_fill(x, 1.0 + ladle_partition_rank(p_x)); /* zero-volume off P_x */
-    ladle_op_forward(F, x, y);                /* column j of P_y gets x_j */
-    ladle_adjoint_result r;                   /* |<Fx,y> - <x,F*y>| / max(...) */
+    ladle_op_forward(F, x, y);                             /* column j of P_y gets x_j */
+    ladle_adjoint_result r; /* |<Fx,y> - <x,F*y>| / max(...) */
     ladle_adjoint_test(F, 42, &r);
     if (ladle_partition_rank(p_y) == 0)
-        printf("y[0] = %g, adjoint mismatch %.1e\n", ((double *)ladle_tensor_data(y))[0], r.mismatch);
-    ladle_tensor_destroy(&x); ladle_tensor_destroy(&y); ladle_op_destroy(&F);
-    ladle_partition_destroy(&p_x); ladle_partition_destroy(&p_y);
+        printf("y[0] = %g, adjoint mismatch %.1e\n", ((double *)ladle_tensor_data(y))[0],
+               r.mismatch);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&F);
+    ladle_partition_destroy(&p_x);
+    ladle_partition_destroy(&p_y);
     MPI_Finalize();
     return 0;
 }

@@ -8,12 +8,12 @@
 #ifndef LADLE_H
 #define LADLE_H
 
+#include "ladle/check.h"
 #include "ladle/core.h"
-#include "ladle/tensor.h"
-#include "ladle/partition.h"
 #include "ladle/layout.h"
 #include "ladle/op.h"
+#include "ladle/partition.h"
 #include "ladle/primitives.h"
-#include "ladle/check.h"
+#include "ladle/tensor.h"
 
 #endif /* LADLE_H */

@@ -30,9 +30,8 @@ static int group_of(const ladle_partition *p, const int *reduced, int *members, 
 }
 
 ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
-                                         const int axes[], int ndim,
-                                         const int64_t shape[], ladle_dtype dtype,
-                                         unsigned flags, ladle_op **out)
+                                         const int axes[], int ndim, const int64_t shape[],
+                                         ladle_dtype dtype, unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -45,23 +44,25 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
 
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(p);
-    if (ladle_dtype_size(dtype) == 0)
-        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "unknown dtype %d", (int)dtype);
+    if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
     else if (flags & ~LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
     else if (naxes < 0 || naxes > p->ndim || (naxes > 0 && axes == NULL))
-        local = ladle__raise(axes == NULL && naxes > 0 ? LADLE_ERR_NULL : LADLE_ERR_ARG,
-                             __func__, "naxes %d is invalid for the %d-dimensional "
-                             "partition %s", naxes, p->ndim,
-                             ladle__fmt_shape(buf, sizeof buf, p->ndim, p->shape));
+        local = ladle__raise(
+            axes == NULL && naxes > 0 ? LADLE_ERR_NULL : LADLE_ERR_ARG, __func__,
+            "naxes %d is invalid for the %d-dimensional "
+            "partition %s",
+            naxes, p->ndim, ladle__fmt_shape(buf, sizeof buf, p->ndim, p->shape));
     for (int k = 0; local == LADLE_OK && k < naxes; k++) {
         if (axes[k] < 0 || axes[k] >= p->ndim)
             local = ladle__raise(LADLE_ERR_ARG, __func__,
                                  "axis %d is outside the partition's 0..%d", axes[k],
                                  p->ndim - 1);
         else if (reduced[axes[k]]++)
-            local = ladle__raise(LADLE_ERR_ARG, __func__, "axis %d is listed twice",
-                                 axes[k]);
+            local =
+                ladle__raise(LADLE_ERR_ARG, __func__, "axis %d is listed twice", axes[k]);
     }
     if (local == LADLE_OK)
         local = ladle__check_shape(__func__, ndim, shape, &n);

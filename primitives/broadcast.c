@@ -65,7 +65,8 @@ static void plan_pair(const pair_plan *pp, ladle_sched *bcast, ladle_sched *redu
         g = group_of(pp, i, members, &self);
         ladle_coll_shape sb = ladle__coll_shape(g, pp->n, pp->esize, 0);
         ladle_coll_shape sr = ladle__coll_shape(g, pp->n, pp->esize, 1);
-        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, pp->n, i * GROUP_TAGS, NULL, NULL);
+        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, pp->n, i * GROUP_TAGS, NULL,
+                          NULL);
         if (self)
             ladle_sched_copy(bcast, LADLE_BOX_COPY, X, Y, pp->n);
         ladle__coll_reduce(reduce, members, g, 0, sr, self, X, Y, pp->n, i * GROUP_TAGS, 0,
@@ -90,8 +91,9 @@ static ladle_status check_common(const char *func, int ndim, const int64_t *shap
                                  ladle_dtype dtype, unsigned flags, unsigned allowed,
                                  int64_t *n)
 {
-    if (ladle_dtype_size(dtype) == 0)
-        return ladle__raise(LADLE_ERR_DTYPE, func, "unknown dtype %d", (int)dtype);
+    if (!ladle__is_real(dtype))
+        return ladle__raise(LADLE_ERR_DTYPE, func, "dtype %s is not f32 or f64",
+                            ladle_dtype_name(dtype));
     if (flags & ~allowed)
         return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", flags & ~allowed);
     return ladle__check_shape(func, ndim, shape, n);
@@ -127,7 +129,8 @@ ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partitio
         local = ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
     if (local == LADLE_OK)
         local = ladle__pairing(small, t_small, big, t_big, source, reduce, func);
-    if (local == LADLE_OK && (int64_t)small->size * GROUP_TAGS > ladle__tag_ub(MPI_COMM_WORLD))
+    if (local == LADLE_OK &&
+        (int64_t)small->size * GROUP_TAGS > ladle__tag_ub(MPI_COMM_WORLD))
         local = ladle__raise(LADLE_ERR_UNSUPPORTED, func,
                              "%d groups need more message tags than this MPI offers",
                              small->size);

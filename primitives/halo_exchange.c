@@ -75,19 +75,19 @@ static ladle_status check_window(const ladle_layout *x, const ladle_window *w)
     if (!x->decomposition)
         return ladle__raise(LADLE_ERR_ARG, f, "x is not a decomposition");
     for (int d = 0; d < w->ndim; d++) {
-        if (w->kernel[d] < 1 || w->stride[d] < 1 || w->padding[d] < 0 ||
-            w->dilation[d] < 1)
+        if (w->kernel[d] < 1 || w->stride[d] < 1 || w->padding[d] < 0 || w->dilation[d] < 1)
             return ladle__raise(LADLE_ERR_ARG, f,
                                 "dimension %d: kernel %lld, stride %lld, padding %lld, "
                                 "dilation %lld (need k>=1, s>=1, p>=0, d>=1)",
                                 d, (long long)w->kernel[d], (long long)w->stride[d],
                                 (long long)w->padding[d], (long long)w->dilation[d]);
         if (!identity_window(w, d) && output_length(x->global[d], w, d) < 1)
-            return ladle__raise(LADLE_ERR_SHAPE, f,
-                                "dimension %d: the dilated kernel (%lld) is larger than the "
-                                "padded input (%lld)",
-                                d, (long long)(w->dilation[d] * (w->kernel[d] - 1) + 1),
-                                (long long)(x->global[d] + 2 * w->padding[d]));
+            return ladle__raise(
+                LADLE_ERR_SHAPE, f,
+                "dimension %d: the dilated kernel (%lld) is larger than the "
+                "padded input (%lld)",
+                d, (long long)(w->dilation[d] * (w->kernel[d] - 1) + 1),
+                (long long)(x->global[d] + 2 * w->padding[d]));
     }
     return LADLE_OK;
 }
@@ -112,7 +112,8 @@ static void tables_free(halo_tables *t)
     }
 }
 
-static ladle_status tables_make(const ladle_layout *x, const ladle_window *w, halo_tables *t)
+static ladle_status tables_make(const ladle_layout *x, const ladle_window *w,
+                                halo_tables *t)
 {
     memset(t, 0, sizeof *t);
     for (int d = 0; d < x->ndim; d++) {
@@ -211,8 +212,9 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(x);
     LADLE_NOT_NULL(w);
-    if (ladle_dtype_size(dtype) == 0)
-        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "unknown dtype %d", (int)dtype);
+    if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
     else if (flags & ~LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
     if (local == LADLE_OK)
@@ -309,7 +311,8 @@ static ladle_status split_call(ladle_op *op, ladle_tensor *t, int adjoint, int b
         op->busy = adjoint ? 2 : 1;
     } else {
         LADLE_CHECK(op->busy == (adjoint ? 2 : 1), LADLE_ERR_STATE,
-                    "no %s exchange of this op is in flight", adjoint ? "adjoint" : "forward");
+                    "no %s exchange of this op is in flight",
+                    adjoint ? "adjoint" : "forward");
         LADLE_CHECK(t != NULL, LADLE_ERR_NULL, "t is NULL");
         op->busy = 0;
         LADLE_CALL(ladle_sched_finish(s));

@@ -46,8 +46,9 @@ ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout 
     LADLE_NOT_NULL(y);
     LADLE_CHECK(ladle__partitions_compatible(x->p, y->p), LADLE_ERR_PARTITION,
                 "the partitions of x and y were made from different parent communicators");
-    if (ladle_dtype_size(dtype) == 0)
-        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "unknown dtype %d", (int)dtype);
+    if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
     else if (flags & ~LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
     if (local == LADLE_OK)

@@ -26,16 +26,14 @@ typedef struct ladle_backend {
     void (*copy)(ladle_dtype dtype, int64_t n, const void *src, void *dst);
     /* A box of extents ext[0..ndim-1] read with strides sstr from src and
      * written with strides dstr into dst (strides in elements). */
-    void (*copy_box)(ladle_dtype dtype, ladle_box_mode mode, int ndim,
-                     const int64_t *ext, const void *src, const int64_t *sstr,
-                     void *dst, const int64_t *dstr);
+    void (*copy_box)(ladle_dtype dtype, ladle_box_mode mode, int ndim, const int64_t *ext,
+                     const void *src, const int64_t *sstr, void *dst, const int64_t *dstr);
     /* Gather a strided box into contiguous dst, and scatter (or add)
      * contiguous src into a strided box. */
     void (*pack)(ladle_dtype dtype, int ndim, const int64_t *ext, const void *src,
                  const int64_t *sstr, void *dst);
-    void (*unpack)(ladle_dtype dtype, ladle_box_mode mode, int ndim,
-                   const int64_t *ext, const void *src, void *dst,
-                   const int64_t *dstr);
+    void (*unpack)(ladle_dtype dtype, ladle_box_mode mode, int ndim, const int64_t *ext,
+                   const void *src, void *dst, const int64_t *dstr);
     /* c = a + b, elementwise over n elements (c may alias a or b). */
     void (*add)(ladle_dtype dtype, int64_t n, const void *a, const void *b, void *c);
     /* y += alpha * x */
@@ -44,8 +42,7 @@ typedef struct ladle_backend {
     double (*dot)(ladle_dtype dtype, int64_t n, const void *x, const void *y);
     /* the same sum as an unevaluated pair (hi, lo): hi + lo carries about
      * twice double precision */
-    void (*dot2)(ladle_dtype dtype, int64_t n, const void *x, const void *y,
-                 double out[2]);
+    void (*dot2)(ladle_dtype dtype, int64_t n, const void *x, const void *y, double out[2]);
     /* x[i] = value */
     void (*fill)(ladle_dtype dtype, int64_t n, double value, void *x);
     /* C = alpha op(A) op(B) + beta C, row-major, op = transpose if trans_* */

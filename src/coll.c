@@ -9,10 +9,7 @@
 /* At or below this a group uses a latency-optimal tree or exchange. */
 #define SMALL_BYTES (64 * 1024)
 
-static int clampi(int64_t v, int lo, int hi)
-{
-    return v < lo ? lo : v > hi ? hi : (int)v;
-}
+static int clampi(int64_t v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
 
 ladle_coll_shape ladle__coll_shape(int g, int64_t n, size_t esize, int reduce)
 {
@@ -89,8 +86,7 @@ void ladle__coll_bcast(ladle_sched *s, const int *members, int g, int pos,
 
 void ladle__coll_reduce(ladle_sched *s, const int *members, int g, int pos,
                         ladle_coll_shape sh, int has_own, ladle_ref src, ladle_ref dst,
-                        int64_t n, int tagbase, int alias_safe, int *root_done,
-                        int *sent)
+                        int64_t n, int tagbase, int alias_safe, int *root_done, int *sent)
 {
     int ch[32];
     int nch = tree_children(sh, g, pos, ch);
@@ -115,12 +111,12 @@ void ladle__coll_reduce(ladle_sched *s, const int *members, int g, int pos,
             continue;
         if (nch == 0) {
             if (pos == 0)
-                last = ladle_sched_copy(s, has_own ? LADLE_BOX_COPY : LADLE_BOX_ZERO,
-                                        ladle_ref_at(src, off), ladle_ref_at(dst, off),
-                                        len);
+                last =
+                    ladle_sched_copy(s, has_own ? LADLE_BOX_COPY : LADLE_BOX_ZERO,
+                                     ladle_ref_at(src, off), ladle_ref_at(dst, off), len);
             else
-                last = ladle_sched_send(s, ladle_ref_at(src, off), len, parent,
-                                        tagbase + c);
+                last =
+                    ladle_sched_send(s, ladle_ref_at(src, off), len, parent, tagbase + c);
         } else {
             int recv[32];
             for (int k = 0; k < nch; k++)

@@ -13,8 +13,8 @@
 #define LADLE_COLL_MAX_CHUNKS 64
 
 typedef struct ladle_coll_shape {
-    int chain;       /* 1: a pipeline chain, 0: a binomial tree */
-    int nchunks;     /* pieces the message is cut into, for pipelining */
+    int chain;   /* 1: a pipeline chain, 0: a binomial tree */
+    int nchunks; /* pieces the message is cut into, for pipelining */
 } ladle_coll_shape;
 
 /* The tree and chunking for a group of g ranks moving n elements. */
@@ -34,8 +34,7 @@ void ladle__coll_bcast(ladle_sched *s, const int *members, int g, int pos,
  * (others) receive the step after which chunk c is done (may be NULL). */
 void ladle__coll_reduce(ladle_sched *s, const int *members, int g, int pos,
                         ladle_coll_shape sh, int has_own, ladle_ref src, ladle_ref dst,
-                        int64_t n, int tagbase, int alias_safe, int *root_done,
-                        int *sent);
+                        int64_t n, int tagbase, int alias_safe, int *root_done, int *sent);
 
 /* dst = the sum of every member's src, bitwise equal on all members; dst may
  * be src. Uses tags from tagbase up to tagbase + 2 * g * 16. */

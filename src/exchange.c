@@ -97,9 +97,11 @@ static void plan_receives(ladle_sched *s, const ladle_side *from, const ladle_si
                                  o.tag * MAX_CHUNKS + k);
                 continue;
             }
-            int r = ladle_sched_recv(s, ladle_ref_at(w, poff), n, peer, o.tag * MAX_CHUNKS + k);
+            int r =
+                ladle_sched_recv(s, ladle_ref_at(w, poff), n, peer, o.tag * MAX_CHUNKS + k);
             ladle_box packed = packed_box(&sb);
-            int u = ladle_sched_box(s, o.mode, ladle_ref_at(w, poff), &packed, to->buf, &sb);
+            int u =
+                ladle_sched_box(s, o.mode, ladle_ref_at(w, poff), &packed, to->buf, &sb);
             ladle_sched_dep(s, r, u);
             if (o.mode == LADLE_BOX_ADD) { /* sums in a fixed order */
                 ladle_sched_dep(s, last, u);

@@ -22,9 +22,9 @@ typedef struct ladle_side {
 ladle_side ladle__side_own(const ladle_layout *l, ladle_ref buf);
 
 typedef struct ladle_exchange_opts {
-    int self;          /* 1: copy pieces whose sender is the receiver */
+    int self;            /* 1: copy pieces whose sender is the receiver */
     ladle_box_mode mode; /* what a receiver does with a piece: copy or add */
-    int zero_sent;     /* 1: zero each sent piece in the sender's tensor */
+    int zero_sent;       /* 1: zero each sent piece in the sender's tensor */
     int tag;
 } ladle_exchange_opts;
 

@@ -17,8 +17,8 @@
 
 /* Record an error for the calling thread ("[rank R] func: message") and
  * return its status. */
-ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt,
-                          ...) LADLE_PRINTF(3, 4);
+ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt, ...)
+    LADLE_PRINTF(3, 4);
 
 /* Turn an MPI error code into a recorded LADLE_ERR_MPI. */
 ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
@@ -29,32 +29,34 @@ ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
  * LADLE_CHECK raises, LADLE_CALL propagates a callee's status, LADLE_MPI
  * wraps an MPI call.
  */
-#define LADLE_CHECK(cond, code, ...)                                  \
-    do {                                                              \
-        if (!(cond)) {                                                \
-            st = ladle__raise((code), __func__, __VA_ARGS__);         \
-            goto fail;                                                \
-        }                                                             \
+#define LADLE_CHECK(cond, code, ...)                                                       \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            st = ladle__raise((code), __func__, __VA_ARGS__);                              \
+            goto fail;                                                                     \
+        }                                                                                  \
     } while (0)
 
-#define LADLE_CALL(expr)                                              \
-    do {                                                              \
-        st = (expr);                                                  \
-        if (st != LADLE_OK)                                           \
-            goto fail;                                                \
+#define LADLE_CALL(expr)                                                                   \
+    do {                                                                                   \
+        st = (expr);                                                                       \
+        if (st != LADLE_OK)                                                                \
+            goto fail;                                                                     \
     } while (0)
 
-#define LADLE_MPI(expr)                                               \
-    do {                                                              \
-        int ladle_mpi_rc_ = (expr);                                   \
-        if (ladle_mpi_rc_ != MPI_SUCCESS) {                           \
-            st = ladle__raise_mpi(ladle_mpi_rc_, __func__, #expr);    \
-            goto fail;                                                \
-        }                                                             \
+#define LADLE_MPI(expr)                                                                    \
+    do {                                                                                   \
+        int ladle_mpi_rc_ = (expr);                                                        \
+        if (ladle_mpi_rc_ != MPI_SUCCESS) {                                                \
+            st = ladle__raise_mpi(ladle_mpi_rc_, __func__, #expr);                         \
+            goto fail;                                                                     \
+        }                                                                                  \
     } while (0)
 
-#define LADLE_NOT_NULL(ptr)                                           \
-    LADLE_CHECK((ptr) != NULL, LADLE_ERR_NULL, "%s is NULL", #ptr)
+#define LADLE_NOT_NULL(ptr) LADLE_CHECK((ptr) != NULL, LADLE_ERR_NULL, "%s is NULL", #ptr)
+
+/* 1 for the floating-point dtypes the operators compute in. */
+int ladle__is_real(ladle_dtype dtype);
 
 /* Allocation helpers: zeroed memory, or NULL (the caller raises). */
 void *ladle__calloc(size_t count, size_t size);
@@ -131,8 +133,8 @@ struct ladle_partition {
     int ndim;
     int shape[LADLE_MAX_NDIM];
     int size;
-    int *ranks;  /* ranks[r]: root-communicator rank of partition rank r */
-    int rank;    /* this rank's partition rank, or -1 */
+    int *ranks; /* ranks[r]: root-communicator rank of partition rank r */
+    int rank;   /* this rank's partition rank, or -1 */
     int coords[LADLE_MAX_NDIM];
     MPI_Comm comm;
 };
@@ -159,8 +161,8 @@ struct ladle_layout {
     int refs;
     ladle_partition *p;
     int ndim;
-    int block;           /* every member holds the whole block */
-    int decomposition;   /* boxes tile the global index space */
+    int block;         /* every member holds the whole block */
+    int decomposition; /* boxes tile the global index space */
     int64_t global[LADLE_MAX_NDIM];
     /* Decomposed layouts: along dim d, coordinate i has box [start, start+size). */
     int64_t *start[LADLE_MAX_NDIM];
@@ -170,10 +172,8 @@ struct ladle_layout {
 /* A rectilinear layout from explicit starts and sizes per dimension and
  * coordinate (boxes may overlap or leave the global index space). */
 ladle_status ladle__layout_create_boxes(const ladle_partition *p, int ndim,
-                                        const int64_t *global,
-                                        const int64_t *const *starts,
-                                        const int64_t *const *sizes,
-                                        ladle_layout **l);
+                                        const int64_t *global, const int64_t *const *starts,
+                                        const int64_t *const *sizes, ladle_layout **l);
 ladle_layout *ladle__layout_retain(const ladle_layout *l);
 uint64_t ladle__layout_hash(uint64_t h, const ladle_layout *l);
 /* Balanced split of n over parts: size and start of block i. */

@@ -161,8 +161,7 @@ fail:
 }
 
 ladle_status ladle__layout_create_boxes(const ladle_partition *p, int ndim,
-                                        const int64_t *global,
-                                        const int64_t *const *starts,
+                                        const int64_t *global, const int64_t *const *starts,
                                         const int64_t *const *sizes, ladle_layout **l)
 {
     ladle_status st = LADLE_OK;
@@ -250,8 +249,7 @@ ladle_status ladle_layout_overlap(const ladle_layout *a, int ra, const ladle_lay
                                   int64_t *volume)
 {
     ladle_status st = LADLE_OK;
-    int64_t ao[LADLE_MAX_NDIM], as[LADLE_MAX_NDIM], bo[LADLE_MAX_NDIM],
-        bs[LADLE_MAX_NDIM];
+    int64_t ao[LADLE_MAX_NDIM], as[LADLE_MAX_NDIM], bo[LADLE_MAX_NDIM], bs[LADLE_MAX_NDIM];
     int64_t v = 1;
     LADLE_NOT_NULL(a);
     LADLE_NOT_NULL(b);

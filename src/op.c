@@ -161,20 +161,24 @@ static ladle_status check_tensor(const ladle_op *op, const ladle_tensor *t,
 {
     char a[160], b[160];
     if (t == NULL)
-        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL (pass a zero-volume tensor "
-                            "on ranks that hold nothing)", role);
+        return ladle__raise(LADLE_ERR_NULL, func,
+                            "%s is NULL (pass a zero-volume tensor "
+                            "on ranks that hold nothing)",
+                            role);
     if (t->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, func, "%s is %s but the %s op is %s", role,
                             ladle_dtype_name(t->dtype), op->vt->name,
                             ladle_dtype_name(op->dtype));
     if (t->device != op->be->device)
         return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s, the op on %s", role,
-                            ladle_device_name(t->device), ladle_device_name(op->be->device));
+                            ladle_device_name(t->device),
+                            ladle_device_name(op->be->device));
     int same = numel == 0 ? t->numel == 0 : t->ndim == ndim;
     for (int d = 0; same && numel > 0 && d < ndim; d++)
         same = t->shape[d] == shape[d];
     if (!same)
-        return ladle__raise(LADLE_ERR_SHAPE, func, "%s has shape %s; this rank's %s of the "
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "%s has shape %s; this rank's %s of the "
                             "%s op has shape %s",
                             role, ladle__fmt_shape64(a, sizeof a, t->ndim, t->shape), role,
                             op->vt->name, ladle__fmt_shape64(b, sizeof b, ndim, shape));
@@ -208,10 +212,13 @@ ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_
     }
     if (st == LADLE_OK && overlaps(in, out, ladle_dtype_size(op->dtype)) &&
         !(op->in_place && in->data == out->data && in->numel == out->numel))
-        st = ladle__raise(LADLE_ERR_ARG, func, "the input and output tensors overlap and "
-                          "the %s op does not work in place", op->vt->name);
+        st = ladle__raise(LADLE_ERR_ARG, func,
+                          "the input and output tensors overlap and "
+                          "the %s op does not work in place",
+                          op->vt->name);
     if (st == LADLE_OK && op->busy)
-        st = ladle__raise(LADLE_ERR_STATE, func, "a begin/end call of this op is in flight");
+        st =
+            ladle__raise(LADLE_ERR_STATE, func, "a begin/end call of this op is in flight");
     if ((op->flags & LADLE_CHECKED) && op->comm != MPI_COMM_NULL)
         st = ladle__agree(op->comm, st, 0, func);
 fail:
@@ -240,8 +247,14 @@ fail:
     return st;
 }
 
-const ladle_layout *ladle_op_x_layout(const ladle_op *op) { return op ? op->x_layout : NULL; }
-const ladle_layout *ladle_op_y_layout(const ladle_op *op) { return op ? op->y_layout : NULL; }
+const ladle_layout *ladle_op_x_layout(const ladle_op *op)
+{
+    return op ? op->x_layout : NULL;
+}
+const ladle_layout *ladle_op_y_layout(const ladle_op *op)
+{
+    return op ? op->y_layout : NULL;
+}
 
 static ladle_status get_shape(const ladle_op *op, int which, int *ndim, int64_t shape[])
 {

@@ -25,10 +25,10 @@ struct ladle_op {
     int x_ndim, y_ndim;
     int64_t x_shape[LADLE_MAX_NDIM], y_shape[LADLE_MAX_NDIM];
     int64_t x_numel, y_numel;
-    MPI_Comm comm;       /* private; MPI_COMM_NULL on ranks outside the op */
-    int active;          /* this rank is in one of the op's partitions */
-    int in_place;        /* forward/adjoint accept x == y */
-    int busy;            /* a begin/end call is in flight */
+    MPI_Comm comm; /* private; MPI_COMM_NULL on ranks outside the op */
+    int active;    /* this rank is in one of the op's partitions */
+    int in_place;  /* forward/adjoint accept x == y */
+    int busy;      /* a begin/end call is in flight */
     ladle_sched *fwd, *adj;
     void *ws;
     size_t ws_bytes;

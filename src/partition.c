@@ -405,8 +405,8 @@ ladle_status ladle_partition_coords_of(const ladle_partition *p, int rank, int c
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(p);
     LADLE_CHECK(coords != NULL || p->ndim == 0, LADLE_ERR_NULL, "coords is NULL");
-    LADLE_CHECK(rank >= 0 && rank < p->size, LADLE_ERR_ARG,
-                "rank %d is outside 0..%d", rank, p->size - 1);
+    LADLE_CHECK(rank >= 0 && rank < p->size, LADLE_ERR_ARG, "rank %d is outside 0..%d",
+                rank, p->size - 1);
     ladle__unravel(p->ndim, p->shape, rank, coords);
 fail:
     return st;

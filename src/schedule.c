@@ -159,8 +159,7 @@ static int new_step(ladle_sched *s, int kind)
     return s->nsteps++;
 }
 
-static int message(ladle_sched *s, int kind, ladle_ref r, int64_t count, int peer,
-                   int tag)
+static int message(ladle_sched *s, int kind, ladle_ref r, int64_t count, int peer, int tag)
 {
     if (count > INT_MAX && s->error == LADLE_OK)
         s->error = ladle__raise(LADLE_ERR_UNSUPPORTED, "ladle_sched",

@@ -67,8 +67,7 @@ int ladle_sched_box(ladle_sched *s, ladle_box_mode mode, ladle_ref src,
 int ladle_sched_copy(ladle_sched *s, ladle_box_mode mode, ladle_ref src, ladle_ref dst,
                      int64_t count);
 /* c = a + b over count elements. */
-int ladle_sched_add(ladle_sched *s, ladle_ref a, ladle_ref b, ladle_ref c,
-                    int64_t count);
+int ladle_sched_add(ladle_sched *s, ladle_ref a, ladle_ref b, ladle_ref c, int64_t count);
 /* `after` cannot start before `before` is done. Ignores ids < 0. */
 void ladle_sched_dep(ladle_sched *s, int before, int after);
 /* Reserve count workspace elements; returns their reference. */

@@ -21,8 +21,8 @@ int ladle_version_number(void) { return LADLE_VERSION_NUMBER; }
 const char *ladle_status_string(ladle_status status)
 {
     switch (status) {
-#define LADLE_STATUS_TEXT_(name, value, text) \
-    case name:                                \
+#define LADLE_STATUS_TEXT_(name, value, text)                                              \
+    case name:                                                                             \
         return text;
         LADLE_STATUS_LIST(LADLE_STATUS_TEXT_)
 #undef LADLE_STATUS_TEXT_
@@ -33,8 +33,8 @@ const char *ladle_status_string(ladle_status status)
 const char *ladle_status_name(ladle_status status)
 {
     switch (status) {
-#define LADLE_STATUS_NAME_(name, value, text) \
-    case name:                                \
+#define LADLE_STATUS_NAME_(name, value, text)                                              \
+    case name:                                                                             \
         return #name;
         LADLE_STATUS_LIST(LADLE_STATUS_NAME_)
 #undef LADLE_STATUS_NAME_
@@ -71,8 +71,7 @@ static int verbose(void)
 static ladle_status vraise(ladle_status status, const char *func, const char *fmt,
                            va_list ap)
 {
-    int n = snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", world_rank(),
-                     func);
+    int n = snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", world_rank(), func);
     if (n < 0)
         n = 0;
     if (n < LADLE_ERROR_CAP)
@@ -106,6 +105,7 @@ size_t ladle_dtype_size(ladle_dtype dtype)
     case LADLE_F32:
         return 4;
     case LADLE_F64:
+    case LADLE_I64:
         return 8;
     }
     return 0;
@@ -118,6 +118,8 @@ const char *ladle_dtype_name(ladle_dtype dtype)
         return "f32";
     case LADLE_F64:
         return "f64";
+    case LADLE_I64:
+        return "i64";
     }
     return "unknown";
 }
@@ -265,3 +267,5 @@ int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MP
         return rc;
     return ladle__wait(&req);
 }
+
+int ladle__is_real(ladle_dtype dtype) { return dtype == LADLE_F32 || dtype == LADLE_F64; }

@@ -140,8 +140,14 @@ ladle_status ladle_tensor_destroy(ladle_tensor **t)
     return LADLE_OK;
 }
 
-ladle_dtype ladle_tensor_dtype(const ladle_tensor *t) { return t ? t->dtype : (ladle_dtype)0; }
-ladle_device ladle_tensor_device(const ladle_tensor *t) { return t ? t->device : LADLE_CPU; }
+ladle_dtype ladle_tensor_dtype(const ladle_tensor *t)
+{
+    return t ? t->dtype : (ladle_dtype)0;
+}
+ladle_device ladle_tensor_device(const ladle_tensor *t)
+{
+    return t ? t->device : LADLE_CPU;
+}
 int ladle_tensor_ndim(const ladle_tensor *t) { return t ? t->ndim : 0; }
 const int64_t *ladle_tensor_shape(const ladle_tensor *t) { return t ? t->shape : NULL; }
 const int64_t *ladle_tensor_strides(const ladle_tensor *t) { return t ? t->strides : NULL; }
@@ -185,8 +191,8 @@ ladle_status ladle_tensor_fill(ladle_tensor *t, double value)
         /* zero the box, then add a one-element source broadcast by stride 0 */
         double v64 = value;
         float v32 = (float)value;
-        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ZERO, t->ndim, t->shape, NULL,
-                                    zero, t->data, t->strides);
+        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ZERO, t->ndim, t->shape, NULL, zero,
+                                    t->data, t->strides);
         ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ADD, t->ndim, t->shape,
                                     t->dtype == LADLE_F32 ? (void *)&v32 : (void *)&v64,
                                     zero, t->data, t->strides);

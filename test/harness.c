@@ -24,8 +24,8 @@ static void polite_allreduce_min(const int *in, int *out)
     }
 }
 
-void lt_assert_all(int ok, const char *file, int line, const char *expr,
-                   const char *fmt, ...)
+void lt_assert_all(int ok, const char *file, int line, const char *expr, const char *fmt,
+                   ...)
 {
     int all = 0;
     polite_allreduce_min(&ok, &all);
@@ -104,8 +104,7 @@ void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what)
     int nonzero = !ladle_op_active(op) || r.fx_y != 0.0;
     LT_ASSERT(r.mismatch <= tol && nonzero,
               "%s (%s): mismatch %.3e (tolerance %.1e), <Fx,y> = %.17g, <x,F*y> = %.17g",
-              what, ladle_dtype_name(ladle_op_dtype(op)), r.mismatch, tol, r.fx_y,
-              r.x_fty);
+              what, ladle_dtype_name(ladle_op_dtype(op)), r.mismatch, tol, r.fx_y, r.x_fty);
 }
 
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void))

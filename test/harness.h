@@ -21,26 +21,27 @@ extern int lt_rank, lt_size;
 
 /* Collective assertion: fails on every rank if cond is false on any rank.
  * The failing ranks print the formatted detail to stderr. */
-void lt_assert_all(int ok, const char *file, int line, const char *expr,
-                   const char *fmt, ...);
-#define LT_ASSERT(cond, ...) lt_assert_all((cond) ? 1 : 0, __FILE__, __LINE__, #cond, __VA_ARGS__)
+void lt_assert_all(int ok, const char *file, int line, const char *expr, const char *fmt,
+                   ...);
+#define LT_ASSERT(cond, ...)                                                               \
+    lt_assert_all((cond) ? 1 : 0, __FILE__, __LINE__, #cond, __VA_ARGS__)
 
 /* Collective: the call must return LADLE_OK on every rank. */
-#define LT_OK(expr)                                                                  \
-    do {                                                                             \
-        ladle_status lt_st_ = (expr);                                                \
-        lt_assert_all(lt_st_ == LADLE_OK, __FILE__, __LINE__, #expr, "%s: %s",       \
-                      ladle_status_name(lt_st_), ladle_error_message());             \
+#define LT_OK(expr)                                                                        \
+    do {                                                                                   \
+        ladle_status lt_st_ = (expr);                                                      \
+        lt_assert_all(lt_st_ == LADLE_OK, __FILE__, __LINE__, #expr, "%s: %s",             \
+                      ladle_status_name(lt_st_), ladle_error_message());                   \
     } while (0)
 
 /* Collective: the call must return `code` on every rank, with a message. */
-#define LT_FAILS(expr, code)                                                         \
-    do {                                                                             \
-        ladle_status lt_st_ = (expr);                                                \
-        lt_assert_all(lt_st_ == (code) && ladle_error_message()[0] != '\0', __FILE__, \
-                      __LINE__, #expr, "returned %s (%s), expected %s",              \
-                      ladle_status_name(lt_st_), ladle_error_message(), #code);      \
-        ladle_error_clear();                                                         \
+#define LT_FAILS(expr, code)                                                               \
+    do {                                                                                   \
+        ladle_status lt_st_ = (expr);                                                      \
+        lt_assert_all(lt_st_ == (code) && ladle_error_message()[0] != '\0', __FILE__,      \
+                      __LINE__, #expr, "returned %s (%s), expected %s",                    \
+                      ladle_status_name(lt_st_), ladle_error_message(), #code);            \
+        ladle_error_clear();                                                               \
     } while (0)
 
 /* A partition of MPI_COMM_WORLD over ranks first .. first+prod(shape)-1. */

@@ -19,6 +19,7 @@ typedef struct pair_case {
     int64_t block[4];
 } pair_case;
 
+/* clang-format off */
 static const pair_case pair_cases[] = {
     /* DistDL's matrix */
     {"overlap-3D", 3, {2, 2, 1}, 4, 3, {2, 2, 3}, 0, 0, 0, 3, {1, 7, 5}},
@@ -48,6 +49,7 @@ static const pair_case pair_cases[] = {
     {"large-pair", 1, {1}, 0, 1, {2}, 0, 0, 0, 1, {200003}},
     {"large-binomial-5", 1, {1}, 4, 1, {5}, 0, 0, 0, 1, {5000}},
 };
+/* clang-format on */
 #define N_PAIR_CASES ((int)(sizeof pair_cases / sizeof pair_cases[0]))
 
 static int prod(int n, const int *s)
@@ -103,7 +105,8 @@ static int reference_owner(const pair_case *c, int j)
     return found;
 }
 
-static void case_partitions(const pair_case *c, ladle_partition **small, ladle_partition **big)
+static void case_partitions(const pair_case *c, ladle_partition **small,
+                            ladle_partition **big)
 {
     *small = lt_partition(c->sd, c->sshape, c->sfirst);
     *big = lt_partition(c->bd, c->bshape, c->bfirst);

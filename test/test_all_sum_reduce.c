@@ -13,6 +13,7 @@ typedef struct case_t {
 } case_t;
 
 /* DistDL tests/test_all_sum_reduce.py, and smaller grids of our own */
+/* clang-format off */
 static const case_t cases[] = {
     {"3D-0D", 3, {2, 2, 3}, 0, {0}, 2, {3, 4}},
     {"3D-1D-0", 3, {2, 2, 3}, 1, {0}, 2, {3, 4}},
@@ -31,6 +32,7 @@ static const case_t cases[] = {
     {"1", 1, {1}, 1, {0}, 2, {4, 4}},
     {"2x2-axes-reversed", 2, {2, 2}, 2, {1, 0}, 1, {9}},
 };
+/* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int grid_size(const case_t *c)
@@ -190,10 +192,14 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[1] = {3};
     int axes[2] = {0, 2}, twice[2] = {1, 1};
-    LT_FAILS(ladle_all_sum_reduce_create(p, 2, axes, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 2, twice, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 3, axes, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 1, NULL, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_all_sum_reduce_create(p, 2, axes, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_all_sum_reduce_create(p, 2, twice, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_all_sum_reduce_create(p, 3, axes, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_all_sum_reduce_create(p, 1, NULL, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_NULL);
     LT_FAILS(ladle_all_sum_reduce_create(p, 1, axes, 1, shape, (ladle_dtype)3, 0, &op),
              LADLE_ERR_DTYPE);
     LT_FAILS(ladle_all_sum_reduce_create(NULL, 1, axes, 1, shape, LADLE_F64, 0, &op),

@@ -26,9 +26,10 @@ START_TEST(gemm_matches_naive_loops)
                     ref[i * n + j] = 2.0 * s + 0.5 * (double)(i - j);
                     c[i * n + j] = cf[i * n + j] = (float)(i - j);
                 }
-            cpu()->gemm(LADLE_F64, ta, tb, m, n, k, 2.0, a, ta ? m : k, b, tb ? k : n, 0.5, c, n);
-            cpu()->gemm(LADLE_F32, ta, tb, m, n, k, 2.0, af, ta ? m : k, bf, tb ? k : n, 0.5, cf,
-                        n);
+            cpu()->gemm(LADLE_F64, ta, tb, m, n, k, 2.0, a, ta ? m : k, b, tb ? k : n, 0.5,
+                        c, n);
+            cpu()->gemm(LADLE_F32, ta, tb, m, n, k, 2.0, af, ta ? m : k, bf, tb ? k : n,
+                        0.5, cf, n);
             int ok = 1;
             for (int i = 0; i < 35; i++)
                 ok &= fabs(c[i] - ref[i]) < 1e-12 && fabs(cf[i] - ref[i]) < 1e-4;
@@ -83,7 +84,8 @@ START_TEST(boxes)
     cpu()->unpack(LADLE_F64, LADLE_BOX_COPY, 3, ext, packed, back + off, str);
     cpu()->unpack(LADLE_F64, LADLE_BOX_ADD, 3, ext, packed, back + off, str);
     for (int i = 0; i < 120; i++) {
-        int inside = i / 30 >= 1 && i / 30 < 3 && i % 30 / 5 >= 2 && i % 30 / 5 < 5 && i % 5 < 4;
+        int inside =
+            i / 30 >= 1 && i / 30 < 3 && i % 30 / 5 >= 2 && i % 30 / 5 < 5 && i % 5 < 4;
         ok &= back[i] == (inside ? 2.0 * i : 0.0);
     }
     LT_ASSERT(ok, "unpack, then unpack adding");

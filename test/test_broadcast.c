@@ -7,7 +7,8 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     ladle_partition *s, *b;
     ladle_op *op = NULL;
     case_partitions(c, &s, &b);
-    unsigned flags = (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
+    unsigned flags =
+        (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
     LT_OK(ladle_broadcast_create(s, b, c->ndim, c->block, dt, flags, &op));
     ladle_partition_destroy(&s);
     ladle_partition_destroy(&b);
@@ -64,8 +65,8 @@ START_TEST(exact_values)
                 if (!ok)
                     break;
             }
-            LT_ASSERT(ok, "%s (%s): dx on owner %d is not the sum of its receivers", c->name,
-                      t ? "f32" : "f64", i);
+            LT_ASSERT(ok, "%s (%s): dx on owner %d is not the sum of its receivers",
+                      c->name, t ? "f32" : "f64", i);
             ladle_tensor_destroy(&x);
             ladle_tensor_destroy(&y);
             ladle_tensor_destroy(&dx);
@@ -85,8 +86,9 @@ START_TEST(documented_groups)
     static const int owner_world[12] = {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3};
     const pair_case *c = NULL;
     for (int k = 0; k < N_PAIR_CASES; k++)
-        if (pair_cases[k].name[0] == 'd' && pair_cases[k].sfirst == 1 && pair_cases[k].bd == 3 &&
-            pair_cases[k].bshape[2] == 2 && pair_cases[k].sshape[1] == 3)
+        if (pair_cases[k].name[0] == 'd' && pair_cases[k].sfirst == 1 &&
+            pair_cases[k].bd == 3 && pair_cases[k].bshape[2] == 2 &&
+            pair_cases[k].sshape[1] == 3)
             c = &pair_cases[k];
     LT_ASSERT(c != NULL, "case present");
     ladle_op *op = make(c, LADLE_F64);
@@ -154,7 +156,8 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[2] = {7, 5};
     /* 1x3 -> 3x1 is illegal without a transpose flag, legal with one */
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_PARTITION);
     LT_ASSERT(op == NULL, "no op on failure");
     LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
     ladle_op_destroy(&op);
@@ -162,15 +165,18 @@ START_TEST(bad_input)
     ladle_op_destroy(&op);
     /* more source dimensions than destination ones */
     ladle_partition *c = lt_partition(3, s113, 0), *d = lt_partition(1, s3, 0);
-    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_PARTITION);
     /* 1x1x3 -> 3x3x2 needs 18 ranks, so check the rule on 1x2 -> 3x1 (3 != 1... ) */
     ladle_partition *e = lt_partition(2, s12, 0);
-    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_PARTITION);
     LT_FAILS(ladle_broadcast_create(NULL, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_NULL);
     LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, NULL),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, LADLE_TRANSPOSE_SRC, &op),
-             LADLE_ERR_DTYPE);
+    LT_FAILS(
+        ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, LADLE_TRANSPOSE_SRC, &op),
+        LADLE_ERR_DTYPE);
     LT_FAILS(ladle_broadcast_create(a, b, 2, (int64_t[]){7, -5}, LADLE_F64,
                                     LADLE_TRANSPOSE_SRC, &op),
              LADLE_ERR_SHAPE);

@@ -19,7 +19,8 @@ START_TEST(status_strings)
     int n = (int)(sizeof all / sizeof all[0]), distinct = 1;
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
-            distinct &= strcmp(ladle_status_string(all[i]), ladle_status_string(all[j])) != 0;
+            distinct &=
+                strcmp(ladle_status_string(all[i]), ladle_status_string(all[j])) != 0;
     LT_ASSERT(distinct && n >= 12, "%d statuses, distinct %d", n, distinct);
 }
 END_TEST

@@ -43,8 +43,8 @@ START_TEST(ranks_disagree)
     /* a failure on one rank only (here: an unknown dtype on rank 0) is
      * reported on the others as LADLE_ERR_REMOTE */
     int64_t n[1] = {4};
-    st = ladle_all_sum_reduce_create(p, 1, axes, 1, n, lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64,
-                                     0, &op);
+    st = ladle_all_sum_reduce_create(p, 1, axes, 1, n,
+                                     lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64, 0, &op);
     LT_ASSERT(st == (lt_rank == 0 ? LADLE_ERR_DTYPE : LADLE_ERR_REMOTE), "%s",
               ladle_status_name(st));
     ladle_error_clear();

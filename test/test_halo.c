@@ -14,8 +14,15 @@ typedef struct case_t {
     int64_t split0[6]; /* optional unbalanced split of the last dimension */
 } case_t;
 
-#define ID1 {1, 1, 1, 1, 1}
-#define ID0 {0, 0, 0, 0, 0}
+#define ID1                                                                                \
+    {                                                                                      \
+        1, 1, 1, 1, 1                                                                      \
+    }
+#define ID0                                                                                \
+    {                                                                                      \
+        0, 0, 0, 0, 0                                                                      \
+    }
+/* clang-format off */
 static const case_t cases[] = {
     /* DistDL tests/test_halo_exchange.py */
     {"distdl-conv-3x3", 4, {1, 1, 3, 3}, {1, 1, 10, 7}, {1, 1, 3, 3}, ID1, ID0, ID1, 0, {0}},
@@ -34,6 +41,7 @@ static const case_t cases[] = {
     {"batch-partitioned", 3, {2, 1, 2}, {4, 3, 8}, {1, 1, 3}, ID1, {0, 0, 1}, ID1, 0, {0}},
     {"big-padding", 2, {1, 2}, {3, 9}, {1, 3}, ID1, {0, 4}, ID1, 0, {0}},
 };
+/* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int grid(const case_t *c)
@@ -149,7 +157,8 @@ START_TEST(geometry_matches_brute_force)
             ladle_layout_box(padded, r, poff, psh);
             for (int d = 0; d < c->nd; d++) {
                 int64_t ps, pe, ns, ne;
-                brute_force(c, d, boff[d], bsh[d], c->pshape[d], coords[d], &ps, &pe, &ns, &ne);
+                brute_force(c, d, boff[d], bsh[d], c->pshape[d], coords[d], &ps, &pe, &ns,
+                            &ne);
                 ok &= poff[d] == ps && psh[d] == pe - ps;
                 if (r == lt_rank && ne > ns)
                     ok &= g.needed_offset[d] == ns - ps && g.needed_shape[d] == ne - ns &&
@@ -254,7 +263,8 @@ START_TEST(distdl_golden_tiles)
     static const int64_t padded[4][2] = {{4, 3}, {4, 3}, {3, 3}, {3, 3}};
     int ok = 1;
     if (lt_rank < 4)
-        ok = g.padded_shape[2] == padded[lt_rank][0] && g.padded_shape[3] == padded[lt_rank][1];
+        ok = g.padded_shape[2] == padded[lt_rank][0] &&
+             g.padded_shape[3] == padded[lt_rank][1];
     LT_ASSERT(ok, "padded shapes");
     for (int64_t e = 0; e < ladle_tensor_numel(t); e++) {
         int64_t r = e / g.padded_shape[3] - g.bulk_offset[2];
@@ -296,9 +306,9 @@ START_TEST(distdl_golden_halos)
         ok = g.halo_left[2] == left[lt_rank] && g.halo_right[2] == right[lt_rank] &&
              g.needed_offset[2] == nstart[lt_rank] && g.needed_shape[2] == nlen[lt_rank] &&
              g.output_shape[2] == (lt_rank == 0 ? 2 : 1);
-    LT_ASSERT(ok, "rank %d: halo %lld/%lld needed %lld+%lld", lt_rank, (long long)g.halo_left[2],
-              (long long)g.halo_right[2], (long long)g.needed_offset[2],
-              (long long)g.needed_shape[2]);
+    LT_ASSERT(ok, "rank %d: halo %lld/%lld needed %lld+%lld", lt_rank,
+              (long long)g.halo_left[2], (long long)g.halo_right[2],
+              (long long)g.needed_offset[2], (long long)g.needed_shape[2]);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -316,7 +326,8 @@ START_TEST(begin_end_split)
         LT_OK(ladle_halo_exchange_begin(op, b));
         /* interior work would go here; the op refuses a second call meanwhile */
         ladle_status st = ladle_op_forward(op, b, b);
-        LT_ASSERT(st == LADLE_ERR_STATE, "forward during begin/end: %s", ladle_status_name(st));
+        LT_ASSERT(st == LADLE_ERR_STATE, "forward during begin/end: %s",
+                  ladle_status_name(st));
         LT_FAILS(ladle_halo_exchange_begin(op, b), LADLE_ERR_STATE);
         LT_FAILS(ladle_halo_exchange_adjoint_end(op, b), LADLE_ERR_STATE);
         LT_OK(ladle_halo_exchange_end(op, b));

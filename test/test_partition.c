@@ -18,7 +18,8 @@ START_TEST(row_major_coordinates_and_ranks_as_given)
     LT_ASSERT(ladle_partition_size(p) == 6 && ladle_partition_ndim(p) == 2, "size");
     const int *c = ladle_partition_coords(p);
     LT_ASSERT(c != NULL && c[0] == expect_rank / 3 && c[1] == expect_rank % 3, "coords");
-    LT_ASSERT(ladle_partition_parent_rank(p, 0) == 5 && ladle_partition_parent_rank(p, 5) == 4,
+    LT_ASSERT(ladle_partition_parent_rank(p, 0) == 5 &&
+                  ladle_partition_parent_rank(p, 5) == 4,
               "parent ranks");
     int q[2] = {1, 2}, r = -1;
     LT_OK(ladle_partition_rank_of(p, q, &r));
@@ -28,7 +29,8 @@ START_TEST(row_major_coordinates_and_ranks_as_given)
     /* neighbours are not periodic */
     LT_ASSERT(ladle_partition_neighbor(p, 0, 0, -1) == -1, "no left of 0 in dim 0");
     LT_ASSERT(ladle_partition_neighbor(p, 0, 0, 1) == 3, "below 0 is 3");
-    LT_ASSERT(ladle_partition_neighbor(p, 4, 1, 1) == 5 && ladle_partition_neighbor(p, 5, 1, 1) == -1,
+    LT_ASSERT(ladle_partition_neighbor(p, 4, 1, 1) == 5 &&
+                  ladle_partition_neighbor(p, 5, 1, 1) == -1,
               "right");
     /* the private communicator orders members by partition rank */
     MPI_Comm comm = ladle_partition_comm(p);
@@ -52,8 +54,9 @@ START_TEST(inactive_ranks_know_the_grid)
     int member = lt_rank == lt_size - 1;
     LT_ASSERT(ladle_partition_active(p) == member, "active");
     LT_ASSERT(ladle_partition_size(p) == 1 && ladle_partition_shape(p)[0] == 1, "shape");
-    LT_ASSERT(member || (ladle_partition_rank(p) == -1 && ladle_partition_coords(p) == NULL &&
-                         ladle_partition_comm(p) == MPI_COMM_NULL),
+    LT_ASSERT(member ||
+                  (ladle_partition_rank(p) == -1 && ladle_partition_coords(p) == NULL &&
+                   ladle_partition_comm(p) == MPI_COMM_NULL),
               "inactive");
     ladle_partition_destroy(&p);
 }
@@ -80,7 +83,9 @@ START_TEST(subset_sub_and_union)
     LT_ASSERT(ladle_partition_parent_rank(sub, 0) == 3 &&
                   ladle_partition_parent_rank(sub, 1) == 1,
               "subset members");
-    LT_ASSERT(ladle_partition_rank(sub) == (lt_rank == 3 ? 0 : lt_rank == 1 ? 1 : -1),
+    LT_ASSERT(ladle_partition_rank(sub) == (lt_rank == 3   ? 0
+                                            : lt_rank == 1 ? 1
+                                                           : -1),
               "subset rank %d", ladle_partition_rank(sub));
     /* sub-grid keeping dimension 1: the row through this rank */
     int remain[2] = {0, 1};
@@ -125,7 +130,8 @@ START_TEST(partition_bad_input)
     LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, NULL), LADLE_ERR_NULL);
     LT_FAILS(ladle_partition_create(MPI_COMM_NULL, 1, one, NULL, &p), LADLE_ERR_ARG);
     if (lt_size >= 2)
-        LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, two, dup, &p), LADLE_ERR_PARTITION);
+        LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, two, dup, &p),
+                 LADLE_ERR_PARTITION);
     LT_ASSERT(p == NULL, "no partition on failure");
     if (lt_size >= 2) {
         /* ranks that disagree fail together instead of hanging */
@@ -203,7 +209,8 @@ START_TEST(split_block_and_overlap)
     int64_t bad0[3] = {27, 25, 24};
     const int64_t *bad[2] = {bad0, s1};
     LT_FAILS(ladle_layout_create_split(p, 2, global, bad, &blk), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layout_create_balanced(p, 3, (int64_t[]){1, 2, 3}, &blk), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layout_create_balanced(p, 3, (int64_t[]){1, 2, 3}, &blk),
+             LADLE_ERR_SHAPE);
     LT_FAILS(ladle_layout_create_balanced(p, 2, (int64_t[]){-1, 2}, &blk), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_layout_box(a, 7, off, sh), LADLE_ERR_ARG);
     LT_ASSERT(blk == NULL, "no layout on failure");

@@ -12,6 +12,7 @@ typedef struct case_t {
 
 /* DistDL tests/primitives/test_repartition.py (global 77x55), scaled to at
  * most 12 ranks, plus 3-D and odd cases of our own */
+/* clang-format off */
 static const case_t cases[] = {
     {"overlap", 2, {4, 1}, 4, {3, 4}, 0, {77, 55}},
     {"disjoint", 2, {4, 1}, 0, {2, 4}, 4, {77, 55}},
@@ -31,6 +32,7 @@ static const case_t cases[] = {
     {"more-ranks-than-rows", 2, {1, 1}, 0, {4, 1}, 0, {3, 5}},
     {"empty-global", 2, {2, 1}, 0, {1, 2}, 0, {0, 4}},
 };
+/* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int grid(int nd, const int *s)
@@ -205,14 +207,16 @@ START_TEST(bad_input)
     /* a tensor decomposed over a partition of another ndim (DistDL's
      * mismatched-partition cases) cannot even be laid out */
     ladle_layout *bad = NULL;
-    LT_FAILS(ladle_layout_create_balanced(c4, 3, (int64_t[]){16, 5, 5}, &bad), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layout_create_balanced(c4, 3, (int64_t[]){16, 5, 5}, &bad),
+             LADLE_ERR_SHAPE);
     LT_ASSERT(op == NULL, "no op on failure");
     /* the right call works, and shapes are checked at every call */
     LT_OK(ladle_repartition_create(la, lc, LADLE_F64, 0, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *wide = lt_tensor(LADLE_F64, 2, (int64_t[]){3, 5});
     ladle_status st = ladle_op_forward(op, lt_rank < 2 ? wide : x, y);
-    LT_ASSERT(st == (lt_rank < 2 ? LADLE_ERR_SHAPE : LADLE_OK), "%s", ladle_status_name(st));
+    LT_ASSERT(st == (lt_rank < 2 ? LADLE_ERR_SHAPE : LADLE_OK), "%s",
+              ladle_status_name(st));
     LT_OK(ladle_op_forward(op, x, y));
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&y);

@@ -8,7 +8,8 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     ladle_op *op = NULL;
     case_partitions(c, &s, &b);
     /* x lives on big, y on small: the transposes follow their partitions */
-    unsigned flags = (c->t_big ? LADLE_TRANSPOSE_SRC : 0) | (c->t_small ? LADLE_TRANSPOSE_DEST : 0);
+    unsigned flags =
+        (c->t_big ? LADLE_TRANSPOSE_SRC : 0) | (c->t_small ? LADLE_TRANSPOSE_DEST : 0);
     LT_OK(ladle_sum_reduce_create(b, s, c->ndim, c->block, dt, flags, &op));
     ladle_partition_destroy(&s);
     ladle_partition_destroy(&b);
@@ -84,7 +85,8 @@ START_TEST(deterministic_sums)
     ladle_op *op = NULL;
     int64_t n = 40000;
     LT_OK(ladle_sum_reduce_create(px, py, 1, &n, LADLE_F32, 0, &op));
-    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1), *y2 = lt_op_tensor(op, 1);
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1),
+                 *y2 = lt_op_tensor(op, 1);
     LT_OK(ladle_tensor_fill_random(x, 5, (uint64_t)lt_rank));
     LT_OK(ladle_op_forward(op, x, y));
     int same = 1;
@@ -113,15 +115,18 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[1] = {4};
     /* 3x1 -> 1x3 is illegal without a transpose, legal with either */
-    LT_FAILS(ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_PARTITION);
     LT_OK(ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
     ladle_op_destroy(&op);
     LT_OK(ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, LADLE_TRANSPOSE_DEST, &op));
     ladle_op_destroy(&op);
     /* the destination may not have more dimensions than the source */
-    LT_FAILS(ladle_sum_reduce_create(c, d, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_sum_reduce_create(c, d, 1, shape, LADLE_F64, 0, &op),
+             LADLE_ERR_PARTITION);
     LT_FAILS(ladle_sum_reduce_create(b, NULL, 1, shape, LADLE_F64, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_sum_reduce_create(b, b, 1, shape, (ladle_dtype)0, 0, &op), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_sum_reduce_create(b, b, 1, shape, (ladle_dtype)0, 0, &op),
+             LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
     /* adjoint with tensors swapped (dy must have y's shape) */
     int64_t two[1] = {2};

@@ -78,11 +78,11 @@ static int world_rank(void)
     return r;
 }
 
-#define FAIL_USAGE(...)                                                                \
-    do {                                                                               \
-        if (world_rank() == 0)                                                         \
-            fprintf(stderr, "ladle-adjoint: " __VA_ARGS__);                            \
-        return -1;                                                                     \
+#define FAIL_USAGE(...)                                                                    \
+    do {                                                                                   \
+        if (world_rank() == 0)                                                             \
+            fprintf(stderr, "ladle-adjoint: " __VA_ARGS__);                                \
+        return -1;                                                                         \
     } while (0)
 
 static int parse_args(int argc, char **argv, options *o)
@@ -223,9 +223,11 @@ static ladle_status make_x_layout(const options *o, const ladle_partition *p,
             d >= ladle_partition_ndim(p) || n != ladle_partition_shape(p)[d]) {
             *bad = 1;
             if (world_rank() == 0)
-                fprintf(stderr, "ladle-adjoint: --x-split '%s' must give %d sizes per "
-                                "dimension of the partition, separated by '/'\n",
-                        o->x_split, d < ladle_partition_ndim(p) ? ladle_partition_shape(p)[d] : 0);
+                fprintf(stderr,
+                        "ladle-adjoint: --x-split '%s' must give %d sizes per "
+                        "dimension of the partition, separated by '/'\n",
+                        o->x_split,
+                        d < ladle_partition_ndim(p) ? ladle_partition_shape(p)[d] : 0);
             return LADLE_ERR_ARG;
         }
         rows[d] = sizes[d];
@@ -244,8 +246,10 @@ static ladle_status make_window(const options *o, ladle_window *w, int *bad)
         if (o->win_n[k] != o->shape_ndim) {
             *bad = 1;
             if (world_rank() == 0)
-                fprintf(stderr, "ladle-adjoint: --%s needs %d values, one per tensor "
-                                "dimension\n", names[k], o->shape_ndim);
+                fprintf(stderr,
+                        "ladle-adjoint: --%s needs %d values, one per tensor "
+                        "dimension\n",
+                        names[k], o->shape_ndim);
             return LADLE_ERR_ARG;
         }
         for (int d = 0; d < o->shape_ndim; d++)
@@ -262,9 +266,11 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
     ladle_layout *lx = NULL, *ly = NULL;
     const char *p = o->primitive;
     if (strcmp(p, "broadcast") == 0) {
-        st = ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags, op);
+        st =
+            ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags, op);
     } else if (strcmp(p, "sum-reduce") == 0) {
-        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags, op);
+        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags,
+                                     op);
     } else if (strcmp(p, "all-sum-reduce") == 0) {
         int axes[LADLE_MAX_NDIM], naxes = o->naxes;
         for (int k = 0; k < LADLE_MAX_NDIM; k++)

@@ -26,6 +26,7 @@ typedef struct tour_case {
     int64_t kernel[5], padding[5], stride[5];
 } tour_case;
 
+/* clang-format off */
 static const tour_case tour[] = {
     {BCAST, "broadcast 1x3 -> 2x3", 2, {1, 3}, 0, 2, {2, 3}, 0, 2, {7, 11}, 0, 0, {0}, {0}, {0}, {0}},
     {BCAST, "broadcast 1 -> 6 (a weight)", 1, {1}, 0, 1, {6}, 0, 2, {64, 64}, 0, 0, {0}, {0}, {0}, {0}},
@@ -41,6 +42,7 @@ static const tour_case tour[] = {
     {HALO, "halo exchange 2x3 tiles, 3x3 kernel", 4, {1, 1, 2, 3}, 0, 0, {0}, 0, 4, {4, 3, 32, 32}, 0, 0, {0}, {1, 1, 3, 3}, {0, 0, 1, 1}, {1, 1, 1, 1}},
     {HALO, "halo exchange 1x2x3 boxes, 5x5x5 s2", 5, {1, 1, 1, 2, 3}, 0, 0, {0}, 0, 5, {2, 2, 9, 20, 21}, 0, 0, {0}, {1, 1, 5, 5, 5}, {0, 0, 2, 2, 2}, {1, 1, 2, 2, 2}},
 };
+/* clang-format on */
 #define N_TOUR ((int)(sizeof tour / sizeof tour[0]))
 
 static int grid(int nd, const int *s)
@@ -110,15 +112,16 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 0) {
-        printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n", ladle_version(),
-               size);
+        printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n",
+               ladle_version(), size);
         printf("Each primitive F is a linear operator with a hand-written adjoint F*. The\n"
                "dot-product test fills x and y with random numbers and compares <F x, y>\n"
                "with <x, F* y>, both summed over all ranks in double precision.\n\n");
         printf("%-38s %-5s %22s %10s %9s %s\n", "case", "dtype", "<F x, y>", "mismatch",
                "tolerance", "");
-        printf("%.*s\n", 96, "-----------------------------------------------------------"
-                                "-------------------------------------------------------");
+        printf("%.*s\n", 96,
+               "-----------------------------------------------------------"
+               "-------------------------------------------------------");
     }
     for (int k = 0; k < N_TOUR; k++) {
         const tour_case *c = &tour[k];
@@ -156,9 +159,10 @@ int main(int argc, char **argv)
     }
     if (rank == 0) {
         if (skipped)
-            printf("\n(%d cases need more than %d ranks and were skipped; run on 6)\n", skipped,
-                   size);
-        printf("\n%s\n", bad ? "some adjoints FAILED" : "every adjoint holds to machine precision");
+            printf("\n(%d cases need more than %d ranks and were skipped; run on 6)\n",
+                   skipped, size);
+        printf("\n%s\n",
+               bad ? "some adjoints FAILED" : "every adjoint holds to machine precision");
         printf("Try your own partitions: mpiexec -n 6 bin/ladle-adjoint --help\n");
     }
     MPI_Finalize();

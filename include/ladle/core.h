@@ -27,7 +27,7 @@ extern "C" {
 #define LADLE_VERSION_PATCH 0
 #define LADLE_VERSION_STRING "0.1.0"
 /* One integer that increases with every release: major*10000 + minor*100 + patch. */
-#define LADLE_VERSION_NUMBER \
+#define LADLE_VERSION_NUMBER                                                               \
     (LADLE_VERSION_MAJOR * 10000 + LADLE_VERSION_MINOR * 100 + LADLE_VERSION_PATCH)
 
 /* The version of the library actually linked, as a string and as a number
@@ -40,20 +40,20 @@ LADLE_API int ladle_version_number(void);
  * Status codes. The list is append-only: a value, once released, keeps its
  * number. X(name, value, description)
  */
-#define LADLE_STATUS_LIST(X)                                                      \
-    X(LADLE_OK, 0, "success")                                                     \
-    X(LADLE_ERR_ARG, 1, "invalid argument")                                       \
-    X(LADLE_ERR_NULL, 2, "null pointer argument")                                 \
-    X(LADLE_ERR_SHAPE, 3, "shape mismatch")                                       \
-    X(LADLE_ERR_DTYPE, 4, "element type mismatch")                                \
-    X(LADLE_ERR_DEVICE, 5, "device mismatch or device failure")                   \
-    X(LADLE_ERR_PARTITION, 6, "invalid or incompatible partitions")               \
-    X(LADLE_ERR_MPI, 7, "MPI call failed")                                        \
-    X(LADLE_ERR_ALLOC, 8, "out of memory")                                        \
-    X(LADLE_ERR_UNSUPPORTED, 9, "not supported")                                  \
-    X(LADLE_ERR_STATE, 10, "call out of order")                                   \
-    X(LADLE_ERR_REMOTE, 11, "the call failed on another rank")                    \
-    X(LADLE_ERR_IO, 12, "input/output failure")                                   \
+#define LADLE_STATUS_LIST(X)                                                               \
+    X(LADLE_OK, 0, "success")                                                              \
+    X(LADLE_ERR_ARG, 1, "invalid argument")                                                \
+    X(LADLE_ERR_NULL, 2, "null pointer argument")                                          \
+    X(LADLE_ERR_SHAPE, 3, "shape mismatch")                                                \
+    X(LADLE_ERR_DTYPE, 4, "element type mismatch")                                         \
+    X(LADLE_ERR_DEVICE, 5, "device mismatch or device failure")                            \
+    X(LADLE_ERR_PARTITION, 6, "invalid or incompatible partitions")                        \
+    X(LADLE_ERR_MPI, 7, "MPI call failed")                                                 \
+    X(LADLE_ERR_ALLOC, 8, "out of memory")                                                 \
+    X(LADLE_ERR_UNSUPPORTED, 9, "not supported")                                           \
+    X(LADLE_ERR_STATE, 10, "call out of order")                                            \
+    X(LADLE_ERR_REMOTE, 11, "the call failed on another rank")                             \
+    X(LADLE_ERR_IO, 12, "input/output failure")                                            \
     X(LADLE_ERR_INTERNAL, 13, "internal error")
 
 typedef enum ladle_status {
@@ -78,23 +78,18 @@ LADLE_API const char *ladle_error_message(void);
 /* Forget the calling thread's last error message. */
 LADLE_API void ladle_error_clear(void);
 
-/* Element types. */
-typedef enum ladle_dtype {
-    LADLE_F32 = 1,
-    LADLE_F64 = 2
-} ladle_dtype;
+/* Element types. LADLE_I64 holds integer class labels (for classification
+ * losses and data sets); the primitives and layers compute in f32 or f64. */
+typedef enum ladle_dtype { LADLE_F32 = 1, LADLE_F64 = 2, LADLE_I64 = 3 } ladle_dtype;
 
 /* Bytes per element, or 0 for an unknown type. */
 LADLE_API size_t ladle_dtype_size(ladle_dtype dtype);
-/* "f32", "f64", or "unknown". */
+/* "f32", "f64", "i64", or "unknown". */
 LADLE_API const char *ladle_dtype_name(ladle_dtype dtype);
 
 /* Where a tensor's memory lives. The device is a field of the tensor, never
  * guessed from a pointer. */
-typedef enum ladle_device {
-    LADLE_CPU = 0,
-    LADLE_CUDA = 1
-} ladle_device;
+typedef enum ladle_device { LADLE_CPU = 0, LADLE_CUDA = 1 } ladle_device;
 
 /* "cpu", "cuda", or "unknown". */
 LADLE_API const char *ladle_device_name(ladle_device device);

@@ -36,8 +36,7 @@ typedef struct ladle_layout ladle_layout;
  * partition's ndim; extents may be 0 or smaller than the grid, giving
  * zero-volume blocks). Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
  * LADLE_ERR_SHAPE, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p,
-                                                    int ndim,
+LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p, int ndim,
                                                     const int64_t global_shape[],
                                                     ladle_layout **l);
 
@@ -45,16 +44,14 @@ LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p,
  * partition_shape[d] non-negative entries summing to global_shape[d]; block
  * i along d starts at sizes[d][0] + ... + sizes[d][i-1].
  * Returns the codes of ladle_layout_create_balanced. */
-LADLE_API ladle_status ladle_layout_create_split(const ladle_partition *p,
-                                                 int ndim,
+LADLE_API ladle_status ladle_layout_create_split(const ladle_partition *p, int ndim,
                                                  const int64_t global_shape[],
                                                  const int64_t *const sizes[],
                                                  ladle_layout **l);
 
 /* Every member of p holds a whole block of block_shape (ndim dimensions, any
  * ndim from 0 to LADLE_MAX_NDIM). Returns the codes above. */
-LADLE_API ladle_status ladle_layout_create_block(const ladle_partition *p,
-                                                 int ndim,
+LADLE_API ladle_status ladle_layout_create_block(const ladle_partition *p, int ndim,
                                                  const int64_t block_shape[],
                                                  ladle_layout **l);
 
@@ -78,8 +75,8 @@ LADLE_API int ladle_layout_is_decomposition(const ladle_layout *l);
  * pointer may be NULL). A rank outside the partition (or LADLE_SELF on an
  * inactive rank) gets offset 0 and shape 0 in every dimension.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for a bad rank. */
-LADLE_API ladle_status ladle_layout_box(const ladle_layout *l, int rank,
-                                        int64_t offset[], int64_t shape[]);
+LADLE_API ladle_status ladle_layout_box(const ladle_layout *l, int rank, int64_t offset[],
+                                        int64_t shape[]);
 
 /* Number of elements in rank's box. */
 LADLE_API int64_t ladle_layout_local_volume(const ladle_layout *l, int rank);
@@ -89,9 +86,8 @@ LADLE_API int64_t ladle_layout_local_volume(const ladle_layout *l, int rank);
  * they do not meet). a and b must have the same ndim.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG. */
 LADLE_API ladle_status ladle_layout_overlap(const ladle_layout *a, int ra,
-                                            const ladle_layout *b, int rb,
-                                            int64_t offset[], int64_t shape[],
-                                            int64_t *volume);
+                                            const ladle_layout *b, int rb, int64_t offset[],
+                                            int64_t shape[], int64_t *volume);
 
 #ifdef __cplusplus
 }

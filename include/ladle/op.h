@@ -50,10 +50,8 @@ LADLE_API const ladle_layout *ladle_op_y_layout(const ladle_op *op);
 
 /* This rank's local shapes of x and y (ndim entries; zero-volume on ranks
  * that hold nothing). Returns LADLE_ERR_NULL. */
-LADLE_API ladle_status ladle_op_x_shape(const ladle_op *op, int *ndim,
-                                        int64_t shape[]);
-LADLE_API ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim,
-                                        int64_t shape[]);
+LADLE_API ladle_status ladle_op_x_shape(const ladle_op *op, int *ndim, int64_t shape[]);
+LADLE_API ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim, int64_t shape[]);
 
 LADLE_API ladle_dtype ladle_op_dtype(const ladle_op *op);
 /* "broadcast", "sum-reduce", "all-sum-reduce", "halo-exchange",

@@ -34,19 +34,16 @@ typedef struct ladle_partition ladle_partition;
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or extents),
  * LADLE_ERR_PARTITION (rank out of range, duplicated, or more ranks than
  * parent has), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim,
-                                              const int shape[],
-                                              const int ranks[],
-                                              ladle_partition **p);
+LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
+                                              const int ranks[], ladle_partition **p);
 
 /* A new partition over some members of base: ranks[] are partition ranks of
  * base (NULL: base ranks 0 .. prod(shape)-1). Both share base's parent, so
  * operators may combine them. Collective over the members of base; other
  * ranks may call it and get the (inactive) object without communicating.
  * Returns the codes of ladle_partition_create. */
-LADLE_API ladle_status ladle_partition_create_subset(const ladle_partition *base,
-                                                     int ndim, const int shape[],
-                                                     const int ranks[],
+LADLE_API ladle_status ladle_partition_create_subset(const ladle_partition *base, int ndim,
+                                                     const int shape[], const int ranks[],
                                                      ladle_partition **p);
 
 /* The Cartesian sub-grid through this rank: the members of p whose
@@ -85,15 +82,15 @@ LADLE_API int ladle_partition_rank(const ladle_partition *p);
 LADLE_API const int *ladle_partition_coords(const ladle_partition *p);
 /* Coordinates of partition rank r, and the partition rank at coords.
  * Return LADLE_ERR_NULL or LADLE_ERR_ARG for out-of-range input. */
-LADLE_API ladle_status ladle_partition_coords_of(const ladle_partition *p,
-                                                 int rank, int coords[]);
-LADLE_API ladle_status ladle_partition_rank_of(const ladle_partition *p,
-                                               const int coords[], int *rank);
+LADLE_API ladle_status ladle_partition_coords_of(const ladle_partition *p, int rank,
+                                                 int coords[]);
+LADLE_API ladle_status ladle_partition_rank_of(const ladle_partition *p, const int coords[],
+                                               int *rank);
 /* Partition rank of the neighbour of partition rank `rank` one step along
  * dimension dim in direction dir (-1 or +1), or -1 at the boundary (grids
  * are not periodic). */
-LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank,
-                                       int dim, int dir);
+LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank, int dim,
+                                       int dir);
 /* The rank in the parent communicator of partition rank r, or -1. */
 LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
 /* The private communicator of the members (rank = partition rank), or

@@ -56,10 +56,9 @@ extern "C" {
  * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_PARTITION, LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
-                                              const ladle_partition *p_y,
-                                              int ndim, const int64_t shape[],
-                                              ladle_dtype dtype, unsigned flags,
-                                              ladle_op **op);
+                                              const ladle_partition *p_y, int ndim,
+                                              const int64_t shape[], ladle_dtype dtype,
+                                              unsigned flags, ladle_op **op);
 
 /*
  * SumReduce P_x -> P_y: the mirror of broadcast. The destination shape
@@ -75,10 +74,9 @@ LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
  * Sums are taken in a fixed order that does not depend on timing.
  * Collective over P_x and P_y. Returns the codes of ladle_broadcast_create. */
 LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
-                                               const ladle_partition *p_y,
-                                               int ndim, const int64_t shape[],
-                                               ladle_dtype dtype, unsigned flags,
-                                               ladle_op **op);
+                                               const ladle_partition *p_y, int ndim,
+                                               const int64_t shape[], ladle_dtype dtype,
+                                               unsigned flags, ladle_op **op);
 
 /*
  * AllSumReduce over the partition axes axes[0..naxes-1] of p (naxes 0: the
@@ -90,13 +88,10 @@ LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
  * Every member holds a block of `shape`; x and y may be the same tensor (in
  * place). Every member of a group gets bitwise the same result. Collective
  * over p. Returns the codes of ladle_broadcast_create. */
-LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p,
-                                                   int naxes, const int axes[],
-                                                   int ndim,
-                                                   const int64_t shape[],
-                                                   ladle_dtype dtype,
-                                                   unsigned flags,
-                                                   ladle_op **op);
+LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
+                                                   const int axes[], int ndim,
+                                                   const int64_t shape[], ladle_dtype dtype,
+                                                   unsigned flags, ladle_op **op);
 
 /*
  * Repartition (transpose) between two decomposed layouts of the same global
@@ -111,9 +106,8 @@ LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p,
  * ladle_broadcast_create; LADLE_ERR_SHAPE when the global shapes differ,
  * LADLE_ERR_ARG when a layout is not a decomposition. */
 LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x,
-                                                const ladle_layout *y,
-                                                ladle_dtype dtype, unsigned flags,
-                                                ladle_op **op);
+                                                const ladle_layout *y, ladle_dtype dtype,
+                                                unsigned flags, ladle_op **op);
 
 /*
  * The window of a kernel (convolution or pooling) per tensor dimension:
@@ -156,8 +150,7 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * and y are the same tensor. Collective over the partition of x. Returns the
  * codes of ladle_broadcast_create. */
 LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x,
-                                                  const ladle_window *w,
-                                                  ladle_dtype dtype,
+                                                  const ladle_window *w, ladle_dtype dtype,
                                                   unsigned flags, ladle_op **op);
 
 /* The begin/end split of the in-place exchange on padded tensor t, so work
@@ -170,25 +163,23 @@ LADLE_API ladle_status ladle_halo_exchange_begin(ladle_op *op, ladle_tensor *t);
 LADLE_API ladle_status ladle_halo_exchange_end(ladle_op *op, ladle_tensor *t);
 /* The same split for the adjoint (halos added into owners, then zeroed):
  * between begin and end the caller must not touch t. */
-LADLE_API ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op,
-                                                         ladle_tensor *t);
-LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op,
-                                                       ladle_tensor *t);
+LADLE_API ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op, ladle_tensor *t);
+LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tensor *t);
 
 /* This rank's geometry for a halo exchange op. All boxes are per dimension;
  * offsets inside the padded tensor unless said otherwise. */
 typedef struct ladle_halo_geometry {
     int ndim;
-    int64_t padded_shape[LADLE_MAX_NDIM];   /* the local tensor of the op */
-    int64_t padded_offset[LADLE_MAX_NDIM];  /* its global offset (may be < 0) */
-    int64_t bulk_offset[LADLE_MAX_NDIM];    /* own block inside padded */
+    int64_t padded_shape[LADLE_MAX_NDIM];  /* the local tensor of the op */
+    int64_t padded_offset[LADLE_MAX_NDIM]; /* its global offset (may be < 0) */
+    int64_t bulk_offset[LADLE_MAX_NDIM];   /* own block inside padded */
     int64_t bulk_shape[LADLE_MAX_NDIM];
-    int64_t halo_left[LADLE_MAX_NDIM];      /* padded minus bulk, per side */
+    int64_t halo_left[LADLE_MAX_NDIM]; /* padded minus bulk, per side */
     int64_t halo_right[LADLE_MAX_NDIM];
-    int64_t needed_offset[LADLE_MAX_NDIM];  /* the box a kernel with padding 0 */
-    int64_t needed_shape[LADLE_MAX_NDIM];   /* reads to make its output block */
-    int64_t output_shape[LADLE_MAX_NDIM];   /* this rank's output block */
-    int64_t output_offset[LADLE_MAX_NDIM];  /* its global offset */
+    int64_t needed_offset[LADLE_MAX_NDIM]; /* the box a kernel with padding 0 */
+    int64_t needed_shape[LADLE_MAX_NDIM];  /* reads to make its output block */
+    int64_t output_shape[LADLE_MAX_NDIM];  /* this rank's output block */
+    int64_t output_offset[LADLE_MAX_NDIM]; /* its global offset */
     int64_t global_output_shape[LADLE_MAX_NDIM];
 } ladle_halo_geometry;
 

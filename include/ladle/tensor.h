@@ -26,17 +26,15 @@ typedef struct ladle_tensor ladle_tensor;
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or dtype),
  * LADLE_ERR_SHAPE (negative extent or overflowing volume), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim,
-                                           const int64_t shape[],
-                                           ladle_tensor **t);
+                                           const int64_t shape[], ladle_tensor **t);
 
 /* Wrap caller memory without copying. strides (in elements, non-negative)
  * may be NULL for the contiguous row-major layout. data may be NULL only when
  * the volume is zero. The memory must outlive the tensor; destroying the
  * tensor does not free it. Returns the codes of ladle_tensor_create. */
-LADLE_API ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device,
-                                         int ndim, const int64_t shape[],
-                                         const int64_t strides[], void *data,
-                                         ladle_tensor **t);
+LADLE_API ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
+                                         const int64_t shape[], const int64_t strides[],
+                                         void *data, ladle_tensor **t);
 
 /* Point a wrapping tensor at other caller memory of the same layout, so a
  * framework can reuse one wrapper for every call without allocating.
@@ -66,13 +64,12 @@ LADLE_API ladle_status ladle_tensor_fill(ladle_tensor *t, double value);
 /* Copy src into dst elementwise; shapes and dtypes must match (strides may
  * differ). Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_DEVICE. */
-LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst,
-                                         const ladle_tensor *src);
+LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *src);
 
 /* Sum over all elements of a * b, accumulated in double. Shapes and dtypes
  * must match. Returns the codes of ladle_tensor_copy. */
-LADLE_API ladle_status ladle_tensor_dot(const ladle_tensor *a,
-                                        const ladle_tensor *b, double *result);
+LADLE_API ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b,
+                                        double *result);
 
 /* Fill with uniform random values in [-1, 1) from a counter-based generator:
  * element i (in row-major order) gets a value that depends only on

@@ -64,30 +64,30 @@ static void cpu_copy(ladle_dtype dtype, int64_t n, const void *src, void *dst)
         memmove(dst, src, (size_t)n * ladle_dtype_size(dtype));
 }
 
-#define DEFINE_ROW_KERNELS(T, SUFFIX)                                              \
-    static void row_##SUFFIX(ladle_box_mode mode, int64_t n, const T *s,           \
-                             int64_t ss, T *d, int64_t ds)                         \
-    {                                                                              \
-        if (mode == LADLE_BOX_ZERO) {                                              \
-            if (ds == 1)                                                           \
-                memset(d, 0, (size_t)n * sizeof(T));                               \
-            else                                                                   \
-                for (int64_t i = 0; i < n; i++)                                    \
-                    d[i * ds] = 0;                                                 \
-        } else if (mode == LADLE_BOX_COPY) {                                       \
-            if (ss == 1 && ds == 1)                                                \
-                memcpy(d, s, (size_t)n * sizeof(T));                               \
-            else                                                                   \
-                for (int64_t i = 0; i < n; i++)                                    \
-                    d[i * ds] = s[i * ss];                                         \
-        } else {                                                                   \
-            if (ss == 1 && ds == 1)                                                \
-                for (int64_t i = 0; i < n; i++)                                    \
-                    d[i] += s[i];                                                  \
-            else                                                                   \
-                for (int64_t i = 0; i < n; i++)                                    \
-                    d[i * ds] += s[i * ss];                                        \
-        }                                                                          \
+#define DEFINE_ROW_KERNELS(T, SUFFIX)                                                      \
+    static void row_##SUFFIX(ladle_box_mode mode, int64_t n, const T *s, int64_t ss, T *d, \
+                             int64_t ds)                                                   \
+    {                                                                                      \
+        if (mode == LADLE_BOX_ZERO) {                                                      \
+            if (ds == 1)                                                                   \
+                memset(d, 0, (size_t)n * sizeof(T));                                       \
+            else                                                                           \
+                for (int64_t i = 0; i < n; i++)                                            \
+                    d[i * ds] = 0;                                                         \
+        } else if (mode == LADLE_BOX_COPY) {                                               \
+            if (ss == 1 && ds == 1)                                                        \
+                memcpy(d, s, (size_t)n * sizeof(T));                                       \
+            else                                                                           \
+                for (int64_t i = 0; i < n; i++)                                            \
+                    d[i * ds] = s[i * ss];                                                 \
+        } else {                                                                           \
+            if (ss == 1 && ds == 1)                                                        \
+                for (int64_t i = 0; i < n; i++)                                            \
+                    d[i] += s[i];                                                          \
+            else                                                                           \
+                for (int64_t i = 0; i < n; i++)                                            \
+                    d[i * ds] += s[i * ss];                                                \
+        }                                                                                  \
     }
 
 DEFINE_ROW_KERNELS(float, f32)
@@ -146,9 +146,8 @@ static void cpu_pack(ladle_dtype dtype, int ndim, const int64_t *ext, const void
     cpu_copy_box(dtype, LADLE_BOX_COPY, ndim, ext, src, sstr, dst, dstr);
 }
 
-static void cpu_unpack(ladle_dtype dtype, ladle_box_mode mode, int ndim,
-                       const int64_t *ext, const void *src, void *dst,
-                       const int64_t *dstr)
+static void cpu_unpack(ladle_dtype dtype, ladle_box_mode mode, int ndim, const int64_t *ext,
+                       const void *src, void *dst, const int64_t *dstr)
 {
     int64_t sstr[LADLE_MAX_NDIM];
     contiguous(ndim, ext, sstr);
@@ -191,19 +190,19 @@ static void cpu_axpy(ladle_dtype dtype, int64_t n, double alpha, const void *x, 
  * compares two inner products that differ only by rounding; computed
  * naively, long random vectors whose products nearly cancel would hide
  * that difference under the summation error. */
-#define DEFINE_DOT2(T, SUFFIX)                                                     \
-    static void dot2_##SUFFIX(int64_t n, const T *a, const T *b, double out[2])    \
-    {                                                                              \
-        double s = 0.0, c = 0.0;                                                   \
-        for (int64_t i = 0; i < n; i++) {                                          \
-            double x = (double)a[i], y = (double)b[i];                             \
-            double p = x * y, ep = fma(x, y, -p);                                  \
-            double t = s + p, z = t - s, es = (s - (t - z)) + (p - z);             \
-            s = t;                                                                 \
-            c += ep + es;                                                          \
-        }                                                                          \
-        out[0] = s + c;                                                            \
-        out[1] = c - (out[0] - s);                                                 \
+#define DEFINE_DOT2(T, SUFFIX)                                                             \
+    static void dot2_##SUFFIX(int64_t n, const T *a, const T *b, double out[2])            \
+    {                                                                                      \
+        double s = 0.0, c = 0.0;                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            double x = (double)a[i], y = (double)b[i];                                     \
+            double p = x * y, ep = fma(x, y, -p);                                          \
+            double t = s + p, z = t - s, es = (s - (t - z)) + (p - z);                     \
+            s = t;                                                                         \
+            c += ep + es;                                                                  \
+        }                                                                                  \
+        out[0] = s + c;                                                                    \
+        out[1] = c - (out[0] - s);                                                         \
     }
 
 DEFINE_DOT2(float, f32)
@@ -248,8 +247,8 @@ static void cpu_gemm(ladle_dtype dtype, int trans_a, int trans_b, int64_t m, int
         cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a,
                     (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
     else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                    b, (int)ldb, beta, c, (int)ldc);
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                    (int)ldb, beta, c, (int)ldc);
 }
 
 const ladle_backend ladle__cpu_backend = {
