@@ -9,6 +9,7 @@
 #define LADLE_H
 
 #include "ladle/check.h"
+#include "ladle/layers.h"
 #include "ladle/core.h"
 #include "ladle/layout.h"
 #include "ladle/op.h"

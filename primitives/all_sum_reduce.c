@@ -8,7 +8,7 @@
 #include "../src/coll.h"
 #include "../src/op_impl.h"
 
-static const ladle_op_vtable all_sum_reduce_vt = {"all-sum-reduce", NULL, NULL, NULL};
+static const ladle_op_vtable all_sum_reduce_vt = {.name = "all-sum-reduce"};
 
 /* This rank's group (partition ranks in row-major order of the reduced
  * coordinates) and its position in it. */

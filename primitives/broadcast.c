@@ -15,8 +15,8 @@
 /* Tags per group: one per chunk. */
 #define GROUP_TAGS LADLE_COLL_MAX_CHUNKS
 
-static const ladle_op_vtable broadcast_vt = {"broadcast", NULL, NULL, NULL};
-static const ladle_op_vtable sum_reduce_vt = {"sum-reduce", NULL, NULL, NULL};
+static const ladle_op_vtable broadcast_vt = {.name = "broadcast"};
+static const ladle_op_vtable sum_reduce_vt = {.name = "sum-reduce"};
 
 typedef struct pair_plan {
     const ladle_partition *small, *big;

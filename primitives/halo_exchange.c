@@ -29,8 +29,10 @@ static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tens
 static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
 static void halo_destroy(ladle_op *op);
 
-static const ladle_op_vtable halo_vt = {"halo-exchange", halo_forward, halo_adjoint,
-                                        halo_destroy};
+static const ladle_op_vtable halo_vt = {.name = "halo-exchange",
+                                        .forward = halo_forward,
+                                        .adjoint = halo_adjoint,
+                                        .destroy = halo_destroy};
 
 void ladle_window_init(ladle_window *w, int ndim)
 {

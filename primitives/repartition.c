@@ -8,7 +8,7 @@
 #include "../src/exchange.h"
 #include "../src/op_impl.h"
 
-static const ladle_op_vtable repartition_vt = {"repartition", NULL, NULL, NULL};
+static const ladle_op_vtable repartition_vt = {.name = "repartition"};
 
 #define REPARTITION_TAG 11
 

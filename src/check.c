@@ -1,5 +1,6 @@
-/* The dot-product (adjoint) test for any operator. */
+/* The dot-product (adjoint) test for any operator, and the gradient test of layers. */
 #include <math.h>
+#include <string.h>
 
 #include "op_impl.h"
 
@@ -64,9 +65,11 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
     LADLE_NOT_NULL(op);
     LADLE_NOT_NULL(r);
     r->fx_y = r->x_fty = r->mismatch = 0.0;
-    if (op->comm == MPI_COMM_NULL)
+    /* a layer is local: its test involves no other rank */
+    if (op->comm == MPI_COMM_NULL && !op->layer)
         return LADLE_OK;
-    MPI_Comm_rank(op->comm, &me);
+    if (op->comm != MPI_COMM_NULL)
+        MPI_Comm_rank(op->comm, &me);
     /* every rank allocates, then all agree, so a failure cannot strand peers */
     local = make(op, 0, &x);
     if (local == LADLE_OK)
@@ -75,14 +78,22 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
         local = make(op, 1, &fx);
     if (local == LADLE_OK)
         local = make(op, 0, &fty);
-    LADLE_CALL(ladle__agree(op->comm, local, 0, __func__));
+    if (op->comm != MPI_COMM_NULL)
+        LADLE_CALL(ladle__agree(op->comm, local, 0, __func__));
+    else
+        LADLE_CALL(local);
     LADLE_CALL(ladle_tensor_fill_random(x, seed, 2 * (uint64_t)me));
     LADLE_CALL(ladle_tensor_fill_random(y, seed, 2 * (uint64_t)me + 1));
     LADLE_CALL(ladle_op_forward(op, x, fx));
     LADLE_CALL(ladle_op_adjoint(op, y, fty));
     local_dot2(op, fx, y, &dots[0]);
     local_dot2(op, x, fty, &dots[2]);
-    LADLE_CALL(global_sum2(op->comm, dots, sums));
+    if (op->comm != MPI_COMM_NULL) {
+        LADLE_CALL(global_sum2(op->comm, dots, sums));
+    } else {
+        sums[0] = dots[0] + dots[1];
+        sums[1] = dots[2] + dots[3];
+    }
     r->fx_y = sums[0];
     r->x_fty = sums[1];
     double scale = fmax(fabs(sums[0]), fabs(sums[1]));
@@ -92,5 +103,109 @@ fail:
     ladle_tensor_destroy(&y);
     ladle_tensor_destroy(&fx);
     ladle_tensor_destroy(&fty);
+    return st;
+}
+
+/* L = <f(x), w> with the layer's forward, no ctx, replaying step. */
+static ladle_status projected(ladle_op *op, const ladle_tensor *x, ladle_tensor *y,
+                              const ladle_tensor *w, uint64_t step, double *value)
+{
+    ladle_status st = LADLE_OK;
+    double pair[2];
+    op->step = step;
+    LADLE_CALL(ladle_layer_forward(op, NULL, x, y));
+    op->be->dot2(op->dtype, y->numel, y->data, w->data, pair);
+    *value = pair[0] + pair[1];
+fail:
+    return st;
+}
+
+static double get_elem(const ladle_tensor *t, int64_t i)
+{
+    return t->dtype == LADLE_F32 ? ((float *)t->data)[i] : ((double *)t->data)[i];
+}
+
+static void set_elem(ladle_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == LADLE_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+/* Compare finite differences over sampled entries of `perturbed` (x or a
+ * parameter) with the analytic gradient `grad`. */
+static ladle_status compare(ladle_op *op, ladle_tensor *perturbed, const ladle_tensor *grad,
+                            const ladle_tensor *x, ladle_tensor *y, const ladle_tensor *w,
+                            uint64_t step, int samples, uint64_t seed, double *worst)
+{
+    ladle_status st = LADLE_OK;
+    int64_t n = perturbed->numel;
+    double gmax = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(get_elem(grad, i)));
+    *worst = 0.0;
+    int64_t count = n < samples ? n : samples;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = n <= samples ? k
+                                 : (int64_t)(ladle__random_bits(seed, 99, (uint64_t)k) %
+                                             (uint64_t)n);
+        double v = get_elem(perturbed, i), lp, lm;
+        double h = 1e-6 * fmax(1.0, fabs(v));
+        set_elem(perturbed, i, v + h);
+        LADLE_CALL(projected(op, x, y, w, step, &lp));
+        set_elem(perturbed, i, v - h);
+        LADLE_CALL(projected(op, x, y, w, step, &lm));
+        set_elem(perturbed, i, v);
+        double fd = (lp - lm) / (2 * h), an = get_elem(grad, i);
+        double scale = fmax(fmax(fabs(fd), fabs(an)), 1e-3 * gmax);
+        if (scale > 0)
+            *worst = fmax(*worst, fabs(fd - an) / scale);
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
+                                 ladle_gradient_result *r)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *x = NULL, *y = NULL, *w = NULL, *dx = NULL, *grads[LADLE_MAX_PARAMS] = {0};
+    ladle_ctx *ctx = NULL;
+    LADLE_NOT_NULL(op);
+    LADLE_NOT_NULL(r);
+    LADLE_CHECK(op->layer, LADLE_ERR_ARG, "the %s op is not a layer", op->vt->name);
+    memset(r, 0, sizeof *r);
+    LADLE_CALL(make(op, 0, &x));
+    LADLE_CALL(make(op, 1, &y));
+    LADLE_CALL(make(op, 1, &w));
+    LADLE_CALL(make(op, 0, &dx));
+    LADLE_CALL(ladle_tensor_fill_random(x, seed, 0));
+    LADLE_CALL(ladle_tensor_fill_random(w, seed, 1));
+    LADLE_CALL(ladle_ctx_create(op, &ctx));
+    uint64_t step = op->step;
+    LADLE_CALL(ladle_layer_forward(op, ctx, x, y));
+    LADLE_CALL(ladle_layer_backward(op, ctx, w, dx));
+    LADLE_CALL(ladle_op_zero_grad(op));
+    LADLE_CALL(ladle_layer_backward_weight(op, ctx, w));
+    r->nparams = op->nparams;
+    for (int p = 0; p < op->nparams; p++) {
+        LADLE_CALL(ladle_tensor_create(op->dtype, op->grads[p]->ndim, op->grads[p]->shape,
+                                       &grads[p]));
+        LADLE_CALL(ladle_tensor_copy(grads[p], op->grads[p]));
+    }
+    LADLE_CALL(compare(op, x, dx, x, y, w, step, samples, seed, &r->input_error));
+    for (int p = 0; p < op->nparams; p++)
+        LADLE_CALL(compare(op, op->params[p], grads[p], x, y, w, step, samples, seed + 1 + p,
+                           &r->param_error[p]));
+    op->step = step + 1;
+fail:
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&w);
+    ladle_tensor_destroy(&dx);
+    for (int p = 0; p < LADLE_MAX_PARAMS; p++)
+        ladle_tensor_destroy(&grads[p]);
     return st;
 }

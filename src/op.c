@@ -142,6 +142,8 @@ ladle_status ladle_op_destroy(ladle_op **pop)
     ladle_op *op = *pop;
     if (op->vt && op->vt->destroy)
         op->vt->destroy(op);
+    if (op->layer)
+        ladle__layer_destroy(op);
     ladle_sched_destroy(&op->fwd);
     ladle_sched_destroy(&op->adj);
     if (op->ws)
@@ -228,6 +230,8 @@ fail:
 ladle_status ladle_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y)
 {
     ladle_status st = LADLE_OK;
+    if (op != NULL && op->layer)
+        return ladle__layer_op_forward(op, x, y);
     LADLE_CALL(ladle__op_check_io(op, x, 1, y, __func__));
     if (op->vt->forward)
         return op->vt->forward(op, x, y);
@@ -239,6 +243,8 @@ fail:
 ladle_status ladle_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx)
 {
     ladle_status st = LADLE_OK;
+    if (op != NULL && op->layer)
+        return ladle__layer_op_adjoint(op, dy, dx);
     LADLE_CALL(ladle__op_check_io(op, dy, 0, dx, __func__));
     if (op->vt->adjoint)
         return op->vt->adjoint(op, dy, dx);

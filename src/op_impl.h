@@ -15,7 +15,18 @@ typedef struct ladle_op_vtable {
     ladle_status (*adjoint)(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
     /* Free impl; may be NULL. */
     void (*destroy)(ladle_op *op);
+    /* Layers (NULL for the primitives), with arguments checked and n the
+     * call's batch. ctx may be NULL in forward (nothing to save) and, for
+     * layers linear in x, in backward. dx may be NULL in backward. */
+    ladle_status (*layer_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                  ladle_tensor *y, int64_t n);
+    ladle_status (*layer_backward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                   ladle_tensor *dx, int64_t n);
+    ladle_status (*layer_backward_weight)(ladle_op *op, ladle_ctx *ctx,
+                                          const ladle_tensor *dy, int64_t n);
 } ladle_op_vtable;
+
+#define LADLE_MAX_PARAMS 4
 
 struct ladle_op {
     const ladle_op_vtable *vt;
@@ -34,7 +45,52 @@ struct ladle_op {
     size_t ws_bytes;
     const ladle_backend *be;
     void *impl;
+
+    /* layers */
+    int layer;      /* has the layer calls */
+    int linear;     /* linear in x: the backward needs no ctx, adjoint works */
+    int batched;    /* dimension 0 of x and y is the batch, smaller in calls */
+    int training;
+    int nparams;
+    ladle_tensor *params[LADLE_MAX_PARAMS];
+    ladle_tensor *grads[LADLE_MAX_PARAMS];
+    const char *param_names[LADLE_MAX_PARAMS];
+    size_t ctx_bytes; /* what each ctx owns for the op's saved state */
+    /* weighted layers (linear, convolution): parameter 0 is the weight and
+     * parameter 1, if present, the bias; the fans set their initialisation */
+    int weighted;
+    double fan_in, fan_out;
+    uint64_t step; /* stochastic layers: the step of the next forward */
 };
+
+/* One microbatch's saved state. */
+struct ladle_ctx {
+    const ladle_op *op;
+    const ladle_tensor *x, *y; /* the forward's, borrowed */
+    const ladle_tensor *target;
+    int64_t batch;
+    int ready;
+    uint64_t step;
+    void *buf; /* ctx_bytes of the op's own saved state */
+};
+
+/* A layer op over fixed shapes; shapes get batch dimension 0 when batched. */
+ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, int x_ndim,
+                              const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
+                              int batched, ladle_op **out);
+/* Add a zeroed parameter of shape (and its gradient) to a layer. */
+ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
+                                    const int64_t *shape, ladle_tensor **param);
+/* Fill t with init from a counter-based generator keyed by (seed, stream,
+ * element index); fan-in and fan-out set the bounds. */
+ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
+                                double fan_out, uint64_t seed, uint64_t stream);
+void ladle__layer_destroy(ladle_op *op);
+ladle_status ladle__layer_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
+ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
+/* Check that a layer's dtype is f32 or f64 and the shape well-formed. */
+ladle_status ladle__layer_check_args(const char *func, ladle_dtype dtype, int ndim,
+                                     const int64_t *shape, int min_ndim);
 
 /* A new op over the layouts (both retained), with local shapes filled in for
  * the calling rank. */

@@ -28,6 +28,25 @@ typedef struct ladle_adjoint_result {
 LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
                                           ladle_adjoint_result *result);
 
+/* The gradient test of a layer: central finite differences against the
+ * hand-written backward. With a random x and a random projection w of y,
+ * L = <f(x), w>; backward(w) must give dL/dx and backward_weight(w) dL/dW.
+ * Up to `samples` elements of x and of each parameter (all of them when
+ * there are fewer) are perturbed by +-h, h = 1e-6 (scaled by the element's
+ * magnitude), and each error is |fd - analytic| / max(|fd|, |analytic|,
+ * 1e-3 * the tensor's largest analytic entry). Meant for f64 layers (errors
+ * near 1e-8); stochastic layers are replayed at the same step. Allocates.
+ * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer), and
+ * whatever the layer returns. */
+typedef struct ladle_gradient_result {
+    double input_error;                   /* worst over the sampled x entries */
+    double param_error[4];                /* worst per parameter */
+    int nparams;
+} ladle_gradient_result;
+
+LADLE_API ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
+                                           ladle_gradient_result *result);
+
 /* The tolerance ladle's own tests and tools accept for dtype: 1e-13 for
  * f64, 1e-5 for f32. */
 LADLE_API double ladle_adjoint_tolerance(ladle_dtype dtype);

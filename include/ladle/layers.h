@@ -1,0 +1,285 @@
+/*
+ * ladle/layers.h - sequential layers with hand-written backward passes.
+ *
+ * A layer is a ladle_op with parameters. Its calls are:
+ *
+ *   ladle_layer_forward(op, ctx, x, y)        y = f(x); saves into ctx what
+ *                                             the backward needs
+ *   ladle_layer_backward(op, ctx, dy, dx)     dx = (df/dx)^T dy
+ *   ladle_layer_backward_weight(op, ctx, dy)  dW += (df/dW)^T dy, the same
+ *                                             for every parameter
+ *
+ * backward and backward_weight are separate calls, so a pipeline can defer
+ * the weight gradient (zero-bubble schedules). Either may come first, and
+ * each may be skipped.
+ *
+ * A ladle_ctx belongs to one op and holds one microbatch's saved state:
+ * references to that forward call's x and y, plus anything the op keeps
+ * itself (max-pool winners, batch-norm statistics, the dropout step). Create
+ * one ctx per microbatch in flight. The caller keeps the forward's x and y
+ * alive and unchanged until the backward calls of that ctx are done. Ops
+ * keep no per-call state, so any number of ctxs may be alive at once.
+ *
+ * Layers work on tensors in NC... layout (batch, channels, spatial), in f32
+ * or f64. The shape given at creation fixes every dimension. The batch, the
+ * first dimension, may be smaller in any call, which serves the short last
+ * batch of an epoch. Creation plans and allocates; the calls never allocate.
+ * ladle_op_forward(op, x, y) runs a layer in inference form without a ctx.
+ * For layers that are linear in their input (linear and convolution without
+ * bias, average pooling, reshape), ladle_op_adjoint(op, dy, dx) is the
+ * backward, so ladle_adjoint_test applies to them.
+ *
+ * Sequential layers are local: none of these calls communicates.
+ */
+#ifndef LADLE_LAYERS_H
+#define LADLE_LAYERS_H
+
+#include "core.h"
+#include "op.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_ctx ladle_ctx;
+
+/* A context for one microbatch of op; its buffers are sized for the op's
+ * largest batch. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (op is no layer),
+ * LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **ctx);
+/* Free it and set *ctx to NULL; accepts NULL. */
+LADLE_API ladle_status ladle_ctx_destroy(ladle_ctx **ctx);
+
+/* The three calls (see above). ctx may be NULL for forward when no backward
+ * follows. dx may be NULL in backward when the input gradient is not needed
+ * (the first layer). backward_weight accumulates into the gradients.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ARG
+ * (a ctx of another op, or overlapping tensors where the layer does not work
+ * in place), LADLE_ERR_STATE (backward before forward). */
+LADLE_API ladle_status ladle_layer_forward(ladle_op *op, ladle_ctx *ctx,
+                                           const ladle_tensor *x, ladle_tensor *y);
+LADLE_API ladle_status ladle_layer_backward(ladle_op *op, ladle_ctx *ctx,
+                                            const ladle_tensor *dy, ladle_tensor *dx);
+LADLE_API ladle_status ladle_layer_backward_weight(ladle_op *op, ladle_ctx *ctx,
+                                                   const ladle_tensor *dy);
+
+/* Parameters: the number, and parameter i with its gradient and name
+ * ("weight", "bias"). Borrowed; they live as long as the op. Gradients
+ * accumulate until ladle_op_zero_grad. */
+LADLE_API int ladle_op_num_params(const ladle_op *op);
+LADLE_API ladle_tensor *ladle_op_param(const ladle_op *op, int i);
+LADLE_API ladle_tensor *ladle_op_grad(const ladle_op *op, int i);
+LADLE_API const char *ladle_op_param_name(const ladle_op *op, int i);
+LADLE_API ladle_status ladle_op_zero_grad(ladle_op *op);
+
+/* Training (1, the default) or evaluation (0) mode: batch norm uses batch
+ * statistics and updates its running ones only in training; dropout is the
+ * identity in evaluation. */
+LADLE_API ladle_status ladle_layer_set_training(ladle_op *op, int training);
+
+/* ---- initialisation ---------------------------------------------------- */
+
+/* How a weight is drawn. Values come from a counter-based generator keyed by
+ * (seed, the parameter's global element index), and the bounds use the
+ * global fan-in and fan-out, so a layer sharded over ranks starts from
+ * exactly the weights of its sequential twin. */
+typedef enum ladle_init {
+    /* PyTorch's default for linear and conv weights: kaiming_uniform with
+     * a = sqrt(5), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)); biases the same */
+    LADLE_INIT_DEFAULT = 0,
+    LADLE_INIT_KAIMING_UNIFORM = 1, /* U(-b, b), b = sqrt(6 / fan_in) (ReLU gain) */
+    LADLE_INIT_KAIMING_NORMAL = 2,  /* N(0, 2 / fan_in) */
+    LADLE_INIT_XAVIER_UNIFORM = 3,  /* U(-b, b), b = sqrt(6 / (fan_in + fan_out)) */
+    LADLE_INIT_XAVIER_NORMAL = 4,   /* N(0, 2 / (fan_in + fan_out)) */
+    LADLE_INIT_ZEROS = 5
+} ladle_init;
+
+/* Re-draw the weights (and biases, which always take the default rule) of a
+ * linear or convolution layer. Not collective. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG. */
+LADLE_API ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t seed);
+
+/* ---- the layers -------------------------------------------------------- */
+
+/* Linear: y = x W^T + b over any leading dimensions. x has ndim >= 1
+ * dimensions and its last extent is in_features; y has out_features there.
+ * W is out_features x in_features. Saves: x. */
+LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[],
+                                           int64_t out_features, int bias,
+                                           ladle_dtype dtype, uint64_t seed,
+                                           ladle_op **op);
+
+/* Convolution over 1 to 3 spatial dimensions, as the frameworks define it
+ * (cross-correlation; zero padding on both sides). x is N x C_in x S...,
+ * W is C_out x C_in/groups x K..., y is N x C_out x O... with
+ * O = floor((S + 2p - d(k - 1) - 1) / s) + 1. Saves: x. */
+typedef struct ladle_conv_desc {
+    int nd;               /* spatial dimensions: 1, 2 or 3 */
+    int64_t in_channels;
+    int64_t out_channels;
+    int64_t groups;       /* both channel counts divisible by it */
+    int64_t kernel[3];
+    int64_t stride[3];
+    int64_t padding[3];
+    int64_t dilation[3];
+    int bias;
+} ladle_conv_desc;
+
+/* nd spatial dims, kernel k in each, stride 1, padding 0, dilation 1,
+ * groups 1, with bias. */
+LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
+                                    int64_t out_channels, int64_t kernel);
+LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
+                                         ladle_dtype dtype, uint64_t seed, ladle_op **op);
+
+/* Max and average pooling over 1 to 3 spatial dimensions. stride 0 means
+ * the kernel size. Max pooling pads with -inf, supports dilation and
+ * ceil_mode, and saves the winning index of each output (the first maximum in
+ * the window, as the frameworks). Average pooling supports ceil_mode and
+ * count_include_pad (whether padded cells count in the divisor; windows that
+ * start in the right padding of ceil mode never count it). */
+typedef enum ladle_pool_kind { LADLE_POOL_MAX = 0, LADLE_POOL_AVG = 1 } ladle_pool_kind;
+
+typedef struct ladle_pool_desc {
+    ladle_pool_kind kind;
+    int nd;
+    int64_t kernel[3];
+    int64_t stride[3];
+    int64_t padding[3];
+    int64_t dilation[3]; /* max pooling only */
+    int ceil_mode;
+    int count_include_pad; /* average pooling only; default 1 */
+} ladle_pool_desc;
+
+LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd,
+                                    int64_t kernel);
+LADLE_API ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
+                                         ladle_dtype dtype, ladle_op **op);
+
+/* Global average pooling: N x C x S... -> N x C (ndim - 2 spatial dims). */
+LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_shape[],
+                                                    ladle_dtype dtype, ladle_op **op);
+
+/* Batch normalisation over every dimension but the channels (dimension 1):
+ * 1d takes N x C or N x C x L, 2d N x C x H x W, 3d N x C x D x H x W.
+ * Training: normalise with the batch mean and biased variance, and update
+ * running_mean and running_var (unbiased) with momentum m:
+ * r = (1 - m) r + m batch_stat. momentum < 0 means a cumulative average.
+ * Evaluation: normalise with the running statistics (or with batch
+ * statistics if they are not tracked). Parameters: gamma ("weight") and beta
+ * ("bias") when affine. Saves: x-hat's ingredients (mean and 1/std per
+ * channel) and y. */
+typedef struct ladle_batchnorm_desc {
+    int64_t num_features;
+    double eps;      /* default 1e-5 */
+    double momentum; /* default 0.1 */
+    int affine;      /* default 1 */
+    int track_running_stats; /* default 1 */
+} ladle_batchnorm_desc;
+
+LADLE_API void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features);
+LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              ladle_op **op);
+/* The running statistics (C entries each; borrowed). */
+LADLE_API ladle_tensor *ladle_batchnorm_running_mean(const ladle_op *op);
+LADLE_API ladle_tensor *ladle_batchnorm_running_var(const ladle_op *op);
+
+/* Elementwise activations. LeakyReLU uses param as its negative slope
+ * (default 0.01 when param < 0); GELU is the exact one, x Phi(x). They work in
+ * place (x == y). Saves: x, or y where the derivative needs only y (ReLU,
+ * sigmoid, tanh). */
+typedef enum ladle_activation {
+    LADLE_RELU = 0,
+    LADLE_LEAKY_RELU = 1,
+    LADLE_SIGMOID = 2,
+    LADLE_TANH = 3,
+    LADLE_GELU = 4
+} ladle_activation;
+
+LADLE_API ladle_status ladle_activation_create(ladle_activation kind, double param, int ndim,
+                                               const int64_t shape[], ladle_dtype dtype,
+                                               ladle_op **op);
+
+/* Softmax or log-softmax along dimension dim (negative counts from the end).
+ * Saves: y. */
+LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
+                                            ladle_dtype dtype, ladle_op **op);
+
+/* Dropout with probability p: in training, element i is kept (and scaled by
+ * 1/(1-p)) when a counter-based hash of (seed, step, offset + i) says so,
+ * where i counts elements of the whole batch in row-major order and offset is
+ * this shard's first global index (0 for a sequential layer). A distributed
+ * run therefore drops exactly the elements its sequential twin drops. The
+ * step advances with every training forward (set it to replay a run). In
+ * evaluation, the identity. Saves: the step. */
+LADLE_API ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p,
+                                            uint64_t seed, ladle_dtype dtype, ladle_op **op);
+LADLE_API ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step);
+
+/* Reshape (flatten is a special case): the same elements in a new shape of
+ * equal volume; the first dimension (the batch) must stay first in both. */
+LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[],
+                                            int ndim_out, const int64_t out_shape[],
+                                            ladle_dtype dtype, ladle_op **op);
+/* Flatten every dimension after the first: N x ... -> N x (product). */
+LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype dtype,
+                                            ladle_op **op);
+
+/* ---- functions without parameters or saved state -------------------------*/
+
+/* y = a + b elementwise (residual connections); y may be a or b. The
+ * backward of each input is dy itself. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE. */
+LADLE_API ladle_status ladle_add(const ladle_tensor *a, const ladle_tensor *b, ladle_tensor *y);
+
+/* Concatenate n tensors along dimension dim (1 for channels) into y, and the
+ * backward: split dy back into the n gradients. */
+LADLE_API ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim,
+                                    ladle_tensor *y);
+LADLE_API ladle_status ladle_concat_backward(const ladle_tensor *dy, int dim, int n,
+                                             ladle_tensor *const dxs[]);
+
+/* ---- losses ------------------------------------------------------------- */
+
+typedef enum ladle_loss_kind {
+    LADLE_LOSS_MSE = 0,
+    LADLE_LOSS_L1 = 1,
+    LADLE_LOSS_CROSS_ENTROPY = 2, /* logits N x C (x S...), i64 labels N (x S...) */
+    LADLE_LOSS_NLL = 3,           /* log-probabilities, i64 labels */
+    LADLE_LOSS_BCE_WITH_LOGITS = 4
+} ladle_loss_kind;
+
+typedef enum ladle_reduction {
+    LADLE_REDUCE_MEAN = 0,
+    LADLE_REDUCE_SUM = 1,
+    LADLE_REDUCE_NONE = 2
+} ladle_reduction;
+
+/* A loss over inputs of input_shape. For MSE, L1 and BCE-with-logits the
+ * target is a tensor of the input's shape and dtype; for cross entropy and
+ * NLL it is an i64 tensor of class indices shaped as the input without
+ * dimension 1. label_smoothing (cross entropy only) mixes the one-hot target
+ * with the uniform distribution. The loss tensor is a scalar (ndim 0) for
+ * mean and sum, and the per-element (or per-sample for cross entropy and
+ * NLL) losses for none. Mean over classification losses divides by the
+ * number of samples N x S.... */
+LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
+                                         double label_smoothing, int ndim,
+                                         const int64_t input_shape[], ladle_dtype dtype,
+                                         ladle_op **op);
+/* loss = L(input, target); saves input and target references. Rejects
+ * labels out of range and NaN in the input (LADLE_ERR_ARG). */
+LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
+                                          const ladle_tensor *input,
+                                          const ladle_tensor *target, ladle_tensor *loss);
+/* dinput = dL/dinput scaled by dloss (a scalar, or per element for none). */
+LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,
+                                           const ladle_tensor *dloss, ladle_tensor *dinput);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_LAYERS_H */
