@@ -232,8 +232,11 @@ ladle_status ladle_layer_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     LADLE_CALL(check_one(op, y, "y", op->y_ndim, op->y_shape, op->batched, n, __func__));
     LADLE_CHECK(!overlap(x, y) || (op->in_place && x->data == y->data), LADLE_ERR_ARG,
                 "x and y overlap and the %s layer does not work in place", op->vt->name);
-    if (ctx)
+    if (ctx) {
         ctx->ready = 0;
+        ctx->training = op->training;
+        ctx->step = op->step;
+    }
     LADLE_CALL(op->vt->layer_forward(op, ctx, x, y, n));
     if (ctx) {
         ctx->x = x;

@@ -70,6 +70,7 @@ struct ladle_ctx {
     const ladle_tensor *target;
     int64_t batch;
     int ready;
+    int training; /* the op's mode at the forward */
     uint64_t step;
     void *buf; /* ctx_bytes of the op's own saved state */
 };

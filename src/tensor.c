@@ -185,6 +185,13 @@ ladle_status ladle_tensor_fill(ladle_tensor *t, double value)
     LADLE_CALL(on_cpu(__func__, t));
     if (t->numel == 0)
         return LADLE_OK;
+    if (t->dtype == LADLE_I64) {
+        LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_ARG,
+                    "filling a strided i64 tensor is not supported");
+        for (int64_t i = 0; i < t->numel; i++)
+            ((int64_t *)t->data)[i] = (int64_t)value;
+        return LADLE_OK;
+    }
     if (ladle_tensor_is_contiguous(t)) {
         ladle__cpu_backend.fill(t->dtype, t->numel, value, t->data);
     } else {
@@ -240,6 +247,8 @@ ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b, doub
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(result);
     LADLE_CALL(same_layout(__func__, a, b));
+    LADLE_CHECK(ladle__is_real(a->dtype), LADLE_ERR_DTYPE, "no inner product of %s tensors",
+                ladle_dtype_name(a->dtype));
     *result = 0.0;
     if (a->numel == 0)
         return LADLE_OK;
@@ -269,6 +278,8 @@ ladle_status ladle_tensor_fill_random(ladle_tensor *t, uint64_t seed, uint64_t s
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(t);
     LADLE_CALL(on_cpu(__func__, t));
+    LADLE_CHECK(ladle__is_real(t->dtype), LADLE_ERR_DTYPE, "no random %s values",
+                ladle_dtype_name(t->dtype));
     int64_t idx[LADLE_MAX_NDIM] = {0};
     for (int64_t i = 0; i < t->numel; i++) {
         int64_t off = 0;

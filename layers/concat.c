@@ -1,0 +1,82 @@
+/* Concatenation along one dimension and its backward (the split). Each
+ * input is a box of the output, so both directions are box copies. */
+#include "../src/backend.h"
+
+/* Check the n parts against the whole along dim; returns the total extent. */
+static ladle_status check_parts(const char *func, int n, const ladle_tensor *const parts[],
+                                int dim, const ladle_tensor *whole)
+{
+    int64_t total = 0;
+    if (n < 1 || parts == NULL || whole == NULL)
+        return ladle__raise(n < 1 ? LADLE_ERR_ARG : LADLE_ERR_NULL, func,
+                            "need at least one part and the whole tensor");
+    if (dim < 0 || dim >= whole->ndim)
+        return ladle__raise(LADLE_ERR_ARG, func, "dimension %d is outside 0..%d", dim,
+                            whole->ndim - 1);
+    if (!ladle__is_real(whole->dtype) || !ladle_tensor_is_contiguous(whole))
+        return ladle__raise(LADLE_ERR_ARG, func, "the whole tensor must be contiguous f32/f64");
+    for (int k = 0; k < n; k++) {
+        const ladle_tensor *p = parts[k];
+        if (p == NULL)
+            return ladle__raise(LADLE_ERR_NULL, func, "part %d is NULL", k);
+        if (p->dtype != whole->dtype)
+            return ladle__raise(LADLE_ERR_DTYPE, func, "part %d is %s, the whole %s", k,
+                                ladle_dtype_name(p->dtype), ladle_dtype_name(whole->dtype));
+        int ok = p->ndim == whole->ndim && ladle_tensor_is_contiguous(p);
+        for (int d = 0; ok && d < p->ndim; d++)
+            ok = d == dim || p->shape[d] == whole->shape[d];
+        if (!ok)
+            return ladle__raise(LADLE_ERR_SHAPE, func,
+                                "part %d does not match the whole outside dimension %d", k,
+                                dim);
+        total += p->shape[dim];
+    }
+    if (total != whole->shape[dim])
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "the parts add up to %lld along dimension %d, the whole has %lld",
+                            (long long)total, dim, (long long)whole->shape[dim]);
+    return LADLE_OK;
+}
+
+/* Copy part k to or from its box in whole (to_whole: part -> whole). */
+static void move(const ladle_tensor *part, const ladle_tensor *whole, int dim, int64_t at,
+                 int to_whole)
+{
+    size_t es = ladle_dtype_size(whole->dtype);
+    char *w = (char *)whole->data + (size_t)(at * whole->strides[dim]) * es;
+    if (part->numel == 0)
+        return;
+    if (to_whole)
+        ladle__cpu_backend.copy_box(whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape,
+                                    part->data, part->strides, w, whole->strides);
+    else
+        ladle__cpu_backend.copy_box(whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape, w,
+                                    whole->strides, part->data, part->strides);
+}
+
+ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim, ladle_tensor *y)
+{
+    ladle_status st = LADLE_OK;
+    int64_t at = 0;
+    LADLE_CALL(check_parts(__func__, n, xs, dim, y));
+    for (int k = 0; k < n; k++) {
+        move(xs[k], y, dim, at, 1);
+        at += xs[k]->shape[dim];
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_concat_backward(const ladle_tensor *dy, int dim, int n,
+                                   ladle_tensor *const dxs[])
+{
+    ladle_status st = LADLE_OK;
+    int64_t at = 0;
+    LADLE_CALL(check_parts(__func__, n, (const ladle_tensor *const *)dxs, dim, dy));
+    for (int k = 0; k < n; k++) {
+        move(dxs[k], dy, dim, at, 0);
+        at += dxs[k]->shape[dim];
+    }
+fail:
+    return st;
+}

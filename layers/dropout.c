@@ -1,0 +1,109 @@
+/*
+ * Dropout with a counter-based mask: element i of a call is kept when the
+ * hash of (seed, step, offset + i) maps to a uniform u >= p, and kept
+ * elements are scaled by 1 / (1 - p). Nothing is stored: the backward
+ * recomputes the mask from the step its ctx recorded. A forward with a ctx
+ * in training mode advances the op's step.
+ */
+#include "../src/op_impl.h"
+
+typedef struct dropout {
+    double p;
+    uint64_t seed;
+    int64_t offset; /* this shard's first global element (0 when sequential) */
+} dropout;
+
+static int keep(const dropout *d, uint64_t step, int64_t i)
+{
+    double u = 0.5 * (ladle__random_uniform(d->seed, step, (uint64_t)(d->offset + i)) + 1.0);
+    return u >= d->p;
+}
+
+#define DEFINE_DROPOUT(T, S)                                                            \
+    static void mask_##S(const dropout *d, uint64_t step, int64_t n, const T *in, T *out) \
+    {                                                                                   \
+        const T scale = d->p < 1 ? (T)(1.0 / (1.0 - d->p)) : 0;                          \
+        for (int64_t i = 0; i < n; i++)                                                 \
+            out[i] = keep(d, step, i) ? in[i] * scale : 0;                              \
+    }
+
+DEFINE_DROPOUT(float, f32)
+DEFINE_DROPOUT(double, f64)
+
+static void apply(const ladle_op *op, uint64_t step, int training, const ladle_tensor *in,
+                  ladle_tensor *out)
+{
+    const dropout *d = op->impl;
+    if (!training || d->p == 0) {
+        op->be->copy(op->dtype, out->numel, in->data, out->data);
+        return;
+    }
+    if (op->dtype == LADLE_F32)
+        mask_f32(d, step, out->numel, in->data, out->data);
+    else
+        mask_f64(d, step, out->numel, in->data, out->data);
+}
+
+static ladle_status dropout_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                    ladle_tensor *y, int64_t n)
+{
+    (void)n;
+    apply(op, op->step, op->training, x, y);
+    if (ctx != NULL && op->training)
+        op->step++;
+    return LADLE_OK;
+}
+
+static ladle_status dropout_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                     ladle_tensor *dx, int64_t n)
+{
+    (void)n;
+    if (dx != NULL)
+        apply(op, ctx->step, ctx->training, dy, dx);
+    return LADLE_OK;
+}
+
+static void dropout_destroy(ladle_op *op) { ladle__free(op->impl); }
+
+static const ladle_op_vtable dropout_vt = {
+    .name = "dropout",
+    .destroy = dropout_destroy,
+    .layer_forward = dropout_forward,
+    .layer_backward = dropout_backward,
+};
+
+ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, uint64_t seed,
+                                  ladle_dtype dtype, ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_op *op = NULL;
+    dropout *d = NULL;
+    LADLE_NOT_NULL(out);
+    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
+    LADLE_CHECK(p >= 0 && p <= 1, LADLE_ERR_ARG, "the probability %g is outside [0, 1]", p);
+    d = ladle__calloc(1, sizeof *d);
+    LADLE_CHECK(d != NULL, LADLE_ERR_ALLOC, "out of memory");
+    d->p = p;
+    d->seed = seed;
+    LADLE_CALL(ladle__layer_new(&dropout_vt, dtype, ndim, shape, ndim, shape, 1, &op));
+    op->impl = d;
+    d = NULL;
+    op->in_place = 1;
+    *out = op;
+    return LADLE_OK;
+fail:
+    ladle__free(d);
+    ladle_op_destroy(&op);
+    return st;
+}
+
+ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->vt == &dropout_vt, LADLE_ERR_ARG, "the %s op is not a dropout",
+                op->vt->name);
+    op->step = step;
+fail:
+    return st;
+}

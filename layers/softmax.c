@@ -1,0 +1,122 @@
+/*
+ * Softmax and log-softmax along one dimension, computed stably (the row
+ * maximum is subtracted first). Both backward passes need only y:
+ *   softmax      dx = y * (dy - sum(dy * y))
+ *   log-softmax  dx = dy - exp(y) * sum(dy)
+ */
+#include <math.h>
+
+#include "../src/op_impl.h"
+
+typedef struct softmax {
+    int64_t len, inner; /* the reduced extent, and the stride between its elements */
+    int log;
+} softmax;
+
+#define DEFINE_SOFTMAX(T, S)                                                            \
+    static void sm_fwd_##S(const softmax *m, int64_t outer, const T *x, T *y)            \
+    {                                                                                   \
+        for (int64_t o = 0; o < outer; o++)                                             \
+            for (int64_t in = 0; in < m->inner; in++) {                                 \
+                const T *xr = x + o * m->len * m->inner + in;                            \
+                T *yr = y + o * m->len * m->inner + in;                                  \
+                double mx = -INFINITY, sum = 0;                                          \
+                for (int64_t k = 0; k < m->len; k++)                                     \
+                    mx = fmax(mx, xr[k * m->inner]);                                     \
+                for (int64_t k = 0; k < m->len; k++)                                     \
+                    sum += exp(xr[k * m->inner] - mx);                                   \
+                double lse = mx + log(sum);                                              \
+                for (int64_t k = 0; k < m->len; k++)                                     \
+                    yr[k * m->inner] = (T)(m->log ? xr[k * m->inner] - lse               \
+                                                  : exp(xr[k * m->inner] - lse));        \
+            }                                                                           \
+    }                                                                                   \
+    static void sm_bwd_##S(const softmax *m, int64_t outer, const T *y, const T *dy, T *dx) \
+    {                                                                                   \
+        for (int64_t o = 0; o < outer; o++)                                             \
+            for (int64_t in = 0; in < m->inner; in++) {                                 \
+                int64_t base = o * m->len * m->inner + in;                               \
+                double acc = 0;                                                          \
+                for (int64_t k = 0; k < m->len; k++) {                                   \
+                    int64_t i = base + k * m->inner;                                     \
+                    acc += m->log ? dy[i] : (double)dy[i] * y[i];                        \
+                }                                                                        \
+                for (int64_t k = 0; k < m->len; k++) {                                   \
+                    int64_t i = base + k * m->inner;                                     \
+                    dx[i] = (T)(m->log ? dy[i] - exp(y[i]) * acc : y[i] * (dy[i] - acc)); \
+                }                                                                        \
+            }                                                                           \
+    }
+
+DEFINE_SOFTMAX(float, f32)
+DEFINE_SOFTMAX(double, f64)
+
+static int64_t outer_of(const ladle_op *op, int64_t numel)
+{
+    const softmax *m = op->impl;
+    return m->len * m->inner > 0 ? numel / (m->len * m->inner) : 0;
+}
+
+static ladle_status sm_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                               ladle_tensor *y, int64_t n)
+{
+    (void)ctx, (void)n;
+    if (op->dtype == LADLE_F32)
+        sm_fwd_f32(op->impl, outer_of(op, y->numel), x->data, y->data);
+    else
+        sm_fwd_f64(op->impl, outer_of(op, y->numel), x->data, y->data);
+    return LADLE_OK;
+}
+
+static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                ladle_tensor *dx, int64_t n)
+{
+    (void)n;
+    if (dx == NULL)
+        return LADLE_OK;
+    if (op->dtype == LADLE_F32)
+        sm_bwd_f32(op->impl, outer_of(op, dx->numel), ctx->y->data, dy->data, dx->data);
+    else
+        sm_bwd_f64(op->impl, outer_of(op, dx->numel), ctx->y->data, dy->data, dx->data);
+    return LADLE_OK;
+}
+
+static void sm_destroy(ladle_op *op) { ladle__free(op->impl); }
+
+static const ladle_op_vtable softmax_vt = {
+    .name = "softmax",
+    .destroy = sm_destroy,
+    .layer_forward = sm_forward,
+    .layer_backward = sm_backward,
+};
+
+ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
+                                  ladle_dtype dtype, ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_op *op = NULL;
+    softmax *m = NULL;
+    LADLE_NOT_NULL(out);
+    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
+    if (dim < 0)
+        dim += ndim;
+    LADLE_CHECK(dim >= 0 && dim < ndim, LADLE_ERR_ARG, "dimension %d is outside 0..%d", dim,
+                ndim - 1);
+    m = ladle__calloc(1, sizeof *m);
+    LADLE_CHECK(m != NULL, LADLE_ERR_ALLOC, "out of memory");
+    m->len = shape[dim];
+    m->inner = 1;
+    for (int d = dim + 1; d < ndim; d++)
+        m->inner *= shape[d];
+    m->log = log != 0;
+    /* a softmax along the batch dimension cannot take smaller batches */
+    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, ndim, shape, ndim, shape, dim != 0, &op));
+    op->impl = m;
+    m = NULL;
+    *out = op;
+    return LADLE_OK;
+fail:
+    ladle__free(m);
+    ladle_op_destroy(&op);
+    return st;
+}

@@ -1,0 +1,252 @@
+/* Activations, softmax, dropout, reshape, add and concat. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+static void grad_ok(ladle_op *op, const char *what)
+{
+    ladle_gradient_result r;
+    LT_OK(ladle_gradient_test(op, 5, 300, &r));
+    LT_ASSERT(r.input_error < 1e-6, "%s: input gradient error %.2e", what, r.input_error);
+}
+
+static double reference(ladle_activation k, double x)
+{
+    switch (k) {
+    case LADLE_RELU:
+        return x > 0 ? x : 0;
+    case LADLE_LEAKY_RELU:
+        return x > 0 ? x : 0.2 * x;
+    case LADLE_SIGMOID:
+        return 1 / (1 + exp(-x));
+    case LADLE_TANH:
+        return (exp(2 * x) - 1) / (exp(2 * x) + 1);
+    case LADLE_GELU:
+        return x * 0.5 * erfc(-x / sqrt(2.0));
+    }
+    return 0;
+}
+
+START_TEST(activations)
+{
+    int64_t shape[3] = {3, 4, 5};
+    for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
+        ladle_op *op = NULL;
+        LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 3, shape, LADLE_F64, &op));
+        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+        LT_OK(ladle_tensor_fill_random(x, 9, (uint64_t)k));
+        for (int i = 0; i < 60; i++)
+            lt_set(x, i, 4 * lt_get(x, i)); /* spread to [-4, 4) */
+        LT_OK(ladle_op_forward(op, x, y));
+        int ok = 1;
+        for (int i = 0; i < 60; i++)
+            ok &= fabs(lt_get(y, i) - reference((ladle_activation)k, lt_get(x, i))) < 1e-14;
+        LT_ASSERT(ok, "activation %d values", k);
+        grad_ok(op, "activation");
+        /* in place where the backward reads y */
+        if (k != LADLE_GELU) {
+            ladle_ctx *ctx = NULL;
+            ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+            LT_OK(ladle_ctx_create(op, &ctx));
+            LT_OK(ladle_tensor_fill_random(dy, 1, 1));
+            LT_OK(ladle_layer_forward(op, ctx, x, y));
+            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+            LT_OK(ladle_layer_forward(op, ctx, x, x));
+            LT_OK(ladle_layer_backward(op, ctx, dy, dy));
+            for (int i = 0; i < 60; i++)
+                ok &= lt_get(x, i) == lt_get(y, i) && lt_get(dy, i) == lt_get(dx, i);
+            LT_ASSERT(ok, "activation %d in place", k);
+            ladle_ctx_destroy(&ctx);
+            ladle_tensor_destroy(&dy);
+            ladle_tensor_destroy(&dx);
+        } else {
+            LT_FAILS(ladle_op_forward(op, x, x), LADLE_ERR_ARG);
+        }
+        ladle_tensor_destroy(&x);
+        ladle_tensor_destroy(&y);
+        ladle_op_destroy(&op);
+    }
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_activation_create((ladle_activation)9, 0, 3, shape, LADLE_F64, &op),
+             LADLE_ERR_ARG);
+}
+END_TEST
+
+START_TEST(softmax)
+{
+    int64_t shape[3] = {2, 5, 3};
+    for (int lg = 0; lg < 2; lg++)
+        for (int dim = -1; dim < 3; dim++) {
+            ladle_op *op = NULL;
+            LT_OK(ladle_softmax_create(3, shape, dim, lg, LADLE_F64, &op));
+            ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+            LT_OK(ladle_tensor_fill_random(x, 2, 0));
+            lt_set(x, 0, 800); /* stable even for large logits */
+            LT_OK(ladle_op_forward(op, x, y));
+            int d = dim < 0 ? 2 : dim, ok = 1;
+            int64_t stride = d == 2 ? 1 : d == 1 ? 3 : 15, len = shape[d];
+            for (int64_t i = 0; i < 30; i++) {
+                if ((i / stride) % len != 0)
+                    continue; /* visit each row from its first element */
+                double mx = -INFINITY, z = 0, total = 0;
+                for (int64_t k = 0; k < len; k++)
+                    mx = fmax(mx, lt_get(x, i + k * stride));
+                for (int64_t k = 0; k < len; k++)
+                    z += exp(lt_get(x, i + k * stride) - mx);
+                for (int64_t k = 0; k < len; k++) {
+                    double lp = lt_get(x, i + k * stride) - mx - log(z), p = exp(lp);
+                    double got = lt_get(y, i + k * stride);
+                    ok &= lg ? fabs(got - lp) < 1e-12 : fabs(got - p) < 1e-15;
+                    total += lg ? exp(got) : got;
+                }
+                ok &= fabs(total - 1) < 1e-14;
+            }
+            LT_ASSERT(ok, "softmax log=%d dim=%d", lg, dim);
+            lt_set(x, 0, 0.3);
+            grad_ok(op, lg ? "log-softmax" : "softmax");
+            ladle_tensor_destroy(&x);
+            ladle_tensor_destroy(&y);
+            ladle_op_destroy(&op);
+        }
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_softmax_create(3, shape, 3, 0, LADLE_F64, &op), LADLE_ERR_ARG);
+}
+END_TEST
+
+START_TEST(dropout)
+{
+    int64_t shape[2] = {100, 100};
+    ladle_op *op = NULL;
+    LT_OK(ladle_dropout_create(2, shape, 0.3, 42, LADLE_F64, &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1), *y2 = lt_op_tensor(op, 1);
+    LT_OK(ladle_tensor_fill(x, 1.0));
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    int kept = 0, scaled = 1;
+    for (int i = 0; i < 10000; i++) {
+        kept += lt_get(y, i) != 0;
+        scaled &= lt_get(y, i) == 0 || fabs(lt_get(y, i) - 1 / 0.7) < 1e-15;
+    }
+    LT_ASSERT(abs(kept - 7000) < 200 && scaled, "kept %d of 10000", kept);
+    /* the step advanced: a new mask; replaying the step gives the same one */
+    LT_OK(ladle_layer_forward(op, NULL, x, y2));
+    int same = 1;
+    for (int i = 0; i < 10000; i++)
+        same &= lt_get(y, i) == lt_get(y2, i);
+    LT_ASSERT(!same, "a new step draws a new mask");
+    LT_OK(ladle_dropout_set_step(op, 0));
+    LT_OK(ladle_layer_forward(op, NULL, x, y2));
+    same = 1;
+    for (int i = 0; i < 10000; i++)
+        same &= lt_get(y, i) == lt_get(y2, i);
+    LT_ASSERT(same, "the mask depends only on (seed, step, index)");
+    /* the backward applies the forward's mask */
+    ladle_tensor *dx = lt_op_tensor(op, 0);
+    LT_OK(ladle_layer_backward(op, ctx, x, dx));
+    same = 1;
+    for (int i = 0; i < 10000; i++)
+        same &= lt_get(dx, i) == lt_get(y, i);
+    LT_ASSERT(same, "backward mask");
+    grad_ok(op, "dropout");
+    LT_OK(ladle_layer_set_training(op, 0));
+    LT_OK(ladle_op_forward(op, x, y));
+    same = 1;
+    for (int i = 0; i < 10000; i++)
+        same &= lt_get(y, i) == 1.0;
+    LT_ASSERT(same, "evaluation is the identity");
+    LT_FAILS(ladle_dropout_create(2, shape, 1.5, 1, LADLE_F64, &op), LADLE_ERR_ARG);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&y2);
+    ladle_tensor_destroy(&dx);
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+START_TEST(reshape_add_concat)
+{
+    int64_t in[4] = {2, 3, 4, 5}, outs[3] = {2, 12, 5};
+    ladle_op *op = NULL;
+    LT_OK(ladle_reshape_create(4, in, 3, outs, LADLE_F64, &op));
+    lt_adjoint_ok(op, 1, "reshape");
+    grad_ok(op, "reshape");
+    ladle_op_destroy(&op);
+    LT_OK(ladle_flatten_create(4, in, LADLE_F32, &op));
+    int nd;
+    int64_t ys[4];
+    ladle_op_y_shape(op, &nd, ys);
+    LT_ASSERT(nd == 2 && ys[0] == 2 && ys[1] == 60, "flatten shape");
+    ladle_op_destroy(&op);
+    LT_FAILS(ladle_reshape_create(4, in, 3, (int64_t[]){2, 12, 6}, LADLE_F64, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_reshape_create(4, in, 2, (int64_t[]){1, 120}, LADLE_F64, &op),
+             LADLE_ERR_SHAPE);
+
+    int64_t s[2] = {2, 3};
+    ladle_tensor *a = lt_tensor(LADLE_F64, 2, s), *b = lt_tensor(LADLE_F64, 2, s);
+    ladle_tensor *c = lt_tensor(LADLE_F32, 2, s), *w = lt_tensor(LADLE_F64, 1, (int64_t[]){6});
+    for (int i = 0; i < 6; i++)
+        lt_set(a, i, i), lt_set(b, i, 10 * i);
+    LT_OK(ladle_add(a, b, a));
+    int ok = 1;
+    for (int i = 0; i < 6; i++)
+        ok &= lt_get(a, i) == 11 * i;
+    LT_ASSERT(ok, "add in place");
+    LT_FAILS(ladle_add(a, c, a), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_add(a, w, a), LADLE_ERR_SHAPE);
+
+    /* concat 2x1x2, 2x2x2, 2x3x2 along dimension 1 into 2x6x2, and back */
+    ladle_tensor *p[3], *q[3];
+    for (int k = 0; k < 3; k++) {
+        int64_t ps[3] = {2, k + 1, 2};
+        p[k] = lt_tensor(LADLE_F64, 3, ps);
+        q[k] = lt_tensor(LADLE_F64, 3, ps);
+        for (int64_t i = 0; i < ladle_tensor_numel(p[k]); i++)
+            lt_set(p[k], i, 100 * k + i);
+    }
+    ladle_tensor *cat = lt_tensor(LADLE_F64, 3, (int64_t[]){2, 6, 2});
+    LT_OK(ladle_concat(3, (const ladle_tensor *const *)p, 1, cat));
+    /* element (n, ch, j): part k holds channels [k(k+1)/2, ...) */
+    for (int n = 0; n < 2; n++)
+        for (int ch = 0; ch < 6; ch++)
+            for (int j = 0; j < 2; j++) {
+                int k = ch < 1 ? 0 : ch < 3 ? 1 : 2, first = k * (k + 1) / 2;
+                double want = 100 * k + (n * (k + 1) + (ch - first)) * 2 + j;
+                ok &= lt_get(cat, (n * 6 + ch) * 2 + j) == want;
+            }
+    LT_ASSERT(ok, "concat along channels");
+    LT_OK(ladle_concat_backward(cat, 1, 3, q));
+    for (int k = 0; k < 3; k++)
+        for (int64_t i = 0; i < ladle_tensor_numel(q[k]); i++)
+            ok &= lt_get(q[k], i) == lt_get(p[k], i);
+    LT_ASSERT(ok, "the split returns the parts");
+    LT_FAILS(ladle_concat(2, (const ladle_tensor *const *)p, 1, cat), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_concat(3, (const ladle_tensor *const *)p, 5, cat), LADLE_ERR_ARG);
+    for (int k = 0; k < 3; k++) {
+        ladle_tensor_destroy(&p[k]);
+        ladle_tensor_destroy(&q[k]);
+    }
+    ladle_tensor_destroy(&cat);
+    ladle_tensor_destroy(&a);
+    ladle_tensor_destroy(&b);
+    ladle_tensor_destroy(&c);
+    ladle_tensor_destroy(&w);
+}
+END_TEST
+
+Suite *activation_suite(void)
+{
+    Suite *s = suite_create("activation");
+    TCase *tc = tcase_create("activation");
+    tcase_add_test(tc, activations);
+    tcase_add_test(tc, softmax);
+    tcase_add_test(tc, dropout);
+    tcase_add_test(tc, reshape_add_concat);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, activation_suite); }
