@@ -1,0 +1,245 @@
+/* Convolution: the fast path against a deliberately naive direct loop nest
+ * on random shapes (odd sizes, stride, dilation, groups, large padding,
+ * batch 1, 1-D to 3-D), finite differences, and the adjoint. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+typedef struct geom {
+    int nd;
+    int64_t n, c, co, g, in[3], k[3], s[3], p[3], d[3], out[3];
+} geom;
+
+static int64_t in_at(const geom *G, int64_t n, int64_t c, const int64_t *i)
+{
+    return ((n * G->c + c) * G->in[0] + i[0]) * G->in[1] * G->in[2] + i[1] * G->in[2] + i[2];
+}
+
+/* For output position o and tap k, the input index, or -1 outside. */
+static int tap(const geom *G, const int64_t *o, const int64_t *k, int64_t *i)
+{
+    for (int a = 0; a < 3; a++) {
+        i[a] = o[a] * G->s[a] - G->p[a] + k[a] * G->d[a];
+        if (i[a] < 0 || i[a] >= G->in[a])
+            return 0;
+    }
+    return 1;
+}
+
+/* y = conv(x) + b; dx = conv^T(dy); dW, db: all by the definition. */
+static void naive(const geom *G, const double *x, const double *w, const double *b,
+                  const double *dy, double *y, double *dx, double *dw, double *db)
+{
+    int64_t cg = G->c / G->g, cog = G->co / G->g, kv = G->k[0] * G->k[1] * G->k[2];
+    int64_t pout = G->out[0] * G->out[1] * G->out[2];
+    int64_t nx = G->n * G->c * G->in[0] * G->in[1] * G->in[2];
+    for (int64_t i = 0; i < nx; i++)
+        dx[i] = 0;
+    for (int64_t i = 0; i < G->co * cg * kv; i++)
+        dw[i] = 0;
+    for (int64_t co = 0; co < G->co; co++)
+        db[co] = 0;
+    for (int64_t n = 0; n < G->n; n++)
+        for (int64_t co = 0; co < G->co; co++) {
+            int64_t g = co / cog;
+            for (int64_t q = 0; q < pout; q++) {
+                int64_t o[3] = {q / (G->out[1] * G->out[2]), q / G->out[2] % G->out[1],
+                                q % G->out[2]};
+                int64_t yi = (n * G->co + co) * pout + q;
+                double s = b ? b[co] : 0;
+                db[co] += dy[yi];
+                for (int64_t ci = 0; ci < cg; ci++)
+                    for (int64_t t = 0; t < kv; t++) {
+                        int64_t k[3] = {t / (G->k[1] * G->k[2]), t / G->k[2] % G->k[1],
+                                        t % G->k[2]},
+                                i[3];
+                        if (!tap(G, o, k, i))
+                            continue;
+                        int64_t xi = in_at(G, n, g * cg + ci, i), wi = (co * cg + ci) * kv + t;
+                        s += w[wi] * x[xi];
+                        dx[xi] += w[wi] * dy[yi];
+                        dw[wi] += dy[yi] * x[xi];
+                    }
+                y[yi] = s;
+            }
+        }
+}
+
+static uint64_t rng = 88172645463325252ull;
+static int64_t pick(int64_t lo, int64_t hi)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return lo + (int64_t)(rng % (uint64_t)(hi - lo + 1));
+}
+
+/* A random legal geometry. */
+static geom random_geom(int nd)
+{
+    geom G;
+    for (;;) {
+        G.nd = nd;
+        G.n = pick(1, 3);
+        G.g = pick(1, 3);
+        G.c = G.g * pick(1, 3);
+        G.co = G.g * pick(1, 3);
+        int ok = 1;
+        for (int a = 0; a < 3; a++) {
+            int used = a >= 3 - nd;
+            G.in[a] = used ? pick(1, nd == 3 ? 7 : 11) : 1;
+            G.k[a] = used ? pick(1, 4) : 1;
+            G.s[a] = used ? pick(1, 3) : 1;
+            G.d[a] = used ? pick(1, 2) : 1;
+            G.p[a] = used ? pick(0, 4) : 0; /* padding beyond the kernel's half too */
+            int64_t span = G.in[a] + 2 * G.p[a] - G.d[a] * (G.k[a] - 1) - 1;
+            ok &= span >= 0;
+            G.out[a] = span >= 0 ? span / G.s[a] + 1 : 0;
+        }
+        if (ok)
+            return G;
+    }
+}
+
+static ladle_op *make(const geom *G, int bias, ladle_dtype dt)
+{
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, G->nd, G->c, G->co, 1);
+    d.groups = G->g;
+    d.bias = bias;
+    int64_t xs[5] = {G->n, G->c};
+    for (int i = 0; i < G->nd; i++) {
+        int a = 3 - G->nd + i;
+        d.kernel[i] = G->k[a];
+        d.stride[i] = G->s[a];
+        d.padding[i] = G->p[a];
+        d.dilation[i] = G->d[a];
+        xs[2 + i] = G->in[a];
+    }
+    ladle_op *op = NULL;
+    LT_OK(ladle_conv_create(&d, xs, dt, 17, &op));
+    return op;
+}
+
+static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const char *what)
+{
+    ladle_op *op = make(G, 1, dt);
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+    LT_OK(ladle_tensor_fill_random(x, 1, 0));
+    LT_OK(ladle_tensor_fill_random(dy, 1, 1));
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
+    int64_t nx = ladle_tensor_numel(x), ny = ladle_tensor_numel(y);
+    const ladle_tensor *w = ladle_op_param(op, 0), *b = ladle_op_param(op, 1);
+    int64_t nw = ladle_tensor_numel(w);
+    double *xd = malloc(sizeof(double) * nx), *wd = malloc(sizeof(double) * nw);
+    double *bd = malloc(sizeof(double) * G->co), *dyd = malloc(sizeof(double) * ny);
+    double *yr = malloc(sizeof(double) * ny), *dxr = malloc(sizeof(double) * nx);
+    double *dwr = malloc(sizeof(double) * nw), *dbr = malloc(sizeof(double) * G->co);
+    for (int64_t i = 0; i < nx; i++)
+        xd[i] = lt_get(x, i);
+    for (int64_t i = 0; i < nw; i++)
+        wd[i] = lt_get(w, i);
+    for (int64_t i = 0; i < G->co; i++)
+        bd[i] = lt_get(b, i);
+    for (int64_t i = 0; i < ny; i++)
+        dyd[i] = lt_get(dy, i);
+    naive(G, xd, wd, bd, dyd, yr, dxr, dwr, dbr);
+    double ey = 0, ex = 0, ew = 0, eb = 0;
+    for (int64_t i = 0; i < ny; i++)
+        ey = fmax(ey, fabs(lt_get(y, i) - yr[i]));
+    for (int64_t i = 0; i < nx; i++)
+        ex = fmax(ex, fabs(lt_get(dx, i) - dxr[i]));
+    for (int64_t i = 0; i < nw; i++)
+        ew = fmax(ew, fabs(lt_get(ladle_op_grad(op, 0), i) - dwr[i]));
+    for (int64_t i = 0; i < G->co; i++)
+        eb = fmax(eb, fabs(lt_get(ladle_op_grad(op, 1), i) - dbr[i]));
+    LT_ASSERT(ey < tol && ex < tol && ew < tol && eb < tol,
+              "%s: nd %d n %lld c %lld->%lld g %lld: errors y %.1e dx %.1e dw %.1e db %.1e", what,
+              G->nd, (long long)G->n, (long long)G->c, (long long)G->co, (long long)G->g, ey, ex,
+              ew, eb);
+    free(xd), free(wd), free(bd), free(dyd), free(yr), free(dxr), free(dwr), free(dbr);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&dy);
+    ladle_op_destroy(&op);
+}
+
+START_TEST(against_naive_loops)
+{
+    for (int trial = 0; trial < 60; trial++) {
+        geom G = random_geom(1 + trial % 3);
+        compare_with_naive(&G, LADLE_F64, 1e-12, "f64");
+        if (trial % 4 == 0)
+            compare_with_naive(&G, LADLE_F32, 1e-4, "f32");
+    }
+    /* shapes of the fast paths: pointwise, and many images per GEMM */
+    geom pw = {2, 3, 4, 6, 2, {1, 5, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 5, 7}};
+    compare_with_naive(&pw, LADLE_F64, 1e-12, "pointwise");
+    geom lenet = {2, 9, 1, 6, 1, {1, 28, 28}, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {1, 1, 1},
+                  {1, 28, 28}};
+    compare_with_naive(&lenet, LADLE_F64, 1e-12, "LeNet conv1, batched GEMM");
+}
+END_TEST
+
+START_TEST(gradients_and_adjoint)
+{
+    for (int trial = 0; trial < 6; trial++) {
+        geom G = random_geom(1 + trial % 3);
+        ladle_op *op = make(&G, 1, LADLE_F64);
+        ladle_gradient_result r;
+        LT_OK(ladle_gradient_test(op, 3, 100, &r));
+        LT_ASSERT(r.input_error < 1e-6 && r.param_error[0] < 1e-6 && r.param_error[1] < 1e-6,
+                  "conv gradients %.1e %.1e %.1e", r.input_error, r.param_error[0],
+                  r.param_error[1]);
+        ladle_op_destroy(&op);
+        op = make(&G, 0, LADLE_F64);
+        lt_adjoint_ok(op, 5, "conv without bias");
+        ladle_op_destroy(&op);
+    }
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    ladle_conv_desc d;
+    int64_t xs[4] = {2, 3, 5, 5};
+    ladle_op *op = NULL;
+    ladle_conv_desc_init(&d, 2, 3, 4, 3);
+    d.groups = 2; /* 3 channels do not split in 2 */
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
+    ladle_conv_desc_init(&d, 2, 4, 4, 3);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_SHAPE); /* channels */
+    ladle_conv_desc_init(&d, 2, 3, 4, 7);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_SHAPE); /* too large */
+    d.padding[0] = d.padding[1] = 1;
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F32, 1, &op)); /* fits with padding */
+    ladle_op_destroy(&op);
+    ladle_conv_desc_init(&d, 4, 3, 4, 3);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
+    ladle_conv_desc_init(&d, 2, 3, 4, 3);
+    d.stride[1] = 0;
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create(NULL, xs, LADLE_F32, 1, &op), LADLE_ERR_NULL);
+    LT_ASSERT(op == NULL, "no op on failure");
+}
+END_TEST
+
+Suite *conv_suite(void)
+{
+    Suite *s = suite_create("conv");
+    TCase *tc = tcase_create("conv");
+    tcase_add_test(tc, against_naive_loops);
+    tcase_add_test(tc, gradients_and_adjoint);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, conv_suite); }
