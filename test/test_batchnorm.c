@@ -1,0 +1,136 @@
+/* Batch norm: values and running statistics by hand, training and
+ * evaluation gradients by finite differences, options, bad input. */
+#include <math.h>
+
+#include "harness.h"
+
+START_TEST(values_and_running_statistics)
+{
+    int64_t xs[4] = {3, 2, 2, 3}; /* 3 samples, 2 channels, 2x3 planes: m = 18 */
+    ladle_batchnorm_desc d;
+    ladle_batchnorm_desc_init(&d, 2);
+    ladle_op *op = NULL;
+    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, &op));
+    ladle_tensor_fill(ladle_op_param(op, 0), 1.5); /* gamma */
+    ladle_tensor_fill(ladle_op_param(op, 1), -0.25); /* beta */
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    LT_OK(ladle_tensor_fill_random(x, 7, 0));
+    for (int i = 0; i < 36; i++)
+        lt_set(x, i, 3 * lt_get(x, i) + (i / 6 % 2 ? 5 : -2)); /* channel offsets */
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    double mean[2] = {0, 0}, var[2] = {0, 0};
+    for (int i = 0; i < 36; i++)
+        mean[i / 6 % 2] += lt_get(x, i) / 18;
+    for (int i = 0; i < 36; i++) {
+        double dd = lt_get(x, i) - mean[i / 6 % 2];
+        var[i / 6 % 2] += dd * dd / 18;
+    }
+    int ok = 1;
+    for (int i = 0; i < 36; i++) {
+        int c = i / 6 % 2;
+        double want = 1.5 * (lt_get(x, i) - mean[c]) / sqrt(var[c] + 1e-5) - 0.25;
+        ok &= fabs(lt_get(y, i) - want) < 1e-13;
+    }
+    LT_ASSERT(ok, "normalised output");
+    /* running: 0.9 * 0 + 0.1 * mean, 0.9 * 1 + 0.1 * var * 18 / 17 (unbiased) */
+    const ladle_tensor *rm = ladle_batchnorm_running_mean(op), *rv = ladle_batchnorm_running_var(op);
+    for (int c = 0; c < 2; c++)
+        ok &= fabs(lt_get(rm, c) - 0.1 * mean[c]) < 1e-15 &&
+              fabs(lt_get(rv, c) - (0.9 + 0.1 * var[c] * 18 / 17)) < 1e-14;
+    LT_ASSERT(ok, "running statistics");
+    /* evaluation uses the running statistics and leaves them alone */
+    LT_OK(ladle_layer_set_training(op, 0));
+    LT_OK(ladle_layer_forward(op, NULL, x, y));
+    for (int i = 0; i < 36; i++) {
+        int c = i / 6 % 2;
+        double want = 1.5 * (lt_get(x, i) - lt_get(rm, c)) / sqrt(lt_get(rv, c) + 1e-5) - 0.25;
+        ok &= fabs(lt_get(y, i) - want) < 1e-13;
+    }
+    LT_ASSERT(ok && fabs(lt_get(rm, 0) - 0.1 * mean[0]) < 1e-15, "evaluation");
+    ladle_ctx_destroy(&ctx);
+    ladle_op_destroy(&op);
+
+    /* momentum < 0: a cumulative average over the batches seen */
+    d.momentum = -1;
+    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, &op));
+    LT_OK(ladle_layer_forward(op, NULL, x, y));
+    LT_OK(ladle_layer_forward(op, NULL, x, y));
+    rm = ladle_batchnorm_running_mean(op);
+    LT_ASSERT(fabs(lt_get(rm, 1) - mean[1]) < 1e-14, "cumulative mean %g vs %g", lt_get(rm, 1),
+              mean[1]);
+    ladle_op_destroy(&op);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+}
+END_TEST
+
+START_TEST(gradients)
+{
+    int64_t shapes[3][5] = {{6, 3}, {4, 2, 5}, {2, 3, 2, 2, 3}};
+    int ndims[3] = {2, 3, 5};
+    for (int k = 0; k < 3; k++)
+        for (int affine = 0; affine < 2; affine++)
+            for (int training = 0; training < 2; training++) {
+                ladle_batchnorm_desc d;
+                ladle_batchnorm_desc_init(&d, shapes[k][1]);
+                d.affine = affine;
+                ladle_op *op = NULL;
+                LT_OK(ladle_batchnorm_create(&d, ndims[k], shapes[k], LADLE_F64, &op));
+                if (affine) {
+                    ladle_tensor_fill_random(ladle_op_param(op, 0), 3, 0);
+                    ladle_tensor_fill_random(ladle_op_param(op, 1), 3, 1);
+                }
+                ladle_tensor_fill(ladle_batchnorm_running_var(op), 0.7);
+                LT_OK(ladle_layer_set_training(op, training));
+                ladle_gradient_result r;
+                LT_OK(ladle_gradient_test(op, 11, 200, &r));
+                int ok = r.input_error < 1e-6;
+                for (int p = 0; p < r.nparams; p++)
+                    ok &= r.param_error[p] < 1e-6;
+                LT_ASSERT(ok, "bn %dd affine %d training %d: %.1e %.1e %.1e", ndims[k] - 2,
+                          affine, training, r.input_error, r.param_error[0], r.param_error[1]);
+                ladle_op_destroy(&op);
+            }
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    int64_t xs[2] = {1, 3}, xs4[4] = {2, 3, 1, 1};
+    ladle_batchnorm_desc d;
+    ladle_batchnorm_desc_init(&d, 4);
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op), LADLE_ERR_SHAPE);
+    ladle_batchnorm_desc_init(&d, 3);
+    d.eps = 0;
+    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op), LADLE_ERR_ARG);
+    ladle_batchnorm_desc_init(&d, 3);
+    LT_FAILS(ladle_batchnorm_create(&d, 1, xs, LADLE_F32, &op), LADLE_ERR_SHAPE);
+    /* one value per channel cannot be normalised in training */
+    LT_OK(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    LT_FAILS(ladle_layer_forward(op, NULL, x, y), LADLE_ERR_SHAPE);
+    LT_OK(ladle_layer_set_training(op, 0));
+    LT_OK(ladle_layer_forward(op, NULL, x, y));
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
+    LT_OK(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, &op)); /* 2 values: fine */
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+Suite *bn_suite(void)
+{
+    Suite *s = suite_create("batchnorm");
+    TCase *tc = tcase_create("batchnorm");
+    tcase_add_test(tc, values_and_running_statistics);
+    tcase_add_test(tc, gradients);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, bn_suite); }
