@@ -10,6 +10,7 @@
 
 #include "ladle/check.h"
 #include "ladle/layers.h"
+#include "ladle/optim.h"
 #include "ladle/core.h"
 #include "ladle/layout.h"
 #include "ladle/op.h"

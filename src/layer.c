@@ -135,10 +135,12 @@ ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
         LADLE_CHECK(ctx->buf != NULL, LADLE_ERR_ALLOC, "cannot allocate %zu bytes",
                     op->ctx_bytes);
     }
+    if (op->vt->ctx_init)
+        LADLE_CALL(op->vt->ctx_init(op, ctx));
     *out = ctx;
     return LADLE_OK;
 fail:
-    ladle__free(ctx);
+    ladle_ctx_destroy(&ctx);
     return st;
 }
 
@@ -146,6 +148,8 @@ ladle_status ladle_ctx_destroy(ladle_ctx **ctx)
 {
     if (ctx == NULL || *ctx == NULL)
         return LADLE_OK;
+    if ((*ctx)->op->vt->ctx_fini)
+        (*ctx)->op->vt->ctx_fini(*ctx);
     if ((*ctx)->buf)
         (*ctx)->op->be->free((*ctx)->buf);
     ladle__free(*ctx);
@@ -282,35 +286,47 @@ ladle_status ladle_layer_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
 {
     ladle_status st = LADLE_OK;
     LADLE_CALL(check_backward(op, ctx, dy, __func__));
-    if (op->nparams > 0 && op->vt->layer_backward_weight)
+    if (ladle_op_num_params(op) > 0 && op->vt->layer_backward_weight)
         LADLE_CALL(op->vt->layer_backward_weight(op, ctx, dy, ctx->batch));
 fail:
     return st;
 }
 
-int ladle_op_num_params(const ladle_op *op) { return op ? op->nparams : 0; }
-
-ladle_tensor *ladle_op_param(const ladle_op *op, int i)
+int ladle_op_num_params(const ladle_op *op)
 {
-    return op && i >= 0 && i < op->nparams ? op->params[i] : NULL;
+    if (op == NULL)
+        return 0;
+    return op->vt->num_params ? op->vt->num_params(op) : op->nparams;
 }
 
-ladle_tensor *ladle_op_grad(const ladle_op *op, int i)
+static ladle_tensor *param_at(const ladle_op *op, int i, int grad, const char **name)
 {
-    return op && i >= 0 && i < op->nparams ? op->grads[i] : NULL;
+    if (op == NULL || i < 0 || i >= ladle_op_num_params(op))
+        return NULL;
+    if (op->vt->param_at)
+        return op->vt->param_at(op, i, grad, name);
+    if (name)
+        *name = op->param_names[i];
+    return grad ? op->grads[i] : op->params[i];
 }
+
+ladle_tensor *ladle_op_param(const ladle_op *op, int i) { return param_at(op, i, 0, NULL); }
+
+ladle_tensor *ladle_op_grad(const ladle_op *op, int i) { return param_at(op, i, 1, NULL); }
 
 const char *ladle_op_param_name(const ladle_op *op, int i)
 {
-    return op && i >= 0 && i < op->nparams ? op->param_names[i] : NULL;
+    const char *name = NULL;
+    param_at(op, i, 0, &name);
+    return name;
 }
 
 ladle_status ladle_op_zero_grad(ladle_op *op)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(op);
-    for (int i = 0; i < op->nparams; i++)
-        LADLE_CALL(ladle_tensor_fill(op->grads[i], 0.0));
+    for (int i = 0; i < ladle_op_num_params(op); i++)
+        LADLE_CALL(ladle_tensor_fill(ladle_op_grad(op, i), 0.0));
 fail:
     return st;
 }
@@ -321,6 +337,8 @@ ladle_status ladle_layer_set_training(ladle_op *op, int training)
     LADLE_NOT_NULL(op);
     LADLE_CHECK(op->layer, LADLE_ERR_ARG, "the %s op is not a layer", op->vt->name);
     op->training = training != 0;
+    if (op->vt->set_training)
+        op->vt->set_training(op, op->training);
 fail:
     return st;
 }

@@ -24,6 +24,14 @@ typedef struct ladle_op_vtable {
                                    ladle_tensor *dx, int64_t n);
     ladle_status (*layer_backward_weight)(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *dy, int64_t n);
+    /* Composite layers (optional): their contexts hold more than a buffer,
+     * and their parameters and mode are their parts'. */
+    ladle_status (*ctx_init)(const ladle_op *op, ladle_ctx *ctx);
+    void (*ctx_fini)(ladle_ctx *ctx);
+    int (*num_params)(const ladle_op *op);
+    /* parameter i (grad 0) or its gradient (grad 1), and its name */
+    ladle_tensor *(*param_at)(const ladle_op *op, int i, int grad, const char **name);
+    void (*set_training)(ladle_op *op, int training);
 } ladle_op_vtable;
 
 #define LADLE_MAX_PARAMS 4
@@ -60,7 +68,7 @@ struct ladle_op {
      * parameter 1, if present, the bias; the fans set their initialisation */
     int weighted;
     double fan_in, fan_out;
-    uint64_t step; /* stochastic layers: the step of the next forward */
+    uint64_t step; /* dropout: the step of the next forward */
 };
 
 /* One microbatch's saved state. */
@@ -72,7 +80,8 @@ struct ladle_ctx {
     int ready;
     int training; /* the op's mode at the forward */
     uint64_t step;
-    void *buf; /* ctx_bytes of the op's own saved state */
+    void *buf;  /* ctx_bytes of the op's own saved state */
+    void *impl; /* composite layers' own state (ctx_init) */
 };
 
 /* A layer op over fixed shapes; shapes get batch dimension 0 when batched. */

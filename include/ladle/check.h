@@ -39,8 +39,9 @@ LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
  * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer), and
  * whatever the layer returns. */
 typedef struct ladle_gradient_result {
-    double input_error;                   /* worst over the sampled x entries */
-    double param_error[4];                /* worst per parameter */
+    double input_error;     /* worst over the sampled x entries */
+    double param_error[4];  /* worst per parameter (the first four) */
+    double max_param_error; /* worst over all parameters */
     int nparams;
 } ladle_gradient_result;
 

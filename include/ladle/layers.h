@@ -227,6 +227,21 @@ LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[
 LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype dtype,
                                             ladle_op **op);
 
+/* ---- containers ----------------------------------------------------------- */
+
+/* A chain of n layers, itself a layer: forward runs them in order, backward
+ * in reverse, and backward_weight hands each layer the output gradient that
+ * backward computed for it (so it must follow backward of the same ctx).
+ * Each layer's y must have the next layer's x shape and every dtype must
+ * agree. The container owns the layers from then on (destroying it
+ * destroys them; on failure they stay the caller's). Its parameters are its
+ * layers' parameters, in order; its ctx holds one ctx per layer and the
+ * intermediate activations and gradients. */
+LADLE_API ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op **seq);
+/* The number of layers, and layer i (borrowed). */
+LADLE_API int ladle_sequential_size(const ladle_op *seq);
+LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
+
 /* ---- functions without parameters or saved state -------------------------*/
 
 /* y = a + b elementwise (residual connections); y may be a or b. The

@@ -1,0 +1,109 @@
+/*
+ * ladle/optim.h - optimizers over parameter tensors, and learning-rate
+ * schedules.
+ *
+ * An optimizer updates a set of (parameter, gradient) pairs in place, with
+ * the semantics of the common frameworks' SGD, Adam and AdamW, and keeps its
+ * state (momentum and moment buffers) per parameter. Parameters come from
+ * layers (ladle_optimizer_add_op) or from the caller. None of these calls
+ * is collective: in a distributed network each rank steps the parameters it
+ * owns.
+ */
+#ifndef LADLE_OPTIM_H
+#define LADLE_OPTIM_H
+
+#include "core.h"
+#include "op.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ladle_optimizer_kind {
+    /* p -= lr * v, v = momentum * v + (1 - dampening) * g (v = g at first),
+     * g = grad + weight_decay * p; Nesterov uses g + momentum * v */
+    LADLE_OPT_SGD = 0,
+    /* Adam with L2 weight decay folded into the gradient */
+    LADLE_OPT_ADAM = 1,
+    /* Adam with decoupled weight decay: p -= lr * weight_decay * p first */
+    LADLE_OPT_ADAMW = 2
+} ladle_optimizer_kind;
+
+typedef struct ladle_optimizer_desc {
+    ladle_optimizer_kind kind;
+    double lr;
+    double momentum, dampening; /* SGD */
+    int nesterov;               /* SGD; needs momentum > 0 and dampening 0 */
+    double beta1, beta2, eps;   /* Adam, AdamW */
+    double weight_decay;
+} ladle_optimizer_desc;
+
+/* The frameworks' defaults: SGD without momentum; Adam(W) betas 0.9 and
+ * 0.999, eps 1e-8; weight decay 0 (AdamW 0.01). */
+LADLE_API void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind,
+                                         double lr);
+
+typedef struct ladle_optimizer ladle_optimizer;
+
+/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a negative rate or decay, betas
+ * outside [0, 1), Nesterov without momentum), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d,
+                                              ladle_optimizer **opt);
+LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
+
+/* Add one parameter and its gradient (same shape and dtype, contiguous,
+ * borrowed: they must outlive the optimizer), or every parameter of a layer
+ * (a container's too). State buffers are allocated here, zeroed. */
+LADLE_API ladle_status ladle_optimizer_add_param(ladle_optimizer *opt, ladle_tensor *param,
+                                                 ladle_tensor *grad);
+LADLE_API ladle_status ladle_optimizer_add_op(ladle_optimizer *opt, const ladle_op *op);
+
+/* One update of every parameter with the current learning rate; counts the
+ * step (Adam's bias correction uses the count). Does not allocate. */
+LADLE_API ladle_status ladle_optimizer_step(ladle_optimizer *opt);
+/* Zero every gradient. */
+LADLE_API ladle_status ladle_optimizer_zero_grad(ladle_optimizer *opt);
+
+LADLE_API ladle_status ladle_optimizer_set_lr(ladle_optimizer *opt, double lr);
+LADLE_API double ladle_optimizer_lr(const ladle_optimizer *opt);
+/* Steps taken so far. */
+LADLE_API int64_t ladle_optimizer_steps(const ladle_optimizer *opt);
+LADLE_API int ladle_optimizer_num_params(const ladle_optimizer *opt);
+
+/* The state of parameter i: state buffer k (SGD: 0 the momentum buffer;
+ * Adam(W): 0 the first moment, 1 the second), or NULL. For checkpoints. */
+LADLE_API ladle_tensor *ladle_optimizer_state(const ladle_optimizer *opt, int i, int k);
+/* Restore the step count (with the state buffers, to resume a run). */
+LADLE_API ladle_status ladle_optimizer_set_steps(ladle_optimizer *opt, int64_t steps);
+
+/* ---- learning-rate schedules ------------------------------------------- */
+
+typedef enum ladle_lr_kind {
+    LADLE_LR_CONSTANT = 0,
+    LADLE_LR_STEP = 1,   /* base * gamma^floor(t / step_size) */
+    LADLE_LR_COSINE = 2  /* min + (base - min) (1 + cos(pi t / T)) / 2, then min */
+} ladle_lr_kind;
+
+typedef struct ladle_lr_schedule {
+    ladle_lr_kind kind;
+    double base_lr;
+    int64_t step_size; /* step */
+    double gamma;      /* step */
+    int64_t total_steps; /* cosine: T, counted after the warm-up */
+    double min_lr;       /* cosine */
+    /* linear warm-up from base * warmup_start to base over the first
+     * warmup_steps steps; the schedule proper starts after it */
+    int64_t warmup_steps;
+    double warmup_start;
+} ladle_lr_schedule;
+
+LADLE_API void ladle_lr_schedule_init(ladle_lr_schedule *s, ladle_lr_kind kind, double base_lr);
+/* The learning rate of step t (0-based). Pure; not collective. */
+LADLE_API double ladle_lr_at(const ladle_lr_schedule *s, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_OPTIM_H */

@@ -1,0 +1,239 @@
+/* Optimizers against their update rules written out here, schedules, and
+ * the sequential container. */
+#include <math.h>
+
+#include "harness.h"
+
+/* Three steps of an optimizer on p from gradients g_t = (t+1) * g0 + p,
+ * next to the same steps by the formulas. */
+static void run_steps(const ladle_optimizer_desc *d, const char *what)
+{
+    int64_t n = 4;
+    ladle_tensor *p = lt_tensor(LADLE_F64, 1, &n), *g = lt_tensor(LADLE_F64, 1, &n);
+    double rp[4] = {0.5, -1.0, 2.0, 0.25}, rv[4] = {0}, rm[4] = {0}, g0[4] = {0.1, -0.3, 0.2, 1.0};
+    for (int i = 0; i < 4; i++)
+        lt_set(p, i, rp[i]);
+    ladle_optimizer *o = NULL;
+    LT_OK(ladle_optimizer_create(d, &o));
+    LT_OK(ladle_optimizer_add_param(o, p, g));
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < 4; i++)
+            lt_set(g, i, t * g0[i] + lt_get(p, i));
+        LT_OK(ladle_optimizer_step(o));
+        for (int i = 0; i < 4; i++) {
+            double gi = t * g0[i] + rp[i];
+            if (d->kind == LADLE_OPT_SGD) {
+                gi += d->weight_decay * rp[i];
+                if (d->momentum > 0) {
+                    rv[i] = t == 1 ? gi : d->momentum * rv[i] + (1 - d->dampening) * gi;
+                    gi = d->nesterov ? gi + d->momentum * rv[i] : rv[i];
+                }
+                rp[i] -= d->lr * gi;
+            } else {
+                if (d->kind == LADLE_OPT_ADAMW)
+                    rp[i] *= 1 - d->lr * d->weight_decay;
+                else
+                    gi += d->weight_decay * rp[i];
+                rm[i] = d->beta1 * rm[i] + (1 - d->beta1) * gi;
+                rv[i] = d->beta2 * rv[i] + (1 - d->beta2) * gi * gi;
+                double mh = rm[i] / (1 - pow(d->beta1, t)), vh = rv[i] / (1 - pow(d->beta2, t));
+                rp[i] -= d->lr * mh / (sqrt(vh) + d->eps);
+            }
+        }
+    }
+    int ok = ladle_optimizer_steps(o) == 3;
+    for (int i = 0; i < 4; i++)
+        ok &= fabs(lt_get(p, i) - rp[i]) < 1e-15 * fmax(1, fabs(rp[i]));
+    LT_ASSERT(ok, "%s: %.17g vs %.17g", what, lt_get(p, 0), rp[0]);
+    ladle_optimizer_destroy(&o);
+    ladle_tensor_destroy(&p);
+    ladle_tensor_destroy(&g);
+}
+
+START_TEST(update_rules)
+{
+    ladle_optimizer_desc d;
+    ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, 0.1);
+    run_steps(&d, "sgd");
+    d.momentum = 0.9;
+    d.dampening = 0.1;
+    d.weight_decay = 0.01;
+    run_steps(&d, "sgd momentum, dampening, decay");
+    d.dampening = 0;
+    d.nesterov = 1;
+    run_steps(&d, "sgd nesterov");
+    ladle_optimizer_desc_init(&d, LADLE_OPT_ADAM, 0.01);
+    run_steps(&d, "adam");
+    d.weight_decay = 0.1;
+    run_steps(&d, "adam with L2");
+    ladle_optimizer_desc_init(&d, LADLE_OPT_ADAMW, 0.01);
+    LT_ASSERT(d.weight_decay == 0.01, "AdamW's default decay");
+    run_steps(&d, "adamw");
+}
+END_TEST
+
+START_TEST(schedules)
+{
+    ladle_lr_schedule s;
+    ladle_lr_schedule_init(&s, LADLE_LR_STEP, 1.0);
+    s.step_size = 3;
+    s.gamma = 0.5;
+    LT_ASSERT(ladle_lr_at(&s, 0) == 1 && ladle_lr_at(&s, 2) == 1 && ladle_lr_at(&s, 3) == 0.5 &&
+                  ladle_lr_at(&s, 7) == 0.25,
+              "step");
+    ladle_lr_schedule_init(&s, LADLE_LR_COSINE, 0.1);
+    s.total_steps = 10;
+    s.min_lr = 0.001;
+    s.warmup_steps = 4;
+    s.warmup_start = 0.25;
+    LT_ASSERT(fabs(ladle_lr_at(&s, 0) - 0.025) < 1e-17 && fabs(ladle_lr_at(&s, 2) - 0.0625) < 1e-17,
+              "warm-up");
+    LT_ASSERT(ladle_lr_at(&s, 4) == 0.1, "cosine starts at the base");
+    LT_ASSERT(fabs(ladle_lr_at(&s, 9) - (0.001 + 0.099 * 0.5)) < 1e-16, "cosine midpoint");
+    LT_ASSERT(ladle_lr_at(&s, 14) == 0.001 && ladle_lr_at(&s, 100) == 0.001, "cosine floor");
+    ladle_lr_schedule_init(&s, LADLE_LR_CONSTANT, 0.3);
+    LT_ASSERT(ladle_lr_at(&s, 1000) == 0.3, "constant");
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    ladle_optimizer_desc d;
+    ladle_optimizer *o = NULL;
+    ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, -1);
+    LT_FAILS(ladle_optimizer_create(&d, &o), LADLE_ERR_ARG);
+    ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, 0.1);
+    d.nesterov = 1;
+    LT_FAILS(ladle_optimizer_create(&d, &o), LADLE_ERR_ARG);
+    ladle_optimizer_desc_init(&d, LADLE_OPT_ADAM, 0.1);
+    d.beta2 = 1.0;
+    LT_FAILS(ladle_optimizer_create(&d, &o), LADLE_ERR_ARG);
+    ladle_optimizer_desc_init(&d, LADLE_OPT_ADAM, 0.1);
+    LT_OK(ladle_optimizer_create(&d, &o));
+    int64_t n2 = 2, n3 = 3;
+    ladle_tensor *a = lt_tensor(LADLE_F32, 1, &n2), *b = lt_tensor(LADLE_F32, 1, &n3);
+    ladle_tensor *c = lt_tensor(LADLE_F64, 1, &n2);
+    LT_FAILS(ladle_optimizer_add_param(o, a, b), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_optimizer_add_param(o, a, c), LADLE_ERR_DTYPE);
+    LT_OK(ladle_optimizer_add_param(o, a, a));
+    LT_FAILS(ladle_optimizer_add_param(o, a, a), LADLE_ERR_ARG);
+    LT_ASSERT(ladle_optimizer_state(o, 0, 1) != NULL && ladle_optimizer_state(o, 1, 0) == NULL,
+              "state");
+    ladle_optimizer_destroy(&o);
+    LT_OK(ladle_optimizer_destroy(&o));
+    ladle_tensor_destroy(&a);
+    ladle_tensor_destroy(&b);
+    ladle_tensor_destroy(&c);
+}
+END_TEST
+
+/* conv -> relu -> max pool -> flatten -> linear */
+static ladle_op *small_net(ladle_dtype dt, int64_t batch)
+{
+    int64_t xs[4] = {batch, 2, 6, 6}, fs[4] = {batch, 3, 3, 3}, ls[2] = {batch, 27};
+    ladle_conv_desc cd;
+    ladle_conv_desc_init(&cd, 2, 2, 3, 3);
+    cd.padding[0] = cd.padding[1] = 1;
+    ladle_pool_desc pd;
+    ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
+    ladle_op *layers[5] = {NULL}, *seq = NULL;
+    int64_t cs[4] = {batch, 3, 6, 6};
+    LT_OK(ladle_conv_create(&cd, xs, dt, 1, &layers[0]));
+    LT_OK(ladle_activation_create(LADLE_TANH, 0, 4, cs, dt, &layers[1]));
+    LT_OK(ladle_pool_create(&pd, cs, dt, &layers[2]));
+    LT_OK(ladle_flatten_create(4, fs, dt, &layers[3]));
+    LT_OK(ladle_linear_create(2, ls, 4, 1, dt, 2, &layers[4]));
+    LT_OK(ladle_sequential_create(5, layers, &seq));
+    return seq;
+}
+
+START_TEST(sequential)
+{
+    ladle_op *seq = small_net(LADLE_F64, 3);
+    LT_ASSERT(ladle_sequential_size(seq) == 5 && ladle_op_num_params(seq) == 4, "4 parameters");
+    LT_ASSERT(ladle_op_param(seq, 2) == ladle_op_param(ladle_sequential_layer(seq, 4), 0) &&
+                  ladle_op_grad(seq, 3) == ladle_op_grad(ladle_sequential_layer(seq, 4), 1),
+              "parameters are the layers'");
+    ladle_gradient_result r;
+    LT_OK(ladle_gradient_test(seq, 3, 100, &r));
+    LT_ASSERT(r.input_error < 1e-6 && r.max_param_error < 1e-6, "chain gradients %.1e %.1e",
+              r.input_error, r.max_param_error);
+    /* backward_weight before backward is refused */
+    ladle_ctx *ctx = NULL;
+    ladle_tensor *x = lt_op_tensor(seq, 0), *y = lt_op_tensor(seq, 1);
+    LT_OK(ladle_ctx_create(seq, &ctx));
+    LT_OK(ladle_layer_forward(seq, ctx, x, y));
+    LT_FAILS(ladle_layer_backward_weight(seq, ctx, y), LADLE_ERR_STATE);
+    /* training a few steps drives a regression loss down */
+    ladle_op *loss = NULL;
+    int64_t ys[2] = {3, 4};
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, &loss));
+    ladle_tensor *t = lt_tensor(LADLE_F64, 2, ys), *l = lt_tensor(LADLE_F64, 0, NULL);
+    ladle_tensor *dy = lt_op_tensor(seq, 1), *one = lt_tensor(LADLE_F64, 0, NULL);
+    ladle_ctx *lctx = NULL;
+    LT_OK(ladle_ctx_create(loss, &lctx));
+    LT_OK(ladle_tensor_fill_random(x, 8, 0));
+    LT_OK(ladle_tensor_fill_random(t, 8, 1));
+    LT_OK(ladle_tensor_fill(one, 1));
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAM, 0.01);
+    ladle_optimizer *o = NULL;
+    LT_OK(ladle_optimizer_create(&od, &o));
+    LT_OK(ladle_optimizer_add_op(o, seq));
+    double first = 0, last = 0;
+    for (int step = 0; step < 60; step++) {
+        LT_OK(ladle_optimizer_zero_grad(o));
+        LT_OK(ladle_layer_forward(seq, ctx, x, y));
+        LT_OK(ladle_loss_forward(loss, lctx, y, t, l));
+        LT_OK(ladle_loss_backward(loss, lctx, one, dy));
+        LT_OK(ladle_layer_backward(seq, ctx, dy, NULL));
+        LT_OK(ladle_layer_backward_weight(seq, ctx, dy));
+        LT_OK(ladle_optimizer_step(o));
+        if (step == 0)
+            first = lt_get(l, 0);
+        last = lt_get(l, 0);
+    }
+    LT_ASSERT(last < 0.2 * first, "loss %g -> %g", first, last);
+    ladle_optimizer_destroy(&o);
+    ladle_ctx_destroy(&lctx);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&t);
+    ladle_tensor_destroy(&l);
+    ladle_tensor_destroy(&dy);
+    ladle_tensor_destroy(&one);
+    ladle_op_destroy(&loss);
+    ladle_op_destroy(&seq);
+
+    /* a chain of linear layers is linear: its adjoint works */
+    int64_t s1[2] = {2, 5}, s2[2] = {2, 3};
+    ladle_op *a = NULL, *b = NULL;
+    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, 1, &a));
+    LT_OK(ladle_linear_create(2, s2, 4, 0, LADLE_F64, 2, &b));
+    LT_OK(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq));
+    lt_adjoint_ok(seq, 4, "linear chain");
+    ladle_op_destroy(&seq);
+    /* a broken chain is refused and the layers stay the caller's */
+    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, 1, &a));
+    LT_OK(ladle_linear_create(2, s1, 4, 0, LADLE_F64, 2, &b));
+    LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, a}, &seq), LADLE_ERR_ARG);
+    ladle_op_destroy(&a);
+    ladle_op_destroy(&b);
+}
+END_TEST
+
+Suite *optim_suite(void)
+{
+    Suite *s = suite_create("optim");
+    TCase *tc = tcase_create("optim");
+    tcase_add_test(tc, update_rules);
+    tcase_add_test(tc, schedules);
+    tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, sequential);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, optim_suite); }
