@@ -44,7 +44,7 @@ TOOLS := ladle-adjoint ladle-tour
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
-BENCH_BINS := $(BUILD)/bench/bench_primitives
+BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo check asan valgrind bench install uninstall clean format tests

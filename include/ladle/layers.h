@@ -44,6 +44,14 @@ extern "C" {
 
 typedef struct ladle_ctx ladle_ctx;
 
+/* The threads the CPU kernels (OpenBLAS's GEMM) may use in this process.
+ * Several ranks on one node should share the cores: with one rank per core,
+ * 1. This is process-wide (it is OpenBLAS's setting); the default is
+ * OpenBLAS's own (OPENBLAS_NUM_THREADS, else every core). Not collective.
+ * Returns LADLE_ERR_ARG for n < 1. */
+LADLE_API ladle_status ladle_set_num_threads(int n);
+LADLE_API int ladle_get_num_threads(void);
+
 /* A context for one microbatch of op; its buffers are sized for the op's
  * largest batch. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (op is no layer),
  * LADLE_ERR_ALLOC. */

@@ -267,3 +267,13 @@ const ladle_backend ladle__cpu_backend = {
     .fill = cpu_fill,
     .gemm = cpu_gemm,
 };
+
+ladle_status ladle_set_num_threads(int n)
+{
+    if (n < 1)
+        return ladle__raise(LADLE_ERR_ARG, __func__, "%d threads", n);
+    openblas_set_num_threads(n);
+    return LADLE_OK;
+}
+
+int ladle_get_num_threads(void) { return openblas_get_num_threads(); }

@@ -1,0 +1,253 @@
+/*
+ * bench_layers: the sequential layers against what bounds them, measured in
+ * one run as medians of repeated timings.
+ *
+ *  - Linear and Conv2d, forward + backward (input and weight gradients):
+ *    GFLOP/s next to OpenBLAS GEMM on the same sizes (three GEMMs: the
+ *    forward M x N x K and the two backward products), and the ratio.
+ *  - Pooling, batch norm and activations, forward + backward: GB/s of the
+ *    bytes they must move next to memcpy of as many bytes, and the ratio.
+ *
+ *   bench_layers [--threads T] [--reps R] [--dtype f32|f64]
+ */
+#include <cblas.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ladle.h"
+
+static int reps = 15;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+static ladle_tensor *tensor_like(const ladle_op *op, int which)
+{
+    int nd;
+    int64_t s[LADLE_MAX_NDIM];
+    ladle_tensor *t = NULL;
+    if (which)
+        ladle_op_y_shape(op, &nd, s);
+    else
+        ladle_op_x_shape(op, &nd, s);
+    ladle_tensor_create(ladle_op_dtype(op), nd, s, &t);
+    ladle_tensor_fill_random(t, 1, (uint64_t)which);
+    return t;
+}
+
+/* Median seconds of forward + backward + backward_weight. */
+static double time_layer(ladle_op *op)
+{
+    ladle_tensor *x = tensor_like(op, 0), *y = tensor_like(op, 1);
+    ladle_tensor *dy = tensor_like(op, 1), *dx = tensor_like(op, 0);
+    ladle_ctx *ctx = NULL;
+    double *t = calloc((size_t)reps, sizeof(double));
+    ladle_ctx_create(op, &ctx);
+    for (int r = -2; r < reps; r++) {
+        double t0 = now();
+        if (ladle_layer_forward(op, ctx, x, y) || ladle_layer_backward(op, ctx, dy, dx) ||
+            ladle_layer_backward_weight(op, ctx, dy)) {
+            fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
+            exit(1);
+        }
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    double m = median(t, reps);
+    free(t);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&dy);
+    return m;
+}
+
+/* Median seconds of the three GEMMs of a layer with forward M x N x K:
+ * C = A B, then A^T-shaped and B^T-shaped products of the same flops. */
+static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
+{
+    size_t es = dt == LADLE_F32 ? 4 : 8;
+    void *a = calloc((size_t)(m * k), es), *b = calloc((size_t)(k * n), es);
+    void *c = calloc((size_t)(m * n), es), *da = calloc((size_t)(m * k), es);
+    void *db = calloc((size_t)(k * n), es);
+    memset(a, 0, (size_t)(m * k) * es);
+    double *t = calloc((size_t)reps, sizeof(double));
+    for (int r = -2; r < reps; r++) {
+        double t0 = now();
+        if (dt == LADLE_F32) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a,
+                        (int)k, b, (int)n, 0, c, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1, a,
+                        (int)k, c, (int)n, 0, db, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1, c,
+                        (int)n, b, (int)n, 1, da, (int)k);
+        } else {
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a,
+                        (int)k, b, (int)n, 0, c, (int)n);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1, a,
+                        (int)k, c, (int)n, 0, db, (int)n);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1, c,
+                        (int)n, b, (int)n, 1, da, (int)k);
+        }
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    double med = median(t, reps);
+    free(t), free(a), free(b), free(c), free(da), free(db);
+    return med;
+}
+
+static double time_memcpy(size_t bytes)
+{
+    char *a = malloc(bytes), *b = malloc(bytes);
+    memset(a, 1, bytes);
+    memset(b, 0, bytes);
+    double *t = calloc((size_t)reps, sizeof(double));
+    for (int r = -2; r < reps; r++) {
+        double t0 = now();
+        memcpy(b, a, bytes);
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    double med = median(t, reps);
+    free(t), free(a), free(b);
+    return med;
+}
+
+static void compute_row(const char *name, const char *shape, ladle_op *op, int64_t m, int64_t n,
+                        int64_t k)
+{
+    double flops = 3.0 * 2.0 * (double)m * (double)n * (double)k;
+    double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), m, n, k);
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tg * 1e3,
+           flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
+    fflush(stdout);
+}
+
+/* bytes: what forward + backward must move at the least */
+static void memory_row(const char *name, const char *shape, ladle_op *op, double bytes)
+{
+    double tl = time_layer(op), tm = time_memcpy((size_t)(bytes / 2));
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tm * 1e3,
+           bytes / tl * 1e-9, bytes / tm * 1e-9, tm / tl);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 1;
+    ladle_dtype dt = LADLE_F32;
+    MPI_Init(&argc, &argv);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--threads") == 0)
+            threads = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0)
+            reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--dtype") == 0)
+            dt = strcmp(argv[i + 1], "f64") == 0 ? LADLE_F64 : LADLE_F32;
+    }
+    ladle_set_num_threads(threads);
+    size_t es = dt == LADLE_F32 ? 4 : 8;
+    printf("# %s, %d BLAS thread(s), median of %d\n", ladle_dtype_name(dt), threads, reps);
+    printf("%-8s %-34s %9s %9s %8s %8s %6s\n", "layer", "shape (fwd+bwd)", "ladle_ms", "gemm_ms",
+           "ladle_GF", "gemm_GF", "ratio");
+
+    /* Linear: y[B, out] = x[B, in] W^T: GEMM M = B, N = out, K = in */
+    static const int64_t lin[][3] = {{64, 400, 120}, {64, 120, 84}, {64, 84, 10},
+                                     {64, 1024, 1024}, {256, 4096, 1024}};
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        ladle_op *op = NULL;
+        int64_t xs[2] = {lin[i][0], lin[i][1]};
+        char sh[64];
+        ladle_linear_create(2, xs, lin[i][2], 1, dt, 1, &op);
+        snprintf(sh, sizeof sh, "%lldx%lld -> %lld", (long long)lin[i][0], (long long)lin[i][1],
+                 (long long)lin[i][2]);
+        compute_row("linear", sh, op, lin[i][0], lin[i][2], lin[i][1]);
+        ladle_op_destroy(&op);
+    }
+
+    /* Conv2d: batch, cin, cout, size, kernel, pad. GEMM M = cout,
+     * N = batch * out^2, K = cin * k^2 */
+    static const int64_t cv[][6] = {
+        {64, 1, 6, 28, 5, 2},    {64, 6, 16, 14, 5, 0},   {32, 3, 16, 32, 3, 1},
+        {32, 16, 16, 32, 3, 1},  {32, 32, 32, 16, 3, 1},  {32, 64, 64, 16, 3, 1},
+        {32, 128, 128, 8, 3, 1}, {32, 256, 256, 4, 3, 1}, {64, 64, 64, 8, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++) {
+        ladle_conv_desc d;
+        ladle_conv_desc_init(&d, 2, cv[i][1], cv[i][2], cv[i][4]);
+        d.padding[0] = d.padding[1] = cv[i][5];
+        int64_t xs[4] = {cv[i][0], cv[i][1], cv[i][3], cv[i][3]};
+        int64_t out = cv[i][3] + 2 * cv[i][5] - cv[i][4] + 1;
+        ladle_op *op = NULL;
+        char sh[64];
+        ladle_conv_create(&d, xs, dt, 1, &op);
+        snprintf(sh, sizeof sh, "%lldx%lldx%lld^2 k%lld -> %lld", (long long)cv[i][0],
+                 (long long)cv[i][1], (long long)cv[i][3], (long long)cv[i][4],
+                 (long long)cv[i][2]);
+        compute_row("conv2d", sh, op, cv[i][2], cv[i][0] * out * out,
+                    cv[i][1] * cv[i][4] * cv[i][4]);
+        ladle_op_destroy(&op);
+    }
+
+    printf("\n%-8s %-34s %9s %9s %8s %8s %6s\n", "layer", "shape (fwd+bwd)", "ladle_ms",
+           "memcpy_ms", "ladle_GB", "memcpy_GB", "ratio");
+    int64_t img[4] = {32, 64, 32, 32}, nx = 32 * 64 * 32 * 32;
+    double xb = (double)nx * (double)es;
+    {
+        ladle_pool_desc d;
+        ladle_op *op = NULL;
+        ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
+        ladle_pool_create(&d, img, dt, &op);
+        /* fwd: read x, write y/4; bwd: read dy/4, write dx */
+        memory_row("maxpool", "32x64x32x32 k2 s2", op, 2.5 * xb);
+        ladle_op_destroy(&op);
+        ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 3);
+        d.stride[0] = d.stride[1] = 1;
+        d.padding[0] = d.padding[1] = 1;
+        ladle_pool_create(&d, img, dt, &op);
+        memory_row("avgpool", "32x64x32x32 k3 s1 p1", op, 4 * xb);
+        ladle_op_destroy(&op);
+    }
+    {
+        ladle_batchnorm_desc d;
+        ladle_op *op = NULL;
+        ladle_batchnorm_desc_init(&d, 64);
+        ladle_batchnorm_create(&d, 4, img, dt, &op);
+        /* fwd: read x twice (mean, variance), once more, write y; bwd: read x, dy
+         * (sums), then x, dy again and write dx; weights: read x, dy */
+        memory_row("batchnorm", "32x64x32x32 training", op, 12 * xb);
+        ladle_op_destroy(&op);
+    }
+    {
+        ladle_op *op = NULL;
+        ladle_activation_create(LADLE_RELU, 0, 4, img, dt, &op);
+        memory_row("relu", "32x64x32x32", op, 5 * xb); /* x->y; y, dy -> dx */
+        ladle_op_destroy(&op);
+        ladle_activation_create(LADLE_GELU, 0, 4, img, dt, &op);
+        memory_row("gelu", "32x64x32x32", op, 5 * xb);
+        ladle_op_destroy(&op);
+    }
+    MPI_Finalize();
+    return 0;
+}
