@@ -21,7 +21,7 @@ CC := $(MPICC)
 # Open MPI needs leave to start more ranks than cores (make demo uses 6)
 MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qiE "open ?(mpi|rte)" && echo --oversubscribe)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
-CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -g -fPIC \
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -fno-trapping-math -g -fPIC \
               -fvisibility=hidden -Iinclude $(CFLAGS)
 LIBS := -lopenblas -lm
 

@@ -73,6 +73,45 @@ START_TEST(activations)
 }
 END_TEST
 
+/* f32 uses vectorisable approximations: they must stay at f32 precision
+ * over the whole range, tails included. */
+START_TEST(f32_accuracy)
+{
+    int64_t n = 20001;
+    for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
+        ladle_op *op = NULL;
+        LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 1, &n, LADLE_F32, &op));
+        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+        ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+        for (int64_t i = 0; i < n; i++)
+            lt_set(x, i, -100.0 + 0.01 * (double)i); /* -100 .. 100 */
+        LT_OK(ladle_tensor_fill(dy, 1.0));
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_layer_forward(op, ctx, x, y));
+        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        double worst = 0, worst_d = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = lt_get(x, i), want = reference((ladle_activation)k, v);
+            worst = fmax(worst, fabs(lt_get(y, i) - want) / fmax(1e-3, fabs(want)));
+            double h = 1e-4, num = (reference((ladle_activation)k, v + h) -
+                                    reference((ladle_activation)k, v - h)) / (2 * h);
+            /* 1 - y^2 in f32 loses a few ulps of 1 near y = 1; floor at 1e-2 */
+            if (fabs(v) > 1e-3) /* away from ReLU's kink */
+                worst_d = fmax(worst_d, fabs(lt_get(dx, i) - num) / fmax(1e-2, fabs(num)));
+        }
+        LT_ASSERT(worst < 2e-6 && worst_d < 1e-4, "activation %d: value error %.1e, derivative "
+                  "error %.1e", k, worst, worst_d);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x);
+        ladle_tensor_destroy(&y);
+        ladle_tensor_destroy(&dx);
+        ladle_tensor_destroy(&dy);
+        ladle_op_destroy(&op);
+    }
+}
+END_TEST
+
 START_TEST(softmax)
 {
     int64_t shape[3] = {2, 5, 3};
@@ -242,6 +281,7 @@ Suite *activation_suite(void)
     Suite *s = suite_create("activation");
     TCase *tc = tcase_create("activation");
     tcase_add_test(tc, activations);
+    tcase_add_test(tc, f32_accuracy);
     tcase_add_test(tc, softmax);
     tcase_add_test(tc, dropout);
     tcase_add_test(tc, reshape_add_concat);
