@@ -60,6 +60,9 @@ $(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 
+# layers may fuse multiply-adds (see src/simd.h); the error-free sums elsewhere may not
+$(BUILD)/layers/%.o: CFLAGS_ALL += -ffp-contract=fast
+
 $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@

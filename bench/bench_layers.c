@@ -8,7 +8,7 @@
  *  - Pooling, batch norm and activations, forward + backward: GB/s of the
  *    bytes they must move next to memcpy of as many bytes, and the ratio.
  *
- *   bench_layers [--threads T] [--reps R] [--dtype f32|f64]
+ *   bench_layers [--threads T] [--reps R] [--dtype f32|f64] [--only LAYER]
  */
 #include <cblas.h>
 #include <mpi.h>
@@ -20,6 +20,7 @@
 #include "ladle.h"
 
 static int reps = 15;
+static const char *only; /* run the rows of this layer alone */
 
 static double now(void)
 {
@@ -137,6 +138,8 @@ static double time_memcpy(size_t bytes)
 static void compute_row(const char *name, const char *shape, ladle_op *op, int64_t m, int64_t n,
                         int64_t k)
 {
+    if (only && strcmp(only, name) != 0)
+        return;
     double flops = 3.0 * 2.0 * (double)m * (double)n * (double)k;
     double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), m, n, k);
     printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tg * 1e3,
@@ -147,6 +150,8 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
 /* bytes: what forward + backward must move at the least */
 static void memory_row(const char *name, const char *shape, ladle_op *op, double bytes)
 {
+    if (only && strcmp(only, name) != 0)
+        return;
     double tl = time_layer(op), tm = time_memcpy((size_t)(bytes / 2));
     printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tm * 1e3,
            bytes / tl * 1e-9, bytes / tm * 1e-9, tm / tl);
@@ -163,6 +168,8 @@ int main(int argc, char **argv)
             threads = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--reps") == 0)
             reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--only") == 0)
+            only = argv[i + 1];
         else if (strcmp(argv[i], "--dtype") == 0)
             dt = strcmp(argv[i + 1], "f64") == 0 ? LADLE_F64 : LADLE_F32;
     }
@@ -217,16 +224,30 @@ int main(int argc, char **argv)
     {
         ladle_pool_desc d;
         ladle_op *op = NULL;
+        /* k2 s2 and k3 s2 p1: fwd reads x, writes y = x/4; bwd reads dy, writes dx */
         ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
         ladle_pool_create(&d, img, dt, &op);
-        /* fwd: read x, write y/4; bwd: read dy/4, write dx */
         memory_row("maxpool", "32x64x32x32 k2 s2", op, 2.5 * xb);
         ladle_op_destroy(&op);
+        ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 3);
+        d.stride[0] = d.stride[1] = 2;
+        d.padding[0] = d.padding[1] = 1;
+        ladle_pool_create(&d, img, dt, &op);
+        memory_row("maxpool", "32x64x32x32 k3 s2 p1", op, 2.5 * xb);
+        ladle_op_destroy(&op);
+        ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 2);
+        ladle_pool_create(&d, img, dt, &op);
+        memory_row("avgpool", "32x64x32x32 k2 s2", op, 2.5 * xb);
+        ladle_op_destroy(&op);
+        /* stride 1: y and dx as large as x */
         ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 3);
         d.stride[0] = d.stride[1] = 1;
         d.padding[0] = d.padding[1] = 1;
         ladle_pool_create(&d, img, dt, &op);
         memory_row("avgpool", "32x64x32x32 k3 s1 p1", op, 4 * xb);
+        ladle_op_destroy(&op);
+        ladle_global_avg_pool_create(4, img, dt, &op);
+        memory_row("gavgpool", "32x64x32x32", op, 2 * xb); /* read x, write dx */
         ladle_op_destroy(&op);
     }
     {

@@ -12,6 +12,7 @@
 
 #include "../src/fastmath.h"
 #include "../src/op_impl.h"
+#include "../src/simd.h"
 
 typedef struct activation {
     ladle_activation kind;
@@ -23,7 +24,7 @@ typedef struct activation {
 
 /* ---- f32 ---- */
 
-static void fwd_f32(const activation *a, int64_t n, const float *x, float *y)
+LADLE_KERNEL static void fwd_f32(const activation *a, int64_t n, const float *x, float *y)
 {
     const float s = (float)a->slope;
     switch (a->kind) {
@@ -50,7 +51,7 @@ static void fwd_f32(const activation *a, int64_t n, const float *x, float *y)
     }
 }
 
-static void bwd_f32(const activation *a, int64_t n, const float *x, const float *y,
+LADLE_KERNEL static void bwd_f32(const activation *a, int64_t n, const float *x, const float *y,
                     const float *dy, float *dx)
 {
     const float s = (float)a->slope;
@@ -89,7 +90,7 @@ static void bwd_f32(const activation *a, int64_t n, const float *x, const float 
 
 /* ---- f64 ---- */
 
-static void fwd_f64(const activation *a, int64_t n, const double *x, double *y)
+LADLE_KERNEL static void fwd_f64(const activation *a, int64_t n, const double *x, double *y)
 {
     switch (a->kind) {
     case LADLE_RELU:
@@ -115,7 +116,7 @@ static void fwd_f64(const activation *a, int64_t n, const double *x, double *y)
     }
 }
 
-static void bwd_f64(const activation *a, int64_t n, const double *x, const double *y,
+LADLE_KERNEL static void bwd_f64(const activation *a, int64_t n, const double *x, const double *y,
                     const double *dy, double *dx)
 {
     switch (a->kind) {

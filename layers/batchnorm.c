@@ -1,16 +1,20 @@
 /*
  * Batch normalisation over every dimension but the channels. Statistics are
- * two-pass (mean, then the mean of squared deviations) and accumulated in
- * double. The ctx keeps mean and 1/std per channel; x-hat is recomputed
- * from the saved x. With m values per channel:
+ * two-pass (mean, then the mean of squared deviations), summed in blocks in
+ * the data type and in double across blocks. The ctx keeps mean and 1/std
+ * per channel; x-hat is recomputed from the saved x. With m values per
+ * channel:
  *   training  dx = gamma / std / m * (m dy - sum(dy) - x-hat sum(dy x-hat))
  *   running   dx = gamma / std_running * dy
  *   dgamma = sum(dy x-hat),  dbeta = sum(dy)
+ * The two sums serve backward and backward_weight alike: whichever comes
+ * first computes them into the ctx, the other reuses them (same dy).
  */
 #include <math.h>
 #include <string.h>
 
 #include "../src/op_impl.h"
+#include "../src/simd.h"
 
 typedef struct bn {
     int64_t c, inner; /* channels, and the positions per channel of one sample */
@@ -18,14 +22,17 @@ typedef struct bn {
     int affine, track;
     int64_t batches_seen;
     ladle_tensor *running_mean, *running_var;
-    double *scratch; /* 3 x C: mean, 1/std, variance of the current call */
+    /* workspace, C each: mean, 1/std, variance, and the coefficients of
+     * the elementwise passes */
+    double *mean, *invstd, *var, *ca, *cb, *cc;
 } bn;
 
-/* What one forward records: per channel mean and 1/std, and whether they
- * are batch statistics. */
+/* What one forward records: per channel mean and 1/std, whether they are
+ * batch statistics, and the backward's sums once computed (for dy). */
 typedef struct saved {
     int batch_stats;
-    double stats[]; /* mean[c], invstd[c] */
+    const void *sums_of; /* the dy the sums belong to; NULL when none */
+    double stats[];      /* mean[c], invstd[c], sum(dy)[c], sum(dy x-hat)[c] */
 } saved;
 
 static double get(const void *p, ladle_dtype dt, int64_t i)
@@ -41,31 +48,182 @@ static void put(void *p, ladle_dtype dt, int64_t i, double v)
         ((double *)p)[i] = v;
 }
 
-/* Visit the elements of channel ch in a batch of n. */
-#define FOR_CHANNEL(v, n, ch, i)                                                         \
-    for (int64_t s_ = 0; s_ < (n); s_++)                                                  \
-        for (int64_t i = (s_ * (v)->c + (ch)) * (v)->inner,                              \
-                     e_ = i + (v)->inner;                                                \
-             i < e_; i++)
+/*
+ * The kernels walk (sample, channel) rows of `inner` contiguous values.
+ * Sums run over 16 lanes in the data type, flushed into double every 256
+ * values, so they vectorise and stay accurate for long rows; rows of one
+ * value (batch norm over (N, C)) go across the channels instead.
+ */
+#define LANES 16
+#define BLOCK 256
 
-static void batch_statistics(const bn *v, const ladle_tensor *x, int64_t n, double *mean,
-                             double *invstd, double *var)
-{
-    double m = (double)(n * v->inner);
-    for (int64_t ch = 0; ch < v->c; ch++) {
-        double s = 0, q = 0;
-        FOR_CHANNEL(v, n, ch, i)
-        s += get(x->data, x->dtype, i);
-        double mu = s / m;
-        FOR_CHANNEL(v, n, ch, i)
-        {
-            double dlt = get(x->data, x->dtype, i) - mu;
-            q += dlt * dlt;
-        }
-        mean[ch] = mu;
-        var[ch] = q / m;
-        invstd[ch] = 1.0 / sqrt(var[ch] + v->eps);
+#define DEFINE_BN(T, S)                                                                  \
+    /* s1[ch] = sum x; with mean, s1[ch] = sum (x - mean)^2 */                           \
+    LADLE_KERNEL static void moment_##S(const T *x, int64_t n, int64_t c, int64_t inner,   \
+                                        const double *mean, double *s1)                  \
+    {                                                                                    \
+        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
+        for (int64_t sm = 0; sm < n; sm++)                                               \
+            for (int64_t ch = 0; ch < c; ch++) {                                         \
+                const T *r = x + (sm * c + ch) * inner;                                  \
+                T mu = mean ? (T)mean[ch] : 0;                                           \
+                double tot = 0;                                                          \
+                for (int64_t i = 0; i < inner;) {                                        \
+                    int64_t e = i + BLOCK < inner ? i + BLOCK : inner;                   \
+                    T l[LANES] = {0};                                                    \
+                    if (mean)                                                            \
+                        for (; i + LANES <= e; i += LANES)                               \
+                            for (int j = 0; j < LANES; j++)                              \
+                                l[j] += (r[i + j] - mu) * (r[i + j] - mu);               \
+                    else                                                                 \
+                        for (; i + LANES <= e; i += LANES)                               \
+                            for (int j = 0; j < LANES; j++)                              \
+                                l[j] += r[i + j];                                        \
+                    for (; i < e; i++)                                                   \
+                        l[0] += mean ? (r[i] - mu) * (r[i] - mu) : r[i];                 \
+                    for (int j = 0; j < LANES; j++)                                      \
+                        tot += l[j];                                                     \
+                }                                                                        \
+                s1[ch] += tot;                                                           \
+            }                                                                            \
+    }                                                                                    \
+    LADLE_KERNEL static void moment_cols_##S(const T *x, int64_t n, int64_t c,           \
+                                             const double *mean, double *s1)             \
+    {                                                                                    \
+        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
+        for (int64_t sm = 0; sm < n; sm++) {                                             \
+            const T *r = x + sm * c;                                                     \
+            if (mean)                                                                    \
+                for (int64_t ch = 0; ch < c; ch++)                                       \
+                    s1[ch] += ((double)r[ch] - mean[ch]) * ((double)r[ch] - mean[ch]);   \
+            else                                                                         \
+                for (int64_t ch = 0; ch < c; ch++)                                       \
+                    s1[ch] += (double)r[ch];                                             \
+        }                                                                                \
+    }                                                                                    \
+    /* s1[ch] = sum dy, s2[ch] = sum dy (x - mean) */                                    \
+    LADLE_KERNEL static void dsums_##S(const T *x, const T *dy, int64_t n, int64_t c,     \
+                                       int64_t inner, const double *mean, double *s1,    \
+                                       double *s2)                                       \
+    {                                                                                    \
+        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
+        memset(s2, 0, sizeof(double) * (size_t)c);                                       \
+        for (int64_t sm = 0; sm < n; sm++)                                               \
+            for (int64_t ch = 0; ch < c; ch++) {                                         \
+                int64_t o = (sm * c + ch) * inner;                                       \
+                const T *r = x + o, *g = dy + o;                                         \
+                T mu = (T)mean[ch];                                                      \
+                double t1 = 0, t2 = 0;                                                   \
+                for (int64_t i = 0; i < inner;) {                                        \
+                    int64_t e = i + BLOCK < inner ? i + BLOCK : inner;                   \
+                    T l1[LANES] = {0}, l2[LANES] = {0};                                  \
+                    for (; i + LANES <= e; i += LANES)                                   \
+                        for (int j = 0; j < LANES; j++) {                                \
+                            l1[j] += g[i + j];                                           \
+                            l2[j] += g[i + j] * (r[i + j] - mu);                         \
+                        }                                                                \
+                    for (; i < e; i++) {                                                 \
+                        l1[0] += g[i];                                                   \
+                        l2[0] += g[i] * (r[i] - mu);                                     \
+                    }                                                                    \
+                    for (int j = 0; j < LANES; j++) {                                    \
+                        t1 += l1[j];                                                     \
+                        t2 += l2[j];                                                     \
+                    }                                                                    \
+                }                                                                        \
+                s1[ch] += t1;                                                            \
+                s2[ch] += t2;                                                            \
+            }                                                                            \
+    }                                                                                    \
+    LADLE_KERNEL static void dsums_cols_##S(const T *x, const T *dy, int64_t n,          \
+                                            int64_t c, const double *mean, double *s1,   \
+                                            double *s2)                                  \
+    {                                                                                    \
+        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
+        memset(s2, 0, sizeof(double) * (size_t)c);                                       \
+        for (int64_t sm = 0; sm < n; sm++)                                               \
+            for (int64_t ch = 0; ch < c; ch++) {                                         \
+                double g = dy[sm * c + ch];                                              \
+                s1[ch] += g;                                                             \
+                s2[ch] += g * ((double)x[sm * c + ch] - mean[ch]);                       \
+            }                                                                            \
+    }                                                                                    \
+    /* out = a[ch] u + b[ch] w + k[ch], w and b optional */                              \
+    LADLE_KERNEL static void affine_##S(const T *u, const T *w, T *out, int64_t n,        \
+                                        int64_t c, int64_t inner, const double *a,       \
+                                        const double *b, const double *k)                \
+    {                                                                                    \
+        for (int64_t sm = 0; sm < n; sm++)                                               \
+            for (int64_t ch = 0; ch < c; ch++) {                                         \
+                int64_t o = (sm * c + ch) * inner;                                       \
+                const T *ur = u + o;                                                     \
+                T *orow = out + o;                                                       \
+                T ta = (T)a[ch], tk = (T)k[ch];                                          \
+                if (w) {                                                                 \
+                    const T *wr = w + o;                                                 \
+                    T tb = (T)b[ch];                                                     \
+                    for (int64_t i = 0; i < inner; i++)                                  \
+                        orow[i] = ta * ur[i] + tb * wr[i] + tk;                          \
+                } else {                                                                 \
+                    for (int64_t i = 0; i < inner; i++)                                  \
+                        orow[i] = ta * ur[i] + tk;                                       \
+                }                                                                        \
+            }                                                                            \
+    }                                                                                    \
+    LADLE_KERNEL static void affine_cols_##S(const T *u, const T *w, T *out, int64_t n,   \
+                                             int64_t c, const double *a,                 \
+                                             const double *b, const double *k)           \
+    {                                                                                    \
+        for (int64_t sm = 0; sm < n; sm++) {                                             \
+            const T *ur = u + sm * c, *wr = w ? w + sm * c : NULL;                       \
+            T *orow = out + sm * c;                                                      \
+            for (int64_t ch = 0; ch < c; ch++)                                           \
+                orow[ch] = (T)(a[ch] * ur[ch] + (wr ? b[ch] * wr[ch] : 0.0) + k[ch]);    \
+        }                                                                                \
     }
+
+DEFINE_BN(float, f32)
+DEFINE_BN(double, f64)
+
+/* s1 = sum x (mean NULL) or sum (x - mean)^2 over each channel */
+static void moment(const bn *v, ladle_dtype dt, const void *x, int64_t n, const double *mean,
+                   double *s1)
+{
+    if (dt == LADLE_F32 && v->inner == 1)
+        moment_cols_f32(x, n, v->c, mean, s1);
+    else if (dt == LADLE_F32)
+        moment_f32(x, n, v->c, v->inner, mean, s1);
+    else if (v->inner == 1)
+        moment_cols_f64(x, n, v->c, mean, s1);
+    else
+        moment_f64(x, n, v->c, v->inner, mean, s1);
+}
+
+static void dsums(const bn *v, ladle_dtype dt, const void *x, const void *dy, int64_t n,
+                  const double *mean, double *s1, double *s2)
+{
+    if (dt == LADLE_F32 && v->inner == 1)
+        dsums_cols_f32(x, dy, n, v->c, mean, s1, s2);
+    else if (dt == LADLE_F32)
+        dsums_f32(x, dy, n, v->c, v->inner, mean, s1, s2);
+    else if (v->inner == 1)
+        dsums_cols_f64(x, dy, n, v->c, mean, s1, s2);
+    else
+        dsums_f64(x, dy, n, v->c, v->inner, mean, s1, s2);
+}
+
+/* out = a u + b w + k per channel (w may be NULL) */
+static void affine(const bn *v, ladle_dtype dt, const void *u, const void *w, void *out,
+                   int64_t n, const double *a, const double *b, const double *k)
+{
+    if (dt == LADLE_F32 && v->inner == 1)
+        affine_cols_f32(u, w, out, n, v->c, a, b, k);
+    else if (dt == LADLE_F32)
+        affine_f32(u, w, out, n, v->c, v->inner, a, b, k);
+    else if (v->inner == 1)
+        affine_cols_f64(u, w, out, n, v->c, a, b, k);
+    else
+        affine_f64(u, w, out, n, v->c, v->inner, a, b, k);
 }
 
 static void update_running(bn *v, const double *mean, const double *var, double m)
@@ -83,81 +241,100 @@ static void update_running(bn *v, const double *mean, const double *var, double 
     }
 }
 
+static double gamma_of(const ladle_op *op, int64_t ch)
+{
+    const bn *v = op->impl;
+    return v->affine ? get(op->params[0]->data, op->dtype, ch) : 1.0;
+}
+
 static ladle_status bn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
 {
     bn *v = op->impl;
-    double *mean = v->scratch, *invstd = mean + v->c, *var = invstd + v->c;
     double m = (double)(n * v->inner);
     int batch_stats = op->training || !v->track;
     if (batch_stats) {
         if (op->training && m <= 1)
             return ladle__raise(LADLE_ERR_SHAPE, "ladle_layer_forward",
                                 "batch norm in training needs more than one value per channel");
-        batch_statistics(v, x, n, mean, invstd, var);
+        /* two passes: the mean, then the mean squared deviation */
+        moment(v, op->dtype, x->data, n, NULL, v->mean);
+        for (int64_t ch = 0; ch < v->c; ch++)
+            v->mean[ch] /= m;
+        moment(v, op->dtype, x->data, n, v->mean, v->var);
+        for (int64_t ch = 0; ch < v->c; ch++) {
+            v->var[ch] /= m;
+            v->invstd[ch] = 1.0 / sqrt(v->var[ch] + v->eps);
+        }
         if (op->training && v->track)
-            update_running(v, mean, var, m);
+            update_running(v, v->mean, v->var, m);
     } else {
         for (int64_t ch = 0; ch < v->c; ch++) {
-            mean[ch] = get(v->running_mean->data, op->dtype, ch);
-            invstd[ch] = 1.0 / sqrt(get(v->running_var->data, op->dtype, ch) + v->eps);
+            v->mean[ch] = get(v->running_mean->data, op->dtype, ch);
+            v->invstd[ch] = 1.0 / sqrt(get(v->running_var->data, op->dtype, ch) + v->eps);
         }
     }
+    /* y = scale x + shift */
     for (int64_t ch = 0; ch < v->c; ch++) {
-        double g = v->affine ? get(op->params[0]->data, op->dtype, ch) : 1.0;
         double b = v->affine ? get(op->params[1]->data, op->dtype, ch) : 0.0;
-        double scale = g * invstd[ch], shift = b - mean[ch] * scale;
-        FOR_CHANNEL(v, n, ch, i)
-        put(y->data, op->dtype, i, get(x->data, op->dtype, i) * scale + shift);
+        v->ca[ch] = gamma_of(op, ch) * v->invstd[ch];
+        v->cc[ch] = b - v->mean[ch] * v->ca[ch];
     }
+    affine(v, op->dtype, x->data, NULL, y->data, n, v->ca, NULL, v->cc);
     if (ctx) {
         saved *sv = ctx->buf;
         sv->batch_stats = batch_stats;
-        memcpy(sv->stats, mean, sizeof(double) * (size_t)(2 * v->c));
+        sv->sums_of = NULL;
+        memcpy(sv->stats, v->mean, sizeof(double) * (size_t)v->c);
+        memcpy(sv->stats + v->c, v->invstd, sizeof(double) * (size_t)v->c);
     }
     return LADLE_OK;
 }
 
-/* Per channel sums of dy and dy * x-hat. */
-static void sums(const bn *v, const ladle_tensor *x, const ladle_tensor *dy, int64_t n,
-                 const saved *sv, int64_t ch, double *sdy, double *sdyx)
+/* Per channel sums of dy and dy * x-hat, computed once per ctx and dy: the
+ * input and the weight gradient both need them. */
+static const double *sums(const bn *v, ladle_ctx *ctx, const ladle_tensor *dy, int64_t n)
 {
-    double mean = sv->stats[ch], invstd = sv->stats[v->c + ch];
-    *sdy = *sdyx = 0;
-    FOR_CHANNEL(v, n, ch, i)
-    {
-        double g = get(dy->data, dy->dtype, i);
-        *sdy += g;
-        *sdyx += g * (get(x->data, x->dtype, i) - mean) * invstd;
+    saved *sv = ctx->buf;
+    double *mean = sv->stats, *invstd = mean + v->c, *sdy = invstd + v->c, *sdyx = sdy + v->c;
+    if (sv->sums_of != dy->data) {
+        dsums(v, dy->dtype, ctx->x->data, dy->data, n, mean, sdy, sdyx);
+        for (int64_t ch = 0; ch < v->c; ch++)
+            sdyx[ch] *= invstd[ch];
+        sv->sums_of = dy->data;
     }
+    return sdy;
 }
 
 static ladle_status bn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                 ladle_tensor *dx, int64_t n)
 {
-    const bn *v = op->impl;
+    bn *v = op->impl;
     const saved *sv = ctx->buf;
-    const ladle_tensor *x = ctx->x;
+    const double *mean = sv->stats, *invstd = mean + v->c;
     double m = (double)(n * v->inner);
     if (dx == NULL)
         return LADLE_OK;
-    for (int64_t ch = 0; ch < v->c; ch++) {
-        double g = v->affine ? get(op->params[0]->data, op->dtype, ch) : 1.0;
-        double mean = sv->stats[ch], invstd = sv->stats[v->c + ch];
-        if (!sv->batch_stats) {
-            FOR_CHANNEL(v, n, ch, i)
-            put(dx->data, op->dtype, i, get(dy->data, op->dtype, i) * g * invstd);
-            continue;
+    if (!sv->batch_stats) {
+        /* fixed statistics: dx = gamma / std dy */
+        for (int64_t ch = 0; ch < v->c; ch++) {
+            v->ca[ch] = gamma_of(op, ch) * invstd[ch];
+            v->cc[ch] = 0;
         }
-        double sdy, sdyx;
-        sums(v, x, dy, n, sv, ch, &sdy, &sdyx);
-        double k = g * invstd / m;
-        FOR_CHANNEL(v, n, ch, i)
-        {
-            double xh = (get(x->data, op->dtype, i) - mean) * invstd;
-            put(dx->data, op->dtype, i, k * (m * get(dy->data, op->dtype, i) - sdy - xh * sdyx));
-        }
+        affine(v, op->dtype, dy->data, NULL, dx->data, n, v->ca, NULL, v->cc);
+        return LADLE_OK;
     }
+    /* dx = k (m dy - sdy - x-hat sdyx), k = gamma / std / m, as
+     * dx = a dy + b x + c per channel */
+    const double *sdy = sums(v, ctx, dy, n), *sdyx = sdy + v->c;
+    for (int64_t ch = 0; ch < v->c; ch++) {
+        double k = gamma_of(op, ch) * invstd[ch] / m;
+        double b = -k * invstd[ch] * sdyx[ch];
+        v->ca[ch] = k * m;
+        v->cb[ch] = b;
+        v->cc[ch] = -k * sdy[ch] - b * mean[ch];
+    }
+    affine(v, op->dtype, dy->data, ctx->x->data, dx->data, n, v->ca, v->cb, v->cc);
     return LADLE_OK;
 }
 
@@ -165,11 +342,10 @@ static ladle_status bn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
                                        int64_t n)
 {
     const bn *v = op->impl;
+    const double *sdy = sums(v, ctx, dy, n), *sdyx = sdy + v->c;
     for (int64_t ch = 0; ch < v->c; ch++) {
-        double sdy, sdyx;
-        sums(v, ctx->x, dy, n, ctx->buf, ch, &sdy, &sdyx);
-        put(op->grads[0]->data, op->dtype, ch, get(op->grads[0]->data, op->dtype, ch) + sdyx);
-        put(op->grads[1]->data, op->dtype, ch, get(op->grads[1]->data, op->dtype, ch) + sdy);
+        put(op->grads[0]->data, op->dtype, ch, get(op->grads[0]->data, op->dtype, ch) + sdyx[ch]);
+        put(op->grads[1]->data, op->dtype, ch, get(op->grads[1]->data, op->dtype, ch) + sdy[ch]);
     }
     return LADLE_OK;
 }
@@ -181,7 +357,7 @@ static void bn_destroy(ladle_op *op)
         return;
     ladle_tensor_destroy(&v->running_mean);
     ladle_tensor_destroy(&v->running_var);
-    ladle__free(v->scratch);
+    ladle__free(v->mean);
     ladle__free(v);
 }
 
@@ -229,15 +405,20 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     v->momentum = d->momentum;
     v->affine = d->affine;
     v->track = d->track_running_stats;
-    v->scratch = ladle__calloc((size_t)(3 * v->c), sizeof(double));
-    LADLE_CHECK(v->scratch != NULL, LADLE_ERR_ALLOC, "out of memory");
+    v->mean = ladle__calloc((size_t)(6 * v->c), sizeof(double));
+    LADLE_CHECK(v->mean != NULL, LADLE_ERR_ALLOC, "out of memory");
+    v->invstd = v->mean + v->c;
+    v->var = v->invstd + v->c;
+    v->ca = v->var + v->c;
+    v->cb = v->ca + v->c;
+    v->cc = v->cb + v->c;
     LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_mean));
     LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
     LADLE_CALL(ladle__layer_new(&bn_vt, dtype, ndim, x_shape, ndim, x_shape, 1, &op));
     op->impl = v;
     v = NULL;
-    op->ctx_bytes = sizeof(saved) + sizeof(double) * (size_t)(2 * d->num_features);
+    op->ctx_bytes = sizeof(saved) + sizeof(double) * (size_t)(4 * d->num_features);
     if (d->affine) {
         ladle_tensor *gamma = NULL;
         LADLE_CALL(ladle__layer_add_param(op, "weight", 1, &d->num_features, &gamma));
@@ -250,7 +431,7 @@ fail:
     if (v != NULL) {
         ladle_tensor_destroy(&v->running_mean);
         ladle_tensor_destroy(&v->running_var);
-        ladle__free(v->scratch);
+        ladle__free(v->mean);
         ladle__free(v);
     }
     ladle_op_destroy(&op);

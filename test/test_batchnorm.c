@@ -1,5 +1,6 @@
-/* Batch norm: values and running statistics by hand, training and
- * evaluation gradients by finite differences, options, bad input. */
+/* Batch norm: values and running statistics by hand, the kernels against a
+ * naive evaluation, training and evaluation gradients by finite
+ * differences, options, bad input. */
 #include <math.h>
 
 #include "harness.h"
@@ -66,6 +67,92 @@ START_TEST(values_and_running_statistics)
 }
 END_TEST
 
+/* The kernels against the formulas evaluated here in double, on random
+ * shapes (rows of 1 to 600 values, batch 1 included), f32 and f64, with
+ * backward_weight before and after backward. */
+START_TEST(against_naive)
+{
+    uint64_t rng = 12345;
+    for (int trial = 0; trial < 24; trial++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ladle_dtype dt = trial % 2 ? LADLE_F64 : LADLE_F32;
+        int ndim = 2 + (int)(rng >> 33) % 4;
+        int64_t xs[5] = {1 + (int64_t)(rng >> 40) % 4, 1 + (int64_t)(rng >> 45) % 5, 1, 1, 1};
+        int64_t inner = 1;
+        for (int i = 2; i < ndim; i++) {
+            xs[i] = 1 + (int64_t)(rng >> (20 + 5 * i)) % (ndim == 3 ? 600 : ndim == 4 ? 25 : 9);
+            inner *= xs[i];
+        }
+        if (xs[0] * inner < 2)
+            xs[0] = 2;
+        int64_t c = xs[1], m = xs[0] * inner, total = m * c;
+        ladle_batchnorm_desc d;
+        ladle_batchnorm_desc_init(&d, c);
+        ladle_op *op = NULL;
+        LT_OK(ladle_batchnorm_create(&d, ndim, xs, dt, &op));
+        ladle_tensor_fill_random(ladle_op_param(op, 0), 2, (uint64_t)trial);
+        ladle_tensor_fill_random(ladle_op_param(op, 1), 2, (uint64_t)trial + 100);
+        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+        ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+        ladle_tensor_fill_random(x, 1, (uint64_t)trial + 200);
+        ladle_tensor_fill_random(dy, 1, (uint64_t)trial + 300);
+        for (int64_t i = 0; i < total; i++) /* an offset per channel */
+            lt_set(x, i, lt_get(x, i) + (double)(i / inner % c) - 1.5);
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_layer_forward(op, ctx, x, y));
+        int weight_first = trial % 3 == 0;
+        if (weight_first)
+            LT_OK(ladle_layer_backward_weight(op, ctx, dy));
+        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        if (!weight_first)
+            LT_OK(ladle_layer_backward_weight(op, ctx, dy));
+        double tol = dt == LADLE_F32 ? 2e-5 : 1e-12, worst = 0;
+        for (int64_t ch = 0; ch < c; ch++) {
+            double mu = 0, var = 0, sdy = 0, sdyx = 0;
+            double g = lt_get(ladle_op_param(op, 0), ch), b = lt_get(ladle_op_param(op, 1), ch);
+            for (int64_t sm = 0; sm < xs[0]; sm++)
+                for (int64_t i = 0; i < inner; i++)
+                    mu += lt_get(x, (sm * c + ch) * inner + i) / (double)m;
+            for (int64_t sm = 0; sm < xs[0]; sm++)
+                for (int64_t i = 0; i < inner; i++) {
+                    double dd = lt_get(x, (sm * c + ch) * inner + i) - mu;
+                    var += dd * dd / (double)m;
+                }
+            double is = 1 / sqrt(var + 1e-5);
+            for (int64_t sm = 0; sm < xs[0]; sm++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t at = (sm * c + ch) * inner + i;
+                    sdy += lt_get(dy, at);
+                    sdyx += lt_get(dy, at) * (lt_get(x, at) - mu) * is;
+                }
+            for (int64_t sm = 0; sm < xs[0]; sm++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t at = (sm * c + ch) * inner + i;
+                    double xh = (lt_get(x, at) - mu) * is;
+                    double ey = g * xh + b;
+                    double edx = g * is / (double)m *
+                                 ((double)m * lt_get(dy, at) - sdy - xh * sdyx);
+                    double e1 = fabs(lt_get(y, at) - ey) / (1 + fabs(ey));
+                    double e2 = fabs(lt_get(dx, at) - edx) / (1 + fabs(edx));
+                    worst = fmax(worst, fmax(e1, e2));
+                }
+            double e3 = fabs(lt_get(ladle_op_grad(op, 0), ch) - sdyx) / (1 + fabs(sdyx) + sqrt((double)m));
+            double e4 = fabs(lt_get(ladle_op_grad(op, 1), ch) - sdy) / (1 + fabs(sdy) + sqrt((double)m));
+            worst = fmax(worst, fmax(e3, e4));
+        }
+        LT_ASSERT(worst < tol, "trial %d %s shape %lldx%lldx%lld: error %.2e", trial,
+                  ladle_dtype_name(dt), (long long)xs[0], (long long)c, (long long)inner, worst);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x);
+        ladle_tensor_destroy(&y);
+        ladle_tensor_destroy(&dx);
+        ladle_tensor_destroy(&dy);
+        ladle_op_destroy(&op);
+    }
+}
+END_TEST
+
 START_TEST(gradients)
 {
     int64_t shapes[3][5] = {{6, 3}, {4, 2, 5}, {2, 3, 2, 2, 3}};
@@ -127,6 +214,7 @@ Suite *bn_suite(void)
     Suite *s = suite_create("batchnorm");
     TCase *tc = tcase_create("batchnorm");
     tcase_add_test(tc, values_and_running_statistics);
+    tcase_add_test(tc, against_naive);
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

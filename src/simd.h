@@ -1,0 +1,27 @@
+/*
+ * LADLE_KERNEL marks a hot loop nest to be compiled twice, for x86-64-v3
+ * (AVX2 and FMA: twice the vector width of the baseline and fused
+ * multiply-adds) and for the baseline; the dynamic loader picks the copy
+ * the CPU can run. Elsewhere, or with -DLADLE_NO_CLONES, it is nothing.
+ *
+ * Files in layers/ are built with -ffp-contract=fast so that polynomials
+ * become FMAs; the error-free sums of check.c and the backend are not.
+ */
+#ifndef LADLE_SIMD_H
+#define LADLE_SIMD_H
+
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 12 && !defined(LADLE_NO_CLONES)
+#define LADLE_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LADLE_KERNEL
+#endif
+
+/* A helper a kernel's loops must see through (constant arguments fold). */
+#if defined(__GNUC__)
+#define LADLE_INLINE static inline __attribute__((always_inline))
+#else
+#define LADLE_INLINE static inline
+#endif
+
+#endif /* LADLE_SIMD_H */
