@@ -3,7 +3,8 @@
 #   make              lib/libladle.a, lib/libladle.so, bin/ladle-adjoint, bin/ladle-tour
 #   make demo         the main job (installs missing Debian packages first)
 #   make check        the whole test suite under MPI at several rank counts
-#   make bench        benchmarks against the raw MPI calls
+#   make bench        benchmarks against the raw MPI calls and the BLAS
+#   make bench-torch  the layers next to PyTorch's (needs python3-torch)
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
@@ -28,7 +29,8 @@ LIBS := -lopenblas -lm
 ifeq ($(SANITIZE),1)
 BUILD := build-asan
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-CFLAGS_ALL += $(SAN)
+# the baseline copy of the cloned kernels (src/simd.h): make check runs the machine's
+CFLAGS_ALL += $(SAN) -DLADLE_NO_CLONES
 LDSAN := $(SAN)
 LIBDIR := $(BUILD)/lib
 BINDIR := $(BUILD)/bin
@@ -47,7 +49,7 @@ TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo check asan valgrind bench install uninstall clean format tests
+.PHONY: all deps demo check asan valgrind bench bench-torch install uninstall clean format tests
 
 all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS) $(EXAMPLE_BINS)
 
@@ -116,7 +118,7 @@ endif
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
 	    $(MPIEXEC) $(MPIEXEC_FLAGS) -n 6 $(BINDIR)/ladle-tour
 
 bench: deps
@@ -124,6 +126,10 @@ bench: deps
 	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(BUILD)/bench | tee $(BUILD)/bench/results.txt
 	@echo "== medians over runs"
 	@awk -f bench/summarize.awk $(BUILD)/bench/results.txt
+
+bench-torch: deps
+	@$(MAKE) --no-print-directory $(BUILD)/bench/bench_layers
+	@bench/torch_compare.sh $(BUILD)/bench
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/lib/pkgconfig \

