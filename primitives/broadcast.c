@@ -22,7 +22,7 @@ typedef struct pair_plan {
     const ladle_partition *small, *big;
     const int *source;  /* source[j]: the owner (small rank) of big rank j */
     const int *to_comm; /* root rank -> op communicator rank */
-    int64_t n;
+    const int64_t *n;   /* n[i]: the elements of owner i's block */
     size_t esize;
 } pair_plan;
 
@@ -58,86 +58,103 @@ static void plan_pair(const pair_plan *pp, ladle_sched *bcast, ladle_sched *redu
 {
     ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
     int self = 0, g;
-    if (pp->n == 0)
-        return;
-    if (pp->small->rank >= 0) {
+    if (pp->small->rank >= 0 && pp->n[pp->small->rank] > 0) {
         int i = pp->small->rank;
+        int64_t n = pp->n[i];
         g = group_of(pp, i, members, &self);
-        ladle_coll_shape sb = ladle__coll_shape(g, pp->n, pp->esize, 0);
-        ladle_coll_shape sr = ladle__coll_shape(g, pp->n, pp->esize, 1);
-        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, pp->n, i * GROUP_TAGS, NULL,
-                          NULL);
+        ladle_coll_shape sb = ladle__coll_shape(g, n, pp->esize, 0);
+        ladle_coll_shape sr = ladle__coll_shape(g, n, pp->esize, 1);
+        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, n, i * GROUP_TAGS, NULL, NULL);
         if (self)
-            ladle_sched_copy(bcast, LADLE_BOX_COPY, X, Y, pp->n);
-        ladle__coll_reduce(reduce, members, g, 0, sr, self, X, Y, pp->n, i * GROUP_TAGS, 0,
-                           NULL, NULL);
+            ladle_sched_copy(bcast, LADLE_BOX_COPY, X, Y, n);
+        ladle__coll_reduce(reduce, members, g, 0, sr, self, X, Y, n, i * GROUP_TAGS, 0, NULL,
+                           NULL);
     }
     if (pp->big->rank >= 0) {
         int k = pp->source[pp->big->rank];
-        if (pp->small->ranks[k] == pp->big->ranks[pp->big->rank])
-            return; /* its own owner: handled above */
+        int64_t n = pp->n[k];
+        if (n == 0 || pp->small->ranks[k] == pp->big->ranks[pp->big->rank])
+            return; /* nothing to move, or its own owner: handled above */
         g = group_of(pp, k, members, &self);
         int pos = position(members, g, my_comm);
-        ladle_coll_shape sb = ladle__coll_shape(g, pp->n, pp->esize, 0);
-        ladle_coll_shape sr = ladle__coll_shape(g, pp->n, pp->esize, 1);
-        ladle__coll_bcast(bcast, members, g, pos, sb, X, Y, pp->n, k * GROUP_TAGS, NULL,
-                          NULL);
-        ladle__coll_reduce(reduce, members, g, pos, sr, 1, X, Y, pp->n, k * GROUP_TAGS, 0,
-                           NULL, NULL);
+        ladle_coll_shape sb = ladle__coll_shape(g, n, pp->esize, 0);
+        ladle_coll_shape sr = ladle__coll_shape(g, n, pp->esize, 1);
+        ladle__coll_bcast(bcast, members, g, pos, sb, X, Y, n, k * GROUP_TAGS, NULL, NULL);
+        ladle__coll_reduce(reduce, members, g, pos, sr, 1, X, Y, n, k * GROUP_TAGS, 0, NULL,
+                           NULL);
     }
 }
 
-static ladle_status check_common(const char *func, int ndim, const int64_t *shape,
-                                 ladle_dtype dtype, unsigned flags, unsigned allowed,
-                                 int64_t *n)
+/* Every receiver's block must have its owner's shape; n[i] gets owner i's
+ * volume. The checks use only global facts, so every rank agrees. */
+static ladle_status owner_blocks(const ladle_layout *ls, const ladle_layout *lb,
+                                 const int *source, int64_t *n, const char *func)
 {
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, func, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~allowed)
-        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", flags & ~allowed);
-    return ladle__check_shape(func, ndim, shape, n);
+    const ladle_partition *small = ladle_layout_partition(ls), *big = ladle_layout_partition(lb);
+    int64_t a[LADLE_MAX_NDIM], b[LADLE_MAX_NDIM];
+    char sa[128], sb[128];
+    if (ladle_layout_ndim(ls) != ladle_layout_ndim(lb))
+        return ladle__raise(LADLE_ERR_SHAPE, func, "the blocks have %d and %d dimensions",
+                            ladle_layout_ndim(ls), ladle_layout_ndim(lb));
+    int nd = ladle_layout_ndim(ls);
+    for (int i = 0; i < small->size; i++)
+        n[i] = ladle_layout_local_volume(ls, i);
+    for (int j = 0; j < big->size; j++) {
+        ladle_layout_box(lb, j, NULL, b);
+        ladle_layout_box(ls, source[j], NULL, a);
+        for (int d = 0; d < nd; d++)
+            if (a[d] != b[d])
+                return ladle__raise(LADLE_ERR_SHAPE, func,
+                                    "rank %d's block %s differs from its partner's %s", j,
+                                    ladle__fmt_shape64(sb, sizeof sb, nd, b),
+                                    ladle__fmt_shape64(sa, sizeof sa, nd, a));
+    }
+    return LADLE_OK;
 }
 
-ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y,
-                                int ndim, const int64_t *shape, ladle_dtype dtype,
-                                unsigned flags, int reduce, ladle_op **out,
-                                const char *func)
+/* The pair over layouts lx (on p_x) and ly (on p_y). `pre` is a failure
+ * the caller found already (lx, ly may then be NULL): the ranks still meet
+ * in the agreement, so every rank fails alike. */
+static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition *p_y,
+                              const ladle_layout *lx, const ladle_layout *ly, ladle_dtype dtype,
+                              unsigned flags, int reduce, ladle_status pre, ladle_op **out,
+                              const char *func)
 {
-    ladle_status st = LADLE_OK, local;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
-    ladle_layout *lx = NULL, *ly = NULL;
     int *source = NULL, *to_comm = NULL, *members = NULL;
+    int64_t *n = NULL;
     MPI_Comm comm = MPI_COMM_NULL;
-    int64_t n = 0;
     uint64_t h = LADLE_HASH_INIT;
     const unsigned allowed = LADLE_TRANSPOSE_SRC | LADLE_TRANSPOSE_DEST | LADLE_CHECKED;
 
-    LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
-    LADLE_CHECK(p_x != NULL && p_y != NULL, LADLE_ERR_NULL, "%s is NULL",
-                p_x == NULL ? "p_x" : "p_y");
     LADLE_CHECK(ladle__partitions_compatible(p_x, p_y), LADLE_ERR_PARTITION,
                 "p_x and p_y were made from different parent communicators");
     const ladle_partition *small = reduce ? p_y : p_x, *big = reduce ? p_x : p_y;
     int t_small = (flags & (reduce ? LADLE_TRANSPOSE_DEST : LADLE_TRANSPOSE_SRC)) != 0;
     int t_big = (flags & (reduce ? LADLE_TRANSPOSE_SRC : LADLE_TRANSPOSE_DEST)) != 0;
 
-    local = check_common(func, ndim, shape, dtype, flags, allowed, &n);
+    if (pre != LADLE_OK)
+        local = pre;
+    else if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, func, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
+    else if (flags & ~allowed)
+        local = ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", flags & ~allowed);
     source = ladle__calloc((size_t)big->size, sizeof(int));
     members = ladle__calloc((size_t)big->size + 1, sizeof(int));
-    if (local == LADLE_OK && (source == NULL || members == NULL))
+    n = ladle__calloc((size_t)small->size, sizeof(int64_t));
+    if (local == LADLE_OK && (source == NULL || members == NULL || n == NULL))
         local = ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
     if (local == LADLE_OK)
         local = ladle__pairing(small, t_small, big, t_big, source, reduce, func);
+    if (local == LADLE_OK)
+        local = owner_blocks(reduce ? ly : lx, reduce ? lx : ly, source, n, func);
     if (local == LADLE_OK &&
         (int64_t)small->size * GROUP_TAGS > ladle__tag_ub(MPI_COMM_WORLD))
         local = ladle__raise(LADLE_ERR_UNSUPPORTED, func,
                              "%d groups need more message tags than this MPI offers",
                              small->size);
-    if (local == LADLE_OK)
-        local = ladle_layout_create_block(p_x, ndim, shape, &lx);
-    if (local == LADLE_OK)
-        local = ladle_layout_create_block(p_y, ndim, shape, &ly);
     if (local == LADLE_OK)
         local = ladle__op_new(reduce ? &sum_reduce_vt : &broadcast_vt, dtype, flags, lx, ly,
                               &op);
@@ -161,11 +178,46 @@ fail:
     if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
-    ladle_layout_destroy(&lx);
-    ladle_layout_destroy(&ly);
     ladle__free(source);
     ladle__free(members);
     ladle__free(to_comm);
+    ladle__free(n);
+    return st;
+}
+
+ladle_status ladle__pair_create_layouts(const ladle_layout *lx, const ladle_layout *ly,
+                                        ladle_dtype dtype, unsigned flags, int reduce,
+                                        ladle_op **out, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
+    LADLE_CHECK(lx != NULL && ly != NULL, LADLE_ERR_NULL, "a layout is NULL");
+    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype,
+                   flags, reduce, LADLE_OK, out, func);
+fail:
+    return st;
+}
+
+ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y,
+                                int ndim, const int64_t *shape, ladle_dtype dtype,
+                                unsigned flags, int reduce, ladle_op **out,
+                                const char *func)
+{
+    ladle_status st = LADLE_OK, local;
+    ladle_layout *lx = NULL, *ly = NULL;
+    int64_t n = 0;
+    LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
+    LADLE_CHECK(p_x != NULL && p_y != NULL, LADLE_ERR_NULL, "%s is NULL",
+                p_x == NULL ? "p_x" : "p_y");
+    local = ladle__check_shape(func, ndim, shape, &n);
+    if (local == LADLE_OK)
+        local = ladle_layout_create_block(p_x, ndim, shape, &lx);
+    if (local == LADLE_OK)
+        local = ladle_layout_create_block(p_y, ndim, shape, &ly);
+    st = pair_core(p_x, p_y, lx, ly, dtype, flags, reduce, local, out, func);
+fail:
+    ladle_layout_destroy(&lx);
+    ladle_layout_destroy(&ly);
     return st;
 }
 

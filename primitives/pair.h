@@ -14,4 +14,11 @@ ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partitio
                                 unsigned flags, int reduce, ladle_op **out,
                                 const char *func);
 
+/* The same over layouts: owner i's block is its box in the owners' layout
+ * (x for broadcast, y for sum-reduce), and every partner's box in the other
+ * layout must have that shape. Blocks may differ between owners. */
+ladle_status ladle__pair_create_layouts(const ladle_layout *lx, const ladle_layout *ly,
+                                        ladle_dtype dtype, unsigned flags, int reduce,
+                                        ladle_op **out, const char *func);
+
 #endif /* LADLE_PRIMITIVES_PAIR_H */

@@ -167,7 +167,16 @@ struct ladle_layout {
     /* Decomposed layouts: along dim d, coordinate i has box [start, start+size). */
     int64_t *start[LADLE_MAX_NDIM];
     int64_t *size[LADLE_MAX_NDIM];
+    /* Explicit layouts: rank r's box is off[r*ndim + d], ext[r*ndim + d]. */
+    int64_t *off, *ext;
 };
+
+/* A layout from one box per partition rank (offsets and shapes, ndim
+ * entries each, rank-major): any tensor dimension may follow any partition
+ * dimension, or none (replicated). Boxes may overlap. */
+ladle_status ladle__layout_create_explicit(const ladle_partition *p, int ndim,
+                                           const int64_t *global, const int64_t *offsets,
+                                           const int64_t *shapes, ladle_layout **l);
 
 /* A rectilinear layout from explicit starts and sizes per dimension and
  * coordinate (boxes may overlap or leave the global index space). */

@@ -22,6 +22,8 @@ static void layout_free(ladle_layout *l)
         ladle__free(l->start[d]);
         ladle__free(l->size[d]);
     }
+    ladle__free(l->off);
+    ladle__free(l->ext);
     ladle__partition_release(l->p);
     ladle__free(l);
 }
@@ -178,13 +180,41 @@ fail:
     return st;
 }
 
+ladle_status ladle__layout_create_explicit(const ladle_partition *p, int ndim,
+                                           const int64_t *global, const int64_t *offsets,
+                                           const int64_t *shapes, ladle_layout **l)
+{
+    ladle_status st = LADLE_OK;
+    ladle_layout *n = NULL;
+    size_t cells = (size_t)p->size * (size_t)(ndim > 0 ? ndim : 1);
+    LADLE_CALL(layout_new(__func__, p, ndim, global, 1, &n));
+    n->block = 0;
+    n->off = ladle__calloc(cells, sizeof(int64_t));
+    n->ext = ladle__calloc(cells, sizeof(int64_t));
+    LADLE_CHECK(n->off && n->ext, LADLE_ERR_ALLOC, "out of memory");
+    for (size_t i = 0; i < (size_t)p->size * (size_t)ndim; i++) {
+        LADLE_CHECK(shapes[i] >= 0, LADLE_ERR_SHAPE, "a negative box extent");
+        n->off[i] = offsets[i];
+        n->ext[i] = shapes[i];
+    }
+    n->decomposition = 0;
+    *l = n;
+    return LADLE_OK;
+fail:
+    layout_free(n);
+    return st;
+}
+
 uint64_t ladle__layout_hash(uint64_t h, const ladle_layout *l)
 {
     h = ladle__partition_hash(h, l->p);
     h = ladle__hash(h, &l->ndim, sizeof l->ndim);
     h = ladle__hash(h, &l->block, sizeof l->block);
     h = ladle__hash(h, l->global, sizeof(int64_t) * (size_t)l->ndim);
-    if (!l->block)
+    if (l->off) {
+        h = ladle__hash(h, l->off, sizeof(int64_t) * (size_t)(l->p->size * l->ndim));
+        h = ladle__hash(h, l->ext, sizeof(int64_t) * (size_t)(l->p->size * l->ndim));
+    } else if (!l->block)
         for (int d = 0; d < l->ndim; d++) {
             h = ladle__hash(h, l->start[d], sizeof(int64_t) * (size_t)l->p->shape[d]);
             h = ladle__hash(h, l->size[d], sizeof(int64_t) * (size_t)l->p->shape[d]);
@@ -221,7 +251,10 @@ ladle_status ladle_layout_box(const ladle_layout *l, int rank, int64_t offset[],
         ladle__unravel(l->p->ndim, l->p->shape, rank, c);
     for (int d = 0; d < l->ndim; d++) {
         int64_t o = 0, s = 0;
-        if (rank >= 0) {
+        if (rank >= 0 && l->off) {
+            o = l->off[(size_t)rank * (size_t)l->ndim + (size_t)d];
+            s = l->ext[(size_t)rank * (size_t)l->ndim + (size_t)d];
+        } else if (rank >= 0) {
             o = l->block ? 0 : l->start[d][c[d]];
             s = l->block ? l->global[d] : l->size[d][c[d]];
         }
