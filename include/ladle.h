@@ -12,6 +12,7 @@
 #include "ladle/layers.h"
 #include "ladle/optim.h"
 #include "ladle/core.h"
+#include "ladle/distributed.h"
 #include "ladle/layout.h"
 #include "ladle/op.h"
 #include "ladle/partition.h"

@@ -81,8 +81,33 @@ static double normal(uint64_t seed, uint64_t stream, uint64_t i)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    memset(info, 0, sizeof *info);
+    if (op->vt->param_info) {
+        op->vt->param_info(op, i, info);
+        return;
+    }
+    const ladle_tensor *t = ladle_op_param(op, i);
+    info->ndim = t ? t->ndim : 0;
+    for (int d = 0; t && d < t->ndim; d++)
+        info->global[d] = t->shape[d];
+    info->owner = 1;
+}
+
 ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
                                 double fan_out, uint64_t seed, uint64_t stream)
+{
+    ladle__pinfo whole;
+    memset(&whole, 0, sizeof whole);
+    whole.ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++)
+        whole.global[d] = t->shape[d];
+    return ladle__init_shard(t, &whole, init, fan_in, fan_out, seed, stream);
+}
+
+ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_init init,
+                               double fan_in, double fan_out, uint64_t seed, uint64_t stream)
 {
     double bound = 0.0, sigma = 0.0;
     int gaussian = 0;
@@ -109,9 +134,19 @@ ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
     default:
         return ladle__raise(LADLE_ERR_ARG, "ladle_layer_init", "unknown init %d", (int)init);
     }
+    int64_t idx[LADLE_MAX_NDIM] = {0};
     for (int64_t i = 0; i < t->numel; i++) {
-        double v = gaussian ? sigma * normal(seed, stream, (uint64_t)i)
-                            : bound * ladle__random_uniform(seed, stream, (uint64_t)i);
+        /* the global linear index of local element i (row-major) */
+        int64_t g = 0;
+        for (int d = 0; d < t->ndim; d++)
+            g = g * info->global[d] + info->offset[d] + idx[d];
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+        double v = gaussian ? sigma * normal(seed, stream, (uint64_t)g)
+                            : bound * ladle__random_uniform(seed, stream, (uint64_t)g);
         if (t->dtype == LADLE_F32)
             ((float *)t->data)[i] = (float)v;
         else
@@ -225,17 +260,36 @@ static ladle_status check_layer(const ladle_op *op, const ladle_ctx *ctx, const 
     return LADLE_OK;
 }
 
+/* Distributed layers created with LADLE_CHECKED agree on a call's checks,
+ * so a bad tensor on one rank fails every rank instead of leaving the
+ * others waiting in a message. */
+static ladle_status settle(const ladle_op *op, ladle_status st, const char *func)
+{
+    if (op->comm != MPI_COMM_NULL && (op->flags & LADLE_CHECKED))
+        return ladle__agree(op->comm, st, 0, func);
+    return st;
+}
+
+static ladle_status forward_checks(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                   ladle_tensor *y, int64_t *n, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(batch_of(op, x, "x", n, func));
+    LADLE_CALL(check_one(op, x, "x", op->x_ndim, op->x_shape, op->batched, *n, func));
+    LADLE_CALL(check_one(op, y, "y", op->y_ndim, op->y_shape, op->batched, *n, func));
+    LADLE_CHECK(!overlap(x, y) || (op->in_place && x->data == y->data), LADLE_ERR_ARG,
+                "x and y overlap and the %s layer does not work in place", op->vt->name);
+fail:
+    return st;
+}
+
 ladle_status ladle_layer_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                  ladle_tensor *y)
 {
     ladle_status st = LADLE_OK;
-    int64_t n;
+    int64_t n = 0;
     LADLE_CALL(check_layer(op, ctx, __func__));
-    LADLE_CALL(batch_of(op, x, "x", &n, __func__));
-    LADLE_CALL(check_one(op, x, "x", op->x_ndim, op->x_shape, op->batched, n, __func__));
-    LADLE_CALL(check_one(op, y, "y", op->y_ndim, op->y_shape, op->batched, n, __func__));
-    LADLE_CHECK(!overlap(x, y) || (op->in_place && x->data == y->data), LADLE_ERR_ARG,
-                "x and y overlap and the %s layer does not work in place", op->vt->name);
+    LADLE_CALL(settle(op, forward_checks(op, ctx, x, y, &n, __func__), __func__));
     if (ctx) {
         ctx->ready = 0;
         ctx->training = op->training;
@@ -256,7 +310,6 @@ static ladle_status check_backward(ladle_op *op, ladle_ctx *ctx, const ladle_ten
                                    const char *func)
 {
     ladle_status st = LADLE_OK;
-    LADLE_CALL(check_layer(op, ctx, func));
     LADLE_CHECK(ctx != NULL, LADLE_ERR_NULL, "ctx is NULL");
     LADLE_CHECK(ctx->ready, LADLE_ERR_STATE, "no forward has run with this ctx");
     LADLE_CALL(check_one(op, dy, "dy", op->y_ndim, op->y_shape, op->batched, ctx->batch,
@@ -265,18 +318,28 @@ fail:
     return st;
 }
 
-ladle_status ladle_layer_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                  ladle_tensor *dx)
+static ladle_status backward_checks(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                    const ladle_tensor *dx, const char *func)
 {
     ladle_status st = LADLE_OK;
-    LADLE_CALL(check_backward(op, ctx, dy, __func__));
+    LADLE_CALL(check_backward(op, ctx, dy, func));
     if (dx != NULL) {
         LADLE_CALL(check_one(op, dx, "dx", op->x_ndim, op->x_shape, op->batched, ctx->batch,
-                             __func__));
+                             func));
         LADLE_CHECK(!overlap(dx, dy) || (op->in_place && dx->data == dy->data),
                     LADLE_ERR_ARG, "dx and dy overlap and the %s layer does not work in place",
                     op->vt->name);
     }
+fail:
+    return st;
+}
+
+ladle_status ladle_layer_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                  ladle_tensor *dx)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(check_layer(op, ctx, __func__));
+    LADLE_CALL(settle(op, backward_checks(op, ctx, dy, dx, __func__), __func__));
     LADLE_CALL(op->vt->layer_backward(op, ctx, dy, dx, ctx->batch));
 fail:
     return st;
@@ -285,9 +348,44 @@ fail:
 ladle_status ladle_layer_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy)
 {
     ladle_status st = LADLE_OK;
-    LADLE_CALL(check_backward(op, ctx, dy, __func__));
+    LADLE_CALL(check_layer(op, ctx, __func__));
+    LADLE_CALL(settle(op, check_backward(op, ctx, dy, __func__), __func__));
     if (ladle_op_num_params(op) > 0 && op->vt->layer_backward_weight)
         LADLE_CALL(op->vt->layer_backward_weight(op, ctx, dy, ctx->batch));
+fail:
+    return st;
+}
+
+ladle_status ladle_layer_sync_gradients(ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->layer, LADLE_ERR_ARG, "the %s op is not a layer", op->vt->name);
+    if (op->vt->sync_grads)
+        LADLE_CALL(op->vt->sync_grads(op));
+fail:
+    return st;
+}
+
+ladle_status ladle_op_param_shard(const ladle_op *op, int i, int *ndim, int64_t global_shape[],
+                                  int64_t offset[], int *owner)
+{
+    ladle_status st = LADLE_OK;
+    ladle__pinfo info;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(i >= 0 && i < ladle_op_num_params(op), LADLE_ERR_ARG,
+                "parameter %d of %d", i, ladle_op_num_params(op));
+    ladle__param_info(op, i, &info);
+    if (ndim)
+        *ndim = info.ndim;
+    for (int d = 0; d < info.ndim; d++) {
+        if (global_shape)
+            global_shape[d] = info.global[d];
+        if (offset)
+            offset[d] = info.offset[d];
+    }
+    if (owner)
+        *owner = info.owner;
 fail:
     return st;
 }
@@ -375,10 +473,15 @@ ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t seed)
     LADLE_NOT_NULL(op);
     LADLE_CHECK(op->layer && op->weighted, LADLE_ERR_ARG,
                 "the %s op has no weights to initialise", op->vt->name);
-    LADLE_CALL(ladle__init_tensor(op->params[0], init, op->fan_in, op->fan_out, seed, 0));
-    if (op->nparams > 1)
-        LADLE_CALL(ladle__init_tensor(op->params[1], LADLE_INIT_DEFAULT, op->fan_in,
-                                      op->fan_out, seed, 1));
+    ladle__pinfo info;
+    ladle__param_info(op, 0, &info);
+    LADLE_CALL(ladle__init_shard(ladle_op_param(op, 0), &info, init, op->fan_in, op->fan_out,
+                                 seed, 0));
+    if (ladle_op_num_params(op) > 1) {
+        ladle__param_info(op, 1, &info);
+        LADLE_CALL(ladle__init_shard(ladle_op_param(op, 1), &info, LADLE_INIT_DEFAULT,
+                                     op->fan_in, op->fan_out, seed, 1));
+    }
 fail:
     return st;
 }

@@ -48,29 +48,28 @@ fail:
     return st;
 }
 
-ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
-                            MPI_Comm *comm, int **to_comm)
+ladle_status ladle__op_comm_list(int np, const ladle_partition *const *ps, MPI_Comm *comm,
+                                 int **to_comm)
 {
     ladle_status st = LADLE_OK;
-    int n = 0, *members = NULL, *map = NULL;
+    int n = 0, total = 0, *members = NULL, *map = NULL;
     MPI_Group group = MPI_GROUP_NULL;
-    const ladle_root *root = a->root;
+    const ladle_root *root = ps[0]->root;
     *comm = MPI_COMM_NULL;
     *to_comm = NULL;
-    members = ladle__calloc((size_t)(a->size + (b ? b->size : 0)), sizeof(int));
+    for (int k = 0; k < np; k++)
+        total += ps[k] ? ps[k]->size : 0;
+    members = ladle__calloc((size_t)total + 1, sizeof(int));
     map = ladle__calloc((size_t)root->size, sizeof(int));
     LADLE_CHECK(members && map, LADLE_ERR_ALLOC, "out of memory");
     for (int r = 0; r < root->size; r++)
         map[r] = -1;
-    for (int r = 0; r < a->size; r++) {
-        map[a->ranks[r]] = n;
-        members[n++] = a->ranks[r];
-    }
-    for (int r = 0; b != NULL && r < b->size; r++)
-        if (map[b->ranks[r]] < 0) {
-            map[b->ranks[r]] = n;
-            members[n++] = b->ranks[r];
-        }
+    for (int k = 0; k < np; k++)
+        for (int r = 0; ps[k] != NULL && r < ps[k]->size; r++)
+            if (map[ps[k]->ranks[r]] < 0) {
+                map[ps[k]->ranks[r]] = n;
+                members[n++] = ps[k]->ranks[r];
+            }
     if (map[root->rank] >= 0) {
         LADLE_MPI(MPI_Group_incl(root->group, n, members, &group));
         LADLE_MPI(MPI_Comm_create_group(root->comm, group, OP_COMM_TAG, comm));
@@ -84,6 +83,13 @@ fail:
     ladle__free(members);
     ladle__free(map);
     return st;
+}
+
+ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
+                            MPI_Comm *comm, int **to_comm)
+{
+    const ladle_partition *ps[2] = {a, b};
+    return ladle__op_comm_list(b != NULL ? 2 : 1, ps, comm, to_comm);
 }
 
 ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status local,

@@ -8,6 +8,18 @@
 
 #include "schedule.h"
 
+/* Where a parameter's local shard sits in the global parameter. A
+ * sequential layer's parameters are whole (offset 0, global = local). Every
+ * rank of a distributed layer reports the same parameters with the same
+ * global shapes; a rank without a shard holds a zero-volume tensor. */
+typedef struct ladle__pinfo {
+    int ndim;
+    int64_t global[LADLE_MAX_NDIM];
+    int64_t offset[LADLE_MAX_NDIM];
+    int owner;      /* this rank writes the shard (one writer per shard) */
+    ladle_op *sync; /* all-sum-reduce over the ranks holding copies, or NULL */
+} ladle__pinfo;
+
 typedef struct ladle_op_vtable {
     const char *name;
     /* Run with arguments already checked. NULL: run the planned schedule. */
@@ -32,6 +44,12 @@ typedef struct ladle_op_vtable {
     /* parameter i (grad 0) or its gradient (grad 1), and its name */
     ladle_tensor *(*param_at)(const ladle_op *op, int i, int grad, const char **name);
     void (*set_training)(ladle_op *op, int training);
+    /* Distributed layers: parameter i's place in the global parameter
+     * (NULL: whole tensors). */
+    void (*param_info)(const ladle_op *op, int i, ladle__pinfo *info);
+    /* Sum the gradients of replicated parameters over their copies
+     * (collective); NULL when no parameter is replicated. */
+    ladle_status (*sync_grads)(ladle_op *op);
 } ladle_op_vtable;
 
 #define LADLE_MAX_PARAMS 4
@@ -95,6 +113,12 @@ ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
  * element index); fan-in and fan-out set the bounds. */
 ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
                                 double fan_out, uint64_t seed, uint64_t stream);
+/* The same for a shard: element i of t takes the value of its global index
+ * in the parameter described by info. */
+ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_init init,
+                               double fan_in, double fan_out, uint64_t seed, uint64_t stream);
+/* Parameter i's place (whole tensors for sequential layers). */
+void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info);
 void ladle__layer_destroy(ladle_op *op);
 ladle_status ladle__layer_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
 ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
@@ -114,6 +138,9 @@ ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigne
  * members. */
 ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
                             MPI_Comm *comm, int **to_comm);
+/* The same for the union of np partitions (NULL entries skipped). */
+ladle_status ladle__op_comm_list(int np, const ladle_partition *const *ps, MPI_Comm *comm,
+                                 int **to_comm);
 
 /* The last step of every create: finalise both schedules on *comm, allocate
  * and touch the workspace, and agree with the other members on the outcome

@@ -1,6 +1,7 @@
 /* Test harness for Check under MPI; see harness.h. */
 #include "harness.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,4 +121,126 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
     return any ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* ---- distributed layers against their sequential twins ---- */
+
+/* Visit the elements of a box: k counts local elements, g is the global
+ * linear index. */
+static void box_walk(const ladle_tensor *global, const int64_t *offset,
+                     const ladle_tensor *local, void (*visit)(int64_t g, int64_t k, void *),
+                     void *arg)
+{
+    int nd = ladle_tensor_ndim(local);
+    const int64_t *gs = ladle_tensor_shape(global), *ls = ladle_tensor_shape(local);
+    int64_t n = ladle_tensor_numel(local), idx[LADLE_MAX_NDIM] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t g = 0;
+        for (int d = 0; d < nd; d++)
+            g = g * gs[d] + offset[d] + idx[d];
+        visit(g, k, arg);
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++idx[d] < ls[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+typedef struct box_arg {
+    const ladle_tensor *global;
+    ladle_tensor *local;
+    double err;
+} box_arg;
+
+static void put_visit(int64_t g, int64_t k, void *a)
+{
+    box_arg *b = a;
+    lt_set(b->local, k, lt_get(b->global, g));
+}
+
+static void err_visit(int64_t g, int64_t k, void *a)
+{
+    box_arg *b = a;
+    double want = lt_get(b->global, g), got = lt_get(b->local, k);
+    double e = fabs(got - want) / (1.0 + fabs(want));
+    if (!(e <= b->err)) /* NaN counts as an error */
+        b->err = e == e ? e : INFINITY;
+}
+
+void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_tensor *local)
+{
+    box_arg b = {global, local, 0};
+    box_walk(global, offset, local, put_visit, &b);
+}
+
+double lt_box_error(const ladle_tensor *global, const int64_t *offset,
+                    const ladle_tensor *local)
+{
+    box_arg b = {global, (ladle_tensor *)local, 0};
+    box_walk(global, offset, local, err_visit, &b);
+    return b.err;
+}
+
+static ladle_tensor *like(const ladle_op *seq, int which)
+{
+    return lt_op_tensor(seq, which);
+}
+
+void lt_equivalent(ladle_op *dist, ladle_op *seq, uint64_t seed, double tol, const char *what)
+{
+    ladle_tensor *X = like(seq, 0), *Y = like(seq, 1), *dY = like(seq, 1), *dX = like(seq, 0);
+    ladle_tensor *x = lt_op_tensor(dist, 0), *y = lt_op_tensor(dist, 1);
+    ladle_tensor *dy = lt_op_tensor(dist, 1), *dx = lt_op_tensor(dist, 0);
+    int64_t xo[LADLE_MAX_NDIM], yo[LADLE_MAX_NDIM];
+    LT_OK(ladle_tensor_fill_random(X, seed, 1));
+    LT_OK(ladle_tensor_fill_random(dY, seed, 2));
+    LT_OK(ladle_layout_box(ladle_op_x_layout(dist), LADLE_SELF, xo, NULL));
+    LT_OK(ladle_layout_box(ladle_op_y_layout(dist), LADLE_SELF, yo, NULL));
+    lt_box_extract(X, xo, x);
+    lt_box_extract(dY, yo, dy);
+
+    /* the initial weights are the sequential layer's */
+    int np = ladle_op_num_params(seq);
+    LT_ASSERT(ladle_op_num_params(dist) == np, "%s: %d parameters, the sequential layer has %d",
+              what, ladle_op_num_params(dist), np);
+    double werr = 0;
+    for (int i = 0; i < np && ladle_op_num_params(dist) == np; i++) {
+        int64_t off[LADLE_MAX_NDIM];
+        LT_OK(ladle_op_param_shard(dist, i, NULL, NULL, off, NULL));
+        werr = fmax(werr, lt_box_error(ladle_op_param(seq, i), off, ladle_op_param(dist, i)));
+    }
+    LT_ASSERT(werr <= tol, "%s: initial weights differ by %.2e", what, werr);
+
+    ladle_ctx *cd = NULL, *cs = NULL;
+    LT_OK(ladle_ctx_create(dist, &cd));
+    LT_OK(ladle_ctx_create(seq, &cs));
+    LT_OK(ladle_op_zero_grad(dist));
+    LT_OK(ladle_op_zero_grad(seq));
+    LT_OK(ladle_layer_forward(dist, cd, x, y));
+    LT_OK(ladle_layer_backward(dist, cd, dy, dx));
+    LT_OK(ladle_layer_backward_weight(dist, cd, dy));
+    LT_OK(ladle_layer_sync_gradients(dist));
+    LT_OK(ladle_layer_forward(seq, cs, X, Y));
+    LT_OK(ladle_layer_backward(seq, cs, dY, dX));
+    LT_OK(ladle_layer_backward_weight(seq, cs, dY));
+
+    double ey = lt_box_error(Y, yo, y), ex = lt_box_error(dX, xo, dx), eg = 0;
+    for (int i = 0; i < np && ladle_op_num_params(dist) == np; i++) {
+        int64_t off[LADLE_MAX_NDIM];
+        LT_OK(ladle_op_param_shard(dist, i, NULL, NULL, off, NULL));
+        eg = fmax(eg, lt_box_error(ladle_op_grad(seq, i), off, ladle_op_grad(dist, i)));
+    }
+    LT_ASSERT(ey <= tol && ex <= tol && eg <= tol, "%s: y %.2e, dx %.2e, weight gradients %.2e",
+              what, ey, ex, eg);
+    ladle_ctx_destroy(&cd);
+    ladle_ctx_destroy(&cs);
+    ladle_tensor_destroy(&X);
+    ladle_tensor_destroy(&Y);
+    ladle_tensor_destroy(&dX);
+    ladle_tensor_destroy(&dY);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&dy);
 }

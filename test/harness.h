@@ -64,6 +64,22 @@ void lt_set(ladle_tensor *t, int64_t i, double v);
  * dtype's tolerance on every rank. */
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);
 
+/* Distributed layers against their sequential twins. */
+
+/* Copy the box at offset (the box's shape is local's) out of a contiguous
+ * global tensor into local; the largest |local - global box| / (1 + |global|)
+ * after a computation. Local, not collective. */
+void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_tensor *local);
+double lt_box_error(const ladle_tensor *global, const int64_t *offset,
+                    const ladle_tensor *local);
+
+/* The equivalence test: the same random global x and dy on every rank; the
+ * distributed layer runs on this rank's boxes (its x and y layouts), the
+ * sequential layer (same seed) on the global tensors; y, dx, the initial
+ * weights and the synced weight gradients must agree to tol on every rank
+ * (each compared with its box). Collective over the world. */
+void lt_equivalent(ladle_op *dist, ladle_op *seq, uint64_t seed, double tol, const char *what);
+
 /* The test program's entry: MPI_Init, the suite, a global verdict. */
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
 

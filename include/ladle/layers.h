@@ -81,6 +81,27 @@ LADLE_API ladle_tensor *ladle_op_grad(const ladle_op *op, int i);
 LADLE_API const char *ladle_op_param_name(const ladle_op *op, int i);
 LADLE_API ladle_status ladle_op_zero_grad(ladle_op *op);
 
+/* Where parameter i's local shard sits in the global parameter: its ndim,
+ * global shape and offset, and whether this rank owns the shard (the one
+ * rank that writes it to a checkpoint; other ranks may hold copies). Every
+ * rank of a distributed layer reports the same parameters and global
+ * shapes; a rank without a shard holds a zero-volume tensor. A sequential
+ * layer's parameters are whole and owned. Any output pointer may be NULL.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG. */
+LADLE_API ladle_status ladle_op_param_shard(const ladle_op *op, int i, int *ndim,
+                                            int64_t global_shape[], int64_t offset[],
+                                            int *owner);
+
+/* Sum the gradients of replicated parameters (a distributed layer's weights
+ * that several ranks hold copies of, such as a spatially partitioned
+ * convolution's) over their copies. backward_weight only accumulates each
+ * rank's own contribution, so microbatches accumulate without a message;
+ * call this once before reading the gradients or stepping the optimizer (a
+ * ladle_network does it for its layers). Collective over the layer's ranks;
+ * nothing to do for sequential layers. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG, LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_layer_sync_gradients(ladle_op *op);
+
 /* Training (1, the default) or evaluation (0) mode: batch norm uses batch
  * statistics and updates its running ones only in training; dropout is the
  * identity in evaluation. */
