@@ -6,7 +6,7 @@
  * is not a power of two), large ones a chunked ring.
  */
 #include "../src/coll.h"
-#include "../src/op_impl.h"
+#include "../src/dist.h"
 
 static const ladle_op_vtable all_sum_reduce_vt = {.name = "all-sum-reduce"};
 
@@ -29,17 +29,90 @@ static int group_of(const ladle_partition *p, const int *reduced, int *members, 
     return g;
 }
 
+/* The op over layout l (on p): each rank's block is its box in l, the same
+ * shape across every group (checked from global facts). pre: a failure the
+ * caller already found; the members still meet in the agreement. */
+static ladle_status asr_core(const ladle_partition *p, const int *reduced,
+                             const ladle_layout *l, ladle_dtype dtype, unsigned flags,
+                             ladle_status pre, ladle_op **out, const char *func)
+{
+    ladle_status st = LADLE_OK, local = pre;
+    ladle_op *op = NULL;
+    int *to_comm = NULL, *members = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    uint64_t h = LADLE_HASH_INIT;
+    int64_t a[LADLE_MAX_NDIM], b[LADLE_MAX_NDIM];
+
+    if (local == LADLE_OK) {
+        members = ladle__calloc((size_t)p->size + 1, sizeof(int));
+        if (members == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
+    }
+    /* every group's members hold blocks of one shape */
+    for (int r = 0; local == LADLE_OK && r < p->size; r++) {
+        ladle_partition q = *p;
+        int pos = 0;
+        ladle__unravel(p->ndim, p->shape, r, q.coords);
+        q.rank = r;
+        int g = group_of(&q, reduced, members, &pos);
+        ladle_layout_box(l, r, NULL, a);
+        for (int k = 0; k < g && local == LADLE_OK; k++) {
+            ladle_layout_box(l, members[k], NULL, b);
+            for (int d = 0; d < l->ndim; d++)
+                if (a[d] != b[d])
+                    local = ladle__raise(LADLE_ERR_SHAPE, func,
+                                         "ranks %d and %d of one group hold blocks of "
+                                         "different shapes", r, members[k]);
+        }
+    }
+    if (local == LADLE_OK)
+        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
+    if (local == LADLE_OK)
+        op->in_place = 1;
+    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
+    if (local == LADLE_OK && p->rank >= 0) {
+        int pos = 0, g = group_of(p, reduced, members, &pos);
+        int64_t n = ladle_layout_local_volume(l, LADLE_SELF);
+        /* comm rank = partition rank: the communicator lists p's ranks in order */
+        ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
+        if (n > 0) {
+            ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
+            ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
+        }
+    }
+    if (local == LADLE_OK) {
+        h = ladle__layout_hash(h, l);
+        h = ladle__hash(h, reduced, sizeof(int) * LADLE_MAX_NDIM);
+        h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &flags, sizeof flags);
+    }
+    st = ladle__op_finish(&op, &comm, local, h, out, func);
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    ladle__free(to_comm);
+    ladle__free(members);
+    return st;
+}
+
+ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, const int axes[],
+                                          ladle_dtype dtype, unsigned flags, ladle_op **out)
+{
+    int reduced[LADLE_MAX_NDIM] = {0};
+    for (int k = 0; k < naxes; k++)
+        reduced[axes[k]] = 1;
+    return asr_core(l->p, reduced, l, dtype, flags, LADLE_OK, out, "ladle_all_sum_reduce");
+}
+
 ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
                                          const int axes[], int ndim, const int64_t shape[],
                                          ladle_dtype dtype, unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle_op *op = NULL;
     ladle_layout *l = NULL;
-    int *to_comm = NULL, *members = NULL, reduced[LADLE_MAX_NDIM] = {0};
-    MPI_Comm comm = MPI_COMM_NULL;
+    int reduced[LADLE_MAX_NDIM] = {0};
     int64_t n = 0;
-    uint64_t h = LADLE_HASH_INIT;
     char buf[128];
 
     LADLE_NOT_NULL(out);
@@ -68,35 +141,8 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
         local = ladle__check_shape(__func__, ndim, shape, &n);
     if (local == LADLE_OK)
         local = ladle_layout_create_block(p, ndim, shape, &l);
-    if (local == LADLE_OK)
-        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
-    if (local == LADLE_OK) {
-        op->in_place = 1;
-        members = ladle__calloc((size_t)p->size, sizeof(int));
-        if (members == NULL)
-            local = ladle__raise(LADLE_ERR_ALLOC, __func__, "out of memory");
-    }
-    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
-    if (local == LADLE_OK && p->rank >= 0) {
-        int pos = 0, g = group_of(p, reduced, members, &pos);
-        /* comm rank = partition rank: the communicator lists p's ranks in order */
-        ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
-        ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
-        ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
-    }
-    if (local == LADLE_OK) {
-        h = ladle__layout_hash(h, l);
-        h = ladle__hash(h, reduced, sizeof reduced);
-        h = ladle__hash(h, &dtype, sizeof dtype);
-        h = ladle__hash(h, &flags, sizeof flags);
-    }
-    st = ladle__op_finish(&op, &comm, local, h, out, __func__);
-fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
+    st = asr_core(p, reduced, l, dtype, flags, local, out, __func__);
     ladle_layout_destroy(&l);
-    ladle__free(to_comm);
-    ladle__free(members);
+fail:
     return st;
 }

@@ -28,6 +28,11 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, int ndim, const int64_t *shap
 uint64_t ladle__dist_hash(uint64_t h, int np, const ladle_partition *const *ps, int nv,
                           const int64_t *values);
 
+/* All-sum-reduce over axes of l's partition where each rank's block is its
+ * box in l (blocks may differ between groups, not within one). */
+ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, const int axes[],
+                                          ladle_dtype dtype, unsigned flags, ladle_op **out);
+
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);
 

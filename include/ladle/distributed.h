@@ -65,6 +65,34 @@ LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
                                                 int bias, ladle_dtype dtype, uint64_t seed,
                                                 unsigned flags, ladle_op **op);
 
+/*
+ * Convolution 1-3d (the options of ladle_conv_desc) with x of global shape
+ * x_shape (N x C x S...) decomposed over p_x (ndim 2 + nd) in balance along
+ * the batch and the spatial dimensions (p_x's channel extent must be 1):
+ * each rank exchanges halos with its neighbours and convolves the box its
+ * block of the output needs (a sequential convolution without padding). y
+ * is decomposed in balance over p_x too. The weights are replicated on
+ * every rank of p_x (partition rank 0 owns them); each rank's
+ * backward_weight adds its own contribution and ladle_layer_sync_gradients
+ * sums them over p_x. Returns the codes of ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
+                                              const ladle_partition *p_x,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              uint64_t seed, unsigned flags, ladle_op **op);
+
+/*
+ * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create. Max
+ * pooling takes every option (its padding is -inf); average pooling counts
+ * the padding (count_include_pad 1) and has no ceil mode, since a rank cannot
+ * tell padding from data in its halo: other settings return
+ * LADLE_ERR_UNSUPPORTED.
+ */
+LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d,
+                                              const ladle_partition *p_x,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              unsigned flags, ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,168 @@
+/* Spatially partitioned convolution and pooling against the sequential
+ * layers on the gathered tensors: 1-3d, batch and spatial splits, stride,
+ * padding, dilation, groups, ranks without output; the dot-product test;
+ * bad input. */
+#include <stdio.h>
+
+#include "harness.h"
+
+typedef struct ccase {
+    int nd;
+    int grid[5];     /* p_x */
+    int64_t x[5];    /* global x */
+    int64_t co, k, s, p, d, groups;
+} ccase;
+
+static const ccase cases[] = {
+    {2, {1, 1, 1, 1}, {2, 3, 9, 8}, 4, 3, 1, 1, 1, 1},
+    {2, {1, 1, 2, 1}, {2, 3, 9, 8}, 4, 3, 1, 1, 1, 1},
+    {2, {1, 1, 1, 2}, {1, 2, 7, 11}, 3, 5, 1, 2, 1, 1},
+    {2, {1, 1, 2, 2}, {2, 4, 10, 9}, 6, 3, 2, 1, 1, 2},
+    {2, {2, 1, 1, 2}, {3, 3, 8, 8}, 2, 3, 1, 0, 2, 1},
+    {1, {1, 1, 3}, {2, 2, 17}, 3, 4, 2, 1, 1, 1},
+    {2, {1, 1, 3, 1}, {1, 1, 12, 6}, 2, 5, 1, 2, 1, 1},
+    {2, {1, 1, 2, 3}, {2, 2, 11, 13}, 3, 3, 1, 1, 2, 1},
+    {3, {1, 1, 2, 1, 2}, {1, 2, 6, 5, 7}, 2, 3, 1, 1, 1, 1},
+    {2, {2, 1, 2, 2}, {2, 2, 9, 9}, 3, 3, 1, 1, 1, 1},
+    {2, {1, 1, 4, 1}, {1, 1, 5, 5}, 1, 3, 2, 0, 1, 1}, /* ranks without output */
+    {2, {1, 1, 3, 4}, {1, 2, 14, 15}, 2, 3, 1, 1, 1, 1},
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+static int ranks_of(const ccase *c)
+{
+    int n = 1;
+    for (int i = 0; i < 2 + c->nd; i++)
+        n *= c->grid[i];
+    return n;
+}
+
+static void conv_desc(const ccase *c, ladle_conv_desc *d, int bias)
+{
+    ladle_conv_desc_init(d, c->nd, c->x[1], c->co, c->k);
+    for (int i = 0; i < c->nd; i++) {
+        d->stride[i] = c->s;
+        d->padding[i] = c->p;
+        d->dilation[i] = c->d;
+    }
+    d->groups = c->groups;
+    d->bias = bias;
+}
+
+START_TEST(conv_equivalence)
+{
+    for (int k = 0; k < NCASES; k++) {
+        const ccase *c = &cases[k];
+        if (ranks_of(c) > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_conv_desc d;
+            conv_desc(c, &d, 1);
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, 11 + (uint64_t)k, 0, &dist));
+            LT_OK(ladle_conv_create(&d, c->x, dt, 11 + (uint64_t)k, &seq));
+            char what[64];
+            snprintf(what, sizeof what, "conv case %d (%s)", k, t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 100 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(pool_equivalence)
+{
+    for (int k = 0; k < NCASES; k++) {
+        const ccase *c = &cases[k];
+        if (ranks_of(c) > lt_size || 2 * c->p > c->k)
+            continue;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        for (int kind = 0; kind < 2; kind++) {
+            if (kind == LADLE_POOL_AVG && c->d != 1)
+                continue;
+            ladle_pool_desc d;
+            ladle_pool_desc_init(&d, (ladle_pool_kind)kind, c->nd, c->k);
+            for (int i = 0; i < c->nd; i++) {
+                d.stride[i] = c->s;
+                d.padding[i] = c->p;
+                d.dilation[i] = c->d;
+            }
+            d.ceil_mode = kind == LADLE_POOL_MAX && k % 2;
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, 0, &dist));
+            LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, &seq));
+            char what[64];
+            snprintf(what, sizeof what, "%s pool case %d", kind ? "avg" : "max", k);
+            lt_equivalent(dist, seq, 200 + (uint64_t)k, 1e-12, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(adjoint)
+{
+    for (int k = 0; k < NCASES; k++) {
+        const ccase *c = &cases[k];
+        if (ranks_of(c) > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        ladle_conv_desc d;
+        conv_desc(c, &d, 0);
+        ladle_op *op = NULL;
+        LT_OK(ladle_dist_conv_create(&d, p, c->x, LADLE_F64, 5, 0, &op));
+        lt_adjoint_ok(op, 300 + (uint64_t)k, "distributed convolution without bias");
+        ladle_op_destroy(&op);
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    int g1[4] = {1, 1, 1, 1};
+    ladle_partition *p = lt_partition(4, g1, 0);
+    ladle_conv_desc d;
+    ladle_op *op = NULL;
+    int64_t xs[4] = {2, 3, 8, 8};
+    ladle_conv_desc_init(&d, 2, 4, 5, 3); /* 4 channels, x has 3 */
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
+    ladle_conv_desc_init(&d, 2, 3, 5, 11); /* kernel larger than the input */
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
+    ladle_conv_desc_init(&d, 3, 3, 5, 3); /* a 3-d layer on a 4-d grid */
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
+    ladle_pool_desc pd;
+    ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
+    pd.count_include_pad = 0;
+    LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, 0, &op), LADLE_ERR_UNSUPPORTED);
+    if (lt_size >= 2) {
+        int g2[4] = {1, 2, 1, 1};
+        ladle_partition *pc = lt_partition(4, g2, 0);
+        ladle_conv_desc_init(&d, 2, 3, 5, 3); /* channels split: not spatial */
+        LT_FAILS(ladle_dist_conv_create(&d, pc, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
+        ladle_partition_destroy(&pc);
+    }
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+Suite *dc_suite(void)
+{
+    Suite *s = suite_create("dist_conv");
+    TCase *tc = tcase_create("dist_conv");
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, conv_equivalence);
+    tcase_add_test(tc, pool_equivalence);
+    tcase_add_test(tc, adjoint);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, dc_suite); }
