@@ -15,6 +15,7 @@
 
 #include "../src/op_impl.h"
 #include "../src/simd.h"
+#include "bn_kernels.h"
 
 typedef struct bn {
     int64_t c, inner; /* channels, and the positions per channel of one sample */
@@ -186,44 +187,63 @@ DEFINE_BN(float, f32)
 DEFINE_BN(double, f64)
 
 /* s1 = sum x (mean NULL) or sum (x - mean)^2 over each channel */
+void ladle__bn_moment(ladle_dtype dt, const void *x, int64_t n, int64_t c, int64_t inner,
+                      const double *mean, double *s1)
+{
+    if (dt == LADLE_F32 && inner == 1)
+        moment_cols_f32(x, n, c, mean, s1);
+    else if (dt == LADLE_F32)
+        moment_f32(x, n, c, inner, mean, s1);
+    else if (inner == 1)
+        moment_cols_f64(x, n, c, mean, s1);
+    else
+        moment_f64(x, n, c, inner, mean, s1);
+}
+
+void ladle__bn_dsums(ladle_dtype dt, const void *x, const void *dy, int64_t n, int64_t c,
+                     int64_t inner, const double *mean, double *s1, double *s2)
+{
+    if (dt == LADLE_F32 && inner == 1)
+        dsums_cols_f32(x, dy, n, c, mean, s1, s2);
+    else if (dt == LADLE_F32)
+        dsums_f32(x, dy, n, c, inner, mean, s1, s2);
+    else if (inner == 1)
+        dsums_cols_f64(x, dy, n, c, mean, s1, s2);
+    else
+        dsums_f64(x, dy, n, c, inner, mean, s1, s2);
+}
+
+/* out = a u + b w + k per channel (w may be NULL) */
+void ladle__bn_affine(ladle_dtype dt, const void *u, const void *w, void *out, int64_t n,
+                      int64_t c, int64_t inner, const double *a, const double *b,
+                      const double *k)
+{
+    if (dt == LADLE_F32 && inner == 1)
+        affine_cols_f32(u, w, out, n, c, a, b, k);
+    else if (dt == LADLE_F32)
+        affine_f32(u, w, out, n, c, inner, a, b, k);
+    else if (inner == 1)
+        affine_cols_f64(u, w, out, n, c, a, b, k);
+    else
+        affine_f64(u, w, out, n, c, inner, a, b, k);
+}
+
 static void moment(const bn *v, ladle_dtype dt, const void *x, int64_t n, const double *mean,
                    double *s1)
 {
-    if (dt == LADLE_F32 && v->inner == 1)
-        moment_cols_f32(x, n, v->c, mean, s1);
-    else if (dt == LADLE_F32)
-        moment_f32(x, n, v->c, v->inner, mean, s1);
-    else if (v->inner == 1)
-        moment_cols_f64(x, n, v->c, mean, s1);
-    else
-        moment_f64(x, n, v->c, v->inner, mean, s1);
+    ladle__bn_moment(dt, x, n, v->c, v->inner, mean, s1);
 }
 
 static void dsums(const bn *v, ladle_dtype dt, const void *x, const void *dy, int64_t n,
                   const double *mean, double *s1, double *s2)
 {
-    if (dt == LADLE_F32 && v->inner == 1)
-        dsums_cols_f32(x, dy, n, v->c, mean, s1, s2);
-    else if (dt == LADLE_F32)
-        dsums_f32(x, dy, n, v->c, v->inner, mean, s1, s2);
-    else if (v->inner == 1)
-        dsums_cols_f64(x, dy, n, v->c, mean, s1, s2);
-    else
-        dsums_f64(x, dy, n, v->c, v->inner, mean, s1, s2);
+    ladle__bn_dsums(dt, x, dy, n, v->c, v->inner, mean, s1, s2);
 }
 
-/* out = a u + b w + k per channel (w may be NULL) */
 static void affine(const bn *v, ladle_dtype dt, const void *u, const void *w, void *out,
                    int64_t n, const double *a, const double *b, const double *k)
 {
-    if (dt == LADLE_F32 && v->inner == 1)
-        affine_cols_f32(u, w, out, n, v->c, a, b, k);
-    else if (dt == LADLE_F32)
-        affine_f32(u, w, out, n, v->c, v->inner, a, b, k);
-    else if (v->inner == 1)
-        affine_cols_f64(u, w, out, n, v->c, a, b, k);
-    else
-        affine_f64(u, w, out, n, v->c, v->inner, a, b, k);
+    ladle__bn_affine(dt, u, w, out, n, v->c, v->inner, a, b, k);
 }
 
 static void update_running(bn *v, const double *mean, const double *var, double m)

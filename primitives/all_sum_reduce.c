@@ -146,3 +146,67 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
 fail:
     return st;
 }
+
+ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *group_id,
+                                          const int64_t *counts, ladle_dtype dtype,
+                                          unsigned flags, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    ladle_layout *l = NULL;
+    int *to_comm = NULL, *members = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int64_t n = 0;
+    uint64_t h = LADLE_HASH_INIT;
+    const char *f = "ladle_all_sum_reduce";
+
+    int64_t *zero = ladle__calloc((size_t)p->size + 1, sizeof(int64_t)), total = 0;
+    if (zero == NULL)
+        local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    for (int r = 0; local == LADLE_OK && r < p->size; r++) {
+        total += counts[r];
+        for (int q = 0; q < p->size; q++)
+            if (group_id[q] == group_id[r] && counts[q] != counts[r])
+                local = ladle__raise(LADLE_ERR_SHAPE, f, "a group's blocks differ");
+    }
+    if (local == LADLE_OK)
+        local = ladle__layout_create_explicit(p, 1, &total, zero, counts, &l);
+    ladle__free(zero);
+    if (local == LADLE_OK) {
+        n = ladle_layout_local_volume(l, LADLE_SELF);
+        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
+    }
+    if (local == LADLE_OK) {
+        op->in_place = 1;
+        members = ladle__calloc((size_t)p->size + 1, sizeof(int));
+        if (members == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    }
+    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
+    if (local == LADLE_OK && p->rank >= 0 && n > 0) {
+        int g = 0, pos = 0;
+        for (int r = 0; r < p->size; r++)
+            if (group_id[r] == group_id[p->rank]) {
+                if (r == p->rank)
+                    pos = g;
+                members[g++] = r; /* comm rank = partition rank */
+            }
+        ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
+        ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
+        ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
+    }
+    if (local == LADLE_OK) {
+        h = ladle__layout_hash(h, l);
+        h = ladle__hash(h, group_id, sizeof(int) * (size_t)p->size);
+        h = ladle__hash(h, &dtype, sizeof dtype);
+    }
+    st = ladle__op_finish(&op, &comm, local, h, out, f);
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    ladle_layout_destroy(&l);
+    ladle__free(to_comm);
+    ladle__free(members);
+    return st;
+}

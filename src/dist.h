@@ -33,6 +33,13 @@ uint64_t ladle__dist_hash(uint64_t h, int np, const ladle_partition *const *ps, 
 ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, const int axes[],
                                           ladle_dtype dtype, unsigned flags, ladle_op **out);
 
+/* All-sum-reduce among the members of p that share a group id
+ * (group_id[partition rank]); partition rank r holds a vector of counts[r]
+ * elements, the same within a group. */
+ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *group_id,
+                                          const int64_t *counts, ladle_dtype dtype,
+                                          unsigned flags, ladle_op **out);
+
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);
 

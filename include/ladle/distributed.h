@@ -93,6 +93,39 @@ LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d,
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               unsigned flags, ladle_op **op);
 
+/* Which ranks batch norm's statistics are reduced over (among the ranks
+ * holding the same channels, the peers). */
+typedef enum ladle_bn_sync {
+    LADLE_BN_SYNC_GLOBAL = 0, /* every peer: the statistics of the whole batch */
+    LADLE_BN_SYNC_LOCAL = 1,  /* each rank alone, on its own block */
+    LADLE_BN_SYNC_GROUP = 2   /* consecutive groups of group_size peers */
+} ladle_bn_sync;
+
+/*
+ * Batch normalisation (the options of ladle_batchnorm_desc) with x of
+ * global shape x_shape (ndim 2 to 5) decomposed in balance over p_x (the same
+ * ndim; any dimension may be split, the channels too). Statistics are per
+ * channel over the sync group: in training, one all-sum-reduce exchanges
+ * each rank's (count, mean, sum of squared deviations) and every member
+ * merges them with Chan's formula in the same order (bitwise equal results,
+ * correct for unequal counts); the backward reduces (sum dy, sum dy x-hat)
+ * once. With LADLE_BN_SYNC_GLOBAL the outputs, gradients and running
+ * statistics equal the sequential layer's on the whole batch. Groups are the
+ * peers in partition rank order, cut into consecutive runs of group_size
+ * (which must divide the number of peers). gamma and beta are replicated on
+ * the peers (ladle_layer_sync_gradients sums their gradients); each rank
+ * keeps running statistics for its channels (identical across a group).
+ * Returns the codes of ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
+                                                   const ladle_partition *p_x, int ndim,
+                                                   const int64_t x_shape[], ladle_bn_sync sync,
+                                                   int group_size, ladle_dtype dtype,
+                                                   unsigned flags, ladle_op **op);
+/* This rank's running statistics (its channels; borrowed), or NULL. */
+LADLE_API ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op);
+LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
+
 #ifdef __cplusplus
 }
 #endif

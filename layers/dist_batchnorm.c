@@ -1,0 +1,523 @@
+/*
+ * Distributed batch normalisation (see ladle/distributed.h). x is split over
+ * p_x along any dimensions; the ranks holding the same channels (the peers)
+ * share statistics within groups: every peer (global), each rank alone
+ * (local), or consecutive groups of g peers in partition rank order.
+ *
+ * Forward (training): each rank computes its count m_r, mean_r and
+ * M2_r = sum (x - mean_r)^2 per channel in two passes, the group exchanges
+ * them in one all-sum-reduce (rank k of the group writes slot k, the other
+ * slots are zero, so the sums are exact) and every member merges the slots
+ * in slot order with Chan's formula:
+ *   n = n_a + n_b,  d = mean_b - mean_a,
+ *   mean = mean_a + d n_b / n,  M2 = M2_a + M2_b + d^2 n_a n_b / n
+ * so all members get bitwise the same mean and variance, correct for any
+ * counts. Backward: one all-sum-reduce of the per-channel sums of dy and
+ * dy (x - mean); dx as in the sequential layer with the group's sums and
+ * count. gamma and beta are replicated on every peer: backward_weight adds
+ * the rank's own sums, ladle_layer_sync_gradients sums them over the peers.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../src/dist.h"
+#include "bn_kernels.h"
+
+typedef struct dbn {
+    int64_t c, c_off;   /* this rank's channels and the first one */
+    int64_t n, inner;   /* its batch and positions per channel */
+    int group, slot;    /* statistics group size and this rank's slot */
+    double eps, momentum;
+    int affine, track;
+    int64_t batches_seen;
+    ladle_op *stats, *dred; /* all-sum-reduces over the group (NULL alone) */
+    ladle_op *sync;         /* of gamma's and beta's gradients over the peers */
+    ladle_tensor *params[2], *grads[2];
+    ladle_tensor *running_mean, *running_var;
+    ladle_tensor *slots; /* group x (1 + 2c) doubles */
+    ladle_tensor *red;   /* 2c doubles */
+    double *mean, *invstd, *var, *ca, *cb, *cc; /* c each */
+} dbn;
+
+/* per microbatch: the statistics used and the backward's sums */
+typedef struct saved {
+    int batch_stats;
+    double count;        /* the group's values per channel */
+    const void *sums_of; /* the dy the sums belong to */
+    int group_sums;      /* the group's sums are in place */
+    double v[];          /* mean, invstd, own sdy, own sdyx, group sdy, group sdyx */
+} saved;
+
+static double get(const ladle_tensor *t, int64_t i)
+{
+    return t->dtype == LADLE_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
+}
+
+static void put(ladle_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == LADLE_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+static void dbn_free(dbn *v)
+{
+    if (v == NULL)
+        return;
+    ladle_op_destroy(&v->stats);
+    ladle_op_destroy(&v->dred);
+    ladle_op_destroy(&v->sync);
+    for (int i = 0; i < 2; i++) {
+        ladle_tensor_destroy(&v->params[i]);
+        ladle_tensor_destroy(&v->grads[i]);
+    }
+    ladle_tensor_destroy(&v->running_mean);
+    ladle_tensor_destroy(&v->running_var);
+    ladle_tensor_destroy(&v->slots);
+    ladle_tensor_destroy(&v->red);
+    ladle__free(v->mean);
+    ladle__free(v);
+}
+
+static int member(const ladle_op *op)
+{
+    return ladle_partition_active(ladle_layout_partition(op->x_layout));
+}
+
+/* The group's mean, variance (biased) and count. */
+static ladle_status statistics(ladle_op *op, const ladle_tensor *x, double *count)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    int64_t c = v->c, w = 1 + 2 * c;
+    double m = (double)(v->n * v->inner), *s = v->slots->data;
+    /* this rank's mean and squared deviations, two passes */
+    ladle__bn_moment(op->dtype, x->data, v->n, c, v->inner, NULL, v->mean);
+    for (int64_t ch = 0; ch < c; ch++)
+        v->mean[ch] = m > 0 ? v->mean[ch] / m : 0.0;
+    ladle__bn_moment(op->dtype, x->data, v->n, c, v->inner, v->mean, v->var);
+    if (v->group == 1) {
+        *count = m;
+        return LADLE_OK;
+    }
+    memset(s, 0, sizeof(double) * (size_t)(v->group * w));
+    double *mine = s + v->slot * w;
+    mine[0] = m;
+    memcpy(mine + 1, v->mean, sizeof(double) * (size_t)c);
+    memcpy(mine + 1 + c, v->var, sizeof(double) * (size_t)c);
+    LADLE_CALL(ladle_op_forward(v->stats, v->slots, v->slots));
+    /* Chan's merge in slot order: the same arithmetic on every member */
+    double n = s[0];
+    memcpy(v->mean, s + 1, sizeof(double) * (size_t)c);
+    memcpy(v->var, s + 1 + c, sizeof(double) * (size_t)c);
+    for (int k = 1; k < v->group; k++) {
+        const double *b = s + k * w;
+        double nb = b[0], nab = n + nb;
+        if (nb == 0)
+            continue;
+        for (int64_t ch = 0; ch < c; ch++) {
+            double d = b[1 + ch] - v->mean[ch];
+            v->mean[ch] += d * nb / nab;
+            v->var[ch] += b[1 + c + ch] + d * d * n * nb / nab;
+        }
+        n = nab;
+    }
+    *count = n;
+fail:
+    return st;
+}
+
+static ladle_status dbn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                ladle_tensor *y, int64_t nb)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    int64_t c = v->c;
+    double count = 0;
+    int batch_stats = op->training || !v->track;
+    (void)nb;
+    if (!member(op))
+        return LADLE_OK;
+    if (batch_stats) {
+        LADLE_CALL(statistics(op, x, &count));
+        if (op->training && count <= 1)
+            return ladle__raise(LADLE_ERR_SHAPE, "ladle_layer_forward",
+                                "batch norm in training needs more than one value per channel");
+        for (int64_t ch = 0; ch < c; ch++) {
+            v->var[ch] = count > 0 ? v->var[ch] / count : 0.0;
+            v->invstd[ch] = 1.0 / sqrt(v->var[ch] + v->eps);
+        }
+        if (op->training && v->track) {
+            double mom = v->momentum;
+            v->batches_seen++;
+            if (mom < 0)
+                mom = 1.0 / (double)v->batches_seen;
+            for (int64_t ch = 0; ch < c; ch++) {
+                put(v->running_mean, ch, (1 - mom) * get(v->running_mean, ch) + mom * v->mean[ch]);
+                put(v->running_var, ch,
+                    (1 - mom) * get(v->running_var, ch) + mom * v->var[ch] * count / (count - 1));
+            }
+        }
+    } else {
+        for (int64_t ch = 0; ch < c; ch++) {
+            v->mean[ch] = get(v->running_mean, ch);
+            v->invstd[ch] = 1.0 / sqrt(get(v->running_var, ch) + v->eps);
+        }
+    }
+    for (int64_t ch = 0; ch < c; ch++) {
+        double g = v->affine ? get(v->params[0], ch) : 1.0;
+        double b = v->affine ? get(v->params[1], ch) : 0.0;
+        v->ca[ch] = g * v->invstd[ch];
+        v->cc[ch] = b - v->mean[ch] * v->ca[ch];
+    }
+    ladle__bn_affine(op->dtype, x->data, NULL, y->data, v->n, c, v->inner, v->ca, NULL, v->cc);
+    if (ctx) {
+        saved *sv = ctx->buf;
+        sv->batch_stats = batch_stats;
+        sv->count = count;
+        sv->sums_of = NULL;
+        sv->group_sums = 0;
+        memcpy(sv->v, v->mean, sizeof(double) * (size_t)c);
+        memcpy(sv->v + c, v->invstd, sizeof(double) * (size_t)c);
+    }
+fail:
+    return st;
+}
+
+/* This rank's sums of dy and dy x-hat (once per ctx and dy), and with
+ * group != 0 the group's. */
+static ladle_status sums(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy, int group)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    saved *sv = ctx->buf;
+    int64_t c = v->c;
+    double *mean = sv->v, *invstd = mean + c, *own = invstd + c, *grp = own + 2 * c;
+    if (sv->sums_of != dy->data) {
+        ladle__bn_dsums(op->dtype, ctx->x->data, dy->data, v->n, c, v->inner, mean, own,
+                        own + c);
+        for (int64_t ch = 0; ch < c; ch++)
+            own[c + ch] *= invstd[ch];
+        sv->sums_of = dy->data;
+        sv->group_sums = 0;
+    }
+    if (group && !sv->group_sums) {
+        memcpy(grp, own, sizeof(double) * (size_t)(2 * c));
+        if (v->dred) {
+            memcpy(v->red->data, own, sizeof(double) * (size_t)(2 * c));
+            LADLE_CALL(ladle_op_forward(v->dred, v->red, v->red));
+            memcpy(grp, v->red->data, sizeof(double) * (size_t)(2 * c));
+        }
+        sv->group_sums = 1;
+    }
+fail:
+    return st;
+}
+
+static ladle_status dbn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                 ladle_tensor *dx, int64_t nb)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    saved *sv = ctx->buf;
+    int64_t c = v->c;
+    const double *mean = sv->v, *invstd = mean + c;
+    (void)nb;
+    if (dx == NULL || !member(op))
+        return LADLE_OK;
+    if (!sv->batch_stats) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            v->ca[ch] = (v->affine ? get(v->params[0], ch) : 1.0) * invstd[ch];
+            v->cc[ch] = 0;
+        }
+        ladle__bn_affine(op->dtype, dy->data, NULL, dx->data, v->n, c, v->inner, v->ca, NULL,
+                         v->cc);
+        return LADLE_OK;
+    }
+    LADLE_CALL(sums(op, ctx, dy, 1));
+    const double *sdy = sv->v + 4 * c, *sdyx = sdy + c;
+    double m = sv->count;
+    for (int64_t ch = 0; ch < c; ch++) {
+        double k = (v->affine ? get(v->params[0], ch) : 1.0) * invstd[ch] / m;
+        double b = -k * invstd[ch] * sdyx[ch];
+        v->ca[ch] = k * m;
+        v->cb[ch] = b;
+        v->cc[ch] = -k * sdy[ch] - b * mean[ch];
+    }
+    ladle__bn_affine(op->dtype, dy->data, ctx->x->data, dx->data, v->n, c, v->inner, v->ca,
+                     v->cb, v->cc);
+fail:
+    return st;
+}
+
+static ladle_status dbn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                        int64_t nb)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    saved *sv = ctx->buf;
+    int64_t c = v->c;
+    (void)nb;
+    if (!member(op))
+        return LADLE_OK;
+    LADLE_CALL(sums(op, ctx, dy, 0));
+    const double *sdy = sv->v + 2 * c, *sdyx = sdy + c;
+    for (int64_t ch = 0; ch < c; ch++) {
+        put(v->grads[0], ch, get(v->grads[0], ch) + sdyx[ch]);
+        put(v->grads[1], ch, get(v->grads[1], ch) + sdy[ch]);
+    }
+fail:
+    return st;
+}
+
+static ladle_status dbn_sync(ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    for (int i = 0; v->affine && i < 2; i++)
+        LADLE_CALL(ladle_op_forward(v->sync, v->grads[i], v->grads[i]));
+fail:
+    return st;
+}
+
+static int dbn_num_params(const ladle_op *op) { return ((const dbn *)op->impl)->affine ? 2 : 0; }
+
+static ladle_tensor *dbn_param_at(const ladle_op *op, int i, int grad, const char **name)
+{
+    const dbn *v = op->impl;
+    if (name)
+        *name = i == 0 ? "weight" : "bias";
+    return grad ? v->grads[i] : v->params[i];
+}
+
+static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const dbn *v = op->impl;
+    const ladle_layout *l = op->x_layout;
+    (void)i;
+    info->ndim = 1;
+    info->global[0] = ladle_layout_global_shape(l)[1];
+    info->offset[0] = v->c_off;
+    /* the peers with coordinate 0 on every other axis own the blocks */
+    const int *coords = ladle_partition_coords(ladle_layout_partition(l));
+    int owner = coords != NULL;
+    for (int d = 0; coords && d < ladle_layout_ndim(l); d++)
+        if (d != 1 && coords[d] != 0)
+            owner = 0;
+    info->owner = owner;
+    info->sync = v->sync;
+}
+
+static void dbn_destroy(ladle_op *op) { dbn_free(op->impl); }
+
+static const ladle_op_vtable dbn_vt = {
+    .name = "distributed batch norm",
+    .destroy = dbn_destroy,
+    .layer_forward = dbn_forward,
+    .layer_backward = dbn_backward,
+    .layer_backward_weight = dbn_backward_weight,
+    .num_params = dbn_num_params,
+    .param_at = dbn_param_at,
+    .param_info = dbn_param_info,
+    .sync_grads = dbn_sync,
+};
+
+ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
+                                         int ndim, const int64_t x_shape[], ladle_bn_sync sync,
+                                         int group_size, ladle_dtype dtype, unsigned flags,
+                                         ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    dbn *v = NULL;
+    ladle_layout *lx = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    int *gid = NULL, *cid = NULL;
+    int64_t *counts = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[1] = {p_x};
+    int size = ladle_partition_size(p_x), peers = 0, group = 1;
+    const int *shape = ladle_partition_shape(p_x);
+
+    if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
+    else if (ndim < 2 || ndim > 5 || ladle_partition_ndim(p_x) != ndim)
+        local = ladle__raise(LADLE_ERR_PARTITION, f,
+                             "x has %d dimensions (2 to 5) and p_x %d: they must agree", ndim,
+                             ladle_partition_ndim(p_x));
+    else if (x_shape[1] != d->num_features || d->eps <= 0 || d->momentum > 1)
+        local = ladle__raise(x_shape[1] != d->num_features ? LADLE_ERR_SHAPE : LADLE_ERR_ARG, f,
+                             "x has %lld channels for %lld features (eps %g, momentum %g)",
+                             (long long)x_shape[1], (long long)d->num_features, d->eps,
+                             d->momentum);
+    else if (flags & ~(unsigned)LADLE_CHECKED)
+        local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    if (local == LADLE_OK) {
+        for (int i = 0; i < ndim; i++)
+            if (x_shape[i] < shape[i])
+                local = ladle__raise(LADLE_ERR_SHAPE, f,
+                                     "x extent %lld in dimension %d is below the grid's %d",
+                                     (long long)x_shape[i], i, shape[i]);
+        peers = size / shape[1];
+        group = sync == LADLE_BN_SYNC_GLOBAL  ? peers
+                : sync == LADLE_BN_SYNC_LOCAL ? 1
+                                              : group_size;
+        if (local == LADLE_OK &&
+            (sync < LADLE_BN_SYNC_GLOBAL || sync > LADLE_BN_SYNC_GROUP || group < 1 ||
+             peers % group != 0))
+            local = ladle__raise(LADLE_ERR_ARG, f,
+                                 "groups of %d do not divide the %d ranks that share each "
+                                 "channel block (sync mode %d)",
+                                 group, peers, (int)sync);
+    }
+    int64_t args[12] = {ndim, sync, group, (int64_t)dtype, (int64_t)flags, d->affine,
+                        d->track_running_stats};
+    for (int i = 0; i < ndim && i < 5; i++)
+        args[7 + i] = x_shape[i];
+    uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 12, args);
+    h = ladle__hash(h, &d->eps, sizeof d->eps);
+    h = ladle__hash(h, &d->momentum, sizeof d->momentum);
+    LADLE_CALL(ladle__dist_begin(1, parts, local, h, &comm, f));
+
+    /* groups: the peers of a channel block in partition rank order, cut
+     * into consecutive groups */
+    v = ladle__calloc(1, sizeof *v);
+    gid = ladle__calloc((size_t)size, sizeof(int));
+    cid = ladle__calloc((size_t)size, sizeof(int));
+    counts = ladle__calloc((size_t)size, sizeof(int64_t));
+    local = v && gid && cid && counts ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "oom");
+    if (local == LADLE_OK)
+        local = ladle_layout_create_balanced(p_x, ndim, x_shape, &lx);
+    if (local == LADLE_OK) {
+        int *seen = ladle__calloc((size_t)shape[1], sizeof(int)), c[LADLE_MAX_NDIM];
+        if (seen == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+        for (int r = 0; local == LADLE_OK && r < size; r++) {
+            ladle_partition_coords_of(p_x, r, c);
+            int k = seen[c[1]]++;
+            cid[r] = c[1];
+            gid[r] = c[1] * (peers / group) + k / group;
+            if (r == ladle_partition_rank(p_x))
+                v->slot = k % group;
+        }
+        ladle__free(seen);
+        v->group = group;
+        v->eps = d->eps;
+        v->momentum = d->momentum;
+        v->affine = d->affine;
+        v->track = d->track_running_stats;
+        int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM];
+        ladle_layout_box(lx, LADLE_SELF, off, box);
+        v->c = box[1];
+        v->c_off = off[1];
+        v->n = box[0];
+        v->inner = 1;
+        for (int i = 2; i < ndim; i++)
+            v->inner *= box[i];
+    }
+    LADLE_CALL(ladle__dist_step(comm, local, f));
+    /* the statistics and the sums travel in double whatever the dtype */
+    if (group > 1) {
+        int64_t cbox[LADLE_MAX_NDIM];
+        for (int r = 0; r < size; r++) {
+            ladle_layout_box(lx, r, NULL, cbox);
+            counts[r] = group * (1 + 2 * cbox[1]);
+        }
+        LADLE_CALL(ladle__dist_step(
+            comm, ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, flags, &v->stats), f));
+        for (int r = 0; r < size; r++) {
+            ladle_layout_box(lx, r, NULL, cbox);
+            counts[r] = 2 * cbox[1];
+        }
+        LADLE_CALL(ladle__dist_step(
+            comm, ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, flags, &v->dred), f));
+    }
+    if (d->affine) {
+        int64_t cbox[LADLE_MAX_NDIM];
+        for (int r = 0; r < size; r++) {
+            ladle_layout_box(lx, r, NULL, cbox);
+            counts[r] = cbox[1];
+        }
+        LADLE_CALL(ladle__dist_step(
+            comm, ladle__all_sum_reduce_groups(p_x, cid, counts, dtype, flags, &v->sync), f));
+    }
+
+    local = LADLE_OK;
+    int64_t cs = v->c, sl = (int64_t)group * (1 + 2 * v->c), rs = 2 * v->c;
+    for (int i = 0; local == LADLE_OK && i < 2; i++) {
+        local = ladle__dist_tensor(dtype, 1, &cs, &v->params[i]);
+        if (local == LADLE_OK)
+            local = ladle__dist_tensor(dtype, 1, &cs, &v->grads[i]);
+    }
+    if (local == LADLE_OK)
+        local = ladle_tensor_fill(v->params[0], 1.0);
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(dtype, 1, &cs, &v->running_mean);
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(dtype, 1, &cs, &v->running_var);
+    if (local == LADLE_OK)
+        local = ladle_tensor_fill(v->running_var, 1.0);
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(LADLE_F64, 1, &sl, &v->slots);
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(LADLE_F64, 1, &rs, &v->red);
+    if (local == LADLE_OK) {
+        v->mean = ladle__calloc((size_t)(6 * cs + 1), sizeof(double));
+        if (v->mean == NULL)
+            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+        else {
+            v->invstd = v->mean + cs;
+            v->var = v->invstd + cs;
+            v->ca = v->var + cs;
+            v->cb = v->ca + cs;
+            v->cc = v->cb + cs;
+        }
+    }
+    if (local == LADLE_OK) {
+        int64_t box[LADLE_MAX_NDIM];
+        ladle_layout_box(lx, LADLE_SELF, NULL, box);
+        local = ladle__layer_new(&dbn_vt, dtype, ndim, box, ndim, box, 0, &op);
+    }
+    if (local == LADLE_OK) {
+        op->impl = v;
+        v = NULL;
+        op->comm = comm;
+        op->active = comm != MPI_COMM_NULL;
+        comm = MPI_COMM_NULL;
+        op->flags = ladle__op_flags_from_env(flags);
+        op->x_layout = ladle__layout_retain(lx);
+        op->y_layout = ladle__layout_retain(lx);
+        op->ctx_bytes = sizeof(saved) + sizeof(double) * (size_t)(6 * cs + 1);
+    }
+    st = ladle__dist_step(op ? op->comm : comm, local, f);
+    if (st == LADLE_OK) {
+        *out = op;
+        op = NULL;
+    }
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    dbn_free(v);
+    ladle_layout_destroy(&lx);
+    ladle__free(gid);
+    ladle__free(cid);
+    ladle__free(counts);
+    return st;
+}
+
+ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op)
+{
+    return op && op->vt == &dbn_vt ? ((dbn *)op->impl)->running_mean : NULL;
+}
+
+ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op)
+{
+    return op && op->vt == &dbn_vt ? ((dbn *)op->impl)->running_var : NULL;
+}
