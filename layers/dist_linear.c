@@ -20,6 +20,8 @@
 typedef struct dlinear {
     int64_t batch, in, out;
     int row, col;                   /* this rank's coordinates on P_w, or -1 */
+    int rep, reps;                  /* its batch block (replica) and their number */
+    int64_t batch_len;              /* the rows of its batch block */
     int64_t in_off, in_len;         /* its block of the input features */
     int64_t out_off, out_len;       /* and of the output features */
     int bias;
@@ -29,6 +31,8 @@ typedef struct dlinear {
     ladle_tensor *xb, *dyp;      /* workspace on P_w for calls without a ctx */
     ladle_tensor *yp, *dxp;      /* partial y, partial dx */
     ladle_tensor *none[2];       /* zero-volume stand-ins for missing shards */
+    ladle_op *sync[2];           /* replicas' gradient sums (batch-split grids) */
+    ladle_tensor *flat[2];       /* 1-D views of the local gradients for them */
 } dlinear;
 
 typedef struct dctx {
@@ -49,8 +53,11 @@ static void dl_free(dlinear *v)
     ladle_tensor_destroy(&v->dyp);
     ladle_tensor_destroy(&v->yp);
     ladle_tensor_destroy(&v->dxp);
-    ladle_tensor_destroy(&v->none[0]);
-    ladle_tensor_destroy(&v->none[1]);
+    for (int i = 0; i < 2; i++) {
+        ladle_tensor_destroy(&v->none[i]);
+        ladle_tensor_destroy(&v->flat[i]);
+        ladle_op_destroy(&v->sync[i]);
+    }
     ladle__free(v);
 }
 
@@ -131,8 +138,8 @@ static ladle_status dl_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->impl = c;
     int member = v->row >= 0;
-    int64_t xs[2] = {member ? v->batch : 0, member ? v->in_len : 0};
-    int64_t ys[2] = {member ? v->batch : 0, member ? v->out_len : 0};
+    int64_t xs[2] = {member ? v->batch_len : 0, member ? v->in_len : 0};
+    int64_t ys[2] = {member ? v->batch_len : 0, member ? v->out_len : 0};
     LADLE_CALL(ladle__dist_tensor(op->dtype, 2, xs, &c->xb));
     LADLE_CALL(ladle__dist_tensor(op->dtype, 2, ys, &c->dyp));
     if (v->local)
@@ -177,7 +184,19 @@ static void dl_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     info->global[1] = v->in;
     info->offset[0] = v->row >= 0 ? v->out_off : 0;
     info->offset[1] = v->row >= 0 ? v->in_off : 0;
-    info->owner = v->local != NULL && i < ladle_op_num_params(v->local);
+    info->owner = v->local != NULL && i < ladle_op_num_params(v->local) && v->rep == 0;
+    info->sync = v->sync[i];
+}
+
+static ladle_status dl_sync(ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    dlinear *v = op->impl;
+    for (int i = 0; i < 2; i++)
+        if (v->sync[i])
+            LADLE_CALL(ladle_op_forward(v->sync[i], v->flat[i], v->flat[i]));
+fail:
+    return st;
 }
 
 static void dl_set_training(ladle_op *op, int training)
@@ -201,6 +220,7 @@ static const ladle_op_vtable dlinear_vt = {
     .param_at = dl_param_at,
     .set_training = dl_set_training,
     .param_info = dl_param_info,
+    .sync_grads = dl_sync,
 };
 
 /* The checks every rank makes alike, from global facts only. */
@@ -213,16 +233,22 @@ static ladle_status validate(const ladle_partition *p_x, const ladle_partition *
                             ladle_dtype_name(dtype));
     if (flags & ~(unsigned)LADLE_CHECKED)
         return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
-    if (ladle_partition_ndim(p_x) != 2 || ladle_partition_ndim(p_w) != 2 ||
-        ladle_partition_ndim(p_y) != 2)
-        return ladle__raise(LADLE_ERR_PARTITION, f, "p_x, p_w and p_y must be 2-D grids");
+    if (ladle_partition_ndim(p_x) != 2 || ladle_partition_ndim(p_y) != 2 ||
+        (ladle_partition_ndim(p_w) != 2 && ladle_partition_ndim(p_w) != 3))
+        return ladle__raise(LADLE_ERR_PARTITION, f,
+                            "p_x and p_y must be 2-D grids and p_w 2-D or 3-D");
     const int *sx = ladle_partition_shape(p_x), *sw = ladle_partition_shape(p_w),
               *sy = ladle_partition_shape(p_y);
-    if (sx[0] != 1 || sy[0] != 1 || sw[0] != sy[1] || sw[1] != sx[1])
+    int three = ladle_partition_ndim(p_w) == 3, reps = three ? sw[1] : 1;
+    int pout = sw[0], pin = sw[three ? 2 : 1];
+    if (sx[0] != reps || sy[0] != reps || pout != sy[1] || pin != sx[1])
         return ladle__raise(LADLE_ERR_PARTITION, f,
-                            "p_x %dx%d, p_w %dx%d and p_y %dx%d do not fit: p_x must be 1 x Pin, "
-                            "p_y 1 x Pout and p_w Pout x Pin",
-                            sx[0], sx[1], sw[0], sw[1], sy[0], sy[1]);
+                            "p_x %dx%d, p_w and p_y %dx%d do not fit: p_x must be D x Pin, p_y "
+                            "D x Pout and p_w Pout x Pin (D = 1) or Pout x D x Pin",
+                            sx[0], sx[1], sy[0], sy[1]);
+    if (batch < reps)
+        return ladle__raise(LADLE_ERR_SHAPE, f, "a batch of %lld over %d blocks",
+                            (long long)batch, reps);
     if (batch < 1 || in < sx[1] || out < sy[1] || in > INT32_MAX || out > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f,
                             "batch %lld, in %lld and out %lld: the batch must be >= 1 and "
@@ -231,23 +257,26 @@ static ladle_status validate(const ladle_partition *p_x, const ladle_partition *
     return LADLE_OK;
 }
 
-/* Explicit layouts on P_w: (i, j) holds [batch, feature block] where the
- * feature block follows coordinate `dim` (1: columns, input features; 0:
- * rows, output features). */
+/* Explicit layouts on P_w: worker (i, [b,] j) holds [batch block b,
+ * feature block] where the feature block follows coordinate `dim` (the
+ * last: input features; 0: output features). */
 static ladle_status worker_layout(const ladle_partition *p_w, int64_t batch, int64_t features,
                                   int dim, ladle_layout **l)
 {
     ladle_status st = LADLE_OK;
-    int size = ladle_partition_size(p_w), c[2];
+    int size = ladle_partition_size(p_w), c[3], nd = ladle_partition_ndim(p_w);
     const int *shape = ladle_partition_shape(p_w);
     int64_t *off = ladle__calloc((size_t)size * 2, sizeof(int64_t));
     int64_t *ext = ladle__calloc((size_t)size * 2, sizeof(int64_t));
     int64_t global[2] = {batch, features};
+    int reps = nd == 3 ? shape[1] : 1;
     LADLE_CHECK(off && ext, LADLE_ERR_ALLOC, "out of memory");
     for (int r = 0; r < size; r++) {
         ladle_partition_coords_of(p_w, r, c);
+        int b = nd == 3 ? c[1] : 0;
+        off[2 * r] = ladle__balanced_start(batch, reps, b);
+        ext[2 * r] = ladle__balanced_size(batch, reps, b);
         off[2 * r + 1] = ladle__balanced_start(features, shape[dim], c[dim]);
-        ext[2 * r] = batch;
         ext[2 * r + 1] = ladle__balanced_size(features, shape[dim], c[dim]);
     }
     LADLE_CALL(ladle__layout_create_explicit(p_w, 2, global, off, ext, l));
@@ -290,11 +319,15 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
         v->bias = bias != 0;
         v->row = v->col = -1;
         const int *sw = ladle_partition_shape(p_w), *cw = ladle_partition_coords(p_w);
+        int three = ladle_partition_ndim(p_w) == 3, last = three ? 2 : 1;
+        v->reps = three ? sw[1] : 1;
         if (cw != NULL) {
             v->row = cw[0];
-            v->col = cw[1];
-            v->in_off = ladle__balanced_start(in_features, sw[1], v->col);
-            v->in_len = ladle__balanced_size(in_features, sw[1], v->col);
+            v->col = cw[last];
+            v->rep = three ? cw[1] : 0;
+            v->batch_len = ladle__balanced_size(batch, v->reps, v->rep);
+            v->in_off = ladle__balanced_start(in_features, sw[last], v->col);
+            v->in_len = ladle__balanced_size(in_features, sw[last], v->col);
             v->out_off = ladle__balanced_start(out_features, sw[0], v->row);
             v->out_len = ladle__balanced_size(out_features, sw[0], v->row);
         }
@@ -303,7 +336,7 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
         if (local == LADLE_OK)
             local = ladle_layout_create_balanced(p_y, 2, yg, &ly);
         if (local == LADLE_OK)
-            local = worker_layout(p_w, batch, in_features, 1, &lxb);
+            local = worker_layout(p_w, batch, in_features, three ? 2 : 1, &lxb);
         if (local == LADLE_OK)
             local = worker_layout(p_w, batch, out_features, 0, &lyp);
     }
@@ -320,8 +353,8 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
 
     local = LADLE_OK;
     int member = v->row >= 0;
-    int64_t xs[2] = {member ? batch : 0, member ? v->in_len : 0};
-    int64_t ys[2] = {member ? batch : 0, member ? v->out_len : 0};
+    int64_t xs[2] = {member ? v->batch_len : 0, member ? v->in_len : 0};
+    int64_t ys[2] = {member ? v->batch_len : 0, member ? v->out_len : 0};
     int64_t w0[2] = {0, 0}, b0[1] = {0};
     if (member)
         local = ladle_linear_create(2, xs, v->out_len, v->bias && v->col == 0, dtype, seed,
@@ -338,6 +371,39 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
         local = ladle__dist_tensor(dtype, 2, w0, &v->none[0]);
     if (local == LADLE_OK)
         local = ladle__dist_tensor(dtype, 1, b0, &v->none[1]);
+    LADLE_CALL(ladle__dist_step(comm, local, f));
+    /* a batch-split grid holds its blocks once per batch block: the
+     * gradients are summed over the replicas (one group per block) */
+    if (v->reps > 1) {
+        int size = ladle_partition_size(p_w), c[3];
+        int *gid = ladle__calloc((size_t)size, sizeof(int));
+        int64_t *cnt = ladle__calloc((size_t)size, sizeof(int64_t));
+        const int *sw = ladle_partition_shape(p_w);
+        local = gid && cnt ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+        for (int i = 0; local == LADLE_OK && i < 1 + (bias != 0); i++) {
+            for (int r = 0; r < size; r++) {
+                ladle_partition_coords_of(p_w, r, c);
+                int64_t ol = ladle__balanced_size(out_features, sw[0], c[0]);
+                int64_t il = ladle__balanced_size(in_features, sw[2], c[2]);
+                int has = i == 0 || c[2] == 0;
+                gid[r] = has ? c[0] * sw[2] + c[2] : size * sw[0] * sw[2] + r;
+                cnt[r] = !has ? 0 : i == 0 ? ol * il : ol;
+            }
+            local = ladle__dist_step(comm, ladle__all_sum_reduce_groups(p_w, gid, cnt, dtype,
+                                                                        flags, &v->sync[i]),
+                                     f);
+            if (local == LADLE_OK) {
+                ladle_tensor *g = v->local && i < ladle_op_num_params(v->local)
+                                      ? ladle_op_grad(v->local, i)
+                                      : v->none[i];
+                int64_t n = ladle_tensor_numel(g);
+                local = ladle_tensor_wrap(dtype, LADLE_CPU, 1, &n, NULL, g->data, &v->flat[i]);
+            }
+        }
+        ladle__free(gid);
+        ladle__free(cnt);
+        LADLE_CALL(ladle__dist_step(comm, local, f));
+    }
     if (local == LADLE_OK) {
         int64_t lxs[2], lys[2];
         ladle_layout_box(lx, LADLE_SELF, NULL, lxs);

@@ -57,6 +57,54 @@ static ladle_op *make(const lcase *c, ladle_dtype dt, int bias, uint64_t seed)
     return op;
 }
 
+/* Batch-split (data-parallel) grids: p_x D x Pin, p_w Pout x D x Pin,
+ * p_y D x Pout, the weight blocks replicated over the batch blocks. */
+typedef struct dcase {
+    int reps, pin, pout;
+    int64_t batch, in, out;
+} dcase;
+
+static const dcase dcases[] = {
+    {2, 1, 1, 5, 4, 3}, {2, 2, 1, 4, 5, 3}, {3, 1, 2, 7, 3, 5}, {2, 2, 2, 6, 7, 5},
+    {4, 1, 1, 9, 6, 2}, {3, 2, 2, 8, 5, 6}, {2, 3, 2, 5, 9, 4},
+};
+
+START_TEST(data_parallel)
+{
+    for (size_t k = 0; k < sizeof dcases / sizeof dcases[0]; k++) {
+        const dcase *c = &dcases[k];
+        int nw = c->reps * c->pin * c->pout, rx[64], ry[64];
+        if (nw > lt_size)
+            continue;
+        int sw[3] = {c->pout, c->reps, c->pin}, sx[2] = {c->reps, c->pin},
+            sy[2] = {c->reps, c->pout};
+        for (int b = 0; b < c->reps; b++) {
+            for (int j = 0; j < c->pin; j++)
+                rx[b * c->pin + j] = (0 * c->reps + b) * c->pin + j;
+            for (int i = 0; i < c->pout; i++)
+                ry[b * c->pout + i] = (i * c->reps + b) * c->pin;
+        }
+        ladle_partition *pw = lt_partition(3, sw, 0), *px = lt_partition_ranks(2, sx, rx),
+                        *py = lt_partition_ranks(2, sy, ry);
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_linear_create(px, pw, py, c->batch, c->in, c->out, 1, dt,
+                                           70 + (uint64_t)k, 0, &dist));
+            LT_OK(ladle_linear_create(2, (int64_t[]){c->batch, c->in}, c->out, 1, dt,
+                                      70 + (uint64_t)k, &seq));
+            char what[96];
+            snprintf(what, sizeof what, "linear %dx%dx%d grid (%s)", c->pout, c->reps, c->pin,
+                     t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 17 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&pw), ladle_partition_destroy(&px), ladle_partition_destroy(&py);
+    }
+}
+END_TEST
+
 START_TEST(equivalence)
 {
     for (int k = 0; k < NCASES; k++) {
@@ -183,6 +231,7 @@ Suite *dl_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, equivalence);
     tcase_add_test(tc, chained);
+    tcase_add_test(tc, data_parallel);
     tcase_add_test(tc, adjoint);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

@@ -40,20 +40,22 @@ extern "C" {
 #endif
 
 /*
- * Linear y = x W^T + b with x [batch, in] decomposed over p_x (1 x Pin),
- * y [batch, out] over p_y (1 x Pout) and W [out, in] over p_w (Pout x Pin),
- * all balanced:
+ * Linear y = x W^T + b with x [batch, in] decomposed over p_x (D x Pin),
+ * y [batch, out] over p_y (D x Pout) and W [out, in] over p_w (Pout x Pin,
+ * or Pout x D x Pin when the batch is split D ways), all balanced:
  *
- *   forward   x block j is broadcast down column j of p_w; worker (i, j)
- *             computes x_j W_ij^T (+ b_i on column 0); row i is sum-reduced
- *             onto rank i of p_y
- *   backward  dy_i broadcast along row i; dx_j = sum over i of dy_i W_ij,
- *             sum-reduced onto rank j of p_x
- *   weight    dW_ij += dy_i^T x_j, db_i += column sums of dy_i (column 0)
+ *   forward   x block (b, j) is broadcast to the workers (., b, j); worker
+ *             (i, b, j) computes x_bj W_ij^T (+ b_i on column 0); the
+ *             partial rows are sum-reduced onto rank (b, i) of p_y
+ *   backward  dy_bi broadcast along the workers (i, b, .); dx_bj = sum over
+ *             i of dy_bi W_ij, sum-reduced onto rank (b, j) of p_x
+ *   weight    dW_ij += dy_bi^T x_bj, db_i += column sums of dy_bi
  *
- * W's blocks and b's are unique (no replicas). Pin = 1 or Pout = 1 gives
- * the column- and row-parallel layers; a second layer whose p_x is this
- * one's p_y follows without a repartition. Needs in >= Pin and out >= Pout.
+ * With D = 1 the blocks of W and b are unique; with D > 1 every block has a
+ * copy per batch block (data parallelism) and ladle_layer_sync_gradients
+ * sums their gradients. Pin = 1 or Pout = 1 gives the column- and
+ * row-parallel layers; a second layer whose p_x is this one's p_y follows
+ * without a repartition. Needs in >= Pin, out >= Pout and batch >= D.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_PARTITION (shapes that do not fit together), LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
