@@ -22,6 +22,7 @@ typedef struct loss {
     double smoothing;
     int classify;
     int64_t classes, inner; /* C and the product of S... (classification) */
+    double count;           /* the mean's divisor when set (distributed losses) */
 } loss;
 
 static double get(const ladle_tensor *t, int64_t i)
@@ -161,6 +162,8 @@ static double divisor(const ladle_op *op, const ladle_tensor *x)
     const loss *l = op->impl;
     if (l->reduction != LADLE_REDUCE_MEAN)
         return 1.0;
+    if (l->count > 0)
+        return l->count;
     return l->classify ? (double)(x->numel / l->classes) : (double)x->numel;
 }
 
@@ -170,6 +173,8 @@ ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     ladle_status st = LADLE_OK;
     int64_t n = 0;
     LADLE_NOT_NULL(op);
+    if (op->vt->loss_forward)
+        return op->vt->loss_forward(op, ctx, input, target, out);
     LADLE_CHECK(op->vt->name != NULL && strcmp(op->vt->name, "loss") == 0, LADLE_ERR_ARG,
                 "the %s op is not a loss", op->vt->name);
     LADLE_CHECK(ctx == NULL || ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
@@ -211,6 +216,8 @@ ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(op);
+    if (op->vt->loss_backward)
+        return op->vt->loss_backward(op, ctx, dloss, dinput);
     LADLE_NOT_NULL(ctx);
     LADLE_CHECK(ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
     LADLE_CHECK(ctx->ready, LADLE_ERR_STATE, "no forward has run with this ctx");
@@ -253,6 +260,14 @@ fail:
 static void loss_destroy(ladle_op *op) { ladle__free(op->impl); }
 
 static const ladle_op_vtable loss_vt = {.name = "loss", .destroy = loss_destroy};
+
+ladle_status ladle__loss_set_divisor(ladle_op *op, double count)
+{
+    if (op == NULL || op->vt != &loss_vt)
+        return ladle__raise(LADLE_ERR_ARG, "ladle__loss_set_divisor", "not a loss");
+    ((loss *)op->impl)->count = count;
+    return LADLE_OK;
+}
 
 ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                double label_smoothing, int ndim, const int64_t input_shape[],

@@ -197,7 +197,34 @@ ladle_status ladle__layout_create_explicit(const ladle_partition *p, int ndim,
         n->off[i] = offsets[i];
         n->ext[i] = shapes[i];
     }
-    n->decomposition = 0;
+    /* a decomposition when the boxes lie inside, do not overlap and their
+     * volumes add up to the whole */
+    int64_t total = 0, whole = 1;
+    int inside = 1;
+    for (int d = 0; d < ndim; d++)
+        whole *= global[d];
+    for (int r = 0; r < p->size; r++) {
+        int64_t v = 1;
+        for (int d = 0; d < ndim; d++) {
+            int64_t o = n->off[r * ndim + d], e = n->ext[r * ndim + d];
+            v *= e;
+            if (e > 0 && (o < 0 || o + e > global[d]))
+                inside = 0;
+        }
+        total += v;
+    }
+    n->decomposition = inside && total == whole;
+    for (int a = 0; n->decomposition && a < p->size; a++)
+        for (int b = a + 1; n->decomposition && b < p->size; b++) {
+            int meet = 1;
+            for (int d = 0; d < ndim && meet; d++) {
+                int64_t oa = n->off[a * ndim + d], ea = n->ext[a * ndim + d];
+                int64_t ob = n->off[b * ndim + d], eb = n->ext[b * ndim + d];
+                meet = ea > 0 && eb > 0 && oa < ob + eb && ob < oa + ea;
+            }
+            if (meet)
+                n->decomposition = 0;
+        }
     *l = n;
     return LADLE_OK;
 fail:

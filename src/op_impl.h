@@ -50,6 +50,11 @@ typedef struct ladle_op_vtable {
     /* Sum the gradients of replicated parameters over their copies
      * (collective); NULL when no parameter is replicated. */
     ladle_status (*sync_grads)(ladle_op *op);
+    /* Distributed losses: their own ladle_loss_forward/backward. */
+    ladle_status (*loss_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
+                                 const ladle_tensor *target, ladle_tensor *loss);
+    ladle_status (*loss_backward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dloss,
+                                  ladle_tensor *dinput);
 } ladle_op_vtable;
 
 #define LADLE_MAX_PARAMS 4
@@ -117,6 +122,9 @@ ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
  * in the parameter described by info. */
 ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_init init,
                                double fan_in, double fan_out, uint64_t seed, uint64_t stream);
+/* A loss whose mean divides by `count` instead of its own input's count
+ * (a distributed loss: the global count). */
+ladle_status ladle__loss_set_divisor(ladle_op *op, double count);
 /* Parameter i's place (whole tensors for sequential layers). */
 void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info);
 void ladle__layer_destroy(ladle_op *op);

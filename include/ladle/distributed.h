@@ -128,6 +128,39 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
 LADLE_API ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op);
 LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
 
+/*
+ * A loss (ladle_loss_create's kinds and reductions) over an input of global
+ * shape input_shape decomposed in balance over p_x (the same ndim; a
+ * classification loss needs p_x's class extent, dimension 1, to be 1). Use
+ * it with ladle_loss_forward and ladle_loss_backward on this rank's blocks
+ * of the input and target (the target decomposed like the input, without
+ * dimension 1 for labels). Mean and sum give the loss of the whole batch on
+ * every rank of p_x, the mean dividing by the global count (so the
+ * gradients are exact whatever the blocks); none gives the rank's own
+ * per-element losses. A rank rejecting its input (NaN, a label out of range)
+ * fails every rank (LADLE_ERR_REMOTE elsewhere). Returns the codes of
+ * ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
+                                              double label_smoothing,
+                                              const ladle_partition *p_x, int ndim,
+                                              const int64_t input_shape[], ladle_dtype dtype,
+                                              unsigned flags, ladle_op **op);
+
+/*
+ * Flatten x [N, ...] (global x_shape, ndim >= 2, decomposed in balance over
+ * p_x of the same ndim) into y [N, F] decomposed in balance over p_y (D x
+ * Pf): a repartition gathers each of y's batch blocks whole onto column 0
+ * of p_y, where the block is already y's, and a second one splits the
+ * features over the columns when Pf > 1. Linear and a permutation (the
+ * dot-product test holds exactly). Returns the codes of
+ * ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
+                                                 const int64_t x_shape[],
+                                                 const ladle_partition *p_y, ladle_dtype dtype,
+                                                 unsigned flags, ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,197 @@
+/*
+ * Distributed flatten (see ladle/distributed.h): x [N, ...] decomposed over
+ * any grid becomes y [N, F] decomposed over p_y (D x Pf). A repartition R1
+ * gathers each batch block whole onto column 0 of p_y (rank (b, 0) holds
+ * rows of block b, every other dimension complete), where x's block and y's
+ * block are the same bytes; a second repartition R2 splits the features
+ * over the columns (none when Pf = 1, R1 then writing into y directly).
+ * Both are permutations, so the backward is R1* R2* with nothing to add.
+ */
+#include <string.h>
+
+#include "../src/dist.h"
+
+typedef struct dflat {
+    ladle_op *r1, *r2;       /* r2 NULL when p_y has one column */
+    ladle_tensor *mid;       /* block b whole on (b, 0): the 2-D view */
+    ladle_tensor *midx;      /* the same bytes in x's shape */
+    ladle_tensor *viewx;     /* y's (or dy's) bytes in x's shape, when r2 is NULL */
+} dflat;
+
+static void df_free(dflat *v)
+{
+    if (v == NULL)
+        return;
+    ladle_op_destroy(&v->r1);
+    ladle_op_destroy(&v->r2);
+    ladle_tensor_destroy(&v->mid);
+    ladle_tensor_destroy(&v->midx);
+    ladle_tensor_destroy(&v->viewx);
+    ladle__free(v);
+}
+
+static ladle_status df_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                               ladle_tensor *y, int64_t n)
+{
+    ladle_status st = LADLE_OK;
+    dflat *v = op->impl;
+    (void)ctx, (void)n;
+    if (v->r2 == NULL) {
+        LADLE_CALL(ladle_tensor_set_data(v->viewx, y->data));
+        LADLE_CALL(ladle_op_forward(v->r1, x, v->viewx));
+    } else {
+        LADLE_CALL(ladle_op_forward(v->r1, x, v->midx));
+        LADLE_CALL(ladle_op_forward(v->r2, v->mid, y));
+    }
+fail:
+    return st;
+}
+
+static ladle_status df_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                ladle_tensor *dx, int64_t n)
+{
+    ladle_status st = LADLE_OK;
+    dflat *v = op->impl;
+    (void)ctx, (void)n;
+    if (dx == NULL)
+        return LADLE_OK;
+    if (v->r2 == NULL) {
+        LADLE_CALL(ladle_tensor_set_data(v->viewx, dy->data));
+        LADLE_CALL(ladle_op_adjoint(v->r1, v->viewx, dx));
+    } else {
+        LADLE_CALL(ladle_op_adjoint(v->r2, dy, v->mid));
+        LADLE_CALL(ladle_op_adjoint(v->r1, v->midx, dx));
+    }
+fail:
+    return st;
+}
+
+static void df_destroy(ladle_op *op) { df_free(op->impl); }
+
+static const ladle_op_vtable dflat_vt = {
+    .name = "distributed flatten",
+    .destroy = df_destroy,
+    .layer_forward = df_forward,
+    .layer_backward = df_backward,
+};
+
+/* Explicit layout on p_y: rank (b, 0) holds batch block b of `global`
+ * whole, the other ranks nothing. */
+static ladle_status column0(const ladle_partition *p_y, int ndim, const int64_t *global,
+                            ladle_layout **l)
+{
+    ladle_status st = LADLE_OK;
+    int size = ladle_partition_size(p_y), c[2];
+    int rows = ladle_partition_shape(p_y)[0];
+    int64_t *off = ladle__calloc((size_t)(size * ndim) + 1, sizeof(int64_t));
+    int64_t *ext = ladle__calloc((size_t)(size * ndim) + 1, sizeof(int64_t));
+    LADLE_CHECK(off && ext, LADLE_ERR_ALLOC, "out of memory");
+    for (int r = 0; r < size; r++) {
+        ladle_partition_coords_of(p_y, r, c);
+        if (c[1] != 0)
+            continue;
+        off[r * ndim] = ladle__balanced_start(global[0], rows, c[0]);
+        ext[r * ndim] = ladle__balanced_size(global[0], rows, c[0]);
+        for (int d = 1; d < ndim; d++)
+            ext[r * ndim + d] = global[d];
+    }
+    LADLE_CALL(ladle__layout_create_explicit(p_y, ndim, global, off, ext, l));
+fail:
+    ladle__free(off);
+    ladle__free(ext);
+    return st;
+}
+
+ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
+                                       const int64_t x_shape[], const ladle_partition *p_y,
+                                       ladle_dtype dtype, unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    dflat *v = NULL;
+    ladle_layout *lx = NULL, *ly = NULL, *mx = NULL, *my = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(p_y);
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[2] = {p_x, p_y};
+    int64_t feat = 1;
+    for (int d = 1; d < ndim && d < LADLE_MAX_NDIM; d++)
+        feat *= x_shape[d];
+    int64_t yg[2] = {ndim >= 1 ? x_shape[0] : 0, feat};
+    if (!ladle__is_real(dtype))
+        local = ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
+                             ladle_dtype_name(dtype));
+    else if (ndim < 2 || ndim > LADLE_MAX_NDIM || ladle_partition_ndim(p_x) != ndim ||
+             ladle_partition_ndim(p_y) != 2)
+        local = ladle__raise(LADLE_ERR_PARTITION, f,
+                             "x needs 2 or more dimensions on a grid of as many, and p_y 2");
+    else if (flags & ~(unsigned)LADLE_CHECKED)
+        local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    else if (x_shape[0] < ladle_partition_shape(p_y)[0] || feat < ladle_partition_shape(p_y)[1])
+        local = ladle__raise(LADLE_ERR_SHAPE, f,
+                             "a batch of %lld and %lld features on a %dx%d grid",
+                             (long long)x_shape[0], (long long)feat,
+                             ladle_partition_shape(p_y)[0], ladle_partition_shape(p_y)[1]);
+    int64_t args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
+    for (int d = 0; d < ndim && d < 5; d++)
+        args[3 + d] = x_shape[d];
+    LADLE_CALL(ladle__dist_begin(2, parts, local,
+                                 ladle__dist_hash(LADLE_HASH_INIT, 2, parts, 8, args), &comm, f));
+    v = ladle__calloc(1, sizeof *v);
+    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    if (local == LADLE_OK)
+        local = ladle_layout_create_balanced(p_x, ndim, x_shape, &lx);
+    if (local == LADLE_OK)
+        local = ladle_layout_create_balanced(p_y, 2, yg, &ly);
+    if (local == LADLE_OK)
+        local = column0(p_y, ndim, x_shape, &mx);
+    if (local == LADLE_OK)
+        local = column0(p_y, 2, yg, &my);
+    LADLE_CALL(ladle__dist_step(comm, local, f));
+    LADLE_CALL(ladle__dist_step(comm, ladle_repartition_create(lx, mx, dtype, flags, &v->r1), f));
+    if (ladle_partition_shape(p_y)[1] > 1)
+        LADLE_CALL(
+            ladle__dist_step(comm, ladle_repartition_create(my, ly, dtype, flags, &v->r2), f));
+
+    int64_t mxs[LADLE_MAX_NDIM], mys[2], lxs[LADLE_MAX_NDIM], lys[2];
+    ladle_layout_box(mx, LADLE_SELF, NULL, mxs);
+    ladle_layout_box(my, LADLE_SELF, NULL, mys);
+    ladle_layout_box(lx, LADLE_SELF, NULL, lxs);
+    ladle_layout_box(ly, LADLE_SELF, NULL, lys);
+    local = ladle__dist_tensor(dtype, 2, mys, &v->mid);
+    if (local == LADLE_OK)
+        local = ladle_tensor_wrap(dtype, LADLE_CPU, ndim, mxs, NULL, v->mid->data, &v->midx);
+    if (local == LADLE_OK)
+        local = ladle_tensor_wrap(dtype, LADLE_CPU, ndim, mxs, NULL, v->mid->data, &v->viewx);
+    if (local == LADLE_OK)
+        local = ladle__layer_new(&dflat_vt, dtype, ndim, lxs, 2, lys, 0, &op);
+    if (local == LADLE_OK) {
+        op->impl = v;
+        v = NULL;
+        op->comm = comm;
+        op->active = comm != MPI_COMM_NULL;
+        comm = MPI_COMM_NULL;
+        op->flags = ladle__op_flags_from_env(flags);
+        op->x_layout = ladle__layout_retain(lx);
+        op->y_layout = ladle__layout_retain(ly);
+        op->linear = 1;
+    }
+    st = ladle__dist_step(op ? op->comm : comm, local, f);
+    if (st == LADLE_OK) {
+        *out = op;
+        op = NULL;
+    }
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    df_free(v);
+    ladle_layout_destroy(&lx);
+    ladle_layout_destroy(&ly);
+    ladle_layout_destroy(&mx);
+    ladle_layout_destroy(&my);
+    return st;
+}

@@ -1,0 +1,235 @@
+/*
+ * Distributed loss (see ladle/distributed.h): each rank computes the loss
+ * of its block with the sequential loss, whose mean divides by the global
+ * count; one all-sum-reduce over the partition adds the blocks' values, so
+ * every member holds the loss of the whole batch. The same reduction
+ * carries a flag per rank, so a rank that rejects its input (NaN, a label
+ * out of range) fails every rank instead of leaving them waiting. The
+ * backward needs no message: d(sum of blocks)/d(block) is the block's own
+ * gradient, already scaled by the global count.
+ */
+#include <string.h>
+
+#include "../src/dist.h"
+
+typedef struct distloss {
+    ladle_op *local;      /* the block's loss; NULL outside the partition */
+    ladle_op *reduce;     /* all-sum-reduce of (value, failed) over the partition */
+    ladle_tensor *pair;   /* its two doubles */
+    ladle_tensor *value;  /* the block's loss (mean and sum) */
+    ladle_reduction reduction;
+} distloss;
+
+typedef struct dctx {
+    ladle_ctx *local;
+} dctx;
+
+static void dloss_free(distloss *v)
+{
+    if (v == NULL)
+        return;
+    ladle_op_destroy(&v->local);
+    ladle_op_destroy(&v->reduce);
+    ladle_tensor_destroy(&v->pair);
+    ladle_tensor_destroy(&v->value);
+    ladle__free(v);
+}
+
+static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
+                               const ladle_tensor *target, ladle_tensor *out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    distloss *v = op->impl;
+    dctx *c = ctx ? ctx->impl : NULL;
+    if (ctx != NULL && ctx->op != op)
+        return ladle__raise(LADLE_ERR_ARG, "ladle_loss_forward", "the ctx belongs to another op");
+    if (v->local == NULL)
+        return LADLE_OK; /* outside the partition */
+    int none = v->reduction == LADLE_REDUCE_NONE;
+    if (out == NULL)
+        local = ladle__raise(LADLE_ERR_NULL, "ladle_loss_forward", "loss is NULL");
+    else if (!none && (out->numel != 1 || out->dtype != op->dtype))
+        local = ladle__raise(LADLE_ERR_SHAPE, "ladle_loss_forward",
+                             "the loss must be one %s value", ladle_dtype_name(op->dtype));
+    if (local == LADLE_OK)
+        local = ladle_loss_forward(v->local, c ? c->local : NULL, input, target,
+                                   none ? out : v->value);
+    double *pair = v->pair->data;
+    pair[0] = local == LADLE_OK && !none ? ladle_tensor_numel(v->value) == 1
+                                               ? (op->dtype == LADLE_F32
+                                                      ? (double)((float *)v->value->data)[0]
+                                                      : ((double *)v->value->data)[0])
+                                               : 0.0
+                                         : 0.0;
+    pair[1] = local != LADLE_OK;
+    LADLE_CALL(ladle_op_forward(v->reduce, v->pair, v->pair));
+    if (local != LADLE_OK)
+        return local;
+    if (pair[1] != 0)
+        return ladle__raise(LADLE_ERR_REMOTE, "ladle_loss_forward",
+                            "the loss failed on another rank; see that rank's message");
+    if (!none) {
+        if (op->dtype == LADLE_F32)
+            ((float *)out->data)[0] = (float)pair[0];
+        else
+            ((double *)out->data)[0] = pair[0];
+    }
+    if (ctx) {
+        ctx->x = input;
+        ctx->target = target;
+        ctx->ready = 1;
+    }
+fail:
+    return st;
+}
+
+static ladle_status dl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dloss,
+                                ladle_tensor *dinput)
+{
+    distloss *v = op->impl;
+    if (ctx == NULL)
+        return ladle__raise(LADLE_ERR_NULL, "ladle_loss_backward", "ctx is NULL");
+    if (ctx->op != op)
+        return ladle__raise(LADLE_ERR_ARG, "ladle_loss_backward", "the ctx belongs to another op");
+    if (v->local == NULL)
+        return LADLE_OK;
+    return ladle_loss_backward(v->local, ((dctx *)ctx->impl)->local, dloss, dinput);
+}
+
+static ladle_status dl_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    ladle_status st = LADLE_OK;
+    const distloss *v = op->impl;
+    dctx *c = ladle__calloc(1, sizeof *c);
+    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ctx->impl = c;
+    if (v->local)
+        LADLE_CALL(ladle_ctx_create(v->local, &c->local));
+fail:
+    return st;
+}
+
+static void dl_ctx_fini(ladle_ctx *ctx)
+{
+    dctx *c = ctx->impl;
+    if (c == NULL)
+        return;
+    ladle_ctx_destroy(&c->local);
+    ladle__free(c);
+    ctx->impl = NULL;
+}
+
+static void dl_destroy(ladle_op *op) { dloss_free(op->impl); }
+
+static ladle_status no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                             ladle_tensor *y, int64_t n)
+{
+    (void)ctx, (void)x, (void)y, (void)n;
+    return ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
+                        "the %s op is a loss: use ladle_loss_forward", op->vt->name);
+}
+
+static const ladle_op_vtable dloss_vt = {
+    .name = "distributed loss",
+    .destroy = dl_destroy,
+    .layer_forward = no_layer,
+    .ctx_init = dl_ctx_init,
+    .ctx_fini = dl_ctx_fini,
+    .loss_forward = dl_forward,
+    .loss_backward = dl_backward,
+};
+
+ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
+                                    double label_smoothing, const ladle_partition *p_x, int ndim,
+                                    const int64_t input_shape[], ladle_dtype dtype,
+                                    unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_op *op = NULL;
+    distloss *v = NULL;
+    ladle_layout *lx = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(input_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[1] = {p_x};
+    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    if (ladle_partition_ndim(p_x) != ndim)
+        local = ladle__raise(LADLE_ERR_PARTITION, f, "the input has %d dimensions, p_x %d",
+                             ndim, ladle_partition_ndim(p_x));
+    else if (classify && ndim >= 2 && ladle_partition_shape(p_x)[1] != 1)
+        local = ladle__raise(LADLE_ERR_PARTITION, f,
+                             "p_x splits the classes (dimension 1): a classification loss "
+                             "needs every class of a sample on one rank");
+    else if (flags & ~(unsigned)LADLE_CHECKED)
+        local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    for (int d = 0; local == LADLE_OK && d < ndim; d++)
+        if (input_shape[d] < ladle_partition_shape(p_x)[d])
+            local = ladle__raise(LADLE_ERR_SHAPE, f,
+                                 "input extent %lld in dimension %d is below the grid's %d",
+                                 (long long)input_shape[d], d, ladle_partition_shape(p_x)[d]);
+    int64_t args[10] = {kind, reduction, ndim, (int64_t)dtype, (int64_t)flags};
+    for (int d = 0; d < ndim && d < 5; d++)
+        args[5 + d] = input_shape[d];
+    uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 10, args);
+    h = ladle__hash(h, &label_smoothing, sizeof label_smoothing);
+    LADLE_CALL(ladle__dist_begin(1, parts, local, h, &comm, f));
+
+    v = ladle__calloc(1, sizeof *v);
+    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    if (local == LADLE_OK) {
+        v->reduction = reduction;
+        local = ladle_layout_create_balanced(p_x, ndim, input_shape, &lx);
+    }
+    int64_t box[LADLE_MAX_NDIM] = {0};
+    if (local == LADLE_OK) {
+        ladle_layout_box(lx, LADLE_SELF, NULL, box);
+        if (ladle_partition_active(p_x)) {
+            local = ladle_loss_create(kind, reduction, label_smoothing, ndim, box, dtype,
+                                      &v->local);
+            /* the mean of the whole batch: samples (classification) or elements */
+            double count = 1;
+            for (int d = 0; d < ndim; d++)
+                if (!(classify && d == 1))
+                    count *= (double)input_shape[d];
+            if (local == LADLE_OK)
+                local = ladle__loss_set_divisor(v->local, count);
+        }
+    }
+    int64_t two = 2, one = 1;
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(LADLE_F64, 1, &two, &v->pair);
+    if (local == LADLE_OK)
+        local = ladle__dist_tensor(dtype, 1, &one, &v->value);
+    LADLE_CALL(ladle__dist_step(comm, local, f));
+    int axes[LADLE_MAX_NDIM];
+    for (int d = 0; d < ndim; d++)
+        axes[d] = d;
+    LADLE_CALL(ladle__dist_step(
+        comm, ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64, flags, &v->reduce),
+        f));
+    local = ladle__layer_new(&dloss_vt, dtype, ndim, box, ndim, box, 0, &op);
+    if (local == LADLE_OK) {
+        op->impl = v;
+        v = NULL;
+        op->comm = comm;
+        op->active = comm != MPI_COMM_NULL;
+        comm = MPI_COMM_NULL;
+        op->flags = ladle__op_flags_from_env(flags);
+        op->x_layout = ladle__layout_retain(lx);
+        op->y_layout = ladle__layout_retain(lx);
+    }
+    st = ladle__dist_step(op ? op->comm : comm, local, f);
+    if (st == LADLE_OK) {
+        *out = op;
+        op = NULL;
+    }
+fail:
+    if (comm != MPI_COMM_NULL)
+        MPI_Comm_free(&comm);
+    ladle_op_destroy(&op);
+    dloss_free(v);
+    ladle_layout_destroy(&lx);
+    return st;
+}

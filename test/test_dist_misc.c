@@ -1,0 +1,181 @@
+/* Distributed losses and flatten against their sequential twins on the
+ * gathered tensors; the loss value on every rank; a bad input on one rank
+ * failing every rank. */
+#include <math.h>
+#include <stdio.h>
+
+#include "harness.h"
+
+/* the loss of the whole batch on every rank, and each block's gradient */
+static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const int *grid,
+                      const int64_t *xs, ladle_dtype dt, const char *what)
+{
+    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    ladle_partition *p = lt_partition(ndim, grid, 0);
+    ladle_op *dist = NULL, *seq = NULL;
+    LT_OK(ladle_dist_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, p, ndim,
+                                 xs, dt, 0, &dist));
+    LT_OK(ladle_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, ndim, xs, dt,
+                            &seq));
+    /* global input and target */
+    int64_t ts[LADLE_MAX_NDIM];
+    int tn = 0;
+    for (int d = 0; d < ndim; d++)
+        if (!(classify && d == 1))
+            ts[tn++] = xs[d];
+    ladle_tensor *X = lt_tensor(dt, ndim, xs), *T = lt_tensor(classify ? LADLE_I64 : dt, tn, ts);
+    ladle_tensor *dX = lt_tensor(dt, ndim, xs);
+    LT_OK(ladle_tensor_fill_random(X, 4, 1));
+    for (int64_t i = 0; i < ladle_tensor_numel(T); i++) {
+        if (classify)
+            ((int64_t *)ladle_tensor_data(T))[i] = (i * 7 + 3) % xs[1];
+        else
+            lt_set(T, i, kind == LADLE_LOSS_BCE_WITH_LOGITS ? (double)(i % 2) : sin((double)i));
+    }
+    /* local blocks */
+    int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM], toff[LADLE_MAX_NDIM], tbox[LADLE_MAX_NDIM];
+    LT_OK(ladle_layout_box(ladle_op_x_layout(dist), LADLE_SELF, off, box));
+    tn = 0;
+    for (int d = 0; d < ndim; d++)
+        if (!(classify && d == 1)) {
+            toff[tn] = off[d];
+            tbox[tn++] = box[d];
+        }
+    ladle_tensor *x = lt_tensor(dt, ndim, box), *t = lt_tensor(classify ? LADLE_I64 : dt, tn, tbox);
+    ladle_tensor *dx = lt_tensor(dt, ndim, box);
+    lt_box_extract(X, off, x);
+    if (classify) { /* box copy of labels by hand: lt_box_extract reads floats */
+        int64_t n = ladle_tensor_numel(t), idx[LADLE_MAX_NDIM] = {0};
+        for (int64_t k = 0; k < n; k++) {
+            int64_t g = 0;
+            for (int d = 0; d < tn; d++)
+                g = g * ts[d] + toff[d] + idx[d];
+            ((int64_t *)ladle_tensor_data(t))[k] = ((int64_t *)ladle_tensor_data(T))[g];
+            for (int d = tn - 1; d >= 0; d--) {
+                if (++idx[d] < tbox[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    } else {
+        lt_box_extract(T, toff, t);
+    }
+    int64_t one[1] = {1};
+    ladle_tensor *L = lt_tensor(dt, 0, one), *l = lt_tensor(dt, 0, one), *dl = lt_tensor(dt, 0, one);
+    LT_OK(ladle_tensor_fill(dl, 0.7));
+    ladle_ctx *cd = NULL, *cs = NULL;
+    LT_OK(ladle_ctx_create(dist, &cd));
+    LT_OK(ladle_ctx_create(seq, &cs));
+    LT_OK(ladle_loss_forward(dist, cd, x, t, l));
+    LT_OK(ladle_loss_forward(seq, cs, X, T, L));
+    LT_OK(ladle_loss_backward(dist, cd, dl, dx));
+    LT_OK(ladle_loss_backward(seq, cs, dl, dX));
+    double tol = dt == LADLE_F32 ? 1e-5 : 1e-12;
+    double el = ladle_partition_active(p) ? fabs(lt_get(l, 0) - lt_get(L, 0)) / (1 + fabs(lt_get(L, 0)))
+                                          : 0;
+    double ex = lt_box_error(dX, off, dx);
+    LT_ASSERT(el <= tol && ex <= tol, "%s: loss %.2e, dinput %.2e", what, el, ex);
+    ladle_ctx_destroy(&cd), ladle_ctx_destroy(&cs);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&T), ladle_tensor_destroy(&dX);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&L), ladle_tensor_destroy(&l), ladle_tensor_destroy(&dl);
+    ladle_op_destroy(&dist), ladle_op_destroy(&seq);
+    ladle_partition_destroy(&p);
+}
+
+START_TEST(losses)
+{
+    int g1[2] = {1, 1}, g2[2] = {2, 1}, g3[2] = {3, 1}, g22[2] = {2, 2};
+    int g4[4] = {2, 1, 2, 1};
+    int64_t x2[2] = {7, 5}, x4[4] = {3, 4, 5, 2};
+    for (int t = 0; t < 2; t++) {
+        ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+        loss_case(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 2, g1, x2, dt, "ce 1 rank");
+        if (lt_size >= 2)
+            loss_case(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 2, g2, x2, dt, "ce 2x1");
+        if (lt_size >= 3) {
+            loss_case(LADLE_LOSS_NLL, LADLE_REDUCE_SUM, 2, g3, x2, dt, "nll 3x1 sum");
+            loss_case(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 2, g3, x2, dt, "mse 3x1");
+        }
+        if (lt_size >= 4) {
+            loss_case(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 2, g22, x2, dt, "mse 2x2");
+            loss_case(LADLE_LOSS_L1, LADLE_REDUCE_SUM, 2, g22, x2, dt, "l1 2x2");
+            loss_case(LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN, 2, g22, x2, dt, "bce 2x2");
+            loss_case(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 4, g4, x4, dt,
+                      "ce 4-d spatial");
+        }
+    }
+}
+END_TEST
+
+START_TEST(loss_failure_everywhere)
+{
+    if (lt_size < 2)
+        return;
+    int g2[2] = {2, 1};
+    int64_t xs[2] = {4, 3};
+    ladle_partition *p = lt_partition(2, g2, 0);
+    ladle_op *op = NULL;
+    LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
+                                 LADLE_F64, 0, &op));
+    int64_t box[2];
+    LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
+    int64_t one[1] = {1};
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, box), *t = lt_tensor(LADLE_I64, 1, box);
+    ladle_tensor *l = lt_tensor(LADLE_F64, 0, one);
+    LT_OK(ladle_tensor_fill(x, 0.5));
+    for (int64_t i = 0; i < box[0]; i++)
+        ((int64_t *)ladle_tensor_data(t))[i] = lt_rank == 1 ? 9 : 0; /* 9: out of range */
+    ladle_status st = ladle_loss_forward(op, NULL, x, t, l);
+    ladle_status want = lt_rank == 1 ? LADLE_ERR_ARG : lt_rank == 0 ? LADLE_ERR_REMOTE : LADLE_OK;
+    LT_ASSERT(st == want, "a bad label on rank 1: %s", ladle_status_name(st));
+    ladle_error_clear();
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
+    ladle_op_destroy(&op);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+START_TEST(flatten)
+{
+    struct {
+        int gx[4], gy[2];
+        int64_t xs[4];
+    } cases[] = {
+        {{1, 1, 1, 1}, {1, 1}, {3, 2, 4, 5}}, {{1, 1, 2, 1}, {1, 1}, {3, 2, 4, 5}},
+        {{2, 1, 1, 2}, {2, 1}, {5, 2, 3, 4}}, {{1, 1, 2, 2}, {2, 1}, {4, 3, 4, 4}},
+        {{2, 1, 2, 1}, {2, 2}, {4, 2, 5, 3}}, {{1, 2, 1, 1}, {1, 3}, {2, 4, 3, 3}},
+        {{3, 1, 2, 2}, {3, 1}, {7, 2, 5, 4}}, {{2, 1, 2, 3}, {2, 2}, {6, 3, 6, 7}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int nx = cases[k].gx[0] * cases[k].gx[1] * cases[k].gx[2] * cases[k].gx[3];
+        int ny = cases[k].gy[0] * cases[k].gy[1];
+        if (nx > lt_size || ny > lt_size)
+            continue;
+        ladle_partition *px = lt_partition(4, cases[k].gx, 0), *py = lt_partition(2, cases[k].gy, 0);
+        ladle_op *dist = NULL, *seq = NULL;
+        LT_OK(ladle_dist_flatten_create(px, 4, cases[k].xs, py, LADLE_F64, 0, &dist));
+        LT_OK(ladle_flatten_create(4, cases[k].xs, LADLE_F64, &seq));
+        char what[48];
+        snprintf(what, sizeof what, "flatten case %zu", k);
+        lt_equivalent(dist, seq, 30 + k, 0.0, what);
+        lt_adjoint_ok(dist, 40 + k, what);
+        ladle_op_destroy(&dist), ladle_op_destroy(&seq);
+        ladle_partition_destroy(&px), ladle_partition_destroy(&py);
+    }
+}
+END_TEST
+
+Suite *misc_suite(void)
+{
+    Suite *s = suite_create("dist_misc");
+    TCase *tc = tcase_create("dist_misc");
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, losses);
+    tcase_add_test(tc, loss_failure_everywhere);
+    tcase_add_test(tc, flatten);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, misc_suite); }
