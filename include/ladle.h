@@ -14,6 +14,8 @@
 #include "ladle/core.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"
+#include "ladle/models.h"
+#include "ladle/network.h"
 #include "ladle/op.h"
 #include "ladle/partition.h"
 #include "ladle/primitives.h"

@@ -32,6 +32,9 @@ typedef struct dbn {
     int64_t batches_seen;
     ladle_op *stats, *dred; /* all-sum-reduces over the group (NULL alone) */
     ladle_op *sync;         /* of gamma's and beta's gradients over the peers */
+    /* the sync groups: by channel coordinate, with counts */
+    int *cid;
+    int64_t *ccounts;
     ladle_tensor *params[2], *grads[2];
     ladle_tensor *running_mean, *running_var;
     ladle_tensor *slots; /* group x (1 + 2c) doubles */
@@ -77,6 +80,8 @@ static void dbn_free(dbn *v)
     ladle_tensor_destroy(&v->slots);
     ladle_tensor_destroy(&v->red);
     ladle__free(v->mean);
+    ladle__free(v->cid);
+    ladle__free(v->ccounts);
     ladle__free(v);
 }
 
@@ -307,6 +312,9 @@ static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
             owner = 0;
     info->owner = owner;
     info->sync = v->sync;
+    info->sync_p = v->sync ? ladle_layout_partition(ladle_op_x_layout(v->sync)) : NULL;
+    info->sync_gid = v->cid;
+    info->sync_counts = v->ccounts;
 }
 
 static void dbn_destroy(ladle_op *op) { dbn_free(op->impl); }
@@ -446,6 +454,10 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
         }
         LADLE_CALL(ladle__dist_step(
             comm, ladle__all_sum_reduce_groups(p_x, cid, counts, dtype, flags, &v->sync), f));
+        v->cid = cid;
+        v->ccounts = counts;
+        cid = NULL;
+        counts = NULL;
     }
 
     local = LADLE_OK;

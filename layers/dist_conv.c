@@ -35,6 +35,9 @@ typedef struct dconv {
     ladle_tensor *owng[2];
     ladle_op *sync[2];        /* all-sum-reduce of the weight gradients */
     int64_t wshape[5];        /* the weight's (global) shape */
+    /* the sync groups: one over the partition */
+    int *gid;
+    int64_t *counts[2];
     int nparams;
 } dconv;
 
@@ -81,7 +84,9 @@ static void dc_free(dconv *v)
         ladle_tensor_destroy(&v->own[i]);
         ladle_tensor_destroy(&v->owng[i]);
         ladle_op_destroy(&v->sync[i]);
+        ladle__free(v->counts[i]);
     }
+    ladle__free(v->gid);
     ladle__free(v);
 }
 
@@ -206,6 +211,9 @@ static void dc_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     /* replicated: partition rank 0 writes them */
     info->owner = ladle_partition_rank(ladle_layout_partition(op->x_layout)) == 0;
     info->sync = v->sync[i];
+    info->sync_p = v->sync[i] ? ladle_layout_partition(ladle_op_x_layout(v->sync[i])) : NULL;
+    info->sync_gid = v->gid;
+    info->sync_counts = v->counts[i];
 }
 
 static void dc_set_training(ladle_op *op, int training)
@@ -419,6 +427,23 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
     }
     LADLE_CALL(ladle__dist_step(comm, local, f));
     /* gradients of the replicated weights: summed over the whole partition */
+    if (v->nparams > 0) {
+        int size = ladle_partition_size(p_x);
+        v->gid = ladle__calloc((size_t)size, sizeof(int));
+        v->counts[0] = ladle__calloc((size_t)size, sizeof(int64_t));
+        v->counts[1] = ladle__calloc((size_t)size, sizeof(int64_t));
+        local = v->gid && v->counts[0] && v->counts[1]
+                    ? LADLE_OK
+                    : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+        int64_t wn = 1;
+        for (int i = 0; i < nd; i++)
+            wn *= v->wshape[i];
+        for (int r = 0; local == LADLE_OK && r < size; r++) {
+            v->counts[0][r] = wn;
+            v->counts[1][r] = v->wshape[0];
+        }
+        LADLE_CALL(ladle__dist_step(comm, local, f));
+    }
     for (int i = 0; i < v->nparams; i++) {
         int axes[LADLE_MAX_NDIM];
         for (int a = 0; a < nd; a++)

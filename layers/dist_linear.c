@@ -33,6 +33,9 @@ typedef struct dlinear {
     ladle_tensor *none[2];       /* zero-volume stand-ins for missing shards */
     ladle_op *sync[2];           /* replicas' gradient sums (batch-split grids) */
     ladle_tensor *flat[2];       /* 1-D views of the local gradients for them */
+    /* the sync groups: ids and counts per rank of p_w */
+    int *gid[2];
+    int64_t *cnt[2];
 } dlinear;
 
 typedef struct dctx {
@@ -57,6 +60,8 @@ static void dl_free(dlinear *v)
         ladle_tensor_destroy(&v->none[i]);
         ladle_tensor_destroy(&v->flat[i]);
         ladle_op_destroy(&v->sync[i]);
+        ladle__free(v->gid[i]);
+        ladle__free(v->cnt[i]);
     }
     ladle__free(v);
 }
@@ -186,6 +191,9 @@ static void dl_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     info->offset[1] = v->row >= 0 ? v->in_off : 0;
     info->owner = v->local != NULL && i < ladle_op_num_params(v->local) && v->rep == 0;
     info->sync = v->sync[i];
+    info->sync_p = v->sync[i] ? ladle_layout_partition(ladle_op_x_layout(v->sync[i])) : NULL;
+    info->sync_gid = v->gid[i];
+    info->sync_counts = v->cnt[i];
 }
 
 static ladle_status dl_sync(ladle_op *op)
@@ -376,11 +384,14 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
      * gradients are summed over the replicas (one group per block) */
     if (v->reps > 1) {
         int size = ladle_partition_size(p_w), c[3];
-        int *gid = ladle__calloc((size_t)size, sizeof(int));
-        int64_t *cnt = ladle__calloc((size_t)size, sizeof(int64_t));
         const int *sw = ladle_partition_shape(p_w);
-        local = gid && cnt ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
         for (int i = 0; local == LADLE_OK && i < 1 + (bias != 0); i++) {
+            int *gid = v->gid[i] = ladle__calloc((size_t)size, sizeof(int));
+            int64_t *cnt = v->cnt[i] = ladle__calloc((size_t)size, sizeof(int64_t));
+            if (gid == NULL || cnt == NULL) {
+                local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+                break;
+            }
             for (int r = 0; r < size; r++) {
                 ladle_partition_coords_of(p_w, r, c);
                 int64_t ol = ladle__balanced_size(out_features, sw[0], c[0]);
@@ -400,8 +411,6 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
                 local = ladle_tensor_wrap(dtype, LADLE_CPU, 1, &n, NULL, g->data, &v->flat[i]);
             }
         }
-        ladle__free(gid);
-        ladle__free(cnt);
         LADLE_CALL(ladle__dist_step(comm, local, f));
     }
     if (local == LADLE_OK) {

@@ -302,3 +302,27 @@ int ladle_op_is_local(const ladle_op *op)
 }
 
 size_t ladle_op_workspace_bytes(const ladle_op *op) { return op ? op->ws_bytes : 0; }
+
+ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(ladle__op_check_io(op, x, 1, y, "ladle_op_forward"));
+    LADLE_CHECK(op->vt->forward == NULL, LADLE_ERR_UNSUPPORTED, "the %s op has no split call",
+                op->vt->name);
+    st = ladle_sched_start(op->fwd, op->be, x->data, y->data, op->ws);
+    if (st == LADLE_OK)
+        op->busy = 1;
+fail:
+    return st;
+}
+
+ladle_status ladle__op_progress(ladle_op *op, int *done)
+{
+    return ladle_sched_progress(op->fwd, done);
+}
+
+ladle_status ladle__op_wait(ladle_op *op)
+{
+    op->busy = 0;
+    return ladle_sched_finish(op->fwd);
+}

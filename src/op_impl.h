@@ -18,6 +18,11 @@ typedef struct ladle__pinfo {
     int64_t offset[LADLE_MAX_NDIM];
     int owner;      /* this rank writes the shard (one writer per shard) */
     ladle_op *sync; /* all-sum-reduce over the ranks holding copies, or NULL */
+    /* sync's groups, so that a network can merge gradients into buckets:
+     * its partition, a group id and an element count per partition rank */
+    const ladle_partition *sync_p;
+    const int *sync_gid;
+    const int64_t *sync_counts;
 } ladle__pinfo;
 
 typedef struct ladle_op_vtable {
@@ -166,6 +171,13 @@ int ladle__tag_ub(MPI_Comm comm);
  * when the op is checked). */
 ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_x,
                                 const ladle_tensor *out, const char *func);
+
+/* A planned op's forward split in two (all-sum-reduce buckets overlapping
+ * a backward pass): start posts it, progress advances it without waiting,
+ * wait finishes it. */
+ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y);
+ladle_status ladle__op_progress(ladle_op *op, int *done);
+ladle_status ladle__op_wait(ladle_op *op);
 
 /* 1 if the op was asked to agree on checks (flag or environment). */
 unsigned ladle__op_flags_from_env(unsigned flags);

@@ -454,6 +454,25 @@ fail:
     return st;
 }
 
+ladle_status ladle_sched_progress(ladle_sched *s, int *done)
+{
+    ladle_status st = LADLE_OK;
+    *done = 0;
+    LADLE_CHECK(s->in_flight, LADLE_ERR_STATE, "no call is in flight");
+    if (s->pending > 0) {
+        int count = 0;
+        LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
+        for (int k = 0; count != MPI_UNDEFINED && k < count; k++) {
+            s->pending--;
+            complete(s, s->req_step[s->done_idx[k]]);
+        }
+        LADLE_CALL(drain(s));
+    }
+    *done = s->pending == 0;
+fail:
+    return st;
+}
+
 ladle_status ladle_sched_run(ladle_sched *s, const ladle_backend *be, const void *x,
                              void *y, void *ws)
 {

@@ -89,6 +89,9 @@ ladle_status ladle_sched_start(ladle_sched *s, const ladle_backend *be, const vo
 ladle_status ladle_sched_finish(ladle_sched *s);
 ladle_status ladle_sched_run(ladle_sched *s, const ladle_backend *be, const void *x,
                              void *y, void *ws);
+/* Between start and finish: advance what has arrived without waiting;
+ * *done becomes 1 when finish would not wait. */
+ladle_status ladle_sched_progress(ladle_sched *s, int *done);
 /* 1 between start and finish. */
 int ladle_sched_in_flight(const ladle_sched *s);
 

@@ -1,0 +1,70 @@
+/*
+ * ladle/models.h - ready-made networks.
+ *
+ * LeNet-5 for 1-channel square images (Fashion-MNIST: 28 x 28, 10 classes),
+ * with ReLU and max pooling:
+ *
+ *   conv 1->6 k5 p2, [bn], relu, maxpool 2
+ *   conv 6->16 k5,   [bn], relu, maxpool 2
+ *   flatten, linear 16*5*5->120, relu, linear 120->84, relu, linear 84->10
+ *   cross entropy (mean)
+ *
+ * laid out over a communicator's ranks as:
+ *
+ *   data_ways D       the batch split D ways (every part of the network)
+ *   spatial Ph x Pw   each batch block's images split into Ph x Pw tiles in
+ *                     the convolution part (halo exchanges)
+ *   fc_ways F         the first linear layer's outputs and the second's
+ *                     inputs split F ways (a column- then a row-parallel
+ *                     layer, chained without a repartition)
+ *
+ * The convolution part uses D x Ph x Pw ranks (0, 1, ... in row-major order
+ * of (batch block, tile row, tile column)); the linear part D x F of them,
+ * F <= Ph x Pw, those of batch block b starting at b's first tile. Ranks
+ * beyond D x Ph x Pw take no part (zero-volume blocks). Batch norm's
+ * statistics follow bn_sync over the ranks sharing the channels.
+ */
+#ifndef LADLE_MODELS_H
+#define LADLE_MODELS_H
+
+#include "distributed.h"
+#include "network.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_lenet_desc {
+    int64_t batch;       /* global batch */
+    int64_t image;       /* side of the square input images (28) */
+    int64_t classes;     /* 10 */
+    int batchnorm;       /* batch norm after each convolution */
+    ladle_bn_sync bn_sync;
+    int bn_group;        /* the group size of LADLE_BN_SYNC_GROUP */
+    int data_ways;       /* D */
+    int spatial[2];      /* Ph, Pw */
+    int fc_ways;         /* F */
+    int sequential;      /* 1: plain sequential layers on the whole batch
+                            (every rank the same network; the reference) */
+    ladle_dtype dtype;
+    uint64_t seed;       /* the weights are the same for every layout */
+} ladle_lenet_desc;
+
+/* Batch 64, 28 x 28 images, 10 classes, no batch norm, one rank, f32,
+ * seed 1. */
+LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
+
+/* The network over comm (collective over comm). The input block of this
+ * rank is ladle_op_x_layout(ladle_network_layer(net, 0))'s box of the
+ * global N x 1 x image x image batch; the labels block the rows of
+ * ladle_op_x_layout(ladle_network_loss_op(net))'s box. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (a layout that does not fit comm or the
+ * images), the codes of the layers' constructors. */
+LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm,
+                                          ladle_network **net);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_MODELS_H */

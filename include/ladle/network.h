@@ -1,0 +1,88 @@
+/*
+ * ladle/network.h - a network: a chain of layers (sequential or
+ * distributed, the repartitions between them included) ending in a loss,
+ * with what training needs around it: the forward and backward passes over
+ * the chain, and the gradients of replicated parameters summed over their
+ * copies while the backward pass runs.
+ *
+ * Replicated parameters are the data-parallel copies of a batch-split
+ * layer's weights, a spatially partitioned convolution's weights and batch
+ * norm's gamma and beta. Their gradients are merged, in backward order,
+ * into buckets of parameters that share their reduction groups (up to
+ * bucket_bytes each); a bucket's all-sum-reduce starts as soon as its last
+ * gradient is ready and advances between the layers that follow, so the
+ * messages overlap the rest of the backward pass. The sums are ladle's
+ * all-sum-reduce: the same on every copy, bit for bit, so replicas stay
+ * identical under the same optimizer step.
+ *
+ * Every call is collective over the ranks of the network's layers (in SPMD
+ * style every rank runs the same calls).
+ */
+#ifndef LADLE_NETWORK_H
+#define LADLE_NETWORK_H
+
+#include "core.h"
+#include "op.h"
+#include "optim.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ladle_network ladle_network;
+
+/* The default bucket size: 1 MiB. */
+#define LADLE_BUCKET_BYTES ((size_t)1 << 20)
+
+/* A network over n layers and a loss (ladle_loss_create or
+ * ladle_dist_loss_create), which it owns from then on (on failure they stay
+ * the caller's). Each layer's y must have the next layer's x shape on this
+ * rank, and the loss's input the last layer's y. bucket_bytes 0 means
+ * LADLE_BUCKET_BYTES. Collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ALLOC, LADLE_ERR_MPI,
+ * LADLE_ERR_REMOTE. */
+LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
+                                            size_t bucket_bytes, ladle_network **net);
+/* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL. */
+LADLE_API ladle_status ladle_network_destroy(ladle_network **net);
+
+/* Forward through every layer from x (this rank's block of the input). *y
+ * (may be NULL) gets this rank's block of the output, borrowed until the
+ * next forward. In training mode the layers save what backward needs. */
+LADLE_API ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
+                                             const ladle_tensor **y);
+/* The loss of the last forward's output against target (this rank's block),
+ * into *loss (the whole batch's for mean and sum). */
+LADLE_API ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target,
+                                          double *loss);
+/* Backward from the loss of the last ladle_network_loss: every layer's
+ * input and weight gradients, the weight gradients accumulating. With sync
+ * != 0 the replicated gradients are then summed over their copies (started
+ * bucket by bucket during the pass). To accumulate several microbatches,
+ * pass sync = 0 for all but the last. */
+LADLE_API ladle_status ladle_network_backward(ladle_network *net, int sync);
+/* Zero every gradient. */
+LADLE_API ladle_status ladle_network_zero_grad(ladle_network *net);
+/* Training (1) or evaluation (0) mode for every layer. */
+LADLE_API ladle_status ladle_network_set_training(ladle_network *net, int training);
+
+/* The layers (borrowed), the loss, and the number of gradient buckets. */
+LADLE_API int ladle_network_size(const ladle_network *net);
+LADLE_API ladle_op *ladle_network_layer(const ladle_network *net, int i);
+LADLE_API ladle_op *ladle_network_loss_op(const ladle_network *net);
+LADLE_API int ladle_network_buckets(const ladle_network *net);
+
+/* Add every layer's parameters to an optimizer (ladle_optimizer_add_op). */
+LADLE_API ladle_status ladle_optimizer_add_network(ladle_optimizer *opt,
+                                                   const ladle_network *net);
+
+/* Seconds the last backward spent waiting for gradient sums after its last
+ * layer (the part of the reduction the pass did not hide). */
+LADLE_API double ladle_network_sync_wait(const ladle_network *net);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_NETWORK_H */
