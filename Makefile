@@ -24,7 +24,7 @@ MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qiE "open ?(mpi|rte)"
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -fno-trapping-math -g -fPIC \
               -fvisibility=hidden -Iinclude $(CFLAGS)
-LIBS := -lopenblas -lm
+LIBS := -lopenblas -lz -lm
 
 ifeq ($(SANITIZE),1)
 BUILD := build-asan

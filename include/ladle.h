@@ -9,9 +9,11 @@
 #define LADLE_H
 
 #include "ladle/check.h"
+#include "ladle/checkpoint.h"
 #include "ladle/layers.h"
 #include "ladle/optim.h"
 #include "ladle/core.h"
+#include "ladle/data.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"
 #include "ladle/models.h"

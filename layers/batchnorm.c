@@ -381,12 +381,30 @@ static void bn_destroy(ladle_op *op)
     ladle__free(v);
 }
 
+static int bn_num_buffers(const ladle_op *op)
+{
+    return ((const bn *)op->impl)->track ? 2 : 0;
+}
+
+static ladle_tensor *bn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const bn *v = op->impl;
+    ladle_tensor *t = i == 0 ? v->running_mean : v->running_var;
+    memset(info, 0, sizeof *info);
+    info->ndim = 1;
+    info->global[0] = t->shape[0];
+    info->owner = 1;
+    return t;
+}
+
 static const ladle_op_vtable bn_vt = {
     .name = "batchnorm",
     .destroy = bn_destroy,
     .layer_forward = bn_forward,
     .layer_backward = bn_backward,
     .layer_backward_weight = bn_backward_weight,
+    .num_buffers = bn_num_buffers,
+    .buffer_at = bn_buffer_at,
 };
 
 void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)

@@ -319,6 +319,18 @@ static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 
 static void dbn_destroy(ladle_op *op) { dbn_free(op->impl); }
 
+static int dbn_num_buffers(const ladle_op *op) { return ((const dbn *)op->impl)->track ? 2 : 0; }
+
+static ladle_tensor *dbn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const dbn *v = op->impl;
+    memset(info, 0, sizeof *info);
+    dbn_param_info(op, 0, info); /* the channel block, as gamma's */
+    info->sync = NULL;
+    info->sync_p = NULL;
+    return i == 0 ? v->running_mean : v->running_var;
+}
+
 static const ladle_op_vtable dbn_vt = {
     .name = "distributed batch norm",
     .destroy = dbn_destroy,
@@ -329,6 +341,8 @@ static const ladle_op_vtable dbn_vt = {
     .param_at = dbn_param_at,
     .param_info = dbn_param_info,
     .sync_grads = dbn_sync,
+    .num_buffers = dbn_num_buffers,
+    .buffer_at = dbn_buffer_at,
 };
 
 ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,

@@ -10,7 +10,9 @@
 set -eu
 
 # g++ compiles the check that the public header is valid C++.
-PACKAGES="make gcc g++ mpich libmpich-dev libopenblas-dev check pkg-config"
+# zlib reads the gzip-compressed datasets; dataset-fashion-mnist is the
+# default training data (ladle-train, make demo).
+PACKAGES="make gcc g++ mpich libmpich-dev libopenblas-dev check pkg-config zlib1g-dev dataset-fashion-mnist"
 check_only=0
 for arg in "$@"; do
     case "$arg" in

@@ -55,6 +55,10 @@ typedef struct ladle_op_vtable {
     /* Sum the gradients of replicated parameters over their copies
      * (collective); NULL when no parameter is replicated. */
     ladle_status (*sync_grads)(ladle_op *op);
+    /* State that is not a parameter but belongs in a checkpoint (batch
+     * norm's running statistics): buffer i and where its shard sits. */
+    int (*num_buffers)(const ladle_op *op);
+    ladle_tensor *(*buffer_at)(const ladle_op *op, int i, ladle__pinfo *info);
     /* Distributed losses: their own ladle_loss_forward/backward. */
     ladle_status (*loss_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                  const ladle_tensor *target, ladle_tensor *loss);

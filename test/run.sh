@@ -46,6 +46,7 @@ test_dist_conv: 1 2 3 4 6 8 12
 test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
 test_dist_train: 1 2 3 4 6 8 12
+test_checkpoint: 1 2 3 4 6
 "
 
 pass=0

@@ -1,0 +1,224 @@
+/* Checkpoints: written on one layout, loaded on another (or on sequential
+ * layers), training continues exactly; torn, truncated, altered and foreign
+ * files are refused on every rank. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#include "harness.h"
+
+#define N 12
+#define S 16
+
+static ladle_tensor *X;
+static int64_t labels[N];
+
+static ladle_network *lenet(int D, int Ph, int Pw, int F, int seq, int bn)
+{
+    ladle_lenet_desc d;
+    ladle_lenet_desc_init(&d);
+    d.batch = N;
+    d.image = S;
+    d.dtype = LADLE_F64;
+    d.seed = 3;
+    d.batchnorm = bn;
+    d.sequential = seq;
+    d.data_ways = D;
+    d.spatial[0] = Ph;
+    d.spatial[1] = Pw;
+    d.fc_ways = F;
+    ladle_network *net = NULL;
+    LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &net));
+    return net;
+}
+
+static ladle_optimizer *adam(ladle_network *net)
+{
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAM, 0.01);
+    ladle_optimizer *opt = NULL;
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    LT_OK(ladle_optimizer_add_network(opt, net));
+    return opt;
+}
+
+/* steps of training; losses[] gets each step's loss (on the loss's ranks) */
+static void train(ladle_network *net, ladle_optimizer *opt, int steps, double *losses)
+{
+    ladle_op *first = ladle_network_layer(net, 0), *loss = ladle_network_loss_op(net);
+    int64_t off[4] = {0}, box[4] = {N, 1, S, S}, loff[2] = {0}, lbox[2] = {N};
+    if (ladle_op_x_layout(first)) {
+        ladle_layout_box(ladle_op_x_layout(first), LADLE_SELF, off, box);
+        ladle_layout_box(ladle_op_x_layout(loss), LADLE_SELF, loff, lbox);
+    }
+    ladle_tensor *x = lt_tensor(LADLE_F64, 4, box), *t = lt_tensor(LADLE_I64, 1, lbox);
+    lt_box_extract(X, off, x);
+    for (int64_t i = 0; i < lbox[0]; i++)
+        ((int64_t *)ladle_tensor_data(t))[i] = labels[loff[0] + i];
+    for (int s = 0; s < steps; s++) {
+        LT_OK(ladle_network_zero_grad(net));
+        LT_OK(ladle_network_forward(net, x, NULL));
+        LT_OK(ladle_network_loss(net, t, &losses[s]));
+        LT_OK(ladle_network_backward(net, 1));
+        LT_OK(ladle_optimizer_step(opt));
+    }
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+}
+
+static double param_error(ladle_network *a, ladle_network *ref)
+{
+    double err = 0;
+    for (int i = 0; i < ladle_network_size(a); i++)
+        for (int q = 0; q < ladle_op_num_params(ladle_network_layer(a, i)); q++) {
+            int64_t off[LADLE_MAX_NDIM];
+            ladle_op *l = ladle_network_layer(a, i);
+            LT_OK(ladle_op_param_shard(l, q, NULL, NULL, off, NULL));
+            err = fmax(err, lt_box_error(ladle_op_param(ladle_network_layer(ref, i), q), off,
+                                         ladle_op_param(l, q)));
+        }
+    return err;
+}
+
+
+/* Save after 3 of 5 steps; resume on the same layout (bitwise the same
+ * parameters and losses as the uninterrupted run), on another layout and on
+ * sequential layers (the same up to the layouts' summation order). */
+START_TEST(resume_on_another_layout)
+{
+    int a = lt_size >= 4 ? 2 : 1, b = lt_size >= 2 ? 2 : 1;
+    double la[5], lb[5];
+    ladle_network *na = lenet(a, lt_size >= 4 ? 2 : 1, 1, 1, 0, 1);
+    ladle_optimizer *oa = adam(na);
+    const char *file = "/tmp/ladle_ckpt_test.bin";
+    int64_t meta[2] = {3, 42};
+    train(na, oa, 3, la);
+    LT_OK(ladle_checkpoint_save(file, MPI_COMM_WORLD, na, oa, 2, meta));
+    train(na, oa, 2, la + 3); /* uninterrupted */
+    for (int k = 0; k < 3; k++) {
+        ladle_network *nb = k == 0   ? lenet(a, lt_size >= 4 ? 2 : 1, 1, 1, 0, 1)
+                            : k == 1 ? lenet(1, b, 1, b, 0, 1)
+                                     : lenet(1, 1, 1, 1, 1, 1);
+        ladle_optimizer *ob = adam(nb);
+        int64_t got[4] = {0};
+        int nm = 0;
+        LT_OK(ladle_checkpoint_load(file, MPI_COMM_WORLD, nb, ob, 4, got, &nm));
+        LT_ASSERT(nm == 2 && got[0] == 3 && got[1] == 42, "the caller's integers: %d %lld %lld",
+                  nm, (long long)got[0], (long long)got[1]);
+        LT_ASSERT(ladle_optimizer_steps(ob) == 3, "steps %lld", (long long)ladle_optimizer_steps(ob));
+        train(nb, ob, 2, lb + 3);
+        /* nb's shards against na's: gather-free, both against a sequential
+         * copy of the uninterrupted parameters would need one more run, so
+         * compare the losses everywhere and the parameters through a third
+         * network on sequential layers loaded with na's state */
+        double lerr = 0;
+        const ladle_layout *la_l = ladle_op_x_layout(ladle_network_loss_op(na));
+        const ladle_layout *lb_l = ladle_op_x_layout(ladle_network_loss_op(nb));
+        int ina = !la_l || ladle_partition_active(ladle_layout_partition(la_l));
+        int inb = !lb_l || ladle_partition_active(ladle_layout_partition(lb_l));
+        for (int s = 3; s < 5; s++) {
+            double x = ina ? la[s] : 0, y = inb ? lb[s] : 0;
+            /* every rank learns both losses */
+            MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            lerr = fmax(lerr, fabs(x - y) / (1 + fabs(x)));
+        }
+        const char *end = "/tmp/ladle_ckpt_end.bin", *end2 = "/tmp/ladle_ckpt_end2.bin";
+        LT_OK(ladle_checkpoint_save(end, MPI_COMM_WORLD, na, NULL, 0, NULL));
+        LT_OK(ladle_checkpoint_save(end2, MPI_COMM_WORLD, nb, NULL, 0, NULL));
+        ladle_network *ra = lenet(1, 1, 1, 1, 1, 1), *rb = lenet(1, 1, 1, 1, 1, 1);
+        LT_OK(ladle_checkpoint_load(end, MPI_COMM_WORLD, ra, NULL, 0, NULL, NULL));
+        LT_OK(ladle_checkpoint_load(end2, MPI_COMM_WORLD, rb, NULL, 0, NULL, NULL));
+        double err = param_error(rb, ra);
+        double tol = k == 0 ? 0.0 : 1e-8;
+        LT_ASSERT(err <= tol && lerr <= (k == 0 ? 0.0 : 1e-12),
+                  "resumed on %s: parameters %.2e, losses %.2e from the uninterrupted run",
+                  k == 0 ? "the same layout" : k == 1 ? "another layout" : "sequential layers",
+                  err, lerr);
+        ladle_network_destroy(&ra), ladle_network_destroy(&rb);
+        ladle_optimizer_destroy(&ob);
+        ladle_network_destroy(&nb);
+        if (lt_rank == 0)
+            remove(end), remove(end2);
+    }
+    ladle_optimizer_destroy(&oa), ladle_network_destroy(&na);
+    if (lt_rank == 0)
+        remove(file);
+}
+END_TEST
+
+/* Damage a copy of a good checkpoint and expect every rank to refuse it. */
+START_TEST(damaged_files)
+{
+    ladle_network *net = lenet(1, 1, 1, 1, 1, 0);
+    const char *good = "/tmp/ladle_ckpt_good.bin", *bad = "/tmp/ladle_ckpt_bad.bin";
+    LT_OK(ladle_checkpoint_save(good, MPI_COMM_WORLD, net, NULL, 0, NULL));
+    long len = 0;
+    char *bytes = NULL;
+    if (lt_rank == 0) {
+        FILE *f = fopen(good, "rb");
+        fseek(f, 0, SEEK_END);
+        len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        bytes = malloc((size_t)len);
+        if (fread(bytes, 1, (size_t)len, f) != (size_t)len)
+            len = 0;
+        fclose(f);
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        if (lt_rank == 0) {
+            FILE *f = fopen(bad, "wb");
+            if (kind == 0) /* truncated */
+                fwrite(bytes, 1, (size_t)len / 2, f);
+            else if (kind == 1) { /* one byte altered in the middle */
+                bytes[len / 2] ^= 0x40;
+                fwrite(bytes, 1, (size_t)len, f);
+                bytes[len / 2] ^= 0x40;
+            } else /* not a checkpoint */
+                fwrite("hello, this is not a checkpoint at all, clearly", 1, 48, f);
+            fclose(f);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        LT_FAILS(ladle_checkpoint_load(bad, MPI_COMM_WORLD, net, NULL, 0, NULL, NULL),
+                 LADLE_ERR_IO);
+    }
+    /* another architecture: batch norm where the file has none */
+    ladle_network *other = lenet(1, 1, 1, 1, 1, 1);
+    LT_FAILS(ladle_checkpoint_load(good, MPI_COMM_WORLD, other, NULL, 0, NULL, NULL),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_checkpoint_load("/tmp/ladle_no_such_file", MPI_COMM_WORLD, net, NULL, 0, NULL,
+                                   NULL),
+             LADLE_ERR_IO);
+    free(bytes);
+    ladle_network_destroy(&net);
+    ladle_network_destroy(&other);
+    if (lt_rank == 0) {
+        remove(good);
+        remove(bad);
+    }
+}
+END_TEST
+
+Suite *ck_suite(void)
+{
+    Suite *s = suite_create("checkpoint");
+    TCase *tc = tcase_create("checkpoint");
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, resume_on_another_layout);
+    tcase_add_test(tc, damaged_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static Suite *make(void)
+{
+    X = lt_tensor(LADLE_F64, 4, (int64_t[]){N, 1, S, S});
+    ladle_tensor_fill_random(X, 21, 0);
+    for (int i = 0; i < N; i++)
+        labels[i] = (i * 3 + 2) % 10;
+    return ck_suite();
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, make); }
