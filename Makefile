@@ -1,7 +1,9 @@
 # ladle - build, test, benchmark, install.
 #
 #   make              lib/libladle.a, lib/libladle.so, bin/ladle-adjoint, bin/ladle-tour
-#   make demo         the main job (installs missing Debian packages first)
+#   make demo         the main job: LeNet-5 on Fashion-MNIST on 4 ranks (installs
+#                     missing Debian packages first)
+#   make tour         the primitives on 6 ranks, with their adjoint mismatches
 #   make check        the whole test suite under MPI at several rank counts
 #   make bench        benchmarks against the raw MPI calls and the BLAS
 #   make bench-torch  the layers next to PyTorch's (needs python3-torch)
@@ -19,7 +21,7 @@ DEPS     ?= 1
 OPT      ?= -O3
 
 CC := $(MPICC)
-# Open MPI needs leave to start more ranks than cores (make demo uses 6)
+# Open MPI needs leave to start more ranks than cores (make demo uses 4)
 MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qiE "open ?(mpi|rte)" && echo --oversubscribe)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -fno-trapping-math -g -fPIC \
@@ -42,14 +44,14 @@ endif
 
 LIB_SRCS := $(wildcard src/*.c src/backends/cpu/*.c primitives/*.c layers/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
-TOOLS := ladle-adjoint ladle-tour
+TOOLS := ladle-adjoint ladle-tour ladle-train
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo check asan valgrind bench bench-torch install uninstall clean format tests
+.PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests
 
 all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS) $(EXAMPLE_BINS)
 
@@ -116,7 +118,16 @@ endif
 	@$(MAKE) --no-print-directory tests
 	@MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" VALGRIND=1 test/run.sh $(BUILD)/test
 
+# the main job: LeNet-5 with batch norm on Fashion-MNIST, 4 ranks, the batch
+# split 2 ways, each image in 2 tiles, the linear layers 2 ways; one epoch
 demo: deps
+	@$(MAKE) --no-print-directory all
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
+	    $(MPIEXEC) $(MPIEXEC_FLAGS) -n 4 $(BINDIR)/ladle-train --data-ways 2 --spatial 2x1 \
+	    --fc-ways 2 --bn --epochs 1
+
+# a tour of the primitives on 6 ranks, each with its adjoint mismatch
+tour: deps
 	@$(MAKE) --no-print-directory all
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 \
 	    $(MPIEXEC) $(MPIEXEC_FLAGS) -n 6 $(BINDIR)/ladle-tour

@@ -169,6 +169,11 @@ static void order(ladle_dataset *ds, uint64_t seed, int64_t epoch)
     ds->perm_seed = seed;
 }
 
+int64_t ladle_dataset_label(const ladle_dataset *ds, int64_t s)
+{
+    return ds && s >= 0 && s < ds->n ? ds->labels[s] : -1;
+}
+
 int64_t ladle_dataset_sample(const ladle_dataset *ds, uint64_t seed, int64_t epoch, int64_t k)
 {
     if (ds == NULL || k < 0 || k >= ds->n)

@@ -70,5 +70,45 @@ else
     echo "FAIL examples/broadcast printed: $out"; fails=$((fails + 1))
 fi
 
+# ladle-train end to end (needs the dataset package the deps script installs):
+# an interrupted run resumed from its checkpoint ends exactly like an
+# uninterrupted one, on another layout too up to rounding
+train="$BINDIR/ladle-train"
+data=${LADLE_DATA:-/usr/share/datasets/fashion-mnist}
+if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
+    tmp=$(mktemp -d)
+    run_train() { # NRANKS SUMMARY ARGS...
+        n=$1; sum=$2; shift 2
+        timeout 300 $MPIEXEC -n "$n" "$train" --quiet --steps 25 --batch 32 --dtype f64 \
+            --seed 4 --summary "$sum" "$@" >>"$tmp/log" 2>&1
+    }
+    loss_of() { sed -n 's/.*last_loss \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
+    run_train 2 "$tmp/whole" --epochs 2 --data-ways 2 &&
+        run_train 2 "$tmp/first" --epochs 2 --stop-after 1 --data-ways 2 --checkpoint "$tmp/ck" &&
+        cp "$tmp/ck" "$tmp/ck2" && cp "$tmp/ck" "$tmp/ck3" &&
+        run_train 2 "$tmp/rest" --epochs 2 --data-ways 2 --checkpoint "$tmp/ck2" --resume &&
+        run_train 3 "$tmp/other" --epochs 2 --spatial 3x1 --checkpoint "$tmp/ck3" --resume
+    st=$?
+    a=$(loss_of "$tmp/whole"); b=$(loss_of "$tmp/rest"); c=$(loss_of "$tmp/other")
+    if [ $st -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
+        echo "ok   ladle-train: resumed runs end with the uninterrupted loss $a"
+    else
+        echo "FAIL ladle-train resume: uninterrupted '$a', resumed '$b', other layout '$c'"
+        sed 's/^/     /' "$tmp/log"
+        fails=$((fails + 1))
+    fi
+    # a damaged checkpoint is refused with a clear message on every rank
+    head -c 100 "$tmp/ck" >"$tmp/torn"
+    out=$(run_train 2 "$tmp/x" --epochs 1 --checkpoint "$tmp/torn" --resume; tail -n 4 "$tmp/log")
+    if printf '%s' "$out" | grep -q "truncated or torn\|too short"; then
+        echo "ok   ladle-train refuses a torn checkpoint"
+    else
+        echo "FAIL ladle-train accepted a torn checkpoint"; fails=$((fails + 1))
+    fi
+    rm -rf "$tmp"
+else
+    echo "skip ladle-train: no dataset at $data"
+fi
+
 echo "$fails failures"
 [ "$fails" -eq 0 ]

@@ -53,6 +53,9 @@ LADLE_API int64_t ladle_dataset_cols(const ladle_dataset *ds);
 LADLE_API int64_t ladle_dataset_sample(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
                                        int64_t k);
 
+/* The label of sample s (-1 outside the dataset). */
+LADLE_API int64_t ladle_dataset_label(const ladle_dataset *ds, int64_t s);
+
 /* Fill this rank's block of batch `step` of an epoch (global batch size
  * `batch`): x (f32 or f64, n x 1 x h x w, contiguous) gets samples
  * first + offset .. first + offset + n - 1 of the order (first = step *
