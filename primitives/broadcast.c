@@ -8,6 +8,8 @@
  * (small blocks) or a chunked pipeline chain (large ones); the adjoint runs
  * the same groups upwards as a sum.
  */
+#include <string.h>
+
 #include "pair.h"
 
 #include "../src/coll.h"
@@ -117,8 +119,8 @@ static ladle_status owner_blocks(const ladle_layout *ls, const ladle_layout *lb,
  * in the agreement, so every rank fails alike. */
 static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition *p_y,
                               const ladle_layout *lx, const ladle_layout *ly, ladle_dtype dtype,
-                              unsigned flags, int reduce, ladle_status pre, ladle_op **out,
-                              const char *func)
+                              unsigned flags, int reduce, ladle_status pre, const int *given,
+                              ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -146,7 +148,9 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
     n = ladle__calloc((size_t)small->size, sizeof(int64_t));
     if (local == LADLE_OK && (source == NULL || members == NULL || n == NULL))
         local = ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
-    if (local == LADLE_OK)
+    if (local == LADLE_OK && given != NULL)
+        memcpy(source, given, sizeof(int) * (size_t)big->size);
+    else if (local == LADLE_OK)
         local = ladle__pairing(small, t_small, big, t_big, source, reduce, func);
     if (local == LADLE_OK)
         local = owner_blocks(reduce ? ly : lx, reduce ? lx : ly, source, n, func);
@@ -193,7 +197,20 @@ ladle_status ladle__pair_create_layouts(const ladle_layout *lx, const ladle_layo
     LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
     LADLE_CHECK(lx != NULL && ly != NULL, LADLE_ERR_NULL, "a layout is NULL");
     st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype,
-                   flags, reduce, LADLE_OK, out, func);
+                   flags, reduce, LADLE_OK, NULL, out, func);
+fail:
+    return st;
+}
+
+ladle_status ladle__pair_create_mapped(const ladle_layout *lx, const ladle_layout *ly,
+                                       const int *source, ladle_dtype dtype, int reduce,
+                                       ladle_op **out, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
+    LADLE_CHECK(lx != NULL && ly != NULL && source != NULL, LADLE_ERR_NULL, "NULL argument");
+    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype, 0,
+                   reduce, LADLE_OK, source, out, func);
 fail:
     return st;
 }
@@ -214,7 +231,7 @@ ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partitio
         local = ladle_layout_create_block(p_x, ndim, shape, &lx);
     if (local == LADLE_OK)
         local = ladle_layout_create_block(p_y, ndim, shape, &ly);
-    st = pair_core(p_x, p_y, lx, ly, dtype, flags, reduce, local, out, func);
+    st = pair_core(p_x, p_y, lx, ly, dtype, flags, reduce, local, NULL, out, func);
 fail:
     ladle_layout_destroy(&lx);
     ladle_layout_destroy(&ly);

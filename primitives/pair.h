@@ -21,4 +21,12 @@ ladle_status ladle__pair_create_layouts(const ladle_layout *lx, const ladle_layo
                                         ladle_dtype dtype, unsigned flags, int reduce,
                                         ladle_op **out, const char *func);
 
+/* The same with the pairing given: source[j] is the owner (a rank of the
+ * owners' partition: x's for broadcast, y's for sum-reduce) of rank j of the
+ * other partition. For pairings DistDL's rules cannot express (a weight
+ * grid whose axes are a permutation of y's). */
+ladle_status ladle__pair_create_mapped(const ladle_layout *lx, const ladle_layout *ly,
+                                       const int *source, ladle_dtype dtype, int reduce,
+                                       ladle_op **out, const char *func);
+
 #endif /* LADLE_PRIMITIVES_PAIR_H */

@@ -124,6 +124,70 @@ START_TEST(adjoint)
 }
 END_TEST
 
+/* Weight grids: p_w = Pco x Pci x S, p_x its ranks with co = 0, p_y its
+ * ranks with ci = 0 (as DistDL lays them out). */
+START_TEST(grid_equivalence)
+{
+    struct {
+        int nd, pco, pci, s[3];
+        int64_t x[5], co, k, st, p, d;
+        int bias;
+    } cases[] = {
+        {2, 2, 1, {1, 1}, {2, 3, 7, 6}, 5, 3, 1, 1, 1, 1},
+        {2, 1, 2, {1, 1}, {2, 5, 6, 7}, 3, 3, 1, 1, 1, 1},
+        {2, 2, 2, {1, 1}, {2, 5, 8, 6}, 7, 3, 2, 1, 1, 1},
+        {2, 2, 1, {2, 1}, {1, 3, 9, 7}, 4, 3, 1, 1, 1, 1},
+        {2, 1, 2, {1, 2}, {2, 4, 6, 9}, 3, 5, 1, 2, 1, 1},
+        {1, 2, 2, {2}, {2, 4, 13}, 5, 3, 2, 1, 2, 1},
+        {2, 2, 2, {2, 1}, {1, 4, 10, 7}, 6, 3, 1, 1, 1, 0},
+        {3, 1, 2, {1, 2, 1}, {1, 3, 5, 6, 4}, 2, 3, 1, 1, 1, 1},
+        {2, 3, 2, {2, 1}, {1, 5, 8, 5}, 7, 3, 1, 1, 1, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int nd = 2 + cases[k].nd, tiles = 1;
+        for (int a = 0; a < cases[k].nd; a++)
+            tiles *= cases[k].s[a];
+        int nw = cases[k].pco * cases[k].pci * tiles;
+        if (nw > lt_size)
+            continue;
+        int gw[5] = {cases[k].pco, cases[k].pci}, gx[5] = {1, cases[k].pci},
+            gy[5] = {1, cases[k].pco};
+        for (int a = 0; a < cases[k].nd; a++)
+            gw[2 + a] = gx[2 + a] = gy[2 + a] = cases[k].s[a];
+        int rx[64], ry[64];
+        for (int j = 0; j < cases[k].pci; j++)
+            for (int t = 0; t < tiles; t++)
+                rx[j * tiles + t] = (0 * cases[k].pci + j) * tiles + t;
+        for (int i = 0; i < cases[k].pco; i++)
+            for (int t = 0; t < tiles; t++)
+                ry[i * tiles + t] = (i * cases[k].pci + 0) * tiles + t;
+        ladle_partition *pw = lt_partition(nd, gw, 0), *px = lt_partition_ranks(nd, gx, rx),
+                        *py = lt_partition_ranks(nd, gy, ry);
+        ladle_conv_desc d;
+        ladle_conv_desc_init(&d, cases[k].nd, cases[k].x[1], cases[k].co, cases[k].k);
+        for (int a = 0; a < cases[k].nd; a++) {
+            d.stride[a] = cases[k].st;
+            d.padding[a] = cases[k].p;
+            d.dilation[a] = cases[k].d;
+        }
+        d.bias = cases[k].bias;
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_conv_grid_create(&d, px, pw, py, cases[k].x, dt, 60 + k, 0, &dist));
+            LT_OK(ladle_conv_create(&d, cases[k].x, dt, 60 + k, &seq));
+            char what[64];
+            snprintf(what, sizeof what, "grid conv case %zu (%s)", k, t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 400 + k, t ? 1e-4 : 1e-10, what);
+            if (!cases[k].bias && !t)
+                lt_adjoint_ok(dist, 500 + k, what);
+            ladle_op_destroy(&dist), ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&pw), ladle_partition_destroy(&px), ladle_partition_destroy(&py);
+    }
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int g1[4] = {1, 1, 1, 1};
@@ -160,6 +224,7 @@ Suite *dc_suite(void)
     tcase_add_test(tc, conv_equivalence);
     tcase_add_test(tc, pool_equivalence);
     tcase_add_test(tc, adjoint);
+    tcase_add_test(tc, grid_equivalence);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

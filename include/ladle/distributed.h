@@ -84,6 +84,27 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
                                               uint64_t seed, unsigned flags, ladle_op **op);
 
 /*
+ * Convolution over a weight grid: the channel-partitioned (S = 1) and the
+ * general (channels and space at once) layer. x (global x_shape) is split
+ * in balance over p_x = 1 x Pci x S, y over p_y = 1 x Pco x S and the weight
+ * over p_w = Pco x Pci x S, where S is the spatial grid (the same in all
+ * three). Each rank of p_x exchanges halos over S and broadcasts the box
+ * its tile's output needs to (., j, s) of p_w; worker (i, j, s) convolves
+ * it with weight block (out block i, in block j); the partial outputs of
+ * (i, ., s) are sum-reduced onto (0, i, s) of p_y. The weight blocks (and
+ * the bias blocks, on j = 0) have one copy per tile, their gradients summed
+ * by ladle_layer_sync_gradients. Grouped convolutions must keep their
+ * channels whole (LADLE_ERR_UNSUPPORTED). Returns the codes of
+ * ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
+                                                   const ladle_partition *p_x,
+                                                   const ladle_partition *p_w,
+                                                   const ladle_partition *p_y,
+                                                   const int64_t x_shape[], ladle_dtype dtype,
+                                                   uint64_t seed, unsigned flags, ladle_op **op);
+
+/*
  * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create. Max
  * pooling takes every option (its padding is -inf); average pooling counts
  * the padding (count_include_pad 1) and has no ceil mode, since a rank cannot
