@@ -48,7 +48,7 @@ TOOLS := ladle-adjoint ladle-tour ladle-train
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
-BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers
+BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUILD)/bench/bench_dist
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests

@@ -6,6 +6,7 @@
 # over launches (bench/summarize.awk).
 #   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096 --only broadcast"
 #   BENCH_LAYERS=0 skips the layers; BENCH_LAYER_ARGS="--only conv2d"
+#   BENCH_DIST=0 skips the distributed benchmarks; BENCH_DIST_ARGS="--only lenet"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -26,6 +27,18 @@ for n in ${BENCH_RANKS:-2 4}; do
         $MPIEXEC $flags -n "$n" "$dir/bench_primitives" ${BENCH_ARGS:-} || exit 1
     done
 done
+# distributed layers and LeNet-5 training: launches at 2 ranks (the figures
+# that count) and one at 4 (oversubscribed)
+if [ "${BENCH_DIST:-1}" = 1 ]; then
+    for n in ${BENCH_RANKS:-2 4}; do
+        repeat=${BENCH_REPEAT:-3}
+        [ "$n" -le 2 ] || repeat=1
+        for r in $(seq "$repeat"); do
+            echo "== distributed, $n ranks, launch $r"
+            $MPIEXEC $flags -n "$n" "$dir/bench_dist" ${BENCH_DIST_ARGS:-} || exit 1
+        done
+    done
+fi
 if [ "${BENCH_LAYERS:-1}" = 1 ]; then
     for r in $(seq "${BENCH_REPEAT:-3}"); do
         echo "== layers, run $r"

@@ -27,6 +27,17 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     ll[lkey] = ll[lkey] " " f[1]; lr[lkey] = lr[lkey] " " f[2]; lq[lkey] = lq[lkey] " " f[5]
     lruns[lkey]++
 }
+# bench_dist rows, keyed by the launch's rank count
+/^# f32, [0-9]+ ranks, median/ { dranks = $3 }
+/^(conv-halo|dp-sync|lenet) / {
+    dkey = sprintf("%2d  %s", dranks, substr($0, 1, 45))
+    sub(/ +$/, "", dkey)
+    if (!(dkey in dseen)) { dseen[dkey] = 1; dorder[++dn] = dkey }
+    split(substr($0, 46), f, " ")
+    da[dkey] = da[dkey] " " f[1]; db[dkey] = db[dkey] " " f[2]; dc[dkey] = dc[dkey] " " f[3]
+    dd[dkey] = f[4] (f[5] != "" ? " " f[5] " " f[6] : "")
+    druns[dkey]++
+}
 END {
     if (n)
         printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
@@ -44,6 +55,15 @@ END {
             k = lorder[i]
             printf "%-43s %9.3f %9.3f %6.2f %5d\n", k, median(ll[k]), median(lr[k]),
                 median(lq[k]), lruns[k]
+        }
+    }
+    if (dn) {
+        printf "\n%2s  %-45s %9s %9s %7s %5s   %s\n", "n", "distributed row", "a", "b", "c",
+            "runs", "(conv-halo/dp-sync: dist_ms local_ms ratio; lenet: ms/step images/s speedup)"
+        for (i = 1; i <= dn; i++) {
+            k = dorder[i]
+            printf "%-49s %9.3f %9.3f %7.2f %5d   %s\n", k, median(da[k]), median(db[k]),
+                median(dc[k]), druns[k], dd[k]
         }
     }
 }

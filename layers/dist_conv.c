@@ -25,6 +25,8 @@ typedef struct dconv {
     int ndim;                 /* 2 + spatial dimensions */
     ladle_halo_geometry g;    /* this rank's boxes */
     int has_output;           /* this rank's output block is not empty */
+    int same;                 /* the needed box is the whole padded tensor: the
+                                 local layer reads and writes it in place */
     ladle_op *halo;
     ladle_op *local;          /* the layer on the needed box, or NULL */
     ladle_tensor *padded;     /* forward: bulk + halo + padding cells */
@@ -97,13 +99,17 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     dconv *v = op->impl;
     dctx *c = ctx ? ctx->impl : NULL;
     ladle_tensor *xn = c ? c->xn : v->xn;
+    /* with the needed box the whole padded tensor, the ctx's copy is the
+     * padded tensor itself (its padding cells filled when the ctx was made) */
+    ladle_tensor *padded = v->same && c ? c->xn : v->padded;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, v->padded, v->g.bulk_offset);
-    LADLE_CALL(ladle_op_forward(v->halo, v->padded, v->padded));
+    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, padded, v->g.bulk_offset);
+    LADLE_CALL(ladle_op_forward(v->halo, padded, padded));
     if (v->local) {
-        box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded, v->g.needed_offset,
-                 xn, zero);
+        if (!v->same || !c)
+            box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, padded,
+                     v->g.needed_offset, xn, zero);
         LADLE_CALL(ladle_layer_forward(v->local, c ? c->local : NULL, xn, y));
     }
 fail:
@@ -120,14 +126,19 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
+    /* the local layer writes every cell of its input gradient: straight into
+     * the padded gradient when that is the whole of it */
+    ladle_tensor *dxn = v->same && v->local ? v->gpadded : v->dxn;
+    if (dxn != v->gpadded)
+        LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
     if (v->local) {
         if (c)
-            LADLE_CALL(ladle_layer_backward(v->local, c->local, dy, v->dxn));
+            LADLE_CALL(ladle_layer_backward(v->local, c->local, dy, dxn));
         else
-            LADLE_CALL(ladle_op_adjoint(v->local, dy, v->dxn));
-        box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
-                 v->g.needed_offset);
+            LADLE_CALL(ladle_op_adjoint(v->local, dy, dxn));
+        if (dxn != v->gpadded)
+            box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
+                     v->g.needed_offset);
     }
     LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
     box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
@@ -167,6 +178,8 @@ static ladle_status dc_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->impl = c;
     LADLE_CALL(ladle__dist_tensor(op->dtype, v->ndim, v->g.needed_shape, &c->xn));
+    if (v->same) /* it doubles as the padded tensor: the padding cells */
+        LADLE_CALL(ladle_tensor_copy(c->xn, v->padded));
     if (v->local)
         LADLE_CALL(ladle_ctx_create(v->local, &c->local));
 fail:
@@ -379,6 +392,9 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
         needv *= v->g.needed_shape[i];
     }
     v->has_output = outv > 0 && needv > 0;
+    v->same = 1;
+    for (int i = 0; i < nd; i++)
+        v->same &= v->g.needed_offset[i] == 0 && v->g.needed_shape[i] == v->g.padded_shape[i];
     local = ladle__dist_tensor(dtype, nd, v->g.padded_shape, &v->padded);
     if (local == LADLE_OK)
         local = ladle_tensor_fill(v->padded, pad_value);

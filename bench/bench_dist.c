@@ -1,0 +1,305 @@
+/*
+ * bench_dist: distributed layers and training, measured in one run as
+ * medians of repeated timings (the slowest rank's time of each repetition).
+ *
+ *  - conv-halo: a spatially partitioned convolution's forward + backward +
+ *    weight gradient against the same rank's local convolution on the box
+ *    its tile needs (the compute alone): what the halo exchange and the
+ *    copies around it add. Target: at most 1.1 at 2 ranks.
+ *  - dp-sync: a data-parallel LeNet-5 step against the same step without
+ *    the gradient reduction (ladle_network_backward(net, 0)): what the
+ *    reduction adds after overlapping the backward pass. Target: 1.1.
+ *  - lenet: LeNet-5 (batch 64, 28 x 28) training steps in every layout that
+ *    fits the ranks: ms per step, images/s, the speed-up over one rank's
+ *    sequential network measured in the same run, and for data-parallel
+ *    layouts the share of the step that is not the rank's own compute (a
+ *    sequential step on the rank's part of the batch, run at the same time
+ *    on every rank).
+ *
+ *   mpiexec -n 2 bench_dist [--reps R] [--only conv-halo|dp-sync|lenet]
+ */
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ladle.h"
+
+static int me, world, reps = 21;
+static const char *only;
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+/* A barrier that yields the core while it waits (the ranks may outnumber
+ * the cores). */
+static void barrier(void)
+{
+    MPI_Request r;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    while (!done) {
+        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            sched_yield();
+    }
+}
+
+/* The slowest rank's time. */
+static double slowest(double t)
+{
+    MPI_Request r;
+    int done = 0;
+    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
+    while (!done) {
+        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            sched_yield();
+    }
+    return t;
+}
+
+static void check(ladle_status st, const char *what)
+{
+    if (st != LADLE_OK) {
+        fprintf(stderr, "bench_dist (rank %d): %s: %s\n", me, what, ladle_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static ladle_tensor *like(const ladle_op *op, int y)
+{
+    int nd;
+    int64_t s[LADLE_MAX_NDIM];
+    ladle_tensor *t = NULL;
+    if (y)
+        ladle_op_y_shape(op, &nd, s);
+    else
+        ladle_op_x_shape(op, &nd, s);
+    check(ladle_tensor_create(ladle_op_dtype(op), nd, s, &t), "tensor");
+    ladle_tensor_fill_random(t, 3, (uint64_t)y);
+    return t;
+}
+
+/* Median slowest-rank time of forward + backward + weight gradient. */
+static double time_layer(ladle_op *op)
+{
+    ladle_tensor *x = like(op, 0), *y = like(op, 1), *dy = like(op, 1), *dx = like(op, 0);
+    ladle_ctx *ctx = NULL;
+    double *t = calloc((size_t)reps, sizeof(double));
+    check(ladle_ctx_create(op, &ctx), "ctx");
+    for (int r = -3; r < reps; r++) {
+        barrier();
+        double t0 = MPI_Wtime();
+        check(ladle_layer_forward(op, ctx, x, y), "forward");
+        check(ladle_layer_backward(op, ctx, dy, dx), "backward");
+        check(ladle_layer_backward_weight(op, ctx, dy), "backward_weight");
+        double e = slowest(MPI_Wtime() - t0);
+        if (r >= 0)
+            t[r] = e;
+    }
+    double m = median(t, reps);
+    free(t);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx), ladle_tensor_destroy(&dy);
+    return m;
+}
+
+static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, int64_t pad)
+{
+    int grid[4] = {1, 1, world, 1}, ranks[64];
+    for (int r = 0; r < world; r++)
+        ranks[r] = r;
+    ladle_partition *p = NULL;
+    check(ladle_partition_create(MPI_COMM_WORLD, 4, grid, ranks, &p), "partition");
+    int64_t xs[4] = {n, c, s, s};
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, c, co, k);
+    d.padding[0] = d.padding[1] = pad;
+    ladle_op *dist = NULL, *local = NULL, *halo = NULL;
+    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, 1, 0, &dist), "dist conv");
+    /* the box this rank's tile needs: the halo exchange's geometry */
+    ladle_layout *lx = NULL;
+    ladle_window w;
+    ladle_window_init(&w, 4);
+    w.kernel[2] = w.kernel[3] = k;
+    w.padding[2] = w.padding[3] = pad;
+    check(ladle_layout_create_balanced(p, 4, xs, &lx), "layout");
+    check(ladle_halo_exchange_create(lx, &w, LADLE_F32, 0, &halo), "halo");
+    ladle_halo_geometry g;
+    ladle_halo_exchange_geometry(halo, &g);
+    ladle_conv_desc ld = d;
+    ld.padding[0] = ld.padding[1] = 0;
+    check(ladle_conv_create(&ld, g.needed_shape, LADLE_F32, 1, &local), "local conv");
+    double td = time_layer(dist), tl = time_layer(local);
+    if (me == 0) {
+        char sh[64];
+        snprintf(sh, sizeof sh, "%lldx%lldx%lld^2 k%lld -> %lld, %dx1 tiles", (long long)n,
+                 (long long)c, (long long)s, (long long)k, (long long)co, world);
+        printf("conv-halo  %-34s %9.3f %9.3f %6.2f\n", sh, td * 1e3, tl * 1e3, td / tl);
+        fflush(stdout);
+    }
+    ladle_op_destroy(&dist), ladle_op_destroy(&local), ladle_op_destroy(&halo);
+    ladle_layout_destroy(&lx);
+    ladle_partition_destroy(&p);
+}
+
+/* This rank's input and label blocks for a LeNet network, filled once. */
+typedef struct batch {
+    ladle_tensor *x, *t;
+} batch;
+
+static void make_batch(ladle_network *net, batch *b, int64_t nbatch)
+{
+    const ladle_layout *lx = ladle_op_x_layout(ladle_network_layer(net, 0));
+    const ladle_layout *ll = ladle_op_x_layout(ladle_network_loss_op(net));
+    int64_t xb[4] = {nbatch, 1, 28, 28}, lb[2] = {nbatch}, off[4] = {0};
+    if (lx) {
+        ladle_layout_box(lx, LADLE_SELF, off, xb);
+        ladle_layout_box(ll, LADLE_SELF, NULL, lb);
+        if (!ladle_partition_active(ladle_layout_partition(ll)))
+            lb[0] = 0;
+    }
+    check(ladle_tensor_create(LADLE_F32, 4, xb, &b->x), "x");
+    check(ladle_tensor_create(LADLE_I64, 1, lb, &b->t), "labels");
+    ladle_tensor_fill_random(b->x, 9, (uint64_t)off[0]);
+    for (int64_t i = 0; i < lb[0]; i++)
+        ((int64_t *)ladle_tensor_data(b->t))[i] = i % 10;
+}
+
+static ladle_network *lenet(int seq, int D, int Ph, int Pw, int F, int bn, int64_t nbatch,
+                            MPI_Comm comm)
+{
+    ladle_lenet_desc d;
+    ladle_lenet_desc_init(&d);
+    d.batch = nbatch;
+    d.sequential = seq;
+    d.data_ways = D;
+    d.spatial[0] = Ph;
+    d.spatial[1] = Pw;
+    d.fc_ways = F;
+    d.batchnorm = bn;
+    ladle_network *net = NULL;
+    check(ladle_lenet_create(&d, comm, &net), "lenet");
+    return net;
+}
+
+/* Median slowest-rank time of a training step (no optimizer: the update is
+ * local and the same in every layout). */
+static double time_steps(ladle_network *net, int64_t nbatch, int sync)
+{
+    batch b;
+    double *t = calloc((size_t)reps, sizeof(double)), loss;
+    make_batch(net, &b, nbatch);
+    for (int r = -3; r < reps; r++) {
+        barrier();
+        double t0 = MPI_Wtime();
+        check(ladle_network_zero_grad(net), "zero_grad");
+        check(ladle_network_forward(net, b.x, NULL), "forward");
+        check(ladle_network_loss(net, b.t, &loss), "loss");
+        check(ladle_network_backward(net, sync), "backward");
+        double e = slowest(MPI_Wtime() - t0);
+        if (r >= 0)
+            t[r] = e;
+    }
+    double m = median(t, reps);
+    free(t);
+    ladle_tensor_destroy(&b.x);
+    ladle_tensor_destroy(&b.t);
+    return m;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--reps"))
+            reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--only"))
+            only = argv[i + 1];
+    }
+    ladle_set_num_threads(1);
+    const int64_t B = 64;
+    if (me == 0)
+        printf("# f32, %d ranks, median of %d (slowest rank each time)\n", world, reps);
+
+    if (world >= 2 && (!only || !strcmp(only, "conv-halo"))) {
+        if (me == 0)
+            printf("%-10s %-34s %9s %9s %6s\n", "row", "shape", "dist_ms", "local_ms", "ratio");
+        conv_halo(64, 6, 14, 5, 16, 0);
+        conv_halo(64, 1, 28, 5, 6, 2);
+        conv_halo(32, 16, 32, 3, 16, 1);
+    }
+
+    if (world >= 2 && (!only || !strcmp(only, "dp-sync"))) {
+        for (int bn = 0; bn < 2; bn++) {
+            ladle_network *net = lenet(0, world, 1, 1, 1, bn, B, MPI_COMM_WORLD);
+            double with = time_steps(net, B, 1), without = time_steps(net, B, 0);
+            if (me == 0) {
+                printf("dp-sync    %-34s %9.3f %9.3f %6.2f   (%d buckets)\n",
+                       bn ? "lenet+bn, batch split all ways" : "lenet, batch split all ways",
+                       with * 1e3, without * 1e3, with / without, ladle_network_buckets(net));
+                fflush(stdout);
+            }
+            ladle_network_destroy(&net);
+        }
+    }
+
+    if (!only || !strcmp(only, "lenet")) {
+        /* the sequential reference, every rank at once (the same load) */
+        ladle_network *seq = lenet(1, 1, 1, 1, 1, 0, B, MPI_COMM_WORLD);
+        double t1 = time_steps(seq, B, 1);
+        ladle_network_destroy(&seq);
+        if (me == 0)
+            printf("\n%-10s %-34s %9s %9s %7s %7s\n", "row", "layout (D x Ph x Pw, fc F)",
+                   "ms/step", "images/s", "speedup", "other");
+        if (me == 0)
+            printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", "sequential, 1 rank's work",
+                   t1 * 1e3, (double)B / t1, 1.0, "-");
+        static const int layouts[][5] = {
+            {1, 1, 1, 1, 0}, {2, 1, 1, 1, 0}, {1, 2, 1, 1, 0}, {1, 1, 2, 2, 0},
+            {2, 1, 1, 1, 1}, {4, 1, 1, 1, 0}, {2, 2, 1, 2, 0}, {1, 2, 2, 2, 0},
+            {2, 2, 1, 2, 1},
+        };
+        for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+            int D = layouts[k][0], Ph = layouts[k][1], Pw = layouts[k][2], F = layouts[k][3];
+            int bn = layouts[k][4];
+            if (D * Ph * Pw != world)
+                continue;
+            ladle_network *net = lenet(0, D, Ph, Pw, F, bn, B, MPI_COMM_WORLD);
+            double t = time_steps(net, B, 1);
+            ladle_network_destroy(&net);
+            /* data-parallel only: the rank's own compute is a sequential
+             * step on its part of the batch */
+            char other[16] = "-";
+            if (Ph * Pw == 1 && F == 1) {
+                ladle_network *part = lenet(1, 1, 1, 1, 1, bn, B / D, MPI_COMM_WORLD);
+                double tp = time_steps(part, B / D, 1);
+                ladle_network_destroy(&part);
+                snprintf(other, sizeof other, "%.0f%%", 100 * (1 - tp / t));
+            }
+            if (me == 0) {
+                char name[64];
+                snprintf(name, sizeof name, "%dx%dx%d fc %d%s", D, Ph, Pw, F, bn ? " bn" : "");
+                printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", name, t * 1e3, (double)B / t,
+                       t1 / t, other);
+                fflush(stdout);
+            }
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
