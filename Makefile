@@ -44,7 +44,7 @@ endif
 
 LIB_SRCS := $(wildcard src/*.c src/backends/cpu/*.c primitives/*.c layers/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
-TOOLS := ladle-adjoint ladle-tour ladle-train
+TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
@@ -76,7 +76,7 @@ $(LIBDIR)/libladle.so: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libladle.so.0 $(LDSAN) -o $@ $^ $(LIBS)
 
-$(BINDIR)/%: tools/%.c $(LIBDIR)/libladle.a
+$(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
