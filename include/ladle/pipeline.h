@@ -1,0 +1,271 @@
+/*
+ * ladle/pipeline.h - pipeline schedules as data: generators, a validator,
+ * a simulator and a planner.
+ *
+ * A pipeline splits a network into S stages, stage j a chain of layers. A
+ * stage may be replicated r_j >= 1 times (data parallel inside the stage):
+ * microbatch k goes to replica (k mod r_j) of stage j, and the backward of k
+ * retraces that route. The pipeline runs on W workers (ranks); each stage
+ * replica sits on exactly one worker, and a worker may hold several stages
+ * (interleaved schedules hold v chunks per worker).
+ *
+ * A schedule is, for every worker, an ordered list of actions:
+ *
+ *   F(j,k)       forward of microbatch k through stage j
+ *   B(j,k)       backward for the input (dx) of k through j
+ *   W(j,k)       backward for the weights (dW += ...) of k through j
+ *   SEND_F(j,k)  send j's output of k to the worker of (j+1, k)
+ *   RECV_F(j,k)  receive j's input of k from the worker of (j-1, k)
+ *   SEND_B(j,k)  send j's input gradient of k to the worker of (j-1, k)
+ *   RECV_B(j,k)  receive j's output gradient of k from the worker of (j+1, k)
+ *   REDUCE(j)    sum stage j's gradients over its replicas (all of them
+ *                take part), then scale by 1/m
+ *   STEP(j)      the optimizer step on stage j's parameters
+ *
+ * Sends never wait (each microbatch has its own buffers); a receive waits
+ * for its send. Generated schedules carry their sends and receives, derived
+ * from the compute order: a receive just before the compute that needs it,
+ * a send just after the compute that produced it.
+ *
+ * An action prints as stage, kind, microbatch: "2F0", "1SEND_B3",
+ * "0REDUCE". The text form of a schedule is one line per worker, the
+ * actions separated by spaces; '#' starts a comment, and a header line
+ * "# ladle-pipeline stages S microbatches m replicas r0,r1,..." may name
+ * what the actions would otherwise imply.
+ *
+ * Nothing here communicates: a schedule, its validation and its simulation
+ * are plain computations that every rank can do alike.
+ */
+#ifndef LADLE_PIPELINE_H
+#define LADLE_PIPELINE_H
+
+#include <stdio.h>
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ladle_pipe_kind {
+    LADLE_PIPE_F = 0,
+    LADLE_PIPE_B = 1,
+    LADLE_PIPE_W = 2,
+    LADLE_PIPE_SEND_F = 3,
+    LADLE_PIPE_RECV_F = 4,
+    LADLE_PIPE_SEND_B = 5,
+    LADLE_PIPE_RECV_B = 6,
+    LADLE_PIPE_REDUCE = 7,
+    LADLE_PIPE_STEP = 8
+} ladle_pipe_kind;
+
+/* One action; mb is -1 for REDUCE and STEP. */
+typedef struct ladle_pipe_action {
+    int kind;
+    int stage;
+    int mb;
+} ladle_pipe_action;
+
+/* "F", "B", "W", "SEND_F", ... ("?" for an unknown kind). */
+LADLE_API const char *ladle_pipe_kind_name(int kind);
+
+typedef enum ladle_pipe_style {
+    LADLE_PIPE_GPIPE = 0,       /* all forwards, then all backwards (fill-drain) */
+    LADLE_PIPE_1F1B = 1,        /* p-j forwards in flight on stage j, then one
+                                   forward, one backward; peak stash min(p-j, m) */
+    LADLE_PIPE_INTERLEAVED = 2, /* 1F1B over v chunks per worker (stage s on
+                                   worker s mod W), microbatches in groups of W */
+    LADLE_PIPE_ZBH1 = 3,        /* 1F1B with the weight gradients deferred into
+                                   the bubbles (zero-bubble H1) */
+    LADLE_PIPE_HYBRID = 4       /* 1F1B over replicated stages: each replica keeps
+                                   ceil(sum_{i>=j} r_i / r_j) microbatches in flight */
+} ladle_pipe_style;
+
+/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid"; parse returns -1 for an
+ * unknown name. */
+LADLE_API const char *ladle_pipe_style_name(int style);
+LADLE_API int ladle_pipe_style_parse(const char *name);
+
+/* The cost of each stage, in any time unit, for the simulator and for the
+ * generators that order actions by simulated time (ZB-H1, hybrid). Arrays of
+ * S entries; NULL arrays mean 1 (f, b, w) or 0 (the rest). A stage's costs
+ * are those of one replica on one microbatch. send[j] is the time to move
+ * stage j's output (and, backwards, its gradient) to the next stage;
+ * reduce[j] the time of stage j's gradient reduction over its replicas,
+ * step[j] its optimizer step. act[j] is the memory one stashed microbatch
+ * takes on stage j (for peak memory; NULL counts microbatches). */
+typedef struct ladle_pipe_costs {
+    const double *f, *b, *w;
+    const double *send, *reduce, *step;
+    const double *act;
+} ladle_pipe_costs;
+
+typedef struct ladle_pipe_schedule ladle_pipe_schedule;
+
+/* Generate a schedule of m microbatches over S stages with replicas[j]
+ * replicas each (NULL: all 1; only the hybrid style replicates). Workers
+ * are numbered stage by stage, replica by replica: stage 0's replicas are
+ * workers 0..r_0-1, and so on. The interleaved style instead takes S = W*v
+ * stages on W = S/v workers (chunks = v) and needs m to be a multiple of W.
+ * costs may be NULL (unit costs). A generated schedule ends each worker's
+ * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
+ * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a message says
+ * which parameter), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_schedule_generate(int style, int stages, const int *replicas,
+                                                    int chunks, int m,
+                                                    const ladle_pipe_costs *costs,
+                                                    ladle_pipe_schedule **sched);
+
+/* An empty schedule for hand-made ones: W workers, S stages, m
+ * microbatches; placement[j][q] (flattened, stage by stage) is the worker of
+ * replica q of stage j, replicas as in _generate (NULL: all 1). With
+ * placement NULL, stage j sits on worker j mod W. Not collective. */
+LADLE_API ladle_status ladle_pipe_schedule_create(int workers, int stages, const int *replicas,
+                                                  const int *placement, int m,
+                                                  ladle_pipe_schedule **sched);
+/* Append an action to a worker's list (no checks beyond the ranges; the
+ * validator judges the whole). */
+LADLE_API ladle_status ladle_pipe_schedule_append(ladle_pipe_schedule *sched, int worker,
+                                                  ladle_pipe_action action);
+/* Insert the sends and receives a compute-only schedule implies (a list that
+ * already has some keeps them and gets only the missing ones). */
+LADLE_API ladle_status ladle_pipe_schedule_add_comms(ladle_pipe_schedule *sched);
+LADLE_API ladle_status ladle_pipe_schedule_destroy(ladle_pipe_schedule **sched);
+
+/* Read a schedule in the text form above. Without a header, the stages,
+ * microbatches, replicas and placement are read off the actions: the
+ * workers holding stage j's actions are its replicas, in worker order. A
+ * compute-only file gets its sends and receives added. The result is not
+ * validated yet. Returns LADLE_ERR_IO (with the line and token), LADLE_ERR_ARG. */
+LADLE_API ladle_status ladle_pipe_schedule_load(const char *path, ladle_pipe_schedule **sched);
+LADLE_API ladle_status ladle_pipe_schedule_parse(const char *text, ladle_pipe_schedule **sched);
+/* Write it in the same form (with the header). */
+LADLE_API ladle_status ladle_pipe_schedule_write(const ladle_pipe_schedule *sched, FILE *out);
+
+/* The shape of a schedule. */
+LADLE_API int ladle_pipe_schedule_workers(const ladle_pipe_schedule *sched);
+LADLE_API int ladle_pipe_schedule_stages(const ladle_pipe_schedule *sched);
+LADLE_API int ladle_pipe_schedule_microbatches(const ladle_pipe_schedule *sched);
+LADLE_API int ladle_pipe_schedule_replicas(const ladle_pipe_schedule *sched, int stage);
+/* The worker of replica q of stage j, and the replica that runs microbatch
+ * k of stage j (k mod r_j); -1 out of range. */
+LADLE_API int ladle_pipe_schedule_worker(const ladle_pipe_schedule *sched, int stage, int replica);
+LADLE_API int ladle_pipe_schedule_route(const ladle_pipe_schedule *sched, int stage, int mb);
+/* A worker's actions: their number, and the list (borrowed). */
+LADLE_API int ladle_pipe_schedule_length(const ladle_pipe_schedule *sched, int worker);
+LADLE_API const ladle_pipe_action *ladle_pipe_schedule_actions(const ladle_pipe_schedule *sched,
+                                                               int worker);
+
+/* ---- validation -------------------------------------------------------- */
+
+/* What the validator found. */
+typedef struct ladle_pipe_report {
+    int ok;             /* 1 when the schedule is valid */
+    int worker, step;   /* where the first error is (-1 when none) */
+    int peak_stash_max; /* the largest peak over workers */
+    int *peak_stash;    /* per worker: most microbatches whose forward is done
+                           and whose weight gradient is not, at any time */
+    char *message;      /* the error (or "valid"), then the rank x step grid
+                           with the failing action marked */
+} ladle_pipe_report;
+
+/* Check a schedule before any message is sent: every (stage, microbatch)
+ * has exactly one F, B and W, on the worker its route names, in the order
+ * F, B, W; every send has its receive on the right worker and every receive
+ * its send; a receive comes before the compute that needs it and a send
+ * after the compute that produces it; REDUCE of a replicated stage on each
+ * replica after its weight gradients; STEP after REDUCE; and running all
+ * workers (sends never wait, receives wait for their send) finishes: no
+ * deadlock. Not collective. Returns LADLE_OK whether or not the schedule is
+ * valid (report->ok says), LADLE_ERR_NULL or LADLE_ERR_ALLOC. Release the
+ * report with ladle_pipe_report_free. */
+LADLE_API ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *sched,
+                                                    ladle_pipe_report *report);
+LADLE_API void ladle_pipe_report_free(ladle_pipe_report *report);
+
+/* ---- simulation -------------------------------------------------------- */
+
+/* One action as simulated or measured: its worker, the action, start and end. */
+typedef struct ladle_pipe_event {
+    int worker;
+    ladle_pipe_action action;
+    double start, end;
+} ladle_pipe_event;
+
+typedef struct ladle_pipe_sim {
+    double makespan;         /* the end of the last action */
+    double busy;             /* compute time (F, B, W) summed over workers */
+    double bubble;           /* 1 - busy / (workers * makespan) */
+    double *peak_memory;     /* per worker: the most stashed activation memory
+                                (costs->act; microbatches without it) */
+    double peak_memory_max;
+    int nevents;
+    ladle_pipe_event *events; /* every action with its simulated times */
+} ladle_pipe_sim;
+
+/* Replay a valid schedule under the given costs: each worker runs its list
+ * in order; an action starts when its worker is free and what it needs is
+ * there (a receive: its send's end plus the transfer time; a backward: its
+ * forward; a REDUCE: every replica's REDUCE reached). Sends take no worker
+ * time. Not collective. Returns LADLE_ERR_ARG for an invalid schedule (with
+ * the validator's message), LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
+ * ladle_pipe_sim_free. */
+LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
+                                           const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
+LADLE_API void ladle_pipe_sim_free(ladle_pipe_sim *sim);
+
+/* The bubble of a list of events (simulated or measured) over W workers, as
+ * the simulator defines it. */
+LADLE_API double ladle_pipe_events_bubble(int workers, int nevents,
+                                          const ladle_pipe_event *events);
+
+/* A timeline picture of events (one row per worker, one box per compute
+ * action, coloured by kind, labelled with the microbatch) as SVG, and the
+ * same events as Chrome-trace JSON (chrome://tracing, Perfetto); time_unit
+ * is the number of microseconds in one unit of the events' times. Not
+ * collective. Returns LADLE_ERR_NULL, LADLE_ERR_IO. */
+LADLE_API ladle_status ladle_pipe_write_svg(FILE *out, const char *title, int workers,
+                                            int nevents, const ladle_pipe_event *events);
+LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevents,
+                                              const ladle_pipe_event *events, double time_unit);
+
+/* ---- planning ---------------------------------------------------------- */
+
+/* A plan: the stage boundaries (stage j is layers first[j] .. first[j+1]-1)
+ * and the replica count of every stage. */
+typedef struct ladle_pipe_plan {
+    int stages;
+    int first[64 + 1];
+    int replicas[64];
+    double stage_time[64];   /* (f + b + w) / r_j of each stage, per microbatch */
+    double slowest;          /* the largest stage_time: the time per microbatch */
+    double plain_slowest;    /* the same for the best plan without replication
+                                on `workers` stages */
+} ladle_pipe_plan;
+
+#define LADLE_PIPE_MAX_STAGES 64
+
+/* Choose stage boundaries and replica counts for n layers with per-layer
+ * costs f, b, w (w may be NULL: counted in b) on `workers` workers so that
+ * the slowest stage, sum(f+b+w over its layers) / r_j, is as fast as it can
+ * be; no stage is empty and sum r_j = workers. mem (per layer, the memory a
+ * stashed microbatch takes; NULL: no cap) with mem_cap > 0 rejects stages
+ * whose 1F1B stash (sum of mem) * ceil(sum_{i>=j} r_i / r_j) exceeds the
+ * cap. max_stages 0 means no limit beyond the workers. Not collective.
+ * Returns LADLE_ERR_ARG (no plan fits: a message says why), LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
+                                              const double *w, const double *mem,
+                                              double mem_cap, int workers, int max_stages,
+                                              ladle_pipe_plan *plan);
+/* The plan of explicit boundaries (first[0] = 0, first[stages] = n) and
+ * replicas, with its stage times; checks that no stage is empty. */
+LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
+                                                const double *w, int stages,
+                                                const int *first, const int *replicas,
+                                                ladle_pipe_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_PIPELINE_H */
