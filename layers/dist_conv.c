@@ -561,7 +561,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
         sp.p[i] = d->padding[i];
         sp.d[i] = d->dilation[i];
     }
-    int64_t args[24] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
+    int64_t args[25] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
                         (int64_t)dtype, (int64_t)flags, (int64_t)seed};
     for (int i = 0; i < 3; i++) {
         args[8 + i] = d->kernel[i];
@@ -570,7 +570,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
         args[17 + i] = d->dilation[i];
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
-        args[19 + i] = x_shape[i];
+        args[20 + i] = x_shape[i];
     ladle_status pre = LADLE_OK;
     if (d->nd >= 1 && d->nd <= 3 &&
         !(x_shape[1] == d->in_channels && d->groups >= 1 && d->in_channels % d->groups == 0 &&
@@ -579,7 +579,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
                            "x has %lld channels, the layer %lld in %lld groups (out %lld)",
                            (long long)x_shape[1], (long long)d->in_channels,
                            (long long)d->groups, (long long)d->out_channels);
-    st = create(pre, p_x, x_shape, &sp, 0, 0.0, d, make_conv, 24, args, dtype, seed, flags,
+    st = create(pre, p_x, x_shape, &sp, 0, 0.0, d, make_conv, 25, args, dtype, seed, flags,
                 out, __func__);
 fail:
     return st;
@@ -615,7 +615,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
                                (long long)sp.p[i], (long long)sp.k[i]);
     }
     sp.ceil_mode = d->ceil_mode;
-    int64_t args[24] = {d->nd, (int64_t)d->kind, d->ceil_mode, d->count_include_pad,
+    int64_t args[25] = {d->nd, (int64_t)d->kind, d->ceil_mode, d->count_include_pad,
                         (int64_t)dtype, (int64_t)flags};
     for (int i = 0; i < 3; i++) {
         args[8 + i] = sp.k[i];
@@ -624,9 +624,9 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
         args[17 + i] = sp.d[i];
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
-        args[19 + i] = x_shape[i];
+        args[20 + i] = x_shape[i];
     st = create(pre, p_x, x_shape, &sp, 1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d,
-                make_pool, 24, args, dtype, 0, flags, out, __func__);
+                make_pool, 25, args, dtype, 0, flags, out, __func__);
 fail:
     return st;
 }

@@ -27,6 +27,8 @@ typedef struct blob {
 
 static int put(blob *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 1;
     if (b->size + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->size + n)

@@ -160,7 +160,8 @@ START_TEST(bad_input)
     LT_FAILS(ladle_dist_batchnorm_create(&d, p, 2, xw, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, 0,
                                          &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 3, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, 0,
+    int64_t xs3[3] = {4, 3, 2}; /* x_shape has ndim entries */
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 3, xs3, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, 0,
                                          &op),
              LADLE_ERR_PARTITION);
     if (lt_size >= 3) {

@@ -199,8 +199,9 @@ START_TEST(bad_input)
     LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
     ladle_conv_desc_init(&d, 2, 3, 5, 11); /* kernel larger than the input */
     LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
+    int64_t xs3[5] = {2, 3, 8, 8, 8}; /* x_shape has nd + 2 entries */
     ladle_conv_desc_init(&d, 3, 3, 5, 3); /* a 3-d layer on a 4-d grid */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
     pd.count_include_pad = 0;
