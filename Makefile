@@ -44,7 +44,7 @@ endif
 
 LIB_SRCS := $(wildcard src/*.c src/backends/cpu/*.c primitives/*.c layers/*.c)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
-TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study
+TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))

@@ -20,6 +20,7 @@
 #include "ladle/network.h"
 #include "ladle/op.h"
 #include "ladle/partition.h"
+#include "ladle/pipeline.h"
 #include "ladle/primitives.h"
 #include "ladle/tensor.h"
 

@@ -47,6 +47,7 @@ test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
 test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
+test_pipe_schedule: 1
 "
 
 pass=0

@@ -1,0 +1,62 @@
+/*
+ * Pipeline schedules: the private structure behind ladle_pipe_schedule and
+ * the helpers its files share (see ladle/pipeline.h).
+ */
+#ifndef LADLE_PIPE_H
+#define LADLE_PIPE_H
+
+#include "internal.h"
+#include "ladle/pipeline.h"
+
+struct ladle_pipe_schedule {
+    int workers, stages, m;
+    int *replicas;  /* r_j */
+    int *rep_first; /* stage j's replicas are placement[rep_first[j] ..] */
+    int *placement; /* the worker of each (stage, replica) */
+    int *len, *cap; /* per worker */
+    ladle_pipe_action **acts;
+};
+
+/* The worker that runs (stage, mb); -1 out of range. */
+static inline int ladle__pipe_owner(const ladle_pipe_schedule *s, int stage, int mb)
+{
+    if (stage < 0 || stage >= s->stages || mb < 0)
+        return -1;
+    return s->placement[s->rep_first[stage] + mb % s->replicas[stage]];
+}
+
+/* 1 for F, B and W. */
+static inline int ladle__pipe_is_compute(int kind)
+{
+    return kind == LADLE_PIPE_F || kind == LADLE_PIPE_B || kind == LADLE_PIPE_W;
+}
+
+/* 1 for the kinds that name a microbatch. */
+static inline int ladle__pipe_has_mb(int kind)
+{
+    return kind >= LADLE_PIPE_F && kind <= LADLE_PIPE_RECV_B;
+}
+
+/* The action's text ("2SEND_F3") into buf. */
+void ladle__pipe_format(char *buf, size_t size, ladle_pipe_action a);
+
+/* The sending action a receive waits for, and where that runs: for
+ * RECV_F(j,k) it is SEND_F(j-1,k), for RECV_B(j,k) SEND_B(j+1,k). */
+ladle_pipe_action ladle__pipe_matching_send(ladle_pipe_action recv);
+
+/* A schedule of the same shape with empty lists. */
+ladle_status ladle__pipe_alloc(int workers, int stages, const int *replicas,
+                               const int *placement, int m, ladle_pipe_schedule **out);
+
+/* Index of (kind, stage, mb) in a table of 9 * stages * (m + 1) entries. */
+static inline int64_t ladle__pipe_key(const ladle_pipe_schedule *s, ladle_pipe_action a)
+{
+    return ((int64_t)a.kind * s->stages + a.stage) * (s->m + 1) + (a.mb + 1);
+}
+
+static inline int64_t ladle__pipe_keys(const ladle_pipe_schedule *s)
+{
+    return (int64_t)9 * s->stages * (s->m + 1);
+}
+
+#endif /* LADLE_PIPE_H */
