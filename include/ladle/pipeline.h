@@ -239,8 +239,9 @@ typedef struct ladle_pipe_plan {
     int replicas[64];
     double stage_time[64];   /* (f + b + w) / r_j of each stage, per microbatch */
     double slowest;          /* the largest stage_time: the time per microbatch */
-    double plain_slowest;    /* the same for the best plan without replication
-                                on `workers` stages */
+    double plain_slowest;    /* the same for the best plan without replication:
+                                min(workers, n) stages of one worker each, no
+                                memory cap (the classic linear partition) */
 } ladle_pipe_plan;
 
 #define LADLE_PIPE_MAX_STAGES 64
@@ -251,14 +252,27 @@ typedef struct ladle_pipe_plan {
  * be; no stage is empty and sum r_j = workers. mem (per layer, the memory a
  * stashed microbatch takes; NULL: no cap) with mem_cap > 0 rejects stages
  * whose 1F1B stash (sum of mem) * ceil(sum_{i>=j} r_i / r_j) exceeds the
- * cap. max_stages 0 means no limit beyond the workers. Not collective.
- * Returns LADLE_ERR_ARG (no plan fits: a message says why), LADLE_ERR_NULL. */
+ * cap. At most min(workers, n, max_stages, LADLE_PIPE_MAX_STAGES) stages;
+ * max_stages 0 means no limit of its own. The plan is exact: among plans of
+ * the least slowest time it has the fewest stages (less pipeline fill; with
+ * no cap that is often one stage on every worker), then, stage by stage
+ * from the first, the fewest replicas and then the earliest end: the
+ * lexicographically smallest (r_0, first[1], r_1, first[2], ...). Costs
+ * O(64 n^2 workers) at most; (n + 1) * (workers + 1) may not pass 2^24.
+ * Sets *plan only on success. Not collective. Returns LADLE_ERR_ARG (bad
+ * sizes, a cost or memory negative or not finite, or no plan fits the cap:
+ * the message says what the smallest stash of any plan is), LADLE_ERR_NULL,
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
                                               const double *w, const double *mem,
                                               double mem_cap, int workers, int max_stages,
                                               ladle_pipe_plan *plan);
-/* The plan of explicit boundaries (first[0] = 0, first[stages] = n) and
- * replicas, with its stage times; checks that no stage is empty. */
+/* The plan of explicit boundaries (first[0] = 0, strictly increasing,
+ * first[stages] = n) and replicas (each >= 1; NULL: all 1), with its stage
+ * times; plain_slowest is that of the sum of the replicas as workers. Sets
+ * *plan only on success. Not collective. Returns LADLE_ERR_ARG (an empty
+ * stage, boundaries that do not cover 0 .. n-1, a replica count below 1, a
+ * cost negative or not finite), LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
                                                 const double *w, int stages,
                                                 const int *first, const int *replicas,

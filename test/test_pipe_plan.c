@@ -1,0 +1,444 @@
+/* The pipeline planner against a brute force over every split and replica
+ * assignment, cases worked out by hand, the memory cap, explicit plans and
+ * bad input. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ladle/pipeline.h"
+
+/* ---- the brute force --------------------------------------------------- */
+
+#define BF_MAX 8
+
+typedef struct bf_plan {
+    int stages;
+    int first[BF_MAX + 1];
+    int r[BF_MAX];
+    double t;
+} bf_plan;
+
+typedef struct bf_problem {
+    int n, workers, smax;
+    double c[BF_MAX], m[BF_MAX];
+    double cap; /* <= 0: none */
+    bf_plan best, cur;
+    int found;
+    double tol_t; /* the best time, for the tie set of real costs */
+    int min_stages;
+    double least_stash;
+} bf_problem;
+
+/* The documented order: time, then stages, then (r_0, first[1], r_1, ...)
+ * smallest first. */
+static int bf_better(const bf_plan *a, const bf_plan *b)
+{
+    if (a->t != b->t)
+        return a->t < b->t;
+    if (a->stages != b->stages)
+        return a->stages < b->stages;
+    for (int j = 0; j < a->stages; j++) {
+        if (a->r[j] != b->r[j])
+            return a->r[j] < b->r[j];
+        if (a->first[j + 1] != b->first[j + 1])
+            return a->first[j + 1] < b->first[j + 1];
+    }
+    return 0;
+}
+
+/* Score a complete plan: its time, or skip it when a stash passes the cap;
+ * also the smallest largest stash of any plan. */
+static void bf_score(bf_problem *q, int pass)
+{
+    bf_plan *p = &q->cur;
+    double t = 0, stash = 0;
+    int fits = 1;
+    for (int j = 0; j < p->stages; j++) {
+        double c = 0, m = 0;
+        for (int l = p->first[j]; l < p->first[j + 1]; l++) {
+            c += q->c[l];
+            m += q->m[l];
+        }
+        int after = 0;
+        for (int i = j; i < p->stages; i++)
+            after += p->r[i];
+        int inflight = (after + p->r[j] - 1) / p->r[j];
+        stash = fmax(stash, m * inflight);
+        if (q->cap > 0 && m * inflight > q->cap)
+            fits = 0;
+        t = fmax(t, c / p->r[j]);
+    }
+    p->t = t;
+    if (pass == 0) {
+        q->least_stash = fmin(q->least_stash, stash);
+        if (fits && (!q->found || bf_better(p, &q->best))) {
+            q->best = *p;
+            q->found = 1;
+        }
+    } else if (fits && t <= q->tol_t && p->stages < q->min_stages) {
+        q->min_stages = p->stages;
+    }
+}
+
+/* Every split of layers i.. into stages, each with every replica count
+ * that leaves the later stages one worker at least. */
+static void bf_walk(bf_problem *q, int i, int k, int pass)
+{
+    bf_plan *p = &q->cur;
+    if (i == q->n) {
+        if (k == 0)
+            bf_score(q, pass);
+        return;
+    }
+    if (p->stages == q->smax || k == 0)
+        return;
+    for (int e = i; e < q->n; e++)
+        for (int r = 1; r <= k; r++) {
+            int j = p->stages;
+            p->first[j] = i;
+            p->r[j] = r;
+            p->first[j + 1] = e + 1;
+            p->stages++;
+            bf_walk(q, e + 1, k - r, pass);
+            p->stages--;
+        }
+}
+
+static void bf_solve(bf_problem *q)
+{
+    q->found = 0;
+    q->least_stash = INFINITY;
+    q->cur.stages = 0;
+    bf_walk(q, 0, q->workers, 0);
+    if (!q->found)
+        return;
+    q->tol_t = q->best.t * (1 + 1e-12);
+    q->min_stages = BF_MAX + 1;
+    q->cur.stages = 0;
+    bf_walk(q, 0, q->workers, 1);
+}
+
+/* The classic linear partition: exactly s stages, one worker each, the
+ * smallest largest stage sum. */
+static double bf_plain(const double *c, int i, int n, int s)
+{
+    if (s == 1) {
+        double sum = 0;
+        for (int l = i; l < n; l++)
+            sum += c[l];
+        return sum;
+    }
+    double best = INFINITY, sum = 0;
+    for (int e = i; e <= n - s; e++) {
+        sum += c[e];
+        best = fmin(best, fmax(sum, bf_plain(c, e + 1, n, s - 1)));
+    }
+    return best;
+}
+
+/* A small seeded generator (xorshift64*), so a failure is repeatable. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+static double rng_unit(void) { return (double)(rng_next() >> 11) / 9007199254740992.0; }
+static int rng_int(int lo, int hi)
+{
+    return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+/* Stages non-empty and in order, replicas summing to the workers, stage
+ * times matching the layers' costs. */
+static int plan_sane(const ladle_pipe_plan *p, int n, int workers, const double *c)
+{
+    int ok = p->stages >= 1 && p->stages <= LADLE_PIPE_MAX_STAGES && p->first[0] == 0 &&
+             p->first[p->stages] == n;
+    int sum = 0;
+    double slowest = 0;
+    for (int j = 0; ok && j < p->stages; j++) {
+        ok &= p->first[j + 1] > p->first[j] && p->replicas[j] >= 1;
+        double s = 0;
+        for (int l = p->first[j]; l < p->first[j + 1]; l++)
+            s += c[l];
+        ok &= fabs(p->stage_time[j] - s / p->replicas[j]) <= 1e-12 * (s / p->replicas[j]);
+        slowest = fmax(slowest, p->stage_time[j]);
+        sum += p->replicas[j];
+    }
+    return ok && sum == workers && p->slowest == slowest;
+}
+
+static int close_to(double a, double b)
+{
+    return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+/* ---- the tests --------------------------------------------------------- */
+
+/* Random chains of up to 7 layers on up to 5 workers, with and without a
+ * memory cap and a stage limit. Integer costs make ties exact, so there the
+ * whole plan must be the brute force's under the documented tie rule; real
+ * costs check the time and the stage count. */
+START_TEST(brute_force)
+{
+    int bad = 0, refused = 0, capped = 0, trials = 3000;
+    for (int trial = 0; trial < trials; trial++) {
+        bf_problem q;
+        memset(&q, 0, sizeof q);
+        int integer = trial % 2 == 0;
+        q.n = rng_int(1, 7);
+        q.workers = rng_int(1, 5);
+        int max_stages = rng_int(0, 3) == 0 ? rng_int(1, q.n) : 0;
+        double f[BF_MAX], b[BF_MAX], w[BF_MAX];
+        for (int l = 0; l < q.n; l++) {
+            f[l] = integer ? rng_int(0, 4) : rng_unit();
+            b[l] = integer ? rng_int(0, 4) : 2 * rng_unit();
+            w[l] = integer ? rng_int(0, 2) : rng_unit();
+            q.c[l] = f[l] + b[l] + w[l];
+            q.m[l] = rng_int(0, 5);
+        }
+        int use_cap = trial % 3 != 0;
+        double total_m = 0;
+        for (int l = 0; l < q.n; l++)
+            total_m += q.m[l];
+        q.cap = use_cap ? rng_int(1, (int)total_m + 2) : 0;
+        q.smax = q.n < q.workers ? q.n : q.workers;
+        if (max_stages > 0 && max_stages < q.smax)
+            q.smax = max_stages;
+        bf_solve(&q);
+
+        ladle_pipe_plan p;
+        memset(&p, 0, sizeof p);
+        p.stages = -7;
+        ladle_status st = ladle_pipe_plan_create(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
+                                                 q.workers, max_stages, &p);
+        int ok;
+        if (!q.found) {
+            char need[64];
+            snprintf(need, sizeof need, "needs %g)", q.least_stash);
+            ok = st == LADLE_ERR_ARG && p.stages == -7 &&
+                 strstr(ladle_error_message(), need) != NULL;
+            refused++;
+        } else {
+            ok = st == LADLE_OK && plan_sane(&p, q.n, q.workers, q.c) &&
+                 p.stages <= q.smax && close_to(p.slowest, q.best.t);
+            if (integer)
+                ok &=
+                    p.stages == q.best.stages &&
+                    !memcmp(p.first, q.best.first, sizeof(int) * (size_t)(p.stages + 1)) &&
+                    !memcmp(p.replicas, q.best.r, sizeof(int) * (size_t)p.stages);
+            else
+                ok &= p.stages == q.min_stages;
+            int plain_s = q.n < q.workers ? q.n : q.workers;
+            ok &= close_to(p.plain_slowest, bf_plain(q.c, 0, q.n, plain_s));
+            capped += use_cap;
+        }
+        ladle_error_clear();
+        if (!ok && bad++ < 5) {
+            fprintf(stderr, "trial %d: n %d workers %d max_stages %d cap %g: %s (%s)\n",
+                    trial, q.n, q.workers, max_stages, q.cap, ladle_status_name(st),
+                    ladle_error_message());
+            fprintf(stderr, "  got %d stages, slowest %.17g, plain %.17g:", p.stages,
+                    p.slowest, p.plain_slowest);
+            for (int j = 0; j >= 0 && j < p.stages && j < BF_MAX; j++)
+                fprintf(stderr, " [%d..%d]x%d", p.first[j], p.first[j + 1] - 1,
+                        p.replicas[j]);
+            fprintf(stderr, "\n  brute force (%d): %d stages, slowest %.17g:", q.found,
+                    q.best.stages, q.best.t);
+            for (int j = 0; j < q.best.stages; j++)
+                fprintf(stderr, " [%d..%d]x%d", q.best.first[j], q.best.first[j + 1] - 1,
+                        q.best.r[j]);
+            fprintf(stderr, "\n");
+        }
+    }
+    LT_ASSERT(bad == 0, "%d of %d random chains disagree with the brute force", bad,
+              trials);
+    /* the cases the generator made must include both outcomes of the cap */
+    LT_ASSERT(refused > 10 && capped > 100, "only %d refused and %d capped plans", refused,
+              capped);
+}
+END_TEST
+
+/* {1, 1, 3, 1} on 4 workers. The plain pipeline is one layer per worker,
+ * slowest 3. Replicated, all four layers on one stage of 4 replicas run at
+ * 6 / 4 = 1.5; no split does better (two stages leave the heavy layer's
+ * stage at 4/2, 5/3 or worse). */
+START_TEST(by_hand)
+{
+    double f[4] = {1, 1, 3, 1}, zero[4] = {0, 0, 0, 0};
+    ladle_pipe_plan p;
+    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, NULL, 0, 4, 0, &p));
+    LT_ASSERT(p.stages == 1 && p.replicas[0] == 4 && p.slowest == 1.5 &&
+                  p.plain_slowest == 3,
+              "%d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
+
+    /* w counts like f and b */
+    double half[4] = {0.5, 0.5, 1.5, 0.5};
+    LT_OK(ladle_pipe_plan_create(4, half, zero, half, NULL, 0, 4, 0, &p));
+    LT_ASSERT(p.slowest == 1.5 && p.plain_slowest == 3, "with w: slowest %g", p.slowest);
+
+    /* Stash 1 per layer, cap 3: one stage stashes 4 x 1. The first stage
+     * keeps ceil(4 / r_0) microbatches of each of its layers in flight, so
+     * it holds layer 0 alone on 2 or 3 replicas; two stages {0} x 2,
+     * {1..3} x 2 give 5 / 2 = 2.5, and three stages leave {2, 3} (4) on
+     * one worker. */
+    double one[4] = {1, 1, 1, 1};
+    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 3, 4, 0, &p));
+    LT_ASSERT(p.stages == 2 && p.first[1] == 1 && p.replicas[0] == 2 &&
+                  p.replicas[1] == 2 && p.slowest == 2.5 && p.plain_slowest == 3,
+              "capped at 3: %d stages, first[1] %d, replicas %d %d, slowest %g", p.stages,
+              p.first[1], p.replicas[0], p.replicas[1], p.slowest);
+    /* The least stash of any plan is 2 ({0} x 2, {1} x 1, {2, 3} x 1); under
+     * that nothing fits, and the message says what would. */
+    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 2, 4, 0, &p));
+    LT_ASSERT(p.slowest == 4 && p.stages == 3, "capped at 2: %d stages, slowest %g",
+              p.stages, p.slowest);
+    p.stages = -7;
+    LT_FAILS(ladle_pipe_plan_create(4, f, zero, NULL, one, 1.9, 4, 0, &p), LADLE_ERR_ARG);
+    LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+    /* a cap of 0 means none */
+    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 0, 4, 0, &p));
+    LT_ASSERT(p.slowest == 1.5, "cap 0: slowest %g", p.slowest);
+}
+END_TEST
+
+/* Equal costs with as many workers as layers: the plain pipeline puts one
+ * layer on each worker; the planner reaches the same time per microbatch
+ * with fewer stages (its first tie rule), here one stage on every worker. */
+START_TEST(equal_costs)
+{
+    double f[6] = {2, 2, 2, 2, 2, 2}, b[6] = {1, 1, 1, 1, 1, 1};
+    int first[7] = {0, 1, 2, 3, 4, 5, 6};
+    ladle_pipe_plan p, e;
+    LT_OK(ladle_pipe_plan_create(6, f, b, NULL, NULL, 0, 6, 0, &p));
+    LT_OK(ladle_pipe_plan_explicit(6, f, b, NULL, 6, first, NULL, &e));
+    LT_ASSERT(p.slowest == 3 && p.plain_slowest == 3 && p.stages == 1 && p.replicas[0] == 6,
+              "%d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
+    LT_ASSERT(e.slowest == 3 && e.plain_slowest == 3 && e.stages == 6,
+              "one layer per stage: slowest %g, plain %g", e.slowest, e.plain_slowest);
+    /* twice the workers: half the time; three stages at most is no limit */
+    LT_OK(ladle_pipe_plan_create(6, f, b, NULL, NULL, 0, 12, 3, &p));
+    LT_ASSERT(p.slowest == 1.5 && p.plain_slowest == 3, "12 workers: slowest %g, plain %g",
+              p.slowest, p.plain_slowest);
+}
+END_TEST
+
+/* Chains too long for the brute force: the plan is well formed, at least
+ * the total over the workers, no slower than the plain pipeline, and as
+ * fast as the explicit plan of its own boundaries says. Also more stages
+ * than a plan holds would allow: the planner stops at 64. */
+START_TEST(large)
+{
+    enum { N = 150 };
+    double f[N], b[N], m[N];
+    for (int l = 0; l < N; l++) {
+        f[l] = rng_unit() * (l % 17 == 0 ? 10 : 1);
+        b[l] = 2 * f[l];
+        m[l] = 1 + rng_int(0, 3);
+    }
+    int sizes[3][2] = {{N, 7}, {N, 100}, {40, 200}};
+    for (int s = 0; s < 3; s++) {
+        int n = sizes[s][0], workers = sizes[s][1];
+        double c[N], total = 0;
+        for (int l = 0; l < n; l++)
+            total += c[l] = f[l] + b[l];
+        ladle_pipe_plan p, e;
+        LT_OK(
+            ladle_pipe_plan_create(n, f, b, NULL, s == 1 ? m : NULL, 3000, workers, 0, &p));
+        LT_OK(ladle_pipe_plan_explicit(n, f, b, NULL, p.stages, p.first, p.replicas, &e));
+        LT_ASSERT(
+            plan_sane(&p, n, workers, c) && p.slowest >= total / workers * (1 - 1e-12) &&
+                p.slowest <= p.plain_slowest && e.slowest == p.slowest &&
+                e.plain_slowest == p.plain_slowest,
+            "%d layers on %d workers: %d stages, slowest %g (total / workers %g), plain %g",
+            n, workers, p.stages, p.slowest, total / workers, p.plain_slowest);
+    }
+}
+END_TEST
+
+START_TEST(explicit_plans)
+{
+    double f[4] = {1, 1, 3, 1}, b[4] = {0, 0, 0, 0};
+    int first[4] = {0, 2, 3, 4}, replicas[3] = {1, 2, 1};
+    ladle_pipe_plan p;
+    LT_OK(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, replicas, &p));
+    LT_ASSERT(p.stages == 3 && p.stage_time[0] == 2 && p.stage_time[1] == 1.5 &&
+                  p.stage_time[2] == 1 && p.slowest == 2 && p.plain_slowest == 3,
+              "stage times %g %g %g, slowest %g, plain %g", p.stage_time[0],
+              p.stage_time[1], p.stage_time[2], p.slowest, p.plain_slowest);
+
+    p.stages = -7;
+    int empty[4] = {0, 2, 2, 4}, back[4] = {0, 3, 2, 4}, late[4] = {1, 2, 3, 4},
+        short_[4] = {0, 1, 2, 3}, long_[4] = {0, 1, 2, 5}, zero_r[3] = {1, 0, 1};
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, empty, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, back, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, late, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, short_, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, long_, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, zero_r, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 0, first, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 65, first, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(0, f, b, NULL, 3, first, replicas, &p),
+             LADLE_ERR_ARG);
+    double nan_f[4] = {1, NAN, 3, 1};
+    LT_FAILS(ladle_pipe_plan_explicit(4, nan_f, b, NULL, 3, first, replicas, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(4, NULL, b, NULL, 3, first, replicas, &p),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, NULL, NULL, 3, first, replicas, &p),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, NULL, replicas, &p),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, replicas, NULL),
+             LADLE_ERR_NULL);
+    LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    double f[4] = {1, 1, 3, 1}, b[4] = {0, 0, 0, 0}, m[4] = {1, 1, 1, 1};
+    double neg[4] = {1, -1, 3, 1}, inf[4] = {1, 1, INFINITY, 1}, nan_m[4] = {1, NAN, 1, 1};
+    ladle_pipe_plan p;
+    p.stages = -7;
+    LT_FAILS(ladle_pipe_plan_create(0, f, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 0, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 4, -1, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, neg, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, inf, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, nan_m, 3, 4, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, m, NAN, 4, 0, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(1 << 20, f, b, NULL, NULL, 0, 1 << 20, 0, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(4, NULL, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create(4, f, NULL, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 4, 0, NULL), LADLE_ERR_NULL);
+    LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+}
+END_TEST
+
+Suite *pipe_plan_suite(void)
+{
+    Suite *s = suite_create("pipe_plan");
+    TCase *tc = tcase_create("pipe_plan");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, brute_force);
+    tcase_add_test(tc, by_hand);
+    tcase_add_test(tc, equal_costs);
+    tcase_add_test(tc, large);
+    tcase_add_test(tc, explicit_plans);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, pipe_plan_suite); }
