@@ -269,6 +269,21 @@ ladle_status ladle__loss_set_divisor(ladle_op *op, double count)
     return LADLE_OK;
 }
 
+ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndim,
+                                int64_t shape[], int *reduction)
+{
+    if (op == NULL || op->vt != &loss_vt)
+        return ladle__raise(LADLE_ERR_ARG, "ladle__loss_target", "not a loss");
+    const loss *l = op->impl;
+    *dtype = l->classify ? LADLE_I64 : op->dtype;
+    *ndim = 0;
+    for (int d = 0; d < op->x_ndim; d++)
+        if (!(l->classify && d == 1))
+            shape[(*ndim)++] = op->x_shape[d];
+    *reduction = (int)l->reduction;
+    return LADLE_OK;
+}
+
 ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                double label_smoothing, int ndim, const int64_t input_shape[],
                                ladle_dtype dtype, ladle_op **out)

@@ -134,6 +134,10 @@ ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_
 /* A loss whose mean divides by `count` instead of its own input's count
  * (a distributed loss: the global count). */
 ladle_status ladle__loss_set_divisor(ladle_op *op, double count);
+/* The target a sequential loss takes for its full input: dtype and shape,
+ * and its reduction (LADLE_REDUCE_*). */
+ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndim,
+                                int64_t shape[], int *reduction);
 /* Parameter i's place (whole tensors for sequential layers). */
 void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info);
 void ladle__layer_destroy(ladle_op *op);

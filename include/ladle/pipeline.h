@@ -42,6 +42,10 @@
 #include <stdio.h>
 
 #include "core.h"
+#include "op.h"
+#include "optim.h"
+#include "partition.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -277,6 +281,75 @@ LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const do
                                                 const double *w, int stages,
                                                 const int *first, const int *replicas,
                                                 ladle_pipe_plan *plan);
+
+/* ---- execution --------------------------------------------------------- */
+
+typedef struct ladle_pipeline ladle_pipeline;
+
+/* A stage this rank runs: the schedule's stage number and its chain of
+ * sequential layers (layer i's y shape is layer i+1's x shape; the batch
+ * dimension of the first layer's x is the microbatch). */
+typedef struct ladle_pipe_stage {
+    int stage;
+    int n;
+    ladle_op *const *layers;
+} ladle_pipe_stage;
+
+/* The executor of one schedule on the workers of p_pipe, a 1-d partition
+ * (worker w is partition rank w; it must have as many ranks as the schedule
+ * has workers). Each rank passes the stages the schedule places on its
+ * worker (held, nheld of them) and, on the worker(s) of the last stage, the
+ * loss (a sequential loss over the last layer's output, mean or sum; NULL
+ * elsewhere); the layers and the loss become the pipeline's on success.
+ * Every stage gets an optimizer made from opt. The schedule is validated
+ * and copied; every buffer is planned here: each held stage gets as many
+ * microbatch slots (inputs, activations, contexts, gradients) as the
+ * schedule ever has in flight on it. Collective over the members of p_pipe
+ * (other ranks get an inactive pipeline whose calls do nothing). Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (an invalid schedule, with its grid; stages
+ * that do not match the placement), LADLE_ERR_SHAPE (stage boundaries whose
+ * sizes disagree), LADLE_ERR_PARTITION, LADLE_ERR_ALLOC, LADLE_ERR_MPI,
+ * LADLE_ERR_REMOTE. */
+LADLE_API ladle_status ladle_pipeline_create(const ladle_partition *p_pipe,
+                                             const ladle_pipe_schedule *sched, int nheld,
+                                             const ladle_pipe_stage held[], ladle_op *loss,
+                                             const ladle_optimizer_desc *opt,
+                                             ladle_pipeline **pipeline);
+LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
+
+/* One training step: the schedule's actions in order over m microbatches
+ * (microbatch k is rows [k b, (k+1) b) of x and target, b the first layer's
+ * batch), ending with each stage's gradients summed over its replicas and
+ * over the microbatches, divided by m (the mean over the whole batch for a
+ * mean loss: exact when m is not a multiple of a replica count), the
+ * optimizer step and zeroed gradients. x (the whole batch, m b rows) is
+ * read on the workers of stage 0, target on those of the last stage; other
+ * ranks may pass NULL. *loss (may be NULL) gets the mean microbatch loss on
+ * every worker. Collective over the members of p_pipe. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, the layers' codes,
+ * LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_pipeline_step(ladle_pipeline *pipeline, const ladle_tensor *x,
+                                           const ladle_tensor *target, double *loss);
+
+/* The last step's compute actions (F, B, W, REDUCE, STEP) on this worker
+ * with their start and end in seconds since the step began (borrowed). */
+LADLE_API ladle_status ladle_pipeline_events(const ladle_pipeline *pipeline, int *n,
+                                             const ladle_pipe_event **events);
+/* Every worker's events of the last step, gathered on worker 0 into
+ * *events (release with ladle_pipe_events_free; NULL and 0 elsewhere).
+ * Collective over the members of p_pipe. */
+LADLE_API ladle_status ladle_pipeline_gather_events(ladle_pipeline *pipeline, int *n,
+                                                    ladle_pipe_event **events);
+LADLE_API void ladle_pipe_events_free(ladle_pipe_event *events);
+
+/* The optimizer of a stage this rank holds (to change its learning rate),
+ * or NULL. */
+LADLE_API ladle_optimizer *ladle_pipeline_optimizer(const ladle_pipeline *pipeline, int stage);
+/* The layers of a stage this rank holds (borrowed), or NULL; *n their number. */
+LADLE_API ladle_op *const *ladle_pipeline_layers(const ladle_pipeline *pipeline, int stage,
+                                                 int *n);
+/* This rank's worker (-1 outside the pipeline). */
+LADLE_API int ladle_pipeline_worker(const ladle_pipeline *pipeline);
 
 #ifdef __cplusplus
 }

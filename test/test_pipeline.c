@@ -1,0 +1,349 @@
+/* The pipeline executor against sequential training: for every schedule
+ * style, a small network with batch norm trained a few steps through the
+ * pipeline reaches the parameters of the same training done layer by layer
+ * on one rank (gradients accumulated over the microbatches, then the mean
+ * step), including replicated stages whose microbatch count does not divide
+ * m and batch norm inside a replicated stage. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define L 8    /* layers */
+#define MB 3   /* rows per microbatch */
+#define STEPS 3
+
+/* Layer i of the network for a microbatch of MB rows; the same seed gives
+ * the same weights on every rank. Not collective (only some ranks build a
+ * stage): NULL on failure, checked by the caller. */
+static ladle_op *make_layer(int i)
+{
+    static const int width[L + 1] = {4, 6, 6, 6, 6, 5, 5, 3, 3};
+    int64_t xs[2] = {MB, width[i]};
+    ladle_op *op = NULL;
+    ladle_status st = LADLE_OK;
+    if (i == 0 || i == 2 || i == 4 || i == 6) {
+        st = ladle_linear_create(2, xs, width[i + 1], 1, LADLE_F64, 100 + (uint64_t)i, &op);
+    } else if (i == 3) {
+        ladle_batchnorm_desc d;
+        ladle_batchnorm_desc_init(&d, width[i]);
+        st = ladle_batchnorm_create(&d, 2, xs, LADLE_F64, &op);
+    } else {
+        st = ladle_activation_create(i == 5 ? LADLE_RELU : LADLE_TANH, 0.0, 2, xs,
+                                     LADLE_F64, &op);
+    }
+    return st == LADLE_OK ? op : NULL;
+}
+
+static ladle_op *make_loss(void)
+{
+    int64_t ys[2] = {MB, 3};
+    ladle_op *op = NULL;
+    ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, &op);
+    return op;
+}
+
+static void opt_desc(ladle_optimizer_desc *d)
+{
+    ladle_optimizer_desc_init(d, LADLE_OPT_SGD, 0.1);
+    d->momentum = 0.9;
+}
+
+/* The data of step t: m microbatches of inputs and targets. */
+static void fill_data(ladle_tensor *x, ladle_tensor *y, int t)
+{
+    LT_OK(ladle_tensor_fill_random(x, 7000 + (uint64_t)t, 0));
+    LT_OK(ladle_tensor_fill_random(y, 9000 + (uint64_t)t, 0));
+}
+
+/* Sequential training: every microbatch forward and backward through all
+ * layers, gradients summed, divided by m, one optimizer step. The layers
+ * end with the trained parameters; losses[t] is step t's mean loss. */
+static void train_sequential(ladle_op *layers[L], int m, double losses[STEPS])
+{
+    ladle_op *loss = make_loss();
+    int made = loss != NULL;
+    for (int i = 0; i < L; i++)
+        made &= layers[i] != NULL;
+    LT_ASSERT(made, "the layers: %s", ladle_error_message());
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_optimizer *opt = NULL;
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    for (int i = 0; i < L; i++)
+        LT_OK(ladle_optimizer_add_op(opt, layers[i]));
+    int64_t xs[2] = {(int64_t)m * MB, 4}, ys[2] = {(int64_t)m * MB, 3}, mbx[2] = {MB, 4},
+            mby[2] = {MB, 3}, one = 1;
+    ladle_tensor *X = lt_tensor(LADLE_F64, 2, xs), *Y = lt_tensor(LADLE_F64, 2, ys);
+    ladle_tensor *act[L], *grad[L], *lv = lt_tensor(LADLE_F64, 0, &one);
+    ladle_tensor *dl = lt_tensor(LADLE_F64, 0, &one), *xv = NULL, *yv = NULL;
+    ladle_ctx *ctx[L], *lctx = NULL;
+    LT_OK(ladle_tensor_fill(dl, 1.0));
+    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mbx, NULL, ladle_tensor_data(X), &xv));
+    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mby, NULL, ladle_tensor_data(Y), &yv));
+    for (int i = 0; i < L; i++) {
+        int nd;
+        int64_t shape[8];
+        ladle_op_y_shape(layers[i], &nd, shape);
+        act[i] = lt_tensor(LADLE_F64, nd, shape);
+        grad[i] = lt_tensor(LADLE_F64, nd, shape);
+        LT_OK(ladle_ctx_create(layers[i], &ctx[i]));
+    }
+    LT_OK(ladle_ctx_create(loss, &lctx));
+    for (int t = 0; t < STEPS; t++) {
+        fill_data(X, Y, t);
+        losses[t] = 0;
+        for (int k = 0; k < m; k++) {
+            LT_OK(ladle_tensor_set_data(xv, (double *)ladle_tensor_data(X) + k * MB * 4));
+            LT_OK(ladle_tensor_set_data(yv, (double *)ladle_tensor_data(Y) + k * MB * 3));
+            for (int i = 0; i < L; i++)
+                LT_OK(ladle_layer_forward(layers[i], ctx[i], i ? act[i - 1] : xv, act[i]));
+            LT_OK(ladle_loss_forward(loss, lctx, act[L - 1], yv, lv));
+            losses[t] += lt_get(lv, 0) / m;
+            LT_OK(ladle_loss_backward(loss, lctx, dl, grad[L - 1]));
+            for (int i = L - 1; i >= 0; i--) {
+                LT_OK(ladle_layer_backward(layers[i], ctx[i], grad[i], i ? grad[i - 1] : NULL));
+                LT_OK(ladle_layer_backward_weight(layers[i], ctx[i], grad[i]));
+            }
+        }
+        for (int i = 0; i < L; i++)
+            for (int p = 0; p < ladle_op_num_params(layers[i]); p++) {
+                ladle_tensor *g = ladle_op_grad(layers[i], p);
+                for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
+                    lt_set(g, e, lt_get(g, e) / m);
+            }
+        LT_OK(ladle_optimizer_step(opt));
+        for (int i = 0; i < L; i++)
+            LT_OK(ladle_op_zero_grad(layers[i]));
+    }
+    for (int i = 0; i < L; i++) {
+        ladle_tensor_destroy(&act[i]), ladle_tensor_destroy(&grad[i]);
+        ladle_ctx_destroy(&ctx[i]);
+    }
+    ladle_ctx_destroy(&lctx);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y), ladle_tensor_destroy(&lv);
+    ladle_tensor_destroy(&dl), ladle_tensor_destroy(&xv), ladle_tensor_destroy(&yv);
+    ladle_optimizer_destroy(&opt);
+    ladle_op_destroy(&loss);
+}
+
+/* One configuration: a schedule style over S stages (layers split evenly,
+ * in order), replicas, chunks v, m microbatches, on the first W ranks. */
+static void run_case(int style, int S, const int *rep, int v, int m)
+{
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(style, S, rep, v, m, NULL, &s));
+    int W = ladle_pipe_schedule_workers(s);
+    if (W > lt_size) {
+        ladle_pipe_schedule_destroy(&s);
+        return;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s S=%d v=%d m=%d W=%d", ladle_pipe_style_name(style), S, v,
+             m, W);
+    /* the reference, on every rank */
+    ladle_op *ref[L];
+    double ref_loss[STEPS];
+    for (int i = 0; i < L; i++)
+        ref[i] = make_layer(i);
+    train_sequential(ref, m, ref_loss);
+
+    int shape[1] = {W};
+    ladle_partition *p = lt_partition(1, shape, 0);
+    int me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_pipe_stage held[8];
+    ladle_op *mine[8][L];
+    int nheld = 0, first[65];
+    for (int j = 0; j <= S; j++)
+        first[j] = j * L / S;
+    for (int j = 0; me >= 0 && j < S; j++)
+        for (int q = 0; q < ladle_pipe_schedule_replicas(s, j); q++)
+            if (ladle_pipe_schedule_worker(s, j, q) == me) {
+                held[nheld].stage = j;
+                held[nheld].n = first[j + 1] - first[j];
+                for (int i = first[j]; i < first[j + 1]; i++)
+                    mine[nheld][i - first[j]] = make_layer(i);
+                held[nheld].layers = mine[nheld];
+                nheld++;
+            }
+    int last_here = 0, made = 1;
+    for (int h = 0; h < nheld; h++) {
+        last_here |= held[h].stage == S - 1;
+        for (int i = 0; i < held[h].n; i++)
+            made &= mine[h][i] != NULL;
+    }
+    LT_ASSERT(made, "%s: the stage layers", what);
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create(p, s, nheld, held, last_here ? make_loss() : NULL, &od, &pl));
+    int64_t xs[2] = {(int64_t)m * MB, 4}, ys[2] = {(int64_t)m * MB, 3};
+    ladle_tensor *X = lt_tensor(LADLE_F64, 2, xs), *Y = lt_tensor(LADLE_F64, 2, ys);
+    double worst_loss = 0;
+    for (int t = 0; t < STEPS; t++) {
+        double loss = 0;
+        fill_data(X, Y, t);
+        LT_OK(ladle_pipeline_step(pl, X, Y, &loss));
+        if (me >= 0)
+            worst_loss = fmax(worst_loss, fabs(loss - ref_loss[t]) / fabs(ref_loss[t]));
+    }
+    LT_ASSERT(worst_loss < 1e-12, "%s: loss differs by %g", what, worst_loss);
+    /* every parameter this rank holds against the reference */
+    double worst = 0;
+    for (int h = 0; h < nheld; h++) {
+        int n = 0;
+        ladle_op *const *ls = ladle_pipeline_layers(pl, held[h].stage, &n);
+        for (int i = 0; i < n; i++)
+            for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
+                ladle_tensor *a = ladle_op_param(ls[i], q);
+                ladle_tensor *b = ladle_op_param(ref[first[held[h].stage] + i], q);
+                double num = 0, den = 0;
+                for (int64_t e = 0; e < ladle_tensor_numel(a); e++) {
+                    num = fmax(num, fabs(lt_get(a, e) - lt_get(b, e)));
+                    den = fmax(den, fabs(lt_get(b, e)));
+                }
+                worst = fmax(worst, num / den);
+            }
+    }
+    LT_ASSERT(worst < 1e-10, "%s: parameters differ by %g (relative)", what, worst);
+    /* the timeline: this worker's compute actions, and all of them on worker 0 */
+    int n = 0, want = 0, total = 0;
+    const ladle_pipe_event *ev = NULL;
+    ladle_pipe_event *all = NULL;
+    LT_OK(ladle_pipeline_events(pl, &n, &ev));
+    for (int w = 0; w < W; w++) {
+        const ladle_pipe_action *a = ladle_pipe_schedule_actions(s, w);
+        for (int i = 0; i < ladle_pipe_schedule_length(s, w); i++)
+            if (a[i].kind <= LADLE_PIPE_W || a[i].kind >= LADLE_PIPE_REDUCE) {
+                total++;
+                want += w == me;
+            }
+    }
+    LT_ASSERT(me < 0 || n == want, "%s: %d events, %d expected", what, n, want);
+    LT_OK(ladle_pipeline_gather_events(pl, &n, &all));
+    LT_ASSERT(me != 0 || (n == total && all != NULL), "%s: %d gathered of %d", what, n, total);
+    int ordered = 1;
+    for (int i = 0; me == 0 && i < n; i++)
+        ordered &= all[i].end >= all[i].start && all[i].start >= 0;
+    LT_ASSERT(ordered, "%s: event times", what);
+    ladle_pipe_events_free(all);
+
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+    LT_OK(ladle_pipeline_destroy(&pl));
+    for (int i = 0; i < L; i++)
+        ladle_op_destroy(&ref[i]);
+    ladle_partition_destroy(&p);
+    ladle_pipe_schedule_destroy(&s);
+}
+
+START_TEST(plain_schedules)
+{
+    for (int S = 1; S <= 4; S++) {
+        run_case(LADLE_PIPE_GPIPE, S, NULL, 1, 4);
+        run_case(LADLE_PIPE_1F1B, S, NULL, 1, 5);
+        run_case(LADLE_PIPE_ZBH1, S, NULL, 1, 5);
+    }
+}
+END_TEST
+
+START_TEST(interleaved)
+{
+    run_case(LADLE_PIPE_INTERLEAVED, 2, NULL, 2, 3); /* two chunks on one worker */
+    run_case(LADLE_PIPE_INTERLEAVED, 4, NULL, 2, 4);
+    run_case(LADLE_PIPE_INTERLEAVED, 6, NULL, 2, 6);
+    run_case(LADLE_PIPE_INTERLEAVED, 8, NULL, 2, 4);
+}
+END_TEST
+
+/* Replicated stages; m not a multiple of the replicas; batch norm (layer 3)
+ * inside a replicated stage. */
+START_TEST(hybrid)
+{
+    static const int reps[][4] = {{1}, {2}, {1, 2}, {2, 1}, {3}, {1, 3}, {2, 1, 1}, {1, 1, 2}};
+    static const int stages[] = {1, 1, 2, 2, 1, 2, 3, 3};
+    for (size_t c = 0; c < sizeof stages / sizeof stages[0]; c++) {
+        run_case(LADLE_PIPE_HYBRID, stages[c], reps[c], 1, 5);
+        run_case(LADLE_PIPE_HYBRID, stages[c], reps[c], 1, 4);
+    }
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, 2, NULL, 1, 2, NULL, &s));
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    int one[1] = {1};
+    ladle_partition *p1 = lt_partition(1, one, 0);
+    /* a 2-worker schedule on a 1-rank partition */
+    ladle_status st1 = ladle_pipeline_create(p1, s, 0, NULL, NULL, &od, &pl);
+    LT_ASSERT(ladle_partition_active(p1) ? st1 == LADLE_ERR_PARTITION : st1 == LADLE_OK, "%s",
+              ladle_status_name(st1));
+    ladle_error_clear();
+    ladle_pipeline_destroy(&pl);
+    ladle_partition_destroy(&p1);
+    if (lt_size >= 2) {
+        int two[1] = {2};
+        ladle_partition *p = lt_partition(1, two, 0);
+        int me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+        ladle_op *ops[L];
+        for (int i = 0; i < L; i++)
+            ops[i] = make_layer(i);
+        ladle_pipe_stage held = {me, 4, me == 1 ? ops + 4 : ops};
+        /* rank 1 holds stage 1 but gives no loss */
+        ladle_status st = ladle_pipeline_create(p, s, me >= 0, &held, NULL, &od, &pl);
+        LT_ASSERT(me < 0 || st == LADLE_ERR_ARG || st == LADLE_ERR_REMOTE, "%s",
+                  ladle_status_name(st));
+        ladle_error_clear();
+        /* stage 1 takes the wrong width: layers 5.. (width 5) after a stage of width 6 */
+        ladle_op *loss = me == 1 ? make_loss() : NULL;
+        ladle_pipe_stage bad = {me, me == 1 ? 3 : 4, me == 1 ? ops + 5 : ops};
+        st = ladle_pipeline_create(p, s, me >= 0, &bad, loss, &od, &pl);
+        LT_ASSERT(me < 0 || st == LADLE_ERR_SHAPE, "%s", ladle_status_name(st));
+        ladle_error_clear();
+        /* a valid pipeline, then a batch of the wrong size on rank 0 */
+        held.n = 4;
+        st = ladle_pipeline_create(p, s, me >= 0, &held, loss, &od, &pl);
+        LT_ASSERT(me < 0 || st == LADLE_OK, "%s", ladle_error_message());
+        int64_t xs[2] = {2 * MB - 1, 4}, ys[2] = {2 * MB, 3};
+        ladle_tensor *X = lt_tensor(LADLE_F64, 2, xs), *Y = lt_tensor(LADLE_F64, 2, ys);
+        st = ladle_pipeline_step(pl, X, Y, NULL);
+        LT_ASSERT(me < 0 || st == (me == 0 ? LADLE_ERR_SHAPE : LADLE_ERR_REMOTE), "%s",
+                  ladle_status_name(st));
+        ladle_error_clear();
+        if (pl == NULL) {
+            for (int i = 0; i < L; i++)
+                ladle_op_destroy(&ops[i]);
+            ladle_op_destroy(&loss);
+        } else {
+            /* the pipeline owns its stage's layers and the loss */
+            for (int i = 0; i < L; i++)
+                if (me < 0 || !(i >= (me == 1 ? 4 : 0) && i < (me == 1 ? 8 : 4)))
+                    ladle_op_destroy(&ops[i]);
+        }
+        ladle_pipeline_destroy(&pl);
+        ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+        ladle_partition_destroy(&p);
+    }
+    ladle_pipe_schedule_destroy(&s);
+    LT_FAILS(ladle_pipeline_step(NULL, NULL, NULL, NULL), LADLE_ERR_NULL);
+}
+END_TEST
+
+Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("pipeline");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, plain_schedules);
+    tcase_add_test(tc, interleaved);
+    tcase_add_test(tc, hybrid);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, pipeline_suite); }
