@@ -240,3 +240,29 @@ fail:
     ladle_op_destroy(&b.loss);
     return st;
 }
+
+ladle_status ladle_lenet_layers(const ladle_lenet_desc *d, int cap, ladle_op *layers[], int *n,
+                                ladle_op **loss)
+{
+    ladle_status st = LADLE_OK;
+    builder b;
+    memset(&b, 0, sizeof b);
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(layers);
+    LADLE_NOT_NULL(n);
+    LADLE_NOT_NULL(loss);
+    LADLE_CHECK(d->image >= 12 && (d->image / 2 - 4) >= 2 && d->classes >= 1 && d->batch >= 1,
+                LADLE_ERR_ARG, "images of %lld (at least 12) and %lld classes",
+                (long long)d->image, (long long)d->classes);
+    LADLE_CALL(sequential(d, &b));
+    LADLE_CHECK(b.n <= cap, LADLE_ERR_ARG, "LeNet-5 has %d layers; room for %d", b.n, cap);
+    memcpy(layers, b.ops, sizeof(ladle_op *) * (size_t)b.n);
+    *n = b.n;
+    *loss = b.loss;
+    return LADLE_OK;
+fail:
+    for (int i = 0; i < b.n; i++)
+        ladle_op_destroy(&b.ops[i]);
+    ladle_op_destroy(&b.loss);
+    return st;
+}

@@ -212,9 +212,14 @@ static void check_progress(checker *c, int *pc)
             else {
                 ladle_pipe_action snd = ladle__pipe_matching_send(a);
                 int v = ladle__pipe_owner(s, snd.stage, snd.mb);
+                char x[48] = "its end";
                 ladle__pipe_format(u, sizeof u, snd);
-                fail_at(c, w, pc[w], "deadlock: worker %d waits at %s for %s, which worker %d "
-                        "reaches only after step %d (where it waits too)", w, t, u, v, pc[v]);
+                if (pc[v] < s->len[v])
+                    ladle__pipe_format(x, sizeof x, s->acts[v][pc[v]]);
+                fail_at(c, w, pc[w],
+                        "deadlock: worker %d waits at %s for %s from worker %d, which is stuck "
+                        "at step %d (%s)",
+                        w, t, u, v, pc[v], x);
             }
             break;
         }
