@@ -7,19 +7,20 @@
 #include "internal.h"
 #include "ladle/pipeline.h"
 
-/* Beyond this the need table (an int per layer and worker count) and the
- * O(n^2 W) passes over it stop being a planning step. */
+/* Beyond this the stage-count table (a 64-bit set per layer and worker
+ * count) and the O(n^2 W) passes over it stop being a planning step. */
 #define MAX_TABLE (1 << 24)
-#define NONE (1 << 29)
 
 typedef struct planner {
-    int n, workers, smax;
+    int n, workers, smin, smax;
     const double *c, *m; /* per layer: f + b + w, and stashed memory (or NULL) */
     double t, cap;       /* the stage time and stash being tested */
-    int *need;           /* (n+1) x (workers+1) */
+    uint64_t range;      /* the stage counts asked for: bit s - 1 for s stages */
+    uint64_t *counts;    /* n x (workers + 1), see stage_counts */
 } planner;
 
-#define NEED(p, i, k) ((p)->need[(size_t)(i) * (size_t)((p)->workers + 1) + (size_t)(k)])
+#define COUNTS(p, i, k)                                                                    \
+    ((p)->counts[(size_t)(i) * (size_t)((p)->workers + 1) + (size_t)(k)])
 
 /* The fewest replicas r <= w with c / r <= t, or w + 1. The test is the
  * division itself, so the planner and the reported stage times agree to the
@@ -54,21 +55,24 @@ static int stash_for_cap(double m, double cap, int w)
     return q;
 }
 
-/* The fewest stages that run layers i.. on exactly k workers with every
- * stage time <= t and every stash <= cap, for all i and k, from the last
- * layer backwards: a stage's stash depends on the workers after it. Giving
- * a suffix one more worker never needs more stages (the extra replica goes
- * to its first stage, whose time and stash only shrink), so each first
- * stage takes the fewest replicas it allows. Returns the count for the
- * whole chain on all workers (NONE when impossible). */
-static int count_stages(planner *p)
+/* Which stage counts can run layers i.. on exactly k workers with every
+ * stage time <= t and every stash <= cap: bit s - 1 of COUNTS(i, k) for s
+ * stages, for all i and k, from the last layer backwards (a stage's stash
+ * depends on the workers after it). A set, not a least count, because a
+ * lower bound on the stages needs to know whether a given count is
+ * possible; a set, not a least and a greatest count, because nothing here
+ * shows the possible counts form an interval, and one 64-bit word costs no
+ * more than the two. Giving a suffix one more worker keeps every count it
+ * had (the extra replica goes to its first stage, whose time and stash only
+ * shrink), so a first stage that is not the last need only take the fewest
+ * replicas it allows: more would leave the rest a subset of the same
+ * counts. Returns the set for the whole chain on all workers. */
+static uint64_t stage_counts(planner *p)
 {
     int n = p->n, w = p->workers;
-    for (int k = 0; k <= w; k++)
-        NEED(p, n, k) = k == 0 ? 0 : NONE;
     for (int i = n - 1; i >= 0; i--) {
         for (int k = 0; k <= w; k++)
-            NEED(p, i, k) = NONE;
+            COUNTS(p, i, k) = 0;
         double c = 0, m = 0;
         for (int e = i; e < n; e++) {
             c += p->c[e];
@@ -78,26 +82,37 @@ static int count_stages(planner *p)
                 break; /* longer stages only cost more */
             for (int k = rt; k <= w; k++) {
                 int r = rt > (k + q - 1) / q ? rt : (k + q - 1) / q;
-                int rest = e == n - 1 ? (r <= k ? 0 : NONE)
-                                      : (r < k ? NEED(p, e + 1, k - r) : NONE);
-                if (rest + 1 < NEED(p, i, k))
-                    NEED(p, i, k) = rest + 1;
+                /* the last stage takes all k; bit 63 shifted out would be a
+                 * 65th stage, which no plan holds */
+                if (e == n - 1)
+                    COUNTS(p, i, k) |= r <= k ? 1 : 0;
+                else if (r < k)
+                    COUNTS(p, i, k) |= COUNTS(p, e + 1, k - r) << 1;
             }
         }
     }
-    return NEED(p, 0, w);
+    return COUNTS(p, 0, w);
+}
+
+/* Whether layers i.. on exactly k workers can make exactly s stages under
+ * the table's bounds; past the last layer, only with nothing left. */
+static int can_make(planner *p, int i, int k, int s)
+{
+    if (i == p->n)
+        return k == 0 && s == 0;
+    return k >= 1 && s >= 1 && s <= 64 && (COUNTS(p, i, k) >> (s - 1) & 1);
 }
 
 static int fits_time(planner *p, double t)
 {
     p->t = t;
-    return count_stages(p) <= p->smax;
+    return (stage_counts(p) & p->range) != 0;
 }
 
 static int fits_cap(planner *p, double cap)
 {
     p->cap = cap;
-    return count_stages(p) <= p->smax;
+    return (stage_counts(p) & p->range) != 0;
 }
 
 /* The plain pipeline: min(workers, n) unreplicated stages, no cap. A
@@ -142,13 +157,20 @@ static double smallest_fit(int (*fits)(planner *, double), planner *p, double hi
     return hi;
 }
 
-/* Walk the need table of the optimal time front to back. Among the plans
- * with that time and the fewest stages it takes, stage by stage, the fewest
- * replicas and then the earliest end: the lexicographically smallest
- * (r_0, first[1], r_1, first[2], ...). */
+/* Walk the table of the optimal time front to back. Among the plans with
+ * that time it takes the fewest stages in the range, then, stage by stage,
+ * the fewest replicas and then the earliest end: the lexicographically
+ * smallest (r_0, first[1], r_1, first[2], ...). */
 static int build(planner *p, ladle_pipe_plan *plan)
 {
-    int i = 0, k = p->workers, s = NEED(p, 0, k), j = 0;
+    uint64_t ok = COUNTS(p, 0, p->workers) & p->range;
+    int i = 0, k = p->workers, s = 1, j = 0;
+    if (ok == 0)
+        return 0;
+    while (!(ok & 1)) {
+        ok >>= 1;
+        s++;
+    }
     while (i < p->n) {
         int found = 0;
         if (s < 1 || j >= LADLE_PIPE_MAX_STAGES)
@@ -159,7 +181,7 @@ static int build(planner *p, ladle_pipe_plan *plan)
                 c += p->c[e];
                 m += p->m != NULL ? p->m[e] : 0;
                 if (c / r <= p->t && m * (double)((k + r - 1) / r) <= p->cap &&
-                    NEED(p, e + 1, k - r) <= s - 1) {
+                    can_make(p, e + 1, k - r, s - 1)) {
                     plan->first[j] = i;
                     plan->replicas[j] = r;
                     i = e + 1;
@@ -216,9 +238,10 @@ static double *layer_costs(int n, const double *f, const double *b, const double
     return c;
 }
 
-ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
-                                    const double *w, const double *mem, double mem_cap,
-                                    int workers, int max_stages, ladle_pipe_plan *plan)
+ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
+                                          const double *w, const double *mem,
+                                          double mem_cap, int workers, int min_stages,
+                                          int max_stages, ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
@@ -227,47 +250,61 @@ ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
     LADLE_NOT_NULL(f);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(plan);
-    LADLE_CHECK(n >= 1 && workers >= 1 && max_stages >= 0, LADLE_ERR_ARG,
-                "%d layers, %d workers, max_stages %d: need 1, 1 and 0 at least", n,
-                workers, max_stages);
+    LADLE_CHECK(n >= 1 && workers >= 1 && min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
+                "%d layers, %d workers, min_stages %d, max_stages %d: need 1, 1, 0 and 0 "
+                "at least",
+                n, workers, min_stages, max_stages);
     LADLE_CHECK(((double)n + 1) * ((double)workers + 1) <= MAX_TABLE, LADLE_ERR_ARG,
                 "%d layers on %d workers: (n + 1) * (workers + 1) must stay within %d", n,
                 workers, MAX_TABLE);
+    LADLE_CHECK(max_stages == 0 || min_stages <= max_stages, LADLE_ERR_ARG,
+                "min_stages %d is above max_stages %d", min_stages, max_stages);
+    /* every stage takes a layer and a worker */
+    LADLE_CHECK(min_stages <= (n < workers ? n : workers), LADLE_ERR_ARG,
+                "min_stages %d: %d layers on %d workers make at most %d stages", min_stages,
+                n, workers, n < workers ? n : workers);
+    LADLE_CHECK(min_stages <= LADLE_PIPE_MAX_STAGES, LADLE_ERR_ARG,
+                "min_stages %d: a plan holds at most %d stages", min_stages,
+                LADLE_PIPE_MAX_STAGES);
     int l = bad_layer(n, f, b, w, mem);
     LADLE_CHECK(l < 0, LADLE_ERR_ARG,
                 "layer %d: a cost or memory is negative or not finite", l);
     LADLE_CHECK(!isnan(mem_cap), LADLE_ERR_ARG, "the memory cap is NaN");
     p.n = n;
     p.workers = workers;
+    p.smin = min_stages > 1 ? min_stages : 1;
     p.smax = n < workers ? n : workers;
     if (max_stages > 0 && max_stages < p.smax)
         p.smax = max_stages;
     if (p.smax > LADLE_PIPE_MAX_STAGES)
         p.smax = LADLE_PIPE_MAX_STAGES;
+    p.range = (p.smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p.smax) - 1) &
+              ~(((uint64_t)1 << (p.smin - 1)) - 1);
     p.m = mem;
     p.cap = mem != NULL && mem_cap > 0 ? mem_cap : INFINITY;
     p.c = c = layer_costs(n, f, b, w);
-    p.need = ladle__calloc((size_t)(n + 1) * (size_t)(workers + 1), sizeof *p.need);
-    LADLE_CHECK(c != NULL && p.need != NULL, LADLE_ERR_ALLOC, "out of memory");
+    p.counts = ladle__calloc((size_t)n * (size_t)(workers + 1), sizeof *p.counts);
+    LADLE_CHECK(c != NULL && p.counts != NULL, LADLE_ERR_ALLOC, "out of memory");
 
     if (!fits_time(&p, INFINITY)) {
-        /* only the cap can forbid every plan: one stage on all workers
-         * stashes one microbatch of the whole chain */
-        double total = 0, cap = p.cap;
+        /* only the cap can forbid every plan: with none, smin stages of one
+         * layer and one worker each, the last taking the rest, always do */
+        double cap = p.cap;
         LADLE_CHECK(mem != NULL && mem_cap > 0, LADLE_ERR_INTERNAL,
                     "no plan of %d layers on %d workers, with no memory cap", n, workers);
-        for (l = 0; l < n; l++)
-            total += mem[l];
-        double least = smallest_fit(fits_cap, &p, total);
-        LADLE_CHECK(
-            0, LADLE_ERR_ARG,
-            "no split of %d layers on %d workers into at most %d stages keeps every "
-            "stage's stash within %g (the smallest needs %g)",
-            n, workers, p.smax, cap, least);
+        /* search up to an infinite cap, which fits as no cap does: the
+         * whole chain's stash bounds one stage on every worker, not a plan
+         * of more stages, whose first stage may stash its layers once for
+         * every later worker */
+        double least = smallest_fit(fits_cap, &p, INFINITY);
+        LADLE_CHECK(0, LADLE_ERR_ARG,
+                    "no split of %d layers on %d workers into %d to %d stages keeps every "
+                    "stage's stash within %g (the smallest needs %g)",
+                    n, workers, p.smin, p.smax, cap, least);
     }
     memset(&out, 0, sizeof out);
     p.t = smallest_fit(fits_time, &p, INFINITY);
-    count_stages(&p); /* the table of the optimal time, for build */
+    stage_counts(&p); /* the table of the optimal time, for build */
     LADLE_CHECK(build(&p, &out), LADLE_ERR_INTERNAL,
                 "no plan of %d layers on %d workers reaches the time %.17g found for it", n,
                 workers, p.t);
@@ -275,8 +312,16 @@ ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
     *plan = out;
 fail:
     ladle__free(c);
-    ladle__free(p.need);
+    ladle__free(p.counts);
     return st;
+}
+
+ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
+                                    const double *w, const double *mem, double mem_cap,
+                                    int workers, int max_stages, ladle_pipe_plan *plan)
+{
+    return ladle_pipe_plan_create_range(n, f, b, w, mem, mem_cap, workers, 1, max_stages,
+                                        plan);
 }
 
 ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,

@@ -1,6 +1,6 @@
 /* The pipeline planner against a brute force over every split and replica
- * assignment, cases worked out by hand, the memory cap, explicit plans and
- * bad input. */
+ * assignment, with and without a range of stage counts, cases worked out by
+ * hand, the memory cap, explicit plans and bad input. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,7 @@ typedef struct bf_plan {
 } bf_plan;
 
 typedef struct bf_problem {
-    int n, workers, smax;
+    int n, workers, smin, smax;
     double c[BF_MAX], m[BF_MAX];
     double cap; /* <= 0: none */
     bf_plan best, cur;
@@ -47,13 +47,16 @@ static int bf_better(const bf_plan *a, const bf_plan *b)
     return 0;
 }
 
-/* Score a complete plan: its time, or skip it when a stash passes the cap;
- * also the smallest largest stash of any plan. */
+/* Score a complete plan: its time, or skip it when a stash passes the cap
+ * or it has fewer stages than asked for; also the smallest largest stash of
+ * any plan in the range. */
 static void bf_score(bf_problem *q, int pass)
 {
     bf_plan *p = &q->cur;
     double t = 0, stash = 0;
     int fits = 1;
+    if (p->stages < q->smin)
+        return;
     for (int j = 0; j < p->stages; j++) {
         double c = 0, m = 0;
         for (int l = p->first[j]; l < p->first[j + 1]; l++) {
@@ -180,12 +183,12 @@ static int close_to(double a, double b)
 /* ---- the tests --------------------------------------------------------- */
 
 /* Random chains of up to 7 layers on up to 5 workers, with and without a
- * memory cap and a stage limit. Integer costs make ties exact, so there the
- * whole plan must be the brute force's under the documented tie rule; real
- * costs check the time and the stage count. */
+ * memory cap, a stage limit and a least stage count. Integer costs make
+ * ties exact, so there the whole plan must be the brute force's under the
+ * documented tie rule; real costs check the time and the stage count. */
 START_TEST(brute_force)
 {
-    int bad = 0, refused = 0, capped = 0, trials = 3000;
+    int bad = 0, refused = 0, capped = 0, ranged = 0, trials = 6000;
     for (int trial = 0; trial < trials; trial++) {
         bf_problem q;
         memset(&q, 0, sizeof q);
@@ -193,6 +196,17 @@ START_TEST(brute_force)
         q.n = rng_int(1, 7);
         q.workers = rng_int(1, 5);
         int max_stages = rng_int(0, 3) == 0 ? rng_int(1, q.n) : 0;
+        /* half the trials ask for a least stage count through the range
+         * call (0 and 1 among them: no bound), the others use the plain
+         * call */
+        int use_range = trial % 4 >= 2, min_stages = 1;
+        if (use_range) {
+            int top = q.n < q.workers ? q.n : q.workers;
+            if (max_stages > 0 && max_stages < top)
+                top = max_stages;
+            min_stages = rng_int(0, top);
+            ranged += min_stages > 1;
+        }
         double f[BF_MAX], b[BF_MAX], w[BF_MAX];
         for (int l = 0; l < q.n; l++) {
             f[l] = integer ? rng_int(0, 4) : rng_unit();
@@ -209,13 +223,18 @@ START_TEST(brute_force)
         q.smax = q.n < q.workers ? q.n : q.workers;
         if (max_stages > 0 && max_stages < q.smax)
             q.smax = max_stages;
+        q.smin = min_stages;
         bf_solve(&q);
 
         ladle_pipe_plan p;
         memset(&p, 0, sizeof p);
         p.stages = -7;
-        ladle_status st = ladle_pipe_plan_create(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
-                                                 q.workers, max_stages, &p);
+        ladle_status st =
+            use_range
+                ? ladle_pipe_plan_create_range(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
+                                               q.workers, min_stages, max_stages, &p)
+                : ladle_pipe_plan_create(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
+                                         q.workers, max_stages, &p);
         int ok;
         if (!q.found) {
             char need[64];
@@ -225,7 +244,8 @@ START_TEST(brute_force)
             refused++;
         } else {
             ok = st == LADLE_OK && plan_sane(&p, q.n, q.workers, q.c) &&
-                 p.stages <= q.smax && close_to(p.slowest, q.best.t);
+                 p.stages <= q.smax && p.stages >= min_stages &&
+                 close_to(p.slowest, q.best.t);
             if (integer)
                 ok &=
                     p.stages == q.best.stages &&
@@ -239,9 +259,9 @@ START_TEST(brute_force)
         }
         ladle_error_clear();
         if (!ok && bad++ < 5) {
-            fprintf(stderr, "trial %d: n %d workers %d max_stages %d cap %g: %s (%s)\n",
-                    trial, q.n, q.workers, max_stages, q.cap, ladle_status_name(st),
-                    ladle_error_message());
+            fprintf(stderr, "trial %d: n %d workers %d stages %d..%d cap %g: %s (%s)\n",
+                    trial, q.n, q.workers, min_stages, max_stages, q.cap,
+                    ladle_status_name(st), ladle_error_message());
             fprintf(stderr, "  got %d stages, slowest %.17g, plain %.17g:", p.stages,
                     p.slowest, p.plain_slowest);
             for (int j = 0; j >= 0 && j < p.stages && j < BF_MAX; j++)
@@ -258,8 +278,8 @@ START_TEST(brute_force)
     LT_ASSERT(bad == 0, "%d of %d random chains disagree with the brute force", bad,
               trials);
     /* the cases the generator made must include both outcomes of the cap */
-    LT_ASSERT(refused > 10 && capped > 100, "only %d refused and %d capped plans", refused,
-              capped);
+    LT_ASSERT(refused > 10 && capped > 100 && ranged > 500,
+              "only %d refused, %d capped and %d ranged plans", refused, capped, ranged);
 }
 END_TEST
 
@@ -303,6 +323,84 @@ START_TEST(by_hand)
     /* a cap of 0 means none */
     LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 0, 4, 0, &p));
     LT_ASSERT(p.slowest == 1.5, "cap 0: slowest %g", p.slowest);
+}
+END_TEST
+
+/* {1, 1, 3, 1} on 4 workers again, now asking for a pipeline. Three stages
+ * at least: the heavy layer needs two replicas, so the others get one each
+ * and the best is 2, reached by {0, 1}, {2} x 2, {3} (the heavy layer alone)
+ * and by {0}, {1}, {2, 3} x 2 and {0}, {1, 2} x 2, {3}. The tie rule (fewest
+ * replicas, then earliest end, stage by stage) picks {0}, {1}, {2, 3} x 2.
+ * Exactly two: {0}, {1..3} x 3 at 5 / 3. Exactly four: the plain pipeline. */
+START_TEST(stage_range)
+{
+    double f[4] = {1, 1, 3, 1}, zero[4] = {0, 0, 0, 0};
+    ladle_pipe_plan p, e;
+    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 0, &p));
+    LT_ASSERT(p.stages == 3 && p.slowest == 2 && p.plain_slowest == 3 && p.first[1] == 1 &&
+                  p.first[2] == 2 && p.replicas[0] == 1 && p.replicas[1] == 1 &&
+                  p.replicas[2] == 2,
+              "3 stages at least: %d stages, first %d %d, replicas %d %d %d, slowest %g",
+              p.stages, p.first[1], p.first[2], p.replicas[0], p.replicas[1], p.replicas[2],
+              p.slowest);
+    /* the heavy layer alone on two replicas ties */
+    int first[4] = {0, 2, 3, 4}, replicas[3] = {1, 2, 1};
+    LT_OK(ladle_pipe_plan_explicit(4, f, zero, NULL, 3, first, replicas, &e));
+    LT_ASSERT(e.slowest == p.slowest, "{0, 1}, {2} x 2, {3}: slowest %g", e.slowest);
+    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 3, &p));
+    LT_ASSERT(p.stages == 3 && p.slowest == 2, "exactly 3: %d stages, slowest %g", p.stages,
+              p.slowest);
+    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 2, 2, &p));
+    LT_ASSERT(p.stages == 2 && p.first[1] == 1 && p.replicas[0] == 1 &&
+                  p.replicas[1] == 3 && p.slowest == 5.0 / 3,
+              "exactly 2: %d stages, first[1] %d, replicas %d %d, slowest %g", p.stages,
+              p.first[1], p.replicas[0], p.replicas[1], p.slowest);
+    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 4, 0, &p));
+    LT_ASSERT(p.stages == 4 && p.slowest == 3 && p.slowest == p.plain_slowest,
+              "4 stages: %d stages, slowest %g", p.stages, p.slowest);
+    /* no lower bound: 0 and 1 are the plain call */
+    for (int lo = 0; lo <= 1; lo++) {
+        LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, lo, 0, &p));
+        LT_ASSERT(p.stages == 1 && p.replicas[0] == 4 && p.slowest == 1.5,
+                  "min_stages %d: %d stages, slowest %g", lo, p.stages, p.slowest);
+    }
+    /* with a cap the refusal names the least stash of a plan in the range:
+     * two stages stash at least 3 ({0} x 2, {1..3} x 2: the second holds
+     * three layers; a first stage of two layers or more on at most 3 of the
+     * 4 workers keeps two microbatches of each) */
+    double one[4] = {1, 1, 1, 1};
+    p.stages = -7;
+    ladle_status st = ladle_pipe_plan_create_range(4, f, zero, NULL, one, 1.5, 4, 2, 2, &p);
+    LT_ASSERT(st == LADLE_ERR_ARG && strstr(ladle_error_message(), "needs 3)") != NULL,
+              "%s: %s", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+
+    /* more stages than layers or workers, a range upside down, a negative
+     * bound, more than a plan holds */
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 5, 0, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 8, 5, 0, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 3, 4, 0, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 2, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, -1, 0, &p),
+             LADLE_ERR_ARG);
+    enum { N = 100 };
+    double g[N];
+    for (int l = 0; l < N; l++)
+        g[l] = 1 + l % 3;
+    LT_FAILS(ladle_pipe_plan_create_range(N, g, g, NULL, NULL, 0, N, 65, 0, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_range(4, NULL, zero, NULL, NULL, 0, 4, 3, 0, &p),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 0, NULL),
+             LADLE_ERR_NULL);
+    LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+    /* 64, the most a plan holds, is a valid lower bound */
+    LT_OK(ladle_pipe_plan_create_range(N, g, g, NULL, NULL, 0, N, 64, 0, &p));
+    LT_ASSERT(p.stages == 64, "64 stages at least: %d", p.stages);
 }
 END_TEST
 
@@ -356,6 +454,17 @@ START_TEST(large)
                 e.plain_slowest == p.plain_slowest,
             "%d layers on %d workers: %d stages, slowest %g (total / workers %g), plain %g",
             n, workers, p.stages, p.slowest, total / workers, p.plain_slowest);
+        /* a range of stage counts: in it, and no faster than with none */
+        ladle_pipe_plan r;
+        int lo = workers < 8 ? workers : 8, hi = 2 * lo;
+        LT_OK(ladle_pipe_plan_create_range(n, f, b, NULL, s == 1 ? m : NULL, 3000, workers,
+                                           lo, hi, &r));
+        LT_OK(ladle_pipe_plan_explicit(n, f, b, NULL, r.stages, r.first, r.replicas, &e));
+        LT_ASSERT(plan_sane(&r, n, workers, c) && r.stages >= lo && r.stages <= hi &&
+                      r.slowest >= p.slowest && e.slowest == r.slowest,
+                  "%d layers on %d workers, %d to %d stages: %d stages, slowest %g (%g "
+                  "with no range)",
+                  n, workers, lo, hi, r.stages, r.slowest, p.slowest);
     }
 }
 END_TEST
@@ -433,6 +542,7 @@ Suite *pipe_plan_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, brute_force);
     tcase_add_test(tc, by_hand);
+    tcase_add_test(tc, stage_range);
     tcase_add_test(tc, equal_costs);
     tcase_add_test(tc, large);
     tcase_add_test(tc, explicit_plans);

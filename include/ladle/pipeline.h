@@ -271,6 +271,26 @@ LADLE_API ladle_status ladle_pipe_plan_create(int n, const double *f, const doub
                                               const double *w, const double *mem,
                                               double mem_cap, int workers, int max_stages,
                                               ladle_pipe_plan *plan);
+/* ladle_pipe_plan_create among plans of min_stages to max_stages stages
+ * only: the same objective, memory cap and tie rules, the fewest stages
+ * counted from min_stages. With free communication one stage on every
+ * worker ties or beats any pipeline, so ladle_pipe_plan_create answers one
+ * stage whenever the cap allows; a lower bound asks for a pipeline (weights
+ * too large to replicate everywhere, or layouts to compare), and
+ * min_stages = max_stages for exactly that many stages. min_stages 0 or 1
+ * means no lower bound, max_stages 0 no limit beyond min(workers, n,
+ * LADLE_PIPE_MAX_STAGES). ladle_pipe_plan_create is this with min_stages 1.
+ * Costs as ladle_pipe_plan_create (both share one table of 8 bytes for
+ * each of n * (workers + 1) entries). Sets *plan only on success. Not collective. Returns LADLE_ERR_ARG (as
+ * ladle_pipe_plan_create, and min_stages negative, above a non-zero
+ * max_stages, above min(n, workers) or above LADLE_PIPE_MAX_STAGES; with a
+ * cap, the smallest stash is that of a plan in the range), LADLE_ERR_NULL,
+ * LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
+                                                    const double *w, const double *mem,
+                                                    double mem_cap, int workers,
+                                                    int min_stages, int max_stages,
+                                                    ladle_pipe_plan *plan);
 /* The plan of explicit boundaries (first[0] = 0, strictly increasing,
  * first[stages] = n) and replicas (each >= 1; NULL: all 1), with its stage
  * times; plain_slowest is that of the sum of the replicas as workers. Sets
