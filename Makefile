@@ -1,6 +1,6 @@
 # ladle - build, test, benchmark, install.
 #
-#   make              lib/libladle.a, lib/libladle.so, bin/ladle-adjoint, bin/ladle-tour
+#   make              lib/libladle.a, lib/libladle.so, the tools in bin/
 #   make demo         the main job: LeNet-5 on Fashion-MNIST on 4 ranks (installs
 #                     missing Debian packages first)
 #   make tour         the primitives on 6 ranks, with their adjoint mismatches
@@ -48,7 +48,8 @@ TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
-BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUILD)/bench/bench_dist
+BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUILD)/bench/bench_dist \
+              $(BUILD)/bench/bench_pipe
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests

@@ -7,6 +7,7 @@
 #   BENCH_RANKS="2 4"  BENCH_REPEAT=3  BENCH_ARGS="--max-kib 4096 --only broadcast"
 #   BENCH_LAYERS=0 skips the layers; BENCH_LAYER_ARGS="--only conv2d"
 #   BENCH_DIST=0 skips the distributed benchmarks; BENCH_DIST_ARGS="--only lenet"
+#   BENCH_PIPE=0 skips the pipeline schedules; BENCH_PIPE_ARGS="--steps 20"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -38,6 +39,11 @@ if [ "${BENCH_DIST:-1}" = 1 ]; then
             $MPIEXEC $flags -n "$n" "$dir/bench_dist" ${BENCH_DIST_ARGS:-} || exit 1
         done
     done
+fi
+# pipeline schedules on 4 ranks (the network of unequal stages)
+if [ "${BENCH_PIPE:-1}" = 1 ]; then
+    echo "== pipeline, 4 ranks"
+    $MPIEXEC $flags -n 4 "$dir/bench_pipe" ${BENCH_PIPE_ARGS:-} || exit 1
 fi
 if [ "${BENCH_LAYERS:-1}" = 1 ]; then
     for r in $(seq "${BENCH_REPEAT:-3}"); do

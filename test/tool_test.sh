@@ -105,9 +105,41 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     else
         echo "FAIL ladle-train accepted a torn checkpoint"; fails=$((fails + 1))
     fi
+    # pipeline mode: the planner's hybrid on 4 ranks learns (accuracy well
+    # above chance after 60 steps) and draws its measured timeline
+    out=$(timeout 300 $MPIEXEC -n 4 "$train" --pipeline hybrid --microbatches 4 --epochs 1 \
+        --steps 60 --quiet --timeline "$tmp/t.svg" 2>&1)
+    acc=$(printf '%s\n' "$out" | sed -n 's/.*test accuracy \([0-9]*\)\..*/\1/p' | tail -n 1)
+    if [ -n "$acc" ] && [ "$acc" -ge 50 ] && grep -q "<rect" "$tmp/t.svg" 2>/dev/null; then
+        echo "ok   ladle-train --pipeline hybrid: $acc% after 60 steps, timeline drawn"
+    else
+        echo "FAIL ladle-train --pipeline hybrid"
+        printf '%s\n' "$out" | sed 's/^/     /'
+        fails=$((fails + 1))
+    fi
     rm -rf "$tmp"
 else
     echo "skip ladle-train: no dataset at $data"
+fi
+
+# ladle-pipe: a generated schedule is valid (exit 0); a hand-made deadlock is
+# refused (exit 1) with the grid pointing at it
+pipe="$BINDIR/ladle-pipe"
+out=$("$pipe" --schedule zbh1 --stages 4 --microbatches 8 2>&1)
+if [ $? -eq 0 ] && printf '%s' "$out" | grep -q "bubble 0.1111"; then
+    echo "ok   ladle-pipe: ZB-H1 valid, bubble 1/9"
+else
+    echo "FAIL ladle-pipe zbh1: $out"; fails=$((fails + 1))
+fi
+bad=$(mktemp)
+printf '0RECV_B0 0F0 0SEND_F0 0B0 0W0\n1F0 1B0 1W0\n' >"$bad"
+out=$("$pipe" --load "$bad" 2>&1)
+st=$?
+rm -f "$bad"
+if [ $st -eq 1 ] && printf '%s' "$out" | grep -q "deadlock" && printf '%s' "$out" | grep -q "\[0RECV_B0\]"; then
+    echo "ok   ladle-pipe refuses a deadlocking schedule"
+else
+    echo "FAIL ladle-pipe accepted a deadlock ($st): $out"; fails=$((fails + 1))
 fi
 
 echo "$fails failures"

@@ -5,10 +5,12 @@
  * accuracy after each epoch.
  *
  *   mpiexec -n 4 bin/ladle-train --data-ways 2 --spatial 2x1 --epochs 3
+ *   mpiexec -n 4 bin/ladle-train --pipeline zbh1 --microbatches 8
  *
  * See --help and docs/training.md.
  */
 #include "train.h"
+#include "train_pipe.h"
 
 int main(int argc, char **argv)
 {
@@ -19,7 +21,10 @@ int main(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc == 0) {
         ladle_set_num_threads(1);
-        train_run(&o, NULL, NULL);
+        if (o.pipe_style >= 0)
+            pipe_run(&o);
+        else
+            train_run(&o, NULL, NULL);
     }
     MPI_Finalize();
     return rc == 1 ? 0 : rc;

@@ -25,6 +25,10 @@ typedef struct opts {
     const char *checkpoint;
     int resume;
     const char *summary; /* a file for one machine-readable line at the end */
+    /* pipeline mode (pipe_style -1: off) */
+    int pipe_style, pipe_stages, pipe_chunks, pipe_nrep, microbatches;
+    int pipe_rep[64];
+    const char *timeline;
 } opts;
 
 static int me, world;
@@ -58,7 +62,14 @@ static void usage(void)
            "  --checkpoint PATH    save the training state after each epoch\n"
            "  --resume             start from the checkpoint at PATH\n"
            "  --stop-after E       leave after epoch E, as if interrupted (resume later)\n"
-           "  --summary FILE       append one line of results to FILE\n",
+           "  --summary FILE       append one line of results to FILE\n"
+           "pipeline (instead of the layout above; see docs/pipeline.md):\n"
+           "  --pipeline S         gpipe | 1f1b | zbh1 | interleaved | hybrid\n"
+           "  --stages N           stages (one per rank; hybrid: at least 2, planner's choice)\n"
+           "  --chunks V           stages per rank for interleaved (2)\n"
+           "  --replicas R0,R1,..  hybrid: replicas per stage (default: the planner's)\n"
+           "  --microbatches M     microbatches per batch (4)\n"
+           "  --timeline FILE      SVG of the last step's measured timeline\n",
            LADLE_FASHION_MNIST_DIR);
 }
 
@@ -83,6 +94,9 @@ static int parse(int argc, char **argv, opts *o)
     o->bn_sync = LADLE_BN_SYNC_GLOBAL;
     o->seed = 1;
     o->dtype = LADLE_F32;
+    o->pipe_style = -1;
+    o->pipe_chunks = 2;
+    o->microbatches = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t shape[LADLE_MAX_NDIM];
@@ -112,6 +126,23 @@ static int parse(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--checkpoint")) {
             NEXT();
             o->checkpoint = v;
+        } else if (!strcmp(a, "--pipeline")) {
+            NEXT();
+            if ((o->pipe_style = ladle_pipe_style_parse(v)) < 0)
+                return bad(a, v);
+        } else if (!strcmp(a, "--timeline")) {
+            NEXT();
+            o->timeline = v;
+        } else if (!strcmp(a, "--replicas")) {
+            int64_t r[64];
+            NEXT();
+            if (cli_parse_ints(v, r, 64, &o->pipe_nrep) || o->pipe_nrep < 1)
+                return bad(a, v);
+            for (int k = 0; k < o->pipe_nrep; k++) {
+                if (r[k] < 1)
+                    return bad(a, v);
+                o->pipe_rep[k] = (int)r[k];
+            }
         } else if (!strcmp(a, "--summary")) {
             NEXT();
             o->summary = v;
@@ -170,6 +201,12 @@ static int parse(int argc, char **argv, opts *o)
                 o->F = (int)x;
             else if (!strcmp(a, "--bn-group") && x >= 1)
                 o->bn_group = (int)x;
+            else if (!strcmp(a, "--stages") && x >= 1 && x <= 64)
+                o->pipe_stages = (int)x;
+            else if (!strcmp(a, "--chunks") && x >= 1 && x <= 8)
+                o->pipe_chunks = (int)x;
+            else if (!strcmp(a, "--microbatches") && x >= 1)
+                o->microbatches = (int)x;
             else
                 return bad(a, v);
         }

@@ -1,0 +1,352 @@
+/*
+ * bench_pipe: pipeline schedules on a network whose stages are deliberately
+ * unequal, measured next to what the simulator predicts from the layers'
+ * profiled costs.
+ *
+ * The network: four blocks of linear + ReLU on microbatches of MB rows, f32,
+ * MSE loss: H -> H, H -> H, H -> 3H, 3H -> H/3 (H = 256). The third block
+ * has 3x the arithmetic of the others and is one layer, so no split of the
+ * layers balances the stages: as a 4-stage pipeline it sets the pace. Each
+ * layer's forward, input-gradient and weight-gradient times are profiled
+ * on rank 0 first (medians); the simulator replays every schedule with
+ * them.
+ *
+ * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages, and the planner's hybrid
+ * (at least 3 stages, every worker used, the heavy stage replicated): ms per
+ * step (median of the timed steps), images/s, the throughput against 1F1B,
+ * the measured bubble (from every worker's action timestamps) and the
+ * simulated step time and bubble.
+ *
+ *   mpiexec -n 4 bench_pipe [--steps K] [--microbatches M] [--hidden H]
+ *                           [--svg-dir DIR]   (measured and simulated timelines)
+ */
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ladle.h"
+
+#define BLOCKS 4
+#define NL (2 * BLOCKS)
+
+static int me, world, steps = 12, m = 8, hidden = 256, mb = 128;
+
+/* the width into block i (and out of the last) */
+static int64_t width(int i)
+{
+    int64_t w[BLOCKS + 1] = {hidden, hidden, hidden, 3 * hidden, hidden / 3};
+    return w[i];
+}
+static const char *svg_dir;
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench_pipe [rank %d]: %s: %s\n", me, what, ladle_error_message());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+#define CHECK(expr)                                                                        \
+    do {                                                                                   \
+        if ((expr) != LADLE_OK)                                                            \
+            die(#expr);                                                                    \
+    } while (0)
+
+/* Layer i: even ones linear, odd ones ReLU. */
+static ladle_op *make_layer(int i)
+{
+    int64_t xs[2] = {mb, width(i / 2)}, ys[2] = {mb, width(i / 2 + 1)};
+    ladle_op *op = NULL;
+    if (i % 2 == 0)
+        CHECK(ladle_linear_create(2, xs, ys[1], 1, LADLE_F32, 10 + (uint64_t)i, &op));
+    else
+        CHECK(ladle_activation_create(LADLE_RELU, 0, 2, ys, LADLE_F32, &op));
+    return op;
+}
+
+/* Forward, input-gradient and weight-gradient seconds of each layer. */
+static void profile(double f[NL], double b[NL], double w[NL])
+{
+    for (int i = 0; i < NL; i++) {
+        ladle_op *op = make_layer(i);
+        ladle_ctx *ctx = NULL;
+        int64_t xs[2] = {mb, width(i / 2)}, ys[2] = {mb, width(i / 2 + 1)};
+        if (i % 2)
+            xs[1] = ys[1];
+        ladle_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL;
+        CHECK(ladle_tensor_create(LADLE_F32, 2, xs, &x));
+        CHECK(ladle_tensor_create(LADLE_F32, 2, ys, &y));
+        CHECK(ladle_tensor_create(LADLE_F32, 2, ys, &dy));
+        CHECK(ladle_tensor_create(LADLE_F32, 2, xs, &dx));
+        CHECK(ladle_tensor_fill_random(x, 1, 0));
+        CHECK(ladle_tensor_fill_random(dy, 2, 0));
+        CHECK(ladle_ctx_create(op, &ctx));
+        double t[3][31];
+        for (int r = 0; r < 31; r++) {
+            double t0 = MPI_Wtime();
+            CHECK(ladle_layer_forward(op, ctx, x, y));
+            double t1 = MPI_Wtime();
+            CHECK(ladle_layer_backward(op, ctx, dy, dx));
+            double t2 = MPI_Wtime();
+            CHECK(ladle_layer_backward_weight(op, ctx, dy));
+            double t3 = MPI_Wtime();
+            t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2;
+        }
+        f[i] = median(t[0], 31), b[i] = median(t[1], 31), w[i] = median(t[2], 31);
+        ladle_ctx_destroy(&ctx);
+        ladle_op_destroy(&op);
+        ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+        ladle_tensor_destroy(&dy), ladle_tensor_destroy(&dx);
+    }
+}
+
+typedef struct result {
+    double ms, sim_ms, bubble, sim_bubble; /* the profiled costs' prediction */
+    double rsim_ms, rsim_bubble;          /* replayed with the run's own durations */
+} result;
+
+/* Replay the schedule with the mean duration of each (stage, kind) in the
+ * measured events: what the schedule's order alone explains of the run. */
+static void replay(const ladle_pipe_schedule *s, int n, const ladle_pipe_event *ev,
+                   double *ms, double *bubble)
+{
+    double sum[3][64] = {{0}}, cnt[3][64] = {{0}};
+    for (int i = 0; i < n; i++)
+        if (ev[i].action.kind <= LADLE_PIPE_W) {
+            sum[ev[i].action.kind][ev[i].action.stage] += ev[i].end - ev[i].start;
+            cnt[ev[i].action.kind][ev[i].action.stage] += 1;
+        }
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 64; j++)
+            sum[k][j] = cnt[k][j] > 0 ? sum[k][j] / cnt[k][j] : 0;
+    ladle_pipe_costs c = {sum[0], sum[1], sum[2], NULL, NULL, NULL, NULL};
+    ladle_pipe_sim sim;
+    CHECK(ladle_pipe_simulate(s, &c, &sim));
+    *ms = 1e3 * sim.makespan;
+    *bubble = sim.bubble;
+    ladle_pipe_sim_free(&sim);
+}
+
+static void write_svg(const char *name, const char *title, int W, int n,
+                      const ladle_pipe_event *ev)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.svg", svg_dir, name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL || ladle_pipe_write_svg(f, title, W, n, ev) != LADLE_OK)
+        fprintf(stderr, "bench_pipe: cannot write %s\n", path);
+    if (f)
+        fclose(f);
+}
+
+/* Run schedule s with stage j = layers first[j] .. first[j+1]-1. */
+static result run(const char *name, ladle_pipe_schedule *s, const int *first,
+                  const ladle_pipe_costs *costs)
+{
+    result res = {0, 0, 0, 0, 0, 0};
+    int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
+    int shape[1] = {W};
+    ladle_partition *p = NULL;
+    CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, shape, NULL, &p));
+    int w = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_pipe_stage held[8];
+    ladle_op *ops[8][NL];
+    int nheld = 0, last = 0;
+    for (int j = 0; w >= 0 && j < S; j++)
+        for (int q = 0; q < ladle_pipe_schedule_replicas(s, j); q++)
+            if (ladle_pipe_schedule_worker(s, j, q) == w) {
+                held[nheld].stage = j;
+                held[nheld].n = first[j + 1] - first[j];
+                for (int i = first[j]; i < first[j + 1]; i++)
+                    ops[nheld][i - first[j]] = make_layer(i);
+                held[nheld].layers = ops[nheld];
+                last |= j == S - 1;
+                nheld++;
+            }
+    ladle_op *loss = NULL;
+    int64_t ys[2] = {mb, width(BLOCKS)}, all[2] = {(int64_t)m * mb, width(0)},
+            yall[2] = {(int64_t)m * mb, width(BLOCKS)};
+    if (last)
+        CHECK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F32, &loss));
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
+    ladle_pipeline *pl = NULL;
+    CHECK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
+    ladle_tensor *x = NULL, *y = NULL;
+    CHECK(ladle_tensor_create(LADLE_F32, 2, all, &x));
+    CHECK(ladle_tensor_create(LADLE_F32, 2, yall, &y));
+    CHECK(ladle_tensor_fill_random(x, 3, 0));
+    CHECK(ladle_tensor_fill_random(y, 4, 0));
+    double *times = calloc((size_t)steps, sizeof(double));
+    double *bubbles = calloc((size_t)steps, sizeof(double));
+    double *rms = calloc((size_t)steps, sizeof(double)), *rbub = calloc((size_t)steps, sizeof(double));
+    for (int t = -2; t < steps; t++) {
+        double t0 = MPI_Wtime();
+        CHECK(ladle_pipeline_step(pl, x, y, NULL));
+        double dt = MPI_Wtime() - t0;
+        int n = 0;
+        ladle_pipe_event *ev = NULL;
+        CHECK(ladle_pipeline_gather_events(pl, &n, &ev));
+        if (t >= 0 && w == 0) {
+            times[t] = dt;
+            bubbles[t] = ladle_pipe_events_bubble(W, n, ev);
+            replay(s, n, ev, &rms[t], &rbub[t]);
+            if (svg_dir && t == steps - 1) {
+                char title[160], file[96];
+                snprintf(title, sizeof title, "%s, measured on %d ranks: %.2f ms, bubble %.0f%%",
+                         name, W, 1e3 * dt, 100 * bubbles[t]);
+                snprintf(file, sizeof file, "pipeline_%s_measured", name);
+                write_svg(file, title, W, n, ev);
+            }
+        }
+        ladle_pipe_events_free(ev);
+    }
+    if (w == 0) {
+        res.ms = 1e3 * median(times, steps);
+        res.bubble = median(bubbles, steps);
+        res.rsim_ms = median(rms, steps);
+        res.rsim_bubble = median(rbub, steps);
+        ladle_pipe_sim sim;
+        CHECK(ladle_pipe_simulate(s, costs, &sim));
+        res.sim_ms = 1e3 * sim.makespan;
+        res.sim_bubble = sim.bubble;
+        if (svg_dir) {
+            char title[160], file[96];
+            snprintf(title, sizeof title, "%s, simulated: %.2f ms, bubble %.0f%%", name,
+                     res.sim_ms, 100 * sim.bubble);
+            snprintf(file, sizeof file, "pipeline_%s_simulated", name);
+            write_svg(file, title, W, sim.nevents, sim.events);
+        }
+        ladle_pipe_sim_free(&sim);
+    }
+    MPI_Bcast(&res, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    free(times), free(bubbles), free(rms), free(rbub);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+    CHECK(ladle_pipeline_destroy(&pl));
+    ladle_partition_destroy(&p);
+    return res;
+}
+
+/* Per-stage costs of a split from the per-layer ones. */
+static void stage_costs(int S, const int *first, const double *f, const double *b,
+                        const double *w, double *sf, double *sb, double *sw)
+{
+    for (int j = 0; j < S; j++) {
+        sf[j] = sb[j] = sw[j] = 0;
+        for (int i = first[j]; i < first[j + 1]; i++)
+            sf[j] += f[i], sb[j] += b[i], sw[j] += w[i];
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--steps"))
+            steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--microbatches"))
+            m = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--hidden"))
+            hidden = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--svg-dir"))
+            svg_dir = argv[i + 1];
+    }
+    if (world != 4 && world != 2) {
+        if (me == 0)
+            printf("bench_pipe: runs on 2 or 4 ranks (got %d); skipped\n", world);
+        MPI_Finalize();
+        return 0;
+    }
+    double f[NL], b[NL], w[NL];
+    if (me == 0)
+        profile(f, b, w);
+    MPI_Bcast(f, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(b, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(w, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+    /* the unequal pipeline: one block per stage; on 2 ranks (one per core,
+     * where the measurement can be compared with the simulator) the best
+     * 2-stage cut */
+    int first4[5] = {0, 2, 4, 6, 8}, P = world;
+    if (P == 2) {
+        ladle_pipe_plan two;
+        CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, 2, 2, 2, &two));
+        for (int j = 0; j <= 2; j++)
+            first4[j] = two.first[j];
+    }
+    double sf[8], sb[8], sw[8];
+    stage_costs(P, first4, f, b, w, sf, sb, sw);
+    ladle_pipe_costs c4 = {sf, sb, sw, NULL, NULL, NULL, NULL};
+    if (me == 0) {
+        printf("bench_pipe: %d ranks, %d microbatches of %d rows, widths %lld %lld %lld %lld %lld "
+               "(f32), %d timed steps\n",
+               P, m, mb, (long long)width(0), (long long)width(1), (long long)width(2),
+               (long long)width(3), (long long)width(4), steps);
+        printf("stage costs (ms, f+b+w):");
+        for (int j = 0; j < P; j++)
+            printf(" %.3f", 1e3 * (sf[j] + sb[j] + sw[j]));
+        printf("\n");
+    }
+    static const int styles[3] = {LADLE_PIPE_GPIPE, LADLE_PIPE_1F1B, LADLE_PIPE_ZBH1};
+    result r[4];
+    const char *names[4] = {"gpipe", "1f1b", "zbh1", "hybrid"};
+    for (int k = 0; k < 3; k++) {
+        ladle_pipe_schedule *s = NULL;
+        CHECK(ladle_pipe_schedule_generate(styles[k], P, NULL, 1, m, &c4, &s));
+        r[k] = run(names[k], s, first4, &c4);
+        ladle_pipe_schedule_destroy(&s);
+    }
+    int rows = 3;
+    /* the planner's layout: at least 3 stages (a pipeline, not pure data
+     * parallelism), all 4 workers */
+    ladle_pipe_plan plan;
+    if (P == 2)
+        goto report;
+    rows = 4;
+    CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, 4, 3, 0, &plan));
+    stage_costs(plan.stages, plan.first, f, b, w, sf, sb, sw);
+    ladle_pipe_costs ch = {sf, sb, sw, NULL, NULL, NULL, NULL};
+    ladle_pipe_schedule *s = NULL;
+    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_HYBRID, plan.stages, plan.replicas, 1, m, &ch,
+                                       &s));
+    r[3] = run(names[3], s, plan.first, &ch);
+    ladle_pipe_schedule_destroy(&s);
+    if (me == 0) {
+        printf("planner: %d stages (layers", plan.stages);
+        for (int j = 0; j <= plan.stages; j++)
+            printf(" %d", plan.first[j]);
+        printf("), replicas");
+        for (int j = 0; j < plan.stages; j++)
+            printf(" %d", plan.replicas[j]);
+        printf("; predicted %.3f ms per microbatch, the best plain pipeline %.3f\n",
+               1e3 * plan.slowest, 1e3 * plan.plain_slowest);
+    }
+report:
+    if (me == 0) {
+        printf("(sim: the profiled costs; replay: the run's own mean durations)\n");
+        printf("%-8s %9s %9s %8s %7s %8s %8s %8s %9s %8s\n", "schedule", "ms/step", "images/s",
+               "vs 1F1B", "bubble", "sim ms", "sim bub", "sim/1F1B", "replay ms", "rep bub");
+        for (int k = 0; k < rows; k++)
+            printf("%-8s %9.3f %9.0f %8.2f %7.3f %8.3f %8.3f %8.2f %9.3f %8.3f\n", names[k],
+                   r[k].ms, m * mb / (r[k].ms * 1e-3), r[1].ms / r[k].ms, r[k].bubble,
+                   r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms, r[k].rsim_ms,
+                   r[k].rsim_bubble);
+    }
+    MPI_Finalize();
+    return 0;
+}
