@@ -298,12 +298,14 @@ START_TEST(bad_input)
         LT_ASSERT(me < 0 || st == LADLE_ERR_ARG || st == LADLE_ERR_REMOTE, "%s",
                   ladle_status_name(st));
         ladle_error_clear();
+        ladle_pipeline_destroy(&pl); /* the inactive ranks' */
         /* stage 1 takes the wrong width: layers 5.. (width 5) after a stage of width 6 */
         ladle_op *loss = me == 1 ? make_loss() : NULL;
         ladle_pipe_stage bad = {me, me == 1 ? 3 : 4, me == 1 ? ops + 5 : ops};
         st = ladle_pipeline_create(p, s, me >= 0, &bad, loss, &od, &pl);
         LT_ASSERT(me < 0 || st == LADLE_ERR_SHAPE, "%s", ladle_status_name(st));
         ladle_error_clear();
+        ladle_pipeline_destroy(&pl);
         /* a valid pipeline, then a batch of the wrong size on rank 0 */
         held.n = 4;
         st = ladle_pipeline_create(p, s, me >= 0, &held, loss, &od, &pl);
