@@ -233,3 +233,11 @@ fail:
     ladle_layout_destroy(&lx);
     return st;
 }
+
+ladle_status ladle__dist_loss_local(const ladle_op *op, ladle_op **local)
+{
+    if (op == NULL || op->vt != &dloss_vt)
+        return ladle__raise(LADLE_ERR_ARG, "ladle__dist_loss_local", "not a distributed loss");
+    *local = ((const distloss *)op->impl)->local;
+    return LADLE_OK;
+}

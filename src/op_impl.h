@@ -134,6 +134,9 @@ ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_
 /* A loss whose mean divides by `count` instead of its own input's count
  * (a distributed loss: the global count). */
 ladle_status ladle__loss_set_divisor(ladle_op *op, double count);
+/* A distributed loss's sequential loss on this rank's block (NULL outside
+ * its partition). */
+ladle_status ladle__dist_loss_local(const ladle_op *op, ladle_op **local);
 /* The target a sequential loss takes for its full input: dtype and shape,
  * and its reduction (LADLE_REDUCE_*). */
 ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndim,

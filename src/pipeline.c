@@ -1,15 +1,24 @@
 /* The pipeline executor: one schedule's actions run in order on each worker,
  * with per-microbatch slots planned at creation (see ladle/pipeline.h).
  *
- * A stage boundary is a send between two workers: the forward sends the
- * stage's output, the backward its adjoint, the input gradient, back along
- * the recorded route. Sends are nonblocking and receives wait, as the
- * validator assumes. A slot's output must stay until its weight gradient
- * anyway, so it is sent from where it lies; input gradients get one buffer
- * per microbatch, so no send ever has to finish before the step ends. */
+ * A worker is a partition; its ranks run the same list, so a stage may be a
+ * chain of distributed layers. A stage boundary is a repartition between the
+ * two stages' layouts on disjoint partitions: every rank of the sending
+ * replica sends each rank of the receiving one the intersection of their
+ * boxes, and the backward sends the adjoint, the input gradient, back along
+ * the recorded route. The boxes of every stage replica are shared once at
+ * creation, so each rank plans its own messages. Sends are nonblocking and
+ * receives wait, as the validator assumes. A slot's output must stay until
+ * its weight gradient anyway, so it is sent from where it lies (or from its
+ * staging copy); input gradients get buffers per microbatch, so no send ever
+ * has to finish before the step ends. */
 #include <string.h>
 
+#include "dist.h"
 #include "pipeline_impl.h"
+
+#define BOX_E 32 /* per rank: in offset, in shape, out offset, out shape */
+#define BOX_H 19 /* per stage replica: in ndim, out ndim, dtype, global shapes */
 
 static int64_t numel_of(int ndim, const int64_t *shape)
 {
@@ -17,6 +26,13 @@ static int64_t numel_of(int ndim, const int64_t *shape)
     for (int d = 0; d < ndim; d++)
         n *= shape[d];
     return n;
+}
+
+static void free_route(route *r, int m)
+{
+    for (int k = 0; r && k < m; k++)
+        ladle__free(r[k].p);
+    ladle__free(r);
 }
 
 static void free_slot(slot *s, int n)
@@ -33,22 +49,29 @@ static void free_slot(slot *s, int n)
     }
     ladle_ctx_destroy(&s->lctx);
     ladle__free(s->y), ladle__free(s->dy), ladle__free(s->ctx);
+    ladle__free(s->xin), ladle__free(s->yout), ladle__free(s->dyin), ladle__free(s->sent);
 }
 
 static void free_held(held *h, int m, int own)
 {
     for (int i = 0; h->slots && i < h->nslots; i++)
         free_slot(&h->slots[i], h->n);
-    for (int k = 0; h->dxbuf && k < m; k++)
-        ladle_tensor_destroy(&h->dxbuf[k]);
+    for (int k = 0; k < m; k++) {
+        if (h->dxbuf)
+            ladle_tensor_destroy(&h->dxbuf[k]);
+        if (h->dxpack)
+            ladle__free(h->dxpack[k]);
+    }
     for (int i = 0; own && h->layers && i < h->n; i++)
         ladle_op_destroy(&h->layers[i]);
+    free_route(h->fsend, m), free_route(h->frecv, m);
+    free_route(h->bsend, m), free_route(h->brecv, m);
     ladle_optimizer_destroy(&h->opt);
     ladle_op_destroy(&h->reduce);
     ladle_partition_destroy(&h->p_rep);
     ladle_tensor_destroy(&h->gbuf);
     ladle__free(h->slots), ladle__free(h->slot_of), ladle__free(h->dxbuf);
-    ladle__free(h->dxsent), ladle__free(h->layers);
+    ladle__free(h->dxpack), ladle__free(h->dxsent), ladle__free(h->layers);
 }
 
 static void free_pipeline(ladle_pipeline *pl, int own)
@@ -62,9 +85,11 @@ static void free_pipeline(ladle_pipeline *pl, int own)
     ladle_tensor_destroy(&pl->lossval);
     ladle_tensor_destroy(&pl->dloss);
     ladle_pipe_schedule_destroy(&pl->sched);
+    ladle_partition_destroy(&pl->p_all);
     if (pl->comm != MPI_COMM_NULL)
         MPI_Comm_free(&pl->comm);
     ladle__free(pl->held), ladle__free(pl->by_stage), ladle__free(pl->events);
+    ladle__free(pl->reqs);
     ladle__free(pl);
 }
 
@@ -105,9 +130,10 @@ static int slots_needed(const ladle_pipe_schedule *s, int w, int j)
     return most;
 }
 
-/* This rank's checks: the held stages are those the schedule places here,
- * their chains fit, and the loss sits with the last stage. */
-static ladle_status check_held(const ladle_pipe_schedule *s, int w, int nheld,
+/* This rank's checks: the held stages are those the schedule places on its
+ * worker, their chains fit, multi-rank stages start and end with
+ * distributed layers, and the loss sits with the last stage. */
+static ladle_status check_held(const ladle_pipe_schedule *s, int w, int wsize, int nheld,
                                const ladle_pipe_stage held[], const ladle_op *loss)
 {
     ladle_status st = LADLE_OK;
@@ -123,6 +149,11 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int nheld,
                 LADLE_CHECK(found == 1, LADLE_ERR_ARG,
                             "worker %d holds stage %d in the schedule, but passed it %d times",
                             w, j, found);
+                LADLE_CHECK(wsize == 1 || j == 0 || ladle__pipe_owner(s, j - 1, q) != w,
+                            LADLE_ERR_UNSUPPORTED,
+                            "worker %d (%d ranks) holds consecutive stages %d and %d: only "
+                            "one-rank workers hand over locally",
+                            w, wsize, j - 1, j);
             }
     LADLE_CHECK(nheld == want, LADLE_ERR_ARG,
                 "worker %d passed %d stages; the schedule places %d on it", w, nheld, want);
@@ -132,8 +163,8 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int nheld,
                     g->stage);
         for (int i = 0; i < g->n; i++) {
             const ladle_op *op = g->layers[i];
-            LADLE_CHECK(op != NULL && op->layer && op->x_layout == NULL, LADLE_ERR_ARG,
-                        "layer %d of stage %d is not a sequential layer", i, g->stage);
+            LADLE_CHECK(op != NULL && op->layer, LADLE_ERR_ARG,
+                        "layer %d of stage %d is not a layer", i, g->stage);
             LADLE_CHECK(op->dtype == g->layers[0]->dtype, LADLE_ERR_DTYPE,
                         "layer %d of stage %d is %s, layer 0 %s", i, g->stage,
                         ladle_dtype_name(op->dtype), ladle_dtype_name(g->layers[0]->dtype));
@@ -143,60 +174,294 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int nheld,
             int same = p->y_ndim == op->x_ndim;
             for (int d = 0; same && d < p->y_ndim; d++)
                 same = p->y_shape[d] == op->x_shape[d];
-            LADLE_CHECK(same, LADLE_ERR_SHAPE, "stage %d: layer %d's output is not layer %d's input",
+            LADLE_CHECK(same, LADLE_ERR_SHAPE,
+                        "stage %d: layer %d's output is not layer %d's input on this rank",
                         g->stage, i - 1, i);
         }
+        LADLE_CHECK(wsize == 1 || (g->layers[0]->x_layout && g->layers[g->n - 1]->y_layout),
+                    LADLE_ERR_ARG,
+                    "stage %d runs on %d ranks: its first and last layers must be "
+                    "distributed (their layouts place its input and output)",
+                    g->stage, wsize);
     }
     LADLE_CHECK(last_here == (loss != NULL), LADLE_ERR_ARG,
                 last_here ? "worker %d holds the last stage but passed no loss"
                           : "worker %d passed a loss but does not hold the last stage",
                 w);
+    LADLE_CHECK(loss == NULL || wsize == 1 || loss->x_layout != NULL, LADLE_ERR_ARG,
+                "the last stage runs on %d ranks: its loss must be distributed", wsize);
 fail:
+    return st;
+}
+
+/* ---- the boxes of every stage replica ------------------------------------ */
+
+/* This rank's box of an op's input (x) or output: its layout's box, or the
+ * whole local tensor for a sequential layer. */
+static void own_box(const ladle_op *op, int out, int64_t *off, int64_t *shape)
+{
+    const ladle_layout *l = out ? op->y_layout : op->x_layout;
+    int nd = out ? op->y_ndim : op->x_ndim;
+    if (l != NULL) {
+        ladle_layout_box(l, LADLE_SELF, off, shape);
+        return;
+    }
+    for (int d = 0; d < nd; d++) {
+        off[d] = 0;
+        shape[d] = out ? op->y_shape[d] : op->x_shape[d];
+    }
+}
+
+static int64_t table_at(const ladle_pipe_schedule *s, ladle_partition *const *workers, int e)
+{
+    int64_t at = 0;
+    for (int f = 0; f < e; f++)
+        at += BOX_H + (int64_t)BOX_E * workers[s->placement[f]]->size;
+    return at;
+}
+
+/* Every rank writes its own boxes, the maximum fills the table everywhere. */
+static ladle_status share_boxes(ladle_pipeline *pl, ladle_partition *const *workers, int nheld,
+                                const ladle_pipe_stage held[], int64_t **out)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_pipe_schedule *s = pl->sched;
+    int nrep = s->rep_first[s->stages];
+    int64_t size = table_at(s, workers, nrep);
+    int64_t *t = ladle__calloc((size_t)size + 1, sizeof(int64_t));
+    LADLE_CHECK(t != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int64_t i = 0; i < size; i++)
+        t[i] = -1;
+    for (int h = 0; h < nheld; h++) {
+        int j = held[h].stage, e = s->rep_first[j] + pl->held[h].replica;
+        const ladle_op *a = held[h].layers[0], *b = held[h].layers[held[h].n - 1];
+        int64_t *head = t + table_at(s, workers, e), *mine = head + BOX_H + BOX_E * pl->wrank;
+        head[0] = a->x_ndim, head[1] = b->y_ndim, head[2] = a->dtype;
+        for (int d = 0; d < LADLE_MAX_NDIM; d++) {
+            head[3 + d] = d < a->x_ndim ? (a->x_layout ? ladle_layout_global_shape(a->x_layout)[d]
+                                                       : a->x_shape[d])
+                                        : 0;
+            head[11 + d] = d < b->y_ndim ? (b->y_layout ? ladle_layout_global_shape(b->y_layout)[d]
+                                                        : b->y_shape[d])
+                                         : 0;
+        }
+        own_box(a, 0, mine, mine + 8);
+        own_box(b, 1, mine + 16, mine + 24);
+        memcpy(pl->held[h].in_off, mine, sizeof(int64_t) * LADLE_MAX_NDIM);
+        memcpy(pl->held[h].in_shape, mine + 8, sizeof(int64_t) * LADLE_MAX_NDIM);
+        memcpy(pl->held[h].out_off, mine + 16, sizeof(int64_t) * LADLE_MAX_NDIM);
+        memcpy(pl->held[h].out_shape, mine + 24, sizeof(int64_t) * LADLE_MAX_NDIM);
+        pl->held[h].in_nd = a->x_ndim;
+        pl->held[h].out_nd = b->y_ndim;
+    }
+    LADLE_CHECK(size < INT32_MAX, LADLE_ERR_ARG, "too many stage replicas");
+    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, t, (int)size, MPI_INT64_T, MPI_MAX, pl->comm));
+    *out = t;
+    t = NULL;
+fail:
+    ladle__free(t);
     return st;
 }
 
 /* Stage boundaries: stage j's output and stage j+1's input have the same
- * size and dtype on every replica. */
-static ladle_status check_boundaries(ladle_pipeline *pl, int nheld, const ladle_pipe_stage held[],
-                                     ladle_status local)
+ * global shape and dtype on every replica. */
+static ladle_status check_boundaries(const ladle_pipe_schedule *s,
+                                     ladle_partition *const *workers, const int64_t *t)
 {
     ladle_status st = LADLE_OK;
-    int S = pl->sched->stages;
-    int64_t *lo = ladle__calloc((size_t)(4 * S), sizeof(int64_t));
-    int64_t *hi = ladle__calloc((size_t)(4 * S), sizeof(int64_t));
-    LADLE_CHECK(lo && hi, LADLE_ERR_ALLOC, "out of memory");
-    for (int i = 0; i < 4 * S; i++)
-        lo[i] = INT64_MAX, hi[i] = -1;
-    for (int h = 0; local == LADLE_OK && h < nheld; h++) {
-        const ladle_op *a = held[h].layers[0], *b = held[h].layers[held[h].n - 1];
-        int j = held[h].stage;
-        int64_t v[4] = {numel_of(a->x_ndim, a->x_shape), numel_of(b->y_ndim, b->y_shape),
-                        a->dtype, a->x_shape[0]};
-        for (int i = 0; i < 4; i++)
-            lo[4 * j + i] = hi[4 * j + i] = v[i];
-    }
-    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, lo, 4 * S, MPI_INT64_T, MPI_MIN, pl->comm));
-    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, hi, 4 * S, MPI_INT64_T, MPI_MAX, pl->comm));
-    for (int j = 0; local == LADLE_OK && j < S; j++) {
-        for (int i = 0; i < 4; i++)
-            LADLE_CHECK(lo[4 * j + i] == hi[4 * j + i], LADLE_ERR_SHAPE,
-                        "the replicas of stage %d differ in their %s", j,
-                        i == 0 ? "input size" : i == 1 ? "output size" : i == 2 ? "dtype" : "batch");
-        if (j + 1 < S) {
-            LADLE_CHECK(hi[4 * j + 1] == hi[4 * (j + 1)], LADLE_ERR_SHAPE,
-                        "stage %d gives %lld elements per microbatch, stage %d takes %lld", j,
-                        (long long)hi[4 * j + 1], j + 1, (long long)hi[4 * (j + 1)]);
-            LADLE_CHECK(hi[4 * j + 2] == hi[4 * (j + 1) + 2], LADLE_ERR_DTYPE,
-                        "stages %d and %d have different dtypes", j, j + 1);
-        }
-    }
+    char a[128], b[128];
+    for (int j = 0; j + 1 < s->stages; j++)
+        for (int q = 0; q < s->replicas[j]; q++)
+            for (int r = 0; r < s->replicas[j + 1]; r++) {
+                const int64_t *x = t + table_at(s, workers, s->rep_first[j] + q);
+                const int64_t *y = t + table_at(s, workers, s->rep_first[j + 1] + r);
+                int same = x[1] == y[0] && x[2] == y[2];
+                for (int d = 0; same && d < x[1]; d++)
+                    same = x[11 + d] == y[3 + d];
+                LADLE_CHECK(same, LADLE_ERR_SHAPE,
+                            "stage %d gives %s (%s), stage %d takes %s (%s)", j,
+                            ladle__fmt_shape64(a, sizeof a, (int)x[1], x + 11),
+                            ladle_dtype_name((ladle_dtype)x[2]), j + 1,
+                            ladle__fmt_shape64(b, sizeof b, (int)y[0], y + 3),
+                            ladle_dtype_name((ladle_dtype)y[2]));
+            }
 fail:
-    ladle__free(lo), ladle__free(hi);
     return st;
 }
 
-/* Plan one held stage: its slots, input-gradient buffers, optimizer and
- * (for a replicated stage) the gradient reduction. */
+/* The rank of p (the pipeline's communicator) of a root rank, or -1. */
+static int rank_of_root(const ladle_partition *p, int root_rank)
+{
+    for (int r = 0; r < p->size; r++)
+        if (p->ranks[r] == root_rank)
+            return r;
+    return -1;
+}
+
+/* The pieces between this rank's box (off, shape; local coordinates for the
+ * pieces) and the boxes of the ranks of worker w in the table (the input
+ * boxes, other_out 0, or the output boxes). */
+static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *workers,
+                               const int64_t *t, int e, int other_out, int nd,
+                               const int64_t *off, const int64_t *shape, route *r)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_partition *pw = workers[pl->sched->placement[e]];
+    const int64_t *base = t + table_at(pl->sched, workers, e) + BOX_H;
+    r->p = ladle__calloc((size_t)pw->size + 1, sizeof(piece));
+    LADLE_CHECK(r->p != NULL, LADLE_ERR_ALLOC, "out of memory");
+    int64_t at = 0, mine = numel_of(nd, shape);
+    for (int i = 0; i < pw->size; i++) {
+        const int64_t *o = base + BOX_E * i + (other_out ? 16 : 0), *sh = o + 8;
+        piece pc;
+        int64_t count = 1;
+        for (int d = 0; d < nd; d++) {
+            int64_t lo = off[d] > o[d] ? off[d] : o[d];
+            int64_t hi = off[d] + shape[d] < o[d] + sh[d] ? off[d] + shape[d] : o[d] + sh[d];
+            pc.lo[d] = lo - off[d];
+            pc.ext[d] = hi > lo ? hi - lo : 0;
+            count *= pc.ext[d];
+        }
+        if (count == 0)
+            continue;
+        pc.peer = rank_of_root(pl->p_all, pw->ranks[i]);
+        pc.count = count;
+        pc.at = at;
+        at += count;
+        r->p[r->n++] = pc;
+    }
+    r->whole = r->n == 1 && r->p[0].count == mine;
+    pl->maxpeers = r->n > pl->maxpeers ? r->n : pl->maxpeers;
+fail:
+    return st;
+}
+
+/* The four routes of every microbatch this rank's stage h handles. */
+static ladle_status plan_routes(ladle_pipeline *pl, ladle_partition *const *workers,
+                                const int64_t *t, held *h)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_pipe_schedule *s = pl->sched;
+    int j = h->stage, m = s->m;
+    h->fsend = ladle__calloc((size_t)m, sizeof(route));
+    h->frecv = ladle__calloc((size_t)m, sizeof(route));
+    h->bsend = ladle__calloc((size_t)m, sizeof(route));
+    h->brecv = ladle__calloc((size_t)m, sizeof(route));
+    LADLE_CHECK(h->fsend && h->frecv && h->bsend && h->brecv, LADLE_ERR_ALLOC, "out of memory");
+    for (int k = 0; k < m; k++) {
+        if (ladle__pipe_owner(s, j, k) != pl->worker)
+            continue;
+        if (j + 1 < s->stages && ladle__pipe_owner(s, j + 1, k) != pl->worker) {
+            int e = s->rep_first[j + 1] + k % s->replicas[j + 1];
+            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape,
+                                  &h->fsend[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape,
+                                  &h->brecv[k]));
+        }
+        if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker) {
+            int e = s->rep_first[j - 1] + k % s->replicas[j - 1];
+            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape,
+                                  &h->frecv[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape,
+                                  &h->bsend[k]));
+        }
+    }
+fail:
+    return st;
+}
+
+/* ---- slots, the target, reductions ------------------------------------- */
+
+/* The last stage's target block: its dtype, this rank's box in the
+ * microbatch's target, and the loss's reduction. */
+static ladle_status plan_target(ladle_pipeline *pl, held *h, ladle_dtype *tdt)
+{
+    ladle_status st = LADLE_OK;
+    int red, nd;
+    int64_t shape[LADLE_MAX_NDIM], xoff[LADLE_MAX_NDIM], xsh[LADLE_MAX_NDIM];
+    pl->loss_local = pl->loss;
+    if (pl->loss->x_layout != NULL)
+        LADLE_CALL(ladle__dist_loss_local(pl->loss, &pl->loss_local));
+    if (pl->loss_local == NULL) { /* a rank of the worker outside the loss's partition */
+        *tdt = LADLE_F64;
+        h->tgt_nd = 0;
+        return LADLE_OK;
+    }
+    LADLE_CALL(ladle__loss_target(pl->loss_local, tdt, &nd, shape, &red));
+    pl->mean = red == LADLE_REDUCE_MEAN;
+    own_box(pl->loss, 0, xoff, xsh);
+    /* the target's dimensions are the input's, without the classes for labels */
+    int classify = nd < pl->loss->x_ndim;
+    h->tgt_nd = nd;
+    int whole = 1;
+    for (int d = 0, e = 0; d < pl->loss->x_ndim; d++) {
+        if (classify && d == 1)
+            continue;
+        int64_t glob = pl->loss->x_layout ? ladle_layout_global_shape(pl->loss->x_layout)[d]
+                                          : pl->loss->x_shape[d];
+        h->tgt_off[e] = xoff[d];
+        h->tgt_shape[e] = shape[e];
+        pl->tgt_glob[e] = glob;
+        whole &= xoff[d] == 0 && shape[e] == glob;
+        e++;
+    }
+    pl->tgt_mb_rows = pl->tgt_glob[0];
+    h->tgt_view = whole;
+    /* one rank per replica of the last stage counts its losses */
+    pl->loss_counts = pl->loss->x_layout == NULL ||
+                      ladle_partition_rank(ladle_layout_partition(pl->loss->x_layout)) == 0;
+fail:
+    return st;
+}
+
+static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stage *g, slot *sl,
+                              int last)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dtype dt = g->layers[0]->dtype;
+    const ladle_op *first = g->layers[0];
+    sl->mb = -1;
+    sl->y = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
+    sl->dy = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
+    sl->ctx = ladle__calloc((size_t)g->n, sizeof(ladle_ctx *));
+    sl->sent = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
+    LADLE_CHECK(sl->y && sl->dy && sl->ctx && sl->sent, LADLE_ERR_ALLOC, "out of memory");
+    for (int l = 0; l < g->n; l++) {
+        const ladle_op *op = g->layers[l];
+        LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->y[l]));
+        LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->dy[l]));
+        LADLE_CALL(ladle_ctx_create(op, &sl->ctx[l]));
+    }
+    /* views of the caller's batch point at a placeholder until each step */
+    void *placeholder = sl->y[0]->data;
+    if (h->x_view)
+        LADLE_CALL(ladle_tensor_wrap(dt, LADLE_CPU, first->x_ndim, first->x_shape, NULL,
+                                     placeholder, &sl->x));
+    else
+        LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &sl->x));
+    size_t es = ladle_dtype_size(dt);
+    int64_t in = first->x_numel, out = g->layers[g->n - 1]->y_numel;
+    sl->xin = ladle__calloc((size_t)in + 1, es);
+    sl->yout = ladle__calloc((size_t)out + 1, es);
+    sl->dyin = ladle__calloc((size_t)out + 1, es);
+    LADLE_CHECK(sl->xin && sl->yout && sl->dyin, LADLE_ERR_ALLOC, "out of memory");
+    if (last && pl->loss_local != NULL) {
+        ladle_dtype tdt;
+        int tnd, red;
+        int64_t tshape[LADLE_MAX_NDIM];
+        LADLE_CALL(ladle__loss_target(pl->loss_local, &tdt, &tnd, tshape, &red));
+        if (h->tgt_view)
+            LADLE_CALL(ladle_tensor_wrap(tdt, LADLE_CPU, tnd, tshape, NULL, placeholder, &sl->tgt));
+        else
+            LADLE_CALL(ladle_tensor_create(tdt, tnd, tshape, &sl->tgt));
+    }
+    if (last)
+        LADLE_CALL(ladle_ctx_create(pl->loss, &sl->lctx));
+fail:
+    return st;
+}
+
+/* Plan one held stage: its slots, input-gradient buffers and optimizer. */
 static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stage *g,
                               const ladle_optimizer_desc *opt)
 {
@@ -204,63 +469,50 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     const ladle_pipe_schedule *s = pl->sched;
     int j = g->stage, m = s->m, last = j == s->stages - 1;
     ladle_dtype dt = g->layers[0]->dtype;
-    h->stage = j;
-    h->n = g->n;
-    h->layers = ladle__calloc((size_t)g->n, sizeof(ladle_op *));
-    LADLE_CHECK(h->layers != NULL, LADLE_ERR_ALLOC, "out of memory");
-    memcpy(h->layers, g->layers, sizeof(ladle_op *) * (size_t)g->n);
-    for (int q = 0; q < s->replicas[j]; q++)
-        if (s->placement[s->rep_first[j] + q] == pl->worker)
-            h->replica = q;
+    const ladle_op *first = g->layers[0];
     h->nslots = slots_needed(s, pl->worker, j);
     LADLE_CHECK(h->nslots >= 0, LADLE_ERR_ALLOC, "out of memory");
     h->slots = ladle__calloc((size_t)h->nslots + 1, sizeof(slot));
     h->slot_of = ladle__calloc((size_t)m, sizeof(int));
     h->dxbuf = ladle__calloc((size_t)m, sizeof(ladle_tensor *));
-    h->dxsent = ladle__calloc((size_t)m, sizeof(MPI_Request));
-    LADLE_CHECK(h->slots && h->slot_of && h->dxbuf && h->dxsent, LADLE_ERR_ALLOC,
+    h->dxpack = ladle__calloc((size_t)m, sizeof(char *));
+    h->dxsent = ladle__calloc((size_t)m * (size_t)(pl->maxpeers + 1), sizeof(MPI_Request));
+    LADLE_CHECK(h->slots && h->slot_of && h->dxbuf && h->dxpack && h->dxsent, LADLE_ERR_ALLOC,
                 "out of memory");
-    const ladle_op *first = g->layers[0];
+    for (int k = 0; k < m * (pl->maxpeers + 1); k++)
+        h->dxsent[k] = MPI_REQUEST_NULL;
+    /* stage 0 reads the caller's batch in place when this rank's box is a
+     * whole microbatch */
+    int whole = 1;
+    for (int d = 0; d < first->x_ndim; d++)
+        whole &= h->in_off[d] == 0 &&
+                 h->in_shape[d] == (first->x_layout ? ladle_layout_global_shape(first->x_layout)[d]
+                                                    : first->x_shape[d]);
+    h->x_view = j == 0 && whole;
+    for (int d = 0; j == 0 && d < first->x_ndim; d++) {
+        pl->x_glob[d] = first->x_layout ? ladle_layout_global_shape(first->x_layout)[d]
+                                        : first->x_shape[d];
+        pl->x_mb_rows = pl->x_glob[0];
+    }
     for (int k = 0; k < m; k++) {
         h->slot_of[k] = -1;
-        h->dxsent[k] = MPI_REQUEST_NULL;
-        if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker && ladle__pipe_owner(s, j, k) == pl->worker)
+        if (h->bsend[k].n > 0) {
             LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &h->dxbuf[k]));
-    }
-    for (int i = 0; i < h->nslots; i++) {
-        slot *sl = &h->slots[i];
-        sl->mb = -1;
-        sl->sent = MPI_REQUEST_NULL;
-        sl->y = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
-        sl->dy = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
-        sl->ctx = ladle__calloc((size_t)g->n, sizeof(ladle_ctx *));
-        LADLE_CHECK(sl->y && sl->dy && sl->ctx, LADLE_ERR_ALLOC, "out of memory");
-        for (int l = 0; l < g->n; l++) {
-            const ladle_op *op = g->layers[l];
-            LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->y[l]));
-            LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->dy[l]));
-            LADLE_CALL(ladle_ctx_create(op, &sl->ctx[l]));
-        }
-        /* views of the caller's batch point at a placeholder until each step */
-        void *placeholder = sl->y[0]->data;
-        if (j == 0)
-            LADLE_CALL(ladle_tensor_wrap(dt, LADLE_CPU, first->x_ndim, first->x_shape, NULL,
-                                         placeholder, &sl->x));
-        else
-            LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &sl->x));
-        if (last) {
-            ladle_dtype tdt;
-            int tnd, red;
-            int64_t tshape[LADLE_MAX_NDIM];
-            LADLE_CALL(ladle__loss_target(pl->loss, &tdt, &tnd, tshape, &red));
-            LADLE_CALL(ladle_tensor_wrap(tdt, LADLE_CPU, tnd, tshape, NULL, placeholder, &sl->tgt));
-            LADLE_CALL(ladle_ctx_create(pl->loss, &sl->lctx));
-            pl->mean = red == LADLE_REDUCE_MEAN;
-            pl->tgt_mb_bytes = numel_of(tnd, tshape) * (int64_t)ladle_dtype_size(tdt);
+            h->dxpack[k] = ladle__calloc((size_t)first->x_numel + 1, ladle_dtype_size(dt));
+            LADLE_CHECK(h->dxpack[k] != NULL, LADLE_ERR_ALLOC, "out of memory");
+        } else if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker &&
+                   ladle__pipe_owner(s, j, k) == pl->worker) {
+            /* nothing of this rank's box goes anywhere: the gradient still
+             * needs somewhere to land */
+            LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &h->dxbuf[k]));
         }
     }
-    if (j == 0)
-        pl->x_mb_bytes = first->x_numel * (int64_t)ladle_dtype_size(dt);
+    if (last) {
+        ladle_dtype tdt;
+        LADLE_CALL(plan_target(pl, h, &tdt));
+    }
+    for (int i = 0; i < h->nslots; i++)
+        LADLE_CALL(plan_slot(pl, h, g, &h->slots[i], last));
     LADLE_CALL(ladle_optimizer_create(opt, &h->opt));
     for (int l = 0; l < g->n; l++)
         LADLE_CALL(ladle_optimizer_add_op(h->opt, g->layers[l]));
@@ -268,72 +520,122 @@ fail:
     return st;
 }
 
-/* The replica groups of every replicated stage, made on every worker in
- * stage order (creating a sub-partition is collective over the pipeline);
- * the members plan the reduction of their stage's packed gradients. */
-static ladle_status plan_reductions(ladle_pipeline *pl, const ladle_partition *p_pipe)
+/* The replicas of every replicated stage sum their gradients position by
+ * position (rank i of every replica): one all-sum-reduce over the union of
+ * the replicas with a group per position. Made by every pipeline rank in
+ * stage order (unions are collective over their members). */
+static ladle_status plan_reductions(ladle_pipeline *pl, ladle_partition *const *workers)
 {
     ladle_status st = LADLE_OK;
     const ladle_pipe_schedule *s = pl->sched;
+    int *gid = NULL;
+    int64_t *counts = NULL;
     for (int j = 0; j < s->stages; j++) {
         if (s->replicas[j] == 1)
             continue;
-        ladle_partition *p_rep = NULL;
-        int r = s->replicas[j], axis = 0;
-        LADLE_CALL(ladle_partition_create_subset(p_pipe, 1, &r, &s->placement[s->rep_first[j]],
-                                                 &p_rep));
+        ladle_partition *u = NULL;
+        int e0 = s->rep_first[j];
+        LADLE_CALL(ladle_partition_create_union(workers[s->placement[e0]],
+                                                workers[s->placement[e0 + 1]], &u));
+        for (int q = 2; q < s->replicas[j]; q++) {
+            ladle_partition *v = NULL;
+            st = ladle_partition_create_union(u, workers[s->placement[e0 + q]], &v);
+            ladle_partition_destroy(&u);
+            LADLE_CALL(st);
+            u = v;
+        }
         held *h = pl->by_stage[j];
         if (h == NULL) {
-            ladle_partition_destroy(&p_rep);
+            ladle_partition_destroy(&u);
             continue;
         }
-        h->p_rep = p_rep;
+        h->p_rep = u;
         int64_t total = 0;
         for (int l = 0; l < h->n; l++)
             for (int i = 0; i < ladle_op_num_params(h->layers[l]); i++)
                 total += ladle_tensor_numel(ladle_op_grad(h->layers[l], i));
+        gid = ladle__calloc((size_t)u->size, sizeof(int));
+        counts = ladle__calloc((size_t)u->size, sizeof(int64_t));
+        LADLE_CHECK(gid && counts, LADLE_ERR_ALLOC, "out of memory");
+        /* the union lists replica 0's ranks, then replica 1's, ...: the
+         * position is the rank within its replica */
+        for (int r = 0, q = 0, at = 0; r < u->size; r++) {
+            int size = workers[s->placement[e0 + q]]->size;
+            gid[r] = r - at;
+            if (r - at + 1 == size)
+                at += size, q++;
+        }
+        LADLE_MPI(MPI_Allgather(&total, 1, MPI_INT64_T, counts, 1, MPI_INT64_T,
+                                ladle_partition_comm(u)));
         ladle_dtype dt = h->layers[0]->dtype;
-        LADLE_CALL(ladle_all_sum_reduce_create(p_rep, 1, &axis, 1, &total, dt, 0, &h->reduce));
+        LADLE_CALL(ladle__all_sum_reduce_groups(u, gid, counts, dt, 0, &h->reduce));
         LADLE_CALL(ladle_tensor_create(dt, 1, &total, &h->gbuf));
+        ladle__free(gid), ladle__free(counts);
+        gid = NULL, counts = NULL;
     }
+fail:
+    ladle__free(gid), ladle__free(counts);
+    return st;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+/* The union of every worker's ranks: the pipeline's communicator. */
+static ladle_status make_union(int W, ladle_partition *const *workers, ladle_partition **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_partition *u = NULL;
+    LADLE_CALL(ladle_partition_create_union(workers[0], workers[0], &u));
+    for (int w = 1; w < W; w++) {
+        ladle_partition *v = NULL;
+        st = ladle_partition_create_union(u, workers[w], &v);
+        ladle_partition_destroy(&u);
+        LADLE_CALL(st);
+        u = v;
+    }
+    *out = u;
 fail:
     return st;
 }
 
-ladle_status ladle_pipeline_create(const ladle_partition *p_pipe, const ladle_pipe_schedule *sched,
-                                   int nheld, const ladle_pipe_stage held_in[], ladle_op *loss,
-                                   const ladle_optimizer_desc *opt, ladle_pipeline **out)
+static ladle_status create(int W, ladle_partition *const *workers,
+                           const ladle_pipe_schedule *sched, int nheld,
+                           const ladle_pipe_stage held_in[], ladle_op *loss,
+                           const ladle_optimizer_desc *opt, ladle_pipeline **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_pipeline *pl = NULL;
     int agreed = 0;
+    int64_t *table = NULL;
     ladle_pipe_report rep;
     memset(&rep, 0, sizeof rep);
-    LADLE_NOT_NULL(p_pipe);
-    LADLE_NOT_NULL(sched);
-    LADLE_NOT_NULL(opt);
-    LADLE_NOT_NULL(out);
-    LADLE_CHECK(nheld == 0 || held_in != NULL, LADLE_ERR_NULL, "held is NULL");
     pl = ladle__calloc(1, sizeof *pl);
     LADLE_CHECK(pl != NULL, LADLE_ERR_ALLOC, "out of memory");
     pl->comm = MPI_COMM_NULL;
-    pl->worker = -1;
-    if (!ladle_partition_active(p_pipe)) {
+    pl->worker = pl->wrank = -1;
+    LADLE_CALL(make_union(W, workers, &pl->p_all));
+    if (!ladle_partition_active(pl->p_all)) {
         *out = pl;
         return LADLE_OK;
     }
     pl->active = 1;
-    pl->worker = ladle_partition_rank(p_pipe);
     pl->m = sched->m;
-    LADLE_MPI(MPI_Comm_dup(ladle_partition_comm(p_pipe), &pl->comm));
+    int memberships = 0;
+    for (int w = 0; w < W; w++)
+        if (ladle_partition_active(workers[w])) {
+            memberships++;
+            pl->worker = w;
+            pl->wrank = ladle_partition_rank(workers[w]);
+        }
+    LADLE_MPI(MPI_Comm_dup(ladle_partition_comm(pl->p_all), &pl->comm));
     LADLE_MPI(MPI_Comm_set_errhandler(pl->comm, MPI_ERRORS_RETURN));
-    /* the checks every worker can make alone, then agreement */
-    local = ladle_partition_ndim(p_pipe) == 1 && ladle_partition_size(p_pipe) == sched->workers
-                ? LADLE_OK
-                : ladle__raise(LADLE_ERR_PARTITION, __func__,
-                               "the schedule has %d workers, p_pipe %d ranks in %d dimensions",
-                               sched->workers, ladle_partition_size(p_pipe),
-                               ladle_partition_ndim(p_pipe));
+    /* the checks every rank can make alone, then agreement */
+    if (memberships != 1)
+        local = ladle__raise(LADLE_ERR_PARTITION, __func__,
+                             "this rank belongs to %d workers (one is allowed)", memberships);
+    if (local == LADLE_OK && W != sched->workers)
+        local = ladle__raise(LADLE_ERR_PARTITION, __func__,
+                             "the schedule has %d workers, %d were given", sched->workers, W);
     if (local == LADLE_OK)
         local = ladle_pipe_schedule_validate(sched, &rep);
     if (local == LADLE_OK && !rep.ok)
@@ -343,28 +645,44 @@ ladle_status ladle_pipeline_create(const ladle_partition *p_pipe, const ladle_pi
                              "%d stages x %d microbatches need more message tags than MPI has",
                              sched->stages, sched->m);
     if (local == LADLE_OK)
-        local = check_held(sched, pl->worker, nheld, held_in, loss);
+        local = check_held(sched, pl->worker, workers[pl->worker]->size, nheld, held_in, loss);
     if (local == LADLE_OK)
         local = copy_schedule(sched, &pl->sched);
     LADLE_CALL(ladle__agree(pl->comm, local, 0, __func__));
     /* from here a failure on one rank meets the others' final agreement */
     agreed = 1;
-    LADLE_CALL(check_boundaries(pl, nheld, held_in, LADLE_OK));
     pl->loss = loss;
     pl->nheld = nheld;
     pl->held = ladle__calloc((size_t)nheld + 1, sizeof(held));
     pl->by_stage = ladle__calloc((size_t)pl->sched->stages, sizeof(held *));
     LADLE_CHECK(pl->held && pl->by_stage, LADLE_ERR_ALLOC, "out of memory");
+    for (int h = 0; h < nheld; h++) {
+        held *hd = &pl->held[h];
+        int j = held_in[h].stage;
+        pl->by_stage[j] = hd;
+        hd->stage = j;
+        hd->n = held_in[h].n;
+        hd->layers = ladle__calloc((size_t)hd->n, sizeof(ladle_op *));
+        LADLE_CHECK(hd->layers != NULL, LADLE_ERR_ALLOC, "out of memory");
+        memcpy(hd->layers, held_in[h].layers, sizeof(ladle_op *) * (size_t)hd->n);
+        for (int q = 0; q < pl->sched->replicas[j]; q++)
+            if (pl->sched->placement[pl->sched->rep_first[j] + q] == pl->worker)
+                hd->replica = q;
+    }
+    LADLE_CALL(share_boxes(pl, workers, nheld, held_in, &table));
+    LADLE_CALL(check_boundaries(pl->sched, workers, table));
+    for (int h = 0; h < nheld; h++)
+        LADLE_CALL(plan_routes(pl, workers, table, &pl->held[h]));
     int64_t one = 1;
     ladle_dtype dt = nheld ? held_in[0].layers[0]->dtype : LADLE_F64;
     LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->lossval));
     LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->dloss));
     LADLE_CALL(ladle_tensor_fill(pl->dloss, 1.0));
-    for (int h = 0; h < nheld; h++) {
-        pl->by_stage[held_in[h].stage] = &pl->held[h];
+    pl->reqs = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
+    LADLE_CHECK(pl->reqs != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int h = 0; h < nheld; h++)
         LADLE_CALL(plan_held(pl, &pl->held[h], &held_in[h], opt));
-    }
-    LADLE_CALL(plan_reductions(pl, p_pipe));
+    LADLE_CALL(plan_reductions(pl, workers));
     /* every worker scales its gradients as the loss's reduction says */
     LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, &pl->mean, 1, MPI_INT, MPI_MAX, pl->comm));
     int n = 0;
@@ -376,13 +694,80 @@ ladle_status ladle_pipeline_create(const ladle_partition *p_pipe, const ladle_pi
     pl->cap_events = n;
     LADLE_CALL(ladle__agree(pl->comm, LADLE_OK, 0, __func__));
     ladle_pipe_report_free(&rep);
+    ladle__free(table);
     *out = pl;
     return LADLE_OK;
 fail:
     ladle_pipe_report_free(&rep);
+    ladle__free(table);
     if (agreed)
         ladle__agree(pl->comm, st, 0, __func__);
     free_pipeline(pl, 0);
+    return st;
+}
+
+ladle_status ladle_pipeline_create_workers(int nworkers, ladle_partition *const workers[],
+                                           const ladle_pipe_schedule *sched, int nheld,
+                                           const ladle_pipe_stage held[], ladle_op *loss,
+                                           const ladle_optimizer_desc *opt,
+                                           ladle_pipeline **out)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(workers);
+    LADLE_NOT_NULL(sched);
+    LADLE_NOT_NULL(opt);
+    LADLE_NOT_NULL(out);
+    LADLE_CHECK(nheld == 0 || held != NULL, LADLE_ERR_NULL, "held is NULL");
+    LADLE_CHECK(nworkers >= 1, LADLE_ERR_ARG, "%d workers", nworkers);
+    for (int w = 0; w < nworkers; w++)
+        LADLE_CHECK(workers[w] != NULL, LADLE_ERR_NULL, "worker %d's partition is NULL", w);
+    LADLE_CALL(create(nworkers, workers, sched, nheld, held, loss, opt, out));
+fail:
+    return st;
+}
+
+ladle_status ladle_pipeline_create(const ladle_partition *p_pipe, const ladle_pipe_schedule *sched,
+                                   int nheld, const ladle_pipe_stage held[], ladle_op *loss,
+                                   const ladle_optimizer_desc *opt, ladle_pipeline **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_partition **workers = NULL;
+    int W = 0;
+    LADLE_NOT_NULL(p_pipe);
+    LADLE_NOT_NULL(sched);
+    LADLE_NOT_NULL(opt);
+    LADLE_NOT_NULL(out);
+    LADLE_CHECK(nheld == 0 || held != NULL, LADLE_ERR_NULL, "held is NULL");
+    if (!ladle_partition_active(p_pipe)) {
+        ladle_pipeline *pl = ladle__calloc(1, sizeof *pl);
+        LADLE_CHECK(pl != NULL, LADLE_ERR_ALLOC, "out of memory");
+        pl->comm = MPI_COMM_NULL;
+        pl->worker = pl->wrank = -1;
+        *out = pl;
+        return LADLE_OK;
+    }
+    /* one worker per rank of p_pipe; a wrong count fails in create() on
+     * every rank alike */
+    W = ladle_partition_size(p_pipe);
+    LADLE_CALL(ladle__agree(ladle_partition_comm(p_pipe),
+                            ladle_partition_ndim(p_pipe) == 1 && W == sched->workers
+                                ? LADLE_OK
+                                : ladle__raise(LADLE_ERR_PARTITION, __func__,
+                                               "the schedule has %d workers, p_pipe %d ranks "
+                                               "in %d dimensions",
+                                               sched->workers, W, ladle_partition_ndim(p_pipe)),
+                            0, __func__));
+    workers = ladle__calloc((size_t)W, sizeof(ladle_partition *));
+    LADLE_CHECK(workers != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int w = 0; w < W; w++) {
+        int one = 1;
+        LADLE_CALL(ladle_partition_create_subset(p_pipe, 1, &one, &w, &workers[w]));
+    }
+    LADLE_CALL(create(W, workers, sched, nheld, held, loss, opt, out));
+fail:
+    for (int w = 0; workers && w < W; w++)
+        ladle_partition_destroy(&workers[w]);
+    ladle__free(workers);
     return st;
 }
 

@@ -8,40 +8,72 @@
 #include "op_impl.h"
 #include "pipe.h"
 
+/* One message of a stage boundary: the peer (a rank of the pipeline's
+ * communicator) and the box of this rank's local tensor it carries, at
+ * element `at` of the staging buffer when the tensor is not sent whole. */
+typedef struct piece {
+    int peer;
+    int64_t lo[LADLE_MAX_NDIM], ext[LADLE_MAX_NDIM];
+    int64_t count, at;
+} piece;
+
+/* The messages of one boundary crossing of one microbatch on this rank. */
+typedef struct route {
+    int n;
+    int whole; /* one piece that is the whole local tensor: no packing */
+    piece *p;
+} route;
+
 typedef struct slot {
     int mb;               /* -1 when free */
-    ladle_tensor *x;      /* the stage input (owned), or a view of the user's batch */
-    ladle_tensor *tgt;    /* view of the target's microbatch (last stage) */
+    ladle_tensor *x;      /* the stage input (owned), or a view of the caller's batch */
+    ladle_tensor *tgt;    /* the target's block (last stage): owned or a view */
     ladle_tensor **y, **dy;
     ladle_ctx **ctx, *lctx;
-    MPI_Request sent;     /* the output's send */
+    char *xin, *yout, *dyin; /* staging for pieces that are not the whole tensor */
+    MPI_Request *sent;    /* the output's sends */
+    int nsent;
 } slot;
 
 typedef struct held {
     int stage, replica, n;
     ladle_op **layers;
+    /* this rank's boxes of the stage's input and output (global offsets,
+     * local shapes), and of the last stage's target */
+    int in_nd, out_nd, tgt_nd;
+    int64_t in_off[LADLE_MAX_NDIM], in_shape[LADLE_MAX_NDIM];
+    int64_t out_off[LADLE_MAX_NDIM], out_shape[LADLE_MAX_NDIM];
+    int64_t tgt_off[LADLE_MAX_NDIM], tgt_shape[LADLE_MAX_NDIM];
+    int x_view, tgt_view;     /* the box is the whole microbatch: no copy */
+    route *fsend, *frecv, *bsend, *brecv; /* per microbatch */
     int nslots;
     slot *slots;
-    int *slot_of;         /* per microbatch */
-    ladle_tensor **dxbuf; /* per microbatch: the input gradient sent back */
-    MPI_Request *dxsent;
+    int *slot_of;             /* per microbatch */
+    ladle_tensor **dxbuf;     /* per microbatch: the input gradient sent back */
+    char **dxpack;            /* per microbatch: its staging */
+    MPI_Request *dxsent;      /* per microbatch, maxpeers each */
     ladle_optimizer *opt;
-    ladle_partition *p_rep;
-    ladle_op *reduce;     /* all-sum-reduce over the replicas */
+    ladle_partition *p_rep;   /* the replicas' ranks (replicated stages) */
+    ladle_op *reduce;         /* all-sum-reduce among the same positions */
     ladle_tensor *gbuf;
 } held;
 
 struct ladle_pipeline {
-    int active, worker, m;
+    int active, worker, wrank, m;
     ladle_pipe_schedule *sched;
+    ladle_partition *p_all;   /* every worker's ranks */
     MPI_Comm comm;
+    int maxpeers;
     int nheld;
     held *held;
     held **by_stage;
-    ladle_op *loss;
+    ladle_op *loss, *loss_local;
     int mean;                 /* the loss is a mean: scale gradients by 1/m */
     ladle_tensor *lossval, *dloss;
-    int64_t tgt_mb_bytes, x_mb_bytes;
+    int64_t x_mb_rows, tgt_mb_rows; /* rows per microbatch of the caller's tensors */
+    int64_t x_glob[LADLE_MAX_NDIM], tgt_glob[LADLE_MAX_NDIM]; /* their global shapes */
+    int loss_counts;          /* this rank adds the loss (one per last-stage replica) */
+    MPI_Request *reqs;        /* a receive's requests (maxpeers) */
     double loss_sum;
     int nevents, cap_events;
     ladle_pipe_event *events;

@@ -12,6 +12,72 @@ static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
     return 2 * (stage * pl->m + mb) + backward;
 }
 
+/* Copy the box (lo, ext) of a contiguous tensor of shape `shape` to a
+ * contiguous buffer (to_tensor 0) or back. */
+static void copy_box(char *t, int nd, const int64_t *shape, const int64_t *lo,
+                     const int64_t *ext, size_t es, char *buf, int to_tensor)
+{
+    int64_t stride[LADLE_MAX_NDIM], idx[LADLE_MAX_NDIM] = {0}, rows = 1;
+    stride[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--)
+        stride[d] = stride[d + 1] * shape[d + 1];
+    for (int d = 0; d < nd - 1; d++)
+        rows *= ext[d];
+    size_t run = (size_t)ext[nd - 1] * es;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t at = lo[nd - 1];
+        for (int d = 0; d < nd - 1; d++)
+            at += (lo[d] + idx[d]) * stride[d];
+        char *p = t + (size_t)at * es;
+        if (to_tensor)
+            memcpy(p, buf, run);
+        else
+            memcpy(buf, p, run);
+        buf += run;
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < ext[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Send (or receive) one route's pieces of tensor t, through the staging
+ * buffer when t does not travel whole. */
+static ladle_status post(ladle_pipeline *pl, const route *r, ladle_tensor *t, char *staging,
+                         int recv, int tag, MPI_Request *reqs)
+{
+    ladle_status st = LADLE_OK;
+    size_t es = ladle_dtype_size(t->dtype);
+    MPI_Datatype type = t->dtype == LADLE_F32 ? MPI_FLOAT : MPI_DOUBLE;
+    for (int i = 0; i < r->n; i++) {
+        const piece *pc = &r->p[i];
+        char *buf = r->whole ? t->data : staging + (size_t)pc->at * es;
+        if (!recv && !r->whole)
+            copy_box(t->data, t->ndim, t->shape, pc->lo, pc->ext, es, buf, 0);
+        if (recv)
+            LADLE_MPI(MPI_Irecv(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
+        else
+            LADLE_MPI(MPI_Isend(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
+    }
+fail:
+    return st;
+}
+
+/* Wait for a route's receives and unpack them into t. */
+static ladle_status land(const route *r, ladle_tensor *t, char *staging, MPI_Request *reqs)
+{
+    ladle_status st = LADLE_OK;
+    size_t es = ladle_dtype_size(t->dtype);
+    for (int i = 0; i < r->n; i++)
+        LADLE_MPI(ladle__wait(&reqs[i]));
+    for (int i = 0; !r->whole && i < r->n; i++)
+        copy_box(t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext, es,
+                 staging + (size_t)r->p[i].at * es, 1);
+fail:
+    return st;
+}
+
 /* The slot of microbatch k on held stage h, taking a free one if needed. */
 static slot *slot_for(held *h, int k)
 {
@@ -31,12 +97,31 @@ static ladle_status release(held *h, int k)
     ladle_status st = LADLE_OK;
     slot *sl = &h->slots[h->slot_of[k]];
     /* the next stage received this output before it could send the gradient
-     * that preceded our W, so this wait returns at once */
-    LADLE_MPI(ladle__wait(&sl->sent));
+     * that preceded our W, so these waits return at once */
+    for (int i = 0; i < sl->nsent; i++)
+        LADLE_MPI(ladle__wait(&sl->sent[i]));
+    sl->nsent = 0;
     sl->mb = -1;
     h->slot_of[k] = -1;
 fail:
     return st;
+}
+
+/* Point (or copy) this rank's block of microbatch k of a caller's tensor:
+ * `rows` global rows per microbatch, the block at (off, shape) of global
+ * shape glob. */
+static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *src, int k,
+                               int64_t rows, int nd, const int64_t *off, const int64_t *shape)
+{
+    size_t es = ladle_dtype_size(src->dtype);
+    if (view)
+        return ladle_tensor_set_data(dst, (char *)src->data + (size_t)(k * rows) *
+                                                                  (size_t)(src->numel / src->shape[0]) * es);
+    int64_t lo[LADLE_MAX_NDIM];
+    for (int d = 0; d < nd; d++)
+        lo[d] = off[d] + (d == 0 ? k * rows : 0);
+    copy_box(src->data, nd, src->shape, lo, shape, es, dst->data, 0);
+    return LADLE_OK;
 }
 
 static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_tensor *x,
@@ -47,19 +132,24 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     int j = h->stage;
     slot *sl = slot_for(h, k);
     LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d of stage %d", k, j);
-    if (j == 0)
-        LADLE_CALL(ladle_tensor_set_data(sl->x, (char *)x->data + k * pl->x_mb_bytes));
+    if (j == 0 && sl->x->numel > 0)
+        LADLE_CALL(take_block(sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
+                              h->in_shape));
     for (int l = 0; l < h->n; l++)
         LADLE_CALL(ladle_layer_forward(h->layers[l], sl->ctx[l], l ? sl->y[l - 1] : sl->x,
                                        sl->y[l]));
     ladle_tensor *out = sl->y[h->n - 1];
     if (j == s->stages - 1) {
-        LADLE_CALL(ladle_tensor_set_data(sl->tgt, (char *)target->data + k * pl->tgt_mb_bytes));
+        if (sl->tgt != NULL && sl->tgt->numel > 0)
+            LADLE_CALL(take_block(sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
+                                  h->tgt_off, h->tgt_shape));
         LADLE_CALL(ladle_loss_forward(pl->loss, sl->lctx, out, sl->tgt, pl->lossval));
         const void *v = pl->lossval->data;
-        pl->loss_sum += pl->lossval->dtype == LADLE_F32 ? *(const float *)v : *(const double *)v;
+        if (pl->loss_counts)
+            pl->loss_sum += pl->lossval->dtype == LADLE_F32 ? *(const float *)v
+                                                            : *(const double *)v;
     } else if (ladle__pipe_owner(s, j + 1, k) == pl->worker) {
-        /* the next stage is here: its input is made now */
+        /* the next stage is here (a one-rank worker): its input is made now */
         slot *nx = slot_for(pl->by_stage[j + 1], k);
         LADLE_CHECK(nx != NULL, LADLE_ERR_INTERNAL, "no slot for stage %d", j + 1);
         LADLE_CALL(ladle_tensor_copy(nx->x, out));
@@ -78,10 +168,12 @@ static ladle_status do_backward(ladle_pipeline *pl, held *h, int k)
         LADLE_CALL(ladle_loss_backward(pl->loss, sl->lctx, pl->dloss, sl->dy[h->n - 1]));
     /* the input gradient goes straight to where the previous stage wants it */
     ladle_tensor *dx = NULL;
-    if (j > 0)
+    if (j > 0) {
+        held *prev = pl->by_stage[j - 1];
         dx = ladle__pipe_owner(s, j - 1, k) == pl->worker
-                 ? pl->by_stage[j - 1]->slots[pl->by_stage[j - 1]->slot_of[k]].dy[pl->by_stage[j - 1]->n - 1]
+                 ? prev->slots[prev->slot_of[k]].dy[prev->n - 1]
                  : h->dxbuf[k];
+    }
     for (int l = h->n - 1; l >= 0; l--)
         LADLE_CALL(ladle_layer_backward(h->layers[l], sl->ctx[l], sl->dy[l],
                                         l ? sl->dy[l - 1] : dx));
@@ -109,6 +201,8 @@ static void pack(held *h, int back)
         for (int i = 0; i < ladle_op_num_params(h->layers[l]); i++) {
             ladle_tensor *g = ladle_op_grad(h->layers[l], i);
             size_t bytes = (size_t)g->numel * es;
+            if (bytes == 0)
+                continue;
             if (back)
                 memcpy(g->data, buf + at, bytes);
             else
@@ -121,7 +215,10 @@ static ladle_status do_step(ladle_pipeline *pl, held *h)
 {
     ladle_status st = LADLE_OK;
     double scale = pl->mean ? 1.0 / pl->m : 1.0;
-    for (int l = 0; l < h->n; l++)
+    for (int l = 0; l < h->n; l++) {
+        /* the copies inside a distributed layer (data-parallel blocks,
+         * tiles) first; a sequential layer has none */
+        LADLE_CALL(ladle_layer_sync_gradients(h->layers[l]));
         for (int i = 0; scale != 1.0 && i < ladle_op_num_params(h->layers[l]); i++) {
             ladle_tensor *g = ladle_op_grad(h->layers[l], i);
             for (int64_t e = 0; e < g->numel; e++)
@@ -130,6 +227,7 @@ static ladle_status do_step(ladle_pipeline *pl, held *h)
                 else
                     ((double *)g->data)[e] *= scale;
         }
+    }
     LADLE_CALL(ladle_optimizer_step(h->opt));
     for (int l = 0; l < h->n; l++)
         LADLE_CALL(ladle_op_zero_grad(h->layers[l]));
@@ -141,11 +239,8 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
                                const ladle_tensor *target)
 {
     ladle_status st = LADLE_OK;
-    const ladle_pipe_schedule *s = pl->sched;
     held *h = pl->by_stage[a.stage];
     int j = a.stage, k = a.mb;
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Datatype type = h->layers[0]->dtype == LADLE_F32 ? MPI_FLOAT : MPI_DOUBLE;
     switch (a.kind) {
     case LADLE_PIPE_F:
         return do_forward(pl, h, k, x, target);
@@ -154,29 +249,29 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
     case LADLE_PIPE_W:
         return do_weights(pl, h, k);
     case LADLE_PIPE_SEND_F: {
-        ladle_tensor *y = h->slots[h->slot_of[k]].y[h->n - 1];
-        LADLE_MPI(MPI_Isend(y->data, (int)y->numel, type, ladle__pipe_owner(s, j + 1, k),
-                            tag_of(pl, j + 1, k, 0), pl->comm, &h->slots[h->slot_of[k]].sent));
+        slot *sl = &h->slots[h->slot_of[k]];
+        LADLE_CALL(post(pl, &h->fsend[k], sl->y[h->n - 1], sl->yout, 0, tag_of(pl, j + 1, k, 0),
+                        sl->sent));
+        sl->nsent = h->fsend[k].n;
         break;
     }
     case LADLE_PIPE_SEND_B:
-        LADLE_MPI(MPI_Isend(h->dxbuf[k]->data, (int)h->dxbuf[k]->numel, type,
-                            ladle__pipe_owner(s, j - 1, k), tag_of(pl, j - 1, k, 1), pl->comm,
-                            &h->dxsent[k]));
+        LADLE_CALL(post(pl, &h->bsend[k], h->dxbuf[k], h->dxpack[k], 0, tag_of(pl, j - 1, k, 1),
+                        &h->dxsent[k * (pl->maxpeers + 1)]));
         break;
     case LADLE_PIPE_RECV_F: {
         slot *sl = slot_for(h, k);
+        MPI_Request *reqs = pl->reqs;
         LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d", k);
-        LADLE_MPI(MPI_Irecv(sl->x->data, (int)sl->x->numel, type, ladle__pipe_owner(s, j - 1, k),
-                            tag_of(pl, j, k, 0), pl->comm, &req));
-        LADLE_MPI(ladle__wait(&req));
+        LADLE_CALL(post(pl, &h->frecv[k], sl->x, sl->xin, 1, tag_of(pl, j, k, 0), reqs));
+        LADLE_CALL(land(&h->frecv[k], sl->x, sl->xin, reqs));
         break;
     }
     case LADLE_PIPE_RECV_B: {
-        ladle_tensor *dy = h->slots[h->slot_of[k]].dy[h->n - 1];
-        LADLE_MPI(MPI_Irecv(dy->data, (int)dy->numel, type, ladle__pipe_owner(s, j + 1, k),
-                            tag_of(pl, j, k, 1), pl->comm, &req));
-        LADLE_MPI(ladle__wait(&req));
+        slot *sl = &h->slots[h->slot_of[k]];
+        ladle_tensor *dy = sl->dy[h->n - 1];
+        LADLE_CALL(post(pl, &h->brecv[k], dy, sl->dyin, 1, tag_of(pl, j, k, 1), pl->reqs));
+        LADLE_CALL(land(&h->brecv[k], dy, sl->dyin, pl->reqs));
         break;
     }
     case LADLE_PIPE_REDUCE:
@@ -205,23 +300,29 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
             LADLE_CHECK(x != NULL, LADLE_ERR_NULL, "x is NULL on a worker of stage 0");
             LADLE_CHECK(x->dtype == a->dtype, LADLE_ERR_DTYPE, "x is %s, the stage %s",
                         ladle_dtype_name(x->dtype), ladle_dtype_name(a->dtype));
-            LADLE_CHECK(ladle_tensor_is_contiguous(x) &&
-                            x->numel * (int64_t)ladle_dtype_size(x->dtype) ==
-                                s->m * pl->x_mb_bytes,
-                        LADLE_ERR_SHAPE,
-                        "x holds %lld elements; %d microbatches of %lld are needed",
-                        (long long)x->numel, s->m, (long long)a->x_numel);
+            int ok = ladle_tensor_is_contiguous(x) && x->ndim == hd->in_nd &&
+                     x->shape[0] == s->m * pl->x_mb_rows;
+            for (int d = 1; ok && d < x->ndim; d++)
+                ok = x->shape[d] == pl->x_glob[d];
+            LADLE_CHECK(ok, LADLE_ERR_SHAPE,
+                        "x must hold the whole batch: %d microbatches of %lld rows of the "
+                        "stage's input",
+                        s->m, (long long)pl->x_mb_rows);
         }
-        if (hd->stage == s->stages - 1) {
-            LADLE_CHECK(target != NULL, LADLE_ERR_NULL, "target is NULL on a worker of the last stage");
+        if (hd->stage == s->stages - 1 && hd->slots[0].tgt != NULL) {
+            LADLE_CHECK(target != NULL, LADLE_ERR_NULL,
+                        "target is NULL on a worker of the last stage");
             LADLE_CHECK(target->dtype == hd->slots[0].tgt->dtype, LADLE_ERR_DTYPE,
                         "target is %s, the loss takes %s", ladle_dtype_name(target->dtype),
                         ladle_dtype_name(hd->slots[0].tgt->dtype));
-            LADLE_CHECK(ladle_tensor_is_contiguous(target) &&
-                            target->numel * (int64_t)ladle_dtype_size(target->dtype) ==
-                                s->m * pl->tgt_mb_bytes,
-                        LADLE_ERR_SHAPE, "target holds %lld elements, not %d microbatches' worth",
-                        (long long)target->numel, s->m);
+            int ok = ladle_tensor_is_contiguous(target) && target->ndim == hd->tgt_nd &&
+                     target->shape[0] == s->m * pl->tgt_mb_rows;
+            for (int d = 1; ok && d < target->ndim; d++)
+                ok = target->shape[d] == pl->tgt_glob[d];
+            LADLE_CHECK(ok, LADLE_ERR_SHAPE,
+                        "target must hold the whole batch's targets: %d microbatches of %lld "
+                        "rows",
+                        s->m, (long long)pl->tgt_mb_rows);
         }
     }
 fail:
@@ -235,7 +336,7 @@ ladle_status ladle_pipeline_step(ladle_pipeline *pl, const ladle_tensor *x,
     LADLE_NOT_NULL(pl);
     if (!pl->active)
         return LADLE_OK;
-    /* a bad argument on one worker must not leave the others waiting */
+    /* a bad argument on one rank must not leave the others waiting */
     LADLE_CALL(ladle__agree(pl->comm, check_step_inputs(pl, x, target), 0, __func__));
     LADLE_MPI(MPI_Barrier(pl->comm));
     pl->t0 = MPI_Wtime();
@@ -255,11 +356,11 @@ ladle_status ladle_pipeline_step(ladle_pipeline *pl, const ladle_tensor *x,
         }
     }
     for (int h = 0; h < pl->nheld; h++)
-        for (int k = 0; k < s->m; k++)
+        for (int k = 0; k < s->m * (pl->maxpeers + 1); k++)
             LADLE_MPI(ladle__wait(&pl->held[h].dxsent[k]));
     double sum = pl->loss_sum;
     LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, pl->comm));
-    /* every replica of the last stage adds its own microbatches once */
+    /* one rank per replica of the last stage adds its microbatches */
     if (loss)
         *loss = pl->mean ? sum / s->m : sum;
 fail:
@@ -294,7 +395,8 @@ ladle_status ladle_pipeline_gather_events(ladle_pipeline *pl, int *n, ladle_pipe
     if (!pl->active)
         return LADLE_OK;
     MPI_Comm_size(pl->comm, &size);
-    int mine = pl->nevents * (int)sizeof(ladle_pipe_event), total = 0;
+    /* one rank per worker: its ranks ran the same list */
+    int mine = pl->wrank == 0 ? pl->nevents * (int)sizeof(ladle_pipe_event) : 0, total = 0;
     counts = ladle__calloc((size_t)size, sizeof(int));
     displs = ladle__calloc((size_t)size, sizeof(int));
     LADLE_CHECK(counts && displs, LADLE_ERR_ALLOC, "out of memory");

@@ -49,7 +49,7 @@ test_dist_misc: 1 2 3 4 6 8 12
 test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
 test_pipe_schedule: 1
-test_pipeline: 1 2 3 4 5
+test_pipeline: 1 2 3 4 5 6
 "
 
 pass=0

@@ -57,21 +57,21 @@ static void fill_data(ladle_tensor *x, ladle_tensor *y, int t)
     LT_OK(ladle_tensor_fill_random(y, 9000 + (uint64_t)t, 0));
 }
 
-/* Sequential training: every microbatch forward and backward through all
- * layers, gradients summed, divided by m, one optimizer step. The layers
+/* Sequential training: every microbatch forward and backward through the
+ * first nl layers, gradients summed, divided by m, one optimizer step. The layers
  * end with the trained parameters; losses[t] is step t's mean loss. */
-static void train_sequential(ladle_op *layers[L], int m, double losses[STEPS])
+static void train_sequential(ladle_op *layers[L], int nl, int m, double losses[STEPS])
 {
     ladle_op *loss = make_loss();
     int made = loss != NULL;
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < nl; i++)
         made &= layers[i] != NULL;
     LT_ASSERT(made, "the layers: %s", ladle_error_message());
     ladle_optimizer_desc od;
     opt_desc(&od);
     ladle_optimizer *opt = NULL;
     LT_OK(ladle_optimizer_create(&od, &opt));
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < nl; i++)
         LT_OK(ladle_optimizer_add_op(opt, layers[i]));
     int64_t xs[2] = {(int64_t)m * MB, 4}, ys[2] = {(int64_t)m * MB, 3}, mbx[2] = {MB, 4},
             mby[2] = {MB, 3}, one = 1;
@@ -82,7 +82,7 @@ static void train_sequential(ladle_op *layers[L], int m, double losses[STEPS])
     LT_OK(ladle_tensor_fill(dl, 1.0));
     LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mbx, NULL, ladle_tensor_data(X), &xv));
     LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mby, NULL, ladle_tensor_data(Y), &yv));
-    for (int i = 0; i < L; i++) {
+    for (int i = 0; i < nl; i++) {
         int nd;
         int64_t shape[8];
         ladle_op_y_shape(layers[i], &nd, shape);
@@ -97,27 +97,27 @@ static void train_sequential(ladle_op *layers[L], int m, double losses[STEPS])
         for (int k = 0; k < m; k++) {
             LT_OK(ladle_tensor_set_data(xv, (double *)ladle_tensor_data(X) + k * MB * 4));
             LT_OK(ladle_tensor_set_data(yv, (double *)ladle_tensor_data(Y) + k * MB * 3));
-            for (int i = 0; i < L; i++)
+            for (int i = 0; i < nl; i++)
                 LT_OK(ladle_layer_forward(layers[i], ctx[i], i ? act[i - 1] : xv, act[i]));
-            LT_OK(ladle_loss_forward(loss, lctx, act[L - 1], yv, lv));
+            LT_OK(ladle_loss_forward(loss, lctx, act[nl - 1], yv, lv));
             losses[t] += lt_get(lv, 0) / m;
-            LT_OK(ladle_loss_backward(loss, lctx, dl, grad[L - 1]));
-            for (int i = L - 1; i >= 0; i--) {
+            LT_OK(ladle_loss_backward(loss, lctx, dl, grad[nl - 1]));
+            for (int i = nl - 1; i >= 0; i--) {
                 LT_OK(ladle_layer_backward(layers[i], ctx[i], grad[i], i ? grad[i - 1] : NULL));
                 LT_OK(ladle_layer_backward_weight(layers[i], ctx[i], grad[i]));
             }
         }
-        for (int i = 0; i < L; i++)
+        for (int i = 0; i < nl; i++)
             for (int p = 0; p < ladle_op_num_params(layers[i]); p++) {
                 ladle_tensor *g = ladle_op_grad(layers[i], p);
                 for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
                     lt_set(g, e, lt_get(g, e) / m);
             }
         LT_OK(ladle_optimizer_step(opt));
-        for (int i = 0; i < L; i++)
+        for (int i = 0; i < nl; i++)
             LT_OK(ladle_op_zero_grad(layers[i]));
     }
-    for (int i = 0; i < L; i++) {
+    for (int i = 0; i < nl; i++) {
         ladle_tensor_destroy(&act[i]), ladle_tensor_destroy(&grad[i]);
         ladle_ctx_destroy(&ctx[i]);
     }
@@ -147,7 +147,7 @@ static void run_case(int style, int S, const int *rep, int v, int m)
     double ref_loss[STEPS];
     for (int i = 0; i < L; i++)
         ref[i] = make_layer(i);
-    train_sequential(ref, m, ref_loss);
+    train_sequential(ref, L, m, ref_loss);
 
     int shape[1] = {W};
     ladle_partition *p = lt_partition(1, shape, 0);
@@ -236,6 +236,167 @@ static void run_case(int style, int S, const int *rep, int v, int m)
     ladle_partition_destroy(&p);
     ladle_pipe_schedule_destroy(&s);
 }
+
+/* ---- stages on several ranks -------------------------------------------- */
+
+/* The first 7 layers (the last one, width 3, feeds the loss) with stage 0
+ * (layers 0-3, batch norm included) on rank 0 and stage 1 (layers 4-6) on
+ * a worker of two ranks, in one of two forms: tensor parallel (a column-
+ * then a row-parallel linear layer, the ReLU on each rank's columns) or
+ * batch parallel (the microbatch's rows split 2 + 1). With replicas = 2 the
+ * batch-parallel stage is replicated on ranks 3-4. */
+typedef struct dstage {
+    ladle_partition *pw, *pa, *pb, *pc, *pd; /* the worker and the layers' partitions */
+    ladle_op *ops[3], *loss;
+} dstage;
+
+static void dist_stage(int tensor, const int *ranks, dstage *d)
+{
+    int two[1] = {2};
+    memset(d, 0, sizeof *d);
+    d->pw = lt_partition_ranks(1, two, ranks);
+    int in_w = ladle_partition_active(d->pw), ok = 1;
+    int64_t ys[2] = {MB, 3};
+    if (tensor) {
+        int s11[2] = {1, 1}, s21[2] = {2, 1}, s12[2] = {1, 2};
+        d->pa = lt_partition_ranks(2, s11, ranks);     /* x of layer 4, y of layer 6 */
+        d->pb = lt_partition_ranks(2, s21, ranks);     /* W of layer 4: 2 x 1 */
+        d->pc = lt_partition_ranks(2, s12, ranks);     /* y of 4, x of 6, W of 6: 1 x 2 */
+        if (in_w) {
+            ok &= ladle_dist_linear_create(d->pa, d->pb, d->pc, MB, 6, 5, 1, LADLE_F64, 104, 0,
+                                           &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pc, d->pc, d->pa, MB, 5, 3, 1, LADLE_F64, 106, 0,
+                                           &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
+                                         LADLE_F64, 0, &d->loss) == LADLE_OK;
+        }
+    } else {
+        int s21[2] = {2, 1}, s121[3] = {1, 2, 1};
+        d->pa = lt_partition_ranks(2, s21, ranks);     /* rows split 2 ways */
+        d->pd = lt_partition_ranks(3, s121, ranks);    /* weights: 1 x D x 1 */
+        if (in_w) {
+            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 6, 5, 1, LADLE_F64, 104, 0,
+                                           &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 5, 3, 1, LADLE_F64, 106, 0,
+                                           &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
+                                         LADLE_F64, 0, &d->loss) == LADLE_OK;
+        }
+    }
+    if (in_w && ok) {
+        int nd;
+        int64_t shape[8];
+        ladle_op_y_shape(d->ops[0], &nd, shape);
+        ok &= ladle_activation_create(LADLE_RELU, 0, nd, shape, LADLE_F64, &d->ops[1]) == LADLE_OK;
+    }
+    LT_ASSERT(ok, "the distributed stage: %s", ladle_error_message());
+}
+
+static void dist_stage_free(dstage *d)
+{
+    ladle_partition_destroy(&d->pw), ladle_partition_destroy(&d->pa);
+    ladle_partition_destroy(&d->pb), ladle_partition_destroy(&d->pc);
+    ladle_partition_destroy(&d->pd);
+}
+
+static void run_dist_case(int style, int tensor, int replicas, int m)
+{
+    int need = 1 + 2 * replicas;
+    if (lt_size < need)
+        return;
+    char what[96];
+    snprintf(what, sizeof what, "%s, stage 1 %s on 2 ranks x %d, m=%d",
+             ladle_pipe_style_name(style), tensor ? "tensor parallel" : "batch parallel",
+             replicas, m);
+    ladle_op *ref[L];
+    double ref_loss[STEPS];
+    for (int i = 0; i < L; i++)
+        ref[i] = make_layer(i);
+    train_sequential(ref, 7, m, ref_loss);
+
+    int rep[2] = {1, replicas}, zero[1] = {0}, one[1] = {1};
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(style, 2, style == LADLE_PIPE_HYBRID ? rep : NULL, 1, m,
+                                       NULL, &s));
+    ladle_partition *workers[3];
+    workers[0] = lt_partition_ranks(1, one, zero);
+    dstage ds[2];
+    for (int q = 0; q < replicas; q++) {
+        int ranks[2] = {1 + 2 * q, 2 + 2 * q};
+        dist_stage(tensor, ranks, &ds[q]);
+        workers[1 + q] = ds[q].pw;
+    }
+    ladle_pipe_stage held = {0, 0, NULL};
+    ladle_op *first[4] = {NULL, NULL, NULL, NULL}, *loss = NULL;
+    int nheld = 0;
+    if (lt_rank == 0) {
+        for (int i = 0; i < 4; i++)
+            first[i] = make_layer(i);
+        held = (ladle_pipe_stage){0, 4, first};
+        nheld = 1;
+    }
+    for (int q = 0; q < replicas; q++)
+        if (ladle_partition_active(ds[q].pw)) {
+            held = (ladle_pipe_stage){1, 3, ds[q].ops};
+            loss = ds[q].loss;
+            nheld = 1;
+        }
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create_workers(1 + replicas, workers, s, nheld, &held, loss, &od, &pl));
+    int64_t xs[2] = {(int64_t)m * MB, 4}, ys[2] = {(int64_t)m * MB, 3};
+    ladle_tensor *X = lt_tensor(LADLE_F64, 2, xs), *Y = lt_tensor(LADLE_F64, 2, ys);
+    double worst_loss = 0;
+    for (int t = 0; t < STEPS; t++) {
+        double lv = 0;
+        fill_data(X, Y, t);
+        LT_OK(ladle_pipeline_step(pl, X, Y, &lv));
+        if (lt_rank < need)
+            worst_loss = fmax(worst_loss, fabs(lv - ref_loss[t]) / fabs(ref_loss[t]));
+    }
+    LT_ASSERT(worst_loss < 1e-12, "%s: loss differs by %g", what, worst_loss);
+    /* every shard this rank holds against the reference's box */
+    double worst = 0;
+    int n = 0;
+    ladle_op *const *ls = nheld ? ladle_pipeline_layers(pl, held.stage, &n) : NULL;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
+            int nd;
+            int64_t glob[8], off[8];
+            if (ladle_op_param_shard(ls[i], q, &nd, glob, off, NULL) != LADLE_OK)
+                worst = INFINITY; /* not LT_OK: the ranks hold different layer counts */
+            worst = fmax(worst, lt_box_error(ladle_op_param(ref[(held.stage ? 4 : 0) + i], q),
+                                             off, ladle_op_param(ls[i], q)));
+        }
+    LT_ASSERT(worst < 1e-10, "%s: parameters differ by %g", what, worst);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+    LT_OK(ladle_pipeline_destroy(&pl));
+    for (int q = 0; q < replicas; q++) {
+        if (!ladle_partition_active(ds[q].pw)) /* the pipeline owns its own ops */
+            for (int i = 0; i < 3; i++)
+                ladle_op_destroy(&ds[q].ops[i]);
+        if (!ladle_partition_active(ds[q].pw))
+            ladle_op_destroy(&ds[q].loss);
+        dist_stage_free(&ds[q]);
+    }
+    ladle_partition_destroy(&workers[0]);
+    for (int i = 0; i < L; i++)
+        ladle_op_destroy(&ref[i]);
+    ladle_pipe_schedule_destroy(&s);
+}
+
+START_TEST(distributed_stages)
+{
+    for (int tensor = 0; tensor <= 1; tensor++) {
+        run_dist_case(LADLE_PIPE_GPIPE, tensor, 1, 3);
+        run_dist_case(LADLE_PIPE_1F1B, tensor, 1, 4);
+        run_dist_case(LADLE_PIPE_ZBH1, tensor, 1, 4);
+    }
+    run_dist_case(LADLE_PIPE_HYBRID, 0, 2, 5); /* replicated, m not a multiple of 2 */
+    run_dist_case(LADLE_PIPE_HYBRID, 1, 2, 4);
+}
+END_TEST
 
 START_TEST(plain_schedules)
 {
@@ -343,6 +504,7 @@ Suite *pipeline_suite(void)
     tcase_add_test(tc, plain_schedules);
     tcase_add_test(tc, interleaved);
     tcase_add_test(tc, hybrid);
+    tcase_add_test(tc, distributed_stages);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

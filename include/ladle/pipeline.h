@@ -335,6 +335,31 @@ LADLE_API ladle_status ladle_pipeline_create(const ladle_partition *p_pipe,
                                              const ladle_pipe_stage held[], ladle_op *loss,
                                              const ladle_optimizer_desc *opt,
                                              ladle_pipeline **pipeline);
+/* The same over workers that are partitions: worker w runs on workers[w]
+ * (any shape; a rank belongs to one worker at most), so a stage may be a
+ * chain of distributed layers (ladle/distributed.h) on its worker's ranks,
+ * every rank of the worker running the worker's list. A stage boundary is
+ * then a repartition: each rank of the sending replica sends each rank of
+ * the receiving one the intersection of its output box with the other's
+ * input box (the layouts of the stage's last and the next stage's first
+ * layer; a sequential layer's box is its whole tensor), and the backward
+ * sends the input gradient's the other way. A stage on several ranks must
+ * begin and end with distributed layers, and the last stage's loss must be
+ * distributed (ladle_dist_loss_create). A replicated stage's replicas are
+ * partitions of the same shape: their gradients are summed rank by rank
+ * (rank i of every replica), after each layer's own copies
+ * (ladle_layer_sync_gradients). x and target are still the whole batch on
+ * the ranks that read them; each rank takes its block. A worker holding two
+ * consecutive stages must be one rank (LADLE_ERR_UNSUPPORTED). Collective
+ * over the union of the workers. Returns the codes of
+ * ladle_pipeline_create. */
+LADLE_API ladle_status ladle_pipeline_create_workers(int nworkers,
+                                                     ladle_partition *const workers[],
+                                                     const ladle_pipe_schedule *sched,
+                                                     int nheld, const ladle_pipe_stage held[],
+                                                     ladle_op *loss,
+                                                     const ladle_optimizer_desc *opt,
+                                                     ladle_pipeline **pipeline);
 LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
 
 /* One training step: the schedule's actions in order over m microbatches
