@@ -11,11 +11,13 @@
  * on rank 0 first (medians); the simulator replays every schedule with
  * them.
  *
- * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages, and the planner's hybrid
- * (at least 3 stages, every worker used, the heavy stage replicated): ms per
- * step (median of the timed steps), images/s, the throughput against 1F1B,
- * the measured bubble (from every worker's action timestamps) and the
- * simulated step time and bubble.
+ * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages (on 2 ranks: the best
+ * 2-stage cut), and on 4 ranks the planner's hybrid (at least 3 stages,
+ * every worker used, the heavy stage replicated): ms per step (median of
+ * the timed steps), images/s, the throughput against 1F1B, the measured
+ * bubble (from every worker's action timestamps), the simulated step time
+ * and bubble from the profiled costs, and the simulation replayed with the
+ * run's own mean action durations. m = 16 microbatches by default (m >= 4p).
  *
  *   mpiexec -n 4 bench_pipe [--steps K] [--microbatches M] [--hidden H]
  *                           [--svg-dir DIR]   (measured and simulated timelines)
@@ -31,7 +33,7 @@
 #define BLOCKS 4
 #define NL (2 * BLOCKS)
 
-static int me, world, steps = 12, m = 8, hidden = 256, mb = 128;
+static int me, world, steps = 12, m = 16, hidden = 256, mb = 128;
 
 /* the width into block i (and out of the last) */
 static int64_t width(int i)
