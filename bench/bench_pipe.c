@@ -82,37 +82,12 @@ static ladle_op *make_layer(int i)
 /* Forward, input-gradient and weight-gradient seconds of each layer. */
 static void profile(double f[NL], double b[NL], double w[NL])
 {
-    for (int i = 0; i < NL; i++) {
-        ladle_op *op = make_layer(i);
-        ladle_ctx *ctx = NULL;
-        int64_t xs[2] = {mb, width(i / 2)}, ys[2] = {mb, width(i / 2 + 1)};
-        if (i % 2)
-            xs[1] = ys[1];
-        ladle_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL;
-        CHECK(ladle_tensor_create(LADLE_F32, 2, xs, &x));
-        CHECK(ladle_tensor_create(LADLE_F32, 2, ys, &y));
-        CHECK(ladle_tensor_create(LADLE_F32, 2, ys, &dy));
-        CHECK(ladle_tensor_create(LADLE_F32, 2, xs, &dx));
-        CHECK(ladle_tensor_fill_random(x, 1, 0));
-        CHECK(ladle_tensor_fill_random(dy, 2, 0));
-        CHECK(ladle_ctx_create(op, &ctx));
-        double t[3][31];
-        for (int r = 0; r < 31; r++) {
-            double t0 = MPI_Wtime();
-            CHECK(ladle_layer_forward(op, ctx, x, y));
-            double t1 = MPI_Wtime();
-            CHECK(ladle_layer_backward(op, ctx, dy, dx));
-            double t2 = MPI_Wtime();
-            CHECK(ladle_layer_backward_weight(op, ctx, dy));
-            double t3 = MPI_Wtime();
-            t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2;
-        }
-        f[i] = median(t[0], 31), b[i] = median(t[1], 31), w[i] = median(t[2], 31);
-        ladle_ctx_destroy(&ctx);
-        ladle_op_destroy(&op);
-        ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dy), ladle_tensor_destroy(&dx);
-    }
+    ladle_op *ops[NL];
+    for (int i = 0; i < NL; i++)
+        ops[i] = make_layer(i);
+    CHECK(ladle_pipe_profile(NL, ops, 31, f, b, w));
+    for (int i = 0; i < NL; i++)
+        ladle_op_destroy(&ops[i]);
 }
 
 typedef struct result {

@@ -418,6 +418,33 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* The profiling pass gives positive, finite times, and the heavier layer
+ * (4x the arithmetic) costs more. */
+START_TEST(profiling)
+{
+    int64_t small[2] = {64, 64}, big[2] = {64, 128};
+    ladle_op *ops[2] = {NULL, NULL};
+    LT_OK(ladle_linear_create(2, small, 64, 1, LADLE_F32, 1, &ops[0]));
+    LT_OK(ladle_linear_create(2, big, 128, 1, LADLE_F32, 1, &ops[1]));
+    double f[2], b[2], w[2];
+    LT_OK(ladle_pipe_profile(2, ops, 15, f, b, w));
+    int ok = 1;
+    for (int i = 0; i < 2; i++)
+        ok &= f[i] > 0 && b[i] > 0 && w[i] > 0 && f[i] < 1 && b[i] < 1 && w[i] < 1;
+    LT_ASSERT(ok && f[1] + b[1] + w[1] > f[0] + b[0] + w[0], "costs %g %g %g, %g %g %g", f[0],
+              b[0], w[0], f[1], b[1], w[1]);
+    /* the pass leaves no gradient behind */
+    ladle_tensor *g = ladle_op_grad(ops[0], 0);
+    double sum = 0;
+    for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
+        sum += fabs(((const float *)ladle_tensor_data(g))[e]);
+    LT_ASSERT(sum == 0, "gradient left: %g", sum);
+    LT_FAILS(ladle_pipe_profile(2, ops, 0, f, b, w), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_profile(2, NULL, 3, f, b, w), LADLE_ERR_NULL);
+    ladle_op_destroy(&ops[0]), ladle_op_destroy(&ops[1]);
+}
+END_TEST
+
 Suite *pipe_suite(void)
 {
     Suite *s = suite_create("pipe_schedule");
@@ -434,6 +461,7 @@ Suite *pipe_suite(void)
     tcase_add_test(tc, text_round_trip);
     tcase_add_test(tc, pictures);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, profiling);
     suite_add_tcase(s, tc);
     return s;
 }

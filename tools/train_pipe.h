@@ -23,41 +23,8 @@ static void pipe_profile(const opts *o, int64_t mb, double *f, double *b, double
     ladle_op *layers[PIPE_MAX_LAYERS], *loss = NULL;
     if (ladle_lenet_layers(&d, PIPE_MAX_LAYERS, layers, nl, &loss))
         fail("building LeNet-5");
-    for (int i = 0; me == 0 && i < *nl; i++) {
-        int nd;
-        int64_t xs[LADLE_MAX_NDIM], ys[LADLE_MAX_NDIM];
-        ladle_op_x_shape(layers[i], &nd, xs);
-        ladle_tensor *x = NULL, *dx = NULL, *y = NULL, *dy = NULL;
-        ladle_ctx *ctx = NULL;
-        if (ladle_tensor_create(o->dtype, nd, xs, &x) || ladle_tensor_create(o->dtype, nd, xs, &dx))
-            fail("profiling");
-        ladle_op_y_shape(layers[i], &nd, ys);
-        if (ladle_tensor_create(o->dtype, nd, ys, &y) || ladle_tensor_create(o->dtype, nd, ys, &dy) ||
-            ladle_ctx_create(layers[i], &ctx) || ladle_tensor_fill_random(x, 1, 0) ||
-            ladle_tensor_fill_random(dy, 2, 0))
-            fail("profiling");
-        double t[3][9];
-        for (int r = 0; r < 9; r++) {
-            double t0 = MPI_Wtime();
-            ladle_layer_forward(layers[i], ctx, x, y);
-            double t1 = MPI_Wtime();
-            ladle_layer_backward(layers[i], ctx, dy, dx);
-            double t2 = MPI_Wtime();
-            ladle_layer_backward_weight(layers[i], ctx, dy);
-            t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = MPI_Wtime() - t2;
-        }
-        for (int k = 0; k < 3; k++)
-            for (int a = 0; a < 9; a++) /* a small sort for the median */
-                for (int c = a + 1; c < 9; c++)
-                    if (t[k][c] < t[k][a]) {
-                        double s = t[k][a];
-                        t[k][a] = t[k][c], t[k][c] = s;
-                    }
-        f[i] = t[0][4], b[i] = t[1][4], w[i] = t[2][4];
-        ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&y), ladle_tensor_destroy(&dy);
-    }
+    if (me == 0 && ladle_pipe_profile(*nl, layers, 9, f, b, w))
+        fail("profiling the layers");
     MPI_Bcast(f, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(b, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(w, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);

@@ -235,6 +235,16 @@ LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevent
 
 /* ---- planning ---------------------------------------------------------- */
 
+/* The profiling pass: each layer's forward, input-gradient and
+ * weight-gradient seconds on random data of its shapes (the medians of reps
+ * rounds, after one untimed round), into f[i], b[i], w[i]: the planner's
+ * per-layer costs. The layers' gradients are zeroed afterwards. Calls a
+ * distributed layer's collective calls (collective over its ranks then);
+ * allocates its tensors. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the layers'
+ * codes. */
+LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, double f[],
+                                          double b[], double w[]);
+
 /* A plan: the stage boundaries (stage j is layers first[j] .. first[j+1]-1)
  * and the replica count of every stage. */
 typedef struct ladle_pipe_plan {
