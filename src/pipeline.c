@@ -50,6 +50,7 @@ static void free_slot(slot *s, int n)
     ladle_ctx_destroy(&s->lctx);
     ladle__free(s->y), ladle__free(s->dy), ladle__free(s->ctx);
     ladle__free(s->xin), ladle__free(s->yout), ladle__free(s->dyin), ladle__free(s->sent);
+    ladle__free(s->rin), ladle__free(s->rdy);
 }
 
 static void free_held(held *h, int m, int own)
@@ -89,7 +90,6 @@ static void free_pipeline(ladle_pipeline *pl, int own)
     if (pl->comm != MPI_COMM_NULL)
         MPI_Comm_free(&pl->comm);
     ladle__free(pl->held), ladle__free(pl->by_stage), ladle__free(pl->events);
-    ladle__free(pl->reqs);
     ladle__free(pl);
 }
 
@@ -105,28 +105,53 @@ fail:
     return st;
 }
 
+/* Whether action a opens (1) or closes (-1) a slot of stage j on worker w. */
+static int slot_effect(const ladle_pipe_schedule *s, int w, int j, ladle_pipe_action a)
+{
+    if ((a.stage == j && (a.kind == LADLE_PIPE_RECV_F || a.kind == LADLE_PIPE_F)) ||
+        (a.stage == j - 1 && a.kind == LADLE_PIPE_F && ladle__pipe_owner(s, j, a.mb) == w))
+        return 1;
+    return a.stage == j && a.kind == LADLE_PIPE_W ? -1 : 0;
+}
+
 /* The most microbatches of stage j open at once on worker w: a slot opens
- * when the stage's input arrives (or is made here) and closes after W. */
+ * when the stage's input is posted or made here and closes after W. The
+ * executor posts the receives that directly follow an action before running
+ * it (so their data can arrive meanwhile); the count follows that order. */
 static int slots_needed(const ladle_pipe_schedule *s, int w, int j)
 {
-    int open = 0, most = 0;
-    char *is_open = ladle__calloc((size_t)s->m, 1);
-    if (is_open == NULL)
+    int open = 0, most = 0, n = s->len[w];
+    char *is_open = ladle__calloc((size_t)s->m, 1), *posted = ladle__calloc((size_t)n + 1, 1);
+    if (is_open == NULL || posted == NULL) {
+        ladle__free(is_open), ladle__free(posted);
         return -1;
-    for (int i = 0; i < s->len[w]; i++) {
+    }
+    for (int i = 0; i < n; i++) {
+        for (int e = i; e < n; e++) {
+            /* action i itself, after the receives that follow it */
+            if (e > i && s->acts[w][e].kind != LADLE_PIPE_RECV_F &&
+                s->acts[w][e].kind != LADLE_PIPE_RECV_B)
+                break;
+            if (e == i || posted[e])
+                continue;
+            posted[e] = 1;
+            ladle_pipe_action a = s->acts[w][e];
+            if (slot_effect(s, w, j, a) > 0 && !is_open[a.mb]) {
+                is_open[a.mb] = 1;
+                most = ++open > most ? open : most;
+            }
+        }
         ladle_pipe_action a = s->acts[w][i];
-        int opens = (a.stage == j && (a.kind == LADLE_PIPE_RECV_F || a.kind == LADLE_PIPE_F)) ||
-                    (a.stage == j - 1 && a.kind == LADLE_PIPE_F &&
-                     ladle__pipe_owner(s, j, a.mb) == w);
-        if (opens && !is_open[a.mb]) {
+        int eff = slot_effect(s, w, j, a);
+        if (eff > 0 && !is_open[a.mb]) {
             is_open[a.mb] = 1;
             most = ++open > most ? open : most;
-        } else if (a.stage == j && a.kind == LADLE_PIPE_W && is_open[a.mb]) {
+        } else if (eff < 0 && is_open[a.mb]) {
             is_open[a.mb] = 0;
             open--;
         }
     }
-    ladle__free(is_open);
+    ladle__free(is_open), ladle__free(posted);
     return most;
 }
 
@@ -425,7 +450,10 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     sl->dy = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
     sl->ctx = ladle__calloc((size_t)g->n, sizeof(ladle_ctx *));
     sl->sent = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
-    LADLE_CHECK(sl->y && sl->dy && sl->ctx && sl->sent, LADLE_ERR_ALLOC, "out of memory");
+    sl->rin = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
+    sl->rdy = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
+    LADLE_CHECK(sl->y && sl->dy && sl->ctx && sl->sent && sl->rin && sl->rdy, LADLE_ERR_ALLOC,
+                "out of memory");
     for (int l = 0; l < g->n; l++) {
         const ladle_op *op = g->layers[l];
         LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->y[l]));
@@ -678,8 +706,6 @@ static ladle_status create(int W, ladle_partition *const *workers,
     LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->lossval));
     LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->dloss));
     LADLE_CALL(ladle_tensor_fill(pl->dloss, 1.0));
-    pl->reqs = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
-    LADLE_CHECK(pl->reqs != NULL, LADLE_ERR_ALLOC, "out of memory");
     for (int h = 0; h < nheld; h++)
         LADLE_CALL(plan_held(pl, &pl->held[h], &held_in[h], opt));
     LADLE_CALL(plan_reductions(pl, workers));

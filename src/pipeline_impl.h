@@ -33,6 +33,8 @@ typedef struct slot {
     char *xin, *yout, *dyin; /* staging for pieces that are not the whole tensor */
     MPI_Request *sent;    /* the output's sends */
     int nsent;
+    MPI_Request *rin, *rdy; /* the input's and the output gradient's receives */
+    int in_posted, dy_posted;
 } slot;
 
 typedef struct held {
@@ -73,7 +75,6 @@ struct ladle_pipeline {
     int64_t x_mb_rows, tgt_mb_rows; /* rows per microbatch of the caller's tensors */
     int64_t x_glob[LADLE_MAX_NDIM], tgt_glob[LADLE_MAX_NDIM]; /* their global shapes */
     int loss_counts;          /* this rank adds the loss (one per last-stage replica) */
-    MPI_Request *reqs;        /* a receive's requests (maxpeers) */
     double loss_sum;
     int nevents, cap_events;
     ladle_pipe_event *events;

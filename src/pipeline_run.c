@@ -235,6 +235,31 @@ fail:
     return st;
 }
 
+/* Post a receive's messages once (ahead of time or at its turn). */
+static ladle_status post_recv(ladle_pipeline *pl, ladle_pipe_action a)
+{
+    ladle_status st = LADLE_OK;
+    held *h = pl->by_stage[a.stage];
+    int j = a.stage, k = a.mb;
+    if (a.kind == LADLE_PIPE_RECV_F) {
+        slot *sl = slot_for(h, k);
+        LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d", k);
+        if (!sl->in_posted)
+            LADLE_CALL(post(pl, &h->frecv[k], sl->x, sl->xin, 1, tag_of(pl, j, k, 0), sl->rin));
+        sl->in_posted = 1;
+    } else {
+        if (h->slot_of[k] < 0)
+            return LADLE_OK; /* before its forward (a hand-made list): posted at its turn */
+        slot *sl = &h->slots[h->slot_of[k]];
+        if (!sl->dy_posted)
+            LADLE_CALL(post(pl, &h->brecv[k], sl->dy[h->n - 1], sl->dyin, 1, tag_of(pl, j, k, 1),
+                            sl->rdy));
+        sl->dy_posted = 1;
+    }
+fail:
+    return st;
+}
+
 static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const ladle_tensor *x,
                                const ladle_tensor *target)
 {
@@ -260,18 +285,17 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
                         &h->dxsent[k * (pl->maxpeers + 1)]));
         break;
     case LADLE_PIPE_RECV_F: {
-        slot *sl = slot_for(h, k);
-        MPI_Request *reqs = pl->reqs;
-        LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d", k);
-        LADLE_CALL(post(pl, &h->frecv[k], sl->x, sl->xin, 1, tag_of(pl, j, k, 0), reqs));
-        LADLE_CALL(land(&h->frecv[k], sl->x, sl->xin, reqs));
+        LADLE_CALL(post_recv(pl, a));
+        slot *sl = &h->slots[h->slot_of[k]];
+        sl->in_posted = 0;
+        LADLE_CALL(land(&h->frecv[k], sl->x, sl->xin, sl->rin));
         break;
     }
     case LADLE_PIPE_RECV_B: {
+        LADLE_CALL(post_recv(pl, a));
         slot *sl = &h->slots[h->slot_of[k]];
-        ladle_tensor *dy = sl->dy[h->n - 1];
-        LADLE_CALL(post(pl, &h->brecv[k], dy, sl->dyin, 1, tag_of(pl, j, k, 1), pl->reqs));
-        LADLE_CALL(land(&h->brecv[k], dy, sl->dyin, pl->reqs));
+        sl->dy_posted = 0;
+        LADLE_CALL(land(&h->brecv[k], sl->dy[h->n - 1], sl->dyin, sl->rdy));
         break;
     }
     case LADLE_PIPE_REDUCE:
@@ -343,8 +367,16 @@ ladle_status ladle_pipeline_step(ladle_pipeline *pl, const ladle_tensor *x,
     pl->loss_sum = 0;
     pl->nevents = 0;
     const ladle_pipe_schedule *s = pl->sched;
-    for (int i = 0; i < s->len[pl->worker]; i++) {
-        ladle_pipe_action a = s->acts[pl->worker][i];
+    const ladle_pipe_action *list = s->acts[pl->worker];
+    int n = s->len[pl->worker];
+    for (int i = 0; i < n; i++) {
+        ladle_pipe_action a = list[i];
+        /* the receives right after this action are posted first, so their
+         * data arrives while it runs (the slot count allows for it) */
+        for (int e = i + 1; e < n && (list[e].kind == LADLE_PIPE_RECV_F ||
+                                      list[e].kind == LADLE_PIPE_RECV_B);
+             e++)
+            LADLE_CALL(post_recv(pl, list[e]));
         double t = MPI_Wtime() - pl->t0;
         LADLE_CALL(run_action(pl, a, x, target));
         if (a.kind <= LADLE_PIPE_W || a.kind >= LADLE_PIPE_REDUCE) {
