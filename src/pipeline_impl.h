@@ -81,4 +81,17 @@ struct ladle_pipeline {
     double t0;
 };
 
+/* pipeline_route.c: this rank's box of an op's input (out 0) or output
+ * (the whole local tensor for a sequential layer); every stage replica's
+ * boxes in a table every rank holds; the check that consecutive stages
+ * agree on global shapes; the four routes of each microbatch of held
+ * stage h. */
+void ladle__pipe_own_box(const ladle_op *op, int out, int64_t *off, int64_t *shape);
+ladle_status ladle__pipe_share_boxes(ladle_pipeline *pl, ladle_partition *const *workers,
+                                     int nheld, const ladle_pipe_stage held[], int64_t **table);
+ladle_status ladle__pipe_check_boundaries(const ladle_pipe_schedule *s,
+                                          ladle_partition *const *workers, const int64_t *table);
+ladle_status ladle__pipe_plan_routes(ladle_pipeline *pl, ladle_partition *const *workers,
+                                     const int64_t *table, held *h);
+
 #endif /* LADLE_PIPELINE_IMPL_H */
