@@ -242,6 +242,53 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* The 2 x 2, stride 2 kernels on ties and NaN, by hand: the first maximum
+ * in window order wins, and a NaN wins and stays. Three kinds of window,
+ * repeated along rows of 11 and 3 outputs (the vector and scalar paths). */
+START_TEST(max2_ties_nan)
+{
+    static const double win[3][4] = {{1, 1, 1, 1}, {0, 2, 2, 0}, {3, NAN, 5, 1}};
+    static const int at[3] = {0, 1, 1}; /* the winner: row-major tap */
+    for (int dt = 0; dt < 2; dt++)
+        for (int wide = 0; wide < 2; wide++) {
+            ladle_dtype dtype = dt ? LADLE_F64 : LADLE_F32;
+            int64_t W2 = wide ? 11 : 3, xs[4] = {1, 1, 2, 2 * W2}, ys[4] = {1, 1, 1, W2};
+            ladle_pool_desc d;
+            ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
+            ladle_op *op = NULL;
+            ladle_ctx *ctx = NULL;
+            LT_OK(ladle_pool_create(&d, xs, dtype, &op));
+            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
+            ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
+            for (int64_t c = 0; c < W2; c++) {
+                const double *w = win[c % 3];
+                lt_set(x, 2 * c, w[0]), lt_set(x, 2 * c + 1, w[1]);
+                lt_set(x, 2 * W2 + 2 * c, w[2]), lt_set(x, 2 * W2 + 2 * c + 1, w[3]);
+                lt_set(dy, c, 10.0 * (double)(c + 1));
+            }
+            LT_OK(ladle_layer_forward(op, ctx, x, y));
+            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+            int ok = 1;
+            for (int64_t c = 0; c < W2; c++) {
+                int k = (int)(c % 3);
+                double want = k == 0 ? 1 : k == 1 ? 2 : NAN, got = lt_get(y, c);
+                ok &= k == 2 ? isnan(got) : got == want;
+                for (int t = 0; t < 4; t++) {
+                    int64_t i = (t / 2) * 2 * W2 + 2 * c + t % 2;
+                    ok &= lt_get(dx, i) == (t == at[k] ? 10.0 * (double)(c + 1) : 0.0);
+                }
+            }
+            LT_ASSERT(ok, "%s, %lld outputs: ties or NaN placed wrongly", ladle_dtype_name(dtype),
+                      (long long)W2);
+            ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx);
+            ladle_tensor_destroy(&y), ladle_tensor_destroy(&dy);
+            ladle_ctx_destroy(&ctx);
+            ladle_op_destroy(&op);
+        }
+}
+END_TEST
+
 Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -249,6 +296,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, against_definition);
     tcase_add_test(tc, global_average);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, max2_ties_nan);
     suite_add_tcase(s, tc);
     return s;
 }
