@@ -12,34 +12,22 @@ static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
     return 2 * (stage * pl->m + mb) + backward;
 }
 
-/* Copy the box (lo, ext) of a contiguous tensor of shape `shape` to a
- * contiguous buffer (to_tensor 0) or back. */
-static void copy_box(char *t, int nd, const int64_t *shape, const int64_t *lo,
-                     const int64_t *ext, size_t es, char *buf, int to_tensor)
+/* Pack the box (lo, ext) of a contiguous tensor of shape `shape` into a
+ * contiguous buffer (to_tensor 0), or unpack the buffer into it: the CPU
+ * backend's box kernels. */
+static void copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape, const int64_t *lo,
+                     const int64_t *ext, char *buf, int to_tensor)
 {
-    int64_t stride[LADLE_MAX_NDIM], idx[LADLE_MAX_NDIM] = {0}, rows = 1;
-    stride[nd - 1] = 1;
-    for (int d = nd - 2; d >= 0; d--)
-        stride[d] = stride[d + 1] * shape[d + 1];
-    for (int d = 0; d < nd - 1; d++)
-        rows *= ext[d];
-    size_t run = (size_t)ext[nd - 1] * es;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t at = lo[nd - 1];
-        for (int d = 0; d < nd - 1; d++)
-            at += (lo[d] + idx[d]) * stride[d];
-        char *p = t + (size_t)at * es;
-        if (to_tensor)
-            memcpy(p, buf, run);
-        else
-            memcpy(buf, p, run);
-        buf += run;
-        for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < ext[d])
-                break;
-            idx[d] = 0;
-        }
-    }
+    const ladle_backend *be = ladle__backend(LADLE_CPU);
+    int64_t str[LADLE_MAX_NDIM], off = 0;
+    ladle__contiguous_strides(nd, shape, str);
+    for (int d = 0; d < nd; d++)
+        off += lo[d] * str[d];
+    char *base = t + (size_t)off * ladle_dtype_size(dtype);
+    if (to_tensor)
+        be->unpack(dtype, LADLE_BOX_COPY, nd, ext, buf, base, str);
+    else
+        be->pack(dtype, nd, ext, base, str, buf);
 }
 
 /* Send (or receive) one route's pieces of tensor t, through the staging
@@ -54,7 +42,7 @@ static ladle_status post(ladle_pipeline *pl, const route *r, ladle_tensor *t, ch
         const piece *pc = &r->p[i];
         char *buf = r->whole ? t->data : staging + (size_t)pc->at * es;
         if (!recv && !r->whole)
-            copy_box(t->data, t->ndim, t->shape, pc->lo, pc->ext, es, buf, 0);
+            copy_box(t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0);
         if (recv)
             LADLE_MPI(MPI_Irecv(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
         else
@@ -72,7 +60,7 @@ static ladle_status land(const route *r, ladle_tensor *t, char *staging, MPI_Req
     for (int i = 0; i < r->n; i++)
         LADLE_MPI(ladle__wait(&reqs[i]));
     for (int i = 0; !r->whole && i < r->n; i++)
-        copy_box(t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext, es,
+        copy_box(t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
                  staging + (size_t)r->p[i].at * es, 1);
 fail:
     return st;
@@ -120,7 +108,7 @@ static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *
     int64_t lo[LADLE_MAX_NDIM];
     for (int d = 0; d < nd; d++)
         lo[d] = off[d] + (d == 0 ? k * rows : 0);
-    copy_box(src->data, nd, src->shape, lo, shape, es, dst->data, 0);
+    copy_box(src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
     return LADLE_OK;
 }
 
