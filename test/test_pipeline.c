@@ -491,6 +491,21 @@ START_TEST(bad_input)
         ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
         ladle_partition_destroy(&p);
     }
+    /* workers that share a rank */
+    if (lt_size >= 2) {
+        int one[1] = {1}, two[1] = {2}, r0[1] = {0}, r01[2] = {0, 1};
+        ladle_partition *w[2] = {lt_partition_ranks(1, one, r0), lt_partition_ranks(1, two, r01)};
+        ladle_status st = ladle_pipeline_create_workers(2, w, s, 0, NULL, NULL, &od, &pl);
+        /* rank 0 names the problem; rank 1 fails too (with its own finding
+         * or the remote verdict); the others take no part */
+        LT_ASSERT(lt_rank >= 2   ? st == LADLE_OK
+                  : lt_rank == 0 ? st == LADLE_ERR_PARTITION
+                                 : st != LADLE_OK,
+                  "shared rank: %s", ladle_status_name(st));
+        ladle_error_clear();
+        ladle_pipeline_destroy(&pl);
+        ladle_partition_destroy(&w[0]), ladle_partition_destroy(&w[1]);
+    }
     ladle_pipe_schedule_destroy(&s);
     LT_FAILS(ladle_pipeline_step(NULL, NULL, NULL, NULL), LADLE_ERR_NULL);
 }
