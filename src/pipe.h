@@ -44,6 +44,9 @@ void ladle__pipe_format(char *buf, size_t size, ladle_pipe_action a);
  * RECV_F(j,k) it is SEND_F(j-1,k), for RECV_B(j,k) SEND_B(j+1,k). */
 ladle_pipe_action ladle__pipe_matching_send(ladle_pipe_action recv);
 
+/* Every cost of S stages finite and >= 0 (costs may be NULL). */
+ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *costs, int stages);
+
 /* A schedule of the same shape with empty lists. */
 ladle_status ladle__pipe_alloc(int workers, int stages, const int *replicas,
                                const int *placement, int m, ladle_pipe_schedule **out);

@@ -281,7 +281,7 @@ fail:
     return st;
 }
 
-static ladle_status check_costs(const ladle_pipe_costs *c, int S)
+ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *c, int S)
 {
     ladle_status st = LADLE_OK;
     if (c == NULL)
@@ -308,7 +308,7 @@ ladle_status ladle_pipe_schedule_generate(int style, int stages, const int *repl
                 "unknown schedule style %d", style);
     LADLE_CHECK(stages >= 1 && m >= 1, LADLE_ERR_ARG, "%d stages and %d microbatches", stages,
                 m);
-    LADLE_CALL(check_costs(costs, stages));
+    LADLE_CALL(ladle__pipe_check_costs(costs, stages));
     int workers = stages;
     if (style == LADLE_PIPE_HYBRID) {
         workers = 0;

@@ -121,12 +121,7 @@ ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_
     memset(out, 0, sizeof *out);
     LADLE_CALL(ladle_pipe_schedule_validate(s, &rep));
     LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
-    for (int j = 0; c != NULL && j < s->stages; j++) {
-        const double *v[7] = {c->f, c->b, c->w, c->send, c->reduce, c->step, c->act};
-        for (int i = 0; i < 7; i++)
-            LADLE_CHECK(v[i] == NULL || (isfinite(v[i][j]) && v[i][j] >= 0), LADLE_ERR_ARG,
-                        "a cost of stage %d is %g (finite and >= 0 needed)", j, v[i][j]);
-    }
+    LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
     int total = 0;
     for (int w = 0; w < s->workers; w++)
         total += s->len[w];
