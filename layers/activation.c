@@ -1,7 +1,8 @@
 /*
  * Elementwise activations. Where the derivative can be written with y alone
  * (ReLU, LeakyReLU, sigmoid, tanh) the backward reads y, so the forward may
- * overwrite x in place; GELU needs x.
+ * overwrite x in place; GELU needs x (and its backward reads y too, for
+ * Phi(x) = y / x).
  *
  * Each activation is a pair of plain loops without branches, so they
  * vectorise. In f32 the transcendental functions are the vectorisable
@@ -78,10 +79,14 @@ LADLE_KERNEL static void bwd_f32(const activation *a, int64_t n, const float *x,
             dx[i] = dy[i] * (1.0f - y[i] * y[i]);
         break;
     case LADLE_GELU:
+        /* Phi(x) = y / x, exact to an ulp while y is a normal number (and
+         * where it is not, Phi + x pdf is below 1e-37): the backward then
+         * needs only the density's exponential. Near 0, Phi = 1/2. */
         for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            float cdf = ladle_normal_cdff(v);
-            float pdf = ladle_expf(-0.5f * v * v) * (float)INV_SQRT2PI;
+            float v = x[i], u = y[i];
+            float av = v < 0 ? -v : v;
+            float cdf = av > 1e-20f ? u / v : 0.5f;
+            float pdf = ladle_exp_negf(-0.5f * v * v) * (float)INV_SQRT2PI;
             dx[i] = dy[i] * (cdf + v * pdf);
         }
         break;
