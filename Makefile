@@ -61,7 +61,7 @@ ifeq ($(DEPS),1)
 	@scripts/install-deps.sh
 endif
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h layers/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 

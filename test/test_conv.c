@@ -1,10 +1,11 @@
-/* Convolution: the fast path against a deliberately naive direct loop nest
+/* Convolution: the fast paths (im2col, wide rows) against a deliberately naive direct loop nest
  * on random shapes (odd sizes, stride, dilation, groups, large padding,
  * batch 1, 1-D to 3-D), finite differences, and the adjoint. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../layers/conv_impl.h" /* to see which path a layer takes */
 #include "harness.h"
 
 typedef struct geom {
@@ -188,6 +189,58 @@ START_TEST(against_naive_loops)
 }
 END_TEST
 
+/* A random geometry of the wide-row path (conv_wide.c): 1-D or 2-D,
+ * stride 1 along the rows, at least 64 taps, at most 16 output channels per
+ * group, spare columns at most half. Batches of 1-5 leave partial GEMM
+ * blocks. */
+static geom wide_geom(void)
+{
+    geom G;
+    for (;;) {
+        G.nd = (int)pick(1, 2);
+        G.n = pick(1, 5);
+        G.g = pick(1, 2);
+        G.co = G.g * pick(1, 16);
+        int64_t taps = 1;
+        for (int a = 0; a < 3; a++) {
+            int used = a >= 3 - G.nd;
+            G.k[a] = used ? pick(1, 5) : 1;
+            G.d[a] = used ? pick(1, 2) : 1;
+            G.p[a] = used ? pick(0, 3) : 0;
+            G.s[a] = 1;
+            G.in[a] = used ? pick(G.d[a] * (G.k[a] - 1) + 1, 18) : 1;
+            G.out[a] = G.in[a] + 2 * G.p[a] - G.d[a] * (G.k[a] - 1);
+            taps *= G.k[a];
+        }
+        G.c = G.g * ((64 + taps - 1) / taps + pick(0, 2));
+        int64_t wp = G.in[2] + 2 * G.p[2];
+        double spare = (double)((G.out[1] - 1) * wp + G.out[2]) / (double)(G.out[1] * G.out[2]);
+        if (spare <= 1.5)
+            return G;
+    }
+}
+
+START_TEST(wide_rows)
+{
+    int taken = 1;
+    for (int trial = 0; trial < 30; trial++) {
+        geom G = wide_geom();
+        ladle_op *op = make(&G, 0, LADLE_F64);
+        taken &= ((const conv *)op->impl)->wide;
+        if (trial < 3)
+            lt_adjoint_ok(op, 5, "wide conv without bias");
+        ladle_op_destroy(&op);
+        compare_with_naive(&G, LADLE_F64, 1e-12, "wide f64");
+        if (trial % 3 == 0)
+            compare_with_naive(&G, LADLE_F32, 1e-4, "wide f32");
+    }
+    geom conv2 = {2, 5, 6, 16, 1, {1, 14, 14}, {1, 5, 5}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1},
+                  {1, 10, 10}};
+    compare_with_naive(&conv2, LADLE_F64, 1e-12, "LeNet conv2, two images per GEMM");
+    LT_ASSERT(taken, "a wide geometry took the im2col path");
+}
+END_TEST
+
 START_TEST(gradients_and_adjoint)
 {
     for (int trial = 0; trial < 6; trial++) {
@@ -236,6 +289,7 @@ Suite *conv_suite(void)
     Suite *s = suite_create("conv");
     TCase *tc = tcase_create("conv");
     tcase_add_test(tc, against_naive_loops);
+    tcase_add_test(tc, wide_rows);
     tcase_add_test(tc, gradients_and_adjoint);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

@@ -1,0 +1,205 @@
+/*
+ * The wide-row path of the convolution's forward and weight gradient, for
+ * stride 1 in the two last dimensions (1-D and 2-D; conv.c has the im2col
+ * path, which also runs this layer's backward).
+ *
+ * Lay the output on the grid of the padded input's rows: output (oh, ow)
+ * sits at column q = oh Wp + ow, Wp the padded width, and the columns
+ * ow >= OW between rows are spare. Then the im2col row of tap (c, i, j) is
+ * one contiguous run of the padded plane,
+ *
+ *     col[(c, i, j), q] = xpad[c, i d_h Wp + j d_w + q],   q < Q = (OH-1) Wp + OW,
+ *
+ * so im2col is K long copies per image instead of K x OH copies of OW
+ * elements each. The price is the spare columns: these GEMMs are Q / P
+ * times wider.
+ *
+ *   forward          Ywide[Co_g, Q] = W_g col;  y = the OW-wide runs of Ywide
+ *   backward_weight  dW_g += dYwide col^T
+ *
+ * dYwide is dy spread onto the grid with zeros in the spare columns (the
+ * zeros are written once, at plan time: nothing else writes there), so the
+ * spare columns add nothing to dW. The backward stays with im2col: its GEMM
+ * then has no spare columns, and col2im adds short rows where the wide grid
+ * would add long ones, which measured faster for LeNet's conv2 (0.48 ms
+ * against 0.57).
+ */
+#include "conv_impl.h"
+
+/*
+ * When to take this path. It saves im2col's row copies (K x OH per image
+ * and pass), and costs the spare columns' arithmetic plus copies of y and
+ * dy (Co_g x OH per image and pass). So it pays when the kernel has many
+ * taps and the layer few output channels. Measured (bench_layers conv2d,
+ * f32, forward + backward + weight, ms, wide / im2col from padded planes):
+ *   64x6x14^2 k5 -> 16 (K 150, LeNet conv2)  1.77 / 2.0
+ *   32x16x32^2 k3 -> 16 (K 144)              7.9  / 10.4
+ *   64x1x28^2 k5 -> 6 (K 25, LeNet conv1)    1.09 / 0.88
+ *   32x3x32^2 k3 -> 16 (K 27)                1.51 / 1.16
+ *   32x32x16^2 k3 -> 32 (K 288)              7.0  / 6.5
+ *   32x64x16^2 k3 -> 64, and wider           24.0 / 21.9
+ */
+#define MIN_TAPS 64
+#define MAX_CO 16
+#define MAX_SPARE 1.5
+
+int ladle__conv_wide_plan(conv *v)
+{
+    if (v->pointwise || v->in[0] != 1 || v->k[0] != 1 || v->s[1] != 1 || v->s[2] != 1)
+        return 0;
+    int64_t hp = v->in[1] + 2 * v->p[1], wp = v->in[2] + 2 * v->p[2];
+    int64_t q = (v->out[1] - 1) * wp + v->out[2];
+    double spare = (double)q / (double)v->pout;
+    if (spare > MAX_SPARE || v->kk < MIN_TAPS || v->cog > MAX_CO)
+        return 0;
+    v->hp = hp;
+    v->wp = wp;
+    v->q = q;
+    return 1;
+}
+
+ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
+{
+    const char *f = "ladle_conv_create";
+    int padded = v->p[1] + v->p[2] > 0;
+    int64_t cols = v->batch_per_gemm * v->q;
+    v->col = be->alloc((size_t)(v->kk * cols) * es);
+    v->mat = be->alloc((size_t)(v->cog * cols) * es);
+    v->dyw = be->alloc((size_t)(v->cog * cols) * es);
+    v->dwt = be->alloc((size_t)(v->kk * v->co) * es);
+    if (padded)
+        v->xpad = be->alloc((size_t)(v->cg * v->hp * v->wp) * es);
+    if (v->col == NULL || v->mat == NULL || v->dyw == NULL || v->dwt == NULL ||
+        (padded && v->xpad == NULL))
+        return ladle__raise(LADLE_ERR_ALLOC, f, "out of memory for the convolution's workspace");
+    return LADLE_OK;
+}
+
+void ladle__conv_wide_free(conv *v, const ladle_backend *be)
+{
+    be->free(v->dyw);
+    be->free(v->dwt);
+    be->free(v->xpad);
+}
+
+/* The cg planes of image n, group g, as rows of the padded width: x itself
+ * without padding, else copied into the middle of xpad (whose borders stay
+ * zero from the plan). */
+static const char *padded_planes(const ladle_op *op, const void *x, int64_t n, int64_t g)
+{
+    const conv *v = op->impl;
+    size_t es = ladle_dtype_size(op->dtype);
+    const char *img = (const char *)x + (size_t)((n * v->c + g * v->cg) * v->pin) * es;
+    if (v->xpad == NULL)
+        return img;
+    int64_t ext[3] = {v->cg, v->in[1], v->in[2]};
+    int64_t sstr[3] = {v->pin, v->in[2], 1}, dstr[3] = {v->hp * v->wp, v->wp, 1};
+    char *mid = (char *)v->xpad + (size_t)(v->p[1] * v->wp + v->p[2]) * es;
+    op->be->copy_box(op->dtype, LADLE_BOX_COPY, 3, ext, img, sstr, mid, dstr);
+    return v->xpad;
+}
+
+/* The columns of image n, group g, as block b of the column buffer. */
+static void wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t g, int64_t b)
+{
+    const conv *v = op->impl;
+    size_t es = ladle_dtype_size(op->dtype);
+    const char *planes = padded_planes(op, x, n, g);
+    int64_t plane = v->hp * v->wp, ld = v->batch_per_gemm * v->q;
+    char *col = (char *)v->col + (size_t)(b * v->q) * es;
+    for (int64_t c = 0; c < v->cg; c++)
+        for (int64_t i = 0; i < v->k[1]; i++)
+            for (int64_t j = 0; j < v->k[2]; j++) {
+                const char *src = planes + (size_t)(c * plane + i * v->d[1] * v->wp +
+                                                    j * v->d[2]) * es;
+                memcpy(col, src, (size_t)v->q * es);
+                col += (size_t)ld * es;
+            }
+}
+
+/*
+ * Between the grid (blocks of q columns, rows of pitch wp) and images
+ * n.. of a tensor with Co channels: dy spread onto the grid (the spare
+ * columns keep their zeros), or the grid's OW-wide runs into y.
+ */
+#define DEFINE_GRID(T, S)                                                                \
+    LADLE_KERNEL static void grid_##S(const conv *v, int64_t nb, T *grid, int64_t ld,    \
+                                      T *t, int to_tensor)                               \
+    {                                                                                    \
+        int64_t oh = v->out[1], ow = v->out[2];                                          \
+        for (int64_t b = 0; b < nb; b++)                                                 \
+            for (int64_t c = 0; c < v->cog; c++) {                                       \
+                T *g = grid + c * ld + b * v->q, *r = t + (b * v->co + c) * v->pout;     \
+                if (to_tensor)                                                           \
+                    for (int64_t o = 0; o < oh; o++)                                     \
+                        row_copy_##S(r + o * ow, g + o * v->wp, ow);                     \
+                else                                                                     \
+                    for (int64_t o = 0; o < oh; o++)                                     \
+                        row_copy_##S(g + o * v->wp, r + o * ow, ow);                     \
+            }                                                                            \
+    }
+
+DEFINE_GRID(float, f32)
+DEFINE_GRID(double, f64)
+
+static void grid(const ladle_op *op, int64_t nb, void *g, void *t, int64_t n, int64_t grp,
+                 int to_tensor)
+{
+    const conv *v = op->impl;
+    size_t es = ladle_dtype_size(op->dtype);
+    int64_t ld = v->batch_per_gemm * v->q;
+    char *img = (char *)t + (size_t)((n * v->co + grp * v->cog) * v->pout) * es;
+    if (op->dtype == LADLE_F32)
+        grid_f32(v, nb, g, ld, (float *)img, to_tensor);
+    else
+        grid_f64(v, nb, g, ld, (double *)img, to_tensor);
+}
+
+static const void *weight_of(const ladle_op *op, const void *w, int64_t g)
+{
+    const conv *v = op->impl;
+    return (const char *)w + (size_t)(g * v->cog * v->kk) * ladle_dtype_size(op->dtype);
+}
+
+void ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n)
+{
+    const conv *v = op->impl;
+    int64_t ld = v->batch_per_gemm * v->q;
+    for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
+        int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
+        for (int64_t g = 0; g < v->g; g++) {
+            for (int64_t b = 0; b < nb; b++)
+                wide_cols(op, x, n0 + b, g, b);
+            op->be->gemm(op->dtype, 0, 0, v->cog, nb * v->q, v->kk, 1.0,
+                         weight_of(op, op->params[0]->data, g), v->kk, v->col, ld, 0.0,
+                         v->mat, ld);
+            grid(op, nb, v->mat, y, n0, g, 1);
+        }
+    }
+}
+
+/* dW_g += dYwide col^T, computed as its transpose col dYwide^T into dwt:
+ * OpenBLAS runs that orientation (the long K inner, 150 x 16 out) 1.25
+ * times faster for LeNet's conv2. */
+void ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
+                                      int64_t n)
+{
+    const conv *v = op->impl;
+    size_t es = ladle_dtype_size(op->dtype);
+    int64_t ld = v->batch_per_gemm * v->q;
+    op->be->fill(op->dtype, v->kk * v->co, 0.0, v->dwt);
+    for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
+        int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
+        for (int64_t g = 0; g < v->g; g++) {
+            for (int64_t b = 0; b < nb; b++)
+                wide_cols(op, x, n0 + b, g, b);
+            grid(op, nb, v->dyw, (void *)dy, n0, g, 0);
+            op->be->gemm(op->dtype, 0, 1, v->kk, v->cog, nb * v->q, 1.0, v->col, ld, v->dyw, ld,
+                         1.0, (char *)v->dwt + (size_t)(g * v->kk * v->cog) * es, v->cog);
+        }
+    }
+    /* dW[g][co][r] += dwt[g][r][co] */
+    int64_t ext[3] = {v->g, v->cog, v->kk};
+    int64_t sstr[3] = {v->kk * v->cog, 1, v->cog}, dstr[3] = {v->cog * v->kk, v->kk, 1};
+    op->be->copy_box(op->dtype, LADLE_BOX_ADD, 3, ext, v->dwt, sstr, op->grads[0]->data, dstr);
+}
