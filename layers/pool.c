@@ -41,6 +41,9 @@ static void pool_free(pool *v)
     ladle__free(v->aa);
     ladle__free(v->g);
     ladle__free(v->tmp);
+    ladle__free(v->crows);
+    ladle__free(v->ncrows);
+    ladle__free(v->rows3);
     ladle__free(v);
 }
 
@@ -127,9 +130,8 @@ static int tables(pool *v)
             v->ntrows[r] = nr;
             v->f01[r] = f0 * f1;
         }
-    return 1;
+    return v->direct != POOL_K3 || ladle__pool_direct_tables(v);
 }
-
 
 /* dst = p[0], p[s], ..., p[(BLK-1) s]. Stride 2 reads two vectors and keeps
  * the even lanes when p[2 BLK - 1] is still inside the tensor (< end). */

@@ -127,22 +127,340 @@
 DEFINE_K2(float, f32, vf32, mf32)
 DEFINE_K2(double, f64, vf64, mf64)
 
+/*
+ * The 3 x 3 window with stride 1 or 2 and padding 0 or 1 along each
+ * dimension, in either ceil mode (ResNet's stem, Inception's pooling
+ * branches). A row of outputs reads the window's valid input rows (the
+ * plan's trows).
+ *
+ * Max: a row goes in vector blocks of outputs (the last one overlapping its
+ * neighbour; rows shorter than a block one output at a time). Per input row
+ * the first maximum of the three taps, then the first row holding the
+ * largest: the first maximum in row-major window order, as a direct scan.
+ * A window with fewer than three valid rows repeats its last one, and a
+ * column outside the row repeats the nearest inside, shuffled in from the
+ * vector at that end: a repeat after the value it repeats never wins, and
+ * the one before it (column -1) is recorded as column 0. The backward
+ * zeroes a plane and adds each dy at its winner.
+ *
+ * Average: each output row's valid input rows summed into a zero-padded
+ * row, then three neighbours of it, times the divisor's two factors (rows
+ * and columns). The backward runs it transposed: per input row, the scaled
+ * dy of the output rows that hold it summed, then spread to the input
+ * columns each output covers.
+ */
+
+/* x where the mask k is set, y elsewhere (masks are all ones or zeros) */
+#define BLEND(V, M, k, x, y) ((V)(((M)(x) & (k)) | ((M)(y) & ~(k))))
+/* wins_f32 / wins_f64, lane by lane */
+#define WINS(val, best) (~((val) <= (best)) & ((best) == (best)))
+
+#define DEFINE_MAX3(T, S, V, M, VI, NB, LANES)                                           \
+    /* one output from its valid taps, in window order */                                \
+    LADLE_INLINE void max3_one_##S(const pool *v, const T *xp, const int32_t *off,       \
+                                   int64_t o, T *yo, int32_t *ao)                        \
+    {                                                                                    \
+        T best = (T)-INFINITY;                                                           \
+        int32_t at = -1;                                                                 \
+        for (int j = 0; j < 3; j++)                                                      \
+            for (int64_t t = v->lo2[o]; t < v->hi2[o]; t++) {                            \
+                int32_t i = off[j] + (int32_t)(v->base2[o] + t);                         \
+                int take = (at < 0) | wins_##S(xp[i], best);                             \
+                best = take ? xp[i] : best;                                              \
+                at = take ? i : at;                                                      \
+            }                                                                            \
+        *yo = best;                                                                      \
+        *ao = at;                                                                        \
+    }                                                                                    \
+    /* NB input columns from col on; at the EDGE of a row the columns       \
+     * outside it (at most one on the left, two on the right) repeat the     \
+     * nearest inside, shuffled in from the NB at that end */                           \
+    LADLE_INLINE void max3_load_##S(V *dst, const T *xr, int64_t col, int64_t W,         \
+                                    const int EDGE)                                      \
+    {                                                                                    \
+        const M lane = LANES, top = (M){0} + (NB - 1);                                   \
+        V t;                                                                             \
+        if (EDGE && col < 0) {                                                           \
+            memcpy(&t, xr, sizeof t);                                                    \
+            *dst = __builtin_shuffle(t, lane + (lane > 0));                              \
+        } else if (EDGE && col + NB > W) {                                               \
+            M from = lane + (col + NB - W == 1 ? 1 : 2);                                 \
+            memcpy(&t, xr + W - NB, sizeof t);                                           \
+            *dst = __builtin_shuffle(t, BLEND(M, M, from > top, top, from));             \
+        } else {                                                                         \
+            memcpy(dst, xr + col, sizeof *dst);                                          \
+        }                                                                                \
+    }                                                                                    \
+    /* the first maximum of one input row's three taps for the NB outputs    \
+     * whose windows start at columns b, b + ST, ..., and its tap (0, 1, 2) */           \
+    LADLE_INLINE void max3_row_##S(const T *xr, int64_t b, int64_t W, const int64_t ST,  \
+                                   const int EDGE, V *best, M *tap)                      \
+    {                                                                                    \
+        const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
+        V a, c, d;                                                                       \
+        if (ST == 1) {                                                                   \
+            max3_load_##S(&a, xr, b, W, EDGE);                                           \
+            max3_load_##S(&c, xr, b + 1, W, EDGE);                                       \
+            max3_load_##S(&d, xr, b + 2, W, EDGE);                                       \
+        } else { /* up to the last window's third tap, no further */                     \
+            V p0, p1, q0, q1;                                                            \
+            max3_load_##S(&p0, xr, b, W, EDGE);                                          \
+            max3_load_##S(&p1, xr, b + NB, W, EDGE);                                     \
+            max3_load_##S(&q0, xr, b + 1, W, EDGE);                                      \
+            max3_load_##S(&q1, xr, b + 1 + NB, W, EDGE);                                 \
+            a = __builtin_shuffle(p0, p1, even);                                         \
+            c = __builtin_shuffle(p0, p1, odd);                                          \
+            d = __builtin_shuffle(q0, q1, odd);                                          \
+        }                                                                                \
+        M tc = WINS(c, a);                                                               \
+        V m = BLEND(V, M, tc, c, a);                                                     \
+        M td = WINS(d, m);                                                               \
+        *tap = (td & 2) | (~td & -tc);                                                   \
+        if (EDGE && b < 0) /* column 0 stood in for -1 before it: record 0 */            \
+            *tap -= (*tap == 0) & (lane == 0);                                           \
+        *best = BLEND(V, M, td, d, m);                                                   \
+    }                                                                                    \
+    /* NB outputs from c on, from the window's rows at plane offsets off:    \
+     * the first maximum of each row, then the first row holding the largest */          \
+    LADLE_INLINE void max3_block_##S(const T *xp, const int32_t *off, int64_t W,         \
+                                     int64_t c, int64_t p, const int64_t ST,             \
+                                     const int EDGE, T *yc, int32_t *ac)                 \
+    {                                                                                    \
+        const M lane = LANES;                                                            \
+        int64_t b = c * ST - p; /* the first window's first column */                    \
+        M k0, k1, k2;                                                                    \
+        V m0, m1, m2;                                                                    \
+        max3_row_##S(xp + off[0], b, W, ST, EDGE, &m0, &k0);                             \
+        max3_row_##S(xp + off[1], b, W, ST, EDGE, &m1, &k1);                             \
+        max3_row_##S(xp + off[2], b, W, ST, EDGE, &m2, &k2);                             \
+        M t1 = WINS(m1, m0);                                                             \
+        V m = BLEND(V, M, t1, m1, m0);                                                   \
+        M at = BLEND(M, M, t1, k1 + off[1], k0 + off[0]);                                \
+        M t2 = WINS(m2, m);                                                              \
+        m = BLEND(V, M, t2, m2, m);                                                      \
+        at = BLEND(M, M, t2, k2 + off[2], at) + lane * (int32_t)ST + (int32_t)b;         \
+        VI at32 = __builtin_convertvector(at, VI);                                       \
+        memcpy(yc, &m, sizeof m);                                                        \
+        memcpy(ac, &at32, sizeof at32);                                                  \
+    }                                                                                    \
+    /* a row of W2 >= NB outputs in blocks, the last one overlapping its     \
+     * neighbour; the first and the last may reach outside the row */                    \
+    LADLE_INLINE void max3_blocks_##S(const T *xp, const int32_t *off, int64_t W,        \
+                                      int64_t W2, int64_t p, const int64_t ST, T *yr,    \
+                                      int32_t *ar)                                       \
+    {                                                                                    \
+        int64_t last = W2 - NB;                                                          \
+        int right = last * ST - p + (NB - 1) * ST + 2 >= W;                              \
+        max3_block_##S(xp, off, W, 0, p, ST, 1, yr, ar);                                 \
+        for (int64_t c = NB; c < last; c += NB)                                          \
+            max3_block_##S(xp, off, W, c, p, ST, 0, yr + c, ar + c);                     \
+        if (right)                                                                       \
+            max3_block_##S(xp, off, W, last, p, ST, 1, yr + last, ar + last);            \
+        else                                                                             \
+            max3_block_##S(xp, off, W, last, p, ST, 0, yr + last, ar + last);            \
+    }                                                                                    \
+    LADLE_KERNEL static void max3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
+                                          int32_t *arg)                                  \
+    {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2];                               \
+        for (int64_t pl = 0; pl < planes; pl++) {                                        \
+            const T *xp = x + pl * v->pin;                                               \
+            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
+                const int64_t *rows = v->trows + r * v->kk;                              \
+                int64_t nr = v->ntrows[r];                                               \
+                int32_t off[3]; /* the last valid row repeated */                        \
+                off[0] = (int32_t)(rows[0] * W);                                         \
+                off[1] = nr > 1 ? (int32_t)(rows[1] * W) : off[0];                       \
+                off[2] = nr > 2 ? (int32_t)(rows[2] * W) : off[1];                       \
+                T *yr = y + pl * v->pout + r * W2;                                       \
+                int32_t *ar = arg ? arg + pl * v->pout + r * W2 : v->tmp;                \
+                if (W2 < NB)                                                             \
+                    for (int64_t o = 0; o < W2; o++)                                     \
+                        max3_one_##S(v, xp, off, o, yr + o, ar + o);                     \
+                else if (v->s[2] == 1)                                                   \
+                    max3_blocks_##S(xp, off, W, W2, p, 1, yr, ar);                       \
+                else                                                                     \
+                    max3_blocks_##S(xp, off, W, W2, p, 2, yr, ar);                       \
+            }                                                                            \
+        }                                                                                \
+    }                                                                                    \
+    LADLE_KERNEL static void max3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
+                                          T *dx, const int32_t *arg)                     \
+    {                                                                                    \
+        for (int64_t pl = 0; pl < planes; pl++) {                                        \
+            const T *restrict g = dy + pl * v->pout;                                     \
+            const int32_t *restrict ap = arg + pl * v->pout;                             \
+            T *restrict dxp = dx + pl * v->pin;                                          \
+            memset(dxp, 0, sizeof(T) * (size_t)v->pin);                                  \
+            for (int64_t q = 0; q < v->pout; q++)                                        \
+                dxp[ap[q]] += g[q];                                                      \
+        }                                                                                \
+    }
+
+#define DEFINE_AVG3(T, S)                                                                \
+    /* yr = the three neighbours in the padded row sums V, times the divisor */          \
+    LADLE_INLINE void avg3_cols_##S(const T *restrict V, T *restrict yr, int64_t W2,     \
+                                    int64_t p, const int64_t ST, T f,                    \
+                                    const T *restrict f2)                                \
+    {                                                                                    \
+        for (int64_t o = 0; o < W2; o++)                                                 \
+            yr[o] = (V[o * ST - p] + V[o * ST - p + 1] + V[o * ST - p + 2]) * (f * f2[o]); \
+    }                                                                                    \
+    LADLE_KERNEL static void avg3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
+                                          const T *f2)                                   \
+    {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ws = W + 4;                   \
+        T *sums = (T *)v->rows3 + 2;                                                     \
+        for (int64_t pl = 0; pl < planes; pl++) {                                        \
+            const T *xp = x + pl * v->pin;                                               \
+            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
+                const int64_t *rows = v->trows + r * v->kk;                              \
+                int64_t nr = v->ntrows[r];                                               \
+                const T *restrict x0 = xp + rows[0] * W;                                 \
+                const T *restrict x1 = xp + rows[nr > 1] * W;                            \
+                const T *restrict x2 = xp + rows[nr > 2 ? 2 : 0] * W;                    \
+                T *restrict V = sums + r * ws;                                           \
+                if (nr == 3)                                                             \
+                    for (int64_t j = 0; j < W; j++)                                      \
+                        V[j] = x0[j] + x1[j] + x2[j];                                    \
+                else if (nr == 2)                                                        \
+                    for (int64_t j = 0; j < W; j++)                                      \
+                        V[j] = x0[j] + x1[j];                                            \
+                else                                                                     \
+                    memcpy(V, x0, sizeof(T) * (size_t)W);                                \
+            }                                                                            \
+            /* a pass of its own: reading a row just written, off its alignment,     \
+             * would wait for the stores */                                              \
+            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
+                T *yr = y + pl * v->pout + r * W2, f = (T)v->f01[r];                     \
+                if (v->s[2] == 1)                                                        \
+                    avg3_cols_##S(sums + r * ws, yr, W2, p, 1, f, f2);                   \
+                else                                                                     \
+                    avg3_cols_##S(sums + r * ws, yr, W2, p, 2, f, f2);                   \
+            }                                                                            \
+        }                                                                                \
+    }                                                                                    \
+    /* input row xr from the padded row G of column sums of the scaled dy */            \
+    LADLE_INLINE void avg3_spread_##S(const T *restrict G, T *restrict xr, int64_t W,    \
+                                      int64_t p, const int64_t ST)                       \
+    {                                                                                    \
+        if (ST == 1) {                                                                   \
+            for (int64_t j = 0; j < W; j++)                                              \
+                xr[j] = G[j + p - 2] + G[j + p - 1] + G[j + p];                          \
+            return;                                                                      \
+        }                                                                                \
+        /* column j is the middle tap of output (j + p - 1) / 2 when j + p is    \
+         * odd, else the first tap of (j + p) / 2 and the last of the one before */     \
+        int64_t u = 0;                                                                   \
+        if (p)                                                                           \
+            for (; u < W / 2; u++) {                                                     \
+                xr[2 * u] = G[u];                                                        \
+                xr[2 * u + 1] = G[u] + G[u + 1];                                         \
+            }                                                                            \
+        else                                                                             \
+            for (; u < W / 2; u++) {                                                     \
+                xr[2 * u] = G[u - 1] + G[u];                                             \
+                xr[2 * u + 1] = G[u];                                                    \
+            }                                                                            \
+        if (W & 1)                                                                       \
+            xr[W - 1] = p ? G[u] : G[u - 1] + G[u];                                      \
+    }                                                                                    \
+    LADLE_KERNEL static void avg3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
+                                          T *dx, const T *f2)                            \
+    {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], gs = W2 + 4;                  \
+        T *sums = (T *)v->rows3 + v->out[1] * (W + 4) + 2;                               \
+        for (int64_t pl = 0; pl < planes; pl++) {                                        \
+            const T *dyp = dy + pl * v->pout;                                            \
+            for (int64_t i = 0; i < v->rows_in; i++) {                                   \
+                const int64_t *cr = v->crows + 3 * i;                                    \
+                int64_t nc = v->ncrows[i];                                               \
+                T *restrict G = sums + i * gs;                                           \
+                const T *restrict g0 = dyp + cr[0] * W2;                                 \
+                const T *restrict g1 = dyp + cr[nc > 1] * W2;                            \
+                const T *restrict g2 = dyp + cr[nc > 2 ? 2 : 0] * W2;                    \
+                T f0 = (T)v->f01[cr[0]], f1 = (T)v->f01[cr[nc > 1]];                     \
+                T fl = (T)v->f01[cr[nc > 2 ? 2 : 0]];                                    \
+                if (nc == 3)                                                             \
+                    for (int64_t o = 0; o < W2; o++)                                     \
+                        G[o] = (f0 * g0[o] + f1 * g1[o] + fl * g2[o]) * f2[o];           \
+                else if (nc == 2)                                                        \
+                    for (int64_t o = 0; o < W2; o++)                                     \
+                        G[o] = (f0 * g0[o] + f1 * g1[o]) * f2[o];                        \
+                else if (nc == 1)                                                        \
+                    for (int64_t o = 0; o < W2; o++)                                     \
+                        G[o] = f0 * g0[o] * f2[o];                                       \
+                else /* a row no window reaches */                                       \
+                    memset(G, 0, sizeof(T) * (size_t)W2);                                \
+            }                                                                            \
+            for (int64_t i = 0; i < v->rows_in; i++) {                                   \
+                T *xr = dx + pl * v->pin + i * W;                                        \
+                if (v->s[2] == 1)                                                        \
+                    avg3_spread_##S(sums + i * gs, xr, W, p, 1);                         \
+                else                                                                     \
+                    avg3_spread_##S(sums + i * gs, xr, W, p, 2);                         \
+            }                                                                            \
+        }                                                                                \
+    }
+
+#define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}
+#define LANES4 {0, 1, 2, 3}
+DEFINE_MAX3(float, f32, vf32, mf32, vi32, 8, LANES8)
+DEFINE_MAX3(double, f64, vd4, md4, vi4, 4, LANES4)
+DEFINE_AVG3(float, f32)
+DEFINE_AVG3(double, f64)
+
 int ladle__pool_direct_case(const pool *v)
 {
     if (v->in[0] != 1 || v->k[0] != 1 || v->s[0] != 1 || v->p[0] != 0)
         return POOL_GENERIC;
-    int k2s2 = 1;
-    for (int a = 1; a < 3; a++)
+    int k2s2 = 1, k3 = 1;
+    for (int a = 1; a < 3; a++) {
         k2s2 = k2s2 && v->k[a] == 2 && v->s[a] == 2 && v->p[a] == 0 && v->d[a] == 1 &&
                v->out[a] == v->in[a] / 2;
-    return k2s2 ? POOL_K2S2 : POOL_GENERIC;
+        k3 = k3 && v->k[a] == 3 && (v->s[a] == 1 || v->s[a] == 2) && v->p[a] <= 1 &&
+             v->d[a] == 1;
+    }
+    return k2s2 ? POOL_K2S2 : k3 ? POOL_K3 : POOL_GENERIC;
+}
+
+/* POOL_K3's tables, after pool.c's: which output rows hold each input row,
+ * and average pooling's workspace. */
+int ladle__pool_direct_tables(pool *v)
+{
+    int64_t H = v->in[1], W = v->in[2], W2 = v->out[2];
+    /* average pooling's planes of zero-padded rows: the forward's sums of x
+     * over each window's rows, then the backward's sums of the scaled dy
+     * over the rows of outputs that hold each input row */
+    size_t rows3 = sizeof(double) * (size_t)(v->out[1] * (W + 4) + H * (W2 + 4));
+    v->crows = ladle__calloc((size_t)(3 * H), sizeof(int64_t));
+    v->ncrows = ladle__calloc((size_t)H, sizeof(int64_t));
+    v->rows3 = ladle__calloc(1, rows3);
+    if (!v->crows || !v->ncrows || !v->rows3)
+        return 0;
+    memset(v->rows3, 0, rows3); /* touched here, not in the first forward */
+    for (int64_t o = 0; o < v->out[1]; o++)
+        for (int64_t t = 0; t < 3; t++) {
+            int64_t i = o * v->s[1] - v->p[1] + t;
+            if (i >= 0 && i < H)
+                v->crows[3 * i + v->ncrows[i]++] = o;
+        }
+    return 1;
 }
 
 void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const void *x, void *y,
                                 int32_t *arg)
 {
     int max = v->kind == LADLE_POOL_MAX;
-    if (max && f32)
+    if (v->direct == POOL_K3 && max && f32)
+        max3_fwd_f32(v, planes, x, y, arg);
+    else if (v->direct == POOL_K3 && max)
+        max3_fwd_f64(v, planes, x, y, arg);
+    else if (v->direct == POOL_K3 && f32)
+        avg3_fwd_f32(v, planes, x, y, v->f2f);
+    else if (v->direct == POOL_K3)
+        avg3_fwd_f64(v, planes, x, y, v->f2d);
+    else if (max && f32)
         max2_fwd_f32(v, planes, x, y, arg);
     else if (max)
         max2_fwd_f64(v, planes, x, y, arg);
@@ -156,7 +474,15 @@ void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const v
                                  void *dx, const int32_t *arg)
 {
     int max = v->kind == LADLE_POOL_MAX;
-    if (max && f32)
+    if (v->direct == POOL_K3 && max && f32)
+        max3_bwd_f32(v, planes, dy, dx, arg);
+    else if (v->direct == POOL_K3 && max)
+        max3_bwd_f64(v, planes, dy, dx, arg);
+    else if (v->direct == POOL_K3 && f32)
+        avg3_bwd_f32(v, planes, dy, dx, v->f2f);
+    else if (v->direct == POOL_K3)
+        avg3_bwd_f64(v, planes, dy, dx, v->f2d);
+    else if (max && f32)
         max2_bwd_f32(v, planes, dy, dx, arg);
     else if (max)
         max2_bwd_f64(v, planes, dy, dx, arg);

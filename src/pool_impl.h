@@ -10,7 +10,7 @@
 
 #include "op_impl.h"
 
-enum { POOL_GENERIC, POOL_K2S2 };
+enum { POOL_GENERIC, POOL_K2S2, POOL_K3 };
 
 typedef struct pool {
     ladle_pool_kind kind;
@@ -41,6 +41,10 @@ typedef struct pool {
     void *g;
     int32_t *tmp;
     int direct; /* POOL_GENERIC or the direct kernels of pool_direct.c */
+    /* POOL_K3: per input row, the output rows whose windows hold it (three
+     * slots each) and their count; average pooling's row sums, zero-padded */
+    int64_t *crows, *ncrows;
+    void *rows3;
 } pool;
 
 /* Blocks of BLK outputs are GCC/Clang vectors (two or four machine vectors
@@ -51,6 +55,11 @@ typedef int32_t mf32 __attribute__((vector_size(BLK * 4)));
 typedef double vf64 __attribute__((vector_size(BLK * 8)));
 typedef int64_t mf64 __attribute__((vector_size(BLK * 8)));
 typedef int32_t vi32 __attribute__((vector_size(BLK * 4)));
+/* four doubles: GCC 12 takes 64-byte vectors apart lane by lane in the
+ * cloned kernels (src/simd.h), even in the AVX-512 copy */
+typedef double vd4 __attribute__((vector_size(32)));
+typedef int64_t md4 __attribute__((vector_size(32)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
 
 /* val takes the place of best: the first maximum wins, a NaN wins and stays */
 static inline int wins_f32(float val, float best)
@@ -65,6 +74,7 @@ static inline int wins_f64(double val, double best)
 /* The direct kernels: the case a plan fits (POOL_GENERIC for none), and the
  * forward and backward of a plan that has one (f32 or f64). */
 int ladle__pool_direct_case(const pool *v);
+int ladle__pool_direct_tables(pool *v); /* 0: out of memory */
 void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const void *x, void *y,
                                 int32_t *arg);
 void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const void *dy,
