@@ -8,6 +8,14 @@
 #include "../src/pool_impl.h"
 #include "../src/simd.h"
 
+/* The hardware prefetchers stop at page boundaries, and a plane is often a
+ * page or less: a kernel asks for the next plane while it works on one. */
+static inline void prefetch(const void *p, size_t bytes)
+{
+    for (size_t k = 0; k < bytes; k += 64)
+        __builtin_prefetch((const char *)p + k, 0, 3);
+}
+
 /*
  * The 2 x 2 window with stride 2 (LeNet's, most CNNs'): one pass over each
  * pair of input rows, the four taps of an output side by side, and a
@@ -172,42 +180,48 @@ DEFINE_K2(double, f64, vf64, mf64)
         *yo = best;                                                                      \
         *ao = at;                                                                        \
     }                                                                                    \
-    /* NB input columns from col on; at the EDGE of a row the columns       \
-     * outside it (at most one on the left, two on the right) repeat the     \
-     * nearest inside, shuffled in from the NB at that end */                           \
-    LADLE_INLINE void max3_load_##S(V *dst, const T *xr, int64_t col, int64_t W,         \
-                                    const int EDGE)                                      \
-    {                                                                                    \
-        const M lane = LANES, top = (M){0} + (NB - 1);                                   \
-        V t;                                                                             \
-        if (EDGE && col < 0) {                                                           \
-            memcpy(&t, xr, sizeof t);                                                    \
-            *dst = __builtin_shuffle(t, lane + (lane > 0));                              \
-        } else if (EDGE && col + NB > W) {                                               \
-            M from = lane + (col + NB - W == 1 ? 1 : 2);                                 \
-            memcpy(&t, xr + W - NB, sizeof t);                                           \
-            *dst = __builtin_shuffle(t, BLEND(M, M, from > top, top, from));             \
-        } else {                                                                         \
-            memcpy(dst, xr + col, sizeof *dst);                                          \
-        }                                                                                \
-    }                                                                                    \
     /* the first maximum of one input row's three taps for the NB outputs    \
-     * whose windows start at columns b, b + ST, ..., and its tap (0, 1, 2) */           \
+     * whose windows start at columns b, b + ST, ..., and its tap (0, 1, 2).  \
+     * LEFT: column b = -1 is outside the row; RIGHT: the last OVER columns  \
+     * are (1 or 2). A column outside repeats the nearest inside, shuffled   \
+     * in from the vector at that end of the row. */                                     \
     LADLE_INLINE void max3_row_##S(const T *xr, int64_t b, int64_t W, const int64_t ST,  \
-                                   const int EDGE, V *best, M *tap)                      \
+                                   const int LEFT, const int RIGHT, int64_t over,        \
+                                   V *best, M *tap)                                      \
     {                                                                                    \
         const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
+        const M in0 = lane + (lane > 0);                   /* lane 0 twice, shifted */   \
+        const M in1 = lane + 1 + (lane == NB - 1);         /* shifted, the last twice */ \
+        const M in2 = in1 + 1 + (lane >= NB - 2);          /* by two */                  \
         V a, c, d;                                                                       \
         if (ST == 1) {                                                                   \
-            max3_load_##S(&a, xr, b, W, EDGE);                                           \
-            max3_load_##S(&c, xr, b + 1, W, EDGE);                                       \
-            max3_load_##S(&d, xr, b + 2, W, EDGE);                                       \
+            memcpy(&c, xr + b + 1, sizeof c);                                            \
+            if (LEFT)                                                                    \
+                a = __builtin_shuffle(c, in0);                                           \
+            else                                                                         \
+                memcpy(&a, xr + b, sizeof a);                                            \
+            if (RIGHT) /* one column past the end */                                     \
+                d = __builtin_shuffle(c, in1);                                           \
+            else                                                                         \
+                memcpy(&d, xr + b + 2, sizeof d);                                        \
         } else { /* up to the last window's third tap, no further */                     \
             V p0, p1, q0, q1;                                                            \
-            max3_load_##S(&p0, xr, b, W, EDGE);                                          \
-            max3_load_##S(&p1, xr, b + NB, W, EDGE);                                     \
-            max3_load_##S(&q0, xr, b + 1, W, EDGE);                                      \
-            max3_load_##S(&q1, xr, b + 1 + NB, W, EDGE);                                 \
+            memcpy(&q0, xr + b + 1, sizeof q0);                                          \
+            if (LEFT)                                                                    \
+                p0 = __builtin_shuffle(q0, in0);                                         \
+            else                                                                         \
+                memcpy(&p0, xr + b, sizeof p0);                                          \
+            if (RIGHT && over == 2) {                                                    \
+                memcpy(&q1, xr + W - NB, sizeof q1);                                     \
+                p1 = __builtin_shuffle(q1, in1);                                         \
+                q1 = __builtin_shuffle(q1, in2);                                         \
+            } else if (RIGHT) {                                                          \
+                memcpy(&p1, xr + b + NB, sizeof p1);                                     \
+                q1 = __builtin_shuffle(p1, in1);                                         \
+            } else {                                                                     \
+                memcpy(&p1, xr + b + NB, sizeof p1);                                     \
+                memcpy(&q1, xr + b + 1 + NB, sizeof q1);                                 \
+            }                                                                            \
             a = __builtin_shuffle(p0, p1, even);                                         \
             c = __builtin_shuffle(p0, p1, odd);                                          \
             d = __builtin_shuffle(q0, q1, odd);                                          \
@@ -216,7 +230,7 @@ DEFINE_K2(double, f64, vf64, mf64)
         V m = BLEND(V, M, tc, c, a);                                                     \
         M td = WINS(d, m);                                                               \
         *tap = (td & 2) | (~td & -tc);                                                   \
-        if (EDGE && b < 0) /* column 0 stood in for -1 before it: record 0 */            \
+        if (LEFT) /* column 0 stood in for -1 before it: record 0 */                     \
             *tap -= (*tap == 0) & (lane == 0);                                           \
         *best = BLEND(V, M, td, d, m);                                                   \
     }                                                                                    \
@@ -224,15 +238,16 @@ DEFINE_K2(double, f64, vf64, mf64)
      * the first maximum of each row, then the first row holding the largest */          \
     LADLE_INLINE void max3_block_##S(const T *xp, const int32_t *off, int64_t W,         \
                                      int64_t c, int64_t p, const int64_t ST,             \
-                                     const int EDGE, T *yc, int32_t *ac)                 \
+                                     const int LEFT, const int RIGHT, int64_t over,      \
+                                     T *yc, int32_t *ac)                                 \
     {                                                                                    \
         const M lane = LANES;                                                            \
         int64_t b = c * ST - p; /* the first window's first column */                    \
         M k0, k1, k2;                                                                    \
         V m0, m1, m2;                                                                    \
-        max3_row_##S(xp + off[0], b, W, ST, EDGE, &m0, &k0);                             \
-        max3_row_##S(xp + off[1], b, W, ST, EDGE, &m1, &k1);                             \
-        max3_row_##S(xp + off[2], b, W, ST, EDGE, &m2, &k2);                             \
+        max3_row_##S(xp + off[0], b, W, ST, LEFT, RIGHT, over, &m0, &k0);                \
+        max3_row_##S(xp + off[1], b, W, ST, LEFT, RIGHT, over, &m1, &k1);                \
+        max3_row_##S(xp + off[2], b, W, ST, LEFT, RIGHT, over, &m2, &k2);                \
         M t1 = WINS(m1, m0);                                                             \
         V m = BLEND(V, M, t1, m1, m0);                                                   \
         M at = BLEND(M, M, t1, k1 + off[1], k0 + off[0]);                                \
@@ -244,36 +259,131 @@ DEFINE_K2(double, f64, vf64, mf64)
         memcpy(ac, &at32, sizeof at32);                                                  \
     }                                                                                    \
     /* a row of W2 >= NB outputs in blocks, the last one overlapping its     \
-     * neighbour; the first and the last may reach outside the row */                    \
+     * neighbour; only the first may start outside the row, only the last    \
+     * end outside it */                                                                 \
     LADLE_INLINE void max3_blocks_##S(const T *xp, const int32_t *off, int64_t W,        \
                                       int64_t W2, int64_t p, const int64_t ST, T *yr,    \
                                       int32_t *ar)                                       \
     {                                                                                    \
-        int64_t last = W2 - NB;                                                          \
-        int right = last * ST - p + (NB - 1) * ST + 2 >= W;                              \
-        max3_block_##S(xp, off, W, 0, p, ST, 1, yr, ar);                                 \
-        for (int64_t c = NB; c < last; c += NB)                                          \
-            max3_block_##S(xp, off, W, c, p, ST, 0, yr + c, ar + c);                     \
-        if (right)                                                                       \
-            max3_block_##S(xp, off, W, last, p, ST, 1, yr + last, ar + last);            \
+        int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
+        if (last == 0 && p && over > 0)                                                  \
+            max3_block_##S(xp, off, W, 0, p, ST, 1, 1, over, yr, ar);                    \
+        else if (last == 0 && over > 0)                                                  \
+            max3_block_##S(xp, off, W, 0, p, ST, 0, 1, over, yr, ar);                    \
+        else if (p)                                                                      \
+            max3_block_##S(xp, off, W, 0, p, ST, 1, 0, 0, yr, ar);                       \
         else                                                                             \
-            max3_block_##S(xp, off, W, last, p, ST, 0, yr + last, ar + last);            \
+            max3_block_##S(xp, off, W, 0, p, ST, 0, 0, 0, yr, ar);                       \
+        if (last == 0)                                                                   \
+            return;                                                                      \
+        for (int64_t c = NB; c < last; c += NB)                                          \
+            max3_block_##S(xp, off, W, c, p, ST, 0, 0, 0, yr + c, ar + c);               \
+        if (over > 0)                                                                    \
+            max3_block_##S(xp, off, W, last, p, ST, 0, 1, over, yr + last, ar + last);   \
+        else                                                                             \
+            max3_block_##S(xp, off, W, last, p, ST, 0, 0, 0, yr + last, ar + last);      \
+    }                                                                                    \
+    /* NB outputs from column c on down the output rows [ra, rb), whose      \
+     * windows' three rows are all inside (from row ra S1 - P1 on): the      \
+     * window slides down S1 rows at a time, each input row's first maxima   \
+     * (and their plane offsets) computed once */                                       \
+    LADLE_INLINE void max3_column_##S(const T *xp, int64_t W, int64_t W2, int64_t c,     \
+                                      int64_t p, const int64_t ST, const int LEFT,       \
+                                      const int RIGHT, int64_t over, int64_t ra,         \
+                                      int64_t rb, const int64_t S1, int64_t P1,          \
+                                      int64_t pin, T *yp, int32_t *ap)                   \
+    {                                                                                    \
+        const M lane = LANES;                                                            \
+        int64_t b = c * ST - p, i = ra * S1 - P1; /* the first column and row */         \
+        /* the offset of each output's first tap in input row i */                       \
+        M at0 = lane * (int32_t)ST + (int32_t)(i * W + b), k0, k1, k2;                   \
+        V m0, m1, m2;                                                                    \
+        max3_row_##S(xp + i * W, b, W, ST, LEFT, RIGHT, over, &m0, &k0);                 \
+        max3_row_##S(xp + (i + 1) * W, b, W, ST, LEFT, RIGHT, over, &m1, &k1);           \
+        max3_row_##S(xp + (i + 2) * W, b, W, ST, LEFT, RIGHT, over, &m2, &k2);           \
+        k0 += at0;                                                                       \
+        k1 += at0 + (int32_t)W;                                                          \
+        at0 += 2 * (int32_t)W;                                                           \
+        k2 += at0;                                                                       \
+        for (int64_t r = ra;;) {                                                         \
+            M t1 = WINS(m1, m0);                                                         \
+            V m = BLEND(V, M, t1, m1, m0);                                               \
+            M at = BLEND(M, M, t1, k1, k0);                                              \
+            M t2 = WINS(m2, m);                                                          \
+            m = BLEND(V, M, t2, m2, m);                                                  \
+            at = BLEND(M, M, t2, k2, at);                                                \
+            VI at32 = __builtin_convertvector(at, VI);                                   \
+            memcpy(yp + r * W2 + c, &m, sizeof m);                                       \
+            memcpy(ap + r * W2 + c, &at32, sizeof at32);                                 \
+            if (++r == rb)                                                               \
+                break;                                                                   \
+            i += S1;                                                                     \
+            if (c == 0) /* the next plane's rows, while these are in hand */             \
+                prefetch(xp + pin + (i + 3 - S1) * W, sizeof(T) * (size_t)(S1 * W));     \
+            if (S1 == 1) {                                                               \
+                m0 = m1, k0 = k1, m1 = m2, k1 = k2;                                      \
+            } else {                                                                     \
+                m0 = m2, k0 = k2;                                                        \
+                max3_row_##S(xp + (i + 1) * W, b, W, ST, LEFT, RIGHT, over, &m1, &k1);   \
+                at0 += (int32_t)W;                                                       \
+                k1 += at0;                                                               \
+            }                                                                            \
+            max3_row_##S(xp + (i + 2) * W, b, W, ST, LEFT, RIGHT, over, &m2, &k2);       \
+            at0 += (int32_t)W;                                                           \
+            k2 += at0;                                                                   \
+        }                                                                                \
+    }                                                                                    \
+    /* the interior rows [ra, rb) of a plane, block by block of columns as   \
+     * max3_blocks */                                                                    \
+    LADLE_INLINE void max3_columns_##S(const pool *v, const T *xp, int64_t ra, int64_t rb, \
+                                       const int64_t ST, const int64_t S1, T *yp,        \
+                                       int32_t *ap)                                      \
+    {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], P1 = v->p[1], pin = v->pin;   \
+        int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
+        if (last == 0 && p && over > 0)                                                  \
+            max3_column_##S(xp, W, W2, 0, p, ST, 1, 1, over, ra, rb, S1, P1, pin, yp, ap); \
+        else if (last == 0 && over > 0)                                                  \
+            max3_column_##S(xp, W, W2, 0, p, ST, 0, 1, over, ra, rb, S1, P1, pin, yp, ap); \
+        else if (p)                                                                      \
+            max3_column_##S(xp, W, W2, 0, p, ST, 1, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+        else                                                                             \
+            max3_column_##S(xp, W, W2, 0, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+        if (last == 0)                                                                   \
+            return;                                                                      \
+        for (int64_t c = NB; c < last; c += NB)                                          \
+            max3_column_##S(xp, W, W2, c, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+        if (over > 0)                                                                    \
+            max3_column_##S(xp, W, W2, last, p, ST, 0, 1, over, ra, rb, S1, P1, pin, yp, \
+                            ap);                                                         \
+        else                                                                             \
+            max3_column_##S(xp, W, W2, last, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap); \
     }                                                                                    \
     LADLE_KERNEL static void max3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
                                           int32_t *arg)                                  \
     {                                                                                    \
-        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2];                               \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ra = v->rows_out, rb = 0;     \
+        for (int64_t r = 0; r < v->rows_out; r++)                                        \
+            if (v->ntrows[r] == 3) {                                                     \
+                ra = r < ra ? r : ra;                                                    \
+                rb = r + 1;                                                              \
+            }                                                                            \
+        if (W2 < NB || rb <= ra)                                                         \
+            ra = rb = v->rows_out;                                                       \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *xp = x + pl * v->pin;                                               \
-            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
+            T *yp = y + pl * v->pout;                                                    \
+            int32_t *ap = arg ? arg + pl * v->pout : v->rows3; /* or a scratch plane */   \
+            /* the rows at the top and bottom edges one by one, then the others */       \
+            for (int64_t r = ra ? 0 : rb; r < v->rows_out; r = r + 1 == ra ? rb : r + 1) { \
                 const int64_t *rows = v->trows + r * v->kk;                              \
                 int64_t nr = v->ntrows[r];                                               \
                 int32_t off[3]; /* the last valid row repeated */                        \
                 off[0] = (int32_t)(rows[0] * W);                                         \
                 off[1] = nr > 1 ? (int32_t)(rows[1] * W) : off[0];                       \
                 off[2] = nr > 2 ? (int32_t)(rows[2] * W) : off[1];                       \
-                T *yr = y + pl * v->pout + r * W2;                                       \
-                int32_t *ar = arg ? arg + pl * v->pout + r * W2 : v->tmp;                \
+                T *yr = yp + r * W2;                                                     \
+                int32_t *ar = ap + r * W2;                                               \
                 if (W2 < NB)                                                             \
                     for (int64_t o = 0; o < W2; o++)                                     \
                         max3_one_##S(v, xp, off, o, yr + o, ar + o);                     \
@@ -282,6 +392,14 @@ DEFINE_K2(double, f64, vf64, mf64)
                 else                                                                     \
                     max3_blocks_##S(xp, off, W, W2, p, 2, yr, ar);                       \
             }                                                                            \
+            if (rb > ra && v->s[2] == 1 && v->s[1] == 1)                                 \
+                max3_columns_##S(v, xp, ra, rb, 1, 1, yp, ap);                           \
+            else if (rb > ra && v->s[2] == 1)                                            \
+                max3_columns_##S(v, xp, ra, rb, 1, 2, yp, ap);                           \
+            else if (rb > ra && v->s[1] == 1)                                            \
+                max3_columns_##S(v, xp, ra, rb, 2, 1, yp, ap);                           \
+            else if (rb > ra)                                                            \
+                max3_columns_##S(v, xp, ra, rb, 2, 2, yp, ap);                           \
         }                                                                                \
     }                                                                                    \
     LADLE_KERNEL static void max3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
@@ -292,7 +410,18 @@ DEFINE_K2(double, f64, vf64, mf64)
             const int32_t *restrict ap = arg + pl * v->pout;                             \
             T *restrict dxp = dx + pl * v->pin;                                          \
             memset(dxp, 0, sizeof(T) * (size_t)v->pin);                                  \
-            for (int64_t q = 0; q < v->pout; q++)                                        \
+            int64_t q = 0;                                                               \
+            for (; q + 8 <= v->pout; q += 8) {                                           \
+                dxp[ap[q]] += g[q];                                                      \
+                dxp[ap[q + 2]] += g[q + 2];                                              \
+                dxp[ap[q + 4]] += g[q + 4];                                              \
+                dxp[ap[q + 6]] += g[q + 6];                                              \
+                dxp[ap[q + 1]] += g[q + 1];                                              \
+                dxp[ap[q + 3]] += g[q + 3];                                              \
+                dxp[ap[q + 5]] += g[q + 5];                                              \
+                dxp[ap[q + 7]] += g[q + 7];                                              \
+            }                                                                            \
+            for (; q < v->pout; q++)                                                     \
                 dxp[ap[q]] += g[q];                                                      \
         }                                                                                \
     }
@@ -425,7 +554,7 @@ int ladle__pool_direct_case(const pool *v)
 }
 
 /* POOL_K3's tables, after pool.c's: which output rows hold each input row,
- * and average pooling's workspace. */
+ * and the workspace. */
 int ladle__pool_direct_tables(pool *v)
 {
     int64_t H = v->in[1], W = v->in[2], W2 = v->out[2];
@@ -433,6 +562,8 @@ int ladle__pool_direct_tables(pool *v)
      * over each window's rows, then the backward's sums of the scaled dy
      * over the rows of outputs that hold each input row */
     size_t rows3 = sizeof(double) * (size_t)(v->out[1] * (W + 4) + H * (W2 + 4));
+    if (v->kind == LADLE_POOL_MAX) /* a plane of offsets, for a forward without a ctx */
+        rows3 = sizeof(int32_t) * (size_t)v->pout;
     v->crows = ladle__calloc((size_t)(3 * H), sizeof(int64_t));
     v->ncrows = ladle__calloc((size_t)H, sizeof(int64_t));
     v->rows3 = ladle__calloc(1, rows3);
