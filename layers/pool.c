@@ -43,6 +43,8 @@ static void pool_free(pool *v)
     ladle__free(v->tmp);
     ladle__free(v->crows);
     ladle__free(v->ncrows);
+    ladle__free(v->bhi);
+    ladle__free(v->bc);
     ladle__free(v->rows3);
     ladle__free(v);
 }

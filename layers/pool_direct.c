@@ -138,24 +138,29 @@ DEFINE_K2(double, f64, vf64, mf64)
 /*
  * The 3 x 3 window with stride 1 or 2 and padding 0 or 1 along each
  * dimension, in either ceil mode (ResNet's stem, Inception's pooling
- * branches). A row of outputs reads the window's valid input rows (the
- * plan's trows).
+ * branches). Outputs go in vector blocks along a row (the last block
+ * overlapping its neighbour; rows shorter than a block one output at a
+ * time), and a block slides down the plane: each input row's result for
+ * the block is computed once and carried while the window moves down its
+ * stride. Only the first and last blocks of a row reach outside it, and
+ * know so at compile time: the columns outside are shuffled in from the
+ * vector at that end (no load tests a column).
  *
- * Max: a row goes in vector blocks of outputs (the last one overlapping its
- * neighbour; rows shorter than a block one output at a time). Per input row
- * the first maximum of the three taps, then the first row holding the
- * largest: the first maximum in row-major window order, as a direct scan.
- * A window with fewer than three valid rows repeats its last one, and a
- * column outside the row repeats the nearest inside, shuffled in from the
- * vector at that end: a repeat after the value it repeats never wins, and
- * the one before it (column -1) is recorded as column 0. The backward
- * zeroes a plane and adds each dy at its winner.
+ * Max: per input row the first maximum of the three taps, then the first
+ * row holding the largest: the first maximum in row-major window order, as
+ * a direct scan, NaN winning and staying. A window with fewer than three
+ * valid rows repeats its last one, and a column outside the row repeats the
+ * nearest inside: a repeat after the value it repeats never wins, and the
+ * one before it (column -1) is recorded as column 0. Rows whose windows
+ * are cut short at the top or bottom go row by row. The backward zeroes a
+ * plane and adds each dy at its winner.
  *
- * Average: each output row's valid input rows summed into a zero-padded
- * row, then three neighbours of it, times the divisor's two factors (rows
- * and columns). The backward runs it transposed: per input row, the scaled
- * dy of the output rows that hold it summed, then spread to the input
- * columns each output covers.
+ * Average: the three taps of each input row summed (zeros outside the row
+ * and the plane), three rows summed, times the divisor's two factors (rows
+ * and columns). The backward first scales dy by the column factors into a
+ * zero-padded plane, then per output row sums it over the outputs that
+ * hold each input column, and per input row adds those of the (up to three)
+ * output rows holding it times their row factors (the plan's bhi, bc).
  */
 
 /* x where the mask k is set, y elsewhere (masks are all ones or zeros) */
@@ -426,109 +431,254 @@ DEFINE_K2(double, f64, vf64, mf64)
         }                                                                                \
     }
 
-#define DEFINE_AVG3(T, S)                                                                \
-    /* yr = the three neighbours in the padded row sums V, times the divisor */          \
-    LADLE_INLINE void avg3_cols_##S(const T *restrict V, T *restrict yr, int64_t W2,     \
-                                    int64_t p, const int64_t ST, T f,                    \
-                                    const T *restrict f2)                                \
+#define DEFINE_AVG3(T, S, V, M, NB, LANES)                                               \
+    /* the sum of one input row's three taps for the NB outputs whose        \
+     * windows start at columns b, b + ST, ...; outside the row (LEFT: column \
+     * -1, RIGHT: the last OVER) zeros are shuffled in */                                \
+    LADLE_INLINE void avg3_row_##S(const T *xr, int64_t b, int64_t W, const int64_t ST,  \
+                                   const int LEFT, const int RIGHT, int64_t over, V *h)  \
     {                                                                                    \
-        for (int64_t o = 0; o < W2; o++)                                                 \
-            yr[o] = (V[o * ST - p] + V[o * ST - p + 1] + V[o * ST - p + 2]) * (f * f2[o]); \
+        const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
+        const V z = {0}; /* shuffle lanes past NB pick zeros, lane -1 wraps to one */    \
+        V a, c, d;                                                                       \
+        if (ST == 1) {                                                                   \
+            memcpy(&c, xr + b + 1, sizeof c);                                            \
+            if (LEFT)                                                                    \
+                a = __builtin_shuffle(c, z, lane - 1);                                   \
+            else                                                                         \
+                memcpy(&a, xr + b, sizeof a);                                            \
+            if (RIGHT)                                                                   \
+                d = __builtin_shuffle(c, z, lane + 1);                                   \
+            else                                                                         \
+                memcpy(&d, xr + b + 2, sizeof d);                                        \
+        } else {                                                                         \
+            V p0, p1, q0, q1;                                                            \
+            memcpy(&q0, xr + b + 1, sizeof q0);                                          \
+            if (LEFT)                                                                    \
+                p0 = __builtin_shuffle(q0, z, lane - 1);                                 \
+            else                                                                         \
+                memcpy(&p0, xr + b, sizeof p0);                                          \
+            if (RIGHT && over == 2) {                                                    \
+                memcpy(&q1, xr + W - NB, sizeof q1);                                     \
+                p1 = __builtin_shuffle(q1, z, lane + 1);                                 \
+                q1 = __builtin_shuffle(q1, z, lane + 2);                                 \
+            } else if (RIGHT) {                                                          \
+                memcpy(&p1, xr + b + NB, sizeof p1);                                     \
+                q1 = __builtin_shuffle(p1, z, lane + 1);                                 \
+            } else {                                                                     \
+                memcpy(&p1, xr + b + NB, sizeof p1);                                     \
+                memcpy(&q1, xr + b + 1 + NB, sizeof q1);                                 \
+            }                                                                            \
+            a = __builtin_shuffle(p0, p1, even);                                         \
+            c = __builtin_shuffle(p0, p1, odd);                                          \
+            d = __builtin_shuffle(q0, q1, odd);                                          \
+        }                                                                                \
+        *h = a + c + d;                                                                  \
+    }                                                                                    \
+    /* the row sums of input row i, zero for a row outside the plane */                  \
+    LADLE_INLINE void avg3_rowat_##S(const T *xp, int64_t i, int64_t H, int64_t b,       \
+                                     int64_t W, const int64_t ST, const int LEFT,        \
+                                     const int RIGHT, int64_t over, V *h)                \
+    {                                                                                    \
+        if (i >= 0 && i < H)                                                             \
+            avg3_row_##S(xp + i * W, b, W, ST, LEFT, RIGHT, over, h);                    \
+        else                                                                             \
+            *h = (V){0};                                                                 \
+    }                                                                                    \
+    /* NB outputs from column c on, down every output row: the window's      \
+     * three row sums slide down S1 rows at a time, each computed once */                \
+    LADLE_INLINE void avg3_column_##S(const pool *v, const T *xp, int64_t c,             \
+                                      const int64_t ST, const int64_t S1, const int LEFT, \
+                                      const int RIGHT, int64_t over, const T *f2, T *yp) \
+    {                                                                                    \
+        /* locals: the stores below may alias the plan as far as C knows */              \
+        const int64_t W = v->in[2], H = v->in[1], W2 = v->out[2], H2 = v->out[1];       \
+        const double *f01 = v->f01;                                                      \
+        int64_t b = c * ST - v->p[2], i = -v->p[1]; /* the first column and row */       \
+        V f, h0, h1, h2;                                                                 \
+        memcpy(&f, f2 + c, sizeof f);                                                    \
+        avg3_rowat_##S(xp, i, H, b, W, ST, LEFT, RIGHT, over, &h0);                      \
+        avg3_rowat_##S(xp, i + 1, H, b, W, ST, LEFT, RIGHT, over, &h1);                  \
+        avg3_rowat_##S(xp, i + 2, H, b, W, ST, LEFT, RIGHT, over, &h2);                  \
+        for (int64_t r = 0;;) {                                                          \
+            V yv = (h0 + h1 + h2) * ((T)f01[r] * f);                                     \
+            memcpy(yp + r * W2 + c, &yv, sizeof yv);                                     \
+            if (++r == H2)                                                               \
+                break;                                                                   \
+            i += S1;                                                                     \
+            if (S1 == 1) {                                                               \
+                h0 = h1, h1 = h2;                                                        \
+            } else {                                                                     \
+                h0 = h2;                                                                 \
+                avg3_rowat_##S(xp, i + 1, H, b, W, ST, LEFT, RIGHT, over, &h1);          \
+            }                                                                            \
+            avg3_rowat_##S(xp, i + 2, H, b, W, ST, LEFT, RIGHT, over, &h2);              \
+        }                                                                                \
+    }                                                                                    \
+    LADLE_INLINE void avg3_columns_##S(const pool *v, const T *xp, const int64_t ST,     \
+                                       const int64_t S1, const T *f2, T *yp)             \
+    {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2];                               \
+        int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
+        if (last == 0 && p && over > 0)                                                  \
+            avg3_column_##S(v, xp, 0, ST, S1, 1, 1, over, f2, yp);                       \
+        else if (last == 0 && over > 0)                                                  \
+            avg3_column_##S(v, xp, 0, ST, S1, 0, 1, over, f2, yp);                       \
+        else if (p)                                                                      \
+            avg3_column_##S(v, xp, 0, ST, S1, 1, 0, 0, f2, yp);                          \
+        else                                                                             \
+            avg3_column_##S(v, xp, 0, ST, S1, 0, 0, 0, f2, yp);                          \
+        if (last == 0)                                                                   \
+            return;                                                                      \
+        for (int64_t c = NB; c < last; c += NB)                                          \
+            avg3_column_##S(v, xp, c, ST, S1, 0, 0, 0, f2, yp);                          \
+        if (over > 0)                                                                    \
+            avg3_column_##S(v, xp, last, ST, S1, 0, 1, over, f2, yp);                    \
+        else                                                                             \
+            avg3_column_##S(v, xp, last, ST, S1, 0, 0, 0, f2, yp);                       \
+    }                                                                                    \
+    /* rows narrower than a block: output by output from the plan's tables */           \
+    LADLE_INLINE void avg3_fwd_one_##S(const pool *v, const T *xp, const T *f2, T *yp)   \
+    {                                                                                    \
+        for (int64_t r = 0; r < v->out[1]; r++)                                          \
+            for (int64_t o = 0; o < v->out[2]; o++) {                                    \
+                T acc = 0;                                                               \
+                for (int64_t j = 0; j < v->ntrows[r]; j++)                               \
+                    for (int64_t t = v->lo2[o]; t < v->hi2[o]; t++)                      \
+                        acc += xp[v->trows[r * v->kk + j] * v->in[2] + v->base2[o] + t]; \
+                yp[r * v->out[2] + o] = acc * ((T)v->f01[r] * f2[o]);                    \
+            }                                                                            \
     }                                                                                    \
     LADLE_KERNEL static void avg3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
                                           const T *f2)                                   \
     {                                                                                    \
-        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ws = W + 4;                   \
-        T *sums = (T *)v->rows3 + 2;                                                     \
+        int64_t ST = v->s[2], S1 = v->s[1];                                              \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *xp = x + pl * v->pin;                                               \
-            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
-                const int64_t *rows = v->trows + r * v->kk;                              \
-                int64_t nr = v->ntrows[r];                                               \
-                const T *restrict x0 = xp + rows[0] * W;                                 \
-                const T *restrict x1 = xp + rows[nr > 1] * W;                            \
-                const T *restrict x2 = xp + rows[nr > 2 ? 2 : 0] * W;                    \
-                T *restrict V = sums + r * ws;                                           \
-                if (nr == 3)                                                             \
-                    for (int64_t j = 0; j < W; j++)                                      \
-                        V[j] = x0[j] + x1[j] + x2[j];                                    \
-                else if (nr == 2)                                                        \
-                    for (int64_t j = 0; j < W; j++)                                      \
-                        V[j] = x0[j] + x1[j];                                            \
-                else                                                                     \
-                    memcpy(V, x0, sizeof(T) * (size_t)W);                                \
+            T *yp = y + pl * v->pout;                                                    \
+            if (v->out[2] < NB)                                                          \
+                avg3_fwd_one_##S(v, xp, f2, yp);                                         \
+            else if (ST == 1 && S1 == 1)                                                 \
+                avg3_columns_##S(v, xp, 1, 1, f2, yp);                                   \
+            else if (ST == 1)                                                            \
+                avg3_columns_##S(v, xp, 1, 2, f2, yp);                                   \
+            else if (S1 == 1)                                                            \
+                avg3_columns_##S(v, xp, 2, 1, f2, yp);                                   \
+            else                                                                         \
+                avg3_columns_##S(v, xp, 2, 2, f2, yp);                                   \
+        }                                                                                \
+    }                                                                                    \
+    /* a row of G (output row r's dy times the column factors, zero-padded):  \
+     * summed over the outputs that hold each input column of a block, NB     \
+     * columns from j on (stride 1) or NB pairs from 2 j on (stride 2: two    \
+     * vectors, the even and odd columns interleaved) */                                 \
+    LADLE_INLINE void avg3_spread_##S(const T *g, int64_t j, int64_t p, const int64_t ST, \
+                                      V *lo, V *hi)                                      \
+    {                                                                                    \
+        V g0, g1, g2;                                                                    \
+        if (ST == 1) { /* the outputs j + p - 2 .. j + p */                              \
+            memcpy(&g0, g + j + p - 2, sizeof g0);                                       \
+            memcpy(&g1, g + j + p - 1, sizeof g1);                                       \
+            memcpy(&g2, g + j + p, sizeof g2);                                           \
+            *lo = g0 + g1 + g2;                                                          \
+            return;                                                                      \
+        }                                                                                \
+        /* column 2 j: the middle tap of output j (padding 1) or the first of j  \
+         * and last of j - 1 (padding 0); 2 j + 1: the last of j and first of    \
+         * j + 1, or the middle of j */                                                  \
+        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
+        memcpy(&g0, g + j, sizeof g0);                                                   \
+        memcpy(&g1, g + j + (p ? 1 : -1), sizeof g1);                                    \
+        V e = g0, o = g0 + g1;                                                           \
+        if (!p) {                                                                        \
+            e = o;                                                                       \
+            o = g0;                                                                      \
+        }                                                                                \
+        *lo = __builtin_shuffle(e, o, ev);                                               \
+        *hi = __builtin_shuffle(e, o, ev + NB / 2);                                      \
+    }                                                                                    \
+    /* a block of input columns down every input row: the spread rows of the \
+     * three latest output rows held, each computed once, and the ones that  \
+     * hold row i weighted by their row factors (the plan's bhi, bc) */                  \
+    LADLE_INLINE void avg3_bcolumn_##S(const pool *v, const T *G, int64_t j,             \
+                                       const int64_t ST, T *dxp)                         \
+    {                                                                                    \
+        /* locals: the stores below may alias the plan as far as C knows */              \
+        const int64_t W = v->in[2], H = v->in[1], gs = v->out[2] + 4, p = v->p[2];       \
+        const int64_t *bhi = v->bhi;                                                     \
+        const double *bc = v->bc;                                                        \
+        int64_t next = 0; /* the next output row */                                      \
+        V e0 = {0}, e1 = {0}, e2 = {0}, u0 = {0}, u1 = {0}, u2 = {0};                    \
+        for (int64_t i = 0; i < H; i++) {                                                \
+            for (; next <= bhi[i]; next++) {                                             \
+                e0 = e1, e1 = e2, u0 = u1, u1 = u2;                                      \
+                avg3_spread_##S(G + next * gs, j, p, ST, &e2, &u2);                      \
             }                                                                            \
-            /* a pass of its own: reading a row just written, off its alignment,     \
-             * would wait for the stores */                                              \
-            for (int64_t r = 0; r < v->rows_out; r++) {                                  \
-                T *yr = y + pl * v->pout + r * W2, f = (T)v->f01[r];                     \
-                if (v->s[2] == 1)                                                        \
-                    avg3_cols_##S(sums + r * ws, yr, W2, p, 1, f, f2);                   \
-                else                                                                     \
-                    avg3_cols_##S(sums + r * ws, yr, W2, p, 2, f, f2);                   \
+            T c0 = (T)bc[3 * i], c1 = (T)bc[3 * i + 1], c2 = (T)bc[3 * i + 2];           \
+            V d = c0 * e0 + c1 * e1 + c2 * e2;                                           \
+            if (ST == 1) {                                                               \
+                memcpy(dxp + i * W + j, &d, sizeof d);                                   \
+            } else {                                                                     \
+                memcpy(dxp + i * W + 2 * j, &d, sizeof d);                               \
+                d = c0 * u0 + c1 * u1 + c2 * u2;                                         \
+                memcpy(dxp + i * W + 2 * j + NB, &d, sizeof d);                          \
             }                                                                            \
         }                                                                                \
     }                                                                                    \
-    /* input row xr from the padded row G of column sums of the scaled dy */            \
-    LADLE_INLINE void avg3_spread_##S(const T *restrict G, T *restrict xr, int64_t W,    \
-                                      int64_t p, const int64_t ST)                       \
+    /* rows narrower than two blocks: input row by input row from the tables */          \
+    LADLE_INLINE void avg3_bwd_one_##S(const pool *v, const T *dyp, const T *f2, T *dxp) \
     {                                                                                    \
-        if (ST == 1) {                                                                   \
-            for (int64_t j = 0; j < W; j++)                                              \
-                xr[j] = G[j + p - 2] + G[j + p - 1] + G[j + p];                          \
-            return;                                                                      \
+        int64_t W = v->in[2], W2 = v->out[2];                                            \
+        for (int64_t i = 0; i < v->in[1]; i++) {                                         \
+            T *xr = dxp + i * W;                                                         \
+            memset(xr, 0, sizeof(T) * (size_t)W);                                        \
+            for (int64_t k = 0; k < v->ncrows[i]; k++) {                                 \
+                int64_t r = v->crows[3 * i + k];                                         \
+                for (int64_t o = 0; o < W2; o++)                                         \
+                    for (int64_t t = v->lo2[o]; t < v->hi2[o]; t++)                      \
+                        xr[v->base2[o] + t] += dyp[r * W2 + o] * ((T)v->f01[r] * f2[o]); \
+            }                                                                            \
         }                                                                                \
-        /* column j is the middle tap of output (j + p - 1) / 2 when j + p is    \
-         * odd, else the first tap of (j + p) / 2 and the last of the one before */     \
-        int64_t u = 0;                                                                   \
-        if (p)                                                                           \
-            for (; u < W / 2; u++) {                                                     \
-                xr[2 * u] = G[u];                                                        \
-                xr[2 * u + 1] = G[u] + G[u + 1];                                         \
-            }                                                                            \
-        else                                                                             \
-            for (; u < W / 2; u++) {                                                     \
-                xr[2 * u] = G[u - 1] + G[u];                                             \
-                xr[2 * u + 1] = G[u];                                                    \
-            }                                                                            \
-        if (W & 1)                                                                       \
-            xr[W - 1] = p ? G[u] : G[u - 1] + G[u];                                      \
     }                                                                                    \
     LADLE_KERNEL static void avg3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
                                           T *dx, const T *f2)                            \
     {                                                                                    \
-        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], gs = W2 + 4;                  \
-        T *sums = (T *)v->rows3 + v->out[1] * (W + 4) + 2;                               \
+        int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ST = v->s[2], gs = W2 + 4;    \
+        /* blocks of columns (stride 1) or of column pairs (2), the last one      \
+         * overlapping its neighbour; an odd last column of stride 2 on its own */       \
+        int64_t n = ST == 1 ? W : W / 2, last = n - NB;                                  \
+        T *G = (T *)v->rows3 + 2; /* dy times the column factors, rows zero-padded */    \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *dyp = dy + pl * v->pout;                                            \
-            for (int64_t i = 0; i < v->rows_in; i++) {                                   \
-                const int64_t *cr = v->crows + 3 * i;                                    \
-                int64_t nc = v->ncrows[i];                                               \
-                T *restrict G = sums + i * gs;                                           \
-                const T *restrict g0 = dyp + cr[0] * W2;                                 \
-                const T *restrict g1 = dyp + cr[nc > 1] * W2;                            \
-                const T *restrict g2 = dyp + cr[nc > 2 ? 2 : 0] * W2;                    \
-                T f0 = (T)v->f01[cr[0]], f1 = (T)v->f01[cr[nc > 1]];                     \
-                T fl = (T)v->f01[cr[nc > 2 ? 2 : 0]];                                    \
-                if (nc == 3)                                                             \
-                    for (int64_t o = 0; o < W2; o++)                                     \
-                        G[o] = (f0 * g0[o] + f1 * g1[o] + fl * g2[o]) * f2[o];           \
-                else if (nc == 2)                                                        \
-                    for (int64_t o = 0; o < W2; o++)                                     \
-                        G[o] = (f0 * g0[o] + f1 * g1[o]) * f2[o];                        \
-                else if (nc == 1)                                                        \
-                    for (int64_t o = 0; o < W2; o++)                                     \
-                        G[o] = f0 * g0[o] * f2[o];                                       \
-                else /* a row no window reaches */                                       \
-                    memset(G, 0, sizeof(T) * (size_t)W2);                                \
+            T *dxp = dx + pl * v->pin;                                                   \
+            if (n < NB) {                                                                \
+                avg3_bwd_one_##S(v, dyp, f2, dxp);                                       \
+                continue;                                                                \
             }                                                                            \
-            for (int64_t i = 0; i < v->rows_in; i++) {                                   \
-                T *xr = dx + pl * v->pin + i * W;                                        \
-                if (v->s[2] == 1)                                                        \
-                    avg3_spread_##S(sums + i * gs, xr, W, p, 1);                         \
+            /* a pass of its own: the spreads read G off its stores' alignment */        \
+            for (int64_t r = 0; r < v->out[1]; r++) {                                    \
+                T *restrict gr = G + r * gs;                                             \
+                const T *restrict dr = dyp + r * W2, *restrict fr = f2;                  \
+                for (int64_t o = 0; o < W2; o++)                                         \
+                    gr[o] = dr[o] * fr[o];                                               \
+            }                                                                            \
+            for (int64_t j = 0; j < n; j += NB) {                                        \
+                j = j + NB <= n ? j : last;                                              \
+                if (ST == 1)                                                             \
+                    avg3_bcolumn_##S(v, G, j, 1, dxp);                                   \
                 else                                                                     \
-                    avg3_spread_##S(sums + i * gs, xr, W, p, 2);                         \
+                    avg3_bcolumn_##S(v, G, j, 2, dxp);                                   \
             }                                                                            \
+            if (ST == 2 && W % 2) /* the last column, the middle or first tap of W/2 */  \
+                for (int64_t i = 0; i < v->in[1]; i++) {                                 \
+                    T acc = 0;                                                           \
+                    for (int64_t k = 0, r = v->bhi[i] - 2; k < 3; k++, r++) {            \
+                        const T *g = G + r * gs + W / 2;                                 \
+                        if (r >= 0 && v->bc[3 * i + k] != 0)                             \
+                            acc += (T)v->bc[3 * i + k] * (p ? g[0] : g[-1] + g[0]);      \
+                    }                                                                    \
+                    dxp[i * W + W - 1] = acc;                                            \
+                }                                                                        \
         }                                                                                \
     }
 
@@ -536,8 +686,8 @@ DEFINE_K2(double, f64, vf64, mf64)
 #define LANES4 {0, 1, 2, 3}
 DEFINE_MAX3(float, f32, vf32, mf32, vi32, 8, LANES8)
 DEFINE_MAX3(double, f64, vd4, md4, vi4, 4, LANES4)
-DEFINE_AVG3(float, f32)
-DEFINE_AVG3(double, f64)
+DEFINE_AVG3(float, f32, vf32, mf32, 8, LANES8)
+DEFINE_AVG3(double, f64, vd4, md4, 4, LANES4)
 
 int ladle__pool_direct_case(const pool *v)
 {
@@ -557,25 +707,35 @@ int ladle__pool_direct_case(const pool *v)
  * and the workspace. */
 int ladle__pool_direct_tables(pool *v)
 {
-    int64_t H = v->in[1], W = v->in[2], W2 = v->out[2];
-    /* average pooling's planes of zero-padded rows: the forward's sums of x
-     * over each window's rows, then the backward's sums of the scaled dy
-     * over the rows of outputs that hold each input row */
-    size_t rows3 = sizeof(double) * (size_t)(v->out[1] * (W + 4) + H * (W2 + 4));
-    if (v->kind == LADLE_POOL_MAX) /* a plane of offsets, for a forward without a ctx */
-        rows3 = sizeof(int32_t) * (size_t)v->pout;
+    int64_t H = v->in[1], H2 = v->out[1];
+    /* max: a plane of offsets, for a forward without a ctx; average: the
+     * backward's plane of dy times the column factors, rows zero-padded */
+    size_t rows3 = v->kind == LADLE_POOL_MAX ? sizeof(int32_t) * (size_t)v->pout
+                                             : sizeof(double) * (size_t)(H2 * (v->out[2] + 4));
     v->crows = ladle__calloc((size_t)(3 * H), sizeof(int64_t));
     v->ncrows = ladle__calloc((size_t)H, sizeof(int64_t));
+    v->bhi = ladle__calloc((size_t)H, sizeof(int64_t));
+    v->bc = ladle__calloc((size_t)(3 * H), sizeof(double));
     v->rows3 = ladle__calloc(1, rows3);
-    if (!v->crows || !v->ncrows || !v->rows3)
+    if (!v->crows || !v->ncrows || !v->bhi || !v->bc || !v->rows3)
         return 0;
     memset(v->rows3, 0, rows3); /* touched here, not in the first forward */
-    for (int64_t o = 0; o < v->out[1]; o++)
+    for (int64_t o = 0; o < H2; o++)
         for (int64_t t = 0; t < 3; t++) {
             int64_t i = o * v->s[1] - v->p[1] + t;
             if (i >= 0 && i < H)
                 v->crows[3 * i + v->ncrows[i]++] = o;
         }
+    /* per input row the last output row holding it, and the row factors of
+     * that row and the two before it (0 for those that do not hold it) */
+    for (int64_t i = 0; i < H; i++) {
+        int64_t n = v->ncrows[i], lo = n ? v->crows[3 * i] : 0;
+        v->bhi[i] = n ? v->crows[3 * i + n - 1] : -1;
+        for (int64_t k = 0; k < 3; k++) {
+            int64_t r = v->bhi[i] - 2 + k;
+            v->bc[3 * i + k] = n && r >= lo ? v->f01[r] : 0;
+        }
+    }
     return 1;
 }
 

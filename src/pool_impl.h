@@ -42,8 +42,10 @@ typedef struct pool {
     int32_t *tmp;
     int direct; /* POOL_GENERIC or the direct kernels of pool_direct.c */
     /* POOL_K3: per input row, the output rows whose windows hold it (three
-     * slots each) and their count; average pooling's row sums, zero-padded */
-    int64_t *crows, *ncrows;
+     * slots each) and their count, the last of them (bhi) and the row
+     * factors of it and the two before (bc); workspace (pool_direct.c) */
+    int64_t *crows, *ncrows, *bhi;
+    double *bc;
     void *rows3;
 } pool;
 
