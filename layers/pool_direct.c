@@ -8,8 +8,14 @@
 #include "../src/pool_impl.h"
 #include "../src/simd.h"
 
+/* Blocks are 8 floats or 4 doubles (see pool_impl.h); lane numbers: */
+#define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}
+#define LANES4 {0, 1, 2, 3}
+
 /* The hardware prefetchers stop at page boundaries, and a plane is often a
- * page or less: a kernel asks for the next plane while it works on one. */
+ * page or less. The max forwards ask for the next plane's rows while they
+ * work on one, a row at a time (asking for a whole plane at once, and asking
+ * in the kernels that already stream in order, measured slower). */
 static inline void prefetch(const void *p, size_t bytes)
 {
     for (size_t k = 0; k < bytes; k += 64)
@@ -23,7 +29,7 @@ static inline void prefetch(const void *p, size_t bytes)
  * or zero), so it needs no zeroing pass. Rows and columns left over by an
  * odd extent get zeros.
  */
-#define DEFINE_K2(T, S, V, M)                                                            \
+#define DEFINE_K2(T, S, V, M, VI, NB, LANES)                                             \
     /* one output: the first maximum of the window in row-major order */                \
     LADLE_INLINE void max2_one_##S(const T *r0, const T *r1, int64_t c, int32_t base,     \
                                    int32_t W, T *yc, int32_t *ac)                        \
@@ -39,26 +45,27 @@ static inline void prefetch(const void *p, size_t bytes)
                                           int32_t *arg)                                  \
     {                                                                                    \
         int64_t W = v->in[2], H2 = v->out[1], W2 = v->out[2];                            \
-        const M odd = {1, 3, 5, 7, 9, 11, 13, 15}, even = {0, 2, 4, 6, 8, 10, 12, 14};   \
+        const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
         for (int64_t pl = 0; pl < planes; pl++)                                          \
             for (int64_t o = 0; o < H2; o++) {                                           \
                 const T *r0 = x + pl * v->pin + 2 * o * W, *r1 = r0 + W;                 \
+                prefetch(r0 + v->pin, sizeof(T) * (size_t)(2 * W)); /* the next plane */ \
                 T *yr = y + pl * v->pout + o * W2;                                       \
                 int32_t *ar = arg ? arg + pl * v->pout + o * W2 : v->tmp;                \
                 int32_t base = (int32_t)(2 * o * W);                                     \
-                if (W2 < BLK) {                                                          \
+                if (W2 < NB) {                                                          \
                     for (int64_t c = 0; c < W2; c++)                                     \
                         max2_one_##S(r0, r1, c, base, (int32_t)W, yr + c, ar + c);       \
                     continue;                                                            \
                 }                                                                        \
-                /* blocks of BLK outputs, the last one overlapping its neighbour */      \
-                for (int64_t c = 0; c < W2; c += BLK) {                                  \
-                    c = c + BLK <= W2 ? c : W2 - BLK;                                    \
+                /* blocks of NB outputs, the last one overlapping its neighbour */      \
+                for (int64_t c = 0; c < W2; c += NB) {                                  \
+                    c = c + NB <= W2 ? c : W2 - NB;                                    \
                     V p0, p1, q0, q1;                                                    \
                     memcpy(&p0, r0 + 2 * c, sizeof p0);                                  \
-                    memcpy(&p1, r0 + 2 * c + BLK, sizeof p1);                            \
+                    memcpy(&p1, r0 + 2 * c + NB, sizeof p1);                            \
                     memcpy(&q0, r1 + 2 * c, sizeof q0);                                  \
-                    memcpy(&q1, r1 + 2 * c + BLK, sizeof q1);                            \
+                    memcpy(&q1, r1 + 2 * c + NB, sizeof q1);                            \
                     V a = __builtin_shuffle(p0, p1, even), b = __builtin_shuffle(p0, p1, odd); \
                     V e = __builtin_shuffle(q0, q1, even), f = __builtin_shuffle(q0, q1, odd); \
                     M wb = (b > a) | ((b != b) & (a == a));                              \
@@ -70,7 +77,7 @@ static inline void prefetch(const void *p, size_t bytes)
                     /* masks are -1 or 0: the tap offset within the window */            \
                     M rel = (((M){0} + (int32_t)W - wf) & w2) | (-wb & ~w2);                \
                     M at = even + (base + 2 * (int32_t)c) + rel;                         \
-                    vi32 at32 = __builtin_convertvector(at, vi32);                       \
+                    VI at32 = __builtin_convertvector(at, VI);                           \
                     memcpy(yr + c, &m, sizeof m);                                        \
                     memcpy(ar + c, &at32, sizeof at32);                                  \
                 }                                                                        \
@@ -132,8 +139,8 @@ static inline void prefetch(const void *p, size_t bytes)
         }                                                                                \
     }
 
-DEFINE_K2(float, f32, vf32, mf32)
-DEFINE_K2(double, f64, vf64, mf64)
+DEFINE_K2(float, f32, vf32, mf32, vi32, 8, LANES8)
+DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
 
 /*
  * The 3 x 3 window with stride 1 or 2 and padding 0 or 1 along each
@@ -682,8 +689,6 @@ DEFINE_K2(double, f64, vf64, mf64)
         }                                                                                \
     }
 
-#define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}
-#define LANES4 {0, 1, 2, 3}
 DEFINE_MAX3(float, f32, vf32, mf32, vi32, 8, LANES8)
 DEFINE_MAX3(double, f64, vd4, md4, vi4, 4, LANES4)
 DEFINE_AVG3(float, f32, vf32, mf32, 8, LANES8)
