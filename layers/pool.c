@@ -17,7 +17,8 @@
  * A's inner loops are vectorised across outputs with the taps unrolled for
  * the common kernel/stride pairs; outputs at the padded edges take their
  * valid taps one by one. The average backward runs B and A transposed.
- * Common 2-d windows skip both steps: see pool_direct.c.
+ * Common 2-d windows (2x2 with stride 2; 3x3 with stride 1 or 2 and padding
+ * 0 or 1) skip both steps: see pool_direct.c.
  */
 #include <math.h>
 #include <string.h>
