@@ -414,6 +414,21 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                 max3_columns_##S(v, xp, ra, rb, 2, 2, yp, ap);                           \
         }                                                                                \
     }                                                                                    \
+    /* n >= 0 zeros from p on, in vector stores: libc's memset starts slowly    \
+     * for a plane of a few KiB */                                                       \
+    LADLE_INLINE void max3_zero_##S(T *p, int64_t n)                                     \
+    {                                                                                    \
+        const V z = {0};                                                                 \
+        int64_t k = 0;                                                                   \
+        for (; k + 4 * NB <= n; k += 4 * NB) {                                           \
+            memcpy(p + k, &z, sizeof z);                                                 \
+            memcpy(p + k + NB, &z, sizeof z);                                            \
+            memcpy(p + k + 2 * NB, &z, sizeof z);                                        \
+            memcpy(p + k + 3 * NB, &z, sizeof z);                                        \
+        }                                                                                \
+        for (; k < n; k++)                                                               \
+            p[k] = 0;                                                                    \
+    }                                                                                    \
     LADLE_KERNEL static void max3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
                                           T *dx, const int32_t *arg)                     \
     {                                                                                    \
@@ -421,7 +436,7 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             const T *restrict g = dy + pl * v->pout;                                     \
             const int32_t *restrict ap = arg + pl * v->pout;                             \
             T *restrict dxp = dx + pl * v->pin;                                          \
-            memset(dxp, 0, sizeof(T) * (size_t)v->pin);                                  \
+            max3_zero_##S(dxp, v->pin);                                                  \
             int64_t q = 0;                                                               \
             for (; q + 8 <= v->pout; q += 8) {                                           \
                 dxp[ap[q]] += g[q];                                                      \
