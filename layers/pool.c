@@ -17,43 +17,14 @@
  * A's inner loops are vectorised across outputs with the taps unrolled for
  * the common kernel/stride pairs; outputs at the padded edges take their
  * valid taps one by one. The average backward runs B and A transposed.
+ * Common 2-d windows (2x2 with stride 2; 3x3 with stride 1 or 2 and padding
+ * 0 or 1) skip both steps: see pool_direct.c.
  */
 #include <math.h>
 #include <string.h>
 
-#include "../src/op_impl.h"
+#include "../src/pool_impl.h"
 #include "../src/simd.h"
-
-typedef struct pool {
-    ladle_pool_kind kind;
-    int count_include_pad;
-    int64_t planes; /* N x C of the largest batch */
-    int64_t channels;
-    int64_t in[3], out[3], k[3], s[3], p[3], d[3];
-    int64_t pin, pout;
-    int64_t rows_in, rows_out; /* rows (all but the last dimension) of a plane */
-    int global;
-    /* along the last dimension, per output: the window's first input index
-     * (o s - p) and its valid taps [lo2, hi2); [oa, ob) are the outputs
-     * whose taps are all valid */
-    int64_t *base2, *lo2, *hi2;
-    int64_t oa, ob;
-    /* per output row: its valid tap rows (kk slots each) and their count */
-    int64_t kk;
-    int64_t *trows, *ntrows;
-    /* average pooling: reciprocal divisor factors, per output row (f01) and
-     * per output along the last dimension (f2f, f2d: f32 and f64) */
-    double *f01, *f2d;
-    float *f2f;
-    /* workspace: A's values (rows_in x out[2]) and offsets, a row of
-     * scaled gradients, a row of offsets when no ctx keeps them */
-    void *av;
-    int32_t *aa;
-    int64_t astride, pw; /* average pooling's rows of av: stride, zeros each side */
-    void *g;
-    int32_t *tmp;
-    int k2s2; /* a 2-d 2x2 window with stride 2, no padding: the direct kernels */
-} pool;
 
 static void pool_free(pool *v)
 {
@@ -71,6 +42,11 @@ static void pool_free(pool *v)
     ladle__free(v->aa);
     ladle__free(v->g);
     ladle__free(v->tmp);
+    ladle__free(v->crows);
+    ladle__free(v->ncrows);
+    ladle__free(v->bhi);
+    ladle__free(v->bc);
+    ladle__free(v->rows3);
     ladle__free(v);
 }
 
@@ -157,17 +133,8 @@ static int tables(pool *v)
             v->ntrows[r] = nr;
             v->f01[r] = f0 * f1;
         }
-    return 1;
+    return v->direct != POOL_K3 || ladle__pool_direct_tables(v);
 }
-
-/* Blocks of BLK outputs are GCC/Clang vectors (two or four machine vectors
- * on SSE, one or two on AVX2) with integer masks of the same width. */
-#define BLK 8
-typedef float vf32 __attribute__((vector_size(BLK * 4)));
-typedef int32_t mf32 __attribute__((vector_size(BLK * 4)));
-typedef double vf64 __attribute__((vector_size(BLK * 8)));
-typedef int64_t mf64 __attribute__((vector_size(BLK * 8)));
-typedef int32_t vi32 __attribute__((vector_size(BLK * 4)));
 
 /* dst = p[0], p[s], ..., p[(BLK-1) s]. Stride 2 reads two vectors and keeps
  * the even lanes when p[2 BLK - 1] is still inside the tensor (< end). */
@@ -215,11 +182,6 @@ typedef int32_t vi32 __attribute__((vector_size(BLK * 4)));
     } while (0)
 
 #define DEFINE_POOL(T, S, V, M)                                                              \
-    /* the first maximum; a NaN wins and stays */                                        \
-    static inline int wins_##S(T val, T best)                                            \
-    {                                                                                    \
-        return (val > best) | ((val != val) & (best == best));                           \
-    }                                                                                    \
     /* A over the interior outputs [oa, ob) of one row (plane offset off), in  \
      * blocks of BLK outputs, the last one overlapping its neighbour */                  \
     LADLE_INLINE void sum_inner_##S(const T *xr, const T *end, T *sr, int64_t oa,         \
@@ -528,124 +490,6 @@ typedef int32_t vi32 __attribute__((vector_size(BLK * 4)));
 DEFINE_POOL(float, f32, vf32, mf32)
 DEFINE_POOL(double, f64, vf64, mf64)
 
-/*
- * The 2 x 2 window with stride 2 (LeNet's, most CNNs'): one pass over each
- * pair of input rows, the four taps of an output side by side, and a
- * backward that writes every input gradient exactly once (the winner's dy
- * or zero), so it needs no zeroing pass. Rows and columns left over by an
- * odd extent get zeros.
- */
-#define DEFINE_K2(T, S, V, M)                                                            \
-    /* one output: the first maximum of the window in row-major order */                \
-    LADLE_INLINE void max2_one_##S(const T *r0, const T *r1, int64_t c, int32_t base,     \
-                                   int32_t W, T *yc, int32_t *ac)                        \
-    {                                                                                    \
-        T a = r0[2 * c], b = r0[2 * c + 1], e = r1[2 * c], f = r1[2 * c + 1];            \
-        int wb = wins_##S(b, a), wf = wins_##S(f, e);                                    \
-        T m1 = wb ? b : a, m2 = wf ? f : e;                                              \
-        int w2 = wins_##S(m2, m1);                                                       \
-        *yc = w2 ? m2 : m1;                                                              \
-        *ac = base + (int32_t)(2 * c) + (w2 ? W + wf : wb);                              \
-    }                                                                                    \
-    LADLE_KERNEL static void max2_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
-                                          int32_t *arg)                                  \
-    {                                                                                    \
-        int64_t W = v->in[2], H2 = v->out[1], W2 = v->out[2];                            \
-        const M odd = {1, 3, 5, 7, 9, 11, 13, 15}, even = {0, 2, 4, 6, 8, 10, 12, 14};   \
-        for (int64_t pl = 0; pl < planes; pl++)                                          \
-            for (int64_t o = 0; o < H2; o++) {                                           \
-                const T *r0 = x + pl * v->pin + 2 * o * W, *r1 = r0 + W;                 \
-                T *yr = y + pl * v->pout + o * W2;                                       \
-                int32_t *ar = arg ? arg + pl * v->pout + o * W2 : v->tmp;                \
-                int32_t base = (int32_t)(2 * o * W);                                     \
-                if (W2 < BLK) {                                                          \
-                    for (int64_t c = 0; c < W2; c++)                                     \
-                        max2_one_##S(r0, r1, c, base, (int32_t)W, yr + c, ar + c);       \
-                    continue;                                                            \
-                }                                                                        \
-                /* blocks of BLK outputs, the last one overlapping its neighbour */      \
-                for (int64_t c = 0; c < W2; c += BLK) {                                  \
-                    c = c + BLK <= W2 ? c : W2 - BLK;                                    \
-                    V p0, p1, q0, q1;                                                    \
-                    memcpy(&p0, r0 + 2 * c, sizeof p0);                                  \
-                    memcpy(&p1, r0 + 2 * c + BLK, sizeof p1);                            \
-                    memcpy(&q0, r1 + 2 * c, sizeof q0);                                  \
-                    memcpy(&q1, r1 + 2 * c + BLK, sizeof q1);                            \
-                    V a = __builtin_shuffle(p0, p1, even), b = __builtin_shuffle(p0, p1, odd); \
-                    V e = __builtin_shuffle(q0, q1, even), f = __builtin_shuffle(q0, q1, odd); \
-                    M wb = (b > a) | ((b != b) & (a == a));                              \
-                    M wf = (f > e) | ((f != f) & (e == e));                              \
-                    V m1 = (V)(((M)b & wb) | ((M)a & ~wb));                              \
-                    V m2 = (V)(((M)f & wf) | ((M)e & ~wf));                              \
-                    M w2 = (m2 > m1) | ((m2 != m2) & (m1 == m1));                        \
-                    V m = (V)(((M)m2 & w2) | ((M)m1 & ~w2));                             \
-                    /* masks are -1 or 0: the tap offset within the window */            \
-                    M rel = (((M){0} + (int32_t)W - wf) & w2) | (-wb & ~w2);                \
-                    M at = even + (base + 2 * (int32_t)c) + rel;                         \
-                    vi32 at32 = __builtin_convertvector(at, vi32);                       \
-                    memcpy(yr + c, &m, sizeof m);                                        \
-                    memcpy(ar + c, &at32, sizeof at32);                                  \
-                }                                                                        \
-            }                                                                            \
-    }                                                                                    \
-    LADLE_KERNEL static void max2_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
-                                          T *dx, const int32_t *arg)                     \
-    {                                                                                    \
-        int64_t W = v->in[2], H = v->in[1], H2 = v->out[1], W2 = v->out[2];              \
-        for (int64_t pl = 0; pl < planes; pl++) {                                        \
-            for (int64_t o = 0; o < H2; o++) {                                           \
-                const T *restrict g = dy + pl * v->pout + o * W2;                        \
-                const int32_t *restrict ar = arg + pl * v->pout + o * W2;                \
-                T *restrict d0 = dx + pl * v->pin + 2 * o * W, *restrict d1 = d0 + W;    \
-                int32_t base = (int32_t)(2 * o * W);                                     \
-                for (int64_t c = 0; c < W2; c++) {                                       \
-                    int32_t rel = ar[c] - base - (int32_t)(2 * c);                       \
-                    T gc = g[c];                                                         \
-                    d0[2 * c] = rel == 0 ? gc : (T)0;                                    \
-                    d0[2 * c + 1] = rel == 1 ? gc : (T)0;                                \
-                    d1[2 * c] = rel == (int32_t)W ? gc : (T)0;                           \
-                    d1[2 * c + 1] = rel == (int32_t)W + 1 ? gc : (T)0;                   \
-                }                                                                        \
-                if (W & 1)                                                               \
-                    d0[W - 1] = d1[W - 1] = 0;                                           \
-            }                                                                            \
-            if (H & 1)                                                                   \
-                memset(dx + pl * v->pin + (H - 1) * W, 0, sizeof(T) * (size_t)W);        \
-        }                                                                                \
-    }                                                                                    \
-    LADLE_KERNEL static void avg2_fwd_##S(const pool *v, int64_t planes, const T *x, T *y) \
-    {                                                                                    \
-        int64_t W = v->in[2], H2 = v->out[1], W2 = v->out[2];                            \
-        for (int64_t pl = 0; pl < planes; pl++)                                          \
-            for (int64_t o = 0; o < H2; o++) {                                           \
-                const T *restrict r0 = x + pl * v->pin + 2 * o * W, *restrict r1 = r0 + W; \
-                T *restrict yr = y + pl * v->pout + o * W2;                              \
-                for (int64_t c = 0; c < W2; c++)                                         \
-                    yr[c] = ((r0[2 * c] + r0[2 * c + 1]) + (r1[2 * c] + r1[2 * c + 1])) * \
-                            (T)0.25;                                                     \
-            }                                                                            \
-    }                                                                                    \
-    LADLE_KERNEL static void avg2_bwd_##S(const pool *v, int64_t planes, const T *dy, T *dx) \
-    {                                                                                    \
-        int64_t W = v->in[2], H = v->in[1], H2 = v->out[1], W2 = v->out[2];              \
-        for (int64_t pl = 0; pl < planes; pl++) {                                        \
-            for (int64_t o = 0; o < H2; o++) {                                           \
-                const T *restrict g = dy + pl * v->pout + o * W2;                        \
-                T *restrict d0 = dx + pl * v->pin + 2 * o * W, *restrict d1 = d0 + W;    \
-                for (int64_t c = 0; c < W2; c++) {                                       \
-                    T gc = g[c] * (T)0.25;                                               \
-                    d0[2 * c] = d0[2 * c + 1] = d1[2 * c] = d1[2 * c + 1] = gc;          \
-                }                                                                        \
-                if (W & 1)                                                               \
-                    d0[W - 1] = d1[W - 1] = 0;                                           \
-            }                                                                            \
-            if (H & 1)                                                                   \
-                memset(dx + pl * v->pin + (H - 1) * W, 0, sizeof(T) * (size_t)W);        \
-        }                                                                                \
-    }
-
-DEFINE_K2(float, f32, vf32, mf32)
-DEFINE_K2(double, f64, vf64, mf64)
 
 static ladle_status pool_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                  ladle_tensor *y, int64_t n)
@@ -658,14 +502,8 @@ static ladle_status pool_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         global_fwd_f32(v, planes, x->data, y->data);
     else if (v->global)
         global_fwd_f64(v, planes, x->data, y->data);
-    else if (v->k2s2 && v->kind == LADLE_POOL_MAX && f32)
-        max2_fwd_f32(v, planes, x->data, y->data, arg);
-    else if (v->k2s2 && v->kind == LADLE_POOL_MAX)
-        max2_fwd_f64(v, planes, x->data, y->data, arg);
-    else if (v->k2s2 && f32)
-        avg2_fwd_f32(v, planes, x->data, y->data);
-    else if (v->k2s2)
-        avg2_fwd_f64(v, planes, x->data, y->data);
+    else if (v->direct)
+        ladle__pool_direct_forward(v, f32, planes, x->data, y->data, arg);
     else if (v->kind == LADLE_POOL_MAX && f32)
         max_fwd_f32(v, planes, x->data, y->data, arg, v->tmp, v->av, v->aa);
     else if (v->kind == LADLE_POOL_MAX)
@@ -690,14 +528,8 @@ static ladle_status pool_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
         global_bwd_f32(v, planes, dy->data, dx->data);
     else if (v->global)
         global_bwd_f64(v, planes, dy->data, dx->data);
-    else if (v->k2s2 && v->kind == LADLE_POOL_MAX && f32)
-        max2_bwd_f32(v, planes, dy->data, dx->data, arg);
-    else if (v->k2s2 && v->kind == LADLE_POOL_MAX)
-        max2_bwd_f64(v, planes, dy->data, dx->data, arg);
-    else if (v->k2s2 && f32)
-        avg2_bwd_f32(v, planes, dy->data, dx->data);
-    else if (v->k2s2)
-        avg2_bwd_f64(v, planes, dy->data, dx->data);
+    else if (v->direct)
+        ladle__pool_direct_backward(v, f32, planes, dy->data, dx->data, arg);
     else if (v->kind == LADLE_POOL_MAX && f32)
         max_bwd_f32(v, planes, dy->data, dx->data, arg);
     else if (v->kind == LADLE_POOL_MAX)
@@ -768,10 +600,7 @@ static ladle_status plan(const ladle_pool_desc *d, const int64_t *xs, pool *v)
     }
     if (v->pin > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "planes above 2^31 elements");
-    v->k2s2 = v->in[0] == 1 && v->k[0] == 1 && v->s[0] == 1 && v->p[0] == 0;
-    for (int a = 1; a < 3; a++)
-        v->k2s2 = v->k2s2 && v->k[a] == 2 && v->s[a] == 2 && v->p[a] == 0 && v->d[a] == 1 &&
-                  v->out[a] == v->in[a] / 2;
+    v->direct = ladle__pool_direct_case(v);
     return LADLE_OK;
 }
 

@@ -107,7 +107,8 @@ static void reference(const pgeom *G, const ladle_tensor *x, const ladle_tensor 
                 int64_t idx = pl * pin + (i[0] * G->in[1] + i[1]) * G->in[2] + i[2];
                 double v = lt_get(x, idx);
                 sum += v;
-                if (v > best)
+                /* the first valid tap, then a larger one or the first NaN */
+                if (arg < 0 || v > best || (isnan(v) && !isnan(best)))
                     best = v, arg = idx;
             }
             double g = lt_get(dy, pl * pout + q);
@@ -132,12 +133,100 @@ static void reference(const pgeom *G, const ladle_tensor *x, const ladle_tensor 
         }
 }
 
+/* Equal, or both NaN, or within tol. */
+static int close_to(double got, double want, double tol)
+{
+    return got == want || (isnan(got) && isnan(want)) || fabs(got - want) < tol;
+}
+
+/* x: uniform (RANDOM), the integers 0 to 2 (TIES: most windows hold their
+ * maximum twice or more), or those with a NaN, -inf or +inf in about one
+ * input in 16 (SPECIAL). */
+enum { RANDOM, TIES, SPECIAL };
+static void fill_x(ladle_tensor *x, int data, uint64_t seed)
+{
+    LT_OK(ladle_tensor_fill_random(x, 2, seed));
+    static const double special[3] = {NAN, -INFINITY, INFINITY};
+    for (int64_t i = 0; data != RANDOM && i < ladle_tensor_numel(x); i++) {
+        double v = floor(lt_get(x, i) + 2); /* fill_random is uniform in [-2, 2) */
+        v = v < 0 ? 0 : v > 2 ? 2 : v;
+        if (data == SPECIAL && pick(0, 15) == 0)
+            v = special[pick(0, 2)];
+        lt_set(x, i, v);
+    }
+}
+
+/* Forward and backward of one geometry against the reference, with and
+ * without a ctx; finite differences (GRAD) and the dot-product test for
+ * average pooling. */
+static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t seed, int grad)
+{
+    ladle_pool_kind kind = G->kind;
+    double tol = dt == LADLE_F32 ? 1e-5 : 1e-14;
+    ladle_op *op = make(G, dt);
+    int nd;
+    int64_t ys[5];
+    ladle_op_y_shape(op, &nd, ys);
+    int shape_ok = 1;
+    for (int i = 0; i < G->nd; i++)
+        shape_ok &= ys[2 + i] == G->out[3 - G->nd + i];
+    LT_ASSERT(shape_ok, "output shape (ceil %d)", G->ceil_mode);
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+    fill_x(x, data, seed);
+    LT_OK(ladle_tensor_fill_random(dy, 3, seed));
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    double *yr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(y));
+    double *dxr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(x));
+    reference(G, x, dy, yr, dxr);
+    int oky = 1, okx = 1;
+    for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
+        oky &= close_to(lt_get(y, i), yr[i], tol);
+    for (int64_t i = 0; i < ladle_tensor_numel(x); i++)
+        okx &= close_to(lt_get(dx, i), dxr[i], tol);
+    LT_ASSERT(oky && okx,
+              "%s pool %s data %d, %lldx%lldx%lldx%lldx%lld k %lldx%lldx%lld s %lldx%lldx%lld "
+              "p %lldx%lldx%lld d %lldx%lldx%lld ceil %d pad-count %d: y %s, dx %s",
+              kind == LADLE_POOL_MAX ? "max" : "avg", ladle_dtype_name(dt), data,
+              (long long)G->n, (long long)G->c, (long long)G->in[0], (long long)G->in[1],
+              (long long)G->in[2], (long long)G->k[0], (long long)G->k[1], (long long)G->k[2],
+              (long long)G->s[0], (long long)G->s[1], (long long)G->s[2], (long long)G->p[0],
+              (long long)G->p[1], (long long)G->p[2], (long long)G->d[0], (long long)G->d[1],
+              (long long)G->d[2], G->ceil_mode, G->include_pad, oky ? "ok" : "WRONG",
+              okx ? "ok" : "WRONG");
+    /* without a ctx (inference) the values are the same */
+    ladle_tensor *y2 = lt_op_tensor(op, 1);
+    LT_OK(ladle_layer_forward(op, NULL, x, y2));
+    int same = 1;
+    for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
+        same &= close_to(lt_get(y2, i), lt_get(y, i), 0);
+    LT_ASSERT(same, "forward without a ctx differs");
+    ladle_tensor_destroy(&y2);
+    if (grad) {
+        ladle_gradient_result r;
+        LT_OK(ladle_gradient_test(op, 4, 100, &r));
+        LT_ASSERT(r.input_error < 1e-6, "pool gradient %.1e", r.input_error);
+    }
+    if (kind == LADLE_POOL_AVG && dt == LADLE_F64)
+        lt_adjoint_ok(op, 6, "average pooling");
+    free(yr);
+    free(dxr);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&dy);
+    ladle_op_destroy(&op);
+}
+
 START_TEST(against_definition)
 {
     for (int trial = 0; trial < 200; trial++) {
         ladle_pool_kind kind = trial % 2 ? LADLE_POOL_AVG : LADLE_POOL_MAX;
         ladle_dtype dt = trial / 2 % 2 ? LADLE_F32 : LADLE_F64;
-        double tol = dt == LADLE_F32 ? 1e-5 : 1e-14;
         pgeom G = random_pool(trial < 160 ? 1 + trial % 3 : 2, kind);
         /* the last 40: 2x2 windows with stride 2 (the direct kernels when the
          * extents are even or the mode floors; the general ones otherwise) */
@@ -147,56 +236,55 @@ START_TEST(against_definition)
             G.d[a] = 1;
             G.out[a] = out_len(G.in[a], 2, 2, 0, 1, G.ceil_mode);
         }
-        ladle_op *op = make(&G, dt);
-        int nd;
-        int64_t ys[5];
-        ladle_op_y_shape(op, &nd, ys);
-        int shape_ok = 1;
-        for (int i = 0; i < G.nd; i++)
-            shape_ok &= ys[2 + i] == G.out[3 - G.nd + i];
-        LT_ASSERT(shape_ok, "output shape (ceil %d)", G.ceil_mode);
-        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-        ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-        LT_OK(ladle_tensor_fill_random(x, 2, (uint64_t)trial));
-        LT_OK(ladle_tensor_fill_random(dy, 3, (uint64_t)trial));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
-        double *yr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(y));
-        double *dxr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(x));
-        reference(&G, x, dy, yr, dxr);
-        double ey = 0, ex = 0;
-        for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
-            ey = fmax(ey, fabs(lt_get(y, i) - yr[i]));
-        for (int64_t i = 0; i < ladle_tensor_numel(x); i++)
-            ex = fmax(ex, fabs(lt_get(dx, i) - dxr[i]));
-        LT_ASSERT(ey < tol && ex < tol, "%s pool %s nd %d ceil %d pad-count %d: y %.1e dx %.1e",
-                  kind == LADLE_POOL_MAX ? "max" : "avg", ladle_dtype_name(dt), G.nd, G.ceil_mode,
-                  G.include_pad, ey, ex);
-        /* without a ctx (inference) the values are the same */
-        ladle_tensor *y2 = lt_op_tensor(op, 1);
-        LT_OK(ladle_layer_forward(op, NULL, x, y2));
-        double e2 = 0;
-        for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
-            e2 = fmax(e2, fabs(lt_get(y2, i) - lt_get(y, i)));
-        LT_ASSERT(e2 == 0, "forward without a ctx differs by %.1e", e2);
-        ladle_tensor_destroy(&y2);
-        if (trial < 24 && dt == LADLE_F64) {
-            ladle_gradient_result r;
-            LT_OK(ladle_gradient_test(op, 4, 100, &r));
-            LT_ASSERT(r.input_error < 1e-6, "pool gradient %.1e", r.input_error);
+        check_geometry(&G, dt, RANDOM, (uint64_t)trial, trial < 24 && dt == LADLE_F64);
+    }
+}
+END_TEST
+
+/* 2-d 3x3 windows with stride 1 or 2 and padding 0 or 1 along each
+ * dimension (the direct kernels), extents from 1 (one valid tap) to rows of
+ * 40 (vector blocks and both edges). */
+static pgeom random_k3(ladle_pool_kind kind)
+{
+    pgeom G;
+    for (;;) {
+        G.nd = 2;
+        G.kind = kind;
+        G.ceil_mode = (int)pick(0, 1);
+        G.include_pad = (int)pick(0, 1);
+        G.n = pick(1, 2);
+        G.c = pick(1, 3);
+        G.in[0] = G.k[0] = G.s[0] = G.d[0] = G.out[0] = 1;
+        G.p[0] = 0;
+        int ok = 1;
+        for (int a = 1; a < 3; a++) {
+            G.in[a] = pick(0, 2) == 0 ? pick(1, 4) : a == 2 ? pick(5, 40) : pick(5, 9);
+            G.k[a] = 3;
+            G.s[a] = pick(1, 2);
+            G.p[a] = pick(0, 1);
+            G.d[a] = 1;
+            ok &= G.in[a] + 2 * G.p[a] >= 3;
+            G.out[a] = ok ? out_len(G.in[a], 3, G.s[a], G.p[a], 1, G.ceil_mode) : 0;
         }
-        if (kind == LADLE_POOL_AVG && dt == LADLE_F64)
-            lt_adjoint_ok(op, 6, "average pooling");
-        free(yr);
-        free(dxr);
-        ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&dy);
-        ladle_op_destroy(&op);
+        if (ok)
+            return G;
+    }
+}
+
+/* The 3x3 direct kernels against the definition: random values, then
+ * values full of ties (the first maximum in window order takes the
+ * gradient), then ties with NaN and infinities (a NaN wins and stays). */
+START_TEST(k3_against_definition)
+{
+    for (int trial = 0; trial < 240; trial++) {
+        ladle_pool_kind kind = trial % 2 ? LADLE_POOL_AVG : LADLE_POOL_MAX;
+        ladle_dtype dt = trial / 2 % 2 ? LADLE_F32 : LADLE_F64;
+        int data = trial / 4 % 3;
+        if (kind == LADLE_POOL_AVG && data == SPECIAL)
+            data = TIES; /* a NaN only spreads through a sum */
+        pgeom G = random_k3(kind);
+        check_geometry(&G, dt, data, 1000 + (uint64_t)trial,
+                       trial < 48 && data == RANDOM && dt == LADLE_F64);
     }
 }
 END_TEST
@@ -297,14 +385,99 @@ START_TEST(max2_ties_nan)
 }
 END_TEST
 
+/* The 3x3 kernels on ties and NaN, by hand. A plane is three rows whose
+ * even columns hold E[r] and odd columns O[r], so a window row reads
+ * (E O E) when the window starts at an even column, (O E O) at an odd one,
+ * and (- E O) when it starts at column -1. Winners, as (row, tap) with tap
+ * 0 to 2 from the window's first column, worked out from the rule: the
+ * first maximum in row-major window order, a NaN wins and stays.
+ *   0  all 0                         (0,0) (0,0) (0,1)  y 0
+ *   1  E0 = 5, O1 = 5                (0,0) (0,1) (0,1)  y 5
+ *   2  O0 = 5, E1 = 5                (0,1) (0,0) (0,2)  y 5: row 0 before row 1's earlier column
+ *   3  O0 = 9, E1 = NaN              (1,0) (1,1) (1,1)  y NaN: after a larger value
+ *   4  E0 = O0 = NaN                 (0,0) (0,0) (0,1)  y NaN: the first of many
+ *   5  all -inf                      (0,0) (0,0) (0,1)  y -inf
+ *   6  E0 = 7, O1 = 100, E2 = NaN    (2,0) (2,1) (2,1)  y NaN
+ * No winner is a third tap, so a window cut short on the right (its third
+ * tap past the end) has the same one. */
+START_TEST(max3_ties_nan)
+{
+    static const double E[7][3] = {{0, 0, 0}, {5, 0, 0}, {0, 5, 0}, {0, NAN, 0},
+                                   {NAN, 0, 0}, {-INFINITY, -INFINITY, -INFINITY},
+                                   {7, 0, NAN}};
+    static const double O[7][3] = {{0, 0, 0}, {0, 5, 0}, {5, 0, 0}, {9, 0, 0},
+                                   {NAN, 0, 0}, {-INFINITY, -INFINITY, -INFINITY},
+                                   {0, 100, 0}};
+    static const double want[7] = {0, 5, 5, NAN, NAN, -INFINITY, NAN};
+    static const int win[7][3][2] = {{{0, 0}, {0, 0}, {0, 1}}, {{0, 0}, {0, 1}, {0, 1}},
+                                     {{0, 1}, {0, 0}, {0, 2}}, {{1, 0}, {1, 1}, {1, 1}},
+                                     {{0, 0}, {0, 0}, {0, 1}}, {{0, 0}, {0, 0}, {0, 1}},
+                                     {{2, 0}, {2, 1}, {2, 1}}};
+    /* stride, padding, width, ceil mode: rows of 11 or 12 outputs (the vector
+     * blocks and their edges) and of 3 (one by one) */
+    static const int cfg[10][4] = {{2, 0, 23, 0}, {2, 0, 24, 1}, {2, 1, 22, 0}, {2, 1, 21, 0},
+                                   {1, 0, 14, 0}, {1, 1, 12, 0}, {2, 1, 5, 0},  {1, 1, 3, 0},
+                                   {2, 0, 7, 0},  {1, 0, 5, 0}};
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < 10; k++) {
+            ladle_dtype dtype = dt ? LADLE_F64 : LADLE_F32;
+            int64_t s = cfg[k][0], p = cfg[k][1], W = cfg[k][2];
+            int64_t W2 = out_len(W, 3, s, p, 1, cfg[k][3]);
+            int64_t xs[4] = {1, 7, 3, W}, ys[4] = {1, 7, 1, W2};
+            ladle_pool_desc d;
+            ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 3);
+            d.stride[0] = 1;
+            d.stride[1] = s;
+            d.padding[1] = p;
+            d.ceil_mode = cfg[k][3];
+            ladle_op *op = NULL;
+            ladle_ctx *ctx = NULL;
+            LT_OK(ladle_pool_create(&d, xs, dtype, &op));
+            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
+            ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
+            double *dxw = calloc((size_t)(7 * 3 * W), sizeof(double));
+            int ok = 1;
+            for (int c = 0; c < 7; c++) {
+                for (int64_t i = 0; i < 3 * W; i++)
+                    lt_set(x, c * 3 * W + i, i % W % 2 ? O[c][i / W] : E[c][i / W]);
+                for (int64_t o = 0; o < W2; o++) {
+                    int64_t b = o * s - p, kind = b < 0 ? 2 : b % 2;
+                    const int *w = win[c][kind];
+                    ok &= b + 1 < W; /* the test's own premise: two taps or more */
+                    lt_set(dy, c * W2 + o, (double)(100 * c + o + 1));
+                    dxw[c * 3 * W + w[0] * W + b + w[1]] += (double)(100 * c + o + 1);
+                }
+            }
+            LT_OK(ladle_layer_forward(op, ctx, x, y));
+            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+            for (int c = 0; c < 7; c++)
+                for (int64_t o = 0; o < W2; o++)
+                    ok &= close_to(lt_get(y, c * W2 + o), want[c], 0);
+            for (int64_t i = 0; i < 7 * 3 * W; i++)
+                ok &= lt_get(dx, i) == dxw[i];
+            LT_ASSERT(ok, "%s, stride %lld padding %lld width %lld ceil %d: ties or NaN placed "
+                      "wrongly", ladle_dtype_name(dtype), (long long)s, (long long)p,
+                      (long long)W, cfg[k][3]);
+            free(dxw);
+            ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx);
+            ladle_tensor_destroy(&y), ladle_tensor_destroy(&dy);
+            ladle_ctx_destroy(&ctx);
+            ladle_op_destroy(&op);
+        }
+}
+END_TEST
+
 Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
     TCase *tc = tcase_create("pool");
     tcase_add_test(tc, against_definition);
+    tcase_add_test(tc, k3_against_definition);
     tcase_add_test(tc, global_average);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, max2_ties_nan);
+    tcase_add_test(tc, max3_ties_nan);
     suite_add_tcase(s, tc);
     return s;
 }
