@@ -13,14 +13,21 @@
 #define LANES4 {0, 1, 2, 3}
 
 /* The hardware prefetchers stop at page boundaries, and a plane is often a
- * page or less. The max forwards ask for the next plane's rows while they
- * work on one, a row at a time (asking for a whole plane at once, and asking
- * in the kernels that already stream in order, measured slower). */
+ * page or less. The forwards that read a plane out of order (and the 2x2
+ * max) ask for the next plane's rows while they work on one, a row at a
+ * time (asking for a whole plane at once, and asking in the kernels that
+ * already stream in order, measured slower). */
 static inline void prefetch(const void *p, size_t bytes)
 {
     for (size_t k = 0; k < bytes; k += 64)
         __builtin_prefetch((const char *)p + k, 0, 3);
 }
+
+/* The rows of a band (see the 3x3 kernels) for rows of PER_ROW bytes: about
+ * 2 KiB of them. Sliding down a whole plane of more than a page measured up
+ * to twice as slow when the data comes from memory (f64), and shorter bands
+ * slower in cache. */
+#define BAND(per_row) ((per_row) >= 1024 ? 2 : 2048 / (per_row))
 
 /*
  * The 2 x 2 window with stride 2 (LeNet's, most CNNs'): one pass over each
@@ -147,11 +154,11 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
  * dimension, in either ceil mode (ResNet's stem, Inception's pooling
  * branches). Outputs go in vector blocks along a row (the last block
  * overlapping its neighbour; rows shorter than a block one output at a
- * time), and a block slides down the plane: each input row's result for
- * the block is computed once and carried while the window moves down its
- * stride. Only the first and last blocks of a row reach outside it, and
- * know so at compile time: the columns outside are shuffled in from the
- * vector at that end (no load tests a column).
+ * time), and a block slides down a band of about 2 KiB of rows (BAND):
+ * each input row's result for the block is computed once and carried while
+ * the window moves down its stride. Only the first and last blocks of a row
+ * reach outside it, and know so at compile time: the columns outside are
+ * shuffled in from the vector at that end (no load tests a column).
  *
  * Max: per input row the first maximum of the three taps, then the first
  * row holding the largest: the first maximum in row-major window order, as
@@ -347,9 +354,9 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     }                                                                                    \
     /* the interior rows [ra, rb) of a plane, block by block of columns as   \
      * max3_blocks */                                                                    \
-    LADLE_INLINE void max3_columns_##S(const pool *v, const T *xp, int64_t ra, int64_t rb, \
-                                       const int64_t ST, const int64_t S1, T *yp,        \
-                                       int32_t *ap)                                      \
+    LADLE_INLINE void max3_band_##S(const pool *v, const T *xp, int64_t ra, int64_t rb,  \
+                                    const int64_t ST, const int64_t S1, T *yp,           \
+                                    int32_t *ap)                                         \
     {                                                                                    \
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], P1 = v->p[1], pin = v->pin;   \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
@@ -370,6 +377,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                             ap);                                                         \
         else                                                                             \
             max3_column_##S(xp, W, W2, last, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap); \
+    }                                                                                    \
+    LADLE_INLINE void max3_columns_##S(const pool *v, const T *xp, int64_t ra, int64_t rb, \
+                                       const int64_t ST, const int64_t S1, T *yp,        \
+                                       int32_t *ap)                                      \
+    {                                                                                    \
+        int64_t band = BAND(S1 * v->in[2] * (int64_t)sizeof(T));                         \
+        for (int64_t r = ra; r < rb; r += band)                                          \
+            max3_band_##S(v, xp, r, r + band < rb ? r + band : rb, ST, S1, yp, ap);      \
     }                                                                                    \
     LADLE_KERNEL static void max3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
                                           int32_t *arg)                                  \
@@ -507,27 +522,31 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         else                                                                             \
             *h = (V){0};                                                                 \
     }                                                                                    \
-    /* NB outputs from column c on, down every output row: the window's      \
-     * three row sums slide down S1 rows at a time, each computed once */                \
+    /* NB outputs from column c on, down the output rows [ra, rb): the       \
+     * window's three row sums slide down S1 rows at a time, each computed   \
+     * once */                                                                           \
     LADLE_INLINE void avg3_column_##S(const pool *v, const T *xp, int64_t c,             \
                                       const int64_t ST, const int64_t S1, const int LEFT, \
-                                      const int RIGHT, int64_t over, const T *f2, T *yp) \
+                                      const int RIGHT, int64_t over, int64_t ra,         \
+                                      int64_t rb, const T *f2, T *yp)                    \
     {                                                                                    \
         /* locals: the stores below may alias the plan as far as C knows */              \
-        const int64_t W = v->in[2], H = v->in[1], W2 = v->out[2], H2 = v->out[1];       \
+        const int64_t W = v->in[2], H = v->in[1], W2 = v->out[2];                        \
         const double *f01 = v->f01;                                                      \
-        int64_t b = c * ST - v->p[2], i = -v->p[1]; /* the first column and row */       \
+        int64_t b = c * ST - v->p[2], i = ra * S1 - v->p[1]; /* first column and row */  \
         V f, h0, h1, h2;                                                                 \
         memcpy(&f, f2 + c, sizeof f);                                                    \
         avg3_rowat_##S(xp, i, H, b, W, ST, LEFT, RIGHT, over, &h0);                      \
         avg3_rowat_##S(xp, i + 1, H, b, W, ST, LEFT, RIGHT, over, &h1);                  \
         avg3_rowat_##S(xp, i + 2, H, b, W, ST, LEFT, RIGHT, over, &h2);                  \
-        for (int64_t r = 0;;) {                                                          \
+        for (int64_t r = ra;;) {                                                         \
             V yv = (h0 + h1 + h2) * ((T)f01[r] * f);                                     \
             memcpy(yp + r * W2 + c, &yv, sizeof yv);                                     \
-            if (++r == H2)                                                               \
+            if (++r == rb)                                                               \
                 break;                                                                   \
             i += S1;                                                                     \
+            if (c == 0 && i + 3 - S1 >= 0) /* the next plane's rows, as max3_column */   \
+                prefetch(xp + v->pin + (i + 3 - S1) * W, sizeof(T) * (size_t)(S1 * W));  \
             if (S1 == 1) {                                                               \
                 h0 = h1, h1 = h2;                                                        \
             } else {                                                                     \
@@ -537,27 +556,35 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             avg3_rowat_##S(xp, i + 2, H, b, W, ST, LEFT, RIGHT, over, &h2);              \
         }                                                                                \
     }                                                                                    \
-    LADLE_INLINE void avg3_columns_##S(const pool *v, const T *xp, const int64_t ST,     \
-                                       const int64_t S1, const T *f2, T *yp)             \
+    LADLE_INLINE void avg3_band_##S(const pool *v, const T *xp, int64_t ra, int64_t rb,  \
+                                    const int64_t ST, const int64_t S1, const T *f2,     \
+                                    T *yp)                                               \
     {                                                                                    \
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2];                               \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
         if (last == 0 && p && over > 0)                                                  \
-            avg3_column_##S(v, xp, 0, ST, S1, 1, 1, over, f2, yp);                       \
+            avg3_column_##S(v, xp, 0, ST, S1, 1, 1, over, ra, rb, f2, yp);               \
         else if (last == 0 && over > 0)                                                  \
-            avg3_column_##S(v, xp, 0, ST, S1, 0, 1, over, f2, yp);                       \
+            avg3_column_##S(v, xp, 0, ST, S1, 0, 1, over, ra, rb, f2, yp);               \
         else if (p)                                                                      \
-            avg3_column_##S(v, xp, 0, ST, S1, 1, 0, 0, f2, yp);                          \
+            avg3_column_##S(v, xp, 0, ST, S1, 1, 0, 0, ra, rb, f2, yp);                  \
         else                                                                             \
-            avg3_column_##S(v, xp, 0, ST, S1, 0, 0, 0, f2, yp);                          \
+            avg3_column_##S(v, xp, 0, ST, S1, 0, 0, 0, ra, rb, f2, yp);                  \
         if (last == 0)                                                                   \
             return;                                                                      \
         for (int64_t c = NB; c < last; c += NB)                                          \
-            avg3_column_##S(v, xp, c, ST, S1, 0, 0, 0, f2, yp);                          \
+            avg3_column_##S(v, xp, c, ST, S1, 0, 0, 0, ra, rb, f2, yp);                  \
         if (over > 0)                                                                    \
-            avg3_column_##S(v, xp, last, ST, S1, 0, 1, over, f2, yp);                    \
+            avg3_column_##S(v, xp, last, ST, S1, 0, 1, over, ra, rb, f2, yp);            \
         else                                                                             \
-            avg3_column_##S(v, xp, last, ST, S1, 0, 0, 0, f2, yp);                       \
+            avg3_column_##S(v, xp, last, ST, S1, 0, 0, 0, ra, rb, f2, yp);               \
+    }                                                                                    \
+    LADLE_INLINE void avg3_columns_##S(const pool *v, const T *xp, const int64_t ST,     \
+                                       const int64_t S1, const T *f2, T *yp)             \
+    {                                                                                    \
+        int64_t band = BAND(S1 * v->in[2] * (int64_t)sizeof(T)), H2 = v->out[1];         \
+        for (int64_t r = 0; r < H2; r += band)                                           \
+            avg3_band_##S(v, xp, r, r + band < H2 ? r + band : H2, ST, S1, f2, yp);      \
     }                                                                                    \
     /* rows narrower than a block: output by output from the plan's tables */           \
     LADLE_INLINE void avg3_fwd_one_##S(const pool *v, const T *xp, const T *f2, T *yp)   \
@@ -623,15 +650,15 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
      * three latest output rows held, each computed once, and the ones that  \
      * hold row i weighted by their row factors (the plan's bhi, bc) */                  \
     LADLE_INLINE void avg3_bcolumn_##S(const pool *v, const T *G, int64_t j,             \
-                                       const int64_t ST, T *dxp)                         \
+                                       const int64_t ST, int64_t i0, int64_t i1, T *dxp) \
     {                                                                                    \
         /* locals: the stores below may alias the plan as far as C knows */              \
-        const int64_t W = v->in[2], H = v->in[1], gs = v->out[2] + 4, p = v->p[2];       \
+        const int64_t W = v->in[2], gs = v->out[2] + 4, p = v->p[2];                     \
         const int64_t *bhi = v->bhi;                                                     \
         const double *bc = v->bc;                                                        \
-        int64_t next = 0; /* the next output row */                                      \
+        int64_t next = bhi[i0] > 2 ? bhi[i0] - 2 : 0; /* the next output row */          \
         V e0 = {0}, e1 = {0}, e2 = {0}, u0 = {0}, u1 = {0}, u2 = {0};                    \
-        for (int64_t i = 0; i < H; i++) {                                                \
+        for (int64_t i = i0; i < i1; i++) {                                              \
             for (; next <= bhi[i]; next++) {                                             \
                 e0 = e1, e1 = e2, u0 = u1, u1 = u2;                                      \
                 avg3_spread_##S(G + next * gs, j, p, ST, &e2, &u2);                      \
@@ -668,7 +695,8 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ST = v->s[2], gs = W2 + 4;    \
         /* blocks of columns (stride 1) or of column pairs (2), the last one      \
          * overlapping its neighbour; an odd last column of stride 2 on its own */       \
-        int64_t n = ST == 1 ? W : W / 2, last = n - NB;                                  \
+        int64_t n = ST == 1 ? W : W / 2, last = n - NB, H = v->in[1];                    \
+        int64_t band = BAND(W * (int64_t)sizeof(T));                                     \
         T *G = (T *)v->rows3 + 2; /* dy times the column factors, rows zero-padded */    \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *dyp = dy + pl * v->pout;                                            \
@@ -684,13 +712,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                 for (int64_t o = 0; o < W2; o++)                                         \
                     gr[o] = dr[o] * fr[o];                                               \
             }                                                                            \
-            for (int64_t j = 0; j < n; j += NB) {                                        \
-                j = j + NB <= n ? j : last;                                              \
-                if (ST == 1)                                                             \
-                    avg3_bcolumn_##S(v, G, j, 1, dxp);                                   \
-                else                                                                     \
-                    avg3_bcolumn_##S(v, G, j, 2, dxp);                                   \
-            }                                                                            \
+            for (int64_t i0 = 0; i0 < H; i0 += band)                                     \
+                for (int64_t j = 0, i1 = i0 + band < H ? i0 + band : H; j < n; j += NB) {  \
+                    j = j + NB <= n ? j : last;                                          \
+                    if (ST == 1)                                                         \
+                        avg3_bcolumn_##S(v, G, j, 1, i0, i1, dxp);                       \
+                    else                                                                 \
+                        avg3_bcolumn_##S(v, G, j, 2, i0, i1, dxp);                       \
+                }                                                                        \
             if (ST == 2 && W % 2) /* the last column, the middle or first tap of W/2 */  \
                 for (int64_t i = 0; i < v->in[1]; i++) {                                 \
                     T acc = 0;                                                           \

@@ -243,7 +243,7 @@ END_TEST
 
 /* 2-d 3x3 windows with stride 1 or 2 and padding 0 or 1 along each
  * dimension (the direct kernels), extents from 1 (one valid tap) to rows of
- * 40 (vector blocks and both edges). */
+ * 40 (vector blocks and both edges) and planes of 48 rows (several bands). */
 static pgeom random_k3(ladle_pool_kind kind)
 {
     pgeom G;
@@ -258,7 +258,8 @@ static pgeom random_k3(ladle_pool_kind kind)
         G.p[0] = 0;
         int ok = 1;
         for (int a = 1; a < 3; a++) {
-            G.in[a] = pick(0, 2) == 0 ? pick(1, 4) : a == 2 ? pick(5, 40) : pick(5, 9);
+            int64_t kind = pick(0, 5); /* short, long rows; few, many rows (bands) */
+            G.in[a] = kind < 2 ? pick(1, 4) : a == 2 ? pick(5, 40) : kind == 5 ? pick(10, 48) : pick(5, 9);
             G.k[a] = 3;
             G.s[a] = pick(1, 2);
             G.p[a] = pick(0, 1);
