@@ -453,7 +453,10 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             T *restrict dxp = dx + pl * v->pin;                                          \
             max3_zero_##S(dxp, v->pin);                                                  \
             int64_t q = 0;                                                               \
-            for (; q + 8 <= v->pout; q += 8) {                                           \
+            /* stride 2: even outputs, then odd ones, so that neighbours sharing  \
+             * an input do not follow each other (stride 1: any two of three do)  \
+             */                                                                          \
+            for (; v->s[2] == 2 && q + 8 <= v->pout; q += 8) {                           \
                 dxp[ap[q]] += g[q];                                                      \
                 dxp[ap[q + 2]] += g[q + 2];                                              \
                 dxp[ap[q + 4]] += g[q + 4];                                              \
