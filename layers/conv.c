@@ -240,25 +240,27 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     (void)ctx;
-    for (int64_t n0 = 0; n0 < n && !v->wide; n0 += v->batch_per_gemm) {
-        int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
-        for (int64_t g = 0; g < v->g; g++) {
-            const void *col = col_source(op, x->data, n0, g, nb);
-            int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
-            if (nb == 1 && v->batch_per_gemm == 1) { /* straight into y */
-                char *out = (char *)y->data + (size_t)((n0 * v->co + g * v->cog) * v->pout) * es;
-                op->be->gemm(op->dtype, 0, 0, v->cog, v->pout, v->kk, 1.0, weight(op, g), v->kk,
-                             col, ldb, 0.0, out, v->pout);
-            } else {
-                int64_t ldm = v->batch_per_gemm * v->pout;
-                op->be->gemm(op->dtype, 0, 0, v->cog, nb * v->pout, v->kk, 1.0, weight(op, g),
-                             v->kk, col, ldb, 0.0, v->mat, ldm);
-                shuffle(op, y->data, n0, nb, g, 1);
-            }
-        }
-    }
     if (v->wide)
         ladle__conv_wide_forward(op, x->data, y->data, n);
+    else
+        for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
+            int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
+            for (int64_t g = 0; g < v->g; g++) {
+                const void *col = col_source(op, x->data, n0, g, nb);
+                int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
+                if (nb == 1 && v->batch_per_gemm == 1) { /* straight into y */
+                    char *out = (char *)y->data +
+                                (size_t)((n0 * v->co + g * v->cog) * v->pout) * es;
+                    op->be->gemm(op->dtype, 0, 0, v->cog, v->pout, v->kk, 1.0, weight(op, g),
+                                 v->kk, col, ldb, 0.0, out, v->pout);
+                } else {
+                    int64_t ldm = v->batch_per_gemm * v->pout;
+                    op->be->gemm(op->dtype, 0, 0, v->cog, nb * v->pout, v->kk, 1.0,
+                                 weight(op, g), v->kk, col, ldb, 0.0, v->mat, ldm);
+                    shuffle(op, y->data, n0, nb, g, 1);
+                }
+            }
+        }
     if (op->nparams > 1)
         add_bias(op, y->data, n);
     return LADLE_OK;
@@ -335,16 +337,17 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
     size_t es = ladle_dtype_size(op->dtype);
     if (v->wide)
         ladle__conv_wide_backward_weight(op, ctx->x->data, dy->data, n);
-    for (int64_t n0 = 0; n0 < n && !v->wide; n0 += v->batch_per_gemm) {
-        int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
-        for (int64_t g = 0; g < v->g; g++) {
-            const void *col = col_source(op, ctx->x->data, n0, g, nb);
-            int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
-            const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld);
-            op->be->gemm(op->dtype, 0, 1, v->cog, v->kk, nb * v->pout, 1.0, dym, ld, col, ldb,
-                         1.0, wgrad(op, g), v->kk);
+    else
+        for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
+            int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
+            for (int64_t g = 0; g < v->g; g++) {
+                const void *col = col_source(op, ctx->x->data, n0, g, nb);
+                int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
+                const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld);
+                op->be->gemm(op->dtype, 0, 1, v->cog, v->kk, nb * v->pout, 1.0, dym, ld, col, ldb,
+                             1.0, wgrad(op, g), v->kk);
+            }
         }
-    }
     if (op->nparams > 1) {
         char *db = op->grads[1]->data;
         for (int64_t i = 0; i < n; i++)
@@ -443,6 +446,8 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     v->kk = v->cg * v->kvol;
     v->pointwise = v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
                    v->p[0] + v->p[1] + v->p[2] == 0;
+    v->hp = v->in[1] + 2 * v->p[1]; /* the padded planes of plane_cols and conv_wide.c */
+    v->wp = v->in[2] + 2 * v->p[2];
     v->wide = ladle__conv_wide_plan(v);
     int64_t per = v->wide ? v->q : v->pout;
     int64_t target = v->wide ? LADLE_CONV_WIDE_COLUMNS : TARGET_COLUMNS;
@@ -491,8 +496,6 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
         LADLE_CHECK(v->col != NULL, LADLE_ERR_ALLOC, "out of memory for the column buffer");
     }
     if (!v->pointwise && v->in[0] == 1 && v->k[0] == 1 && v->s[2] == 1) { /* plane_cols */
-        v->hp = v->in[1] + 2 * v->p[1];
-        v->wp = v->in[2] + 2 * v->p[2];
         v->plane = be->alloc((size_t)(2 * v->hp * v->wp) * es);
         LADLE_CHECK(v->plane != NULL, LADLE_ERR_ALLOC, "out of memory");
     }

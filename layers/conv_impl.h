@@ -98,8 +98,8 @@ DEFINE_ROWS(double, f64)
  * from 136 to 300, slower from 512). */
 #define LADLE_CONV_WIDE_COLUMNS 256
 
-/* Whether the wide-row path suits v (a plan already filled by conv.c), and
- * its workspace: sizes in elements. */
+/* Whether the wide-row path suits v (a plan filled by conv.c, padded
+ * extents included; sets q), and its workspace. */
 int ladle__conv_wide_plan(conv *v);
 ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es);
 void ladle__conv_wide_free(conv *v, const ladle_backend *be);

@@ -47,13 +47,10 @@ int ladle__conv_wide_plan(conv *v)
 {
     if (v->pointwise || v->in[0] != 1 || v->k[0] != 1 || v->s[1] != 1 || v->s[2] != 1)
         return 0;
-    int64_t hp = v->in[1] + 2 * v->p[1], wp = v->in[2] + 2 * v->p[2];
-    int64_t q = (v->out[1] - 1) * wp + v->out[2];
+    int64_t q = (v->out[1] - 1) * v->wp + v->out[2];
     double spare = (double)q / (double)v->pout;
     if (spare > MAX_SPARE || v->kk < MIN_TAPS || v->cog > MAX_CO)
         return 0;
-    v->hp = hp;
-    v->wp = wp;
     v->q = q;
     return 1;
 }
