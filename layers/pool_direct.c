@@ -166,8 +166,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
  * valid rows repeats its last one, and a column outside the row repeats the
  * nearest inside: a repeat after the value it repeats never wins, and the
  * one before it (column -1) is recorded as column 0. Rows whose windows
- * are cut short at the top or bottom go row by row. The backward zeroes a
- * plane and adds each dy at its winner.
+ * are cut short at the top or bottom go row by row. The backward, for
+ * column stride 2, writes each input gradient once: the sum of the dy of
+ * the windows holding it (at most two along a row) whose recorded winner
+ * it is, found by comparing winners with the input's own offset, a block
+ * of 2 NB input columns at a time; for column stride 1 (up to three windows
+ * along a row) it zeroes a plane and adds each dy at its winner. Measured
+ * on ResNet's stem (32 x 64 x 32 x 32, f32, in cache): 0.34 ms scattering,
+ * 0.23 ms gathering.
  *
  * Average: the three taps of each input row summed (zeros outside the row
  * and the plane), three rows summed, times the divisor's two factors (rows
@@ -443,6 +449,188 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         }                                                                                \
         for (; k < n; k++)                                                               \
             p[k] = 0;                                                                    \
+    }                                                                                    \
+    /* column stride 2: the gradient of input (i, j), the dy of each window  \
+     * holding it whose winner it is, windows in order (rows, then columns) */          \
+    LADLE_INLINE T max3_gather_one_##S(const pool *v, const T *g, const int32_t *ap,     \
+                                       int64_t i, int64_t j)                             \
+    {                                                                                    \
+        /* the outputs c with 2 c - p <= j <= 2 c - p + 2 */                             \
+        int64_t W2 = v->out[2], lo = (j + v->p[2] - 1) / 2, hi = (j + v->p[2]) / 2;      \
+        int32_t at = (int32_t)(i * v->in[2] + j);                                        \
+        T acc = 0;                                                                       \
+        hi = hi < W2 ? hi : W2 - 1;                                                      \
+        for (int64_t k = 0; k < v->ncrows[i]; k++) {                                     \
+            const int64_t o = v->crows[3 * i + k] * W2;                                  \
+            for (int64_t c = lo; c <= hi; c++)                                           \
+                acc += ap[o + c] == at ? g[o + c] : (T)0;                                \
+        }                                                                                \
+        return acc;                                                                      \
+    }                                                                                    \
+    /* one output row's dy and winners for the NB outputs from c on (g0, w0)  \
+     * and from c + 1 on (g1, w1; RIGHT: c + NB is past the end of the row,  \
+     * and has no winner) */                                                             \
+    LADLE_INLINE void max3_gload_##S(const T *g, const int32_t *ap, int64_t q,           \
+                                     const int RIGHT, V *g0, V *g1, M *w0, M *w1)        \
+    {                                                                                    \
+        const M lane = LANES;                                                            \
+        const VI none = (VI){0} - 1, next = __builtin_convertvector(lane + 1, VI);       \
+        VI a0, a1;                                                                       \
+        memcpy(g0, g + q, sizeof *g0);                                                   \
+        memcpy(&a0, ap + q, sizeof a0);                                                  \
+        if (RIGHT) {                                                                     \
+            *g1 = __builtin_shuffle(*g0, lane + 1);                                      \
+            a1 = __builtin_shuffle(a0, none, next);                                      \
+        } else {                                                                         \
+            memcpy(g1, g + q + 1, sizeof *g1);                                           \
+            memcpy(&a1, ap + q + 1, sizeof a1);                                          \
+        }                                                                                \
+        *w0 = __builtin_convertvector(a0, M);                                            \
+        *w1 = __builtin_convertvector(a1, M);                                            \
+    }                                                                                    \
+    /* 2 NB input columns from js = 2 c - p + 1 on, down the input rows      \
+     * [i0, i1), the sums of max3_gather_one: column js + 2 k is the middle  \
+     * tap of output c + k only, the next one the last tap of c + k and the  \
+     * first of c + k + 1. The latest output rows (two for row stride 2,     \
+     * three for 1) are held, each loaded once. A window that does not hold  \
+     * an input never has its winner there, so each input row is compared    \
+     * with all of them (and rows not loaded yet have no winner at all). */              \
+    LADLE_INLINE void max3_gcolumn_##S(const pool *v, const T *g, const int32_t *ap,     \
+                                       int64_t c, const int RIGHT, const int64_t S1,     \
+                                       int64_t i0, int64_t i1, T *dxp)                   \
+    {                                                                                    \
+        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
+        /* locals: the stores below may alias the plan as far as C knows */              \
+        const int64_t W = v->in[2], W2 = v->out[2], js = 2 * c - v->p[2] + 1;            \
+        const int64_t *bhi = v->bhi, held = S1 == 2 ? 2 : 3;                             \
+        int64_t next = bhi[i0] - held + 1; /* the next output row to load */             \
+        V ga0 = {0}, ga1 = {0}, gb0 = {0}, gb1 = {0}, gc0 = {0}, gc1 = {0};              \
+        M none = (M){0} - 1, wa0 = none, wa1 = none, wb0 = none, wb1 = none;             \
+        M wc0 = none, wc1 = none;                                                        \
+        M at = 2 * lane + (int32_t)(i0 * W + js);                                        \
+        for (int64_t i = i0; i < i1; i++, at += (int32_t)W) {                            \
+            for (next = next > 0 ? next : 0; next <= bhi[i]; next++) { /* a out */       \
+                ga0 = gb0, ga1 = gb1, wa0 = wb0, wa1 = wb1;                              \
+                if (S1 == 1) {                                                           \
+                    gb0 = gc0, gb1 = gc1, wb0 = wc0, wb1 = wc1;                          \
+                    max3_gload_##S(g, ap, next * W2 + c, RIGHT, &gc0, &gc1, &wc0, &wc1); \
+                } else {                                                                 \
+                    max3_gload_##S(g, ap, next * W2 + c, RIGHT, &gb0, &gb1, &wb0, &wb1); \
+                }                                                                        \
+            }                                                                            \
+            M at1 = at + 1;                                                              \
+            V e = (V)((M)ga0 & (wa0 == at)) + (V)((M)gb0 & (wb0 == at));                 \
+            V o = ((V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1))) +            \
+                  ((V)((M)gb0 & (wb0 == at1)) + (V)((M)gb1 & (wb1 == at1)));             \
+            if (S1 == 1) {                                                               \
+                e += (V)((M)gc0 & (wc0 == at));                                          \
+                o += (V)((M)gc0 & (wc0 == at1)) + (V)((M)gc1 & (wc1 == at1));            \
+            }                                                                            \
+            V lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2); \
+            memcpy(dxp + i * W + js, &lo, sizeof lo);                                    \
+            memcpy(dxp + i * W + js + NB, &hi, sizeof hi);                               \
+        }                                                                                \
+    }                                                                                    \
+    /* row stride 2 as well: the two input rows of each output row r in      \
+     * [ra, rb), 2 r - P1 + 1 (its middle tap, held by r alone) and the next \
+     * (its last tap and the first of r + 1, which must exist), in the       \
+     * blocks of max3_gcolumn, each output row loaded once */                            \
+    LADLE_INLINE void max3_gpairs_##S(const pool *v, const T *g, const int32_t *ap,      \
+                                      int64_t c, const int RIGHT, int64_t ra,            \
+                                      int64_t rb, T *dxp)                                \
+    {                                                                                    \
+        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
+        const int64_t W = v->in[2], W2 = v->out[2], js = 2 * c - v->p[2] + 1;            \
+        int64_t i = 2 * ra - v->p[1] + 1;                                                \
+        M at = 2 * lane + (int32_t)(i * W + js);                                         \
+        V ga0, ga1, gb0, gb1;                                                            \
+        M wa0, wa1, wb0, wb1;                                                            \
+        max3_gload_##S(g, ap, ra * W2 + c, RIGHT, &ga0, &ga1, &wa0, &wa1);               \
+        for (int64_t r = ra; r < rb; r++, i += 2) {                                      \
+            M at1 = at + 1;                                                              \
+            V e = (V)((M)ga0 & (wa0 == at));                                             \
+            V o = (V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1));               \
+            V lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2); \
+            memcpy(dxp + i * W + js, &lo, sizeof lo);                                    \
+            memcpy(dxp + i * W + js + NB, &hi, sizeof hi);                               \
+            at += (int32_t)W, at1 += (int32_t)W;                                         \
+            max3_gload_##S(g, ap, (r + 1) * W2 + c, RIGHT, &gb0, &gb1, &wb0, &wb1);      \
+            e = (V)((M)ga0 & (wa0 == at)) + (V)((M)gb0 & (wb0 == at));                   \
+            o = ((V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1))) +              \
+                ((V)((M)gb0 & (wb0 == at1)) + (V)((M)gb1 & (wb1 == at1)));               \
+            lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2);  \
+            memcpy(dxp + (i + 1) * W + js, &lo, sizeof lo);                              \
+            memcpy(dxp + (i + 1) * W + js + NB, &hi, sizeof hi);                         \
+            at += (int32_t)W;                                                            \
+            ga0 = gb0, ga1 = gb1, wa0 = wb0, wa1 = wb1;                                  \
+        }                                                                                \
+    }                                                                                    \
+    /* the input rows [i0, i1) by max3_gcolumn, in bands, block by block up  \
+     * to the one at cmax */                                                             \
+    LADLE_INLINE void max3_gbands_##S(const pool *v, const T *g, const int32_t *ap,      \
+                                      int64_t cmax, int64_t i0, int64_t i1, T *dxp)      \
+    {                                                                                    \
+        int64_t W2 = v->out[2], band = BAND(v->in[2] * (int64_t)sizeof(T));              \
+        for (int64_t a = i0; a < i1; a += band)                                          \
+            for (int64_t c = 0, b = a + band < i1 ? a + band : i1;; c += NB) {           \
+                c = c < cmax ? c : cmax;                                                 \
+                int right = c + NB == W2;                                                \
+                if (right && v->s[1] == 2)                                               \
+                    max3_gcolumn_##S(v, g, ap, c, 1, 2, a, b, dxp);                      \
+                else if (v->s[1] == 2)                                                   \
+                    max3_gcolumn_##S(v, g, ap, c, 0, 2, a, b, dxp);                      \
+                else if (right)                                                          \
+                    max3_gcolumn_##S(v, g, ap, c, 1, 1, a, b, dxp);                      \
+                else                                                                     \
+                    max3_gcolumn_##S(v, g, ap, c, 0, 1, a, b, dxp);                      \
+                if (c == cmax)                                                           \
+                    break;                                                               \
+            }                                                                            \
+    }                                                                                    \
+    /* column stride 2: each input gradient written once, gathered from the  \
+     * (at most six) windows holding it. Blocks of 2 NB columns where they   \
+     * fit (the last one overlapping its neighbour): with row stride 2 by    \
+     * max3_gpairs where an output row and the next hold the pair, and the   \
+     * rows above and below (and row stride 1) by max3_gbands; the columns   \
+     * left over one by one. */                                                          \
+    LADLE_KERNEL static void max3_gather_bwd_##S(const pool *v, int64_t planes,          \
+                                                 const T *dy, T *dx, const int32_t *arg) \
+    {                                                                                    \
+        int64_t W = v->in[2], H = v->in[1], W2 = v->out[2], p = v->p[2], P1 = v->p[1];   \
+        int64_t room = W - 1 + p - 2 * NB;                                               \
+        /* the last block: its last column 2 c - p + 2 NB inside the row */              \
+        int64_t cmax = room < 0 || W2 < NB ? -1 : room / 2 < W2 - NB ? room / 2 : W2 - NB; \
+        int64_t done = cmax < 0 ? 0 : 2 * cmax - p + 2 * NB + 1; /* columns below it */ \
+        /* max3_gpairs' output rows [0, rb): the pair of r, input rows         \
+         * 2 r - P1 + 1 and + 2, inside the plane, and r + 1 an output row */            \
+        int64_t rb = v->s[1] == 2 && cmax >= 0 && H - 3 + P1 >= 0 ? (H - 3 + P1) / 2 + 1 : 0; \
+        rb = rb < v->out[1] - 1 ? rb : v->out[1] - 1;                                    \
+        rb = rb > 0 ? rb : 0;                                                            \
+        int64_t ia = rb ? 1 - P1 : 0, ib = rb ? 2 * rb - P1 + 1 : 0; /* its rows */      \
+        for (int64_t pl = 0; pl < planes; pl++) {                                        \
+            const T *g = dy + pl * v->pout;                                              \
+            const int32_t *ap = arg + pl * v->pout;                                      \
+            T *dxp = dx + pl * v->pin;                                                   \
+            for (int64_t c = 0; rb > 0; c += NB) {                                       \
+                c = c < cmax ? c : cmax;                                                 \
+                if (c + NB == W2)                                                        \
+                    max3_gpairs_##S(v, g, ap, c, 1, 0, rb, dxp);                         \
+                else                                                                     \
+                    max3_gpairs_##S(v, g, ap, c, 0, 0, rb, dxp);                         \
+                if (c == cmax)                                                           \
+                    break;                                                               \
+            }                                                                            \
+            if (cmax >= 0) {                                                             \
+                max3_gbands_##S(v, g, ap, cmax, 0, ia, dxp);                             \
+                max3_gbands_##S(v, g, ap, cmax, ib, H, dxp);                             \
+            }                                                                            \
+            for (int64_t i = 0; i < H && (done < W || p == 0); i++) {                    \
+                if (cmax >= 0 && p == 0)                                                 \
+                    dxp[i * W] = max3_gather_one_##S(v, g, ap, i, 0);                    \
+                for (int64_t j = done; j < W; j++)                                       \
+                    dxp[i * W + j] = max3_gather_one_##S(v, g, ap, i, j);                \
+            }                                                                            \
+        }                                                                                \
     }                                                                                    \
     LADLE_KERNEL static void max3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
                                           T *dx, const int32_t *arg)                     \
@@ -817,7 +1005,11 @@ void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const v
                                  void *dx, const int32_t *arg)
 {
     int max = v->kind == LADLE_POOL_MAX;
-    if (v->direct == POOL_K3 && max && f32)
+    if (v->direct == POOL_K3 && max && f32 && v->s[2] == 2)
+        max3_gather_bwd_f32(v, planes, dy, dx, arg);
+    else if (v->direct == POOL_K3 && max && v->s[2] == 2)
+        max3_gather_bwd_f64(v, planes, dy, dx, arg);
+    else if (v->direct == POOL_K3 && max && f32)
         max3_bwd_f32(v, planes, dy, dx, arg);
     else if (v->direct == POOL_K3 && max)
         max3_bwd_f64(v, planes, dy, dx, arg);
