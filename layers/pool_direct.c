@@ -166,14 +166,16 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
  * valid rows repeats its last one, and a column outside the row repeats the
  * nearest inside: a repeat after the value it repeats never wins, and the
  * one before it (column -1) is recorded as column 0. Rows whose windows
- * are cut short at the top or bottom go row by row. The backward, for
- * column stride 2, writes each input gradient once: the sum of the dy of
- * the windows holding it (at most two along a row) whose recorded winner
- * it is, found by comparing winners with the input's own offset, a block
- * of 2 NB input columns at a time; for column stride 1 (up to three windows
- * along a row) it zeroes a plane and adds each dy at its winner. Measured
- * on ResNet's stem (32 x 64 x 32 x 32, f32, in cache): 0.34 ms scattering,
- * 0.23 ms gathering.
+ * are cut short at the top or bottom go row by row. Each winner is saved
+ * as a one-byte code, 3 times its row in the window plus its column (a
+ * quarter of the traffic of a plane offset). The backward, for column
+ * stride 2, writes each input gradient once: the sum of the dy of the
+ * windows holding it (at most two along a row) whose code names it, a
+ * block of 2 NB input columns at a time; for column stride 1 (up to three
+ * windows along a row) it zeroes a plane and adds each dy at its winner.
+ * Measured on ResNet's stem (32 x 64 x 32 x 32, f32, medians of 5 runs):
+ * the backward in cache 0.34 ms scattering, 0.23 ms gathering; out of
+ * cache 0.37-0.44 ms with 4-byte offsets, 0.28-0.34 ms with codes.
  *
  * Average: the three taps of each input row summed (zeros outside the row
  * and the plane), three rows summed, times the divisor's two factors (rows
@@ -189,21 +191,23 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
 #define WINS(val, best) (~((val) <= (best)) & ((best) == (best)))
 
 #define DEFINE_MAX3(T, S, V, M, VI, NB, LANES)                                           \
-    /* one output from its valid taps, in window order */                                \
+    typedef uint8_t vu8_##S __attribute__((vector_size(NB))); /* NB tap codes */        \
+    /* one output from its valid taps, in window order (off: the rows' plane  \
+     * offsets, then their codes) */                                                     \
     LADLE_INLINE void max3_one_##S(const pool *v, const T *xp, const int32_t *off,       \
-                                   int64_t o, T *yo, int32_t *ao)                        \
+                                   int64_t o, T *yo, uint8_t *ao)                        \
     {                                                                                    \
         T best = (T)-INFINITY;                                                           \
-        int32_t at = -1;                                                                 \
+        int at = -1;                                                                     \
         for (int j = 0; j < 3; j++)                                                      \
             for (int64_t t = v->lo2[o]; t < v->hi2[o]; t++) {                            \
                 int32_t i = off[j] + (int32_t)(v->base2[o] + t);                         \
                 int take = (at < 0) | wins_##S(xp[i], best);                             \
                 best = take ? xp[i] : best;                                              \
-                at = take ? i : at;                                                      \
+                at = take ? off[3 + j] + (int)t : at;                                    \
             }                                                                            \
         *yo = best;                                                                      \
-        *ao = at;                                                                        \
+        *ao = (uint8_t)at;                                                               \
     }                                                                                    \
     /* the first maximum of one input row's three taps for the NB outputs    \
      * whose windows start at columns b, b + ST, ..., and its tap (0, 1, 2).  \
@@ -259,14 +263,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             *tap -= (*tap == 0) & (lane == 0);                                           \
         *best = BLEND(V, M, td, d, m);                                                   \
     }                                                                                    \
-    /* NB outputs from c on, from the window's rows at plane offsets off:    \
-     * the first maximum of each row, then the first row holding the largest */          \
+    /* NB outputs from c on, from the window's rows at plane offsets off     \
+     * (then their codes): the first maximum of each row, then the first row \
+     * holding the largest */                                                            \
     LADLE_INLINE void max3_block_##S(const T *xp, const int32_t *off, int64_t W,         \
                                      int64_t c, int64_t p, const int64_t ST,             \
                                      const int LEFT, const int RIGHT, int64_t over,      \
-                                     T *yc, int32_t *ac)                                 \
+                                     T *yc, uint8_t *ac)                                 \
     {                                                                                    \
-        const M lane = LANES;                                                            \
         int64_t b = c * ST - p; /* the first window's first column */                    \
         M k0, k1, k2;                                                                    \
         V m0, m1, m2;                                                                    \
@@ -275,20 +279,20 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         max3_row_##S(xp + off[2], b, W, ST, LEFT, RIGHT, over, &m2, &k2);                \
         M t1 = WINS(m1, m0);                                                             \
         V m = BLEND(V, M, t1, m1, m0);                                                   \
-        M at = BLEND(M, M, t1, k1 + off[1], k0 + off[0]);                                \
+        M at = BLEND(M, M, t1, k1 + off[4], k0 + off[3]);                                \
         M t2 = WINS(m2, m);                                                              \
         m = BLEND(V, M, t2, m2, m);                                                      \
-        at = BLEND(M, M, t2, k2 + off[2], at) + lane * (int32_t)ST + (int32_t)b;         \
-        VI at32 = __builtin_convertvector(at, VI);                                       \
+        at = BLEND(M, M, t2, k2 + off[5], at);                                           \
+        vu8_##S code = __builtin_convertvector(at, vu8_##S);                             \
         memcpy(yc, &m, sizeof m);                                                        \
-        memcpy(ac, &at32, sizeof at32);                                                  \
+        memcpy(ac, &code, sizeof code);                                                  \
     }                                                                                    \
     /* a row of W2 >= NB outputs in blocks, the last one overlapping its     \
      * neighbour; only the first may start outside the row, only the last    \
      * end outside it */                                                                 \
     LADLE_INLINE void max3_blocks_##S(const T *xp, const int32_t *off, int64_t W,        \
                                       int64_t W2, int64_t p, const int64_t ST, T *yr,    \
-                                      int32_t *ar)                                       \
+                                      uint8_t *ar)                                       \
     {                                                                                    \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
         if (last == 0 && p && over > 0)                                                  \
@@ -311,35 +315,29 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     /* NB outputs from column c on down the output rows [ra, rb), whose      \
      * windows' three rows are all inside (from row ra S1 - P1 on): the      \
      * window slides down S1 rows at a time, each input row's first maxima   \
-     * (and their plane offsets) computed once */                                       \
+     * (and their taps) computed once */                                                 \
     LADLE_INLINE void max3_column_##S(const T *xp, int64_t W, int64_t W2, int64_t c,     \
                                       int64_t p, const int64_t ST, const int LEFT,       \
                                       const int RIGHT, int64_t over, int64_t ra,         \
                                       int64_t rb, const int64_t S1, int64_t P1,          \
-                                      int64_t pin, T *yp, int32_t *ap)                   \
+                                      int64_t pin, T *yp, uint8_t *ap)                   \
     {                                                                                    \
-        const M lane = LANES;                                                            \
         int64_t b = c * ST - p, i = ra * S1 - P1; /* the first column and row */         \
-        /* the offset of each output's first tap in input row i */                       \
-        M at0 = lane * (int32_t)ST + (int32_t)(i * W + b), k0, k1, k2;                   \
+        M k0, k1, k2;                                                                    \
         V m0, m1, m2;                                                                    \
         max3_row_##S(xp + i * W, b, W, ST, LEFT, RIGHT, over, &m0, &k0);                 \
         max3_row_##S(xp + (i + 1) * W, b, W, ST, LEFT, RIGHT, over, &m1, &k1);           \
         max3_row_##S(xp + (i + 2) * W, b, W, ST, LEFT, RIGHT, over, &m2, &k2);           \
-        k0 += at0;                                                                       \
-        k1 += at0 + (int32_t)W;                                                          \
-        at0 += 2 * (int32_t)W;                                                           \
-        k2 += at0;                                                                       \
         for (int64_t r = ra;;) {                                                         \
             M t1 = WINS(m1, m0);                                                         \
             V m = BLEND(V, M, t1, m1, m0);                                               \
-            M at = BLEND(M, M, t1, k1, k0);                                              \
+            M at = BLEND(M, M, t1, k1 + 3, k0);                                          \
             M t2 = WINS(m2, m);                                                          \
             m = BLEND(V, M, t2, m2, m);                                                  \
-            at = BLEND(M, M, t2, k2, at);                                                \
-            VI at32 = __builtin_convertvector(at, VI);                                   \
+            at = BLEND(M, M, t2, k2 + 6, at);                                            \
+            vu8_##S code = __builtin_convertvector(at, vu8_##S);                         \
             memcpy(yp + r * W2 + c, &m, sizeof m);                                       \
-            memcpy(ap + r * W2 + c, &at32, sizeof at32);                                 \
+            memcpy(ap + r * W2 + c, &code, sizeof code);                                 \
             if (++r == rb)                                                               \
                 break;                                                                   \
             i += S1;                                                                     \
@@ -350,19 +348,15 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             } else {                                                                     \
                 m0 = m2, k0 = k2;                                                        \
                 max3_row_##S(xp + (i + 1) * W, b, W, ST, LEFT, RIGHT, over, &m1, &k1);   \
-                at0 += (int32_t)W;                                                       \
-                k1 += at0;                                                               \
             }                                                                            \
             max3_row_##S(xp + (i + 2) * W, b, W, ST, LEFT, RIGHT, over, &m2, &k2);       \
-            at0 += (int32_t)W;                                                           \
-            k2 += at0;                                                                   \
         }                                                                                \
     }                                                                                    \
     /* the interior rows [ra, rb) of a plane, block by block of columns as   \
      * max3_blocks */                                                                    \
     LADLE_INLINE void max3_band_##S(const pool *v, const T *xp, int64_t ra, int64_t rb,  \
                                     const int64_t ST, const int64_t S1, T *yp,           \
-                                    int32_t *ap)                                         \
+                                    uint8_t *ap)                                         \
     {                                                                                    \
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], P1 = v->p[1], pin = v->pin;   \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
@@ -386,14 +380,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     }                                                                                    \
     LADLE_INLINE void max3_columns_##S(const pool *v, const T *xp, int64_t ra, int64_t rb, \
                                        const int64_t ST, const int64_t S1, T *yp,        \
-                                       int32_t *ap)                                      \
+                                       uint8_t *ap)                                      \
     {                                                                                    \
         int64_t band = BAND(S1 * v->in[2] * (int64_t)sizeof(T));                         \
         for (int64_t r = ra; r < rb; r += band)                                          \
             max3_band_##S(v, xp, r, r + band < rb ? r + band : rb, ST, S1, yp, ap);      \
     }                                                                                    \
     LADLE_KERNEL static void max3_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
-                                          int32_t *arg)                                  \
+                                          uint8_t *arg)                                  \
     {                                                                                    \
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], ra = v->rows_out, rb = 0;     \
         for (int64_t r = 0; r < v->rows_out; r++)                                        \
@@ -406,17 +400,22 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *xp = x + pl * v->pin;                                               \
             T *yp = y + pl * v->pout;                                                    \
-            int32_t *ap = arg ? arg + pl * v->pout : v->rows3; /* or a scratch plane */   \
+            /* the winners' codes, or a scratch plane */                                 \
+            uint8_t *ap = arg ? arg + pl * v->pout : (uint8_t *)v->rows3;                \
             /* the rows at the top and bottom edges one by one, then the others */       \
             for (int64_t r = ra ? 0 : rb; r < v->rows_out; r = r + 1 == ra ? rb : r + 1) { \
                 const int64_t *rows = v->trows + r * v->kk;                              \
                 int64_t nr = v->ntrows[r];                                               \
-                int32_t off[3]; /* the last valid row repeated */                        \
-                off[0] = (int32_t)(rows[0] * W);                                         \
-                off[1] = nr > 1 ? (int32_t)(rows[1] * W) : off[0];                       \
-                off[2] = nr > 2 ? (int32_t)(rows[2] * W) : off[1];                       \
+                /* the rows' plane offsets, the last valid row repeated, then their   \
+                 * codes (3 times the row within the window) */                         \
+                int32_t off[6], top = (int32_t)(r * v->s[1] - v->p[1]);                  \
+                for (int j = 0; j < 3; j++) {                                            \
+                    int64_t row = rows[j < nr ? j : nr - 1];                             \
+                    off[j] = (int32_t)(row * W);                                         \
+                    off[3 + j] = 3 * ((int32_t)row - top);                               \
+                }                                                                        \
                 T *yr = yp + r * W2;                                                     \
-                int32_t *ar = ap + r * W2;                                               \
+                uint8_t *ar = ap + r * W2;                                               \
                 if (W2 < NB)                                                             \
                     for (int64_t o = 0; o < W2; o++)                                     \
                         max3_one_##S(v, xp, off, o, yr + o, ar + o);                     \
@@ -450,66 +449,99 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         for (; k < n; k++)                                                               \
             p[k] = 0;                                                                    \
     }                                                                                    \
+    /* the code a window (output row r, column c) records when input (i, j)   \
+     * wins it, or 100 (no code) when the window does not hold the input */             \
+    LADLE_INLINE int max3_code_##S(const pool *v, int64_t r, int64_t c, int64_t i,       \
+                                   int64_t j)                                            \
+    {                                                                                    \
+        int64_t t = i - (r * v->s[1] - v->p[1]), u = j - (c * v->s[2] - v->p[2]);        \
+        return t >= 0 && t < 3 && u >= 0 && u < 3 ? (int)(3 * t + u) : 100;              \
+    }                                                                                    \
     /* column stride 2: the gradient of input (i, j), the dy of each window  \
      * holding it whose winner it is, windows in order (rows, then columns) */          \
-    LADLE_INLINE T max3_gather_one_##S(const pool *v, const T *g, const int32_t *ap,     \
+    LADLE_INLINE T max3_gather_one_##S(const pool *v, const T *g, const uint8_t *ap,     \
                                        int64_t i, int64_t j)                             \
     {                                                                                    \
         /* the outputs c with 2 c - p <= j <= 2 c - p + 2 */                             \
         int64_t W2 = v->out[2], lo = (j + v->p[2] - 1) / 2, hi = (j + v->p[2]) / 2;      \
-        int32_t at = (int32_t)(i * v->in[2] + j);                                        \
         T acc = 0;                                                                       \
         hi = hi < W2 ? hi : W2 - 1;                                                      \
         for (int64_t k = 0; k < v->ncrows[i]; k++) {                                     \
-            const int64_t o = v->crows[3 * i + k] * W2;                                  \
+            const int64_t r = v->crows[3 * i + k];                                       \
             for (int64_t c = lo; c <= hi; c++)                                           \
-                acc += ap[o + c] == at ? g[o + c] : (T)0;                                \
+                if (ap[r * W2 + c] == max3_code_##S(v, r, c, i, j))                      \
+                    acc += g[r * W2 + c];                                                \
         }                                                                                \
         return acc;                                                                      \
     }                                                                                    \
-    /* one output row's dy and winners for the NB outputs from c on (g0, w0)  \
+    /* NB codes widened to mask lanes (a loop: GCC 12 takes the vector        \
+     * conversion apart in cloned kernels, and vectorises this) */                      \
+    LADLE_INLINE void max3_widen_##S(const uint8_t *a, M *w)                             \
+    {                                                                                    \
+        union {                                                                          \
+            M v;                                                                         \
+            T e[NB]; /* lanes as wide as T's */                                          \
+        } u;                                                                             \
+        for (int k = 0; k < NB; k++)                                                     \
+            u.v[k] = a[k];                                                               \
+        *w = u.v;                                                                        \
+    }                                                                                    \
+    /* one output row's dy and codes for the NB outputs from c on (g0, w0)    \
      * and from c + 1 on (g1, w1; RIGHT: c + NB is past the end of the row,  \
-     * and has no winner) */                                                             \
-    LADLE_INLINE void max3_gload_##S(const T *g, const int32_t *ap, int64_t q,           \
+     * and has code -1) */                                                               \
+    LADLE_INLINE void max3_gload_##S(const T *g, const uint8_t *ap, int64_t q,           \
                                      const int RIGHT, V *g0, V *g1, M *w0, M *w1)        \
     {                                                                                    \
-        const M lane = LANES;                                                            \
-        const VI none = (VI){0} - 1, next = __builtin_convertvector(lane + 1, VI);       \
-        VI a0, a1;                                                                       \
+        const M lane = LANES, none = (M){0} - 1;                                         \
         memcpy(g0, g + q, sizeof *g0);                                                   \
-        memcpy(&a0, ap + q, sizeof a0);                                                  \
+        max3_widen_##S(ap + q, w0);                                                      \
         if (RIGHT) {                                                                     \
             *g1 = __builtin_shuffle(*g0, lane + 1);                                      \
-            a1 = __builtin_shuffle(a0, none, next);                                      \
+            *w1 = __builtin_shuffle(*w0, none, lane + 1);                                \
         } else {                                                                         \
             memcpy(g1, g + q + 1, sizeof *g1);                                           \
-            memcpy(&a1, ap + q + 1, sizeof a1);                                          \
+            max3_widen_##S(ap + q + 1, w1);                                              \
         }                                                                                \
-        *w0 = __builtin_convertvector(a0, M);                                            \
-        *w1 = __builtin_convertvector(a1, M);                                            \
+    }                                                                                    \
+    /* the sums of max3_gather_one for 2 NB input columns of one input row   \
+     * from js = 2 c - p + 1 on, from a held output row's (g0, g1, w0, w1)    \
+     * whose windows hold it as their row t (3 t: its codes' row part; 100   \
+     * for a row that does not hold it): column js + 2 k is the middle tap   \
+     * of output c + k only, the next one the last tap of c + k and the      \
+     * first of c + k + 1 */                                                             \
+    LADLE_INLINE void max3_gsum_##S(const V *g0, const V *g1, const M *w0, const M *w1,  \
+                                    int t3, V *e, V *o)                                  \
+    {                                                                                    \
+        const M z = {0};                                                                 \
+        *e = (V)((M)*g0 & (*w0 == z + (t3 + 1)));                                        \
+        *o = (V)((M)*g0 & (*w0 == z + (t3 + 2))) + (V)((M)*g1 & (*w1 == z + t3));        \
+    }                                                                                    \
+    /* the even (e) and odd (o) columns of a block interleaved into dx */               \
+    LADLE_INLINE void max3_gstore_##S(const V *e, const V *o, T *d)                      \
+    {                                                                                    \
+        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
+        V lo = __builtin_shuffle(*e, *o, ev), hi = __builtin_shuffle(*e, *o, ev + NB / 2); \
+        memcpy(d, &lo, sizeof lo);                                                       \
+        memcpy(d + NB, &hi, sizeof hi);                                                  \
     }                                                                                    \
     /* 2 NB input columns from js = 2 c - p + 1 on, down the input rows      \
-     * [i0, i1), the sums of max3_gather_one: column js + 2 k is the middle  \
-     * tap of output c + k only, the next one the last tap of c + k and the  \
-     * first of c + k + 1. The latest output rows (two for row stride 2,     \
-     * three for 1) are held, each loaded once. A window that does not hold  \
-     * an input never has its winner there, so each input row is compared    \
-     * with all of them (and rows not loaded yet have no winner at all). */              \
-    LADLE_INLINE void max3_gcolumn_##S(const pool *v, const T *g, const int32_t *ap,     \
+     * [i0, i1). The latest output rows (two for row stride 2, three for 1)  \
+     * are held, each loaded once, and each input row takes the sums of     \
+     * those that hold it (rows not loaded yet have no winner at all) */                 \
+    LADLE_INLINE void max3_gcolumn_##S(const pool *v, const T *g, const uint8_t *ap,     \
                                        int64_t c, const int RIGHT, const int64_t S1,     \
                                        int64_t i0, int64_t i1, T *dxp)                   \
     {                                                                                    \
-        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
         /* locals: the stores below may alias the plan as far as C knows */              \
         const int64_t W = v->in[2], W2 = v->out[2], js = 2 * c - v->p[2] + 1;            \
-        const int64_t *bhi = v->bhi, held = S1 == 2 ? 2 : 3;                             \
+        const int64_t *bhi = v->bhi, held = S1 == 2 ? 2 : 3, P1 = v->p[1];               \
         int64_t next = bhi[i0] - held + 1; /* the next output row to load */             \
         V ga0 = {0}, ga1 = {0}, gb0 = {0}, gb1 = {0}, gc0 = {0}, gc1 = {0};              \
         M none = (M){0} - 1, wa0 = none, wa1 = none, wb0 = none, wb1 = none;             \
         M wc0 = none, wc1 = none;                                                        \
-        M at = 2 * lane + (int32_t)(i0 * W + js);                                        \
-        for (int64_t i = i0; i < i1; i++, at += (int32_t)W) {                            \
-            for (next = next > 0 ? next : 0; next <= bhi[i]; next++) { /* a out */       \
+        next = next > 0 ? next : 0;                                                      \
+        for (int64_t i = i0; i < i1; i++) {                                              \
+            for (; next <= bhi[i]; next++) { /* a out */                                 \
                 ga0 = gb0, ga1 = gb1, wa0 = wb0, wa1 = wb1;                              \
                 if (S1 == 1) {                                                           \
                     gb0 = gc0, gb1 = gc1, wb0 = wc0, wb1 = wc1;                          \
@@ -518,56 +550,50 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                     max3_gload_##S(g, ap, next * W2 + c, RIGHT, &gb0, &gb1, &wb0, &wb1); \
                 }                                                                        \
             }                                                                            \
-            M at1 = at + 1;                                                              \
-            V e = (V)((M)ga0 & (wa0 == at)) + (V)((M)gb0 & (wb0 == at));                 \
-            V o = ((V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1))) +            \
-                  ((V)((M)gb0 & (wb0 == at1)) + (V)((M)gb1 & (wb1 == at1)));             \
-            if (S1 == 1) {                                                               \
-                e += (V)((M)gc0 & (wc0 == at));                                          \
-                o += (V)((M)gc0 & (wc0 == at1)) + (V)((M)gc1 & (wc1 == at1));            \
+            /* the rows held, newest last, and where each holds input row i */           \
+            int64_t t[3];                                                                \
+            for (int k = 0; k < 3; k++) {                                                \
+                int64_t u = i - ((next - held + k) * S1 - P1);                           \
+                t[k] = u >= 0 && u < 3 ? 3 * u : 100;                                    \
             }                                                                            \
-            V lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2); \
-            memcpy(dxp + i * W + js, &lo, sizeof lo);                                    \
-            memcpy(dxp + i * W + js + NB, &hi, sizeof hi);                               \
+            V e, o, e1, o1;                                                              \
+            max3_gsum_##S(&ga0, &ga1, &wa0, &wa1, (int)t[0], &e, &o);                    \
+            max3_gsum_##S(&gb0, &gb1, &wb0, &wb1, (int)t[1], &e1, &o1);                  \
+            e += e1, o += o1;                                                            \
+            if (S1 == 1) {                                                               \
+                max3_gsum_##S(&gc0, &gc1, &wc0, &wc1, (int)t[2], &e1, &o1);              \
+                e += e1, o += o1;                                                        \
+            }                                                                            \
+            max3_gstore_##S(&e, &o, dxp + i * W + js);                                   \
         }                                                                                \
     }                                                                                    \
     /* row stride 2 as well: the two input rows of each output row r in      \
-     * [ra, rb), 2 r - P1 + 1 (its middle tap, held by r alone) and the next \
-     * (its last tap and the first of r + 1, which must exist), in the       \
+     * [ra, rb), 2 r - P1 + 1 (its middle row, held by r alone) and the next \
+     * (its last row and the first of r + 1, which must exist), in the       \
      * blocks of max3_gcolumn, each output row loaded once */                            \
-    LADLE_INLINE void max3_gpairs_##S(const pool *v, const T *g, const int32_t *ap,      \
+    LADLE_INLINE void max3_gpairs_##S(const pool *v, const T *g, const uint8_t *ap,      \
                                       int64_t c, const int RIGHT, int64_t ra,            \
                                       int64_t rb, T *dxp)                                \
     {                                                                                    \
-        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB;                           \
         const int64_t W = v->in[2], W2 = v->out[2], js = 2 * c - v->p[2] + 1;            \
-        int64_t i = 2 * ra - v->p[1] + 1;                                                \
-        M at = 2 * lane + (int32_t)(i * W + js);                                         \
-        V ga0, ga1, gb0, gb1;                                                            \
+        T *d = dxp + (2 * ra - v->p[1] + 1) * W + js;                                    \
+        V ga0, ga1, gb0, gb1, e, o, e1, o1;                                              \
         M wa0, wa1, wb0, wb1;                                                            \
         max3_gload_##S(g, ap, ra * W2 + c, RIGHT, &ga0, &ga1, &wa0, &wa1);               \
-        for (int64_t r = ra; r < rb; r++, i += 2) {                                      \
-            M at1 = at + 1;                                                              \
-            V e = (V)((M)ga0 & (wa0 == at));                                             \
-            V o = (V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1));               \
-            V lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2); \
-            memcpy(dxp + i * W + js, &lo, sizeof lo);                                    \
-            memcpy(dxp + i * W + js + NB, &hi, sizeof hi);                               \
-            at += (int32_t)W, at1 += (int32_t)W;                                         \
+        for (int64_t r = ra; r < rb; r++, d += 2 * W) {                                  \
+            max3_gsum_##S(&ga0, &ga1, &wa0, &wa1, 3, &e, &o);                            \
+            max3_gstore_##S(&e, &o, d);                                                  \
             max3_gload_##S(g, ap, (r + 1) * W2 + c, RIGHT, &gb0, &gb1, &wb0, &wb1);      \
-            e = (V)((M)ga0 & (wa0 == at)) + (V)((M)gb0 & (wb0 == at));                   \
-            o = ((V)((M)ga0 & (wa0 == at1)) + (V)((M)ga1 & (wa1 == at1))) +              \
-                ((V)((M)gb0 & (wb0 == at1)) + (V)((M)gb1 & (wb1 == at1)));               \
-            lo = __builtin_shuffle(e, o, ev), hi = __builtin_shuffle(e, o, ev + NB / 2);  \
-            memcpy(dxp + (i + 1) * W + js, &lo, sizeof lo);                              \
-            memcpy(dxp + (i + 1) * W + js + NB, &hi, sizeof hi);                         \
-            at += (int32_t)W;                                                            \
+            max3_gsum_##S(&ga0, &ga1, &wa0, &wa1, 6, &e, &o);                            \
+            max3_gsum_##S(&gb0, &gb1, &wb0, &wb1, 0, &e1, &o1);                          \
+            e += e1, o += o1;                                                            \
+            max3_gstore_##S(&e, &o, d + W);                                              \
             ga0 = gb0, ga1 = gb1, wa0 = wb0, wa1 = wb1;                                  \
         }                                                                                \
     }                                                                                    \
     /* the input rows [i0, i1) by max3_gcolumn, in bands, block by block up  \
      * to the one at cmax */                                                             \
-    LADLE_INLINE void max3_gbands_##S(const pool *v, const T *g, const int32_t *ap,      \
+    LADLE_INLINE void max3_gbands_##S(const pool *v, const T *g, const uint8_t *ap,      \
                                       int64_t cmax, int64_t i0, int64_t i1, T *dxp)      \
     {                                                                                    \
         int64_t W2 = v->out[2], band = BAND(v->in[2] * (int64_t)sizeof(T));              \
@@ -594,7 +620,7 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
      * rows above and below (and row stride 1) by max3_gbands; the columns   \
      * left over one by one. */                                                          \
     LADLE_KERNEL static void max3_gather_bwd_##S(const pool *v, int64_t planes,          \
-                                                 const T *dy, T *dx, const int32_t *arg) \
+                                                 const T *dy, T *dx, const uint8_t *arg) \
     {                                                                                    \
         int64_t W = v->in[2], H = v->in[1], W2 = v->out[2], p = v->p[2], P1 = v->p[1];   \
         int64_t room = W - 1 + p - 2 * NB;                                               \
@@ -603,13 +629,14 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         int64_t done = cmax < 0 ? 0 : 2 * cmax - p + 2 * NB + 1; /* columns below it */ \
         /* max3_gpairs' output rows [0, rb): the pair of r, input rows         \
          * 2 r - P1 + 1 and + 2, inside the plane, and r + 1 an output row */            \
-        int64_t rb = v->s[1] == 2 && cmax >= 0 && H - 3 + P1 >= 0 ? (H - 3 + P1) / 2 + 1 : 0; \
+        int64_t rb = H - 3 + P1 >= 0 ? (H - 3 + P1) / 2 + 1 : 0;                         \
+        rb = v->s[1] == 2 && cmax >= 0 ? rb : 0;                                         \
         rb = rb < v->out[1] - 1 ? rb : v->out[1] - 1;                                    \
         rb = rb > 0 ? rb : 0;                                                            \
         int64_t ia = rb ? 1 - P1 : 0, ib = rb ? 2 * rb - P1 + 1 : 0; /* its rows */      \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *g = dy + pl * v->pout;                                              \
-            const int32_t *ap = arg + pl * v->pout;                                      \
+            const uint8_t *ap = arg + pl * v->pout;                                      \
             T *dxp = dx + pl * v->pin;                                                   \
             for (int64_t c = 0; rb > 0; c += NB) {                                       \
                 c = c < cmax ? c : cmax;                                                 \
@@ -632,30 +659,25 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             }                                                                            \
         }                                                                                \
     }                                                                                    \
+    /* column stride 1: zero the plane, add each dy at its winner's offset   \
+     * (the window's first tap's, plus the code's row times W and column) */            \
     LADLE_KERNEL static void max3_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
-                                          T *dx, const int32_t *arg)                     \
+                                          T *dx, const uint8_t *arg)                     \
     {                                                                                    \
+        int64_t W = v->in[2], W2 = v->out[2], H2 = v->out[1];                            \
+        int32_t tap[9];                                                                  \
+        for (int k = 0; k < 9; k++)                                                      \
+            tap[k] = (int32_t)(k / 3 * W + k % 3);                                       \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             const T *restrict g = dy + pl * v->pout;                                     \
-            const int32_t *restrict ap = arg + pl * v->pout;                             \
+            const uint8_t *restrict ap = arg + pl * v->pout;                             \
             T *restrict dxp = dx + pl * v->pin;                                          \
             max3_zero_##S(dxp, v->pin);                                                  \
-            int64_t q = 0;                                                               \
-            /* stride 2: even outputs, then odd ones, so that neighbours sharing  \
-             * an input do not follow each other (stride 1: any two of three do)  \
-             */                                                                          \
-            for (; v->s[2] == 2 && q + 8 <= v->pout; q += 8) {                           \
-                dxp[ap[q]] += g[q];                                                      \
-                dxp[ap[q + 2]] += g[q + 2];                                              \
-                dxp[ap[q + 4]] += g[q + 4];                                              \
-                dxp[ap[q + 6]] += g[q + 6];                                              \
-                dxp[ap[q + 1]] += g[q + 1];                                              \
-                dxp[ap[q + 3]] += g[q + 3];                                              \
-                dxp[ap[q + 5]] += g[q + 5];                                              \
-                dxp[ap[q + 7]] += g[q + 7];                                              \
+            for (int64_t r = 0; r < H2; r++) {                                           \
+                int64_t first = (r * v->s[1] - v->p[1]) * W - v->p[2];                   \
+                for (int64_t c = 0; c < W2; c++)                                         \
+                    dxp[first + c + tap[ap[r * W2 + c]]] += g[r * W2 + c];               \
             }                                                                            \
-            for (; q < v->pout; q++)                                                     \
-                dxp[ap[q]] += g[q];                                                      \
         }                                                                                \
     }
 
@@ -984,9 +1006,9 @@ void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const vo
 {
     int max = v->kind == LADLE_POOL_MAX;
     if (v->direct == POOL_K3 && max && f32)
-        max3_fwd_f32(v, planes, x, y, arg);
+        max3_fwd_f32(v, planes, x, y, (uint8_t *)arg);
     else if (v->direct == POOL_K3 && max)
-        max3_fwd_f64(v, planes, x, y, arg);
+        max3_fwd_f64(v, planes, x, y, (uint8_t *)arg);
     else if (v->direct == POOL_K3 && f32)
         avg3_fwd_f32(v, planes, x, y, v->f2f);
     else if (v->direct == POOL_K3)
@@ -1006,13 +1028,13 @@ void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const v
 {
     int max = v->kind == LADLE_POOL_MAX;
     if (v->direct == POOL_K3 && max && f32 && v->s[2] == 2)
-        max3_gather_bwd_f32(v, planes, dy, dx, arg);
+        max3_gather_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
     else if (v->direct == POOL_K3 && max && v->s[2] == 2)
-        max3_gather_bwd_f64(v, planes, dy, dx, arg);
+        max3_gather_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
     else if (v->direct == POOL_K3 && max && f32)
-        max3_bwd_f32(v, planes, dy, dx, arg);
+        max3_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
     else if (v->direct == POOL_K3 && max)
-        max3_bwd_f64(v, planes, dy, dx, arg);
+        max3_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
     else if (v->direct == POOL_K3 && f32)
         avg3_bwd_f32(v, planes, dy, dx, v->f2f);
     else if (v->direct == POOL_K3)
