@@ -613,9 +613,8 @@ static ladle_status finish(pool *v, ladle_dtype dtype, int ndim, const int64_t *
     LADLE_CALL(ladle__layer_new(&pool_vt, dtype, ndim, xs, y_ndim, ys, 1, &op));
     op->impl = v;
     op->linear = v->kind == LADLE_POOL_AVG;
-    if (v->kind == LADLE_POOL_MAX) /* the winners: offsets, or the 3x3 kernels' codes */
-        op->ctx_bytes = (v->direct == POOL_K3 ? 1 : sizeof(int32_t)) *
-                        (size_t)(v->planes * v->pout);
+    if (v->kind == LADLE_POOL_MAX) /* the winners: offsets, or the direct kernels' codes */
+        op->ctx_bytes = (v->direct ? 1 : sizeof(int32_t)) * (size_t)(v->planes * v->pout);
     *out = op;
     return LADLE_OK;
 fail:

@@ -30,6 +30,30 @@ static inline void prefetch(const void *p, size_t bytes)
 #define BAND(per_row) ((per_row) >= 1024 ? 2 : 2048 / (per_row))
 
 /*
+ * The max kernels save each window's winner as a one-byte code of its place
+ * in the window (2x2: 2 times the row plus the column; 3x3: 3 times), a
+ * quarter of the traffic of a plane offset: NB of them are a vector of
+ * bytes, widened to mask lanes to be compared.
+ */
+#define DEFINE_CODES(T, S, M, NB)                                                        \
+    typedef uint8_t vu8_##S __attribute__((vector_size(NB)));                            \
+    /* a loop: GCC 12 takes the vector conversion apart in cloned kernels,    \
+     * and vectorises this */                                                            \
+    LADLE_INLINE void widen_##S(const uint8_t *a, M *w)                                  \
+    {                                                                                    \
+        union {                                                                          \
+            M v;                                                                         \
+            T e[NB]; /* lanes as wide as T's */                                          \
+        } u;                                                                             \
+        for (int k = 0; k < NB; k++)                                                     \
+            u.v[k] = a[k];                                                               \
+        *w = u.v;                                                                        \
+    }
+
+DEFINE_CODES(float, f32, mf32, 8)
+DEFINE_CODES(double, f64, md4, 4)
+
+/*
  * The 2 x 2 window with stride 2 (LeNet's, most CNNs'): one pass over each
  * pair of input rows, the four taps of an output side by side, and a
  * backward that writes every input gradient exactly once (the winner's dy
@@ -38,18 +62,18 @@ static inline void prefetch(const void *p, size_t bytes)
  */
 #define DEFINE_K2(T, S, V, M, VI, NB, LANES)                                             \
     /* one output: the first maximum of the window in row-major order */                \
-    LADLE_INLINE void max2_one_##S(const T *r0, const T *r1, int64_t c, int32_t base,     \
-                                   int32_t W, T *yc, int32_t *ac)                        \
+    LADLE_INLINE void max2_one_##S(const T *r0, const T *r1, int64_t c, T *yc,           \
+                                   uint8_t *ac)                                          \
     {                                                                                    \
         T a = r0[2 * c], b = r0[2 * c + 1], e = r1[2 * c], f = r1[2 * c + 1];            \
         int wb = wins_##S(b, a), wf = wins_##S(f, e);                                    \
         T m1 = wb ? b : a, m2 = wf ? f : e;                                              \
         int w2 = wins_##S(m2, m1);                                                       \
         *yc = w2 ? m2 : m1;                                                              \
-        *ac = base + (int32_t)(2 * c) + (w2 ? W + wf : wb);                              \
+        *ac = (uint8_t)(w2 ? 2 + wf : wb);                                               \
     }                                                                                    \
     LADLE_KERNEL static void max2_fwd_##S(const pool *v, int64_t planes, const T *x, T *y, \
-                                          int32_t *arg)                                  \
+                                          uint8_t *arg)                                  \
     {                                                                                    \
         int64_t W = v->in[2], H2 = v->out[1], W2 = v->out[2];                            \
         const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
@@ -58,11 +82,10 @@ static inline void prefetch(const void *p, size_t bytes)
                 const T *r0 = x + pl * v->pin + 2 * o * W, *r1 = r0 + W;                 \
                 prefetch(r0 + v->pin, sizeof(T) * (size_t)(2 * W)); /* the next plane */ \
                 T *yr = y + pl * v->pout + o * W2;                                       \
-                int32_t *ar = arg ? arg + pl * v->pout + o * W2 : v->tmp;                \
-                int32_t base = (int32_t)(2 * o * W);                                     \
+                uint8_t *ar = arg ? arg + pl * v->pout + o * W2 : (uint8_t *)v->tmp;     \
                 if (W2 < NB) {                                                          \
                     for (int64_t c = 0; c < W2; c++)                                     \
-                        max2_one_##S(r0, r1, c, base, (int32_t)W, yr + c, ar + c);       \
+                        max2_one_##S(r0, r1, c, yr + c, ar + c);                         \
                     continue;                                                            \
                 }                                                                        \
                 /* blocks of NB outputs, the last one overlapping its neighbour */      \
@@ -81,32 +104,46 @@ static inline void prefetch(const void *p, size_t bytes)
                     V m2 = (V)(((M)f & wf) | ((M)e & ~wf));                              \
                     M w2 = (m2 > m1) | ((m2 != m2) & (m1 == m1));                        \
                     V m = (V)(((M)m2 & w2) | ((M)m1 & ~w2));                             \
-                    /* masks are -1 or 0: the tap offset within the window */            \
-                    M rel = (((M){0} + (int32_t)W - wf) & w2) | (-wb & ~w2);                \
-                    M at = even + (base + 2 * (int32_t)c) + rel;                         \
-                    VI at32 = __builtin_convertvector(at, VI);                           \
+                    /* masks are -1 or 0: 2 times the row plus the column */             \
+                    M at = (((M){0} + 2 - wf) & w2) | (-wb & ~w2);                       \
+                    vu8_##S code = __builtin_convertvector(at, vu8_##S);                 \
                     memcpy(yr + c, &m, sizeof m);                                        \
-                    memcpy(ar + c, &at32, sizeof at32);                                  \
+                    memcpy(ar + c, &code, sizeof code);                                  \
                 }                                                                        \
             }                                                                            \
     }                                                                                    \
     LADLE_KERNEL static void max2_bwd_##S(const pool *v, int64_t planes, const T *dy,    \
-                                          T *dx, const int32_t *arg)                     \
+                                          T *dx, const uint8_t *arg)                     \
     {                                                                                    \
         int64_t W = v->in[2], H = v->in[1], H2 = v->out[1], W2 = v->out[2];              \
+        const M lane = LANES, ev = lane / 2 + (lane % 2) * NB, z = {0};                  \
         for (int64_t pl = 0; pl < planes; pl++) {                                        \
             for (int64_t o = 0; o < H2; o++) {                                           \
                 const T *restrict g = dy + pl * v->pout + o * W2;                        \
-                const int32_t *restrict ar = arg + pl * v->pout + o * W2;                \
+                const uint8_t *restrict ar = arg + pl * v->pout + o * W2;                \
                 T *restrict d0 = dx + pl * v->pin + 2 * o * W, *restrict d1 = d0 + W;    \
-                int32_t base = (int32_t)(2 * o * W);                                     \
-                for (int64_t c = 0; c < W2; c++) {                                       \
-                    int32_t rel = ar[c] - base - (int32_t)(2 * c);                       \
+                for (int64_t c = 0; c < W2 && W2 < NB; c++) {                            \
                     T gc = g[c];                                                         \
-                    d0[2 * c] = rel == 0 ? gc : (T)0;                                    \
-                    d0[2 * c + 1] = rel == 1 ? gc : (T)0;                                \
-                    d1[2 * c] = rel == (int32_t)W ? gc : (T)0;                           \
-                    d1[2 * c + 1] = rel == (int32_t)W + 1 ? gc : (T)0;                   \
+                    d0[2 * c] = ar[c] == 0 ? gc : (T)0;                                  \
+                    d0[2 * c + 1] = ar[c] == 1 ? gc : (T)0;                              \
+                    d1[2 * c] = ar[c] == 2 ? gc : (T)0;                                  \
+                    d1[2 * c + 1] = ar[c] == 3 ? gc : (T)0;                              \
+                }                                                                        \
+                /* blocks of NB outputs, the last one overlapping its neighbour */      \
+                for (int64_t c = 0; c < W2 && W2 >= NB; c += NB) {                       \
+                    c = c + NB <= W2 ? c : W2 - NB;                                      \
+                    V gc, lo, hi;                                                        \
+                    M k;                                                                 \
+                    memcpy(&gc, g + c, sizeof gc);                                       \
+                    widen_##S(ar + c, &k);                                               \
+                    V a = (V)((M)gc & (k == z)), b = (V)((M)gc & (k == z + 1));          \
+                    V e = (V)((M)gc & (k == z + 2)), f = (V)((M)gc & (k == z + 3));      \
+                    lo = __builtin_shuffle(a, b, ev), hi = __builtin_shuffle(a, b, ev + NB / 2); \
+                    memcpy(d0 + 2 * c, &lo, sizeof lo);                                  \
+                    memcpy(d0 + 2 * c + NB, &hi, sizeof hi);                             \
+                    lo = __builtin_shuffle(e, f, ev), hi = __builtin_shuffle(e, f, ev + NB / 2); \
+                    memcpy(d1 + 2 * c, &lo, sizeof lo);                                  \
+                    memcpy(d1 + 2 * c + NB, &hi, sizeof hi);                             \
                 }                                                                        \
                 if (W & 1)                                                               \
                     d0[W - 1] = d1[W - 1] = 0;                                           \
@@ -191,7 +228,6 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
 #define WINS(val, best) (~((val) <= (best)) & ((best) == (best)))
 
 #define DEFINE_MAX3(T, S, V, M, VI, NB, LANES)                                           \
-    typedef uint8_t vu8_##S __attribute__((vector_size(NB))); /* NB tap codes */        \
     /* one output from its valid taps, in window order (off: the rows' plane  \
      * offsets, then their codes) */                                                     \
     LADLE_INLINE void max3_one_##S(const pool *v, const T *xp, const int32_t *off,       \
@@ -474,18 +510,6 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         }                                                                                \
         return acc;                                                                      \
     }                                                                                    \
-    /* NB codes widened to mask lanes (a loop: GCC 12 takes the vector        \
-     * conversion apart in cloned kernels, and vectorises this) */                      \
-    LADLE_INLINE void max3_widen_##S(const uint8_t *a, M *w)                             \
-    {                                                                                    \
-        union {                                                                          \
-            M v;                                                                         \
-            T e[NB]; /* lanes as wide as T's */                                          \
-        } u;                                                                             \
-        for (int k = 0; k < NB; k++)                                                     \
-            u.v[k] = a[k];                                                               \
-        *w = u.v;                                                                        \
-    }                                                                                    \
     /* one output row's dy and codes for the NB outputs from c on (g0, w0)    \
      * and from c + 1 on (g1, w1; RIGHT: c + NB is past the end of the row,  \
      * and has code -1) */                                                               \
@@ -494,13 +518,13 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     {                                                                                    \
         const M lane = LANES, none = (M){0} - 1;                                         \
         memcpy(g0, g + q, sizeof *g0);                                                   \
-        max3_widen_##S(ap + q, w0);                                                      \
+        widen_##S(ap + q, w0);                                                      \
         if (RIGHT) {                                                                     \
             *g1 = __builtin_shuffle(*g0, lane + 1);                                      \
             *w1 = __builtin_shuffle(*w0, none, lane + 1);                                \
         } else {                                                                         \
             memcpy(g1, g + q + 1, sizeof *g1);                                           \
-            max3_widen_##S(ap + q + 1, w1);                                              \
+            widen_##S(ap + q + 1, w1);                                              \
         }                                                                                \
     }                                                                                    \
     /* the sums of max3_gather_one for 2 NB input columns of one input row   \
@@ -1014,9 +1038,9 @@ void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const vo
     else if (v->direct == POOL_K3)
         avg3_fwd_f64(v, planes, x, y, v->f2d);
     else if (max && f32)
-        max2_fwd_f32(v, planes, x, y, arg);
+        max2_fwd_f32(v, planes, x, y, (uint8_t *)arg);
     else if (max)
-        max2_fwd_f64(v, planes, x, y, arg);
+        max2_fwd_f64(v, planes, x, y, (uint8_t *)arg);
     else if (f32)
         avg2_fwd_f32(v, planes, x, y);
     else
@@ -1040,9 +1064,9 @@ void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const v
     else if (v->direct == POOL_K3)
         avg3_bwd_f64(v, planes, dy, dx, v->f2d);
     else if (max && f32)
-        max2_bwd_f32(v, planes, dy, dx, arg);
+        max2_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
     else if (max)
-        max2_bwd_f64(v, planes, dy, dx, arg);
+        max2_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
     else if (f32)
         avg2_bwd_f32(v, planes, dy, dx);
     else
