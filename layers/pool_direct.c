@@ -138,10 +138,12 @@ DEFINE_CODES(double, f64, md4, 4)
                     widen_##S(ar + c, &k);                                               \
                     V a = (V)((M)gc & (k == z)), b = (V)((M)gc & (k == z + 1));          \
                     V e = (V)((M)gc & (k == z + 2)), f = (V)((M)gc & (k == z + 3));      \
-                    lo = __builtin_shuffle(a, b, ev), hi = __builtin_shuffle(a, b, ev + NB / 2); \
+                    lo = __builtin_shuffle(a, b, ev);                                    \
+                    hi = __builtin_shuffle(a, b, ev + NB / 2);                           \
                     memcpy(d0 + 2 * c, &lo, sizeof lo);                                  \
                     memcpy(d0 + 2 * c + NB, &hi, sizeof hi);                             \
-                    lo = __builtin_shuffle(e, f, ev), hi = __builtin_shuffle(e, f, ev + NB / 2); \
+                    lo = __builtin_shuffle(e, f, ev);                                    \
+                    hi = __builtin_shuffle(e, f, ev + NB / 2);                           \
                     memcpy(d1 + 2 * c, &lo, sizeof lo);                                  \
                     memcpy(d1 + 2 * c + NB, &hi, sizeof hi);                             \
                 }                                                                        \
