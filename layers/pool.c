@@ -601,6 +601,7 @@ static ladle_status plan(const ladle_pool_desc *d, const int64_t *xs, pool *v)
     if (v->pin > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "planes above 2^31 elements");
     v->direct = ladle__pool_direct_case(v);
+    v->narrow = LADLE_RUNS_V4();
     return LADLE_OK;
 }
 

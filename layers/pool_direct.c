@@ -11,6 +11,9 @@
 /* Blocks are 8 floats or 4 doubles (see pool_impl.h); lane numbers: */
 #define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}
 #define LANES4 {0, 1, 2, 3}
+/* the low bytes of 4- and 8-byte lanes */
+#define LOW4 {0, 4, 8, 12, 16, 20, 24, 28}
+#define LOW8 {0, 8, 16, 24}
 
 /* The hardware prefetchers stop at page boundaries, and a plane is often a
  * page or less. The forwards that read a plane out of order (and the 2x2
@@ -35,8 +38,26 @@ static inline void prefetch(const void *p, size_t bytes)
  * quarter of the traffic of a plane offset: NB of them are a vector of
  * bytes, widened to mask lanes to be compared.
  */
-#define DEFINE_CODES(T, S, M, NB)                                                        \
+#define DEFINE_CODES(T, S, M, NB, BYTES)                                                 \
     typedef uint8_t vu8_##S __attribute__((vector_size(NB)));                            \
+    typedef uint8_t vb_##S __attribute__((vector_size(sizeof(M))));                      \
+    /* NB codes out of mask lanes. FAST (the plan's narrow: where the        \
+     * x86-64-v4 copy runs) converts (one vpmovdb); elsewhere the lanes' low  \
+     * bytes are shuffled together (two vpshufb and two more), as GCC 12      \
+     * compiles the conversion into one extraction per lane in the AVX2     \
+     * copy. The test is the same each call, and cheaper than the shuffle.   \
+     */                                                                                  \
+    LADLE_INLINE void narrow_##S(const M *w, uint8_t *a, int fast)                       \
+    {                                                                                    \
+        if (fast) {                                                                      \
+            vu8_##S c = __builtin_convertvector(*w, vu8_##S);                            \
+            memcpy(a, &c, NB);                                                           \
+        } else {                                                                         \
+            const vb_##S low = BYTES;                                                    \
+            vb_##S b = __builtin_shuffle((vb_##S)*w, low);                               \
+            memcpy(a, &b, NB);                                                           \
+        }                                                                                \
+    }                                                                                    \
     /* a loop: GCC 12 takes the vector conversion apart in cloned kernels,    \
      * and vectorises this */                                                            \
     LADLE_INLINE void widen_##S(const uint8_t *a, M *w)                                  \
@@ -50,8 +71,8 @@ static inline void prefetch(const void *p, size_t bytes)
         *w = u.v;                                                                        \
     }
 
-DEFINE_CODES(float, f32, mf32, 8)
-DEFINE_CODES(double, f64, md4, 4)
+DEFINE_CODES(float, f32, mf32, 8, LOW4)
+DEFINE_CODES(double, f64, md4, 4, LOW8)
 
 /*
  * The 2 x 2 window with stride 2 (LeNet's, most CNNs'): one pass over each
@@ -77,6 +98,7 @@ DEFINE_CODES(double, f64, md4, 4)
     {                                                                                    \
         int64_t W = v->in[2], H2 = v->out[1], W2 = v->out[2];                            \
         const M lane = LANES, even = 2 * lane, odd = 2 * lane + 1;                       \
+        const int fast = v->narrow;                                                      \
         for (int64_t pl = 0; pl < planes; pl++)                                          \
             for (int64_t o = 0; o < H2; o++) {                                           \
                 const T *r0 = x + pl * v->pin + 2 * o * W, *r1 = r0 + W;                 \
@@ -106,9 +128,8 @@ DEFINE_CODES(double, f64, md4, 4)
                     V m = (V)(((M)m2 & w2) | ((M)m1 & ~w2));                             \
                     /* masks are -1 or 0: 2 times the row plus the column */             \
                     M at = (((M){0} + 2 - wf) & w2) | (-wb & ~w2);                       \
-                    vu8_##S code = __builtin_convertvector(at, vu8_##S);                 \
                     memcpy(yr + c, &m, sizeof m);                                        \
-                    memcpy(ar + c, &code, sizeof code);                                  \
+                    narrow_##S(&at, ar + c, fast);                                       \
                 }                                                                        \
             }                                                                            \
     }                                                                                    \
@@ -307,7 +328,7 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     LADLE_INLINE void max3_block_##S(const T *xp, const int32_t *off, int64_t W,         \
                                      int64_t c, int64_t p, const int64_t ST,             \
                                      const int LEFT, const int RIGHT, int64_t over,      \
-                                     T *yc, uint8_t *ac)                                 \
+                                     T *yc, uint8_t *ac, int fast)                       \
     {                                                                                    \
         int64_t b = c * ST - p; /* the first window's first column */                    \
         M k0, k1, k2;                                                                    \
@@ -321,34 +342,40 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         M t2 = WINS(m2, m);                                                              \
         m = BLEND(V, M, t2, m2, m);                                                      \
         at = BLEND(M, M, t2, k2 + off[5], at);                                           \
-        vu8_##S code = __builtin_convertvector(at, vu8_##S);                             \
         memcpy(yc, &m, sizeof m);                                                        \
-        memcpy(ac, &code, sizeof code);                                                  \
+        narrow_##S(&at, ac, fast);                                                       \
     }                                                                                    \
     /* a row of W2 >= NB outputs in blocks, the last one overlapping its     \
      * neighbour; only the first may start outside the row, only the last    \
      * end outside it */                                                                 \
     LADLE_INLINE void max3_blocks_##S(const T *xp, const int32_t *off, int64_t W,        \
                                       int64_t W2, int64_t p, const int64_t ST, T *yr,    \
-                                      uint8_t *ar)                                       \
+                                      uint8_t *ar, int fast)                             \
     {                                                                                    \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
         if (last == 0 && p && over > 0)                                                  \
-            max3_block_##S(xp, off, W, 0, p, ST, 1, 1, over, yr, ar);                    \
+            max3_block_##S(xp, off, W, 0, p, ST, 1, 1, over, yr, ar,                     \
+                           fast);                                                        \
         else if (last == 0 && over > 0)                                                  \
-            max3_block_##S(xp, off, W, 0, p, ST, 0, 1, over, yr, ar);                    \
+            max3_block_##S(xp, off, W, 0, p, ST, 0, 1, over, yr, ar,                     \
+                           fast);                                                        \
         else if (p)                                                                      \
-            max3_block_##S(xp, off, W, 0, p, ST, 1, 0, 0, yr, ar);                       \
+            max3_block_##S(xp, off, W, 0, p, ST, 1, 0, 0, yr, ar,                        \
+                           fast);                                                        \
         else                                                                             \
-            max3_block_##S(xp, off, W, 0, p, ST, 0, 0, 0, yr, ar);                       \
+            max3_block_##S(xp, off, W, 0, p, ST, 0, 0, 0, yr, ar,                        \
+                           fast);                                                        \
         if (last == 0)                                                                   \
             return;                                                                      \
         for (int64_t c = NB; c < last; c += NB)                                          \
-            max3_block_##S(xp, off, W, c, p, ST, 0, 0, 0, yr + c, ar + c);               \
+            max3_block_##S(xp, off, W, c, p, ST, 0, 0, 0, yr + c, ar + c,                \
+                           fast);                                                        \
         if (over > 0)                                                                    \
-            max3_block_##S(xp, off, W, last, p, ST, 0, 1, over, yr + last, ar + last);   \
+            max3_block_##S(xp, off, W, last, p, ST, 0, 1, over, yr + last, ar + last,    \
+                           fast);                                                        \
         else                                                                             \
-            max3_block_##S(xp, off, W, last, p, ST, 0, 0, 0, yr + last, ar + last);      \
+            max3_block_##S(xp, off, W, last, p, ST, 0, 0, 0, yr + last, ar + last,       \
+                           fast);                                                        \
     }                                                                                    \
     /* NB outputs from column c on down the output rows [ra, rb), whose      \
      * windows' three rows are all inside (from row ra S1 - P1 on): the      \
@@ -358,7 +385,7 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                                       int64_t p, const int64_t ST, const int LEFT,       \
                                       const int RIGHT, int64_t over, int64_t ra,         \
                                       int64_t rb, const int64_t S1, int64_t P1,          \
-                                      int64_t pin, T *yp, uint8_t *ap)                   \
+                                      int64_t pin, T *yp, uint8_t *ap, int fast)         \
     {                                                                                    \
         int64_t b = c * ST - p, i = ra * S1 - P1; /* the first column and row */         \
         M k0, k1, k2;                                                                    \
@@ -373,9 +400,8 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
             M t2 = WINS(m2, m);                                                          \
             m = BLEND(V, M, t2, m2, m);                                                  \
             at = BLEND(M, M, t2, k2 + 6, at);                                            \
-            vu8_##S code = __builtin_convertvector(at, vu8_##S);                         \
             memcpy(yp + r * W2 + c, &m, sizeof m);                                       \
-            memcpy(ap + r * W2 + c, &code, sizeof code);                                 \
+            narrow_##S(&at, ap + r * W2 + c, fast);                                      \
             if (++r == rb)                                                               \
                 break;                                                                   \
             i += S1;                                                                     \
@@ -398,23 +424,30 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
     {                                                                                    \
         int64_t W = v->in[2], W2 = v->out[2], p = v->p[2], P1 = v->p[1], pin = v->pin;   \
         int64_t last = W2 - NB, over = (W2 - 1) * ST - p + 3 - W;                        \
+        int fast = v->narrow;                                                            \
         if (last == 0 && p && over > 0)                                                  \
-            max3_column_##S(xp, W, W2, 0, p, ST, 1, 1, over, ra, rb, S1, P1, pin, yp, ap); \
+            max3_column_##S(xp, W, W2, 0, p, ST, 1, 1, over, ra, rb, S1, P1, pin, yp,    \
+                            ap, fast);                                                   \
         else if (last == 0 && over > 0)                                                  \
-            max3_column_##S(xp, W, W2, 0, p, ST, 0, 1, over, ra, rb, S1, P1, pin, yp, ap); \
+            max3_column_##S(xp, W, W2, 0, p, ST, 0, 1, over, ra, rb, S1, P1, pin, yp,    \
+                            ap, fast);                                                   \
         else if (p)                                                                      \
-            max3_column_##S(xp, W, W2, 0, p, ST, 1, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+            max3_column_##S(xp, W, W2, 0, p, ST, 1, 0, 0, ra, rb, S1, P1, pin, yp, ap,   \
+                            fast);                                                       \
         else                                                                             \
-            max3_column_##S(xp, W, W2, 0, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+            max3_column_##S(xp, W, W2, 0, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap,   \
+                            fast);                                                       \
         if (last == 0)                                                                   \
             return;                                                                      \
         for (int64_t c = NB; c < last; c += NB)                                          \
-            max3_column_##S(xp, W, W2, c, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap);  \
+            max3_column_##S(xp, W, W2, c, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap,   \
+                            fast);                                                       \
         if (over > 0)                                                                    \
             max3_column_##S(xp, W, W2, last, p, ST, 0, 1, over, ra, rb, S1, P1, pin, yp, \
-                            ap);                                                         \
+                            ap, fast);                                           \
         else                                                                             \
-            max3_column_##S(xp, W, W2, last, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp, ap); \
+            max3_column_##S(xp, W, W2, last, p, ST, 0, 0, 0, ra, rb, S1, P1, pin, yp,    \
+                            ap, fast);                                                   \
     }                                                                                    \
     LADLE_INLINE void max3_columns_##S(const pool *v, const T *xp, int64_t ra, int64_t rb, \
                                        const int64_t ST, const int64_t S1, T *yp,        \
@@ -458,9 +491,9 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
                     for (int64_t o = 0; o < W2; o++)                                     \
                         max3_one_##S(v, xp, off, o, yr + o, ar + o);                     \
                 else if (v->s[2] == 1)                                                   \
-                    max3_blocks_##S(xp, off, W, W2, p, 1, yr, ar);                       \
+                    max3_blocks_##S(xp, off, W, W2, p, 1, yr, ar, v->narrow);            \
                 else                                                                     \
-                    max3_blocks_##S(xp, off, W, W2, p, 2, yr, ar);                       \
+                    max3_blocks_##S(xp, off, W, W2, p, 2, yr, ar, v->narrow);            \
             }                                                                            \
             if (rb > ra && v->s[2] == 1 && v->s[1] == 1)                                 \
                 max3_columns_##S(v, xp, ra, rb, 1, 1, yp, ap);                           \

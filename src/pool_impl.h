@@ -41,6 +41,7 @@ typedef struct pool {
     void *g;
     int32_t *tmp;
     int direct; /* POOL_GENERIC or the direct kernels of pool_direct.c */
+    int narrow; /* the direct max kernels narrow codes by conversion (see narrow_f32) */
     /* POOL_K3: per input row, the output rows whose windows hold it (three
      * slots each) and their count, the last of them (bhi) and the row
      * factors of it and the two before (bc); workspace (pool_direct.c) */

@@ -18,8 +18,12 @@
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
     __GNUC__ >= 12 && !defined(LADLE_NO_CLONES)
 #define LADLE_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+/* whether the x86-64-v4 copies run here: for a kernel whose best code differs
+ * between the copies, asked once at plan time */
+#define LADLE_RUNS_V4() (__builtin_cpu_supports("x86-64-v4") != 0)
 #else
 #define LADLE_KERNEL
+#define LADLE_RUNS_V4() 0
 #endif
 
 /* A helper a kernel's loops must see through (constant arguments fold). */

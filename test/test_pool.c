@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "pool_impl.h"
 
 typedef struct pgeom {
     int nd, ceil_mode, include_pad;
@@ -164,6 +165,11 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_pool_kind kind = G->kind;
     double tol = dt == LADLE_F32 ? 1e-5 : 1e-14;
     ladle_op *op = make(G, dt);
+    /* the direct max kernels narrow their codes by conversion where the
+     * x86-64-v4 copies run, by a byte shuffle elsewhere: half the seeds take
+     * the shuffle here too (bit 2: the low two pick the kind and dtype) */
+    if (seed >> 2 & 1)
+        ((pool *)op->impl)->narrow = 0;
     int nd;
     int64_t ys[5];
     ladle_op_y_shape(op, &nd, ys);
