@@ -503,7 +503,7 @@ static ladle_status pool_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     else if (v->global)
         global_fwd_f64(v, planes, x->data, y->data);
     else if (v->direct)
-        ladle__pool_direct_forward(v, f32, planes, x->data, y->data, arg);
+        ladle__pool_direct_forward(v, f32, planes, x->data, y->data, (uint8_t *)arg);
     else if (v->kind == LADLE_POOL_MAX && f32)
         max_fwd_f32(v, planes, x->data, y->data, arg, v->tmp, v->av, v->aa);
     else if (v->kind == LADLE_POOL_MAX)
@@ -529,7 +529,8 @@ static ladle_status pool_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
     else if (v->global)
         global_bwd_f64(v, planes, dy->data, dx->data);
     else if (v->direct)
-        ladle__pool_direct_backward(v, f32, planes, dy->data, dx->data, arg);
+        ladle__pool_direct_backward(v, f32, planes, dy->data, dx->data,
+                                    (const uint8_t *)arg);
     else if (v->kind == LADLE_POOL_MAX && f32)
         max_bwd_f32(v, planes, dy->data, dx->data, arg);
     else if (v->kind == LADLE_POOL_MAX)

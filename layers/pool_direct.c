@@ -81,7 +81,7 @@ DEFINE_CODES(double, f64, md4, 4, LOW8)
  * or zero), so it needs no zeroing pass. Rows and columns left over by an
  * odd extent get zeros.
  */
-#define DEFINE_K2(T, S, V, M, VI, NB, LANES)                                             \
+#define DEFINE_K2(T, S, V, M, NB, LANES)                                                 \
     /* one output: the first maximum of the window in row-major order */                \
     LADLE_INLINE void max2_one_##S(const T *r0, const T *r1, int64_t c, T *yc,           \
                                    uint8_t *ac)                                          \
@@ -206,8 +206,8 @@ DEFINE_CODES(double, f64, md4, 4, LOW8)
         }                                                                                \
     }
 
-DEFINE_K2(float, f32, vf32, mf32, vi32, 8, LANES8)
-DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
+DEFINE_K2(float, f32, vf32, mf32, 8, LANES8)
+DEFINE_K2(double, f64, vd4, md4, 4, LANES4)
 
 /*
  * The 3 x 3 window with stride 1 or 2 and padding 0 or 1 along each
@@ -250,7 +250,7 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
 /* wins_f32 / wins_f64, lane by lane */
 #define WINS(val, best) (~((val) <= (best)) & ((best) == (best)))
 
-#define DEFINE_MAX3(T, S, V, M, VI, NB, LANES)                                           \
+#define DEFINE_MAX3(T, S, V, M, NB, LANES)                                               \
     /* one output from its valid taps, in window order (off: the rows' plane  \
      * offsets, then their codes) */                                                     \
     LADLE_INLINE void max3_one_##S(const pool *v, const T *xp, const int32_t *off,       \
@@ -1005,8 +1005,8 @@ DEFINE_K2(double, f64, vd4, md4, vi4, 4, LANES4)
         }                                                                                \
     }
 
-DEFINE_MAX3(float, f32, vf32, mf32, vi32, 8, LANES8)
-DEFINE_MAX3(double, f64, vd4, md4, vi4, 4, LANES4)
+DEFINE_MAX3(float, f32, vf32, mf32, 8, LANES8)
+DEFINE_MAX3(double, f64, vd4, md4, 4, LANES4)
 DEFINE_AVG3(float, f32, vf32, mf32, 8, LANES8)
 DEFINE_AVG3(double, f64, vd4, md4, 4, LANES4)
 
@@ -1061,21 +1061,21 @@ int ladle__pool_direct_tables(pool *v)
 }
 
 void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const void *x, void *y,
-                                int32_t *arg)
+                                uint8_t *codes)
 {
     int max = v->kind == LADLE_POOL_MAX;
     if (v->direct == POOL_K3 && max && f32)
-        max3_fwd_f32(v, planes, x, y, (uint8_t *)arg);
+        max3_fwd_f32(v, planes, x, y, codes);
     else if (v->direct == POOL_K3 && max)
-        max3_fwd_f64(v, planes, x, y, (uint8_t *)arg);
+        max3_fwd_f64(v, planes, x, y, codes);
     else if (v->direct == POOL_K3 && f32)
         avg3_fwd_f32(v, planes, x, y, v->f2f);
     else if (v->direct == POOL_K3)
         avg3_fwd_f64(v, planes, x, y, v->f2d);
     else if (max && f32)
-        max2_fwd_f32(v, planes, x, y, (uint8_t *)arg);
+        max2_fwd_f32(v, planes, x, y, codes);
     else if (max)
-        max2_fwd_f64(v, planes, x, y, (uint8_t *)arg);
+        max2_fwd_f64(v, planes, x, y, codes);
     else if (f32)
         avg2_fwd_f32(v, planes, x, y);
     else
@@ -1083,25 +1083,25 @@ void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const vo
 }
 
 void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const void *dy,
-                                 void *dx, const int32_t *arg)
+                                 void *dx, const uint8_t *codes)
 {
     int max = v->kind == LADLE_POOL_MAX;
     if (v->direct == POOL_K3 && max && f32 && v->s[2] == 2)
-        max3_gather_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
+        max3_gather_bwd_f32(v, planes, dy, dx, codes);
     else if (v->direct == POOL_K3 && max && v->s[2] == 2)
-        max3_gather_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
+        max3_gather_bwd_f64(v, planes, dy, dx, codes);
     else if (v->direct == POOL_K3 && max && f32)
-        max3_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
+        max3_bwd_f32(v, planes, dy, dx, codes);
     else if (v->direct == POOL_K3 && max)
-        max3_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
+        max3_bwd_f64(v, planes, dy, dx, codes);
     else if (v->direct == POOL_K3 && f32)
         avg3_bwd_f32(v, planes, dy, dx, v->f2f);
     else if (v->direct == POOL_K3)
         avg3_bwd_f64(v, planes, dy, dx, v->f2d);
     else if (max && f32)
-        max2_bwd_f32(v, planes, dy, dx, (const uint8_t *)arg);
+        max2_bwd_f32(v, planes, dy, dx, codes);
     else if (max)
-        max2_bwd_f64(v, planes, dy, dx, (const uint8_t *)arg);
+        max2_bwd_f64(v, planes, dy, dx, codes);
     else if (f32)
         avg2_bwd_f32(v, planes, dy, dx);
     else

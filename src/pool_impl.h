@@ -57,12 +57,10 @@ typedef float vf32 __attribute__((vector_size(BLK * 4)));
 typedef int32_t mf32 __attribute__((vector_size(BLK * 4)));
 typedef double vf64 __attribute__((vector_size(BLK * 8)));
 typedef int64_t mf64 __attribute__((vector_size(BLK * 8)));
-typedef int32_t vi32 __attribute__((vector_size(BLK * 4)));
 /* four doubles: GCC 12 takes 64-byte vectors apart lane by lane in the
  * cloned kernels (src/simd.h), even in the AVX-512 copy */
 typedef double vd4 __attribute__((vector_size(32)));
 typedef int64_t md4 __attribute__((vector_size(32)));
-typedef int32_t vi4 __attribute__((vector_size(16)));
 
 /* val takes the place of best: the first maximum wins, a NaN wins and stays */
 static inline int wins_f32(float val, float best)
@@ -75,12 +73,13 @@ static inline int wins_f64(double val, double best)
 }
 
 /* The direct kernels: the case a plan fits (POOL_GENERIC for none), and the
- * forward and backward of a plan that has one (f32 or f64). */
+ * forward and backward of a plan that has one (f32 or f64; max: the
+ * winners' one-byte codes in the ctx, or NULL in a forward without one). */
 int ladle__pool_direct_case(const pool *v);
 int ladle__pool_direct_tables(pool *v); /* 0: out of memory */
 void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const void *x, void *y,
-                                int32_t *arg);
+                                uint8_t *codes);
 void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const void *dy,
-                                 void *dx, const int32_t *arg);
+                                 void *dx, const uint8_t *codes);
 
 #endif /* LADLE_POOL_IMPL_H */
