@@ -11,10 +11,17 @@
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
 #
-# Any MPI-3 implementation works: make MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi
+# Any MPI-3 implementation works: make MPI=openmpi builds and runs with Open MPI.
+#
+# One build, one MPI: the compiler wrapper and the launcher are named as a pair
+# (Debian's mpicc.mpich and mpiexec.mpich), never the bare mpicc and mpiexec,
+# which follow whichever MPI was installed last (python3-torch pulls in Open
+# MPI). MPICC and MPIEXEC may still be set by hand; the build records the pair
+# it was made with and rebuilds everything when it changes.
 
-MPICC    ?= mpicc
-MPIEXEC  ?= mpiexec
+MPI      ?= mpich
+MPICC    ?= $(if $(shell command -v mpicc.$(MPI)),mpicc.$(MPI),mpicc)
+MPIEXEC  ?= $(if $(shell command -v mpiexec.$(MPI)),mpiexec.$(MPI),mpiexec)
 PREFIX   ?= /usr/local
 SANITIZE ?= 0
 DEPS     ?= 1
@@ -52,7 +59,16 @@ BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUIL
               $(BUILD)/bench/bench_pipe
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests
+.PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests \
+        FORCE
+
+# the MPI this build uses: its compile line and its launcher; a change rebuilds all
+MPI_ID := $(strip $(shell $(MPICC) -show 2>/dev/null) | $(shell command -v $(MPIEXEC)))
+$(BUILD)/mpi.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(MPI_ID)' | cmp -s - $@ 2>/dev/null || { echo '$(MPI_ID)' >$@; \
+	    echo "ladle: building with $(MPICC) and $(MPIEXEC) ($$($(MPIEXEC) --version 2>&1 | \
+	    grep -m1 -iE 'version:|open mpi' | tr -s ' ' | sed 's/^ //'))"; }
 
 all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS) $(EXAMPLE_BINS)
 
@@ -61,7 +77,8 @@ ifeq ($(DEPS),1)
 	@scripts/install-deps.sh
 endif
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h layers/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h layers/*.h) \
+              $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 

@@ -149,6 +149,17 @@ int64_t ladle_dataset_size(const ladle_dataset *ds) { return ds ? ds->n : 0; }
 int64_t ladle_dataset_rows(const ladle_dataset *ds) { return ds ? ds->rows : 0; }
 int64_t ladle_dataset_cols(const ladle_dataset *ds) { return ds ? ds->cols : 0; }
 
+int64_t ladle_dataset_classes(const ladle_dataset *ds)
+{
+    int64_t top = -1;
+    if (ds == NULL)
+        return 0;
+    for (int64_t s = 0; s < ds->n; s++)
+        if (ds->labels[s] > top)
+            top = ds->labels[s];
+    return top + 1;
+}
+
 /* Fisher-Yates with a counter-based generator keyed by (seed, epoch). */
 static void order(ladle_dataset *ds, uint64_t seed, int64_t epoch)
 {

@@ -113,6 +113,16 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &lt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &lt_size);
+    /* a launcher from another MPI than the build's starts n singletons of
+     * one rank each, which would all pass as 1-rank runs */
+    const char *want = getenv("LADLE_TEST_RANKS");
+    if (want != NULL && atoi(want) != lt_size) {
+        fprintf(stderr, "launched as %s ranks, but MPI_COMM_WORLD has %d: is the launcher "
+                        "from another MPI than the one this test was built with?\n",
+                want, lt_size);
+        MPI_Finalize();
+        return EXIT_FAILURE;
+    }
     SRunner *sr = srunner_create(make_suite());
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, lt_rank == 0 ? CK_NORMAL : CK_SILENT);

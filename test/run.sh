@@ -52,6 +52,7 @@ test_pipe_schedule: 1
 test_pipeline: 1 2 3 4 5 6
 "
 
+echo "MPI: $MPIEXEC ($($MPIEXEC --version 2>&1 | grep -m1 -iE 'version:|open mpi' | tr -s ' ' | sed 's/^ //'))"
 pass=0
 fail=0
 failed=""
@@ -71,7 +72,7 @@ for line in $(echo "$SUITE" | tr ' ' '%'); do
         fi
         t0=$(date +%s)
         log="$logdir/$prog.$n.log"
-        if timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $wrap "$dir/$prog" >"$log" 2>&1; then
+        if LADLE_TEST_RANKS=$n timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $wrap "$dir/$prog" >"$log" 2>&1; then
             res=PASS; pass=$((pass + 1))
         else
             res=FAIL; fail=$((fail + 1)); failed="$failed $prog@$n"

@@ -47,6 +47,9 @@ LADLE_API ladle_status ladle_dataset_destroy(ladle_dataset **ds);
 LADLE_API int64_t ladle_dataset_size(const ladle_dataset *ds);
 LADLE_API int64_t ladle_dataset_rows(const ladle_dataset *ds);
 LADLE_API int64_t ladle_dataset_cols(const ladle_dataset *ds);
+/* One more than the largest label: the classes a model needs to score every
+ * sample (0 for an empty dataset). */
+LADLE_API int64_t ladle_dataset_classes(const ladle_dataset *ds);
 
 /* Sample k of epoch `epoch`'s order: a permutation of 0..size-1 drawn from
  * (seed, epoch) with a counter-based generator (seed 0: no shuffle). */
