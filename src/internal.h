@@ -83,6 +83,28 @@ int ladle__wait(MPI_Request *req);
 int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
                      MPI_Comm comm);
 
+/*
+ * Checked arithmetic for sizes that come from outside (shapes, headers,
+ * windows, buffer lengths): each stores the result and returns 1, or returns
+ * 0 when the exact result does not fit in int64_t. Callers raise a status
+ * that names the quantity that was too large.
+ */
+static inline int ladle__add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline int ladle__mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+/* The product of n non-negative extents, or -1 when one is negative or the
+ * product exceeds limit (pass INT64_MAX for "fits in int64_t"). */
+int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit);
+/* count elements of es bytes as a byte count; 0 when it exceeds
+ * LADLE_MAX_BYTES, the largest buffer ladle allocates or moves in one piece. */
+int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes);
+#define LADLE_MAX_BYTES ((int64_t)1 << 60)
+
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
 const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);

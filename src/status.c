@@ -144,6 +144,30 @@ void *ladle__calloc(size_t count, size_t size)
 
 void ladle__free(void *p) { free(p); }
 
+int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit)
+{
+    int64_t v = 1;
+    for (int d = 0; d < n; d++)
+        if (extents[d] < 0)
+            return -1;
+    for (int d = 0; d < n; d++) /* a zero extent makes any product fit */
+        if (extents[d] == 0)
+            return 0;
+    for (int d = 0; d < n; d++)
+        if (!ladle__mul_ok(v, extents[d], &v) || v > limit)
+            return -1;
+    return v;
+}
+
+int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes)
+{
+    int64_t b;
+    if (count < 0 || !ladle__mul_ok(count, (int64_t)es, &b) || b > LADLE_MAX_BYTES)
+        return 0;
+    *bytes = (size_t)b;
+    return 1;
+}
+
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape)
 {
     size_t n = 0;

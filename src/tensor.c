@@ -21,21 +21,20 @@ ladle_status ladle__check_shape(const char *func, int ndim, const int64_t *shape
                             LADLE_MAX_NDIM);
     if (ndim > 0 && shape == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "shape is NULL");
-    int64_t n = 1;
-    int zero = 0;
-    for (int d = 0; d < ndim; d++) {
+    for (int d = 0; d < ndim; d++)
         if (shape[d] < 0)
             return ladle__raise(LADLE_ERR_SHAPE, func,
                                 "extent %lld of dimension %d is negative",
                                 (long long)shape[d], d);
-        if (shape[d] == 0)
-            zero = 1;
-        else if (n > INT64_MAX / 16 / shape[d])
-            return ladle__raise(LADLE_ERR_SHAPE, func, "volume overflows");
-        else
-            n *= shape[d];
+    /* every element count must also fit as a byte count of the widest dtype */
+    int64_t n = ladle__volume_within(ndim, shape, LADLE_MAX_BYTES / 8);
+    if (n < 0) {
+        char buf[256];
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "a %s tensor is too large (more than 2^57 elements)",
+                            ladle__fmt_shape64(buf, sizeof buf, ndim, shape));
     }
-    *numel = zero ? 0 : n;
+    *numel = n;
     return LADLE_OK;
 }
 
