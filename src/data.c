@@ -1,6 +1,9 @@
 /* IDX datasets (see ladle/data.h). */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "internal.h"
@@ -36,26 +39,128 @@ static uint32_t be32(const uint8_t *b)
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-/* Open an IDX file and read its header: type byte 0x08 (unsigned bytes)
- * and ndim dimensions. */
-static ladle_status open_idx(const char *path, int ndim, uint32_t *dims, gzFile *out,
-                             const char *func)
+/* Deflate expands at most about 1032 to 1: a compressed file of c bytes
+ * holds at most this many bytes (plus a little for the gzip header). */
+#define GZ_MAX_RATIO 1032
+#define GZ_SLACK 65536
+
+/* An open IDX file: its header's dimensions and the bytes they declare. */
+typedef struct idx_file {
+    gzFile f;
+    int ndim;
+    int64_t dims[3];
+    int64_t body; /* bytes after the header: the product of dims */
+} idx_file;
+
+/* Open an IDX file of unsigned bytes (type 0x08) with ndim dimensions and
+ * check its header against the file: the product of the dimensions must
+ * fit, and the file must be able to hold it (exactly, for a plain file; by
+ * deflate's largest ratio for a compressed one, so a short file with a huge
+ * header is refused before anything is allocated; the reads catch the
+ * rest). */
+static ladle_status open_idx(const char *path, int ndim, idx_file *x, const char *func)
 {
+    ladle_status st = LADLE_OK;
     uint8_t head[4], d[12];
-    gzFile f = gzopen(path, "rb");
-    if (f == NULL)
-        return ladle__raise(LADLE_ERR_IO, func, "cannot open %s", path);
-    if (!read_all(f, head, 4) || head[0] != 0 || head[1] != 0 || head[2] != 0x08 ||
-        head[3] != ndim || !read_all(f, d, (size_t)(4 * ndim))) {
-        gzclose(f);
-        return ladle__raise(LADLE_ERR_IO, func,
-                            "%s is not an IDX file of unsigned bytes with %d dimensions", path,
-                            ndim);
+    struct stat sb;
+    memset(x, 0, sizeof *x);
+    x->ndim = ndim;
+    if (stat(path, &sb) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func, "%s is not a regular file", path);
+    errno = 0;
+    x->f = gzopen(path, "rb");
+    if (x->f == NULL)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot open %s: %s", path,
+                            errno ? strerror(errno) : "out of memory");
+    if (!(read_all(x->f, head, 4) && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
+          head[3] == ndim && read_all(x->f, d, (size_t)(4 * ndim)))) {
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s is not an IDX file of unsigned bytes with %d dimension%s", path,
+                          ndim, ndim > 1 ? "s" : "");
+        goto fail;
     }
     for (int i = 0; i < ndim; i++)
-        dims[i] = be32(d + 4 * i);
-    *out = f;
+        x->dims[i] = be32(d + 4 * i);
+    x->body = ladle__volume_within(ndim, x->dims, INT64_MAX);
+    char shape[96];
+    ladle__fmt_shape64(shape, sizeof shape, ndim, x->dims);
+    int64_t after = (int64_t)sb.st_size - 4 - 4 * ndim;
+    if (x->body < 0)
+        st = ladle__raise(LADLE_ERR_IO, func, "%s: its header declares %s bytes, too many to hold",
+                          path, shape);
+    else if (gzdirect(x->f) && after != x->body)
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s holds %lld bytes after its header, which declares %s = %lld%s", path,
+                          (long long)after, shape, (long long)x->body,
+                          after < x->body ? " (the file is shorter than its header says)"
+                                          : " (trailing bytes)");
+    else if (!gzdirect(x->f) && x->body / GZ_MAX_RATIO > (int64_t)sb.st_size + GZ_SLACK)
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s: the file is shorter than its header says (%lld compressed bytes "
+                          "cannot hold the %s = %lld bytes it declares)",
+                          path, (long long)sb.st_size, shape, (long long)x->body);
+    if (st == LADLE_OK)
+        return LADLE_OK;
+fail:
+    gzclose(x->f);
+    x->f = NULL;
+    return st;
+}
+
+/* The images and labels files of a dataset, headers checked against each
+ * other: three dimensions and one, the same count. */
+static ladle_status open_pair(const char *images, const char *labels, idx_file *fi,
+                              idx_file *fl, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(open_idx(images, 3, fi, func));
+    LADLE_CALL(open_idx(labels, 1, fl, func));
+    if (fi->dims[0] != fl->dims[0]) {
+        st = ladle__raise(LADLE_ERR_IO, func, "%s holds %lld images, %s %lld labels", images,
+                          (long long)fi->dims[0], labels, (long long)fl->dims[0]);
+        goto fail;
+    }
     return LADLE_OK;
+fail:
+    if (fi->f)
+        gzclose(fi->f);
+    if (fl->f)
+        gzclose(fl->f);
+    fi->f = fl->f = NULL;
+    return st;
+}
+
+ladle_status ladle_dataset_probe(const char *images, const char *labels,
+                                 ladle_dataset_info *info)
+{
+    ladle_status st = LADLE_OK;
+    idx_file fi = {0}, fl = {0};
+    uint8_t *l = NULL;
+    LADLE_NOT_NULL(images);
+    LADLE_NOT_NULL(labels);
+    LADLE_NOT_NULL(info);
+    LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
+    l = ladle__calloc((size_t)fl.body + 1, 1);
+    LADLE_CHECK(l != NULL, LADLE_ERR_ALLOC, "out of memory for %lld labels",
+                (long long)fl.body);
+    LADLE_CHECK(read_all(fl.f, l, (size_t)fl.body), LADLE_ERR_IO,
+                "%s ends before its %lld labels (a torn file?)", labels, (long long)fl.body);
+    int top = -1;
+    for (int64_t s = 0; s < fl.body; s++)
+        top = l[s] > top ? l[s] : top;
+    info->size = fi.dims[0];
+    info->rows = fi.dims[1];
+    info->cols = fi.dims[2];
+    info->classes = top + 1;
+fail:
+    if (fi.f)
+        gzclose(fi.f);
+    if (fl.f)
+        gzclose(fl.f);
+    ladle__free(l);
+    return st;
 }
 
 ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t row0,
@@ -64,61 +169,91 @@ ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t 
 {
     ladle_status st = LADLE_OK;
     ladle_dataset *ds = NULL;
-    gzFile fi = NULL, fl = NULL;
     uint8_t *line = NULL;
-    uint32_t di[3] = {0, 0, 0}, dl[1] = {0};
+    idx_file fi = {0}, fl = {0};
     LADLE_NOT_NULL(images);
     LADLE_NOT_NULL(labels);
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(std > 0, LADLE_ERR_ARG, "std %g must be positive", std);
-    LADLE_CALL(open_idx(images, 3, di, &fi, __func__));
-    LADLE_CALL(open_idx(labels, 1, dl, &fl, __func__));
-    LADLE_CHECK(di[0] == dl[0], LADLE_ERR_ARG, "%s holds %u images, %s %u labels", images,
-                di[0], labels, dl[0]);
+    LADLE_CHECK(std > 0 && isfinite(std) && isfinite(mean), LADLE_ERR_ARG,
+                "the mean %g and std %g must be finite, the std positive", mean, std);
+    LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
     ds = ladle__calloc(1, sizeof *ds);
     LADLE_CHECK(ds != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ds->n = di[0];
-    ds->rows = di[1];
-    ds->cols = di[2];
+    ds->n = fi.dims[0];
+    ds->rows = fi.dims[1];
+    ds->cols = fi.dims[2];
     ds->row0 = row0;
-    ds->wr = rows ? rows : ds->rows - row0;
     ds->col0 = col0;
-    ds->wc = cols ? cols : ds->cols - col0;
     ds->mean = mean;
     ds->std = std;
     ds->perm_epoch = -1;
-    LADLE_CHECK(row0 >= 0 && col0 >= 0 && ds->wr >= 0 && ds->wc >= 0 &&
-                    row0 + ds->wr <= ds->rows && col0 + ds->wc <= ds->cols,
+    LADLE_CHECK(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0 && row0 <= ds->rows &&
+                    col0 <= ds->cols && rows <= ds->rows - row0 && cols <= ds->cols - col0,
                 LADLE_ERR_ARG, "the window rows %lld+%lld, columns %lld+%lld is outside "
                 "%lldx%lld images",
-                (long long)row0, (long long)ds->wr, (long long)col0, (long long)ds->wc,
+                (long long)row0, (long long)rows, (long long)col0, (long long)cols,
                 (long long)ds->rows, (long long)ds->cols);
-    ds->pixels = ladle__calloc((size_t)(ds->n * ds->wr * ds->wc) + 1, 1);
+    ds->wr = rows ? rows : ds->rows - row0;
+    ds->wc = cols ? cols : ds->cols - col0;
+    /* the header's sizes were checked against the file: these products fit */
+    int64_t kept = ds->n * ds->wr * ds->wc;
+    ds->pixels = ladle__calloc((size_t)kept + 1, 1);
     ds->labels = ladle__calloc((size_t)ds->n + 1, 1);
     ds->perm = ladle__calloc((size_t)ds->n + 1, sizeof(int64_t));
     line = ladle__calloc((size_t)(ds->rows * ds->cols) + 1, 1);
-    LADLE_CHECK(ds->pixels && ds->labels && ds->perm && line, LADLE_ERR_ALLOC, "out of memory");
+    LADLE_CHECK(ds->pixels && ds->labels && ds->perm && line, LADLE_ERR_ALLOC,
+                "out of memory for %lld images of %lldx%lld", (long long)ds->n,
+                (long long)ds->wr, (long long)ds->wc);
     /* stream every image, keep the window */
     for (int64_t s = 0; s < ds->n; s++) {
-        LADLE_CHECK(read_all(fi, line, (size_t)(ds->rows * ds->cols)), LADLE_ERR_IO,
+        LADLE_CHECK(read_all(fi.f, line, (size_t)(ds->rows * ds->cols)), LADLE_ERR_IO,
                     "%s ends after %lld of %lld images (a torn file?)", images, (long long)s,
                     (long long)ds->n);
         uint8_t *dst = ds->pixels + s * ds->wr * ds->wc;
         for (int64_t r = 0; r < ds->wr; r++)
             memcpy(dst + r * ds->wc, line + (row0 + r) * ds->cols + col0, (size_t)ds->wc);
     }
-    LADLE_CHECK(read_all(fl, ds->labels, (size_t)ds->n), LADLE_ERR_IO,
+    LADLE_CHECK(read_all(fl.f, ds->labels, (size_t)ds->n), LADLE_ERR_IO,
                 "%s ends before its %lld labels (a torn file?)", labels, (long long)ds->n);
     *out = ds;
     ds = NULL;
 fail:
-    if (fi)
-        gzclose(fi);
-    if (fl)
-        gzclose(fl);
+    if (fi.f)
+        gzclose(fi.f);
+    if (fl.f)
+        gzclose(fl.f);
     ladle__free(line);
     ladle_dataset_destroy(&ds);
     return st;
+}
+
+/* The paths of a directory's pair (which = "train" or "t10k"): the
+ * compressed files, or plain ones where no compressed file exists. */
+static ladle_status dir_paths(const char *dir, const char *which, char *img, char *lab,
+                              size_t cap, const char *func)
+{
+    char *out[2] = {img, lab};
+    const char *kind[2] = {"images-idx3", "labels-idx1"};
+    struct stat sb;
+    if (dir == NULL || which == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", dir ? "which" : "dir");
+    if (stat(dir, &sb) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "the dataset directory %s: %s", dir,
+                            strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func, "the dataset directory %s is not a directory",
+                            dir);
+    for (int k = 0; k < 2; k++) {
+        int n = snprintf(out[k], cap, "%s/%s-%s-ubyte.gz", dir, which, kind[k]);
+        if (n < 0 || (size_t)n >= cap)
+            return ladle__raise(LADLE_ERR_ARG, func, "the path %s/%s-... is too long", dir,
+                                which);
+        if (stat(out[k], &sb) != 0)
+            out[k][n - 3] = '\0'; /* no .gz: the plain file (or the error names it) */
+        if (stat(out[k], &sb) != 0)
+            out[k][n - 3] = '.';
+    }
+    return LADLE_OK;
 }
 
 ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t row0,
@@ -126,11 +261,16 @@ ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t 
                                     double std, ladle_dataset **ds)
 {
     char img[4096], lab[4096];
-    if (dir == NULL || which == NULL)
-        return ladle__raise(LADLE_ERR_NULL, __func__, "%s is NULL", dir ? "which" : "dir");
-    snprintf(img, sizeof img, "%s/%s-images-idx3-ubyte.gz", dir, which);
-    snprintf(lab, sizeof lab, "%s/%s-labels-idx1-ubyte.gz", dir, which);
-    return ladle_dataset_load(img, lab, row0, rows, col0, cols, mean, std, ds);
+    ladle_status st = dir_paths(dir, which, img, lab, sizeof img, __func__);
+    return st ? st : ladle_dataset_load(img, lab, row0, rows, col0, cols, mean, std, ds);
+}
+
+ladle_status ladle_dataset_probe_dir(const char *dir, const char *which,
+                                     ladle_dataset_info *info)
+{
+    char img[4096], lab[4096];
+    ladle_status st = dir_paths(dir, which, img, lab, sizeof img, __func__);
+    return st ? st : ladle_dataset_probe(img, lab, info);
 }
 
 ladle_status ladle_dataset_destroy(ladle_dataset **ds)

@@ -26,6 +26,8 @@ fi
 # program: rank counts
 SUITE="
 test_core: 1
+test_cli: 1 2 3
+test_data: 1 2 3
 test_backend: 1
 test_linear: 1
 test_activation: 1
@@ -91,6 +93,16 @@ else
 fi
 printf '%-4s %-22s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
 [ "$res" = PASS ] || sed 's/^/    | /' "$logdir/tool.log" | tail -40
+
+# every tool under hostile input, at 1 to 3 ranks
+t0=$(date +%s)
+if MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" test/tool_errors.sh >"$logdir/tool_errors.log" 2>&1; then
+    res=PASS; pass=$((pass + 1))
+else
+    res=FAIL; fail=$((fail + 1)); failed="$failed tool_errors"
+fi
+printf '%-4s %-22s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
+[ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
 
 rm -rf "$logdir"
 echo "----"

@@ -10,6 +10,7 @@
  * status is 0 when it is within the tolerance, 1 when it is not, and 2 for
  * an illegal configuration or bad options.
  */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ static const char usage[] =
     "  --dtype f32|f64      element type (default f64)\n"
     "  --seed N             random seed (default 1)\n"
     "  --tolerance T        pass threshold (default 1e-13 for f64, 1e-5 for f32)\n"
-    "  --help               this text\n"
+    "  --help, --version    this text; the version and the MPI it was built with\n"
     "\n"
     "The last line printed is 'adjoint mismatch: <value>'. Exit status: 0 within the\n"
     "tolerance, 1 above it, 2 for an illegal configuration or bad options.\n";
@@ -67,7 +68,7 @@ typedef struct options {
     const char *x_split;
     unsigned flags;
     ladle_dtype dtype;
-    unsigned long long seed;
+    uint64_t seed;
     double tolerance;
 } options;
 
@@ -78,6 +79,13 @@ static int world_rank(void)
     return r;
 }
 
+static int world_size(void)
+{
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
 #define FAIL_USAGE(...)                                                                    \
     do {                                                                                   \
         if (world_rank() == 0)                                                             \
@@ -85,81 +93,142 @@ static int world_rank(void)
         return -1;                                                                         \
     } while (0)
 
-static int parse_args(int argc, char **argv, options *o)
+static const char *const primitives[] = {"broadcast", "sum-reduce", "all-sum-reduce",
+                                         "halo-exchange", "repartition", NULL};
+enum { P_BCAST, P_REDUCE, P_ALLREDUCE, P_HALO, P_REPART };
+
+/* Which primitives take which options (bits of the enum above). */
+#define FOR(p) (1u << (p))
+typedef struct optuse {
+    const char *name;
+    unsigned for_;
+} optuse;
+static const optuse uses[] = {
+    {"--py", FOR(P_BCAST) | FOR(P_REDUCE) | FOR(P_REPART)},
+    {"--axes", FOR(P_ALLREDUCE)},
+    {"--kernel", FOR(P_HALO)},
+    {"--stride", FOR(P_HALO)},
+    {"--padding", FOR(P_HALO)},
+    {"--dilation", FOR(P_HALO)},
+    {"--ceil-mode", FOR(P_HALO)},
+    {"--x-split", FOR(P_HALO) | FOR(P_REPART)},
+    {"--transpose-src", FOR(P_BCAST) | FOR(P_REDUCE)},
+    {"--transpose-dest", FOR(P_BCAST) | FOR(P_REDUCE)},
+};
+#define N_USES ((int)(sizeof uses / sizeof uses[0]))
+
+/* The values a window option accepts: kernel, stride and dilation from 1,
+ * padding from 0; ladle itself refuses a window too large for the tensor. */
+#define WIN_MAX ((int64_t)1 << 62)
+
+static int takes_value(const char *a)
+{
+    static const char *const names[] = {"--px",      "--py",      "--shape",   "--axes",
+                                        "--dtype",   "--seed",    "--tolerance", "--x-split",
+                                        "--kernel",  "--stride",  "--padding", "--dilation",
+                                        NULL};
+    for (int k = 0; names[k]; k++)
+        if (strcmp(a, names[k]) == 0)
+            return 1;
+    return 0;
+}
+
+static int parse_value(const char *a, const char *v, options *o, char *why)
 {
     static const char *win_names[4] = {"--kernel", "--stride", "--padding", "--dilation"};
+    int idx = 0, n = 0;
+    if (strcmp(a, "--px") == 0 || strcmp(a, "--py") == 0) {
+        *(a[3] == 'x' ? &o->px : &o->py) = v;
+        return 0;
+    }
+    if (strcmp(a, "--shape") == 0) {
+        o->have_shape = 1;
+        return cli_shape(a, v, 0, WIN_MAX, LADLE_MAX_NDIM, &o->shape_ndim, o->shape, why);
+    }
+    if (strcmp(a, "--axes") == 0) {
+        int64_t ax[LADLE_MAX_NDIM];
+        o->axes_given = 1;
+        o->naxes = 0;
+        if (strcmp(v, "none") == 0)
+            return 0;
+        if (cli_ints(a, v, 0, LADLE_MAX_NDIM - 1, ax, LADLE_MAX_NDIM, &o->naxes, why))
+            return -1;
+        for (int k = 0; k < o->naxes; k++)
+            o->axes[k] = (int)ax[k];
+        return 0;
+    }
+    if (strcmp(a, "--dtype") == 0) {
+        static const char *const names[] = {"f32", "f64", NULL};
+        if (cli_choice(a, v, names, &idx, why))
+            return -1;
+        o->dtype = idx ? LADLE_F64 : LADLE_F32;
+        return 0;
+    }
+    if (strcmp(a, "--seed") == 0)
+        return cli_u64(a, v, &o->seed, why);
+    if (strcmp(a, "--tolerance") == 0)
+        return cli_real(a, v, 0, HUGE_VAL, CLI_OPEN_HI, &o->tolerance, why);
+    if (strcmp(a, "--x-split") == 0) {
+        o->x_split = v;
+        return 0;
+    }
+    for (int k = 0; k < 4; k++)
+        if (strcmp(a, win_names[k]) == 0) {
+            if (cli_ints(a, v, k == 2 ? 0 : 1, WIN_MAX, o->win[k], LADLE_MAX_NDIM, &n, why))
+                return -1;
+            o->win_n[k] = n;
+            return 0;
+        }
+    return cli_fail(why, "unknown option '%s'", a);
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    char why[CLI_WHY];
+    const char *given[N_USES] = {NULL};
     memset(o, 0, sizeof *o);
     o->dtype = LADLE_F64;
     o->seed = 1;
     o->tolerance = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1, n = 0;
+        for (int k = 0; k < N_USES; k++)
+            if (strcmp(a, uses[k].name) == 0)
+                given[k] = a;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             if (world_rank() == 0)
                 fputs(usage, stdout);
             return 1;
+        } else if (strcmp(a, "--version") == 0) {
+            if (world_rank() == 0)
+                cli_version("ladle-adjoint");
+            return 1;
         } else if (a[0] != '-') {
             if (o->primitive != NULL)
-                FAIL_USAGE("unexpected argument '%s'\n", a);
+                FAIL_USAGE("unexpected argument '%s' (one primitive per run)\n", a);
             o->primitive = a;
-            used = 0;
         } else if (strcmp(a, "--transpose-src") == 0) {
-            o->flags |= LADLE_TRANSPOSE_SRC, used = 0;
+            o->flags |= LADLE_TRANSPOSE_SRC;
         } else if (strcmp(a, "--transpose-dest") == 0) {
-            o->flags |= LADLE_TRANSPOSE_DEST, used = 0;
+            o->flags |= LADLE_TRANSPOSE_DEST;
         } else if (strcmp(a, "--ceil-mode") == 0) {
-            o->ceil_mode = 1, used = 0;
-        } else if (v == NULL) {
+            o->ceil_mode = 1;
+        } else if (!takes_value(a)) {
+            FAIL_USAGE("unknown option '%s' (see --help)\n", a);
+        } else if (i + 1 >= argc) {
             FAIL_USAGE("option %s needs a value\n", a);
-        } else if (strcmp(a, "--px") == 0) {
-            o->px = v;
-        } else if (strcmp(a, "--py") == 0) {
-            o->py = v;
-        } else if (strcmp(a, "--shape") == 0) {
-            if (cli_parse_shape(v, &o->shape_ndim, o->shape) != 0)
-                FAIL_USAGE("bad shape '%s' (expected e.g. 7x11)\n", v);
-            o->have_shape = 1;
-        } else if (strcmp(a, "--axes") == 0) {
-            int64_t ax[LADLE_MAX_NDIM];
-            o->axes_given = 1;
-            if (strcmp(v, "none") == 0)
-                o->naxes = 0;
-            else if (cli_parse_ints(v, ax, LADLE_MAX_NDIM, &o->naxes) != 0)
-                FAIL_USAGE("bad axes '%s' (expected e.g. 0,2 or none)\n", v);
-            for (int k = 0; k < o->naxes; k++)
-                o->axes[k] = (int)ax[k];
-        } else if (strcmp(a, "--dtype") == 0) {
-            if (strcmp(v, "f32") == 0)
-                o->dtype = LADLE_F32;
-            else if (strcmp(v, "f64") == 0)
-                o->dtype = LADLE_F64;
-            else
-                FAIL_USAGE("bad dtype '%s' (f32 or f64)\n", v);
-        } else if (strcmp(a, "--seed") == 0) {
-            o->seed = strtoull(v, NULL, 10);
-        } else if (strcmp(a, "--tolerance") == 0) {
-            char *end = NULL;
-            o->tolerance = strtod(v, &end);
-            if (end == v || *end != '\0' || !(o->tolerance >= 0))
-                FAIL_USAGE("bad tolerance '%s' (a number >= 0)\n", v);
-        } else if (strcmp(a, "--x-split") == 0) {
-            o->x_split = v;
-        } else {
-            int k = 0;
-            while (k < 4 && strcmp(a, win_names[k]) != 0)
-                k++;
-            if (k == 4)
-                FAIL_USAGE("unknown option '%s' (see --help)\n", a);
-            if (cli_parse_ints(v, o->win[k], LADLE_MAX_NDIM, &n) != 0)
-                FAIL_USAGE("bad list '%s' for %s\n", v, a);
-            o->win_n[k] = n;
+        } else if (parse_value(a, argv[++i], o, why) != 0) {
+            FAIL_USAGE("%s\n", why);
         }
-        i += used;
     }
+    int which = 0;
     if (o->primitive == NULL)
         FAIL_USAGE("no primitive given (see --help)\n");
+    if (cli_choice("the primitive", o->primitive, primitives, &which, why))
+        FAIL_USAGE("%s (see --help)\n", why);
+    for (int k = 0; k < N_USES; k++)
+        if (given[k] && !(uses[k].for_ & FOR(which)))
+            FAIL_USAGE("%s does not apply to %s (see --help)\n", uses[k].name, o->primitive);
     if (o->tolerance < 0)
         o->tolerance = ladle_adjoint_tolerance(o->dtype);
     return 0;
@@ -169,37 +238,40 @@ static int parse_args(int argc, char **argv, options *o)
 static int make_partition(const char *spec, const char *name, ladle_partition **p,
                           ladle_status *st)
 {
-    char buf[256];
-    int ndim = 1, shape[LADLE_MAX_NDIM] = {1}, *ranks = NULL, nranks = 0, size;
-    int64_t sh[LADLE_MAX_NDIM];
+    char buf[256], why[CLI_WHY];
+    int ndim = 1, shape[LADLE_MAX_NDIM] = {1}, *ranks = NULL, nranks = 0, size = world_size();
+    int64_t sh[LADLE_MAX_NDIM] = {0}, want = 1;
     const char *at = NULL;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (spec != NULL) {
+        if (strlen(spec) >= sizeof buf)
+            FAIL_USAGE("%s '%.40s...' is too long\n", name, spec);
         snprintf(buf, sizeof buf, "%s", spec);
         char *sep = strchr(buf, '@');
         if (sep != NULL) {
             *sep = '\0';
             at = sep + 1;
         }
-        if (cli_parse_shape(buf, &ndim, sh) != 0)
-            FAIL_USAGE("bad partition shape in %s '%s'\n", name, spec);
-        for (int d = 0; d < ndim; d++)
+        if (cli_shape(name, buf, 1, size, LADLE_MAX_NDIM, &ndim, sh, why) != 0)
+            FAIL_USAGE("%s\n", why);
+        for (int d = 0; d < ndim; d++) {
             shape[d] = (int)sh[d];
+            want *= sh[d];
+            if (want > size)
+                FAIL_USAGE("%s '%s' needs more than the %d ranks there are\n", name, spec, size);
+        }
     }
     if (at != NULL) {
-        int cap = 4096;
-        ranks = calloc((size_t)cap, sizeof(int));
-        if (ranks == NULL || cli_parse_ranks(at, ranks, cap, &nranks) != 0) {
+        ranks = calloc((size_t)size, sizeof(int));
+        if (ranks == NULL)
+            FAIL_USAGE("out of memory\n");
+        if (cli_ranks(name, at, size, ranks, size, &nranks, why) != 0) {
             free(ranks);
-            FAIL_USAGE("bad rank list in %s '%s'\n", name, spec);
+            FAIL_USAGE("%s\n", why);
         }
-        long long want = 1;
-        for (int d = 0; d < ndim; d++)
-            want *= shape[d];
         if (want != nranks) {
             free(ranks);
             FAIL_USAGE("%s '%s' lists %d ranks for a grid of %lld\n", name, spec, nranks,
-                       want);
+                       (long long)want);
         }
     }
     *st = ladle_partition_create(MPI_COMM_WORLD, ndim, shape, ranks, p);
@@ -212,25 +284,37 @@ static ladle_status make_x_layout(const options *o, const ladle_partition *p,
 {
     int64_t sizes[LADLE_MAX_NDIM][64];
     const int64_t *rows[LADLE_MAX_NDIM];
-    char buf[512];
+    char buf[512], why[CLI_WHY];
+    int pd = ladle_partition_ndim(p), d = 0;
     if (o->x_split == NULL)
         return ladle_layout_create_balanced(p, o->shape_ndim, o->shape, l);
     snprintf(buf, sizeof buf, "%s", o->x_split);
-    int d = 0;
-    for (char *tok = strtok(buf, "/"); tok != NULL; tok = strtok(NULL, "/"), d++) {
+    why[0] = '\0';
+    if (strlen(o->x_split) >= sizeof buf)
+        snprintf(why, sizeof why, "--x-split is longer than %zu characters", sizeof buf - 1);
+    for (char *tok = buf; why[0] == '\0' && tok != NULL; d++) {
+        char *slash = strchr(tok, '/');
         int n = 0;
-        if (d == LADLE_MAX_NDIM || cli_parse_ints(tok, sizes[d], 64, &n) != 0 ||
-            d >= ladle_partition_ndim(p) || n != ladle_partition_shape(p)[d]) {
-            *bad = 1;
-            if (world_rank() == 0)
-                fprintf(stderr,
-                        "ladle-adjoint: --x-split '%s' must give %d sizes per "
-                        "dimension of the partition, separated by '/'\n",
-                        o->x_split,
-                        d < ladle_partition_ndim(p) ? ladle_partition_shape(p)[d] : 0);
-            return LADLE_ERR_ARG;
-        }
+        if (slash)
+            *slash = '\0';
+        if (d == pd)
+            snprintf(why, sizeof why, "--x-split '%s' has more than the partition's %d "
+                     "dimensions", o->x_split, pd);
+        else if (cli_ints("--x-split", tok, 0, WIN_MAX, sizes[d], 64, &n, why) == 0 &&
+                 n != ladle_partition_shape(p)[d])
+            snprintf(why, sizeof why, "--x-split '%s': dimension %d has %d sizes for %d "
+                     "partition coordinates", o->x_split, d, n, ladle_partition_shape(p)[d]);
         rows[d] = sizes[d];
+        tok = slash ? slash + 1 : NULL;
+    }
+    if (why[0] == '\0' && d != pd)
+        snprintf(why, sizeof why, "--x-split '%s' gives %d dimension%s of sizes; the partition "
+                 "has %d (separate them with '/')", o->x_split, d, d == 1 ? "" : "s", pd);
+    if (why[0] != '\0') {
+        *bad = 1;
+        if (world_rank() == 0)
+            fprintf(stderr, "ladle-adjoint: %s\n", why);
+        return LADLE_ERR_ARG;
     }
     return ladle_layout_create_split(p, o->shape_ndim, o->shape, rows, l);
 }

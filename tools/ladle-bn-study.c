@@ -9,7 +9,8 @@
  *
  * Same data order, seed and weights in the three runs: only the statistics'
  * reach differs. Options as ladle-train's (--batch, --lr, --epochs, --steps,
- * --data, --seed), plus --svg FILE.
+ * --data, --seed, ...; not its layout, checkpoint or pipeline options),
+ * plus --svg FILE. Exit status as ladle-train's.
  */
 #include "train.h"
 
@@ -20,12 +21,14 @@ typedef struct row {
     double acc, ms;
 } row;
 
-static void chart(const char *path, const row *rows, int n, int ranks, const opts *o)
+/* The chart (rank 0): 0, or 1 with the reason printed. */
+static int chart(const char *path, const row *rows, int n, int ranks, const opts *o)
 {
+    char why[CLI_WHY];
     FILE *f = fopen(path, "w");
     if (f == NULL) {
-        fprintf(stderr, "ladle-bn-study: cannot write %s\n", path);
-        return;
+        fprintf(stderr, "ladle-bn-study: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
     }
     double ms_max = 0;
     for (int i = 0; i < n; i++)
@@ -62,41 +65,72 @@ static void chart(const char *path, const row *rows, int n, int ranks, const opt
                "y=\"%d\">test accuracy (0-100%%)</text>\n",
             left + 300, H - 30, left + 314, H - 21);
     fprintf(f, "</svg>\n");
-    fclose(f);
+    if (cli_close_ok(f, path, why)) {
+        fprintf(stderr, "ladle-bn-study: %s\n", why);
+        return 1;
+    }
+    return 0;
+}
+
+static void study_usage(void)
+{
+    printf("usage: mpiexec -n N ladle-bn-study [options]   (N even)\n"
+           "Trains LeNet-5 with batch norm three times over the N ranks (the batch split N\n"
+           "ways), with statistics per rank, per 2 ranks and over all ranks, and prints\n"
+           "time per step and test accuracy for each.\n\n"
+           "  --svg FILE           write a chart of the three runs\n"
+           "  --epochs, --steps, --batch, --lr, --momentum, --adam, --constant-lr,\n"
+           "  --weight-decay, --seed, --dtype, --data: as ladle-train's (see its --help)\n"
+           "  --help, --version\n");
 }
 
 int main(int argc, char **argv)
 {
     opts o;
     const char *svg = NULL;
-    char *args[64];
-    int nargs = 0;
+    char **args = NULL;
+    int nargs = 0, rc = 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     /* --svg is ours; the rest goes to ladle-train's parser */
-    for (int i = 0; i < argc && nargs < 62; i++) {
-        if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
+    args = calloc((size_t)argc + 1, sizeof *args);
+    for (int i = 0; args && i < argc; i++) {
+        if (!strcmp(argv[i], "--svg")) {
+            if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+                if (me == 0)
+                    fprintf(stderr, "ladle-bn-study: --svg needs a file name (see --help)\n");
+                rc = 2;
+                break;
+            }
             svg = argv[++i];
             continue;
         }
-        if (!strcmp(argv[i], "--help") && me == 0)
-            printf("ladle-bn-study: trains LeNet-5 with batch norm with statistics per rank, "
-                   "per 2 ranks and over all ranks (the batch split across every rank), and "
-                   "prints time per step and test accuracy. --svg FILE writes a chart; the "
-                   "other options are ladle-train's (--epochs, --steps, --batch, --lr, --seed, "
-                   "--data).\n\n");
         args[nargs++] = argv[i];
     }
-    int rc = parse(nargs, args, &o);
+    if (args == NULL)
+        rc = 1;
+    if (rc == 0)
+        rc = parse(nargs, args, &o, M_STUDY, "ladle-bn-study", study_usage);
     if (rc == 0 && world % 2 != 0) {
         if (me == 0)
-            fprintf(stderr, "ladle-bn-study: needs an even number of ranks (groups of 2)\n");
+            fprintf(stderr, "ladle-bn-study: needs an even number of ranks (groups of 2), not "
+                            "%d\n", world);
         rc = 2;
     }
+    if (rc == 0 && o.batch < world) {
+        if (me == 0)
+            fprintf(stderr, "ladle-bn-study: a batch of %lld cannot be split over %d ranks\n",
+                    (long long)o.batch, world);
+        rc = 2;
+    }
+    const char *out_opt[1] = {"--svg"}, *out_path[1] = {svg};
+    if (rc == 0 && tool_outputs_ok(tool, 1, out_opt, out_path, NULL))
+        rc = 2;
     if (rc != 0) {
+        free(args);
         MPI_Finalize();
-        return rc == 1 ? 0 : rc;
+        return rc < 0 ? 0 : rc;
     }
     ladle_set_num_threads(1);
     o.bn = 1;
@@ -106,27 +140,30 @@ int main(int argc, char **argv)
     row rows[3] = {{"local", LADLE_BN_SYNC_LOCAL, 1, 0, 0},
                    {"groups of 2", LADLE_BN_SYNC_GROUP, 2, 0, 0},
                    {"global", LADLE_BN_SYNC_GLOBAL, 0, 0, 0}};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        run_result res = {0, 0};
         o.bn_sync = rows[i].sync;
         o.bn_group = rows[i].group;
         if (me == 0) {
             printf("== batch norm statistics: %s\n", rows[i].name);
             fflush(stdout);
         }
-        train_run(&o, &rows[i].acc, &rows[i].ms);
+        rc = train_run(&o, &res);
+        rows[i].acc = res.accuracy;
+        rows[i].ms = res.ms_per_step;
     }
-    if (me == 0) {
+    if (rc == 0 && me == 0) {
         printf("\n%-14s %12s %14s   (%d ranks, batch %lld: %lld samples per rank's statistics "
                "when local)\n",
                "statistics", "ms per step", "test accuracy", world, (long long)o.batch,
                (long long)(o.batch / world));
         for (int i = 0; i < 3; i++)
             printf("%-14s %12.2f %13.2f%%\n", rows[i].name, rows[i].ms, 100 * rows[i].acc);
-        if (svg) {
-            chart(svg, rows, 3, world, &o);
+        if (svg && (rc = chart(svg, rows, 3, world, &o)) == 0)
             printf("chart: %s\n", svg);
-        }
     }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    free(args);
     MPI_Finalize();
-    return 0;
+    return rc;
 }

@@ -7,12 +7,14 @@
  *
  * Prints the validator's verdict (with the worker x step grid when the
  * schedule is invalid), then the simulated makespan, bubble and peak stash.
- * No MPI needed: it runs as a plain program.
+ * No MPI needed: it runs as a plain program. Output paths are checked
+ * before any work; exit status 0 valid, 1 invalid, 2 bad options or I/O.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ladle.h"
 
 #define MAXS LADLE_PIPE_MAX_STAGES
@@ -30,171 +32,232 @@ static void usage(FILE *out)
             "(forward f, backward-input b, backward-weight w, transfer send, replica\n"
             "reduction reduce; a single value applies to every stage; default 1, 1, 1, 0, 0).\n"
             "--print writes the schedule in the text form; --svg the simulated timeline;\n"
-            "--trace the same as Chrome-trace JSON. Exits 1 when the schedule is invalid.\n");
+            "--trace the same as Chrome-trace JSON. --help, --version.\n"
+            "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
 }
 
-/* "a,b,c" into v (a single value fills all n). */
-static int parse_doubles(const char *s, double *v, int n)
+/* The microbatches a generated schedule may have. */
+#define MAX_MICROBATCHES 4096
+
+typedef struct pipe_opts {
+    const char *style, *load, *svg, *trace;
+    const char *cost_arg[5];
+    int S, m, v, print, nrep, rep[MAXS];
+    int given_gen; /* an option of generation was given (refused with --load) */
+    const char *gen_opt;
+} pipe_opts;
+
+static const char *cost_name[5] = {"--f", "--b", "--w", "--send", "--reduce"};
+
+static int fail(const char *why)
 {
-    int k = 0;
-    const char *p = s;
-    while (*p && k < MAXS) {
-        char *end;
-        v[k++] = strtod(p, &end);
-        if (end == p)
+    fprintf(stderr, "ladle-pipe: %s (see --help)\n", why);
+    return 2;
+}
+
+/* One option with its value; 0, or -1 with why set. */
+static int take(const char *a, const char *val, pipe_opts *o, char *why)
+{
+    int64_t r[MAXS];
+    if (!strcmp(a, "--schedule"))
+        o->style = val;
+    else if (!strcmp(a, "--stages"))
+        return cli_int32(a, val, 1, MAXS, &o->S, why);
+    else if (!strcmp(a, "--microbatches"))
+        return cli_int32(a, val, 1, MAX_MICROBATCHES, &o->m, why);
+    else if (!strcmp(a, "--chunks"))
+        return cli_int32(a, val, 1, 8, &o->v, why);
+    else if (!strcmp(a, "--load"))
+        o->load = val;
+    else if (!strcmp(a, "--svg"))
+        o->svg = val;
+    else if (!strcmp(a, "--trace"))
+        o->trace = val;
+    else if (!strcmp(a, "--replicas")) {
+        if (cli_ints(a, val, 1, 1024, r, MAXS, &o->nrep, why))
             return -1;
-        p = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0')
-            return -1;
+        for (int j = 0; j < o->nrep; j++)
+            o->rep[j] = (int)r[j];
+    } else {
+        int k = 0;
+        while (k < 5 && strcmp(a, cost_name[k]))
+            k++;
+        if (k == 5)
+            return cli_fail(why, "unknown option '%s'", a);
+        o->cost_arg[k] = val;
     }
-    for (int i = k; i < n && k == 1; i++)
-        v[i] = v[0];
-    return k == 1 || k >= n ? 0 : -1;
+    return 0;
+}
+
+/* The per-stage costs of option k: one value for every stage, or one per
+ * stage; each finite and >= 0. Unset: NULL. */
+static int costs_of(const pipe_opts *o, int S, double c[5][MAXS], ladle_pipe_costs *costs,
+                    char *why)
+{
+    const double **slot[5] = {&costs->f, &costs->b, &costs->w, &costs->send, &costs->reduce};
+    memset(costs, 0, sizeof *costs);
+    for (int k = 0; k < 5; k++) {
+        int n = 0;
+        if (o->cost_arg[k] == NULL)
+            continue;
+        if (cli_reals(cost_name[k], o->cost_arg[k], 0, HUGE_VAL, CLI_OPEN_HI, c[k], MAXS, &n,
+                      why))
+            return -1;
+        if (n != 1 && n != S)
+            return cli_fail(why, "%s '%s' gives %d values for %d stages (give 1 or %d)",
+                            cost_name[k], o->cost_arg[k], n, S, S);
+        for (int j = n; j < S; j++)
+            c[k][j] = c[k][0];
+        *slot[k] = c[k];
+    }
+    return 0;
+}
+
+static int parse(int argc, char **argv, pipe_opts *o)
+{
+    static const char *const gen[] = {"--schedule", "--stages", "--microbatches", "--chunks",
+                                      "--replicas", NULL};
+    char why[CLI_WHY];
+    memset(o, 0, sizeof *o);
+    o->style = "1f1b";
+    o->S = 4, o->m = 8, o->v = 1;
+    int given_stages = 0, given_chunks = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "--version")) {
+            cli_version("ladle-pipe");
+            return -1;
+        } else if (!strcmp(a, "--print")) {
+            o->print = 1;
+            continue;
+        }
+        if (a[0] != '-') {
+            snprintf(why, sizeof why, "unexpected argument '%s'", a);
+            return fail(why);
+        }
+        if (i + 1 >= argc) {
+            if (take(a, "", o, why) && strncmp(why, "unknown", 7) == 0)
+                return fail(why);
+            snprintf(why, sizeof why, "%s needs a value", a);
+            return fail(why);
+        }
+        for (int k = 0; gen[k]; k++)
+            if (!strcmp(a, gen[k]) && o->gen_opt == NULL)
+                o->gen_opt = gen[k];
+        given_stages |= !strcmp(a, "--stages");
+        given_chunks |= !strcmp(a, "--chunks");
+        if (take(a, argv[++i], o, why))
+            return fail(why);
+    }
+    if (o->load && o->gen_opt) {
+        snprintf(why, sizeof why, "%s does not apply to --load (the file says it)", o->gen_opt);
+        return fail(why);
+    }
+    int kind = ladle_pipe_style_parse(o->style);
+    if (!o->load && kind < 0) {
+        snprintf(why, sizeof why, "--schedule: '%s' is not one of gpipe, 1f1b, interleaved, "
+                 "zbh1, hybrid", o->style);
+        return fail(why);
+    }
+    if (o->nrep > 0 && kind != LADLE_PIPE_HYBRID)
+        return fail("--replicas needs --schedule hybrid");
+    if (o->nrep > 0 && given_stages && o->S != o->nrep)
+        return fail("--stages and --replicas disagree on the number of stages");
+    if (given_chunks && kind != LADLE_PIPE_INTERLEAVED)
+        return fail("--chunks needs --schedule interleaved");
+    if (o->nrep > 0)
+        o->S = o->nrep;
+    const char *out_opt[2] = {"--svg", "--trace"}, *out_path[2] = {o->svg, o->trace};
+    for (int k = 0; k < 2; k++)
+        if (out_path[k] && cli_output_ok(out_opt[k], out_path[k], 0, why)) {
+            fprintf(stderr, "ladle-pipe: %s\n", why);
+            return 2;
+        }
+    return 0;
+}
+
+/* Write the picture or the trace: 0, or 2 with the reason printed. */
+static int write_out(const char *path, const char *title, int W, const ladle_pipe_sim *sim,
+                     int svg)
+{
+    char why[CLI_WHY];
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "ladle-pipe: cannot write %s: %s\n", path, strerror(errno));
+        return 2;
+    }
+    ladle_status st = svg ? ladle_pipe_write_svg(f, title, W, sim->nevents, sim->events)
+                          : ladle_pipe_write_trace(f, W, sim->nevents, sim->events, 1.0);
+    if (cli_close_ok(f, path, why) || st != LADLE_OK) {
+        fprintf(stderr, "ladle-pipe: %s\n", st != LADLE_OK ? ladle_error_message() : why);
+        return 2;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *style = "1f1b", *load = NULL, *svg = NULL, *trace = NULL;
-    const char *cost_arg[5] = {NULL, NULL, NULL, NULL, NULL};
-    static const char *cost_name[5] = {"--f", "--b", "--w", "--send", "--reduce"};
-    int S = 4, m = 8, v = 1, print = 0, rep[MAXS], have_rep = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--print")) {
-            print = 1;
-            used = 0;
-        } else if (val == NULL) {
-            fprintf(stderr, "ladle-pipe: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--schedule")) {
-            style = val;
-        } else if (!strcmp(a, "--stages")) {
-            S = atoi(val);
-        } else if (!strcmp(a, "--microbatches")) {
-            m = atoi(val);
-        } else if (!strcmp(a, "--chunks")) {
-            v = atoi(val);
-        } else if (!strcmp(a, "--load")) {
-            load = val;
-        } else if (!strcmp(a, "--svg")) {
-            svg = val;
-        } else if (!strcmp(a, "--trace")) {
-            trace = val;
-        } else if (!strcmp(a, "--replicas")) {
-            double d[MAXS];
-            int n = 0;
-            for (const char *p = val; *p; p++)
-                n += *p == ',';
-            n++;
-            if (n > MAXS || parse_doubles(val, d, n) != 0) {
-                fprintf(stderr, "ladle-pipe: bad --replicas '%s'\n", val);
-                return 2;
-            }
-            for (int j = 0; j < n; j++)
-                rep[j] = (int)d[j];
-            S = n;
-            have_rep = 1;
-        } else {
-            int k;
-            for (k = 0; k < 5 && strcmp(a, cost_name[k]); k++)
-                ;
-            if (k == 5) {
-                fprintf(stderr, "ladle-pipe: unknown option %s (see --help)\n", a);
-                return 2;
-            }
-            cost_arg[k] = val;
-        }
-        i += used;
-    }
+    pipe_opts o;
+    char why[CLI_WHY];
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     ladle_pipe_schedule *s = NULL;
     ladle_status st;
-    if (load) {
-        st = ladle_pipe_schedule_load(load, &s);
+    double c[5][MAXS];
+    ladle_pipe_costs costs;
+    if (o.load) {
+        st = ladle_pipe_schedule_load(o.load, &s);
     } else {
-        int kind = ladle_pipe_style_parse(style);
-        if (kind < 0) {
-            fprintf(stderr, "ladle-pipe: unknown schedule '%s'\n", style);
-            return 2;
-        }
-        double c[5][MAXS];
-        ladle_pipe_costs costs = {0};
-        for (int k = 0; k < 5 && S <= MAXS; k++)
-            if (cost_arg[k] && parse_doubles(cost_arg[k], c[k], S) != 0) {
-                fprintf(stderr, "ladle-pipe: bad %s '%s'\n", cost_name[k], cost_arg[k]);
-                return 2;
-            }
-        costs.f = cost_arg[0] ? c[0] : NULL;
-        costs.b = cost_arg[1] ? c[1] : NULL;
-        costs.w = cost_arg[2] ? c[2] : NULL;
-        st = ladle_pipe_schedule_generate(kind, S, have_rep ? rep : NULL, v, m, &costs, &s);
+        if (costs_of(&o, o.S, c, &costs, why))
+            return fail(why);
+        st = ladle_pipe_schedule_generate(ladle_pipe_style_parse(o.style), o.S,
+                                          o.nrep ? o.rep : NULL, o.v, o.m, &costs, &s);
     }
     if (st != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
         return 2;
     }
-    S = ladle_pipe_schedule_stages(s);
-    int W = ladle_pipe_schedule_workers(s);
-    if (print)
+    int S = ladle_pipe_schedule_stages(s), W = ladle_pipe_schedule_workers(s);
+    if (o.print)
         ladle_pipe_schedule_write(s, stdout);
     ladle_pipe_report rep_out;
     if (ladle_pipe_schedule_validate(s, &rep_out) != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
+        ladle_pipe_schedule_destroy(&s);
         return 2;
     }
     printf("%s", rep_out.message);
     int ok = rep_out.ok;
     ladle_pipe_report_free(&rep_out);
-    if (!ok) {
-        ladle_pipe_schedule_destroy(&s);
-        return 1;
-    }
-    double c[5][MAXS];
-    ladle_pipe_costs costs = {0};
-    const double **slot[5] = {&costs.f, &costs.b, &costs.w, &costs.send, &costs.reduce};
-    for (int k = 0; k < 5; k++)
-        if (cost_arg[k]) {
-            if (S > MAXS || parse_doubles(cost_arg[k], c[k], S) != 0) {
-                fprintf(stderr, "ladle-pipe: bad %s '%s'\n", cost_name[k], cost_arg[k]);
-                return 2;
-            }
-            *slot[k] = c[k];
-        }
     ladle_pipe_sim sim;
-    if (ladle_pipe_simulate(s, &costs, &sim) != LADLE_OK) {
+    if (ok && costs_of(&o, S, c, &costs, why)) {
+        fprintf(stderr, "ladle-pipe: %s\n", why);
+        rc = 2;
+    } else if (ok && ladle_pipe_simulate(s, &costs, &sim) != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
-        return 2;
-    }
-    printf("workers %d  stages %d  microbatches %d\n", W, S, ladle_pipe_schedule_microbatches(s));
-    printf("makespan %.4g  bubble %.4f  peak stash %g (worker:", sim.makespan, sim.bubble,
-           sim.peak_memory_max);
-    for (int w = 0; w < W; w++)
-        printf(" %g", sim.peak_memory[w]);
-    printf(")\n");
-    int rc = 0;
-    if (svg) {
-        FILE *f = fopen(svg, "w");
+        rc = 2;
+    } else if (ok) {
+        printf("workers %d  stages %d  microbatches %d\n", W, S,
+               ladle_pipe_schedule_microbatches(s));
+        printf("makespan %.4g  bubble %.4f  peak stash %g (worker:", sim.makespan, sim.bubble,
+               sim.peak_memory_max);
+        for (int w = 0; w < W; w++)
+            printf(" %g", sim.peak_memory[w]);
+        printf(")\n");
         char title[160];
         snprintf(title, sizeof title, "%s, %d workers, %d microbatches: bubble %.1f%%",
-                 load ? load : style, W, ladle_pipe_schedule_microbatches(s), 100 * sim.bubble);
-        if (f == NULL || ladle_pipe_write_svg(f, title, W, sim.nevents, sim.events) != LADLE_OK)
-            rc = 2;
-        if (f)
-            fclose(f);
+                 o.load ? o.load : o.style, W, ladle_pipe_schedule_microbatches(s),
+                 100 * sim.bubble);
+        if (o.svg)
+            rc = write_out(o.svg, title, W, &sim, 1);
+        if (o.trace && rc == 0)
+            rc = write_out(o.trace, title, W, &sim, 0);
+        ladle_pipe_sim_free(&sim);
     }
-    if (trace) {
-        FILE *f = fopen(trace, "w");
-        if (f == NULL || ladle_pipe_write_trace(f, W, sim.nevents, sim.events, 1.0) != LADLE_OK)
-            rc = 2;
-        if (f)
-            fclose(f);
-    }
-    if (rc)
-        fprintf(stderr, "ladle-pipe: cannot write the picture or trace\n");
-    ladle_pipe_sim_free(&sim);
     ladle_pipe_schedule_destroy(&s);
-    return rc;
+    return rc ? rc : ok ? 0 : 1;
 }

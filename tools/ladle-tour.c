@@ -3,13 +3,15 @@
  *
  * Builds each primitive on a few partitions of MPI_COMM_WORLD (6 ranks show
  * every case; fewer skip the ones that do not fit), runs the dot-product
- * test in f32 and f64, and prints one table row per case. Exits non-zero if
- * any adjoint mismatch exceeds its tolerance.
+ * test in f32 and f64, and prints one table row per case. Exits 1 if any
+ * adjoint mismatch exceeds its tolerance, 2 for an argument it does not
+ * know (it takes none but --help and --version).
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ladle.h"
 
 typedef enum { BCAST, REDUCE, ALLREDUCE, REPART, HALO } kind;
@@ -111,6 +113,25 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i < argc; i++) {
+        int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+        int version = !strcmp(argv[i], "--version");
+        if (rank == 0 && help)
+            printf("usage: mpiexec -n 6 ladle-tour\n"
+                   "Builds each parallel primitive on a few partitions of the ranks (6 show\n"
+                   "every case; fewer skip what does not fit), runs the dot-product test in\n"
+                   "f32 and f64 and prints a row per case. Exit status 1 if an adjoint\n"
+                   "mismatch exceeds its tolerance. Options: --help, --version.\n");
+        else if (rank == 0 && version)
+            cli_version("ladle-tour");
+        else if (rank == 0)
+            fprintf(stderr, "ladle-tour: unexpected argument '%s' (it takes only --help and "
+                            "--version)\n", argv[i]);
+        if (!help && !version)
+            bad = 2;
+        MPI_Finalize();
+        return bad;
+    }
     if (rank == 0) {
         printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n",
                ladle_version(), size);

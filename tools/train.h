@@ -1,231 +1,28 @@
 /*
  * The training loop of ladle-train and ladle-bn-study: LeNet-5 on an IDX
- * dataset over a layout, with options, progress lines, test accuracy,
- * checkpoints. Tool code, included by the two programs.
+ * dataset over a layout, with progress lines, test accuracy, checkpoints,
+ * and the checks that keep a run from reporting work it did not do: the
+ * data checked against the model before anything is built, outputs probed
+ * before the first step, a resumed checkpoint checked against the request,
+ * and every step's outcome (a failure, a loss that diverged) agreed by all
+ * ranks. Tool code, included by the two programs.
  */
 #ifndef LADLE_TOOLS_TRAIN_H
 #define LADLE_TOOLS_TRAIN_H
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "train_opts.h"
 
-typedef struct opts {
-    const char *data;
-    int epochs, steps, progress, bn, bn_group, D, Ph, Pw, F, adam, cosine, quiet;
-    int stop_after; /* leave after this many epochs (an interruption), 0: never */
-    int64_t batch;
-    double lr, momentum, weight_decay;
-    ladle_bn_sync bn_sync;
-    uint64_t seed;
-    ladle_dtype dtype;
-    const char *checkpoint;
-    int resume;
-    const char *summary; /* a file for one machine-readable line at the end */
-    /* pipeline mode (pipe_style -1: off) */
-    int pipe_style, pipe_stages, pipe_chunks, pipe_nrep, microbatches;
-    int pipe_rep[64];
-    const char *timeline;
-} opts;
-
-static int me, world;
-
-static void usage(void)
-{
-    if (me != 0)
-        return;
-    printf("usage: mpiexec -n N ladle-train [options]\n"
-           "Train LeNet-5 on Fashion-MNIST over a layout of the N ranks.\n\n"
-           "layout (D x Ph x Pw ranks train; F <= Ph x Pw):\n"
-           "  --data-ways D        split the batch D ways (1)\n"
-           "  --spatial PhxPw      split each image into Ph x Pw tiles (1x1)\n"
-           "  --fc-ways F          split the first two linear layers F ways (1)\n"
-           "model and training:\n"
-           "  --bn                 batch norm after each convolution\n"
-           "  --bn-sync MODE       global | local | group (global)\n"
-           "  --bn-group G         ranks per group with --bn-sync group (2)\n"
-           "  --epochs E           (3)          --batch B     global batch (64)\n"
-           "  --lr R               (0.03)       --momentum M  SGD momentum (0.9)\n"
-           "  --adam               Adam instead of SGD (use --lr 0.001)\n"
-           "  --constant-lr        no cosine decay of the rate over the run\n"
-           "  --weight-decay W     (0)\n"
-           "  --seed S             weights and data order (1)\n"
-           "  --dtype f32|f64      (f32)\n"
-           "  --steps K            at most K steps per epoch (all)\n"
-           "data, output, state:\n"
-           "  --data DIR           the IDX files (%s)\n"
-           "  --progress K         a progress line every K steps (about 10 per epoch)\n"
-           "  --quiet              no progress lines\n"
-           "  --checkpoint PATH    save the training state after each epoch\n"
-           "  --resume             start from the checkpoint at PATH\n"
-           "  --stop-after E       leave after epoch E, as if interrupted (resume later)\n"
-           "  --summary FILE       append one line of results to FILE\n"
-           "pipeline (instead of the layout above; see docs/pipeline.md):\n"
-           "  --pipeline S         gpipe | 1f1b | zbh1 | interleaved | hybrid\n"
-           "  --stages N           stages (one per rank; hybrid: at least 2, planner's choice)\n"
-           "  --chunks V           stages per rank for interleaved (2)\n"
-           "  --replicas R0,R1,..  hybrid: replicas per stage (default: the planner's)\n"
-           "  --microbatches M     microbatches per batch (4)\n"
-           "  --timeline FILE      SVG of the last step's measured timeline\n",
-           LADLE_FASHION_MNIST_DIR);
-}
-
-static int bad(const char *what, const char *value)
-{
-    if (me == 0)
-        fprintf(stderr, "ladle-train: bad %s '%s' (see --help)\n", what, value ? value : "");
-    return 2;
-}
-
-static int parse(int argc, char **argv, opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->data = LADLE_FASHION_MNIST_DIR;
-    o->epochs = 3;
-    o->batch = 64;
-    o->lr = 0.03;
-    o->cosine = 1;
-    o->momentum = 0.9;
-    o->D = o->Ph = o->Pw = o->F = 1;
-    o->bn_group = 2;
-    o->bn_sync = LADLE_BN_SYNC_GLOBAL;
-    o->seed = 1;
-    o->dtype = LADLE_F32;
-    o->pipe_style = -1;
-    o->pipe_chunks = 2;
-    o->microbatches = 4;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t shape[LADLE_MAX_NDIM];
-        int nd;
-#define NEXT()                                                                           \
-    do {                                                                                 \
-        if (v == NULL)                                                                   \
-            return bad(a, "(missing)");                                                  \
-        i++;                                                                             \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage();
-            return 1;
-        } else if (!strcmp(a, "--bn")) {
-            o->bn = 1;
-        } else if (!strcmp(a, "--adam")) {
-            o->adam = 1;
-        } else if (!strcmp(a, "--constant-lr")) {
-            o->cosine = 0;
-        } else if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-        } else if (!strcmp(a, "--resume")) {
-            o->resume = 1;
-        } else if (!strcmp(a, "--data")) {
-            NEXT();
-            o->data = v;
-        } else if (!strcmp(a, "--checkpoint")) {
-            NEXT();
-            o->checkpoint = v;
-        } else if (!strcmp(a, "--pipeline")) {
-            NEXT();
-            if ((o->pipe_style = ladle_pipe_style_parse(v)) < 0)
-                return bad(a, v);
-        } else if (!strcmp(a, "--timeline")) {
-            NEXT();
-            o->timeline = v;
-        } else if (!strcmp(a, "--replicas")) {
-            int64_t r[64];
-            NEXT();
-            if (cli_parse_ints(v, r, 64, &o->pipe_nrep) || o->pipe_nrep < 1)
-                return bad(a, v);
-            for (int k = 0; k < o->pipe_nrep; k++) {
-                if (r[k] < 1)
-                    return bad(a, v);
-                o->pipe_rep[k] = (int)r[k];
-            }
-        } else if (!strcmp(a, "--summary")) {
-            NEXT();
-            o->summary = v;
-        } else if (!strcmp(a, "--spatial")) {
-            NEXT();
-            if (cli_parse_shape(v, &nd, shape) || nd != 2 || shape[0] < 1 || shape[1] < 1)
-                return bad(a, v);
-            o->Ph = (int)shape[0];
-            o->Pw = (int)shape[1];
-        } else if (!strcmp(a, "--bn-sync")) {
-            NEXT();
-            if (!strcmp(v, "global"))
-                o->bn_sync = LADLE_BN_SYNC_GLOBAL;
-            else if (!strcmp(v, "local"))
-                o->bn_sync = LADLE_BN_SYNC_LOCAL;
-            else if (!strcmp(v, "group"))
-                o->bn_sync = LADLE_BN_SYNC_GROUP;
-            else
-                return bad(a, v);
-        } else if (!strcmp(a, "--dtype")) {
-            NEXT();
-            if (!strcmp(v, "f32"))
-                o->dtype = LADLE_F32;
-            else if (!strcmp(v, "f64"))
-                o->dtype = LADLE_F64;
-            else
-                return bad(a, v);
-        } else {
-            /* the numeric options */
-            char *end = NULL;
-            NEXT();
-            double x = strtod(v, &end);
-            if (end == v || *end != '\0')
-                return bad(a, v);
-            if (!strcmp(a, "--epochs") && x >= 1)
-                o->epochs = (int)x;
-            else if (!strcmp(a, "--steps") && x >= 1)
-                o->steps = (int)x;
-            else if (!strcmp(a, "--stop-after") && x >= 1)
-                o->stop_after = (int)x;
-            else if (!strcmp(a, "--progress") && x >= 1)
-                o->progress = (int)x;
-            else if (!strcmp(a, "--batch") && x >= 1)
-                o->batch = (int64_t)x;
-            else if (!strcmp(a, "--lr") && x > 0)
-                o->lr = x;
-            else if (!strcmp(a, "--momentum") && x >= 0 && x < 1)
-                o->momentum = x;
-            else if (!strcmp(a, "--weight-decay") && x >= 0)
-                o->weight_decay = x;
-            else if (!strcmp(a, "--seed") && x >= 0)
-                o->seed = (uint64_t)x;
-            else if (!strcmp(a, "--data-ways") && x >= 1)
-                o->D = (int)x;
-            else if (!strcmp(a, "--fc-ways") && x >= 1)
-                o->F = (int)x;
-            else if (!strcmp(a, "--bn-group") && x >= 1)
-                o->bn_group = (int)x;
-            else if (!strcmp(a, "--stages") && x >= 1 && x <= 64)
-                o->pipe_stages = (int)x;
-            else if (!strcmp(a, "--chunks") && x >= 1 && x <= 8)
-                o->pipe_chunks = (int)x;
-            else if (!strcmp(a, "--microbatches") && x >= 1)
-                o->microbatches = (int)x;
-            else
-                return bad(a, v);
-        }
-#undef NEXT
-    }
-    if (o->resume && o->checkpoint == NULL)
-        return bad("--resume without --checkpoint", "");
-    if (o->D * o->Ph * o->Pw > world) {
-        if (me == 0)
-            fprintf(stderr, "ladle-train: the layout %d x %dx%d needs %d ranks; there are %d\n",
-                    o->D, o->Ph, o->Pw, o->D * o->Ph * o->Pw, world);
-        return 2;
-    }
-    return 0;
-}
-
+/* A failure no rank can recover from in step with the others (a local call
+ * that cannot fail once the run is set up): say it, and stop every rank. */
 static void fail(const char *what)
 {
-    fprintf(stderr, "ladle-train (rank %d): %s: %s\n", me, what, ladle_error_message());
+    fprintf(stderr, "%s (rank %d): %s: %s\n", tool, me, what, ladle_error_message());
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -236,6 +33,57 @@ static void clock_text(double s, char *buf, size_t n)
         snprintf(buf, n, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
     else
         snprintf(buf, n, "%d:%02d", t / 60, t % 60);
+}
+
+/* ---- the data, checked against the model ------------------------------- */
+
+/* Rank 0 reads both sets' headers and labels; every rank gets what they
+ * say, or exit status 2 with the reason printed. */
+static int probe_data(const opts *o, ladle_dataset_info *train, ladle_dataset_info *test)
+{
+    ladle_status st = LADLE_OK;
+    char why[CLI_WHY] = "";
+    int64_t v[8] = {0};
+    if (me == 0) {
+        st = ladle_dataset_probe_dir(o->data, "train", train);
+        if (st == LADLE_OK)
+            st = ladle_dataset_probe_dir(o->data, "t10k", test);
+        if (st != LADLE_OK)
+            fprintf(stderr, "%s: the data: %s\n", tool, ladle_error_message());
+        v[0] = train->size, v[1] = train->rows, v[2] = train->cols, v[3] = train->classes;
+        v[4] = test->size, v[5] = test->rows, v[6] = test->cols, v[7] = test->classes;
+    }
+    int code = st;
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (code != LADLE_OK)
+        return 2;
+    MPI_Bcast(v, 8, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    *train = (ladle_dataset_info){v[0], v[1], v[2], v[3]};
+    *test = (ladle_dataset_info){v[4], v[5], v[6], v[7]};
+    if (train->size < 1 || test->size < 1)
+        cli_fail(why,
+                 "%s holds %lld training and %lld test samples: both sets must hold some",
+                 o->data, (long long)train->size, (long long)test->size);
+    else if (train->rows != train->cols || train->rows < 12)
+        cli_fail(why, "LeNet-5 takes square images of at least 12x12; %s holds %lldx%lld",
+                 o->data, (long long)train->rows, (long long)train->cols);
+    else if (test->rows != train->rows || test->cols != train->cols)
+        cli_fail(why, "the test images are %lldx%lld, the training images %lldx%lld",
+                 (long long)test->rows, (long long)test->cols, (long long)train->rows,
+                 (long long)train->cols);
+    else if (train->classes < 2)
+        cli_fail(why, "the training labels name %lld class%s; a classifier needs 2 or more",
+                 (long long)train->classes, train->classes == 1 ? "" : "es");
+    else if (test->classes > train->classes)
+        cli_fail(why,
+                 "the test labels reach %lld, beyond the %lld classes of the training set",
+                 (long long)test->classes - 1, (long long)train->classes);
+    else if (o->batch > train->size)
+        cli_fail(why, "a batch of %lld is larger than the %lld training samples",
+                 (long long)o->batch, (long long)train->size);
+    if (why[0] && me == 0)
+        fprintf(stderr, "%s: %s\n", tool, why);
+    return why[0] ? 2 : 0;
 }
 
 /* This rank's input block (offset and shape in the global batch) and label
@@ -266,20 +114,223 @@ static void labels_of(const ladle_dataset *ds, uint64_t seed, int64_t epoch, int
             ds, ladle_dataset_sample(ds, seed, epoch, step * batch + b->loff[0] + i));
 }
 
-/* Test accuracy over the whole test set (the last batch padded). */
-static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n, const opts *o,
-                       const blocks *b, ladle_tensor *x, ladle_tensor *t, int64_t *right)
+/* ---- every step's outcome, agreed ------------------------------------- */
+
+/* Each step ends with a nonblocking all-reduce of {the step's status, the
+ * lowest failing rank, the loss} that completes while the next step runs,
+ * so the agreement costs no waiting; its verdict arrives one step late.
+ * Every rank posts one per step, including a rank whose step failed (it
+ * skips the work and posts until the verdict lands). */
+typedef struct watch {
+    MPI_Request req[2]; /* a ring: slot head is the oldest in flight */
+    double val[2][3];   /* reduced in place: untouched while in flight */
+    int64_t epoch[2], step[2];
+    int head, n;
+    int verdict;    /* 1 once a failure or divergence was reported */
+    double base;    /* max(first loss, ln classes), once known */
+    double floor_;  /* ln classes */
+    char msg[1024]; /* this rank's failure, kept until it is reported */
+} watch;
+
+/* The divergence rule: a loss that is not finite or more than 100 times
+ * the base (where no converging run goes). */
+static int diverged(const watch *w, double loss)
+{
+    return !isfinite(loss) || (w->base > 0 && loss > 100 * w->base);
+}
+
+static void watch_post(watch *w, int64_t e, int64_t s, ladle_status st, int has_loss,
+                       double loss)
+{
+    int k = (w->head + w->n++) % 2;
+    w->epoch[k] = e;
+    w->step[k] = s;
+    w->val[k][0] = st;
+    w->val[k][1] = st ? world - me : 0;
+    w->val[k][2] = !has_loss || st ? -INFINITY : isfinite(loss) ? loss : INFINITY;
+    if (st && w->msg[0] == '\0')
+        snprintf(w->msg, sizeof w->msg, "%s (%s)", ladle_error_message(),
+                 ladle_status_name(st));
+    MPI_Iallreduce(MPI_IN_PLACE, w->val[k], 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD,
+                   &w->req[k]);
+}
+
+/* Judge one agreed step; the first bad one is reported, once. */
+static void watch_judge(watch *w, int k)
+{
+    const double *v = w->val[k];
+    long long e = (long long)w->epoch[k] + 1, s = (long long)w->step[k] + 1;
+    if (w->verdict)
+        return;
+    if (v[0] != 0) {
+        w->verdict = 1;
+        if (world - me == (int)v[1])
+            fprintf(stderr, "%s: %s at epoch %lld, step %lld: %s\n", tool,
+                    (int)v[0] == LADLE_ERR_NUMERIC ? "training diverged"
+                                                   : "a training step failed",
+                    e, s, w->msg);
+        return;
+    }
+    if (v[2] == -INFINITY)
+        return;
+    if (w->base == 0)
+        w->base = v[2] > w->floor_ ? v[2] : w->floor_;
+    if (diverged(w, v[2])) {
+        w->verdict = 1;
+        if (me == 0)
+            fprintf(stderr,
+                    "%s: training diverged at epoch %lld, step %lld: the loss is %g, "
+                    "beyond 100 x %.4g (try a lower --lr)\n",
+                    tool, e, s, v[2], w->base);
+    }
+}
+
+/* Complete the requests in flight but the newest `keep`, oldest first; 0
+ * while every step went well, else 1 (the reason printed once). */
+static int watch_settle(watch *w, int keep)
+{
+    while (w->n > keep) {
+        int done = 0, k = w->head;
+        while (!done) { /* MPI's waits busy-poll: give the core away */
+            MPI_Test(&w->req[k], &done, MPI_STATUS_IGNORE);
+            if (!done)
+                sched_yield();
+        }
+        watch_judge(w, k);
+        w->head = (k + 1) % 2;
+        w->n--;
+    }
+    return w->verdict;
+}
+
+/* ---- checkpoints: what a resumed run must match ------------------------ */
+
+/* The integers saved with each checkpoint: where the run stands and what
+ * it was asked to do. */
+enum {
+    META_EPOCH,
+    META_STEP,
+    META_SEED,
+    META_BN,
+    META_DTYPE,
+    META_BATCH,
+    META_IMAGE,
+    META_CLASSES,
+    META_TRAIN_SIZE,
+    META_ADAM,
+    META_N
+};
+
+static void meta_of(const opts *o, const ladle_dataset_info *train, int64_t epoch,
+                    int64_t *m)
+{
+    m[META_EPOCH] = epoch;
+    m[META_STEP] = 0;
+    memcpy(&m[META_SEED], &o->seed, sizeof o->seed);
+    m[META_BN] = o->bn;
+    m[META_DTYPE] = o->dtype;
+    m[META_BATCH] = o->batch;
+    m[META_IMAGE] = train->rows;
+    m[META_CLASSES] = train->classes;
+    m[META_TRAIN_SIZE] = train->size;
+    m[META_ADAM] = o->adam;
+}
+
+/* What the checkpoint's integers say differs from this run's; empty when
+ * they match (a checkpoint of the first format holds epoch, step, seed). */
+static void meta_differences(const int64_t *got, int n, const int64_t *want, char *why)
+{
+    static const char *what[META_N] = {NULL,
+                                       NULL,
+                                       "--seed",
+                                       "--bn (1) or not (0)",
+                                       "--dtype (1 f32, 2 f64)",
+                                       "--batch",
+                                       "the image side",
+                                       "the classes",
+                                       "the training samples",
+                                       "--adam (1) or SGD (0)"};
+    size_t at = 0;
+    why[0] = '\0';
+    for (int k = META_SEED; k < META_N && k < n; k++) {
+        if (got[k] == want[k])
+            continue;
+        at += (size_t)snprintf(why + at, CLI_WHY - at, "%s%s %lld (this run: %lld)",
+                               at ? ", " : "", what[k], (long long)got[k],
+                               (long long)want[k]);
+        if (at >= CLI_WHY)
+            break;
+    }
+}
+
+/* Load the checkpoint to resume from and check it against the run: 0 and
+ * the epoch and step to start at, or the exit status with the reason
+ * printed. */
+static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_network *net,
+                       ladle_optimizer *opt, int64_t *epoch, int64_t *step)
+{
+    int64_t got[LADLE_CHECKPOINT_MAX_META] = {0}, want[META_N];
+    int n = 0;
+    char why[CLI_WHY];
+    ladle_status st = ladle_checkpoint_load(o->checkpoint, MPI_COMM_WORLD, net, opt,
+                                            LADLE_CHECKPOINT_MAX_META, got, &n);
+    if (tool_failed(tool, st, "resuming from the checkpoint"))
+        return 2;
+    meta_of(o, train, 0, want);
+    if (n != 3 && n != META_N) {
+        if (me == 0)
+            fprintf(stderr, "%s: %s was not written by %s (%d integers of state, not %d)\n",
+                    tool, o->checkpoint, tool, n, META_N);
+        return 2;
+    }
+    meta_differences(got, n, want, why);
+    if (why[0]) {
+        if (me == 0)
+            fprintf(stderr, "%s: %s was written by another run: %s\n", tool, o->checkpoint,
+                    why);
+        return 2;
+    }
+    if (got[META_EPOCH] < 0 || got[META_EPOCH] >= o->epochs || got[META_STEP] != 0) {
+        if (me == 0)
+            fprintf(stderr,
+                    "%s: %s has finished epoch %lld, and %d %s asked for: nothing to "
+                    "train (ask for more --epochs)\n",
+                    tool, o->checkpoint, (long long)got[META_EPOCH], o->epochs,
+                    o->epochs == 1 ? "was" : "were");
+        return 2;
+    }
+    if (o->stop_after && o->stop_after <= got[META_EPOCH]) {
+        if (me == 0)
+            fprintf(stderr,
+                    "%s: --stop-after %d is not after the checkpoint's epoch %lld\n", tool,
+                    o->stop_after, (long long)got[META_EPOCH]);
+        return 2;
+    }
+    *epoch = got[META_EPOCH];
+    *step = got[META_STEP];
+    if (me == 0)
+        printf("resumed from %s after epoch %lld\n", o->checkpoint, (long long)*epoch);
+    return 0;
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+/* Test accuracy over the whole test set (the last batch padded), on every
+ * rank; a failing forward leaves *st set (agreed by the caller). */
+static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
+                       const opts *o, const blocks *b, ladle_tensor *x, int64_t *right,
+                       ladle_status *st)
 {
     int64_t correct = 0;
     int64_t steps = (n + o->batch - 1) / o->batch;
     ladle_network_set_training(net, 0);
-    for (int64_t s = 0; s < steps; s++) {
+    for (int64_t s = 0; s < steps && *st == LADLE_OK; s++) {
         const ladle_tensor *y = NULL;
-        if (b->has_x && ladle_dataset_batch(test, 0, 0, s, o->batch, b->xoff[0], 0, 0, x, NULL))
+        if (b->has_x &&
+            ladle_dataset_batch(test, 0, 0, s, o->batch, b->xoff[0], 0, 0, x, NULL))
             fail("reading the test set");
-        if (ladle_network_forward(net, x, &y))
-            fail("forward");
-        if (!b->has_loss)
+        *st = ladle_network_forward(net, x, &y);
+        if (*st != LADLE_OK || !b->has_loss)
             continue;
         int64_t classes = ladle_tensor_shape(y)[1];
         for (int64_t i = 0; i < b->lbox[0]; i++) {
@@ -301,175 +352,267 @@ static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
             correct += best == label;
         }
     }
-    (void)t;
     ladle_network_set_training(net, 1);
     MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     *right = correct;
     return (double)correct / (double)n;
 }
 
-/* Train as o says; the final test accuracy and the mean step time come
- * back (on every rank). */
-static void train_run(opts *op, double *accuracy_out, double *ms_per_step)
-{
-    opts o = *op;
+/* ---- the run ------------------------------------------------------------ */
 
+/* What a run leaves behind for its caller. */
+typedef struct run_result {
+    double accuracy, ms_per_step;
+} run_result;
+
+typedef struct run_state {
+    ladle_network *net;
+    ladle_optimizer *opt;
+    ladle_dataset *train, *test;
+    ladle_tensor *x, *t;
+    blocks b;
+} run_state;
+
+static void run_state_free(run_state *r)
+{
+    ladle_tensor_destroy(&r->x);
+    ladle_tensor_destroy(&r->t);
+    ladle_optimizer_destroy(&r->opt);
+    ladle_network_destroy(&r->net);
+    ladle_dataset_destroy(&r->train);
+    ladle_dataset_destroy(&r->test);
+}
+
+/* Build the network for the data, load this rank's windows of the data,
+ * make the optimizer and the batch tensors: 0, or the exit status. */
+static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
+{
     ladle_lenet_desc d;
     ladle_lenet_desc_init(&d);
-    d.batch = o.batch;
-    d.batchnorm = o.bn;
-    d.bn_sync = o.bn_sync;
-    d.bn_group = o.bn_group;
-    d.data_ways = o.D;
-    d.spatial[0] = o.Ph;
-    d.spatial[1] = o.Pw;
-    d.fc_ways = o.F;
-    d.dtype = o.dtype;
-    d.seed = o.seed;
-    ladle_network *net = NULL;
-    if (ladle_lenet_create(&d, MPI_COMM_WORLD, &net))
-        fail("building the network");
-    blocks b;
-    find_blocks(net, &b);
-
+    d.batch = o->batch;
+    d.image = info->rows;
+    d.classes = info->classes;
+    d.batchnorm = o->bn;
+    d.bn_sync = o->bn_sync;
+    d.bn_group = o->bn_group;
+    d.data_ways = o->D;
+    d.spatial[0] = o->Ph;
+    d.spatial[1] = o->Pw;
+    d.fc_ways = o->F;
+    d.dtype = o->dtype;
+    d.seed = o->seed;
+    if (tool_failed(tool, ladle_lenet_create(&d, MPI_COMM_WORLD, &r->net),
+                    "building LeNet-5"))
+        return 2;
+    find_blocks(r->net, &r->b);
     /* each rank keeps its tile of every image (nothing off the layout) */
-    ladle_dataset *train = NULL, *test = NULL;
-    double t0 = MPI_Wtime();
-    if (b.has_x || b.has_loss) {
-        int64_t r0 = b.has_x ? b.xoff[2] : 0, rows = b.has_x ? b.xbox[2] : 1;
-        int64_t c0 = b.has_x ? b.xoff[3] : 0, cols = b.has_x ? b.xbox[3] : 1;
-        if (ladle_dataset_load_dir(o.data, "train", r0, rows, c0, cols, 0.2860, 0.3530, &train) ||
-            ladle_dataset_load_dir(o.data, "t10k", r0, rows, c0, cols, 0.2860, 0.3530, &test))
-            fail("loading the data");
+    ladle_status st = LADLE_OK;
+    const blocks *b = &r->b;
+    if (b->has_x || b->has_loss) {
+        int64_t r0 = b->has_x ? b->xoff[2] : 0, rows = b->has_x ? b->xbox[2] : 1;
+        int64_t c0 = b->has_x ? b->xoff[3] : 0, cols = b->has_x ? b->xbox[3] : 1;
+        st = ladle_dataset_load_dir(o->data, "train", r0, rows, c0, cols, 0.2860, 0.3530,
+                                    &r->train);
+        if (st == LADLE_OK)
+            st = ladle_dataset_load_dir(o->data, "t10k", r0, rows, c0, cols, 0.2860, 0.3530,
+                                        &r->test);
     }
-    /* the sizes every rank loops over, data or not */
-    int64_t nb[2] = {train ? ladle_dataset_size(train) : 0, test ? ladle_dataset_size(test) : 0};
-    MPI_Allreduce(MPI_IN_PLACE, nb, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    int64_t per_epoch = nb[0] / o.batch;
+    if (tool_failed(tool, st, "loading the data"))
+        return 1;
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, o->adam ? LADLE_OPT_ADAM : LADLE_OPT_SGD, o->lr);
+    if (!o->adam)
+        od.momentum = o->momentum;
+    od.weight_decay = o->weight_decay;
+    st = ladle_optimizer_create(&od, &r->opt);
+    if (st == LADLE_OK)
+        st = ladle_optimizer_add_network(r->opt, r->net);
+    int64_t tz[1] = {b->has_loss ? b->lbox[0] : 0};
+    if (st == LADLE_OK)
+        st = ladle_tensor_create(o->dtype, 4, b->xbox, &r->x);
+    if (st == LADLE_OK)
+        st = ladle_tensor_create(LADLE_I64, 1, tz, &r->t);
+    return tool_failed(tool, st, "creating the optimizer and the batch") ? 1 : 0;
+}
+
+/* One training step on this rank's blocks. */
+static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_schedule *sched,
+                               int64_t e, int64_t s, int64_t per_epoch, double *loss)
+{
+    const blocks *b = &r->b;
+    if (b->has_x && ladle_dataset_batch(r->train, o->seed, e, s, o->batch, b->xoff[0], 0, 0,
+                                        r->x, NULL))
+        fail("reading a batch");
+    if (b->has_loss)
+        labels_of(r->train, o->seed, e, s, o->batch, b, r->t);
+    ladle_status st = ladle_optimizer_set_lr(r->opt, ladle_lr_at(sched, e * per_epoch + s));
+    if (st == LADLE_OK)
+        st = ladle_network_zero_grad(r->net);
+    if (st == LADLE_OK)
+        st = ladle_network_forward(r->net, r->x, NULL);
+    if (st == LADLE_OK)
+        st = ladle_network_loss(r->net, r->t, loss);
+    if (st == LADLE_OK)
+        st = ladle_network_backward(r->net, 1);
+    if (st == LADLE_OK)
+        st = ladle_optimizer_step(r->opt);
+    return st;
+}
+
+/* The summary line (rank 0): 0, or 1 with the reason printed. */
+static int write_summary(const opts *o, double acc, double ms, double last_loss)
+{
+    char why[CLI_WHY];
+    FILE *f = fopen(o->summary, "a");
+    if (f == NULL) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", tool, o->summary, strerror(errno));
+        return 1;
+    }
+    fprintf(f,
+            "ranks %d layout %dx%dx%d fc %d bn %d sync %d group %d epochs %d "
+            "accuracy %.4f ms_per_step %.3f last_loss %.4f\n",
+            world, o->D, o->Ph, o->Pw, o->F, o->bn, (int)o->bn_sync, o->bn_group, o->epochs,
+            acc, ms, last_loss);
+    if (cli_close_ok(f, o->summary, why)) {
+        fprintf(stderr, "%s: %s\n", tool, why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Train as o says: 0 when every asked-for epoch was trained and scored, the
+ * exit status (1 or 2) otherwise, with the reason printed. *res gets the
+ * final test accuracy and the mean step time (on every rank). */
+static int train_run(const opts *op, run_result *res)
+{
+    opts o = *op;
+    run_state r = {0};
+    ladle_dataset_info info, tinfo;
+    const char *out_opt[2] = {"--checkpoint", "--summary"};
+    const char *out_path[2] = {o.checkpoint, o.summary};
+    const int out_tmp[2] = {1, 0};
+    int rc = 0;
+    if (tool_outputs_ok(tool, 2, out_opt, out_path, out_tmp))
+        return 2;
+    double t0 = MPI_Wtime();
+    if ((rc = probe_data(&o, &info, &tinfo)) != 0 || (rc = setup(&o, &info, &r)) != 0)
+        goto out;
+    int64_t per_epoch = info.size / o.batch;
     if (o.steps > 0 && o.steps < per_epoch)
         per_epoch = o.steps;
     int progress = o.progress ? o.progress : (int)(per_epoch / 10 > 0 ? per_epoch / 10 : 1);
-
-    ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, o.adam ? LADLE_OPT_ADAM : LADLE_OPT_SGD, o.lr);
-    if (!o.adam)
-        od.momentum = o.momentum;
-    od.weight_decay = o.weight_decay;
-    ladle_optimizer *opt = NULL;
-    if (ladle_optimizer_create(&od, &opt) || ladle_optimizer_add_network(opt, net))
-        fail("creating the optimizer");
     ladle_lr_schedule sched;
-    ladle_lr_schedule_init(&sched, o.cosine ? LADLE_LR_COSINE : LADLE_LR_CONSTANT, o.lr);
+    ladle_lr_schedule_init(&sched, o.constant_lr ? LADLE_LR_CONSTANT : LADLE_LR_COSINE,
+                           o.lr);
     sched.total_steps = (int64_t)o.epochs * per_epoch;
-
     int64_t start_epoch = 0, start_step = 0;
-    if (o.resume) {
-        int64_t meta[4];
-        int nm = 0;
-        if (ladle_checkpoint_load(o.checkpoint, MPI_COMM_WORLD, net, opt, 4, meta, &nm))
-            fail("resuming");
-        if (nm >= 2) {
-            start_epoch = meta[0];
-            start_step = meta[1];
-        }
-        if (me == 0)
-            printf("resumed from %s at epoch %lld, step %lld\n", o.checkpoint,
-                   (long long)start_epoch + 1, (long long)start_step);
-    }
+    if (o.resume && (rc = resume_from(&o, &info, r.net, r.opt, &start_epoch, &start_step)))
+        goto out;
     if (me == 0) {
-        printf("LeNet-5%s on %s: %d ranks, layout %d (data) x %dx%d (spatial), fc %d; batch "
-               "%lld, %s lr %g, %lld steps per epoch\n",
-               o.bn ? " with batch norm" : "", o.data, world, o.D, o.Ph, o.Pw, o.F,
-               (long long)o.batch, o.adam ? "Adam" : "SGD", o.lr, (long long)per_epoch);
+        printf(
+            "LeNet-5%s on %s (%lld images of %lldx%lld, %lld classes): %d ranks, layout %d "
+            "(data) x %dx%d (spatial), fc %d; batch %lld, %s lr %g, %lld steps per epoch\n",
+            o.bn ? " with batch norm" : "", o.data, (long long)info.size,
+            (long long)info.rows, (long long)info.cols, (long long)info.classes, world, o.D,
+            o.Ph, o.Pw, o.F, (long long)o.batch, o.adam ? "Adam" : "SGD", o.lr,
+            (long long)per_epoch);
         if (o.D * o.Ph * o.Pw < world)
-            printf("(ranks %d-%d take no part in this layout)\n", o.D * o.Ph * o.Pw, world - 1);
+            printf("(ranks %d-%d take no part in this layout)\n", o.D * o.Ph * o.Pw,
+                   world - 1);
         printf("data loaded in %.1f s\n", MPI_Wtime() - t0);
         fflush(stdout);
     }
 
-    ladle_tensor *x = NULL, *t = NULL;
-    int64_t tz[1] = {b.has_loss ? b.lbox[0] : 0};
-    if (ladle_tensor_create(o.dtype, 4, b.xbox, &x) || ladle_tensor_create(LADLE_I64, 1, tz, &t))
-        fail("allocating the batch");
+    watch w = {0};
+    w.floor_ = log((double)info.classes);
     double final_acc = 0, last_loss = 0, train_time = 0;
-    for (int64_t e = start_epoch; e < o.epochs; e++) {
+    int64_t steps_done = 0;
+    ladle_status broken = LADLE_OK;
+    for (int64_t e = start_epoch; e < o.epochs && rc == 0; e++) {
         double te = MPI_Wtime(), sum = 0;
         int64_t seen = 0;
         for (int64_t s = e == start_epoch ? start_step : 0; s < per_epoch; s++) {
             double loss = 0;
-            if (b.has_x && ladle_dataset_batch(train, o.seed, e, s, o.batch, b.xoff[0], 0, 0, x,
-                                               NULL))
-                fail("reading a batch");
-            if (b.has_loss)
-                labels_of(train, o.seed, e, s, o.batch, &b, t);
-            ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, e * per_epoch + s));
-            if (ladle_network_zero_grad(net) || ladle_network_forward(net, x, NULL) ||
-                ladle_network_loss(net, t, &loss) || ladle_network_backward(net, 1) ||
-                ladle_optimizer_step(opt))
-                fail("a training step");
+            if (broken == LADLE_OK)
+                broken = train_step(&o, &r, &sched, e, s, per_epoch, &loss);
+            watch_post(&w, e, s, broken, r.b.has_loss, loss);
+            if (watch_settle(&w, 1)) {
+                rc = 1;
+                break;
+            }
+            if (broken != LADLE_OK)
+                continue;
             sum += loss;
             seen++;
+            steps_done++;
             last_loss = loss;
-            if (!o.quiet && me == 0 && ((s + 1) % progress == 0 || s + 1 == per_epoch)) {
+            int show =
+                !o.quiet && me == 0 && ((s + 1) % progress == 0 || s + 1 == per_epoch);
+            if (show && !diverged(&w, loss)) {
                 double el = MPI_Wtime() - te, rate = (double)(seen * o.batch) / el;
-                double left = (double)(per_epoch - s - 1) * el / (double)seen +
-                              (double)(o.epochs - e - 1) * (double)per_epoch * el / (double)seen;
+                double left =
+                    (double)(per_epoch - s - 1) * el / (double)seen +
+                    (double)(o.epochs - e - 1) * (double)per_epoch * el / (double)seen;
                 char eta[32];
                 clock_text(left, eta, sizeof eta);
-                printf("epoch %lld/%d  step %lld/%lld  loss %.4f (mean %.4f)  %.0f images/s  "
-                       "eta %s\n",
-                       (long long)e + 1, o.epochs, (long long)s + 1, (long long)per_epoch, loss,
-                       sum / (double)seen, rate, eta);
+                printf(
+                    "epoch %lld/%d  step %lld/%lld  loss %.4f (mean %.4f)  %.0f images/s  "
+                    "eta %s\n",
+                    (long long)e + 1, o.epochs, (long long)s + 1, (long long)per_epoch,
+                    loss, sum / (double)seen, rate, eta);
                 fflush(stdout);
             }
+        }
+        if (watch_settle(&w, 0) || rc) {
+            rc = 1;
+            break;
         }
         double epoch_time = MPI_Wtime() - te;
         train_time += epoch_time;
         int64_t right = 0;
-        final_acc = accuracy(net, test, nb[1], &o, &b, x, t, &right);
+        ladle_status st = LADLE_OK;
+        final_acc = accuracy(r.net, r.test, tinfo.size, &o, &r.b, r.x, &right, &st);
+        if (tool_failed(tool, st, "evaluating on the test set")) {
+            rc = 1;
+            break;
+        }
         if (me == 0) {
-            printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, %.1f s\n",
+            printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, "
+                   "%.1f s\n",
                    (long long)e + 1, 100 * final_acc, (long long)right,
-                   (long long)nb[1],
-                   seen ? sum / (double)seen : 0.0, epoch_time);
+                   (long long)tinfo.size, seen ? sum / (double)seen : 0.0, epoch_time);
             fflush(stdout);
         }
         if (o.checkpoint) {
-            int64_t meta[3] = {e + 1, 0, (int64_t)o.seed};
-            if (ladle_checkpoint_save(o.checkpoint, MPI_COMM_WORLD, net, opt, 3, meta))
-                fail("saving the checkpoint");
+            int64_t meta[META_N];
+            meta_of(&o, &info, e + 1, meta);
+            st = ladle_checkpoint_save(o.checkpoint, MPI_COMM_WORLD, r.net, r.opt, META_N,
+                                       meta);
+            if (tool_failed(tool, st, "saving the checkpoint")) {
+                rc = 1;
+                break;
+            }
         }
-        if (o.stop_after && e + 1 >= o.stop_after && e + 1 < o.epochs) {
+        if (o.stop_after && e + 1 >= o.stop_after) {
             if (me == 0)
                 printf("stopping after epoch %lld as asked\n", (long long)e + 1);
-            o.epochs = (int)e + 1;
             break;
         }
     }
-    double per_step = train_time / (double)((o.epochs - start_epoch) * per_epoch + 1e-9);
-    if (me == 0) {
-        printf("done: test accuracy %.2f%%, %.2f ms per step\n", 100 * final_acc, 1e3 * per_step);
-        if (o.summary) {
-            FILE *f = fopen(o.summary, "a");
-            if (f) {
-                fprintf(f, "ranks %d layout %dx%dx%d fc %d bn %d sync %d group %d epochs %d "
-                           "accuracy %.4f ms_per_step %.3f last_loss %.4f\n",
-                        world, o.D, o.Ph, o.Pw, o.F, o.bn, (int)o.bn_sync, o.bn_group, o.epochs,
-                        final_acc, 1e3 * per_step, last_loss);
-                fclose(f);
-            }
-        }
+    if (rc == 0) {
+        double per_step = steps_done ? train_time / (double)steps_done : 0;
+        res->accuracy = final_acc;
+        res->ms_per_step = 1e3 * per_step;
+        if (me == 0 && o.summary)
+            rc = write_summary(&o, final_acc, 1e3 * per_step, last_loss);
+        if (me == 0 && rc == 0)
+            printf("done: test accuracy %.2f%%, %.2f ms per step over %lld steps\n",
+                   100 * final_acc, 1e3 * per_step, (long long)steps_done);
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&t);
-    ladle_optimizer_destroy(&opt);
-    ladle_network_destroy(&net);
-    ladle_dataset_destroy(&train);
-    ladle_dataset_destroy(&test);
-    if (accuracy_out)
-        *accuracy_out = final_acc;
-    if (ms_per_step)
-        *ms_per_step = 1e3 * per_step;
+out:
+    run_state_free(&r);
+    return rc;
 }
 
 #endif /* LADLE_TOOLS_TRAIN_H */

@@ -28,11 +28,33 @@ typedef struct ladle_dataset ladle_dataset;
 /* Where Debian's dataset-fashion-mnist package puts its files. */
 #define LADLE_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
+/* What a dataset's headers say, and its labels: the number of samples,
+ * the image size, and one more than the largest label (0 when empty). */
+typedef struct ladle_dataset_info {
+    int64_t size, rows, cols, classes;
+} ladle_dataset_info;
+
+/* Check a pair of IDX files without loading the images: both headers (type,
+ * dimensions, the same count; sizes that fit and that the file can hold),
+ * and every label (read, to find the classes). Not collective. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_IO (a missing, torn or malformed file: the
+ * message says which and why), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_dataset_probe(const char *images, const char *labels,
+                                           ladle_dataset_info *info);
+/* The same for the standard pair of a dataset directory (see
+ * ladle_dataset_load_dir). */
+LADLE_API ladle_status ladle_dataset_probe_dir(const char *dir, const char *which,
+                                               ladle_dataset_info *info);
+
 /* Load images and labels (paths to IDX files, .gz or plain), keeping rows
  * [row0, row0 + rows) and columns [col0, col0 + cols) of every image (rows
- * or cols 0: all of them). Returns LADLE_ERR_NULL, LADLE_ERR_IO (a missing,
- * torn or malformed file: the message says which and why), LADLE_ERR_ARG (a
- * window outside the images, or counts that differ), LADLE_ERR_ALLOC. */
+ * or cols 0: all of them). The headers are checked as ladle_dataset_probe
+ * checks them before anything is allocated: a short file that declares a
+ * huge size is refused as shorter than its header says, not as out of
+ * memory. Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_IO (a missing,
+ * torn or malformed file, or counts that differ: the message says which and
+ * why), LADLE_ERR_ARG (a window outside the images, a non-finite mean or a
+ * std that is not positive), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t row0,
                                           int64_t rows, int64_t col0, int64_t cols,
                                           double mean, double std, ladle_dataset **ds);

@@ -1,0 +1,193 @@
+#!/bin/sh
+# Hostile but fair input to every tool, as a new user would give it: each
+# row is a tool, its arguments, the exit status it must give and a piece of
+# the line it must print. The MPI tools run each row at 1, 2 and 3 ranks
+# and must give the same outcome at every count. Exit status: 0 did what
+# was asked, 1 failed while working, 2 refused the request.
+set -u
+MPIEXEC=${MPIEXEC:-mpiexec}
+BINDIR=${BINDIR:-bin}
+RANK_COUNTS=${TOOL_RANKS:-"1 2 3"}
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# check NAME WANT_CODE WANT_TEXT CODE OUTPUT
+check() {
+    if [ "$4" -eq "$2" ] && printf '%s' "$5" | grep -qF -- "$3"; then
+        echo "ok   [$4] $1"
+    else
+        echo "FAIL [got $4, want $2 and '$3'] $1"
+        printf '%s\n' "$5" | tail -n 8 | sed 's/^/     /'
+        fails=$((fails + 1))
+    fi
+}
+
+# mpi CODE TEXT TOOL ARGS...: the same outcome at every rank count
+mpi() {
+    want=$1 text=$2 tool=$3
+    shift 3
+    for n in $RANK_COUNTS; do
+        out=$(timeout 300 $MPIEXEC -n "$n" "$BINDIR/$tool" "$@" 2>&1)
+        check "-n $n $tool $*" "$want" "$text" $? "$out"
+    done
+}
+
+# plain CODE TEXT TOOL ARGS...: a tool that needs no launcher
+plain() {
+    want=$1 text=$2 tool=$3
+    shift 3
+    out=$(timeout 60 "$BINDIR/$tool" "$@" 2>&1)
+    check "$tool $*" "$want" "$text" $? "$out"
+}
+
+# Small IDX datasets, written byte by byte (plain files; ladle reads .gz or
+# not): be32 N prints N as four big-endian bytes.
+be32() {
+    printf "\\$(printf %03o $(($1 >> 24 & 255)))\\$(printf %03o $(($1 >> 16 & 255)))"
+    printf "\\$(printf %03o $(($1 >> 8 & 255)))\\$(printf %03o $(($1 & 255)))"
+}
+images() { # FILE N ROWS COLS
+    { printf '\000\000\010\003'; be32 "$2"; be32 "$3"; be32 "$4"; head -c $(($2 * $3 * $4)) /dev/urandom; } >"$1"
+}
+labels() { # FILE N CLASSES [FIRST]
+    { printf '\000\000\010\001'; be32 "$2"
+      i=0; while [ $i -lt "$2" ]; do printf "\\$(printf %03o $(( ${4:-0} + i % $3 )))"; i=$((i + 1)); done; } >"$1"
+}
+dataset() { # DIR ROWS CLASSES NTRAIN NTEST [TEST_FIRST_LABEL]
+    mkdir -p "$1"
+    images "$1/train-images-idx3-ubyte" "$4" "$2" "$2"
+    labels "$1/train-labels-idx1-ubyte" "$4" "$3"
+    images "$1/t10k-images-idx3-ubyte" "$5" "$2" "$2"
+    labels "$1/t10k-labels-idx1-ubyte" "$5" "$3" "${6:-0}"
+}
+
+dataset "$tmp/d32" 32 10 96 20
+dataset "$tmp/empty" 28 10 0 20
+dataset "$tmp/oneclass" 28 1 64 20
+dataset "$tmp/beyond" 28 10 64 20 5
+dataset "$tmp/small" 10 10 64 20
+mkdir -p "$tmp/torn"
+cp "$tmp/d32/"* "$tmp/torn/"
+head -c 1000 "$tmp/d32/train-images-idx3-ubyte" >"$tmp/torn/train-images-idx3-ubyte"
+fm=${LADLE_DATA:-/usr/share/datasets/fashion-mnist}
+short="--quiet --epochs 1 --steps 3 --batch 16"
+
+# ---- ladle-train: numbers -------------------------------------------------
+mpi 2 "--epochs: '1.5' is not a whole number (expected 1 to 1000000)" ladle-train --epochs 1.5
+mpi 2 "--epochs: '1e30' is not a whole number" ladle-train --epochs 1e30
+mpi 2 "--epochs: 0 is out of range" ladle-train --epochs 0
+mpi 2 "--stages: '4abc' is not a whole number" ladle-train --pipeline 1f1b --stages 4abc
+mpi 2 "--seed: 'abc' is not a whole number" ladle-train --seed abc
+mpi 2 "--seed: 18446744073709551616 is out of range" ladle-train --seed 18446744073709551616
+mpi 2 "--data-ways: 4294967297 is out of range" ladle-train --data-ways 4294967297
+mpi 2 "--spatial: the extent 4294967297 in '4294967297x1' is out of range" ladle-train --spatial 4294967297x1
+mpi 2 "--spatial: '1' needs two extents" ladle-train --spatial 1
+mpi 2 "--batch: -5 is out of range" ladle-train --batch -5
+mpi 2 "--lr: -1 is out of range (expected a number in (0, inf))" ladle-train --lr -1
+mpi 2 "--lr: 'nan' is not a number" ladle-train --lr nan
+mpi 2 "--lr: inf is out of range" ladle-train --lr inf
+mpi 2 "--momentum: 1 is out of range (expected a number in [0, 1))" ladle-train --momentum 1
+mpi 2 "--dtype: 'f16' is not one of f32, f64" ladle-train --dtype f16
+mpi 2 "--bn-sync: 'all' is not one of global, local, group" ladle-train --bn --bn-sync all
+mpi 2 "--replicas: 'x' in '1,x' is not a whole number" ladle-train --pipeline hybrid --replicas 1,x
+# ---- ladle-train: what it does not know, or would ignore -----------------
+mpi 2 "unknown option '--frobnicate'" ladle-train --frobnicate
+mpi 2 "unexpected argument 'lenet'" ladle-train lenet
+mpi 2 "--epochs needs a value" ladle-train --epochs
+mpi 2 "--timeline needs --pipeline" ladle-train --timeline "$tmp/t.svg"
+mpi 2 "--checkpoint does not apply to --pipeline" ladle-train --pipeline 1f1b --checkpoint "$tmp/c"
+mpi 2 "--pipeline: 'fastest' is not one of" ladle-train --pipeline fastest
+mpi 2 "--chunks needs --pipeline interleaved" ladle-train --pipeline 1f1b --chunks 2
+mpi 2 "does not split into 3 microbatches" ladle-train --pipeline gpipe --microbatches 3
+mpi 2 "--resume needs --checkpoint" ladle-train --resume
+mpi 2 "--bn-sync and --bn-group need --bn" ladle-train --bn-group 1
+mpi 2 "--bn-group needs --bn-sync group" ladle-train --bn --bn-group 1
+mpi 2 "--stop-after 3 must come before the last epoch" ladle-train --epochs 3 --stop-after 3
+mpi 2 "--momentum is SGD's" ladle-train --adam --momentum 0.5
+mpi 2 "--data-ways: 4 is out of range (expected 1 to" ladle-train --data-ways 4
+RANK_COUNTS="2 3" mpi 2 "the layout 2 x 2x1 needs 4 ranks" ladle-train --data-ways 2 --spatial 2x1
+mpi 0 "usage: mpiexec -n N ladle-train" ladle-train --help
+mpi 0 "ladle-train (ladle " ladle-train --version
+# ---- ladle-train: outputs checked before any work ------------------------
+mpi 2 "--summary: cannot write $tmp/missing/s.txt: No such file or directory" ladle-train --summary "$tmp/missing/s.txt"
+mpi 2 "--checkpoint: $tmp is a directory" ladle-train --checkpoint "$tmp"
+mpi 2 "--checkpoint: cannot write $tmp/missing/ck" ladle-train --checkpoint "$tmp/missing/ck"
+mpi 2 "--timeline: cannot write" ladle-train --pipeline 1f1b --timeline "$tmp/missing/t.svg"
+# ---- ladle-train: the data, checked against the model --------------------
+mpi 2 "No such file or directory" ladle-train --data "$tmp/none"
+mpi 2 "is not a directory" ladle-train --data "$tmp/d32/t10k-images-idx3-ubyte"
+mpi 2 "shorter than its header says" ladle-train --data "$tmp/torn"
+mpi 2 "both sets must hold some" ladle-train --data "$tmp/empty"
+mpi 2 "a classifier needs 2 or more" ladle-train --data "$tmp/oneclass"
+mpi 2 "the test labels reach 14, beyond the 10 classes" ladle-train --data "$tmp/beyond"
+mpi 2 "square images of at least 12x12" ladle-train --data "$tmp/small"
+mpi 2 "a batch of 200 is larger than the 96 training samples" ladle-train --data "$tmp/d32" --batch 200
+# a dataset of 32 x 32 images: LeNet-5 is built for them, and says so
+mpi 0 "96 images of 32x32, 10 classes" ladle-train --data "$tmp/d32" $short
+mpi 0 "over 3 steps" ladle-train --data "$tmp/d32" $short --pipeline 1f1b --microbatches 2
+# ---- ladle-train: runs that cannot earn their "done" ---------------------
+mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --adam --lr 1e4
+mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --dtype f64 --lr 1e5
+mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --bn --lr 1e8
+mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --pipeline gpipe --microbatches 2 --lr 1e5 --adam
+mpi 1 "writing /dev/full failed: No space left on device" ladle-train --data "$tmp/d32" $short --summary /dev/full
+mpi 1 "No space left on device" ladle-train --data "$tmp/d32" $short --pipeline 1f1b --microbatches 2 --timeline /dev/full
+# resuming: the checkpoint must be of this run, and leave something to do
+ck="$tmp/ck"
+out=$(timeout 300 $MPIEXEC -n 2 "$BINDIR/ladle-train" --data "$tmp/d32" $short --epochs 2 --stop-after 1 --seed 3 --checkpoint "$ck" 2>&1)
+check "a checkpoint after epoch 1 of 2" 0 "stopping after epoch 1" $? "$out"
+mpi 2 "was written by another run: --seed 3 (this run: 4)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 4 --checkpoint "$ck" --resume
+mpi 2 "--batch 16 (this run: 32)" ladle-train --data "$tmp/d32" --quiet --steps 3 --batch 32 --epochs 2 --seed 3 --checkpoint "$ck" --resume
+mpi 2 "has finished epoch 1, and 1 was asked for: nothing to train" ladle-train --data "$tmp/d32" $short --seed 3 --checkpoint "$ck" --resume
+mpi 2 "was written by another run: the image side 32 (this run: 28)" ladle-train --data "$fm" $short --epochs 2 --seed 3 --checkpoint "$ck" --resume
+mpi 2 "holds" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --bn --checkpoint "$ck" --resume
+mpi 2 "is a directory" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$tmp/" --resume
+
+# ---- ladle-bn-study --------------------------------------------------------
+RANK_COUNTS="2" mpi 2 "--spatial does not apply to ladle-bn-study" ladle-bn-study --spatial 2x1
+RANK_COUNTS="2" mpi 2 "--checkpoint does not apply to ladle-bn-study" ladle-bn-study --checkpoint "$tmp/x"
+RANK_COUNTS="2" mpi 2 "--svg: cannot write" ladle-bn-study --svg "$tmp/missing/b.svg"
+RANK_COUNTS="2" mpi 2 "--svg needs a file name" ladle-bn-study --svg
+RANK_COUNTS="1 3" mpi 2 "needs an even number of ranks" ladle-bn-study --epochs 1
+RANK_COUNTS="2" mpi 0 "ladle-bn-study (ladle " ladle-bn-study --version
+RANK_COUNTS="2" mpi 1 "No space left on device" ladle-bn-study --data "$tmp/d32" --epochs 1 --steps 2 --batch 16 --svg /dev/full
+
+# ---- ladle-adjoint ---------------------------------------------------------
+mpi 2 "--px: the extent 4294967297 in '4294967297' is out of range" ladle-adjoint repartition --px 4294967297 --shape 4
+mpi 2 "--px: rank 4294967296 in '4294967296' does not exist" ladle-adjoint broadcast --px 1@4294967296 --shape 3
+mpi 2 "--seed: 'abc' is not a whole number" ladle-adjoint broadcast --seed abc --shape 3
+mpi 2 "--tolerance: 'x' is not a number" ladle-adjoint broadcast --tolerance x --shape 3
+mpi 2 "--shape: '3x' is not a shape" ladle-adjoint broadcast --shape 3x
+mpi 2 "--kernel: 0 in '1,0' is out of range" ladle-adjoint halo-exchange --shape 4x4 --kernel 1,0
+mpi 2 "--x-split '1' gives 1 dimension of sizes; the partition has 2" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1
+mpi 2 "--x-split '1/1/1' has more than the partition's 2 dimensions" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1/1/1
+mpi 2 "--py does not apply to all-sum-reduce" ladle-adjoint all-sum-reduce --py 1 --shape 3
+mpi 2 "--axes does not apply to broadcast" ladle-adjoint broadcast --axes 0 --shape 3
+mpi 2 "the primitive: 'frobnicate' is not one of" ladle-adjoint frobnicate --shape 3
+mpi 2 "unexpected argument 'again'" ladle-adjoint broadcast again
+mpi 2 "unknown option '--shapes'" ladle-adjoint broadcast --shapes 3
+mpi 0 "ladle-adjoint (ladle " ladle-adjoint --version
+
+# ---- ladle-tour ------------------------------------------------------------
+mpi 2 "unexpected argument '--quick'" ladle-tour --quick
+mpi 0 "usage: mpiexec -n 6 ladle-tour" ladle-tour --help
+mpi 0 "ladle-tour (ladle " ladle-tour --version
+
+# ---- ladle-pipe (no launcher) ----------------------------------------------
+plain 2 "--stages: '4abc' is not a whole number (expected 1 to 64)" ladle-pipe --stages 4abc
+plain 2 "--microbatches: '1e3' is not a whole number" ladle-pipe --microbatches 1e3
+plain 2 "--microbatches: 99999999999 is out of range" ladle-pipe --microbatches 99999999999
+plain 2 "--f '1,2,3' gives 3 values for 4 stages" ladle-pipe --f 1,2,3
+plain 2 "--b: -1 is out of range" ladle-pipe --b -1
+plain 2 "--replicas needs --schedule hybrid" ladle-pipe --replicas 1,3
+plain 2 "--stages does not apply to --load" ladle-pipe --load "$tmp/x" --stages 3
+plain 2 "--svg: cannot write $tmp/missing/p.svg: No such file or directory" ladle-pipe --svg "$tmp/missing/p.svg"
+plain 2 "--trace: $tmp is a directory" ladle-pipe --trace "$tmp"
+plain 2 "No space left on device" ladle-pipe --svg /dev/full
+plain 2 "unknown option '--frob'" ladle-pipe --frob 1
+plain 2 "unexpected argument 'x'" ladle-pipe x
+plain 0 "ladle-pipe (ladle " ladle-pipe --version
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]

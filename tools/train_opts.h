@@ -1,0 +1,287 @@
+/*
+ * The options of ladle-train and ladle-bn-study: one table says each
+ * option's kind, range and the modes it applies to; parse() reads argv
+ * through tools/cli.h's checked parsers and refuses unknown options,
+ * malformed or out-of-range values, and options the chosen mode would
+ * ignore. Tool code, included by the two programs.
+ */
+#ifndef LADLE_TOOLS_TRAIN_OPTS_H
+#define LADLE_TOOLS_TRAIN_OPTS_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include "tool.h"
+
+#define EPOCHS_MAX 1000000
+#define BATCH_MAX ((int64_t)1 << 30)
+#define PIPE_MAX_REPLICAS 64
+
+typedef struct opts {
+    const char *data;
+    int epochs, steps, progress, bn, bn_group, D, Ph, Pw, F, adam, constant_lr, quiet;
+    int stop_after; /* leave after this many epochs (an interruption), 0: never */
+    int64_t batch;
+    double lr, momentum, weight_decay;
+    int bn_sync_index, dtype_index; /* choices, mapped to bn_sync and dtype */
+    ladle_bn_sync bn_sync;
+    uint64_t seed;
+    ladle_dtype dtype;
+    const char *checkpoint;
+    int resume;
+    const char *summary; /* a file for one machine-readable line at the end */
+    int64_t spatial[2];
+    /* pipeline mode (pipe_style -1: off) */
+    const char *pipeline;
+    int pipe_style, pipe_stages, pipe_chunks, pipe_nrep, microbatches;
+    int64_t pipe_rep[PIPE_MAX_REPLICAS];
+    const char *timeline;
+    unsigned char given[40]; /* given[i]: option i of the table was on the line */
+} opts;
+
+/* The modes an option applies to. */
+#define M_LAYOUT 1u /* ladle-train over a data x spatial x fc layout */
+#define M_PIPE 2u   /* ladle-train --pipeline */
+#define M_STUDY 4u  /* ladle-bn-study */
+#define M_TRAIN (M_LAYOUT | M_PIPE)
+#define M_ALL (M_LAYOUT | M_PIPE | M_STUDY)
+
+/* Kinds: f flag (sets 1), i int, l int64, u uint64, r real, t text, c
+ * choice (an int index), s shape AxB (two int64), L list of int64. */
+typedef struct optdef {
+    const char *name;
+    char kind;
+    unsigned modes;
+    size_t at;     /* offsetof(opts, field) */
+    double lo, hi; /* hi == -1: the number of ranks */
+    unsigned open; /* CLI_OPEN_* of a real's range */
+    const char *const *choices;
+} optdef;
+
+static const char *const bn_sync_names[] = {"global", "local", "group", NULL};
+static const char *const dtype_names[] = {"f32", "f64", NULL};
+
+#define O(field) offsetof(opts, field)
+#define RANKS (-1.0)
+/* clang-format off */
+static const optdef optdefs[] = {
+    {"--data",          't', M_ALL,    O(data),          0, 0, 0, NULL},
+    {"--epochs",        'i', M_ALL,    O(epochs),        1, EPOCHS_MAX, 0, NULL},
+    {"--steps",         'i', M_ALL,    O(steps),         1, INT_MAX, 0, NULL},
+    {"--batch",         'l', M_ALL,    O(batch),         1, (double)BATCH_MAX, 0, NULL},
+    {"--lr",            'r', M_ALL,    O(lr),            0, HUGE_VAL, CLI_OPEN_LO | CLI_OPEN_HI, NULL},
+    {"--momentum",      'r', M_ALL,    O(momentum),      0, 1, CLI_OPEN_HI, NULL},
+    {"--weight-decay",  'r', M_ALL,    O(weight_decay),  0, HUGE_VAL, CLI_OPEN_HI, NULL},
+    {"--adam",          'f', M_ALL,    O(adam),          0, 0, 0, NULL},
+    {"--constant-lr",   'f', M_ALL,    O(constant_lr),   0, 0, 0, NULL},
+    {"--seed",          'u', M_ALL,    O(seed),          0, 0, 0, NULL},
+    {"--dtype",         'c', M_ALL,    O(dtype_index),   0, 0, 0, dtype_names},
+    {"--bn",            'f', M_ALL,    O(bn),            0, 0, 0, NULL},
+    {"--quiet",         'f', M_ALL,    O(quiet),         0, 0, 0, NULL},
+    {"--progress",      'i', M_TRAIN,  O(progress),      1, INT_MAX, 0, NULL},
+    {"--data-ways",     'i', M_LAYOUT, O(D),             1, RANKS, 0, NULL},
+    {"--spatial",       's', M_LAYOUT, O(spatial),       1, RANKS, 0, NULL},
+    {"--fc-ways",       'i', M_LAYOUT, O(F),             1, RANKS, 0, NULL},
+    {"--bn-sync",       'c', M_LAYOUT, O(bn_sync_index), 0, 0, 0, bn_sync_names},
+    {"--bn-group",      'i', M_LAYOUT, O(bn_group),      1, RANKS, 0, NULL},
+    {"--checkpoint",    't', M_LAYOUT, O(checkpoint),    0, 0, 0, NULL},
+    {"--resume",        'f', M_LAYOUT, O(resume),        0, 0, 0, NULL},
+    {"--stop-after",    'i', M_LAYOUT, O(stop_after),    1, EPOCHS_MAX, 0, NULL},
+    {"--summary",       't', M_LAYOUT, O(summary),       0, 0, 0, NULL},
+    {"--pipeline",      't', M_PIPE,   O(pipeline),      0, 0, 0, NULL},
+    {"--stages",        'i', M_PIPE,   O(pipe_stages),   1, LADLE_PIPE_MAX_STAGES, 0, NULL},
+    {"--chunks",        'i', M_PIPE,   O(pipe_chunks),   1, 8, 0, NULL},
+    {"--replicas",      'L', M_PIPE,   O(pipe_rep),      1, RANKS, 0, NULL},
+    {"--microbatches",  'i', M_PIPE,   O(microbatches),  1, (double)BATCH_MAX, 0, NULL},
+    {"--timeline",      't', M_PIPE,   O(timeline),      0, 0, 0, NULL},
+};
+/* clang-format on */
+#undef O
+#define N_OPTDEFS ((int)(sizeof optdefs / sizeof optdefs[0]))
+
+static int me, world;
+static const char *tool = "ladle-train"; /* the name messages start with */
+
+static int bad(const char *why)
+{
+    if (me == 0)
+        fprintf(stderr, "%s: %s (see --help)\n", tool, why);
+    return 2;
+}
+
+static void defaults(opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->data = LADLE_FASHION_MNIST_DIR;
+    o->epochs = 3;
+    o->batch = 64;
+    o->lr = 0.03;
+    o->momentum = 0.9;
+    o->D = o->Ph = o->Pw = o->F = 1;
+    o->spatial[0] = o->spatial[1] = 1;
+    o->bn_group = 2;
+    o->seed = 1;
+    o->pipe_style = -1;
+    o->pipe_chunks = 2;
+    o->microbatches = 4;
+}
+
+/* Store argument v of option d into o. */
+static int set_option(const optdef *d, const char *v, opts *o, char *why)
+{
+    char *at = (char *)o + d->at;
+    double hi = d->hi == RANKS ? (double)world : d->hi;
+    int n = 0;
+    int64_t sh[LADLE_MAX_NDIM];
+    switch (d->kind) {
+    case 'i':
+        return cli_int32(d->name, v, (int)d->lo, (int)hi, (int *)at, why);
+    case 'l':
+        return cli_int(d->name, v, (int64_t)d->lo, (int64_t)hi, (int64_t *)at, why);
+    case 'u':
+        return cli_u64(d->name, v, (uint64_t *)at, why);
+    case 'r':
+        return cli_real(d->name, v, d->lo, hi, d->open, (double *)at, why);
+    case 'c':
+        return cli_choice(d->name, v, d->choices, (int *)at, why);
+    case 't':
+        if (*v == '\0')
+            return cli_fail(why, "%s needs a non-empty value", d->name);
+        *(const char **)at = v;
+        return 0;
+    case 's':
+        if (cli_shape(d->name, v, (int64_t)d->lo, (int64_t)hi, 2, &n, sh, why))
+            return -1;
+        if (n != 2)
+            return cli_fail(why, "%s: '%s' needs two extents, such as 2x1", d->name, v);
+        memcpy(at, sh, 2 * sizeof(int64_t));
+        return 0;
+    case 'L':
+        if (cli_ints(d->name, v, (int64_t)d->lo, (int64_t)hi, (int64_t *)at,
+                     PIPE_MAX_REPLICAS, &o->pipe_nrep, why))
+            return -1;
+        return 0;
+    }
+    return cli_fail(why, "%s: unknown kind", d->name);
+}
+
+static int given(const opts *o, const char *name)
+{
+    for (int i = 0; i < N_OPTDEFS; i++)
+        if (strcmp(optdefs[i].name, name) == 0)
+            return o->given[i];
+    return 0;
+}
+
+/* Options that only make sense together, and the layout against the ranks. */
+static int check_combinations(opts *o, unsigned mode, char *why)
+{
+    static const char *mode_name[] = {"", "a layout run", "--pipeline", "",
+                                      "ladle-bn-study"};
+    for (int i = 0; i < N_OPTDEFS; i++) {
+        if (!o->given[i] || (optdefs[i].modes & mode))
+            continue;
+        if (mode == M_LAYOUT && optdefs[i].modes == M_PIPE)
+            return cli_fail(why, "%s needs --pipeline", optdefs[i].name);
+        return cli_fail(why, "%s does not apply to %s", optdefs[i].name, mode_name[mode]);
+    }
+    if (o->resume && o->checkpoint == NULL)
+        return cli_fail(why, "--resume needs --checkpoint PATH");
+    if (o->stop_after && o->stop_after >= o->epochs)
+        return cli_fail(why,
+                        "--stop-after %d must come before the last epoch (--epochs %d)",
+                        o->stop_after, o->epochs);
+    if ((given(o, "--bn-sync") || given(o, "--bn-group")) && !o->bn)
+        return cli_fail(why, "--bn-sync and --bn-group need --bn");
+    if (given(o, "--bn-group") && o->bn_sync != LADLE_BN_SYNC_GROUP)
+        return cli_fail(why, "--bn-group needs --bn-sync group");
+    if (o->adam && given(o, "--momentum"))
+        return cli_fail(why, "--momentum is SGD's; Adam keeps its own moments");
+    if (mode == M_PIPE) {
+        if (o->pipe_style < 0)
+            return cli_fail(why,
+                            "--pipeline: '%s' is not one of gpipe, 1f1b, zbh1, "
+                            "interleaved, hybrid",
+                            o->pipeline);
+        if (given(o, "--chunks") && o->pipe_style != LADLE_PIPE_INTERLEAVED)
+            return cli_fail(why, "--chunks needs --pipeline interleaved");
+        if (given(o, "--replicas") && o->pipe_style != LADLE_PIPE_HYBRID)
+            return cli_fail(why, "--replicas needs --pipeline hybrid");
+        if (o->batch % o->microbatches != 0)
+            return cli_fail(why, "a batch of %lld does not split into %d microbatches",
+                            (long long)o->batch, o->microbatches);
+        return 0;
+    }
+    int64_t ranks = (int64_t)o->D * o->spatial[0] * o->spatial[1]; /* each <= world */
+    if (mode == M_LAYOUT && ranks > world)
+        return cli_fail(why, "the layout %d x %lldx%lld needs %lld ranks; there are %d",
+                        o->D, (long long)o->spatial[0], (long long)o->spatial[1],
+                        (long long)ranks, world);
+    if (o->F > o->spatial[0] * o->spatial[1])
+        return cli_fail(why, "--fc-ways %d is more than the %lld tiles of a batch block",
+                        o->F, (long long)(o->spatial[0] * o->spatial[1]));
+    if (o->batch < o->D)
+        return cli_fail(why, "a batch of %lld cannot be split %d ways", (long long)o->batch,
+                        o->D);
+    return 0;
+}
+
+/* Parse argv for a mode (M_LAYOUT for ladle-train, which becomes M_PIPE
+ * with --pipeline; M_STUDY for ladle-bn-study). 0: go on; -1: --help or
+ * --version answered; 2: refused, with the reason printed on rank 0. */
+static int parse(int argc, char **argv, opts *o, unsigned mode, const char *name,
+                 void (*help)(void))
+{
+    char why[CLI_WHY];
+    tool = name;
+    defaults(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (me == 0)
+                help();
+            return -1;
+        }
+        if (!strcmp(a, "--version")) {
+            if (me == 0)
+                cli_version(tool);
+            return -1;
+        }
+        int k = 0;
+        while (k < N_OPTDEFS && strcmp(a, optdefs[k].name) != 0)
+            k++;
+        if (k == N_OPTDEFS) {
+            snprintf(why, sizeof why, "%s '%s'",
+                     a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            return bad(why);
+        }
+        const optdef *d = &optdefs[k];
+        o->given[k] = 1;
+        if (d->kind == 'f') {
+            *(int *)((char *)o + d->at) = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(why, sizeof why, "%s needs a value", a);
+            return bad(why);
+        }
+        if (set_option(d, argv[++i], o, why))
+            return bad(why);
+    }
+    static const ladle_bn_sync syncs[] = {LADLE_BN_SYNC_GLOBAL, LADLE_BN_SYNC_LOCAL,
+                                          LADLE_BN_SYNC_GROUP};
+    o->bn_sync = syncs[o->bn_sync_index];
+    o->dtype = o->dtype_index ? LADLE_F64 : LADLE_F32;
+    o->Ph = (int)o->spatial[0];
+    o->Pw = (int)o->spatial[1];
+    if (o->pipeline) {
+        o->pipe_style = ladle_pipe_style_parse(o->pipeline);
+        if (mode == M_LAYOUT)
+            mode = M_PIPE;
+    }
+    if (check_combinations(o, mode, why))
+        return bad(why);
+    return 0;
+}
+
+#endif /* LADLE_TOOLS_TRAIN_OPTS_H */
