@@ -104,6 +104,10 @@ int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit);
  * LADLE_MAX_BYTES, the largest buffer ladle allocates or moves in one piece. */
 int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes);
 #define LADLE_MAX_BYTES ((int64_t)1 << 60)
+/* The most elements of a tensor (a byte count of the widest dtype that
+ * still fits LADLE_MAX_BYTES), and so the largest extent, stride, window
+ * or padding any size computation of ladle takes. */
+#define LADLE_MAX_ELEMS (LADLE_MAX_BYTES / 8)
 
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
