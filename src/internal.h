@@ -109,6 +109,19 @@ int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes);
  * or padding any size computation of ladle takes. */
 #define LADLE_MAX_ELEMS (LADLE_MAX_BYTES / 8)
 
+/* The output length of a window along one dimension, as the frameworks
+ * compute it: (n + 2p - d(k-1) - 1) / s + 1, rounded down (up in ceil mode,
+ * where the last window must still start inside the input or its left
+ * padding); 0 when the dilated kernel d(k-1)+1 is larger than the padded
+ * input n + 2p. Raises LADLE_ERR_ARG, naming `what` (e.g. "dimension 2")
+ * and the value, for k, s or d below 1, p below 0, or a padded input, a
+ * dilated kernel or a stride above LADLE_MAX_ELEMS; below that bound no
+ * sum or product of the planners (s*b - p, s*(b+c-1) + d(k-1) - p + 1 for
+ * output blocks [b, b+c)) can overflow. */
+ladle_status ladle__window_length(const char *func, const char *what, int64_t n, int64_t k,
+                                  int64_t s, int64_t p, int64_t d, int ceil_mode,
+                                  int64_t *m);
+
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
 const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);
