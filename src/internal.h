@@ -122,6 +122,16 @@ ladle_status ladle__window_length(const char *func, const char *what, int64_t n,
                                   int64_t s, int64_t p, int64_t d, int ceil_mode,
                                   int64_t *m);
 
+/* The system's text for errno value err, into buf (thread-safe). */
+const char *ladle__strerror(int err, char *buf, size_t cap);
+/* Read the regular file at path, at most max bytes, whole into *data
+ * (NUL-terminated; *size bytes without the NUL; release with ladle__free).
+ * Raises, for func, LADLE_ERR_IO with the step that failed and the
+ * system's reason (a missing file, a directory, a device, a read error),
+ * or LADLE_ERR_ALLOC. Local. */
+ladle_status ladle__read_file(const char *func, const char *path, int64_t max, char **data,
+                              size_t *size);
+
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
 const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);

@@ -410,10 +410,11 @@ ladle_status ladle_pipeline_gather_events(ladle_pipeline *pl, int *n, ladle_pipe
     LADLE_NOT_NULL(pl);
     LADLE_NOT_NULL(n);
     LADLE_NOT_NULL(events);
-    *n = 0;
-    *events = NULL;
-    if (!pl->active)
+    if (!pl->active) {
+        *n = 0;
+        *events = NULL;
         return LADLE_OK;
+    }
     MPI_Comm_size(pl->comm, &size);
     /* one rank per worker: its ranks ran the same list */
     int mine = pl->wrank == 0 ? pl->nevents * (int)sizeof(ladle_pipe_event) : 0, total = 0;
@@ -431,11 +432,10 @@ ladle_status ladle_pipeline_gather_events(ladle_pipeline *pl, int *n, ladle_pipe
     }
     LADLE_MPI(MPI_Gatherv(pl->events, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
                           pl->comm));
-    if (pl->worker == 0) {
-        *n = total / (int)sizeof(ladle_pipe_event);
-        *events = all;
-        all = NULL;
-    }
+    /* written only on success */
+    *n = pl->worker == 0 ? total / (int)sizeof(ladle_pipe_event) : 0;
+    *events = all;
+    all = NULL;
 fail:
     ladle__free(counts), ladle__free(displs), ladle__free(all);
     return st;
