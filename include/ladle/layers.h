@@ -314,12 +314,27 @@ LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction r
                                          double label_smoothing, int ndim,
                                          const int64_t input_shape[], ladle_dtype dtype,
                                          ladle_op **op);
-/* loss = L(input, target); saves input and target references. Rejects
- * labels out of range and NaN in the input (LADLE_ERR_ARG). */
+/* loss = L(input, target); saves input and target references in ctx (may
+ * be NULL). Local for a sequential loss; collective over the partition for
+ * a distributed one (ladle_dist_loss_create), whose members all get the
+ * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
+ * of range, NaN in the input, an op that is not a loss), LADLE_ERR_DTYPE,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DEVICE (tensors not on the cpu), and
+ * LADLE_ERR_NUMERIC when the loss comes out infinite or NaN (an infinite
+ * input, or terms that overflow the dtype): the call then still writes the
+ * non-finite value(s) into loss, so a caller can print them, and ctx holds
+ * the forward (a backward would give non-finite gradients);
+ * ladle_network_loss refuses the backward after it. Every other failure
+ * leaves loss and ctx as they were. A distributed loss decides
+ * LADLE_ERR_NUMERIC after summing the blocks, so every member reports it
+ * with the same message. */
 LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *input,
                                           const ladle_tensor *target, ladle_tensor *loss);
-/* dinput = dL/dinput scaled by dloss (a scalar, or per element for none). */
+/* dinput = dL/dinput scaled by dloss (a scalar, or per element for none).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
+ * with ctx), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (dinput not the input's shape),
+ * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,
                                            const ladle_tensor *dloss, ladle_tensor *dinput);
 

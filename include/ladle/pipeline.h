@@ -397,7 +397,11 @@ LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
  * ranks may pass NULL. *loss (may be NULL) gets the mean microbatch loss on
  * every worker. Collective over the members of p_pipe. Returns
  * LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, the layers' codes,
- * LADLE_ERR_MPI. */
+ * LADLE_ERR_MPI, and LADLE_ERR_NUMERIC on every worker when a microbatch's
+ * loss is not finite: the schedule still runs to its end (so no worker is
+ * left waiting), *loss gets the non-finite value, and the optimizer step
+ * has been taken with the gradients of that loss, so the parameters may no
+ * longer be finite (restore them from a checkpoint). */
 LADLE_API ladle_status ladle_pipeline_step(ladle_pipeline *pipeline, const ladle_tensor *x,
                                            const ladle_tensor *target, double *loss);
 
