@@ -1,9 +1,12 @@
-/* Reading whole files and naming the system's reasons (see internal.h). */
+/* Reading and writing whole files, and naming the system's reasons (see
+ * internal.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -70,5 +73,128 @@ ladle_status ladle__read_file(const char *func, const char *path, int64_t max, c
 fail:
     ladle__free(buf);
     fclose(f);
+    return st;
+}
+
+/* Every byte of n at fd, or -1 with errno set. */
+static int write_all(int fd, const char *p, size_t n, size_t *done)
+{
+    while (*done < n) {
+        ssize_t w = write(fd, p + *done, n - *done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        if (w == 0) { /* no progress and no reason: call it what it is */
+            errno = EIO;
+            return -1;
+        }
+        *done += (size_t)w;
+    }
+    return 0;
+}
+
+/* path + ".tmp" into buf; 0 when it does not fit. */
+static int tmp_name(const char *path, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s.tmp", path);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* Refuse a path that names a directory or something other than a file. */
+static ladle_status not_a_directory(const char *func, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func, "%s is a directory, not a file", path);
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is not a regular file (a device, pipe or socket)", path);
+    return LADLE_OK;
+}
+
+/* Write the pieces to fd: the step that failed and the reason on failure. */
+static ladle_status write_pieces(const char *func, const char *tmp, int fd, int n,
+                                 const void *const *data, const size_t *sizes)
+{
+    char why[128];
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        size_t done = 0;
+        if (write_all(fd, data[k], sizes[k], &done) != 0)
+            return ladle__raise(LADLE_ERR_IO, func, "cannot write %s (after %zu bytes): %s",
+                                tmp, total + done, ladle__strerror(errno, why, sizeof why));
+        total += done;
+    }
+    /* on the disk before it replaces the old file */
+    if (fsync(fd) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot flush %s to the disk: %s", tmp,
+                            ladle__strerror(errno, why, sizeof why));
+    return LADLE_OK;
+}
+
+/* After a rename, the directory entry itself (best effort: some file
+ * systems cannot sync a directory, and the file is already in place). */
+static void sync_directory(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    int n = slash == NULL   ? snprintf(dir, sizeof dir, ".")
+            : slash == path ? snprintf(dir, sizeof dir, "/")
+                            : snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (n <= 0 || (size_t)n >= sizeof dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+ladle_status ladle__write_file(const char *func, const char *path, int n,
+                               const void *const *data, const size_t *sizes)
+{
+    ladle_status st = LADLE_OK;
+    char tmp[4096], why[128];
+    if (!tmp_name(path, tmp, sizeof tmp))
+        return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
+    LADLE_CALL(not_a_directory(func, path));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot create %s: %s", tmp,
+                            ladle__strerror(errno, why, sizeof why));
+    st = write_pieces(func, tmp, fd, n, data, sizes);
+    if (close(fd) != 0 && st == LADLE_OK)
+        st = ladle__raise(LADLE_ERR_IO, func, "cannot close %s: %s", tmp,
+                          ladle__strerror(errno, why, sizeof why));
+    if (st == LADLE_OK && rename(tmp, path) != 0)
+        st = ladle__raise(LADLE_ERR_IO, func, "cannot rename %s to %s: %s", tmp, path,
+                          ladle__strerror(errno, why, sizeof why));
+    if (st != LADLE_OK) {
+        /* the old file, if any, is untouched: only the partial copy goes */
+        (void)unlink(tmp);
+        return st;
+    }
+    sync_directory(path);
+fail:
+    return st;
+}
+
+ladle_status ladle__check_writable(const char *func, const char *path)
+{
+    ladle_status st = LADLE_OK;
+    char tmp[4096], why[128];
+    if (!tmp_name(path, tmp, sizeof tmp))
+        return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
+    LADLE_CALL(not_a_directory(func, path));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot create %s: %s", tmp,
+                            ladle__strerror(errno, why, sizeof why));
+    close(fd);
+    if (unlink(tmp) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot remove %s: %s", tmp,
+                            ladle__strerror(errno, why, sizeof why));
+fail:
     return st;
 }

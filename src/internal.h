@@ -132,6 +132,20 @@ const char *ladle__strerror(int err, char *buf, size_t cap);
 ladle_status ladle__read_file(const char *func, const char *path, int64_t max, char **data,
                               size_t *size);
 
+/* Write n pieces (data[k], sizes[k] bytes) as the file at path, safely:
+ * into path.tmp, synced to the disk, then renamed over path, so a reader
+ * sees the old file or the new one, never a part. On failure path.tmp is
+ * removed and an existing file at path is left untouched; the status
+ * (LADLE_ERR_IO, raised for func) names the step that failed (create,
+ * write, flush, close, rename) and the system's reason. A path that is a
+ * directory is refused. Local. */
+ladle_status ladle__write_file(const char *func, const char *path, int n,
+                               const void *const *data, const size_t *sizes);
+/* Whether ladle__write_file could write path: not a directory, path.tmp
+ * can be created (and is removed again). Raises LADLE_ERR_IO with the
+ * reason. Local. */
+ladle_status ladle__check_writable(const char *func, const char *path);
+
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
 const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);
@@ -144,6 +158,10 @@ uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes);
  * counter), and the uniform double in [-1, 1) made from it. */
 uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* Parameter i of an optimizer (borrowed), or NULL: for checking that an
+ * optimizer holds a network's parameters. */
+ladle_tensor *ladle__optimizer_param(const ladle_optimizer *opt, int i);
 
 /* ---- tensors ---- */
 struct ladle_tensor {

@@ -212,6 +212,11 @@ double ladle_optimizer_lr(const ladle_optimizer *o) { return o ? o->d.lr : 0.0; 
 int64_t ladle_optimizer_steps(const ladle_optimizer *o) { return o ? o->steps : 0; }
 int ladle_optimizer_num_params(const ladle_optimizer *o) { return o ? o->n : 0; }
 
+ladle_tensor *ladle__optimizer_param(const ladle_optimizer *o, int i)
+{
+    return o != NULL && i >= 0 && i < o->n ? o->slots[i].param : NULL;
+}
+
 ladle_tensor *ladle_optimizer_state(const ladle_optimizer *o, int i, int k)
 {
     if (o == NULL || i < 0 || i >= o->n || k < 0 || k > 1)
