@@ -159,6 +159,14 @@ typedef struct ladle_conv_desc {
  * groups 1, with bias. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
+/* A convolution over x of x_shape (N x C x spatial). Not collective.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (bad channel
+ * counts or groups, a kernel, stride or dilation below 1 or a negative
+ * padding, and values so large that the output length would overflow:
+ * the padded input, the dilated kernel and the stride may not pass 2^57;
+ * a weight of more than 2^57 elements), LADLE_ERR_SHAPE (x's channels, a
+ * kernel larger than the padded input, an output too large, matrices
+ * above 2^31 rows or columns), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, uint64_t seed, ladle_op **op);
 
@@ -183,6 +191,11 @@ typedef struct ladle_pool_desc {
 
 LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd,
                                     int64_t kernel);
+/* Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG
+ * (an unknown kind, a window value out of range or so large that the
+ * output length would overflow, padding above half the kernel, dilation in
+ * average pooling), LADLE_ERR_SHAPE (a window larger than the padded
+ * input, an output too large), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, ladle_op **op);
 
