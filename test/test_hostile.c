@@ -184,6 +184,9 @@ START_TEST(tensor_shapes)
     ladle_op *op = NULL;
     int64_t x3[3] = {2, INT64_C(1) << 40, INT64_C(1) << 40};
     FAILS_SAYING(ladle_flatten_create(3, x3, LADLE_F32, &op), LADLE_ERR_SHAPE, "too large");
+    int64_t wide[2] = {INT64_C(1) << 40, 1}; /* a y of 2^40 x 2^30 does not fit */
+    FAILS_SAYING(ladle_linear_create(2, wide, INT64_C(1) << 30, 1, LADLE_F32, 1, &op),
+                 LADLE_ERR_SHAPE, "too large");
     int64_t x2[2] = {4, INT64_C(1) << 31};
     FAILS_SAYING(ladle_linear_create(2, x2, INT64_C(1) << 31, 1, LADLE_F32, 1, &op),
                  LADLE_ERR_SHAPE, "2^31");
