@@ -21,12 +21,12 @@ const char *ladle__strerror(int err, char *buf, size_t cap)
 }
 
 /* Whether an open file is a regular file; raises otherwise. */
-static ladle_status regular(const char *func, const char *path, FILE *f, int64_t max,
+static ladle_status regular(const char *func, const char *path, int fd, int64_t max,
                             int64_t *size)
 {
     struct stat sb;
     char why[128];
-    if (fstat(fileno(f), &sb) != 0)
+    if (fstat(fd, &sb) != 0)
         return ladle__raise(LADLE_ERR_IO, func, "cannot stat %s: %s", path,
                             ladle__strerror(errno, why, sizeof why));
     if (S_ISDIR(sb.st_mode))
@@ -42,6 +42,24 @@ static ladle_status regular(const char *func, const char *path, FILE *f, int64_t
     return LADLE_OK;
 }
 
+/* n bytes from fd into p; -1 with errno set (0 for a file that ended). */
+static int read_all(int fd, char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = read(fd, p + done, n - done);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = 0;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return 0;
+}
+
 ladle_status ladle__read_file(const char *func, const char *path, int64_t max, char **data,
                               size_t *size)
 {
@@ -49,22 +67,23 @@ ladle_status ladle__read_file(const char *func, const char *path, int64_t max, c
     char why[128];
     char *buf = NULL;
     int64_t len = 0;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    /* non-blocking, so that a FIFO named by mistake cannot stop the caller
+     * (and the ranks waiting for its verdict) before fstat refuses it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return ladle__raise(LADLE_ERR_IO, func, "cannot open %s: %s", path,
                             ladle__strerror(errno, why, sizeof why));
-    LADLE_CALL(regular(func, path, f, max, &len));
+    LADLE_CALL(regular(func, path, fd, max, &len));
     buf = ladle__calloc((size_t)len + 1, 1);
     if (buf == NULL) {
         st = ladle__raise(LADLE_ERR_ALLOC, func, "cannot allocate %lld bytes to read %s",
                           (long long)len, path);
         goto fail;
     }
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        int err = ferror(f) ? errno : 0;
+    if (read_all(fd, buf, (size_t)len) != 0) {
         st = ladle__raise(LADLE_ERR_IO, func, "cannot read %s: %s", path,
-                          err ? ladle__strerror(err, why, sizeof why)
-                              : "it became shorter while being read");
+                          errno ? ladle__strerror(errno, why, sizeof why)
+                                : "it became shorter while being read");
         goto fail;
     }
     *data = buf;
@@ -72,7 +91,7 @@ ladle_status ladle__read_file(const char *func, const char *path, int64_t max, c
     buf = NULL;
 fail:
     ladle__free(buf);
-    fclose(f);
+    close(fd);
     return st;
 }
 
@@ -110,6 +129,26 @@ static ladle_status not_a_directory(const char *func, const char *path)
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return ladle__raise(LADLE_ERR_IO, func,
                             "%s is not a regular file (a device, pipe or socket)", path);
+    return LADLE_OK;
+}
+
+/* Create (or truncate) the regular file tmp for writing. Non-blocking, so
+ * that a FIFO of that name cannot stop the caller; anything but a regular
+ * file is refused. */
+static ladle_status create_tmp(const char *func, const char *tmp, int *out)
+{
+    char why[128];
+    int64_t size = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot create %s: %s", tmp,
+                            ladle__strerror(errno, why, sizeof why));
+    ladle_status st = regular(func, tmp, fd, INT64_MAX, &size);
+    if (st != LADLE_OK) {
+        close(fd);
+        return st;
+    }
+    *out = fd;
     return LADLE_OK;
 }
 
@@ -159,10 +198,8 @@ ladle_status ladle__write_file(const char *func, const char *path, int n,
     if (!tmp_name(path, tmp, sizeof tmp))
         return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
     LADLE_CALL(not_a_directory(func, path));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return ladle__raise(LADLE_ERR_IO, func, "cannot create %s: %s", tmp,
-                            ladle__strerror(errno, why, sizeof why));
+    int fd = -1;
+    LADLE_CALL(create_tmp(func, tmp, &fd));
     st = write_pieces(func, tmp, fd, n, data, sizes);
     if (close(fd) != 0 && st == LADLE_OK)
         st = ladle__raise(LADLE_ERR_IO, func, "cannot close %s: %s", tmp,
@@ -187,10 +224,8 @@ ladle_status ladle__check_writable(const char *func, const char *path)
     if (!tmp_name(path, tmp, sizeof tmp))
         return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
     LADLE_CALL(not_a_directory(func, path));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return ladle__raise(LADLE_ERR_IO, func, "cannot create %s: %s", tmp,
-                            ladle__strerror(errno, why, sizeof why));
+    int fd = -1;
+    LADLE_CALL(create_tmp(func, tmp, &fd));
     close(fd);
     if (unlink(tmp) != 0)
         return ladle__raise(LADLE_ERR_IO, func, "cannot remove %s: %s", tmp,

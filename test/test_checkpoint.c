@@ -1,9 +1,10 @@
 /* Checkpoints: written on one layout, loaded on another (or on sequential
  * layers), training continues exactly; torn, truncated, altered and foreign
  * files are refused on every rank; writes that fail (a file size limit, a
- * path through a regular file, a directory, a missing directory) say why on
- * every rank, leave no .tmp behind and the previous checkpoint intact; an
- * optimizer that does not hold the network's parameters is refused. */
+ * path through a regular file, a directory, a missing directory, a FIFO)
+ * say why on every rank, leave no .tmp behind and the previous checkpoint
+ * intact; an optimizer that does not hold the network's parameters is
+ * refused. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -315,6 +316,8 @@ START_TEST(bad_paths)
 {
     ladle_network *net = lenet(1, 1, 1, 1, 1, 0);
     char plain[256], dir[256], through[300], missing[300], good[256], tmp[300], msg[1024];
+    char fifo[256];
+    own_path(fifo, sizeof fifo, "fifo");
     own_path(plain, sizeof plain, "plain");
     own_path(dir, sizeof dir, "dir");
     own_path(good, sizeof good, "good.bin");
@@ -326,13 +329,16 @@ START_TEST(bad_paths)
         if (f)
             fclose(f);
         mkdir(dir, 0700);
+        mkfifo(fifo, 0600); /* opening it blocks unless the library takes care */
     }
     MPI_Barrier(MPI_COMM_WORLD);
     struct {
         const char *path, *reason;
-    } cases[3] = {{through, "Not a directory"}, {dir, "directory"},
-                  {missing, "No such file or directory"}};
-    for (int k = 0; k < 3; k++) {
+    } cases[4] = {{through, "Not a directory"},
+                  {dir, "directory"},
+                  {missing, "No such file or directory"},
+                  {fifo, "not a regular file"}};
+    for (int k = 0; k < 4; k++) {
         ladle_status st = ladle_checkpoint_check_path(cases[k].path, MPI_COMM_WORLD);
         said(msg, sizeof msg);
         LT_ASSERT(st == LADLE_ERR_IO && strstr(msg, cases[k].reason), "check %s: %s (%s)",
@@ -352,6 +358,7 @@ START_TEST(bad_paths)
     LT_FAILS(ladle_checkpoint_check_path(NULL, MPI_COMM_WORLD), LADLE_ERR_NULL);
     if (lt_rank == 0) {
         remove(plain);
+        remove(fifo);
         rmdir(dir);
     }
     ladle_network_destroy(&net);
