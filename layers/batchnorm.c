@@ -431,8 +431,9 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     LADLE_CHECK(x_shape[1] == d->num_features && d->num_features >= 1, LADLE_ERR_SHAPE,
                 "x has %lld channels, the layer %lld features", (long long)x_shape[1],
                 (long long)d->num_features);
-    LADLE_CHECK(d->eps > 0 && d->momentum <= 1, LADLE_ERR_ARG,
-                "eps %g must be > 0 and momentum %g at most 1", d->eps, d->momentum);
+    LADLE_CHECK(d->eps > 0 && isfinite(d->eps) && d->momentum <= 1, LADLE_ERR_ARG,
+                "eps %g must be finite and > 0 and momentum %g at most 1", d->eps,
+                d->momentum);
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     v->c = d->num_features;

@@ -29,6 +29,12 @@ static ladle_status check_parts(const char *func, int n, const ladle_tensor *con
             return ladle__raise(LADLE_ERR_SHAPE, func,
                                 "part %d does not match the whole outside dimension %d", k,
                                 dim);
+        /* compared before it is added: the sum never overflows */
+        if (p->shape[dim] > whole->shape[dim] - total)
+            return ladle__raise(LADLE_ERR_SHAPE, func,
+                                "the parts pass the whole's extent %lld along dimension %d "
+                                "at part %d",
+                                (long long)whole->shape[dim], dim, k);
         total += p->shape[dim];
     }
     if (total != whole->shape[dim])

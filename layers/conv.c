@@ -19,6 +19,7 @@
  * by vectors; with many kernel taps and few output channels the forward and
  * the weight gradient take the wide-row path of conv_wide.c instead.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/op_impl.h"
@@ -400,10 +401,39 @@ void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels, int64
     d->bias = 1;
 }
 
+/* The window of every spatial dimension (lower ones are unit extents). */
+static ladle_status plan_window(const ladle_conv_desc *d, const int64_t *xs, conv *v)
+{
+    const char *f = "ladle_conv_create";
+    char what[40];
+    for (int i = 0; i < 3; i++) {
+        int s = i - (3 - d->nd); /* index into the description, or < 0 for padding dims */
+        v->in[i] = s < 0 ? 1 : xs[2 + s];
+        v->k[i] = s < 0 ? 1 : d->kernel[s];
+        v->s[i] = s < 0 ? 1 : d->stride[s];
+        v->p[i] = s < 0 ? 0 : d->padding[s];
+        v->d[i] = s < 0 ? 1 : d->dilation[s];
+        snprintf(what, sizeof what, "spatial dimension %d", s < 0 ? 0 : s);
+        ladle_status st = ladle__window_length(f, what, v->in[i], v->k[i], v->s[i], v->p[i],
+                                               v->d[i], 0, &v->out[i]);
+        if (st != LADLE_OK)
+            return st;
+        if (v->out[i] < 1)
+            return ladle__raise(LADLE_ERR_SHAPE, f,
+                                "the dilated kernel (%lld) is larger than the padded input "
+                                "(%lld)",
+                                (long long)(v->d[i] * (v->k[i] - 1) + 1),
+                                (long long)(v->in[i] + 2 * v->p[i]));
+    }
+    return LADLE_OK;
+}
+
 /* Check the description against x's shape and fill the geometry. */
 static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
 {
     const char *f = "ladle_conv_create";
+    char a[160];
+    ladle_status st = LADLE_OK;
     if (d->nd < 1 || d->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", d->nd);
     if (d->in_channels < 1 || d->out_channels < 1 || d->groups < 1 ||
@@ -420,30 +450,26 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     v->g = d->groups;
     v->cg = v->c / v->g;
     v->cog = v->co / v->g;
-    v->kvol = v->pin = v->pout = 1;
-    for (int i = 0; i < 3; i++) {
-        int s = i - (3 - d->nd); /* index into the description, or < 0 for padding dims */
-        v->in[i] = s < 0 ? 1 : xs[2 + s];
-        v->k[i] = s < 0 ? 1 : d->kernel[s];
-        v->s[i] = s < 0 ? 1 : d->stride[s];
-        v->p[i] = s < 0 ? 0 : d->padding[s];
-        v->d[i] = s < 0 ? 1 : d->dilation[s];
-        if (v->k[i] < 1 || v->s[i] < 1 || v->p[i] < 0 || v->d[i] < 1)
-            return ladle__raise(LADLE_ERR_ARG, f, "kernel, stride and dilation must be >= 1 "
-                                "and padding >= 0");
-        int64_t span = v->in[i] + 2 * v->p[i] - v->d[i] * (v->k[i] - 1) - 1;
-        if (span < 0)
-            return ladle__raise(LADLE_ERR_SHAPE, f,
-                                "the dilated kernel (%lld) is larger than the padded input "
-                                "(%lld)",
-                                (long long)(v->d[i] * (v->k[i] - 1) + 1),
-                                (long long)(v->in[i] + 2 * v->p[i]));
-        v->out[i] = span / v->s[i] + 1;
-        v->kvol *= v->k[i];
-        v->pin *= v->in[i];
-        v->pout *= v->out[i];
-    }
+    if ((st = plan_window(d, xs, v)) != LADLE_OK)
+        return st;
+    /* the weight (Co x Cg x kernel) and one image's output must be tensors */
+    int64_t ws[5] = {v->co, v->cg, v->k[0], v->k[1], v->k[2]};
+    int64_t ys[4] = {v->co, v->out[0], v->out[1], v->out[2]};
+    if (ladle__volume_within(5, ws, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "the weight, %s, is too large (more than 2^57 elements)",
+                            ladle__fmt_shape64(a, sizeof a, 5, ws));
+    if (ladle__volume_within(4, ys, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_SHAPE, f,
+                            "the output of one image, %s, is too large (more than 2^57 "
+                            "elements)",
+                            ladle__fmt_shape64(a, sizeof a, 4, ys));
+    v->kvol = v->k[0] * v->k[1] * v->k[2];
+    v->pin = v->in[0] * v->in[1] * v->in[2];
+    v->pout = v->out[0] * v->out[1] * v->out[2];
     v->kk = v->cg * v->kvol;
+    if (v->kk > INT32_MAX || v->pout > INT32_MAX || v->co > INT32_MAX)
+        return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
     v->pointwise = v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
                    v->p[0] + v->p[1] + v->p[2] == 0;
     v->hp = v->in[1] + 2 * v->p[1]; /* the padded planes of plane_cols and conv_wide.c */
@@ -454,10 +480,11 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     int64_t b = per >= target || v->pointwise ? 1 : (target + per - 1) / per;
     if (b > xs[0])
         b = xs[0];
+    /* kk, b and per are below 2^31 each: kk * b * per fits */
     while (b > 1 && v->kk * b * per > COL_BUDGET)
         b--;
     v->batch_per_gemm = b < 1 ? 1 : b;
-    if (v->kk > INT32_MAX || v->batch_per_gemm * v->pout > INT32_MAX || v->co > INT32_MAX)
+    if (v->batch_per_gemm * v->pout > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
     return LADLE_OK;
 }
@@ -485,24 +512,24 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
         ys[2 + i] = v->out[3 - d->nd + i];
         ws[2 + i] = d->kernel[i];
     }
+    int64_t numel;
+    /* the whole batch's y */
+    LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
     size_t es = ladle_dtype_size(dtype);
     const ladle_backend *be = ladle__backend(LADLE_CPU);
     /* the wide path's column and matrix buffers (B q columns) also serve
      * the backward, which takes the im2col path (B P <= B q columns) */
     if (v->wide)
         LADLE_CALL(ladle__conv_wide_alloc(v, be, es));
-    else if (!v->pointwise) {
-        v->col = be->alloc((size_t)(v->kk * v->batch_per_gemm * v->pout) * es);
-        LADLE_CHECK(v->col != NULL, LADLE_ERR_ALLOC, "out of memory for the column buffer");
-    }
-    if (!v->pointwise && v->in[0] == 1 && v->k[0] == 1 && v->s[2] == 1) { /* plane_cols */
-        v->plane = be->alloc((size_t)(2 * v->hp * v->wp) * es);
-        LADLE_CHECK(v->plane != NULL, LADLE_ERR_ALLOC, "out of memory");
-    }
-    if (v->batch_per_gemm > 1 && !v->wide) {
-        v->mat = be->alloc((size_t)(v->cog * v->batch_per_gemm * v->pout) * es);
-        LADLE_CHECK(v->mat != NULL, LADLE_ERR_ALLOC, "out of memory");
-    }
+    else if (!v->pointwise)
+        LADLE_CALL(ladle__conv_buffer(be, v->kk, v->batch_per_gemm * v->pout, es,
+                                      "column buffer", &v->col));
+    if (!v->pointwise && v->in[0] == 1 && v->k[0] == 1 && v->s[2] == 1) /* plane_cols */
+        LADLE_CALL(
+            ladle__conv_buffer(be, 2 * v->hp, v->wp, es, "padded planes", &v->plane));
+    if (v->batch_per_gemm > 1 && !v->wide)
+        LADLE_CALL(ladle__conv_buffer(be, v->cog, v->batch_per_gemm * v->pout, es,
+                                      "output matrix", &v->mat));
     LADLE_CALL(ladle__layer_new(&conv_vt, dtype, 2 + d->nd, x_shape, 2 + d->nd, ys, 1, &op));
     op->impl = v;
     v = NULL;

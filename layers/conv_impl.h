@@ -98,6 +98,11 @@ DEFINE_ROWS(double, f64)
  * from 136 to 300, slower from 512). */
 #define LADLE_CONV_WIDE_COLUMNS 256
 
+/* rows x cols elements of es bytes from be into *out, or a status saying
+ * which buffer (what) is too large or could not be had. */
+ladle_status ladle__conv_buffer(const ladle_backend *be, int64_t rows, int64_t cols,
+                                size_t es, const char *what, void **out);
+
 /* Whether the wide-row path suits v (a plan filled by conv.c, padded
  * extents included; sets q), and its workspace. */
 int ladle__conv_wide_plan(conv *v);

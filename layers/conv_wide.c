@@ -47,7 +47,9 @@ int ladle__conv_wide_plan(conv *v)
 {
     if (v->pointwise || v->in[0] != 1 || v->k[0] != 1 || v->s[1] != 1 || v->s[2] != 1)
         return 0;
-    int64_t q = (v->out[1] - 1) * v->wp + v->out[2];
+    int64_t q = 0;
+    if (!ladle__mul_ok(v->out[1] - 1, v->wp, &q) || !ladle__add_ok(q, v->out[2], &q))
+        return 0;
     double spare = (double)q / (double)v->pout;
     if (spare > MAX_SPARE || v->kk < MIN_TAPS || v->cog > MAX_CO)
         return 0;
@@ -55,21 +57,43 @@ int ladle__conv_wide_plan(conv *v)
     return 1;
 }
 
+ladle_status ladle__conv_buffer(const ladle_backend *be, int64_t rows, int64_t cols,
+                                size_t es, const char *what, void **out)
+{
+    int64_t n = 0;
+    size_t bytes = 0;
+    if (!ladle__mul_ok(rows, cols, &n) || !ladle__bytes_ok(n, es, &bytes))
+        return ladle__raise(LADLE_ERR_SHAPE, "ladle_conv_create",
+                            "the %s (%lld x %lld elements) is too large", what,
+                            (long long)rows, (long long)cols);
+    *out = be->alloc(bytes);
+    if (*out == NULL && bytes > 0)
+        return ladle__raise(LADLE_ERR_ALLOC, "ladle_conv_create",
+                            "cannot allocate %zu bytes for the %s", bytes, what);
+    return LADLE_OK;
+}
+
 ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
 {
-    const char *f = "ladle_conv_create";
-    int padded = v->p[1] + v->p[2] > 0;
-    int64_t cols = v->batch_per_gemm * v->q;
-    v->col = be->alloc((size_t)(v->kk * cols) * es);
-    v->mat = be->alloc((size_t)(v->cog * cols) * es);
-    v->dyw = be->alloc((size_t)(v->cog * cols) * es);
-    v->dwt = be->alloc((size_t)(v->kk * v->co) * es);
-    if (padded)
-        v->xpad = be->alloc((size_t)(v->cg * v->hp * v->wp) * es);
-    if (v->col == NULL || v->mat == NULL || v->dyw == NULL || v->dwt == NULL ||
-        (padded && v->xpad == NULL))
-        return ladle__raise(LADLE_ERR_ALLOC, f, "out of memory for the convolution's workspace");
-    return LADLE_OK;
+    ladle_status st = LADLE_OK;
+    int64_t cols = 0;
+    if (!ladle__mul_ok(v->batch_per_gemm, v->q, &cols))
+        return ladle__raise(LADLE_ERR_SHAPE, "ladle_conv_create",
+                            "%lld images of %lld columns are too many",
+                            (long long)v->batch_per_gemm, (long long)v->q);
+    if ((st = ladle__conv_buffer(be, v->kk, cols, es, "column buffer", &v->col)) ||
+        (st = ladle__conv_buffer(be, v->cog, cols, es, "output matrix", &v->mat)) ||
+        (st = ladle__conv_buffer(be, v->cog, cols, es, "spread gradient", &v->dyw)) ||
+        (st = ladle__conv_buffer(be, v->kk, v->co, es, "transposed weight gradient",
+                                 &v->dwt)))
+        return st;
+    if (v->p[1] + v->p[2] > 0) { /* cg padded planes of x */
+        int64_t rows = 0;
+        if (!ladle__mul_ok(v->cg, v->hp, &rows))
+            rows = INT64_MAX; /* and ladle__conv_buffer says it is too large */
+        st = ladle__conv_buffer(be, rows, v->wp, es, "padded planes", &v->xpad);
+    }
+    return st;
 }
 
 void ladle__conv_wide_free(conv *v, const ladle_backend *be)

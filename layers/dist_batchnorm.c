@@ -373,7 +373,8 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
         local = ladle__raise(LADLE_ERR_PARTITION, f,
                              "x has %d dimensions (2 to 5) and p_x %d: they must agree", ndim,
                              ladle_partition_ndim(p_x));
-    else if (x_shape[1] != d->num_features || d->eps <= 0 || d->momentum > 1)
+    else if (x_shape[1] != d->num_features || !(d->eps > 0 && isfinite(d->eps)) ||
+             !(d->momentum <= 1))
         local = ladle__raise(x_shape[1] != d->num_features ? LADLE_ERR_SHAPE : LADLE_ERR_ARG, f,
                              "x has %lld channels for %lld features (eps %g, momentum %g)",
                              (long long)x_shape[1], (long long)d->num_features, d->eps,

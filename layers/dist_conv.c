@@ -16,6 +16,7 @@
  * gradients are summed over the partition by ladle_layer_sync_gradients.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/dist.h"
@@ -296,17 +297,19 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
         if (xs[i] < 1)
             return ladle__raise(LADLE_ERR_SHAPE, f, "x extent %lld in dimension %d",
                                 (long long)xs[i], i);
-    for (int i = 0; i < sp->nd; i++) {
-        if (sp->k[i] < 1 || sp->s[i] < 1 || sp->p[i] < 0 || sp->d[i] < 1)
-            return ladle__raise(LADLE_ERR_ARG, f,
-                                "kernel, stride and dilation must be >= 1 and padding >= 0");
-        if (xs[2 + i] + 2 * sp->p[i] < sp->d[i] * (sp->k[i] - 1) + 1)
-            return ladle__raise(LADLE_ERR_SHAPE, f,
-                                "the window (%lld) is larger than the padded input (%lld)",
-                                (long long)(sp->d[i] * (sp->k[i] - 1) + 1),
-                                (long long)(xs[2 + i] + 2 * sp->p[i]));
+    int64_t numel, m = 0;
+    ladle_status st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
+    for (int i = 0; st == LADLE_OK && i < sp->nd; i++) {
+        snprintf(a, sizeof a, "spatial dimension %d", i);
+        st = ladle__window_length(f, a, xs[2 + i], sp->k[i], sp->s[i], sp->p[i], sp->d[i],
+                                  sp->ceil_mode, &m);
+        if (st == LADLE_OK && m < 1)
+            st = ladle__raise(LADLE_ERR_SHAPE, f,
+                              "the window (%lld) is larger than the padded input (%lld)",
+                              (long long)(sp->d[i] * (sp->k[i] - 1) + 1),
+                              (long long)(xs[2 + i] + 2 * sp->p[i]));
     }
-    return LADLE_OK;
+    return st;
 }
 
 /* The output's layout: o's split in every dimension but the channels,

@@ -14,6 +14,7 @@
  * weight blocks' copies over the tiles have their gradients summed by
  * ladle_layer_sync_gradients (as do the bias blocks, on column j = 0).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../primitives/pair.h"
@@ -284,6 +285,10 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
     if (d->nd < 1 || d->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", d->nd);
     int nd = 2 + d->nd;
+    int64_t numel;
+    ladle_status st = ladle__check_shape(f, nd, xs, &numel);
+    if (st != LADLE_OK)
+        return st;
     if (ladle_partition_ndim(p_x) != nd || ladle_partition_ndim(p_w) != nd ||
         ladle_partition_ndim(p_y) != nd)
         return ladle__raise(LADLE_ERR_PARTITION, f, "p_x, p_w and p_y need %d dimensions", nd);
@@ -295,6 +300,8 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
     if (!fits)
         return ladle__raise(LADLE_ERR_PARTITION, f,
                             "p_x must be 1 x Pci x S, p_y 1 x Pco x S and p_w Pco x Pci x S");
+    if (d->groups < 1)
+        return ladle__raise(LADLE_ERR_ARG, f, "%lld groups", (long long)d->groups);
     if (d->groups != 1 && (sw[0] > 1 || sw[1] > 1))
         return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
                             "grouped convolutions cannot split their channels");
@@ -304,10 +311,17 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
                             "x has %lld channels; the layer %lld in, %lld out, over %d x %d",
                             (long long)xs[1], (long long)d->in_channels,
                             (long long)d->out_channels, sw[0], sw[1]);
-    for (int i = 0; i < d->nd; i++)
-        if (xs[2 + i] + 2 * d->padding[i] < d->dilation[i] * (d->kernel[i] - 1) + 1 ||
-            d->kernel[i] < 1 || d->stride[i] < 1 || d->dilation[i] < 1 || d->padding[i] < 0)
+    char what[40];
+    int64_t m = 0;
+    for (int i = 0; i < d->nd; i++) {
+        snprintf(what, sizeof what, "spatial dimension %d", i);
+        st = ladle__window_length(f, what, xs[2 + i], d->kernel[i], d->stride[i],
+                                  d->padding[i], d->dilation[i], 0, &m);
+        if (st != LADLE_OK)
+            return st;
+        if (m < 1)
             return ladle__raise(LADLE_ERR_SHAPE, f, "the window does not fit the input");
+    }
     return LADLE_OK;
 }
 

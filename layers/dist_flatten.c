@@ -102,6 +102,35 @@ fail:
     return st;
 }
 
+/* The checks every rank makes alike; *feat gets the features per sample. */
+static ladle_status flat_checks(const ladle_partition *p_x, int ndim,
+                                const int64_t *x_shape, const ladle_partition *p_y,
+                                ladle_dtype dtype, unsigned flags, int64_t *feat,
+                                const char *f)
+{
+    int64_t numel = 0;
+    /* a checked shape first: then the product of its extents cannot overflow */
+    ladle_status st = ladle__check_shape(f, ndim, x_shape, &numel);
+    if (st != LADLE_OK)
+        return st;
+    for (int d = 1; d < ndim; d++)
+        *feat *= x_shape[d];
+    if (!ladle__is_real(dtype))
+        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
+                            ladle_dtype_name(dtype));
+    if (ndim < 2 || ladle_partition_ndim(p_x) != ndim || ladle_partition_ndim(p_y) != 2)
+        return ladle__raise(LADLE_ERR_PARTITION, f,
+                            "x needs 2 or more dimensions on a grid of as many, and p_y 2");
+    if (flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    if (x_shape[0] < ladle_partition_shape(p_y)[0] || *feat < ladle_partition_shape(p_y)[1])
+        return ladle__raise(LADLE_ERR_SHAPE, f,
+                            "a batch of %lld and %lld features on a %dx%d grid",
+                            (long long)x_shape[0], (long long)*feat,
+                            ladle_partition_shape(p_y)[0], ladle_partition_shape(p_y)[1]);
+    return LADLE_OK;
+}
+
 ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
                                        const int64_t x_shape[], const ladle_partition *p_y,
                                        ladle_dtype dtype, unsigned flags, ladle_op **out)
@@ -118,25 +147,10 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[2] = {p_x, p_y};
     int64_t feat = 1;
-    for (int d = 1; d < ndim && d < LADLE_MAX_NDIM; d++)
-        feat *= x_shape[d];
-    int64_t yg[2] = {ndim >= 1 ? x_shape[0] : 0, feat};
-    if (!ladle__is_real(dtype))
-        local = ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                             ladle_dtype_name(dtype));
-    else if (ndim < 2 || ndim > LADLE_MAX_NDIM || ladle_partition_ndim(p_x) != ndim ||
-             ladle_partition_ndim(p_y) != 2)
-        local = ladle__raise(LADLE_ERR_PARTITION, f,
-                             "x needs 2 or more dimensions on a grid of as many, and p_y 2");
-    else if (flags & ~(unsigned)LADLE_CHECKED)
-        local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
-    else if (x_shape[0] < ladle_partition_shape(p_y)[0] || feat < ladle_partition_shape(p_y)[1])
-        local = ladle__raise(LADLE_ERR_SHAPE, f,
-                             "a batch of %lld and %lld features on a %dx%d grid",
-                             (long long)x_shape[0], (long long)feat,
-                             ladle_partition_shape(p_y)[0], ladle_partition_shape(p_y)[1]);
+    local = flat_checks(p_x, ndim, x_shape, p_y, dtype, flags, &feat, f);
+    int64_t yg[2] = {local == LADLE_OK ? x_shape[0] : 0, feat};
     int64_t args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
-    for (int d = 0; d < ndim && d < 5; d++)
+    for (int d = 0; local == LADLE_OK && d < ndim && d < 5; d++)
         args[3 + d] = x_shape[d];
     LADLE_CALL(ladle__dist_begin(2, parts, local,
                                  ladle__dist_hash(LADLE_HASH_INIT, 2, parts, 8, args), &comm, f));

@@ -4,10 +4,14 @@
  * count; one all-sum-reduce over the partition adds the blocks' values, so
  * every member holds the loss of the whole batch. The same reduction
  * carries a flag per rank, so a rank that rejects its input (NaN, a label
- * out of range) fails every rank instead of leaving them waiting. The
- * backward needs no message: d(sum of blocks)/d(block) is the block's own
- * gradient, already scaled by the global count.
+ * out of range) fails every rank instead of leaving them waiting. A block
+ * whose loss is not finite is no such failure: its value goes into the
+ * sum, and every member finds the batch's loss non-finite alike
+ * (LADLE_ERR_NUMERIC, with the same message). The backward needs no
+ * message: d(sum of blocks)/d(block) is the block's own gradient, already
+ * scaled by the global count.
  */
+#include <math.h>
 #include <string.h>
 
 #include "../src/dist.h"
@@ -35,6 +39,12 @@ static void dloss_free(distloss *v)
     ladle__free(v);
 }
 
+static double value_of(const ladle_tensor *t)
+{
+    return t->dtype == LADLE_F32 ? (double)((const float *)t->data)[0]
+                                 : ((const double *)t->data)[0];
+}
+
 static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                const ladle_tensor *target, ladle_tensor *out)
 {
@@ -54,13 +64,13 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (local == LADLE_OK)
         local = ladle_loss_forward(v->local, c ? c->local : NULL, input, target,
                                    none ? out : v->value);
+    /* a non-finite block is no failure of this rank: the sum decides below,
+     * so that every member reaches the same verdict */
+    int numeric = local == LADLE_ERR_NUMERIC;
+    if (numeric)
+        local = LADLE_OK;
     double *pair = v->pair->data;
-    pair[0] = local == LADLE_OK && !none ? ladle_tensor_numel(v->value) == 1
-                                               ? (op->dtype == LADLE_F32
-                                                      ? (double)((float *)v->value->data)[0]
-                                                      : ((double *)v->value->data)[0])
-                                               : 0.0
-                                         : 0.0;
+    pair[0] = local != LADLE_OK ? 0.0 : none ? (numeric ? NAN : 0.0) : value_of(v->value);
     pair[1] = local != LADLE_OK;
     LADLE_CALL(ladle_op_forward(v->reduce, v->pair, v->pair));
     if (local != LADLE_OK)
@@ -79,6 +89,16 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         ctx->target = target;
         ctx->ready = 1;
     }
+    /* pair is the same on every member, bit for bit: so is the verdict */
+    if (none && !isfinite(pair[0]))
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of an element of the batch is not finite: an input "
+                            "is infinite or its terms overflow");
+    if (!none && !isfinite(value_of(out)))
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of the whole batch is %g: an input is infinite or "
+                            "its terms overflow %s",
+                            value_of(out), ladle_dtype_name(op->dtype));
 fail:
     return st;
 }

@@ -100,6 +100,8 @@ ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_
     for (int d = 0; d < ndim; d++)
         y_shape[d] = x_shape[d];
     y_shape[ndim - 1] = out_features;
+    int64_t numel;
+    LADLE_CALL(ladle__check_shape(__func__, ndim, y_shape, &numel)); /* y may be the larger */
     l = ladle__calloc(1, sizeof *l);
     LADLE_CHECK(l != NULL, LADLE_ERR_ALLOC, "out of memory");
     l->in = x_shape[ndim - 1];

@@ -98,6 +98,10 @@ static ladle_status check_inputs(const ladle_op *op, const ladle_tensor *x,
     if (x->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, func, "input is %s, the loss %s",
                             ladle_dtype_name(x->dtype), ladle_dtype_name(op->dtype));
+    if (x->device != LADLE_CPU || t->device != LADLE_CPU)
+        return ladle__raise(LADLE_ERR_DEVICE, func,
+                            "the input is on %s and the target on %s: the loss runs on cpu",
+                            ladle_device_name(x->device), ladle_device_name(t->device));
     int ok = x->ndim == op->x_ndim && x->shape[0] <= op->x_shape[0];
     for (int d = 1; ok && d < x->ndim; d++)
         ok = x->shape[d] == op->x_shape[d];
@@ -143,6 +147,9 @@ static ladle_status check_loss_tensor(const ladle_op *op, const ladle_tensor *v,
     if (v->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, func, "%s is %s, the loss %s", role,
                             ladle_dtype_name(v->dtype), ladle_dtype_name(op->dtype));
+    if (v->device != LADLE_CPU)
+        return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s: the loss runs on cpu",
+                            role, ladle_device_name(v->device));
     if (l->reduction != LADLE_REDUCE_NONE) {
         if (v->numel != 1)
             return ladle__raise(LADLE_ERR_SHAPE, func, "%s must hold one value", role);
@@ -167,19 +174,16 @@ static double divisor(const ladle_op *op, const ladle_tensor *x)
     return l->classify ? (double)(x->numel / l->classes) : (double)x->numel;
 }
 
-ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
-                                const ladle_tensor *target, ladle_tensor *out)
+static const char *kind_name(ladle_loss_kind kind)
 {
-    ladle_status st = LADLE_OK;
-    int64_t n = 0;
-    LADLE_NOT_NULL(op);
-    if (op->vt->loss_forward)
-        return op->vt->loss_forward(op, ctx, input, target, out);
-    LADLE_CHECK(op->vt->name != NULL && strcmp(op->vt->name, "loss") == 0, LADLE_ERR_ARG,
-                "the %s op is not a loss", op->vt->name);
-    LADLE_CHECK(ctx == NULL || ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
-    LADLE_CALL(check_inputs(op, input, target, &n, __func__));
-    LADLE_CALL(check_loss_tensor(op, out, n, "loss", __func__));
+    static const char *names[] = {"MSE", "L1", "cross-entropy", "NLL", "BCE-with-logits"};
+    return kind >= LADLE_LOSS_MSE && kind <= LADLE_LOSS_BCE_WITH_LOGITS ? names[kind] : "?";
+}
+
+/* The loss into out: every term for reduction none, else the mean or sum. */
+static void evaluate(const ladle_op *op, const ladle_tensor *input,
+                     const ladle_tensor *target, ladle_tensor *out)
+{
     const loss *l = op->impl;
     double total = 0;
     if (l->classify) {
@@ -201,12 +205,60 @@ ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     }
     if (l->reduction != LADLE_REDUCE_NONE)
         put(out, 0, total / divisor(op, input));
+}
+
+/* The first value of out (as stored, in its dtype) that is not finite, or
+ * -1. */
+static int64_t first_non_finite(const ladle_tensor *out)
+{
+    for (int64_t i = 0; i < out->numel; i++)
+        if (!isfinite(get(out, i)))
+            return i;
+    return -1;
+}
+
+/* LADLE_ERR_NUMERIC when a value of the loss's output is not finite. */
+static ladle_status check_finite(const ladle_op *op, const ladle_tensor *out,
+                                 const char *func)
+{
+    const loss *l = op->impl;
+    int64_t bad = first_non_finite(out);
+    if (bad < 0)
+        return LADLE_OK;
+    if (l->reduction == LADLE_REDUCE_NONE)
+        return ladle__raise(LADLE_ERR_NUMERIC, func,
+                            "the %s loss of element %lld is %g: an input is infinite or "
+                            "its terms overflow %s",
+                            kind_name(l->kind), (long long)bad, get(out, bad),
+                            ladle_dtype_name(op->dtype));
+    return ladle__raise(LADLE_ERR_NUMERIC, func,
+                        "the %s loss is %g: an input is infinite or its terms overflow %s",
+                        kind_name(l->kind), get(out, 0), ladle_dtype_name(op->dtype));
+}
+
+ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
+                                const ladle_tensor *target, ladle_tensor *out)
+{
+    ladle_status st = LADLE_OK;
+    int64_t n = 0;
+    LADLE_NOT_NULL(op);
+    if (op->vt->loss_forward)
+        return op->vt->loss_forward(op, ctx, input, target, out);
+    LADLE_CHECK(op->vt->name != NULL && strcmp(op->vt->name, "loss") == 0, LADLE_ERR_ARG,
+                "the %s op is not a loss", op->vt->name);
+    LADLE_CHECK(ctx == NULL || ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
+    LADLE_CALL(check_inputs(op, input, target, &n, __func__));
+    LADLE_CALL(check_loss_tensor(op, out, n, "loss", __func__));
+    evaluate(op, input, target, out);
     if (ctx) {
         ctx->x = input;
         ctx->target = target;
         ctx->batch = n;
         ctx->ready = 1;
     }
+    /* an infinite input (or one whose loss overflows) makes the value
+     * non-finite: reported as such, not passed off as a loss */
+    st = check_finite(op, out, __func__);
 fail:
     return st;
 }
@@ -224,9 +276,15 @@ ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     LADLE_CALL(check_loss_tensor(op, dloss, ctx->batch, "dloss", __func__));
     LADLE_NOT_NULL(dinput);
     const ladle_tensor *x = ctx->x, *t = ctx->target;
-    LADLE_CHECK(dinput->dtype == op->dtype && dinput->numel == x->numel &&
-                    dinput->ndim == x->ndim && ladle_tensor_is_contiguous(dinput),
-                LADLE_ERR_SHAPE, "dinput must have the input's shape and dtype");
+    int same = dinput->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++)
+        same = dinput->shape[d] == x->shape[d];
+    LADLE_CHECK(dinput->dtype == op->dtype, LADLE_ERR_DTYPE, "dinput is %s, the loss %s",
+                ladle_dtype_name(dinput->dtype), ladle_dtype_name(op->dtype));
+    LADLE_CHECK(dinput->device == LADLE_CPU, LADLE_ERR_DEVICE,
+                "dinput is on %s: the loss runs on cpu", ladle_device_name(dinput->device));
+    LADLE_CHECK(same && ladle_tensor_is_contiguous(dinput), LADLE_ERR_SHAPE,
+                "dinput must be contiguous and have the input's shape");
     const loss *l = op->impl;
     double scale = l->reduction == LADLE_REDUCE_NONE ? 1.0 : get(dloss, 0) / divisor(op, x);
     if (!l->classify) {

@@ -21,6 +21,7 @@
  * 0 or 1) skip both steps: see pool_direct.c.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/pool_impl.h"
@@ -48,19 +49,6 @@ static void pool_free(pool *v)
     ladle__free(v->bc);
     ladle__free(v->rows3);
     ladle__free(v);
-}
-
-/* The output extent of one dimension (ceil mode as the frameworks: the last
- * window must start inside the input or its left padding). */
-static int64_t out_len(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, int ceil_mode)
-{
-    int64_t span = n + 2 * p - d * (k - 1) - 1;
-    if (span < 0)
-        return 0;
-    int64_t m = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
-    if (ceil_mode && (m - 1) * s >= n + p)
-        m--;
-    return m;
 }
 
 /* One dimension's window o: first index, valid taps, and the reciprocal of
@@ -568,6 +556,7 @@ void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd, int6
 static ladle_status plan(const ladle_pool_desc *d, const int64_t *xs, pool *v)
 {
     const char *f = "ladle_pool_create";
+    char what[40];
     if (d->kind != LADLE_POOL_MAX && d->kind != LADLE_POOL_AVG)
         return ladle__raise(LADLE_ERR_ARG, f, "unknown pooling kind %d", (int)d->kind);
     v->kind = d->kind;
@@ -582,20 +571,23 @@ static ladle_status plan(const ladle_pool_desc *d, const int64_t *xs, pool *v)
         v->s[a] = s < 0 ? 1 : d->stride[s] ? d->stride[s] : d->kernel[s];
         v->p[a] = s < 0 ? 0 : d->padding[s];
         v->d[a] = s < 0 ? 1 : d->dilation[s];
-        if (v->k[a] < 1 || v->s[a] < 1 || v->p[a] < 0 || v->d[a] < 1)
-            return ladle__raise(LADLE_ERR_ARG, f, "kernel, stride and dilation must be >= 1 "
-                                "and padding >= 0");
+        snprintf(what, sizeof what, "spatial dimension %d", s < 0 ? 0 : s);
+        ladle_status st = ladle__window_length(f, what, v->in[a], v->k[a], v->s[a], v->p[a],
+                                               v->d[a], d->ceil_mode, &v->out[a]);
+        if (st != LADLE_OK)
+            return st;
         if (d->kind == LADLE_POOL_AVG && v->d[a] != 1)
             return ladle__raise(LADLE_ERR_ARG, f, "average pooling has no dilation");
         if (2 * v->p[a] > v->k[a])
             return ladle__raise(LADLE_ERR_ARG, f, "padding %lld is more than half the kernel "
                                 "%lld", (long long)v->p[a], (long long)v->k[a]);
-        v->out[a] = out_len(v->in[a], v->k[a], v->s[a], v->p[a], v->d[a], d->ceil_mode);
         if (v->out[a] < 1)
             return ladle__raise(LADLE_ERR_SHAPE, f, "the window (%lld) is larger than the "
                                 "padded input (%lld)",
                                 (long long)(v->d[a] * (v->k[a] - 1) + 1),
                                 (long long)(v->in[a] + 2 * v->p[a]));
+        /* with 2p <= k an output extent is at most the input's plus one:
+         * the products stay as small as x's */
         v->pin *= v->in[a];
         v->pout *= v->out[a];
     }
@@ -642,6 +634,8 @@ ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[]
     ys[1] = x_shape[1];
     for (int i = 0; i < d->nd; i++)
         ys[2 + i] = v->out[3 - d->nd + i];
+    int64_t numel;
+    LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
     st = finish(v, dtype, 2 + d->nd, x_shape, 2 + d->nd, ys, out);
     v = NULL;
 fail:

@@ -59,6 +59,7 @@ ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype d
     int64_t flat[2] = {0, 1};
     LADLE_CHECK(ndim >= 1 && shape != NULL, shape ? LADLE_ERR_SHAPE : LADLE_ERR_NULL,
                 "flatten needs at least one dimension");
+    LADLE_CALL(ladle__layer_check_args("ladle_flatten_create", dtype, ndim, shape, 1));
     flat[0] = shape[0];
     for (int d = 1; d < ndim; d++)
         flat[1] *= shape[d];

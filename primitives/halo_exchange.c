@@ -13,6 +13,7 @@
  * outside the global index space are the kernel's padding and are never
  * touched.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../src/exchange.h"
@@ -54,36 +55,27 @@ static int identity_window(const ladle_window *w, int d)
            w->dilation[d] == 1;
 }
 
-/* Output length of one dimension, as the frameworks compute it. */
-static int64_t output_length(int64_t n, const ladle_window *w, int d)
-{
-    int64_t span = n + 2 * w->padding[d] - w->dilation[d] * (w->kernel[d] - 1) - 1;
-    if (span < 0)
-        return 0;
-    int64_t m = w->ceil_mode ? (span + w->stride[d] - 1) / w->stride[d] + 1
-                             : span / w->stride[d] + 1;
-    /* the last window must start inside the input or its left padding */
-    if (w->ceil_mode && (m - 1) * w->stride[d] >= n + w->padding[d])
-        m--;
-    return m;
-}
-
-static ladle_status check_window(const ladle_layout *x, const ladle_window *w)
+/* Check the window against x and compute the output length of every
+ * dimension into m (the input extent for an identity window). */
+static ladle_status check_window(const ladle_layout *x, const ladle_window *w, int64_t *m)
 {
     const char *f = "ladle_halo_exchange_create";
+    char what[32];
     if (w->ndim != x->ndim)
         return ladle__raise(LADLE_ERR_ARG, f, "the window has %d dimensions, x has %d",
                             w->ndim, x->ndim);
     if (!x->decomposition)
         return ladle__raise(LADLE_ERR_ARG, f, "x is not a decomposition");
     for (int d = 0; d < w->ndim; d++) {
-        if (w->kernel[d] < 1 || w->stride[d] < 1 || w->padding[d] < 0 || w->dilation[d] < 1)
-            return ladle__raise(LADLE_ERR_ARG, f,
-                                "dimension %d: kernel %lld, stride %lld, padding %lld, "
-                                "dilation %lld (need k>=1, s>=1, p>=0, d>=1)",
-                                d, (long long)w->kernel[d], (long long)w->stride[d],
-                                (long long)w->padding[d], (long long)w->dilation[d]);
-        if (!identity_window(w, d) && output_length(x->global[d], w, d) < 1)
+        snprintf(what, sizeof what, "dimension %d", d);
+        ladle_status st =
+            ladle__window_length(f, what, x->global[d], w->kernel[d], w->stride[d],
+                                 w->padding[d], w->dilation[d], w->ceil_mode, &m[d]);
+        if (st != LADLE_OK)
+            return st;
+        if (identity_window(w, d))
+            m[d] = x->global[d];
+        else if (m[d] < 1)
             return ladle__raise(
                 LADLE_ERR_SHAPE, f,
                 "dimension %d: the dilated kernel (%lld) is larger than the "
@@ -115,7 +107,7 @@ static void tables_free(halo_tables *t)
 }
 
 static ladle_status tables_make(const ladle_layout *x, const ladle_window *w,
-                                halo_tables *t)
+                                const int64_t *m, halo_tables *t)
 {
     memset(t, 0, sizeof *t);
     for (int d = 0; d < x->ndim; d++) {
@@ -133,7 +125,7 @@ static ladle_status tables_make(const ladle_layout *x, const ladle_window *w,
         t->pad_start[d] = arr[0], t->pad_size[d] = arr[1];
         t->need_start[d] = arr[2], t->need_size[d] = arr[3], t->out_size[d] = arr[4];
         int identity = identity_window(w, d);
-        t->m[d] = identity ? x->global[d] : output_length(x->global[d], w, d);
+        t->m[d] = m[d];
         for (int i = 0; i < P; i++) {
             int64_t a = x->start[d][i], l = x->size[d][i];
             int64_t b = ladle__balanced_start(t->m[d], P, i);
@@ -155,6 +147,32 @@ static ladle_status tables_make(const ladle_layout *x, const ladle_window *w,
             t->out_size[d][i] = c;
         }
     }
+    return LADLE_OK;
+}
+
+/* The global output and the largest padded shard must be tensors ladle can
+ * hold: a huge padding or kernel makes them too large long before any
+ * index overflows. Every rank judges every shard alike. */
+static ladle_status check_sizes(const ladle_layout *x, const halo_tables *t)
+{
+    const char *f = "ladle_halo_exchange_create";
+    char a[160];
+    int64_t most[LADLE_MAX_NDIM];
+    if (ladle__volume_within(x->ndim, t->m, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "the output, %s, is too large (more than 2^57 elements): the "
+                            "padding is too large",
+                            ladle__fmt_shape64(a, sizeof a, x->ndim, t->m));
+    for (int d = 0; d < x->ndim; d++) {
+        most[d] = 0;
+        for (int i = 0; i < x->p->shape[d]; i++)
+            most[d] = t->pad_size[d][i] > most[d] ? t->pad_size[d][i] : most[d];
+    }
+    if (ladle__volume_within(x->ndim, most, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "the largest padded shard, %s, is too large (more than 2^57 "
+                            "elements): the kernel or the padding is too large",
+                            ladle__fmt_shape64(a, sizeof a, x->ndim, most));
     return LADLE_OK;
 }
 
@@ -206,6 +224,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     ladle_layout *padded = NULL;
     halo_impl *impl = NULL;
     halo_tables t;
+    int64_t m[LADLE_MAX_NDIM];
     int *to_comm = NULL;
     MPI_Comm comm = MPI_COMM_NULL;
     uint64_t h = LADLE_HASH_INIT;
@@ -220,9 +239,11 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     else if (flags & ~LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
     if (local == LADLE_OK)
-        local = check_window(x, w);
+        local = check_window(x, w, m);
     if (local == LADLE_OK)
-        local = tables_make(x, w, &t);
+        local = tables_make(x, w, m, &t);
+    if (local == LADLE_OK)
+        local = check_sizes(x, &t);
     if (local == LADLE_OK)
         local = ladle__layout_create_boxes(x->p, x->ndim, x->global,
                                            (const int64_t *const *)t.pad_start,

@@ -1,4 +1,5 @@
 /* Checkpoints of global tensors (see ladle/checkpoint.h). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,8 @@ static int put(blob *b, const void *p, size_t n)
 {
     if (n == 0)
         return 1;
+    if (n > (size_t)LADLE_MAX_BYTES - b->size) /* the file may not pass 2^60 bytes */
+        return 0;
     if (b->size + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->size + n)
@@ -52,22 +55,29 @@ static uint64_t fnv(const char *p, size_t n)
     return ladle__hash(LADLE_HASH_INIT, p, n);
 }
 
-/* Rank 0's verdict becomes every rank's: the same status and, on the other
- * ranks, rank 0's message. */
+/* The verdict of the first rank that failed becomes every rank's: the same
+ * status, and on the other ranks that rank's message. Collective. */
 static ladle_status share_verdict(MPI_Comm comm, ladle_status local, const char *func)
 {
-    int me, code = (int)local;
+    int me = 0, size = 1, first = 0, code = (int)local;
     char msg[512] = {0};
     MPI_Comm_rank(comm, &me);
-    if (me == 0 && local != LADLE_OK)
+    MPI_Comm_size(comm, &size);
+    int mine = local != LADLE_OK ? me : size;
+    int rc = ladle__allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS)
+        return ladle__raise_mpi(rc, func, "MPI_Allreduce");
+    if (first == size)
+        return LADLE_OK;
+    if (me == first)
         snprintf(msg, sizeof msg, "%s", ladle_error_message());
-    int rc = MPI_Bcast(&code, 1, MPI_INT, 0, comm);
-    if (rc == MPI_SUCCESS && code != LADLE_OK)
-        rc = MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, comm);
+    rc = MPI_Bcast(&code, 1, MPI_INT, first, comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm);
     if (rc != MPI_SUCCESS)
         return ladle__raise_mpi(rc, func, "MPI_Bcast");
-    if (me != 0 && code != LADLE_OK)
-        return ladle__raise((ladle_status)code, func, "on rank 0: %s", msg);
+    if (me != first)
+        return ladle__raise((ladle_status)code, func, "on rank %d: %s", first, msg);
     return (ladle_status)code;
 }
 
@@ -134,6 +144,74 @@ static ladle_status records(const ladle_network *net, const ladle_optimizer *opt
     return LADLE_OK;
 fail:
     ladle__free(r);
+    return st;
+}
+
+/* The optimizer must hold exactly the network's parameters, in the
+ * network's order (as ladle_optimizer_add_network adds them), compared by
+ * tensor identity: an optimizer of other tensors, of some of them or of
+ * none would save or load state that is not the network's. */
+static ladle_status check_optimizer(const ladle_network *net, const ladle_optimizer *opt,
+                                    const char *func)
+{
+    int want = 0, q = 0;
+    if (opt == NULL)
+        return LADLE_OK;
+    for (int i = 0; i < ladle_network_size(net); i++)
+        want += ladle_op_num_params(ladle_network_layer(net, i));
+    if (ladle_optimizer_num_params(opt) != want)
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "the optimizer holds %d parameters and the network %d: it must "
+                            "hold exactly the network's, in order "
+                            "(ladle_optimizer_add_network)",
+                            ladle_optimizer_num_params(opt), want);
+    for (int i = 0; i < ladle_network_size(net); i++) {
+        const ladle_op *op = ladle_network_layer(net, i);
+        for (int j = 0; j < ladle_op_num_params(op); j++, q++)
+            if (ladle__optimizer_param(opt, q) != ladle_op_param(op, j))
+                return ladle__raise(LADLE_ERR_ARG, func,
+                                    "parameter %d of the optimizer is not the network's "
+                                    "(layer %d's %s): it must hold exactly the network's "
+                                    "parameters, in order (ladle_optimizer_add_network)",
+                                    q, i, ladle_op_param_name(op, j));
+    }
+    return LADLE_OK;
+}
+
+/* Every record's global tensor must fit a file, and its shard one MPI
+ * message (the shards travel to rank 0 whole). */
+static ladle_status check_sizes(const record *recs, int n, size_t es, const char *func)
+{
+    for (int k = 0; k < n; k++) {
+        size_t bytes = 0;
+        const ladle__pinfo *in = &recs[k].info;
+        int64_t v = ladle__volume_within(in->ndim, in->global, LADLE_MAX_ELEMS);
+        if (v < 0 || !ladle__bytes_ok(v, es, &bytes))
+            return ladle__raise(LADLE_ERR_SHAPE, func,
+                                "tensor %d is too large for a checkpoint", k);
+        if (!ladle__bytes_ok(recs[k].t->numel, es, &bytes) || bytes > INT32_MAX)
+            return ladle__raise(LADLE_ERR_UNSUPPORTED, func,
+                                "a shard of tensor %d holds %lld elements: more than one "
+                                "MPI message of 2^31 bytes",
+                                k, (long long)recs[k].t->numel);
+    }
+    return LADLE_OK;
+}
+
+/* The checks of both calls, on every rank before the first message: the
+ * arguments, the optimizer, the records. */
+static ladle_status preflight(const char *path, const ladle_network *net,
+                              const ladle_optimizer *opt, record **recs, int *n,
+                              const char *func)
+{
+    if (path == NULL || net == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", path ? "net" : "path");
+    ladle_status st = check_optimizer(net, opt, func);
+    if (st == LADLE_OK)
+        st = records(net, opt, recs, n);
+    size_t es = ladle_dtype_size(ladle_op_dtype(ladle_network_layer(net, 0)));
+    if (st == LADLE_OK)
+        st = check_sizes(*recs, *n, es, func);
     return st;
 }
 
@@ -227,59 +305,68 @@ fail:
     return st;
 }
 
-ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm, const ladle_network *net,
-                                   const ladle_optimizer *opt, int nmeta, const int64_t meta[])
+/* The file's bytes before the trailer, assembled on rank 0 (*local gets
+ * rank 0's verdict on it; the gathers are collective either way). */
+static ladle_status assemble(MPI_Comm comm, const ladle_network *net,
+                             const ladle_optimizer *opt, const record *recs, int n,
+                             int nmeta, const int64_t *meta, blob *b, ladle_status *local)
 {
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    record *recs = NULL;
-    int n = 0, me;
-    blob b = {0};
-    LADLE_NOT_NULL(path);
-    LADLE_NOT_NULL(net);
-    LADLE_CHECK(nmeta >= 0 && nmeta <= LADLE_CHECKPOINT_MAX_META && (nmeta == 0 || meta),
-                LADLE_ERR_ARG, "%d integers (at most %d)", nmeta, LADLE_CHECKPOINT_MAX_META);
+    ladle_status st = LADLE_OK;
+    int me = 0;
     MPI_Comm_rank(comm, &me);
-    LADLE_CALL(records(net, opt, &recs, &n));
     ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
     size_t es = ladle_dtype_size(dt);
     int everywhere = replicated_everywhere(net);
     uint32_t head[4] = {VERSION, (uint32_t)dt, (uint32_t)nmeta, (uint32_t)n};
     int64_t steps = opt ? ladle_optimizer_steps(opt) : -1;
-    if (me == 0 && !(put(&b, MAGIC, 8) && put(&b, head, sizeof head) &&
-                     put(&b, &steps, sizeof steps) &&
-                     put(&b, meta, sizeof(int64_t) * (size_t)nmeta)))
-        local = ladle__raise(LADLE_ERR_ALLOC, __func__, "out of memory");
+    if (me == 0 && !(put(b, MAGIC, 8) && put(b, head, sizeof head) &&
+                     put(b, &steps, sizeof steps) &&
+                     put(b, meta, sizeof(int64_t) * (size_t)nmeta)))
+        *local = ladle__raise(LADLE_ERR_ALLOC, "ladle_checkpoint_save", "out of memory");
     for (int k = 0; k < n; k++) {
         char *g = NULL;
         st = gather(comm, &recs[k], everywhere, es, &g);
-        if (st != LADLE_OK) {
-            ladle__free(g);
-            goto fail;
-        }
-        if (me == 0 && local == LADLE_OK) {
+        if (st == LADLE_OK && me == 0 && *local == LADLE_OK) {
             uint32_t kn[2] = {(uint32_t)recs[k].kind, (uint32_t)recs[k].info.ndim};
+            /* check_sizes made sure that this product fits */
             size_t bytes = (size_t)volume(recs[k].info.ndim, recs[k].info.global) * es;
-            if (!(put(&b, kn, sizeof kn) &&
-                  put(&b, recs[k].info.global, sizeof(int64_t) * (size_t)recs[k].info.ndim) &&
-                  put(&b, g, bytes)))
-                local = ladle__raise(LADLE_ERR_ALLOC, __func__, "out of memory");
+            const ladle__pinfo *in = &recs[k].info;
+            if (!(put(b, kn, sizeof kn) &&
+                  put(b, in->global, sizeof(int64_t) * (size_t)in->ndim) &&
+                  put(b, g, bytes)))
+                *local = ladle__raise(LADLE_ERR_ALLOC, "ladle_checkpoint_save",
+                                      "no memory for a checkpoint of more than %zu bytes",
+                                      b->size);
         }
         ladle__free(g);
+        if (st != LADLE_OK)
+            break;
     }
+    return st;
+}
+
+ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm, const ladle_network *net,
+                                   const ladle_optimizer *opt, int nmeta, const int64_t meta[])
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    record *recs = NULL;
+    int n = 0, me = 0;
+    blob b = {0};
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_MPI(MPI_Comm_rank(comm, &me));
+    /* every check before the first message, so that every rank fails alike */
+    if (nmeta < 0 || nmeta > LADLE_CHECKPOINT_MAX_META || (nmeta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "%d integers (at most %d)", nmeta,
+                             LADLE_CHECKPOINT_MAX_META);
+    else
+        local = preflight(path, net, opt, &recs, &n, __func__);
+    LADLE_CALL(share_verdict(comm, local, __func__));
+    LADLE_CALL(assemble(comm, net, opt, recs, n, nmeta, meta, &b, &local));
     if (me == 0 && local == LADLE_OK) {
         uint64_t tail[2] = {(uint64_t)b.size, fnv(b.data, b.size)};
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "wb");
-        if (f == NULL)
-            local = ladle__raise(LADLE_ERR_IO, __func__, "cannot write %s", tmp);
-        else {
-            int ok = fwrite(b.data, 1, b.size, f) == b.size && fwrite(TRAILER, 1, 8, f) == 8 &&
-                     fwrite(tail, sizeof tail, 1, f) == 1;
-            ok &= fclose(f) == 0;
-            if (!ok || rename(tmp, path) != 0)
-                local = ladle__raise(LADLE_ERR_IO, __func__, "cannot write %s", path);
-        }
+        const void *pieces[3] = {b.data, TRAILER, tail};
+        size_t sizes[3] = {b.size, 8, sizeof tail};
+        local = ladle__write_file(__func__, path, 3, pieces, sizes);
     }
     LADLE_CALL(share_verdict(comm, local, __func__));
 fail:
@@ -288,53 +375,62 @@ fail:
     return st;
 }
 
-/* Rank 0 reads and checks the file; everyone gets its bytes. */
+ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    int me = 0;
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_MPI(MPI_Comm_rank(comm, &me));
+    if (path == NULL)
+        local = ladle__raise(LADLE_ERR_NULL, __func__, "path is NULL");
+    else if (me == 0)
+        local = ladle__check_writable(__func__, path);
+    st = share_verdict(comm, local, __func__);
+fail:
+    return st;
+}
+
+/* The smallest file: header, steps, trailer. */
+#define MIN_FILE (8 + 16 + 8 + 8 + 16)
+
+/* Rank 0's verdict on the bytes it read: magic, trailer, hash. */
+static ladle_status verify(const char *path, const blob *b, const char *func)
+{
+    uint64_t tail[2];
+    if (b->size < MIN_FILE)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is too short (%zu bytes) to be a checkpoint", path, b->size);
+    size_t body = b->size - 24;
+    memcpy(tail, b->data + body + 8, sizeof tail);
+    if (memcmp(b->data, MAGIC, 8) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "%s is not a ladle checkpoint", path);
+    if (memcmp(b->data + body, TRAILER, 8) != 0 || tail[0] != body)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is truncated or torn (%zu bytes, no valid trailer)", path,
+                            b->size);
+    if (tail[1] != fnv(b->data, body))
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is damaged: its contents do not match their hash", path);
+    return LADLE_OK;
+}
+
+/* Rank 0 reads and checks the file; everyone gets its bytes (without the
+ * trailer). */
 static ladle_status read_file(const char *path, MPI_Comm comm, blob *b)
 {
+    const char *func = "ladle_checkpoint_load";
     ladle_status st = LADLE_OK, local = LADLE_OK;
     int me;
     int64_t size = 0;
     MPI_Comm_rank(comm, &me);
     if (me == 0) {
-        FILE *f = fopen(path, "rb");
-        long len = -1;
-        if (f == NULL)
-            local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load", "cannot open %s", path);
-        else if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
-            local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load", "cannot read %s", path);
-        else if (len < 8 + 16 + 8 + 8 + 16) /* header, steps, trailer */
-            local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load",
-                                 "%s is too short (%ld bytes) to be a checkpoint", path, len);
-        if (local == LADLE_OK) {
-            b->data = ladle__calloc((size_t)len, 1);
-            if (b->data == NULL)
-                local = ladle__raise(LADLE_ERR_ALLOC, "ladle_checkpoint_load", "out of memory");
-            else if (fread(b->data, 1, (size_t)len, f) != (size_t)len)
-                local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load", "cannot read %s",
-                                     path);
-        }
-        if (f)
-            fclose(f);
-        if (local == LADLE_OK) {
-            uint64_t tail[2];
-            size_t body = (size_t)len - 24;
-            memcpy(tail, b->data + body + 8, sizeof tail);
-            if (memcmp(b->data, MAGIC, 8) != 0)
-                local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load",
-                                     "%s is not a ladle checkpoint", path);
-            else if (memcmp(b->data + body, TRAILER, 8) != 0 || tail[0] != body)
-                local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load",
-                                     "%s is truncated or torn (%ld bytes, no valid trailer)",
-                                     path, len);
-            else if (tail[1] != fnv(b->data, body))
-                local = ladle__raise(LADLE_ERR_IO, "ladle_checkpoint_load",
-                                     "%s is damaged: its contents do not match their hash",
-                                     path);
-            else
-                size = (int64_t)body;
-        }
+        local = ladle__read_file(func, path, LADLE_MAX_BYTES, &b->data, &b->size);
+        if (local == LADLE_OK)
+            local = verify(path, b, func);
+        if (local == LADLE_OK)
+            size = (int64_t)b->size - 24;
     }
-    LADLE_CALL(share_verdict(comm, local, "ladle_checkpoint_load"));
+    LADLE_CALL(share_verdict(comm, local, func));
     LADLE_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
     if (me != 0) {
         b->data = ladle__calloc((size_t)size + 1, 1);
@@ -349,6 +445,46 @@ fail:
     return st;
 }
 
+/* Check every record of the body from *at against the network's (pass 0),
+ * then copy them into the shards (pass 1): nothing changes on a mismatch.
+ * Every rank reads the same bytes, so the verdicts agree without a message. */
+static ladle_status decode(const char *path, const blob *b, size_t at, const record *recs,
+                           int n, size_t es)
+{
+    const char *func = "ladle_checkpoint_load";
+    size_t first = at;
+    for (int pass = 0; pass < 2; pass++) {
+        at = first;
+        for (int k = 0; k < n; k++) {
+            uint32_t kn[2];
+            int64_t shape[LADLE_MAX_NDIM];
+            if (sizeof kn > b->size - at)
+                return ladle__raise(LADLE_ERR_IO, func, "%s ends early", path);
+            memcpy(kn, b->data + at, sizeof kn);
+            at += sizeof kn;
+            int ok = kn[0] == (uint32_t)recs[k].kind &&
+                     kn[1] == (uint32_t)recs[k].info.ndim &&
+                     sizeof(int64_t) * kn[1] <= b->size - at;
+            if (ok) {
+                memcpy(shape, b->data + at, sizeof(int64_t) * kn[1]);
+                at += sizeof(int64_t) * kn[1];
+                for (int d = 0; d < (int)kn[1]; d++)
+                    ok &= shape[d] == recs[k].info.global[d];
+            }
+            /* the shape is the network's now, whose size check_sizes passed */
+            size_t bytes = ok ? (size_t)volume((int)kn[1], shape) * es : 0;
+            if (!ok || bytes > b->size - at)
+                return ladle__raise(LADLE_ERR_SHAPE, func,
+                                    "%s: tensor %d does not fit this network's", path, k);
+            if (pass == 1)
+                place(recs[k].info.global, recs[k].info.ndim, recs[k].info.offset,
+                      recs[k].t->shape, es, b->data + at, recs[k].t->data, 0);
+            at += bytes;
+        }
+    }
+    return LADLE_OK;
+}
+
 ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_network *net,
                                    ladle_optimizer *opt, int max_meta, int64_t meta[],
                                    int *nmeta)
@@ -357,9 +493,13 @@ ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_networ
     record *recs = NULL;
     int n = 0;
     blob b = {0};
-    LADLE_NOT_NULL(path);
-    LADLE_NOT_NULL(net);
-    LADLE_CALL(records(net, opt, &recs, &n));
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    if (max_meta < 0 || (max_meta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "room for %d integers at %p",
+                             max_meta, (void *)meta);
+    else
+        local = preflight(path, net, opt, &recs, &n, __func__);
+    LADLE_CALL(share_verdict(comm, local, __func__));
     LADLE_CALL(read_file(path, comm, &b));
     ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
     size_t es = ladle_dtype_size(dt), at = 8;
@@ -369,7 +509,7 @@ ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_networ
     at += sizeof head;
     memcpy(&steps, b.data + at, sizeof steps);
     at += sizeof steps;
-    /* every rank reads the same bytes: the verdicts agree without a message */
+    const char *metas = b.data + at;
     if (head[0] != VERSION || head[1] != (uint32_t)dt || head[2] > LADLE_CHECKPOINT_MAX_META)
         local = ladle__raise(LADLE_ERR_SHAPE, __func__,
                              "%s: version %u, dtype %u; this network is %s", path, head[0],
@@ -378,42 +518,10 @@ ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_networ
         local = ladle__raise(LADLE_ERR_SHAPE, __func__,
                              "%s holds %u tensors; this network (and optimizer) %d", path,
                              head[3], n);
-    const char *metas = b.data + at;
+    else if (sizeof(int64_t) * head[2] > b.size - at)
+        local = ladle__raise(LADLE_ERR_IO, __func__, "%s ends early", path);
     if (local == LADLE_OK)
-        at += sizeof(int64_t) * head[2];
-    /* first check every record, then copy: nothing changes on a mismatch */
-    size_t first = at;
-    for (int pass = 0; pass < 2 && local == LADLE_OK; pass++) {
-        at = first;
-        for (int k = 0; k < n && local == LADLE_OK; k++) {
-            uint32_t kn[2];
-            int64_t shape[LADLE_MAX_NDIM];
-            if (at + sizeof kn > b.size) {
-                local = ladle__raise(LADLE_ERR_IO, __func__, "%s ends early", path);
-                break;
-            }
-            memcpy(kn, b.data + at, sizeof kn);
-            at += sizeof kn;
-            int ok = kn[0] == (uint32_t)recs[k].kind && kn[1] == (uint32_t)recs[k].info.ndim &&
-                     at + sizeof(int64_t) * kn[1] <= b.size;
-            if (ok) {
-                memcpy(shape, b.data + at, sizeof(int64_t) * kn[1]);
-                at += sizeof(int64_t) * kn[1];
-                for (int d = 0; d < (int)kn[1]; d++)
-                    ok &= shape[d] == recs[k].info.global[d];
-            }
-            size_t bytes = ok ? (size_t)volume((int)kn[1], shape) * es : 0;
-            if (!ok || at + bytes > b.size) {
-                local = ladle__raise(LADLE_ERR_SHAPE, __func__,
-                                     "%s: tensor %d does not fit this network's", path, k);
-                break;
-            }
-            if (pass == 1)
-                place(recs[k].info.global, recs[k].info.ndim, recs[k].info.offset,
-                      recs[k].t->shape, es, b.data + at, recs[k].t->data, 0);
-            at += bytes;
-        }
-    }
+        local = decode(path, &b, at + sizeof(int64_t) * head[2], recs, n, es);
     if (local == LADLE_OK && opt && steps >= 0)
         local = ladle_optimizer_set_steps(opt, steps);
     if (local == LADLE_OK && nmeta)

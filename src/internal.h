@@ -104,6 +104,47 @@ int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit);
  * LADLE_MAX_BYTES, the largest buffer ladle allocates or moves in one piece. */
 int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes);
 #define LADLE_MAX_BYTES ((int64_t)1 << 60)
+/* The most elements of a tensor (a byte count of the widest dtype that
+ * still fits LADLE_MAX_BYTES), and so the largest extent, stride, window
+ * or padding any size computation of ladle takes. */
+#define LADLE_MAX_ELEMS (LADLE_MAX_BYTES / 8)
+
+/* The output length of a window along one dimension, as the frameworks
+ * compute it: (n + 2p - d(k-1) - 1) / s + 1, rounded down (up in ceil mode,
+ * where the last window must still start inside the input or its left
+ * padding); 0 when the dilated kernel d(k-1)+1 is larger than the padded
+ * input n + 2p. Raises LADLE_ERR_ARG, naming `what` (e.g. "dimension 2")
+ * and the value, for k, s or d below 1, p below 0, or a padded input, a
+ * dilated kernel or a stride above LADLE_MAX_ELEMS; below that bound no
+ * sum or product of the planners (s*b - p, s*(b+c-1) + d(k-1) - p + 1 for
+ * output blocks [b, b+c)) can overflow. */
+ladle_status ladle__window_length(const char *func, const char *what, int64_t n, int64_t k,
+                                  int64_t s, int64_t p, int64_t d, int ceil_mode,
+                                  int64_t *m);
+
+/* The system's text for errno value err, into buf (thread-safe). */
+const char *ladle__strerror(int err, char *buf, size_t cap);
+/* Read the regular file at path, at most max bytes, whole into *data
+ * (NUL-terminated; *size bytes without the NUL; release with ladle__free).
+ * Raises, for func, LADLE_ERR_IO with the step that failed and the
+ * system's reason (a missing file, a directory, a device, a read error),
+ * or LADLE_ERR_ALLOC. Local. */
+ladle_status ladle__read_file(const char *func, const char *path, int64_t max, char **data,
+                              size_t *size);
+
+/* Write n pieces (data[k], sizes[k] bytes) as the file at path, safely:
+ * into path.tmp, synced to the disk, then renamed over path, so a reader
+ * sees the old file or the new one, never a part. On failure path.tmp is
+ * removed and an existing file at path is left untouched; the status
+ * (LADLE_ERR_IO, raised for func) names the step that failed (create,
+ * write, flush, close, rename) and the system's reason. A path that is a
+ * directory is refused. Local. */
+ladle_status ladle__write_file(const char *func, const char *path, int n,
+                               const void *const *data, const size_t *sizes);
+/* Whether ladle__write_file could write path: not a directory, path.tmp
+ * can be created (and is removed again). Raises LADLE_ERR_IO with the
+ * reason. Local. */
+ladle_status ladle__check_writable(const char *func, const char *path);
 
 /* Format "AxBxC" into buf (size cap). */
 const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape);
@@ -117,6 +158,10 @@ uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes);
  * counter), and the uniform double in [-1, 1) made from it. */
 uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* Parameter i of an optimizer (borrowed), or NULL: for checking that an
+ * optimizer holds a network's parameters. */
+ladle_tensor *ladle__optimizer_param(const ladle_optimizer *opt, int i);
 
 /* ---- tensors ---- */
 struct ladle_tensor {

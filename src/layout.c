@@ -133,6 +133,11 @@ ladle_status ladle_layout_create_split(const ladle_partition *p, int ndim,
             LADLE_CHECK(sizes[d][i] >= 0, LADLE_ERR_SHAPE,
                         "split size %lld (dimension %d, block %d) is negative",
                         (long long)sizes[d][i], d, i);
+            /* compared before it is added: the running sum never overflows */
+            LADLE_CHECK(sizes[d][i] <= global_shape[d] - at, LADLE_ERR_SHAPE,
+                        "the split sizes of dimension %d pass the extent %lld at block %d "
+                        "(size %lld)",
+                        d, (long long)global_shape[d], i, (long long)sizes[d][i]);
             n->start[d][i] = at;
             n->size[d][i] = sizes[d][i];
             at += sizes[d][i];

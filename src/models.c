@@ -220,8 +220,10 @@ ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm, ladle_
                 LADLE_ERR_ARG, "images of %lld (at least 12) and %lld classes",
                 (long long)d->image, (long long)d->classes);
     if (!d->sequential) {
-        LADLE_CHECK(D >= 1 && Ph >= 1 && Pw >= 1 && F >= 1 && D * Ph * Pw <= size &&
-                        F <= Ph * Pw && D * Ph * Pw <= 4096,
+        /* each way bounded before they are multiplied (no int overflow) */
+        int ok = D >= 1 && Ph >= 1 && Pw >= 1 && F >= 1 && D <= 4096 && Ph <= 4096 &&
+                 Pw <= 4096 && (int64_t)D * Ph * Pw <= 4096;
+        LADLE_CHECK(ok && D * Ph * Pw <= size && F <= Ph * Pw,
                     LADLE_ERR_ARG,
                     "layout %d x %dx%d (fc %d) does not fit %d ranks (fc ways at most the "
                     "tiles per batch block)",

@@ -27,6 +27,8 @@ struct ladle_network {
     int nbuckets;
     bucket *buckets;
     double sync_wait;
+    /* the order of the calls: a loss needs a forward, a backward a loss */
+    int forwarded, lossed;
 };
 
 static double now(void) { return MPI_Wtime(); }
@@ -165,6 +167,9 @@ static ladle_status check_chain(int n, ladle_op *const layers[], ladle_op *loss)
                         ladle__fmt_shape64(b, sizeof b, q->x_ndim, q->x_shape));
         }
     }
+    LADLE_CHECK(loss->dtype == layers[0]->dtype, LADLE_ERR_DTYPE,
+                "the loss is %s but the layers are %s", ladle_dtype_name(loss->dtype),
+                ladle_dtype_name(layers[0]->dtype));
     const ladle_op *last = layers[n - 1];
     int fits = last->y_ndim == loss->x_ndim;
     for (int d = 0; fits && d < last->y_ndim; d++)
@@ -257,9 +262,12 @@ ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(net);
+    /* a failed forward leaves nothing a loss or a backward could use */
+    net->forwarded = net->lossed = 0;
     for (int i = 0; i < net->n; i++)
         LADLE_CALL(ladle_layer_forward(net->layers[i], net->ctx[i], i ? net->act[i - 1] : x,
                                        net->act[i]));
+    net->forwarded = 1;
     if (y)
         *y = net->act[net->n - 1];
 fail:
@@ -270,12 +278,18 @@ ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target, 
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(net);
-    LADLE_CALL(ladle_loss_forward(net->loss, net->lctx, net->act[net->n - 1], target,
-                                  net->lossval));
-    if (loss) {
+    LADLE_CHECK(net->forwarded, LADLE_ERR_STATE,
+                "no forward pass to take the loss of: call ladle_network_forward first (or "
+                "again, after a failed one)");
+    net->lossed = 0;
+    st = ladle_loss_forward(net->loss, net->lctx, net->act[net->n - 1], target,
+                            net->lossval);
+    /* a non-finite loss is still reported, so that the caller can print it */
+    if (loss && (st == LADLE_OK || st == LADLE_ERR_NUMERIC)) {
         const void *v = ladle_tensor_data(net->lossval);
         *loss = net->lossval->dtype == LADLE_F32 ? (double)*(const float *)v : *(const double *)v;
     }
+    net->lossed = st == LADLE_OK;
 fail:
     return st;
 }
@@ -314,6 +328,10 @@ ladle_status ladle_network_backward(ladle_network *net, int sync)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(net);
+    LADLE_CHECK(net->lossed, LADLE_ERR_STATE,
+                "no loss to take the gradient of: ladle_network_backward needs a "
+                "successful ladle_network_loss after the last forward, and consumes it");
+    net->lossed = 0;
     LADLE_CALL(ladle_loss_backward(net->loss, net->lctx, net->dloss, net->grad[net->n - 1]));
     for (int i = net->n - 1; i >= 0; i--) {
         ladle_op *op = net->layers[i];

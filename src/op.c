@@ -110,8 +110,11 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
     if (st == LADLE_OK) {
         int64_t a = ladle_sched_workspace_elems(op->fwd);
         int64_t b = ladle_sched_workspace_elems(op->adj);
-        op->ws_bytes = (size_t)(a > b ? a : b) * ladle_dtype_size(op->dtype);
-        if (op->ws_bytes > 0) {
+        if (!ladle__bytes_ok(a > b ? a : b, ladle_dtype_size(op->dtype), &op->ws_bytes))
+            st = ladle__raise(LADLE_ERR_SHAPE, func,
+                              "the workspace (%lld elements) is too large",
+                              (long long)(a > b ? a : b));
+        else if (op->ws_bytes > 0) {
             op->ws = op->be->alloc(op->ws_bytes);
             if (op->ws == NULL)
                 st = ladle__raise(LADLE_ERR_ALLOC, func,

@@ -38,10 +38,15 @@ ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d, ladle_optimiz
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->kind >= LADLE_OPT_SGD && d->kind <= LADLE_OPT_ADAMW, LADLE_ERR_ARG,
                 "unknown optimizer %d", (int)d->kind);
-    LADLE_CHECK(d->lr >= 0 && d->weight_decay >= 0 && d->momentum >= 0, LADLE_ERR_ARG,
-                "learning rate %g, weight decay %g and momentum %g must be >= 0", d->lr,
-                d->weight_decay, d->momentum);
-    LADLE_CHECK(d->beta1 >= 0 && d->beta1 < 1 && d->beta2 >= 0 && d->beta2 < 1 && d->eps >= 0,
+    LADLE_CHECK(d->lr >= 0 && d->weight_decay >= 0 && d->momentum >= 0 && isfinite(d->lr) &&
+                    isfinite(d->weight_decay) && isfinite(d->momentum) &&
+                    isfinite(d->dampening),
+                LADLE_ERR_ARG,
+                "learning rate %g, weight decay %g and momentum %g must be finite and >= 0 "
+                "(dampening %g finite)",
+                d->lr, d->weight_decay, d->momentum, d->dampening);
+    LADLE_CHECK(d->beta1 >= 0 && d->beta1 < 1 && d->beta2 >= 0 && d->beta2 < 1 &&
+                    d->eps >= 0 && isfinite(d->eps),
                 LADLE_ERR_ARG, "betas %g, %g must lie in [0, 1) and eps >= 0", d->beta1,
                 d->beta2);
     LADLE_CHECK(!d->nesterov || (d->momentum > 0 && d->dampening == 0), LADLE_ERR_ARG,
@@ -77,9 +82,18 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
     LADLE_NOT_NULL(grad);
     LADLE_CHECK(ladle__is_real(param->dtype) && param->dtype == grad->dtype, LADLE_ERR_DTYPE,
                 "parameter and gradient must share an f32 or f64 dtype");
-    LADLE_CHECK(param->numel == grad->numel && ladle_tensor_is_contiguous(param) &&
-                    ladle_tensor_is_contiguous(grad),
-                LADLE_ERR_SHAPE, "parameter and gradient must be contiguous of one size");
+    int same = param->ndim == grad->ndim;
+    for (int d = 0; same && d < param->ndim; d++)
+        same = param->shape[d] == grad->shape[d];
+    char a[128], b[128];
+    LADLE_CHECK(same, LADLE_ERR_SHAPE, "the parameter is %s but its gradient %s",
+                ladle__fmt_shape64(a, sizeof a, param->ndim, param->shape),
+                ladle__fmt_shape64(b, sizeof b, grad->ndim, grad->shape));
+    LADLE_CHECK(ladle_tensor_is_contiguous(param) && ladle_tensor_is_contiguous(grad),
+                LADLE_ERR_ARG, "the parameter and its gradient must be contiguous");
+    LADLE_CHECK(param->device == LADLE_CPU && grad->device == LADLE_CPU, LADLE_ERR_DEVICE,
+                "the parameter is on %s and its gradient on %s: the optimizer steps on cpu",
+                ladle_device_name(param->device), ladle_device_name(grad->device));
     for (int i = 0; i < o->n; i++)
         LADLE_CHECK(o->slots[i].param != param, LADLE_ERR_ARG, "the parameter is added twice");
     int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
@@ -187,7 +201,8 @@ ladle_status ladle_optimizer_set_lr(ladle_optimizer *o, double lr)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(o);
-    LADLE_CHECK(lr >= 0, LADLE_ERR_ARG, "learning rate %g is negative", lr);
+    LADLE_CHECK(lr >= 0 && isfinite(lr), LADLE_ERR_ARG,
+                "learning rate %g must be finite and >= 0", lr);
     o->d.lr = lr;
 fail:
     return st;
@@ -196,6 +211,11 @@ fail:
 double ladle_optimizer_lr(const ladle_optimizer *o) { return o ? o->d.lr : 0.0; }
 int64_t ladle_optimizer_steps(const ladle_optimizer *o) { return o ? o->steps : 0; }
 int ladle_optimizer_num_params(const ladle_optimizer *o) { return o ? o->n : 0; }
+
+ladle_tensor *ladle__optimizer_param(const ladle_optimizer *o, int i)
+{
+    return o != NULL && i >= 0 && i < o->n ? o->slots[i].param : NULL;
+}
 
 ladle_tensor *ladle_optimizer_state(const ladle_optimizer *o, int i, int k)
 {

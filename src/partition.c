@@ -100,9 +100,12 @@ static ladle_status check_grid(const char *func, int ndim, const int *shape, int
             return ladle__raise(LADLE_ERR_ARG, func,
                                 "partition shape %s has an extent below 1",
                                 ladle__fmt_shape(buf, sizeof buf, ndim, shape));
+        /* n <= 2^30 and shape[d] < 2^31 before the product: it fits */
         n *= shape[d];
         if (n > (1 << 30))
-            return ladle__raise(LADLE_ERR_ARG, func, "partition shape too large");
+            return ladle__raise(LADLE_ERR_ARG, func,
+                                "partition shape %s is too large (more than 2^30 ranks)",
+                                ladle__fmt_shape(buf, sizeof buf, ndim, shape));
     }
     *size = (int)n;
     return LADLE_OK;
@@ -219,6 +222,10 @@ ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[]
 
     /* Local checks; every rank reaches the agreement below either way. */
     local = check_grid(__func__, ndim, shape, &psize);
+    if (local == LADLE_OK && psize > root->size) /* before the rank list is allocated */
+        local = ladle__raise(LADLE_ERR_PARTITION, __func__,
+                             "the partition needs %d ranks but the parent has only %d",
+                             psize, root->size);
     if (local == LADLE_OK) {
         p = partition_alloc(ndim, shape, psize);
         local = p ? check_ranks(__func__, psize, ranks, root->size, "the parent", p->ranks)
@@ -291,6 +298,11 @@ ladle_status ladle_partition_create_subset(const ladle_partition *base, int ndim
     LADLE_NOT_NULL(base);
     LADLE_NOT_NULL(out);
     local = check_grid(__func__, ndim, shape, &size);
+    if (local == LADLE_OK && size > base->size)
+        local =
+            ladle__raise(LADLE_ERR_PARTITION, __func__,
+                         "the partition needs %d ranks but the base partition has only %d",
+                         size, base->size);
     if (local == LADLE_OK) {
         members = ladle__calloc((size_t)size, sizeof(int));
         root_ranks = ladle__calloc((size_t)size, sizeof(int));

@@ -17,6 +17,13 @@ struct ladle_pipe_schedule {
     ladle_pipe_action **acts;
 };
 
+/* Bounds on a schedule's shape: its tables have stages x (m + 1) and
+ * workers x stages cells, and one worker's list at most MAX_ACTIONS
+ * entries; below them no index of the validator, simulator or generators
+ * (int arithmetic) can overflow. */
+#define LADLE_PIPE_MAX_CELLS (1 << 24)
+#define LADLE_PIPE_MAX_ACTIONS (1 << 26)
+
 /* The worker that runs (stage, mb); -1 out of range. */
 static inline int ladle__pipe_owner(const ladle_pipe_schedule *s, int stage, int mb)
 {

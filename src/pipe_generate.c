@@ -306,14 +306,18 @@ ladle_status ladle_pipe_schedule_generate(int style, int stages, const int *repl
     LADLE_NOT_NULL(out);
     LADLE_CHECK(style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_HYBRID, LADLE_ERR_ARG,
                 "unknown schedule style %d", style);
-    LADLE_CHECK(stages >= 1 && m >= 1, LADLE_ERR_ARG, "%d stages and %d microbatches", stages,
-                m);
+    LADLE_CHECK(stages >= 1 && stages <= 1 << 16 && m >= 1 && m <= 1 << 20, LADLE_ERR_ARG,
+                "%d stages and %d microbatches (1 to 65536 and 1 to 2^20)", stages, m);
     LADLE_CALL(ladle__pipe_check_costs(costs, stages));
     int workers = stages;
     if (style == LADLE_PIPE_HYBRID) {
         workers = 0;
         for (int j = 0; replicas != NULL && j < stages; j++) {
-            LADLE_CHECK(replicas[j] >= 1, LADLE_ERR_ARG, "stage %d has %d replicas", j,
+            /* bounded before the sum, which then cannot overflow */
+            LADLE_CHECK(replicas[j] >= 1 && replicas[j] <= 1 << 16 &&
+                            workers <= (1 << 16) - replicas[j],
+                        LADLE_ERR_ARG,
+                        "stage %d has %d replicas (at most 65536 workers in all)", j,
                         replicas[j]);
             workers += replicas[j];
         }

@@ -66,15 +66,20 @@ ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, doubl
     LADLE_NOT_NULL(f);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(w);
-    LADLE_CHECK(n >= 1 && reps >= 1 && reps <= 1000, LADLE_ERR_ARG,
-                "%d layers and %d repetitions (1 to 1000)", n, reps);
+    LADLE_CHECK(n >= 1 && n <= 1 << 20 && reps >= 1 && reps <= 1000, LADLE_ERR_ARG,
+                "%d layers and %d repetitions (1 to 2^20 and 1 to 1000)", n, reps);
     for (int i = 0; i < n; i++)
         LADLE_CHECK(layers[i] != NULL && layers[i]->layer, LADLE_ERR_ARG,
                     "entry %d is not a layer", i);
-    times = ladle__calloc((size_t)(3 * reps), sizeof(double));
+    /* the medians go to f, b and w only once every layer has been timed */
+    times = ladle__calloc((size_t)(3 * reps + 3 * n), sizeof(double));
     LADLE_CHECK(times != NULL, LADLE_ERR_ALLOC, "out of memory");
+    double *got = times + 3 * reps;
     for (int i = 0; i < n; i++)
-        LADLE_CALL(profile_one(layers[i], reps, times, &f[i], &b[i], &w[i]));
+        LADLE_CALL(
+            profile_one(layers[i], reps, times, &got[i], &got[n + i], &got[2 * n + i]));
+    for (int i = 0; i < n; i++)
+        f[i] = got[i], b[i] = got[n + i], w[i] = got[2 * n + i];
 fail:
     ladle__free(times);
     return st;

@@ -76,7 +76,13 @@ ladle_status ladle__pipe_alloc(int workers, int stages, const int *replicas,
     LADLE_CHECK(stages >= 1 && stages <= 1 << 16, LADLE_ERR_ARG,
                 "%d stages (1 to 65536 are allowed)", stages);
     LADLE_CHECK(m >= 1 && m <= 1 << 20, LADLE_ERR_ARG, "%d microbatches (1 to 2^20 allowed)", m);
-    int total = 0;
+    LADLE_CHECK((int64_t)stages * (m + 1) <= LADLE_PIPE_MAX_CELLS &&
+                    (int64_t)workers * stages <= LADLE_PIPE_MAX_CELLS,
+                LADLE_ERR_ARG,
+                "%d stages, %d microbatches and %d workers are too many: stages x "
+                "(microbatches + 1) and workers x stages may not pass 2^24",
+                stages, m, workers);
+    int64_t total = 0; /* at most stages x workers: within the bound above */
     for (int j = 0; j < stages; j++) {
         int r = replicas ? replicas[j] : 1;
         LADLE_CHECK(r >= 1 && r <= workers, LADLE_ERR_ARG,
@@ -147,6 +153,9 @@ ladle_status ladle_pipe_schedule_append(ladle_pipe_schedule *s, int worker,
     LADLE_CHECK(ladle__pipe_has_mb(a.kind) ? a.mb >= 0 && a.mb < s->m : a.mb == -1,
                 LADLE_ERR_ARG, "%s with microbatch %d (of %d)", ladle_pipe_kind_name(a.kind),
                 a.mb, s->m);
+    LADLE_CHECK(s->len[worker] < LADLE_PIPE_MAX_ACTIONS, LADLE_ERR_ARG,
+                "worker %d already has %d actions (the most a list may hold)", worker,
+                s->len[worker]);
     if (s->len[worker] == s->cap[worker]) {
         int cap = s->cap[worker] ? 2 * s->cap[worker] : 64;
         ladle_pipe_action *grown = ladle__calloc((size_t)cap, sizeof *grown);

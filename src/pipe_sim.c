@@ -108,33 +108,28 @@ static int advance(replay *R, int w)
     return moved;
 }
 
-ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
-                                 ladle_pipe_sim *out)
+/* Replay the (valid) schedule into o. */
+static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
+                               ladle_pipe_sim *o)
 {
     ladle_status st = LADLE_OK;
-    ladle_pipe_report rep;
     replay R;
-    memset(&rep, 0, sizeof rep);
     memset(&R, 0, sizeof R);
-    LADLE_NOT_NULL(s);
-    LADLE_NOT_NULL(out);
-    memset(out, 0, sizeof *out);
-    LADLE_CALL(ladle_pipe_schedule_validate(s, &rep));
-    LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
-    LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
-    int total = 0;
+    int64_t total = 0;
     for (int w = 0; w < s->workers; w++)
         total += s->len[w];
+    LADLE_CHECK(total < INT32_MAX, LADLE_ERR_ARG, "%lld actions are too many to simulate",
+                (long long)total);
     R.s = s;
     R.c = c;
-    R.out = out;
+    R.out = o;
     R.sent = ladle__calloc((size_t)ladle__pipe_keys(s), sizeof(double));
     R.free_at = ladle__calloc((size_t)s->workers, sizeof(double));
     R.stash = ladle__calloc((size_t)s->workers, sizeof(double));
     R.pc = ladle__calloc((size_t)s->workers, sizeof(int));
-    out->peak_memory = ladle__calloc((size_t)s->workers, sizeof(double));
-    out->events = ladle__calloc((size_t)total + 1, sizeof(ladle_pipe_event));
-    LADLE_CHECK(R.sent && R.free_at && R.stash && R.pc && out->peak_memory && out->events,
+    o->peak_memory = ladle__calloc((size_t)s->workers, sizeof(double));
+    o->events = ladle__calloc((size_t)total + 1, sizeof(ladle_pipe_event));
+    LADLE_CHECK(R.sent && R.free_at && R.stash && R.pc && o->peak_memory && o->events,
                 LADLE_ERR_ALLOC, "out of memory");
     for (int64_t i = 0; i < ladle__pipe_keys(s); i++)
         R.sent[i] = -1;
@@ -146,15 +141,36 @@ ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_
     for (int w = 0; w < s->workers; w++) {
         LADLE_CHECK(R.pc[w] == s->len[w], LADLE_ERR_INTERNAL,
                     "the simulation stopped on worker %d at step %d", w, R.pc[w]);
-        if (out->peak_memory[w] > out->peak_memory_max)
-            out->peak_memory_max = out->peak_memory[w];
+        if (o->peak_memory[w] > o->peak_memory_max)
+            o->peak_memory_max = o->peak_memory[w];
     }
-    out->bubble = out->makespan > 0 ? 1.0 - out->busy / (s->workers * out->makespan) : 0.0;
+    o->bubble = o->makespan > 0 ? 1.0 - o->busy / (s->workers * o->makespan) : 0.0;
 fail:
-    if (st != LADLE_OK)
-        ladle_pipe_sim_free(out);
-    ladle_pipe_report_free(&rep);
     ladle__free(R.sent), ladle__free(R.free_at), ladle__free(R.stash), ladle__free(R.pc);
+    return st;
+}
+
+ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
+                                 ladle_pipe_sim *out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_pipe_report rep;
+    ladle_pipe_sim sim;
+    memset(&rep, 0, sizeof rep);
+    memset(&sim, 0, sizeof sim);
+    LADLE_NOT_NULL(s);
+    LADLE_NOT_NULL(out);
+    /* everything is checked before anything is written: *out changes only
+     * on success */
+    LADLE_CALL(ladle_pipe_schedule_validate(s, &rep));
+    LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
+    LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
+    LADLE_CALL(replay_all(s, c, &sim));
+    *out = sim;
+    memset(&sim, 0, sizeof sim);
+fail:
+    ladle_pipe_sim_free(&sim);
+    ladle_pipe_report_free(&rep);
     return st;
 }
 

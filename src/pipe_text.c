@@ -1,6 +1,7 @@
 /* Reading schedules from their text form: one line per worker, actions such
  * as "2F0", "1SEND_B3", "0REDUCE" separated by spaces (see ladle/pipeline.h). */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,10 +50,26 @@ static int parse_action(const char *t, ladle_pipe_action *a)
             return 0;
         char *stop;
         long mb = strtol(rest, &stop, 10);
+        if (*stop != '\0' || mb > 1 << 20) /* an overflow is LONG_MAX: refused too */
+            return 0;
         a->mb = (int)mb;
-        return *stop == '\0' && mb <= 1 << 20;
+        return 1;
     }
     return 0;
+}
+
+/* A header number: the whole token a decimal integer in [lo, hi]. */
+static int parse_count(const char *t, long lo, long hi, int *out)
+{
+    char *end;
+    if (!isdigit((unsigned char)*t))
+        return 0;
+    errno = 0;
+    long v = strtol(t, &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < lo || v > hi)
+        return 0;
+    *out = (int)v;
+    return 1;
 }
 
 /* "1,2,1" into list; the count, or -1 when malformed or too long. */
@@ -80,10 +97,15 @@ static ladle_status parse_header(parsed *p, char *line, int lineno)
     while ((key = strtok_r(NULL, " \t", &save)) != NULL) {
         char *val = strtok_r(NULL, " \t", &save);
         LADLE_CHECK(val != NULL, LADLE_ERR_IO, "line %d: '%s' has no value", lineno, key);
+        int stage_cap = (int)(sizeof p->rep / sizeof p->rep[0]);
         if (strcmp(key, "stages") == 0)
-            p->stages = atoi(val);
+            LADLE_CHECK(parse_count(val, 1, stage_cap, &p->stages), LADLE_ERR_IO,
+                        "line %d: stages '%s' is not a whole number from 1 to %d", lineno,
+                        val, stage_cap);
         else if (strcmp(key, "microbatches") == 0)
-            p->m = atoi(val);
+            LADLE_CHECK(parse_count(val, 1, 1 << 20, &p->m), LADLE_ERR_IO,
+                        "line %d: microbatches '%s' is not a whole number from 1 to %d",
+                        lineno, val, 1 << 20);
         else if (strcmp(key, "replicas") == 0)
             p->nrep = parse_list(val, p->rep, (int)(sizeof p->rep / sizeof p->rep[0]));
         else if (strcmp(key, "placement") == 0)
@@ -250,25 +272,14 @@ ladle_status ladle_pipe_schedule_load(const char *path, ladle_pipe_schedule **ou
 {
     ladle_status st = LADLE_OK;
     char *text = NULL;
-    FILE *f = NULL;
+    size_t size = 0;
     LADLE_NOT_NULL(path);
     LADLE_NOT_NULL(out);
-    f = fopen(path, "rb");
-    LADLE_CHECK(f != NULL, LADLE_ERR_IO, "cannot open %s", path);
-    LADLE_CHECK(fseek(f, 0, SEEK_END) == 0, LADLE_ERR_IO, "cannot read %s", path);
-    long size = ftell(f);
-    LADLE_CHECK(size >= 0 && size < (1L << 30), LADLE_ERR_IO, "cannot read %s", path);
-    rewind(f);
-    text = ladle__calloc((size_t)size + 1, 1);
-    LADLE_CHECK(text != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CHECK(fread(text, 1, (size_t)size, f) == (size_t)size, LADLE_ERR_IO,
-                "cannot read %s", path);
-    LADLE_CHECK(memchr(text, '\0', (size_t)size) == NULL, LADLE_ERR_IO,
-                "%s is not a text file", path);
+    LADLE_CALL(ladle__read_file(__func__, path, (int64_t)1 << 30, &text, &size));
+    LADLE_CHECK(memchr(text, '\0', size) == NULL, LADLE_ERR_IO, "%s is not a text file",
+                path);
     LADLE_CALL(ladle_pipe_schedule_parse(text, out));
 fail:
-    if (f)
-        fclose(f);
     ladle__free(text);
     return st;
 }

@@ -260,15 +260,17 @@ static char *grid(const checker *c, const char *head)
     return out;
 }
 
-ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *s, ladle_pipe_report *r)
+ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *s,
+                                          ladle_pipe_report *out)
 {
     ladle_status st = LADLE_OK;
     checker c;
     int *pc = NULL;
+    ladle_pipe_report rep, *r = &rep; /* *out is written only on success */
     memset(&c, 0, sizeof c);
+    memset(&rep, 0, sizeof rep);
     LADLE_NOT_NULL(s);
-    LADLE_NOT_NULL(r);
-    memset(r, 0, sizeof *r);
+    LADLE_NOT_NULL(out);
     c.s = s;
     c.bad_worker = -1;
     size_t keys = (size_t)ladle__pipe_keys(s), ws = (size_t)s->workers * (size_t)s->stages;
@@ -312,9 +314,10 @@ ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *s, ladle_pi
                  c.bad_step, c.why);
     r->message = grid(&c, head);
     LADLE_CHECK(r->message != NULL, LADLE_ERR_ALLOC, "out of memory");
+    *out = rep;
+    memset(&rep, 0, sizeof rep);
 fail:
-    if (st != LADLE_OK)
-        ladle_pipe_report_free(r);
+    ladle_pipe_report_free(&rep);
     ladle__free(c.where), ladle__free(c.at), ladle__free(c.held), ladle__free(c.local_count);
     ladle__free(pc);
     return st;

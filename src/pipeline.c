@@ -313,6 +313,9 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     const ladle_op *first = g->layers[0];
     h->nslots = slots_needed(s, pl->worker, j);
     LADLE_CHECK(h->nslots >= 0, LADLE_ERR_ALLOC, "out of memory");
+    LADLE_CHECK((int64_t)m * (pl->maxpeers + 1) <= INT32_MAX, LADLE_ERR_ARG,
+                "%d microbatches each sent to %d ranks are too many requests", m,
+                pl->maxpeers);
     h->slots = ladle__calloc((size_t)h->nslots + 1, sizeof(slot));
     h->slot_of = ladle__calloc((size_t)m, sizeof(int));
     h->dxbuf = ladle__calloc((size_t)m, sizeof(ladle_tensor *));

@@ -1,6 +1,7 @@
 /* The pipeline executor's step: each worker runs its schedule's actions in
  * order (see pipeline.c for how the buffers are planned), and the timeline
  * of the last step. */
+#include <math.h>
 #include <string.h>
 
 #include "pipeline_impl.h"
@@ -131,7 +132,15 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
         if (sl->tgt != NULL && sl->tgt->numel > 0)
             LADLE_CALL(take_block(sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
                                   h->tgt_off, h->tgt_shape));
-        LADLE_CALL(ladle_loss_forward(pl->loss, sl->lctx, out, sl->tgt, pl->lossval));
+        /* a non-finite loss must not stop this worker half way through the
+         * schedule (the others would wait for it forever): it goes into the
+         * sum, which ladle_pipeline_step judges once every worker agrees */
+        st = ladle_loss_forward(pl->loss, sl->lctx, out, sl->tgt, pl->lossval);
+        if (st == LADLE_ERR_NUMERIC) {
+            ladle_error_clear();
+            st = LADLE_OK;
+        }
+        LADLE_CALL(st);
         const void *v = pl->lossval->data;
         if (pl->loss_counts)
             pl->loss_sum += pl->lossval->dtype == LADLE_F32 ? *(const float *)v
@@ -383,6 +392,11 @@ ladle_status ladle_pipeline_step(ladle_pipeline *pl, const ladle_tensor *x,
     /* one rank per replica of the last stage adds its microbatches */
     if (loss)
         *loss = pl->mean ? sum / s->m : sum;
+    /* the sum is the same on every worker: so is the verdict */
+    LADLE_CHECK(isfinite(sum), LADLE_ERR_NUMERIC,
+                "the loss is %g: a microbatch's loss is not finite, and the step has been "
+                "taken with its gradients",
+                pl->mean ? sum / s->m : sum);
 fail:
     return st;
 }
@@ -410,10 +424,11 @@ ladle_status ladle_pipeline_gather_events(ladle_pipeline *pl, int *n, ladle_pipe
     LADLE_NOT_NULL(pl);
     LADLE_NOT_NULL(n);
     LADLE_NOT_NULL(events);
-    *n = 0;
-    *events = NULL;
-    if (!pl->active)
+    if (!pl->active) {
+        *n = 0;
+        *events = NULL;
         return LADLE_OK;
+    }
     MPI_Comm_size(pl->comm, &size);
     /* one rank per worker: its ranks ran the same list */
     int mine = pl->wrank == 0 ? pl->nevents * (int)sizeof(ladle_pipe_event) : 0, total = 0;
@@ -431,11 +446,10 @@ ladle_status ladle_pipeline_gather_events(ladle_pipeline *pl, int *n, ladle_pipe
     }
     LADLE_MPI(MPI_Gatherv(pl->events, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
                           pl->comm));
-    if (pl->worker == 0) {
-        *n = total / (int)sizeof(ladle_pipe_event);
-        *events = all;
-        all = NULL;
-    }
+    /* written only on success */
+    *n = pl->worker == 0 ? total / (int)sizeof(ladle_pipe_event) : 0;
+    *events = all;
+    all = NULL;
 fail:
     ladle__free(counts), ladle__free(displs), ladle__free(all);
     return st;

@@ -284,8 +284,16 @@ ladle_ref ladle_sched_workspace(ladle_sched *s, int64_t count)
 {
     ladle_ref r = ladle_ref_make(LADLE_BUF_WS, s->ws_elems);
     /* keep every reservation 64-byte aligned */
-    int64_t align = (int64_t)(64 / s->esize);
-    s->ws_elems += (count + align - 1) / align * align;
+    int64_t align = (int64_t)(64 / s->esize), total = 0;
+    if (count < 0 || count > LADLE_MAX_ELEMS ||
+        !ladle__add_ok(s->ws_elems, (count + align - 1) / align * align, &total) ||
+        total > LADLE_MAX_ELEMS) {
+        if (s->error == LADLE_OK)
+            s->error = ladle__raise(LADLE_ERR_SHAPE, "ladle_sched",
+                                    "the workspace passes 2^57 elements");
+        return r;
+    }
+    s->ws_elems = total;
     return r;
 }
 

@@ -26,14 +26,22 @@ ladle_status ladle__check_shape(const char *func, int ndim, const int64_t *shape
             return ladle__raise(LADLE_ERR_SHAPE, func,
                                 "extent %lld of dimension %d is negative",
                                 (long long)shape[d], d);
-    /* every element count must also fit as a byte count of the widest dtype */
-    int64_t n = ladle__volume_within(ndim, shape, LADLE_MAX_BYTES / 8);
-    if (n < 0) {
-        char buf[256];
+    /* every element count must also fit as a byte count of the widest dtype,
+     * and so must the strides, which count a zero extent as one: then no
+     * product of a shape's extents can overflow */
+    int64_t n = ladle__volume_within(ndim, shape, LADLE_MAX_ELEMS), ones[LADLE_MAX_NDIM];
+    for (int d = 0; d < ndim; d++)
+        ones[d] = shape[d] > 0 ? shape[d] : 1;
+    char buf[256];
+    if (n < 0)
         return ladle__raise(LADLE_ERR_SHAPE, func,
                             "a %s tensor is too large (more than 2^57 elements)",
                             ladle__fmt_shape64(buf, sizeof buf, ndim, shape));
-    }
+    if (ladle__volume_within(ndim, ones, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "the extents of a %s tensor are too large (their strides would "
+                            "pass 2^57 elements)",
+                            ladle__fmt_shape64(buf, sizeof buf, ndim, shape));
     *numel = n;
     return LADLE_OK;
 }
@@ -65,9 +73,17 @@ static ladle_status tensor_new(const char *func, ladle_dtype dtype, ladle_device
     for (int d = 0; d < ndim; d++)
         t->shape[d] = shape[d];
     if (strides != NULL) {
+        int64_t reach = 0, step = 0;
         for (int d = 0; d < ndim; d++) {
             LADLE_CHECK(strides[d] >= 0, LADLE_ERR_ARG, "stride %d is negative", d);
             t->strides[d] = strides[d];
+            /* the offset of the last element must be an index ladle can form */
+            int ok = numel == 0 ||
+                     (ladle__mul_ok(shape[d] - 1, strides[d], &step) &&
+                      ladle__add_ok(reach, step, &reach) && reach < LADLE_MAX_ELEMS);
+            LADLE_CHECK(ok, LADLE_ERR_ARG,
+                        "stride %lld of dimension %d reaches past 2^57 elements",
+                        (long long)strides[d], d);
         }
     } else {
         ladle__contiguous_strides(ndim, shape, t->strides);

@@ -43,7 +43,8 @@ test_sum_reduce: 1 2 3 4 5 12
 test_all_sum_reduce: 1 2 3 4 12
 test_repartition: 1 2 3 4 6 12
 test_halo: 1 2 3 4 9 12
-test_errors: 1 2 4
+test_errors: 1 2 3 4
+test_hostile: 1 2 3
 test_dist_linear: 1 2 3 4 6 9 12
 test_dist_conv: 1 2 3 4 6 8 12
 test_dist_bn: 1 2 3 4 6 8 12

@@ -1,11 +1,18 @@
 /* Checkpoints: written on one layout, loaded on another (or on sequential
  * layers), training continues exactly; torn, truncated, altered and foreign
- * files are refused on every rank. */
+ * files are refused on every rank; writes that fail (a file size limit, a
+ * path through a regular file, a directory, a missing directory, a FIFO)
+ * say why on every rank, leave no .tmp behind and the previous checkpoint
+ * intact; an optimizer that does not hold the network's parameters is
+ * refused. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -201,6 +208,218 @@ START_TEST(damaged_files)
 }
 END_TEST
 
+/* A path of this run's own under /tmp (rank 0's pid in it), so that runs
+ * of the suite at the same time never share a file. */
+static void own_path(char *buf, size_t cap, const char *name)
+{
+    int pid = lt_rank == 0 ? (int)getpid() : 0;
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    snprintf(buf, cap, "/tmp/ladle_ckpt_%d_%s", pid, name);
+}
+
+/* The bytes of a file (rank 0 only; -1 and NULL when it cannot be read). */
+static long slurp(const char *path, char **bytes)
+{
+    *bytes = NULL;
+    FILE *f = lt_rank == 0 ? fopen(path, "rb") : NULL;
+    long len = -1;
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0) {
+        *bytes = malloc((size_t)len + 1);
+        if (*bytes == NULL || fread(*bytes, 1, (size_t)len, f) != (size_t)len)
+            len = -1;
+    }
+    if (f != NULL)
+        fclose(f);
+    return len;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* The message, kept before ladle_error_clear. */
+static const char *said(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ladle_error_message());
+    ladle_error_clear();
+    return buf;
+}
+
+/* A save under a file size limit (on the writing rank) at each of several
+ * sizes: nothing written, inside the header, inside the data, at the
+ * trailer, inside it. Every rank gets LADLE_ERR_IO with the system's
+ * reason; no .tmp stays; the checkpoint saved before is the same bytes and
+ * still loads. */
+START_TEST(failed_writes)
+{
+    ladle_network *net = lenet(1, 1, 1, 1, 1, 0);
+    ladle_optimizer *opt = adam(net);
+    char file[256], tmp[300], msg[1024];
+    double losses[1];
+    own_path(file, sizeof file, "fault.bin");
+    snprintf(tmp, sizeof tmp, "%s.tmp", file);
+    int64_t meta[1] = {7};
+    LT_OK(ladle_checkpoint_save(file, MPI_COMM_WORLD, net, opt, 1, meta));
+    char *before = NULL;
+    long len = slurp(file, &before);
+    MPI_Bcast(&len, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    LT_ASSERT(len > 1000, "the first save wrote %ld bytes", len);
+    train(net, opt, 1, losses); /* a new state: a successful save would change the file */
+    long limits[5] = {0, 20, len / 2, len - 24, len - 1};
+    for (int k = 0; k < 5; k++) {
+        struct rlimit old, lim;
+        if (lt_rank == 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            getrlimit(RLIMIT_FSIZE, &old);
+            lim.rlim_cur = (rlim_t)limits[k];
+            lim.rlim_max = old.rlim_max;
+            setrlimit(RLIMIT_FSIZE, &lim);
+        }
+        ladle_status st = ladle_checkpoint_save(file, MPI_COMM_WORLD, net, opt, 1, meta);
+        if (lt_rank == 0)
+            setrlimit(RLIMIT_FSIZE, &old);
+        said(msg, sizeof msg);
+        char *after = NULL;
+        long alen = slurp(file, &after);
+        int intact =
+            lt_rank != 0 || (alen == len && memcmp(before, after, (size_t)len) == 0);
+        int stale = lt_rank == 0 && exists(tmp);
+        LT_ASSERT(st == LADLE_ERR_IO && strstr(msg, "File too large") &&
+                      strstr(msg, "write") && intact && !stale,
+                  "limit %ld of %ld bytes: %s (%s), old file %s, %s left", limits[k], len,
+                  ladle_status_name(st), msg, intact ? "intact" : "changed",
+                  stale ? "a .tmp" : "no .tmp");
+        free(after);
+        ladle_network *other = lenet(1, 1, 1, 1, 1, 0);
+        ladle_optimizer *oo = adam(other);
+        int64_t got[1] = {0};
+        LT_OK(ladle_checkpoint_load(file, MPI_COMM_WORLD, other, oo, 1, got, NULL));
+        LT_ASSERT(got[0] == 7 && ladle_optimizer_steps(oo) == 0, "the old checkpoint");
+        ladle_optimizer_destroy(&oo);
+        ladle_network_destroy(&other);
+    }
+    free(before);
+    if (lt_rank == 0)
+        remove(file);
+    ladle_optimizer_destroy(&opt);
+    ladle_network_destroy(&net);
+}
+END_TEST
+
+/* Paths that cannot be written or read: through a regular file (ENOTDIR),
+ * a directory, a directory that does not exist; the pre-flight check says
+ * so before any save, and passes a good path without leaving anything. */
+START_TEST(bad_paths)
+{
+    ladle_network *net = lenet(1, 1, 1, 1, 1, 0);
+    char plain[256], dir[256], through[300], missing[300], good[256], tmp[300], msg[1024];
+    char fifo[256];
+    own_path(fifo, sizeof fifo, "fifo");
+    own_path(plain, sizeof plain, "plain");
+    own_path(dir, sizeof dir, "dir");
+    own_path(good, sizeof good, "good.bin");
+    snprintf(through, sizeof through, "%s/ckpt.bin", plain);
+    snprintf(missing, sizeof missing, "%s_missing/ckpt.bin", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", good);
+    if (lt_rank == 0) {
+        FILE *f = fopen(plain, "w");
+        if (f)
+            fclose(f);
+        mkdir(dir, 0700);
+        mkfifo(fifo, 0600); /* opening it blocks unless the library takes care */
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    struct {
+        const char *path, *reason;
+    } cases[4] = {{through, "Not a directory"},
+                  {dir, "directory"},
+                  {missing, "No such file or directory"},
+                  {fifo, "not a regular file"}};
+    for (int k = 0; k < 4; k++) {
+        ladle_status st = ladle_checkpoint_check_path(cases[k].path, MPI_COMM_WORLD);
+        said(msg, sizeof msg);
+        LT_ASSERT(st == LADLE_ERR_IO && strstr(msg, cases[k].reason), "check %s: %s (%s)",
+                  cases[k].path, ladle_status_name(st), msg);
+        st = ladle_checkpoint_save(cases[k].path, MPI_COMM_WORLD, net, NULL, 0, NULL);
+        said(msg, sizeof msg);
+        LT_ASSERT(st == LADLE_ERR_IO && strstr(msg, cases[k].reason), "save %s: %s (%s)",
+                  cases[k].path, ladle_status_name(st), msg);
+        st = ladle_checkpoint_load(cases[k].path, MPI_COMM_WORLD, net, NULL, 0, NULL, NULL);
+        said(msg, sizeof msg);
+        LT_ASSERT(st == LADLE_ERR_IO && strstr(msg, cases[k].reason) &&
+                      !strstr(msg, "out of memory"),
+                  "load %s: %s (%s)", cases[k].path, ladle_status_name(st), msg);
+    }
+    LT_OK(ladle_checkpoint_check_path(good, MPI_COMM_WORLD));
+    LT_ASSERT(lt_rank != 0 || (!exists(good) && !exists(tmp)), "the check left a file");
+    LT_FAILS(ladle_checkpoint_check_path(NULL, MPI_COMM_WORLD), LADLE_ERR_NULL);
+    if (lt_rank == 0) {
+        remove(plain);
+        remove(fifo);
+        rmdir(dir);
+    }
+    ladle_network_destroy(&net);
+}
+END_TEST
+
+/* An optimizer saved or loaded with a network must hold exactly its
+ * parameters, in order: none, another network's, or the right ones in
+ * another order are LADLE_ERR_ARG on every rank, and nothing is written. */
+START_TEST(optimizer_must_match)
+{
+    ladle_network *net = lenet(1, 1, 1, 1, 1, 0), *other = lenet(1, 1, 1, 1, 1, 0);
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAM, 0.01);
+    ladle_optimizer *empty = NULL, *foreign = adam(other), *reversed = NULL, *mixed = NULL;
+    LT_OK(ladle_optimizer_create(&od, &empty));
+    LT_OK(ladle_optimizer_create(&od, &reversed));
+    for (int i = ladle_network_size(net) - 1; i >= 0; i--)
+        LT_OK(ladle_optimizer_add_op(reversed, ladle_network_layer(net, i)));
+    /* the right optimizer everywhere but on the last rank */
+    LT_OK(ladle_optimizer_create(&od, &mixed));
+    int last = lt_rank == lt_size - 1 && lt_size > 1; /* not a collective call */
+    ladle_status added = last ? LADLE_OK : ladle_optimizer_add_network(mixed, net);
+    LT_ASSERT(added == LADLE_OK, "%s", ladle_error_message());
+    char file[256], msg[1024];
+    own_path(file, sizeof file, "opt.bin");
+    struct {
+        ladle_optimizer *opt;
+        const char *word;
+    } cases[4] = {{empty, "holds 0 parameters"},
+                  {foreign, "not the network's"},
+                  {reversed, "not the network's"},
+                  {mixed, lt_size == 1 ? "" : "parameters"}};
+    for (int k = 0; k < 4; k++) {
+        if (k == 3 && lt_size == 1)
+            continue;
+        ladle_status st =
+            ladle_checkpoint_save(file, MPI_COMM_WORLD, net, cases[k].opt, 0, NULL);
+        said(msg, sizeof msg);
+        LT_ASSERT(st == LADLE_ERR_ARG && strstr(msg, cases[k].word) &&
+                      (lt_rank != 0 || !exists(file)),
+                  "save with optimizer %d: %s (%s)", k, ladle_status_name(st), msg);
+    }
+    LT_OK(ladle_checkpoint_save(file, MPI_COMM_WORLD, net, NULL, 0, NULL));
+    for (int k = 0; k < 4; k++) {
+        if (k == 3 && lt_size == 1)
+            continue;
+        ladle_status st =
+            ladle_checkpoint_load(file, MPI_COMM_WORLD, net, cases[k].opt, 0, NULL, NULL);
+        said(msg, sizeof msg);
+        LT_ASSERT(st == LADLE_ERR_ARG && strstr(msg, cases[k].word),
+                  "load with optimizer %d: %s (%s)", k, ladle_status_name(st), msg);
+    }
+    if (lt_rank == 0)
+        remove(file);
+    ladle_optimizer_destroy(&empty), ladle_optimizer_destroy(&foreign);
+    ladle_optimizer_destroy(&reversed), ladle_optimizer_destroy(&mixed);
+    ladle_network_destroy(&net), ladle_network_destroy(&other);
+}
+END_TEST
+
 Suite *ck_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -208,6 +427,9 @@ Suite *ck_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, resume_on_another_layout);
     tcase_add_test(tc, damaged_files);
+    tcase_add_test(tc, failed_writes);
+    tcase_add_test(tc, bad_paths);
+    tcase_add_test(tc, optimizer_must_match);
     suite_add_tcase(s, tc);
     return s;
 }

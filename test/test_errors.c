@@ -1,6 +1,23 @@
 /* Bad input that cuts across the primitives: NULL handles, ranks that
- * disagree, partitions from unrelated communicators, checked ops. */
+ * disagree, partitions from unrelated communicators, checked ops; and the
+ * API calls that must not report success for work they did not do: calls
+ * out of order, arguments that disagree with each other, losses that are
+ * not finite. */
+#include <math.h>
+#include <string.h>
+
 #include "harness.h"
+
+/* The call must fail with code on every rank and its message name `word`. */
+#define FAILS_SAYING(expr, code, word)                                                     \
+    do {                                                                                   \
+        ladle_status st_ = (expr);                                                         \
+        const char *msg_ = ladle_error_message();                                          \
+        LT_ASSERT(st_ == (code) && strstr(msg_, (word)) != NULL,                           \
+                  "%s returned %s (%s), expected %s saying '%s'", #expr,                   \
+                  ladle_status_name(st_), msg_, #code, (word));                            \
+        ladle_error_clear();                                                               \
+    } while (0)
 
 START_TEST(null_handles)
 {
@@ -108,15 +125,230 @@ START_TEST(op_outlives_its_inputs)
 }
 END_TEST
 
+/* A LeNet over every rank (the batch split lt_size ways), its input block
+ * and labels. */
+typedef struct small_net {
+    ladle_network *net;
+    ladle_tensor *x, *t;
+} small_net;
+
+static small_net lenet(void)
+{
+    small_net s = {NULL, NULL, NULL};
+    ladle_lenet_desc d;
+    ladle_lenet_desc_init(&d);
+    d.batch = 2 * lt_size;
+    d.image = 12;
+    d.dtype = LADLE_F64;
+    d.data_ways = lt_size;
+    LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &s.net));
+    int64_t off[4] = {0}, box[4] = {0}, loff[2] = {0}, lbox[2] = {0};
+    ladle_layout_box(ladle_op_x_layout(ladle_network_layer(s.net, 0)), LADLE_SELF, off,
+                     box);
+    ladle_layout_box(ladle_op_x_layout(ladle_network_loss_op(s.net)), LADLE_SELF, loff,
+                     lbox);
+    s.x = lt_tensor(LADLE_F64, 4, box);
+    s.t = lt_tensor(LADLE_I64, 1, lbox);
+    LT_OK(ladle_tensor_fill_random(s.x, 5, 0));
+    for (int64_t i = 0; i < lbox[0]; i++)
+        ((int64_t *)ladle_tensor_data(s.t))[i] = (loff[0] + i) % 10;
+    return s;
+}
+
+static void small_net_free(small_net *s)
+{
+    ladle_network_destroy(&s->net);
+    ladle_tensor_destroy(&s->x);
+    ladle_tensor_destroy(&s->t);
+}
+
+/* Forward, loss and backward in any other order are refused on every rank,
+ * before they touch anything. */
+START_TEST(network_call_order)
+{
+    small_net s = lenet();
+    double loss = -3;
+    FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
+    LT_ASSERT(loss == -3, "a refused loss wrote %g", loss);
+    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
+    LT_OK(ladle_network_forward(s.net, s.x, NULL));
+    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
+    LT_OK(ladle_network_loss(s.net, s.t, &loss));
+    LT_ASSERT(isfinite(loss) && loss > 0, "loss %g", loss);
+    LT_OK(ladle_network_backward(s.net, 1));
+    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "consumes");
+    /* a failed forward (a wrong dtype) leaves no forward behind */
+    ladle_tensor *x32 =
+        lt_tensor(LADLE_F32, ladle_tensor_ndim(s.x), ladle_tensor_shape(s.x));
+    ladle_status st = ladle_network_forward(s.net, x32, NULL);
+    LT_ASSERT(st == LADLE_ERR_DTYPE, "forward with f32 input: %s", ladle_status_name(st));
+    ladle_error_clear();
+    FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
+    ladle_tensor_destroy(&x32);
+    small_net_free(&s);
+}
+END_TEST
+
+/* Arguments that disagree with each other: a network whose loss has
+ * another dtype than its layers, an optimizer gradient of another shape
+ * (the same element count), layer and loss tensors on another device or of
+ * another shape. */
+START_TEST(inconsistent_arguments)
+{
+    int64_t xs[2] = {4, 3};
+    ladle_op *lin = NULL, *loss = NULL;
+    ladle_network *net = NULL;
+    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F32, 1, &lin));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, &loss));
+    ladle_status st = ladle_network_create(1, &lin, loss, 0, &net);
+    const char *msg = ladle_error_message();
+    LT_ASSERT(st == LADLE_ERR_DTYPE && net == NULL && strstr(msg, "f64") &&
+                  strstr(msg, "f32"),
+              "layers f32, loss f64: %s (%s)", ladle_status_name(st), msg);
+    ladle_error_clear();
+    ladle_op_destroy(&loss);
+
+    ladle_optimizer_desc od;
+    ladle_optimizer *opt = NULL;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAM, 0.1);
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s6[1] = {6};
+    ladle_tensor *p = lt_tensor(LADLE_F32, 2, s23), *g = lt_tensor(LADLE_F32, 2, s32);
+    ladle_tensor *g6 = lt_tensor(LADLE_F32, 1, s6);
+    FAILS_SAYING(ladle_optimizer_add_param(opt, p, g), LADLE_ERR_SHAPE, "3x2");
+    FAILS_SAYING(ladle_optimizer_add_param(opt, p, g6), LADLE_ERR_SHAPE, "2x3");
+    LT_ASSERT(ladle_optimizer_num_params(opt) == 0, "a refused parameter was added");
+    od.lr = INFINITY;
+    ladle_optimizer *bad = NULL;
+    FAILS_SAYING(ladle_optimizer_create(&od, &bad), LADLE_ERR_ARG, "finite");
+    FAILS_SAYING(ladle_optimizer_set_lr(opt, NAN), LADLE_ERR_ARG, "finite");
+
+    /* a tensor that says it lives on the GPU, passed to cpu layers */
+    float cells[12] = {0};
+    ladle_tensor *xd = NULL, *y = lt_tensor(LADLE_F32, 2, xs),
+                 *x = lt_tensor(LADLE_F32, 2, xs);
+    LT_OK(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd));
+    FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE, "cuda");
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, &loss));
+    ladle_tensor *out = lt_tensor(LADLE_F32, 0, NULL);
+    FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE, "cuda");
+    /* a loss gradient of the input's element count but not its shape */
+    ladle_ctx *ctx = NULL;
+    int64_t s34[2] = {3, 4};
+    ladle_tensor *wrong = lt_tensor(LADLE_F32, 2, s34);
+    LT_OK(ladle_ctx_create(loss, &ctx));
+    LT_OK(ladle_loss_forward(loss, ctx, x, y, out));
+    FAILS_SAYING(ladle_loss_backward(loss, ctx, out, wrong), LADLE_ERR_SHAPE, "shape");
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&wrong), ladle_tensor_destroy(&out);
+    ladle_tensor_destroy(&xd), ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&p), ladle_tensor_destroy(&g), ladle_tensor_destroy(&g6);
+    ladle_optimizer_destroy(&opt);
+    ladle_op_destroy(&loss), ladle_op_destroy(&lin);
+}
+END_TEST
+
+/* The message after its "[rank R] " prefix is the same on every rank. */
+static int same_message_everywhere(void)
+{
+    const char *m = strchr(ladle_error_message(), ']');
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = m ? m : ""; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    unsigned long long lo = h, hi = h;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+/* Losses that come out infinite or NaN are LADLE_ERR_NUMERIC, with the
+ * value still reported: sequential, distributed (one rank's infinite
+ * logit fails every rank alike) and through a network. */
+START_TEST(non_finite_losses)
+{
+    int64_t s13[2] = {1, 3}, one[1] = {1};
+    ladle_op *op = NULL;
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, s13), *out = lt_tensor(LADLE_F64, 0, NULL);
+    ladle_tensor *label = lt_tensor(LADLE_I64, 1, one);
+    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s13,
+                            LADLE_F64, &op));
+    for (int k = 0; k < 3; k++) {
+        LT_OK(ladle_tensor_fill(x, 0.5));
+        lt_set(x, k == 2 ? 0 : 1, k == 1 ? -INFINITY : INFINITY);
+        ((int64_t *)ladle_tensor_data(label))[0] = 1;
+        FAILS_SAYING(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_NUMERIC,
+                     "cross-entropy loss is");
+        LT_ASSERT(!isfinite(lt_get(out, 0)), "case %d: the value %g is not reported", k,
+                  lt_get(out, 0));
+    }
+    ladle_op_destroy(&op);
+    /* terms that overflow f32, per element */
+    int64_t s4[1] = {4};
+    ladle_tensor *a = lt_tensor(LADLE_F32, 1, s4), *b = lt_tensor(LADLE_F32, 1, s4);
+    ladle_tensor *each = lt_tensor(LADLE_F32, 1, s4);
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 1, s4, LADLE_F32, &op));
+    lt_set(a, 2, 1e30);
+    FAILS_SAYING(ladle_loss_forward(op, NULL, a, b, each), LADLE_ERR_NUMERIC, "element 2");
+    ladle_op_destroy(&op);
+
+    /* distributed: an infinite logit on the last rank only */
+    int g[2] = {lt_size, 1};
+    int64_t xs[2] = {2 * lt_size, 3};
+    ladle_partition *p = lt_partition(2, g, 0);
+    LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
+                                 LADLE_F64, 0, &op));
+    int64_t box[2];
+    LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
+    ladle_tensor *bx = lt_tensor(LADLE_F64, 2, box), *bt = lt_tensor(LADLE_I64, 1, box);
+    LT_OK(ladle_tensor_fill(bx, 0.5));
+    if (lt_rank == lt_size - 1)
+        lt_set(bx, 1, INFINITY);
+    ladle_status st = ladle_loss_forward(op, NULL, bx, bt, out);
+    LT_ASSERT(st == LADLE_ERR_NUMERIC && !isfinite(lt_get(out, 0)) &&
+                  strstr(ladle_error_message(), "whole batch"),
+              "one rank's infinite logit: %s (%s), loss %g", ladle_status_name(st),
+              ladle_error_message(), lt_get(out, 0));
+    LT_ASSERT(same_message_everywhere(), "the ranks report different messages: %s",
+              ladle_error_message());
+    ladle_error_clear();
+    ladle_op_destroy(&op);
+    ladle_partition_destroy(&p);
+
+    /* a network: the loss is still reported, the backward refused */
+    int64_t xs2[2] = {4, 3};
+    ladle_op *lin = NULL, *mse = NULL;
+    ladle_network *net = NULL;
+    LT_OK(ladle_linear_create(2, xs2, 3, 1, LADLE_F32, 1, &lin));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs2, LADLE_F32, &mse));
+    LT_OK(ladle_network_create(1, &lin, mse, 0, &net));
+    ladle_tensor *nx = lt_tensor(LADLE_F32, 2, xs2), *nt = lt_tensor(LADLE_F32, 2, xs2);
+    LT_OK(ladle_tensor_fill(nx, 1e30));
+    double loss = 0;
+    LT_OK(ladle_network_forward(net, nx, NULL));
+    FAILS_SAYING(ladle_network_loss(net, nt, &loss), LADLE_ERR_NUMERIC, "MSE loss is");
+    LT_ASSERT(isinf(loss), "the network reports the loss %g", loss);
+    FAILS_SAYING(ladle_network_backward(net, 1), LADLE_ERR_STATE, "loss");
+    ladle_network_destroy(&net);
+    ladle_tensor_destroy(&nx), ladle_tensor_destroy(&nt);
+    ladle_tensor_destroy(&bx), ladle_tensor_destroy(&bt);
+    ladle_tensor_destroy(&a), ladle_tensor_destroy(&b), ladle_tensor_destroy(&each);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&out), ladle_tensor_destroy(&label);
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
     TCase *tc = tcase_create("errors");
+    tcase_set_timeout(tc, 0);
     tcase_add_test(tc, null_handles);
     tcase_add_test(tc, ranks_disagree);
     tcase_add_test(tc, unrelated_parents);
     tcase_add_test(tc, not_a_halo_exchange);
     tcase_add_test(tc, op_outlives_its_inputs);
+    tcase_add_test(tc, network_call_order);
+    tcase_add_test(tc, inconsistent_arguments);
+    tcase_add_test(tc, non_finite_losses);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -418,6 +418,82 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* Huge, negative and garbage numbers in a schedule's text, shapes whose
+ * tables would overflow, and outputs left alone by calls that fail. */
+START_TEST(hostile_input)
+{
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"# ladle-pipeline stages 99999999999999999999\n0F0\n", "stages '9999"},
+        {"# ladle-pipeline stages -3\n0F0\n", "stages '-3'"},
+        {"# ladle-pipeline stages 2x\n0F0\n", "stages '2x'"},
+        {"# ladle-pipeline stages 300\n0F0\n", "from 1 to 256"},
+        {"# ladle-pipeline microbatches 2147483648\n0F0\n", "microbatches '2147483648'"},
+        {"# ladle-pipeline microbatches 0\n0F0\n", "microbatches '0'"},
+        {"# ladle-pipeline stages 1 microbatches\n0F0\n", "has no value"},
+        {"0F99999999999999999999\n", "'0F99999999999999999999'"},
+        {"99999999999999999999F0\n", "'99999999999999999999F0'"},
+        {"# ladle-pipeline replicas 1,99999999999999999999\n0F0\n", "bad list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ladle_pipe_schedule *s = NULL;
+        ladle_status st = ladle_pipe_schedule_parse(bad[i].text, &s);
+        LT_ASSERT(st == LADLE_ERR_IO && s == NULL &&
+                      strstr(ladle_error_message(), bad[i].needle),
+                  "case %zu: %s (%s)", i, ladle_status_name(st), ladle_error_message());
+        ladle_error_clear();
+    }
+    ladle_pipe_schedule *s = NULL;
+    /* tables of 2^32 cells: refused before anything is allocated */
+    LT_FAILS(ladle_pipe_schedule_create(1 << 16, 1 << 16, NULL, NULL, 1, &s),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_schedule_create(4, 1 << 16, NULL, NULL, 1 << 20, &s),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_schedule_generate(LADLE_PIPE_INTERLEAVED, 1 << 16, NULL, 2, 1 << 20,
+                                          NULL, &s),
+             LADLE_ERR_ARG);
+    int huge[2] = {2147483647, 2147483647};
+    LT_FAILS(ladle_pipe_schedule_generate(LADLE_PIPE_HYBRID, 2, huge, 1, 4, NULL, &s),
+             LADLE_ERR_ARG);
+    LT_ASSERT(s == NULL, "no schedule on failure");
+    /* a directory and a missing file, with the reason */
+    ladle_status st = ladle_pipe_schedule_load("/tmp", &s);
+    LT_ASSERT(st == LADLE_ERR_IO && strstr(ladle_error_message(), "directory"), "%s (%s)",
+              ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+    st = ladle_pipe_schedule_load("/tmp/ladle_no_such_dir/s.txt", &s);
+    LT_ASSERT(st == LADLE_ERR_IO && strstr(ladle_error_message(), "No such file"),
+              "%s (%s)", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+    /* simulate and validate write nothing when they fail */
+    LT_OK(ladle_pipe_schedule_create(2, 2, NULL, NULL, 2, &s));
+    ladle_pipe_sim sim;
+    memset(&sim, 0, sizeof sim);
+    sim.makespan = 42;
+    sim.nevents = 7;
+    LT_FAILS(ladle_pipe_simulate(s, NULL, &sim), LADLE_ERR_ARG); /* empty: incomplete */
+    LT_ASSERT(sim.makespan == 42 && sim.nevents == 7 && sim.events == NULL,
+              "a failed simulation wrote its output");
+    ladle_pipe_report r;
+    memset(&r, 0, sizeof r);
+    r.ok = 5;
+    LT_FAILS(ladle_pipe_schedule_validate(NULL, &r), LADLE_ERR_NULL);
+    LT_ASSERT(r.ok == 5 && r.message == NULL, "a failed validation wrote its report");
+    ladle_pipe_schedule_destroy(&s);
+    /* nor does the profiling pass: the second entry is no plain layer */
+    int64_t xs[2] = {4, 4};
+    ladle_op *ops[2] = {NULL, NULL};
+    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, 1, &ops[0]));
+    LT_OK(
+        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, &ops[1]));
+    double f[2] = {-7, -7}, b[2] = {-7, -7}, w[2] = {-7, -7};
+    LT_FAILS(ladle_pipe_profile(2, ops, 2, f, b, w), LADLE_ERR_ARG);
+    LT_ASSERT(f[0] == -7 && b[0] == -7 && w[0] == -7, "a failed profile wrote its times");
+    ladle_op_destroy(&ops[0]), ladle_op_destroy(&ops[1]);
+}
+END_TEST
+
 /* The profiling pass gives positive, finite times, and the heavier layer
  * (4x the arithmetic) costs more. */
 START_TEST(profiling)
@@ -461,6 +537,7 @@ Suite *pipe_suite(void)
     tcase_add_test(tc, text_round_trip);
     tcase_add_test(tc, pictures);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, hostile_input);
     tcase_add_test(tc, profiling);
     suite_add_tcase(s, tc);
     return s;

@@ -477,6 +477,19 @@ START_TEST(bad_input)
         LT_ASSERT(me < 0 || st == (me == 0 ? LADLE_ERR_SHAPE : LADLE_ERR_REMOTE), "%s",
                   ladle_status_name(st));
         ladle_error_clear();
+        /* targets whose loss overflows: every worker runs the schedule to its
+         * end (none is left waiting) and reports the loss, not a success */
+        int64_t gx[2] = {2 * MB, 4};
+        ladle_tensor *GX = lt_tensor(LADLE_F64, 2, gx), *GY = lt_tensor(LADLE_F64, 2, ys);
+        LT_OK(ladle_tensor_fill(GX, 0.5));
+        LT_OK(ladle_tensor_fill(GY, 1e300));
+        double big = 0;
+        st = ladle_pipeline_step(pl, GX, GY, &big);
+        LT_ASSERT(me < 0 || (st == LADLE_ERR_NUMERIC && isinf(big)),
+                  "overflowing loss: %s (%s), %g", ladle_status_name(st),
+                  ladle_error_message(), big);
+        ladle_error_clear();
+        ladle_tensor_destroy(&GX), ladle_tensor_destroy(&GY);
         if (pl == NULL) {
             for (int i = 0; i < L; i++)
                 ladle_op_destroy(&ops[i]);

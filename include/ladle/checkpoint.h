@@ -13,12 +13,20 @@
  * ("LADLECKP", version, dtype, counts, the caller's integers), one record
  * per tensor (kind, shape, values) and a trailer ("LADLEEND", the byte count
  * and a 64-bit FNV-1a hash of everything before it). It is written to
- * path.tmp and renamed, so a crash leaves the previous file whole; a torn,
+ * path.tmp, synced to the disk and renamed, so a crash or a failed write
+ * leaves the previous file whole (and no path.tmp behind); a torn,
  * truncated or altered file fails the size or hash check and is refused.
  *
- * Both calls are collective over comm, the communicator the network's
+ * The calls are collective over comm, the communicator the network's
  * ranks belong to (for a network of sequential layers any communicator:
- * every rank holds everything). Rank 0 of comm writes and reads the file.
+ * every rank holds everything). Rank 0 of comm writes and reads the file;
+ * every rank returns the same status, with the message of the rank that
+ * found the problem (other ranks prefix it with "on rank R:"). Everything
+ * that can be checked without the file is checked before the first message
+ * and before anything is written. An I/O failure is LADLE_ERR_IO with the
+ * step that failed (create, write, flush, close, rename, open, read) and
+ * the system's reason ("No space left on device", "File too large",
+ * "Permission denied", "Not a directory", "Is a directory", ...).
  */
 #ifndef LADLE_CHECKPOINT_H
 #define LADLE_CHECKPOINT_H
@@ -36,22 +44,44 @@ extern "C" {
 /* The most caller integers a checkpoint keeps. */
 #define LADLE_CHECKPOINT_MAX_META 16
 
-/* Save net (and opt, which may be NULL) with nmeta integers. Returns
- * LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_IO (on every rank), LADLE_ERR_MPI,
- * LADLE_ERR_ALLOC. */
+/* Save net (and opt, which may be NULL) with nmeta integers. opt must hold
+ * exactly the network's parameters, the same tensors in the network's
+ * order (as ladle_optimizer_add_network adds them): an optimizer of no
+ * parameters, of some, or of others is refused rather than saved as if
+ * there were none. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (nmeta outside 0 to
+ * LADLE_CHECKPOINT_MAX_META, an optimizer that does not hold the network's
+ * parameters, comm MPI_COMM_NULL), LADLE_ERR_SHAPE or LADLE_ERR_UNSUPPORTED
+ * (a tensor too large for a file or a shard for one MPI message),
+ * LADLE_ERR_IO (path a directory, its directory missing or not writable,
+ * the disk full...; an existing file at path is then untouched),
+ * LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm,
                                              const ladle_network *net,
                                              const ladle_optimizer *opt, int nmeta,
                                              const int64_t meta[]);
 
-/* Load into net (and opt, which may be NULL) and return the caller's
- * integers (up to max_meta of them; *nmeta gets their number). Returns
- * LADLE_ERR_IO for a missing, torn, truncated or foreign file and
- * LADLE_ERR_SHAPE for one of another architecture (on every rank, with
- * nothing changed), and the codes of ladle_checkpoint_save. */
+/* Load into net (and opt, which may be NULL, and otherwise must hold the
+ * network's parameters as for ladle_checkpoint_save) and return the
+ * caller's integers (up to max_meta of them; *nmeta gets their number).
+ * Returns LADLE_ERR_IO for a missing, unreadable, torn, truncated or
+ * foreign file or one that is a directory, LADLE_ERR_SHAPE for one of
+ * another architecture (on every rank, with nothing changed),
+ * LADLE_ERR_ARG (max_meta negative, or room for integers at NULL), and
+ * the codes of ladle_checkpoint_save. */
 LADLE_API ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm,
                                              ladle_network *net, ladle_optimizer *opt,
                                              int max_meta, int64_t meta[], int *nmeta);
+
+/* Check, before any training starts, that ladle_checkpoint_save could
+ * write path: path is not a directory, its directory exists and is
+ * writable, and path.tmp can be created (it is removed again; nothing is
+ * written at path itself). A tool calls it once at start-up so that a bad
+ * path fails in the first second instead of after an epoch; a disk that
+ * fills up later is still reported by the save. Rank 0 of comm tries;
+ * every rank gets its verdict. Collective over comm. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (comm MPI_COMM_NULL), LADLE_ERR_IO (with the reason),
+ * LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm);
 
 #ifdef __cplusplus
 }

@@ -159,6 +159,14 @@ typedef struct ladle_conv_desc {
  * groups 1, with bias. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
+/* A convolution over x of x_shape (N x C x spatial). Not collective.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (bad channel
+ * counts or groups, a kernel, stride or dilation below 1 or a negative
+ * padding, and values so large that the output length would overflow:
+ * the padded input, the dilated kernel and the stride may not pass 2^57;
+ * a weight of more than 2^57 elements), LADLE_ERR_SHAPE (x's channels, a
+ * kernel larger than the padded input, an output too large, matrices
+ * above 2^31 rows or columns), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, uint64_t seed, ladle_op **op);
 
@@ -183,6 +191,11 @@ typedef struct ladle_pool_desc {
 
 LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd,
                                     int64_t kernel);
+/* Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG
+ * (an unknown kind, a window value out of range or so large that the
+ * output length would overflow, padding above half the kernel, dilation in
+ * average pooling), LADLE_ERR_SHAPE (a window larger than the padded
+ * input, an output too large), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, ladle_op **op);
 
@@ -314,12 +327,27 @@ LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction r
                                          double label_smoothing, int ndim,
                                          const int64_t input_shape[], ladle_dtype dtype,
                                          ladle_op **op);
-/* loss = L(input, target); saves input and target references. Rejects
- * labels out of range and NaN in the input (LADLE_ERR_ARG). */
+/* loss = L(input, target); saves input and target references in ctx (may
+ * be NULL). Local for a sequential loss; collective over the partition for
+ * a distributed one (ladle_dist_loss_create), whose members all get the
+ * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
+ * of range, NaN in the input, an op that is not a loss), LADLE_ERR_DTYPE,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DEVICE (tensors not on the cpu), and
+ * LADLE_ERR_NUMERIC when the loss comes out infinite or NaN (an infinite
+ * input, or terms that overflow the dtype): the call then still writes the
+ * non-finite value(s) into loss, so a caller can print them, and ctx holds
+ * the forward (a backward would give non-finite gradients);
+ * ladle_network_loss refuses the backward after it. Every other failure
+ * leaves loss and ctx as they were. A distributed loss decides
+ * LADLE_ERR_NUMERIC after summing the blocks, so every member reports it
+ * with the same message. */
 LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *input,
                                           const ladle_tensor *target, ladle_tensor *loss);
-/* dinput = dL/dinput scaled by dloss (a scalar, or per element for none). */
+/* dinput = dL/dinput scaled by dloss (a scalar, or per element for none).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
+ * with ctx), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (dinput not the input's shape),
+ * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,
                                            const ladle_tensor *dloss, ladle_tensor *dinput);
 

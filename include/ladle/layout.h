@@ -42,7 +42,8 @@ LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p, in
 
 /* A rectilinear decomposition from split tables: sizes[d] has
  * partition_shape[d] non-negative entries summing to global_shape[d]; block
- * i along d starts at sizes[d][0] + ... + sizes[d][i-1].
+ * i along d starts at sizes[d][0] + ... + sizes[d][i-1]. Sizes that pass
+ * the extent are refused as they are met, so no sum overflows.
  * Returns the codes of ladle_layout_create_balanced. */
 LADLE_API ladle_status ladle_layout_create_split(const ladle_partition *p, int ndim,
                                                  const int64_t global_shape[],

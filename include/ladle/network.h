@@ -38,29 +38,46 @@ typedef struct ladle_network ladle_network;
 /* A network over n layers and a loss (ladle_loss_create or
  * ladle_dist_loss_create), which it owns from then on (on failure they stay
  * the caller's). Each layer's y must have the next layer's x shape on this
- * rank, and the loss's input the last layer's y. bucket_bytes 0 means
- * LADLE_BUCKET_BYTES. Collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
- * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ALLOC, LADLE_ERR_MPI,
- * LADLE_ERR_REMOTE. */
+ * rank, and the loss's input the last layer's y; the layers and the loss
+ * must share one dtype. bucket_bytes 0 means LADLE_BUCKET_BYTES. Collective.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE
+ * (naming both dtypes), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                             size_t bucket_bytes, ladle_network **net);
 /* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL. */
 LADLE_API ladle_status ladle_network_destroy(ladle_network **net);
 
+/* The calls of a training step go in order: forward, loss, backward (then
+ * the optimizer). A call out of that order is refused with LADLE_ERR_STATE
+ * before it touches anything, on every rank alike: a loss needs a forward
+ * that succeeded (a failed forward leaves none), a backward a loss that
+ * succeeded after the last forward, and a backward consumes its loss (a
+ * second backward needs a new forward and loss). */
+
 /* Forward through every layer from x (this rank's block of the input). *y
  * (may be NULL) gets this rank's block of the output, borrowed until the
- * next forward. In training mode the layers save what backward needs. */
+ * next forward. In training mode the layers save what backward needs.
+ * Returns the layers' codes; after a failure the network holds no forward
+ * (a loss is refused until the next successful one). */
 LADLE_API ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
                                              const ladle_tensor **y);
 /* The loss of the last forward's output against target (this rank's block),
- * into *loss (the whole batch's for mean and sum). */
+ * into *loss (may be NULL; the whole batch's for mean and sum). Returns
+ * LADLE_ERR_NULL, LADLE_ERR_STATE (no successful forward), the codes of
+ * ladle_loss_forward, among them LADLE_ERR_NUMERIC for a loss that is not
+ * finite: *loss then still gets the value (inf or nan) so a tool can print
+ * it, and the backward is refused. On any other failure *loss is left as it
+ * was. */
 LADLE_API ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target,
                                           double *loss);
 /* Backward from the loss of the last ladle_network_loss: every layer's
  * input and weight gradients, the weight gradients accumulating. With sync
  * != 0 the replicated gradients are then summed over their copies (started
  * bucket by bucket during the pass). To accumulate several microbatches,
- * pass sync = 0 for all but the last. */
+ * pass sync = 0 for all but the last (each with its forward and loss).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_STATE (no successful loss since the last
+ * forward, or its backward has run already), the layers' codes,
+ * LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_network_backward(ladle_network *net, int sync);
 /* Zero every gradient. */
 LADLE_API ladle_status ladle_network_zero_grad(ladle_network *net);

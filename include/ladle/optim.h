@@ -46,15 +46,21 @@ LADLE_API void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimize
 
 typedef struct ladle_optimizer ladle_optimizer;
 
-/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a negative rate or decay, betas
- * outside [0, 1), Nesterov without momentum), LADLE_ERR_ALLOC. */
+/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a negative or non-finite rate,
+ * decay, momentum or eps, betas outside [0, 1), Nesterov without momentum),
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d,
                                               ladle_optimizer **opt);
 LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
 
 /* Add one parameter and its gradient (same shape and dtype, contiguous,
- * borrowed: they must outlive the optimizer), or every parameter of a layer
- * (a container's too). State buffers are allocated here, zeroed. */
+ * on the cpu, borrowed: they must outlive the optimizer), or every
+ * parameter of a layer (a container's too). State buffers are allocated
+ * here, zeroed. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32 or f64,
+ * or two dtypes), LADLE_ERR_SHAPE (the gradient's shape is not the
+ * parameter's: same element count is not enough), LADLE_ERR_ARG (not
+ * contiguous, or the parameter added twice), LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC; the optimizer is unchanged on failure. */
 LADLE_API ladle_status ladle_optimizer_add_param(ladle_optimizer *opt, ladle_tensor *param,
                                                  ladle_tensor *grad);
 LADLE_API ladle_status ladle_optimizer_add_op(ladle_optimizer *opt, const ladle_op *op);
@@ -65,6 +71,7 @@ LADLE_API ladle_status ladle_optimizer_step(ladle_optimizer *opt);
 /* Zero every gradient. */
 LADLE_API ladle_status ladle_optimizer_zero_grad(ladle_optimizer *opt);
 
+/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (negative or not finite). */
 LADLE_API ladle_status ladle_optimizer_set_lr(ladle_optimizer *opt, double lr);
 LADLE_API double ladle_optimizer_lr(const ladle_optimizer *opt);
 /* Steps taken so far. */

@@ -31,9 +31,10 @@ typedef struct ladle_partition ladle_partition;
  * order; NULL means ranks 0 .. prod(shape)-1. ndim may be 0 (one rank).
  * Collective over parent: every rank of parent calls it with the same
  * arguments (disagreement is detected and reported on every rank).
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or extents),
- * LADLE_ERR_PARTITION (rank out of range, duplicated, or more ranks than
- * parent has), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or extents, a shape of
+ * more than 2^30 ranks), LADLE_ERR_PARTITION (rank out of range,
+ * duplicated, or more ranks than parent has: checked before the rank list
+ * is allocated), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                               const int ranks[], ladle_partition **p);
 

@@ -120,6 +120,12 @@ LADLE_API ladle_status ladle_pipe_schedule_generate(int style, int stages, const
                                                     const ladle_pipe_costs *costs,
                                                     ladle_pipe_schedule **sched);
 
+/* A schedule's shape is bounded so that its tables (validator, simulator,
+ * generators) stay small and their indices cannot overflow: 1 to 65536
+ * workers and stages, 1 to 2^20 microbatches, stages x (m + 1) and
+ * workers x stages at most 2^24, at most 2^26 actions per worker. Every
+ * call that makes or grows a schedule refuses more with LADLE_ERR_ARG. */
+
 /* An empty schedule for hand-made ones: W workers, S stages, m
  * microbatches; placement[j][q] (flattened, stage by stage) is the worker of
  * replica q of stage j, replicas as in _generate (NULL: all 1). With
@@ -140,7 +146,12 @@ LADLE_API ladle_status ladle_pipe_schedule_destroy(ladle_pipe_schedule **sched);
  * microbatches, replicas and placement are read off the actions: the
  * workers holding stage j's actions are its replicas, in worker order. A
  * compute-only file gets its sends and receives added. The result is not
- * validated yet. Returns LADLE_ERR_IO (with the line and token), LADLE_ERR_ARG. */
+ * validated yet; *sched is set only on success. Returns LADLE_ERR_IO (with
+ * the line and token: an unknown action, a number out of range, a header
+ * value that is not a whole number: stages 1 to 256, microbatches 1 to
+ * 2^20; for load also a missing file, a directory, a read error, each with
+ * the system's reason), LADLE_ERR_ARG (a shape beyond the bounds above),
+ * LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_schedule_load(const char *path, ladle_pipe_schedule **sched);
 LADLE_API ladle_status ladle_pipe_schedule_parse(const char *text, ladle_pipe_schedule **sched);
 /* Write it in the same form (with the header). */
@@ -181,8 +192,8 @@ typedef struct ladle_pipe_report {
  * replica after its weight gradients; STEP after REDUCE; and running all
  * workers (sends never wait, receives wait for their send) finishes: no
  * deadlock. Not collective. Returns LADLE_OK whether or not the schedule is
- * valid (report->ok says), LADLE_ERR_NULL or LADLE_ERR_ALLOC. Release the
- * report with ladle_pipe_report_free. */
+ * valid (report->ok says), LADLE_ERR_NULL or LADLE_ERR_ALLOC (and then
+ * leaves *report as it was). Release the report with ladle_pipe_report_free. */
 LADLE_API ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *sched,
                                                     ladle_pipe_report *report);
 LADLE_API void ladle_pipe_report_free(ladle_pipe_report *report);
@@ -211,8 +222,10 @@ typedef struct ladle_pipe_sim {
  * in order; an action starts when its worker is free and what it needs is
  * there (a receive: its send's end plus the transfer time; a backward: its
  * forward; a REDUCE: every replica's REDUCE reached). Sends take no worker
- * time. Not collective. Returns LADLE_ERR_ARG for an invalid schedule (with
- * the validator's message), LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
+ * time. Not collective. Everything is checked first: *sim is written only
+ * on success and left as it was on failure. Returns LADLE_ERR_ARG for an
+ * invalid schedule (with the validator's message) or costs that are
+ * negative or not finite, LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
  * ladle_pipe_sim_free. */
 LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
                                            const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
@@ -240,7 +253,9 @@ LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevent
  * rounds, after one untimed round), into f[i], b[i], w[i]: the planner's
  * per-layer costs. The layers' gradients are zeroed afterwards. Calls a
  * distributed layer's collective calls (collective over its ranks then);
- * allocates its tensors. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the layers'
+ * allocates its tensors. f, b and w are written only once every layer has
+ * been timed. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (n outside 1 to 2^20,
+ * reps outside 1 to 1000, an entry that is not a layer), the layers'
  * codes. */
 LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, double f[],
                                           double b[], double w[]);
@@ -382,7 +397,11 @@ LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
  * ranks may pass NULL. *loss (may be NULL) gets the mean microbatch loss on
  * every worker. Collective over the members of p_pipe. Returns
  * LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, the layers' codes,
- * LADLE_ERR_MPI. */
+ * LADLE_ERR_MPI, and LADLE_ERR_NUMERIC on every worker when a microbatch's
+ * loss is not finite: the schedule still runs to its end (so no worker is
+ * left waiting), *loss gets the non-finite value, and the optimizer step
+ * has been taken with the gradients of that loss, so the parameters may no
+ * longer be finite (restore them from a checkpoint). */
 LADLE_API ladle_status ladle_pipeline_step(ladle_pipeline *pipeline, const ladle_tensor *x,
                                            const ladle_tensor *target, double *loss);
 
@@ -392,7 +411,8 @@ LADLE_API ladle_status ladle_pipeline_events(const ladle_pipeline *pipeline, int
                                              const ladle_pipe_event **events);
 /* Every worker's events of the last step, gathered on worker 0 into
  * *events (release with ladle_pipe_events_free; NULL and 0 elsewhere).
- * Collective over the members of p_pipe. */
+ * *n and *events are set only on success. Collective over the members of
+ * p_pipe. Returns LADLE_ERR_NULL, LADLE_ERR_ALLOC, LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_pipeline_gather_events(ladle_pipeline *pipeline, int *n,
                                                     ladle_pipe_event **events);
 LADLE_API void ladle_pipe_events_free(ladle_pipe_event *events);

@@ -148,7 +148,11 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * Both x and y of the op are the padded tensors (see
  * ladle_halo_exchange_geometry); forward and adjoint work in place when x
  * and y are the same tensor. Collective over the partition of x. Returns the
- * codes of ladle_broadcast_create. */
+ * codes of ladle_broadcast_create; LADLE_ERR_ARG (on every rank, naming the
+ * dimension and the value) for a kernel, stride or dilation below 1, a
+ * negative padding, a padded input, dilated kernel or stride above 2^57,
+ * and an output or padded shard of more than 2^57 elements; LADLE_ERR_SHAPE
+ * for a dilated kernel larger than the padded input. */
 LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x,
                                                   const ladle_window *w, ladle_dtype dtype,
                                                   unsigned flags, ladle_op **op);

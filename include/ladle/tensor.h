@@ -22,14 +22,18 @@ typedef struct ladle_tensor ladle_tensor;
 
 /* Create a contiguous (row-major) CPU tensor that owns its memory, filled
  * with zeros. ndim may be 0 (a scalar); an extent may be 0 (zero volume, no
- * memory is allocated). *t is set only on success.
+ * memory is allocated). A tensor holds at most 2^57 elements, and its
+ * extents multiplied with zeros counted as ones may not pass 2^57 either
+ * (its strides must fit). *t is set only on success.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or dtype),
- * LADLE_ERR_SHAPE (negative extent or overflowing volume), LADLE_ERR_ALLOC. */
+ * LADLE_ERR_SHAPE (negative extent, a volume or strides too large),
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim,
                                            const int64_t shape[], ladle_tensor **t);
 
 /* Wrap caller memory without copying. strides (in elements, non-negative)
- * may be NULL for the contiguous row-major layout. data may be NULL only when
+ * may be NULL for the contiguous row-major layout; the last element's offset
+ * must stay below 2^57 (else LADLE_ERR_ARG). data may be NULL only when
  * the volume is zero. The memory must outlive the tensor; destroying the
  * tensor does not free it. Returns the codes of ladle_tensor_create. */
 LADLE_API ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
