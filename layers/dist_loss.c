@@ -93,10 +93,10 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (none && !isfinite(pair[0]))
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
                             "the loss of an element of the batch is not finite: an input "
-                            "is infinite or its terms overflow");
+                            "is not finite or its terms overflow");
     if (!none && !isfinite(value_of(out)))
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
-                            "the loss of the whole batch is %g: an input is infinite or "
+                            "the loss of the whole batch is %g: an input is not finite or "
                             "its terms overflow %s",
                             value_of(out), ladle_dtype_name(op->dtype));
 fail:

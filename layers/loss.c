@@ -123,10 +123,6 @@ static ladle_status check_inputs(const ladle_op *op, const ladle_tensor *x,
     if (!ok)
         return ladle__raise(LADLE_ERR_SHAPE, func, "target shape %s does not fit the input",
                             ladle__fmt_shape64(a, sizeof a, t->ndim, t->shape));
-    for (int64_t i = 0; i < x->numel; i++)
-        if (isnan(get(x, i)))
-            return ladle__raise(LADLE_ERR_ARG, func, "the input holds NaN at element %lld",
-                                (long long)i);
     if (l->classify)
         for (int64_t i = 0; i < t->numel; i++) {
             int64_t c = ((const int64_t *)t->data)[i];
@@ -227,12 +223,12 @@ static ladle_status check_finite(const ladle_op *op, const ladle_tensor *out,
         return LADLE_OK;
     if (l->reduction == LADLE_REDUCE_NONE)
         return ladle__raise(LADLE_ERR_NUMERIC, func,
-                            "the %s loss of element %lld is %g: an input is infinite or "
+                            "the %s loss of element %lld is %g: an input is not finite or "
                             "its terms overflow %s",
                             kind_name(l->kind), (long long)bad, get(out, bad),
                             ladle_dtype_name(op->dtype));
     return ladle__raise(LADLE_ERR_NUMERIC, func,
-                        "the %s loss is %g: an input is infinite or its terms overflow %s",
+                        "the %s loss is %g: an input is not finite or its terms overflow %s",
                         kind_name(l->kind), get(out, 0), ladle_dtype_name(op->dtype));
 }
 

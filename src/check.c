@@ -96,6 +96,14 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
     }
     r->fx_y = sums[0];
     r->x_fty = sums[1];
+    /* fmax would drop a NaN, and two NaN sums would pass as a mismatch of 0:
+     * an operator that makes non-finite values has not passed the test */
+    if (!isfinite(sums[0]) || !isfinite(sums[1])) {
+        r->mismatch = NAN;
+        LADLE_CHECK(0, LADLE_ERR_NUMERIC,
+                    "<F x, y> = %g and <x, F* y> = %g: the %s op made non-finite values",
+                    sums[0], sums[1], op->vt->name);
+    }
     double scale = fmax(fabs(sums[0]), fabs(sums[1]));
     r->mismatch = scale > 0.0 ? fabs(sums[0] - sums[1]) / scale : 0.0;
 fail:
@@ -176,6 +184,8 @@ static double worst_error(const ladle_tensor *grad, const double *fd, int sample
         gmax = fmax(gmax, fabs(get_elem(grad, i)));
     for (int64_t k = 0; k < sample_count(grad, samples); k++) {
         double an = get_elem(grad, sample_index(grad, samples, seed, k));
+        if (!isfinite(an) || !isfinite(fd[k]))
+            return NAN; /* fmax would hide it */
         double scale = fmax(fmax(fabs(fd[k]), fabs(an)), 1e-3 * gmax);
         if (scale > 0)
             worst = fmax(worst, fabs(fd[k] - an) / scale);
@@ -216,13 +226,18 @@ ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
     LADLE_CALL(ladle_op_zero_grad(op));
     LADLE_CALL(ladle_layer_backward_weight(op, ctx, w));
     r->input_error = worst_error(dx, fd, samples, seed);
+    int bad = isnan(r->input_error);
     for (int p = 0; p < r->nparams; p++) {
         double e = worst_error(ladle_op_grad(op, p), fd + (size_t)samples * (size_t)(1 + p),
                                samples, seed + 1 + p);
         if (p < 4)
             r->param_error[p] = e;
-        r->max_param_error = fmax(r->max_param_error, e);
+        r->max_param_error = isnan(e) ? e : fmax(r->max_param_error, e);
+        bad |= isnan(e);
     }
+    LADLE_CHECK(!bad, LADLE_ERR_NUMERIC,
+                "the %s layer's gradients or differences are not finite (errors: input %g, "
+                "parameters %g)", op->vt->name, r->input_error, r->max_param_error);
 fail:
     ladle_ctx_destroy(&ctx);
     ladle_tensor_destroy(&x);

@@ -534,3 +534,45 @@ fail:
     ladle__free(b.data);
     return st;
 }
+
+ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm comm, int max_meta,
+                                        int64_t meta[], int *nmeta)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    blob b = {0};
+    int me = 0;
+    int64_t got[LADLE_CHECKPOINT_MAX_META + 1] = {0}; /* the count, then the integers */
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    MPI_Comm_rank(comm, &me);
+    if (path == NULL || nmeta == NULL)
+        local = ladle__raise(LADLE_ERR_NULL, __func__, "%s is NULL", path ? "nmeta" : "path");
+    else if (max_meta < 0 || (max_meta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "room for %d integers at %p", max_meta,
+                             (void *)meta);
+    if (me == 0 && local == LADLE_OK) {
+        local = ladle__read_file(__func__, path, LADLE_MAX_BYTES, &b.data, &b.size);
+        if (local == LADLE_OK)
+            local = verify(path, &b, __func__);
+        uint32_t head[4];
+        if (local == LADLE_OK) {
+            memcpy(head, b.data + 8, sizeof head);
+            if (head[0] != VERSION || head[2] > LADLE_CHECKPOINT_MAX_META ||
+                8 + sizeof head + 8 + sizeof(int64_t) * head[2] > b.size - 24)
+                local = ladle__raise(LADLE_ERR_IO, __func__,
+                                     "%s: version %u with %u integers is not one this ladle "
+                                     "reads", path, head[0], head[2]);
+        }
+        if (local == LADLE_OK) {
+            got[0] = head[2];
+            memcpy(&got[1], b.data + 8 + sizeof head + 8, sizeof(int64_t) * head[2]);
+        }
+    }
+    LADLE_CALL(share_verdict(comm, local, __func__));
+    LADLE_MPI(MPI_Bcast(got, LADLE_CHECKPOINT_MAX_META + 1, MPI_INT64_T, 0, comm));
+    *nmeta = (int)got[0];
+    for (int k = 0; k < *nmeta && k < max_meta; k++)
+        meta[k] = got[1 + k];
+fail:
+    ladle__free(b.data);
+    return st;
+}

@@ -1,5 +1,6 @@
 /* The schedule simulator, and timelines of simulated or measured runs as
  * SVG and Chrome-trace JSON (see ladle/pipeline.h). */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -269,7 +270,9 @@ ladle_status ladle_pipe_write_svg(FILE *out, const char *title, int workers, int
     fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%.4g</text>\n", left + width,
             ly + 26, hi - lo);
     fprintf(out, "<text x=\"%.0f\" y=\"%.0f\">0</text>\n</svg>\n", left, ly + 26);
-    LADLE_CHECK(!ferror(out), LADLE_ERR_IO, "writing the SVG failed");
+    errno = 0; /* what is buffered is written now, so a full disk is seen here */
+    LADLE_CHECK(fflush(out) == 0 && !ferror(out), LADLE_ERR_IO, "writing the SVG failed: %s",
+                strerror(errno ? errno : EIO));
 fail:
     return st;
 }
@@ -301,7 +304,9 @@ ladle_status ladle_pipe_write_trace(FILE *out, int workers, int n, const ladle_p
                 e[i].action.stage, e[i].action.mb);
     }
     fprintf(out, "\n], \"displayTimeUnit\": \"ms\"}\n");
-    LADLE_CHECK(!ferror(out), LADLE_ERR_IO, "writing the trace failed");
+    errno = 0; /* what is buffered is written now, so a full disk is seen here */
+    LADLE_CHECK(fflush(out) == 0 && !ferror(out), LADLE_ERR_IO, "writing the trace failed: %s",
+                strerror(errno ? errno : EIO));
 fail:
     return st;
 }

@@ -161,7 +161,21 @@ START_TEST(damaged_files)
 {
     ladle_network *net = lenet(1, 1, 1, 1, 1, 0);
     const char *good = "/tmp/ladle_ckpt_good.bin", *bad = "/tmp/ladle_ckpt_bad.bin";
-    LT_OK(ladle_checkpoint_save(good, MPI_COMM_WORLD, net, NULL, 0, NULL));
+    const int64_t meta[3] = {7, -2, INT64_MAX};
+    LT_OK(ladle_checkpoint_save(good, MPI_COMM_WORLD, net, NULL, 3, meta));
+    /* the integers alone, whatever network reads them; room for fewer */
+    int64_t got[4] = {0, 0, 0, 0};
+    int n = 0;
+    LT_OK(ladle_checkpoint_read_meta(good, MPI_COMM_WORLD, 4, got, &n));
+    LT_ASSERT(n == 3 && got[0] == 7 && got[1] == -2 && got[2] == INT64_MAX && got[3] == 0,
+              "read_meta: %d integers %lld %lld %lld", n, (long long)got[0], (long long)got[1],
+              (long long)got[2]);
+    got[1] = 0;
+    LT_OK(ladle_checkpoint_read_meta(good, MPI_COMM_WORLD, 1, got, &n));
+    LT_ASSERT(n == 3 && got[1] == 0, "room for one integer: %d, %lld", n, (long long)got[1]);
+    LT_FAILS(ladle_checkpoint_read_meta(good, MPI_COMM_WORLD, -1, got, &n), LADLE_ERR_ARG);
+    LT_FAILS(ladle_checkpoint_read_meta(NULL, MPI_COMM_WORLD, 4, got, &n), LADLE_ERR_NULL);
+    LT_FAILS(ladle_checkpoint_read_meta("/tmp", MPI_COMM_WORLD, 4, got, &n), LADLE_ERR_IO);
     long len = 0;
     char *bytes = NULL;
     if (lt_rank == 0) {
@@ -190,6 +204,7 @@ START_TEST(damaged_files)
         MPI_Barrier(MPI_COMM_WORLD);
         LT_FAILS(ladle_checkpoint_load(bad, MPI_COMM_WORLD, net, NULL, 0, NULL, NULL),
                  LADLE_ERR_IO);
+        LT_FAILS(ladle_checkpoint_read_meta(bad, MPI_COMM_WORLD, 4, got, &n), LADLE_ERR_IO);
     }
     /* another architecture: batch norm where the file has none */
     ladle_network *other = lenet(1, 1, 1, 1, 1, 1);

@@ -135,10 +135,33 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* A layer that makes NaN passes neither checker: two NaN inner products
+ * would otherwise give a "mismatch" of 0, and fmax would drop a NaN error. */
+START_TEST(checkers_refuse_nan)
+{
+    int64_t xs[2] = {3, 5};
+    ladle_op *op = NULL;
+    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, 11, &op));
+    lt_set(ladle_op_param(op, 0), 2, NAN);
+    ladle_adjoint_result a = {0, 0, 0};
+    LT_FAILS(ladle_adjoint_test(op, 3, &a), LADLE_ERR_NUMERIC);
+    LT_ASSERT(isnan(a.mismatch), "mismatch %g", a.mismatch);
+    ladle_gradient_result g;
+    LT_FAILS(ladle_gradient_test(op, 7, 50, &g), LADLE_ERR_NUMERIC);
+    LT_ASSERT(isnan(g.input_error) || isnan(g.max_param_error), "errors %g %g", g.input_error,
+              g.max_param_error);
+    lt_set(ladle_op_param(op, 0), 2, 0.5); /* finite again: both pass */
+    LT_OK(ladle_adjoint_test(op, 3, &a));
+    LT_OK(ladle_gradient_test(op, 7, 50, &g));
+    ladle_op_destroy(&op);
+}
+END_TEST
+
 Suite *linear_suite(void)
 {
     Suite *s = suite_create("linear");
     TCase *tc = tcase_create("linear");
+    tcase_add_test(tc, checkers_refuse_nan);
     tcase_add_test(tc, values_against_loops);
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, smaller_batch);

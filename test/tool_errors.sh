@@ -111,8 +111,8 @@ mpi 0 "usage: mpiexec -n N ladle-train" ladle-train --help
 mpi 0 "ladle-train (ladle " ladle-train --version
 # ---- ladle-train: outputs checked before any work ------------------------
 mpi 2 "--summary: cannot write $tmp/missing/s.txt: No such file or directory" ladle-train --summary "$tmp/missing/s.txt"
-mpi 2 "--checkpoint: $tmp is a directory" ladle-train --checkpoint "$tmp"
-mpi 2 "--checkpoint: cannot write $tmp/missing/ck" ladle-train --checkpoint "$tmp/missing/ck"
+mpi 2 "$tmp is a directory, not a file" ladle-train --checkpoint "$tmp"
+mpi 2 "cannot create $tmp/missing/ck.tmp: No such file or directory" ladle-train --checkpoint "$tmp/missing/ck"
 mpi 2 "--timeline: cannot write" ladle-train --pipeline 1f1b --timeline "$tmp/missing/t.svg"
 # ---- ladle-train: the data, checked against the model --------------------
 mpi 2 "No such file or directory" ladle-train --data "$tmp/none"
@@ -137,11 +137,12 @@ mpi 1 "No space left on device" ladle-train --data "$tmp/d32" $short --pipeline 
 ck="$tmp/ck"
 out=$(timeout 300 $MPIEXEC -n 2 "$BINDIR/ladle-train" --data "$tmp/d32" $short --epochs 2 --stop-after 1 --seed 3 --checkpoint "$ck" 2>&1)
 check "a checkpoint after epoch 1 of 2" 0 "stopping after epoch 1" $? "$out"
-mpi 2 "was written by another run: --seed 3 (this run: 4)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 4 --checkpoint "$ck" --resume
-mpi 2 "--batch 16 (this run: 32)" ladle-train --data "$tmp/d32" --quiet --steps 3 --batch 32 --epochs 2 --seed 3 --checkpoint "$ck" --resume
+mpi 2 "was written by another run: --seed 3 (this run: --seed 4)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 4 --checkpoint "$ck" --resume
+mpi 2 "--batch 16 (this run: --batch 32)" ladle-train --data "$tmp/d32" --quiet --steps 3 --batch 32 --epochs 2 --seed 3 --checkpoint "$ck" --resume
 mpi 2 "has finished epoch 1, and 1 was asked for: nothing to train" ladle-train --data "$tmp/d32" $short --seed 3 --checkpoint "$ck" --resume
-mpi 2 "was written by another run: the image side 32 (this run: 28)" ladle-train --data "$fm" $short --epochs 2 --seed 3 --checkpoint "$ck" --resume
-mpi 2 "holds" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --bn --checkpoint "$ck" --resume
+mpi 2 "images of 32x32 (this run: images of 28x28), 96 training samples (this run: 60000 training samples)" ladle-train --data "$fm" $short --epochs 2 --seed 3 --checkpoint "$ck" --resume
+mpi 2 "no batch norm (this run: --bn)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --bn --checkpoint "$ck" --resume
+mpi 2 "SGD (this run: --adam)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --adam --checkpoint "$ck" --resume
 mpi 2 "is a directory" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$tmp/" --resume
 
 # ---- ladle-bn-study --------------------------------------------------------

@@ -343,30 +343,22 @@ static inline int cli_choice(const char *opt, const char *s, const char *const *
 
 /* Can path be written? It must not be a directory, and a file there must
  * be creatable (opened for appending; a file the probe created is removed
- * again, an existing one is left as it was). With tmp set, path.tmp too (a
- * file written whole and renamed into place). The system's reason goes into
+ * again, an existing one is left as it was). The system's reason goes into
  * why. Not collective. */
-static inline int cli_output_ok(const char *opt, const char *path, int tmp, char *why)
+static inline int cli_output_ok(const char *opt, const char *path, char *why)
 {
-    char probe[4096];
     struct stat sb;
     if (path == NULL || *path == '\0')
         return cli_fail(why, "%s needs a file name", opt);
-    if (strlen(path) + 5 > sizeof probe)
-        return cli_fail(why, "%s: the path is longer than %zu characters", opt,
-                        sizeof probe - 5);
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return cli_fail(why, "%s: %s is a directory, not a file", opt, path);
-    for (int pass = 0; pass < (tmp ? 2 : 1); pass++) {
-        snprintf(probe, sizeof probe, "%s%s", path, pass ? ".tmp" : "");
-        int existed = stat(probe, &sb) == 0;
-        int fd = open(probe, O_WRONLY | O_APPEND | O_CREAT, 0644);
-        if (fd < 0)
-            return cli_fail(why, "%s: cannot write %s: %s", opt, probe, strerror(errno));
-        close(fd);
-        if (!existed)
-            unlink(probe);
-    }
+    int existed = stat(path, &sb) == 0;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK, 0644);
+    if (fd < 0)
+        return cli_fail(why, "%s: cannot write %s: %s", opt, path, strerror(errno));
+    close(fd);
+    if (!existed)
+        unlink(path);
     return 0;
 }
 

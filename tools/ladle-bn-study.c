@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         rc = 2;
     }
     const char *out_opt[1] = {"--svg"}, *out_path[1] = {svg};
-    if (rc == 0 && tool_outputs_ok(tool, 1, out_opt, out_path, NULL))
+    if (rc == 0 && tool_outputs_ok(tool, 1, out_opt, out_path))
         rc = 2;
     if (rc != 0) {
         free(args);

@@ -172,7 +172,7 @@ static int parse(int argc, char **argv, pipe_opts *o)
         o->S = o->nrep;
     const char *out_opt[2] = {"--svg", "--trace"}, *out_path[2] = {o->svg, o->trace};
     for (int k = 0; k < 2; k++)
-        if (out_path[k] && cli_output_ok(out_opt[k], out_path[k], 0, why)) {
+        if (out_path[k] && cli_output_ok(out_opt[k], out_path[k], why)) {
             fprintf(stderr, "ladle-pipe: %s\n", why);
             return 2;
         }

@@ -38,16 +38,15 @@ static inline int tool_failed(const char *tool, ladle_status st, const char *wha
 
 /* Rank 0 checks that each of the n output paths (NULL entries skipped)
  * can be written, before any work starts; 1 on every rank if one cannot,
- * with rank 0's reason printed. tmp[i]: the file is written as path.tmp and
- * renamed (checkpoints). */
+ * with rank 0's reason printed. (Checkpoints: ladle_checkpoint_check_path.) */
 static inline int tool_outputs_ok(const char *tool, int n, const char *const *opt,
-                                  const char *const *path, const int *tmp)
+                                  const char *const *path)
 {
     char why[CLI_WHY];
     int bad = 0;
     if (tool_rank() == 0)
         for (int i = 0; i < n && !bad; i++)
-            if (path[i] && cli_output_ok(opt[i], path[i], tmp ? tmp[i] : 0, why)) {
+            if (path[i] && cli_output_ok(opt[i], path[i], why)) {
                 fprintf(stderr, "%s: %s\n", tool, why);
                 bad = 1;
             }

@@ -236,44 +236,68 @@ static void meta_of(const opts *o, const ladle_dataset_info *train, int64_t epoc
     m[META_ADAM] = o->adam;
 }
 
+/* One integer of a run, as an option would say it. */
+static void meta_text(int k, int64_t v, char *buf, size_t cap)
+{
+    uint64_t seed;
+    switch (k) {
+    case META_SEED:
+        memcpy(&seed, &v, sizeof seed);
+        snprintf(buf, cap, "--seed %llu", (unsigned long long)seed);
+        break;
+    case META_BN:
+        snprintf(buf, cap, "%s", v ? "--bn" : "no batch norm");
+        break;
+    case META_DTYPE:
+        snprintf(buf, cap, "--dtype %s", ladle_dtype_name((ladle_dtype)v));
+        break;
+    case META_BATCH:
+        snprintf(buf, cap, "--batch %lld", (long long)v);
+        break;
+    case META_IMAGE:
+        snprintf(buf, cap, "images of %lldx%lld", (long long)v, (long long)v);
+        break;
+    case META_CLASSES:
+        snprintf(buf, cap, "%lld classes", (long long)v);
+        break;
+    case META_TRAIN_SIZE:
+        snprintf(buf, cap, "%lld training samples", (long long)v);
+        break;
+    default:
+        snprintf(buf, cap, "%s", v ? "--adam" : "SGD");
+    }
+}
+
 /* What the checkpoint's integers say differs from this run's; empty when
  * they match (a checkpoint of the first format holds epoch, step, seed). */
 static void meta_differences(const int64_t *got, int n, const int64_t *want, char *why)
 {
-    static const char *what[META_N] = {NULL,
-                                       NULL,
-                                       "--seed",
-                                       "--bn (1) or not (0)",
-                                       "--dtype (1 f32, 2 f64)",
-                                       "--batch",
-                                       "the image side",
-                                       "the classes",
-                                       "the training samples",
-                                       "--adam (1) or SGD (0)"};
     size_t at = 0;
     why[0] = '\0';
-    for (int k = META_SEED; k < META_N && k < n; k++) {
+    for (int k = META_SEED; k < META_N && k < n && at < CLI_WHY; k++) {
+        char a[64], b[64];
         if (got[k] == want[k])
             continue;
-        at += (size_t)snprintf(why + at, CLI_WHY - at, "%s%s %lld (this run: %lld)",
-                               at ? ", " : "", what[k], (long long)got[k],
-                               (long long)want[k]);
-        if (at >= CLI_WHY)
-            break;
+        meta_text(k, got[k], a, sizeof a);
+        meta_text(k, want[k], b, sizeof b);
+        at += (size_t)snprintf(why + at, CLI_WHY - at, "%s%s (this run: %s)", at ? ", " : "", a,
+                               b);
     }
 }
 
-/* Load the checkpoint to resume from and check it against the run: 0 and
- * the epoch and step to start at, or the exit status with the reason
- * printed. */
+/* Check the checkpoint to resume from against the run, then load it: 0
+ * and the epoch and step to start at, or the exit status with the reason
+ * printed. The integers are read first, so a checkpoint of another run is
+ * refused with what differs rather than with the first tensor that does not
+ * fit. */
 static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_network *net,
                        ladle_optimizer *opt, int64_t *epoch, int64_t *step)
 {
     int64_t got[LADLE_CHECKPOINT_MAX_META] = {0}, want[META_N];
     int n = 0;
     char why[CLI_WHY];
-    ladle_status st = ladle_checkpoint_load(o->checkpoint, MPI_COMM_WORLD, net, opt,
-                                            LADLE_CHECKPOINT_MAX_META, got, &n);
+    ladle_status st = ladle_checkpoint_read_meta(o->checkpoint, MPI_COMM_WORLD,
+                                                 LADLE_CHECKPOINT_MAX_META, got, &n);
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     meta_of(o, train, 0, want);
@@ -286,8 +310,7 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
     meta_differences(got, n, want, why);
     if (why[0]) {
         if (me == 0)
-            fprintf(stderr, "%s: %s was written by another run: %s\n", tool, o->checkpoint,
-                    why);
+            fprintf(stderr, "%s: %s was written by another run: %s\n", tool, o->checkpoint, why);
         return 2;
     }
     if (got[META_EPOCH] < 0 || got[META_EPOCH] >= o->epochs || got[META_STEP] != 0) {
@@ -301,11 +324,13 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
     }
     if (o->stop_after && o->stop_after <= got[META_EPOCH]) {
         if (me == 0)
-            fprintf(stderr,
-                    "%s: --stop-after %d is not after the checkpoint's epoch %lld\n", tool,
-                    o->stop_after, (long long)got[META_EPOCH]);
+            fprintf(stderr, "%s: --stop-after %d is not after the checkpoint's epoch %lld\n",
+                    tool, o->stop_after, (long long)got[META_EPOCH]);
         return 2;
     }
+    st = ladle_checkpoint_load(o->checkpoint, MPI_COMM_WORLD, net, opt, 0, NULL, NULL);
+    if (tool_failed(tool, st, "resuming from the checkpoint"))
+        return 2;
     *epoch = got[META_EPOCH];
     *step = got[META_STEP];
     if (me == 0)
@@ -488,11 +513,12 @@ static int train_run(const opts *op, run_result *res)
     opts o = *op;
     run_state r = {0};
     ladle_dataset_info info, tinfo;
-    const char *out_opt[2] = {"--checkpoint", "--summary"};
-    const char *out_path[2] = {o.checkpoint, o.summary};
-    const int out_tmp[2] = {1, 0};
+    const char *out_opt[1] = {"--summary"}, *out_path[1] = {o.summary};
     int rc = 0;
-    if (tool_outputs_ok(tool, 2, out_opt, out_path, out_tmp))
+    if (tool_outputs_ok(tool, 1, out_opt, out_path))
+        return 2;
+    if (o.checkpoint && tool_failed(tool, ladle_checkpoint_check_path(o.checkpoint, MPI_COMM_WORLD),
+                                    "--checkpoint"))
         return 2;
     double t0 = MPI_Wtime();
     if ((rc = probe_data(&o, &info, &tinfo)) != 0 || (rc = setup(&o, &info, &r)) != 0)

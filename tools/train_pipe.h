@@ -331,7 +331,7 @@ static int pipe_run(const opts *o)
     double f[PIPE_MAX_LAYERS], b[PIPE_MAX_LAYERS], w[PIPE_MAX_LAYERS];
     int nl = 0, rc;
     const char *out_opt[1] = {"--timeline"}, *out_path[1] = {o->timeline};
-    if (tool_outputs_ok(tool, 1, out_opt, out_path, NULL))
+    if (tool_outputs_ok(tool, 1, out_opt, out_path))
         return 2;
     if ((rc = probe_data(o, &info, &tinfo)) != 0 ||
         (rc = pipe_profile(o, &info, o->batch / o->microbatches, f, b, w, &nl)) != 0 ||

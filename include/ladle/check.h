@@ -24,7 +24,10 @@ typedef struct ladle_adjoint_result {
  * ranks that take no part get zeros. For an exact adjoint the mismatch is a
  * small multiple of the dtype's machine epsilon. Allocates its tensors (this
  * is a test, not a hot path). Collective over the op's ranks.
- * Returns LADLE_ERR_NULL, LADLE_ERR_ALLOC, and whatever the op returns. */
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ALLOC, LADLE_ERR_NUMERIC (on every
+ * rank) when either inner product is not finite (the op made NaN or
+ * infinite values: no mismatch can be measured, and result->mismatch is
+ * NaN), and whatever the op returns. */
 LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
                                           ladle_adjoint_result *result);
 
@@ -36,8 +39,9 @@ LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
  * magnitude), and each error is |fd - analytic| / max(|fd|, |analytic|,
  * 1e-3 * the tensor's largest analytic entry). Meant for f64 layers (errors
  * near 1e-8); stochastic layers are replayed at the same step. Allocates.
- * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer), and
- * whatever the layer returns. */
+ * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer),
+ * LADLE_ERR_NUMERIC when a gradient or a difference is not finite (its
+ * error is then NaN in result), and whatever the layer returns. */
 typedef struct ladle_gradient_result {
     double input_error;     /* worst over the sampled x entries */
     double param_error[4];  /* worst per parameter (the first four) */

@@ -72,6 +72,18 @@ LADLE_API ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm,
                                              ladle_network *net, ladle_optimizer *opt,
                                              int max_meta, int64_t meta[], int *nmeta);
 
+/* Only the caller's integers of the checkpoint at path (up to max_meta of
+ * them into meta; *nmeta gets their number), after the same checks of the
+ * file as ladle_checkpoint_load, whatever network it was written from: so a
+ * caller can compare what the checkpoint says it is (an epoch, a seed, a
+ * model) with what it was asked to do before loading, and say what differs.
+ * Rank 0 of comm reads the file; every rank gets the integers or the same
+ * status. Collective over comm. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * LADLE_ERR_IO (missing, unreadable, torn, truncated or foreign),
+ * LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm comm,
+                                                  int max_meta, int64_t meta[], int *nmeta);
+
 /* Check, before any training starts, that ladle_checkpoint_save could
  * write path: path is not a directory, its directory exists and is
  * writable, and path.tmp can be created (it is removed again; nothing is

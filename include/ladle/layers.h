@@ -331,10 +331,10 @@ LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction r
  * be NULL). Local for a sequential loss; collective over the partition for
  * a distributed one (ladle_dist_loss_create), whose members all get the
  * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
- * of range, NaN in the input, an op that is not a loss), LADLE_ERR_DTYPE,
- * LADLE_ERR_SHAPE, LADLE_ERR_DEVICE (tensors not on the cpu), and
- * LADLE_ERR_NUMERIC when the loss comes out infinite or NaN (an infinite
- * input, or terms that overflow the dtype): the call then still writes the
+ * of range, an op that is not a loss), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE,
+ * LADLE_ERR_DEVICE (tensors not on the cpu), and LADLE_ERR_NUMERIC when the
+ * loss comes out infinite or NaN (an input that is NaN or infinite, or
+ * terms that overflow the dtype): the call then still writes the
  * non-finite value(s) into loss, so a caller can print them, and ctx holds
  * the forward (a backward would give non-finite gradients);
  * ladle_network_loss refuses the backward after it. Every other failure
