@@ -71,7 +71,9 @@ static int verbose(void)
 static ladle_status vraise(ladle_status status, const char *func, const char *fmt,
                            va_list ap)
 {
-    int n = snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", world_rank(), func);
+    int rank = world_rank(); /* -1 before MPI_Init or after MPI_Finalize: no rank to name */
+    int n = rank >= 0 ? snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", rank, func)
+                      : snprintf(error_message, LADLE_ERROR_CAP, "%s: ", func);
     if (n < 0)
         n = 0;
     if (n < LADLE_ERROR_CAP)
