@@ -68,7 +68,7 @@ $(BUILD)/mpi.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(MPI_ID)' | cmp -s - $@ 2>/dev/null || { echo '$(MPI_ID)' >$@; \
 	    echo "ladle: building with $(MPICC) and $(MPIEXEC) ($$($(MPIEXEC) --version 2>&1 | \
-	    grep -m1 -iE 'version:|open mpi' | tr -s ' ' | sed 's/^ //'))"; }
+	    grep -m1 -iE 'version:|open ?(mpi|rte)' | tr -s ' ' | sed 's/^ //'))"; }
 
 all: $(LIBDIR)/libladle.a $(LIBDIR)/libladle.so $(TOOL_BINS) $(EXAMPLE_BINS)
 

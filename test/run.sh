@@ -52,7 +52,7 @@ test_pipe_schedule: 1
 test_pipeline: 1 2 3 4 5 6
 "
 
-echo "MPI: $MPIEXEC ($($MPIEXEC --version 2>&1 | grep -m1 -iE 'version:|open mpi' | tr -s ' ' | sed 's/^ //'))"
+echo "MPI: $MPIEXEC ($($MPIEXEC --version 2>&1 | grep -m1 -iE 'version:|open ?(mpi|rte)' | tr -s ' ' | sed 's/^ //'))"
 pass=0
 fail=0
 failed=""
