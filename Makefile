@@ -52,9 +52,12 @@ BINDIR := $(BUILD)/bin
 #  - HWLOC_COMPONENTS=-pci: hwloc's PCI plugin (libhwloc-plugins, which
 #    python3-torch and Open MPI pull in) leaks while MPI_Init maps the
 #    machine; test/lsan.supp covers it, but the runs need no PCI map
+# The canary (test/canary.c) proves that ladle's own leaks and faults are
+# still reported.
 SAN_ENV := HWLOC_COMPONENTS=-pci \
     ASAN_OPTIONS="fast_unwind_on_malloc=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" \
     LSAN_OPTIONS="suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"
+WITH_CANARY := 1
 else
 BUILD := build
 LIBDIR := lib
@@ -119,6 +122,11 @@ $(BUILD)/test/%: test/%.c test/harness.c test/harness.h $(LIBDIR)/libladle.a
 	$(CC) $(CFLAGS_ALL) -Isrc $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
 	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
 
+# the sanitizer canary: built and run by make asan and make valgrind only
+$(BUILD)/test/canary: test/canary.c $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+
 $(BUILD)/examples/%: examples/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
@@ -136,12 +144,14 @@ $(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard in
 	    -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX test/header_check.cpp
 	@touch $@
 
-tests: all $(TEST_BINS) $(BUILD)/header-check.stamp
+# the canary goes with the tests only where it runs (make asan, make valgrind)
+CANARY = $(if $(filter 1,$(WITH_CANARY)),$(BUILD)/test/canary)
+tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY)
 
 check: deps
 	@$(MAKE) --no-print-directory tests
 	@$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    test/run.sh $(BUILD)/test
+	    CANARY="$(CANARY)" test/run.sh $(BUILD)/test
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
@@ -153,9 +163,9 @@ valgrind:
 ifeq ($(DEPS),1)
 	@scripts/install-deps.sh valgrind $(MPI_PACKAGES)
 endif
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory tests WITH_CANARY=1
 	@HWLOC_COMPONENTS=-pci MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    VALGRIND=1 test/run.sh $(BUILD)/test
+	    VALGRIND=1 CANARY="$(BUILD)/test/canary" test/run.sh $(BUILD)/test
 
 # the main job: LeNet-5 with batch norm on Fashion-MNIST, 4 ranks, the batch
 # split 2 ways, each image in 2 tiles, the linear layers 2 ways; one epoch
