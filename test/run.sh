@@ -117,7 +117,7 @@ canary() { # MODE PATTERN...
     else
         res=FAIL; fail=$((fail + 1)); failed="$failed canary-$mode"
     fi
-    printf '%-4s %-22s %2d ranks %4ds\n' "$res" "canary $mode (reported)" 2 $(( $(date +%s) - t0 ))
+    printf '%-4s %-22s %2d ranks %4ds\n' "$res" "canary $mode" 2 $(( $(date +%s) - t0 ))
     if [ "$res" != PASS ]; then
         echo "    | the canary's fault went unreported or not alone:$why"
         sed 's/^/    | /' "$log" | tail -60
