@@ -11,7 +11,13 @@
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
 #
-# Any MPI-3 implementation works: make MPI=openmpi builds and runs with Open MPI.
+# Any MPI-3 implementation works: make MPI=openmpi builds and runs with Open MPI
+# (and installs Debian's packages for it when missing). make asan and make
+# valgrind report ladle's own faults under either MPI: test/lsan.supp,
+# test/valgrind-openmpi.supp and Open MPI's own valgrind file cover what MPI
+# and its libraries keep (docs/testing.md says what and why), and a canary,
+# test/canary.c, run first under the same wrapper, must be reported, or the
+# run fails. make check never runs the canary.
 #
 # One build, one MPI: the compiler wrapper and the launcher are named as a pair
 # (Debian's mpicc.mpich and mpiexec.mpich), never the bare mpicc and mpiexec,
