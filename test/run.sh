@@ -5,7 +5,9 @@
 #   test/run.sh BUILD_TEST_DIR        (make check does this)
 #
 # MPIEXEC picks the launcher; VALGRIND=1 runs the 1- and 2-rank runs under
-# valgrind memcheck instead. RANKS="1 2" limits the rank counts.
+# valgrind memcheck instead. RANKS="1 2" limits the rank counts. CANARY=PROG
+# (make asan, make valgrind) first runs the canary, test/canary.c, whose
+# faults the sanitizers or valgrind must report (see docs/testing.md).
 set -u
 dir=${1:?usage: test/run.sh BUILD_TEST_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -18,9 +20,29 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 # Open MPI refuses to start more ranks than cores unless told, and refuses
 # to run as root (CI containers) unless told.
 flags=""
+openmpi=0
 if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
+    openmpi=1
     flags="--oversubscribe"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+# valgrind: a definite leak or a memory error in any rank fails its run.
+# Under Open MPI, its own suppression file (in its share/openmpi beside the
+# launcher's bin/, where the package has one) and test/valgrind-openmpi.supp
+# cover what happens inside Open MPI. --keep-debuginfo keeps the names of
+# the components MPI_Finalize unloads, so the leaks made inside them still
+# match; 30 callers reach from the allocation down to the MPI call.
+vg=""
+if [ "${VALGRIND:-0}" = 1 ]; then
+    vg="valgrind -q --error-exitcode=97 --leak-check=full --errors-for-leak-kinds=definite"
+    vg="$vg --keep-debuginfo=yes --num-callers=30 --suppressions=test/valgrind.supp"
+    if [ $openmpi = 1 ]; then
+        launcher=$(readlink -f "$(command -v "${MPIEXEC%% *}")")
+        shipped="${launcher%/bin/*}/share/openmpi/openmpi-valgrind.supp"
+        [ -f "$shipped" ] && vg="$vg --suppressions=$shipped"
+        vg="$vg --suppressions=test/valgrind-openmpi.supp"
+    fi
 fi
 
 # program: rank counts
@@ -55,12 +77,67 @@ test_pipe_schedule: 1
 test_pipeline: 1 2 3 4 5 6
 "
 
-echo "MPI: $MPIEXEC ($($MPIEXEC --version 2>&1 | grep -m1 -iE 'version:|open mpi' | tr -s ' ' | sed 's/^ //'))"
+echo "MPI: $MPIEXEC ($($MPIEXEC --version 2>&1 | grep -m1 -iE 'version:|open ?(mpi|rte)' | tr -s ' ' |
+    sed -e 's/^ //' -e 's/^.*(OpenRTE)/Open MPI/'))"
 pass=0
 fail=0
 failed=""
 logdir=$(mktemp -d)
 start=$(date +%s)
+
+# The canary's faults, on 2 ranks under the suite's launcher, wrapper and
+# suppressions. Each run must fail and print every pattern given; in leak mode
+# every leak reported must be the canary's (one that is not means the
+# suppressions miss something of MPI's). A canary that passes unreported
+# would mean the tools, or our suppressions, hide ladle's faults too.
+canary() { # MODE PATTERN...
+    mode=$1
+    shift
+    log="$logdir/canary.$mode.log"
+    t0=$(date +%s)
+    timeout "$TIMEOUT" $MPIEXEC $flags -n 2 $vg "$CANARY" "$mode" >"$log" 2>&1
+    st=$?
+    why=""
+    case $st in
+    0) why=" it exited 0;" ;;
+    124) why=" it timed out;" ;;
+    esac
+    for p in "$@"; do
+        grep -Eq -- "$p" "$log" || why="$why no '$p';"
+    done
+    if [ "$mode" = leak ]; then
+        # a report runs from its first line to the next blank one
+        others=$(awk -v vg="${VALGRIND:-0}" '
+            (vg == 1 && /definitely lost in loss record/) || (vg != 1 && /^(Direct|Indirect) leak of/) {
+                n++; inb = 1; hit = 0; next }
+            inb && /canary\.c/ && !hit { hit = 1; h++ }
+            /^$/ || /^==[0-9]+== $/ { inb = 0 }
+            END { print n - h }' "$log")
+        [ "$others" -eq 0 ] || why="$why $others leak reports not the canary's;"
+    fi
+    if [ -z "$why" ]; then
+        res=PASS; pass=$((pass + 1))
+    else
+        res=FAIL; fail=$((fail + 1)); failed="$failed canary-$mode"
+    fi
+    printf '%-4s %-22s %2d ranks %4ds\n' "$res" "canary $mode" 2 $(( $(date +%s) - t0 ))
+    if [ "$res" != PASS ]; then
+        echo "    | the canary's fault went unreported or not alone:$why"
+        sed 's/^/    | /' "$log" | tail -60
+    fi
+}
+if [ -n "${CANARY:-}" ] && [ "${VALGRIND:-0}" = 1 ]; then
+    canary leak 'definitely lost' 'ladle_tensor_create \(tensor\.c' 'canary_leak \(canary\.c' \
+        'canary_leak_in_init \(canary\.c' 'MPI_Init \(canary\.c'
+    canary read 'Invalid read of size 8' 'canary_read \(canary\.c' 'free.d' \
+        'ladle_tensor_destroy \(tensor\.c'
+elif [ -n "${CANARY:-}" ]; then
+    canary leak 'ERROR: LeakSanitizer: detected memory leaks' 'in ladle_tensor_create .*tensor\.c' \
+        'in canary_leak .*canary\.c' 'in canary_leak_in_init .*canary\.c' 'in MPI_Init .*canary\.c'
+    canary read 'ERROR: AddressSanitizer: heap-use-after-free' 'READ of size 8' \
+        'in canary_read .*canary\.c' 'in ladle_tensor_destroy .*tensor\.c'
+    canary ub 'canary\.c:[0-9]+:[0-9]+: runtime error: signed integer overflow'
+fi
 for line in $(echo "$SUITE" | tr ' ' '%'); do
     [ -n "$line" ] || continue
     prog=$(echo "$line" | cut -d: -f1)
@@ -68,14 +145,10 @@ for line in $(echo "$SUITE" | tr ' ' '%'); do
     [ -x "$dir/$prog" ] || { echo "missing $dir/$prog"; fail=$((fail + 1)); failed="$failed $prog"; continue; }
     for n in $counts; do
         if [ -n "${RANKS:-}" ] && ! echo " $RANKS " | grep -q " $n "; then continue; fi
-        wrap=""
-        if [ "${VALGRIND:-0}" = 1 ]; then
-            [ "$n" -le 2 ] || continue
-            wrap="valgrind -q --error-exitcode=97 --leak-check=full --errors-for-leak-kinds=definite --suppressions=test/valgrind.supp"
-        fi
+        [ -z "$vg" ] || [ "$n" -le 2 ] || continue
         t0=$(date +%s)
         log="$logdir/$prog.$n.log"
-        if LADLE_TEST_RANKS=$n timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $wrap "$dir/$prog" >"$log" 2>&1; then
+        if LADLE_TEST_RANKS=$n timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $vg "$dir/$prog" >"$log" 2>&1; then
             res=PASS; pass=$((pass + 1))
         else
             res=FAIL; fail=$((fail + 1)); failed="$failed $prog@$n"
