@@ -83,8 +83,10 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/
 .PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests \
         FORCE
 
-# the MPI this build uses: its compile line and its launcher; a change rebuilds all
-MPI_ID := $(strip $(shell $(MPICC) -show 2>/dev/null) | $(shell command -v $(MPIEXEC)))
+# the MPI this build uses: its compile line and its launcher, and whether
+# valgrind's memcheck.h is there (src/backends/cpu/cpu.c announces its blocks to
+# memcheck then); a change rebuilds all
+MPI_ID := $(strip $(shell $(MPICC) -show 2>/dev/null) | $(shell command -v $(MPIEXEC)) | $(wildcard /usr/include/valgrind/memcheck.h))
 $(BUILD)/mpi.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(MPI_ID)' | cmp -s - $@ 2>/dev/null || { echo '$(MPI_ID)' >$@; \

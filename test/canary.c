@@ -10,6 +10,8 @@
  *                 interface's wrapper), so its stack passes through a frame
  *                 named MPI_Init, which a suppression must not match
  *   canary read   reads a tensor's shape after ladle_tensor_destroy freed it
+ *   canary oob    writes one element past the end of a tensor's data (the
+ *                 backend's block, which both tools must see into)
  *   canary ub     overflows a signed int (UBSan; fatal in this build)
  *
  * Collective in spirit: every rank makes the same faults.
@@ -68,6 +70,16 @@ __attribute__((noinline)) static int64_t canary_read(void)
     return *(const int64_t volatile *)shape;
 }
 
+__attribute__((noinline)) static double canary_oob(void)
+{
+    ladle_tensor *t = new_tensor(5);
+    double volatile *d = ladle_tensor_data(t);
+    d[5] = 3.0;
+    double v = d[0];
+    ladle_tensor_destroy(&t);
+    return v;
+}
+
 __attribute__((noinline)) static int canary_ub(int n)
 {
     int big = INT_MAX - 1;
@@ -84,11 +96,13 @@ int main(int argc, char **argv)
         canary_leak();
     } else if (strcmp(mode, "read") == 0) {
         v = (int)canary_read();
+    } else if (strcmp(mode, "oob") == 0) {
+        v = (int)canary_oob();
     } else if (strcmp(mode, "ub") == 0) {
         v = canary_ub(argc + 1);
     } else {
         if (rank == 0)
-            fprintf(stderr, "usage: canary leak|read|ub\n");
+            fprintf(stderr, "usage: canary leak|read|oob|ub\n");
         MPI_Finalize();
         return 2;
     }

@@ -106,12 +106,15 @@ canary() { # MODE PATTERN...
         grep -Eq -- "$p" "$log" || why="$why no '$p';"
     done
     if [ "$mode" = leak ]; then
-        # a report runs from its first line to the next blank one
+        # a report runs from its first line to the next blank one of the
+        # same process: valgrind's lines carry ==PID== (the ranks' reports
+        # interleave), ASan writes each report whole
         others=$(awk -v vg="${VALGRIND:-0}" '
+            { pid = ""; if (match($0, /^==[0-9]+==/)) pid = substr($0, RSTART, RLENGTH) }
             (vg == 1 && /definitely lost in loss record/) || (vg != 1 && /^(Direct|Indirect) leak of/) {
-                n++; inb = 1; hit = 0; next }
-            inb && /canary\.c/ && !hit { hit = 1; h++ }
-            /^$/ || /^==[0-9]+== $/ { inb = 0 }
+                n++; inb[pid] = 1; hit[pid] = 0; next }
+            inb[pid] && /canary\.c/ && !hit[pid] { hit[pid] = 1; h++ }
+            /^$/ || /^==[0-9]+== $/ { inb[pid] = 0 }
             END { print n - h }' "$log")
         [ "$others" -eq 0 ] || why="$why $others leak reports not the canary's;"
     fi
@@ -131,11 +134,14 @@ if [ -n "${CANARY:-}" ] && [ "${VALGRIND:-0}" = 1 ]; then
         'canary_leak_in_init \(canary\.c' 'MPI_Init \(canary\.c'
     canary read 'Invalid read of size 8' 'canary_read \(canary\.c' 'free.d' \
         'ladle_tensor_destroy \(tensor\.c'
+    canary oob 'Invalid write of size 8' 'canary_oob \(canary\.c' 'after a block of size 40 alloc.d'
 elif [ -n "${CANARY:-}" ]; then
     canary leak 'ERROR: LeakSanitizer: detected memory leaks' 'in ladle_tensor_create .*tensor\.c' \
         'in canary_leak .*canary\.c' 'in canary_leak_in_init .*canary\.c' 'in MPI_Init .*canary\.c'
     canary read 'ERROR: AddressSanitizer: heap-use-after-free' 'READ of size 8' \
         'in canary_read .*canary\.c' 'in ladle_tensor_destroy .*tensor\.c'
+    canary oob 'ERROR: AddressSanitizer: heap-buffer-overflow' 'WRITE of size 8' \
+        'in canary_oob .*canary\.c' '0 bytes to the right of 40-byte region'
     canary ub 'canary\.c:[0-9]+:[0-9]+: runtime error: signed integer overflow'
 fi
 for line in $(echo "$SUITE" | tr ' ' '%'); do
