@@ -38,13 +38,13 @@ CC := $(MPICC)
 MPIEXEC_FLAGS ?= $(shell $(MPIEXEC) --version 2>&1 | grep -qiE "open ?(mpi|rte)" && echo --oversubscribe)
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wvla -Wstrict-prototypes
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(OPT) -fno-trapping-math -g -fPIC \
-              -fvisibility=hidden -Iinclude $(CFLAGS)
+              -fvisibility=hidden -Iinclude -I. $(CFLAGS)
 LIBS := -lopenblas -lz -lm
 
 ifeq ($(SANITIZE),1)
 BUILD := build-asan
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-# the baseline copy of the cloned kernels (src/simd.h): make check runs the machine's
+# the baseline copy of the cloned kernels (src/backends/cpu/simd.h): make check runs the machine's
 CFLAGS_ALL += $(SAN) -DLADLE_NO_CLONES
 LDSAN := $(SAN)
 LIBDIR := $(BUILD)/lib
@@ -70,7 +70,8 @@ LIBDIR := lib
 BINDIR := bin
 endif
 
-LIB_SRCS := $(wildcard src/*.c src/backends/cpu/*.c primitives/*.c layers/*.c)
+SUBSYSTEMS := src/core src/backends/cpu src/comm src/op primitives layers src/train src/pipeline
+LIB_SRCS := $(wildcard $(addsuffix /*.c,$(SUBSYSTEMS)))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
@@ -80,7 +81,7 @@ BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUIL
               $(BUILD)/bench/bench_pipe
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check asan valgrind bench bench-torch install uninstall clean format tests \
+.PHONY: all deps demo tour check layering asan valgrind bench bench-torch install uninstall clean format tests \
         FORCE
 
 # the MPI this build uses: its compile line and its launcher, and whether
@@ -104,12 +105,12 @@ ifeq ($(DEPS),1)
 	@scripts/install-deps.sh $(MPI_PACKAGES)
 endif
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h src/*.h primitives/*.h layers/*.h) \
+$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h $(addsuffix /*.h,$(SUBSYSTEMS))) \
               $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 
-# layers may fuse multiply-adds (see src/simd.h); the error-free sums elsewhere may not
+# layers may fuse multiply-adds (see src/backends/cpu/simd.h); the error-free sums elsewhere may not
 $(BUILD)/layers/%.o: CFLAGS_ALL += -ffp-contract=fast
 
 $(LIBDIR)/libladle.a: $(LIB_OBJS)
@@ -127,7 +128,7 @@ $(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.a
 
 $(BUILD)/test/%: test/%.c test/harness.c test/harness.h $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Isrc $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
+	$(CC) $(CFLAGS_ALL) $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
 	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
 
 # the sanitizer canary: built and run by make asan and make valgrind only
@@ -158,8 +159,13 @@ tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY)
 
 check: deps
 	@$(MAKE) --no-print-directory tests
+	@scripts/layering.sh $(BUILD)
 	@$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    CANARY="$(CANARY)" test/run.sh $(BUILD)/test
+	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(BUILD)/test
+
+# dependencies run one way through the source tree (docs/architecture.md)
+layering: $(LIB_OBJS)
+	@scripts/layering.sh $(BUILD)
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
@@ -173,7 +179,8 @@ ifeq ($(DEPS),1)
 endif
 	@$(MAKE) --no-print-directory tests WITH_CANARY=1
 	@HWLOC_COMPONENTS=-pci MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    VALGRIND=1 CANARY="$(BUILD)/test/canary" test/run.sh $(BUILD)/test
+	    VALGRIND=1 CANARY="$(BUILD)/test/canary" TEST="$(TEST)" RANKS="$(RANKS)" \
+	    test/run.sh $(BUILD)/test
 
 # the main job: LeNet-5 with batch norm on Fashion-MNIST, 4 ranks, the batch
 # split 2 ways, each image in 2 tiles, the linear layers 2 ways; one epoch
@@ -217,7 +224,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
 
 format:
-	clang-format -i include/*.h include/ladle/*.h src/*.[ch] src/backends/*/*.c \
+	clang-format -i include/*.h include/ladle/*.h src/*/*.[ch] src/backends/*/*.[ch] \
 	    primitives/*.[ch] tools/*.[ch] test/*.[ch] bench/*.c examples/*.c
 
 clean:

@@ -11,9 +11,9 @@
  */
 #include <math.h>
 
-#include "../src/fastmath.h"
-#include "../src/op_impl.h"
-#include "../src/simd.h"
+#include "src/backends/cpu/fastmath.h"
+#include "src/op/op_impl.h"
+#include "src/backends/cpu/simd.h"
 
 typedef struct activation {
     ladle_activation kind;

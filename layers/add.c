@@ -1,6 +1,6 @@
 /* Elementwise addition for residual connections: y = a + b; the backward of
  * each input is dy itself, so it needs no call of its own. */
-#include "../src/backend.h"
+#include "src/core/backend.h"
 
 static ladle_status check_same(const ladle_tensor *a, const ladle_tensor *b, const char *role)
 {

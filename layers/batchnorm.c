@@ -13,9 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/op_impl.h"
-#include "../src/simd.h"
-#include "bn_kernels.h"
+#include "src/op/op_impl.h"
+#include "src/backends/cpu/simd.h"
+#include "layers/bn_kernels.h"
 
 typedef struct bn {
     int64_t c, inner; /* channels, and the positions per channel of one sample */

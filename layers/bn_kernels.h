@@ -6,7 +6,7 @@
 #ifndef LADLE_BN_KERNELS_H
 #define LADLE_BN_KERNELS_H
 
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 /* s1[c] = sum of x (mean NULL) or of (x - mean[c])^2 over channel c. */
 void ladle__bn_moment(ladle_dtype dt, const void *x, int64_t n, int64_t c, int64_t inner,

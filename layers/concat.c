@@ -1,6 +1,6 @@
 /* Concatenation along one dimension and its backward (the split). Each
  * input is a box of the output, so both directions are box copies. */
-#include "../src/backend.h"
+#include "src/core/backend.h"
 
 /* Check the n parts against the whole along dim; returns the total extent. */
 static ladle_status check_parts(const char *func, int n, const ladle_tensor *const parts[],

@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/op_impl.h"
-#include "../src/simd.h"
-#include "conv_impl.h"
+#include "src/op/op_impl.h"
+#include "src/backends/cpu/simd.h"
+#include "layers/conv_impl.h"
 
 /* GEMMs aim for at least this many columns; the column buffer stays below
  * COL_BUDGET elements. Measured (bench_layers): batching more images than

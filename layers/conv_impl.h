@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-#include "../src/op_impl.h"
-#include "../src/simd.h"
+#include "src/op/op_impl.h"
+#include "src/backends/cpu/simd.h"
 
 typedef struct conv {
     int64_t c, co, g, cg, cog;         /* channels, groups, per group */

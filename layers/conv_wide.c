@@ -24,7 +24,7 @@
  * would add long ones, which measured faster for LeNet's conv2 (0.48 ms
  * against 0.57).
  */
-#include "conv_impl.h"
+#include "layers/conv_impl.h"
 
 /*
  * When to take this path. It saves im2col's row copies (K x OH per image

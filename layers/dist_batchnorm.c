@@ -20,8 +20,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/dist.h"
-#include "bn_kernels.h"
+#include "layers/dist.h"
+#include "layers/bn_kernels.h"
 
 typedef struct dbn {
     int64_t c, c_off;   /* this rank's channels and the first one */

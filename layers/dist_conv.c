@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/dist.h"
+#include "layers/dist.h"
 
 typedef struct dconv {
     int is_pool;

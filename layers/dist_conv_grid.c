@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../primitives/pair.h"
-#include "../src/dist.h"
+#include "primitives/pair.h"
+#include "layers/dist.h"
 
 typedef struct dgrid {
     int ndim, nd;                 /* tensor dimensions, spatial dimensions */

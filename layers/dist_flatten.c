@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "../src/dist.h"
+#include "layers/dist.h"
 
 typedef struct dflat {
     ladle_op *r1, *r2;       /* r2 NULL when p_y has one column */

@@ -14,8 +14,8 @@
  */
 #include <string.h>
 
-#include "../primitives/pair.h"
-#include "../src/dist.h"
+#include "primitives/pair.h"
+#include "layers/dist.h"
 
 typedef struct dlinear {
     int64_t batch, in, out;

@@ -14,7 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/dist.h"
+#include "layers/dist.h"
+#include "layers/loss_impl.h"
 
 typedef struct distloss {
     ladle_op *local;      /* the block's loss; NULL outside the partition */

@@ -5,7 +5,7 @@
  * recomputes the mask from the step its ctx recorded. A forward with a ctx
  * in training mode advances the op's step.
  */
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 typedef struct dropout {
     double p;

@@ -5,7 +5,7 @@
  *   backward_weight  dW[N,K] += dy[M,N]^T x[M,K];  db += column sums of dy
  * where M is the number of rows (the leading dimensions of this call).
  */
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 typedef struct linear {
     int64_t in, out;

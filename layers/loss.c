@@ -14,7 +14,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
+#include "layers/loss_impl.h"
 
 typedef struct loss {
     ladle_loss_kind kind;

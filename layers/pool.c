@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/pool_impl.h"
-#include "../src/simd.h"
+#include "layers/pool_impl.h"
+#include "src/backends/cpu/simd.h"
 
 static void pool_free(pool *v)
 {

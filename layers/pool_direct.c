@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/pool_impl.h"
-#include "../src/simd.h"
+#include "layers/pool_impl.h"
+#include "src/backends/cpu/simd.h"
 
 /* Blocks are 8 floats or 4 doubles (see pool_impl.h); lane numbers: */
 #define LANES8 {0, 1, 2, 3, 4, 5, 6, 7}

@@ -1,6 +1,6 @@
 /* Reshape and flatten: the same elements in a new shape; F is a copy (or
  * nothing, in place) and F* the copy back. */
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 static ladle_status reshape_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                     ladle_tensor *y, int64_t n)

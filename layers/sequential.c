@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 typedef struct sequential {
     int n;

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 typedef struct softmax {
     int64_t len, inner; /* the reduced extent, and the stride between its elements */

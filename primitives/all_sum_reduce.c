@@ -5,8 +5,8 @@
  * recursive doubling (or a reduce-then-broadcast tree when the group size
  * is not a power of two), large ones a chunked ring.
  */
-#include "../src/coll.h"
-#include "../src/dist.h"
+#include "src/comm/coll.h"
+#include "primitives/primitives_impl.h"
 
 static const ladle_op_vtable all_sum_reduce_vt = {.name = "all-sum-reduce"};
 

@@ -10,9 +10,9 @@
  */
 #include <string.h>
 
-#include "pair.h"
+#include "primitives/pair.h"
 
-#include "../src/coll.h"
+#include "src/comm/coll.h"
 
 /* Tags per group: one per chunk. */
 #define GROUP_TAGS LADLE_COLL_MAX_CHUNKS

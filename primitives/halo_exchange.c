@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/exchange.h"
-#include "../src/op_impl.h"
+#include "src/comm/exchange.h"
+#include "src/op/op_impl.h"
 
 #define HALO_TAG 13
 

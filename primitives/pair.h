@@ -7,7 +7,7 @@
 #ifndef LADLE_PRIMITIVES_PAIR_H
 #define LADLE_PRIMITIVES_PAIR_H
 
-#include "../src/op_impl.h"
+#include "src/op/op_impl.h"
 
 ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y,
                                 int ndim, const int64_t *shape, ladle_dtype dtype,

@@ -5,8 +5,8 @@
  * others are packed into planned workspace. A rank in both partitions copies
  * its own piece locally. The adjoint is the same exchange from y back to x.
  */
-#include "../src/exchange.h"
-#include "../src/op_impl.h"
+#include "src/comm/exchange.h"
+#include "src/op/op_impl.h"
 
 static const ladle_op_vtable repartition_vt = {.name = "repartition"};
 

@@ -4,7 +4,7 @@
  * onto owners runs forward and the plan that broadcasts owners to receivers
  * runs as the adjoint. See broadcast.c.
  */
-#include "pair.h"
+#include "primitives/pair.h"
 
 ladle_status ladle_sum_reduce_create(const ladle_partition *p_x, const ladle_partition *p_y,
                                      int ndim, const int64_t shape[], ladle_dtype dtype,

@@ -1,7 +1,7 @@
 /* The CPU backend's kernels against naive loops written here. */
 #include <math.h>
 
-#include "backend.h"
+#include "src/core/backend.h"
 #include "harness.h"
 
 static const ladle_backend *cpu(void) { return ladle__backend(LADLE_CPU); }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../layers/conv_impl.h" /* to see which path a layer takes */
+#include "layers/conv_impl.h" /* to see which path a layer takes */
 #include "harness.h"
 
 typedef struct geom {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "pool_impl.h"
+#include "layers/pool_impl.h"
 
 typedef struct pgeom {
     int nd, ceil_mode, include_pad;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../../backend.h"
+#include "src/core/backend.h"
 
 /*
  * Planned buffers and tensors come straight from mmap: glibc's malloc moves

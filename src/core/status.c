@@ -1,0 +1,297 @@
+/* Status codes, the per-thread error message, version, small utilities. */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/core/internal.h"
+
+#define LADLE_ERROR_CAP 1024
+
+/* The last error of each thread; the only state ladle keeps outside objects,
+ * and it is per thread by design (the caller asks "why did my call fail"). */
+static _Thread_local char error_message[LADLE_ERROR_CAP];
+
+const char *ladle_version(void) { return LADLE_VERSION_STRING; }
+
+int ladle_version_number(void) { return LADLE_VERSION_NUMBER; }
+
+const char *ladle_status_string(ladle_status status)
+{
+    switch (status) {
+#define LADLE_STATUS_TEXT_(name, value, text)                                              \
+    case name:                                                                             \
+        return text;
+        LADLE_STATUS_LIST(LADLE_STATUS_TEXT_)
+#undef LADLE_STATUS_TEXT_
+    }
+    return "unknown status";
+}
+
+const char *ladle_status_name(ladle_status status)
+{
+    switch (status) {
+#define LADLE_STATUS_NAME_(name, value, text)                                              \
+    case name:                                                                             \
+        return #name;
+        LADLE_STATUS_LIST(LADLE_STATUS_NAME_)
+#undef LADLE_STATUS_NAME_
+    }
+    return "LADLE_UNKNOWN";
+}
+
+const char *ladle_error_message(void) { return error_message; }
+
+void ladle_error_clear(void) { error_message[0] = '\0'; }
+
+int ladle__mpi_usable(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
+
+static int world_rank(void)
+{
+    int rank = -1;
+    if (ladle__mpi_usable())
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+static int verbose(void)
+{
+    const char *v = getenv("LADLE_VERBOSE");
+    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
+}
+
+static ladle_status vraise(ladle_status status, const char *func, const char *fmt,
+                           va_list ap)
+{
+    int rank = world_rank(); /* -1 before MPI_Init or after MPI_Finalize: no rank to name */
+    int n = rank >= 0 ? snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", rank, func)
+                      : snprintf(error_message, LADLE_ERROR_CAP, "%s: ", func);
+    if (n < 0)
+        n = 0;
+    if (n < LADLE_ERROR_CAP)
+        vsnprintf(error_message + n, (size_t)(LADLE_ERROR_CAP - n), fmt, ap);
+    if (verbose())
+        fprintf(stderr, "ladle: %s (%s)\n", error_message, ladle_status_name(status));
+    return status;
+}
+
+ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vraise(status, func, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call)
+{
+    char text[MPI_MAX_ERROR_STRING] = "unknown MPI error";
+    int len = 0;
+    if (MPI_Error_string(mpi_code, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", mpi_code);
+    return ladle__raise(LADLE_ERR_MPI, func, "%s failed: %s", call, text);
+}
+
+size_t ladle_dtype_size(ladle_dtype dtype)
+{
+    switch (dtype) {
+    case LADLE_F32:
+        return 4;
+    case LADLE_F64:
+    case LADLE_I64:
+        return 8;
+    }
+    return 0;
+}
+
+const char *ladle_dtype_name(ladle_dtype dtype)
+{
+    switch (dtype) {
+    case LADLE_F32:
+        return "f32";
+    case LADLE_F64:
+        return "f64";
+    case LADLE_I64:
+        return "i64";
+    }
+    return "unknown";
+}
+
+const char *ladle_device_name(ladle_device device)
+{
+    switch (device) {
+    case LADLE_CPU:
+        return "cpu";
+    case LADLE_CUDA:
+        return "cuda";
+    }
+    return "unknown";
+}
+
+void *ladle__calloc(size_t count, size_t size)
+{
+    if (count == 0 || size == 0)
+        return calloc(1, 1);
+    return calloc(count, size);
+}
+
+void ladle__free(void *p) { free(p); }
+
+int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit)
+{
+    int64_t v = 1;
+    for (int d = 0; d < n; d++)
+        if (extents[d] < 0)
+            return -1;
+    for (int d = 0; d < n; d++) /* a zero extent makes any product fit */
+        if (extents[d] == 0)
+            return 0;
+    for (int d = 0; d < n; d++)
+        if (!ladle__mul_ok(v, extents[d], &v) || v > limit)
+            return -1;
+    return v;
+}
+
+int ladle__bytes_ok(int64_t count, size_t es, size_t *bytes)
+{
+    int64_t b;
+    if (count < 0 || !ladle__mul_ok(count, (int64_t)es, &b) || b > LADLE_MAX_BYTES)
+        return 0;
+    *bytes = (size_t)b;
+    return 1;
+}
+
+const char *ladle__fmt_shape64(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    if (ndim == 0) {
+        snprintf(buf, cap, "()");
+        return buf;
+    }
+    for (int d = 0; d < ndim && n < cap; d++) {
+        int w = snprintf(buf + n, cap - n, d ? "x%lld" : "%lld", (long long)shape[d]);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
+const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape)
+{
+    int64_t s[LADLE_MAX_NDIM];
+    int nd = ndim < LADLE_MAX_NDIM ? ndim : LADLE_MAX_NDIM;
+    for (int d = 0; d < nd; d++)
+        s[d] = shape[d];
+    return ladle__fmt_shape64(buf, cap, nd, s);
+}
+
+uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* splitmix64's finaliser: a bijective mix with full avalanche. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ull);
+    k = mix64(k ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
+    return mix64(k ^ (counter * 0x9e3779b97f4a7c15ull));
+}
+
+double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    /* 53 random bits -> [0, 1) -> [-1, 1) */
+    double u = (double)(ladle__random_bits(seed, stream, counter) >> 11) * 0x1.0p-53;
+    return 2.0 * u - 1.0;
+}
+
+/* How long the hybrid policy spins before it starts to yield. */
+#define SPIN_SECONDS 50e-6
+
+static long env_long(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? strtol(v, NULL, 10) : -1;
+}
+
+ladle_wait_policy ladle__wait_policy(void)
+{
+    const char *v = getenv("LADLE_WAIT");
+    if (v != NULL && strcmp(v, "spin") == 0)
+        return LADLE_WAIT_SPIN;
+    if (v != NULL && strcmp(v, "yield") == 0)
+        return LADLE_WAIT_YIELD;
+    /* launchers say how many ranks share this node */
+    long local = env_long("MPI_LOCALNRANKS");
+    if (local < 0)
+        local = env_long("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local > 0 && cores > 0)
+        return local > cores ? LADLE_WAIT_YIELD : LADLE_WAIT_SPIN;
+    return LADLE_WAIT_HYBRID;
+}
+
+void ladle__poll_pause(ladle_wait_policy policy, double *since)
+{
+    if (policy == LADLE_WAIT_SPIN)
+        return;
+    if (policy == LADLE_WAIT_HYBRID) {
+        double now = MPI_Wtime();
+        if (*since == 0.0)
+            *since = now;
+        if (now - *since < SPIN_SECONDS)
+            return;
+    }
+    sched_yield();
+}
+
+int ladle__wait(MPI_Request *req)
+{
+    ladle_wait_policy policy = ladle__wait_policy();
+    double since = 0.0;
+    MPI_Status status;
+    if (policy == LADLE_WAIT_SPIN)
+        return MPI_Wait(req, &status);
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, &status);
+        if (rc != MPI_SUCCESS || done)
+            return rc;
+        ladle__poll_pause(policy, &since);
+    }
+}
+
+int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm)
+{
+    MPI_Request req;
+    int rc = MPI_Iallreduce(in, out, count, type, op, comm, &req);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    return ladle__wait(&req);
+}
+
+int ladle__is_real(ladle_dtype dtype) { return dtype == LADLE_F32 || dtype == LADLE_F64; }

@@ -1,0 +1,313 @@
+/* Tensors: one rank's local shard, owned or wrapping caller memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/core/backend.h"
+
+void ladle__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+ladle_status ladle__check_shape(const char *func, int ndim, const int64_t *shape,
+                                int64_t *numel)
+{
+    if (ndim < 0 || ndim > LADLE_MAX_NDIM)
+        return ladle__raise(LADLE_ERR_ARG, func, "ndim %d is outside 0..%d", ndim,
+                            LADLE_MAX_NDIM);
+    if (ndim > 0 && shape == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "shape is NULL");
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 0)
+            return ladle__raise(LADLE_ERR_SHAPE, func,
+                                "extent %lld of dimension %d is negative",
+                                (long long)shape[d], d);
+    /* every element count must also fit as a byte count of the widest dtype,
+     * and so must the strides, which count a zero extent as one: then no
+     * product of a shape's extents can overflow */
+    int64_t n = ladle__volume_within(ndim, shape, LADLE_MAX_ELEMS), ones[LADLE_MAX_NDIM];
+    for (int d = 0; d < ndim; d++)
+        ones[d] = shape[d] > 0 ? shape[d] : 1;
+    char buf[256];
+    if (n < 0)
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "a %s tensor is too large (more than 2^57 elements)",
+                            ladle__fmt_shape64(buf, sizeof buf, ndim, shape));
+    if (ladle__volume_within(ndim, ones, LADLE_MAX_ELEMS) < 0)
+        return ladle__raise(LADLE_ERR_SHAPE, func,
+                            "the extents of a %s tensor are too large (their strides would "
+                            "pass 2^57 elements)",
+                            ladle__fmt_shape64(buf, sizeof buf, ndim, shape));
+    *numel = n;
+    return LADLE_OK;
+}
+
+static ladle_status check_dtype(const char *func, ladle_dtype dtype)
+{
+    if (ladle_dtype_size(dtype) == 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown dtype %d", (int)dtype);
+    return LADLE_OK;
+}
+
+static ladle_status tensor_new(const char *func, ladle_dtype dtype, ladle_device device,
+                               int ndim, const int64_t *shape, const int64_t *strides,
+                               ladle_tensor **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *t = NULL;
+    int64_t numel = 0;
+    LADLE_CALL(check_dtype(func, dtype));
+    LADLE_CHECK(device == LADLE_CPU || device == LADLE_CUDA, LADLE_ERR_ARG,
+                "unknown device %d", (int)device);
+    LADLE_CALL(ladle__check_shape(func, ndim, shape, &numel));
+    t = ladle__calloc(1, sizeof *t);
+    LADLE_CHECK(t != NULL, LADLE_ERR_ALLOC, "out of memory");
+    t->dtype = dtype;
+    t->device = device;
+    t->ndim = ndim;
+    t->numel = numel;
+    for (int d = 0; d < ndim; d++)
+        t->shape[d] = shape[d];
+    if (strides != NULL) {
+        int64_t reach = 0, step = 0;
+        for (int d = 0; d < ndim; d++) {
+            LADLE_CHECK(strides[d] >= 0, LADLE_ERR_ARG, "stride %d is negative", d);
+            t->strides[d] = strides[d];
+            /* the offset of the last element must be an index ladle can form */
+            int ok = numel == 0 ||
+                     (ladle__mul_ok(shape[d] - 1, strides[d], &step) &&
+                      ladle__add_ok(reach, step, &reach) && reach < LADLE_MAX_ELEMS);
+            LADLE_CHECK(ok, LADLE_ERR_ARG,
+                        "stride %lld of dimension %d reaches past 2^57 elements",
+                        (long long)strides[d], d);
+        }
+    } else {
+        ladle__contiguous_strides(ndim, shape, t->strides);
+    }
+    *out = t;
+    return LADLE_OK;
+fail:
+    ladle__free(t);
+    return st;
+}
+
+ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim, const int64_t shape[],
+                                 ladle_tensor **t)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *n = NULL;
+    LADLE_NOT_NULL(t);
+    LADLE_CALL(tensor_new(__func__, dtype, LADLE_CPU, ndim, shape, NULL, &n));
+    n->owned = 1;
+    if (n->numel > 0) {
+        n->data = ladle__cpu_backend.alloc((size_t)n->numel * ladle_dtype_size(dtype));
+        LADLE_CHECK(n->data != NULL, LADLE_ERR_ALLOC, "cannot allocate %lld elements",
+                    (long long)n->numel);
+    }
+    *t = n;
+    return LADLE_OK;
+fail:
+    ladle__free(n);
+    return st;
+}
+
+ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
+                               const int64_t shape[], const int64_t strides[], void *data,
+                               ladle_tensor **t)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *n = NULL;
+    LADLE_NOT_NULL(t);
+    LADLE_CALL(tensor_new(__func__, dtype, device, ndim, shape, strides, &n));
+    LADLE_CHECK(data != NULL || n->numel == 0, LADLE_ERR_NULL,
+                "data is NULL for a tensor of %lld elements", (long long)n->numel);
+    n->data = data;
+    *t = n;
+    return LADLE_OK;
+fail:
+    ladle__free(n);
+    return st;
+}
+
+ladle_status ladle_tensor_set_data(ladle_tensor *t, void *data)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(t);
+    LADLE_CHECK(!t->owned, LADLE_ERR_ARG, "the tensor owns its memory");
+    LADLE_CHECK(data != NULL || t->numel == 0, LADLE_ERR_NULL, "data is NULL");
+    t->data = data;
+fail:
+    return st;
+}
+
+ladle_status ladle_tensor_destroy(ladle_tensor **t)
+{
+    if (t == NULL || *t == NULL)
+        return LADLE_OK;
+    if ((*t)->owned)
+        ladle__cpu_backend.free((*t)->data);
+    ladle__free(*t);
+    *t = NULL;
+    return LADLE_OK;
+}
+
+ladle_dtype ladle_tensor_dtype(const ladle_tensor *t)
+{
+    return t ? t->dtype : (ladle_dtype)0;
+}
+ladle_device ladle_tensor_device(const ladle_tensor *t)
+{
+    return t ? t->device : LADLE_CPU;
+}
+int ladle_tensor_ndim(const ladle_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *ladle_tensor_shape(const ladle_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *ladle_tensor_strides(const ladle_tensor *t) { return t ? t->strides : NULL; }
+int64_t ladle_tensor_numel(const ladle_tensor *t) { return t ? t->numel : 0; }
+void *ladle_tensor_data(const ladle_tensor *t) { return t ? t->data : NULL; }
+
+int ladle_tensor_is_contiguous(const ladle_tensor *t)
+{
+    if (t == NULL)
+        return 0;
+    if (t->numel == 0)
+        return 1;
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != s)
+            return 0;
+        s *= t->shape[d];
+    }
+    return 1;
+}
+
+static ladle_status on_cpu(const char *func, const ladle_tensor *t)
+{
+    if (t->device != LADLE_CPU)
+        return ladle__raise(LADLE_ERR_DEVICE, func, "tensor is on %s, expected cpu",
+                            ladle_device_name(t->device));
+    return LADLE_OK;
+}
+
+ladle_status ladle_tensor_fill(ladle_tensor *t, double value)
+{
+    ladle_status st = LADLE_OK;
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    LADLE_NOT_NULL(t);
+    LADLE_CALL(on_cpu(__func__, t));
+    if (t->numel == 0)
+        return LADLE_OK;
+    if (t->dtype == LADLE_I64) {
+        LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_ARG,
+                    "filling a strided i64 tensor is not supported");
+        for (int64_t i = 0; i < t->numel; i++)
+            ((int64_t *)t->data)[i] = (int64_t)value;
+        return LADLE_OK;
+    }
+    if (ladle_tensor_is_contiguous(t)) {
+        ladle__cpu_backend.fill(t->dtype, t->numel, value, t->data);
+    } else {
+        /* zero the box, then add a one-element source broadcast by stride 0 */
+        double v64 = value;
+        float v32 = (float)value;
+        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ZERO, t->ndim, t->shape, NULL, zero,
+                                    t->data, t->strides);
+        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ADD, t->ndim, t->shape,
+                                    t->dtype == LADLE_F32 ? (void *)&v32 : (void *)&v64,
+                                    zero, t->data, t->strides);
+    }
+fail:
+    return st;
+}
+
+static ladle_status same_layout(const char *func, const ladle_tensor *a,
+                                const ladle_tensor *b)
+{
+    char sa[128], sb[128];
+    if (a->dtype != b->dtype)
+        return ladle__raise(LADLE_ERR_DTYPE, func, "dtypes %s and %s differ",
+                            ladle_dtype_name(a->dtype), ladle_dtype_name(b->dtype));
+    int same = a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; d++)
+        same = a->shape[d] == b->shape[d];
+    if (!same)
+        return ladle__raise(LADLE_ERR_SHAPE, func, "shapes %s and %s differ",
+                            ladle__fmt_shape64(sa, sizeof sa, a->ndim, a->shape),
+                            ladle__fmt_shape64(sb, sizeof sb, b->ndim, b->shape));
+    if (on_cpu(func, a) != LADLE_OK || on_cpu(func, b) != LADLE_OK)
+        return LADLE_ERR_DEVICE;
+    return LADLE_OK;
+}
+
+ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *src)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(dst);
+    LADLE_NOT_NULL(src);
+    LADLE_CALL(same_layout(__func__, dst, src));
+    if (dst->numel > 0)
+        ladle__cpu_backend.copy_box(dst->dtype, LADLE_BOX_COPY, dst->ndim, dst->shape,
+                                    src->data, src->strides, dst->data, dst->strides);
+fail:
+    return st;
+}
+
+ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b, double *result)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(a);
+    LADLE_NOT_NULL(b);
+    LADLE_NOT_NULL(result);
+    LADLE_CALL(same_layout(__func__, a, b));
+    LADLE_CHECK(ladle__is_real(a->dtype), LADLE_ERR_DTYPE, "no inner product of %s tensors",
+                ladle_dtype_name(a->dtype));
+    *result = 0.0;
+    if (a->numel == 0)
+        return LADLE_OK;
+    if (ladle_tensor_is_contiguous(a) && ladle_tensor_is_contiguous(b)) {
+        *result = ladle__cpu_backend.dot(a->dtype, a->numel, a->data, b->data);
+    } else {
+        /* pack both, then dot: a test-path convenience, not a hot path */
+        size_t bytes = (size_t)a->numel * ladle_dtype_size(a->dtype);
+        void *pa = malloc(bytes), *pb = malloc(bytes);
+        if (pa == NULL || pb == NULL) {
+            free(pa);
+            free(pb);
+            LADLE_CHECK(0, LADLE_ERR_ALLOC, "out of memory");
+        }
+        ladle__cpu_backend.pack(a->dtype, a->ndim, a->shape, a->data, a->strides, pa);
+        ladle__cpu_backend.pack(b->dtype, b->ndim, b->shape, b->data, b->strides, pb);
+        *result = ladle__cpu_backend.dot(a->dtype, a->numel, pa, pb);
+        free(pa);
+        free(pb);
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_tensor_fill_random(ladle_tensor *t, uint64_t seed, uint64_t stream)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(t);
+    LADLE_CALL(on_cpu(__func__, t));
+    LADLE_CHECK(ladle__is_real(t->dtype), LADLE_ERR_DTYPE, "no random %s values",
+                ladle_dtype_name(t->dtype));
+    int64_t idx[LADLE_MAX_NDIM] = {0};
+    for (int64_t i = 0; i < t->numel; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; d++)
+            off += idx[d] * t->strides[d];
+        double v = ladle__random_uniform(seed, stream, (uint64_t)i);
+        if (t->dtype == LADLE_F32)
+            ((float *)t->data)[off] = (float)v;
+        else
+            ((double *)t->data)[off] = v;
+        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+            idx[d] = 0;
+    }
+fail:
+    return st;
+}

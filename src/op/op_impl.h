@@ -1,0 +1,186 @@
+/*
+ * The inside of ladle_op: a small vtable plus what every operator shares
+ * (layouts, this rank's local shapes, its private communicator, the planned
+ * schedules and workspace). Primitives are plan builders on top of this.
+ */
+#ifndef LADLE_OP_IMPL_H
+#define LADLE_OP_IMPL_H
+
+#include "src/comm/schedule.h"
+
+/* Where a parameter's local shard sits in the global parameter. A
+ * sequential layer's parameters are whole (offset 0, global = local). Every
+ * rank of a distributed layer reports the same parameters with the same
+ * global shapes; a rank without a shard holds a zero-volume tensor. */
+typedef struct ladle__pinfo {
+    int ndim;
+    int64_t global[LADLE_MAX_NDIM];
+    int64_t offset[LADLE_MAX_NDIM];
+    int owner;      /* this rank writes the shard (one writer per shard) */
+    ladle_op *sync; /* all-sum-reduce over the ranks holding copies, or NULL */
+    /* sync's groups, so that a network can merge gradients into buckets:
+     * its partition, a group id and an element count per partition rank */
+    const ladle_partition *sync_p;
+    const int *sync_gid;
+    const int64_t *sync_counts;
+} ladle__pinfo;
+
+typedef struct ladle_op_vtable {
+    const char *name;
+    /* Run with arguments already checked. NULL: run the planned schedule. */
+    ladle_status (*forward)(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
+    ladle_status (*adjoint)(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
+    /* Free impl; may be NULL. */
+    void (*destroy)(ladle_op *op);
+    /* Layers (NULL for the primitives), with arguments checked and n the
+     * call's batch. ctx may be NULL in forward (nothing to save) and, for
+     * layers linear in x, in backward. dx may be NULL in backward. */
+    ladle_status (*layer_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                  ladle_tensor *y, int64_t n);
+    ladle_status (*layer_backward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                   ladle_tensor *dx, int64_t n);
+    ladle_status (*layer_backward_weight)(ladle_op *op, ladle_ctx *ctx,
+                                          const ladle_tensor *dy, int64_t n);
+    /* Composite layers (optional): their contexts hold more than a buffer,
+     * and their parameters and mode are their parts'. */
+    ladle_status (*ctx_init)(const ladle_op *op, ladle_ctx *ctx);
+    void (*ctx_fini)(ladle_ctx *ctx);
+    int (*num_params)(const ladle_op *op);
+    /* parameter i (grad 0) or its gradient (grad 1), and its name */
+    ladle_tensor *(*param_at)(const ladle_op *op, int i, int grad, const char **name);
+    void (*set_training)(ladle_op *op, int training);
+    /* Distributed layers: parameter i's place in the global parameter
+     * (NULL: whole tensors). */
+    void (*param_info)(const ladle_op *op, int i, ladle__pinfo *info);
+    /* Sum the gradients of replicated parameters over their copies
+     * (collective); NULL when no parameter is replicated. */
+    ladle_status (*sync_grads)(ladle_op *op);
+    /* State that is not a parameter but belongs in a checkpoint (batch
+     * norm's running statistics): buffer i and where its shard sits. */
+    int (*num_buffers)(const ladle_op *op);
+    ladle_tensor *(*buffer_at)(const ladle_op *op, int i, ladle__pinfo *info);
+    /* Distributed losses: their own ladle_loss_forward/backward. */
+    ladle_status (*loss_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
+                                 const ladle_tensor *target, ladle_tensor *loss);
+    ladle_status (*loss_backward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dloss,
+                                  ladle_tensor *dinput);
+} ladle_op_vtable;
+
+#define LADLE_MAX_PARAMS 4
+
+struct ladle_op {
+    const ladle_op_vtable *vt;
+    ladle_dtype dtype;
+    unsigned flags;
+    ladle_layout *x_layout, *y_layout;
+    int x_ndim, y_ndim;
+    int64_t x_shape[LADLE_MAX_NDIM], y_shape[LADLE_MAX_NDIM];
+    int64_t x_numel, y_numel;
+    MPI_Comm comm; /* private; MPI_COMM_NULL on ranks outside the op */
+    int active;    /* this rank is in one of the op's partitions */
+    int in_place;  /* forward/adjoint accept x == y */
+    int busy;      /* a begin/end call is in flight */
+    ladle_sched *fwd, *adj;
+    void *ws;
+    size_t ws_bytes;
+    const ladle_backend *be;
+    void *impl;
+
+    /* layers */
+    int layer;      /* has the layer calls */
+    int linear;     /* linear in x: the backward needs no ctx, adjoint works */
+    int batched;    /* dimension 0 of x and y is the batch, smaller in calls */
+    int training;
+    int nparams;
+    ladle_tensor *params[LADLE_MAX_PARAMS];
+    ladle_tensor *grads[LADLE_MAX_PARAMS];
+    const char *param_names[LADLE_MAX_PARAMS];
+    size_t ctx_bytes; /* what each ctx owns for the op's saved state */
+    /* weighted layers (linear, convolution): parameter 0 is the weight and
+     * parameter 1, if present, the bias; the fans set their initialisation */
+    int weighted;
+    double fan_in, fan_out;
+    uint64_t step; /* dropout: the step of the next forward */
+};
+
+/* One microbatch's saved state. */
+struct ladle_ctx {
+    const ladle_op *op;
+    const ladle_tensor *x, *y; /* the forward's, borrowed */
+    const ladle_tensor *target;
+    int64_t batch;
+    int ready;
+    int training; /* the op's mode at the forward */
+    uint64_t step;
+    void *buf;  /* ctx_bytes of the op's own saved state */
+    void *impl; /* composite layers' own state (ctx_init) */
+};
+
+/* A layer op over fixed shapes; shapes get batch dimension 0 when batched. */
+ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, int x_ndim,
+                              const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
+                              int batched, ladle_op **out);
+/* Add a zeroed parameter of shape (and its gradient) to a layer. */
+ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
+                                    const int64_t *shape, ladle_tensor **param);
+/* Fill t with init from a counter-based generator keyed by (seed, stream,
+ * element index); fan-in and fan-out set the bounds. */
+ladle_status ladle__init_tensor(ladle_tensor *t, ladle_init init, double fan_in,
+                                double fan_out, uint64_t seed, uint64_t stream);
+/* The same for a shard: element i of t takes the value of its global index
+ * in the parameter described by info. */
+ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_init init,
+                               double fan_in, double fan_out, uint64_t seed, uint64_t stream);
+/* Parameter i's place (whole tensors for sequential layers). */
+void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info);
+void ladle__layer_destroy(ladle_op *op);
+ladle_status ladle__layer_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
+ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
+/* Check that a layer's dtype is f32 or f64 and the shape well-formed. */
+ladle_status ladle__layer_check_args(const char *func, ladle_dtype dtype, int ndim,
+                                     const int64_t *shape, int min_ndim);
+
+/* A new op over the layouts (both retained), with local shapes filled in for
+ * the calling rank. */
+ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigned flags,
+                           const ladle_layout *x, const ladle_layout *y, ladle_op **out);
+
+/* The private communicator of the members of a and b (b may be NULL or equal
+ * to a), in union order: a's ranks, then b's ranks not in a. On members,
+ * *comm is new and to_comm[root rank] gives the comm rank of each member (-1
+ * for others); on other ranks *comm is MPI_COMM_NULL. Collective over the
+ * members. */
+ladle_status ladle__op_comm(const ladle_partition *a, const ladle_partition *b,
+                            MPI_Comm *comm, int **to_comm);
+/* The same for the union of np partitions (NULL entries skipped). */
+ladle_status ladle__op_comm_list(int np, const ladle_partition *const *ps, MPI_Comm *comm,
+                                 int **to_comm);
+
+/* The last step of every create: finalise both schedules on *comm, allocate
+ * and touch the workspace, and agree with the other members on the outcome
+ * (local: this rank's status so far; hash: the arguments every member must
+ * have passed alike). Takes *op and *comm (both set to NULL; *op may be
+ * NULL when creation failed early). On success the op goes to *out, on
+ * failure it is destroyed. */
+ladle_status ladle__op_finish(ladle_op **op, MPI_Comm *comm, ladle_status local,
+                              uint64_t hash, ladle_op **out, const char *func);
+
+/* The largest tag an op's communicator accepts. */
+int ladle__tag_ub(MPI_Comm comm);
+
+/* Check a call's tensors against the op (local checks, then an agreement
+ * when the op is checked). */
+ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_x,
+                                const ladle_tensor *out, const char *func);
+
+/* A planned op's forward split in two (all-sum-reduce buckets overlapping
+ * a backward pass): start posts it, progress advances it without waiting,
+ * wait finishes it. */
+ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y);
+ladle_status ladle__op_progress(ladle_op *op, int *done);
+ladle_status ladle__op_wait(ladle_op *op);
+
+/* 1 if the op was asked to agree on checks (flag or environment). */
+unsigned ladle__op_flags_from_env(unsigned flags);
+
+#endif /* LADLE_OP_IMPL_H */

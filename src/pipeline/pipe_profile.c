@@ -1,0 +1,86 @@
+/* The profiling pass behind the planner: each layer's forward, input
+ * gradient and weight gradient timed on random data (see ladle/pipeline.h). */
+#include <stdlib.h>
+
+#include "src/op/op_impl.h"
+#include "src/pipeline/pipe.h"
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+/* One layer: reps timed rounds after one untimed (first touch). */
+static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f, double *b,
+                                double *w)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL;
+    ladle_ctx *ctx = NULL;
+    LADLE_CALL(ladle_tensor_create(op->dtype, op->x_ndim, op->x_shape, &x));
+    LADLE_CALL(ladle_tensor_create(op->dtype, op->x_ndim, op->x_shape, &dx));
+    LADLE_CALL(ladle_tensor_create(op->dtype, op->y_ndim, op->y_shape, &y));
+    LADLE_CALL(ladle_tensor_create(op->dtype, op->y_ndim, op->y_shape, &dy));
+    LADLE_CALL(ladle_ctx_create(op, &ctx));
+    LADLE_CALL(ladle_tensor_fill_random(x, 1, 0));
+    LADLE_CALL(ladle_tensor_fill_random(dy, 2, 0));
+    for (int r = -1; r < reps; r++) {
+        double t0 = MPI_Wtime();
+        LADLE_CALL(ladle_layer_forward(op, ctx, x, y));
+        double t1 = MPI_Wtime();
+        LADLE_CALL(ladle_layer_backward(op, ctx, dy, dx));
+        double t2 = MPI_Wtime();
+        LADLE_CALL(ladle_layer_backward_weight(op, ctx, dy));
+        double t3 = MPI_Wtime();
+        if (r >= 0) {
+            times[r] = t1 - t0;
+            times[reps + r] = t2 - t1;
+            times[2 * reps + r] = t3 - t2;
+        }
+    }
+    *f = median(times, reps);
+    *b = median(times + reps, reps);
+    *w = median(times + 2 * reps, reps);
+    /* the weight gradients this pass accumulated are not the caller's */
+    LADLE_CALL(ladle_op_zero_grad(op));
+fail:
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&y), ladle_tensor_destroy(&dy);
+    return st;
+}
+
+ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, double f[],
+                                double b[], double w[])
+{
+    ladle_status st = LADLE_OK;
+    double *times = NULL;
+    LADLE_NOT_NULL(layers);
+    LADLE_NOT_NULL(f);
+    LADLE_NOT_NULL(b);
+    LADLE_NOT_NULL(w);
+    LADLE_CHECK(n >= 1 && n <= 1 << 20 && reps >= 1 && reps <= 1000, LADLE_ERR_ARG,
+                "%d layers and %d repetitions (1 to 2^20 and 1 to 1000)", n, reps);
+    for (int i = 0; i < n; i++)
+        LADLE_CHECK(layers[i] != NULL && layers[i]->layer, LADLE_ERR_ARG,
+                    "entry %d is not a layer", i);
+    /* the medians go to f, b and w only once every layer has been timed */
+    times = ladle__calloc((size_t)(3 * reps + 3 * n), sizeof(double));
+    LADLE_CHECK(times != NULL, LADLE_ERR_ALLOC, "out of memory");
+    double *got = times + 3 * reps;
+    for (int i = 0; i < n; i++)
+        LADLE_CALL(
+            profile_one(layers[i], reps, times, &got[i], &got[n + i], &got[2 * n + i]));
+    for (int i = 0; i < n; i++)
+        f[i] = got[i], b[i] = got[n + i], w[i] = got[2 * n + i];
+fail:
+    ladle__free(times);
+    return st;
+}

@@ -1,0 +1,578 @@
+/* Checkpoints of global tensors (see ladle/checkpoint.h). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/op/op_impl.h"
+
+#define MAGIC "LADLECKP"
+#define TRAILER "LADLEEND"
+#define VERSION 1u
+#define TAG_META 7411
+#define TAG_DATA 7412
+
+enum { REC_PARAM = 0, REC_BUFFER = 1, REC_STATE = 2 };
+
+/* One tensor of a checkpoint: this rank's shard and its place. */
+typedef struct record {
+    int kind;
+    ladle_tensor *t;
+    ladle__pinfo info;
+} record;
+
+/* A growing byte buffer. */
+typedef struct blob {
+    char *data;
+    size_t size, cap;
+} blob;
+
+static int put(blob *b, const void *p, size_t n)
+{
+    if (n == 0)
+        return 1;
+    if (n > (size_t)LADLE_MAX_BYTES - b->size) /* the file may not pass 2^60 bytes */
+        return 0;
+    if (b->size + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->size + n)
+            cap *= 2;
+        char *d = ladle__calloc(cap, 1);
+        if (d == NULL)
+            return 0;
+        if (b->data)
+            memcpy(d, b->data, b->size);
+        ladle__free(b->data);
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->size, p, n);
+    b->size += n;
+    return 1;
+}
+
+static uint64_t fnv(const char *p, size_t n)
+{
+    return ladle__hash(LADLE_HASH_INIT, p, n);
+}
+
+/* The verdict of the first rank that failed becomes every rank's: the same
+ * status, and on the other ranks that rank's message. Collective. */
+static ladle_status share_verdict(MPI_Comm comm, ladle_status local, const char *func)
+{
+    int me = 0, size = 1, first = 0, code = (int)local;
+    char msg[512] = {0};
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &size);
+    int mine = local != LADLE_OK ? me : size;
+    int rc = ladle__allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS)
+        return ladle__raise_mpi(rc, func, "MPI_Allreduce");
+    if (first == size)
+        return LADLE_OK;
+    if (me == first)
+        snprintf(msg, sizeof msg, "%s", ladle_error_message());
+    rc = MPI_Bcast(&code, 1, MPI_INT, first, comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, comm);
+    if (rc != MPI_SUCCESS)
+        return ladle__raise_mpi(rc, func, "MPI_Bcast");
+    if (me != first)
+        return ladle__raise((ladle_status)code, func, "on rank %d: %s", first, msg);
+    return (ladle_status)code;
+}
+
+/* A network of sequential layers: every rank holds everything. */
+static int replicated_everywhere(const ladle_network *net)
+{
+    for (int i = 0; i < ladle_network_size(net); i++)
+        if (ladle_network_layer(net, i)->x_layout != NULL)
+            return 0;
+    return 1;
+}
+
+/* Every tensor of a checkpoint, in file order. *n gets the count. */
+static ladle_status records(const ladle_network *net, const ladle_optimizer *opt, record **out,
+                            int *n)
+{
+    ladle_status st = LADLE_OK;
+    int cap = 16, k = 0;
+    record *r = ladle__calloc((size_t)cap, sizeof(record));
+    LADLE_CHECK(r != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && opt == NULL)
+            break;
+        int states = 0;
+        while (pass == 1 && states < 4 && ladle_optimizer_state(opt, 0, states) != NULL)
+            states++;
+        int q = 0;
+        for (int i = 0; i < ladle_network_size(net); i++) {
+            const ladle_op *op = ladle_network_layer(net, i);
+            int np = ladle_op_num_params(op);
+            int nb = pass == 0 && op->vt->num_buffers ? op->vt->num_buffers(op) : 0;
+            for (int j = 0; j < np + nb; j++) {
+                for (int s = 0; s < (pass == 0 ? 1 : states); s++) {
+                    if (j >= np && pass == 1)
+                        continue;
+                    if (k == cap) {
+                        record *g = ladle__calloc((size_t)cap * 2, sizeof(record));
+                        LADLE_CHECK(g != NULL, LADLE_ERR_ALLOC, "out of memory");
+                        memcpy(g, r, sizeof(record) * (size_t)cap);
+                        ladle__free(r);
+                        r = g;
+                        cap *= 2;
+                    }
+                    record *rec = &r[k++];
+                    if (j < np) {
+                        ladle__param_info(op, j, &rec->info);
+                        rec->kind = pass == 0 ? REC_PARAM : REC_STATE;
+                        rec->t = pass == 0 ? ladle_op_param(op, j)
+                                           : ladle_optimizer_state(opt, q, s);
+                    } else {
+                        rec->kind = REC_BUFFER;
+                        rec->t = op->vt->buffer_at(op, j - np, &rec->info);
+                    }
+                    LADLE_CHECK(rec->t != NULL, LADLE_ERR_ARG,
+                                "the optimizer does not hold the network's parameters");
+                }
+                if (j < np)
+                    q++;
+            }
+        }
+    }
+    *out = r;
+    *n = k;
+    return LADLE_OK;
+fail:
+    ladle__free(r);
+    return st;
+}
+
+/* The optimizer must hold exactly the network's parameters, in the
+ * network's order (as ladle_optimizer_add_network adds them), compared by
+ * tensor identity: an optimizer of other tensors, of some of them or of
+ * none would save or load state that is not the network's. */
+static ladle_status check_optimizer(const ladle_network *net, const ladle_optimizer *opt,
+                                    const char *func)
+{
+    int want = 0, q = 0;
+    if (opt == NULL)
+        return LADLE_OK;
+    for (int i = 0; i < ladle_network_size(net); i++)
+        want += ladle_op_num_params(ladle_network_layer(net, i));
+    if (ladle_optimizer_num_params(opt) != want)
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "the optimizer holds %d parameters and the network %d: it must "
+                            "hold exactly the network's, in order "
+                            "(ladle_optimizer_add_network)",
+                            ladle_optimizer_num_params(opt), want);
+    for (int i = 0; i < ladle_network_size(net); i++) {
+        const ladle_op *op = ladle_network_layer(net, i);
+        for (int j = 0; j < ladle_op_num_params(op); j++, q++)
+            if (ladle__optimizer_param(opt, q) != ladle_op_param(op, j))
+                return ladle__raise(LADLE_ERR_ARG, func,
+                                    "parameter %d of the optimizer is not the network's "
+                                    "(layer %d's %s): it must hold exactly the network's "
+                                    "parameters, in order (ladle_optimizer_add_network)",
+                                    q, i, ladle_op_param_name(op, j));
+    }
+    return LADLE_OK;
+}
+
+/* Every record's global tensor must fit a file, and its shard one MPI
+ * message (the shards travel to rank 0 whole). */
+static ladle_status check_sizes(const record *recs, int n, size_t es, const char *func)
+{
+    for (int k = 0; k < n; k++) {
+        size_t bytes = 0;
+        const ladle__pinfo *in = &recs[k].info;
+        int64_t v = ladle__volume_within(in->ndim, in->global, LADLE_MAX_ELEMS);
+        if (v < 0 || !ladle__bytes_ok(v, es, &bytes))
+            return ladle__raise(LADLE_ERR_SHAPE, func,
+                                "tensor %d is too large for a checkpoint", k);
+        if (!ladle__bytes_ok(recs[k].t->numel, es, &bytes) || bytes > INT32_MAX)
+            return ladle__raise(LADLE_ERR_UNSUPPORTED, func,
+                                "a shard of tensor %d holds %lld elements: more than one "
+                                "MPI message of 2^31 bytes",
+                                k, (long long)recs[k].t->numel);
+    }
+    return LADLE_OK;
+}
+
+/* The checks of both calls, on every rank before the first message: the
+ * arguments, the optimizer, the records. */
+static ladle_status preflight(const char *path, const ladle_network *net,
+                              const ladle_optimizer *opt, record **recs, int *n,
+                              const char *func)
+{
+    if (path == NULL || net == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", path ? "net" : "path");
+    ladle_status st = check_optimizer(net, opt, func);
+    if (st == LADLE_OK)
+        st = records(net, opt, recs, n);
+    size_t es = ladle_dtype_size(ladle_op_dtype(ladle_network_layer(net, 0)));
+    if (st == LADLE_OK)
+        st = check_sizes(*recs, *n, es, func);
+    return st;
+}
+
+static int64_t volume(int nd, const int64_t *s)
+{
+    int64_t v = 1;
+    for (int d = 0; d < nd; d++)
+        v *= s[d];
+    return v;
+}
+
+/* Copy a shard (shape, at offset) into (to_global) or out of a global
+ * row-major buffer. */
+static void place(const int64_t *global, int nd, const int64_t *offset, const int64_t *shape,
+                  size_t es, char *g, char *shard, int to_global)
+{
+    int64_t n = volume(nd, shape), idx[LADLE_MAX_NDIM] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t at = 0;
+        for (int d = 0; d < nd; d++)
+            at = at * global[d] + offset[d] + idx[d];
+        if (to_global)
+            memcpy(g + (size_t)at * es, shard + (size_t)k * es, es);
+        else
+            memcpy(shard + (size_t)k * es, g + (size_t)at * es, es);
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++idx[d] < shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Assemble record rec's global tensor on rank 0 (into *g, allocated there)
+ * from the shards of the owners. */
+static ladle_status gather(MPI_Comm comm, const record *rec, int everywhere, size_t es,
+                           char **g)
+{
+    ladle_status st = LADLE_OK;
+    int me, size, *owners = NULL;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &size);
+    const ladle__pinfo *in = &rec->info;
+    int owner = everywhere ? me == 0 : rec->info.owner && rec->t->numel > 0;
+    int64_t meta[2 * LADLE_MAX_NDIM];
+    for (int d = 0; d < in->ndim; d++) {
+        meta[d] = in->offset[d];
+        meta[LADLE_MAX_NDIM + d] = rec->t->shape[d];
+    }
+    if (me == 0) {
+        owners = ladle__calloc((size_t)size, sizeof(int));
+        *g = ladle__calloc((size_t)volume(in->ndim, in->global) * es + 1, 1);
+        LADLE_CHECK(owners && *g, LADLE_ERR_ALLOC, "out of memory");
+    }
+    LADLE_MPI(MPI_Gather(&owner, 1, MPI_INT, owners, 1, MPI_INT, 0, comm));
+    if (me != 0 && owner) {
+        LADLE_MPI(MPI_Send(meta, 2 * LADLE_MAX_NDIM, MPI_INT64_T, 0, TAG_META, comm));
+        LADLE_MPI(MPI_Send(rec->t->data, (int)((size_t)rec->t->numel * es), MPI_BYTE, 0,
+                           TAG_DATA, comm));
+    }
+    if (me == 0) {
+        int64_t covered = 0;
+        for (int r = 0; r < size; r++) {
+            if (!owners[r])
+                continue;
+            int64_t m[2 * LADLE_MAX_NDIM];
+            char *shard = rec->t->data;
+            char *tmp = NULL;
+            if (r == 0) {
+                memcpy(m, meta, sizeof m);
+            } else {
+                LADLE_MPI(MPI_Recv(m, 2 * LADLE_MAX_NDIM, MPI_INT64_T, r, TAG_META, comm,
+                                   MPI_STATUS_IGNORE));
+                int64_t n = volume(in->ndim, m + LADLE_MAX_NDIM);
+                tmp = ladle__calloc((size_t)n * es + 1, 1);
+                LADLE_CHECK(tmp != NULL, LADLE_ERR_ALLOC, "out of memory");
+                LADLE_MPI(MPI_Recv(tmp, (int)((size_t)n * es), MPI_BYTE, r, TAG_DATA, comm,
+                                   MPI_STATUS_IGNORE));
+                shard = tmp;
+            }
+            place(in->global, in->ndim, m, m + LADLE_MAX_NDIM, es, *g, shard, 1);
+            covered += volume(in->ndim, m + LADLE_MAX_NDIM);
+            ladle__free(tmp);
+        }
+        LADLE_CHECK(covered == volume(in->ndim, in->global), LADLE_ERR_INTERNAL,
+                    "the owners' shards cover %lld of %lld elements", (long long)covered,
+                    (long long)volume(in->ndim, in->global));
+    }
+fail:
+    ladle__free(owners);
+    return st;
+}
+
+/* The file's bytes before the trailer, assembled on rank 0 (*local gets
+ * rank 0's verdict on it; the gathers are collective either way). */
+static ladle_status assemble(MPI_Comm comm, const ladle_network *net,
+                             const ladle_optimizer *opt, const record *recs, int n,
+                             int nmeta, const int64_t *meta, blob *b, ladle_status *local)
+{
+    ladle_status st = LADLE_OK;
+    int me = 0;
+    MPI_Comm_rank(comm, &me);
+    ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
+    size_t es = ladle_dtype_size(dt);
+    int everywhere = replicated_everywhere(net);
+    uint32_t head[4] = {VERSION, (uint32_t)dt, (uint32_t)nmeta, (uint32_t)n};
+    int64_t steps = opt ? ladle_optimizer_steps(opt) : -1;
+    if (me == 0 && !(put(b, MAGIC, 8) && put(b, head, sizeof head) &&
+                     put(b, &steps, sizeof steps) &&
+                     put(b, meta, sizeof(int64_t) * (size_t)nmeta)))
+        *local = ladle__raise(LADLE_ERR_ALLOC, "ladle_checkpoint_save", "out of memory");
+    for (int k = 0; k < n; k++) {
+        char *g = NULL;
+        st = gather(comm, &recs[k], everywhere, es, &g);
+        if (st == LADLE_OK && me == 0 && *local == LADLE_OK) {
+            uint32_t kn[2] = {(uint32_t)recs[k].kind, (uint32_t)recs[k].info.ndim};
+            /* check_sizes made sure that this product fits */
+            size_t bytes = (size_t)volume(recs[k].info.ndim, recs[k].info.global) * es;
+            const ladle__pinfo *in = &recs[k].info;
+            if (!(put(b, kn, sizeof kn) &&
+                  put(b, in->global, sizeof(int64_t) * (size_t)in->ndim) &&
+                  put(b, g, bytes)))
+                *local = ladle__raise(LADLE_ERR_ALLOC, "ladle_checkpoint_save",
+                                      "no memory for a checkpoint of more than %zu bytes",
+                                      b->size);
+        }
+        ladle__free(g);
+        if (st != LADLE_OK)
+            break;
+    }
+    return st;
+}
+
+ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm, const ladle_network *net,
+                                   const ladle_optimizer *opt, int nmeta, const int64_t meta[])
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    record *recs = NULL;
+    int n = 0, me = 0;
+    blob b = {0};
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_MPI(MPI_Comm_rank(comm, &me));
+    /* every check before the first message, so that every rank fails alike */
+    if (nmeta < 0 || nmeta > LADLE_CHECKPOINT_MAX_META || (nmeta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "%d integers (at most %d)", nmeta,
+                             LADLE_CHECKPOINT_MAX_META);
+    else
+        local = preflight(path, net, opt, &recs, &n, __func__);
+    LADLE_CALL(share_verdict(comm, local, __func__));
+    LADLE_CALL(assemble(comm, net, opt, recs, n, nmeta, meta, &b, &local));
+    if (me == 0 && local == LADLE_OK) {
+        uint64_t tail[2] = {(uint64_t)b.size, fnv(b.data, b.size)};
+        const void *pieces[3] = {b.data, TRAILER, tail};
+        size_t sizes[3] = {b.size, 8, sizeof tail};
+        local = ladle__write_file(__func__, path, 3, pieces, sizes);
+    }
+    LADLE_CALL(share_verdict(comm, local, __func__));
+fail:
+    ladle__free(recs);
+    ladle__free(b.data);
+    return st;
+}
+
+ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    int me = 0;
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_MPI(MPI_Comm_rank(comm, &me));
+    if (path == NULL)
+        local = ladle__raise(LADLE_ERR_NULL, __func__, "path is NULL");
+    else if (me == 0)
+        local = ladle__check_writable(__func__, path);
+    st = share_verdict(comm, local, __func__);
+fail:
+    return st;
+}
+
+/* The smallest file: header, steps, trailer. */
+#define MIN_FILE (8 + 16 + 8 + 8 + 16)
+
+/* Rank 0's verdict on the bytes it read: magic, trailer, hash. */
+static ladle_status verify(const char *path, const blob *b, const char *func)
+{
+    uint64_t tail[2];
+    if (b->size < MIN_FILE)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is too short (%zu bytes) to be a checkpoint", path, b->size);
+    size_t body = b->size - 24;
+    memcpy(tail, b->data + body + 8, sizeof tail);
+    if (memcmp(b->data, MAGIC, 8) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "%s is not a ladle checkpoint", path);
+    if (memcmp(b->data + body, TRAILER, 8) != 0 || tail[0] != body)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is truncated or torn (%zu bytes, no valid trailer)", path,
+                            b->size);
+    if (tail[1] != fnv(b->data, body))
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "%s is damaged: its contents do not match their hash", path);
+    return LADLE_OK;
+}
+
+/* Rank 0 reads and checks the file; everyone gets its bytes (without the
+ * trailer). */
+static ladle_status read_file(const char *path, MPI_Comm comm, blob *b)
+{
+    const char *func = "ladle_checkpoint_load";
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    int me;
+    int64_t size = 0;
+    MPI_Comm_rank(comm, &me);
+    if (me == 0) {
+        local = ladle__read_file(func, path, LADLE_MAX_BYTES, &b->data, &b->size);
+        if (local == LADLE_OK)
+            local = verify(path, b, func);
+        if (local == LADLE_OK)
+            size = (int64_t)b->size - 24;
+    }
+    LADLE_CALL(share_verdict(comm, local, func));
+    LADLE_MPI(MPI_Bcast(&size, 1, MPI_INT64_T, 0, comm));
+    if (me != 0) {
+        b->data = ladle__calloc((size_t)size + 1, 1);
+        LADLE_CHECK(b->data != NULL, LADLE_ERR_ALLOC, "out of memory");
+    }
+    for (int64_t at = 0; at < size; at += 1 << 30) {
+        int chunk = (int)(size - at < (1 << 30) ? size - at : (1 << 30));
+        LADLE_MPI(MPI_Bcast(b->data + at, chunk, MPI_BYTE, 0, comm));
+    }
+    b->size = (size_t)size;
+fail:
+    return st;
+}
+
+/* Check every record of the body from *at against the network's (pass 0),
+ * then copy them into the shards (pass 1): nothing changes on a mismatch.
+ * Every rank reads the same bytes, so the verdicts agree without a message. */
+static ladle_status decode(const char *path, const blob *b, size_t at, const record *recs,
+                           int n, size_t es)
+{
+    const char *func = "ladle_checkpoint_load";
+    size_t first = at;
+    for (int pass = 0; pass < 2; pass++) {
+        at = first;
+        for (int k = 0; k < n; k++) {
+            uint32_t kn[2];
+            int64_t shape[LADLE_MAX_NDIM];
+            if (sizeof kn > b->size - at)
+                return ladle__raise(LADLE_ERR_IO, func, "%s ends early", path);
+            memcpy(kn, b->data + at, sizeof kn);
+            at += sizeof kn;
+            int ok = kn[0] == (uint32_t)recs[k].kind &&
+                     kn[1] == (uint32_t)recs[k].info.ndim &&
+                     sizeof(int64_t) * kn[1] <= b->size - at;
+            if (ok) {
+                memcpy(shape, b->data + at, sizeof(int64_t) * kn[1]);
+                at += sizeof(int64_t) * kn[1];
+                for (int d = 0; d < (int)kn[1]; d++)
+                    ok &= shape[d] == recs[k].info.global[d];
+            }
+            /* the shape is the network's now, whose size check_sizes passed */
+            size_t bytes = ok ? (size_t)volume((int)kn[1], shape) * es : 0;
+            if (!ok || bytes > b->size - at)
+                return ladle__raise(LADLE_ERR_SHAPE, func,
+                                    "%s: tensor %d does not fit this network's", path, k);
+            if (pass == 1)
+                place(recs[k].info.global, recs[k].info.ndim, recs[k].info.offset,
+                      recs[k].t->shape, es, b->data + at, recs[k].t->data, 0);
+            at += bytes;
+        }
+    }
+    return LADLE_OK;
+}
+
+ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_network *net,
+                                   ladle_optimizer *opt, int max_meta, int64_t meta[],
+                                   int *nmeta)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    record *recs = NULL;
+    int n = 0;
+    blob b = {0};
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    if (max_meta < 0 || (max_meta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "room for %d integers at %p",
+                             max_meta, (void *)meta);
+    else
+        local = preflight(path, net, opt, &recs, &n, __func__);
+    LADLE_CALL(share_verdict(comm, local, __func__));
+    LADLE_CALL(read_file(path, comm, &b));
+    ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
+    size_t es = ladle_dtype_size(dt), at = 8;
+    uint32_t head[4];
+    int64_t steps;
+    memcpy(head, b.data + at, sizeof head);
+    at += sizeof head;
+    memcpy(&steps, b.data + at, sizeof steps);
+    at += sizeof steps;
+    const char *metas = b.data + at;
+    if (head[0] != VERSION || head[1] != (uint32_t)dt || head[2] > LADLE_CHECKPOINT_MAX_META)
+        local = ladle__raise(LADLE_ERR_SHAPE, __func__,
+                             "%s: version %u, dtype %u; this network is %s", path, head[0],
+                             head[1], ladle_dtype_name(dt));
+    else if (head[3] != (uint32_t)n)
+        local = ladle__raise(LADLE_ERR_SHAPE, __func__,
+                             "%s holds %u tensors; this network (and optimizer) %d", path,
+                             head[3], n);
+    else if (sizeof(int64_t) * head[2] > b.size - at)
+        local = ladle__raise(LADLE_ERR_IO, __func__, "%s ends early", path);
+    if (local == LADLE_OK)
+        local = decode(path, &b, at + sizeof(int64_t) * head[2], recs, n, es);
+    if (local == LADLE_OK && opt && steps >= 0)
+        local = ladle_optimizer_set_steps(opt, steps);
+    if (local == LADLE_OK && nmeta)
+        *nmeta = (int)head[2];
+    for (int k = 0; local == LADLE_OK && meta && k < (int)head[2] && k < max_meta; k++)
+        memcpy(&meta[k], metas + sizeof(int64_t) * (size_t)k, sizeof(int64_t));
+    st = local;
+fail:
+    ladle__free(recs);
+    ladle__free(b.data);
+    return st;
+}
+
+ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm comm, int max_meta,
+                                        int64_t meta[], int *nmeta)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    blob b = {0};
+    int me = 0;
+    int64_t got[LADLE_CHECKPOINT_MAX_META + 1] = {0}; /* the count, then the integers */
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    MPI_Comm_rank(comm, &me);
+    if (path == NULL || nmeta == NULL)
+        local = ladle__raise(LADLE_ERR_NULL, __func__, "%s is NULL", path ? "nmeta" : "path");
+    else if (max_meta < 0 || (max_meta > 0 && meta == NULL))
+        local = ladle__raise(LADLE_ERR_ARG, __func__, "room for %d integers at %p", max_meta,
+                             (void *)meta);
+    if (me == 0 && local == LADLE_OK) {
+        local = ladle__read_file(__func__, path, LADLE_MAX_BYTES, &b.data, &b.size);
+        if (local == LADLE_OK)
+            local = verify(path, &b, __func__);
+        uint32_t head[4];
+        if (local == LADLE_OK) {
+            memcpy(head, b.data + 8, sizeof head);
+            if (head[0] != VERSION || head[2] > LADLE_CHECKPOINT_MAX_META ||
+                8 + sizeof head + 8 + sizeof(int64_t) * head[2] > b.size - 24)
+                local = ladle__raise(LADLE_ERR_IO, __func__,
+                                     "%s: version %u with %u integers is not one this ladle "
+                                     "reads", path, head[0], head[2]);
+        }
+        if (local == LADLE_OK) {
+            got[0] = head[2];
+            memcpy(&got[1], b.data + 8 + sizeof head + 8, sizeof(int64_t) * head[2]);
+        }
+    }
+    LADLE_CALL(share_verdict(comm, local, __func__));
+    LADLE_MPI(MPI_Bcast(got, LADLE_CHECKPOINT_MAX_META + 1, MPI_INT64_T, 0, comm));
+    *nmeta = (int)got[0];
+    for (int k = 0; k < *nmeta && k < max_meta; k++)
+        meta[k] = got[1 + k];
+fail:
+    ladle__free(b.data);
+    return st;
+}

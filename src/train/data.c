@@ -1,0 +1,376 @@
+/* IDX datasets (see ladle/data.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "src/core/internal.h"
+
+struct ladle_dataset {
+    int64_t n, rows, cols;       /* samples and the full image size */
+    int64_t row0, wr, col0, wc;  /* the window kept */
+    uint8_t *pixels;             /* n x wr x wc */
+    uint8_t *labels;             /* n */
+    double mean, std;
+    int64_t *perm;               /* the order of the epoch cached in perm_epoch */
+    int64_t perm_epoch;
+    uint64_t perm_seed;
+};
+
+/* Read exactly n bytes; 0 at a short read. */
+static int read_all(gzFile f, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+        int got = gzread(f, p, chunk);
+        if (got <= 0)
+            return 0;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 1;
+}
+
+static uint32_t be32(const uint8_t *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Deflate expands at most about 1032 to 1: a compressed file of c bytes
+ * holds at most this many bytes (plus a little for the gzip header). */
+#define GZ_MAX_RATIO 1032
+#define GZ_SLACK 65536
+
+/* An open IDX file: its header's dimensions and the bytes they declare. */
+typedef struct idx_file {
+    gzFile f;
+    int ndim;
+    int64_t dims[3];
+    int64_t body; /* bytes after the header: the product of dims */
+} idx_file;
+
+/* Open an IDX file of unsigned bytes (type 0x08) with ndim dimensions and
+ * check its header against the file: the product of the dimensions must
+ * fit, and the file must be able to hold it (exactly, for a plain file; by
+ * deflate's largest ratio for a compressed one, so a short file with a huge
+ * header is refused before anything is allocated; the reads catch the
+ * rest). */
+static ladle_status open_idx(const char *path, int ndim, idx_file *x, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    uint8_t head[4], d[12];
+    struct stat sb;
+    memset(x, 0, sizeof *x);
+    x->ndim = ndim;
+    if (stat(path, &sb) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func, "%s is not a regular file", path);
+    errno = 0;
+    x->f = gzopen(path, "rb");
+    if (x->f == NULL)
+        return ladle__raise(LADLE_ERR_IO, func, "cannot open %s: %s", path,
+                            errno ? strerror(errno) : "out of memory");
+    if (!(read_all(x->f, head, 4) && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
+          head[3] == ndim && read_all(x->f, d, (size_t)(4 * ndim)))) {
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s is not an IDX file of unsigned bytes with %d dimension%s", path,
+                          ndim, ndim > 1 ? "s" : "");
+        goto fail;
+    }
+    for (int i = 0; i < ndim; i++)
+        x->dims[i] = be32(d + 4 * i);
+    x->body = ladle__volume_within(ndim, x->dims, INT64_MAX);
+    char shape[96];
+    ladle__fmt_shape64(shape, sizeof shape, ndim, x->dims);
+    int64_t after = (int64_t)sb.st_size - 4 - 4 * ndim;
+    if (x->body < 0)
+        st = ladle__raise(LADLE_ERR_IO, func, "%s: its header declares %s bytes, too many to hold",
+                          path, shape);
+    else if (gzdirect(x->f) && after != x->body)
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s holds %lld bytes after its header, which declares %s = %lld%s", path,
+                          (long long)after, shape, (long long)x->body,
+                          after < x->body ? " (the file is shorter than its header says)"
+                                          : " (trailing bytes)");
+    else if (!gzdirect(x->f) && x->body / GZ_MAX_RATIO > (int64_t)sb.st_size + GZ_SLACK)
+        st = ladle__raise(LADLE_ERR_IO, func,
+                          "%s: the file is shorter than its header says (%lld compressed bytes "
+                          "cannot hold the %s = %lld bytes it declares)",
+                          path, (long long)sb.st_size, shape, (long long)x->body);
+    if (st == LADLE_OK)
+        return LADLE_OK;
+fail:
+    gzclose(x->f);
+    x->f = NULL;
+    return st;
+}
+
+/* The images and labels files of a dataset, headers checked against each
+ * other: three dimensions and one, the same count. */
+static ladle_status open_pair(const char *images, const char *labels, idx_file *fi,
+                              idx_file *fl, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(open_idx(images, 3, fi, func));
+    LADLE_CALL(open_idx(labels, 1, fl, func));
+    if (fi->dims[0] != fl->dims[0]) {
+        st = ladle__raise(LADLE_ERR_IO, func, "%s holds %lld images, %s %lld labels", images,
+                          (long long)fi->dims[0], labels, (long long)fl->dims[0]);
+        goto fail;
+    }
+    return LADLE_OK;
+fail:
+    if (fi->f)
+        gzclose(fi->f);
+    if (fl->f)
+        gzclose(fl->f);
+    fi->f = fl->f = NULL;
+    return st;
+}
+
+ladle_status ladle_dataset_probe(const char *images, const char *labels,
+                                 ladle_dataset_info *info)
+{
+    ladle_status st = LADLE_OK;
+    idx_file fi = {0}, fl = {0};
+    uint8_t *l = NULL;
+    LADLE_NOT_NULL(images);
+    LADLE_NOT_NULL(labels);
+    LADLE_NOT_NULL(info);
+    LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
+    l = ladle__calloc((size_t)fl.body + 1, 1);
+    LADLE_CHECK(l != NULL, LADLE_ERR_ALLOC, "out of memory for %lld labels",
+                (long long)fl.body);
+    LADLE_CHECK(read_all(fl.f, l, (size_t)fl.body), LADLE_ERR_IO,
+                "%s ends before its %lld labels (a torn file?)", labels, (long long)fl.body);
+    int top = -1;
+    for (int64_t s = 0; s < fl.body; s++)
+        top = l[s] > top ? l[s] : top;
+    info->size = fi.dims[0];
+    info->rows = fi.dims[1];
+    info->cols = fi.dims[2];
+    info->classes = top + 1;
+fail:
+    if (fi.f)
+        gzclose(fi.f);
+    if (fl.f)
+        gzclose(fl.f);
+    ladle__free(l);
+    return st;
+}
+
+ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t row0,
+                                int64_t rows, int64_t col0, int64_t cols, double mean,
+                                double std, ladle_dataset **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dataset *ds = NULL;
+    uint8_t *line = NULL;
+    idx_file fi = {0}, fl = {0};
+    LADLE_NOT_NULL(images);
+    LADLE_NOT_NULL(labels);
+    LADLE_NOT_NULL(out);
+    LADLE_CHECK(std > 0 && isfinite(std) && isfinite(mean), LADLE_ERR_ARG,
+                "the mean %g and std %g must be finite, the std positive", mean, std);
+    LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
+    ds = ladle__calloc(1, sizeof *ds);
+    LADLE_CHECK(ds != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ds->n = fi.dims[0];
+    ds->rows = fi.dims[1];
+    ds->cols = fi.dims[2];
+    ds->row0 = row0;
+    ds->col0 = col0;
+    ds->mean = mean;
+    ds->std = std;
+    ds->perm_epoch = -1;
+    LADLE_CHECK(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0 && row0 <= ds->rows &&
+                    col0 <= ds->cols && rows <= ds->rows - row0 && cols <= ds->cols - col0,
+                LADLE_ERR_ARG, "the window rows %lld+%lld, columns %lld+%lld is outside "
+                "%lldx%lld images",
+                (long long)row0, (long long)rows, (long long)col0, (long long)cols,
+                (long long)ds->rows, (long long)ds->cols);
+    ds->wr = rows ? rows : ds->rows - row0;
+    ds->wc = cols ? cols : ds->cols - col0;
+    /* the header's sizes were checked against the file: these products fit */
+    int64_t kept = ds->n * ds->wr * ds->wc;
+    ds->pixels = ladle__calloc((size_t)kept + 1, 1);
+    ds->labels = ladle__calloc((size_t)ds->n + 1, 1);
+    ds->perm = ladle__calloc((size_t)ds->n + 1, sizeof(int64_t));
+    line = ladle__calloc((size_t)(ds->rows * ds->cols) + 1, 1);
+    LADLE_CHECK(ds->pixels && ds->labels && ds->perm && line, LADLE_ERR_ALLOC,
+                "out of memory for %lld images of %lldx%lld", (long long)ds->n,
+                (long long)ds->wr, (long long)ds->wc);
+    /* stream every image, keep the window */
+    for (int64_t s = 0; s < ds->n; s++) {
+        LADLE_CHECK(read_all(fi.f, line, (size_t)(ds->rows * ds->cols)), LADLE_ERR_IO,
+                    "%s ends after %lld of %lld images (a torn file?)", images, (long long)s,
+                    (long long)ds->n);
+        uint8_t *dst = ds->pixels + s * ds->wr * ds->wc;
+        for (int64_t r = 0; r < ds->wr; r++)
+            memcpy(dst + r * ds->wc, line + (row0 + r) * ds->cols + col0, (size_t)ds->wc);
+    }
+    LADLE_CHECK(read_all(fl.f, ds->labels, (size_t)ds->n), LADLE_ERR_IO,
+                "%s ends before its %lld labels (a torn file?)", labels, (long long)ds->n);
+    *out = ds;
+    ds = NULL;
+fail:
+    if (fi.f)
+        gzclose(fi.f);
+    if (fl.f)
+        gzclose(fl.f);
+    ladle__free(line);
+    ladle_dataset_destroy(&ds);
+    return st;
+}
+
+/* The paths of a directory's pair (which = "train" or "t10k"): the
+ * compressed files, or plain ones where no compressed file exists. */
+static ladle_status dir_paths(const char *dir, const char *which, char *img, char *lab,
+                              size_t cap, const char *func)
+{
+    char *out[2] = {img, lab};
+    const char *kind[2] = {"images-idx3", "labels-idx1"};
+    struct stat sb;
+    if (dir == NULL || which == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", dir ? "which" : "dir");
+    if (stat(dir, &sb) != 0)
+        return ladle__raise(LADLE_ERR_IO, func, "the dataset directory %s: %s", dir,
+                            strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ladle__raise(LADLE_ERR_IO, func, "the dataset directory %s is not a directory",
+                            dir);
+    for (int k = 0; k < 2; k++) {
+        int n = snprintf(out[k], cap, "%s/%s-%s-ubyte.gz", dir, which, kind[k]);
+        if (n < 0 || (size_t)n >= cap)
+            return ladle__raise(LADLE_ERR_ARG, func, "the path %s/%s-... is too long", dir,
+                                which);
+        if (stat(out[k], &sb) != 0)
+            out[k][n - 3] = '\0'; /* no .gz: the plain file (or the error names it) */
+        if (stat(out[k], &sb) != 0)
+            out[k][n - 3] = '.';
+    }
+    return LADLE_OK;
+}
+
+ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t row0,
+                                    int64_t rows, int64_t col0, int64_t cols, double mean,
+                                    double std, ladle_dataset **ds)
+{
+    char img[4096], lab[4096];
+    ladle_status st = dir_paths(dir, which, img, lab, sizeof img, __func__);
+    return st ? st : ladle_dataset_load(img, lab, row0, rows, col0, cols, mean, std, ds);
+}
+
+ladle_status ladle_dataset_probe_dir(const char *dir, const char *which,
+                                     ladle_dataset_info *info)
+{
+    char img[4096], lab[4096];
+    ladle_status st = dir_paths(dir, which, img, lab, sizeof img, __func__);
+    return st ? st : ladle_dataset_probe(img, lab, info);
+}
+
+ladle_status ladle_dataset_destroy(ladle_dataset **ds)
+{
+    if (ds == NULL || *ds == NULL)
+        return LADLE_OK;
+    ladle__free((*ds)->pixels);
+    ladle__free((*ds)->labels);
+    ladle__free((*ds)->perm);
+    ladle__free(*ds);
+    *ds = NULL;
+    return LADLE_OK;
+}
+
+int64_t ladle_dataset_size(const ladle_dataset *ds) { return ds ? ds->n : 0; }
+int64_t ladle_dataset_rows(const ladle_dataset *ds) { return ds ? ds->rows : 0; }
+int64_t ladle_dataset_cols(const ladle_dataset *ds) { return ds ? ds->cols : 0; }
+
+int64_t ladle_dataset_classes(const ladle_dataset *ds)
+{
+    int64_t top = -1;
+    if (ds == NULL)
+        return 0;
+    for (int64_t s = 0; s < ds->n; s++)
+        if (ds->labels[s] > top)
+            top = ds->labels[s];
+    return top + 1;
+}
+
+/* Fisher-Yates with a counter-based generator keyed by (seed, epoch). */
+static void order(ladle_dataset *ds, uint64_t seed, int64_t epoch)
+{
+    if (ds->perm_epoch == epoch && ds->perm_seed == seed)
+        return;
+    for (int64_t i = 0; i < ds->n; i++)
+        ds->perm[i] = i;
+    for (int64_t i = ds->n - 1; seed != 0 && i > 0; i--) {
+        double u = 0.5 * (ladle__random_uniform(seed, (uint64_t)epoch + 1000, (uint64_t)i) + 1.0);
+        int64_t j = (int64_t)(u * (double)(i + 1));
+        if (j > i)
+            j = i;
+        int64_t t = ds->perm[i];
+        ds->perm[i] = ds->perm[j];
+        ds->perm[j] = t;
+    }
+    ds->perm_epoch = epoch;
+    ds->perm_seed = seed;
+}
+
+int64_t ladle_dataset_label(const ladle_dataset *ds, int64_t s)
+{
+    return ds && s >= 0 && s < ds->n ? ds->labels[s] : -1;
+}
+
+int64_t ladle_dataset_sample(const ladle_dataset *ds, uint64_t seed, int64_t epoch, int64_t k)
+{
+    if (ds == NULL || k < 0 || k >= ds->n)
+        return -1;
+    order((ladle_dataset *)ds, seed, epoch); /* a cache: the answer is the same */
+    return ds->perm[k];
+}
+
+ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
+                                 int64_t step, int64_t batch, int64_t offset, int64_t row_off,
+                                 int64_t col_off, ladle_tensor *x, ladle_tensor *labels)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(ds);
+    LADLE_NOT_NULL(x);
+    LADLE_CHECK(x->dtype == LADLE_F32 || x->dtype == LADLE_F64, LADLE_ERR_DTYPE,
+                "x is %s", ladle_dtype_name(x->dtype));
+    LADLE_CHECK(x->ndim == 4 && x->shape[1] == 1 && ladle_tensor_is_contiguous(x),
+                LADLE_ERR_SHAPE, "x must be a contiguous n x 1 x h x w tensor");
+    int64_t n = x->shape[0], h = x->shape[2], w = x->shape[3];
+    LADLE_CHECK(row_off >= 0 && col_off >= 0 && row_off + h <= ds->wr && col_off + w <= ds->wc,
+                LADLE_ERR_ARG, "rows %lld+%lld and columns %lld+%lld leave the loaded window",
+                (long long)row_off, (long long)h, (long long)col_off, (long long)w);
+    LADLE_CHECK(labels == NULL || (labels->dtype == LADLE_I64 && labels->numel == n),
+                LADLE_ERR_SHAPE, "labels must be %lld i64 values", (long long)n);
+    LADLE_CHECK(step >= 0 && batch >= 1 && offset >= 0, LADLE_ERR_ARG, "a negative position");
+    order((ladle_dataset *)ds, seed, epoch);
+    double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = step * batch + offset + i;
+        int64_t s = k < ds->n ? ds->perm[k] : -1;
+        if (labels)
+            ((int64_t *)labels->data)[i] = s >= 0 ? ds->labels[s] : -1;
+        for (int64_t r = 0; r < h; r++) {
+            const uint8_t *src = s >= 0 ? ds->pixels + (s * ds->wr + row_off + r) * ds->wc + col_off
+                                        : NULL;
+            int64_t base = (i * h + r) * w;
+            for (int64_t c = 0; c < w; c++) {
+                double v = src ? src[c] * scale - shift : 0.0;
+                if (x->dtype == LADLE_F32)
+                    ((float *)x->data)[base + c] = (float)v;
+                else
+                    ((double *)x->data)[base + c] = v;
+            }
+        }
+    }
+fail:
+    return st;
+}

@@ -1,0 +1,397 @@
+/* Networks: a chain of layers, a loss, and overlapped gradient buckets
+ * (see ladle/network.h). */
+#include <string.h>
+
+#include "layers/dist.h"
+
+typedef struct slot {
+    int layer, param;
+} slot;
+
+typedef struct bucket {
+    int nslots;
+    slot *slots;
+    int ready;           /* the layer whose backward completes the bucket */
+    ladle_op *reduce;    /* all-sum-reduce over the bucket's groups */
+    ladle_tensor *buf;   /* this rank's gradients, packed */
+    int in_flight;
+} bucket;
+
+struct ladle_network {
+    int n;
+    ladle_op **layers;
+    ladle_op *loss;
+    ladle_ctx **ctx, *lctx;
+    ladle_tensor **act, **grad; /* each layer's y and dy */
+    ladle_tensor *lossval, *dloss;
+    int nbuckets;
+    bucket *buckets;
+    double sync_wait;
+    /* the order of the calls: a loss needs a forward, a backward a loss */
+    int forwarded, lossed;
+};
+
+static double now(void) { return MPI_Wtime(); }
+
+static void free_net(ladle_network *net, int own_ops)
+{
+    if (net == NULL)
+        return;
+    for (int i = 0; i < net->n; i++) {
+        if (net->ctx)
+            ladle_ctx_destroy(&net->ctx[i]);
+        if (net->act)
+            ladle_tensor_destroy(&net->act[i]);
+        if (net->grad)
+            ladle_tensor_destroy(&net->grad[i]);
+        if (own_ops && net->layers)
+            ladle_op_destroy(&net->layers[i]);
+    }
+    ladle_ctx_destroy(&net->lctx);
+    if (own_ops)
+        ladle_op_destroy(&net->loss);
+    ladle_tensor_destroy(&net->lossval);
+    ladle_tensor_destroy(&net->dloss);
+    for (int b = 0; b < net->nbuckets; b++) {
+        ladle_op_destroy(&net->buckets[b].reduce);
+        ladle_tensor_destroy(&net->buckets[b].buf);
+        ladle__free(net->buckets[b].slots);
+    }
+    ladle__free(net->buckets);
+    ladle__free(net->layers);
+    ladle__free(net->ctx);
+    ladle__free(net->act);
+    ladle__free(net->grad);
+    ladle__free(net);
+}
+
+/* Two parameters can share a bucket when their reductions have the same
+ * partition and groups. */
+static int same_groups(const ladle__pinfo *a, const ladle__pinfo *b)
+{
+    if (a->sync_p == NULL || b->sync_p == NULL)
+        return 0;
+    if (ladle__partition_hash(LADLE_HASH_INIT, a->sync_p) !=
+        ladle__partition_hash(LADLE_HASH_INIT, b->sync_p))
+        return 0;
+    return memcmp(a->sync_gid, b->sync_gid,
+                  sizeof(int) * (size_t)ladle_partition_size(a->sync_p)) == 0;
+}
+
+/* Walk the parameters in backward order and cut them into buckets; with
+ * create, also plan each bucket's reduction. */
+static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dtype)
+{
+    ladle_status st = LADLE_OK;
+    size_t es = ladle_dtype_size(dtype);
+    ladle__pinfo cur, info;
+    int total = 0;
+    int64_t *counts = NULL, bytes = 0;
+    for (int i = 0; i < net->n; i++)
+        total += ladle_op_num_params(net->layers[i]);
+    net->buckets = ladle__calloc((size_t)total + 1, sizeof(bucket));
+    LADLE_CHECK(net->buckets != NULL, LADLE_ERR_ALLOC, "out of memory");
+    memset(&cur, 0, sizeof cur);
+    bucket *b = NULL;
+    for (int i = net->n - 1; i >= 0; i--) {
+        ladle_op *op = net->layers[i];
+        for (int k = ladle_op_num_params(op) - 1; k >= 0; k--) {
+            ladle__param_info(op, k, &info);
+            if (info.sync == NULL || info.sync_p == NULL)
+                continue;
+            int size = ladle_partition_size(info.sync_p);
+            /* the largest count on any rank decides the bucket's size */
+            int64_t most = 0;
+            for (int r = 0; r < size; r++)
+                most = info.sync_counts[r] > most ? info.sync_counts[r] : most;
+            if (b == NULL || !same_groups(&cur, &info) ||
+                (size_t)(bytes + most) * es > cap) {
+                /* close the previous bucket, open a new one */
+                if (b != NULL) {
+                    LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts,
+                                                            dtype, 0, &b->reduce));
+                    ladle__free(counts);
+                    counts = NULL;
+                }
+                b = &net->buckets[net->nbuckets++];
+                b->slots = ladle__calloc((size_t)total, sizeof(slot));
+                counts = ladle__calloc((size_t)size, sizeof(int64_t));
+                LADLE_CHECK(b->slots && counts, LADLE_ERR_ALLOC, "out of memory");
+                cur = info;
+                bytes = 0;
+            }
+            for (int r = 0; r < size; r++)
+                counts[r] += info.sync_counts[r];
+            bytes += most;
+            b->slots[b->nslots++] = (slot){i, k};
+            b->ready = i;
+        }
+    }
+    if (b != NULL)
+        LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype, 0,
+                                                &b->reduce));
+    for (int j = 0; j < net->nbuckets; j++) {
+        int nd;
+        int64_t shape[LADLE_MAX_NDIM];
+        ladle_op_x_shape(net->buckets[j].reduce, &nd, shape);
+        LADLE_CALL(ladle_tensor_create(dtype, nd, shape, &net->buckets[j].buf));
+    }
+fail:
+    ladle__free(counts);
+    return st;
+}
+
+/* The checks of a network's chain on this rank. */
+static ladle_status check_chain(int n, ladle_op *const layers[], ladle_op *loss)
+{
+    ladle_status st = LADLE_OK;
+    char a[128], b[128];
+    LADLE_NOT_NULL(loss);
+    LADLE_CHECK(loss->vt->loss_forward != NULL || strcmp(loss->vt->name, "loss") == 0,
+                LADLE_ERR_ARG, "the %s op is not a loss", loss->vt->name);
+    LADLE_CHECK(n >= 1 && layers != NULL, LADLE_ERR_ARG, "a network needs at least one layer");
+    for (int i = 0; i < n; i++) {
+        LADLE_CHECK(layers[i] != NULL && layers[i]->layer, LADLE_ERR_ARG,
+                    "layer %d is not a layer", i);
+        LADLE_CHECK(layers[i]->dtype == layers[0]->dtype, LADLE_ERR_DTYPE,
+                    "layer %d is %s, layer 0 %s", i, ladle_dtype_name(layers[i]->dtype),
+                    ladle_dtype_name(layers[0]->dtype));
+        if (i > 0) {
+            const ladle_op *p = layers[i - 1], *q = layers[i];
+            int same = p->y_ndim == q->x_ndim;
+            for (int d = 0; same && d < p->y_ndim; d++)
+                same = p->y_shape[d] == q->x_shape[d];
+            LADLE_CHECK(same, LADLE_ERR_SHAPE,
+                        "layer %d gives this rank %s, layer %d takes %s", i - 1,
+                        ladle__fmt_shape64(a, sizeof a, p->y_ndim, p->y_shape), i,
+                        ladle__fmt_shape64(b, sizeof b, q->x_ndim, q->x_shape));
+        }
+    }
+    LADLE_CHECK(loss->dtype == layers[0]->dtype, LADLE_ERR_DTYPE,
+                "the loss is %s but the layers are %s", ladle_dtype_name(loss->dtype),
+                ladle_dtype_name(layers[0]->dtype));
+    const ladle_op *last = layers[n - 1];
+    int fits = last->y_ndim == loss->x_ndim;
+    for (int d = 0; fits && d < last->y_ndim; d++)
+        fits = last->y_shape[d] == loss->x_shape[d];
+    LADLE_CHECK(fits, LADLE_ERR_SHAPE, "the loss takes %s, the last layer gives %s",
+                ladle__fmt_shape64(a, sizeof a, loss->x_ndim, loss->x_shape),
+                ladle__fmt_shape64(b, sizeof b, last->y_ndim, last->y_shape));
+fail:
+    return st;
+}
+
+/* The parent communicator of the network's partitions (MPI_COMM_NULL for a
+ * network of sequential layers, which needs no agreement). */
+static MPI_Comm parent_comm(int n, ladle_op *const layers[], ladle_op *loss)
+{
+    for (int i = 0; layers != NULL && i <= n; i++) {
+        const ladle_op *op = i < n ? layers[i] : loss;
+        if (op != NULL && op->x_layout != NULL)
+            return op->x_layout->p->root->comm;
+    }
+    return MPI_COMM_NULL;
+}
+
+ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
+                                  size_t bucket_bytes, ladle_network **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_network *net = NULL;
+    LADLE_NOT_NULL(out);
+    st = check_chain(n, layers, loss);
+    MPI_Comm parent = st == LADLE_OK ? parent_comm(n, layers, loss) : MPI_COMM_NULL;
+    if (parent != MPI_COMM_NULL)
+        st = ladle__agree(parent, st, 0, __func__);
+    LADLE_CALL(st);
+
+    net = ladle__calloc(1, sizeof *net);
+    LADLE_CHECK(net != NULL, LADLE_ERR_ALLOC, "out of memory");
+    net->n = n;
+    net->layers = ladle__calloc((size_t)n, sizeof(ladle_op *));
+    net->ctx = ladle__calloc((size_t)n, sizeof(ladle_ctx *));
+    net->act = ladle__calloc((size_t)n, sizeof(ladle_tensor *));
+    net->grad = ladle__calloc((size_t)n, sizeof(ladle_tensor *));
+    LADLE_CHECK(net->layers && net->ctx && net->act && net->grad, LADLE_ERR_ALLOC,
+                "out of memory");
+    memcpy(net->layers, layers, sizeof(ladle_op *) * (size_t)n);
+    net->loss = loss;
+    ladle_dtype dt = layers[0]->dtype;
+    for (int i = 0; i < n; i++) {
+        LADLE_CALL(ladle_ctx_create(layers[i], &net->ctx[i]));
+        LADLE_CALL(ladle_tensor_create(dt, layers[i]->y_ndim, layers[i]->y_shape, &net->act[i]));
+        LADLE_CALL(
+            ladle_tensor_create(dt, layers[i]->y_ndim, layers[i]->y_shape, &net->grad[i]));
+    }
+    LADLE_CALL(ladle_ctx_create(loss, &net->lctx));
+    int64_t one = 1;
+    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &net->lossval));
+    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &net->dloss));
+    LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
+    LADLE_CALL(plan_buckets(net, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt));
+    if (parent != MPI_COMM_NULL)
+        LADLE_CALL(ladle__agree(parent, LADLE_OK, 0, __func__));
+    *out = net;
+    return LADLE_OK;
+fail:
+    free_net(net, 0);
+    return st;
+}
+
+ladle_status ladle_optimizer_add_network(ladle_optimizer *opt, const ladle_network *net)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    for (int i = 0; i < net->n; i++)
+        LADLE_CALL(ladle_optimizer_add_op(opt, net->layers[i]));
+fail:
+    return st;
+}
+
+ladle_status ladle_network_destroy(ladle_network **net)
+{
+    if (net == NULL || *net == NULL)
+        return LADLE_OK;
+    free_net(*net, 1);
+    *net = NULL;
+    return LADLE_OK;
+}
+
+ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
+                                   const ladle_tensor **y)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    /* a failed forward leaves nothing a loss or a backward could use */
+    net->forwarded = net->lossed = 0;
+    for (int i = 0; i < net->n; i++)
+        LADLE_CALL(ladle_layer_forward(net->layers[i], net->ctx[i], i ? net->act[i - 1] : x,
+                                       net->act[i]));
+    net->forwarded = 1;
+    if (y)
+        *y = net->act[net->n - 1];
+fail:
+    return st;
+}
+
+ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target, double *loss)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    LADLE_CHECK(net->forwarded, LADLE_ERR_STATE,
+                "no forward pass to take the loss of: call ladle_network_forward first (or "
+                "again, after a failed one)");
+    net->lossed = 0;
+    st = ladle_loss_forward(net->loss, net->lctx, net->act[net->n - 1], target,
+                            net->lossval);
+    /* a non-finite loss is still reported, so that the caller can print it */
+    if (loss && (st == LADLE_OK || st == LADLE_ERR_NUMERIC)) {
+        const void *v = ladle_tensor_data(net->lossval);
+        *loss = net->lossval->dtype == LADLE_F32 ? (double)*(const float *)v : *(const double *)v;
+    }
+    net->lossed = st == LADLE_OK;
+fail:
+    return st;
+}
+
+/* Copy a bucket's gradients into its buffer (pack) or back (unpack). */
+static void move(ladle_network *net, bucket *b, int pack)
+{
+    size_t es = ladle_dtype_size(b->buf->dtype), at = 0;
+    char *buf = b->buf->data;
+    for (int s = 0; s < b->nslots; s++) {
+        ladle_tensor *g = ladle_op_grad(net->layers[b->slots[s].layer], b->slots[s].param);
+        size_t bytes = (size_t)g->numel * es;
+        if (bytes == 0)
+            continue;
+        if (pack)
+            memcpy(buf + at, g->data, bytes);
+        else
+            memcpy(g->data, buf + at, bytes);
+        at += bytes;
+    }
+}
+
+static ladle_status advance(ladle_network *net)
+{
+    ladle_status st = LADLE_OK;
+    for (int j = 0; j < net->nbuckets; j++)
+        if (net->buckets[j].in_flight) {
+            int done;
+            LADLE_CALL(ladle__op_progress(net->buckets[j].reduce, &done));
+        }
+fail:
+    return st;
+}
+
+ladle_status ladle_network_backward(ladle_network *net, int sync)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    LADLE_CHECK(net->lossed, LADLE_ERR_STATE,
+                "no loss to take the gradient of: ladle_network_backward needs a "
+                "successful ladle_network_loss after the last forward, and consumes it");
+    net->lossed = 0;
+    LADLE_CALL(ladle_loss_backward(net->loss, net->lctx, net->dloss, net->grad[net->n - 1]));
+    for (int i = net->n - 1; i >= 0; i--) {
+        ladle_op *op = net->layers[i];
+        LADLE_CALL(ladle_layer_backward(op, net->ctx[i], net->grad[i], i ? net->grad[i - 1] : NULL));
+        LADLE_CALL(ladle_layer_backward_weight(op, net->ctx[i], net->grad[i]));
+        if (!sync)
+            continue;
+        LADLE_CALL(advance(net));
+        for (int j = 0; j < net->nbuckets; j++) {
+            bucket *b = &net->buckets[j];
+            if (b->ready != i)
+                continue;
+            move(net, b, 1);
+            LADLE_CALL(ladle__op_start(b->reduce, b->buf, b->buf));
+            b->in_flight = 1;
+        }
+    }
+    double t0 = now();
+    for (int j = 0; sync && j < net->nbuckets; j++) {
+        bucket *b = &net->buckets[j];
+        if (!b->in_flight)
+            continue;
+        b->in_flight = 0;
+        LADLE_CALL(ladle__op_wait(b->reduce));
+        move(net, b, 0);
+    }
+    net->sync_wait = now() - t0;
+fail:
+    return st;
+}
+
+ladle_status ladle_network_zero_grad(ladle_network *net)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    for (int i = 0; i < net->n; i++)
+        LADLE_CALL(ladle_op_zero_grad(net->layers[i]));
+fail:
+    return st;
+}
+
+ladle_status ladle_network_set_training(ladle_network *net, int training)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    for (int i = 0; i < net->n; i++)
+        LADLE_CALL(ladle_layer_set_training(net->layers[i], training));
+fail:
+    return st;
+}
+
+int ladle_network_size(const ladle_network *net) { return net ? net->n : 0; }
+
+ladle_op *ladle_network_layer(const ladle_network *net, int i)
+{
+    return net && i >= 0 && i < net->n ? net->layers[i] : NULL;
+}
+
+ladle_op *ladle_network_loss_op(const ladle_network *net) { return net ? net->loss : NULL; }
+
+int ladle_network_buckets(const ladle_network *net) { return net ? net->nbuckets : 0; }
+
+double ladle_network_sync_wait(const ladle_network *net) { return net ? net->sync_wait : 0.0; }

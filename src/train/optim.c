@@ -1,0 +1,271 @@
+/* Optimizers (SGD, Adam, AdamW) and learning-rate schedules. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/op/op_impl.h"
+
+typedef struct slot {
+    ladle_tensor *param, *grad;
+    ladle_tensor *state[2];
+} slot;
+
+struct ladle_optimizer {
+    ladle_optimizer_desc d;
+    int64_t steps;
+    int n, cap;
+    slot *slots;
+};
+
+void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind, double lr)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->kind = kind;
+    d->lr = lr;
+    d->beta1 = 0.9;
+    d->beta2 = 0.999;
+    d->eps = 1e-8;
+    d->weight_decay = kind == LADLE_OPT_ADAMW ? 0.01 : 0.0;
+}
+
+ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d, ladle_optimizer **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_optimizer *o = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(out);
+    LADLE_CHECK(d->kind >= LADLE_OPT_SGD && d->kind <= LADLE_OPT_ADAMW, LADLE_ERR_ARG,
+                "unknown optimizer %d", (int)d->kind);
+    LADLE_CHECK(d->lr >= 0 && d->weight_decay >= 0 && d->momentum >= 0 && isfinite(d->lr) &&
+                    isfinite(d->weight_decay) && isfinite(d->momentum) &&
+                    isfinite(d->dampening),
+                LADLE_ERR_ARG,
+                "learning rate %g, weight decay %g and momentum %g must be finite and >= 0 "
+                "(dampening %g finite)",
+                d->lr, d->weight_decay, d->momentum, d->dampening);
+    LADLE_CHECK(d->beta1 >= 0 && d->beta1 < 1 && d->beta2 >= 0 && d->beta2 < 1 &&
+                    d->eps >= 0 && isfinite(d->eps),
+                LADLE_ERR_ARG, "betas %g, %g must lie in [0, 1) and eps >= 0", d->beta1,
+                d->beta2);
+    LADLE_CHECK(!d->nesterov || (d->momentum > 0 && d->dampening == 0), LADLE_ERR_ARG,
+                "Nesterov momentum needs momentum > 0 and no dampening");
+    o = ladle__calloc(1, sizeof *o);
+    LADLE_CHECK(o != NULL, LADLE_ERR_ALLOC, "out of memory");
+    o->d = *d;
+    *out = o;
+fail:
+    return st;
+}
+
+ladle_status ladle_optimizer_destroy(ladle_optimizer **o)
+{
+    if (o == NULL || *o == NULL)
+        return LADLE_OK;
+    for (int i = 0; i < (*o)->n; i++)
+        for (int k = 0; k < 2; k++)
+            ladle_tensor_destroy(&(*o)->slots[i].state[k]);
+    ladle__free((*o)->slots);
+    ladle__free(*o);
+    *o = NULL;
+    return LADLE_OK;
+}
+
+ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
+                                       ladle_tensor *grad)
+{
+    ladle_status st = LADLE_OK;
+    slot s = {param, grad, {NULL, NULL}};
+    LADLE_NOT_NULL(o);
+    LADLE_NOT_NULL(param);
+    LADLE_NOT_NULL(grad);
+    LADLE_CHECK(ladle__is_real(param->dtype) && param->dtype == grad->dtype, LADLE_ERR_DTYPE,
+                "parameter and gradient must share an f32 or f64 dtype");
+    int same = param->ndim == grad->ndim;
+    for (int d = 0; same && d < param->ndim; d++)
+        same = param->shape[d] == grad->shape[d];
+    char a[128], b[128];
+    LADLE_CHECK(same, LADLE_ERR_SHAPE, "the parameter is %s but its gradient %s",
+                ladle__fmt_shape64(a, sizeof a, param->ndim, param->shape),
+                ladle__fmt_shape64(b, sizeof b, grad->ndim, grad->shape));
+    LADLE_CHECK(ladle_tensor_is_contiguous(param) && ladle_tensor_is_contiguous(grad),
+                LADLE_ERR_ARG, "the parameter and its gradient must be contiguous");
+    LADLE_CHECK(param->device == LADLE_CPU && grad->device == LADLE_CPU, LADLE_ERR_DEVICE,
+                "the parameter is on %s and its gradient on %s: the optimizer steps on cpu",
+                ladle_device_name(param->device), ladle_device_name(grad->device));
+    for (int i = 0; i < o->n; i++)
+        LADLE_CHECK(o->slots[i].param != param, LADLE_ERR_ARG, "the parameter is added twice");
+    int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
+    for (int k = 0; k < nstate; k++)
+        LADLE_CALL(ladle_tensor_create(param->dtype, param->ndim, param->shape, &s.state[k]));
+    if (o->n == o->cap) {
+        int cap = o->cap ? 2 * o->cap : 16;
+        slot *p = realloc(o->slots, sizeof(slot) * (size_t)cap);
+        LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
+        o->slots = p;
+        o->cap = cap;
+    }
+    o->slots[o->n++] = s;
+    return LADLE_OK;
+fail:
+    ladle_tensor_destroy(&s.state[0]);
+    ladle_tensor_destroy(&s.state[1]);
+    return st;
+}
+
+ladle_status ladle_optimizer_add_op(ladle_optimizer *o, const ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(o);
+    LADLE_NOT_NULL(op);
+    for (int i = 0; i < ladle_op_num_params(op); i++)
+        LADLE_CALL(ladle_optimizer_add_param(o, ladle_op_param(op, i), ladle_op_grad(op, i)));
+fail:
+    return st;
+}
+
+#define DEFINE_UPDATES(T, S)                                                             \
+    static void sgd_##S(const ladle_optimizer_desc *d, int64_t first, int64_t n, T *p,   \
+                        const T *g, T *v)                                                \
+    {                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            double gi = g[i] + d->weight_decay * p[i];                                   \
+            if (v != NULL) {                                                             \
+                double vi = first ? gi : d->momentum * v[i] + (1 - d->dampening) * gi;   \
+                v[i] = (T)vi;                                                            \
+                gi = d->nesterov ? gi + d->momentum * vi : vi;                           \
+            }                                                                            \
+            p[i] = (T)(p[i] - d->lr * gi);                                               \
+        }                                                                                \
+    }                                                                                    \
+    static void adam_##S(const ladle_optimizer_desc *d, int64_t t, int64_t n, T *p,      \
+                         const T *g, T *m, T *v)                                         \
+    {                                                                                    \
+        double c1 = 1 - pow(d->beta1, (double)t), c2 = 1 - pow(d->beta2, (double)t);     \
+        int decoupled = d->kind == LADLE_OPT_ADAMW;                                      \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            double pi = p[i], gi = g[i];                                                 \
+            if (decoupled)                                                               \
+                pi -= d->lr * d->weight_decay * pi;                                      \
+            else                                                                         \
+                gi += d->weight_decay * pi;                                              \
+            double mi = d->beta1 * m[i] + (1 - d->beta1) * gi;                           \
+            double vi = d->beta2 * v[i] + (1 - d->beta2) * gi * gi;                      \
+            m[i] = (T)mi;                                                                \
+            v[i] = (T)vi;                                                                \
+            p[i] = (T)(pi - d->lr * (mi / c1) / (sqrt(vi / c2) + d->eps));               \
+        }                                                                                \
+    }
+
+DEFINE_UPDATES(float, f32)
+DEFINE_UPDATES(double, f64)
+
+ladle_status ladle_optimizer_step(ladle_optimizer *o)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(o);
+    int64_t t = ++o->steps;
+    for (int i = 0; i < o->n; i++) {
+        slot *s = &o->slots[i];
+        int64_t n = s->param->numel;
+        void *p = s->param->data, *g = s->grad->data;
+        void *a = s->state[0] ? s->state[0]->data : NULL, *b = s->state[1] ? s->state[1]->data : NULL;
+        int f32 = s->param->dtype == LADLE_F32;
+        if (o->d.kind == LADLE_OPT_SGD) {
+            if (f32)
+                sgd_f32(&o->d, t == 1, n, p, g, a);
+            else
+                sgd_f64(&o->d, t == 1, n, p, g, a);
+        } else if (f32) {
+            adam_f32(&o->d, t, n, p, g, a, b);
+        } else {
+            adam_f64(&o->d, t, n, p, g, a, b);
+        }
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_optimizer_zero_grad(ladle_optimizer *o)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(o);
+    for (int i = 0; i < o->n; i++)
+        LADLE_CALL(ladle_tensor_fill(o->slots[i].grad, 0.0));
+fail:
+    return st;
+}
+
+ladle_status ladle_optimizer_set_lr(ladle_optimizer *o, double lr)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(o);
+    LADLE_CHECK(lr >= 0 && isfinite(lr), LADLE_ERR_ARG,
+                "learning rate %g must be finite and >= 0", lr);
+    o->d.lr = lr;
+fail:
+    return st;
+}
+
+double ladle_optimizer_lr(const ladle_optimizer *o) { return o ? o->d.lr : 0.0; }
+int64_t ladle_optimizer_steps(const ladle_optimizer *o) { return o ? o->steps : 0; }
+int ladle_optimizer_num_params(const ladle_optimizer *o) { return o ? o->n : 0; }
+
+ladle_tensor *ladle__optimizer_param(const ladle_optimizer *o, int i)
+{
+    return o != NULL && i >= 0 && i < o->n ? o->slots[i].param : NULL;
+}
+
+ladle_tensor *ladle_optimizer_state(const ladle_optimizer *o, int i, int k)
+{
+    if (o == NULL || i < 0 || i >= o->n || k < 0 || k > 1)
+        return NULL;
+    return o->slots[i].state[k];
+}
+
+ladle_status ladle_optimizer_set_steps(ladle_optimizer *o, int64_t steps)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(o);
+    LADLE_CHECK(steps >= 0, LADLE_ERR_ARG, "steps %lld is negative", (long long)steps);
+    o->steps = steps;
+fail:
+    return st;
+}
+
+void ladle_lr_schedule_init(ladle_lr_schedule *s, ladle_lr_kind kind, double base_lr)
+{
+    if (s == NULL)
+        return;
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->base_lr = base_lr;
+    s->step_size = 1;
+    s->gamma = 0.1;
+    s->total_steps = 1;
+    s->warmup_start = 0.0;
+}
+
+double ladle_lr_at(const ladle_lr_schedule *s, int64_t step)
+{
+    if (s == NULL || step < 0)
+        return 0.0;
+    if (step < s->warmup_steps) {
+        double f = (double)step / (double)s->warmup_steps;
+        return s->base_lr * (s->warmup_start + (1 - s->warmup_start) * f);
+    }
+    int64_t t = step - s->warmup_steps;
+    switch (s->kind) {
+    case LADLE_LR_STEP:
+        return s->base_lr * pow(s->gamma, (double)(t / (s->step_size > 0 ? s->step_size : 1)));
+    case LADLE_LR_COSINE:
+        if (t >= s->total_steps)
+            return s->min_lr;
+        return s->min_lr + (s->base_lr - s->min_lr) *
+                               (1 + cos(3.141592653589793 * (double)t / (double)s->total_steps)) /
+                               2;
+    default:
+        return s->base_lr;
+    }
+}
