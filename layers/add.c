@@ -15,9 +15,11 @@ static ladle_status check_same(const ladle_tensor *a, const ladle_tensor *b, con
         return ladle__raise(LADLE_ERR_SHAPE, "ladle_add", "%s has shape %s, a has %s", role,
                             ladle__fmt_shape64(sb, sizeof sb, b->ndim, b->shape),
                             ladle__fmt_shape64(sa, sizeof sa, a->ndim, a->shape));
-    if (!ladle_tensor_is_contiguous(b) || b->device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_ARG, "ladle_add", "%s is not a contiguous cpu tensor",
-                            role);
+    if (b->device != a->device)
+        return ladle__raise(LADLE_ERR_DEVICE, "ladle_add", "%s is on %s, a on %s", role,
+                            ladle_device_name(b->device), ladle_device_name(a->device));
+    if (!ladle_tensor_is_contiguous(b))
+        return ladle__raise(LADLE_ERR_ARG, "ladle_add", "%s is not contiguous", role);
     return LADLE_OK;
 }
 
@@ -32,7 +34,9 @@ ladle_status ladle_add(const ladle_tensor *a, const ladle_tensor *b, ladle_tenso
     LADLE_CALL(check_same(a, a, "a"));
     LADLE_CALL(check_same(a, b, "b"));
     LADLE_CALL(check_same(a, y, "y"));
-    ladle__cpu_backend.add(a->dtype, a->numel, a->data, b->data, y->data);
+    const ladle_backend *be;
+    LADLE_CALL(ladle__backend_get(a->device, __func__, &be));
+    LADLE_CALL(be->fn->add(be, a->dtype, a->numel, a->data, b->data, y->data));
 fail:
     return st;
 }

@@ -22,6 +22,10 @@ static ladle_status check_parts(const char *func, int n, const ladle_tensor *con
         if (p->dtype != whole->dtype)
             return ladle__raise(LADLE_ERR_DTYPE, func, "part %d is %s, the whole %s", k,
                                 ladle_dtype_name(p->dtype), ladle_dtype_name(whole->dtype));
+        if (p->device != whole->device)
+            return ladle__raise(LADLE_ERR_DEVICE, func, "part %d is on %s, the whole on %s", k,
+                                ladle_device_name(p->device),
+                                ladle_device_name(whole->device));
         int ok = p->ndim == whole->ndim && ladle_tensor_is_contiguous(p);
         for (int d = 0; ok && d < p->ndim; d++)
             ok = d == dim || p->shape[d] == whole->shape[d];
@@ -45,28 +49,29 @@ static ladle_status check_parts(const char *func, int n, const ladle_tensor *con
 }
 
 /* Copy part k to or from its box in whole (to_whole: part -> whole). */
-static void move(const ladle_tensor *part, const ladle_tensor *whole, int dim, int64_t at,
-                 int to_whole)
+static ladle_status move(const ladle_backend *be, const ladle_tensor *part,
+                         const ladle_tensor *whole, int dim, int64_t at, int to_whole)
 {
     size_t es = ladle_dtype_size(whole->dtype);
     char *w = (char *)whole->data + (size_t)(at * whole->strides[dim]) * es;
     if (part->numel == 0)
-        return;
+        return LADLE_OK;
     if (to_whole)
-        ladle__cpu_backend.copy_box(whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape,
-                                    part->data, part->strides, w, whole->strides);
-    else
-        ladle__cpu_backend.copy_box(whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape, w,
-                                    whole->strides, part->data, part->strides);
+        return be->fn->copy_box(be, whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape,
+                                part->data, part->strides, w, whole->strides);
+    return be->fn->copy_box(be, whole->dtype, LADLE_BOX_COPY, part->ndim, part->shape, w,
+                            whole->strides, part->data, part->strides);
 }
 
 ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim, ladle_tensor *y)
 {
     ladle_status st = LADLE_OK;
     int64_t at = 0;
+    const ladle_backend *be;
     LADLE_CALL(check_parts(__func__, n, xs, dim, y));
+    LADLE_CALL(ladle__backend_get(y->device, __func__, &be));
     for (int k = 0; k < n; k++) {
-        move(xs[k], y, dim, at, 1);
+        LADLE_CALL(move(be, xs[k], y, dim, at, 1));
         at += xs[k]->shape[dim];
     }
 fail:
@@ -78,9 +83,11 @@ ladle_status ladle_concat_backward(const ladle_tensor *dy, int dim, int n,
 {
     ladle_status st = LADLE_OK;
     int64_t at = 0;
+    const ladle_backend *be;
     LADLE_CALL(check_parts(__func__, n, (const ladle_tensor *const *)dxs, dim, dy));
+    LADLE_CALL(ladle__backend_get(dy->device, __func__, &be));
     for (int k = 0; k < n; k++) {
-        move(dxs[k], dy, dim, at, 0);
+        LADLE_CALL(move(be, dxs[k], dy, dim, at, 0));
         at += dxs[k]->shape[dim];
     }
 fail:

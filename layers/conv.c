@@ -172,8 +172,8 @@ static void columns(const ladle_op *op, const void *x, int64_t n, int64_t g, int
 
 /* Copy between the planned Co_g x B*P matrix and images n0.. of a tensor
  * of Co channels (to_tensor: matrix -> tensor). */
-static void shuffle(const ladle_op *op, void *t, int64_t n0, int64_t nb, int64_t g,
-                    int to_tensor)
+static ladle_status shuffle(const ladle_op *op, void *t, int64_t n0, int64_t nb, int64_t g,
+                            int to_tensor)
 {
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
@@ -182,9 +182,10 @@ static void shuffle(const ladle_op *op, void *t, int64_t n0, int64_t nb, int64_t
     int64_t tstr[3] = {v->pout, v->co * v->pout, 1};
     char *tp = (char *)t + (size_t)((n0 * v->co + g * v->cog) * v->pout) * es;
     if (to_tensor)
-        op->be->copy_box(op->dtype, LADLE_BOX_COPY, 3, ext, v->mat, mstr, tp, tstr);
-    else
-        op->be->copy_box(op->dtype, LADLE_BOX_COPY, 3, ext, tp, tstr, v->mat, mstr);
+        return op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_COPY, 3, ext, v->mat, mstr, tp,
+                                    tstr);
+    return op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_COPY, 3, ext, tp, tstr, v->mat,
+                                mstr);
 }
 
 static const void *weight(const ladle_op *op, int64_t g)
@@ -238,11 +239,12 @@ static void add_bias(const ladle_op *op, void *y, int64_t n)
 static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                  ladle_tensor *y, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     (void)ctx;
     if (v->wide)
-        ladle__conv_wide_forward(op, x->data, y->data, n);
+        LADLE_CALL(ladle__conv_wide_forward(op, x->data, y->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
@@ -252,25 +254,28 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
                 if (nb == 1 && v->batch_per_gemm == 1) { /* straight into y */
                     char *out = (char *)y->data +
                                 (size_t)((n0 * v->co + g * v->cog) * v->pout) * es;
-                    op->be->gemm(op->dtype, 0, 0, v->cog, v->pout, v->kk, 1.0, weight(op, g),
-                                 v->kk, col, ldb, 0.0, out, v->pout);
+                    LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, v->cog, v->pout, v->kk,
+                                                1.0, weight(op, g), v->kk, col, ldb, 0.0, out,
+                                                v->pout));
                 } else {
                     int64_t ldm = v->batch_per_gemm * v->pout;
-                    op->be->gemm(op->dtype, 0, 0, v->cog, nb * v->pout, v->kk, 1.0,
-                                 weight(op, g), v->kk, col, ldb, 0.0, v->mat, ldm);
-                    shuffle(op, y->data, n0, nb, g, 1);
+                    LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, v->cog, nb * v->pout,
+                                                v->kk, 1.0, weight(op, g), v->kk, col, ldb, 0.0,
+                                                v->mat, ldm));
+                    LADLE_CALL(shuffle(op, y->data, n0, nb, g, 1));
                 }
             }
         }
     if (op->nparams > 1)
         add_bias(op, y->data, n);
-    return LADLE_OK;
+fail:
+    return st;
 }
 
 /* The Co_g x B*P matrix of dy for images n0.., group g: the tensor itself
  * when B = 1, else gathered into the planned matrix. */
 static const void *dy_matrix(const ladle_op *op, const void *dy, int64_t n0, int64_t nb,
-                             int64_t g, int64_t *ld)
+                             int64_t g, int64_t *ld, ladle_status *st)
 {
     const conv *v = op->impl;
     if (v->batch_per_gemm == 1) {
@@ -278,7 +283,7 @@ static const void *dy_matrix(const ladle_op *op, const void *dy, int64_t n0, int
         return (const char *)dy +
                (size_t)((n0 * v->co + g * v->cog) * v->pout) * ladle_dtype_size(op->dtype);
     }
-    shuffle(op, (void *)dy, n0, nb, g, 0);
+    *st = shuffle(op, (void *)dy, n0, nb, g, 0);
     *ld = v->batch_per_gemm * v->pout;
     return v->mat;
 }
@@ -286,31 +291,34 @@ static const void *dy_matrix(const ladle_op *op, const void *dy, int64_t n0, int
 static ladle_status conv_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                   ladle_tensor *dx, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     (void)ctx;
     if (dx == NULL)
         return LADLE_OK;
     if (!v->pointwise)
-        op->be->fill(op->dtype, dx->numel, 0.0, dx->data);
+        LADLE_CALL(op->be->fn->fill(op->be, op->dtype, dx->numel, 0.0, dx->data));
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
         for (int64_t g = 0; g < v->g; g++) {
-            const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld);
+            const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld, &st);
+            LADLE_CALL(st);
             if (v->pointwise) { /* colgrad is dx itself */
                 char *out = (char *)dx->data + (size_t)((n0 * v->c + g * v->cg) * v->pin) * es;
-                op->be->gemm(op->dtype, 1, 0, v->kk, v->pout, v->cog, 1.0, weight(op, g), v->kk,
-                             dym, ld, 0.0, out, v->pout);
+                LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, v->kk, v->pout, v->cog, 1.0,
+                                            weight(op, g), v->kk, dym, ld, 0.0, out, v->pout));
                 continue;
             }
             int64_t ldc = v->batch_per_gemm * v->pout;
-            op->be->gemm(op->dtype, 1, 0, v->kk, nb * v->pout, v->cog, 1.0, weight(op, g),
-                         v->kk, dym, ld, 0.0, v->col, ldc);
+            LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, v->kk, nb * v->pout, v->cog, 1.0,
+                                        weight(op, g), v->kk, dym, ld, 0.0, v->col, ldc));
             for (int64_t b = 0; b < nb; b++)
                 columns(op, dx->data, n0 + b, g, b, 1);
         }
     }
-    return LADLE_OK;
+fail:
+    return st;
 }
 
 /* A row's sum in double, in eight interleaved partial sums: one chain of
@@ -334,19 +342,21 @@ DEFINE_ROW_SUM(double, f64)
 static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                          int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     if (v->wide)
-        ladle__conv_wide_backward_weight(op, ctx->x->data, dy->data, n);
+        LADLE_CALL(ladle__conv_wide_backward_weight(op, ctx->x->data, dy->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
             for (int64_t g = 0; g < v->g; g++) {
                 const void *col = col_source(op, ctx->x->data, n0, g, nb);
                 int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
-                const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld);
-                op->be->gemm(op->dtype, 0, 1, v->cog, v->kk, nb * v->pout, 1.0, dym, ld, col, ldb,
-                             1.0, wgrad(op, g), v->kk);
+                const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld, &st);
+                LADLE_CALL(st);
+                LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 1, v->cog, v->kk, nb * v->pout,
+                                            1.0, dym, ld, col, ldb, 1.0, wgrad(op, g), v->kk));
             }
         }
     if (op->nparams > 1) {
@@ -360,7 +370,8 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
                     ((double *)db)[c] += row_sum_f64((const double *)row, v->pout);
             }
     }
-    return LADLE_OK;
+fail:
+    return st;
 }
 
 static void conv_destroy(ladle_op *op)
@@ -368,9 +379,9 @@ static void conv_destroy(ladle_op *op)
     conv *v = op->impl;
     if (v == NULL)
         return;
-    op->be->free(v->col);
-    op->be->free(v->mat);
-    op->be->free(v->plane);
+    op->be->fn->free(op->be, v->col);
+    op->be->fn->free(op->be, v->mat);
+    op->be->fn->free(op->be, v->plane);
     ladle__conv_wide_free(v, op->be);
     ladle__free(v);
 }
@@ -546,9 +557,9 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
 fail:
     if (v != NULL) {
         const ladle_backend *be = ladle__backend(LADLE_CPU);
-        be->free(v->col);
-        be->free(v->mat);
-        be->free(v->plane);
+        be->fn->free(be, v->col);
+        be->fn->free(be, v->mat);
+        be->fn->free(be, v->plane);
         ladle__conv_wide_free(v, be);
         ladle__free(v);
     }

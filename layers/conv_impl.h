@@ -109,8 +109,8 @@ int ladle__conv_wide_plan(conv *v);
 ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es);
 void ladle__conv_wide_free(conv *v, const ladle_backend *be);
 
-void ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n);
-void ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
+ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n);
+ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
                                       int64_t n);
 
 #endif /* LADLE_CONV_IMPL_H */

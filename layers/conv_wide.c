@@ -66,11 +66,7 @@ ladle_status ladle__conv_buffer(const ladle_backend *be, int64_t rows, int64_t c
         return ladle__raise(LADLE_ERR_SHAPE, "ladle_conv_create",
                             "the %s (%lld x %lld elements) is too large", what,
                             (long long)rows, (long long)cols);
-    *out = be->alloc(bytes);
-    if (*out == NULL && bytes > 0)
-        return ladle__raise(LADLE_ERR_ALLOC, "ladle_conv_create",
-                            "cannot allocate %zu bytes for the %s", bytes, what);
-    return LADLE_OK;
+    return be->fn->alloc(be, bytes, out);
 }
 
 ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
@@ -98,15 +94,16 @@ ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
 
 void ladle__conv_wide_free(conv *v, const ladle_backend *be)
 {
-    be->free(v->dyw);
-    be->free(v->dwt);
-    be->free(v->xpad);
+    be->fn->free(be, v->dyw);
+    be->fn->free(be, v->dwt);
+    be->fn->free(be, v->xpad);
 }
 
 /* The cg planes of image n, group g, as rows of the padded width: x itself
  * without padding, else copied into the middle of xpad (whose borders stay
  * zero from the plan). */
-static const char *padded_planes(const ladle_op *op, const void *x, int64_t n, int64_t g)
+static const char *padded_planes(const ladle_op *op, const void *x, int64_t n, int64_t g,
+                                 ladle_status *st)
 {
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
@@ -116,16 +113,18 @@ static const char *padded_planes(const ladle_op *op, const void *x, int64_t n, i
     int64_t ext[3] = {v->cg, v->in[1], v->in[2]};
     int64_t sstr[3] = {v->pin, v->in[2], 1}, dstr[3] = {v->hp * v->wp, v->wp, 1};
     char *mid = (char *)v->xpad + (size_t)(v->p[1] * v->wp + v->p[2]) * es;
-    op->be->copy_box(op->dtype, LADLE_BOX_COPY, 3, ext, img, sstr, mid, dstr);
+    *st = op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_COPY, 3, ext, img, sstr, mid, dstr);
     return v->xpad;
 }
 
 /* The columns of image n, group g, as block b of the column buffer. */
-static void wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t g, int64_t b)
+static ladle_status wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t g,
+                              int64_t b)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
-    const char *planes = padded_planes(op, x, n, g);
+    const char *planes = padded_planes(op, x, n, g, &st);
     int64_t plane = v->hp * v->wp, ld = v->batch_per_gemm * v->q;
     char *col = (char *)v->col + (size_t)(b * v->q) * es;
     for (int64_t c = 0; c < v->cg; c++)
@@ -136,6 +135,7 @@ static void wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t g, i
                 memcpy(col, src, (size_t)v->q * es);
                 col += (size_t)ld * es;
             }
+    return st;
 }
 
 /*
@@ -182,45 +182,54 @@ static const void *weight_of(const ladle_op *op, const void *w, int64_t g)
     return (const char *)w + (size_t)(g * v->cog * v->kk) * ladle_dtype_size(op->dtype);
 }
 
-void ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n)
+ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     int64_t ld = v->batch_per_gemm * v->q;
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
         for (int64_t g = 0; g < v->g; g++) {
             for (int64_t b = 0; b < nb; b++)
-                wide_cols(op, x, n0 + b, g, b);
-            op->be->gemm(op->dtype, 0, 0, v->cog, nb * v->q, v->kk, 1.0,
-                         weight_of(op, op->params[0]->data, g), v->kk, v->col, ld, 0.0,
-                         v->mat, ld);
+                LADLE_CALL(wide_cols(op, x, n0 + b, g, b));
+            LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, v->cog, nb * v->q, v->kk, 1.0,
+                                        weight_of(op, op->params[0]->data, g), v->kk, v->col,
+                                        ld, 0.0, v->mat, ld));
             grid(op, nb, v->mat, y, n0, g, 1);
         }
     }
+fail:
+    return st;
 }
 
 /* dW_g += dYwide col^T, computed as its transpose col dYwide^T into dwt:
  * OpenBLAS runs that orientation (the long K inner, 150 x 16 out) 1.25
  * times faster for LeNet's conv2. */
-void ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
-                                      int64_t n)
+ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
+                                              int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     int64_t ld = v->batch_per_gemm * v->q;
-    op->be->fill(op->dtype, v->kk * v->co, 0.0, v->dwt);
+    LADLE_CALL(op->be->fn->fill(op->be, op->dtype, v->kk * v->co, 0.0, v->dwt));
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
         for (int64_t g = 0; g < v->g; g++) {
             for (int64_t b = 0; b < nb; b++)
-                wide_cols(op, x, n0 + b, g, b);
+                LADLE_CALL(wide_cols(op, x, n0 + b, g, b));
             grid(op, nb, v->dyw, (void *)dy, n0, g, 0);
-            op->be->gemm(op->dtype, 0, 1, v->kk, v->cog, nb * v->q, 1.0, v->col, ld, v->dyw, ld,
-                         1.0, (char *)v->dwt + (size_t)(g * v->kk * v->cog) * es, v->cog);
+            LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 1, v->kk, v->cog, nb * v->q, 1.0,
+                                        v->col, ld, v->dyw, ld, 1.0,
+                                        (char *)v->dwt + (size_t)(g * v->kk * v->cog) * es,
+                                        v->cog));
         }
     }
     /* dW[g][co][r] += dwt[g][r][co] */
     int64_t ext[3] = {v->g, v->cog, v->kk};
     int64_t sstr[3] = {v->kk * v->cog, 1, v->cog}, dstr[3] = {v->cog * v->kk, v->kk, 1};
-    op->be->copy_box(op->dtype, LADLE_BOX_ADD, 3, ext, v->dwt, sstr, op->grads[0]->data, dstr);
+    LADLE_CALL(op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_ADD, 3, ext, v->dwt, sstr,
+                                    op->grads[0]->data, dstr));
+fail:
+    return st;
 }

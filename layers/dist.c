@@ -49,3 +49,25 @@ void ladle__dist_coords(const ladle_partition *p, int *coords)
     for (int d = 0; d < ladle_partition_ndim(p); d++)
         coords[d] = c ? c[d] : -1;
 }
+
+ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
+                                  const int64_t *ext, const ladle_tensor *src,
+                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff)
+{
+    int64_t ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM], so = 0, dof = 0, vol = 1;
+    size_t es = ladle_dtype_size(op->dtype);
+    for (int d = nd - 1; d >= 0; d--) {
+        ss[d] = d == nd - 1 ? 1 : ss[d + 1] * src->shape[d + 1];
+        ds[d] = d == nd - 1 ? 1 : ds[d + 1] * dst->shape[d + 1];
+        vol *= ext[d];
+    }
+    if (vol == 0)
+        return LADLE_OK;
+    for (int d = 0; d < nd; d++) {
+        so += soff[d] * ss[d];
+        dof += doff[d] * ds[d];
+    }
+    return op->be->fn->copy_box(op->be, op->dtype, mode, nd, ext,
+                                (const char *)src->data + (size_t)so * es, ss,
+                                (char *)dst->data + (size_t)dof * es, ds);
+}

@@ -7,6 +7,7 @@
 #define LADLE_DIST_H
 
 #include "primitives/primitives_impl.h"
+#include "src/core/backend.h"
 
 /* Start creating a distributed layer over the union of np partitions:
  * *comm becomes the private communicator of the union's members
@@ -27,6 +28,12 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, int ndim, const int64_t *shap
 /* Fold a partition (shape and members) and a few integers into a hash. */
 uint64_t ladle__dist_hash(uint64_t h, int np, const ladle_partition *const *ps, int nv,
                           const int64_t *values);
+
+/* Copy (or add, mode) the box of extent ext at offset soff of the
+ * contiguous src to offset doff of the contiguous dst, on op's backend. */
+ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
+                                  const int64_t *ext, const ladle_tensor *src,
+                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff);
 
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);

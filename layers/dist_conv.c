@@ -49,30 +49,6 @@ typedef struct dctx {
     ladle_tensor *xn; /* the needed box: the local layer's saved input */
 } dctx;
 
-/* Copy (or add) the box of extent ext at soff in a row-major src of shape
- * sshape to doff in dst of shape dshape. */
-static void box_copy(const ladle_op *op, ladle_box_mode mode, int nd, const int64_t *ext,
-                     const ladle_tensor *src, const int64_t *soff, ladle_tensor *dst,
-                     const int64_t *doff)
-{
-    int64_t ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM], so = 0, dof = 0, vol = 1;
-    size_t es = ladle_dtype_size(op->dtype);
-    const int64_t *sshape = src->shape, *dshape = dst->shape;
-    for (int d = nd - 1; d >= 0; d--) {
-        ss[d] = d == nd - 1 ? 1 : ss[d + 1] * sshape[d + 1];
-        ds[d] = d == nd - 1 ? 1 : ds[d + 1] * dshape[d + 1];
-        vol *= ext[d];
-    }
-    if (vol == 0)
-        return;
-    for (int d = 0; d < nd; d++) {
-        so += soff[d] * ss[d];
-        dof += doff[d] * ds[d];
-    }
-    op->be->copy_box(op->dtype, mode, nd, ext, (const char *)src->data + (size_t)so * es, ss,
-                     (char *)dst->data + (size_t)dof * es, ds);
-}
-
 static void dc_free(dconv *v)
 {
     if (v == NULL)
@@ -105,12 +81,12 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_tensor *padded = v->same && c ? c->xn : v->padded;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, padded, v->g.bulk_offset);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, padded, v->g.bulk_offset));
     LADLE_CALL(ladle_op_forward(v->halo, padded, padded));
     if (v->local) {
         if (!v->same || !c)
-            box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, padded,
-                     v->g.needed_offset, xn, zero);
+            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, padded,
+                     v->g.needed_offset, xn, zero));
         LADLE_CALL(ladle_layer_forward(v->local, c ? c->local : NULL, xn, y));
     }
 fail:
@@ -138,12 +114,12 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         else
             LADLE_CALL(ladle_op_adjoint(v->local, dy, dxn));
         if (dxn != v->gpadded)
-            box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
-                     v->g.needed_offset);
+            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
+                     v->g.needed_offset));
     }
     LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
-             zero);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
+             zero));
 fail:
     return st;
 }

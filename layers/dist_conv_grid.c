@@ -46,27 +46,6 @@ typedef struct dctx {
     int dyp_ready;
 } dctx;
 
-static void box_copy(const ladle_op *op, ladle_box_mode mode, int nd, const int64_t *ext,
-                     const ladle_tensor *src, const int64_t *soff, ladle_tensor *dst,
-                     const int64_t *doff)
-{
-    int64_t ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM], so = 0, dof = 0, vol = 1;
-    size_t es = ladle_dtype_size(op->dtype);
-    for (int d = nd - 1; d >= 0; d--) {
-        ss[d] = d == nd - 1 ? 1 : ss[d + 1] * src->shape[d + 1];
-        ds[d] = d == nd - 1 ? 1 : ds[d + 1] * dst->shape[d + 1];
-        vol *= ext[d];
-    }
-    if (vol == 0)
-        return;
-    for (int d = 0; d < nd; d++) {
-        so += soff[d] * ss[d];
-        dof += doff[d] * ds[d];
-    }
-    op->be->copy_box(op->dtype, mode, nd, ext, (const char *)src->data + (size_t)so * es, ss,
-                     (char *)dst->data + (size_t)dof * es, ds);
-}
-
 static void dg_free(dgrid *v)
 {
     if (v == NULL)
@@ -103,10 +82,10 @@ static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_tensor *xb = c ? c->xb : v->xb;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, v->padded, v->g.bulk_offset);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, v->padded, v->g.bulk_offset));
     LADLE_CALL(ladle_op_forward(v->halo, v->padded, v->padded));
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded, v->g.needed_offset,
-             v->xn, zero);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded, v->g.needed_offset,
+             v->xn, zero));
     LADLE_CALL(ladle_op_forward(v->bcast, v->xn, xb));
     if (v->local)
         LADLE_CALL(ladle_layer_forward(v->local, c ? c->local : NULL, xb, v->yp));
@@ -148,11 +127,11 @@ static ladle_status dg_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         LADLE_CALL(ladle_op_adjoint(v->local, dyp, v->dxp));
     LADLE_CALL(ladle_op_adjoint(v->bcast, v->dxp, v->dxn));
     LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
-             v->g.needed_offset);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
+             v->g.needed_offset));
     LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
-             zero);
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
+             zero));
 fail:
     return st;
 }

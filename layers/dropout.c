@@ -30,37 +30,34 @@ static int keep(const dropout *d, uint64_t step, int64_t i)
 DEFINE_DROPOUT(float, f32)
 DEFINE_DROPOUT(double, f64)
 
-static void apply(const ladle_op *op, uint64_t step, int training, const ladle_tensor *in,
-                  ladle_tensor *out)
+static ladle_status apply(const ladle_op *op, uint64_t step, int training,
+                          const ladle_tensor *in, ladle_tensor *out)
 {
     const dropout *d = op->impl;
-    if (!training || d->p == 0) {
-        op->be->copy(op->dtype, out->numel, in->data, out->data);
-        return;
-    }
+    if (!training || d->p == 0)
+        return op->be->fn->copy(op->be, op->dtype, out->numel, in->data, out->data);
     if (op->dtype == LADLE_F32)
         mask_f32(d, step, out->numel, in->data, out->data);
     else
         mask_f64(d, step, out->numel, in->data, out->data);
+    return LADLE_OK;
 }
 
 static ladle_status dropout_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                     ladle_tensor *y, int64_t n)
 {
     (void)n;
-    apply(op, op->step, op->training, x, y);
-    if (ctx != NULL && op->training)
+    ladle_status st = apply(op, op->step, op->training, x, y);
+    if (st == LADLE_OK && ctx != NULL && op->training)
         op->step++;
-    return LADLE_OK;
+    return st;
 }
 
 static ladle_status dropout_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                      ladle_tensor *dx, int64_t n)
 {
     (void)n;
-    if (dx != NULL)
-        apply(op, ctx->step, ctx->training, dy, dx);
-    return LADLE_OK;
+    return dx != NULL ? apply(op, ctx->step, ctx->training, dy, dx) : LADLE_OK;
 }
 
 static void dropout_destroy(ladle_op *op) { ladle__free(op->impl); }

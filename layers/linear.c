@@ -18,13 +18,17 @@ static int64_t rows(const ladle_op *op, int64_t n)
     return op->batched ? n * l->rows_per_sample : l->rows_per_sample;
 }
 
-static void add_bias(const ladle_op *op, void *y, int64_t m)
+static ladle_status add_bias(const ladle_op *op, void *y, int64_t m)
 {
+    ladle_status st = LADLE_OK;
     const linear *l = op->impl;
     const ladle_tensor *b = op->params[1];
     size_t es = ladle_dtype_size(op->dtype);
     for (int64_t r = 0; r < m; r++)
-        op->be->axpy(op->dtype, l->out, 1.0, b->data, (char *)y + (size_t)(r * l->out) * es);
+        LADLE_CALL(op->be->fn->axpy(op->be, op->dtype, l->out, 1.0, b->data,
+                                    (char *)y + (size_t)(r * l->out) * es));
+fail:
+    return st;
 }
 
 static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
@@ -35,11 +39,11 @@ static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_ten
     (void)ctx;
     if (m == 0)
         return LADLE_OK;
-    op->be->gemm(op->dtype, 0, 1, m, l->out, l->in, 1.0, x->data, l->in, op->params[0]->data,
-                 l->in, 0.0, y->data, l->out);
-    if (op->nparams > 1)
-        add_bias(op, y->data, m);
-    return LADLE_OK;
+    ladle_status st = op->be->fn->gemm(op->be, op->dtype, 0, 1, m, l->out, l->in, 1.0, x->data,
+                                       l->in, op->params[0]->data, l->in, 0.0, y->data, l->out);
+    if (st == LADLE_OK && op->nparams > 1)
+        st = add_bias(op, y->data, m);
+    return st;
 }
 
 static ladle_status linear_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -50,9 +54,8 @@ static ladle_status linear_backward(ladle_op *op, ladle_ctx *ctx, const ladle_te
     (void)ctx;
     if (dx == NULL || m == 0)
         return LADLE_OK;
-    op->be->gemm(op->dtype, 0, 0, m, l->in, l->out, 1.0, dy->data, l->out,
-                 op->params[0]->data, l->in, 0.0, dx->data, l->in);
-    return LADLE_OK;
+    return op->be->fn->gemm(op->be, op->dtype, 0, 0, m, l->in, l->out, 1.0, dy->data, l->out,
+                            op->params[0]->data, l->in, 0.0, dx->data, l->in);
 }
 
 static ladle_status linear_backward_weight(ladle_op *op, ladle_ctx *ctx,
@@ -62,15 +65,18 @@ static ladle_status linear_backward_weight(ladle_op *op, ladle_ctx *ctx,
     int64_t m = rows(op, n);
     if (m == 0)
         return LADLE_OK;
-    op->be->gemm(op->dtype, 1, 0, l->out, l->in, m, 1.0, dy->data, l->out, ctx->x->data,
-                 l->in, 1.0, op->grads[0]->data, l->in);
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, l->out, l->in, m, 1.0, dy->data, l->out,
+                                ctx->x->data, l->in, 1.0, op->grads[0]->data, l->in));
     if (op->nparams > 1) {
         size_t es = ladle_dtype_size(op->dtype);
         for (int64_t r = 0; r < m; r++)
-            op->be->axpy(op->dtype, l->out, 1.0, (const char *)dy->data + (size_t)(r * l->out) * es,
-                         op->grads[1]->data);
+            LADLE_CALL(op->be->fn->axpy(op->be, op->dtype, l->out, 1.0,
+                                        (const char *)dy->data + (size_t)(r * l->out) * es,
+                                        op->grads[1]->data));
     }
-    return LADLE_OK;
+fail:
+    return st;
 }
 
 static void linear_destroy(ladle_op *op) { ladle__free(op->impl); }

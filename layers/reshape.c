@@ -6,8 +6,7 @@ static ladle_status reshape_forward(ladle_op *op, ladle_ctx *ctx, const ladle_te
                                     ladle_tensor *y, int64_t n)
 {
     (void)ctx, (void)n;
-    op->be->copy(op->dtype, y->numel, x->data, y->data); /* a no-op in place */
-    return LADLE_OK;
+    return op->be->fn->copy(op->be, op->dtype, y->numel, x->data, y->data); /* in place: none */
 }
 
 static ladle_status reshape_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -15,7 +14,7 @@ static ladle_status reshape_backward(ladle_op *op, ladle_ctx *ctx, const ladle_t
 {
     (void)ctx, (void)n;
     if (dx != NULL)
-        op->be->copy(op->dtype, dx->numel, dy->data, dx->data);
+        return op->be->fn->copy(op->be, op->dtype, dx->numel, dy->data, dx->data);
     return LADLE_OK;
 }
 

@@ -300,22 +300,23 @@ static void halo_destroy(ladle_op *op)
     op->impl = NULL;
 }
 
-static void copy_if_distinct(ladle_op *op, const ladle_tensor *from, ladle_tensor *to)
+static ladle_status copy_if_distinct(ladle_op *op, const ladle_tensor *from, ladle_tensor *to)
 {
     if (from->data != to->data)
-        op->be->copy(op->dtype, from->numel, from->data, to->data);
+        return op->be->fn->copy(op->be, op->dtype, from->numel, from->data, to->data);
+    return LADLE_OK;
 }
 
 static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y)
 {
-    copy_if_distinct(op, x, y);
-    return ladle_sched_run(op->fwd, op->be, y->data, y->data, op->ws);
+    ladle_status st = copy_if_distinct(op, x, y);
+    return st != LADLE_OK ? st : ladle_sched_run(op->fwd, op->be, y->data, y->data, op->ws);
 }
 
 static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx)
 {
-    copy_if_distinct(op, dy, dx);
-    return ladle_sched_run(op->adj, op->be, dx->data, dx->data, op->ws);
+    ladle_status st = copy_if_distinct(op, dy, dx);
+    return st != LADLE_OK ? st : ladle_sched_run(op->adj, op->be, dx->data, dx->data, op->ws);
 }
 
 /* Shared checks of the begin/end calls. */

@@ -6,6 +6,9 @@
 
 static const ladle_backend *cpu(void) { return ladle__backend(LADLE_CPU); }
 
+/* Run a slot of the CPU backend, asserting it succeeds. */
+#define K(slot, ...) LT_OK(cpu()->fn->slot(cpu(), __VA_ARGS__))
+
 START_TEST(gemm_matches_naive_loops)
 {
     const int64_t m = 7, n = 5, k = 9;
@@ -26,9 +29,9 @@ START_TEST(gemm_matches_naive_loops)
                     ref[i * n + j] = 2.0 * s + 0.5 * (double)(i - j);
                     c[i * n + j] = cf[i * n + j] = (float)(i - j);
                 }
-            cpu()->gemm(LADLE_F64, ta, tb, m, n, k, 2.0, a, ta ? m : k, b, tb ? k : n, 0.5,
+            K(gemm, LADLE_F64, ta, tb, m, n, k, 2.0, a, ta ? m : k, b, tb ? k : n, 0.5,
                         c, n);
-            cpu()->gemm(LADLE_F32, ta, tb, m, n, k, 2.0, af, ta ? m : k, bf, tb ? k : n,
+            K(gemm, LADLE_F32, ta, tb, m, n, k, 2.0, af, ta ? m : k, bf, tb ? k : n,
                         0.5, cf, n);
             int ok = 1;
             for (int i = 0; i < 35; i++)
@@ -41,15 +44,15 @@ END_TEST
 START_TEST(axpy_add_fill_copy)
 {
     double x[5] = {1, 2, 3, 4, 5}, y[5] = {1, 1, 1, 1, 1}, z[5];
-    cpu()->axpy(LADLE_F64, 5, -2.0, x, y);
-    cpu()->add(LADLE_F64, 5, x, y, z);
+    K(axpy, LADLE_F64, 5, -2.0, x, y);
+    K(add, LADLE_F64, 5, x, y, z);
     int ok = 1;
     for (int i = 0; i < 5; i++)
         ok &= y[i] == 1 - 2 * (i + 1) && z[i] == 1 - (i + 1);
     LT_ASSERT(ok, "axpy then add");
     float f[4];
-    cpu()->fill(LADLE_F32, 4, 0.25, f);
-    cpu()->copy(LADLE_F32, 2, f, f + 1); /* overlapping: memmove semantics */
+    K(fill, LADLE_F32, 4, 0.25, f);
+    K(copy, LADLE_F32, 2, f, f + 1); /* overlapping: memmove semantics */
     LT_ASSERT(f[0] == 0.25f && f[3] == 0.25f, "fill and copy");
 }
 END_TEST
@@ -58,11 +61,14 @@ END_TEST
 START_TEST(compensated_dot)
 {
     double x[3] = {1e16, 1.0, -1e16}, ones[3] = {1, 1, 1}, pair[2];
-    cpu()->dot2(LADLE_F64, 3, x, ones, pair);
+    K(dot2, LADLE_F64, 3, x, ones, pair);
     LT_ASSERT(pair[0] + pair[1] == 1.0, "dot2 = %g + %g", pair[0], pair[1]);
-    LT_ASSERT(cpu()->dot(LADLE_F64, 3, x, ones) == 1.0, "dot");
+    double d = 0.0;
+    LT_OK(ladle__be_dot(cpu(), LADLE_F64, 3, x, ones, &d));
+    LT_ASSERT(d == 1.0, "dot");
     float a[3] = {3, 4, 5}, b[3] = {1, 2, 3};
-    LT_ASSERT(cpu()->dot(LADLE_F32, 3, a, b) == 26.0, "f32 accumulates in double");
+    LT_OK(ladle__be_dot(cpu(), LADLE_F32, 3, a, b, &d));
+    LT_ASSERT(d == 26.0, "f32 accumulates in double");
 }
 END_TEST
 
@@ -74,22 +80,22 @@ START_TEST(boxes)
     for (int i = 0; i < 120; i++)
         t[i] = i;
     int64_t ext[3] = {2, 3, 4}, str[3] = {30, 5, 1}, off = 1 * 30 + 2 * 5 + 0;
-    cpu()->pack(LADLE_F64, 3, ext, t + off, str, packed);
+    K(pack, LADLE_F64, 3, ext, t + off, str, packed);
     int ok = 1, e = 0;
     for (int i = 1; i < 3; i++)
         for (int j = 2; j < 5; j++)
             for (int k = 0; k < 4; k++)
                 ok &= packed[e++] == i * 30 + j * 5 + k;
     LT_ASSERT(ok, "pack");
-    cpu()->unpack(LADLE_F64, LADLE_BOX_COPY, 3, ext, packed, back + off, str);
-    cpu()->unpack(LADLE_F64, LADLE_BOX_ADD, 3, ext, packed, back + off, str);
+    K(unpack, LADLE_F64, LADLE_BOX_COPY, 3, ext, packed, back + off, str);
+    K(unpack, LADLE_F64, LADLE_BOX_ADD, 3, ext, packed, back + off, str);
     for (int i = 0; i < 120; i++) {
         int inside =
             i / 30 >= 1 && i / 30 < 3 && i % 30 / 5 >= 2 && i % 30 / 5 < 5 && i % 5 < 4;
         ok &= back[i] == (inside ? 2.0 * i : 0.0);
     }
     LT_ASSERT(ok, "unpack, then unpack adding");
-    cpu()->copy_box(LADLE_F64, LADLE_BOX_ZERO, 3, ext, NULL, str, back + off, str);
+    K(copy_box, LADLE_F64, LADLE_BOX_ZERO, 3, ext, NULL, str, back + off, str);
     for (int i = 0; i < 120; i++)
         ok &= back[i] == 0.0;
     LT_ASSERT(ok, "zero a box");
@@ -98,7 +104,7 @@ START_TEST(boxes)
     for (int i = 0; i < 12; i++)
         src[i] = (float)i;
     int64_t e2[2] = {3, 2}, s2[2] = {4, 2}, d2[2] = {2, 1};
-    cpu()->copy_box(LADLE_F32, LADLE_BOX_COPY, 2, e2, src + 1, s2, dst, d2);
+    K(copy_box, LADLE_F32, LADLE_BOX_COPY, 2, e2, src + 1, s2, dst, d2);
     static const float want[6] = {1, 3, 5, 7, 9, 11};
     for (int i = 0; i < 6; i++)
         ok &= dst[i] == want[i];
@@ -108,15 +114,102 @@ END_TEST
 
 START_TEST(planned_memory_is_zeroed_and_distinct)
 {
-    char *a = cpu()->alloc(1 << 20), *b = cpu()->alloc(1 << 20);
+    char *a = NULL, *b = NULL;
+    K(alloc, 1 << 20, (void **)&a);
+    K(alloc, 1 << 20, (void **)&b);
     int ok = a != NULL && b != NULL && ((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0;
     for (int i = 0; ok && i < (1 << 20); i += 4096)
         ok = a[i] == 0 && b[i] == 0;
     LT_ASSERT(ok, "zeroed, 64-byte aligned");
-    cpu()->free(a);
-    cpu()->free(b);
-    cpu()->free(NULL);
+    K(free, a);
+    K(free, b);
+    K(free, NULL);
+    void *none = &none;
+    K(alloc, 0, &none);
+    LT_ASSERT(none == NULL, "0 bytes give NULL");
     LT_ASSERT(ladle__backend(LADLE_CUDA) == NULL, "no CUDA backend in this build");
+}
+END_TEST
+
+/* The copies between host and device (the same memory here), the ordering
+ * slots and the optional ones through their helpers. */
+START_TEST(host_copies_and_order)
+{
+    double h[4] = {1, 2, 3, 4}, back[4] = {0};
+    void *dev = NULL, *ev = &ev;
+    K(alloc, sizeof h, &dev);
+    K(to_device, sizeof h, h, dev);
+    K(to_host, sizeof h, dev, back);
+    LT_OK(cpu()->fn->synchronize(cpu()));
+    LT_ASSERT(back[0] == 1 && back[3] == 4, "a round trip keeps the values");
+    LT_OK(ladle__be_event_create(cpu(), &ev));
+    LT_OK(ladle__be_event_record(cpu(), ev));
+    LT_OK(ladle__be_event_wait(cpu(), ev));
+    LT_OK(ladle__be_event_sync(cpu(), ev));
+    LT_OK(ladle__be_event_destroy(cpu(), ev));
+    void *pinned = NULL;
+    LT_OK(ladle__be_host_alloc(cpu(), 100, &pinned));
+    LT_ASSERT(pinned != NULL && ((char *)pinned)[99] == 0, "host memory, zeroed");
+    LT_OK(ladle__be_host_free(cpu(), pinned));
+    K(free, dev);
+    LT_ASSERT(cpu()->fn->version == LADLE_BACKEND_VERSION && cpu()->host_access,
+              "the table's revision; CPU memory is host memory");
+}
+END_TEST
+
+/* Random fills give element i (row-major) the generator's value i, strided
+ * or not. */
+START_TEST(random_fill_follows_the_counter)
+{
+    double x[12] = {0};
+    int64_t shape[2] = {3, 2}, str[2] = {4, 2};
+    K(fill_random, LADLE_F64, 2, shape, str, 7, 3, x);
+    int ok = 1;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++)
+            ok &= x[i * 4 + j] ==
+                  (j % 2 == 0 ? ladle__random_uniform(7, 3, (uint64_t)(i * 2 + j / 2)) : 0.0);
+    LT_ASSERT(ok, "strided random fill");
+}
+END_TEST
+
+/* What the BLAS cannot take is refused, not wrapped. */
+START_TEST(gemm_refuses_sizes_past_int)
+{
+    double a = 1, b = 1, c = 0;
+    LT_FAILS(cpu()->fn->gemm(cpu(), LADLE_F64, 0, 0, (int64_t)1 << 31, 1, 1, 1.0, &a, 1, &b, 1,
+                             0.0, &c, 1),
+             LADLE_ERR_ARG);
+    LT_ASSERT(c == 0, "nothing was written");
+}
+END_TEST
+
+/* Tensors are created on a device and read and written through it. */
+START_TEST(tensors_on_a_device)
+{
+    ladle_tensor *t = NULL;
+    int64_t shape[2] = {2, 3};
+    LT_FAILS(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 2, shape, &t), LADLE_ERR_DEVICE);
+    LT_ASSERT(t == NULL, "no tensor on a device ladle was built without");
+    LT_OK(ladle_tensor_create_on(LADLE_F32, LADLE_CPU, 2, shape, &t));
+    float in[6] = {1, 2, 3, 4, 5, 6}, out[6] = {0};
+    LT_OK(ladle_tensor_write(t, in));
+    LT_OK(ladle_tensor_read(t, out));
+    LT_ASSERT(out[0] == 1 && out[5] == 6 && ((float *)ladle_tensor_data(t))[4] == 5,
+              "written and read back");
+    LT_FAILS(ladle_tensor_read(t, NULL), LADLE_ERR_NULL);
+    ladle_tensor *w = NULL;
+    float mem[12];
+    int64_t str[2] = {6, 2};
+    LT_OK(ladle_tensor_wrap(LADLE_F32, LADLE_CPU, 2, shape, str, mem, &w));
+    LT_FAILS(ladle_tensor_read(w, out), LADLE_ERR_UNSUPPORTED);
+    LT_OK(ladle_tensor_fill(w, 2.5));
+    LT_ASSERT(mem[0] == 2.5f && mem[4] == 2.5f && mem[10] == 2.5f, "a strided fill");
+    LT_OK(ladle_tensor_copy(t, w));
+    LT_OK(ladle_tensor_read(t, out));
+    LT_ASSERT(out[0] == 2.5f && out[5] == 2.5f, "a strided copy");
+    ladle_tensor_destroy(&w);
+    ladle_tensor_destroy(&t);
 }
 END_TEST
 
@@ -129,6 +222,10 @@ Suite *backend_suite(void)
     tcase_add_test(tc, compensated_dot);
     tcase_add_test(tc, boxes);
     tcase_add_test(tc, planned_memory_is_zeroed_and_distinct);
+    tcase_add_test(tc, host_copies_and_order);
+    tcase_add_test(tc, random_fill_follows_the_counter);
+    tcase_add_test(tc, gemm_refuses_sizes_past_int);
+    tcase_add_test(tc, tensors_on_a_device);
     suite_add_tcase(s, tc);
     return s;
 }

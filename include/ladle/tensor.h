@@ -20,6 +20,12 @@ extern "C" {
 
 typedef struct ladle_tensor ladle_tensor;
 
+/* Create a contiguous (row-major) tensor on device that owns its memory,
+ * filled with zeros. Returns the codes of ladle_tensor_create, and
+ * LADLE_ERR_DEVICE when ladle was built without the device's backend. */
+LADLE_API ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
+                                              const int64_t shape[], ladle_tensor **t);
+
 /* Create a contiguous (row-major) CPU tensor that owns its memory, filled
  * with zeros. ndim may be 0 (a scalar); an extent may be 0 (zero volume, no
  * memory is allocated). A tensor holds at most 2^57 elements, and its
@@ -62,16 +68,27 @@ LADLE_API void *ladle_tensor_data(const ladle_tensor *t);
  * zero-volume tensor), else 0. */
 LADLE_API int ladle_tensor_is_contiguous(const ladle_tensor *t);
 
-/* Set every element to value. Returns LADLE_ERR_NULL. */
+/* Set every element to value, on the tensor's device. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_DEVICE, and LADLE_ERR_UNSUPPORTED for an i64
+ * tensor that is strided or not in host memory. */
 LADLE_API ladle_status ladle_tensor_fill(ladle_tensor *t, double value);
 
 /* Copy src into dst elementwise; shapes and dtypes must match (strides may
- * differ). Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
- * LADLE_ERR_DEVICE. */
+ * differ). The two may live on different devices when one of them is host
+ * memory (the CPU) and both are contiguous. Returns once the copy is done.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_UNSUPPORTED (strided tensors on two devices). */
 LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *src);
 
-/* Sum over all elements of a * b, accumulated in double. Shapes and dtypes
- * must match. Returns the codes of ladle_tensor_copy. */
+/* Copy a contiguous tensor's numel elements, wherever it lives, to host
+ * memory (read) or from it (write); returns once the copy is done. This is
+ * how host code reaches a device tensor: its data pointer is the device's.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_DEVICE, LADLE_ERR_UNSUPPORTED (strided). */
+LADLE_API ladle_status ladle_tensor_read(const ladle_tensor *t, void *host);
+LADLE_API ladle_status ladle_tensor_write(ladle_tensor *t, const void *host);
+
+/* Sum over all elements of a * b, accumulated in double. Shapes, dtypes and
+ * devices must match. Returns the codes of ladle_tensor_copy. */
 LADLE_API ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b,
                                         double *result);
 

@@ -392,13 +392,14 @@ static ladle_status drain(ladle_sched *s)
             /* an in-place call makes some copies no-ops */
             if (!(t->mode == LADLE_BOX_COPY && src == dst &&
                   memcmp(p->sstr, p->dstr, sizeof(int64_t) * (size_t)p->ndim) == 0))
-                s->be->copy_box(s->dtype, (ladle_box_mode)t->mode, p->ndim, p->ext, src,
-                                p->sstr, dst, p->dstr);
+                LADLE_CALL(s->be->fn->copy_box(s->be, s->dtype, (ladle_box_mode)t->mode,
+                                               p->ndim, p->ext, src, p->sstr, dst, p->dstr));
             complete(s, id);
             break;
         }
         case STEP_ADD:
-            s->be->add(s->dtype, t->count, ptr(s, t->a), ptr(s, t->b), ptr(s, t->c));
+            LADLE_CALL(s->be->fn->add(s->be, s->dtype, t->count, ptr(s, t->a), ptr(s, t->b),
+                                      ptr(s, t->c)));
             complete(s, id);
             break;
         }

@@ -1,13 +1,29 @@
 /*
- * The compute backend: a table of kernels, one per device. Every kernel ladle
- * runs on tensor data goes through this table, so a device backend replaces
- * slots without touching the callers. The CPU backend fills every slot; the
- * table is append-only.
+ * The backend contract: every kernel ladle runs on tensor data is a slot of
+ * a table, and a device backend is a table filled for that device. Callers
+ * hold a backend *instance* (the table, the device, and what the device
+ * needs to queue work: a stream, library handles) and call
+ *
+ *     LADLE_CALL(be->fn->gemm(be, ...));
+ *
+ * Every slot takes the instance first and returns ladle_status, so a kernel
+ * launch can fail with the device's reason and can be queued on the
+ * instance's stream. Slots run in order on the instance's queue; the host
+ * sees their results only after `synchronize` (the CPU backend runs each
+ * slot to completion, so for it every result is there on return).
+ *
+ * Pointers given to a slot are device memory of the instance's device
+ * unless the slot says host. Sizes are element counts unless named bytes;
+ * strides are in elements. The table only grows (LADLE_BACKEND_VERSION
+ * counts its revisions); slots marked optional may be NULL, and the
+ * ladle__be_* helpers below give them their meaning then.
  */
 #ifndef LADLE_BACKEND_H
 #define LADLE_BACKEND_H
 
 #include "src/core/internal.h"
+
+#define LADLE_BACKEND_VERSION 1
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -16,44 +32,121 @@ typedef enum ladle_box_mode {
     LADLE_BOX_ZERO = 2  /* dst = 0 (src unused) */
 } ladle_box_mode;
 
-typedef struct ladle_backend {
-    const char *name;
+typedef struct ladle_backend ladle_backend;
+typedef struct ladle_backend_table ladle_backend_table;
+
+/* One backend instance: a device and its queue. */
+struct ladle_backend {
+    const ladle_backend_table *fn;
     ladle_device device;
-    /* Memory that is zeroed (and so touched) before it is returned. */
-    void *(*alloc)(size_t bytes);
-    void (*free)(void *ptr);
+    /* host code and MPI may read and write this device's memory directly
+     * (the CPU); otherwise data crosses to the host only through the copy
+     * slots (a GPU, the guarded test device) */
+    int host_access;
+    void *queue; /* the device's stream or queue (NULL on the CPU) */
+    void *state; /* the backend's own: library handles, the device index */
+};
+
+struct ladle_backend_table {
+    int version; /* LADLE_BACKEND_VERSION of the table's author */
+    const char *name;
+
+    /* --- memory --- */
+    /* Device memory that is zeroed (and so touched) before it is returned;
+     * *out is NULL for 0 bytes. */
+    ladle_status (*alloc)(const ladle_backend *be, size_t bytes, void **out);
+    ladle_status (*free)(const ladle_backend *be, void *ptr); /* NULL is fine */
+    /* Host memory the device copies to and from fastest (pinned), zeroed;
+     * optional: NULL means plain host memory. */
+    ladle_status (*host_alloc)(const ladle_backend *be, size_t bytes, void **out);
+    ladle_status (*host_free)(const ladle_backend *be, void *ptr);
+    /* bytes from host to device and back (queued; the host buffer must stay
+     * until the copy is done: after synchronize or a recorded event) */
+    ladle_status (*to_device)(const ladle_backend *be, size_t bytes, const void *host,
+                              void *dst);
+    ladle_status (*to_host)(const ladle_backend *be, size_t bytes, const void *src,
+                            void *host);
+
+    /* --- order --- */
+    /* Wait until everything queued has finished. */
+    ladle_status (*synchronize)(const ladle_backend *be);
+    /* Events (optional: NULL on a backend whose slots finish on return):
+     * record marks the queue's current point, wait makes the queue wait for
+     * an event (of any instance of the same backend), sync makes the host
+     * wait for it. */
+    ladle_status (*event_create)(const ladle_backend *be, void **event);
+    ladle_status (*event_destroy)(const ladle_backend *be, void *event);
+    ladle_status (*event_record)(const ladle_backend *be, void *event);
+    ladle_status (*event_wait)(const ladle_backend *be, void *event);
+    ladle_status (*event_sync)(const ladle_backend *be, void *event);
+
+    /* --- copies and boxes --- */
     /* Contiguous copy of n elements (memmove semantics). */
-    void (*copy)(ladle_dtype dtype, int64_t n, const void *src, void *dst);
+    ladle_status (*copy)(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                         const void *src, void *dst);
     /* A box of extents ext[0..ndim-1] read with strides sstr from src and
-     * written with strides dstr into dst (strides in elements). */
-    void (*copy_box)(ladle_dtype dtype, ladle_box_mode mode, int ndim, const int64_t *ext,
-                     const void *src, const int64_t *sstr, void *dst, const int64_t *dstr);
+     * written with strides dstr into dst. */
+    ladle_status (*copy_box)(const ladle_backend *be, ladle_dtype dtype, ladle_box_mode mode,
+                             int ndim, const int64_t *ext, const void *src,
+                             const int64_t *sstr, void *dst, const int64_t *dstr);
     /* Gather a strided box into contiguous dst, and scatter (or add)
      * contiguous src into a strided box. */
-    void (*pack)(ladle_dtype dtype, int ndim, const int64_t *ext, const void *src,
-                 const int64_t *sstr, void *dst);
-    void (*unpack)(ladle_dtype dtype, ladle_box_mode mode, int ndim, const int64_t *ext,
-                   const void *src, void *dst, const int64_t *dstr);
-    /* c = a + b, elementwise over n elements (c may alias a or b). */
-    void (*add)(ladle_dtype dtype, int64_t n, const void *a, const void *b, void *c);
-    /* y += alpha * x */
-    void (*axpy)(ladle_dtype dtype, int64_t n, double alpha, const void *x, void *y);
-    /* sum of x[i] * y[i], accumulated in double */
-    double (*dot)(ladle_dtype dtype, int64_t n, const void *x, const void *y);
-    /* the same sum as an unevaluated pair (hi, lo): hi + lo carries about
-     * twice double precision */
-    void (*dot2)(ladle_dtype dtype, int64_t n, const void *x, const void *y, double out[2]);
-    /* x[i] = value */
-    void (*fill)(ladle_dtype dtype, int64_t n, double value, void *x);
-    /* C = alpha op(A) op(B) + beta C, row-major, op = transpose if trans_* */
-    void (*gemm)(ladle_dtype dtype, int trans_a, int trans_b, int64_t m, int64_t n,
-                 int64_t k, double alpha, const void *a, int64_t lda, const void *b,
-                 int64_t ldb, double beta, void *c, int64_t ldc);
-} ladle_backend;
+    ladle_status (*pack)(const ladle_backend *be, ladle_dtype dtype, int ndim,
+                         const int64_t *ext, const void *src, const int64_t *sstr, void *dst);
+    ladle_status (*unpack)(const ladle_backend *be, ladle_dtype dtype, ladle_box_mode mode,
+                           int ndim, const int64_t *ext, const void *src, void *dst,
+                           const int64_t *dstr);
 
-/* The backend for a device, or NULL if ladle was built without it. */
+    /* --- vectors --- */
+    /* c = a + b, elementwise over n elements (c may alias a or b). */
+    ladle_status (*add)(const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *a,
+                        const void *b, void *c);
+    /* y += alpha * x */
+    ladle_status (*axpy)(const ladle_backend *be, ladle_dtype dtype, int64_t n, double alpha,
+                         const void *x, void *y);
+    /* sum of x[i] * y[i] as an unevaluated pair (hi, lo) in host memory:
+     * hi + lo carries about twice double precision (synchronous) */
+    ladle_status (*dot2)(const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *x,
+                         const void *y, double out[2]);
+    /* x[i] = value */
+    ladle_status (*fill)(const ladle_backend *be, ladle_dtype dtype, int64_t n, double value,
+                         void *x);
+
+    /* --- random fills --- */
+    /* Element i (row-major over shape) of the strided box x becomes
+     * ladle__random_uniform(seed, stream, i), uniform in [-1, 1): the same
+     * values on every device and rank count. */
+    ladle_status (*fill_random)(const ladle_backend *be, ladle_dtype dtype, int ndim,
+                                const int64_t *shape, const int64_t *strides, uint64_t seed,
+                                uint64_t stream, void *x);
+
+    /* --- dense linear algebra --- */
+    /* C = alpha op(A) op(B) + beta C, row-major, op = transpose if trans_* */
+    ladle_status (*gemm)(const ladle_backend *be, ladle_dtype dtype, int trans_a, int trans_b,
+                         int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                         int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                         int64_t ldc);
+};
+
+/* The default instance of a device's backend, or NULL if ladle was built
+ * without it. */
 const ladle_backend *ladle__backend(ladle_device device);
 
-extern const ladle_backend ladle__cpu_backend;
+/* The same, raising LADLE_ERR_DEVICE (naming func) when there is none. */
+ladle_status ladle__backend_get(ladle_device device, const char *func,
+                                const ladle_backend **out);
+
+/* The optional slots with their meaning when absent. */
+ladle_status ladle__be_host_alloc(const ladle_backend *be, size_t bytes, void **out);
+ladle_status ladle__be_host_free(const ladle_backend *be, void *ptr);
+ladle_status ladle__be_event_create(const ladle_backend *be, void **event);
+ladle_status ladle__be_event_destroy(const ladle_backend *be, void *event);
+ladle_status ladle__be_event_record(const ladle_backend *be, void *event);
+ladle_status ladle__be_event_wait(const ladle_backend *be, void *event);
+ladle_status ladle__be_event_sync(const ladle_backend *be, void *event);
+
+/* sum of x[i] * y[i], accumulated as dot2 does */
+ladle_status ladle__be_dot(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                           const void *x, const void *y, double *out);
 
 #endif /* LADLE_BACKEND_H */

@@ -95,24 +95,32 @@ fail:
     return st;
 }
 
-ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim, const int64_t shape[],
-                                 ladle_tensor **t)
+ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
+                                    const int64_t shape[], ladle_tensor **t)
 {
     ladle_status st = LADLE_OK;
     ladle_tensor *n = NULL;
+    const ladle_backend *be;
     LADLE_NOT_NULL(t);
-    LADLE_CALL(tensor_new(__func__, dtype, LADLE_CPU, ndim, shape, NULL, &n));
+    LADLE_CALL(ladle__backend_get(device, __func__, &be));
+    LADLE_CALL(tensor_new(__func__, dtype, device, ndim, shape, NULL, &n));
     n->owned = 1;
     if (n->numel > 0) {
-        n->data = ladle__cpu_backend.alloc((size_t)n->numel * ladle_dtype_size(dtype));
-        LADLE_CHECK(n->data != NULL, LADLE_ERR_ALLOC, "cannot allocate %lld elements",
-                    (long long)n->numel);
+        st = be->fn->alloc(be, (size_t)n->numel * ladle_dtype_size(dtype), &n->data);
+        LADLE_CHECK(st == LADLE_OK, st, "cannot allocate %lld elements on %s",
+                    (long long)n->numel, ladle_device_name(device));
     }
     *t = n;
     return LADLE_OK;
 fail:
     ladle__free(n);
     return st;
+}
+
+ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim, const int64_t shape[],
+                                 ladle_tensor **t)
+{
+    return ladle_tensor_create_on(dtype, LADLE_CPU, ndim, shape, t);
 }
 
 ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
@@ -148,8 +156,10 @@ ladle_status ladle_tensor_destroy(ladle_tensor **t)
 {
     if (t == NULL || *t == NULL)
         return LADLE_OK;
-    if ((*t)->owned)
-        ladle__cpu_backend.free((*t)->data);
+    if ((*t)->owned) {
+        const ladle_backend *be = ladle__backend((*t)->device);
+        be->fn->free(be, (*t)->data);
+    }
     ladle__free(*t);
     *t = NULL;
     return LADLE_OK;
@@ -184,40 +194,40 @@ int ladle_tensor_is_contiguous(const ladle_tensor *t)
     return 1;
 }
 
-static ladle_status on_cpu(const char *func, const ladle_tensor *t)
+/* The backend of t's device (LADLE_ERR_DEVICE when ladle has none). */
+static ladle_status backend_of(const char *func, const ladle_tensor *t,
+                               const ladle_backend **be)
 {
-    if (t->device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_DEVICE, func, "tensor is on %s, expected cpu",
-                            ladle_device_name(t->device));
-    return LADLE_OK;
+    return ladle__backend_get(t->device, func, be);
 }
 
 ladle_status ladle_tensor_fill(ladle_tensor *t, double value)
 {
     ladle_status st = LADLE_OK;
-    int64_t zero[LADLE_MAX_NDIM] = {0};
+    const ladle_backend *be;
     LADLE_NOT_NULL(t);
-    LADLE_CALL(on_cpu(__func__, t));
+    LADLE_CALL(backend_of(__func__, t, &be));
     if (t->numel == 0)
         return LADLE_OK;
     if (t->dtype == LADLE_I64) {
-        LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_ARG,
-                    "filling a strided i64 tensor is not supported");
+        LADLE_CHECK(ladle_tensor_is_contiguous(t) && be->host_access, LADLE_ERR_UNSUPPORTED,
+                    "an i64 tensor is filled only when contiguous and in host memory");
         for (int64_t i = 0; i < t->numel; i++)
             ((int64_t *)t->data)[i] = (int64_t)value;
         return LADLE_OK;
     }
     if (ladle_tensor_is_contiguous(t)) {
-        ladle__cpu_backend.fill(t->dtype, t->numel, value, t->data);
+        LADLE_CALL(be->fn->fill(be, t->dtype, t->numel, value, t->data));
     } else {
-        /* zero the box, then add a one-element source broadcast by stride 0 */
-        double v64 = value;
-        float v32 = (float)value;
-        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ZERO, t->ndim, t->shape, NULL, zero,
-                                    t->data, t->strides);
-        ladle__cpu_backend.copy_box(t->dtype, LADLE_BOX_ADD, t->ndim, t->shape,
-                                    t->dtype == LADLE_F32 ? (void *)&v32 : (void *)&v64,
-                                    zero, t->data, t->strides);
+        /* one element on the device, broadcast over the box by stride 0 */
+        int64_t zero[LADLE_MAX_NDIM] = {0};
+        void *one = NULL;
+        LADLE_CALL(be->fn->alloc(be, ladle_dtype_size(t->dtype), &one));
+        st = be->fn->fill(be, t->dtype, 1, value, one);
+        if (st == LADLE_OK)
+            st = be->fn->copy_box(be, t->dtype, LADLE_BOX_COPY, t->ndim, t->shape, one, zero,
+                                  t->data, t->strides);
+        be->fn->free(be, one);
     }
 fail:
     return st;
@@ -237,20 +247,76 @@ static ladle_status same_layout(const char *func, const ladle_tensor *a,
         return ladle__raise(LADLE_ERR_SHAPE, func, "shapes %s and %s differ",
                             ladle__fmt_shape64(sa, sizeof sa, a->ndim, a->shape),
                             ladle__fmt_shape64(sb, sizeof sb, b->ndim, b->shape));
-    if (on_cpu(func, a) != LADLE_OK || on_cpu(func, b) != LADLE_OK)
-        return LADLE_ERR_DEVICE;
     return LADLE_OK;
 }
 
 ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *src)
 {
     ladle_status st = LADLE_OK;
+    const ladle_backend *bd, *bs;
     LADLE_NOT_NULL(dst);
     LADLE_NOT_NULL(src);
     LADLE_CALL(same_layout(__func__, dst, src));
-    if (dst->numel > 0)
-        ladle__cpu_backend.copy_box(dst->dtype, LADLE_BOX_COPY, dst->ndim, dst->shape,
-                                    src->data, src->strides, dst->data, dst->strides);
+    LADLE_CALL(backend_of(__func__, dst, &bd));
+    LADLE_CALL(backend_of(__func__, src, &bs));
+    if (dst->numel == 0)
+        return LADLE_OK;
+    if (bd == bs) {
+        LADLE_CALL(bd->fn->copy_box(bd, dst->dtype, LADLE_BOX_COPY, dst->ndim, dst->shape,
+                                    src->data, src->strides, dst->data, dst->strides));
+        return LADLE_OK;
+    }
+    /* between devices: through the host side of whichever is not the host */
+    LADLE_CHECK(ladle_tensor_is_contiguous(dst) && ladle_tensor_is_contiguous(src),
+                LADLE_ERR_UNSUPPORTED, "a copy from %s to %s needs contiguous tensors",
+                ladle_device_name(src->device), ladle_device_name(dst->device));
+    LADLE_CHECK(bd->host_access || bs->host_access, LADLE_ERR_UNSUPPORTED,
+                "no direct copy from %s to %s", ladle_device_name(src->device),
+                ladle_device_name(dst->device));
+    size_t bytes = (size_t)dst->numel * ladle_dtype_size(dst->dtype);
+    if (bd->host_access) {
+        LADLE_CALL(bs->fn->to_host(bs, bytes, src->data, dst->data));
+        LADLE_CALL(bs->fn->synchronize(bs));
+    } else {
+        LADLE_CALL(bd->fn->to_device(bd, bytes, src->data, dst->data));
+        LADLE_CALL(bd->fn->synchronize(bd));
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_tensor_read(const ladle_tensor *t, void *host)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be;
+    LADLE_NOT_NULL(t);
+    LADLE_CHECK(host != NULL || t->numel == 0, LADLE_ERR_NULL, "host is NULL");
+    LADLE_CALL(backend_of(__func__, t, &be));
+    LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_UNSUPPORTED,
+                "only a contiguous tensor is read whole");
+    if (t->numel > 0) {
+        LADLE_CALL(be->fn->to_host(be, (size_t)t->numel * ladle_dtype_size(t->dtype), t->data,
+                                   host));
+        LADLE_CALL(be->fn->synchronize(be));
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_tensor_write(ladle_tensor *t, const void *host)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be;
+    LADLE_NOT_NULL(t);
+    LADLE_CHECK(host != NULL || t->numel == 0, LADLE_ERR_NULL, "host is NULL");
+    LADLE_CALL(backend_of(__func__, t, &be));
+    LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_UNSUPPORTED,
+                "only a contiguous tensor is written whole");
+    if (t->numel > 0) {
+        LADLE_CALL(be->fn->to_device(be, (size_t)t->numel * ladle_dtype_size(t->dtype), host,
+                                     t->data));
+        LADLE_CALL(be->fn->synchronize(be));
+    }
 fail:
     return st;
 }
@@ -258,56 +324,51 @@ fail:
 ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b, double *result)
 {
     ladle_status st = LADLE_OK;
+    const ladle_backend *be, *bb;
+    void *pa = NULL, *pb = NULL;
     LADLE_NOT_NULL(a);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(result);
     LADLE_CALL(same_layout(__func__, a, b));
+    LADLE_CALL(backend_of(__func__, a, &be));
+    LADLE_CALL(backend_of(__func__, b, &bb));
+    LADLE_CHECK(be == bb, LADLE_ERR_DEVICE, "a is on %s, b on %s", ladle_device_name(a->device),
+                ladle_device_name(b->device));
     LADLE_CHECK(ladle__is_real(a->dtype), LADLE_ERR_DTYPE, "no inner product of %s tensors",
                 ladle_dtype_name(a->dtype));
     *result = 0.0;
     if (a->numel == 0)
         return LADLE_OK;
     if (ladle_tensor_is_contiguous(a) && ladle_tensor_is_contiguous(b)) {
-        *result = ladle__cpu_backend.dot(a->dtype, a->numel, a->data, b->data);
+        LADLE_CALL(ladle__be_dot(be, a->dtype, a->numel, a->data, b->data, result));
     } else {
         /* pack both, then dot: a test-path convenience, not a hot path */
         size_t bytes = (size_t)a->numel * ladle_dtype_size(a->dtype);
-        void *pa = malloc(bytes), *pb = malloc(bytes);
-        if (pa == NULL || pb == NULL) {
-            free(pa);
-            free(pb);
-            LADLE_CHECK(0, LADLE_ERR_ALLOC, "out of memory");
-        }
-        ladle__cpu_backend.pack(a->dtype, a->ndim, a->shape, a->data, a->strides, pa);
-        ladle__cpu_backend.pack(b->dtype, b->ndim, b->shape, b->data, b->strides, pb);
-        *result = ladle__cpu_backend.dot(a->dtype, a->numel, pa, pb);
-        free(pa);
-        free(pb);
+        LADLE_CALL(be->fn->alloc(be, bytes, &pa));
+        LADLE_CALL(be->fn->alloc(be, bytes, &pb));
+        LADLE_CALL(be->fn->pack(be, a->dtype, a->ndim, a->shape, a->data, a->strides, pa));
+        LADLE_CALL(be->fn->pack(be, b->dtype, b->ndim, b->shape, b->data, b->strides, pb));
+        LADLE_CALL(ladle__be_dot(be, a->dtype, a->numel, pa, pb, result));
     }
 fail:
+    if (pa != NULL)
+        be->fn->free(be, pa);
+    if (pb != NULL)
+        be->fn->free(be, pb);
     return st;
 }
 
 ladle_status ladle_tensor_fill_random(ladle_tensor *t, uint64_t seed, uint64_t stream)
 {
     ladle_status st = LADLE_OK;
+    const ladle_backend *be;
     LADLE_NOT_NULL(t);
-    LADLE_CALL(on_cpu(__func__, t));
+    LADLE_CALL(backend_of(__func__, t, &be));
     LADLE_CHECK(ladle__is_real(t->dtype), LADLE_ERR_DTYPE, "no random %s values",
                 ladle_dtype_name(t->dtype));
-    int64_t idx[LADLE_MAX_NDIM] = {0};
-    for (int64_t i = 0; i < t->numel; i++) {
-        int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++)
-            off += idx[d] * t->strides[d];
-        double v = ladle__random_uniform(seed, stream, (uint64_t)i);
-        if (t->dtype == LADLE_F32)
-            ((float *)t->data)[off] = (float)v;
-        else
-            ((double *)t->data)[off] = v;
-        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
-            idx[d] = 0;
-    }
+    if (t->numel > 0)
+        LADLE_CALL(be->fn->fill_random(be, t->dtype, t->ndim, t->shape, t->strides, seed,
+                                       stream, t->data));
 fail:
     return st;
 }

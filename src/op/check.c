@@ -47,12 +47,13 @@ fail:
 }
 
 /* The compensated local inner product of two contiguous tensors. */
-static void local_dot2(const ladle_op *op, const ladle_tensor *a, const ladle_tensor *b,
-                       double out[2])
+static ladle_status local_dot2(const ladle_op *op, const ladle_tensor *a,
+                               const ladle_tensor *b, double out[2])
 {
     out[0] = out[1] = 0.0;
     if (a->numel > 0)
-        op->be->dot2(op->dtype, a->numel, a->data, b->data, out);
+        return op->be->fn->dot2(op->be, op->dtype, a->numel, a->data, b->data, out);
+    return LADLE_OK;
 }
 
 ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_result *r)
@@ -86,8 +87,8 @@ ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed, ladle_adjoint_resul
     LADLE_CALL(ladle_tensor_fill_random(y, seed, 2 * (uint64_t)me + 1));
     LADLE_CALL(ladle_op_forward(op, x, fx));
     LADLE_CALL(ladle_op_adjoint(op, y, fty));
-    local_dot2(op, fx, y, &dots[0]);
-    local_dot2(op, x, fty, &dots[2]);
+    LADLE_CALL(local_dot2(op, fx, y, &dots[0]));
+    LADLE_CALL(local_dot2(op, x, fty, &dots[2]));
     if (op->comm != MPI_COMM_NULL) {
         LADLE_CALL(global_sum2(op->comm, dots, sums));
     } else {
@@ -122,7 +123,7 @@ static ladle_status projected(ladle_op *op, const ladle_tensor *x, ladle_tensor 
     ladle_status st = LADLE_OK;
     double pair[2];
     LADLE_CALL(ladle_layer_forward(op, NULL, x, y));
-    op->be->dot2(op->dtype, y->numel, y->data, w->data, pair);
+    LADLE_CALL(op->be->fn->dot2(op->be, op->dtype, y->numel, y->data, w->data, pair));
     *value = pair[0] + pair[1];
 fail:
     return st;

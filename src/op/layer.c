@@ -166,9 +166,7 @@ ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
     LADLE_CHECK(ctx != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->op = op;
     if (op->ctx_bytes > 0) {
-        ctx->buf = op->be->alloc(op->ctx_bytes);
-        LADLE_CHECK(ctx->buf != NULL, LADLE_ERR_ALLOC, "cannot allocate %zu bytes",
-                    op->ctx_bytes);
+        LADLE_CALL(op->be->fn->alloc(op->be, op->ctx_bytes, &ctx->buf));
     }
     if (op->vt->ctx_init)
         LADLE_CALL(op->vt->ctx_init(op, ctx));
@@ -185,8 +183,9 @@ ladle_status ladle_ctx_destroy(ladle_ctx **ctx)
         return LADLE_OK;
     if ((*ctx)->op->vt->ctx_fini)
         (*ctx)->op->vt->ctx_fini(*ctx);
+    const ladle_backend *be = (*ctx)->op->be;
     if ((*ctx)->buf)
-        (*ctx)->op->be->free((*ctx)->buf);
+        be->fn->free(be, (*ctx)->buf);
     ladle__free(*ctx);
     *ctx = NULL;
     return LADLE_OK;

@@ -114,12 +114,8 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
             st = ladle__raise(LADLE_ERR_SHAPE, func,
                               "the workspace (%lld elements) is too large",
                               (long long)(a > b ? a : b));
-        else if (op->ws_bytes > 0) {
-            op->ws = op->be->alloc(op->ws_bytes);
-            if (op->ws == NULL)
-                st = ladle__raise(LADLE_ERR_ALLOC, func,
-                                  "cannot allocate %zu bytes of workspace", op->ws_bytes);
-        }
+        else
+            st = op->be->fn->alloc(op->be, op->ws_bytes, &op->ws);
     }
     MPI_Comm agree_on = op != NULL ? op->comm : comm;
     if (agree_on != MPI_COMM_NULL)
@@ -156,7 +152,7 @@ ladle_status ladle_op_destroy(ladle_op **pop)
     ladle_sched_destroy(&op->fwd);
     ladle_sched_destroy(&op->adj);
     if (op->ws)
-        op->be->free(op->ws);
+        op->be->fn->free(op->be, op->ws);
     if (op->comm != MPI_COMM_NULL && ladle__mpi_usable())
         MPI_Comm_free(&op->comm);
     ladle_layout_destroy(&op->x_layout);

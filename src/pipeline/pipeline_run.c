@@ -14,10 +14,10 @@ static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
 }
 
 /* Pack the box (lo, ext) of a contiguous tensor of shape `shape` into a
- * contiguous buffer (to_tensor 0), or unpack the buffer into it: the CPU
- * backend's box kernels. */
-static void copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape, const int64_t *lo,
-                     const int64_t *ext, char *buf, int to_tensor)
+ * contiguous buffer (to_tensor 0), or unpack the buffer into it, with the
+ * host's box kernels: the executor's buffers are host memory. */
+static ladle_status copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape,
+                             const int64_t *lo, const int64_t *ext, char *buf, int to_tensor)
 {
     const ladle_backend *be = ladle__backend(LADLE_CPU);
     int64_t str[LADLE_MAX_NDIM], off = 0;
@@ -26,9 +26,8 @@ static void copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape, c
         off += lo[d] * str[d];
     char *base = t + (size_t)off * ladle_dtype_size(dtype);
     if (to_tensor)
-        be->unpack(dtype, LADLE_BOX_COPY, nd, ext, buf, base, str);
-    else
-        be->pack(dtype, nd, ext, base, str, buf);
+        return be->fn->unpack(be, dtype, LADLE_BOX_COPY, nd, ext, buf, base, str);
+    return be->fn->pack(be, dtype, nd, ext, base, str, buf);
 }
 
 /* Send (or receive) one route's pieces of tensor t, through the staging
@@ -43,7 +42,7 @@ static ladle_status post(ladle_pipeline *pl, const route *r, ladle_tensor *t, ch
         const piece *pc = &r->p[i];
         char *buf = r->whole ? t->data : staging + (size_t)pc->at * es;
         if (!recv && !r->whole)
-            copy_box(t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0);
+            LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0));
         if (recv)
             LADLE_MPI(MPI_Irecv(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
         else
@@ -61,8 +60,8 @@ static ladle_status land(const route *r, ladle_tensor *t, char *staging, MPI_Req
     for (int i = 0; i < r->n; i++)
         LADLE_MPI(ladle__wait(&reqs[i]));
     for (int i = 0; !r->whole && i < r->n; i++)
-        copy_box(t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
-                 staging + (size_t)r->p[i].at * es, 1);
+        LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
+                            staging + (size_t)r->p[i].at * es, 1));
 fail:
     return st;
 }
@@ -109,8 +108,7 @@ static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *
     int64_t lo[LADLE_MAX_NDIM];
     for (int d = 0; d < nd; d++)
         lo[d] = off[d] + (d == 0 ? k * rows : 0);
-    copy_box(src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
-    return LADLE_OK;
+    return copy_box(src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
 }
 
 static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_tensor *x,
