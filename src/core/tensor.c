@@ -285,40 +285,40 @@ fail:
     return st;
 }
 
-ladle_status ladle_tensor_read(const ladle_tensor *t, void *host)
+/* The whole of a contiguous tensor to host memory or from it. */
+static ladle_status transfer(const char *func, const ladle_tensor *t, void *host,
+                             const void *from_host)
 {
-    ladle_status st = LADLE_OK;
     const ladle_backend *be;
-    LADLE_NOT_NULL(t);
-    LADLE_CHECK(host != NULL || t->numel == 0, LADLE_ERR_NULL, "host is NULL");
-    LADLE_CALL(backend_of(__func__, t, &be));
-    LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_UNSUPPORTED,
-                "only a contiguous tensor is read whole");
+    ladle_status st = LADLE_OK;
+    if (t == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "t is NULL");
+    if (host == NULL && from_host == NULL && t->numel > 0)
+        return ladle__raise(LADLE_ERR_NULL, func, "host is NULL");
+    LADLE_CALL(backend_of(func, t, &be));
+    if (!ladle_tensor_is_contiguous(t))
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, func,
+                            "only a contiguous tensor is read or written whole");
+    size_t bytes = (size_t)t->numel * ladle_dtype_size(t->dtype);
     if (t->numel > 0) {
-        LADLE_CALL(be->fn->to_host(be, (size_t)t->numel * ladle_dtype_size(t->dtype), t->data,
-                                   host));
+        if (from_host != NULL)
+            LADLE_CALL(be->fn->to_device(be, bytes, from_host, t->data));
+        else
+            LADLE_CALL(be->fn->to_host(be, bytes, t->data, host));
         LADLE_CALL(be->fn->synchronize(be));
     }
 fail:
     return st;
 }
 
+ladle_status ladle_tensor_read(const ladle_tensor *t, void *host)
+{
+    return transfer(__func__, t, host, NULL);
+}
+
 ladle_status ladle_tensor_write(ladle_tensor *t, const void *host)
 {
-    ladle_status st = LADLE_OK;
-    const ladle_backend *be;
-    LADLE_NOT_NULL(t);
-    LADLE_CHECK(host != NULL || t->numel == 0, LADLE_ERR_NULL, "host is NULL");
-    LADLE_CALL(backend_of(__func__, t, &be));
-    LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_UNSUPPORTED,
-                "only a contiguous tensor is written whole");
-    if (t->numel > 0) {
-        LADLE_CALL(be->fn->to_device(be, (size_t)t->numel * ladle_dtype_size(t->dtype), host,
-                                     t->data));
-        LADLE_CALL(be->fn->synchronize(be));
-    }
-fail:
-    return st;
+    return transfer(__func__, t, NULL, host);
 }
 
 ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b, double *result)
