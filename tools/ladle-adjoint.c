@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tool.h"
 #include "ladle.h"
 
 static const char usage[] =
@@ -414,8 +415,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int parsed = parse_args(argc, argv, &o);
     if (parsed != 0) {
-        MPI_Finalize();
-        return parsed > 0 ? 0 : 2;
+        return tool_exit(parsed > 0 ? 0 : 2);
     }
     int needs_py = strcmp(o.primitive, "broadcast") == 0 ||
                    strcmp(o.primitive, "sum-reduce") == 0 ||
@@ -426,8 +426,7 @@ int main(int argc, char **argv)
     }
     if (make_partition(o.px, "--px", &px, &st) != 0 ||
         (needs_py && make_partition(o.py, "--py", &py, &sty) != 0)) {
-        MPI_Finalize();
-        return 2;
+        return tool_exit(2);
     }
     if (report(st != LADLE_OK ? st : sty, "creating the partitions")) {
         rc = 2;
@@ -464,6 +463,5 @@ done:
     ladle_op_destroy(&op);
     ladle_partition_destroy(&px);
     ladle_partition_destroy(&py);
-    MPI_Finalize();
-    return rc;
+    return tool_exit(rc);
 }

@@ -129,8 +129,7 @@ int main(int argc, char **argv)
         rc = 2;
     if (rc != 0) {
         free(args);
-        MPI_Finalize();
-        return rc < 0 ? 0 : rc;
+        return tool_exit(rc < 0 ? 0 : rc);
     }
     ladle_set_num_threads(1);
     o.bn = 1;
@@ -164,6 +163,5 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(args);
-    MPI_Finalize();
-    return rc;
+    return tool_exit(rc);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tool.h"
 #include "ladle.h"
 
 typedef enum { BCAST, REDUCE, ALLREDUCE, REPART, HALO } kind;
@@ -129,8 +130,7 @@ int main(int argc, char **argv)
                             "--version)\n", argv[i]);
         if (!help && !version)
             bad = 2;
-        MPI_Finalize();
-        return bad;
+        return tool_exit(bad);
     }
     if (rank == 0) {
         printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n",
@@ -186,6 +186,5 @@ int main(int argc, char **argv)
                bad ? "some adjoints FAILED" : "every adjoint holds to machine precision");
         printf("Try your own partitions: mpiexec -n 6 bin/ladle-adjoint --help\n");
     }
-    MPI_Finalize();
-    return bad ? 1 : 0;
+    return tool_exit(bad ? 1 : 0);
 }

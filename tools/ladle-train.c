@@ -72,6 +72,5 @@ int main(int argc, char **argv)
         ladle_set_num_threads(1);
         rc = o.pipe_style >= 0 ? pipe_run(&o) : train_run(&o, &res);
     }
-    MPI_Finalize();
-    return rc;
+    return tool_exit(rc);
 }

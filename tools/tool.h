@@ -18,6 +18,20 @@ static inline int tool_rank(void)
     return r;
 }
 
+/* End an MPI tool with rc, the verdict every rank has reached alike: call
+ * it in place of MPI_Finalize and return what it returns from main. Only
+ * rank 0 carries a failing status out. mpiexec reports it all the same
+ * (MPICH's launcher returns the largest status, Open MPI's the first
+ * non-zero one), and no other rank's non-zero exit can make Open MPI's
+ * launcher tear the job down while rank 0's message is still on its way
+ * (seen once in tool_errors.sh under load). */
+static inline int tool_exit(int rc)
+{
+    int me = tool_rank();
+    MPI_Finalize();
+    return me == 0 ? rc : 0;
+}
+
 /* 1 on every rank if st failed on any; the lowest failing rank prints
  * "tool: what: message" (ladle's message names the rank and the call). */
 static inline int tool_failed(const char *tool, ladle_status st, const char *what)

@@ -112,7 +112,7 @@ ladle_status ladle__cpu_alloc(const ladle_backend *be, size_t bytes, void **out)
         return LADLE_OK;
     *out = block_alloc(bytes);
     return *out != NULL ? LADLE_OK
-                        : ladle__raise(LADLE_ERR_ALLOC, "alloc", "cannot map %zu bytes",
+                        : ladle__raise(LADLE_ERR_ALLOC, "alloc", "cannot allocate %zu bytes",
                                        bytes);
 }
 
