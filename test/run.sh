@@ -141,13 +141,13 @@ canary() { # MODE PATTERN...
 if ! selected canary; then
     :
 elif [ -n "${CANARY:-}" ] && [ "${VALGRIND:-0}" = 1 ]; then
-    canary leak 'definitely lost' 'ladle_tensor_create \(tensor\.c' 'canary_leak \(canary\.c' \
+    canary leak 'definitely lost' 'ladle_tensor_create(_on)? \(tensor\.c' 'canary_leak \(canary\.c' \
         'canary_leak_in_init \(canary\.c' 'MPI_Init \(canary\.c'
     canary read 'Invalid read of size 8' 'canary_read \(canary\.c' 'free.d' \
         'ladle_tensor_destroy \(tensor\.c'
     canary oob 'Invalid write of size 8' 'canary_oob \(canary\.c' 'after a block of size 40 alloc.d'
 elif [ -n "${CANARY:-}" ]; then
-    canary leak 'ERROR: LeakSanitizer: detected memory leaks' 'in ladle_tensor_create .*tensor\.c' \
+    canary leak 'ERROR: LeakSanitizer: detected memory leaks' 'in ladle_tensor_create(_on)? .*tensor\.c' \
         'in canary_leak .*canary\.c' 'in canary_leak_in_init .*canary\.c' 'in MPI_Init .*canary\.c'
     canary read 'ERROR: AddressSanitizer: heap-use-after-free' 'READ of size 8' \
         'in canary_read .*canary\.c' 'in ladle_tensor_destroy .*tensor\.c'
