@@ -17,6 +17,11 @@
  * strides are in elements. The table only grows (LADLE_BACKEND_VERSION
  * counts its revisions); slots marked optional may be NULL, and the
  * ladle__be_* helpers below give them their meaning then.
+ *
+ * A kernel family's slots take plain data: sizes, strides, scalars, and the
+ * small descriptor structs defined here (never a layer's own struct), so a
+ * device backend can launch them without knowing any layer. Planning stays
+ * in the layer: a slot gets everything already checked and sized.
  */
 #ifndef LADLE_BACKEND_H
 #define LADLE_BACKEND_H
@@ -126,6 +131,27 @@ struct ladle_backend_table {
                          int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                          int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                          int64_t ldc);
+
+    /* --- activations and softmax --- */
+    /* (CPU: src/backends/cpu/activation.c, softmax.c) */
+
+    /* --- losses --- */
+    /* (CPU: src/backends/cpu/loss.c) */
+
+    /* --- dropout --- */
+    /* (CPU: src/backends/cpu/dropout.c) */
+
+    /* --- batch norm --- */
+    /* (CPU: src/backends/cpu/batchnorm.c) */
+
+    /* --- pooling --- */
+    /* (CPU: src/backends/cpu/pool.c, pool_direct.c) */
+
+    /* --- convolution: im2col, the wide path, bias --- */
+    /* (CPU: src/backends/cpu/conv.c) */
+
+    /* --- optimizer updates --- */
+    /* (CPU: src/backends/cpu/optim.c) */
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -31,6 +31,13 @@ const ladle_backend_table ladle__cpu_table = {
     .fill_random = ladle__cpu_fill_random,
     /* dense linear algebra */
     .gemm = ladle__cpu_gemm,
+    /* activations and softmax */
+    /* losses */
+    /* dropout */
+    /* batch norm */
+    /* pooling */
+    /* convolution: im2col, the wide path, bias */
+    /* optimizer updates */
 };
 
 const ladle_backend ladle__cpu_backend = {

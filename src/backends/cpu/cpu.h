@@ -1,8 +1,8 @@
 /*
- * The CPU backend's slots, one file per kernel family (memory.c, box.c,
- * blas.c, random.c), gathered into the table by cpu.c. They are the reference every
- * other backend is tested against, and the guarded test device runs them
- * behind its fence. Never included outside src/backends/.
+ * The CPU backend's slots, one file per kernel family, gathered into the
+ * table by cpu.c. They are the reference every other backend is tested
+ * against, and the guarded test device runs them behind its fence. Never
+ * included outside src/backends/.
  */
 #ifndef LADLE_BACKEND_CPU_H
 #define LADLE_BACKEND_CPU_H
@@ -52,5 +52,19 @@ ladle_status ladle__cpu_gemm(const ladle_backend *be, ladle_dtype dtype, int tra
 ladle_status ladle__cpu_fill_random(const ladle_backend *be, ladle_dtype dtype, int ndim,
                                     const int64_t *shape, const int64_t *strides,
                                     uint64_t seed, uint64_t stream, void *x);
+
+/* activation.c, softmax.c: activations and softmax */
+
+/* loss.c: losses */
+
+/* dropout.c: dropout */
+
+/* batchnorm.c: batch norm */
+
+/* pool.c, pool_direct.c: pooling */
+
+/* conv.c: convolution: im2col, the wide path, bias */
+
+/* optim.c: optimizer updates */
 
 #endif /* LADLE_BACKEND_CPU_H */
