@@ -40,12 +40,6 @@ static void dloss_free(distloss *v)
     ladle__free(v);
 }
 
-static double value_of(const ladle_tensor *t)
-{
-    return t->dtype == LADLE_F32 ? (double)((const float *)t->data)[0]
-                                 : ((const double *)t->data)[0];
-}
-
 static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                const ladle_tensor *target, ladle_tensor *out)
 {
@@ -70,21 +64,23 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     int numeric = local == LADLE_ERR_NUMERIC;
     if (numeric)
         local = LADLE_OK;
-    double *pair = v->pair->data;
-    pair[0] = local != LADLE_OK ? 0.0 : none ? (numeric ? NAN : 0.0) : value_of(v->value);
+    /* the pair crosses to the host and back through the backend: the loss
+     * value is the host's to see */
+    double pair[2] = {0.0, local != LADLE_OK}, value = 0.0;
+    if (local == LADLE_OK && !none)
+        local = ladle__tensor_get(v->value, 0, &value);
+    pair[0] = local != LADLE_OK ? 0.0 : none ? (numeric ? NAN : 0.0) : value;
     pair[1] = local != LADLE_OK;
+    LADLE_CALL(ladle_tensor_write(v->pair, pair));
     LADLE_CALL(ladle_op_forward(v->reduce, v->pair, v->pair));
+    LADLE_CALL(ladle_tensor_read(v->pair, pair));
     if (local != LADLE_OK)
         return local;
     if (pair[1] != 0)
         return ladle__raise(LADLE_ERR_REMOTE, "ladle_loss_forward",
                             "the loss failed on another rank; see that rank's message");
-    if (!none) {
-        if (op->dtype == LADLE_F32)
-            ((float *)out->data)[0] = (float)pair[0];
-        else
-            ((double *)out->data)[0] = pair[0];
-    }
+    if (!none)
+        LADLE_CALL(ladle__tensor_set(out, 0, pair[0]));
     if (ctx) {
         ctx->x = input;
         ctx->target = target;
@@ -95,11 +91,14 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
                             "the loss of an element of the batch is not finite: an input "
                             "is not finite or its terms overflow");
-    if (!none && !isfinite(value_of(out)))
+    /* the value as stored: an f64 sum may overflow f32 */
+    if (!none)
+        LADLE_CALL(ladle__tensor_get(out, 0, &value));
+    if (!none && !isfinite(value))
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
                             "the loss of the whole batch is %g: an input is not finite or "
                             "its terms overflow %s",
-                            value_of(out), ladle_dtype_name(op->dtype));
+                            value, ladle_dtype_name(op->dtype));
 fail:
     return st;
 }

@@ -13,34 +13,14 @@ typedef struct dropout {
     int64_t offset; /* this shard's first global element (0 when sequential) */
 } dropout;
 
-static int keep(const dropout *d, uint64_t step, int64_t i)
-{
-    double u = 0.5 * (ladle__random_uniform(d->seed, step, (uint64_t)(d->offset + i)) + 1.0);
-    return u >= d->p;
-}
-
-#define DEFINE_DROPOUT(T, S)                                                            \
-    static void mask_##S(const dropout *d, uint64_t step, int64_t n, const T *in, T *out) \
-    {                                                                                   \
-        const T scale = d->p < 1 ? (T)(1.0 / (1.0 - d->p)) : 0;                          \
-        for (int64_t i = 0; i < n; i++)                                                 \
-            out[i] = keep(d, step, i) ? in[i] * scale : 0;                              \
-    }
-
-DEFINE_DROPOUT(float, f32)
-DEFINE_DROPOUT(double, f64)
-
 static ladle_status apply(const ladle_op *op, uint64_t step, int training,
                           const ladle_tensor *in, ladle_tensor *out)
 {
     const dropout *d = op->impl;
     if (!training || d->p == 0)
         return op->be->fn->copy(op->be, op->dtype, out->numel, in->data, out->data);
-    if (op->dtype == LADLE_F32)
-        mask_f32(d, step, out->numel, in->data, out->data);
-    else
-        mask_f64(d, step, out->numel, in->data, out->data);
-    return LADLE_OK;
+    return op->be->fn->dropout(op->be, op->dtype, out->numel, d->p, d->seed, step, d->offset,
+                               in->data, out->data);
 }
 
 static ladle_status dropout_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,

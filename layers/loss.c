@@ -9,9 +9,9 @@
  *   BCE with logits  d/dx = sigmoid(x) - t
  *   cross entropy    d/dx_c = softmax(x)_c - q_c,  q = (1 - e) onehot + e / C
  *   NLL              d/dx_c = -[c == label]
- * each times dloss, divided by the count for mean.
+ * each times dloss, divided by the count for mean. The layer checks and
+ * plans; the loss slots compute.
  */
-#include <math.h>
 #include <string.h>
 
 #include "src/op/op_impl.h"
@@ -26,69 +26,6 @@ typedef struct loss {
     double count;           /* the mean's divisor when set (distributed losses) */
 } loss;
 
-static double get(const ladle_tensor *t, int64_t i)
-{
-    return t->dtype == LADLE_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
-}
-
-static void put(ladle_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == LADLE_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-/* The loss of element (regression) or of sample (n, s) (classification). */
-static double regression_term(ladle_loss_kind kind, double x, double t)
-{
-    switch (kind) {
-    case LADLE_LOSS_MSE:
-        return (x - t) * (x - t);
-    case LADLE_LOSS_L1:
-        return fabs(x - t);
-    default: /* BCE with logits, stable for any x */
-        return fmax(x, 0.0) - x * t + log1p(exp(-fabs(x)));
-    }
-}
-
-static double regression_grad(ladle_loss_kind kind, double x, double t)
-{
-    switch (kind) {
-    case LADLE_LOSS_MSE:
-        return 2 * (x - t);
-    case LADLE_LOSS_L1:
-        return (x > t) - (x < t);
-    default:
-        return (x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x))) - t;
-    }
-}
-
-/* log-sum-exp of the C logits of one sample, stride inner apart */
-static double lse(const ladle_tensor *x, int64_t base, int64_t c, int64_t inner)
-{
-    double mx = -INFINITY, s = 0;
-    for (int64_t k = 0; k < c; k++)
-        mx = fmax(mx, get(x, base + k * inner));
-    for (int64_t k = 0; k < c; k++)
-        s += exp(get(x, base + k * inner) - mx);
-    return mx + log(s);
-}
-
-static double class_term(const loss *l, const ladle_tensor *x, int64_t base, int64_t label)
-{
-    int64_t c = l->classes, inner = l->inner;
-    if (l->kind == LADLE_LOSS_NLL)
-        return -get(x, base + label * inner);
-    double z = lse(x, base, c, inner), sum = 0;
-    for (int64_t k = 0; k < c; k++) {
-        double q = (k == label ? 1 - l->smoothing : 0) + l->smoothing / (double)c;
-        if (q != 0)
-            sum += q * (get(x, base + k * inner) - z);
-    }
-    return -sum;
-}
-
 static ladle_status check_inputs(const ladle_op *op, const ladle_tensor *x,
                                  const ladle_tensor *t, int64_t *n, const char *func)
 {
@@ -99,10 +36,11 @@ static ladle_status check_inputs(const ladle_op *op, const ladle_tensor *x,
     if (x->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, func, "input is %s, the loss %s",
                             ladle_dtype_name(x->dtype), ladle_dtype_name(op->dtype));
-    if (x->device != LADLE_CPU || t->device != LADLE_CPU)
+    if (x->device != op->be->device || t->device != op->be->device)
         return ladle__raise(LADLE_ERR_DEVICE, func,
-                            "the input is on %s and the target on %s: the loss runs on cpu",
-                            ladle_device_name(x->device), ladle_device_name(t->device));
+                            "the input is on %s and the target on %s: the loss runs on %s",
+                            ladle_device_name(x->device), ladle_device_name(t->device),
+                            ladle_device_name(op->be->device));
     int ok = x->ndim == op->x_ndim && x->shape[0] <= op->x_shape[0];
     for (int d = 1; ok && d < x->ndim; d++)
         ok = x->shape[d] == op->x_shape[d];
@@ -124,14 +62,18 @@ static ladle_status check_inputs(const ladle_op *op, const ladle_tensor *x,
     if (!ok)
         return ladle__raise(LADLE_ERR_SHAPE, func, "target shape %s does not fit the input",
                             ladle__fmt_shape64(a, sizeof a, t->ndim, t->shape));
-    if (l->classify)
-        for (int64_t i = 0; i < t->numel; i++) {
-            int64_t c = ((const int64_t *)t->data)[i];
-            if (c < 0 || c >= l->classes)
-                return ladle__raise(LADLE_ERR_ARG, func,
-                                    "label %lld at %lld is outside 0..%lld", (long long)c,
-                                    (long long)i, (long long)(l->classes - 1));
-        }
+    if (l->classify) {
+        int64_t bad = -1, c = 0;
+        ladle_status st = op->be->fn->find_outside(op->be, t->numel, t->data, 0,
+                                                   l->classes - 1, &bad);
+        if (st == LADLE_OK && bad >= 0)
+            st = ladle__tensor_get_i64(t, bad, &c);
+        if (st != LADLE_OK)
+            return st;
+        if (bad >= 0)
+            return ladle__raise(LADLE_ERR_ARG, func, "label %lld at %lld is outside 0..%lld",
+                                (long long)c, (long long)bad, (long long)(l->classes - 1));
+    }
     return LADLE_OK;
 }
 
@@ -144,9 +86,9 @@ static ladle_status check_loss_tensor(const ladle_op *op, const ladle_tensor *v,
     if (v->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, func, "%s is %s, the loss %s", role,
                             ladle_dtype_name(v->dtype), ladle_dtype_name(op->dtype));
-    if (v->device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s: the loss runs on cpu",
-                            role, ladle_device_name(v->device));
+    if (v->device != op->be->device)
+        return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s: the loss runs on %s", role,
+                            ladle_device_name(v->device), ladle_device_name(op->be->device));
     if (l->reduction != LADLE_REDUCE_NONE) {
         if (v->numel != 1)
             return ladle__raise(LADLE_ERR_SHAPE, func, "%s must hold one value", role);
@@ -161,76 +103,51 @@ static ladle_status check_loss_tensor(const ladle_op *op, const ladle_tensor *v,
     return LADLE_OK;
 }
 
-static double divisor(const ladle_op *op, const ladle_tensor *x)
-{
-    const loss *l = op->impl;
-    if (l->reduction != LADLE_REDUCE_MEAN)
-        return 1.0;
-    if (l->count > 0)
-        return l->count;
-    return l->classify ? (double)(x->numel / l->classes) : (double)x->numel;
-}
-
 static const char *kind_name(ladle_loss_kind kind)
 {
     static const char *names[] = {"MSE", "L1", "cross-entropy", "NLL", "BCE-with-logits"};
     return kind >= LADLE_LOSS_MSE && kind <= LADLE_LOSS_BCE_WITH_LOGITS ? names[kind] : "?";
 }
 
-/* The loss into out: every term for reduction none, else the mean or sum. */
-static void evaluate(const ladle_op *op, const ladle_tensor *input,
-                     const ladle_tensor *target, ladle_tensor *out)
+/* The loss's view for its slots, for an input of numel elements. */
+static ladle_loss_desc desc_of(const ladle_op *op, int64_t numel)
 {
     const loss *l = op->impl;
-    double total = 0;
-    if (l->classify) {
-        int64_t samples = input->numel / l->classes;
-        for (int64_t s = 0; s < samples; s++) {
-            int64_t base = (s / l->inner) * l->classes * l->inner + s % l->inner;
-            double v = class_term(l, input, base, ((const int64_t *)target->data)[s]);
-            if (l->reduction == LADLE_REDUCE_NONE)
-                put(out, s, v);
-            total += v;
-        }
-    } else {
-        for (int64_t i = 0; i < input->numel; i++) {
-            double v = regression_term(l->kind, get(input, i), get(target, i));
-            if (l->reduction == LADLE_REDUCE_NONE)
-                put(out, i, v);
-            total += v;
-        }
-    }
-    if (l->reduction != LADLE_REDUCE_NONE)
-        put(out, 0, total / divisor(op, input));
-}
-
-/* The first value of out (as stored, in its dtype) that is not finite, or
- * -1. */
-static int64_t first_non_finite(const ladle_tensor *out)
-{
-    for (int64_t i = 0; i < out->numel; i++)
-        if (!isfinite(get(out, i)))
-            return i;
-    return -1;
+    ladle_loss_desc d = {.kind = l->kind,
+                         .reduction = l->reduction,
+                         .smoothing = l->smoothing,
+                         .classes = l->classes,
+                         .inner = l->inner,
+                         .numel = numel};
+    d.divisor = l->reduction != LADLE_REDUCE_MEAN ? 1.0
+                : l->count > 0                    ? l->count
+                : l->classify                     ? (double)(numel / l->classes)
+                                                  : (double)numel;
+    return d;
 }
 
 /* LADLE_ERR_NUMERIC when a value of the loss's output is not finite. */
 static ladle_status check_finite(const ladle_op *op, const ladle_tensor *out,
                                  const char *func)
 {
+    ladle_status st = LADLE_OK;
     const loss *l = op->impl;
-    int64_t bad = first_non_finite(out);
+    int64_t bad = -1;
+    double v = 0;
+    LADLE_CALL(op->be->fn->find_non_finite(op->be, op->dtype, out->numel, out->data, &bad));
     if (bad < 0)
         return LADLE_OK;
+    LADLE_CALL(ladle__tensor_get(out, bad, &v));
     if (l->reduction == LADLE_REDUCE_NONE)
         return ladle__raise(LADLE_ERR_NUMERIC, func,
                             "the %s loss of element %lld is %g: an input is not finite or "
                             "its terms overflow %s",
-                            kind_name(l->kind), (long long)bad, get(out, bad),
-                            ladle_dtype_name(op->dtype));
+                            kind_name(l->kind), (long long)bad, v, ladle_dtype_name(op->dtype));
     return ladle__raise(LADLE_ERR_NUMERIC, func,
                         "the %s loss is %g: an input is not finite or its terms overflow %s",
-                        kind_name(l->kind), get(out, 0), ladle_dtype_name(op->dtype));
+                        kind_name(l->kind), v, ladle_dtype_name(op->dtype));
+fail:
+    return st;
 }
 
 ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
@@ -246,7 +163,9 @@ ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CHECK(ctx == NULL || ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
     LADLE_CALL(check_inputs(op, input, target, &n, __func__));
     LADLE_CALL(check_loss_tensor(op, out, n, "loss", __func__));
-    evaluate(op, input, target, out);
+    ladle_loss_desc d = desc_of(op, input->numel);
+    LADLE_CALL(op->be->fn->loss_forward(op->be, op->dtype, &d, input->data, target->data,
+                                        out->data));
     if (ctx) {
         ctx->x = input;
         ctx->target = target;
@@ -278,36 +197,14 @@ ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         same = dinput->shape[d] == x->shape[d];
     LADLE_CHECK(dinput->dtype == op->dtype, LADLE_ERR_DTYPE, "dinput is %s, the loss %s",
                 ladle_dtype_name(dinput->dtype), ladle_dtype_name(op->dtype));
-    LADLE_CHECK(dinput->device == LADLE_CPU, LADLE_ERR_DEVICE,
-                "dinput is on %s: the loss runs on cpu", ladle_device_name(dinput->device));
+    LADLE_CHECK(dinput->device == op->be->device, LADLE_ERR_DEVICE,
+                "dinput is on %s: the loss runs on %s", ladle_device_name(dinput->device),
+                ladle_device_name(op->be->device));
     LADLE_CHECK(same && ladle_tensor_is_contiguous(dinput), LADLE_ERR_SHAPE,
                 "dinput must be contiguous and have the input's shape");
-    const loss *l = op->impl;
-    double scale = l->reduction == LADLE_REDUCE_NONE ? 1.0 : get(dloss, 0) / divisor(op, x);
-    if (!l->classify) {
-        for (int64_t i = 0; i < x->numel; i++) {
-            double g = l->reduction == LADLE_REDUCE_NONE ? get(dloss, i) : scale;
-            put(dinput, i, g * regression_grad(l->kind, get(x, i), get(t, i)));
-        }
-        return LADLE_OK;
-    }
-    int64_t samples = x->numel / l->classes, c = l->classes, inner = l->inner;
-    for (int64_t s = 0; s < samples; s++) {
-        int64_t base = (s / inner) * c * inner + s % inner;
-        int64_t label = ((const int64_t *)t->data)[s];
-        double g = l->reduction == LADLE_REDUCE_NONE ? get(dloss, s) : scale;
-        double z = l->kind == LADLE_LOSS_CROSS_ENTROPY ? lse(x, base, c, inner) : 0;
-        for (int64_t k = 0; k < c; k++) {
-            int64_t i = base + k * inner;
-            double v;
-            if (l->kind == LADLE_LOSS_NLL)
-                v = k == label ? -1.0 : 0.0;
-            else
-                v = exp(get(x, i) - z) - ((k == label ? 1 - l->smoothing : 0) +
-                                          l->smoothing / (double)c);
-            put(dinput, i, g * v);
-        }
-    }
+    ladle_loss_desc d = desc_of(op, x->numel);
+    LADLE_CALL(op->be->fn->loss_backward(op->be, op->dtype, &d, x->data, t->data, dloss->data,
+                                         dinput->data));
 fail:
     return st;
 }

@@ -3,53 +3,14 @@
  * maximum is subtracted first). Both backward passes need only y:
  *   softmax      dx = y * (dy - sum(dy * y))
  *   log-softmax  dx = dy - exp(y) * sum(dy)
+ * The layer plans the (outer, len, inner) view; the softmax slots compute.
  */
-#include <math.h>
-
 #include "src/op/op_impl.h"
 
 typedef struct softmax {
     int64_t len, inner; /* the reduced extent, and the stride between its elements */
     int log;
 } softmax;
-
-#define DEFINE_SOFTMAX(T, S)                                                            \
-    static void sm_fwd_##S(const softmax *m, int64_t outer, const T *x, T *y)            \
-    {                                                                                   \
-        for (int64_t o = 0; o < outer; o++)                                             \
-            for (int64_t in = 0; in < m->inner; in++) {                                 \
-                const T *xr = x + o * m->len * m->inner + in;                            \
-                T *yr = y + o * m->len * m->inner + in;                                  \
-                double mx = -INFINITY, sum = 0;                                          \
-                for (int64_t k = 0; k < m->len; k++)                                     \
-                    mx = fmax(mx, xr[k * m->inner]);                                     \
-                for (int64_t k = 0; k < m->len; k++)                                     \
-                    sum += exp(xr[k * m->inner] - mx);                                   \
-                double lse = mx + log(sum);                                              \
-                for (int64_t k = 0; k < m->len; k++)                                     \
-                    yr[k * m->inner] = (T)(m->log ? xr[k * m->inner] - lse               \
-                                                  : exp(xr[k * m->inner] - lse));        \
-            }                                                                           \
-    }                                                                                   \
-    static void sm_bwd_##S(const softmax *m, int64_t outer, const T *y, const T *dy, T *dx) \
-    {                                                                                   \
-        for (int64_t o = 0; o < outer; o++)                                             \
-            for (int64_t in = 0; in < m->inner; in++) {                                 \
-                int64_t base = o * m->len * m->inner + in;                               \
-                double acc = 0;                                                          \
-                for (int64_t k = 0; k < m->len; k++) {                                   \
-                    int64_t i = base + k * m->inner;                                     \
-                    acc += m->log ? dy[i] : (double)dy[i] * y[i];                        \
-                }                                                                        \
-                for (int64_t k = 0; k < m->len; k++) {                                   \
-                    int64_t i = base + k * m->inner;                                     \
-                    dx[i] = (T)(m->log ? dy[i] - exp(y[i]) * acc : y[i] * (dy[i] - acc)); \
-                }                                                                        \
-            }                                                                           \
-    }
-
-DEFINE_SOFTMAX(float, f32)
-DEFINE_SOFTMAX(double, f64)
 
 static int64_t outer_of(const ladle_op *op, int64_t numel)
 {
@@ -61,11 +22,9 @@ static ladle_status sm_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                                ladle_tensor *y, int64_t n)
 {
     (void)ctx, (void)n;
-    if (op->dtype == LADLE_F32)
-        sm_fwd_f32(op->impl, outer_of(op, y->numel), x->data, y->data);
-    else
-        sm_fwd_f64(op->impl, outer_of(op, y->numel), x->data, y->data);
-    return LADLE_OK;
+    const softmax *m = op->impl;
+    return op->be->fn->softmax_forward(op->be, op->dtype, m->log, outer_of(op, y->numel), m->len,
+                                       m->inner, x->data, y->data);
 }
 
 static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -74,11 +33,9 @@ static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    if (op->dtype == LADLE_F32)
-        sm_bwd_f32(op->impl, outer_of(op, dx->numel), ctx->y->data, dy->data, dx->data);
-    else
-        sm_bwd_f64(op->impl, outer_of(op, dx->numel), ctx->y->data, dy->data, dx->data);
-    return LADLE_OK;
+    const softmax *m = op->impl;
+    return op->be->fn->softmax_backward(op->be, op->dtype, m->log, outer_of(op, dx->numel),
+                                        m->len, m->inner, ctx->y->data, dy->data, dx->data);
 }
 
 static void sm_destroy(ladle_op *op) { ladle__free(op->impl); }

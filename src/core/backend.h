@@ -37,6 +37,29 @@ typedef enum ladle_box_mode {
     LADLE_BOX_ZERO = 2  /* dst = 0 (src unused) */
 } ladle_box_mode;
 
+/* A random initialisation (the fill_init slot): a box of a tensor, the
+ * box's place in the whole tensor, and the distribution. */
+typedef struct ladle_init_desc {
+    int ndim;
+    int64_t shape[LADLE_MAX_NDIM];   /* the box's extents */
+    int64_t strides[LADLE_MAX_NDIM]; /* its strides in x */
+    int64_t global[LADLE_MAX_NDIM];  /* the whole tensor's extents */
+    int64_t offset[LADLE_MAX_NDIM];  /* the box's first index in it */
+    int gaussian;                    /* normal values, else uniform in [-1, 1) */
+    double scale;                    /* the values' factor: sigma or the bound */
+    uint64_t seed, stream;
+} ladle_init_desc;
+
+/* A loss as its kernels see it (the loss slots). */
+typedef struct ladle_loss_desc {
+    ladle_loss_kind kind;
+    ladle_reduction reduction;
+    double smoothing;        /* cross entropy's label smoothing e, in [0, 1] */
+    int64_t classes, inner;  /* classification: C and the product of S...; else 1, 1 */
+    int64_t numel;           /* elements of x */
+    double divisor;          /* what the mean or sum divides by (1 for sum) */
+} ladle_loss_desc;
+
 typedef struct ladle_backend ladle_backend;
 typedef struct ladle_backend_table ladle_backend_table;
 
@@ -113,6 +136,13 @@ struct ladle_backend_table {
      * hi + lo carries about twice double precision (synchronous) */
     ladle_status (*dot2)(const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *x,
                          const void *y, double out[2]);
+    /* x[i] *= alpha (in dtype: an f32 x is multiplied by (float)alpha) */
+    ladle_status (*scal)(const ladle_backend *be, ladle_dtype dtype, int64_t n, double alpha,
+                         void *x);
+    /* max |x[i]| into *out (host memory, synchronous); NaN elements are
+     * skipped, as fmax does, and 0 for n = 0 */
+    ladle_status (*abs_max)(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                            const void *x, double *out);
     /* x[i] = value */
     ladle_status (*fill)(const ladle_backend *be, ladle_dtype dtype, int64_t n, double value,
                          void *x);
@@ -125,6 +155,13 @@ struct ladle_backend_table {
                                 const int64_t *shape, const int64_t *strides, uint64_t seed,
                                 uint64_t stream, void *x);
 
+    /* Element e of the box becomes d->scale * r(d->seed, d->stream, g) with g
+     * the row-major index of (d->offset + e's index) in d->global and r
+     * ladle__random_normal or ladle__random_uniform: every shard of a
+     * tensor, on any device, gets the values the whole tensor would. */
+    ladle_status (*fill_init)(const ladle_backend *be, ladle_dtype dtype,
+                              const ladle_init_desc *d, void *x);
+
     /* --- dense linear algebra --- */
     /* C = alpha op(A) op(B) + beta C, row-major, op = transpose if trans_* */
     ladle_status (*gemm)(const ladle_backend *be, ladle_dtype dtype, int trans_a, int trans_b,
@@ -134,12 +171,68 @@ struct ladle_backend_table {
 
     /* --- activations and softmax --- */
     /* (CPU: src/backends/cpu/activation.c, softmax.c) */
+    /* y[i] = f(x[i]) over n elements, f the activation kind (slope is
+     * LeakyReLU's, >= 0); y may alias x. */
+    ladle_status (*act_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                ladle_activation kind, double slope, int64_t n, const void *x,
+                                void *y);
+    /* dx[i] = f'(x[i]) dy[i], given x and y = f(x): ReLU, LeakyReLU, sigmoid
+     * and tanh read only y (x may then be y's storage, overwritten); GELU
+     * reads both (Phi(x) = y / x where x is not tiny). dx may alias dy. */
+    ladle_status (*act_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                 ladle_activation kind, double slope, int64_t n, const void *x,
+                                 const void *y, const void *dy, void *dx);
+    /* Softmax (log = 0) or log-softmax (log = 1) of x viewed as
+     * [outer][len][inner], along len: y = exp(x - lse) or x - lse with lse
+     * the row's log-sum-exp (computed stably, in double). y may alias x. */
+    ladle_status (*softmax_forward)(const ladle_backend *be, ladle_dtype dtype, int log,
+                                    int64_t outer, int64_t len, int64_t inner, const void *x,
+                                    void *y);
+    /* Its backward from y alone: dx = y (dy - sum(dy y)) for softmax,
+     * dx = dy - exp(y) sum(dy) for log-softmax (sums along len, in double).
+     * dx may alias dy. */
+    ladle_status (*softmax_backward)(const ladle_backend *be, ladle_dtype dtype, int log,
+                                     int64_t outer, int64_t len, int64_t inner, const void *y,
+                                     const void *dy, void *dx);
 
     /* --- losses --- */
     /* (CPU: src/backends/cpu/loss.c) */
+    /* The loss of x against target into out: every term (reduction none:
+     * out has one value per element, or per sample for classification) or
+     * out[0] = (sum of the terms) / l->divisor. Terms and sums in double:
+     *   MSE (x - t)^2, L1 |x - t|, BCE with logits max(x, 0) - x t +
+     *   log1p(exp(-|x|)); cross entropy -sum_c q_c (x_c - lse(x)) with
+     *   q = (1 - e) onehot(label) + e / C; NLL -x_label.
+     * Classification x is [N][C][inner] and target holds N * inner i64
+     * labels already checked to lie in 0..C-1; regression target has x's
+     * dtype and shape. */
+    ladle_status (*loss_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                 const ladle_loss_desc *l, const void *x, const void *target,
+                                 void *out);
+    /* dx = dloss * d(loss)/dx: dloss holds one value per term (reduction
+     * none) or one value, then divided by l->divisor. The gradients:
+     * 2 (x - t), sign(x - t), sigmoid(x) - t, softmax(x)_c - q_c,
+     * -[c == label]. */
+    ladle_status (*loss_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_loss_desc *l, const void *x, const void *target,
+                                  const void *dloss, void *dx);
+    /* Scans whose answer goes to the host (synchronous): the index of the
+     * first of n i64 values outside [lo, hi], and of the first of n values
+     * that is not finite; -1 in *first (host memory) when there is none. */
+    ladle_status (*find_outside)(const ladle_backend *be, int64_t n, const int64_t *v,
+                                 int64_t lo, int64_t hi, int64_t *first);
+    ladle_status (*find_non_finite)(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                    const void *x, int64_t *first);
 
     /* --- dropout --- */
     /* (CPU: src/backends/cpu/dropout.c) */
+    /* out[i] = in[i] / (1 - p) where u >= p, else 0, with
+     * u = (ladle__random_uniform(seed, step, offset + i) + 1) / 2: the mask
+     * is a function of the global element index, the same on every device
+     * and layout (scale 0 when p = 1). out may alias in. */
+    ladle_status (*dropout)(const ladle_backend *be, ladle_dtype dtype, int64_t n, double p,
+                            uint64_t seed, uint64_t step, int64_t offset, const void *in,
+                            void *out);
 
     /* --- batch norm --- */
     /* (CPU: src/backends/cpu/batchnorm.c) */

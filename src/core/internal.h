@@ -155,9 +155,13 @@ uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes);
 #define LADLE_HASH_INIT 1469598103934665603ull
 
 /* Counter-based random numbers: a well-mixed 64-bit value of (seed, stream,
- * counter), and the uniform double in [-1, 1) made from it. */
+ * counter), the uniform double in [-1, 1) made from it, and a standard
+ * normal value (Box-Muller from counters 2 counter and 2 counter + 1).
+ * These definitions are the specification every backend's random slots
+ * reproduce bit for bit. */
 uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+double ladle__random_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 
 /* Parameter i of an optimizer (borrowed), or NULL: for checking that an
  * optimizer holds a network's parameters. */
@@ -174,6 +178,16 @@ struct ladle_tensor {
     int64_t strides[LADLE_MAX_NDIM];
     void *data;
 };
+
+/* One element of t (index i in row-major order over its shape) read to or
+ * written from the host through t's backend, synchronously: for the few
+ * scalars host code must see (a loss, a failing label). f32 and f64 only,
+ * except _i64. */
+ladle_status ladle__tensor_get(const ladle_tensor *t, int64_t i, double *v);
+ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v);
+ladle_status ladle__tensor_set(ladle_tensor *t, int64_t i, double v);
+/* t *= alpha through t's backend (contiguous t). */
+ladle_status ladle__tensor_scale(ladle_tensor *t, double alpha);
 
 /* Row-major strides of shape. */
 void ladle__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);

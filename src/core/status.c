@@ -1,4 +1,5 @@
 /* Status codes, the per-thread error message, version, small utilities. */
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -226,6 +227,16 @@ double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
     /* 53 random bits -> [0, 1) -> [-1, 1) */
     double u = (double)(ladle__random_bits(seed, stream, counter) >> 11) * 0x1.0p-53;
     return 2.0 * u - 1.0;
+}
+
+double ladle__random_normal(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    /* Box-Muller from uniforms 2 counter and 2 counter + 1, moved to (0, 1] */
+    double u1 = 0.5 * (ladle__random_uniform(seed, stream, 2 * counter) + 1.0);
+    double u2 = 0.5 * (ladle__random_uniform(seed, stream, 2 * counter + 1) + 1.0);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 /* How long the hybrid policy spins before it starts to yield. */

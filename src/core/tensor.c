@@ -311,6 +311,84 @@ fail:
     return st;
 }
 
+/* The byte offset of element i of t, and t's backend. */
+static ladle_status element_at(const char *func, const ladle_tensor *t, int64_t i,
+                               const ladle_backend **be, size_t *off)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(backend_of(func, t, be));
+    LADLE_CHECK(i >= 0 && i < t->numel, LADLE_ERR_ARG, "element %lld of %lld", (long long)i,
+                (long long)t->numel);
+    int64_t e = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        e += (i % t->shape[d]) * t->strides[d];
+        i /= t->shape[d];
+    }
+    *off = (size_t)e * ladle_dtype_size(t->dtype);
+fail:
+    return st;
+}
+
+static ladle_status element_io(const char *func, const ladle_tensor *t, int64_t i, void *get,
+                               const void *set)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = NULL;
+    size_t off = 0, es = ladle_dtype_size(t->dtype);
+    LADLE_CALL(element_at(func, t, i, &be, &off));
+    if (set != NULL)
+        LADLE_CALL(be->fn->to_device(be, es, set, (char *)t->data + off));
+    else
+        LADLE_CALL(be->fn->to_host(be, es, (const char *)t->data + off, get));
+    LADLE_CALL(be->fn->synchronize(be));
+fail:
+    return st;
+}
+
+ladle_status ladle__tensor_get(const ladle_tensor *t, int64_t i, double *v)
+{
+    ladle_status st = LADLE_OK;
+    float f = 0;
+    LADLE_CHECK(t->dtype == LADLE_F32 || t->dtype == LADLE_F64, LADLE_ERR_DTYPE, "%s",
+                ladle_dtype_name(t->dtype));
+    LADLE_CALL(element_io(__func__, t, i, t->dtype == LADLE_F32 ? (void *)&f : (void *)v, NULL));
+    if (t->dtype == LADLE_F32)
+        *v = f;
+fail:
+    return st;
+}
+
+ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(t->dtype == LADLE_I64, LADLE_ERR_DTYPE, "%s", ladle_dtype_name(t->dtype));
+    LADLE_CALL(element_io(__func__, t, i, v, NULL));
+fail:
+    return st;
+}
+
+ladle_status ladle__tensor_set(ladle_tensor *t, int64_t i, double v)
+{
+    ladle_status st = LADLE_OK;
+    float f = (float)v;
+    LADLE_CHECK(t->dtype == LADLE_F32 || t->dtype == LADLE_F64, LADLE_ERR_DTYPE, "%s",
+                ladle_dtype_name(t->dtype));
+    LADLE_CALL(element_io(__func__, t, i, NULL, t->dtype == LADLE_F32 ? (void *)&f : (void *)&v));
+fail:
+    return st;
+}
+
+ladle_status ladle__tensor_scale(ladle_tensor *t, double alpha)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = NULL;
+    LADLE_CALL(backend_of(__func__, t, &be));
+    LADLE_CHECK(ladle_tensor_is_contiguous(t), LADLE_ERR_UNSUPPORTED, "a strided tensor");
+    LADLE_CALL(be->fn->scal(be, t->dtype, t->numel, alpha, t->data));
+fail:
+    return st;
+}
+
 ladle_status ladle_tensor_read(const ladle_tensor *t, void *host)
 {
     return transfer(__func__, t, host, NULL);

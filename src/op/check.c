@@ -129,19 +129,6 @@ fail:
     return st;
 }
 
-static double get_elem(const ladle_tensor *t, int64_t i)
-{
-    return t->dtype == LADLE_F32 ? ((float *)t->data)[i] : ((double *)t->data)[i];
-}
-
-static void set_elem(ladle_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == LADLE_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
 /* The sampled entries of a tensor: all of them when there are few. */
 static int64_t sample_count(const ladle_tensor *t, int samples)
 {
@@ -163,13 +150,14 @@ static ladle_status differences(ladle_op *op, ladle_tensor *perturbed, const lad
     ladle_status st = LADLE_OK;
     for (int64_t k = 0; k < sample_count(perturbed, samples); k++) {
         int64_t i = sample_index(perturbed, samples, seed, k);
-        double v = get_elem(perturbed, i), lp, lm;
+        double v = 0, lp, lm;
+        LADLE_CALL(ladle__tensor_get(perturbed, i, &v));
         double h = 1e-6 * fmax(1.0, fabs(v));
-        set_elem(perturbed, i, v + h);
+        LADLE_CALL(ladle__tensor_set(perturbed, i, v + h));
         LADLE_CALL(projected(op, x, y, w, &lp));
-        set_elem(perturbed, i, v - h);
+        LADLE_CALL(ladle__tensor_set(perturbed, i, v - h));
         LADLE_CALL(projected(op, x, y, w, &lm));
-        set_elem(perturbed, i, v);
+        LADLE_CALL(ladle__tensor_set(perturbed, i, v));
         fd[k] = (lp - lm) / (2 * h);
     }
 fail:
@@ -177,21 +165,26 @@ fail:
 }
 
 /* The worst relative error of the analytic gradient against fd. */
-static double worst_error(const ladle_tensor *grad, const double *fd, int samples,
-                          uint64_t seed)
+static ladle_status worst_error(const ladle_op *op, const ladle_tensor *grad, const double *fd,
+                                int samples, uint64_t seed, double *worst)
 {
-    double gmax = 0.0, worst = 0.0;
-    for (int64_t i = 0; i < grad->numel; i++)
-        gmax = fmax(gmax, fabs(get_elem(grad, i)));
+    ladle_status st = LADLE_OK;
+    double gmax = 0.0;
+    *worst = 0.0;
+    LADLE_CALL(op->be->fn->abs_max(op->be, grad->dtype, grad->numel, grad->data, &gmax));
     for (int64_t k = 0; k < sample_count(grad, samples); k++) {
-        double an = get_elem(grad, sample_index(grad, samples, seed, k));
-        if (!isfinite(an) || !isfinite(fd[k]))
-            return NAN; /* fmax would hide it */
+        double an = 0;
+        LADLE_CALL(ladle__tensor_get(grad, sample_index(grad, samples, seed, k), &an));
+        if (!isfinite(an) || !isfinite(fd[k])) {
+            *worst = NAN; /* fmax would hide it */
+            break;
+        }
         double scale = fmax(fmax(fabs(fd[k]), fabs(an)), 1e-3 * gmax);
         if (scale > 0)
-            worst = fmax(worst, fabs(fd[k] - an) / scale);
+            *worst = fmax(*worst, fabs(fd[k] - an) / scale);
     }
-    return worst;
+fail:
+    return st;
 }
 
 ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
@@ -226,11 +219,12 @@ ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
     LADLE_CALL(ladle_layer_backward(op, ctx, w, dx));
     LADLE_CALL(ladle_op_zero_grad(op));
     LADLE_CALL(ladle_layer_backward_weight(op, ctx, w));
-    r->input_error = worst_error(dx, fd, samples, seed);
+    LADLE_CALL(worst_error(op, dx, fd, samples, seed, &r->input_error));
     int bad = isnan(r->input_error);
     for (int p = 0; p < r->nparams; p++) {
-        double e = worst_error(ladle_op_grad(op, p), fd + (size_t)samples * (size_t)(1 + p),
-                               samples, seed + 1 + p);
+        double e = 0;
+        LADLE_CALL(worst_error(op, ladle_op_grad(op, p), fd + (size_t)samples * (size_t)(1 + p),
+                               samples, seed + 1 + p, &e));
         if (p < 4)
             r->param_error[p] = e;
         r->max_param_error = isnan(e) ? e : fmax(r->max_param_error, e);

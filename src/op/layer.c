@@ -71,16 +71,6 @@ fail:
     return st;
 }
 
-/* A standard normal value from two counter-based uniforms (Box-Muller). */
-static double normal(uint64_t seed, uint64_t stream, uint64_t i)
-{
-    double u1 = 0.5 * (ladle__random_uniform(seed, stream, 2 * i) + 1.0);
-    double u2 = 0.5 * (ladle__random_uniform(seed, stream, 2 * i + 1) + 1.0);
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info)
 {
     memset(info, 0, sizeof *info);
@@ -134,25 +124,20 @@ ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_
     default:
         return ladle__raise(LADLE_ERR_ARG, "ladle_layer_init", "unknown init %d", (int)init);
     }
-    int64_t idx[LADLE_MAX_NDIM] = {0};
-    for (int64_t i = 0; i < t->numel; i++) {
-        /* the global linear index of local element i (row-major) */
-        int64_t g = 0;
-        for (int d = 0; d < t->ndim; d++)
-            g = g * info->global[d] + info->offset[d] + idx[d];
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < t->shape[d])
-                break;
-            idx[d] = 0;
-        }
-        double v = gaussian ? sigma * normal(seed, stream, (uint64_t)g)
-                            : bound * ladle__random_uniform(seed, stream, (uint64_t)g);
-        if (t->dtype == LADLE_F32)
-            ((float *)t->data)[i] = (float)v;
-        else
-            ((double *)t->data)[i] = v;
+    ladle_init_desc d = {.ndim = t->ndim,
+                         .gaussian = gaussian,
+                         .scale = gaussian ? sigma : bound,
+                         .seed = seed,
+                         .stream = stream};
+    for (int k = 0; k < t->ndim; k++) {
+        d.shape[k] = t->shape[k];
+        d.strides[k] = t->strides[k];
+        d.global[k] = info->global[k];
+        d.offset[k] = info->offset[k];
     }
-    return LADLE_OK;
+    const ladle_backend *be = NULL;
+    ladle_status st = ladle__backend_get(t->device, "ladle_layer_init", &be);
+    return st != LADLE_OK ? st : be->fn->fill_init(be, t->dtype, &d, t->data);
 }
 
 ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)

@@ -139,10 +139,11 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
             st = LADLE_OK;
         }
         LADLE_CALL(st);
-        const void *v = pl->lossval->data;
-        if (pl->loss_counts)
-            pl->loss_sum += pl->lossval->dtype == LADLE_F32 ? *(const float *)v
-                                                            : *(const double *)v;
+        double v = 0;
+        if (pl->loss_counts) {
+            LADLE_CALL(ladle__tensor_get(pl->lossval, 0, &v));
+            pl->loss_sum += v;
+        }
     } else if (ladle__pipe_owner(s, j + 1, k) == pl->worker) {
         /* the next stage is here (a one-rank worker): its input is made now */
         slot *nx = slot_for(pl->by_stage[j + 1], k);
@@ -216,11 +217,7 @@ static ladle_status do_step(ladle_pipeline *pl, held *h)
         LADLE_CALL(ladle_layer_sync_gradients(h->layers[l]));
         for (int i = 0; scale != 1.0 && i < ladle_op_num_params(h->layers[l]); i++) {
             ladle_tensor *g = ladle_op_grad(h->layers[l], i);
-            for (int64_t e = 0; e < g->numel; e++)
-                if (g->dtype == LADLE_F32)
-                    ((float *)g->data)[e] *= (float)scale;
-                else
-                    ((double *)g->data)[e] *= scale;
+            LADLE_CALL(ladle__tensor_scale(g, scale));
         }
     }
     LADLE_CALL(ladle_optimizer_step(h->opt));

@@ -286,8 +286,9 @@ ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target, 
                             net->lossval);
     /* a non-finite loss is still reported, so that the caller can print it */
     if (loss && (st == LADLE_OK || st == LADLE_ERR_NUMERIC)) {
-        const void *v = ladle_tensor_data(net->lossval);
-        *loss = net->lossval->dtype == LADLE_F32 ? (double)*(const float *)v : *(const double *)v;
+        ladle_status got = ladle__tensor_get(net->lossval, 0, loss);
+        if (got != LADLE_OK)
+            st = got;
     }
     net->lossed = st == LADLE_OK;
 fail:

@@ -57,6 +57,35 @@ ladle_status ladle__cpu_fill(const ladle_backend *be, ladle_dtype dtype, int64_t
     return LADLE_OK;
 }
 
+ladle_status ladle__cpu_scal(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                             double alpha, void *x)
+{
+    if (dtype == LADLE_F32) {
+        float *a = x, s = (float)alpha;
+        for (int64_t i = 0; i < n; i++)
+            a[i] *= s;
+    } else {
+        double *a = x;
+        for (int64_t i = 0; i < n; i++)
+            a[i] *= alpha;
+    }
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_abs_max(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                const void *x, double *out)
+{
+    double m = 0.0;
+    if (dtype == LADLE_F32)
+        for (int64_t i = 0; i < n; i++)
+            m = fmax(m, fabs(((const float *)x)[i]));
+    else
+        for (int64_t i = 0; i < n; i++)
+            m = fmax(m, fabs(((const double *)x)[i]));
+    *out = m;
+    return LADLE_OK;
+}
+
 /* Compensated inner product (Ogita, Rump and Oishi's Dot2): every product
  * and every addition carries its rounding error along, so the result is as
  * accurate as if computed in twice double precision. The adjoint test

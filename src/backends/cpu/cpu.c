@@ -27,13 +27,25 @@ const ladle_backend_table ladle__cpu_table = {
     .axpy = ladle__cpu_axpy,
     .dot2 = ladle__cpu_dot2,
     .fill = ladle__cpu_fill,
+    .scal = ladle__cpu_scal,
+    .abs_max = ladle__cpu_abs_max,
     /* random fills */
     .fill_random = ladle__cpu_fill_random,
+    .fill_init = ladle__cpu_fill_init,
     /* dense linear algebra */
     .gemm = ladle__cpu_gemm,
     /* activations and softmax */
+    .act_forward = ladle__cpu_act_forward,
+    .act_backward = ladle__cpu_act_backward,
+    .softmax_forward = ladle__cpu_softmax_forward,
+    .softmax_backward = ladle__cpu_softmax_backward,
     /* losses */
+    .loss_forward = ladle__cpu_loss_forward,
+    .loss_backward = ladle__cpu_loss_backward,
+    .find_outside = ladle__cpu_find_outside,
+    .find_non_finite = ladle__cpu_find_non_finite,
     /* dropout */
+    .dropout = ladle__cpu_dropout,
     /* batch norm */
     /* pooling */
     /* convolution: im2col, the wide path, bias */

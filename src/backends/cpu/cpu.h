@@ -39,6 +39,10 @@ ladle_status ladle__cpu_add(const ladle_backend *be, ladle_dtype dtype, int64_t 
                             const void *a, const void *b, void *c);
 ladle_status ladle__cpu_axpy(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double alpha, const void *x, void *y);
+ladle_status ladle__cpu_scal(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                             double alpha, void *x);
+ladle_status ladle__cpu_abs_max(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                const void *x, double *out);
 ladle_status ladle__cpu_fill(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double value, void *x);
 ladle_status ladle__cpu_dot2(const ladle_backend *be, ladle_dtype dtype, int64_t n,
@@ -52,12 +56,39 @@ ladle_status ladle__cpu_gemm(const ladle_backend *be, ladle_dtype dtype, int tra
 ladle_status ladle__cpu_fill_random(const ladle_backend *be, ladle_dtype dtype, int ndim,
                                     const int64_t *shape, const int64_t *strides,
                                     uint64_t seed, uint64_t stream, void *x);
+ladle_status ladle__cpu_fill_init(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_init_desc *d, void *x);
 
 /* activation.c, softmax.c: activations and softmax */
+ladle_status ladle__cpu_act_forward(const ladle_backend *be, ladle_dtype dtype,
+                                   ladle_activation kind, double slope, int64_t n,
+                                   const void *x, void *y);
+ladle_status ladle__cpu_act_backward(const ladle_backend *be, ladle_dtype dtype,
+                                    ladle_activation kind, double slope, int64_t n,
+                                    const void *x, const void *y, const void *dy, void *dx);
+ladle_status ladle__cpu_softmax_forward(const ladle_backend *be, ladle_dtype dtype, int log,
+                                       int64_t outer, int64_t len, int64_t inner,
+                                       const void *x, void *y);
+ladle_status ladle__cpu_softmax_backward(const ladle_backend *be, ladle_dtype dtype, int log,
+                                        int64_t outer, int64_t len, int64_t inner,
+                                        const void *y, const void *dy, void *dx);
 
 /* loss.c: losses */
+ladle_status ladle__cpu_loss_forward(const ladle_backend *be, ladle_dtype dtype,
+                                    const ladle_loss_desc *l, const void *x,
+                                    const void *target, void *out);
+ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_loss_desc *l, const void *x,
+                                     const void *target, const void *dloss, void *dx);
+ladle_status ladle__cpu_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
+                                    int64_t lo, int64_t hi, int64_t *first);
+ladle_status ladle__cpu_find_non_finite(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                       const void *x, int64_t *first);
 
 /* dropout.c: dropout */
+ladle_status ladle__cpu_dropout(const ladle_backend *be, ladle_dtype dtype, int64_t n, double p,
+                               uint64_t seed, uint64_t step, int64_t offset, const void *in,
+                               void *out);
 
 /* batchnorm.c: batch norm */
 

@@ -22,3 +22,28 @@ ladle_status ladle__cpu_fill_random(const ladle_backend *be, ladle_dtype dtype, 
     }
     return LADLE_OK;
 }
+
+ladle_status ladle__cpu_fill_init(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_init_desc *d, void *x)
+{
+    (void)be;
+    int64_t idx[LADLE_MAX_NDIM] = {0}, numel = 1;
+    for (int k = 0; k < d->ndim; k++)
+        numel *= d->shape[k];
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t g = 0, off = 0;
+        for (int k = 0; k < d->ndim; k++) {
+            g = g * d->global[k] + d->offset[k] + idx[k];
+            off += idx[k] * d->strides[k];
+        }
+        double v = d->gaussian ? d->scale * ladle__random_normal(d->seed, d->stream, (uint64_t)g)
+                               : d->scale * ladle__random_uniform(d->seed, d->stream, (uint64_t)g);
+        if (dtype == LADLE_F32)
+            ((float *)x)[off] = (float)v;
+        else
+            ((double *)x)[off] = v;
+        for (int k = d->ndim - 1; k >= 0 && ++idx[k] == d->shape[k]; k--)
+            idx[k] = 0;
+    }
+    return LADLE_OK;
+}
