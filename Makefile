@@ -105,8 +105,10 @@ ifeq ($(DEPS),1)
 	@scripts/install-deps.sh $(MPI_PACKAGES)
 endif
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h $(addsuffix /*.h,$(SUBSYSTEMS))) \
-              $(BUILD)/mpi.stamp
+# every object depends on every header and type-generic include (.inc)
+LIB_HDRS := $(wildcard include/*.h include/ladle/*.h $(addsuffix /*.h,$(SUBSYSTEMS)) \
+                       $(addsuffix /*.inc,$(SUBSYSTEMS)))
+$(BUILD)/%.o: %.c $(LIB_HDRS) $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 

@@ -22,8 +22,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/op/op_impl.h"
-#include "src/backends/cpu/simd.h"
 #include "layers/conv_impl.h"
 
 /* GEMMs aim for at least this many columns; the column buffer stays below
@@ -35,139 +33,12 @@
 #define COL_BUDGET (4 << 20)
 
 
-/* ---- im2col and col2im ---- */
-
-/* The output range [lo, hi) of a kernel tap whose input index is
- * o*s - p + t*d, so that it falls inside [0, n). */
-static void valid_range(int64_t n, int64_t outn, int64_t s, int64_t p, int64_t off,
-                        int64_t *lo, int64_t *hi)
+/* The first of image n's channels of group g in a tensor of c channels of
+ * per positions each. */
+static char *image(const ladle_op *op, const void *t, int64_t c, int64_t per, int64_t n,
+                   int64_t g, int64_t per_group)
 {
-    /* o*s + off - p >= 0  and  o*s + off - p <= n - 1 */
-    int64_t a = p - off, b = n - 1 + p - off;
-    *lo = a <= 0 ? 0 : (a + s - 1) / s;
-    *hi = b < 0 ? 0 : b / s + 1;
-    if (*hi > outn)
-        *hi = outn;
-    if (*lo > *hi)
-        *lo = *hi;
-}
-
-#define DEFINE_IM2COL(T, S)                                                              \
-    /* col row r = (c, kd, kh, kw); column b*P + p. add: col2im (dx += col). */          \
-    LADLE_KERNEL static void cols_##S(const conv *v, T *img, T *col, int64_t ld, int add) \
-    {                                                                                    \
-        for (int64_t c = 0; c < v->cg; c++)                                               \
-            for (int64_t i = 0; i < v->k[0]; i++)                                         \
-                for (int64_t j = 0; j < v->k[1]; j++)                                     \
-                    for (int64_t l = 0; l < v->k[2]; l++) {                               \
-                        int64_t row = ((c * v->k[0] + i) * v->k[1] + j) * v->k[2] + l;    \
-                        T *cr = col + row * ld;                                           \
-                        T *ic = img + c * v->pin;                                         \
-                        int64_t lo0, hi0, lo1, hi1, lo2, hi2;                             \
-                        valid_range(v->in[0], v->out[0], v->s[0], v->p[0], i * v->d[0],   \
-                                    &lo0, &hi0);                                          \
-                        valid_range(v->in[1], v->out[1], v->s[1], v->p[1], j * v->d[1],   \
-                                    &lo1, &hi1);                                          \
-                        valid_range(v->in[2], v->out[2], v->s[2], v->p[2], l * v->d[2],   \
-                                    &lo2, &hi2);                                          \
-                        for (int64_t od = 0; od < v->out[0]; od++)                        \
-                            for (int64_t oh = 0; oh < v->out[1]; oh++) {                  \
-                                T *crow = cr + (od * v->out[1] + oh) * v->out[2];         \
-                                int inside = od >= lo0 && od < hi0 && oh >= lo1 &&        \
-                                             oh < hi1;                                    \
-                                if (!inside) {                                            \
-                                    if (!add)                                             \
-                                        memset(crow, 0, sizeof(T) * (size_t)v->out[2]);   \
-                                    continue;                                             \
-                                }                                                         \
-                                int64_t id = od * v->s[0] - v->p[0] + i * v->d[0];        \
-                                int64_t ih = oh * v->s[1] - v->p[1] + j * v->d[1];        \
-                                T *irow = ic + (id * v->in[1] + ih) * v->in[2] +          \
-                                          (lo2 * v->s[2] - v->p[2] + l * v->d[2]);        \
-                                int64_t sw = v->s[2];                                     \
-                                if (add && sw == 1) {                                     \
-                                    row_add_##S(irow, crow + lo2, hi2 - lo2);             \
-                                    continue;                                             \
-                                }                                                         \
-                                if (add) {                                                \
-                                    for (int64_t o = lo2; o < hi2; o++)                   \
-                                        irow[(o - lo2) * sw] += crow[o];                  \
-                                    continue;                                             \
-                                }                                                         \
-                                for (int64_t o = 0; o < lo2; o++)                         \
-                                    crow[o] = 0;                                          \
-                                if (sw == 1)                                              \
-                                    row_copy_##S(crow + lo2, irow, hi2 - lo2);            \
-                                else                                                      \
-                                    for (int64_t o = lo2; o < hi2; o++)                   \
-                                        crow[o] = irow[(o - lo2) * sw];                   \
-                                for (int64_t o = hi2; o < v->out[2]; o++)                 \
-                                    crow[o] = 0;                                          \
-                            }                                                             \
-                    }                                                                     \
-    }
-
-DEFINE_IM2COL(float, f32)
-DEFINE_IM2COL(double, f64)
-
-/*
- * 1-D and 2-D with stride 1 along the rows: each channel is first copied
- * into the middle of a zero-bordered plane, so every column row is OH plain
- * runs of OW elements, without edge cases. col2im adds into a second plane
- * and then adds its middle to dx.
- */
-#define DEFINE_PLANES(T, S)                                                              \
-    LADLE_KERNEL static void plane_cols_##S(const conv *v, T *img, T *col, int64_t ld,   \
-                                            T *pad, int add)                             \
-    {                                                                                    \
-        int64_t H = v->in[1], W = v->in[2], wp = v->wp, oh = v->out[1], ow = v->out[2];  \
-        pad += add ? v->hp * wp : 0; /* the gradient's own plane: x's keeps its border */ \
-        T *mid = pad + v->p[1] * wp + v->p[2];                                           \
-        for (int64_t c = 0; c < v->cg; c++) {                                             \
-            T *ic = img + c * v->pin;                                                    \
-            if (add)                                                                     \
-                memset(pad, 0, sizeof(T) * (size_t)(v->hp * wp));                        \
-            else                                                                         \
-                for (int64_t h = 0; h < H; h++)                                          \
-                    row_copy_##S(mid + h * wp, ic + h * W, W);                           \
-            for (int64_t i = 0; i < v->k[1]; i++)                                         \
-                for (int64_t j = 0; j < v->k[2]; j++) {                                   \
-                    T *cr = col + ((c * v->k[1] + i) * v->k[2] + j) * ld;                 \
-                    T *src = pad + i * v->d[1] * wp + j * v->d[2];                       \
-                    int64_t step = v->s[1] * wp;                                         \
-                    if (add)                                                             \
-                        for (int64_t o = 0; o < oh; o++)                                 \
-                            row_add_##S(src + o * step, cr + o * ow, ow);                \
-                    else                                                                 \
-                        for (int64_t o = 0; o < oh; o++)                                 \
-                            row_copy_##S(cr + o * ow, src + o * step, ow);               \
-                }                                                                        \
-            if (add)                                                                     \
-                for (int64_t h = 0; h < H; h++)                                          \
-                    row_add_##S(ic + h * W, mid + h * wp, W);                            \
-        }                                                                                \
-    }
-
-DEFINE_PLANES(float, f32)
-DEFINE_PLANES(double, f64)
-
-/* im2col (add 0) or col2im (add 1) of image n, group g, into column block b. */
-static void columns(const ladle_op *op, const void *x, int64_t n, int64_t g, int64_t b,
-                    int add)
-{
-    const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    char *img = (char *)x + (size_t)((n * v->c + g * v->cg) * v->pin) * es;
-    char *col = (char *)v->col + (size_t)(b * v->pout) * es;
-    int64_t ld = v->batch_per_gemm * v->pout;
-    if (v->plane != NULL && op->dtype == LADLE_F32)
-        plane_cols_f32(v, (float *)img, (float *)col, ld, v->plane, add);
-    else if (v->plane != NULL)
-        plane_cols_f64(v, (double *)img, (double *)col, ld, v->plane, add);
-    else if (op->dtype == LADLE_F32)
-        cols_f32(v, (float *)img, (float *)col, ld, add);
-    else
-        cols_f64(v, (double *)img, (double *)col, ld, add);
+    return (char *)t + (size_t)((n * c + g * per_group) * per) * ladle_dtype_size(op->dtype);
 }
 
 /* Copy between the planned Co_g x B*P matrix and images n0.. of a tensor
@@ -202,38 +73,20 @@ static void *wgrad(const ladle_op *op, int64_t g)
            (size_t)(g * v->cog * v->kk) * ladle_dtype_size(op->dtype);
 }
 
-/* Where the B image's columns come from: the column buffer, or (pointwise,
- * B = 1) the image itself. */
-static const void *col_source(const ladle_op *op, const void *x, int64_t n, int64_t g,
-                              int64_t nb)
+/* Where the B images' columns come from: the column buffer, filled by
+ * im2col, or (pointwise, B = 1) the image itself. */
+static ladle_status col_source(const ladle_op *op, const void *x, int64_t n, int64_t g,
+                               int64_t nb, const void **out)
 {
     const conv *v = op->impl;
-    if (v->pointwise)
-        return (const char *)x +
-               (size_t)((n * v->c + g * v->cg) * v->pin) * ladle_dtype_size(op->dtype);
-    for (int64_t b = 0; b < nb; b++)
-        columns(op, x, n + b, g, b, 0);
-    return v->col;
-}
-
-static void add_bias(const ladle_op *op, void *y, int64_t n)
-{
-    const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    const char *bias = op->params[1]->data;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t c = 0; c < v->co; c++) {
-            char *row = (char *)y + (size_t)((i * v->co + c) * v->pout) * es;
-            if (op->dtype == LADLE_F32) {
-                float b = ((const float *)bias)[c], *r = (float *)row;
-                for (int64_t p = 0; p < v->pout; p++)
-                    r[p] += b;
-            } else {
-                double b = ((const double *)bias)[c], *r = (double *)row;
-                for (int64_t p = 0; p < v->pout; p++)
-                    r[p] += b;
-            }
-        }
+    const char *img = image(op, x, v->c, v->pin, n, g, v->cg);
+    if (v->pointwise) {
+        *out = img;
+        return LADLE_OK;
+    }
+    *out = v->col;
+    return op->be->fn->conv_im2col(op->be, op->dtype, &v->geom, nb, img, v->c * v->pin, v->col,
+                                   v->batch_per_gemm * v->pout, v->plane);
 }
 
 static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
@@ -249,7 +102,8 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
             for (int64_t g = 0; g < v->g; g++) {
-                const void *col = col_source(op, x->data, n0, g, nb);
+                const void *col;
+                LADLE_CALL(col_source(op, x->data, n0, g, nb, &col));
                 int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
                 if (nb == 1 && v->batch_per_gemm == 1) { /* straight into y */
                     char *out = (char *)y->data +
@@ -267,7 +121,8 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
             }
         }
     if (op->nparams > 1)
-        add_bias(op, y->data, n);
+        LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, n, v->co, v->pout,
+                                        op->params[1]->data, y->data));
 fail:
     return st;
 }
@@ -313,45 +168,28 @@ static ladle_status conv_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
             int64_t ldc = v->batch_per_gemm * v->pout;
             LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, v->kk, nb * v->pout, v->cog, 1.0,
                                         weight(op, g), v->kk, dym, ld, 0.0, v->col, ldc));
-            for (int64_t b = 0; b < nb; b++)
-                columns(op, dx->data, n0 + b, g, b, 1);
+            LADLE_CALL(op->be->fn->conv_col2im(op->be, op->dtype, &v->geom, nb, v->col, ldc,
+                                               image(op, dx->data, v->c, v->pin, n0, g, v->cg),
+                                               v->c * v->pin, v->plane));
         }
     }
 fail:
     return st;
 }
 
-/* A row's sum in double, in eight interleaved partial sums: one chain of
- * dependent adds per row made the bias gradient 7% of LeNet conv2's time. */
-#define DEFINE_ROW_SUM(T, S)                                                             \
-    LADLE_KERNEL static double row_sum_##S(const T *r, int64_t n)                        \
-    {                                                                                    \
-        double s[8] = {0};                                                               \
-        int64_t p = 0;                                                                   \
-        for (; p + 8 <= n; p += 8)                                                       \
-            for (int l = 0; l < 8; l++)                                                  \
-                s[l] += r[p + l];                                                        \
-        for (; p < n; p++)                                                               \
-            s[0] += r[p];                                                                \
-        return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));        \
-    }
-
-DEFINE_ROW_SUM(float, f32)
-DEFINE_ROW_SUM(double, f64)
-
 static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                          int64_t n)
 {
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
     if (v->wide)
         LADLE_CALL(ladle__conv_wide_backward_weight(op, ctx->x->data, dy->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
             for (int64_t g = 0; g < v->g; g++) {
-                const void *col = col_source(op, ctx->x->data, n0, g, nb);
+                const void *col;
+                LADLE_CALL(col_source(op, ctx->x->data, n0, g, nb, &col));
                 int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
                 const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld, &st);
                 LADLE_CALL(st);
@@ -359,17 +197,9 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
                                             1.0, dym, ld, col, ldb, 1.0, wgrad(op, g), v->kk));
             }
         }
-    if (op->nparams > 1) {
-        char *db = op->grads[1]->data;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t c = 0; c < v->co; c++) {
-                const char *row = (const char *)dy->data + (size_t)((i * v->co + c) * v->pout) * es;
-                if (op->dtype == LADLE_F32)
-                    ((float *)db)[c] += (float)row_sum_f32((const float *)row, v->pout);
-                else
-                    ((double *)db)[c] += row_sum_f64((const double *)row, v->pout);
-            }
-    }
+    if (op->nparams > 1)
+        LADLE_CALL(op->be->fn->bias_grad(op->be, op->dtype, n, v->co, v->pout, dy->data,
+                                         op->grads[1]->data));
 fail:
     return st;
 }
@@ -497,6 +327,16 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     v->batch_per_gemm = b < 1 ? 1 : b;
     if (v->batch_per_gemm * v->pout > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
+    v->geom.cg = v->cg;
+    v->geom.cog = v->cog;
+    for (int i = 0; i < 3; i++) {
+        v->geom.in[i] = v->in[i];
+        v->geom.out[i] = v->out[i];
+        v->geom.k[i] = v->k[i];
+        v->geom.s[i] = v->s[i];
+        v->geom.p[i] = v->p[i];
+        v->geom.d[i] = v->d[i];
+    }
     return LADLE_OK;
 }
 

@@ -5,10 +5,7 @@
 #ifndef LADLE_CONV_IMPL_H
 #define LADLE_CONV_IMPL_H
 
-#include <string.h>
-
 #include "src/op/op_impl.h"
-#include "src/backends/cpu/simd.h"
 
 typedef struct conv {
     int64_t c, co, g, cg, cog;         /* channels, groups, per group */
@@ -26,73 +23,8 @@ typedef struct conv {
     void *xpad;                        /* cg padded planes of x */
     void *dyw;                         /* Co_g x B q, dy spread, zero between rows */
     void *dwt;                         /* the weight gradient transposed, K x Co */
+    ladle_conv_geom geom;              /* one group's geometry, for the column slots */
 } conv;
-
-/*
- * Rows of a few elements (an 8 x 8 or 4 x 4 output's width) are most of
- * im2col's copies, and a call to memcpy per 16-byte row costs more than the
- * move. These move a row as vectors of 8 and 4 elements, the last one
- * overlapping its neighbour rather than stepping through a remainder. The
- * add reads the overlapping vector of dst before it writes any, so the
- * overlap is stored twice with the same sums.
- */
-#define DEFINE_ROWS(T, S)                                                                \
-    typedef T v8##S __attribute__((vector_size(8 * sizeof(T))));                         \
-    typedef T v4##S __attribute__((vector_size(4 * sizeof(T))));                         \
-    LADLE_INLINE void row_copy_##S(T *restrict d, const T *restrict s, int64_t n)       \
-    {                                                                                    \
-        if (n >= 8) {                                                                    \
-            v8##S a;                                                                     \
-            for (int64_t e = 0; e + 8 < n; e += 8) {                                     \
-                memcpy(&a, s + e, sizeof a);                                             \
-                memcpy(d + e, &a, sizeof a);                                             \
-            }                                                                            \
-            memcpy(&a, s + n - 8, sizeof a);                                             \
-            memcpy(d + n - 8, &a, sizeof a);                                             \
-        } else if (n >= 4) {                                                             \
-            v4##S a, b;                                                                  \
-            memcpy(&a, s, sizeof a);                                                     \
-            memcpy(&b, s + n - 4, sizeof b);                                             \
-            memcpy(d, &a, sizeof a);                                                     \
-            memcpy(d + n - 4, &b, sizeof b);                                             \
-        } else {                                                                         \
-            for (int64_t e = 0; e < n; e++)                                              \
-                d[e] = s[e];                                                             \
-        }                                                                                \
-    }                                                                                    \
-    LADLE_INLINE void row_add_##S(T *restrict d, const T *restrict s, int64_t n)        \
-    {                                                                                    \
-        if (n >= 8) {                                                                    \
-            /* the last vector first: it may overlap the one before */                   \
-            v8##S a, b, x, y;                                                            \
-            memcpy(&b, d + n - 8, sizeof b);                                             \
-            memcpy(&y, s + n - 8, sizeof y);                                             \
-            b += y;                                                                      \
-            for (int64_t e = 0; e + 8 < n; e += 8) {                                     \
-                memcpy(&a, d + e, sizeof a);                                             \
-                memcpy(&x, s + e, sizeof x);                                             \
-                a += x;                                                                  \
-                memcpy(d + e, &a, sizeof a);                                             \
-            }                                                                            \
-            memcpy(d + n - 8, &b, sizeof b);                                             \
-        } else if (n >= 4) {                                                             \
-            v4##S a, b, x, y;                                                            \
-            memcpy(&a, d, sizeof a);                                                     \
-            memcpy(&b, d + n - 4, sizeof b);                                             \
-            memcpy(&x, s, sizeof x);                                                     \
-            memcpy(&y, s + n - 4, sizeof y);                                             \
-            a += x;                                                                      \
-            b += y;                                                                      \
-            memcpy(d + n - 4, &b, sizeof b);                                             \
-            memcpy(d, &a, sizeof a);                                                     \
-        } else {                                                                         \
-            for (int64_t e = 0; e < n; e++)                                              \
-                d[e] += s[e];                                                            \
-        }                                                                                \
-    }
-
-DEFINE_ROWS(float, f32)
-DEFINE_ROWS(double, f64)
 
 /* The wide path's columns per GEMM: two LeNet conv2 images (measured flat
  * from 136 to 300, slower from 512). */

@@ -99,81 +99,26 @@ void ladle__conv_wide_free(conv *v, const ladle_backend *be)
     be->fn->free(be, v->xpad);
 }
 
-/* The cg planes of image n, group g, as rows of the padded width: x itself
- * without padding, else copied into the middle of xpad (whose borders stay
- * zero from the plan). */
-static const char *padded_planes(const ladle_op *op, const void *x, int64_t n, int64_t g,
-                                 ladle_status *st)
+/* The columns of images n.. (nb of them), group g, in the column buffer. */
+static ladle_status wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t nb,
+                              int64_t g)
 {
     const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    const char *img = (const char *)x + (size_t)((n * v->c + g * v->cg) * v->pin) * es;
-    if (v->xpad == NULL)
-        return img;
-    int64_t ext[3] = {v->cg, v->in[1], v->in[2]};
-    int64_t sstr[3] = {v->pin, v->in[2], 1}, dstr[3] = {v->hp * v->wp, v->wp, 1};
-    char *mid = (char *)v->xpad + (size_t)(v->p[1] * v->wp + v->p[2]) * es;
-    *st = op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_COPY, 3, ext, img, sstr, mid, dstr);
-    return v->xpad;
+    const char *img = (const char *)x + (size_t)((n * v->c + g * v->cg) * v->pin) *
+                                            ladle_dtype_size(op->dtype);
+    return op->be->fn->conv_wide_im2col(op->be, op->dtype, &v->geom, nb, img, v->c * v->pin,
+                                        v->xpad, v->col, v->batch_per_gemm * v->q);
 }
 
-/* The columns of image n, group g, as block b of the column buffer. */
-static ladle_status wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t g,
-                              int64_t b)
-{
-    ladle_status st = LADLE_OK;
-    const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    const char *planes = padded_planes(op, x, n, g, &st);
-    int64_t plane = v->hp * v->wp, ld = v->batch_per_gemm * v->q;
-    char *col = (char *)v->col + (size_t)(b * v->q) * es;
-    for (int64_t c = 0; c < v->cg; c++)
-        for (int64_t i = 0; i < v->k[1]; i++)
-            for (int64_t j = 0; j < v->k[2]; j++) {
-                const char *src = planes + (size_t)(c * plane + i * v->d[1] * v->wp +
-                                                    j * v->d[2]) * es;
-                memcpy(col, src, (size_t)v->q * es);
-                col += (size_t)ld * es;
-            }
-    return st;
-}
-
-/*
- * Between the grid (blocks of q columns, rows of pitch wp) and images
- * n.. of a tensor with Co channels: dy spread onto the grid (the spare
- * columns keep their zeros), or the grid's OW-wide runs into y.
- */
-#define DEFINE_GRID(T, S)                                                                \
-    LADLE_KERNEL static void grid_##S(const conv *v, int64_t nb, T *grid, int64_t ld,    \
-                                      T *t, int to_tensor)                               \
-    {                                                                                    \
-        int64_t oh = v->out[1], ow = v->out[2];                                          \
-        for (int64_t b = 0; b < nb; b++)                                                 \
-            for (int64_t c = 0; c < v->cog; c++) {                                       \
-                T *g = grid + c * ld + b * v->q, *r = t + (b * v->co + c) * v->pout;     \
-                if (to_tensor)                                                           \
-                    for (int64_t o = 0; o < oh; o++)                                     \
-                        row_copy_##S(r + o * ow, g + o * v->wp, ow);                     \
-                else                                                                     \
-                    for (int64_t o = 0; o < oh; o++)                                     \
-                        row_copy_##S(g + o * v->wp, r + o * ow, ow);                     \
-            }                                                                            \
-    }
-
-DEFINE_GRID(float, f32)
-DEFINE_GRID(double, f64)
-
-static void grid(const ladle_op *op, int64_t nb, void *g, void *t, int64_t n, int64_t grp,
-                 int to_tensor)
+/* Between the grid g and images n.. of t (Co channels), group grp. */
+static ladle_status grid(const ladle_op *op, int64_t nb, void *g, void *t, int64_t n,
+                         int64_t grp, int to_tensor)
 {
     const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    int64_t ld = v->batch_per_gemm * v->q;
-    char *img = (char *)t + (size_t)((n * v->co + grp * v->cog) * v->pout) * es;
-    if (op->dtype == LADLE_F32)
-        grid_f32(v, nb, g, ld, (float *)img, to_tensor);
-    else
-        grid_f64(v, nb, g, ld, (double *)img, to_tensor);
+    char *img = (char *)t + (size_t)((n * v->co + grp * v->cog) * v->pout) *
+                                ladle_dtype_size(op->dtype);
+    return op->be->fn->conv_wide_grid(op->be, op->dtype, &v->geom, to_tensor, nb, g,
+                                      v->batch_per_gemm * v->q, img, v->co * v->pout);
 }
 
 static const void *weight_of(const ladle_op *op, const void *w, int64_t g)
@@ -190,12 +135,11 @@ ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
         for (int64_t g = 0; g < v->g; g++) {
-            for (int64_t b = 0; b < nb; b++)
-                LADLE_CALL(wide_cols(op, x, n0 + b, g, b));
+            LADLE_CALL(wide_cols(op, x, n0, nb, g));
             LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, v->cog, nb * v->q, v->kk, 1.0,
                                         weight_of(op, op->params[0]->data, g), v->kk, v->col,
                                         ld, 0.0, v->mat, ld));
-            grid(op, nb, v->mat, y, n0, g, 1);
+            LADLE_CALL(grid(op, nb, v->mat, y, n0, g, 1));
         }
     }
 fail:
@@ -216,9 +160,8 @@ ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x,
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
         for (int64_t g = 0; g < v->g; g++) {
-            for (int64_t b = 0; b < nb; b++)
-                LADLE_CALL(wide_cols(op, x, n0 + b, g, b));
-            grid(op, nb, v->dyw, (void *)dy, n0, g, 0);
+            LADLE_CALL(wide_cols(op, x, n0, nb, g));
+            LADLE_CALL(grid(op, nb, v->dyw, (void *)dy, n0, g, 0));
             LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 1, v->kk, v->cog, nb * v->q, 1.0,
                                         v->col, ld, v->dyw, ld, 1.0,
                                         (char *)v->dwt + (size_t)(g * v->kk * v->cog) * es,

@@ -18,19 +18,6 @@ static int64_t rows(const ladle_op *op, int64_t n)
     return op->batched ? n * l->rows_per_sample : l->rows_per_sample;
 }
 
-static ladle_status add_bias(const ladle_op *op, void *y, int64_t m)
-{
-    ladle_status st = LADLE_OK;
-    const linear *l = op->impl;
-    const ladle_tensor *b = op->params[1];
-    size_t es = ladle_dtype_size(op->dtype);
-    for (int64_t r = 0; r < m; r++)
-        LADLE_CALL(op->be->fn->axpy(op->be, op->dtype, l->out, 1.0, b->data,
-                                    (char *)y + (size_t)(r * l->out) * es));
-fail:
-    return st;
-}
-
 static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                    ladle_tensor *y, int64_t n)
 {
@@ -42,7 +29,8 @@ static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_ten
     ladle_status st = op->be->fn->gemm(op->be, op->dtype, 0, 1, m, l->out, l->in, 1.0, x->data,
                                        l->in, op->params[0]->data, l->in, 0.0, y->data, l->out);
     if (st == LADLE_OK && op->nparams > 1)
-        st = add_bias(op, y->data, m);
+        st = op->be->fn->bias_add(op->be, op->dtype, m, l->out, 1, op->params[1]->data,
+                                  y->data);
     return st;
 }
 
@@ -68,13 +56,9 @@ static ladle_status linear_backward_weight(ladle_op *op, ladle_ctx *ctx,
     ladle_status st = LADLE_OK;
     LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, l->out, l->in, m, 1.0, dy->data, l->out,
                                 ctx->x->data, l->in, 1.0, op->grads[0]->data, l->in));
-    if (op->nparams > 1) {
-        size_t es = ladle_dtype_size(op->dtype);
-        for (int64_t r = 0; r < m; r++)
-            LADLE_CALL(op->be->fn->axpy(op->be, op->dtype, l->out, 1.0,
-                                        (const char *)dy->data + (size_t)(r * l->out) * es,
-                                        op->grads[1]->data));
-    }
+    if (op->nparams > 1)
+        LADLE_CALL(op->be->fn->bias_grad(op->be, op->dtype, m, l->out, 1, dy->data,
+                                         op->grads[1]->data));
 fail:
     return st;
 }

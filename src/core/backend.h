@@ -60,6 +60,15 @@ typedef struct ladle_loss_desc {
     double divisor;          /* what the mean or sum divides by (1 for sum) */
 } ladle_loss_desc;
 
+/* convolution: the geometry of one group of its column slots (see the
+ * table). 1-D and 2-D convolutions have leading unit extents (in, out, k,
+ * s, d 1; p 0). */
+typedef struct ladle_conv_geom {
+    int64_t cg, cog;                /* input and output channels of the group */
+    int64_t in[3], out[3];          /* spatial extents (D, H, W) of an image and its output */
+    int64_t k[3], s[3], p[3], d[3]; /* kernel, stride, zero padding, dilation */
+} ladle_conv_geom;
+
 typedef struct ladle_backend ladle_backend;
 typedef struct ladle_backend_table ladle_backend_table;
 
@@ -242,6 +251,68 @@ struct ladle_backend_table {
 
     /* --- convolution: im2col, the wide path, bias --- */
     /* (CPU: src/backends/cpu/conv.c) */
+    /* The column slots work on one group of nb images; ladle_conv_geom (above
+     * the table) gives the group's geometry. An image's group is cg
+     * contiguous channels of pin = in[0] in[1] in[2] elements (D, H, W
+     * row-major); image b's starts at x + b x_stride. The column matrix has
+     * K = cg k[0] k[1] k[2] rows of leading dimension ld, row
+     * r = ((c k[0] + i) k[1] + j) k[2] + l for channel c and tap (i, j, l);
+     * image b owns its P = out[0] out[1] out[2] columns from b P, column
+     * (od out[1] + oh) out[2] + ow for output (od, oh, ow), and nb P <= ld.
+     * Tap (i, j, l) of output o reads input o s - p + (i, j, l) d per
+     * dimension, zero where that falls outside the image.
+     *
+     * im2col: col[r, b P + o] = x_b[c, o s - p + t d] (0 outside); every
+     * element of the nb P columns is written.
+     * col2im: dx_b[c, o s - p + t d] += col[r, b P + o] over all rows and
+     * columns whose input is inside: the adjoint of im2col, adding into dx
+     * (zero it first for dx = col2im(col)). Taps adding to one element add
+     * in the order of r for each output, outputs in order.
+     * planes: NULL, or (only when in[0] == 1, k[0] == 1 and s[2] == 1)
+     * scratch of 2 hp wp elements, hp = in[1] + 2 p[1], wp = in[2] + 2 p[2],
+     * zeroed when allocated and given to no other slot: the CPU then builds
+     * the columns from zero-bordered planes (whose borders it keeps zero); a
+     * backend may ignore it. x, col, dx and planes must not overlap. */
+    ladle_status (*conv_im2col)(const ladle_backend *be, ladle_dtype dtype,
+                                const ladle_conv_geom *geom, int64_t nb, const void *x,
+                                int64_t x_stride, void *col, int64_t ld, void *planes);
+    ladle_status (*conv_col2im)(const ladle_backend *be, ladle_dtype dtype,
+                                const ladle_conv_geom *geom, int64_t nb, const void *col,
+                                int64_t ld, void *dx, int64_t dx_stride, void *planes);
+    /* The wide-row columns, for in[0] == 1, k[0] == 1, s[1] == s[2] == 1:
+     * with hp, wp as above and Q = (out[1] - 1) wp + out[2], output (oh, ow)
+     * is grid column oh wp + ow (the columns with ow >= out[2] are spare),
+     * and tap (c, i, j) is one run of image b's zero-padded plane xp_b[c]
+     * (hp x wp, x in its middle at (p[1], p[2])):
+     *     col[(c k[1] + i) k[2] + j, b Q + q] = xp_b[c, i d[1] wp + j d[2] + q],
+     * q < Q, nb Q <= ld. xpad: NULL when p[1] = p[2] = 0 (x is its own
+     * padded plane), else scratch of cg hp wp elements zeroed when
+     * allocated, whose borders stay zero (only the middle is written). */
+    ladle_status (*conv_wide_im2col)(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_conv_geom *geom, int64_t nb, const void *x,
+                                     int64_t x_stride, void *xpad, void *col, int64_t ld);
+    /* Between the wide grid (cog rows of leading dimension ld, image b's Q
+     * columns from b Q) and nb images of a tensor t (image b at
+     * t + b t_stride, output channel c at + c P): for c < cog, oh < out[1],
+     * ow < out[2],
+     *     to_tensor:  t_b[c, oh out[2] + ow] = grid[c, b Q + oh wp + ow]
+     *     otherwise:  grid[c, b Q + oh wp + ow] = t_b[c, oh out[2] + ow]
+     * and nothing else is written (the spare grid columns keep what they
+     * hold: zeros, for a spread gradient). */
+    ladle_status (*conv_wide_grid)(const ladle_backend *be, ladle_dtype dtype,
+                                   const ladle_conv_geom *geom, int to_tensor, int64_t nb,
+                                   void *grid, int64_t ld, void *t, int64_t t_stride);
+    /* A bias over channels, for convolutions (inner = positions per
+     * channel) and linear layers (inner = 1): y is rows x channels x inner,
+     * row-major, and y[r, c, p] += b[c]. */
+    ladle_status (*bias_add)(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                             int64_t channels, int64_t inner, const void *b, void *y);
+    /* Its gradient, accumulating: db[c] += sum over r, p of dy[r, c, p]. For
+     * each (r, c) in order of r, the sum over p is taken in double, rounded
+     * to dtype and added to db[c] (for inner = 1 that is db[c] += dy[r, c]
+     * row after row). db must not overlap dy. */
+    ladle_status (*bias_grad)(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                              int64_t channels, int64_t inner, const void *dy, void *db);
 
     /* --- optimizer updates --- */
     /* (CPU: src/backends/cpu/optim.c) */

@@ -49,6 +49,12 @@ const ladle_backend_table ladle__cpu_table = {
     /* batch norm */
     /* pooling */
     /* convolution: im2col, the wide path, bias */
+    .conv_im2col = ladle__cpu_conv_im2col,
+    .conv_col2im = ladle__cpu_conv_col2im,
+    .conv_wide_im2col = ladle__cpu_conv_wide_im2col,
+    .conv_wide_grid = ladle__cpu_conv_wide_grid,
+    .bias_add = ladle__cpu_bias_add,
+    .bias_grad = ladle__cpu_bias_grad,
     /* optimizer updates */
 };
 

@@ -95,6 +95,23 @@ ladle_status ladle__cpu_dropout(const ladle_backend *be, ladle_dtype dtype, int6
 /* pool.c, pool_direct.c: pooling */
 
 /* conv.c: convolution: im2col, the wide path, bias */
+ladle_status ladle__cpu_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
+                                    const ladle_conv_geom *geom, int64_t nb, const void *x,
+                                    int64_t x_stride, void *col, int64_t ld, void *planes);
+ladle_status ladle__cpu_conv_col2im(const ladle_backend *be, ladle_dtype dtype,
+                                    const ladle_conv_geom *geom, int64_t nb, const void *col,
+                                    int64_t ld, void *dx, int64_t dx_stride, void *planes);
+ladle_status ladle__cpu_conv_wide_im2col(const ladle_backend *be, ladle_dtype dtype,
+                                         const ladle_conv_geom *geom, int64_t nb,
+                                         const void *x, int64_t x_stride, void *xpad,
+                                         void *col, int64_t ld);
+ladle_status ladle__cpu_conv_wide_grid(const ladle_backend *be, ladle_dtype dtype,
+                                       const ladle_conv_geom *geom, int to_tensor, int64_t nb,
+                                       void *grid, int64_t ld, void *t, int64_t t_stride);
+ladle_status ladle__cpu_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                 int64_t channels, int64_t inner, const void *b, void *y);
+ladle_status ladle__cpu_bias_grad(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                  int64_t channels, int64_t inner, const void *dy, void *db);
 
 /* optim.c: optimizer updates */
 
