@@ -112,8 +112,11 @@ $(BUILD)/%.o: %.c $(LIB_HDRS) $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 
-# layers may fuse multiply-adds (see src/backends/cpu/simd.h); the error-free sums elsewhere may not
-$(BUILD)/layers/%.o: CFLAGS_ALL += -ffp-contract=fast
+# The layers' kernels may fuse multiply-adds (see src/backends/cpu/simd.h);
+# the error-free sums of blas.c and the optimizers' updates may not.
+CPU_FUSED := activation batchnorm conv dropout loss pool pool_direct softmax
+$(BUILD)/layers/%.o $(patsubst %,$(BUILD)/src/backends/cpu/%.o,$(CPU_FUSED)): \
+    CFLAGS_ALL += -ffp-contract=fast
 
 $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

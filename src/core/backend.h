@@ -316,6 +316,18 @@ struct ladle_backend_table {
 
     /* --- optimizer updates --- */
     /* (CPU: src/backends/cpu/optim.c) */
+    /* Step t (1, 2, ...) of d's optimizer on n parameters p with gradients g,
+     * arithmetic in double, every stored value rounded to dtype:
+     *   SGD: g' = g + wd p; with momentum (s0 != NULL) v = g' at t = 1, else
+     *     v = mu v + (1 - dampening) g', and g' = g' + mu v (Nesterov) or v;
+     *     p -= lr g'.
+     *   Adam, AdamW: m = b1 m + (1 - b1) g', v = b2 v + (1 - b2) g'^2 with
+     *     g' = g + wd p (Adam) or p -= lr wd p first (AdamW);
+     *     p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+     * s0 (momentum or m) and s1 (v) are the state, zero before step 1. */
+    ladle_status (*optim_step)(const ladle_backend *be, ladle_dtype dtype,
+                               const ladle_optimizer_desc *d, int64_t t, int64_t n, void *p,
+                               const void *g, void *s0, void *s1);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -1,4 +1,6 @@
-/* Optimizers (SGD, Adam, AdamW) and learning-rate schedules. */
+/* Optimizers (SGD, Adam, AdamW) and learning-rate schedules. Each
+ * parameter steps on its own device through the optim_step slot; the
+ * optimizer keeps its state tensors there too. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +9,8 @@
 
 typedef struct slot {
     ladle_tensor *param, *grad;
-    ladle_tensor *state[2];
+    ladle_tensor *state[2]; /* on the parameter's device */
+    const ladle_backend *be;
 } slot;
 
 struct ladle_optimizer {
@@ -76,7 +79,7 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
                                        ladle_tensor *grad)
 {
     ladle_status st = LADLE_OK;
-    slot s = {param, grad, {NULL, NULL}};
+    slot s = {param, grad, {NULL, NULL}, NULL};
     LADLE_NOT_NULL(o);
     LADLE_NOT_NULL(param);
     LADLE_NOT_NULL(grad);
@@ -91,14 +94,16 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
                 ladle__fmt_shape64(b, sizeof b, grad->ndim, grad->shape));
     LADLE_CHECK(ladle_tensor_is_contiguous(param) && ladle_tensor_is_contiguous(grad),
                 LADLE_ERR_ARG, "the parameter and its gradient must be contiguous");
-    LADLE_CHECK(param->device == LADLE_CPU && grad->device == LADLE_CPU, LADLE_ERR_DEVICE,
-                "the parameter is on %s and its gradient on %s: the optimizer steps on cpu",
+    LADLE_CHECK(param->device == grad->device, LADLE_ERR_DEVICE,
+                "the parameter is on %s and its gradient on %s: they must share a device",
                 ladle_device_name(param->device), ladle_device_name(grad->device));
+    LADLE_CALL(ladle__backend_get(param->device, __func__, &s.be));
     for (int i = 0; i < o->n; i++)
         LADLE_CHECK(o->slots[i].param != param, LADLE_ERR_ARG, "the parameter is added twice");
     int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
     for (int k = 0; k < nstate; k++)
-        LADLE_CALL(ladle_tensor_create(param->dtype, param->ndim, param->shape, &s.state[k]));
+        LADLE_CALL(ladle_tensor_create_on(param->dtype, param->device, param->ndim, param->shape,
+                                          &s.state[k]));
     if (o->n == o->cap) {
         int cap = o->cap ? 2 * o->cap : 16;
         slot *p = realloc(o->slots, sizeof(slot) * (size_t)cap);
@@ -125,41 +130,6 @@ fail:
     return st;
 }
 
-#define DEFINE_UPDATES(T, S)                                                             \
-    static void sgd_##S(const ladle_optimizer_desc *d, int64_t first, int64_t n, T *p,   \
-                        const T *g, T *v)                                                \
-    {                                                                                    \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            double gi = g[i] + d->weight_decay * p[i];                                   \
-            if (v != NULL) {                                                             \
-                double vi = first ? gi : d->momentum * v[i] + (1 - d->dampening) * gi;   \
-                v[i] = (T)vi;                                                            \
-                gi = d->nesterov ? gi + d->momentum * vi : vi;                           \
-            }                                                                            \
-            p[i] = (T)(p[i] - d->lr * gi);                                               \
-        }                                                                                \
-    }                                                                                    \
-    static void adam_##S(const ladle_optimizer_desc *d, int64_t t, int64_t n, T *p,      \
-                         const T *g, T *m, T *v)                                         \
-    {                                                                                    \
-        double c1 = 1 - pow(d->beta1, (double)t), c2 = 1 - pow(d->beta2, (double)t);     \
-        int decoupled = d->kind == LADLE_OPT_ADAMW;                                      \
-        for (int64_t i = 0; i < n; i++) {                                                \
-            double pi = p[i], gi = g[i];                                                 \
-            if (decoupled)                                                               \
-                pi -= d->lr * d->weight_decay * pi;                                      \
-            else                                                                         \
-                gi += d->weight_decay * pi;                                              \
-            double mi = d->beta1 * m[i] + (1 - d->beta1) * gi;                           \
-            double vi = d->beta2 * v[i] + (1 - d->beta2) * gi * gi;                      \
-            m[i] = (T)mi;                                                                \
-            v[i] = (T)vi;                                                                \
-            p[i] = (T)(pi - d->lr * (mi / c1) / (sqrt(vi / c2) + d->eps));               \
-        }                                                                                \
-    }
-
-DEFINE_UPDATES(float, f32)
-DEFINE_UPDATES(double, f64)
 
 ladle_status ladle_optimizer_step(ladle_optimizer *o)
 {
@@ -169,19 +139,10 @@ ladle_status ladle_optimizer_step(ladle_optimizer *o)
     for (int i = 0; i < o->n; i++) {
         slot *s = &o->slots[i];
         int64_t n = s->param->numel;
-        void *p = s->param->data, *g = s->grad->data;
-        void *a = s->state[0] ? s->state[0]->data : NULL, *b = s->state[1] ? s->state[1]->data : NULL;
-        int f32 = s->param->dtype == LADLE_F32;
-        if (o->d.kind == LADLE_OPT_SGD) {
-            if (f32)
-                sgd_f32(&o->d, t == 1, n, p, g, a);
-            else
-                sgd_f64(&o->d, t == 1, n, p, g, a);
-        } else if (f32) {
-            adam_f32(&o->d, t, n, p, g, a, b);
-        } else {
-            adam_f64(&o->d, t, n, p, g, a, b);
-        }
+        void *a = s->state[0] ? s->state[0]->data : NULL;
+        void *b = s->state[1] ? s->state[1]->data : NULL;
+        LADLE_CALL(s->be->fn->optim_step(s->be, s->param->dtype, &o->d, t, n, s->param->data,
+                                         s->grad->data, a, b));
     }
 fail:
     return st;

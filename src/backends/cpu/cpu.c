@@ -56,6 +56,7 @@ const ladle_backend_table ladle__cpu_table = {
     .bias_add = ladle__cpu_bias_add,
     .bias_grad = ladle__cpu_bias_grad,
     /* optimizer updates */
+    .optim_step = ladle__cpu_optim_step,
 };
 
 const ladle_backend ladle__cpu_backend = {

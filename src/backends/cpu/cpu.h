@@ -114,5 +114,8 @@ ladle_status ladle__cpu_bias_grad(const ladle_backend *be, ladle_dtype dtype, in
                                   int64_t channels, int64_t inner, const void *dy, void *db);
 
 /* optim.c: optimizer updates */
+ladle_status ladle__cpu_optim_step(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_optimizer_desc *d, int64_t t, int64_t n, void *p,
+                                  const void *g, void *s0, void *s1);
 
 #endif /* LADLE_BACKEND_CPU_H */
