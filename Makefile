@@ -112,6 +112,8 @@ $(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h $(addsuffix /*.h,$(SU
 
 # layers may fuse multiply-adds (see src/backends/cpu/simd.h); the error-free sums elsewhere may not
 $(BUILD)/layers/%.o: CFLAGS_ALL += -ffp-contract=fast
+# batch norm's kernels came from layers/ and keep their contraction, bit for bit
+$(BUILD)/src/backends/cpu/batchnorm.o: CFLAGS_ALL += -ffp-contract=fast
 
 $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -35,6 +35,9 @@ const ladle_backend_table ladle__cpu_table = {
     /* losses */
     /* dropout */
     /* batch norm */
+    .bn_moment = ladle__cpu_bn_moment,
+    .bn_dsums = ladle__cpu_bn_dsums,
+    .bn_affine = ladle__cpu_bn_affine,
     /* pooling */
     /* convolution: im2col, the wide path, bias */
     /* optimizer updates */
