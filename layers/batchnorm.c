@@ -13,9 +13,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "layers/bn_impl.h"
 #include "src/op/op_impl.h"
-#include "src/backends/cpu/simd.h"
-#include "layers/bn_kernels.h"
 
 typedef struct bn {
     int64_t c, inner; /* channels, and the positions per channel of one sample */
@@ -23,253 +22,175 @@ typedef struct bn {
     int affine, track;
     int64_t batches_seen;
     ladle_tensor *running_mean, *running_var;
-    /* workspace, C each: mean, 1/std, variance, and the coefficients of
-     * the elementwise passes */
-    double *mean, *invstd, *var, *ca, *cb, *cc;
+    /* host workspace, c each: mean, 1/std, variance, the coefficients of
+     * the elementwise passes, gamma and beta (or 1 and 0), the running
+     * statistics, and a stage for moving a per-channel tensor */
+    double *mean, *invstd, *var, *ca, *cb, *cc, *g, *bt, *rm, *rv, *stage;
+    /* device workspace, c doubles each: mean, two sums, and a, b, k of
+     * bn_affine */
+    double *dev;
 } bn;
 
-/* What one forward records: per channel mean and 1/std, whether they are
- * batch statistics, and the backward's sums once computed (for dy). */
+/* What one forward records, in the ctx's impl (host memory): per channel
+ * mean and 1/std, whether they are batch statistics, and the backward's
+ * sums once computed (for dy). */
 typedef struct saved {
     int batch_stats;
     const void *sums_of; /* the dy the sums belong to; NULL when none */
     double stats[];      /* mean[c], invstd[c], sum(dy)[c], sum(dy x-hat)[c] */
 } saved;
 
-static double get(const void *p, ladle_dtype dt, int64_t i)
+/* The to_host and to_device copies are queued on a device; batch norm's
+ * host arrays are read or rewritten right after them, so both wait. */
+ladle_status ladle__bn_fetch(const ladle_backend *be, size_t bytes, const void *dev,
+                             void *host)
 {
-    return dt == LADLE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(be->fn->to_host(be, bytes, dev, host));
+    LADLE_CALL(be->fn->synchronize(be));
+fail:
+    return st;
 }
 
-static void put(void *p, ladle_dtype dt, int64_t i, double v)
+ladle_status ladle__bn_send(const ladle_backend *be, size_t bytes, const void *host,
+                            void *dev)
 {
-    if (dt == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(be->fn->to_device(be, bytes, host, dev));
+    LADLE_CALL(be->fn->synchronize(be));
+fail:
+    return st;
 }
 
-/*
- * The kernels walk (sample, channel) rows of `inner` contiguous values.
- * Sums run over 16 lanes in the data type, flushed into double every 256
- * values, so they vectorise and stay accurate for long rows; rows of one
- * value (batch norm over (N, C)) go across the channels instead.
- */
-#define LANES 16
-#define BLOCK 256
-
-#define DEFINE_BN(T, S)                                                                  \
-    /* s1[ch] = sum x; with mean, s1[ch] = sum (x - mean)^2 */                           \
-    LADLE_KERNEL static void moment_##S(const T *x, int64_t n, int64_t c, int64_t inner,   \
-                                        const double *mean, double *s1)                  \
-    {                                                                                    \
-        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
-        for (int64_t sm = 0; sm < n; sm++)                                               \
-            for (int64_t ch = 0; ch < c; ch++) {                                         \
-                const T *r = x + (sm * c + ch) * inner;                                  \
-                T mu = mean ? (T)mean[ch] : 0;                                           \
-                double tot = 0;                                                          \
-                for (int64_t i = 0; i < inner;) {                                        \
-                    int64_t e = i + BLOCK < inner ? i + BLOCK : inner;                   \
-                    T l[LANES] = {0};                                                    \
-                    if (mean)                                                            \
-                        for (; i + LANES <= e; i += LANES)                               \
-                            for (int j = 0; j < LANES; j++)                              \
-                                l[j] += (r[i + j] - mu) * (r[i + j] - mu);               \
-                    else                                                                 \
-                        for (; i + LANES <= e; i += LANES)                               \
-                            for (int j = 0; j < LANES; j++)                              \
-                                l[j] += r[i + j];                                        \
-                    for (; i < e; i++)                                                   \
-                        l[0] += mean ? (r[i] - mu) * (r[i] - mu) : r[i];                 \
-                    for (int j = 0; j < LANES; j++)                                      \
-                        tot += l[j];                                                     \
-                }                                                                        \
-                s1[ch] += tot;                                                           \
-            }                                                                            \
-    }                                                                                    \
-    LADLE_KERNEL static void moment_cols_##S(const T *x, int64_t n, int64_t c,           \
-                                             const double *mean, double *s1)             \
-    {                                                                                    \
-        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
-        for (int64_t sm = 0; sm < n; sm++) {                                             \
-            const T *r = x + sm * c;                                                     \
-            if (mean)                                                                    \
-                for (int64_t ch = 0; ch < c; ch++)                                       \
-                    s1[ch] += ((double)r[ch] - mean[ch]) * ((double)r[ch] - mean[ch]);   \
-            else                                                                         \
-                for (int64_t ch = 0; ch < c; ch++)                                       \
-                    s1[ch] += (double)r[ch];                                             \
-        }                                                                                \
-    }                                                                                    \
-    /* s1[ch] = sum dy, s2[ch] = sum dy (x - mean) */                                    \
-    LADLE_KERNEL static void dsums_##S(const T *x, const T *dy, int64_t n, int64_t c,     \
-                                       int64_t inner, const double *mean, double *s1,    \
-                                       double *s2)                                       \
-    {                                                                                    \
-        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
-        memset(s2, 0, sizeof(double) * (size_t)c);                                       \
-        for (int64_t sm = 0; sm < n; sm++)                                               \
-            for (int64_t ch = 0; ch < c; ch++) {                                         \
-                int64_t o = (sm * c + ch) * inner;                                       \
-                const T *r = x + o, *g = dy + o;                                         \
-                T mu = (T)mean[ch];                                                      \
-                double t1 = 0, t2 = 0;                                                   \
-                for (int64_t i = 0; i < inner;) {                                        \
-                    int64_t e = i + BLOCK < inner ? i + BLOCK : inner;                   \
-                    T l1[LANES] = {0}, l2[LANES] = {0};                                  \
-                    for (; i + LANES <= e; i += LANES)                                   \
-                        for (int j = 0; j < LANES; j++) {                                \
-                            l1[j] += g[i + j];                                           \
-                            l2[j] += g[i + j] * (r[i + j] - mu);                         \
-                        }                                                                \
-                    for (; i < e; i++) {                                                 \
-                        l1[0] += g[i];                                                   \
-                        l2[0] += g[i] * (r[i] - mu);                                     \
-                    }                                                                    \
-                    for (int j = 0; j < LANES; j++) {                                    \
-                        t1 += l1[j];                                                     \
-                        t2 += l2[j];                                                     \
-                    }                                                                    \
-                }                                                                        \
-                s1[ch] += t1;                                                            \
-                s2[ch] += t2;                                                            \
-            }                                                                            \
-    }                                                                                    \
-    LADLE_KERNEL static void dsums_cols_##S(const T *x, const T *dy, int64_t n,          \
-                                            int64_t c, const double *mean, double *s1,   \
-                                            double *s2)                                  \
-    {                                                                                    \
-        memset(s1, 0, sizeof(double) * (size_t)c);                                       \
-        memset(s2, 0, sizeof(double) * (size_t)c);                                       \
-        for (int64_t sm = 0; sm < n; sm++)                                               \
-            for (int64_t ch = 0; ch < c; ch++) {                                         \
-                double g = dy[sm * c + ch];                                              \
-                s1[ch] += g;                                                             \
-                s2[ch] += g * ((double)x[sm * c + ch] - mean[ch]);                       \
-            }                                                                            \
-    }                                                                                    \
-    /* out = a[ch] u + b[ch] w + k[ch], w and b optional */                              \
-    LADLE_KERNEL static void affine_##S(const T *u, const T *w, T *out, int64_t n,        \
-                                        int64_t c, int64_t inner, const double *a,       \
-                                        const double *b, const double *k)                \
-    {                                                                                    \
-        for (int64_t sm = 0; sm < n; sm++)                                               \
-            for (int64_t ch = 0; ch < c; ch++) {                                         \
-                int64_t o = (sm * c + ch) * inner;                                       \
-                const T *ur = u + o;                                                     \
-                T *orow = out + o;                                                       \
-                T ta = (T)a[ch], tk = (T)k[ch];                                          \
-                if (w) {                                                                 \
-                    const T *wr = w + o;                                                 \
-                    T tb = (T)b[ch];                                                     \
-                    for (int64_t i = 0; i < inner; i++)                                  \
-                        orow[i] = ta * ur[i] + tb * wr[i] + tk;                          \
-                } else {                                                                 \
-                    for (int64_t i = 0; i < inner; i++)                                  \
-                        orow[i] = ta * ur[i] + tk;                                       \
-                }                                                                        \
-            }                                                                            \
-    }                                                                                    \
-    LADLE_KERNEL static void affine_cols_##S(const T *u, const T *w, T *out, int64_t n,   \
-                                             int64_t c, const double *a,                 \
-                                             const double *b, const double *k)           \
-    {                                                                                    \
-        for (int64_t sm = 0; sm < n; sm++) {                                             \
-            const T *ur = u + sm * c, *wr = w ? w + sm * c : NULL;                       \
-            T *orow = out + sm * c;                                                      \
-            for (int64_t ch = 0; ch < c; ch++)                                           \
-                orow[ch] = (T)(a[ch] * ur[ch] + (wr ? b[ch] * wr[ch] : 0.0) + k[ch]);    \
-        }                                                                                \
-    }
-
-DEFINE_BN(float, f32)
-DEFINE_BN(double, f64)
-
-/* s1 = sum x (mean NULL) or sum (x - mean)^2 over each channel */
-void ladle__bn_moment(ladle_dtype dt, const void *x, int64_t n, int64_t c, int64_t inner,
-                      const double *mean, double *s1)
+ladle_status ladle__bn_read(const ladle_backend *be, const ladle_tensor *t, int64_t c,
+                            void *stage, double *out)
 {
-    if (dt == LADLE_F32 && inner == 1)
-        moment_cols_f32(x, n, c, mean, s1);
-    else if (dt == LADLE_F32)
-        moment_f32(x, n, c, inner, mean, s1);
-    else if (inner == 1)
-        moment_cols_f64(x, n, c, mean, s1);
-    else
-        moment_f64(x, n, c, inner, mean, s1);
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(ladle__bn_fetch(be, (size_t)c * ladle_dtype_size(t->dtype), t->data, stage));
+    for (int64_t i = 0; i < c; i++)
+        out[i] = t->dtype == LADLE_F32 ? ((const float *)stage)[i] : ((const double *)stage)[i];
+fail:
+    return st;
 }
 
-void ladle__bn_dsums(ladle_dtype dt, const void *x, const void *dy, int64_t n, int64_t c,
-                     int64_t inner, const double *mean, double *s1, double *s2)
+ladle_status ladle__bn_write(const ladle_backend *be, ladle_tensor *t, int64_t c,
+                             const double *in, void *stage)
 {
-    if (dt == LADLE_F32 && inner == 1)
-        dsums_cols_f32(x, dy, n, c, mean, s1, s2);
-    else if (dt == LADLE_F32)
-        dsums_f32(x, dy, n, c, inner, mean, s1, s2);
-    else if (inner == 1)
-        dsums_cols_f64(x, dy, n, c, mean, s1, s2);
-    else
-        dsums_f64(x, dy, n, c, inner, mean, s1, s2);
+    for (int64_t i = 0; i < c; i++)
+        if (t->dtype == LADLE_F32)
+            ((float *)stage)[i] = (float)in[i];
+        else
+            ((double *)stage)[i] = in[i];
+    return ladle__bn_send(be, (size_t)c * ladle_dtype_size(t->dtype), stage, t->data);
 }
 
-/* out = a u + b w + k per channel (w may be NULL) */
-void ladle__bn_affine(ladle_dtype dt, const void *u, const void *w, void *out, int64_t n,
-                      int64_t c, int64_t inner, const double *a, const double *b,
-                      const double *k)
+ladle_status ladle__bn_moment(const ladle_op *op, int64_t n, int64_t c, int64_t inner,
+                              const void *x, const double *mean, double *s, double *dev)
 {
-    if (dt == LADLE_F32 && inner == 1)
-        affine_cols_f32(u, w, out, n, c, a, b, k);
-    else if (dt == LADLE_F32)
-        affine_f32(u, w, out, n, c, inner, a, b, k);
-    else if (inner == 1)
-        affine_cols_f64(u, w, out, n, c, a, b, k);
-    else
-        affine_f64(u, w, out, n, c, inner, a, b, k);
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    size_t bytes = sizeof(double) * (size_t)c;
+    double *dmean = dev + LADLE__BN_DMEAN * c, *ds = dev + LADLE__BN_DS1 * c;
+    if (mean)
+        LADLE_CALL(ladle__bn_send(be, bytes, mean, dmean));
+    LADLE_CALL(be->fn->bn_moment(be, op->dtype, n, c, inner, x, mean ? dmean : NULL, ds));
+    LADLE_CALL(ladle__bn_fetch(be, bytes, ds, s));
+fail:
+    return st;
 }
 
-static void moment(const bn *v, ladle_dtype dt, const void *x, int64_t n, const double *mean,
-                   double *s1)
+ladle_status ladle__bn_dsums(const ladle_op *op, int64_t n, int64_t c, int64_t inner,
+                             const void *x, const void *dy, const double *mean, double *s1,
+                             double *s2, double *dev)
 {
-    ladle__bn_moment(dt, x, n, v->c, v->inner, mean, s1);
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    size_t bytes = sizeof(double) * (size_t)c;
+    double *dmean = dev + LADLE__BN_DMEAN * c, *ds1 = dev + LADLE__BN_DS1 * c,
+           *ds2 = dev + LADLE__BN_DS2 * c;
+    LADLE_CALL(ladle__bn_send(be, bytes, mean, dmean));
+    LADLE_CALL(be->fn->bn_dsums(be, op->dtype, n, c, inner, x, dy, dmean, ds1, ds2));
+    LADLE_CALL(ladle__bn_fetch(be, bytes, ds1, s1));
+    LADLE_CALL(ladle__bn_fetch(be, bytes, ds2, s2));
+fail:
+    return st;
 }
 
-static void dsums(const bn *v, ladle_dtype dt, const void *x, const void *dy, int64_t n,
-                  const double *mean, double *s1, double *s2)
+ladle_status ladle__bn_affine(const ladle_op *op, int64_t n, int64_t c, int64_t inner,
+                              const void *u, const void *w, void *out, const double *a,
+                              const double *b, const double *k, double *dev)
 {
-    ladle__bn_dsums(dt, x, dy, n, v->c, v->inner, mean, s1, s2);
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    size_t bytes = sizeof(double) * (size_t)c;
+    double *da = dev + LADLE__BN_DA * c, *db = dev + LADLE__BN_DB * c,
+           *dk = dev + LADLE__BN_DK * c;
+    LADLE_CALL(ladle__bn_send(be, bytes, a, da));
+    if (b)
+        LADLE_CALL(ladle__bn_send(be, bytes, b, db));
+    LADLE_CALL(ladle__bn_send(be, bytes, k, dk));
+    LADLE_CALL(be->fn->bn_affine(be, op->dtype, n, c, inner, u, w, out, da, b ? db : NULL, dk));
+fail:
+    return st;
 }
 
-static void affine(const bn *v, ladle_dtype dt, const void *u, const void *w, void *out,
-                   int64_t n, const double *a, const double *b, const double *k)
+static ladle_status moment(const ladle_op *op, const ladle_tensor *x, int64_t n,
+                           const double *mean, double *s)
 {
-    ladle__bn_affine(dt, u, w, out, n, v->c, v->inner, a, b, k);
+    const bn *v = op->impl;
+    return ladle__bn_moment(op, n, v->c, v->inner, x->data, mean, s, v->dev);
 }
 
-static void update_running(bn *v, const double *mean, const double *var, double m)
+static ladle_status affine(const ladle_op *op, const ladle_tensor *u, const ladle_tensor *w,
+                           ladle_tensor *out, int64_t n, const double *a, const double *b,
+                           const double *k)
 {
+    const bn *v = op->impl;
+    return ladle__bn_affine(op, n, v->c, v->inner, u->data, w ? w->data : NULL, out->data, a,
+                            b, k, v->dev);
+}
+
+static ladle_status update_running(const ladle_op *op, bn *v, double m)
+{
+    ladle_status st = LADLE_OK;
     double mom = v->momentum;
     v->batches_seen++;
     if (mom < 0)
         mom = 1.0 / (double)v->batches_seen; /* a cumulative average */
+    LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->rm));
+    LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->rv));
     for (int64_t ch = 0; ch < v->c; ch++) {
-        double rm = get(v->running_mean->data, v->running_mean->dtype, ch);
-        double rv = get(v->running_var->data, v->running_var->dtype, ch);
-        put(v->running_mean->data, v->running_mean->dtype, ch, (1 - mom) * rm + mom * mean[ch]);
-        put(v->running_var->data, v->running_var->dtype, ch,
-            (1 - mom) * rv + mom * var[ch] * m / (m - 1));
+        v->rm[ch] = (1 - mom) * v->rm[ch] + mom * v->mean[ch];
+        v->rv[ch] = (1 - mom) * v->rv[ch] + mom * v->var[ch] * m / (m - 1);
     }
+    LADLE_CALL(ladle__bn_write(op->be, v->running_mean, v->c, v->rm, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, v->running_var, v->c, v->rv, v->stage));
+fail:
+    return st;
 }
 
-static double gamma_of(const ladle_op *op, int64_t ch)
+/* gamma and beta into v->g and v->bt (1 and 0 without them) */
+static ladle_status gamma_beta(const ladle_op *op, bn *v, int beta)
 {
-    const bn *v = op->impl;
-    return v->affine ? get(op->params[0]->data, op->dtype, ch) : 1.0;
+    ladle_status st = LADLE_OK;
+    if (!v->affine) {
+        for (int64_t ch = 0; ch < v->c; ch++) {
+            v->g[ch] = 1.0;
+            v->bt[ch] = 0.0;
+        }
+        return LADLE_OK;
+    }
+    LADLE_CALL(ladle__bn_read(op->be, op->params[0], v->c, v->stage, v->g));
+    if (beta)
+        LADLE_CALL(ladle__bn_read(op->be, op->params[1], v->c, v->stage, v->bt));
+fail:
+    return st;
 }
 
 static ladle_status bn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     bn *v = op->impl;
     double m = (double)(n * v->inner);
     int batch_stats = op->training || !v->track;
@@ -278,96 +199,130 @@ static ladle_status bn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
             return ladle__raise(LADLE_ERR_SHAPE, "ladle_layer_forward",
                                 "batch norm in training needs more than one value per channel");
         /* two passes: the mean, then the mean squared deviation */
-        moment(v, op->dtype, x->data, n, NULL, v->mean);
+        LADLE_CALL(moment(op, x, n, NULL, v->mean));
         for (int64_t ch = 0; ch < v->c; ch++)
             v->mean[ch] /= m;
-        moment(v, op->dtype, x->data, n, v->mean, v->var);
+        LADLE_CALL(moment(op, x, n, v->mean, v->var));
         for (int64_t ch = 0; ch < v->c; ch++) {
             v->var[ch] /= m;
             v->invstd[ch] = 1.0 / sqrt(v->var[ch] + v->eps);
         }
         if (op->training && v->track)
-            update_running(v, v->mean, v->var, m);
+            LADLE_CALL(update_running(op, v, m));
     } else {
-        for (int64_t ch = 0; ch < v->c; ch++) {
-            v->mean[ch] = get(v->running_mean->data, op->dtype, ch);
-            v->invstd[ch] = 1.0 / sqrt(get(v->running_var->data, op->dtype, ch) + v->eps);
-        }
+        LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->mean));
+        LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->rv));
+        for (int64_t ch = 0; ch < v->c; ch++)
+            v->invstd[ch] = 1.0 / sqrt(v->rv[ch] + v->eps);
     }
     /* y = scale x + shift */
+    LADLE_CALL(gamma_beta(op, v, 1));
     for (int64_t ch = 0; ch < v->c; ch++) {
-        double b = v->affine ? get(op->params[1]->data, op->dtype, ch) : 0.0;
-        v->ca[ch] = gamma_of(op, ch) * v->invstd[ch];
-        v->cc[ch] = b - v->mean[ch] * v->ca[ch];
+        v->ca[ch] = v->g[ch] * v->invstd[ch];
+        v->cc[ch] = v->bt[ch] - v->mean[ch] * v->ca[ch];
     }
-    affine(v, op->dtype, x->data, NULL, y->data, n, v->ca, NULL, v->cc);
+    LADLE_CALL(affine(op, x, NULL, y, n, v->ca, NULL, v->cc));
     if (ctx) {
-        saved *sv = ctx->buf;
+        saved *sv = ctx->impl;
         sv->batch_stats = batch_stats;
         sv->sums_of = NULL;
         memcpy(sv->stats, v->mean, sizeof(double) * (size_t)v->c);
         memcpy(sv->stats + v->c, v->invstd, sizeof(double) * (size_t)v->c);
     }
-    return LADLE_OK;
+fail:
+    return st;
 }
 
 /* Per channel sums of dy and dy * x-hat, computed once per ctx and dy: the
  * input and the weight gradient both need them. */
-static const double *sums(const bn *v, ladle_ctx *ctx, const ladle_tensor *dy, int64_t n)
+static ladle_status sums(const ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy, int64_t n,
+                         const double **out)
 {
-    saved *sv = ctx->buf;
+    ladle_status st = LADLE_OK;
+    const bn *v = op->impl;
+    saved *sv = ctx->impl;
     double *mean = sv->stats, *invstd = mean + v->c, *sdy = invstd + v->c, *sdyx = sdy + v->c;
     if (sv->sums_of != dy->data) {
-        dsums(v, dy->dtype, ctx->x->data, dy->data, n, mean, sdy, sdyx);
+        LADLE_CALL(ladle__bn_dsums(op, n, v->c, v->inner, ctx->x->data, dy->data, mean, sdy,
+                                   sdyx, v->dev));
         for (int64_t ch = 0; ch < v->c; ch++)
             sdyx[ch] *= invstd[ch];
         sv->sums_of = dy->data;
     }
-    return sdy;
+    *out = sdy;
+fail:
+    return st;
 }
 
 static ladle_status bn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                 ladle_tensor *dx, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     bn *v = op->impl;
-    const saved *sv = ctx->buf;
-    const double *mean = sv->stats, *invstd = mean + v->c;
+    const saved *sv = ctx->impl;
+    const double *mean = sv->stats, *invstd = mean + v->c, *sdy, *sdyx;
     double m = (double)(n * v->inner);
     if (dx == NULL)
         return LADLE_OK;
+    LADLE_CALL(gamma_beta(op, v, 0));
     if (!sv->batch_stats) {
         /* fixed statistics: dx = gamma / std dy */
         for (int64_t ch = 0; ch < v->c; ch++) {
-            v->ca[ch] = gamma_of(op, ch) * invstd[ch];
+            v->ca[ch] = v->g[ch] * invstd[ch];
             v->cc[ch] = 0;
         }
-        affine(v, op->dtype, dy->data, NULL, dx->data, n, v->ca, NULL, v->cc);
-        return LADLE_OK;
+        return affine(op, dy, NULL, dx, n, v->ca, NULL, v->cc);
     }
     /* dx = k (m dy - sdy - x-hat sdyx), k = gamma / std / m, as
      * dx = a dy + b x + c per channel */
-    const double *sdy = sums(v, ctx, dy, n), *sdyx = sdy + v->c;
+    LADLE_CALL(sums(op, ctx, dy, n, &sdy));
+    sdyx = sdy + v->c;
     for (int64_t ch = 0; ch < v->c; ch++) {
-        double k = gamma_of(op, ch) * invstd[ch] / m;
+        double k = v->g[ch] * invstd[ch] / m;
         double b = -k * invstd[ch] * sdyx[ch];
         v->ca[ch] = k * m;
         v->cb[ch] = b;
         v->cc[ch] = -k * sdy[ch] - b * mean[ch];
     }
-    affine(v, op->dtype, dy->data, ctx->x->data, dx->data, n, v->ca, v->cb, v->cc);
-    return LADLE_OK;
+    LADLE_CALL(affine(op, dy, ctx->x, dx, n, v->ca, v->cb, v->cc));
+fail:
+    return st;
 }
 
 static ladle_status bn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                        int64_t n)
 {
-    const bn *v = op->impl;
-    const double *sdy = sums(v, ctx, dy, n), *sdyx = sdy + v->c;
+    ladle_status st = LADLE_OK;
+    bn *v = op->impl;
+    const double *sdy, *sdyx;
+    LADLE_CALL(sums(op, ctx, dy, n, &sdy));
+    sdyx = sdy + v->c;
+    /* the gradients accumulate: dgamma += sum dy x-hat, dbeta += sum dy */
+    LADLE_CALL(ladle__bn_read(op->be, op->grads[0], v->c, v->stage, v->rm));
+    LADLE_CALL(ladle__bn_read(op->be, op->grads[1], v->c, v->stage, v->rv));
     for (int64_t ch = 0; ch < v->c; ch++) {
-        put(op->grads[0]->data, op->dtype, ch, get(op->grads[0]->data, op->dtype, ch) + sdyx[ch]);
-        put(op->grads[1]->data, op->dtype, ch, get(op->grads[1]->data, op->dtype, ch) + sdy[ch]);
+        v->rm[ch] += sdyx[ch];
+        v->rv[ch] += sdy[ch];
     }
+    LADLE_CALL(ladle__bn_write(op->be, op->grads[0], v->c, v->rm, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, op->grads[1], v->c, v->rv, v->stage));
+fail:
+    return st;
+}
+
+static ladle_status bn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    const bn *v = op->impl;
+    ctx->impl = ladle__calloc(1, sizeof(saved) + sizeof(double) * (size_t)(4 * v->c));
+    if (ctx->impl == NULL)
+        return ladle__raise(LADLE_ERR_ALLOC, "ladle_ctx_create", "out of memory");
     return LADLE_OK;
+}
+
+static void bn_ctx_fini(ladle_ctx *ctx)
+{
+    ladle__free(ctx->impl);
+    ctx->impl = NULL;
 }
 
 static void bn_destroy(ladle_op *op)
@@ -378,6 +333,7 @@ static void bn_destroy(ladle_op *op)
     ladle_tensor_destroy(&v->running_mean);
     ladle_tensor_destroy(&v->running_var);
     ladle__free(v->mean);
+    op->be->fn->free(op->be, v->dev);
     ladle__free(v);
 }
 
@@ -403,6 +359,8 @@ static const ladle_op_vtable bn_vt = {
     .layer_forward = bn_forward,
     .layer_backward = bn_backward,
     .layer_backward_weight = bn_backward_weight,
+    .ctx_init = bn_ctx_init,
+    .ctx_fini = bn_ctx_fini,
     .num_buffers = bn_num_buffers,
     .buffer_at = bn_buffer_at,
 };
@@ -444,20 +402,22 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     v->momentum = d->momentum;
     v->affine = d->affine;
     v->track = d->track_running_stats;
-    v->mean = ladle__calloc((size_t)(6 * v->c), sizeof(double));
+    v->mean = ladle__calloc((size_t)(11 * v->c), sizeof(double));
     LADLE_CHECK(v->mean != NULL, LADLE_ERR_ALLOC, "out of memory");
-    v->invstd = v->mean + v->c;
-    v->var = v->invstd + v->c;
-    v->ca = v->var + v->c;
-    v->cb = v->ca + v->c;
-    v->cc = v->cb + v->c;
+    double **host[] = {&v->invstd, &v->var, &v->ca, &v->cb, &v->cc,
+                       &v->g,      &v->bt,  &v->rm, &v->rv, &v->stage};
+    for (int i = 0; i < 10; i++)
+        *host[i] = v->mean + (i + 1) * v->c;
     LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_mean));
     LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
     LADLE_CALL(ladle__layer_new(&bn_vt, dtype, ndim, x_shape, ndim, x_shape, 1, &op));
     op->impl = v;
     v = NULL;
-    op->ctx_bytes = sizeof(saved) + sizeof(double) * (size_t)(4 * d->num_features);
+    void *dv = NULL;
+    size_t dev_bytes = sizeof(double) * (size_t)(LADLE__BN_NDEV * d->num_features);
+    LADLE_CALL(op->be->fn->alloc(op->be, dev_bytes, &dv));
+    ((bn *)op->impl)->dev = dv;
     if (d->affine) {
         ladle_tensor *gamma = NULL;
         LADLE_CALL(ladle__layer_add_param(op, "weight", 1, &d->num_features, &gamma));

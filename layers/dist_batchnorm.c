@@ -20,8 +20,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "layers/bn_impl.h"
 #include "layers/dist.h"
-#include "layers/bn_kernels.h"
 
 typedef struct dbn {
     int64_t c, c_off;   /* this rank's channels and the first one */
@@ -39,10 +39,15 @@ typedef struct dbn {
     ladle_tensor *running_mean, *running_var;
     ladle_tensor *slots; /* group x (1 + 2c) doubles */
     ladle_tensor *red;   /* 2c doubles */
-    double *mean, *invstd, *var, *ca, *cb, *cc; /* c each */
+    /* host, c each: the statistics, the coefficients, gamma and beta (or 1
+     * and 0), two more per-channel values, a stage for moving a per-channel
+     * tensor; then the host side of slots (group x (1 + 2c) doubles) */
+    double *mean, *invstd, *var, *ca, *cb, *cc, *g, *bt, *t0, *t1, *stage, *hslots;
+    double *dev; /* device: the bn_* slots' workspace (layers/bn_impl.h) */
 } dbn;
 
-/* per microbatch: the statistics used and the backward's sums */
+/* per microbatch, in the ctx's impl (host memory): the statistics used
+ * and the backward's sums */
 typedef struct saved {
     int batch_stats;
     double count;        /* the group's values per channel */
@@ -51,23 +56,12 @@ typedef struct saved {
     double v[];          /* mean, invstd, own sdy, own sdyx, group sdy, group sdyx */
 } saved;
 
-static double get(const ladle_tensor *t, int64_t i)
-{
-    return t->dtype == LADLE_F32 ? ((const float *)t->data)[i] : ((const double *)t->data)[i];
-}
-
-static void put(ladle_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == LADLE_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static void dbn_free(dbn *v)
+static void dbn_free(dbn *v, const ladle_backend *be)
 {
     if (v == NULL)
         return;
+    if (v->dev)
+        be->fn->free(be, v->dev);
     ladle_op_destroy(&v->stats);
     ladle_op_destroy(&v->dred);
     ladle_op_destroy(&v->sync);
@@ -96,22 +90,26 @@ static ladle_status statistics(ladle_op *op, const ladle_tensor *x, double *coun
     ladle_status st = LADLE_OK;
     dbn *v = op->impl;
     int64_t c = v->c, w = 1 + 2 * c;
-    double m = (double)(v->n * v->inner), *s = v->slots->data;
+    size_t bytes = sizeof(double) * (size_t)(v->group * w);
+    double m = (double)(v->n * v->inner), *s = v->hslots;
     /* this rank's mean and squared deviations, two passes */
-    ladle__bn_moment(op->dtype, x->data, v->n, c, v->inner, NULL, v->mean);
+    LADLE_CALL(ladle__bn_moment(op, v->n, c, v->inner, x->data, NULL, v->mean, v->dev));
     for (int64_t ch = 0; ch < c; ch++)
         v->mean[ch] = m > 0 ? v->mean[ch] / m : 0.0;
-    ladle__bn_moment(op->dtype, x->data, v->n, c, v->inner, v->mean, v->var);
+    LADLE_CALL(ladle__bn_moment(op, v->n, c, v->inner, x->data, v->mean, v->var, v->dev));
     if (v->group == 1) {
         *count = m;
         return LADLE_OK;
     }
-    memset(s, 0, sizeof(double) * (size_t)(v->group * w));
+    /* the slots are laid out on the host and reduced on the device */
+    memset(s, 0, bytes);
     double *mine = s + v->slot * w;
     mine[0] = m;
     memcpy(mine + 1, v->mean, sizeof(double) * (size_t)c);
     memcpy(mine + 1 + c, v->var, sizeof(double) * (size_t)c);
+    LADLE_CALL(ladle__bn_send(op->be, bytes, s, v->slots->data));
     LADLE_CALL(ladle_op_forward(v->stats, v->slots, v->slots));
+    LADLE_CALL(ladle__bn_fetch(op->be, bytes, v->slots->data, s));
     /* Chan's merge in slot order: the same arithmetic on every member */
     double n = s[0];
     memcpy(v->mean, s + 1, sizeof(double) * (size_t)c);
@@ -129,6 +127,46 @@ static ladle_status statistics(ladle_op *op, const ladle_tensor *x, double *coun
         n = nab;
     }
     *count = n;
+fail:
+    return st;
+}
+
+static ladle_status update_running(ladle_op *op, double count)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    double mom = v->momentum;
+    v->batches_seen++;
+    if (mom < 0)
+        mom = 1.0 / (double)v->batches_seen;
+    LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->t0));
+    LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->t1));
+    for (int64_t ch = 0; ch < v->c; ch++) {
+        v->t0[ch] = (1 - mom) * v->t0[ch] + mom * v->mean[ch];
+        v->t1[ch] = (1 - mom) * v->t1[ch] + mom * v->var[ch] * count / (count - 1);
+    }
+    LADLE_CALL(ladle__bn_write(op->be, v->running_mean, v->c, v->t0, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, v->running_var, v->c, v->t1, v->stage));
+fail:
+    return st;
+}
+
+/* gamma and beta (beta only if asked) into v->g and v->bt, 1 and 0 without
+ * them */
+static ladle_status gamma_beta(ladle_op *op, int beta)
+{
+    ladle_status st = LADLE_OK;
+    dbn *v = op->impl;
+    if (!v->affine) {
+        for (int64_t ch = 0; ch < v->c; ch++) {
+            v->g[ch] = 1.0;
+            v->bt[ch] = 0.0;
+        }
+        return LADLE_OK;
+    }
+    LADLE_CALL(ladle__bn_read(op->be, v->params[0], v->c, v->stage, v->g));
+    if (beta)
+        LADLE_CALL(ladle__bn_read(op->be, v->params[1], v->c, v->stage, v->bt));
 fail:
     return st;
 }
@@ -153,32 +191,23 @@ static ladle_status dbn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
             v->var[ch] = count > 0 ? v->var[ch] / count : 0.0;
             v->invstd[ch] = 1.0 / sqrt(v->var[ch] + v->eps);
         }
-        if (op->training && v->track) {
-            double mom = v->momentum;
-            v->batches_seen++;
-            if (mom < 0)
-                mom = 1.0 / (double)v->batches_seen;
-            for (int64_t ch = 0; ch < c; ch++) {
-                put(v->running_mean, ch, (1 - mom) * get(v->running_mean, ch) + mom * v->mean[ch]);
-                put(v->running_var, ch,
-                    (1 - mom) * get(v->running_var, ch) + mom * v->var[ch] * count / (count - 1));
-            }
-        }
+        if (op->training && v->track)
+            LADLE_CALL(update_running(op, count));
     } else {
-        for (int64_t ch = 0; ch < c; ch++) {
-            v->mean[ch] = get(v->running_mean, ch);
-            v->invstd[ch] = 1.0 / sqrt(get(v->running_var, ch) + v->eps);
-        }
+        LADLE_CALL(ladle__bn_read(op->be, v->running_mean, c, v->stage, v->mean));
+        LADLE_CALL(ladle__bn_read(op->be, v->running_var, c, v->stage, v->t1));
+        for (int64_t ch = 0; ch < c; ch++)
+            v->invstd[ch] = 1.0 / sqrt(v->t1[ch] + v->eps);
     }
+    LADLE_CALL(gamma_beta(op, 1));
     for (int64_t ch = 0; ch < c; ch++) {
-        double g = v->affine ? get(v->params[0], ch) : 1.0;
-        double b = v->affine ? get(v->params[1], ch) : 0.0;
-        v->ca[ch] = g * v->invstd[ch];
-        v->cc[ch] = b - v->mean[ch] * v->ca[ch];
+        v->ca[ch] = v->g[ch] * v->invstd[ch];
+        v->cc[ch] = v->bt[ch] - v->mean[ch] * v->ca[ch];
     }
-    ladle__bn_affine(op->dtype, x->data, NULL, y->data, v->n, c, v->inner, v->ca, NULL, v->cc);
+    LADLE_CALL(ladle__bn_affine(op, v->n, c, v->inner, x->data, NULL, y->data, v->ca, NULL,
+                                v->cc, v->dev));
     if (ctx) {
-        saved *sv = ctx->buf;
+        saved *sv = ctx->impl;
         sv->batch_stats = batch_stats;
         sv->count = count;
         sv->sums_of = NULL;
@@ -196,23 +225,24 @@ static ladle_status sums(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy, i
 {
     ladle_status st = LADLE_OK;
     dbn *v = op->impl;
-    saved *sv = ctx->buf;
+    saved *sv = ctx->impl;
     int64_t c = v->c;
+    size_t bytes = sizeof(double) * (size_t)(2 * c);
     double *mean = sv->v, *invstd = mean + c, *own = invstd + c, *grp = own + 2 * c;
     if (sv->sums_of != dy->data) {
-        ladle__bn_dsums(op->dtype, ctx->x->data, dy->data, v->n, c, v->inner, mean, own,
-                        own + c);
+        LADLE_CALL(ladle__bn_dsums(op, v->n, c, v->inner, ctx->x->data, dy->data, mean, own,
+                                   own + c, v->dev));
         for (int64_t ch = 0; ch < c; ch++)
             own[c + ch] *= invstd[ch];
         sv->sums_of = dy->data;
         sv->group_sums = 0;
     }
     if (group && !sv->group_sums) {
-        memcpy(grp, own, sizeof(double) * (size_t)(2 * c));
+        memcpy(grp, own, bytes);
         if (v->dred) {
-            memcpy(v->red->data, own, sizeof(double) * (size_t)(2 * c));
+            LADLE_CALL(ladle__bn_send(op->be, bytes, own, v->red->data));
             LADLE_CALL(ladle_op_forward(v->dred, v->red, v->red));
-            memcpy(grp, v->red->data, sizeof(double) * (size_t)(2 * c));
+            LADLE_CALL(ladle__bn_fetch(op->be, bytes, v->red->data, grp));
         }
         sv->group_sums = 1;
     }
@@ -225,33 +255,33 @@ static ladle_status dbn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
 {
     ladle_status st = LADLE_OK;
     dbn *v = op->impl;
-    saved *sv = ctx->buf;
+    saved *sv = ctx->impl;
     int64_t c = v->c;
     const double *mean = sv->v, *invstd = mean + c;
     (void)nb;
     if (dx == NULL || !member(op))
         return LADLE_OK;
+    LADLE_CALL(gamma_beta(op, 0));
     if (!sv->batch_stats) {
         for (int64_t ch = 0; ch < c; ch++) {
-            v->ca[ch] = (v->affine ? get(v->params[0], ch) : 1.0) * invstd[ch];
+            v->ca[ch] = v->g[ch] * invstd[ch];
             v->cc[ch] = 0;
         }
-        ladle__bn_affine(op->dtype, dy->data, NULL, dx->data, v->n, c, v->inner, v->ca, NULL,
-                         v->cc);
-        return LADLE_OK;
+        return ladle__bn_affine(op, v->n, c, v->inner, dy->data, NULL, dx->data, v->ca, NULL,
+                                v->cc, v->dev);
     }
     LADLE_CALL(sums(op, ctx, dy, 1));
     const double *sdy = sv->v + 4 * c, *sdyx = sdy + c;
     double m = sv->count;
     for (int64_t ch = 0; ch < c; ch++) {
-        double k = (v->affine ? get(v->params[0], ch) : 1.0) * invstd[ch] / m;
+        double k = v->g[ch] * invstd[ch] / m;
         double b = -k * invstd[ch] * sdyx[ch];
         v->ca[ch] = k * m;
         v->cb[ch] = b;
         v->cc[ch] = -k * sdy[ch] - b * mean[ch];
     }
-    ladle__bn_affine(op->dtype, dy->data, ctx->x->data, dx->data, v->n, c, v->inner, v->ca,
-                     v->cb, v->cc);
+    LADLE_CALL(ladle__bn_affine(op, v->n, c, v->inner, dy->data, ctx->x->data, dx->data, v->ca,
+                                v->cb, v->cc, v->dev));
 fail:
     return st;
 }
@@ -261,17 +291,22 @@ static ladle_status dbn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladl
 {
     ladle_status st = LADLE_OK;
     dbn *v = op->impl;
-    saved *sv = ctx->buf;
+    saved *sv = ctx->impl;
     int64_t c = v->c;
     (void)nb;
     if (!member(op))
         return LADLE_OK;
     LADLE_CALL(sums(op, ctx, dy, 0));
     const double *sdy = sv->v + 2 * c, *sdyx = sdy + c;
+    /* the rank's own sums accumulate into the replicated gradients */
+    LADLE_CALL(ladle__bn_read(op->be, v->grads[0], c, v->stage, v->t0));
+    LADLE_CALL(ladle__bn_read(op->be, v->grads[1], c, v->stage, v->t1));
     for (int64_t ch = 0; ch < c; ch++) {
-        put(v->grads[0], ch, get(v->grads[0], ch) + sdyx[ch]);
-        put(v->grads[1], ch, get(v->grads[1], ch) + sdy[ch]);
+        v->t0[ch] += sdyx[ch];
+        v->t1[ch] += sdy[ch];
     }
+    LADLE_CALL(ladle__bn_write(op->be, v->grads[0], c, v->t0, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, v->grads[1], c, v->t1, v->stage));
 fail:
     return st;
 }
@@ -317,7 +352,22 @@ static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     info->sync_counts = v->ccounts;
 }
 
-static void dbn_destroy(ladle_op *op) { dbn_free(op->impl); }
+static void dbn_destroy(ladle_op *op) { dbn_free(op->impl, op->be); }
+
+static ladle_status dbn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    const dbn *v = op->impl;
+    ctx->impl = ladle__calloc(1, sizeof(saved) + sizeof(double) * (size_t)(6 * v->c + 1));
+    if (ctx->impl == NULL)
+        return ladle__raise(LADLE_ERR_ALLOC, "ladle_ctx_create", "out of memory");
+    return LADLE_OK;
+}
+
+static void dbn_ctx_fini(ladle_ctx *ctx)
+{
+    ladle__free(ctx->impl);
+    ctx->impl = NULL;
+}
 
 static int dbn_num_buffers(const ladle_op *op) { return ((const dbn *)op->impl)->track ? 2 : 0; }
 
@@ -337,6 +387,8 @@ static const ladle_op_vtable dbn_vt = {
     .layer_forward = dbn_forward,
     .layer_backward = dbn_backward,
     .layer_backward_weight = dbn_backward_weight,
+    .ctx_init = dbn_ctx_init,
+    .ctx_fini = dbn_ctx_fini,
     .num_params = dbn_num_params,
     .param_at = dbn_param_at,
     .param_info = dbn_param_info,
@@ -495,15 +547,14 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     if (local == LADLE_OK)
         local = ladle__dist_tensor(LADLE_F64, 1, &rs, &v->red);
     if (local == LADLE_OK) {
-        v->mean = ladle__calloc((size_t)(6 * cs + 1), sizeof(double));
+        v->mean = ladle__calloc((size_t)(11 * cs + sl + 1), sizeof(double));
         if (v->mean == NULL)
             local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
         else {
-            v->invstd = v->mean + cs;
-            v->var = v->invstd + cs;
-            v->ca = v->var + cs;
-            v->cb = v->ca + cs;
-            v->cc = v->cb + cs;
+            double **host[] = {&v->invstd, &v->var, &v->ca, &v->cb,    &v->cc,    &v->g,
+                               &v->bt,     &v->t0,  &v->t1, &v->stage, &v->hslots};
+            for (int i = 0; i < 11; i++)
+                *host[i] = v->mean + (i + 1) * cs;
         }
     }
     if (local == LADLE_OK) {
@@ -520,7 +571,9 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
         op->flags = ladle__op_flags_from_env(flags);
         op->x_layout = ladle__layout_retain(lx);
         op->y_layout = ladle__layout_retain(lx);
-        op->ctx_bytes = sizeof(saved) + sizeof(double) * (size_t)(6 * cs + 1);
+        void *dv = NULL;
+        local = op->be->fn->alloc(op->be, sizeof(double) * (size_t)(LADLE__BN_NDEV * cs), &dv);
+        ((dbn *)op->impl)->dev = dv;
     }
     st = ladle__dist_step(op ? op->comm : comm, local, f);
     if (st == LADLE_OK) {
@@ -531,7 +584,7 @@ fail:
     if (comm != MPI_COMM_NULL)
         MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
-    dbn_free(v);
+    dbn_free(v, NULL);
     ladle_layout_destroy(&lx);
     ladle__free(gid);
     ladle__free(cid);

@@ -245,6 +245,35 @@ struct ladle_backend_table {
 
     /* --- batch norm --- */
     /* (CPU: src/backends/cpu/batchnorm.c) */
+    /* x, dy, u, w and out are n x c x inner tensors of dtype, contiguous
+     * (channel ch of sample sm is the row of inner values at
+     * (sm c + ch) inner). The per-channel arrays (mean, s, s1, s2, a, b, k:
+     * c doubles each) are device memory too: the layers keep statistics,
+     * coefficients and what a forward saves in host doubles, and move them
+     * across with to_device and to_host around these slots (a few times c
+     * doubles per call), so MPI reduces host buffers or tensors only and a
+     * GPU needs no scratch of its own. Sums over a channel run over all n
+     * inner of its values and overwrite their outputs; the CPU sums in 16
+     * lanes of dtype flushed into double every 256 values (in double from
+     * the start when inner == 1), and another backend must sum at least as
+     * accurately: double across blocks. */
+    /* s[ch] = sum x over channel ch (mean NULL), or sum (x - mean[ch])^2
+     * with mean[ch] rounded to dtype (kept in double when inner == 1). */
+    ladle_status (*bn_moment)(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
+                              int64_t inner, const void *x, const double *mean, double *s);
+    /* s1[ch] = sum dy, s2[ch] = sum dy (x - mean[ch]) over channel ch,
+     * mean rounded as in bn_moment. */
+    ladle_status (*bn_dsums)(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
+                             int64_t inner, const void *x, const void *dy, const double *mean,
+                             double *s1, double *s2);
+    /* out = a[ch] u + b[ch] w + k[ch] elementwise in channel ch; w and b
+     * may be NULL (the term drops). With inner > 1 it is computed in dtype
+     * with a, b, k rounded to dtype, with inner == 1 in double and rounded
+     * once. out may be u or w (each element is read before it is written),
+     * but may not overlap them otherwise. */
+    ladle_status (*bn_affine)(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
+                              int64_t inner, const void *u, const void *w, void *out,
+                              const double *a, const double *b, const double *k);
 
     /* --- pooling --- */
     /* (CPU: src/backends/cpu/pool.c, pool_direct.c) */

@@ -47,6 +47,9 @@ const ladle_backend_table ladle__cpu_table = {
     /* dropout */
     .dropout = ladle__cpu_dropout,
     /* batch norm */
+    .bn_moment = ladle__cpu_bn_moment,
+    .bn_dsums = ladle__cpu_bn_dsums,
+    .bn_affine = ladle__cpu_bn_affine,
     /* pooling */
     /* convolution: im2col, the wide path, bias */
     .conv_im2col = ladle__cpu_conv_im2col,

@@ -91,6 +91,16 @@ ladle_status ladle__cpu_dropout(const ladle_backend *be, ladle_dtype dtype, int6
                                void *out);
 
 /* batchnorm.c: batch norm */
+ladle_status ladle__cpu_bn_moment(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                  int64_t c, int64_t inner, const void *x, const double *mean,
+                                  double *s);
+ladle_status ladle__cpu_bn_dsums(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                 int64_t c, int64_t inner, const void *x, const void *dy,
+                                 const double *mean, double *s1, double *s2);
+ladle_status ladle__cpu_bn_affine(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                  int64_t c, int64_t inner, const void *u, const void *w,
+                                  void *out, const double *a, const double *b,
+                                  const double *k);
 
 /* pool.c, pool_direct.c: pooling */
 
