@@ -112,6 +112,11 @@ $(BUILD)/%.o: %.c $(wildcard include/*.h include/ladle/*.h $(addsuffix /*.h,$(SU
 
 # layers may fuse multiply-adds (see src/backends/cpu/simd.h); the error-free sums elsewhere may not
 $(BUILD)/layers/%.o: CFLAGS_ALL += -ffp-contract=fast
+# the pooling kernels, moved out of layers/, round as they did there; their
+# bodies per dtype are .inc files
+POOL_OBJS := $(BUILD)/src/backends/cpu/pool.o $(BUILD)/src/backends/cpu/pool_direct.o
+$(POOL_OBJS): CFLAGS_ALL += -ffp-contract=fast
+$(POOL_OBJS): $(wildcard src/backends/cpu/pool_*.inc)
 
 $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

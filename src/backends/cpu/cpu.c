@@ -36,6 +36,10 @@ const ladle_backend_table ladle__cpu_table = {
     /* dropout */
     /* batch norm */
     /* pooling */
+    .pool_plan = ladle__cpu_pool_plan,
+    .pool_setup = ladle__cpu_pool_setup,
+    .pool_forward = ladle__cpu_pool_forward,
+    .pool_backward = ladle__cpu_pool_backward,
     /* convolution: im2col, the wide path, bias */
     /* optimizer updates */
 };

@@ -62,6 +62,17 @@ ladle_status ladle__cpu_fill_random(const ladle_backend *be, ladle_dtype dtype, 
 /* batchnorm.c: batch norm */
 
 /* pool.c, pool_direct.c: pooling */
+ladle_status ladle__cpu_pool_plan(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_pool_geom *g, size_t *ws_bytes,
+                                  size_t *saved_bytes);
+ladle_status ladle__cpu_pool_setup(const ladle_backend *be, ladle_dtype dtype,
+                                   const ladle_pool_geom *g, void *ws);
+ladle_status ladle__cpu_pool_forward(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_pool_geom *g, int64_t planes, const void *x,
+                                     void *y, void *saved, void *ws);
+ladle_status ladle__cpu_pool_backward(const ladle_backend *be, ladle_dtype dtype,
+                                      const ladle_pool_geom *g, int64_t planes,
+                                      const void *dy, void *dx, const void *saved, void *ws);
 
 /* conv.c: convolution: im2col, the wide path, bias */
 
