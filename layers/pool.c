@@ -118,11 +118,7 @@ static ladle_status finish(pool *v, ladle_dtype dtype, int ndim, const int64_t *
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     size_t ws_bytes = 0;
-    st = ladle__layer_new(&pool_vt, dtype, ndim, xs, y_ndim, ys, 1, &op);
-    if (st != LADLE_OK) {
-        ladle__free(v);
-        return st;
-    }
+    LADLE_CALL(ladle__layer_new(&pool_vt, dtype, ndim, xs, y_ndim, ys, 1, &op));
     op->impl = v;
     op->linear = v->g.kind == LADLE_POOL_AVG;
     const ladle_backend *be = op->be;
@@ -133,7 +129,10 @@ static ladle_status finish(pool *v, ladle_dtype dtype, int ndim, const int64_t *
     *out = op;
     return LADLE_OK;
 fail:
-    ladle_op_destroy(&op);
+    if (op != NULL)
+        ladle_op_destroy(&op); /* v with it */
+    else
+        ladle__free(v);
     return st;
 }
 
