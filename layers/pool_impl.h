@@ -1,85 +1,22 @@
 /*
- * Pooling's private plan, shared by layers/pool.c (planning, the generic
- * separable kernels) and layers/pool_direct.c (the direct kernels of the
- * common 2-d windows). Never installed.
+ * Pooling's private plan (layers/pool.c), in a header so that the tests can
+ * reach the backend's workspace. Never installed.
  */
 #ifndef LADLE_POOL_IMPL_H
 #define LADLE_POOL_IMPL_H
 
 #include <stdint.h>
 
+#include "src/core/backend.h"
 #include "src/op/op_impl.h"
 
-enum { POOL_GENERIC, POOL_K2S2, POOL_K3 };
-
 typedef struct pool {
-    ladle_pool_kind kind;
-    int count_include_pad;
-    int64_t planes; /* N x C of the largest batch */
+    ladle_pool_geom g;
     int64_t channels;
-    int64_t in[3], out[3], k[3], s[3], p[3], d[3];
-    int64_t pin, pout;
-    int64_t rows_in, rows_out; /* rows (all but the last dimension) of a plane */
-    int global;
-    /* along the last dimension, per output: the window's first input index
-     * (o s - p) and its valid taps [lo2, hi2); [oa, ob) are the outputs
-     * whose taps are all valid */
-    int64_t *base2, *lo2, *hi2;
-    int64_t oa, ob;
-    /* per output row: its valid tap rows (kk slots each) and their count */
-    int64_t kk;
-    int64_t *trows, *ntrows;
-    /* average pooling: reciprocal divisor factors, per output row (f01) and
-     * per output along the last dimension (f2f, f2d: f32 and f64) */
-    double *f01, *f2d;
-    float *f2f;
-    /* workspace: A's values (rows_in x out[2]) and offsets, a row of
-     * scaled gradients, a row of offsets when no ctx keeps them */
-    void *av;
-    int32_t *aa;
-    int64_t astride, pw; /* average pooling's rows of av: stride, zeros each side */
-    void *g;
-    int32_t *tmp;
-    int direct; /* POOL_GENERIC or the direct kernels of pool_direct.c */
-    int narrow; /* the direct max kernels narrow codes by conversion (see narrow_f32) */
-    /* POOL_K3: per input row, the output rows whose windows hold it (three
-     * slots each) and their count, the last of them (bhi) and the row
-     * factors of it and the two before (bc); workspace (pool_direct.c) */
-    int64_t *crows, *ncrows, *bhi;
-    double *bc;
-    void *rows3;
+    int64_t planes; /* N x C of the largest batch */
+    int64_t pin;
+    void *ws;           /* the backend's plan and scratch (pool_plan, pool_setup) */
+    size_t saved_bytes; /* per plane: a max forward's winners */
 } pool;
-
-/* Blocks of BLK outputs are GCC/Clang vectors (two or four machine vectors
- * on SSE, one or two on AVX2) with integer masks of the same width. */
-#define BLK 8
-typedef float vf32 __attribute__((vector_size(BLK * 4)));
-typedef int32_t mf32 __attribute__((vector_size(BLK * 4)));
-typedef double vf64 __attribute__((vector_size(BLK * 8)));
-typedef int64_t mf64 __attribute__((vector_size(BLK * 8)));
-/* four doubles: GCC 12 takes 64-byte vectors apart lane by lane in the
- * cloned kernels (src/backends/cpu/simd.h), even in the AVX-512 copy */
-typedef double vd4 __attribute__((vector_size(32)));
-typedef int64_t md4 __attribute__((vector_size(32)));
-
-/* val takes the place of best: the first maximum wins, a NaN wins and stays */
-static inline int wins_f32(float val, float best)
-{
-    return (val > best) | ((val != val) & (best == best));
-}
-static inline int wins_f64(double val, double best)
-{
-    return (val > best) | ((val != val) & (best == best));
-}
-
-/* The direct kernels: the case a plan fits (POOL_GENERIC for none), and the
- * forward and backward of a plan that has one (f32 or f64; max: the
- * winners' one-byte codes in the ctx, or NULL in a forward without one). */
-int ladle__pool_direct_case(const pool *v);
-int ladle__pool_direct_tables(pool *v); /* 0: out of memory */
-void ladle__pool_direct_forward(const pool *v, int f32, int64_t planes, const void *x, void *y,
-                                uint8_t *codes);
-void ladle__pool_direct_backward(const pool *v, int f32, int64_t planes, const void *dy,
-                                 void *dx, const uint8_t *codes);
 
 #endif /* LADLE_POOL_IMPL_H */

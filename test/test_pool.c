@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "layers/pool_impl.h"
+#include "src/backends/cpu/pool_impl.h"
 
 typedef struct pgeom {
     int nd, ceil_mode, include_pad;
@@ -167,9 +168,10 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_op *op = make(G, dt);
     /* the direct max kernels narrow their codes by conversion where the
      * x86-64-v4 copies run, by a byte shuffle elsewhere: half the seeds take
-     * the shuffle here too (bit 2: the low two pick the kind and dtype) */
+     * the shuffle here too (bit 2: the low two pick the kind and dtype); the
+     * flag is in the CPU's plan at the start of the op's workspace */
     if (seed >> 2 & 1)
-        ((pool *)op->impl)->narrow = 0;
+        ((cpu_pool *)((pool *)op->impl)->ws)->narrow = 0;
     int nd;
     int64_t ys[5];
     ladle_op_y_shape(op, &nd, ys);

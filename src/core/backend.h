@@ -69,6 +69,20 @@ typedef struct ladle_conv_geom {
     int64_t k[3], s[3], p[3], d[3]; /* kernel, stride, zero padding, dilation */
 } ladle_conv_geom;
 
+/* Pooling's geometry (its slots are under "pooling" in the table). A plane
+ * is one (sample, channel) of x or y: in[0] x in[1] x in[2] elements of x,
+ * out[0] x out[1] x out[2] of y, row-major (a 1-d or 2-d pooling has unit
+ * leading extents, kernel and stride 1, padding 0). Output o's window along
+ * dimension a has taps t = 0 .. k[a]-1 at input index o s[a] - p[a] + t d[a];
+ * taps outside [0, in[a]) are no part of it. */
+typedef struct ladle_pool_geom {
+    ladle_pool_kind kind;  /* LADLE_POOL_MAX or LADLE_POOL_AVG */
+    int count_include_pad; /* average: the divisor counts the padding */
+    int global;            /* average over the whole plane: k = in, out = 1 */
+    int64_t in[3], out[3];
+    int64_t k[3], s[3], p[3], d[3]; /* kernel, stride, padding, dilation (>= 1) */
+} ladle_pool_geom;
+
 typedef struct ladle_backend ladle_backend;
 typedef struct ladle_backend_table ladle_backend_table;
 
@@ -277,6 +291,43 @@ struct ladle_backend_table {
 
     /* --- pooling --- */
     /* (CPU: src/backends/cpu/pool.c, pool_direct.c) */
+    /* Max and average pooling of `planes` planes (ladle_pool_geom): x and
+     * dx hold planes x in-plane elements, y and dy planes x out-plane, each
+     * contiguous, plane after plane; no two of them overlap.
+     *
+     * Max: y[o] is the largest valid tap of o's window; of equal values the
+     * first in row-major tap order wins, and a NaN wins over any number
+     * (the first NaN stays); a window without valid taps gives -inf and no
+     * winner. The backward overwrites dx with zeros plus, at each winner,
+     * the dy of the outputs it won.
+     * Average: y[o] is the sum of the valid taps times r0 r1 r2, where r[a]
+     * is 1 / (e - b) with b = o s[a] - p[a] and e = min(b + k[a], in[a] +
+     * p[a]) when count_include_pad, else 1 / (min(e, in[a]) - max(b, 0))
+     * (0 when that is empty); the backward overwrites dx with its adjoint,
+     * dx[i] = sum over the windows o holding tap i of dy[o] r0 r1 r2.
+     * Global: y = the plane's sum (in double) / its size; dx = dy / size.
+     *
+     * What the backend precomputes for a geometry and dtype (tables, the
+     * kernels' scratch) lives in a workspace the caller allocates once:
+     * pool_plan says its size in bytes (ws_bytes) and the bytes per plane of
+     * the winners a max forward saves for its backward (saved_bytes; 0 for
+     * average); pool_setup fills it (at plan time, not in a forward). The
+     * forward and backward use the workspace as scratch: calls sharing one
+     * must not overlap in time. The saved winners are the backend's own
+     * format, planes x saved_bytes of device memory: the forward writes them
+     * unless saved is NULL, the max backward reads those of the forward over
+     * the same planes (average ignores saved). g is the geometry given to
+     * pool_setup. */
+    ladle_status (*pool_plan)(const ladle_backend *be, ladle_dtype dtype,
+                              const ladle_pool_geom *g, size_t *ws_bytes, size_t *saved_bytes);
+    ladle_status (*pool_setup)(const ladle_backend *be, ladle_dtype dtype,
+                               const ladle_pool_geom *g, void *ws);
+    ladle_status (*pool_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                 const ladle_pool_geom *g, int64_t planes, const void *x,
+                                 void *y, void *saved, void *ws);
+    ladle_status (*pool_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_pool_geom *g, int64_t planes, const void *dy,
+                                  void *dx, const void *saved, void *ws);
 
     /* --- convolution: im2col, the wide path, bias --- */
     /* (CPU: src/backends/cpu/conv.c) */

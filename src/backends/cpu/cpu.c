@@ -51,6 +51,10 @@ const ladle_backend_table ladle__cpu_table = {
     .bn_dsums = ladle__cpu_bn_dsums,
     .bn_affine = ladle__cpu_bn_affine,
     /* pooling */
+    .pool_plan = ladle__cpu_pool_plan,
+    .pool_setup = ladle__cpu_pool_setup,
+    .pool_forward = ladle__cpu_pool_forward,
+    .pool_backward = ladle__cpu_pool_backward,
     /* convolution: im2col, the wide path, bias */
     .conv_im2col = ladle__cpu_conv_im2col,
     .conv_col2im = ladle__cpu_conv_col2im,

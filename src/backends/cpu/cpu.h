@@ -103,6 +103,17 @@ ladle_status ladle__cpu_bn_affine(const ladle_backend *be, ladle_dtype dtype, in
                                   const double *k);
 
 /* pool.c, pool_direct.c: pooling */
+ladle_status ladle__cpu_pool_plan(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_pool_geom *g, size_t *ws_bytes,
+                                  size_t *saved_bytes);
+ladle_status ladle__cpu_pool_setup(const ladle_backend *be, ladle_dtype dtype,
+                                   const ladle_pool_geom *g, void *ws);
+ladle_status ladle__cpu_pool_forward(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_pool_geom *g, int64_t planes, const void *x,
+                                     void *y, void *saved, void *ws);
+ladle_status ladle__cpu_pool_backward(const ladle_backend *be, ladle_dtype dtype,
+                                      const ladle_pool_geom *g, int64_t planes,
+                                      const void *dy, void *dx, const void *saved, void *ws);
 
 /* conv.c: convolution: im2col, the wide path, bias */
 ladle_status ladle__cpu_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
