@@ -89,10 +89,13 @@ LADLE_API size_t ladle_dtype_size(ladle_dtype dtype);
 LADLE_API const char *ladle_dtype_name(ladle_dtype dtype);
 
 /* Where a tensor's memory lives. The device is a field of the tensor, never
- * guessed from a pointer. */
-typedef enum ladle_device { LADLE_CPU = 0, LADLE_CUDA = 1 } ladle_device;
+ * guessed from a pointer. LADLE_GUARDED is the test device: host memory that
+ * only its own kernels may touch (under AddressSanitizer any other access is
+ * reported), so a run on it proves that nothing reaches device memory around
+ * the backend. */
+typedef enum ladle_device { LADLE_CPU = 0, LADLE_CUDA = 1, LADLE_GUARDED = 2 } ladle_device;
 
-/* "cpu", "cuda", or "unknown". */
+/* "cpu", "cuda", "guarded", or "unknown". */
 LADLE_API const char *ladle_device_name(ladle_device device);
 
 /* The largest number of tensor or partition dimensions ladle handles. */

@@ -134,6 +134,8 @@ const char *ladle_device_name(ladle_device device)
         return "cpu";
     case LADLE_CUDA:
         return "cuda";
+    case LADLE_GUARDED:
+        return "guarded";
     }
     return "unknown";
 }
