@@ -310,13 +310,13 @@ static ladle_status copy_if_distinct(ladle_op *op, const ladle_tensor *from, lad
 static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y)
 {
     ladle_status st = copy_if_distinct(op, x, y);
-    return st != LADLE_OK ? st : ladle_sched_run(op->fwd, op->be, y->data, y->data, op->ws);
+    return st != LADLE_OK ? st : ladle_sched_run(op->fwd, y->data, y->data, op->ws);
 }
 
 static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx)
 {
     ladle_status st = copy_if_distinct(op, dy, dx);
-    return st != LADLE_OK ? st : ladle_sched_run(op->adj, op->be, dx->data, dx->data, op->ws);
+    return st != LADLE_OK ? st : ladle_sched_run(op->adj, dx->data, dx->data, op->ws);
 }
 
 /* Shared checks of the begin/end calls. */
@@ -331,7 +331,7 @@ static ladle_status split_call(ladle_op *op, ladle_tensor *t, int adjoint, int b
     if (begin) {
         LADLE_CHECK(!op->busy, LADLE_ERR_STATE, "an exchange of this op is in flight");
         LADLE_CALL(ladle__op_check_io(op, t, 1, t, func));
-        LADLE_CALL(ladle_sched_start(s, op->be, t->data, t->data, op->ws));
+        LADLE_CALL(ladle_sched_start(s, t->data, t->data, op->ws));
         op->busy = adjoint ? 2 : 1;
     } else {
         LADLE_CHECK(op->busy == (adjoint ? 2 : 1), LADLE_ERR_STATE,

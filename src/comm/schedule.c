@@ -15,6 +15,7 @@ typedef struct step {
     int pair; /* BOX: index of its box pair */
     int peer, tag;
     int req; /* SEND/RECV: request slot */
+    size_t stage; /* SEND/RECV: byte offset of its staging (when staged) */
     int ndeps;
     int out_begin, nout;
 } step;
@@ -56,6 +57,9 @@ struct ladle_sched {
     ladle_wait_policy wait;
     const ladle_backend *be;
     char *base[3];
+    char *staging; /* host memory of be, when MPI may not touch be's */
+    size_t staging_bytes;
+    int staged_recvs; /* receives of this call copied to the device */
 };
 
 ladle_box ladle_box_in(int ndim, const int64_t *shape, const int64_t *lo,
@@ -125,6 +129,8 @@ void ladle_sched_destroy(ladle_sched **ps)
     ladle__free(s->req_step);
     ladle__free(s->done_idx);
     ladle__free(s->statuses);
+    if (s->staging != NULL)
+        ladle__be_host_free(s->be, s->staging);
     ladle__free(s);
     *ps = NULL;
 }
@@ -297,13 +303,37 @@ ladle_ref ladle_sched_workspace(ladle_sched *s, int64_t count)
     return r;
 }
 
-ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm)
+/* Give every message a run of the staging buffer (64-byte aligned) and
+ * allocate it, touched, from the backend's host memory. */
+static ladle_status plan_staging(ladle_sched *s)
+{
+    ladle_status st = LADLE_OK;
+    int64_t at = 0;
+    for (int i = 0; i < s->nsteps; i++) {
+        step *t = &s->steps[i];
+        if (t->kind != STEP_SEND && t->kind != STEP_RECV)
+            continue;
+        size_t bytes = 0;
+        LADLE_CHECK(ladle__bytes_ok(t->count, s->esize, &bytes) &&
+                        ladle__add_ok(at, (int64_t)((bytes + 63) / 64 * 64), &at),
+                    LADLE_ERR_SHAPE, "the staging buffer passes the address space");
+        t->stage = (size_t)at - (bytes + 63) / 64 * 64;
+    }
+    s->staging_bytes = (size_t)at;
+    if (at > 0)
+        LADLE_CALL(ladle__be_host_alloc(s->be, (size_t)at, (void **)&s->staging));
+fail:
+    return st;
+}
+
+ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_backend *be)
 {
     ladle_status st = s->error;
     int n = s->nsteps;
     if (st != LADLE_OK)
         return st;
     s->comm = comm;
+    s->be = be;
     s->wait = ladle__wait_policy();
     s->out = ladle__calloc((size_t)s->nedges, sizeof(int));
     s->remaining = ladle__calloc((size_t)n, sizeof(int));
@@ -338,6 +368,12 @@ ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm)
             s->req_step[s->steps[i].req] = i;
     for (int r = 0; r < s->nreqs; r++)
         s->reqs[r] = MPI_REQUEST_NULL;
+    for (int i = 0; i < n; i++) /* counts travel as int: checked once, here */
+        LADLE_CHECK(s->steps[i].req < 0 || s->steps[i].count <= INT_MAX, LADLE_ERR_UNSUPPORTED,
+                    "a message of %lld elements passes MPI's int count",
+                    (long long)s->steps[i].count);
+    if (!be->mpi_access)
+        LADLE_CALL(plan_staging(s));
     ladle__free(s->edges);
     s->edges = NULL;
     s->capedges = 0;
@@ -349,11 +385,30 @@ int ladle_sched_steps(const ladle_sched *s) { return s ? s->nsteps : 0; }
 size_t ladle_sched_esize(const ladle_sched *s) { return s->esize; }
 int ladle_sched_messages(const ladle_sched *s) { return s ? s->nreqs : 0; }
 int64_t ladle_sched_workspace_elems(const ladle_sched *s) { return s ? s->ws_elems : 0; }
+size_t ladle_sched_staging_bytes(const ladle_sched *s) { return s ? s->staging_bytes : 0; }
 int ladle_sched_in_flight(const ladle_sched *s) { return s && s->in_flight; }
 
 static char *ptr(ladle_sched *s, ladle_ref r)
 {
     return s->base[r.buf] + (size_t)r.off * s->esize;
+}
+
+static void complete(ladle_sched *s, int id);
+
+/* A message has finished: a staged receive goes to the device (queued
+ * before every step that depends on it), then its dependents may run. */
+static ladle_status landed(ladle_sched *s, int id)
+{
+    ladle_status st = LADLE_OK;
+    const step *t = &s->steps[id];
+    if (s->staging != NULL && t->kind == STEP_RECV) {
+        LADLE_CALL(s->be->fn->to_device(s->be, (size_t)t->count * s->esize,
+                                        s->staging + t->stage, ptr(s, t->c)));
+        s->staged_recvs++;
+    }
+    complete(s, id);
+fail:
+    return st;
 }
 
 static void complete(ladle_sched *s, int id)
@@ -375,14 +430,23 @@ static ladle_status drain(ladle_sched *s)
         int id = s->queue[s->qhead++];
         step *t = &s->steps[id];
         switch (t->kind) {
-        case STEP_SEND:
-            LADLE_MPI(MPI_Isend(ptr(s, t->a), (int)t->count, s->mpitype, t->peer, t->tag,
-                                s->comm, &s->reqs[t->req]));
+        case STEP_SEND: {
+            char *buf = ptr(s, t->a);
+            if (s->staging != NULL) { /* the data must be on the host before MPI reads it */
+                buf = s->staging + t->stage;
+                LADLE_CALL(s->be->fn->to_host(s->be, (size_t)t->count * s->esize, ptr(s, t->a),
+                                              buf));
+                LADLE_CALL(s->be->fn->synchronize(s->be));
+            }
+            LADLE_MPI(MPI_Isend(buf, (int)t->count, s->mpitype, t->peer, t->tag, s->comm,
+                                &s->reqs[t->req]));
             s->pending++;
             break;
+        }
         case STEP_RECV:
-            LADLE_MPI(MPI_Irecv(ptr(s, t->c), (int)t->count, s->mpitype, t->peer, t->tag,
-                                s->comm, &s->reqs[t->req]));
+            LADLE_MPI(MPI_Irecv(s->staging != NULL ? s->staging + t->stage : ptr(s, t->c),
+                                (int)t->count, s->mpitype, t->peer, t->tag, s->comm,
+                                &s->reqs[t->req]));
             s->pending++;
             break;
         case STEP_BOX: {
@@ -408,12 +472,12 @@ fail:
     return st;
 }
 
-ladle_status ladle_sched_start(ladle_sched *s, const ladle_backend *be, const void *x,
-                               void *y, void *ws)
+ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(!s->in_flight, LADLE_ERR_STATE, "the previous call has not finished");
-    s->be = be;
+    LADLE_CHECK(s->be != NULL, LADLE_ERR_STATE, "the schedule is not finalised");
+    s->staged_recvs = 0;
     s->base[LADLE_BUF_X] = (char *)x;
     s->base[LADLE_BUF_Y] = (char *)y;
     s->base[LADLE_BUF_WS] = (char *)ws;
@@ -452,12 +516,16 @@ ladle_status ladle_sched_finish(ladle_sched *s)
         since = 0.0;
         for (int k = 0; k < count; k++) {
             s->pending--;
-            complete(s, s->req_step[s->done_idx[k]]);
+            LADLE_CALL(landed(s, s->req_step[s->done_idx[k]]));
         }
         LADLE_CALL(drain(s));
     }
     LADLE_CHECK(s->completed == s->nsteps, LADLE_ERR_INTERNAL,
                 "schedule stalled after %d of %d steps", s->completed, s->nsteps);
+    /* the next call's receives reuse the staging: the copies out of it
+     * must be done first */
+    if (s->staged_recvs > 0)
+        LADLE_CALL(s->be->fn->synchronize(s->be));
 fail:
     s->in_flight = 0;
     return st;
@@ -473,7 +541,7 @@ ladle_status ladle_sched_progress(ladle_sched *s, int *done)
         LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
         for (int k = 0; count != MPI_UNDEFINED && k < count; k++) {
             s->pending--;
-            complete(s, s->req_step[s->done_idx[k]]);
+            LADLE_CALL(landed(s, s->req_step[s->done_idx[k]]));
         }
         LADLE_CALL(drain(s));
     }
@@ -482,10 +550,9 @@ fail:
     return st;
 }
 
-ladle_status ladle_sched_run(ladle_sched *s, const ladle_backend *be, const void *x,
-                             void *y, void *ws)
+ladle_status ladle_sched_run(ladle_sched *s, const void *x, void *y, void *ws)
 {
-    ladle_status st = ladle_sched_start(s, be, x, y, ws);
+    ladle_status st = ladle_sched_start(s, x, y, ws);
     if (st != LADLE_OK) {
         s->in_flight = 0;
         return st;

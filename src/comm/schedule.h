@@ -9,6 +9,13 @@
  * are done: receives first (they are planned first), local work as it
  * becomes possible, sends as their data is ready. Execution never
  * allocates: every array it touches is sized at finalisation.
+ *
+ * A schedule is finalised for one backend, and MPI sees only memory that
+ * backend lets it see: on a device MPI may not touch (mpi_access 0), every
+ * message is staged through a planned host buffer of the backend's own
+ * (pinned where it has one): a send copies its data to the host first, a
+ * receive copies it to the device when it lands. This is the only place
+ * where messages meet device memory.
  */
 #ifndef LADLE_SCHEDULE_H
 #define LADLE_SCHEDULE_H
@@ -73,22 +80,22 @@ void ladle_sched_dep(ladle_sched *s, int before, int after);
 /* Reserve count workspace elements; returns their reference. */
 ladle_ref ladle_sched_workspace(ladle_sched *s, int64_t count);
 
-/* Freeze the graph and size the execution arrays. */
-ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm);
+/* Freeze the graph, size the execution arrays and plan staging for be. */
+ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_backend *be);
 
 int ladle_sched_steps(const ladle_sched *s);
 size_t ladle_sched_esize(const ladle_sched *s);
 int ladle_sched_messages(const ladle_sched *s);
 int64_t ladle_sched_workspace_elems(const ladle_sched *s);
+/* Bytes of host staging planned (0 where MPI may touch the device). */
+size_t ladle_sched_staging_bytes(const ladle_sched *s);
 
-/* Execute on (x, y, ws) with the backend. start posts everything that is
- * ready and does the local work it can; finish waits for the rest. run is
- * both. x may equal y when the plan allows it. */
-ladle_status ladle_sched_start(ladle_sched *s, const ladle_backend *be, const void *x,
-                               void *y, void *ws);
+/* Execute on (x, y, ws), memory of the finalising backend. start posts
+ * everything that is ready and does the local work it can; finish waits
+ * for the rest. run is both. x may equal y when the plan allows it. */
+ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws);
 ladle_status ladle_sched_finish(ladle_sched *s);
-ladle_status ladle_sched_run(ladle_sched *s, const ladle_backend *be, const void *x,
-                             void *y, void *ws);
+ladle_status ladle_sched_run(ladle_sched *s, const void *x, void *y, void *ws);
 /* Between start and finish: advance what has arrived without waiting;
  * *done becomes 1 when finish would not wait. */
 ladle_status ladle_sched_progress(ladle_sched *s, int *done);

@@ -94,6 +94,10 @@ struct ladle_backend {
      * (the CPU); otherwise data crosses to the host only through the copy
      * slots (a GPU, the guarded test device) */
     int host_access;
+    /* MPI may be handed this device's pointers: host memory, or a device
+     * that a device-aware MPI reads and writes itself; otherwise messages
+     * are staged through planned host buffers (src/comm/schedule.c) */
+    int mpi_access;
     void *queue; /* the device's stream or queue (NULL on the CPU) */
     void *state; /* the backend's own: library handles, the device index */
 };

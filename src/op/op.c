@@ -104,9 +104,9 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
         comm = MPI_COMM_NULL;
     }
     if (st == LADLE_OK)
-        st = ladle_sched_finalize(op->fwd, op->comm);
+        st = ladle_sched_finalize(op->fwd, op->comm, op->be);
     if (st == LADLE_OK)
-        st = ladle_sched_finalize(op->adj, op->comm);
+        st = ladle_sched_finalize(op->adj, op->comm, op->be);
     if (st == LADLE_OK) {
         int64_t a = ladle_sched_workspace_elems(op->fwd);
         int64_t b = ladle_sched_workspace_elems(op->adj);
@@ -240,7 +240,7 @@ ladle_status ladle_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor 
     LADLE_CALL(ladle__op_check_io(op, x, 1, y, __func__));
     if (op->vt->forward)
         return op->vt->forward(op, x, y);
-    return ladle_sched_run(op->fwd, op->be, x->data, y->data, op->ws);
+    return ladle_sched_run(op->fwd, x->data, y->data, op->ws);
 fail:
     return st;
 }
@@ -253,7 +253,7 @@ ladle_status ladle_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor
     LADLE_CALL(ladle__op_check_io(op, dy, 0, dx, __func__));
     if (op->vt->adjoint)
         return op->vt->adjoint(op, dy, dx);
-    return ladle_sched_run(op->adj, op->be, dy->data, dx->data, op->ws);
+    return ladle_sched_run(op->adj, dy->data, dx->data, op->ws);
 fail:
     return st;
 }
@@ -308,7 +308,7 @@ ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y)
     LADLE_CALL(ladle__op_check_io(op, x, 1, y, "ladle_op_forward"));
     LADLE_CHECK(op->vt->forward == NULL, LADLE_ERR_UNSUPPORTED, "the %s op has no split call",
                 op->vt->name);
-    st = ladle_sched_start(op->fwd, op->be, x->data, y->data, op->ws);
+    st = ladle_sched_start(op->fwd, x->data, y->data, op->ws);
     if (st == LADLE_OK)
         op->busy = 1;
 fail:

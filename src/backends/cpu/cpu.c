@@ -70,6 +70,7 @@ const ladle_backend ladle__cpu_backend = {
     .fn = &ladle__cpu_table,
     .device = LADLE_CPU,
     .host_access = 1,
+    .mpi_access = 1,
 };
 
 ladle_status ladle_set_num_threads(int n)
