@@ -70,7 +70,7 @@ LIBDIR := lib
 BINDIR := bin
 endif
 
-SUBSYSTEMS := src/core src/backends/cpu src/comm src/op primitives layers src/train src/pipeline
+SUBSYSTEMS := src/core src/backends/cpu src/backends/guarded src/comm src/op primitives layers src/train src/pipeline
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(SUBSYSTEMS)))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe

@@ -5,7 +5,8 @@
 #
 # and a backend (src/backends/<name>/) is reached only through the backend
 # table: it may use core, and only the registry (src/core/backend.c) may name
-# its symbols. Two checks, so that neither an include nor a call can go
+# its symbols. The guarded test device is the CPU's kernels behind a fence,
+# so it alone may also use the CPU backend. Two checks, so that neither an include nor a call can go
 # upward unseen:
 #   - includes: every quoted #include of a library source resolves (beside
 #     the file, then from the repository root) to a file of its own
@@ -35,7 +36,8 @@ rank_of() { # path -> "rank subsystem", or nothing outside the library
 # $5: the depending file, for the registry's leave to name backends
 allowed() {
     case $4 in
-    backend:*) [ "$2" = "$4" ] || [ "$5" = src/core/backend.c ] ;;
+    backend:*) [ "$2" = "$4" ] || [ "$5" = src/core/backend.c ] ||
+        { [ "$2" = backend:guarded ] && [ "$4" = backend:cpu ]; } ;;
     *) case $2 in backend:*) [ "$4" = core ] ;; *) [ "$3" -le "$1" ] ;; esac ;;
     esac
 }

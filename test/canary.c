@@ -13,6 +13,9 @@
  *   canary oob    writes one element past the end of a tensor's data (the
  *                 backend's block, which both tools must see into)
  *   canary ub     overflows a signed int (UBSan; fatal in this build)
+ *   canary device reads a tensor of the guarded test device through its data
+ *                 pointer instead of the backend (ASan only: the device's
+ *                 memory is poisoned outside its own slots)
  *
  * Collective in spirit: every rank makes the same faults.
  */
@@ -80,6 +83,21 @@ __attribute__((noinline)) static double canary_oob(void)
     return v;
 }
 
+__attribute__((noinline)) static double canary_device(void)
+{
+    ladle_tensor *t = NULL;
+    int64_t shape[1] = {4};
+    double host[4] = {1, 2, 3, 4};
+    if (ladle_tensor_create_on(LADLE_F64, LADLE_GUARDED, 1, shape, &t) != LADLE_OK ||
+        ladle_tensor_write(t, host) != LADLE_OK) {
+        fprintf(stderr, "canary: %s\n", ladle_error_message());
+        exit(EXIT_FAILURE);
+    }
+    double v = ((const double volatile *)ladle_tensor_data(t))[1]; /* around the backend */
+    ladle_tensor_destroy(&t);
+    return v;
+}
+
 __attribute__((noinline)) static int canary_ub(int n)
 {
     int big = INT_MAX - 1;
@@ -98,11 +116,13 @@ int main(int argc, char **argv)
         v = (int)canary_read();
     } else if (strcmp(mode, "oob") == 0) {
         v = (int)canary_oob();
+    } else if (strcmp(mode, "device") == 0) {
+        v = (int)canary_device();
     } else if (strcmp(mode, "ub") == 0) {
         v = canary_ub(argc + 1);
     } else {
         if (rank == 0)
-            fprintf(stderr, "usage: canary leak|read|oob|ub\n");
+            fprintf(stderr, "usage: canary leak|read|oob|ub|device\n");
         MPI_Finalize();
         return 2;
     }

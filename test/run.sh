@@ -154,6 +154,8 @@ elif [ -n "${CANARY:-}" ]; then
     canary oob 'ERROR: AddressSanitizer: heap-buffer-overflow' 'WRITE of size 8' \
         'in canary_oob .*canary\.c' '0 bytes to the right of 40-byte region'
     canary ub 'canary\.c:[0-9]+:[0-9]+: runtime error: signed integer overflow'
+    canary device 'ERROR: AddressSanitizer: use-after-poison' 'READ of size 8' \
+        'in canary_device .*canary\.c'
 fi
 for line in $(echo "$SUITE" | tr ' ' '%'); do
     [ -n "$line" ] || continue

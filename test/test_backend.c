@@ -1,5 +1,6 @@
 /* The CPU backend's kernels against naive loops written here. */
 #include <math.h>
+#include <string.h>
 
 #include "src/core/backend.h"
 #include "harness.h"
@@ -213,6 +214,58 @@ START_TEST(tensors_on_a_device)
 }
 END_TEST
 
+/* The guarded test device: host memory that nothing but its slots may
+ * touch. Every tensor call works on it through the backend, and its answers
+ * are the CPU's. (Under make asan a direct access is caught: see the
+ * canary's device mode.) */
+START_TEST(the_guarded_device)
+{
+    const ladle_backend *g = ladle__backend(LADLE_GUARDED);
+    LT_ASSERT(g != NULL && !g->host_access && !g->mpi_access, "a device without host access");
+    ladle_tensor *t = NULL, *c = NULL, *s = NULL;
+    int64_t shape[2] = {3, 5}, n = 15;
+    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_GUARDED, 2, shape, &t));
+    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 2, shape, &c));
+    LT_ASSERT(ladle_tensor_device(t) == LADLE_GUARDED, "on the device it was made on");
+    double in[15], out[15] = {0}, ref[15];
+    for (int i = 0; i < n; i++)
+        in[i] = 0.25 * i - 1;
+    LT_OK(ladle_tensor_write(t, in));
+    LT_OK(ladle_tensor_read(t, out));
+    LT_ASSERT(memcmp(in, out, sizeof in) == 0, "written and read back");
+    /* the same random values as on the CPU, element for element */
+    LT_OK(ladle_tensor_fill_random(t, 7, 3));
+    LT_OK(ladle_tensor_fill_random(c, 7, 3));
+    LT_OK(ladle_tensor_read(t, out));
+    LT_OK(ladle_tensor_read(c, ref));
+    LT_ASSERT(memcmp(out, ref, sizeof out) == 0, "random fills agree with the CPU's");
+    double dg = 0, dc = 0;
+    LT_OK(ladle_tensor_dot(t, t, &dg));
+    LT_OK(ladle_tensor_dot(c, c, &dc));
+    LT_ASSERT(dg == dc && dg > 0, "dot %g on the device, %g on the CPU", dg, dc);
+    /* copies across devices, and a strided view of device memory */
+    LT_OK(ladle_tensor_fill(c, 0.0));
+    LT_OK(ladle_tensor_copy(c, t));
+    LT_OK(ladle_tensor_read(c, out));
+    LT_ASSERT(memcmp(out, ref, sizeof out) == 0, "device to CPU");
+    int64_t sub[2] = {3, 2}, str[2] = {5, 2};
+    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_GUARDED, 2, sub, str, ladle_tensor_data(t), &s));
+    LT_OK(ladle_tensor_fill(s, 9.0));
+    LT_OK(ladle_tensor_read(t, out));
+    int ok = 1;
+    for (int i = 0; i < n; i++)
+        ok &= out[i] == (i % 5 == 0 || i % 5 == 2 ? 9.0 : ref[i]);
+    LT_ASSERT(ok, "a strided fill on the device touches its box only");
+    LT_OK(ladle_tensor_write(c, in));
+    LT_OK(ladle_tensor_copy(t, c));
+    LT_OK(ladle_tensor_read(t, out));
+    LT_ASSERT(memcmp(in, out, sizeof in) == 0, "CPU to device");
+    ladle_tensor_destroy(&s);
+    ladle_tensor_destroy(&c);
+    ladle_tensor_destroy(&t);
+}
+END_TEST
+
 Suite *backend_suite(void)
 {
     Suite *s = suite_create("backend");
@@ -226,6 +279,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, random_fill_follows_the_counter);
     tcase_add_test(tc, gemm_refuses_sizes_past_int);
     tcase_add_test(tc, tensors_on_a_device);
+    tcase_add_test(tc, the_guarded_device);
     suite_add_tcase(s, tc);
     return s;
 }

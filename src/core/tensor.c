@@ -61,8 +61,8 @@ static ladle_status tensor_new(const char *func, ladle_dtype dtype, ladle_device
     ladle_tensor *t = NULL;
     int64_t numel = 0;
     LADLE_CALL(check_dtype(func, dtype));
-    LADLE_CHECK(device == LADLE_CPU || device == LADLE_CUDA, LADLE_ERR_ARG,
-                "unknown device %d", (int)device);
+    LADLE_CHECK(device == LADLE_CPU || device == LADLE_CUDA || device == LADLE_GUARDED,
+                LADLE_ERR_ARG, "unknown device %d", (int)device);
     LADLE_CALL(ladle__check_shape(func, ndim, shape, &numel));
     t = ladle__calloc(1, sizeof *t);
     LADLE_CHECK(t != NULL, LADLE_ERR_ALLOC, "out of memory");
