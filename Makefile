@@ -85,8 +85,8 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/
         FORCE
 
 # the MPI this build uses: its compile line and its launcher, and whether
-# valgrind's memcheck.h is there (src/backends/cpu/cpu.c announces its blocks to
-# memcheck then); a change rebuilds all
+# valgrind's memcheck.h is there (src/backends/cpu/memory.c announces its blocks
+# to memcheck then); a change rebuilds all
 MPI_ID := $(strip $(shell $(MPICC) -show 2>/dev/null) | $(shell command -v $(MPIEXEC)) | $(wildcard /usr/include/valgrind/memcheck.h))
 $(BUILD)/mpi.stamp: FORCE
 	@mkdir -p $(dir $@)
