@@ -9,8 +9,9 @@
  * machine picks; `make asan` builds without clones, so it runs the
  * baseline copy.
  *
- * Files in layers/ are built with -ffp-contract=fast so that polynomials
- * become FMAs; the error-free sums of check.c and the backend are not.
+ * The kernel files that came from layers/ (CPU_FUSED in the Makefile) are
+ * built with -ffp-contract=fast so that polynomials become FMAs; the
+ * error-free sums of blas.c and the optimizers' updates are not.
  */
 #ifndef LADLE_SIMD_H
 #define LADLE_SIMD_H
