@@ -20,12 +20,29 @@
 
 static void free_route(route *r, int m)
 {
-    for (int k = 0; r && k < m; k++)
+    for (int k = 0; r && k < m; k++) {
         ladle__free(r[k].p);
+        ladle_sched_destroy(&r[k].sched);
+    }
     ladle__free(r);
 }
 
-static void free_slot(slot *s, int n)
+/* The most staging any of m routes' schedules needs, in bytes. */
+static ladle_status route_staging(const route *r, int m, ladle_dtype dt, size_t *bytes)
+{
+    int64_t most = 0;
+    for (int k = 0; r && k < m; k++) {
+        int64_t e = ladle_sched_workspace_elems(r[k].sched);
+        most = e > most ? e : most;
+    }
+    if (!ladle__bytes_ok(most, ladle_dtype_size(dt), bytes))
+        return ladle__raise(LADLE_ERR_SHAPE, "ladle_pipeline_create",
+                            "the staging of a stage boundary (%lld elements) is too large",
+                            (long long)most);
+    return LADLE_OK;
+}
+
+static void free_slot(const ladle_backend *be, slot *s, int n)
 {
     ladle_tensor_destroy(&s->x);
     ladle_tensor_destroy(&s->tgt);
@@ -39,19 +56,18 @@ static void free_slot(slot *s, int n)
     }
     ladle_ctx_destroy(&s->lctx);
     ladle__free(s->y), ladle__free(s->dy), ladle__free(s->ctx);
-    ladle__free(s->xin), ladle__free(s->yout), ladle__free(s->dyin), ladle__free(s->sent);
-    ladle__free(s->rin), ladle__free(s->rdy);
+    be->fn->free(be, s->xin), be->fn->free(be, s->yout), be->fn->free(be, s->dyin);
 }
 
-static void free_held(held *h, int m, int own)
+static void free_held(const ladle_backend *be, held *h, int m, int own)
 {
     for (int i = 0; h->slots && i < h->nslots; i++)
-        free_slot(&h->slots[i], h->n);
+        free_slot(be, &h->slots[i], h->n);
     for (int k = 0; k < m; k++) {
         if (h->dxbuf)
             ladle_tensor_destroy(&h->dxbuf[k]);
         if (h->dxpack)
-            ladle__free(h->dxpack[k]);
+            be->fn->free(be, h->dxpack[k]);
     }
     for (int i = 0; own && h->layers && i < h->n; i++)
         ladle_op_destroy(&h->layers[i]);
@@ -62,15 +78,17 @@ static void free_held(held *h, int m, int own)
     ladle_partition_destroy(&h->p_rep);
     ladle_tensor_destroy(&h->gbuf);
     ladle__free(h->slots), ladle__free(h->slot_of), ladle__free(h->dxbuf);
-    ladle__free(h->dxpack), ladle__free(h->dxsent), ladle__free(h->layers);
+    ladle__free(h->dxpack), ladle__free(h->layers);
 }
 
 static void free_pipeline(ladle_pipeline *pl, int own)
 {
     if (pl == NULL)
         return;
+    /* buffers exist only once the device is known */
+    const ladle_backend *be = pl->be ? pl->be : ladle__backend(LADLE_CPU);
     for (int i = 0; pl->held && i < pl->nheld; i++)
-        free_held(&pl->held[i], pl->m, own);
+        free_held(be, &pl->held[i], pl->m, own);
     if (own)
         ladle_op_destroy(&pl->loss);
     ladle_tensor_destroy(&pl->lossval);
@@ -263,11 +281,7 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     sl->y = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
     sl->dy = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
     sl->ctx = ladle__calloc((size_t)g->n, sizeof(ladle_ctx *));
-    sl->sent = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
-    sl->rin = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
-    sl->rdy = ladle__calloc((size_t)pl->maxpeers + 1, sizeof(MPI_Request));
-    LADLE_CHECK(sl->y && sl->dy && sl->ctx && sl->sent && sl->rin && sl->rdy, LADLE_ERR_ALLOC,
-                "out of memory");
+    LADLE_CHECK(sl->y && sl->dy && sl->ctx, LADLE_ERR_ALLOC, "out of memory");
     for (int l = 0; l < g->n; l++) {
         const ladle_op *op = g->layers[l];
         LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->y[l]));
@@ -281,12 +295,15 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
                                      placeholder, &sl->x));
     else
         LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &sl->x));
-    size_t es = ladle_dtype_size(dt);
-    int64_t in = first->x_numel, out = g->layers[g->n - 1]->y_numel;
-    sl->xin = ladle__calloc((size_t)in + 1, es);
-    sl->yout = ladle__calloc((size_t)out + 1, es);
-    sl->dyin = ladle__calloc((size_t)out + 1, es);
-    LADLE_CHECK(sl->xin && sl->yout && sl->dyin, LADLE_ERR_ALLOC, "out of memory");
+    /* the boundaries' staging, on the layers' device: any microbatch's
+     * route may use the slot */
+    size_t in = 0, out = 0, din = 0;
+    LADLE_CALL(route_staging(h->frecv, pl->sched->m, dt, &in));
+    LADLE_CALL(route_staging(h->fsend, pl->sched->m, g->layers[g->n - 1]->dtype, &out));
+    LADLE_CALL(route_staging(h->brecv, pl->sched->m, g->layers[g->n - 1]->dtype, &din));
+    LADLE_CALL(pl->be->fn->alloc(pl->be, in, &sl->xin));
+    LADLE_CALL(pl->be->fn->alloc(pl->be, out, &sl->yout));
+    LADLE_CALL(pl->be->fn->alloc(pl->be, din, &sl->dyin));
     if (last && pl->loss_local != NULL) {
         ladle_dtype tdt;
         int tnd, red;
@@ -314,18 +331,12 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     const ladle_op *first = g->layers[0];
     h->nslots = slots_needed(s, pl->worker, j);
     LADLE_CHECK(h->nslots >= 0, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CHECK((int64_t)m * (pl->maxpeers + 1) <= INT32_MAX, LADLE_ERR_ARG,
-                "%d microbatches each sent to %d ranks are too many requests", m,
-                pl->maxpeers);
     h->slots = ladle__calloc((size_t)h->nslots + 1, sizeof(slot));
     h->slot_of = ladle__calloc((size_t)m, sizeof(int));
     h->dxbuf = ladle__calloc((size_t)m, sizeof(ladle_tensor *));
-    h->dxpack = ladle__calloc((size_t)m, sizeof(char *));
-    h->dxsent = ladle__calloc((size_t)m * (size_t)(pl->maxpeers + 1), sizeof(MPI_Request));
-    LADLE_CHECK(h->slots && h->slot_of && h->dxbuf && h->dxpack && h->dxsent, LADLE_ERR_ALLOC,
+    h->dxpack = ladle__calloc((size_t)m, sizeof(void *));
+    LADLE_CHECK(h->slots && h->slot_of && h->dxbuf && h->dxpack, LADLE_ERR_ALLOC,
                 "out of memory");
-    for (int k = 0; k < m * (pl->maxpeers + 1); k++)
-        h->dxsent[k] = MPI_REQUEST_NULL;
     /* stage 0 reads the caller's batch in place when this rank's box is a
      * whole microbatch */
     int whole = 1;
@@ -343,8 +354,9 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
         h->slot_of[k] = -1;
         if (h->bsend[k].n > 0) {
             LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &h->dxbuf[k]));
-            h->dxpack[k] = ladle__calloc((size_t)first->x_numel + 1, ladle_dtype_size(dt));
-            LADLE_CHECK(h->dxpack[k] != NULL, LADLE_ERR_ALLOC, "out of memory");
+            size_t bytes = 0;
+            LADLE_CALL(route_staging(&h->bsend[k], 1, dt, &bytes));
+            LADLE_CALL(pl->be->fn->alloc(pl->be, bytes, &h->dxpack[k]));
         } else if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker &&
                    ladle__pipe_owner(s, j, k) == pl->worker) {
             /* nothing of this rank's box goes anywhere: the gradient still
@@ -514,6 +526,8 @@ static ladle_status create(int W, ladle_partition *const *workers,
             if (pl->sched->placement[pl->sched->rep_first[j] + q] == pl->worker)
                 hd->replica = q;
     }
+    /* the held layers' device (a rank holding none moves no tensors) */
+    pl->be = nheld ? held_in[0].layers[0]->be : ladle__backend(LADLE_CPU);
     LADLE_CALL(ladle__pipe_share_boxes(pl, workers, nheld, held_in, &table));
     LADLE_CALL(ladle__pipe_check_boundaries(pl->sched, workers, table));
     for (int h = 0; h < nheld; h++)

@@ -5,6 +5,7 @@
 #ifndef LADLE_PIPELINE_IMPL_H
 #define LADLE_PIPELINE_IMPL_H
 
+#include "src/comm/schedule.h"
 #include "src/op/op_impl.h"
 #include "src/pipeline/pipe.h"
 
@@ -17,12 +18,23 @@ typedef struct piece {
     int64_t count, at;
 } piece;
 
-/* The messages of one boundary crossing of one microbatch on this rank. */
+/* The messages of one boundary crossing of one microbatch on this rank,
+ * planned as a schedule of the communication engine: a send packs each
+ * piece into the staging (its workspace) and sends it, a receive lands each
+ * piece there and unpacks it; a piece that is the whole tensor travels from
+ * or into the tensor itself. The engine stages device memory for MPI. */
 typedef struct route {
     int n;
     int whole; /* one piece that is the whole local tensor: no packing */
     piece *p;
+    ladle_sched *sched;
 } route;
+
+/* The tag of a stage boundary's messages: stage is the receiving stage. */
+static inline int ladle__pipe_tag(int m, int stage, int mb, int backward)
+{
+    return 2 * (stage * m + mb) + backward;
+}
 
 typedef struct slot {
     int mb;               /* -1 when free */
@@ -30,10 +42,7 @@ typedef struct slot {
     ladle_tensor *tgt;    /* the target's block (last stage): owned or a view */
     ladle_tensor **y, **dy;
     ladle_ctx **ctx, *lctx;
-    char *xin, *yout, *dyin; /* staging for pieces that are not the whole tensor */
-    MPI_Request *sent;    /* the output's sends */
-    int nsent;
-    MPI_Request *rin, *rdy; /* the input's and the output gradient's receives */
+    void *xin, *yout, *dyin; /* device staging for pieces not the whole tensor */
     int in_posted, dy_posted;
 } slot;
 
@@ -52,8 +61,7 @@ typedef struct held {
     slot *slots;
     int *slot_of;             /* per microbatch */
     ladle_tensor **dxbuf;     /* per microbatch: the input gradient sent back */
-    char **dxpack;            /* per microbatch: its staging */
-    MPI_Request *dxsent;      /* per microbatch, maxpeers each */
+    void **dxpack;            /* per microbatch: its staging */
     ladle_optimizer *opt;
     ladle_partition *p_rep;   /* the replicas' ranks (replicated stages) */
     ladle_op *reduce;         /* all-sum-reduce among the same positions */
@@ -66,6 +74,7 @@ struct ladle_pipeline {
     ladle_partition *p_all;   /* every worker's ranks */
     MPI_Comm comm;
     int maxpeers;
+    const ladle_backend *be; /* the held layers' device */
     int nheld;
     held *held;
     held **by_stage;

@@ -122,10 +122,12 @@ static int rank_of_root(const ladle_partition *p, int root_rank)
 
 /* The pieces between this rank's box (off, shape; local coordinates for the
  * pieces) and the boxes of the ranks of worker w in the table (the input
- * boxes, other_out 0, or the output boxes). */
+ * boxes, other_out 0, or the output boxes), and the schedule that sends
+ * (send 1) or receives them with tag. */
 static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *workers,
                                const int64_t *t, int e, int other_out, int nd,
-                               const int64_t *off, const int64_t *shape, route *r)
+                               const int64_t *off, const int64_t *shape, ladle_dtype dt,
+                               int send, int tag, route *r)
 {
     ladle_status st = LADLE_OK;
     const ladle_partition *pw = workers[pl->sched->placement[e]];
@@ -154,6 +156,35 @@ static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *worke
     }
     r->whole = r->n == 1 && r->p[0].count == mine;
     pl->maxpeers = r->n > pl->maxpeers ? r->n : pl->maxpeers;
+    /* X is the tensor sent, Y the tensor received into, WS the staging */
+    LADLE_CALL(ladle_sched_create(dt, &r->sched));
+    ladle_sched *s = r->sched;
+    ladle_ref ws = ladle_sched_workspace(s, r->whole ? 0 : at);
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    for (int i = 0; i < r->n; i++) {
+        const piece *pc = &r->p[i];
+        ladle_ref stage = ladle_ref_at(ws, pc->at);
+        if (r->whole) {
+            if (send)
+                ladle_sched_send(s, ladle_ref_make(LADLE_BUF_X, 0), pc->count, pc->peer, tag);
+            else
+                ladle_sched_recv(s, ladle_ref_make(LADLE_BUF_Y, 0), pc->count, pc->peer, tag);
+            continue;
+        }
+        ladle_box box = ladle_box_in(nd, shape, pc->lo, pc->ext);
+        ladle_box flat = ladle_box_in(nd, pc->ext, zero, pc->ext);
+        if (send) {
+            int c = ladle_sched_box(s, LADLE_BOX_COPY, ladle_ref_make(LADLE_BUF_X, 0), &box,
+                                    stage, &flat);
+            ladle_sched_dep(s, c, ladle_sched_send(s, stage, pc->count, pc->peer, tag));
+        } else {
+            int m = ladle_sched_recv(s, stage, pc->count, pc->peer, tag);
+            ladle_sched_dep(s, m,
+                            ladle_sched_box(s, LADLE_BOX_COPY, stage, &flat,
+                                            ladle_ref_make(LADLE_BUF_Y, 0), &box));
+        }
+    }
+    LADLE_CALL(ladle_sched_finalize(s, pl->comm, pl->be));
 fail:
     return st;
 }
@@ -170,22 +201,23 @@ ladle_status ladle__pipe_plan_routes(ladle_pipeline *pl, ladle_partition *const 
     h->bsend = ladle__calloc((size_t)m, sizeof(route));
     h->brecv = ladle__calloc((size_t)m, sizeof(route));
     LADLE_CHECK(h->fsend && h->frecv && h->bsend && h->brecv, LADLE_ERR_ALLOC, "out of memory");
+    ladle_dtype din = h->layers[0]->dtype, dout = h->layers[h->n - 1]->dtype;
     for (int k = 0; k < m; k++) {
         if (ladle__pipe_owner(s, j, k) != pl->worker)
             continue;
         if (j + 1 < s->stages && ladle__pipe_owner(s, j + 1, k) != pl->worker) {
             int e = s->rep_first[j + 1] + k % s->replicas[j + 1];
-            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape,
-                                  &h->fsend[k]));
-            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape,
-                                  &h->brecv[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape, dout,
+                                  1, ladle__pipe_tag(m, j + 1, k, 0), &h->fsend[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape, dout,
+                                  0, ladle__pipe_tag(m, j, k, 1), &h->brecv[k]));
         }
         if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker) {
             int e = s->rep_first[j - 1] + k % s->replicas[j - 1];
-            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape,
-                                  &h->frecv[k]));
-            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape,
-                                  &h->bsend[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape, din, 0,
+                                  ladle__pipe_tag(m, j, k, 0), &h->frecv[k]));
+            LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape, din, 1,
+                                  ladle__pipe_tag(m, j - 1, k, 1), &h->bsend[k]));
         }
     }
 fail:

@@ -8,62 +8,17 @@
 
 /* ---- one step ----------------------------------------------------------- */
 
-static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
+/* Start a route's schedule on tensor t (what it sends or receives into) and
+ * its staging: the sends go out, the receives are posted. */
+static ladle_status post(const route *r, ladle_tensor *t, void *staging)
 {
-    return 2 * (stage * pl->m + mb) + backward;
+    return ladle_sched_start(r->sched, t->data, t->data, staging);
 }
 
-/* Pack the box (lo, ext) of a contiguous tensor of shape `shape` into a
- * contiguous buffer (to_tensor 0), or unpack the buffer into it, with the
- * host's box kernels: the executor's buffers are host memory. */
-static ladle_status copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape,
-                             const int64_t *lo, const int64_t *ext, char *buf, int to_tensor)
+/* Wait for a route's messages (a receive's pieces land in t). */
+static ladle_status land(const route *r)
 {
-    const ladle_backend *be = ladle__backend(LADLE_CPU);
-    int64_t str[LADLE_MAX_NDIM], off = 0;
-    ladle__contiguous_strides(nd, shape, str);
-    for (int d = 0; d < nd; d++)
-        off += lo[d] * str[d];
-    char *base = t + (size_t)off * ladle_dtype_size(dtype);
-    if (to_tensor)
-        return be->fn->unpack(be, dtype, LADLE_BOX_COPY, nd, ext, buf, base, str);
-    return be->fn->pack(be, dtype, nd, ext, base, str, buf);
-}
-
-/* Send (or receive) one route's pieces of tensor t, through the staging
- * buffer when t does not travel whole. */
-static ladle_status post(ladle_pipeline *pl, const route *r, ladle_tensor *t, char *staging,
-                         int recv, int tag, MPI_Request *reqs)
-{
-    ladle_status st = LADLE_OK;
-    size_t es = ladle_dtype_size(t->dtype);
-    MPI_Datatype type = t->dtype == LADLE_F32 ? MPI_FLOAT : MPI_DOUBLE;
-    for (int i = 0; i < r->n; i++) {
-        const piece *pc = &r->p[i];
-        char *buf = r->whole ? t->data : staging + (size_t)pc->at * es;
-        if (!recv && !r->whole)
-            LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0));
-        if (recv)
-            LADLE_MPI(MPI_Irecv(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
-        else
-            LADLE_MPI(MPI_Isend(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
-    }
-fail:
-    return st;
-}
-
-/* Wait for a route's receives and unpack them into t. */
-static ladle_status land(const route *r, ladle_tensor *t, char *staging, MPI_Request *reqs)
-{
-    ladle_status st = LADLE_OK;
-    size_t es = ladle_dtype_size(t->dtype);
-    for (int i = 0; i < r->n; i++)
-        LADLE_MPI(ladle__wait(&reqs[i]));
-    for (int i = 0; !r->whole && i < r->n; i++)
-        LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
-                            staging + (size_t)r->p[i].at * es, 1));
-fail:
-    return st;
+    return ladle_sched_in_flight(r->sched) ? ladle_sched_finish(r->sched) : LADLE_OK;
 }
 
 /* The slot of microbatch k on held stage h, taking a free one if needed. */
@@ -85,10 +40,8 @@ static ladle_status release(held *h, int k)
     ladle_status st = LADLE_OK;
     slot *sl = &h->slots[h->slot_of[k]];
     /* the next stage received this output before it could send the gradient
-     * that preceded our W, so these waits return at once */
-    for (int i = 0; i < sl->nsent; i++)
-        LADLE_MPI(ladle__wait(&sl->sent[i]));
-    sl->nsent = 0;
+     * that preceded our W, so this wait returns at once */
+    LADLE_CALL(land(&h->fsend[k]));
     sl->mb = -1;
     h->slot_of[k] = -1;
 fail:
@@ -105,10 +58,17 @@ static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *
     if (view)
         return ladle_tensor_set_data(dst, (char *)src->data + (size_t)(k * rows) *
                                                                   (size_t)(src->numel / src->shape[0]) * es);
+    /* the box of the caller's tensor, packed on its device */
+    const ladle_backend *be = NULL;
+    ladle_status st = ladle__backend_get(src->device, "ladle_pipeline_step", &be);
+    if (st != LADLE_OK)
+        return st;
     int64_t lo[LADLE_MAX_NDIM];
     for (int d = 0; d < nd; d++)
         lo[d] = off[d] + (d == 0 ? k * rows : 0);
-    return copy_box(src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
+    ladle_box b = ladle_box_in(nd, src->shape, lo, shape);
+    return be->fn->pack(be, src->dtype, nd, b.ext, (const char *)src->data + (size_t)b.off * es,
+                        b.str, dst->data);
 }
 
 static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_tensor *x,
@@ -189,22 +149,24 @@ fail:
 }
 
 /* Copy the stage's gradients into its buffer (pack) or back. */
-static void pack(held *h, int back)
+static ladle_status pack(const ladle_pipeline *pl, held *h, int back)
 {
+    ladle_status st = LADLE_OK;
     size_t es = ladle_dtype_size(h->gbuf->dtype), at = 0;
     char *buf = h->gbuf->data;
     for (int l = 0; l < h->n; l++)
         for (int i = 0; i < ladle_op_num_params(h->layers[l]); i++) {
             ladle_tensor *g = ladle_op_grad(h->layers[l], i);
-            size_t bytes = (size_t)g->numel * es;
-            if (bytes == 0)
+            if (g->numel == 0)
                 continue;
             if (back)
-                memcpy(g->data, buf + at, bytes);
+                LADLE_CALL(pl->be->fn->copy(pl->be, g->dtype, g->numel, buf + at, g->data));
             else
-                memcpy(buf + at, g->data, bytes);
-            at += bytes;
+                LADLE_CALL(pl->be->fn->copy(pl->be, g->dtype, g->numel, g->data, buf + at));
+            at += (size_t)g->numel * es;
         }
+fail:
+    return st;
 }
 
 static ladle_status do_step(ladle_pipeline *pl, held *h)
@@ -232,20 +194,19 @@ static ladle_status post_recv(ladle_pipeline *pl, ladle_pipe_action a)
 {
     ladle_status st = LADLE_OK;
     held *h = pl->by_stage[a.stage];
-    int j = a.stage, k = a.mb;
+    int k = a.mb;
     if (a.kind == LADLE_PIPE_RECV_F) {
         slot *sl = slot_for(h, k);
         LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d", k);
         if (!sl->in_posted)
-            LADLE_CALL(post(pl, &h->frecv[k], sl->x, sl->xin, 1, tag_of(pl, j, k, 0), sl->rin));
+            LADLE_CALL(post(&h->frecv[k], sl->x, sl->xin));
         sl->in_posted = 1;
     } else {
         if (h->slot_of[k] < 0)
             return LADLE_OK; /* before its forward (a hand-made list): posted at its turn */
         slot *sl = &h->slots[h->slot_of[k]];
         if (!sl->dy_posted)
-            LADLE_CALL(post(pl, &h->brecv[k], sl->dy[h->n - 1], sl->dyin, 1, tag_of(pl, j, k, 1),
-                            sl->rdy));
+            LADLE_CALL(post(&h->brecv[k], sl->dy[h->n - 1], sl->dyin));
         sl->dy_posted = 1;
     }
 fail:
@@ -257,7 +218,7 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
 {
     ladle_status st = LADLE_OK;
     held *h = pl->by_stage[a.stage];
-    int j = a.stage, k = a.mb;
+    int k = a.mb;
     switch (a.kind) {
     case LADLE_PIPE_F:
         return do_forward(pl, h, k, x, target);
@@ -267,33 +228,30 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
         return do_weights(pl, h, k);
     case LADLE_PIPE_SEND_F: {
         slot *sl = &h->slots[h->slot_of[k]];
-        LADLE_CALL(post(pl, &h->fsend[k], sl->y[h->n - 1], sl->yout, 0, tag_of(pl, j + 1, k, 0),
-                        sl->sent));
-        sl->nsent = h->fsend[k].n;
+        LADLE_CALL(post(&h->fsend[k], sl->y[h->n - 1], sl->yout));
         break;
     }
     case LADLE_PIPE_SEND_B:
-        LADLE_CALL(post(pl, &h->bsend[k], h->dxbuf[k], h->dxpack[k], 0, tag_of(pl, j - 1, k, 1),
-                        &h->dxsent[k * (pl->maxpeers + 1)]));
+        LADLE_CALL(post(&h->bsend[k], h->dxbuf[k], h->dxpack[k]));
         break;
     case LADLE_PIPE_RECV_F: {
         LADLE_CALL(post_recv(pl, a));
         slot *sl = &h->slots[h->slot_of[k]];
         sl->in_posted = 0;
-        LADLE_CALL(land(&h->frecv[k], sl->x, sl->xin, sl->rin));
+        LADLE_CALL(land(&h->frecv[k]));
         break;
     }
     case LADLE_PIPE_RECV_B: {
         LADLE_CALL(post_recv(pl, a));
         slot *sl = &h->slots[h->slot_of[k]];
         sl->dy_posted = 0;
-        LADLE_CALL(land(&h->brecv[k], sl->dy[h->n - 1], sl->dyin, sl->rdy));
+        LADLE_CALL(land(&h->brecv[k]));
         break;
     }
     case LADLE_PIPE_REDUCE:
-        pack(h, 0);
+        LADLE_CALL(pack(pl, h, 0));
         LADLE_CALL(ladle_op_forward(h->reduce, h->gbuf, h->gbuf));
-        pack(h, 1);
+        LADLE_CALL(pack(pl, h, 1));
         break;
     case LADLE_PIPE_STEP:
         return do_step(pl, h);
@@ -380,8 +338,8 @@ ladle_status ladle_pipeline_step(ladle_pipeline *pl, const ladle_tensor *x,
         }
     }
     for (int h = 0; h < pl->nheld; h++)
-        for (int k = 0; k < s->m * (pl->maxpeers + 1); k++)
-            LADLE_MPI(ladle__wait(&pl->held[h].dxsent[k]));
+        for (int k = 0; k < s->m; k++)
+            LADLE_CALL(land(&pl->held[h].bsend[k]));
     double sum = pl->loss_sum;
     LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, pl->comm));
     /* one rank per replica of the last stage adds its microbatches */
