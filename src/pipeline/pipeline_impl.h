@@ -70,6 +70,7 @@ struct ladle_pipeline {
     held *held;
     held **by_stage;
     ladle_op *loss, *loss_local;
+    const ladle_backend *be;  /* the device of this rank's stages */
     int mean;                 /* the loss is a mean: scale gradients by 1/m */
     ladle_tensor *lossval, *dloss;
     int64_t x_mb_rows, tgt_mb_rows; /* rows per microbatch of the caller's tensors */

@@ -15,11 +15,12 @@ static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
 
 /* Pack the box (lo, ext) of a contiguous tensor of shape `shape` into a
  * contiguous buffer (to_tensor 0), or unpack the buffer into it, with the
- * host's box kernels: the executor's buffers are host memory. */
-static ladle_status copy_box(ladle_dtype dtype, char *t, int nd, const int64_t *shape,
-                             const int64_t *lo, const int64_t *ext, char *buf, int to_tensor)
+ * box kernels of the stages' backend, whose memory the host may touch (the
+ * pipeline refuses others). */
+static ladle_status copy_box(const ladle_backend *be, ladle_dtype dtype, char *t, int nd,
+                             const int64_t *shape, const int64_t *lo, const int64_t *ext, char *buf,
+                             int to_tensor)
 {
-    const ladle_backend *be = ladle__backend(LADLE_CPU);
     int64_t str[LADLE_MAX_NDIM], off = 0;
     ladle__contiguous_strides(nd, shape, str);
     for (int d = 0; d < nd; d++)
@@ -42,7 +43,8 @@ static ladle_status post(ladle_pipeline *pl, const route *r, ladle_tensor *t, ch
         const piece *pc = &r->p[i];
         char *buf = r->whole ? t->data : staging + (size_t)pc->at * es;
         if (!recv && !r->whole)
-            LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0));
+            LADLE_CALL(
+                copy_box(pl->be, t->dtype, t->data, t->ndim, t->shape, pc->lo, pc->ext, buf, 0));
         if (recv)
             LADLE_MPI(MPI_Irecv(buf, (int)pc->count, type, pc->peer, tag, pl->comm, &reqs[i]));
         else
@@ -53,14 +55,15 @@ fail:
 }
 
 /* Wait for a route's receives and unpack them into t. */
-static ladle_status land(const route *r, ladle_tensor *t, char *staging, MPI_Request *reqs)
+static ladle_status land(const ladle_pipeline *pl, const route *r, ladle_tensor *t, char *staging,
+                         MPI_Request *reqs)
 {
     ladle_status st = LADLE_OK;
     size_t es = ladle_dtype_size(t->dtype);
     for (int i = 0; i < r->n; i++)
         LADLE_MPI(ladle__wait(&reqs[i]));
     for (int i = 0; !r->whole && i < r->n; i++)
-        LADLE_CALL(copy_box(t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
+        LADLE_CALL(copy_box(pl->be, t->dtype, t->data, t->ndim, t->shape, r->p[i].lo, r->p[i].ext,
                             staging + (size_t)r->p[i].at * es, 1));
 fail:
     return st;
@@ -98,8 +101,9 @@ fail:
 /* Point (or copy) this rank's block of microbatch k of a caller's tensor:
  * `rows` global rows per microbatch, the block at (off, shape) of global
  * shape glob. */
-static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *src, int k,
-                               int64_t rows, int nd, const int64_t *off, const int64_t *shape)
+static ladle_status take_block(const ladle_pipeline *pl, ladle_tensor *dst, int view,
+                               const ladle_tensor *src, int k, int64_t rows, int nd,
+                               const int64_t *off, const int64_t *shape)
 {
     size_t es = ladle_dtype_size(src->dtype);
     if (view)
@@ -108,7 +112,7 @@ static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *
     int64_t lo[LADLE_MAX_NDIM];
     for (int d = 0; d < nd; d++)
         lo[d] = off[d] + (d == 0 ? k * rows : 0);
-    return copy_box(src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
+    return copy_box(pl->be, src->dtype, src->data, nd, src->shape, lo, shape, dst->data, 0);
 }
 
 static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_tensor *x,
@@ -120,7 +124,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     slot *sl = slot_for(h, k);
     LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d of stage %d", k, j);
     if (j == 0 && sl->x->numel > 0)
-        LADLE_CALL(take_block(sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
+        LADLE_CALL(take_block(pl, sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
                               h->in_shape));
     for (int l = 0; l < h->n; l++)
         LADLE_CALL(ladle_layer_forward(h->layers[l], sl->ctx[l], l ? sl->y[l - 1] : sl->x,
@@ -128,7 +132,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     ladle_tensor *out = sl->y[h->n - 1];
     if (j == s->stages - 1) {
         if (sl->tgt != NULL && sl->tgt->numel > 0)
-            LADLE_CALL(take_block(sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
+            LADLE_CALL(take_block(pl, sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
                                   h->tgt_off, h->tgt_shape));
         /* a non-finite loss must not stop this worker half way through the
          * schedule (the others would wait for it forever): it goes into the
@@ -141,7 +145,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
         LADLE_CALL(st);
         double v = 0;
         if (pl->loss_counts) {
-            LADLE_CALL(ladle__tensor_get(pl->lossval, 0, &v));
+            LADLE_CALL(ladle_tensor_get(pl->lossval, 0, &v));
             pl->loss_sum += v;
         }
     } else if (ladle__pipe_owner(s, j + 1, k) == pl->worker) {
@@ -189,22 +193,25 @@ fail:
 }
 
 /* Copy the stage's gradients into its buffer (pack) or back. */
-static void pack(held *h, int back)
+static ladle_status pack(const ladle_pipeline *pl, held *h, int back)
 {
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = pl->be;
     size_t es = ladle_dtype_size(h->gbuf->dtype), at = 0;
     char *buf = h->gbuf->data;
     for (int l = 0; l < h->n; l++)
         for (int i = 0; i < ladle_op_num_params(h->layers[l]); i++) {
             ladle_tensor *g = ladle_op_grad(h->layers[l], i);
-            size_t bytes = (size_t)g->numel * es;
-            if (bytes == 0)
+            if (g->numel == 0)
                 continue;
             if (back)
-                memcpy(g->data, buf + at, bytes);
+                LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, buf + at, g->data));
             else
-                memcpy(buf + at, g->data, bytes);
-            at += bytes;
+                LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, g->data, buf + at));
+            at += (size_t)g->numel * es;
         }
+fail:
+    return st;
 }
 
 static ladle_status do_step(ladle_pipeline *pl, held *h)
@@ -280,20 +287,20 @@ static ladle_status run_action(ladle_pipeline *pl, ladle_pipe_action a, const la
         LADLE_CALL(post_recv(pl, a));
         slot *sl = &h->slots[h->slot_of[k]];
         sl->in_posted = 0;
-        LADLE_CALL(land(&h->frecv[k], sl->x, sl->xin, sl->rin));
+        LADLE_CALL(land(pl, &h->frecv[k], sl->x, sl->xin, sl->rin));
         break;
     }
     case LADLE_PIPE_RECV_B: {
         LADLE_CALL(post_recv(pl, a));
         slot *sl = &h->slots[h->slot_of[k]];
         sl->dy_posted = 0;
-        LADLE_CALL(land(&h->brecv[k], sl->dy[h->n - 1], sl->dyin, sl->rdy));
+        LADLE_CALL(land(pl, &h->brecv[k], sl->dy[h->n - 1], sl->dyin, sl->rdy));
         break;
     }
     case LADLE_PIPE_REDUCE:
-        pack(h, 0);
+        LADLE_CALL(pack(pl, h, 0));
         LADLE_CALL(ladle_op_forward(h->reduce, h->gbuf, h->gbuf));
-        pack(h, 1);
+        LADLE_CALL(pack(pl, h, 1));
         break;
     case LADLE_PIPE_STEP:
         return do_step(pl, h);
@@ -316,6 +323,9 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
             LADLE_CHECK(x != NULL, LADLE_ERR_NULL, "x is NULL on a worker of stage 0");
             LADLE_CHECK(x->dtype == a->dtype, LADLE_ERR_DTYPE, "x is %s, the stage %s",
                         ladle_dtype_name(x->dtype), ladle_dtype_name(a->dtype));
+            LADLE_CHECK(x->device == pl->be->device, LADLE_ERR_DEVICE,
+                        "x is on %s but the stage on %s", ladle_device_name(x->device),
+                        ladle_device_name(pl->be->device));
             int ok = ladle_tensor_is_contiguous(x) && x->ndim == hd->in_nd &&
                      x->shape[0] == s->m * pl->x_mb_rows;
             for (int d = 1; ok && d < x->ndim; d++)
@@ -331,6 +341,9 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
             LADLE_CHECK(target->dtype == hd->slots[0].tgt->dtype, LADLE_ERR_DTYPE,
                         "target is %s, the loss takes %s", ladle_dtype_name(target->dtype),
                         ladle_dtype_name(hd->slots[0].tgt->dtype));
+            LADLE_CHECK(target->device == pl->be->device, LADLE_ERR_DEVICE,
+                        "target is on %s but the loss on %s", ladle_device_name(target->device),
+                        ladle_device_name(pl->be->device));
             int ok = ladle_tensor_is_contiguous(target) && target->ndim == hd->tgt_nd &&
                      target->shape[0] == s->m * pl->tgt_mb_rows;
             for (int d = 1; ok && d < target->ndim; d++)
