@@ -128,7 +128,7 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
     ladle_conv_desc_init(&d, 2, c, co, k);
     d.padding[0] = d.padding[1] = pad;
     ladle_op *dist = NULL, *local = NULL, *halo = NULL;
-    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, 1, 0, &dist), "dist conv");
+    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, LADLE_CPU, 1, 0, &dist), "dist conv");
     /* the box this rank's tile needs: the halo exchange's geometry */
     ladle_layout *lx = NULL;
     ladle_window w;
@@ -136,12 +136,12 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
     w.kernel[2] = w.kernel[3] = k;
     w.padding[2] = w.padding[3] = pad;
     check(ladle_layout_create_balanced(p, 4, xs, &lx), "layout");
-    check(ladle_halo_exchange_create(lx, &w, LADLE_F32, 0, &halo), "halo");
+    check(ladle_halo_exchange_create(lx, &w, LADLE_F32, LADLE_CPU, 0, &halo), "halo");
     ladle_halo_geometry g;
     ladle_halo_exchange_geometry(halo, &g);
     ladle_conv_desc ld = d;
     ld.padding[0] = ld.padding[1] = 0;
-    check(ladle_conv_create(&ld, g.needed_shape, LADLE_F32, 1, &local), "local conv");
+    check(ladle_conv_create(&ld, g.needed_shape, LADLE_F32, LADLE_CPU, 1, &local), "local conv");
     double td = time_layer(dist), tl = time_layer(local);
     if (me == 0) {
         char sh[64];

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
         ladle_op *op = NULL;
         int64_t xs[2] = {lin[i][0], lin[i][1]};
         char sh[64];
-        ladle_linear_create(2, xs, lin[i][2], 1, dt, 1, &op);
+        ladle_linear_create(2, xs, lin[i][2], 1, dt, LADLE_CPU, 1, &op);
         snprintf(sh, sizeof sh, "%lldx%lld -> %lld", (long long)lin[i][0], (long long)lin[i][1],
                  (long long)lin[i][2]);
         compute_row("linear", sh, op, lin[i][0], lin[i][2], lin[i][1]);
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
         int64_t out = cv[i][3] + 2 * cv[i][5] - cv[i][4] + 1;
         ladle_op *op = NULL;
         char sh[64];
-        ladle_conv_create(&d, xs, dt, 1, &op);
+        ladle_conv_create(&d, xs, dt, LADLE_CPU, 1, &op);
         snprintf(sh, sizeof sh, "%lldx%lldx%lld^2 k%lld -> %lld", (long long)cv[i][0],
                  (long long)cv[i][1], (long long)cv[i][3], (long long)cv[i][4],
                  (long long)cv[i][2]);
@@ -226,27 +226,27 @@ int main(int argc, char **argv)
         ladle_op *op = NULL;
         /* k2 s2 and k3 s2 p1: fwd reads x, writes y = x/4; bwd reads dy, writes dx */
         ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
-        ladle_pool_create(&d, img, dt, &op);
+        ladle_pool_create(&d, img, dt, LADLE_CPU, &op);
         memory_row("maxpool", "32x64x32x32 k2 s2", op, 2.5 * xb);
         ladle_op_destroy(&op);
         ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 3);
         d.stride[0] = d.stride[1] = 2;
         d.padding[0] = d.padding[1] = 1;
-        ladle_pool_create(&d, img, dt, &op);
+        ladle_pool_create(&d, img, dt, LADLE_CPU, &op);
         memory_row("maxpool", "32x64x32x32 k3 s2 p1", op, 2.5 * xb);
         ladle_op_destroy(&op);
         ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 2);
-        ladle_pool_create(&d, img, dt, &op);
+        ladle_pool_create(&d, img, dt, LADLE_CPU, &op);
         memory_row("avgpool", "32x64x32x32 k2 s2", op, 2.5 * xb);
         ladle_op_destroy(&op);
         /* stride 1: y and dx as large as x */
         ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 3);
         d.stride[0] = d.stride[1] = 1;
         d.padding[0] = d.padding[1] = 1;
-        ladle_pool_create(&d, img, dt, &op);
+        ladle_pool_create(&d, img, dt, LADLE_CPU, &op);
         memory_row("avgpool", "32x64x32x32 k3 s1 p1", op, 4 * xb);
         ladle_op_destroy(&op);
-        ladle_global_avg_pool_create(4, img, dt, &op);
+        ladle_global_avg_pool_create(4, img, dt, LADLE_CPU, &op);
         memory_row("gavgpool", "32x64x32x32", op, 2 * xb); /* read x, write dx */
         ladle_op_destroy(&op);
     }
@@ -254,7 +254,7 @@ int main(int argc, char **argv)
         ladle_batchnorm_desc d;
         ladle_op *op = NULL;
         ladle_batchnorm_desc_init(&d, 64);
-        ladle_batchnorm_create(&d, 4, img, dt, &op);
+        ladle_batchnorm_create(&d, 4, img, dt, LADLE_CPU, &op);
         /* fwd: read x twice (mean, variance), once more, write y; bwd: read x, dy
          * (sums), then x, dy again and write dx; weights: read x, dy */
         memory_row("batchnorm", "32x64x32x32 training", op, 12 * xb);
@@ -262,10 +262,10 @@ int main(int argc, char **argv)
     }
     {
         ladle_op *op = NULL;
-        ladle_activation_create(LADLE_RELU, 0, 4, img, dt, &op);
+        ladle_activation_create(LADLE_RELU, 0, 4, img, dt, LADLE_CPU, &op);
         memory_row("relu", "32x64x32x32", op, 5 * xb); /* x->y; y, dy -> dx */
         ladle_op_destroy(&op);
-        ladle_activation_create(LADLE_GELU, 0, 4, img, dt, &op);
+        ladle_activation_create(LADLE_GELU, 0, 4, img, dt, LADLE_CPU, &op);
         memory_row("gelu", "32x64x32x32", op, 5 * xb);
         ladle_op_destroy(&op);
     }

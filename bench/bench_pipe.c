@@ -73,9 +73,9 @@ static ladle_op *make_layer(int i)
     int64_t xs[2] = {mb, width(i / 2)}, ys[2] = {mb, width(i / 2 + 1)};
     ladle_op *op = NULL;
     if (i % 2 == 0)
-        CHECK(ladle_linear_create(2, xs, ys[1], 1, LADLE_F32, 10 + (uint64_t)i, &op));
+        CHECK(ladle_linear_create(2, xs, ys[1], 1, LADLE_F32, LADLE_CPU, 10 + (uint64_t)i, &op));
     else
-        CHECK(ladle_activation_create(LADLE_RELU, 0, 2, ys, LADLE_F32, &op));
+        CHECK(ladle_activation_create(LADLE_RELU, 0, 2, ys, LADLE_F32, LADLE_CPU, &op));
     return op;
 }
 
@@ -157,7 +157,8 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     int64_t ys[2] = {mb, width(BLOCKS)}, all[2] = {(int64_t)m * mb, width(0)},
             yall[2] = {(int64_t)m * mb, width(BLOCKS)};
     if (last)
-        CHECK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F32, &loss));
+        CHECK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F32, LADLE_CPU,
+                                &loss));
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
     ladle_pipeline *pl = NULL;

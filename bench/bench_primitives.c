@@ -315,7 +315,7 @@ int main(int argc, char **argv)
         f.count = n;
         f.sbuf = buffer(n);
         f.rbuf = buffer(n);
-        ladle_broadcast_create(p1, pall, 1, &n, LADLE_F32, 0, &f.op);
+        ladle_broadcast_create(p1, pall, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_bcast;
         f.mpi_name = "MPI_Bcast";
         a.raw = raw_reduce;
@@ -326,7 +326,7 @@ int main(int argc, char **argv)
         memset(&a, 0, sizeof a);
         f.name = "sum-reduce";
         f.dir = "forward";
-        ladle_sum_reduce_create(pall, p1, 1, &n, LADLE_F32, 0, &f.op);
+        ladle_sum_reduce_create(pall, p1, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_reduce;
         f.mpi_name = "MPI_Reduce";
         a.raw = raw_bcast;
@@ -337,7 +337,7 @@ int main(int argc, char **argv)
         int axes[1] = {0};
         f.name = "all-sum-reduce";
         f.dir = "forward";
-        ladle_all_sum_reduce_create(pall, 1, axes, 1, &n, LADLE_F32, 0, &f.op);
+        ladle_all_sum_reduce_create(pall, 1, axes, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_allreduce;
         f.mpi_name = "MPI_Allreduce";
         memset(&a, 0, sizeof a);
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
         f.comm = comm;
         f.count = n;
         f.sbuf = buffer(4 * n);
-        ladle_halo_exchange_create(lx, &w, LADLE_F32, 0, &f.op);
+        ladle_halo_exchange_create(lx, &w, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_sendrecv;
         f.mpi_name = "MPI_Sendrecv x2";
         f.in_place = 1;
@@ -389,7 +389,7 @@ int main(int argc, char **argv)
             f.counts[r] = (int)piece;
             f.displs[r] = (int)(r * piece);
         }
-        ladle_repartition_create(lx, ly, LADLE_F32, 0, &f.op);
+        ladle_repartition_create(lx, ly, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_alltoallv;
         f.mpi_name = "MPI_Alltoallv";
         f.raw2 = raw_pack_alltoallv;

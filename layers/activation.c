@@ -41,7 +41,8 @@ static const ladle_op_vtable activation_vt = {
 };
 
 ladle_status ladle_activation_create(ladle_activation kind, double param, int ndim,
-                                     const int64_t shape[], ladle_dtype dtype, ladle_op **out)
+                                     const int64_t shape[], ladle_dtype dtype, ladle_device device,
+                                     ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -54,7 +55,8 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
     LADLE_CHECK(a != NULL, LADLE_ERR_ALLOC, "out of memory");
     a->kind = kind;
     a->slope = kind != LADLE_LEAKY_RELU ? 0.0 : param < 0 || param != param ? 0.01 : param;
-    LADLE_CALL(ladle__layer_new(&activation_vt, dtype, ndim, shape, ndim, shape, 1, &op));
+    LADLE_CALL(ladle__layer_new(&activation_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
+                                __func__));
     op->impl = a;
     a = NULL;
     op->in_place = kind != LADLE_GELU;

@@ -377,7 +377,8 @@ void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
 }
 
 ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
-                                    const int64_t x_shape[], ladle_dtype dtype, ladle_op **out)
+                                    const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
+                                    ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -408,10 +409,12 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
                        &v->g,      &v->bt,  &v->rm, &v->rv, &v->stage};
     for (int i = 0; i < 10; i++)
         *host[i] = v->mean + (i + 1) * v->c;
-    LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_mean));
-    LADLE_CALL(ladle_tensor_create(dtype, 1, &v->c, &v->running_var));
+    /* the layer first: it refuses a device ladle has no backend for */
+    LADLE_CALL(
+        ladle__layer_new(&bn_vt, dtype, device, ndim, x_shape, ndim, x_shape, 1, &op, __func__));
+    LADLE_CALL(ladle_tensor_create_on(dtype, device, 1, &v->c, &v->running_mean));
+    LADLE_CALL(ladle_tensor_create_on(dtype, device, 1, &v->c, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
-    LADLE_CALL(ladle__layer_new(&bn_vt, dtype, ndim, x_shape, ndim, x_shape, 1, &op));
     op->impl = v;
     v = NULL;
     void *dv = NULL;

@@ -340,8 +340,8 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     return LADLE_OK;
 }
 
-ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
-                               ladle_dtype dtype, uint64_t seed, ladle_op **out)
+ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[], ladle_dtype dtype,
+                               ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -367,7 +367,8 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     /* the whole batch's y */
     LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
     size_t es = ladle_dtype_size(dtype);
-    const ladle_backend *be = ladle__backend(LADLE_CPU);
+    const ladle_backend *be = NULL;
+    LADLE_CALL(ladle__backend_get(device, __func__, &be));
     /* the wide path's column and matrix buffers (B q columns) also serve
      * the backward, which takes the im2col path (B P <= B q columns) */
     if (v->wide)
@@ -381,7 +382,8 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     if (v->batch_per_gemm > 1 && !v->wide)
         LADLE_CALL(ladle__conv_buffer(be, v->cog, v->batch_per_gemm * v->pout, es,
                                       "output matrix", &v->mat));
-    LADLE_CALL(ladle__layer_new(&conv_vt, dtype, 2 + d->nd, x_shape, 2 + d->nd, ys, 1, &op));
+    LADLE_CALL(ladle__layer_new(&conv_vt, dtype, device, 2 + d->nd, x_shape, 2 + d->nd, ys, 1, &op,
+                                __func__));
     op->impl = v;
     v = NULL;
     op->weighted = 1;
@@ -396,11 +398,14 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     return LADLE_OK;
 fail:
     if (v != NULL) {
-        const ladle_backend *be = ladle__backend(LADLE_CPU);
-        be->fn->free(be, v->col);
-        be->fn->free(be, v->mat);
-        be->fn->free(be, v->plane);
-        ladle__conv_wide_free(v, be);
+        /* no backend: nothing was allocated on the device */
+        const ladle_backend *be = ladle__backend(device);
+        if (be != NULL) {
+            be->fn->free(be, v->col);
+            be->fn->free(be, v->mat);
+            be->fn->free(be, v->plane);
+            ladle__conv_wide_free(v, be);
+        }
         ladle__free(v);
     }
     ladle_op_destroy(&op);

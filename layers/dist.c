@@ -3,12 +3,16 @@
 
 #include "layers/dist.h"
 
-ladle_status ladle__dist_begin(int np, const ladle_partition *const *ps, ladle_status local,
-                               uint64_t hash, MPI_Comm *comm, const char *func)
+ladle_status ladle__dist_begin(int np, const ladle_partition *const *ps, ladle_device device,
+                               ladle_status local, uint64_t hash, MPI_Comm *comm, const char *func)
 {
     ladle_status st = LADLE_OK;
     int *to_comm = NULL;
+    const ladle_backend *be = NULL;
     *comm = MPI_COMM_NULL;
+    if (local == LADLE_OK)
+        local = ladle__backend_get(device, func, &be);
+    hash = ladle__hash(hash, &device, sizeof device);
     for (int k = 1; k < np; k++)
         LADLE_CHECK(ladle__partitions_compatible(ps[0], ps[k]), LADLE_ERR_PARTITION,
                     "the partitions were made from different parent communicators");
@@ -28,10 +32,10 @@ ladle_status ladle__dist_step(MPI_Comm comm, ladle_status st, const char *func)
     return ladle__agree(comm, st, 0, func);
 }
 
-ladle_status ladle__dist_tensor(ladle_dtype dtype, int ndim, const int64_t *shape,
-                                ladle_tensor **t)
+ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t *shape, ladle_tensor **t)
 {
-    return ladle_tensor_create(dtype, ndim, shape, t);
+    return ladle_tensor_create_on(dtype, device, ndim, shape, t);
 }
 
 uint64_t ladle__dist_hash(uint64_t h, int np, const ladle_partition *const *ps, int nv,

@@ -9,21 +9,22 @@
 #include "primitives/primitives_impl.h"
 #include "src/core/backend.h"
 
-/* Start creating a distributed layer over the union of np partitions:
- * *comm becomes the private communicator of the union's members
+/* Start creating a distributed layer on device over the union of np
+ * partitions: *comm becomes the private communicator of the union's members
  * (MPI_COMM_NULL elsewhere) and the members agree on `local` (this rank's
- * verdict on the arguments) and on `hash` (the arguments every rank must
- * pass alike). Collective over the members. */
-ladle_status ladle__dist_begin(int np, const ladle_partition *const *ps, ladle_status local,
-                               uint64_t hash, MPI_Comm *comm, const char *func);
+ * verdict on the arguments, to which the check that ladle has the device's
+ * backend is added) and on `hash` (the arguments every rank must pass
+ * alike; the device is folded in). Collective over the members. */
+ladle_status ladle__dist_begin(int np, const ladle_partition *const *ps, ladle_device device,
+                               ladle_status local, uint64_t hash, MPI_Comm *comm, const char *func);
 
 /* After each collective step of a creation: every member learns whether any
  * failed, so all of them skip the rest together. */
 ladle_status ladle__dist_step(MPI_Comm comm, ladle_status st, const char *func);
 
-/* A tensor of dtype and shape (zero volume when any extent is 0). */
-ladle_status ladle__dist_tensor(ladle_dtype dtype, int ndim, const int64_t *shape,
-                                ladle_tensor **t);
+/* A tensor of dtype and shape on device (zero volume when any extent is 0). */
+ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t *shape, ladle_tensor **t);
 
 /* Fold a partition (shape and members) and a few integers into a hash. */
 uint64_t ladle__dist_hash(uint64_t h, int np, const ladle_partition *const *ps, int nv,

@@ -399,8 +399,8 @@ static const ladle_op_vtable dbn_vt = {
 
 ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
                                          int ndim, const int64_t x_shape[], ladle_bn_sync sync,
-                                         int group_size, ladle_dtype dtype, unsigned flags,
-                                         ladle_op **out)
+                                         int group_size, ladle_dtype dtype, ladle_device device,
+                                         unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -458,7 +458,7 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 12, args);
     h = ladle__hash(h, &d->eps, sizeof d->eps);
     h = ladle__hash(h, &d->momentum, sizeof d->momentum);
-    LADLE_CALL(ladle__dist_begin(1, parts, local, h, &comm, f));
+    LADLE_CALL(ladle__dist_begin(1, parts, device, local, h, &comm, f));
 
     /* groups: the peers of a channel block in partition rank order, cut
      * into consecutive groups */
@@ -505,13 +505,16 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
             counts[r] = group * (1 + 2 * cbox[1]);
         }
         LADLE_CALL(ladle__dist_step(
-            comm, ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, flags, &v->stats), f));
+            comm,
+            ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, device, flags, &v->stats),
+            f));
         for (int r = 0; r < size; r++) {
             ladle_layout_box(lx, r, NULL, cbox);
             counts[r] = 2 * cbox[1];
         }
         LADLE_CALL(ladle__dist_step(
-            comm, ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, flags, &v->dred), f));
+            comm,
+            ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, device, flags, &v->dred), f));
     }
     if (d->affine) {
         int64_t cbox[LADLE_MAX_NDIM];
@@ -520,7 +523,8 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
             counts[r] = cbox[1];
         }
         LADLE_CALL(ladle__dist_step(
-            comm, ladle__all_sum_reduce_groups(p_x, cid, counts, dtype, flags, &v->sync), f));
+            comm, ladle__all_sum_reduce_groups(p_x, cid, counts, dtype, device, flags, &v->sync),
+            f));
         v->cid = cid;
         v->ccounts = counts;
         cid = NULL;
@@ -530,22 +534,22 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     local = LADLE_OK;
     int64_t cs = v->c, sl = (int64_t)group * (1 + 2 * v->c), rs = 2 * v->c;
     for (int i = 0; local == LADLE_OK && i < 2; i++) {
-        local = ladle__dist_tensor(dtype, 1, &cs, &v->params[i]);
+        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->params[i]);
         if (local == LADLE_OK)
-            local = ladle__dist_tensor(dtype, 1, &cs, &v->grads[i]);
+            local = ladle__dist_tensor(dtype, device, 1, &cs, &v->grads[i]);
     }
     if (local == LADLE_OK)
         local = ladle_tensor_fill(v->params[0], 1.0);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 1, &cs, &v->running_mean);
+        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->running_mean);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 1, &cs, &v->running_var);
+        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->running_var);
     if (local == LADLE_OK)
         local = ladle_tensor_fill(v->running_var, 1.0);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, 1, &sl, &v->slots);
+        local = ladle__dist_tensor(LADLE_F64, device, 1, &sl, &v->slots);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, 1, &rs, &v->red);
+        local = ladle__dist_tensor(LADLE_F64, device, 1, &rs, &v->red);
     if (local == LADLE_OK) {
         v->mean = ladle__calloc((size_t)(11 * cs + sl + 1), sizeof(double));
         if (v->mean == NULL)
@@ -560,7 +564,7 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     if (local == LADLE_OK) {
         int64_t box[LADLE_MAX_NDIM];
         ladle_layout_box(lx, LADLE_SELF, NULL, box);
-        local = ladle__layer_new(&dbn_vt, dtype, ndim, box, ndim, box, 0, &op);
+        local = ladle__layer_new(&dbn_vt, dtype, device, ndim, box, ndim, box, 0, &op, __func__);
     }
     if (local == LADLE_OK) {
         op->impl = v;

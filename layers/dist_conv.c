@@ -154,7 +154,7 @@ static ladle_status dc_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     dctx *c = ladle__calloc(1, sizeof *c);
     LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->impl = c;
-    LADLE_CALL(ladle__dist_tensor(op->dtype, v->ndim, v->g.needed_shape, &c->xn));
+    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->g.needed_shape, &c->xn));
     if (v->same) /* it doubles as the padded tensor: the padding cells */
         LADLE_CALL(ladle_tensor_copy(c->xn, v->padded));
     if (v->local)
@@ -322,13 +322,13 @@ fail:
 /* The shared creation: make_local builds the local layer (padding 0) on
  * the needed box. */
 typedef ladle_status (*make_local_fn)(const void *desc, const int64_t *needed, ladle_dtype dt,
-                                      uint64_t seed, ladle_op **op);
+                                      ladle_device device, uint64_t seed, ladle_op **op);
 
 static ladle_status create(ladle_status pre, const ladle_partition *p_x, const int64_t *xs,
                            const spec *sp, int is_pool, double pad_value, const void *desc,
-                           make_local_fn make_local, int64_t args_hash_n,
-                           const int64_t *args, ladle_dtype dtype, uint64_t seed,
-                           unsigned flags, ladle_op **out, const char *f)
+                           make_local_fn make_local, int64_t args_hash_n, const int64_t *args,
+                           ladle_dtype dtype, ladle_device device, uint64_t seed, unsigned flags,
+                           ladle_op **out, const char *f)
 {
     ladle_status st = LADLE_OK, local;
     ladle_op *op = NULL;
@@ -339,10 +339,9 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
     int nd = 2 + sp->nd;
 
     local = pre != LADLE_OK ? pre : validate(p_x, xs, sp, dtype, flags, f);
-    LADLE_CALL(ladle__dist_begin(1, parts, local,
-                                 ladle__dist_hash(LADLE_HASH_INIT, 1, parts, (int)args_hash_n,
-                                                  args),
-                                 &comm, f));
+    LADLE_CALL(ladle__dist_begin(
+        1, parts, device, local,
+        ladle__dist_hash(LADLE_HASH_INIT, 1, parts, (int)args_hash_n, args), &comm, f));
     v = ladle__calloc(1, sizeof *v);
     local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
     if (local == LADLE_OK) {
@@ -360,8 +359,8 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
         w.dilation[2 + i] = sp->d[i];
     }
     w.ceil_mode = sp->ceil_mode;
-    LADLE_CALL(ladle__dist_step(comm, ladle_halo_exchange_create(lx, &w, dtype, flags, &v->halo),
-                                f));
+    LADLE_CALL(ladle__dist_step(
+        comm, ladle_halo_exchange_create(lx, &w, dtype, device, flags, &v->halo), f));
     ladle_halo_exchange_geometry(v->halo, &v->g);
 
     local = LADLE_OK;
@@ -374,17 +373,17 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
     v->same = 1;
     for (int i = 0; i < nd; i++)
         v->same &= v->g.needed_offset[i] == 0 && v->g.needed_shape[i] == v->g.padded_shape[i];
-    local = ladle__dist_tensor(dtype, nd, v->g.padded_shape, &v->padded);
+    local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->padded);
     if (local == LADLE_OK)
         local = ladle_tensor_fill(v->padded, pad_value);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.padded_shape, &v->gpadded);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->gpadded);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.needed_shape, &v->xn);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->xn);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.needed_shape, &v->dxn);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->dxn);
     if (local == LADLE_OK && v->has_output) {
-        local = make_local(desc, v->g.needed_shape, dtype, seed, &v->local);
+        local = make_local(desc, v->g.needed_shape, dtype, device, seed, &v->local);
         if (local == LADLE_OK) {
             int ln;
             int64_t ls[LADLE_MAX_NDIM];
@@ -412,13 +411,13 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
         v->wshape[1] = cd->in_channels / cd->groups;
         for (int i = 0; i < sp->nd; i++)
             v->wshape[2 + i] = sp->k[i];
-        local = ladle__dist_tensor(dtype, nd, ws, &v->own[0]);
+        local = ladle__dist_tensor(dtype, device, nd, ws, &v->own[0]);
         if (local == LADLE_OK)
-            local = ladle__dist_tensor(dtype, nd, ws, &v->owng[0]);
+            local = ladle__dist_tensor(dtype, device, nd, ws, &v->owng[0]);
         if (local == LADLE_OK && cd->bias)
-            local = ladle__dist_tensor(dtype, 1, &bs, &v->own[1]);
+            local = ladle__dist_tensor(dtype, device, 1, &bs, &v->own[1]);
         if (local == LADLE_OK && cd->bias)
-            local = ladle__dist_tensor(dtype, 1, &bs, &v->owng[1]);
+            local = ladle__dist_tensor(dtype, device, 1, &bs, &v->owng[1]);
     }
     LADLE_CALL(ladle__dist_step(comm, local, f));
     /* gradients of the replicated weights: summed over the whole partition */
@@ -447,11 +446,11 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
         int64_t full[5] = {cd->out_channels, cd->in_channels / cd->groups, 1, 1, 1};
         for (int j = 0; j < sp->nd; j++)
             full[2 + j] = sp->k[j];
-        LADLE_CALL(ladle__dist_step(comm,
-                                    ladle_all_sum_reduce_create(p_x, nd, axes, i == 0 ? nd : 1,
-                                                                full, dtype,
-                                                                flags, &v->sync[i]),
-                                    f));
+        LADLE_CALL(
+            ladle__dist_step(comm,
+                             ladle_all_sum_reduce_create(p_x, nd, axes, i == 0 ? nd : 1, full,
+                                                         dtype, device, flags, &v->sync[i]),
+                             f));
     }
 
     /* y: the halo's output split, with the layer's channels */
@@ -460,8 +459,8 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
     int64_t ys[LADLE_MAX_NDIM];
     if (local == LADLE_OK) {
         ladle_layout_box(ly, LADLE_SELF, NULL, ys);
-        local = ladle__layer_new(is_pool ? &dpool_vt : &dconv_vt, dtype, nd, v->g.bulk_shape,
-                                 nd, ys, 0, &op);
+        local = ladle__layer_new(is_pool ? &dpool_vt : &dconv_vt, dtype, device, nd,
+                                 v->g.bulk_shape, nd, ys, 0, &op, f);
     }
     if (local == LADLE_OK) {
         op->impl = v;
@@ -503,28 +502,28 @@ fail:
 }
 
 static ladle_status make_conv(const void *desc, const int64_t *needed, ladle_dtype dt,
-                              uint64_t seed, ladle_op **op)
+                              ladle_device device, uint64_t seed, ladle_op **op)
 {
     ladle_conv_desc d = *(const ladle_conv_desc *)desc;
     for (int i = 0; i < 3; i++)
         d.padding[i] = 0;
-    return ladle_conv_create(&d, needed, dt, seed, op);
+    return ladle_conv_create(&d, needed, dt, device, seed, op);
 }
 
 static ladle_status make_pool(const void *desc, const int64_t *needed, ladle_dtype dt,
-                              uint64_t seed, ladle_op **op)
+                              ladle_device device, uint64_t seed, ladle_op **op)
 {
     ladle_pool_desc d = *(const ladle_pool_desc *)desc;
     (void)seed;
     for (int i = 0; i < 3; i++)
         d.padding[i] = 0;
     d.ceil_mode = 0; /* the needed box already holds every window */
-    return ladle_pool_create(&d, needed, dt, op);
+    return ladle_pool_create(&d, needed, dt, device, op);
 }
 
 ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
-                                    const int64_t x_shape[], ladle_dtype dtype, uint64_t seed,
-                                    unsigned flags, ladle_op **out)
+                                    const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
+                                    uint64_t seed, unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     spec sp;
@@ -558,15 +557,15 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
                            "x has %lld channels, the layer %lld in %lld groups (out %lld)",
                            (long long)x_shape[1], (long long)d->in_channels,
                            (long long)d->groups, (long long)d->out_channels);
-    st = create(pre, p_x, x_shape, &sp, 0, 0.0, d, make_conv, 25, args, dtype, seed, flags,
+    st = create(pre, p_x, x_shape, &sp, 0, 0.0, d, make_conv, 25, args, dtype, device, seed, flags,
                 out, __func__);
 fail:
     return st;
 }
 
 ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
-                                    const int64_t x_shape[], ladle_dtype dtype, unsigned flags,
-                                    ladle_op **out)
+                                    const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
+                                    unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     spec sp;
@@ -605,7 +604,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
         args[20 + i] = x_shape[i];
     st = create(pre, p_x, x_shape, &sp, 1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d,
-                make_pool, 25, args, dtype, 0, flags, out, __func__);
+                make_pool, 25, args, dtype, device, 0, flags, out, __func__);
 fail:
     return st;
 }

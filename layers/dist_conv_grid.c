@@ -169,8 +169,8 @@ static ladle_status dg_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     dctx *c = ladle__calloc(1, sizeof *c);
     LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->impl = c;
-    LADLE_CALL(ladle__dist_tensor(op->dtype, v->ndim, v->xb->shape, &c->xb));
-    LADLE_CALL(ladle__dist_tensor(op->dtype, v->ndim, v->dyp->shape, &c->dyp));
+    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->xb->shape, &c->xb));
+    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->dyp->shape, &c->dyp));
     if (v->local)
         LADLE_CALL(ladle_ctx_create(v->local, &c->local));
 fail:
@@ -318,9 +318,9 @@ fail:
 }
 
 ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_partition *p_x,
-                                         const ladle_partition *p_w,
-                                         const ladle_partition *p_y, const int64_t x_shape[],
-                                         ladle_dtype dtype, uint64_t seed, unsigned flags,
+                                         const ladle_partition *p_w, const ladle_partition *p_y,
+                                         const int64_t x_shape[], ladle_dtype dtype,
+                                         ladle_device device, uint64_t seed, unsigned flags,
                                          ladle_op **out)
 {
     const char *f = __func__;
@@ -350,9 +350,8 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
     }
     for (int i = 0; i < nd && i < 5 && local == LADLE_OK; i++)
         args[20 + i] = x_shape[i];
-    LADLE_CALL(ladle__dist_begin(3, parts, local,
-                                 ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args), &comm,
-                                 f));
+    LADLE_CALL(ladle__dist_begin(3, parts, device, local,
+                                 ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args), &comm, f));
 
     /* the spatial part on p_x: halo exchange over the tiles */
     v = ladle__calloc(1, sizeof *v);
@@ -376,8 +375,8 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
         w.padding[2 + i] = d->padding[i];
         w.dilation[2 + i] = d->dilation[i];
     }
-    LADLE_CALL(
-        ladle__dist_step(comm, ladle_halo_exchange_create(lx, &w, dtype, flags, &v->halo), f));
+    LADLE_CALL(ladle__dist_step(
+        comm, ladle_halo_exchange_create(lx, &w, dtype, device, flags, &v->halo), f));
     ladle_halo_exchange_geometry(v->halo, &v->g);
 
     /* every rank's needed box (a global fact: the geometry of each rank) */
@@ -444,9 +443,9 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
     }
     LADLE_CALL(ladle__dist_step(comm, local, f));
     LADLE_CALL(ladle__dist_step(
-        comm, ladle__pair_create_mapped(lxn, lxb, src_x, dtype, 0, &v->bcast, f), f));
+        comm, ladle__pair_create_mapped(lxn, lxb, src_x, dtype, device, 0, &v->bcast, f), f));
     LADLE_CALL(ladle__dist_step(
-        comm, ladle__pair_create_mapped(lyp, ly, src_y, dtype, 1, &v->reduce, f), f));
+        comm, ladle__pair_create_mapped(lyp, ly, src_y, dtype, device, 1, &v->reduce, f), f));
 
     /* the worker's convolution and the buffers */
     local = LADLE_OK;
@@ -465,31 +464,32 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
         ld.bias = d->bias && cw[1] == 0;
         v->co_off = ladle__balanced_start(d->out_channels, sh[0], cw[0]);
         v->ci_off = ladle__balanced_start(d->in_channels, sh[1], cw[1]) / d->groups;
-        local = ladle_conv_create(&ld, xb, dtype, seed, &v->local);
+        local = ladle_conv_create(&ld, xb, dtype, device, seed, &v->local);
     }
     int64_t w0[LADLE_MAX_NDIM] = {0}, b0[1] = {0};
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.padded_shape, &v->padded);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->padded);
     if (local == LADLE_OK)
         local = ladle_tensor_fill(v->padded, 0.0);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.padded_shape, &v->gpadded);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->gpadded);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.needed_shape, &v->xn);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->xn);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, v->g.needed_shape, &v->dxn);
+        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->dxn);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, xb, &v->xb);
+        local = ladle__dist_tensor(dtype, device, nd, xb, &v->xb);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, xb, &v->dxp);
+        local = ladle__dist_tensor(dtype, device, nd, xb, &v->dxp);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, ypb, &v->yp);
+        local = ladle__dist_tensor(dtype, device, nd, ypb, &v->yp);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, nd, ypb, &v->dyp);
+        local = ladle__dist_tensor(dtype, device, nd, ypb, &v->dyp);
     for (int i = 0; local == LADLE_OK && i < 2; i++) {
-        local = ladle__dist_tensor(dtype, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->own[i]);
+        local = ladle__dist_tensor(dtype, device, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->own[i]);
         if (local == LADLE_OK)
-            local = ladle__dist_tensor(dtype, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->owng[i]);
+            local =
+                ladle__dist_tensor(dtype, device, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->owng[i]);
     }
     LADLE_CALL(ladle__dist_step(comm, local, f));
 
@@ -518,16 +518,16 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
                 v->gid[i][r] = has ? c[0] * sh[1] + c[1] : sh[0] * sh[1] + r;
                 v->cnt[i][r] = !has ? 0 : i == 0 ? co * ci * kv : co;
             }
-            local = ladle__dist_step(comm, ladle__all_sum_reduce_groups(p_w, v->gid[i],
-                                                                        v->cnt[i], dtype,
-                                                                        flags, &v->sync[i]),
+            local = ladle__dist_step(comm,
+                                     ladle__all_sum_reduce_groups(p_w, v->gid[i], v->cnt[i], dtype,
+                                                                  device, flags, &v->sync[i]),
                                      f);
             if (local == LADLE_OK) {
                 ladle_tensor *g = v->local && i < ladle_op_num_params(v->local)
                                       ? ladle_op_grad(v->local, i)
                                       : v->owng[i];
                 int64_t n = ladle_tensor_numel(g);
-                local = ladle_tensor_wrap(dtype, LADLE_CPU, 1, &n, NULL, g->data, &v->flat[i]);
+                local = ladle_tensor_wrap(dtype, device, 1, &n, NULL, g->data, &v->flat[i]);
             }
         }
         LADLE_CALL(ladle__dist_step(comm, local, f));
@@ -535,7 +535,8 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
 
     int64_t lys[LADLE_MAX_NDIM];
     ladle_layout_box(ly, LADLE_SELF, NULL, lys);
-    local = ladle__layer_new(&dgrid_vt, dtype, nd, v->g.bulk_shape, nd, lys, 0, &op);
+    local =
+        ladle__layer_new(&dgrid_vt, dtype, device, nd, v->g.bulk_shape, nd, lys, 0, &op, __func__);
     if (local == LADLE_OK) {
         op->impl = v;
         v = NULL;

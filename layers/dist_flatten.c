@@ -133,7 +133,8 @@ static ladle_status flat_checks(const ladle_partition *p_x, int ndim,
 
 ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
                                        const int64_t x_shape[], const ladle_partition *p_y,
-                                       ladle_dtype dtype, unsigned flags, ladle_op **out)
+                                       ladle_dtype dtype, ladle_device device, unsigned flags,
+                                       ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -152,7 +153,7 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
     int64_t args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
     for (int d = 0; local == LADLE_OK && d < ndim && d < 5; d++)
         args[3 + d] = x_shape[d];
-    LADLE_CALL(ladle__dist_begin(2, parts, local,
+    LADLE_CALL(ladle__dist_begin(2, parts, device, local,
                                  ladle__dist_hash(LADLE_HASH_INIT, 2, parts, 8, args), &comm, f));
     v = ladle__calloc(1, sizeof *v);
     local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
@@ -165,23 +166,24 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
     if (local == LADLE_OK)
         local = column0(p_y, 2, yg, &my);
     LADLE_CALL(ladle__dist_step(comm, local, f));
-    LADLE_CALL(ladle__dist_step(comm, ladle_repartition_create(lx, mx, dtype, flags, &v->r1), f));
+    LADLE_CALL(
+        ladle__dist_step(comm, ladle_repartition_create(lx, mx, dtype, device, flags, &v->r1), f));
     if (ladle_partition_shape(p_y)[1] > 1)
-        LADLE_CALL(
-            ladle__dist_step(comm, ladle_repartition_create(my, ly, dtype, flags, &v->r2), f));
+        LADLE_CALL(ladle__dist_step(
+            comm, ladle_repartition_create(my, ly, dtype, device, flags, &v->r2), f));
 
     int64_t mxs[LADLE_MAX_NDIM], mys[2], lxs[LADLE_MAX_NDIM], lys[2];
     ladle_layout_box(mx, LADLE_SELF, NULL, mxs);
     ladle_layout_box(my, LADLE_SELF, NULL, mys);
     ladle_layout_box(lx, LADLE_SELF, NULL, lxs);
     ladle_layout_box(ly, LADLE_SELF, NULL, lys);
-    local = ladle__dist_tensor(dtype, 2, mys, &v->mid);
+    local = ladle__dist_tensor(dtype, device, 2, mys, &v->mid);
     if (local == LADLE_OK)
-        local = ladle_tensor_wrap(dtype, LADLE_CPU, ndim, mxs, NULL, v->mid->data, &v->midx);
+        local = ladle_tensor_wrap(dtype, device, ndim, mxs, NULL, v->mid->data, &v->midx);
     if (local == LADLE_OK)
-        local = ladle_tensor_wrap(dtype, LADLE_CPU, ndim, mxs, NULL, v->mid->data, &v->viewx);
+        local = ladle_tensor_wrap(dtype, device, ndim, mxs, NULL, v->mid->data, &v->viewx);
     if (local == LADLE_OK)
-        local = ladle__layer_new(&dflat_vt, dtype, ndim, lxs, 2, lys, 0, &op);
+        local = ladle__layer_new(&dflat_vt, dtype, device, ndim, lxs, 2, lys, 0, &op, __func__);
     if (local == LADLE_OK) {
         op->impl = v;
         v = NULL;

@@ -145,8 +145,8 @@ static ladle_status dl_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     int member = v->row >= 0;
     int64_t xs[2] = {member ? v->batch_len : 0, member ? v->in_len : 0};
     int64_t ys[2] = {member ? v->batch_len : 0, member ? v->out_len : 0};
-    LADLE_CALL(ladle__dist_tensor(op->dtype, 2, xs, &c->xb));
-    LADLE_CALL(ladle__dist_tensor(op->dtype, 2, ys, &c->dyp));
+    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, 2, xs, &c->xb));
+    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, 2, ys, &c->dyp));
     if (v->local)
         LADLE_CALL(ladle_ctx_create(v->local, &c->local));
 fail:
@@ -297,8 +297,8 @@ fail:
 ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_partition *p_w,
                                       const ladle_partition *p_y, int64_t batch,
                                       int64_t in_features, int64_t out_features, int bias,
-                                      ladle_dtype dtype, uint64_t seed, unsigned flags,
-                                      ladle_op **out)
+                                      ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                      unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
@@ -314,9 +314,8 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
     local = validate(p_x, p_w, p_y, batch, in_features, out_features, dtype, flags, f);
     int64_t args[7] = {batch, in_features, out_features, bias != 0, (int64_t)dtype,
                        (int64_t)flags, (int64_t)seed};
-    LADLE_CALL(ladle__dist_begin(3, parts, local, ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 7,
-                                                                     args),
-                                 &comm, f));
+    LADLE_CALL(ladle__dist_begin(3, parts, device, local,
+                                 ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 7, args), &comm, f));
 
     v = ladle__calloc(1, sizeof *v);
     local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
@@ -352,12 +351,12 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
     /* the primitives agree among their own members; the steps in between
      * tell everyone else */
     LADLE_CALL(ladle__dist_step(
-        comm, ladle__pair_create_layouts(lx, lxb, dtype, flags, 0, &v->bcast_x, f), f));
-    LADLE_CALL(ladle__dist_step(
-        comm,
-        ladle__pair_create_layouts(lyp, ly, dtype, flags | LADLE_TRANSPOSE_SRC, 1, &v->reduce_y,
-                                   f),
-        f));
+        comm, ladle__pair_create_layouts(lx, lxb, dtype, device, flags, 0, &v->bcast_x, f), f));
+    LADLE_CALL(ladle__dist_step(comm,
+                                ladle__pair_create_layouts(lyp, ly, dtype, device,
+                                                           flags | LADLE_TRANSPOSE_SRC, 1,
+                                                           &v->reduce_y, f),
+                                f));
 
     local = LADLE_OK;
     int member = v->row >= 0;
@@ -365,20 +364,20 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
     int64_t ys[2] = {member ? v->batch_len : 0, member ? v->out_len : 0};
     int64_t w0[2] = {0, 0}, b0[1] = {0};
     if (member)
-        local = ladle_linear_create(2, xs, v->out_len, v->bias && v->col == 0, dtype, seed,
+        local = ladle_linear_create(2, xs, v->out_len, v->bias && v->col == 0, dtype, device, seed,
                                     &v->local);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 2, xs, &v->xb);
+        local = ladle__dist_tensor(dtype, device, 2, xs, &v->xb);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 2, ys, &v->dyp);
+        local = ladle__dist_tensor(dtype, device, 2, ys, &v->dyp);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 2, ys, &v->yp);
+        local = ladle__dist_tensor(dtype, device, 2, ys, &v->yp);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 2, xs, &v->dxp);
+        local = ladle__dist_tensor(dtype, device, 2, xs, &v->dxp);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 2, w0, &v->none[0]);
+        local = ladle__dist_tensor(dtype, device, 2, w0, &v->none[0]);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 1, b0, &v->none[1]);
+        local = ladle__dist_tensor(dtype, device, 1, b0, &v->none[1]);
     LADLE_CALL(ladle__dist_step(comm, local, f));
     /* a batch-split grid holds its blocks once per batch block: the
      * gradients are summed over the replicas (one group per block) */
@@ -400,15 +399,15 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
                 gid[r] = has ? c[0] * sw[2] + c[2] : size * sw[0] * sw[2] + r;
                 cnt[r] = !has ? 0 : i == 0 ? ol * il : ol;
             }
-            local = ladle__dist_step(comm, ladle__all_sum_reduce_groups(p_w, gid, cnt, dtype,
-                                                                        flags, &v->sync[i]),
-                                     f);
+            local = ladle__dist_step(
+                comm,
+                ladle__all_sum_reduce_groups(p_w, gid, cnt, dtype, device, flags, &v->sync[i]), f);
             if (local == LADLE_OK) {
                 ladle_tensor *g = v->local && i < ladle_op_num_params(v->local)
                                       ? ladle_op_grad(v->local, i)
                                       : v->none[i];
                 int64_t n = ladle_tensor_numel(g);
-                local = ladle_tensor_wrap(dtype, LADLE_CPU, 1, &n, NULL, g->data, &v->flat[i]);
+                local = ladle_tensor_wrap(dtype, device, 1, &n, NULL, g->data, &v->flat[i]);
             }
         }
         LADLE_CALL(ladle__dist_step(comm, local, f));
@@ -417,7 +416,7 @@ ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_pa
         int64_t lxs[2], lys[2];
         ladle_layout_box(lx, LADLE_SELF, NULL, lxs);
         ladle_layout_box(ly, LADLE_SELF, NULL, lys);
-        local = ladle__layer_new(&dlinear_vt, dtype, 2, lxs, 2, lys, 0, &op);
+        local = ladle__layer_new(&dlinear_vt, dtype, device, 2, lxs, 2, lys, 0, &op, __func__);
     }
     if (local == LADLE_OK) {
         op->impl = v;

@@ -56,6 +56,10 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     else if (!none && (out->numel != 1 || out->dtype != op->dtype))
         local = ladle__raise(LADLE_ERR_SHAPE, "ladle_loss_forward",
                              "the loss must be one %s value", ladle_dtype_name(op->dtype));
+    else if (out->device != op->be->device)
+        local = ladle__raise(LADLE_ERR_DEVICE, "ladle_loss_forward",
+                             "loss is on %s but the distributed loss is on %s",
+                             ladle_device_name(out->device), ladle_device_name(op->be->device));
     if (local == LADLE_OK)
         local = ladle_loss_forward(v->local, c ? c->local : NULL, input, target,
                                    none ? out : v->value);
@@ -68,7 +72,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
      * value is the host's to see */
     double pair[2] = {0.0, local != LADLE_OK}, value = 0.0;
     if (local == LADLE_OK && !none)
-        local = ladle__tensor_get(v->value, 0, &value);
+        local = ladle_tensor_get(v->value, 0, &value);
     pair[0] = local != LADLE_OK ? 0.0 : none ? (numeric ? NAN : 0.0) : value;
     pair[1] = local != LADLE_OK;
     LADLE_CALL(ladle_tensor_write(v->pair, pair));
@@ -80,7 +84,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         return ladle__raise(LADLE_ERR_REMOTE, "ladle_loss_forward",
                             "the loss failed on another rank; see that rank's message");
     if (!none)
-        LADLE_CALL(ladle__tensor_set(out, 0, pair[0]));
+        LADLE_CALL(ladle_tensor_set(out, 0, pair[0]));
     if (ctx) {
         ctx->x = input;
         ctx->target = target;
@@ -93,7 +97,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                             "is not finite or its terms overflow");
     /* the value as stored: an f64 sum may overflow f32 */
     if (!none)
-        LADLE_CALL(ladle__tensor_get(out, 0, &value));
+        LADLE_CALL(ladle_tensor_get(out, 0, &value));
     if (!none && !isfinite(value))
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
                             "the loss of the whole batch is %g: an input is not finite or "
@@ -162,7 +166,7 @@ static const ladle_op_vtable dloss_vt = {
 ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                     double label_smoothing, const ladle_partition *p_x, int ndim,
                                     const int64_t input_shape[], ladle_dtype dtype,
-                                    unsigned flags, ladle_op **out)
+                                    ladle_device device, unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -194,7 +198,7 @@ ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduct
         args[5 + d] = input_shape[d];
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 10, args);
     h = ladle__hash(h, &label_smoothing, sizeof label_smoothing);
-    LADLE_CALL(ladle__dist_begin(1, parts, local, h, &comm, f));
+    LADLE_CALL(ladle__dist_begin(1, parts, device, local, h, &comm, f));
 
     v = ladle__calloc(1, sizeof *v);
     local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
@@ -206,7 +210,7 @@ ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduct
     if (local == LADLE_OK) {
         ladle_layout_box(lx, LADLE_SELF, NULL, box);
         if (ladle_partition_active(p_x)) {
-            local = ladle_loss_create(kind, reduction, label_smoothing, ndim, box, dtype,
+            local = ladle_loss_create(kind, reduction, label_smoothing, ndim, box, dtype, device,
                                       &v->local);
             /* the mean of the whole batch: samples (classification) or elements */
             double count = 1;
@@ -219,17 +223,18 @@ ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduct
     }
     int64_t two = 2, one = 1;
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, 1, &two, &v->pair);
+        local = ladle__dist_tensor(LADLE_F64, device, 1, &two, &v->pair);
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, 1, &one, &v->value);
+        local = ladle__dist_tensor(dtype, device, 1, &one, &v->value);
     LADLE_CALL(ladle__dist_step(comm, local, f));
     int axes[LADLE_MAX_NDIM];
     for (int d = 0; d < ndim; d++)
         axes[d] = d;
     LADLE_CALL(ladle__dist_step(
-        comm, ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64, flags, &v->reduce),
+        comm,
+        ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64, device, flags, &v->reduce),
         f));
-    local = ladle__layer_new(&dloss_vt, dtype, ndim, box, ndim, box, 0, &op);
+    local = ladle__layer_new(&dloss_vt, dtype, device, ndim, box, ndim, box, 0, &op, __func__);
     if (local == LADLE_OK) {
         op->impl = v;
         v = NULL;

@@ -49,8 +49,8 @@ static const ladle_op_vtable dropout_vt = {
     .layer_backward = dropout_backward,
 };
 
-ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, uint64_t seed,
-                                  ladle_dtype dtype, ladle_op **out)
+ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, ladle_dtype dtype,
+                                  ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -62,7 +62,8 @@ ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, uin
     LADLE_CHECK(d != NULL, LADLE_ERR_ALLOC, "out of memory");
     d->p = p;
     d->seed = seed;
-    LADLE_CALL(ladle__layer_new(&dropout_vt, dtype, ndim, shape, ndim, shape, 1, &op));
+    LADLE_CALL(
+        ladle__layer_new(&dropout_vt, dtype, device, ndim, shape, ndim, shape, 1, &op, __func__));
     op->impl = d;
     d = NULL;
     op->in_place = 1;

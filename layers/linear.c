@@ -73,8 +73,9 @@ static const ladle_op_vtable linear_vt = {
     .layer_backward_weight = linear_backward_weight,
 };
 
-ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features,
-                                 int bias, ladle_dtype dtype, uint64_t seed, ladle_op **out)
+ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features, int bias,
+                                 ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                 ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -99,7 +100,8 @@ ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_
     l->rows_per_sample = 1;
     for (int d = ndim > 1 ? 1 : 0; d < ndim - 1; d++)
         l->rows_per_sample *= x_shape[d];
-    LADLE_CALL(ladle__layer_new(&linear_vt, dtype, ndim, x_shape, ndim, y_shape, ndim > 1, &op));
+    LADLE_CALL(ladle__layer_new(&linear_vt, dtype, device, ndim, x_shape, ndim, y_shape, ndim > 1,
+                                &op, __func__));
     op->impl = l;
     l = NULL;
     op->weighted = 1;

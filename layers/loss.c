@@ -137,7 +137,7 @@ static ladle_status check_finite(const ladle_op *op, const ladle_tensor *out,
     LADLE_CALL(op->be->fn->find_non_finite(op->be, op->dtype, out->numel, out->data, &bad));
     if (bad < 0)
         return LADLE_OK;
-    LADLE_CALL(ladle__tensor_get(out, bad, &v));
+    LADLE_CALL(ladle_tensor_get(out, bad, &v));
     if (l->reduction == LADLE_REDUCE_NONE)
         return ladle__raise(LADLE_ERR_NUMERIC, func,
                             "the %s loss of element %lld is %g: an input is not finite or "
@@ -238,7 +238,7 @@ ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndi
 
 ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                double label_smoothing, int ndim, const int64_t input_shape[],
-                               ladle_dtype dtype, ladle_op **out)
+                               ladle_dtype dtype, ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -271,7 +271,8 @@ ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
         for (int d = 0; d < ndim; d++)
             if (!(classify && d == 1))
                 y_shape[y_ndim++] = input_shape[d];
-    LADLE_CALL(ladle__layer_new(&loss_vt, dtype, ndim, input_shape, y_ndim, y_shape, 1, &op));
+    LADLE_CALL(ladle__layer_new(&loss_vt, dtype, device, ndim, input_shape, y_ndim, y_shape, 1, &op,
+                                __func__));
     op->impl = l;
     *out = op;
     return LADLE_OK;

@@ -112,13 +112,14 @@ static ladle_status plan(const ladle_pool_desc *d, const int64_t *xs, pool *v)
 
 /* The op around a planned v (taken, freed on failure), with the backend's
  * workspace set up. */
-static ladle_status finish(pool *v, ladle_dtype dtype, int ndim, const int64_t *xs, int y_ndim,
-                           const int64_t *ys, ladle_op **out)
+static ladle_status finish(pool *v, ladle_dtype dtype, ladle_device device, int ndim,
+                           const int64_t *xs, int y_ndim, const int64_t *ys, ladle_op **out,
+                           const char *func)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     size_t ws_bytes = 0;
-    LADLE_CALL(ladle__layer_new(&pool_vt, dtype, ndim, xs, y_ndim, ys, 1, &op));
+    LADLE_CALL(ladle__layer_new(&pool_vt, dtype, device, ndim, xs, y_ndim, ys, 1, &op, func));
     op->impl = v;
     op->linear = v->g.kind == LADLE_POOL_AVG;
     const ladle_backend *be = op->be;
@@ -136,8 +137,8 @@ fail:
     return st;
 }
 
-ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
-                               ladle_dtype dtype, ladle_op **out)
+ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[], ladle_dtype dtype,
+                               ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     pool *v = NULL;
@@ -156,7 +157,7 @@ ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[]
         ys[2 + i] = v->g.out[3 - d->nd + i];
     int64_t numel;
     LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
-    st = finish(v, dtype, 2 + d->nd, x_shape, 2 + d->nd, ys, out);
+    st = finish(v, dtype, device, 2 + d->nd, x_shape, 2 + d->nd, ys, out, __func__);
     v = NULL;
 fail:
     ladle__free(v); /* no workspace yet */
@@ -164,7 +165,7 @@ fail:
 }
 
 ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_shape[], ladle_dtype dtype,
-                                          ladle_op **out)
+                                          ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     pool *v = NULL;
@@ -188,7 +189,7 @@ ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_shape[], lad
         v->pin *= v->g.in[a];
     }
     LADLE_CHECK(v->pin >= 1, LADLE_ERR_SHAPE, "empty spatial planes");
-    st = finish(v, dtype, ndim, x_shape, 2, x_shape, out);
+    st = finish(v, dtype, device, ndim, x_shape, 2, x_shape, out, __func__);
     v = NULL;
 fail:
     ladle__free(v); /* no workspace yet */

@@ -25,7 +25,8 @@ static const ladle_op_vtable reshape_vt = {
 };
 
 ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndim_out,
-                                  const int64_t out_shape[], ladle_dtype dtype, ladle_op **out)
+                                  const int64_t out_shape[], ladle_dtype dtype, ladle_device device,
+                                  ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -42,8 +43,8 @@ ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndi
     LADLE_CHECK(in_shape[0] == out_shape[0], LADLE_ERR_SHAPE,
                 "the batch (dimension 0) must stay: %lld and %lld", (long long)in_shape[0],
                 (long long)out_shape[0]);
-    LADLE_CALL(ladle__layer_new(&reshape_vt, dtype, ndim_in, in_shape, ndim_out, out_shape, 1,
-                                &op));
+    LADLE_CALL(ladle__layer_new(&reshape_vt, dtype, device, ndim_in, in_shape, ndim_out, out_shape,
+                                1, &op, __func__));
     op->linear = 1;
     op->in_place = 1;
     *out = op;
@@ -52,7 +53,7 @@ fail:
 }
 
 ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype dtype,
-                                  ladle_op **out)
+                                  ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     int64_t flat[2] = {0, 1};
@@ -62,7 +63,7 @@ ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype d
     flat[0] = shape[0];
     for (int d = 1; d < ndim; d++)
         flat[1] *= shape[d];
-    LADLE_CALL(ladle_reshape_create(ndim, shape, 2, flat, dtype, out));
+    LADLE_CALL(ladle_reshape_create(ndim, shape, 2, flat, dtype, device, out));
 fail:
     return st;
 }

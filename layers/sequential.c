@@ -47,8 +47,9 @@ static ladle_status seq_ctx_init(const ladle_op *op, ladle_ctx *ctx)
         if (i == q->n - 1)
             continue;
         const ladle_op *l = q->layers[i];
-        LADLE_CALL(ladle_tensor_create(op->dtype, l->y_ndim, l->y_shape, &c->act[i]));
-        LADLE_CALL(ladle_tensor_create(op->dtype, l->y_ndim, l->y_shape, &c->grad[i]));
+        ladle_device dev = op->be->device;
+        LADLE_CALL(ladle_tensor_create_on(op->dtype, dev, l->y_ndim, l->y_shape, &c->act[i]));
+        LADLE_CALL(ladle_tensor_create_on(op->dtype, dev, l->y_ndim, l->y_shape, &c->grad[i]));
     }
 fail:
     return st;
@@ -203,6 +204,12 @@ static ladle_status check_chain(int n, ladle_op *const layers[])
         if (l->dtype != layers[0]->dtype)
             return ladle__raise(LADLE_ERR_DTYPE, f, "layer %d is %s, layer 0 is %s", i,
                                 ladle_dtype_name(l->dtype), ladle_dtype_name(layers[0]->dtype));
+        if (l->be->device != layers[0]->be->device)
+            return ladle__raise(LADLE_ERR_DEVICE, f,
+                                "layer %d (%s) is on %s but layer 0 (%s) is on %s: a container's "
+                                "layers live on one device",
+                                i, l->vt->name, ladle_device_name(l->be->device),
+                                layers[0]->vt->name, ladle_device_name(layers[0]->be->device));
         if (!l->batched)
             return ladle__raise(LADLE_ERR_ARG, f, "layer %d (%s) has no batch dimension", i,
                                 l->vt->name);
@@ -237,8 +244,8 @@ ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op *
     q->layers = ladle__calloc((size_t)n, sizeof *q->layers);
     LADLE_CHECK(q->layers != NULL, LADLE_ERR_ALLOC, "out of memory");
     const ladle_op *first = layers[0], *last = layers[n - 1];
-    LADLE_CALL(ladle__layer_new(&sequential_vt, first->dtype, first->x_ndim, first->x_shape,
-                                last->y_ndim, last->y_shape, 1, &op));
+    LADLE_CALL(ladle__layer_new(&sequential_vt, first->dtype, first->be->device, first->x_ndim,
+                                first->x_shape, last->y_ndim, last->y_shape, 1, &op, __func__));
     memcpy(q->layers, layers, sizeof(ladle_op *) * (size_t)n);
     q->n = n;
     op->impl = q;

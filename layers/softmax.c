@@ -48,7 +48,7 @@ static const ladle_op_vtable softmax_vt = {
 };
 
 ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
-                                  ladle_dtype dtype, ladle_op **out)
+                                  ladle_dtype dtype, ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -67,7 +67,8 @@ ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int 
         m->inner *= shape[d];
     m->log = log != 0;
     /* a softmax along the batch dimension cannot take smaller batches */
-    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, ndim, shape, ndim, shape, dim != 0, &op));
+    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, device, ndim, shape, ndim, shape, dim != 0, &op,
+                                __func__));
     op->impl = m;
     m = NULL;
     *out = op;

@@ -32,8 +32,8 @@ static int group_of(const ladle_partition *p, const int *reduced, int *members, 
 /* The op over layout l (on p): each rank's block is its box in l, the same
  * shape across every group (checked from global facts). pre: a failure the
  * caller already found; the members still meet in the agreement. */
-static ladle_status asr_core(const ladle_partition *p, const int *reduced,
-                             const ladle_layout *l, ladle_dtype dtype, unsigned flags,
+static ladle_status asr_core(const ladle_partition *p, const int *reduced, const ladle_layout *l,
+                             ladle_dtype dtype, ladle_device device, unsigned flags,
                              ladle_status pre, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK, local = pre;
@@ -66,7 +66,7 @@ static ladle_status asr_core(const ladle_partition *p, const int *reduced,
         }
     }
     if (local == LADLE_OK)
-        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
+        local = ladle__op_new(&all_sum_reduce_vt, dtype, device, flags, l, l, &op, func);
     if (local == LADLE_OK)
         op->in_place = 1;
     LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
@@ -84,6 +84,7 @@ static ladle_status asr_core(const ladle_partition *p, const int *reduced,
         h = ladle__layout_hash(h, l);
         h = ladle__hash(h, reduced, sizeof(int) * LADLE_MAX_NDIM);
         h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &device, sizeof device);
         h = ladle__hash(h, &flags, sizeof flags);
     }
     st = ladle__op_finish(&op, &comm, local, h, out, func);
@@ -97,17 +98,18 @@ fail:
 }
 
 ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, const int axes[],
-                                          ladle_dtype dtype, unsigned flags, ladle_op **out)
+                                          ladle_dtype dtype, ladle_device device, unsigned flags,
+                                          ladle_op **out)
 {
     int reduced[LADLE_MAX_NDIM] = {0};
     for (int k = 0; k < naxes; k++)
         reduced[axes[k]] = 1;
-    return asr_core(l->p, reduced, l, dtype, flags, LADLE_OK, out, "ladle_all_sum_reduce");
+    return asr_core(l->p, reduced, l, dtype, device, flags, LADLE_OK, out, "ladle_all_sum_reduce");
 }
 
-ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
-                                         const int axes[], int ndim, const int64_t shape[],
-                                         ladle_dtype dtype, unsigned flags, ladle_op **out)
+ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes, const int axes[],
+                                         int ndim, const int64_t shape[], ladle_dtype dtype,
+                                         ladle_device device, unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_layout *l = NULL;
@@ -141,7 +143,7 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
         local = ladle__check_shape(__func__, ndim, shape, &n);
     if (local == LADLE_OK)
         local = ladle_layout_create_block(p, ndim, shape, &l);
-    st = asr_core(p, reduced, l, dtype, flags, local, out, __func__);
+    st = asr_core(p, reduced, l, dtype, device, flags, local, out, __func__);
     ladle_layout_destroy(&l);
 fail:
     return st;
@@ -149,7 +151,7 @@ fail:
 
 ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *group_id,
                                           const int64_t *counts, ladle_dtype dtype,
-                                          unsigned flags, ladle_op **out)
+                                          ladle_device device, unsigned flags, ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -174,7 +176,7 @@ ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *g
     ladle__free(zero);
     if (local == LADLE_OK) {
         n = ladle_layout_local_volume(l, LADLE_SELF);
-        local = ladle__op_new(&all_sum_reduce_vt, dtype, flags, l, l, &op);
+        local = ladle__op_new(&all_sum_reduce_vt, dtype, device, flags, l, l, &op, f);
     }
     if (local == LADLE_OK) {
         op->in_place = 1;
@@ -199,6 +201,7 @@ ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *g
         h = ladle__layout_hash(h, l);
         h = ladle__hash(h, group_id, sizeof(int) * (size_t)p->size);
         h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &device, sizeof device);
     }
     st = ladle__op_finish(&op, &comm, local, h, out, f);
 fail:

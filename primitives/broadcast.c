@@ -119,8 +119,8 @@ static ladle_status owner_blocks(const ladle_layout *ls, const ladle_layout *lb,
  * in the agreement, so every rank fails alike. */
 static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition *p_y,
                               const ladle_layout *lx, const ladle_layout *ly, ladle_dtype dtype,
-                              unsigned flags, int reduce, ladle_status pre, const int *given,
-                              ladle_op **out, const char *func)
+                              ladle_device device, unsigned flags, int reduce, ladle_status pre,
+                              const int *given, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -160,8 +160,8 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
                              "%d groups need more message tags than this MPI offers",
                              small->size);
     if (local == LADLE_OK)
-        local = ladle__op_new(reduce ? &sum_reduce_vt : &broadcast_vt, dtype, flags, lx, ly,
-                              &op);
+        local = ladle__op_new(reduce ? &sum_reduce_vt : &broadcast_vt, dtype, device, flags, lx, ly,
+                              &op, func);
     /* every member reaches the agreement, whatever failed above */
     LADLE_CALL(ladle__op_comm(p_x, p_y, &comm, &to_comm));
     if (local == LADLE_OK && comm != MPI_COMM_NULL) {
@@ -175,6 +175,7 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
         h = ladle__layout_hash(h, lx);
         h = ladle__layout_hash(h, ly);
         h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &device, sizeof device);
         h = ladle__hash(h, &flags, sizeof flags);
     }
     st = ladle__op_finish(&op, &comm, local, h, out, func);
@@ -190,35 +191,34 @@ fail:
 }
 
 ladle_status ladle__pair_create_layouts(const ladle_layout *lx, const ladle_layout *ly,
-                                        ladle_dtype dtype, unsigned flags, int reduce,
-                                        ladle_op **out, const char *func)
+                                        ladle_dtype dtype, ladle_device device, unsigned flags,
+                                        int reduce, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
     LADLE_CHECK(lx != NULL && ly != NULL, LADLE_ERR_NULL, "a layout is NULL");
-    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype,
+    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype, device,
                    flags, reduce, LADLE_OK, NULL, out, func);
 fail:
     return st;
 }
 
 ladle_status ladle__pair_create_mapped(const ladle_layout *lx, const ladle_layout *ly,
-                                       const int *source, ladle_dtype dtype, int reduce,
-                                       ladle_op **out, const char *func)
+                                       const int *source, ladle_dtype dtype, ladle_device device,
+                                       int reduce, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
     LADLE_CHECK(lx != NULL && ly != NULL && source != NULL, LADLE_ERR_NULL, "NULL argument");
-    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype, 0,
+    st = pair_core(ladle_layout_partition(lx), ladle_layout_partition(ly), lx, ly, dtype, device, 0,
                    reduce, LADLE_OK, source, out, func);
 fail:
     return st;
 }
 
-ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y,
-                                int ndim, const int64_t *shape, ladle_dtype dtype,
-                                unsigned flags, int reduce, ladle_op **out,
-                                const char *func)
+ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y, int ndim,
+                                const int64_t *shape, ladle_dtype dtype, ladle_device device,
+                                unsigned flags, int reduce, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK, local;
     ladle_layout *lx = NULL, *ly = NULL;
@@ -231,7 +231,7 @@ ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partitio
         local = ladle_layout_create_block(p_x, ndim, shape, &lx);
     if (local == LADLE_OK)
         local = ladle_layout_create_block(p_y, ndim, shape, &ly);
-    st = pair_core(p_x, p_y, lx, ly, dtype, flags, reduce, local, NULL, out, func);
+    st = pair_core(p_x, p_y, lx, ly, dtype, device, flags, reduce, local, NULL, out, func);
 fail:
     ladle_layout_destroy(&lx);
     ladle_layout_destroy(&ly);
@@ -240,7 +240,7 @@ fail:
 
 ladle_status ladle_broadcast_create(const ladle_partition *p_x, const ladle_partition *p_y,
                                     int ndim, const int64_t shape[], ladle_dtype dtype,
-                                    unsigned flags, ladle_op **op)
+                                    ladle_device device, unsigned flags, ladle_op **op)
 {
-    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, flags, 0, op, __func__);
+    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, device, flags, 0, op, __func__);
 }

@@ -217,7 +217,8 @@ static void plan(ladle_op *op, const ladle_layout *bulk, const ladle_layout *pad
 }
 
 ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
-                                        ladle_dtype dtype, unsigned flags, ladle_op **out)
+                                        ladle_dtype dtype, ladle_device device, unsigned flags,
+                                        ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -257,7 +258,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         local = ladle_layout_create_split(x->p, x->ndim, t.m,
                                           (const int64_t *const *)t.out_size, &impl->out);
     if (local == LADLE_OK)
-        local = ladle__op_new(&halo_vt, dtype, flags, padded, padded, &op);
+        local = ladle__op_new(&halo_vt, dtype, device, flags, padded, padded, &op, __func__);
     if (local == LADLE_OK) {
         op->in_place = 1;
         op->impl = impl;
@@ -272,6 +273,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         h = ladle__layout_hash(h, x);
         h = ladle__hash(h, w, sizeof *w);
         h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &device, sizeof device);
         h = ladle__hash(h, &flags, sizeof flags);
     }
     st = ladle__op_finish(&op, &comm, local, h, out, __func__);

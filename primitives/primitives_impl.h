@@ -10,15 +10,15 @@
 
 /* All-sum-reduce over axes of l's partition where each rank's block is its
  * box in l (blocks may differ between groups, not within one). */
-ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes,
-                                          const int axes[], ladle_dtype dtype,
-                                          unsigned flags, ladle_op **out);
+ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, const int axes[],
+                                          ladle_dtype dtype, ladle_device device, unsigned flags,
+                                          ladle_op **out);
 
 /* All-sum-reduce among the members of p that share a group id
  * (group_id[partition rank]); partition rank r holds a vector of counts[r]
  * elements, the same within a group. */
 ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *group_id,
                                           const int64_t *counts, ladle_dtype dtype,
-                                          unsigned flags, ladle_op **out);
+                                          ladle_device device, unsigned flags, ladle_op **out);
 
 #endif /* LADLE_PRIMITIVES_IMPL_H */

@@ -33,7 +33,8 @@ static ladle_status check_layouts(const ladle_layout *x, const ladle_layout *y)
 }
 
 ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout *y,
-                                      ladle_dtype dtype, unsigned flags, ladle_op **out)
+                                      ladle_dtype dtype, ladle_device device, unsigned flags,
+                                      ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_op *op = NULL;
@@ -54,7 +55,7 @@ ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout 
     if (local == LADLE_OK)
         local = check_layouts(x, y);
     if (local == LADLE_OK)
-        local = ladle__op_new(&repartition_vt, dtype, flags, x, y, &op);
+        local = ladle__op_new(&repartition_vt, dtype, device, flags, x, y, &op, __func__);
     LADLE_CALL(ladle__op_comm(x->p, y->p, &comm, &to_comm));
     if (local == LADLE_OK && comm != MPI_COMM_NULL) {
         ladle_exchange_opts o = {1, LADLE_BOX_COPY, 0, REPARTITION_TAG};
@@ -68,6 +69,7 @@ ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout 
         h = ladle__layout_hash(h, x);
         h = ladle__layout_hash(h, y);
         h = ladle__hash(h, &dtype, sizeof dtype);
+        h = ladle__hash(h, &device, sizeof device);
         h = ladle__hash(h, &flags, sizeof flags);
     }
     st = ladle__op_finish(&op, &comm, local, h, out, __func__);

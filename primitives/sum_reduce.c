@@ -8,7 +8,7 @@
 
 ladle_status ladle_sum_reduce_create(const ladle_partition *p_x, const ladle_partition *p_y,
                                      int ndim, const int64_t shape[], ladle_dtype dtype,
-                                     unsigned flags, ladle_op **op)
+                                     ladle_device device, unsigned flags, ladle_op **op)
 {
-    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, flags, 1, op, __func__);
+    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, device, flags, 1, op, __func__);
 }

@@ -30,6 +30,8 @@
 /* the mode, known before MPI_Init runs */
 static const char *mode = "";
 
+/* CPU tensors whatever LADLE_TEST_DEVICE says: the faults below are host
+ * accesses to ladle's own memory, which the checkers must report. */
 static ladle_tensor *new_tensor(int64_t n)
 {
     ladle_tensor *t = NULL;

@@ -6,8 +6,34 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int lt_rank = 0, lt_size = 1;
+
+/* The device named by LADLE_TEST_DEVICE ("cpu" when unset), or -1 for a
+ * name ladle_device_name gives no device. */
+static int device_from_env(const char **name)
+{
+    const ladle_device all[] = {LADLE_CPU, LADLE_CUDA, LADLE_GUARDED};
+    *name = getenv("LADLE_TEST_DEVICE");
+    if (*name == NULL || (*name)[0] == '\0')
+        *name = "cpu";
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(*name, ladle_device_name(all[i])) == 0)
+            return (int)all[i];
+    return -1;
+}
+
+ladle_device lt_device(void)
+{
+    /* read once; lt_main has refused an unknown name before any test runs */
+    static int device = -2;
+    if (device == -2) {
+        const char *name;
+        device = device_from_env(&name);
+    }
+    return device < 0 ? LADLE_CPU : (ladle_device)device;
+}
 
 /* MPICH's blocking collectives busy-poll, which costs milliseconds per call
  * when ranks outnumber cores; poll a nonblocking one and yield instead. */
@@ -65,7 +91,7 @@ ladle_partition *lt_partition(int ndim, const int *shape, int first)
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape)
 {
     ladle_tensor *t = NULL;
-    LT_OK(ladle_tensor_create(dtype, ndim, shape, &t));
+    LT_OK(ladle_tensor_create_on(dtype, lt_device(), ndim, shape, &t));
     return t;
 }
 
@@ -80,19 +106,72 @@ ladle_tensor *lt_op_tensor(const ladle_op *op, int which)
     return lt_tensor(ladle_op_dtype(op), ndim, shape);
 }
 
+/* A failing element access is a fault of the test itself, on one rank:
+ * stop the job rather than leave the other ranks waiting in an assertion. */
+static void access_failed(const char *what, int64_t i, ladle_status st)
+{
+    fprintf(stderr, "[rank %d of %d] %s of element %lld failed: %s: %s\n", lt_rank, lt_size, what,
+            (long long)i, ladle_status_name(st), ladle_error_message());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+}
+
 double lt_get(const ladle_tensor *t, int64_t i)
 {
-    if (ladle_tensor_dtype(t) == LADLE_F32)
-        return ((const float *)ladle_tensor_data(t))[i];
-    return ((const double *)ladle_tensor_data(t))[i];
+    double v = 0.0;
+    ladle_status st = ladle_tensor_get(t, i, &v);
+    if (st != LADLE_OK)
+        access_failed("lt_get", i, st);
+    return v;
 }
 
 void lt_set(ladle_tensor *t, int64_t i, double v)
 {
-    if (ladle_tensor_dtype(t) == LADLE_F32)
-        ((float *)ladle_tensor_data(t))[i] = (float)v;
-    else
-        ((double *)ladle_tensor_data(t))[i] = v;
+    ladle_status st = ladle_tensor_set(t, i, v);
+    if (st != LADLE_OK)
+        access_failed("lt_set", i, st);
+}
+
+/* A contiguous tensor's values as host doubles (malloc'd), wherever it
+ * lives, and back: one transfer each way instead of one per element. */
+static double *host_values(const ladle_tensor *t)
+{
+    int64_t n = ladle_tensor_numel(t);
+    size_t es = ladle_dtype_size(ladle_tensor_dtype(t));
+    double *v = calloc((size_t)n + 1, sizeof *v);
+    char *raw = calloc((size_t)n + 1, es);
+    ladle_status st = v && raw ? ladle_tensor_read(t, raw) : LADLE_ERR_ALLOC;
+    if (st != LADLE_OK)
+        access_failed("reading all", n, st);
+    for (int64_t i = 0; i < n; i++) {
+        if (ladle_tensor_dtype(t) == LADLE_F32)
+            v[i] = ((const float *)raw)[i];
+        else if (ladle_tensor_dtype(t) == LADLE_F64)
+            v[i] = ((const double *)raw)[i];
+        else
+            v[i] = (double)((const int64_t *)raw)[i];
+    }
+    free(raw);
+    return v;
+}
+
+static void store_values(ladle_tensor *t, const double *v)
+{
+    int64_t n = ladle_tensor_numel(t);
+    size_t es = ladle_dtype_size(ladle_tensor_dtype(t));
+    char *raw = calloc((size_t)n + 1, es);
+    for (int64_t i = 0; raw && i < n; i++) {
+        if (ladle_tensor_dtype(t) == LADLE_F32)
+            ((float *)raw)[i] = (float)v[i];
+        else if (ladle_tensor_dtype(t) == LADLE_F64)
+            ((double *)raw)[i] = v[i];
+        else
+            ((int64_t *)raw)[i] = (int64_t)v[i];
+    }
+    ladle_status st = raw ? ladle_tensor_write(t, raw) : LADLE_ERR_ALLOC;
+    if (st != LADLE_OK)
+        access_failed("writing all", n, st);
+    free(raw);
 }
 
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what)
@@ -113,6 +192,22 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &lt_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &lt_size);
+    /* the device the suite runs on: a name ladle knows, with a backend built */
+    const char *name;
+    int device = device_from_env(&name);
+    ladle_tensor *probe = NULL;
+    if (device < 0 || ladle_tensor_create_on(LADLE_F64, (ladle_device)device, 0, NULL, &probe)) {
+        if (lt_rank == 0) {
+            if (device < 0)
+                fprintf(stderr, "LADLE_TEST_DEVICE=%s names no device (cpu, cuda, guarded)\n",
+                        name);
+            else
+                fprintf(stderr, "LADLE_TEST_DEVICE=%s: %s\n", name, ladle_error_message());
+        }
+        MPI_Finalize();
+        return EXIT_FAILURE;
+    }
+    ladle_tensor_destroy(&probe);
     /* a launcher from another MPI than the build's starts n singletons of
      * one rank each, which would all pass as 1-rank runs */
     const char *want = getenv("LADLE_TEST_RANKS");
@@ -157,22 +252,23 @@ static void box_walk(const ladle_tensor *global, const int64_t *offset,
     }
 }
 
+/* The two tensors' values on the host. */
 typedef struct box_arg {
-    const ladle_tensor *global;
-    ladle_tensor *local;
+    const double *global;
+    double *local;
     double err;
 } box_arg;
 
 static void put_visit(int64_t g, int64_t k, void *a)
 {
     box_arg *b = a;
-    lt_set(b->local, k, lt_get(b->global, g));
+    b->local[k] = b->global[g];
 }
 
 static void err_visit(int64_t g, int64_t k, void *a)
 {
     box_arg *b = a;
-    double want = lt_get(b->global, g), got = lt_get(b->local, k);
+    double want = b->global[g], got = b->local[k];
     double e = fabs(got - want) / (1.0 + fabs(want));
     if (!(e <= b->err)) /* NaN counts as an error */
         b->err = e == e ? e : INFINITY;
@@ -180,15 +276,22 @@ static void err_visit(int64_t g, int64_t k, void *a)
 
 void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_tensor *local)
 {
-    box_arg b = {global, local, 0};
+    double *g = host_values(global), *l = host_values(local);
+    box_arg b = {g, l, 0};
     box_walk(global, offset, local, put_visit, &b);
+    store_values(local, l);
+    free(g);
+    free(l);
 }
 
 double lt_box_error(const ladle_tensor *global, const int64_t *offset,
                     const ladle_tensor *local)
 {
-    box_arg b = {global, (ladle_tensor *)local, 0};
+    double *g = host_values(global), *l = host_values(local);
+    box_arg b = {g, l, 0};
     box_walk(global, offset, local, err_visit, &b);
+    free(g);
+    free(l);
     return b.err;
 }
 

@@ -50,13 +50,25 @@ ladle_partition *lt_partition(int ndim, const int *shape, int first);
 /* A partition over an explicit rank list. */
 ladle_partition *lt_partition_ranks(int ndim, const int *shape, const int *ranks);
 
-/* A tensor of dtype and shape (local, not collective). */
+/* The device the suite runs on: LADLE_TEST_DEVICE, a name as
+ * ladle_device_name gives it ("cpu" when unset), read once. lt_main fails
+ * the program for a name ladle does not know or a device it was built
+ * without. Every op a test creates, and every tensor it hands one, lives
+ * there: a test never reaches the data of such a tensor but through
+ * lt_get/lt_set or ladle_tensor_read/write. */
+ladle_device lt_device(void);
+
+/* A tensor of dtype and shape on lt_device() (local, not collective). */
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape);
 
-/* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank. */
+/* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank,
+ * on lt_device(). */
 ladle_tensor *lt_op_tensor(const ladle_op *op, int which);
 
-/* Element i of a contiguous tensor as a double, and setting it. */
+/* Element i (row-major) of a tensor as a double, and setting it, through
+ * ladle_tensor_get/set: one transfer per call, so meant for a few
+ * elements (the box helpers below move whole tensors). A failing access
+ * (an index out of range) aborts the job. */
 double lt_get(const ladle_tensor *t, int64_t i);
 void lt_set(ladle_tensor *t, int64_t i, double v);
 

@@ -33,7 +33,8 @@ START_TEST(activations)
     int64_t shape[3] = {3, 4, 5};
     for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
         ladle_op *op = NULL;
-        LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 3, shape, LADLE_F64, &op));
+        LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 3, shape, LADLE_F64, lt_device(),
+                                      &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
         LT_OK(ladle_tensor_fill_random(x, 9, (uint64_t)k));
         for (int i = 0; i < 60; i++)
@@ -68,7 +69,7 @@ START_TEST(activations)
         ladle_op_destroy(&op);
     }
     ladle_op *op = NULL;
-    LT_FAILS(ladle_activation_create((ladle_activation)9, 0, 3, shape, LADLE_F64, &op),
+    LT_FAILS(ladle_activation_create((ladle_activation)9, 0, 3, shape, LADLE_F64, lt_device(), &op),
              LADLE_ERR_ARG);
 }
 END_TEST
@@ -80,7 +81,8 @@ START_TEST(f32_accuracy)
     int64_t n = 20001;
     for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
         ladle_op *op = NULL;
-        LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 1, &n, LADLE_F32, &op));
+        LT_OK(
+            ladle_activation_create((ladle_activation)k, 0.2, 1, &n, LADLE_F32, lt_device(), &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
         ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
         for (int64_t i = 0; i < n; i++)
@@ -118,7 +120,7 @@ START_TEST(softmax)
     for (int lg = 0; lg < 2; lg++)
         for (int dim = -1; dim < 3; dim++) {
             ladle_op *op = NULL;
-            LT_OK(ladle_softmax_create(3, shape, dim, lg, LADLE_F64, &op));
+            LT_OK(ladle_softmax_create(3, shape, dim, lg, LADLE_F64, lt_device(), &op));
             ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
             LT_OK(ladle_tensor_fill_random(x, 2, 0));
             lt_set(x, 0, 800); /* stable even for large logits */
@@ -149,7 +151,7 @@ START_TEST(softmax)
             ladle_op_destroy(&op);
         }
     ladle_op *op = NULL;
-    LT_FAILS(ladle_softmax_create(3, shape, 3, 0, LADLE_F64, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_softmax_create(3, shape, 3, 0, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
 }
 END_TEST
 
@@ -157,7 +159,7 @@ START_TEST(dropout)
 {
     int64_t shape[2] = {100, 100};
     ladle_op *op = NULL;
-    LT_OK(ladle_dropout_create(2, shape, 0.3, 42, LADLE_F64, &op));
+    LT_OK(ladle_dropout_create(2, shape, 0.3, LADLE_F64, lt_device(), 42, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1), *y2 = lt_op_tensor(op, 1);
     LT_OK(ladle_tensor_fill(x, 1.0));
     ladle_ctx *ctx = NULL;
@@ -195,7 +197,7 @@ START_TEST(dropout)
     for (int i = 0; i < 10000; i++)
         same &= lt_get(y, i) == 1.0;
     LT_ASSERT(same, "evaluation is the identity");
-    LT_FAILS(ladle_dropout_create(2, shape, 1.5, 1, LADLE_F64, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_dropout_create(2, shape, 1.5, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
     ladle_ctx_destroy(&ctx);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&y);
@@ -209,19 +211,19 @@ START_TEST(reshape_add_concat)
 {
     int64_t in[4] = {2, 3, 4, 5}, outs[3] = {2, 12, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_reshape_create(4, in, 3, outs, LADLE_F64, &op));
+    LT_OK(ladle_reshape_create(4, in, 3, outs, LADLE_F64, lt_device(), &op));
     lt_adjoint_ok(op, 1, "reshape");
     grad_ok(op, "reshape");
     ladle_op_destroy(&op);
-    LT_OK(ladle_flatten_create(4, in, LADLE_F32, &op));
+    LT_OK(ladle_flatten_create(4, in, LADLE_F32, lt_device(), &op));
     int nd;
     int64_t ys[4];
     ladle_op_y_shape(op, &nd, ys);
     LT_ASSERT(nd == 2 && ys[0] == 2 && ys[1] == 60, "flatten shape");
     ladle_op_destroy(&op);
-    LT_FAILS(ladle_reshape_create(4, in, 3, (int64_t[]){2, 12, 6}, LADLE_F64, &op),
+    LT_FAILS(ladle_reshape_create(4, in, 3, (int64_t[]){2, 12, 6}, LADLE_F64, lt_device(), &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_reshape_create(4, in, 2, (int64_t[]){1, 120}, LADLE_F64, &op),
+    LT_FAILS(ladle_reshape_create(4, in, 2, (int64_t[]){1, 120}, LADLE_F64, lt_device(), &op),
              LADLE_ERR_SHAPE);
 
     int64_t s[2] = {2, 3};

@@ -1,4 +1,6 @@
-/* The CPU backend's kernels against naive loops written here. */
+/* The CPU backend's kernels against naive loops written here. These tests
+ * are about the CPU itself: their tensors and buffers are on LADLE_CPU
+ * whatever the suite's device, and are read directly. */
 #include <math.h>
 #include <string.h>
 

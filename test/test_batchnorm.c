@@ -11,7 +11,7 @@ START_TEST(values_and_running_statistics)
     ladle_batchnorm_desc d;
     ladle_batchnorm_desc_init(&d, 2);
     ladle_op *op = NULL;
-    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, &op));
+    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, lt_device(), &op));
     ladle_tensor_fill(ladle_op_param(op, 0), 1.5); /* gamma */
     ladle_tensor_fill(ladle_op_param(op, 1), -0.25); /* beta */
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
@@ -55,7 +55,7 @@ START_TEST(values_and_running_statistics)
 
     /* momentum < 0: a cumulative average over the batches seen */
     d.momentum = -1;
-    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, &op));
+    LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_layer_forward(op, NULL, x, y));
     LT_OK(ladle_layer_forward(op, NULL, x, y));
     rm = ladle_batchnorm_running_mean(op);
@@ -89,7 +89,7 @@ START_TEST(against_naive)
         ladle_batchnorm_desc d;
         ladle_batchnorm_desc_init(&d, c);
         ladle_op *op = NULL;
-        LT_OK(ladle_batchnorm_create(&d, ndim, xs, dt, &op));
+        LT_OK(ladle_batchnorm_create(&d, ndim, xs, dt, lt_device(), &op));
         ladle_tensor_fill_random(ladle_op_param(op, 0), 2, (uint64_t)trial);
         ladle_tensor_fill_random(ladle_op_param(op, 1), 2, (uint64_t)trial + 100);
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
@@ -164,7 +164,7 @@ START_TEST(gradients)
                 ladle_batchnorm_desc_init(&d, shapes[k][1]);
                 d.affine = affine;
                 ladle_op *op = NULL;
-                LT_OK(ladle_batchnorm_create(&d, ndims[k], shapes[k], LADLE_F64, &op));
+                LT_OK(ladle_batchnorm_create(&d, ndims[k], shapes[k], LADLE_F64, lt_device(), &op));
                 if (affine) {
                     ladle_tensor_fill_random(ladle_op_param(op, 0), 3, 0);
                     ladle_tensor_fill_random(ladle_op_param(op, 1), 3, 1);
@@ -189,14 +189,14 @@ START_TEST(bad_input)
     ladle_batchnorm_desc d;
     ladle_batchnorm_desc_init(&d, 4);
     ladle_op *op = NULL;
-    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_SHAPE);
     ladle_batchnorm_desc_init(&d, 3);
     d.eps = 0;
-    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG);
     ladle_batchnorm_desc_init(&d, 3);
-    LT_FAILS(ladle_batchnorm_create(&d, 1, xs, LADLE_F32, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_batchnorm_create(&d, 1, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_SHAPE);
     /* one value per channel cannot be normalised in training */
-    LT_OK(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, &op));
+    LT_OK(ladle_batchnorm_create(&d, 2, xs, LADLE_F32, lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     LT_FAILS(ladle_layer_forward(op, NULL, x, y), LADLE_ERR_SHAPE);
     LT_OK(ladle_layer_set_training(op, 0));
@@ -204,7 +204,7 @@ START_TEST(bad_input)
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&y);
     ladle_op_destroy(&op);
-    LT_OK(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, &op)); /* 2 values: fine */
+    LT_OK(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, lt_device(), &op)); /* 2 values: fine */
     ladle_op_destroy(&op);
 }
 END_TEST

@@ -9,7 +9,7 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     case_partitions(c, &s, &b);
     unsigned flags =
         (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
-    LT_OK(ladle_broadcast_create(s, b, c->ndim, c->block, dt, flags, &op));
+    LT_OK(ladle_broadcast_create(s, b, c->ndim, c->block, dt, lt_device(), flags, &op));
     ladle_partition_destroy(&s);
     ladle_partition_destroy(&b);
     return op;
@@ -114,7 +114,8 @@ START_TEST(geometric_transpose)
     ladle_partition *px = lt_partition(2, s, 0), *py = lt_partition(2, b, 6);
     ladle_op *op = NULL;
     int64_t one = 1;
-    LT_OK(ladle_broadcast_create(px, py, 1, &one, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(
+        ladle_broadcast_create(px, py, 1, &one, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     if (lt_rank < 6)
         lt_set(x, 0, 10 * (lt_rank / 3) + lt_rank % 3); /* 10a + b */
@@ -139,7 +140,7 @@ START_TEST(identity_is_local)
     ladle_partition *p = lt_partition(1, one, 0), *q = lt_partition(1, one, 0);
     ladle_op *op = NULL;
     int64_t n = 10;
-    LT_OK(ladle_broadcast_create(p, q, 1, &n, LADLE_F64, 0, &op));
+    LT_OK(ladle_broadcast_create(p, q, 1, &n, LADLE_F64, lt_device(), 0, &op));
     LT_ASSERT(ladle_op_is_local(op), "1 -> 1 on the same rank moves nothing");
     ladle_op_destroy(&op);
     ladle_partition_destroy(&p);
@@ -156,33 +157,37 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[2] = {7, 5};
     /* 1x3 -> 3x1 is illegal without a transpose flag, legal with one */
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0, &op),
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
              LADLE_ERR_PARTITION);
     LT_ASSERT(op == NULL, "no op on failure");
-    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
     ladle_op_destroy(&op);
-    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_DEST, &op));
+    LT_OK(
+        ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_DEST, &op));
     ladle_op_destroy(&op);
     /* more source dimensions than destination ones */
     ladle_partition *c = lt_partition(3, s113, 0), *d = lt_partition(1, s3, 0);
-    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, 0, &op),
+    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, lt_device(), 0, &op),
              LADLE_ERR_PARTITION);
     /* 1x1x3 -> 3x3x2 needs 18 ranks, so check the rule on 1x2 -> 3x1 (3 != 1... ) */
     ladle_partition *e = lt_partition(2, s12, 0);
-    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, 0, &op),
+    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
              LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_broadcast_create(NULL, b, 2, shape, LADLE_F64, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, NULL),
+    LT_FAILS(ladle_broadcast_create(NULL, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
              LADLE_ERR_NULL);
     LT_FAILS(
-        ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, LADLE_TRANSPOSE_SRC, &op),
-        LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, (int64_t[]){7, -5}, LADLE_F64,
+        ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, NULL),
+        LADLE_ERR_NULL);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, lt_device(),
+                                    LADLE_TRANSPOSE_SRC, &op),
+             LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, (int64_t[]){7, -5}, LADLE_F64, lt_device(),
                                     LADLE_TRANSPOSE_SRC, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, 0x100, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), 0x100, &op),
+             LADLE_ERR_ARG);
     /* tensors that do not fit the op */
-    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *wrong = lt_tensor(LADLE_F64, 2, (int64_t[]){5, 7});
     ladle_tensor *f32 = lt_tensor(LADLE_F32, 2, shape);

@@ -29,6 +29,7 @@ static ladle_network *lenet(int D, int Ph, int Pw, int F, int seq, int bn)
     d.batch = N;
     d.image = S;
     d.dtype = LADLE_F64;
+    d.device = lt_device();
     d.seed = 3;
     d.batchnorm = bn;
     d.sequential = seq;
@@ -63,7 +64,7 @@ static void train(ladle_network *net, ladle_optimizer *opt, int steps, double *l
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, box), *t = lt_tensor(LADLE_I64, 1, lbox);
     lt_box_extract(X, off, x);
     for (int64_t i = 0; i < lbox[0]; i++)
-        ((int64_t *)ladle_tensor_data(t))[i] = labels[loff[0] + i];
+        lt_set(t, i, labels[loff[0] + i]);
     for (int s = 0; s < steps; s++) {
         LT_OK(ladle_network_zero_grad(net));
         LT_OK(ladle_network_forward(net, x, NULL));

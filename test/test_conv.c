@@ -118,7 +118,7 @@ static ladle_op *make(const geom *G, int bias, ladle_dtype dt)
         xs[2 + i] = G->in[a];
     }
     ladle_op *op = NULL;
-    LT_OK(ladle_conv_create(&d, xs, dt, 17, &op));
+    LT_OK(ladle_conv_create(&d, xs, dt, lt_device(), 17, &op));
     return op;
 }
 
@@ -266,20 +266,22 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.groups = 2; /* 3 channels do not split in 2 */
-    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG);
     ladle_conv_desc_init(&d, 2, 4, 4, 3);
-    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_SHAPE); /* channels */
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE); /* channels */
     ladle_conv_desc_init(&d, 2, 3, 4, 7);
-    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_SHAPE); /* too large */
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE); /* too large */
     d.padding[0] = d.padding[1] = 1;
-    LT_OK(ladle_conv_create(&d, xs, LADLE_F32, 1, &op)); /* fits with padding */
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op)); /* fits with padding */
     ladle_op_destroy(&op);
     ladle_conv_desc_init(&d, 4, 3, 4, 3);
-    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG);
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.stride[1] = 0;
-    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_conv_create(NULL, xs, LADLE_F32, 1, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create(NULL, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_NULL);
     LT_ASSERT(op == NULL, "no op on failure");
 }
 END_TEST

@@ -58,7 +58,7 @@ START_TEST(tensor_create_and_accessors)
     LT_ASSERT(ladle_tensor_ndim(t) == 3 && s[0] == 2 && s[1] == 3 && s[2] == 4, "shape");
     LT_ASSERT(st[0] == 12 && st[1] == 4 && st[2] == 1, "row-major strides");
     LT_ASSERT(ladle_tensor_numel(t) == 24 && ladle_tensor_dtype(t) == LADLE_F32, "numel");
-    LT_ASSERT(ladle_tensor_device(t) == LADLE_CPU && ladle_tensor_is_contiguous(t), "cpu");
+    LT_ASSERT(ladle_tensor_device(t) == lt_device() && ladle_tensor_is_contiguous(t), "device");
     int zeros = 1;
     for (int i = 0; i < 24; i++)
         zeros &= lt_get(t, i) == 0.0;
@@ -97,7 +97,10 @@ START_TEST(tensor_wrap_strided)
     for (int i = 0; i < 12; i++)
         buf[i] = i;
     int64_t shape[2] = {3, 2}, strides[2] = {4, 2};
-    ladle_tensor *v = NULL, *c = lt_tensor(LADLE_F64, 2, shape);
+    /* host memory wrapped on the cpu, copied into a cpu tensor: a strided
+     * copy does not cross devices, and the test reads buf directly */
+    ladle_tensor *v = NULL, *c = NULL;
+    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 2, shape, &c));
     LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, shape, strides, buf, &v));
     LT_ASSERT(!ladle_tensor_is_contiguous(v), "strided view");
     LT_OK(ladle_tensor_copy(c, v));
@@ -116,6 +119,67 @@ START_TEST(tensor_wrap_strided)
     ladle_tensor_destroy(&v);
     LT_ASSERT(buf[4] == -1, "destroying a wrapper leaves the memory alone");
     ladle_tensor_destroy(&c);
+}
+END_TEST
+
+/* ladle_tensor_get/set: row-major indices whatever the strides, every
+ * dtype through doubles, and refusals for an index outside the tensor, an
+ * i64 value that is not an integer and a missing tensor. */
+START_TEST(tensor_get_set)
+{
+    int64_t shape[2] = {2, 3};
+    const ladle_dtype dts[3] = {LADLE_F32, LADLE_F64, LADLE_I64};
+    for (int k = 0; k < 3; k++) {
+        ladle_tensor *t = lt_tensor(dts[k], 2, shape);
+        for (int64_t i = 0; i < 6; i++)
+            LT_OK(ladle_tensor_set(t, i, (double)(3 * i - 7)));
+        union {
+            float f[6];
+            double d[6];
+            int64_t i[6];
+        } h;
+        double v = 0;
+        LT_OK(ladle_tensor_read(t, &h));
+        int ok = 1;
+        for (int64_t i = 0; i < 6; i++) {
+            double want = (double)(3 * i - 7);
+            LT_OK(ladle_tensor_get(t, i, &v));
+            ok &= v == want;
+            ok &= dts[k] == LADLE_F32   ? h.f[i] == (float)want
+                  : dts[k] == LADLE_F64 ? h.d[i] == want
+                                        : h.i[i] == (int64_t)want;
+        }
+        LT_ASSERT(ok, "%s: set, get and read disagree", ladle_dtype_name(dts[k]));
+        LT_FAILS(ladle_tensor_get(t, 6, &v), LADLE_ERR_ARG);
+        LT_FAILS(ladle_tensor_get(t, -1, &v), LADLE_ERR_ARG);
+        LT_FAILS(ladle_tensor_set(t, 6, 1.0), LADLE_ERR_ARG);
+        LT_FAILS(ladle_tensor_set(t, -1, 1.0), LADLE_ERR_ARG);
+        LT_FAILS(ladle_tensor_get(t, 0, NULL), LADLE_ERR_NULL);
+        if (dts[k] == LADLE_I64) {
+            LT_FAILS(ladle_tensor_set(t, 0, 0.5), LADLE_ERR_ARG);
+            LT_FAILS(ladle_tensor_set(t, 0, NAN), LADLE_ERR_ARG);
+            LT_FAILS(ladle_tensor_set(t, 0, 1e19), LADLE_ERR_ARG);
+        }
+        ladle_tensor_destroy(&t);
+    }
+    double v = 0;
+    LT_FAILS(ladle_tensor_get(NULL, 0, &v), LADLE_ERR_NULL);
+    LT_FAILS(ladle_tensor_set(NULL, 0, v), LADLE_ERR_NULL);
+    /* a zero-volume tensor has no index at all */
+    int64_t none[1] = {0};
+    ladle_tensor *z = lt_tensor(LADLE_F64, 1, none);
+    LT_FAILS(ladle_tensor_get(z, 0, &v), LADLE_ERR_ARG);
+    ladle_tensor_destroy(&z);
+    /* a strided view on host memory: index i is the i-th element in
+     * row-major order, not the i-th of the buffer (a cpu wrap) */
+    double buf[12] = {0};
+    int64_t vs[2] = {3, 2}, str[2] = {4, 2};
+    ladle_tensor *w = NULL;
+    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, vs, str, buf, &w));
+    LT_OK(ladle_tensor_set(w, 3, 9.0)); /* (1, 1): buffer element 4 + 2 */
+    LT_OK(ladle_tensor_get(w, 3, &v));
+    LT_ASSERT(buf[6] == 9.0 && v == 9.0, "strided element: buf[6] %g, got %g", buf[6], v);
+    ladle_tensor_destroy(&w);
 }
 END_TEST
 
@@ -176,6 +240,7 @@ Suite *core_suite(void)
     tcase_add_test(tc, tensor_create_and_accessors);
     tcase_add_test(tc, tensor_zero_volume_and_scalar);
     tcase_add_test(tc, tensor_wrap_strided);
+    tcase_add_test(tc, tensor_get_set);
     tcase_add_test(tc, tensor_bad_input);
     tcase_add_test(tc, tensor_random_is_counter_based);
     suite_add_tcase(s, tc);

@@ -99,7 +99,11 @@ START_TEST(good_files_load)
         ladle_dataset *ds = NULL;
         LT_OK(ladle_dataset_load(images, labels, 1, 3, 1, 2, 0.25, 0.5, &ds));
         int64_t xs[4] = {5, 1, 2, 1}, n = 5;
-        ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs), *l = lt_tensor(LADLE_I64, 1, &n);
+        /* a batch is filled on the cpu whatever the suite's device (ladle_dataset_batch
+         * refuses others), so these two are cpu tensors and read directly */
+        ladle_tensor *x = NULL, *l = NULL;
+        LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 4, xs, &x));
+        LT_OK(ladle_tensor_create_on(LADLE_I64, LADLE_CPU, 1, &n, &l));
         LT_OK(ladle_dataset_batch(ds, 0, 0, 0, 5, 0, 1, 1, x, l));
         double worst = 0;
         int labels_ok = 1;

@@ -56,8 +56,8 @@ START_TEST(global_equivalence)
             ladle_batchnorm_desc_init(&d, c->x[1]);
             ladle_op *dist = NULL, *seq = NULL;
             LT_OK(ladle_dist_batchnorm_create(&d, p, c->ndim, c->x, LADLE_BN_SYNC_GLOBAL, 0, dt,
-                                              0, &dist));
-            LT_OK(ladle_batchnorm_create(&d, c->ndim, c->x, dt, &seq));
+                                              lt_device(), 0, &dist));
+            LT_OK(ladle_batchnorm_create(&d, c->ndim, c->x, dt, lt_device(), &seq));
             same_params(dist, seq, 9 + (uint64_t)k);
             char what[64];
             snprintf(what, sizeof what, "global bn case %d (%s)", k, t ? "f32" : "f64");
@@ -102,7 +102,8 @@ START_TEST(group_and_local)
             ladle_bn_sync mode = g == 1 ? LADLE_BN_SYNC_LOCAL
                                  : g == parts ? LADLE_BN_SYNC_GLOBAL
                                               : LADLE_BN_SYNC_GROUP;
-            LT_OK(ladle_dist_batchnorm_create(&d, p, 4, xs, mode, g, LADLE_F64, 0, &dist));
+            LT_OK(ladle_dist_batchnorm_create(&d, p, 4, xs, mode, g, LADLE_F64, lt_device(), 0,
+                                              &dist));
             /* my group's batch range */
             int me = ladle_partition_rank(p);
             int64_t lo = 0, hi = 0;
@@ -129,9 +130,9 @@ START_TEST(group_and_local)
                 /* local calls only: the assertions below are collective */
                 ladle_op *seq = NULL;
                 ladle_tensor *GX = NULL, *GY = NULL;
-                if (ladle_batchnorm_create(&d, 4, gs, LADLE_F64, &seq) ||
-                    ladle_tensor_create(LADLE_F64, 4, gs, &GX) ||
-                    ladle_tensor_create(LADLE_F64, 4, gs, &GY))
+                if (ladle_batchnorm_create(&d, 4, gs, LADLE_F64, lt_device(), &seq) ||
+                    ladle_tensor_create_on(LADLE_F64, lt_device(), 4, gs, &GX) ||
+                    ladle_tensor_create_on(LADLE_F64, lt_device(), 4, gs, &GY))
                     err = INFINITY;
                 else {
                     lt_box_extract(X, goff, GX);
@@ -157,18 +158,18 @@ START_TEST(bad_input)
     ladle_batchnorm_desc_init(&d, 3);
     ladle_op *op = NULL;
     int64_t xs[2] = {4, 3}, xw[2] = {4, 5};
-    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 2, xw, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, 0,
-                                         &op),
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 2, xw, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64,
+                                         lt_device(), 0, &op),
              LADLE_ERR_SHAPE);
     int64_t xs3[3] = {4, 3, 2}; /* x_shape has ndim entries */
-    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 3, xs3, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, 0,
-                                         &op),
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 3, xs3, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64,
+                                         lt_device(), 0, &op),
              LADLE_ERR_PARTITION);
     if (lt_size >= 3) {
         int g3[2] = {3, 1};
         ladle_partition *p3 = lt_partition(2, g3, 0);
-        LT_FAILS(ladle_dist_batchnorm_create(&d, p3, 2, xs, LADLE_BN_SYNC_GROUP, 2, LADLE_F64, 0,
-                                             &op),
+        LT_FAILS(ladle_dist_batchnorm_create(&d, p3, 2, xs, LADLE_BN_SYNC_GROUP, 2, LADLE_F64,
+                                             lt_device(), 0, &op),
                  LADLE_ERR_ARG);
         ladle_partition_destroy(&p3);
     }

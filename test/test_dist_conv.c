@@ -61,8 +61,8 @@ START_TEST(conv_equivalence)
             ladle_conv_desc d;
             conv_desc(c, &d, 1);
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, 11 + (uint64_t)k, 0, &dist));
-            LT_OK(ladle_conv_create(&d, c->x, dt, 11 + (uint64_t)k, &seq));
+            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), 11 + (uint64_t)k, 0, &dist));
+            LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), 11 + (uint64_t)k, &seq));
             char what[64];
             snprintf(what, sizeof what, "conv case %d (%s)", k, t ? "f32" : "f64");
             lt_equivalent(dist, seq, 100 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
@@ -93,8 +93,8 @@ START_TEST(pool_equivalence)
             }
             d.ceil_mode = kind == LADLE_POOL_MAX && k % 2;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, 0, &dist));
-            LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, &seq));
+            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(), 0, &dist));
+            LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, lt_device(), &seq));
             char what[64];
             snprintf(what, sizeof what, "%s pool case %d", kind ? "avg" : "max", k);
             lt_equivalent(dist, seq, 200 + (uint64_t)k, 1e-12, what);
@@ -116,7 +116,7 @@ START_TEST(adjoint)
         ladle_conv_desc d;
         conv_desc(c, &d, 0);
         ladle_op *op = NULL;
-        LT_OK(ladle_dist_conv_create(&d, p, c->x, LADLE_F64, 5, 0, &op));
+        LT_OK(ladle_dist_conv_create(&d, p, c->x, LADLE_F64, lt_device(), 5, 0, &op));
         lt_adjoint_ok(op, 300 + (uint64_t)k, "distributed convolution without bias");
         ladle_op_destroy(&op);
         ladle_partition_destroy(&p);
@@ -174,8 +174,9 @@ START_TEST(grid_equivalence)
         for (int t = 0; t < 2; t++) {
             ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_conv_grid_create(&d, px, pw, py, cases[k].x, dt, 60 + k, 0, &dist));
-            LT_OK(ladle_conv_create(&d, cases[k].x, dt, 60 + k, &seq));
+            LT_OK(ladle_dist_conv_grid_create(&d, px, pw, py, cases[k].x, dt, lt_device(), 60 + k,
+                                              0, &dist));
+            LT_OK(ladle_conv_create(&d, cases[k].x, dt, lt_device(), 60 + k, &seq));
             char what[64];
             snprintf(what, sizeof what, "grid conv case %zu (%s)", k, t ? "f32" : "f64");
             lt_equivalent(dist, seq, 400 + k, t ? 1e-4 : 1e-10, what);
@@ -196,21 +197,24 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t xs[4] = {2, 3, 8, 8};
     ladle_conv_desc_init(&d, 2, 4, 5, 3); /* 4 channels, x has 3 */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_SHAPE);
     ladle_conv_desc_init(&d, 2, 3, 5, 11); /* kernel larger than the input */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_SHAPE);
     int64_t xs3[5] = {2, 3, 8, 8, 8}; /* x_shape has nd + 2 entries */
     ladle_conv_desc_init(&d, 3, 3, 5, 3); /* a 3-d layer on a 4-d grid */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_PARTITION);
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
     pd.count_include_pad = 0;
-    LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, 0, &op), LADLE_ERR_UNSUPPORTED);
+    LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_UNSUPPORTED);
     if (lt_size >= 2) {
         int g2[4] = {1, 2, 1, 1};
         ladle_partition *pc = lt_partition(4, g2, 0);
         ladle_conv_desc_init(&d, 2, 3, 5, 3); /* channels split: not spatial */
-        LT_FAILS(ladle_dist_conv_create(&d, pc, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_PARTITION);
+        LT_FAILS(ladle_dist_conv_create(&d, pc, xs, LADLE_F64, lt_device(), 1, 0, &op),
+                 LADLE_ERR_PARTITION);
         ladle_partition_destroy(&pc);
     }
     ladle_partition_destroy(&p);

@@ -14,9 +14,9 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
     ladle_partition *p = lt_partition(ndim, grid, 0);
     ladle_op *dist = NULL, *seq = NULL;
     LT_OK(ladle_dist_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, p, ndim,
-                                 xs, dt, 0, &dist));
+                                 xs, dt, lt_device(), 0, &dist));
     LT_OK(ladle_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, ndim, xs, dt,
-                            &seq));
+                            lt_device(), &seq));
     /* global input and target */
     int64_t ts[LADLE_MAX_NDIM];
     int tn = 0;
@@ -28,7 +28,7 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
     LT_OK(ladle_tensor_fill_random(X, 4, 1));
     for (int64_t i = 0; i < ladle_tensor_numel(T); i++) {
         if (classify)
-            ((int64_t *)ladle_tensor_data(T))[i] = (i * 7 + 3) % xs[1];
+            lt_set(T, i, (double)((i * 7 + 3) % xs[1]));
         else
             lt_set(T, i, kind == LADLE_LOSS_BCE_WITH_LOGITS ? (double)(i % 2) : sin((double)i));
     }
@@ -44,22 +44,7 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
     ladle_tensor *x = lt_tensor(dt, ndim, box), *t = lt_tensor(classify ? LADLE_I64 : dt, tn, tbox);
     ladle_tensor *dx = lt_tensor(dt, ndim, box);
     lt_box_extract(X, off, x);
-    if (classify) { /* box copy of labels by hand: lt_box_extract reads floats */
-        int64_t n = ladle_tensor_numel(t), idx[LADLE_MAX_NDIM] = {0};
-        for (int64_t k = 0; k < n; k++) {
-            int64_t g = 0;
-            for (int d = 0; d < tn; d++)
-                g = g * ts[d] + toff[d] + idx[d];
-            ((int64_t *)ladle_tensor_data(t))[k] = ((int64_t *)ladle_tensor_data(T))[g];
-            for (int d = tn - 1; d >= 0; d--) {
-                if (++idx[d] < tbox[d])
-                    break;
-                idx[d] = 0;
-            }
-        }
-    } else {
-        lt_box_extract(T, toff, t);
-    }
+    lt_box_extract(T, toff, t); /* labels too: small integers pass through doubles exactly */
     int64_t one[1] = {1};
     ladle_tensor *L = lt_tensor(dt, 0, one), *l = lt_tensor(dt, 0, one), *dl = lt_tensor(dt, 0, one);
     LT_OK(ladle_tensor_fill(dl, 0.7));
@@ -117,7 +102,7 @@ START_TEST(loss_failure_everywhere)
     ladle_partition *p = lt_partition(2, g2, 0);
     ladle_op *op = NULL;
     LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
-                                 LADLE_F64, 0, &op));
+                                 LADLE_F64, lt_device(), 0, &op));
     int64_t box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
     int64_t one[1] = {1};
@@ -125,7 +110,7 @@ START_TEST(loss_failure_everywhere)
     ladle_tensor *l = lt_tensor(LADLE_F64, 0, one);
     LT_OK(ladle_tensor_fill(x, 0.5));
     for (int64_t i = 0; i < box[0]; i++)
-        ((int64_t *)ladle_tensor_data(t))[i] = lt_rank == 1 ? 9 : 0; /* 9: out of range */
+        lt_set(t, i, lt_rank == 1 ? 9 : 0); /* 9: out of range */
     ladle_status st = ladle_loss_forward(op, NULL, x, t, l);
     ladle_status want = lt_rank == 1 ? LADLE_ERR_ARG : lt_rank == 0 ? LADLE_ERR_REMOTE : LADLE_OK;
     LT_ASSERT(st == want, "a bad label on rank 1: %s", ladle_status_name(st));
@@ -154,8 +139,8 @@ START_TEST(flatten)
             continue;
         ladle_partition *px = lt_partition(4, cases[k].gx, 0), *py = lt_partition(2, cases[k].gy, 0);
         ladle_op *dist = NULL, *seq = NULL;
-        LT_OK(ladle_dist_flatten_create(px, 4, cases[k].xs, py, LADLE_F64, 0, &dist));
-        LT_OK(ladle_flatten_create(4, cases[k].xs, LADLE_F64, &seq));
+        LT_OK(ladle_dist_flatten_create(px, 4, cases[k].xs, py, LADLE_F64, lt_device(), 0, &dist));
+        LT_OK(ladle_flatten_create(4, cases[k].xs, LADLE_F64, lt_device(), &seq));
         char what[48];
         snprintf(what, sizeof what, "flatten case %zu", k);
         lt_equivalent(dist, seq, 30 + k, 0.0, what);

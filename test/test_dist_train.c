@@ -26,7 +26,7 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, box), *t = lt_tensor(LADLE_I64, 1, lbox);
     lt_box_extract(X, off, x);
     for (int64_t i = 0; i < lbox[0]; i++)
-        ((int64_t *)ladle_tensor_data(t))[i] = labels[loff[0] + i];
+        lt_set(t, i, labels[loff[0] + i]);
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.05);
     od.momentum = 0.9;
@@ -73,6 +73,7 @@ START_TEST(lenet_layouts)
         d.batch = N;
         d.image = S;
         d.dtype = LADLE_F64;
+        d.device = lt_device();
         d.seed = 5;
         d.batchnorm = layouts[k].bn;
         d.bn_sync = layouts[k].sync;

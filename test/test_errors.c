@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "src/op/op_impl.h" /* containers_refuse_two_devices re-points a backend */
 
 /* The call must fail with code on every rank and its message name `word`. */
 #define FAILS_SAYING(expr, code, word)                                                     \
@@ -54,14 +55,15 @@ START_TEST(ranks_disagree)
     ladle_op *op = NULL;
     int64_t mine[1] = {lt_rank == 0 ? 5 : 6};
     int axes[1] = {0};
-    ladle_status st = ladle_all_sum_reduce_create(p, 1, axes, 1, mine, LADLE_F64, 0, &op);
+    ladle_status st =
+        ladle_all_sum_reduce_create(p, 1, axes, 1, mine, LADLE_F64, lt_device(), 0, &op);
     LT_ASSERT(st == LADLE_ERR_ARG && op == NULL, "%s", ladle_status_name(st));
     ladle_error_clear();
     /* a failure on one rank only (here: an unknown dtype on rank 0) is
      * reported on the others as LADLE_ERR_REMOTE */
     int64_t n[1] = {4};
-    st = ladle_all_sum_reduce_create(p, 1, axes, 1, n,
-                                     lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64, 0, &op);
+    st = ladle_all_sum_reduce_create(p, 1, axes, 1, n, lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64,
+                                     lt_device(), 0, &op);
     LT_ASSERT(st == (lt_rank == 0 ? LADLE_ERR_DTYPE : LADLE_ERR_REMOTE), "%s",
               ladle_status_name(st));
     ladle_error_clear();
@@ -81,7 +83,8 @@ START_TEST(unrelated_parents)
     LT_OK(ladle_partition_create(reversed, 1, one, NULL, &b));
     ladle_op *op = NULL;
     int64_t n[1] = {3};
-    LT_FAILS(ladle_broadcast_create(a, b, 1, n, LADLE_F64, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_broadcast_create(a, b, 1, n, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_PARTITION);
     LT_FAILS(ladle_partition_create_union(a, b, &u), LADLE_ERR_PARTITION);
     ladle_partition_destroy(&a);
     ladle_partition_destroy(&b);
@@ -95,7 +98,7 @@ START_TEST(not_a_halo_exchange)
     ladle_partition *p = lt_partition(1, s, 0);
     ladle_op *op = NULL;
     int64_t n[1] = {3};
-    LT_OK(ladle_broadcast_create(p, p, 1, n, LADLE_F64, 0, &op));
+    LT_OK(ladle_broadcast_create(p, p, 1, n, LADLE_F64, lt_device(), 0, &op));
     ladle_tensor *t = lt_op_tensor(op, 0);
     ladle_halo_geometry g;
     LT_FAILS(ladle_halo_exchange_begin(op, t), LADLE_ERR_ARG);
@@ -116,7 +119,7 @@ START_TEST(op_outlives_its_inputs)
     int64_t global[1] = {10};
     LT_OK(ladle_layout_create_balanced(p, 1, global, &x));
     ladle_op *op = NULL;
-    LT_OK(ladle_repartition_create(x, x, LADLE_F64, 0, &op));
+    LT_OK(ladle_repartition_create(x, x, LADLE_F64, lt_device(), 0, &op));
     ladle_layout_destroy(&x);
     ladle_partition_destroy(&p);
     lt_adjoint_ok(op, 3, "repartition after its inputs are gone");
@@ -140,6 +143,7 @@ static small_net lenet(void)
     d.batch = 2 * lt_size;
     d.image = 12;
     d.dtype = LADLE_F64;
+    d.device = lt_device();
     d.data_ways = lt_size;
     LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &s.net));
     int64_t off[4] = {0}, box[4] = {0}, loff[2] = {0}, lbox[2] = {0};
@@ -151,7 +155,7 @@ static small_net lenet(void)
     s.t = lt_tensor(LADLE_I64, 1, lbox);
     LT_OK(ladle_tensor_fill_random(s.x, 5, 0));
     for (int64_t i = 0; i < lbox[0]; i++)
-        ((int64_t *)ladle_tensor_data(s.t))[i] = (loff[0] + i) % 10;
+        lt_set(s.t, i, (loff[0] + i) % 10);
     return s;
 }
 
@@ -198,8 +202,9 @@ START_TEST(inconsistent_arguments)
     int64_t xs[2] = {4, 3};
     ladle_op *lin = NULL, *loss = NULL;
     ladle_network *net = NULL;
-    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F32, 1, &lin));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, &loss));
+    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F32, lt_device(), 1, &lin));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, lt_device(),
+                            &loss));
     ladle_status st = ladle_network_create(1, &lin, loss, 0, &net);
     const char *msg = ladle_error_message();
     LT_ASSERT(st == LADLE_ERR_DTYPE && net == NULL && strstr(msg, "f64") &&
@@ -223,13 +228,14 @@ START_TEST(inconsistent_arguments)
     FAILS_SAYING(ladle_optimizer_create(&od, &bad), LADLE_ERR_ARG, "finite");
     FAILS_SAYING(ladle_optimizer_set_lr(opt, NAN), LADLE_ERR_ARG, "finite");
 
-    /* a tensor that says it lives on the GPU, passed to cpu layers */
+    /* a tensor that says it lives on the GPU, passed to layers on the suite's device */
     float cells[12] = {0};
     ladle_tensor *xd = NULL, *y = lt_tensor(LADLE_F32, 2, xs),
                  *x = lt_tensor(LADLE_F32, 2, xs);
     LT_OK(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd));
     FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE, "cuda");
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, &loss));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
+                            &loss));
     ladle_tensor *out = lt_tensor(LADLE_F32, 0, NULL);
     FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE, "cuda");
     /* a loss gradient of the input's element count but not its shape */
@@ -270,12 +276,12 @@ START_TEST(non_finite_losses)
     ladle_op *op = NULL;
     ladle_tensor *x = lt_tensor(LADLE_F64, 2, s13), *out = lt_tensor(LADLE_F64, 0, NULL);
     ladle_tensor *label = lt_tensor(LADLE_I64, 1, one);
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s13,
-                            LADLE_F64, &op));
+    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s13, LADLE_F64,
+                            lt_device(), &op));
     for (int k = 0; k < 3; k++) {
         LT_OK(ladle_tensor_fill(x, 0.5));
         lt_set(x, k == 2 ? 0 : 1, k == 1 ? -INFINITY : INFINITY);
-        ((int64_t *)ladle_tensor_data(label))[0] = 1;
+        lt_set(label, 0, 1);
         FAILS_SAYING(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_NUMERIC,
                      "cross-entropy loss is");
         LT_ASSERT(!isfinite(lt_get(out, 0)), "case %d: the value %g is not reported", k,
@@ -286,7 +292,8 @@ START_TEST(non_finite_losses)
     int64_t s4[1] = {4};
     ladle_tensor *a = lt_tensor(LADLE_F32, 1, s4), *b = lt_tensor(LADLE_F32, 1, s4);
     ladle_tensor *each = lt_tensor(LADLE_F32, 1, s4);
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 1, s4, LADLE_F32, &op));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 1, s4, LADLE_F32, lt_device(),
+                            &op));
     lt_set(a, 2, 1e30);
     FAILS_SAYING(ladle_loss_forward(op, NULL, a, b, each), LADLE_ERR_NUMERIC, "element 2");
     ladle_op_destroy(&op);
@@ -296,7 +303,7 @@ START_TEST(non_finite_losses)
     int64_t xs[2] = {2 * lt_size, 3};
     ladle_partition *p = lt_partition(2, g, 0);
     LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
-                                 LADLE_F64, 0, &op));
+                                 LADLE_F64, lt_device(), 0, &op));
     int64_t box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
     ladle_tensor *bx = lt_tensor(LADLE_F64, 2, box), *bt = lt_tensor(LADLE_I64, 1, box);
@@ -318,8 +325,9 @@ START_TEST(non_finite_losses)
     int64_t xs2[2] = {4, 3};
     ladle_op *lin = NULL, *mse = NULL;
     ladle_network *net = NULL;
-    LT_OK(ladle_linear_create(2, xs2, 3, 1, LADLE_F32, 1, &lin));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs2, LADLE_F32, &mse));
+    LT_OK(ladle_linear_create(2, xs2, 3, 1, LADLE_F32, lt_device(), 1, &lin));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs2, LADLE_F32, lt_device(),
+                            &mse));
     LT_OK(ladle_network_create(1, &lin, mse, 0, &net));
     ladle_tensor *nx = lt_tensor(LADLE_F32, 2, xs2), *nt = lt_tensor(LADLE_F32, 2, xs2);
     LT_OK(ladle_tensor_fill(nx, 1e30));
@@ -336,6 +344,148 @@ START_TEST(non_finite_losses)
 }
 END_TEST
 
+/* Every create on a device ladle was built without (CUDA here) fails with
+ * LADLE_ERR_DEVICE on every rank, naming the device: sequential layers,
+ * primitives, distributed layers and models alike. */
+START_TEST(creates_on_a_missing_device)
+{
+    const ladle_device D = LADLE_CUDA;
+    ladle_tensor *probe = NULL;
+    if (ladle_tensor_create_on(LADLE_F32, D, 0, NULL, &probe) == LADLE_OK) {
+        ladle_tensor_destroy(&probe); /* built with CUDA: nothing to refuse */
+        return;
+    }
+    ladle_error_clear();
+    ladle_op *op = NULL;
+    int64_t x2[2] = {4, 3}, img[4] = {2, 1, 5, 5}, v4[1] = {4}, f2[2] = {4, 3};
+    ladle_conv_desc cd;
+    ladle_conv_desc_init(&cd, 2, 1, 2, 3);
+    ladle_pool_desc pd;
+    ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
+    ladle_batchnorm_desc bd;
+    ladle_batchnorm_desc_init(&bd, 3);
+    FAILS_SAYING(ladle_linear_create(2, x2, 5, 1, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_conv_create(&cd, img, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_pool_create(&pd, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_global_avg_pool_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_batchnorm_create(&bd, 2, x2, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_activation_create(LADLE_RELU, 0, 2, x2, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(ladle_softmax_create(2, x2, 1, 0, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dropout_create(2, x2, 0.5, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_reshape_create(4, img, 2, (int64_t[]){2, 25}, LADLE_F32, D, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_flatten_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, x2, LADLE_F32, D, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+
+    /* the primitives, over every rank */
+    ladle_partition *p = lt_partition(1, (int[]){lt_size}, 0);
+    ladle_layout *l = NULL;
+    int64_t global[1] = {4 * (int64_t)lt_size};
+    LT_OK(ladle_layout_create_balanced(p, 1, global, &l));
+    ladle_window w;
+    ladle_window_init(&w, 1);
+    FAILS_SAYING(ladle_broadcast_create(p, p, 1, v4, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(ladle_sum_reduce_create(p, p, 1, v4, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(ladle_all_sum_reduce_create(p, 1, (int[]){0}, 1, v4, LADLE_F64, D, 0, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_repartition_create(l, l, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_halo_exchange_create(l, &w, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
+
+    /* distributed layers on rank 0: the ranks outside fail alike */
+    ladle_partition *p2 = lt_partition(2, (int[]){1, 1}, 0);
+    ladle_partition *p4 = lt_partition(4, (int[]){1, 1, 1, 1}, 0);
+    FAILS_SAYING(ladle_dist_linear_create(p2, p2, p2, 4, 3, 5, 1, LADLE_F64, D, 1, 0, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dist_conv_create(&cd, p4, img, LADLE_F64, D, 1, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(ladle_dist_conv_grid_create(&cd, p4, p4, p4, img, LADLE_F64, D, 1, 0, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(
+        ladle_dist_batchnorm_create(&bd, p2, 2, f2, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, D, 0, &op),
+        LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, p2, 2, f2, LADLE_F64,
+                                        D, 0, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dist_flatten_create(p4, 4, img, p2, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    LT_ASSERT(op == NULL, "an op was made on a missing device");
+
+    /* a model takes its device from the descriptor (the CPU by default) */
+    ladle_lenet_desc ld;
+    ladle_lenet_desc_init(&ld);
+    LT_ASSERT(ld.device == LADLE_CPU, "ladle_lenet_desc_init puts the model on %s",
+              ladle_device_name(ld.device));
+    ld.batch = 2;
+    ld.device = D;
+    ladle_op *layers[16], *loss = NULL;
+    int n = 0;
+    FAILS_SAYING(ladle_lenet_layers(&ld, 16, layers, &n, &loss), LADLE_ERR_DEVICE, "cuda");
+    ladle_layout_destroy(&l);
+    ladle_partition_destroy(&p);
+    ladle_partition_destroy(&p2);
+    ladle_partition_destroy(&p4);
+}
+END_TEST
+
+/* A layer on the device other than the suite's: the CPU when the suite runs
+ * elsewhere, else the guarded test device if ladle has it, else a CPU layer
+ * whose backend instance claims the guarded device (the table is the CPU's,
+ * so it still runs; only the containers' device checks see a difference). */
+static ladle_backend fake_guarded;
+
+static ladle_op *layer_elsewhere(const int64_t *xs, ladle_device *where)
+{
+    ladle_op *op = NULL;
+    *where = lt_device() == LADLE_CPU ? LADLE_GUARDED : LADLE_CPU;
+    if (ladle_linear_create(2, xs, xs[1], 1, LADLE_F64, *where, 2, &op) == LADLE_OK)
+        return op;
+    ladle_error_clear();
+    LT_OK(ladle_linear_create(2, xs, xs[1], 1, LADLE_F64, LADLE_CPU, 2, &op));
+    fake_guarded = *ladle__backend(LADLE_CPU);
+    fake_guarded.device = LADLE_GUARDED;
+    op->be = &fake_guarded;
+    return op;
+}
+
+START_TEST(containers_refuse_two_devices)
+{
+    int64_t xs[2] = {4, 3};
+    ladle_device where;
+    ladle_op *a = NULL, *b = layer_elsewhere(xs, &where), *loss = NULL;
+    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F64, lt_device(), 1, &a));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, lt_device(),
+                            &loss));
+    LT_ASSERT(ladle_op_device(a) == lt_device() && ladle_op_device(b) == where, "ops on %s and %s",
+              ladle_device_name(ladle_op_device(a)), ladle_device_name(ladle_op_device(b)));
+    ladle_op *seq = NULL;
+    ladle_network *net = NULL;
+    /* the message names both layers' devices */
+    FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq), LADLE_ERR_DEVICE,
+                 ladle_device_name(where));
+    FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){b, a}, &seq), LADLE_ERR_DEVICE,
+                 ladle_device_name(lt_device()));
+    FAILS_SAYING(ladle_network_create(2, (ladle_op *[]){a, b}, loss, 0, &net), LADLE_ERR_DEVICE,
+                 ladle_device_name(where));
+    /* a loss on the other device than the layers */
+    FAILS_SAYING(ladle_network_create(1, (ladle_op *[]){b}, loss, 0, &net), LADLE_ERR_DEVICE,
+                 "loss");
+    LT_ASSERT(seq == NULL && net == NULL, "a container was made");
+    /* one device is fine, and the container is on it */
+    LT_OK(ladle_sequential_create(1, (ladle_op *[]){a}, &seq));
+    LT_ASSERT(ladle_op_device(seq) == lt_device(), "the sequential is on %s",
+              ladle_device_name(ladle_op_device(seq)));
+    ladle_op_destroy(&seq);
+    ladle_op_destroy(&b);
+    ladle_op_destroy(&loss);
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -349,6 +499,8 @@ Suite *errors_suite(void)
     tcase_add_test(tc, network_call_order);
     tcase_add_test(tc, inconsistent_arguments);
     tcase_add_test(tc, non_finite_losses);
+    tcase_add_test(tc, creates_on_a_missing_device);
+    tcase_add_test(tc, containers_refuse_two_devices);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -80,7 +80,7 @@ static ladle_op *make(const case_t *c, ladle_dtype dt, unsigned flags)
     }
     ladle_window w = window(c);
     ladle_op *op = NULL;
-    LT_OK(ladle_halo_exchange_create(x, &w, dt, flags, &op));
+    LT_OK(ladle_halo_exchange_create(x, &w, dt, lt_device(), flags, &op));
     ladle_layout_destroy(&x);
     ladle_partition_destroy(&p);
     return op;
@@ -362,17 +362,19 @@ START_TEST(bad_input)
     ladle_window_init(&w, 2);
     w.kernel[1] = 4 * lt_size + 3; /* larger than the padded input */
     w.padding[1] = 1;
-    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_SHAPE);
     ladle_window_init(&w, 2);
     w.stride[1] = 0;
-    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
     ladle_window_init(&w, 3);
-    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
     ladle_window_init(&w, 2);
     if (lt_size > 1)
-        LT_FAILS(ladle_halo_exchange_create(blk, &w, LADLE_F64, 0, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_halo_exchange_create(x, NULL, LADLE_F64, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_halo_exchange_create(x, &w, (ladle_dtype)0, 0, &op), LADLE_ERR_DTYPE);
+        LT_FAILS(ladle_halo_exchange_create(blk, &w, LADLE_F64, lt_device(), 0, &op),
+                 LADLE_ERR_ARG);
+    LT_FAILS(ladle_halo_exchange_create(x, NULL, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_halo_exchange_create(x, &w, (ladle_dtype)0, lt_device(), 0, &op),
+             LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
     LT_FAILS(ladle_halo_exchange_geometry(NULL, NULL), LADLE_ERR_NULL);
     ladle_layout_destroy(&x);

@@ -47,7 +47,7 @@ START_TEST(halo_windows)
             set_field(&w, field, values[k]);
             if (field == 0 || field == 3) /* room for the window in the padding */
                 w.padding[1] = (INT64_C(1) << 55);
-            ladle_status st = ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op);
+            ladle_status st = ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op);
             const char *msg = ladle_error_message();
             LT_ASSERT(st == LADLE_ERR_ARG && op == NULL && strstr(msg, "dimension 1") &&
                           strstr(msg, "too large") &&
@@ -59,20 +59,20 @@ START_TEST(halo_windows)
     /* every value fits alone, but the output does not: 2^40 x 2^40 cells */
     ladle_window_init(&w, 2);
     w.padding[0] = w.padding[1] = INT64_C(1) << 40;
-    FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op), LADLE_ERR_ARG,
+    FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG,
                  "too large");
     /* nor do the padded shards: a kernel as wide as a 2^40-cell padding */
     ladle_window_init(&w, 2);
     w.kernel[0] = w.kernel[1] = INT64_C(1) << 31;
     w.padding[0] = w.padding[1] = INT64_C(1) << 30;
-    FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op), LADLE_ERR_ARG,
+    FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG,
                  "padded shard");
     LT_ASSERT(op == NULL, "no op on failure");
     /* the legal windows next to them still plan */
     ladle_window_init(&w, 2);
     w.kernel[1] = 3;
     w.padding[1] = 1;
-    LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, 0, &op));
+    LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op));
     ladle_op_destroy(&op);
     ladle_layout_destroy(&x);
     ladle_partition_destroy(&p);
@@ -86,44 +86,48 @@ START_TEST(conv_and_pool_windows)
     ladle_op *op = NULL;
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.kernel[1] = HUGE64;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG, "kernel");
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG,
+                 "kernel");
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.padding[0] = HUGE64;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG,
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG,
                  "spatial dimension 0: padding 9223372036854775807 is too large");
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.dilation[1] = BIG;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG, "dila");
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG, "dila");
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.stride[1] = HUGE64;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG, "stride");
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG,
+                 "stride");
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.dilation[0] = INT64_C(1) << 40; /* each fits; their product does not */
     d.kernel[0] = INT64_C(1) << 30;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG,
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG,
                  "dilated kernel");
     /* legal values whose output is too large: 2^31 x 2^31 per channel */
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
     d.padding[0] = d.padding[1] = INT64_C(1) << 30;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_SHAPE,
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_SHAPE,
                  "too large");
     /* and a weight that is: 2^20 x 2^20 taps over 2^20 output channels */
     ladle_conv_desc_init(&d, 2, 3, INT64_C(1) << 20, INT64_C(1) << 20);
     d.padding[0] = d.padding[1] = INT64_C(1) << 19;
-    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, 1, &op), LADLE_ERR_ARG, "weight");
+    FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 1, &op), LADLE_ERR_ARG,
+                 "weight");
 
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     pd.kernel[0] = HUGE64;
     pd.padding[0] = HUGE64 / 2;
-    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, &op), LADLE_ERR_ARG, "too large");
+    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG,
+                 "too large");
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     pd.dilation[1] = HUGE64;
-    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, &op), LADLE_ERR_ARG, "dila");
+    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG, "dila");
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
     pd.stride[0] = HUGE64;
     pd.ceil_mode = 1;
-    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, &op), LADLE_ERR_ARG, "stride");
+    FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG, "stride");
     LT_ASSERT(op == NULL, "no op on failure");
 }
 END_TEST
@@ -137,28 +141,28 @@ START_TEST(distributed_windows)
     ladle_conv_desc d;
     ladle_conv_desc_init(&d, 2, 3, 5, 3);
     d.padding[1] = HUGE64;
-    FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_ARG,
-                 "padding");
+    FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+                 LADLE_ERR_ARG, "padding");
     ladle_conv_desc_init(&d, 2, 3, 5, 3);
     d.kernel[0] = BIG;
     d.padding[0] = BIG / 2;
-    FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, 1, 0, &op), LADLE_ERR_ARG,
-                 "too large");
+    FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+                 LADLE_ERR_ARG, "too large");
     ladle_conv_desc_init(&d, 2, 3, 5, 3);
     d.dilation[0] = HUGE64;
-    FAILS_SAYING(ladle_dist_conv_grid_create(&d, p, p, p, xs, LADLE_F64, 1, 0, &op),
+    FAILS_SAYING(ladle_dist_conv_grid_create(&d, p, p, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
                  LADLE_ERR_ARG, "dila");
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     pd.stride[1] = HUGE64;
-    FAILS_SAYING(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, 0, &op), LADLE_ERR_ARG,
+    FAILS_SAYING(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG,
                  "stride");
     /* an x whose extents wrap when multiplied */
     int64_t wrap[4] = {2, 3, INT64_C(1) << 40, INT64_C(1) << 40};
     ladle_conv_desc_init(&d, 2, 3, 5, 3);
-    FAILS_SAYING(ladle_dist_conv_create(&d, p, wrap, LADLE_F64, 1, 0, &op), LADLE_ERR_SHAPE,
-                 "too large");
-    FAILS_SAYING(ladle_dist_flatten_create(p, 4, wrap, p, LADLE_F64, 0, &op),
+    FAILS_SAYING(ladle_dist_conv_create(&d, p, wrap, LADLE_F64, lt_device(), 1, 0, &op),
+                 LADLE_ERR_SHAPE, "too large");
+    FAILS_SAYING(ladle_dist_flatten_create(p, 4, wrap, p, LADLE_F64, lt_device(), 0, &op),
                  LADLE_ERR_SHAPE, "too large");
     LT_ASSERT(op == NULL, "no op on failure");
     ladle_partition_destroy(&p);
@@ -183,12 +187,13 @@ START_TEST(tensor_shapes)
     /* layers that multiply extents before they build anything */
     ladle_op *op = NULL;
     int64_t x3[3] = {2, INT64_C(1) << 40, INT64_C(1) << 40};
-    FAILS_SAYING(ladle_flatten_create(3, x3, LADLE_F32, &op), LADLE_ERR_SHAPE, "too large");
+    FAILS_SAYING(ladle_flatten_create(3, x3, LADLE_F32, lt_device(), &op), LADLE_ERR_SHAPE,
+                 "too large");
     int64_t wide[2] = {INT64_C(1) << 40, 1}; /* a y of 2^40 x 2^30 does not fit */
-    FAILS_SAYING(ladle_linear_create(2, wide, INT64_C(1) << 30, 1, LADLE_F32, 1, &op),
+    FAILS_SAYING(ladle_linear_create(2, wide, INT64_C(1) << 30, 1, LADLE_F32, lt_device(), 1, &op),
                  LADLE_ERR_SHAPE, "too large");
     int64_t x2[2] = {4, INT64_C(1) << 31};
-    FAILS_SAYING(ladle_linear_create(2, x2, INT64_C(1) << 31, 1, LADLE_F32, 1, &op),
+    FAILS_SAYING(ladle_linear_create(2, x2, INT64_C(1) << 31, 1, LADLE_F32, lt_device(), 1, &op),
                  LADLE_ERR_SHAPE, "2^31");
     /* parts whose extents add up past 2^63 (zero volume: nothing allocated) */
     enum { PARTS = 70 };
@@ -196,8 +201,8 @@ START_TEST(tensor_shapes)
     int64_t piece[2] = {0, INT64_C(1) << 57};
     int ok = 1;
     for (int k = 0; k < PARTS; k++)
-        ok &= ladle_tensor_create(LADLE_F32, 2, piece, &parts[k]) == LADLE_OK;
-    ok &= ladle_tensor_create(LADLE_F32, 2, piece, &whole) == LADLE_OK;
+        ok &= ladle_tensor_create_on(LADLE_F32, lt_device(), 2, piece, &parts[k]) == LADLE_OK;
+    ok &= ladle_tensor_create_on(LADLE_F32, lt_device(), 2, piece, &whole) == LADLE_OK;
     LT_ASSERT(ok, "zero-volume parts: %s", ladle_error_message());
     FAILS_SAYING(ladle_concat(PARTS, (const ladle_tensor *const *)parts, 1, whole),
                  LADLE_ERR_SHAPE, "pass the whole");

@@ -20,7 +20,7 @@ START_TEST(values_against_loops)
     /* x: 3 x 2 x 5, W: 4 x 5, b: 4 */
     int64_t xs[3] = {3, 2, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(3, xs, 4, 1, LADLE_F64, 11, &op));
+    LT_OK(ladle_linear_create(3, xs, 4, 1, LADLE_F64, lt_device(), 11, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     LT_OK(ladle_tensor_fill_random(x, 3, 0));
     LT_OK(ladle_op_forward(op, x, y));
@@ -51,18 +51,18 @@ START_TEST(gradients)
 {
     int64_t a[2] = {4, 7}, c[4] = {2, 3, 2, 6}, d[1] = {5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, a, 3, 1, LADLE_F64, 1, &op));
+    LT_OK(ladle_linear_create(2, a, 3, 1, LADLE_F64, lt_device(), 1, &op));
     grad_ok(op, "4x7 -> 4x3 with bias");
     ladle_op_destroy(&op);
-    LT_OK(ladle_linear_create(4, c, 5, 0, LADLE_F64, 2, &op));
+    LT_OK(ladle_linear_create(4, c, 5, 0, LADLE_F64, lt_device(), 2, &op));
     grad_ok(op, "2x3x2x6 -> 2x3x2x5");
     lt_adjoint_ok(op, 3, "linear without bias");
     ladle_op_destroy(&op);
-    LT_OK(ladle_linear_create(1, d, 2, 1, LADLE_F64, 3, &op));
+    LT_OK(ladle_linear_create(1, d, 2, 1, LADLE_F64, lt_device(), 3, &op));
     grad_ok(op, "a single vector");
     ladle_op_destroy(&op);
     /* f32 adjoint */
-    LT_OK(ladle_linear_create(2, a, 9, 0, LADLE_F32, 4, &op));
+    LT_OK(ladle_linear_create(2, a, 9, 0, LADLE_F32, lt_device(), 4, &op));
     lt_adjoint_ok(op, 4, "linear f32");
     ladle_op_destroy(&op);
 }
@@ -73,7 +73,7 @@ START_TEST(smaller_batch)
 {
     int64_t xs[2] = {5, 3}, small[2] = {2, 3}, ys[2] = {2, 4};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, 5, &op));
+    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, lt_device(), 5, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *x2 = lt_tensor(LADLE_F32, 2, small), *y2 = lt_tensor(LADLE_F32, 2, ys);
     LT_OK(ladle_tensor_fill_random(x, 1, 0));
@@ -105,12 +105,12 @@ START_TEST(bad_input)
 {
     int64_t xs[2] = {4, 3}, big[2] = {5, 3}, wrong[2] = {4, 2};
     ladle_op *op = NULL, *other = NULL;
-    LT_FAILS(ladle_linear_create(2, xs, 0, 1, LADLE_F64, 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_linear_create(0, xs, 2, 1, LADLE_F64, 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_I64, 1, &op), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_F64, 1, NULL), LADLE_ERR_NULL);
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, 1, &op));
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, 1, &other));
+    LT_FAILS(ladle_linear_create(2, xs, 0, 1, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_linear_create(0, xs, 2, 1, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_I64, lt_device(), 1, &op), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, NULL), LADLE_ERR_NULL);
+    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, &op));
+    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, &other));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *xb = lt_tensor(LADLE_F64, 2, big), *xw = lt_tensor(LADLE_F64, 2, wrong);
     ladle_tensor *xf = lt_tensor(LADLE_F32, 2, xs);
@@ -141,7 +141,7 @@ START_TEST(checkers_refuse_nan)
 {
     int64_t xs[2] = {3, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, 11, &op));
+    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, lt_device(), 11, &op));
     lt_set(ladle_op_param(op, 0), 2, NAN);
     ladle_adjoint_result a = {0, 0, 0};
     LT_FAILS(ladle_adjoint_test(op, 3, &a), LADLE_ERR_NUMERIC);

@@ -20,7 +20,7 @@ static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smo
                            const int64_t *shape, const char *what)
 {
     ladle_op *op = NULL;
-    LT_OK(ladle_loss_create(kind, red, smooth, ndim, shape, LADLE_F64, &op));
+    LT_OK(ladle_loss_create(kind, red, smooth, ndim, shape, LADLE_F64, lt_device(), &op));
     int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
     ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
     int tnd = 0;
@@ -32,7 +32,7 @@ static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smo
     LT_OK(ladle_tensor_fill_random(x, 4, 0));
     if (classify) {
         for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
-            ((int64_t *)ladle_tensor_data(t))[i] = (i * 7 + 3) % shape[1];
+            lt_set(t, i, (i * 7 + 3) % shape[1]);
     } else {
         LT_OK(ladle_tensor_fill_random(t, 4, 1));
         if (kind == LADLE_LOSS_BCE_WITH_LOGITS) /* targets in [0, 1] */
@@ -103,35 +103,36 @@ START_TEST(values)
     ladle_tensor *label = lt_tensor(LADLE_I64, 1, one), *t = lt_tensor(LADLE_F64, 2, s);
     for (int i = 0; i < 3; i++)
         lt_set(x, i, i + 1); /* logits 1, 2, 3 */
-    ((int64_t *)ladle_tensor_data(label))[0] = 2;
+    lt_set(label, 0, 2);
     /* cross entropy: log(e + e^2 + e^3) - 3 */
     double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
     LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64,
-                            &op));
+                            lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     LT_ASSERT(fabs(lt_get(out, 0) - (lse - 3)) < 1e-15, "CE %.17g", lt_get(out, 0));
     ladle_op_destroy(&op);
     /* smoothing 0.3 over 3 classes: q = (0.1, 0.1, 0.8) */
     LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM, 0.3, 2, s, LADLE_F64,
-                            &op));
+                            lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     double want = -(0.1 * (1 - lse) + 0.1 * (2 - lse) + 0.8 * (3 - lse));
     LT_ASSERT(fabs(lt_get(out, 0) - want) < 1e-14, "smoothed CE");
     ladle_op_destroy(&op);
     /* MSE and L1 against t = (1, 1, 1): (0 + 1 + 4) / 3 and (0 + 1 + 2) / 3 */
     LT_OK(ladle_tensor_fill(t, 1));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64, &op));
+    LT_OK(
+        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(fabs(lt_get(out, 0) - 5.0 / 3) < 1e-15, "MSE");
     ladle_op_destroy(&op);
-    LT_OK(ladle_loss_create(LADLE_LOSS_L1, LADLE_REDUCE_SUM, 0, 2, s, LADLE_F64, &op));
+    LT_OK(ladle_loss_create(LADLE_LOSS_L1, LADLE_REDUCE_SUM, 0, 2, s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(lt_get(out, 0) == 3.0, "L1");
     ladle_op_destroy(&op);
     /* BCE with logits at x = 0 is log 2 whatever the target */
     LT_OK(ladle_tensor_fill(x, 0));
     LT_OK(ladle_loss_create(LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64,
-                            &op));
+                            lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(fabs(lt_get(out, 0) - log(2.0)) < 1e-15, "BCE");
     /* large logits stay finite */
@@ -152,15 +153,15 @@ START_TEST(bad_input)
     int64_t s[2] = {2, 3}, l2[1] = {2}, l3[1] = {3};
     ladle_op *op = NULL;
     LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F32,
-                            &op));
+                            lt_device(), &op));
     ladle_tensor *x = lt_tensor(LADLE_F32, 2, s), *out = lt_tensor(LADLE_F32, 0, NULL);
     ladle_tensor *lab = lt_tensor(LADLE_I64, 1, l2), *lab3 = lt_tensor(LADLE_I64, 1, l3);
     ladle_tensor *fl = lt_tensor(LADLE_F32, 1, l2);
-    ((int64_t *)ladle_tensor_data(lab))[1] = 3; /* out of range */
+    lt_set(lab, 1, 3); /* out of range */
     LT_FAILS(ladle_loss_forward(op, NULL, x, lab, out), LADLE_ERR_ARG);
-    ((int64_t *)ladle_tensor_data(lab))[1] = -1;
+    lt_set(lab, 1, -1);
     LT_FAILS(ladle_loss_forward(op, NULL, x, lab, out), LADLE_ERR_ARG);
-    ((int64_t *)ladle_tensor_data(lab))[1] = 1;
+    lt_set(lab, 1, 1);
     LT_OK(ladle_loss_forward(op, NULL, x, lab, out));
     lt_set(x, 4, NAN); /* a NaN input is a non-finite loss, its value still written */
     LT_FAILS(ladle_loss_forward(op, NULL, x, lab, out), LADLE_ERR_NUMERIC);
@@ -174,11 +175,14 @@ START_TEST(bad_input)
     LT_FAILS(ladle_layer_forward(op, NULL, x, x), LADLE_ERR_ARG); /* not a plain layer */
     ladle_ctx_destroy(&ctx);
     ladle_op_destroy(&op);
-    LT_FAILS(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0.1, 2, s, LADLE_F32, &op),
+    LT_FAILS(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0.1, 2, s, LADLE_F32, lt_device(),
+                               &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_loss_create(LADLE_LOSS_NLL, LADLE_REDUCE_MEAN, 0, 1, s, LADLE_F32, &op),
-             LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_loss_create((ladle_loss_kind)7, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F32, &op),
+    LT_FAILS(
+        ladle_loss_create(LADLE_LOSS_NLL, LADLE_REDUCE_MEAN, 0, 1, s, LADLE_F32, lt_device(), &op),
+        LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_loss_create((ladle_loss_kind)7, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F32,
+                               lt_device(), &op),
              LADLE_ERR_ARG);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&out);

@@ -138,11 +138,11 @@ static ladle_op *small_net(ladle_dtype dt, int64_t batch)
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     ladle_op *layers[5] = {NULL}, *seq = NULL;
     int64_t cs[4] = {batch, 3, 6, 6};
-    LT_OK(ladle_conv_create(&cd, xs, dt, 1, &layers[0]));
-    LT_OK(ladle_activation_create(LADLE_TANH, 0, 4, cs, dt, &layers[1]));
-    LT_OK(ladle_pool_create(&pd, cs, dt, &layers[2]));
-    LT_OK(ladle_flatten_create(4, fs, dt, &layers[3]));
-    LT_OK(ladle_linear_create(2, ls, 4, 1, dt, 2, &layers[4]));
+    LT_OK(ladle_conv_create(&cd, xs, dt, lt_device(), 1, &layers[0]));
+    LT_OK(ladle_activation_create(LADLE_TANH, 0, 4, cs, dt, lt_device(), &layers[1]));
+    LT_OK(ladle_pool_create(&pd, cs, dt, lt_device(), &layers[2]));
+    LT_OK(ladle_flatten_create(4, fs, dt, lt_device(), &layers[3]));
+    LT_OK(ladle_linear_create(2, ls, 4, 1, dt, lt_device(), 2, &layers[4]));
     LT_OK(ladle_sequential_create(5, layers, &seq));
     return seq;
 }
@@ -167,7 +167,8 @@ START_TEST(sequential)
     /* training a few steps drives a regression loss down */
     ladle_op *loss = NULL;
     int64_t ys[2] = {3, 4};
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, &loss));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
+                            &loss));
     ladle_tensor *t = lt_tensor(LADLE_F64, 2, ys), *l = lt_tensor(LADLE_F64, 0, NULL);
     ladle_tensor *dy = lt_op_tensor(seq, 1), *one = lt_tensor(LADLE_F64, 0, NULL);
     ladle_ctx *lctx = NULL;
@@ -209,14 +210,14 @@ START_TEST(sequential)
     /* a chain of linear layers is linear: its adjoint works */
     int64_t s1[2] = {2, 5}, s2[2] = {2, 3};
     ladle_op *a = NULL, *b = NULL;
-    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, 1, &a));
-    LT_OK(ladle_linear_create(2, s2, 4, 0, LADLE_F64, 2, &b));
+    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, lt_device(), 1, &a));
+    LT_OK(ladle_linear_create(2, s2, 4, 0, LADLE_F64, lt_device(), 2, &b));
     LT_OK(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq));
     lt_adjoint_ok(seq, 4, "linear chain");
     ladle_op_destroy(&seq);
     /* a broken chain is refused and the layers stay the caller's */
-    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, 1, &a));
-    LT_OK(ladle_linear_create(2, s1, 4, 0, LADLE_F64, 2, &b));
+    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, lt_device(), 1, &a));
+    LT_OK(ladle_linear_create(2, s1, 4, 0, LADLE_F64, lt_device(), 2, &b));
     LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, a}, &seq), LADLE_ERR_ARG);
     ladle_op_destroy(&a);

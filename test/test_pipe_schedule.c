@@ -484,9 +484,9 @@ START_TEST(hostile_input)
     /* nor does the profiling pass: the second entry is no plain layer */
     int64_t xs[2] = {4, 4};
     ladle_op *ops[2] = {NULL, NULL};
-    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, 1, &ops[0]));
-    LT_OK(
-        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, &ops[1]));
+    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, lt_device(), 1, &ops[0]));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
+                            &ops[1]));
     double f[2] = {-7, -7}, b[2] = {-7, -7}, w[2] = {-7, -7};
     LT_FAILS(ladle_pipe_profile(2, ops, 2, f, b, w), LADLE_ERR_ARG);
     LT_ASSERT(f[0] == -7 && b[0] == -7 && w[0] == -7, "a failed profile wrote its times");
@@ -500,8 +500,8 @@ START_TEST(profiling)
 {
     int64_t small[2] = {64, 64}, big[2] = {64, 128};
     ladle_op *ops[2] = {NULL, NULL};
-    LT_OK(ladle_linear_create(2, small, 64, 1, LADLE_F32, 1, &ops[0]));
-    LT_OK(ladle_linear_create(2, big, 128, 1, LADLE_F32, 1, &ops[1]));
+    LT_OK(ladle_linear_create(2, small, 64, 1, LADLE_F32, lt_device(), 1, &ops[0]));
+    LT_OK(ladle_linear_create(2, big, 128, 1, LADLE_F32, lt_device(), 1, &ops[1]));
     double f[2], b[2], w[2];
     LT_OK(ladle_pipe_profile(2, ops, 15, f, b, w));
     int ok = 1;
@@ -513,7 +513,7 @@ START_TEST(profiling)
     ladle_tensor *g = ladle_op_grad(ops[0], 0);
     double sum = 0;
     for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
-        sum += fabs(((const float *)ladle_tensor_data(g))[e]);
+        sum += fabs(lt_get(g, e));
     LT_ASSERT(sum == 0, "gradient left: %g", sum);
     LT_FAILS(ladle_pipe_profile(2, ops, 0, f, b, w), LADLE_ERR_ARG);
     LT_FAILS(ladle_pipe_profile(2, NULL, 3, f, b, w), LADLE_ERR_NULL);

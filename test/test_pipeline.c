@@ -24,14 +24,15 @@ static ladle_op *make_layer(int i)
     ladle_op *op = NULL;
     ladle_status st = LADLE_OK;
     if (i == 0 || i == 2 || i == 4 || i == 6) {
-        st = ladle_linear_create(2, xs, width[i + 1], 1, LADLE_F64, 100 + (uint64_t)i, &op);
+        st = ladle_linear_create(2, xs, width[i + 1], 1, LADLE_F64, lt_device(), 100 + (uint64_t)i,
+                                 &op);
     } else if (i == 3) {
         ladle_batchnorm_desc d;
         ladle_batchnorm_desc_init(&d, width[i]);
-        st = ladle_batchnorm_create(&d, 2, xs, LADLE_F64, &op);
+        st = ladle_batchnorm_create(&d, 2, xs, LADLE_F64, lt_device(), &op);
     } else {
-        st = ladle_activation_create(i == 5 ? LADLE_RELU : LADLE_TANH, 0.0, 2, xs,
-                                     LADLE_F64, &op);
+        st = ladle_activation_create(i == 5 ? LADLE_RELU : LADLE_TANH, 0.0, 2, xs, LADLE_F64,
+                                     lt_device(), &op);
     }
     return st == LADLE_OK ? op : NULL;
 }
@@ -40,7 +41,7 @@ static ladle_op *make_loss(void)
 {
     int64_t ys[2] = {MB, 3};
     ladle_op *op = NULL;
-    ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, &op);
+    ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(), &op);
     return op;
 }
 
@@ -80,8 +81,10 @@ static void train_sequential(ladle_op *layers[L], int nl, int m, double losses[S
     ladle_tensor *dl = lt_tensor(LADLE_F64, 0, &one), *xv = NULL, *yv = NULL;
     ladle_ctx *ctx[L], *lctx = NULL;
     LT_OK(ladle_tensor_fill(dl, 1.0));
-    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mbx, NULL, ladle_tensor_data(X), &xv));
-    LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, mby, NULL, ladle_tensor_data(Y), &yv));
+    /* microbatch views into X and Y on the suite's device: their pointers are
+     * offset, never read */
+    LT_OK(ladle_tensor_wrap(LADLE_F64, lt_device(), 2, mbx, NULL, ladle_tensor_data(X), &xv));
+    LT_OK(ladle_tensor_wrap(LADLE_F64, lt_device(), 2, mby, NULL, ladle_tensor_data(Y), &yv));
     for (int i = 0; i < nl; i++) {
         int nd;
         int64_t shape[8];
@@ -263,31 +266,32 @@ static void dist_stage(int tensor, const int *ranks, dstage *d)
         d->pb = lt_partition_ranks(2, s21, ranks);     /* W of layer 4: 2 x 1 */
         d->pc = lt_partition_ranks(2, s12, ranks);     /* y of 4, x of 6, W of 6: 1 x 2 */
         if (in_w) {
-            ok &= ladle_dist_linear_create(d->pa, d->pb, d->pc, MB, 6, 5, 1, LADLE_F64, 104, 0,
-                                           &d->ops[0]) == LADLE_OK;
-            ok &= ladle_dist_linear_create(d->pc, d->pc, d->pa, MB, 5, 3, 1, LADLE_F64, 106, 0,
-                                           &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pa, d->pb, d->pc, MB, 6, 5, 1, LADLE_F64, lt_device(),
+                                           104, 0, &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pc, d->pc, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
+                                           106, 0, &d->ops[2]) == LADLE_OK;
             ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
-                                         LADLE_F64, 0, &d->loss) == LADLE_OK;
+                                         LADLE_F64, lt_device(), 0, &d->loss) == LADLE_OK;
         }
     } else {
         int s21[2] = {2, 1}, s121[3] = {1, 2, 1};
         d->pa = lt_partition_ranks(2, s21, ranks);     /* rows split 2 ways */
         d->pd = lt_partition_ranks(3, s121, ranks);    /* weights: 1 x D x 1 */
         if (in_w) {
-            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 6, 5, 1, LADLE_F64, 104, 0,
-                                           &d->ops[0]) == LADLE_OK;
-            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 5, 3, 1, LADLE_F64, 106, 0,
-                                           &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 6, 5, 1, LADLE_F64, lt_device(),
+                                           104, 0, &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
+                                           106, 0, &d->ops[2]) == LADLE_OK;
             ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
-                                         LADLE_F64, 0, &d->loss) == LADLE_OK;
+                                         LADLE_F64, lt_device(), 0, &d->loss) == LADLE_OK;
         }
     }
     if (in_w && ok) {
         int nd;
         int64_t shape[8];
         ladle_op_y_shape(d->ops[0], &nd, shape);
-        ok &= ladle_activation_create(LADLE_RELU, 0, nd, shape, LADLE_F64, &d->ops[1]) == LADLE_OK;
+        ok &= ladle_activation_create(LADLE_RELU, 0, nd, shape, LADLE_F64, lt_device(),
+                                      &d->ops[1]) == LADLE_OK;
     }
     LT_ASSERT(ok, "the distributed stage: %s", ladle_error_message());
 }

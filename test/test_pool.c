@@ -72,7 +72,7 @@ static ladle_op *make(const pgeom *G, ladle_dtype dt)
         xs[2 + i] = G->in[a];
     }
     ladle_op *op = NULL;
-    LT_OK(ladle_pool_create(&d, xs, dt, &op));
+    LT_OK(ladle_pool_create(&d, xs, dt, lt_device(), &op));
     return op;
 }
 
@@ -302,7 +302,7 @@ START_TEST(global_average)
 {
     int64_t xs[4] = {2, 3, 4, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_global_avg_pool_create(4, xs, LADLE_F64, &op));
+    LT_OK(ladle_global_avg_pool_create(4, xs, LADLE_F64, lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     LT_ASSERT(ladle_tensor_ndim(y) == 2 && ladle_tensor_shape(y)[1] == 3, "N x C");
     LT_OK(ladle_tensor_fill_random(x, 1, 0));
@@ -329,16 +329,16 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
     d.padding[0] = 2; /* more than half the kernel */
-    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG);
     ladle_pool_desc_init(&d, LADLE_POOL_AVG, 2, 2);
     d.dilation[0] = 2;
-    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG);
     ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 5);
-    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_SHAPE);
     ladle_pool_desc_init(&d, (ladle_pool_kind)3, 2, 2);
-    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pool_create(&d, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_ARG);
     ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
-    LT_OK(ladle_pool_create(&d, xs, LADLE_F32, &op));
+    LT_OK(ladle_pool_create(&d, xs, LADLE_F32, lt_device(), &op));
     ladle_tensor *y = lt_op_tensor(op, 1), *x = lt_op_tensor(op, 0);
     LT_FAILS(ladle_op_adjoint(op, y, x), LADLE_ERR_UNSUPPORTED); /* max is not linear */
     ladle_tensor_destroy(&x);
@@ -362,7 +362,7 @@ START_TEST(max2_ties_nan)
             ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
             ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, &op));
+            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
             LT_OK(ladle_ctx_create(op, &ctx));
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
@@ -441,7 +441,7 @@ START_TEST(max3_ties_nan)
             d.ceil_mode = cfg[k][3];
             ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, &op));
+            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
             LT_OK(ladle_ctx_create(op, &ctx));
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);

@@ -76,7 +76,7 @@ static ladle_op *make(const case_t *c, int balanced, ladle_dtype dt)
     ladle_layout *lx = x_layout(c, px, balanced), *ly = NULL;
     LT_OK(ladle_layout_create_balanced(py, c->nd, c->global, &ly));
     ladle_op *op = NULL;
-    LT_OK(ladle_repartition_create(lx, ly, dt, 0, &op));
+    LT_OK(ladle_repartition_create(lx, ly, dt, lt_device(), 0, &op));
     ladle_layout_destroy(&lx);
     ladle_layout_destroy(&ly);
     ladle_partition_destroy(&px);
@@ -199,11 +199,12 @@ START_TEST(bad_input)
     LT_OK(ladle_layout_create_balanced(c4, 4, (int64_t[]){6, 4, 1, 1}, &l4));
     LT_OK(ladle_layout_create_block(b, 2, (int64_t[]){6, 4}, &blk));
     /* global shapes that differ, dimensions that differ, a non-decomposition */
-    LT_FAILS(ladle_repartition_create(la, lb, LADLE_F64, 0, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_repartition_create(la, l4, LADLE_F64, 0, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_repartition_create(la, blk, LADLE_F64, 0, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_repartition_create(la, NULL, LADLE_F64, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_repartition_create(la, lc, (ladle_dtype)5, 0, &op), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_repartition_create(la, lb, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_repartition_create(la, l4, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_repartition_create(la, blk, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_repartition_create(la, NULL, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_repartition_create(la, lc, (ladle_dtype)5, lt_device(), 0, &op),
+             LADLE_ERR_DTYPE);
     /* a tensor decomposed over a partition of another ndim (DistDL's
      * mismatched-partition cases) cannot even be laid out */
     ladle_layout *bad = NULL;
@@ -211,7 +212,7 @@ START_TEST(bad_input)
              LADLE_ERR_SHAPE);
     LT_ASSERT(op == NULL, "no op on failure");
     /* the right call works, and shapes are checked at every call */
-    LT_OK(ladle_repartition_create(la, lc, LADLE_F64, 0, &op));
+    LT_OK(ladle_repartition_create(la, lc, LADLE_F64, lt_device(), 0, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *wide = lt_tensor(LADLE_F64, 2, (int64_t[]){3, 5});
     ladle_status st = ladle_op_forward(op, lt_rank < 2 ? wide : x, y);

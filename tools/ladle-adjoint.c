@@ -351,10 +351,10 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
     ladle_layout *lx = NULL, *ly = NULL;
     const char *p = o->primitive;
     if (strcmp(p, "broadcast") == 0) {
-        st =
-            ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags, op);
+        st = ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, LADLE_CPU, o->flags,
+                                    op);
     } else if (strcmp(p, "sum-reduce") == 0) {
-        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, o->flags,
+        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, LADLE_CPU, o->flags,
                                      op);
     } else if (strcmp(p, "all-sum-reduce") == 0) {
         int axes[LADLE_MAX_NDIM], naxes = o->naxes;
@@ -363,20 +363,20 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
         if (!o->axes_given)
             naxes = ladle_partition_ndim(px);
         st = ladle_all_sum_reduce_create(px, naxes, axes, o->shape_ndim, o->shape, o->dtype,
-                                         o->flags, op);
+                                         LADLE_CPU, o->flags, op);
     } else if (strcmp(p, "repartition") == 0) {
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)
             st = ladle_layout_create_balanced(py, o->shape_ndim, o->shape, &ly);
         if (st == LADLE_OK)
-            st = ladle_repartition_create(lx, ly, o->dtype, o->flags, op);
+            st = ladle_repartition_create(lx, ly, o->dtype, LADLE_CPU, o->flags, op);
     } else if (strcmp(p, "halo-exchange") == 0) {
         ladle_window w;
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)
             st = make_window(o, &w, bad);
         if (st == LADLE_OK)
-            st = ladle_halo_exchange_create(lx, &w, o->dtype, o->flags, op);
+            st = ladle_halo_exchange_create(lx, &w, o->dtype, LADLE_CPU, o->flags, op);
     } else {
         *bad = 1;
         if (world_rank() == 0)

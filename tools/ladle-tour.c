@@ -71,20 +71,21 @@ static ladle_status build(const tour_case *c, ladle_dtype dt, ladle_op **op)
         goto done;
     switch (c->k) {
     case BCAST:
-        st = ladle_broadcast_create(px, py, c->nd, c->shape, dt, c->flags, op);
+        st = ladle_broadcast_create(px, py, c->nd, c->shape, dt, LADLE_CPU, c->flags, op);
         break;
     case REDUCE:
-        st = ladle_sum_reduce_create(px, py, c->nd, c->shape, dt, c->flags, op);
+        st = ladle_sum_reduce_create(px, py, c->nd, c->shape, dt, LADLE_CPU, c->flags, op);
         break;
     case ALLREDUCE:
-        st = ladle_all_sum_reduce_create(px, c->naxes, c->axes, c->nd, c->shape, dt, 0, op);
+        st = ladle_all_sum_reduce_create(px, c->naxes, c->axes, c->nd, c->shape, dt, LADLE_CPU, 0,
+                                         op);
         break;
     case REPART:
         st = ladle_layout_create_balanced(px, c->nd, c->shape, &lx);
         if (st == LADLE_OK)
             st = ladle_layout_create_balanced(py, c->nd, c->shape, &ly);
         if (st == LADLE_OK)
-            st = ladle_repartition_create(lx, ly, dt, 0, op);
+            st = ladle_repartition_create(lx, ly, dt, LADLE_CPU, 0, op);
         break;
     case HALO: {
         ladle_window w;
@@ -96,7 +97,7 @@ static ladle_status build(const tour_case *c, ladle_dtype dt, ladle_op **op)
         }
         st = ladle_layout_create_balanced(px, c->nd, c->shape, &lx);
         if (st == LADLE_OK)
-            st = ladle_halo_exchange_create(lx, &w, dt, 0, op);
+            st = ladle_halo_exchange_create(lx, &w, dt, LADLE_CPU, 0, op);
         break;
     }
     }

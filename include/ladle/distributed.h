@@ -18,6 +18,11 @@
  * rank instead of leaving the others waiting. dx == NULL in backward must be
  * the same choice on every rank.
  *
+ * Every create takes the dtype and then the device, like the sequential
+ * layers; the device must be the same on every rank (it is part of what the
+ * ranks agree on), and the layer's primitives, local layers and buffers all
+ * live on it.
+ *
  * Shapes are fixed at creation, the batch included (no smaller batches).
  * Weights are initialised from the global shape with the seed, so a
  * distributed layer starts from exactly the weights of its sequential twin
@@ -63,9 +68,9 @@ extern "C" {
 LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
                                                 const ladle_partition *p_w,
                                                 const ladle_partition *p_y, int64_t batch,
-                                                int64_t in_features, int64_t out_features,
-                                                int bias, ladle_dtype dtype, uint64_t seed,
-                                                unsigned flags, ladle_op **op);
+                                                int64_t in_features, int64_t out_features, int bias,
+                                                ladle_dtype dtype, ladle_device device,
+                                                uint64_t seed, unsigned flags, ladle_op **op);
 
 /*
  * Convolution 1-3d (the options of ladle_conv_desc) with x of global shape
@@ -78,10 +83,10 @@ LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
  * backward_weight adds its own contribution and ladle_layer_sync_gradients
  * sums them over p_x. Returns the codes of ladle_dist_linear_create.
  */
-LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
-                                              const ladle_partition *p_x,
+LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
-                                              uint64_t seed, unsigned flags, ladle_op **op);
+                                              ladle_device device, uint64_t seed, unsigned flags,
+                                              ladle_op **op);
 
 /*
  * Convolution over a weight grid: the channel-partitioned (S = 1) and the
@@ -97,12 +102,10 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
  * channels whole (LADLE_ERR_UNSUPPORTED). Returns the codes of
  * ladle_dist_linear_create.
  */
-LADLE_API ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
-                                                   const ladle_partition *p_x,
-                                                   const ladle_partition *p_w,
-                                                   const ladle_partition *p_y,
-                                                   const int64_t x_shape[], ladle_dtype dtype,
-                                                   uint64_t seed, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_conv_grid_create(
+    const ladle_conv_desc *d, const ladle_partition *p_x, const ladle_partition *p_w,
+    const ladle_partition *p_y, const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
+    uint64_t seed, unsigned flags, ladle_op **op);
 
 /*
  * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create. Max
@@ -111,10 +114,9 @@ LADLE_API ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
  * tell padding from data in its halo: other settings return
  * LADLE_ERR_UNSUPPORTED.
  */
-LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d,
-                                              const ladle_partition *p_x,
+LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
-                                              unsigned flags, ladle_op **op);
+                                              ladle_device device, unsigned flags, ladle_op **op);
 
 /* Which ranks batch norm's statistics are reduced over (among the ranks
  * holding the same channels, the peers). */
@@ -144,7 +146,8 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
                                                    const ladle_partition *p_x, int ndim,
                                                    const int64_t x_shape[], ladle_bn_sync sync,
                                                    int group_size, ladle_dtype dtype,
-                                                   unsigned flags, ladle_op **op);
+                                                   ladle_device device, unsigned flags,
+                                                   ladle_op **op);
 /* This rank's running statistics (its channels; borrowed), or NULL. */
 LADLE_API ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op);
 LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
@@ -163,9 +166,9 @@ LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
  * ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                              double label_smoothing,
-                                              const ladle_partition *p_x, int ndim,
-                                              const int64_t input_shape[], ladle_dtype dtype,
+                                              double label_smoothing, const ladle_partition *p_x,
+                                              int ndim, const int64_t input_shape[],
+                                              ladle_dtype dtype, ladle_device device,
                                               unsigned flags, ladle_op **op);
 
 /*
@@ -180,7 +183,8 @@ LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduct
 LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
                                                  const int64_t x_shape[],
                                                  const ladle_partition *p_y, ladle_dtype dtype,
-                                                 unsigned flags, ladle_op **op);
+                                                 ladle_device device, unsigned flags,
+                                                 ladle_op **op);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,11 @@
  * or f64. The shape given at creation fixes every dimension. The batch, the
  * first dimension, may be smaller in any call, which serves the short last
  * batch of an epoch. Creation plans and allocates; the calls never allocate.
+ * Every create takes, right after the dtype, the device the layer lives on:
+ * its parameters, gradients and planned buffers are allocated there, and
+ * every call takes tensors of that device only (LADLE_ERR_DEVICE, naming
+ * both devices). Creating a layer on a device ladle was built without
+ * returns LADLE_ERR_DEVICE.
  * ladle_op_forward(op, x, y) runs a layer in inference form without a ctx.
  * For layers that are linear in their input (linear and convolution without
  * bias, average pooling, reshape), ladle_op_adjoint(op, dy, dx) is the
@@ -134,10 +139,9 @@ LADLE_API ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t 
 /* Linear: y = x W^T + b over any leading dimensions. x has ndim >= 1
  * dimensions and its last extent is in_features; y has out_features there.
  * W is out_features x in_features. Saves: x. */
-LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[],
-                                           int64_t out_features, int bias,
-                                           ladle_dtype dtype, uint64_t seed,
-                                           ladle_op **op);
+LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features,
+                                           int bias, ladle_dtype dtype, ladle_device device,
+                                           uint64_t seed, ladle_op **op);
 
 /* Convolution over 1 to 3 spatial dimensions, as the frameworks define it
  * (cross-correlation; zero padding on both sides). x is N x C_in x S...,
@@ -168,7 +172,8 @@ LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_chann
  * kernel larger than the padded input, an output too large, matrices
  * above 2^31 rows or columns), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
-                                         ladle_dtype dtype, uint64_t seed, ladle_op **op);
+                                         ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                         ladle_op **op);
 
 /* Max and average pooling over 1 to 3 spatial dimensions. stride 0 means
  * the kernel size. Max pooling pads with -inf, supports dilation and
@@ -197,11 +202,12 @@ LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, in
  * average pooling), LADLE_ERR_SHAPE (a window larger than the padded
  * input, an output too large), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
-                                         ladle_dtype dtype, ladle_op **op);
+                                         ladle_dtype dtype, ladle_device device, ladle_op **op);
 
 /* Global average pooling: N x C x S... -> N x C (ndim - 2 spatial dims). */
 LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_shape[],
-                                                    ladle_dtype dtype, ladle_op **op);
+                                                    ladle_dtype dtype, ladle_device device,
+                                                    ladle_op **op);
 
 /* Batch normalisation over every dimension but the channels (dimension 1):
  * 1d takes N x C or N x C x L, 2d N x C x H x W, 3d N x C x D x H x W.
@@ -224,7 +230,7 @@ typedef struct ladle_batchnorm_desc {
 LADLE_API void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features);
 LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
                                               const int64_t x_shape[], ladle_dtype dtype,
-                                              ladle_op **op);
+                                              ladle_device device, ladle_op **op);
 /* The running statistics (C entries each; borrowed). */
 LADLE_API ladle_tensor *ladle_batchnorm_running_mean(const ladle_op *op);
 LADLE_API ladle_tensor *ladle_batchnorm_running_var(const ladle_op *op);
@@ -243,12 +249,12 @@ typedef enum ladle_activation {
 
 LADLE_API ladle_status ladle_activation_create(ladle_activation kind, double param, int ndim,
                                                const int64_t shape[], ladle_dtype dtype,
-                                               ladle_op **op);
+                                               ladle_device device, ladle_op **op);
 
 /* Softmax or log-softmax along dimension dim (negative counts from the end).
  * Saves: y. */
 LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
-                                            ladle_dtype dtype, ladle_op **op);
+                                            ladle_dtype dtype, ladle_device device, ladle_op **op);
 
 /* Dropout with probability p: in training, element i is kept (and scaled by
  * 1/(1-p)) when a counter-based hash of (seed, step, offset + i) says so,
@@ -258,25 +264,28 @@ LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int
  * step advances with every training forward (set it to replay a run). In
  * evaluation, the identity. Saves: the step. */
 LADLE_API ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p,
-                                            uint64_t seed, ladle_dtype dtype, ladle_op **op);
+                                            ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                            ladle_op **op);
 LADLE_API ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step);
 
 /* Reshape (flatten is a special case): the same elements in a new shape of
  * equal volume; the first dimension (the batch) must stay first in both. */
-LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[],
-                                            int ndim_out, const int64_t out_shape[],
-                                            ladle_dtype dtype, ladle_op **op);
+LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndim_out,
+                                            const int64_t out_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op);
 /* Flatten every dimension after the first: N x ... -> N x (product). */
 LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype dtype,
-                                            ladle_op **op);
+                                            ladle_device device, ladle_op **op);
 
 /* ---- containers ----------------------------------------------------------- */
 
 /* A chain of n layers, itself a layer: forward runs them in order, backward
  * in reverse, and backward_weight hands each layer the output gradient that
  * backward computed for it (so it must follow backward of the same ctx).
- * Each layer's y must have the next layer's x shape and every dtype must
- * agree. The container owns the layers from then on (destroying it
+ * Each layer's y must have the next layer's x shape, every dtype must
+ * agree, and every layer must live on one device, which becomes the
+ * container's (LADLE_ERR_DEVICE names two layers on different devices).
+ * The container owns the layers from then on (destroying it
  * destroys them; on failure they stay the caller's). Its parameters are its
  * layers' parameters, in order; its ctx holds one ctx per layer and the
  * intermediate activations and gradients. */
@@ -326,13 +335,13 @@ typedef enum ladle_reduction {
 LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                          double label_smoothing, int ndim,
                                          const int64_t input_shape[], ladle_dtype dtype,
-                                         ladle_op **op);
+                                         ladle_device device, ladle_op **op);
 /* loss = L(input, target); saves input and target references in ctx (may
  * be NULL). Local for a sequential loss; collective over the partition for
  * a distributed one (ladle_dist_loss_create), whose members all get the
  * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
  * of range, an op that is not a loss), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE,
- * LADLE_ERR_DEVICE (tensors not on the cpu), and LADLE_ERR_NUMERIC when the
+ * LADLE_ERR_DEVICE (tensors not on the loss's device), and LADLE_ERR_NUMERIC when the
  * loss comes out infinite or NaN (an input that is NaN or infinite, or
  * terms that overflow the dtype): the call then still writes the
  * non-finite value(s) into loss, so a caller can print them, and ctx holds

@@ -47,11 +47,12 @@ typedef struct ladle_lenet_desc {
     int sequential;      /* 1: plain sequential layers on the whole batch
                             (every rank the same network; the reference) */
     ladle_dtype dtype;
+    ladle_device device; /* where the layers live (LADLE_CPU) */
     uint64_t seed;       /* the weights are the same for every layout */
 } ladle_lenet_desc;
 
-/* Batch 64, 28 x 28 images, 10 classes, no batch norm, one rank, f32,
- * seed 1. */
+/* Batch 64, 28 x 28 images, 10 classes, no batch norm, one rank, f32, on
+ * the CPU, seed 1. */
 LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
 
 /* The network over comm (collective over comm). The input block of this

@@ -39,9 +39,12 @@ typedef struct ladle_network ladle_network;
  * ladle_dist_loss_create), which it owns from then on (on failure they stay
  * the caller's). Each layer's y must have the next layer's x shape on this
  * rank, and the loss's input the last layer's y; the layers and the loss
- * must share one dtype. bucket_bytes 0 means LADLE_BUCKET_BYTES. Collective.
+ * must share one dtype and one device, on which the network keeps its
+ * activations, gradients and buffers (the batch and targets it is given
+ * must live there too). bucket_bytes 0 means LADLE_BUCKET_BYTES. Collective.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE
- * (naming both dtypes), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
+ * (naming both dtypes), LADLE_ERR_DEVICE (naming the two layers and their
+ * devices), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                             size_t bucket_bytes, ladle_network **net);
 /* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL. */

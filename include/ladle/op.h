@@ -28,7 +28,7 @@ typedef struct ladle_op ladle_op;
 
 /* y = F x. Collective over the op's ranks. x must have this rank's domain
  * shape and y its range shape (ladle_op_x_shape, ladle_op_y_shape), both
- * contiguous, of the op's dtype, on the CPU. x and y must not overlap unless
+ * contiguous, of the op's dtype, on the op's device. x and y must not overlap unless
  * the op says it works in place.
  * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
  * LADLE_ERR_ARG (non-contiguous or overlapping tensors), LADLE_ERR_MPI. A
@@ -54,6 +54,9 @@ LADLE_API ladle_status ladle_op_x_shape(const ladle_op *op, int *ndim, int64_t s
 LADLE_API ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim, int64_t shape[]);
 
 LADLE_API ladle_dtype ladle_op_dtype(const ladle_op *op);
+/* The device the op was created on (its tensors must live there); LADLE_CPU
+ * for NULL. */
+LADLE_API ladle_device ladle_op_device(const ladle_op *op);
 /* "broadcast", "sum-reduce", "all-sum-reduce", "halo-exchange",
  * "repartition", ... */
 LADLE_API const char *ladle_op_name(const ladle_op *op);

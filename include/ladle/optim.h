@@ -54,7 +54,7 @@ LADLE_API ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d,
 LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
 
 /* Add one parameter and its gradient (same shape and dtype, contiguous,
- * on the cpu, borrowed: they must outlive the optimizer), or every
+ * on one device, borrowed: they must outlive the optimizer), or every
  * parameter of a layer (a container's too). State buffers are allocated
  * here, zeroed. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32 or f64,
  * or two dtypes), LADLE_ERR_SHAPE (the gradient's shape is not the

@@ -346,14 +346,18 @@ typedef struct ladle_pipe_stage {
  * worker (held, nheld of them) and, on the worker(s) of the last stage, the
  * loss (a sequential loss over the last layer's output, mean or sum; NULL
  * elsewhere); the layers and the loss become the pipeline's on success.
- * Every stage gets an optimizer made from opt. The schedule is validated
- * and copied; every buffer is planned here: each held stage gets as many
- * microbatch slots (inputs, activations, contexts, gradients) as the
- * schedule ever has in flight on it. Collective over the members of p_pipe
- * (other ranks get an inactive pipeline whose calls do nothing). Returns
- * LADLE_ERR_NULL, LADLE_ERR_ARG (an invalid schedule, with its grid; stages
- * that do not match the placement), LADLE_ERR_SHAPE (stage boundaries whose
- * sizes disagree), LADLE_ERR_PARTITION, LADLE_ERR_ALLOC, LADLE_ERR_MPI,
+ * A rank's stages and loss live on one device, whose memory the host must
+ * reach (the CPU: stage boundaries hand tensor memory to MPI); x and target
+ * must be there too. Every stage gets an optimizer made from opt. The
+ * schedule is validated and copied; every buffer is planned here: each held
+ * stage gets as many microbatch slots (inputs, activations, contexts,
+ * gradients) as the schedule ever has in flight on it. Collective over the
+ * members of p_pipe (other ranks get an inactive pipeline whose calls do
+ * nothing). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an invalid schedule, with
+ * its grid; stages that do not match the placement), LADLE_ERR_SHAPE (stage
+ * boundaries whose sizes disagree), LADLE_ERR_DEVICE (layers on two
+ * devices), LADLE_ERR_UNSUPPORTED (a device the host cannot reach),
+ * LADLE_ERR_PARTITION, LADLE_ERR_ALLOC, LADLE_ERR_MPI,
  * LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_pipeline_create(const ladle_partition *p_pipe,
                                              const ladle_pipe_schedule *sched, int nheld,

@@ -10,6 +10,11 @@
  * message, then agrees on the verdict, so a bad call fails on all ranks
  * alike with the same status.
  *
+ * Every create takes the dtype and then the device the op's tensors live
+ * on (the same on every rank); its forward and adjoint take tensors of that
+ * device only. A device ladle was built without gives LADLE_ERR_DEVICE on
+ * every rank.
+ *
  * Flags combine with |.
  */
 #ifndef LADLE_PRIMITIVES_H
@@ -54,11 +59,11 @@ extern "C" {
  * members of P_y. A rank in both that is its own source copies locally.
  * Collective over P_x and P_y. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
  * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_PARTITION, LADLE_ERR_MPI,
- * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE. */
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
                                               const ladle_partition *p_y, int ndim,
                                               const int64_t shape[], ladle_dtype dtype,
-                                              unsigned flags, ladle_op **op);
+                                              ladle_device device, unsigned flags, ladle_op **op);
 
 /*
  * SumReduce P_x -> P_y: the mirror of broadcast. The destination shape
@@ -76,7 +81,7 @@ LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
 LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
                                                const ladle_partition *p_y, int ndim,
                                                const int64_t shape[], ladle_dtype dtype,
-                                               unsigned flags, ladle_op **op);
+                                               ladle_device device, unsigned flags, ladle_op **op);
 
 /*
  * AllSumReduce over the partition axes axes[0..naxes-1] of p (naxes 0: the
@@ -91,7 +96,8 @@ LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
 LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
                                                    const int axes[], int ndim,
                                                    const int64_t shape[], ladle_dtype dtype,
-                                                   unsigned flags, ladle_op **op);
+                                                   ladle_device device, unsigned flags,
+                                                   ladle_op **op);
 
 /*
  * Repartition (transpose) between two decomposed layouts of the same global
@@ -105,8 +111,8 @@ LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int
  * Collective over both partitions. Returns the codes of
  * ladle_broadcast_create; LADLE_ERR_SHAPE when the global shapes differ,
  * LADLE_ERR_ARG when a layout is not a decomposition. */
-LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x,
-                                                const ladle_layout *y, ladle_dtype dtype,
+LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout *y,
+                                                ladle_dtype dtype, ladle_device device,
                                                 unsigned flags, ladle_op **op);
 
 /*
@@ -153,8 +159,8 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * negative padding, a padded input, dilated kernel or stride above 2^57,
  * and an output or padded shard of more than 2^57 elements; LADLE_ERR_SHAPE
  * for a dilated kernel larger than the padded input. */
-LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x,
-                                                  const ladle_window *w, ladle_dtype dtype,
+LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
+                                                  ladle_dtype dtype, ladle_device device,
                                                   unsigned flags, ladle_op **op);
 
 /* The begin/end split of the in-place exchange on padded tensor t, so work

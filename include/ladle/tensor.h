@@ -87,6 +87,15 @@ LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *
 LADLE_API ladle_status ladle_tensor_read(const ladle_tensor *t, void *host);
 LADLE_API ladle_status ladle_tensor_write(ladle_tensor *t, const void *host);
 
+/* Element index of t (row-major over the shape, whatever the strides) as a
+ * double, and setting it: f32, f64, and i64 (converted, exact up to 2^53).
+ * Each call is one synchronous transfer through the tensor's backend, so it
+ * is slow on a device: meant for tests and small scalars, never for loops
+ * over data. Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (index
+ * outside 0 .. numel-1), LADLE_ERR_DTYPE, LADLE_ERR_DEVICE. */
+LADLE_API ladle_status ladle_tensor_get(const ladle_tensor *t, int64_t index, double *value);
+LADLE_API ladle_status ladle_tensor_set(ladle_tensor *t, int64_t index, double value);
+
 /* Sum over all elements of a * b, accumulated in double. Shapes, dtypes and
  * devices must match. Returns the codes of ladle_tensor_copy. */
 LADLE_API ladle_status ladle_tensor_dot(const ladle_tensor *a, const ladle_tensor *b,

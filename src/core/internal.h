@@ -179,13 +179,9 @@ struct ladle_tensor {
     void *data;
 };
 
-/* One element of t (index i in row-major order over its shape) read to or
- * written from the host through t's backend, synchronously: for the few
- * scalars host code must see (a loss, a failing label). f32 and f64 only,
- * except _i64. */
-ladle_status ladle__tensor_get(const ladle_tensor *t, int64_t i, double *v);
+/* Element i of an i64 tensor, exactly (ladle_tensor_get's doubles round
+ * above 2^53): for a failing label. */
 ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v);
-ladle_status ladle__tensor_set(ladle_tensor *t, int64_t i, double v);
 /* t *= alpha through t's backend (contiguous t). */
 ladle_status ladle__tensor_scale(ladle_tensor *t, double alpha);
 

@@ -317,7 +317,8 @@ static ladle_status element_at(const char *func, const ladle_tensor *t, int64_t 
 {
     ladle_status st = LADLE_OK;
     LADLE_CALL(backend_of(func, t, be));
-    LADLE_CHECK(i >= 0 && i < t->numel, LADLE_ERR_ARG, "element %lld of %lld", (long long)i,
+    LADLE_CHECK(i >= 0 && i < t->numel, LADLE_ERR_ARG,
+                "index %lld is outside the tensor's %lld elements (0 .. numel-1)", (long long)i,
                 (long long)t->numel);
     int64_t e = 0;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -345,15 +346,20 @@ fail:
     return st;
 }
 
-ladle_status ladle__tensor_get(const ladle_tensor *t, int64_t i, double *v)
+ladle_status ladle_tensor_get(const ladle_tensor *t, int64_t index, double *value)
 {
     ladle_status st = LADLE_OK;
-    float f = 0;
-    LADLE_CHECK(t->dtype == LADLE_F32 || t->dtype == LADLE_F64, LADLE_ERR_DTYPE, "%s",
-                ladle_dtype_name(t->dtype));
-    LADLE_CALL(element_io(__func__, t, i, t->dtype == LADLE_F32 ? (void *)&f : (void *)v, NULL));
-    if (t->dtype == LADLE_F32)
-        *v = f;
+    union {
+        float f;
+        double d;
+        int64_t i;
+    } e = {0};
+    LADLE_NOT_NULL(t);
+    LADLE_NOT_NULL(value);
+    LADLE_CHECK(ladle_dtype_size(t->dtype) != 0, LADLE_ERR_DTYPE, "unknown dtype %d",
+                (int)t->dtype);
+    LADLE_CALL(element_io(__func__, t, index, &e, NULL));
+    *value = t->dtype == LADLE_F32 ? (double)e.f : t->dtype == LADLE_F64 ? e.d : (double)e.i;
 fail:
     return st;
 }
@@ -367,13 +373,29 @@ fail:
     return st;
 }
 
-ladle_status ladle__tensor_set(ladle_tensor *t, int64_t i, double v)
+ladle_status ladle_tensor_set(ladle_tensor *t, int64_t index, double value)
 {
     ladle_status st = LADLE_OK;
-    float f = (float)v;
-    LADLE_CHECK(t->dtype == LADLE_F32 || t->dtype == LADLE_F64, LADLE_ERR_DTYPE, "%s",
-                ladle_dtype_name(t->dtype));
-    LADLE_CALL(element_io(__func__, t, i, NULL, t->dtype == LADLE_F32 ? (void *)&f : (void *)&v));
+    union {
+        float f;
+        double d;
+        int64_t i;
+    } e = {0};
+    LADLE_NOT_NULL(t);
+    LADLE_CHECK(ladle_dtype_size(t->dtype) != 0, LADLE_ERR_DTYPE, "unknown dtype %d",
+                (int)t->dtype);
+    if (t->dtype == LADLE_I64) {
+        /* the range of int64_t as doubles: -2^63 is one, 2^63 is just past it */
+        LADLE_CHECK(value == value && value >= -9223372036854775808.0 &&
+                        value < 9223372036854775808.0 && value == (double)(int64_t)value,
+                    LADLE_ERR_ARG, "%g is not an i64 value", value);
+        e.i = (int64_t)value;
+    } else if (t->dtype == LADLE_F32) {
+        e.f = (float)value;
+    } else {
+        e.d = value;
+    }
+    LADLE_CALL(element_io(__func__, t, index, NULL, &e));
 fail:
     return st;
 }

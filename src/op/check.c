@@ -11,8 +11,8 @@ double ladle_adjoint_tolerance(ladle_dtype dtype)
 
 static ladle_status make(const ladle_op *op, int which, ladle_tensor **t)
 {
-    return ladle_tensor_create(op->dtype, which ? op->y_ndim : op->x_ndim,
-                               which ? op->y_shape : op->x_shape, t);
+    return ladle_tensor_create_on(op->dtype, op->be->device, which ? op->y_ndim : op->x_ndim,
+                                  which ? op->y_shape : op->x_shape, t);
 }
 
 /* Add (hi, lo) pairs from every rank in rank order, carrying rounding
@@ -151,13 +151,13 @@ static ladle_status differences(ladle_op *op, ladle_tensor *perturbed, const lad
     for (int64_t k = 0; k < sample_count(perturbed, samples); k++) {
         int64_t i = sample_index(perturbed, samples, seed, k);
         double v = 0, lp, lm;
-        LADLE_CALL(ladle__tensor_get(perturbed, i, &v));
+        LADLE_CALL(ladle_tensor_get(perturbed, i, &v));
         double h = 1e-6 * fmax(1.0, fabs(v));
-        LADLE_CALL(ladle__tensor_set(perturbed, i, v + h));
+        LADLE_CALL(ladle_tensor_set(perturbed, i, v + h));
         LADLE_CALL(projected(op, x, y, w, &lp));
-        LADLE_CALL(ladle__tensor_set(perturbed, i, v - h));
+        LADLE_CALL(ladle_tensor_set(perturbed, i, v - h));
         LADLE_CALL(projected(op, x, y, w, &lm));
-        LADLE_CALL(ladle__tensor_set(perturbed, i, v));
+        LADLE_CALL(ladle_tensor_set(perturbed, i, v));
         fd[k] = (lp - lm) / (2 * h);
     }
 fail:
@@ -174,7 +174,7 @@ static ladle_status worst_error(const ladle_op *op, const ladle_tensor *grad, co
     LADLE_CALL(op->be->fn->abs_max(op->be, grad->dtype, grad->numel, grad->data, &gmax));
     for (int64_t k = 0; k < sample_count(grad, samples); k++) {
         double an = 0;
-        LADLE_CALL(ladle__tensor_get(grad, sample_index(grad, samples, seed, k), &an));
+        LADLE_CALL(ladle_tensor_get(grad, sample_index(grad, samples, seed, k), &an));
         if (!isfinite(an) || !isfinite(fd[k])) {
             *worst = NAN; /* fmax would hide it */
             break;

@@ -25,17 +25,20 @@ static void layer_destroy_params(ladle_op *op)
     }
 }
 
-ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, int x_ndim,
-                              const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
-                              int batched, ladle_op **out)
+ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                              int x_ndim, const int64_t *x_shape, int y_ndim,
+                              const int64_t *y_shape, int batched, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
-    ladle_op *op = ladle__calloc(1, sizeof *op);
+    const ladle_backend *be = NULL;
+    ladle_op *op = NULL;
+    LADLE_CALL(ladle__backend_get(device, func, &be));
+    op = ladle__calloc(1, sizeof *op);
     LADLE_CHECK(op != NULL, LADLE_ERR_ALLOC, "out of memory");
     op->vt = vt;
     op->dtype = dtype;
     op->comm = MPI_COMM_NULL;
-    op->be = ladle__backend(LADLE_CPU);
+    op->be = be;
     op->layer = 1;
     op->batched = batched;
     op->training = 1;
@@ -58,8 +61,8 @@ ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
     ladle_status st = LADLE_OK;
     int i = op->nparams;
     LADLE_CHECK(i < LADLE_MAX_PARAMS, LADLE_ERR_INTERNAL, "too many parameters");
-    LADLE_CALL(ladle_tensor_create(op->dtype, ndim, shape, &op->params[i]));
-    LADLE_CALL(ladle_tensor_create(op->dtype, ndim, shape, &op->grads[i]));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, ndim, shape, &op->params[i]));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, ndim, shape, &op->grads[i]));
     op->param_names[i] = name;
     op->nparams++;
     if (param)
@@ -191,8 +194,9 @@ static ladle_status check_one(const ladle_op *op, const ladle_tensor *t, const c
                             ladle_dtype_name(t->dtype), op->vt->name,
                             ladle_dtype_name(op->dtype));
     if (t->device != op->be->device)
-        return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s", role,
-                            ladle_device_name(t->device));
+        return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s but the %s layer is on %s", role,
+                            ladle_device_name(t->device), op->vt->name,
+                            ladle_device_name(op->be->device));
     memcpy(want, shape, sizeof(int64_t) * (size_t)ndim);
     if (batched && ndim > 0)
         want[0] = n;

@@ -23,17 +23,21 @@ static void local_shape(const ladle_layout *l, int *ndim, int64_t *shape, int64_
         *numel *= shape[d];
 }
 
-ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigned flags,
-                           const ladle_layout *x, const ladle_layout *y, ladle_op **out)
+ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                           unsigned flags, const ladle_layout *x, const ladle_layout *y,
+                           ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
-    ladle_op *op = ladle__calloc(1, sizeof *op);
+    const ladle_backend *be = NULL;
+    ladle_op *op = NULL;
+    LADLE_CALL(ladle__backend_get(device, func, &be));
+    op = ladle__calloc(1, sizeof *op);
     LADLE_CHECK(op != NULL, LADLE_ERR_ALLOC, "out of memory");
     op->vt = vt;
     op->dtype = dtype;
     op->flags = ladle__op_flags_from_env(flags);
     op->comm = MPI_COMM_NULL;
-    op->be = ladle__backend(LADLE_CPU);
+    op->be = be;
     op->x_layout = ladle__layout_retain(x);
     op->y_layout = ladle__layout_retain(y);
     local_shape(x, &op->x_ndim, op->x_shape, &op->x_numel);
@@ -291,6 +295,7 @@ ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim, int64_t shape[])
 }
 
 ladle_dtype ladle_op_dtype(const ladle_op *op) { return op ? op->dtype : (ladle_dtype)0; }
+ladle_device ladle_op_device(const ladle_op *op) { return op ? op->be->device : LADLE_CPU; }
 const char *ladle_op_name(const ladle_op *op) { return op ? op->vt->name : "none"; }
 int ladle_op_active(const ladle_op *op) { return op ? op->active : 0; }
 

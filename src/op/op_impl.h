@@ -116,11 +116,15 @@ struct ladle_ctx {
     void *impl; /* composite layers' own state (ctx_init) */
 };
 
-/* A layer op over fixed shapes; shapes get batch dimension 0 when batched. */
-ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, int x_ndim,
-                              const int64_t *x_shape, int y_ndim, const int64_t *y_shape,
-                              int batched, ladle_op **out);
-/* Add a zeroed parameter of shape (and its gradient) to a layer. */
+/* A layer op over fixed shapes on device (LADLE_ERR_DEVICE, raised for func,
+ * when ladle has no backend for it); shapes get batch dimension 0 when
+ * batched. */
+ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                              int x_ndim, const int64_t *x_shape, int y_ndim,
+                              const int64_t *y_shape, int batched, ladle_op **out,
+                              const char *func);
+/* Add a zeroed parameter of shape (and its gradient) to a layer, on the
+ * layer's device. */
 ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
                                     const int64_t *shape, ladle_tensor **param);
 /* Fill t with init from a counter-based generator keyed by (seed, stream,
@@ -140,10 +144,12 @@ ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle
 ladle_status ladle__layer_check_args(const char *func, ladle_dtype dtype, int ndim,
                                      const int64_t *shape, int min_ndim);
 
-/* A new op over the layouts (both retained), with local shapes filled in for
- * the calling rank. */
-ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, unsigned flags,
-                           const ladle_layout *x, const ladle_layout *y, ladle_op **out);
+/* A new op on device over the layouts (both retained), with local shapes
+ * filled in for the calling rank; LADLE_ERR_DEVICE (raised for func) when
+ * ladle has no backend for the device. */
+ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                           unsigned flags, const ladle_layout *x, const ladle_layout *y,
+                           ladle_op **out, const char *func);
 
 /* The private communicator of the members of a and b (b may be NULL or equal
  * to a), in union order: a's ranks, then b's ranks not in a. On members,

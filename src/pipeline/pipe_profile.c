@@ -24,10 +24,10 @@ static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f
     ladle_status st = LADLE_OK;
     ladle_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL;
     ladle_ctx *ctx = NULL;
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->x_ndim, op->x_shape, &x));
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->x_ndim, op->x_shape, &dx));
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->y_ndim, op->y_shape, &y));
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->y_ndim, op->y_shape, &dy));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape, &x));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape, &dx));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &y));
+    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &dy));
     LADLE_CALL(ladle_ctx_create(op, &ctx));
     LADLE_CALL(ladle_tensor_fill_random(x, 1, 0));
     LADLE_CALL(ladle_tensor_fill_random(dy, 2, 0));

@@ -201,6 +201,12 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int wsize, i
             LADLE_CHECK(op->dtype == g->layers[0]->dtype, LADLE_ERR_DTYPE,
                         "layer %d of stage %d is %s, layer 0 %s", i, g->stage,
                         ladle_dtype_name(op->dtype), ladle_dtype_name(g->layers[0]->dtype));
+            const ladle_op *first = held[0].layers[0];
+            LADLE_CHECK(op->be->device == first->be->device, LADLE_ERR_DEVICE,
+                        "layer %d (%s) of stage %d is on %s but layer 0 (%s) of stage %d is "
+                        "on %s: a worker's stages live on one device",
+                        i, op->vt->name, g->stage, ladle_device_name(op->be->device),
+                        first->vt->name, held[0].stage, ladle_device_name(first->be->device));
             if (i == 0)
                 continue;
             const ladle_op *p = g->layers[i - 1];
@@ -223,6 +229,13 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int wsize, i
                 w);
     LADLE_CHECK(loss == NULL || wsize == 1 || loss->x_layout != NULL, LADLE_ERR_ARG,
                 "the last stage runs on %d ranks: its loss must be distributed", wsize);
+    if (nheld > 0) {
+        const ladle_backend *be = held[0].layers[0]->be;
+        LADLE_CHECK(loss == NULL || loss->be->device == be->device, LADLE_ERR_DEVICE,
+                    "the loss is on %s but the stages on %s",
+                    ladle_device_name(loss ? loss->be->device : be->device),
+                    ladle_device_name(be->device));
+    }
 fail:
     return st;
 }
@@ -276,6 +289,7 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
 {
     ladle_status st = LADLE_OK;
     ladle_dtype dt = g->layers[0]->dtype;
+    ladle_device dev = pl->be->device;
     const ladle_op *first = g->layers[0];
     sl->mb = -1;
     sl->y = ladle__calloc((size_t)g->n, sizeof(ladle_tensor *));
@@ -284,17 +298,17 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     LADLE_CHECK(sl->y && sl->dy && sl->ctx, LADLE_ERR_ALLOC, "out of memory");
     for (int l = 0; l < g->n; l++) {
         const ladle_op *op = g->layers[l];
-        LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->y[l]));
-        LADLE_CALL(ladle_tensor_create(dt, op->y_ndim, op->y_shape, &sl->dy[l]));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, op->y_ndim, op->y_shape, &sl->y[l]));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, op->y_ndim, op->y_shape, &sl->dy[l]));
         LADLE_CALL(ladle_ctx_create(op, &sl->ctx[l]));
     }
     /* views of the caller's batch point at a placeholder until each step */
     void *placeholder = sl->y[0]->data;
     if (h->x_view)
-        LADLE_CALL(ladle_tensor_wrap(dt, LADLE_CPU, first->x_ndim, first->x_shape, NULL,
-                                     placeholder, &sl->x));
+        LADLE_CALL(
+            ladle_tensor_wrap(dt, dev, first->x_ndim, first->x_shape, NULL, placeholder, &sl->x));
     else
-        LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &sl->x));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, first->x_ndim, first->x_shape, &sl->x));
     /* the boundaries' staging, on the layers' device: any microbatch's
      * route may use the slot */
     size_t in = 0, out = 0, din = 0;
@@ -310,9 +324,9 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
         int64_t tshape[LADLE_MAX_NDIM];
         LADLE_CALL(ladle__loss_target(pl->loss_local, &tdt, &tnd, tshape, &red));
         if (h->tgt_view)
-            LADLE_CALL(ladle_tensor_wrap(tdt, LADLE_CPU, tnd, tshape, NULL, placeholder, &sl->tgt));
+            LADLE_CALL(ladle_tensor_wrap(tdt, dev, tnd, tshape, NULL, placeholder, &sl->tgt));
         else
-            LADLE_CALL(ladle_tensor_create(tdt, tnd, tshape, &sl->tgt));
+            LADLE_CALL(ladle_tensor_create_on(tdt, dev, tnd, tshape, &sl->tgt));
     }
     if (last)
         LADLE_CALL(ladle_ctx_create(pl->loss, &sl->lctx));
@@ -353,7 +367,8 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     for (int k = 0; k < m; k++) {
         h->slot_of[k] = -1;
         if (h->bsend[k].n > 0) {
-            LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &h->dxbuf[k]));
+            LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, first->x_ndim, first->x_shape,
+                                              &h->dxbuf[k]));
             size_t bytes = 0;
             LADLE_CALL(route_staging(&h->bsend[k], 1, dt, &bytes));
             LADLE_CALL(pl->be->fn->alloc(pl->be, bytes, &h->dxpack[k]));
@@ -361,7 +376,8 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
                    ladle__pipe_owner(s, j, k) == pl->worker) {
             /* nothing of this rank's box goes anywhere: the gradient still
              * needs somewhere to land */
-            LADLE_CALL(ladle_tensor_create(dt, first->x_ndim, first->x_shape, &h->dxbuf[k]));
+            LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, first->x_ndim, first->x_shape,
+                                              &h->dxbuf[k]));
         }
     }
     if (last) {
@@ -425,8 +441,9 @@ static ladle_status plan_reductions(ladle_pipeline *pl, ladle_partition *const *
         LADLE_MPI(MPI_Allgather(&total, 1, MPI_INT64_T, counts, 1, MPI_INT64_T,
                                 ladle_partition_comm(u)));
         ladle_dtype dt = h->layers[0]->dtype;
-        LADLE_CALL(ladle__all_sum_reduce_groups(u, gid, counts, dt, 0, &h->reduce));
-        LADLE_CALL(ladle_tensor_create(dt, 1, &total, &h->gbuf));
+        ladle_device dev = pl->be->device;
+        LADLE_CALL(ladle__all_sum_reduce_groups(u, gid, counts, dt, dev, 0, &h->reduce));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, 1, &total, &h->gbuf));
         ladle__free(gid), ladle__free(counts);
         gid = NULL, counts = NULL;
     }
@@ -534,8 +551,8 @@ static ladle_status create(int W, ladle_partition *const *workers,
         LADLE_CALL(ladle__pipe_plan_routes(pl, workers, table, &pl->held[h]));
     int64_t one = 1;
     ladle_dtype dt = nheld ? held_in[0].layers[0]->dtype : LADLE_F64;
-    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->lossval));
-    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &pl->dloss));
+    LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, 0, &one, &pl->lossval));
+    LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, 0, &one, &pl->dloss));
     LADLE_CALL(ladle_tensor_fill(pl->dloss, 1.0));
     for (int h = 0; h < nheld; h++)
         LADLE_CALL(plan_held(pl, &pl->held[h], &held_in[h], opt));

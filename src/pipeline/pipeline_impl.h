@@ -74,11 +74,11 @@ struct ladle_pipeline {
     ladle_partition *p_all;   /* every worker's ranks */
     MPI_Comm comm;
     int maxpeers;
-    const ladle_backend *be; /* the held layers' device */
     int nheld;
     held *held;
     held **by_stage;
     ladle_op *loss, *loss_local;
+    const ladle_backend *be;  /* the device of this rank's stages */
     int mean;                 /* the loss is a mean: scale gradients by 1/m */
     ladle_tensor *lossval, *dloss;
     int64_t x_mb_rows, tgt_mb_rows; /* rows per microbatch of the caller's tensors */

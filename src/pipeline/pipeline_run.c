@@ -51,8 +51,9 @@ fail:
 /* Point (or copy) this rank's block of microbatch k of a caller's tensor:
  * `rows` global rows per microbatch, the block at (off, shape) of global
  * shape glob. */
-static ladle_status take_block(ladle_tensor *dst, int view, const ladle_tensor *src, int k,
-                               int64_t rows, int nd, const int64_t *off, const int64_t *shape)
+static ladle_status take_block(const ladle_pipeline *pl, ladle_tensor *dst, int view,
+                               const ladle_tensor *src, int k, int64_t rows, int nd,
+                               const int64_t *off, const int64_t *shape)
 {
     size_t es = ladle_dtype_size(src->dtype);
     if (view)
@@ -80,7 +81,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     slot *sl = slot_for(h, k);
     LADLE_CHECK(sl != NULL, LADLE_ERR_INTERNAL, "no slot for microbatch %d of stage %d", k, j);
     if (j == 0 && sl->x->numel > 0)
-        LADLE_CALL(take_block(sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
+        LADLE_CALL(take_block(pl, sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
                               h->in_shape));
     for (int l = 0; l < h->n; l++)
         LADLE_CALL(ladle_layer_forward(h->layers[l], sl->ctx[l], l ? sl->y[l - 1] : sl->x,
@@ -88,7 +89,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     ladle_tensor *out = sl->y[h->n - 1];
     if (j == s->stages - 1) {
         if (sl->tgt != NULL && sl->tgt->numel > 0)
-            LADLE_CALL(take_block(sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
+            LADLE_CALL(take_block(pl, sl->tgt, h->tgt_view, target, k, pl->tgt_mb_rows, h->tgt_nd,
                                   h->tgt_off, h->tgt_shape));
         /* a non-finite loss must not stop this worker half way through the
          * schedule (the others would wait for it forever): it goes into the
@@ -101,7 +102,7 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
         LADLE_CALL(st);
         double v = 0;
         if (pl->loss_counts) {
-            LADLE_CALL(ladle__tensor_get(pl->lossval, 0, &v));
+            LADLE_CALL(ladle_tensor_get(pl->lossval, 0, &v));
             pl->loss_sum += v;
         }
     } else if (ladle__pipe_owner(s, j + 1, k) == pl->worker) {
@@ -274,6 +275,9 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
             LADLE_CHECK(x != NULL, LADLE_ERR_NULL, "x is NULL on a worker of stage 0");
             LADLE_CHECK(x->dtype == a->dtype, LADLE_ERR_DTYPE, "x is %s, the stage %s",
                         ladle_dtype_name(x->dtype), ladle_dtype_name(a->dtype));
+            LADLE_CHECK(x->device == pl->be->device, LADLE_ERR_DEVICE,
+                        "x is on %s but the stage on %s", ladle_device_name(x->device),
+                        ladle_device_name(pl->be->device));
             int ok = ladle_tensor_is_contiguous(x) && x->ndim == hd->in_nd &&
                      x->shape[0] == s->m * pl->x_mb_rows;
             for (int d = 1; ok && d < x->ndim; d++)
@@ -289,6 +293,9 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
             LADLE_CHECK(target->dtype == hd->slots[0].tgt->dtype, LADLE_ERR_DTYPE,
                         "target is %s, the loss takes %s", ladle_dtype_name(target->dtype),
                         ladle_dtype_name(hd->slots[0].tgt->dtype));
+            LADLE_CHECK(target->device == pl->be->device, LADLE_ERR_DEVICE,
+                        "target is on %s but the loss on %s", ladle_device_name(target->device),
+                        ladle_device_name(pl->be->device));
             int ok = ladle_tensor_is_contiguous(target) && target->ndim == hd->tgt_nd &&
                      target->shape[0] == s->m * pl->tgt_mb_rows;
             for (int d = 1; ok && d < target->ndim; d++)

@@ -351,6 +351,11 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
     LADLE_CHECK(labels == NULL || (labels->dtype == LADLE_I64 && labels->numel == n),
                 LADLE_ERR_SHAPE, "labels must be %lld i64 values", (long long)n);
     LADLE_CHECK(step >= 0 && batch >= 1 && offset >= 0, LADLE_ERR_ARG, "a negative position");
+    /* the samples are decoded on the host, straight into the tensors */
+    LADLE_CHECK(x->device == LADLE_CPU && (labels == NULL || labels->device == LADLE_CPU),
+                LADLE_ERR_DEVICE, "x is on %s and labels on %s: a batch is filled on the cpu",
+                ladle_device_name(x->device),
+                ladle_device_name(labels ? labels->device : LADLE_CPU));
     order((ladle_dataset *)ds, seed, epoch);
     double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
     for (int64_t i = 0; i < n; i++) {

@@ -16,6 +16,7 @@ void ladle_lenet_desc_init(ladle_lenet_desc *d)
     d->spatial[0] = d->spatial[1] = 1;
     d->fc_ways = 1;
     d->dtype = LADLE_F32;
+    d->device = LADLE_CPU;
     d->seed = 1;
 }
 
@@ -43,13 +44,13 @@ static void last_y(const builder *b, int *nd, int64_t *shape)
 }
 
 /* A ReLU on this rank's block of the last layer's output. */
-static ladle_status relu(builder *b, ladle_dtype dt)
+static ladle_status relu(builder *b, ladle_dtype dt, ladle_device dev)
 {
     int nd;
     int64_t s[LADLE_MAX_NDIM];
     ladle_op *op = NULL;
     last_y(b, &nd, s);
-    ladle_status st = ladle_activation_create(LADLE_RELU, 0, nd, s, dt, &op);
+    ladle_status st = ladle_activation_create(LADLE_RELU, 0, nd, s, dt, dev, &op);
     return add(b, st, &op);
 }
 
@@ -57,6 +58,7 @@ static ladle_status sequential(const ladle_lenet_desc *d, builder *b)
 {
     ladle_status st = LADLE_OK;
     ladle_dtype dt = d->dtype;
+    ladle_device dev = d->device;
     int64_t n = d->batch, s = d->image, s1 = s / 2, s2 = (s1 - 4) / 2;
     int64_t x[4] = {n, 1, s, s}, x2[4] = {n, 6, s1, s1}, x3[4] = {n, 16, s1 - 4, s1 - 4};
     int64_t x4[4] = {n, 16, s2, s2};
@@ -67,32 +69,35 @@ static ladle_status sequential(const ladle_lenet_desc *d, builder *b)
     ladle_pool_desc_init(&p, LADLE_POOL_MAX, 2, 2);
     ladle_conv_desc_init(&c, 2, 1, 6, 5);
     c.padding[0] = c.padding[1] = 2;
-    LADLE_CALL(add(b, ladle_conv_create(&c, x, dt, d->seed, &op), &op));
+    LADLE_CALL(add(b, ladle_conv_create(&c, x, dt, dev, d->seed, &op), &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 6);
-        LADLE_CALL(add(b, ladle_batchnorm_create(&bn, 4, (int64_t[]){n, 6, s, s}, dt, &op), &op));
+        LADLE_CALL(
+            add(b, ladle_batchnorm_create(&bn, 4, (int64_t[]){n, 6, s, s}, dt, dev, &op), &op));
     }
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_pool_create(&p, (int64_t[]){n, 6, s, s}, dt, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(add(b, ladle_pool_create(&p, (int64_t[]){n, 6, s, s}, dt, dev, &op), &op));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
-    LADLE_CALL(add(b, ladle_conv_create(&c, x2, dt, d->seed + 1, &op), &op));
+    LADLE_CALL(add(b, ladle_conv_create(&c, x2, dt, dev, d->seed + 1, &op), &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 16);
-        LADLE_CALL(add(b, ladle_batchnorm_create(&bn, 4, x3, dt, &op), &op));
+        LADLE_CALL(add(b, ladle_batchnorm_create(&bn, 4, x3, dt, dev, &op), &op));
     }
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_pool_create(&p, x3, dt, &op), &op));
-    LADLE_CALL(add(b, ladle_flatten_create(4, x4, dt, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(add(b, ladle_pool_create(&p, x3, dt, dev, &op), &op));
+    LADLE_CALL(add(b, ladle_flatten_create(4, x4, dt, dev, &op), &op));
     int64_t f = 16 * s2 * s2;
-    LADLE_CALL(add(b, ladle_linear_create(2, (int64_t[]){n, f}, 120, 1, dt, d->seed + 2, &op), &op));
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_linear_create(2, (int64_t[]){n, 120}, 84, 1, dt, d->seed + 3, &op), &op));
-    LADLE_CALL(relu(b, dt));
     LADLE_CALL(
-        add(b, ladle_linear_create(2, (int64_t[]){n, 84}, d->classes, 1, dt, d->seed + 4, &op),
+        add(b, ladle_linear_create(2, (int64_t[]){n, f}, 120, 1, dt, dev, d->seed + 2, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(
+        add(b, ladle_linear_create(2, (int64_t[]){n, 120}, 84, 1, dt, dev, d->seed + 3, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(
+        add(b, ladle_linear_create(2, (int64_t[]){n, 84}, d->classes, 1, dt, dev, d->seed + 4, &op),
             &op));
     LADLE_CALL(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2,
-                                 (int64_t[]){n, d->classes}, dt, &b->loss));
+                                 (int64_t[]){n, d->classes}, dt, dev, &b->loss));
 fail:
     return st;
 }
@@ -108,6 +113,7 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
 {
     ladle_status st = LADLE_OK;
     ladle_dtype dt = d->dtype;
+    ladle_device dev = d->device;
     int D = d->data_ways, Ph = d->spatial[0], Pw = d->spatial[1], F = d->fc_ways;
     int tiles = Ph * Pw, ranks[4096];
     ladle_partition *p4 = NULL, *p2 = NULL, *pf = NULL, *pw1 = NULL, *pw2 = NULL, *pw3 = NULL;
@@ -159,42 +165,47 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
     ladle_pool_desc_init(&p, LADLE_POOL_MAX, 2, 2);
     ladle_conv_desc_init(&c, 2, 1, 6, 5);
     c.padding[0] = c.padding[1] = 2;
-    LADLE_CALL(add(b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 1, s, s}, dt, d->seed, 0, &op),
-                   &op));
+    LADLE_CALL(add(
+        b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 1, s, s}, dt, dev, d->seed, 0, &op), &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 6);
-        LADLE_CALL(add(b, ladle_dist_batchnorm_create(&bn, p4, 4, (int64_t[]){n, 6, s, s},
-                                                      d->bn_sync, d->bn_group, dt, 0, &op),
+        LADLE_CALL(add(b,
+                       ladle_dist_batchnorm_create(&bn, p4, 4, (int64_t[]){n, 6, s, s}, d->bn_sync,
+                                                   d->bn_group, dt, dev, 0, &op),
                        &op));
     }
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, 0, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(
+        add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, 0, &op), &op));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
-    LADLE_CALL(add(b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 6, s1, s1}, dt, d->seed + 1,
-                                             0, &op),
-                   &op));
+    LADLE_CALL(add(
+        b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 6, s1, s1}, dt, dev, d->seed + 1, 0, &op),
+        &op));
     int64_t x3[4] = {n, 16, s1 - 4, s1 - 4}, x4[4] = {n, 16, s2, s2};
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 16);
-        LADLE_CALL(add(b, ladle_dist_batchnorm_create(&bn, p4, 4, x3, d->bn_sync, d->bn_group, dt,
-                                                      0, &op),
-                       &op));
+        LADLE_CALL(add(
+            b,
+            ladle_dist_batchnorm_create(&bn, p4, 4, x3, d->bn_sync, d->bn_group, dt, dev, 0, &op),
+            &op));
     }
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, 0, &op), &op));
-    LADLE_CALL(add(b, ladle_dist_flatten_create(p4, 4, x4, p2, dt, 0, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, 0, &op), &op));
+    LADLE_CALL(add(b, ladle_dist_flatten_create(p4, 4, x4, p2, dt, dev, 0, &op), &op));
     int64_t f = 16 * s2 * s2;
-    LADLE_CALL(add(b, ladle_dist_linear_create(p2, pw1, pf, n, f, 120, 1, dt, d->seed + 2, 0, &op),
-                   &op));
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_dist_linear_create(pf, pw2, p2, n, 120, 84, 1, dt, d->seed + 3, 0, &op),
-                   &op));
-    LADLE_CALL(relu(b, dt));
-    LADLE_CALL(add(b, ladle_dist_linear_create(p2, pw3, p2, n, 84, d->classes, 1, dt, d->seed + 4,
-                                               0, &op),
-                   &op));
+    LADLE_CALL(add(
+        b, ladle_dist_linear_create(p2, pw1, pf, n, f, 120, 1, dt, dev, d->seed + 2, 0, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(
+        add(b, ladle_dist_linear_create(pf, pw2, p2, n, 120, 84, 1, dt, dev, d->seed + 3, 0, &op),
+            &op));
+    LADLE_CALL(relu(b, dt, dev));
+    LADLE_CALL(add(
+        b,
+        ladle_dist_linear_create(p2, pw3, p2, n, 84, d->classes, 1, dt, dev, d->seed + 4, 0, &op),
+        &op));
     LADLE_CALL(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p2, 2,
-                                      (int64_t[]){n, d->classes}, dt, 0, &b->loss));
+                                      (int64_t[]){n, d->classes}, dt, dev, 0, &b->loss));
 fail:
     ladle_partition_destroy(&p4);
     ladle_partition_destroy(&p2);

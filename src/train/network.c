@@ -80,7 +80,8 @@ static int same_groups(const ladle__pinfo *a, const ladle__pinfo *b)
 
 /* Walk the parameters in backward order and cut them into buckets; with
  * create, also plan each bucket's reduction. */
-static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dtype)
+static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dtype,
+                                 ladle_device device)
 {
     ladle_status st = LADLE_OK;
     size_t es = ladle_dtype_size(dtype);
@@ -108,8 +109,8 @@ static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dty
                 (size_t)(bytes + most) * es > cap) {
                 /* close the previous bucket, open a new one */
                 if (b != NULL) {
-                    LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts,
-                                                            dtype, 0, &b->reduce));
+                    LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype,
+                                                            device, 0, &b->reduce));
                     ladle__free(counts);
                     counts = NULL;
                 }
@@ -128,13 +129,13 @@ static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dty
         }
     }
     if (b != NULL)
-        LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype, 0,
+        LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype, device, 0,
                                                 &b->reduce));
     for (int j = 0; j < net->nbuckets; j++) {
         int nd;
         int64_t shape[LADLE_MAX_NDIM];
         ladle_op_x_shape(net->buckets[j].reduce, &nd, shape);
-        LADLE_CALL(ladle_tensor_create(dtype, nd, shape, &net->buckets[j].buf));
+        LADLE_CALL(ladle_tensor_create_on(dtype, device, nd, shape, &net->buckets[j].buf));
     }
 fail:
     ladle__free(counts);
@@ -156,6 +157,11 @@ static ladle_status check_chain(int n, ladle_op *const layers[], ladle_op *loss)
         LADLE_CHECK(layers[i]->dtype == layers[0]->dtype, LADLE_ERR_DTYPE,
                     "layer %d is %s, layer 0 %s", i, ladle_dtype_name(layers[i]->dtype),
                     ladle_dtype_name(layers[0]->dtype));
+        LADLE_CHECK(layers[i]->be->device == layers[0]->be->device, LADLE_ERR_DEVICE,
+                    "layer %d (%s) is on %s but layer 0 (%s) is on %s: a network's layers "
+                    "live on one device",
+                    i, layers[i]->vt->name, ladle_device_name(layers[i]->be->device),
+                    layers[0]->vt->name, ladle_device_name(layers[0]->be->device));
         if (i > 0) {
             const ladle_op *p = layers[i - 1], *q = layers[i];
             int same = p->y_ndim == q->x_ndim;
@@ -170,6 +176,10 @@ static ladle_status check_chain(int n, ladle_op *const layers[], ladle_op *loss)
     LADLE_CHECK(loss->dtype == layers[0]->dtype, LADLE_ERR_DTYPE,
                 "the loss is %s but the layers are %s", ladle_dtype_name(loss->dtype),
                 ladle_dtype_name(layers[0]->dtype));
+    LADLE_CHECK(loss->be->device == layers[0]->be->device, LADLE_ERR_DEVICE,
+                "the loss (%s) is on %s but layer 0 (%s) is on %s", loss->vt->name,
+                ladle_device_name(loss->be->device), layers[0]->vt->name,
+                ladle_device_name(layers[0]->be->device));
     const ladle_op *last = layers[n - 1];
     int fits = last->y_ndim == loss->x_ndim;
     for (int d = 0; fits && d < last->y_ndim; d++)
@@ -217,18 +227,19 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
     memcpy(net->layers, layers, sizeof(ladle_op *) * (size_t)n);
     net->loss = loss;
     ladle_dtype dt = layers[0]->dtype;
+    ladle_device dev = layers[0]->be->device;
     for (int i = 0; i < n; i++) {
-        LADLE_CALL(ladle_ctx_create(layers[i], &net->ctx[i]));
-        LADLE_CALL(ladle_tensor_create(dt, layers[i]->y_ndim, layers[i]->y_shape, &net->act[i]));
-        LADLE_CALL(
-            ladle_tensor_create(dt, layers[i]->y_ndim, layers[i]->y_shape, &net->grad[i]));
+        const ladle_op *l = layers[i];
+        LADLE_CALL(ladle_ctx_create(l, &net->ctx[i]));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
+        LADLE_CALL(ladle_tensor_create_on(dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
     }
     LADLE_CALL(ladle_ctx_create(loss, &net->lctx));
     int64_t one = 1;
-    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &net->lossval));
-    LADLE_CALL(ladle_tensor_create(dt, 0, &one, &net->dloss));
+    LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->lossval));
+    LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->dloss));
     LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
-    LADLE_CALL(plan_buckets(net, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt));
+    LADLE_CALL(plan_buckets(net, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt, dev));
     if (parent != MPI_COMM_NULL)
         LADLE_CALL(ladle__agree(parent, LADLE_OK, 0, __func__));
     *out = net;
@@ -286,7 +297,7 @@ ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor *target, 
                             net->lossval);
     /* a non-finite loss is still reported, so that the caller can print it */
     if (loss && (st == LADLE_OK || st == LADLE_ERR_NUMERIC)) {
-        ladle_status got = ladle__tensor_get(net->lossval, 0, loss);
+        ladle_status got = ladle_tensor_get(net->lossval, 0, loss);
         if (got != LADLE_OK)
             st = got;
     }
@@ -295,22 +306,26 @@ fail:
     return st;
 }
 
-/* Copy a bucket's gradients into its buffer (pack) or back (unpack). */
-static void move(ladle_network *net, bucket *b, int pack)
+/* Copy a bucket's gradients into its buffer (pack) or back (unpack), on
+ * the network's device. */
+static ladle_status move(ladle_network *net, bucket *b, int pack)
 {
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = net->layers[0]->be;
     size_t es = ladle_dtype_size(b->buf->dtype), at = 0;
     char *buf = b->buf->data;
     for (int s = 0; s < b->nslots; s++) {
         ladle_tensor *g = ladle_op_grad(net->layers[b->slots[s].layer], b->slots[s].param);
-        size_t bytes = (size_t)g->numel * es;
-        if (bytes == 0)
+        if (g->numel == 0)
             continue;
         if (pack)
-            memcpy(buf + at, g->data, bytes);
+            LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, g->data, buf + at));
         else
-            memcpy(g->data, buf + at, bytes);
-        at += bytes;
+            LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, buf + at, g->data));
+        at += (size_t)g->numel * es;
     }
+fail:
+    return st;
 }
 
 static ladle_status advance(ladle_network *net)
@@ -345,7 +360,7 @@ ladle_status ladle_network_backward(ladle_network *net, int sync)
             bucket *b = &net->buckets[j];
             if (b->ready != i)
                 continue;
-            move(net, b, 1);
+            LADLE_CALL(move(net, b, 1));
             LADLE_CALL(ladle__op_start(b->reduce, b->buf, b->buf));
             b->in_flight = 1;
         }
@@ -357,7 +372,7 @@ ladle_status ladle_network_backward(ladle_network *net, int sync)
             continue;
         b->in_flight = 0;
         LADLE_CALL(ladle__op_wait(b->reduce));
-        move(net, b, 0);
+        LADLE_CALL(move(net, b, 0));
     }
     net->sync_wait = now() - t0;
 fail:
