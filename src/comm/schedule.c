@@ -1,5 +1,4 @@
 /* Schedules: plan a dependency graph of steps once, execute it many times. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,10 +160,11 @@ static int new_step(ladle_sched *s, int kind)
 
 static int message(ladle_sched *s, int kind, ladle_ref r, int64_t count, int peer, int tag)
 {
-    if (count > INT_MAX && s->error == LADLE_OK)
-        s->error = ladle__raise(LADLE_ERR_UNSUPPORTED, "ladle_sched",
-                                "a message of %lld elements exceeds MPI's int count",
-                                (long long)count);
+    /* checked here, at plan time, so that drain's int casts are exact */
+    int n = 0;
+    if (s->error == LADLE_OK)
+        s->error = ladle__mpi_count("ladle_sched", kind == STEP_SEND ? "a send" : "a receive",
+                                    count, &n);
     int id = new_step(s, kind);
     if (id < 0)
         return -1;

@@ -76,8 +76,9 @@ ladle_status ladle__pipe_share_boxes(ladle_pipeline *pl, ladle_partition *const 
         pl->held[h].in_nd = a->x_ndim;
         pl->held[h].out_nd = b->y_ndim;
     }
-    LADLE_CHECK(size < INT32_MAX, LADLE_ERR_ARG, "too many stage replicas");
-    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, t, (int)size, MPI_INT64_T, MPI_MAX, pl->comm));
+    int count = 0;
+    LADLE_CALL(ladle__mpi_count(__func__, "the table of stage replicas' boxes", size, &count));
+    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, t, count, MPI_INT64_T, MPI_MAX, pl->comm));
     *out = t;
     t = NULL;
 fail:
@@ -146,6 +147,9 @@ static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *worke
         }
         if (count == 0)
             continue;
+        int fits = 0; /* post() sends a piece as one message */
+        LADLE_CALL(ladle__mpi_count("ladle_pipeline_create", "a stage boundary's piece", count,
+                                    &fits));
         pc.peer = rank_of_root(pl->p_all, pw->ranks[i]);
         pc.count = count;
         pc.at = at;

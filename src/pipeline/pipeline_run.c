@@ -4,13 +4,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "src/core/tags.h"
 #include "src/pipeline/pipeline_impl.h"
 
 /* ---- one step ----------------------------------------------------------- */
 
 static int tag_of(const ladle_pipeline *pl, int stage, int mb, int backward)
 {
-    return 2 * (stage * pl->m + mb) + backward;
+    return ladle__tag_pipe(stage, pl->m, mb, backward);
 }
 
 /* Pack the box (lo, ext) of a contiguous tensor of shape `shape` into a
