@@ -6,6 +6,7 @@
  * is not a power of two), large ones a chunked ring.
  */
 #include "src/comm/coll.h"
+#include "src/core/tags.h"
 #include "primitives/primitives_impl.h"
 
 static const ladle_op_vtable all_sum_reduce_vt = {.name = "all-sum-reduce"};
@@ -76,8 +77,8 @@ static ladle_status asr_core(const ladle_partition *p, const int *reduced, const
         /* comm rank = partition rank: the communicator lists p's ranks in order */
         ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
         if (n > 0) {
-            ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
-            ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
+            ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, LADLE_TAG_ALLREDUCE);
+            ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, LADLE_TAG_ALLREDUCE);
         }
     }
     if (local == LADLE_OK) {
@@ -194,8 +195,8 @@ ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *g
                 members[g++] = r; /* comm rank = partition rank */
             }
         ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
-        ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, 0);
-        ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, 0);
+        ladle__coll_allreduce(op->fwd, members, g, pos, X, Y, n, LADLE_TAG_ALLREDUCE);
+        ladle__coll_allreduce(op->adj, members, g, pos, X, Y, n, LADLE_TAG_ALLREDUCE);
     }
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, l);

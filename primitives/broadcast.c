@@ -13,9 +13,9 @@
 #include "primitives/pair.h"
 
 #include "src/comm/coll.h"
+#include "src/core/tags.h"
 
-/* Tags per group: one per chunk. */
-#define GROUP_TAGS LADLE_COLL_MAX_CHUNKS
+_Static_assert(LADLE_COLL_MAX_CHUNKS <= LADLE_TAG_CHUNKS, "a group has a tag per chunk");
 
 static const ladle_op_vtable broadcast_vt = {.name = "broadcast"};
 static const ladle_op_vtable sum_reduce_vt = {.name = "sum-reduce"};
@@ -66,11 +66,11 @@ static void plan_pair(const pair_plan *pp, ladle_sched *bcast, ladle_sched *redu
         g = group_of(pp, i, members, &self);
         ladle_coll_shape sb = ladle__coll_shape(g, n, pp->esize, 0);
         ladle_coll_shape sr = ladle__coll_shape(g, n, pp->esize, 1);
-        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, n, i * GROUP_TAGS, NULL, NULL);
+        int tag = ladle__tag_pair_group(i);
+        ladle__coll_bcast(bcast, members, g, 0, sb, X, Y, n, tag, NULL, NULL);
         if (self)
             ladle_sched_copy(bcast, LADLE_BOX_COPY, X, Y, n);
-        ladle__coll_reduce(reduce, members, g, 0, sr, self, X, Y, n, i * GROUP_TAGS, 0, NULL,
-                           NULL);
+        ladle__coll_reduce(reduce, members, g, 0, sr, self, X, Y, n, tag, 0, NULL, NULL);
     }
     if (pp->big->rank >= 0) {
         int k = pp->source[pp->big->rank];
@@ -81,9 +81,9 @@ static void plan_pair(const pair_plan *pp, ladle_sched *bcast, ladle_sched *redu
         int pos = position(members, g, my_comm);
         ladle_coll_shape sb = ladle__coll_shape(g, n, pp->esize, 0);
         ladle_coll_shape sr = ladle__coll_shape(g, n, pp->esize, 1);
-        ladle__coll_bcast(bcast, members, g, pos, sb, X, Y, n, k * GROUP_TAGS, NULL, NULL);
-        ladle__coll_reduce(reduce, members, g, pos, sr, 1, X, Y, n, k * GROUP_TAGS, 0, NULL,
-                           NULL);
+        int tag = ladle__tag_pair_group(k);
+        ladle__coll_bcast(bcast, members, g, pos, sb, X, Y, n, tag, NULL, NULL);
+        ladle__coll_reduce(reduce, members, g, pos, sr, 1, X, Y, n, tag, 0, NULL, NULL);
     }
 }
 
@@ -155,7 +155,7 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
     if (local == LADLE_OK)
         local = owner_blocks(reduce ? ly : lx, reduce ? lx : ly, source, n, func);
     if (local == LADLE_OK &&
-        (int64_t)small->size * GROUP_TAGS > ladle__tag_ub(MPI_COMM_WORLD))
+        (int64_t)small->size * LADLE_TAG_CHUNKS > ladle__tag_ub(MPI_COMM_WORLD))
         local = ladle__raise(LADLE_ERR_UNSUPPORTED, func,
                              "%d groups need more message tags than this MPI offers",
                              small->size);

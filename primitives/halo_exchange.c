@@ -17,9 +17,8 @@
 #include <string.h>
 
 #include "src/comm/exchange.h"
+#include "src/core/tags.h"
 #include "src/op/op_impl.h"
-
-#define HALO_TAG 13
 
 typedef struct halo_impl {
     ladle_layout *bulk, *out;
@@ -210,8 +209,8 @@ static void plan(ladle_op *op, const ladle_layout *bulk, const ladle_layout *pad
     ladle_ref Y = ladle_ref_make(LADLE_BUF_Y, 0);
     ladle_side b = ladle__side_own(padded, Y), q = b;
     b.boxes = bulk; /* owned cells, addressed inside the padded tensor */
-    ladle_exchange_opts fwd = {0, LADLE_BOX_COPY, 0, HALO_TAG};
-    ladle_exchange_opts adj = {0, LADLE_BOX_ADD, 1, HALO_TAG};
+    ladle_exchange_opts fwd = {0, LADLE_BOX_COPY, 0, LADLE_TAG_HALO};
+    ladle_exchange_opts adj = {0, LADLE_BOX_ADD, 1, LADLE_TAG_HALO};
     ladle__plan_exchange(op->fwd, &b, &q, to_comm, fwd);
     ladle__plan_exchange(op->adj, &q, &b, to_comm, adj);
 }

@@ -6,11 +6,10 @@
  * its own piece locally. The adjoint is the same exchange from y back to x.
  */
 #include "src/comm/exchange.h"
+#include "src/core/tags.h"
 #include "src/op/op_impl.h"
 
 static const ladle_op_vtable repartition_vt = {.name = "repartition"};
-
-#define REPARTITION_TAG 11
 
 static ladle_status check_layouts(const ladle_layout *x, const ladle_layout *y)
 {
@@ -58,7 +57,7 @@ ladle_status ladle_repartition_create(const ladle_layout *x, const ladle_layout 
         local = ladle__op_new(&repartition_vt, dtype, device, flags, x, y, &op, __func__);
     LADLE_CALL(ladle__op_comm(x->p, y->p, &comm, &to_comm));
     if (local == LADLE_OK && comm != MPI_COMM_NULL) {
-        ladle_exchange_opts o = {1, LADLE_BOX_COPY, 0, REPARTITION_TAG};
+        ladle_exchange_opts o = {1, LADLE_BOX_COPY, 0, LADLE_TAG_REPARTITION};
         ladle_ref X = ladle_ref_make(LADLE_BUF_X, 0), Y = ladle_ref_make(LADLE_BUF_Y, 0);
         ladle_side fx = ladle__side_own(x, X), ty = ladle__side_own(y, Y);
         ladle_side fy = ladle__side_own(y, X), tx = ladle__side_own(x, Y);

@@ -3,11 +3,13 @@
  * API calls that must not report success for work they did not do: calls
  * out of order, arguments that disagree with each other, losses that are
  * not finite. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "harness.h"
 #include "src/op/op_impl.h" /* containers_refuse_two_devices re-points a backend */
+#include "src/comm/schedule.h"
 
 /* The call must fail with code on every rank and its message name `word`. */
 #define FAILS_SAYING(expr, code, word)                                                     \
@@ -486,6 +488,39 @@ START_TEST(containers_refuse_two_devices)
 }
 END_TEST
 
+/* One MPI message counts its elements in an int: the checked conversion
+ * takes 0 and INT_MAX, refuses INT_MAX + 1 naming the size and a negative
+ * count, and a schedule refuses a message above INT_MAX when it is planned
+ * (finalised), long before anything would be sent. */
+START_TEST(message_counts)
+{
+    int n = -7;
+    LT_OK(ladle__mpi_count("test", "a message", 0, &n));
+    LT_ASSERT(n == 0, "0 became %d", n);
+    LT_OK(ladle__mpi_count("test", "a message", INT_MAX, &n));
+    LT_ASSERT(n == INT_MAX, "INT_MAX became %d", n);
+    n = 5;
+    FAILS_SAYING(ladle__mpi_count("test", "a message", (int64_t)INT_MAX + 1, &n),
+                 LADLE_ERR_UNSUPPORTED, "2147483648");
+    FAILS_SAYING(ladle__mpi_count("test", "a message", -1, &n), LADLE_ERR_ARG, "negative");
+    FAILS_SAYING(ladle__mpi_count("test", "a shard", INT64_MAX, &n), LADLE_ERR_UNSUPPORTED,
+                 "a shard");
+    LT_ASSERT(n == 5, "a refused count still wrote %d", n);
+    for (int recv = 0; recv < 2; recv++) {
+        ladle_sched *s = NULL;
+        LT_OK(ladle_sched_create(LADLE_F32, &s));
+        ladle_ref x = ladle_ref_make(LADLE_BUF_X, 0);
+        if (recv)
+            ladle_sched_recv(s, x, (int64_t)1 << 31, 0, 0);
+        else
+            ladle_sched_send(s, x, (int64_t)1 << 31, 0, 0);
+        FAILS_SAYING(ladle_sched_finalize(s, MPI_COMM_SELF, ladle__backend(LADLE_CPU)), LADLE_ERR_UNSUPPORTED,
+                     "2147483648");
+        ladle_sched_destroy(&s);
+    }
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -501,6 +536,7 @@ Suite *errors_suite(void)
     tcase_add_test(tc, non_finite_losses);
     tcase_add_test(tc, creates_on_a_missing_device);
     tcase_add_test(tc, containers_refuse_two_devices);
+    tcase_add_test(tc, message_counts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -19,7 +19,11 @@
  *
  * The calls are collective over comm, the communicator the network's
  * ranks belong to (for a network of sequential layers any communicator:
- * every rank holds everything). Rank 0 of comm writes and reads the file;
+ * every rank holds everything). Each call talks on its own duplicate of
+ * comm (MPI_ERRORS_RETURN, freed before it returns), so it never meets the
+ * caller's messages, and sends payloads in chunks below 2 GiB, so no shard
+ * is too large. Like any collective over comm, not for two threads at once
+ * on the same comm. Rank 0 of comm writes and reads the file;
  * every rank returns the same status, with the message of the rank that
  * found the problem (other ranks prefix it with "on rank R:"). Everything
  * that can be checked without the file is checked before the first message
@@ -50,8 +54,8 @@ extern "C" {
  * parameters, of some, or of others is refused rather than saved as if
  * there were none. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (nmeta outside 0 to
  * LADLE_CHECKPOINT_MAX_META, an optimizer that does not hold the network's
- * parameters, comm MPI_COMM_NULL), LADLE_ERR_SHAPE or LADLE_ERR_UNSUPPORTED
- * (a tensor too large for a file or a shard for one MPI message),
+ * parameters, comm MPI_COMM_NULL), LADLE_ERR_SHAPE (a tensor too large
+ * for a file),
  * LADLE_ERR_IO (path a directory, its directory missing or not writable,
  * the disk full...; an existing file at path is then untouched),
  * LADLE_ERR_MPI, LADLE_ERR_ALLOC. */

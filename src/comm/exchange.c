@@ -1,10 +1,11 @@
 /* Box exchanges; see exchange.h. */
 #include "src/comm/exchange.h"
+#include "src/core/tags.h"
 
 /* Pieces above this are cut into chunks along their outermost dimension, so
  * packing, sending, receiving and unpacking of consecutive chunks overlap. */
 #define CHUNK_BYTES (256 * 1024)
-#define MAX_CHUNKS 64
+#define MAX_CHUNKS LADLE_TAG_CHUNKS
 
 ladle_side ladle__side_own(const ladle_layout *l, ladle_ref buf)
 {
@@ -94,11 +95,11 @@ static void plan_receives(ladle_sched *s, const ladle_side *from, const ladle_si
             int64_t n = ladle_box_volume(&sb);
             if (direct) {
                 ladle_sched_recv(s, ladle_ref_at(to->buf, sb.off), n, peer,
-                                 o.tag * MAX_CHUNKS + k);
+                                 o.tag + k);
                 continue;
             }
             int r =
-                ladle_sched_recv(s, ladle_ref_at(w, poff), n, peer, o.tag * MAX_CHUNKS + k);
+                ladle_sched_recv(s, ladle_ref_at(w, poff), n, peer, o.tag + k);
             ladle_box packed = packed_box(&sb);
             int u =
                 ladle_sched_box(s, o.mode, ladle_ref_at(w, poff), &packed, to->buf, &sb);
@@ -132,13 +133,13 @@ static void plan_sends(ladle_sched *s, const ladle_side *from, const ladle_side 
             int last;
             if (direct) {
                 last = ladle_sched_send(s, ladle_ref_at(from->buf, sb.off), n, peer,
-                                        o.tag * MAX_CHUNKS + k);
+                                        o.tag + k);
             } else {
                 ladle_box packed = packed_box(&sb);
                 int pk = ladle_sched_box(s, LADLE_BOX_COPY, from->buf, &sb,
                                          ladle_ref_at(w, poff), &packed);
                 last = ladle_sched_send(s, ladle_ref_at(w, poff), n, peer,
-                                        o.tag * MAX_CHUNKS + k);
+                                        o.tag + k);
                 ladle_sched_dep(s, pk, last);
                 if (o.zero_sent)
                     last = pk; /* once packed, the slab may be cleared */

@@ -25,7 +25,7 @@ typedef struct ladle_exchange_opts {
     int self;            /* 1: copy pieces whose sender is the receiver */
     ladle_box_mode mode; /* what a receiver does with a piece: copy or add */
     int zero_sent;       /* 1: zero each sent piece in the sender's tensor */
-    int tag;
+    int tag;             /* the first of LADLE_TAG_CHUNKS tags: slab k takes tag + k */
 } ladle_exchange_opts;
 
 /* Plan this rank's part of the exchange from `from` to `to`. to_comm maps

@@ -1,5 +1,4 @@
 /* Schedules: plan a dependency graph of steps once, execute it many times. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,10 +166,11 @@ static int new_step(ladle_sched *s, int kind)
 
 static int message(ladle_sched *s, int kind, ladle_ref r, int64_t count, int peer, int tag)
 {
-    if (count > INT_MAX && s->error == LADLE_OK)
-        s->error = ladle__raise(LADLE_ERR_UNSUPPORTED, "ladle_sched",
-                                "a message of %lld elements exceeds MPI's int count",
-                                (long long)count);
+    /* checked here, at plan time, so that drain's int casts are exact */
+    int n = 0;
+    if (s->error == LADLE_OK)
+        s->error = ladle__mpi_count("ladle_sched", kind == STEP_SEND ? "a send" : "a receive",
+                                    count, &n);
     int id = new_step(s, kind);
     if (id < 0)
         return -1;
@@ -368,10 +368,6 @@ ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_bac
             s->req_step[s->steps[i].req] = i;
     for (int r = 0; r < s->nreqs; r++)
         s->reqs[r] = MPI_REQUEST_NULL;
-    for (int i = 0; i < n; i++) /* counts travel as int: checked once, here */
-        LADLE_CHECK(s->steps[i].req < 0 || s->steps[i].count <= INT_MAX, LADLE_ERR_UNSUPPORTED,
-                    "a message of %lld elements passes MPI's int count",
-                    (long long)s->steps[i].count);
     if (!be->mpi_access)
         LADLE_CALL(plan_staging(s));
     ladle__free(s->edges);

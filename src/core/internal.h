@@ -82,6 +82,14 @@ int ladle__wait(MPI_Request *req);
 /* A collective all-reduce that waits politely (MPI_Iallreduce + ladle__wait). */
 int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_Op op,
                      MPI_Comm comm);
+/* The count n of one MPI message as MPI's int, for func: raises
+ * LADLE_ERR_ARG for a negative n and LADLE_ERR_UNSUPPORTED, naming `what`
+ * and n, for one above INT_MAX (such a message must be cut into chunks, or
+ * refused). *out is set only on success. Local. */
+ladle_status ladle__mpi_count(const char *func, const char *what, int64_t n, int *out);
+/* The most bytes ladle moves in one MPI message it cuts itself (checkpoint
+ * payloads): 1 GiB, safely below the 2 GiB that int byte counts reach. */
+#define LADLE_MPI_CHUNK_BYTES ((int64_t)1 << 30)
 
 /*
  * Checked arithmetic for sizes that come from outside (shapes, headers,

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "src/core/internal.h"
-
-#define PARTITION_TAG 7301
+#include "src/core/tags.h"
 
 void ladle__unravel(int ndim, const int *shape, int r, int *coords)
 {
@@ -260,7 +259,7 @@ static ladle_status member_comm(ladle_partition *p)
     if (p->rank < 0)
         return LADLE_OK;
     LADLE_MPI(MPI_Group_incl(p->root->group, p->size, p->ranks, &group));
-    LADLE_MPI(MPI_Comm_create_group(p->root->comm, group, PARTITION_TAG, &p->comm));
+    LADLE_MPI(MPI_Comm_create_group(p->root->comm, group, LADLE_TAG_PARTITION_COMM, &p->comm));
     LADLE_MPI(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN));
 fail:
     if (group != MPI_GROUP_NULL)

@@ -1,4 +1,5 @@
 /* Status codes, the per-thread error message, version, small utilities. */
+#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -305,6 +306,20 @@ int ladle__allreduce(const void *in, void *out, int count, MPI_Datatype type, MP
     if (rc != MPI_SUCCESS)
         return rc;
     return ladle__wait(&req);
+}
+
+ladle_status ladle__mpi_count(const char *func, const char *what, int64_t n, int *out)
+{
+    if (n < 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "%s has a negative count (%lld)", what,
+                            (long long)n);
+    if (n > INT_MAX)
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, func,
+                            "%s of %lld elements is more than one MPI message holds "
+                            "(at most %d)",
+                            what, (long long)n, INT_MAX);
+    *out = (int)n;
+    return LADLE_OK;
 }
 
 int ladle__is_real(ladle_dtype dtype) { return dtype == LADLE_F32 || dtype == LADLE_F64; }

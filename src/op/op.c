@@ -2,9 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/core/tags.h"
 #include "src/op/op_impl.h"
-
-#define OP_COMM_TAG 7302
 
 unsigned ladle__op_flags_from_env(unsigned flags)
 {
@@ -76,7 +75,7 @@ ladle_status ladle__op_comm_list(int np, const ladle_partition *const *ps, MPI_C
             }
     if (map[root->rank] >= 0) {
         LADLE_MPI(MPI_Group_incl(root->group, n, members, &group));
-        LADLE_MPI(MPI_Comm_create_group(root->comm, group, OP_COMM_TAG, comm));
+        LADLE_MPI(MPI_Comm_create_group(root->comm, group, LADLE_TAG_OP_COMM, comm));
         LADLE_MPI(MPI_Comm_set_errhandler(*comm, MPI_ERRORS_RETURN));
     }
     *to_comm = map;

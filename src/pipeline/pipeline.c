@@ -566,6 +566,10 @@ static ladle_status create(int W, ladle_partition *const *workers,
     pl->events = ladle__calloc((size_t)n + 1, sizeof(ladle_pipe_event));
     LADLE_CHECK(pl->events != NULL, LADLE_ERR_ALLOC, "out of memory");
     pl->cap_events = n;
+    /* the timeline's gather (ladle_pipeline_events) counts bytes in an int */
+    int bytes = 0;
+    LADLE_CALL(ladle__mpi_count(__func__, "the timeline's bytes of every worker",
+                                (int64_t)n * (int64_t)sizeof(ladle_pipe_event) * W, &bytes));
     LADLE_CALL(ladle__agree(pl->comm, LADLE_OK, 0, __func__));
     ladle_pipe_report_free(&rep);
     ladle__free(table);

@@ -30,11 +30,6 @@ typedef struct route {
     ladle_sched *sched;
 } route;
 
-/* The tag of a stage boundary's messages: stage is the receiving stage. */
-static inline int ladle__pipe_tag(int m, int stage, int mb, int backward)
-{
-    return 2 * (stage * m + mb) + backward;
-}
 
 typedef struct slot {
     int mb;               /* -1 when free */

@@ -3,6 +3,7 @@
  * them (see pipeline.c). */
 #include <string.h>
 
+#include "src/core/tags.h"
 #include "src/pipeline/pipeline_impl.h"
 
 #define BOX_E 32 /* per rank: in offset, in shape, out offset, out shape */
@@ -76,8 +77,9 @@ ladle_status ladle__pipe_share_boxes(ladle_pipeline *pl, ladle_partition *const 
         pl->held[h].in_nd = a->x_ndim;
         pl->held[h].out_nd = b->y_ndim;
     }
-    LADLE_CHECK(size < INT32_MAX, LADLE_ERR_ARG, "too many stage replicas");
-    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, t, (int)size, MPI_INT64_T, MPI_MAX, pl->comm));
+    int count = 0;
+    LADLE_CALL(ladle__mpi_count(__func__, "the table of stage replicas' boxes", size, &count));
+    LADLE_MPI(ladle__allreduce(MPI_IN_PLACE, t, count, MPI_INT64_T, MPI_MAX, pl->comm));
     *out = t;
     t = NULL;
 fail:
@@ -148,6 +150,9 @@ static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *worke
         }
         if (count == 0)
             continue;
+        int fits = 0; /* post() sends a piece as one message */
+        LADLE_CALL(ladle__mpi_count("ladle_pipeline_create", "a stage boundary's piece", count,
+                                    &fits));
         pc.peer = rank_of_root(pl->p_all, pw->ranks[i]);
         pc.count = count;
         pc.at = at;
@@ -208,16 +213,16 @@ ladle_status ladle__pipe_plan_routes(ladle_pipeline *pl, ladle_partition *const 
         if (j + 1 < s->stages && ladle__pipe_owner(s, j + 1, k) != pl->worker) {
             int e = s->rep_first[j + 1] + k % s->replicas[j + 1];
             LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape, dout,
-                                  1, ladle__pipe_tag(m, j + 1, k, 0), &h->fsend[k]));
+                                  1, ladle__tag_pipe(j + 1, m, k, 0), &h->fsend[k]));
             LADLE_CALL(make_route(pl, workers, t, e, 0, h->out_nd, h->out_off, h->out_shape, dout,
-                                  0, ladle__pipe_tag(m, j, k, 1), &h->brecv[k]));
+                                  0, ladle__tag_pipe(j, m, k, 1), &h->brecv[k]));
         }
         if (j > 0 && ladle__pipe_owner(s, j - 1, k) != pl->worker) {
             int e = s->rep_first[j - 1] + k % s->replicas[j - 1];
             LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape, din, 0,
-                                  ladle__pipe_tag(m, j, k, 0), &h->frecv[k]));
+                                  ladle__tag_pipe(j, m, k, 0), &h->frecv[k]));
             LADLE_CALL(make_route(pl, workers, t, e, 1, h->in_nd, h->in_off, h->in_shape, din, 1,
-                                  ladle__pipe_tag(m, j - 1, k, 1), &h->bsend[k]));
+                                  ladle__tag_pipe(j - 1, m, k, 1), &h->bsend[k]));
         }
     }
 fail:

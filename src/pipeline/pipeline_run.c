@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "src/core/tags.h"
 #include "src/pipeline/pipeline_impl.h"
 
 /* ---- one step ----------------------------------------------------------- */

@@ -1,0 +1,23 @@
+/*
+ * The checkpoint calls with the most bytes per message as a parameter: the
+ * public ladle_checkpoint_save/load pass LADLE_MPI_CHUNK_BYTES, and a test
+ * passes a few bytes so that a small checkpoint crosses many chunks.
+ * chunk_bytes must be the same on every rank, from 1 to
+ * LADLE_MPI_CHUNK_BYTES (else LADLE_ERR_ARG). Collective over comm, as the
+ * public calls. Never installed.
+ */
+#ifndef LADLE_CHECKPOINT_IMPL_H
+#define LADLE_CHECKPOINT_IMPL_H
+
+#include "src/core/internal.h"
+
+ladle_status ladle__checkpoint_save_chunked(const char *path, MPI_Comm comm,
+                                            const ladle_network *net,
+                                            const ladle_optimizer *opt, int nmeta,
+                                            const int64_t meta[], int64_t chunk_bytes);
+ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
+                                            ladle_network *net, ladle_optimizer *opt,
+                                            int max_meta, int64_t meta[], int *nmeta,
+                                            int64_t chunk_bytes);
+
+#endif /* LADLE_CHECKPOINT_IMPL_H */
