@@ -8,6 +8,10 @@
 # valgrind memcheck instead. RANKS="1 2" limits the rank counts. CANARY=PROG
 # (make asan, make valgrind) first runs the canary, test/canary.c, whose
 # faults the sanitizers or valgrind must report (see docs/testing.md).
+# DEVICES (default "cpu guarded"; "cpu" under valgrind) lists the devices
+# the test programs run on, each pass setting LADLE_TEST_DEVICE: the guarded
+# test device proves that nothing touches device memory around the backend
+# (under make asan its memory is poisoned outside its own kernels).
 set -u
 dir=${1:?usage: test/run.sh BUILD_TEST_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -132,7 +136,7 @@ canary() { # MODE PATTERN...
     else
         res=FAIL; fail=$((fail + 1)); failed="$failed canary-$mode"
     fi
-    printf '%-4s %-22s %2d ranks %4ds\n' "$res" "canary $mode" 2 $(( $(date +%s) - t0 ))
+    printf '%-4s %-30s %2d ranks %4ds\n' "$res" "canary $mode" 2 $(( $(date +%s) - t0 ))
     if [ "$res" != PASS ]; then
         echo "    | the canary's fault went unreported or not alone:$why"
         sed 's/^/    | /' "$log" | tail -60
@@ -157,24 +161,37 @@ elif [ -n "${CANARY:-}" ]; then
     canary device 'ERROR: AddressSanitizer: use-after-poison' 'READ of size 8' \
         'in canary_device .*canary\.c'
 fi
-for line in $(echo "$SUITE" | tr ' ' '%'); do
-    [ -n "$line" ] || continue
-    prog=$(echo "$line" | cut -d: -f1)
-    counts=$(echo "$line" | cut -d: -f2 | tr '%' ' ')
-    selected "$prog" || continue
-    [ -x "$dir/$prog" ] || { echo "missing $dir/$prog"; fail=$((fail + 1)); failed="$failed $prog"; continue; }
-    for n in $counts; do
-        if [ -n "${RANKS:-}" ] && ! echo " $RANKS " | grep -q " $n "; then continue; fi
-        [ -z "$vg" ] || [ "$n" -le 2 ] || continue
-        t0=$(date +%s)
-        log="$logdir/$prog.$n.log"
-        if LADLE_TEST_RANKS=$n timeout "$TIMEOUT" $MPIEXEC $flags -n "$n" $vg "$dir/$prog" >"$log" 2>&1; then
-            res=PASS; pass=$((pass + 1))
-        else
-            res=FAIL; fail=$((fail + 1)); failed="$failed $prog@$n"
-        fi
-        printf '%-4s %-22s %2d ranks %4ds\n' "$res" "$prog" "$n" $(( $(date +%s) - t0 ))
-        [ "$res" = PASS ] || sed 's/^/    | /' "$log" | tail -40
+if [ -n "${LADLE_TEST_DEVICE:-}" ]; then
+    DEVICES=${DEVICES:-$LADLE_TEST_DEVICE}
+elif [ -n "$vg" ]; then
+    DEVICES=${DEVICES:-cpu}
+else
+    DEVICES=${DEVICES:-cpu guarded}
+fi
+for dev in $DEVICES; do
+    # the CPU's runs carry the plain name, the others the device's
+    suffix=""
+    [ "$dev" = cpu ] || suffix="@$dev"
+    for line in $(echo "$SUITE" | tr ' ' '%'); do
+        [ -n "$line" ] || continue
+        prog=$(echo "$line" | cut -d: -f1)
+        counts=$(echo "$line" | cut -d: -f2 | tr '%' ' ')
+        selected "$prog" || continue
+        [ -x "$dir/$prog" ] || { echo "missing $dir/$prog"; fail=$((fail + 1)); failed="$failed $prog"; continue; }
+        for n in $counts; do
+            if [ -n "${RANKS:-}" ] && ! echo " $RANKS " | grep -q " $n "; then continue; fi
+            [ -z "$vg" ] || [ "$n" -le 2 ] || continue
+            t0=$(date +%s)
+            log="$logdir/$prog.$n.$dev.log"
+            if LADLE_TEST_DEVICE=$dev LADLE_TEST_RANKS=$n timeout "$TIMEOUT" \
+                $MPIEXEC $flags -n "$n" $vg "$dir/$prog" >"$log" 2>&1; then
+                res=PASS; pass=$((pass + 1))
+            else
+                res=FAIL; fail=$((fail + 1)); failed="$failed $prog@$n$suffix"
+            fi
+            printf '%-4s %-30s %2d ranks %4ds\n' "$res" "$prog$suffix" "$n" $(( $(date +%s) - t0 ))
+            [ "$res" = PASS ] || sed 's/^/    | /' "$log" | tail -40
+        done
     done
 done
 
@@ -188,7 +205,7 @@ else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"
 fi
 if selected tool_test; then
-    printf '%-4s %-22s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
+    printf '%-4s %-30s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || sed 's/^/    | /' "$logdir/tool.log" | tail -40
 fi
 
@@ -202,7 +219,7 @@ else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_errors"
 fi
 if selected tool_errors; then
-    printf '%-4s %-22s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
+    printf '%-4s %-30s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
 fi
 

@@ -99,16 +99,15 @@ START_TEST(good_files_load)
         ladle_dataset *ds = NULL;
         LT_OK(ladle_dataset_load(images, labels, 1, 3, 1, 2, 0.25, 0.5, &ds));
         int64_t xs[4] = {5, 1, 2, 1}, n = 5;
-        /* a batch is filled on the cpu whatever the suite's device (ladle_dataset_batch
-         * refuses others), so these two are cpu tensors and read directly */
+        /* on the suite's device: decoded on the host, written through it */
         ladle_tensor *x = NULL, *l = NULL;
-        LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 4, xs, &x));
-        LT_OK(ladle_tensor_create_on(LADLE_I64, LADLE_CPU, 1, &n, &l));
+        LT_OK(ladle_tensor_create_on(LADLE_F64, lt_device(), 4, xs, &x));
+        LT_OK(ladle_tensor_create_on(LADLE_I64, lt_device(), 1, &n, &l));
         LT_OK(ladle_dataset_batch(ds, 0, 0, 0, 5, 0, 1, 1, x, l));
         double worst = 0;
         int labels_ok = 1;
         for (int s = 0; s < 5; s++) {
-            labels_ok &= ((const int64_t *)ladle_tensor_data(l))[s] == labels5[s];
+            labels_ok &= lt_get(l, s) == labels5[s];
             for (int r = 0; r < 2; r++) {
                 double pixel = 12 * s + 3 * (2 + r) + 2; /* window row 1+1+r, column 1+1 */
                 double want = (pixel / 255.0 - 0.25) / 0.5;

@@ -87,9 +87,11 @@ LADLE_API int64_t ladle_dataset_label(const ladle_dataset *ds, int64_t s);
  * batch), rows and columns relative to the loaded window (row_off, col_off
  * within it), and labels (i64, may be NULL) their classes. Samples beyond
  * the dataset's end (a padded last batch) get zeros and label -1. x and
- * labels are CPU tensors (copy them to a device with ladle_tensor_copy).
- * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ARG,
- * LADLE_ERR_DEVICE. */
+ * labels may live on any device: samples are decoded on the host, into
+ * the tensors themselves on the CPU, else into host memory (allocated for
+ * the call) written through the device's backend. Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ARG,
+ * LADLE_ERR_DEVICE (a device ladle was built without), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
                                            int64_t step, int64_t batch, int64_t offset,
                                            int64_t row_off, int64_t col_off, ladle_tensor *x,

@@ -351,7 +351,7 @@ static ladle_status gather(const io *c, const record *rec, int everywhere, size_
                            int64_t *rows, ladle_status local, char **g, int *stop)
 {
     const ladle__pinfo *in = &rec->info;
-    char *tmp = NULL;
+    char *tmp = NULL, *mine = NULL;
     int64_t row[ROW] = {0};
     row[0] = everywhere ? c->me == 0 : in->owner && rec->t->numel > 0;
     for (int d = 0; d < in->ndim; d++) {
@@ -363,6 +363,13 @@ static ladle_status gather(const io *c, const record *rec, int everywhere, size_
         local = ladle__raise_mpi(rc, c->func, "MPI_Gather");
     if (c->me == 0 && local == LADLE_OK)
         local = gather_buffers(c, rec, rows, es, g, &tmp);
+    /* the shard comes to the host through its backend (it may live on a
+     * device): MPI and the file see only host memory */
+    if (row[0] && local == LADLE_OK) {
+        mine = ladle__calloc((size_t)rec->t->numel * es + 1, 1);
+        local = mine == NULL ? ladle__raise(LADLE_ERR_ALLOC, c->func, "out of memory")
+                             : ladle_tensor_read(rec->t, mine);
+    }
     int well = local == LADLE_OK, all = 0;
     rc = ladle__allreduce(&well, &all, 1, MPI_INT, MPI_MIN, c->comm);
     if (rc != MPI_SUCCESS && local == LADLE_OK)
@@ -371,7 +378,7 @@ static ladle_status gather(const io *c, const record *rec, int everywhere, size_
     if (*stop)
         goto done;
     if (c->me != 0 && row[0])
-        local = move_chunks(c, rec->t->data, rec->t->numel * (int64_t)es, 0, 0);
+        local = move_chunks(c, mine, rec->t->numel * (int64_t)es, 0, 0);
     int64_t covered = 0;
     for (int r = 0; c->me == 0 && r < c->size; r++) {
         const int64_t *m = rows + r * ROW;
@@ -383,7 +390,7 @@ static ladle_status gather(const io *c, const record *rec, int everywhere, size_
             e = move_chunks(c, tmp, n * (int64_t)es, r, 1);
         if (e == LADLE_OK)
             place(in->global, in->ndim, m + 1, m + 1 + LADLE_MAX_NDIM, es, *g,
-                  r == 0 ? rec->t->data : tmp, 1);
+                  r == 0 ? mine : tmp, 1);
         else if (local == LADLE_OK)
             local = e;
         covered += n;
@@ -394,6 +401,7 @@ static ladle_status gather(const io *c, const record *rec, int everywhere, size_
                              (long long)covered, (long long)volume(in->ndim, in->global));
 done:
     ladle__free(tmp);
+    ladle__free(mine);
     return local;
 }
 
@@ -581,9 +589,19 @@ static ladle_status decode(const char *path, const blob *b, size_t at, const rec
         if (!ok || bytes > b->size - at)
             return ladle__raise(LADLE_ERR_SHAPE, func,
                                 "%s: tensor %d does not fit this network's", path, k);
-        if (apply)
+        if (apply && recs[k].t->numel > 0) {
+            /* the shard is cut out on the host and written through its
+             * backend */
+            char *shard = ladle__calloc((size_t)recs[k].t->numel * es, 1);
+            if (shard == NULL)
+                return ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
             place(recs[k].info.global, recs[k].info.ndim, recs[k].info.offset,
-                  recs[k].t->shape, es, b->data + at, recs[k].t->data, 0);
+                  recs[k].t->shape, es, b->data + at, shard, 0);
+            ladle_status st = ladle_tensor_write(recs[k].t, shard);
+            ladle__free(shard);
+            if (st != LADLE_OK)
+                return st;
+        }
         at += bytes;
     }
     return LADLE_OK;

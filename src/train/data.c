@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "src/core/internal.h"
+#include "src/core/backend.h"
 
 struct ladle_dataset {
     int64_t n, rows, cols;       /* samples and the full image size */
@@ -338,6 +338,9 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
                                  int64_t col_off, ladle_tensor *x, ladle_tensor *labels)
 {
     ladle_status st = LADLE_OK;
+    const ladle_backend *bx = NULL, *bl = NULL;
+    char *xs = NULL;
+    int64_t *ls = NULL;
     LADLE_NOT_NULL(ds);
     LADLE_NOT_NULL(x);
     LADLE_CHECK(x->dtype == LADLE_F32 || x->dtype == LADLE_F64, LADLE_ERR_DTYPE,
@@ -351,18 +354,24 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
     LADLE_CHECK(labels == NULL || (labels->dtype == LADLE_I64 && labels->numel == n),
                 LADLE_ERR_SHAPE, "labels must be %lld i64 values", (long long)n);
     LADLE_CHECK(step >= 0 && batch >= 1 && offset >= 0, LADLE_ERR_ARG, "a negative position");
-    /* the samples are decoded on the host, straight into the tensors */
-    LADLE_CHECK(x->device == LADLE_CPU && (labels == NULL || labels->device == LADLE_CPU),
-                LADLE_ERR_DEVICE, "x is on %s and labels on %s: a batch is filled on the cpu",
-                ladle_device_name(x->device),
-                ladle_device_name(labels ? labels->device : LADLE_CPU));
+    /* the samples are decoded on the host: straight into tensors the host
+     * may touch, else into host memory written through the backend */
+    LADLE_CALL(ladle__backend_get(x->device, __func__, &bx));
+    if (labels)
+        LADLE_CALL(ladle__backend_get(labels->device, __func__, &bl));
+    size_t es = ladle_dtype_size(x->dtype);
+    xs = bx->host_access ? x->data : ladle__calloc((size_t)x->numel * es + 1, 1);
+    ls = labels == NULL     ? NULL
+         : bl->host_access ? labels->data
+                            : ladle__calloc((size_t)n + 1, sizeof(int64_t));
+    LADLE_CHECK(xs != NULL && (labels == NULL || ls != NULL), LADLE_ERR_ALLOC, "out of memory");
     order((ladle_dataset *)ds, seed, epoch);
     double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
     for (int64_t i = 0; i < n; i++) {
         int64_t k = step * batch + offset + i;
         int64_t s = k < ds->n ? ds->perm[k] : -1;
         if (labels)
-            ((int64_t *)labels->data)[i] = s >= 0 ? ds->labels[s] : -1;
+            ls[i] = s >= 0 ? ds->labels[s] : -1;
         for (int64_t r = 0; r < h; r++) {
             const uint8_t *src = s >= 0 ? ds->pixels + (s * ds->wr + row_off + r) * ds->wc + col_off
                                         : NULL;
@@ -370,12 +379,20 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
             for (int64_t c = 0; c < w; c++) {
                 double v = src ? src[c] * scale - shift : 0.0;
                 if (x->dtype == LADLE_F32)
-                    ((float *)x->data)[base + c] = (float)v;
+                    ((float *)xs)[base + c] = (float)v;
                 else
-                    ((double *)x->data)[base + c] = v;
+                    ((double *)xs)[base + c] = v;
             }
         }
     }
+    if (!bx->host_access)
+        LADLE_CALL(ladle_tensor_write(x, xs));
+    if (labels && !bl->host_access)
+        LADLE_CALL(ladle_tensor_write(labels, ls));
 fail:
+    if (xs != NULL && bx != NULL && !bx->host_access)
+        ladle__free(xs);
+    if (ls != NULL && bl != NULL && !bl->host_access)
+        ladle__free(ls);
     return st;
 }
