@@ -1,6 +1,7 @@
 /* Pooling against the definition computed here, finite differences, the
  * adjoint of average pooling, and bad input. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -169,9 +170,13 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     /* the direct max kernels narrow their codes by conversion where the
      * x86-64-v4 copies run, by a byte shuffle elsewhere: half the seeds take
      * the shuffle here too (bit 2: the low two pick the kind and dtype); the
-     * flag is in the CPU's plan at the start of the op's workspace */
-    if (seed >> 2 & 1)
-        ((cpu_pool *)((pool *)op->impl)->ws)->narrow = 0;
+     * flag is in the CPU's plan at the start of the op's workspace, device
+     * memory: written through the op's backend */
+    if (seed >> 2 & 1) {
+        const int zero = 0;
+        char *ws = ((pool *)op->impl)->ws;
+        LT_OK(op->be->fn->to_device(op->be, sizeof zero, &zero, ws + offsetof(cpu_pool, narrow)));
+    }
     int nd;
     int64_t ys[5];
     ladle_op_y_shape(op, &nd, ys);
