@@ -340,6 +340,59 @@ fail:
     return st;
 }
 
+/* The arguments every rank must pass alike (x's shape where it is valid). */
+static uint64_t args_hash(const ladle_conv_desc *d, const ladle_partition *const *parts,
+                          const int64_t *x_shape, int valid, uint64_t seed,
+                          const ladle__dist_make *m)
+{
+    int64_t args[26] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
+                        (int64_t)m->dtype, (int64_t)m->flags, (int64_t)seed};
+    for (int i = 0; i < 3; i++) {
+        args[8 + i] = d->kernel[i];
+        args[11 + i] = d->stride[i];
+        args[14 + i] = d->padding[i];
+        args[17 + i] = d->dilation[i];
+    }
+    for (int i = 0; i < 2 + d->nd && i < 5 && valid; i++)
+        args[20 + i] = x_shape[i];
+    return ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args);
+}
+
+/* The boxes and layouts of B's and R's sides (every step agreed), then B
+ * and R themselves. */
+static ladle_status plan_ops(ladle__dist_make *m, dgrid *v, const ladle_conv_desc *d,
+                             const ladle_partition *p_x, const ladle_partition *p_w,
+                             const ladle_partition *p_y, const int64_t *x_shape, plan *pl)
+{
+    ladle_status st = LADLE_OK, local;
+    const char *f = m->func;
+    int nd = v->ndim, sx = ladle_partition_size(p_x), sw = ladle_partition_size(p_w);
+    pl->xshapes = ladle__calloc((size_t)(sx * nd), sizeof(int64_t));
+    pl->bshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
+    pl->yshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
+    pl->src_x = ladle__calloc((size_t)sw, sizeof(int));
+    pl->src_y = ladle__calloc((size_t)sw, sizeof(int));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__dist_alloc_ok(m, pl->xshapes && pl->bshapes &&
+                                                            pl->yshapes && pl->src_x &&
+                                                            pl->src_y),
+                                f));
+    local = gather_needed(m, v, p_x, pl->xshapes);
+    if (local == LADLE_OK)
+        local = plan_boxes(m, v, d, p_x, p_w, p_y, x_shape, pl);
+    LADLE_CALL(ladle__dist_step(m->comm, local, f));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__pair_create_mapped(pl->lxn, pl->lxb, pl->src_x, m->dtype,
+                                                          m->device, 0, &v->bcast, f),
+                                f));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__pair_create_mapped(pl->lyp, m->ly, pl->src_y, m->dtype,
+                                                          m->device, 1, &v->reduce, f),
+                                f));
+fail:
+    return st;
+}
+
 /* The worker's convolution (its blocks of channels, its bias on column 0)
  * and every buffer. Local. */
 static ladle_status allocate(ladle__dist_make *m, dgrid *v, const ladle_conv_desc *d,
@@ -433,18 +486,8 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
     const ladle_partition *parts[3] = {p_x, p_w, p_y};
     local = validate(d, p_x, p_w, p_y, x_shape, dtype, flags, f);
     int nd = 2 + d->nd;
-    int64_t args[26] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
-                        (int64_t)dtype, (int64_t)flags, (int64_t)seed};
-    for (int i = 0; i < 3; i++) {
-        args[8 + i] = d->kernel[i];
-        args[11 + i] = d->stride[i];
-        args[14 + i] = d->padding[i];
-        args[17 + i] = d->dilation[i];
-    }
-    for (int i = 0; i < nd && i < 5 && local == LADLE_OK; i++)
-        args[20 + i] = x_shape[i];
     LADLE_CALL(ladle__dist_open(&m, 3, parts, local,
-                                ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args)));
+                                args_hash(d, parts, x_shape, local == LADLE_OK, seed, &m)));
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__dist_alloc_ok(&m, v != NULL);
@@ -461,28 +504,7 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
     LADLE_CALL(ladle__dist_step(m.comm, local, f));
     LADLE_CALL(plan_halo(&m, v, d));
 
-    int sx = ladle_partition_size(p_x), sw = ladle_partition_size(p_w);
-    pl.xshapes = ladle__calloc((size_t)(sx * nd), sizeof(int64_t));
-    pl.bshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
-    pl.yshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
-    pl.src_x = ladle__calloc((size_t)sw, sizeof(int));
-    pl.src_y = ladle__calloc((size_t)sw, sizeof(int));
-    LADLE_CALL(ladle__dist_step(
-        m.comm,
-        ladle__dist_alloc_ok(&m, pl.xshapes && pl.bshapes && pl.yshapes && pl.src_x && pl.src_y),
-        f));
-    local = gather_needed(&m, v, p_x, pl.xshapes);
-    if (local == LADLE_OK)
-        local = plan_boxes(&m, v, d, p_x, p_w, p_y, x_shape, &pl);
-    LADLE_CALL(ladle__dist_step(m.comm, local, f));
-    LADLE_CALL(ladle__dist_step(m.comm,
-                                ladle__pair_create_mapped(pl.lxn, pl.lxb, pl.src_x, dtype, device,
-                                                          0, &v->bcast, f),
-                                f));
-    LADLE_CALL(ladle__dist_step(m.comm,
-                                ladle__pair_create_mapped(pl.lyp, m.ly, pl.src_y, dtype, device,
-                                                          1, &v->reduce, f),
-                                f));
+    LADLE_CALL(plan_ops(&m, v, d, p_x, p_w, p_y, x_shape, &pl));
     LADLE_CALL(ladle__dist_step(m.comm, allocate(&m, v, d, p_w, &pl, seed), f));
 
     const int *sh = ladle_partition_shape(p_w);
