@@ -32,6 +32,39 @@ ladle_status ladle__dist_step(MPI_Comm comm, ladle_status st, const char *func)
     return ladle__agree(comm, st, 0, func);
 }
 
+ladle_status ladle__dist_check_kind(ladle_dtype dtype, unsigned flags, const char *func)
+{
+    if (!ladle__is_real(dtype))
+        return ladle__raise(LADLE_ERR_DTYPE, func, "dtype %s is not f32 or f64",
+                            ladle_dtype_name(dtype));
+    if (flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", flags);
+    return LADLE_OK;
+}
+
+ladle_status ladle__dist_halo(ladle__dist_make *m, int nsp, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d, int ceil_mode,
+                              ladle_op **halo, ladle_halo_geometry *g)
+{
+    ladle_status st = LADLE_OK;
+    ladle_window w;
+    ladle_window_init(&w, 2 + nsp);
+    for (int i = 0; i < nsp; i++) {
+        w.kernel[2 + i] = k[i];
+        w.stride[2 + i] = s[i];
+        w.padding[2 + i] = p[i];
+        w.dilation[2 + i] = d[i];
+    }
+    w.ceil_mode = ceil_mode;
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device,
+                                                           m->flags, halo),
+                                m->func));
+    ladle_halo_exchange_geometry(*halo, g);
+fail:
+    return st;
+}
+
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t)
 {

@@ -70,6 +70,18 @@ ladle_status ladle__dist_end(ladle__dist_make *m, ladle_op **op, ladle_status lo
 /* Free what m still holds (a creation's failure path; again is harmless). */
 void ladle__dist_close(ladle__dist_make *m);
 
+/* The first checks of most validations: a dtype of f32 or f64 and no flag
+ * but LADLE_CHECKED. Local. */
+ladle_status ladle__dist_check_kind(ladle_dtype dtype, unsigned flags, const char *func);
+
+/* The halo exchange over m's lx for a window over the last nsp dimensions
+ * (kernel k, stride s, padding p and dilation d in each, ceil_mode), agreed
+ * over m's communicator, and this rank's boxes in *g. Collective over the
+ * members. */
+ladle_status ladle__dist_halo(ladle__dist_make *m, int nsp, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d, int ceil_mode,
+                              ladle_op **halo, ladle_halo_geometry *g);
+
 /* A tensor of dtype and shape on device (zero volume when any extent is 0). */
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t);

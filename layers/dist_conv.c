@@ -181,11 +181,9 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
                              ladle_dtype dtype, unsigned flags, const char *f)
 {
     char a[128];
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~(unsigned)LADLE_CHECKED)
-        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    ladle_status st = ladle__dist_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
     if (sp->nd < 1 || sp->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", sp->nd);
     if (ladle_partition_ndim(p_x) != 2 + sp->nd)
@@ -203,7 +201,7 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
             return ladle__raise(LADLE_ERR_SHAPE, f, "x extent %lld in dimension %d",
                                 (long long)xs[i], i);
     int64_t numel, m = 0;
-    ladle_status st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
+    st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
     for (int i = 0; st == LADLE_OK && i < sp->nd; i++) {
         snprintf(a, sizeof a, "spatial dimension %d", i);
         st = ladle__window_length(f, a, xs[2 + i], sp->k[i], sp->s[i], sp->p[i], sp->d[i],
@@ -266,20 +264,8 @@ static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
     ladle_status st = LADLE_OK;
     int nd = v->ndim;
     int64_t outv = 1, needv = 1;
-    ladle_window w;
-    ladle_window_init(&w, nd);
-    for (int i = 0; i < sp->nd; i++) {
-        w.kernel[2 + i] = sp->k[i];
-        w.stride[2 + i] = sp->s[i];
-        w.padding[2 + i] = sp->p[i];
-        w.dilation[2 + i] = sp->d[i];
-    }
-    w.ceil_mode = sp->ceil_mode;
-    LADLE_CALL(ladle__dist_step(m->comm,
-                                ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device,
-                                                           m->flags, &v->halo),
-                                m->func));
-    ladle_halo_exchange_geometry(v->halo, &v->g);
+    LADLE_CALL(ladle__dist_halo(m, sp->nd, sp->k, sp->s, sp->p, sp->d, sp->ceil_mode, &v->halo,
+                                &v->g));
     for (int i = 0; i < nd; i++) {
         outv *= v->g.output_shape[i];
         needv *= v->g.needed_shape[i];

@@ -188,16 +188,14 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
                              const int64_t *xs, ladle_dtype dtype, unsigned flags,
                              const char *f)
 {
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~(unsigned)LADLE_CHECKED)
-        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    ladle_status st = ladle__dist_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
     if (d->nd < 1 || d->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", d->nd);
     int nd = 2 + d->nd;
     int64_t numel;
-    ladle_status st = ladle__check_shape(f, nd, xs, &numel);
+    st = ladle__check_shape(f, nd, xs, &numel);
     if (st != LADLE_OK)
         return st;
     if (ladle_partition_ndim(p_x) != nd || ladle_partition_ndim(p_w) != nd ||
@@ -268,27 +266,6 @@ static void plan_free(plan *pl)
     ladle_layout_destroy(&pl->lxn);
     ladle_layout_destroy(&pl->lxb);
     ladle_layout_destroy(&pl->lyp);
-}
-
-/* The spatial part on p_x: the halo exchange over the tiles. */
-static ladle_status plan_halo(ladle__dist_make *m, dgrid *v, const ladle_conv_desc *d)
-{
-    ladle_status st = LADLE_OK;
-    ladle_window w;
-    ladle_window_init(&w, v->ndim);
-    for (int i = 0; i < d->nd; i++) {
-        w.kernel[2 + i] = d->kernel[i];
-        w.stride[2 + i] = d->stride[i];
-        w.padding[2 + i] = d->padding[i];
-        w.dilation[2 + i] = d->dilation[i];
-    }
-    LADLE_CALL(ladle__dist_step(m->comm,
-                                ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device,
-                                                           m->flags, &v->halo),
-                                m->func));
-    ladle_halo_exchange_geometry(v->halo, &v->g);
-fail:
-    return st;
 }
 
 /* Every rank's needed box (a global fact: the geometry of each rank),
@@ -502,7 +479,9 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
         local = ladle_layout_create_balanced(p_x, nd, x_shape, &m.lx);
     }
     LADLE_CALL(ladle__dist_step(m.comm, local, f));
-    LADLE_CALL(plan_halo(&m, v, d));
+    /* the spatial part on p_x: the halo exchange over the tiles */
+    LADLE_CALL(ladle__dist_halo(&m, d->nd, d->kernel, d->stride, d->padding, d->dilation, 0,
+                                &v->halo, &v->g));
 
     LADLE_CALL(plan_ops(&m, v, d, p_x, p_w, p_y, x_shape, &pl));
     LADLE_CALL(ladle__dist_step(m.comm, allocate(&m, v, d, p_w, &pl, seed), f));

@@ -160,11 +160,9 @@ static ladle_status validate(const ladle_partition *p_x, const ladle_partition *
                              const ladle_partition *p_y, int64_t batch, int64_t in,
                              int64_t out, ladle_dtype dtype, unsigned flags, const char *f)
 {
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~(unsigned)LADLE_CHECKED)
-        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    ladle_status st = ladle__dist_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
     if (ladle_partition_ndim(p_x) != 2 || ladle_partition_ndim(p_y) != 2 ||
         (ladle_partition_ndim(p_w) != 2 && ladle_partition_ndim(p_w) != 3))
         return ladle__raise(LADLE_ERR_PARTITION, f,
