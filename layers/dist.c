@@ -65,6 +65,31 @@ fail:
     return st;
 }
 
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
+                                 const ladle_tensor *x, ladle_tensor *padded)
+{
+    ladle_status st = LADLE_OK;
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, x->ndim, g->bulk_shape, x, zero, padded,
+                                    g->bulk_offset));
+    LADLE_CALL(ladle_op_forward(halo, padded, padded));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
+                                  const ladle_halo_geometry *g, ladle_tensor *gpadded,
+                                  ladle_tensor *dx)
+{
+    ladle_status st = LADLE_OK;
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    LADLE_CALL(ladle_op_adjoint(halo, gpadded, gpadded));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, dx->ndim, g->bulk_shape, gpadded,
+                                    g->bulk_offset, dx, zero));
+fail:
+    return st;
+}
+
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t)
 {

@@ -82,6 +82,19 @@ ladle_status ladle__dist_halo(ladle__dist_make *m, int nsp, const int64_t *k, co
                               const int64_t *p, const int64_t *d, int ceil_mode,
                               ladle_op **halo, ladle_halo_geometry *g);
 
+/* P then H of the spatial layers: x (this rank's block) into its place in
+ * the padded tensor, then the halo exchange fills the halo cells in place.
+ * Collective over the halo's ranks. */
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
+                                 const ladle_tensor *x, ladle_tensor *padded);
+
+/* H* then P*: the halo cells of gpadded added back into their owners'
+ * blocks, then this rank's block copied out to dx. Collective over the
+ * halo's ranks. */
+ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
+                                  const ladle_halo_geometry *g, ladle_tensor *gpadded,
+                                  ladle_tensor *dx);
+
 /* A tensor of dtype and shape on device (zero volume when any extent is 0). */
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t);

@@ -69,9 +69,7 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_tensor *padded = v->same && c ? CTX_XN(c) : v->padded;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero,
-                                    padded, v->g.bulk_offset));
-    LADLE_CALL(ladle_op_forward(v->halo, padded, padded));
+    LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
     if (v->base.local) {
         if (!v->same || !c)
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
@@ -107,9 +105,7 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             v->dxn, zero, v->gpadded, v->g.needed_offset));
     }
-    LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded,
-                                    v->g.bulk_offset, dx, zero));
+    LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
 }

@@ -70,9 +70,7 @@ static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_tensor *xb = c ? CTX_XB(c) : v->xb;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero,
-                                    v->padded, v->g.bulk_offset));
-    LADLE_CALL(ladle_op_forward(v->halo, v->padded, v->padded));
+    LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, v->padded));
     LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded,
                                     v->g.needed_offset, v->xn, zero));
     LADLE_CALL(ladle_op_forward(v->bcast, v->xn, xb));
@@ -120,9 +118,7 @@ static ladle_status dg_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
     LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero,
                                     v->gpadded, v->g.needed_offset));
-    LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded,
-                                    v->g.bulk_offset, dx, zero));
+    LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
 }
