@@ -1,7 +1,9 @@
 /*
- * What the distributed layers share: the union communicator and the
- * agreement steps of their creation, zero-volume stand-ins, and composite
- * contexts.
+ * What the distributed layers share: the steps of their creation (the union
+ * communicator, agreements, the layer op taking its parts), zero-volume
+ * stand-ins, box copies, and the skeleton of a composite layer (a local
+ * layer on this rank's block, its parameters, the sums of replicated
+ * gradients and the contexts that hold the local layer's).
  */
 #ifndef LADLE_DIST_H
 #define LADLE_DIST_H
@@ -22,6 +24,77 @@ ladle_status ladle__dist_begin(int np, const ladle_partition *const *ps, ladle_d
  * failed, so all of them skip the rest together. */
 ladle_status ladle__dist_step(MPI_Comm comm, ladle_status st, const char *func);
 
+/* One creation in progress: the call's common arguments, the union's
+ * communicator and the layouts of x and y, owned here until
+ * ladle__dist_end (ly may be a second reference to lx). */
+typedef struct ladle__dist_make {
+    const char *func;
+    ladle_dtype dtype;
+    ladle_device device;
+    unsigned flags;
+    MPI_Comm comm;
+    ladle_layout *lx, *ly;
+} ladle__dist_make;
+
+/* LADLE_CHECK in a step of m's creation: raised for the public call. */
+#define LADLE_DIST_CHECK(m, cond, code, ...)                                               \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            st = ladle__raise((code), (m)->func, __VA_ARGS__);                             \
+            goto fail;                                                                     \
+        }                                                                                  \
+    } while (0)
+
+/* LADLE_OK when ok, else out of memory raised for m's call. Local. */
+ladle_status ladle__dist_alloc_ok(const ladle__dist_make *m, int ok);
+
+/* ladle__dist_begin for m (whose func, dtype, device and flags are set). */
+ladle_status ladle__dist_open(ladle__dist_make *m, int np, const ladle_partition *const *ps,
+                              ladle_status local, uint64_t hash);
+
+/* When local is LADLE_OK, the layer op over this rank's blocks (x of shape
+ * xs, or lx's box when xs is NULL; y of ly's box) with m's communicator,
+ * m's layouts (a reference each) and the flags. On success the op owns impl
+ * (vt->destroy frees it), and the caller forgets it. Local: nothing
+ * collective; returns local or the failure. */
+ladle_status ladle__dist_layer(ladle__dist_make *m, ladle_status local,
+                               const ladle_op_vtable *vt, void *impl, const int64_t *xs,
+                               ladle_op **op);
+
+/* The end of every creation: the members agree on local; on success *op
+ * goes to *out, on failure it is destroyed (it may be NULL). Closes m.
+ * Collective over the members. */
+ladle_status ladle__dist_end(ladle__dist_make *m, ladle_op **op, ladle_status local,
+                             ladle_op **out);
+
+/* Free what m still holds (a creation's failure path; again is harmless). */
+void ladle__dist_close(ladle__dist_make *m);
+
+/* The first checks of most validations: a dtype of f32 or f64 and no flag
+ * but LADLE_CHECKED. Local. */
+ladle_status ladle__dist_check_kind(ladle_dtype dtype, unsigned flags, const char *func);
+
+/* The halo exchange over m's lx for a window over the last nsp dimensions
+ * (kernel k, stride s, padding p and dilation d in each, ceil_mode), agreed
+ * over m's communicator, and this rank's boxes in *g. Collective over the
+ * members. */
+ladle_status ladle__dist_halo(ladle__dist_make *m, int nsp, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d, int ceil_mode,
+                              ladle_op **halo, ladle_halo_geometry *g);
+
+/* P then H of the spatial layers: x (this rank's block) into its place in
+ * the padded tensor, then the halo exchange fills the halo cells in place.
+ * Collective over the halo's ranks. */
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
+                                 const ladle_tensor *x, ladle_tensor *padded);
+
+/* H* then P*: the halo cells of gpadded added back into their owners'
+ * blocks, then this rank's block copied out to dx. Collective over the
+ * halo's ranks. */
+ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
+                                  const ladle_halo_geometry *g, ladle_tensor *gpadded,
+                                  ladle_tensor *dx);
+
 /* A tensor of dtype and shape on device (zero volume when any extent is 0). */
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t);
@@ -38,5 +111,68 @@ ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int n
 
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);
+
+/*
+ * The skeleton of a composite distributed layer. Its impl starts with a
+ * ladle__dist_base (the first member, so op->impl points at both), and the
+ * vtable slots below then serve it. Parameter i is the local layer's when
+ * it has one, else param[i] / grad[i] (zero-volume stand-ins on ranks
+ * without a block, or the layer's own tensors, as batch norm's). A ctx
+ * holds the local layer's ctx and nsaved tensors shaped like saved_like[k]
+ * (copied from saved_from[k] when that is not NULL), and a flag for the
+ * layer's use.
+ */
+typedef struct ladle__dist_base {
+    ladle_op *local;
+    int nparams;
+    ladle_tensor *param[2], *grad[2]; /* grad[i] may be param[i] (zero volume) */
+    /* the sums of replicated gradients: an all-sum-reduce per parameter
+     * (or NULL), run in place on a view of the gradient in its shape, with
+     * its groups (a group id and an element count per partition rank) */
+    ladle_op *sync[2];
+    ladle_tensor *view[2];
+    int *gid[2];
+    int64_t *cnt[2];
+    int nsaved;
+    const ladle_tensor *saved_like[2], *saved_from[2];
+} ladle__dist_base;
+
+typedef struct ladle__dist_ctx {
+    ladle_ctx *local;
+    ladle_tensor *saved[2];
+    int ready;
+} ladle__dist_ctx;
+
+/* Free what the base owns (not the struct around it). */
+void ladle__dist_base_free(ladle__dist_base *b);
+
+/* Vtable slots for a layer whose impl starts with a ladle__dist_base. */
+ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx);
+void ladle__dist_ctx_fini(ladle_ctx *ctx);
+int ladle__dist_num_params(const ladle_op *op);
+ladle_tensor *ladle__dist_param_at(const ladle_op *op, int i, int grad, const char **name);
+void ladle__dist_set_training(ladle_op *op, int training);
+ladle_status ladle__dist_sync_grads(ladle_op *op);
+
+/* The sync fields of a parameter's place: the sum over its copies (or
+ * NULL), its partition, and its groups as given. */
+void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
+                           ladle__pinfo *info);
+
+/* Parameter i's group of rank r of the replicas' partition: its id and its
+ * element count (0 for a rank without the parameter). */
+typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid, int64_t *count);
+
+/* Plan the sums of the first np parameters' gradients over their copies on
+ * p: the groups from group(), one grouped all-sum-reduce each and the view
+ * it runs on. Every step is agreed over m's communicator. Collective over
+ * the members. */
+ladle_status ladle__dist_replicas(ladle__dist_make *m, ladle__dist_base *b, int np,
+                                  const ladle_partition *p, ladle__dist_group_fn group,
+                                  const void *arg);
+
+/* The view that b->sync[i] sums in place: the gradient of parameter i in
+ * the sync's shape on this rank (same bytes). Local. */
+ladle_status ladle__dist_sync_view(ladle__dist_make *m, ladle__dist_base *b, int i);
 
 #endif /* LADLE_DIST_H */

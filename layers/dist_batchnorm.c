@@ -24,6 +24,10 @@
 #include "layers/dist.h"
 
 typedef struct dbn {
+    /* param/grad: gamma and beta (there is no local layer); sync[0]: the
+     * sum of both gradients over the peers, with gid[0] and cnt[0] its
+     * groups (by channel coordinate) and counts */
+    ladle__dist_base base;
     int64_t c, c_off;   /* this rank's channels and the first one */
     int64_t n, inner;   /* its batch and positions per channel */
     int group, slot;    /* statistics group size and this rank's slot */
@@ -31,11 +35,6 @@ typedef struct dbn {
     int affine, track;
     int64_t batches_seen;
     ladle_op *stats, *dred; /* all-sum-reduces over the group (NULL alone) */
-    ladle_op *sync;         /* of gamma's and beta's gradients over the peers */
-    /* the sync groups: by channel coordinate, with counts */
-    int *cid;
-    int64_t *ccounts;
-    ladle_tensor *params[2], *grads[2];
     ladle_tensor *running_mean, *running_var;
     ladle_tensor *slots; /* group x (1 + 2c) doubles */
     ladle_tensor *red;   /* 2c doubles */
@@ -62,20 +61,14 @@ static void dbn_free(dbn *v, const ladle_backend *be)
         return;
     if (v->dev)
         be->fn->free(be, v->dev);
+    ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->stats);
     ladle_op_destroy(&v->dred);
-    ladle_op_destroy(&v->sync);
-    for (int i = 0; i < 2; i++) {
-        ladle_tensor_destroy(&v->params[i]);
-        ladle_tensor_destroy(&v->grads[i]);
-    }
     ladle_tensor_destroy(&v->running_mean);
     ladle_tensor_destroy(&v->running_var);
     ladle_tensor_destroy(&v->slots);
     ladle_tensor_destroy(&v->red);
     ladle__free(v->mean);
-    ladle__free(v->cid);
-    ladle__free(v->ccounts);
     ladle__free(v);
 }
 
@@ -164,9 +157,9 @@ static ladle_status gamma_beta(ladle_op *op, int beta)
         }
         return LADLE_OK;
     }
-    LADLE_CALL(ladle__bn_read(op->be, v->params[0], v->c, v->stage, v->g));
+    LADLE_CALL(ladle__bn_read(op->be, v->base.param[0], v->c, v->stage, v->g));
     if (beta)
-        LADLE_CALL(ladle__bn_read(op->be, v->params[1], v->c, v->stage, v->bt));
+        LADLE_CALL(ladle__bn_read(op->be, v->base.param[1], v->c, v->stage, v->bt));
 fail:
     return st;
 }
@@ -299,14 +292,14 @@ static ladle_status dbn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladl
     LADLE_CALL(sums(op, ctx, dy, 0));
     const double *sdy = sv->v + 2 * c, *sdyx = sdy + c;
     /* the rank's own sums accumulate into the replicated gradients */
-    LADLE_CALL(ladle__bn_read(op->be, v->grads[0], c, v->stage, v->t0));
-    LADLE_CALL(ladle__bn_read(op->be, v->grads[1], c, v->stage, v->t1));
+    LADLE_CALL(ladle__bn_read(op->be, v->base.grad[0], c, v->stage, v->t0));
+    LADLE_CALL(ladle__bn_read(op->be, v->base.grad[1], c, v->stage, v->t1));
     for (int64_t ch = 0; ch < c; ch++) {
         v->t0[ch] += sdyx[ch];
         v->t1[ch] += sdy[ch];
     }
-    LADLE_CALL(ladle__bn_write(op->be, v->grads[0], c, v->t0, v->stage));
-    LADLE_CALL(ladle__bn_write(op->be, v->grads[1], c, v->t1, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, v->base.grad[0], c, v->t0, v->stage));
+    LADLE_CALL(ladle__bn_write(op->be, v->base.grad[1], c, v->t1, v->stage));
 fail:
     return st;
 }
@@ -316,19 +309,9 @@ static ladle_status dbn_sync(ladle_op *op)
     ladle_status st = LADLE_OK;
     dbn *v = op->impl;
     for (int i = 0; v->affine && i < 2; i++)
-        LADLE_CALL(ladle_op_forward(v->sync, v->grads[i], v->grads[i]));
+        LADLE_CALL(ladle_op_forward(v->base.sync[0], v->base.grad[i], v->base.grad[i]));
 fail:
     return st;
-}
-
-static int dbn_num_params(const ladle_op *op) { return ((const dbn *)op->impl)->affine ? 2 : 0; }
-
-static ladle_tensor *dbn_param_at(const ladle_op *op, int i, int grad, const char **name)
-{
-    const dbn *v = op->impl;
-    if (name)
-        *name = i == 0 ? "weight" : "bias";
-    return grad ? v->grads[i] : v->params[i];
 }
 
 static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
@@ -346,10 +329,7 @@ static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
         if (d != 1 && coords[d] != 0)
             owner = 0;
     info->owner = owner;
-    info->sync = v->sync;
-    info->sync_p = v->sync ? ladle_layout_partition(ladle_op_x_layout(v->sync)) : NULL;
-    info->sync_gid = v->cid;
-    info->sync_counts = v->ccounts;
+    ladle__dist_sync_info(v->base.sync[0], v->base.gid[0], v->base.cnt[0], info);
 }
 
 static void dbn_destroy(ladle_op *op) { dbn_free(op->impl, op->be); }
@@ -389,35 +369,24 @@ static const ladle_op_vtable dbn_vt = {
     .layer_backward_weight = dbn_backward_weight,
     .ctx_init = dbn_ctx_init,
     .ctx_fini = dbn_ctx_fini,
-    .num_params = dbn_num_params,
-    .param_at = dbn_param_at,
+    .num_params = ladle__dist_num_params,
+    .param_at = ladle__dist_param_at,
     .param_info = dbn_param_info,
     .sync_grads = dbn_sync,
     .num_buffers = dbn_num_buffers,
     .buffer_at = dbn_buffer_at,
 };
 
-ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
-                                         int ndim, const int64_t x_shape[], ladle_bn_sync sync,
-                                         int group_size, ladle_dtype dtype, ladle_device device,
-                                         unsigned flags, ladle_op **out)
+/* The checks every rank makes alike; *peers gets the ranks that share
+ * each channel block and *group the statistics group's size. */
+static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partition *p_x, int ndim,
+                             const int64_t *x_shape, ladle_bn_sync sync, int group_size,
+                             ladle_dtype dtype, unsigned flags, int *peers, int *group,
+                             const char *f)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle_op *op = NULL;
-    dbn *v = NULL;
-    ladle_layout *lx = NULL;
-    MPI_Comm comm = MPI_COMM_NULL;
-    int *gid = NULL, *cid = NULL;
-    int64_t *counts = NULL;
-    LADLE_NOT_NULL(d);
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[1] = {p_x};
-    int size = ladle_partition_size(p_x), peers = 0, group = 1;
+    ladle_status local = LADLE_OK;
+    int size = ladle_partition_size(p_x);
     const int *shape = ladle_partition_shape(p_x);
-
     if (!ladle__is_real(dtype))
         local = ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
                              ladle_dtype_name(dtype));
@@ -433,24 +402,161 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
                              d->momentum);
     else if (flags & ~(unsigned)LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
-    if (local == LADLE_OK) {
-        for (int i = 0; i < ndim; i++)
-            if (x_shape[i] < shape[i])
-                local = ladle__raise(LADLE_ERR_SHAPE, f,
-                                     "x extent %lld in dimension %d is below the grid's %d",
-                                     (long long)x_shape[i], i, shape[i]);
-        peers = size / shape[1];
-        group = sync == LADLE_BN_SYNC_GLOBAL  ? peers
-                : sync == LADLE_BN_SYNC_LOCAL ? 1
-                                              : group_size;
-        if (local == LADLE_OK &&
-            (sync < LADLE_BN_SYNC_GLOBAL || sync > LADLE_BN_SYNC_GROUP || group < 1 ||
-             peers % group != 0))
-            local = ladle__raise(LADLE_ERR_ARG, f,
-                                 "groups of %d do not divide the %d ranks that share each "
-                                 "channel block (sync mode %d)",
-                                 group, peers, (int)sync);
+    if (local != LADLE_OK)
+        return local;
+    for (int i = 0; i < ndim; i++)
+        if (x_shape[i] < shape[i])
+            local = ladle__raise(LADLE_ERR_SHAPE, f,
+                                 "x extent %lld in dimension %d is below the grid's %d",
+                                 (long long)x_shape[i], i, shape[i]);
+    *peers = size / shape[1];
+    *group = sync == LADLE_BN_SYNC_GLOBAL  ? *peers
+             : sync == LADLE_BN_SYNC_LOCAL ? 1
+                                           : group_size;
+    if (local == LADLE_OK &&
+        (sync < LADLE_BN_SYNC_GLOBAL || sync > LADLE_BN_SYNC_GROUP || *group < 1 ||
+         *peers % *group != 0))
+        local = ladle__raise(LADLE_ERR_ARG, f,
+                             "groups of %d do not divide the %d ranks that share each "
+                             "channel block (sync mode %d)",
+                             *group, *peers, (int)sync);
+    return local;
+}
+
+/* x's layout, this rank's block, and the groups: the peers of a channel
+ * block in partition rank order, cut into consecutive groups of `group`
+ * (gid; cid is the channel block). Local. */
+static ladle_status plan_groups(ladle__dist_make *m, dbn *v, const ladle_batchnorm_desc *d,
+                                const ladle_partition *p_x, int ndim, const int64_t *x_shape,
+                                int peers, int *gid, int *cid)
+{
+    ladle_status st = LADLE_OK;
+    int size = ladle_partition_size(p_x), group = v->group, c[LADLE_MAX_NDIM];
+    int *seen = NULL;
+    int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM];
+    LADLE_CALL(ladle_layout_create_balanced(p_x, ndim, x_shape, &m->lx));
+    seen = ladle__calloc((size_t)ladle_partition_shape(p_x)[1], sizeof(int));
+    LADLE_DIST_CHECK(m, seen != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int r = 0; r < size; r++) {
+        ladle_partition_coords_of(p_x, r, c);
+        int k = seen[c[1]]++;
+        cid[r] = c[1];
+        gid[r] = c[1] * (peers / group) + k / group;
+        if (r == ladle_partition_rank(p_x))
+            v->slot = k % group;
     }
+    v->eps = d->eps;
+    v->momentum = d->momentum;
+    v->affine = d->affine;
+    v->track = d->track_running_stats;
+    v->base.nparams = d->affine ? 2 : 0;
+    ladle_layout_box(m->lx, LADLE_SELF, off, box);
+    v->c = box[1];
+    v->c_off = off[1];
+    v->n = box[0];
+    v->inner = 1;
+    for (int i = 2; i < ndim; i++)
+        v->inner *= box[i];
+fail:
+    ladle__free(seen);
+    return st;
+}
+
+/* counts[r]: rank r's channels times per + base. */
+static void channel_counts(const ladle_layout *lx, int size, int64_t per, int64_t base,
+                           int64_t *counts)
+{
+    int64_t cbox[LADLE_MAX_NDIM];
+    for (int r = 0; r < size; r++) {
+        ladle_layout_box(lx, r, NULL, cbox);
+        counts[r] = base + per * cbox[1];
+    }
+}
+
+/* The group's reductions (the statistics and the backward's sums travel in
+ * double whatever the dtype) and the sum of gamma's and beta's gradients
+ * over the peers, which takes cid and counts (then NULL). */
+static ladle_status plan_reductions(ladle__dist_make *m, dbn *v, const ladle_partition *p_x,
+                                    const int *gid, int **cid, int64_t **counts)
+{
+    ladle_status st = LADLE_OK;
+    const char *f = m->func;
+    int size = ladle_partition_size(p_x), group = v->group;
+    if (group > 1) {
+        channel_counts(m->lx, size, 2 * group, group, *counts);
+        LADLE_CALL(ladle__dist_step(m->comm,
+                                    ladle__all_sum_reduce_groups(p_x, gid, *counts, LADLE_F64,
+                                                                 m->device, m->flags, &v->stats),
+                                    f));
+        channel_counts(m->lx, size, 2, 0, *counts);
+        LADLE_CALL(ladle__dist_step(m->comm,
+                                    ladle__all_sum_reduce_groups(p_x, gid, *counts, LADLE_F64,
+                                                                 m->device, m->flags, &v->dred),
+                                    f));
+    }
+    if (v->affine) {
+        channel_counts(m->lx, size, 1, 0, *counts);
+        LADLE_CALL(ladle__dist_step(m->comm,
+                                    ladle__all_sum_reduce_groups(p_x, *cid, *counts, m->dtype,
+                                                                 m->device, m->flags,
+                                                                 &v->base.sync[0]),
+                                    f));
+        v->base.gid[0] = *cid;
+        v->base.cnt[0] = *counts;
+        *cid = NULL;
+        *counts = NULL;
+    }
+fail:
+    return st;
+}
+
+/* gamma (1) and beta (0) with their gradients, the running statistics (0
+ * and 1), the reductions' buffers and the host arrays. Local. */
+static ladle_status allocate(ladle__dist_make *m, dbn *v)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dtype dt = m->dtype;
+    ladle_device dev = m->device;
+    int64_t cs = v->c, sl = (int64_t)v->group * (1 + 2 * v->c), rs = 2 * v->c;
+    for (int i = 0; i < 2; i++) {
+        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.param[i]));
+        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.grad[i]));
+    }
+    LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_mean));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_var));
+    LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
+    LADLE_CALL(ladle__dist_tensor(LADLE_F64, dev, 1, &sl, &v->slots));
+    LADLE_CALL(ladle__dist_tensor(LADLE_F64, dev, 1, &rs, &v->red));
+    v->mean = ladle__calloc((size_t)(11 * cs + sl + 1), sizeof(double));
+    LADLE_DIST_CHECK(m, v->mean != NULL, LADLE_ERR_ALLOC, "out of memory");
+    double **host[] = {&v->invstd, &v->var, &v->ca, &v->cb,    &v->cc,    &v->g,
+                       &v->bt,     &v->t0,  &v->t1, &v->stage, &v->hslots};
+    for (int i = 0; i < 11; i++)
+        *host[i] = v->mean + (i + 1) * cs;
+fail:
+    return st;
+}
+
+ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
+                                         int ndim, const int64_t x_shape[], ladle_bn_sync sync,
+                                         int group_size, ladle_dtype dtype, ladle_device device,
+                                         unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle__dist_make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle_op *op = NULL;
+    dbn *v = NULL;
+    int *gid = NULL, *cid = NULL;
+    int64_t *counts = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[1] = {p_x};
+    int size = ladle_partition_size(p_x), peers = 0, group = 1;
+    local = validate(d, p_x, ndim, x_shape, sync, group_size, dtype, flags, &peers, &group, f);
     int64_t args[12] = {ndim, sync, group, (int64_t)dtype, (int64_t)flags, d->affine,
                         d->track_running_stats};
     for (int i = 0; i < ndim && i < 5; i++)
@@ -458,138 +564,34 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 12, args);
     h = ladle__hash(h, &d->eps, sizeof d->eps);
     h = ladle__hash(h, &d->momentum, sizeof d->momentum);
-    LADLE_CALL(ladle__dist_begin(1, parts, device, local, h, &comm, f));
+    LADLE_CALL(ladle__dist_open(&m, 1, parts, local, h));
 
-    /* groups: the peers of a channel block in partition rank order, cut
-     * into consecutive groups */
     v = ladle__calloc(1, sizeof *v);
     gid = ladle__calloc((size_t)size, sizeof(int));
     cid = ladle__calloc((size_t)size, sizeof(int));
     counts = ladle__calloc((size_t)size, sizeof(int64_t));
-    local = v && gid && cid && counts ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "oom");
-    if (local == LADLE_OK)
-        local = ladle_layout_create_balanced(p_x, ndim, x_shape, &lx);
+    local = ladle__dist_alloc_ok(&m, v && gid && cid && counts);
     if (local == LADLE_OK) {
-        int *seen = ladle__calloc((size_t)shape[1], sizeof(int)), c[LADLE_MAX_NDIM];
-        if (seen == NULL)
-            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-        for (int r = 0; local == LADLE_OK && r < size; r++) {
-            ladle_partition_coords_of(p_x, r, c);
-            int k = seen[c[1]]++;
-            cid[r] = c[1];
-            gid[r] = c[1] * (peers / group) + k / group;
-            if (r == ladle_partition_rank(p_x))
-                v->slot = k % group;
-        }
-        ladle__free(seen);
         v->group = group;
-        v->eps = d->eps;
-        v->momentum = d->momentum;
-        v->affine = d->affine;
-        v->track = d->track_running_stats;
-        int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM];
-        ladle_layout_box(lx, LADLE_SELF, off, box);
-        v->c = box[1];
-        v->c_off = off[1];
-        v->n = box[0];
-        v->inner = 1;
-        for (int i = 2; i < ndim; i++)
-            v->inner *= box[i];
+        local = plan_groups(&m, v, d, p_x, ndim, x_shape, peers, gid, cid);
     }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
-    /* the statistics and the sums travel in double whatever the dtype */
-    if (group > 1) {
-        int64_t cbox[LADLE_MAX_NDIM];
-        for (int r = 0; r < size; r++) {
-            ladle_layout_box(lx, r, NULL, cbox);
-            counts[r] = group * (1 + 2 * cbox[1]);
-        }
-        LADLE_CALL(ladle__dist_step(
-            comm,
-            ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, device, flags, &v->stats),
-            f));
-        for (int r = 0; r < size; r++) {
-            ladle_layout_box(lx, r, NULL, cbox);
-            counts[r] = 2 * cbox[1];
-        }
-        LADLE_CALL(ladle__dist_step(
-            comm,
-            ladle__all_sum_reduce_groups(p_x, gid, counts, LADLE_F64, device, flags, &v->dred), f));
-    }
-    if (d->affine) {
-        int64_t cbox[LADLE_MAX_NDIM];
-        for (int r = 0; r < size; r++) {
-            ladle_layout_box(lx, r, NULL, cbox);
-            counts[r] = cbox[1];
-        }
-        LADLE_CALL(ladle__dist_step(
-            comm, ladle__all_sum_reduce_groups(p_x, cid, counts, dtype, device, flags, &v->sync),
-            f));
-        v->cid = cid;
-        v->ccounts = counts;
-        cid = NULL;
-        counts = NULL;
-    }
-
-    local = LADLE_OK;
-    int64_t cs = v->c, sl = (int64_t)group * (1 + 2 * v->c), rs = 2 * v->c;
-    for (int i = 0; local == LADLE_OK && i < 2; i++) {
-        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->params[i]);
-        if (local == LADLE_OK)
-            local = ladle__dist_tensor(dtype, device, 1, &cs, &v->grads[i]);
-    }
+    LADLE_CALL(ladle__dist_step(m.comm, local, f));
+    LADLE_CALL(plan_reductions(&m, v, p_x, gid, &cid, &counts));
+    local = allocate(&m, v);
     if (local == LADLE_OK)
-        local = ladle_tensor_fill(v->params[0], 1.0);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->running_mean);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, 1, &cs, &v->running_var);
-    if (local == LADLE_OK)
-        local = ladle_tensor_fill(v->running_var, 1.0);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, device, 1, &sl, &v->slots);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, device, 1, &rs, &v->red);
+        m.ly = ladle__layout_retain(m.lx);
+    local = ladle__dist_layer(&m, local, &dbn_vt, v, NULL, &op);
     if (local == LADLE_OK) {
-        v->mean = ladle__calloc((size_t)(11 * cs + sl + 1), sizeof(double));
-        if (v->mean == NULL)
-            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-        else {
-            double **host[] = {&v->invstd, &v->var, &v->ca, &v->cb,    &v->cc,    &v->g,
-                               &v->bt,     &v->t0,  &v->t1, &v->stage, &v->hslots};
-            for (int i = 0; i < 11; i++)
-                *host[i] = v->mean + (i + 1) * cs;
-        }
-    }
-    if (local == LADLE_OK) {
-        int64_t box[LADLE_MAX_NDIM];
-        ladle_layout_box(lx, LADLE_SELF, NULL, box);
-        local = ladle__layer_new(&dbn_vt, dtype, device, ndim, box, ndim, box, 0, &op, __func__);
-    }
-    if (local == LADLE_OK) {
-        op->impl = v;
-        v = NULL;
-        op->comm = comm;
-        op->active = comm != MPI_COMM_NULL;
-        comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->x_layout = ladle__layout_retain(lx);
-        op->y_layout = ladle__layout_retain(lx);
         void *dv = NULL;
-        local = op->be->fn->alloc(op->be, sizeof(double) * (size_t)(LADLE__BN_NDEV * cs), &dv);
-        ((dbn *)op->impl)->dev = dv;
+        local = op->be->fn->alloc(op->be, sizeof(double) * (size_t)(LADLE__BN_NDEV * v->c), &dv);
+        v->dev = dv;
+        v = NULL;
     }
-    st = ladle__dist_step(op ? op->comm : comm, local, f);
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__dist_end(&m, &op, local, out);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
+    ladle__dist_close(&m);
     dbn_free(v, NULL);
-    ladle_layout_destroy(&lx);
     ladle__free(gid);
     ladle__free(cid);
     ladle__free(counts);

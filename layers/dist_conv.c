@@ -22,6 +22,10 @@
 #include "layers/dist.h"
 
 typedef struct dconv {
+    /* local: the layer on the needed box, or NULL; param/grad: a
+     * convolution's weights on ranks without a local layer (zero volume
+     * outside p_x); sync: the weights' gradient sums over the partition */
+    ladle__dist_base base;
     int is_pool;
     int ndim;                 /* 2 + spatial dimensions */
     ladle_halo_geometry g;    /* this rank's boxes */
@@ -29,43 +33,27 @@ typedef struct dconv {
     int same;                 /* the needed box is the whole padded tensor: the
                                  local layer reads and writes it in place */
     ladle_op *halo;
-    ladle_op *local;          /* the layer on the needed box, or NULL */
     ladle_tensor *padded;     /* forward: bulk + halo + padding cells */
     ladle_tensor *gpadded;    /* backward: the same for gradients */
     ladle_tensor *xn;         /* the needed box for calls without a ctx */
     ladle_tensor *dxn;        /* the local layer's input gradient */
-    ladle_tensor *own[2];     /* weights of ranks without a local layer */
-    ladle_tensor *owng[2];
-    ladle_op *sync[2];        /* all-sum-reduce of the weight gradients */
     int64_t wshape[5];        /* the weight's (global) shape */
-    /* the sync groups: one over the partition */
-    int *gid;
-    int64_t *counts[2];
-    int nparams;
 } dconv;
 
-typedef struct dctx {
-    ladle_ctx *local;
-    ladle_tensor *xn; /* the needed box: the local layer's saved input */
-} dctx;
+/* The ctx (ladle__dist_ctx): saved[0] is the needed box, the local layer's
+ * saved input. */
+#define CTX_XN(c) ((c)->saved[0])
 
 static void dc_free(dconv *v)
 {
     if (v == NULL)
         return;
+    ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->halo);
-    ladle_op_destroy(&v->local);
     ladle_tensor_destroy(&v->padded);
     ladle_tensor_destroy(&v->gpadded);
     ladle_tensor_destroy(&v->xn);
     ladle_tensor_destroy(&v->dxn);
-    for (int i = 0; i < 2; i++) {
-        ladle_tensor_destroy(&v->own[i]);
-        ladle_tensor_destroy(&v->owng[i]);
-        ladle_op_destroy(&v->sync[i]);
-        ladle__free(v->counts[i]);
-    }
-    ladle__free(v->gid);
     ladle__free(v);
 }
 
@@ -74,20 +62,19 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     ladle_status st = LADLE_OK;
     dconv *v = op->impl;
-    dctx *c = ctx ? ctx->impl : NULL;
-    ladle_tensor *xn = c ? c->xn : v->xn;
+    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    ladle_tensor *xn = c ? CTX_XN(c) : v->xn;
     /* with the needed box the whole padded tensor, the ctx's copy is the
      * padded tensor itself (its padding cells filled when the ctx was made) */
-    ladle_tensor *padded = v->same && c ? c->xn : v->padded;
+    ladle_tensor *padded = v->same && c ? CTX_XN(c) : v->padded;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, padded, v->g.bulk_offset));
-    LADLE_CALL(ladle_op_forward(v->halo, padded, padded));
-    if (v->local) {
+    LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
+    if (v->base.local) {
         if (!v->same || !c)
-            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, padded,
-                     v->g.needed_offset, xn, zero));
-        LADLE_CALL(ladle_layer_forward(v->local, c ? c->local : NULL, xn, y));
+            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
+                                            padded, v->g.needed_offset, xn, zero));
+        LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xn, y));
     }
 fail:
     return st;
@@ -98,28 +85,27 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     ladle_status st = LADLE_OK;
     dconv *v = op->impl;
-    dctx *c = ctx ? ctx->impl : NULL;
+    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    ladle_op *local = v->base.local;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
     /* the local layer writes every cell of its input gradient: straight into
      * the padded gradient when that is the whole of it */
-    ladle_tensor *dxn = v->same && v->local ? v->gpadded : v->dxn;
+    ladle_tensor *dxn = v->same && local ? v->gpadded : v->dxn;
     if (dxn != v->gpadded)
         LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
-    if (v->local) {
+    if (local) {
         if (c)
-            LADLE_CALL(ladle_layer_backward(v->local, c->local, dy, dxn));
+            LADLE_CALL(ladle_layer_backward(local, c->local, dy, dxn));
         else
-            LADLE_CALL(ladle_op_adjoint(v->local, dy, dxn));
+            LADLE_CALL(ladle_op_adjoint(local, dy, dxn));
         if (dxn != v->gpadded)
-            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
-                     v->g.needed_offset));
+            LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
+                                            v->dxn, zero, v->gpadded, v->g.needed_offset));
     }
-    LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
-             zero));
+    LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
 }
@@ -128,68 +114,17 @@ static ladle_status dc_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
                                        int64_t n)
 {
     dconv *v = op->impl;
-    dctx *c = ctx->impl;
+    ladle__dist_ctx *c = ctx->impl;
     (void)n;
-    if (v->local)
-        return ladle_layer_backward_weight(v->local, c->local, dy);
+    if (v->base.local)
+        return ladle_layer_backward_weight(v->base.local, c->local, dy);
     return LADLE_OK;
-}
-
-static ladle_status dc_sync(ladle_op *op)
-{
-    ladle_status st = LADLE_OK;
-    dconv *v = op->impl;
-    for (int i = 0; i < v->nparams; i++) {
-        ladle_tensor *g = ladle_op_grad(op, i);
-        LADLE_CALL(ladle_op_forward(v->sync[i], g, g));
-    }
-fail:
-    return st;
-}
-
-static ladle_status dc_ctx_init(const ladle_op *op, ladle_ctx *ctx)
-{
-    ladle_status st = LADLE_OK;
-    const dconv *v = op->impl;
-    dctx *c = ladle__calloc(1, sizeof *c);
-    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ctx->impl = c;
-    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->g.needed_shape, &c->xn));
-    if (v->same) /* it doubles as the padded tensor: the padding cells */
-        LADLE_CALL(ladle_tensor_copy(c->xn, v->padded));
-    if (v->local)
-        LADLE_CALL(ladle_ctx_create(v->local, &c->local));
-fail:
-    return st;
-}
-
-static void dc_ctx_fini(ladle_ctx *ctx)
-{
-    dctx *c = ctx->impl;
-    if (c == NULL)
-        return;
-    ladle_ctx_destroy(&c->local);
-    ladle_tensor_destroy(&c->xn);
-    ladle__free(c);
-    ctx->impl = NULL;
-}
-
-static int dc_num_params(const ladle_op *op) { return ((const dconv *)op->impl)->nparams; }
-
-static ladle_tensor *dc_param_at(const ladle_op *op, int i, int grad, const char **name)
-{
-    const dconv *v = op->impl;
-    if (name)
-        *name = i == 0 ? "weight" : "bias";
-    if (v->local)
-        return grad ? ladle_op_grad(v->local, i) : ladle_op_param(v->local, i);
-    return grad ? v->owng[i] : v->own[i];
 }
 
 static void dc_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 {
     const dconv *v = op->impl;
-    const ladle_tensor *t = dc_param_at(op, i, 0, NULL);
+    const ladle_tensor *t = ladle__dist_param_at(op, i, 0, NULL);
     info->ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++)
         info->global[d] = t->shape[d];
@@ -200,17 +135,7 @@ static void dc_param_info(const ladle_op *op, int i, ladle__pinfo *info)
         info->global[0] = v->wshape[0];
     /* replicated: partition rank 0 writes them */
     info->owner = ladle_partition_rank(ladle_layout_partition(op->x_layout)) == 0;
-    info->sync = v->sync[i];
-    info->sync_p = v->sync[i] ? ladle_layout_partition(ladle_op_x_layout(v->sync[i])) : NULL;
-    info->sync_gid = v->gid;
-    info->sync_counts = v->counts[i];
-}
-
-static void dc_set_training(ladle_op *op, int training)
-{
-    dconv *v = op->impl;
-    if (v->local)
-        ladle_layer_set_training(v->local, training);
+    ladle__dist_sync_info(v->base.sync[i], v->base.gid[i], v->base.cnt[i], info);
 }
 
 static void dc_destroy(ladle_op *op) { dc_free(op->impl); }
@@ -221,13 +146,13 @@ static const ladle_op_vtable dconv_vt = {
     .layer_forward = dc_forward,
     .layer_backward = dc_backward,
     .layer_backward_weight = dc_backward_weight,
-    .ctx_init = dc_ctx_init,
-    .ctx_fini = dc_ctx_fini,
-    .num_params = dc_num_params,
-    .param_at = dc_param_at,
-    .set_training = dc_set_training,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
+    .num_params = ladle__dist_num_params,
+    .param_at = ladle__dist_param_at,
+    .set_training = ladle__dist_set_training,
     .param_info = dc_param_info,
-    .sync_grads = dc_sync,
+    .sync_grads = ladle__dist_sync_grads,
 };
 
 static const ladle_op_vtable dpool_vt = {
@@ -235,10 +160,10 @@ static const ladle_op_vtable dpool_vt = {
     .destroy = dc_destroy,
     .layer_forward = dc_forward,
     .layer_backward = dc_backward,
-    .ctx_init = dc_ctx_init,
-    .ctx_fini = dc_ctx_fini,
-    .num_params = dc_num_params,
-    .set_training = dc_set_training,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
+    .num_params = ladle__dist_num_params,
+    .set_training = ladle__dist_set_training,
 };
 
 /* What the two layers share: nd, kernel, stride, padding, dilation. */
@@ -252,11 +177,9 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
                              ladle_dtype dtype, unsigned flags, const char *f)
 {
     char a[128];
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~(unsigned)LADLE_CHECKED)
-        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    ladle_status st = ladle__dist_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
     if (sp->nd < 1 || sp->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", sp->nd);
     if (ladle_partition_ndim(p_x) != 2 + sp->nd)
@@ -274,7 +197,7 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
             return ladle__raise(LADLE_ERR_SHAPE, f, "x extent %lld in dimension %d",
                                 (long long)xs[i], i);
     int64_t numel, m = 0;
-    ladle_status st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
+    st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
     for (int i = 0; st == LADLE_OK && i < sp->nd; i++) {
         snprintf(a, sizeof a, "spatial dimension %d", i);
         st = ladle__window_length(f, a, xs[2 + i], sp->k[i], sp->s[i], sp->p[i], sp->d[i],
@@ -319,52 +242,26 @@ fail:
     return st;
 }
 
-/* The shared creation: make_local builds the local layer (padding 0) on
- * the needed box. */
+/* What makes the layer a convolution or a pooling: make_local builds the
+ * local layer (padding 0) on the needed box; padding cells hold pad_value. */
 typedef ladle_status (*make_local_fn)(const void *desc, const int64_t *needed, ladle_dtype dt,
                                       ladle_device device, uint64_t seed, ladle_op **op);
 
-static ladle_status create(ladle_status pre, const ladle_partition *p_x, const int64_t *xs,
-                           const spec *sp, int is_pool, double pad_value, const void *desc,
-                           make_local_fn make_local, int64_t args_hash_n, const int64_t *args,
-                           ladle_dtype dtype, ladle_device device, uint64_t seed, unsigned flags,
-                           ladle_op **out, const char *f)
+typedef struct kind {
+    int is_pool;
+    double pad_value;
+    const void *desc; /* ladle_conv_desc or ladle_pool_desc */
+    make_local_fn make_local;
+} kind;
+
+/* The halo exchange over x's layout and this rank's boxes. */
+static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
 {
-    ladle_status st = LADLE_OK, local;
-    ladle_op *op = NULL;
-    dconv *v = NULL;
-    ladle_layout *lx = NULL, *ly = NULL;
-    MPI_Comm comm = MPI_COMM_NULL;
-    const ladle_partition *parts[1] = {p_x};
-    int nd = 2 + sp->nd;
-
-    local = pre != LADLE_OK ? pre : validate(p_x, xs, sp, dtype, flags, f);
-    LADLE_CALL(ladle__dist_begin(
-        1, parts, device, local,
-        ladle__dist_hash(LADLE_HASH_INIT, 1, parts, (int)args_hash_n, args), &comm, f));
-    v = ladle__calloc(1, sizeof *v);
-    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-    if (local == LADLE_OK) {
-        v->is_pool = is_pool;
-        v->ndim = nd;
-        local = ladle_layout_create_balanced(p_x, nd, xs, &lx);
-    }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
-    ladle_window w;
-    ladle_window_init(&w, nd);
-    for (int i = 0; i < sp->nd; i++) {
-        w.kernel[2 + i] = sp->k[i];
-        w.stride[2 + i] = sp->s[i];
-        w.padding[2 + i] = sp->p[i];
-        w.dilation[2 + i] = sp->d[i];
-    }
-    w.ceil_mode = sp->ceil_mode;
-    LADLE_CALL(ladle__dist_step(
-        comm, ladle_halo_exchange_create(lx, &w, dtype, device, flags, &v->halo), f));
-    ladle_halo_exchange_geometry(v->halo, &v->g);
-
-    local = LADLE_OK;
+    ladle_status st = LADLE_OK;
+    int nd = v->ndim;
     int64_t outv = 1, needv = 1;
+    LADLE_CALL(ladle__dist_halo(m, sp->nd, sp->k, sp->s, sp->p, sp->d, sp->ceil_mode, &v->halo,
+                                &v->g));
     for (int i = 0; i < nd; i++) {
         outv *= v->g.output_shape[i];
         needv *= v->g.needed_shape[i];
@@ -373,131 +270,176 @@ static ladle_status create(ladle_status pre, const ladle_partition *p_x, const i
     v->same = 1;
     for (int i = 0; i < nd; i++)
         v->same &= v->g.needed_offset[i] == 0 && v->g.needed_shape[i] == v->g.padded_shape[i];
-    local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->padded);
-    if (local == LADLE_OK)
-        local = ladle_tensor_fill(v->padded, pad_value);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->gpadded);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->xn);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->dxn);
-    if (local == LADLE_OK && v->has_output) {
-        local = make_local(desc, v->g.needed_shape, dtype, device, seed, &v->local);
-        if (local == LADLE_OK) {
-            int ln;
-            int64_t ls[LADLE_MAX_NDIM];
-            ladle_op_y_shape(v->local, &ln, ls);
-            for (int i = 0; i < nd; i++)
-                if (i != 1 && ls[i] != v->g.output_shape[i])
-                    local = ladle__raise(LADLE_ERR_INTERNAL, f,
-                                         "the local layer's output does not match the "
-                                         "output block");
-        }
-    }
-    /* the weights every rank holds (a copy without a local layer) */
-    if (local == LADLE_OK && !is_pool) {
-        const ladle_conv_desc *cd = desc;
-        /* members hold whole copies; other ranks zero-volume stand-ins */
-        int member = ladle_partition_active(p_x);
-        int64_t ws[5] = {cd->out_channels, cd->in_channels / cd->groups, 1, 1, 1};
-        int64_t bs = member ? cd->out_channels : 0;
-        for (int i = 0; i < sp->nd; i++)
-            ws[2 + i] = sp->k[i];
-        for (int i = 0; !member && i < nd; i++)
-            ws[i] = 0;
-        v->nparams = cd->bias ? 2 : 1;
-        v->wshape[0] = cd->out_channels;
-        v->wshape[1] = cd->in_channels / cd->groups;
-        for (int i = 0; i < sp->nd; i++)
-            v->wshape[2 + i] = sp->k[i];
-        local = ladle__dist_tensor(dtype, device, nd, ws, &v->own[0]);
-        if (local == LADLE_OK)
-            local = ladle__dist_tensor(dtype, device, nd, ws, &v->owng[0]);
-        if (local == LADLE_OK && cd->bias)
-            local = ladle__dist_tensor(dtype, device, 1, &bs, &v->own[1]);
-        if (local == LADLE_OK && cd->bias)
-            local = ladle__dist_tensor(dtype, device, 1, &bs, &v->owng[1]);
-    }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
-    /* gradients of the replicated weights: summed over the whole partition */
-    if (v->nparams > 0) {
-        int size = ladle_partition_size(p_x);
-        v->gid = ladle__calloc((size_t)size, sizeof(int));
-        v->counts[0] = ladle__calloc((size_t)size, sizeof(int64_t));
-        v->counts[1] = ladle__calloc((size_t)size, sizeof(int64_t));
-        local = v->gid && v->counts[0] && v->counts[1]
-                    ? LADLE_OK
-                    : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-        int64_t wn = 1;
-        for (int i = 0; i < nd; i++)
-            wn *= v->wshape[i];
-        for (int r = 0; local == LADLE_OK && r < size; r++) {
-            v->counts[0][r] = wn;
-            v->counts[1][r] = v->wshape[0];
-        }
-        LADLE_CALL(ladle__dist_step(comm, local, f));
-    }
-    for (int i = 0; i < v->nparams; i++) {
-        int axes[LADLE_MAX_NDIM];
-        for (int a = 0; a < nd; a++)
-            axes[a] = a;
-        const ladle_conv_desc *cd = desc;
-        int64_t full[5] = {cd->out_channels, cd->in_channels / cd->groups, 1, 1, 1};
-        for (int j = 0; j < sp->nd; j++)
-            full[2 + j] = sp->k[j];
-        LADLE_CALL(
-            ladle__dist_step(comm,
-                             ladle_all_sum_reduce_create(p_x, nd, axes, i == 0 ? nd : 1, full,
-                                                         dtype, device, flags, &v->sync[i]),
-                             f));
-    }
+fail:
+    return st;
+}
 
-    /* y: the halo's output split, with the layer's channels */
-    int64_t channels = is_pool ? xs[1] : ((const ladle_conv_desc *)desc)->out_channels;
-    local = y_layout(ladle_halo_exchange_output_layout(v->halo), channels, &ly);
-    int64_t ys[LADLE_MAX_NDIM];
-    if (local == LADLE_OK) {
-        ladle_layout_box(ly, LADLE_SELF, NULL, ys);
-        local = ladle__layer_new(is_pool ? &dpool_vt : &dconv_vt, dtype, device, nd,
-                                 v->g.bulk_shape, nd, ys, 0, &op, f);
-    }
-    if (local == LADLE_OK) {
-        op->impl = v;
-        v = NULL;
-        op->comm = comm;
-        op->active = comm != MPI_COMM_NULL;
-        comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->x_layout = ladle__layout_retain(lx);
-        op->y_layout = ladle__layout_retain(ly);
-        if (!is_pool) {
-            const ladle_conv_desc *cd = desc;
-            double kv = 1;
-            for (int i = 0; i < sp->nd; i++)
-                kv *= (double)sp->k[i];
-            op->weighted = 1;
-            op->linear = !cd->bias;
-            op->fan_in = (double)(cd->in_channels / cd->groups) * kv;
-            op->fan_out = (double)(cd->out_channels / cd->groups) * kv;
-            local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
-        } else {
-            const ladle_pool_desc *pd = desc;
-            op->linear = pd->kind == LADLE_POOL_AVG;
-        }
-    }
-    st = ladle__dist_step(op ? op->comm : comm, local, f);
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
+/* The weights every rank holds when it has no local layer: whole copies
+ * on members, zero-volume stand-ins elsewhere. Local. */
+static ladle_status allocate_weights(ladle__dist_make *m, dconv *v, const ladle_conv_desc *cd,
+                                     const spec *sp, const ladle_partition *p_x)
+{
+    ladle_status st = LADLE_OK;
+    int nd = v->ndim, member = ladle_partition_active(p_x);
+    int64_t ws[5] = {cd->out_channels, cd->in_channels / cd->groups, 1, 1, 1};
+    int64_t bs = member ? cd->out_channels : 0;
+    for (int i = 0; i < sp->nd; i++)
+        ws[2 + i] = sp->k[i];
+    for (int i = 0; !member && i < nd; i++)
+        ws[i] = 0;
+    v->base.nparams = cd->bias ? 2 : 1;
+    v->wshape[0] = cd->out_channels;
+    v->wshape[1] = cd->in_channels / cd->groups;
+    for (int i = 0; i < sp->nd; i++)
+        v->wshape[2 + i] = sp->k[i];
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, nd, ws, &v->base.param[0]));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, nd, ws, &v->base.grad[0]));
+    if (cd->bias) {
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.param[1]));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.grad[1]));
     }
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
+    return st;
+}
+
+/* The padded tensors and boxes, the local layer where this rank has
+ * output, and a convolution's weights. Local. */
+static ladle_status allocate(ladle__dist_make *m, dconv *v, const kind *k, const spec *sp,
+                             const ladle_partition *p_x, uint64_t seed)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dtype dt = m->dtype;
+    ladle_device dev = m->device;
+    int nd = v->ndim;
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->padded));
+    LADLE_CALL(ladle_tensor_fill(v->padded, k->pad_value));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->gpadded));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->xn));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->dxn));
+    if (v->has_output) {
+        int ln, fits = 1;
+        int64_t ls[LADLE_MAX_NDIM];
+        LADLE_CALL(k->make_local(k->desc, v->g.needed_shape, dt, dev, seed, &v->base.local));
+        ladle_op_y_shape(v->base.local, &ln, ls);
+        for (int i = 0; i < nd; i++)
+            fits &= i == 1 || ls[i] == v->g.output_shape[i];
+        LADLE_DIST_CHECK(m, fits, LADLE_ERR_INTERNAL,
+                         "the local layer's output does not match the output block");
+    }
+    /* the ctx's copy of the needed box doubles as the padded tensor when
+     * they are the same: it starts as the padding cells */
+    v->base.nsaved = 1;
+    v->base.saved_like[0] = v->xn;
+    v->base.saved_from[0] = v->same ? v->padded : NULL;
+    if (!k->is_pool)
+        LADLE_CALL(allocate_weights(m, v, k->desc, sp, p_x));
+fail:
+    return st;
+}
+
+/* The gradients of the replicated weights: summed over the whole partition
+ * (one group, the whole weight per rank). */
+static ladle_status plan_sync(ladle__dist_make *m, dconv *v, const ladle_conv_desc *cd,
+                              const spec *sp, const ladle_partition *p_x)
+{
+    ladle_status st = LADLE_OK;
+    const char *f = m->func;
+    ladle__dist_base *b = &v->base;
+    int nd = v->ndim, size = ladle_partition_size(p_x), axes[LADLE_MAX_NDIM];
+    int64_t wn = 1, full[5] = {cd->out_channels, cd->in_channels / cd->groups, 1, 1, 1};
+    for (int i = 0; i < nd; i++)
+        wn *= v->wshape[i];
+    for (int i = 0; i < b->nparams; i++) {
+        b->gid[i] = ladle__calloc((size_t)size, sizeof(int));
+        b->cnt[i] = ladle__calloc((size_t)size, sizeof(int64_t));
+    }
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__dist_alloc_ok(m, b->gid[0] && b->cnt[0] &&
+                                                            (b->nparams < 2 ||
+                                                             (b->gid[1] && b->cnt[1]))),
+                                f));
+    for (int r = 0; r < size; r++) {
+        b->cnt[0][r] = wn;
+        if (b->nparams > 1)
+            b->cnt[1][r] = v->wshape[0];
+    }
+    for (int a = 0; a < nd; a++)
+        axes[a] = a;
+    for (int j = 0; j < sp->nd; j++)
+        full[2 + j] = sp->k[j];
+    for (int i = 0; i < b->nparams; i++) {
+        LADLE_CALL(ladle__dist_step(m->comm,
+                                    ladle_all_sum_reduce_create(p_x, nd, axes, i == 0 ? nd : 1,
+                                                                full, m->dtype, m->device,
+                                                                m->flags, &b->sync[i]),
+                                    f));
+        LADLE_CALL(ladle__dist_step(m->comm, ladle__dist_sync_view(m, b, i), f));
+    }
+fail:
+    return st;
+}
+
+/* The layer op over the halo's output split (with the layer's channels)
+ * and what is a convolution's or a pooling's own. */
+static ladle_status finish(ladle__dist_make *m, dconv **pv, const kind *k, const spec *sp,
+                           const int64_t *xs, uint64_t seed, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local;
+    dconv *v = *pv;
+    ladle_op *op = NULL;
+    int64_t channels = k->is_pool ? xs[1] : ((const ladle_conv_desc *)k->desc)->out_channels;
+    local = y_layout(ladle_halo_exchange_output_layout(v->halo), channels, &m->ly);
+    local = ladle__dist_layer(m, local, k->is_pool ? &dpool_vt : &dconv_vt, v, v->g.bulk_shape,
+                              &op);
+    if (local == LADLE_OK)
+        *pv = NULL;
+    if (local == LADLE_OK && !k->is_pool) {
+        const ladle_conv_desc *cd = k->desc;
+        double kv = 1;
+        for (int i = 0; i < sp->nd; i++)
+            kv *= (double)sp->k[i];
+        op->weighted = 1;
+        op->linear = !cd->bias;
+        op->fan_in = (double)(cd->in_channels / cd->groups) * kv;
+        op->fan_out = (double)(cd->out_channels / cd->groups) * kv;
+        local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
+    } else if (local == LADLE_OK) {
+        op->linear = ((const ladle_pool_desc *)k->desc)->kind == LADLE_POOL_AVG;
+    }
+    st = ladle__dist_end(m, &op, local, out);
+    return st;
+}
+
+/* The shared creation of both layers. */
+static ladle_status create(ladle__dist_make *m, ladle_status pre, const ladle_partition *p_x,
+                           const int64_t *xs, const spec *sp, const kind *k, int nargs,
+                           const int64_t *args, uint64_t seed, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local;
+    const char *f = m->func;
+    dconv *v = NULL;
+    const ladle_partition *parts[1] = {p_x};
+    int nd = 2 + sp->nd;
+
+    local = pre != LADLE_OK ? pre : validate(p_x, xs, sp, m->dtype, m->flags, f);
+    LADLE_CALL(ladle__dist_open(m, 1, parts, local,
+                                ladle__dist_hash(LADLE_HASH_INIT, 1, parts, nargs, args)));
+    v = ladle__calloc(1, sizeof *v);
+    local = ladle__dist_alloc_ok(m, v != NULL);
+    if (local == LADLE_OK) {
+        v->is_pool = k->is_pool;
+        v->ndim = nd;
+        local = ladle_layout_create_balanced(p_x, nd, xs, &m->lx);
+    }
+    LADLE_CALL(ladle__dist_step(m->comm, local, f));
+    LADLE_CALL(plan_halo(m, v, sp));
+    LADLE_CALL(ladle__dist_step(m->comm, allocate(m, v, k, sp, p_x, seed), f));
+    if (v->base.nparams > 0)
+        LADLE_CALL(plan_sync(m, v, k->desc, sp, p_x));
+    st = finish(m, &v, k, sp, xs, seed, out);
+fail:
+    ladle__dist_close(m);
     dc_free(v);
-    ladle_layout_destroy(&lx);
-    ladle_layout_destroy(&ly);
     return st;
 }
 
@@ -557,8 +499,9 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
                            "x has %lld channels, the layer %lld in %lld groups (out %lld)",
                            (long long)x_shape[1], (long long)d->in_channels,
                            (long long)d->groups, (long long)d->out_channels);
-    st = create(pre, p_x, x_shape, &sp, 0, 0.0, d, make_conv, 25, args, dtype, device, seed, flags,
-                out, __func__);
+    ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    kind k = {0, 0.0, d, make_conv};
+    st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, seed, out);
 fail:
     return st;
 }
@@ -603,8 +546,9 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
         args[20 + i] = x_shape[i];
-    st = create(pre, p_x, x_shape, &sp, 1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d,
-                make_pool, 25, args, dtype, device, 0, flags, out, __func__);
+    ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, make_pool};
+    st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, 0, out);
 fail:
     return st;
 }

@@ -21,39 +21,35 @@
 #include "layers/dist.h"
 
 typedef struct dgrid {
+    /* local: the worker's convolution, or NULL; param/grad: zero-volume
+     * stand-ins off the workers; sync: the sums of the blocks' copies */
+    ladle__dist_base base;
     int ndim, nd;                 /* tensor dimensions, spatial dimensions */
     ladle_halo_geometry g;        /* this rank's boxes on p_x */
     ladle_op *halo;               /* on p_x */
     ladle_op *bcast, *reduce;     /* B and R */
-    ladle_op *local;              /* the worker's convolution, or NULL */
     ladle_tensor *padded, *gpadded, *xn, *dxn; /* on p_x */
     ladle_tensor *xb, *dyp;       /* on p_w, for calls without a ctx */
     ladle_tensor *yp, *dxp;       /* on p_w */
-    ladle_tensor *own[2], *owng[2]; /* zero-volume stand-ins off the workers */
-    ladle_op *sync[2];
-    ladle_tensor *flat[2];        /* 1-D views of the gradients for sync */
-    int *gid[2];
-    int64_t *cnt[2];
-    int has_bias;
     int64_t co, cig, k[3];        /* global out channels, in channels, kernel */
     int64_t co_off, ci_off;       /* this worker's blocks */
     int worker;
 } dgrid;
 
-typedef struct dctx {
-    ladle_ctx *local;
-    ladle_tensor *xb, *dyp;
-    int dyp_ready;
-} dctx;
+/* The ctx (ladle__dist_ctx): saved[0] is the box broadcast onto p_w (the
+ * worker's saved input), saved[1] dy spread onto p_w, ready says saved[1]
+ * holds the current dy's. */
+#define CTX_XB(c) ((c)->saved[0])
+#define CTX_DYP(c) ((c)->saved[1])
 
 static void dg_free(dgrid *v)
 {
     if (v == NULL)
         return;
+    ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->halo);
     ladle_op_destroy(&v->bcast);
     ladle_op_destroy(&v->reduce);
-    ladle_op_destroy(&v->local);
     ladle_tensor_destroy(&v->padded);
     ladle_tensor_destroy(&v->gpadded);
     ladle_tensor_destroy(&v->xn);
@@ -62,14 +58,6 @@ static void dg_free(dgrid *v)
     ladle_tensor_destroy(&v->dyp);
     ladle_tensor_destroy(&v->yp);
     ladle_tensor_destroy(&v->dxp);
-    for (int i = 0; i < 2; i++) {
-        ladle_tensor_destroy(&v->own[i]);
-        ladle_tensor_destroy(&v->owng[i]);
-        ladle_tensor_destroy(&v->flat[i]);
-        ladle_op_destroy(&v->sync[i]);
-        ladle__free(v->gid[i]);
-        ladle__free(v->cnt[i]);
-    }
     ladle__free(v);
 }
 
@@ -78,32 +66,32 @@ static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    dctx *c = ctx ? ctx->impl : NULL;
-    ladle_tensor *xb = c ? c->xb : v->xb;
+    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    ladle_tensor *xb = c ? CTX_XB(c) : v->xb;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, x, zero, v->padded, v->g.bulk_offset));
-    LADLE_CALL(ladle_op_forward(v->halo, v->padded, v->padded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded, v->g.needed_offset,
-             v->xn, zero));
+    LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, v->padded));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded,
+                                    v->g.needed_offset, v->xn, zero));
     LADLE_CALL(ladle_op_forward(v->bcast, v->xn, xb));
-    if (v->local)
-        LADLE_CALL(ladle_layer_forward(v->local, c ? c->local : NULL, xb, v->yp));
+    if (v->base.local)
+        LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xb, v->yp));
     LADLE_CALL(ladle_op_forward(v->reduce, v->yp, y));
     if (c)
-        c->dyp_ready = 0;
+        c->ready = 0;
 fail:
     return st;
 }
 
-static ladle_status spread_dy(dgrid *v, dctx *c, const ladle_tensor *dy, ladle_tensor **dyp)
+static ladle_status spread_dy(dgrid *v, ladle__dist_ctx *c, const ladle_tensor *dy,
+                              ladle_tensor **dyp)
 {
     ladle_status st = LADLE_OK;
-    *dyp = c ? c->dyp : v->dyp;
-    if (c == NULL || !c->dyp_ready) {
+    *dyp = c ? CTX_DYP(c) : v->dyp;
+    if (c == NULL || !c->ready) {
         LADLE_CALL(ladle_op_adjoint(v->reduce, dy, *dyp));
         if (c)
-            c->dyp_ready = 1;
+            c->ready = 1;
     }
 fail:
     return st;
@@ -114,24 +102,23 @@ static ladle_status dg_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    dctx *c = ctx ? ctx->impl : NULL;
+    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    ladle_op *local = v->base.local;
     ladle_tensor *dyp;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
     LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (v->local && c)
-        LADLE_CALL(ladle_layer_backward(v->local, c->local, dyp, v->dxp));
-    else if (v->local)
-        LADLE_CALL(ladle_op_adjoint(v->local, dyp, v->dxp));
+    if (local && c)
+        LADLE_CALL(ladle_layer_backward(local, c->local, dyp, v->dxp));
+    else if (local)
+        LADLE_CALL(ladle_op_adjoint(local, dyp, v->dxp));
     LADLE_CALL(ladle_op_adjoint(v->bcast, v->dxp, v->dxn));
     LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero, v->gpadded,
-             v->g.needed_offset));
-    LADLE_CALL(ladle_op_adjoint(v->halo, v->gpadded, v->gpadded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.bulk_shape, v->gpadded, v->g.bulk_offset, dx,
-             zero));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero,
+                                    v->gpadded, v->g.needed_offset));
+    LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
 }
@@ -141,69 +128,20 @@ static ladle_status dg_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
 {
     ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    dctx *c = ctx->impl;
+    ladle__dist_ctx *c = ctx->impl;
     ladle_tensor *dyp;
     (void)n;
     LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (v->local)
-        LADLE_CALL(ladle_layer_backward_weight(v->local, c->local, dyp));
+    if (v->base.local)
+        LADLE_CALL(ladle_layer_backward_weight(v->base.local, c->local, dyp));
 fail:
     return st;
-}
-
-static ladle_status dg_sync(ladle_op *op)
-{
-    ladle_status st = LADLE_OK;
-    dgrid *v = op->impl;
-    for (int i = 0; i < 2; i++)
-        if (v->sync[i])
-            LADLE_CALL(ladle_op_forward(v->sync[i], v->flat[i], v->flat[i]));
-fail:
-    return st;
-}
-
-static ladle_status dg_ctx_init(const ladle_op *op, ladle_ctx *ctx)
-{
-    ladle_status st = LADLE_OK;
-    const dgrid *v = op->impl;
-    dctx *c = ladle__calloc(1, sizeof *c);
-    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ctx->impl = c;
-    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->xb->shape, &c->xb));
-    LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, v->ndim, v->dyp->shape, &c->dyp));
-    if (v->local)
-        LADLE_CALL(ladle_ctx_create(v->local, &c->local));
-fail:
-    return st;
-}
-
-static void dg_ctx_fini(ladle_ctx *ctx)
-{
-    dctx *c = ctx->impl;
-    if (c == NULL)
-        return;
-    ladle_ctx_destroy(&c->local);
-    ladle_tensor_destroy(&c->xb);
-    ladle_tensor_destroy(&c->dyp);
-    ladle__free(c);
-    ctx->impl = NULL;
-}
-
-static int dg_num_params(const ladle_op *op) { return ((const dgrid *)op->impl)->has_bias ? 2 : 1; }
-
-static ladle_tensor *dg_param_at(const ladle_op *op, int i, int grad, const char **name)
-{
-    const dgrid *v = op->impl;
-    if (name)
-        *name = i == 0 ? "weight" : "bias";
-    if (v->local && i < ladle_op_num_params(v->local))
-        return grad ? ladle_op_grad(v->local, i) : ladle_op_param(v->local, i);
-    return grad ? v->owng[i] : v->own[i];
 }
 
 static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 {
     const dgrid *v = op->impl;
+    const ladle__dist_base *b = &v->base;
     info->ndim = i == 0 ? v->ndim : 1;
     info->global[0] = v->co;
     info->offset[0] = v->worker ? v->co_off : 0;
@@ -219,18 +157,8 @@ static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     int first = c != NULL;
     for (int d = 2; c && d < v->ndim; d++)
         first &= c[d] == 0;
-    info->owner = first && v->local && i < ladle_op_num_params(v->local);
-    info->sync = v->sync[i];
-    info->sync_p = v->sync[i] ? ladle_layout_partition(ladle_op_x_layout(v->sync[i])) : NULL;
-    info->sync_gid = v->gid[i];
-    info->sync_counts = v->cnt[i];
-}
-
-static void dg_set_training(ladle_op *op, int training)
-{
-    dgrid *v = op->impl;
-    if (v->local)
-        ladle_layer_set_training(v->local, training);
+    info->owner = first && b->local && i < ladle_op_num_params(b->local);
+    ladle__dist_sync_info(b->sync[i], b->gid[i], b->cnt[i], info);
 }
 
 static void dg_destroy(ladle_op *op) { dg_free(op->impl); }
@@ -241,13 +169,13 @@ static const ladle_op_vtable dgrid_vt = {
     .layer_forward = dg_forward,
     .layer_backward = dg_backward,
     .layer_backward_weight = dg_backward_weight,
-    .ctx_init = dg_ctx_init,
-    .ctx_fini = dg_ctx_fini,
-    .num_params = dg_num_params,
-    .param_at = dg_param_at,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
+    .num_params = ladle__dist_num_params,
+    .param_at = ladle__dist_param_at,
     .param_info = dg_param_info,
-    .set_training = dg_set_training,
-    .sync_grads = dg_sync,
+    .set_training = ladle__dist_set_training,
+    .sync_grads = ladle__dist_sync_grads,
 };
 
 /* The checks every rank makes alike. */
@@ -256,16 +184,14 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
                              const int64_t *xs, ladle_dtype dtype, unsigned flags,
                              const char *f)
 {
-    if (!ladle__is_real(dtype))
-        return ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
-                            ladle_dtype_name(dtype));
-    if (flags & ~(unsigned)LADLE_CHECKED)
-        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    ladle_status st = ladle__dist_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
     if (d->nd < 1 || d->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", d->nd);
     int nd = 2 + d->nd;
     int64_t numel;
-    ladle_status st = ladle__check_shape(f, nd, xs, &numel);
+    st = ladle__check_shape(f, nd, xs, &numel);
     if (st != LADLE_OK)
         return st;
     if (ladle_partition_ndim(p_x) != nd || ladle_partition_ndim(p_w) != nd ||
@@ -317,141 +243,141 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_partition *p_x,
-                                         const ladle_partition *p_w, const ladle_partition *p_y,
-                                         const int64_t x_shape[], ladle_dtype dtype,
-                                         ladle_device device, uint64_t seed, unsigned flags,
-                                         ladle_op **out)
+/* A creation's temporaries: every rank's needed box on p_x, the boxes on
+ * p_w of the broadcast x and the partial y, where each comes from or goes
+ * to, and their layouts. */
+typedef struct plan {
+    int64_t *xshapes, *bshapes, *yshapes;
+    int *src_x, *src_y;
+    ladle_layout *lxn, *lxb, *lyp;
+} plan;
+
+static void plan_free(plan *pl)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local;
-    ladle_op *op = NULL;
-    dgrid *v = NULL;
-    ladle_layout *lx = NULL, *ly = NULL, *lxn = NULL, *lxb = NULL, *lyp = NULL;
-    MPI_Comm comm = MPI_COMM_NULL;
-    int64_t *xshapes = NULL, *bshapes = NULL, *yshapes = NULL;
-    int *src_x = NULL, *src_y = NULL;
-    LADLE_NOT_NULL(d);
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(p_w);
-    LADLE_NOT_NULL(p_y);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[3] = {p_x, p_w, p_y};
-    local = validate(d, p_x, p_w, p_y, x_shape, dtype, flags, f);
-    int nd = 2 + d->nd;
+    ladle__free(pl->xshapes);
+    ladle__free(pl->bshapes);
+    ladle__free(pl->yshapes);
+    ladle__free(pl->src_x);
+    ladle__free(pl->src_y);
+    ladle_layout_destroy(&pl->lxn);
+    ladle_layout_destroy(&pl->lxb);
+    ladle_layout_destroy(&pl->lyp);
+}
+
+/* Every rank's needed box (a global fact: the geometry of each rank),
+ * summed over the union from each rank of p_x's own. */
+static ladle_status gather_needed(ladle__dist_make *m, const dgrid *v, const ladle_partition *p_x,
+                                  int64_t *xshapes)
+{
+    int nd = v->ndim, me = ladle_partition_rank(p_x);
+    if (m->comm == MPI_COMM_NULL)
+        return LADLE_OK;
+    if (me >= 0)
+        memcpy(xshapes + me * nd, v->g.needed_shape, sizeof(int64_t) * (size_t)nd);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, xshapes, ladle_partition_size(p_x) * nd, MPI_INT64_T,
+                           MPI_SUM, m->comm);
+    return rc == MPI_SUCCESS ? LADLE_OK : ladle__raise_mpi(rc, m->func, "MPI_Allreduce");
+}
+
+/* y's layout on p_y, and the boxes of B's and R's sides on p_w: worker
+ * (i, j, s) takes the box of (0, j, s) of p_x and sends onto (0, i, s) of
+ * p_y. Local. */
+static ladle_status plan_boxes(ladle__dist_make *m, const dgrid *v, const ladle_conv_desc *d,
+                               const ladle_partition *p_x, const ladle_partition *p_w,
+                               const ladle_partition *p_y, const int64_t *x_shape, plan *pl)
+{
+    ladle_status st = LADLE_OK;
+    int nd = v->ndim, sw = ladle_partition_size(p_w), c[LADLE_MAX_NDIM], cx[LADLE_MAX_NDIM];
+    int64_t yg[LADLE_MAX_NDIM];
+    yg[0] = x_shape[0];
+    yg[1] = d->out_channels;
+    for (int a = 2; a < nd; a++)
+        yg[a] = ladle_layout_global_shape(ladle_halo_exchange_output_layout(v->halo))[a];
+    LADLE_CALL(ladle_layout_create_balanced(p_y, nd, yg, &m->ly));
+    for (int r = 0; r < sw; r++) {
+        ladle_partition_coords_of(p_w, r, c);
+        memcpy(cx, c, sizeof c);
+        cx[0] = 0;
+        ladle_partition_rank_of(p_x, cx, &pl->src_x[r]);
+        cx[1] = c[0];
+        ladle_partition_rank_of(p_y, cx, &pl->src_y[r]);
+        /* the needed box's channels are the tile's own (no window) */
+        memcpy(pl->bshapes + r * nd, pl->xshapes + pl->src_x[r] * nd,
+               sizeof(int64_t) * (size_t)nd);
+        ladle_layout_box(m->ly, pl->src_y[r], NULL, pl->yshapes + r * nd);
+    }
+    LADLE_CALL(boxes(p_x, nd, x_shape, pl->xshapes, &pl->lxn));
+    LADLE_CALL(boxes(p_w, nd, x_shape, pl->bshapes, &pl->lxb));
+    LADLE_CALL(boxes(p_w, nd, yg, pl->yshapes, &pl->lyp));
+fail:
+    return st;
+}
+
+/* The arguments every rank must pass alike (x's shape where it is valid). */
+static uint64_t args_hash(const ladle_conv_desc *d, const ladle_partition *const *parts,
+                          const int64_t *x_shape, int valid, uint64_t seed,
+                          const ladle__dist_make *m)
+{
     int64_t args[26] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
-                        (int64_t)dtype, (int64_t)flags, (int64_t)seed};
+                        (int64_t)m->dtype, (int64_t)m->flags, (int64_t)seed};
     for (int i = 0; i < 3; i++) {
         args[8 + i] = d->kernel[i];
         args[11 + i] = d->stride[i];
         args[14 + i] = d->padding[i];
         args[17 + i] = d->dilation[i];
     }
-    for (int i = 0; i < nd && i < 5 && local == LADLE_OK; i++)
+    for (int i = 0; i < 2 + d->nd && i < 5 && valid; i++)
         args[20 + i] = x_shape[i];
-    LADLE_CALL(ladle__dist_begin(3, parts, device, local,
-                                 ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args), &comm, f));
+    return ladle__dist_hash(LADLE_HASH_INIT, 3, parts, 26, args);
+}
 
-    /* the spatial part on p_x: halo exchange over the tiles */
-    v = ladle__calloc(1, sizeof *v);
-    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-    if (local == LADLE_OK) {
-        v->ndim = nd;
-        v->nd = d->nd;
-        v->has_bias = d->bias != 0;
-        v->co = d->out_channels;
-        v->cig = d->in_channels / d->groups;
-        for (int i = 0; i < d->nd; i++)
-            v->k[i] = d->kernel[i];
-        local = ladle_layout_create_balanced(p_x, nd, x_shape, &lx);
-    }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
-    ladle_window w;
-    ladle_window_init(&w, nd);
-    for (int i = 0; i < d->nd; i++) {
-        w.kernel[2 + i] = d->kernel[i];
-        w.stride[2 + i] = d->stride[i];
-        w.padding[2 + i] = d->padding[i];
-        w.dilation[2 + i] = d->dilation[i];
-    }
-    LADLE_CALL(ladle__dist_step(
-        comm, ladle_halo_exchange_create(lx, &w, dtype, device, flags, &v->halo), f));
-    ladle_halo_exchange_geometry(v->halo, &v->g);
+/* The boxes and layouts of B's and R's sides (every step agreed), then B
+ * and R themselves. */
+static ladle_status plan_ops(ladle__dist_make *m, dgrid *v, const ladle_conv_desc *d,
+                             const ladle_partition *p_x, const ladle_partition *p_w,
+                             const ladle_partition *p_y, const int64_t *x_shape, plan *pl)
+{
+    ladle_status st = LADLE_OK, local;
+    const char *f = m->func;
+    int nd = v->ndim, sx = ladle_partition_size(p_x), sw = ladle_partition_size(p_w);
+    pl->xshapes = ladle__calloc((size_t)(sx * nd), sizeof(int64_t));
+    pl->bshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
+    pl->yshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
+    pl->src_x = ladle__calloc((size_t)sw, sizeof(int));
+    pl->src_y = ladle__calloc((size_t)sw, sizeof(int));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__dist_alloc_ok(m, pl->xshapes && pl->bshapes &&
+                                                            pl->yshapes && pl->src_x &&
+                                                            pl->src_y),
+                                f));
+    local = gather_needed(m, v, p_x, pl->xshapes);
+    if (local == LADLE_OK)
+        local = plan_boxes(m, v, d, p_x, p_w, p_y, x_shape, pl);
+    LADLE_CALL(ladle__dist_step(m->comm, local, f));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__pair_create_mapped(pl->lxn, pl->lxb, pl->src_x, m->dtype,
+                                                          m->device, 0, &v->bcast, f),
+                                f));
+    LADLE_CALL(ladle__dist_step(m->comm,
+                                ladle__pair_create_mapped(pl->lyp, m->ly, pl->src_y, m->dtype,
+                                                          m->device, 1, &v->reduce, f),
+                                f));
+fail:
+    return st;
+}
 
-    /* every rank's needed box (a global fact: the geometry of each rank) */
-    int sx = ladle_partition_size(p_x), sw = ladle_partition_size(p_w),
-        sy = ladle_partition_size(p_y);
-    xshapes = ladle__calloc((size_t)(sx * nd), sizeof(int64_t));
-    bshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
-    yshapes = ladle__calloc((size_t)(sw * nd), sizeof(int64_t));
-    src_x = ladle__calloc((size_t)sw, sizeof(int));
-    src_y = ladle__calloc((size_t)sw, sizeof(int));
-    local = xshapes && bshapes && yshapes && src_x && src_y
-                ? LADLE_OK
-                : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-    if (local == LADLE_OK && comm != MPI_COMM_NULL) {
-        /* gather the needed shapes of p_x's ranks over the union */
-        int64_t mine[LADLE_MAX_NDIM] = {0};
-        int me = ladle_partition_rank(p_x);
-        for (int a = 0; a < nd; a++)
-            mine[a] = me >= 0 ? v->g.needed_shape[a] : 0;
-        int64_t *all = ladle__calloc((size_t)(sx * nd), sizeof(int64_t));
-        if (all == NULL)
-            local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-        else {
-            if (me >= 0)
-                memcpy(all + me * nd, mine, sizeof(int64_t) * (size_t)nd);
-            int rc = MPI_Allreduce(MPI_IN_PLACE, all, sx * nd, MPI_INT64_T, MPI_SUM, comm);
-            if (rc != MPI_SUCCESS)
-                local = ladle__raise_mpi(rc, f, "MPI_Allreduce");
-            memcpy(xshapes, all, sizeof(int64_t) * (size_t)(sx * nd));
-            ladle__free(all);
-        }
-    }
-    if (local == LADLE_OK) {
-        int c[LADLE_MAX_NDIM], cx[LADLE_MAX_NDIM];
-        ladle_layout *lyg = NULL;
-        int64_t yg[LADLE_MAX_NDIM];
-        yg[0] = x_shape[0];
-        yg[1] = d->out_channels;
-        for (int a = 2; a < nd; a++)
-            yg[a] = ladle_layout_global_shape(ladle_halo_exchange_output_layout(v->halo))[a];
-        local = ladle_layout_create_balanced(p_y, nd, yg, &ly);
-        for (int r = 0; local == LADLE_OK && r < sw; r++) {
-            ladle_partition_coords_of(p_w, r, c);
-            /* x: from (0, j, s) of p_x; y: onto (0, i, s) of p_y */
-            memcpy(cx, c, sizeof c);
-            cx[0] = 0;
-            ladle_partition_rank_of(p_x, cx, &src_x[r]);
-            cx[1] = c[0];
-            ladle_partition_rank_of(p_y, cx, &src_y[r]);
-            /* the needed box's channels are the tile's own (no window) */
-            memcpy(bshapes + r * nd, xshapes + src_x[r] * nd, sizeof(int64_t) * (size_t)nd);
-            int64_t yb[LADLE_MAX_NDIM];
-            ladle_layout_box(ly, src_y[r], NULL, yb);
-            memcpy(yshapes + r * nd, yb, sizeof(int64_t) * (size_t)nd);
-        }
-        (void)lyg;
-        (void)sy;
-        if (local == LADLE_OK)
-            local = boxes(p_x, nd, x_shape, xshapes, &lxn);
-        if (local == LADLE_OK)
-            local = boxes(p_w, nd, x_shape, bshapes, &lxb);
-        if (local == LADLE_OK)
-            local = boxes(p_w, nd, yg, yshapes, &lyp);
-    }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
-    LADLE_CALL(ladle__dist_step(
-        comm, ladle__pair_create_mapped(lxn, lxb, src_x, dtype, device, 0, &v->bcast, f), f));
-    LADLE_CALL(ladle__dist_step(
-        comm, ladle__pair_create_mapped(lyp, ly, src_y, dtype, device, 1, &v->reduce, f), f));
-
-    /* the worker's convolution and the buffers */
-    local = LADLE_OK;
-    int64_t xb[LADLE_MAX_NDIM], ypb[LADLE_MAX_NDIM];
-    ladle_layout_box(lxb, LADLE_SELF, NULL, xb);
-    ladle_layout_box(lyp, LADLE_SELF, NULL, ypb);
+/* The worker's convolution (its blocks of channels, its bias on column 0)
+ * and every buffer. Local. */
+static ladle_status allocate(ladle__dist_make *m, dgrid *v, const ladle_conv_desc *d,
+                             const ladle_partition *p_w, const plan *pl, uint64_t seed)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dtype dt = m->dtype;
+    ladle_device dev = m->device;
+    int nd = v->ndim;
+    int64_t xb[LADLE_MAX_NDIM], ypb[LADLE_MAX_NDIM], w0[LADLE_MAX_NDIM] = {0}, b0[1] = {0};
+    ladle_layout_box(pl->lxb, LADLE_SELF, NULL, xb);
+    ladle_layout_box(pl->lyp, LADLE_SELF, NULL, ypb);
     const int *cw = ladle_partition_coords(p_w);
     v->worker = cw != NULL;
     if (v->worker) {
@@ -464,88 +390,109 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
         ld.bias = d->bias && cw[1] == 0;
         v->co_off = ladle__balanced_start(d->out_channels, sh[0], cw[0]);
         v->ci_off = ladle__balanced_start(d->in_channels, sh[1], cw[1]) / d->groups;
-        local = ladle_conv_create(&ld, xb, dtype, device, seed, &v->local);
+        LADLE_CALL(ladle_conv_create(&ld, xb, dt, dev, seed, &v->base.local));
     }
-    int64_t w0[LADLE_MAX_NDIM] = {0}, b0[1] = {0};
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->padded);
-    if (local == LADLE_OK)
-        local = ladle_tensor_fill(v->padded, 0.0);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.padded_shape, &v->gpadded);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->xn);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, v->g.needed_shape, &v->dxn);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, xb, &v->xb);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, xb, &v->dxp);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, ypb, &v->yp);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, nd, ypb, &v->dyp);
-    for (int i = 0; local == LADLE_OK && i < 2; i++) {
-        local = ladle__dist_tensor(dtype, device, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->own[i]);
-        if (local == LADLE_OK)
-            local =
-                ladle__dist_tensor(dtype, device, i == 0 ? nd : 1, i == 0 ? w0 : b0, &v->owng[i]);
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->padded));
+    LADLE_CALL(ladle_tensor_fill(v->padded, 0.0));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->gpadded));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->xn));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->dxn));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->xb));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->dxp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->yp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->dyp));
+    for (int i = 0; i < 2; i++) {
+        int n = i == 0 ? nd : 1;
+        const int64_t *s = i == 0 ? w0 : b0;
+        LADLE_CALL(ladle__dist_tensor(dt, dev, n, s, &v->base.param[i]));
+        LADLE_CALL(ladle__dist_tensor(dt, dev, n, s, &v->base.grad[i]));
     }
-    LADLE_CALL(ladle__dist_step(comm, local, f));
+    v->base.nsaved = 2;
+    v->base.saved_like[0] = v->xb;
+    v->base.saved_like[1] = v->dyp;
+fail:
+    return st;
+}
 
-    /* the weight blocks' copies over the tiles: summed gradients */
+/* The weight blocks' copies over the tiles: one group per block (rank r
+ * of p_w), the bias blocks on column 0. */
+typedef struct tiles_arg {
+    const ladle_conv_desc *d;
+    const ladle_partition *p_w;
+} tiles_arg;
+
+static void tile_group(const void *arg, int i, int r, int *gid, int64_t *count)
+{
+    const ladle_conv_desc *d = ((const tiles_arg *)arg)->d;
+    const ladle_partition *p_w = ((const tiles_arg *)arg)->p_w;
+    const int *sh = ladle_partition_shape(p_w);
+    int c[LADLE_MAX_NDIM];
+    int64_t kv = 1;
+    for (int a = 0; a < d->nd; a++)
+        kv *= d->kernel[a];
+    ladle_partition_coords_of(p_w, r, c);
+    int64_t co = ladle__balanced_size(d->out_channels, sh[0], c[0]);
+    int64_t ci = ladle__balanced_size(d->in_channels, sh[1], c[1]) / d->groups;
+    int has = i == 0 || c[1] == 0;
+    *gid = has ? c[0] * sh[1] + c[1] : sh[0] * sh[1] + r;
+    *count = !has ? 0 : i == 0 ? co * ci * kv : co;
+}
+
+ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_partition *p_x,
+                                         const ladle_partition *p_w, const ladle_partition *p_y,
+                                         const int64_t x_shape[], ladle_dtype dtype,
+                                         ladle_device device, uint64_t seed, unsigned flags,
+                                         ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local;
+    ladle__dist_make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle_op *op = NULL;
+    dgrid *v = NULL;
+    plan pl = {0};
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(p_w);
+    LADLE_NOT_NULL(p_y);
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[3] = {p_x, p_w, p_y};
+    local = validate(d, p_x, p_w, p_y, x_shape, dtype, flags, f);
+    int nd = 2 + d->nd;
+    LADLE_CALL(ladle__dist_open(&m, 3, parts, local,
+                                args_hash(d, parts, x_shape, local == LADLE_OK, seed, &m)));
+
+    v = ladle__calloc(1, sizeof *v);
+    local = ladle__dist_alloc_ok(&m, v != NULL);
+    if (local == LADLE_OK) {
+        v->ndim = nd;
+        v->nd = d->nd;
+        v->base.nparams = d->bias ? 2 : 1;
+        v->co = d->out_channels;
+        v->cig = d->in_channels / d->groups;
+        for (int i = 0; i < d->nd; i++)
+            v->k[i] = d->kernel[i];
+        local = ladle_layout_create_balanced(p_x, nd, x_shape, &m.lx);
+    }
+    LADLE_CALL(ladle__dist_step(m.comm, local, f));
+    /* the spatial part on p_x: the halo exchange over the tiles */
+    LADLE_CALL(ladle__dist_halo(&m, d->nd, d->kernel, d->stride, d->padding, d->dilation, 0,
+                                &v->halo, &v->g));
+
+    LADLE_CALL(plan_ops(&m, v, d, p_x, p_w, p_y, x_shape, &pl));
+    LADLE_CALL(ladle__dist_step(m.comm, allocate(&m, v, d, p_w, &pl, seed), f));
+
     const int *sh = ladle_partition_shape(p_w);
     int tiles = 1;
     for (int a = 2; a < nd; a++)
         tiles *= sh[a];
     if (tiles > 1) {
-        for (int i = 0; i < 1 + v->has_bias && local == LADLE_OK; i++) {
-            v->gid[i] = ladle__calloc((size_t)sw, sizeof(int));
-            v->cnt[i] = ladle__calloc((size_t)sw, sizeof(int64_t));
-            if (!v->gid[i] || !v->cnt[i]) {
-                local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
-                break;
-            }
-            int64_t kv = 1;
-            for (int a = 0; a < d->nd; a++)
-                kv *= d->kernel[a];
-            for (int r = 0; r < sw; r++) {
-                int c[LADLE_MAX_NDIM];
-                ladle_partition_coords_of(p_w, r, c);
-                int64_t co = ladle__balanced_size(d->out_channels, sh[0], c[0]);
-                int64_t ci = ladle__balanced_size(d->in_channels, sh[1], c[1]) / d->groups;
-                int has = i == 0 || c[1] == 0;
-                v->gid[i][r] = has ? c[0] * sh[1] + c[1] : sh[0] * sh[1] + r;
-                v->cnt[i][r] = !has ? 0 : i == 0 ? co * ci * kv : co;
-            }
-            local = ladle__dist_step(comm,
-                                     ladle__all_sum_reduce_groups(p_w, v->gid[i], v->cnt[i], dtype,
-                                                                  device, flags, &v->sync[i]),
-                                     f);
-            if (local == LADLE_OK) {
-                ladle_tensor *g = v->local && i < ladle_op_num_params(v->local)
-                                      ? ladle_op_grad(v->local, i)
-                                      : v->owng[i];
-                int64_t n = ladle_tensor_numel(g);
-                local = ladle_tensor_wrap(dtype, device, 1, &n, NULL, g->data, &v->flat[i]);
-            }
-        }
-        LADLE_CALL(ladle__dist_step(comm, local, f));
+        tiles_arg arg = {d, p_w};
+        LADLE_CALL(ladle__dist_replicas(&m, &v->base, v->base.nparams, p_w, tile_group, &arg));
     }
-
-    int64_t lys[LADLE_MAX_NDIM];
-    ladle_layout_box(ly, LADLE_SELF, NULL, lys);
-    local =
-        ladle__layer_new(&dgrid_vt, dtype, device, nd, v->g.bulk_shape, nd, lys, 0, &op, __func__);
+    local = ladle__dist_layer(&m, LADLE_OK, &dgrid_vt, v, v->g.bulk_shape, &op);
     if (local == LADLE_OK) {
-        op->impl = v;
         v = NULL;
-        op->comm = comm;
-        op->active = comm != MPI_COMM_NULL;
-        comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->x_layout = ladle__layout_retain(lx);
-        op->y_layout = ladle__layout_retain(ly);
         double kv = 1;
         for (int i = 0; i < d->nd; i++)
             kv *= (double)d->kernel[i];
@@ -555,25 +502,11 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_p
         op->fan_out = (double)(d->out_channels / d->groups) * kv;
         local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
     }
-    st = ladle__dist_step(op ? op->comm : comm, local, f);
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__dist_end(&m, &op, local, out);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
+    ladle__dist_close(&m);
     dg_free(v);
-    ladle_layout_destroy(&lx);
-    ladle_layout_destroy(&ly);
-    ladle_layout_destroy(&lxn);
-    ladle_layout_destroy(&lxb);
-    ladle_layout_destroy(&lyp);
-    ladle__free(xshapes);
-    ladle__free(bshapes);
-    ladle__free(yshapes);
-    ladle__free(src_x);
-    ladle__free(src_y);
+    plan_free(&pl);
     return st;
 }

@@ -131,6 +131,37 @@ static ladle_status flat_checks(const ladle_partition *p_x, int ndim,
     return LADLE_OK;
 }
 
+/* The layouts: x's and y's, and block b whole on (b, 0) of p_y in x's shape
+ * and in y's (mx, my). Local. */
+static ladle_status plan_layouts(ladle__dist_make *m, const ladle_partition *p_x, int ndim,
+                                 const int64_t *x_shape, const ladle_partition *p_y,
+                                 const int64_t *yg, ladle_layout **mx, ladle_layout **my)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CALL(ladle_layout_create_balanced(p_x, ndim, x_shape, &m->lx));
+    LADLE_CALL(ladle_layout_create_balanced(p_y, 2, yg, &m->ly));
+    LADLE_CALL(column0(p_y, ndim, x_shape, mx));
+    LADLE_CALL(column0(p_y, 2, yg, my));
+fail:
+    return st;
+}
+
+/* The middle block (2-D) and its views in x's shape. Local. */
+static ladle_status allocate(ladle__dist_make *m, dflat *v, const ladle_layout *mx,
+                             const ladle_layout *my)
+{
+    ladle_status st = LADLE_OK;
+    int ndim = ladle_layout_ndim(mx);
+    int64_t mxs[LADLE_MAX_NDIM], mys[2];
+    ladle_layout_box(mx, LADLE_SELF, NULL, mxs);
+    ladle_layout_box(my, LADLE_SELF, NULL, mys);
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, mys, &v->mid));
+    LADLE_CALL(ladle_tensor_wrap(m->dtype, m->device, ndim, mxs, NULL, v->mid->data, &v->midx));
+    LADLE_CALL(ladle_tensor_wrap(m->dtype, m->device, ndim, mxs, NULL, v->mid->data, &v->viewx));
+fail:
+    return st;
+}
+
 ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
                                        const int64_t x_shape[], const ladle_partition *p_y,
                                        ladle_dtype dtype, ladle_device device, unsigned flags,
@@ -138,10 +169,10 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle__dist_make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dflat *v = NULL;
-    ladle_layout *lx = NULL, *ly = NULL, *mx = NULL, *my = NULL;
-    MPI_Comm comm = MPI_COMM_NULL;
+    ladle_layout *mx = NULL, *my = NULL;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(p_y);
     LADLE_NOT_NULL(x_shape);
@@ -153,60 +184,30 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
     int64_t args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
     for (int d = 0; local == LADLE_OK && d < ndim && d < 5; d++)
         args[3 + d] = x_shape[d];
-    LADLE_CALL(ladle__dist_begin(2, parts, device, local,
-                                 ladle__dist_hash(LADLE_HASH_INIT, 2, parts, 8, args), &comm, f));
+    LADLE_CALL(ladle__dist_open(&m, 2, parts, local,
+                                ladle__dist_hash(LADLE_HASH_INIT, 2, parts, 8, args)));
     v = ladle__calloc(1, sizeof *v);
-    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    local = ladle__dist_alloc_ok(&m, v != NULL);
     if (local == LADLE_OK)
-        local = ladle_layout_create_balanced(p_x, ndim, x_shape, &lx);
-    if (local == LADLE_OK)
-        local = ladle_layout_create_balanced(p_y, 2, yg, &ly);
-    if (local == LADLE_OK)
-        local = column0(p_y, ndim, x_shape, &mx);
-    if (local == LADLE_OK)
-        local = column0(p_y, 2, yg, &my);
-    LADLE_CALL(ladle__dist_step(comm, local, f));
+        local = plan_layouts(&m, p_x, ndim, x_shape, p_y, yg, &mx, &my);
+    LADLE_CALL(ladle__dist_step(m.comm, local, f));
     LADLE_CALL(
-        ladle__dist_step(comm, ladle_repartition_create(lx, mx, dtype, device, flags, &v->r1), f));
+        ladle__dist_step(m.comm, ladle_repartition_create(m.lx, mx, dtype, device, flags, &v->r1),
+                         f));
     if (ladle_partition_shape(p_y)[1] > 1)
         LADLE_CALL(ladle__dist_step(
-            comm, ladle_repartition_create(my, ly, dtype, device, flags, &v->r2), f));
-
-    int64_t mxs[LADLE_MAX_NDIM], mys[2], lxs[LADLE_MAX_NDIM], lys[2];
-    ladle_layout_box(mx, LADLE_SELF, NULL, mxs);
-    ladle_layout_box(my, LADLE_SELF, NULL, mys);
-    ladle_layout_box(lx, LADLE_SELF, NULL, lxs);
-    ladle_layout_box(ly, LADLE_SELF, NULL, lys);
-    local = ladle__dist_tensor(dtype, device, 2, mys, &v->mid);
-    if (local == LADLE_OK)
-        local = ladle_tensor_wrap(dtype, device, ndim, mxs, NULL, v->mid->data, &v->midx);
-    if (local == LADLE_OK)
-        local = ladle_tensor_wrap(dtype, device, ndim, mxs, NULL, v->mid->data, &v->viewx);
-    if (local == LADLE_OK)
-        local = ladle__layer_new(&dflat_vt, dtype, device, ndim, lxs, 2, lys, 0, &op, __func__);
+            m.comm, ladle_repartition_create(my, m.ly, dtype, device, flags, &v->r2), f));
+    local = allocate(&m, v, mx, my);
+    local = ladle__dist_layer(&m, local, &dflat_vt, v, NULL, &op);
     if (local == LADLE_OK) {
-        op->impl = v;
         v = NULL;
-        op->comm = comm;
-        op->active = comm != MPI_COMM_NULL;
-        comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->x_layout = ladle__layout_retain(lx);
-        op->y_layout = ladle__layout_retain(ly);
         op->linear = 1;
     }
-    st = ladle__dist_step(op ? op->comm : comm, local, f);
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__dist_end(&m, &op, local, out);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
+    ladle__dist_close(&m);
     df_free(v);
-    ladle_layout_destroy(&lx);
-    ladle_layout_destroy(&ly);
     ladle_layout_destroy(&mx);
     ladle_layout_destroy(&my);
     return st;

@@ -18,22 +18,18 @@
 #include "layers/loss_impl.h"
 
 typedef struct distloss {
-    ladle_op *local;      /* the block's loss; NULL outside the partition */
+    ladle__dist_base base; /* local: the block's loss; NULL outside the partition */
     ladle_op *reduce;     /* all-sum-reduce of (value, failed) over the partition */
     ladle_tensor *pair;   /* its two doubles */
     ladle_tensor *value;  /* the block's loss (mean and sum) */
     ladle_reduction reduction;
 } distloss;
 
-typedef struct dctx {
-    ladle_ctx *local;
-} dctx;
-
 static void dloss_free(distloss *v)
 {
     if (v == NULL)
         return;
-    ladle_op_destroy(&v->local);
+    ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->reduce);
     ladle_tensor_destroy(&v->pair);
     ladle_tensor_destroy(&v->value);
@@ -45,10 +41,10 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     distloss *v = op->impl;
-    dctx *c = ctx ? ctx->impl : NULL;
+    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
     if (ctx != NULL && ctx->op != op)
         return ladle__raise(LADLE_ERR_ARG, "ladle_loss_forward", "the ctx belongs to another op");
-    if (v->local == NULL)
+    if (v->base.local == NULL)
         return LADLE_OK; /* outside the partition */
     int none = v->reduction == LADLE_REDUCE_NONE;
     if (out == NULL)
@@ -61,7 +57,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                              "loss is on %s but the distributed loss is on %s",
                              ladle_device_name(out->device), ladle_device_name(op->be->device));
     if (local == LADLE_OK)
-        local = ladle_loss_forward(v->local, c ? c->local : NULL, input, target,
+        local = ladle_loss_forward(v->base.local, c ? c->local : NULL, input, target,
                                    none ? out : v->value);
     /* a non-finite block is no failure of this rank: the sum decides below,
      * so that every member reaches the same verdict */
@@ -115,32 +111,10 @@ static ladle_status dl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         return ladle__raise(LADLE_ERR_NULL, "ladle_loss_backward", "ctx is NULL");
     if (ctx->op != op)
         return ladle__raise(LADLE_ERR_ARG, "ladle_loss_backward", "the ctx belongs to another op");
-    if (v->local == NULL)
+    if (v->base.local == NULL)
         return LADLE_OK;
-    return ladle_loss_backward(v->local, ((dctx *)ctx->impl)->local, dloss, dinput);
-}
-
-static ladle_status dl_ctx_init(const ladle_op *op, ladle_ctx *ctx)
-{
-    ladle_status st = LADLE_OK;
-    const distloss *v = op->impl;
-    dctx *c = ladle__calloc(1, sizeof *c);
-    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ctx->impl = c;
-    if (v->local)
-        LADLE_CALL(ladle_ctx_create(v->local, &c->local));
-fail:
-    return st;
-}
-
-static void dl_ctx_fini(ladle_ctx *ctx)
-{
-    dctx *c = ctx->impl;
-    if (c == NULL)
-        return;
-    ladle_ctx_destroy(&c->local);
-    ladle__free(c);
-    ctx->impl = NULL;
+    return ladle_loss_backward(v->base.local, ((ladle__dist_ctx *)ctx->impl)->local, dloss,
+                               dinput);
 }
 
 static void dl_destroy(ladle_op *op) { dloss_free(op->impl); }
@@ -157,28 +131,17 @@ static const ladle_op_vtable dloss_vt = {
     .name = "distributed loss",
     .destroy = dl_destroy,
     .layer_forward = no_layer,
-    .ctx_init = dl_ctx_init,
-    .ctx_fini = dl_ctx_fini,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
     .loss_forward = dl_forward,
     .loss_backward = dl_backward,
 };
 
-ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                    double label_smoothing, const ladle_partition *p_x, int ndim,
-                                    const int64_t input_shape[], ladle_dtype dtype,
-                                    ladle_device device, unsigned flags, ladle_op **out)
+/* The checks every rank makes alike. */
+static ladle_status validate(int classify, const ladle_partition *p_x, int ndim,
+                             const int64_t *input_shape, unsigned flags, const char *f)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle_op *op = NULL;
-    distloss *v = NULL;
-    ladle_layout *lx = NULL;
-    MPI_Comm comm = MPI_COMM_NULL;
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(input_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[1] = {p_x};
-    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    ladle_status local = LADLE_OK;
     if (ladle_partition_ndim(p_x) != ndim)
         local = ladle__raise(LADLE_ERR_PARTITION, f, "the input has %d dimensions, p_x %d",
                              ndim, ladle_partition_ndim(p_x));
@@ -193,69 +156,84 @@ ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduct
             local = ladle__raise(LADLE_ERR_SHAPE, f,
                                  "input extent %lld in dimension %d is below the grid's %d",
                                  (long long)input_shape[d], d, ladle_partition_shape(p_x)[d]);
+    return local;
+}
+
+/* The block's loss on members, dividing by the whole batch's count
+ * (samples for a classification, else elements), and the reduction's
+ * buffers. Local. */
+static ladle_status allocate(ladle__dist_make *m, distloss *v, ladle_loss_kind kind,
+                             double label_smoothing, const ladle_partition *p_x, int ndim,
+                             const int64_t *input_shape)
+{
+    ladle_status st = LADLE_OK;
+    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    int64_t box[LADLE_MAX_NDIM] = {0}, two = 2, one = 1;
+    ladle_layout_box(m->lx, LADLE_SELF, NULL, box);
+    if (ladle_partition_active(p_x)) {
+        double count = 1;
+        LADLE_CALL(ladle_loss_create(kind, v->reduction, label_smoothing, ndim, box, m->dtype,
+                                     m->device, &v->base.local));
+        for (int d = 0; d < ndim; d++)
+            if (!(classify && d == 1))
+                count *= (double)input_shape[d];
+        LADLE_CALL(ladle__loss_set_divisor(v->base.local, count));
+    }
+    LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &two, &v->pair));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &one, &v->value));
+fail:
+    return st;
+}
+
+ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
+                                    double label_smoothing, const ladle_partition *p_x, int ndim,
+                                    const int64_t input_shape[], ladle_dtype dtype,
+                                    ladle_device device, unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle__dist_make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle_op *op = NULL;
+    distloss *v = NULL;
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(input_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[1] = {p_x};
+    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    local = validate(classify, p_x, ndim, input_shape, flags, f);
     int64_t args[10] = {kind, reduction, ndim, (int64_t)dtype, (int64_t)flags};
     for (int d = 0; d < ndim && d < 5; d++)
         args[5 + d] = input_shape[d];
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 10, args);
     h = ladle__hash(h, &label_smoothing, sizeof label_smoothing);
-    LADLE_CALL(ladle__dist_begin(1, parts, device, local, h, &comm, f));
+    LADLE_CALL(ladle__dist_open(&m, 1, parts, local, h));
 
     v = ladle__calloc(1, sizeof *v);
-    local = v ? LADLE_OK : ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    local = ladle__dist_alloc_ok(&m, v != NULL);
     if (local == LADLE_OK) {
         v->reduction = reduction;
-        local = ladle_layout_create_balanced(p_x, ndim, input_shape, &lx);
+        local = ladle_layout_create_balanced(p_x, ndim, input_shape, &m.lx);
     }
-    int64_t box[LADLE_MAX_NDIM] = {0};
-    if (local == LADLE_OK) {
-        ladle_layout_box(lx, LADLE_SELF, NULL, box);
-        if (ladle_partition_active(p_x)) {
-            local = ladle_loss_create(kind, reduction, label_smoothing, ndim, box, dtype, device,
-                                      &v->local);
-            /* the mean of the whole batch: samples (classification) or elements */
-            double count = 1;
-            for (int d = 0; d < ndim; d++)
-                if (!(classify && d == 1))
-                    count *= (double)input_shape[d];
-            if (local == LADLE_OK)
-                local = ladle__loss_set_divisor(v->local, count);
-        }
-    }
-    int64_t two = 2, one = 1;
     if (local == LADLE_OK)
-        local = ladle__dist_tensor(LADLE_F64, device, 1, &two, &v->pair);
-    if (local == LADLE_OK)
-        local = ladle__dist_tensor(dtype, device, 1, &one, &v->value);
-    LADLE_CALL(ladle__dist_step(comm, local, f));
+        local = allocate(&m, v, kind, label_smoothing, p_x, ndim, input_shape);
+    LADLE_CALL(ladle__dist_step(m.comm, local, f));
     int axes[LADLE_MAX_NDIM];
+    int64_t two = 2;
     for (int d = 0; d < ndim; d++)
         axes[d] = d;
-    LADLE_CALL(ladle__dist_step(
-        comm,
-        ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64, device, flags, &v->reduce),
-        f));
-    local = ladle__layer_new(&dloss_vt, dtype, device, ndim, box, ndim, box, 0, &op, __func__);
-    if (local == LADLE_OK) {
-        op->impl = v;
+    LADLE_CALL(ladle__dist_step(m.comm,
+                                ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64,
+                                                            device, flags, &v->reduce),
+                                f));
+    m.ly = ladle__layout_retain(m.lx);
+    local = ladle__dist_layer(&m, LADLE_OK, &dloss_vt, v, NULL, &op);
+    if (local == LADLE_OK)
         v = NULL;
-        op->comm = comm;
-        op->active = comm != MPI_COMM_NULL;
-        comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->x_layout = ladle__layout_retain(lx);
-        op->y_layout = ladle__layout_retain(lx);
-    }
-    st = ladle__dist_step(op ? op->comm : comm, local, f);
-    if (st == LADLE_OK) {
-        *out = op;
-        op = NULL;
-    }
+    st = ladle__dist_end(&m, &op, local, out);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
     ladle_op_destroy(&op);
+    ladle__dist_close(&m);
     dloss_free(v);
-    ladle_layout_destroy(&lx);
     return st;
 }
 
@@ -263,6 +241,6 @@ ladle_status ladle__dist_loss_local(const ladle_op *op, ladle_op **local)
 {
     if (op == NULL || op->vt != &dloss_vt)
         return ladle__raise(LADLE_ERR_ARG, "ladle__dist_loss_local", "not a distributed loss");
-    *local = ((const distloss *)op->impl)->local;
+    *local = ((const distloss *)op->impl)->base.local;
     return LADLE_OK;
 }
