@@ -217,6 +217,7 @@ static void dl_set_training(ladle_op *op, int training)
 static void dl_destroy(ladle_op *op) { dl_free(op->impl); }
 
 static const ladle_op_vtable dlinear_vt = {
+    .kind = LADLE_OP_DIST_LINEAR,
     .name = "distributed linear",
     .destroy = dl_destroy,
     .layer_forward = dl_forward,
