@@ -139,8 +139,9 @@ typedef enum ladle_bn_sync {
  * peers in partition rank order, cut into consecutive runs of group_size
  * (which must divide the number of peers). gamma and beta are replicated on
  * the peers (ladle_layer_sync_gradients sums their gradients); each rank
- * keeps running statistics for its channels (identical across a group).
- * Returns the codes of ladle_dist_linear_create.
+ * keeps running statistics for its channels (identical across a group),
+ * which ladle_batchnorm_running_stats returns. Returns the codes of
+ * ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                                    const ladle_partition *p_x, int ndim,
@@ -148,9 +149,6 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
                                                    int group_size, ladle_dtype dtype,
                                                    ladle_device device, unsigned flags,
                                                    ladle_op **op);
-/* This rank's running statistics (its channels; borrowed), or NULL. */
-LADLE_API ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op);
-LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
 
 /*
  * A loss (ladle_loss_create's kinds and reductions) over an input of global
