@@ -60,7 +60,8 @@ extern "C" {
  * copy per batch block (data parallelism) and ladle_layer_sync_gradients
  * sums their gradients. Pin = 1 or Pout = 1 gives the column- and
  * row-parallel layers; a second layer whose p_x is this one's p_y follows
- * without a repartition. Needs in >= Pin, out >= Pout and batch >= D.
+ * without a repartition. Needs in >= Pin, out >= Pout and batch >= D; bias
+ * nonzero: with a bias.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_PARTITION (shapes that do not fit together), LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.

@@ -33,8 +33,10 @@
  * "# ladle-pipeline stages S microbatches m replicas r0,r1,..." may name
  * what the actions would otherwise imply.
  *
- * Nothing here communicates: a schedule, its validation and its simulation
- * are plain computations that every rank can do alike.
+ * Schedules, their validation and simulation, and the planner do not
+ * communicate: they are local computations that every rank can do alike.
+ * The executor (ladle_pipeline_*) and the profiling pass say over which
+ * ranks they are collective.
  */
 #ifndef LADLE_PIPELINE_H
 #define LADLE_PIPELINE_H
