@@ -114,7 +114,7 @@ static void replay(const ladle_pipe_schedule *s, int n, const ladle_pipe_event *
     CHECK(ladle_pipe_simulate(s, &c, &sim));
     *ms = 1e3 * sim.makespan;
     *bubble = sim.bubble;
-    ladle_pipe_sim_free(&sim);
+    ladle_pipe_sim_destroy(&sim);
 }
 
 static void write_svg(const char *name, const char *title, int W, int n,
@@ -190,7 +190,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
                 write_svg(file, title, W, n, ev);
             }
         }
-        ladle_pipe_events_free(ev);
+        ladle_pipe_events_destroy(&ev);
     }
     if (w == 0) {
         res.ms = 1e3 * median(times, steps);
@@ -208,7 +208,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
             snprintf(file, sizeof file, "pipeline_%s_simulated", name);
             write_svg(file, title, W, sim.nevents, sim.events);
         }
-        ladle_pipe_sim_free(&sim);
+        ladle_pipe_sim_destroy(&sim);
     }
     MPI_Bcast(&res, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     free(times), free(bubbles), free(rms), free(rbub);

@@ -34,6 +34,7 @@ static ladle_status act_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
 static void act_destroy(ladle_op *op) { ladle__free(op->impl); }
 
 static const ladle_op_vtable activation_vt = {
+    .kind = LADLE_OP_ACTIVATION,
     .name = "activation",
     .destroy = act_destroy,
     .layer_forward = act_forward,

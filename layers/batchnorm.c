@@ -354,6 +354,7 @@ static ladle_tensor *bn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
 }
 
 static const ladle_op_vtable bn_vt = {
+    .kind = LADLE_OP_BATCHNORM,
     .name = "batchnorm",
     .destroy = bn_destroy,
     .layer_forward = bn_forward,
@@ -440,12 +441,27 @@ fail:
     return st;
 }
 
-ladle_tensor *ladle_batchnorm_running_mean(const ladle_op *op)
+/* Both batch norms keep their running statistics as buffers 0 and 1, so one
+ * accessor serves them through the vtable. */
+ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_tensor **mean,
+                                           ladle_tensor **var)
 {
-    return op && op->vt == &bn_vt ? ((bn *)op->impl)->running_mean : NULL;
-}
-
-ladle_tensor *ladle_batchnorm_running_var(const ladle_op *op)
-{
-    return op && op->vt == &bn_vt ? ((bn *)op->impl)->running_var : NULL;
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    ladle_op_kind kind = op->vt->kind;
+    LADLE_CHECK(kind == LADLE_OP_BATCHNORM || kind == LADLE_OP_DIST_BATCHNORM, LADLE_ERR_ARG,
+                "the %s op is not a batch norm", op->vt->name);
+    ladle__pinfo info;
+    ladle_tensor *t[2];
+    for (int i = 0; i < 2; i++) {
+        t[i] = op->vt->buffer_at(op, i, &info);
+        if (t[i] != NULL && t[i]->numel == 0) /* a rank without channels */
+            t[i] = NULL;
+    }
+    if (mean)
+        *mean = t[0];
+    if (var)
+        *var = t[1];
+fail:
+    return st;
 }

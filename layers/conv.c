@@ -217,6 +217,7 @@ static void conv_destroy(ladle_op *op)
 }
 
 static const ladle_op_vtable conv_vt = {
+    .kind = LADLE_OP_CONV,
     .name = "conv",
     .destroy = conv_destroy,
     .layer_forward = conv_forward,

@@ -362,6 +362,7 @@ static ladle_tensor *dbn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info
 }
 
 static const ladle_op_vtable dbn_vt = {
+    .kind = LADLE_OP_DIST_BATCHNORM,
     .name = "distributed batch norm",
     .destroy = dbn_destroy,
     .layer_forward = dbn_forward,
@@ -596,14 +597,4 @@ fail:
     ladle__free(cid);
     ladle__free(counts);
     return st;
-}
-
-ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op)
-{
-    return op && op->vt == &dbn_vt ? ((dbn *)op->impl)->running_mean : NULL;
-}
-
-ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op)
-{
-    return op && op->vt == &dbn_vt ? ((dbn *)op->impl)->running_var : NULL;
 }

@@ -141,6 +141,7 @@ static void dc_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 static void dc_destroy(ladle_op *op) { dc_free(op->impl); }
 
 static const ladle_op_vtable dconv_vt = {
+    .kind = LADLE_OP_DIST_CONV,
     .name = "distributed convolution",
     .destroy = dc_destroy,
     .layer_forward = dc_forward,
@@ -156,6 +157,7 @@ static const ladle_op_vtable dconv_vt = {
 };
 
 static const ladle_op_vtable dpool_vt = {
+    .kind = LADLE_OP_DIST_POOL,
     .name = "distributed pooling",
     .destroy = dc_destroy,
     .layer_forward = dc_forward,

@@ -164,6 +164,7 @@ static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 static void dg_destroy(ladle_op *op) { dg_free(op->impl); }
 
 static const ladle_op_vtable dgrid_vt = {
+    .kind = LADLE_OP_DIST_CONV_GRID,
     .name = "distributed convolution (weight grid)",
     .destroy = dg_destroy,
     .layer_forward = dg_forward,

@@ -69,6 +69,7 @@ fail:
 static void df_destroy(ladle_op *op) { df_free(op->impl); }
 
 static const ladle_op_vtable dflat_vt = {
+    .kind = LADLE_OP_DIST_FLATTEN,
     .name = "distributed flatten",
     .destroy = df_destroy,
     .layer_forward = df_forward,

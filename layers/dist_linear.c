@@ -141,6 +141,7 @@ static void dl_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 static void dl_destroy(ladle_op *op) { dl_free(op->impl); }
 
 static const ladle_op_vtable dlinear_vt = {
+    .kind = LADLE_OP_DIST_LINEAR,
     .name = "distributed linear",
     .destroy = dl_destroy,
     .layer_forward = dl_forward,

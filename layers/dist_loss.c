@@ -128,6 +128,7 @@ static ladle_status no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x
 }
 
 static const ladle_op_vtable dloss_vt = {
+    .kind = LADLE_OP_DIST_LOSS,
     .name = "distributed loss",
     .destroy = dl_destroy,
     .layer_forward = no_layer,

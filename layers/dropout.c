@@ -43,6 +43,7 @@ static ladle_status dropout_backward(ladle_op *op, ladle_ctx *ctx, const ladle_t
 static void dropout_destroy(ladle_op *op) { ladle__free(op->impl); }
 
 static const ladle_op_vtable dropout_vt = {
+    .kind = LADLE_OP_DROPOUT,
     .name = "dropout",
     .destroy = dropout_destroy,
     .layer_forward = dropout_forward,

@@ -66,6 +66,7 @@ fail:
 static void linear_destroy(ladle_op *op) { ladle__free(op->impl); }
 
 static const ladle_op_vtable linear_vt = {
+    .kind = LADLE_OP_LINEAR,
     .name = "linear",
     .destroy = linear_destroy,
     .layer_forward = linear_forward,

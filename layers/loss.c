@@ -158,8 +158,8 @@ ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_NOT_NULL(op);
     if (op->vt->loss_forward)
         return op->vt->loss_forward(op, ctx, input, target, out);
-    LADLE_CHECK(op->vt->name != NULL && strcmp(op->vt->name, "loss") == 0, LADLE_ERR_ARG,
-                "the %s op is not a loss", op->vt->name);
+    LADLE_CHECK(op->vt->kind == LADLE_OP_LOSS, LADLE_ERR_ARG, "the %s op is not a loss",
+                op->vt->name);
     LADLE_CHECK(ctx == NULL || ctx->op == op, LADLE_ERR_ARG, "the ctx belongs to another op");
     LADLE_CALL(check_inputs(op, input, target, &n, __func__));
     LADLE_CALL(check_loss_tensor(op, out, n, "loss", __func__));
@@ -211,7 +211,8 @@ fail:
 
 static void loss_destroy(ladle_op *op) { ladle__free(op->impl); }
 
-static const ladle_op_vtable loss_vt = {.name = "loss", .destroy = loss_destroy};
+static const ladle_op_vtable loss_vt = {.kind = LADLE_OP_LOSS, .name = "loss",
+                                        .destroy = loss_destroy};
 
 ladle_status ladle__loss_set_divisor(ladle_op *op, double count)
 {

@@ -47,6 +47,7 @@ static ladle_status pool_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
 static void pool_destroy(ladle_op *op) { pool_free(op->impl, op->be); }
 
 static const ladle_op_vtable pool_vt = {
+    .kind = LADLE_OP_POOL,
     .name = "pool",
     .destroy = pool_destroy,
     .layer_forward = pool_forward,

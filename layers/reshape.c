@@ -19,6 +19,7 @@ static ladle_status reshape_backward(ladle_op *op, ladle_ctx *ctx, const ladle_t
 }
 
 static const ladle_op_vtable reshape_vt = {
+    .kind = LADLE_OP_RESHAPE,
     .name = "reshape",
     .layer_forward = reshape_forward,
     .layer_backward = reshape_backward,

@@ -179,6 +179,7 @@ static void seq_destroy(ladle_op *op)
 }
 
 static const ladle_op_vtable sequential_vt = {
+    .kind = LADLE_OP_SEQUENTIAL,
     .name = "sequential",
     .destroy = seq_destroy,
     .layer_forward = seq_forward,

@@ -41,20 +41,24 @@ static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 static void sm_destroy(ladle_op *op) { ladle__free(op->impl); }
 
 static const ladle_op_vtable softmax_vt = {
+    .kind = LADLE_OP_SOFTMAX,
     .name = "softmax",
     .destroy = sm_destroy,
     .layer_forward = sm_forward,
     .layer_backward = sm_backward,
 };
 
-ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
-                                  ladle_dtype dtype, ladle_device device, ladle_op **out)
+ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
+                                  ladle_softmax_kind kind, ladle_dtype dtype, ladle_device device,
+                                  ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     softmax *m = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
+    LADLE_CHECK(kind == LADLE_SOFTMAX || kind == LADLE_LOG_SOFTMAX, LADLE_ERR_ARG,
+                "unknown softmax kind %d (LADLE_SOFTMAX or LADLE_LOG_SOFTMAX)", (int)kind);
     if (dim < 0)
         dim += ndim;
     LADLE_CHECK(dim >= 0 && dim < ndim, LADLE_ERR_ARG, "dimension %d is outside 0..%d", dim,
@@ -65,7 +69,7 @@ ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int 
     m->inner = 1;
     for (int d = dim + 1; d < ndim; d++)
         m->inner *= shape[d];
-    m->log = log != 0;
+    m->log = kind == LADLE_LOG_SOFTMAX;
     /* a softmax along the batch dimension cannot take smaller batches */
     LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, device, ndim, shape, ndim, shape, dim != 0, &op,
                                 __func__));

@@ -9,7 +9,8 @@
 #include "src/core/tags.h"
 #include "primitives/primitives_impl.h"
 
-static const ladle_op_vtable all_sum_reduce_vt = {.name = "all-sum-reduce"};
+static const ladle_op_vtable all_sum_reduce_vt = {.kind = LADLE_OP_ALL_SUM_REDUCE,
+                                                  .name = "all-sum-reduce"};
 
 /* This rank's group (partition ranks in row-major order of the reduced
  * coordinates) and its position in it. */

@@ -17,8 +17,9 @@
 
 _Static_assert(LADLE_COLL_MAX_CHUNKS <= LADLE_TAG_CHUNKS, "a group has a tag per chunk");
 
-static const ladle_op_vtable broadcast_vt = {.name = "broadcast"};
-static const ladle_op_vtable sum_reduce_vt = {.name = "sum-reduce"};
+static const ladle_op_vtable broadcast_vt = {.kind = LADLE_OP_BROADCAST, .name = "broadcast"};
+static const ladle_op_vtable sum_reduce_vt = {.kind = LADLE_OP_SUM_REDUCE,
+                                              .name = "sum-reduce"};
 
 typedef struct pair_plan {
     const ladle_partition *small, *big;

@@ -29,7 +29,8 @@ static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tens
 static ladle_status halo_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
 static void halo_destroy(ladle_op *op);
 
-static const ladle_op_vtable halo_vt = {.name = "halo-exchange",
+static const ladle_op_vtable halo_vt = {.kind = LADLE_OP_HALO_EXCHANGE,
+                                        .name = "halo-exchange",
                                         .forward = halo_forward,
                                         .adjoint = halo_adjoint,
                                         .destroy = halo_destroy};

@@ -9,7 +9,8 @@
 #include "src/core/tags.h"
 #include "src/op/op_impl.h"
 
-static const ladle_op_vtable repartition_vt = {.name = "repartition"};
+static const ladle_op_vtable repartition_vt = {.kind = LADLE_OP_REPARTITION,
+                                               .name = "repartition"};
 
 static ladle_status check_layouts(const ladle_layout *x, const ladle_layout *y)
 {

@@ -1,6 +1,7 @@
 /* Activations, softmax, dropout, reshape, add and concat. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -120,7 +121,8 @@ START_TEST(softmax)
     for (int lg = 0; lg < 2; lg++)
         for (int dim = -1; dim < 3; dim++) {
             ladle_op *op = NULL;
-            LT_OK(ladle_softmax_create(3, shape, dim, lg, LADLE_F64, lt_device(), &op));
+            ladle_softmax_kind kind = lg ? LADLE_LOG_SOFTMAX : LADLE_SOFTMAX;
+            LT_OK(ladle_softmax_create(3, shape, dim, kind, LADLE_F64, lt_device(), &op));
             ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
             LT_OK(ladle_tensor_fill_random(x, 2, 0));
             lt_set(x, 0, 800); /* stable even for large logits */
@@ -151,7 +153,14 @@ START_TEST(softmax)
             ladle_op_destroy(&op);
         }
     ladle_op *op = NULL;
-    LT_FAILS(ladle_softmax_create(3, shape, 3, 0, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_softmax_create(3, shape, 3, LADLE_SOFTMAX, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    /* an unknown kind is refused, naming the value */
+    ladle_status st =
+        ladle_softmax_create(3, shape, 1, (ladle_softmax_kind)7, LADLE_F64, lt_device(), &op);
+    LT_ASSERT(st == LADLE_ERR_ARG && op == NULL && strstr(ladle_error_message(), "kind 7"),
+              "an unknown kind: %s (%s)", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
 }
 END_TEST
 

@@ -2,6 +2,7 @@
  * naive evaluation, training and evaluation gradients by finite
  * differences, options, bad input. */
 #include <math.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -36,7 +37,11 @@ START_TEST(values_and_running_statistics)
     }
     LT_ASSERT(ok, "normalised output");
     /* running: 0.9 * 0 + 0.1 * mean, 0.9 * 1 + 0.1 * var * 18 / 17 (unbiased) */
-    const ladle_tensor *rm = ladle_batchnorm_running_mean(op), *rv = ladle_batchnorm_running_var(op);
+    ladle_tensor *rm = NULL, *rv = NULL;
+    LT_OK(ladle_batchnorm_running_stats(op, &rm, &rv));
+    LT_ASSERT(rm != NULL && rv != NULL && rm != rv && ladle_tensor_numel(rm) == 2 &&
+                  ladle_tensor_numel(rv) == 2,
+              "one running statistic per channel");
     for (int c = 0; c < 2; c++)
         ok &= fabs(lt_get(rm, c) - 0.1 * mean[c]) < 1e-15 &&
               fabs(lt_get(rv, c) - (0.9 + 0.1 * var[c] * 18 / 17)) < 1e-14;
@@ -58,9 +63,22 @@ START_TEST(values_and_running_statistics)
     LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_layer_forward(op, NULL, x, y));
     LT_OK(ladle_layer_forward(op, NULL, x, y));
-    rm = ladle_batchnorm_running_mean(op);
+    rm = NULL;
+    LT_OK(ladle_batchnorm_running_stats(op, &rm, NULL));
     LT_ASSERT(fabs(lt_get(rm, 1) - mean[1]) < 1e-14, "cumulative mean %g vs %g", lt_get(rm, 1),
               mean[1]);
+    ladle_op_destroy(&op);
+
+    /* the accessor refuses what is not a batch norm, and leaves the outputs */
+    LT_FAILS(ladle_batchnorm_running_stats(NULL, &rm, &rv), LADLE_ERR_NULL);
+    int64_t ls[2] = {3, 2};
+    LT_OK(ladle_linear_create(2, ls, 4, 1, LADLE_F64, lt_device(), 1, &op));
+    ladle_tensor *keep = rm;
+    ladle_status st = ladle_batchnorm_running_stats(op, &rm, &rv);
+    LT_ASSERT(st == LADLE_ERR_ARG && rm == keep && ladle_op_kind_of(op) == LADLE_OP_LINEAR &&
+                  strstr(ladle_error_message(), "not a batch norm") != NULL,
+              "a linear layer: %s (%s)", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
     ladle_op_destroy(&op);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&y);
@@ -169,7 +187,9 @@ START_TEST(gradients)
                     ladle_tensor_fill_random(ladle_op_param(op, 0), 3, 0);
                     ladle_tensor_fill_random(ladle_op_param(op, 1), 3, 1);
                 }
-                ladle_tensor_fill(ladle_batchnorm_running_var(op), 0.7);
+                ladle_tensor *rvar = NULL;
+                LT_OK(ladle_batchnorm_running_stats(op, NULL, &rvar));
+                ladle_tensor_fill(rvar, 0.7);
                 LT_OK(ladle_layer_set_training(op, training));
                 ladle_gradient_result r;
                 LT_OK(ladle_gradient_test(op, 11, 200, &r));

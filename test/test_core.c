@@ -1,5 +1,6 @@
 /* Status codes, version, tensors, layouts: the local parts of the core. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -230,6 +231,110 @@ START_TEST(tensor_random_is_counter_based)
 }
 END_TEST
 
+/* ladle_partition_create before MPI_Init, recorded by main */
+static ladle_status before_init = LADLE_OK;
+static char before_init_message[512];
+
+START_TEST(mpi_not_initialised)
+{
+    LT_ASSERT(before_init == LADLE_ERR_STATE && strstr(before_init_message, "not initialised"),
+              "before MPI_Init: %s (%s)", ladle_status_name(before_init), before_init_message);
+}
+END_TEST
+
+typedef struct thread_call {
+    ladle_status st;
+    ladle_partition *p;
+    char message[512];
+} thread_call;
+
+static void *create_in_thread(void *arg)
+{
+    thread_call *c = arg;
+    c->st = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &c->p);
+    snprintf(c->message, sizeof c->message, "%s", ladle_error_message());
+    return NULL;
+}
+
+/* Below MPI_THREAD_SERIALIZED only MPI's main thread may call ladle; the
+ * message of a thread's failure stays that thread's. Every rank is in the
+ * same situation, so all take the same branch. */
+START_TEST(mpi_thread_level)
+{
+    int level = MPI_THREAD_SINGLE, main_thread = 0;
+    MPI_Query_thread(&level);
+    MPI_Is_thread_main(&main_thread);
+    LT_ASSERT(main_thread, "the suite runs on MPI's main thread");
+    ladle_partition *p = NULL;
+    LT_OK(ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p)); /* at any level here */
+    ladle_partition_destroy(&p);
+    ladle_error_clear();
+    thread_call c = {LADLE_OK, NULL, ""};
+    pthread_t t;
+    LT_ASSERT(pthread_create(&t, NULL, create_in_thread, &c) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    if (level < MPI_THREAD_SERIALIZED) {
+        const char *name = level == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED";
+        LT_ASSERT(c.st == LADLE_ERR_UNSUPPORTED && c.p == NULL && strstr(c.message, name) &&
+                      strstr(c.message, "main thread"),
+                  "from another thread at %s: %s (%s)", name, ladle_status_name(c.st),
+                  c.message);
+        LT_ASSERT(ladle_error_message()[0] == '\0', "the thread's message is its own: '%s'",
+                  ladle_error_message());
+    } else {
+        LT_ASSERT(c.st == LADLE_OK && c.p != NULL, "from another thread at level %d: %s", level,
+                  c.message);
+        ladle_partition_destroy(&c.p);
+    }
+}
+END_TEST
+
+START_TEST(op_kinds)
+{
+    /* every kind has its own name; NULL and values outside the list */
+    const char *names[] = {
+#define NAME_(name, value, text) text,
+        LADLE_OP_KIND_LIST(NAME_)
+#undef NAME_
+    };
+    int n = (int)(sizeof names / sizeof names[0]), ok = 1;
+    for (int i = 0; i < n; i++) {
+        ok &= strcmp(ladle_op_kind_name((ladle_op_kind)i), names[i]) == 0;
+        for (int j = 0; j < i; j++)
+            ok &= strcmp(names[i], names[j]) != 0;
+    }
+    LT_ASSERT(ok && n == LADLE_OP_DIST_LOSS + 1, "kind names");
+    LT_ASSERT(ladle_op_kind_of(NULL) == LADLE_OP_NONE &&
+                  strcmp(ladle_op_kind_name((ladle_op_kind)n), "unknown") == 0 &&
+                  strcmp(ladle_op_kind_name((ladle_op_kind)-1), "unknown") == 0,
+              "none and unknown");
+    /* some ops of each family report their kind */
+    int64_t xs[2] = {4, 3}, ys[2] = {4, 5};
+    ladle_op *lin = NULL, *sm = NULL, *loss = NULL, *seq = NULL, *asr = NULL;
+    LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, lt_device(), 1, &lin));
+    LT_OK(ladle_softmax_create(2, ys, 1, LADLE_LOG_SOFTMAX, LADLE_F64, lt_device(), &sm));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
+                            &loss));
+    LT_ASSERT(ladle_op_kind_of(lin) == LADLE_OP_LINEAR &&
+                  ladle_op_kind_of(sm) == LADLE_OP_SOFTMAX &&
+                  ladle_op_kind_of(loss) == LADLE_OP_LOSS,
+              "layer kinds");
+    ladle_op *chain[2] = {lin, sm};
+    LT_OK(ladle_sequential_create(2, chain, &seq));
+    LT_ASSERT(ladle_op_kind_of(seq) == LADLE_OP_SEQUENTIAL &&
+                  strcmp(ladle_op_kind_name(ladle_op_kind_of(seq)), "sequential") == 0,
+              "container kind");
+    int shape[1] = {lt_size}, axes[1] = {0};
+    ladle_partition *p = lt_partition(1, shape, 0);
+    LT_OK(ladle_all_sum_reduce_create(p, 1, axes, 2, xs, LADLE_F64, lt_device(), 0, &asr));
+    LT_ASSERT(ladle_op_kind_of(asr) == LADLE_OP_ALL_SUM_REDUCE, "primitive kind");
+    ladle_op_destroy(&asr);
+    ladle_op_destroy(&seq);
+    ladle_op_destroy(&loss);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -243,8 +348,25 @@ Suite *core_suite(void)
     tcase_add_test(tc, tensor_get_set);
     tcase_add_test(tc, tensor_bad_input);
     tcase_add_test(tc, tensor_random_is_counter_based);
+    tcase_add_test(tc, mpi_not_initialised);
+    tcase_add_test(tc, mpi_thread_level);
+    tcase_add_test(tc, op_kinds);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, core_suite); }
+int main(int argc, char **argv)
+{
+    /* ladle's first contact with MPI, before and after its lifetime */
+    ladle_partition *p = NULL;
+    before_init = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p);
+    snprintf(before_init_message, sizeof before_init_message, "%s", ladle_error_message());
+    int rc = lt_main(argc, argv, core_suite);
+    ladle_status after = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p);
+    if (after != LADLE_ERR_STATE || p != NULL || !strstr(ladle_error_message(), "finalised")) {
+        fprintf(stderr, "after MPI_Finalize: %s (%s), expected LADLE_ERR_STATE\n",
+                ladle_status_name(after), ladle_error_message());
+        return 1;
+    }
+    return rc;
+}

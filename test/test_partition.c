@@ -27,10 +27,10 @@ START_TEST(row_major_coordinates_and_ranks_as_given)
     LT_OK(ladle_partition_coords_of(p, 4, q));
     LT_ASSERT(q[0] == 1 && q[1] == 1, "coords_of 4");
     /* neighbours are not periodic */
-    LT_ASSERT(ladle_partition_neighbor(p, 0, 0, -1) == -1, "no left of 0 in dim 0");
-    LT_ASSERT(ladle_partition_neighbor(p, 0, 0, 1) == 3, "below 0 is 3");
-    LT_ASSERT(ladle_partition_neighbor(p, 4, 1, 1) == 5 &&
-                  ladle_partition_neighbor(p, 5, 1, 1) == -1,
+    LT_ASSERT(ladle_partition_neighbor(p, 0, 0, LADLE_DIR_LOWER) == -1, "no left of 0 in dim 0");
+    LT_ASSERT(ladle_partition_neighbor(p, 0, 0, LADLE_DIR_HIGHER) == 3, "below 0 is 3");
+    LT_ASSERT(ladle_partition_neighbor(p, 4, 1, LADLE_DIR_HIGHER) == 5 &&
+                  ladle_partition_neighbor(p, 5, 1, LADLE_DIR_HIGHER) == -1,
               "right");
     /* the private communicator orders members by partition rank */
     MPI_Comm comm = ladle_partition_comm(p);

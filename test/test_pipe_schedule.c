@@ -51,14 +51,14 @@ START_TEST(gpipe_1f1b_bubble)
                 LT_ASSERT(r.peak_stash[i] == want, "%s p=%d m=%d stage %d stashes %d, not %d",
                           ladle_pipe_style_name(style), p, m, i, r.peak_stash[i], want);
             }
-            ladle_pipe_report_free(&r);
+            ladle_pipe_report_destroy(&r);
             ladle_pipe_sim sim = simulate(s, &c);
             double want = (double)(p - 1) / (m + p - 1);
             LT_ASSERT(fabs(sim.bubble - want) < 1e-12, "%s p=%d m=%d: bubble %.15g, not %.15g",
                       ladle_pipe_style_name(style), p, m, sim.bubble, want);
             LT_ASSERT(fabs(sim.makespan - (m + p - 1) * 4.0) < 1e-12, "makespan %g, not %g",
                       sim.makespan, (m + p - 1) * 4.0);
-            ladle_pipe_sim_free(&sim);
+            ladle_pipe_sim_destroy(&sim);
             ladle_pipe_schedule_destroy(&s);
         }
     }
@@ -77,13 +77,13 @@ START_TEST(zbh1_third)
         ladle_pipe_report r = validate(z);
         LT_ASSERT(r.ok && r.peak_stash_max <= p, "ZB-H1 p=%d m=%d: peak %d: %s", p, m,
                   r.peak_stash_max, r.message);
-        ladle_pipe_report_free(&r);
+        ladle_pipe_report_destroy(&r);
         ladle_pipe_sim sz = simulate(z, NULL), so = simulate(o, NULL);
         double ideal = 3.0 * m, idle_z = sz.makespan - ideal, idle_o = so.makespan - ideal;
         LT_ASSERT(fabs(idle_o - 3.0 * (p - 1)) < 1e-12, "1F1B p=%d idles %g", p, idle_o);
         LT_ASSERT(fabs(idle_z - (p - 1)) < 1e-12, "ZB-H1 p=%d m=%d idles %g, not %d", p, m,
                   idle_z, p - 1);
-        ladle_pipe_sim_free(&sz), ladle_pipe_sim_free(&so);
+        ladle_pipe_sim_destroy(&sz), ladle_pipe_sim_destroy(&so);
         ladle_pipe_schedule_destroy(&z), ladle_pipe_schedule_destroy(&o);
     }
 }
@@ -100,7 +100,7 @@ START_TEST(interleaved)
                   ladle_pipe_schedule_workers(s));
         ladle_pipe_report r = validate(s);
         LT_ASSERT(r.ok, "interleaved W=%d v=%d m=%d: %s", W, v, m, r.message);
-        ladle_pipe_report_free(&r);
+        ladle_pipe_report_destroy(&r);
         /* each chunk costs 1/v of a stage of the plain pipeline */
         double c1[64];
         for (int j = 0; j < 64; j++)
@@ -111,7 +111,7 @@ START_TEST(interleaved)
         double idle_i = si.makespan - 3.0 * m, idle_o = so.makespan - 3.0 * m;
         LT_ASSERT(idle_i <= idle_o / v + 1e-12, "W=%d v=%d m=%d: idles %g, 1F1B %g", W, v, m,
                   idle_i, idle_o);
-        ladle_pipe_sim_free(&si), ladle_pipe_sim_free(&so);
+        ladle_pipe_sim_destroy(&si), ladle_pipe_sim_destroy(&so);
         ladle_pipe_schedule_destroy(&s), ladle_pipe_schedule_destroy(&o);
     }
     ladle_pipe_schedule *s = NULL;
@@ -137,7 +137,7 @@ START_TEST(hybrid)
             ladle_pipe_schedule *s = gen(LADLE_PIPE_HYBRID, S, reps[t], 1, m, NULL);
             ladle_pipe_report r = validate(s);
             LT_ASSERT(r.ok, "hybrid %zu m=%d: %s", t, m, r.message);
-            ladle_pipe_report_free(&r);
+            ladle_pipe_report_destroy(&r);
             for (int j = 0; j < S; j++)
                 for (int k = 0; k < m; k++)
                     LT_ASSERT(ladle_pipe_schedule_route(s, j, k) == k % reps[t][j],
@@ -154,7 +154,7 @@ START_TEST(hybrid)
     /* the heavy stage alone needs 24 * 9 on one worker, 24 * 9 / 3 on three */
     LT_ASSERT(so.makespan >= 24 * 9 && sh.makespan < 1.1 * 24 * 3,
               "hybrid %g, 1F1B %g", sh.makespan, so.makespan);
-    ladle_pipe_sim_free(&sh), ladle_pipe_sim_free(&so);
+    ladle_pipe_sim_destroy(&sh), ladle_pipe_sim_destroy(&so);
     ladle_pipe_schedule_destroy(&h), ladle_pipe_schedule_destroy(&o);
     ladle_pipe_schedule *s = NULL;
     LT_FAILS(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, 2, rep, 1, 4, NULL, &s),
@@ -175,7 +175,9 @@ START_TEST(simulator_by_hand)
     LT_ASSERT(fabs(sim.busy - 20) < 1e-12, "busy %g", sim.busy);
     LT_ASSERT(fabs(sim.bubble - (1 - 20.0 / 34)) < 1e-12, "bubble %g", sim.bubble);
     static const struct {
-        int worker, kind, mb;
+        int worker;
+        ladle_pipe_kind kind;
+        int mb;
         double start, end;
     } want[] = {{0, LADLE_PIPE_F, 1, 1, 2},  {1, LADLE_PIPE_F, 0, 1.5, 3.5},
                 {1, LADLE_PIPE_B, 1, 9.5, 13.5}, {0, LADLE_PIPE_B, 0, 8, 11},
@@ -193,7 +195,7 @@ START_TEST(simulator_by_hand)
     }
     LT_ASSERT(fabs(ladle_pipe_events_bubble(2, sim.nevents, sim.events) - sim.bubble) < 1e-12,
               "events bubble");
-    ladle_pipe_sim_free(&sim);
+    ladle_pipe_sim_destroy(&sim);
     ladle_pipe_schedule_destroy(&s);
 }
 END_TEST
@@ -222,7 +224,7 @@ START_TEST(simulator_reduce)
     double later = wend[1] > wend[2] ? wend[1] : wend[2];
     LT_ASSERT(fabs(start[1] - later) < 1e-12, "reduce starts %g, last W ends %g", start[1],
               later);
-    ladle_pipe_sim_free(&sim);
+    ladle_pipe_sim_destroy(&sim);
     ladle_pipe_schedule_destroy(&s);
 }
 END_TEST
@@ -245,7 +247,7 @@ START_TEST(validator_rejects)
     /* a valid compute-only 2-stage schedule first */
     ladle_pipe_report r = check_text("0F0 0F1 0B0 0W0 0B1 0W1\n1F0 1B0 1W0 1F1 1B1 1W1\n");
     LT_ASSERT(r.ok, "%s", r.message);
-    ladle_pipe_report_free(&r);
+    ladle_pipe_report_destroy(&r);
     static const struct {
         const char *text, *needle;
         int worker;
@@ -277,7 +279,7 @@ START_TEST(validator_rejects)
                       strstr(r.message, "worker 0"),
                   "case %zu: ok %d worker %d:\n%s", i, r.ok, r.worker,
                   r.message ? r.message : "(none)");
-        ladle_pipe_report_free(&r);
+        ladle_pipe_report_destroy(&r);
     }
     ladle_pipe_schedule *s = NULL;
     ladle_status st = ladle_pipe_schedule_parse("0F0 0X1\n", &s);
@@ -305,7 +307,7 @@ START_TEST(generated_pass)
                 ladle_pipe_report r = validate(s);
                 LT_ASSERT(r.ok, "%s p=%d m=%d: %s", ladle_pipe_style_name(style), p, m,
                           r.message);
-                ladle_pipe_report_free(&r);
+                ladle_pipe_report_destroy(&r);
                 ladle_pipe_schedule_destroy(&s);
             }
 }
@@ -383,7 +385,7 @@ START_TEST(pictures)
     LT_ASSERT(count(buf, "\"ph\": \"X\"") == sim.nevents && count(buf, "thread_name") == 3,
               "trace");
     free(buf);
-    ladle_pipe_sim_free(&sim);
+    ladle_pipe_sim_destroy(&sim);
     ladle_pipe_schedule_destroy(&s);
 }
 END_TEST
@@ -393,7 +395,8 @@ START_TEST(bad_arguments)
     ladle_pipe_schedule *s = NULL;
     LT_FAILS(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, 4, NULL, 1, 0, NULL, &s),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_schedule_generate(99, 4, NULL, 1, 4, NULL, &s), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_schedule_generate((ladle_pipe_style)99, 4, NULL, 1, 4, NULL, &s),
+             LADLE_ERR_ARG);
     LT_FAILS(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, 4, NULL, 1, 4, NULL, NULL),
              LADLE_ERR_NULL);
     double neg[2] = {1, -1};
@@ -412,9 +415,19 @@ START_TEST(bad_arguments)
     ladle_pipe_sim sim;
     LT_FAILS(ladle_pipe_simulate(s, NULL, &sim), LADLE_ERR_ARG); /* empty: incomplete */
     ladle_pipe_schedule_destroy(&s);
-    LT_ASSERT(s == NULL && ladle_pipe_style_parse("zbh1") == LADLE_PIPE_ZBH1 &&
-                  ladle_pipe_style_parse("nope") == -1,
-              "names");
+    ladle_pipe_style style = LADLE_PIPE_GPIPE;
+    LT_OK(ladle_pipe_style_parse("zbh1", &style));
+    LT_ASSERT(s == NULL && style == LADLE_PIPE_ZBH1, "names");
+    ladle_status st = ladle_pipe_style_parse("nope", &style);
+    LT_ASSERT(st == LADLE_ERR_ARG && style == LADLE_PIPE_ZBH1 &&
+                  strstr(ladle_error_message(), "'nope'") != NULL,
+              "an unknown style leaves the output alone and is named: %s (%s)",
+              ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+    LT_FAILS(ladle_pipe_style_parse(NULL, &style), LADLE_ERR_NULL);
+    LT_ASSERT(strcmp(ladle_pipe_style_name((ladle_pipe_style)99), "?") == 0 &&
+                  strcmp(ladle_pipe_kind_name((ladle_pipe_kind)99), "?") == 0,
+              "unknown names");
 }
 END_TEST
 

@@ -230,7 +230,7 @@ static void run_case(int style, int S, const int *rep, int v, int m)
     for (int i = 0; me == 0 && i < n; i++)
         ordered &= all[i].end >= all[i].start && all[i].start >= 0;
     LT_ASSERT(ordered, "%s: event times", what);
-    ladle_pipe_events_free(all);
+    ladle_pipe_events_destroy(&all);
 
     ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
     LT_OK(ladle_pipeline_destroy(&pl));

@@ -156,8 +156,10 @@ static int parse(int argc, char **argv, pipe_opts *o)
         snprintf(why, sizeof why, "%s does not apply to --load (the file says it)", o->gen_opt);
         return fail(why);
     }
-    int kind = ladle_pipe_style_parse(o->style);
-    if (!o->load && kind < 0) {
+    ladle_pipe_style style = LADLE_PIPE_GPIPE;
+    int known = ladle_pipe_style_parse(o->style, &style) == LADLE_OK;
+    int kind = known ? (int)style : -1;
+    if (!o->load && !known) {
         snprintf(why, sizeof why, "--schedule: '%s' is not one of gpipe, 1f1b, interleaved, "
                  "zbh1, hybrid", o->style);
         return fail(why);
@@ -214,8 +216,11 @@ int main(int argc, char **argv)
     } else {
         if (costs_of(&o, o.S, c, &costs, why))
             return fail(why);
-        st = ladle_pipe_schedule_generate(ladle_pipe_style_parse(o.style), o.S,
-                                          o.nrep ? o.rep : NULL, o.v, o.m, &costs, &s);
+        ladle_pipe_style style = LADLE_PIPE_GPIPE;
+        st = ladle_pipe_style_parse(o.style, &style);
+        if (st == LADLE_OK)
+            st = ladle_pipe_schedule_generate(style, o.S, o.nrep ? o.rep : NULL, o.v, o.m,
+                                              &costs, &s);
     }
     if (st != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
@@ -232,7 +237,7 @@ int main(int argc, char **argv)
     }
     printf("%s", rep_out.message);
     int ok = rep_out.ok;
-    ladle_pipe_report_free(&rep_out);
+    ladle_pipe_report_destroy(&rep_out);
     ladle_pipe_sim sim;
     if (ok && costs_of(&o, S, c, &costs, why)) {
         fprintf(stderr, "ladle-pipe: %s\n", why);
@@ -256,7 +261,7 @@ int main(int argc, char **argv)
             rc = write_out(o.svg, title, W, &sim, 1);
         if (o.trace && rc == 0)
             rc = write_out(o.trace, title, W, &sim, 0);
-        ladle_pipe_sim_free(&sim);
+        ladle_pipe_sim_destroy(&sim);
     }
     ladle_pipe_schedule_destroy(&s);
     return rc ? rc : ok ? 0 : 1;

@@ -275,7 +275,8 @@ static int parse(int argc, char **argv, opts *o, unsigned mode, const char *name
     o->Ph = (int)o->spatial[0];
     o->Pw = (int)o->spatial[1];
     if (o->pipeline) {
-        o->pipe_style = ladle_pipe_style_parse(o->pipeline);
+        ladle_pipe_style style = LADLE_PIPE_GPIPE;
+        o->pipe_style = ladle_pipe_style_parse(o->pipeline, &style) == LADLE_OK ? (int)style : -1;
         if (mode == M_LAYOUT)
             mode = M_PIPE;
     }

@@ -83,11 +83,13 @@ static void pipe_gather(const ladle_pipe_schedule *s, ladle_pipeline *pl, const 
             for (int q = 0; q < ladle_op_num_params(full[i]); q++)
                 pipe_move(ladle_op_param(full[i], q), src ? ladle_op_param(src, q) : NULL,
                           owner);
-            if (strcmp(ladle_op_name(full[i]), "batchnorm") == 0) {
-                pipe_move(ladle_batchnorm_running_mean(full[i]),
-                          src ? ladle_batchnorm_running_mean(src) : NULL, owner);
-                pipe_move(ladle_batchnorm_running_var(full[i]),
-                          src ? ladle_batchnorm_running_var(src) : NULL, owner);
+            if (ladle_op_kind_of(full[i]) == LADLE_OP_BATCHNORM) {
+                ladle_tensor *mean, *var, *src_mean = NULL, *src_var = NULL;
+                ladle_batchnorm_running_stats(full[i], &mean, &var);
+                if (src)
+                    ladle_batchnorm_running_stats(src, &src_mean, &src_var);
+                pipe_move(mean, src_mean, owner);
+                pipe_move(var, src_var, owner);
             }
         }
     }
@@ -210,7 +212,7 @@ static int pipe_schedule(const opts *o, int nl, const double *f, const double *b
             printf(" %d", ladle_pipe_schedule_replicas(s, j));
         printf("), %d microbatches: predicted %.2f ms per step, bubble %.0f%%\n",
                o->microbatches, 1e3 * sim.makespan, 100 * sim.bubble);
-        ladle_pipe_sim_free(&sim);
+        ladle_pipe_sim_destroy(&sim);
     }
     *out = s;
     return 0;
@@ -319,7 +321,7 @@ static int pipe_timeline(const opts *o, pipe_state *ps)
             }
         }
     }
-    ladle_pipe_events_free(ev);
+    ladle_pipe_events_destroy(&ev);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
 }

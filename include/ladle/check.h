@@ -39,7 +39,9 @@ LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
  * magnitude), and each error is |fd - analytic| / max(|fd|, |analytic|,
  * 1e-3 * the tensor's largest analytic entry). Meant for f64 layers (errors
  * near 1e-8); stochastic layers are replayed at the same step. Allocates.
- * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer),
+ * Local: meant for sequential layers (a distributed layer's calls are
+ * collective, and its ranks would perturb different elements; compare it
+ * with its sequential twin instead). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer),
  * LADLE_ERR_NUMERIC when a gradient or a difference is not finite (its
  * error is then NaN in result), and whatever the layer returns. */
 typedef struct ladle_gradient_result {
@@ -53,7 +55,7 @@ LADLE_API ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samp
                                            ladle_gradient_result *result);
 
 /* The tolerance ladle's own tests and tools accept for dtype: 1e-13 for
- * f64, 1e-5 for f32. */
+ * f64, 1e-5 for f32. Local. */
 LADLE_API double ladle_adjoint_tolerance(ladle_dtype dtype);
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
  * Every fallible ladle call returns a ladle_status. LADLE_OK is zero; every
  * other value names a class of failure, and ladle_error_message() returns the
  * calling thread's last message, which names the rank, the function and the
- * failing detail.
+ * failing detail. Every call in this header is local (none communicates).
  */
 #ifndef LADLE_CORE_H
 #define LADLE_CORE_H

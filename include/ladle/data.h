@@ -63,6 +63,7 @@ LADLE_API ladle_status ladle_dataset_load(const char *images, const char *labels
 LADLE_API ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t row0,
                                               int64_t rows, int64_t col0, int64_t cols,
                                               double mean, double std, ladle_dataset **ds);
+/* Free it and set *ds to NULL. Accepts NULL. */
 LADLE_API ladle_status ladle_dataset_destroy(ladle_dataset **ds);
 
 /* The number of samples and the full image size. */

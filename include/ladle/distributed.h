@@ -60,7 +60,8 @@ extern "C" {
  * copy per batch block (data parallelism) and ladle_layer_sync_gradients
  * sums their gradients. Pin = 1 or Pout = 1 gives the column- and
  * row-parallel layers; a second layer whose p_x is this one's p_y follows
- * without a repartition. Needs in >= Pin, out >= Pout and batch >= D.
+ * without a repartition. Needs in >= Pin, out >= Pout and batch >= D; bias
+ * nonzero: with a bias.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_PARTITION (shapes that do not fit together), LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
@@ -139,8 +140,9 @@ typedef enum ladle_bn_sync {
  * peers in partition rank order, cut into consecutive runs of group_size
  * (which must divide the number of peers). gamma and beta are replicated on
  * the peers (ladle_layer_sync_gradients sums their gradients); each rank
- * keeps running statistics for its channels (identical across a group).
- * Returns the codes of ladle_dist_linear_create.
+ * keeps running statistics for its channels (identical across a group),
+ * which ladle_batchnorm_running_stats returns. Returns the codes of
+ * ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                                    const ladle_partition *p_x, int ndim,
@@ -148,9 +150,6 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
                                                    int group_size, ladle_dtype dtype,
                                                    ladle_device device, unsigned flags,
                                                    ladle_op **op);
-/* This rank's running statistics (its channels; borrowed), or NULL. */
-LADLE_API ladle_tensor *ladle_dist_batchnorm_running_mean(const ladle_op *op);
-LADLE_API ladle_tensor *ladle_dist_batchnorm_running_var(const ladle_op *op);
 
 /*
  * A loss (ladle_loss_create's kinds and reductions) over an input of global

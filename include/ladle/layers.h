@@ -34,7 +34,11 @@
  * bias, average pooling, reshape), ladle_op_adjoint(op, dy, dx) is the
  * backward, so ladle_adjoint_test applies to them.
  *
- * Sequential layers are local: none of these calls communicates.
+ * Sequential layers are local: none of these calls communicates, and every
+ * create below is local. The calls shared with the distributed layers
+ * (ladle_layer_*, ladle_ctx_*, ladle_op_*, ladle_loss_*) are local on a
+ * sequential layer and, where their comment says so, collective over a
+ * distributed layer's communicator (all ranks of its partitions).
  */
 #ifndef LADLE_LAYERS_H
 #define LADLE_LAYERS_H
@@ -52,21 +56,25 @@ typedef struct ladle_ctx ladle_ctx;
 /* The threads the CPU kernels (OpenBLAS's GEMM) may use in this process.
  * Several ranks on one node should share the cores: with one rank per core,
  * 1. This is process-wide (it is OpenBLAS's setting); the default is
- * OpenBLAS's own (OPENBLAS_NUM_THREADS, else every core). Not collective.
- * Returns LADLE_ERR_ARG for n < 1. */
+ * OpenBLAS's own (OPENBLAS_NUM_THREADS, else every core). Local; not for
+ * calling while another thread runs ladle kernels. Returns LADLE_ERR_ARG
+ * for n < 1. */
 LADLE_API ladle_status ladle_set_num_threads(int n);
 LADLE_API int ladle_get_num_threads(void);
 
 /* A context for one microbatch of op; its buffers are sized for the op's
- * largest batch. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (op is no layer),
- * LADLE_ERR_ALLOC. */
+ * largest batch. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (op is no
+ * layer), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **ctx);
-/* Free it and set *ctx to NULL; accepts NULL. */
+/* Free it and set *ctx to NULL; accepts NULL. Local. */
 LADLE_API ladle_status ladle_ctx_destroy(ladle_ctx **ctx);
 
-/* The three calls (see above). ctx may be NULL for forward when no backward
- * follows. dx may be NULL in backward when the input gradient is not needed
- * (the first layer). backward_weight accumulates into the gradients.
+/* The three calls (see above): local for a sequential layer, collective over
+ * a distributed layer's communicator (all ranks of its partitions); a
+ * container's calls are collective where one of its layers' are. ctx may be
+ * NULL for forward when no backward follows. dx may be NULL in backward when
+ * the input gradient is not needed (the first layer). backward_weight
+ * accumulates into the gradients.
  * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ARG
  * (a ctx of another op, or overlapping tensors where the layer does not work
  * in place), LADLE_ERR_STATE (backward before forward). */
@@ -79,7 +87,7 @@ LADLE_API ladle_status ladle_layer_backward_weight(ladle_op *op, ladle_ctx *ctx,
 
 /* Parameters: the number, and parameter i with its gradient and name
  * ("weight", "bias"). Borrowed; they live as long as the op. Gradients
- * accumulate until ladle_op_zero_grad. */
+ * accumulate until ladle_op_zero_grad. Local. */
 LADLE_API int ladle_op_num_params(const ladle_op *op);
 LADLE_API ladle_tensor *ladle_op_param(const ladle_op *op, int i);
 LADLE_API ladle_tensor *ladle_op_grad(const ladle_op *op, int i);
@@ -92,7 +100,7 @@ LADLE_API ladle_status ladle_op_zero_grad(ladle_op *op);
  * rank of a distributed layer reports the same parameters and global
  * shapes; a rank without a shard holds a zero-volume tensor. A sequential
  * layer's parameters are whole and owned. Any output pointer may be NULL.
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG. */
+ * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG. */
 LADLE_API ladle_status ladle_op_param_shard(const ladle_op *op, int i, int *ndim,
                                             int64_t global_shape[], int64_t offset[],
                                             int *owner);
@@ -107,9 +115,11 @@ LADLE_API ladle_status ladle_op_param_shard(const ladle_op *op, int i, int *ndim
  * LADLE_ERR_ARG, LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_layer_sync_gradients(ladle_op *op);
 
-/* Training (1, the default) or evaluation (0) mode: batch norm uses batch
- * statistics and updates its running ones only in training; dropout is the
- * identity in evaluation. */
+/* training nonzero: training mode (the default); 0: evaluation. Batch norm
+ * uses batch statistics and updates its running ones only in training;
+ * dropout is the identity in evaluation. Local (every rank of a distributed
+ * layer should set the same mode). Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (not a layer). */
 LADLE_API ladle_status ladle_layer_set_training(ladle_op *op, int training);
 
 /* ---- initialisation ---------------------------------------------------- */
@@ -130,15 +140,19 @@ typedef enum ladle_init {
 } ladle_init;
 
 /* Re-draw the weights (and biases, which always take the default rule) of a
- * linear or convolution layer. Not collective. Returns LADLE_ERR_NULL,
- * LADLE_ERR_ARG. */
+ * linear or convolution layer (sequential or distributed: every rank
+ * draws its own shard of the same global weights). Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown init, naming the value; a
+ * layer without weights). */
 LADLE_API ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t seed);
 
 /* ---- the layers -------------------------------------------------------- */
 
 /* Linear: y = x W^T + b over any leading dimensions. x has ndim >= 1
  * dimensions and its last extent is in_features; y has out_features there.
- * W is out_features x in_features. Saves: x. */
+ * W is out_features x in_features; bias nonzero: with a bias b. Saves: x.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features,
                                            int bias, ladle_dtype dtype, ladle_device device,
                                            uint64_t seed, ladle_op **op);
@@ -156,11 +170,11 @@ typedef struct ladle_conv_desc {
     int64_t stride[3];
     int64_t padding[3];
     int64_t dilation[3];
-    int bias;
+    int bias; /* nonzero: with a bias per output channel */
 } ladle_conv_desc;
 
 /* nd spatial dims, kernel k in each, stride 1, padding 0, dilation 1,
- * groups 1, with bias. */
+ * groups 1, with bias. Local. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
 /* A convolution over x of x_shape (N x C x spatial). Not collective.
@@ -189,14 +203,17 @@ typedef struct ladle_pool_desc {
     int64_t kernel[3];
     int64_t stride[3];
     int64_t padding[3];
-    int64_t dilation[3]; /* max pooling only */
-    int ceil_mode;
-    int count_include_pad; /* average pooling only; default 1 */
+    int64_t dilation[3];   /* max pooling only */
+    int ceil_mode;         /* nonzero: output lengths round up */
+    int count_include_pad; /* average pooling only; nonzero (the default): the
+                              padding counts in the divisor */
 } ladle_pool_desc;
 
+/* kernel k in each of nd dims, stride k, padding 0, dilation 1, no ceil
+ * mode, count_include_pad 1. Local. */
 LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd,
                                     int64_t kernel);
-/* Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG
+/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG
  * (an unknown kind, a window value out of range or so large that the
  * output length would overflow, padding above half the kernel, dilation in
  * average pooling), LADLE_ERR_SHAPE (a window larger than the padded
@@ -204,7 +221,8 @@ LADLE_API void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, in
 LADLE_API ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, ladle_device device, ladle_op **op);
 
-/* Global average pooling: N x C x S... -> N x C (ndim - 2 spatial dims). */
+/* Global average pooling: N x C x S... -> N x C (ndim - 2 spatial dims).
+ * Local. Returns the codes of ladle_pool_create. */
 LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_shape[],
                                                     ladle_dtype dtype, ladle_device device,
                                                     ladle_op **op);
@@ -223,17 +241,26 @@ typedef struct ladle_batchnorm_desc {
     int64_t num_features;
     double eps;      /* default 1e-5 */
     double momentum; /* default 0.1 */
-    int affine;      /* default 1 */
-    int track_running_stats; /* default 1 */
+    int affine;      /* nonzero (the default): learn gamma and beta */
+    int track_running_stats; /* nonzero (the default): keep running statistics */
 } ladle_batchnorm_desc;
 
+/* The defaults above for num_features channels. Local. */
 LADLE_API void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features);
+/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE,
+ * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               ladle_device device, ladle_op **op);
-/* The running statistics (C entries each; borrowed). */
-LADLE_API ladle_tensor *ladle_batchnorm_running_mean(const ladle_op *op);
-LADLE_API ladle_tensor *ladle_batchnorm_running_var(const ladle_op *op);
+/* The running statistics of a batch norm, sequential or distributed
+ * (ladle_dist_batchnorm_create): this rank's channels, borrowed, living as
+ * long as op, on op's device. A rank of a distributed batch norm that holds
+ * no channels gets NULL. Without track_running_stats the tensors stay at
+ * their initial 0 (mean) and 1 (var). Either output pointer may be NULL; the
+ * outputs are set only on success. Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (op is not a batch norm). */
+LADLE_API ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_tensor **mean,
+                                                     ladle_tensor **var);
 
 /* Elementwise activations. LeakyReLU uses param as its negative slope
  * (default 0.01 when param < 0); GELU is the exact one, x Phi(x). They work in
@@ -247,14 +274,25 @@ typedef enum ladle_activation {
     LADLE_GELU = 4
 } ladle_activation;
 
+/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind, naming the
+ * value), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_activation_create(ladle_activation kind, double param, int ndim,
                                                const int64_t shape[], ladle_dtype dtype,
                                                ladle_device device, ladle_op **op);
 
+typedef enum ladle_softmax_kind {
+    LADLE_SOFTMAX = 0,    /* y_i = exp(x_i) / sum_j exp(x_j) */
+    LADLE_LOG_SOFTMAX = 1 /* y_i = x_i - log sum_j exp(x_j) */
+} ladle_softmax_kind;
+
 /* Softmax or log-softmax along dimension dim (negative counts from the end).
- * Saves: y. */
-LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim, int log,
-                                            ladle_dtype dtype, ladle_device device, ladle_op **op);
+ * Saves: y. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind,
+ * naming the value; dim out of range), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
+                                            ladle_softmax_kind kind, ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op);
 
 /* Dropout with probability p: in training, element i is kept (and scaled by
  * 1/(1-p)) when a counter-based hash of (seed, step, offset + i) says so,
@@ -262,14 +300,16 @@ LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int
  * this shard's first global index (0 for a sequential layer). A distributed
  * run therefore drops exactly the elements its sequential twin drops. The
  * step advances with every training forward (set it to replay a run). In
- * evaluation, the identity. Saves: the step. */
+ * evaluation, the identity. Saves: the step. Local, and so is set_step
+ * (Returns LADLE_ERR_NULL, LADLE_ERR_ARG: not a dropout). */
 LADLE_API ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p,
                                             ladle_dtype dtype, ladle_device device, uint64_t seed,
                                             ladle_op **op);
 LADLE_API ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step);
 
 /* Reshape (flatten is a special case): the same elements in a new shape of
- * equal volume; the first dimension (the batch) must stay first in both. */
+ * equal volume; the first dimension (the batch) must stay first in both.
+ * Local, and so is flatten. */
 LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndim_out,
                                             const int64_t out_shape[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **op);
@@ -288,21 +328,25 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * The container owns the layers from then on (destroying it
  * destroys them; on failure they stay the caller's). Its parameters are its
  * layers' parameters, in order; its ctx holds one ctx per layer and the
- * intermediate activations and gradients. */
+ * intermediate activations and gradients. Local (the layers exist already).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op **seq);
-/* The number of layers, and layer i (borrowed). */
+/* The number of layers, and layer i (borrowed). Local. */
 LADLE_API int ladle_sequential_size(const ladle_op *seq);
 LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
 
 /* ---- functions without parameters or saved state -------------------------*/
 
 /* y = a + b elementwise (residual connections); y may be a or b. The
- * backward of each input is dy itself. Returns LADLE_ERR_NULL,
- * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE. */
+ * backward of each input is dy itself. Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_add(const ladle_tensor *a, const ladle_tensor *b, ladle_tensor *y);
 
 /* Concatenate n tensors along dimension dim (1 for channels) into y, and the
- * backward: split dy back into the n gradients. */
+ * backward: split dy back into the n gradients. Local. Return
+ * LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim,
                                     ladle_tensor *y);
 LADLE_API ladle_status ladle_concat_backward(const ladle_tensor *dy, int dim, int n,
@@ -331,7 +375,10 @@ typedef enum ladle_reduction {
  * with the uniform distribution. The loss tensor is a scalar (ndim 0) for
  * mean and sum, and the per-element (or per-sample for cross entropy and
  * NLL) losses for none. Mean over classification losses divides by the
- * number of samples N x S.... */
+ * number of samples N x S.... Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (an unknown kind or reduction, naming the value; label_smoothing outside
+ * [0, 1]), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                          double label_smoothing, int ndim,
                                          const int64_t input_shape[], ladle_dtype dtype,
@@ -354,7 +401,8 @@ LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *input,
                                           const ladle_tensor *target, ladle_tensor *loss);
 /* dinput = dL/dinput scaled by dloss (a scalar, or per element for none).
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
+ * Local for a sequential loss, collective over the partition for a
+ * distributed one. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
  * with ctx), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (dinput not the input's shape),
  * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,

@@ -38,13 +38,13 @@ typedef struct ladle_lenet_desc {
     int64_t batch;       /* global batch */
     int64_t image;       /* side of the square input images (28) */
     int64_t classes;     /* 10 */
-    int batchnorm;       /* batch norm after each convolution */
+    int batchnorm;       /* nonzero: batch norm after each convolution */
     ladle_bn_sync bn_sync;
     int bn_group;        /* the group size of LADLE_BN_SYNC_GROUP */
     int data_ways;       /* D */
     int spatial[2];      /* Ph, Pw */
     int fc_ways;         /* F */
-    int sequential;      /* 1: plain sequential layers on the whole batch
+    int sequential;      /* nonzero: plain sequential layers on the whole batch
                             (every rank the same network; the reference) */
     ladle_dtype dtype;
     ladle_device device; /* where the layers live (LADLE_CPU) */
@@ -52,7 +52,7 @@ typedef struct ladle_lenet_desc {
 } ladle_lenet_desc;
 
 /* Batch 64, 28 x 28 images, 10 classes, no batch norm, one rank, f32, on
- * the CPU, seed 1. */
+ * the CPU, seed 1. Local. */
 LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
 
 /* The network over comm (collective over comm). The input block of this

@@ -15,8 +15,10 @@
  * all-sum-reduce: the same on every copy, bit for bit, so replicas stay
  * identical under the same optimizer step.
  *
- * Every call is collective over the ranks of the network's layers (in SPMD
- * style every rank runs the same calls).
+ * The calls that run the network (create, forward, loss, backward) are
+ * collective over the ranks of the network's layers, all ranks of their
+ * partitions (in SPMD style every rank runs the same calls); the others say
+ * what they are.
  */
 #ifndef LADLE_NETWORK_H
 #define LADLE_NETWORK_H
@@ -47,7 +49,8 @@ typedef struct ladle_network ladle_network;
  * devices), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                             size_t bucket_bytes, ladle_network **net);
-/* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL. */
+/* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL.
+ * Local: it waits for no other rank. */
 LADLE_API ladle_status ladle_network_destroy(ladle_network **net);
 
 /* The calls of a training step go in order: forward, loss, backward (then
@@ -80,25 +83,28 @@ LADLE_API ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor
  * pass sync = 0 for all but the last (each with its forward and loss).
  * Returns LADLE_ERR_NULL, LADLE_ERR_STATE (no successful loss since the last
  * forward, or its backward has run already), the layers' codes,
- * LADLE_ERR_MPI. */
+ * LADLE_ERR_MPI. sync nonzero: sum the replicated gradients now. */
 LADLE_API ladle_status ladle_network_backward(ladle_network *net, int sync);
-/* Zero every gradient. */
+/* Zero every gradient. Local. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_network_zero_grad(ladle_network *net);
-/* Training (1) or evaluation (0) mode for every layer. */
+/* training nonzero: training mode for every layer; 0: evaluation. Local
+ * (every rank should set the same). Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_network_set_training(ladle_network *net, int training);
 
-/* The layers (borrowed), the loss, and the number of gradient buckets. */
+/* The layers (borrowed), the loss, and the number of gradient buckets.
+ * Local. */
 LADLE_API int ladle_network_size(const ladle_network *net);
 LADLE_API ladle_op *ladle_network_layer(const ladle_network *net, int i);
 LADLE_API ladle_op *ladle_network_loss_op(const ladle_network *net);
 LADLE_API int ladle_network_buckets(const ladle_network *net);
 
-/* Add every layer's parameters to an optimizer (ladle_optimizer_add_op). */
+/* Add every layer's parameters to an optimizer (ladle_optimizer_add_op).
+ * Local. Returns the codes of ladle_optimizer_add_op. */
 LADLE_API ladle_status ladle_optimizer_add_network(ladle_optimizer *opt,
                                                    const ladle_network *net);
 
 /* Seconds the last backward spent waiting for gradient sums after its last
- * layer (the part of the reduction the pass did not hide). */
+ * layer (the part of the reduction the pass did not hide). Local. */
 LADLE_API double ladle_network_sync_wait(const ladle_network *net);
 
 #ifdef __cplusplus

@@ -26,7 +26,44 @@ extern "C" {
 
 typedef struct ladle_op ladle_op;
 
-/* y = F x. Collective over the op's ranks. x must have this rank's domain
+/*
+ * What an op is: one kind per constructor family of the library. The list is
+ * append-only (a value, once released, keeps its number).
+ * X(name, value, text)
+ */
+#define LADLE_OP_KIND_LIST(X)                                                              \
+    X(LADLE_OP_NONE, 0, "none")                     /* NULL, or an op of no known kind */ \
+    X(LADLE_OP_BROADCAST, 1, "broadcast")                                                  \
+    X(LADLE_OP_SUM_REDUCE, 2, "sum-reduce")                                                \
+    X(LADLE_OP_ALL_SUM_REDUCE, 3, "all-sum-reduce")                                        \
+    X(LADLE_OP_REPARTITION, 4, "repartition")                                              \
+    X(LADLE_OP_HALO_EXCHANGE, 5, "halo-exchange")                                          \
+    X(LADLE_OP_LINEAR, 6, "linear")                                                        \
+    X(LADLE_OP_CONV, 7, "conv")                                                            \
+    X(LADLE_OP_POOL, 8, "pool")                     /* max, average and global average */ \
+    X(LADLE_OP_BATCHNORM, 9, "batchnorm")                                                  \
+    X(LADLE_OP_ACTIVATION, 10, "activation")                                               \
+    X(LADLE_OP_SOFTMAX, 11, "softmax")              /* softmax and log-softmax */         \
+    X(LADLE_OP_DROPOUT, 12, "dropout")                                                     \
+    X(LADLE_OP_RESHAPE, 13, "reshape")              /* reshape and flatten */             \
+    X(LADLE_OP_SEQUENTIAL, 14, "sequential")                                               \
+    X(LADLE_OP_LOSS, 15, "loss")                    /* every kind of sequential loss */   \
+    X(LADLE_OP_DIST_LINEAR, 16, "dist-linear")                                             \
+    X(LADLE_OP_DIST_CONV, 17, "dist-conv")                                                 \
+    X(LADLE_OP_DIST_CONV_GRID, 18, "dist-conv-grid")                                       \
+    X(LADLE_OP_DIST_POOL, 19, "dist-pool")                                                 \
+    X(LADLE_OP_DIST_BATCHNORM, 20, "dist-batchnorm")                                       \
+    X(LADLE_OP_DIST_FLATTEN, 21, "dist-flatten")                                           \
+    X(LADLE_OP_DIST_LOSS, 22, "dist-loss")          /* every kind of distributed loss */
+
+typedef enum ladle_op_kind {
+#define LADLE_OP_KIND_ENUM_(name, value, text) name = value,
+    LADLE_OP_KIND_LIST(LADLE_OP_KIND_ENUM_)
+#undef LADLE_OP_KIND_ENUM_
+} ladle_op_kind;
+
+/* y = F x. Collective over the op's communicator (all ranks of its
+ * partitions). x must have this rank's domain
  * shape and y its range shape (ladle_op_x_shape, ladle_op_y_shape), both
  * contiguous, of the op's dtype, on the op's device. x and y must not overlap unless
  * the op says it works in place.
@@ -39,10 +76,12 @@ typedef struct ladle_op ladle_op;
 LADLE_API ladle_status ladle_op_forward(ladle_op *op, const ladle_tensor *x,
                                         ladle_tensor *y);
 
-/* dx = F* dy. Collective over the op's ranks; the same rules as forward with
+/* dx = F* dy. Collective over the op's communicator; the same rules as forward with
  * the roles of domain and range exchanged. */
 LADLE_API ladle_status ladle_op_adjoint(ladle_op *op, const ladle_tensor *dy,
                                         ladle_tensor *dx);
+
+/* The accessors below are local (they never communicate). */
 
 /* The domain (x) and range (y) layouts: borrowed, valid while op lives. */
 LADLE_API const ladle_layout *ladle_op_x_layout(const ladle_op *op);
@@ -57,9 +96,14 @@ LADLE_API ladle_dtype ladle_op_dtype(const ladle_op *op);
 /* The device the op was created on (its tensors must live there); LADLE_CPU
  * for NULL. */
 LADLE_API ladle_device ladle_op_device(const ladle_op *op);
-/* "broadcast", "sum-reduce", "all-sum-reduce", "halo-exchange",
- * "repartition", ... */
+/* A name for messages: "broadcast", "sum-reduce", "distributed linear", ...
+ * Compare kinds (ladle_op_kind_of), never names. */
 LADLE_API const char *ladle_op_name(const ladle_op *op);
+/* The op's kind; LADLE_OP_NONE for NULL. */
+LADLE_API ladle_op_kind ladle_op_kind_of(const ladle_op *op);
+/* The kind's short name ("linear", "dist-batchnorm"); "unknown" outside the
+ * list, never NULL. */
+LADLE_API const char *ladle_op_kind_name(ladle_op_kind kind);
 /* 1 if the calling rank takes part in any message of the op, else 0. */
 LADLE_API int ladle_op_active(const ladle_op *op);
 /* 1 if on this rank forward and adjoint move no data between ranks (the
@@ -68,7 +112,8 @@ LADLE_API int ladle_op_is_local(const ladle_op *op);
 /* Bytes of planned workspace this op holds on this rank. */
 LADLE_API size_t ladle_op_workspace_bytes(const ladle_op *op);
 
-/* Free the op and set *op to NULL. Accepts NULL. Not collective. */
+/* Free the op and set *op to NULL. Accepts NULL. Local: it waits for no
+ * other rank (MPI_Comm_free only marks the op's communicator for release). */
 LADLE_API ladle_status ladle_op_destroy(ladle_op **op);
 
 #ifdef __cplusplus

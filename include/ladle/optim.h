@@ -34,7 +34,8 @@ typedef struct ladle_optimizer_desc {
     ladle_optimizer_kind kind;
     double lr;
     double momentum, dampening; /* SGD */
-    int nesterov;               /* SGD; needs momentum > 0 and dampening 0 */
+    int nesterov;               /* SGD, nonzero: Nesterov momentum; needs
+                                   momentum > 0 and dampening 0 */
     double beta1, beta2, eps;   /* Adam, AdamW */
     double weight_decay;
 } ladle_optimizer_desc;
@@ -46,11 +47,14 @@ LADLE_API void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimize
 
 typedef struct ladle_optimizer ladle_optimizer;
 
-/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a negative or non-finite rate,
+/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind, naming the
+ * value; a negative or non-finite rate,
  * decay, momentum or eps, betas outside [0, 1), Nesterov without momentum),
  * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d,
                                               ladle_optimizer **opt);
+/* Free it (its state buffers, not the parameters) and set *opt to NULL.
+ * Accepts NULL. Local. */
 LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
 
 /* Add one parameter and its gradient (same shape and dtype, contiguous,

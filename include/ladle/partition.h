@@ -26,15 +26,25 @@ extern "C" {
 
 typedef struct ladle_partition ladle_partition;
 
+/* A step along one dimension of a grid: towards lower or higher
+ * coordinates. */
+typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladle_direction;
+
 /* Create a partition of shape shape[0] x ... x shape[ndim-1] over ranks of
  * parent. ranks lists prod(shape) distinct ranks of parent in partition-rank
  * order; NULL means ranks 0 .. prod(shape)-1. ndim may be 0 (one rank).
  * Collective over parent: every rank of parent calls it with the same
  * arguments (disagreement is detected and reported on every rank).
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or extents, a shape of
- * more than 2^30 ranks), LADLE_ERR_PARTITION (rank out of range,
- * duplicated, or more ranks than parent has: checked before the rank list
- * is allocated), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+ * This is where ladle first meets MPI, so it checks, before any message,
+ * that MPI is usable as ladle.h says: initialised and not finalised, and
+ * called from the main thread unless the thread level is
+ * MPI_THREAD_SERIALIZED or above. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad
+ * ndim or extents, a shape of more than 2^30 ranks), LADLE_ERR_STATE (MPI
+ * not initialised, or finalised), LADLE_ERR_UNSUPPORTED (a thread other than
+ * MPI's main thread at MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED),
+ * LADLE_ERR_PARTITION (rank out of range, duplicated, or more ranks than
+ * parent has: checked before the rank list is allocated), LADLE_ERR_MPI,
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                               const int ranks[], ladle_partition **p);
 
@@ -66,9 +76,12 @@ LADLE_API ladle_status ladle_partition_create_union(const ladle_partition *a,
                                                     ladle_partition **u);
 
 /* Release the caller's handle and set *p to NULL; the object is freed when no
- * layout or operator uses it any more. Accepts NULL. Not collective (freeing
- * the private communicator is local in MPI). */
+ * layout or operator uses it any more. Accepts NULL. Local: it waits for no
+ * other rank (MPI_Comm_free only marks the private communicator for
+ * release). */
 LADLE_API ladle_status ladle_partition_destroy(ladle_partition **p);
+
+/* The accessors below are local: every rank answers from its own copy. */
 
 /* 1 if the calling rank is a member, else 0 (also for p == NULL). */
 LADLE_API int ladle_partition_active(const ladle_partition *p);
@@ -88,10 +101,10 @@ LADLE_API ladle_status ladle_partition_coords_of(const ladle_partition *p, int r
 LADLE_API ladle_status ladle_partition_rank_of(const ladle_partition *p, const int coords[],
                                                int *rank);
 /* Partition rank of the neighbour of partition rank `rank` one step along
- * dimension dim in direction dir (-1 or +1), or -1 at the boundary (grids
- * are not periodic). */
+ * dimension dim in direction dir, or -1 at the boundary (grids are not
+ * periodic) and for arguments out of range (dir neither of the two). */
 LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank, int dim,
-                                       int dir);
+                                       ladle_direction dir);
 /* The rank in the parent communicator of partition rank r, or -1. */
 LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
 /* The private communicator of the members (rank = partition rank), or

@@ -33,8 +33,10 @@
  * "# ladle-pipeline stages S microbatches m replicas r0,r1,..." may name
  * what the actions would otherwise imply.
  *
- * Nothing here communicates: a schedule, its validation and its simulation
- * are plain computations that every rank can do alike.
+ * Schedules, their validation and simulation, and the planner do not
+ * communicate: they are local computations that every rank can do alike.
+ * The executor (ladle_pipeline_*) and the profiling pass say over which
+ * ranks they are collective.
  */
 #ifndef LADLE_PIPELINE_H
 #define LADLE_PIPELINE_H
@@ -65,13 +67,13 @@ typedef enum ladle_pipe_kind {
 
 /* One action; mb is -1 for REDUCE and STEP. */
 typedef struct ladle_pipe_action {
-    int kind;
+    ladle_pipe_kind kind;
     int stage;
     int mb;
 } ladle_pipe_action;
 
-/* "F", "B", "W", "SEND_F", ... ("?" for an unknown kind). */
-LADLE_API const char *ladle_pipe_kind_name(int kind);
+/* "F", "B", "W", "SEND_F", ... ("?" for an unknown kind). Local. */
+LADLE_API const char *ladle_pipe_kind_name(ladle_pipe_kind kind);
 
 typedef enum ladle_pipe_style {
     LADLE_PIPE_GPIPE = 0,       /* all forwards, then all backwards (fill-drain) */
@@ -85,10 +87,13 @@ typedef enum ladle_pipe_style {
                                    ceil(sum_{i>=j} r_i / r_j) microbatches in flight */
 } ladle_pipe_style;
 
-/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid"; parse returns -1 for an
- * unknown name. */
-LADLE_API const char *ladle_pipe_style_name(int style);
-LADLE_API int ladle_pipe_style_parse(const char *name);
+/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid" ("?" for an unknown
+ * style). Local. */
+LADLE_API const char *ladle_pipe_style_name(ladle_pipe_style style);
+/* The style of one of those names into *style (set only on success). Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for an unknown name (the message
+ * names it and lists the styles). */
+LADLE_API ladle_status ladle_pipe_style_parse(const char *name, ladle_pipe_style *style);
 
 /* The cost of each stage, in any time unit, for the simulator and for the
  * generators that order actions by simulated time (ZB-H1, hybrid). Arrays of
@@ -113,10 +118,11 @@ typedef struct ladle_pipe_schedule ladle_pipe_schedule;
  * stages on W = S/v workers (chunks = v) and needs m to be a multiple of W.
  * costs may be NULL (unit costs). A generated schedule ends each worker's
  * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
- * Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a message says
- * which parameter), LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_pipe_schedule_generate(int style, int stages, const int *replicas,
-                                                    int chunks, int m,
+ * Local (not collective). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
+ * style, or another parameter out of range: the message says which),
+ * LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages,
+                                                    const int *replicas, int chunks, int m,
                                                     const ladle_pipe_costs *costs,
                                                     ladle_pipe_schedule **sched);
 
@@ -134,12 +140,15 @@ LADLE_API ladle_status ladle_pipe_schedule_create(int workers, int stages, const
                                                   const int *placement, int m,
                                                   ladle_pipe_schedule **sched);
 /* Append an action to a worker's list (no checks beyond the ranges; the
- * validator judges the whole). */
+ * validator judges the whole). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (a worker, kind, stage or microbatch out of range), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_schedule_append(ladle_pipe_schedule *sched, int worker,
                                                   ladle_pipe_action action);
 /* Insert the sends and receives a compute-only schedule implies (a list that
- * already has some keeps them and gets only the missing ones). */
+ * already has some keeps them and gets only the missing ones). Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_schedule_add_comms(ladle_pipe_schedule *sched);
+/* Free the schedule and set *sched to NULL. Accepts NULL. Local. */
 LADLE_API ladle_status ladle_pipe_schedule_destroy(ladle_pipe_schedule **sched);
 
 /* Read a schedule in the text form above. Without a header, the stages,
@@ -154,10 +163,11 @@ LADLE_API ladle_status ladle_pipe_schedule_destroy(ladle_pipe_schedule **sched);
  * LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_schedule_load(const char *path, ladle_pipe_schedule **sched);
 LADLE_API ladle_status ladle_pipe_schedule_parse(const char *text, ladle_pipe_schedule **sched);
-/* Write it in the same form (with the header). */
+/* Write it in the same form (with the header). Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_IO. */
 LADLE_API ladle_status ladle_pipe_schedule_write(const ladle_pipe_schedule *sched, FILE *out);
 
-/* The shape of a schedule. */
+/* The shape of a schedule. These accessors are local. */
 LADLE_API int ladle_pipe_schedule_workers(const ladle_pipe_schedule *sched);
 LADLE_API int ladle_pipe_schedule_stages(const ladle_pipe_schedule *sched);
 LADLE_API int ladle_pipe_schedule_microbatches(const ladle_pipe_schedule *sched);
@@ -193,10 +203,12 @@ typedef struct ladle_pipe_report {
  * workers (sends never wait, receives wait for their send) finishes: no
  * deadlock. Not collective. Returns LADLE_OK whether or not the schedule is
  * valid (report->ok says), LADLE_ERR_NULL or LADLE_ERR_ALLOC (and then
- * leaves *report as it was). Release the report with ladle_pipe_report_free. */
+ * leaves *report as it was). Release the report with ladle_pipe_report_destroy. */
 LADLE_API ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *sched,
                                                     ladle_pipe_report *report);
-LADLE_API void ladle_pipe_report_free(ladle_pipe_report *report);
+/* Free what the report holds and zero it (the struct itself is the
+ * caller's). Accepts NULL and a zeroed report. Local. Returns LADLE_OK. */
+LADLE_API ladle_status ladle_pipe_report_destroy(ladle_pipe_report *report);
 
 /* ---- simulation -------------------------------------------------------- */
 
@@ -226,13 +238,15 @@ typedef struct ladle_pipe_sim {
  * on success and left as it was on failure. Returns LADLE_ERR_ARG for an
  * invalid schedule (with the validator's message) or costs that are
  * negative or not finite, LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
- * ladle_pipe_sim_free. */
+ * ladle_pipe_sim_destroy. */
 LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
                                            const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
-LADLE_API void ladle_pipe_sim_free(ladle_pipe_sim *sim);
+/* Free what the simulation holds and zero it (the struct is the caller's).
+ * Accepts NULL and a zeroed one. Local. Returns LADLE_OK. */
+LADLE_API ladle_status ladle_pipe_sim_destroy(ladle_pipe_sim *sim);
 
 /* The bubble of a list of events (simulated or measured) over W workers, as
- * the simulator defines it. */
+ * the simulator defines it. Local. */
 LADLE_API double ladle_pipe_events_bubble(int workers, int nevents,
                                           const ladle_pipe_event *events);
 
@@ -389,6 +403,9 @@ LADLE_API ladle_status ladle_pipeline_create_workers(int nworkers,
                                                      ladle_op *loss,
                                                      const ladle_optimizer_desc *opt,
                                                      ladle_pipeline **pipeline);
+/* Destroy the pipeline with its layers, loss and optimizers; *pipeline
+ * becomes NULL. Accepts NULL. Local: it waits for no other rank (MPI_Comm_free only
+ * marks communicators for release). */
 LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
 
 /* One training step: the schedule's actions in order over m microbatches
@@ -410,16 +427,21 @@ LADLE_API ladle_status ladle_pipeline_step(ladle_pipeline *pipeline, const ladle
                                            const ladle_tensor *target, double *loss);
 
 /* The last step's compute actions (F, B, W, REDUCE, STEP) on this worker
- * with their start and end in seconds since the step began (borrowed). */
+ * with their start and end in seconds since the step began (borrowed).
+ * Local. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_pipeline_events(const ladle_pipeline *pipeline, int *n,
                                              const ladle_pipe_event **events);
 /* Every worker's events of the last step, gathered on worker 0 into
- * *events (release with ladle_pipe_events_free; NULL and 0 elsewhere).
+ * *events (release with ladle_pipe_events_destroy; NULL and 0 elsewhere).
  * *n and *events are set only on success. Collective over the members of
  * p_pipe. Returns LADLE_ERR_NULL, LADLE_ERR_ALLOC, LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_pipeline_gather_events(ladle_pipeline *pipeline, int *n,
                                                     ladle_pipe_event **events);
-LADLE_API void ladle_pipe_events_free(ladle_pipe_event *events);
+/* Free events from ladle_pipeline_gather_events and set *events to NULL.
+ * Accepts NULL. Local. Returns LADLE_OK. */
+LADLE_API ladle_status ladle_pipe_events_destroy(ladle_pipe_event **events);
+
+/* The accessors below are local. */
 
 /* The optimizer of a stage this rank holds (to change its learning rate),
  * or NULL. */

@@ -118,7 +118,7 @@ LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x, const lad
 /*
  * The window of a kernel (convolution or pooling) per tensor dimension:
  * kernel size, stride, padding (added on both sides) and dilation, and
- * ceil_mode (1: output length rounds up, as pooling's ceil_mode).
+ * ceil_mode (nonzero: output lengths round up, as pooling's ceil_mode).
  * Dimensions that are not spatial (batch, channels) take 1/1/0/1.
  */
 typedef struct ladle_window {
@@ -201,7 +201,7 @@ LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
 
 /* The decomposition of the unpadded tensor (the x the op was made from) and of
  * the output; borrowed, valid while op lives. NULL if op is not a halo
- * exchange. */
+ * exchange. Local. */
 LADLE_API const ladle_layout *ladle_halo_exchange_bulk_layout(const ladle_op *op);
 LADLE_API const ladle_layout *ladle_halo_exchange_output_layout(const ladle_op *op);
 

@@ -191,6 +191,44 @@ static void locate_self(ladle_partition *p)
 
 static ladle_status member_comm(ladle_partition *p);
 
+static const char *thread_level_name(int level)
+{
+    return level == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
+           : level == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+           : level == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+           : level == MPI_THREAD_MULTIPLE   ? "MPI_THREAD_MULTIPLE"
+                                            : "an unknown level";
+}
+
+/* What ladle needs of MPI (ladle.h): initialised, not finalised, and below
+ * MPI_THREAD_SERIALIZED only the main thread may call. Local: every check
+ * is answered without a message, so a failing rank leaves none waiting in
+ * the duplication below (a rank that is not the main thread could not take
+ * part in it anyway). */
+static ladle_status mpi_ready(const char *func)
+{
+    int init = 0, fin = 0, level = MPI_THREAD_SINGLE, main_thread = 0;
+    MPI_Finalized(&fin);
+    if (fin)
+        return ladle__raise(LADLE_ERR_STATE, func,
+                            "MPI has been finalised: create partitions between MPI_Init and "
+                            "MPI_Finalize");
+    MPI_Initialized(&init);
+    if (!init)
+        return ladle__raise(LADLE_ERR_STATE, func,
+                            "MPI is not initialised: call MPI_Init (or MPI_Init_thread) first");
+    if (MPI_Query_thread(&level) != MPI_SUCCESS ||
+        MPI_Is_thread_main(&main_thread) != MPI_SUCCESS)
+        return ladle__raise(LADLE_ERR_MPI, func, "MPI_Query_thread failed");
+    if (level < MPI_THREAD_SERIALIZED && !main_thread)
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, func,
+                            "called from a thread other than MPI's main thread at %s; call "
+                            "ladle from the thread that initialised MPI, or initialise MPI "
+                            "with MPI_Init_thread at MPI_THREAD_SERIALIZED or above",
+                            thread_level_name(level));
+    return LADLE_OK;
+}
+
 ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                     const int ranks[], ladle_partition **out)
 {
@@ -202,7 +240,7 @@ ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[]
 
     LADLE_NOT_NULL(out);
     LADLE_CHECK(parent != MPI_COMM_NULL, LADLE_ERR_ARG, "parent is MPI_COMM_NULL");
-    LADLE_CHECK(ladle__mpi_usable(), LADLE_ERR_MPI, "MPI is not initialised");
+    LADLE_CALL(mpi_ready(__func__));
     root = ladle__calloc(1, sizeof *root);
     LADLE_CHECK(root != NULL, LADLE_ERR_ALLOC, "out of memory");
     root->refs = 1;
@@ -439,11 +477,11 @@ fail:
     return st;
 }
 
-int ladle_partition_neighbor(const ladle_partition *p, int rank, int dim, int dir)
+int ladle_partition_neighbor(const ladle_partition *p, int rank, int dim, ladle_direction dir)
 {
     int c[LADLE_MAX_NDIM];
     if (p == NULL || rank < 0 || rank >= p->size || dim < 0 || dim >= p->ndim ||
-        (dir != -1 && dir != 1))
+        (dir != LADLE_DIR_LOWER && dir != LADLE_DIR_HIGHER))
         return -1;
     ladle__unravel(p->ndim, p->shape, rank, c);
     c[dim] += dir;

@@ -296,6 +296,19 @@ ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim, int64_t shape[])
 ladle_dtype ladle_op_dtype(const ladle_op *op) { return op ? op->dtype : (ladle_dtype)0; }
 ladle_device ladle_op_device(const ladle_op *op) { return op ? op->be->device : LADLE_CPU; }
 const char *ladle_op_name(const ladle_op *op) { return op ? op->vt->name : "none"; }
+ladle_op_kind ladle_op_kind_of(const ladle_op *op) { return op ? op->vt->kind : LADLE_OP_NONE; }
+
+const char *ladle_op_kind_name(ladle_op_kind kind)
+{
+    switch (kind) {
+#define LADLE_OP_KIND_CASE_(name, value, text)                                             \
+    case name:                                                                             \
+        return text;
+        LADLE_OP_KIND_LIST(LADLE_OP_KIND_CASE_)
+#undef LADLE_OP_KIND_CASE_
+    }
+    return "unknown";
+}
 int ladle_op_active(const ladle_op *op) { return op ? op->active : 0; }
 
 int ladle_op_is_local(const ladle_op *op)

@@ -26,7 +26,8 @@ typedef struct ladle__pinfo {
 } ladle__pinfo;
 
 typedef struct ladle_op_vtable {
-    const char *name;
+    ladle_op_kind kind; /* what the op is: compare this, never the name */
+    const char *name;   /* for messages */
     /* Run with arguments already checked. NULL: run the planned schedule. */
     ladle_status (*forward)(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
     ladle_status (*adjoint)(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);

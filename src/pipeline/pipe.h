@@ -33,13 +33,13 @@ static inline int ladle__pipe_owner(const ladle_pipe_schedule *s, int stage, int
 }
 
 /* 1 for F, B and W. */
-static inline int ladle__pipe_is_compute(int kind)
+static inline int ladle__pipe_is_compute(ladle_pipe_kind kind)
 {
     return kind == LADLE_PIPE_F || kind == LADLE_PIPE_B || kind == LADLE_PIPE_W;
 }
 
 /* 1 for the kinds that name a microbatch. */
-static inline int ladle__pipe_has_mb(int kind)
+static inline int ladle__pipe_has_mb(ladle_pipe_kind kind)
 {
     return kind >= LADLE_PIPE_F && kind <= LADLE_PIPE_RECV_B;
 }

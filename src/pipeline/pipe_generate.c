@@ -6,13 +6,13 @@
 
 #include "src/pipeline/pipe.h"
 
-static ladle_pipe_action act(int kind, int stage, int mb)
+static ladle_pipe_action act(ladle_pipe_kind kind, int stage, int mb)
 {
     ladle_pipe_action a = {kind, stage, mb};
     return a;
 }
 
-static ladle_status push(ladle_pipe_schedule *s, int w, int kind, int stage, int mb)
+static ladle_status push(ladle_pipe_schedule *s, int w, ladle_pipe_kind kind, int stage, int mb)
 {
     return ladle_pipe_schedule_append(s, w, act(kind, stage, mb));
 }
@@ -131,7 +131,7 @@ static int nth_mb(int q, int r, int i) { return q + i * r; }
 static int count_mbs(int q, int r, int m) { return m > q ? (m - q + r - 1) / r : 0; }
 
 /* When the next action of `kind` on worker w could start, or INFINITY. */
-static double ready(const lister *L, int w, int kind)
+static double ready(const lister *L, int w, ladle_pipe_kind kind)
 {
     const ladle_pipe_schedule *s = L->s;
     int j = L->stage_of[w], q = L->replica_of[w], r = s->replicas[j];
@@ -297,15 +297,15 @@ fail:
     return st;
 }
 
-ladle_status ladle_pipe_schedule_generate(int style, int stages, const int *replicas, int chunks,
-                                          int m, const ladle_pipe_costs *costs,
+ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages, const int *replicas,
+                                          int chunks, int m, const ladle_pipe_costs *costs,
                                           ladle_pipe_schedule **out)
 {
     ladle_status st = LADLE_OK;
     ladle_pipe_schedule *s = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CHECK(style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_HYBRID, LADLE_ERR_ARG,
-                "unknown schedule style %d", style);
+                "unknown schedule style %d", (int)style);
     LADLE_CHECK(stages >= 1 && stages <= 1 << 16 && m >= 1 && m <= 1 << 20, LADLE_ERR_ARG,
                 "%d stages and %d microbatches (1 to 65536 and 1 to 2^20)", stages, m);
     LADLE_CALL(ladle__pipe_check_costs(costs, stages));

@@ -11,22 +11,30 @@ static const char *const kind_names[] = {"F",      "B",      "W",      "SEND_F",
                                          "SEND_B", "RECV_B", "REDUCE", "STEP"};
 static const char *const style_names[] = {"gpipe", "1f1b", "interleaved", "zbh1", "hybrid"};
 
-const char *ladle_pipe_kind_name(int kind)
+const char *ladle_pipe_kind_name(ladle_pipe_kind kind)
 {
-    return kind >= 0 && kind <= LADLE_PIPE_STEP ? kind_names[kind] : "?";
+    return kind >= LADLE_PIPE_F && kind <= LADLE_PIPE_STEP ? kind_names[kind] : "?";
 }
 
-const char *ladle_pipe_style_name(int style)
+const char *ladle_pipe_style_name(ladle_pipe_style style)
 {
-    return style >= 0 && style <= LADLE_PIPE_HYBRID ? style_names[style] : "?";
+    return style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_HYBRID ? style_names[style] : "?";
 }
 
-int ladle_pipe_style_parse(const char *name)
+ladle_status ladle_pipe_style_parse(const char *name, ladle_pipe_style *style)
 {
-    for (int i = 0; name != NULL && i <= LADLE_PIPE_HYBRID; i++)
-        if (strcmp(name, style_names[i]) == 0)
-            return i;
-    return -1;
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(name);
+    LADLE_NOT_NULL(style);
+    for (int i = LADLE_PIPE_GPIPE; i <= LADLE_PIPE_HYBRID; i++)
+        if (strcmp(name, style_names[i]) == 0) {
+            *style = (ladle_pipe_style)i;
+            return LADLE_OK;
+        }
+    LADLE_CHECK(0, LADLE_ERR_ARG,
+                "'%s' is not a schedule style (gpipe, 1f1b, interleaved, zbh1, hybrid)", name);
+fail:
+    return st;
 }
 
 void ladle__pipe_format(char *buf, size_t size, ladle_pipe_action a)
@@ -184,7 +192,7 @@ fail:
     return st;
 }
 
-static ladle_pipe_action act(int kind, int stage, int mb)
+static ladle_pipe_action act(ladle_pipe_kind kind, int stage, int mb)
 {
     ladle_pipe_action a = {kind, stage, mb};
     return a;

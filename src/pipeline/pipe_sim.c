@@ -170,18 +170,19 @@ ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_
     *out = sim;
     memset(&sim, 0, sizeof sim);
 fail:
-    ladle_pipe_sim_free(&sim);
-    ladle_pipe_report_free(&rep);
+    ladle_pipe_sim_destroy(&sim);
+    ladle_pipe_report_destroy(&rep);
     return st;
 }
 
-void ladle_pipe_sim_free(ladle_pipe_sim *sim)
+ladle_status ladle_pipe_sim_destroy(ladle_pipe_sim *sim)
 {
     if (sim == NULL)
-        return;
+        return LADLE_OK;
     ladle__free(sim->peak_memory);
     ladle__free(sim->events);
     memset(sim, 0, sizeof *sim);
+    return LADLE_OK;
 }
 
 double ladle_pipe_events_bubble(int workers, int n, const ladle_pipe_event *e)

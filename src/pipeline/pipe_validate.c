@@ -31,7 +31,7 @@ static int fail_at(checker *c, int w, int i, const char *fmt, ...)
     return 0;
 }
 
-static ladle_pipe_action mk(int kind, int stage, int mb)
+static ladle_pipe_action mk(ladle_pipe_kind kind, int stage, int mb)
 {
     ladle_pipe_action a = {kind, stage, mb};
     return a;
@@ -46,7 +46,7 @@ static int seen(const checker *c, int w, ladle_pipe_action a)
 
 /* 1 when action kind at stage j of microbatch k needs a message (its
  * neighbour stage runs elsewhere). */
-static int needs_message(const ladle_pipe_schedule *s, int kind, int j, int k)
+static int needs_message(const ladle_pipe_schedule *s, ladle_pipe_kind kind, int j, int k)
 {
     int next = kind == LADLE_PIPE_SEND_F || kind == LADLE_PIPE_RECV_B;
     int other = next ? j + 1 : j - 1;
@@ -317,18 +317,18 @@ ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *s,
     *out = rep;
     memset(&rep, 0, sizeof rep);
 fail:
-    ladle_pipe_report_free(&rep);
+    ladle_pipe_report_destroy(&rep);
     ladle__free(c.where), ladle__free(c.at), ladle__free(c.held), ladle__free(c.local_count);
     ladle__free(pc);
     return st;
 }
 
-void ladle_pipe_report_free(ladle_pipe_report *r)
+ladle_status ladle_pipe_report_destroy(ladle_pipe_report *r)
 {
     if (r == NULL)
-        return;
+        return LADLE_OK;
     ladle__free(r->peak_stash);
     ladle__free(r->message);
-    r->peak_stash = NULL;
-    r->message = NULL;
+    memset(r, 0, sizeof *r);
+    return LADLE_OK;
 }

@@ -571,12 +571,12 @@ static ladle_status create(int W, ladle_partition *const *workers,
     LADLE_CALL(ladle__mpi_count(__func__, "the timeline's bytes of every worker",
                                 (int64_t)n * (int64_t)sizeof(ladle_pipe_event) * W, &bytes));
     LADLE_CALL(ladle__agree(pl->comm, LADLE_OK, 0, __func__));
-    ladle_pipe_report_free(&rep);
+    ladle_pipe_report_destroy(&rep);
     ladle__free(table);
     *out = pl;
     return LADLE_OK;
 fail:
-    ladle_pipe_report_free(&rep);
+    ladle_pipe_report_destroy(&rep);
     ladle__free(table);
     if (agreed)
         ladle__agree(pl->comm, st, 0, __func__);

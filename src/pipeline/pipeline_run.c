@@ -416,7 +416,14 @@ fail:
     return st;
 }
 
-void ladle_pipe_events_free(ladle_pipe_event *events) { ladle__free(events); }
+ladle_status ladle_pipe_events_destroy(ladle_pipe_event **events)
+{
+    if (events != NULL) {
+        ladle__free(*events);
+        *events = NULL;
+    }
+    return LADLE_OK;
+}
 
 ladle_optimizer *ladle_pipeline_optimizer(const ladle_pipeline *pl, int stage)
 {
