@@ -68,7 +68,6 @@ struct ladle_pipeline {
     ladle_pipe_schedule *sched;
     ladle_partition *p_all;   /* every worker's ranks */
     MPI_Comm comm;
-    int maxpeers;
     int nheld;
     held *held;
     held **by_stage;

@@ -160,7 +160,6 @@ static ladle_status make_route(ladle_pipeline *pl, ladle_partition *const *worke
         r->p[r->n++] = pc;
     }
     r->whole = r->n == 1 && r->p[0].count == mine;
-    pl->maxpeers = r->n > pl->maxpeers ? r->n : pl->maxpeers;
     /* X is the tensor sent, Y the tensor received into, WS the staging */
     LADLE_CALL(ladle_sched_create(dt, &r->sched));
     ladle_sched *s = r->sched;

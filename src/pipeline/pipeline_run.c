@@ -2,7 +2,6 @@
  * order (see pipeline.c for how the buffers are planned), and the timeline
  * of the last step. */
 #include <math.h>
-#include <string.h>
 
 #include "src/core/tags.h"
 #include "src/pipeline/pipeline_impl.h"
