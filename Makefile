@@ -10,6 +10,15 @@
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
+#   make CUDA=1       the same with the CUDA backend (nvcc, cuBLAS), in build/cuda/
+#   make CUDA=emu     the CUDA backend over its emulator (g++), in build/cudaemu/
+#
+# make check runs the suite on the CPU and the guarded test device, then,
+# where the CUDA toolkit is found, builds the CUDA backend both ways: the
+# emulated build runs the suite's CUDA programs and the layers' and
+# primitives' tests on the emulated GPU, the real one checks what it can
+# without a GPU (that a CUDA tensor is refused cleanly). CUDA_CHECK=0 skips
+# that part. scripts/device-check.sh runs the CUDA tests on a real GPU.
 #
 # Any MPI-3 implementation works: make MPI=openmpi builds and runs with Open MPI
 # (and installs Debian's packages for it when missing). make asan and make
@@ -32,6 +41,12 @@ PREFIX   ?= /usr/local
 SANITIZE ?= 0
 DEPS     ?= 1
 OPT      ?= -O3
+CUDA     ?= 0
+CUDA_HOME ?= /usr/local/cuda
+NVCC     ?= $(or $(shell command -v nvcc),$(wildcard $(CUDA_HOME)/bin/nvcc))
+# Hopper machine code, and PTX the driver compiles for any newer GPU
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+EMU_CXX  ?= g++
 
 CC := $(MPICC)
 # Open MPI needs leave to start more ranks than cores (make demo uses 4)
@@ -70,19 +85,56 @@ LIBDIR := lib
 BINDIR := bin
 endif
 
+# A CUDA build is a variant of the plain one: the C objects are the same
+# ($(BUILD)/), the registry is compiled again knowing the CUDA backend, and
+# the library, tools, tests and benchmarks are linked in $(OUT)/.
+ifeq ($(CUDA),0)
+OUT := $(BUILD)
+else ifeq ($(CUDA),1)
+OUT := $(BUILD)/cuda
+ifeq ($(NVCC),)
+$(error make CUDA=1 needs nvcc: none on PATH or in $(CUDA_HOME)/bin (set CUDA_HOME or NVCC))
+endif
+else ifeq ($(CUDA),emu)
+OUT := $(BUILD)/cudaemu
+else
+$(error CUDA=$(CUDA): 0, 1 or emu)
+endif
+ifneq ($(CUDA),0)
+LIBDIR := $(OUT)/lib
+BINDIR := $(OUT)/bin
+endif
+
 SUBSYSTEMS := src/core src/backends/cpu src/backends/guarded src/comm src/op primitives layers src/train src/pipeline
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(SUBSYSTEMS)))
-LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+C_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+CUDA_SRCS := $(wildcard src/backends/cuda/*.cu)
+EMU_SRCS := $(wildcard src/backends/cuda/emu/*.cc)
+ifeq ($(CUDA),0)
+LIB_OBJS := $(C_OBJS)
+else
+# the registry built knowing the CUDA backend, and the backend
+VARIANT_OBJS := $(OUT)/obj/src/core/backend.o $(patsubst %.cu,$(OUT)/obj/%.o,$(CUDA_SRCS)) \
+                $(if $(filter emu,$(CUDA)),$(patsubst %.cc,$(OUT)/obj/%.o,$(EMU_SRCS)))
+LIB_OBJS := $(filter-out $(BUILD)/src/core/backend.o,$(C_OBJS)) $(VARIANT_OBJS)
+endif
+ifeq ($(CUDA),1)
+LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+else ifeq ($(CUDA),emu)
+LIBS += -lstdc++ -lpthread
+endif
 TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
-TEST_SRCS := $(filter-out test/harness.c,$(wildcard test/test_*.c))
-TEST_BINS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
-BENCH_BINS := $(BUILD)/bench/bench_primitives $(BUILD)/bench/bench_layers $(BUILD)/bench/bench_dist \
-              $(BUILD)/bench/bench_pipe
-EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+# the CUDA kernels' tests (test_cuda_*) are built where the backend is;
+# test_cuda everywhere (without the backend, it checks the refusal)
+TEST_SRCS := $(filter-out test/harness.c $(if $(filter 0,$(CUDA)),test/test_cuda_%),$(wildcard test/test_*.c))
+TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
+BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
+              $(OUT)/bench/bench_pipe
+EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check layering asan valgrind bench bench-torch install uninstall clean format tests \
-        FORCE
+.PHONY: all deps demo tour check check-cuda layering asan valgrind bench bench-torch install uninstall \
+        clean format tests FORCE
 
 # the MPI this build uses: its compile line and its launcher, and whether
 # valgrind's memcheck.h is there (src/backends/cpu/memory.c announces its blocks
@@ -112,6 +164,32 @@ $(BUILD)/%.o: %.c $(LIB_HDRS) $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -DLADLE_BUILDING -c $< -o $@
 
+# The CUDA backend: its .cu files through nvcc, or through g++ over the
+# emulator (src/backends/cuda/rt.h: one source for both); the registry
+# again, knowing it. MPI's headers come from the wrapper's own compile line.
+MPI_INC := $(filter -I%,$(shell $(MPICC) -show 2>/dev/null))
+CUDA_DEFS := -DLADLE_BUILDING -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -Iinclude -I. $(MPI_INC)
+CUDA_HDRS := $(LIB_HDRS) $(wildcard src/backends/cuda/*.h src/backends/cuda/emu/*.h)
+EMU_FLAGS := -std=c++20 $(WARN:-Wstrict-prototypes=) -O2 -g -fPIC -fvisibility=hidden \
+             -ffp-contract=off -Wno-missing-field-initializers -DLADLE_CUDA_EMU $(CUDA_DEFS) $(SAN)
+NVCC_FLAGS := -std=c++20 -O3 $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra \
+              -Xcompiler -Werror,-Wno-unused-parameter,-Wno-missing-field-initializers $(CUDA_DEFS)
+$(OUT)/obj/src/core/backend.o: src/core/backend.c $(LIB_HDRS) $(BUILD)/mpi.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DLADLE_WITH_CUDA -DLADLE_BUILDING -c $< -o $@
+ifeq ($(CUDA),1)
+$(OUT)/obj/%.o: %.cu $(CUDA_HDRS) $(BUILD)/mpi.stamp
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+else
+$(OUT)/obj/%.o: %.cu $(CUDA_HDRS) $(BUILD)/mpi.stamp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_FLAGS) -x c++ -c $< -o $@
+$(OUT)/obj/%.o: %.cc $(CUDA_HDRS) $(BUILD)/mpi.stamp
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_FLAGS) -c $< -o $@
+endif
+
 # The layers' kernels may fuse multiply-adds (see src/backends/cpu/simd.h);
 # the error-free sums of blas.c and the optimizers' updates may not.
 CPU_FUSED := activation batchnorm conv dropout loss pool pool_direct softmax
@@ -131,21 +209,26 @@ $(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(BUILD)/test/%: test/%.c test/harness.c test/harness.h $(LIBDIR)/libladle.a
+# test objects are compiled once and linked into each variant's programs
+$(BUILD)/test/obj/%.o: test/%.c $(wildcard test/*.h) $(LIB_HDRS) $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< test/harness.c -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(OUT)/test/%: $(BUILD)/test/obj/%.o $(BUILD)/test/obj/harness.o $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/test/obj/harness.o -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
 	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
 
 # the sanitizer canary: built and run by make asan and make valgrind only
-$(BUILD)/test/canary: test/canary.c $(LIBDIR)/libladle.a
+$(OUT)/test/canary: test/canary.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(BUILD)/examples/%: examples/%.c $(LIBDIR)/libladle.a
+$(OUT)/examples/%: examples/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(LIBDIR)/libladle.a
+$(OUT)/bench/%: bench/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
@@ -159,18 +242,44 @@ $(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard in
 	@touch $@
 
 # the canary goes with the tests only where it runs (make asan, make valgrind)
-CANARY = $(if $(filter 1,$(WITH_CANARY)),$(BUILD)/test/canary)
+CANARY = $(if $(filter 1,$(WITH_CANARY)),$(OUT)/test/canary)
 tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY)
+
+# make check runs the CUDA part after the plain build's suite (not under the
+# sanitizers); CUDA_CHECK=0 skips it. The emulated build needs only g++, the
+# nvcc build the toolkit, and runs only where one is found.
+CUDA_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE))),1,0)
 
 check: deps
 	@$(MAKE) --no-print-directory tests
-	@scripts/layering.sh $(BUILD)
-	@$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(BUILD)/test
+	@status=0; \
+	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
+	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
+	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(OUT)/test || status=1; \
+	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
+	exit $$status
+
+# The CUDA backend without a GPU: over the emulator, the suite's CUDA runs
+# (test/run.sh, DEVICES=cuda) and the emulated faults; built by nvcc, the
+# refusal of a CUDA tensor where there is no GPU.
+check-cuda:
+	@echo "== the CUDA backend over its emulator (build/cudaemu)"
+	@$(MAKE) --no-print-directory CUDA=emu tests
+	@status=0; \
+	scripts/layering.sh $(BUILD) $(BUILD)/cudaemu/obj || status=1; \
+	MPIEXEC="$(MPIEXEC)" BINDIR="$(BUILD)/cudaemu/bin" DEVICES=cuda TEST="$(TEST)" \
+	    RANKS="$(RANKS)" test/run.sh $(BUILD)/cudaemu/test || status=1; \
+	if [ -n "$(NVCC)" ]; then \
+	    echo "== the CUDA backend built by nvcc (build/cuda)"; \
+	    $(MAKE) --no-print-directory CUDA=1 $(BUILD)/cuda/test/test_cuda || status=1; \
+	    MPIEXEC="$(MPIEXEC)" DEVICES=cpu TEST=test_cuda RANKS="1 2" \
+	        test/run.sh $(BUILD)/cuda/test || status=1; \
+	fi; \
+	exit $$status
 
 # dependencies run one way through the source tree (docs/architecture.md)
 layering: $(LIB_OBJS)
-	@scripts/layering.sh $(BUILD)
+	@scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj)
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
@@ -183,9 +292,9 @@ ifeq ($(DEPS),1)
 	@scripts/install-deps.sh valgrind $(MPI_PACKAGES)
 endif
 	@$(MAKE) --no-print-directory tests WITH_CANARY=1
-	@HWLOC_COMPONENTS=-pci MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(BUILD)/examples" \
-	    VALGRIND=1 CANARY="$(BUILD)/test/canary" TEST="$(TEST)" RANKS="$(RANKS)" \
-	    test/run.sh $(BUILD)/test
+	@HWLOC_COMPONENTS=-pci MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
+	    VALGRIND=1 CANARY="$(OUT)/test/canary" TEST="$(TEST)" RANKS="$(RANKS)" \
+	    test/run.sh $(OUT)/test
 
 # the main job: LeNet-5 with batch norm on Fashion-MNIST, 4 ranks, the batch
 # split 2 ways, each image in 2 tiles, the linear layers 2 ways; one epoch
@@ -203,13 +312,13 @@ tour: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BINS)
-	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(BUILD)/bench | tee $(BUILD)/bench/results.txt
+	@MPIEXEC="$(MPIEXEC)" bench/run.sh $(OUT)/bench | tee $(OUT)/bench/results.txt
 	@echo "== medians over runs"
-	@awk -f bench/summarize.awk $(BUILD)/bench/results.txt
+	@awk -f bench/summarize.awk $(OUT)/bench/results.txt
 
 bench-torch: deps
-	@$(MAKE) --no-print-directory $(BUILD)/bench/bench_layers
-	@bench/torch_compare.sh $(BUILD)/bench
+	@$(MAKE) --no-print-directory $(OUT)/bench/bench_layers
+	@bench/torch_compare.sh $(OUT)/bench
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/lib/pkgconfig \

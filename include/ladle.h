@@ -50,6 +50,7 @@
 #include "ladle/optim.h"
 #include "ladle/core.h"
 #include "ladle/data.h"
+#include "ladle/device.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"
 #include "ladle/models.h"

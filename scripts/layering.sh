@@ -13,11 +13,16 @@
 #     subsystem or a lower one; public headers (include/) are open to all;
 #   - symbols: every symbol an object file leaves undefined that another
 #     library object defines is defined in its own subsystem or a lower one.
-# Usage: scripts/layering.sh BUILD_DIR   (after the library is built)
+# Usage: scripts/layering.sh BUILD_DIR [VARIANT_OBJ_DIR]   (after the library
+# is built; a CUDA build's own objects, which stand beside or replace the
+# plain ones, are in the second folder)
 # There are no exceptions: a dependency the wrong way is a design error.
 set -u
-build=${1:?usage: layering.sh BUILD_DIR}
+build=${1:?usage: layering.sh BUILD_DIR [VARIANT_OBJ_DIR]}
+overlay=${2:-}
 cd "$(dirname "$0")/.." || exit 2
+# an object's file: the variant's where it has one
+obj() { if [ -n "$overlay" ] && [ -f "$overlay/$1" ]; then echo "$overlay/$1"; else echo "$build/$1"; fi; }
 
 rank_of() { # path -> "rank subsystem", or nothing outside the library
     case $1 in
@@ -46,7 +51,8 @@ command -v nm >/dev/null || { echo "layering: nm (binutils) is needed" >&2; exit
 violations=$(mktemp)
 trap 'rm -f "$violations"' EXIT
 
-sources=$(ls src/*/*.[ch] src/backends/*/*.[ch] primitives/*.[ch] layers/*.[ch] 2>/dev/null)
+sources=$(ls src/*/*.[ch] src/backends/*/*.[ch] src/backends/*/*.cu src/backends/*/*/*.h \
+    src/backends/*/*/*.cc primitives/*.[ch] layers/*.[ch] 2>/dev/null)
 for f in $sources; do
     read -r r s <<<"$(rank_of "$f")"
     grep -o '^#include "[^"]*"' "$f" | sed 's/^#include "\(.*\)"$/\1/' | while read -r inc; do
@@ -64,19 +70,22 @@ for f in $sources; do
     done
 done >>"$violations"
 
-objects=$(cd "$build" && ls src/*/*.o src/backends/*/*.o primitives/*.o layers/*.o 2>/dev/null)
+objects=$( (cd "$build" && ls src/*/*.o src/backends/*/*.o primitives/*.o layers/*.o 2>/dev/null
+    if [ -n "$overlay" ]; then
+        cd "$overlay" && ls src/*/*.o src/backends/*/*.o src/backends/*/*/*.o 2>/dev/null
+    fi) | sort -u)
 if [ -z "$objects" ]; then
     echo "layering: no objects under $build (build the library first)" >&2
     exit 2
 fi
 # symbol -> defining object
-defs=$(for o in $objects; do nm -g --defined-only "$build/$o" | awk -v o="$o" 'NF==3{print $3, o}'; done)
+defs=$(for o in $objects; do nm -g --defined-only "$(obj "$o")" | awk -v o="$o" 'NF==3{print $3, o}'; done)
 for o in $objects; do
     read -r r s <<<"$(rank_of "$o")"
-    nm -u "$build/$o" | awk '{print $NF}' | sort -u | join - <(echo "$defs" | sort -k1,1) |
+    nm -u "$(obj "$o")" | awk '{print $NF}' | sort -u | join - <(echo "$defs" | sort -k1,1) |
         while read -r sym def; do
             read -r rt st <<<"$(rank_of "$def")"
-            src=${o%.o}.c
+            src=${o%.o}.c # the registry's leave is by its source's name
             allowed "$r" "$s" "$rt" "$st" "$src" ||
                 echo "symbol ${o%.o} -> ${def%.o} $sym ($s may not use $st)"
         done

@@ -11,7 +11,11 @@
 # DEVICES (default "cpu guarded"; "cpu" under valgrind) lists the devices
 # the test programs run on, each pass setting LADLE_TEST_DEVICE: the guarded
 # test device proves that nothing touches device memory around the backend
-# (under make asan its memory is poisoned outside its own kernels).
+# (under make asan its memory is poisoned outside its own kernels). The
+# cuda pass runs CUDA_SUITE instead of SUITE: the CUDA backend's own
+# programs and the layers' and primitives' tests at 1 to 4 ranks sharing
+# one GPU (make check runs it over the emulator, scripts/device-check.sh on
+# a GPU).
 set -u
 dir=${1:?usage: test/run.sh BUILD_TEST_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -79,12 +83,40 @@ test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
 test_pipe_schedule: 1
 test_pipeline: 1 2 3 4 5 6
+test_cuda: 1 2
+"
+
+CUDA_SUITE="
+test_cuda: 1 2
+test_cuda_blas: 1
+test_cuda_act: 1
+test_cuda_conv: 1
+test_cuda_pool: 1
+test_linear: 1
+test_activation: 1
+test_loss: 1
+test_conv: 1
+test_pool: 1
+test_batchnorm: 1
+test_optim: 1
+test_broadcast: 1 2 3 4
+test_sum_reduce: 1 2 3 4
+test_all_sum_reduce: 1 2 4
+test_repartition: 1 2 3 4
+test_halo: 1 2 4
+test_dist_linear: 1 2 4
+test_dist_conv: 1 2 4
+test_dist_bn: 1 2 4
+test_dist_misc: 1 2 4
+test_dist_train: 1 2 4
+test_checkpoint: 1 2
+test_pipeline: 1 2 4
 "
 
 # selected: is NAME one of TEST's (everything when TEST is empty)?
 selected() { [ -z "${TEST:-}" ] || echo " $TEST " | grep -q " $1 "; }
 for t in ${TEST:-}; do
-    case " $(echo "$SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors canary " in
+    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors canary " in
     *" $t "*) ;;
     *) echo "run.sh: TEST names '$t', which is not in the suite"; exit 2 ;;
     esac
@@ -179,7 +211,9 @@ for dev in $DEVICES; do
     # the CPU's runs carry the plain name, the others the device's
     suffix=""
     [ "$dev" = cpu ] || suffix="@$dev"
-    for line in $(echo "$SUITE" | tr ' ' '%'); do
+    suite=$SUITE
+    [ "$dev" != cuda ] || suite=$CUDA_SUITE
+    for line in $(echo "$suite" | tr ' ' '%'); do
         [ -n "$line" ] || continue
         prog=$(echo "$line" | cut -d: -f1)
         counts=$(echo "$line" | cut -d: -f2 | tr '%' ' ')
@@ -202,30 +236,32 @@ for dev in $DEVICES; do
     done
 done
 
-# the command-line tool, end to end
+# the command-line tools, end to end, in a pass that has the CPU
+has_cpu=0
+case " $DEVICES " in *" cpu "*) has_cpu=1 ;; esac
 t0=$(date +%s)
-if ! selected tool_test; then
+if ! selected tool_test || [ $has_cpu = 0 ]; then
     :
 elif MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" EXAMPLES="${EXAMPLES:-build/examples}" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"
 fi
-if selected tool_test; then
+if selected tool_test && [ $has_cpu = 1 ]; then
     printf '%-4s %-30s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || sed 's/^/    | /' "$logdir/tool.log" | tail -40
 fi
 
 # every tool under hostile input, at 1 to 3 ranks
 t0=$(date +%s)
-if ! selected tool_errors; then
+if ! selected tool_errors || [ $has_cpu = 0 ]; then
     :
 elif MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" test/tool_errors.sh >"$logdir/tool_errors.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_errors"
 fi
-if selected tool_errors; then
+if selected tool_errors && [ $has_cpu = 1 ]; then
     printf '%-4s %-30s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
 fi

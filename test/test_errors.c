@@ -230,16 +230,23 @@ START_TEST(inconsistent_arguments)
     FAILS_SAYING(ladle_optimizer_create(&od, &bad), LADLE_ERR_ARG, "finite");
     FAILS_SAYING(ladle_optimizer_set_lr(opt, NAN), LADLE_ERR_ARG, "finite");
 
-    /* a tensor that says it lives on the GPU, passed to layers on the suite's device */
+    /* host memory cannot pass for GPU memory (without CUDA built in, no
+     * tensor can say it is on the GPU) */
     float cells[12] = {0};
     ladle_tensor *xd = NULL, *y = lt_tensor(LADLE_F32, 2, xs),
                  *x = lt_tensor(LADLE_F32, 2, xs);
-    LT_OK(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd));
-    FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd),
+                 LADLE_ERR_DEVICE, "cuda");
+    /* a tensor of another device, passed to layers on the suite's device */
+    ladle_device other = lt_device() == LADLE_GUARDED ? LADLE_CPU : LADLE_GUARDED;
+    LT_OK(ladle_tensor_create_on(LADLE_F32, other, 2, xs, &xd));
+    FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE,
+                 ladle_device_name(other));
     LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
                             &loss));
     ladle_tensor *out = lt_tensor(LADLE_F32, 0, NULL);
-    FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE,
+                 ladle_device_name(other));
     /* a loss gradient of the input's element count but not its shape */
     ladle_ctx *ctx = NULL;
     int64_t s34[2] = {3, 4};

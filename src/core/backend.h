@@ -28,7 +28,11 @@
 
 #include "src/core/internal.h"
 
-#define LADLE_BACKEND_VERSION 1
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LADLE_BACKEND_VERSION 2
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -100,6 +104,10 @@ struct ladle_backend {
     int mpi_access;
     void *queue; /* the device's stream or queue (NULL on the CPU) */
     void *state; /* the backend's own: library handles, the device index */
+    /* slots return before their work is done (a GPU's stream): the host
+     * waits through synchronize or events before it, or MPI, reads what
+     * they write, or writes what they still read */
+    int async;
 };
 
 struct ladle_backend_table {
@@ -412,10 +420,21 @@ struct ladle_backend_table {
     ladle_status (*optim_step)(const ladle_backend *be, ladle_dtype dtype,
                                const ladle_optimizer_desc *d, int64_t t, int64_t n, void *p,
                                const void *g, void *s0, void *s1);
+
+    /* --- revision 2 --- */
+    /* Whether the queue has passed the event, into *done (host memory),
+     * without waiting (optional: absent means it has). */
+    ladle_status (*event_query)(const ladle_backend *be, void *event, int *done);
+    /* Whether [ptr, ptr + bytes) is memory this device's kernels can use
+     * (optional: absent means any pointer is): LADLE_ERR_DEVICE, saying
+     * whose memory it is, for caller memory wrapped as a tensor of a
+     * device it is not on. */
+    ladle_status (*check_pointer)(const ladle_backend *be, const void *ptr, size_t bytes);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built
- * without it. */
+ * without it or (a GPU) it has not been opened yet; it never raises, so a
+ * cleanup path may ask. ladle__backend_get opens a device. */
 const ladle_backend *ladle__backend(ladle_device device);
 
 /* The same, raising LADLE_ERR_DEVICE (naming func) when there is none. */
@@ -430,9 +449,15 @@ ladle_status ladle__be_event_destroy(const ladle_backend *be, void *event);
 ladle_status ladle__be_event_record(const ladle_backend *be, void *event);
 ladle_status ladle__be_event_wait(const ladle_backend *be, void *event);
 ladle_status ladle__be_event_sync(const ladle_backend *be, void *event);
+ladle_status ladle__be_event_query(const ladle_backend *be, void *event, int *done);
+ladle_status ladle__be_check_pointer(const ladle_backend *be, const void *ptr, size_t bytes);
 
 /* sum of x[i] * y[i], accumulated as dot2 does */
 ladle_status ladle__be_dot(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                            const void *x, const void *y, double *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LADLE_BACKEND_H */

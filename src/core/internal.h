@@ -9,6 +9,11 @@
 
 #include "ladle.h"
 
+/* The CUDA backend's C++ sources include this header too. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define LADLE_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -18,6 +23,12 @@
 /* Record an error for the calling thread ("[rank R] func: message") and
  * return its status. */
 ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt, ...)
+    LADLE_PRINTF(3, 4);
+
+/* The same, keeping the calling thread's last message as the reason:
+ * "[rank R] func: <fmt>: <the last message without its own prefix>". For a
+ * caller that adds what it was doing to a callee's failure. */
+ladle_status ladle__raise_after(ladle_status status, const char *func, const char *fmt, ...)
     LADLE_PRINTF(3, 4);
 
 /* Turn an MPI error code into a recorded LADLE_ERR_MPI. */
@@ -162,11 +173,8 @@ const char *ladle__fmt_shape(char *buf, size_t cap, int ndim, const int *shape);
 uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes);
 #define LADLE_HASH_INIT 1469598103934665603ull
 
-/* Counter-based random numbers: a well-mixed 64-bit value of (seed, stream,
- * counter), the uniform double in [-1, 1) made from it, and a standard
- * normal value (Box-Muller from counters 2 counter and 2 counter + 1).
- * These definitions are the specification every backend's random slots
- * reproduce bit for bit. */
+/* Counter-based random numbers (src/core/random.h, where the definitions
+ * are, so that device code can use them too). */
 uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 double ladle__random_normal(uint64_t seed, uint64_t stream, uint64_t counter);
@@ -273,5 +281,9 @@ uint64_t ladle__layout_hash(uint64_t h, const ladle_layout *l);
 /* Balanced split of n over parts: size and start of block i. */
 int64_t ladle__balanced_size(int64_t n, int parts, int i);
 int64_t ladle__balanced_start(int64_t n, int parts, int i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LADLE_INTERNAL_H */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "src/core/internal.h"
+#include "src/core/random.h"
 
 #define LADLE_ERROR_CAP 1024
 
@@ -92,6 +93,21 @@ ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt
     vraise(status, func, fmt, ap);
     va_end(ap);
     return status;
+}
+
+ladle_status ladle__raise_after(ladle_status status, const char *func, const char *fmt, ...)
+{
+    char reason[LADLE_ERROR_CAP], what[LADLE_ERROR_CAP];
+    /* the reason without its "[rank R] func: " */
+    const char *r = error_message, *colon = strstr(error_message, ": ");
+    if (colon != NULL && colon - error_message < 80)
+        r = colon + 2;
+    snprintf(reason, sizeof reason, "%s", r);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return ladle__raise(status, func, "%s: %s", what, reason);
 }
 
 ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call)
@@ -210,36 +226,19 @@ uint64_t ladle__hash(uint64_t h, const void *data, size_t bytes)
     return h;
 }
 
-/* splitmix64's finaliser: a bijective mix with full avalanche. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 uint64_t ladle__random_bits(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    uint64_t k = mix64(seed + 0x9e3779b97f4a7c15ull);
-    k = mix64(k ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
-    return mix64(k ^ (counter * 0x9e3779b97f4a7c15ull));
+    return ladle__rng_bits(seed, stream, counter);
 }
 
 double ladle__random_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    /* 53 random bits -> [0, 1) -> [-1, 1) */
-    double u = (double)(ladle__random_bits(seed, stream, counter) >> 11) * 0x1.0p-53;
-    return 2.0 * u - 1.0;
+    return ladle__rng_uniform(seed, stream, counter);
 }
 
 double ladle__random_normal(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    /* Box-Muller from uniforms 2 counter and 2 counter + 1, moved to (0, 1] */
-    double u1 = 0.5 * (ladle__random_uniform(seed, stream, 2 * counter) + 1.0);
-    double u2 = 0.5 * (ladle__random_uniform(seed, stream, 2 * counter + 1) + 1.0);
-    if (u1 < 1e-300)
-        u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    return ladle__rng_normal(seed, stream, counter);
 }
 
 /* How long the hybrid policy spins before it starts to yield. */

@@ -95,6 +95,24 @@ fail:
     return st;
 }
 
+/* Caller memory for t: memory of t's device (where its backend can tell),
+ * reaching as far as t's last element. */
+static ladle_status check_memory(const char *func, const ladle_tensor *t, const void *data)
+{
+    const ladle_backend *be;
+    ladle_status st = ladle__backend_get(t->device, func, &be);
+    if (st != LADLE_OK || t->numel == 0)
+        return st;
+    int64_t last = 0;
+    for (int d = 0; d < t->ndim; d++)
+        last += (t->shape[d] - 1) * t->strides[d];
+    st = ladle__be_check_pointer(be, data, (size_t)(last + 1) * ladle_dtype_size(t->dtype));
+    if (st != LADLE_OK)
+        st = ladle__raise_after(st, func, "caller memory for a %s tensor",
+                                ladle_device_name(t->device));
+    return st;
+}
+
 ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
                                     const int64_t shape[], ladle_tensor **t)
 {
@@ -107,8 +125,11 @@ ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int 
     n->owned = 1;
     if (n->numel > 0) {
         st = be->fn->alloc(be, (size_t)n->numel * ladle_dtype_size(dtype), &n->data);
-        LADLE_CHECK(st == LADLE_OK, st, "cannot allocate %lld elements on %s",
-                    (long long)n->numel, ladle_device_name(device));
+        if (st != LADLE_OK) {
+            st = ladle__raise_after(st, __func__, "cannot allocate %lld elements on %s",
+                                    (long long)n->numel, ladle_device_name(device));
+            goto fail;
+        }
     }
     *t = n;
     return LADLE_OK;
@@ -133,6 +154,7 @@ ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,
     LADLE_CALL(tensor_new(__func__, dtype, device, ndim, shape, strides, &n));
     LADLE_CHECK(data != NULL || n->numel == 0, LADLE_ERR_NULL,
                 "data is NULL for a tensor of %lld elements", (long long)n->numel);
+    LADLE_CALL(check_memory(__func__, n, data));
     n->data = data;
     *t = n;
     return LADLE_OK;
@@ -147,6 +169,7 @@ ladle_status ladle_tensor_set_data(ladle_tensor *t, void *data)
     LADLE_NOT_NULL(t);
     LADLE_CHECK(!t->owned, LADLE_ERR_ARG, "the tensor owns its memory");
     LADLE_CHECK(data != NULL || t->numel == 0, LADLE_ERR_NULL, "data is NULL");
+    LADLE_CALL(check_memory(__func__, t, data));
     t->data = data;
 fail:
     return st;
