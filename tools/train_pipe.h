@@ -41,8 +41,9 @@ static int pipe_profile(const opts *o, const ladle_dataset_info *info, int64_t m
     for (int i = 0; i < *nl; i++)
         ladle_op_destroy(&layers[i]);
     ladle_op_destroy(&loss);
+    /* a device this build or machine lacks refuses the run (2) */
     if (tool_failed(tool, st, "profiling LeNet-5's layers"))
-        return 1;
+        return st == LADLE_ERR_DEVICE ? 2 : 1;
     MPI_Bcast(f, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(b, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(w, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
