@@ -89,6 +89,7 @@ static const ladle_backend_table cuda_table = {
     /* revision 2 */
     .event_query = ladle__cuda_event_query,
     .check_pointer = ladle__cuda_check_pointer,
+    .health = ladle__cuda_health,
 };
 
 static ladle_cuda_state cuda_state = {
