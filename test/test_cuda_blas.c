@@ -140,8 +140,8 @@ END_TEST
 
 /* dot2 on both backends; the naive sum of the double products in order
  * into *naive; sum |x y| into *mag. */
-static void dot2_pair(ladle_dtype dt, int64_t n, const void *x, const void *y, double cpu[2],
-                      double gpu[2], double *naive, double *mag)
+static void dot2_pair(ladle_dtype dt, int64_t n, const void *x, const void *y,
+                      double cpu[2], double gpu[2], double *naive, double *mag)
 {
     void *gx = cp_upload(dt, n, x), *gy = cp_upload(dt, n, y);
     CP_CPU(dot2, dt, n, x, y, cpu);
@@ -176,8 +176,8 @@ static void dot2_check(ladle_dtype dt, int64_t n, const void *x, const void *y,
     LT_ASSERT(diff <= tol && diff <= 1e-15 * mag + DBL_MIN,
               "dot2 %s (%s, n %lld): (%.17g, %.3g) against the CPU's (%.17g, %.3g): "
               "%.3g apart, bound %.3g",
-              what, ladle_dtype_name(dt), (long long)n, gpu[0], gpu[1], cpu[0], cpu[1], diff,
-              tol);
+              what, ladle_dtype_name(dt), (long long)n, gpu[0], gpu[1], cpu[0], cpu[1],
+              diff, tol);
     /* the case tells a compensated sum from a naive one */
     if (naive_fails)
         LT_ASSERT(fabs(naive - (cpu[0] + cpu[1])) > 1e-15 * mag,
@@ -314,16 +314,17 @@ static void box_run(ladle_dtype dt, int slot, ladle_box_mode mode, const box_cas
                     const char *what)
 {
     size_t es = cp_size(dt);
-    void *hs = cp_random(dt, c->src.len, -1, 1, 7), *hd = cp_random(dt, c->dst.len, -1, 1, 8);
+    void *hs = cp_random(dt, c->src.len, -1, 1, 7),
+         *hd = cp_random(dt, c->dst.len, -1, 1, 8);
     void *gs = cp_upload(dt, c->src.len, hs), *gd = cp_upload(dt, c->dst.len, hd);
     const char *cs = (char *)hs + c->src.base * es, *gss = (char *)gs + c->src.base * es;
     char *cd = (char *)hd + c->dst.base * es, *gdd = (char *)gd + c->dst.base * es;
     int zero = mode == LADLE_BOX_ZERO;
     if (slot == 0) { /* copy_box; ZERO without a source */
-        CP_CPU(copy_box, dt, mode, c->nd, c->ext, zero ? NULL : cs, zero ? NULL : c->src.str,
-               cd, c->dst.str);
-        CP_GPU(copy_box, dt, mode, c->nd, c->ext, zero ? NULL : gss, zero ? NULL : c->src.str,
-               gdd, c->dst.str);
+        CP_CPU(copy_box, dt, mode, c->nd, c->ext, zero ? NULL : cs,
+               zero ? NULL : c->src.str, cd, c->dst.str);
+        CP_GPU(copy_box, dt, mode, c->nd, c->ext, zero ? NULL : gss,
+               zero ? NULL : c->src.str, gdd, c->dst.str);
     } else if (slot == 1) {
         CP_CPU(pack, dt, c->nd, c->ext, cs, c->src.str, (char *)hd);
         CP_GPU(pack, dt, c->nd, c->ext, gss, c->src.str, (char *)gd);
@@ -331,10 +332,11 @@ static void box_run(ladle_dtype dt, int slot, ladle_box_mode mode, const box_cas
         CP_CPU(unpack, dt, mode, c->nd, c->ext, (char *)hs, cd, c->dst.str);
         CP_GPU(unpack, dt, mode, c->nd, c->ext, (char *)gs, gdd, c->dst.str);
     }
-    LT_ASSERT(same_bits(dt, c->dst.len, gd, hd), "%s %s mode %d (%s), %d dims %lld %lld %lld %lld",
-              slot == 0 ? "copy_box" : slot == 1 ? "pack" : "unpack", what, (int)mode,
-              ladle_dtype_name(dt), c->nd, (long long)c->ext[0], (long long)c->ext[1],
-              (long long)c->ext[2], (long long)c->ext[3]);
+    static const char *slots[] = {"copy_box", "pack", "unpack"};
+    LT_ASSERT(same_bits(dt, c->dst.len, gd, hd),
+              "%s %s mode %d (%s), %d dims %lld %lld %lld %lld", slots[slot], what,
+              (int)mode, ladle_dtype_name(dt), c->nd, (long long)c->ext[0],
+              (long long)c->ext[1], (long long)c->ext[2], (long long)c->ext[3]);
     cp_free(gs);
     cp_free(gd);
     free(hs);
@@ -353,8 +355,8 @@ static int pair_kept(int64_t vol, int ks, int kd)
  * every way (a broadcast only as a source). */
 static void box_shapes(ladle_dtype dt, int nd, const int64_t *ext, uint64_t *state)
 {
-    static const char *kinds[] = {"row-major", "padded", "transposed", "inner stride 2",
-                                  "reversed", "broadcast"};
+    static const char *kinds[] = {"row-major",      "padded",   "transposed",
+                                  "inner stride 2", "reversed", "broadcast"};
     box_case c = {nd, {1, 1, 1, 1}, {{0}, 0, 0}, {{0}, 0, 0}};
     memcpy(c.ext, ext, (size_t)nd * sizeof *ext);
     int64_t vol = 1;
@@ -383,9 +385,16 @@ static void box_shapes(ladle_dtype dt, int nd, const int64_t *ext, uint64_t *sta
 
 START_TEST(boxes_match_the_cpu)
 {
+    /* large boxes: past the emulator's grid, and past an H200's */
+    static const struct {
+        int nd;
+        int64_t ext[4];
+    } big[] = {{3, {3, 5, 700}},
+               {3, {40, 31, 7}},
+               {4, {2, 3, 3, 460}},
+               {1, {9000}},
+               {3, {3, 433, 211}}};
     uint64_t state = 0;
-    static const int64_t big[][4] = {{3, 5, 700}, {40, 31, 7}, {2, 3, 3, 460}, {9000},
-                                     {3, 433, 211}};
     for (int t = 0; t < 2; t++) {
         ladle_dtype dt = dtypes[t];
         for (int nd = 1; nd <= 4; nd++)
@@ -396,7 +405,7 @@ START_TEST(boxes_match_the_cpu)
                 box_shapes(dt, nd, ext, &state);
             }
         for (int b = 0; b < 5; b++)
-            box_shapes(dt, big[b][3] ? 4 : big[b][2] ? 3 : big[b][1] ? 2 : 1, big[b], &state);
+            box_shapes(dt, big[b].nd, big[b].ext, &state);
     }
 }
 END_TEST
@@ -443,15 +452,16 @@ static double *gemm_scale(ladle_dtype dt, const gemm_case *g, const void *a, con
                 sum += fabs(av * bv);
             }
             double cv = at(dt, c, i * g->ldc + j);
-            s[i * g->n + j] = fabs(g->alpha) * sum + (g->beta == 0.0 ? 0.0 : fabs(g->beta * cv));
+            s[i * g->n + j] =
+                fabs(g->alpha) * sum + (g->beta == 0.0 ? 0.0 : fabs(g->beta * cv));
         }
     return s;
 }
 
 /* The largest |gpu - cpu| / bound over C's elements (and any change of
  * C's padding counts as infinite), where bound = rel * scale + tiny. */
-static double gemm_ratio(ladle_dtype dt, const gemm_case *g, const void *got, const void *want,
-                         const double *scale, double rel)
+static double gemm_ratio(ladle_dtype dt, const gemm_case *g, const void *got,
+                         const void *want, const double *scale, double rel)
 {
     double worst = 0.0;
     for (int64_t i = 0; i < g->m; i++)
@@ -486,10 +496,10 @@ static double gemm_run(ladle_dtype dt, const gemm_case *g, int nan_c, double rel
                 put(dt, c, i, NAN);
     double *scale = gemm_scale(dt, g, a, b, c);
     void *ga = cp_upload(dt, la, a), *gb = cp_upload(dt, lb, b), *gc = cp_upload(dt, lc, c);
-    CP_CPU(gemm, dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb, g->beta, c,
-           g->ldc);
-    CP_GPU(gemm, dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ga, g->lda, gb, g->ldb, g->beta,
-           gc, g->ldc);
+    CP_CPU(gemm, dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb,
+           g->beta, c, g->ldc);
+    CP_GPU(gemm, dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ga, g->lda, gb, g->ldb,
+           g->beta, gc, g->ldc);
     void *got = cp_download(dt, lc, gc);
     double r = gemm_ratio(dt, g, got, c, scale, rel);
     free(got);
@@ -518,8 +528,19 @@ static gemm_case sized_case(const int64_t *mnk, int tr, int v)
     static const double ab[][2] = {{1, 0}, {-0.75, 1.25}, {2, 1}};
     int ta = tr & 1, tb = tr >> 1;
     int64_t lda = (ta ? mnk[0] : mnk[2]) + v, ldb = (tb ? mnk[2] : mnk[1]) + 2 * v;
-    gemm_case g = {ta, tb, mnk[0], mnk[1], mnk[2], lda, ldb, mnk[1] + v, ab[v][0], ab[v][1]};
+    gemm_case g = {ta,  tb,  mnk[0],     mnk[1],   mnk[2],
+                   lda, ldb, mnk[1] + v, ab[v][0], ab[v][1]};
     return g;
+}
+
+static void gemm_sized(ladle_dtype dt, const int64_t *mnk, int tr, int v)
+{
+    gemm_case g = sized_case(mnk, tr, v);
+    double r = gemm_run(dt, &g, g.beta == 0.0, gemm_rel(dt, g.k));
+    LT_ASSERT(r <= 1.0,
+              "gemm %s%s %lld x %lld x %lld (%s), alpha %g beta %g: %.3g of the bound",
+              g.ta ? "T" : "N", g.tb ? "T" : "N", (long long)g.m, (long long)g.n,
+              (long long)g.k, ladle_dtype_name(dt), g.alpha, g.beta, r);
 }
 
 START_TEST(gemm_matches_the_cpu)
@@ -528,17 +549,8 @@ START_TEST(gemm_matches_the_cpu)
     for (int t = 0; t < 2; t++)
         for (int s = 0; s < 4; s++)
             for (int tr = 0; tr < 4; tr++)
-                for (int v = 0; v < 3; v++) {
-                    ladle_dtype dt = dtypes[t];
-                    gemm_case g = sized_case(mnk[s], tr, v);
-                    double r = gemm_run(dt, &g, g.beta == 0.0, gemm_rel(dt, g.k));
-                    LT_ASSERT(r <= 1.0,
-                              "gemm %s%s %lld x %lld x %lld (%s), alpha %g beta %g: %.3g of "
-                              "the bound",
-                              g.ta ? "T" : "N", g.tb ? "T" : "N", (long long)g.m,
-                              (long long)g.n, (long long)g.k, ladle_dtype_name(dt), g.alpha,
-                              g.beta, r);
-                }
+                for (int v = 0; v < 3; v++)
+                    gemm_sized(dtypes[t], mnk[s], tr, v);
 }
 END_TEST
 
@@ -561,8 +573,8 @@ START_TEST(gemm_of_empty_sizes)
         LT_ASSERT(gemm_run(dt, &n0, 0, gemm_rel(dt, 3)) <= 1.0, "gemm n = 0");
     }
     /* beyond cuBLAS's int: refused as the CPU refuses it */
-    LT_FAILS(cp_gpu()->fn->gemm(cp_gpu(), LADLE_F32, 0, 0, (int64_t)INT32_MAX + 1, 1, 1, 1.0,
-                                NULL, 1, NULL, 1, 0.0, NULL, 1),
+    LT_FAILS(cp_gpu()->fn->gemm(cp_gpu(), LADLE_F32, 0, 0, (int64_t)INT32_MAX + 1, 1, 1,
+                                1.0, NULL, 1, NULL, 1, 0.0, NULL, 1),
              LADLE_ERR_ARG);
     LT_FAILS(cp_gpu()->fn->gemm(cp_gpu(), LADLE_F64, 0, 0, 1, 1, 1, 1.0, NULL, 1, NULL,
                                 (int64_t)INT32_MAX + 2, 0.0, NULL, 1),

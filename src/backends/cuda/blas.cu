@@ -25,7 +25,8 @@
 
 #include "src/backends/cuda/kernel.h"
 
-namespace {
+namespace
+{
 
 /* Rounded products and sums that the compiler may not fuse. */
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
@@ -59,7 +60,8 @@ template <class T> __global__ void fill_kernel(int64_t n, T value, T *x)
 
 /* The element-wise slots: one launch of kernel k on n elements. */
 template <class K, class... A>
-ladle_status elementwise(const ladle_backend *be, const char *slot, int64_t n, K k, A... args)
+ladle_status elementwise(const ladle_backend *be, const char *slot, int64_t n, K k,
+                         A... args)
 {
     if (n <= 0)
         return LADLE_OK;
@@ -72,8 +74,14 @@ ladle_status elementwise(const ladle_backend *be, const char *slot, int64_t n, K
 /* --- abs_max --- */
 
 /* The largest |x[i]| skipping NaN (fmax returns its other argument). */
-__device__ __forceinline__ float abs_max_step(float m, float v) { return fmaxf(m, fabsf(v)); }
-__device__ __forceinline__ double abs_max_step(double m, double v) { return fmax(m, fabs(v)); }
+__device__ __forceinline__ float abs_max_step(float m, float v)
+{
+    return fmaxf(m, fabsf(v));
+}
+__device__ __forceinline__ double abs_max_step(double m, double v)
+{
+    return fmax(m, fabs(v));
+}
 
 template <class T> __global__ void abs_max_kernel(int64_t n, const T *x, double *part)
 {
@@ -111,7 +119,8 @@ __device__ __forceinline__ void dot2_step(T xv, T yv, double &s, double &c)
 }
 
 /* (s, c) += (s2, c2) without losing the sums' rounding error. */
-__host__ __device__ __forceinline__ void pair_add(double &s, double &c, double s2, double c2)
+__host__ __device__ __forceinline__ void pair_add(double &s, double &c, double s2,
+                                                  double c2)
 {
     double t = s + s2, z = t - s;
     double e = (s - (t - z)) + (s2 - z);
@@ -119,7 +128,8 @@ __host__ __device__ __forceinline__ void pair_add(double &s, double &c, double s
     c = (c + c2) + e;
 }
 
-template <class T> __global__ void dot2_kernel(int64_t n, const T *x, const T *y, double *part)
+template <class T>
+__global__ void dot2_kernel(int64_t n, const T *x, const T *y, double *part)
 {
     __shared__ double shs[LADLE_CUDA_THREADS], shc[LADLE_CUDA_THREADS];
     double s = 0.0, c = 0.0;
@@ -161,8 +171,9 @@ ladle_status reduce_to_host(const ladle_backend *be, const char *slot, unsigned 
     cudaStream_t st = ladle__cuda_stream(be);
     LADLE_LAUNCH_SYNC(k, blocks, LADLE_CUDA_THREADS, 0, st, args..., (double *)cs->scratch);
     LADLE_CUDA_LAUNCHED(slot);
-    LADLE_CUDA_TRY(slot, cudaMemcpyAsync(cs->host_scratch, cs->scratch, values * sizeof(double),
-                                         cudaMemcpyDeviceToHost, st));
+    LADLE_CUDA_TRY(slot,
+                   cudaMemcpyAsync(cs->host_scratch, cs->scratch, values * sizeof(double),
+                                   cudaMemcpyDeviceToHost, st));
     LADLE_CUDA_TRY(slot, cudaStreamSynchronize(st));
     return LADLE_OK;
 }
@@ -173,18 +184,18 @@ ladle_status ladle__cuda_add(const ladle_backend *be, ladle_dtype dtype, int64_t
                              const void *a, const void *b, void *c)
 {
     if (dtype == LADLE_F32)
-        return elementwise(be, "add", n, add_kernel<float>, (const float *)a, (const float *)b,
-                           (float *)c);
-    return elementwise(be, "add", n, add_kernel<double>, (const double *)a, (const double *)b,
-                       (double *)c);
+        return elementwise(be, "add", n, add_kernel<float>, (const float *)a,
+                           (const float *)b, (float *)c);
+    return elementwise(be, "add", n, add_kernel<double>, (const double *)a,
+                       (const double *)b, (double *)c);
 }
 
 ladle_status ladle__cuda_axpy(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                               double alpha, const void *x, void *y)
 {
     if (dtype == LADLE_F32)
-        return elementwise(be, "axpy", n, axpy_kernel<float>, (float)alpha, (const float *)x,
-                           (float *)y);
+        return elementwise(be, "axpy", n, axpy_kernel<float>, (float)alpha,
+                           (const float *)x, (float *)y);
     return elementwise(be, "axpy", n, axpy_kernel<double>, alpha, (const double *)x,
                        (double *)y);
 }
@@ -214,12 +225,13 @@ ladle_status ladle__cuda_abs_max(const ladle_backend *be, ladle_dtype dtype, int
         return LADLE_OK;
     unsigned blocks = reduce_blocks(be, n);
     pthread_mutex_lock(&cs->scratch_lock);
-    ladle_status st =
-        dtype == LADLE_F32
-            ? reduce_to_host(be, "abs_max", blocks, blocks, abs_max_kernel<float>, n,
-                             (const float *)x)
-            : reduce_to_host(be, "abs_max", blocks, blocks, abs_max_kernel<double>, n,
-                             (const double *)x);
+    ladle_status st;
+    if (dtype == LADLE_F32)
+        st = reduce_to_host(be, "abs_max", blocks, blocks, abs_max_kernel<float>, n,
+                            (const float *)x);
+    else
+        st = reduce_to_host(be, "abs_max", blocks, blocks, abs_max_kernel<double>, n,
+                            (const double *)x);
     if (st == LADLE_OK) {
         const double *part = (const double *)cs->host_scratch;
         double m = 0.0;
@@ -261,10 +273,12 @@ ladle_status ladle__cuda_dot2(const ladle_backend *be, ladle_dtype dtype, int64_
 
 /* --- gemm --- */
 
-namespace {
+namespace
+{
 
 /* k = 0: C = beta C over m rows of n (beta 0 writes zeros, as BLAS does). */
-template <class T> __global__ void scale_c_kernel(int64_t m, int64_t n, T beta, T *c, int64_t ldc)
+template <class T>
+__global__ void scale_c_kernel(int64_t m, int64_t n, T beta, T *c, int64_t ldc)
 {
     LADLE_GRID_STRIDE(i, m * n)
     {
@@ -298,8 +312,8 @@ ladle_status ladle__cuda_gemm(const ladle_backend *be, ladle_dtype dtype, int tr
             LADLE_LAUNCH(scale_c_kernel<float>, blocks, LADLE_CUDA_THREADS, 0, st, m, n,
                          (float)beta, (float *)c, ldc);
         else
-            LADLE_LAUNCH(scale_c_kernel<double>, blocks, LADLE_CUDA_THREADS, 0, st, m, n, beta,
-                         (double *)c, ldc);
+            LADLE_LAUNCH(scale_c_kernel<double>, blocks, LADLE_CUDA_THREADS, 0, st, m, n,
+                         beta, (double *)c, ldc);
         LADLE_CUDA_LAUNCHED("gemm");
         return LADLE_OK;
     }
@@ -315,8 +329,9 @@ ladle_status ladle__cuda_gemm(const ladle_backend *be, ladle_dtype dtype, int tr
         if (e != CUBLAS_STATUS_SUCCESS)
             return ladle__cuda_blas_fail(e, "gemm", "cublasSgemm");
     } else {
-        e = cublasDgemm(h, ob, oa, (int)n, (int)m, (int)k, &alpha, (const double *)b, (int)ldb,
-                        (const double *)a, (int)lda, &beta, (double *)c, (int)ldc);
+        e = cublasDgemm(h, ob, oa, (int)n, (int)m, (int)k, &alpha, (const double *)b,
+                        (int)ldb, (const double *)a, (int)lda, &beta, (double *)c,
+                        (int)ldc);
         if (e != CUBLAS_STATUS_SUCCESS)
             return ladle__cuda_blas_fail(e, "gemm", "cublasDgemm");
     }

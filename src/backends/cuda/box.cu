@@ -21,7 +21,8 @@
  */
 #include "src/backends/cuda/walk.h"
 
-namespace {
+namespace
+{
 
 template <class T, int MODE> __global__ void box_kernel(ladle_walk w, const T *src, T *dst)
 {
@@ -67,15 +68,16 @@ template <class W> __global__ void shift_copy(const W *src, W *dst, int64_t n, i
 /* An overlapping copy is split into at most this many memcpys. */
 const int64_t COPY_RUNS = 16;
 
-ladle_status copy_overlapping(const ladle_backend *be, size_t es, int64_t n, const char *src,
-                              char *dst)
+ladle_status copy_overlapping(const ladle_backend *be, size_t es, int64_t n,
+                              const char *src, char *dst)
 {
     cudaStream_t st = ladle__cuda_stream(be);
     int up = dst > src;
     ptrdiff_t bytes = up ? dst - src : src - dst;
     if (bytes % (ptrdiff_t)es != 0) /* no tensor's elements lie so */
         return ladle__raise(LADLE_ERR_ARG, "copy",
-                            "overlapping ranges %td bytes apart, not whole elements", bytes);
+                            "overlapping ranges %td bytes apart, not whole elements",
+                            bytes);
     int64_t shift = (int64_t)(bytes / (ptrdiff_t)es);
     if (shift * COPY_RUNS >= n) {
         /* runs as long as the shift: each is disjoint from its destination,
@@ -103,10 +105,20 @@ template <class T>
 ladle_status launch_box(const ladle_backend *be, void (*k)(ladle_walk, const T *, T *),
                         const ladle_walk &w, unsigned blocks, const void *src, void *dst)
 {
-    LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), w, (const T *)src,
-                 (T *)dst);
+    LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), w,
+                 (const T *)src, (T *)dst);
     LADLE_CUDA_LAUNCHED("copy_box");
     return LADLE_OK;
+}
+
+/* COPY and ZERO move the elements' bits as words W. */
+template <class W>
+ladle_status move_box(const ladle_backend *be, ladle_box_mode mode, const ladle_walk &w,
+                      unsigned blocks, const void *src, void *dst)
+{
+    if (mode == LADLE_BOX_COPY)
+        return launch_box(be, box_kernel<W, LADLE_BOX_COPY>, w, blocks, src, dst);
+    return launch_box(be, box_kernel<W, LADLE_BOX_ZERO>, w, blocks, src, dst);
 }
 
 bool disjoint(const void *a, const void *b, size_t bytes)
@@ -134,8 +146,9 @@ ladle_status ladle__cuda_copy(const ladle_backend *be, ladle_dtype dtype, int64_
         return LADLE_OK;
     if (!disjoint(src, dst, (size_t)n * es))
         return copy_overlapping(be, es, n, (const char *)src, (char *)dst);
-    LADLE_CUDA_TRY("copy", cudaMemcpyAsync(dst, src, (size_t)n * es, cudaMemcpyDeviceToDevice,
-                                           ladle__cuda_stream(be)));
+    LADLE_CUDA_TRY("copy",
+                   cudaMemcpyAsync(dst, src, (size_t)n * es, cudaMemcpyDeviceToDevice,
+                                   ladle__cuda_stream(be)));
     return LADLE_OK;
 }
 
@@ -148,7 +161,8 @@ ladle_status ladle__cuda_copy_box(const ladle_backend *be, ladle_dtype dtype,
     int64_t e[LADLE_MAX_NDIM], ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM];
     size_t es = ladle_dtype_size(dtype);
     /* ZERO reads no source: its strides may be absent */
-    int nd = ladle__walk_shape(ndim, ext, mode == LADLE_BOX_ZERO ? none : sstr, dstr, e, ss, ds);
+    const int64_t *read = mode == LADLE_BOX_ZERO ? none : sstr;
+    int nd = ladle__walk_shape(ndim, ext, read, dstr, e, ss, ds);
     if (nd == 0)
         return LADLE_OK;
     cudaStream_t st = ladle__cuda_stream(be);
@@ -169,12 +183,9 @@ ladle_status ladle__cuda_copy_box(const ladle_backend *be, ladle_dtype dtype,
         vol *= e[k];
     unsigned blocks = ladle__cuda_blocks(be, vol, LADLE_CUDA_THREADS);
     ladle_walk w = ladle__walk_make(nd, e, ss, ds, (int64_t)blocks * LADLE_CUDA_THREADS);
-    if (mode == LADLE_BOX_COPY)
-        return es == 4 ? launch_box(be, box_kernel<uint32_t, LADLE_BOX_COPY>, w, blocks, src, dst)
-                       : launch_box(be, box_kernel<uint64_t, LADLE_BOX_COPY>, w, blocks, src, dst);
-    if (mode == LADLE_BOX_ZERO)
-        return es == 4 ? launch_box(be, box_kernel<uint32_t, LADLE_BOX_ZERO>, w, blocks, src, dst)
-                       : launch_box(be, box_kernel<uint64_t, LADLE_BOX_ZERO>, w, blocks, src, dst);
+    if (mode != LADLE_BOX_ADD)
+        return es == 4 ? move_box<uint32_t>(be, mode, w, blocks, src, dst)
+                       : move_box<uint64_t>(be, mode, w, blocks, src, dst);
     if (dtype == LADLE_F32)
         return launch_box(be, box_kernel<float, LADLE_BOX_ADD>, w, blocks, src, dst);
     if (dtype == LADLE_F64)

@@ -19,7 +19,8 @@
 #include "src/backends/cuda/walk.h"
 #include "src/core/random.h"
 
-namespace {
+namespace
+{
 
 /* x at offset b becomes scale r(seed, stream, base + a). */
 template <class T>
@@ -54,8 +55,8 @@ ladle_status fill(const ladle_backend *be, const char *slot, ladle_dtype dtype, 
         LADLE_LAUNCH(random_kernel<float>, blocks, LADLE_CUDA_THREADS, 0, st, w, base, seed,
                      stream, gaussian, scale, (float *)x);
     else
-        LADLE_LAUNCH(random_kernel<double>, blocks, LADLE_CUDA_THREADS, 0, st, w, base, seed,
-                     stream, gaussian, scale, (double *)x);
+        LADLE_LAUNCH(random_kernel<double>, blocks, LADLE_CUDA_THREADS, 0, st, w, base,
+                     seed, stream, gaussian, scale, (double *)x);
     LADLE_CUDA_LAUNCHED(slot);
     return LADLE_OK;
 }
@@ -80,8 +81,8 @@ ladle_status ladle__cuda_fill_random(const ladle_backend *be, ladle_dtype dtype,
      * leaves the uniform value as it is */
     int64_t cstr[LADLE_MAX_NDIM];
     row_major(ndim, shape, cstr);
-    return fill(be, "fill_random", dtype, ndim, shape, cstr, strides, 0, seed, stream, 0, 1.0,
-                x);
+    return fill(be, "fill_random", dtype, ndim, shape, cstr, strides, 0, seed, stream, 0,
+                1.0, x);
 }
 
 ladle_status ladle__cuda_fill_init(const ladle_backend *be, ladle_dtype dtype,
