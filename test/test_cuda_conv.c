@@ -137,9 +137,11 @@ static void bn_moment_case(ladle_dtype dt, const bn_case *k, int with_mean, uint
 static void bn_dsums_case(ladle_dtype dt, const bn_case *k, uint64_t seed)
 {
     int64_t numel = k->n * k->c * k->inner;
-    void *x = cp_random(dt, numel, -1.0, 1.0, seed), *dy = cp_random(dt, numel, -1.0, 1.0, seed + 3);
+    void *x = cp_random(dt, numel, -1.0, 1.0, seed);
+    void *dy = cp_random(dt, numel, -1.0, 1.0, seed + 3);
     double *mean = cp_random(LADLE_F64, k->c, -0.3, 0.3, seed + 1);
-    double *w1 = cp_random(LADLE_F64, k->c, 5.0, 6.0, seed + 2), *w2 = cp_clone(LADLE_F64, k->c, w1);
+    double *w1 = cp_random(LADLE_F64, k->c, 5.0, 6.0, seed + 2); /* overwritten */
+    double *w2 = cp_clone(LADLE_F64, k->c, w1);
     double *b1 = cp_host(LADLE_F64, k->c), *b2 = cp_host(LADLE_F64, k->c);
     void *dx = cp_upload(dt, numel, x), *ddy = cp_upload(dt, numel, dy);
     double *dmean = cp_upload(LADLE_F64, k->c, mean);
@@ -231,7 +233,8 @@ static void bn_affine_case(ladle_dtype dt, const bn_case *k, int which, uint64_t
     void *dout = cp_upload(dt, numel, out);
     double *da = cp_upload(LADLE_F64, k->c, a), *db = cp_upload(LADLE_F64, k->c, b);
     double *dk = cp_upload(LADLE_F64, k->c, kk);
-    void *ho = which == 2 ? u : which == 3 ? w : out, *go = which == 2 ? du : which == 3 ? dw : dout;
+    void *ho = which == 2 ? u : which == 3 ? w : out;
+    void *go = which == 2 ? du : which == 3 ? dw : dout;
     CP_CPU(bn_affine, dt, k->n, k->c, k->inner, u, which == 1 ? NULL : w, ho, a,
            which == 1 ? NULL : b, kk);
     CP_GPU(bn_affine, dt, k->n, k->c, k->inner, du, which == 1 ? NULL : dw, go, da,

@@ -197,42 +197,76 @@ ladle_status ladle__cuda_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
 /* ---- col2im ---- */
 
 /*
- * Along one dimension, the taps t = 0, 1, .. that read input v come from
- * output o = (v + p - t d) / s when that divides. A walker keeps that
- * quotient and remainder as t grows (num falls by d = dq s + dr), without
- * dividing: tap t is valid when rem is 0 and 0 <= quo < out, and once quo
- * is negative no later tap is.
+ * Along dimension a, the taps t = 0, 1, .. that read input x come from
+ * output o = (x + p - t d) / s where that divides. A walker keeps the
+ * quotient and remainder as t grows (the numerator falls by d = dq s + dr),
+ * so that only its start divides: tap t hits when the remainder is 0 and
+ * the quotient below out, and once the quotient is negative no later tap
+ * does.
  */
+typedef struct walk_steps {
+    int64_t dq[3], dr[3]; /* d / s and d % s of each dimension */
+} walk_steps;
+
 typedef struct walker {
-    int64_t quo, rem;
+    int64_t quo, rem, dq, dr, s;
 } walker;
 
-__device__ __forceinline__ walker walk_start(int64_t v, int64_t p, int64_t s)
+__device__ __forceinline__ walker walk_start(int64_t x, int a, const conv_dims &v,
+                                             const walk_steps &ws)
 {
     walker w;
-    w.quo = s == 1 ? v + p : (v + p) / s;
-    w.rem = s == 1 ? 0 : (v + p) % s;
+    int64_t num = x + v.p[a];
+    w.s = v.s[a];
+    w.dq = ws.dq[a];
+    w.dr = ws.dr[a];
+    w.quo = w.s == 1 ? num : num / w.s;
+    w.rem = w.s == 1 ? 0 : num % w.s;
     return w;
 }
 
-__device__ __forceinline__ void walk_next(walker *w, int64_t dq, int64_t dr, int64_t s)
+__device__ __forceinline__ void walk_next(walker *w)
 {
-    w->quo -= dq;
-    w->rem -= dr;
+    w->quo -= w->dq;
+    w->rem -= w->dr;
     if (w->rem < 0) {
-        w->rem += s;
+        w->rem += w->s;
         w->quo--;
     }
 }
 
-/* The per-dimension steps of the walkers: d = dq s + dr. */
-typedef struct walk_steps {
-    int64_t dq[3], dr[3];
-} walk_steps;
+__device__ __forceinline__ bool walk_hit(const walker &w, int64_t out)
+{
+    return w.rem == 0 && w.quo < out;
+}
 
-/* dx_b[c, v] (+)= the column entries of the taps reading it, in row order;
- * digits (b, c, vd, vh, vw). from_zero: sum the taps first, then add into
- * dx (the CPU's zero-bordered planes). */
+/* acc plus the column entries of the taps reading input (x0, x1, x2) of
+ * channel c, in row order (cb: the image's first column). */
+template <class T>
+__device__ __forceinline__ T gather(const conv_dims &v, const walk_steps &ws, const T *cb,
+                                    int64_t ld, int64_t c, const int64_t *x, T acc)
+{
+    walker w0 = walk_start(x[0], 0, v, ws);
+    for (int64_t i = 0; i < v.k[0] && w0.quo >= 0; i++, walk_next(&w0)) {
+        if (!walk_hit(w0, v.out[0]))
+            continue;
+        walker w1 = walk_start(x[1], 1, v, ws);
+        for (int64_t j = 0; j < v.k[1] && w1.quo >= 0; j++, walk_next(&w1)) {
+            if (!walk_hit(w1, v.out[1]))
+                continue;
+            const T *row = cb + ((c * v.k[0] + i) * v.k[1] + j) * v.k[2] * ld +
+                           (w0.quo * v.out[1] + w1.quo) * v.out[2];
+            walker w2 = walk_start(x[2], 2, v, ws);
+            for (int64_t l = 0; l < v.k[2] && w2.quo >= 0; l++, walk_next(&w2))
+                if (walk_hit(w2, v.out[2]))
+                    acc += row[l * ld + w2.quo];
+        }
+    }
+    return acc;
+}
+
+/* dx_b[c, x] plus the taps reading it; digits (b, c, x0, x1, x2).
+ * from_zero: the taps' sum first, then dx plus it (the CPU's planes). */
 template <class T>
 __global__ void __launch_bounds__(LADLE_CUDA_THREADS)
     col2im_k(conv_dims v, int64_t total, radix<5> er, walk_steps ws, const T *col, int64_t ld,
@@ -242,26 +276,8 @@ __global__ void __launch_bounds__(LADLE_CUDA_THREADS)
     radix_split(er, e, g);
     for (; e < total; e += (int64_t)blockDim.x * gridDim.x, radix_next(er, g)) {
         T *out = dx + g[0] * dx_stride + g[1] * v.pin + (g[2] * v.in[1] + g[3]) * v.in[2] + g[4];
-        const T *cb = col + g[0] * v.pout;
-        T acc = from_zero ? (T)0 : *out;
-        walker w0 = walk_start(g[2], v.p[0], v.s[0]);
-        for (int64_t i = 0; i < v.k[0] && w0.quo >= 0; i++, walk_next(&w0, ws.dq[0], ws.dr[0], v.s[0])) {
-            if (w0.rem != 0 || w0.quo >= v.out[0])
-                continue;
-            walker w1 = walk_start(g[3], v.p[1], v.s[1]);
-            for (int64_t j = 0; j < v.k[1] && w1.quo >= 0; j++, walk_next(&w1, ws.dq[1], ws.dr[1], v.s[1])) {
-                if (w1.rem != 0 || w1.quo >= v.out[1])
-                    continue;
-                walker w2 = walk_start(g[4], v.p[2], v.s[2]);
-                int64_t row = ((g[1] * v.k[0] + i) * v.k[1] + j) * v.k[2];
-                int64_t at = (w0.quo * v.out[1] + w1.quo) * v.out[2];
-                for (int64_t l = 0; l < v.k[2] && w2.quo >= 0; l++, walk_next(&w2, ws.dq[2], ws.dr[2], v.s[2])) {
-                    if (w2.rem == 0 && w2.quo < v.out[2])
-                        acc += cb[(row + l) * ld + at + w2.quo];
-                }
-            }
-        }
-        *out = from_zero ? *out + acc : acc;
+        T sum = gather(v, ws, col + g[0] * v.pout, ld, g[1], g + 2, from_zero ? (T)0 : *out);
+        *out = from_zero ? *out + sum : sum;
     }
 }
 
