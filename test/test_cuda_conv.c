@@ -464,10 +464,12 @@ typedef struct bias_case {
     int64_t rows, channels, inner;
 } bias_case;
 
-/* inner 1 (a linear layer's rows) and > 1: one row a block (300), several
- * rows a block with a partial last chunk (5, 3), sizes over 8192 */
+/* inner 1 (a linear layer's rows: tiles of 64 with a partial last one, 3
+ * blocks of channels) and > 1: one row a block (300), several rows a block
+ * with a partial last chunk (5, 3); sizes over 8192 */
 static const bias_case bias_cases[] = {
-    {700, 13, 1}, {7, 13, 150}, {3, 5, 300}, {40, 3, 3}, {300, 2, 5}, {1, 1, 1}, {0, 3, 4},
+    {700, 13, 1}, {150, 70, 1}, {7, 13, 150}, {3, 5, 300}, {40, 3, 3}, {300, 2, 5}, {1, 1, 1},
+    {0, 3, 4},
 };
 #define N_BIAS ((int)(sizeof bias_cases / sizeof bias_cases[0]))
 

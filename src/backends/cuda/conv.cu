@@ -22,11 +22,14 @@
  *   - the grid copies and the bias add are element-wise.
  *   - the bias gradient keeps the contract's rounding sequence: for each
  *     channel db[c] += (T)(row sum in double), row after row. With inner 1
- *     a thread owns a channel (the CPU's sums exactly); otherwise a block
- *     owns a channel and sums several rows at a time, each by a segment of
- *     its threads in a fixed tree (so a row's double sum is added in
- *     another order than the CPU's: f64 may differ in the last bits), and
- *     one thread adds the rounded row sums in row order.
+ *     a thread owns a channel (the CPU's sums exactly), fed through shared
+ *     memory by its block; otherwise a block owns a channel and sums
+ *     several rows at a time, each by a segment of its threads in a fixed
+ *     tree (so a row's double sum is added in another order than the
+ *     CPU's: f64 may differ in the last bits), and one thread adds the
+ *     rounded row sums in row order. Both chains are serial by the
+ *     contract, so few channels use few multiprocessors: the pass is small
+ *     next to the layer's GEMMs.
  * Loops over flat indices carry their mixed-radix digits (image, channel,
  * position...) from one grid-stride step to the next instead of dividing
  * at each element: 64-bit division is dozens of instructions on a GPU.
@@ -470,18 +473,35 @@ ladle_status ladle__cuda_bias_add(const ladle_backend *be, ladle_dtype dtype, in
     return bias_add_t<double>(be, rows, channels, inner, b, y);
 }
 
-/* inner 1: a thread owns db[c] and adds the rows in order (coalesced: a
- * warp reads 32 neighbouring channels of a row). */
+/* inner 1: a column of threads owns db[c] and adds the rows in order. The
+ * chain of adds is serial, its loads need not be: the block's 8 lanes load
+ * a tile of 64 rows x 32 channels into shared memory (a warp reads 32
+ * neighbouring channels of a row), then lane 0 adds the tile's rows. */
+#define BIAS_TILE_ROWS 64
+#define BIAS_CHANNELS 32
+#define BIAS_LANES (LADLE_CUDA_THREADS / BIAS_CHANNELS)
+
 template <class T>
-__global__ void bias_grad_cols_k(int64_t rows, int64_t channels, const T *dy, T *db)
+__global__ void __launch_bounds__(LADLE_CUDA_THREADS)
+    bias_grad_cols_k(int64_t rows, int64_t channels, const T *dy, T *db)
 {
-    LADLE_GRID_STRIDE(c, channels)
-    {
-        T acc = db[c];
-        for (int64_t r = 0; r < rows; r++)
-            acc += dy[r * channels + c];
-        db[c] = acc;
+    __shared__ T tile[BIAS_TILE_ROWS][BIAS_CHANNELS];
+    unsigned tx = threadIdx.x % BIAS_CHANNELS, ty = threadIdx.x / BIAS_CHANNELS;
+    int64_t c = (int64_t)blockIdx.x * BIAS_CHANNELS + tx;
+    T acc = ty == 0 && c < channels ? db[c] : (T)0;
+    for (int64_t r0 = 0; r0 < rows; r0 += BIAS_TILE_ROWS) {
+        int64_t n = rows - r0 < BIAS_TILE_ROWS ? rows - r0 : BIAS_TILE_ROWS;
+        if (c < channels)
+            for (int64_t r = ty; r < n; r += BIAS_LANES)
+                tile[r][tx] = dy[(r0 + r) * channels + c];
+        __syncthreads();
+        if (ty == 0)
+            for (int64_t r = 0; r < n; r++)
+                acc += tile[r][tx];
+        __syncthreads(); /* the tile is the next rows' */
     }
+    if (ty == 0 && c < channels)
+        db[c] = acc;
 }
 
 /* inner > 1: a block owns db[c]; segments of seg threads (a power of two,
@@ -528,9 +548,10 @@ static ladle_status bias_grad_t(const ladle_backend *be, int64_t rows, int64_t c
     if (channels <= 0 || rows <= 0 || inner <= 0)
         return LADLE_OK;
     if (inner == 1) {
+        unsigned blocks = (unsigned)((channels + BIAS_CHANNELS - 1) / BIAS_CHANNELS);
         auto k = bias_grad_cols_k<T>;
-        LADLE_LAUNCH(k, ladle__cuda_blocks(be, channels, LADLE_CUDA_THREADS),
-                     LADLE_CUDA_THREADS, 0, st, rows, channels, (const T *)dy, (T *)db);
+        LADLE_LAUNCH_SYNC(k, blocks, LADLE_CUDA_THREADS, 0, st, rows, channels, (const T *)dy,
+                          (T *)db);
     } else {
         int seg = 1;
         while (seg < inner && seg < LADLE_CUDA_THREADS)
