@@ -18,8 +18,10 @@
  *                     warp reads 32 neighbouring channels of one sample;
  *                     the 8 lanes are added in order.
  * One block per channel fills an H200 (132 multiprocessors) badly when c
- * is small and the channel long (c = 3 x 10^6 values would run on 3 of
- * them), so a channel is split into up to `split` slices when it is long:
+ * is small and the channel long (3 channels of 10^6 values would run on 3
+ * of them; 1024-thread blocks would not mend that), so a long channel is
+ * cut into `split` slices (at least 8192 values each, about 1024 blocks in
+ * all):
  * their partial sums go to the instance's scratch and a second kernel adds
  * each channel's partials in slice order. The split is a function of c and
  * n inner only (not of the GPU), so a result is the same on every GPU; it
