@@ -6,17 +6,21 @@
  * allows, and the edges it names (NaN, infinities, -inf in softmax rows,
  * rows of large values).
  *
- * Tolerances. f64 agrees to 1e-12 (test/cuda_pair.h). In f32:
+ * Tolerances. f64 agrees to 1e-12 (test/cuda_pair.h). In f32 (an ulp of a
+ * value near 1 is 1.2e-7; cp_error divides by 1 + |value|):
  *   - activations: the CPU's f32 loops use the approximations of
  *     src/backends/cpu/fastmath.h, measured against double math rounded to
  *     f32 over [-90, 90] at up to 1.5e-7 of 1 + |f(x)| (tanh; sigmoid and
- *     GELU 1e-7, their backwards 1.2e-7 given the same y); the GPU uses
- *     CUDA's expf, tanhf and erfcf (at most 2, 2 and 4 ulp) and one or two
- *     roundings more: 6 ulp, 7.2e-7 of 1 + |f|. Together under ACT_F32.
- *   - softmax: both reduce in double; the CPU rounds its double output
- *     once, the GPU's f32 exponential adds up to 2 ulp and its product one
- *     more (the backward's exp(y) of a log-softmax alike): 4 ulp of a value
- *     at most 1, within SOFTMAX_F32 of 1 + |y|.
+ *     GELU 1e-7, their backwards 1.2e-7 given the same y); the GPU calls
+ *     CUDA's expf, tanhf and erfcf (at most 2, 2 and 4 ulp) and rounds one
+ *     or two products more: at most 6 ulp, 7.2e-7 (ACT_GPU, which the
+ *     GPU's f32 values must also meet against double math). Both together
+ *     stay under ACT_F32.
+ *   - softmax: both reduce in double. The CPU rounds its double output
+ *     once (half an ulp); the GPU's f32 exponential is within 2 ulp, its
+ *     product and sum one more; a log-softmax output is the same double
+ *     difference rounded on both sides, and the backward's exp(y) costs 2
+ *     ulp of a term at most |dx| + 1. Under 5 ulp in all: SOFTMAX_F32.
  *   - losses: every term and sum in double on both sides, rounded to f32
  *     once, so the two differ by at most the one ulp (1.2e-7) that rounding
  *     can put between two doubles a few ulps apart: LOSS_F32.
@@ -35,6 +39,7 @@
 #include "cuda_pair.h"
 
 #define ACT_F32 1e-6
+#define ACT_GPU 7.5e-7
 #define SOFTMAX_F32 6e-7
 #define LOSS_F32 3e-7
 
@@ -146,7 +151,8 @@ START_TEST(activations_f32_accuracy)
             double e = fabs(got[i] - r) / (1 + fabs(r));
             worst = e > worst ? e : worst;
         }
-        LT_ASSERT(worst < 6e-7, "%s f32 against double math: %.3e", act_names[kind], worst);
+        LT_ASSERT(worst < ACT_GPU, "%s f32 against double math: %.3e", act_names[kind],
+                  worst);
         CP_GPU(to_device, (size_t)n * sizeof(float), x, d_x);
         LT_OK(cp_gpu()->fn->synchronize(cp_gpu()));
         free(got);

@@ -14,16 +14,18 @@
  */
 #include "src/backends/cuda/lines.h"
 
-/* e^d rounded to f32, d in double: e^hi (1 + lo) with hi + lo = d, so the
- * argument's rounding to float costs nothing. Arguments outside
- * [-200, 200] give 0 or inf in f32 anyway; clamping them keeps hi finite
- * (a NaN passes through). */
+/* e^d rounded to f32, d in double: e^hi + e^hi lo with hi + lo = d (lo
+ * below half an ulp of hi, so e^lo = 1 + lo in f32), and the argument's
+ * rounding to float costs nothing. Arguments outside [-200, 200] give 0
+ * or inf in f32 anyway; clamping them keeps hi finite (a NaN passes
+ * through). */
 __device__ __forceinline__ float exp_f32(double d)
 {
     d = d < -200.0 ? -200.0 : d > 200.0 ? 200.0 : d;
     float hi = (float)d;
     float lo = (float)(d - (double)hi);
-    return expf(hi) * (1.0f + lo);
+    float e = expf(hi);
+    return __fmaf_rn(e, lo, e);
 }
 
 /* An output element from x and the line's lse. */
