@@ -16,11 +16,14 @@
  *     or two products more: at most 6 ulp, 7.2e-7 (ACT_GPU, which the
  *     GPU's f32 values must also meet against double math). Both together
  *     stay under ACT_F32.
- *   - softmax: both reduce in double. The CPU rounds its double output
- *     once (half an ulp); the GPU's f32 exponential is within 2 ulp, its
- *     product and sum one more; a log-softmax output is the same double
- *     difference rounded on both sides, and the backward's exp(y) costs 2
- *     ulp of a term at most |dx| + 1. Under 5 ulp in all: SOFTMAX_F32.
+ *   - softmax: both sum in double. The CPU's terms are double
+ *     exponentials, the GPU's f32 ones within 2 ulp (2.4e-7 relative), so
+ *     its lse is within 2.4e-7; an f32 output exp(x - lse) adds 2 ulp of
+ *     expf and a rounding (under 6 ulp of a value at most 1, half that of
+ *     1 + y), a log-softmax output x - lse the lse's error and half an ulp.
+ *     The backward sums in double on both sides; its exp(y) of a
+ *     log-softmax costs 2 ulp of a term at most 1 + |dx|. SOFTMAX_F32 is
+ *     5 ulp of 1.
  *   - losses: every term and sum in double on both sides, rounded to f32
  *     once, so the two differ by at most the one ulp (1.2e-7) that rounding
  *     can put between two doubles a few ulps apart: LOSS_F32.
