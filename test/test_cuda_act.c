@@ -347,12 +347,13 @@ END_TEST
 
 START_TEST(classification_losses)
 {
-    /* n, c, inner: no samples; one class; short rows (a thread a sample);
-     * long rows (a block a sample, past one stride, more samples than
-     * blocks); strided classes; more samples than the grid's threads */
-    static const int64_t shapes[][3] = {{0, 3, 1},   {1, 1, 1},   {1, 5, 1},
-                                        {7, 10, 1},  {5, 100, 1}, {2, 300, 1},
-                                        {70, 40, 1}, {3, 7, 40},  {3000, 3, 3}};
+    /* n, c, inner: no samples (none, or no positions); one class; short
+     * rows (a thread a sample); long rows (a block a sample, past one
+     * stride, more samples than blocks); strided classes; more samples
+     * than the grid's threads */
+    static const int64_t shapes[][3] = {{0, 3, 1},  {2, 3, 0},   {1, 1, 1},   {1, 5, 1},
+                                        {7, 10, 1}, {5, 100, 1}, {2, 300, 1}, {70, 40, 1},
+                                        {3, 7, 40}, {3000, 3, 3}};
     static const double smoothings[] = {0, 0.1, 1};
     const int count = (int)(sizeof shapes / sizeof shapes[0]);
     for (int d = 0; d < 2; d++)

@@ -258,6 +258,12 @@ static int64_t samples_of(const ladle_loss_desc *l)
     return l->classes > 0 ? l->numel / l->classes : 0;
 }
 
+/* N of x's [N][C][inner] (inner may be 0 for an empty x) */
+static int64_t samples_per_inner(const ladle_loss_desc *l)
+{
+    return l->inner > 0 ? samples_of(l) / l->inner : 0;
+}
+
 /* A pass whose blocks leave partials in the scratch has at most as many
  * blocks as it holds. */
 static unsigned reduce_grid(unsigned grid)
@@ -265,7 +271,8 @@ static unsigned reduce_grid(unsigned grid)
     return grid < LADLE_CUDA_REDUCE_BLOCKS ? grid : LADLE_CUDA_REDUCE_BLOCKS;
 }
 
-/* Launch kernel k: with barriers only when it sums its block (partial). */
+/* Launch kernel k on be's stream: with barriers only when it sums its
+ * block (partial). */
 #define LAUNCH_TERMS(k, grid, threads, shmem, partial, ...)                                \
     do {                                                                                   \
         if ((partial) != NULL)                                                             \
@@ -295,7 +302,7 @@ static unsigned terms_pass(const ladle_backend *be, const ladle_loss_desc *l, co
     }
     int64_t samples = samples_of(l);
     const int64_t *labels = (const int64_t *)target;
-    ladle_lines_plan pl = ladle_plan_lines(be, samples / l->inner, l->classes, l->inner);
+    ladle_lines_plan pl = ladle_plan_lines(be, samples_per_inner(l), l->classes, l->inner);
     if (l->kind == LADLE_LOSS_CROSS_ENTROPY && pl.threads > 0) {
         grid = partial != NULL ? reduce_grid(pl.grid) : pl.grid;
         /* a block reduces every sample: barriers either way */
@@ -304,7 +311,8 @@ static unsigned terms_pass(const ladle_backend *be, const ladle_loss_desc *l, co
                           x, labels, out, partial);
         return grid;
     }
-    /* NLL reads one element a sample: a thread each */
+    /* NLL (one element a sample), and cross entropy over short rows or
+     * many strided samples: a thread a sample */
     grid = ladle__cuda_blocks(be, samples, LADLE_CUDA_THREADS);
     grid = partial != NULL ? reduce_grid(grid) : grid;
     LAUNCH_TERMS(class_thread_kernel<T>, grid, LADLE_CUDA_THREADS, 0, partial, *l, samples,
@@ -358,7 +366,7 @@ static ladle_status backward(const ladle_backend *be, const ladle_loss_desc *l, 
     } else {
         int64_t samples = samples_of(l);
         ladle_lines_plan pl =
-            ladle_plan_lines(be, samples / l->inner, l->classes, l->inner);
+            ladle_plan_lines(be, samples_per_inner(l), l->classes, l->inner);
         if (pl.threads == 0)
             LADLE_LAUNCH(ce_grad_thread_kernel<T>, pl.grid, LADLE_CUDA_THREADS, 0, st, *l,
                          samples, x, labels, dloss, dx);
