@@ -326,6 +326,22 @@ START_TEST(many_taps)
 }
 END_TEST
 
+/* A stride of 2^31 along one dimension (one output there): the kernels
+ * whose indices would not all fit int32, over small data. */
+START_TEST(wide_indices)
+{
+    for (int trial = 0; trial < 24; trial++) {
+        ladle_dtype dt = trial % 2 ? LADLE_F32 : LADLE_F64;
+        ladle_pool_kind kind = trial / 2 % 2 ? LADLE_POOL_AVG : LADLE_POOL_MAX;
+        ladle_pool_geom g = random_geom(kind, 2 + trial / 4 % 2, 0);
+        int a = 3 - (int)pick(1, 2);
+        g.s[a] = (int64_t)1 << 31;
+        g.out[a] = 1;
+        check_pool(&g, dt, pick(1, 40), trial / 8, 700 + (uint64_t)trial);
+    }
+}
+END_TEST
+
 /* LeNet's 2 x 2 windows with stride 2 and ResNet's 3 x 3 with stride 2 and
  * padding 1 (even and odd planes), over more outputs than the emulated
  * grid has threads (4 SMs x 8 blocks x 256). */
@@ -387,6 +403,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, random_average);
     tcase_add_test(tc, windows_in_padding);
     tcase_add_test(tc, many_taps);
+    tcase_add_test(tc, wide_indices);
     tcase_add_test(tc, common_shapes);
     tcase_add_test(tc, global_average);
     tcase_add_test(tc, no_planes);

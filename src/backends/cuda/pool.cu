@@ -23,84 +23,103 @@
  *     7 x 7 or 4 x 4 fill whole warps. Each thread sums its strided share
  *     in double, a tree in shared memory adds the shares in a fixed order;
  *     the backward writes dy / size over the plane with the same groups.
- * Indices are taken apart with dividers that multiply by a precomputed
- * reciprocal where every numerator is below 2^31 (a plane or a batch of
- * them under 8 GiB of f32), and divide in 64 bits otherwise.
+ * The window kernels come in two index types: int32, where every index and
+ * intermediate stays below 2^31 (x and y under 2^31 elements: the usual
+ * case), taking indices apart with dividers that multiply by a
+ * precomputed reciprocal; and int64, which divides. 32-bit arithmetic
+ * halves the registers (40 against 64 to 84) and the instructions of these
+ * memory-bound kernels.
  */
 #include <math.h>
 
 #include "src/backends/cuda/kernel.h"
 
 /* n / d for 0 <= n < 2^31 by a multiply and a shift (m and sh chosen for
- * d, Granlund and Montgomery's round-up method), or by a 64-bit division
- * when fast is 0. */
+ * d by Granlund and Montgomery's round-up method) in the kernels whose
+ * indices all fit int32 (I = int32_t); a division in the others. */
 typedef struct pool_div {
     int64_t d;
     uint32_t m, sh;
-    int fast;
 } pool_div;
 
-/* A divider by d >= 1 for numerators below bound. */
-static pool_div make_div(int64_t d, int64_t bound)
+static pool_div make_div(int64_t d)
 {
-    pool_div v = {d, 0, 0, 0};
-    const int64_t two31 = (int64_t)1 << 31;
-    if (bound <= two31 && d < two31) {
+    pool_div v = {d, 0, 0};
+    if (d < ((int64_t)1 << 31)) {
         while (((int64_t)1 << v.sh) < d)
             v.sh++;
         /* m = ceil(2^32 (2^sh - d) / d), below 2^32 since 2^(sh-1) < d */
         v.m = (uint32_t)(((uint64_t)1 << 32) * (((uint64_t)1 << v.sh) - (uint64_t)d) /
                              (uint64_t)d + 1);
-        v.fast = 1;
     }
     return v;
 }
 
-__device__ __forceinline__ int64_t quot(const pool_div &v, int64_t n)
+template <class I> __device__ __forceinline__ I quot(const pool_div &v, I n)
 {
-    if (v.fast) {
+    if constexpr (sizeof(I) == 4) {
         uint32_t u = (uint32_t)n, t = (uint32_t)(((uint64_t)u * v.m) >> 32);
-        return (int64_t)((t + u) >> v.sh); /* t <= u < 2^31: no overflow */
+        return (I)((t + u) >> v.sh); /* t <= u < 2^31: no overflow */
+    } else {
+        return n / (I)v.d;
     }
-    return n / v.d;
 }
 
-/* What the window kernels take besides their pointers: the geometry, the
- * plane sizes, and dividers for the sizes that take an index apart. */
-typedef struct pool_args {
-    ladle_pool_geom g;
-    int64_t pin, pout, kk;
-    pool_div pout_div, pin_div;   /* an index of y or x: its plane */
-    pool_div out1_div, out2_div;  /* an in-plane index of y: its coordinates */
-    pool_div in1_div, in2_div;    /* and of x */
-    pool_div s_div[3];            /* the outputs holding an input */
-} pool_args;
+/* What the window kernels take besides their pointers: the geometry in
+ * the kernel's index type, the plane sizes, and dividers for the sizes
+ * that take an index apart. */
+template <class I> struct pool_args {
+    I in[3], out[3], k[3], s[3], p[3], d[3];
+    I pin, pout;
+    pool_div pout_div, pin_div;  /* an index of y or x: its plane */
+    pool_div out1_div, out2_div; /* an in-plane index of y: its coordinates */
+    pool_div in1_div, in2_div;   /* and of x */
+    pool_div s_div[3];           /* the outputs holding an input */
+};
 
-static pool_args make_args(const ladle_pool_geom *g, int64_t planes)
+template <class I> static pool_args<I> make_args(const ladle_pool_geom *g)
 {
-    pool_args a;
-    a.g = *g;
-    a.pin = g->in[0] * g->in[1] * g->in[2];
-    a.pout = g->out[0] * g->out[1] * g->out[2];
-    a.kk = g->k[0] * g->k[1] * g->k[2];
-    a.pout_div = make_div(a.pout, planes * a.pout);
-    a.pin_div = make_div(a.pin, planes * a.pin);
-    /* an in-plane index, then its quotient by the last extent */
-    a.out2_div = make_div(g->out[2], a.pout);
-    a.out1_div = make_div(g->out[1], g->out[0] * g->out[1]);
-    a.in2_div = make_div(g->in[2], a.pin);
-    a.in1_div = make_div(g->in[1], g->in[0] * g->in[1]);
-    for (int d = 0; d < 3; d++) /* the numerators of holders() */
-        a.s_div[d] = make_div(g->s[d], g->in[d] + g->p[d] + g->s[d]);
+    pool_args<I> a;
+    for (int d = 0; d < 3; d++) {
+        a.in[d] = (I)g->in[d];
+        a.out[d] = (I)g->out[d];
+        a.k[d] = (I)g->k[d];
+        a.s[d] = (I)g->s[d];
+        a.p[d] = (I)g->p[d];
+        a.d[d] = (I)g->d[d];
+        a.s_div[d] = make_div(g->s[d]);
+    }
+    a.pin = (I)(g->in[0] * g->in[1] * g->in[2]);
+    a.pout = (I)(g->out[0] * g->out[1] * g->out[2]);
+    a.pout_div = make_div(a.pout);
+    a.pin_div = make_div(a.pin);
+    a.out1_div = make_div(g->out[1]);
+    a.out2_div = make_div(g->out[2]);
+    a.in1_div = make_div(g->in[1]);
+    a.in2_div = make_div(g->in[2]);
     return a;
+}
+
+/* Whether every index and intermediate of the window kernels over `planes`
+ * planes stays below 2^31: the indices of x and y, and along each
+ * dimension the padded extent and a stride past it (o s, t d, c + p). */
+static int fits_int32(const ladle_pool_geom *g, int64_t planes)
+{
+    const int64_t lim = (int64_t)1 << 31;
+    int64_t pin = g->in[0] * g->in[1] * g->in[2], pout = g->out[0] * g->out[1] * g->out[2];
+    int ok = planes * pin < lim && planes * pout < lim;
+    for (int d = 0; d < 3; d++)
+        ok = ok && g->in[d] + 2 * g->p[d] + g->s[d] + g->k[d] * g->d[d] < lim;
+    return ok;
 }
 
 /* The coordinates of in-plane index r in extents (., e1, e2), dividers
  * by e1 and e2. */
-__device__ __forceinline__ void coords(int64_t r, int64_t e1, int64_t e2, const pool_div &d1,
-                                       const pool_div &d2, int64_t *c)
+template <class I>
+__device__ __forceinline__ void coords(I r, I e1, I e2, const pool_div &d1, const pool_div &d2,
+                                       I *c)
 {
-    int64_t t = quot(d2, r);
+    I t = quot(d2, r);
     c[2] = r - t * e2;
     c[0] = quot(d1, t);
     c[1] = t - c[0] * e1;
@@ -108,37 +127,37 @@ __device__ __forceinline__ void coords(int64_t r, int64_t e1, int64_t e2, const 
 
 /* The valid taps [*lo, *hi) of a window whose first tap is input b: k taps
  * d apart over n inputs (the loop over them is empty when there are none). */
-__device__ __forceinline__ void valid_taps(int64_t b, int64_t k, int64_t d, int64_t n,
-                                           int64_t *lo, int64_t *hi)
+template <class I>
+__device__ __forceinline__ void valid_taps(I b, I k, I d, I n, I *lo, I *hi)
 {
     if (d == 1) {
         *lo = b < 0 ? -b : 0;
         *hi = n - b < k ? n - b : k;
     } else {
-        int64_t h = n - b <= 0 ? 0 : (n - b + d - 1) / d;
+        I h = n - b <= 0 ? 0 : (n - b + d - 1) / d;
         *lo = b < 0 ? (-b + d - 1) / d : 0;
         *hi = h < k ? h : k;
     }
 }
 
-/* The outputs [*lo, *hi] whose windows may hold input c along dimension a
+/* The outputs [*lo, *hi] whose windows may hold input c along dimension d
  * (each does for dilation 1; otherwise only those with d | c + p - o s). */
-__device__ __forceinline__ void holders(const pool_args &a, int d, int64_t c, int64_t *lo,
-                                        int64_t *hi)
+template <class I>
+__device__ __forceinline__ void holders(const pool_args<I> &a, int d, I c, I *lo, I *hi)
 {
-    int64_t u = c + a.g.p[d], v = u - (a.g.k[d] - 1) * a.g.d[d];
-    int64_t h = quot(a.s_div[d], u);
-    *hi = h < a.g.out[d] - 1 ? h : a.g.out[d] - 1;
-    *lo = v <= 0 ? 0 : quot(a.s_div[d], v + a.g.s[d] - 1);
+    I u = c + a.p[d], v = u - (a.k[d] - 1) * a.d[d];
+    I h = quot(a.s_div[d], u);
+    *hi = h < a.out[d] - 1 ? h : a.out[d] - 1;
+    *lo = v <= 0 ? 0 : quot(a.s_div[d], v + a.s[d] - 1);
 }
 
-/* The tap of output o's window along dimension a that is input c, or -1. */
-__device__ __forceinline__ int64_t tap_of(const pool_args &a, int d, int64_t c, int64_t o)
+/* The tap of output o's window along dimension d that is input c, or -1. */
+template <class I> __device__ __forceinline__ I tap_of(const pool_args<I> &a, int d, I c, I o)
 {
-    int64_t w = c + a.g.p[d] - o * a.g.s[d];
-    if (a.g.d[d] == 1)
+    I w = c + a.p[d] - o * a.s[d];
+    if (a.d[d] == 1)
         return w;
-    return w % a.g.d[d] == 0 ? w / a.g.d[d] : -1;
+    return w % a.d[d] == 0 ? w / a.d[d] : -1;
 }
 
 /* val takes the place of best: larger, or the first NaN over a number */
@@ -147,26 +166,34 @@ template <class T> __device__ __forceinline__ bool wins(T val, T best)
     return val > best || (val != val && best == best);
 }
 
-template <class T, class W>
-__global__ void max_forward(pool_args a, int64_t n, const T *x, T *y, W *saved)
+/* The window of output o (coordinates in o): its first tap per dimension
+ * and its valid taps. */
+template <class I>
+__device__ __forceinline__ void window(const pool_args<I> &a, const I *o, I *b, I *lo, I *hi)
 {
-    LADLE_GRID_STRIDE(q, n) {
-        int64_t pl = quot(a.pout_div, q), o[3], b[3], lo[3], hi[3];
-        coords(q - pl * a.pout, a.g.out[1], a.g.out[2], a.out1_div, a.out2_div, o);
-        for (int d = 0; d < 3; d++) {
-            b[d] = o[d] * a.g.s[d] - a.g.p[d];
-            valid_taps(b[d], a.g.k[d], a.g.d[d], a.g.in[d], &lo[d], &hi[d]);
-        }
+    for (int d = 0; d < 3; d++) {
+        b[d] = o[d] * a.s[d] - a.p[d];
+        valid_taps(b[d], a.k[d], a.d[d], a.in[d], &lo[d], &hi[d]);
+    }
+}
+
+template <class T, class W, class I>
+__global__ void max_forward(pool_args<I> a, int64_t n, const T *x, T *y, W *saved)
+{
+    LADLE_GRID_STRIDE(j, n) {
+        I q = (I)j, pl = quot(a.pout_div, q), o[3], b[3], lo[3], hi[3];
+        coords(q - pl * a.pout, a.out[1], a.out[2], a.out1_div, a.out2_div, o);
+        window(a, o, b, lo, hi);
         const T *xp = x + pl * a.pin;
         T best = (T)-INFINITY;
-        int64_t at = -1;
-        for (int64_t t0 = lo[0]; t0 < hi[0]; t0++) {
-            int64_t r0 = (b[0] + t0 * a.g.d[0]) * a.g.in[1] + b[1];
-            for (int64_t t1 = lo[1]; t1 < hi[1]; t1++) {
-                const T *row = xp + (r0 + t1 * a.g.d[1]) * a.g.in[2] + b[2];
-                int64_t tap = (t0 * a.g.k[1] + t1) * a.g.k[2];
-                for (int64_t t2 = lo[2]; t2 < hi[2]; t2++) {
-                    T v = row[t2 * a.g.d[2]];
+        I at = -1;
+        for (I t0 = lo[0]; t0 < hi[0]; t0++) {
+            I r0 = (b[0] + t0 * a.d[0]) * a.in[1] + b[1];
+            for (I t1 = lo[1]; t1 < hi[1]; t1++) {
+                const T *row = xp + (r0 + t1 * a.d[1]) * a.in[2] + b[2];
+                I tap = (t0 * a.k[1] + t1) * a.k[2];
+                for (I t2 = lo[2]; t2 < hi[2]; t2++) {
+                    T v = row[t2 * a.d[2]];
                     if (at < 0 || wins(v, best)) {
                         best = v;
                         at = tap + t2;
@@ -180,29 +207,28 @@ __global__ void max_forward(pool_args a, int64_t n, const T *x, T *y, W *saved)
     }
 }
 
-template <class T, class W>
-__global__ void max_backward(pool_args a, int64_t n, const T *dy, T *dx, const W *saved)
+template <class T, class W, class I>
+__global__ void max_backward(pool_args<I> a, int64_t n, const T *dy, T *dx, const W *saved)
 {
-    LADLE_GRID_STRIDE(i, n) {
-        int64_t pl = quot(a.pin_div, i), c[3], lo[3], hi[3];
-        coords(i - pl * a.pin, a.g.in[1], a.g.in[2], a.in1_div, a.in2_div, c);
+    LADLE_GRID_STRIDE(j, n) {
+        I i = (I)j, pl = quot(a.pin_div, i), c[3], lo[3], hi[3];
+        coords(i - pl * a.pin, a.in[1], a.in[2], a.in1_div, a.in2_div, c);
         for (int d = 0; d < 3; d++)
             holders(a, d, c[d], &lo[d], &hi[d]);
         const T *g = dy + pl * a.pout;
         const W *w = saved + pl * a.pout;
         T acc = 0;
-        for (int64_t o0 = lo[0]; o0 <= hi[0]; o0++) {
-            int64_t t0 = tap_of(a, 0, c[0], o0);
+        for (I o0 = lo[0]; o0 <= hi[0]; o0++) {
+            I t0 = tap_of(a, 0, c[0], o0);
             if (t0 < 0)
                 continue;
-            for (int64_t o1 = lo[1]; o1 <= hi[1]; o1++) {
-                int64_t t1 = tap_of(a, 1, c[1], o1);
+            for (I o1 = lo[1]; o1 <= hi[1]; o1++) {
+                I t1 = tap_of(a, 1, c[1], o1);
                 if (t1 < 0)
                     continue;
-                int64_t q = (o0 * a.g.out[1] + o1) * a.g.out[2];
-                int64_t tap = (t0 * a.g.k[1] + t1) * a.g.k[2];
-                for (int64_t o2 = lo[2]; o2 <= hi[2]; o2++) {
-                    int64_t t2 = tap_of(a, 2, c[2], o2);
+                I q = (o0 * a.out[1] + o1) * a.out[2], tap = (t0 * a.k[1] + t1) * a.k[2];
+                for (I o2 = lo[2]; o2 <= hi[2]; o2++) {
+                    I t2 = tap_of(a, 2, c[2], o2);
                     if (t2 >= 0 && w[q + o2] == (W)(tap + t2))
                         acc += g[q + o2];
                 }
@@ -214,51 +240,48 @@ __global__ void max_backward(pool_args a, int64_t n, const T *dy, T *dx, const W
 
 /* r: the divisor's factors along dimensions 0, 1, 2, one per output, one
  * table after another (pool_setup) */
-template <class T>
-__global__ void avg_forward(pool_args a, int64_t n, const T *x, T *y, const T *r)
+template <class T, class I>
+__global__ void avg_forward(pool_args<I> a, int64_t n, const T *x, T *y, const T *r)
 {
-    LADLE_GRID_STRIDE(q, n) {
-        int64_t pl = quot(a.pout_div, q), o[3], b[3], lo[3], hi[3];
-        coords(q - pl * a.pout, a.g.out[1], a.g.out[2], a.out1_div, a.out2_div, o);
-        for (int d = 0; d < 3; d++) {
-            b[d] = o[d] * a.g.s[d] - a.g.p[d];
-            valid_taps(b[d], a.g.k[d], a.g.d[d], a.g.in[d], &lo[d], &hi[d]);
-        }
+    const T *r1 = r + a.out[0], *r2 = r1 + a.out[1];
+    LADLE_GRID_STRIDE(j, n) {
+        I q = (I)j, pl = quot(a.pout_div, q), o[3], b[3], lo[3], hi[3];
+        coords(q - pl * a.pout, a.out[1], a.out[2], a.out1_div, a.out2_div, o);
+        window(a, o, b, lo, hi);
         const T *xp = x + pl * a.pin;
         T sum = 0;
-        for (int64_t t0 = lo[0]; t0 < hi[0]; t0++) {
-            int64_t r0 = (b[0] + t0 * a.g.d[0]) * a.g.in[1] + b[1];
-            for (int64_t t1 = lo[1]; t1 < hi[1]; t1++) {
-                const T *row = xp + (r0 + t1 * a.g.d[1]) * a.g.in[2] + b[2];
-                for (int64_t t2 = lo[2]; t2 < hi[2]; t2++)
-                    sum += row[t2 * a.g.d[2]];
+        for (I t0 = lo[0]; t0 < hi[0]; t0++) {
+            I r0 = (b[0] + t0 * a.d[0]) * a.in[1] + b[1];
+            for (I t1 = lo[1]; t1 < hi[1]; t1++) {
+                const T *row = xp + (r0 + t1 * a.d[1]) * a.in[2] + b[2];
+                for (I t2 = lo[2]; t2 < hi[2]; t2++)
+                    sum += row[t2 * a.d[2]];
             }
         }
-        T f = r[o[0]] * r[a.g.out[0] + o[1]] * r[a.g.out[0] + a.g.out[1] + o[2]];
-        y[q] = sum * f;
+        y[q] = sum * (r[o[0]] * r1[o[1]] * r2[o[2]]);
     }
 }
 
-template <class T>
-__global__ void avg_backward(pool_args a, int64_t n, const T *dy, T *dx, const T *r)
+template <class T, class I>
+__global__ void avg_backward(pool_args<I> a, int64_t n, const T *dy, T *dx, const T *r)
 {
-    const T *r1 = r + a.g.out[0], *r2 = r1 + a.g.out[1];
-    LADLE_GRID_STRIDE(i, n) {
-        int64_t pl = quot(a.pin_div, i), c[3], lo[3], hi[3];
-        coords(i - pl * a.pin, a.g.in[1], a.g.in[2], a.in1_div, a.in2_div, c);
+    const T *r1 = r + a.out[0], *r2 = r1 + a.out[1];
+    LADLE_GRID_STRIDE(j, n) {
+        I i = (I)j, pl = quot(a.pin_div, i), c[3], lo[3], hi[3];
+        coords(i - pl * a.pin, a.in[1], a.in[2], a.in1_div, a.in2_div, c);
         for (int d = 0; d < 3; d++)
             holders(a, d, c[d], &lo[d], &hi[d]);
         const T *g = dy + pl * a.pout;
         T acc = 0;
-        for (int64_t o0 = lo[0]; o0 <= hi[0]; o0++) {
+        for (I o0 = lo[0]; o0 <= hi[0]; o0++) {
             if (tap_of(a, 0, c[0], o0) < 0)
                 continue;
-            for (int64_t o1 = lo[1]; o1 <= hi[1]; o1++) {
+            for (I o1 = lo[1]; o1 <= hi[1]; o1++) {
                 if (tap_of(a, 1, c[1], o1) < 0)
                     continue;
-                int64_t q = (o0 * a.g.out[1] + o1) * a.g.out[2];
+                I q = (o0 * a.out[1] + o1) * a.out[2];
                 T f = r[o0] * r1[o1];
-                for (int64_t o2 = lo[2]; o2 <= hi[2]; o2++)
+                for (I o2 = lo[2]; o2 <= hi[2]; o2++)
                     if (tap_of(a, 2, c[2], o2) >= 0)
                         acc += g[q + o2] * (f * r2[o2]);
             }
@@ -362,28 +385,64 @@ static ladle_status global_launch(const ladle_backend *be, int backward, int64_t
     return LADLE_OK;
 }
 
+/* The window kernels in index type I (the kernel's work: the outputs for
+ * a forward, the inputs for a backward). */
+template <class T, class I>
+static ladle_status forward_i(const ladle_backend *be, const ladle_pool_geom *g,
+                              int64_t planes, const T *x, T *y, void *saved, const void *ws)
+{
+    pool_args<I> a = make_args<I>(g);
+    int64_t n = planes * a.pout;
+    unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
+    cudaStream_t st = ladle__cuda_stream(be);
+    if (g->kind == LADLE_POOL_AVG) {
+        auto k = avg_forward<T, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y, (const T *)ws);
+    } else if (byte_winners(g)) {
+        auto k = max_forward<T, uint8_t, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y, (uint8_t *)saved);
+    } else {
+        auto k = max_forward<T, int32_t, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y, (int32_t *)saved);
+    }
+    LADLE_CUDA_LAUNCHED("pool_forward");
+    return LADLE_OK;
+}
+
+template <class T, class I>
+static ladle_status backward_i(const ladle_backend *be, const ladle_pool_geom *g,
+                               int64_t planes, const T *dy, T *dx, const void *saved,
+                               const void *ws)
+{
+    pool_args<I> a = make_args<I>(g);
+    int64_t n = planes * a.pin;
+    unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
+    cudaStream_t st = ladle__cuda_stream(be);
+    if (g->kind == LADLE_POOL_AVG) {
+        auto k = avg_backward<T, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx, (const T *)ws);
+    } else if (byte_winners(g)) {
+        auto k = max_backward<T, uint8_t, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx,
+                     (const uint8_t *)saved);
+    } else {
+        auto k = max_backward<T, int32_t, I>;
+        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx,
+                     (const int32_t *)saved);
+    }
+    LADLE_CUDA_LAUNCHED("pool_backward");
+    return LADLE_OK;
+}
+
 template <class T>
 static ladle_status forward_t(const ladle_backend *be, const ladle_pool_geom *g,
                               int64_t planes, const T *x, T *y, void *saved, const void *ws)
 {
     if (g->global)
         return global_launch<T>(be, 0, planes, g->in[0] * g->in[1] * g->in[2], x, y);
-    pool_args a = make_args(g, planes);
-    int64_t n = planes * a.pout;
-    unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
-    cudaStream_t st = ladle__cuda_stream(be);
-    if (g->kind == LADLE_POOL_AVG) {
-        LADLE_LAUNCH(avg_forward<T>, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y,
-                     (const T *)ws);
-    } else if (byte_winners(g)) {
-        auto k = max_forward<T, uint8_t>;
-        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y, (uint8_t *)saved);
-    } else {
-        auto k = max_forward<T, int32_t>;
-        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, x, y, (int32_t *)saved);
-    }
-    LADLE_CUDA_LAUNCHED("pool_forward");
-    return LADLE_OK;
+    if (fits_int32(g, planes))
+        return forward_i<T, int32_t>(be, g, planes, x, y, saved, ws);
+    return forward_i<T, int64_t>(be, g, planes, x, y, saved, ws);
 }
 
 template <class T>
@@ -393,24 +452,9 @@ static ladle_status backward_t(const ladle_backend *be, const ladle_pool_geom *g
 {
     if (g->global)
         return global_launch<T>(be, 1, planes, g->in[0] * g->in[1] * g->in[2], dy, dx);
-    pool_args a = make_args(g, planes);
-    int64_t n = planes * a.pin;
-    unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
-    cudaStream_t st = ladle__cuda_stream(be);
-    if (g->kind == LADLE_POOL_AVG) {
-        LADLE_LAUNCH(avg_backward<T>, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx,
-                     (const T *)ws);
-    } else if (byte_winners(g)) {
-        auto k = max_backward<T, uint8_t>;
-        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx,
-                     (const uint8_t *)saved);
-    } else {
-        auto k = max_backward<T, int32_t>;
-        LADLE_LAUNCH(k, blocks, LADLE_CUDA_THREADS, 0, st, a, n, dy, dx,
-                     (const int32_t *)saved);
-    }
-    LADLE_CUDA_LAUNCHED("pool_backward");
-    return LADLE_OK;
+    if (fits_int32(g, planes))
+        return backward_i<T, int32_t>(be, g, planes, dy, dx, saved, ws);
+    return backward_i<T, int64_t>(be, g, planes, dy, dx, saved, ws);
 }
 
 ladle_status ladle__cuda_pool_plan(const ladle_backend *be, ladle_dtype dtype,
