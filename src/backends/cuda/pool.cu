@@ -45,7 +45,7 @@ typedef struct pool_div {
 static pool_div make_div(int64_t d)
 {
     pool_div v = {d, 0, 0};
-    if (d < ((int64_t)1 << 31)) {
+    if (d >= 1 && d < ((int64_t)1 << 31)) { /* 0: an empty extent, never divided by */
         while (((int64_t)1 << v.sh) < d)
             v.sh++;
         /* m = ceil(2^32 (2^sh - d) / d), below 2^32 since 2^(sh-1) < d */
@@ -393,6 +393,8 @@ static ladle_status forward_i(const ladle_backend *be, const ladle_pool_geom *g,
 {
     pool_args<I> a = make_args<I>(g);
     int64_t n = planes * a.pout;
+    if (n == 0)
+        return LADLE_OK;
     unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
     cudaStream_t st = ladle__cuda_stream(be);
     if (g->kind == LADLE_POOL_AVG) {
@@ -416,6 +418,8 @@ static ladle_status backward_i(const ladle_backend *be, const ladle_pool_geom *g
 {
     pool_args<I> a = make_args<I>(g);
     int64_t n = planes * a.pin;
+    if (n == 0)
+        return LADLE_OK;
     unsigned blocks = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
     cudaStream_t st = ladle__cuda_stream(be);
     if (g->kind == LADLE_POOL_AVG) {
