@@ -85,9 +85,9 @@ static int64_t out_len(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, in
 
 /* A geometry of nd dimensions (the last nd of the three), the extents of
  * each used dimension given in order; out from in, k, s, p, d. */
-static ladle_pool_geom geom(ladle_pool_kind kind, int include_pad, int nd, const int64_t *in,
-                            const int64_t *k, const int64_t *s, const int64_t *p,
-                            const int64_t *d, int ceil_mode)
+static ladle_pool_geom geom(ladle_pool_kind kind, int include_pad, int nd,
+                            const int64_t *in, const int64_t *k, const int64_t *s,
+                            const int64_t *p, const int64_t *d, int ceil_mode)
 {
     ladle_pool_geom g;
     memset(&g, 0, sizeof g);
@@ -120,18 +120,20 @@ static ladle_pool_geom global_geom(int64_t d0, int64_t d1, int64_t d2)
     return g;
 }
 
-static void describe(const ladle_pool_geom *g, int64_t planes, int data, char *buf, size_t cap)
+static void describe(const ladle_pool_geom *g, int64_t planes, int data, char *buf,
+                     size_t cap)
 {
-    snprintf(buf, cap,
-             "%s%s pad-count %d, %lld planes of %lldx%lldx%lld, k %lldx%lldx%lld "
-             "s %lldx%lldx%lld p %lldx%lldx%lld d %lldx%lldx%lld, out %lldx%lldx%lld, data %d",
-             g->global ? "global " : "", g->kind == LADLE_POOL_MAX ? "max" : "avg",
-             g->count_include_pad, (long long)planes, (long long)g->in[0],
-             (long long)g->in[1], (long long)g->in[2], (long long)g->k[0], (long long)g->k[1],
-             (long long)g->k[2], (long long)g->s[0], (long long)g->s[1], (long long)g->s[2],
-             (long long)g->p[0], (long long)g->p[1], (long long)g->p[2], (long long)g->d[0],
-             (long long)g->d[1], (long long)g->d[2], (long long)g->out[0],
-             (long long)g->out[1], (long long)g->out[2], data);
+    snprintf(
+        buf, cap,
+        "%s%s pad-count %d, %lld planes of %lldx%lldx%lld, k %lldx%lldx%lld "
+        "s %lldx%lldx%lld p %lldx%lldx%lld d %lldx%lldx%lld, out %lldx%lldx%lld, data %d",
+        g->global ? "global " : "", g->kind == LADLE_POOL_MAX ? "max" : "avg",
+        g->count_include_pad, (long long)planes, (long long)g->in[0], (long long)g->in[1],
+        (long long)g->in[2], (long long)g->k[0], (long long)g->k[1], (long long)g->k[2],
+        (long long)g->s[0], (long long)g->s[1], (long long)g->s[2], (long long)g->p[0],
+        (long long)g->p[1], (long long)g->p[2], (long long)g->d[0], (long long)g->d[1],
+        (long long)g->d[2], (long long)g->out[0], (long long)g->out[1],
+        (long long)g->out[2], data);
 }
 
 /* The tolerances of y and dx (max: exact, see the header); f64 to 1e-12
@@ -168,7 +170,8 @@ static void tolerances(const ladle_pool_geom *g, ladle_dtype dt, double B, doubl
 
 /* B of tolerances(): the largest element of the CPU's average backward of
  * a dy of ones (1 for the other kinds). */
-static double factor_sums(const ladle_pool_geom *g, ladle_dtype dt, int64_t planes, void *cw)
+static double factor_sums(const ladle_pool_geom *g, ladle_dtype dt, int64_t planes,
+                          void *cw)
 {
     int64_t pin = g->in[0] * g->in[1] * g->in[2], pout = g->out[0] * g->out[1] * g->out[2];
     if (g->global || g->kind == LADLE_POOL_MAX || planes == 0)
@@ -291,7 +294,8 @@ END_TEST
  * -inf and no winner (their dy goes nowhere), or 0 for average. */
 START_TEST(windows_in_padding)
 {
-    const int64_t in[2] = {3, 4}, k[2] = {2, 2}, s[2] = {1, 3}, p[2] = {2, 3}, d[2] = {1, 1};
+    const int64_t in[2] = {3, 4}, k[2] = {2, 2}, s[2] = {1, 3}, p[2] = {2, 3},
+                  d[2] = {1, 1};
     const int64_t in1[1] = {2}, k1[1] = {2}, s1[1] = {1}, p1[1] = {1}, d1[1] = {3};
     for (int dt = 0; dt < 2; dt++)
         for (int kind = 0; kind < 2; kind++)
@@ -386,9 +390,11 @@ END_TEST
 /* No planes: nothing to do, nothing touched. */
 START_TEST(no_planes)
 {
-    const int64_t in[2] = {4, 4}, k[2] = {2, 2}, s[2] = {2, 2}, p[2] = {0, 0}, d[2] = {1, 1};
+    const int64_t in[2] = {4, 4}, k[2] = {2, 2}, s[2] = {2, 2}, p[2] = {0, 0},
+                  d[2] = {1, 1};
     for (int kind = 0; kind < 2; kind++) {
-        ladle_pool_geom g = geom(kind ? LADLE_POOL_AVG : LADLE_POOL_MAX, 1, 2, in, k, s, p, d, 0);
+        ladle_pool_geom g =
+            geom(kind ? LADLE_POOL_AVG : LADLE_POOL_MAX, 1, 2, in, k, s, p, d, 0);
         check_pool(&g, LADLE_F32, 0, RANDOM, 1);
     }
 }

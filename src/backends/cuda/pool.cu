@@ -48,9 +48,9 @@ static pool_div make_div(int64_t d)
     if (d >= 1 && d < ((int64_t)1 << 31)) { /* 0: an empty extent, never divided by */
         while (((int64_t)1 << v.sh) < d)
             v.sh++;
-        /* m = ceil(2^32 (2^sh - d) / d), below 2^32 since 2^(sh-1) < d */
-        v.m = (uint32_t)(((uint64_t)1 << 32) * (((uint64_t)1 << v.sh) - (uint64_t)d) /
-                             (uint64_t)d + 1);
+        /* m = floor(2^32 (2^sh - d) / d) + 1, below 2^32 since 2^(sh-1) < d */
+        uint64_t over = ((uint64_t)1 << v.sh) - (uint64_t)d;
+        v.m = (uint32_t)((over << 32) / (uint64_t)d + 1);
     }
     return v;
 }
@@ -116,8 +116,8 @@ static int fits_int32(const ladle_pool_geom *g, int64_t planes)
 /* The coordinates of in-plane index r in extents (., e1, e2), dividers
  * by e1 and e2. */
 template <class I>
-__device__ __forceinline__ void coords(I r, I e1, I e2, const pool_div &d1, const pool_div &d2,
-                                       I *c)
+__device__ __forceinline__ void coords(I r, I e1, I e2, const pool_div &d1,
+                                       const pool_div &d2, I *c)
 {
     I t = quot(d2, r);
     c[2] = r - t * e2;
@@ -152,7 +152,8 @@ __device__ __forceinline__ void holders(const pool_args<I> &a, int d, I c, I *lo
 }
 
 /* The tap of output o's window along dimension d that is input c, or -1. */
-template <class I> __device__ __forceinline__ I tap_of(const pool_args<I> &a, int d, I c, I o)
+template <class I>
+__device__ __forceinline__ I tap_of(const pool_args<I> &a, int d, I c, I o)
 {
     I w = c + a.p[d] - o * a.s[d];
     if (a.d[d] == 1)
@@ -169,7 +170,8 @@ template <class T> __device__ __forceinline__ bool wins(T val, T best)
 /* The window of output o (coordinates in o): its first tap per dimension
  * and its valid taps. */
 template <class I>
-__device__ __forceinline__ void window(const pool_args<I> &a, const I *o, I *b, I *lo, I *hi)
+__device__ __forceinline__ void window(const pool_args<I> &a, const I *o, I *b, I *lo,
+                                       I *hi)
 {
     for (int d = 0; d < 3; d++) {
         b[d] = o[d] * a.s[d] - a.p[d];
@@ -374,8 +376,8 @@ static ladle_status global_launch(const ladle_backend *be, int backward, int64_t
     unsigned blocks = ladle__cuda_blocks(be, (planes + per - 1) / per, 1);
     cudaStream_t st = ladle__cuda_stream(be);
     if (backward) {
-        LADLE_LAUNCH(global_backward<T>, blocks, LADLE_CUDA_THREADS, 0, st, planes, pin, shift,
-                     src, dst);
+        LADLE_LAUNCH(global_backward<T>, blocks, LADLE_CUDA_THREADS, 0, st, planes, pin,
+                     shift, src, dst);
         LADLE_CUDA_LAUNCHED("pool_backward");
     } else {
         LADLE_LAUNCH_SYNC(global_forward<T>, blocks, LADLE_CUDA_THREADS, 0, st, planes, pin,
@@ -498,8 +500,8 @@ ladle_status ladle__cuda_pool_setup(const ladle_backend *be, ladle_dtype dtype,
 }
 
 ladle_status ladle__cuda_pool_forward(const ladle_backend *be, ladle_dtype dtype,
-                                      const ladle_pool_geom *g, int64_t planes, const void *x,
-                                      void *y, void *saved, void *ws)
+                                      const ladle_pool_geom *g, int64_t planes,
+                                      const void *x, void *y, void *saved, void *ws)
 {
     if (planes <= 0)
         return LADLE_OK;
@@ -510,7 +512,8 @@ ladle_status ladle__cuda_pool_forward(const ladle_backend *be, ladle_dtype dtype
 
 ladle_status ladle__cuda_pool_backward(const ladle_backend *be, ladle_dtype dtype,
                                        const ladle_pool_geom *g, int64_t planes,
-                                       const void *dy, void *dx, const void *saved, void *ws)
+                                       const void *dy, void *dx, const void *saved,
+                                       void *ws)
 {
     if (planes <= 0)
         return LADLE_OK;
