@@ -42,6 +42,14 @@ LADLE_API ladle_status ladle_device_index(ladle_device device, int *index);
  * Opens the device as ladle_device_index does. */
 LADLE_API ladle_status ladle_device_describe(ladle_device device, char *buf, size_t cap);
 
+/* Wait until everything queued on the device has finished (kernels and
+ * copies run asynchronously on a GPU: ladle waits by itself wherever the
+ * host or MPI must see data, so this is for timing and for handing
+ * tensors to other code). Returns the failure of any queued work, e.g.
+ * LADLE_ERR_DEVICE with CUDA's text for a kernel that faulted. A no-op on
+ * the CPU, and on a device not yet opened. */
+LADLE_API ladle_status ladle_device_synchronize(ladle_device device);
+
 /* The options of a device's backend. */
 typedef enum ladle_device_option {
     /* 1: f32 GEMMs (linear layers, convolutions) may use TF32 tensor cores,

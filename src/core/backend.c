@@ -164,6 +164,16 @@ ladle_status ladle_device_describe(ladle_device device, char *buf, size_t cap)
     return LADLE_OK;
 }
 
+ladle_status ladle_device_synchronize(ladle_device device)
+{
+    int cuda;
+    ladle_status st = known(device, __func__, &cuda);
+    if (st != LADLE_OK)
+        return st;
+    const ladle_backend *be = ladle__backend(device);
+    return be != NULL ? be->fn->synchronize(be) : LADLE_OK;
+}
+
 static ladle_status option_known(ladle_device device, ladle_device_option option,
                                  const char *func, int *cuda)
 {

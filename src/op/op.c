@@ -120,6 +120,12 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
         else
             st = op->be->fn->alloc(op->be, op->ws_bytes, &op->ws);
     }
+    if (st == LADLE_OK) {
+        /* every rank must stage and cut messages alike, or they would not
+         * match: the device and the environment decide, so agree on it */
+        int64_t cut[2] = {ladle_sched_staging_chunk(op->fwd), ladle_sched_staging_chunk(op->adj)};
+        hash = ladle__hash(hash, cut, sizeof cut);
+    }
     MPI_Comm agree_on = op != NULL ? op->comm : comm;
     if (agree_on != MPI_COMM_NULL)
         st = ladle__agree(agree_on, st, hash, func);
