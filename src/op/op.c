@@ -235,8 +235,11 @@ ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_
     if (st == LADLE_OK && op->busy)
         st =
             ladle__raise(LADLE_ERR_STATE, func, "a begin/end call of this op is in flight");
-    if ((op->flags & LADLE_CHECKED) && op->comm != MPI_COMM_NULL)
+    if ((op->flags & LADLE_CHECKED) && op->comm != MPI_COMM_NULL) {
+        if (st == LADLE_OK)
+            st = ladle__be_health(op->be);
         st = ladle__agree(op->comm, st, 0, func);
+    }
 fail:
     return st;
 }
