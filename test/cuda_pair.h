@@ -84,7 +84,7 @@ static inline void *cp_upload(ladle_dtype dtype, int64_t n, const void *host)
     CP_GPU(alloc, bytes, &d);
     if (host != NULL && n > 0) {
         CP_GPU(to_device, (size_t)n * cp_size(dtype), host, d);
-        CP_GPU(synchronize);
+        LT_OK(cp_gpu()->fn->synchronize(cp_gpu())); /* CP_GPU needs an argument */
     }
     return d;
 }
@@ -95,7 +95,7 @@ static inline void *cp_download(ladle_dtype dtype, int64_t n, const void *dev)
     void *h = cp_host(dtype, n);
     if (n > 0) {
         CP_GPU(to_host, (size_t)n * cp_size(dtype), dev, h);
-        CP_GPU(synchronize);
+        LT_OK(cp_gpu()->fn->synchronize(cp_gpu())); /* CP_GPU needs an argument */
     }
     return h;
 }

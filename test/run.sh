@@ -88,6 +88,7 @@ test_cuda: 1 2
 
 CUDA_SUITE="
 test_cuda: 1 2
+test_cuda_fault: 1 2
 test_cuda_blas: 1
 test_cuda_act: 1
 test_cuda_conv: 1

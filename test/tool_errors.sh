@@ -89,6 +89,11 @@ mpi 2 "--lr: 'nan' is not a number" ladle-train --lr nan
 mpi 2 "--lr: inf is out of range" ladle-train --lr inf
 mpi 2 "--momentum: 1 is out of range (expected a number in [0, 1))" ladle-train --momentum 1
 mpi 2 "--dtype: 'f16' is not one of f32, f64" ladle-train --dtype f16
+mpi 2 "--device: 'tpu' is not one of cpu, cuda, guarded" ladle-train --device tpu
+mpi 2 "--device does not apply to ladle-bn-study" ladle-bn-study --device cpu
+# a build without the CUDA backend (this suite's) says so, on every rank count
+mpi 2 "built without the cuda backend" ladle-train --device cuda --epochs 1 --steps 1
+mpi 2 "built without the cuda backend" ladle-train --pipeline 1f1b --device cuda --epochs 1 --steps 1
 mpi 2 "--bn-sync: 'all' is not one of global, local, group" ladle-train --bn --bn-sync all
 mpi 2 "--replicas: 'x' in '1,x' is not a whole number" ladle-train --pipeline hybrid --replicas 1,x
 # ---- ladle-train: what it does not know, or would ignore -----------------
@@ -160,6 +165,8 @@ mpi 2 "--px: rank 4294967296 in '4294967296' does not exist" ladle-adjoint broad
 mpi 2 "--seed: 'abc' is not a whole number" ladle-adjoint broadcast --seed abc --shape 3
 mpi 2 "--tolerance: 'x' is not a number" ladle-adjoint broadcast --tolerance x --shape 3
 mpi 2 "--shape: '3x' is not a shape" ladle-adjoint broadcast --shape 3x
+mpi 2 "--device: 'gpu' is not one of cpu, cuda, guarded" ladle-adjoint broadcast --shape 3 --device gpu
+mpi 2 "built without the cuda backend" ladle-adjoint broadcast --shape 3 --device cuda
 mpi 2 "--kernel: 0 in '1,0' is out of range" ladle-adjoint halo-exchange --shape 4x4 --kernel 1,0
 mpi 2 "--x-split '1' gives 1 dimension of sizes; the partition has 2" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1
 mpi 2 "--x-split '1/1/1' has more than the partition's 2 dimensions" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1/1/1

@@ -47,6 +47,8 @@ static const char usage[] =
     "  --transpose-src      broadcast, sum-reduce: reverse the source partition shape\n"
     "  --transpose-dest     broadcast, sum-reduce: reverse the destination shape\n"
     "  --dtype f32|f64      element type (default f64)\n"
+    "  --device cpu|cuda|guarded  where the tensors live (default cpu); cuda runs the\n"
+    "                       test on GPU memory, each rank on its GPU (ladle/device.h)\n"
     "  --seed N             random seed (default 1)\n"
     "  --tolerance T        pass threshold (default 1e-13 for f64, 1e-5 for f32)\n"
     "  --help, --version    this text; the version and the MPI it was built with\n"
@@ -69,6 +71,7 @@ typedef struct options {
     const char *x_split;
     unsigned flags;
     ladle_dtype dtype;
+    ladle_device device;
     uint64_t seed;
     double tolerance;
 } options;
@@ -127,7 +130,7 @@ static int takes_value(const char *a)
     static const char *const names[] = {"--px",      "--py",      "--shape",   "--axes",
                                         "--dtype",   "--seed",    "--tolerance", "--x-split",
                                         "--kernel",  "--stride",  "--padding", "--dilation",
-                                        NULL};
+                                        "--device",  NULL};
     for (int k = 0; names[k]; k++)
         if (strcmp(a, names[k]) == 0)
             return 1;
@@ -165,6 +168,14 @@ static int parse_value(const char *a, const char *v, options *o, char *why)
         o->dtype = idx ? LADLE_F64 : LADLE_F32;
         return 0;
     }
+    if (strcmp(a, "--device") == 0) {
+        static const char *const names[] = {"cpu", "cuda", "guarded", NULL};
+        static const ladle_device devices[] = {LADLE_CPU, LADLE_CUDA, LADLE_GUARDED};
+        if (cli_choice(a, v, names, &idx, why))
+            return -1;
+        o->device = devices[idx];
+        return 0;
+    }
     if (strcmp(a, "--seed") == 0)
         return cli_u64(a, v, &o->seed, why);
     if (strcmp(a, "--tolerance") == 0)
@@ -189,6 +200,7 @@ static int parse_args(int argc, char **argv, options *o)
     const char *given[N_USES] = {NULL};
     memset(o, 0, sizeof *o);
     o->dtype = LADLE_F64;
+    o->device = LADLE_CPU;
     o->seed = 1;
     o->tolerance = -1;
     for (int i = 1; i < argc; i++) {
@@ -351,10 +363,10 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
     ladle_layout *lx = NULL, *ly = NULL;
     const char *p = o->primitive;
     if (strcmp(p, "broadcast") == 0) {
-        st = ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, LADLE_CPU, o->flags,
+        st = ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, o->device, o->flags,
                                     op);
     } else if (strcmp(p, "sum-reduce") == 0) {
-        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, LADLE_CPU, o->flags,
+        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, o->device, o->flags,
                                      op);
     } else if (strcmp(p, "all-sum-reduce") == 0) {
         int axes[LADLE_MAX_NDIM], naxes = o->naxes;
@@ -363,20 +375,20 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
         if (!o->axes_given)
             naxes = ladle_partition_ndim(px);
         st = ladle_all_sum_reduce_create(px, naxes, axes, o->shape_ndim, o->shape, o->dtype,
-                                         LADLE_CPU, o->flags, op);
+                                         o->device, o->flags, op);
     } else if (strcmp(p, "repartition") == 0) {
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)
             st = ladle_layout_create_balanced(py, o->shape_ndim, o->shape, &ly);
         if (st == LADLE_OK)
-            st = ladle_repartition_create(lx, ly, o->dtype, LADLE_CPU, o->flags, op);
+            st = ladle_repartition_create(lx, ly, o->dtype, o->device, o->flags, op);
     } else if (strcmp(p, "halo-exchange") == 0) {
         ladle_window w;
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)
             st = make_window(o, &w, bad);
         if (st == LADLE_OK)
-            st = ladle_halo_exchange_create(lx, &w, o->dtype, LADLE_CPU, o->flags, op);
+            st = ladle_halo_exchange_create(lx, &w, o->dtype, o->device, o->flags, op);
     } else {
         *bad = 1;
         if (world_rank() == 0)
@@ -454,8 +466,9 @@ int main(int argc, char **argv)
     if (src < size)
         MPI_Bcast(&worst[1], 2, MPI_DOUBLE, src, MPI_COMM_WORLD);
     if (me == 0) {
-        printf("%s %s: <F x, y> = %.17g, <x, F* y> = %.17g, tolerance %.1e\n", o.primitive,
-               ladle_dtype_name(o.dtype), worst[1], worst[2], o.tolerance);
+        printf("%s %s on %s: <F x, y> = %.17g, <x, F* y> = %.17g, tolerance %.1e\n",
+               o.primitive, ladle_dtype_name(o.dtype), ladle_device_name(o.device), worst[1],
+               worst[2], o.tolerance);
         printf("adjoint mismatch: %.3e\n", all[0]);
     }
     rc = all[0] <= o.tolerance ? 0 : 1;

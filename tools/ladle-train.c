@@ -34,6 +34,8 @@ static void usage(void)
            "  --weight-decay W     >= 0 (0)\n"
            "  --seed S             weights and data order, 0 to 2^64-1 (1; 0: no shuffle)\n"
            "  --dtype f32|f64      (f32)\n"
+           "  --device cpu|cuda|guarded  where the layers and tensors live (cpu); cuda: each\n"
+           "                       rank on a GPU (LADLE_CUDA_DEVICE, else node-local rank)\n"
            "  --steps K            at most K steps per epoch (all)\n"
            "data, output, state:\n"
            "  --data DIR           the IDX files (%s)\n"

@@ -106,12 +106,14 @@ static void find_blocks(ladle_network *net, blocks *b)
 
 /* Fill the label block of batch `step`. */
 static void labels_of(const ladle_dataset *ds, uint64_t seed, int64_t epoch, int64_t step,
-                      int64_t batch, const blocks *b, ladle_tensor *t)
+                      int64_t batch, const blocks *b, int64_t *host, ladle_tensor *t)
 {
-    int64_t *l = ladle_tensor_data(t);
     for (int64_t i = 0; i < b->lbox[0]; i++)
-        l[i] = ladle_dataset_label(
+        host[i] = ladle_dataset_label(
             ds, ladle_dataset_sample(ds, seed, epoch, step * batch + b->loff[0] + i));
+    /* the tensor may be on a GPU: written whole, through its device */
+    if (ladle_tensor_write(t, host))
+        fail("writing the labels");
 }
 
 /* ---- every step's outcome, agreed ------------------------------------- */
@@ -343,8 +345,8 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
 /* Test accuracy over the whole test set (the last batch padded), on every
  * rank; a failing forward leaves *st set (agreed by the caller). */
 static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
-                       const opts *o, const blocks *b, ladle_tensor *x, int64_t *right,
-                       ladle_status *st)
+                       const opts *o, const blocks *b, ladle_tensor *x, double *scores,
+                       int64_t *right, ladle_status *st)
 {
     int64_t correct = 0;
     int64_t steps = (n + o->batch - 1) / o->batch;
@@ -357,6 +359,10 @@ static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
         *st = ladle_network_forward(net, x, &y);
         if (*st != LADLE_OK || !b->has_loss)
             continue;
+        /* the scores, read whole through y's device */
+        *st = ladle_tensor_read(y, scores);
+        if (*st != LADLE_OK)
+            continue;
         int64_t classes = ladle_tensor_shape(y)[1];
         for (int64_t i = 0; i < b->lbox[0]; i++) {
             int64_t k = s * o->batch + b->loff[0] + i;
@@ -366,9 +372,8 @@ static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
             double bv = -INFINITY;
             for (int64_t c = 0; c < classes; c++) {
                 int64_t at = i * classes + c;
-                double v = ladle_tensor_dtype(y) == LADLE_F32
-                               ? ((const float *)ladle_tensor_data(y))[at]
-                               : ((const double *)ladle_tensor_data(y))[at];
+                double v = ladle_tensor_dtype(y) == LADLE_F32 ? ((const float *)scores)[at]
+                                                              : scores[at];
                 if (v > bv) {
                     bv = v;
                     best = c;
@@ -395,11 +400,15 @@ typedef struct run_state {
     ladle_optimizer *opt;
     ladle_dataset *train, *test;
     ladle_tensor *x, *t;
+    int64_t *labels; /* host copies of the batch's labels and scores */
+    double *scores;
     blocks b;
 } run_state;
 
 static void run_state_free(run_state *r)
 {
+    free(r->labels);
+    free(r->scores);
     ladle_tensor_destroy(&r->x);
     ladle_tensor_destroy(&r->t);
     ladle_optimizer_destroy(&r->opt);
@@ -425,6 +434,7 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
     d.spatial[1] = o->Pw;
     d.fc_ways = o->F;
     d.dtype = o->dtype;
+    d.device = o->device;
     d.seed = o->seed;
     if (tool_failed(tool, ladle_lenet_create(&d, MPI_COMM_WORLD, &r->net),
                     "building LeNet-5"))
@@ -454,9 +464,13 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         st = ladle_optimizer_add_network(r->opt, r->net);
     int64_t tz[1] = {b->has_loss ? b->lbox[0] : 0};
     if (st == LADLE_OK)
-        st = ladle_tensor_create(o->dtype, 4, b->xbox, &r->x);
+        st = ladle_tensor_create_on(o->dtype, o->device, 4, b->xbox, &r->x);
     if (st == LADLE_OK)
-        st = ladle_tensor_create(LADLE_I64, 1, tz, &r->t);
+        st = ladle_tensor_create_on(LADLE_I64, o->device, 1, tz, &r->t);
+    r->labels = calloc((size_t)tz[0] + 1, sizeof *r->labels);
+    r->scores = calloc((size_t)(tz[0] * d.classes) + 1, sizeof *r->scores);
+    if (st == LADLE_OK && (r->labels == NULL || r->scores == NULL))
+        fail("allocating the host copies of a batch");
     return tool_failed(tool, st, "creating the optimizer and the batch") ? 1 : 0;
 }
 
@@ -469,7 +483,7 @@ static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_sched
                                         r->x, NULL))
         fail("reading a batch");
     if (b->has_loss)
-        labels_of(r->train, o->seed, e, s, o->batch, b, r->t);
+        labels_of(r->train, o->seed, e, s, o->batch, b, r->labels, r->t);
     ladle_status st = ladle_optimizer_set_lr(r->opt, ladle_lr_at(sched, e * per_epoch + s));
     if (st == LADLE_OK)
         st = ladle_network_zero_grad(r->net);
@@ -597,7 +611,7 @@ static int train_run(const opts *op, run_result *res)
         train_time += epoch_time;
         int64_t right = 0;
         ladle_status st = LADLE_OK;
-        final_acc = accuracy(r.net, r.test, tinfo.size, &o, &r.b, r.x, &right, &st);
+        final_acc = accuracy(r.net, r.test, tinfo.size, &o, &r.b, r.x, r.scores, &right, &st);
         if (tool_failed(tool, st, "evaluating on the test set")) {
             rc = 1;
             break;

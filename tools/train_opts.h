@@ -23,10 +23,11 @@ typedef struct opts {
     int stop_after; /* leave after this many epochs (an interruption), 0: never */
     int64_t batch;
     double lr, momentum, weight_decay;
-    int bn_sync_index, dtype_index; /* choices, mapped to bn_sync and dtype */
+    int bn_sync_index, dtype_index, device_index; /* choices, mapped below */
     ladle_bn_sync bn_sync;
     uint64_t seed;
     ladle_dtype dtype;
+    ladle_device device;
     const char *checkpoint;
     int resume;
     const char *summary; /* a file for one machine-readable line at the end */
@@ -60,6 +61,8 @@ typedef struct optdef {
 
 static const char *const bn_sync_names[] = {"global", "local", "group", NULL};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
+static const char *const device_names[] = {"cpu", "cuda", "guarded", NULL};
+static const ladle_device device_of[] = {LADLE_CPU, LADLE_CUDA, LADLE_GUARDED};
 
 #define O(field) offsetof(opts, field)
 #define RANKS (-1.0)
@@ -76,6 +79,7 @@ static const optdef optdefs[] = {
     {"--constant-lr",   'f', M_ALL,    O(constant_lr),   0, 0, 0, NULL},
     {"--seed",          'u', M_ALL,    O(seed),          0, 0, 0, NULL},
     {"--dtype",         'c', M_ALL,    O(dtype_index),   0, 0, 0, dtype_names},
+    {"--device",        'c', M_TRAIN,  O(device_index),  0, 0, 0, device_names},
     {"--bn",            'f', M_ALL,    O(bn),            0, 0, 0, NULL},
     {"--quiet",         'f', M_ALL,    O(quiet),         0, 0, 0, NULL},
     {"--progress",      'i', M_TRAIN,  O(progress),      1, INT_MAX, 0, NULL},
@@ -272,6 +276,7 @@ static int parse(int argc, char **argv, opts *o, unsigned mode, const char *name
                                           LADLE_BN_SYNC_GROUP};
     o->bn_sync = syncs[o->bn_sync_index];
     o->dtype = o->dtype_index ? LADLE_F64 : LADLE_F32;
+    o->device = device_of[o->device_index];
     o->Ph = (int)o->spatial[0];
     o->Pw = (int)o->spatial[1];
     if (o->pipeline) {

@@ -21,6 +21,7 @@ static void pipe_desc(const opts *o, const ladle_dataset_info *info, int64_t bat
     d->classes = info->classes;
     d->batchnorm = o->bn;
     d->dtype = o->dtype;
+    d->device = o->device;
     d->seed = o->seed;
 }
 
@@ -40,32 +41,40 @@ static int pipe_profile(const opts *o, const ladle_dataset_info *info, int64_t m
     for (int i = 0; i < *nl; i++)
         ladle_op_destroy(&layers[i]);
     ladle_op_destroy(&loss);
+    /* a device this build or machine lacks refuses the run (2) */
     if (tool_failed(tool, st, "profiling LeNet-5's layers"))
-        return 1;
+        return st == LADLE_ERR_DEVICE ? 2 : 1;
     MPI_Bcast(f, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(b, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(w, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return 0;
 }
 
-/* Send t (on `owner`) into u (on rank 0); a copy when they are the same rank. */
+/* Send t (on `owner`, on the run's device) into u (on rank 0, on the CPU):
+ * read whole through t's device into host memory, moved, written into u. */
 static void pipe_move(ladle_tensor *u, const ladle_tensor *t, int owner)
 {
-    if (owner == 0) {
-        if (me == 0 && ladle_tensor_copy(u, t))
-            fail("gathering the parameters");
+    ladle_status st = LADLE_OK;
+    const ladle_tensor *sized = me == owner ? t : u;
+    int bytes = sized ? (int)(ladle_tensor_numel(sized) *
+                              (int64_t)ladle_dtype_size(ladle_tensor_dtype(sized)))
+                      : 0;
+    if (me != owner && me != 0)
         return;
-    }
+    void *host = malloc((size_t)bytes + 1);
+    if (host == NULL)
+        fail("gathering the parameters");
     if (me == owner)
-        MPI_Send(
-            ladle_tensor_data(t),
-            (int)(ladle_tensor_numel(t) * (int64_t)ladle_dtype_size(ladle_tensor_dtype(t))),
-            MPI_BYTE, 0, 7, MPI_COMM_WORLD);
-    else if (me == 0)
-        MPI_Recv(
-            ladle_tensor_data(u),
-            (int)(ladle_tensor_numel(u) * (int64_t)ladle_dtype_size(ladle_tensor_dtype(u))),
-            MPI_BYTE, owner, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        st = ladle_tensor_read(t, host);
+    if (st == LADLE_OK && me == owner && owner != 0)
+        MPI_Send(host, bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+    else if (st == LADLE_OK && me == 0 && owner != 0)
+        MPI_Recv(host, bytes, MPI_BYTE, owner, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (st == LADLE_OK && me == 0)
+        st = ladle_tensor_write(u, host);
+    free(host);
+    if (st != LADLE_OK)
+        fail("gathering the parameters");
 }
 
 /* Copy every parameter (and batch norm's running statistics) of the
@@ -289,8 +298,9 @@ static ladle_status pipe_build(const opts *o, const ladle_dataset_info *info,
     st = ladle_pipeline_create(ps->p, ps->s, nheld, held, ps->loss, &od, &ps->pl);
     if (st != LADLE_OK)
         return st;
-    /* the whole network on rank 0, for the test accuracy */
+    /* the whole network on rank 0's CPU, for the test accuracy */
     d.batch = 500;
+    d.device = LADLE_CPU;
     return ladle_lenet_layers(&d, PIPE_MAX_LAYERS, ps->full, &ps->nfull, &ps->full_loss);
 }
 
@@ -347,9 +357,9 @@ static int pipe_run(const opts *o)
         st = ladle_dataset_load_dir(o->data, "t10k", 0, 0, 0, 0, 0.2860, 0.3530, &ps.test);
     int64_t xs[4] = {o->batch, 1, info.rows, info.cols}, nb = o->batch;
     if (st == LADLE_OK)
-        st = ladle_tensor_create(o->dtype, 4, xs, &ps.x);
+        st = ladle_tensor_create_on(o->dtype, o->device, 4, xs, &ps.x);
     if (st == LADLE_OK)
-        st = ladle_tensor_create(LADLE_I64, 1, &nb, &ps.labels);
+        st = ladle_tensor_create_on(LADLE_I64, o->device, 1, &nb, &ps.labels);
     if (tool_failed(tool, st, "building the pipeline")) {
         rc = 1;
         goto out;

@@ -1,4 +1,23 @@
-/* Schedules: plan a dependency graph of steps once, execute it many times. */
+/*
+ * Schedules: plan a dependency graph of steps once, execute it many times.
+ *
+ * Messages on a device that MPI may not touch are staged, and staged
+ * messages travel in chunks (LADLE_STAGING_CHUNK bytes, 1 MiB unless the
+ * environment says otherwise; the same on every rank), each its own MPI
+ * message under the message's tag, so that copying one chunk overlaps
+ * moving another:
+ *   - a send queues the copy of every chunk to the host, each followed by
+ *     an event, and posts each chunk's MPI_Isend once its event has passed;
+ *   - a receive posts one MPI_Irecv per chunk and queues each chunk's copy
+ *     to the device as it lands; the step is done when every chunk has.
+ * On a device whose slots return before their work is done (be->async),
+ * the host never waits for the whole queue in a call: a send waits for its
+ * own chunks' events, and the copies out of the receive staging are waited
+ * for (an event) only when the next call is about to reuse it. Where MPI
+ * reads an asynchronous device's memory itself (mpi_access), a call first
+ * waits for the queue (MPI must not race the kernels before it), and each
+ * send waits for an event recorded when it became ready.
+ */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,11 +32,19 @@ typedef struct step {
     int64_t count;
     int pair; /* BOX: index of its box pair */
     int peer, tag;
-    int req; /* SEND/RECV: request slot */
-    size_t stage; /* SEND/RECV: byte offset of its staging (when staged) */
+    int chunk0, nchunks; /* SEND/RECV: its chunks (and request slots) */
+    int left;            /* SEND/RECV: chunks not yet complete in this call */
+    size_t stage;        /* SEND/RECV: byte offset of its staging (when staged) */
     int ndeps;
     int out_begin, nout;
 } step;
+
+/* One MPI message of a step: the whole message, or a piece of a staged one. */
+typedef struct chunk {
+    int step;
+    int64_t off, count; /* elements, within the step's message */
+    void *event;        /* sends on an async device: passed when the data may go */
+} chunk;
 
 /* A normalised pair of boxes with the same extents. */
 typedef struct pair {
@@ -47,18 +74,24 @@ struct ladle_sched {
     int *remaining;
     int *queue;
     int qhead, qtail;
+    chunk *chunks; /* nreqs of them: request r is chunk r */
+    int nreqs, nmessages;
     MPI_Request *reqs;
-    int *req_step;
     int *done_idx;
     MPI_Status *statuses;
-    int nreqs;
+    int *unposted; /* sends' chunks waiting for their event, in queue order */
+    int uhead, utail;
     int pending, completed, in_flight;
     ladle_wait_policy wait;
     const ladle_backend *be;
+    int async;     /* be->async: slots return before their work is done */
     char *base[3];
     char *staging; /* host memory of be, when MPI may not touch be's */
     size_t staging_bytes;
-    int staged_recvs; /* receives of this call copied to the device */
+    int64_t chunk_elems; /* the most elements of a staged chunk */
+    int staged_recvs;    /* chunks of this call copied to the device */
+    void *recv_done;     /* async: passed when those copies are done */
+    int recv_pending;    /* recv_done was recorded and not yet waited for */
 };
 
 ladle_box ladle_box_in(int ndim, const int64_t *shape, const int64_t *lo,
@@ -124,10 +157,15 @@ void ladle_sched_destroy(ladle_sched **ps)
     ladle__free(s->out);
     ladle__free(s->remaining);
     ladle__free(s->queue);
+    for (int i = 0; s->chunks != NULL && i < s->nreqs; i++)
+        ladle__be_event_destroy(s->be, s->chunks[i].event);
+    ladle__free(s->chunks);
     ladle__free(s->reqs);
-    ladle__free(s->req_step);
     ladle__free(s->done_idx);
     ladle__free(s->statuses);
+    ladle__free(s->unposted);
+    if (s->recv_done != NULL)
+        ladle__be_event_destroy(s->be, s->recv_done);
     if (s->staging != NULL)
         ladle__be_host_free(s->be, s->staging);
     ladle__free(s);
@@ -160,7 +198,6 @@ static int new_step(ladle_sched *s, int kind)
     memset(t, 0, sizeof *t);
     t->kind = kind;
     t->pair = -1;
-    t->req = -1;
     return s->nsteps++;
 }
 
@@ -303,6 +340,22 @@ ladle_ref ladle_sched_workspace(ladle_sched *s, int64_t count)
     return r;
 }
 
+/* The staged chunk size in elements: LADLE_STAGING_CHUNK bytes (at least
+ * 64, 1 MiB when unset). */
+static int64_t staging_chunk(size_t esize)
+{
+    const char *v = getenv("LADLE_STAGING_CHUNK");
+    long long bytes = 1 << 20;
+    if (v != NULL && v[0] != '\0') {
+        char *end = NULL;
+        long long b = strtoll(v, &end, 10);
+        if (end != v && *end == '\0' && b >= 64 && b <= (1LL << 40))
+            bytes = b;
+    }
+    int64_t n = (int64_t)bytes / (int64_t)esize;
+    return n > 0 ? n : 1;
+}
+
 /* Give every message a run of the staging buffer (64-byte aligned) and
  * allocate it, touched, from the backend's host memory. */
 static ladle_status plan_staging(ladle_sched *s)
@@ -326,6 +379,51 @@ fail:
     return st;
 }
 
+/* Cut the messages into chunks (staged ones by the chunk size, others
+ * whole), one request slot each, with an event for each send chunk on an
+ * async device. */
+static ladle_status plan_chunks(ladle_sched *s, int staged)
+{
+    ladle_status st = LADLE_OK;
+    int total = 0;
+    s->chunk_elems = staged ? staging_chunk(s->esize) : LADLE_MAX_ELEMS;
+    for (int i = 0; i < s->nsteps; i++) {
+        step *t = &s->steps[i];
+        if (t->kind != STEP_SEND && t->kind != STEP_RECV)
+            continue;
+        int64_t n = t->count > 0 ? (t->count + s->chunk_elems - 1) / s->chunk_elems : 1;
+        LADLE_CHECK(n <= INT32_MAX - total, LADLE_ERR_SHAPE, "too many message chunks");
+        t->chunk0 = total;
+        t->nchunks = (int)n;
+        total += (int)n;
+        s->nmessages++;
+    }
+    s->nreqs = total;
+    s->chunks = ladle__calloc((size_t)total, sizeof(chunk));
+    s->reqs = ladle__calloc((size_t)total, sizeof(MPI_Request));
+    s->done_idx = ladle__calloc((size_t)total, sizeof(int));
+    s->statuses = ladle__calloc((size_t)total, sizeof(MPI_Status));
+    s->unposted = ladle__calloc((size_t)total, sizeof(int));
+    LADLE_CHECK(s->chunks && s->reqs && s->done_idx && s->statuses && s->unposted,
+                LADLE_ERR_ALLOC, "out of memory");
+    for (int i = 0; i < s->nsteps; i++) {
+        step *t = &s->steps[i];
+        for (int k = 0; (t->kind == STEP_SEND || t->kind == STEP_RECV) && k < t->nchunks; k++) {
+            chunk *c = &s->chunks[t->chunk0 + k];
+            c->step = i;
+            c->off = k * s->chunk_elems;
+            c->count = t->count - c->off < s->chunk_elems ? t->count - c->off : s->chunk_elems;
+            s->reqs[t->chunk0 + k] = MPI_REQUEST_NULL;
+            if (s->async && t->kind == STEP_SEND)
+                LADLE_CALL(ladle__be_event_create(s->be, &c->event));
+        }
+    }
+    if (s->async && staged)
+        LADLE_CALL(ladle__be_event_create(s->be, &s->recv_done));
+fail:
+    return st;
+}
+
 ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_backend *be)
 {
     ladle_status st = s->error;
@@ -334,6 +432,7 @@ ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_bac
         return st;
     s->comm = comm;
     s->be = be;
+    s->async = be->async;
     s->wait = ladle__wait_policy();
     s->out = ladle__calloc((size_t)s->nedges, sizeof(int));
     s->remaining = ladle__calloc((size_t)n, sizeof(int));
@@ -354,20 +453,7 @@ ladle_status ladle_sched_finalize(ladle_sched *s, MPI_Comm comm, const ladle_bac
         step *b = &s->steps[s->edges[e][0]];
         s->out[b->out_begin + b->nout++] = s->edges[e][1];
     }
-    for (int i = 0; i < n; i++)
-        if (s->steps[i].kind == STEP_SEND || s->steps[i].kind == STEP_RECV)
-            s->steps[i].req = s->nreqs++;
-    s->reqs = ladle__calloc((size_t)s->nreqs, sizeof(MPI_Request));
-    s->req_step = ladle__calloc((size_t)s->nreqs, sizeof(int));
-    s->done_idx = ladle__calloc((size_t)s->nreqs, sizeof(int));
-    s->statuses = ladle__calloc((size_t)s->nreqs, sizeof(MPI_Status));
-    LADLE_CHECK(s->reqs && s->req_step && s->done_idx && s->statuses, LADLE_ERR_ALLOC,
-                "out of memory");
-    for (int i = 0; i < n; i++)
-        if (s->steps[i].req >= 0)
-            s->req_step[s->steps[i].req] = i;
-    for (int r = 0; r < s->nreqs; r++)
-        s->reqs[r] = MPI_REQUEST_NULL;
+    LADLE_CALL(plan_chunks(s, !be->mpi_access));
     if (!be->mpi_access)
         LADLE_CALL(plan_staging(s));
     ladle__free(s->edges);
@@ -379,9 +465,14 @@ fail:
 
 int ladle_sched_steps(const ladle_sched *s) { return s ? s->nsteps : 0; }
 size_t ladle_sched_esize(const ladle_sched *s) { return s->esize; }
-int ladle_sched_messages(const ladle_sched *s) { return s ? s->nreqs : 0; }
+int ladle_sched_messages(const ladle_sched *s) { return s ? s->nmessages : 0; }
 int64_t ladle_sched_workspace_elems(const ladle_sched *s) { return s ? s->ws_elems : 0; }
 size_t ladle_sched_staging_bytes(const ladle_sched *s) { return s ? s->staging_bytes : 0; }
+int64_t ladle_sched_staging_chunk(const ladle_sched *s)
+{
+    /* also on a rank without messages: it must agree with those that have */
+    return s != NULL && s->be != NULL && !s->be->mpi_access ? s->chunk_elems : 0;
+}
 int ladle_sched_in_flight(const ladle_sched *s) { return s && s->in_flight; }
 
 static char *ptr(ladle_sched *s, ladle_ref r)
@@ -391,18 +482,22 @@ static char *ptr(ladle_sched *s, ladle_ref r)
 
 static void complete(ladle_sched *s, int id);
 
-/* A message has finished: a staged receive goes to the device (queued
- * before every step that depends on it), then its dependents may run. */
-static ladle_status landed(ladle_sched *s, int id)
+/* A chunk has finished. A staged receive's chunk goes to the device
+ * (queued before every step that depends on its message); a message whose
+ * chunks are all in lets its dependents run. */
+static ladle_status landed(ladle_sched *s, int k)
 {
     ladle_status st = LADLE_OK;
-    const step *t = &s->steps[id];
+    const chunk *c = &s->chunks[k];
+    step *t = &s->steps[c->step];
     if (s->staging != NULL && t->kind == STEP_RECV) {
-        LADLE_CALL(s->be->fn->to_device(s->be, (size_t)t->count * s->esize,
-                                        s->staging + t->stage, ptr(s, t->c)));
+        size_t off = (size_t)c->off * s->esize;
+        LADLE_CALL(s->be->fn->to_device(s->be, (size_t)c->count * s->esize,
+                                        s->staging + t->stage + off, ptr(s, t->c) + off));
         s->staged_recvs++;
     }
-    complete(s, id);
+    if (--t->left == 0)
+        complete(s, c->step);
 fail:
     return st;
 }
@@ -418,6 +513,67 @@ static void complete(ladle_sched *s, int id)
     }
 }
 
+static ladle_status isend(ladle_sched *s, int k)
+{
+    ladle_status st = LADLE_OK;
+    const chunk *c = &s->chunks[k];
+    const step *t = &s->steps[c->step];
+    char *buf = s->staging != NULL ? s->staging + t->stage : ptr(s, t->a);
+    LADLE_MPI(MPI_Isend(buf + (size_t)c->off * s->esize, (int)c->count, s->mpitype, t->peer,
+                        t->tag, s->comm, &s->reqs[k]));
+    s->pending++;
+fail:
+    return st;
+}
+
+/* A send is ready: its data goes to the host first when staged. On an
+ * async device each chunk is posted once its event has passed (post_sends);
+ * elsewhere the copy has finished on return, and the chunks go now. */
+static ladle_status send(ladle_sched *s, step *t)
+{
+    ladle_status st = LADLE_OK;
+    for (int j = 0; j < t->nchunks; j++) {
+        int k = t->chunk0 + j;
+        const chunk *c = &s->chunks[k];
+        if (s->staging != NULL) {
+            size_t off = (size_t)c->off * s->esize;
+            LADLE_CALL(s->be->fn->to_host(s->be, (size_t)c->count * s->esize,
+                                          ptr(s, t->a) + off, s->staging + t->stage + off));
+        }
+        if (s->async) {
+            LADLE_CALL(ladle__be_event_record(s->be, c->event));
+            s->unposted[s->utail++] = k;
+        } else {
+            LADLE_CALL(isend(s, k));
+        }
+    }
+fail:
+    return st;
+}
+
+/* Post the send chunks whose events have passed, oldest first; with wait,
+ * wait for the oldest one (its copy is queued: it always finishes). */
+static ladle_status post_sends(ladle_sched *s, int wait)
+{
+    ladle_status st = LADLE_OK;
+    while (s->uhead < s->utail) {
+        int k = s->unposted[s->uhead], done = 0;
+        if (wait) {
+            LADLE_CALL(ladle__be_event_sync(s->be, s->chunks[k].event));
+            done = 1;
+            wait = 0;
+        } else {
+            LADLE_CALL(ladle__be_event_query(s->be, s->chunks[k].event, &done));
+        }
+        if (!done)
+            break;
+        LADLE_CALL(isend(s, k));
+        s->uhead++;
+    }
+fail:
+    return st;
+}
+
 /* Run every ready step: local work now, messages posted. */
 static ladle_status drain(ladle_sched *s)
 {
@@ -426,24 +582,18 @@ static ladle_status drain(ladle_sched *s)
         int id = s->queue[s->qhead++];
         step *t = &s->steps[id];
         switch (t->kind) {
-        case STEP_SEND: {
-            char *buf = ptr(s, t->a);
-            if (s->staging != NULL) { /* the data must be on the host before MPI reads it */
-                buf = s->staging + t->stage;
-                LADLE_CALL(s->be->fn->to_host(s->be, (size_t)t->count * s->esize, ptr(s, t->a),
-                                              buf));
-                LADLE_CALL(s->be->fn->synchronize(s->be));
-            }
-            LADLE_MPI(MPI_Isend(buf, (int)t->count, s->mpitype, t->peer, t->tag, s->comm,
-                                &s->reqs[t->req]));
-            s->pending++;
+        case STEP_SEND:
+            LADLE_CALL(send(s, t));
             break;
-        }
         case STEP_RECV:
-            LADLE_MPI(MPI_Irecv(s->staging != NULL ? s->staging + t->stage : ptr(s, t->c),
-                                (int)t->count, s->mpitype, t->peer, t->tag, s->comm,
-                                &s->reqs[t->req]));
-            s->pending++;
+            for (int j = 0; j < t->nchunks; j++) {
+                const chunk *c = &s->chunks[t->chunk0 + j];
+                char *buf = s->staging != NULL ? s->staging + t->stage : ptr(s, t->c);
+                LADLE_MPI(MPI_Irecv(buf + (size_t)c->off * s->esize, (int)c->count,
+                                    s->mpitype, t->peer, t->tag, s->comm,
+                                    &s->reqs[t->chunk0 + j]));
+                s->pending++;
+            }
             break;
         case STEP_BOX: {
             const pair *p = &s->pairs[t->pair];
@@ -464,6 +614,8 @@ static ladle_status drain(ladle_sched *s)
             break;
         }
     }
+    if (s->uhead < s->utail)
+        LADLE_CALL(post_sends(s, 0));
 fail:
     return st;
 }
@@ -473,12 +625,24 @@ ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws)
     ladle_status st = LADLE_OK;
     LADLE_CHECK(!s->in_flight, LADLE_ERR_STATE, "the previous call has not finished");
     LADLE_CHECK(s->be != NULL, LADLE_ERR_STATE, "the schedule is not finalised");
+    if (s->recv_pending) {
+        /* the last call's copies out of the receive staging come first */
+        LADLE_CALL(ladle__be_event_sync(s->be, s->recv_done));
+        s->recv_pending = 0;
+    }
+    if (s->async && s->staging == NULL && s->nreqs > 0)
+        /* MPI is about to read and write device memory that queued kernels
+         * may still be using */
+        LADLE_CALL(s->be->fn->synchronize(s->be));
     s->staged_recvs = 0;
     s->base[LADLE_BUF_X] = (char *)x;
     s->base[LADLE_BUF_Y] = (char *)y;
     s->base[LADLE_BUF_WS] = (char *)ws;
     s->qhead = s->qtail = 0;
+    s->uhead = s->utail = 0;
     s->pending = s->completed = 0;
+    for (int i = 0; i < s->nsteps; i++)
+        s->steps[i].left = s->steps[i].nchunks;
     /* receives first, so no message arrives unexpected */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < s->nsteps; i++) {
@@ -492,36 +656,59 @@ fail:
     return st;
 }
 
+/* Take in the requests that completed: count of them in done_idx. */
+static ladle_status take(ladle_sched *s, int count)
+{
+    ladle_status st = LADLE_OK;
+    for (int k = 0; k < count; k++) {
+        s->pending--;
+        int c = s->done_idx[k];
+        if (s->steps[s->chunks[c].step].kind == STEP_RECV)
+            LADLE_CALL(landed(s, c));
+        else if (--s->steps[s->chunks[c].step].left == 0)
+            complete(s, s->chunks[c].step);
+    }
+    LADLE_CALL(drain(s));
+fail:
+    return st;
+}
+
 ladle_status ladle_sched_finish(ladle_sched *s)
 {
     ladle_status st = LADLE_OK;
     LADLE_CHECK(s->in_flight, LADLE_ERR_STATE, "no call is in flight");
     double since = 0.0;
-    while (s->pending > 0) {
+    while (s->pending > 0 || s->uhead < s->utail) {
         int count = 0;
-        if (s->wait == LADLE_WAIT_SPIN)
+        /* MPI may block only when no send waits for its data: a send held
+         * back here could be what a peer's receive, and so ours, waits for */
+        if (s->wait == LADLE_WAIT_SPIN && s->uhead == s->utail)
             LADLE_MPI(MPI_Waitsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
-        else
+        else if (s->pending > 0)
             LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
         LADLE_CHECK(count != MPI_UNDEFINED, LADLE_ERR_INTERNAL,
                     "no active request while %d are pending", s->pending);
         if (count == 0) {
-            ladle__poll_pause(s->wait, &since);
+            if (s->uhead < s->utail)
+                LADLE_CALL(post_sends(s, 1));
+            else
+                ladle__poll_pause(s->wait, &since);
             continue;
         }
         since = 0.0;
-        for (int k = 0; k < count; k++) {
-            s->pending--;
-            LADLE_CALL(landed(s, s->req_step[s->done_idx[k]]));
-        }
-        LADLE_CALL(drain(s));
+        LADLE_CALL(take(s, count));
     }
     LADLE_CHECK(s->completed == s->nsteps, LADLE_ERR_INTERNAL,
                 "schedule stalled after %d of %d steps", s->completed, s->nsteps);
     /* the next call's receives reuse the staging: the copies out of it
-     * must be done first */
-    if (s->staged_recvs > 0)
+     * must be done first (waited for then on an async device, now
+     * elsewhere) */
+    if (s->staged_recvs > 0 && s->async) {
+        LADLE_CALL(ladle__be_event_record(s->be, s->recv_done));
+        s->recv_pending = 1;
+    } else if (s->staged_recvs > 0) {
         LADLE_CALL(s->be->fn->synchronize(s->be));
+    }
 fail:
     s->in_flight = 0;
     return st;
@@ -532,16 +719,15 @@ ladle_status ladle_sched_progress(ladle_sched *s, int *done)
     ladle_status st = LADLE_OK;
     *done = 0;
     LADLE_CHECK(s->in_flight, LADLE_ERR_STATE, "no call is in flight");
+    if (s->uhead < s->utail)
+        LADLE_CALL(post_sends(s, 0));
     if (s->pending > 0) {
         int count = 0;
         LADLE_MPI(MPI_Testsome(s->nreqs, s->reqs, &count, s->done_idx, s->statuses));
-        for (int k = 0; count != MPI_UNDEFINED && k < count; k++) {
-            s->pending--;
-            LADLE_CALL(landed(s, s->req_step[s->done_idx[k]]));
-        }
-        LADLE_CALL(drain(s));
+        if (count != MPI_UNDEFINED)
+            LADLE_CALL(take(s, count));
     }
-    *done = s->pending == 0;
+    *done = s->pending == 0 && s->uhead == s->utail;
 fail:
     return st;
 }

@@ -14,8 +14,9 @@
  * backend lets it see: on a device MPI may not touch (mpi_access 0), every
  * message is staged through a planned host buffer of the backend's own
  * (pinned where it has one): a send copies its data to the host first, a
- * receive copies it to the device when it lands. This is the only place
- * where messages meet device memory.
+ * receive copies it to the device when it lands, in chunks so that copies
+ * and messages overlap (schedule.c says how). This is the only place where
+ * messages meet device memory.
  */
 #ifndef LADLE_SCHEDULE_H
 #define LADLE_SCHEDULE_H
@@ -89,6 +90,9 @@ int ladle_sched_messages(const ladle_sched *s);
 int64_t ladle_sched_workspace_elems(const ladle_sched *s);
 /* Bytes of host staging planned (0 where MPI may touch the device). */
 size_t ladle_sched_staging_bytes(const ladle_sched *s);
+/* Elements of a staged message's chunks (0 where nothing is staged): every
+ * rank of a schedule must cut its messages alike, so ops agree on it. */
+int64_t ladle_sched_staging_chunk(const ladle_sched *s);
 
 /* Execute on (x, y, ws), memory of the finalising backend. start posts
  * everything that is ready and does the local work it can; finish waits

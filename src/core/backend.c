@@ -287,6 +287,11 @@ ladle_status ladle__be_check_pointer(const ladle_backend *be, const void *ptr, s
     return be->fn->check_pointer != NULL ? be->fn->check_pointer(be, ptr, bytes) : LADLE_OK;
 }
 
+ladle_status ladle__be_health(const ladle_backend *be)
+{
+    return be->fn->health != NULL ? be->fn->health(be) : LADLE_OK;
+}
+
 ladle_status ladle__be_dot(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                            const void *x, const void *y, double *out)
 {

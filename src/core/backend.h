@@ -430,6 +430,12 @@ struct ladle_backend_table {
      * whose memory it is, for caller memory wrapped as a tensor of a
      * device it is not on. */
     ladle_status (*check_pointer)(const ladle_backend *be, const void *ptr, size_t bytes);
+    /* A failure the device has already reported (a kernel that faulted,
+     * which on a GPU fails all later work), as a status, without waiting:
+     * checked calls agree on it before they communicate, so a dead device
+     * fails every rank instead of leaving the others waiting (optional:
+     * absent means none). */
+    ladle_status (*health)(const ladle_backend *be);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built
@@ -451,6 +457,7 @@ ladle_status ladle__be_event_wait(const ladle_backend *be, void *event);
 ladle_status ladle__be_event_sync(const ladle_backend *be, void *event);
 ladle_status ladle__be_event_query(const ladle_backend *be, void *event, int *done);
 ladle_status ladle__be_check_pointer(const ladle_backend *be, const void *ptr, size_t bytes);
+ladle_status ladle__be_health(const ladle_backend *be);
 
 /* sum of x[i] * y[i], accumulated as dot2 does */
 ladle_status ladle__be_dot(const ladle_backend *be, ladle_dtype dtype, int64_t n,

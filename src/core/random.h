@@ -47,7 +47,7 @@ static inline LADLE_HD double ladle__rng_uniform(uint64_t seed, uint64_t stream,
 static inline LADLE_HD double ladle__rng_normal(uint64_t seed, uint64_t stream,
                                                 uint64_t counter)
 {
-    /* the uniforms moved to (0, 1] */
+    /* the uniforms moved to [0, 1), the first kept off 0 for the log */
     double u1 = 0.5 * (ladle__rng_uniform(seed, stream, 2 * counter) + 1.0);
     double u2 = 0.5 * (ladle__rng_uniform(seed, stream, 2 * counter + 1) + 1.0);
     if (u1 < 1e-300)

@@ -253,8 +253,11 @@ static ladle_status check_layer(const ladle_op *op, const ladle_ctx *ctx, const 
  * others waiting in a message. */
 static ladle_status settle(const ladle_op *op, ladle_status st, const char *func)
 {
-    if (op->comm != MPI_COMM_NULL && (op->flags & LADLE_CHECKED))
+    if (op->comm != MPI_COMM_NULL && (op->flags & LADLE_CHECKED)) {
+        if (st == LADLE_OK) /* a device that has failed fails the call everywhere */
+            st = ladle__be_health(op->be);
         return ladle__agree(op->comm, st, 0, func);
+    }
     return st;
 }
 

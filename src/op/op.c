@@ -120,6 +120,12 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
         else
             st = op->be->fn->alloc(op->be, op->ws_bytes, &op->ws);
     }
+    if (st == LADLE_OK) {
+        /* every rank must stage and cut messages alike, or they would not
+         * match: the device and the environment decide, so agree on it */
+        int64_t cut[2] = {ladle_sched_staging_chunk(op->fwd), ladle_sched_staging_chunk(op->adj)};
+        hash = ladle__hash(hash, cut, sizeof cut);
+    }
     MPI_Comm agree_on = op != NULL ? op->comm : comm;
     if (agree_on != MPI_COMM_NULL)
         st = ladle__agree(agree_on, st, hash, func);
@@ -229,8 +235,11 @@ ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_
     if (st == LADLE_OK && op->busy)
         st =
             ladle__raise(LADLE_ERR_STATE, func, "a begin/end call of this op is in flight");
-    if ((op->flags & LADLE_CHECKED) && op->comm != MPI_COMM_NULL)
+    if ((op->flags & LADLE_CHECKED) && op->comm != MPI_COMM_NULL) {
+        if (st == LADLE_OK)
+            st = ladle__be_health(op->be);
         st = ladle__agree(op->comm, st, 0, func);
+    }
 fail:
     return st;
 }

@@ -17,6 +17,15 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* The time now, once the device has finished what was queued: on a GPU a
+ * layer's calls return before their kernels have run. */
+static ladle_status now(const ladle_op *op, double *t)
+{
+    ladle_status st = op->be->async ? op->be->fn->synchronize(op->be) : LADLE_OK;
+    *t = MPI_Wtime();
+    return st;
+}
+
 /* One layer: reps timed rounds after one untimed (first touch). */
 static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f, double *b,
                                 double *w)
@@ -32,13 +41,14 @@ static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f
     LADLE_CALL(ladle_tensor_fill_random(x, 1, 0));
     LADLE_CALL(ladle_tensor_fill_random(dy, 2, 0));
     for (int r = -1; r < reps; r++) {
-        double t0 = MPI_Wtime();
+        double t0, t1, t2, t3;
+        LADLE_CALL(now(op, &t0));
         LADLE_CALL(ladle_layer_forward(op, ctx, x, y));
-        double t1 = MPI_Wtime();
+        LADLE_CALL(now(op, &t1));
         LADLE_CALL(ladle_layer_backward(op, ctx, dy, dx));
-        double t2 = MPI_Wtime();
+        LADLE_CALL(now(op, &t2));
         LADLE_CALL(ladle_layer_backward_weight(op, ctx, dy));
-        double t3 = MPI_Wtime();
+        LADLE_CALL(now(op, &t3));
         if (r >= 0) {
             times[r] = t1 - t0;
             times[reps + r] = t2 - t1;

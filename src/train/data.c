@@ -17,6 +17,13 @@ struct ladle_dataset {
     int64_t *perm;               /* the order of the epoch cached in perm_epoch */
     int64_t perm_epoch;
     uint64_t perm_seed;
+    /* Host memory a batch for a device without host access is decoded into
+     * (the device's pinned memory where it has it), kept from batch to
+     * batch so that a training step touches no fresh pages: a cache, like
+     * perm, grown when a larger batch or another device asks. */
+    void *stage;
+    size_t stage_bytes;
+    const ladle_backend *stage_be;
 };
 
 /* Read exactly n bytes; 0 at a short read. */
@@ -280,6 +287,8 @@ ladle_status ladle_dataset_destroy(ladle_dataset **ds)
     ladle__free((*ds)->pixels);
     ladle__free((*ds)->labels);
     ladle__free((*ds)->perm);
+    if ((*ds)->stage != NULL)
+        ladle__be_host_free((*ds)->stage_be, (*ds)->stage);
     ladle__free(*ds);
     *ds = NULL;
     return LADLE_OK;
@@ -333,6 +342,26 @@ int64_t ladle_dataset_sample(const ladle_dataset *ds, uint64_t seed, int64_t epo
     return ds->perm[k];
 }
 
+/* At least bytes of the dataset's staging, host memory of be (the cache
+ * described in struct ladle_dataset). */
+static ladle_status staging(ladle_dataset *ds, const ladle_backend *be, size_t bytes,
+                            void **out)
+{
+    ladle_status st = LADLE_OK;
+    if (ds->stage == NULL || ds->stage_bytes < bytes || ds->stage_be != be) {
+        if (ds->stage != NULL)
+            LADLE_CALL(ladle__be_host_free(ds->stage_be, ds->stage));
+        ds->stage = NULL;
+        ds->stage_bytes = 0;
+        LADLE_CALL(ladle__be_host_alloc(be, bytes, &ds->stage));
+        ds->stage_bytes = bytes;
+        ds->stage_be = be;
+    }
+    *out = ds->stage;
+fail:
+    return st;
+}
+
 ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
                                  int64_t step, int64_t batch, int64_t offset, int64_t row_off,
                                  int64_t col_off, ladle_tensor *x, ladle_tensor *labels)
@@ -359,12 +388,15 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
     LADLE_CALL(ladle__backend_get(x->device, __func__, &bx));
     if (labels)
         LADLE_CALL(ladle__backend_get(labels->device, __func__, &bl));
-    size_t es = ladle_dtype_size(x->dtype);
-    xs = bx->host_access ? x->data : ladle__calloc((size_t)x->numel * es + 1, 1);
-    ls = labels == NULL     ? NULL
-         : bl->host_access ? labels->data
-                            : ladle__calloc((size_t)n + 1, sizeof(int64_t));
-    LADLE_CHECK(xs != NULL && (labels == NULL || ls != NULL), LADLE_ERR_ALLOC, "out of memory");
+    size_t es = ladle_dtype_size(x->dtype), xbytes = (size_t)x->numel * es;
+    size_t xpart = bx->host_access ? 0 : (xbytes + 63) / 64 * 64;
+    size_t lpart = labels == NULL || bl->host_access ? 0 : (size_t)n * sizeof(int64_t);
+    char *stage = NULL;
+    if (xpart + lpart > 0) /* one staging for both (a device without host access) */
+        LADLE_CALL(staging((ladle_dataset *)ds, bx->host_access ? bl : bx, xpart + lpart,
+                           (void **)&stage));
+    xs = bx->host_access ? x->data : stage;
+    ls = labels == NULL ? NULL : bl->host_access ? labels->data : (int64_t *)(stage + xpart);
     order((ladle_dataset *)ds, seed, epoch);
     double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
     for (int64_t i = 0; i < n; i++) {
@@ -385,14 +417,12 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
             }
         }
     }
+    /* written through the devices, which wait for the copies: the staging
+     * is free again on return */
     if (!bx->host_access)
         LADLE_CALL(ladle_tensor_write(x, xs));
     if (labels && !bl->host_access)
         LADLE_CALL(ladle_tensor_write(labels, ls));
 fail:
-    if (xs != NULL && bx != NULL && !bx->host_access)
-        ladle__free(xs);
-    if (ls != NULL && bl != NULL && !bl->host_access)
-        ladle__free(ls);
     return st;
 }

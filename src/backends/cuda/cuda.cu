@@ -89,6 +89,7 @@ static const ladle_backend_table cuda_table = {
     /* revision 2 */
     .event_query = ladle__cuda_event_query,
     .check_pointer = ladle__cuda_check_pointer,
+    .health = ladle__cuda_health,
 };
 
 static ladle_cuda_state cuda_state = {
@@ -332,24 +333,22 @@ ladle_status ladle__cuda_select(int index)
     int count = 0;
     if (index < -1)
         return ladle__raise(LADLE_ERR_ARG, func, "GPU %d (an index from 0, or -1)", index);
-    pthread_mutex_lock(&open_lock);
-    if (opened) {
-        if (index != -1 && index != cuda_state.device)
-            st = ladle__raise(LADLE_ERR_STATE, func,
-                              "cuda:%d is in use already: choose the GPU before the first "
-                              "CUDA tensor or op",
-                              cuda_state.device);
-    } else if (index >= 0) {
-        st = ladle__cuda_count(&count);
-        if (st == LADLE_OK && count == 0)
-            st = ladle__raise(LADLE_ERR_DEVICE, func, "cuda: no GPU to use");
-        else if (st == LADLE_OK && index >= count)
-            st = ladle__raise(LADLE_ERR_ARG, func, "GPU %d, but there %s %d", index,
-                              count == 1 ? "is" : "are", count);
+    if (index >= 0) {
+        LADLE_CALL(ladle__cuda_count(&count));
+        LADLE_CHECK(count > 0, LADLE_ERR_DEVICE, "cuda: no GPU to use");
+        LADLE_CHECK(index < count, LADLE_ERR_ARG, "GPU %d, but there %s %d", index,
+                    count == 1 ? "is" : "are", count);
     }
-    if (st == LADLE_OK && !opened)
+    pthread_mutex_lock(&open_lock);
+    if (!opened)
         chosen = index;
+    else if (index != -1 && index != cuda_state.device)
+        st = ladle__raise(LADLE_ERR_STATE, func,
+                          "cuda:%d is in use already: choose the GPU before the first CUDA "
+                          "tensor or op",
+                          cuda_state.device);
     pthread_mutex_unlock(&open_lock);
+fail:
     return st;
 }
 

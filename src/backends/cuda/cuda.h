@@ -103,6 +103,7 @@ ladle_status ladle__cuda_event_wait(const ladle_backend *be, void *event);
 ladle_status ladle__cuda_event_sync(const ladle_backend *be, void *event);
 ladle_status ladle__cuda_event_query(const ladle_backend *be, void *event, int *done);
 ladle_status ladle__cuda_check_pointer(const ladle_backend *be, const void *ptr, size_t bytes);
+ladle_status ladle__cuda_health(const ladle_backend *be);
 
 /* box.cu */
 ladle_status ladle__cuda_copy(const ladle_backend *be, ladle_dtype dtype, int64_t n,

@@ -130,8 +130,10 @@ ladle_status ladle__cuda_event_query(const ladle_backend *be, void *event, int *
 {
     cudaError_t e = cudaEventQuery((cudaEvent_t)event);
     *done = e == cudaSuccess;
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* an answer, not a failure: nothing to remember */
         return LADLE_OK;
+    }
     return e == cudaSuccess ? LADLE_OK : ladle__cuda_fail(e, "event_query", "cudaEventQuery");
 }
 
@@ -156,4 +158,16 @@ ladle_status ladle__cuda_check_pointer(const ladle_backend *be, const void *ptr,
     return ladle__raise(LADLE_ERR_DEVICE, "check_pointer",
                         "%p is host memory%s, not memory of cuda:%d", ptr,
                         a.type == cudaMemoryTypeHost ? " (pinned)" : "", dev);
+}
+
+ladle_status ladle__cuda_health(const ladle_backend *be)
+{
+    /* a sticky error stays; anything else the runtime remembers was
+     * already reported where it happened */
+    cudaError_t e = cudaPeekAtLastError();
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError();
+        return LADLE_OK;
+    }
+    return e == cudaSuccess ? LADLE_OK : ladle__cuda_fail(e, "health", "the device");
 }

@@ -28,10 +28,10 @@
  *     a block, grid extents, 48 KiB of dynamic shared memory).
  *   - Faults on demand, from the environment: LADLE_EMU_DEVICES (how many
  *     GPUs, default 1; 0 means none), LADLE_EMU_MEMORY (bytes of device
- *     memory, default 8 GiB), LADLE_EMU_FAULT=N (the N-th kernel launch of
- *     the process faults: a sticky cudaErrorLaunchFailure at the next
- *     synchronisation), LADLE_EMU_REVERSE=1 (threads of a block run last
- *     to first).
+ *     memory, default 8 GiB), LADLE_EMU_FAULT=N (the N-th kernel launch
+ *     from when the variable is first seen set faults: a sticky
+ *     cudaErrorLaunchFailure at the next synchronisation),
+ *     LADLE_EMU_REVERSE=1 (threads of a block run last to first).
  *
  * What it cannot check: races between threads outside barriers, warp-level
  * behaviour (warp intrinsics are not provided, so a kernel using one does

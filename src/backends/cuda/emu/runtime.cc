@@ -315,6 +315,10 @@ cudaError_t launch(bool barriers, dim3 grid, dim3 block, size_t shmem, cudaStrea
         grid.x == 0 || grid.x > 2147483647u || grid.y == 0 || grid.y > 65535 || grid.z == 0 ||
         grid.z > 65535 || shmem > MAX_DYN_SHARED)
         return fail(cudaErrorInvalidConfiguration);
+    /* LADLE_EMU_FAULT counts from when it is first seen set, so a test can
+     * set it just before the launch it wants to fail */
+    if (s.fault_at < 0 && (s.fault_at = env_long("LADLE_EMU_FAULT", -1)) >= 0)
+        s.launches = 0;
     bool fault = ++s.launches == s.fault_at;
     bool reverse = s.reverse;
     state *sp = &s;
