@@ -739,7 +739,7 @@ static void lenet_rows(void)
         snprintf(s, sizeof s, "cuda, batch %lld%s", (long long)batch, bn ? ", bn" : "");
         ladle_status st = time_lenet(LADLE_CUDA, batch, bn, &tg);
         if (st != LADLE_OK) {
-            not_measured("lenet", "lenet", s, st, reason());
+            not_measured("train", "lenet", s, st, reason());
             ladle_error_clear();
             continue;
         }
@@ -763,7 +763,7 @@ static void lenet_rows(void)
         snprintf(row, sizeof row, "lenet %s vs torch", s);
         snprintf(note, sizeof note, isnan(tt) ? "no torch time (--torch)" : "torch %.3f ms",
                  tt);
-        record("lenet", row, tt / (tg * 1e3), 1.0, note);
+        record("train", row, tt / (tg * 1e3), 1.0, note);
     }
 }
 
@@ -1002,7 +1002,7 @@ static void summary(void)
     printf(
         "\n== summary: ratio = reference time / ladle time (higher is better)\n"
         "   gemm: cuBLAS GEMMs of the same m n k; memory: device copy of the same bytes;\n"
-        "   prim: the op on CPU tensors; lenet: PyTorch's step on the same GPU\n");
+        "   prim: the op on CPU tensors; train: PyTorch's step on the same GPU\n");
     printf("%-7s %-47s %7s %7s  %s\n", "group", "row", "ratio", "target", "verdict");
     for (int i = 0; i < nverdicts; i++) {
         const verdict *v = &verdicts[i];

@@ -47,8 +47,8 @@ debs=${DEVICE_DEBS:-$repo/.device/debs}
 prefix=${DEVICE_PREFIX:-/tmp/ladle-device}
 jobs=${DEVICE_JOBS:-$(nproc)}
 cuda=${DEVICE_CUDA:-1}
-bdir=build/cuda
-[ "$cuda" = 1 ] || bdir=build/cudaemu
+bdir=build/cuda where=""
+[ "$cuda" = 1 ] || bdir=build/cudaemu where="emulated "
 start=$(date +%s)
 deadline=$((start + budget))
 work=$(mktemp -d)
@@ -124,7 +124,21 @@ finish() {
     [ "$(cat "$out/summary.txt" | head -1 | cut -d' ' -f2)" = PASS ]
     exit $?
 }
-trap 'say "stopped by a signal"; write_summary; cat "$summary"; rm -rf "$work"; exit 1' TERM INT
+# sessions of test groups still to end (a signal may come while they run)
+sessions=""
+end_sessions() {
+    local s f st fields
+    for s in $sessions; do
+        # pkill -s, read off /proc (procps may not be there)
+        for f in /proc/[0-9]*/stat; do
+            st=$(cat "$f" 2>/dev/null) || continue
+            read -r -a fields <<<"${st##*) }" # state ppid pgrp session ...
+            [ "${fields[3]:-}" = "$s" ] && kill -KILL "${f//[^0-9]/}" 2>/dev/null
+        done
+    done
+    sessions=""
+}
+trap 'say "stopped by a signal"; end_sessions; write_summary; cat "$summary"; rm -rf "$work"; exit 1' TERM INT
 
 # ---------------------------------------------------------------- probe
 # What the machine has, before anything is changed: probe.txt.
@@ -378,7 +392,10 @@ int main(int c, char **v) { MPI_Init(&c, &v); float a = 1, b = 1, r = 0; cblas_s
 # ---------------------------------------------------------------- build
 build_step() {
     local t0=$SECONDS cap nvcc cuda_home st relaxed=""
+    # time for the steps after it; but with less left, still a short try:
+    # a build already made (a rerun) only relinks what changed
     cap=$(budget_for "${DEVICE_BUILD_S:-240}" 150)
+    [ "$cap" -gt 0 ] || cap=$(budget_for 60 10)
     [ "$cap" -gt 0 ] || { record build SKIP 0 "only $(left) s left"; return 1; }
     nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
     [ -n "$nvcc" ] || { record build FAIL 0 "no nvcc"; return 1; }
@@ -435,16 +452,22 @@ tests_step() {
         awk -v G=$groups '{ n = 0; for (i = 2; i <= NF; i++) n += $i; best = 0; for (g = 1; g < G; g++) if (load[g] < load[best]) best = g
                             load[best] += n; sub(/:$/, "", $1); prog[best] = prog[best] " " $1 }
                           END { for (g = 0; g < G; g++) print prog[g] }' >"$work/groups"
+    # Each group in a session of its own: test/run.sh runs every program
+    # under a timeout of its own, in a process group of its own, which
+    # outlives the group's timeout; what is left of a session is ended
+    # before the next step uses the GPU.
     g=0
     while read -r progs; do
         [ -n "$progs" ] || continue
         # a run that hangs costs its group at most 90 s
         LADLE_TEST_EXPECT_GPU=1 DEVICES=cuda TEST="$progs" TEST_TIMEOUT=$((cap < 95 ? cap - 5 : 90)) \
             MPIEXEC="$MPIEXEC" BINDIR="$bdir/bin" \
-            timeout -k 5 "$cap" test/run.sh "$bdir"/test >"$work/tests.$g" 2>&1 &
+            setsid timeout -k 5 "$cap" test/run.sh "$bdir"/test >"$work/tests.$g" 2>&1 &
+        sessions="$sessions $!"
         g=$((g + 1))
     done <"$work/groups"
     wait
+    end_sessions
     local pass=0 fail=0 incomplete=0 i line
     for i in $(seq 0 $((g - 1))); do
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/tests.$i")
@@ -460,8 +483,8 @@ tests_step() {
     if [ -s "$work/failed.tmp" ]; then
         { echo "failed test runs (tests.log has their output):"; cat "$work/failed.tmp"; } >"$work/failed"
     fi
-    local detail="$pass passed, $fail failed on the GPU" why
-    why=$(grep -h -m1 -E '^    \| .*(assertion|rror|GPU|not found|timed out)' "$work"/tests.* 2>/dev/null |
+    local detail="$pass passed, $fail failed on the ${where}GPU" why
+    why=$(grep -h -m1 -E '^    \| .*(assertion|failed:|GPU|not found|timed out)' "$work"/tests.* 2>/dev/null |
         head -1 | sed 's/^    | //' | cut -c1-160)
     [ -z "$why" ] || detail="$detail; the first says: $why"
     [ $incomplete -eq 0 ] || detail="$detail; $incomplete of $g groups did not finish in $cap s"
