@@ -10,13 +10,18 @@
 # The device tool's call, from the repository's root (scripts/device-prep.sh
 # run here first, on Debian 12, to fill .device/debs):
 #
-#   run(command='scripts/device-check.sh "$OUT"', carry=[".device"], timeout_s=540)
+#   run(command='bash scripts/device-check.sh "$OUT"', carry=[".device"], timeout_s=540)
 #
 # and a rerun of some steps on the machine while it is still warm (the
 # build is kept, make only relinks what changed):
 #
-#   run(command='DEVICE_STEPS="bench" DEVICE_BUDGET=240 scripts/device-check.sh "$OUT"',
+#   run(command='DEVICE_STEPS="bench" DEVICE_BUDGET=240 bash scripts/device-check.sh "$OUT"',
 #       carry=[".device"], timeout_s=300)
+#
+# The tool sends the checkout the session started in: .device/debs must be
+# there (scripts/device-prep.sh run in that checkout), and so must this
+# script. timeout_s leaves the script's budget 90 s for the kill of a step
+# that overruns and the copying back.
 #
 # OUTDIR gets at most 6 files: summary.txt first (the verdict of every
 # step, then the benchmarks' ratio tables), probe.txt (what the machine
@@ -114,6 +119,19 @@ budget_for() {
 }
 
 wanted() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# reserve_after STEP: the seconds the asked-for steps after STEP need at
+# the least (the tests 60, the training run 20, the benchmarks 80)
+reserve_after() {
+    local r=0 after=0 s
+    for s in build tests train bench; do
+        if [ $after = 1 ] && wanted "$s"; then
+            case $s in tests) r=$((r + 60)) ;; train) r=$((r + 20)) ;; bench) r=$((r + 80)) ;; esac
+        fi
+        [ "$s" != "$1" ] || after=1
+    done
+    echo $r
+}
 
 finish() {
     finished=1
@@ -390,16 +408,41 @@ int main(int c, char **v) { MPI_Init(&c, &v); float a = 1, b = 1, r = 0; cblas_s
 }
 
 # ---------------------------------------------------------------- build
+# CUDA_HOME for the Makefile (which links $(CUDA_HOME)/lib64's cuBLAS and
+# runtime): nvcc's own toolkit when that holds them, else a folder of links
+# to the ones found elsewhere (a toolkit laid out otherwise, or the wheels
+# PyTorch brings, which have no unversioned names)
+cuda_home_for() { # NVCC
+    local home lib f d="$prefix/cuda/lib64"
+    home=$(dirname "$(dirname "$(readlink -f "$1")")")
+    if [ -e "$home/lib64/libcublas.so" ] && [ -e "$home/lib64/libcudart.so" ]; then
+        echo "$home"
+        return
+    fi
+    mkdir -p "$d"
+    # one search, nvcc's toolkit first (find takes its roots in order)
+    timeout 30 find "$home" /usr/local /opt /usr/lib \( -name 'libcublas*.so*' -o \
+        -name 'libcudart.so*' \) 2>/dev/null | grep -v stubs >"$work/cudalibs"
+    for lib in libcublas libcublasLt libcudart; do
+        f=$(grep -m1 "/$lib\.so" "$work/cudalibs")
+        [ -n "$f" ] || continue
+        ln -sf "$f" "$d/$lib.so"
+        ln -sf "$f" "$d/$(objdump -p "$f" 2>/dev/null | awk '/SONAME/ {print $2}' | grep . || basename "$f")"
+        echo "build: $lib from $f" >&2
+    done
+    echo "$prefix/cuda"
+}
+
 build_step() {
     local t0=$SECONDS cap nvcc cuda_home st relaxed=""
     # time for the steps after it; but with less left, still a short try:
     # a build already made (a rerun) only relinks what changed
-    cap=$(budget_for "${DEVICE_BUILD_S:-240}" 150)
+    cap=$(budget_for "${DEVICE_BUILD_S:-240}" "$(reserve_after build)")
     [ "$cap" -gt 0 ] || cap=$(budget_for 60 10)
     [ "$cap" -gt 0 ] || { record build SKIP 0 "only $(left) s left"; return 1; }
     nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
     [ -n "$nvcc" ] || { record build FAIL 0 "no nvcc"; return 1; }
-    cuda_home=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+    cuda_home=$(cuda_home_for "$nvcc" 2>>"$out/build.log")
     say "build: make -j$jobs CUDA=$cuda (nvcc $nvcc, at most $cap s)"
     local args=(-j"$jobs" CUDA="$cuda" DEPS=0 MPICC="$MPICC" MPIEXEC="$MPIEXEC" NVCC="$nvcc"
         CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu)
@@ -415,7 +458,7 @@ build_step() {
         relaxed=" (warnings as errors under this gcc: built again without -Werror, see build.log)"
         record build FAIL $((SECONDS - t0)) "$(grep -c '\[-Werror' "$out/build.log") warnings$relaxed"
         t0=$SECONDS
-        cap=$(budget_for 200 140)
+        cap=$(budget_for 200 "$(reserve_after build)")
         {
             echo "== again without -Werror"
             timeout -k 5 "$cap" make "${args[@]}" CFLAGS=-Wno-error \
@@ -445,7 +488,7 @@ build_step() {
 # the one GPU) in four groups at once, balanced by ranks.
 tests_step() {
     local t0=$SECONDS cap groups=4 g
-    cap=$(budget_for 170 110)
+    cap=$(budget_for 170 "$(reserve_after tests)")
     [ "$cap" -gt 0 ] || { record tests SKIP 0 "only $(left) s left"; return; }
     say "tests: the CUDA suite on the GPU, $groups groups at once (at most $cap s)"
     sed -n '/^CUDA_SUITE="/,/^"/p' test/run.sh | grep ':' |
@@ -462,7 +505,7 @@ tests_step() {
         # a run that hangs costs its group at most 90 s
         LADLE_TEST_EXPECT_GPU=1 DEVICES=cuda TEST="$progs" TEST_TIMEOUT=$((cap < 95 ? cap - 5 : 90)) \
             MPIEXEC="$MPIEXEC" BINDIR="$bdir/bin" \
-            setsid timeout -k 5 "$cap" test/run.sh "$bdir"/test >"$work/tests.$g" 2>&1 &
+            setsid timeout -k 5 "$cap" sh test/run.sh "$bdir"/test >"$work/tests.$g" 2>&1 &
         sessions="$sessions $!"
         g=$((g + 1))
     done <"$work/groups"
@@ -525,7 +568,7 @@ EOF
 
 train_step() {
     local t0=$SECONDS cap tool="$bdir"/bin/ladle-train
-    cap=$(budget_for 60 90)
+    cap=$(budget_for 60 "$(reserve_after train)")
     [ "$cap" -gt 0 ] || { record train SKIP 0 "only $(left) s left"; return; }
     if ! timeout 20 "$MPIEXEC" -n 1 "$tool" --help 2>/dev/null | grep -q -- '--device'; then
         record train SKIP 0 "ladle-train has no --device option yet"

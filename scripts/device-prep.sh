@@ -83,4 +83,6 @@ echo "device-prep: $dest"
 for f in "$dest"/*.deb; do
     printf '  %-55s %8d KiB\n' "$(basename "$f")" $(( $(wc -c <"$f") / 1024 ))
 done
-echo "  total $(du -sk "$dest" | cut -f1) KiB; carry it with the device run as \"$(dirname "$dest")\""
+echo "  total $(du -sk "$dest" | cut -f1) KiB"
+echo "the device run, from this checkout's root:"
+echo "  run(command='bash scripts/device-check.sh \"\$OUT\"', carry=[\"$(dirname "$dest")\"], timeout_s=540)"
