@@ -212,6 +212,8 @@ $(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.a
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
 # test objects are compiled once and linked into each variant's programs
+# (kept: they are no intermediate files to be deleted after a link)
+.SECONDARY: $(patsubst test/%.c,$(BUILD)/test/obj/%.o,$(wildcard test/*.c))
 $(BUILD)/test/obj/%.o: test/%.c $(wildcard test/*.h) $(LIB_HDRS) $(BUILD)/mpi.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@

@@ -20,6 +20,7 @@
 set -u
 build=${1:?usage: layering.sh BUILD_DIR [VARIANT_OBJ_DIR]}
 overlay=${2:-}
+[ -z "$overlay" ] || overlay=$(realpath "$overlay") || exit 2
 cd "$(dirname "$0")/.." || exit 2
 # an object's file: the variant's where it has one
 obj() { if [ -n "$overlay" ] && [ -f "$overlay/$1" ]; then echo "$overlay/$1"; else echo "$build/$1"; fi; }

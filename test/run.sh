@@ -117,7 +117,7 @@ test_pipeline: 1 2 4
 # selected: is NAME one of TEST's (everything when TEST is empty)?
 selected() { [ -z "${TEST:-}" ] || echo " $TEST " | grep -q " $1 "; }
 for t in ${TEST:-}; do
-    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors canary " in
+    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda canary " in
     *" $t "*) ;;
     *) echo "run.sh: TEST names '$t', which is not in the suite"; exit 2 ;;
     esac
@@ -265,6 +265,21 @@ fi
 if selected tool_errors && [ $has_cpu = 1 ]; then
     printf '%-4s %-30s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
+fi
+
+# the tools on the CUDA device against the CPU, in a pass that has CUDA
+t0=$(date +%s)
+case " $DEVICES " in *" cuda "*) has_cuda=1 ;; *) has_cuda=0 ;; esac
+if ! selected tool_cuda || [ $has_cuda = 0 ]; then
+    :
+elif MPIEXEC="$MPIEXEC $flags" BINDIR="$BINDIR" test/tool_cuda.sh >"$logdir/tool_cuda.log" 2>&1; then
+    res=PASS; pass=$((pass + 1))
+else
+    res=FAIL; fail=$((fail + 1)); failed="$failed tool_cuda"
+fi
+if selected tool_cuda && [ $has_cuda = 1 ]; then
+    printf '%-4s %-30s          %4ds\n' "$res" "tool_cuda.sh" $(( $(date +%s) - t0 ))
+    [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_cuda.log" | tail -40 | sed 's/^/    | /'
 fi
 
 rm -rf "$logdir"

@@ -171,8 +171,9 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
      * x86-64-v4 copies run, by a byte shuffle elsewhere: half the seeds take
      * the shuffle here too (bit 2: the low two pick the kind and dtype); the
      * flag is in the CPU's plan at the start of the op's workspace, device
-     * memory: written through the op's backend */
-    if (seed >> 2 & 1) {
+     * memory: written through the op's backend (the CPU's plan: on the
+     * cpu and guarded devices; a GPU's workspace is its own) */
+    if (seed >> 2 & 1 && lt_device() != LADLE_CUDA) {
         const int zero = 0;
         char *ws = ((pool *)op->impl)->ws;
         LT_OK(op->be->fn->to_device(op->be, sizeof zero, &zero, ws + offsetof(cpu_pool, narrow)));

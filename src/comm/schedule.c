@@ -12,8 +12,10 @@
  *     to the device as it lands; the step is done when every chunk has.
  * On a device whose slots return before their work is done (be->async),
  * the host never waits for the whole queue in a call: a send waits for its
- * own chunks' events, and the copies out of the receive staging are waited
- * for (an event) only when the next call is about to reuse it. Where MPI
+ * own chunks' events (those ready when a call starts are all posted before
+ * start returns, chunk by chunk as each passes, so that no peer waits on a
+ * send nobody will post), and the copies out of the receive staging are
+ * waited for (an event) only when the next call is about to reuse it. Where MPI
  * reads an asynchronous device's memory itself (mpi_access), a call first
  * waits for the queue (MPI must not race the kernels before it), and each
  * send waits for an event recorded when it became ready.
@@ -652,6 +654,13 @@ ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws)
         }
     s->in_flight = 1;
     LADLE_CALL(drain(s));
+    /* Every send ready now is posted before start returns, waiting for its
+     * copies if need be (they only wait for queued kernels, never for MPI):
+     * a caller may next wait on another schedule whose peer needs these
+     * sends (a pipeline does), and only finish and progress of this one
+     * would post them later. */
+    while (s->uhead < s->utail)
+        LADLE_CALL(post_sends(s, 1));
 fail:
     return st;
 }

@@ -1,22 +1,150 @@
-/* activation: placeholder until the kernels land. */
-#include "src/backends/cuda/cuda.h"
+/*
+ * The elementwise activations on the GPU (the CPU's are in
+ * src/backends/cpu/activation.c): one thread per element in a grid-stride
+ * loop, one kernel per dtype and kind, so each loop is a straight line of
+ * loads, math and stores, coalesced across the grid.
+ *
+ * The formulas are the CPU's, term for term. Where the CPU's f32 loops use
+ * the branch-free approximations of fastmath.h (errors up to 1.5e-7 of
+ * 1 + |f|, measured against double math), the GPU calls CUDA's own
+ * single-precision functions (expf, tanhf, erfcf: within a few units in
+ * the last place), so the two differ by the sum of both errors; f64 uses
+ * the double functions on both sides.
+ */
+#include "src/backends/cuda/kernel.h"
 
-ladle_status ladle__cuda_act_forward(const ladle_backend *be, ladle_dtype dtype,                   ladle_activation kind, double slope, int64_t n,                   const void *x, void *y)
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT2PI 0.39894228040143267794
+
+/* The math of one dtype: float calls the f-suffixed functions, so no f32
+ * path is computed in double. */
+__device__ __forceinline__ float act_exp(float v) { return expf(v); }
+__device__ __forceinline__ double act_exp(double v) { return exp(v); }
+__device__ __forceinline__ float act_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ double act_tanh(double v) { return tanh(v); }
+__device__ __forceinline__ float act_erfc(float v) { return erfcf(v); }
+__device__ __forceinline__ double act_erfc(double v) { return erfc(v); }
+
+template <class T, int K> __device__ __forceinline__ T act_one(T v, T slope)
 {
-    return ladle__raise(LADLE_ERR_UNSUPPORTED, "act_forward", "not yet on cuda");
+    const T one = 1, half = (T)0.5;
+    switch (K) {
+    case LADLE_RELU:
+        return v > 0 ? v : (T)0;
+    case LADLE_LEAKY_RELU:
+        return v > 0 ? v : slope * v;
+    case LADLE_SIGMOID: {
+        /* the CPU's f64 form, 1 / (1 + e^-v) or e^v / (1 + e^v): its
+         * exponential e^-|v| never overflows */
+        T e = act_exp(v >= 0 ? -v : v);
+        return v >= 0 ? one / (one + e) : e / (one + e);
+    }
+    case LADLE_TANH:
+        return act_tanh(v);
+    default: /* GELU, v Phi(v) with Phi from erfc: accurate in both tails */
+        return half * v * act_erfc(-v * (T)INV_SQRT2);
+    }
 }
 
-ladle_status ladle__cuda_act_backward(const ladle_backend *be, ladle_dtype dtype,                    ladle_activation kind, double slope, int64_t n,                    const void *x, const void *y, const void *dy, void *dx)
+/* f'(x) dy from y = f(x) (and x for GELU only: the others may be given y's
+ * storage as x). The slope is >= 0, so y > 0 exactly when x > 0. */
+template <class T, int K> __device__ __forceinline__ T act_grad(T v, T u, T g, T slope)
 {
-    return ladle__raise(LADLE_ERR_UNSUPPORTED, "act_backward", "not yet on cuda");
+    switch (K) {
+    case LADLE_RELU:
+        return u > 0 ? g : (T)0;
+    case LADLE_LEAKY_RELU:
+        return u > 0 ? g : slope * g;
+    case LADLE_SIGMOID:
+        return g * u * ((T)1 - u);
+    case LADLE_TANH:
+        return g * ((T)1 - u * u);
+    default: {
+        /* Phi(v) = y / v, exact to an ulp while y is a normal number; 1/2
+         * near 0. Only the density's exponential is left to compute. */
+        T av = v < 0 ? -v : v;
+        T cdf = av > (T)1e-20 ? u / v : (T)0.5;
+        T pdf = act_exp((T)-0.5 * v * v) * (T)INV_SQRT2PI;
+        return g * (cdf + v * pdf);
+    }
+    }
 }
 
-ladle_status ladle__cuda_softmax_forward(const ladle_backend *be, ladle_dtype dtype, int log,                     int64_t outer, int64_t len, int64_t inner,                     const void *x, void *y)
+template <class T, int K>
+__global__ void act_fwd_kernel(int64_t n, T slope, const T *x, T *y)
 {
-    return ladle__raise(LADLE_ERR_UNSUPPORTED, "softmax_forward", "not yet on cuda");
+    LADLE_GRID_STRIDE(i, n)
+    y[i] = act_one<T, K>(x[i], slope);
 }
 
-ladle_status ladle__cuda_softmax_backward(const ladle_backend *be, ladle_dtype dtype, int log,                      int64_t outer, int64_t len, int64_t inner,                      const void *y, const void *dy, void *dx)
+template <class T, int K>
+__global__ void act_bwd_kernel(int64_t n, T slope, const T *x, const T *y, const T *dy,
+                               T *dx)
 {
-    return ladle__raise(LADLE_ERR_UNSUPPORTED, "softmax_backward", "not yet on cuda");
+    LADLE_GRID_STRIDE(i, n)
+    {
+        /* x is read only where the kind needs it: it may be y's storage */
+        T v = K == LADLE_GELU ? x[i] : (T)0;
+        dx[i] = act_grad<T, K>(v, y[i], dy[i], slope);
+    }
+}
+
+template <class T>
+static ladle_status act_forward(const ladle_backend *be, ladle_activation kind,
+                                double slope, int64_t n, const void *x, void *y)
+{
+    /* indexed by kind */
+    static void (*const kernels[])(int64_t, T, const T *, T *) = {
+        act_fwd_kernel<T, LADLE_RELU>, act_fwd_kernel<T, LADLE_LEAKY_RELU>,
+        act_fwd_kernel<T, LADLE_SIGMOID>, act_fwd_kernel<T, LADLE_TANH>,
+        act_fwd_kernel<T, LADLE_GELU>};
+    if ((unsigned)kind > (unsigned)LADLE_GELU)
+        return ladle__raise(LADLE_ERR_ARG, "act_forward", "unknown activation %d",
+                            (int)kind);
+    if (n == 0)
+        return LADLE_OK;
+    LADLE_LAUNCH(kernels[kind], ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS),
+                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const T *)x,
+                 (T *)y);
+    LADLE_CUDA_LAUNCHED("act_forward");
+    return LADLE_OK;
+}
+
+template <class T>
+static ladle_status act_backward(const ladle_backend *be, ladle_activation kind,
+                                 double slope, int64_t n, const void *x, const void *y,
+                                 const void *dy, void *dx)
+{
+    /* indexed by kind */
+    static void (*const kernels[])(int64_t, T, const T *, const T *, const T *, T *) = {
+        act_bwd_kernel<T, LADLE_RELU>, act_bwd_kernel<T, LADLE_LEAKY_RELU>,
+        act_bwd_kernel<T, LADLE_SIGMOID>, act_bwd_kernel<T, LADLE_TANH>,
+        act_bwd_kernel<T, LADLE_GELU>};
+    if ((unsigned)kind > (unsigned)LADLE_GELU)
+        return ladle__raise(LADLE_ERR_ARG, "act_backward", "unknown activation %d",
+                            (int)kind);
+    if (n == 0)
+        return LADLE_OK;
+    LADLE_LAUNCH(kernels[kind], ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS),
+                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const T *)x,
+                 (const T *)y, (const T *)dy, (T *)dx);
+    LADLE_CUDA_LAUNCHED("act_backward");
+    return LADLE_OK;
+}
+
+ladle_status ladle__cuda_act_forward(const ladle_backend *be, ladle_dtype dtype,
+                                     ladle_activation kind, double slope, int64_t n,
+                                     const void *x, void *y)
+{
+    return dtype == LADLE_F32 ? act_forward<float>(be, kind, slope, n, x, y)
+                              : act_forward<double>(be, kind, slope, n, x, y);
+}
+
+ladle_status ladle__cuda_act_backward(const ladle_backend *be, ladle_dtype dtype,
+                                      ladle_activation kind, double slope, int64_t n,
+                                      const void *x, const void *y, const void *dy,
+                                      void *dx)
+{
+    return dtype == LADLE_F32 ? act_backward<float>(be, kind, slope, n, x, y, dy, dx)
+                              : act_backward<double>(be, kind, slope, n, x, y, dy, dx);
 }

@@ -196,12 +196,50 @@ void push(state &s, ladle_emu_stream *st, std::function<void()> w)
 thread_local bool in_fiber = false;
 thread_local void *dyn_ptr = nullptr;
 
+/*
+ * Fibers. On x86-64 a switch saves the callee-saved registers on the
+ * fiber's own stack and swaps stack pointers (switch_to below): a few
+ * instructions, where swapcontext also makes a system call for the signal
+ * mask, which dominated the emulator's time. Elsewhere ucontext serves.
+ */
+#if defined(__x86_64__)
+extern "C" void ladle_emu_switch(void **save_sp, void *load_sp);
+asm(R"(
+    .text
+    .globl ladle_emu_switch
+    .type ladle_emu_switch, @function
+ladle_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size ladle_emu_switch, .-ladle_emu_switch
+    .section .note.GNU-stack, "", @progbits
+    .text
+)");
+#endif
+
 struct fibers {
+#if defined(__x86_64__)
+    void *sched;
+    std::vector<void *> sp;
+#else
     ucontext_t sched;
     std::vector<ucontext_t> ctx;
+#endif
     std::vector<char *> stacks;
     std::vector<char> done;
-    std::vector<uint3> idx;
     int current = 0;
     const std::function<void()> *body = nullptr;
 };
@@ -211,6 +249,51 @@ void fiber_main()
 {
     (*F.body)();
     F.done[F.current] = 1;
+#if defined(__x86_64__)
+    void *dead;
+    ladle_emu_switch(&dead, F.sched); /* never resumed */
+#endif
+}
+
+/* Make fiber i start in fiber_main when it is first switched to. */
+void fiber_init(size_t i)
+{
+#if defined(__x86_64__)
+    /* the stack as ladle_emu_switch leaves it: six registers, then the
+     * address it returns to; fiber_main starts with the stack 16-aligned
+     * minus 8, as after a call */
+    uintptr_t top = ((uintptr_t)F.stacks[i] + FIBER_STACK) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;                    /* fiber_main's return address: none */
+    *--sp = (void *)&fiber_main;
+    for (int r = 0; r < 6; r++)
+        *--sp = nullptr;                /* rbp rbx r12 r13 r14 r15 */
+    F.sp[i] = sp;
+#else
+    getcontext(&F.ctx[i]);
+    F.ctx[i].uc_stack.ss_sp = F.stacks[i];
+    F.ctx[i].uc_stack.ss_size = FIBER_STACK;
+    F.ctx[i].uc_link = &F.sched;
+    makecontext(&F.ctx[i], fiber_main, 0);
+#endif
+}
+
+void fiber_enter(size_t i)
+{
+#if defined(__x86_64__)
+    ladle_emu_switch(&F.sched, F.sp[i]);
+#else
+    swapcontext(&F.sched, &F.ctx[i]);
+#endif
+}
+
+void fiber_leave()
+{
+#if defined(__x86_64__)
+    ladle_emu_switch(&F.sp[F.current], F.sched);
+#else
+    swapcontext(&F.ctx[F.current], &F.sched);
+#endif
 }
 
 std::vector<uint3> thread_order(dim3 b, bool reverse)
@@ -239,16 +322,15 @@ void run_block_fibers(const std::vector<uint3> &order, const std::function<void(
         }
         F.stacks.push_back(st);
     }
+#if defined(__x86_64__)
+    F.sp.resize(n);
+#else
     F.ctx.resize(n);
+#endif
     F.done.assign(n, 0);
     F.body = &body;
-    for (size_t i = 0; i < n; i++) {
-        getcontext(&F.ctx[i]);
-        F.ctx[i].uc_stack.ss_sp = F.stacks[i];
-        F.ctx[i].uc_stack.ss_size = FIBER_STACK;
-        F.ctx[i].uc_link = &F.sched;
-        makecontext(&F.ctx[i], fiber_main, 0);
-    }
+    for (size_t i = 0; i < n; i++)
+        fiber_init(i);
     in_fiber = true;
     for (bool waiting = true; waiting;) {
         waiting = false;
@@ -257,7 +339,7 @@ void run_block_fibers(const std::vector<uint3> &order, const std::function<void(
                 continue;
             F.current = (int)i;
             cur.tid = order[i];
-            swapcontext(&F.sched, &F.ctx[i]);
+            fiber_enter(i);
             if (!F.done[i])
                 waiting = true;
         }
@@ -301,7 +383,7 @@ void syncthreads()
                         "LADLE_LAUNCH; a kernel with barriers needs LADLE_LAUNCH_SYNC\n");
         abort();
     }
-    swapcontext(&F.ctx[F.current], &F.sched);
+    fiber_leave();
 }
 
 void *dyn_shared() { return dyn_ptr; }

@@ -1,0 +1,77 @@
+#!/bin/sh
+# The tools on the CUDA device, against the same binary on the CPU: the
+# dot-product test of every primitive on device memory (ladle-adjoint
+# --device cuda), and LeNet-5 trained a few steps on the GPU (ladle-train
+# --device cuda) ending where the CPU's run ends, in the layout and the
+# pipeline modes. test/run.sh runs it in the cuda pass (over the emulator in
+# make check; scripts/device-check.sh on a GPU).
+set -u
+MPIEXEC=${MPIEXEC:-mpiexec}
+BINDIR=${BINDIR:-bin}
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+adj() { # NRANKS ARGS...: exit 0 and the mismatch line, on device memory
+    n=$1; shift
+    out=$(timeout 300 $MPIEXEC -n "$n" "$BINDIR/ladle-adjoint" "$@" --device cuda 2>&1)
+    st=$?
+    if [ $st -eq 0 ] && printf '%s\n' "$out" | grep -q "on cuda:" &&
+        printf '%s\n' "$out" | grep -Eq '^adjoint mismatch: [0-9.e+-]+$'; then
+        ok "-n $n ladle-adjoint $* --device cuda: $(printf '%s\n' "$out" | tail -n 1)"
+    else
+        bad "[$st] -n $n ladle-adjoint $* --device cuda"
+        printf '%s\n' "$out" | tail -n 8 | sed 's/^/     /'
+    fi
+}
+adj 3 broadcast --px 1x3@0-2 --py 1x3@0-2 --shape 7x11 --dtype f64
+adj 3 sum-reduce --px 3x1 --py 1x1@1 --shape 5x6 --dtype f32
+adj 4 all-sum-reduce --px 2x2 --axes 1 --shape 5x5
+adj 3 repartition --px 3x1 --py 1x3 --shape 17x13 --x-split 7,5,5/13
+adj 3 halo-exchange --px 1x1x3 --shape 2x3x19 --kernel 1,1,5 --stride 1,1,2 --padding 0,0,2
+
+# LeNet-5, f64, a few steps: the GPU's run ends as the CPU's (the same
+# accuracy count and the loss to the summary's four decimals)
+train="$BINDIR/ladle-train"
+data=${LADLE_DATA:-/usr/share/datasets/fashion-mnist}
+if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
+    tmp=$(mktemp -d)
+    run() { # DEVICE NRANKS SUMMARY ARGS...
+        dev=$1 n=$2 sum=$3
+        shift 3
+        timeout 600 $MPIEXEC -n "$n" "$train" --quiet --steps 20 --batch 32 --dtype f64 \
+            --seed 4 --epochs 1 --device "$dev" --summary "$sum" "$@" >>"$tmp/log" 2>&1
+    }
+    tail_of() { sed -e 's/ms_per_step [0-9.]*//' "$1"; }
+    for layout in "2:--data-ways 2" "4:--data-ways 2 --spatial 2x1 --fc-ways 2 --bn"; do
+        n=${layout%%:*} args=${layout#*:}
+        : >"$tmp/log"
+        # shellcheck disable=SC2086
+        run cpu "$n" "$tmp/cpu" $args && run cuda "$n" "$tmp/cuda" $args
+        st=$?
+        if [ $st -eq 0 ] && [ -s "$tmp/cpu" ] && [ "$(tail_of "$tmp/cpu")" = "$(tail_of "$tmp/cuda")" ]; then
+            ok "ladle-train $args: cuda ends as cpu ($(sed 's/.*\(accuracy.*\)ms_per.*\(last_loss.*\)/\1\2/' "$tmp/cuda"))"
+        else
+            bad "ladle-train $args: cpu '$(cat "$tmp/cpu" 2>/dev/null)' cuda '$(cat "$tmp/cuda" 2>/dev/null)'"
+            sed 's/^/     /' "$tmp/log" | tail -n 20
+        fi
+        rm -f "$tmp/cpu" "$tmp/cuda"
+    done
+    # the pipeline mode: 1F1B over 2 ranks, the epoch's line as the CPU's
+    line() { # DEVICE
+        timeout 600 $MPIEXEC -n 2 "$train" --pipeline 1f1b --microbatches 2 --steps 10 \
+            --batch 32 --dtype f64 --seed 4 --epochs 1 --quiet --device "$1" 2>&1 |
+            grep "^epoch 1:"
+    }
+    a=$(line cpu) b=$(line cuda)
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+        ok "ladle-train --pipeline 1f1b: cuda ends as cpu ($b)"
+    else
+        bad "ladle-train --pipeline 1f1b: cpu '$a', cuda '$b'"
+    fi
+    rm -rf "$tmp"
+else
+    echo "skip ladle-train: no dataset at $data"
+fi
+[ $fails -eq 0 ] && echo "tool_cuda: all passed" || echo "tool_cuda: $fails failed"
+[ $fails -eq 0 ]
