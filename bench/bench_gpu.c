@@ -757,8 +757,8 @@ static void lenet_rows(void)
         }
         printf("lenet      %-34s %9.3f %9.0f %7s %7s\n", s, tg * 1e3, (double)batch / tg,
                vs, ref);
-        printf("#          the CPU, %d threads: %.3f ms/step (the GPU %.1f times faster)\n",
-               threads, tc * 1e3, tc / tg);
+        printf("#          the CPU, %d threads: %.3f ms/step (cpu / gpu %.2f)\n", threads,
+               tc * 1e3, tc / tg);
         fflush(stdout);
         snprintf(row, sizeof row, "lenet %s vs torch", s);
         snprintf(note, sizeof note, isnan(tt) ? "no torch time (--torch)" : "torch %.3f ms",

@@ -485,13 +485,19 @@ build_step() {
 
 # ---------------------------------------------------------------- tests
 # The CUDA suite (test/run.sh's CUDA_SUITE at its rank counts, every rank on
-# the one GPU) in four groups at once, balanced by ranks.
+# the one GPU, and test/tool_cuda.sh: the tools on the GPU against the CPU,
+# its training runs on the made-up dataset) in four groups at once,
+# balanced by ranks.
 tests_step() {
     local t0=$SECONDS cap groups=4 g
     cap=$(budget_for 170 "$(reserve_after tests)")
     [ "$cap" -gt 0 ] || { record tests SKIP 0 "only $(left) s left"; return; }
     say "tests: the CUDA suite on the GPU, $groups groups at once (at most $cap s)"
-    sed -n '/^CUDA_SUITE="/,/^"/p' test/run.sh | grep ':' |
+    [ -d "$work/data" ] || make_data "$work/data" >>"$out/tests.log" 2>&1
+    export LADLE_DATA="$work/data"
+    # tool_cuda.sh weighs as a dozen ranks (ladle-adjoint at 3 and 4,
+    # ladle-train at 2 and 4 on both devices)
+    { sed -n '/^CUDA_SUITE="/,/^"/p' test/run.sh | grep ':'; echo "tool_cuda: 3 4 2 4"; } |
         awk -v G=$groups '{ n = 0; for (i = 2; i <= NF; i++) n += $i; best = 0; for (g = 1; g < G; g++) if (load[g] < load[best]) best = g
                             load[best] += n; sub(/:$/, "", $1); prog[best] = prog[best] " " $1 }
                           END { for (g = 0; g < G; g++) print prog[g] }' >"$work/groups"
@@ -575,7 +581,7 @@ train_step() {
         return
     fi
     say "train: ladle-train --device cuda on a small made-up dataset (at most $cap s)"
-    make_data "$work/data" >"$out/train.log" 2>&1 ||
+    [ -d "$work/data" ] || make_data "$work/data" >"$out/train.log" 2>&1 ||
         { record train FAIL 0 "could not make the dataset (train.log)"; return; }
     local common=(--data "$work/data" --epochs 1 --steps 16 --batch 256 --seed 4 --quiet)
     local st=0 runs=("1 cuda" "1 cpu" "2 cuda --data-ways 2")
