@@ -80,20 +80,21 @@ record() {
 
 # The verdict: PASS only when every step that should have run passed.
 write_summary() {
-    local n fails skips verdict
+    local n fails part skips verdict
     n=$(wc -l <"$results")
-    fails=$(awk '$2 != "PASS" && $2 != "SKIP" {c++} END {print c + 0}' "$results")
+    fails=$(awk '$2 == "FAIL" {c++} END {print c + 0}' "$results")
+    part=$(awk '$2 == "INCOMPLETE" {c++} END {print c + 0}' "$results")
     skips=$(awk '$2 == "SKIP" {c++} END {print c + 0}' "$results")
     if [ "$fails" -gt 0 ]; then
         verdict=FAIL
-    elif [ "$skips" -gt 0 ] || [ "${finished:-0}" != 1 ]; then
+    elif [ "$part" -gt 0 ] || [ "$skips" -gt 0 ] || [ "${finished:-0}" != 1 ]; then
         verdict=INCOMPLETE
     else
         verdict=PASS
     fi
     {
-        echo "RESULT: $verdict ($n steps: $((n - fails - skips)) passed, $fails failed or" \
-            "incomplete, $skips skipped) in $(elapsed) s of a $budget s budget"
+        echo "RESULT: $verdict ($n steps: $((n - fails - part - skips)) passed, $fails failed," \
+            "$part incomplete, $skips skipped) in $(elapsed) s of a $budget s budget"
         [ "${finished:-0}" = 1 ] || echo "(the run did not reach its end: this is what it had done)"
         echo "ladle device check, $(date -u '+%Y-%m-%d %H:%M UTC'), $(cat "$work/rev" 2>/dev/null);" \
             "steps asked: probe deps build $steps"
