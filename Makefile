@@ -131,6 +131,8 @@ TEST_SRCS := $(filter-out test/harness.c $(if $(filter 0,$(CUDA)),test/test_cuda
 TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
               $(OUT)/bench/bench_pipe
+# the GPU against cuBLAS, device copies, CPU tensors and PyTorch (scripts/device-check.sh)
+BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo tour check check-cuda layering asan valgrind bench bench-torch install uninstall \
