@@ -5,6 +5,7 @@
  * not finite. */
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -528,6 +529,51 @@ START_TEST(message_counts)
 }
 END_TEST
 
+/* A kernel that fails, for a_failed_call_posts_nothing. */
+static ladle_status failing_box(const ladle_backend *be, ladle_dtype dtype, ladle_box_mode mode,
+                                int ndim, const int64_t *ext, const void *src,
+                                const int64_t *sstr, void *dst, const int64_t *dstr)
+{
+    return ladle__raise(LADLE_ERR_DEVICE, "copy_box", "the test's failing kernel");
+}
+
+/* A call that fails after its receives are posted cancels them before it
+ * returns, so MPI writes nothing into memory the caller may free next: a
+ * message sent afterwards with the same tag must reach a new receive (were
+ * the old one still posted, it would take the message, and this test would
+ * hang until its timeout). */
+START_TEST(a_failed_call_posts_nothing)
+{
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    int peer = (lt_rank + 1) % lt_size, from = (lt_rank + lt_size - 1) % lt_size;
+    ladle_backend_table table = *ladle__backend(LADLE_CPU)->fn;
+    table.copy_box = failing_box;
+    ladle_backend bad = *ladle__backend(LADLE_CPU);
+    bad.fn = &table;
+    ladle_sched *s = NULL;
+    LT_OK(ladle_sched_create(LADLE_F64, &s));
+    ladle_sched_recv(s, ladle_ref_make(LADLE_BUF_Y, 0), 4, from, 5);
+    ladle_sched_copy(s, LADLE_BOX_COPY, ladle_ref_make(LADLE_BUF_X, 0),
+                     ladle_ref_make(LADLE_BUF_Y, 4), 4);
+    LT_OK(ladle_sched_finalize(s, comm, &bad));
+    double *x = calloc(8, sizeof *x), *y = calloc(8, sizeof *y);
+    FAILS_SAYING(ladle_sched_run(s, x, y, NULL), LADLE_ERR_DEVICE, "failing kernel");
+    LT_ASSERT(!ladle_sched_in_flight(s), "the failed call is still in flight");
+    ladle_sched_destroy(&s);
+    free(y);
+    /* the same tag again: a new receive gets it */
+    double out[4] = {1, 2, 3, 4}, in[4] = {0};
+    MPI_Request req;
+    MPI_Irecv(in, 4, MPI_DOUBLE, from, 5, comm, &req);
+    MPI_Send(out, 4, MPI_DOUBLE, peer, 5, comm);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    LT_ASSERT(in[3] == 4.0, "the message went elsewhere");
+    free(x);
+    MPI_Comm_free(&comm);
+}
+END_TEST
+
 Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -544,6 +590,7 @@ Suite *errors_suite(void)
     tcase_add_test(tc, creates_on_a_missing_device);
     tcase_add_test(tc, containers_refuse_two_devices);
     tcase_add_test(tc, message_counts);
+    tcase_add_test(tc, a_failed_call_posts_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

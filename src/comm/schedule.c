@@ -96,6 +96,8 @@ struct ladle_sched {
     int recv_pending;    /* recv_done was recorded and not yet waited for */
 };
 
+static void abandon(ladle_sched *s);
+
 ladle_box ladle_box_in(int ndim, const int64_t *shape, const int64_t *lo,
                        const int64_t *ext)
 {
@@ -153,6 +155,8 @@ void ladle_sched_destroy(ladle_sched **ps)
     if (ps == NULL || *ps == NULL)
         return;
     ladle_sched *s = *ps;
+    if (s->in_flight && ladle__mpi_usable()) /* started and never finished */
+        abandon(s);
     ladle__free(s->steps);
     ladle__free(s->pairs);
     ladle__free(s->edges);
@@ -622,6 +626,24 @@ fail:
     return st;
 }
 
+/* A call that failed midway leaves messages posted into buffers the caller
+ * may free next: cancel what can be cancelled and wait for every request, so
+ * that MPI holds none of them when the call returns. A send already matched
+ * completes once its peer receives it (the peer got it, or is failing in
+ * step); the call's status stays the first failure's. */
+static void abandon(ladle_sched *s)
+{
+    for (int r = 0; r < s->nreqs; r++) {
+        if (s->reqs[r] == MPI_REQUEST_NULL)
+            continue;
+        MPI_Cancel(&s->reqs[r]);
+        MPI_Wait(&s->reqs[r], MPI_STATUS_IGNORE);
+    }
+    s->pending = 0;
+    s->uhead = s->utail = 0;
+    s->in_flight = 0;
+}
+
 ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws)
 {
     ladle_status st = LADLE_OK;
@@ -662,6 +684,8 @@ ladle_status ladle_sched_start(ladle_sched *s, const void *x, void *y, void *ws)
     while (s->uhead < s->utail)
         LADLE_CALL(post_sends(s, 1));
 fail:
+    if (st != LADLE_OK && s->in_flight)
+        abandon(s);
     return st;
 }
 
@@ -719,6 +743,8 @@ ladle_status ladle_sched_finish(ladle_sched *s)
         LADLE_CALL(s->be->fn->synchronize(s->be));
     }
 fail:
+    if (st != LADLE_OK)
+        abandon(s);
     s->in_flight = 0;
     return st;
 }
@@ -738,15 +764,13 @@ ladle_status ladle_sched_progress(ladle_sched *s, int *done)
     }
     *done = s->pending == 0 && s->uhead == s->utail;
 fail:
+    if (st != LADLE_OK)
+        abandon(s);
     return st;
 }
 
 ladle_status ladle_sched_run(ladle_sched *s, const void *x, void *y, void *ws)
 {
     ladle_status st = ladle_sched_start(s, x, y, ws);
-    if (st != LADLE_OK) {
-        s->in_flight = 0;
-        return st;
-    }
-    return ladle_sched_finish(s);
+    return st != LADLE_OK ? st : ladle_sched_finish(s);
 }
