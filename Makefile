@@ -42,6 +42,8 @@ SANITIZE ?= 0
 DEPS     ?= 1
 OPT      ?= -O3
 CUDA     ?= 0
+# parallel jobs for the builds make check does itself
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CUDA_HOME ?= /usr/local/cuda
 NVCC     ?= $(or $(shell command -v nvcc),$(wildcard $(CUDA_HOME)/bin/nvcc))
 # Hopper machine code, and PTX the driver compiles for any newer GPU
@@ -255,7 +257,7 @@ tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY)
 CUDA_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE))),1,0)
 
 check: deps
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory -j$(JOBS) tests
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
 	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
@@ -268,14 +270,14 @@ check: deps
 # refusal of a CUDA tensor where there is no GPU.
 check-cuda:
 	@echo "== the CUDA backend over its emulator (build/cudaemu)"
-	@$(MAKE) --no-print-directory CUDA=emu tests
+	@$(MAKE) --no-print-directory -j$(JOBS) CUDA=emu tests
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(BUILD)/cudaemu/obj || status=1; \
 	MPIEXEC="$(MPIEXEC)" BINDIR="$(BUILD)/cudaemu/bin" DEVICES=cuda TEST="$(TEST)" \
 	    RANKS="$(RANKS)" test/run.sh $(BUILD)/cudaemu/test || status=1; \
 	if [ -n "$(NVCC)" ]; then \
 	    echo "== the CUDA backend built by nvcc (build/cuda)"; \
-	    $(MAKE) --no-print-directory CUDA=1 $(BUILD)/cuda/test/test_cuda || status=1; \
+	    $(MAKE) --no-print-directory -j$(JOBS) CUDA=1 $(BUILD)/cuda/test/test_cuda || status=1; \
 	    MPIEXEC="$(MPIEXEC)" DEVICES=cpu TEST=test_cuda RANKS="1 2" \
 	        test/run.sh $(BUILD)/cuda/test || status=1; \
 	fi; \
