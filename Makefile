@@ -274,7 +274,7 @@ check-cuda:
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(BUILD)/cudaemu/obj || status=1; \
 	MPIEXEC="$(MPIEXEC)" BINDIR="$(BUILD)/cudaemu/bin" DEVICES=cuda TEST="$(TEST)" \
-	    RANKS="$(RANKS)" test/run.sh $(BUILD)/cudaemu/test || status=1; \
+	    RANKS="$(RANKS)" TOOL_CUDA_DIRECT=1 test/run.sh $(BUILD)/cudaemu/test || status=1; \
 	if [ -n "$(NVCC)" ]; then \
 	    echo "== the CUDA backend built by nvcc (build/cuda)"; \
 	    $(MAKE) --no-print-directory -j$(JOBS) CUDA=1 $(BUILD)/cuda/test/test_cuda || status=1; \

@@ -29,6 +29,18 @@ adj 3 sum-reduce --px 3x1 --py 1x1@1 --shape 5x6 --dtype f32
 adj 4 all-sum-reduce --px 2x2 --axes 1 --shape 5x5
 adj 3 repartition --px 3x1 --py 1x3 --shape 17x13 --x-split 7,5,5/13
 adj 3 halo-exchange --px 1x1x3 --shape 2x3x19 --kernel 1,1,5 --stride 1,1,2 --padding 0,0,2
+# MPI handed device memory directly (a device-aware MPI's path): only where
+# the MPI can read it, which the emulator's "device memory" is
+# (TOOL_CUDA_DIRECT=1, set by make check's emulated pass)
+if [ "${TOOL_CUDA_DIRECT:-0}" = 1 ]; then
+    export LADLE_CUDA_MPI=direct
+    adj 3 broadcast --px 1x3@0-2 --py 1x3@0-2 --shape 7x11 --dtype f64
+    adj 3 sum-reduce --px 3x1 --py 1x1@1 --shape 5x6 --dtype f32
+    adj 4 all-sum-reduce --px 2x2 --axes 1 --shape 5x5
+    adj 3 repartition --px 3x1 --py 1x3 --shape 17x13 --x-split 7,5,5/13
+    adj 3 halo-exchange --px 1x1x3 --shape 2x3x19 --kernel 1,1,5 --stride 1,1,2 --padding 0,0,2
+    unset LADLE_CUDA_MPI
+fi
 
 # LeNet-5, f64, a few steps: the GPU's run ends as the CPU's (the same
 # accuracy count and the loss to the summary's four decimals)
@@ -49,13 +61,19 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
         # shellcheck disable=SC2086
         run cpu "$n" "$tmp/cpu" $args && run cuda "$n" "$tmp/cuda" $args
         st=$?
+        if [ $st -eq 0 ] && [ "${TOOL_CUDA_DIRECT:-0}" = 1 ]; then
+            # shellcheck disable=SC2086
+            LADLE_CUDA_MPI=direct run cuda "$n" "$tmp/direct" $args
+            st=$?
+            [ "$(tail_of "$tmp/cpu")" = "$(tail_of "$tmp/direct")" ] || st=1
+        fi
         if [ $st -eq 0 ] && [ -s "$tmp/cpu" ] && [ "$(tail_of "$tmp/cpu")" = "$(tail_of "$tmp/cuda")" ]; then
             ok "ladle-train $args: cuda ends as cpu ($(sed 's/.*\(accuracy.*\)ms_per.*\(last_loss.*\)/\1\2/' "$tmp/cuda"))"
         else
             bad "ladle-train $args: cpu '$(cat "$tmp/cpu" 2>/dev/null)' cuda '$(cat "$tmp/cuda" 2>/dev/null)'"
             sed 's/^/     /' "$tmp/log" | tail -n 20
         fi
-        rm -f "$tmp/cpu" "$tmp/cuda"
+        rm -f "$tmp/cpu" "$tmp/cuda" "$tmp/direct"
     done
     # the pipeline mode: 1F1B over 2 ranks, the epoch's line as the CPU's
     line() { # DEVICE
