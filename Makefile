@@ -34,6 +34,9 @@
 # MPI). MPICC and MPIEXEC may still be set by hand; the build records the pair
 # it was made with and rebuilds everything when it changes.
 
+# plain make builds the library and the tools (the rules below start with a stamp)
+.DEFAULT_GOAL := all
+
 MPI      ?= mpich
 MPICC    ?= $(if $(shell command -v mpicc.$(MPI)),mpicc.$(MPI),mpicc)
 MPIEXEC  ?= $(if $(shell command -v mpiexec.$(MPI)),mpiexec.$(MPI),mpiexec)
