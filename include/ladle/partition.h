@@ -63,8 +63,11 @@ typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladl
  * not initialised, or finalised), LADLE_ERR_UNSUPPORTED (a thread other than
  * MPI's main thread at MPI_THREAD_SINGLE or MPI_THREAD_FUNNELED),
  * LADLE_ERR_PARTITION (rank out of range, duplicated, or more ranks than
- * parent has: checked before the rank list is allocated), LADLE_ERR_MPI,
- * LADLE_ERR_ALLOC. */
+ * parent has: checked before the rank list is allocated), LADLE_ERR_MPI
+ * (an MPI call failed, or the MPI of the process or of the caller's mpi.h
+ * is not the one libladle was built with: see ladle_mpi_library; this is
+ * checked first, on each rank alone, and its message has no rank),
+ * LADLE_ERR_ALLOC. (In C and C++ this name is the macro below.) */
 LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                               const int ranks[], ladle_partition **p);
 
