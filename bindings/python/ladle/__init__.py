@@ -28,4 +28,9 @@ from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv, 
 SELF = _capi.SELF
 lib = _core.lib
 
+
+
+from .network import (Network, Optimizer, check_checkpoint_path, load_checkpoint,  # noqa: E402
+                      read_checkpoint_meta, save_checkpoint)
+from .custom import CustomOp  # noqa: E402
 __version__ = version()

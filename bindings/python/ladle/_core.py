@@ -143,7 +143,15 @@ atexit.register(_release_all)
 
 class _Handle:
     """A ladle object: a handle, its destroy function, and the Python
-    objects it must keep alive (partitions, layouts, arrays, callbacks)."""
+    objects it must keep alive (partitions, layouts, arrays, callbacks).
+
+    Some ladle objects must be destroyed before the one they belong to (a
+    context before its layer). The garbage collector finalizes a cycle in
+    any order, so an owner destroys such dependents itself first: each
+    registers (destroy function, shared handle cell) with its owner, and
+    destroying through the shared cell leaves NULL for the dependent's own
+    close to skip. A container (sequential, network) does the same for the
+    dependents of the layers it holds."""
 
     _destroy = None  # name of the ladle_*_destroy function
 
@@ -151,7 +159,15 @@ class _Handle:
         self._h = c_void_p(h.value if isinstance(h, c_void_p) else h)
         self._keep = list(keep)
         self._owned = True
+        self._children = {}
+        self._contains = []
+        self._parent = None
         _live.add(self)
+
+    def _depend_on(self, owner):
+        """Destroy this object before owner's ladle object goes."""
+        owner._children[id(self)] = (self._destroy, self._h)
+        self._parent = owner
 
     @property
     def handle(self):
@@ -160,20 +176,36 @@ class _Handle:
             raise ValueError("ladle: %s is closed" % type(self).__name__)
         return h
 
+    def _close_children(self):
+        children = getattr(self, "_children", {})
+        for destroy, h in list(children.values()):
+            if h.value:
+                getattr(lib, destroy)(byref(h))
+        children.clear()
+        for obj in getattr(self, "_contains", ()):
+            obj._close_children()
+
     def close(self):
         """Destroy the ladle object now (it is also destroyed when collected)."""
         h = getattr(self, "_h", None)
         if h is None or not h.value:
             return
-        if self._owned and not _finalizing[0] and not MPI.Is_finalized():
+        alive = not _finalizing[0] and not MPI.Is_finalized()
+        if self._owned and alive:
+            self._close_children()
             getattr(lib, self._destroy)(byref(h))
+        parent = getattr(self, "_parent", None)
+        if parent is not None:
+            parent._children.pop(id(self), None)
         self._h = c_void_p(None)
         self._keep = []
         _live.discard(self)
 
-    def _disown(self):
+    def _disown(self, container=None):
         """Another ladle object (a container, a network) owns the handle now."""
         self._owned = False
+        if container is not None:
+            container._contains.append(self)
 
     def __enter__(self):
         return self

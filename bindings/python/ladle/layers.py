@@ -46,6 +46,7 @@ class Ctx(_Handle):
         h = c_void_p()
         check(_core.lib.ladle_ctx_create(layer.handle, byref(h)))
         self._adopt(h, [layer])
+        self._depend_on(layer)
         self.saved = ()
 
 
@@ -300,9 +301,9 @@ def Sequential(layers):
     arr = (c_void_p * max(len(layers), 1))(*[l.handle.value for l in layers])
     h = c_void_p()
     check(_core.lib.ladle_sequential_create(len(layers), arr, byref(h)))
-    for l in layers:
-        l._disown()
     seq = Layer(h)
+    for l in layers:
+        l._disown(seq)
     # each layer's Python object keeps the container alive, and back
     for l in layers:
         l._keep.append(seq)
