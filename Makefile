@@ -297,7 +297,8 @@ check-cuda:
 PY_BUILD := build/python
 PYTHON3 ?= /usr/bin/python3
 PYTHON_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE)),$(filter build,$(BUILD))),1,0)
-PY_PACKAGES := python3-numpy python3-mpi4py python3-pytest openmpi-bin libopenmpi-dev
+# (python3-torch for ladle.torch's tests, which skip without it)
+PY_PACKAGES := python3-numpy python3-mpi4py python3-pytest python3-torch openmpi-bin libopenmpi-dev
 
 python:
 	@$(MAKE) --no-print-directory -j$(JOBS) MPI=openmpi MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi BUILD_DIR=$(PY_BUILD) \
@@ -385,4 +386,4 @@ format:
 clean:
 	rm -rf build build-asan lib bin
 	rm -rf bindings/python/ladle/__pycache__ bindings/python/tests/__pycache__ \
-	    bindings/python/.pytest_cache
+	    bindings/python/.pytest_cache bindings/python/build bindings/python/ladle.egg-info

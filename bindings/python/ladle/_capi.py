@@ -49,6 +49,8 @@ def library_candidates():
     if env:
         return [env]
     root = os.path.normpath(os.path.join(_package_dir(), "..", "..", ".."))
+    if not os.path.exists(os.path.join(root, "include", "ladle.h")):
+        return []  # an installed package: only $LADLE_LIBRARY says where
     return [os.path.join(root, "build", "python", "lib", "libladle.so")]
 
 
@@ -58,9 +60,10 @@ def find_library():
         if os.path.exists(path):
             return path
     raise ImportError(
-        "ladle: libladle not found (tried %s). Build it with `make python` in the "
-        "ladle source tree, or set LADLE_LIBRARY to the libladle.so built against "
-        "mpi4py's MPI." % ", ".join(tried))
+        "ladle: libladle not found (%s). Build it with `make python` in the ladle "
+        "source tree, and set LADLE_LIBRARY to the build's python/lib/libladle.so when "
+        "the package is installed elsewhere." % ("tried " + ", ".join(tried) if tried else
+                                                   "LADLE_LIBRARY is not set"))
 
 
 # ---- structs ---------------------------------------------------------------
