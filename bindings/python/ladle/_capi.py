@@ -342,7 +342,7 @@ PROTOTYPES = [
     # user-defined operators and caller-owned memory
     ("ladle_custom_desc_init", None, [POINTER(ladle_custom_desc)]),
     ("ladle_custom_create", S, [POINTER(ladle_custom_desc), HP]),
-    ("ladle_custom_fail", None, [c_char_p]),
+    ("ladle_custom_fail", c_int, [c_char_p]),
     ("ladle_op_bind_param", S, [H, c_int, c_void_p, c_void_p]),
     ("ladle_ctx_bytes", c_size_t, [H]),
     ("ladle_ctx_create_in", S, [H, c_void_p, c_size_t, HP]),
