@@ -532,28 +532,18 @@ def tensor_view(h, owner=None):
     span = 1 + sum((s - 1) * t for s, t in zip(shape, strides) if s > 0) // dt.itemsize \
         if n else 1
     buf = (ctypes.c_char * (span * dt.itemsize)).from_address(ptr)
+    # the view's base chain ends at buf, which keeps the owner alive
+    buf._ladle_owner = owner
     base = np.frombuffer(buf, dtype=dt, count=span)
-    view = np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
-    if owner is not None:
-        view = _OwnedView(view, owner)
-    return view
+    return np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
 
 
-class _OwnedArray(np.ndarray):
-    """A numpy view that keeps the ladle object owning its memory alive."""
-
-    def __array_finalize__(self, obj):
-        self._ladle_owner = getattr(obj, "_ladle_owner", None)
-
-
-def _OwnedView(view, owner):
-    v = view.view(_OwnedArray)
-    v._ladle_owner = owner
-    return v
-
-
-def as_tensor(x, what="tensor"):
-    """x as a Tensor (wrapping a numpy array without copying)."""
+def as_tensor(x, what="tensor", output=False):
+    """x as a Tensor (wrapping a numpy array without copying). output: ladle
+    writes into it, so a read-only array is refused."""
+    if isinstance(x, np.ndarray) and output and not x.flags.writeable:
+        raise _error("LADLE_ERR_ARG", "%s is a read-only numpy array; ladle writes into it"
+                     % what)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
@@ -587,13 +577,13 @@ class Op(_Handle):
 
     def forward(self, x, y=None):
         y = self._out(self.y_shape, y)
-        xt, yt = as_tensor(x, "x"), as_tensor(y, "y")
+        xt, yt = as_tensor(x, "x"), as_tensor(y, "y", True)
         check(lib.ladle_op_forward(self.handle, xt.handle, yt.handle))
         return y
 
     def adjoint(self, dy, dx=None):
         dx = self._out(self.x_shape, dx)
-        dyt, dxt = as_tensor(dy, "dy"), as_tensor(dx, "dx")
+        dyt, dxt = as_tensor(dy, "dy"), as_tensor(dx, "dx", True)
         check(lib.ladle_op_adjoint(self.handle, dyt.handle, dxt.handle))
         return dx
 
