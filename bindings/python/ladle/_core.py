@@ -22,37 +22,36 @@ lib = None  # set by _init_library() at import
 # ---- MPI match ---------------------------------------------------------------
 
 def _mpi_family(text):
-    """('Open MPI' | 'MPICH' | ..., 'major.minor[.patch]' or '') of an MPI
-    library string (ladle_mpi_library() or MPI.Get_library_version())."""
+    """(family, version) of an MPI library string (ladle_mpi_library() or
+    MPI.Get_library_version()). MPICH's derivatives (Intel MPI, MVAPICH,
+    Cray MPICH) keep its handles and constants: one family, as ladle's own
+    check has it."""
     t = text.strip()
     low = t.lower()
     if "open mpi" in low or "openmpi" in low:
         family = "Open MPI"
-    elif "mpich" in low:
+    elif any(k in low for k in ("mpich", "intel", "mvapich")):
         family = "MPICH"
-    elif "intel" in low:
-        family = "Intel MPI"
-    elif "mvapich" in low:
-        family = "MVAPICH"
     else:
         family = t.split()[0] if t else "unknown"
     m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", t)
-    version = m.group(0) if m else ""
-    return family, version
+    return family, (m.group(0) if m else "")
 
 
 def check_mpi_match(ladle_mpi, python_mpi):
     """None if libladle's MPI (ladle_mpi) and mpi4py's (python_mpi) can share
-    a process (same implementation, same major version), else the reason."""
-    lf, lv = _mpi_family(ladle_mpi)
+    a process (the same family of binary interface), else the reason."""
+    lf, _ = _mpi_family(ladle_mpi)
     pf, pv = _mpi_family(python_mpi)
-    if lf == pf and lv.split(".")[:1] == pv.split(".")[:1]:
+    if lf == pf:
         return None
-    first_line = python_mpi.strip().splitlines()[0] if python_mpi.strip() else "unknown"
+    first_line = python_mpi.strip().splitlines()[0].split(",")[0] if python_mpi.strip() \
+        else "unknown"
     return ("ladle: libladle was built with %s but mpi4py runs %s (%s); one process cannot "
-            "mix two MPIs. Build the matching libladle with `make python` (it uses the "
+            "hold two MPIs. Build the matching libladle with `make python` (it uses the "
             "MPI of Debian's mpi4py, Open MPI) or point LADLE_LIBRARY at one built "
-            "with mpi4py's MPI." % (ladle_mpi.strip(), "%s %s" % (pf, pv), first_line.strip()))
+            "with mpi4py's MPI." % (ladle_mpi.strip(), ("%s %s" % (pf, pv)).strip(),
+                                    first_line.strip()))
 
 
 def _init_library():
