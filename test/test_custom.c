@@ -882,6 +882,78 @@ START_TEST(checkpoint_round_trip)
 }
 END_TEST
 
+/* A pipeline (1F1B over two stages where there are two ranks) of the
+ * user's layers trains as the same pipeline of ladle's. */
+static void pipeline_losses(int custom, double *losses, int steps)
+{
+    int S = lt_size >= 2 ? 2 : 1, m = 2, me;
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, S, NULL, 1, m, NULL, &s));
+    int W = ladle_pipe_schedule_workers(s);
+    ladle_partition *p = lt_partition(1, &W, 0);
+    me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_op *layers[3];
+    three_layers(custom, 31, layers);
+    /* stage 0: affine and tanh; stage 1: the second affine (all on one
+     * stage when S = 1) */
+    ladle_pipe_stage held[2];
+    int nheld = 0, last = 0;
+    if (me >= 0 && S == 1) {
+        held[nheld++] = (ladle_pipe_stage){0, 3, layers};
+        last = 1;
+    } else if (me >= 0) {
+        for (int j = 0; j < S; j++)
+            if (ladle_pipe_schedule_worker(s, j, 0) == me) {
+                held[nheld++] = j == 0 ? (ladle_pipe_stage){0, 2, layers}
+                                       : (ladle_pipe_stage){1, 1, layers + 2};
+                last |= j == S - 1;
+            }
+    }
+    /* the layers no stage here holds are not the pipeline's */
+    int kept[3] = {0, 0, 0};
+    for (int h = 0; h < nheld; h++)
+        for (int i = 0; i < held[h].n; i++)
+            kept[held[h].layers + i - layers] = 1;
+    for (int i = 0; i < 3; i++)
+        if (!kept[i])
+            ladle_op_destroy(&layers[i]);
+    int64_t ys[2] = {NB, NOUT}, xs[2] = {2 * NB, NIN}, ts[2] = {2 * NB, NOUT};
+    ladle_op *loss = NULL;
+    ladle_status st = last ? ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys,
+                                               LADLE_F64, lt_device(), &loss)
+                           : LADLE_OK;
+    LT_ASSERT(st == LADLE_OK, "the loss: %s", ladle_error_message());
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.2);
+    od.momentum = 0.9;
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *t = lt_tensor(LADLE_F64, 2, ts);
+    for (int k = 0; k < steps; k++) {
+        LT_OK(ladle_tensor_fill_random(x, 300 + (uint64_t)k, 0));
+        LT_OK(ladle_tensor_fill_random(t, 400 + (uint64_t)k, 0));
+        losses[k] = 0;
+        LT_OK(ladle_pipeline_step(pl, x, t, &losses[k]));
+    }
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+    ladle_pipeline_destroy(&pl);
+    ladle_pipe_schedule_destroy(&s);
+    ladle_partition_destroy(&p);
+}
+
+START_TEST(pipeline_of_custom_layers)
+{
+    double a[4], b[4], worst = 0;
+    pipeline_losses(0, a, 4);
+    pipeline_losses(1, b, 4);
+    for (int k = 0; k < 4; k++)
+        worst = fmax(worst, fabs(a[k] - b[k]) / fmax(fabs(a[k]), 1e-300));
+    LT_ASSERT(worst < 1e-12, "the pipelines' losses differ by %.2e (%.6g vs %.6g)", worst,
+              a[3], b[3]);
+}
+END_TEST
+
 static Suite *custom_suite(void)
 {
     Suite *s = suite_create("custom");
@@ -896,6 +968,7 @@ static Suite *custom_suite(void)
     tcase_add_test(tc, bad_parameters);
     tcase_add_test(tc, trains_like_builtin);
     tcase_add_test(tc, checkpoint_round_trip);
+    tcase_add_test(tc, pipeline_of_custom_layers);
     suite_add_tcase(s, tc);
     return s;
 }
