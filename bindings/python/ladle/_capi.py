@@ -169,7 +169,8 @@ class ladle_custom_desc(Structure):
                 ("grads", POINTER(c_void_p)),
                 ("param_names", POINTER(c_char_p)),
                 ("user", c_void_p),
-                ("destroy", custom_destroy_fn)]
+                ("destroy", custom_destroy_fn),
+                ("batched", c_int)]
 
 
 # ---- prototypes ------------------------------------------------------------

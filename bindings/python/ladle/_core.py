@@ -60,9 +60,6 @@ def _init_library():
     loaded = _capi.load(path)
     # Before any other call: only ladle_mpi_library(), which reads a string
     # compiled into the library and touches no MPI.
-    if isinstance(loaded.ladle_mpi_library, _capi._Missing):  # TEMPFALLBACK
-        lib = loaded
-        return
     if isinstance(loaded.ladle_mpi_library, _capi._Missing):
         raise ImportError("ladle: %s has no ladle_mpi_library(): too old a libladle for this "
                           "package (rebuild with `make python`)" % path)
@@ -270,12 +267,6 @@ class Partition(_Handle):
         shape = _shape(shape)
         h = c_void_p()
         r = int_array(ranks) if ranks is not None else None
-        if isinstance(lib.ladle_partition_create_f, _capi._Missing):  # TEMPFALLBACK
-            f = lib.ladle_partition_create
-            f.argtypes = [c_void_p, c_int, _capi.int_p, _capi.int_p, _capi.handle_p]
-            check(f(MPI._handleof(comm), len(shape), int_array(shape), r, byref(h)))
-            self._adopt(h)
-            return
         check(lib.ladle_partition_create_f(comm.py2f(), len(shape), int_array(shape), r,
                                            byref(h)))
         self._adopt(h)
