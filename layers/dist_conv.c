@@ -472,6 +472,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
@@ -515,6 +516,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);

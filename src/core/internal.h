@@ -71,6 +71,14 @@ ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
 
 #define LADLE_NOT_NULL(ptr) LADLE_CHECK((ptr) != NULL, LADLE_ERR_NULL, "%s is NULL", #ptr)
 
+/* A caller's descriptor struct: its first field, size, must be at least
+ * first (the struct's size in the release that introduced it; ladle reads
+ * only fields that lie within size). LADLE_ERR_ARG "descriptor size N,
+ * expected M" otherwise. Local. */
+ladle_status ladle__check_size(const char *func, const char *what, size_t size, size_t first);
+#define LADLE_CHECK_SIZE(d)                                                                \
+    LADLE_CALL(ladle__check_size(__func__, #d, (d)->size, sizeof *(d)))
+
 /* 1 for the floating-point dtypes the operators compute in. */
 int ladle__is_real(ladle_dtype dtype);
 
