@@ -655,7 +655,8 @@ def gradient_test(op, seed=0, samples=16, full=False):
     check(lib.ladle_gradient_test(op.handle, seed, samples, byref(r)))
     worst = max(r.input_error, r.max_param_error if r.nparams else 0.0)
     if full:
-        return r.input_error, [r.param_error[i] for i in range(min(r.nparams, 4))]
+        return r.input_error, [lib.ladle_gradient_result_param_error(byref(r), i)
+                               for i in range(r.nparams)]
     return worst
 
 
