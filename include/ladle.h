@@ -56,6 +56,7 @@
 #include "ladle/device.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"
+#include "ladle/memory.h"
 #include "ladle/models.h"
 #include "ladle/network.h"
 #include "ladle/op.h"
