@@ -3,7 +3,7 @@ ladle_op (through ladle_custom_create), which ladle's adjoint and gradient
 tests, sequential containers and networks take like its own."""
 
 import traceback
-from ctypes import POINTER, byref, c_char_p, c_void_p
+from ctypes import byref, c_char_p, c_void_p
 
 import numpy as np
 

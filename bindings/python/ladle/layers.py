@@ -3,14 +3,14 @@
 backward_weight over contexts, their parameters as numpy views, and the
 losses."""
 
-from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_void_p
+from ctypes import byref, c_int, c_int64, c_void_p
 
 import numpy as np
 
 from . import _capi
 from . import _core
 from ._capi import MAX_NDIM, i64_array
-from ._core import (LadleError, Op, Tensor, _error, _Handle, _shape, as_tensor, check,
+from ._core import (Op, Tensor, _error, _Handle, _shape, as_tensor, check,
                     ladle_device, ladle_dtype, tensor_view)
 
 ACTIVATIONS = {"relu": 0, "leaky_relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
@@ -109,6 +109,29 @@ class Layer(Op):
     def parameters(self):
         """[(name, param view, grad view)] for every parameter."""
         return [(n, self.param(i), self.grad(i)) for i, n in enumerate(self.param_names())]
+
+    def bind_param(self, i, param, grad=None, copy_initial=True):
+        """Parameter i (and its gradient, unless grad is None) lives in these
+        numpy arrays from now on: C-contiguous, of the layer's dtype and of
+        this rank's shard shape (self.param(i).shape). copy_initial: copy
+        ladle's current values in first. The layer keeps the arrays alive."""
+        for name, a in (("param", param), ("grad", grad)):
+            if a is None:
+                continue
+            if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or \
+                    not a.flags.writeable:
+                raise _error("LADLE_ERR_ARG", "bind_param: %s must be a writeable, "
+                             "C-contiguous numpy array" % name)
+            if a.dtype != self.dtype or a.shape != self.param(i).shape:
+                raise _error("LADLE_ERR_SHAPE", "bind_param: %s is %s %s; parameter %d is %s %s"
+                             % (name, a.dtype, a.shape, i, self.dtype, self.param(i).shape))
+        if copy_initial:
+            param[...] = self.param(i)
+            if grad is not None:
+                grad[...] = self.grad(i)
+        ptr = lambda a: (a.ctypes.data if a.size else None) if a is not None else None
+        check(_core.lib.ladle_op_bind_param(self.handle, i, ptr(param), ptr(grad)))
+        self._keep += [param, grad]
 
     def param_shard(self, i):
         """(global_shape, offset, owner) of this rank's shard of parameter i."""

@@ -4,13 +4,11 @@ checkpoints of global tensors."""
 import os
 from ctypes import byref, c_double, c_int, c_void_p
 
-import numpy as np
-
 from . import _capi
 from . import _core
 from ._capi import i64_array
 from ._core import _Handle, as_tensor, check, tensor_view
-from .layers import Layer, Loss, _lookup
+from .layers import Layer, _lookup
 
 OPTIMIZERS = {"sgd": 0, "adam": 1, "adamw": 2}
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _capi
 from ._capi import i64_array, int_array
-from ._core import Op, _shape, as_tensor, check, ladle_device, ladle_dtype
+from ._core import Op, _shape, check, ladle_device, ladle_dtype
 from . import _core
 
 

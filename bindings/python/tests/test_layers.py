@@ -143,3 +143,32 @@ def test_dist_flatten_is_a_permutation(comm, rng):
         ly = ladle.Layout(p_y, (2, 3 * 8 * 6))
         y = flat.forward(x)
         np.testing.assert_array_equal(gather_global(comm, ly, y), X.reshape(2, -1))
+        assert y.shape == ly.local_shape
+
+
+def test_bind_param_puts_weights_in_numpy(comm, rng):
+    """A distributed layer's weights and gradients in caller-owned numpy
+    arrays: ladle trains them in place."""
+    pout, pin = grid(comm.size)
+    p_x = ladle.Partition(comm, [1, pin])
+    p_w = ladle.Partition(comm, [pout, pin])
+    p_y = ladle.Partition(comm, [1, pout])
+    lin = ladle.DistLinear(p_x, p_w, p_y, 3, 5, 4, seed=2)
+    before = lin.param(0).copy()
+    w, gw = np.empty_like(before), np.zeros_like(before)
+    lin.bind_param(0, w, gw)
+    np.testing.assert_array_equal(w, before)       # ladle's initial values, copied
+    # and ladle's tensor is the array now
+    assert lin.param(0).ctypes.data == w.ctypes.data or w.size == 0
+    lx = ladle.Layout(p_x, (3, 5))
+    X = rng.uniform(-1, 1, (3, 5))
+    ctx = lin.ctx()
+    y = lin.forward(np.ascontiguousarray(X[lx.slices()]), ctx=ctx)
+    lin.zero_grad()
+    lin.backward_weight(ctx, np.ones_like(y))
+    lin.sync_gradients()
+    if gw.size:
+        assert np.any(gw != 0)                     # the gradient landed in gw
+    with pytest.raises(ladle.LadleError) as e:
+        lin.bind_param(0, np.zeros((7, 7)))
+    assert e.value.name == "LADLE_ERR_SHAPE"
