@@ -242,6 +242,11 @@ struct ladle_tensor {
 /* Element i of an i64 tensor, exactly (ladle_tensor_get's doubles round
  * above 2^53): for a failing label. */
 ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v);
+/* Let contiguous t live in caller memory data (of t's device, as far as
+ * its backend can tell; aligned to its elements; NULL only for zero
+ * volume): with apply 0 only check, raising for func; with apply 1 also
+ * free t's own memory and borrow data from then on. Local. */
+ladle_status ladle__tensor_adopt(ladle_tensor *t, void *data, int apply, const char *func);
 /* t *= alpha through t's backend (contiguous t). */
 ladle_status ladle__tensor_scale(ladle_tensor *t, double alpha);
 
