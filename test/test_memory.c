@@ -307,6 +307,112 @@ START_TEST(workspace_in_caller_memory)
 }
 END_TEST
 
+/* A counting allocator. */
+typedef struct counter {
+    long allocs, frees;
+} counter;
+
+static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
+{
+    counter *c = user;
+    void *p = NULL;
+    if (device != LADLE_CPU || posix_memalign(&p, align < 16 ? 16 : align, bytes) != 0)
+        return NULL;
+    c->allocs++;
+    return p;
+}
+
+static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
+{
+    counter *c = user;
+    c->frees++;
+    free(ptr);
+}
+
+/* Everything made under the hook is allocated and freed through it (also
+ * after the hook is gone), and the calls allocate nothing. */
+START_TEST(allocator_hook)
+{
+    /* static: an assertion that fails while the hook is set leaves the
+     * test, and the hook must still point at a live counter */
+    static counter c;
+    c.allocs = c.frees = 0;
+    ladle_allocator a = {sizeof a, count_alloc, count_free, &c}, bad = a;
+    bad.size = 8;
+    LT_FAILS(ladle_allocator_set(&bad), LADLE_ERR_ARG);
+    bad = a;
+    bad.free = NULL;
+    LT_FAILS(ladle_allocator_set(&bad), LADLE_ERR_NULL);
+    LT_OK(ladle_allocator_set(&a));
+    int one = 1, all = lt_size;
+    int64_t shape[1] = {9}, xl[2] = {4, 6};
+    ladle_partition *pr = lt_partition(1, &one, 0), *pa = lt_partition(1, &all, 0);
+    ladle_op *bc = NULL, *lin = NULL;
+    LT_OK(ladle_broadcast_create(pr, pa, 1, shape, LADLE_F64, lt_device(), 0, &bc));
+    LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &lin));
+    ladle_tensor *x = lt_op_tensor(bc, 0), *y = lt_op_tensor(bc, 1), *lx = lt_op_tensor(lin, 0);
+    ladle_tensor *ly = lt_op_tensor(lin, 1), *ldx = lt_op_tensor(lin, 0);
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(lin, &ctx));
+    long made = c.allocs, freed = c.frees;
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_op_forward(bc, x, y));
+        LT_OK(ladle_op_adjoint(bc, y, x));
+        LT_OK(ladle_layer_forward(lin, ctx, lx, ly));
+        LT_OK(ladle_layer_backward(lin, ctx, ly, ldx));
+        LT_OK(ladle_layer_backward_weight(lin, ctx, ly));
+    }
+    long calls_alloc = c.allocs - made, calls_free = c.frees - freed;
+    /* the hook goes before any assertion: one that fails leaves the test
+     * and its counter behind */
+    LT_OK(ladle_allocator_set(NULL));
+    LT_ASSERT(made > freed && freed >= 0, "the hook saw %ld allocations, %ld frees", made,
+              freed);
+    LT_ASSERT(calls_alloc == 0 && calls_free == 0, "the calls allocated %ld and freed %ld",
+              calls_alloc, calls_free);
+    ladle_tensor *other = lt_op_tensor(lin, 0); /* ladle's own again */
+    LT_ASSERT(c.allocs == made, "an allocation after the hook was removed");
+    ladle_tensor_destroy(&other);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor *ts[5] = {x, y, lx, ly, ldx};
+    for (int i = 0; i < 5; i++)
+        ladle_tensor_destroy(&ts[i]);
+    ladle_op_destroy(&bc);
+    ladle_op_destroy(&lin);
+    ladle_partition_destroy(&pr);
+    ladle_partition_destroy(&pa);
+    LT_ASSERT(c.frees == c.allocs, "%ld allocations but %ld frees", c.allocs, c.frees);
+}
+END_TEST
+
+/* Strided views: the element-wise calls take them, ops refuse them with
+ * the reason, and a copy makes them usable. */
+START_TEST(strided_views)
+{
+    int64_t xl[2] = {4, 6}, big[2] = {4, 9}, strides[2] = {9, 1};
+    ladle_op *lin = NULL;
+    LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &lin));
+    ladle_tensor *store = lt_tensor(LADLE_F64, 2, big), *view = NULL;
+    ladle_tensor *x = lt_op_tensor(lin, 0), *y = lt_op_tensor(lin, 1);
+    LT_OK(ladle_tensor_fill_random(store, 5, 0));
+    /* the first 6 of every row of 9: a column slice */
+    LT_OK(ladle_tensor_wrap(LADLE_F64, lt_device(), 2, xl, strides, ladle_tensor_data(store),
+                            &view));
+    ladle_status st = ladle_op_forward(lin, view, y);
+    LT_ASSERT(st == LADLE_ERR_ARG && strstr(ladle_error_message(), "not contiguous"), "%s: %s",
+              ladle_status_name(st), ladle_error_message());
+    LT_OK(ladle_tensor_copy(x, view));
+    LT_ASSERT(lt_get(x, 6) == lt_get(store, 9) && lt_get(x, 23) == lt_get(store, 32),
+              "the copy of the view");
+    LT_OK(ladle_op_forward(lin, x, y));
+    ladle_tensor_destroy(&view);
+    ladle_tensor_destroy(&store);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&lin);
+}
+END_TEST
+
 static Suite *memory_suite(void)
 {
     Suite *s = suite_create("memory");
@@ -317,6 +423,8 @@ static Suite *memory_suite(void)
     tcase_add_test(tc, bind_refusals);
     tcase_add_test(tc, context_in_caller_memory);
     tcase_add_test(tc, workspace_in_caller_memory);
+    tcase_add_test(tc, allocator_hook);
+    tcase_add_test(tc, strided_views);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -186,7 +186,7 @@ static int grow(ladle_sched *s, void **arr, int n, int *cap, size_t elem)
     if (n < *cap)
         return 1;
     int ncap = *cap ? 2 * *cap : 16;
-    void *p = realloc(*arr, (size_t)ncap * elem);
+    void *p = ladle__realloc(*arr, (size_t)ncap * elem);
     if (p == NULL) {
         s->error = ladle__raise(LADLE_ERR_ALLOC, "ladle_sched", "out of memory");
         return 0;

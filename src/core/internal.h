@@ -85,6 +85,12 @@ int ladle__is_real(ladle_dtype dtype);
 /* Allocation helpers: zeroed memory, or NULL (the caller raises). */
 void *ladle__calloc(size_t count, size_t size);
 void ladle__free(void *p);
+/* Grow or shrink a block of ladle__calloc (NULL: a new one); the old block
+ * stays on failure. */
+void *ladle__realloc(void *p, size_t bytes);
+/* The calling thread's allocator, or NULL for ladle's own (the C library
+ * and the backends' own memory). */
+const ladle_allocator *ladle__allocator(void);
 
 /* Families of MPI implementations that share one binary interface. */
 typedef enum ladle__mpi_family {

@@ -176,14 +176,86 @@ const char *ladle_device_name(ladle_device device)
     return "unknown";
 }
 
-void *ladle__calloc(size_t count, size_t size)
+/* The calling thread's allocator (ladle_allocator_set), or none: ladle's
+ * own. Per thread for the reason the error message is: ladle keeps no
+ * global mutable state, and a thread embedding ladle for one owner never
+ * allocates through another's. */
+static _Thread_local ladle_allocator thread_allocator;
+static _Thread_local int thread_has_allocator;
+
+ladle_status ladle_allocator_set(const ladle_allocator *a)
 {
-    if (count == 0 || size == 0)
-        return calloc(1, 1);
-    return calloc(count, size);
+    if (a == NULL) {
+        thread_has_allocator = 0;
+        return LADLE_OK;
+    }
+    if (a->size != sizeof *a)
+        return ladle__raise(LADLE_ERR_ARG, __func__,
+                            "a->size is %zu, not this library's sizeof(ladle_allocator) %zu",
+                            a->size, sizeof *a);
+    if (a->alloc == NULL || a->free == NULL)
+        return ladle__raise(LADLE_ERR_NULL, __func__, "a->%s is NULL",
+                            a->alloc == NULL ? "alloc" : "free");
+    thread_allocator = *a;
+    thread_has_allocator = 1;
+    return LADLE_OK;
 }
 
-void ladle__free(void *p) { free(p); }
+const ladle_allocator *ladle__allocator(void)
+{
+    return thread_has_allocator ? &thread_allocator : NULL;
+}
+
+/* Every block of ladle__calloc records how to free it: the allocator
+ * current at its allocation (NULL: the C library's) and its size. 32 bytes
+ * keep the block aligned as malloc's. */
+typedef struct alloc_header {
+    void (*free)(void *user, void *ptr, size_t bytes, ladle_device device);
+    void *user;
+    size_t bytes; /* the whole block, header included */
+    size_t payload;
+} alloc_header;
+
+void *ladle__calloc(size_t count, size_t size)
+{
+    size_t bytes;
+    if (count != 0 && size > (SIZE_MAX - 64) / count)
+        return NULL;
+    bytes = count * size + sizeof(alloc_header);
+    const ladle_allocator *a = ladle__allocator();
+    alloc_header *h = a ? a->alloc(a->user, bytes, 16, LADLE_CPU) : calloc(1, bytes);
+    if (h == NULL)
+        return NULL;
+    if (a)
+        memset(h, 0, bytes);
+    h->free = a ? a->free : NULL;
+    h->user = a ? a->user : NULL;
+    h->bytes = bytes;
+    h->payload = count * size;
+    return h + 1;
+}
+
+void ladle__free(void *p)
+{
+    if (p == NULL)
+        return;
+    alloc_header *h = (alloc_header *)p - 1;
+    if (h->free)
+        h->free(h->user, h, h->bytes, LADLE_CPU);
+    else
+        free(h);
+}
+
+void *ladle__realloc(void *p, size_t bytes)
+{
+    void *n = ladle__calloc(1, bytes);
+    if (n == NULL || p == NULL)
+        return n;
+    size_t old = ((alloc_header *)p - 1)->payload;
+    memcpy(n, p, old < bytes ? old : bytes);
+    ladle__free(p);
+    return n;
+}
 
 int64_t ladle__volume_within(int n, const int64_t *extents, int64_t limit)
 {

@@ -108,7 +108,7 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
                                           &s.state[k]));
     if (o->n == o->cap) {
         int cap = o->cap ? 2 * o->cap : 16;
-        slot *p = realloc(o->slots, sizeof(slot) * (size_t)cap);
+        slot *p = ladle__realloc(o->slots, sizeof(slot) * (size_t)cap);
         LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
         o->slots = p;
         o->cap = cap;

@@ -56,14 +56,23 @@ typedef struct block_header {
 #ifdef LADLE_HEAP_BLOCKS
 static void *block_alloc(size_t bytes)
 {
-    void *p = NULL; /* exactly the bytes asked for: the redzone starts at the end */
-    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+    /* the redzone starts right at the end; before the block, its header
+     * (len 1: a heap block, not the caller allocator's) */
+    char *base = NULL;
+    if (posix_memalign((void **)&base, 64, bytes + 64) != 0)
         return NULL;
-    memset(p, 0, bytes);
-    return p;
+    memset(base, 0, bytes + 64);
+    block_header *h = (block_header *)(base + 64) - 1;
+    h->map = base;
+    h->len = 1;
+    return base + 64;
 }
 
-static void block_free(void *p) { free(p); }
+static void block_free(void *p)
+{
+    if (p != NULL)
+        free(((block_header *)p - 1)->map);
+}
 #else
 static void *block_alloc(size_t bytes)
 {
@@ -105,12 +114,52 @@ static void block_free(void *p)
 #endif
 
 
+/* A block from the caller's allocator (ladle_allocator_set): 64 bytes
+ * before it say how to free it, and their last 16 read as a block_header
+ * of len 0, which no mapping and no heap block has. */
+typedef struct hooked_header {
+    void (*free)(void *user, void *ptr, size_t bytes, ladle_device device);
+    void *user;
+    void *base;
+    size_t bytes;
+    char pad[16];
+    block_header tail; /* map NULL, len 0 */
+} hooked_header;
+
+static void *hooked_alloc(const ladle_allocator *a, size_t bytes)
+{
+    char *base = a->alloc(a->user, bytes + sizeof(hooked_header), 64, LADLE_CPU);
+    if (base == NULL)
+        return NULL;
+    memset(base, 0, bytes + sizeof(hooked_header)); /* touched now, at plan time */
+    hooked_header *h = (hooked_header *)base;
+    h->free = a->free;
+    h->user = a->user;
+    h->base = base;
+    h->bytes = bytes + sizeof(hooked_header);
+    return h + 1;
+}
+
+static int hooked_free(void *p)
+{
+    block_header *t = (block_header *)p - 1;
+#ifdef LADLE_MEMCHECK
+    VALGRIND_MAKE_MEM_DEFINED(t, sizeof *t);
+#endif
+    if (t->len != 0)
+        return 0;
+    hooked_header *h = (hooked_header *)p - 1;
+    h->free(h->user, h->base, h->bytes, LADLE_CPU);
+    return 1;
+}
+
 ladle_status ladle__cpu_alloc(const ladle_backend *be, size_t bytes, void **out)
 {
     *out = NULL;
     if (bytes == 0)
         return LADLE_OK;
-    *out = block_alloc(bytes);
+    const ladle_allocator *a = ladle__allocator();
+    *out = a ? hooked_alloc(a, bytes) : block_alloc(bytes);
     return *out != NULL ? LADLE_OK
                         : ladle__raise(LADLE_ERR_ALLOC, "alloc", "cannot allocate %zu bytes",
                                        bytes);
@@ -118,7 +167,8 @@ ladle_status ladle__cpu_alloc(const ladle_backend *be, size_t bytes, void **out)
 
 ladle_status ladle__cpu_free(const ladle_backend *be, void *ptr)
 {
-    block_free(ptr);
+    if (ptr != NULL && !hooked_free(ptr))
+        block_free(ptr);
     return LADLE_OK;
 }
 
