@@ -12,6 +12,8 @@
 #   make install PREFIX=/usr/local
 #   make CUDA=1       the same with the CUDA backend (nvcc, cuBLAS), in build/cuda/
 #   make CUDA=emu     the CUDA backend over its emulator (g++), in build/cudaemu/
+#   make python       the libladle the Python package loads (Open MPI, as Debian's
+#                     mpi4py), in build/python/; make check-python runs its pytest
 #
 # make check runs the suite on the CPU and the guarded test device, then,
 # where the CUDA toolkit is found, builds the CUDA backend both ways: the
@@ -81,6 +83,11 @@ SAN_ENV := HWLOC_COMPONENTS=-pci \
     ASAN_OPTIONS="fast_unwind_on_malloc=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" \
     LSAN_OPTIONS="suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"
 WITH_CANARY := 1
+else ifneq ($(BUILD_DIR),)
+# a separate plain build in a folder of its own (make python: build/python)
+BUILD := $(BUILD_DIR)
+LIBDIR := $(BUILD)/lib
+BINDIR := $(BUILD)/bin
 else
 BUILD := build
 LIBDIR := lib
@@ -137,7 +144,7 @@ BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/ben
 BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-cuda layering asan valgrind bench bench-torch install uninstall \
+.PHONY: all deps demo tour check check-cuda python check-python layering asan valgrind bench bench-torch install uninstall \
         clean format tests FORCE
 
 # the MPI this build uses: its compile line and its launcher, and whether
@@ -283,6 +290,35 @@ check-cuda:
 	fi; \
 	exit $$status
 
+# The Python package (bindings/python) loads a libladle built against the MPI
+# of Debian's python3-mpi4py, Open MPI: one process never holds two MPIs, and
+# ladle's default build stays MPICH. It is a plain build of its own in
+# build/python/ (BUILD_DIR), with Open MPI's pair of wrapper and launcher.
+PY_BUILD := build/python
+PYTHON3 ?= /usr/bin/python3
+PYTHON_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE)),$(filter build,$(BUILD))),1,0)
+# (python3-torch for ladle.torch's tests, which skip without it)
+PY_PACKAGES := python3-numpy python3-mpi4py python3-pytest python3-torch openmpi-bin libopenmpi-dev
+
+python:
+	@$(MAKE) --no-print-directory -j$(JOBS) MPI=openmpi MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi BUILD_DIR=$(PY_BUILD) \
+	    $(PY_BUILD)/lib/libladle.so
+
+# pytest under Open MPI's launcher at 1 to 4 ranks (bindings/python/run-tests.sh);
+# skipped, saying so, where the Python packages are missing and could not be
+# installed
+check-python:
+	@if [ "$(DEPS)" = 1 ]; then scripts/install-deps.sh $(PY_PACKAGES) || true; fi; \
+	if ! $(PYTHON3) -c "import numpy, mpi4py, pytest" 2>/dev/null || \
+	    ! command -v mpiexec.openmpi >/dev/null || ! command -v mpicc.openmpi >/dev/null; then \
+	    echo "== the Python package: SKIPPED (needs $(PY_PACKAGES);"; \
+	    echo "   run scripts/install-deps.sh $(PY_PACKAGES) as root)"; exit 0; fi; \
+	$(MAKE) --no-print-directory python || exit 1; \
+	echo "== the Python package under Open MPI ($(PY_BUILD))"; \
+	PYTHON3="$(PYTHON3)" MPIEXEC=mpiexec.openmpi RANKS="$(RANKS)" \
+	    $(if $(filter mpich,$(MPI)),LADLE_MPICH_LIBRARY="$(CURDIR)/$(LIBDIR)/libladle.so") \
+	    bindings/python/run-tests.sh
+
 # dependencies run one way through the source tree (docs/architecture.md)
 layering: $(LIB_OBJS)
 	@scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj)
@@ -349,3 +385,5 @@ format:
 
 clean:
 	rm -rf build build-asan lib bin
+	rm -rf bindings/python/ladle/__pycache__ bindings/python/tests/__pycache__ \
+	    bindings/python/.pytest_cache bindings/python/build bindings/python/ladle.egg-info

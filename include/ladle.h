@@ -49,6 +49,7 @@
 #include "ladle/layers.h"
 #include "ladle/optim.h"
 #include "ladle/core.h"
+#include "ladle/custom.h"
 #include "ladle/data.h"
 #include "ladle/device.h"
 #include "ladle/distributed.h"

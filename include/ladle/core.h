@@ -55,7 +55,8 @@ LADLE_API int ladle_version_number(void);
     X(LADLE_ERR_REMOTE, 11, "the call failed on another rank")                             \
     X(LADLE_ERR_IO, 12, "input/output failure")                                            \
     X(LADLE_ERR_INTERNAL, 13, "internal error")                                            \
-    X(LADLE_ERR_NUMERIC, 14, "non-finite or diverging value")
+    X(LADLE_ERR_NUMERIC, 14, "non-finite or diverging value")                              \
+    X(LADLE_ERR_CALLBACK, 15, "a user callback failed")
 
 typedef enum ladle_status {
 #define LADLE_STATUS_ENUM_(name, value, text) name = value,

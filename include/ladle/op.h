@@ -54,7 +54,8 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_DIST_POOL, 19, "dist-pool")                                                 \
     X(LADLE_OP_DIST_BATCHNORM, 20, "dist-batchnorm")                                       \
     X(LADLE_OP_DIST_FLATTEN, 21, "dist-flatten")                                           \
-    X(LADLE_OP_DIST_LOSS, 22, "dist-loss")          /* every kind of distributed loss */
+    X(LADLE_OP_DIST_LOSS, 22, "dist-loss")          /* every kind of distributed loss */ \
+    X(LADLE_OP_CUSTOM, 23, "custom")                /* the user's (ladle/custom.h) */
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

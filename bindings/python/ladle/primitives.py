@@ -1,0 +1,124 @@
+"""The five parallel primitives, each a linear Op with its adjoint:
+broadcast, sum_reduce, all_sum_reduce, repartition, halo_exchange.
+Every create is collective over the ranks the op touches (in SPMD style
+every rank calls it); a bad call raises LadleError on every rank alike."""
+
+from ctypes import byref, c_void_p
+
+import numpy as np
+
+from . import _capi
+from ._capi import i64_array, int_array
+from ._core import Op, _shape, as_tensor, check, ladle_device, ladle_dtype
+from . import _core
+
+
+def _flags(transpose_src=False, transpose_dest=False, checked=False):
+    return ((_capi.TRANSPOSE_SRC if transpose_src else 0)
+            | (_capi.TRANSPOSE_DEST if transpose_dest else 0)
+            | (_capi.CHECKED if checked else 0))
+
+
+def broadcast(p_x, p_y, shape, dtype=np.float64, device="cpu", transpose_src=False,
+              transpose_dest=False, checked=False):
+    """Broadcast P_x -> P_y of a block of `shape` held by each member of
+    P_x (adjoint: the sum-reduce P_y -> P_x)."""
+    shape = _shape(shape)
+    h = c_void_p()
+    check(_core.lib.ladle_broadcast_create(
+        p_x.handle, p_y.handle, len(shape), i64_array(shape), ladle_dtype(dtype),
+        ladle_device(device), _flags(transpose_src, transpose_dest, checked), byref(h)))
+    return Op(h, keep=[p_x, p_y])
+
+
+def sum_reduce(p_x, p_y, shape, dtype=np.float64, device="cpu", transpose_src=False,
+               transpose_dest=False, checked=False):
+    """SumReduce P_x -> P_y (adjoint: the broadcast P_y -> P_x)."""
+    shape = _shape(shape)
+    h = c_void_p()
+    check(_core.lib.ladle_sum_reduce_create(
+        p_x.handle, p_y.handle, len(shape), i64_array(shape), ladle_dtype(dtype),
+        ladle_device(device), _flags(transpose_src, transpose_dest, checked), byref(h)))
+    return Op(h, keep=[p_x, p_y])
+
+
+def all_sum_reduce(p, axes, shape, dtype=np.float64, device="cpu", checked=False):
+    """AllSumReduce over the partition axes `axes` of p (self-adjoint)."""
+    shape = _shape(shape)
+    axes = [int(a) for a in axes]
+    h = c_void_p()
+    check(_core.lib.ladle_all_sum_reduce_create(
+        p.handle, len(axes), int_array(axes), len(shape), i64_array(shape), ladle_dtype(dtype),
+        ladle_device(device), _flags(checked=checked), byref(h)))
+    return Op(h, keep=[p])
+
+
+def repartition(x_layout, y_layout, dtype=np.float64, device="cpu", checked=False):
+    """Repartition between two decompositions of one global shape (its
+    adjoint is the reverse repartition)."""
+    h = c_void_p()
+    check(_core.lib.ladle_repartition_create(x_layout.handle, y_layout.handle, ladle_dtype(dtype),
+                                             ladle_device(device), _flags(checked=checked),
+                                             byref(h)))
+    return Op(h, keep=[x_layout, y_layout])
+
+
+def window(ndim, kernel=None, stride=None, padding=None, dilation=None, ceil_mode=False):
+    """A ladle_window of ndim dimensions: kernel/stride/padding/dilation are
+    sequences of ndim values (dimensions without a window take 1/1/0/1)."""
+    w = _capi.ladle_window()
+    _core.lib.ladle_window_init(byref(w), ndim)
+    for name, values in (("kernel", kernel), ("stride", stride), ("padding", padding),
+                         ("dilation", dilation)):
+        if values is not None:
+            values = list(values)
+            if len(values) != ndim:
+                raise _core._error("LADLE_ERR_ARG", "window %s has %d values for %d dimensions"
+                                   % (name, len(values), ndim))
+            arr = getattr(w, name)
+            for i, v in enumerate(values):
+                arr[i] = int(v)
+    w.ceil_mode = int(bool(ceil_mode))
+    return w
+
+
+class HaloExchange(Op):
+    """A halo exchange: x and y are the padded local tensors (see
+    .padded_shape); forward fills the halos from the neighbours' bulk,
+    adjoint adds them back and zeroes them. Works in place (x is y)."""
+
+    def forward(self, x, y=None):
+        if y is None:
+            y = x
+        return Op.forward(self, x, y)
+
+    def adjoint(self, dy, dx=None):
+        if dx is None:
+            dx = dy
+        return Op.adjoint(self, dy, dx)
+
+    @property
+    def padded_shape(self):
+        return self.x_shape
+
+    @property
+    def bulk_layout(self):
+        h = _core.lib.ladle_halo_exchange_bulk_layout(self.handle)
+        return _core.Layout._borrowed(h, self) if h else None
+
+    @property
+    def output_layout(self):
+        h = _core.lib.ladle_halo_exchange_output_layout(self.handle)
+        return _core.Layout._borrowed(h, self) if h else None
+
+
+def halo_exchange(x_layout, kernel, stride=None, padding=None, dilation=None, ceil_mode=False,
+                  dtype=np.float64, device="cpu", checked=False):
+    """The halo exchange of a tensor decomposed by x_layout for a windowed
+    kernel (per tensor dimension; batch and channels take 1/1/0/1)."""
+    w = window(len(kernel), kernel, stride, padding, dilation, ceil_mode)
+    h = c_void_p()
+    check(_core.lib.ladle_halo_exchange_create(x_layout.handle, byref(w), ladle_dtype(dtype),
+                                               ladle_device(device), _flags(checked=checked),
+                                               byref(h)))
+    return HaloExchange(h, keep=[x_layout])

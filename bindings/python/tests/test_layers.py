@@ -1,0 +1,101 @@
+"""Layers from Python: sequential ones against numpy, the distributed
+linear layer against numpy on the gathered tensors, gradients."""
+
+import numpy as np
+import pytest
+
+import ladle
+from conftest import gather_global
+
+
+def test_linear_forward_backward_match_numpy(rng):
+    x = rng.uniform(-1, 1, (5, 3))
+    lin = ladle.Linear(x.shape, 4, seed=3)
+    W, b = lin.param(0).copy(), lin.param(1).copy()
+    ctx = lin.ctx()
+    y = lin.forward(x, ctx=ctx)
+    np.testing.assert_allclose(y, x @ W.T + b, rtol=1e-13, atol=1e-14)
+    dy = rng.uniform(-1, 1, y.shape)
+    dx = lin.backward(ctx, dy)
+    np.testing.assert_allclose(dx, dy @ W, rtol=1e-13, atol=1e-14)
+    lin.zero_grad()
+    lin.backward_weight(ctx, dy)
+    np.testing.assert_allclose(lin.grad(0), dy.T @ x, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(lin.grad(1), dy.sum(axis=0), rtol=1e-13, atol=1e-14)
+
+
+def test_sequential_layers_pass_gradient_test():
+    shape = (2, 3, 6, 6)
+    # no conv bias before batch norm: its gradient is exactly zero there,
+    # and the finite differences would measure only their own noise
+    layers = [ladle.Conv(shape, 4, 3, padding=1, bias=False, seed=1),
+              ladle.BatchNorm((2, 4, 6, 6)),
+              ladle.Activation((2, 4, 6, 6), "tanh"),
+              ladle.Pool((2, 4, 6, 6), 2, kind="avg"),
+              ladle.Flatten((2, 4, 3, 3)),
+              ladle.Linear((2, 36), 5, seed=2)]
+    for layer in layers:
+        assert ladle.gradient_test(layer, seed=5) < 1e-6, layer
+    # linear in x (no bias): the adjoint test applies too
+    conv = ladle.Conv(shape, 4, 3, padding=1, bias=False)
+    assert ladle.adjoint_test(conv) <= ladle.adjoint_tolerance(np.float64)
+    seq = ladle.Sequential(layers)
+    assert seq.num_params == 1 + 2 + 2
+    assert ladle.gradient_test(seq, seed=6) < 1e-6
+
+
+def test_loss_matches_numpy(rng):
+    logits = rng.uniform(-2, 2, (6, 4))
+    labels = rng.integers(0, 4, 6).astype(np.int64)
+    loss = ladle.LossLayer(logits.shape, "cross_entropy")
+    ctx = loss.ctx()
+    value = loss.forward(logits, labels, ctx=ctx)
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    assert abs(value - (-logp[np.arange(6), labels].mean())) < 1e-13
+    d = loss.backward(ctx)
+    p = np.exp(logp)
+    p[np.arange(6), labels] -= 1
+    np.testing.assert_allclose(d, p / 6, rtol=1e-12, atol=1e-14)
+
+
+def grid(size):
+    """(Pout, Pin) for a weight grid of `size` ranks."""
+    return {1: (1, 1), 2: (2, 1), 3: (3, 1), 4: (2, 2)}[size]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dist_linear_equals_numpy(comm, rng, dtype):
+    size = comm.size
+    pout, pin = grid(size)
+    batch, fin, fout = 5, 7, 6
+    p_x = ladle.Partition(comm, [1, pin])
+    p_w = ladle.Partition(comm, [pout, pin])
+    p_y = ladle.Partition(comm, [1, pout])
+    lin = ladle.DistLinear(p_x, p_w, p_y, batch, fin, fout, dtype=dtype, seed=11)
+    # its sequential twin starts from the same weights
+    twin = ladle.Linear((batch, fin), fout, dtype=dtype, seed=11)
+    W, b = twin.param(0).astype(np.float64), twin.param(1).astype(np.float64)
+    X = rng.uniform(-1, 1, (batch, fin)).astype(dtype)
+    lx, ly = ladle.Layout(p_x, (batch, fin)), ladle.Layout(p_y, (batch, fout))
+    assert lin.x_shape == lx.local_shape and lin.y_shape == ly.local_shape
+    ctx = lin.ctx()
+    y = lin.forward(np.ascontiguousarray(X[lx.slices()]), ctx=ctx)
+    Y = gather_global(comm, ly, y)
+    rtol = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(Y, X.astype(np.float64) @ W.T + b, rtol=rtol, atol=rtol)
+    # backward: dx on the gathered tensors
+    DY = rng.uniform(-1, 1, (batch, fout)).astype(dtype)
+    dx = lin.backward(ctx, np.ascontiguousarray(DY[ly.slices()]))
+    np.testing.assert_allclose(gather_global(comm, lx, dx), DY.astype(np.float64) @ W,
+                               rtol=rtol, atol=rtol)
+    lin.close()
+
+
+def test_dist_linear_without_bias_passes_adjoint_test(comm):
+    pout, pin = grid(comm.size)
+    p_x = ladle.Partition(comm, [1, pin])
+    p_w = ladle.Partition(comm, [pout, pin])
+    p_y = ladle.Partition(comm, [1, pout])
+    with ladle.DistLinear(p_x, p_w, p_y, 4, 8, 6, bias=False) as lin:
+        assert ladle.adjoint_test(lin, seed=3) <= ladle.adjoint_tolerance(np.float64)

@@ -1,0 +1,136 @@
+"""The five primitives from Python: each passes the dot-product test and
+equals a numpy reference computed on the gathered data."""
+
+import numpy as np
+import pytest
+
+import ladle
+from conftest import gather_global
+
+DTYPES = [np.float64, np.float32]
+
+
+def tol(dtype):
+    return ladle.adjoint_tolerance(dtype)
+
+
+def adjoint_ok(op, dtype, seed=7):
+    """The dot-product test passes, and is not vacuous where data moves."""
+    mismatch, fx_y, x_fty = ladle.adjoint_test(op, seed, full=True)
+    assert mismatch <= tol(dtype), (mismatch, fx_y, x_fty)
+    assert fx_y != 0.0 or not op.active
+
+
+def close(a, b, dtype):
+    rtol = 1e-12 if np.dtype(dtype) == np.float64 else 1e-5
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast(comm, rng, dtype):
+    size = comm.size
+    p_x = ladle.Partition(comm, [1], ranks=[0])
+    p_y = ladle.Partition(comm, [size])
+    shape = (6, 8)
+    with ladle.broadcast(p_x, p_y, shape, dtype=dtype) as op:
+        assert op.x_shape == (shape if comm.rank == 0 else (0, 0)) or \
+            np.prod(op.x_shape) == 0
+        assert op.y_shape == shape
+        adjoint_ok(op, dtype)
+        X = rng.uniform(-1, 1, shape).astype(dtype)
+        x = X.copy() if comm.rank == 0 else np.zeros(op.x_shape, dtype)
+        y = op.forward(x)
+        close(y, X, dtype)
+        # adjoint: the sum of every rank's dy onto rank 0
+        DY = rng.uniform(-1, 1, (size,) + shape).astype(dtype)
+        dx = op.adjoint(DY[comm.rank].copy())
+        if comm.rank == 0:
+            close(dx, DY.astype(np.float64).sum(axis=0), dtype)
+        else:
+            assert dx.size == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sum_reduce(comm, rng, dtype):
+    size = comm.size
+    p_x = ladle.Partition(comm, [size])
+    p_y = ladle.Partition(comm, [1], ranks=[size - 1])
+    shape = (4, 16)
+    with ladle.sum_reduce(p_x, p_y, shape, dtype=dtype) as op:
+        adjoint_ok(op, dtype)
+        X = rng.uniform(-1, 1, (size,) + shape).astype(dtype)
+        y = op.forward(X[comm.rank].copy())
+        if comm.rank == size - 1:
+            close(y, X.astype(np.float64).sum(axis=0), dtype)
+        # adjoint: a broadcast of dy from the last rank
+        DY = rng.uniform(-1, 1, shape).astype(dtype)
+        dy = DY.copy() if comm.rank == size - 1 else np.zeros(op.y_shape, dtype)
+        close(op.adjoint(dy), DY, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_all_sum_reduce(comm, rng, dtype):
+    size = comm.size
+    # a 2-d grid where the size allows, reducing over its first axis
+    shape_p = [2, size // 2] if size % 2 == 0 else [size, 1]
+    p = ladle.Partition(comm, shape_p)
+    with ladle.all_sum_reduce(p, [0], (4, 8), dtype=dtype) as op:
+        adjoint_ok(op, dtype)
+        X = rng.uniform(-1, 1, (size, 4, 8)).astype(dtype)
+        y = op.forward(X[comm.rank].copy())
+        coords = comm.allgather(p.coords)
+        mine = [r for r in range(size) if coords[r][1] == p.coords[1]]
+        close(y, X[mine].astype(np.float64).sum(axis=0), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_repartition(comm, rng, dtype):
+    size = comm.size
+    G = rng.uniform(-1, 1, (7, 5)).astype(dtype)
+    lx = ladle.Layout(ladle.Partition(comm, [size, 1]), G.shape)
+    ly = ladle.Layout(ladle.Partition(comm, [1, size]), G.shape)
+    with ladle.repartition(lx, ly, dtype=dtype) as op:
+        assert op.x_shape == lx.local_shape and op.y_shape == ly.local_shape
+        adjoint_ok(op, dtype)
+        y = op.forward(np.ascontiguousarray(G[lx.slices()]))
+        np.testing.assert_array_equal(y, G[ly.slices()])
+        np.testing.assert_array_equal(gather_global(comm, ly, y), G)
+        # the adjoint is the inverse permutation
+        dx = op.adjoint(y)
+        np.testing.assert_array_equal(dx, G[lx.slices()])
+
+
+def test_repartition_unbalanced(comm, rng):
+    size = comm.size
+    n = 3 * size + 1
+    G = rng.uniform(-1, 1, (n,))
+    sizes = [1] * (size - 1) + [n - (size - 1)]
+    lx = ladle.Layout.split(ladle.Partition(comm, [size]), (n,), [sizes])
+    ly = ladle.Layout(ladle.Partition(comm, [size]), (n,))
+    with ladle.repartition(lx, ly) as op:
+        y = op.forward(np.ascontiguousarray(G[lx.slices()]))
+        np.testing.assert_array_equal(y, G[ly.slices()])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_halo_exchange(comm, rng, dtype):
+    size = comm.size
+    n = 4 * size + 2
+    G = rng.uniform(-1, 1, (2, 1, n)).astype(dtype)
+    layout = ladle.Layout(ladle.Partition(comm, [1, 1, size]), G.shape)
+    with ladle.halo_exchange(layout, kernel=(1, 1, 3), padding=(0, 0, 1), dtype=dtype) as op:
+        adjoint_ok(op, dtype)
+        off, bulk = layout.box()
+        padded = op.padded_shape
+        assert padded[:2] == bulk[:2] and padded[2] == bulk[2] + 2
+        t = np.zeros(padded, dtype)
+        t[:, :, 1:-1] = G[layout.slices()]
+        op.forward(t)  # in place
+        # the halos hold the neighbours' cells, zero (the padding) at the ends
+        ref = np.zeros((2, 1, n + 2), dtype)
+        ref[:, :, 1:-1] = G
+        np.testing.assert_array_equal(t, ref[:, :, off[2]:off[2] + bulk[2] + 2])
+        # adjoint: the halos added back into their owners, then zeroed
+        t2 = t.copy()
+        op.adjoint(t2)
+        assert np.all(t2[:, :, 0] == 0) and np.all(t2[:, :, -1] == 0)

@@ -1,0 +1,65 @@
+"""Tensors wrap numpy arrays without copying; views of ladle's memory."""
+
+import numpy as np
+import pytest
+
+import ladle
+
+
+def test_wrap_is_zero_copy():
+    a = np.zeros((3, 4))
+    t = ladle.Tensor.wrap(a)
+    assert t.data_ptr == a.ctypes.data
+    assert t.shape == (3, 4) and t.strides == (4, 1) and t.dtype == np.float64
+    # numpy writes, ladle reads
+    a[1, 2] = 3.0
+    assert t.dot(np.ones((3, 4))) == 3.0
+    # ladle writes, numpy reads
+    t.fill(2.5)
+    assert np.all(a == 2.5)
+    assert t.numpy() is a
+
+
+def test_wrap_keeps_array_alive():
+    t = ladle.Tensor.wrap(np.arange(6.0).reshape(2, 3))
+    import gc
+    gc.collect()
+    t.fill(1.0)
+    assert t.numpy().sum() == 6.0
+
+
+def test_wrap_strided_view_passes_strides():
+    a = np.zeros((4, 6), dtype=np.float32)
+    v = a[:, ::2]
+    t = ladle.Tensor.wrap(v)
+    assert t.shape == (4, 3) and t.strides == (6, 2)
+    t.fill(1.0)
+    assert a[:, ::2].sum() == 12 and a[:, 1::2].sum() == 0
+
+
+def test_wrap_refuses_negative_strides_and_other_dtypes():
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.Tensor.wrap(np.zeros(5)[::-1])
+    assert e.value.name == "LADLE_ERR_ARG" and "strides" in e.value.message
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.Tensor.wrap(np.zeros(5, dtype=np.int32))
+    assert e.value.name == "LADLE_ERR_DTYPE" and "int32" in e.value.message
+
+
+def test_ladle_random_fill_seen_in_numpy():
+    a = np.zeros(100)
+    t = ladle.Tensor.wrap(a)
+    t.fill_random(seed=3)
+    assert np.all(a >= -1) and np.all(a < 1) and np.any(a != 0)
+
+
+def test_layer_param_views_share_memory():
+    lin = ladle.Linear((2, 3), 4, seed=1)
+    names = lin.param_names()
+    assert names == ["weight", "bias"]
+    w = lin.param(0)
+    assert w.shape == (4, 3)
+    w[:] = 0.0
+    lin.param(1)[:] = 1.0
+    y = lin.forward(np.ones((2, 3)))
+    np.testing.assert_array_equal(y, np.ones((2, 4)))
