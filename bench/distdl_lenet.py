@@ -128,7 +128,7 @@ def main():
     x = zero_volume_tensor(n)
     if p_conv.active:
         x = torch.randn(*compute_subshape(p_conv.shape, p_conv.index, [n, 1, 28, 28]))
-    x.requires_grad = True
+    # no input gradient: ladle's step skips the first layer's dx too
     labels = torch.arange(n) % 10
 
     def step():

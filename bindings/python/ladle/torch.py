@@ -97,9 +97,9 @@ class _Wrapper:
         self.shape = None
 
     def point(self, t):
-        shape = tuple(t.shape)
-        ptr = t.data_ptr() if t.numel() else None
-        if self.shape != shape or not self.h.value:
+        ptr = t.data_ptr() or None  # 0 for a zero-volume tensor
+        if self.shape != t.shape or not self.h.value:
+            shape = tuple(t.shape)
             self.close()
             nd = len(shape)
             strides, acc = [0] * nd, 1
@@ -109,8 +109,8 @@ class _Wrapper:
             code = _TORCH_TO_LADLE[t.dtype]
             check(lib.ladle_tensor_wrap(code, _capi.CPU, nd, _capi.i64_array(shape),
                                         _capi.i64_array(strides), ptr, byref(self.h)))
-            self.shape = shape
-        elif ptr is not None:
+            self.shape = t.shape
+        elif ptr is not None and lib.ladle_tensor_set_data(self.h, ptr):
             check(lib.ladle_tensor_set_data(self.h, ptr))
         return self.h
 
@@ -181,6 +181,14 @@ class _OpModule(torch.nn.Module):
         if x.dtype != self.dtype:
             raise LadleError(_core.ERR.get("LADLE_ERR_DTYPE", 1),
                              "ladle.torch: x is %s, the op %s" % (x.dtype, self.dtype))
+        if not torch.is_grad_enabled():
+            # nothing to record: the operator alone (autograd's apply costs
+            # more than the call)
+            if not x.is_contiguous() or x.device.type != "cpu":
+                x = _cpu_contig(x, "x")
+            y = torch.empty(self.y_shape, dtype=self.dtype)
+            check(lib.ladle_op_forward(self._h, self._wx.point(x), self._wy.point(y)))
+            return y
         return _LinearOpFn.apply(self, x, _ANCHOR)
 
     def extra_repr(self):
