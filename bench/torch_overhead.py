@@ -14,9 +14,11 @@ Rows (as in bench_overhead.c), median ns per call over --reps timings of
   linear-fb   that forward, then backward from a fixed dy: ladle's backward
               and backward_weight, the gradients handed to autograd, which
               adds them into .grad
-and, for scale, `ladle-py broadcast`: the same broadcast through the plain
-ladle package (numpy arrays, no torch). With --c-output, each row also prints
-the difference to C (the overhead of the Python layers) and the ratio.
+and, for scale, `ladle-py`: the same broadcast through the plain ladle
+package (numpy arrays, no torch), and torch_ns: torch's own call of the same
+size (a clone for the broadcast, torch.nn.Linear(4, 4) for the linear rows),
+what any PyTorch call costs anyway. With --c-output, each row also prints the
+difference to C (the overhead of the Python layers) and the ratio.
 """
 import argparse
 import os
@@ -96,23 +98,37 @@ def main():
     def ladle_py():
         op.forward(xn, yn)
 
+    # torch's own layers on the same shapes: what a call costs in torch anyway
+    tlin = torch.nn.Linear(4, 4)
+
+    def torch_clone():
+        with torch.no_grad():
+            xb.clone()
+
+    def torch_linear():
+        tlin(xl)
+
+    def torch_linear_fb():
+        tlin(xg).backward(dy)
+
+    native = {"broadcast": torch_clone, "linear": torch_linear, "linear-fb": torch_linear_fb}
     c = c_figures(a.c_output)
     rows = [("broadcast", broadcast), ("linear", linear), ("linear-fb", linear_fb),
             ("ladle-py", ladle_py)]
     if MPI.COMM_WORLD.rank == 0:
         print("# ladle.torch on torch %s, Python %s; median of %d timings of %d calls"
               % (torch.__version__, sys.version.split()[0], a.reps, a.calls))
-        print("%-10s %-12s %12s %12s %12s %7s" % ("row", "call", "python_ns", "c_ns",
-                                                  "overhead_us", "ratio"))
+        print("%-10s %-12s %12s %12s %12s %7s %12s" % ("row", "call", "python_ns", "c_ns",
+                                                       "overhead_us", "ratio", "torch_ns"))
     for name, fn in rows:
         ns = median_ns(fn, a.reps, a.calls)
         ref = c.get(name if name != "ladle-py" else "broadcast")
+        tn = median_ns(native[name], a.reps, a.calls) if name in native else None
         if MPI.COMM_WORLD.rank == 0:
-            if ref:
-                print("%-10s %-12s %12.0f %12.1f %12.2f %7.1f" % ("overhead", name, ns, ref,
-                                                                 (ns - ref) / 1e3, ns / ref))
-            else:
-                print("%-10s %-12s %12.0f %12s %12s %7s" % ("overhead", name, ns, "-", "-", "-"))
+            cols = ("%12.1f %12.2f %7.1f" % (ref, (ns - ref) / 1e3, ns / ref) if ref
+                    else "%12s %12s %7s" % ("-", "-", "-"))
+            print("%-10s %-12s %12.0f %s %12s" % ("overhead", name, ns, cols,
+                                                  "%.0f" % tn if tn else "-"))
             sys.stdout.flush()
 
 
