@@ -4,7 +4,9 @@
 #   make demo         the main job: LeNet-5 on Fashion-MNIST on 4 ranks (installs
 #                     missing Debian packages first)
 #   make tour         the primitives on 6 ranks, with their adjoint mismatches
-#   make check        the whole test suite under MPI at several rank counts
+#   make check        the whole test suite under MPI at several rank counts, and
+#                     the C ABI (make check-abi: install, symbols, pkg-config and
+#                     CMake users, a program of another MPI)
 #   make bench        benchmarks against the raw MPI calls and the BLAS
 #   make bench-torch  the layers next to PyTorch's (needs python3-torch)
 #   make bench-overhead  a ladle call from PyTorch (ladle.torch) next to the same call from C
@@ -38,6 +40,9 @@
 # MPI). MPICC and MPIEXEC may still be set by hand; the build records the pair
 # it was made with and rebuilds everything when it changes.
 
+# plain make builds the library and the tools (the rules below start with a stamp)
+.DEFAULT_GOAL := all
+
 MPI      ?= mpich
 MPICC    ?= $(if $(shell command -v mpicc.$(MPI)),mpicc.$(MPI),mpicc)
 MPIEXEC  ?= $(if $(shell command -v mpiexec.$(MPI)),mpiexec.$(MPI),mpiexec)
@@ -53,6 +58,10 @@ NVCC     ?= $(or $(shell command -v nvcc),$(wildcard $(CUDA_HOME)/bin/nvcc))
 # Hopper machine code, and PTX the driver compiles for any newer GPU
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 EMU_CXX  ?= g++
+
+# the release (include/ladle/core.h) and the shared library's soname
+VERSION := $(shell sed -n 's/.*LADLE_VERSION_STRING "\(.*\)"/\1/p' include/ladle/core.h)
+SONAME  := libladle.so.$(firstword $(subst ., ,$(VERSION)))
 
 CC := $(MPICC)
 # Open MPI needs leave to start more ranks than cores (make demo uses 4)
@@ -146,7 +155,7 @@ BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/ben
 BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-cuda python check-python layering asan valgrind bench bench-torch \
+.PHONY: all deps demo tour check check-abi check-cuda python check-python layering asan valgrind bench bench-torch \
         bench-overhead bench-distdl install uninstall \
         clean format tests FORCE
 
@@ -215,13 +224,24 @@ $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(LIBDIR)/libladle.so: $(LIB_OBJS)
+# The shared library under its full versioned name, its soname
+# libladle.so.MAJOR (what programs record) and the development link
+# libladle.so; MAJOR changes when the ABI breaks (docs/embedding.md).
+$(LIBDIR)/libladle.so.$(VERSION): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libladle.so.0 $(LDSAN) -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,$(SONAME) $(LDSAN) -o $@ $^ $(LIBS)
 
-$(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.a
+$(LIBDIR)/libladle.so: $(LIBDIR)/libladle.so.$(VERSION)
+	ln -sf libladle.so.$(VERSION) $(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# The tools use the shared library (only its exported symbols), found at
+# run time through RUNPATH $ORIGIN/../lib: bin/ next to lib/ in the build and
+# under an install prefix alike, without LD_LIBRARY_PATH.
+$(BINDIR)/%: tools/%.c $(wildcard tools/*.h) $(LIBDIR)/libladle.so
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) -L$(LIBDIR) -lladle \
+	    -Wl,--enable-new-dtags,-rpath,'$$ORIGIN/../lib' $(LIBS)
 
 # test objects are compiled once and linked into each variant's programs
 # (kept: they are no intermediate files to be deleted after a link)
@@ -272,8 +292,21 @@ check: deps
 	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
 	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
 	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(OUT)/test || status=1; \
+	if [ "$(SANITIZE)" = 0 ]; then $(MAKE) --no-print-directory check-abi || status=1; fi; \
 	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
 	exit $$status
+
+# The C ABI as a user meets it (test/abi.sh): installed into a temporary
+# prefix, the library's names and exported symbols, a tool run without
+# LD_LIBRARY_PATH, programs built with pkg-config and CMake, a program of
+# another MPI refused. (Not under the sanitizers: the consumers are plain.)
+check-abi: all
+	@echo "== the C ABI: an install, its users, another MPI"
+	@tmp=$$(mktemp -d); \
+	$(MAKE) --no-print-directory -s install PREFIX=$$tmp >$$tmp.log 2>&1 || \
+	    { cat $$tmp.log; rm -rf $$tmp $$tmp.log; exit 1; }; \
+	MPIEXEC="$(MPIEXEC)" test/abi.sh $$tmp $(LIBDIR); st=$$?; \
+	rm -rf $$tmp $$tmp.log; exit $$st
 
 # The CUDA backend without a GPU: over the emulator, the suite's CUDA runs
 # (test/run.sh, DEVICES=cuda) and the emulated faults; built by nvcc, the
@@ -381,21 +414,43 @@ bench-distdl:
 	@$(MAKE) --no-print-directory python
 	@PYTHON3="$(PYTHON3)" bench/torch_vs_distdl.sh
 
+# The MPI of this build as ladle_mpi_library() names it ("MPICH 4.0.2"),
+# from LADLE_MPI_HEADER under the wrapper's mpi.h; its family and
+# pkg-config module (recorded in ladle.pc and the CMake package).
+MPI_LIBRARY = $(shell printf '\043include "ladle/partition.h"\nLADLE_MPI_HEADER\n' | \
+    $(MPICC) -E -P -Iinclude -x c - 2>/dev/null | tail -1 | sed -e 's/" *"//g' -e 's/"//g')
+MPI_FAMILY = $(if $(findstring Open MPI,$(MPI_LIBRARY)),Open MPI,$(if $(findstring MPICH,$(MPI_LIBRARY)),MPICH,$(firstword $(MPI_LIBRARY))))
+MPI_PC = $(if $(findstring Open MPI,$(MPI_LIBRARY)),ompi-c,$(if $(findstring MPICH,$(MPI_LIBRARY)),mpich))
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+    -e 's|@MAJOR@|$(firstword $(subst ., ,$(VERSION)))|g' -e 's|@SONAME@|$(SONAME)|g' \
+    -e 's|@MPI_LIBRARY@|$(MPI_LIBRARY)|g' -e 's|@MPI_FAMILY@|$(MPI_FAMILY)|g' \
+    -e 's|@MPI_PC@|$(shell pkg-config --exists $(MPI_PC) 2>/dev/null && echo $(MPI_PC))|g' \
+    -e 's|@MPICC@|$(MPICC)|g' -e 's|@MPIEXEC@|$(MPIEXEC)|g' \
+    -e 's|@MPICC_PATH@|$(shell command -v $(MPICC))|g' \
+    -e 's|@MPIEXEC_PATH@|$(shell command -v $(MPIEXEC))|g'
+
+# The library (libladle.so.X.Y.Z, its soname link and libladle.so), the
+# headers, the tools (RUNPATH $ORIGIN/../lib finds the library), ladle.pc and
+# the CMake package (lib/cmake/ladle).
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/bin
+	    $(DESTDIR)$(PREFIX)/lib/cmake/ladle $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/ladle.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/ladle/*.h $(DESTDIR)$(PREFIX)/include/ladle/
 	install -m 644 $(LIBDIR)/libladle.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(LIBDIR)/libladle.so $(DESTDIR)$(PREFIX)/lib/libladle.so.0
-	ln -sf libladle.so.0 $(DESTDIR)$(PREFIX)/lib/libladle.so
+	install -m 755 $(LIBDIR)/libladle.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libladle.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libladle.so
 	install -m 755 $(TOOL_BINS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*LADLE_VERSION_STRING "\(.*\)"/\1/p' include/ladle/core.h)|' \
-	    ladle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ladle.pc
+	$(SUBST) ladle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ladle.pc
+	$(SUBST) cmake/ladleConfig.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/ladle/ladleConfig.cmake
+	$(SUBST) cmake/ladleConfigVersion.cmake.in \
+	    > $(DESTDIR)$(PREFIX)/lib/cmake/ladle/ladleConfigVersion.cmake
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/ladle $(DESTDIR)$(PREFIX)/include/ladle.h
 	rm -f $(DESTDIR)$(PREFIX)/lib/libladle.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/ladle.pc
+	rm -rf $(DESTDIR)$(PREFIX)/lib/cmake/ladle
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
 
 format:

@@ -288,6 +288,14 @@ static ladle_status validate(const ladle_custom_desc *d, int dist, const char *f
         LADLE_CALL(ladle__check_shape(f, d->x_ndim, d->x_shape, &numel));
         LADLE_CALL(ladle__check_shape(f, d->y_ndim, d->y_shape, &numel));
     }
+    if (d->batched) {
+        int xn = dist ? ladle_layout_ndim(d->x_layout) : d->x_ndim;
+        int yn = dist ? ladle_layout_ndim(d->y_layout) : d->y_ndim;
+        if (xn < 1 || yn < 1)
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "a batched op needs a batch dimension in x and y (x has %d "
+                                "dimensions, y %d)", xn, yn);
+    }
     LADLE_CALL(check_params(d, f));
 fail:
     return st;
@@ -329,7 +337,7 @@ static ladle_status make_impl(const ladle_custom_desc *d, custom **out, const ch
 
 static uint64_t desc_hash(const ladle_custom_desc *d)
 {
-    int64_t v[4] = {(int64_t)d->dtype, d->linear != 0, d->num_params, (int64_t)d->saved_bytes};
+    int64_t v[4] = {(int64_t)d->dtype, d->linear != 0, d->num_params, d->batched != 0};
     uint64_t h = ladle__hash(LADLE_HASH_INIT, v, sizeof v);
     h = ladle__layout_hash(h, d->x_layout);
     return ladle__layout_hash(h, d->y_layout);
@@ -359,6 +367,7 @@ static ladle_status create_dist(const ladle_custom_desc *d, ladle_status local, 
     if (local == LADLE_OK) {
         c = NULL;
         op->linear = d->linear != 0;
+        op->batched = d->batched != 0;
     }
     st = ladle__dist_end(&m, &op, local, out);
     if (st == LADLE_OK)
@@ -390,7 +399,7 @@ ladle_status ladle_custom_create(const ladle_custom_desc *d, ladle_op **out)
     LADLE_CALL(validate(d, 0, __func__));
     LADLE_CALL(make_impl(d, &c, __func__));
     LADLE_CALL(ladle__layer_new(&c->vt, d->dtype, d->device, d->x_ndim, d->x_shape, d->y_ndim,
-                                d->y_shape, 0, &op, __func__));
+                                d->y_shape, d->batched != 0, &op, __func__));
     op->impl = c;
     c->armed = 1;
     c = NULL;

@@ -4,7 +4,9 @@
  * user pointer's destructor. */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -625,6 +627,333 @@ START_TEST(bad_parameters)
 }
 END_TEST
 
+/* ---- in containers: a user's affine layer, y = x W^T + b, against
+ * ladle_linear_create with the same initial weights ---- */
+
+typedef struct ulin {
+    int64_t b, in, out;
+    ladle_tensor *params[2], *grads[2]; /* weight, bias */
+    double *hw, *hb, *hdy, *hout, *hdw, *hdb;
+} ulin;
+
+static const char *ulin_names[2] = {"weight", "bias"};
+
+static int ul_forward(void *user, const ladle_tensor *x, ladle_tensor *y, void *saved)
+{
+    ulin *u = user;
+    double *sx = saved; /* x, for backward_weight */
+    u->b = ladle_tensor_shape(x)[0]; /* this call's batch */
+    if (ladle_tensor_read(x, sx) || ladle_tensor_read(u->params[0], u->hw) ||
+        ladle_tensor_read(u->params[1], u->hb))
+        return ladle_custom_fail(ladle_error_message());
+    for (int64_t r = 0; r < u->b; r++)
+        for (int64_t o = 0; o < u->out; o++) {
+            double s = u->hb[o];
+            for (int64_t i = 0; i < u->in; i++)
+                s += sx[r * u->in + i] * u->hw[o * u->in + i];
+            u->hout[r * u->out + o] = s;
+        }
+    return ladle_tensor_write(y, u->hout) ? ladle_custom_fail(ladle_error_message()) : 0;
+}
+
+static int ul_backward(void *user, const ladle_tensor *dy, ladle_tensor *dx, void *saved)
+{
+    ulin *u = user;
+    double *hdx = u->hout; /* b * max(in, out) */
+    if (ladle_tensor_read(dy, u->hdy) || ladle_tensor_read(u->params[0], u->hw))
+        return ladle_custom_fail(ladle_error_message());
+    for (int64_t r = 0; r < u->b; r++)
+        for (int64_t i = 0; i < u->in; i++) {
+            double s = 0;
+            for (int64_t o = 0; o < u->out; o++)
+                s += u->hdy[r * u->out + o] * u->hw[o * u->in + i];
+            hdx[r * u->in + i] = s;
+        }
+    return ladle_tensor_write(dx, hdx) ? ladle_custom_fail(ladle_error_message()) : 0;
+}
+
+static int ul_backward_weight(void *user, const ladle_tensor *dy, void *saved)
+{
+    ulin *u = user;
+    const double *sx = saved;
+    if (ladle_tensor_read(dy, u->hdy) || ladle_tensor_read(u->grads[0], u->hdw) ||
+        ladle_tensor_read(u->grads[1], u->hdb))
+        return ladle_custom_fail(ladle_error_message());
+    for (int64_t r = 0; r < u->b; r++)
+        for (int64_t o = 0; o < u->out; o++) {
+            double g = u->hdy[r * u->out + o];
+            u->hdb[o] += g;
+            for (int64_t i = 0; i < u->in; i++)
+                u->hdw[o * u->in + i] += g * sx[r * u->in + i];
+        }
+    if (ladle_tensor_write(u->grads[0], u->hdw) || ladle_tensor_write(u->grads[1], u->hdb))
+        return ladle_custom_fail(ladle_error_message());
+    return 0;
+}
+
+static void ul_free(void *p)
+{
+    ulin *u = p;
+    for (int k = 0; k < 2; k++) {
+        ladle_tensor_destroy(&u->params[k]);
+        ladle_tensor_destroy(&u->grads[k]);
+    }
+    free(u->hw);
+    free(u->hb);
+    free(u->hdy);
+    free(u->hout);
+    free(u->hdw);
+    free(u->hdb);
+    free(u);
+}
+
+/* A user's affine layer b x in -> b x out starting from twin's weights. */
+static ladle_op *ulin_create(int64_t b, int64_t in, int64_t out, const ladle_op *twin)
+{
+    ulin *u = calloc(1, sizeof *u);
+    int64_t ws[2] = {out, in}, xs[2] = {b, in}, ys[2] = {b, out};
+    u->b = b;
+    u->in = in;
+    u->out = out;
+    for (int k = 0; k < 2; k++) {
+        u->params[k] = lt_tensor(LADLE_F64, 2 - k, ws);
+        u->grads[k] = lt_tensor(LADLE_F64, 2 - k, ws);
+        if (twin)
+            LT_OK(ladle_tensor_copy(u->params[k], ladle_op_param(twin, k)));
+    }
+    int64_t big = b * (in > out ? in : out);
+    u->hw = calloc((size_t)(in * out), sizeof(double));
+    u->hb = calloc((size_t)out, sizeof(double));
+    u->hdy = calloc((size_t)(b * out), sizeof(double));
+    u->hout = calloc((size_t)big, sizeof(double));
+    u->hdw = calloc((size_t)(in * out), sizeof(double));
+    u->hdb = calloc((size_t)out, sizeof(double));
+    ladle_custom_desc d;
+    ladle_custom_desc_init(&d);
+    d.name = "user affine";
+    d.device = lt_device();
+    d.x_ndim = d.y_ndim = 2;
+    d.x_shape = xs;
+    d.y_shape = ys;
+    d.forward = ul_forward;
+    d.adjoint = ul_backward;
+    d.backward_weight = ul_backward_weight;
+    d.saved_bytes = sizeof(double) * (size_t)(b * in);
+    d.num_params = 2;
+    d.params = u->params;
+    d.grads = u->grads;
+    d.param_names = ulin_names;
+    d.user = u;
+    d.destroy = ul_free;
+    d.batched = 1;
+    ladle_op *op = NULL;
+    LT_OK(ladle_custom_create(&d, &op));
+    return op;
+}
+
+#define NB 4
+#define NIN 6
+#define NHID 5
+#define NOUT 3
+
+/* The three layers, [affine, tanh, affine]: ladle's (custom = 0) or the
+ * user's (custom = 1, from ladle's weights for the same seed). */
+static void three_layers(int custom, uint64_t seed, ladle_op *layers[3])
+{
+    int64_t x1[2] = {NB, NIN}, x2[2] = {NB, NHID};
+    ladle_op *l1 = NULL, *l3 = NULL;
+    LT_OK(ladle_linear_create(2, x1, NHID, 1, LADLE_F64, lt_device(), seed, &l1));
+    LT_OK(ladle_linear_create(2, x2, NOUT, 1, LADLE_F64, lt_device(), seed + 1, &l3));
+    LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, x2, LADLE_F64, lt_device(), &layers[1]));
+    if (custom) {
+        layers[0] = ulin_create(NB, NIN, NHID, l1);
+        layers[2] = ulin_create(NB, NHID, NOUT, l3);
+        ladle_op_destroy(&l1);
+        ladle_op_destroy(&l3);
+    } else {
+        layers[0] = l1;
+        layers[2] = l3;
+    }
+}
+
+/* A network of the three layers (nested in a sequential when seq). */
+static ladle_network *three_net(int custom, int seq, uint64_t seed)
+{
+    int64_t ys[2] = {NB, NOUT};
+    ladle_op *layers[3], *loss = NULL, *s = NULL;
+    ladle_network *net = NULL;
+    three_layers(custom, seed, layers);
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
+                            &loss));
+    if (seq) {
+        LT_OK(ladle_sequential_create(3, layers, &s));
+        LT_OK(ladle_network_create(1, &s, loss, 0, &net));
+    } else {
+        LT_OK(ladle_network_create(3, layers, loss, 0, &net));
+    }
+    return net;
+}
+
+/* Steps of SGD with momentum; the losses into out. */
+static void train(ladle_network *net, int steps, double *out)
+{
+    int64_t xs[2] = {NB, NIN}, ys[2] = {NB, NOUT};
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *t = lt_tensor(LADLE_F64, 2, ys);
+    ladle_optimizer_desc od;
+    ladle_optimizer *opt = NULL;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.2);
+    od.momentum = 0.9;
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    LT_OK(ladle_optimizer_add_network(opt, net));
+    for (int k = 0; k < steps; k++) {
+        LT_OK(ladle_tensor_fill_random(x, 100 + (uint64_t)k, 0));
+        LT_OK(ladle_tensor_fill_random(t, 200 + (uint64_t)k, 0));
+        LT_OK(ladle_network_zero_grad(net));
+        LT_OK(ladle_network_forward(net, x, NULL));
+        LT_OK(ladle_network_loss(net, t, &out[k]));
+        LT_OK(ladle_network_backward(net, 1));
+        LT_OK(ladle_optimizer_step(opt));
+    }
+    ladle_optimizer_destroy(&opt);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+}
+
+START_TEST(trains_like_builtin)
+{
+    for (int seq = 0; seq < 2; seq++) {
+        double a[6], b[6], worst = 0;
+        ladle_network *na = three_net(0, seq, 21), *nb = three_net(1, seq, 21);
+        train(na, 6, a);
+        train(nb, 6, b);
+        for (int k = 0; k < 6; k++)
+            worst = fmax(worst, fabs(a[k] - b[k]) / fabs(a[k]));
+        LT_ASSERT(worst < 1e-12 && a[5] < a[0],
+                  "%s: the user's layers train apart from ladle's: %.2e (losses %.6g -> %.6g)",
+                  seq ? "sequential" : "network", worst, a[0], a[5]);
+        ladle_network_destroy(&na);
+        ladle_network_destroy(&nb);
+    }
+}
+END_TEST
+
+/* Checkpoints hold a custom op's parameters: trained user layers saved and
+ * loaded into fresh ones give the same next steps, and a checkpoint of
+ * ladle's own layers loads into the user's (the same parameters by place
+ * and name). */
+START_TEST(checkpoint_round_trip)
+{
+    char path[256];
+    int pid = lt_rank == 0 ? (int)getpid() : 0;
+    MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    snprintf(path, sizeof path, "/tmp/ladle_custom_%d.ckpt", pid);
+    double warm[3], a[3], b[3], c[3];
+    ladle_network *trained = three_net(1, 0, 5), *fresh = three_net(1, 0, 99);
+    train(trained, 3, warm);
+    LT_OK(ladle_checkpoint_save(path, MPI_COMM_WORLD, trained, NULL, 0, NULL));
+    LT_OK(ladle_checkpoint_load(path, MPI_COMM_WORLD, fresh, NULL, 0, NULL, NULL));
+    int same = 1;
+    for (int l = 0; l < 3; l += 2)
+        for (int k = 0; k < 2; k++) {
+            const ladle_tensor *p = ladle_op_param(ladle_network_layer(trained, l), k);
+            const ladle_tensor *q = ladle_op_param(ladle_network_layer(fresh, l), k);
+            for (int64_t i = 0; i < ladle_tensor_numel(p); i++)
+                same &= lt_get(p, i) == lt_get(q, i);
+        }
+    LT_ASSERT(same, "the loaded parameters differ from the saved ones");
+    train(trained, 3, a);
+    train(fresh, 3, b);
+    /* ladle's layers into the user's */
+    ladle_network *builtin = three_net(0, 0, 5), *user = three_net(1, 0, 77);
+    LT_OK(ladle_checkpoint_save(path, MPI_COMM_WORLD, builtin, NULL, 0, NULL));
+    LT_OK(ladle_checkpoint_load(path, MPI_COMM_WORLD, user, NULL, 0, NULL, NULL));
+    train(builtin, 3, c);
+    train(user, 3, warm);
+    double worst = 0;
+    for (int k = 0; k < 3; k++)
+        worst = fmax(worst, fmax(fabs(a[k] - b[k]), fabs(c[k] - warm[k]) / fabs(c[k])));
+    LT_ASSERT(worst < 1e-12, "training after a load differs: %.2e", worst);
+    if (lt_rank == 0)
+        remove(path);
+    ladle_network_destroy(&trained);
+    ladle_network_destroy(&fresh);
+    ladle_network_destroy(&builtin);
+    ladle_network_destroy(&user);
+}
+END_TEST
+
+/* A pipeline (1F1B over two stages where there are two ranks) of the
+ * user's layers trains as the same pipeline of ladle's. */
+static void pipeline_losses(int custom, double *losses, int steps)
+{
+    int S = lt_size >= 2 ? 2 : 1, m = 2, me;
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, S, NULL, 1, m, NULL, &s));
+    int W = ladle_pipe_schedule_workers(s);
+    ladle_partition *p = lt_partition(1, &W, 0);
+    me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_op *layers[3];
+    three_layers(custom, 31, layers);
+    /* stage 0: affine and tanh; stage 1: the second affine (all on one
+     * stage when S = 1) */
+    ladle_pipe_stage held[2];
+    int nheld = 0, last = 0;
+    if (me >= 0 && S == 1) {
+        held[nheld++] = (ladle_pipe_stage){0, 3, layers};
+        last = 1;
+    } else if (me >= 0) {
+        for (int j = 0; j < S; j++)
+            if (ladle_pipe_schedule_worker(s, j, 0) == me) {
+                held[nheld++] = j == 0 ? (ladle_pipe_stage){0, 2, layers}
+                                       : (ladle_pipe_stage){1, 1, layers + 2};
+                last |= j == S - 1;
+            }
+    }
+    /* the layers no stage here holds are not the pipeline's */
+    int kept[3] = {0, 0, 0};
+    for (int h = 0; h < nheld; h++)
+        for (int i = 0; i < held[h].n; i++)
+            kept[held[h].layers + i - layers] = 1;
+    for (int i = 0; i < 3; i++)
+        if (!kept[i])
+            ladle_op_destroy(&layers[i]);
+    int64_t ys[2] = {NB, NOUT}, xs[2] = {2 * NB, NIN}, ts[2] = {2 * NB, NOUT};
+    ladle_op *loss = NULL;
+    ladle_status st = last ? ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys,
+                                               LADLE_F64, lt_device(), &loss)
+                           : LADLE_OK;
+    LT_ASSERT(st == LADLE_OK, "the loss: %s", ladle_error_message());
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.2);
+    od.momentum = 0.9;
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *t = lt_tensor(LADLE_F64, 2, ts);
+    for (int k = 0; k < steps; k++) {
+        LT_OK(ladle_tensor_fill_random(x, 300 + (uint64_t)k, 0));
+        LT_OK(ladle_tensor_fill_random(t, 400 + (uint64_t)k, 0));
+        losses[k] = 0;
+        LT_OK(ladle_pipeline_step(pl, x, t, &losses[k]));
+    }
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+    ladle_pipeline_destroy(&pl);
+    ladle_pipe_schedule_destroy(&s);
+    ladle_partition_destroy(&p);
+}
+
+START_TEST(pipeline_of_custom_layers)
+{
+    double a[4], b[4], worst = 0;
+    pipeline_losses(0, a, 4);
+    pipeline_losses(1, b, 4);
+    for (int k = 0; k < 4; k++)
+        worst = fmax(worst, fabs(a[k] - b[k]) / fmax(fabs(a[k]), 1e-300));
+    LT_ASSERT(worst < 1e-12, "the pipelines' losses differ by %.2e (%.6g vs %.6g)", worst,
+              a[3], b[3]);
+}
+END_TEST
+
 static Suite *custom_suite(void)
 {
     Suite *s = suite_create("custom");
@@ -637,6 +966,9 @@ static Suite *custom_suite(void)
     tcase_add_test(tc, failing_callbacks);
     tcase_add_test(tc, bad_descriptors);
     tcase_add_test(tc, bad_parameters);
+    tcase_add_test(tc, trains_like_builtin);
+    tcase_add_test(tc, checkpoint_round_trip);
+    tcase_add_test(tc, pipeline_of_custom_layers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "src/core/internal.h"
 
 START_TEST(row_major_coordinates_and_ranks_as_given)
 {
@@ -222,6 +223,110 @@ START_TEST(split_block_and_overlap)
 }
 END_TEST
 
+/* The Fortran-handle twins (for bindings: ctypes, mpi4py, Julia, Fortran)
+ * give the same partition as the MPI_Comm calls. */
+START_TEST(fortran_handle_twins)
+{
+    int shape[2] = {1, lt_size}, ranks[64];
+    if (lt_size > 64)
+        return;
+    for (int r = 0; r < lt_size; r++)
+        ranks[r] = lt_size - 1 - r; /* reversed, to see the list honoured */
+    ladle_partition *p = NULL, *q = NULL;
+    LT_OK(ladle_partition_create(MPI_COMM_WORLD, 2, shape, ranks, &p));
+    LT_OK(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 2, shape, ranks, &q));
+    LT_ASSERT(ladle_partition_rank(p) == ladle_partition_rank(q) &&
+                  ladle_partition_size(p) == ladle_partition_size(q) &&
+                  ladle_partition_ndim(q) == 2 && ladle_partition_shape(q)[1] == lt_size &&
+                  ladle_partition_rank(q) == lt_size - 1 - lt_rank,
+              "rank %d of %d", ladle_partition_rank(q), ladle_partition_size(q));
+    /* the Fortran handle of the private communicator names the same one */
+    MPI_Fint f = ladle_partition_comm_f(q);
+    int cmp = MPI_UNEQUAL;
+    MPI_Comm_compare(MPI_Comm_f2c(f), ladle_partition_comm(q), &cmp);
+    LT_ASSERT(cmp == MPI_IDENT, "comm_f names another communicator (%d)", cmp);
+    LT_ASSERT(ladle_partition_comm_f(NULL) == MPI_Comm_c2f(MPI_COMM_NULL), "NULL gives null");
+    /* an inactive rank's handle is the null communicator's */
+    int one[1] = {1};
+    ladle_partition *last = NULL;
+    LT_OK(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 1, one, (int[]){lt_size - 1},
+                                   &last));
+    LT_ASSERT(ladle_partition_active(last) ||
+                  ladle_partition_comm_f(last) == MPI_Comm_c2f(MPI_COMM_NULL),
+              "inactive comm_f");
+    /* the null handle is refused as MPI_COMM_NULL is */
+    ladle_partition *bad = NULL;
+    LT_FAILS(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_NULL), 2, shape, NULL, &bad),
+             LADLE_ERR_ARG);
+    LT_ASSERT(bad == NULL, "no object on failure");
+    ladle_partition_destroy(&last);
+    ladle_partition_destroy(&q);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+/* Which MPI ladle was built with, and the refusal of another family. */
+START_TEST(mpi_identity_and_refusal)
+{
+    const char *lib = ladle_mpi_library();
+    LT_ASSERT(lib != NULL && strcmp(lib, LADLE_MPI_HEADER) == 0,
+              "ladle_mpi_library() '%s', this test's mpi.h '%s'", lib, LADLE_MPI_HEADER);
+    /* the running MPI is the build's */
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    LT_ASSERT(ladle__mpi_compatible(lib, version), "'%s' against '%s'", lib, version);
+
+    /* the comparison: families, not versions; derivatives of MPICH share
+     * its interface; unknown names only match themselves */
+    struct {
+        const char *build, *other;
+        int same;
+    } cases[] = {
+        {"MPICH 4.0.2", "MPICH Version:      4.0.2\nMPICH Release date: ...", 1},
+        {"MPICH 4.0.2", "MPICH Version:\t3.4.1", 1},
+        {"MPICH 4.0.2", "Intel(R) MPI Library 2021.6 for Linux* OS", 1},
+        {"MPICH 4.0.2", "MVAPICH2 Version      :\t2.3.7", 1},
+        {"MPICH 4.0.2", "Open MPI v4.1.4, package: Debian OpenMPI", 0},
+        {"MPICH 4.0.2", "Open MPI 4.1.4", 0},
+        {"Open MPI 4.1.4", "Open MPI v5.0.3, package: Open MPI", 1},
+        {"Open MPI 4.1.4", "MPICH Version:      4.0.2", 0},
+        {"Open MPI 4.1.4", "unknown MPI 3.1", 0},
+        {"unknown MPI 3.1", "unknown MPI 3.1", 1},
+        {"unknown MPI 3.1", "Open MPI 4.1.4", 0},
+        {"FooMPI 1.0", "BarMPI 1.0", 0},
+    };
+    int bad = -1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (ladle__mpi_compatible(cases[i].build, cases[i].other) != cases[i].same)
+            bad = (int)i;
+    LT_ASSERT(bad < 0, "case %d: '%s' against '%s'", bad, bad >= 0 ? cases[bad].build : "",
+              bad >= 0 ? cases[bad].other : "");
+    LT_ASSERT(ladle__mpi_family_of("Open MPI v4.1.4") == LADLE__MPI_OPENMPI &&
+                  ladle__mpi_family_of("MPICH 4.0.2") == LADLE__MPI_MPICH &&
+                  ladle__mpi_family_of(NULL) == LADLE__MPI_UNKNOWN,
+              "families");
+
+    /* a caller compiled with another family's mpi.h is refused on every
+     * rank, before its communicator is looked at, naming both */
+    const char *other = ladle__mpi_family_of(lib) == LADLE__MPI_OPENMPI ? "MPICH 4.0.2"
+                                                                          : "Open MPI 4.1.4";
+    int shape[1] = {1};
+    ladle_partition *p = NULL;
+    ladle_status st = ladle_partition_create_mpi(other, MPI_COMM_WORLD, 1, shape, NULL, &p);
+    const char *msg = ladle_error_message();
+    LT_ASSERT(st == LADLE_ERR_MPI && p == NULL && strstr(msg, other) != NULL &&
+                  strstr(msg, lib) != NULL && strstr(msg, "ladle_partition_create") != NULL,
+              "%s: %s", ladle_status_name(st), msg);
+    ladle_error_clear();
+    /* the caller's own family is accepted, and so is an unknown caller */
+    LT_OK(ladle_partition_create_mpi(LADLE_MPI_HEADER, MPI_COMM_WORLD, 1, shape, NULL, &p));
+    ladle_partition_destroy(&p);
+    LT_OK(ladle_partition_create_mpi(NULL, MPI_COMM_WORLD, 1, shape, NULL, &p));
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 Suite *partition_suite(void)
 {
     Suite *s = suite_create("partition");
@@ -233,6 +338,8 @@ Suite *partition_suite(void)
     tcase_add_test(tc, partition_bad_input);
     tcase_add_test(tc, balanced_layout_matches_distdl);
     tcase_add_test(tc, split_block_and_overlap);
+    tcase_add_test(tc, fortran_handle_twins);
+    tcase_add_test(tc, mpi_identity_and_refusal);
     suite_add_tcase(s, tc);
     return s;
 }

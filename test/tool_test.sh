@@ -70,6 +70,13 @@ else
     echo "FAIL examples/broadcast printed: $out"; fails=$((fails + 1))
 fi
 
+# docs/embedding.md's example: the adjoint of the user's own operator
+out=$(timeout 120 $MPIEXEC -n 1 "${EXAMPLES:-build/examples}/custom_adjoint" 2>&1)
+case "$out" in
+"adjoint ok, mismatch "*) echo "ok   examples/custom_adjoint" ;;
+*) echo "FAIL examples/custom_adjoint printed: $out"; fails=$((fails + 1)) ;;
+esac
+
 # ladle-train end to end (needs the dataset package the deps script installs):
 # an interrupted run resumed from its checkpoint ends exactly like an
 # uninterrupted one, on another layout too up to rounding

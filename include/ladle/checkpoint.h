@@ -99,6 +99,23 @@ LADLE_API ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm com
  * LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm);
 
+/* The four calls above over the communicator of a Fortran handle
+ * (MPI_Comm_f2c(comm)), for bindings that hold an MPI_Fint (see
+ * ladle_partition_create_f). Each checks first that the running MPI is
+ * libladle's and initialised; a failure there is returned on the calling
+ * rank only (LADLE_ERR_MPI, LADLE_ERR_STATE) -- every rank of a wrong
+ * process fails the same way. Otherwise as their twins. */
+LADLE_API ladle_status ladle_checkpoint_save_f(const char *path, MPI_Fint comm,
+                                               const ladle_network *net,
+                                               const ladle_optimizer *opt, int nmeta,
+                                               const int64_t meta[]);
+LADLE_API ladle_status ladle_checkpoint_load_f(const char *path, MPI_Fint comm,
+                                               ladle_network *net, ladle_optimizer *opt,
+                                               int max_meta, int64_t meta[], int *nmeta);
+LADLE_API ladle_status ladle_checkpoint_read_meta_f(const char *path, MPI_Fint comm,
+                                                    int max_meta, int64_t meta[], int *nmeta);
+LADLE_API ladle_status ladle_checkpoint_check_path_f(const char *path, MPI_Fint comm);
+
 #ifdef __cplusplus
 }
 #endif

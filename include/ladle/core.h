@@ -36,6 +36,13 @@ extern "C" {
 LADLE_API const char *ladle_version(void);
 LADLE_API int ladle_version_number(void);
 
+/* The MPI implementation and version this libladle was built with, as the
+ * build's mpi.h names it: "MPICH 4.0.2", "Open MPI 4.1.4". A program (or a
+ * binding: mpi4py's MPI.Get_library_version()) must run the same family of
+ * MPI; ladle_partition_create refuses another one (LADLE_ERR_MPI). Never
+ * NULL, static storage. Local; callable before MPI_Init. */
+LADLE_API const char *ladle_mpi_library(void);
+
 /*
  * Status codes. The list is append-only: a value, once released, keeps its
  * number. X(name, value, description)

@@ -20,7 +20,7 @@
  * run on every rank that created the op, with this rank's blocks, which are
  * zero-volume on ranks that hold nothing) or two local shapes (a rank-local
  * op: its calls never communicate). The shapes are fixed at creation: every
- * call passes exactly them (there is no smaller last batch).
+ * call passes exactly them, unless the op is `batched` (below).
  *
  * Callbacks return 0 for success. Anything else fails the ladle call with
  * LADLE_ERR_CALLBACK; the callback may say why first with ladle_custom_fail.
@@ -97,6 +97,13 @@ typedef struct ladle_custom_desc {
      * user is then still the caller's) */
     void *user;
     void (*destroy)(void *user);
+
+    /* nonzero: dimension 0 of x and y is the batch (both need one), and
+     * calls may pass a smaller batch than the shapes above (a short last
+     * batch; sequentials need it). The callbacks then see the call's
+     * tensors; saved_bytes is still sized for the full batch. 0: every call
+     * passes exactly the shapes above. */
+    int batched;
 } ladle_custom_desc;
 
 /* Zero the descriptor and set its size: a rank-local, nonlinear op in f64
@@ -110,7 +117,8 @@ LADLE_API void ladle_custom_desc_init(ladle_custom_desc *d);
  * parameters, a NULL shape, parameter, gradient or name), LADLE_ERR_ARG (a
  * size that is not this library's sizeof(ladle_custom_desc), one layout
  * without the other, a negative or oversized parameter count, repeated
- * names, a parameter that is strided), LADLE_ERR_SHAPE (ndim out of
+ * names, a parameter that is strided, batched without a dimension to
+ * batch), LADLE_ERR_SHAPE (ndim out of
  * 0..LADLE_MAX_NDIM, a negative extent, a shape that disagrees with its
  * layout, a gradient of another shape), LADLE_ERR_DTYPE, LADLE_ERR_DEVICE
  * (a device ladle was built without; a parameter on another device),

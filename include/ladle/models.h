@@ -64,6 +64,13 @@ LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
 LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm,
                                           ladle_network **net);
 
+/* ladle_lenet_create over the communicator of a Fortran handle
+ * (MPI_Comm_f2c(comm); see ladle_partition_create_f). The same codes, and
+ * LADLE_ERR_MPI or LADLE_ERR_STATE when the running MPI is not libladle's
+ * or not initialised. */
+LADLE_API ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm,
+                                            ladle_network **net);
+
 /* LeNet-5's sequential layers (the layout fields are ignored) for batches of
  * d->batch, in order, into layers[0 .. *n-1] (cap entries of room; 16 are
  * enough), and its loss: the caller owns them. A pipeline cuts this list

@@ -26,6 +26,26 @@ extern "C" {
 
 typedef struct ladle_partition ladle_partition;
 
+/* The MPI whose mpi.h this translation unit is compiled with, in the form
+ * of ladle_mpi_library(). ladle_partition_create (a macro over
+ * ladle_partition_create_mpi) hands it to the library, which refuses an MPI
+ * of another family than its own build's with LADLE_ERR_MPI instead of
+ * misreading the caller's communicator. */
+#define LADLE_MPI_STR_(x) #x
+#define LADLE_MPI_XSTR_(x) LADLE_MPI_STR_(x)
+#if defined(MPICH_VERSION)
+#define LADLE_MPI_HEADER "MPICH " MPICH_VERSION
+#elif defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION)
+#define LADLE_MPI_HEADER                                                                   \
+    "Open MPI " LADLE_MPI_XSTR_(OMPI_MAJOR_VERSION) "." LADLE_MPI_XSTR_(                  \
+        OMPI_MINOR_VERSION) "." LADLE_MPI_XSTR_(OMPI_RELEASE_VERSION)
+#elif defined(I_MPI_VERSION)
+#define LADLE_MPI_HEADER "Intel(R) MPI " I_MPI_VERSION
+#else
+#define LADLE_MPI_HEADER                                                                   \
+    "unknown MPI " LADLE_MPI_XSTR_(MPI_VERSION) "." LADLE_MPI_XSTR_(MPI_SUBVERSION)
+#endif
+
 /* A step along one dimension of a grid: towards lower or higher
  * coordinates. */
 typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladle_direction;
@@ -47,6 +67,27 @@ typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladl
  * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
                                               const int ranks[], ladle_partition **p);
+
+/* ladle_partition_create for a caller that names the mpi.h it was compiled
+ * with (caller_mpi: its LADLE_MPI_HEADER; NULL: unknown). In C and C++,
+ * ladle_partition_create(...) expands to this call with the caller's
+ * LADLE_MPI_HEADER, so a program compiled against another MPI's mpi.h
+ * than libladle's gets LADLE_ERR_MPI naming both, before its communicator
+ * is touched. The same codes as ladle_partition_create. */
+LADLE_API ladle_status ladle_partition_create_mpi(const char *caller_mpi, MPI_Comm parent,
+                                                  int ndim, const int shape[],
+                                                  const int ranks[], ladle_partition **p);
+/* variadic, so that an argument with commas ((int[]){2, 3}) stays one */
+#define ladle_partition_create(...) ladle_partition_create_mpi(LADLE_MPI_HEADER, __VA_ARGS__)
+
+/* ladle_partition_create over the communicator of a Fortran handle
+ * (MPI_Comm_f2c(parent)): MPI_Fint is a C int in every MPI, so a binding
+ * (ctypes, mpi4py's comm.py2f(), Julia, Fortran) passes a communicator
+ * without knowing the MPI's handle type. Checks first that the running MPI
+ * is libladle's and is initialised (MPI_Comm_f2c needs it). The same codes
+ * as ladle_partition_create; LADLE_ERR_MPI for another MPI. */
+LADLE_API ladle_status ladle_partition_create_f(MPI_Fint parent, int ndim, const int shape[],
+                                                const int ranks[], ladle_partition **p);
 
 /* A new partition over some members of base: ranks[] are partition ranks of
  * base (NULL: base ranks 0 .. prod(shape)-1). Both share base's parent, so
@@ -110,6 +151,9 @@ LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
 /* The private communicator of the members (rank = partition rank), or
  * MPI_COMM_NULL when inactive. Borrowed: do not free it. */
 LADLE_API MPI_Comm ladle_partition_comm(const ladle_partition *p);
+/* The same as a Fortran handle (MPI_Comm_c2f): MPI_Comm_c2f(MPI_COMM_NULL)
+ * when inactive or p is NULL. Local. */
+LADLE_API MPI_Fint ladle_partition_comm_f(const ladle_partition *p);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,11 @@ ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt
 ladle_status ladle__raise_after(ladle_status status, const char *func, const char *fmt, ...)
     LADLE_PRINTF(3, 4);
 
+/* The same without the "[rank R]" prefix, for a failure that means MPI
+ * itself cannot be asked (another MPI's calls would fault on ours). */
+ladle_status ladle__raise_plain(ladle_status status, const char *func, const char *fmt, ...)
+    LADLE_PRINTF(3, 4);
+
 /* Turn an MPI error code into a recorded LADLE_ERR_MPI. */
 ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
 
@@ -72,6 +77,37 @@ int ladle__is_real(ladle_dtype dtype);
 /* Allocation helpers: zeroed memory, or NULL (the caller raises). */
 void *ladle__calloc(size_t count, size_t size);
 void ladle__free(void *p);
+
+/* Families of MPI implementations that share one binary interface. */
+typedef enum ladle__mpi_family {
+    LADLE__MPI_UNKNOWN = 0,
+    LADLE__MPI_MPICH = 1, /* MPICH and its derivatives (Intel MPI, MVAPICH...) */
+    LADLE__MPI_OPENMPI = 2
+} ladle__mpi_family;
+
+/* The family an MPI's name or version text belongs to ("MPICH 4.0.2",
+ * "Open MPI v4.1.4, package...", "Intel(R) MPI Library..."). */
+ladle__mpi_family ladle__mpi_family_of(const char *name);
+
+/* 1 if a program of MPI `other` can use a libladle built with MPI `build`
+ * (one family; two unknown names only when their first words agree). */
+int ladle__mpi_compatible(const char *build, const char *other);
+
+/* Refuse another MPI than the build's, before any MPI call that takes a
+ * handle: caller_header (LADLE_MPI_HEADER of the caller's compile; NULL
+ * when unknown) and the running MPI's MPI_Get_library_version. Raises
+ * LADLE_ERR_MPI without a rank (MPI cannot be asked for one). Local. */
+ladle_status ladle__mpi_abi_check(const char *func, const char *caller_header);
+
+/* The status for "MPI is not initialised": LADLE_ERR_STATE, or
+ * LADLE_ERR_MPI naming the other MPI when another family's library is
+ * loaded in the process (the program initialised that one). */
+ladle_status ladle__mpi_not_initialised(const char *func);
+
+/* The communicator of a Fortran handle (MPI_Comm_f2c), after the ABI
+ * check and a check that MPI is initialised and not finalised (f2c needs
+ * both). Local. */
+ladle_status ladle__comm_f2c(const char *func, MPI_Fint handle, MPI_Comm *comm);
 
 /* 1 when MPI is initialised and not yet finalised. */
 int ladle__mpi_usable(void);

@@ -208,6 +208,10 @@ static const char *thread_level_name(int level)
 static ladle_status mpi_ready(const char *func)
 {
     int init = 0, fin = 0, level = MPI_THREAD_SINGLE, main_thread = 0;
+    /* first: another MPI's library would misread every handle below */
+    ladle_status st = ladle__mpi_abi_check(func, NULL);
+    if (st != LADLE_OK)
+        return st;
     MPI_Finalized(&fin);
     if (fin)
         return ladle__raise(LADLE_ERR_STATE, func,
@@ -215,8 +219,7 @@ static ladle_status mpi_ready(const char *func)
                             "MPI_Finalize");
     MPI_Initialized(&init);
     if (!init)
-        return ladle__raise(LADLE_ERR_STATE, func,
-                            "MPI is not initialised: call MPI_Init (or MPI_Init_thread) first");
+        return ladle__mpi_not_initialised(func);
     if (MPI_Query_thread(&level) != MPI_SUCCESS ||
         MPI_Is_thread_main(&main_thread) != MPI_SUCCESS)
         return ladle__raise(LADLE_ERR_MPI, func, "MPI_Query_thread failed");
@@ -229,8 +232,9 @@ static ladle_status mpi_ready(const char *func)
     return LADLE_OK;
 }
 
-ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
-                                    const int ranks[], ladle_partition **out)
+/* the function itself, not the macro of ladle/partition.h */
+ladle_status(ladle_partition_create)(MPI_Comm parent, int ndim, const int shape[],
+                                     const int ranks[], ladle_partition **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_partition *p = NULL;
@@ -286,6 +290,28 @@ fail:
     ladle__partition_release(p);
     root_release(root);
     return st;
+}
+
+ladle_status ladle_partition_create_mpi(const char *caller_mpi, MPI_Comm parent, int ndim,
+                                        const int shape[], const int ranks[],
+                                        ladle_partition **p)
+{
+    /* the caller's mpi.h before its communicator: a handle of another MPI
+     * must not reach this library's MPI */
+    ladle_status st = ladle__mpi_abi_check("ladle_partition_create", caller_mpi);
+    if (st != LADLE_OK)
+        return st;
+    return (ladle_partition_create)(parent, ndim, shape, ranks, p);
+}
+
+ladle_status ladle_partition_create_f(MPI_Fint parent, int ndim, const int shape[],
+                                      const int ranks[], ladle_partition **p)
+{
+    MPI_Comm comm = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, parent, &comm);
+    if (st != LADLE_OK)
+        return st;
+    return (ladle_partition_create)(comm, ndim, shape, ranks, p);
 }
 
 /* The members' private communicator, made by the members alone (non-members
@@ -500,4 +526,9 @@ int ladle_partition_parent_rank(const ladle_partition *p, int r)
 MPI_Comm ladle_partition_comm(const ladle_partition *p)
 {
     return p ? p->comm : MPI_COMM_NULL;
+}
+
+MPI_Fint ladle_partition_comm_f(const ladle_partition *p)
+{
+    return MPI_Comm_c2f(ladle_partition_comm(p));
 }

@@ -71,10 +71,9 @@ static int verbose(void)
     return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
 }
 
-static ladle_status vraise(ladle_status status, const char *func, const char *fmt,
+static ladle_status vraise(ladle_status status, const char *func, int rank, const char *fmt,
                            va_list ap)
 {
-    int rank = world_rank(); /* -1 before MPI_Init or after MPI_Finalize: no rank to name */
     int n = rank >= 0 ? snprintf(error_message, LADLE_ERROR_CAP, "[rank %d] %s: ", rank, func)
                       : snprintf(error_message, LADLE_ERROR_CAP, "%s: ", func);
     if (n < 0)
@@ -90,7 +89,17 @@ ladle_status ladle__raise(ladle_status status, const char *func, const char *fmt
 {
     va_list ap;
     va_start(ap, fmt);
-    vraise(status, func, fmt, ap);
+    /* rank -1 before MPI_Init or after MPI_Finalize: no rank to name */
+    vraise(status, func, world_rank(), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+ladle_status ladle__raise_plain(ladle_status status, const char *func, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vraise(status, func, -1, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -729,3 +729,36 @@ fail:
     ladle__free(b.data);
     return st;
 }
+
+/* The Fortran-handle twins: the communicator converted, then the call. */
+ladle_status ladle_checkpoint_save_f(const char *path, MPI_Fint comm, const ladle_network *net,
+                                     const ladle_optimizer *opt, int nmeta, const int64_t meta[])
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
+    return st != LADLE_OK ? st : ladle_checkpoint_save(path, c, net, opt, nmeta, meta);
+}
+
+ladle_status ladle_checkpoint_load_f(const char *path, MPI_Fint comm, ladle_network *net,
+                                     ladle_optimizer *opt, int max_meta, int64_t meta[],
+                                     int *nmeta)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
+    return st != LADLE_OK ? st : ladle_checkpoint_load(path, c, net, opt, max_meta, meta, nmeta);
+}
+
+ladle_status ladle_checkpoint_read_meta_f(const char *path, MPI_Fint comm, int max_meta,
+                                          int64_t meta[], int *nmeta)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
+    return st != LADLE_OK ? st : ladle_checkpoint_read_meta(path, c, max_meta, meta, nmeta);
+}
+
+ladle_status ladle_checkpoint_check_path_f(const char *path, MPI_Fint comm)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
+    return st != LADLE_OK ? st : ladle_checkpoint_check_path(path, c);
+}

@@ -279,3 +279,10 @@ fail:
     ladle_op_destroy(&b.loss);
     return st;
 }
+
+ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm, ladle_network **net)
+{
+    MPI_Comm c = MPI_COMM_NULL;
+    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
+    return st != LADLE_OK ? st : ladle_lenet_create(d, c, net);
+}

@@ -22,37 +22,36 @@ lib = None  # set by _init_library() at import
 # ---- MPI match ---------------------------------------------------------------
 
 def _mpi_family(text):
-    """('Open MPI' | 'MPICH' | ..., 'major.minor[.patch]' or '') of an MPI
-    library string (ladle_mpi_library() or MPI.Get_library_version())."""
+    """(family, version) of an MPI library string (ladle_mpi_library() or
+    MPI.Get_library_version()). MPICH's derivatives (Intel MPI, MVAPICH,
+    Cray MPICH) keep its handles and constants: one family, as ladle's own
+    check has it."""
     t = text.strip()
     low = t.lower()
     if "open mpi" in low or "openmpi" in low:
         family = "Open MPI"
-    elif "mpich" in low:
+    elif any(k in low for k in ("mpich", "intel", "mvapich")):
         family = "MPICH"
-    elif "intel" in low:
-        family = "Intel MPI"
-    elif "mvapich" in low:
-        family = "MVAPICH"
     else:
         family = t.split()[0] if t else "unknown"
     m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", t)
-    version = m.group(0) if m else ""
-    return family, version
+    return family, (m.group(0) if m else "")
 
 
 def check_mpi_match(ladle_mpi, python_mpi):
     """None if libladle's MPI (ladle_mpi) and mpi4py's (python_mpi) can share
-    a process (same implementation, same major version), else the reason."""
-    lf, lv = _mpi_family(ladle_mpi)
+    a process (the same family of binary interface), else the reason."""
+    lf, _ = _mpi_family(ladle_mpi)
     pf, pv = _mpi_family(python_mpi)
-    if lf == pf and lv.split(".")[:1] == pv.split(".")[:1]:
+    if lf == pf:
         return None
-    first_line = python_mpi.strip().splitlines()[0] if python_mpi.strip() else "unknown"
+    first_line = python_mpi.strip().splitlines()[0].split(",")[0] if python_mpi.strip() \
+        else "unknown"
     return ("ladle: libladle was built with %s but mpi4py runs %s (%s); one process cannot "
-            "mix two MPIs. Build the matching libladle with `make python` (it uses the "
+            "hold two MPIs. Build the matching libladle with `make python` (it uses the "
             "MPI of Debian's mpi4py, Open MPI) or point LADLE_LIBRARY at one built "
-            "with mpi4py's MPI." % (ladle_mpi.strip(), "%s %s" % (pf, pv), first_line.strip()))
+            "with mpi4py's MPI." % (ladle_mpi.strip(), ("%s %s" % (pf, pv)).strip(),
+                                    first_line.strip()))
 
 
 def _init_library():
@@ -532,28 +531,18 @@ def tensor_view(h, owner=None):
     span = 1 + sum((s - 1) * t for s, t in zip(shape, strides) if s > 0) // dt.itemsize \
         if n else 1
     buf = (ctypes.c_char * (span * dt.itemsize)).from_address(ptr)
+    # the view's base chain ends at buf, which keeps the owner alive
+    buf._ladle_owner = owner
     base = np.frombuffer(buf, dtype=dt, count=span)
-    view = np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
-    if owner is not None:
-        view = _OwnedView(view, owner)
-    return view
+    return np.lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
 
 
-class _OwnedArray(np.ndarray):
-    """A numpy view that keeps the ladle object owning its memory alive."""
-
-    def __array_finalize__(self, obj):
-        self._ladle_owner = getattr(obj, "_ladle_owner", None)
-
-
-def _OwnedView(view, owner):
-    v = view.view(_OwnedArray)
-    v._ladle_owner = owner
-    return v
-
-
-def as_tensor(x, what="tensor"):
-    """x as a Tensor (wrapping a numpy array without copying)."""
+def as_tensor(x, what="tensor", output=False):
+    """x as a Tensor (wrapping a numpy array without copying). output: ladle
+    writes into it, so a read-only array is refused."""
+    if isinstance(x, np.ndarray) and output and not x.flags.writeable:
+        raise _error("LADLE_ERR_ARG", "%s is a read-only numpy array; ladle writes into it"
+                     % what)
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
@@ -587,13 +576,13 @@ class Op(_Handle):
 
     def forward(self, x, y=None):
         y = self._out(self.y_shape, y)
-        xt, yt = as_tensor(x, "x"), as_tensor(y, "y")
+        xt, yt = as_tensor(x, "x"), as_tensor(y, "y", True)
         check(lib.ladle_op_forward(self.handle, xt.handle, yt.handle))
         return y
 
     def adjoint(self, dy, dx=None):
         dx = self._out(self.x_shape, dx)
-        dyt, dxt = as_tensor(dy, "dy"), as_tensor(dx, "dx")
+        dyt, dxt = as_tensor(dy, "dy"), as_tensor(dx, "dx", True)
         check(lib.ladle_op_adjoint(self.handle, dyt.handle, dxt.handle))
         return dx
 

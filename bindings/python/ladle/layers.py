@@ -61,7 +61,7 @@ class Layer(Op):
     def forward(self, x, y=None, ctx=None):
         if y is None:
             y = np.zeros(self.y_shape, dtype=self.dtype)
-        xt, yt = as_tensor(x, "x"), as_tensor(y, "y")
+        xt, yt = as_tensor(x, "x"), as_tensor(y, "y", True)
         check(_core.lib.ladle_layer_forward(self.handle, _core._th(ctx), xt.handle, yt.handle))
         if ctx is not None:
             ctx.saved = (xt, yt)
@@ -74,7 +74,7 @@ class Layer(Op):
         if need_dx and dx is None:
             dx = np.zeros(self.x_shape, dtype=self.dtype)
         dyt = as_tensor(dy, "dy")
-        dxt = as_tensor(dx, "dx") if need_dx else None
+        dxt = as_tensor(dx, "dx", True) if need_dx else None
         check(_core.lib.ladle_layer_backward(self.handle, _core._th(ctx), dyt.handle,
                                              _core._th(dxt)))
         return dx if need_dx else None
@@ -321,7 +321,7 @@ class Loss(Layer):
         reduce_none = self._reduction == REDUCTIONS["none"]
         if loss is None:
             loss = np.zeros(self._loss_shape(input) if reduce_none else (), dtype=self.dtype)
-        lt = as_tensor(loss, "loss")
+        lt = as_tensor(loss, "loss", True)
         check(_core.lib.ladle_loss_forward(self.handle, _core._th(ctx), it.handle, tt.handle,
                                            lt.handle))
         if ctx is not None:
@@ -340,7 +340,7 @@ class Loss(Layer):
         if dinput is None:
             dinput = np.zeros(self.x_shape, dtype=self.dtype)
         dl = dloss if isinstance(dloss, (np.ndarray, Tensor)) else np.array(dloss, self.dtype)
-        dlt, dit = as_tensor(dl, "dloss"), as_tensor(dinput, "dinput")
+        dlt, dit = as_tensor(dl, "dloss"), as_tensor(dinput, "dinput", True)
         check(_core.lib.ladle_loss_backward(self.handle, _core._th(ctx), dlt.handle, dit.handle))
         return dinput
 

@@ -99,3 +99,47 @@ def test_dist_linear_without_bias_passes_adjoint_test(comm):
     p_y = ladle.Partition(comm, [1, pout])
     with ladle.DistLinear(p_x, p_w, p_y, 4, 8, 6, bias=False) as lin:
         assert ladle.adjoint_test(lin, seed=3) <= ladle.adjoint_tolerance(np.float64)
+
+
+def spatial(comm, X):
+    p_x = ladle.Partition(comm, [1, 1, comm.size, 1])
+    lx = ladle.Layout(p_x, X.shape)
+    return p_x, lx, np.ascontiguousarray(X[lx.slices()])
+
+
+@pytest.mark.parametrize("kind", ["conv", "maxpool", "avgpool", "batchnorm"])
+def test_spatial_dist_layers_equal_their_twins(comm, rng, kind):
+    """Each distributed layer equals its sequential twin on the gathered
+    tensors (forward and input gradient)."""
+    X = rng.uniform(-1, 1, (2, 3, 8, 6))
+    p_x, lx, x = spatial(comm, X)
+    if kind == "conv":
+        dist = ladle.DistConv(p_x, X.shape, 4, 3, padding=1, seed=9)
+        twin = ladle.Conv(X.shape, 4, 3, padding=1, seed=9)
+    elif kind == "batchnorm":
+        dist = ladle.DistBatchNorm(p_x, X.shape, sync="global")
+        twin = ladle.BatchNorm(X.shape)
+    else:
+        k = kind[:3]
+        dist = ladle.DistPool(p_x, X.shape, 2, kind=k)
+        twin = ladle.Pool(X.shape, 2, kind=k)
+    ctx, tctx = dist.ctx(), twin.ctx()
+    y = dist.forward(x, ctx=ctx)
+    Y = twin.forward(X, ctx=tctx)
+    ly = ladle.Layout(p_x, Y.shape)
+    np.testing.assert_allclose(gather_global(comm, ly, y), Y, rtol=1e-12, atol=1e-13)
+    DY = rng.uniform(-1, 1, Y.shape)
+    dx = dist.backward(ctx, np.ascontiguousarray(DY[ly.slices()]))
+    np.testing.assert_allclose(gather_global(comm, lx, dx), twin.backward(tctx, DY),
+                               rtol=1e-11, atol=1e-12)
+
+
+def test_dist_flatten_is_a_permutation(comm, rng):
+    X = rng.uniform(-1, 1, (2, 3, 8, 6))
+    p_x, lx, x = spatial(comm, X)
+    p_y = ladle.Partition(comm, [1, comm.size])
+    with ladle.DistFlatten(p_x, X.shape, p_y) as flat:
+        assert ladle.adjoint_test(flat) <= ladle.adjoint_tolerance(np.float64)
+        ly = ladle.Layout(p_y, (2, 3 * 8 * 6))
+        y = flat.forward(x)
+        np.testing.assert_array_equal(gather_global(comm, ly, y), X.reshape(2, -1))

@@ -20,7 +20,9 @@ def test_match_rule():
     assert ladle.check_mpi_match("MPICH 4.0.2", mpich) is None
     reason = ladle.check_mpi_match("MPICH 4.0.2", openmpi)
     assert "MPICH 4.0.2" in reason and "Open MPI" in reason
-    assert ladle.check_mpi_match("Open MPI 3.1.6", openmpi) is not None
+    intel = "Intel(R) MPI Library 2021.9 for Linux* OS"
+    assert ladle.check_mpi_match("MPICH 4.0.2", intel) is None  # one family
+    assert ladle.check_mpi_match("Open MPI 4.1.4", intel) is not None
 
 
 def test_this_library_matches():

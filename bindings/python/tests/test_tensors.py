@@ -63,3 +63,25 @@ def test_layer_param_views_share_memory():
     lin.param(1)[:] = 1.0
     y = lin.forward(np.ones((2, 3)))
     np.testing.assert_array_equal(y, np.ones((2, 4)))
+
+
+def test_read_only_output_refused(comm):
+    p = ladle.Partition(comm, [comm.size])
+    with ladle.all_sum_reduce(p, [0], (3,)) as op:
+        y = np.zeros(3)
+        y.flags.writeable = False
+        with pytest.raises(ladle.LadleError) as e:
+            op.forward(np.ones(3), y)
+        assert e.value.name == "LADLE_ERR_ARG" and "read-only" in e.value.message
+        # a read-only input is fine
+        x = np.ones(3)
+        x.flags.writeable = False
+        assert op.forward(x).sum() == 3 * comm.size
+
+
+def test_views_are_plain_arrays_that_keep_their_layer():
+    w = ladle.Linear((2, 3), 4, seed=1).param(0)  # the layer lives on through w
+    assert type(w) is np.ndarray and w.shape == (4, 3)
+    import gc
+    gc.collect()
+    assert np.all(np.abs(w) <= 1)
