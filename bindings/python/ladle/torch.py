@@ -353,8 +353,8 @@ class LadleModule(torch.nn.Module):
 
     # ---- parameters
     def _bind(self, i, p):
-        ptr = p.data_ptr() if p.numel() else None
-        check(_bind_fn()(self._h, i, ptr, None))
+        if p.numel():  # a rank without a shard has nothing to bind
+            check(_bind_fn()(self._h, i, p.data_ptr(), None))
 
     def _check_params(self, params):
         """Re-bind a parameter whose memory torch replaced (param.data = ...)."""
