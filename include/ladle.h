@@ -39,7 +39,9 @@
  * ladle_partition_create, where ladle first meets MPI, checks what it can
  * without a message: LADLE_ERR_STATE when MPI is not initialised or already
  * finalised, LADLE_ERR_UNSUPPORTED when it is called from a thread other
- * than MPI's main thread below MPI_THREAD_SERIALIZED.
+ * than MPI's main thread below MPI_THREAD_SERIALIZED, and LADLE_ERR_MPI
+ * when the process's MPI (or the mpi.h the caller was compiled with) is not
+ * the one libladle was built with (ladle_mpi_library() names it).
  */
 #ifndef LADLE_H
 #define LADLE_H
@@ -54,6 +56,7 @@
 #include "ladle/device.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"
+#include "ladle/memory.h"
 #include "ladle/models.h"
 #include "ladle/network.h"
 #include "ladle/op.h"

@@ -370,6 +370,8 @@ void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
 {
     if (d == NULL)
         return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->num_features = num_features;
     d->eps = 1e-5;
     d->momentum = 0.1;
@@ -385,6 +387,7 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     ladle_op *op = NULL;
     bn *v = NULL;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 2));
     LADLE_CHECK(ndim <= 5, LADLE_ERR_SHAPE, "batch norm takes 2 to 5 dimensions, not %d", ndim);

@@ -231,6 +231,7 @@ void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels, int64
     if (d == NULL)
         return;
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->nd = nd;
     d->in_channels = in_channels;
     d->out_channels = out_channels;
@@ -349,6 +350,7 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     conv *v = NULL;
     int64_t ys[5], ws[5];
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
                 d->nd);

@@ -258,6 +258,14 @@ void ladle__dist_set_training(ladle_op *op, int training)
         ladle_layer_set_training(b->local, training);
 }
 
+void ladle__dist_param_bound(ladle_op *op, int i)
+{
+    ladle__dist_base *b = op->impl;
+    const ladle_tensor *g = ladle_op_grad(op, i);
+    if (i < 2 && b->view[i] != NULL && g != NULL)
+        b->view[i]->data = g->data; /* same bytes, as ladle__dist_sync_view made it */
+}
+
 ladle_status ladle__dist_sync_grads(ladle_op *op)
 {
     ladle_status st = LADLE_OK;

@@ -153,6 +153,9 @@ int ladle__dist_num_params(const ladle_op *op);
 ladle_tensor *ladle__dist_param_at(const ladle_op *op, int i, int grad, const char **name);
 void ladle__dist_set_training(ladle_op *op, int training);
 ladle_status ladle__dist_sync_grads(ladle_op *op);
+/* After ladle_op_bind_param: the view the sum of parameter i's copies runs
+ * on follows the gradient's new memory. */
+void ladle__dist_param_bound(ladle_op *op, int i);
 
 /* The sync fields of a parameter's place: the sum over its copies (or
  * NULL), its partition, and its groups as given. */

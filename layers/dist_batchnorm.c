@@ -552,6 +552,7 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     int *gid = NULL, *cid = NULL;
     int64_t *counts = NULL;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);

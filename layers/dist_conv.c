@@ -154,6 +154,7 @@ static const ladle_op_vtable dconv_vt = {
     .set_training = ladle__dist_set_training,
     .param_info = dc_param_info,
     .sync_grads = ladle__dist_sync_grads,
+    .param_bound = ladle__dist_param_bound,
 };
 
 static const ladle_op_vtable dpool_vt = {
@@ -472,6 +473,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
@@ -515,6 +517,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);

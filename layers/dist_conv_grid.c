@@ -177,6 +177,7 @@ static const ladle_op_vtable dgrid_vt = {
     .param_info = dg_param_info,
     .set_training = ladle__dist_set_training,
     .sync_grads = ladle__dist_sync_grads,
+    .param_bound = ladle__dist_param_bound,
 };
 
 /* The checks every rank makes alike. */

@@ -154,6 +154,7 @@ static const ladle_op_vtable dlinear_vt = {
     .set_training = ladle__dist_set_training,
     .param_info = dl_param_info,
     .sync_grads = ladle__dist_sync_grads,
+    .param_bound = ladle__dist_param_bound,
 };
 
 /* The checks every rank makes alike, from global facts only. */

@@ -59,6 +59,7 @@ void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd, int6
     if (d == NULL)
         return;
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->kind = kind;
     d->nd = nd;
     for (int i = 0; i < 3; i++) {
@@ -145,6 +146,7 @@ ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[]
     pool *v = NULL;
     int64_t ys[5];
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
                 d->nd);

@@ -40,6 +40,7 @@ void ladle_window_init(ladle_window *w, int ndim)
     if (w == NULL)
         return;
     memset(w, 0, sizeof *w);
+    w->size = sizeof *w;
     w->ndim = ndim;
     for (int d = 0; d < LADLE_MAX_NDIM; d++) {
         w->kernel[d] = 1;
@@ -234,6 +235,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(x);
     LADLE_NOT_NULL(w);
+    LADLE_CHECK_SIZE(w);
     if (!ladle__is_real(dtype))
         local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
                              ladle_dtype_name(dtype));

@@ -335,6 +335,58 @@ START_TEST(op_kinds)
 }
 END_TEST
 
+/* Descriptor structs carry their size (first field, set by their _init) so
+ * they can grow: a create refuses one whose size is below the struct's
+ * first release, naming both sizes, and reads a larger one (a newer
+ * program's) only as far as it knows. */
+START_TEST(descriptors_carry_their_size)
+{
+    ladle_conv_desc c;
+    ladle_conv_desc_init(&c, 2, 1, 2, 3);
+    ladle_pool_desc pl;
+    ladle_pool_desc_init(&pl, LADLE_POOL_MAX, 2, 2);
+    ladle_batchnorm_desc bn;
+    ladle_batchnorm_desc_init(&bn, 1);
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.1);
+    ladle_lenet_desc ld;
+    ladle_lenet_desc_init(&ld);
+    ladle_lr_schedule lr;
+    ladle_lr_schedule_init(&lr, LADLE_LR_CONSTANT, 0.5);
+    ladle_window w;
+    ladle_window_init(&w, 2);
+    LT_ASSERT(c.size == sizeof c && pl.size == sizeof pl && bn.size == sizeof bn &&
+                  od.size == sizeof od && ld.size == sizeof ld && lr.size == sizeof lr &&
+                  w.size == sizeof w,
+              "an _init sets size");
+    int64_t xs[4] = {1, 1, 6, 6};
+    ladle_op *op = NULL;
+    ladle_optimizer *opt = NULL;
+    char expect[96];
+    snprintf(expect, sizeof expect, "descriptor size 0, expected %zu", sizeof c);
+    c.size = 0;
+    LT_ASSERT(ladle_conv_create(&c, xs, LADLE_F64, LADLE_CPU, 1, &op) == LADLE_ERR_ARG &&
+                  op == NULL && strstr(ladle_error_message(), expect) != NULL,
+              "conv: %s", ladle_error_message());
+    c.size = sizeof c + 64; /* a newer program's larger struct */
+    LT_OK(ladle_conv_create(&c, xs, LADLE_F64, LADLE_CPU, 1, &op));
+    ladle_op_destroy(&op);
+    pl.size = sizeof pl - 1;
+    LT_FAILS(ladle_pool_create(&pl, xs, LADLE_F64, LADLE_CPU, &op), LADLE_ERR_ARG);
+    bn.size = 0;
+    LT_FAILS(ladle_batchnorm_create(&bn, 4, xs, LADLE_F64, LADLE_CPU, &op), LADLE_ERR_ARG);
+    od.size = 0;
+    LT_FAILS(ladle_optimizer_create(&od, &opt), LADLE_ERR_ARG);
+    ladle_network *net = NULL;
+    ld.size = 0;
+    LT_FAILS(ladle_lenet_create(&ld, MPI_COMM_WORLD, &net), LADLE_ERR_ARG);
+    LT_ASSERT(net == NULL && opt == NULL && op == NULL, "no object on failure");
+    LT_ASSERT(ladle_lr_at(&lr, 3) == 0.5, "a set-up schedule");
+    lr.size = 0;
+    LT_ASSERT(isnan(ladle_lr_at(&lr, 3)), "a schedule without its size gives NaN");
+}
+END_TEST
+
 Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -351,6 +403,7 @@ Suite *core_suite(void)
     tcase_add_test(tc, mpi_not_initialised);
     tcase_add_test(tc, mpi_thread_level);
     tcase_add_test(tc, op_kinds);
+    tcase_add_test(tc, descriptors_carry_their_size);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -295,6 +295,15 @@ START_TEST(by_hand)
     LT_ASSERT(p.stages == 1 && p.replicas[0] == 4 && p.slowest == 1.5 &&
                   p.plain_slowest == 3,
               "%d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
+    /* the same through the accessors (the arrays are deprecated) */
+    LT_ASSERT(ladle_pipe_plan_first(&p, 0) == 0 && ladle_pipe_plan_first(&p, 1) == 4 &&
+                  ladle_pipe_plan_replicas(&p, 0) == 4 &&
+                  ladle_pipe_plan_stage_time(&p, 0) == p.stage_time[0] &&
+                  ladle_pipe_plan_first(&p, 2) == -1 && ladle_pipe_plan_replicas(&p, 1) == -1 &&
+                  isnan(ladle_pipe_plan_stage_time(&p, -1)) &&
+                  ladle_pipe_plan_first(NULL, 0) == -1,
+              "accessors: first %d %d, replicas %d", ladle_pipe_plan_first(&p, 0),
+              ladle_pipe_plan_first(&p, 1), ladle_pipe_plan_replicas(&p, 0));
 
     /* w counts like f and b */
     double half[4] = {0.5, 0.5, 1.5, 0.5};

@@ -46,13 +46,19 @@ LADLE_API ladle_status ladle_adjoint_test(ladle_op *op, uint64_t seed,
  * error is then NaN in result), and whatever the layer returns. */
 typedef struct ladle_gradient_result {
     double input_error;     /* worst over the sampled x entries */
-    double param_error[4];  /* worst per parameter (the first four) */
+    double param_error[4];  /* worst per parameter (the first four); deprecated:
+                               read it through ladle_gradient_result_param_error */
     double max_param_error; /* worst over all parameters */
     int nparams;
 } ladle_gradient_result;
 
 LADLE_API ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
                                            ladle_gradient_result *result);
+/* The worst error of parameter i in a gradient test's result, or NaN when
+ * r is NULL or parameter i was not reported (i < 0, i >= nparams, or
+ * beyond the four the struct holds: max_param_error covers them all).
+ * Local. */
+LADLE_API double ladle_gradient_result_param_error(const ladle_gradient_result *r, int i);
 
 /* The tolerance ladle's own tests and tools accept for dtype: 1e-13 for
  * f64, 1e-5 for f32. Local. */

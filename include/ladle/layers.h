@@ -162,6 +162,7 @@ LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], in
  * W is C_out x C_in/groups x K..., y is N x C_out x O... with
  * O = floor((S + 2p - d(k - 1) - 1) / s) + 1. Saves: x. */
 typedef struct ladle_conv_desc {
+    size_t size; /* sizeof(ladle_conv_desc), set by ladle_conv_desc_init (checked by the calls that take it) */
     int nd;               /* spatial dimensions: 1, 2 or 3 */
     int64_t in_channels;
     int64_t out_channels;
@@ -198,6 +199,7 @@ LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t
 typedef enum ladle_pool_kind { LADLE_POOL_MAX = 0, LADLE_POOL_AVG = 1 } ladle_pool_kind;
 
 typedef struct ladle_pool_desc {
+    size_t size; /* sizeof(ladle_pool_desc), set by ladle_pool_desc_init (checked by the calls that take it) */
     ladle_pool_kind kind;
     int nd;
     int64_t kernel[3];
@@ -238,6 +240,7 @@ LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_sh
  * and the sums of dy and dy x-hat once backward or backward_weight has
  * computed them (the other reuses them: both must get the same dy). */
 typedef struct ladle_batchnorm_desc {
+    size_t size; /* sizeof(ladle_batchnorm_desc), set by ladle_batchnorm_desc_init (checked by the calls that take it) */
     int64_t num_features;
     double eps;      /* default 1e-5 */
     double momentum; /* default 0.1 */

@@ -35,6 +35,7 @@ extern "C" {
 #endif
 
 typedef struct ladle_lenet_desc {
+    size_t size; /* sizeof(ladle_lenet_desc), set by ladle_lenet_desc_init (checked by the calls that take it) */
     int64_t batch;       /* global batch */
     int64_t image;       /* side of the square input images (28) */
     int64_t classes;     /* 10 */

@@ -31,6 +31,7 @@ typedef enum ladle_optimizer_kind {
 } ladle_optimizer_kind;
 
 typedef struct ladle_optimizer_desc {
+    size_t size; /* sizeof(ladle_optimizer_desc), set by ladle_optimizer_desc_init (checked by the calls that take it) */
     ladle_optimizer_kind kind;
     double lr;
     double momentum, dampening; /* SGD */
@@ -97,6 +98,7 @@ typedef enum ladle_lr_kind {
 } ladle_lr_kind;
 
 typedef struct ladle_lr_schedule {
+    size_t size; /* sizeof(ladle_lr_schedule), set by ladle_lr_schedule_init (checked by the calls that take it) */
     ladle_lr_kind kind;
     double base_lr;
     int64_t step_size; /* step */
@@ -110,7 +112,9 @@ typedef struct ladle_lr_schedule {
 } ladle_lr_schedule;
 
 LADLE_API void ladle_lr_schedule_init(ladle_lr_schedule *s, ladle_lr_kind kind, double base_lr);
-/* The learning rate of step t (0-based). Pure; not collective. */
+/* The learning rate of step t (0-based); 0 for s NULL or a negative step,
+ * NaN for a schedule whose size field is not set (ladle_lr_schedule_init
+ * sets it). Pure; not collective. */
 LADLE_API double ladle_lr_at(const ladle_lr_schedule *s, int64_t step);
 
 #ifdef __cplusplus

@@ -278,6 +278,10 @@ LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int r
  * and the replica count of every stage. */
 typedef struct ladle_pipe_plan {
     int stages;
+    /* deprecated: read the three arrays through ladle_pipe_plan_first,
+     * ladle_pipe_plan_replicas and ladle_pipe_plan_stage_time, which keep
+     * working when the stage limit (64) changes and the struct becomes
+     * opaque */
     int first[64 + 1];
     int replicas[64];
     double stage_time[64];   /* (f + b + w) / r_j of each stage, per microbatch */
@@ -286,6 +290,13 @@ typedef struct ladle_pipe_plan {
                                 min(workers, n) stages of one worker each, no
                                 memory cap (the classic linear partition) */
 } ladle_pipe_plan;
+
+/* Stage j's first layer (j == stages: one past the last layer), its number
+ * of replicas, and its time per microbatch ((f + b + w) / replicas); -1 (or
+ * NaN) for plan NULL or j out of range. Local. */
+LADLE_API int ladle_pipe_plan_first(const ladle_pipe_plan *plan, int j);
+LADLE_API int ladle_pipe_plan_replicas(const ladle_pipe_plan *plan, int j);
+LADLE_API double ladle_pipe_plan_stage_time(const ladle_pipe_plan *plan, int j);
 
 #define LADLE_PIPE_MAX_STAGES 64
 

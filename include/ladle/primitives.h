@@ -122,6 +122,7 @@ LADLE_API ladle_status ladle_repartition_create(const ladle_layout *x, const lad
  * Dimensions that are not spatial (batch, channels) take 1/1/0/1.
  */
 typedef struct ladle_window {
+    size_t size; /* sizeof(ladle_window), set by ladle_window_init (checked by the calls that take it) */
     int ndim;
     int64_t kernel[LADLE_MAX_NDIM];
     int64_t stride[LADLE_MAX_NDIM];

@@ -71,6 +71,14 @@ ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
 
 #define LADLE_NOT_NULL(ptr) LADLE_CHECK((ptr) != NULL, LADLE_ERR_NULL, "%s is NULL", #ptr)
 
+/* A caller's descriptor struct: its first field, size, must be at least
+ * first (the struct's size in the release that introduced it; ladle reads
+ * only fields that lie within size). LADLE_ERR_ARG "descriptor size N,
+ * expected M" otherwise. Local. */
+ladle_status ladle__check_size(const char *func, const char *what, size_t size, size_t first);
+#define LADLE_CHECK_SIZE(d)                                                                \
+    LADLE_CALL(ladle__check_size(__func__, #d, (d)->size, sizeof *(d)))
+
 /* 1 for the floating-point dtypes the operators compute in. */
 int ladle__is_real(ladle_dtype dtype);
 
@@ -234,6 +242,11 @@ struct ladle_tensor {
 /* Element i of an i64 tensor, exactly (ladle_tensor_get's doubles round
  * above 2^53): for a failing label. */
 ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v);
+/* Let contiguous t live in caller memory data (of t's device, as far as
+ * its backend can tell; aligned to its elements; NULL only for zero
+ * volume): with apply 0 only check, raising for func; with apply 1 also
+ * free t's own memory and borrow data from then on. Local. */
+ladle_status ladle__tensor_adopt(ladle_tensor *t, void *data, int apply, const char *func);
 /* t *= alpha through t's backend (contiguous t). */
 ladle_status ladle__tensor_scale(ladle_tensor *t, double alpha);
 

@@ -119,6 +119,16 @@ ladle_status ladle__raise_after(ladle_status status, const char *func, const cha
     return ladle__raise(status, func, "%s: %s", what, reason);
 }
 
+ladle_status ladle__check_size(const char *func, const char *what, size_t size, size_t first)
+{
+    if (size >= first)
+        return LADLE_OK;
+    return ladle__raise(LADLE_ERR_ARG, func,
+                        "descriptor size %zu, expected %zu: %s was not set up by its _init "
+                        "call (or was built against another ladle's headers)",
+                        size, first, what);
+}
+
 ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call)
 {
     char text[MPI_MAX_ERROR_STRING] = "unknown MPI error";

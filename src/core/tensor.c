@@ -175,6 +175,33 @@ fail:
     return st;
 }
 
+ladle_status ladle__tensor_adopt(ladle_tensor *t, void *data, int apply, const char *func)
+{
+    size_t es = ladle_dtype_size(t->dtype);
+    if (data == NULL && t->numel > 0)
+        return ladle__raise(LADLE_ERR_NULL, func, "the buffer for %lld elements is NULL",
+                            (long long)t->numel);
+    if (!ladle_tensor_is_contiguous(t))
+        return ladle__raise(LADLE_ERR_ARG, func, "the tensor to rebind is strided");
+    if (t->numel > 0 && (uintptr_t)data % es != 0)
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "the buffer at %p is not aligned to its %zu-byte elements", data, es);
+    if (t->numel > 0) {
+        ladle_status st = check_memory(func, t, data);
+        if (st != LADLE_OK)
+            return st;
+    }
+    if (!apply)
+        return LADLE_OK;
+    if (t->owned && t->data != NULL) {
+        const ladle_backend *be = ladle__backend(t->device);
+        be->fn->free(be, t->data);
+    }
+    t->owned = 0;
+    t->data = t->numel > 0 ? data : NULL;
+    return LADLE_OK;
+}
+
 ladle_status ladle_tensor_destroy(ladle_tensor **t)
 {
     if (t == NULL || *t == NULL)

@@ -242,3 +242,11 @@ fail:
     ladle__free(fd);
     return st;
 }
+
+double ladle_gradient_result_param_error(const ladle_gradient_result *r, int i)
+{
+    int held = (int)(sizeof r->param_error / sizeof r->param_error[0]);
+    if (r == NULL || i < 0 || i >= r->nparams || i >= held)
+        return NAN;
+    return r->param_error[i];
+}

@@ -165,12 +165,56 @@ fail:
     return st;
 }
 
+/* The ctx at the start of caller memory, its saved state 64-byte aligned after it. */
+static size_t ctx_header_bytes(void) { return (sizeof(struct ladle_ctx) + 63) & ~(size_t)63; }
+
+size_t ladle_ctx_bytes(const ladle_op *op)
+{
+    if (op == NULL || !op->layer || op->vt->ctx_init != NULL)
+        return 0;
+    if (op->ctx_bytes > 0 && op->be->device != LADLE_CPU)
+        return 0; /* its saved state is device memory */
+    return ctx_header_bytes() + op->ctx_bytes;
+}
+
+ladle_status ladle_ctx_create_in(const ladle_op *op, void *mem, size_t bytes, ladle_ctx **out)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_NOT_NULL(mem);
+    LADLE_NOT_NULL(out);
+    LADLE_CHECK(op->layer, LADLE_ERR_ARG, "the %s op is not a layer", op->vt->name);
+    size_t need = ladle_ctx_bytes(op);
+    LADLE_CHECK(need > 0, LADLE_ERR_UNSUPPORTED,
+                "the contexts of the %s layer cannot live in caller memory (%s): use "
+                "ladle_ctx_create", op->vt->name,
+                op->vt->ctx_init ? "they hold more than one block"
+                                 : "their saved state is device memory");
+    LADLE_CHECK(bytes >= need, LADLE_ERR_ARG,
+                "%zu bytes are too few for a context of the %s layer: it needs %zu "
+                "(ladle_ctx_bytes)", bytes, op->vt->name, need);
+    LADLE_CHECK((uintptr_t)mem % 64 == 0, LADLE_ERR_ARG, "mem %p is not 64-byte aligned", mem);
+    memset(mem, 0, need);
+    ladle_ctx *ctx = mem;
+    ctx->op = op;
+    ctx->in_caller_mem = 1;
+    if (op->ctx_bytes > 0)
+        ctx->buf = (char *)mem + ctx_header_bytes();
+    *out = ctx;
+fail:
+    return st;
+}
+
 ladle_status ladle_ctx_destroy(ladle_ctx **ctx)
 {
     if (ctx == NULL || *ctx == NULL)
         return LADLE_OK;
     if ((*ctx)->op->vt->ctx_fini)
         (*ctx)->op->vt->ctx_fini(*ctx);
+    if ((*ctx)->in_caller_mem) {
+        *ctx = NULL;
+        return LADLE_OK;
+    }
     const ladle_backend *be = (*ctx)->op->be;
     if ((*ctx)->buf)
         be->fn->free(be, (*ctx)->buf);
@@ -400,6 +444,35 @@ static ladle_tensor *param_at(const ladle_op *op, int i, int grad, const char **
 }
 
 ladle_tensor *ladle_op_param(const ladle_op *op, int i) { return param_at(op, i, 0, NULL); }
+
+ladle_status ladle_op_bind_param(ladle_op *op, int i, void *param, void *grad)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->layer, LADLE_ERR_ARG, "the %s op is not a layer", op->vt->name);
+    LADLE_CHECK(op->vt->kind != LADLE_OP_CUSTOM, LADLE_ERR_UNSUPPORTED,
+                "the parameters of the custom op '%s' are the caller's already", op->vt->name);
+    int n = ladle_op_num_params(op);
+    LADLE_CHECK(i >= 0 && i < n, LADLE_ERR_ARG, "parameter %d of the %s layer, which has %d", i,
+                op->vt->name, n);
+    ladle_tensor *p = param_at(op, i, 0, NULL), *g = param_at(op, i, 1, NULL);
+    /* a zero-volume stand-in may be its own gradient: nothing to move */
+    if (p->numel == 0)
+        return LADLE_OK;
+    LADLE_CALL(ladle__tensor_adopt(p, param, 0, __func__));
+    if (grad)
+        LADLE_CALL(ladle__tensor_adopt(g, grad, 0, __func__));
+    LADLE_CHECK(grad == NULL || grad != param, LADLE_ERR_ARG,
+                "param and grad are the same buffer");
+    ladle__tensor_adopt(p, param, 1, __func__);
+    if (grad)
+        ladle__tensor_adopt(g, grad, 1, __func__);
+    /* a container's parameter is its part's, which may view it */
+    if (op->vt->param_bound)
+        op->vt->param_bound(op, i);
+fail:
+    return st;
+}
 
 ladle_tensor *ladle_op_grad(const ladle_op *op, int i) { return param_at(op, i, 1, NULL); }
 

@@ -160,7 +160,7 @@ ladle_status ladle_op_destroy(ladle_op **pop)
         ladle__layer_destroy(op);
     ladle_sched_destroy(&op->fwd);
     ladle_sched_destroy(&op->adj);
-    if (op->ws)
+    if (op->ws && !op->ws_caller)
         op->be->fn->free(op->be, op->ws);
     if (op->comm != MPI_COMM_NULL && ladle__mpi_usable())
         MPI_Comm_free(&op->comm);
@@ -350,4 +350,26 @@ ladle_status ladle__op_wait(ladle_op *op)
 {
     op->busy = 0;
     return ladle_sched_finish(op->fwd);
+}
+
+ladle_status ladle_op_set_workspace(ladle_op *op, void *mem, size_t bytes)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(!op->busy, LADLE_ERR_STATE, "a split call of the %s op is in flight",
+                op->vt->name);
+    if (op->ws_bytes == 0)
+        return LADLE_OK;
+    LADLE_CHECK(mem != NULL, LADLE_ERR_NULL, "mem is NULL (the %s op needs %zu bytes)",
+                op->vt->name, op->ws_bytes);
+    LADLE_CHECK(bytes >= op->ws_bytes, LADLE_ERR_ARG,
+                "the workspace of %zu bytes is too small: the %s op needs %zu", bytes,
+                op->vt->name, op->ws_bytes);
+    LADLE_CALL(ladle__be_check_pointer(op->be, mem, op->ws_bytes));
+    if (op->ws && !op->ws_caller)
+        op->be->fn->free(op->be, op->ws);
+    op->ws = mem;
+    op->ws_caller = 1;
+fail:
+    return st;
 }

@@ -60,6 +60,9 @@ typedef struct ladle_op_vtable {
      * norm's running statistics): buffer i and where its shard sits. */
     int (*num_buffers)(const ladle_op *op);
     ladle_tensor *(*buffer_at)(const ladle_op *op, int i, ladle__pinfo *info);
+    /* After ladle_op_bind_param moved parameter i or its gradient: renew
+     * what views them (optional). */
+    void (*param_bound)(ladle_op *op, int i);
     /* Distributed losses: their own ladle_loss_forward/backward. */
     ladle_status (*loss_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                  const ladle_tensor *target, ladle_tensor *loss);
@@ -84,6 +87,7 @@ struct ladle_op {
     ladle_sched *fwd, *adj;
     void *ws;
     size_t ws_bytes;
+    int ws_caller; /* ws is the caller's (ladle_op_set_workspace) */
     const ladle_backend *be;
     void *impl;
 
@@ -115,6 +119,7 @@ struct ladle_ctx {
     uint64_t step;
     void *buf;  /* ctx_bytes of the op's own saved state */
     void *impl; /* composite layers' own state (ctx_init) */
+    int in_caller_mem; /* the ctx and its buf are the caller's (ladle_ctx_create_in) */
 };
 
 /* A layer op over fixed shapes on device (LADLE_ERR_DEVICE, raised for func,

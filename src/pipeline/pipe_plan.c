@@ -370,3 +370,24 @@ fail:
     ladle__free(c);
     return st;
 }
+
+int ladle_pipe_plan_first(const ladle_pipe_plan *plan, int j)
+{
+    if (plan == NULL || j < 0 || j > plan->stages || plan->stages > 64)
+        return -1;
+    return plan->first[j];
+}
+
+int ladle_pipe_plan_replicas(const ladle_pipe_plan *plan, int j)
+{
+    if (plan == NULL || j < 0 || j >= plan->stages || plan->stages > 64)
+        return -1;
+    return plan->replicas[j];
+}
+
+double ladle_pipe_plan_stage_time(const ladle_pipe_plan *plan, int j)
+{
+    if (plan == NULL || j < 0 || j >= plan->stages || plan->stages > 64)
+        return NAN;
+    return plan->stage_time[j];
+}

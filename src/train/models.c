@@ -8,6 +8,7 @@ void ladle_lenet_desc_init(ladle_lenet_desc *d)
     if (d == NULL)
         return;
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->batch = 64;
     d->image = 28;
     d->classes = 10;
@@ -223,6 +224,7 @@ ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm, ladle_
     int size = 1;
     memset(&b, 0, sizeof b);
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(net);
     if (comm != MPI_COMM_NULL)
         MPI_Comm_size(comm, &size);
@@ -261,6 +263,7 @@ ladle_status ladle_lenet_layers(const ladle_lenet_desc *d, int cap, ladle_op *la
     builder b;
     memset(&b, 0, sizeof b);
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(layers);
     LADLE_NOT_NULL(n);
     LADLE_NOT_NULL(loss);

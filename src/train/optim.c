@@ -25,6 +25,7 @@ void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kin
     if (d == NULL)
         return;
     memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
     d->kind = kind;
     d->lr = lr;
     d->beta1 = 0.9;
@@ -38,6 +39,7 @@ ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d, ladle_optimiz
     ladle_status st = LADLE_OK;
     ladle_optimizer *o = NULL;
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->kind >= LADLE_OPT_SGD && d->kind <= LADLE_OPT_ADAMW, LADLE_ERR_ARG,
                 "unknown optimizer %d", (int)d->kind);
@@ -200,6 +202,7 @@ void ladle_lr_schedule_init(ladle_lr_schedule *s, ladle_lr_kind kind, double bas
     if (s == NULL)
         return;
     memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
     s->kind = kind;
     s->base_lr = base_lr;
     s->step_size = 1;
@@ -212,6 +215,8 @@ double ladle_lr_at(const ladle_lr_schedule *s, int64_t step)
 {
     if (s == NULL || step < 0)
         return 0.0;
+    if (s->size < sizeof *s) /* not from ladle_lr_schedule_init: no rate to trust */
+        return NAN;
     if (step < s->warmup_steps) {
         double f = (double)step / (double)s->warmup_steps;
         return s->base_lr * (s->warmup_start + (1 - s->warmup_start) * f);

@@ -72,8 +72,8 @@ def _arr(t, n):
     return t * n
 
 
-_TEMP_NOSIZE = True  # TEMPFALLBACK
-_SZ = [] if _TEMP_NOSIZE else [("size", c_size_t)]  # TEMPFALLBACK
+# descriptors start with their size, which their _init sets
+_SZ = [("size", c_size_t)]
 
 
 class ladle_window(Structure):
@@ -169,7 +169,8 @@ class ladle_custom_desc(Structure):
                 ("grads", POINTER(c_void_p)),
                 ("param_names", POINTER(c_char_p)),
                 ("user", c_void_p),
-                ("destroy", custom_destroy_fn)]
+                ("destroy", custom_destroy_fn),
+                ("batched", c_int)]
 
 
 # ---- prototypes ------------------------------------------------------------
@@ -260,6 +261,7 @@ PROTOTYPES = [
     # checks
     ("ladle_adjoint_test", S, [H, c_uint64, POINTER(ladle_adjoint_result)]),
     ("ladle_gradient_test", S, [H, c_uint64, c_int, POINTER(ladle_gradient_result)]),
+    ("ladle_gradient_result_param_error", c_double, [POINTER(ladle_gradient_result), c_int]),
     ("ladle_adjoint_tolerance", c_double, [c_int]),
     # layers
     ("ladle_set_num_threads", S, [c_int]),

@@ -60,9 +60,6 @@ def _init_library():
     loaded = _capi.load(path)
     # Before any other call: only ladle_mpi_library(), which reads a string
     # compiled into the library and touches no MPI.
-    if isinstance(loaded.ladle_mpi_library, _capi._Missing):  # TEMPFALLBACK
-        lib = loaded
-        return
     if isinstance(loaded.ladle_mpi_library, _capi._Missing):
         raise ImportError("ladle: %s has no ladle_mpi_library(): too old a libladle for this "
                           "package (rebuild with `make python`)" % path)
@@ -270,12 +267,6 @@ class Partition(_Handle):
         shape = _shape(shape)
         h = c_void_p()
         r = int_array(ranks) if ranks is not None else None
-        if isinstance(lib.ladle_partition_create_f, _capi._Missing):  # TEMPFALLBACK
-            f = lib.ladle_partition_create
-            f.argtypes = [c_void_p, c_int, _capi.int_p, _capi.int_p, _capi.handle_p]
-            check(f(MPI._handleof(comm), len(shape), int_array(shape), r, byref(h)))
-            self._adopt(h)
-            return
         check(lib.ladle_partition_create_f(comm.py2f(), len(shape), int_array(shape), r,
                                            byref(h)))
         self._adopt(h)
@@ -664,7 +655,8 @@ def gradient_test(op, seed=0, samples=16, full=False):
     check(lib.ladle_gradient_test(op.handle, seed, samples, byref(r)))
     worst = max(r.input_error, r.max_param_error if r.nparams else 0.0)
     if full:
-        return r.input_error, [r.param_error[i] for i in range(min(r.nparams, 4))]
+        return r.input_error, [lib.ladle_gradient_result_param_error(byref(r), i)
+                               for i in range(r.nparams)]
     return worst
 
 

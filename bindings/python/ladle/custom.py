@@ -49,7 +49,7 @@ class CustomOp(Layer):
     def __init__(self, forward=None, adjoint=None, x_shape=None, y_shape=None, x_layout=None,
                  y_layout=None, dtype=np.float64, linear=True, name="python",
                  backward_weight=None, params=(), grads=None, param_names=None, saved_bytes=0,
-                 device="cpu"):
+                 device="cpu", batched=False):
         forward = forward or getattr(self, "compute_forward", None)
         adjoint = adjoint or getattr(self, "compute_adjoint", None)
         backward_weight = backward_weight or getattr(self, "compute_backward_weight", None)
@@ -74,6 +74,7 @@ class CustomOp(Layer):
             d.x_ndim, d.x_shape = len(xs), self._xs
             d.y_ndim, d.y_shape = len(ys), self._ys
         d.linear = int(bool(linear))
+        d.batched = int(bool(batched))
         d.saved_bytes = saved_bytes
         self._fns = [
             _capi.custom_forward_fn(self._wrap2(forward, "forward", saved_bytes)),

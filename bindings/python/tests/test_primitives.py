@@ -134,3 +134,22 @@ def test_halo_exchange(comm, rng, dtype):
         t2 = t.copy()
         op.adjoint(t2)
         assert np.all(t2[:, :, 0] == 0) and np.all(t2[:, :, -1] == 0)
+
+
+def test_partition_from_mpi4py(comm):
+    size = comm.size
+    p = ladle.Partition(comm, [1, size])
+    assert p.shape == (1, size) and p.size == size and p.active
+    assert p.rank == comm.rank and p.coords == (0, comm.rank)
+    # its private communicator, back in mpi4py through MPI_Fint
+    c = p.comm
+    assert c.Get_size() == size and c.Get_rank() == p.rank
+    assert c.allreduce(1) == size
+    # a sub-grid and a partition of one rank: the others are inactive
+    row = p.sub([False, True])
+    assert row.shape == (size,) and row.size == size
+    one = ladle.Partition(comm, [1], ranks=[size - 1])
+    assert one.active == (comm.rank == size - 1)
+    assert one.rank == (0 if comm.rank == size - 1 else -1)
+    from mpi4py import MPI
+    assert (one.comm == MPI.COMM_NULL) == (comm.rank != size - 1)
