@@ -17,7 +17,7 @@ MPIEXEC=${MPIEXEC:-mpiexec.openmpi}
 : "${DISTDL_SRC:?set DISTDL_SRC to DistDL's src folder}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.run"' EXIT
 for r in $(seq "${ROUNDS:-3}"); do
     for n in 2 4; do
         eval "layout=\${LAYOUT_$n:-}"
@@ -28,8 +28,11 @@ for r in $(seq "${ROUNDS:-3}"); do
             else
                 cmd="$here/distdl_lenet.py --distdl $DISTDL_SRC $layout"
             fi
-            $MPIEXEC --oversubscribe -n "$n" "$PYTHON3" -W ignore $cmd --reps "${REPS:-50}" \
-                2>&1 | grep "ms/step" | tee -a "$out" || exit 1
+            if ! $MPIEXEC --oversubscribe -n "$n" "$PYTHON3" -W ignore $cmd --reps "${REPS:-50}" \
+                >"$out.run" 2>&1; then
+                echo "FAILED: $impl at $n ranks:"; tail -n 20 "$out.run"; rm -f "$out.run"; exit 1
+            fi
+            grep "ms/step" "$out.run" | tee -a "$out"
         done
     done
 done
