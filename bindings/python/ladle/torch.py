@@ -69,6 +69,12 @@ def _np_dtype(dtype):
 
 
 def _bind_available():
+    """Whether parameters are bound (ladle_op_bind_param, the default where
+    the library has it) or view ladle's parameter memory (LADLE_TORCH_BIND=0,
+    or an older libladle): both are zero-copy and step the same memory."""
+    import os
+    if os.environ.get("LADLE_TORCH_BIND", "1") == "0":
+        return False
     return not isinstance(getattr(lib, "ladle_op_bind_param", None), (_capi._Missing, type(None)))
 
 
