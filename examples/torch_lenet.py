@@ -262,6 +262,14 @@ def train(a, comm=MPI.COMM_WORLD, out=print):
             if comm.rank == 0 and ((s + 1) % progress == 0 or s + 1 == per):
                 out(line)
     data.close()
+    # the layers before their partitions (the garbage collector would free
+    # them in any order)
+    del opt
+    for m in net.modules():
+        if isinstance(m, lt.LadleModule):
+            m.close()
+    if ref is not None:
+        ref.close()
     return (losses, ref_losses) if a.reference else losses
 
 

@@ -29,7 +29,9 @@ Binding .grad instead would break as soon as torch replaced or dropped the
 .grad tensor (set_to_none, the default of zero_grad since torch 2.0).
 """
 
+import atexit
 import ctypes
+import weakref
 from ctypes import byref, c_double, c_int, c_int64, c_void_p
 
 import numpy as np
@@ -322,6 +324,28 @@ class _LayerFn(torch.autograd.Function):
         return (None, None, dx, None) + tuple(grads)
 
 
+_LIVE = {}  # id -> weakref, in creation order (the same on every rank)
+
+
+def close_all():
+    """Destroy the ladle layers of every live module now (their contexts
+    first), before the partitions they use: the garbage collector frees a
+    cycle's objects in any order, and a partition destroyed before its layer
+    crashes the layer's destroy. Runs at interpreter exit too; call it (or
+    module.close()) when a set of modules is done with."""
+    for ref in reversed(list(_LIVE.values())):
+        m = ref()
+        if m is not None:
+            try:
+                m.close()
+            except Exception:
+                pass
+    _LIVE.clear()
+
+
+atexit.register(close_all)
+
+
 class LadleModule(torch.nn.Module):
     """A ladle layer (ladle.Layer) as a torch module with torch-owned
     parameters. input_grad: None (the input's requires_grad decides), True
@@ -339,6 +363,7 @@ class LadleModule(torch.nn.Module):
         self.x_shape = layer.x_shape
         self.y_shape = layer.y_shape
         self._wx, self._wy = _Wrapper(), _Wrapper()
+        _LIVE[id(self)] = weakref.ref(self)
         self._free = []
         self._params = []
         self._grad_views = []
@@ -398,6 +423,15 @@ class LadleModule(torch.nn.Module):
         if len(self.x_shape) and n != self.y_shape[0] and self.y_shape[0] > 0:
             return (n,) + tuple(self.x_shape[1:])
         return self.x_shape
+
+    def close(self):
+        """Destroy the ladle layer (and its contexts) now, before the
+        partitions it uses go; the module is unusable afterwards."""
+        for c in self._free:
+            c.ctx.close()
+        self._free = []
+        self.layer.close()
+        _LIVE.pop(id(self), None)
 
     def train(self, mode=True):
         super().train(mode)

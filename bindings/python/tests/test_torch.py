@@ -28,6 +28,13 @@ F64 = torch.float64
 COMM = MPI.COMM_WORLD
 
 
+@pytest.fixture(autouse=True)
+def _close_layers():
+    """Each test's layers destroyed before its partitions (lt.close_all)."""
+    yield
+    lt.close_all()
+
+
 def _gather_flat(t):
     parts = COMM.allgather(t.detach().reshape(-1).numpy())
     return torch.from_numpy(np.concatenate(parts)), [p.size for p in parts]
