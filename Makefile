@@ -9,6 +9,8 @@
 #                     CMake users, a program of another MPI)
 #   make bench        benchmarks against the raw MPI calls and the BLAS
 #   make bench-torch  the layers next to PyTorch's (needs python3-torch)
+#   make bench-overhead  a ladle call from PyTorch (ladle.torch) next to the same call from C
+#   make bench-distdl    the LeNet-5 step through ladle.torch next to DistDL's (DISTDL_SRC=...)
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
@@ -148,12 +150,13 @@ TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c $(if $(filter 0,$(CUDA)),test/test_cuda_%),$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
-              $(OUT)/bench/bench_pipe
+              $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead
 # the GPU against cuBLAS, device copies, CPU tensors and PyTorch (scripts/device-check.sh)
 BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-abi check-cuda python check-python layering asan valgrind bench bench-torch install uninstall \
+.PHONY: all deps demo tour check check-abi check-cuda python check-python layering asan valgrind bench bench-torch \
+        bench-overhead bench-distdl install uninstall \
         clean format tests FORCE
 
 # the MPI this build uses: its compile line and its launcher, and whether
@@ -394,6 +397,22 @@ bench: deps
 bench-torch: deps
 	@$(MAKE) --no-print-directory $(OUT)/bench/bench_layers
 	@bench/torch_compare.sh $(OUT)/bench
+
+# a ladle call from PyTorch (ladle.torch) against the same call from C, both
+# on the Open MPI build of make python (docs/benchmarks.md)
+bench-overhead:
+	@$(MAKE) --no-print-directory python
+	@$(MAKE) --no-print-directory -j$(JOBS) MPI=openmpi MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi \
+	    BUILD_DIR=$(PY_BUILD) $(PY_BUILD)/bench/bench_overhead
+	@OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+	    mpiexec.openmpi -n 1 $(PY_BUILD)/bench/bench_overhead | tee $(PY_BUILD)/bench/overhead-c.txt
+	@OPENBLAS_NUM_THREADS=1 $(PYTHON3) bench/torch_overhead.py --c-output $(PY_BUILD)/bench/overhead-c.txt
+
+# the LeNet-5 step through ladle.torch against DistDL's, at 2 and 4 ranks on
+# Open MPI; DISTDL_SRC names DistDL's src folder (a checkout of its public code)
+bench-distdl:
+	@$(MAKE) --no-print-directory python
+	@PYTHON3="$(PYTHON3)" bench/torch_vs_distdl.sh
 
 # The MPI of this build as ladle_mpi_library() names it ("MPICH 4.0.2"),
 # from LADLE_MPI_HEADER under the wrapper's mpi.h; its family and

@@ -1,0 +1,159 @@
+/*
+ * bench_overhead: what one call of a ladle operator costs from C, on tensors
+ * so small that the call is all there is, the baseline of the same calls
+ * made from Python through ladle.torch (bench/torch_overhead.py).
+ *
+ *  - broadcast   ladle_op_forward of a broadcast over a 1-rank partition, 4
+ *                elements (a copy of 16 bytes)
+ *  - linear      ladle_layer_forward of a sequential linear layer, batch 1,
+ *                4 -> 4, with a ctx (the training form)
+ *  - linear-fb   the same forward, then ladle_op_zero_grad, backward and
+ *                backward_weight: one training call of the layer
+ *
+ * Each row prints the median over --reps timings of --calls calls, in ns
+ * per call:
+ *
+ *   overhead   broadcast    f32   123.4 ns/call
+ *
+ *   bench_overhead [--reps R] [--calls K]     (one rank is enough)
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ladle.h"
+
+static int reps = 31, calls = 20000;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void check(ladle_status st, const char *what)
+{
+    if (st != LADLE_OK) {
+        fprintf(stderr, "bench_overhead: %s: %s\n", what, ladle_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+typedef enum row { BROADCAST, LINEAR, LINEAR_FB } row;
+
+typedef struct subject {
+    ladle_op *op;
+    ladle_ctx *ctx;
+    ladle_tensor *x, *y, *dy, *dx;
+} subject;
+
+static void one_call(row r, subject *s)
+{
+    switch (r) {
+    case BROADCAST:
+        check(ladle_op_forward(s->op, s->x, s->y), "forward");
+        break;
+    case LINEAR:
+        check(ladle_layer_forward(s->op, s->ctx, s->x, s->y), "forward");
+        break;
+    case LINEAR_FB:
+        check(ladle_layer_forward(s->op, s->ctx, s->x, s->y), "forward");
+        check(ladle_op_zero_grad(s->op), "zero_grad");
+        check(ladle_layer_backward(s->op, s->ctx, s->dy, s->dx), "backward");
+        check(ladle_layer_backward_weight(s->op, s->ctx, s->dy), "backward_weight");
+        break;
+    }
+}
+
+/* Median nanoseconds per call of row r. */
+static double time_row(row r, subject *s)
+{
+    double *t = calloc((size_t)reps, sizeof(double));
+    for (int i = 0; i < calls / 10; i++) /* warm up */
+        one_call(r, s);
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        for (int i = 0; i < calls; i++)
+            one_call(r, s);
+        t[k] = (now() - t0) / calls * 1e9;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp);
+    double m = t[reps / 2];
+    free(t);
+    return m;
+}
+
+static ladle_tensor *make(int nd, const int64_t *shape)
+{
+    ladle_tensor *t = NULL;
+    check(ladle_tensor_create(LADLE_F32, nd, shape, &t), "tensor");
+    check(ladle_tensor_fill_random(t, 1, 0), "fill");
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--reps"))
+            reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--calls"))
+            calls = atoi(argv[i + 1]);
+    }
+    if (reps < 1 || calls < 10) {
+        fprintf(stderr, "bench_overhead: --reps at least 1, --calls at least 10\n");
+        MPI_Finalize();
+        return 2;
+    }
+    ladle_set_num_threads(1);
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    /* every rank measures alone, over its own one-rank partition */
+    ladle_partition *p = NULL;
+    int one[1] = {1}, self[1] = {0};
+    MPI_Comm solo;
+    MPI_Comm_split(MPI_COMM_WORLD, me, 0, &solo);
+    check(ladle_partition_create(solo, 1, one, self, &p), "partition");
+
+    subject b = {0}, l = {0};
+    int64_t four[1] = {4}, row4[2] = {1, 4};
+    check(ladle_broadcast_create(p, p, 1, four, LADLE_F32, LADLE_CPU, 0, &b.op), "broadcast");
+    b.x = make(1, four);
+    b.y = make(1, four);
+    check(ladle_linear_create(2, row4, 4, 1, LADLE_F32, LADLE_CPU, 1, &l.op), "linear");
+    check(ladle_ctx_create(l.op, &l.ctx), "ctx");
+    l.x = make(2, row4), l.y = make(2, row4), l.dy = make(2, row4), l.dx = make(2, row4);
+
+    double tb = time_row(BROADCAST, &b), tl = time_row(LINEAR, &l),
+           tf = time_row(LINEAR_FB, &l);
+    if (me == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0;
+        MPI_Get_library_version(lib, &len);
+        lib[strcspn(lib, ",\n")] = '\0';
+        printf("# C, %s, median of %d timings of %d calls\n", lib, reps, calls);
+        printf("overhead   %-12s f32 %9.1f ns/call\n", "broadcast", tb);
+        printf("overhead   %-12s f32 %9.1f ns/call\n", "linear", tl);
+        printf("overhead   %-12s f32 %9.1f ns/call\n", "linear-fb", tf);
+        fflush(stdout);
+    }
+    ladle_ctx_destroy(&l.ctx);
+    ladle_op_destroy(&l.op);
+    ladle_op_destroy(&b.op);
+    ladle_tensor_destroy(&b.x), ladle_tensor_destroy(&b.y);
+    ladle_tensor_destroy(&l.x), ladle_tensor_destroy(&l.y);
+    ladle_tensor_destroy(&l.dy), ladle_tensor_destroy(&l.dx);
+    ladle_partition_destroy(&p);
+    MPI_Comm_free(&solo);
+    MPI_Finalize();
+    return 0;
+}
