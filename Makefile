@@ -155,7 +155,7 @@ BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/ben
 BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-abi check-cuda python check-python layering asan valgrind bench bench-torch \
+.PHONY: all deps demo tour check check-abi check-cuda python check-python check-torch layering asan valgrind bench bench-torch \
         bench-overhead bench-distdl install uninstall \
         clean format tests FORCE
 
@@ -343,6 +343,7 @@ python:
 # pytest under Open MPI's launcher at 1 to 4 ranks (bindings/python/run-tests.sh);
 # skipped, saying so, where the Python packages are missing and could not be
 # installed
+PYTEST_ARGS ?= --ignore=$(CURDIR)/bindings/python/tests/test_torch.py --ignore=$(CURDIR)/bindings/python/tests/test_torch_lenet.py
 check-python:
 	@if [ "$(DEPS)" = 1 ]; then scripts/install-deps.sh $(PY_PACKAGES) || true; fi; \
 	if ! $(PYTHON3) -c "import numpy, mpi4py, pytest" 2>/dev/null || \
@@ -351,9 +352,14 @@ check-python:
 	    echo "   run scripts/install-deps.sh $(PY_PACKAGES) as root)"; exit 0; fi; \
 	$(MAKE) --no-print-directory python || exit 1; \
 	echo "== the Python package under Open MPI ($(PY_BUILD))"; \
-	PYTHON3="$(PYTHON3)" MPIEXEC=mpiexec.openmpi RANKS="$(RANKS)" \
+	PYTHON3="$(PYTHON3)" MPIEXEC=mpiexec.openmpi RANKS="$(RANKS)" PYTEST_ARGS="$(PYTEST_ARGS)" \
 	    $(if $(filter mpich,$(MPI)),LADLE_MPICH_LIBRARY="$(CURDIR)/$(LIBDIR)/libladle.so") \
 	    bindings/python/run-tests.sh
+
+# ladle.torch's tests, apart: with them a process sometimes dies of a memory
+# fault (an open bug, docs/embedding.md), so make check leaves them out
+check-torch:
+	@$(MAKE) --no-print-directory check-python PYTEST_ARGS=
 
 # dependencies run one way through the source tree (docs/architecture.md)
 layering: $(LIB_OBJS)

@@ -269,6 +269,7 @@ def train(a, comm=MPI.COMM_WORLD, out=print):
         if isinstance(m, lt.LadleModule):
             m.close()
     if ref is not None:
+        ref_opt.close()  # it holds the network's parameters: first
         ref.close()
     return (losses, ref_losses) if a.reference else losses
 

@@ -3,6 +3,7 @@ other part of the package is made of."""
 
 import atexit
 import ctypes
+import itertools
 import re
 import weakref
 from ctypes import byref, c_double, c_int, c_int64, c_void_p
@@ -121,16 +122,26 @@ def _error(name, message):
 
 # Every live handle, so that interpreter exit destroys them before mpi4py
 # finalizes MPI (a partition frees its communicators).
-_live = weakref.WeakSet()
+# Destroyed newest first: an object is created after everything it uses (a
+# layer after its partitions and layouts), so the reverse of creation order
+# never frees a partition under a layer that still needs it (a set's order
+# did, and the freed memory crashed the interpreter's final collection).
+_live = {}  # serial -> weakref, in creation order
+_serial = itertools.count()
 _finalizing = [False]
 
 
 def _release_all():
-    for obj in list(_live):
+    for key in sorted(_live, reverse=True):
+        obj = _live.get(key)
+        obj = obj() if obj is not None else None
+        if obj is None:
+            continue
         try:
             obj.close()
         except Exception:
             pass
+    _live.clear()
     _finalizing[0] = True
 
 
@@ -158,7 +169,8 @@ class _Handle:
         self._children = {}
         self._contains = []
         self._parent = None
-        _live.add(self)
+        self._serial = next(_serial)
+        _live[self._serial] = weakref.ref(self)
 
     def _depend_on(self, owner):
         """Destroy this object before owner's ladle object goes."""
@@ -195,7 +207,7 @@ class _Handle:
             parent._children.pop(id(self), None)
         self._h = c_void_p(None)
         self._keep = []
-        _live.discard(self)
+        _live.pop(getattr(self, "_serial", None), None)
 
     def _disown(self, container=None):
         """Another ladle object (a container, a network) owns the handle now."""

@@ -116,6 +116,10 @@ class Optimizer(_Handle):
             check(_core.lib.ladle_optimizer_add_op(self.handle, what.handle))
         else:
             raise TypeError("ladle: Optimizer.add takes a Network or a Layer")
+        # the optimizer reads and writes what's parameters (and keeps state
+        # beside them): closing what, or collecting it in a cycle, destroys
+        # the optimizer first (through the shared handle cell)
+        what._children[id(self)] = (self._destroy, self._h)
         return self
 
     def step(self):
