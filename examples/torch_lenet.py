@@ -47,7 +47,9 @@ MEAN, STD = 0.2860, 0.3530
 
 
 class LrSchedule(ctypes.Structure):
-    _fields_ = [("kind", c_int), ("base_lr", c_double), ("step_size", c_int64),
+    # ladle_lr_schedule, field for field: ladle_lr_schedule_init writes all of
+    # it, size first
+    _fields_ = [("size", ctypes.c_size_t), ("kind", c_int), ("base_lr", c_double), ("step_size", c_int64),
                 ("gamma", c_double), ("total_steps", c_int64), ("min_lr", c_double),
                 ("warmup_steps", c_int64), ("warmup_start", c_double)]
 

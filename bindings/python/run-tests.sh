@@ -5,8 +5,9 @@
 #
 # MPIEXEC (default mpiexec.openmpi) launches PYTHON3 (default
 # /usr/bin/python3) with pytest on every rank; RANKS limits the rank counts,
-# TEST_TIMEOUT (seconds, default 120) bounds each run; PYTEST_ARGS are added
-# to pytest's command line. A run passes only if
+# TEST_TIMEOUT (seconds, default 120) bounds each run; PYTEST_PATHS (default:
+# the whole tests folder) says what pytest collects, PYTEST_ARGS what else it
+# is given. A run passes only if
 # every rank's pytest passes: each rank writes its own log, and the logs of
 # the ranks that failed are printed. The tests agree on every outcome
 # across ranks (tests/conftest.py), so one rank's failure fails them all.
@@ -32,7 +33,7 @@ for n in $RANKS; do
     timeout -k 10 "$TIMEOUT" $MPIEXEC $flags -n "$n" sh -c '
         r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
         exec "$0" -m pytest -q -p no:cacheprovider "$1" $3 >"$2/rank$r.log" 2>&1' \
-        "$PYTHON3" "$here/tests" "$logs" "${PYTEST_ARGS:-}"
+        "$PYTHON3" "${PYTEST_PATHS:-$here/tests}" "$logs" "${PYTEST_ARGS:-}"
     rc=$?
     took=$(( $(date +%s) - start ))
     summary=$(tail -n 1 "$logs/rank0.log" 2>/dev/null)

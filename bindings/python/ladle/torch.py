@@ -15,12 +15,11 @@ same order, so every rank builds the same modules and runs backward from a
 loss that reaches all of them (ranks outside a layer pass zero-volume
 tensors; the modules keep them in the graph).
 
-Parameters are torch nn.Parameters that view ladle's own parameter memory
-(zero-copy: torch.optim steps them in place and ladle sees the step). With
-LADLE_TORCH_BIND=1 the memory is torch's instead, bound with
-ladle_op_bind_param; that mode is off by default because, with a ladle
-network alive beside the modules, processes at 2-4 ranks sometimes crash in
-the interpreter's final garbage collection (an open bug, see docs).
+Parameters are torch's: each weight is an nn.Parameter whose memory torch
+allocated and ladle reads through ladle_op_bind_param (so torch.optim steps
+them in place and ladle sees the step); with LADLE_TORCH_BIND=0, or where the
+library has no bind call, the Parameter is a view of ladle's own memory
+instead, equally zero-copy.
 Gradients are not bound: the backward lets ladle accumulate into its own
 gradient buffers (zeroed first), sums replicated copies over their ranks
 (ladle_layer_sync_gradients) and returns them to autograd, which adds them
@@ -74,10 +73,10 @@ def _np_dtype(dtype):
 
 def _bind_available():
     """Whether parameters are bound (ladle_op_bind_param, the default where
-    LADLE_TORCH_BIND=1 asks for it) or view ladle's parameter memory (the
-    default): both are zero-copy and step the same memory."""
+    the library has it) or view ladle's parameter memory (LADLE_TORCH_BIND=0,
+    or an older libladle): both are zero-copy and step the same memory."""
     import os
-    if os.environ.get("LADLE_TORCH_BIND", "0") != "1":
+    if os.environ.get("LADLE_TORCH_BIND", "1") == "0":
         return False
     return not isinstance(getattr(lib, "ladle_op_bind_param", None), (_capi._Missing, type(None)))
 

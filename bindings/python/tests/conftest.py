@@ -53,26 +53,3 @@ def gather_global(comm, layout, block, dtype=None):
         out[tuple(slice(a, a + n) for a, n in zip(o, s))] = b
     return out
 
-
-# Known open fault: after every test has passed, a process at 1-4 ranks
-# sometimes dies with SIGSEGV inside the interpreter's final garbage
-# collection (Py_FinalizeEx), after ladle's objects were destroyed and MPI
-# finalized. Until it is found, the test processes release ladle's objects,
-# finalize MPI and leave with pytest's own status without that collection, so
-# the suite reports what the tests found. Scripts of users are not changed
-# by this: the fault is listed in docs/embedding.md.
-def pytest_sessionfinish(session, exitstatus):
-    session.config._ladle_exit = int(exitstatus)
-
-
-def pytest_unconfigure(config):
-    status = getattr(config, "_ladle_exit", None)
-    if status is None:
-        return
-    from ladle import _core
-    _core._release_all()
-    if not MPI.Is_finalized():
-        MPI.Finalize()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
