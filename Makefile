@@ -294,6 +294,8 @@ check: deps
 	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(OUT)/test || status=1; \
 	if [ "$(SANITIZE)" = 0 ]; then $(MAKE) --no-print-directory check-abi || status=1; fi; \
 	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
+	if [ "$(PYTHON_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-python \
+	    PY_BUILD=$(PY_CHECK_BUILD) PY_OPT="$(PY_CHECK_OPT)" || status=1; fi; \
 	exit $$status
 
 # The C ABI as a user meets it (test/abi.sh): installed into a temporary
@@ -336,8 +338,16 @@ PYTHON_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE)),$(filter 
 # (python3-torch for ladle.torch's tests, which skip without it)
 PY_PACKAGES := python3-numpy python3-mpi4py python3-pytest python3-torch openmpi-bin libopenmpi-dev
 
+# make check's Python pass builds a quick library of its own (-O1, the
+# kernels' baseline copy only: a fifth of the compile time of the full build;
+# the tests' tensors are tiny), so that it costs CI about a minute
+PY_OPT ?= $(OPT)
+PY_CHECK_BUILD := build/python-check
+PY_CHECK_OPT := -O1 -DLADLE_NO_CLONES
+
 python:
 	@$(MAKE) --no-print-directory -j$(JOBS) MPI=openmpi MPICC=mpicc.openmpi MPIEXEC=mpiexec.openmpi BUILD_DIR=$(PY_BUILD) \
+	    OPT="$(PY_OPT)" \
 	    $(PY_BUILD)/lib/libladle.so
 
 # pytest under Open MPI's launcher at 1 to 4 ranks (bindings/python/run-tests.sh);
@@ -352,6 +362,7 @@ check-python:
 	    echo "   run scripts/install-deps.sh $(PY_PACKAGES) as root)"; exit 0; fi; \
 	$(MAKE) --no-print-directory python || exit 1; \
 	echo "== the Python package under Open MPI ($(PY_BUILD))"; \
+	LADLE_LIBRARY="$(CURDIR)/$(PY_BUILD)/lib/libladle.so" \
 	PYTHON3="$(PYTHON3)" MPIEXEC=mpiexec.openmpi RANKS="$(RANKS)" PYTEST_ARGS="$(PYTEST_ARGS)" \
 	    $(if $(filter mpich,$(MPI)),LADLE_MPICH_LIBRARY="$(CURDIR)/$(LIBDIR)/libladle.so") \
 	    bindings/python/run-tests.sh

@@ -17,8 +17,13 @@ Rows (as in bench_overhead.c), median ns per call over --reps timings of
 and, for scale, `ladle-py`: the same broadcast through the plain ladle
 package (numpy arrays, no torch), and torch_ns: torch's own call of the same
 size (a clone for the broadcast, torch.nn.Linear(4, 4) for the linear rows),
-what any PyTorch call costs anyway. With --c-output, each row also prints the
-difference to C (the overhead of the Python layers) and the ratio.
+what any PyTorch call costs anyway, and floor_ns: an autograd Function written
+in Python that does nothing but make its output (and, for linear-fb, return
+its gradients) with the arguments ladle.torch's Function takes -- the cost
+torch charges every extension written in Python, before any of its own work.
+With --c-output, each row also prints the difference to C (the overhead of
+the Python layers), the ratio, and own_us: the overhead above that floor,
+which is ladle.torch's own share.
 """
 import argparse
 import os
@@ -111,24 +116,57 @@ def main():
     def torch_linear_fb():
         tlin(xg).backward(dy)
 
+    class Floor(torch.autograd.Function):
+        """A Python autograd Function that only makes its output: what
+        torch charges any such extension per call."""
+
+        @staticmethod
+        def forward(ctx, mod, grad, x, anchor, *params):
+            return torch.empty(1, 4)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return (None, None, torch.empty(1, 4), None) + tuple(torch.empty(p.shape) for p in lin._params)
+
+    class FloorModule(torch.nn.Module):
+        def forward(self, x):
+            return Floor.apply(self, torch.is_grad_enabled(), x, lt._ANCHOR, *lin._params)
+
+    floor_mod = FloorModule()
+
+    def floor_nograd():
+        with torch.no_grad():
+            floor_mod(xb)
+
+    def floor_linear():
+        floor_mod(xl)
+
+    def floor_linear_fb():
+        floor_mod(xg).backward(dy)
+
     native = {"broadcast": torch_clone, "linear": torch_linear, "linear-fb": torch_linear_fb}
+    floors = {"broadcast": floor_nograd, "linear": floor_linear, "linear-fb": floor_linear_fb}
     c = c_figures(a.c_output)
     rows = [("broadcast", broadcast), ("linear", linear), ("linear-fb", linear_fb),
             ("ladle-py", ladle_py)]
     if MPI.COMM_WORLD.rank == 0:
         print("# ladle.torch on torch %s, Python %s; median of %d timings of %d calls"
               % (torch.__version__, sys.version.split()[0], a.reps, a.calls))
-        print("%-10s %-12s %12s %12s %12s %7s %12s" % ("row", "call", "python_ns", "c_ns",
-                                                       "overhead_us", "ratio", "torch_ns"))
+        print("%-10s %-12s %12s %12s %12s %7s %12s %10s %8s" % (
+            "row", "call", "python_ns", "c_ns", "overhead_us", "ratio", "torch_ns", "floor_ns",
+            "own_us"))
     for name, fn in rows:
         ns = median_ns(fn, a.reps, a.calls)
         ref = c.get(name if name != "ladle-py" else "broadcast")
         tn = median_ns(native[name], a.reps, a.calls) if name in native else None
+        fl = median_ns(floors[name], a.reps, a.calls) if name in floors else None
         if MPI.COMM_WORLD.rank == 0:
             cols = ("%12.1f %12.2f %7.1f" % (ref, (ns - ref) / 1e3, ns / ref) if ref
                     else "%12s %12s %7s" % ("-", "-", "-"))
-            print("%-10s %-12s %12.0f %s %12s" % ("overhead", name, ns, cols,
-                                                  "%.0f" % tn if tn else "-"))
+            own = "%.2f" % ((ns - ref - fl) / 1e3) if ref and fl else "-"
+            print("%-10s %-12s %12.0f %s %12s %10s %8s" % (
+                "overhead", name, ns, cols, "%.0f" % tn if tn else "-",
+                "%.0f" % fl if fl else "-", own))
             sys.stdout.flush()
 
 

@@ -99,14 +99,17 @@ class _Wrapper:
     """One ladle_tensor over torch memory of one shape and dtype, re-pointed
     (ladle_tensor_set_data) at each call's tensor: no allocation per call."""
 
-    __slots__ = ("h", "shape")
+    __slots__ = ("h", "shape", "ptr")
 
     def __init__(self):
         self.h = c_void_p()
         self.shape = None
+        self.ptr = None
 
     def point(self, t):
         ptr = t.data_ptr() or None  # 0 for a zero-volume tensor
+        if ptr == self.ptr and self.shape == t.shape and self.h.value:
+            return self.h  # the same memory as the last call (an input used again)
         if self.shape != t.shape or not self.h.value:
             shape = tuple(t.shape)
             self.close()
@@ -121,6 +124,7 @@ class _Wrapper:
             self.shape = t.shape
         elif ptr is not None and lib.ladle_tensor_set_data(self.h, ptr):
             check(lib.ladle_tensor_set_data(self.h, ptr))
+        self.ptr = ptr
         return self.h
 
     def close(self):
@@ -128,6 +132,7 @@ class _Wrapper:
             lib.ladle_tensor_destroy(byref(self.h))
         self.h = c_void_p()
         self.shape = None
+        self.ptr = None
 
     def __del__(self):
         try:
@@ -321,7 +326,7 @@ class _LayerFn(torch.autograd.Function):
             check(lib.ladle_layer_backward_weight(mod._h, c.ctx.handle, c.wdy.h))
             if mod.sync:
                 check(lib.ladle_layer_sync_gradients(mod._h))
-            grads = [torch.from_numpy(np.array(g, copy=True)) for g in mod._grad_views]
+            grads = [g.clone() for g in mod._grad_views]
         return (None, None, dx, None) + tuple(grads)
 
 
@@ -381,7 +386,8 @@ class LadleModule(torch.nn.Module):
             self._bound.append(p.data_ptr())
             self.register_parameter(name, p)
             self._params.append(p)
-            self._grad_views.append(layer.grad(i))
+            # torch views of ladle's gradient buffers, cloned for autograd
+            self._grad_views.append(torch.from_numpy(layer.grad(i)))
 
     # ---- parameters
     def _bind(self, i, p):
