@@ -264,7 +264,7 @@ $(OUT)/examples/%: examples/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(OUT)/bench/%: bench/%.c $(LIBDIR)/libladle.a
+$(OUT)/bench/%: bench/%.c bench/common.h $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 

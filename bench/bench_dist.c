@@ -26,20 +26,10 @@
 
 #include "ladle.h"
 
+#include "common.h"
+
 static int me, world, reps = 21;
 static const char *only;
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 /* A barrier that yields the core while it waits (the ranks may outnumber
  * the cores). */
@@ -108,7 +98,7 @@ static double time_layer(ladle_op *op)
         if (r >= 0)
             t[r] = e;
     }
-    double m = median(t, reps);
+    double m = bench_median(t, reps);
     free(t);
     ladle_ctx_destroy(&ctx);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
@@ -213,7 +203,7 @@ static double time_steps(ladle_network *net, int64_t nbatch, int sync)
         if (r >= 0)
             t[r] = e;
     }
-    double m = median(t, reps);
+    double m = bench_median(t, reps);
     free(t);
     ladle_tensor_destroy(&b.x);
     ladle_tensor_destroy(&b.t);

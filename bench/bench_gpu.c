@@ -57,6 +57,8 @@
 #include <unistd.h>
 
 #include "ladle.h"
+
+#include "common.h"
 #include "src/core/backend.h"
 
 static int me, world, reps = 15, quick, any_na, any_fail;
@@ -107,25 +109,6 @@ static void not_measured(const char *group, const char *name, const char *shape,
 }
 
 /* ---- timing ---- */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Wait for a request, yielding the core (the ranks may outnumber them). */
 static void wait_politely(MPI_Request *r)
@@ -179,21 +162,21 @@ static ladle_status timed(work_fn fn, void *arg, ladle_device dev, double *sec)
     int inner = 1;
     for (int w = 0; w < 2 && st == LADLE_OK; w++) {
         barrier();
-        double t0 = now();
+        double t0 = bench_now();
         st = run(fn, arg, dev, 1);
-        e = slowest(now() - t0, &st);
+        e = slowest(bench_now() - t0, &st);
     }
     /* the same e on every rank, so the same inner */
     if (e > 0 && e < sample_s)
         inner = (int)fmin(64, ceil(sample_s / e));
     for (int r = 0; r < reps && st == LADLE_OK; r++) {
         barrier();
-        double t0 = now();
+        double t0 = bench_now();
         st = run(fn, arg, dev, inner);
-        t[r] = slowest(now() - t0, &st) / inner;
+        t[r] = slowest(bench_now() - t0, &st) / inner;
     }
     if (st == LADLE_OK)
-        *sec = median(t, reps);
+        *sec = bench_median(t, reps);
     free(t);
     return st;
 }

@@ -19,27 +19,10 @@
 
 #include "ladle.h"
 
+#include "common.h"
+
 static int reps = 15;
 static const char *only; /* run the rows of this layer alone */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static ladle_tensor *tensor_like(const ladle_op *op, int which)
 {
@@ -64,16 +47,16 @@ static double time_layer(ladle_op *op)
     double *t = calloc((size_t)reps, sizeof(double));
     ladle_ctx_create(op, &ctx);
     for (int r = -2; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (ladle_layer_forward(op, ctx, x, y) || ladle_layer_backward(op, ctx, dy, dx) ||
             ladle_layer_backward_weight(op, ctx, dy)) {
             fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
             exit(1);
         }
         if (r >= 0)
-            t[r] = now() - t0;
+            t[r] = bench_now() - t0;
     }
-    double m = median(t, reps);
+    double m = bench_median(t, reps);
     free(t);
     ladle_ctx_destroy(&ctx);
     ladle_tensor_destroy(&x);
@@ -94,7 +77,7 @@ static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
     memset(a, 0, (size_t)(m * k) * es);
     double *t = calloc((size_t)reps, sizeof(double));
     for (int r = -2; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (dt == LADLE_F32) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a,
                         (int)k, b, (int)n, 0, c, (int)n);
@@ -111,9 +94,9 @@ static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
                         (int)n, b, (int)n, 1, da, (int)k);
         }
         if (r >= 0)
-            t[r] = now() - t0;
+            t[r] = bench_now() - t0;
     }
-    double med = median(t, reps);
+    double med = bench_median(t, reps);
     free(t), free(a), free(b), free(c), free(da), free(db);
     return med;
 }
@@ -125,12 +108,12 @@ static double time_memcpy(size_t bytes)
     memset(b, 0, bytes);
     double *t = calloc((size_t)reps, sizeof(double));
     for (int r = -2; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         memcpy(b, a, bytes);
         if (r >= 0)
-            t[r] = now() - t0;
+            t[r] = bench_now() - t0;
     }
-    double med = median(t, reps);
+    double med = bench_median(t, reps);
     free(t), free(a), free(b);
     return med;
 }

@@ -25,20 +25,9 @@
 
 #include "ladle.h"
 
+#include "common.h"
+
 static int reps = 31, calls = 20000;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void check(ladle_status st, const char *what)
 {
@@ -81,13 +70,12 @@ static double time_row(row r, subject *s)
     for (int i = 0; i < calls / 10; i++) /* warm up */
         one_call(r, s);
     for (int k = 0; k < reps; k++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < calls; i++)
             one_call(r, s);
-        t[k] = (now() - t0) / calls * 1e9;
+        t[k] = (bench_now() - t0) / calls * 1e9;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp);
-    double m = t[reps / 2];
+    double m = bench_median(t, reps);
     free(t);
     return m;
 }

@@ -30,6 +30,8 @@
 
 #include "ladle.h"
 
+#include "common.h"
+
 #define BLOCKS 4
 #define NL (2 * BLOCKS)
 
@@ -42,18 +44,6 @@ static int64_t width(int i)
     return w[i];
 }
 static const char *svg_dir;
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static void die(const char *what)
 {
@@ -193,10 +183,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         ladle_pipe_events_destroy(&ev);
     }
     if (w == 0) {
-        res.ms = 1e3 * median(times, steps);
-        res.bubble = median(bubbles, steps);
-        res.rsim_ms = median(rms, steps);
-        res.rsim_bubble = median(rbub, steps);
+        res.ms = 1e3 * bench_median(times, steps);
+        res.bubble = bench_median(bubbles, steps);
+        res.rsim_ms = bench_median(rms, steps);
+        res.rsim_bubble = bench_median(rbub, steps);
         ladle_pipe_sim sim;
         CHECK(ladle_pipe_simulate(s, costs, &sim));
         res.sim_ms = 1e3 * sim.makespan;

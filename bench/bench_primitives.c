@@ -22,6 +22,8 @@
 
 #include "ladle.h"
 
+#include "common.h"
+
 static int rank, size;
 
 typedef struct bench {
@@ -46,18 +48,6 @@ typedef struct bench {
 } bench;
 
 static double *samples;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void run_ladle(bench *b)
 {
@@ -129,7 +119,7 @@ static void measure(bench *b, int64_t bytes, int reps)
         timed(b, 1);
         mt[r] = timed(b, 1);
     }
-    double l = median(lt, reps), m = median(mt, reps);
+    double l = bench_median(lt, reps), m = bench_median(mt, reps);
     if (rank == 0) {
         char sz[32];
         if (bytes >= 1 << 20)

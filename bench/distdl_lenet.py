@@ -28,9 +28,9 @@ and the ReLUs before the poolings are leaky_relu(x, 0) (see forward).
 """
 import argparse
 import os
-import statistics
 import sys
-import time
+
+import steptime  # bench/steptime.py, beside this script
 import types
 
 import numpy as np
@@ -140,18 +140,8 @@ def main():
             loss = y.sum()  # a zero-volume output: the backward still runs the adjoints
         loss.backward()
 
-    times = []
-    for r in range(-3, a.reps):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        step()
-        t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        if r >= 0:
-            times.append(t)
-    if comm.rank == 0:
-        print("distdl lenet 1x%dx%d fc %d, %d ranks: %.3f ms/step (median of %d)"
-              % (ph, pw, fc, comm.size, statistics.median(times) * 1e3, a.reps))
-        sys.stdout.flush()
+    steptime.report(comm, "distdl lenet 1x%dx%d fc %d" % (ph, pw, fc),
+                    steptime.median_step(comm, step, a.reps), a.reps)
 
 
 if __name__ == "__main__":

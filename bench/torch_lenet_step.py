@@ -14,9 +14,9 @@ slowest rank's time after 3 warm-up steps:
 """
 import argparse
 import os
-import statistics
 import sys
-import time
+
+import steptime  # bench/steptime.py, beside this script
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "examples"))
@@ -52,19 +52,8 @@ def main():
         loss = net.loss(net(x), labels)
         loss.backward()
 
-    times = []
-    for r in range(-3, a.reps):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        step()
-        t = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        if r >= 0:
-            times.append(t)
-    if comm.rank == 0:
-        print("ladle.torch lenet %dx%dx%d fc %d, %d ranks: %.3f ms/step (median of %d)"
-              % (a.data_ways, ph, pw, a.fc_ways, comm.size, statistics.median(times) * 1e3,
-                 a.reps))
-        sys.stdout.flush()
+    steptime.report(comm, "ladle.torch lenet %dx%dx%d fc %d" % (a.data_ways, ph, pw, a.fc_ways),
+                    steptime.median_step(comm, step, a.reps), a.reps)
 
 
 if __name__ == "__main__":
