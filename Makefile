@@ -294,7 +294,7 @@ check: deps
 	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(OUT)/test || status=1; \
 	if [ "$(SANITIZE)" = 0 ]; then $(MAKE) --no-print-directory check-abi || status=1; fi; \
 	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
-	if [ "$(PYTHON_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-python \
+	if [ "$(PYTHON_CHECK)" = 1 ] && [ -z "$(TEST)" ]; then $(MAKE) --no-print-directory check-python \
 	    PY_BUILD=$(PY_CHECK_BUILD) PY_OPT="$(PY_CHECK_OPT)" || status=1; fi; \
 	exit $$status
 

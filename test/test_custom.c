@@ -483,20 +483,28 @@ static int noop_adjoint(void *user, const ladle_tensor *dy, ladle_tensor *dx, vo
 }
 static void count_destroy(void *user) { (*(int *)user)++; }
 
+/* A valid descriptor of an op that does nothing, x_shape -> y_shape, on the
+ * test's device: the cases below each break one field of it. */
+static void noop_desc(ladle_custom_desc *d, int x_ndim, const int64_t *x_shape, int y_ndim,
+                      const int64_t *y_shape)
+{
+    ladle_custom_desc_init(d);
+    d->device = lt_device();
+    d->x_ndim = x_ndim;
+    d->x_shape = x_shape;
+    d->y_ndim = y_ndim;
+    d->y_shape = y_shape;
+    d->forward = noop_forward;
+    d->adjoint = noop_adjoint;
+}
+
 START_TEST(bad_descriptors)
 {
     int destroyed = 0;
     int64_t xs[2] = {3, 4}, ys[1] = {5}, neg[1] = {-2}, nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     ladle_custom_desc d, good;
     ladle_op *op = NULL;
-    ladle_custom_desc_init(&good);
-    good.device = lt_device();
-    good.x_ndim = 2;
-    good.x_shape = xs;
-    good.y_ndim = 1;
-    good.y_shape = ys;
-    good.forward = noop_forward;
-    good.adjoint = noop_adjoint;
+    noop_desc(&good, 2, xs, 1, ys);
     good.user = &destroyed;
     good.destroy = count_destroy;
 
@@ -568,14 +576,7 @@ START_TEST(bad_parameters)
     int64_t xs[1] = {3}, ps[1] = {4}, qs[1] = {3};
     ladle_custom_desc good, d;
     ladle_op *op = NULL;
-    ladle_custom_desc_init(&good);
-    good.device = lt_device();
-    good.x_ndim = 1;
-    good.x_shape = xs;
-    good.y_ndim = 1;
-    good.y_shape = xs;
-    good.forward = noop_forward;
-    good.adjoint = noop_adjoint;
+    noop_desc(&good, 1, xs, 1, xs);
     good.backward_weight = weight_noop;
     ladle_tensor *p = lt_tensor(LADLE_F64, 1, ps), *g = lt_tensor(LADLE_F64, 1, ps);
     ladle_tensor *g3 = lt_tensor(LADLE_F64, 1, qs), *p32 = lt_tensor(LADLE_F32, 1, ps);

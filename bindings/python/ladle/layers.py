@@ -168,6 +168,13 @@ class Layer(Op):
         return tensor_view(m.value, owner=self), tensor_view(v.value, owner=self)
 
 
+def _create(fn, *args):
+    """A layer from fn(*args, &handle) (a ladle_*_create)."""
+    h = c_void_p()
+    check(fn(*args, byref(h)))
+    return _made(h)
+
+
 def _made(h, cls=Layer, keep=()):
     return cls(h, keep=keep)
 
@@ -177,11 +184,9 @@ def _made(h, cls=Layer, keep=()):
 def Linear(x_shape, out_features, bias=True, dtype=np.float64, device="cpu", seed=0):
     """y = x W^T + b over x of x_shape (last extent: in_features)."""
     shape = _shape(x_shape)
-    h = c_void_p()
-    check(_core.lib.ladle_linear_create(len(shape), i64_array(shape), int(out_features),
-                                        int(bool(bias)), ladle_dtype(dtype), ladle_device(device),
-                                        seed, byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_linear_create,
+                   len(shape), i64_array(shape), int(out_features), int(bool(bias)),
+                   ladle_dtype(dtype), ladle_device(device), seed)
 
 
 def _triple(v, nd, what):
@@ -214,10 +219,8 @@ def Conv(x_shape, out_channels, kernel, stride=1, padding=0, dilation=1, groups=
     shape = _shape(x_shape)
     d = conv_desc(len(shape) - 2, shape[1], out_channels, kernel, stride, padding, dilation,
                   groups, bias)
-    h = c_void_p()
-    check(_core.lib.ladle_conv_create(byref(d), i64_array(shape), ladle_dtype(dtype),
-                                      ladle_device(device), seed, byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_conv_create,
+                   byref(d), i64_array(shape), ladle_dtype(dtype), ladle_device(device), seed)
 
 
 def pool_desc(nd, kernel, kind="max", stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -240,18 +243,14 @@ def Pool(x_shape, kernel, kind="max", stride=None, padding=0, dilation=1, ceil_m
     shape = _shape(x_shape)
     d = pool_desc(len(shape) - 2, kernel, kind, stride, padding, dilation, ceil_mode,
                   count_include_pad)
-    h = c_void_p()
-    check(_core.lib.ladle_pool_create(byref(d), i64_array(shape), ladle_dtype(dtype),
-                                      ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_pool_create,
+                   byref(d), i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
 def GlobalAvgPool(x_shape, dtype=np.float64, device="cpu"):
     shape = _shape(x_shape)
-    h = c_void_p()
-    check(_core.lib.ladle_global_avg_pool_create(len(shape), i64_array(shape), ladle_dtype(dtype),
-                                                 ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_global_avg_pool_create,
+                   len(shape), i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
 def batchnorm_desc(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
@@ -267,54 +266,45 @@ def BatchNorm(x_shape, eps=1e-5, momentum=0.1, affine=True, track_running_stats=
     """Batch normalisation over every dimension but the channels (dim 1)."""
     shape = _shape(x_shape)
     d = batchnorm_desc(shape[1], eps, momentum, affine, track_running_stats)
-    h = c_void_p()
-    check(_core.lib.ladle_batchnorm_create(byref(d), len(shape), i64_array(shape),
-                                           ladle_dtype(dtype), ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_batchnorm_create,
+                   byref(d), len(shape), i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
 def Activation(shape, kind="relu", param=-1.0, dtype=np.float64, device="cpu"):
     """relu, leaky_relu (param: the slope), sigmoid, tanh, gelu; in place
     when x is y."""
     shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_activation_create(_lookup(ACTIVATIONS, kind, "activation"),
-                                            float(param), len(shape), i64_array(shape),
-                                            ladle_dtype(dtype), ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_activation_create,
+                   _lookup(ACTIVATIONS, kind, "activation"), float(param), len(shape),
+                   i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
 def Softmax(shape, dim=-1, log=False, dtype=np.float64, device="cpu"):
     shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_softmax_create(len(shape), i64_array(shape), int(dim), int(bool(log)),
-                                         ladle_dtype(dtype), ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_softmax_create,
+                   len(shape), i64_array(shape), int(dim), int(bool(log)), ladle_dtype(dtype),
+                   ladle_device(device))
 
 
 def Dropout(shape, p, dtype=np.float64, device="cpu", seed=0):
     shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_dropout_create(len(shape), i64_array(shape), float(p),
-                                         ladle_dtype(dtype), ladle_device(device), seed, byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_dropout_create,
+                   len(shape), i64_array(shape), float(p), ladle_dtype(dtype),
+                   ladle_device(device), seed)
 
 
 def Reshape(in_shape, out_shape, dtype=np.float64, device="cpu"):
     a, b = _shape(in_shape), _shape(out_shape)
-    h = c_void_p()
-    check(_core.lib.ladle_reshape_create(len(a), i64_array(a), len(b), i64_array(b),
-                                         ladle_dtype(dtype), ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_reshape_create,
+                   len(a), i64_array(a), len(b), i64_array(b), ladle_dtype(dtype),
+                   ladle_device(device))
 
 
 def Flatten(shape, dtype=np.float64, device="cpu"):
     """N x ... -> N x (product of the rest)."""
     shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_flatten_create(len(shape), i64_array(shape), ladle_dtype(dtype),
-                                         ladle_device(device), byref(h)))
-    return _made(h)
+    return _create(_core.lib.ladle_flatten_create,
+                   len(shape), i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
 def Sequential(layers):
