@@ -13,9 +13,11 @@ dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
 # one BLAS thread per rank unless told otherwise: the ranks share the cores
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-# one rank per core where they fit, so the scheduler cannot stack them
+# one rank per core where they fit, so the scheduler cannot stack them;
+# Open MPI refuses to bind more ranks than cores unless told it may (the
+# oversubscribed 4-rank launches), MPICH's hydra shares the cores out
 if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
-    flags="--oversubscribe --bind-to core"
+    flags="--oversubscribe --bind-to core:overload-allowed"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 else
     flags="-bind-to core"
