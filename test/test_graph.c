@@ -265,6 +265,82 @@ static int knows_loss(const built *b)
     return b->px == NULL || ladle_partition_active(b->px);
 }
 
+/* The residual block by hand, with layer calls and no graph: the
+ * reference that ties the sequential graph (and through it every
+ * distributed one) to the definition. y = relu(bn2(conv2(relu(bn1(conv1
+ * x)))) + x); dx = (the block's backward) + dy of the skip. Errors of the
+ * graph r's output, input gradient, weight gradients and loss into err. */
+static double by_hand(const built *r, const ladle_tensor *X, const ladle_tensor *T, double loss)
+{
+    enum { L = 6 };
+    ladle_op *ops[L], *mse_op = NULL;
+    ladle_ctx *ctx[L + 1];
+    ladle_tensor *y[L + 1], *dy[L + 1], *dx = lt_tensor(LADLE_F64, 4, ladle_tensor_shape(X));
+    const int64_t *xs = ladle_tensor_shape(X);
+    for (int i = 0; i < L; i++) {
+        /* fresh layers with the graph's seeds: conv 11 and 12 */
+        ladle_op *g = ladle_graph_layer(r->g, i);
+        ladle_op_kind k = ladle_op_kind_of(g);
+        if (k == LADLE_OP_CONV)
+            ops[i] = conv(r, NULL, xs, xs[1], 3, i == 0 ? 11 : 12);
+        else if (k == LADLE_OP_BATCHNORM)
+            ops[i] = bnorm(r, NULL, xs);
+        else
+            LT_OK(ladle_activation_create(LADLE_RELU, 0, 4, xs, LADLE_F64, lt_device(), &ops[i]));
+    }
+    mse_op = mse(r, NULL, xs);
+    for (int i = 0; i <= L; i++) {
+        y[i] = lt_tensor(LADLE_F64, 4, xs);
+        dy[i] = lt_tensor(LADLE_F64, 4, xs);
+        LT_OK(ladle_ctx_create(i < L ? ops[i] : mse_op, &ctx[i]));
+    }
+    /* y[0..4] the block, y[5] = y[4] + x, y[6] = relu(y[5]) */
+    const ladle_tensor *in = X;
+    for (int i = 0; i < 5; i++, in = y[i - 1])
+        LT_OK(ladle_layer_forward(ops[i], ctx[i], in, y[i]));
+    LT_OK(ladle_add(y[4], X, y[5]));
+    LT_OK(ladle_layer_forward(ops[5], ctx[5], y[5], y[6]));
+    int64_t one = 1;
+    ladle_tensor *lv = lt_tensor(LADLE_F64, 0, &one), *dl = lt_tensor(LADLE_F64, 0, &one);
+    LT_OK(ladle_tensor_fill(dl, 1.0));
+    LT_OK(ladle_loss_forward(mse_op, ctx[L], y[6], T, lv));
+    LT_OK(ladle_loss_backward(mse_op, ctx[L], dl, dy[6]));
+    LT_OK(ladle_layer_backward(ops[5], ctx[5], dy[6], dy[5]));
+    LT_OK(ladle_layer_backward_weight(ops[5], ctx[5], dy[6]));
+    for (int i = 4; i >= 0; i--) {
+        const ladle_tensor *up = i == 4 ? dy[5] : dy[i + 1];
+        LT_OK(ladle_layer_backward(ops[i], ctx[i], up, i ? dy[i] : dx));
+        LT_OK(ladle_layer_backward_weight(ops[i], ctx[i], up));
+    }
+    /* the skip's share, added element by element */
+    const ladle_tensor *gx, *gy;
+    LT_OK(ladle_graph_value_grad(r->g, r->in, &gx));
+    LT_OK(ladle_graph_value(r->g, r->out, &gy));
+    double err = fabs(lt_get(lv, 0) - loss);
+    for (int64_t i = 0; i < ladle_tensor_numel(X); i++) {
+        double want = lt_get(dx, i) + lt_get(dy[5], i);
+        err = fmax(err, fabs(lt_get(gx, i) - want) + fabs(lt_get(gy, i) - lt_get(y[6], i)));
+    }
+    for (int i = 0; i < L; i++)
+        for (int q = 0; q < ladle_op_num_params(ops[i]); q++) {
+            ladle_tensor *a = ladle_op_grad(ladle_graph_layer(r->g, i), q), *b = ladle_op_grad(ops[i], q);
+            for (int64_t e = 0; e < ladle_tensor_numel(a); e++)
+                err = fmax(err, fabs(lt_get(a, e) - lt_get(b, e)));
+        }
+    for (int i = 0; i <= L; i++) {
+        ladle_tensor_destroy(&y[i]);
+        ladle_tensor_destroy(&dy[i]);
+        ladle_ctx_destroy(&ctx[i]);
+        if (i < L)
+            ladle_op_destroy(&ops[i]);
+    }
+    ladle_op_destroy(&mse_op);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&lv);
+    ladle_tensor_destroy(&dl);
+    return err;
+}
+
 START_TEST(residual_twin)
 {
     int64_t c = 4, xs[4] = {N, c, S, S};
@@ -273,6 +349,8 @@ START_TEST(residual_twin)
     LT_OK(ladle_tensor_fill_random(T, 32, 0));
     built r = residual(NULL, c);
     double lr = run(&r, 1, &X, &r.in, 1, &T, &r.out, 1);
+    double eh = by_hand(&r, X, T, lr);
+    LT_ASSERT(eh < 1e-12, "the sequential graph is %.2e from the block by hand", eh);
     for (int k = 0; k < NLAYOUTS; k++) {
         const lay *l = &layouts[k];
         if (need(l) > lt_size)
