@@ -607,6 +607,86 @@ START_TEST(fanout_finite_differences)
 }
 END_TEST
 
+/* Train a graph two steps (so that its parameters and running statistics
+ * are no longer their initial values). */
+static void train_two(built *b, ladle_tensor *X, ladle_tensor *T)
+{
+    ladle_optimizer_desc od;
+    ladle_optimizer *opt = NULL;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.1);
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    LT_OK(ladle_optimizer_add_graph(opt, b->g));
+    for (int s = 0; s < 2; s++) {
+        LT_OK(ladle_graph_zero_grad(b->g));
+        run(b, 1, &X, &b->in, 1, &T, &b->out, 1);
+        LT_OK(ladle_optimizer_step(opt));
+    }
+    ladle_optimizer_destroy(&opt);
+}
+
+/* The output of an evaluation forward of b on X. */
+static const ladle_tensor *evaluate(built *b, ladle_tensor *X)
+{
+    const ladle_tensor *y[1];
+    ladle_tensor *x = block_of(b->g, b->in, X);
+    LT_OK(ladle_graph_set_training(b->g, 0));
+    LT_OK(ladle_graph_forward(b->g, 1, (const ladle_tensor *[]){x}, y));
+    ladle_tensor_destroy(&x);
+    return y[0];
+}
+
+START_TEST(checkpoint_layouts)
+{
+    int64_t c = 3, xs[4] = {N, c, S, S};
+    ladle_tensor *X = lt_tensor(LADLE_F64, 4, xs), *T = lt_tensor(LADLE_F64, 4, xs);
+    LT_OK(ladle_tensor_fill_random(X, 91, 0));
+    LT_OK(ladle_tensor_fill_random(T, 92, 0));
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/ladle-test-graph-%d.ckpt", lt_size);
+    lay from[] = {{2, 1, 2, 1}, {1, 1, 1, 2}, {2, 1, 1, 1}, {1, 1, 1, 1}};
+    lay to[] = {{1, 3, 1, 1}, {1, 1, 2, 1}, {1, 2, 1, 1}, {1, 1, 1, 1}};
+    const lay *a = NULL, *b = NULL;
+    for (int k = 0; k < 4 && a == NULL; k++)
+        if (need(&from[k]) <= lt_size)
+            a = &from[k];
+    for (int k = 0; k < 4 && b == NULL; k++)
+        if (need(&to[k]) <= lt_size)
+            b = &to[k];
+    built src = residual(a, c), dst = residual(b, c), ref = residual(NULL, c);
+    train_two(&src, X, T);
+    LT_OK(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, src.g, NULL, 1, (int64_t[]){7}));
+    int64_t meta[1] = {0};
+    int nmeta = 0;
+    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, dst.g, NULL, 1, meta, &nmeta));
+    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, ref.g, NULL, 0, NULL, NULL));
+    const ladle_tensor *ys = evaluate(&src, X), *yd = evaluate(&dst, X), *yr = evaluate(&ref, X);
+    int64_t off[4];
+    value_box(src.g, src.out, yr, off);
+    double e1 = lt_box_error(yr, off, ys);
+    value_box(dst.g, dst.out, yr, off);
+    double e2 = lt_box_error(yr, off, yd), ew = param_err(&dst, &ref, 0);
+    LT_ASSERT(e1 < 1e-12 && e2 < 1e-12 && ew == 0 && nmeta == 1 && meta[0] == 7,
+              "saved on %dx%dx%d c%d, loaded on %dx%dx%d c%d: outputs %.2e and %.2e apart, "
+              "parameters %.2e, %d integers",
+              a->d, a->ph, a->pw, a->pc, b->d, b->ph, b->pw, b->pc, e1, e2, ew, nmeta);
+    /* an unfinalized graph is refused before anything is written */
+    ladle_graph *g = NULL;
+    LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
+    LT_FAILS(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, g, NULL, 0, NULL), LADLE_ERR_STATE);
+    LT_FAILS(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, NULL, NULL, 0, NULL, NULL),
+             LADLE_ERR_NULL);
+    ladle_graph_destroy(&g);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (lt_rank == 0)
+        remove(path);
+    built_free(&src);
+    built_free(&dst);
+    built_free(&ref);
+    ladle_tensor_destroy(&X);
+    ladle_tensor_destroy(&T);
+}
+END_TEST
+
 static ladle_op *lin(int64_t in, int64_t out)
 {
     ladle_op *op = NULL;
@@ -770,6 +850,7 @@ Suite *graph_suite(void)
     tcase_add_test(tc, branch_twin);
     tcase_add_test(tc, repartition_inserted);
     tcase_add_test(tc, training_equivalence);
+    tcase_add_test(tc, checkpoint_layouts);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "src/train/checkpoint_impl.h"
 #include "src/train/graph_impl.h"
 
 static ladle_status ready(const ladle_graph *g, const char *func)
@@ -318,4 +319,39 @@ ladle_status ladle_optimizer_add_graph(ladle_optimizer *opt, const ladle_graph *
         LADLE_CALL(ladle_optimizer_add_op(opt, g->layers[l]));
 fail:
     return st;
+}
+
+/* The graph's layers as a checkpoint sees them (ops NULL for a NULL g). */
+static ladle_status graph_model(const ladle_graph *g, ladle__model *m, const char *func)
+{
+    *m = (ladle__model){0, NULL, LADLE_F32, "g"};
+    if (g == NULL)
+        return LADLE_OK;
+    if (!g->finalized)
+        return ladle__raise(LADLE_ERR_STATE, func,
+                            "the graph is not finalized: call ladle_graph_finalize first");
+    *m = (ladle__model){g->nlayers, g->layers, g->dtype, "g"};
+    return LADLE_OK;
+}
+
+ladle_status ladle_checkpoint_save_graph(const char *path, MPI_Comm comm, const ladle_graph *g,
+                                         const ladle_optimizer *opt, int nmeta,
+                                         const int64_t meta[])
+{
+    ladle__model m;
+    ladle_status st = graph_model(g, &m, __func__);
+    return st != LADLE_OK ? st
+                          : ladle__checkpoint_save_model(path, comm, &m, opt, nmeta, meta,
+                                                         LADLE_MPI_CHUNK_BYTES);
+}
+
+ladle_status ladle_checkpoint_load_graph(const char *path, MPI_Comm comm, ladle_graph *g,
+                                         ladle_optimizer *opt, int max_meta, int64_t meta[],
+                                         int *nmeta)
+{
+    ladle__model m;
+    ladle_status st = graph_model(g, &m, __func__);
+    return st != LADLE_OK ? st
+                          : ladle__checkpoint_load_model(path, comm, &m, opt, max_meta, meta,
+                                                         nmeta, LADLE_MPI_CHUNK_BYTES);
 }

@@ -4,6 +4,7 @@
 
 #include "layers/dist.h"
 #include "src/train/buckets.h"
+#include "src/train/checkpoint_impl.h"
 
 struct ladle_network {
     int n;
@@ -268,3 +269,9 @@ int ladle_network_buckets(const ladle_network *net)
 }
 
 double ladle_network_sync_wait(const ladle_network *net) { return net ? net->sync_wait : 0.0; }
+
+ladle_op *const *ladle__network_layers(const ladle_network *net, int *n)
+{
+    *n = net->n;
+    return net->layers;
+}
