@@ -788,6 +788,17 @@ START_TEST(bad_graphs)
     ladle_tensor_destroy(&wrong);
     ladle_graph_destroy(&g);
     LT_OK(ladle_graph_destroy(NULL));
+    /* an empty graph runs and has no loss to take */
+    LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
+    LT_OK(ladle_graph_finalize(g));
+    LT_OK(ladle_graph_forward(g, 0, NULL, NULL));
+    LT_FAILS(ladle_graph_loss(g, 0, NULL, NULL), LADLE_ERR_STATE);
+    LT_ASSERT(ladle_graph_num_layers(g) == 0 && ladle_graph_buckets(g) == 0, "an empty graph");
+    ladle_graph_destroy(&g);
+    LT_FAILS(ladle_graph_create(LADLE_I64, lt_device(), 0, &g), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_graph_create(LADLE_F64, lt_device(), 0, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_graph_finalize(NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_graph_backward(NULL, 1), LADLE_ERR_NULL);
 }
 END_TEST
 
