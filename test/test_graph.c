@@ -500,8 +500,9 @@ START_TEST(training_equivalence)
 }
 END_TEST
 
-/* A sequential graph whose values are read several times: h by tanh's
- * successor, by the add (twice), by the concat and by a loss. */
+/* A sequential graph whose values are read several times: h by a
+ * sequential layer (linear, tanh), by the add (twice), by the concat and by
+ * a loss. */
 typedef struct small {
     ladle_graph *g;
     int in, h, out[3];
@@ -525,8 +526,10 @@ static small small_graph(void)
     int v, u, sum, cat, parts[2];
     LT_OK(ladle_graph_add_layer(s.g, "a", a, s.in, &v));
     LT_OK(ladle_graph_add_layer(s.g, "a.tanh", ta, v, &s.h));
-    LT_OK(ladle_graph_add_layer(s.g, "b", b, s.h, &u));
-    LT_OK(ladle_graph_add_layer(s.g, "b.tanh", tb, u, &u));
+    /* b and its tanh as one sequential layer */
+    ladle_op *seq = NULL;
+    LT_OK(ladle_sequential_create(2, (ladle_op *[]){b, tb}, &seq));
+    LT_OK(ladle_graph_add_layer(s.g, "b", seq, s.h, &u));
     LT_OK(ladle_graph_add_add(s.g, "add", 3, (int[]){s.h, u, s.h}, &sum));
     LT_OK(ladle_graph_add_concat(s.g, "cat", 2, (int[]){sum, s.h}, 1, &cat));
     LT_OK(ladle_graph_add_split(s.g, "split", cat, 1, 2, (int64_t[]){6, 4}, parts));
