@@ -117,8 +117,10 @@ ladle_status ladle_graph_loss(ladle_graph *g, int n, const ladle_tensor *const t
                     node->index, node->name);
         ladle_status got = ladle_loss_forward(node->op, node->ctx, g->values[node->in[0]].y,
                                               targets[node->index], node->lossval);
-        LADLE_CHECK(got == LADLE_OK || got == LADLE_ERR_NUMERIC, got, "%s",
-                    ladle_error_message());
+        if (got != LADLE_OK && got != LADLE_ERR_NUMERIC) {
+            st = got; /* the loss's own message stands */
+            goto fail;
+        }
         const ladle_layout *l = node->op->x_layout;
         double v = 0;
         if (l == NULL || ladle_partition_active(l->p))

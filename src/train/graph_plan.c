@@ -29,16 +29,30 @@ static ladle_status check_ids(const ladle_graph *g)
 
 /* Kahn's algorithm, taking the first-added ready node each time, so every
  * rank finds the same order. A node left over sits on a cycle or behind
- * one. */
+ * one. The readers of each value are listed first (rows of a CSR table). */
 static ladle_status topo_order(ladle_graph *g)
 {
     ladle_status st = LADLE_OK;
-    int n = g->nnodes, *missing = ladle__calloc((size_t)n + 1, sizeof(int));
-    int *done = ladle__calloc((size_t)n + 1, sizeof(int));
-    g->order = ladle__calloc((size_t)n + 1, sizeof(int));
-    LADLE_CHECK(missing && done && g->order, LADLE_ERR_ALLOC, "out of memory");
+    int n = g->nnodes, slots = 0;
     for (int i = 0; i < n; i++)
+        slots += g->nodes[i].nin;
+    int *missing = ladle__calloc((size_t)n + 1, sizeof(int));
+    int *done = ladle__calloc((size_t)n + 1, sizeof(int));
+    int *start = ladle__calloc((size_t)g->nvalues + 2, sizeof(int));
+    int *reader = ladle__calloc((size_t)slots + 1, sizeof(int));
+    g->order = ladle__calloc((size_t)n + 1, sizeof(int));
+    LADLE_CHECK(missing && done && start && reader && g->order, LADLE_ERR_ALLOC, "out of memory");
+    for (int i = 0; i < n; i++) {
         missing[i] = g->nodes[i].nin;
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            start[g->nodes[i].in[k] + 2]++;
+    }
+    for (int v = 0; v < g->nvalues; v++)
+        start[v + 2] += start[v + 1];
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            reader[start[g->nodes[i].in[k] + 1]++] = i;
+    /* start[v] .. start[v + 1] are now v's readers */
     for (int step = 0; step < n; step++) {
         int next = -1;
         for (int i = 0; i < n && next < 0; i++)
@@ -56,16 +70,15 @@ static ladle_status topo_order(ladle_graph *g)
         done[next] = 1;
         g->order[g->norder++] = next;
         const gnode *u = &g->nodes[next];
-        for (int i = 0; i < n; i++)
-            for (int k = 0; k < g->nodes[i].nin; k++) {
-                int v = g->nodes[i].in[k];
-                if (v >= u->out && v < u->out + u->nout)
-                    missing[i]--;
-            }
+        for (int v = u->out; v < u->out + u->nout; v++)
+            for (int r = start[v]; r < start[v + 1]; r++)
+                missing[reader[r]]--;
     }
 fail:
     ladle__free(missing);
     ladle__free(done);
+    ladle__free(start);
+    ladle__free(reader);
     return st;
 }
 
