@@ -59,6 +59,7 @@
 #include "ladle/memory.h"
 #include "ladle/models.h"
 #include "ladle/network.h"
+#include "ladle/graph.h"
 #include "ladle/op.h"
 #include "ladle/partition.h"
 #include "ladle/pipeline.h"

@@ -81,6 +81,7 @@ test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
 test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
+test_graph: 1 2 3 4 5 6
 test_custom: 1 2 3 4
 test_memory: 1 2 3 4
 test_pipe_schedule: 1
@@ -113,6 +114,7 @@ test_dist_bn: 1 2 4
 test_dist_misc: 1 2 4
 test_dist_train: 1 2 4
 test_checkpoint: 1 2
+test_graph: 1 2 4
 test_pipeline: 1 2 4
 test_custom: 1 2 4
 test_memory: 1 2 4

@@ -77,6 +77,13 @@ case "$out" in
 *) echo "FAIL examples/custom_adjoint printed: $out"; fails=$((fails + 1)) ;;
 esac
 
+# docs/graphs.md's example: a residual block as a graph network, data parallel
+out=$(timeout 120 $MPIEXEC -n 3 "${EXAMPLES:-build/examples}/residual_graph" 2>&1)
+case "$out" in
+"residual graph ok: "*) echo "ok   examples/residual_graph" ;;
+*) echo "FAIL examples/residual_graph printed: $out"; fails=$((fails + 1)) ;;
+esac
+
 # ladle-train end to end (needs the dataset package the deps script installs):
 # an interrupted run resumed from its checkpoint ends exactly like an
 # uninterrupted one, on another layout too up to rounding

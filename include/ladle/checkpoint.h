@@ -38,6 +38,7 @@
 #include <mpi.h>
 
 #include "core.h"
+#include "graph.h"
 #include "network.h"
 #include "optim.h"
 
@@ -75,6 +76,22 @@ LADLE_API ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm,
 LADLE_API ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm,
                                              ladle_network *net, ladle_optimizer *opt,
                                              int max_meta, int64_t meta[], int *nmeta);
+
+/* The same for a finalized graph network (ladle/graph.h): its layers'
+ * parameters and buffers in the graph's topological order (the order of
+ * ladle_graph_param, which depends on the graph's structure only, not on
+ * its layouts), so a graph saved on one layout loads into the same graph
+ * built on any other. opt must hold the graph's parameters in that order
+ * (ladle_optimizer_add_graph). The file is the chain's format. Returns the
+ * codes of ladle_checkpoint_save and ladle_checkpoint_load, and
+ * LADLE_ERR_STATE for a graph that is not finalized. */
+LADLE_API ladle_status ladle_checkpoint_save_graph(const char *path, MPI_Comm comm,
+                                                   const ladle_graph *g,
+                                                   const ladle_optimizer *opt, int nmeta,
+                                                   const int64_t meta[]);
+LADLE_API ladle_status ladle_checkpoint_load_graph(const char *path, MPI_Comm comm,
+                                                   ladle_graph *g, ladle_optimizer *opt,
+                                                   int max_meta, int64_t meta[], int *nmeta);
 
 /* Only the caller's integers of the checkpoint at path (up to max_meta of
  * them into meta; *nmeta gets their number), after the same checks of the

@@ -142,16 +142,16 @@ static void io_close(io *c)
 }
 
 /* A network of sequential layers: every rank holds everything. */
-static int replicated_everywhere(const ladle_network *net)
+static int replicated_everywhere(const ladle__model *m)
 {
-    for (int i = 0; i < ladle_network_size(net); i++)
-        if (ladle_network_layer(net, i)->x_layout != NULL)
+    for (int i = 0; i < m->n; i++)
+        if (m->ops[i]->x_layout != NULL)
             return 0;
     return 1;
 }
 
 /* Every tensor of a checkpoint, in file order. *n gets the count. */
-static ladle_status records(const ladle_network *net, const ladle_optimizer *opt, record **out,
+static ladle_status records(const ladle__model *m, const ladle_optimizer *opt, record **out,
                             int *n)
 {
     ladle_status st = LADLE_OK;
@@ -165,8 +165,8 @@ static ladle_status records(const ladle_network *net, const ladle_optimizer *opt
         while (pass == 1 && states < 4 && ladle_optimizer_state(opt, 0, states) != NULL)
             states++;
         int q = 0;
-        for (int i = 0; i < ladle_network_size(net); i++) {
-            const ladle_op *op = ladle_network_layer(net, i);
+        for (int i = 0; i < m->n; i++) {
+            const ladle_op *op = m->ops[i];
             int np = ladle_op_num_params(op);
             int nb = pass == 0 && op->vt->num_buffers ? op->vt->num_buffers(op) : 0;
             for (int j = 0; j < np + nb; j++) {
@@ -211,22 +211,22 @@ fail:
  * network's order (as ladle_optimizer_add_network adds them), compared by
  * tensor identity: an optimizer of other tensors, of some of them or of
  * none would save or load state that is not the network's. */
-static ladle_status check_optimizer(const ladle_network *net, const ladle_optimizer *opt,
+static ladle_status check_optimizer(const ladle__model *m, const ladle_optimizer *opt,
                                     const char *func)
 {
     int want = 0, q = 0;
     if (opt == NULL)
         return LADLE_OK;
-    for (int i = 0; i < ladle_network_size(net); i++)
-        want += ladle_op_num_params(ladle_network_layer(net, i));
+    for (int i = 0; i < m->n; i++)
+        want += ladle_op_num_params(m->ops[i]);
     if (ladle_optimizer_num_params(opt) != want)
         return ladle__raise(LADLE_ERR_ARG, func,
                             "the optimizer holds %d parameters and the network %d: it must "
                             "hold exactly the network's, in order "
                             "(ladle_optimizer_add_network)",
                             ladle_optimizer_num_params(opt), want);
-    for (int i = 0; i < ladle_network_size(net); i++) {
-        const ladle_op *op = ladle_network_layer(net, i);
+    for (int i = 0; i < m->n; i++) {
+        const ladle_op *op = m->ops[i];
         for (int j = 0; j < ladle_op_num_params(op); j++, q++)
             if (ladle__optimizer_param(opt, q) != ladle_op_param(op, j))
                 return ladle__raise(LADLE_ERR_ARG, func,
@@ -255,16 +255,16 @@ static ladle_status check_sizes(const record *recs, int n, size_t es, const char
 
 /* The checks of both calls, on every rank before the first message: the
  * arguments, the optimizer, the records. */
-static ladle_status preflight(const char *path, const ladle_network *net,
+static ladle_status preflight(const char *path, const ladle__model *m,
                               const ladle_optimizer *opt, record **recs, int *n,
                               const char *func)
 {
-    if (path == NULL || net == NULL)
-        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", path ? "net" : "path");
-    ladle_status st = check_optimizer(net, opt, func);
+    if (path == NULL || m->ops == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", path ? m->what : "path");
+    ladle_status st = check_optimizer(m, opt, func);
     if (st == LADLE_OK)
-        st = records(net, opt, recs, n);
-    size_t es = ladle_dtype_size(ladle_op_dtype(ladle_network_layer(net, 0)));
+        st = records(m, opt, recs, n);
+    size_t es = ladle_dtype_size(m->dtype);
     if (st == LADLE_OK)
         st = check_sizes(*recs, *n, es, func);
     return st;
@@ -407,14 +407,14 @@ done:
 
 /* The file's bytes before the trailer, assembled on rank 0. Collective;
  * returns this rank's verdict (the caller shares it). */
-static ladle_status assemble(const io *c, const ladle_network *net, const ladle_optimizer *opt,
+static ladle_status assemble(const io *c, const ladle__model *m, const ladle_optimizer *opt,
                              const record *recs, int n, int nmeta, const int64_t *meta,
                              int64_t *rows, blob *b)
 {
     ladle_status local = LADLE_OK;
-    ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
+    ladle_dtype dt = m->dtype;
     size_t es = ladle_dtype_size(dt);
-    int everywhere = replicated_everywhere(net), stop = 0;
+    int everywhere = replicated_everywhere(m), stop = 0;
     uint32_t head[4] = {VERSION, (uint32_t)dt, (uint32_t)nmeta, (uint32_t)n};
     int64_t steps = opt ? ladle_optimizer_steps(opt) : -1;
     if (c->me == 0 && !(put(b, MAGIC, 8) && put(b, head, sizeof head) &&
@@ -440,10 +440,9 @@ static ladle_status assemble(const io *c, const ladle_network *net, const ladle_
     return local;
 }
 
-ladle_status ladle__checkpoint_save_chunked(const char *path, MPI_Comm comm,
-                                            const ladle_network *net,
-                                            const ladle_optimizer *opt, int nmeta,
-                                            const int64_t meta[], int64_t chunk)
+ladle_status ladle__checkpoint_save_model(const char *path, MPI_Comm comm, const ladle__model *m,
+                                          const ladle_optimizer *opt, int nmeta,
+                                          const int64_t meta[], int64_t chunk)
 {
     const char *func = "ladle_checkpoint_save";
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -458,14 +457,14 @@ ladle_status ladle__checkpoint_save_chunked(const char *path, MPI_Comm comm,
         local = ladle__raise(LADLE_ERR_ARG, func, "%d integers (at most %d)", nmeta,
                              LADLE_CHECKPOINT_MAX_META);
     else
-        local = preflight(path, net, opt, &recs, &n, func);
+        local = preflight(path, m, opt, &recs, &n, func);
     if (local == LADLE_OK && c.me == 0) {
         rows = ladle__calloc((size_t)c.size * ROW, sizeof(int64_t));
         if (rows == NULL)
             local = ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
     }
     LADLE_CALL(share_verdict(c.comm, local, func));
-    local = assemble(&c, net, opt, recs, n, nmeta, meta, rows, &b);
+    local = assemble(&c, m, opt, recs, n, nmeta, meta, rows, &b);
     if (c.me == 0 && local == LADLE_OK) {
         uint64_t tail[2] = {(uint64_t)b.size, fnv(b.data, b.size)};
         const void *pieces[3] = {b.data, TRAILER, tail};
@@ -479,6 +478,26 @@ fail:
     ladle__free(rows);
     ladle__free(b.data);
     return st;
+}
+
+/* A network's layers as a checkpoint sees them (ops NULL for a NULL net). */
+static ladle__model network_model(const ladle_network *net)
+{
+    ladle__model m = {0, NULL, LADLE_F32, "net"};
+    if (net) {
+        m.ops = ladle__network_layers(net, &m.n);
+        m.dtype = ladle_op_dtype(m.ops[0]);
+    }
+    return m;
+}
+
+ladle_status ladle__checkpoint_save_chunked(const char *path, MPI_Comm comm,
+                                            const ladle_network *net,
+                                            const ladle_optimizer *opt, int nmeta,
+                                            const int64_t meta[], int64_t chunk)
+{
+    ladle__model m = network_model(net);
+    return ladle__checkpoint_save_model(path, comm, &m, opt, nmeta, meta, chunk);
 }
 
 ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm, const ladle_network *net,
@@ -629,10 +648,9 @@ static ladle_status check_header(const char *path, const blob *b, ladle_dtype dt
     return LADLE_OK;
 }
 
-ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
-                                            ladle_network *net, ladle_optimizer *opt,
-                                            int max_meta, int64_t meta[], int *nmeta,
-                                            int64_t chunk)
+ladle_status ladle__checkpoint_load_model(const char *path, MPI_Comm comm, const ladle__model *m,
+                                          ladle_optimizer *opt, int max_meta, int64_t meta[],
+                                          int *nmeta, int64_t chunk)
 {
     const char *func = "ladle_checkpoint_load";
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -645,10 +663,10 @@ ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
         local = ladle__raise(LADLE_ERR_ARG, func, "room for %d integers at %p", max_meta,
                              (void *)meta);
     else
-        local = preflight(path, net, opt, &recs, &n, func);
+        local = preflight(path, m, opt, &recs, &n, func);
     LADLE_CALL(share_verdict(c.comm, local, func));
     local = read_file(&c, path, &b);
-    ladle_dtype dt = ladle_op_dtype(ladle_network_layer(net, 0));
+    ladle_dtype dt = m->dtype;
     size_t es = ladle_dtype_size(dt), body = 0;
     if (local == LADLE_OK)
         local = check_header(path, &b, dt, n, &body);
@@ -673,6 +691,15 @@ fail:
     ladle__free(recs);
     ladle__free(b.data);
     return st;
+}
+
+ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
+                                            ladle_network *net, ladle_optimizer *opt,
+                                            int max_meta, int64_t meta[], int *nmeta,
+                                            int64_t chunk)
+{
+    ladle__model m = network_model(net);
+    return ladle__checkpoint_load_model(path, comm, &m, opt, max_meta, meta, nmeta, chunk);
 }
 
 ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_network *net,

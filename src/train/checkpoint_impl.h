@@ -20,4 +20,24 @@ ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
                                             int max_meta, int64_t meta[], int *nmeta,
                                             int64_t chunk_bytes);
 
+/* What a checkpoint holds: the layers of a network or a graph in their
+ * order (the records follow it), their dtype, and the argument's name for
+ * messages. ops NULL stands for a NULL argument. */
+typedef struct ladle__model {
+    int n;
+    ladle_op *const *ops;
+    ladle_dtype dtype;
+    const char *what;
+} ladle__model;
+
+ladle_status ladle__checkpoint_save_model(const char *path, MPI_Comm comm, const ladle__model *m,
+                                          const ladle_optimizer *opt, int nmeta,
+                                          const int64_t meta[], int64_t chunk);
+ladle_status ladle__checkpoint_load_model(const char *path, MPI_Comm comm, const ladle__model *m,
+                                          ladle_optimizer *opt, int max_meta, int64_t meta[],
+                                          int *nmeta, int64_t chunk);
+
+/* The layers of a network (src/train/network.c), borrowed; *n their number. */
+ladle_op *const *ladle__network_layers(const ladle_network *net, int *n);
+
 #endif /* LADLE_CHECKPOINT_IMPL_H */

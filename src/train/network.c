@@ -3,19 +3,8 @@
 #include <string.h>
 
 #include "layers/dist.h"
-
-typedef struct slot {
-    int layer, param;
-} slot;
-
-typedef struct bucket {
-    int nslots;
-    slot *slots;
-    int ready;           /* the layer whose backward completes the bucket */
-    ladle_op *reduce;    /* all-sum-reduce over the bucket's groups */
-    ladle_tensor *buf;   /* this rank's gradients, packed */
-    int in_flight;
-} bucket;
+#include "src/train/buckets.h"
+#include "src/train/checkpoint_impl.h"
 
 struct ladle_network {
     int n;
@@ -24,14 +13,11 @@ struct ladle_network {
     ladle_ctx **ctx, *lctx;
     ladle_tensor **act, **grad; /* each layer's y and dy */
     ladle_tensor *lossval, *dloss;
-    int nbuckets;
-    bucket *buckets;
+    ladle__buckets *buckets;
     double sync_wait;
     /* the order of the calls: a loss needs a forward, a backward a loss */
     int forwarded, lossed;
 };
-
-static double now(void) { return MPI_Wtime(); }
 
 static void free_net(ladle_network *net, int own_ops)
 {
@@ -52,94 +38,12 @@ static void free_net(ladle_network *net, int own_ops)
         ladle_op_destroy(&net->loss);
     ladle_tensor_destroy(&net->lossval);
     ladle_tensor_destroy(&net->dloss);
-    for (int b = 0; b < net->nbuckets; b++) {
-        ladle_op_destroy(&net->buckets[b].reduce);
-        ladle_tensor_destroy(&net->buckets[b].buf);
-        ladle__free(net->buckets[b].slots);
-    }
-    ladle__free(net->buckets);
+    ladle__buckets_destroy(&net->buckets);
     ladle__free(net->layers);
     ladle__free(net->ctx);
     ladle__free(net->act);
     ladle__free(net->grad);
     ladle__free(net);
-}
-
-/* Two parameters can share a bucket when their reductions have the same
- * partition and groups. */
-static int same_groups(const ladle__pinfo *a, const ladle__pinfo *b)
-{
-    if (a->sync_p == NULL || b->sync_p == NULL)
-        return 0;
-    if (ladle__partition_hash(LADLE_HASH_INIT, a->sync_p) !=
-        ladle__partition_hash(LADLE_HASH_INIT, b->sync_p))
-        return 0;
-    return memcmp(a->sync_gid, b->sync_gid,
-                  sizeof(int) * (size_t)ladle_partition_size(a->sync_p)) == 0;
-}
-
-/* Walk the parameters in backward order and cut them into buckets; with
- * create, also plan each bucket's reduction. */
-static ladle_status plan_buckets(ladle_network *net, size_t cap, ladle_dtype dtype,
-                                 ladle_device device)
-{
-    ladle_status st = LADLE_OK;
-    size_t es = ladle_dtype_size(dtype);
-    ladle__pinfo cur, info;
-    int total = 0;
-    int64_t *counts = NULL, bytes = 0;
-    for (int i = 0; i < net->n; i++)
-        total += ladle_op_num_params(net->layers[i]);
-    net->buckets = ladle__calloc((size_t)total + 1, sizeof(bucket));
-    LADLE_CHECK(net->buckets != NULL, LADLE_ERR_ALLOC, "out of memory");
-    memset(&cur, 0, sizeof cur);
-    bucket *b = NULL;
-    for (int i = net->n - 1; i >= 0; i--) {
-        ladle_op *op = net->layers[i];
-        for (int k = ladle_op_num_params(op) - 1; k >= 0; k--) {
-            ladle__param_info(op, k, &info);
-            if (info.sync == NULL || info.sync_p == NULL)
-                continue;
-            int size = ladle_partition_size(info.sync_p);
-            /* the largest count on any rank decides the bucket's size */
-            int64_t most = 0;
-            for (int r = 0; r < size; r++)
-                most = info.sync_counts[r] > most ? info.sync_counts[r] : most;
-            if (b == NULL || !same_groups(&cur, &info) ||
-                (size_t)(bytes + most) * es > cap) {
-                /* close the previous bucket, open a new one */
-                if (b != NULL) {
-                    LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype,
-                                                            device, 0, &b->reduce));
-                    ladle__free(counts);
-                    counts = NULL;
-                }
-                b = &net->buckets[net->nbuckets++];
-                b->slots = ladle__calloc((size_t)total, sizeof(slot));
-                counts = ladle__calloc((size_t)size, sizeof(int64_t));
-                LADLE_CHECK(b->slots && counts, LADLE_ERR_ALLOC, "out of memory");
-                cur = info;
-                bytes = 0;
-            }
-            for (int r = 0; r < size; r++)
-                counts[r] += info.sync_counts[r];
-            bytes += most;
-            b->slots[b->nslots++] = (slot){i, k};
-            b->ready = i;
-        }
-    }
-    if (b != NULL)
-        LADLE_CALL(ladle__all_sum_reduce_groups(cur.sync_p, cur.sync_gid, counts, dtype, device, 0,
-                                                &b->reduce));
-    for (int j = 0; j < net->nbuckets; j++) {
-        int nd;
-        int64_t shape[LADLE_MAX_NDIM];
-        ladle_op_x_shape(net->buckets[j].reduce, &nd, shape);
-        LADLE_CALL(ladle_tensor_create_on(dtype, device, nd, shape, &net->buckets[j].buf));
-    }
-fail:
-    ladle__free(counts);
-    return st;
 }
 
 /* The checks of a network's chain on this rank. */
@@ -239,7 +143,8 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
     LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->lossval));
     LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->dloss));
     LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
-    LADLE_CALL(plan_buckets(net, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt, dev));
+    LADLE_CALL(ladle__buckets_create(n, net->layers, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES,
+                                     dt, dev, &net->buckets));
     if (parent != MPI_COMM_NULL)
         LADLE_CALL(ladle__agree(parent, LADLE_OK, 0, __func__));
     *out = net;
@@ -306,40 +211,6 @@ fail:
     return st;
 }
 
-/* Copy a bucket's gradients into its buffer (pack) or back (unpack), on
- * the network's device. */
-static ladle_status move(ladle_network *net, bucket *b, int pack)
-{
-    ladle_status st = LADLE_OK;
-    const ladle_backend *be = net->layers[0]->be;
-    size_t es = ladle_dtype_size(b->buf->dtype), at = 0;
-    char *buf = b->buf->data;
-    for (int s = 0; s < b->nslots; s++) {
-        ladle_tensor *g = ladle_op_grad(net->layers[b->slots[s].layer], b->slots[s].param);
-        if (g->numel == 0)
-            continue;
-        if (pack)
-            LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, g->data, buf + at));
-        else
-            LADLE_CALL(be->fn->copy(be, g->dtype, g->numel, buf + at, g->data));
-        at += (size_t)g->numel * es;
-    }
-fail:
-    return st;
-}
-
-static ladle_status advance(ladle_network *net)
-{
-    ladle_status st = LADLE_OK;
-    for (int j = 0; j < net->nbuckets; j++)
-        if (net->buckets[j].in_flight) {
-            int done;
-            LADLE_CALL(ladle__op_progress(net->buckets[j].reduce, &done));
-        }
-fail:
-    return st;
-}
-
 ladle_status ladle_network_backward(ladle_network *net, int sync)
 {
     ladle_status st = LADLE_OK;
@@ -353,28 +224,12 @@ ladle_status ladle_network_backward(ladle_network *net, int sync)
         ladle_op *op = net->layers[i];
         LADLE_CALL(ladle_layer_backward(op, net->ctx[i], net->grad[i], i ? net->grad[i - 1] : NULL));
         LADLE_CALL(ladle_layer_backward_weight(op, net->ctx[i], net->grad[i]));
-        if (!sync)
-            continue;
-        LADLE_CALL(advance(net));
-        for (int j = 0; j < net->nbuckets; j++) {
-            bucket *b = &net->buckets[j];
-            if (b->ready != i)
-                continue;
-            LADLE_CALL(move(net, b, 1));
-            LADLE_CALL(ladle__op_start(b->reduce, b->buf, b->buf));
-            b->in_flight = 1;
-        }
+        if (sync)
+            LADLE_CALL(ladle__buckets_after(net->buckets, i));
     }
-    double t0 = now();
-    for (int j = 0; sync && j < net->nbuckets; j++) {
-        bucket *b = &net->buckets[j];
-        if (!b->in_flight)
-            continue;
-        b->in_flight = 0;
-        LADLE_CALL(ladle__op_wait(b->reduce));
-        LADLE_CALL(move(net, b, 0));
-    }
-    net->sync_wait = now() - t0;
+    net->sync_wait = 0;
+    if (sync)
+        LADLE_CALL(ladle__buckets_finish(net->buckets, &net->sync_wait));
 fail:
     return st;
 }
@@ -408,6 +263,15 @@ ladle_op *ladle_network_layer(const ladle_network *net, int i)
 
 ladle_op *ladle_network_loss_op(const ladle_network *net) { return net ? net->loss : NULL; }
 
-int ladle_network_buckets(const ladle_network *net) { return net ? net->nbuckets : 0; }
+int ladle_network_buckets(const ladle_network *net)
+{
+    return net ? ladle__buckets_count(net->buckets) : 0;
+}
 
 double ladle_network_sync_wait(const ladle_network *net) { return net ? net->sync_wait : 0.0; }
+
+ladle_op *const *ladle__network_layers(const ladle_network *net, int *n)
+{
+    *n = net->n;
+    return net->layers;
+}
