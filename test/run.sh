@@ -58,12 +58,14 @@ SUITE="
 test_core: 1
 test_cli: 1 2 3
 test_data: 1 2 3
+test_augment: 1 2 3 4
 test_backend: 1
 test_linear: 1
 test_activation: 1
 test_loss: 1
 test_conv: 1
 test_pool: 1
+test_interp: 1
 test_batchnorm: 1
 test_optim: 1
 test_pipe_plan: 1
@@ -79,6 +81,8 @@ test_dist_linear: 1 2 3 4 6 9 12
 test_dist_conv: 1 2 3 4 6 8 12
 test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
+test_dist_gpool: 1 2 3 4 5 6
+test_dist_interp: 1 2 3 4 6
 test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
 test_graph: 1 2 3 4 5 6
@@ -112,6 +116,7 @@ test_dist_linear: 1 2 4
 test_dist_conv: 1 2 4
 test_dist_bn: 1 2 4
 test_dist_misc: 1 2 4
+test_dist_gpool: 1 2 4
 test_dist_train: 1 2 4
 test_checkpoint: 1 2
 test_graph: 1 2 4

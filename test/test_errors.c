@@ -388,6 +388,9 @@ START_TEST(creates_on_a_missing_device)
     FAILS_SAYING(ladle_flatten_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
     FAILS_SAYING(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, x2, LADLE_F32, D, &op),
                  LADLE_ERR_DEVICE, "cuda");
+    ladle_interp_desc id;
+    ladle_interp_desc_init(&id, LADLE_INTERP_LINEAR, 2, 2);
+    FAILS_SAYING(ladle_interp_create(&id, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
 
     /* the primitives, over every rank */
     ladle_partition *p = lt_partition(1, (int[]){lt_size}, 0);
@@ -423,6 +426,10 @@ START_TEST(creates_on_a_missing_device)
                                         D, 0, &op),
                  LADLE_ERR_DEVICE, "cuda");
     FAILS_SAYING(ladle_dist_flatten_create(p4, 4, img, p2, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                 "cuda");
+    FAILS_SAYING(ladle_dist_global_avg_pool_create(p4, 4, img, p2, LADLE_F64, D, 0, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_dist_interp_create(&id, p4, img, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
                  "cuda");
     LT_ASSERT(op == NULL, "an op was made on a missing device");
 

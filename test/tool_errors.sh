@@ -110,6 +110,11 @@ mpi 2 "--bn-sync and --bn-group need --bn" ladle-train --bn-group 1
 mpi 2 "--bn-group needs --bn-sync group" ladle-train --bn --bn-group 1
 mpi 2 "--stop-after 3 must come before the last epoch" ladle-train --epochs 3 --stop-after 3
 mpi 2 "--momentum is SGD's" ladle-train --adam --momentum 0.5
+mpi 2 "--crop-pad: -1 is out of range" ladle-train --crop-pad -1
+mpi 2 "--crop-pad: 4294967298 is out of range" ladle-train --crop-pad 4294967298
+mpi 2 "--crop-pad: '2x' is not a whole number" ladle-train --crop-pad 2x
+mpi 2 "--augment does not apply to --pipeline" ladle-train --pipeline 1f1b --augment
+mpi 2 "--flip does not apply to ladle-bn-study" ladle-bn-study --flip
 mpi 2 "--data-ways: 4 is out of range (expected 1 to" ladle-train --data-ways 4
 RANK_COUNTS="2 3" mpi 2 "the layout 2 x 2x1 needs 4 ranks" ladle-train --data-ways 2 --spatial 2x1
 mpi 0 "usage: mpiexec -n N ladle-train" ladle-train --help
@@ -128,9 +133,13 @@ mpi 2 "a classifier needs 2 or more" ladle-train --data "$tmp/oneclass"
 mpi 2 "the test labels reach 14, beyond the 10 classes" ladle-train --data "$tmp/beyond"
 mpi 2 "square images of at least 12x12" ladle-train --data "$tmp/small"
 mpi 2 "a batch of 200 is larger than the 96 training samples" ladle-train --data "$tmp/d32" --batch 200
+mpi 2 "--crop-pad 33 is more than the images' side (32)" ladle-train --data "$tmp/d32" --crop-pad 33
 # a dataset of 32 x 32 images: LeNet-5 is built for them, and says so
 mpi 0 "96 images of 32x32, 10 classes" ladle-train --data "$tmp/d32" $short
 mpi 0 "over 3 steps" ladle-train --data "$tmp/d32" $short --pipeline 1f1b --microbatches 2
+# augmented training runs on any layout (the whole training image kept per rank)
+mpi 0 "96 images of 32x32" ladle-train --data "$tmp/d32" $short --augment
+RANK_COUNTS="2 3" mpi 0 "96 images of 32x32" ladle-train --data "$tmp/d32" $short --spatial 2x1 --crop-pad 3 --flip
 # ---- ladle-train: runs that cannot earn their "done" ---------------------
 mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --adam --lr 1e4
 mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --dtype f64 --lr 1e5

@@ -37,6 +37,9 @@ static void usage(void)
            "  --device cpu|cuda|guarded  where the layers and tensors live (cpu); cuda: each\n"
            "                       rank on a GPU (LADLE_CUDA_DEVICE, else node-local rank)\n"
            "  --steps K            at most K steps per epoch (all)\n"
+           "  --augment            augment the training images: --crop-pad %d --flip\n"
+           "  --crop-pad N         pad N black pixels, crop back at a random offset (0-%d)\n"
+           "  --flip               mirror half the training images left to right\n"
            "data, output, state:\n"
            "  --data DIR           the IDX files (%s)\n"
            "  --progress K         a progress line every K steps (about 10 per epoch)\n"
@@ -57,7 +60,7 @@ static void usage(void)
            "loss is not finite or exceeds 100 times max(its first value, ln classes).\n"
            "Exit status: 0 trained as asked; 1 a failure while working (I/O, divergence);\n"
            "2 a request that cannot be done (options, data, checkpoint).\n",
-           EPOCHS_MAX, LADLE_FASHION_MNIST_DIR);
+           EPOCHS_MAX, CROP_PAD_DEFAULT, CROP_PAD_MAX, LADLE_FASHION_MNIST_DIR);
 }
 
 int main(int argc, char **argv)

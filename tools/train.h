@@ -78,6 +78,9 @@ static int probe_data(const opts *o, ladle_dataset_info *train, ladle_dataset_in
         cli_fail(why,
                  "the test labels reach %lld, beyond the %lld classes of the training set",
                  (long long)test->classes - 1, (long long)train->classes);
+    else if (o->crop_pad > train->rows)
+        cli_fail(why, "--crop-pad %d is more than the images' side (%lld)", o->crop_pad,
+                 (long long)train->rows);
     else if (o->batch > train->size)
         cli_fail(why, "a batch of %lld is larger than the %lld training samples",
                  (long long)o->batch, (long long)train->size);
@@ -446,7 +449,11 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
     if (b->has_x || b->has_loss) {
         int64_t r0 = b->has_x ? b->xoff[2] : 0, rows = b->has_x ? b->xbox[2] : 1;
         int64_t c0 = b->has_x ? b->xoff[3] : 0, cols = b->has_x ? b->xbox[3] : 1;
-        st = ladle_dataset_load_dir(o->data, "train", r0, rows, c0, cols, 0.2860, 0.3530,
+        /* an augmented tile reads around (and, flipped, across) the image:
+         * the training set is kept whole, the test set by tile */
+        int whole = b->has_x && (o->crop_pad > 0 || o->flip);
+        st = ladle_dataset_load_dir(o->data, "train", whole ? 0 : r0, whole ? 0 : rows,
+                                    whole ? 0 : c0, whole ? 0 : cols, 0.2860, 0.3530,
                                     &r->train);
         if (st == LADLE_OK)
             st = ladle_dataset_load_dir(o->data, "t10k", r0, rows, c0, cols, 0.2860, 0.3530,
@@ -479,8 +486,14 @@ static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_sched
                                int64_t e, int64_t s, int64_t per_epoch, double *loss)
 {
     const blocks *b = &r->b;
-    if (b->has_x && ladle_dataset_batch(r->train, o->seed, e, s, o->batch, b->xoff[0], 0, 0,
-                                        r->x, NULL))
+    ladle_augment_options aug;
+    ladle_augment_options_init(&aug);
+    aug.crop_pad = o->crop_pad;
+    aug.flip = o->flip;
+    int whole = o->crop_pad > 0 || o->flip; /* the training set loaded whole (setup) */
+    if (b->has_x && ladle_dataset_batch_ex(r->train, o->seed, e, s, o->batch, b->xoff[0],
+                                           whole ? b->xoff[2] : 0, whole ? b->xoff[3] : 0,
+                                           r->x, NULL, whole ? &aug : NULL))
         fail("reading a batch");
     if (b->has_loss)
         labels_of(r->train, o->seed, e, s, o->batch, b, r->labels, r->t);

@@ -16,11 +16,14 @@
 #define EPOCHS_MAX 1000000
 #define BATCH_MAX ((int64_t)1 << 30)
 #define PIPE_MAX_REPLICAS 64
+#define CROP_PAD_MAX 1024
+#define CROP_PAD_DEFAULT 2 /* --augment's crop: 2 of 28 pixels, as for Fashion-MNIST */
 
 typedef struct opts {
     const char *data;
     int epochs, steps, progress, bn, bn_group, D, Ph, Pw, F, adam, constant_lr, quiet;
     int stop_after; /* leave after this many epochs (an interruption), 0: never */
+    int augment, crop_pad, flip; /* data augmentation (crop_pad: -1 until decided) */
     int64_t batch;
     double lr, momentum, weight_decay;
     int bn_sync_index, dtype_index, device_index; /* choices, mapped below */
@@ -92,6 +95,9 @@ static const optdef optdefs[] = {
     {"--resume",        'f', M_LAYOUT, O(resume),        0, 0, 0, NULL},
     {"--stop-after",    'i', M_LAYOUT, O(stop_after),    1, EPOCHS_MAX, 0, NULL},
     {"--summary",       't', M_LAYOUT, O(summary),       0, 0, 0, NULL},
+    {"--augment",       'f', M_LAYOUT, O(augment),       0, 0, 0, NULL},
+    {"--crop-pad",      'i', M_LAYOUT, O(crop_pad),      0, CROP_PAD_MAX, 0, NULL},
+    {"--flip",          'f', M_LAYOUT, O(flip),          0, 0, 0, NULL},
     {"--pipeline",      't', M_PIPE,   O(pipeline),      0, 0, 0, NULL},
     {"--stages",        'i', M_PIPE,   O(pipe_stages),   1, LADLE_PIPE_MAX_STAGES, 0, NULL},
     {"--chunks",        'i', M_PIPE,   O(pipe_chunks),   1, 8, 0, NULL},
@@ -128,6 +134,7 @@ static void defaults(opts *o)
     o->pipe_style = -1;
     o->pipe_chunks = 2;
     o->microbatches = 4;
+    o->crop_pad = -1;
 }
 
 /* Store argument v of option d into o. */
@@ -277,6 +284,11 @@ static int parse(int argc, char **argv, opts *o, unsigned mode, const char *name
     o->bn_sync = syncs[o->bn_sync_index];
     o->dtype = o->dtype_index ? LADLE_F64 : LADLE_F32;
     o->device = device_of[o->device_index];
+    /* --augment: a crop of CROP_PAD_DEFAULT and flips, unless --crop-pad
+     * says otherwise; --crop-pad and --flip alone do only their part */
+    if (o->crop_pad < 0)
+        o->crop_pad = o->augment ? CROP_PAD_DEFAULT : 0;
+    o->flip |= o->augment;
     o->Ph = (int)o->spatial[0];
     o->Pw = (int)o->spatial[1];
     if (o->pipeline) {

@@ -98,6 +98,59 @@ LADLE_API ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t see
                                            int64_t row_off, int64_t col_off, ladle_tensor *x,
                                            ladle_tensor *labels);
 
+/*
+ * Data augmentation of training images, applied by ladle_dataset_batch_ex
+ * to every sample of a batch:
+ *
+ *   crop_pad p > 0  pad the image with p black pixels (byte 0, normalised
+ *                   like any pixel) on every side, then cut out an image of
+ *                   the original size at offset (oy, ox), each drawn
+ *                   uniformly from 0 .. 2p: out[r][c] = img[r + oy - p][c +
+ *                   ox - p], black outside the image (oy = ox = p: the
+ *                   image itself)
+ *   flip 1          then mirror the columns with probability 1/2:
+ *                   out[r][c] = cropped[r][w - 1 - c]
+ *
+ * The draws are a function of (seed, epoch, dataset sample index) alone (a
+ * counter-based generator), and they are applied in the coordinates of the
+ * whole image before a rank takes its window: every rank, on every layout,
+ * sees exactly the same augmented global sample. Set size and the defaults
+ * (nothing done) with ladle_augment_options_init.
+ */
+typedef struct ladle_augment_options {
+    size_t size;      /* sizeof(ladle_augment_options), set by _init */
+    int64_t crop_pad; /* p: 0 (no crop) to the image's larger side */
+    int flip;         /* 0 or 1 */
+} ladle_augment_options;
+
+/* No augmentation (crop_pad 0, flip 0), size set. Accepts NULL. Local. */
+LADLE_API void ladle_augment_options_init(ladle_augment_options *o);
+
+/* The draws of dataset sample `sample` in `epoch`: the crop's offsets in
+ * the padded image (*oy, *ox in 0 .. 2 crop_pad; crop_pad, crop_pad is the
+ * image unmoved) and whether it is mirrored (*flip 0 or 1), as
+ * ladle_dataset_batch_ex applies them. Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (a bad size, crop_pad below 0 or above 2^30, flip other than
+ * 0 or 1, a negative sample or epoch). */
+LADLE_API ladle_status ladle_augment_draw(const ladle_augment_options *aug, uint64_t seed,
+                                          int64_t epoch, int64_t sample, int64_t *oy,
+                                          int64_t *ox, int *flip);
+
+/* ladle_dataset_batch with the samples augmented as aug says (NULL: none,
+ * the same as ladle_dataset_batch). The loaded window must hold every
+ * pixel an augmented sample of this block may read: rows row_off - p to
+ * row_off + h - 1 + p of the window, clipped to the image, and the same
+ * for the columns and, with flip, their mirror image (load the whole image
+ * when in doubt). Local. Returns the codes of ladle_dataset_batch;
+ * LADLE_ERR_ARG (naming the value) for a crop_pad below 0 or above the
+ * image's larger side, a flip other than 0 or 1, a descriptor size that is
+ * too small, and a window that misses pixels the augmentation may read. */
+LADLE_API ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed,
+                                              int64_t epoch, int64_t step, int64_t batch,
+                                              int64_t offset, int64_t row_off, int64_t col_off,
+                                              ladle_tensor *x, ladle_tensor *labels,
+                                              const ladle_augment_options *aug);
+
 #ifdef __cplusplus
 }
 #endif

@@ -185,6 +185,46 @@ LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int
                                                  ladle_device device, unsigned flags,
                                                  ladle_op **op);
 
+/*
+ * Global average pooling: x [N, C, S...] (global x_shape, 1 to 3 spatial
+ * dimensions) decomposed in balance over p_x (the same ndim: batch,
+ * channels and space may all be split, every block non-empty) gives
+ * y[n, c] = (1 / V) sum over every spatial index s of x[n, c, s], V the
+ * global spatial volume, decomposed in balance over p_y (D x Pc, the extents
+ * of p_x's first two dimensions; any ranks of the same parent, typically
+ * those of p_x's first spatial tile). Each rank of p_x sums its block and
+ * divides by V; a sum-reduce adds the parts of all spatial tiles onto the
+ * rank of p_y with the same batch and channel blocks. The backward is the
+ * adjoint: a broadcast of dy to every spatial tile, each value spread over
+ * the block divided by V. Linear (the dot-product test holds). Collective
+ * over p_x and p_y. Returns the codes of ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x, int ndim,
+                                                         const int64_t x_shape[],
+                                                         const ladle_partition *p_y,
+                                                         ladle_dtype dtype, ladle_device device,
+                                                         unsigned flags, ladle_op **op);
+
+/*
+ * Interpolation (the options of ladle_interp_desc) with x of global shape
+ * x_shape (2 + d->nd dimensions) and y both split in balance over p_x (the
+ * same ndim; any dimension may be split). Each rank's output tile reads,
+ * along each spatial dimension, the input from the first tap of its first
+ * output index to the last tap of its last, a window that may reach into
+ * other ranks' blocks: a box exchange gathers the windows (overlapping
+ * ones), each rank interpolates its window into its tile at global
+ * coordinates, and the backward scatters dy into the window and adds every
+ * window back into the owners of its cells. Equals ladle_interp_create on
+ * the gathered tensors; linear (the dot-product test holds). Returns the
+ * codes of ladle_dist_linear_create and LADLE_ERR_DEVICE for a device
+ * without interpolation kernels (CUDA).
+ */
+LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
+                                                const ladle_partition *p_x,
+                                                const int64_t x_shape[], ladle_dtype dtype,
+                                                ladle_device device, unsigned flags,
+                                                ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -229,6 +229,53 @@ LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_sh
                                                     ladle_dtype dtype, ladle_device device,
                                                     ladle_op **op);
 
+/*
+ * Interpolation (upsampling) of N x C x S... over nd = 1 to 3 spatial
+ * dimensions, as PyTorch's interpolate: each output index o of a dimension
+ * with input extent in and output extent out reads
+ *
+ *   nearest   i = floor(o in / out) (exact integer arithmetic; PyTorch's
+ *             'nearest', not 'nearest-exact')
+ *   linear    the source coordinate x = o (in - 1) / (out - 1) (0 when out
+ *             is 1) with align_corners, else max((o + 1/2) in / out - 1/2,
+ *             0); i0 = floor(x), i1 = min(i0 + 1, in - 1), and the weights
+ *             1 - (x - i0) and x - i0 (bilinear, trilinear: the products
+ *             of the dimensions' weights)
+ *
+ * The output extents are out_size[d] when given (nonzero), else in times
+ * the integer scale[d]. The layer is linear in x; its backward is the
+ * adjoint (each dy spread back onto the taps it was read from, times their
+ * weights). Devices whose backend has no interpolation kernels (CUDA)
+ * refuse it with LADLE_ERR_DEVICE.
+ */
+typedef enum ladle_interp_mode {
+    LADLE_INTERP_NEAREST = 0,
+    LADLE_INTERP_LINEAR = 1 /* linear, bilinear, trilinear by nd */
+} ladle_interp_mode;
+
+typedef struct ladle_interp_desc {
+    size_t size; /* sizeof(ladle_interp_desc), set by ladle_interp_desc_init */
+    ladle_interp_mode mode;
+    int nd;              /* spatial dimensions, 1 to 3 */
+    int64_t out_size[3]; /* output extents; 0: in x scale */
+    int64_t scale[3];    /* integer scale factors >= 1, used where out_size is 0 */
+    int align_corners;   /* linear only: 0 or 1 */
+} ladle_interp_desc;
+
+/* mode, nd dims, scale factor `scale` in each, no explicit sizes,
+ * align_corners 0. Local. */
+LADLE_API void ladle_interp_desc_init(ladle_interp_desc *d, ladle_interp_mode mode, int nd,
+                                      int64_t scale);
+/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (an unknown
+ * mode, nd outside 1..3, a scale below 1, a negative size, align_corners
+ * other than 0 or 1 or given with nearest, a bad descriptor size),
+ * LADLE_ERR_SHAPE (x of other than 2 + nd dimensions, an empty input, an
+ * extent or output above 2^31 per dimension or too large in all),
+ * LADLE_ERR_DEVICE (a device without the kernels), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_interp_create(const ladle_interp_desc *d, const int64_t x_shape[],
+                                           ladle_dtype dtype, ladle_device device,
+                                           ladle_op **op);
+
 /* Batch normalisation over every dimension but the channels (dimension 1):
  * 1d takes N x C or N x C x L, 2d N x C x H x W, 3d N x C x D x H x W.
  * Training: normalise with the batch mean and biased variance, and update

@@ -55,7 +55,10 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_DIST_BATCHNORM, 20, "dist-batchnorm")                                       \
     X(LADLE_OP_DIST_FLATTEN, 21, "dist-flatten")                                           \
     X(LADLE_OP_DIST_LOSS, 22, "dist-loss")          /* every kind of distributed loss */ \
-    X(LADLE_OP_CUSTOM, 23, "custom")                /* the user's (ladle/custom.h) */
+    X(LADLE_OP_CUSTOM, 23, "custom")                /* the user's (ladle/custom.h) */    \
+    X(LADLE_OP_DIST_GLOBAL_POOL, 24, "dist-global-pool")                                   \
+    X(LADLE_OP_INTERPOLATE, 25, "interpolate")      /* nearest and linear upsampling */   \
+    X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

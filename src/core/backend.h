@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 2
+#define LADLE_BACKEND_VERSION 3
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -86,6 +86,52 @@ typedef struct ladle_pool_geom {
     int64_t in[3], out[3];
     int64_t k[3], s[3], p[3], d[3]; /* kernel, stride, padding, dilation (>= 1) */
 } ladle_pool_geom;
+
+/* Interpolation of planes (see ladle_interp_create). Per spatial
+ * dimension a (lower dimensions of 1-d and 2-d data have extents 1), in[a]
+ * and out[a] are the global extents the source coordinates come from; a
+ * call works on the input box of x_n[a] indices from x_off[a] and writes
+ * the output box of y_n[a] indices from y_off[a] (the whole extents with
+ * offsets 0 for the sequential layer, a tile and the window it reads for
+ * the distributed one). ratio[a] is (in - 1) / (out - 1) (0 when out is 1)
+ * with align_corners, else in / out. */
+typedef struct ladle_interp_geom {
+    int linear;
+    int align_corners;
+    int64_t in[3], out[3];
+    double ratio[3];
+    int64_t x_off[3], x_n[3], y_off[3], y_n[3];
+} ladle_interp_geom;
+
+/* The taps of global output index o along dimension a (global input
+ * indices i[0] <= i[1]) and their weights: nearest reads i = floor(o in /
+ * out) (i[1] = i[0], w = 1, 0); linear reads the source coordinate x = o
+ * ratio (align_corners) or max((o + 1/2) ratio - 1/2, 0), i[0] = floor(x),
+ * i[1] = min(i[0] + 1, in - 1), weights 1 - (x - i[0]) and x - i[0]. The
+ * one definition the kernels and the distributed layer's windows share. */
+static inline void ladle__interp_taps(const ladle_interp_geom *g, int a, int64_t o,
+                                      int64_t i[2], double w[2])
+{
+    int64_t in = g->in[a];
+    if (!g->linear) {
+        int64_t k = o * in / g->out[a]; /* exact: o, in <= 2^31 */
+        i[0] = i[1] = k < in ? k : in - 1;
+        w[0] = 1.0;
+        w[1] = 0.0;
+        return;
+    }
+    double x = g->align_corners ? (double)o * g->ratio[a] : ((double)o + 0.5) * g->ratio[a] - 0.5;
+    if (x < 0)
+        x = 0;
+    int64_t i0 = (int64_t)x;
+    if (i0 > in - 1)
+        i0 = in - 1;
+    double l = x - (double)i0;
+    i[0] = i0;
+    i[1] = i0 < in - 1 ? i0 + 1 : i0;
+    w[0] = 1.0 - l;
+    w[1] = l;
+}
 
 typedef struct ladle_backend ladle_backend;
 typedef struct ladle_backend_table ladle_backend_table;
@@ -436,6 +482,24 @@ struct ladle_backend_table {
      * fails every rank instead of leaving the others waiting (optional:
      * absent means none). */
     ladle_status (*health)(const ladle_backend *be);
+
+    /* --- revision 3 --- */
+    /* (CPU: src/backends/cpu/interp.c) */
+    /* Interpolation of `planes` planes (ladle_interp_geom): y[o] = the sum
+     * over o's taps (ladle__interp_taps: nearest one, linear 2 per
+     * dimension) of the product of their weights times x at the tap, in
+     * double, for the output box; the backward overwrites dx with the
+     * adjoint, dx[i] = sum over the outputs o reading tap i of its weight
+     * dy[o]. Every tap of the output box lies in the input box. x, dx hold
+     * planes x the input box's elements, y, dy planes x the output box's,
+     * contiguous, not overlapping. Optional: absent, the layers refuse the
+     * device. */
+    ladle_status (*interp_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                   const ladle_interp_geom *g, int64_t planes, const void *x,
+                                   void *y);
+    ladle_status (*interp_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                    const ladle_interp_geom *g, int64_t planes, const void *dy,
+                                    void *dx);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -362,9 +362,138 @@ fail:
     return st;
 }
 
+/* One sample's augmentation: the crop's offsets in the padded image (p,
+ * p when there is no crop) and whether it is mirrored. */
+typedef struct aug_draw {
+    int64_t p, oy, ox;
+    int flip;
+} aug_draw;
+
+/* Far from the streams of the shuffle (epoch + 1000), so that no epoch's
+ * augmentation reuses another epoch's order. */
+#define AUG_STREAM ((uint64_t)1 << 62)
+
+/* The draws of dataset sample s in an epoch: three uniforms of a
+ * counter-based generator keyed by (seed, epoch, s), nothing else. */
+static void aug_draw_of(const ladle_augment_options *a, uint64_t seed, int64_t epoch, int64_t s,
+                        aug_draw *d)
+{
+    memset(d, 0, sizeof *d);
+    if (a == NULL)
+        return;
+    uint64_t stream = AUG_STREAM + (uint64_t)epoch, c = 3 * (uint64_t)s;
+    double n = (double)(2 * a->crop_pad + 1);
+    d->p = a->crop_pad;
+    d->oy = (int64_t)(0.5 * (ladle__random_uniform(seed, stream, c) + 1.0) * n);
+    d->ox = (int64_t)(0.5 * (ladle__random_uniform(seed, stream, c + 1) + 1.0) * n);
+    d->oy = d->oy > 2 * d->p ? 2 * d->p : d->oy; /* u < 1, but rounding */
+    d->ox = d->ox > 2 * d->p ? 2 * d->p : d->ox;
+    d->flip = a->flip && ladle__random_uniform(seed, stream, c + 2) < 0.0;
+}
+
+void ladle_augment_options_init(ladle_augment_options *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+}
+
+ladle_status ladle_augment_draw(const ladle_augment_options *aug, uint64_t seed, int64_t epoch,
+                                int64_t sample, int64_t *oy, int64_t *ox, int *flip)
+{
+    ladle_status st = LADLE_OK;
+    aug_draw d;
+    LADLE_NOT_NULL(aug);
+    LADLE_NOT_NULL(oy);
+    LADLE_NOT_NULL(ox);
+    LADLE_NOT_NULL(flip);
+    LADLE_CHECK_SIZE(aug);
+    LADLE_CHECK(aug->crop_pad >= 0 && aug->crop_pad <= (int64_t)1 << 30, LADLE_ERR_ARG,
+                "crop_pad %lld is outside 0 .. 2^30", (long long)aug->crop_pad);
+    LADLE_CHECK(aug->flip == 0 || aug->flip == 1, LADLE_ERR_ARG, "flip %d is not 0 or 1",
+                aug->flip);
+    LADLE_CHECK(sample >= 0 && epoch >= 0, LADLE_ERR_ARG, "sample %lld of epoch %lld",
+                (long long)sample, (long long)epoch);
+    aug_draw_of(aug, seed, epoch, sample, &d);
+    *oy = d.oy;
+    *ox = d.ox;
+    *flip = d.flip;
+fail:
+    return st;
+}
+
+/* The options against the dataset, and the loaded window against every
+ * pixel a sample of the block (rows g0.., columns c0.., global) may read. */
+static ladle_status aug_check(const ladle_dataset *ds, const ladle_augment_options *a,
+                              int64_t g0, int64_t h, int64_t c0, int64_t w, const char *f)
+{
+    ladle_status st = LADLE_OK;
+    if (a == NULL || h == 0 || w == 0)
+        return LADLE_OK;
+    LADLE_CALL(ladle__check_size(f, "aug", a->size, sizeof *a));
+    int64_t side = ds->rows > ds->cols ? ds->rows : ds->cols, p = a->crop_pad;
+    LADLE_CHECK(p >= 0 && p <= side, LADLE_ERR_ARG,
+                "crop_pad %lld is outside 0 .. %lld (the image's larger side)", (long long)p,
+                (long long)side);
+    LADLE_CHECK(a->flip == 0 || a->flip == 1, LADLE_ERR_ARG, "flip %d is not 0 or 1", a->flip);
+    int64_t r_lo = g0 - p < 0 ? 0 : g0 - p, r_hi = g0 + h - 1 + p;
+    r_hi = r_hi >= ds->rows ? ds->rows - 1 : r_hi;
+    LADLE_CHECK(r_lo >= ds->row0 && r_hi < ds->row0 + ds->wr, LADLE_ERR_ARG,
+                "the augmentation reads rows %lld to %lld; rows %lld to %lld are loaded",
+                (long long)r_lo, (long long)r_hi, (long long)ds->row0,
+                (long long)(ds->row0 + ds->wr - 1));
+    for (int m = 0; m <= a->flip; m++) {
+        int64_t lo = (m ? ds->cols - c0 - w : c0) - p, hi = (m ? ds->cols - 1 - c0 : c0 + w - 1) + p;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi >= ds->cols ? ds->cols - 1 : hi;
+        LADLE_CHECK(lo >= ds->col0 && hi < ds->col0 + ds->wc, LADLE_ERR_ARG,
+                    "the augmentation reads columns %lld to %lld; columns %lld to %lld are "
+                    "loaded",
+                    (long long)lo, (long long)hi, (long long)ds->col0,
+                    (long long)(ds->col0 + ds->wc - 1));
+    }
+fail:
+    return st;
+}
+
+/* Sample s (or zeros for -1) augmented by d, rows g0.. and columns c0.. of
+ * the whole image (h x w of them), normalised into out at element base. */
+static void fill_sample(const ladle_dataset *ds, int64_t s, const aug_draw *d, int64_t g0,
+                        int64_t c0, int64_t h, int64_t w, ladle_dtype dtype, void *out,
+                        int64_t base)
+{
+    double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
+    for (int64_t r = 0; r < h; r++) {
+        int64_t sr = g0 + r + d->oy - d->p; /* the source row in the image */
+        int inside = s >= 0 && sr >= 0 && sr < ds->rows;
+        const uint8_t *src = inside ? ds->pixels + (s * ds->wr + sr - ds->row0) * ds->wc : NULL;
+        for (int64_t c = 0; c < w; c++) {
+            int64_t cc = d->flip ? ds->cols - 1 - (c0 + c) : c0 + c;
+            int64_t sc = cc + d->ox - d->p;
+            double v = s < 0 ? 0.0 : -shift; /* a black pixel of the padding */
+            if (src != NULL && sc >= 0 && sc < ds->cols)
+                v = src[sc - ds->col0] * scale - shift;
+            if (dtype == LADLE_F32)
+                ((float *)out)[base + r * w + c] = (float)v;
+            else
+                ((double *)out)[base + r * w + c] = v;
+        }
+    }
+}
+
 ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
                                  int64_t step, int64_t batch, int64_t offset, int64_t row_off,
                                  int64_t col_off, ladle_tensor *x, ladle_tensor *labels)
+{
+    return ladle_dataset_batch_ex(ds, seed, epoch, step, batch, offset, row_off, col_off, x,
+                                  labels, NULL);
+}
+
+ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
+                                    int64_t step, int64_t batch, int64_t offset,
+                                    int64_t row_off, int64_t col_off, ladle_tensor *x,
+                                    ladle_tensor *labels, const ladle_augment_options *aug)
 {
     ladle_status st = LADLE_OK;
     const ladle_backend *bx = NULL, *bl = NULL;
@@ -377,12 +506,18 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
     LADLE_CHECK(x->ndim == 4 && x->shape[1] == 1 && ladle_tensor_is_contiguous(x),
                 LADLE_ERR_SHAPE, "x must be a contiguous n x 1 x h x w tensor");
     int64_t n = x->shape[0], h = x->shape[2], w = x->shape[3];
-    LADLE_CHECK(row_off >= 0 && col_off >= 0 && row_off + h <= ds->wr && col_off + w <= ds->wc,
+    LADLE_CHECK(row_off >= 0 && col_off >= 0 && row_off <= ds->wr - h &&
+                    col_off <= ds->wc - w,
                 LADLE_ERR_ARG, "rows %lld+%lld and columns %lld+%lld leave the loaded window",
                 (long long)row_off, (long long)h, (long long)col_off, (long long)w);
     LADLE_CHECK(labels == NULL || (labels->dtype == LADLE_I64 && labels->numel == n),
                 LADLE_ERR_SHAPE, "labels must be %lld i64 values", (long long)n);
     LADLE_CHECK(step >= 0 && batch >= 1 && offset >= 0, LADLE_ERR_ARG, "a negative position");
+    LADLE_CHECK(step <= (INT64_MAX - offset - n) / batch, LADLE_ERR_ARG,
+                "step %lld of batches of %lld is past any dataset", (long long)step,
+                (long long)batch);
+    int64_t g0 = ds->row0 + row_off, c0 = ds->col0 + col_off;
+    LADLE_CALL(aug_check(ds, aug, g0, h, c0, w, __func__));
     /* the samples are decoded on the host: straight into tensors the host
      * may touch, else into host memory written through the backend */
     LADLE_CALL(ladle__backend_get(x->device, __func__, &bx));
@@ -398,24 +533,14 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t
     xs = bx->host_access ? x->data : stage;
     ls = labels == NULL ? NULL : bl->host_access ? labels->data : (int64_t *)(stage + xpart);
     order((ladle_dataset *)ds, seed, epoch);
-    double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
     for (int64_t i = 0; i < n; i++) {
         int64_t k = step * batch + offset + i;
         int64_t s = k < ds->n ? ds->perm[k] : -1;
+        aug_draw d;
+        aug_draw_of(aug, seed, epoch, s, &d);
         if (labels)
             ls[i] = s >= 0 ? ds->labels[s] : -1;
-        for (int64_t r = 0; r < h; r++) {
-            const uint8_t *src = s >= 0 ? ds->pixels + (s * ds->wr + row_off + r) * ds->wc + col_off
-                                        : NULL;
-            int64_t base = (i * h + r) * w;
-            for (int64_t c = 0; c < w; c++) {
-                double v = src ? src[c] * scale - shift : 0.0;
-                if (x->dtype == LADLE_F32)
-                    ((float *)xs)[base + c] = (float)v;
-                else
-                    ((double *)xs)[base + c] = v;
-            }
-        }
+        fill_sample(ds, s, &d, g0, c0, h, w, x->dtype, xs, i * h * w);
     }
     /* written through the devices, which wait for the copies: the staging
      * is free again on return */

@@ -64,6 +64,9 @@ const ladle_backend_table ladle__cpu_table = {
     .bias_grad = ladle__cpu_bias_grad,
     /* optimizer updates */
     .optim_step = ladle__cpu_optim_step,
+    /* interpolation */
+    .interp_forward = ladle__cpu_interp_forward,
+    .interp_backward = ladle__cpu_interp_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -102,6 +102,14 @@ ladle_status ladle__cpu_bn_affine(const ladle_backend *be, ladle_dtype dtype, in
                                   void *out, const double *a, const double *b,
                                   const double *k);
 
+/* interp.c: interpolation */
+ladle_status ladle__cpu_interp_forward(const ladle_backend *be, ladle_dtype dtype,
+                                       const ladle_interp_geom *g, int64_t planes,
+                                       const void *x, void *y);
+ladle_status ladle__cpu_interp_backward(const ladle_backend *be, ladle_dtype dtype,
+                                        const ladle_interp_geom *g, int64_t planes,
+                                        const void *dy, void *dx);
+
 /* pool.c, pool_direct.c: pooling */
 ladle_status ladle__cpu_pool_plan(const ladle_backend *be, ladle_dtype dtype,
                                   const ladle_pool_geom *g, size_t *ws_bytes,

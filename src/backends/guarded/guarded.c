@@ -416,6 +416,22 @@ static ladle_status g_pool_backward(const ladle_backend *be, ladle_dtype dtype,
            ws);
 }
 
+/* ---- interpolation ---- */
+
+static ladle_status g_interp_forward(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_interp_geom *g, int64_t planes, const void *x,
+                                     void *y)
+{
+    FENCED(ladle__cpu_interp_forward(CPU, dtype, g, planes, x, y), x, y);
+}
+
+static ladle_status g_interp_backward(const ladle_backend *be, ladle_dtype dtype,
+                                      const ladle_interp_geom *g, int64_t planes,
+                                      const void *dy, void *dx)
+{
+    FENCED(ladle__cpu_interp_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
+}
+
 /* ---- convolution ---- */
 
 static ladle_status g_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
@@ -515,6 +531,8 @@ static const ladle_backend_table guarded_table = {
     .bias_add = g_bias_add,
     .bias_grad = g_bias_grad,
     .optim_step = g_optim_step,
+    .interp_forward = g_interp_forward,
+    .interp_backward = g_interp_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
