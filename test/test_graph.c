@@ -790,6 +790,12 @@ START_TEST(bad_graphs)
         LT_FAILS(ladle_graph_finalize(g), LADLE_ERR_ARG);
         ladle_graph_destroy(&g);
     }
+    /* a name given to one node that an unnamed one later takes */
+    g = fresh(&in);
+    LT_OK(ladle_graph_add_layer(g, "node2", lin(4, 4), in, &a));
+    LT_OK(ladle_graph_add_layer(g, NULL, lin(4, 4), a, &b));
+    LT_FAILS(ladle_graph_finalize(g), LADLE_ERR_ARG);
+    ladle_graph_destroy(&g);
     /* shapes: a layer taking 5 features on 4; a concat of 3x4 and 3x5
      * along dimension 0; a split cutting 5 of 4, or overflowing */
     g = fresh(&in);
