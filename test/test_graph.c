@@ -9,6 +9,7 @@
  * refused with their status on every rank. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -690,6 +691,70 @@ START_TEST(checkpoint_layouts)
 }
 END_TEST
 
+/* A counting allocator (ladle/memory.h): finalize may allocate, the run
+ * calls may not. */
+typedef struct counter {
+    long allocs;
+} counter;
+
+static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align < 16 ? 16 : align, bytes ? bytes : 1) != 0)
+        return NULL;
+    ((counter *)user)->allocs++;
+    return p;
+}
+
+static void count_free(void *user, void *ptr, size_t bytes, ladle_device device) { free(ptr); }
+
+/* Steps of the small graph (fan-out scratch, add, concat, split) and of the
+ * graph with a repartition, the allocations counted around the run calls. */
+static long run_counted(counter *c)
+{
+    long during = 0;
+    small s = small_graph();
+    built d = two_layouts(1);
+    int64_t xs[4] = {N, 2, S, S};
+    ladle_tensor *X = lt_tensor(LADLE_F64, 4, xs), *T = lt_tensor(LADLE_F64, 4, xs);
+    ladle_tensor *bx = block_of(d.g, d.in, X), *by = block_of(d.g, d.in2, X);
+    ladle_tensor *bt = block_of(d.g, d.out, T), *x = lt_tensor(LADLE_F64, 2, (int64_t[]){3, 4});
+    ladle_tensor *t[3] = {lt_tensor(LADLE_F64, 2, (int64_t[]){3, 6}),
+                          lt_tensor(LADLE_F64, 2, (int64_t[]){3, 4}),
+                          lt_tensor(LADLE_F64, 2, (int64_t[]){3, 5})};
+    for (int k = 0; k < 2; k++) {
+        long before = c->allocs;
+        LT_OK(ladle_graph_forward(s.g, 1, (const ladle_tensor *[]){x}, NULL));
+        LT_OK(ladle_graph_loss(s.g, 3, (const ladle_tensor *const *)t, NULL));
+        LT_OK(ladle_graph_backward(s.g, 1));
+        LT_OK(ladle_graph_forward(d.g, 2, (const ladle_tensor *[]){bx, by}, NULL));
+        LT_OK(ladle_graph_loss(d.g, 1, (const ladle_tensor *[]){bt}, NULL));
+        LT_OK(ladle_graph_backward(d.g, 1));
+        LT_OK(ladle_graph_zero_grad(d.g));
+        during += c->allocs - before;
+    }
+    ladle_tensor *all[8] = {X, T, bx, by, bt, x, t[0], t[1]};
+    for (int k = 0; k < 8; k++)
+        ladle_tensor_destroy(&all[k]);
+    ladle_tensor_destroy(&t[2]);
+    ladle_graph_destroy(&s.g);
+    built_free(&d);
+    return during;
+}
+
+START_TEST(no_allocation)
+{
+    static counter c; /* outlives a failing assertion while the hook is set */
+    c.allocs = 0;
+    ladle_allocator a = {sizeof a, count_alloc, count_free, &c};
+    LT_OK(ladle_allocator_set(&a));
+    long during = run_counted(&c), made = c.allocs;
+    LT_OK(ladle_allocator_set(NULL));
+    LT_ASSERT(during == 0 && made > 0, "forward, loss and backward allocated %ld times (%ld in all)",
+              during, made);
+}
+END_TEST
+
 static ladle_op *lin(int64_t in, int64_t out)
 {
     ladle_op *op = NULL;
@@ -725,6 +790,12 @@ START_TEST(bad_graphs)
         LT_FAILS(ladle_graph_finalize(g), LADLE_ERR_ARG);
         ladle_graph_destroy(&g);
     }
+    /* a name given to one node that an unnamed one later takes */
+    g = fresh(&in);
+    LT_OK(ladle_graph_add_layer(g, "node2", lin(4, 4), in, &a));
+    LT_OK(ladle_graph_add_layer(g, NULL, lin(4, 4), a, &b));
+    LT_FAILS(ladle_graph_finalize(g), LADLE_ERR_ARG);
+    ladle_graph_destroy(&g);
     /* shapes: a layer taking 5 features on 4; a concat of 3x4 and 3x5
      * along dimension 0; a split cutting 5 of 4, or overflowing */
     g = fresh(&in);
@@ -865,6 +936,7 @@ Suite *graph_suite(void)
     tcase_add_test(tc, repartition_inserted);
     tcase_add_test(tc, training_equivalence);
     tcase_add_test(tc, checkpoint_layouts);
+    tcase_add_test(tc, no_allocation);
     suite_add_tcase(s, tc);
     return s;
 }

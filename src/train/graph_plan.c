@@ -20,6 +20,12 @@ static ladle_status check_ids(const ladle_graph *g)
                                     "defines (values 0..%d)",
                                     k, g->nodes[i].name, v, g->nvalues - 1);
         }
+    /* an unnamed node's "node<i>" may meet a name given earlier */
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = i + 1; j < g->nnodes; j++)
+            if (strcmp(g->nodes[i].name, g->nodes[j].name) == 0)
+                return ladle__raise(LADLE_ERR_ARG, FUNC, "nodes %d and %d are both named '%s'",
+                                    i, j, g->nodes[i].name);
     for (int k = 0; k < g->nouts; k++)
         if (g->outs[k] < 0 || g->outs[k] >= g->nvalues)
             return ladle__raise(LADLE_ERR_ARG, FUNC,
