@@ -2,8 +2,11 @@
  * Elementwise activations (the act_forward and act_backward slots). Where
  * the derivative can be written with y alone (ReLU, LeakyReLU, sigmoid,
  * tanh) the backward reads y, so the forward may overwrite x in place; GELU
- * needs x (and its backward reads y too, for Phi(x) = y / x).
+ * needs x (and its backward reads y too, for Phi(x) = y / x), and so does a
+ * leaky ReLU with a negative slope, whose y is positive on both sides.
  */
+#include <float.h>
+
 #include "src/op/op_impl.h"
 
 typedef struct activation {
@@ -50,17 +53,22 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
     activation *a = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
-    LADLE_CHECK(kind >= LADLE_RELU && kind <= LADLE_GELU, LADLE_ERR_ARG,
+    LADLE_CHECK(kind >= LADLE_RELU && kind <= LADLE_GELU_TANH, LADLE_ERR_ARG,
                 "unknown activation %d", (int)kind);
     a = ladle__calloc(1, sizeof *a);
     LADLE_CHECK(a != NULL, LADLE_ERR_ALLOC, "out of memory");
+    LADLE_CHECK(kind != LADLE_LEAKY_RELU || param != param || (param >= -DBL_MAX && param <= DBL_MAX),
+                LADLE_ERR_ARG, "the leaky ReLU's slope is %g: a finite number, or NAN for the "
+                "default 0.01", param);
     a->kind = kind;
-    a->slope = kind != LADLE_LEAKY_RELU ? 0.0 : param < 0 || param != param ? 0.01 : param;
+    a->slope = kind != LADLE_LEAKY_RELU ? 0.0 : param != param ? 0.01 : param;
     LADLE_CALL(ladle__layer_new(&activation_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
                                 __func__));
     op->impl = a;
     a = NULL;
-    op->in_place = kind != LADLE_GELU;
+    /* a negative slope makes y > 0 for x < 0 too: the backward needs x */
+    op->in_place = kind != LADLE_GELU && kind != LADLE_GELU_TANH &&
+                   !(kind == LADLE_LEAKY_RELU && a->slope < 0);
     *out = op;
     return LADLE_OK;
 fail:

@@ -95,15 +95,20 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
-    (void)ctx;
+    const void *xd = x->data;
+    if (v->padded) { /* the ctx keeps the padded x for the weight gradient */
+        void *xp = ctx != NULL ? ctx->buf : v->xpin;
+        LADLE_CALL(ladle__conv_pad_in(op, x->data, n, xp));
+        xd = xp;
+    }
     if (v->wide)
-        LADLE_CALL(ladle__conv_wide_forward(op, x->data, y->data, n));
+        LADLE_CALL(ladle__conv_wide_forward(op, xd, y->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm;
             for (int64_t g = 0; g < v->g; g++) {
                 const void *col;
-                LADLE_CALL(col_source(op, x->data, n0, g, nb, &col));
+                LADLE_CALL(col_source(op, xd, n0, g, nb, &col));
                 int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
                 if (nb == 1 && v->batch_per_gemm == 1) { /* straight into y */
                     char *out = (char *)y->data +
@@ -152,15 +157,17 @@ static ladle_status conv_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
     (void)ctx;
     if (dx == NULL)
         return LADLE_OK;
+    /* with explicit padding the columns fold into the padded gradient */
+    void *dxd = v->padded ? v->gpad : dx->data;
     if (!v->pointwise)
-        LADLE_CALL(op->be->fn->fill(op->be, op->dtype, dx->numel, 0.0, dx->data));
+        LADLE_CALL(op->be->fn->fill(op->be, op->dtype, n * v->c * v->pin, 0.0, dxd));
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
         int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
         for (int64_t g = 0; g < v->g; g++) {
             const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld, &st);
             LADLE_CALL(st);
             if (v->pointwise) { /* colgrad is dx itself */
-                char *out = (char *)dx->data + (size_t)((n0 * v->c + g * v->cg) * v->pin) * es;
+                char *out = (char *)dxd + (size_t)((n0 * v->c + g * v->cg) * v->pin) * es;
                 LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, v->kk, v->pout, v->cog, 1.0,
                                             weight(op, g), v->kk, dym, ld, 0.0, out, v->pout));
                 continue;
@@ -169,10 +176,12 @@ static ladle_status conv_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
             LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, v->kk, nb * v->pout, v->cog, 1.0,
                                         weight(op, g), v->kk, dym, ld, 0.0, v->col, ldc));
             LADLE_CALL(op->be->fn->conv_col2im(op->be, op->dtype, &v->geom, nb, v->col, ldc,
-                                               image(op, dx->data, v->c, v->pin, n0, g, v->cg),
+                                               image(op, dxd, v->c, v->pin, n0, g, v->cg),
                                                v->c * v->pin, v->plane));
         }
     }
+    if (v->padded)
+        LADLE_CALL(ladle__conv_pad_out(op, v->gpad, dx->data, n));
 fail:
     return st;
 }
@@ -182,14 +191,15 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
 {
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
+    const void *xd = v->padded ? ctx->buf : ctx->x->data;
     if (v->wide)
-        LADLE_CALL(ladle__conv_wide_backward_weight(op, ctx->x->data, dy->data, n));
+        LADLE_CALL(ladle__conv_wide_backward_weight(op, xd, dy->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
             int64_t nb = n - n0 < v->batch_per_gemm ? n - n0 : v->batch_per_gemm, ld;
             for (int64_t g = 0; g < v->g; g++) {
                 const void *col;
-                LADLE_CALL(col_source(op, ctx->x->data, n0, g, nb, &col));
+                LADLE_CALL(col_source(op, xd, n0, g, nb, &col));
                 int64_t ldb = v->pointwise ? v->pout : v->batch_per_gemm * v->pout;
                 const void *dym = dy_matrix(op, dy->data, n0, nb, g, &ld, &st);
                 LADLE_CALL(st);
@@ -212,6 +222,8 @@ static void conv_destroy(ladle_op *op)
     op->be->fn->free(op->be, v->col);
     op->be->fn->free(op->be, v->mat);
     op->be->fn->free(op->be, v->plane);
+    op->be->fn->free(op->be, v->xpin);
+    op->be->fn->free(op->be, v->gpad);
     ladle__conv_wide_free(v, op->be);
     ladle__free(v);
 }
@@ -345,10 +357,18 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
 ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[], ladle_dtype dtype,
                                ladle_device device, uint64_t seed, ladle_op **out)
 {
+    return ladle_conv_create_ex(d, NULL, x_shape, dtype, device, seed, out);
+}
+
+ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                  const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
+                                  uint64_t seed, ladle_op **out)
+{
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     conv *v = NULL;
-    int64_t ys[5], ws[5];
+    ladle_conv_desc inner;
+    int64_t ys[5], ws[5], xps[5];
     LADLE_NOT_NULL(d);
     LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
@@ -357,7 +377,8 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, 2 + d->nd, x_shape, 3));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CALL(plan(d, x_shape, v));
+    LADLE_CALL(ladle__conv_pad_plan(d, o, x_shape, v, &inner, xps));
+    LADLE_CALL(plan(&inner, xps, v));
     ys[0] = x_shape[0];
     ys[1] = v->co;
     ws[0] = v->co;
@@ -385,9 +406,15 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     if (v->batch_per_gemm > 1 && !v->wide)
         LADLE_CALL(ladle__conv_buffer(be, v->cog, v->batch_per_gemm * v->pout, es,
                                       "output matrix", &v->mat));
+    if (v->padded) {
+        LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded x", &v->xpin));
+        LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded dx", &v->gpad));
+    }
     LADLE_CALL(ladle__layer_new(&conv_vt, dtype, device, 2 + d->nd, x_shape, 2 + d->nd, ys, 1, &op,
                                 __func__));
     op->impl = v;
+    if (v->padded) /* the padded x the weight gradient reads */
+        op->ctx_bytes = (size_t)(xps[0] * v->c * v->pin) * es;
     v = NULL;
     op->weighted = 1;
     op->linear = !d->bias;
@@ -407,6 +434,8 @@ fail:
             be->fn->free(be, v->col);
             be->fn->free(be, v->mat);
             be->fn->free(be, v->plane);
+            be->fn->free(be, v->xpin);
+            be->fn->free(be, v->gpad);
             ladle__conv_wide_free(v, be);
         }
         ladle__free(v);

@@ -5,6 +5,7 @@
 #ifndef LADLE_CONV_IMPL_H
 #define LADLE_CONV_IMPL_H
 
+#include "layers/pad_impl.h"
 #include "src/op/op_impl.h"
 
 typedef struct conv {
@@ -24,7 +25,35 @@ typedef struct conv {
     void *dyw;                         /* Co_g x B q, dy spread, zero between rows */
     void *dwt;                         /* the weight gradient transposed, K x Co */
     ladle_conv_geom geom;              /* one group's geometry, for the column slots */
+    /* explicit padding (conv_pad.c): x is first padded into a buffer (the
+     * ctx's, or xpin without a ctx) and the geometry above is the padded
+     * x's, with padding 0; dx comes back through gpad */
+    int padded;
+    ladle_padding_mode mode;
+    int ndim;                          /* x's: 2 + nd */
+    int64_t pshape[5];                 /* the padded x at the planned batch */
+    ladle__pad_dim pd[5];
+    void *xpin, *gpad;
 } conv;
+
+/* The padding of every spatial dimension of d under o (o may be NULL),
+ * left in lo and right in hi, after checking the options (an unknown mode,
+ * same with a stride or a padding). Local; raises for func. */
+ladle_status ladle__conv_padding(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                 const char *func, int64_t lo[3], int64_t hi[3]);
+
+/* Plan explicit padding for x of shape xs when o asks for it (another mode
+ * or uneven sides): v->padded, the padded shape in xps and the inner
+ * description (padding 0) in inner; otherwise inner = *d with the padding
+ * and xps = xs. Checks the padding against the extents. Local. */
+ladle_status ladle__conv_pad_plan(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                  const int64_t *xs, conv *v, ladle_conv_desc *inner,
+                                  int64_t *xps);
+
+/* x (n images) padded into xp; the gradient gp of the padded x folded back
+ * into dx (gp is overwritten). Local. */
+ladle_status ladle__conv_pad_in(const ladle_op *op, const void *x, int64_t n, void *xp);
+ladle_status ladle__conv_pad_out(const ladle_op *op, void *gp, void *dx, int64_t n);
 
 /* The wide path's columns per GEMM: two LeNet conv2 images (measured flat
  * from 136 to 300, slower from 512). */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/conv_impl.h" /* the padding options */
 #include "layers/dist.h"
 
 typedef struct dconv {
@@ -38,6 +39,8 @@ typedef struct dconv {
     ladle_tensor *xn;         /* the needed box for calls without a ctx */
     ladle_tensor *dxn;        /* the local layer's input gradient */
     int64_t wshape[5];        /* the weight's (global) shape */
+    ladle_padding_mode mode;  /* a convolution's padding mode (pad_impl.h) */
+    ladle__pad_dim pd[5];     /* the padded tensor's dimensions for it */
 } dconv;
 
 /* The ctx (ladle__dist_ctx): saved[0] is the needed box, the local layer's
@@ -70,6 +73,9 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
+    if (v->mode != LADLE_PAD_ZEROS) /* the global edges, from the cells now in place */
+        LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
+                                   padded->data, 0));
     if (v->base.local) {
         if (!v->same || !c)
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
@@ -105,6 +111,9 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             v->dxn, zero, v->gpadded, v->g.needed_offset));
     }
+    if (v->mode != LADLE_PAD_ZEROS)
+        LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
+                                   v->gpadded->data, 1));
     LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
@@ -169,12 +178,56 @@ static const ladle_op_vtable dpool_vt = {
     .set_training = ladle__dist_set_training,
 };
 
-/* What the two layers share: nd, kernel, stride, padding, dilation. */
+/* What the two layers share: nd, kernel, stride, padding, dilation; and a
+ * convolution's padding options: the mode, the padding per side (lo, hi)
+ * and whether they differ ('same' with an even kernel), in which case p is
+ * the larger side and the halo is planned for a centred window of 2p + 1
+ * (whose output blocks are x's) and the needed box narrowed to lo and hi. */
 typedef struct spec {
     int nd;
     int64_t k[3], s[3], p[3], d[3];
     int ceil_mode;
+    ladle_padding_mode mode;
+    int uneven;
+    int64_t lo[3], hi[3];
 } spec;
+
+/* Whether every rank can pad the global edges of x (global shape xs over
+ * p_x) from its own padded tensor: reflect and replicate read the edge
+ * blocks (at least lo + 1 and hi + 1 cells, or 1, in the smallest block of a
+ * split dimension), circular wraps only an unsplit dimension. Global facts:
+ * every rank raises the same. */
+static ladle_status check_modes(const ladle_partition *p_x, const int64_t *xs, const spec *sp,
+                                const char *f)
+{
+    for (int i = 0; i < sp->nd && sp->mode != LADLE_PAD_ZEROS; i++) {
+        if (sp->lo[i] == 0 && sp->hi[i] == 0)
+            continue; /* nothing to fill */
+        int parts = ladle_partition_shape(p_x)[2 + i];
+        int64_t need = sp->mode == LADLE_PAD_REFLECT ? 1 + (sp->lo[i] > sp->hi[i] ? sp->lo[i]
+                                                                                 : sp->hi[i])
+                                                     : 1;
+        if (!ladle__pad_fits(sp->mode, sp->lo[i], sp->hi[i], xs[2 + i]))
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "%s padding of %lld and %lld cells does not fit spatial "
+                                "dimension %d of extent %lld (reflect: below the extent; "
+                                "circular: at most the extent)",
+                                ladle__pad_name(sp->mode), (long long)sp->lo[i],
+                                (long long)sp->hi[i], i, (long long)xs[2 + i]);
+        if (parts > 1 && sp->mode == LADLE_PAD_CIRCULAR)
+            return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                                "circular padding wraps spatial dimension %d, which p_x splits "
+                                "%d ways: the halo exchange is not periodic (split the other "
+                                "dimensions only)", i, parts);
+        if (parts > 1 && xs[2 + i] / parts < need)
+            return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                                "%s padding of spatial dimension %d reads %lld cells of the "
+                                "edge blocks, and p_x splits its %lld cells %d ways (blocks "
+                                "of %lld)", ladle__pad_name(sp->mode), i, (long long)need,
+                                (long long)xs[2 + i], parts, (long long)(xs[2 + i] / parts));
+    }
+    return LADLE_OK;
+}
 
 static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, const spec *sp,
                              ladle_dtype dtype, unsigned flags, const char *f)
@@ -201,6 +254,8 @@ static ladle_status validate(const ladle_partition *p_x, const int64_t *xs, cons
                                 (long long)xs[i], i);
     int64_t numel, m = 0;
     st = ladle__check_shape(f, 2 + sp->nd, xs, &numel);
+    if (st == LADLE_OK)
+        st = check_modes(p_x, xs, sp, f);
     for (int i = 0; st == LADLE_OK && i < sp->nd; i++) {
         snprintf(a, sizeof a, "spatial dimension %d", i);
         st = ladle__window_length(f, a, xs[2 + i], sp->k[i], sp->s[i], sp->p[i], sp->d[i],
@@ -262,9 +317,23 @@ static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
 {
     ladle_status st = LADLE_OK;
     int nd = v->ndim;
-    int64_t outv = 1, needv = 1;
-    LADLE_CALL(ladle__dist_halo(m, sp->nd, sp->k, sp->s, sp->p, sp->d, sp->ceil_mode, &v->halo,
-                                &v->g));
+    int64_t outv = 1, needv = 1, k[3], one[3] = {1, 1, 1};
+    for (int i = 0; i < 3; i++)
+        k[i] = sp->uneven ? 2 * sp->p[i] + 1 : sp->k[i];
+    LADLE_CALL(ladle__dist_halo(m, sp->nd, k, sp->uneven ? one : sp->s, sp->p,
+                                sp->uneven ? one : sp->d, sp->ceil_mode, &v->halo, &v->g));
+    for (int i = 0; sp->uneven && i < sp->nd; i++)
+        if (v->g.output_shape[2 + i] > 0) { /* the centred box less the unused side */
+            v->g.needed_offset[2 + i] += sp->p[i] - sp->lo[i];
+            v->g.needed_shape[2 + i] -= 2 * sp->p[i] - sp->lo[i] - sp->hi[i];
+        }
+    v->mode = sp->mode;
+    for (int i = 0; i < nd; i++) {
+        int j = i - 2;
+        v->pd[i] = (ladle__pad_dim){v->g.padded_offset[i],
+                                    ladle_layout_global_shape(m->lx)[i], j < 0 ? 0 : sp->lo[j],
+                                    j < 0 ? 0 : sp->hi[j]};
+    }
     for (int i = 0; i < nd; i++) {
         outv *= v->g.output_shape[i];
         needv *= v->g.needed_shape[i];
@@ -470,6 +539,14 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
                                     const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
                                     uint64_t seed, unsigned flags, ladle_op **out)
 {
+    return ladle_dist_conv_create_ex(d, NULL, p_x, x_shape, dtype, device, seed, flags, out);
+}
+
+ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                       const ladle_partition *p_x, const int64_t x_shape[],
+                                       ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                       unsigned flags, ladle_op **out)
+{
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
@@ -479,14 +556,19 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
     LADLE_NOT_NULL(out);
     memset(&sp, 0, sizeof sp);
     sp.nd = d->nd;
+    ladle_status pre = ladle__conv_padding(d, o, __func__, sp.lo, sp.hi);
+    sp.mode = pre == LADLE_OK && o != NULL ? o->padding_mode : LADLE_PAD_ZEROS;
     for (int i = 0; i < 3; i++) {
         sp.k[i] = d->kernel[i];
         sp.s[i] = d->stride[i];
-        sp.p[i] = d->padding[i];
+        sp.p[i] = sp.lo[i] > sp.hi[i] ? sp.lo[i] : sp.hi[i];
         sp.d[i] = d->dilation[i];
+        sp.uneven |= sp.lo[i] != sp.hi[i];
     }
-    int64_t args[25] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
+    int64_t args[27] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
                         (int64_t)dtype, (int64_t)flags, (int64_t)seed};
+    args[25] = (int64_t)sp.mode;
+    args[26] = o != NULL && o->size == sizeof *o ? o->same : 0;
     for (int i = 0; i < 3; i++) {
         args[8 + i] = d->kernel[i];
         args[11 + i] = d->stride[i];
@@ -495,8 +577,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
         args[20 + i] = x_shape[i];
-    ladle_status pre = LADLE_OK;
-    if (d->nd >= 1 && d->nd <= 3 &&
+    if (pre == LADLE_OK && d->nd >= 1 && d->nd <= 3 &&
         !(x_shape[1] == d->in_channels && d->groups >= 1 && d->in_channels % d->groups == 0 &&
           d->out_channels % d->groups == 0))
         pre = ladle__raise(LADLE_ERR_SHAPE, __func__,
@@ -505,7 +586,7 @@ ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partit
                            (long long)d->groups, (long long)d->out_channels);
     ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
     kind k = {0, 0.0, d, make_conv};
-    st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, seed, out);
+    st = create(&m, pre, p_x, x_shape, &sp, &k, 27, args, seed, out);
 fail:
     return st;
 }

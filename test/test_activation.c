@@ -25,6 +25,8 @@ static double reference(ladle_activation k, double x)
         return (exp(2 * x) - 1) / (exp(2 * x) + 1);
     case LADLE_GELU:
         return x * 0.5 * erfc(-x / sqrt(2.0));
+    case LADLE_GELU_TANH: /* PyTorch's approximate='tanh' */
+        return 0.5 * x * (1 + tanh(sqrt(2 / acos(-1.0)) * (x + 0.044715 * x * x * x)));
     }
     return 0;
 }
@@ -32,7 +34,7 @@ static double reference(ladle_activation k, double x)
 START_TEST(activations)
 {
     int64_t shape[3] = {3, 4, 5};
-    for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
+    for (int k = LADLE_RELU; k <= LADLE_GELU_TANH; k++) {
         ladle_op *op = NULL;
         LT_OK(ladle_activation_create((ladle_activation)k, 0.2, 3, shape, LADLE_F64, lt_device(),
                                       &op));
@@ -47,7 +49,7 @@ START_TEST(activations)
         LT_ASSERT(ok, "activation %d values", k);
         grad_ok(op, "activation");
         /* in place where the backward reads y */
-        if (k != LADLE_GELU) {
+        if (k != LADLE_GELU && k != LADLE_GELU_TANH) {
             ladle_ctx *ctx = NULL;
             ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
             LT_OK(ladle_ctx_create(op, &ctx));
@@ -80,7 +82,7 @@ END_TEST
 START_TEST(f32_accuracy)
 {
     int64_t n = 20001;
-    for (int k = LADLE_RELU; k <= LADLE_GELU; k++) {
+    for (int k = LADLE_RELU; k <= LADLE_GELU_TANH; k++) {
         ladle_op *op = NULL;
         LT_OK(
             ladle_activation_create((ladle_activation)k, 0.2, 1, &n, LADLE_F32, lt_device(), &op));
@@ -112,6 +114,53 @@ START_TEST(f32_accuracy)
         ladle_tensor_destroy(&dy);
         ladle_op_destroy(&op);
     }
+}
+END_TEST
+
+/* Leaky ReLU's slope: NAN is the default 0.01, any finite slope is
+ * honoured (negative ones included: then the layer reads x and refuses to
+ * work in place), an infinite one refused. */
+START_TEST(leaky_slopes)
+{
+    int64_t shape[2] = {4, 15};
+    const double slopes[5] = {NAN, -0.3, -2.0, 0.0, 1.5};
+    for (int s = 0; s < 5; s++) {
+        double a = isnan(slopes[s]) ? 0.01 : slopes[s];
+        ladle_op *op = NULL;
+        LT_OK(ladle_activation_create(LADLE_LEAKY_RELU, slopes[s], 2, shape, LADLE_F64,
+                                      lt_device(), &op));
+        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+        ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+        LT_OK(ladle_tensor_fill_random(x, 9, 3));
+        LT_OK(ladle_tensor_fill_random(dy, 9, 4));
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_layer_forward(op, ctx, x, y));
+        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        int ok = 1;
+        for (int i = 0; i < 60; i++) {
+            double v = lt_get(x, i), g = lt_get(dy, i);
+            ok &= lt_get(y, i) == (v > 0 ? v : a * v);
+            ok &= lt_get(dx, i) == (v > 0 ? g : a * g);
+        }
+        LT_ASSERT(ok, "leaky ReLU with slope %g: values or gradients", a);
+        grad_ok(op, "leaky ReLU");
+        if (a < 0)
+            LT_FAILS(ladle_op_forward(op, x, x), LADLE_ERR_ARG);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x);
+        ladle_tensor_destroy(&y);
+        ladle_tensor_destroy(&dx);
+        ladle_tensor_destroy(&dy);
+        ladle_op_destroy(&op);
+    }
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_activation_create(LADLE_LEAKY_RELU, INFINITY, 2, shape, LADLE_F64,
+                                     lt_device(), &op),
+             LADLE_ERR_ARG);
+    LT_ASSERT(op == NULL, "no op");
+    LT_OK(ladle_activation_create(LADLE_RELU, INFINITY, 2, shape, LADLE_F64, lt_device(), &op));
+    ladle_op_destroy(&op); /* the others ignore param */
 }
 END_TEST
 
@@ -293,6 +342,7 @@ Suite *activation_suite(void)
     TCase *tc = tcase_create("activation");
     tcase_add_test(tc, activations);
     tcase_add_test(tc, f32_accuracy);
+    tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
     tcase_add_test(tc, dropout);
     tcase_add_test(tc, reshape_add_concat);

@@ -4,13 +4,29 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layers/conv_impl.h" /* to see which path a layer takes */
 #include "harness.h"
 
+/* LT_FAILS, and the message names what: the status and a piece of the text
+ * on every rank. */
+#define LT_FAILS_SAYING(expr, code, what)                                                  \
+    do {                                                                                   \
+        ladle_status st_ = (expr);                                                         \
+        LT_ASSERT(st_ == (code) && strstr(ladle_error_message(), what) != NULL,            \
+                  "%s: %s (%s), expected %s saying %s", #expr, ladle_status_name(st_),      \
+                  ladle_error_message(), #code, what);                                     \
+        ladle_error_clear();                                                               \
+    } while (0)
+
+/* p is the left padding, p + extra the right one; mode a ladle_padding_mode;
+ * same: made with padding 'same' (p and extra then as PyTorch works them out) */
 typedef struct geom {
     int nd;
     int64_t n, c, co, g, in[3], k[3], s[3], p[3], d[3], out[3];
+    int mode, same;
+    int64_t extra[3];
 } geom;
 
 static int64_t in_at(const geom *G, int64_t n, int64_t c, const int64_t *i)
@@ -18,12 +34,30 @@ static int64_t in_at(const geom *G, int64_t n, int64_t c, const int64_t *i)
     return ((n * G->c + c) * G->in[0] + i[0]) * G->in[1] * G->in[2] + i[1] * G->in[2] + i[2];
 }
 
-/* For output position o and tap k, the input index, or -1 outside. */
+/* Index i of a padded dimension of extent n read back into [0, n) by the
+ * padding mode's definition (PyTorch's F.pad), or -1 for a zero. */
+static int64_t pad_index(int mode, int64_t i, int64_t n)
+{
+    if (i >= 0 && i < n)
+        return i;
+    switch (mode) {
+    case LADLE_PAD_REFLECT: /* mirror about the edge cell, the edge not repeated */
+        return i < 0 ? -i : (n - 1) - (i - (n - 1));
+    case LADLE_PAD_REPLICATE:
+        return i < 0 ? 0 : n - 1;
+    case LADLE_PAD_CIRCULAR:
+        return ((i % n) + n) % n;
+    default:
+        return -1;
+    }
+}
+
+/* For output position o and tap k, the input index, or 0 for a zero. */
 static int tap(const geom *G, const int64_t *o, const int64_t *k, int64_t *i)
 {
     for (int a = 0; a < 3; a++) {
-        i[a] = o[a] * G->s[a] - G->p[a] + k[a] * G->d[a];
-        if (i[a] < 0 || i[a] >= G->in[a])
+        i[a] = pad_index(G->mode, o[a] * G->s[a] - G->p[a] + k[a] * G->d[a], G->in[a]);
+        if (i[a] < 0)
             return 0;
     }
     return 1;
@@ -96,7 +130,9 @@ static geom random_geom(int nd)
             int64_t span = G.in[a] + 2 * G.p[a] - G.d[a] * (G.k[a] - 1) - 1;
             ok &= span >= 0;
             G.out[a] = span >= 0 ? span / G.s[a] + 1 : 0;
+            G.extra[a] = 0;
         }
+        G.mode = G.same = 0;
         if (ok)
             return G;
     }
@@ -118,8 +154,51 @@ static ladle_op *make(const geom *G, int bias, ladle_dtype dt)
         xs[2 + i] = G->in[a];
     }
     ladle_op *op = NULL;
-    LT_OK(ladle_conv_create(&d, xs, dt, lt_device(), 17, &op));
+    if (G->mode == 0 && !G->same) {
+        LT_OK(ladle_conv_create(&d, xs, dt, lt_device(), 17, &op));
+        return op;
+    }
+    ladle_conv_opts o;
+    ladle_conv_opts_init(&o);
+    o.padding_mode = (ladle_padding_mode)G->mode;
+    o.same = G->same;
+    for (int i = 0; G->same && i < G->nd; i++)
+        d.padding[i] = 0;
+    LT_OK(ladle_conv_create_ex(&d, &o, xs, dt, lt_device(), 17, &op));
     return op;
+}
+
+/* A random geometry with padding mode `mode` (its padding within what the
+ * mode takes), or with padding 'same' (stride 1; PyTorch's rule: total
+ * d(k - 1), the left half rounded down). */
+static geom random_pad_geom(int nd, int mode, int same)
+{
+    for (;;) {
+        geom G = random_geom(nd);
+        G.mode = mode;
+        G.same = same;
+        int ok = 1;
+        for (int a = 3 - nd; a < 3; a++) {
+            if (same) {
+                int64_t total = G.d[a] * (G.k[a] - 1);
+                G.s[a] = 1;
+                G.p[a] = total / 2;
+                G.extra[a] = total - 2 * G.p[a];
+            }
+            int64_t hi = G.p[a] + G.extra[a];
+            if (mode == LADLE_PAD_REFLECT)
+                ok &= hi < G.in[a];
+            if (mode == LADLE_PAD_CIRCULAR)
+                ok &= hi <= G.in[a];
+            int64_t span = G.in[a] + G.p[a] + hi - G.d[a] * (G.k[a] - 1) - 1;
+            ok &= span >= 0;
+            G.out[a] = span >= 0 ? span / G.s[a] + 1 : 0;
+            if (same)
+                ok &= G.out[a] == G.in[a];
+        }
+        if (ok && (mode != 0 || same))
+            return G;
+    }
 }
 
 static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const char *what)
@@ -137,10 +216,10 @@ static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const 
     int64_t nx = ladle_tensor_numel(x), ny = ladle_tensor_numel(y);
     const ladle_tensor *w = ladle_op_param(op, 0), *b = ladle_op_param(op, 1);
     int64_t nw = ladle_tensor_numel(w);
-    double *xd = malloc(sizeof(double) * nx), *wd = malloc(sizeof(double) * nw);
-    double *bd = malloc(sizeof(double) * G->co), *dyd = malloc(sizeof(double) * ny);
-    double *yr = malloc(sizeof(double) * ny), *dxr = malloc(sizeof(double) * nx);
-    double *dwr = malloc(sizeof(double) * nw), *dbr = malloc(sizeof(double) * G->co);
+    double *xd = calloc((size_t)nx, sizeof(double)), *wd = calloc((size_t)nw, sizeof(double));
+    double *bd = calloc((size_t)G->co, sizeof(double)), *dyd = calloc((size_t)ny, sizeof(double));
+    double *yr = calloc((size_t)ny, sizeof(double)), *dxr = calloc((size_t)nx, sizeof(double));
+    double *dwr = calloc((size_t)nw, sizeof(double)), *dbr = calloc((size_t)G->co, sizeof(double));
     for (int64_t i = 0; i < nx; i++)
         xd[i] = lt_get(x, i);
     for (int64_t i = 0; i < nw; i++)
@@ -181,10 +260,11 @@ START_TEST(against_naive_loops)
             compare_with_naive(&G, LADLE_F32, 1e-4, "f32");
     }
     /* shapes of the fast paths: pointwise, and many images per GEMM */
-    geom pw = {2, 3, 4, 6, 2, {1, 5, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 5, 7}};
+    geom pw = {2, 3, 4, 6, 2, {1, 5, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 5, 7},
+               0, 0, {0, 0, 0}};
     compare_with_naive(&pw, LADLE_F64, 1e-12, "pointwise");
     geom lenet = {2, 9, 1, 6, 1, {1, 28, 28}, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {1, 1, 1},
-                  {1, 28, 28}};
+                  {1, 28, 28}, 0, 0, {0, 0, 0}};
     compare_with_naive(&lenet, LADLE_F64, 1e-12, "LeNet conv1, batched GEMM");
 }
 END_TEST
@@ -195,7 +275,7 @@ END_TEST
  * blocks. */
 static geom wide_geom(void)
 {
-    geom G;
+    geom G = {0};
     for (;;) {
         G.nd = (int)pick(1, 2);
         G.n = pick(1, 5);
@@ -235,7 +315,7 @@ START_TEST(wide_rows)
             compare_with_naive(&G, LADLE_F32, 1e-4, "wide f32");
     }
     geom conv2 = {2, 5, 6, 16, 1, {1, 14, 14}, {1, 5, 5}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1},
-                  {1, 10, 10}};
+                  {1, 10, 10}, 0, 0, {0, 0, 0}};
     compare_with_naive(&conv2, LADLE_F64, 1e-12, "LeNet conv2, two images per GEMM");
     LT_ASSERT(taken, "a wide geometry took the im2col path");
 }
@@ -256,6 +336,85 @@ START_TEST(gradients_and_adjoint)
         lt_adjoint_ok(op, 5, "conv without bias");
         ladle_op_destroy(&op);
     }
+}
+END_TEST
+
+START_TEST(padding_modes)
+{
+    static const char *names[4] = {"zeros", "reflect", "replicate", "circular"};
+    char what[64];
+    for (int trial = 0; trial < 96; trial++) {
+        int mode = trial % 4, same = trial / 4 % 2 || mode == 0;
+        geom G = random_pad_geom(1 + trial / 8 % 3, mode, same);
+        snprintf(what, sizeof what, "%s%s f64", names[mode], same ? " same" : "");
+        compare_with_naive(&G, LADLE_F64, 1e-12, what);
+        if (trial % 8 == 0) {
+            snprintf(what, sizeof what, "%s%s f32", names[mode], same ? " same" : "");
+            compare_with_naive(&G, LADLE_F32, 1e-4, what);
+        }
+        if (trial < 16) {
+            ladle_op *op = make(&G, 1, LADLE_F64);
+            ladle_gradient_result r;
+            LT_OK(ladle_gradient_test(op, 3, 100, &r));
+            LT_ASSERT(r.input_error < 1e-6 && r.param_error[0] < 1e-6 &&
+                          r.param_error[1] < 1e-6,
+                      "%s gradients %.1e %.1e %.1e", what, r.input_error, r.param_error[0],
+                      r.param_error[1]);
+            ladle_op_destroy(&op);
+            op = make(&G, 0, LADLE_F64);
+            lt_adjoint_ok(op, 5, what);
+            ladle_op_destroy(&op);
+        }
+    }
+    /* 'same' by hand: kernel 4, dilation 1 pads 1 left and 2 right */
+    geom even = {1, 2, 1, 1, 1, {1, 1, 5}, {1, 1, 4}, {1, 1, 1}, {0, 0, 1}, {1, 1, 1},
+                 {1, 1, 5}, LADLE_PAD_ZEROS, 1, {0, 0, 1}};
+    compare_with_naive(&even, LADLE_F64, 1e-12, "same, kernel 4");
+    geom wide = wide_geom(); /* the wide-row path under a padding mode */
+    wide.mode = LADLE_PAD_REPLICATE;
+    compare_with_naive(&wide, LADLE_F64, 1e-12, "replicate, wide rows");
+}
+END_TEST
+
+START_TEST(padding_bad_input)
+{
+    ladle_conv_desc d;
+    ladle_conv_opts o;
+    int64_t xs[4] = {2, 3, 5, 5};
+    ladle_op *op = NULL;
+    ladle_conv_desc_init(&d, 2, 3, 4, 3);
+    LT_OK(ladle_conv_create_ex(&d, NULL, xs, LADLE_F64, lt_device(), 1, &op)); /* the defaults */
+    ladle_op_destroy(&op);
+    ladle_conv_opts_init(&o);
+    o.padding_mode = (ladle_padding_mode)7;
+    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "padding mode 7");
+    ladle_conv_opts_init(&o);
+    o.size = 4;
+    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    ladle_conv_opts_init(&o);
+    o.same = 1;
+    d.stride[1] = 2;
+    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "stride 1");
+    d.stride[1] = 1;
+    d.padding[0] = 1;
+    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    ladle_conv_opts_init(&o);
+    o.padding_mode = LADLE_PAD_REFLECT;
+    d.padding[0] = d.padding[1] = 5; /* reflect needs padding below the extent 5 */
+    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "reflect padding");
+    o.padding_mode = LADLE_PAD_CIRCULAR; /* circular takes the extent itself, not 6 */
+    LT_OK(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op));
+    ladle_op_destroy(&op);
+    d.padding[1] = 6;
+    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    o.padding_mode = LADLE_PAD_REPLICATE; /* replicate takes any */
+    d.padding[0] = d.padding[1] = 9;
+    LT_OK(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op));
+    ladle_op_destroy(&op);
+    d.padding[1] = INT64_MAX / 2; /* too large to pad */
+    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create_ex(NULL, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_NULL);
+    LT_ASSERT(op == NULL, "no op on failure");
 }
 END_TEST
 
@@ -294,6 +453,8 @@ Suite *conv_suite(void)
     tcase_add_test(tc, wide_rows);
     tcase_add_test(tc, gradients_and_adjoint);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, padding_modes);
+    tcase_add_test(tc, padding_bad_input);
     suite_add_tcase(s, tc);
     return s;
 }

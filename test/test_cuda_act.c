@@ -69,7 +69,7 @@ static void set(ladle_dtype dt, void *p, int64_t i, double v)
 
 /* ---- activations ---- */
 
-static const char *act_names[] = {"relu", "leaky_relu", "sigmoid", "tanh", "gelu"};
+static const char *act_names[] = {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh"};
 
 /* Random x in [-6, 6) with the edges spread over it: NaN, infinities,
  * signed zeros, values near GELU's 1e-20 cut, tails that underflow. */
@@ -106,7 +106,7 @@ static void act_case(ladle_dtype dt, ladle_activation kind, double slope, int64_
     void *b_x = cp_upload(dt, n, x), *b_y = cp_upload(dt, n, y),
          *b_dy = cp_upload(dt, n, dy);
     void *b_dx = alias ? b_dy : cp_upload(dt, n, NULL);
-    const void *x_arg = alias && kind != LADLE_GELU ? b_y : b_x;
+    const void *x_arg = alias && kind != LADLE_GELU && kind != LADLE_GELU_TANH ? b_y : b_x;
     CP_GPU(act_backward, dt, kind, slope, n, x_arg, b_y, b_dy, b_dx);
     CP_CLOSE(dt, n, b_dx, dx, tol(dt, ACT_F32), what);
 
@@ -127,11 +127,15 @@ static void act_case(ladle_dtype dt, ladle_activation kind, double slope, int64_
 START_TEST(activations)
 {
     for (int d = 0; d < 2; d++)
-        for (int kind = LADLE_RELU; kind <= LADLE_GELU; kind++)
+        for (int kind = LADLE_RELU; kind <= LADLE_GELU_TANH; kind++)
             for (int s = 0; s < NSIZES; s++)
                 for (int alias = 0; alias < 2; alias++)
                     act_case(dtypes[d], (ladle_activation)kind,
                              kind == LADLE_LEAKY_RELU ? 0.2 : 0.0, sizes[s], alias);
+    /* a negative slope: the backward reads x, never in place */
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < NSIZES; s++)
+            act_case(dtypes[d], LADLE_LEAKY_RELU, -0.3, sizes[s], 0);
 }
 END_TEST
 
@@ -142,7 +146,7 @@ START_TEST(activations_f32_accuracy)
     const int64_t n = 4001;
     float *x = cp_random(LADLE_F32, n, -12, 12, 5);
     void *d_x = cp_upload(LADLE_F32, n, x);
-    for (int kind = LADLE_SIGMOID; kind <= LADLE_GELU; kind++) {
+    for (int kind = LADLE_SIGMOID; kind <= LADLE_GELU_TANH; kind++) {
         CP_GPU(act_forward, LADLE_F32, (ladle_activation)kind, 0.0, n, d_x, d_x);
         float *got = cp_download(LADLE_F32, n, d_x);
         double worst = 0;
@@ -150,7 +154,9 @@ START_TEST(activations_f32_accuracy)
             double v = x[i];
             double r = kind == LADLE_SIGMOID ? 1 / (1 + exp(-v))
                        : kind == LADLE_TANH  ? tanh(v)
-                                             : 0.5 * v * erfc(-v / sqrt(2.0));
+                       : kind == LADLE_GELU  ? 0.5 * v * erfc(-v / sqrt(2.0))
+                                             : 0.5 * v * (1 + tanh(sqrt(2 / acos(-1.0)) *
+                                                                   (v + 0.044715 * v * v * v)));
             double e = fabs(got[i] - r) / (1 + fabs(r));
             worst = e > worst ? e : worst;
         }

@@ -3,8 +3,20 @@
  * padding, dilation, groups, ranks without output; the dot-product test;
  * bad input. */
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
+
+/* LT_FAILS, and the message names what: the status and a piece of the text
+ * on every rank. */
+#define LT_FAILS_SAYING(expr, code, what)                                                  \
+    do {                                                                                   \
+        ladle_status st_ = (expr);                                                         \
+        LT_ASSERT(st_ == (code) && strstr(ladle_error_message(), what) != NULL,            \
+                  "%s: %s (%s), expected %s saying %s", #expr, ladle_status_name(st_),      \
+                  ladle_error_message(), #code, what);                                     \
+        ladle_error_clear();                                                               \
+    } while (0)
 
 typedef struct ccase {
     int nd;
@@ -189,6 +201,122 @@ START_TEST(grid_equivalence)
 }
 END_TEST
 
+/* Padding modes and 'same' (ladle_conv_opts): kernel, padding per spatial
+ * dimension (ignored with same). */
+typedef struct pcase {
+    int nd;
+    int grid[5];
+    int64_t x[5];
+    int64_t co, k[3], p[3], s, d;
+    int mode, same;
+} pcase;
+
+static const pcase pcases[] = {
+    {2, {1, 1, 2, 1}, {2, 3, 9, 8}, 4, {3, 3}, {1, 1}, 1, 1, LADLE_PAD_REFLECT, 0},
+    {2, {1, 1, 1, 2}, {1, 2, 7, 11}, 3, {5, 3}, {2, 1}, 1, 1, LADLE_PAD_REPLICATE, 0},
+    {2, {1, 1, 2, 2}, {2, 2, 10, 9}, 3, {3, 3}, {1, 1}, 2, 1, LADLE_PAD_REFLECT, 0},
+    {2, {2, 1, 1, 1}, {3, 2, 6, 7}, 2, {3, 3}, {1, 2}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 3, 1}, {2, 2, 9, 7}, 2, {3, 3}, {0, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 3, 1}, {1, 1, 12, 6}, 2, {5, 5}, {2, 2}, 1, 1, LADLE_PAD_REFLECT, 0},
+    {2, {1, 1, 2, 2}, {2, 2, 10, 9}, 3, {4, 4}, {0, 0}, 1, 1, LADLE_PAD_ZEROS, 1},
+    {2, {1, 1, 3, 1}, {1, 2, 11, 6}, 2, {4, 2}, {0, 0}, 1, 1, LADLE_PAD_ZEROS, 1},
+    {2, {1, 1, 2, 2}, {2, 2, 10, 9}, 2, {4, 4}, {0, 0}, 1, 1, LADLE_PAD_REFLECT, 1},
+    {1, {1, 1, 3}, {2, 2, 13}, 3, {2}, {0}, 1, 3, LADLE_PAD_REPLICATE, 1},
+    {3, {1, 1, 2, 1, 2}, {1, 2, 6, 5, 7}, 2, {2, 3, 2}, {0}, 1, 1, LADLE_PAD_REFLECT, 1},
+    {2, {1, 1, 4, 1}, {1, 1, 8, 5}, 1, {3, 3}, {1, 1}, 2, 1, LADLE_PAD_REPLICATE, 0},
+    {2, {2, 1, 1, 1}, {2, 2, 7, 8}, 2, {2, 2}, {0, 0}, 1, 1, LADLE_PAD_CIRCULAR, 1},
+};
+#define NPCASES (int)(sizeof pcases / sizeof pcases[0])
+
+static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, ladle_partition *p,
+                       uint64_t seed, ladle_op **op)
+{
+    ladle_conv_desc d;
+    ladle_conv_opts o;
+    ladle_conv_desc_init(&d, c->nd, c->x[1], c->co, 1);
+    for (int i = 0; i < c->nd; i++) {
+        d.kernel[i] = c->k[i];
+        d.padding[i] = c->same ? 0 : c->p[i];
+        d.stride[i] = c->same ? 1 : c->s;
+        d.dilation[i] = c->d;
+    }
+    d.bias = bias;
+    ladle_conv_opts_init(&o);
+    o.padding_mode = (ladle_padding_mode)c->mode;
+    o.same = c->same;
+    if (dist)
+        LT_OK(ladle_dist_conv_create_ex(&d, &o, p, c->x, dt, lt_device(), seed, 0, op));
+    else
+        LT_OK(ladle_conv_create_ex(&d, &o, c->x, dt, lt_device(), seed, op));
+}
+
+START_TEST(padding_options)
+{
+    for (int k = 0; k < NPCASES; k++) {
+        const pcase *c = &pcases[k];
+        int n = 1;
+        for (int i = 0; i < 2 + c->nd; i++)
+            n *= c->grid[i];
+        if (n > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_op *dist = NULL, *seq = NULL;
+            pcase_make(c, 1, dt, 1, p, 21 + (uint64_t)k, &dist);
+            pcase_make(c, 1, dt, 0, p, 21 + (uint64_t)k, &seq);
+            char what[64];
+            snprintf(what, sizeof what, "padding case %d (%s)", k, t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 200 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_op *op = NULL;
+        pcase_make(c, 0, LADLE_F64, 1, p, 5, &op);
+        lt_adjoint_ok(op, 400 + (uint64_t)k, "distributed convolution with padding options");
+        ladle_op_destroy(&op);
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(padding_bad_input)
+{
+    ladle_conv_desc d;
+    ladle_conv_opts o;
+    ladle_op *op = NULL;
+    int g1[4] = {1, 1, 1, 1};
+    int64_t xs[4] = {2, 3, 3, 8};
+    ladle_partition *p = lt_partition(4, g1, 0);
+    ladle_conv_desc_init(&d, 2, 3, 2, 3);
+    ladle_conv_opts_init(&o);
+    o.padding_mode = (ladle_padding_mode)-1;
+    LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_ARG);
+    o.padding_mode = LADLE_PAD_REFLECT;
+    d.padding[0] = 3; /* reflect below the extent 3 */
+    LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_ARG);
+    ladle_partition_destroy(&p);
+    if (lt_size >= 2) {
+        int g2[4] = {1, 1, 2, 1};
+        p = lt_partition(4, g2, 0);
+        d.padding[0] = 2; /* fits 3 cells, but the blocks of 1 cannot reflect 2 */
+        LT_FAILS_SAYING(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_UNSUPPORTED, "edge blocks");
+        o.padding_mode = LADLE_PAD_CIRCULAR; /* wraps a split dimension */
+        d.padding[0] = 1;
+        LT_FAILS_SAYING(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_UNSUPPORTED, "periodic");
+        o.padding_mode = LADLE_PAD_ZEROS;
+        o.same = 1;
+        d.stride[1] = 2;
+        LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+                 LADLE_ERR_ARG);
+        ladle_partition_destroy(&p);
+    }
+    LT_ASSERT(op == NULL, "no op on failure");
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int g1[4] = {1, 1, 1, 1};
@@ -231,6 +359,8 @@ Suite *dc_suite(void)
     tcase_add_test(tc, adjoint);
     tcase_add_test(tc, grid_equivalence);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, padding_options);
+    tcase_add_test(tc, padding_bad_input);
     suite_add_tcase(s, tc);
     return s;
 }

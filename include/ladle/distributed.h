@@ -90,6 +90,29 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const la
                                               ladle_op **op);
 
 /*
+ * ladle_dist_conv_create with the options of ladle_conv_create_ex (o may be
+ * NULL). The padding applies at the global edges only: inside, the halo
+ * brings the neighbours' cells. Reflect and replicate are filled by the
+ * ranks at the edges from their own padded tensor after the halo exchange
+ * (each edge block of a split dimension must hold the cells they read:
+ * max(lo, hi) + 1 for reflect, 1 for replicate); circular wraps around the
+ * global domain, which the halo exchange does not, so it takes only
+ * dimensions p_x does not split (LADLE_ERR_UNSUPPORTED otherwise). With
+ * uneven padding ('same' with an even kernel) the halo is planned for a
+ * centred window and each rank convolves the box its output reads. The
+ * backward adds the padding cells' gradients into the cells they were read
+ * from before the halo's adjoint. Collective over p_x. Returns the codes of
+ * ladle_dist_conv_create and ladle_conv_create_ex, LADLE_ERR_UNSUPPORTED as
+ * above (the same on every rank).
+ */
+LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
+                                                 const ladle_conv_opts *o,
+                                                 const ladle_partition *p_x,
+                                                 const int64_t x_shape[], ladle_dtype dtype,
+                                                 ladle_device device, uint64_t seed,
+                                                 unsigned flags, ladle_op **op);
+
+/*
  * Convolution over a weight grid: the channel-partitioned (S = 1) and the
  * general (channels and space at once) layer. x (global x_shape) is split
  * in balance over p_x = 1 x Pci x S, y over p_y = 1 x Pco x S and the weight

@@ -190,6 +190,45 @@ LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t
                                          ladle_dtype dtype, ladle_device device, uint64_t seed,
                                          ladle_op **op);
 
+/* How a convolution pads (PyTorch's padding_mode): with zeros, or with the
+ * input itself read back from the edge (reflect: x[-i] = x[i], without
+ * repeating the edge; replicate: x[-i] = x[0]; circular: x[-i] = x[S - i]).
+ * Every dimension is padded in turn, so the corners are the composition. */
+typedef enum ladle_padding_mode {
+    LADLE_PAD_ZEROS = 0,
+    LADLE_PAD_REFLECT = 1,
+    LADLE_PAD_REPLICATE = 2,
+    LADLE_PAD_CIRCULAR = 3
+} ladle_padding_mode;
+
+/* The options of ladle_conv_create_ex beyond ladle_conv_desc. same nonzero is
+ * PyTorch's padding='same' (stride 1 only; the description's padding must be
+ * 0): per dimension the total padding is d(k - 1), left = total / 2 (rounded
+ * down) and right = total - left, so an even kernel pads one more on the
+ * right. Otherwise the description's padding p goes on both sides. The
+ * padding mode applies to whichever padding results; reflect needs every
+ * padding below the input extent, circular at most the extent. */
+typedef struct ladle_conv_opts {
+    size_t size; /* sizeof(ladle_conv_opts), set by ladle_conv_opts_init (checked by the calls that take it) */
+    ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS by default */
+    int same;                        /* 0 by default */
+} ladle_conv_opts;
+
+/* Zeros, no 'same'. Local. */
+LADLE_API void ladle_conv_opts_init(ladle_conv_opts *o);
+/* ladle_conv_create with options (o may be NULL: the defaults, which give
+ * exactly ladle_conv_create). A layer with another padding mode or uneven
+ * padding pads x into a buffer (in each ctx, which therefore holds a padded
+ * copy of x) and convolves that without padding; the backward folds the
+ * padding's gradient back onto the cells it was read from (the adjoint of
+ * the padding). Not collective. Returns the codes of ladle_conv_create and
+ * LADLE_ERR_ARG for an unknown mode (naming it), same with a stride above 1
+ * or a nonzero padding, and a padding the mode cannot take (naming the
+ * dimension, the padding and the extent). */
+LADLE_API ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                            const int64_t x_shape[], ladle_dtype dtype,
+                                            ladle_device device, uint64_t seed, ladle_op **op);
+
 /* Max and average pooling over 1 to 3 spatial dimensions. stride 0 means
  * the kernel size. Max pooling pads with -inf, supports dilation and
  * ceil_mode, and saves the winning index of each output (the first maximum in
@@ -312,21 +351,27 @@ LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int
 LADLE_API ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_tensor **mean,
                                                      ladle_tensor **var);
 
-/* Elementwise activations. LeakyReLU uses param as its negative slope
- * (default 0.01 when param < 0); GELU is the exact one, x Phi(x). They work in
- * place (x == y). Saves: x, or y where the derivative needs only y (ReLU,
- * sigmoid, tanh). */
+/* Elementwise activations. LeakyReLU uses param as its slope for x <= 0:
+ * any finite value, negative or above 1 included; NAN (math.h) asks for the
+ * default 0.01 (before this release a negative param did, and is now a
+ * negative slope). GELU is the exact one, x Phi(x). The others ignore param.
+ * They work in place (x == y) except the GELUs and a leaky ReLU with a negative
+ * slope (whose y is positive on both sides of 0, so its backward reads x).
+ * Saves: x, or y where the derivative needs only y (ReLU, sigmoid, tanh, a
+ * leaky ReLU with a slope >= 0). */
 typedef enum ladle_activation {
     LADLE_RELU = 0,
     LADLE_LEAKY_RELU = 1,
     LADLE_SIGMOID = 2,
     LADLE_TANH = 3,
-    LADLE_GELU = 4
+    LADLE_GELU = 4,
+    /* PyTorch's GELU(approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    LADLE_GELU_TANH = 5
 } ladle_activation;
 
 /* Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind, naming the
- * value), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
- * LADLE_ERR_ALLOC. */
+ * value; an infinite leaky slope), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_activation_create(ladle_activation kind, double param, int ndim,
                                                const int64_t shape[], ladle_dtype dtype,
                                                ladle_device device, ladle_op **op);

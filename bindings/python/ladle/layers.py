@@ -270,9 +270,9 @@ def BatchNorm(x_shape, eps=1e-5, momentum=0.1, affine=True, track_running_stats=
                    byref(d), len(shape), i64_array(shape), ladle_dtype(dtype), ladle_device(device))
 
 
-def Activation(shape, kind="relu", param=-1.0, dtype=np.float64, device="cpu"):
-    """relu, leaky_relu (param: the slope), sigmoid, tanh, gelu; in place
-    when x is y."""
+def Activation(shape, kind="relu", param=float("nan"), dtype=np.float64, device="cpu"):
+    """relu, leaky_relu (param: the slope, any finite value; nan: the
+    default 0.01), sigmoid, tanh, gelu; in place when x is y."""
     shape = _shape(shape)
     return _create(_core.lib.ladle_activation_create,
                    _lookup(ACTIVATIONS, kind, "activation"), float(param), len(shape),

@@ -12,6 +12,8 @@
 
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
+#define SQRT_2_OVER_PI 0.79788456080286535588 /* GELU's tanh form: tanh(c (x + a x^3)) */
+#define GELU_A 0.044715
 
 /* ---- f32 ---- */
 
@@ -40,6 +42,13 @@ LADLE_KERNEL static void fwd_f32(ladle_activation kind, double slope, int64_t n,
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] * ladle_normal_cdff(x[i]);
         break;
+    case LADLE_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            float t = ladle_tanhf((float)SQRT_2_OVER_PI * (v + (float)GELU_A * v * v * v));
+            y[i] = 0.5f * v * (1.0f + t);
+        }
+        break;
     }
 }
 
@@ -55,11 +64,17 @@ LADLE_KERNEL static void bwd_f32(ladle_activation kind, double slope, int64_t n,
             dx[i] = y[i] > 0.0f ? g : 0.0f;
         }
         break;
-    case LADLE_LEAKY_RELU: /* the slope is >= 0, so y > 0 exactly when x > 0 */
-        for (int64_t i = 0; i < n; i++) {
-            float g = dy[i];
-            dx[i] = y[i] > 0.0f ? g : s * g;
-        }
+    case LADLE_LEAKY_RELU: /* with a slope >= 0, y > 0 exactly when x > 0 (x may be y) */
+        if (s < 0.0f)
+            for (int64_t i = 0; i < n; i++) {
+                float g = dy[i];
+                dx[i] = x[i] > 0.0f ? g : s * g;
+            }
+        else
+            for (int64_t i = 0; i < n; i++) {
+                float g = dy[i];
+                dx[i] = y[i] > 0.0f ? g : s * g;
+            }
         break;
     case LADLE_SIGMOID:
         for (int64_t i = 0; i < n; i++)
@@ -79,6 +94,14 @@ LADLE_KERNEL static void bwd_f32(ladle_activation kind, double slope, int64_t n,
             float cdf = av > 1e-20f ? u / v : 0.5f;
             float pdf = ladle_exp_negf(-0.5f * v * v) * (float)INV_SQRT2PI;
             dx[i] = dy[i] * (cdf + v * pdf);
+        }
+        break;
+    case LADLE_GELU_TANH: /* 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2) */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i], c = (float)SQRT_2_OVER_PI, a = (float)GELU_A;
+            float t = ladle_tanhf(c * (v + a * v * v * v));
+            dx[i] = dy[i] * (0.5f * (1.0f + t) +
+                             0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * a * v * v));
         }
         break;
     }
@@ -110,6 +133,12 @@ LADLE_KERNEL static void fwd_f64(ladle_activation kind, double slope, int64_t n,
         for (int64_t i = 0; i < n; i++)
             y[i] = 0.5 * x[i] * erfc(-x[i] * INV_SQRT2);
         break;
+    case LADLE_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i];
+            y[i] = 0.5 * v * (1 + tanh(SQRT_2_OVER_PI * (v + GELU_A * v * v * v)));
+        }
+        break;
     }
 }
 
@@ -124,10 +153,16 @@ LADLE_KERNEL static void bwd_f64(ladle_activation kind, double slope, int64_t n,
         }
         break;
     case LADLE_LEAKY_RELU:
-        for (int64_t i = 0; i < n; i++) {
-            double g = dy[i];
-            dx[i] = y[i] > 0 ? g : slope * g;
-        }
+        if (slope < 0)
+            for (int64_t i = 0; i < n; i++) {
+                double g = dy[i];
+                dx[i] = x[i] > 0 ? g : slope * g;
+            }
+        else
+            for (int64_t i = 0; i < n; i++) {
+                double g = dy[i];
+                dx[i] = y[i] > 0 ? g : slope * g;
+            }
         break;
     case LADLE_SIGMOID:
         for (int64_t i = 0; i < n; i++)
@@ -142,6 +177,13 @@ LADLE_KERNEL static void bwd_f64(ladle_activation kind, double slope, int64_t n,
             double v = x[i];
             double cdf = 0.5 * erfc(-v * INV_SQRT2);
             dx[i] = dy[i] * (cdf + v * exp(-0.5 * v * v) * INV_SQRT2PI);
+        }
+        break;
+    case LADLE_GELU_TANH:
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i], t = tanh(SQRT_2_OVER_PI * (v + GELU_A * v * v * v));
+            dx[i] = dy[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * SQRT_2_OVER_PI *
+                                                 (1 + 3 * GELU_A * v * v));
         }
         break;
     }

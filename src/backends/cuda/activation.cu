@@ -15,6 +15,8 @@
 
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
+#define SQRT_2_OVER_PI 0.79788456080286535588 /* GELU tanh: tanh(c (x + a x^3)) */
+#define GELU_A 0.044715
 
 /* The math of one dtype: float calls the f-suffixed functions, so no f32
  * path is computed in double. */
@@ -41,24 +43,33 @@ template <class T, int K> __device__ __forceinline__ T act_one(T v, T slope)
     }
     case LADLE_TANH:
         return act_tanh(v);
+    case LADLE_GELU_TANH: /* 0.5 v (1 + tanh(c (v + a v^3))) */
+        return half * v *
+               (one + act_tanh((T)SQRT_2_OVER_PI * (v + (T)GELU_A * v * v * v)));
     default: /* GELU, v Phi(v) with Phi from erfc: accurate in both tails */
         return half * v * act_erfc(-v * (T)INV_SQRT2);
     }
 }
 
 /* f'(x) dy from y = f(x) (and x for GELU only: the others may be given y's
- * storage as x). The slope is >= 0, so y > 0 exactly when x > 0. */
+ * storage as x; a leaky ReLU with a negative slope is given x). With a
+ * slope >= 0, y > 0 exactly when x > 0. */
 template <class T, int K> __device__ __forceinline__ T act_grad(T v, T u, T g, T slope)
 {
     switch (K) {
     case LADLE_RELU:
         return u > 0 ? g : (T)0;
-    case LADLE_LEAKY_RELU:
-        return u > 0 ? g : slope * g;
+    case LADLE_LEAKY_RELU: /* a negative slope: y > 0 on both sides, x decides */
+        return (slope < 0 ? v > 0 : u > 0) ? g : slope * g;
     case LADLE_SIGMOID:
         return g * u * ((T)1 - u);
     case LADLE_TANH:
         return g * ((T)1 - u * u);
+    case LADLE_GELU_TANH: {
+        const T c = (T)SQRT_2_OVER_PI, a = (T)GELU_A, h = (T)0.5, one = 1;
+        T t = act_tanh(c * (v + a * v * v * v));
+        return g * (h * (one + t) + h * v * (one - t * t) * c * (one + (T)3 * a * v * v));
+    }
     default: {
         /* Phi(v) = y / v, exact to an ulp while y is a normal number; 1/2
          * near 0. Only the density's exponential is left to compute. */
@@ -84,7 +95,9 @@ __global__ void act_bwd_kernel(int64_t n, T slope, const T *x, const T *y, const
     LADLE_GRID_STRIDE(i, n)
     {
         /* x is read only where the kind needs it: it may be y's storage */
-        T v = K == LADLE_GELU ? x[i] : (T)0;
+        T v = K == LADLE_GELU || K == LADLE_GELU_TANH || (K == LADLE_LEAKY_RELU && slope < 0)
+                  ? x[i]
+                  : (T)0;
         dx[i] = act_grad<T, K>(v, y[i], dy[i], slope);
     }
 }
@@ -97,8 +110,8 @@ static ladle_status act_forward(const ladle_backend *be, ladle_activation kind,
     static void (*const kernels[])(int64_t, T, const T *, T *) = {
         act_fwd_kernel<T, LADLE_RELU>, act_fwd_kernel<T, LADLE_LEAKY_RELU>,
         act_fwd_kernel<T, LADLE_SIGMOID>, act_fwd_kernel<T, LADLE_TANH>,
-        act_fwd_kernel<T, LADLE_GELU>};
-    if ((unsigned)kind > (unsigned)LADLE_GELU)
+        act_fwd_kernel<T, LADLE_GELU>, act_fwd_kernel<T, LADLE_GELU_TANH>};
+    if ((unsigned)kind > (unsigned)LADLE_GELU_TANH)
         return ladle__raise(LADLE_ERR_ARG, "act_forward", "unknown activation %d",
                             (int)kind);
     if (n == 0)
@@ -119,8 +132,8 @@ static ladle_status act_backward(const ladle_backend *be, ladle_activation kind,
     static void (*const kernels[])(int64_t, T, const T *, const T *, const T *, T *) = {
         act_bwd_kernel<T, LADLE_RELU>, act_bwd_kernel<T, LADLE_LEAKY_RELU>,
         act_bwd_kernel<T, LADLE_SIGMOID>, act_bwd_kernel<T, LADLE_TANH>,
-        act_bwd_kernel<T, LADLE_GELU>};
-    if ((unsigned)kind > (unsigned)LADLE_GELU)
+        act_bwd_kernel<T, LADLE_GELU>, act_bwd_kernel<T, LADLE_GELU_TANH>};
+    if ((unsigned)kind > (unsigned)LADLE_GELU_TANH)
         return ladle__raise(LADLE_ERR_ARG, "act_backward", "unknown activation %d",
                             (int)kind);
     if (n == 0)
