@@ -117,9 +117,9 @@ static double param_err(const ladle_graph *d, const ladle_graph *r, int grad)
             continue;
         }
         LT_OK(ladle_batchnorm_running_stats(s, &ms, &vs));
-        if (m == NULL) /* a rank without channels */
-            continue;
         LT_OK(ladle_op_param_shard(a, 0, NULL, NULL, off, NULL));
+        if (m == NULL) /* a rank without channels (after the collective checks) */
+            continue;
         err = fmax(err, fmax(lt_box_error(ms, off, m), lt_box_error(vs, off, v)));
     }
     return err;
