@@ -46,6 +46,7 @@
 #ifndef LADLE_H
 #define LADLE_H
 
+#include "ladle/builder.h"
 #include "ladle/check.h"
 #include "ladle/checkpoint.h"
 #include "ladle/layers.h"

@@ -28,6 +28,7 @@
 #define LADLE_MODELS_H
 
 #include "distributed.h"
+#include "graph.h"
 #include "network.h"
 
 #ifdef __cplusplus
@@ -79,6 +80,84 @@ LADLE_API ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint 
  * codes of the layers' constructors. */
 LADLE_API ladle_status ladle_lenet_layers(const ladle_lenet_desc *d, int cap, ladle_op *layers[],
                                           int *n, ladle_op **loss);
+
+/*
+ * ResNets (He et al., 2016) as graphs (ladle/graph.h), made with the
+ * builder (ladle/builder.h, whose layouts they take):
+ *
+ *   stem     conv 3x3 (stride 1) in_channels -> width, bn, relu (no max pool)
+ *   stage s  blocks[s] residual blocks of width << s planes, the first at
+ *            stride 2 for s > 0 (its shortcut a 1x1 conv at stride 2 + bn
+ *            where the shape changes), nodes "stage<s+1>.block<b+1>...."
+ *   head     global average pooling, linear -> classes ("fc"), cross
+ *            entropy (mean)
+ *
+ * Basic blocks (two 3x3 convs) or bottlenecks (1x1, 3x3, 1x1 to 4 planes).
+ * The kinds fill stages, blocks, width and bottleneck:
+ *
+ *   LADLE_RESNET20         CIFAR-style: 3 stages of 3 basic blocks, width 16
+ *                          (16/32/64 channels), linear 64 -> classes
+ *   LADLE_RESNET18         4 stages of 2 basic blocks, width 64 (64..512)
+ *   LADLE_RESNET8          3 stages of 1 basic block, width 4 (tests)
+ *   LADLE_RESNET_BOTTLENECK_TINY  3 stages of 1 bottleneck, width 2
+ *                          (outputs 8/16/32; tests)
+ *
+ * and every field may be changed after _init.
+ */
+typedef enum ladle_resnet_kind {
+    LADLE_RESNET20 = 0,
+    LADLE_RESNET18 = 1,
+    LADLE_RESNET8 = 2,
+    LADLE_RESNET_BOTTLENECK_TINY = 3
+} ladle_resnet_kind;
+
+#define LADLE_RESNET_MAX_STAGES 4
+
+typedef struct ladle_resnet_desc {
+    size_t size; /* sizeof(ladle_resnet_desc), set by ladle_resnet_desc_init (checked) */
+    int stages;     /* 1 to LADLE_RESNET_MAX_STAGES */
+    int blocks[LADLE_RESNET_MAX_STAGES];
+    int64_t width;  /* the stem's and the first stage's channels */
+    int bottleneck; /* nonzero: bottleneck blocks */
+    int64_t batch;  /* global batch (64) */
+    int64_t image;  /* side of the square images (28) */
+    int64_t in_channels; /* 1 */
+    int64_t classes;     /* 10 */
+    int data_ways;       /* D */
+    int spatial[2];      /* Ph, Pw */
+    int channel_ways;    /* C (not with D > 1) */
+    ladle_bn_sync bn_sync;
+    int bn_group;
+    int sequential; /* nonzero: the sequential reference on every rank */
+    ladle_dtype dtype;
+    ladle_device device;
+    uint64_t seed; /* the weights are the same for every layout */
+} ladle_resnet_desc;
+
+/* The kind's shape, batch 64, 28 x 28 x 1 images, 10 classes, one rank
+ * (layout 1 x 1x1 x 1), global batch-norm statistics, f32, the CPU, seed 1.
+ * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind). */
+LADLE_API ladle_status ladle_resnet_desc_init(ladle_resnet_desc *d, ladle_resnet_kind kind);
+
+/* The ResNet of d over comm, finalized, in training mode. The images (value
+ * 0) are N x in_channels x image x image, a rank's block its box of
+ * ladle_graph_value_layout(g, 0); the logits are the graph's output, made
+ * by its last layer, the classifier (ladle_graph_layer(g,
+ * ladle_graph_num_layers(g) - 1)), and a rank's labels (i64) are the rows
+ * of its box of that layer's ladle_op_y_layout (the whole batch when
+ * sequential). Collective over comm. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (a size or number out of range: stages,
+ * blocks, width, classes; a layout that does not fit comm; a batch smaller
+ * than the data ways; channels fewer than the channel ways; images too small
+ * for the strides and tiles), the codes of ladle_builder_create and of the
+ * layers' constructors. Every rank returns the same status. */
+LADLE_API ladle_status ladle_resnet_create(const ladle_resnet_desc *d, MPI_Comm comm,
+                                           ladle_graph **g);
+
+/* ladle_resnet_create over the communicator of a Fortran handle (see
+ * ladle_lenet_create_f). */
+LADLE_API ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm,
+                                             ladle_graph **g);
 
 #ifdef __cplusplus
 }
