@@ -64,11 +64,11 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
     a->slope = kind != LADLE_LEAKY_RELU ? 0.0 : param != param ? 0.01 : param;
     LADLE_CALL(ladle__layer_new(&activation_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
                                 __func__));
-    op->impl = a;
-    a = NULL;
     /* a negative slope makes y > 0 for x < 0 too: the backward needs x */
     op->in_place = kind != LADLE_GELU && kind != LADLE_GELU_TANH &&
                    !(kind == LADLE_LEAKY_RELU && a->slope < 0);
+    op->impl = a;
+    a = NULL;
     *out = op;
     return LADLE_OK;
 fail:

@@ -42,11 +42,10 @@ LADLE_KERNEL static void fwd_f32(ladle_activation kind, double slope, int64_t n,
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] * ladle_normal_cdff(x[i]);
         break;
-    case LADLE_GELU_TANH:
+    case LADLE_GELU_TANH: /* 0.5 (1 + tanh(w)) = sigmoid(2 w): no cancellation in the tail */
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            float t = ladle_tanhf((float)SQRT_2_OVER_PI * (v + (float)GELU_A * v * v * v));
-            y[i] = 0.5f * v * (1.0f + t);
+            y[i] = v * ladle_sigmoidf((float)(2 * SQRT_2_OVER_PI) * (v + (float)GELU_A * v * v * v));
         }
         break;
     }
@@ -96,18 +95,26 @@ LADLE_KERNEL static void bwd_f32(ladle_activation kind, double slope, int64_t n,
             dx[i] = dy[i] * (cdf + v * pdf);
         }
         break;
-    case LADLE_GELU_TANH: /* 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2) */
+    case LADLE_GELU_TANH:
+        /* with s = sigmoid(2 w) = 0.5 (1 + tanh(w)), w = c (x + a x^3):
+         * f' = s + 2 x s (1 - s) c (1 + 3 a x^2) */
         for (int64_t i = 0; i < n; i++) {
             float v = x[i], c = (float)SQRT_2_OVER_PI, a = (float)GELU_A;
-            float t = ladle_tanhf(c * (v + a * v * v * v));
-            dx[i] = dy[i] * (0.5f * (1.0f + t) +
-                             0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * a * v * v));
+            float sg = ladle_sigmoidf(2.0f * c * (v + a * v * v * v));
+            dx[i] = dy[i] * (sg + 2.0f * v * sg * (1.0f - sg) * c * (1.0f + 3.0f * a * v * v));
         }
         break;
     }
 }
 
 /* ---- f64 ---- */
+
+/* 1 / (1 + e^-w) from e^-|w|, which never overflows */
+static inline double sigmoid_f64(double w)
+{
+    double e = exp(w >= 0 ? -w : w);
+    return w >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
 
 LADLE_KERNEL static void fwd_f64(ladle_activation kind, double slope, int64_t n, const double *x,
                                  double *y)
@@ -133,10 +140,10 @@ LADLE_KERNEL static void fwd_f64(ladle_activation kind, double slope, int64_t n,
         for (int64_t i = 0; i < n; i++)
             y[i] = 0.5 * x[i] * erfc(-x[i] * INV_SQRT2);
         break;
-    case LADLE_GELU_TANH:
+    case LADLE_GELU_TANH: /* v sigmoid(2 w), as in f32 */
         for (int64_t i = 0; i < n; i++) {
             double v = x[i];
-            y[i] = 0.5 * v * (1 + tanh(SQRT_2_OVER_PI * (v + GELU_A * v * v * v)));
+            y[i] = v * sigmoid_f64(2 * SQRT_2_OVER_PI * (v + GELU_A * v * v * v));
         }
         break;
     }
@@ -181,9 +188,9 @@ LADLE_KERNEL static void bwd_f64(ladle_activation kind, double slope, int64_t n,
         break;
     case LADLE_GELU_TANH:
         for (int64_t i = 0; i < n; i++) {
-            double v = x[i], t = tanh(SQRT_2_OVER_PI * (v + GELU_A * v * v * v));
-            dx[i] = dy[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * SQRT_2_OVER_PI *
-                                                 (1 + 3 * GELU_A * v * v));
+            double v = x[i], sg = sigmoid_f64(2 * SQRT_2_OVER_PI * (v + GELU_A * v * v * v));
+            dx[i] = dy[i] * (sg + 2 * v * sg * (1 - sg) * SQRT_2_OVER_PI *
+                                      (1 + 3 * GELU_A * v * v));
         }
         break;
     }

@@ -26,26 +26,27 @@ __device__ __forceinline__ float act_tanh(float v) { return tanhf(v); }
 __device__ __forceinline__ double act_tanh(double v) { return tanh(v); }
 __device__ __forceinline__ float act_erfc(float v) { return erfcf(v); }
 __device__ __forceinline__ double act_erfc(double v) { return erfc(v); }
+/* 1 / (1 + e^-v) from e^-|v|, which never overflows (the CPU's f64 form) */
+template <class T> __device__ __forceinline__ T act_sigmoid(T v)
+{
+    T e = act_exp(v >= 0 ? -v : v);
+    return v >= 0 ? (T)1 / ((T)1 + e) : e / ((T)1 + e);
+}
 
 template <class T, int K> __device__ __forceinline__ T act_one(T v, T slope)
 {
-    const T one = 1, half = (T)0.5;
+    const T half = (T)0.5;
     switch (K) {
     case LADLE_RELU:
         return v > 0 ? v : (T)0;
     case LADLE_LEAKY_RELU:
         return v > 0 ? v : slope * v;
-    case LADLE_SIGMOID: {
-        /* the CPU's f64 form, 1 / (1 + e^-v) or e^v / (1 + e^v): its
-         * exponential e^-|v| never overflows */
-        T e = act_exp(v >= 0 ? -v : v);
-        return v >= 0 ? one / (one + e) : e / (one + e);
-    }
+    case LADLE_SIGMOID:
+        return act_sigmoid(v);
     case LADLE_TANH:
         return act_tanh(v);
-    case LADLE_GELU_TANH: /* 0.5 v (1 + tanh(c (v + a v^3))) */
-        return half * v *
-               (one + act_tanh((T)SQRT_2_OVER_PI * (v + (T)GELU_A * v * v * v)));
+    case LADLE_GELU_TANH: /* 0.5 v (1 + tanh(w)) = v sigmoid(2 w): exact in both tails */
+        return v * act_sigmoid((T)(2 * SQRT_2_OVER_PI) * (v + (T)GELU_A * v * v * v));
     default: /* GELU, v Phi(v) with Phi from erfc: accurate in both tails */
         return half * v * act_erfc(-v * (T)INV_SQRT2);
     }
@@ -66,9 +67,10 @@ template <class T, int K> __device__ __forceinline__ T act_grad(T v, T u, T g, T
     case LADLE_TANH:
         return g * ((T)1 - u * u);
     case LADLE_GELU_TANH: {
-        const T c = (T)SQRT_2_OVER_PI, a = (T)GELU_A, h = (T)0.5, one = 1;
-        T t = act_tanh(c * (v + a * v * v * v));
-        return g * (h * (one + t) + h * v * (one - t * t) * c * (one + (T)3 * a * v * v));
+        const T c = (T)SQRT_2_OVER_PI, a = (T)GELU_A, one = 1;
+        /* s = sigmoid(2 w) = 0.5 (1 + tanh(w)): f' = s + 2 v s (1 - s) c (1 + 3 a v^2) */
+        T sg = act_sigmoid((T)2 * c * (v + a * v * v * v));
+        return g * (sg + (T)2 * v * sg * (one - sg) * c * (one + (T)3 * a * v * v));
     }
     default: {
         /* Phi(v) = y / v, exact to an ulp while y is a normal number; 1/2
