@@ -45,7 +45,10 @@ LADLE_KERNEL static void fwd_f32(ladle_activation kind, double slope, int64_t n,
     case LADLE_GELU_TANH: /* 0.5 (1 + tanh(w)) = sigmoid(2 w): no cancellation in the tail */
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
-            y[i] = v * ladle_sigmoidf((float)(2 * SQRT_2_OVER_PI) * (v + (float)GELU_A * v * v * v));
+            float sg = ladle_sigmoidf((float)(2 * SQRT_2_OVER_PI) * (v + (float)GELU_A * v * v * v));
+            /* fastmath's sigmoid bottoms out at 6e-39, not 0: flush it, so that
+             * x = -inf gives NaN as in f64, on the GPU and in PyTorch */
+            y[i] = v * (sg < 1e-37f ? 0.0f : sg);
         }
         break;
     }
@@ -101,6 +104,7 @@ LADLE_KERNEL static void bwd_f32(ladle_activation kind, double slope, int64_t n,
         for (int64_t i = 0; i < n; i++) {
             float v = x[i], c = (float)SQRT_2_OVER_PI, a = (float)GELU_A;
             float sg = ladle_sigmoidf(2.0f * c * (v + a * v * v * v));
+            sg = sg < 1e-37f ? 0.0f : sg; /* as in the forward */
             dx[i] = dy[i] * (sg + 2.0f * v * sg * (1.0f - sg) * c * (1.0f + 3.0f * a * v * v));
         }
         break;
