@@ -117,6 +117,12 @@ mpi 2 "--augment does not apply to --pipeline" ladle-train --pipeline 1f1b --aug
 mpi 2 "--flip does not apply to ladle-bn-study" ladle-bn-study --flip
 mpi 2 "--data-ways: 4 is out of range (expected 1 to" ladle-train --data-ways 4
 RANK_COUNTS="2 3" mpi 2 "the layout 2 x 2x1 needs 4 ranks" ladle-train --data-ways 2 --spatial 2x1
+mpi 2 "--model: 'vgg' is not one of lenet, resnet20, resnet18, resnet8" ladle-train --model vgg
+mpi 2 "--fc-ways splits LeNet-5's linear layers" ladle-train --model resnet8 --fc-ways 1
+mpi 2 "--channel-ways needs a ResNet" ladle-train --channel-ways 1
+mpi 2 "--model does not apply to --pipeline" ladle-train --pipeline 1f1b --model resnet8
+RANK_COUNTS="2 3" mpi 2 "--channel-ways does not mix with --data-ways" ladle-train --model resnet8 --channel-ways 2 --data-ways 2
+RANK_COUNTS="2 3" mpi 2 "the layout 2 x 1x1 (channels x spatial) needs 4 ranks" ladle-train --model resnet8 --channel-ways 2
 mpi 0 "usage: mpiexec -n N ladle-train" ladle-train --help
 mpi 0 "ladle-train (ladle " ladle-train --version
 # ---- ladle-train: outputs checked before any work ------------------------
@@ -158,15 +164,29 @@ mpi 2 "images of 32x32 (this run: images of 28x28), 96 training samples (this ru
 mpi 2 "no batch norm (this run: --bn)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --bn --checkpoint "$ck" --resume
 mpi 2 "SGD (this run: --adam)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --adam --checkpoint "$ck" --resume
 mpi 2 "is a directory" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$tmp/" --resume
+mpi 2 "--model lenet (this run: --model resnet8)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --model resnet8 --checkpoint "$ck" --resume
+# a ResNet on 32 x 32 images, and one that diverges
+mpi 0 "ResNet-8 on $tmp/d32 (96 images of 32x32" ladle-train --data "$tmp/d32" $short --model resnet8
+mpi 1 "training diverged" ladle-train --data "$tmp/d32" --quiet --epochs 1 --batch 16 --model resnet8 --lr 1e6
 
 # ---- ladle-bn-study --------------------------------------------------------
 RANK_COUNTS="2" mpi 2 "--spatial does not apply to ladle-bn-study" ladle-bn-study --spatial 2x1
 RANK_COUNTS="2" mpi 2 "--checkpoint does not apply to ladle-bn-study" ladle-bn-study --checkpoint "$tmp/x"
+RANK_COUNTS="2" mpi 2 "--bn-sync does not apply to ladle-bn-study" ladle-bn-study --bn-sync local
+RANK_COUNTS="2" mpi 2 "--batch: the study's batches are --per-rank sizes" ladle-bn-study --batch 64
 RANK_COUNTS="2" mpi 2 "--svg: cannot write" ladle-bn-study --svg "$tmp/missing/b.svg"
-RANK_COUNTS="2" mpi 2 "--svg needs a file name" ladle-bn-study --svg
-RANK_COUNTS="1 3" mpi 2 "needs an even number of ranks" ladle-bn-study --epochs 1
+RANK_COUNTS="2" mpi 2 "--csv: $tmp is a directory" ladle-bn-study --csv "$tmp"
+RANK_COUNTS="2" mpi 2 "--svg needs a value" ladle-bn-study --svg
+RANK_COUNTS="2" mpi 2 "--modes: 'all' is not one of local, group2, group4, global" ladle-bn-study --modes local,all
+RANK_COUNTS="2 3" mpi 2 "--modes: group2 needs a rank count that 2 divides, larger than 2" ladle-bn-study --modes local,group2
+RANK_COUNTS="2" mpi 2 "--per-rank: 0 in '2,0' is out of range" ladle-bn-study --per-rank 2,0
+RANK_COUNTS="2" mpi 2 "--seeds: 65 is out of range" ladle-bn-study --seeds 65
+RANK_COUNTS="2" mpi 2 "--per-rank 1073741824 over 2 ranks makes a batch beyond" ladle-bn-study --per-rank 1073741824
+RANK_COUNTS="1" mpi 2 "needs 2 or more ranks" ladle-bn-study --epochs 1
+printf 'ranks,per_rank\n2,banana\n' >"$tmp/bad.csv"
+RANK_COUNTS="2" mpi 2 "bad.csv, line 1: not a row of this tool's" ladle-bn-study --csv "$tmp/bad.csv"
 RANK_COUNTS="2" mpi 0 "ladle-bn-study (ladle " ladle-bn-study --version
-RANK_COUNTS="2" mpi 1 "No space left on device" ladle-bn-study --data "$tmp/d32" --epochs 1 --steps 2 --batch 16 --svg /dev/full
+RANK_COUNTS="2" mpi 1 "No space left on device" ladle-bn-study --data "$tmp/d32" --epochs 1 --steps 2 --per-rank 8 --seeds 1 --svg /dev/full
 
 # ---- ladle-adjoint ---------------------------------------------------------
 mpi 2 "--px: the extent 4294967297 in '4294967297' is out of range" ladle-adjoint repartition --px 4294967297 --shape 4

@@ -122,6 +122,47 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     else
         echo "FAIL ladle-train accepted a torn checkpoint"; fails=$((fails + 1))
     fi
+    # a ResNet (a graph network) the same way: resumed on data, spatial and
+    # channel layouts, it ends with the uninterrupted run's loss (f64)
+    run_train 2 "$tmp/rwhole" --model resnet8 --epochs 2 --data-ways 2 &&
+        run_train 2 "$tmp/rfirst" --model resnet8 --epochs 2 --stop-after 1 --data-ways 2 \
+            --checkpoint "$tmp/rck" &&
+        cp "$tmp/rck" "$tmp/rck2" && cp "$tmp/rck" "$tmp/rck3" &&
+        run_train 2 "$tmp/rrest" --model resnet8 --epochs 2 --spatial 2x1 \
+            --checkpoint "$tmp/rck2" --resume &&
+        run_train 4 "$tmp/rother" --model resnet8 --epochs 2 --channel-ways 2 \
+            --checkpoint "$tmp/rck3" --resume
+    st=$?
+    a=$(loss_of "$tmp/rwhole"); b=$(loss_of "$tmp/rrest"); c=$(loss_of "$tmp/rother")
+    if [ $st -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
+        echo "ok   ladle-train --model resnet8: resumed on spatial and channel layouts, loss $a"
+    else
+        echo "FAIL ladle-train --model resnet8: uninterrupted '$a', spatial '$b', channels '$c'"
+        sed 's/^/     /' "$tmp/log"
+        fails=$((fails + 1))
+    fi
+    # ladle-bn-study: 4 ranks, two per-rank batches, every mode that applies
+    # (local, group2, global), one seed: a CSV row per run, a chart point per
+    # row, and the group2 run is the run ladle-train makes with those
+    # statistics, batch and scaled rate (the same last loss)
+    study="$BINDIR/ladle-bn-study"
+    timeout 300 $MPIEXEC -n 4 "$study" --per-rank 2,4 --seeds 1 --seed 5 --samples 64 \
+        --test-limit 300 --quiet --csv "$tmp/bn.csv" --svg "$tmp/bn.svg" >"$tmp/study" 2>&1
+    st=$?
+    rows=$(grep -c '^4,' "$tmp/bn.csv" 2>/dev/null)
+    dots=$(grep -c '<circle' "$tmp/bn.svg" 2>/dev/null)
+    want=$(awk -F, '$2 == 4 && $3 == "group2" { printf "%.4f", $7 }' "$tmp/bn.csv" 2>/dev/null)
+    timeout 300 $MPIEXEC -n 4 "$train" --model resnet8 --data-ways 4 --bn-sync group \
+        --bn-group 2 --batch 16 --lr 0.0125 --epochs 1 --steps 4 --seed 5 --test-limit 300 \
+        --quiet --summary "$tmp/g2" >>"$tmp/study" 2>&1
+    got=$(loss_of "$tmp/g2")
+    if [ $st -eq 0 ] && [ "$rows" = 6 ] && [ "$dots" = 6 ] && [ -n "$want" ] && [ "$want" = "$got" ]; then
+        echo "ok   ladle-bn-study: 6 runs, 6 points, group2 at 4 per rank = ladle-train's (loss $got)"
+    else
+        echo "FAIL ladle-bn-study: status $st, $rows rows, $dots points, group2 loss '$want' vs '$got'"
+        sed 's/^/     /' "$tmp/study"
+        fails=$((fails + 1))
+    fi
     # pipeline mode: the planner's hybrid on 4 ranks learns (accuracy well
     # above chance after 60 steps) and draws its measured timeline
     out=$(timeout 300 $MPIEXEC -n 4 "$train" --pipeline hybrid --microbatches 4 --epochs 1 \

@@ -1,10 +1,11 @@
 /*
- * ladle-train: train LeNet-5 (with or without batch norm) on Fashion-MNIST
- * (or any IDX dataset of square 1-channel images) over a data-parallel,
- * spatial and weight-grid layout, printing progress as it goes and the test
+ * ladle-train: train LeNet-5 (with or without batch norm) or a ResNet on
+ * Fashion-MNIST (or any IDX dataset of square 1-channel images) over a
+ * data-parallel, spatial, channel and weight-grid layout, printing progress as it goes and the test
  * accuracy after each epoch.
  *
  *   mpiexec -n 4 bin/ladle-train --data-ways 2 --spatial 2x1 --epochs 3
+ *   mpiexec -n 2 bin/ladle-train --model resnet20 --data-ways 2 --augment
  *   mpiexec -n 4 bin/ladle-train --pipeline zbh1 --microbatches 8
  *
  * Exit status 0 only when every asked-for epoch was trained and scored; 1
@@ -17,14 +18,17 @@
 static void usage(void)
 {
     printf("usage: mpiexec -n N ladle-train [options]\n"
-           "Train LeNet-5 on Fashion-MNIST (or any IDX dataset of square 1-channel images)\n"
-           "over a layout of the N ranks.\n\n"
-           "layout (D x Ph x Pw ranks train; F <= Ph x Pw):\n"
+           "Train LeNet-5 or a ResNet on Fashion-MNIST (or any IDX dataset of square\n"
+           "1-channel images) over a layout of the N ranks.\n\n"
+           "layout (D x Ph x Pw ranks train, or C x C x Ph x Pw with channel ways):\n"
            "  --data-ways D        split the batch D ways (1)\n"
            "  --spatial PhxPw      split each image into Ph x Pw tiles (1x1)\n"
-           "  --fc-ways F          split the first two linear layers F ways (1)\n"
+           "  --fc-ways F          LeNet-5: split the first two linear layers F <= Ph Pw ways\n"
+           "  --channel-ways C     a ResNet: split the channels C ways (not with D > 1)\n"
            "model and training:\n"
-           "  --bn                 batch norm after each convolution\n"
+           "  --model M            lenet | resnet20 | resnet18 | resnet8 (lenet); the\n"
+           "                       ResNets always have batch norm (docs/training.md)\n"
+           "  --bn                 LeNet-5: batch norm after each convolution\n"
            "  --bn-sync MODE       with --bn: global | local | group (global)\n"
            "  --bn-group G         with --bn-sync group: ranks per group (2)\n"
            "  --epochs E           1 to %d (3)      --batch B   global batch (64)\n"
@@ -42,6 +46,7 @@ static void usage(void)
            "  --flip               mirror half the training images left to right\n"
            "data, output, state:\n"
            "  --data DIR           the IDX files (%s)\n"
+           "  --test-limit N       score on the first N test images only (all)\n"
            "  --progress K         a progress line every K steps (about 10 per epoch)\n"
            "  --quiet              no progress lines\n"
            "  --checkpoint PATH    save the training state after each epoch\n"
@@ -73,9 +78,9 @@ int main(int argc, char **argv)
     if (rc < 0) /* --help or --version */
         rc = 0;
     else if (rc == 0) {
-        run_result res = {0, 0};
+        run_result res = {0, 0, 0};
         ladle_set_num_threads(1);
-        rc = o.pipe_style >= 0 ? pipe_run(&o) : train_run(&o, &res);
+        rc = o.pipe_style >= 0 ? pipe_run(&o) : train_run(&o, &res, NULL);
     }
     return tool_exit(rc);
 }

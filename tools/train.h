@@ -1,6 +1,6 @@
 /*
- * The training loop of ladle-train and ladle-bn-study: LeNet-5 on an IDX
- * dataset over a layout, with progress lines, test accuracy, checkpoints,
+ * The training loop of ladle-train and ladle-bn-study: LeNet-5 (a chain)
+ * or a ResNet (a graph) on an IDX dataset over a layout, with progress lines, test accuracy, checkpoints,
  * and the checks that keep a run from reporting work it did not do: the
  * data checked against the model before anything is built, outputs probed
  * before the first step, a resumed checkpoint checked against the request,
@@ -35,6 +35,90 @@ static void clock_text(double s, char *buf, size_t n)
         snprintf(buf, n, "%d:%02d", t / 60, t % 60);
 }
 
+/* ---- the model: a chain (LeNet-5) or a graph (the ResNets) ------------- */
+
+/* The calls of a training loop over either kind of network: exactly one
+ * of net and graph is set. */
+typedef struct model {
+    ladle_network *net;
+    ladle_graph *graph;
+} model;
+
+static ladle_status model_forward(model *m, const ladle_tensor *x, const ladle_tensor **y)
+{
+    if (m->net)
+        return ladle_network_forward(m->net, x, y);
+    const ladle_tensor *xs[1] = {x};
+    return ladle_graph_forward(m->graph, 1, xs, y);
+}
+
+static ladle_status model_loss(model *m, const ladle_tensor *t, double *loss)
+{
+    if (m->net)
+        return ladle_network_loss(m->net, t, loss);
+    const ladle_tensor *ts[1] = {t};
+    return ladle_graph_loss(m->graph, 1, ts, loss);
+}
+
+static ladle_status model_backward(model *m)
+{
+    return m->net ? ladle_network_backward(m->net, 1) : ladle_graph_backward(m->graph, 1);
+}
+
+static ladle_status model_zero_grad(model *m)
+{
+    return m->net ? ladle_network_zero_grad(m->net) : ladle_graph_zero_grad(m->graph);
+}
+
+static void model_set_training(model *m, int training)
+{
+    if (m->net)
+        ladle_network_set_training(m->net, training);
+    else
+        ladle_graph_set_training(m->graph, training);
+}
+
+static ladle_status model_add_to(ladle_optimizer *opt, const model *m)
+{
+    return m->net ? ladle_optimizer_add_network(opt, m->net)
+                  : ladle_optimizer_add_graph(opt, m->graph);
+}
+
+static ladle_status model_save(const char *path, const model *m, const ladle_optimizer *opt,
+                               int nmeta, const int64_t *meta)
+{
+    return m->net ? ladle_checkpoint_save(path, MPI_COMM_WORLD, m->net, opt, nmeta, meta)
+                  : ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, m->graph, opt, nmeta,
+                                                meta);
+}
+
+static ladle_status model_load(const char *path, model *m, ladle_optimizer *opt)
+{
+    return m->net ? ladle_checkpoint_load(path, MPI_COMM_WORLD, m->net, opt, 0, NULL, NULL)
+                  : ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, m->graph, opt, 0, NULL,
+                                                NULL);
+}
+
+/* The layouts of the images and of the logits (whose rows are the labels'). */
+static const ladle_layout *model_x_layout(const model *m)
+{
+    return m->net ? ladle_op_x_layout(ladle_network_layer(m->net, 0))
+                  : ladle_graph_value_layout(m->graph, 0);
+}
+
+static const ladle_layout *model_logits_layout(const model *m)
+{
+    if (m->net)
+        return ladle_op_x_layout(ladle_network_loss_op(m->net));
+    return ladle_op_y_layout(ladle_graph_layer(m->graph, ladle_graph_num_layers(m->graph) - 1));
+}
+
+static void model_destroy(model *m)
+{
+    ladle_network_destroy(&m->net);
+    ladle_graph_destroy(&m->graph);
+}
+
 /* ---- the data, checked against the model ------------------------------- */
 
 /* Rank 0 reads both sets' headers and labels; every rank gets what they
@@ -64,9 +148,10 @@ static int probe_data(const opts *o, ladle_dataset_info *train, ladle_dataset_in
         cli_fail(why,
                  "%s holds %lld training and %lld test samples: both sets must hold some",
                  o->data, (long long)train->size, (long long)test->size);
-    else if (train->rows != train->cols || train->rows < 12)
-        cli_fail(why, "LeNet-5 takes square images of at least 12x12; %s holds %lldx%lld",
-                 o->data, (long long)train->rows, (long long)train->cols);
+    else if (train->rows != train->cols || (o->model == MODEL_LENET && train->rows < 12))
+        cli_fail(why, "%s takes square images%s; %s holds %lldx%lld", model_titles[o->model],
+                 o->model == MODEL_LENET ? " of at least 12x12" : "", o->data,
+                 (long long)train->rows, (long long)train->cols);
     else if (test->rows != train->rows || test->cols != train->cols)
         cli_fail(why, "the test images are %lldx%lld, the training images %lldx%lld",
                  (long long)test->rows, (long long)test->cols, (long long)train->rows,
@@ -97,10 +182,10 @@ typedef struct blocks {
     int has_x, has_loss;
 } blocks;
 
-static void find_blocks(ladle_network *net, blocks *b)
+static void find_blocks(const model *m, blocks *b)
 {
-    const ladle_layout *lx = ladle_op_x_layout(ladle_network_layer(net, 0));
-    const ladle_layout *ll = ladle_op_x_layout(ladle_network_loss_op(net));
+    const ladle_layout *lx = model_x_layout(m);
+    const ladle_layout *ll = model_logits_layout(m);
     ladle_layout_box(lx, LADLE_SELF, b->xoff, b->xbox);
     ladle_layout_box(ll, LADLE_SELF, b->loff, b->lbox);
     b->has_x = ladle_layout_local_volume(lx, LADLE_SELF) > 0;
@@ -223,6 +308,7 @@ enum {
     META_CLASSES,
     META_TRAIN_SIZE,
     META_ADAM,
+    META_MODEL, /* after the first ten: a checkpoint of ten integers is LeNet-5's */
     META_N
 };
 
@@ -239,6 +325,7 @@ static void meta_of(const opts *o, const ladle_dataset_info *train, int64_t epoc
     m[META_CLASSES] = train->classes;
     m[META_TRAIN_SIZE] = train->size;
     m[META_ADAM] = o->adam;
+    m[META_MODEL] = o->model;
 }
 
 /* One integer of a run, as an option would say it. */
@@ -268,6 +355,9 @@ static void meta_text(int k, int64_t v, char *buf, size_t cap)
     case META_TRAIN_SIZE:
         snprintf(buf, cap, "%lld training samples", (long long)v);
         break;
+    case META_MODEL:
+        snprintf(buf, cap, "--model %s", v >= 0 && v < N_MODELS ? model_names[v] : "?");
+        break;
     default:
         snprintf(buf, cap, "%s", v ? "--adam" : "SGD");
     }
@@ -295,7 +385,7 @@ static void meta_differences(const int64_t *got, int n, const int64_t *want, cha
  * printed. The integers are read first, so a checkpoint of another run is
  * refused with what differs rather than with the first tensor that does not
  * fit. */
-static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_network *net,
+static int resume_from(const opts *o, const ladle_dataset_info *train, model *net,
                        ladle_optimizer *opt, int64_t *epoch, int64_t *step)
 {
     int64_t got[LADLE_CHECKPOINT_MAX_META] = {0}, want[META_N];
@@ -306,7 +396,7 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     meta_of(o, train, 0, want);
-    if (n != 3 && n != META_N) {
+    if (n != 3 && n != META_N - 1 && n != META_N) {
         if (me == 0)
             fprintf(stderr, "%s: %s was not written by %s (%d integers of state, not %d)\n",
                     tool, o->checkpoint, tool, n, META_N);
@@ -333,7 +423,7 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
                     tool, o->stop_after, (long long)got[META_EPOCH]);
         return 2;
     }
-    st = ladle_checkpoint_load(o->checkpoint, MPI_COMM_WORLD, net, opt, 0, NULL, NULL);
+    st = model_load(o->checkpoint, net, opt);
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     *epoch = got[META_EPOCH];
@@ -347,19 +437,19 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, ladle_net
 
 /* Test accuracy over the whole test set (the last batch padded), on every
  * rank; a failing forward leaves *st set (agreed by the caller). */
-static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
+static double accuracy(model *net, const ladle_dataset *test, int64_t n,
                        const opts *o, const blocks *b, ladle_tensor *x, double *scores,
                        int64_t *right, ladle_status *st)
 {
     int64_t correct = 0;
     int64_t steps = (n + o->batch - 1) / o->batch;
-    ladle_network_set_training(net, 0);
+    model_set_training(net, 0);
     for (int64_t s = 0; s < steps && *st == LADLE_OK; s++) {
         const ladle_tensor *y = NULL;
         if (b->has_x &&
             ladle_dataset_batch(test, 0, 0, s, o->batch, b->xoff[0], 0, 0, x, NULL))
             fail("reading the test set");
-        *st = ladle_network_forward(net, x, &y);
+        *st = model_forward(net, x, &y);
         if (*st != LADLE_OK || !b->has_loss)
             continue;
         /* the scores, read whole through y's device */
@@ -385,7 +475,7 @@ static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
             correct += best == label;
         }
     }
-    ladle_network_set_training(net, 1);
+    model_set_training(net, 1);
     MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     *right = correct;
     return (double)correct / (double)n;
@@ -395,11 +485,11 @@ static double accuracy(ladle_network *net, const ladle_dataset *test, int64_t n,
 
 /* What a run leaves behind for its caller. */
 typedef struct run_result {
-    double accuracy, ms_per_step;
+    double accuracy, ms_per_step, last_loss;
 } run_result;
 
 typedef struct run_state {
-    ladle_network *net;
+    model net;
     ladle_optimizer *opt;
     ladle_dataset *train, *test;
     ladle_tensor *x, *t;
@@ -408,45 +498,82 @@ typedef struct run_state {
     blocks b;
 } run_state;
 
-static void run_state_free(run_state *r)
+/* The datasets a caller keeps across runs of the same layout (the study's
+ * runs differ in batch and statistics only, so every rank's windows are the
+ * same): train_run takes them from here and leaves them here. */
+typedef struct data_cache {
+    ladle_dataset *train, *test;
+} data_cache;
+
+static void run_state_free(run_state *r, data_cache *keep)
 {
     free(r->labels);
     free(r->scores);
     ladle_tensor_destroy(&r->x);
     ladle_tensor_destroy(&r->t);
     ladle_optimizer_destroy(&r->opt);
-    ladle_network_destroy(&r->net);
-    ladle_dataset_destroy(&r->train);
-    ladle_dataset_destroy(&r->test);
+    model_destroy(&r->net);
+    if (keep) { /* the caller's from now on */
+        keep->train = r->train;
+        keep->test = r->test;
+    } else {
+        ladle_dataset_destroy(&r->train);
+        ladle_dataset_destroy(&r->test);
+    }
 }
 
 /* Build the network for the data, load this rank's windows of the data,
  * make the optimizer and the batch tensors: 0, or the exit status. */
 static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
 {
-    ladle_lenet_desc d;
-    ladle_lenet_desc_init(&d);
-    d.batch = o->batch;
-    d.image = info->rows;
-    d.classes = info->classes;
-    d.batchnorm = o->bn;
-    d.bn_sync = o->bn_sync;
-    d.bn_group = o->bn_group;
-    d.data_ways = o->D;
-    d.spatial[0] = o->Ph;
-    d.spatial[1] = o->Pw;
-    d.fc_ways = o->F;
-    d.dtype = o->dtype;
-    d.device = o->device;
-    d.seed = o->seed;
-    if (tool_failed(tool, ladle_lenet_create(&d, MPI_COMM_WORLD, &r->net),
-                    "building LeNet-5"))
-        return 2;
-    find_blocks(r->net, &r->b);
+    if (o->model == MODEL_LENET) {
+        ladle_lenet_desc d;
+        ladle_lenet_desc_init(&d);
+        d.batch = o->batch;
+        d.image = info->rows;
+        d.classes = info->classes;
+        d.batchnorm = o->bn;
+        d.bn_sync = o->bn_sync;
+        d.bn_group = o->bn_group;
+        d.data_ways = o->D;
+        d.spatial[0] = o->Ph;
+        d.spatial[1] = o->Pw;
+        d.fc_ways = o->F;
+        d.dtype = o->dtype;
+        d.device = o->device;
+        d.seed = o->seed;
+        if (tool_failed(tool, ladle_lenet_create(&d, MPI_COMM_WORLD, &r->net.net),
+                        "building LeNet-5"))
+            return 2;
+    } else {
+        static const ladle_resnet_kind kinds[N_MODELS] = {0, LADLE_RESNET20, LADLE_RESNET18,
+                                                          LADLE_RESNET8};
+        ladle_resnet_desc d;
+        ladle_resnet_desc_init(&d, kinds[o->model]);
+        if (o->model == MODEL_RESNET8)
+            d.width = 16; /* the test model's width 4 is too thin to learn much */
+        d.batch = o->batch;
+        d.image = info->rows;
+        d.classes = info->classes;
+        d.bn_sync = o->bn_sync;
+        d.bn_group = o->bn_group;
+        d.data_ways = o->D;
+        d.spatial[0] = o->Ph;
+        d.spatial[1] = o->Pw;
+        d.channel_ways = o->C;
+        d.dtype = o->dtype;
+        d.device = o->device;
+        d.seed = o->seed;
+        char what[64];
+        snprintf(what, sizeof what, "building %s", model_titles[o->model]);
+        if (tool_failed(tool, ladle_resnet_create(&d, MPI_COMM_WORLD, &r->net.graph), what))
+            return 2;
+    }
+    find_blocks(&r->net, &r->b);
     /* each rank keeps its tile of every image (nothing off the layout) */
     ladle_status st = LADLE_OK;
     const blocks *b = &r->b;
-    if (b->has_x || b->has_loss) {
+    if ((b->has_x || b->has_loss) && r->train == NULL) { /* else kept from a run before */
         int64_t r0 = b->has_x ? b->xoff[2] : 0, rows = b->has_x ? b->xbox[2] : 1;
         int64_t c0 = b->has_x ? b->xoff[3] : 0, cols = b->has_x ? b->xbox[3] : 1;
         /* an augmented tile reads around (and, flipped, across) the image:
@@ -468,14 +595,14 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
     od.weight_decay = o->weight_decay;
     st = ladle_optimizer_create(&od, &r->opt);
     if (st == LADLE_OK)
-        st = ladle_optimizer_add_network(r->opt, r->net);
+        st = model_add_to(r->opt, &r->net);
     int64_t tz[1] = {b->has_loss ? b->lbox[0] : 0};
     if (st == LADLE_OK)
         st = ladle_tensor_create_on(o->dtype, o->device, 4, b->xbox, &r->x);
     if (st == LADLE_OK)
         st = ladle_tensor_create_on(LADLE_I64, o->device, 1, tz, &r->t);
     r->labels = calloc((size_t)tz[0] + 1, sizeof *r->labels);
-    r->scores = calloc((size_t)(tz[0] * d.classes) + 1, sizeof *r->scores);
+    r->scores = calloc((size_t)(tz[0] * info->classes) + 1, sizeof *r->scores);
     if (st == LADLE_OK && (r->labels == NULL || r->scores == NULL))
         fail("allocating the host copies of a batch");
     return tool_failed(tool, st, "creating the optimizer and the batch") ? 1 : 0;
@@ -499,13 +626,13 @@ static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_sched
         labels_of(r->train, o->seed, e, s, o->batch, b, r->labels, r->t);
     ladle_status st = ladle_optimizer_set_lr(r->opt, ladle_lr_at(sched, e * per_epoch + s));
     if (st == LADLE_OK)
-        st = ladle_network_zero_grad(r->net);
+        st = model_zero_grad(&r->net);
     if (st == LADLE_OK)
-        st = ladle_network_forward(r->net, r->x, NULL);
+        st = model_forward(&r->net, r->x, NULL);
     if (st == LADLE_OK)
-        st = ladle_network_loss(r->net, r->t, loss);
+        st = model_loss(&r->net, r->t, loss);
     if (st == LADLE_OK)
-        st = ladle_network_backward(r->net, 1);
+        st = model_backward(&r->net);
     if (st == LADLE_OK)
         st = ladle_optimizer_step(r->opt);
     return st;
@@ -522,9 +649,9 @@ static int write_summary(const opts *o, double acc, double ms, double last_loss)
     }
     fprintf(f,
             "ranks %d layout %dx%dx%d fc %d bn %d sync %d group %d epochs %d "
-            "accuracy %.4f ms_per_step %.3f last_loss %.4f\n",
+            "accuracy %.4f ms_per_step %.3f last_loss %.4f model %s channels %d\n",
             world, o->D, o->Ph, o->Pw, o->F, o->bn, (int)o->bn_sync, o->bn_group, o->epochs,
-            acc, ms, last_loss);
+            acc, ms, last_loss, model_names[o->model], o->C);
     if (cli_close_ok(f, o->summary, why)) {
         fprintf(stderr, "%s: %s\n", tool, why);
         return 1;
@@ -534,11 +661,16 @@ static int write_summary(const opts *o, double acc, double ms, double last_loss)
 
 /* Train as o says: 0 when every asked-for epoch was trained and scored, the
  * exit status (1 or 2) otherwise, with the reason printed. *res gets the
- * final test accuracy and the mean step time (on every rank). */
-static int train_run(const opts *op, run_result *res)
+ * final test accuracy and the mean step time (on every rank). keep (may be
+ * NULL) carries the datasets from one run to the next of the same layout. */
+static int train_run(const opts *op, run_result *res, data_cache *keep)
 {
     opts o = *op;
     run_state r = {0};
+    if (keep) {
+        r.train = keep->train;
+        r.test = keep->test;
+    }
     ladle_dataset_info info, tinfo;
     const char *out_opt[1] = {"--summary"}, *out_path[1] = {o.summary};
     int rc = 0;
@@ -559,19 +691,23 @@ static int train_run(const opts *op, run_result *res)
                            o.lr);
     sched.total_steps = (int64_t)o.epochs * per_epoch;
     int64_t start_epoch = 0, start_step = 0;
-    if (o.resume && (rc = resume_from(&o, &info, r.net, r.opt, &start_epoch, &start_step)))
+    if (o.resume && (rc = resume_from(&o, &info, &r.net, r.opt, &start_epoch, &start_step)))
         goto out;
     if (me == 0) {
+        char last[32];
+        if (o.model == MODEL_LENET)
+            snprintf(last, sizeof last, "fc %d", o.F);
+        else
+            snprintf(last, sizeof last, "channels %d", o.C);
         printf(
-            "LeNet-5%s on %s (%lld images of %lldx%lld, %lld classes): %d ranks, layout %d "
-            "(data) x %dx%d (spatial), fc %d; batch %lld, %s lr %g, %lld steps per epoch\n",
-            o.bn ? " with batch norm" : "", o.data, (long long)info.size,
-            (long long)info.rows, (long long)info.cols, (long long)info.classes, world, o.D,
-            o.Ph, o.Pw, o.F, (long long)o.batch, o.adam ? "Adam" : "SGD", o.lr,
-            (long long)per_epoch);
-        if (o.D * o.Ph * o.Pw < world)
-            printf("(ranks %d-%d take no part in this layout)\n", o.D * o.Ph * o.Pw,
-                   world - 1);
+            "%s%s on %s (%lld images of %lldx%lld, %lld classes): %d ranks, layout %d "
+            "(data) x %dx%d (spatial), %s; batch %lld, %s lr %g, %lld steps per epoch\n",
+            model_titles[o.model], o.bn && o.model == MODEL_LENET ? " with batch norm" : "",
+            o.data, (long long)info.size, (long long)info.rows, (long long)info.cols,
+            (long long)info.classes, world, o.D, o.Ph, o.Pw, last, (long long)o.batch,
+            o.adam ? "Adam" : "SGD", o.lr, (long long)per_epoch);
+        if (layout_ranks(&o) < world)
+            printf("(ranks %d-%d take no part in this layout)\n", layout_ranks(&o), world - 1);
         printf("data loaded in %.1f s\n", MPI_Wtime() - t0);
         fflush(stdout);
     }
@@ -623,8 +759,9 @@ static int train_run(const opts *op, run_result *res)
         double epoch_time = MPI_Wtime() - te;
         train_time += epoch_time;
         int64_t right = 0;
+        int64_t scored = o.test_limit && o.test_limit < tinfo.size ? o.test_limit : tinfo.size;
         ladle_status st = LADLE_OK;
-        final_acc = accuracy(r.net, r.test, tinfo.size, &o, &r.b, r.x, r.scores, &right, &st);
+        final_acc = accuracy(&r.net, r.test, scored, &o, &r.b, r.x, r.scores, &right, &st);
         if (tool_failed(tool, st, "evaluating on the test set")) {
             rc = 1;
             break;
@@ -632,15 +769,13 @@ static int train_run(const opts *op, run_result *res)
         if (me == 0) {
             printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, "
                    "%.1f s\n",
-                   (long long)e + 1, 100 * final_acc, (long long)right,
-                   (long long)tinfo.size, seen ? sum / (double)seen : 0.0, epoch_time);
+                   (long long)e + 1, 100 * final_acc, (long long)right, (long long)scored, seen ? sum / (double)seen : 0.0, epoch_time);
             fflush(stdout);
         }
         if (o.checkpoint) {
             int64_t meta[META_N];
             meta_of(&o, &info, e + 1, meta);
-            st = ladle_checkpoint_save(o.checkpoint, MPI_COMM_WORLD, r.net, r.opt, META_N,
-                                       meta);
+            st = model_save(o.checkpoint, &r.net, r.opt, META_N, meta);
             if (tool_failed(tool, st, "saving the checkpoint")) {
                 rc = 1;
                 break;
@@ -656,6 +791,7 @@ static int train_run(const opts *op, run_result *res)
         double per_step = steps_done ? train_time / (double)steps_done : 0;
         res->accuracy = final_acc;
         res->ms_per_step = 1e3 * per_step;
+        res->last_loss = last_loss;
         if (me == 0 && o.summary)
             rc = write_summary(&o, final_acc, 1e3 * per_step, last_loss);
         if (me == 0 && rc == 0)
@@ -664,7 +800,7 @@ static int train_run(const opts *op, run_result *res)
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
 out:
-    run_state_free(&r);
+    run_state_free(&r, keep);
     return rc;
 }
 

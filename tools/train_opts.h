@@ -21,10 +21,12 @@
 
 typedef struct opts {
     const char *data;
-    int epochs, steps, progress, bn, bn_group, D, Ph, Pw, F, adam, constant_lr, quiet;
+    int epochs, steps, progress, bn, bn_group, D, Ph, Pw, F, C, adam, constant_lr, quiet;
+    int model; /* MODEL_* */
     int stop_after; /* leave after this many epochs (an interruption), 0: never */
     int augment, crop_pad, flip; /* data augmentation (crop_pad: -1 until decided) */
     int64_t batch;
+    int64_t test_limit; /* score on the first test_limit test images; 0: all */
     double lr, momentum, weight_decay;
     int bn_sync_index, dtype_index, device_index; /* choices, mapped below */
     ladle_bn_sync bn_sync;
@@ -62,6 +64,12 @@ typedef struct optdef {
     const char *const *choices;
 } optdef;
 
+/* The models: LeNet-5 is a chain; the ResNets are graphs (ladle/models.h;
+ * resnet8 is the test kind widened to 16, a small model for quick runs). */
+enum { MODEL_LENET, MODEL_RESNET20, MODEL_RESNET18, MODEL_RESNET8, N_MODELS };
+static const char *const model_names[] = {"lenet", "resnet20", "resnet18", "resnet8", NULL};
+static const char *const model_titles[] = {"LeNet-5", "ResNet-20", "ResNet-18", "ResNet-8"};
+
 static const char *const bn_sync_names[] = {"global", "local", "group", NULL};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "guarded", NULL};
@@ -83,12 +91,15 @@ static const optdef optdefs[] = {
     {"--seed",          'u', M_ALL,    O(seed),          0, 0, 0, NULL},
     {"--dtype",         'c', M_ALL,    O(dtype_index),   0, 0, 0, dtype_names},
     {"--device",        'c', M_TRAIN,  O(device_index),  0, 0, 0, device_names},
+    {"--model",         'c', M_LAYOUT | M_STUDY, O(model), 0, 0, 0, model_names},
     {"--bn",            'f', M_ALL,    O(bn),            0, 0, 0, NULL},
     {"--quiet",         'f', M_ALL,    O(quiet),         0, 0, 0, NULL},
+    {"--test-limit",    'l', M_ALL,    O(test_limit),    1, (double)BATCH_MAX, 0, NULL},
     {"--progress",      'i', M_TRAIN,  O(progress),      1, INT_MAX, 0, NULL},
     {"--data-ways",     'i', M_LAYOUT, O(D),             1, RANKS, 0, NULL},
     {"--spatial",       's', M_LAYOUT, O(spatial),       1, RANKS, 0, NULL},
     {"--fc-ways",       'i', M_LAYOUT, O(F),             1, RANKS, 0, NULL},
+    {"--channel-ways",  'i', M_LAYOUT, O(C),             1, RANKS, 0, NULL},
     {"--bn-sync",       'c', M_LAYOUT, O(bn_sync_index), 0, 0, 0, bn_sync_names},
     {"--bn-group",      'i', M_LAYOUT, O(bn_group),      1, RANKS, 0, NULL},
     {"--checkpoint",    't', M_LAYOUT, O(checkpoint),    0, 0, 0, NULL},
@@ -127,7 +138,7 @@ static void defaults(opts *o)
     o->batch = 64;
     o->lr = 0.03;
     o->momentum = 0.9;
-    o->D = o->Ph = o->Pw = o->F = 1;
+    o->D = o->Ph = o->Pw = o->F = o->C = 1;
     o->spatial[0] = o->spatial[1] = 1;
     o->bn_group = 2;
     o->seed = 1;
@@ -184,6 +195,17 @@ static int given(const opts *o, const char *name)
     return 0;
 }
 
+/* The ranks a layout takes: D Ph Pw, or C^2 Ph Pw with channel ways (the
+ * weight grid of a channel-split convolution; see docs/training.md). Each
+ * factor is at most the number of ranks, so the product fits an int64. */
+static int64_t layout_ranks64(const opts *o)
+{
+    int64_t tiles = o->spatial[0] * o->spatial[1];
+    return o->C > 1 ? (int64_t)o->C * o->C * tiles : (int64_t)o->D * tiles;
+}
+
+static int layout_ranks(const opts *o) { return (int)layout_ranks64(o); }
+
 /* Options that only make sense together, and the layout against the ranks. */
 static int check_combinations(opts *o, unsigned mode, char *why)
 {
@@ -202,6 +224,15 @@ static int check_combinations(opts *o, unsigned mode, char *why)
         return cli_fail(why,
                         "--stop-after %d must come before the last epoch (--epochs %d)",
                         o->stop_after, o->epochs);
+    if (o->model != MODEL_LENET) {
+        if (given(o, "--fc-ways"))
+            return cli_fail(why, "--fc-ways splits LeNet-5's linear layers; a ResNet splits "
+                                 "its channels (--channel-ways)");
+        if (o->C > 1 && o->D > 1)
+            return cli_fail(why, "--channel-ways does not mix with --data-ways");
+        o->bn = 1; /* a ResNet's batch norms are part of it */
+    } else if (given(o, "--channel-ways"))
+        return cli_fail(why, "--channel-ways needs a ResNet (--model resnet20, ...)");
     if ((given(o, "--bn-sync") || given(o, "--bn-group")) && !o->bn)
         return cli_fail(why, "--bn-sync and --bn-group need --bn");
     if (given(o, "--bn-group") && o->bn_sync != LADLE_BN_SYNC_GROUP)
@@ -223,10 +254,11 @@ static int check_combinations(opts *o, unsigned mode, char *why)
                             (long long)o->batch, o->microbatches);
         return 0;
     }
-    int64_t ranks = (int64_t)o->D * o->spatial[0] * o->spatial[1]; /* each <= world */
+    int64_t ranks = layout_ranks64(o);
     if (mode == M_LAYOUT && ranks > world)
-        return cli_fail(why, "the layout %d x %lldx%lld needs %lld ranks; there are %d",
-                        o->D, (long long)o->spatial[0], (long long)o->spatial[1],
+        return cli_fail(why, "the layout %d x %lldx%lld%s needs %lld ranks; there are %d",
+                        o->C > 1 ? o->C : o->D, (long long)o->spatial[0],
+                        (long long)o->spatial[1], o->C > 1 ? " (channels x spatial)" : "",
                         (long long)ranks, world);
     if (o->F > o->spatial[0] * o->spatial[1])
         return cli_fail(why, "--fc-ways %d is more than the %lld tiles of a batch block",

@@ -109,7 +109,8 @@ LADLE_API ladle_status ladle_builder_basic_block(ladle_builder *b, const char *n
  * ".bn3". */
 LADLE_API ladle_status ladle_builder_bottleneck(ladle_builder *b, const char *name, int x,
                                                 int64_t planes, int stride, int *id);
-/* Global average pooling N x C x H x W -> N x C, on whole images. */
+/* Global average pooling N x C x H x W -> N x C: each tile sums its block,
+ * a sum-reduce adds the tiles onto the head (ladle_dist_global_avg_pool). */
 LADLE_API ladle_status ladle_builder_global_avg_pool(ladle_builder *b, const char *name, int x,
                                                      int *id);
 /* Linear N x F -> N x classes (with bias), after global average pooling. */

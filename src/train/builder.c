@@ -5,7 +5,7 @@
 
 #include "ladle/builder.h"
 #include "layers/dist.h"
-#include "src/train/builder_impl.h"
+#include "ladle/distributed.h"
 
 /* Where a value lives: nowhere in particular (sequential), the convolution
  * grid, the images' grid (channel layouts: the channels whole), the head
@@ -23,7 +23,8 @@ struct ladle_builder {
     ladle_graph *g;
     /* px the convolution grid; pw its weight grid (channels); pimg, pwimg
      * the images' grid and its weight grid (channels); phead D x 1, plin
-     * the classifier's weight grid, pgap the 4-d grid of whole images */
+     * the classifier's weight grid; pgap 1 x C, where global average
+     * pooling leaves a channel-split value (channel ways only) */
     ladle_partition *px, *pw, *pimg, *pwimg, *pgap, *phead, *plin;
     bvalue *v;
     int nv;
@@ -74,7 +75,8 @@ static ladle_status partitions(ladle_builder *b, MPI_Comm comm)
     }
     /* the head: batch block k on the rank of its first tile */
     int step = C > 1 ? 1 : T;
-    LADLE_CALL(grid(comm, 4, (int[]){D, 1, 1, 1}, D, step, &b->pgap));
+    if (C > 1) /* the first spatial tile of each channel block */
+        LADLE_CALL(grid(comm, 2, (int[]){1, C}, C, T, &b->pgap));
     LADLE_CALL(grid(comm, 2, (int[]){D, 1}, D, step, &b->phead));
     if (D > 1)
         LADLE_CALL(grid(comm, 3, (int[]){1, D, 1}, D, step, &b->plin));
@@ -328,11 +330,11 @@ fail:
 }
 
 /* ---- global average pooling ----------------------------------------------
- * Until a distributed global average pooling exists, the sequential one
- * runs inside a custom op on the head's ranks: its x layout holds each
- * batch block's images whole (D x 1 x 1 x 1), so the graph inserts the
- * repartition that gathers them; its y layout is the head's (D x 1). This
- * function is the one place to switch to the distributed layer. */
+ * The distributed layer on the value's own grid: each tile sums its block,
+ * a sum-reduce adds the tiles onto the first tile of each batch (or
+ * channel) block. Its y is the head's layout (D x 1) or, with channel ways,
+ * 1 x C on those first tiles; the graph then inserts the repartition that
+ * gathers the C channel blocks for the classifier. */
 
 static ladle_status gap(ladle_builder *b, const char *name, int x, int *id)
 {
@@ -342,10 +344,12 @@ static ladle_status gap(ladle_builder *b, const char *name, int x, int *id)
     LADLE_CALL(value(b, x, 4, &xv));
     LADLE_CHECK(xv->where != W_HEAD, LADLE_ERR_SHAPE, "'%s': pooling twice", name);
     int64_t ys[2] = {xv->global[0], xv->global[1]};
-    if (b->dist)
-        LADLE_CALL(ladle__gap_whole_images(b->pgap, b->phead, xv->global, b->d.dtype, b->d.device,
-                                             &op));
-    else
+    if (b->dist) {
+        const ladle_partition *px = xv->where == W_IMAGE ? b->pimg : b->px;
+        const ladle_partition *py = xv->where == W_CONV && b->pgap ? b->pgap : b->phead;
+        LADLE_CALL(ladle_dist_global_avg_pool_create(px, 4, xv->global, py, b->d.dtype,
+                                                     b->d.device, 0, &op));
+    } else
         LADLE_CALL(ladle_global_avg_pool_create(4, xv->global, b->d.dtype, b->d.device, &op));
     st = layer(b, name, op, x, 2, ys, b->dist ? W_HEAD : W_NONE, id);
 fail:
