@@ -8,7 +8,7 @@
 #                     the C ABI (make check-abi: install, symbols, pkg-config and
 #                     CMake users, a program of another MPI)
 #   make bench        benchmarks against the raw MPI calls and the BLAS
-#   make bench-torch  the layers next to PyTorch's (needs python3-torch)
+#   make bench-torch  the layers and a ResNet-20 step next to PyTorch's (needs python3-torch)
 #   make bench-overhead  a ladle call from PyTorch (ladle.torch) next to the same call from C
 #   make bench-distdl    the LeNet-5 step through ladle.torch next to DistDL's (DISTDL_SRC=...)
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
@@ -412,8 +412,9 @@ bench: deps
 	@awk -f bench/summarize.awk $(OUT)/bench/results.txt
 
 bench-torch: deps
-	@$(MAKE) --no-print-directory $(OUT)/bench/bench_layers
+	@$(MAKE) --no-print-directory $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist
 	@bench/torch_compare.sh $(OUT)/bench
+	@MPIEXEC="$(MPIEXEC)" bench/torch_resnet.sh $(OUT)/bench
 
 # a ladle call from PyTorch (ladle.torch) against the same call from C, both
 # on the Open MPI build of make python (docs/benchmarks.md)

@@ -16,7 +16,13 @@
  *    sequential step on the rank's part of the batch, run at the same time
  *    on every rank).
  *
- *   mpiexec -n 2 bench_dist [--reps R] [--only conv-halo|dp-sync|lenet]
+ *  - resnet: ResNet-20 (batch 64, 28 x 28, f32) training steps, the graph
+ *    network of ladle_resnet_create: one rank's sequential network, then
+ *    every data, spatial and channel layout that fits the ranks, with the
+ *    speed-up over the sequential step measured in the same run (fewer
+ *    repetitions: a step takes a good part of a second).
+ *
+ *   mpiexec -n 2 bench_dist [--reps R] [--only conv-halo|dp-sync|lenet|resnet]
  */
 #include <mpi.h>
 #include <sched.h>
@@ -210,6 +216,96 @@ static double time_steps(ladle_network *net, int64_t nbatch, int sync)
     return m;
 }
 
+/* ---- ResNet-20 ------------------------------------------------------------ */
+
+static ladle_graph *resnet20(int seq, int D, int Ph, int Pw, int C, int64_t nbatch)
+{
+    ladle_resnet_desc d;
+    ladle_resnet_desc_init(&d, LADLE_RESNET20);
+    d.batch = nbatch;
+    d.sequential = seq;
+    d.data_ways = D;
+    d.spatial[0] = Ph;
+    d.spatial[1] = Pw;
+    d.channel_ways = C;
+    ladle_graph *g = NULL;
+    check(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), "resnet20");
+    return g;
+}
+
+/* Median slowest-rank time of a ResNet training step (zero, forward, loss,
+ * backward with the gradient sums; no optimizer, as for LeNet-5). */
+static double time_graph(ladle_graph *g, int64_t nbatch, int n)
+{
+    const ladle_layout *lx = ladle_graph_value_layout(g, 0);
+    const ladle_op *fc = ladle_graph_layer(g, ladle_graph_num_layers(g) - 1);
+    const ladle_layout *ll = ladle_op_y_layout(fc);
+    int64_t xb[4] = {nbatch, 1, 28, 28}, lb[2] = {nbatch, 10}, off[4] = {0};
+    if (lx) {
+        ladle_layout_box(lx, LADLE_SELF, off, xb);
+        ladle_layout_box(ll, LADLE_SELF, NULL, lb);
+        if (!ladle_partition_active(ladle_layout_partition(ll)))
+            lb[0] = 0;
+    }
+    ladle_tensor *x = NULL, *t = NULL;
+    check(ladle_tensor_create(LADLE_F32, 4, xb, &x), "x");
+    check(ladle_tensor_create(LADLE_I64, 1, lb, &t), "labels");
+    ladle_tensor_fill_random(x, 9, (uint64_t)off[0]);
+    for (int64_t i = 0; i < lb[0]; i++)
+        ((int64_t *)ladle_tensor_data(t))[i] = i % 10;
+    const ladle_tensor *xs[1] = {x}, *ts[1] = {t};
+    double *times = calloc((size_t)n, sizeof(double)), loss;
+    for (int r = -2; r < n; r++) {
+        barrier();
+        double t0 = MPI_Wtime();
+        check(ladle_graph_zero_grad(g), "zero_grad");
+        check(ladle_graph_forward(g, 1, xs, NULL), "forward");
+        check(ladle_graph_loss(g, 1, ts, &loss), "loss");
+        check(ladle_graph_backward(g, 1), "backward");
+        double e = slowest(MPI_Wtime() - t0);
+        if (r >= 0)
+            times[r] = e;
+    }
+    double m = bench_median(times, n);
+    free(times);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+    return m;
+}
+
+static void resnet_rows(int64_t B)
+{
+    int n = reps < 7 ? reps : 7;
+    /* the sequential reference, every rank at once (the same load) */
+    ladle_graph *seq = resnet20(1, 1, 1, 1, 1, B);
+    double t1 = time_graph(seq, B, n);
+    ladle_graph_destroy(&seq);
+    if (me == 0) {
+        printf("\n%-10s %-34s %9s %9s %7s   (median of %d)\n", "row",
+               "layout (D x Ph x Pw, channels C)", "ms/step", "images/s", "speedup", n);
+        printf("resnet20   %-34s %9.3f %9.1f %7.2f\n", "sequential, 1 rank's work", t1 * 1e3,
+               (double)B / t1, 1.0);
+        fflush(stdout);
+    }
+    static const int layouts[][4] = {{1, 1, 1, 1}, {2, 1, 1, 1}, {1, 2, 1, 1}, {4, 1, 1, 1},
+                                     {2, 2, 1, 1}, {1, 2, 2, 1}, {1, 1, 1, 2}};
+    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+        int D = layouts[k][0], Ph = layouts[k][1], Pw = layouts[k][2], C = layouts[k][3];
+        int need = C > 1 ? C * C * Ph * Pw : D * Ph * Pw;
+        if (need != world)
+            continue;
+        ladle_graph *g = resnet20(0, D, Ph, Pw, C, B);
+        double t = time_graph(g, B, n);
+        ladle_graph_destroy(&g);
+        if (me == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "%dx%dx%d, channels %d", D, Ph, Pw, C);
+            printf("resnet20   %-34s %9.3f %9.1f %7.2f\n", name, t * 1e3, (double)B / t, t1 / t);
+            fflush(stdout);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -290,6 +386,8 @@ int main(int argc, char **argv)
             }
         }
     }
+    if (!only || !strcmp(only, "resnet"))
+        resnet_rows(B);
     MPI_Finalize();
     return 0;
 }
