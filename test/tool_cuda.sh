@@ -43,7 +43,8 @@ if [ "${TOOL_CUDA_DIRECT:-0}" = 1 ]; then
 fi
 
 # LeNet-5, f64, a few steps: the GPU's run ends as the CPU's (the same
-# accuracy count and the loss to the summary's four decimals)
+# accuracy count on the first 2000 test images and the loss to the
+# summary's four decimals)
 train="$BINDIR/ladle-train"
 data=${LADLE_DATA:-/usr/share/datasets/fashion-mnist}
 if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
@@ -52,7 +53,8 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
         dev=$1 n=$2 sum=$3
         shift 3
         timeout 600 $MPIEXEC -n "$n" "$train" --quiet --steps 20 --batch 32 --dtype f64 \
-            --seed 4 --epochs 1 --device "$dev" --summary "$sum" "$@" >>"$tmp/log" 2>&1
+            --seed 4 --epochs 1 --test-limit 2000 --device "$dev" --summary "$sum" "$@" \
+            >>"$tmp/log" 2>&1
     }
     tail_of() { sed -e 's/ms_per_step [0-9.]*//' "$1"; }
     for layout in "2:--data-ways 2" "4:--data-ways 2 --spatial 2x1 --fc-ways 2 --bn"; do
@@ -78,7 +80,8 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     # the pipeline mode: 1F1B over 2 ranks, the epoch's line as the CPU's
     line() { # DEVICE
         timeout 600 $MPIEXEC -n 2 "$train" --pipeline 1f1b --microbatches 2 --steps 10 \
-            --batch 32 --dtype f64 --seed 4 --epochs 1 --quiet --device "$1" 2>&1 |
+            --batch 32 --dtype f64 --seed 4 --epochs 1 --test-limit 2000 --quiet \
+            --device "$1" 2>&1 |
             grep "^epoch 1:"
     }
     a=$(line cpu) b=$(line cuda)

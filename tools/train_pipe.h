@@ -104,9 +104,10 @@ static void pipe_gather(const ladle_pipe_schedule *s, ladle_pipeline *pl, const 
     }
 }
 
-/* Test accuracy of the whole network (rank 0 alone, batches of eb). */
+/* Test accuracy of the whole network (rank 0 alone, batches of eb) on the
+ * first limit test images (all when limit is 0). */
 static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *test,
-                                  int64_t eb, ladle_dtype dt, double *acc)
+                                  int64_t eb, int64_t limit, ladle_dtype dt, double *acc)
 {
     int64_t xs[4] = {eb, 1, ladle_dataset_rows(test), ladle_dataset_cols(test)}, ls = eb;
     ladle_tensor *act[PIPE_MAX_LAYERS + 1] = {NULL}, *labels = NULL;
@@ -122,6 +123,8 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
             st = ladle_layer_set_training(full[i], 0);
     }
     int64_t n = ladle_dataset_size(test), right = 0;
+    if (limit > 0 && limit < n)
+        n = limit;
     for (int64_t s = 0; s * eb < n && st == LADLE_OK; s++) {
         st = ladle_dataset_batch(test, 0, 0, s, eb, 0, 0, 0, act[0], labels);
         for (int i = 0; i < nl && st == LADLE_OK; i++)
@@ -131,7 +134,7 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
         const int64_t *l = ladle_tensor_data(labels);
         int64_t classes = ladle_tensor_shape(act[nl])[1];
         for (int64_t r = 0; r < eb; r++) {
-            if (l[r] < 0)
+            if (l[r] < 0 || s * eb + r >= n) /* padding, or beyond the limit */
                 continue;
             int64_t best = 0;
             double bv = -INFINITY;
@@ -420,7 +423,7 @@ static int pipe_run(const opts *o)
         }
         pipe_gather(ps.s, ps.pl, ps.first, ps.full);
         double acc = 0;
-        st = me == 0 ? pipe_accuracy(ps.full, ps.nfull, ps.test, 500, o->dtype, &acc)
+        st = me == 0 ? pipe_accuracy(ps.full, ps.nfull, ps.test, 500, o->test_limit, o->dtype, &acc)
                      : LADLE_OK;
         if (tool_failed(tool, st, "evaluating on the test set")) {
             rc = 1;
