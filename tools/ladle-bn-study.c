@@ -391,8 +391,10 @@ static int chart(const char *path, const summary *p, int n, const opts *o, int64
     double y0 = floor(lo_acc * 20) / 20, y1 = ceil(hi_acc * 20) / 20;
     if (y1 <= y0)
         y1 = y0 + 0.05;
-    const int PW = 300, PH = 260, left = 60, top = 50, gap = 40;
+    const int PW = 300, PH = 260, left = 60, top = 75, gap = 40;
     int W = left + (nr > 0 ? nr : 1) * (PW + gap) + 20, H = top + PH + 90;
+    if (W < 620) /* room for the titles and the legend */
+        W = 620;
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         fprintf(stderr, "ladle-bn-study: cannot write %s: %s\n", path, strerror(errno));
@@ -405,14 +407,16 @@ static int chart(const char *path, const summary *p, int n, const opts *o, int64
             W, H, W, H);
     fprintf(f,
             "<text x=\"%d\" y=\"20\" font-size=\"14\">%s, data parallel: test accuracy "
-            "against time per step, batch-norm statistics local, in groups, global</text>\n",
-            left, model_titles[o->model]);
+            "against time per step</text>\n"
+            "<text x=\"%d\" y=\"38\">batch-norm statistics per rank (local), per group of 2 "
+            "or 4 ranks, over all ranks (global)</text>\n",
+            left, model_titles[o->model], left);
     if (samples)
-        fprintf(f, "<text x=\"%d\" y=\"36\">%d epoch%s of %lld samples per run; labels: "
+        fprintf(f, "<text x=\"%d\" y=\"54\">%d epoch%s of %lld samples per run; labels: "
                    "samples per rank; bars: one standard deviation over the seeds</text>\n",
                 left, o->epochs, o->epochs > 1 ? "s" : "", (long long)samples);
     else
-        fprintf(f, "<text x=\"%d\" y=\"36\">%d epoch%s per run; labels: samples per rank; "
+        fprintf(f, "<text x=\"%d\" y=\"54\">%d epoch%s per run; labels: samples per rank; "
                    "bars: one standard deviation over the seeds</text>\n",
                 left, o->epochs, o->epochs > 1 ? "s" : "");
     for (int a = 0; a < nr; a++) {
@@ -627,6 +631,7 @@ int main(int argc, char **argv)
                     fflush(stdout);
                 }
                 r.quiet = 1;
+                r.silent = o.quiet;
                 rc = train_run(&r, &res, &keep);
                 rows[at++] = (row){world,          k,          sd.per_rank[i], r.seed,
                                    res.accuracy, res.ms_per_step, res.last_loss};

@@ -693,7 +693,7 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
     int64_t start_epoch = 0, start_step = 0;
     if (o.resume && (rc = resume_from(&o, &info, &r.net, r.opt, &start_epoch, &start_step)))
         goto out;
-    if (me == 0) {
+    if (me == 0 && !o.silent) {
         char last[32];
         if (o.model == MODEL_LENET)
             snprintf(last, sizeof last, "fc %d", o.F);
@@ -766,7 +766,7 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
             rc = 1;
             break;
         }
-        if (me == 0) {
+        if (me == 0 && !o.silent) {
             printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, "
                    "%.1f s\n",
                    (long long)e + 1, 100 * final_acc, (long long)right, (long long)scored, seen ? sum / (double)seen : 0.0, epoch_time);
@@ -794,7 +794,7 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
         res->last_loss = last_loss;
         if (me == 0 && o.summary)
             rc = write_summary(&o, final_acc, 1e3 * per_step, last_loss);
-        if (me == 0 && rc == 0)
+        if (me == 0 && rc == 0 && !o.silent)
             printf("done: test accuracy %.2f%%, %.2f ms per step over %lld steps\n",
                    100 * final_acc, 1e3 * per_step, (long long)steps_done);
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);

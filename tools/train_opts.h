@@ -42,6 +42,7 @@ typedef struct opts {
     int pipe_style, pipe_stages, pipe_chunks, pipe_nrep, microbatches;
     int64_t pipe_rep[PIPE_MAX_REPLICAS];
     const char *timeline;
+    int silent; /* not an option: train_run prints only failures (the study's runs) */
     unsigned char given[40]; /* given[i]: option i of the table was on the line */
 } opts;
 
