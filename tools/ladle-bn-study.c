@@ -231,23 +231,17 @@ static int csv_read(const char *path, row **rows)
         long long pr = 0;
         unsigned long long seed = 0;
         int k = 0;
-        if (sscanf(line, "%d,%lld,%15[^,],%llu,%lf,%lf", &r.ranks, &pr, name, &seed, &r.acc,
-                   &r.ms) != 6 ||
+        if (sscanf(line, "%d,%lld,%15[^,],%llu,%lf,%lf,%lf", &r.ranks, &pr, name, &seed, &r.acc,
+                   &r.ms, &r.loss) != 7 ||
             r.ranks < 1 || pr < 1 || !(r.acc >= 0 && r.acc <= 1) || !(r.ms >= 0)) {
             fprintf(stderr, "ladle-bn-study: %s, line %d: not a row of this tool's\n", path, at);
-            fclose(f);
-            free(*rows);
-            *rows = NULL;
-            return -1;
+            goto fail;
         }
         while (k < N_MODES && strcmp(name, mode_names[k]) != 0)
             k++;
         if (k == N_MODES) {
             fprintf(stderr, "ladle-bn-study: %s, line %d: unknown mode '%s'\n", path, at, name);
-            fclose(f);
-            free(*rows);
-            *rows = NULL;
-            return -1;
+            goto fail;
         }
         r.mode = k;
         r.per_rank = pr;
@@ -257,10 +251,7 @@ static int csv_read(const char *path, row **rows)
             row *grown = realloc(*rows, sizeof *grown * (size_t)cap);
             if (grown == NULL) {
                 fprintf(stderr, "ladle-bn-study: out of memory reading %s\n", path);
-                fclose(f);
-                free(*rows);
-                *rows = NULL;
-                return -1;
+                goto fail;
             }
             *rows = grown;
         }
@@ -268,6 +259,11 @@ static int csv_read(const char *path, row **rows)
     }
     fclose(f);
     return n;
+fail:
+    fclose(f);
+    free(*rows);
+    *rows = NULL;
+    return -1;
 }
 
 /* ---- statistics of a point ------------------------------------------------ */
