@@ -192,6 +192,21 @@ LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduct
                                               int ndim, const int64_t input_shape[],
                                               ladle_dtype dtype, ladle_device device,
                                               unsigned flags, ladle_op **op);
+/*
+ * The same with every option of ladle_loss_desc (class weights,
+ * ignore_index). A mean that divides by the labels' weight divides by its
+ * sum over the whole batch: the one all-sum-reduce of the forward carries
+ * each block's label weight beside its loss, so the value and the
+ * gradients equal the sequential loss's on the gathered batch whatever the
+ * blocks (a block whose samples are all ignored included). Every rank of
+ * p_x must pass the same descriptor and weights. Collective over p_x.
+ * Returns the codes of ladle_dist_loss_create and ladle_loss_create_ex.
+ */
+LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
+                                                 const ladle_partition *p_x, int ndim,
+                                                 const int64_t input_shape[], ladle_dtype dtype,
+                                                 ladle_device device, unsigned flags,
+                                                 ladle_op **op);
 
 /*
  * Flatten x [N, ...] (global x_shape, ndim >= 2, decomposed in balance over

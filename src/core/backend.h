@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 3
+#define LADLE_BACKEND_VERSION 4
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -55,14 +55,20 @@ typedef struct ladle_init_desc {
 } ladle_init_desc;
 
 /* A loss as its kernels see it (the loss slots). */
-typedef struct ladle_loss_desc {
+typedef struct ladle_loss_plan {
     ladle_loss_kind kind;
     ladle_reduction reduction;
     double smoothing;        /* cross entropy's label smoothing e, in [0, 1] */
     int64_t classes, inner;  /* classification: C and the product of S...; else 1, 1 */
     int64_t numel;           /* elements of x */
     double divisor;          /* what the mean or sum divides by (1 for sum) */
-} ladle_loss_desc;
+    /* classification only (revision 4): C class weights w in host memory,
+     * or NULL for all 1; labels equal to ignore_index, when ignore is
+     * nonzero, count for nothing. Set only on devices with loss_weight_sum. */
+    const double *weight;
+    int64_t ignore_index;
+    int ignore;
+} ladle_loss_plan;
 
 /* convolution: the geometry of one group of its column slots (see the
  * table). 1-D and 2-D convolutions have leading unit extents (in, out, k,
@@ -283,19 +289,22 @@ struct ladle_backend_table {
      * out[0] = (sum of the terms) / l->divisor. Terms and sums in double:
      *   MSE (x - t)^2, L1 |x - t|, BCE with logits max(x, 0) - x t +
      *   log1p(exp(-|x|)); cross entropy -sum_c q_c (x_c - lse(x)) with
-     *   q = (1 - e) onehot(label) + e / C; NLL -x_label.
+     *   q = (1 - e) onehot(label) + e / C; NLL -x_label. With class weights
+     *   w (l->weight): q_c = (1 - e) w_label [c == label] + e w_c / C and
+     *   NLL -w_label x_label; an ignored label's term is 0.
      * Classification x is [N][C][inner] and target holds N * inner i64
      * labels already checked to lie in 0..C-1; regression target has x's
      * dtype and shape. */
     ladle_status (*loss_forward)(const ladle_backend *be, ladle_dtype dtype,
-                                 const ladle_loss_desc *l, const void *x, const void *target,
+                                 const ladle_loss_plan *l, const void *x, const void *target,
                                  void *out);
     /* dx = dloss * d(loss)/dx: dloss holds one value per term (reduction
      * none) or one value, then divided by l->divisor. The gradients:
      * 2 (x - t), sign(x - t), sigmoid(x) - t, softmax(x)_c - q_c,
-     * -[c == label]. */
+     * -[c == label]; with class weights softmax(x)_c sum_k q_k - q_c and
+     * -w_label [c == label]; 0 for an ignored label. */
     ladle_status (*loss_backward)(const ladle_backend *be, ladle_dtype dtype,
-                                  const ladle_loss_desc *l, const void *x, const void *target,
+                                  const ladle_loss_plan *l, const void *x, const void *target,
                                   const void *dloss, void *dx);
     /* Scans whose answer goes to the host (synchronous): the index of the
      * first of n i64 values outside [lo, hi], and of the first of n values
@@ -500,6 +509,18 @@ struct ladle_backend_table {
     ladle_status (*interp_backward)(const ladle_backend *be, ladle_dtype dtype,
                                     const ladle_interp_geom *g, int64_t planes, const void *dy,
                                     void *dx);
+
+    /* --- revision 4 --- */
+    /* (CPU: src/backends/cpu/loss.c) */
+    /* A classification loss's label scan (synchronous, answers in host
+     * memory): *sum = the sum over the n labels that are not ignored (see
+     * ladle_loss_plan) of l->weight[label] (1 each without weights), and
+     * *first = the index of the first label that is neither ignored nor in
+     * 0..l->classes-1 (then *sum is not defined), -1 when there is none.
+     * Optional: absent, the losses refuse class weights and ignore_index on
+     * the device. */
+    ladle_status (*loss_weight_sum)(const ladle_backend *be, const ladle_loss_plan *l, int64_t n,
+                                    const int64_t *labels, double *sum, int64_t *first);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -67,6 +67,8 @@ const ladle_backend_table ladle__cpu_table = {
     /* interpolation */
     .interp_forward = ladle__cpu_interp_forward,
     .interp_backward = ladle__cpu_interp_backward,
+    /* revision 4 */
+    .loss_weight_sum = ladle__cpu_loss_weight_sum,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -329,17 +329,24 @@ static ladle_status g_softmax_backward(const ladle_backend *be, ladle_dtype dtyp
 /* ---- losses ---- */
 
 static ladle_status g_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                   const ladle_loss_desc *l, const void *x, const void *target,
+                                   const ladle_loss_plan *l, const void *x, const void *target,
                                    void *out)
 {
     FENCED(ladle__cpu_loss_forward(CPU, dtype, l, x, target, out), x, target, out);
 }
 
 static ladle_status g_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_loss_desc *l, const void *x, const void *target,
+                                    const ladle_loss_plan *l, const void *x, const void *target,
                                     const void *dloss, void *dx)
 {
     FENCED(ladle__cpu_loss_backward(CPU, dtype, l, x, target, dloss, dx), x, target, dloss, dx);
+}
+
+static ladle_status g_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
+                                      int64_t n, const int64_t *labels, double *sum,
+                                      int64_t *first)
+{
+    FENCED(ladle__cpu_loss_weight_sum(CPU, l, n, labels, sum, first), labels);
 }
 
 static ladle_status g_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
@@ -533,6 +540,7 @@ static const ladle_backend_table guarded_table = {
     .optim_step = g_optim_step,
     .interp_forward = g_interp_forward,
     .interp_backward = g_interp_backward,
+    .loss_weight_sum = g_loss_weight_sum,
 };
 
 const ladle_backend ladle__guarded_backend = {
