@@ -132,11 +132,13 @@ LADLE_API ladle_status ladle_dist_conv_grid_create(
     uint64_t seed, unsigned flags, ladle_op **op);
 
 /*
- * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create. Max
- * pooling takes every option (its padding is -inf); average pooling counts
- * the padding (count_include_pad 1) and has no ceil mode, since a rank cannot
- * tell padding from data in its halo: other settings return
- * LADLE_ERR_UNSUPPORTED.
+ * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create, with
+ * every option of the sequential layer: max pooling's padding is -inf;
+ * average pooling with count_include_pad 0 or ceil mode rescales each
+ * output to its window's divisor, which depends only on the window's global
+ * position and the global extent, so each rank plans its factors at
+ * creation. Collective over p_x. Returns the codes of
+ * ladle_dist_conv_create.
  */
 LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
