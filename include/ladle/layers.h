@@ -382,7 +382,8 @@ typedef enum ladle_softmax_kind {
 } ladle_softmax_kind;
 
 /* Softmax or log-softmax along dimension dim (negative counts from the end).
- * Saves: y. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind,
+ * Along the batch (dim 0), a call with a smaller batch normalises over the
+ * rows it has. Saves: y. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind,
  * naming the value; dim out of range), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
