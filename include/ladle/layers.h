@@ -268,6 +268,22 @@ LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_sh
                                                     ladle_dtype dtype, ladle_device device,
                                                     ladle_op **op);
 
+/* Adaptive average pooling, as PyTorch's AdaptiveAvgPool1d/2d/3d: x of
+ * ndim 3 to 5 (N x C and 1 to 3 spatial dimensions) to N x C x
+ * out_size[0..ndim-3]. Output o of a dimension of input extent L and
+ * output extent O averages the inputs [floor(o L / O), ceil((o + 1) L / O)):
+ * the windows overlap where O does not divide L, and O may exceed L. Linear
+ * in x: its backward is the adjoint (each dy spread evenly over its
+ * window), so ladle_adjoint_test applies. Devices whose backend has no
+ * adaptive pooling kernels (CUDA) refuse it with LADLE_ERR_DEVICE. Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (ndim outside
+ * 3..5, an empty input, an output size below 1, an extent above 2^31),
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
+                                                      const int64_t out_size[],
+                                                      ladle_dtype dtype, ladle_device device,
+                                                      ladle_op **op);
+
 /*
  * Interpolation (upsampling) of N x C x S... over nd = 1 to 3 spatial
  * dimensions, as PyTorch's interpolate: each output index o of a dimension

@@ -109,6 +109,23 @@ typedef struct ladle_interp_geom {
     int64_t x_off[3], x_n[3], y_off[3], y_n[3];
 } ladle_interp_geom;
 
+/* Adaptive average pooling of planes (see ladle_adaptive_avg_pool_create).
+ * Per spatial dimension a (lower dimensions of 1-d and 2-d data have
+ * extents 1), output o of out[a] averages the inputs of in[a] in
+ * ladle__adaptive_window's [b, e). */
+typedef struct ladle_adaptive_geom {
+    int64_t in[3], out[3];
+} ladle_adaptive_geom;
+
+/* The window of output o of out over in inputs: [floor(o in / out),
+ * ceil((o + 1) in / out)), never empty; exact for extents up to 2^31. */
+static inline void ladle__adaptive_window(int64_t in, int64_t out, int64_t o, int64_t *b,
+                                          int64_t *e)
+{
+    *b = o * in / out;
+    *e = ((o + 1) * in + out - 1) / out;
+}
+
 /* The taps of global output index o along dimension a (global input
  * indices i[0] <= i[1]) and their weights: nearest reads i = floor(o in /
  * out) (i[1] = i[0], w = 1, 0); linear reads the source coordinate x = o
@@ -521,6 +538,19 @@ struct ladle_backend_table {
      * the device. */
     ladle_status (*loss_weight_sum)(const ladle_backend *be, const ladle_loss_plan *l, int64_t n,
                                     const int64_t *labels, double *sum, int64_t *first);
+    /* (CPU: src/backends/cpu/adaptive.c) */
+    /* Adaptive average pooling of `planes` planes (ladle_adaptive_geom): y[o]
+     * = the sum of x over o's window (in double) / the window's size; the
+     * backward overwrites dx with the adjoint, dx[i] = the sum over the
+     * windows o holding i of dy[o] / o's size. x, dx hold planes x in-plane
+     * elements, y, dy planes x out-plane, contiguous, not overlapping.
+     * Optional: absent, the layer refuses the device. */
+    ladle_status (*adaptive_pool_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                          const ladle_adaptive_geom *g, int64_t planes,
+                                          const void *x, void *y);
+    ladle_status (*adaptive_pool_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                           const ladle_adaptive_geom *g, int64_t planes,
+                                           const void *dy, void *dx);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

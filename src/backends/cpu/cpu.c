@@ -69,6 +69,8 @@ const ladle_backend_table ladle__cpu_table = {
     .interp_backward = ladle__cpu_interp_backward,
     /* revision 4 */
     .loss_weight_sum = ladle__cpu_loss_weight_sum,
+    .adaptive_pool_forward = ladle__cpu_adaptive_pool_forward,
+    .adaptive_pool_backward = ladle__cpu_adaptive_pool_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -84,6 +84,12 @@ ladle_status ladle__cpu_find_outside(const ladle_backend *be, int64_t n, const i
                                     int64_t lo, int64_t hi, int64_t *first);
 ladle_status ladle__cpu_find_non_finite(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                                        const void *x, int64_t *first);
+ladle_status ladle__cpu_adaptive_pool_forward(const ladle_backend *be, ladle_dtype dtype,
+                                              const ladle_adaptive_geom *g, int64_t planes,
+                                              const void *x, void *y);
+ladle_status ladle__cpu_adaptive_pool_backward(const ladle_backend *be, ladle_dtype dtype,
+                                               const ladle_adaptive_geom *g, int64_t planes,
+                                               const void *dy, void *dx);
 ladle_status ladle__cpu_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
                                         int64_t n, const int64_t *labels, double *sum,
                                         int64_t *first);

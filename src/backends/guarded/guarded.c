@@ -423,6 +423,22 @@ static ladle_status g_pool_backward(const ladle_backend *be, ladle_dtype dtype,
            ws);
 }
 
+/* ---- adaptive pooling ---- */
+
+static ladle_status g_adaptive_forward(const ladle_backend *be, ladle_dtype dtype,
+                                       const ladle_adaptive_geom *g, int64_t planes,
+                                       const void *x, void *y)
+{
+    FENCED(ladle__cpu_adaptive_pool_forward(CPU, dtype, g, planes, x, y), x, y);
+}
+
+static ladle_status g_adaptive_backward(const ladle_backend *be, ladle_dtype dtype,
+                                        const ladle_adaptive_geom *g, int64_t planes,
+                                        const void *dy, void *dx)
+{
+    FENCED(ladle__cpu_adaptive_pool_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
+}
+
 /* ---- interpolation ---- */
 
 static ladle_status g_interp_forward(const ladle_backend *be, ladle_dtype dtype,
@@ -541,6 +557,8 @@ static const ladle_backend_table guarded_table = {
     .interp_forward = g_interp_forward,
     .interp_backward = g_interp_backward,
     .loss_weight_sum = g_loss_weight_sum,
+    .adaptive_pool_forward = g_adaptive_forward,
+    .adaptive_pool_backward = g_adaptive_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
