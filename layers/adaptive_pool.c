@@ -5,6 +5,9 @@
  * checks the sizes; the kernels are the backend's adaptive_pool slots.
  * Linear in x: the backward is the adjoint, and no ctx is needed.
  */
+#include <string.h>
+
+#include "layers/adaptive_impl.h"
 #include "src/op/op_impl.h"
 
 typedef struct adaptive {
@@ -45,11 +48,28 @@ static const ladle_op_vtable adaptive_vt = {
     .layer_backward = ad_backward,
 };
 
+static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
+                         ladle_adaptive_geom *g, int64_t *ys, const char *f);
+
+ladle_status ladle__adaptive_plan(int ndim, const int64_t *xs, const int64_t *out_size,
+                                  ladle_dtype dtype, ladle_adaptive_geom *g, int64_t *ys,
+                                  const char *f)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(ndim >= 3 && ndim <= 5, LADLE_ERR_SHAPE,
+                "x has %d dimensions: N x C and 1 to 3 spatial ones", ndim);
+    LADLE_CALL(ladle__layer_check_args(f, dtype, ndim, xs, 3));
+    st = plan(ndim, xs, out_size, g, ys, f);
+fail:
+    return st;
+}
+
 /* The geometry from x's shape and the output sizes; ys gets y's shape. */
 static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
                          ladle_adaptive_geom *g, int64_t *ys, const char *f)
 {
     int nd = ndim - 2;
+    memset(g, 0, sizeof *g);
     ys[0] = xs[0];
     ys[1] = xs[1];
     for (int a = 0; a < 3; a++) {
@@ -63,8 +83,8 @@ static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
             return ladle__raise(LADLE_ERR_SHAPE, f,
                                 "output size %lld of spatial dimension %d is outside 1 .. 2^31",
                                 (long long)out, s);
-        g->in[a] = in;
-        g->out[a] = out;
+        g->in[a] = g->x_n[a] = in;
+        g->out[a] = g->y_n[a] = out; /* the whole of both, offsets 0 */
         if (s >= 0)
             ys[2 + s] = out;
     }
@@ -83,12 +103,9 @@ ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out_size);
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(ndim >= 3 && ndim <= 5, LADLE_ERR_SHAPE,
-                "x has %d dimensions: N x C and 1 to 3 spatial ones", ndim);
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 3));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CALL(plan(ndim, x_shape, out_size, &v->g, ys, __func__));
+    LADLE_CALL(ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &v->g, ys, __func__));
     v->channels = x_shape[1];
     LADLE_CALL(ladle__layer_new(&adaptive_vt, dtype, device, ndim, x_shape, ndim, ys, 1, &op,
                                 __func__));

@@ -144,6 +144,25 @@ LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const la
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               ladle_device device, unsigned flags, ladle_op **op);
 
+/*
+ * Adaptive average pooling (ladle_adaptive_avg_pool_create) with x of
+ * global shape x_shape (ndim 3 to 5) and y both split in balance over p_x
+ * (the same ndim; any dimension may be split). Each rank gathers the input
+ * box its output tile reads (from its first output's window to its last's,
+ * which may reach into the neighbours' blocks) and pools it at global
+ * coordinates; the backward spreads dy over the box and adds it back into
+ * the owners. Linear: ladle_adjoint_test applies. Devices without adaptive
+ * pooling kernels (CUDA) refuse it with LADLE_ERR_DEVICE. Collective over
+ * p_x. Returns the codes of ladle_dist_linear_create and
+ * ladle_adaptive_avg_pool_create.
+ */
+LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int ndim,
+                                                           const int64_t x_shape[],
+                                                           const int64_t out_size[],
+                                                           ladle_dtype dtype,
+                                                           ladle_device device,
+                                                           unsigned flags, ladle_op **op);
+
 /* Which ranks batch norm's statistics are reduced over (among the ranks
  * holding the same channels, the peers). */
 typedef enum ladle_bn_sync {

@@ -111,10 +111,15 @@ typedef struct ladle_interp_geom {
 
 /* Adaptive average pooling of planes (see ladle_adaptive_avg_pool_create).
  * Per spatial dimension a (lower dimensions of 1-d and 2-d data have
- * extents 1), output o of out[a] averages the inputs of in[a] in
- * ladle__adaptive_window's [b, e). */
+ * extents 1), global output o of out[a] averages the global inputs of
+ * in[a] in ladle__adaptive_window's [b, e). A call works on the input box
+ * of x_n[a] indices from x_off[a] and writes the output box of y_n[a]
+ * indices from y_off[a] (the whole extents with offsets 0 for the
+ * sequential layer, a tile and the window it reads for the distributed
+ * one). */
 typedef struct ladle_adaptive_geom {
     int64_t in[3], out[3];
+    int64_t x_off[3], x_n[3], y_off[3], y_n[3];
 } ladle_adaptive_geom;
 
 /* The window of output o of out over in inputs: [floor(o in / out),
@@ -540,11 +545,13 @@ struct ladle_backend_table {
                                     const int64_t *labels, double *sum, int64_t *first);
     /* (CPU: src/backends/cpu/adaptive.c) */
     /* Adaptive average pooling of `planes` planes (ladle_adaptive_geom): y[o]
-     * = the sum of x over o's window (in double) / the window's size; the
-     * backward overwrites dx with the adjoint, dx[i] = the sum over the
-     * windows o holding i of dy[o] / o's size. x, dx hold planes x in-plane
-     * elements, y, dy planes x out-plane, contiguous, not overlapping.
-     * Optional: absent, the layer refuses the device. */
+     * = the sum of x over o's window (in double) / the window's size, for
+     * the output box; the backward overwrites dx with the adjoint, dx[i] =
+     * the sum over the outputs o of the box whose window holds i of dy[o] /
+     * o's size. Every window of the output box lies in the input box. x, dx
+     * hold planes x the input box's elements, y, dy planes x the output
+     * box's, contiguous, not overlapping. Optional: absent, the layers
+     * refuse the device. */
     ladle_status (*adaptive_pool_forward)(const ladle_backend *be, ladle_dtype dtype,
                                           const ladle_adaptive_geom *g, int64_t planes,
                                           const void *x, void *y);
