@@ -160,11 +160,10 @@ static ladle_status validate(const ladle_loss_desc *dsc, const ladle_partition *
                              const int64_t *input_shape, unsigned flags, const char *f)
 {
     ladle_status local = ladle__loss_check_desc(dsc, f);
-    int classify = local == LADLE_OK && (dsc->kind == LADLE_LOSS_CROSS_ENTROPY ||
-                                         dsc->kind == LADLE_LOSS_NLL);
     if (local != LADLE_OK)
-        ;
-    else if (ndim < 1 || ndim > LADLE_MAX_NDIM)
+        return local;
+    int classify = dsc->kind == LADLE_LOSS_CROSS_ENTROPY || dsc->kind == LADLE_LOSS_NLL;
+    if (ndim < 1 || ndim > LADLE_MAX_NDIM)
         local = ladle__raise(LADLE_ERR_SHAPE, f, "ndim %d is outside 1..%d", ndim,
                              LADLE_MAX_NDIM);
     else if (ladle_partition_ndim(p_x) != ndim)

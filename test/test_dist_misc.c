@@ -130,7 +130,8 @@ START_TEST(weighted_losses)
 }
 END_TEST
 
-/* Every sample ignored: the mean is 0/0 on every rank alike. */
+/* Every sample ignored: the mean is 0/0 on every rank alike; a bad label
+ * on one rank and bad options fail every rank. */
 START_TEST(all_ignored)
 {
     if (lt_device() == LADLE_CUDA)
@@ -166,6 +167,16 @@ START_TEST(all_ignored)
     ladle_error_clear();
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
     ladle_op_destroy(&op);
+    /* bad options refused alike on every rank: 2 weights for 3 classes,
+     * ignore_index on MSE */
+    double w[2] = {1, 2};
+    d.weights = w, d.num_weights = 2;
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_SHAPE);
+    ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    d.ignore_index = 0;
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_ARG);
     ladle_partition_destroy(&p);
 }
 END_TEST
