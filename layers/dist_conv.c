@@ -12,7 +12,13 @@
  * (a copy kept in the ctx, the local layer's saved input) and L is the local
  * layer. Their adjoints: L*'s dx added into S's box of a zeroed padded
  * gradient, H* adds the halos back into their owners' blocks, P* takes the
- * block. A convolution's weights are replicated on every rank: their
+ * block. Average pooling that does not divide every window by the kernel's
+ * volume (count_include_pad 0, or ceil mode, whose last windows are cut at
+ * the padded edge) adds a diagonal R after L: the local layer sees its
+ * padding as data and divides by the volume, and R rescales each output to
+ * its own divisor. That divisor depends only on the window's global
+ * position and the global extent, so R is planned once per local output;
+ * R* = R. A convolution's weights are replicated on every rank: their
  * gradients are summed over the partition by ladle_layer_sync_gradients.
  */
 #include <math.h>
@@ -41,6 +47,10 @@ typedef struct dconv {
     int64_t wshape[5];        /* the weight's (global) shape */
     ladle_padding_mode mode;  /* a convolution's padding mode (pad_impl.h) */
     ladle__pad_dim pd[5];     /* the padded tensor's dimensions for it */
+    /* average pooling with divisors other than the kernel's volume: R's
+     * factor per output position (f64, the output block's spatial
+     * elements), zeros of that length (bn_affine's shift), and dy R */
+    ladle_tensor *rescale, *rezero, *dyr;
 } dconv;
 
 /* The ctx (ladle__dist_ctx): saved[0] is the needed box, the local layer's
@@ -57,7 +67,20 @@ static void dc_free(dconv *v)
     ladle_tensor_destroy(&v->gpadded);
     ladle_tensor_destroy(&v->xn);
     ladle_tensor_destroy(&v->dxn);
+    ladle_tensor_destroy(&v->rescale);
+    ladle_tensor_destroy(&v->rezero);
+    ladle_tensor_destroy(&v->dyr);
     ladle__free(v);
+}
+
+/* t = R u for a batch of n (u may be t): every plane times the factors. */
+static ladle_status apply_rescale(const ladle_op *op, const dconv *v, int64_t n,
+                                  const ladle_tensor *u, ladle_tensor *t)
+{
+    int64_t positions = ladle_tensor_numel(v->rescale);
+    return op->be->fn->bn_affine(op->be, op->dtype, n * v->g.output_shape[1], positions, 1,
+                                 u->data, NULL, t->data, v->rescale->data, NULL,
+                                 v->rezero->data);
 }
 
 static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
@@ -81,6 +104,8 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             padded, v->g.needed_offset, xn, zero));
         LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xn, y));
+        if (v->rescale)
+            LADLE_CALL(apply_rescale(op, v, y->shape[0], y, y));
     }
 fail:
     return st;
@@ -102,6 +127,13 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     ladle_tensor *dxn = v->same && local ? v->gpadded : v->dxn;
     if (dxn != v->gpadded)
         LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
+    if (local && v->rescale) { /* dy R into the planned buffer, cut to the batch */
+        ladle_tensor *dyr = v->dyr;
+        dyr->numel = dyr->numel / (dyr->shape[0] ? dyr->shape[0] : 1) * dy->shape[0];
+        dyr->shape[0] = dy->shape[0];
+        LADLE_CALL(apply_rescale(op, v, dy->shape[0], dy, dyr));
+        dy = dyr;
+    }
     if (local) {
         if (c)
             LADLE_CALL(ladle_layer_backward(local, c->local, dy, dxn));
@@ -187,6 +219,7 @@ typedef struct spec {
     int nd;
     int64_t k[3], s[3], p[3], d[3];
     int ceil_mode;
+    int avg, count_pad; /* average pooling, and whether its divisor counts the padding */
     ladle_padding_mode mode;
     int uneven;
     int64_t lo[3], hi[3];
@@ -374,6 +407,60 @@ fail:
     return st;
 }
 
+/* Average pooling's divisor of global output o along a spatial dimension
+ * of global extent len, as the sequential layer's: the window [b, e) cut at
+ * the padded edge, and without count_include_pad at the input's. */
+static int64_t avg_count(const spec *sp, int a, int64_t len, int64_t o)
+{
+    int64_t b = o * sp->s[a] - sp->p[a], e = b + sp->k[a];
+    if (e > len + sp->p[a])
+        e = len + sp->p[a];
+    if (!sp->count_pad) {
+        b = b < 0 ? 0 : b;
+        e = e > len ? len : e;
+    }
+    return e > b ? e - b : 0;
+}
+
+/* R's factors for this rank's output block: the local layer divides by
+ * the kernel's volume, the window by its own count. No R (NULL) when every
+ * factor is 1. Local. */
+static ladle_status plan_rescale(ladle__dist_make *m, dconv *v, const spec *sp)
+{
+    ladle_status st = LADLE_OK;
+    const int64_t *xs = ladle_layout_global_shape(m->lx), *os = v->g.output_shape;
+    int64_t n = 1, ys[LADLE_MAX_NDIM];
+    double *f = NULL;
+    int ones = 1;
+    for (int a = 0; a < sp->nd; a++)
+        n *= os[2 + a];
+    f = ladle__calloc((size_t)(n > 0 ? n : 1), sizeof *f);
+    LADLE_CHECK(f != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        int64_t rest = i;
+        f[i] = 1;
+        for (int a = sp->nd - 1; a >= 0; a--) {
+            int64_t o = v->g.output_offset[2 + a] + rest % os[2 + a];
+            int64_t cnt = avg_count(sp, a, xs[2 + a], o);
+            rest /= os[2 + a];
+            f[i] *= cnt > 0 ? (double)sp->k[a] / (double)cnt : 0.0;
+        }
+        ones &= f[i] == 1;
+    }
+    if (!ones) {
+        for (int i = 0; i < v->ndim; i++)
+            ys[i] = os[i];
+        LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &n, &v->rescale));
+        LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &n, &v->rezero));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, v->ndim, ys, &v->dyr));
+        LADLE_CALL(ladle_tensor_write(v->rescale, f));
+        LADLE_CALL(ladle_tensor_fill(v->rezero, 0.0));
+    }
+fail:
+    ladle__free(f);
+    return st;
+}
+
 /* The padded tensors and boxes, the local layer where this rank has
  * output, and a convolution's weights. Local. */
 static ladle_status allocate(ladle__dist_make *m, dconv *v, const kind *k, const spec *sp,
@@ -397,6 +484,8 @@ static ladle_status allocate(ladle__dist_make *m, dconv *v, const kind *k, const
             fits &= i == 1 || ls[i] == v->g.output_shape[i];
         LADLE_DIST_CHECK(m, fits, LADLE_ERR_INTERNAL,
                          "the local layer's output does not match the output block");
+        if (sp->avg)
+            LADLE_CALL(plan_rescale(m, v, sp));
     }
     /* the ctx's copy of the needed box doubles as the padded tensor when
      * they are the same: it starts as the padding cells */
@@ -605,12 +694,10 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     ladle_status pre = LADLE_OK;
     if (d->kind != LADLE_POOL_MAX && d->kind != LADLE_POOL_AVG)
         pre = ladle__raise(LADLE_ERR_ARG, __func__, "unknown pooling kind %d", (int)d->kind);
-    else if (d->kind == LADLE_POOL_AVG && (!d->count_include_pad || d->ceil_mode))
-        pre = ladle__raise(LADLE_ERR_UNSUPPORTED, __func__,
-                           "distributed average pooling counts the padding and has no ceil "
-                           "mode (a rank cannot tell padding from data in its halo)");
     memset(&sp, 0, sizeof sp);
     sp.nd = d->nd;
+    sp.avg = d->kind == LADLE_POOL_AVG;
+    sp.count_pad = d->count_include_pad != 0;
     for (int i = 0; i < 3; i++) {
         sp.k[i] = d->kernel[i];
         sp.s[i] = d->stride[i] ? d->stride[i] : d->kernel[i];

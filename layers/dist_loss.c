@@ -9,7 +9,11 @@
  * sum, and every member finds the batch's loss non-finite alike
  * (LADLE_ERR_NUMERIC, with the same message). The backward needs no
  * message: d(sum of blocks)/d(block) is the block's own gradient, already
- * scaled by the global count.
+ * scaled by the global count. A mean that divides by the labels' weight
+ * (class weights, ignore_index) cannot know its divisor before the sum:
+ * each block's loss is then its sum, the reduction carries the blocks'
+ * label weights beside the values, and the quotient's divisor goes into
+ * the block's ctx for the backward.
  */
 #include <math.h>
 #include <string.h>
@@ -19,10 +23,11 @@
 
 typedef struct distloss {
     ladle__dist_base base; /* local: the block's loss; NULL outside the partition */
-    ladle_op *reduce;     /* all-sum-reduce of (value, failed) over the partition */
-    ladle_tensor *pair;   /* its two doubles */
+    ladle_op *reduce;     /* all-sum-reduce of (value, weight, failed) over the partition */
+    ladle_tensor *pair;   /* its three doubles */
     ladle_tensor *value;  /* the block's loss (mean and sum) */
     ladle_reduction reduction;
+    int label_divisor; /* the mean divides by the labels' global weight */
 } distloss;
 
 static void dloss_free(distloss *v)
@@ -56,9 +61,10 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         local = ladle__raise(LADLE_ERR_DEVICE, "ladle_loss_forward",
                              "loss is on %s but the distributed loss is on %s",
                              ladle_device_name(out->device), ladle_device_name(op->be->device));
+    double wsum = 0;
     if (local == LADLE_OK)
-        local = ladle_loss_forward(v->base.local, c ? c->local : NULL, input, target,
-                                   none ? out : v->value);
+        local = ladle__loss_forward_weight(v->base.local, c ? c->local : NULL, input, target,
+                                           none ? out : v->value, &wsum);
     /* a non-finite block is no failure of this rank: the sum decides below,
      * so that every member reaches the same verdict */
     int numeric = local == LADLE_ERR_NUMERIC;
@@ -66,19 +72,25 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         local = LADLE_OK;
     /* the pair crosses to the host and back through the backend: the loss
      * value is the host's to see */
-    double pair[2] = {0.0, local != LADLE_OK}, value = 0.0;
+    double pair[3] = {0.0, 0.0, local != LADLE_OK}, value = 0.0;
     if (local == LADLE_OK && !none)
         local = ladle_tensor_get(v->value, 0, &value);
     pair[0] = local != LADLE_OK ? 0.0 : none ? (numeric ? NAN : 0.0) : value;
-    pair[1] = local != LADLE_OK;
+    pair[1] = local != LADLE_OK ? 0.0 : wsum;
+    pair[2] = local != LADLE_OK;
     LADLE_CALL(ladle_tensor_write(v->pair, pair));
     LADLE_CALL(ladle_op_forward(v->reduce, v->pair, v->pair));
     LADLE_CALL(ladle_tensor_read(v->pair, pair));
     if (local != LADLE_OK)
         return local;
-    if (pair[1] != 0)
+    if (pair[2] != 0)
         return ladle__raise(LADLE_ERR_REMOTE, "ladle_loss_forward",
                             "the loss failed on another rank; see that rank's message");
+    int weighed = v->label_divisor && !none;
+    if (weighed) {
+        pair[0] /= pair[1]; /* 0/0 when nothing counts: NaN, as PyTorch gives */
+        ladle__loss_ctx_divisor(c ? c->local : NULL, pair[1]);
+    }
     if (!none)
         LADLE_CALL(ladle_tensor_set(out, 0, pair[0]));
     if (ctx) {
@@ -94,6 +106,11 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     /* the value as stored: an f64 sum may overflow f32 */
     if (!none)
         LADLE_CALL(ladle_tensor_get(out, 0, &value));
+    if (weighed && pair[1] == 0)
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of the whole batch is %g: every sample is ignored or "
+                            "weighs 0, so its mean is 0/0",
+                            value);
     if (!none && !isfinite(value))
         return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
                             "the loss of the whole batch is %g: an input is not finite or "
@@ -139,11 +156,17 @@ static const ladle_op_vtable dloss_vt = {
 };
 
 /* The checks every rank makes alike. */
-static ladle_status validate(int classify, const ladle_partition *p_x, int ndim,
+static ladle_status validate(const ladle_loss_desc *dsc, const ladle_partition *p_x, int ndim,
                              const int64_t *input_shape, unsigned flags, const char *f)
 {
-    ladle_status local = LADLE_OK;
-    if (ladle_partition_ndim(p_x) != ndim)
+    ladle_status local = ladle__loss_check_desc(dsc, f);
+    if (local != LADLE_OK)
+        return local;
+    int classify = dsc->kind == LADLE_LOSS_CROSS_ENTROPY || dsc->kind == LADLE_LOSS_NLL;
+    if (ndim < 1 || ndim > LADLE_MAX_NDIM)
+        local = ladle__raise(LADLE_ERR_SHAPE, f, "ndim %d is outside 1..%d", ndim,
+                             LADLE_MAX_NDIM);
+    else if (ladle_partition_ndim(p_x) != ndim)
         local = ladle__raise(LADLE_ERR_PARTITION, f, "the input has %d dimensions, p_x %d",
                              ndim, ladle_partition_ndim(p_x));
     else if (classify && ndim >= 2 && ladle_partition_shape(p_x)[1] != 1)
@@ -152,6 +175,10 @@ static ladle_status validate(int classify, const ladle_partition *p_x, int ndim,
                              "needs every class of a sample on one rank");
     else if (flags & ~(unsigned)LADLE_CHECKED)
         local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
+    else if (dsc->weights != NULL && (ndim < 2 || dsc->num_weights != input_shape[1]))
+        local = ladle__raise(LADLE_ERR_SHAPE, f, "%lld class weights for %lld classes",
+                             (long long)dsc->num_weights,
+                             (long long)(ndim >= 2 ? input_shape[1] : 0));
     for (int d = 0; local == LADLE_OK && d < ndim; d++)
         if (input_shape[d] < ladle_partition_shape(p_x)[d])
             local = ladle__raise(LADLE_ERR_SHAPE, f,
@@ -163,67 +190,68 @@ static ladle_status validate(int classify, const ladle_partition *p_x, int ndim,
 /* The block's loss on members, dividing by the whole batch's count
  * (samples for a classification, else elements), and the reduction's
  * buffers. Local. */
-static ladle_status allocate(ladle__dist_make *m, distloss *v, ladle_loss_kind kind,
-                             double label_smoothing, const ladle_partition *p_x, int ndim,
-                             const int64_t *input_shape)
+static ladle_status allocate(ladle__dist_make *m, distloss *v, const ladle_loss_desc *dsc,
+                             const ladle_partition *p_x, int ndim, const int64_t *input_shape)
 {
     ladle_status st = LADLE_OK;
-    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
-    int64_t box[LADLE_MAX_NDIM] = {0}, two = 2, one = 1;
+    int classify = dsc->kind == LADLE_LOSS_CROSS_ENTROPY || dsc->kind == LADLE_LOSS_NLL;
+    int64_t box[LADLE_MAX_NDIM] = {0}, three = 3, one = 1;
     ladle_layout_box(m->lx, LADLE_SELF, NULL, box);
     if (ladle_partition_active(p_x)) {
         double count = 1;
-        LADLE_CALL(ladle_loss_create(kind, v->reduction, label_smoothing, ndim, box, m->dtype,
-                                     m->device, &v->base.local));
+        LADLE_CALL(ladle_loss_create_ex(dsc, ndim, box, m->dtype, m->device, &v->base.local));
         for (int d = 0; d < ndim; d++)
             if (!(classify && d == 1))
                 count *= (double)input_shape[d];
+        v->label_divisor = ladle__loss_label_divisor(v->base.local);
         LADLE_CALL(ladle__loss_set_divisor(v->base.local, count));
     }
-    LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &two, &v->pair));
+    LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &three, &v->pair));
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &one, &v->value));
 fail:
     return st;
 }
 
-ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                    double label_smoothing, const ladle_partition *p_x, int ndim,
-                                    const int64_t input_shape[], ladle_dtype dtype,
-                                    ladle_device device, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *dsc, const ladle_partition *p_x,
+                                       int ndim, const int64_t input_shape[], ladle_dtype dtype,
+                                       ladle_device device, unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle__dist_make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     distloss *v = NULL;
+    LADLE_NOT_NULL(dsc);
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(input_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
-    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
-    local = validate(classify, p_x, ndim, input_shape, flags, f);
-    int64_t args[10] = {kind, reduction, ndim, (int64_t)dtype, (int64_t)flags};
-    for (int d = 0; d < ndim && d < 5; d++)
-        args[5 + d] = input_shape[d];
-    uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 10, args);
-    h = ladle__hash(h, &label_smoothing, sizeof label_smoothing);
+    local = validate(dsc, p_x, ndim, input_shape, flags, f);
+    int64_t args[13] = {dsc->kind, dsc->reduction, ndim, (int64_t)dtype, (int64_t)flags,
+                        dsc->ignore_index, dsc->num_weights};
+    for (int d = 0; d < ndim && d < 6; d++)
+        args[7 + d] = input_shape[d];
+    uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 13, args);
+    h = ladle__hash(h, &dsc->label_smoothing, sizeof dsc->label_smoothing);
+    if (local == LADLE_OK && dsc->weights != NULL)
+        h = ladle__hash(h, dsc->weights, (size_t)dsc->num_weights * sizeof *dsc->weights);
     LADLE_CALL(ladle__dist_open(&m, 1, parts, local, h));
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__dist_alloc_ok(&m, v != NULL);
     if (local == LADLE_OK) {
-        v->reduction = reduction;
+        v->reduction = dsc->reduction;
         local = ladle_layout_create_balanced(p_x, ndim, input_shape, &m.lx);
     }
     if (local == LADLE_OK)
-        local = allocate(&m, v, kind, label_smoothing, p_x, ndim, input_shape);
+        local = allocate(&m, v, dsc, p_x, ndim, input_shape);
     LADLE_CALL(ladle__dist_step(m.comm, local, f));
     int axes[LADLE_MAX_NDIM];
-    int64_t two = 2;
+    int64_t three = 3;
     for (int d = 0; d < ndim; d++)
         axes[d] = d;
     LADLE_CALL(ladle__dist_step(m.comm,
-                                ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &two, LADLE_F64,
+                                ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &three, LADLE_F64,
                                                             device, flags, &v->reduce),
                                 f));
     m.ly = ladle__layout_retain(m.lx);
@@ -236,6 +264,17 @@ fail:
     ladle__dist_close(&m);
     dloss_free(v);
     return st;
+}
+
+ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
+                                    double label_smoothing, const ladle_partition *p_x, int ndim,
+                                    const int64_t input_shape[], ladle_dtype dtype,
+                                    ladle_device device, unsigned flags, ladle_op **out)
+{
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, kind, reduction);
+    d.label_smoothing = label_smoothing;
+    return ladle_dist_loss_create_ex(&d, p_x, ndim, input_shape, dtype, device, flags, out);
 }
 
 ladle_status ladle__dist_loss_local(const ladle_op *op, ladle_op **local)

@@ -4,18 +4,23 @@
  *   softmax      dx = y * (dy - sum(dy * y))
  *   log-softmax  dx = dy - exp(y) * sum(dy)
  * The layer plans the (outer, len, inner) view; the softmax slots compute.
+ * Along the batch dimension (dim 0) the reduced extent is the call's batch:
+ * a smaller batch normalises over the rows it has.
  */
 #include "src/op/op_impl.h"
 
 typedef struct softmax {
     int64_t len, inner; /* the reduced extent, and the stride between its elements */
     int log;
+    int batch;          /* along dimension 0: len is the call's batch */
 } softmax;
 
-static int64_t outer_of(const ladle_op *op, int64_t numel)
+/* The (outer, len) view of a call on t. */
+static void view_of(const ladle_op *op, const ladle_tensor *t, int64_t *outer, int64_t *len)
 {
     const softmax *m = op->impl;
-    return m->len * m->inner > 0 ? numel / (m->len * m->inner) : 0;
+    *len = m->batch ? t->shape[0] : m->len;
+    *outer = *len * m->inner > 0 ? t->numel / (*len * m->inner) : 0;
 }
 
 static ladle_status sm_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
@@ -23,8 +28,10 @@ static ladle_status sm_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     (void)ctx, (void)n;
     const softmax *m = op->impl;
-    return op->be->fn->softmax_forward(op->be, op->dtype, m->log, outer_of(op, y->numel), m->len,
-                                       m->inner, x->data, y->data);
+    int64_t outer, len;
+    view_of(op, y, &outer, &len);
+    return op->be->fn->softmax_forward(op->be, op->dtype, m->log, outer, len, m->inner, x->data,
+                                       y->data);
 }
 
 static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -34,8 +41,10 @@ static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     if (dx == NULL)
         return LADLE_OK;
     const softmax *m = op->impl;
-    return op->be->fn->softmax_backward(op->be, op->dtype, m->log, outer_of(op, dx->numel),
-                                        m->len, m->inner, ctx->y->data, dy->data, dx->data);
+    int64_t outer, len;
+    view_of(op, dx, &outer, &len);
+    return op->be->fn->softmax_backward(op->be, op->dtype, m->log, outer, len, m->inner,
+                                        ctx->y->data, dy->data, dx->data);
 }
 
 static void sm_destroy(ladle_op *op) { ladle__free(op->impl); }
@@ -70,8 +79,8 @@ ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
     for (int d = dim + 1; d < ndim; d++)
         m->inner *= shape[d];
     m->log = kind == LADLE_LOG_SOFTMAX;
-    /* a softmax along the batch dimension cannot take smaller batches */
-    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, device, ndim, shape, ndim, shape, dim != 0, &op,
+    m->batch = dim == 0;
+    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
                                 __func__));
     op->impl = m;
     m = NULL;

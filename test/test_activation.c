@@ -213,6 +213,62 @@ START_TEST(softmax)
 }
 END_TEST
 
+/* Softmax along the batch dimension takes a smaller batch like every
+ * layer, normalising over the rows it has: values against loops, the
+ * gradient against finite differences, at batch 3 of a planned 5. */
+START_TEST(softmax_batch)
+{
+    int64_t shape[3] = {5, 3, 2}, small[3] = {3, 3, 2};
+    for (int lg = 0; lg < 2; lg++) {
+        ladle_op *op = NULL;
+        ladle_softmax_kind kind = lg ? LADLE_LOG_SOFTMAX : LADLE_SOFTMAX;
+        LT_OK(ladle_softmax_create(3, shape, 0, kind, LADLE_F64, lt_device(), &op));
+        ladle_tensor *x = lt_tensor(LADLE_F64, 3, small), *y = lt_tensor(LADLE_F64, 3, small);
+        ladle_tensor *dy = lt_tensor(LADLE_F64, 3, small), *dx = lt_tensor(LADLE_F64, 3, small);
+        LT_OK(ladle_tensor_fill_random(x, 2, 5));
+        LT_OK(ladle_tensor_fill_random(dy, 2, 6));
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_layer_forward(op, ctx, x, y));
+        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        double worst = 0, worst_d = 0;
+        for (int64_t j = 0; j < 6; j++) { /* each column: the 3 rows present */
+            double mx = -INFINITY, z = 0;
+            for (int64_t r = 0; r < 3; r++)
+                mx = fmax(mx, lt_get(x, r * 6 + j));
+            for (int64_t r = 0; r < 3; r++)
+                z += exp(lt_get(x, r * 6 + j) - mx);
+            for (int64_t r = 0; r < 3; r++) {
+                double lp = lt_get(x, r * 6 + j) - mx - log(z);
+                worst = fmax(worst, fabs(lt_get(y, r * 6 + j) - (lg ? lp : exp(lp))));
+            }
+        }
+        ladle_tensor *yp = lt_tensor(LADLE_F64, 3, small);
+        for (int64_t i = 0; i < 18; i++) { /* d/dx_i of sum dy y */
+            double v = lt_get(x, i), h = 1e-6, lp = 0, lm = 0;
+            lt_set(x, i, v + h);
+            LT_OK(ladle_op_forward(op, x, yp));
+            for (int64_t k = 0; k < 18; k++)
+                lp += lt_get(dy, k) * lt_get(yp, k);
+            lt_set(x, i, v - h);
+            LT_OK(ladle_op_forward(op, x, yp));
+            for (int64_t k = 0; k < 18; k++)
+                lm += lt_get(dy, k) * lt_get(yp, k);
+            lt_set(x, i, v);
+            double fd = (lp - lm) / (2 * h);
+            worst_d = fmax(worst_d, fabs(fd - lt_get(dx, i)) / fmax(1e-3, fabs(fd)));
+        }
+        LT_ASSERT(worst < 1e-14 && worst_d < 1e-6,
+                  "softmax log=%d along a batch of 3: values %.1e, gradient %.1e", lg, worst,
+                  worst_d);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x), ladle_tensor_destroy(&y), ladle_tensor_destroy(&yp);
+        ladle_tensor_destroy(&dx), ladle_tensor_destroy(&dy);
+        ladle_op_destroy(&op);
+    }
+}
+END_TEST
+
 START_TEST(dropout)
 {
     int64_t shape[2] = {100, 100};
@@ -344,6 +400,7 @@ Suite *activation_suite(void)
     tcase_add_test(tc, f32_accuracy);
     tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
+    tcase_add_test(tc, softmax_batch);
     tcase_add_test(tc, dropout);
     tcase_add_test(tc, reshape_add_concat);
     suite_add_tcase(s, tc);

@@ -261,10 +261,10 @@ static int classify(ladle_loss_kind kind)
 
 /* The loss's descriptor as layers/loss.c makes it: x is [n][c][inner]
  * (regression: c = inner = 1). */
-static ladle_loss_desc loss_desc(ladle_loss_kind kind, ladle_reduction red,
+static ladle_loss_plan loss_desc(ladle_loss_kind kind, ladle_reduction red,
                                  double smoothing, int64_t n, int64_t c, int64_t inner)
 {
-    ladle_loss_desc l = {.kind = kind,
+    ladle_loss_plan l = {.kind = kind,
                          .reduction = red,
                          .smoothing = smoothing,
                          .classes = c,
@@ -277,7 +277,7 @@ static ladle_loss_desc loss_desc(ladle_loss_kind kind, ladle_reduction red,
 
 /* Logits with edges: a sample shifted by 500 (stability) and, without
  * smoothing, a -inf logit off the label (a finite loss). */
-static void *class_input(ladle_dtype dt, const ladle_loss_desc *l, const int64_t *labels,
+static void *class_input(ladle_dtype dt, const ladle_loss_plan *l, const int64_t *labels,
                          uint64_t seed)
 {
     void *x = cp_random(dt, l->numel, -8, 8, seed);
@@ -301,7 +301,7 @@ static void loss_case(ladle_dtype dt, ladle_loss_kind kind, ladle_reduction red,
     char what[160];
     snprintf(what, sizeof what, "%s %s e=%g [%lld][%lld][%lld]", loss_names[kind],
              red_names[red], smoothing, (long long)n, (long long)c, (long long)inner);
-    ladle_loss_desc l = loss_desc(kind, red, smoothing, n, c, inner);
+    ladle_loss_plan l = loss_desc(kind, red, smoothing, n, c, inner);
     int cls = classify(kind);
     int64_t terms = cls ? n * inner : l.numel, outs = red == LADLE_REDUCE_NONE ? terms : 1;
     ladle_dtype tdt = cls ? LADLE_I64 : dt;
@@ -379,7 +379,7 @@ START_TEST(loss_of_infinite_input)
 {
     for (int d = 0; d < 2; d++) {
         ladle_dtype dt = dtypes[d];
-        ladle_loss_desc l = loss_desc(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 9001, 1, 1);
+        ladle_loss_plan l = loss_desc(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 9001, 1, 1);
         void *x = cp_random(dt, l.numel, -1, 1, 41), *t = cp_random(dt, l.numel, -1, 1, 42);
         set(dt, x, 8999, INFINITY);
         void *d_x = cp_upload(dt, l.numel, x), *d_t = cp_upload(dt, l.numel, t);

@@ -93,7 +93,9 @@ START_TEST(pool_equivalence)
         if (ranks_of(c) > lt_size || 2 * c->p > c->k)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
-        for (int kind = 0; kind < 2; kind++) {
+        /* max, then average with each ceil mode and count_include_pad */
+        for (int v = 0; v < 5; v++) {
+            int kind = v == 0 ? LADLE_POOL_MAX : LADLE_POOL_AVG;
             if (kind == LADLE_POOL_AVG && c->d != 1)
                 continue;
             ladle_pool_desc d;
@@ -103,13 +105,66 @@ START_TEST(pool_equivalence)
                 d.padding[i] = c->p;
                 d.dilation[i] = c->d;
             }
-            d.ceil_mode = kind == LADLE_POOL_MAX && k % 2;
+            d.ceil_mode = kind == LADLE_POOL_MAX ? k % 2 : (v - 1) / 2;
+            d.count_include_pad = kind == LADLE_POOL_AVG ? (v - 1) % 2 : 1;
             ladle_op *dist = NULL, *seq = NULL;
             LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(), 0, &dist));
             LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, lt_device(), &seq));
-            char what[64];
-            snprintf(what, sizeof what, "%s pool case %d", kind ? "avg" : "max", k);
+            char what[80];
+            snprintf(what, sizeof what, "%s pool case %d (ceil %d, count_include_pad %d)",
+                     kind ? "avg" : "max", k, d.ceil_mode, d.count_include_pad);
             lt_equivalent(dist, seq, 200 + (uint64_t)k, 1e-12, what);
+            if (kind == LADLE_POOL_AVG)
+                lt_adjoint_ok(dist, 300 + (uint64_t)k, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+/* Average pooling whose windows have divisors of their own, on uneven
+ * tiles: count_include_pad 0 and ceil mode, 1-3 spatial dimensions, in f64
+ * and f32, and the dot-product test. */
+START_TEST(avg_pool_divisors)
+{
+    static const struct {
+        int nd, grid[5];
+        int64_t x[5], k, s, p;
+    } pc[] = {
+        {1, {1, 1, 2}, {2, 2, 11}, 3, 2, 1},
+        {2, {1, 1, 2, 2}, {2, 2, 11, 10}, 3, 2, 1},
+        {2, {2, 1, 1, 2}, {3, 2, 9, 13}, 4, 3, 2},
+        {2, {1, 1, 3, 1}, {1, 3, 10, 7}, 2, 2, 1},
+        {3, {1, 1, 2, 1, 2}, {2, 1, 7, 6, 9}, 3, 2, 1},
+        {2, {1, 1, 4, 1}, {1, 2, 14, 5}, 3, 3, 1},
+    };
+    for (size_t k = 0; k < sizeof pc / sizeof pc[0]; k++) {
+        int n = 1;
+        for (int i = 0; i < 2 + pc[k].nd; i++)
+            n *= pc[k].grid[i];
+        if (n > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(2 + pc[k].nd, pc[k].grid, 0);
+        for (int v = 0; v < 6; v++) {
+            ladle_dtype dt = v >= 3 ? LADLE_F32 : LADLE_F64;
+            ladle_pool_desc d;
+            ladle_pool_desc_init(&d, LADLE_POOL_AVG, pc[k].nd, pc[k].k);
+            for (int i = 0; i < pc[k].nd; i++) {
+                d.stride[i] = pc[k].s;
+                d.padding[i] = pc[k].p;
+            }
+            d.ceil_mode = v % 3 != 0;
+            d.count_include_pad = v % 3 == 1;
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_pool_create(&d, p, pc[k].x, dt, lt_device(), 0, &dist));
+            LT_OK(ladle_pool_create(&d, pc[k].x, dt, lt_device(), &seq));
+            char what[80];
+            snprintf(what, sizeof what, "avg pool %zu (%s, ceil %d, count_include_pad %d)", k,
+                     dt == LADLE_F32 ? "f32" : "f64", d.ceil_mode, d.count_include_pad);
+            lt_equivalent(dist, seq, 400 + (uint64_t)k, dt == LADLE_F32 ? 1e-5 : 1e-12, what);
+            lt_adjoint_ok(dist, 500 + (uint64_t)k, what);
             ladle_op_destroy(&dist);
             ladle_op_destroy(&seq);
         }
@@ -334,9 +389,9 @@ START_TEST(bad_input)
              LADLE_ERR_PARTITION);
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
-    pd.count_include_pad = 0;
+    pd.kind = (ladle_pool_kind)5;
     LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_UNSUPPORTED);
+             LADLE_ERR_ARG);
     if (lt_size >= 2) {
         int g2[4] = {1, 2, 1, 1};
         ladle_partition *pc = lt_partition(4, g2, 0);
@@ -356,6 +411,7 @@ Suite *dc_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, conv_equivalence);
     tcase_add_test(tc, pool_equivalence);
+    tcase_add_test(tc, avg_pool_divisors);
     tcase_add_test(tc, adjoint);
     tcase_add_test(tc, grid_equivalence);
     tcase_add_test(tc, bad_input);

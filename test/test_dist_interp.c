@@ -2,7 +2,8 @@
  * tensors (y and dx) on spatial, batch and channel splits at 1 to 6 ranks,
  * nearest and linear with and without align_corners, integer scales and
  * explicit sizes (up and down); the dot-product test; bad configurations
- * refused on every rank. */
+ * refused on every rank. Distributed adaptive average pooling, which
+ * gathers its windows the same way, likewise. */
 #include <stdio.h>
 
 #include "harness.h"
@@ -65,6 +66,67 @@ START_TEST(equivalence)
 }
 END_TEST
 
+/* Adaptive average pooling: the distributed layer against the sequential
+ * one on the gathered tensors, and the dot-product test, on uneven tiles
+ * whose windows overlap the tile boundaries. */
+START_TEST(adaptive)
+{
+    struct {
+        int ndim, grid[5];
+        int64_t xs[5], out[3];
+    } cases[] = {
+        {3, {1, 1, 2}, {2, 2, 11}, {4}},
+        {3, {2, 1, 2}, {3, 2, 7}, {9}},
+        {4, {1, 1, 2, 1}, {2, 2, 9, 5}, {4, 3}},
+        {4, {1, 1, 2, 2}, {1, 2, 7, 10}, {3, 6}},
+        {4, {1, 2, 1, 2}, {2, 3, 6, 5}, {6, 2}},
+        {4, {1, 1, 3, 2}, {1, 1, 10, 7}, {5, 5}},
+        {4, {1, 1, 4, 1}, {1, 2, 9, 4}, {2, 2}}, /* tiles without output */
+        {5, {1, 1, 2, 1, 2}, {1, 2, 5, 4, 7}, {3, 2, 4}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n = 1, nd = cases[k].ndim;
+        for (int i = 0; i < nd; i++)
+            n *= cases[k].grid[i];
+        if (n > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(nd, cases[k].grid, 0);
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_op *dist = NULL, *seq = NULL;
+            if (lt_device() == LADLE_CUDA) {
+                LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, nd, cases[k].xs, cases[k].out,
+                                                             dt, lt_device(), 0, &dist),
+                         LADLE_ERR_DEVICE);
+                continue;
+            }
+            LT_OK(ladle_dist_adaptive_avg_pool_create(p, nd, cases[k].xs, cases[k].out, dt,
+                                                      lt_device(), 0, &dist));
+            LT_OK(ladle_adaptive_avg_pool_create(nd, cases[k].xs, cases[k].out, dt,
+                                                 lt_device(), &seq));
+            LT_ASSERT(ladle_op_kind_of(dist) == LADLE_OP_DIST_ADAPTIVE_POOL, "kind");
+            char what[64];
+            snprintf(what, sizeof what, "adaptive case %zu (%s)", k, t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 70 + (uint64_t)k, t ? 1e-5 : 1e-13, what);
+            if (!t)
+                lt_adjoint_ok(dist, 80 + (uint64_t)k, what);
+            ladle_op_destroy(&dist), ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&p);
+    }
+    /* refused alike on every rank: a grid of other ndim, a zero size */
+    int g3[3] = {1, 1, 1};
+    int64_t xs[4] = {1, 1, 4, 4}, out[2] = {2, 2}, zero[2] = {2, 0};
+    ladle_partition *p = lt_partition(3, g3, 0);
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, 4, xs, out, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, 4, xs, zero, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_SHAPE);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int g4[4] = {1, 1, 1, 1}, g3[3] = {1, 1, 1};
@@ -96,6 +158,7 @@ Suite *dist_interp_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, equivalence);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, adaptive);
     suite_add_tcase(s, tc);
     return s;
 }

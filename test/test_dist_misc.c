@@ -6,17 +6,22 @@
 
 #include "harness.h"
 
-/* the loss of the whole batch on every rank, and each block's gradient */
-static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const int *grid,
-                      const int64_t *xs, ladle_dtype dt, const char *what)
+/* the loss of the whole batch on every rank, and each block's gradient;
+ * with ignore_index, the samples of batch row 0 and every third sample are
+ * ignored */
+static void loss_case_desc(const ladle_loss_desc *d, int ndim, const int *grid,
+                           const int64_t *xs, ladle_dtype dt, const char *what)
 {
+    ladle_loss_kind kind = d->kind;
+    ladle_reduction red = d->reduction;
     int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    int64_t per_row = 1;
+    for (int k = 2; k < ndim; k++)
+        per_row *= xs[k];
     ladle_partition *p = lt_partition(ndim, grid, 0);
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, p, ndim,
-                                 xs, dt, lt_device(), 0, &dist));
-    LT_OK(ladle_loss_create(kind, red, kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0, ndim, xs, dt,
-                            lt_device(), &seq));
+    LT_OK(ladle_dist_loss_create_ex(d, p, ndim, xs, dt, lt_device(), 0, &dist));
+    LT_OK(ladle_loss_create_ex(d, ndim, xs, dt, lt_device(), &seq));
     /* global input and target */
     int64_t ts[LADLE_MAX_NDIM];
     int tn = 0;
@@ -27,8 +32,9 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
     ladle_tensor *dX = lt_tensor(dt, ndim, xs);
     LT_OK(ladle_tensor_fill_random(X, 4, 1));
     for (int64_t i = 0; i < ladle_tensor_numel(T); i++) {
+        int skip = d->ignore_index != LADLE_LOSS_NO_IGNORE && (i < per_row || i % 3 == 1);
         if (classify)
-            lt_set(T, i, (double)((i * 7 + 3) % xs[1]));
+            lt_set(T, i, skip ? (double)d->ignore_index : (double)((i * 7 + 3) % xs[1]));
         else
             lt_set(T, i, kind == LADLE_LOSS_BCE_WITH_LOGITS ? (double)(i % 2) : sin((double)i));
     }
@@ -45,28 +51,135 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
     ladle_tensor *dx = lt_tensor(dt, ndim, box);
     lt_box_extract(X, off, x);
     lt_box_extract(T, toff, t); /* labels too: small integers pass through doubles exactly */
-    int64_t one[1] = {1};
-    ladle_tensor *L = lt_tensor(dt, 0, one), *l = lt_tensor(dt, 0, one), *dl = lt_tensor(dt, 0, one);
-    LT_OK(ladle_tensor_fill(dl, 0.7));
+    int none = red == LADLE_REDUCE_NONE;
+    ladle_tensor *L = none ? lt_tensor(dt, tn, ts) : lt_tensor(dt, 0, NULL);
+    ladle_tensor *l = none ? lt_tensor(dt, tn, tbox) : lt_tensor(dt, 0, NULL);
+    ladle_tensor *dL = none ? lt_tensor(dt, tn, ts) : lt_tensor(dt, 0, NULL);
+    ladle_tensor *dl = none ? lt_tensor(dt, tn, tbox) : lt_tensor(dt, 0, NULL);
+    if (none) {
+        LT_OK(ladle_tensor_fill_random(dL, 4, 9));
+        lt_box_extract(dL, toff, dl);
+    } else {
+        LT_OK(ladle_tensor_fill(dL, 0.7));
+        LT_OK(ladle_tensor_fill(dl, 0.7));
+    }
     ladle_ctx *cd = NULL, *cs = NULL;
     LT_OK(ladle_ctx_create(dist, &cd));
     LT_OK(ladle_ctx_create(seq, &cs));
     LT_OK(ladle_loss_forward(dist, cd, x, t, l));
     LT_OK(ladle_loss_forward(seq, cs, X, T, L));
     LT_OK(ladle_loss_backward(dist, cd, dl, dx));
-    LT_OK(ladle_loss_backward(seq, cs, dl, dX));
+    LT_OK(ladle_loss_backward(seq, cs, dL, dX));
     double tol = dt == LADLE_F32 ? 1e-5 : 1e-12;
-    double el = ladle_partition_active(p) ? fabs(lt_get(l, 0) - lt_get(L, 0)) / (1 + fabs(lt_get(L, 0)))
-                                          : 0;
+    double el = !ladle_partition_active(p) ? 0
+                : none ? lt_box_error(L, toff, l)
+                       : fabs(lt_get(l, 0) - lt_get(L, 0)) / (1 + fabs(lt_get(L, 0)));
     double ex = lt_box_error(dX, off, dx);
     LT_ASSERT(el <= tol && ex <= tol, "%s: loss %.2e, dinput %.2e", what, el, ex);
     ladle_ctx_destroy(&cd), ladle_ctx_destroy(&cs);
     ladle_tensor_destroy(&X), ladle_tensor_destroy(&T), ladle_tensor_destroy(&dX);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&dx);
     ladle_tensor_destroy(&L), ladle_tensor_destroy(&l), ladle_tensor_destroy(&dl);
+    ladle_tensor_destroy(&dL);
     ladle_op_destroy(&dist), ladle_op_destroy(&seq);
     ladle_partition_destroy(&p);
 }
+
+static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const int *grid,
+                      const int64_t *xs, ladle_dtype dt, const char *what)
+{
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, kind, red);
+    d.label_smoothing = kind == LADLE_LOSS_CROSS_ENTROPY ? 0.1 : 0.0;
+    loss_case_desc(&d, ndim, grid, xs, dt, what);
+}
+
+/* Class weights and ignore_index: the mean divides by the global weight of
+ * the labels, a block wholly ignored included (4 x 1: rank 0's one row). */
+START_TEST(weighted_losses)
+{
+    if (lt_device() == LADLE_CUDA)
+        return; /* no kernels for the options there (test_loss checks the refusal) */
+    int g1[2] = {1, 1}, g2[2] = {2, 1}, g3[2] = {3, 1}, g41[2] = {4, 1};
+    int g4[4] = {2, 1, 2, 1};
+    int64_t x2[2] = {7, 5}, x41[2] = {4, 5}, x4[4] = {3, 4, 5, 2};
+    double w5[5] = {0.5, 2, 1.5, 0.25, 3}, w4[4] = {1.25, 0.5, 2, 0.75};
+    ladle_loss_desc d;
+    for (int t = 0; t < 2; t++) {
+        ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+        for (int r = 0; r <= LADLE_REDUCE_NONE; r++) {
+            ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, (ladle_reduction)r);
+            d.weights = w5, d.num_weights = 5, d.ignore_index = -100;
+            d.label_smoothing = 0.2;
+            loss_case_desc(&d, 2, g1, x2, dt, "weighted ce 1 rank");
+            if (lt_size >= 2)
+                loss_case_desc(&d, 2, g2, x2, dt, "weighted ce 2x1");
+            if (lt_size >= 3) {
+                d.kind = LADLE_LOSS_NLL, d.label_smoothing = 0, d.ignore_index = 3;
+                loss_case_desc(&d, 2, g3, x2, dt, "weighted nll 3x1, ignore class 3");
+            }
+            if (lt_size >= 4) {
+                ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, (ladle_reduction)r);
+                d.ignore_index = -1;
+                loss_case_desc(&d, 2, g41, x41, dt, "ce 4x1 ignore, rank 0 all ignored");
+                d.weights = w4, d.num_weights = 4, d.ignore_index = -100;
+                loss_case_desc(&d, 4, g4, x4, dt, "weighted ce 4-d spatial");
+            }
+        }
+    }
+}
+END_TEST
+
+/* Every sample ignored: the mean is 0/0 on every rank alike; a bad label
+ * on one rank and bad options fail every rank. */
+START_TEST(all_ignored)
+{
+    if (lt_device() == LADLE_CUDA)
+        return;
+    int g[2] = {lt_size >= 2 ? 2 : 1, 1};
+    int64_t xs[2] = {4, 3}, one[1] = {1};
+    ladle_partition *p = lt_partition(2, g, 0);
+    ladle_op *op = NULL;
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    d.ignore_index = -100;
+    LT_OK(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op));
+    int64_t box[2];
+    LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, box), *t = lt_tensor(LADLE_I64, 1, box);
+    ladle_tensor *l = lt_tensor(LADLE_F64, 0, one);
+    LT_OK(ladle_tensor_fill(x, 0.5));
+    for (int64_t i = 0; i < box[0]; i++)
+        lt_set(t, i, -100);
+    ladle_status st = ladle_loss_forward(op, NULL, x, t, l);
+    int active = ladle_partition_active(p);
+    LT_ASSERT(st == (active ? LADLE_ERR_NUMERIC : LADLE_OK) && (!active || isnan(lt_get(l, 0))),
+              "all ignored: %s", ladle_status_name(st));
+    ladle_error_clear();
+    /* a label out of range on the last member fails every member */
+    if (active && ladle_partition_rank(p) == g[0] - 1)
+        lt_set(t, 0, 3);
+    st = ladle_loss_forward(op, NULL, x, t, l);
+    ladle_status want = !active                                      ? LADLE_OK
+                        : ladle_partition_rank(p) == g[0] - 1 ? LADLE_ERR_ARG
+                                                                     : LADLE_ERR_REMOTE;
+    LT_ASSERT(st == want, "a bad label: %s", ladle_status_name(st));
+    ladle_error_clear();
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
+    ladle_op_destroy(&op);
+    /* bad options refused alike on every rank: 2 weights for 3 classes,
+     * ignore_index on MSE */
+    double w[2] = {1, 2};
+    d.weights = w, d.num_weights = 2;
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_SHAPE);
+    ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    d.ignore_index = 0;
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_ARG);
+    ladle_partition_destroy(&p);
+}
+END_TEST
 
 START_TEST(losses)
 {
@@ -158,6 +271,8 @@ Suite *misc_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, losses);
     tcase_add_test(tc, loss_failure_everywhere);
+    tcase_add_test(tc, weighted_losses);
+    tcase_add_test(tc, all_ignored);
     tcase_add_test(tc, flatten);
     suite_add_tcase(s, tc);
     return s;

@@ -1,5 +1,7 @@
 /* Losses: values derived by hand, finite differences for every kind and
- * reduction, label smoothing, smaller batches, bad input. */
+ * reduction, label smoothing, smaller batches, bad input; class weights and
+ * ignore_index against loops written here, by hand and by finite
+ * differences. */
 #include <math.h>
 #include <stdio.h>
 
@@ -192,6 +194,280 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* ---- class weights and ignore_index ---- */
+
+static int on_cuda(void) { return lt_device() == LADLE_CUDA; }
+
+/* The labels of a weighted case: sample s gets (7 s + 3) mod C, every third
+ * the ignored label (when there is one). */
+static void weighted_labels(ladle_tensor *t, int64_t classes, int64_t ignore)
+{
+    for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
+        lt_set(t, i, ignore != LADLE_LOSS_NO_IGNORE && i % 3 == 1 ? (double)ignore
+                                                                  : (double)((i * 7 + 3) % classes));
+}
+
+/* The reference, in loops: each sample's loss (PyTorch's formulas, see
+ * ladle_loss_desc) into per[], and the mean's divisor. x is N x C x inner. */
+static double reference(const ladle_loss_desc *d, const ladle_tensor *x, const ladle_tensor *t,
+                        int64_t n, int64_t c, int64_t inner, double *per)
+{
+    double divisor = 0;
+    for (int64_t s = 0; s < n * inner; s++) {
+        int64_t label = (int64_t)lt_get(t, s), b = (s / inner) * c * inner + s % inner;
+        per[s] = 0;
+        if (label == d->ignore_index)
+            continue;
+        double w_t = d->weights ? d->weights[label] : 1.0, mx = -INFINITY, z = 0;
+        divisor += w_t;
+        if (d->kind == LADLE_LOSS_NLL) {
+            per[s] = -w_t * lt_get(x, b + label * inner);
+            continue;
+        }
+        for (int64_t k = 0; k < c; k++)
+            mx = fmax(mx, lt_get(x, b + k * inner));
+        for (int64_t k = 0; k < c; k++)
+            z += exp(lt_get(x, b + k * inner) - mx);
+        z = mx + log(z);
+        double smooth = 0, e = d->label_smoothing;
+        for (int64_t k = 0; k < c; k++)
+            smooth += (d->weights ? d->weights[k] : 1.0) * -(lt_get(x, b + k * inner) - z);
+        per[s] = (1 - e) * w_t * -(lt_get(x, b + label * inner) - z) + e / (double)c * smooth;
+    }
+    return divisor;
+}
+
+/* Every reduction of d's kind against the reference, then the gradient
+ * against finite differences. */
+static void weighted_case(ladle_loss_desc *d, int ndim, const int64_t *shape, const char *what)
+{
+    int64_t n = shape[0], c = shape[1], inner = 1, ts[LADLE_MAX_NDIM];
+    int tnd = 0;
+    for (int k = 0; k < ndim; k++)
+        if (k != 1)
+            ts[tnd++] = shape[k];
+    for (int k = 2; k < ndim; k++)
+        inner *= shape[k];
+    ladle_tensor *x = lt_tensor(LADLE_F64, ndim, shape), *t = lt_tensor(LADLE_I64, tnd, ts);
+    ladle_tensor *scalar = lt_tensor(LADLE_F64, 0, NULL), *each = lt_tensor(LADLE_F64, tnd, ts);
+    LT_OK(ladle_tensor_fill_random(x, 4, 0));
+    weighted_labels(t, c, d->ignore_index);
+    double per[256], sum = 0;
+    double divisor = reference(d, x, t, n, c, inner, per);
+    for (int64_t s = 0; s < n * inner; s++)
+        sum += per[s];
+    double worst = 0;
+    for (int r = 0; r <= LADLE_REDUCE_NONE; r++) {
+        ladle_op *op = NULL;
+        d->reduction = (ladle_reduction)r;
+        LT_OK(ladle_loss_create_ex(d, ndim, shape, LADLE_F64, lt_device(), &op));
+        ladle_tensor *out = r == LADLE_REDUCE_NONE ? each : scalar;
+        LT_OK(ladle_loss_forward(op, NULL, x, t, out));
+        if (r == LADLE_REDUCE_NONE)
+            for (int64_t s = 0; s < n * inner; s++)
+                worst = fmax(worst, fabs(lt_get(out, s) - per[s]) / (1 + fabs(per[s])));
+        else {
+            double want = r == LADLE_REDUCE_MEAN ? sum / divisor : sum;
+            worst = fmax(worst, fabs(lt_get(out, 0) - want) / (1 + fabs(want)));
+        }
+        ladle_op_destroy(&op);
+    }
+    LT_ASSERT(worst < 1e-14, "%s: values off by %.2e", what, worst);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&t);
+    ladle_tensor_destroy(&scalar), ladle_tensor_destroy(&each);
+}
+
+/* Finite differences of the weighted loss at each reduction. */
+static void weighted_gradient(ladle_loss_desc *d, int ndim, const int64_t *shape,
+                              const char *what)
+{
+    int64_t ts[LADLE_MAX_NDIM];
+    int tnd = 0;
+    for (int k = 0; k < ndim; k++)
+        if (k != 1)
+            ts[tnd++] = shape[k];
+    for (int r = 0; r <= LADLE_REDUCE_NONE; r++) {
+        ladle_op *op = NULL;
+        d->reduction = (ladle_reduction)r;
+        LT_OK(ladle_loss_create_ex(d, ndim, shape, LADLE_F64, lt_device(), &op));
+        ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
+        ladle_tensor *t = lt_tensor(LADLE_I64, tnd, ts);
+        int ynd;
+        int64_t ys[LADLE_MAX_NDIM];
+        ladle_op_y_shape(op, &ynd, ys);
+        ladle_tensor *out = lt_tensor(LADLE_F64, ynd, ys), *dl = lt_tensor(LADLE_F64, ynd, ys);
+        ladle_tensor *w = NULL;
+        LT_OK(ladle_tensor_fill_random(x, 4, 3));
+        weighted_labels(t, shape[1], d->ignore_index);
+        if (r == LADLE_REDUCE_NONE) {
+            w = lt_tensor(LADLE_F64, ynd, ys);
+            LT_OK(ladle_tensor_fill_random(w, 4, 2));
+            LT_OK(ladle_tensor_copy(dl, w));
+        } else {
+            LT_OK(ladle_tensor_fill(dl, 1.0));
+        }
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_loss_forward(op, ctx, x, t, out));
+        LT_OK(ladle_loss_backward(op, ctx, dl, dx));
+        double worst = 0;
+        for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
+            double v = lt_get(x, i), h = 1e-6;
+            lt_set(x, i, v + h);
+            double lp = evaluate(op, x, t, out, w);
+            lt_set(x, i, v - h);
+            double lm = evaluate(op, x, t, out, w);
+            lt_set(x, i, v);
+            double fd = (lp - lm) / (2 * h), an = lt_get(dx, i);
+            worst = fmax(worst, fabs(fd - an) / fmax(1e-3, fmax(fabs(fd), fabs(an))));
+        }
+        LT_ASSERT(worst < 1e-6, "%s reduction %d: worst gradient error %.2e", what, r, worst);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx), ladle_tensor_destroy(&t);
+        ladle_tensor_destroy(&out), ladle_tensor_destroy(&dl), ladle_tensor_destroy(&w);
+        ladle_op_destroy(&op);
+    }
+}
+
+START_TEST(weighted)
+{
+    int64_t flat[2] = {7, 4}, img[4] = {3, 3, 2, 3};
+    double w4[4] = {0.5, 2.0, 1.25, 0.75}, w3[3] = {1.5, 0.25, 3.0};
+    ladle_loss_desc d;
+    if (on_cuda()) { /* no kernels for the options there */
+        ladle_op *op = NULL;
+        ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+        d.ignore_index = -100;
+        LT_FAILS(ladle_loss_create_ex(&d, 2, flat, LADLE_F64, lt_device(), &op), LADLE_ERR_DEVICE);
+        return;
+    }
+    struct {
+        ladle_loss_kind kind;
+        double smoothing;
+        int weights;
+        int64_t ignore;
+        const char *what;
+    } cases[] = {
+        {LADLE_LOSS_CROSS_ENTROPY, 0, 1, LADLE_LOSS_NO_IGNORE, "ce weights"},
+        {LADLE_LOSS_CROSS_ENTROPY, 0, 0, -100, "ce ignore -100"},
+        {LADLE_LOSS_CROSS_ENTROPY, 0, 1, 2, "ce weights, ignore class 2"},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.2, 1, -100, "ce smoothed, weights, ignore"},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.3, 0, 1, "ce smoothed, ignore class 1"},
+        {LADLE_LOSS_NLL, 0, 1, -1, "nll weights, ignore -1"},
+        {LADLE_LOSS_NLL, 0, 0, 0, "nll ignore class 0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ladle_loss_desc_init(&d, cases[k].kind, LADLE_REDUCE_MEAN);
+        d.label_smoothing = cases[k].smoothing;
+        d.ignore_index = cases[k].ignore;
+        d.weights = cases[k].weights ? w4 : NULL;
+        d.num_weights = cases[k].weights ? 4 : 0;
+        weighted_case(&d, 2, flat, cases[k].what);
+        weighted_gradient(&d, 2, flat, cases[k].what);
+        d.weights = cases[k].weights ? w3 : NULL;
+        d.num_weights = cases[k].weights ? 3 : 0;
+        weighted_case(&d, 4, img, cases[k].what);
+        weighted_gradient(&d, 4, img, cases[k].what);
+    }
+}
+END_TEST
+
+/* Worked out by hand: logits (1, 2, 3) for two samples, weights (1, 4, 2),
+ * labels 2 and ignored. */
+START_TEST(weighted_by_hand)
+{
+    if (on_cuda())
+        return;
+    int64_t s[2] = {2, 3}, two[1] = {2};
+    double w[3] = {1, 4, 2};
+    ladle_op *op = NULL;
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, s), *out = lt_tensor(LADLE_F64, 0, NULL);
+    ladle_tensor *dx = lt_tensor(LADLE_F64, 2, s), *dl = lt_tensor(LADLE_F64, 0, NULL);
+    ladle_tensor *label = lt_tensor(LADLE_I64, 1, two);
+    for (int i = 0; i < 6; i++)
+        lt_set(x, i, i % 3 + 1);
+    lt_set(label, 0, 2);
+    lt_set(label, 1, -100);
+    double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM);
+    d.weights = w, d.num_weights = 3, d.ignore_index = -100;
+    /* sum: w_2 (lse - 3) = 2 (lse - 3); mean divides by w_2 = 2 */
+    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    w[0] = w[1] = w[2] = NAN; /* copied at create: the caller's array is free */
+    LT_OK(ladle_loss_forward(op, NULL, x, label, out));
+    LT_ASSERT(fabs(lt_get(out, 0) - 2 * (lse - 3)) < 1e-15, "weighted sum %.17g",
+              lt_get(out, 0));
+    ladle_op_destroy(&op);
+    w[0] = 1, w[1] = 4, w[2] = 2;
+    d.reduction = LADLE_REDUCE_MEAN;
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_loss_forward(op, ctx, x, label, out));
+    LT_ASSERT(fabs(lt_get(out, 0) - (lse - 3)) < 1e-15, "weighted mean %.17g", lt_get(out, 0));
+    /* the gradient of the mean: (softmax - onehot) w_2 / w_2 for the first
+     * sample, 0 for the ignored one */
+    LT_OK(ladle_tensor_fill(dl, 1.0));
+    LT_OK(ladle_loss_backward(op, ctx, dl, dx));
+    double worst = 0;
+    for (int i = 0; i < 3; i++) {
+        double want = exp(i + 1 - lse) - (i == 2);
+        worst = fmax(worst, fabs(lt_get(dx, i) - want));
+        worst = fmax(worst, fabs(lt_get(dx, 3 + i)));
+    }
+    LT_ASSERT(worst < 1e-15, "weighted mean's gradient off by %.2e", worst);
+    /* every sample ignored: the mean is 0/0, NaN as in PyTorch */
+    lt_set(label, 0, -100);
+    LT_FAILS(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_NUMERIC);
+    LT_ASSERT(isnan(lt_get(out, 0)), "all ignored: the mean is %g", lt_get(out, 0));
+    /* a label outside 0..C-1 that is not the ignored one */
+    lt_set(label, 0, 3);
+    LT_FAILS(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_ARG);
+    lt_set(label, 0, -1);
+    LT_FAILS(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_ARG);
+    ladle_ctx_destroy(&ctx);
+    ladle_op_destroy(&op);
+    /* the sum of an all-ignored batch is 0 */
+    d.reduction = LADLE_REDUCE_SUM;
+    lt_set(label, 0, -100);
+    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_forward(op, NULL, x, label, out));
+    LT_ASSERT(lt_get(out, 0) == 0.0, "all ignored: the sum is %g", lt_get(out, 0));
+    ladle_op_destroy(&op);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&out), ladle_tensor_destroy(&label);
+    ladle_tensor_destroy(&dx), ladle_tensor_destroy(&dl);
+}
+END_TEST
+
+START_TEST(bad_options)
+{
+    int64_t s[2] = {2, 3};
+    double w[3] = {1, 2, 3};
+    ladle_op *op = NULL;
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    d.weights = w, d.num_weights = 2; /* not C */
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
+    d.num_weights = 0; /* weights without a count */
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    d.num_weights = 3;
+    w[1] = INFINITY;
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    w[1] = 2;
+    d.size = 8;
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create_ex(NULL, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_NULL);
+    ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    d.ignore_index = 0; /* regression takes neither option */
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    ladle_loss_desc_init(&d, LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN);
+    d.weights = w, d.num_weights = 3;
+    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_ASSERT(op == NULL, "a failed create set the op");
+}
+END_TEST
+
 Suite *loss_suite(void)
 {
     Suite *s = suite_create("loss");
@@ -199,6 +475,9 @@ Suite *loss_suite(void)
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, values);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, weighted);
+    tcase_add_test(tc, weighted_by_hand);
+    tcase_add_test(tc, bad_options);
     suite_add_tcase(s, tc);
     return s;
 }

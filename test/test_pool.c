@@ -483,6 +483,165 @@ START_TEST(max3_ties_nan)
 }
 END_TEST
 
+/* ---- adaptive average pooling ---- */
+
+/* The window of output o: [floor(o L / O), ceil((o + 1) L / O)), here in
+ * floating point (exact for these small extents), apart from the layer's
+ * integer arithmetic. */
+static void ad_window(int64_t in, int64_t out, int64_t o, int64_t *b, int64_t *e)
+{
+    *b = (int64_t)floor((double)o * (double)in / (double)out);
+    *e = (int64_t)ceil((double)(o + 1) * (double)in / (double)out);
+}
+
+/* y of x (batch n, shape xs, outputs os, 1 to 3 spatial dims as 3) by
+ * loops over each window. */
+static void ad_reference(const ladle_tensor *x, int ndim, const int64_t *xs, const int64_t *os,
+                         int64_t n, double *y)
+{
+    int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+    for (int a = 0; a < ndim - 2; a++) {
+        in[3 - (ndim - 2) + a] = xs[2 + a];
+        out[3 - (ndim - 2) + a] = os[a];
+    }
+    int64_t pin = in[0] * in[1] * in[2], pout = out[0] * out[1] * out[2], k = 0;
+    for (int64_t p = 0; p < n * xs[1]; p++)
+        for (int64_t a = 0; a < out[0]; a++)
+            for (int64_t b = 0; b < out[1]; b++)
+                for (int64_t c = 0; c < out[2]; c++, k++) {
+                    int64_t a0, a1, b0, b1, c0, c1;
+                    ad_window(in[0], out[0], a, &a0, &a1);
+                    ad_window(in[1], out[1], b, &b0, &b1);
+                    ad_window(in[2], out[2], c, &c0, &c1);
+                    double sum = 0;
+                    for (int64_t i = a0; i < a1; i++)
+                        for (int64_t j = b0; j < b1; j++)
+                            for (int64_t l = c0; l < c1; l++)
+                                sum += lt_get(x, p * pin + (i * in[1] + j) * in[2] + l);
+                    y[k] = sum / (double)((a1 - a0) * (b1 - b0) * (c1 - c0));
+                }
+    (void)pout;
+}
+
+START_TEST(adaptive_average)
+{
+    static const struct {
+        int ndim;
+        int64_t x[5], out[3];
+    } cases[] = {
+        {3, {2, 3, 7}, {5}},         {3, {1, 2, 5}, {3}},          {3, {2, 1, 4}, {9}},
+        {4, {2, 2, 7, 5}, {3, 4}},   {4, {2, 1, 3, 4}, {5, 6}},    {4, {2, 2, 8, 6}, {4, 3}},
+        {4, {1, 1, 6, 6}, {1, 1}},   {5, {1, 2, 5, 4, 6}, {2, 3, 4}},
+    };
+    if (lt_device() == LADLE_CUDA) {
+        ladle_op *op = NULL;
+        LT_FAILS(ladle_adaptive_avg_pool_create(3, cases[0].x, cases[0].out, LADLE_F64,
+                                                lt_device(), &op),
+                 LADLE_ERR_DEVICE);
+        return;
+    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            int nd = cases[k].ndim;
+            ladle_op *op = NULL;
+            LT_OK(ladle_adaptive_avg_pool_create(nd, cases[k].x, cases[k].out, dt, lt_device(),
+                                                 &op));
+            LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_ADAPTIVE_POOL, "case %zu: kind", k);
+            /* the full batch and a smaller one */
+            for (int64_t n = cases[k].x[0]; n >= 1; n -= cases[k].x[0] > 1 ? 1 : 2) {
+                int64_t xs[5], ys[5];
+                for (int i = 0; i < nd; i++) {
+                    xs[i] = i == 0 ? n : cases[k].x[i];
+                    ys[i] = i == 0 ? n : i == 1 ? cases[k].x[1] : cases[k].out[i - 2];
+                }
+                ladle_tensor *x = lt_tensor(dt, nd, xs), *y = lt_tensor(dt, nd, ys);
+                ladle_tensor *dy = lt_tensor(dt, nd, ys), *dx = lt_tensor(dt, nd, xs);
+                ladle_tensor *yp = lt_tensor(dt, nd, ys);
+                LT_OK(ladle_tensor_fill_random(x, 3, 10 + k));
+                LT_OK(ladle_tensor_fill_random(dy, 3, 20 + k));
+                ladle_ctx *ctx = NULL;
+                LT_OK(ladle_ctx_create(op, &ctx));
+                LT_OK(ladle_layer_forward(op, ctx, x, y));
+                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                ladle_ctx_destroy(&ctx);
+                int64_t ny = ladle_tensor_numel(y);
+                double *want = calloc((size_t)ny, sizeof *want), worst = 0, worst_d = 0;
+                ad_reference(x, nd, cases[k].x, cases[k].out, n, want);
+                for (int64_t i = 0; i < ny; i++)
+                    worst = fmax(worst, fabs(lt_get(y, i) - want[i]) / (1 + fabs(want[i])));
+                free(want);
+                /* finite differences of sum dy y (exact for a linear map, up to rounding) */
+                double h = t ? 1e-2 : 1e-6;
+                for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
+                    double v = lt_get(x, i), lp = 0, lm = 0;
+                    lt_set(x, i, v + h);
+                    LT_OK(ladle_op_forward(op, x, yp));
+                    for (int64_t j = 0; j < ny; j++)
+                        lp += lt_get(dy, j) * lt_get(yp, j);
+                    lt_set(x, i, v - h);
+                    LT_OK(ladle_op_forward(op, x, yp));
+                    for (int64_t j = 0; j < ny; j++)
+                        lm += lt_get(dy, j) * lt_get(yp, j);
+                    lt_set(x, i, v);
+                    double fd = (lp - lm) / (2 * h);
+                    worst_d = fmax(worst_d, fabs(fd - lt_get(dx, i)) / (1 + fabs(fd)));
+                }
+                double tol = t ? 1e-6 : 1e-15, tol_d = t ? 1e-3 : 1e-8;
+                LT_ASSERT(worst < tol && worst_d < tol_d,
+                          "adaptive case %zu (%s, batch %lld): values %.1e, gradient %.1e", k,
+                          t ? "f32" : "f64", (long long)n, worst, worst_d);
+                ladle_tensor_destroy(&x), ladle_tensor_destroy(&y), ladle_tensor_destroy(&yp);
+                ladle_tensor_destroy(&dy), ladle_tensor_destroy(&dx);
+            }
+            if (dt == LADLE_F64)
+                lt_adjoint_ok(op, 30 + k, "adaptive average pooling");
+            ladle_op_destroy(&op);
+        }
+}
+END_TEST
+
+/* Worked out by hand: 5 inputs 0..4 to 3 outputs read [0, 2), [1, 4),
+ * [3, 5): 0.5, 2, 3.5; and 2 inputs to 3 outputs read [0, 1), [0, 2),
+ * [1, 2). Bad sizes. */
+START_TEST(adaptive_by_hand)
+{
+    if (lt_device() == LADLE_CUDA)
+        return;
+    int64_t xs[3] = {1, 1, 5}, three[1] = {3}, ys[3] = {1, 1, 3}, x2[3] = {1, 1, 2};
+    ladle_op *op = NULL;
+    LT_OK(ladle_adaptive_avg_pool_create(3, xs, three, LADLE_F64, lt_device(), &op));
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *y = lt_tensor(LADLE_F64, 3, ys);
+    for (int i = 0; i < 5; i++)
+        lt_set(x, i, i);
+    LT_OK(ladle_op_forward(op, x, y));
+    LT_ASSERT(lt_get(y, 0) == 0.5 && lt_get(y, 1) == 2.0 && lt_get(y, 2) == 3.5,
+              "5 to 3: %g %g %g", lt_get(y, 0), lt_get(y, 1), lt_get(y, 2));
+    ladle_op_destroy(&op);
+    ladle_tensor_destroy(&x);
+    LT_OK(ladle_adaptive_avg_pool_create(3, x2, three, LADLE_F64, lt_device(), &op));
+    x = lt_tensor(LADLE_F64, 3, x2);
+    lt_set(x, 0, 2), lt_set(x, 1, 6);
+    LT_OK(ladle_op_forward(op, x, y));
+    LT_ASSERT(lt_get(y, 0) == 2 && lt_get(y, 1) == 4 && lt_get(y, 2) == 6, "2 to 3: %g %g %g",
+              lt_get(y, 0), lt_get(y, 1), lt_get(y, 2));
+    ladle_op_destroy(&op);
+    int64_t zero[1] = {0}, x6[6] = {1, 1, 2, 2, 2, 2};
+    LT_FAILS(ladle_adaptive_avg_pool_create(3, xs, zero, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_adaptive_avg_pool_create(2, xs, three, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_adaptive_avg_pool_create(6, x6, three, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_adaptive_avg_pool_create(3, xs, NULL, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_adaptive_avg_pool_create(3, xs, three, LADLE_I64, lt_device(), &op),
+             LADLE_ERR_DTYPE);
+    LT_ASSERT(op == NULL, "a failed create set the op");
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+}
+END_TEST
+
 Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -493,6 +652,8 @@ Suite *pool_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, max2_ties_nan);
     tcase_add_test(tc, max3_ties_nan);
+    tcase_add_test(tc, adaptive_average);
+    tcase_add_test(tc, adaptive_by_hand);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -132,15 +132,36 @@ LADLE_API ladle_status ladle_dist_conv_grid_create(
     uint64_t seed, unsigned flags, ladle_op **op);
 
 /*
- * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create. Max
- * pooling takes every option (its padding is -inf); average pooling counts
- * the padding (count_include_pad 1) and has no ceil mode, since a rank cannot
- * tell padding from data in its halo: other settings return
- * LADLE_ERR_UNSUPPORTED.
+ * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create, with
+ * every option of the sequential layer: max pooling's padding is -inf;
+ * average pooling with count_include_pad 0 or ceil mode rescales each
+ * output to its window's divisor, which depends only on the window's global
+ * position and the global extent, so each rank plans its factors at
+ * creation. Collective over p_x. Returns the codes of
+ * ladle_dist_conv_create.
  */
 LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               ladle_device device, unsigned flags, ladle_op **op);
+
+/*
+ * Adaptive average pooling (ladle_adaptive_avg_pool_create) with x of
+ * global shape x_shape (ndim 3 to 5) and y both split in balance over p_x
+ * (the same ndim; any dimension may be split). Each rank gathers the input
+ * box its output tile reads (from its first output's window to its last's,
+ * which may reach into the neighbours' blocks) and pools it at global
+ * coordinates; the backward spreads dy over the box and adds it back into
+ * the owners. Linear: ladle_adjoint_test applies. Devices without adaptive
+ * pooling kernels (CUDA) refuse it with LADLE_ERR_DEVICE. Collective over
+ * p_x. Returns the codes of ladle_dist_linear_create and
+ * ladle_adaptive_avg_pool_create.
+ */
+LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int ndim,
+                                                           const int64_t x_shape[],
+                                                           const int64_t out_size[],
+                                                           ladle_dtype dtype,
+                                                           ladle_device device,
+                                                           unsigned flags, ladle_op **op);
 
 /* Which ranks batch norm's statistics are reduced over (among the ranks
  * holding the same channels, the peers). */
@@ -192,6 +213,21 @@ LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduct
                                               int ndim, const int64_t input_shape[],
                                               ladle_dtype dtype, ladle_device device,
                                               unsigned flags, ladle_op **op);
+/*
+ * The same with every option of ladle_loss_desc (class weights,
+ * ignore_index). A mean that divides by the labels' weight divides by its
+ * sum over the whole batch: the one all-sum-reduce of the forward carries
+ * each block's label weight beside its loss, so the value and the
+ * gradients equal the sequential loss's on the gathered batch whatever the
+ * blocks (a block whose samples are all ignored included). Every rank of
+ * p_x must pass the same descriptor and weights. Collective over p_x.
+ * Returns the codes of ladle_dist_loss_create and ladle_loss_create_ex.
+ */
+LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
+                                                 const ladle_partition *p_x, int ndim,
+                                                 const int64_t input_shape[], ladle_dtype dtype,
+                                                 ladle_device device, unsigned flags,
+                                                 ladle_op **op);
 
 /*
  * Flatten x [N, ...] (global x_shape, ndim >= 2, decomposed in balance over

@@ -268,6 +268,22 @@ LADLE_API ladle_status ladle_global_avg_pool_create(int ndim, const int64_t x_sh
                                                     ladle_dtype dtype, ladle_device device,
                                                     ladle_op **op);
 
+/* Adaptive average pooling, as PyTorch's AdaptiveAvgPool1d/2d/3d: x of
+ * ndim 3 to 5 (N x C and 1 to 3 spatial dimensions) to N x C x
+ * out_size[0..ndim-3]. Output o of a dimension of input extent L and
+ * output extent O averages the inputs [floor(o L / O), ceil((o + 1) L / O)):
+ * the windows overlap where O does not divide L, and O may exceed L. Linear
+ * in x: its backward is the adjoint (each dy spread evenly over its
+ * window), so ladle_adjoint_test applies. Devices whose backend has no
+ * adaptive pooling kernels (CUDA) refuse it with LADLE_ERR_DEVICE. Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (ndim outside
+ * 3..5, an empty input, an output size below 1, an extent above 2^31),
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
+                                                      const int64_t out_size[],
+                                                      ladle_dtype dtype, ladle_device device,
+                                                      ladle_op **op);
+
 /*
  * Interpolation (upsampling) of N x C x S... over nd = 1 to 3 spatial
  * dimensions, as PyTorch's interpolate: each output index o of a dimension
@@ -382,7 +398,8 @@ typedef enum ladle_softmax_kind {
 } ladle_softmax_kind;
 
 /* Softmax or log-softmax along dimension dim (negative counts from the end).
- * Saves: y. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind,
+ * Along the batch (dim 0), a call with a smaller batch normalises over the
+ * rows it has. Saves: y. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown kind,
  * naming the value; dim out of range), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
@@ -470,7 +487,8 @@ typedef enum ladle_reduction {
  * with the uniform distribution. The loss tensor is a scalar (ndim 0) for
  * mean and sum, and the per-element (or per-sample for cross entropy and
  * NLL) losses for none. Mean over classification losses divides by the
- * number of samples N x S.... Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * number of samples N x S... (class weights and an ignored label:
+ * ladle_loss_create_ex). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
  * (an unknown kind or reduction, naming the value; label_smoothing outside
  * [0, 1]), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
  * LADLE_ERR_ALLOC. */
@@ -478,11 +496,59 @@ LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction r
                                          double label_smoothing, int ndim,
                                          const int64_t input_shape[], ladle_dtype dtype,
                                          ladle_device device, ladle_op **op);
+/* No label is ignored (ladle_loss_desc's ignore_index by default). */
+#define LADLE_LOSS_NO_IGNORE INT64_MIN
+
+/*
+ * A loss with every option, as PyTorch's cross_entropy and nll_loss take
+ * them. For cross entropy and NLL:
+ *   weights      num_weights = C class weights w (any finite values), copied
+ *                at create (the caller's array may go right after); NULL
+ *                and 0 for all 1
+ *   ignore_index a label whose samples count for nothing: loss 0, gradient
+ *                0, no share of the mean's divisor. It may be a class or lie
+ *                outside 0..C-1 (PyTorch's default is -100); other labels
+ *                outside 0..C-1 are refused at the forward
+ * The loss of a sample of label t (not ignored) with log-probabilities
+ * l_c = x_c - log sum_k exp(x_k) is, with label smoothing e,
+ *   cross entropy  (1 - e) w_t (-l_t) + e / C sum_c w_c (-l_c)
+ *   NLL            w_t (-x_t)
+ * and the mean divides the sum of the samples' losses by the sum of w_t
+ * over the samples not ignored (without weights: their number). When every
+ * sample is ignored (or those left weigh 0 in all) the mean is 0/0: NaN,
+ * as in PyTorch, which ladle_loss_forward reports as LADLE_ERR_NUMERIC
+ * (the NaN written into loss). MSE, L1 and BCE with logits take neither
+ * option.
+ */
+typedef struct ladle_loss_desc {
+    size_t size; /* sizeof(ladle_loss_desc), set by ladle_loss_desc_init */
+    ladle_loss_kind kind;
+    ladle_reduction reduction;
+    double label_smoothing; /* cross entropy only, in [0, 1]; default 0 */
+    int64_t ignore_index;   /* default LADLE_LOSS_NO_IGNORE */
+    const double *weights;  /* num_weights class weights (host memory), or NULL */
+    int64_t num_weights;
+} ladle_loss_desc;
+
+/* kind and reduction, no smoothing, no weights, no ignored label. Local. */
+LADLE_API void ladle_loss_desc_init(ladle_loss_desc *d, ladle_loss_kind kind,
+                                    ladle_reduction reduction);
+/* ladle_loss_create with a descriptor (ladle_loss_create is this with
+ * kind, reduction and label_smoothing set). Local. Returns the codes of
+ * ladle_loss_create, and LADLE_ERR_ARG (a bad descriptor size, weights or
+ * ignore_index on a regression loss, a non-finite weight, weights NULL with
+ * num_weights nonzero or the reverse), LADLE_ERR_SHAPE (num_weights other
+ * than C), LADLE_ERR_DEVICE (weights or ignore_index on a device whose
+ * backend has no kernels for them: CUDA). */
+LADLE_API ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
+                                            const int64_t input_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op);
 /* loss = L(input, target); saves input and target references in ctx (may
  * be NULL). Local for a sequential loss; collective over the partition for
  * a distributed one (ladle_dist_loss_create), whose members all get the
  * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
- * of range, an op that is not a loss), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE,
+ * of range other than ignore_index, naming the first; an op that is not a
+ * loss), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE,
  * LADLE_ERR_DEVICE (tensors not on the loss's device), and LADLE_ERR_NUMERIC when the
  * loss comes out infinite or NaN (an input that is NaN or infinite, or
  * terms that overflow the dtype): the call then still writes the

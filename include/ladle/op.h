@@ -58,7 +58,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_CUSTOM, 23, "custom")                /* the user's (ladle/custom.h) */    \
     X(LADLE_OP_DIST_GLOBAL_POOL, 24, "dist-global-pool")                                   \
     X(LADLE_OP_INTERPOLATE, 25, "interpolate")      /* nearest and linear upsampling */   \
-    X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")
+    X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")                                   \
+    X(LADLE_OP_ADAPTIVE_POOL, 27, "adaptive-pool")  /* adaptive average pooling */       \
+    X(LADLE_OP_DIST_ADAPTIVE_POOL, 28, "dist-adaptive-pool")
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

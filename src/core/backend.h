@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 3
+#define LADLE_BACKEND_VERSION 4
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -55,14 +55,20 @@ typedef struct ladle_init_desc {
 } ladle_init_desc;
 
 /* A loss as its kernels see it (the loss slots). */
-typedef struct ladle_loss_desc {
+typedef struct ladle_loss_plan {
     ladle_loss_kind kind;
     ladle_reduction reduction;
     double smoothing;        /* cross entropy's label smoothing e, in [0, 1] */
     int64_t classes, inner;  /* classification: C and the product of S...; else 1, 1 */
     int64_t numel;           /* elements of x */
     double divisor;          /* what the mean or sum divides by (1 for sum) */
-} ladle_loss_desc;
+    /* classification only (revision 4): C class weights w in host memory,
+     * or NULL for all 1; labels equal to ignore_index, when ignore is
+     * nonzero, count for nothing. Set only on devices with loss_weight_sum. */
+    const double *weight;
+    int64_t ignore_index;
+    int ignore;
+} ladle_loss_plan;
 
 /* convolution: the geometry of one group of its column slots (see the
  * table). 1-D and 2-D convolutions have leading unit extents (in, out, k,
@@ -102,6 +108,28 @@ typedef struct ladle_interp_geom {
     double ratio[3];
     int64_t x_off[3], x_n[3], y_off[3], y_n[3];
 } ladle_interp_geom;
+
+/* Adaptive average pooling of planes (see ladle_adaptive_avg_pool_create).
+ * Per spatial dimension a (lower dimensions of 1-d and 2-d data have
+ * extents 1), global output o of out[a] averages the global inputs of
+ * in[a] in ladle__adaptive_window's [b, e). A call works on the input box
+ * of x_n[a] indices from x_off[a] and writes the output box of y_n[a]
+ * indices from y_off[a] (the whole extents with offsets 0 for the
+ * sequential layer, a tile and the window it reads for the distributed
+ * one). */
+typedef struct ladle_adaptive_geom {
+    int64_t in[3], out[3];
+    int64_t x_off[3], x_n[3], y_off[3], y_n[3];
+} ladle_adaptive_geom;
+
+/* The window of output o of out over in inputs: [floor(o in / out),
+ * ceil((o + 1) in / out)), never empty; exact for extents up to 2^31. */
+static inline void ladle__adaptive_window(int64_t in, int64_t out, int64_t o, int64_t *b,
+                                          int64_t *e)
+{
+    *b = o * in / out;
+    *e = ((o + 1) * in + out - 1) / out;
+}
 
 /* The taps of global output index o along dimension a (global input
  * indices i[0] <= i[1]) and their weights: nearest reads i = floor(o in /
@@ -283,19 +311,22 @@ struct ladle_backend_table {
      * out[0] = (sum of the terms) / l->divisor. Terms and sums in double:
      *   MSE (x - t)^2, L1 |x - t|, BCE with logits max(x, 0) - x t +
      *   log1p(exp(-|x|)); cross entropy -sum_c q_c (x_c - lse(x)) with
-     *   q = (1 - e) onehot(label) + e / C; NLL -x_label.
+     *   q = (1 - e) onehot(label) + e / C; NLL -x_label. With class weights
+     *   w (l->weight): q_c = (1 - e) w_label [c == label] + e w_c / C and
+     *   NLL -w_label x_label; an ignored label's term is 0.
      * Classification x is [N][C][inner] and target holds N * inner i64
      * labels already checked to lie in 0..C-1; regression target has x's
      * dtype and shape. */
     ladle_status (*loss_forward)(const ladle_backend *be, ladle_dtype dtype,
-                                 const ladle_loss_desc *l, const void *x, const void *target,
+                                 const ladle_loss_plan *l, const void *x, const void *target,
                                  void *out);
     /* dx = dloss * d(loss)/dx: dloss holds one value per term (reduction
      * none) or one value, then divided by l->divisor. The gradients:
      * 2 (x - t), sign(x - t), sigmoid(x) - t, softmax(x)_c - q_c,
-     * -[c == label]. */
+     * -[c == label]; with class weights softmax(x)_c sum_k q_k - q_c and
+     * -w_label [c == label]; 0 for an ignored label. */
     ladle_status (*loss_backward)(const ladle_backend *be, ladle_dtype dtype,
-                                  const ladle_loss_desc *l, const void *x, const void *target,
+                                  const ladle_loss_plan *l, const void *x, const void *target,
                                   const void *dloss, void *dx);
     /* Scans whose answer goes to the host (synchronous): the index of the
      * first of n i64 values outside [lo, hi], and of the first of n values
@@ -500,6 +531,33 @@ struct ladle_backend_table {
     ladle_status (*interp_backward)(const ladle_backend *be, ladle_dtype dtype,
                                     const ladle_interp_geom *g, int64_t planes, const void *dy,
                                     void *dx);
+
+    /* --- revision 4 --- */
+    /* (CPU: src/backends/cpu/loss.c) */
+    /* A classification loss's label scan (synchronous, answers in host
+     * memory): *sum = the sum over the n labels that are not ignored (see
+     * ladle_loss_plan) of l->weight[label] (1 each without weights), and
+     * *first = the index of the first label that is neither ignored nor in
+     * 0..l->classes-1 (then *sum is not defined), -1 when there is none.
+     * Optional: absent, the losses refuse class weights and ignore_index on
+     * the device. */
+    ladle_status (*loss_weight_sum)(const ladle_backend *be, const ladle_loss_plan *l, int64_t n,
+                                    const int64_t *labels, double *sum, int64_t *first);
+    /* (CPU: src/backends/cpu/adaptive.c) */
+    /* Adaptive average pooling of `planes` planes (ladle_adaptive_geom): y[o]
+     * = the sum of x over o's window (in double) / the window's size, for
+     * the output box; the backward overwrites dx with the adjoint, dx[i] =
+     * the sum over the outputs o of the box whose window holds i of dy[o] /
+     * o's size. Every window of the output box lies in the input box. x, dx
+     * hold planes x the input box's elements, y, dy planes x the output
+     * box's, contiguous, not overlapping. Optional: absent, the layers
+     * refuse the device. */
+    ladle_status (*adaptive_pool_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                          const ladle_adaptive_geom *g, int64_t planes,
+                                          const void *x, void *y);
+    ladle_status (*adaptive_pool_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                           const ladle_adaptive_geom *g, int64_t planes,
+                                           const void *dy, void *dx);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

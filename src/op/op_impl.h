@@ -117,6 +117,7 @@ struct ladle_ctx {
     int ready;
     int training; /* the op's mode at the forward */
     uint64_t step;
+    double divisor; /* a loss's mean divisor at the forward, when it depends on the labels */
     void *buf;  /* ctx_bytes of the op's own saved state */
     void *impl; /* composite layers' own state (ctx_init) */
     int in_caller_mem; /* the ctx and its buf are the caller's (ladle_ctx_create_in) */

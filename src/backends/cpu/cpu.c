@@ -67,6 +67,10 @@ const ladle_backend_table ladle__cpu_table = {
     /* interpolation */
     .interp_forward = ladle__cpu_interp_forward,
     .interp_backward = ladle__cpu_interp_backward,
+    /* revision 4 */
+    .loss_weight_sum = ladle__cpu_loss_weight_sum,
+    .adaptive_pool_forward = ladle__cpu_adaptive_pool_forward,
+    .adaptive_pool_backward = ladle__cpu_adaptive_pool_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -75,15 +75,24 @@ ladle_status ladle__cpu_softmax_backward(const ladle_backend *be, ladle_dtype dt
 
 /* loss.c: losses */
 ladle_status ladle__cpu_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_loss_desc *l, const void *x,
+                                    const ladle_loss_plan *l, const void *x,
                                     const void *target, void *out);
 ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                     const ladle_loss_desc *l, const void *x,
+                                     const ladle_loss_plan *l, const void *x,
                                      const void *target, const void *dloss, void *dx);
 ladle_status ladle__cpu_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
                                     int64_t lo, int64_t hi, int64_t *first);
 ladle_status ladle__cpu_find_non_finite(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                                        const void *x, int64_t *first);
+ladle_status ladle__cpu_adaptive_pool_forward(const ladle_backend *be, ladle_dtype dtype,
+                                              const ladle_adaptive_geom *g, int64_t planes,
+                                              const void *x, void *y);
+ladle_status ladle__cpu_adaptive_pool_backward(const ladle_backend *be, ladle_dtype dtype,
+                                               const ladle_adaptive_geom *g, int64_t planes,
+                                               const void *dy, void *dx);
+ladle_status ladle__cpu_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
+                                        int64_t n, const int64_t *labels, double *sum,
+                                        int64_t *first);
 
 /* dropout.c: dropout */
 ladle_status ladle__cpu_dropout(const ladle_backend *be, ladle_dtype dtype, int64_t n, double p,

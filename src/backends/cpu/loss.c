@@ -56,29 +56,61 @@ static double lse(ladle_dtype dt, const void *x, int64_t base, int64_t c, int64_
     return mx + log(s);
 }
 
+static int ignored(const ladle_loss_plan *l, int64_t label)
+{
+    return l->ignore && label == l->ignore_index;
+}
+
+static double class_w(const ladle_loss_plan *l, int64_t k)
+{
+    return l->weight ? l->weight[k] : 1.0;
+}
+
+/* The smoothed target's weight q_k of class k for a sample of label, and
+ * (weights only) the sum of q over the classes, which is 1 without weights. */
+static double target_q(const ladle_loss_plan *l, int64_t k, int64_t label)
+{
+    double e = l->smoothing, c = (double)l->classes;
+    if (l->weight == NULL)
+        return (k == label ? 1 - e : 0) + e / c;
+    return (k == label ? (1 - e) * l->weight[label] : 0) + e * l->weight[k] / c;
+}
+
+static double target_q_sum(const ladle_loss_plan *l, int64_t label)
+{
+    if (l->weight == NULL)
+        return 1.0;
+    double w = 0;
+    for (int64_t k = 0; k < l->classes; k++)
+        w += l->weight[k];
+    return (1 - l->smoothing) * l->weight[label] + l->smoothing * w / (double)l->classes;
+}
+
 /* The loss of one sample (classification). */
-static double class_term(const ladle_loss_desc *l, ladle_dtype dt, const void *x, int64_t base,
+static double class_term(const ladle_loss_plan *l, ladle_dtype dt, const void *x, int64_t base,
                          int64_t label)
 {
     int64_t c = l->classes, inner = l->inner;
+    if (ignored(l, label))
+        return 0.0;
     if (l->kind == LADLE_LOSS_NLL)
-        return -get(dt, x, base + label * inner);
+        return -class_w(l, label) * get(dt, x, base + label * inner);
     double z = lse(dt, x, base, c, inner), sum = 0;
     for (int64_t k = 0; k < c; k++) {
-        double q = (k == label ? 1 - l->smoothing : 0) + l->smoothing / (double)c;
+        double q = target_q(l, k, label);
         if (q != 0)
             sum += q * (get(dt, x, base + k * inner) - z);
     }
     return -sum;
 }
 
-static int classify(const ladle_loss_desc *l)
+static int classify(const ladle_loss_plan *l)
 {
     return l->kind == LADLE_LOSS_CROSS_ENTROPY || l->kind == LADLE_LOSS_NLL;
 }
 
 ladle_status ladle__cpu_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_loss_desc *l, const void *x,
+                                    const ladle_loss_plan *l, const void *x,
                                     const void *target, void *out)
 {
     (void)be;
@@ -108,7 +140,7 @@ ladle_status ladle__cpu_loss_forward(const ladle_backend *be, ladle_dtype dtype,
 }
 
 ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                     const ladle_loss_desc *l, const void *x,
+                                     const ladle_loss_plan *l, const void *x,
                                      const void *target, const void *dloss, void *dx)
 {
     (void)be;
@@ -128,15 +160,22 @@ ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype
         int64_t base = (s / inner) * c * inner + s % inner;
         int64_t label = labels[s];
         double g = none ? get(dtype, dloss, s) : scale;
+        if (ignored(l, label)) {
+            for (int64_t k = 0; k < c; k++)
+                put(dtype, dx, base + k * inner, 0.0);
+            continue;
+        }
         double z = l->kind == LADLE_LOSS_CROSS_ENTROPY ? lse(dtype, x, base, c, inner) : 0;
+        double qs = l->kind == LADLE_LOSS_CROSS_ENTROPY ? target_q_sum(l, label) : 0;
         for (int64_t k = 0; k < c; k++) {
             int64_t i = base + k * inner;
             double v;
             if (l->kind == LADLE_LOSS_NLL)
-                v = k == label ? -1.0 : 0.0;
+                v = k == label ? -class_w(l, label) : 0.0;
+            else if (l->weight == NULL)
+                v = exp(get(dtype, x, i) - z) - target_q(l, k, label);
             else
-                v = exp(get(dtype, x, i) - z) -
-                    ((k == label ? 1 - l->smoothing : 0) + l->smoothing / (double)c);
+                v = exp(get(dtype, x, i) - z) * qs - target_q(l, k, label);
             put(dtype, dx, i, g * v);
         }
     }
@@ -166,5 +205,25 @@ ladle_status ladle__cpu_find_non_finite(const ladle_backend *be, ladle_dtype dty
             *first = i;
             break;
         }
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
+                                        int64_t n, const int64_t *labels, double *sum,
+                                        int64_t *first)
+{
+    (void)be;
+    double w = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (ignored(l, labels[i]))
+            continue;
+        if (labels[i] < 0 || labels[i] >= l->classes) {
+            *first = i;
+            break;
+        }
+        w += class_w(l, labels[i]);
+    }
+    *sum = w;
     return LADLE_OK;
 }

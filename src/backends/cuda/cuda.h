@@ -160,10 +160,10 @@ ladle_status ladle__cuda_softmax_backward(const ladle_backend *be, ladle_dtype d
 
 /* loss.cu */
 ladle_status ladle__cuda_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                      const ladle_loss_desc *l, const void *x,
+                                      const ladle_loss_plan *l, const void *x,
                                       const void *target, void *out);
 ladle_status ladle__cuda_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                       const ladle_loss_desc *l, const void *x,
+                                       const ladle_loss_plan *l, const void *x,
                                        const void *target, const void *dloss, void *dx);
 ladle_status ladle__cuda_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
                                       int64_t lo, int64_t hi, int64_t *first);

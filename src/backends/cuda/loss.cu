@@ -52,7 +52,7 @@ template <int K> __device__ __forceinline__ double regression_grad(double x, dou
 }
 
 /* Cross entropy's target weight of class k. */
-__device__ __forceinline__ double class_weight(const ladle_loss_desc &l, int64_t k,
+__device__ __forceinline__ double class_weight(const ladle_loss_plan &l, int64_t k,
                                                int64_t label)
 {
     return (k == label ? 1 - l.smoothing : 0) + l.smoothing / (double)l.classes;
@@ -65,7 +65,7 @@ __device__ __forceinline__ double ce_term(double s, double qx) { return log(s) -
 
 /* The gradient scale of term j: dloss per term, or dloss[0] / divisor. */
 template <class T>
-__device__ __forceinline__ double grad_scale(const ladle_loss_desc &l, const T *dloss,
+__device__ __forceinline__ double grad_scale(const ladle_loss_plan &l, const T *dloss,
                                              int64_t j)
 {
     return l.reduction == LADLE_REDUCE_NONE ? (double)dloss[j]
@@ -96,7 +96,7 @@ __global__ void regress_kernel(int64_t n, const T *x, const T *t, T *out, double
 
 /* One sample's term by one thread. */
 template <class T>
-__device__ __forceinline__ double sample_term(const ladle_loss_desc &l, const T *x,
+__device__ __forceinline__ double sample_term(const ladle_loss_plan &l, const T *x,
                                               int64_t base, int64_t label)
 {
     int64_t c = l.classes, inner = l.inner;
@@ -115,7 +115,7 @@ __device__ __forceinline__ double sample_term(const ladle_loss_desc &l, const T 
 }
 
 template <class T>
-__global__ void class_thread_kernel(ladle_loss_desc l, int64_t samples, const T *x,
+__global__ void class_thread_kernel(ladle_loss_plan l, int64_t samples, const T *x,
                                     const int64_t *labels, T *out, double *partial)
 {
     __shared__ double shm[LADLE_CUDA_THREADS];
@@ -136,7 +136,7 @@ __global__ void class_thread_kernel(ladle_loss_desc l, int64_t samples, const T 
 
 /* Cross entropy, a block per sample; thread 0 keeps the block's total. */
 template <class T>
-__global__ void class_block_kernel(ladle_loss_desc l, int64_t samples, const T *x,
+__global__ void class_block_kernel(ladle_loss_plan l, int64_t samples, const T *x,
                                    const int64_t *labels, T *out, double *partial)
 {
     LADLE_DYN_SHARED(double, shm);
@@ -182,7 +182,7 @@ __global__ void finish_kernel(int64_t parts, const double *partial, double divis
 /* ---- backward kernels ---- */
 
 template <class T, int K>
-__global__ void regress_grad_kernel(ladle_loss_desc l, const T *x, const T *t,
+__global__ void regress_grad_kernel(ladle_loss_plan l, const T *x, const T *t,
                                     const T *dloss, T *dx)
 {
     LADLE_GRID_STRIDE(i, l.numel)
@@ -191,7 +191,7 @@ __global__ void regress_grad_kernel(ladle_loss_desc l, const T *x, const T *t,
 
 /* NLL: -[c == label] dloss, elementwise over x. */
 template <class T>
-__global__ void nll_grad_kernel(ladle_loss_desc l, const int64_t *labels, const T *dloss,
+__global__ void nll_grad_kernel(ladle_loss_plan l, const int64_t *labels, const T *dloss,
                                 T *dx)
 {
     int64_t plane = l.classes * l.inner;
@@ -204,7 +204,7 @@ __global__ void nll_grad_kernel(ladle_loss_desc l, const int64_t *labels, const 
 
 /* Cross entropy: (softmax(x)_c - q_c) times the sample's scale. */
 template <class T>
-__global__ void ce_grad_thread_kernel(ladle_loss_desc l, int64_t samples, const T *x,
+__global__ void ce_grad_thread_kernel(ladle_loss_plan l, int64_t samples, const T *x,
                                       const int64_t *labels, const T *dloss, T *dx)
 {
     int64_t c = l.classes, inner = l.inner;
@@ -225,7 +225,7 @@ __global__ void ce_grad_thread_kernel(ladle_loss_desc l, int64_t samples, const 
 }
 
 template <class T>
-__global__ void ce_grad_block_kernel(ladle_loss_desc l, int64_t samples, const T *x,
+__global__ void ce_grad_block_kernel(ladle_loss_plan l, int64_t samples, const T *x,
                                      const int64_t *labels, const T *dloss, T *dx)
 {
     LADLE_DYN_SHARED(double, shm);
@@ -248,18 +248,18 @@ __global__ void ce_grad_block_kernel(ladle_loss_desc l, int64_t samples, const T
 
 /* ---- the slots ---- */
 
-static int classify(const ladle_loss_desc *l)
+static int classify(const ladle_loss_plan *l)
 {
     return l->kind == LADLE_LOSS_CROSS_ENTROPY || l->kind == LADLE_LOSS_NLL;
 }
 
-static int64_t samples_of(const ladle_loss_desc *l)
+static int64_t samples_of(const ladle_loss_plan *l)
 {
     return l->classes > 0 ? l->numel / l->classes : 0;
 }
 
 /* N of x's [N][C][inner] (inner may be 0 for an empty x) */
-static int64_t samples_per_inner(const ladle_loss_desc *l)
+static int64_t samples_per_inner(const ladle_loss_plan *l)
 {
     return l->inner > 0 ? samples_of(l) / l->inner : 0;
 }
@@ -285,7 +285,7 @@ static unsigned reduce_grid(unsigned grid)
 /* The first pass: terms into out (partial NULL) or one partial a block;
  * returns the number of blocks. */
 template <class T>
-static unsigned terms_pass(const ladle_backend *be, const ladle_loss_desc *l, const T *x,
+static unsigned terms_pass(const ladle_backend *be, const ladle_loss_plan *l, const T *x,
                            const void *target, T *out, double *partial)
 {
     unsigned grid;
@@ -321,7 +321,7 @@ static unsigned terms_pass(const ladle_backend *be, const ladle_loss_desc *l, co
 }
 
 template <class T>
-static ladle_status forward(const ladle_backend *be, const ladle_loss_desc *l, const T *x,
+static ladle_status forward(const ladle_backend *be, const ladle_loss_plan *l, const T *x,
                             const void *target, T *out)
 {
     if (l->reduction == LADLE_REDUCE_NONE) {
@@ -345,7 +345,7 @@ static ladle_status forward(const ladle_backend *be, const ladle_loss_desc *l, c
 }
 
 template <class T>
-static ladle_status backward(const ladle_backend *be, const ladle_loss_desc *l, const T *x,
+static ladle_status backward(const ladle_backend *be, const ladle_loss_plan *l, const T *x,
                              const void *target, const T *dloss, T *dx)
 {
     if (l->numel == 0)
@@ -354,7 +354,7 @@ static ladle_status backward(const ladle_backend *be, const ladle_loss_desc *l, 
     const int64_t *labels = (const int64_t *)target;
     unsigned grid = ladle__cuda_blocks(be, l->numel, LADLE_CUDA_THREADS);
     if (!classify(l)) {
-        void (*k)(ladle_loss_desc, const T *, const T *, const T *, T *) =
+        void (*k)(ladle_loss_plan, const T *, const T *, const T *, T *) =
             l->kind == LADLE_LOSS_MSE  ? regress_grad_kernel<T, LADLE_LOSS_MSE>
             : l->kind == LADLE_LOSS_L1 ? regress_grad_kernel<T, LADLE_LOSS_L1>
                                        : regress_grad_kernel<T, LADLE_LOSS_BCE_WITH_LOGITS>;
@@ -380,7 +380,7 @@ static ladle_status backward(const ladle_backend *be, const ladle_loss_desc *l, 
 }
 
 ladle_status ladle__cuda_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                      const ladle_loss_desc *l, const void *x,
+                                      const ladle_loss_plan *l, const void *x,
                                       const void *target, void *out)
 {
     if (dtype == LADLE_F32)
@@ -389,7 +389,7 @@ ladle_status ladle__cuda_loss_forward(const ladle_backend *be, ladle_dtype dtype
 }
 
 ladle_status ladle__cuda_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                       const ladle_loss_desc *l, const void *x,
+                                       const ladle_loss_plan *l, const void *x,
                                        const void *target, const void *dloss, void *dx)
 {
     if (dtype == LADLE_F32)

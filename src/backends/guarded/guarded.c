@@ -329,17 +329,24 @@ static ladle_status g_softmax_backward(const ladle_backend *be, ladle_dtype dtyp
 /* ---- losses ---- */
 
 static ladle_status g_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                   const ladle_loss_desc *l, const void *x, const void *target,
+                                   const ladle_loss_plan *l, const void *x, const void *target,
                                    void *out)
 {
     FENCED(ladle__cpu_loss_forward(CPU, dtype, l, x, target, out), x, target, out);
 }
 
 static ladle_status g_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_loss_desc *l, const void *x, const void *target,
+                                    const ladle_loss_plan *l, const void *x, const void *target,
                                     const void *dloss, void *dx)
 {
     FENCED(ladle__cpu_loss_backward(CPU, dtype, l, x, target, dloss, dx), x, target, dloss, dx);
+}
+
+static ladle_status g_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
+                                      int64_t n, const int64_t *labels, double *sum,
+                                      int64_t *first)
+{
+    FENCED(ladle__cpu_loss_weight_sum(CPU, l, n, labels, sum, first), labels);
 }
 
 static ladle_status g_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
@@ -414,6 +421,22 @@ static ladle_status g_pool_backward(const ladle_backend *be, ladle_dtype dtype,
 {
     FENCED(ladle__cpu_pool_backward(CPU, dtype, g, planes, dy, dx, saved, ws), dy, dx, saved,
            ws);
+}
+
+/* ---- adaptive pooling ---- */
+
+static ladle_status g_adaptive_forward(const ladle_backend *be, ladle_dtype dtype,
+                                       const ladle_adaptive_geom *g, int64_t planes,
+                                       const void *x, void *y)
+{
+    FENCED(ladle__cpu_adaptive_pool_forward(CPU, dtype, g, planes, x, y), x, y);
+}
+
+static ladle_status g_adaptive_backward(const ladle_backend *be, ladle_dtype dtype,
+                                        const ladle_adaptive_geom *g, int64_t planes,
+                                        const void *dy, void *dx)
+{
+    FENCED(ladle__cpu_adaptive_pool_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
 }
 
 /* ---- interpolation ---- */
@@ -533,6 +556,9 @@ static const ladle_backend_table guarded_table = {
     .optim_step = g_optim_step,
     .interp_forward = g_interp_forward,
     .interp_backward = g_interp_backward,
+    .loss_weight_sum = g_loss_weight_sum,
+    .adaptive_pool_forward = g_adaptive_forward,
+    .adaptive_pool_backward = g_adaptive_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
