@@ -351,6 +351,73 @@ LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int
 LADLE_API ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_tensor **mean,
                                                      ladle_tensor **var);
 
+/*
+ * Layer normalisation over the last k dimensions of x (PyTorch's
+ * normalized_shape: the trailing x_shape[ndim - k ..]), L values per row
+ * (their product), every leading index a row of its own:
+ *
+ *   mean = sum x / L,  var = sum (x - mean)^2 / L (biased),
+ *   xhat = (x - mean) / sqrt(var + eps),  y = xhat w + b
+ *
+ * with w ("weight", ones) and b ("bias", zeros) of the normalized shape
+ * when elementwise_affine (b only when bias too). The statistics are two
+ * passes summed in double, so f32 keeps them to double accuracy even for
+ * data far from zero. Saves: x (borrowed), mean and 1/std per row (in the
+ * ctx, allocated with it). Backward, with g = dy w and row means <.>:
+ *   dx = (g - <g> - xhat <g xhat>) / sqrt(var + eps)
+ *   dw += sum over rows of dy xhat,  db += sum over rows of dy.
+ * The batch (dimension 0) may be smaller in a call, unless k = ndim (then
+ * the whole tensor is one row and its shape is fixed). Devices whose
+ * backend has no normalisation kernels (CUDA) refuse it with
+ * LADLE_ERR_DEVICE.
+ */
+typedef struct ladle_layernorm_desc {
+    size_t size;            /* sizeof(ladle_layernorm_desc), set by ladle_layernorm_desc_init */
+    int normalized_ndim;    /* k: the trailing dimensions normalised together, 1 .. ndim */
+    double eps;             /* default 1e-5; finite and > 0 */
+    int elementwise_affine; /* nonzero (the default): learn w (and b) */
+    int bias;               /* nonzero (the default): with elementwise_affine, learn b */
+} ladle_layernorm_desc;
+
+/* k trailing dimensions, eps 1e-5, affine with bias. Local. */
+LADLE_API void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim);
+/* Local. Returns LADLE_ERR_NULL (d, x_shape or op NULL), LADLE_ERR_ARG (a
+ * bad descriptor size; eps not finite and > 0, NaN included; k outside
+ * 1 .. ndim), LADLE_ERR_SHAPE (ndim outside 1 .. LADLE_MAX_NDIM, a
+ * negative extent, a zero one in the normalized shape), LADLE_ERR_DTYPE (not f32 or f64), LADLE_ERR_DEVICE
+ * (a device ladle was built without, or whose backend has no normalisation
+ * kernels), LADLE_ERR_ALLOC. The layer calls return what ladle_layer_*
+ * return for any layer. */
+LADLE_API ladle_status ladle_layernorm_create(const ladle_layernorm_desc *d, int ndim,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              ladle_device device, ladle_op **op);
+
+/*
+ * RMS normalisation over the last k dimensions (PyTorch's RMSNorm), L values
+ * per row:
+ *
+ *   r = 1 / sqrt(sum x^2 / L + eps),  xhat = x r,  y = xhat w
+ *
+ * with w ("weight", ones, of the normalized shape) when elementwise_affine.
+ * Saves: x (borrowed) and r per row. Backward, with g = dy w:
+ *   dx = r (g - xhat <g xhat>),  dw += sum over rows of dy xhat.
+ * Batches, devices and the refusal on CUDA as for layer norm.
+ */
+typedef struct ladle_rmsnorm_desc {
+    size_t size;            /* sizeof(ladle_rmsnorm_desc), set by ladle_rmsnorm_desc_init */
+    int normalized_ndim;    /* k, 1 .. ndim */
+    double eps;             /* default 1e-6 (PyTorch's default is the dtype's epsilon:
+                               1.19e-7 for f32, 2.22e-16 for f64; set it to match) */
+    int elementwise_affine; /* nonzero (the default): learn w */
+} ladle_rmsnorm_desc;
+
+/* k trailing dimensions, eps 1e-6, affine. Local. */
+LADLE_API void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim);
+/* Local. Returns the codes of ladle_layernorm_create. */
+LADLE_API ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim,
+                                            const int64_t x_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op);
+
 /* Elementwise activations. LeakyReLU uses param as its slope for x <= 0:
  * any finite value, negative or above 1 included; NAN (math.h) asks for the
  * default 0.01 (before this release a negative param did, and is now a

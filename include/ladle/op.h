@@ -58,7 +58,11 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_CUSTOM, 23, "custom")                /* the user's (ladle/custom.h) */    \
     X(LADLE_OP_DIST_GLOBAL_POOL, 24, "dist-global-pool")                                   \
     X(LADLE_OP_INTERPOLATE, 25, "interpolate")      /* nearest and linear upsampling */   \
-    X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")
+    X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")                                   \
+    X(LADLE_OP_LAYERNORM, 27, "layernorm")                                                 \
+    X(LADLE_OP_RMSNORM, 28, "rmsnorm")                                                     \
+    X(LADLE_OP_EMBEDDING, 29, "embedding")          /* token ids to vectors */            \
+    X(LADLE_OP_POS_EMBEDDING, 30, "pos-embedding")  /* learned positions, added */
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

@@ -67,6 +67,12 @@ const ladle_backend_table ladle__cpu_table = {
     /* interpolation */
     .interp_forward = ladle__cpu_interp_forward,
     .interp_backward = ladle__cpu_interp_backward,
+    /* layer norm, RMS norm, the token embedding */
+    .norm_forward = ladle__cpu_norm_forward,
+    .norm_backward = ladle__cpu_norm_backward,
+    .norm_weight_grad = ladle__cpu_norm_weight_grad,
+    .embed_forward = ladle__cpu_embed_forward,
+    .embed_backward = ladle__cpu_embed_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {
