@@ -418,6 +418,49 @@ LADLE_API ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndi
                                             const int64_t x_shape[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **op);
 
+/*
+ * Token embedding: x holds token ids (an LADLE_I64 tensor of ids_shape, any
+ * ndim from 1, dimension 0 the batch), y = w[x] of shape ids_shape + [E]:
+ * y[..., :] = w[id, :] with the weight w ("weight") num_embeddings x
+ * embedding_dim (V x E), drawn from normal(0, 1) as PyTorch's nn.Embedding
+ * (a counter-based generator keyed by seed, the same values on every
+ * device). The forward refuses an id outside 0 .. V-1 with LADLE_ERR_ARG,
+ * naming the id and its index, before it reads anything. The layer has no
+ * gradient with respect to its integer input: ladle_layer_backward takes
+ * dx NULL (LADLE_ERR_ARG otherwise) and does nothing. backward_weight
+ * scatters dy back, dw[id, :] += dy[..., :] for every position in order, so
+ * a repeated id accumulates. Saves: x (borrowed). ladle_layer_init does not
+ * apply (its rules are fan-based): re-draw by creating the layer again, or
+ * write the weight. Devices whose backend has no embedding kernels (CUDA)
+ * refuse it with LADLE_ERR_DEVICE.
+ */
+/* Local. Returns LADLE_ERR_NULL (ids_shape or op NULL), LADLE_ERR_ARG
+ * (num_embeddings or embedding_dim below 1), LADLE_ERR_SHAPE (ndim outside
+ * 1 .. LADLE_MAX_NDIM - 1, a non-positive extent, y too large),
+ * LADLE_ERR_DTYPE (dtype not f32 or f64; it is the weight's and y's),
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. The forward adds LADLE_ERR_DTYPE for
+ * x not LADLE_I64 and LADLE_ERR_ARG for an id out of range. */
+LADLE_API ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[],
+                                              int64_t num_embeddings, int64_t embedding_dim,
+                                              ladle_dtype dtype, ladle_device device,
+                                              uint64_t seed, ladle_op **op);
+
+/*
+ * Learned positional embedding: x is N x T x E, the weight p ("weight") is
+ * max_len x E (T <= max_len), and y[n, t, :] = x[n, t, :] + p[t, :].
+ * Backward: dx = dy; dp[t, :] += sum over n of dy[n, t, :] for t < T (the
+ * rows from T on get nothing). p is drawn from normal(0, 1) like the token
+ * embedding's weight. Saves nothing; y may be x (in place). Every device:
+ * it runs on the copy and bias slots every backend has.
+ */
+/* Local. Returns LADLE_ERR_NULL (x_shape or op NULL), LADLE_ERR_ARG
+ * (max_len below 1), LADLE_ERR_SHAPE (ndim not 3, a non-positive extent, T
+ * above max_len), LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[],
+                                                  int64_t max_len, ladle_dtype dtype,
+                                                  ladle_device device, uint64_t seed,
+                                                  ladle_op **op);
+
 /* Elementwise activations. LeakyReLU uses param as its slope for x <= 0:
  * any finite value, negative or above 1 included; NAN (math.h) asks for the
  * default 0.01 (before this release a negative param did, and is now a
