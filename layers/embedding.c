@@ -36,7 +36,8 @@ static ladle_status init_normal(const ladle_op *op, ladle_tensor *w, uint64_t se
 }
 
 /* The index of flat element i of a tensor of shape, as "[a, b, ...]". */
-static const char *fmt_index(char *buf, size_t cap, int ndim, const int64_t *shape, int64_t i)
+static const char *fmt_index(char *buf, size_t cap, int ndim, const int64_t *shape,
+                             int64_t i)
 {
     int64_t at[LADLE_MAX_NDIM];
     for (int d = ndim - 1; d >= 0; d--) {
@@ -46,8 +47,8 @@ static const char *fmt_index(char *buf, size_t cap, int ndim, const int64_t *sha
     size_t used = 0;
     buf[0] = '\0';
     for (int d = 0; d < ndim && used < cap; d++) {
-        int k = snprintf(buf + used, cap - used, "%s%lld%s", d ? ", " : "[", (long long)at[d],
-                         d == ndim - 1 ? "]" : "");
+        int k = snprintf(buf + used, cap - used, "%s%lld%s", d ? ", " : "[",
+                         (long long)at[d], d == ndim - 1 ? "]" : "");
         used += k > 0 ? (size_t)k : 0;
     }
     return buf;
@@ -66,10 +67,11 @@ static ladle_status emb_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CALL(op->be->fn->find_outside(op->be, count, x->data, 0, v->vocab - 1, &bad));
     if (bad >= 0) {
         LADLE_CALL(ladle__tensor_get_i64(x, bad, &id));
-        return ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
-                            "token id %lld at x%s is outside 0 .. %lld (num_embeddings %lld)",
-                            (long long)id, fmt_index(where, sizeof where, x->ndim, x->shape, bad),
-                            (long long)(v->vocab - 1), (long long)v->vocab);
+        return ladle__raise(
+            LADLE_ERR_ARG, "ladle_layer_forward",
+            "token id %lld at x%s is outside 0 .. %lld (num_embeddings %lld)",
+            (long long)id, fmt_index(where, sizeof where, x->ndim, x->shape, bad),
+            (long long)(v->vocab - 1), (long long)v->vocab);
     }
     LADLE_CALL(op->be->fn->embed_forward(op->be, op->dtype, count, v->dim, x->data,
                                          op->params[0]->data, y->data));
@@ -84,15 +86,15 @@ static ladle_status emb_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     return LADLE_OK; /* no gradient for ids; the generic checks refuse a dx */
 }
 
-static ladle_status emb_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                        int64_t n)
+static ladle_status emb_backward_weight(ladle_op *op, ladle_ctx *ctx,
+                                        const ladle_tensor *dy, int64_t n)
 {
     const embedding *v = op->impl;
     int64_t count = n * v->ids_per_sample;
     if (count == 0)
         return LADLE_OK;
-    return op->be->fn->embed_backward(op->be, op->dtype, count, v->dim, ctx->x->data, dy->data,
-                                      op->grads[0]->data);
+    return op->be->fn->embed_backward(op->be, op->dtype, count, v->dim, ctx->x->data,
+                                      dy->data, op->grads[0]->data);
 }
 
 static void emb_destroy(ladle_op *op) { ladle__free(op->impl); }
@@ -106,9 +108,10 @@ static const ladle_op_vtable embedding_vt = {
     .layer_backward_weight = emb_backward_weight,
 };
 
-ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[], int64_t num_embeddings,
-                                    int64_t embedding_dim, ladle_dtype dtype,
-                                    ladle_device device, uint64_t seed, ladle_op **out)
+ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[],
+                                    int64_t num_embeddings, int64_t embedding_dim,
+                                    ladle_dtype dtype, ladle_device device, uint64_t seed,
+                                    ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -117,7 +120,8 @@ ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[], int64_t
     LADLE_NOT_NULL(ids_shape);
     LADLE_NOT_NULL(out);
     LADLE_CHECK(ndim >= 1 && ndim < LADLE_MAX_NDIM, LADLE_ERR_SHAPE,
-                "the ids have %d dimensions: 1 .. %d (y adds one)", ndim, LADLE_MAX_NDIM - 1);
+                "the ids have %d dimensions: 1 .. %d (y adds one)", ndim,
+                LADLE_MAX_NDIM - 1);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, ids_shape, 1));
     LADLE_CHECK(num_embeddings >= 1 && embedding_dim >= 1, LADLE_ERR_ARG,
                 "num_embeddings %lld and embedding_dim %lld must be at least 1",
@@ -134,13 +138,14 @@ ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[], int64_t
     v->ids_per_sample = 1;
     for (int d = 1; d < ndim; d++)
         v->ids_per_sample *= ids_shape[d];
-    LADLE_CALL(ladle__layer_new(&embedding_vt, dtype, device, ndim, ids_shape, ndim + 1, y_shape,
-                                1, &op, __func__));
+    LADLE_CALL(ladle__layer_new(&embedding_vt, dtype, device, ndim, ids_shape, ndim + 1,
+                                y_shape, 1, &op, __func__));
     op->impl = v;
     v = NULL;
     op->x_ids = 1;
     LADLE_CHECK(op->be->fn->embed_forward != NULL && op->be->fn->embed_backward != NULL,
-                LADLE_ERR_DEVICE, "the %s backend has no embedding kernels", op->be->fn->name);
+                LADLE_ERR_DEVICE, "the %s backend has no embedding kernels",
+                op->be->fn->name);
     ladle_tensor *w = NULL;
     LADLE_CALL(ladle__layer_add_param(op, "weight", 2,
                                       (int64_t[]){num_embeddings, embedding_dim}, &w));
@@ -168,10 +173,11 @@ static ladle_status pos_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     if (n == 0)
         return LADLE_OK;
     if (x->data != y->data)
-        LADLE_CALL(op->be->fn->copy(op->be, op->dtype, n * v->per_sample, x->data, y->data));
+        LADLE_CALL(
+            op->be->fn->copy(op->be, op->dtype, n * v->per_sample, x->data, y->data));
     /* p's rows 0 .. T-1 are its first T E values */
-    LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, n, v->per_sample, 1, op->params[0]->data,
-                                    y->data));
+    LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, n, v->per_sample, 1,
+                                    op->params[0]->data, y->data));
 fail:
     return st;
 }
@@ -186,8 +192,8 @@ static ladle_status pos_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     return op->be->fn->copy(op->be, op->dtype, n * v->per_sample, dy->data, dx->data);
 }
 
-static ladle_status pos_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                        int64_t n)
+static ladle_status pos_backward_weight(ladle_op *op, ladle_ctx *ctx,
+                                        const ladle_tensor *dy, int64_t n)
 {
     const pos_embedding *v = op->impl;
     (void)ctx;
@@ -209,16 +215,16 @@ static const ladle_op_vtable pos_embedding_vt = {
 };
 
 ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[], int64_t max_len,
-                                        ladle_dtype dtype, ladle_device device, uint64_t seed,
-                                        ladle_op **out)
+                                        ladle_dtype dtype, ladle_device device,
+                                        uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     pos_embedding *v = NULL;
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(ndim == 3, LADLE_ERR_SHAPE, "x has %d dimensions; the positional embedding "
-                "takes N x T x E", ndim);
+    LADLE_CHECK(ndim == 3, LADLE_ERR_SHAPE,
+                "x has %d dimensions; the positional embedding takes N x T x E", ndim);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 3));
     LADLE_CHECK(max_len >= 1, LADLE_ERR_ARG, "max_len %lld must be at least 1",
                 (long long)max_len);
@@ -230,13 +236,14 @@ ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[], int64
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     v->per_sample = x_shape[1] * x_shape[2];
-    LADLE_CALL(ladle__layer_new(&pos_embedding_vt, dtype, device, 3, x_shape, 3, x_shape, 1, &op,
-                                __func__));
+    LADLE_CALL(ladle__layer_new(&pos_embedding_vt, dtype, device, 3, x_shape, 3, x_shape, 1,
+                                &op, __func__));
     op->impl = v;
     v = NULL;
     op->in_place = 1;
     ladle_tensor *p = NULL;
-    LADLE_CALL(ladle__layer_add_param(op, "weight", 2, (int64_t[]){max_len, x_shape[2]}, &p));
+    LADLE_CALL(
+        ladle__layer_add_param(op, "weight", 2, (int64_t[]){max_len, x_shape[2]}, &p));
     LADLE_CALL(init_normal(op, p, seed));
     *out = op;
     return LADLE_OK;

@@ -71,16 +71,16 @@ static ladle_status norm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
                                      saved_invstd(op, ctx), dx->data);
 }
 
-static ladle_status norm_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                         int64_t n)
+static ladle_status norm_backward_weight(ladle_op *op, ladle_ctx *ctx,
+                                         const ladle_tensor *dy, int64_t n)
 {
     norm *v = op->impl;
     int64_t m = rows(op, n);
     if (m == 0)
         return LADLE_OK;
     return op->be->fn->norm_weight_grad(op->be, op->dtype, v->rms, m, v->len, ctx->x->data,
-                                        dy->data, saved_mean(op, ctx), saved_invstd(op, ctx),
-                                        op->grads[0]->data,
+                                        dy->data, saved_mean(op, ctx),
+                                        saved_invstd(op, ctx), op->grads[0]->data,
                                         op->nparams > 1 ? op->grads[1]->data : NULL, v->ws);
 }
 
@@ -135,17 +135,19 @@ void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim)
 }
 
 /* What both creates share, after their descriptor's size is checked. */
-static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps, int affine,
-                           int bias, int ndim, const int64_t *x_shape, ladle_dtype dtype,
-                           ladle_device device, ladle_op **out, const char *func)
+static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps,
+                           int affine, int bias, int ndim, const int64_t *x_shape,
+                           ladle_dtype dtype, ladle_device device, ladle_op **out,
+                           const char *func)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     norm *v = NULL;
     LADLE_CALL(ladle__layer_check_args(func, dtype, ndim, x_shape, 1));
     if (!(k >= 1 && k <= ndim))
-        return ladle__raise(LADLE_ERR_ARG, func, "normalized_ndim %d is outside 1 .. %d (the "
-                            "dimensions of x)", k, ndim);
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "normalized_ndim %d is outside 1 .. %d (the dimensions of x)",
+                            k, ndim);
     if (!(eps > 0 && isfinite(eps)))
         return ladle__raise(LADLE_ERR_ARG, func, "eps %g must be finite and > 0", eps);
     v = ladle__calloc(1, sizeof *v);
@@ -158,14 +160,16 @@ static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps
         v->len *= x_shape[d];
     if (v->len == 0) {
         ladle__free(v);
-        return ladle__raise(LADLE_ERR_SHAPE, func, "the normalized shape (the last %d extents "
-                            "of x) has no elements", k);
+        return ladle__raise(
+            LADLE_ERR_SHAPE, func,
+            "the normalized shape (the last %d extents of x) has no elements", k);
     }
     int batched = k < ndim; /* k = ndim: one row, no batch to shrink */
     for (int d = batched ? 1 : 0; d < ndim - k; d++)
         v->rows_per_sample *= x_shape[d];
     /* the layer first: it refuses a device ladle has no backend for */
-    st = ladle__layer_new(vt, dtype, device, ndim, x_shape, ndim, x_shape, batched, &op, func);
+    st = ladle__layer_new(vt, dtype, device, ndim, x_shape, ndim, x_shape, batched, &op,
+                          func);
     if (st != LADLE_OK) {
         ladle__free(v);
         return st;
@@ -173,8 +177,8 @@ static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps
     op->impl = v;
     if (op->be->fn->norm_forward == NULL || op->be->fn->norm_backward == NULL ||
         op->be->fn->norm_weight_grad == NULL) {
-        st = ladle__raise(LADLE_ERR_DEVICE, func, "the %s backend has no normalisation kernels",
-                          op->be->fn->name);
+        st = ladle__raise(LADLE_ERR_DEVICE, func,
+                          "the %s backend has no normalisation kernels", op->be->fn->name);
         goto fail;
     }
     void *ws = NULL;
@@ -213,8 +217,9 @@ fail:
     return st;
 }
 
-ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim, const int64_t x_shape[],
-                                  ladle_dtype dtype, ladle_device device, ladle_op **out)
+ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim,
+                                  const int64_t x_shape[], ladle_dtype dtype,
+                                  ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(d);

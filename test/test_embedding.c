@@ -26,7 +26,8 @@ static double *host(const ladle_tensor *t)
 }
 
 /* n ids in 0 .. vocab-1 from a small generator, with repeats */
-static ladle_tensor *ids_tensor(int ndim, const int64_t *shape, int64_t vocab, uint64_t seed)
+static ladle_tensor *ids_tensor(int ndim, const int64_t *shape, int64_t vocab,
+                                uint64_t seed)
 {
     ladle_tensor *t = lt_tensor(LADLE_I64, ndim, shape);
     int64_t n = ladle_tensor_numel(t);
@@ -62,7 +63,8 @@ START_TEST(token_values_and_adjoint)
             ladle_op *op = NULL;
             LT_OK(ladle_embedding_create(ndims[s], shapes[s], vocab, dim, dt, lt_device(),
                                          (uint64_t)s, &op));
-            LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_EMBEDDING && ladle_op_num_params(op) == 1,
+            LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_EMBEDDING &&
+                          ladle_op_num_params(op) == 1,
                       "kind and parameters");
             ladle_tensor *ids = ids_tensor(ndims[s], shapes[s], vocab, (uint64_t)(s + 1));
             ladle_tensor *y = lt_op_tensor(op, 1), *dy = lt_op_tensor(op, 1);
@@ -127,9 +129,11 @@ START_TEST(token_repeats_and_batches)
     LT_OK(ladle_op_zero_grad(op));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *dw = host(ladle_op_grad(op, 0)), *w = host(ladle_op_param(op, 0)), *hy = host(y);
+    double *dw = host(ladle_op_grad(op, 0)), *w = host(ladle_op_param(op, 0)),
+           *hy = host(y);
     /* id 2 four times, twice over: 4 * 0.5 * 2 = 4; id 0 and 3 once: 1; id 1 never */
-    LT_ASSERT(dw[4] == 4 && dw[5] == 4 && dw[0] == 1 && dw[6] == 1 && dw[2] == 0 && dw[3] == 0,
+    LT_ASSERT(dw[4] == 4 && dw[5] == 4 && dw[0] == 1 && dw[6] == 1 && dw[2] == 0 &&
+                  dw[3] == 0,
               "scatter-add: %g %g %g %g %g", dw[4], dw[5], dw[0], dw[6], dw[2]);
     LT_ASSERT(hy[0] == w[4] && hy[1] == w[5] && hy[6] == w[0] && hy[11] == w[7],
               "lookup of a batch of 2");
@@ -166,9 +170,10 @@ START_TEST(initialisation)
         var += (wa[i] - mean) * (wa[i] - mean) / n;
     /* 10000 draws: the mean within 4 / sqrt(n) = 0.04, the variance within
      * 4 sqrt(2 / n) = 0.057 */
-    LT_ASSERT(fabs(mean) < 0.04 && fabs(var - 1) < 0.057, "normal(0, 1): mean %g var %g", mean,
-              var);
-    LT_ASSERT(same < 1e-6 && diff > n / 2, "seeded: f32 vs f64 %g, another seed %g", same, diff);
+    LT_ASSERT(fabs(mean) < 0.04 && fabs(var - 1) < 0.057, "normal(0, 1): mean %g var %g",
+              mean, var);
+    LT_ASSERT(same < 1e-6 && diff > n / 2, "seeded: f32 vs f64 %g, another seed %g", same,
+              diff);
     double pm = 0;
     for (int i = 0; i < 400; i++)
         pm += wp[i] * wp[i] / 400;
@@ -273,7 +278,8 @@ START_TEST(positional_values_and_adjoints)
             LT_OK(ladle_layer_forward(op, ctx, x, y));
             double a = dot(y, dy), b = dot(ladle_op_param(op, 0), ladle_op_grad(op, 0));
             double mis = fabs(a - b) / fmax(fabs(a), fabs(b));
-            LT_ASSERT(mis < ladle_adjoint_tolerance(dt), "adjoint in p: mismatch %.2e", mis);
+            LT_ASSERT(mis < ladle_adjoint_tolerance(dt), "adjoint in p: mismatch %.2e",
+                      mis);
             /* the linear part in x: X(x) = y - P(p) (the identity), X*(dy) = dx */
             LT_OK(ladle_tensor_fill_random(x, 6, 2));
             double *py = host(y);
@@ -302,6 +308,73 @@ START_TEST(positional_values_and_adjoints)
 }
 END_TEST
 
+/* A chain that starts with the token embedding takes ids: embedding, then
+ * positional embedding, then layer norm, against the three run by hand. */
+START_TEST(in_a_sequential)
+{
+    int64_t ids_shape[2] = {3, 4}, xs[3] = {3, 4, 6};
+    ladle_op *parts[2][3];
+    for (int k = 0; k < 2; k++) {
+        ladle_layernorm_desc d;
+        ladle_layernorm_desc_init(&d, 1);
+        LT_OK(ladle_embedding_create(2, ids_shape, 9, 6, LADLE_F64, lt_device(), 4,
+                                     &parts[k][0]));
+        LT_OK(
+            ladle_pos_embedding_create(3, xs, 5, LADLE_F64, lt_device(), 5, &parts[k][1]));
+        LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &parts[k][2]));
+    }
+    ladle_op *seq = NULL;
+    LT_OK(ladle_sequential_create(3, parts[1], &seq));
+    ladle_tensor *ids = ids_tensor(2, ids_shape, 9, 3);
+    ladle_tensor *a = lt_tensor(LADLE_F64, 3, xs), *b = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *ys = lt_tensor(LADLE_F64, 3, xs), *g1 = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *g2 = lt_tensor(LADLE_F64, 3, xs);
+    LT_OK(ladle_tensor_fill_random(dy, 8, 0));
+    ladle_ctx *c[3], *cs = NULL;
+    for (int i = 0; i < 3; i++)
+        LT_OK(ladle_ctx_create(parts[0][i], &c[i]));
+    LT_OK(ladle_layer_forward(parts[0][0], c[0], ids, a));
+    LT_OK(ladle_layer_forward(parts[0][1], c[1], a, b));
+    LT_OK(ladle_layer_forward(parts[0][2], c[2], b, y));
+    LT_OK(ladle_layer_backward(parts[0][2], c[2], dy, g1));
+    LT_OK(ladle_layer_backward(parts[0][1], c[1], g1, g2));
+    for (int i = 0; i < 3; i++)
+        LT_OK(ladle_op_zero_grad(parts[0][i]));
+    LT_OK(ladle_layer_backward_weight(parts[0][2], c[2], dy));
+    LT_OK(ladle_layer_backward_weight(parts[0][1], c[1], g1));
+    LT_OK(ladle_layer_backward_weight(parts[0][0], c[0], g2));
+    LT_OK(ladle_ctx_create(seq, &cs));
+    LT_OK(ladle_layer_forward(seq, cs, ids, ys));
+    LT_OK(ladle_layer_backward(seq, cs, dy, NULL));
+    LT_OK(ladle_op_zero_grad(seq));
+    LT_OK(ladle_layer_backward_weight(seq, cs, dy));
+    double worst = 0;
+    double *p = host(y), *q = host(ys);
+    for (int64_t e = 0; e < 72; e++)
+        worst = fmax(worst, fabs(p[e] - q[e]));
+    free(p), free(q);
+    for (int i = 0; i < 4; i++) { /* weight, positions, w, b */
+        int layer = i < 2 ? i : 2, idx = i < 2 ? 0 : i - 2;
+        p = host(ladle_op_grad(parts[0][layer], idx));
+        q = host(ladle_op_grad(seq, i));
+        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(seq, i)); e++)
+            worst = fmax(worst, fabs(p[e] - q[e]));
+        free(p), free(q);
+    }
+    LT_ASSERT(worst < 1e-15, "the chain against its parts: %.2e", worst);
+    for (int i = 0; i < 3; i++) {
+        ladle_ctx_destroy(&c[i]);
+        ladle_op_destroy(&parts[0][i]);
+    }
+    ladle_ctx_destroy(&cs);
+    ladle_op_destroy(&seq);
+    ladle_tensor *all[8] = {ids, a, b, y, dy, ys, g1, g2};
+    for (int i = 0; i < 8; i++)
+        ladle_tensor_destroy(&all[i]);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int64_t shape[2] = {2, 3}, neg[2] = {2, -1}, xs[3] = {2, 3, 4};
@@ -316,8 +389,9 @@ START_TEST(bad_input)
              LADLE_ERR_ARG);
     LT_FAILS(ladle_embedding_create(0, shape, 5, 4, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_embedding_create(LADLE_MAX_NDIM, xs, 5, 4, LADLE_F32, lt_device(), 1, &op),
-             LADLE_ERR_SHAPE);
+    LT_FAILS(
+        ladle_embedding_create(LADLE_MAX_NDIM, xs, 5, 4, LADLE_F32, lt_device(), 1, &op),
+        LADLE_ERR_SHAPE);
     LT_FAILS(ladle_embedding_create(2, neg, 5, 4, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
     LT_FAILS(ladle_embedding_create(2, shape, 5, 4, LADLE_I64, lt_device(), 1, &op),
@@ -386,6 +460,7 @@ static Suite *embedding_suite(void)
     tcase_add_test(tc, initialisation);
     tcase_add_test(tc, weight_gradients_by_finite_differences);
     tcase_add_test(tc, positional_values_and_adjoints);
+    tcase_add_test(tc, in_a_sequential);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

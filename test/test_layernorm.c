@@ -152,8 +152,10 @@ static double run_against_reference(const config *c, int ndim, const int64_t *xs
     LT_OK(ladle_layer_backward(op, ctx, dy, dx));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     double *hy = host(y), *hdy = host(dy), *hdx = host(dx);
-    double *ry = malloc(sizeof(double) * (size_t)total), *rdx = malloc(sizeof(double) * (size_t)total);
-    double *gw = malloc(sizeof(double) * (size_t)len), *gb = malloc(sizeof(double) * (size_t)len);
+    double *ry = malloc(sizeof(double) * (size_t)total),
+           *rdx = malloc(sizeof(double) * (size_t)total);
+    double *gw = malloc(sizeof(double) * (size_t)len),
+           *gb = malloc(sizeof(double) * (size_t)len);
     reference(c->rms, rows, len, c->eps, hx, hw, hb, hdy, ry, rdx, gw, gb);
     double worst = 0;
     for (int64_t i = 0; i < total; i++) {
@@ -190,10 +192,13 @@ START_TEST(values_against_loops)
     for (int s = 0; s < 4; s++)
         for (int k = 1; k <= ndims[s]; k++)
             for (int variant = 0; variant < 4; variant++) {
-                config c = {.rms = variant == 3, .k = k, .affine = variant != 0,
-                            .bias = variant == 2, .eps = variant == 1 ? 0.3 : 1e-5};
+                config c = {.rms = variant == 3,
+                            .k = k,
+                            .affine = variant != 0,
+                            .bias = variant == 2,
+                            .eps = variant == 1 ? 0.3 : 1e-5};
                 double e = run_against_reference(&c, ndims[s], shapes[s], shapes[s][0],
-                                                  LADLE_F64, (uint64_t)(17 * s + k), 0.0);
+                                                 LADLE_F64, (uint64_t)(17 * s + k), 0.0);
                 LT_ASSERT(e < 1e-12, "%s shape %d k %d variant %d: error %.2e",
                           c.rms ? "rms" : "ln", s, k, variant, e);
             }
@@ -210,7 +215,8 @@ START_TEST(smaller_batch)
     for (int rms = 0; rms < 2; rms++)
         for (int64_t n = 1; n <= 6; n += 2) {
             config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
-            double e = run_against_reference(&c, 3, xs, n, LADLE_F64, (uint64_t)(40 + n), 0.0);
+            double e =
+                run_against_reference(&c, 3, xs, n, LADLE_F64, (uint64_t)(40 + n), 0.0);
             LT_ASSERT(e < 1e-12, "%s batch %lld of 6: error %.2e", rms ? "rms" : "ln",
                       (long long)n, e);
         }
@@ -240,8 +246,11 @@ START_TEST(gradients_by_finite_differences)
     for (int s = 0; s < 3; s++)
         for (int k = 1; k <= ndims[s]; k++)
             for (int variant = 0; variant < 4; variant++) {
-                config c = {.rms = variant >= 2, .k = k, .affine = variant != 0,
-                            .bias = variant == 1, .eps = 1e-5};
+                config c = {.rms = variant >= 2,
+                            .k = k,
+                            .affine = variant != 0,
+                            .bias = variant == 1,
+                            .eps = 1e-5};
                 ladle_op *op = NULL;
                 LT_OK(make(&c, ndims[s], shapes[s], LADLE_F64, &op));
                 for (int p = 0; p < ladle_op_num_params(op); p++)
@@ -361,7 +370,8 @@ START_TEST(contexts_and_parameters)
                   ladle_tensor_ndim(ladle_op_param(op, 0)) == 2 &&
                   ladle_tensor_shape(ladle_op_param(op, 0))[0] == 3 &&
                   ladle_tensor_shape(ladle_op_param(op, 0))[1] == 4 &&
-                  lt_get(ladle_op_param(op, 0), 5) == 1 && lt_get(ladle_op_param(op, 1), 5) == 0,
+                  lt_get(ladle_op_param(op, 0), 5) == 1 &&
+                  lt_get(ladle_op_param(op, 1), 5) == 0,
               "layer norm parameters: weight 1, bias 0 of the normalized shape");
     ladle_op_destroy(&op);
     ladle_rmsnorm_desc r;
@@ -430,37 +440,50 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
-    LT_FAILS(ladle_layernorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_layernorm_create(&d, 3, NULL, LADLE_F32, lt_device(), &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, lt_device(), NULL), LADLE_ERR_NULL);
-    LT_FAILS(ladle_rmsnorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_layernorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_layernorm_create(&d, 3, NULL, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, lt_device(), NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_rmsnorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
     LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F32, lt_device(), NULL), LADLE_ERR_NULL);
     double eps[4] = {0, -1e-5, NAN, INFINITY};
     for (int i = 0; i < 4; i++) {
         d.eps = r.eps = eps[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
     int ks[3] = {0, -1, 4};
     for (int i = 0; i < 3; i++) {
         d.normalized_ndim = r.normalized_ndim = ks[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
     d.size = 8;
     LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     ladle_layernorm_desc_init(&d, 1);
-    LT_FAILS(ladle_layernorm_create(&d, 3, bad, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layernorm_create(&d, 3, neg, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layernorm_create(&d, 0, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_I64, lt_device(), &op), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, bad, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, neg, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 0, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_I64, lt_device(), &op),
+             LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
     /* no kernels for CUDA (and no backend without it): refused either way */
-    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, &op), LADLE_ERR_DEVICE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, &op),
+             LADLE_ERR_DEVICE);
     LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F32, LADLE_CUDA, &op), LADLE_ERR_DEVICE);
     /* calls: wrong shapes, a batch too large, dtypes, a dx without forward */
     LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op));

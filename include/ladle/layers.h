@@ -384,10 +384,10 @@ LADLE_API void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized
 /* Local. Returns LADLE_ERR_NULL (d, x_shape or op NULL), LADLE_ERR_ARG (a
  * bad descriptor size; eps not finite and > 0, NaN included; k outside
  * 1 .. ndim), LADLE_ERR_SHAPE (ndim outside 1 .. LADLE_MAX_NDIM, a
- * negative extent, a zero one in the normalized shape), LADLE_ERR_DTYPE (not f32 or f64), LADLE_ERR_DEVICE
- * (a device ladle was built without, or whose backend has no normalisation
- * kernels), LADLE_ERR_ALLOC. The layer calls return what ladle_layer_*
- * return for any layer. */
+ * negative extent, a zero one in the normalized shape), LADLE_ERR_DTYPE
+ * (not f32 or f64), LADLE_ERR_DEVICE (a device ladle was built without, or
+ * whose backend has no normalisation kernels), LADLE_ERR_ALLOC. The layer
+ * calls return what ladle_layer_* return for any layer. */
 LADLE_API ladle_status ladle_layernorm_create(const ladle_layernorm_desc *d, int ndim,
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               ladle_device device, ladle_op **op);
@@ -530,6 +530,8 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * Each layer's y must have the next layer's x shape, every dtype must
  * agree, and every layer must live on one device, which becomes the
  * container's (LADLE_ERR_DEVICE names two layers on different devices).
+ * A chain that starts with a token embedding takes its ids as x and, like
+ * the embedding, takes dx NULL in backward.
  * The container owns the layers from then on (destroying it
  * destroys them; on failure they stay the caller's). Its parameters are its
  * layers' parameters, in order; its ctx holds one ctx per layer and the

@@ -54,8 +54,8 @@ ladle_status ladle__cpu_norm_forward(const ladle_backend *be, ladle_dtype dtype,
 }
 
 ladle_status ladle__cpu_norm_backward(const ladle_backend *be, ladle_dtype dtype, int rms,
-                                      int64_t rows, int64_t len, const void *x, const void *w,
-                                      const void *dy, const double *mean,
+                                      int64_t rows, int64_t len, const void *x,
+                                      const void *w, const void *dy, const double *mean,
                                       const double *invstd, void *dx)
 {
     (void)be;
@@ -66,10 +66,11 @@ ladle_status ladle__cpu_norm_backward(const ladle_backend *be, ladle_dtype dtype
     return LADLE_OK;
 }
 
-ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype, int rms,
-                                         int64_t rows, int64_t len, const void *x,
+ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype,
+                                         int rms, int64_t rows, int64_t len, const void *x,
                                          const void *dy, const double *mean,
-                                         const double *invstd, void *dw, void *db, double *ws)
+                                         const double *invstd, void *dw, void *db,
+                                         double *ws)
 {
     (void)be;
     if (dtype == LADLE_F32)
@@ -80,7 +81,8 @@ ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dt
 }
 
 ladle_status ladle__cpu_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                      int64_t dim, const int64_t *ids, const void *w, void *y)
+                                      int64_t dim, const int64_t *ids, const void *w,
+                                      void *y)
 {
     (void)be;
     if (dtype == LADLE_F32)
@@ -90,9 +92,9 @@ ladle_status ladle__cpu_embed_forward(const ladle_backend *be, ladle_dtype dtype
     return LADLE_OK;
 }
 
-ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                       int64_t dim, const int64_t *ids, const void *dy,
-                                       void *dw)
+ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtype,
+                                       int64_t n, int64_t dim, const int64_t *ids,
+                                       const void *dy, void *dw)
 {
     (void)be;
     if (dtype == LADLE_F32)
