@@ -253,6 +253,7 @@ ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op *
     op->linear = 1;
     for (int i = 0; i < n; i++)
         op->linear &= layers[i]->linear;
+    op->x_ids = first->x_ids; /* a chain that starts with an embedding takes ids */
     st = ladle_ctx_create(op, &q->scratch);
     if (st != LADLE_OK) { /* hand the layers back before destroying */
         q->n = 0;

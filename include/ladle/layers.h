@@ -367,6 +367,116 @@ LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int
 LADLE_API ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_tensor **mean,
                                                      ladle_tensor **var);
 
+/*
+ * Layer normalisation over the last k dimensions of x (PyTorch's
+ * normalized_shape: the trailing x_shape[ndim - k ..]), L values per row
+ * (their product), every leading index a row of its own:
+ *
+ *   mean = sum x / L,  var = sum (x - mean)^2 / L (biased),
+ *   xhat = (x - mean) / sqrt(var + eps),  y = xhat w + b
+ *
+ * with w ("weight", ones) and b ("bias", zeros) of the normalized shape
+ * when elementwise_affine (b only when bias too). The statistics are two
+ * passes summed in double, so f32 keeps them to double accuracy even for
+ * data far from zero. Saves: x (borrowed), mean and 1/std per row (in the
+ * ctx, allocated with it). Backward, with g = dy w and row means <.>:
+ *   dx = (g - <g> - xhat <g xhat>) / sqrt(var + eps)
+ *   dw += sum over rows of dy xhat,  db += sum over rows of dy.
+ * The batch (dimension 0) may be smaller in a call, unless k = ndim (then
+ * the whole tensor is one row and its shape is fixed). Devices whose
+ * backend has no normalisation kernels (CUDA) refuse it with
+ * LADLE_ERR_DEVICE.
+ */
+typedef struct ladle_layernorm_desc {
+    size_t size;            /* sizeof(ladle_layernorm_desc), set by ladle_layernorm_desc_init */
+    int normalized_ndim;    /* k: the trailing dimensions normalised together, 1 .. ndim */
+    double eps;             /* default 1e-5; finite and > 0 */
+    int elementwise_affine; /* nonzero (the default): learn w (and b) */
+    int bias;               /* nonzero (the default): with elementwise_affine, learn b */
+} ladle_layernorm_desc;
+
+/* k trailing dimensions, eps 1e-5, affine with bias. Local. */
+LADLE_API void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim);
+/* Local. Returns LADLE_ERR_NULL (d, x_shape or op NULL), LADLE_ERR_ARG (a
+ * bad descriptor size; eps not finite and > 0, NaN included; k outside
+ * 1 .. ndim), LADLE_ERR_SHAPE (ndim outside 1 .. LADLE_MAX_NDIM, a
+ * negative extent, a zero one in the normalized shape), LADLE_ERR_DTYPE
+ * (not f32 or f64), LADLE_ERR_DEVICE (a device ladle was built without, or
+ * whose backend has no normalisation kernels), LADLE_ERR_ALLOC. The layer
+ * calls return what ladle_layer_* return for any layer. */
+LADLE_API ladle_status ladle_layernorm_create(const ladle_layernorm_desc *d, int ndim,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              ladle_device device, ladle_op **op);
+
+/*
+ * RMS normalisation over the last k dimensions (PyTorch's RMSNorm), L values
+ * per row:
+ *
+ *   r = 1 / sqrt(sum x^2 / L + eps),  xhat = x r,  y = xhat w
+ *
+ * with w ("weight", ones, of the normalized shape) when elementwise_affine.
+ * Saves: x (borrowed) and r per row. Backward, with g = dy w:
+ *   dx = r (g - xhat <g xhat>),  dw += sum over rows of dy xhat.
+ * Batches, devices and the refusal on CUDA as for layer norm.
+ */
+typedef struct ladle_rmsnorm_desc {
+    size_t size;            /* sizeof(ladle_rmsnorm_desc), set by ladle_rmsnorm_desc_init */
+    int normalized_ndim;    /* k, 1 .. ndim */
+    double eps;             /* default 1e-6 (PyTorch's default is the dtype's epsilon:
+                               1.19e-7 for f32, 2.22e-16 for f64; set it to match) */
+    int elementwise_affine; /* nonzero (the default): learn w */
+} ladle_rmsnorm_desc;
+
+/* k trailing dimensions, eps 1e-6, affine. Local. */
+LADLE_API void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim);
+/* Local. Returns the codes of ladle_layernorm_create. */
+LADLE_API ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim,
+                                            const int64_t x_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op);
+
+/*
+ * Token embedding: x holds token ids (an LADLE_I64 tensor of ids_shape, any
+ * ndim from 1, dimension 0 the batch), y = w[x] of shape ids_shape + [E]:
+ * y[..., :] = w[id, :] with the weight w ("weight") num_embeddings x
+ * embedding_dim (V x E), drawn from normal(0, 1) as PyTorch's nn.Embedding
+ * (a counter-based generator keyed by seed, the same values on every
+ * device). The forward refuses an id outside 0 .. V-1 with LADLE_ERR_ARG,
+ * naming the id and its index, before it reads anything. The layer has no
+ * gradient with respect to its integer input: ladle_layer_backward takes
+ * dx NULL (LADLE_ERR_ARG otherwise) and does nothing. backward_weight
+ * scatters dy back, dw[id, :] += dy[..., :] for every position in order, so
+ * a repeated id accumulates. Saves: x (borrowed). ladle_layer_init does not
+ * apply (its rules are fan-based): re-draw by creating the layer again, or
+ * write the weight. Devices whose backend has no embedding kernels (CUDA)
+ * refuse it with LADLE_ERR_DEVICE.
+ */
+/* Local. Returns LADLE_ERR_NULL (ids_shape or op NULL), LADLE_ERR_ARG
+ * (num_embeddings or embedding_dim below 1), LADLE_ERR_SHAPE (ndim outside
+ * 1 .. LADLE_MAX_NDIM - 1, a non-positive extent, y too large),
+ * LADLE_ERR_DTYPE (dtype not f32 or f64; it is the weight's and y's),
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. The forward adds LADLE_ERR_DTYPE for
+ * x not LADLE_I64 and LADLE_ERR_ARG for an id out of range. */
+LADLE_API ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[],
+                                              int64_t num_embeddings, int64_t embedding_dim,
+                                              ladle_dtype dtype, ladle_device device,
+                                              uint64_t seed, ladle_op **op);
+
+/*
+ * Learned positional embedding: x is N x T x E, the weight p ("weight") is
+ * max_len x E (T <= max_len), and y[n, t, :] = x[n, t, :] + p[t, :].
+ * Backward: dx = dy; dp[t, :] += sum over n of dy[n, t, :] for t < T (the
+ * rows from T on get nothing). p is drawn from normal(0, 1) like the token
+ * embedding's weight. Saves nothing; y may be x (in place). Every device:
+ * it runs on the copy and bias slots every backend has.
+ */
+/* Local. Returns LADLE_ERR_NULL (x_shape or op NULL), LADLE_ERR_ARG
+ * (max_len below 1), LADLE_ERR_SHAPE (ndim not 3, a non-positive extent, T
+ * above max_len), LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[],
+                                                  int64_t max_len, ladle_dtype dtype,
+                                                  ladle_device device, uint64_t seed,
+                                                  ladle_op **op);
+
 /* Elementwise activations. LeakyReLU uses param as its slope for x <= 0:
  * any finite value, negative or above 1 included; NAN (math.h) asks for the
  * default 0.01 (before this release a negative param did, and is now a
@@ -437,6 +547,8 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * Each layer's y must have the next layer's x shape, every dtype must
  * agree, and every layer must live on one device, which becomes the
  * container's (LADLE_ERR_DEVICE names two layers on different devices).
+ * A chain that starts with a token embedding takes its ids as x and, like
+ * the embedding, takes dx NULL in backward.
  * The container owns the layers from then on (destroying it
  * destroys them; on failure they stay the caller's). Its parameters are its
  * layers' parameters, in order; its ctx holds one ctx per layer and the

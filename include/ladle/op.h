@@ -60,7 +60,11 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_INTERPOLATE, 25, "interpolate")      /* nearest and linear upsampling */   \
     X(LADLE_OP_DIST_INTERPOLATE, 26, "dist-interpolate")                                   \
     X(LADLE_OP_ADAPTIVE_POOL, 27, "adaptive-pool")  /* adaptive average pooling */       \
-    X(LADLE_OP_DIST_ADAPTIVE_POOL, 28, "dist-adaptive-pool")
+    X(LADLE_OP_DIST_ADAPTIVE_POOL, 28, "dist-adaptive-pool")                               \
+    X(LADLE_OP_LAYERNORM, 29, "layernorm")                                                 \
+    X(LADLE_OP_RMSNORM, 30, "rmsnorm")                                                     \
+    X(LADLE_OP_EMBEDDING, 31, "embedding")          /* token ids to vectors */            \
+    X(LADLE_OP_POS_EMBEDDING, 32, "pos-embedding")  /* learned positions, added */
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

@@ -558,6 +558,46 @@ struct ladle_backend_table {
     ladle_status (*adaptive_pool_backward)(const ladle_backend *be, ladle_dtype dtype,
                                            const ladle_adaptive_geom *g, int64_t planes,
                                            const void *dy, void *dx);
+    /* (CPU: src/backends/cpu/norm.c) */
+    /* Layer norm (rms 0) and RMS norm (rms 1) of `rows` contiguous rows of
+     * len values each (x, y, dy, dx rows x len; w, b, dw, db len; mean,
+     * invstd, rows doubles of device memory). Per row, with L = len:
+     *   layer norm  mean = sum x / L, var = sum (x - mean)^2 / L,
+     *               invstd = 1 / sqrt(var + eps), xhat = (x - mean) invstd
+     *   RMS norm    invstd = 1 / sqrt(sum x^2 / L + eps), xhat = x invstd
+     * Forward: y = xhat w + b (w, b may be NULL: the factor or the term
+     * drops); writes invstd, and mean for layer norm (RMS norm leaves mean
+     * alone; it may be NULL). Sums and elementwise steps in double (two
+     * passes for the mean and variance), each result rounded to dtype once;
+     * another backend must be at least as accurate. */
+    ladle_status (*norm_forward)(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                 int64_t rows, int64_t len, double eps, const void *x,
+                                 const void *w, const void *b, void *y, double *mean,
+                                 double *invstd);
+    /* dx = invstd (g - sum g / L - xhat sum(g xhat) / L) with g = dy w (w
+     * NULL: g = dy); RMS norm drops the sum g / L term. mean and invstd are
+     * the forward's over the same x. */
+    ladle_status (*norm_backward)(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                  int64_t rows, int64_t len, const void *x, const void *w,
+                                  const void *dy, const double *mean, const double *invstd,
+                                  void *dx);
+    /* Accumulating: dw[j] += sum over rows of dy xhat, db[j] += sum over
+     * rows of dy (either may be NULL), each summed in double in ws (2 len
+     * doubles of device memory, scratch) and added once, rounded. */
+    ladle_status (*norm_weight_grad)(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                     int64_t rows, int64_t len, const void *x, const void *dy,
+                                     const double *mean, const double *invstd, void *dw,
+                                     void *db, double *ws);
+    /* The token embedding (CPU: norm.c too): y[i, :] = w[ids[i], :] and its
+     * adjoint dw[ids[i], :] += dy[i, :] for i = 0 .. n-1 in order (a
+     * repeated id adds every row), rows of dim values; ids are n i64 values
+     * already checked to lie in w's rows. */
+    ladle_status (*embed_forward)(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                  int64_t dim, const int64_t *ids, const void *w, void *y);
+    ladle_status (*embed_backward)(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                   int64_t dim, const int64_t *ids, const void *dy, void *dw);
+    /* The five revision 4 slots are optional: absent, the layers refuse the
+     * device (LADLE_ERR_DEVICE at creation). */
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

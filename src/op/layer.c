@@ -233,10 +233,10 @@ static ladle_status check_one(const ladle_op *op, const ladle_tensor *t, const c
     int64_t want[LADLE_MAX_NDIM];
     if (t == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", role);
-    if (t->dtype != op->dtype)
-        return ladle__raise(LADLE_ERR_DTYPE, func, "%s is %s but the %s layer is %s", role,
-                            ladle_dtype_name(t->dtype), op->vt->name,
-                            ladle_dtype_name(op->dtype));
+    ladle_dtype dtype = op->x_ids && strcmp(role, "x") == 0 ? LADLE_I64 : op->dtype;
+    if (t->dtype != dtype)
+        return ladle__raise(LADLE_ERR_DTYPE, func, "%s is %s but the %s layer takes %s", role,
+                            ladle_dtype_name(t->dtype), op->vt->name, ladle_dtype_name(dtype));
     if (t->device != op->be->device)
         return ladle__raise(LADLE_ERR_DEVICE, func, "%s is on %s but the %s layer is on %s", role,
                             ladle_device_name(t->device), op->vt->name,
@@ -358,6 +358,9 @@ static ladle_status backward_checks(ladle_op *op, ladle_ctx *ctx, const ladle_te
 {
     ladle_status st = LADLE_OK;
     LADLE_CALL(check_backward(op, ctx, dy, func));
+    LADLE_CHECK(dx == NULL || !op->x_ids, LADLE_ERR_ARG,
+                "the %s layer has no gradient with respect to its integer input: pass dx NULL",
+                op->vt->name);
     if (dx != NULL) {
         LADLE_CALL(check_one(op, dx, "dx", op->x_ndim, op->x_shape, op->batched, ctx->batch,
                              func));

@@ -95,6 +95,7 @@ struct ladle_op {
     int layer;      /* has the layer calls */
     int linear;     /* linear in x: the backward needs no ctx, adjoint works */
     int batched;    /* dimension 0 of x and y is the batch, smaller in calls */
+    int x_ids;      /* x holds LADLE_I64 ids (an embedding): no dx */
     int training;
     int nparams;
     ladle_tensor *params[LADLE_MAX_PARAMS];

@@ -71,6 +71,12 @@ const ladle_backend_table ladle__cpu_table = {
     .loss_weight_sum = ladle__cpu_loss_weight_sum,
     .adaptive_pool_forward = ladle__cpu_adaptive_pool_forward,
     .adaptive_pool_backward = ladle__cpu_adaptive_pool_backward,
+    /* layer norm, RMS norm, the token embedding */
+    .norm_forward = ladle__cpu_norm_forward,
+    .norm_backward = ladle__cpu_norm_backward,
+    .norm_weight_grad = ladle__cpu_norm_weight_grad,
+    .embed_forward = ladle__cpu_embed_forward,
+    .embed_backward = ladle__cpu_embed_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -119,6 +119,25 @@ ladle_status ladle__cpu_interp_backward(const ladle_backend *be, ladle_dtype dty
                                         const ladle_interp_geom *g, int64_t planes,
                                         const void *dy, void *dx);
 
+/* norm.c: layer norm, RMS norm, the token embedding */
+ladle_status ladle__cpu_norm_forward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                     int64_t rows, int64_t len, double eps, const void *x,
+                                     const void *w, const void *b, void *y, double *mean,
+                                     double *invstd);
+ladle_status ladle__cpu_norm_backward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                      int64_t rows, int64_t len, const void *x, const void *w,
+                                      const void *dy, const double *mean,
+                                      const double *invstd, void *dx);
+ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                         int64_t rows, int64_t len, const void *x,
+                                         const void *dy, const double *mean,
+                                         const double *invstd, void *dw, void *db, double *ws);
+ladle_status ladle__cpu_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                      int64_t dim, const int64_t *ids, const void *w, void *y);
+ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                       int64_t dim, const int64_t *ids, const void *dy,
+                                       void *dw);
+
 /* pool.c, pool_direct.c: pooling */
 ladle_status ladle__cpu_pool_plan(const ladle_backend *be, ladle_dtype dtype,
                                   const ladle_pool_geom *g, size_t *ws_bytes,

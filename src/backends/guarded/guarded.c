@@ -455,6 +455,48 @@ static ladle_status g_interp_backward(const ladle_backend *be, ladle_dtype dtype
     FENCED(ladle__cpu_interp_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
 }
 
+/* ---- layer norm, RMS norm, the token embedding ---- */
+
+static ladle_status g_norm_forward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                   int64_t rows, int64_t len, double eps, const void *x,
+                                   const void *w, const void *b, void *y, double *mean,
+                                   double *invstd)
+{
+    FENCED(ladle__cpu_norm_forward(CPU, dtype, rms, rows, len, eps, x, w, b, y, mean, invstd),
+           x, w, b, y, mean, invstd);
+}
+
+static ladle_status g_norm_backward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                    int64_t rows, int64_t len, const void *x, const void *w,
+                                    const void *dy, const double *mean, const double *invstd,
+                                    void *dx)
+{
+    FENCED(ladle__cpu_norm_backward(CPU, dtype, rms, rows, len, x, w, dy, mean, invstd, dx), x,
+           w, dy, mean, invstd, dx);
+}
+
+static ladle_status g_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                       int64_t rows, int64_t len, const void *x, const void *dy,
+                                       const double *mean, const double *invstd, void *dw,
+                                       void *db, double *ws)
+{
+    FENCED(ladle__cpu_norm_weight_grad(CPU, dtype, rms, rows, len, x, dy, mean, invstd, dw, db,
+                                       ws),
+           x, dy, mean, invstd, dw, db, ws);
+}
+
+static ladle_status g_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                    int64_t dim, const int64_t *ids, const void *w, void *y)
+{
+    FENCED(ladle__cpu_embed_forward(CPU, dtype, n, dim, ids, w, y), ids, w, y);
+}
+
+static ladle_status g_embed_backward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                     int64_t dim, const int64_t *ids, const void *dy, void *dw)
+{
+    FENCED(ladle__cpu_embed_backward(CPU, dtype, n, dim, ids, dy, dw), ids, dy, dw);
+}
+
 /* ---- convolution ---- */
 
 static ladle_status g_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
@@ -559,6 +601,11 @@ static const ladle_backend_table guarded_table = {
     .loss_weight_sum = g_loss_weight_sum,
     .adaptive_pool_forward = g_adaptive_forward,
     .adaptive_pool_backward = g_adaptive_backward,
+    .norm_forward = g_norm_forward,
+    .norm_backward = g_norm_backward,
+    .norm_weight_grad = g_norm_weight_grad,
+    .embed_forward = g_embed_forward,
+    .embed_backward = g_embed_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {

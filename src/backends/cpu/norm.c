@@ -1,0 +1,105 @@
+/*
+ * Layer norm, RMS norm and the token embedding's lookup on the CPU (the
+ * loops are in norm_rows.inc). The statistics are batch norm's two passes
+ * (the mean, then the squared deviations from it), but summed in double
+ * from the first element: a row is the features of one sample or token, a
+ * few thousand values at most, so there is no need for batch norm's blocks
+ * of dtype lanes, and an f32 row then gets the statistics its f64 twin
+ * gets. The second pass also sums the deviations themselves, which corrects
+ * the mean for the first pass's rounding.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "src/backends/cpu/cpu.h"
+
+#define T float
+#define FWD norm_fwd_f32
+#define BWD norm_bwd_f32
+#define WGRAD norm_wgrad_f32
+#define EMB_FWD emb_fwd_f32
+#define EMB_BWD emb_bwd_f32
+#include "src/backends/cpu/norm_rows.inc"
+#undef T
+#undef FWD
+#undef BWD
+#undef WGRAD
+#undef EMB_FWD
+#undef EMB_BWD
+#define T double
+#define FWD norm_fwd_f64
+#define BWD norm_bwd_f64
+#define WGRAD norm_wgrad_f64
+#define EMB_FWD emb_fwd_f64
+#define EMB_BWD emb_bwd_f64
+#include "src/backends/cpu/norm_rows.inc"
+#undef T
+#undef FWD
+#undef BWD
+#undef WGRAD
+#undef EMB_FWD
+#undef EMB_BWD
+
+ladle_status ladle__cpu_norm_forward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                     int64_t rows, int64_t len, double eps, const void *x,
+                                     const void *w, const void *b, void *y, double *mean,
+                                     double *invstd)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        norm_fwd_f32(rms, rows, len, eps, x, w, b, y, mean, invstd);
+    else
+        norm_fwd_f64(rms, rows, len, eps, x, w, b, y, mean, invstd);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_norm_backward(const ladle_backend *be, ladle_dtype dtype, int rms,
+                                      int64_t rows, int64_t len, const void *x,
+                                      const void *w, const void *dy, const double *mean,
+                                      const double *invstd, void *dx)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        norm_bwd_f32(rms, rows, len, x, w, dy, mean, invstd, dx);
+    else
+        norm_bwd_f64(rms, rows, len, x, w, dy, mean, invstd, dx);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype,
+                                         int rms, int64_t rows, int64_t len, const void *x,
+                                         const void *dy, const double *mean,
+                                         const double *invstd, void *dw, void *db,
+                                         double *ws)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        norm_wgrad_f32(rms, rows, len, x, dy, mean, invstd, dw, db, ws);
+    else
+        norm_wgrad_f64(rms, rows, len, x, dy, mean, invstd, dw, db, ws);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
+                                      int64_t dim, const int64_t *ids, const void *w,
+                                      void *y)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        emb_fwd_f32(n, dim, ids, w, y);
+    else
+        emb_fwd_f64(n, dim, ids, w, y);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtype,
+                                       int64_t n, int64_t dim, const int64_t *ids,
+                                       const void *dy, void *dw)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        emb_bwd_f32(n, dim, ids, dy, dw);
+    else
+        emb_bwd_f64(n, dim, ids, dy, dw);
+    return LADLE_OK;
+}

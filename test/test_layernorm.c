@@ -1,0 +1,530 @@
+/* Layer norm and RMS norm: values and gradients against loops written
+ * here, finite differences in f64, f32 against f64 on data far from zero,
+ * smaller batches, forward without a ctx, bad input. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* A tensor's elements widened to double (malloc'd), and written back. */
+static double *host(const ladle_tensor *t)
+{
+    int64_t n = ladle_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (ladle_tensor_dtype(t) == LADLE_F64) {
+        LT_OK(ladle_tensor_read(t, v));
+    } else {
+        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        LT_OK(ladle_tensor_read(t, f));
+        for (int64_t i = 0; i < n; i++)
+            v[i] = f[i];
+        free(f);
+    }
+    return v;
+}
+
+static void put(ladle_tensor *t, const double *v)
+{
+    int64_t n = ladle_tensor_numel(t);
+    if (ladle_tensor_dtype(t) == LADLE_F64) {
+        LT_OK(ladle_tensor_write(t, v));
+        return;
+    }
+    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)v[i];
+    LT_OK(ladle_tensor_write(t, f));
+    free(f);
+}
+
+/* The reference: rows x len values, layer norm (rms 0) or RMS norm, with w
+ * and b optional (NULL), in double: y, and for dy the backward dx and the
+ * weight gradients gw, gb (len each, overwritten). The backward is derived
+ * here from the chain rule written out per element pair (an O(len^2) loop,
+ * so it shares nothing with the kernels' closed form):
+ *   dx_k = sum_j dy_j w_j d(xhat_j)/d(x_k). */
+static void reference(int rms, int64_t rows, int64_t len, double eps, const double *x,
+                      const double *w, const double *b, const double *dy, double *y,
+                      double *dx, double *gw, double *gb)
+{
+    for (int64_t j = 0; j < len; j++)
+        gw[j] = gb[j] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * len, *gr = dy + r * len;
+        double mu = 0, var = 0, ms = 0;
+        for (int64_t j = 0; j < len; j++) {
+            mu += xr[j] / (double)len;
+            ms += xr[j] * xr[j] / (double)len;
+        }
+        for (int64_t j = 0; j < len; j++)
+            var += (xr[j] - mu) * (xr[j] - mu) / (double)len;
+        double s = rms ? 1 / sqrt(ms + eps) : 1 / sqrt(var + eps);
+        double c = rms ? 0 : mu;
+        for (int64_t j = 0; j < len; j++) {
+            double xh = (xr[j] - c) * s;
+            y[r * len + j] = xh * (w ? w[j] : 1) + (b ? b[j] : 0);
+            gw[j] += gr[j] * xh;
+            gb[j] += gr[j];
+        }
+        for (int64_t k = 0; k < len; k++) {
+            double acc = 0;
+            for (int64_t j = 0; j < len; j++) {
+                /* d xhat_j / d x_k */
+                double d;
+                if (rms)
+                    d = s * ((j == k) - xr[j] * xr[k] * s * s / (double)len);
+                else
+                    d = s * ((j == k) - 1.0 / (double)len -
+                             (xr[j] - mu) * (xr[k] - mu) * s * s / (double)len);
+                acc += gr[j] * (w ? w[j] : 1) * d;
+            }
+            dx[r * len + k] = acc;
+        }
+    }
+}
+
+typedef struct config {
+    int rms, k, affine, bias;
+    double eps;
+} config;
+
+static ladle_status make(const config *c, int ndim, const int64_t *xs, ladle_dtype dt,
+                         ladle_op **op)
+{
+    if (c->rms) {
+        ladle_rmsnorm_desc d;
+        ladle_rmsnorm_desc_init(&d, c->k);
+        d.eps = c->eps;
+        d.elementwise_affine = c->affine;
+        return ladle_rmsnorm_create(&d, ndim, xs, dt, lt_device(), op);
+    }
+    ladle_layernorm_desc d;
+    ladle_layernorm_desc_init(&d, c->k);
+    d.eps = c->eps;
+    d.elementwise_affine = c->affine;
+    d.bias = c->bias;
+    return ladle_layernorm_create(&d, ndim, xs, dt, lt_device(), op);
+}
+
+/* Run forward, backward and backward_weight (twice, to see the
+ * accumulation) for a batch of n (<= xs[0]) and compare with the
+ * reference; the largest error relative to 1 + |value|. */
+static double run_against_reference(const config *c, int ndim, const int64_t *xs, int64_t n,
+                                    ladle_dtype dt, uint64_t seed, double offset)
+{
+    ladle_op *op = NULL;
+    LT_OK(make(c, ndim, xs, dt, &op));
+    int64_t cs[LADLE_MAX_NDIM];
+    memcpy(cs, xs, sizeof(int64_t) * (size_t)ndim);
+    if (c->k < ndim)
+        cs[0] = n;
+    int64_t len = 1, total = 1;
+    for (int d = 0; d < ndim; d++)
+        total *= cs[d];
+    for (int d = ndim - c->k; d < ndim; d++)
+        len *= xs[d];
+    int64_t rows = total / len;
+    ladle_tensor *x = lt_tensor(dt, ndim, cs), *y = lt_tensor(dt, ndim, cs);
+    ladle_tensor *dy = lt_tensor(dt, ndim, cs), *dx = lt_tensor(dt, ndim, cs);
+    LT_OK(ladle_tensor_fill_random(x, seed, 0));
+    LT_OK(ladle_tensor_fill_random(dy, seed, 1));
+    double *hx = host(x);
+    for (int64_t i = 0; i < total; i++) /* a different offset and scale per row */
+        hx[i] = offset + (1 + (double)(i / len % 3)) * hx[i] + (double)(i / len % 5);
+    put(x, hx);
+    free(hx);
+    hx = host(x); /* as rounded to dt */
+    double *hw = NULL, *hb = NULL;
+    if (c->affine) {
+        ladle_tensor *w = ladle_op_param(op, 0);
+        LT_OK(ladle_tensor_fill_random(w, seed, 2));
+        hw = host(w);
+        if (ladle_op_num_params(op) > 1) {
+            LT_OK(ladle_tensor_fill_random(ladle_op_param(op, 1), seed, 3));
+            hb = host(ladle_op_param(op, 1));
+        }
+    }
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
+    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
+    double *hy = host(y), *hdy = host(dy), *hdx = host(dx);
+    double *ry = malloc(sizeof(double) * (size_t)total),
+           *rdx = malloc(sizeof(double) * (size_t)total);
+    double *gw = malloc(sizeof(double) * (size_t)len),
+           *gb = malloc(sizeof(double) * (size_t)len);
+    reference(c->rms, rows, len, c->eps, hx, hw, hb, hdy, ry, rdx, gw, gb);
+    double worst = 0;
+    for (int64_t i = 0; i < total; i++) {
+        worst = fmax(worst, fabs(hy[i] - ry[i]) / (1 + fabs(ry[i])));
+        worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
+    }
+    for (int p = 0; p < ladle_op_num_params(op); p++) {
+        double *g = host(ladle_op_grad(op, p)), *want = p == 0 ? gw : gb;
+        for (int64_t j = 0; j < len; j++) /* accumulated twice */
+            worst = fmax(worst, fabs(g[j] - 2 * want[j]) / (1 + fabs(2 * want[j])));
+        free(g);
+    }
+    /* without a ctx the forward gives the same y */
+    LT_OK(ladle_layer_forward(op, NULL, x, dx));
+    double *hy2 = host(dx);
+    for (int64_t i = 0; i < total; i++)
+        worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
+    free(hy2);
+    free(hx), free(hw), free(hb), free(hy), free(hdy), free(hdx);
+    free(ry), free(rdx), free(gw), free(gb);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dy);
+    ladle_tensor_destroy(&dx);
+    ladle_op_destroy(&op);
+    return worst;
+}
+
+START_TEST(values_against_loops)
+{
+    int64_t shapes[4][4] = {{3, 7}, {4, 3, 5}, {2, 3, 4, 5}, {5, 1, 33}};
+    int ndims[4] = {2, 3, 4, 3};
+    for (int s = 0; s < 4; s++)
+        for (int k = 1; k <= ndims[s]; k++)
+            for (int variant = 0; variant < 4; variant++) {
+                config c = {.rms = variant == 3,
+                            .k = k,
+                            .affine = variant != 0,
+                            .bias = variant == 2,
+                            .eps = variant == 1 ? 0.3 : 1e-5};
+                double e = run_against_reference(&c, ndims[s], shapes[s], shapes[s][0],
+                                                 LADLE_F64, (uint64_t)(17 * s + k), 0.0);
+                LT_ASSERT(e < 1e-12, "%s shape %d k %d variant %d: error %.2e",
+                          c.rms ? "rms" : "ln", s, k, variant, e);
+            }
+    /* RMS norm without a weight */
+    config c = {.rms = 1, .k = 2, .affine = 0, .eps = 1e-6};
+    double e = run_against_reference(&c, 3, shapes[1], 4, LADLE_F64, 5, 0.0);
+    LT_ASSERT(e < 1e-12, "rms, no weight: error %.2e", e);
+}
+END_TEST
+
+START_TEST(smaller_batch)
+{
+    int64_t xs[3] = {6, 4, 9};
+    for (int rms = 0; rms < 2; rms++)
+        for (int64_t n = 1; n <= 6; n += 2) {
+            config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
+            double e =
+                run_against_reference(&c, 3, xs, n, LADLE_F64, (uint64_t)(40 + n), 0.0);
+            LT_ASSERT(e < 1e-12, "%s batch %lld of 6: error %.2e", rms ? "rms" : "ln",
+                      (long long)n, e);
+        }
+    /* a batch of 0 does nothing and fails nothing */
+    ladle_layernorm_desc d;
+    ladle_layernorm_desc_init(&d, 1);
+    ladle_op *op = NULL;
+    LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op));
+    int64_t zs[3] = {0, 4, 9};
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, zs), *y = lt_tensor(LADLE_F64, 3, zs);
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward(op, ctx, y, x));
+    LT_OK(ladle_layer_backward_weight(op, ctx, y));
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+START_TEST(gradients_by_finite_differences)
+{
+    int64_t shapes[3][4] = {{3, 6}, {2, 3, 4}, {2, 2, 3, 2}};
+    int ndims[3] = {2, 3, 4};
+    for (int s = 0; s < 3; s++)
+        for (int k = 1; k <= ndims[s]; k++)
+            for (int variant = 0; variant < 4; variant++) {
+                config c = {.rms = variant >= 2,
+                            .k = k,
+                            .affine = variant != 0,
+                            .bias = variant == 1,
+                            .eps = 1e-5};
+                ladle_op *op = NULL;
+                LT_OK(make(&c, ndims[s], shapes[s], LADLE_F64, &op));
+                for (int p = 0; p < ladle_op_num_params(op); p++)
+                    LT_OK(ladle_tensor_fill_random(ladle_op_param(op, p), 9, (uint64_t)p));
+                ladle_gradient_result r;
+                LT_OK(ladle_gradient_test(op, (uint64_t)(100 + s), 200, &r));
+                LT_ASSERT(r.input_error < 1e-6 && r.max_param_error < 1e-6 &&
+                              r.nparams == ladle_op_num_params(op),
+                          "%s shape %d k %d variant %d: x %.1e params %.1e",
+                          c.rms ? "rms" : "ln", s, k, variant, r.input_error,
+                          r.max_param_error);
+                ladle_op_destroy(&op);
+            }
+}
+END_TEST
+
+/* f32 against f64 on data 1e4 + noise (std about 1): the statistics hold
+ * to double accuracy in f32 (two passes summed in double), so every output
+ * is its f64 twin rounded once, up to a few units of f32's epsilon
+ * (1.19e-7). The f64 run gets the same f32-rounded input, so the input's
+ * own rounding (about 5e-4 absolute at 1e4) is no part of the comparison. A
+ * single-pass E[x^2] - E[x]^2 in f32 on this data is off by more than the
+ * variance itself, which the check at the end shows. */
+START_TEST(f32_far_from_zero)
+{
+    int64_t xs[3] = {4, 5, 64};
+    for (int rms = 0; rms < 2; rms++) {
+        config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
+        ladle_op *op32 = NULL, *op64 = NULL;
+        LT_OK(make(&c, 3, xs, LADLE_F32, &op32));
+        LT_OK(make(&c, 3, xs, LADLE_F64, &op64));
+        for (int p = 0; p < ladle_op_num_params(op32); p++) {
+            LT_OK(ladle_tensor_fill_random(ladle_op_param(op32, p), 3, (uint64_t)p));
+            double *v = host(ladle_op_param(op32, p));
+            put(ladle_op_param(op64, p), v);
+            free(v);
+        }
+        ladle_tensor *t[2][4];
+        int64_t total = 4 * 5 * 64;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 4; i++)
+                t[k][i] = lt_tensor(k ? LADLE_F64 : LADLE_F32, 3, xs);
+        LT_OK(ladle_tensor_fill_random(t[0][0], 21, 0));
+        LT_OK(ladle_tensor_fill_random(t[0][2], 21, 1));
+        double *hx = host(t[0][0]);
+        for (int64_t i = 0; i < total; i++)
+            hx[i] = 1e4 + 1.7 * hx[i];
+        put(t[0][0], hx);
+        free(hx);
+        for (int i = 0; i < 3; i += 2) {
+            double *v = host(t[0][i]);
+            put(t[1][i], v);
+            free(v);
+        }
+        ladle_op *ops[2] = {op32, op64};
+        ladle_ctx *ctx[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+            LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
+            LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
+            LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
+        }
+        /* y and dx per element against max(1, |value|); dw, db (sums of 20
+         * terms of size about 1) against the sum of |terms|, bounded by 20 */
+        double worst = 0;
+        for (int i = 1; i < 4; i += 2) {
+            double *a = host(t[0][i]), *b = host(t[1][i]);
+            for (int64_t e = 0; e < total; e++)
+                worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
+            free(a), free(b);
+        }
+        for (int p = 0; p < ladle_op_num_params(op32); p++) {
+            double *a = host(ladle_op_grad(op32, p)), *b = host(ladle_op_grad(op64, p));
+            for (int64_t e = 0; e < 64; e++)
+                worst = fmax(worst, fabs(a[e] - b[e]) / 20);
+            free(a), free(b);
+        }
+        LT_ASSERT(worst < 4 * 1.19e-7, "%s f32 vs f64 at 1e4: %.2e (want < 4 eps)",
+                  rms ? "rms" : "ln", worst);
+        if (lt_rank == 0 && getenv("LADLE_TEST_VERBOSE"))
+            printf("%s: f32 against f64 at offset 1e4: %.2e\n", rms ? "rms" : "ln", worst);
+        for (int k = 0; k < 2; k++) {
+            ladle_ctx_destroy(&ctx[k]);
+            for (int i = 0; i < 4; i++)
+                ladle_tensor_destroy(&t[k][i]);
+            ladle_op_destroy(&ops[k]);
+        }
+    }
+    /* the data is hard: a one-pass f32 variance of one row misses badly */
+    float row[64], s = 0, s2 = 0;
+    double mu = 0, var = 0;
+    for (int i = 0; i < 64; i++) {
+        row[i] = (float)(1e4 + 1.7 * sin(3.0 * i + 0.5));
+        s += row[i];
+        s2 += row[i] * row[i];
+        mu += row[i] / 64.0;
+    }
+    for (int i = 0; i < 64; i++)
+        var += (row[i] - mu) * (row[i] - mu) / 64.0;
+    double naive = (double)(s2 / 64 - (s / 64) * (s / 64));
+    LT_ASSERT(fabs(naive - var) > 0.1 * var, "naive f32 variance %g vs %g", naive, var);
+}
+END_TEST
+
+START_TEST(contexts_and_parameters)
+{
+    int64_t xs[3] = {2, 3, 4};
+    ladle_layernorm_desc d;
+    ladle_layernorm_desc_init(&d, 2);
+    LT_ASSERT(d.size == sizeof d && d.eps == 1e-5 && d.elementwise_affine && d.bias,
+              "layer norm defaults");
+    ladle_op *op = NULL;
+    LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F32, lt_device(), &op));
+    LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_LAYERNORM && ladle_op_num_params(op) == 2 &&
+                  strcmp(ladle_op_param_name(op, 0), "weight") == 0 &&
+                  strcmp(ladle_op_param_name(op, 1), "bias") == 0 &&
+                  ladle_tensor_ndim(ladle_op_param(op, 0)) == 2 &&
+                  ladle_tensor_shape(ladle_op_param(op, 0))[0] == 3 &&
+                  ladle_tensor_shape(ladle_op_param(op, 0))[1] == 4 &&
+                  lt_get(ladle_op_param(op, 0), 5) == 1 &&
+                  lt_get(ladle_op_param(op, 1), 5) == 0,
+              "layer norm parameters: weight 1, bias 0 of the normalized shape");
+    ladle_op_destroy(&op);
+    ladle_rmsnorm_desc r;
+    ladle_rmsnorm_desc_init(&r, 1);
+    LT_ASSERT(r.size == sizeof r && r.eps == 1e-6 && r.elementwise_affine, "rms defaults");
+    LT_OK(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op));
+    LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_RMSNORM && ladle_op_num_params(op) == 1 &&
+                  ladle_tensor_numel(ladle_op_param(op, 0)) == 4,
+              "rms norm: one weight");
+    /* two contexts in flight keep their own statistics */
+    ladle_tensor *x1 = lt_tensor(LADLE_F64, 3, xs), *x2 = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *dxa = lt_tensor(LADLE_F64, 3, xs), *dxb = lt_tensor(LADLE_F64, 3, xs);
+    LT_OK(ladle_tensor_fill_random(x1, 1, 0));
+    LT_OK(ladle_tensor_fill_random(x2, 1, 1));
+    LT_OK(ladle_tensor_fill_random(dy, 1, 2));
+    ladle_ctx *c1 = NULL, *c2 = NULL;
+    LT_OK(ladle_ctx_create(op, &c1));
+    LT_OK(ladle_ctx_create(op, &c2));
+    LT_OK(ladle_layer_forward(op, c1, x1, y));
+    LT_OK(ladle_layer_backward(op, c1, dy, dxa));
+    LT_OK(ladle_layer_forward(op, c2, x2, y));
+    LT_OK(ladle_layer_forward(op, c1, x1, y));
+    LT_OK(ladle_layer_backward(op, c1, dy, dxb));
+    double *a = host(dxa), *b = host(dxb);
+    int same = 1;
+    for (int i = 0; i < 24; i++)
+        same &= a[i] == b[i];
+    free(a), free(b);
+    LT_ASSERT(same, "a ctx's backward is its own forward's");
+    /* caller memory on the CPU */
+    if (lt_device() == LADLE_CPU) {
+        size_t need = ladle_ctx_bytes(op);
+        void *mem = NULL;
+        LT_ASSERT(need > 0 && posix_memalign(&mem, 64, need) == 0, "ctx bytes %zu", need);
+        ladle_ctx *c3 = NULL;
+        LT_OK(ladle_ctx_create_in(op, mem, need, &c3));
+        LT_OK(ladle_layer_forward(op, c3, x1, y));
+        LT_OK(ladle_layer_backward(op, c3, dy, dxb));
+        b = host(dxb);
+        a = host(dxa);
+        for (int i = 0; i < 24; i++)
+            same &= a[i] == b[i];
+        free(a), free(b);
+        LT_ASSERT(same, "a ctx in caller memory");
+        ladle_ctx_destroy(&c3);
+        free(mem);
+    }
+    ladle_ctx_destroy(&c1);
+    ladle_ctx_destroy(&c2);
+    ladle_tensor_destroy(&x1);
+    ladle_tensor_destroy(&x2);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dy);
+    ladle_tensor_destroy(&dxa);
+    ladle_tensor_destroy(&dxb);
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    int64_t xs[3] = {2, 3, 4}, bad[3] = {2, 3, 0}, neg[3] = {2, -3, 4};
+    ladle_layernorm_desc d;
+    ladle_rmsnorm_desc r;
+    ladle_op *op = NULL;
+    ladle_layernorm_desc_init(&d, 1);
+    ladle_rmsnorm_desc_init(&r, 1);
+    LT_FAILS(ladle_layernorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_layernorm_create(&d, 3, NULL, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, lt_device(), NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_rmsnorm_create(NULL, 3, xs, LADLE_F32, lt_device(), &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F32, lt_device(), NULL), LADLE_ERR_NULL);
+    double eps[4] = {0, -1e-5, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        d.eps = r.eps = eps[i];
+        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+    }
+    ladle_layernorm_desc_init(&d, 1);
+    ladle_rmsnorm_desc_init(&r, 1);
+    int ks[3] = {0, -1, 4};
+    for (int i = 0; i < 3; i++) {
+        d.normalized_ndim = r.normalized_ndim = ks[i];
+        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_ARG);
+    }
+    ladle_layernorm_desc_init(&d, 1);
+    ladle_rmsnorm_desc_init(&r, 1);
+    d.size = 8;
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    ladle_layernorm_desc_init(&d, 1);
+    LT_FAILS(ladle_layernorm_create(&d, 3, bad, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, neg, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 0, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_I64, lt_device(), &op),
+             LADLE_ERR_DTYPE);
+    LT_ASSERT(op == NULL, "no op on failure");
+    /* no kernels for CUDA (and no backend without it): refused either way */
+    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, &op),
+             LADLE_ERR_DEVICE);
+    LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F32, LADLE_CUDA, &op), LADLE_ERR_DEVICE);
+    /* calls: wrong shapes, a batch too large, dtypes, a dx without forward */
+    LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op));
+    int64_t wrong[3] = {2, 3, 5}, big[3] = {3, 3, 4};
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *y = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *xw = lt_tensor(LADLE_F64, 3, wrong), *xb = lt_tensor(LADLE_F64, 3, big);
+    ladle_tensor *x32 = lt_tensor(LADLE_F32, 3, xs);
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_FAILS(ladle_layer_backward(op, ctx, y, x), LADLE_ERR_STATE);
+    LT_FAILS(ladle_layer_forward(op, ctx, NULL, y), LADLE_ERR_NULL);
+    LT_FAILS(ladle_layer_forward(op, ctx, xw, y), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, xb, y), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, x32, y), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, x, x), LADLE_ERR_ARG); /* not in place */
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_FAILS(ladle_layer_backward(op, ctx, xw, x), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_op_adjoint(op, y, x), LADLE_ERR_UNSUPPORTED);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&xw);
+    ladle_tensor_destroy(&xb);
+    ladle_tensor_destroy(&x32);
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+static Suite *norm_suite(void)
+{
+    Suite *s = suite_create("layernorm");
+    TCase *tc = tcase_create("layernorm");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, values_against_loops);
+    tcase_add_test(tc, smaller_batch);
+    tcase_add_test(tc, gradients_by_finite_differences);
+    tcase_add_test(tc, f32_far_from_zero);
+    tcase_add_test(tc, contexts_and_parameters);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, norm_suite); }
