@@ -512,11 +512,40 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* The CUDA backend has no normalisation kernels yet: both layers refuse it
+ * with LADLE_ERR_DEVICE and a message naming the backend, on every rank. */
+START_TEST(cuda_refuses)
+{
+    int64_t xs[3] = {2, 3, 4};
+    ladle_layernorm_desc d;
+    ladle_rmsnorm_desc r;
+    ladle_layernorm_desc_init(&d, 1);
+    ladle_rmsnorm_desc_init(&r, 2);
+    for (int f64 = 0; f64 < 2; f64++) {
+        ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
+        ladle_op *op = NULL;
+        ladle_status st = ladle_layernorm_create(&d, 3, xs, dt, LADLE_CUDA, &op);
+        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
+                      strstr(ladle_error_message(), "cuda backend has no normalisation") != NULL,
+                  "layer norm on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
+        st = ladle_rmsnorm_create(&r, 3, xs, dt, LADLE_CUDA, &op);
+        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
+                      strstr(ladle_error_message(), "cuda backend has no normalisation") != NULL,
+                  "RMS norm on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
+    }
+}
+END_TEST
+
 static Suite *norm_suite(void)
 {
     Suite *s = suite_create("layernorm");
     TCase *tc = tcase_create("layernorm");
     tcase_set_timeout(tc, 120);
+    if (lt_device() == LADLE_CUDA) {
+        tcase_add_test(tc, cuda_refuses);
+        suite_add_tcase(s, tc);
+        return s;
+    }
     tcase_add_test(tc, values_against_loops);
     tcase_add_test(tc, smaller_batch);
     tcase_add_test(tc, gradients_by_finite_differences);
