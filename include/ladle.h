@@ -54,6 +54,7 @@
 #include "ladle/core.h"
 #include "ladle/custom.h"
 #include "ladle/data.h"
+#include "ladle/text.h"
 #include "ladle/device.h"
 #include "ladle/distributed.h"
 #include "ladle/layout.h"

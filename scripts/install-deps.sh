@@ -11,8 +11,9 @@ set -eu
 
 # g++ compiles the check that the public header is valid C++.
 # zlib reads the gzip-compressed datasets; dataset-fashion-mnist is the
-# default training data (ladle-train, make demo).
-PACKAGES="make gcc g++ mpich libmpich-dev libopenblas-dev check pkg-config zlib1g-dev dataset-fashion-mnist"
+# default training data (ladle-train, make demo); fortunes' English files are
+# the character-level text corpus (ladle/text.h, docs/transformers.md).
+PACKAGES="make gcc g++ mpich libmpich-dev libopenblas-dev check pkg-config zlib1g-dev dataset-fashion-mnist fortunes"
 check_only=0
 for arg in "$@"; do
     case "$arg" in

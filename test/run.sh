@@ -58,6 +58,7 @@ SUITE="
 test_core: 1
 test_cli: 1 2 3
 test_data: 1 2 3
+test_text: 1
 test_augment: 1 2 3 4
 test_backend: 1
 test_linear: 1
@@ -112,6 +113,7 @@ test_batchnorm: 1
 test_layernorm: 1
 test_embedding: 1
 test_optim: 1
+test_text: 1
 test_broadcast: 1 2 3 4
 test_sum_reduce: 1 2 3 4
 test_all_sum_reduce: 1 2 4
