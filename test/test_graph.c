@@ -923,6 +923,125 @@ START_TEST(bad_layouts)
 }
 END_TEST
 
+/* Token ids as a graph input: ids -> embedding e -> linear l, y = e + l
+ * (e read twice), MSE. Its twin takes x = W[ids], gathered here from the
+ * embedding's weight, as an f64 input: the same loss and linear
+ * gradients, and the embedding's weight gradient is the scatter of the
+ * twin's input gradient, dW[v] = sum of dx over the positions holding v,
+ * summed here by loops. Then the refusals. */
+static ladle_graph *token_graph(int ids_input, int *in, int *e, int *y)
+{
+    enum { TN = 3, TT = 5, TV = 7, TE = 4 };
+    int64_t ids_shape[2] = {TN, TT}, xs[3] = {TN, TT, TE};
+    ladle_graph *g = NULL;
+    ladle_op *emb = NULL, *lin = NULL, *loss = NULL;
+    int l;
+    LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
+    if (ids_input) {
+        LT_OK(ladle_graph_add_input(g, "ids", NULL, 2, ids_shape, in));
+        LT_OK(ladle_embedding_create(2, ids_shape, TV, TE, LADLE_F64, lt_device(), 9, &emb));
+        LT_OK(ladle_graph_add_layer(g, "emb", emb, *in, e));
+    } else {
+        LT_OK(ladle_graph_add_input(g, "x", NULL, 3, xs, in));
+        *e = *in;
+    }
+    LT_OK(ladle_linear_create(3, xs, TE, 1, LADLE_F64, lt_device(), 4, &lin));
+    LT_OK(ladle_graph_add_layer(g, "lin", lin, *e, &l));
+    LT_OK(ladle_graph_add_add(g, "res", 2, (int[]){*e, l}, y));
+    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 3, xs, LADLE_F64, lt_device(),
+                            &loss));
+    LT_OK(ladle_graph_add_loss(g, "mse", loss, *y, 1.0, NULL));
+    LT_OK(ladle_graph_finalize(g));
+    return g;
+}
+
+START_TEST(token_inputs)
+{
+    enum { TN = 3, TT = 5, TV = 7, TE = 4 };
+    if (lt_device() == LADLE_CUDA)
+        return; /* the CUDA backend has no embedding kernels yet */
+    int in_a, e_a, y_a, in_b, e_b, y_b;
+    ladle_graph *a = token_graph(1, &in_a, &e_a, &y_a), *b = token_graph(0, &in_b, &e_b, &y_b);
+    int64_t idv[TN * TT];
+    for (int i = 0; i < TN * TT; i++)
+        idv[i] = (i * 5 + 3) % TV; /* every id, some twice */
+    ladle_tensor *ids = lt_tensor(LADLE_I64, 2, (int64_t[]){TN, TT});
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, (int64_t[]){TN, TT, TE});
+    ladle_tensor *tg = lt_tensor(LADLE_F64, 3, (int64_t[]){TN, TT, TE});
+    LT_OK(ladle_tensor_write(ids, idv));
+    LT_OK(ladle_tensor_fill_random(tg, 31, 0));
+    ladle_op *emb = ladle_graph_layer(a, 0);
+    LT_ASSERT(ladle_op_kind_of(emb) == LADLE_OP_EMBEDDING, "the first layer is the embedding");
+    double w[TV * TE], xv[TN * TT * TE];
+    LT_OK(ladle_tensor_read(ladle_op_param(emb, 0), w));
+    for (int i = 0; i < TN * TT; i++)
+        for (int c = 0; c < TE; c++)
+            xv[i * TE + c] = w[idv[i] * TE + c];
+    LT_OK(ladle_tensor_write(x, xv));
+    double la = 0, lb = 0;
+    const ladle_tensor *xa[1] = {ids}, *xb[1] = {x}, *t[1] = {tg};
+    for (int g = 0; g < 2; g++) {
+        ladle_graph *gr = g ? b : a;
+        LT_OK(ladle_graph_zero_grad(gr));
+        LT_OK(ladle_graph_forward(gr, 1, g ? xb : xa, NULL));
+        LT_OK(ladle_graph_loss(gr, 1, t, g ? &lb : &la));
+        LT_OK(ladle_graph_backward(gr, 1));
+    }
+    LT_ASSERT(fabs(la - lb) <= 1e-14 * fabs(lb), "loss %.17g against %.17g", la, lb);
+    /* the linear's gradients: layer 1 of a, layer 0 of b */
+    ladle_op *lin_a = ladle_graph_layer(a, 1), *lin_b = ladle_graph_layer(b, 0);
+    for (int q = 0; q < 2; q++)
+        LT_ASSERT(lt_box_error(ladle_op_grad(lin_b, q), (int64_t[]){0, 0},
+                               ladle_op_grad(lin_a, q)) < 1e-13,
+                  "linear gradient %d", q);
+    const ladle_tensor *dx = NULL;
+    LT_OK(ladle_graph_value_grad(b, in_b, &dx));
+    double dxv[TN * TT * TE], want[TV * TE] = {0}, got[TV * TE];
+    LT_OK(ladle_tensor_read(dx, dxv));
+    for (int i = 0; i < TN * TT; i++)
+        for (int c = 0; c < TE; c++)
+            want[idv[i] * TE + c] += dxv[i * TE + c];
+    LT_OK(ladle_tensor_read(ladle_op_grad(emb, 0), got));
+    double err = 0;
+    for (int k = 0; k < TV * TE; k++)
+        err = fmax(err, fabs(got[k] - want[k]));
+    LT_ASSERT(err < 1e-13, "the embedding's weight gradient: error %.2e", err);
+    /* ids have no gradient; the wrong dtype is refused on binding */
+    const ladle_tensor *none = NULL;
+    LT_FAILS(ladle_graph_value_grad(a, in_a, &none), LADLE_ERR_ARG);
+    LT_FAILS(ladle_graph_forward(a, 1, xb, NULL), LADLE_ERR_DTYPE);
+    ladle_graph_destroy(&a);
+    ladle_graph_destroy(&b);
+    ladle_tensor_destroy(&ids);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&tg);
+
+    /* ids read by a layer that wants values; an embedding fed a value the
+     * graph computes; an ids input with a layout */
+    int64_t ids_shape[2] = {TN, TT};
+    for (int k = 0; k < 2; k++) {
+        ladle_graph *g = NULL;
+        ladle_op *op = NULL, *l2 = NULL;
+        int in, v1, v2;
+        LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
+        LT_OK(ladle_graph_add_input(g, "ids", NULL, 2, ids_shape, &in));
+        LT_OK(ladle_linear_create(2, ids_shape, TT, 0, LADLE_F64, lt_device(), 1, &l2));
+        LT_OK(ladle_embedding_create(2, ids_shape, TV, TE, LADLE_F64, lt_device(), 9, &op));
+        if (k == 0) { /* both read the input: the linear as f64 */
+            LT_OK(ladle_graph_add_layer(g, "emb", op, in, &v1));
+            LT_OK(ladle_graph_add_layer(g, "lin", l2, in, &v2));
+        } else { /* the embedding reads the linear's output */
+            LT_OK(ladle_graph_add_layer(g, "lin", l2, in, &v2));
+            LT_OK(ladle_graph_add_layer(g, "emb", op, v2, &v1));
+        }
+        ladle_status st = ladle_graph_finalize(g);
+        LT_ASSERT(st == LADLE_ERR_DTYPE && strstr(ladle_error_message(), "token ids") != NULL,
+                  "case %d: %s: %s", k, ladle_status_name(st), ladle_error_message());
+        ladle_graph_destroy(&g);
+    }
+}
+END_TEST
+
 Suite *graph_suite(void)
 {
     Suite *s = suite_create("graph");
@@ -937,6 +1056,7 @@ Suite *graph_suite(void)
     tcase_add_test(tc, training_equivalence);
     tcase_add_test(tc, checkpoint_layouts);
     tcase_add_test(tc, no_allocation);
+    tcase_add_test(tc, token_inputs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,6 +20,12 @@
  * order; a value read by several consumers gets the sum of their
  * gradients (the adjoint of a copy is a sum; of a concat, the split).
  *
+ * An input read by a layer that takes token ids (ladle_embedding_create,
+ * or a sequential that starts with one) holds LADLE_I64 ids rather than
+ * the graph's dtype: every reader must take it as ids, it has no layout
+ * (each rank's own ids) and no gradient (finalize refuses anything else
+ * with LADLE_ERR_DTYPE or LADLE_ERR_ARG, naming the nodes).
+ *
  * Building is local (every rank builds the same graph); finalize, forward,
  * loss and backward are collective over the ranks of the graph's
  * partitions, as for ladle_network. docs/graphs.md has the math and an
@@ -133,7 +139,8 @@ LADLE_API ladle_status ladle_graph_set_training(ladle_graph *g, int training);
 
 /* After a forward: value id's tensor on this rank (borrowed until the next
  * forward); after a backward: its gradient. Local. Returns LADLE_ERR_NULL,
- * LADLE_ERR_ARG (no such value), LADLE_ERR_STATE (not finalized). */
+ * LADLE_ERR_ARG (no such value; for the gradient, a value of token ids),
+ * LADLE_ERR_STATE (not finalized). */
 LADLE_API ladle_status ladle_graph_value(const ladle_graph *g, int id, const ladle_tensor **y);
 LADLE_API ladle_status ladle_graph_value_grad(const ladle_graph *g, int id,
                                               const ladle_tensor **dy);

@@ -33,10 +33,12 @@ static ladle_status bind_inputs(ladle_graph *g, int n, const ladle_tensor *const
         gvalue *v = &g->values[node->out];
         LADLE_CHECK(x != NULL, LADLE_ERR_NULL, "input %d ('%s') is NULL", node->index,
                     node->name);
-        LADLE_CHECK(x->dtype == g->dtype && x->device == g->device, LADLE_ERR_DTYPE,
-                    "input %d ('%s') is %s on %s, the graph %s on %s", node->index, node->name,
-                    ladle_dtype_name(x->dtype), ladle_device_name(x->device),
-                    ladle_dtype_name(g->dtype), ladle_device_name(g->device));
+        ladle_dtype want = v->tokens ? LADLE_I64 : g->dtype;
+        LADLE_CHECK(x->dtype == want && x->device == g->device, LADLE_ERR_DTYPE,
+                    "input %d ('%s') is %s on %s, the graph takes %s on %s%s", node->index,
+                    node->name, ladle_dtype_name(x->dtype), ladle_device_name(x->device),
+                    ladle_dtype_name(want), ladle_device_name(g->device),
+                    v->tokens ? " (token ids)" : "");
         int same = x->ndim == v->nd;
         for (int d = 0; same && d < v->nd; d++)
             same = x->shape[d] == v->shape[d];
@@ -162,8 +164,10 @@ static ladle_status backward_node(ladle_graph *g, gnode *n, int sync)
         LADLE_CALL(accumulate(g, n, 0));
         break;
     case G_LAYER:
-        LADLE_CALL(ladle_layer_backward(n->op, n->ctx, dy, target(g, n, 0)));
-        LADLE_CALL(accumulate(g, n, 0));
+        if (!g->values[n->in[0]].tokens) { /* ids have no gradient */
+            LADLE_CALL(ladle_layer_backward(n->op, n->ctx, dy, target(g, n, 0)));
+            LADLE_CALL(accumulate(g, n, 0));
+        }
         LADLE_CALL(ladle_layer_backward_weight(n->op, n->ctx, dy));
         if (sync)
             LADLE_CALL(ladle__buckets_after(g->buckets, n->index));
@@ -266,6 +270,8 @@ ladle_status ladle_graph_value_grad(const ladle_graph *g, int id, const ladle_te
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(dy);
     LADLE_CALL(value_at(g, id, __func__));
+    LADLE_CHECK(!g->values[id].tokens, LADLE_ERR_ARG,
+                "value %d holds token ids, which have no gradient", id);
     *dy = g->values[id].dy;
 fail:
     return st;

@@ -22,6 +22,8 @@ typedef struct gvalue {
     ladle_tensor *buf, *dy; /* owned */
     int uses;               /* input slots that read it */
     int written;            /* dy holds a contribution in this backward */
+    int tokens;             /* a graph input of LADLE_I64 token ids, read only by
+                               layers that take ids (an embedding): no dy */
 } gvalue;
 
 typedef struct gnode {

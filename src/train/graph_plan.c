@@ -33,6 +33,42 @@ static ladle_status check_ids(const ladle_graph *g)
     return LADLE_OK;
 }
 
+/* Token ids: a value read by a layer that takes ids (x_ids: an embedding,
+ * or a sequential that starts with one) must be a graph input that every
+ * reader takes as ids, without a layout (the ids are this rank's own). */
+static ladle_status check_tokens(ladle_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        const gnode *n = &g->nodes[i];
+        if (n->kind == G_LAYER && n->op->x_ids)
+            g->values[n->in[0]].tokens = 1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const gnode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            const gvalue *v = &g->values[n->in[k]];
+            int ids = n->kind == G_LAYER && n->op->x_ids && k == 0;
+            const gnode *maker = &g->nodes[v->node];
+            if (v->tokens && maker->kind != G_INPUT)
+                return ladle__raise(LADLE_ERR_DTYPE, FUNC,
+                                    "node '%s' takes token ids, but node '%s' makes values of "
+                                    "the graph's dtype: ids must be a graph input",
+                                    n->name, maker->name);
+            if (v->tokens && !ids)
+                return ladle__raise(LADLE_ERR_DTYPE, FUNC,
+                                    "input '%s' holds token ids (a layer reads it as ids), but "
+                                    "node '%s' reads it as %s values",
+                                    maker->name, n->name, ladle_dtype_name(g->dtype));
+            if (v->tokens && v->layout != NULL)
+                return ladle__raise(LADLE_ERR_ARG, FUNC,
+                                    "input '%s' holds token ids and has a layout: ids inputs "
+                                    "are this rank's own (layout NULL)",
+                                    maker->name);
+        }
+    }
+    return LADLE_OK;
+}
+
 /* Kahn's algorithm, taking the first-added ready node each time, so every
  * rank finds the same order. A node left over sits on a cycle or behind
  * one. The readers of each value are listed first (rows of a CSR table). */
@@ -436,7 +472,7 @@ static ladle_status plan_scratch(ladle_graph *g)
         for (int k = 0; k < n->nin; k++) {
             gvalue *v = &g->values[n->in[k]];
             v->uses++;
-            if (seen[n->in[k]] && n->kind != G_ADD)
+            if (seen[n->in[k]] && n->kind != G_ADD && !v->tokens)
                 LADLE_CALL(ladle_tensor_create_on(g->dtype, g->device, v->nd, v->shape,
                                                   &n->scratch[k]));
             seen[n->in[k]] = 1;
@@ -459,7 +495,8 @@ static ladle_status allocate(ladle_graph *g)
             LADLE_CALL(ladle_tensor_create_on(dt, dev, x->nd, x->shape, &x->buf));
             x->y = x->buf;
         }
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, x->nd, x->shape, &x->dy));
+        if (!x->tokens)
+            LADLE_CALL(ladle_tensor_create_on(dt, dev, x->nd, x->shape, &x->dy));
     }
     for (int i = 0; i < g->nnodes; i++) {
         gnode *n = &g->nodes[i];
@@ -539,6 +576,8 @@ ladle_status ladle_graph_finalize(ladle_graph *g)
                           : "the graph is finalized already");
     g->broken = 1;
     st = check_ids(g);
+    if (st == LADLE_OK)
+        st = check_tokens(g);
     if (st == LADLE_OK)
         st = topo_order(g);
     if (st == LADLE_OK)
