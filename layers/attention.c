@@ -53,13 +53,15 @@ static double *ws_lse(const ladle_op *op) { return op->ws; }
 static void *ws_dqkv(const ladle_op *op)
 {
     const attention *a = op->impl;
-    return (char *)op->ws + sizeof(double) * (size_t)(op->x_shape[0] * a->g.heads * a->g.seq);
+    return (char *)op->ws +
+           sizeof(double) * (size_t)(op->x_shape[0] * a->g.heads * a->g.seq);
 }
 
 static void *ws_dout(const ladle_op *op)
 {
     const attention *a = op->impl;
-    return (char *)ws_dqkv(op) + esize(op) * (size_t)(op->x_shape[0] * a->g.seq * 3 * a->hd);
+    return (char *)ws_dqkv(op) +
+           esize(op) * (size_t)(op->x_shape[0] * a->g.seq * 3 * a->hd);
 }
 
 static double *ws_kernel(const ladle_op *op)
@@ -112,10 +114,12 @@ static ladle_status core_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
     const ladle_backend *be = op->be;
     ladle_status st = LADLE_OK;
     ladle_attn_geom g = geom(a, n);
-    LADLE_CALL(be->fn->gemm(be, op->dtype, 0, 0, n * a->g.seq, a->hd, a->embed, 1.0, dy->data,
-                            a->embed, op->params[a->i_wo]->data, a->hd, 0.0, ws_dout(op), a->hd));
-    LADLE_CALL(be->fn->attn_backward(be, op->dtype, &g, saved_qkv(op, ctx), saved_o(op, ctx),
-                                     saved_lse(ctx), ws_dout(op), ws_dqkv(op), ws_kernel(op)));
+    LADLE_CALL(be->fn->gemm(be, op->dtype, 0, 0, n * a->g.seq, a->hd, a->embed, 1.0,
+                            dy->data, a->embed, op->params[a->i_wo]->data, a->hd, 0.0,
+                            ws_dout(op), a->hd));
+    LADLE_CALL(be->fn->attn_backward(be, op->dtype, &g, saved_qkv(op, ctx),
+                                     saved_o(op, ctx), saved_lse(ctx), ws_dout(op),
+                                     ws_dqkv(op), ws_kernel(op)));
 fail:
     return st;
 }
@@ -129,15 +133,15 @@ static ladle_status attn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
     if (dx == NULL || m == 0)
         return LADLE_OK;
     LADLE_CALL(core_backward(op, ctx, dy, n));
-    LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, m, a->embed, 3 * a->hd, 1.0, ws_dqkv(op),
-                                3 * a->hd, op->params[a->i_wqkv]->data, a->embed, 0.0,
-                                dx->data, a->embed));
+    LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, m, a->embed, 3 * a->hd, 1.0,
+                                ws_dqkv(op), 3 * a->hd, op->params[a->i_wqkv]->data,
+                                a->embed, 0.0, dx->data, a->embed));
 fail:
     return st;
 }
 
-static ladle_status attn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                         int64_t n)
+static ladle_status attn_backward_weight(ladle_op *op, ladle_ctx *ctx,
+                                         const ladle_tensor *dy, int64_t n)
 {
     attention *a = op->impl;
     const ladle_backend *be = op->be;
@@ -145,8 +149,9 @@ static ladle_status attn_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
     int64_t m = n * a->g.seq;
     if (m == 0)
         return LADLE_OK;
-    LADLE_CALL(be->fn->gemm(be, op->dtype, 1, 0, a->embed, a->hd, m, 1.0, dy->data, a->embed,
-                            saved_o(op, ctx), a->hd, 1.0, op->grads[a->i_wo]->data, a->hd));
+    LADLE_CALL(be->fn->gemm(be, op->dtype, 1, 0, a->embed, a->hd, m, 1.0, dy->data,
+                            a->embed, saved_o(op, ctx), a->hd, 1.0,
+                            op->grads[a->i_wo]->data, a->hd));
     if (a->i_bo >= 0)
         LADLE_CALL(be->fn->bias_grad(be, op->dtype, m, a->embed, 1, dy->data,
                                      op->grads[a->i_bo]->data));
@@ -172,7 +177,8 @@ static const ladle_op_vtable attention_vt = {
     .layer_backward_weight = attn_backward_weight,
 };
 
-void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim, int64_t num_heads)
+void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
+                               int64_t num_heads)
 {
     if (d == NULL)
         return;
@@ -200,17 +206,18 @@ static int64_t product(int64_t a, int64_t b, int64_t c)
 static ladle_status plan(const ladle_attention_desc *d, const int64_t *xs, size_t es,
                          attention *a, size_t *saved, size_t *ws, const char *func)
 {
-    int64_t n = xs[0], t = xs[1], e = xs[2], h = d->num_heads, hd3 = product(3, h, d->head_dim);
+    int64_t n = xs[0], t = xs[1], e = xs[2], h = d->num_heads,
+            hd3 = product(3, h, d->head_dim);
     int64_t rows = product(n, t, 1), wq = hd3 < 0 ? -1 : product(hd3, e, 1);
     int64_t qkv = rows < 0 || hd3 < 0 ? -1 : product(rows, hd3, 1);
     int64_t lse = product(n, h, t);
     if (hd3 < 0 || wq < 0 || qkv < 0 || lse < 0 || rows > INT32_MAX || hd3 > INT32_MAX ||
         e > INT32_MAX)
-        return ladle__raise(LADLE_ERR_SHAPE, func,
-                            "N %lld x T %lld positions, %lld heads of %lld and embed_dim %lld: "
-                            "the sizes overflow or exceed the BLAS's int sizes",
-                            (long long)n, (long long)t, (long long)h, (long long)d->head_dim,
-                            (long long)e);
+        return ladle__raise(
+            LADLE_ERR_SHAPE, func,
+            "N %lld x T %lld positions, %lld heads of %lld and embed_dim %lld: "
+            "the sizes overflow or exceed the BLAS's int sizes",
+            (long long)n, (long long)t, (long long)h, (long long)d->head_dim, (long long)e);
     a->embed = e;
     a->hd = h * d->head_dim;
     a->g.heads = h;
@@ -238,27 +245,29 @@ static ladle_status check_desc(const ladle_attention_desc *d, int ndim, const in
     ladle_status st = LADLE_OK;
     LADLE_CALL(ladle__layer_check_args(func, dtype, ndim, xs, 3));
     if (d->embed_dim < 1 || d->num_heads < 1 || d->head_dim < 1)
-        return ladle__raise(LADLE_ERR_ARG, func,
-                            "embed_dim %lld, num_heads %lld and head_dim %lld must be at least "
-                            "1 (head_dim defaults to embed_dim / num_heads only when that "
-                            "divides: set it)",
-                            (long long)d->embed_dim, (long long)d->num_heads,
-                            (long long)d->head_dim);
+        return ladle__raise(
+            LADLE_ERR_ARG, func,
+            "embed_dim %lld, num_heads %lld and head_dim %lld must be at least "
+            "1 (head_dim defaults to embed_dim / num_heads only when that "
+            "divides: set it)",
+            (long long)d->embed_dim, (long long)d->num_heads, (long long)d->head_dim);
     if (!(d->scale >= 0 && isfinite(d->scale)))
-        return ladle__raise(LADLE_ERR_ARG, func, "scale %g must be finite and >= 0 (0: the "
-                            "default 1/sqrt(head_dim))", d->scale);
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "scale %g must be finite and >= 0 (0: the "
+                            "default 1/sqrt(head_dim))",
+                            d->scale);
     if (d->block < 0 || d->block > 4096)
         return ladle__raise(LADLE_ERR_ARG, func, "block %lld is outside 0 .. 4096",
                             (long long)d->block);
     if (ndim != 3)
-        return ladle__raise(LADLE_ERR_SHAPE, func, "x must be N x T x E (3 dimensions), not %d",
-                            ndim);
-    if (xs[0] < 1 || xs[1] < 1 || xs[2] != d->embed_dim)
         return ladle__raise(LADLE_ERR_SHAPE, func,
-                            "x is %lld x %lld x %lld: N and T must be at least 1 and E equal "
-                            "embed_dim %lld",
-                            (long long)xs[0], (long long)xs[1], (long long)xs[2],
-                            (long long)d->embed_dim);
+                            "x must be N x T x E (3 dimensions), not %d", ndim);
+    if (xs[0] < 1 || xs[1] < 1 || xs[2] != d->embed_dim)
+        return ladle__raise(
+            LADLE_ERR_SHAPE, func,
+            "x is %lld x %lld x %lld: N and T must be at least 1 and E equal "
+            "embed_dim %lld",
+            (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)d->embed_dim);
 fail:
     return st;
 }
@@ -279,7 +288,8 @@ static ladle_status add_params(ladle_op *op, attention *a, uint64_t seed)
         LADLE_CALL(ladle__init_tensor(t, LADLE_INIT_DEFAULT, (double)a->embed, 0, seed, 1));
     }
     a->i_wo = op->nparams;
-    LADLE_CALL(ladle__layer_add_param(op, "out_weight", 2, (int64_t[]){a->embed, a->hd}, &t));
+    LADLE_CALL(
+        ladle__layer_add_param(op, "out_weight", 2, (int64_t[]){a->embed, a->hd}, &t));
     LADLE_CALL(ladle__init_tensor(t, LADLE_INIT_DEFAULT, (double)a->hd, 0, seed, 2));
     if (a->out_bias) {
         a->i_bo = op->nparams;
@@ -309,12 +319,13 @@ ladle_status ladle_attention_create(const ladle_attention_desc *d, int ndim,
     a->qkv_bias = d->qkv_bias != 0;
     a->out_bias = d->out_bias != 0;
     /* the layer first: it refuses a device ladle has no backend for */
-    LADLE_CALL(ladle__layer_new(&attention_vt, dtype, device, 3, x_shape, 3, x_shape, 1, &op,
-                                __func__));
+    LADLE_CALL(ladle__layer_new(&attention_vt, dtype, device, 3, x_shape, 3, x_shape, 1,
+                                &op, __func__));
     op->impl = a;
     a->saved = saved;
     LADLE_CHECK(op->be->fn->attn_forward != NULL && op->be->fn->attn_backward != NULL,
-                LADLE_ERR_DEVICE, "the %s backend has no attention kernels", op->be->fn->name);
+                LADLE_ERR_DEVICE, "the %s backend has no attention kernels",
+                op->be->fn->name);
     LADLE_CALL(op->be->fn->alloc(op->be, ws, &op->ws));
     op->ws_bytes = ws;
     op->ctx_bytes = saved;
@@ -334,8 +345,8 @@ ladle_status ladle_attention_memory(const ladle_op *op, size_t *saved, size_t *w
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(op);
-    LADLE_CHECK(op->vt == &attention_vt, LADLE_ERR_ARG, "the %s op is not an attention layer",
-                op->vt->name);
+    LADLE_CHECK(op->vt == &attention_vt, LADLE_ERR_ARG,
+                "the %s op is not an attention layer", op->vt->name);
     const attention *a = op->impl;
     if (saved)
         *saved = op->ctx_bytes;

@@ -63,7 +63,7 @@ static ladle_status make(const config *c, ladle_dtype dt, uint64_t seed, ladle_o
 
 /* The reference's parameters and gradients (host, double). */
 typedef struct params {
-    double *wqkv, *bqkv, *wo, *bo;    /* bqkv, bo NULL when absent */
+    double *wqkv, *bqkv, *wo, *bo;     /* bqkv, bo NULL when absent */
     double *gwqkv, *gbqkv, *gwo, *gbo; /* gradients, zeroed by reference() */
 } params;
 
@@ -106,9 +106,9 @@ static void reference(const config *c, int64_t n, const double *x, const params 
             }
         memset(dqkv, 0, sizeof(double) * (size_t)(T * 3 * hd));
         for (int64_t h = 0; h < H; h++) {
-#define Q(t, e) qkv[(t) * 3 * hd + h * d + (e)]
-#define K(t, e) qkv[(t) * 3 * hd + hd + h * d + (e)]
-#define V(t, e) qkv[(t) * 3 * hd + 2 * hd + h * d + (e)]
+#define Q(t, e) qkv[(t)*3 * hd + h * d + (e)]
+#define K(t, e) qkv[(t)*3 * hd + hd + h * d + (e)]
+#define V(t, e) qkv[(t)*3 * hd + 2 * hd + h * d + (e)]
             for (int64_t t = 0; t < T; t++) {
                 double mx = -INFINITY;
                 for (int64_t u = 0; u < T; u++) {
@@ -210,8 +210,8 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
             v[e] *= 2.5;
         put(ladle_op_param(op, i), v);
         *role(&p, op, i, 0) = v;
-        *role(&g, op, i, 1) = malloc(sizeof(double) *
-                                     (size_t)ladle_tensor_numel(ladle_op_param(op, i)));
+        *role(&g, op, i, 1) =
+            malloc(sizeof(double) * (size_t)ladle_tensor_numel(ladle_op_param(op, i)));
     }
     ladle_ctx *ctx = NULL;
     LT_OK(ladle_ctx_create(op, &ctx));
@@ -220,7 +220,8 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
     LT_OK(ladle_layer_backward(op, ctx, dy, dx));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     double *hx = host(x), *hy = host(y), *hdy = host(dy), *hdx = host(dx);
-    double *ry = malloc(sizeof(double) * (size_t)total), *rdx = malloc(sizeof(double) * (size_t)total);
+    double *ry = malloc(sizeof(double) * (size_t)total),
+           *rdx = malloc(sizeof(double) * (size_t)total);
     reference(c, n, hx, &p, hdy, ry, rdx, &g);
     double worst = 0;
     for (int64_t i = 0; i < total; i++) {
@@ -251,16 +252,16 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
 
 /* n, t, e, h, d, causal, qkv_bias, out_bias, block, scale */
 static const config cases[] = {
-    {2, 5, 6, 2, 3, 1, 1, 1, 0, 0},    /* the defaults, one tile */
-    {2, 5, 6, 2, 3, 0, 1, 1, 0, 0},    /* not causal */
-    {2, 7, 5, 3, 2, 1, 1, 1, 3, 0},    /* H d = 6 != E = 5; tiles of 3 (3, 3, 1) */
-    {2, 7, 5, 1, 9, 0, 0, 1, 2, 0.7},  /* H d = 9 > E; no qkv bias; a scale */
-    {3, 1, 4, 2, 2, 1, 1, 1, 0, 0},    /* T = 1 */
-    {3, 1, 4, 2, 2, 0, 1, 0, 0, 0},    /* T = 1, not causal, no out bias */
-    {3, 13, 7, 1, 5, 1, 0, 0, 4, 0},   /* odd sizes, no biases, 4 tiles */
-    {3, 13, 7, 1, 5, 0, 1, 1, 1, 0},   /* tiles of one */
-    {2, 150, 8, 2, 4, 1, 1, 1, 0, 0},  /* default tiles of 64: 64, 64, 22 */
-    {1, 150, 8, 2, 4, 0, 1, 1, 0, 0},  /* the same, not causal */
+    {2, 5, 6, 2, 3, 1, 1, 1, 0, 0},   /* the defaults, one tile */
+    {2, 5, 6, 2, 3, 0, 1, 1, 0, 0},   /* not causal */
+    {2, 7, 5, 3, 2, 1, 1, 1, 3, 0},   /* H d = 6 != E = 5; tiles of 3 (3, 3, 1) */
+    {2, 7, 5, 1, 9, 0, 0, 1, 2, 0.7}, /* H d = 9 > E; no qkv bias; a scale */
+    {3, 1, 4, 2, 2, 1, 1, 1, 0, 0},   /* T = 1 */
+    {3, 1, 4, 2, 2, 0, 1, 0, 0, 0},   /* T = 1, not causal, no out bias */
+    {3, 13, 7, 1, 5, 1, 0, 0, 4, 0},  /* odd sizes, no biases, 4 tiles */
+    {3, 13, 7, 1, 5, 0, 1, 1, 1, 0},  /* tiles of one */
+    {2, 150, 8, 2, 4, 1, 1, 1, 0, 0}, /* default tiles of 64: 64, 64, 22 */
+    {1, 150, 8, 2, 4, 0, 1, 1, 0, 0}, /* the same, not causal */
 };
 
 START_TEST(values_against_loops)
@@ -370,8 +371,8 @@ START_TEST(f32_against_f64)
                 worst = fmax(worst, fabs(a[e] - b[e]) / big);
             free(a), free(b);
         }
-        LT_ASSERT(worst < 20 * 1.19e-7, "causal %d: f32 vs f64 %.2e (want < 20 eps)", causal,
-                  worst);
+        LT_ASSERT(worst < 20 * 1.19e-7, "causal %d: f32 vs f64 %.2e (want < 20 eps)",
+                  causal, worst);
         if (lt_rank == 0 && getenv("LADLE_TEST_VERBOSE"))
             printf("attention causal %d: f32 against f64: %.2e (%.1f eps)\n", causal, worst,
                    worst / 1.19e-7);
@@ -382,6 +383,99 @@ START_TEST(f32_against_f64)
             ladle_op_destroy(&ops[k]);
         }
     }
+}
+END_TEST
+
+/* A layer of H d != E is a tensor-parallel shard: a layer of 4 heads equals
+ * the sum of two 2-head layers holding its heads' rows of W_qkv, b_qkv and
+ * columns of W_out (without the output bias, added once), in y, dx (the
+ * input gradient of the sum) and every gradient, each shard's its rows or
+ * columns of the whole layer's. */
+START_TEST(tensor_parallel_shards)
+{
+    const int64_t N = 2, T = 9, E = 8, H = 4, D = 2, HD = H * D, S = 2, hs = HD / S;
+    int64_t xs[3] = {N, T, E}, total = N * T * E;
+    ladle_attention_desc d;
+    ladle_attention_desc_init(&d, E, H);
+    d.block = 4;
+    ladle_op *whole = NULL, *shard[2] = {NULL, NULL};
+    LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 3, &whole));
+    d.num_heads = H / S;
+    d.out_bias = 0;
+    double *w = host(ladle_op_param(whole, 0)), *b = host(ladle_op_param(whole, 1));
+    double *wo = host(ladle_op_param(whole, 2)), *bo = host(ladle_op_param(whole, 3));
+    for (int s = 0; s < S; s++) {
+        LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 4, &shard[s]));
+        double *sw = malloc(sizeof(double) * (size_t)(3 * hs * E));
+        double *sb = malloc(sizeof(double) * (size_t)(3 * hs));
+        double *so = malloc(sizeof(double) * (size_t)(E * hs));
+        for (int part = 0; part < 3; part++) /* q, k, v rows of this shard's heads */
+            for (int64_t r = 0; r < hs; r++) {
+                int64_t from = part * HD + s * hs + r, to = part * hs + r;
+                memcpy(sw + to * E, w + from * E, sizeof(double) * (size_t)E);
+                sb[to] = b[from];
+            }
+        for (int64_t k = 0; k < E; k++)
+            memcpy(so + k * hs, wo + k * HD + s * hs, sizeof(double) * (size_t)hs);
+        put(ladle_op_param(shard[s], 0), sw);
+        put(ladle_op_param(shard[s], 1), sb);
+        put(ladle_op_param(shard[s], 2), so);
+        free(sw), free(sb), free(so);
+    }
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *y[3], *dx[3];
+    ladle_ctx *ctx[3];
+    ladle_op *ops[3] = {whole, shard[0], shard[1]};
+    LT_OK(ladle_tensor_fill_random(x, 5, 0));
+    LT_OK(ladle_tensor_fill_random(dy, 5, 1));
+    for (int k = 0; k < 3; k++) {
+        y[k] = lt_tensor(LADLE_F64, 3, xs);
+        dx[k] = lt_tensor(LADLE_F64, 3, xs);
+        LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+        LT_OK(ladle_layer_forward(ops[k], ctx[k], x, y[k]));
+        LT_OK(ladle_layer_backward(ops[k], ctx[k], dy, dx[k]));
+        LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], dy));
+    }
+    double worst = 0;
+    for (int v = 0; v < 2; v++) {
+        ladle_tensor **t = v ? dx : y;
+        double *a = host(t[0]), *p = host(t[1]), *q = host(t[2]);
+        for (int64_t e = 0; e < total; e++) {
+            double sum = p[e] + q[e] + (v ? 0 : bo[e % E]);
+            worst = fmax(worst, fabs(a[e] - sum) / (1 + fabs(a[e])));
+        }
+        free(a), free(p), free(q);
+    }
+    double *gw = host(ladle_op_grad(whole, 0)), *gb = host(ladle_op_grad(whole, 1));
+    double *go = host(ladle_op_grad(whole, 2));
+    for (int s = 0; s < S; s++) {
+        double *sw = host(ladle_op_grad(shard[s], 0)),
+               *sb = host(ladle_op_grad(shard[s], 1));
+        double *so = host(ladle_op_grad(shard[s], 2));
+        for (int part = 0; part < 3; part++)
+            for (int64_t r = 0; r < hs; r++) {
+                int64_t from = part * HD + s * hs + r, to = part * hs + r;
+                for (int64_t k = 0; k < E; k++)
+                    worst = fmax(worst, fabs(gw[from * E + k] - sw[to * E + k]) /
+                                            (1 + fabs(gw[from * E + k])));
+                worst = fmax(worst, fabs(gb[from] - sb[to]) / (1 + fabs(gb[from])));
+            }
+        for (int64_t k = 0; k < E; k++)
+            for (int64_t j = 0; j < hs; j++)
+                worst = fmax(worst, fabs(go[k * HD + s * hs + j] - so[k * hs + j]) /
+                                        (1 + fabs(go[k * HD + s * hs + j])));
+        free(sw), free(sb), free(so);
+    }
+    LT_ASSERT(worst < 1e-13, "two shards of 2 heads against the 4-head layer: %.2e", worst);
+    free(w), free(b), free(wo), free(bo), free(gw), free(gb), free(go);
+    for (int k = 0; k < 3; k++) {
+        ladle_ctx_destroy(&ctx[k]);
+        ladle_tensor_destroy(&y[k]);
+        ladle_tensor_destroy(&dx[k]);
+        ladle_op_destroy(&ops[k]);
+    }
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&dy);
 }
 END_TEST
 
@@ -436,11 +530,13 @@ START_TEST(memory_linear_in_t)
         LT_OK(ladle_attention_memory(op, &saved, &ws, &probs[k]));
         size_t es = 4;
         size_t want_saved = 8 * (size_t)(N * H * T) + es * (size_t)(4 * H * d * N * T);
-        size_t want_ws = want_saved + 8 * (size_t)(7 * T * d + T + 2 * B * B + B * d + 2 * B);
-        LT_ASSERT(saved == want_saved && ws == want_ws && ws == ladle_op_workspace_bytes(op) &&
+        size_t want_ws =
+            want_saved + 8 * (size_t)(7 * T * d + T + 2 * B * B + B * d + 2 * B);
+        LT_ASSERT(saved == want_saved && ws == want_ws &&
+                      ws == ladle_op_workspace_bytes(op) &&
                       probs[k] == es * (size_t)(N * H * T * T),
-                  "T %lld: saved %zu (want %zu), workspace %zu (want %zu), P %zu", (long long)T,
-                  saved, want_saved, ws, want_ws, probs[k]);
+                  "T %lld: saved %zu (want %zu), workspace %zu (want %zu), P %zu",
+                  (long long)T, saved, want_saved, ws, want_ws, probs[k]);
         if (lt_device() == LADLE_CPU)
             LT_ASSERT(ladle_ctx_bytes(op) >= saved && ladle_ctx_bytes(op) < saved + 4096,
                       "ctx bytes %zu for %zu saved", ladle_ctx_bytes(op), saved);
@@ -455,8 +551,8 @@ START_TEST(memory_linear_in_t)
         LT_OK(ladle_layer_backward(op, ctx, y, dx));
         LT_OK(ladle_layer_backward_weight(op, ctx, y));
         LT_OK(ladle_layer_forward(op, NULL, x, y));
-        LT_ASSERT(cnt.allocs == blocks, "T %lld: the calls allocated %ld blocks", (long long)T,
-                  cnt.allocs - blocks);
+        LT_ASSERT(cnt.allocs == blocks, "T %lld: the calls allocated %ld blocks",
+                  (long long)T, cnt.allocs - blocks);
         ladle_tensor_destroy(&x);
         ladle_tensor_destroy(&y);
         ladle_tensor_destroy(&dx);
@@ -484,8 +580,9 @@ START_TEST(contexts_and_parameters)
 {
     ladle_attention_desc d;
     ladle_attention_desc_init(&d, 12, 3);
-    LT_ASSERT(d.size == sizeof d && d.embed_dim == 12 && d.num_heads == 3 && d.head_dim == 4 &&
-                  d.causal && d.qkv_bias && d.out_bias && d.scale == 0 && d.block == 0,
+    LT_ASSERT(d.size == sizeof d && d.embed_dim == 12 && d.num_heads == 3 &&
+                  d.head_dim == 4 && d.causal && d.qkv_bias && d.out_bias && d.scale == 0 &&
+                  d.block == 0,
               "defaults");
     ladle_attention_desc_init(&d, 10, 3);
     LT_ASSERT(d.head_dim == 0, "no default head_dim when H does not divide E");
@@ -506,7 +603,8 @@ START_TEST(contexts_and_parameters)
         const ladle_tensor *p = ladle_op_param(op, i);
         int nd = shapes[i][1] ? 2 : 1;
         LT_ASSERT(strcmp(ladle_op_param_name(op, i), names[i]) == 0 &&
-                      ladle_tensor_ndim(p) == nd && ladle_tensor_shape(p)[0] == shapes[i][0] &&
+                      ladle_tensor_ndim(p) == nd &&
+                      ladle_tensor_shape(p)[0] == shapes[i][0] &&
                       (nd == 1 || ladle_tensor_shape(p)[1] == shapes[i][1]),
                   "parameter %d: %s", i, ladle_op_param_name(op, i));
         double *a = host(p), *b = host(ladle_op_param(twin, i)),
@@ -708,9 +806,12 @@ START_TEST(bad_input)
             neg[3] = {2, -3, 4};
     LT_FAILS(ladle_attention_create(&d, 2, x2, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_attention_create(&d, 4, x4, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_attention_create(&d, 3, zero_n, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_attention_create(&d, 3, zero_t, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_attention_create(&d, 3, wrong_e, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_attention_create(&d, 3, zero_n, LADLE_F32, dev, 1, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_attention_create(&d, 3, zero_t, LADLE_F32, dev, 1, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_attention_create(&d, 3, wrong_e, LADLE_F32, dev, 1, &op),
+             LADLE_ERR_SHAPE);
     LT_FAILS(ladle_attention_create(&d, 3, neg, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
     /* overflow: heads times head_dim, positions, the saved bytes */
     ladle_attention_desc_init(&d, 4, 2);
@@ -719,7 +820,8 @@ START_TEST(bad_input)
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
     ladle_attention_desc_init(&d, 4, 2);
     int64_t long_t[3] = {(int64_t)1 << 20, (int64_t)1 << 20, 4};
-    LT_FAILS(ladle_attention_create(&d, 3, long_t, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_attention_create(&d, 3, long_t, LADLE_F32, dev, 1, &op),
+             LADLE_ERR_SHAPE);
     d.num_heads = (int64_t)1 << 31;
     d.head_dim = 1;
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
@@ -773,9 +875,10 @@ START_TEST(cuda_refuses)
         ladle_op *op = NULL;
         ladle_status st = ladle_attention_create(&d, 3, xs, f64 ? LADLE_F64 : LADLE_F32,
                                                  LADLE_CUDA, 1, &op);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
-                      strstr(ladle_error_message(), "cuda backend has no attention") != NULL,
-                  "attention on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
+        LT_ASSERT(
+            st == LADLE_ERR_DEVICE && op == NULL &&
+                strstr(ladle_error_message(), "cuda backend has no attention") != NULL,
+            "attention on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
     }
 }
 END_TEST
@@ -794,6 +897,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, smaller_batch);
     tcase_add_test(tc, gradients_by_finite_differences);
     tcase_add_test(tc, f32_against_f64);
+    tcase_add_test(tc, tensor_parallel_shards);
     tcase_add_test(tc, memory_linear_in_t);
     tcase_add_test(tc, contexts_and_parameters);
     tcase_add_test(tc, in_a_sequential);

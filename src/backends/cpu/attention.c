@@ -25,8 +25,8 @@
 #include "src/backends/cpu/cpu.h"
 
 /* rows x cols of src (leading dimension ld, dtype) into dst (contiguous). */
-static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows, int64_t cols,
-                  double *dst)
+static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
+                  int64_t cols, double *dst)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (dtype == LADLE_F32) {
@@ -34,14 +34,15 @@ static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows, 
             for (int64_t c = 0; c < cols; c++)
                 dst[r * cols + c] = s[c];
         } else {
-            memcpy(dst + r * cols, (const double *)src + r * ld, sizeof(double) * (size_t)cols);
+            memcpy(dst + r * cols, (const double *)src + r * ld,
+                   sizeof(double) * (size_t)cols);
         }
     }
 }
 
 /* The reverse: contiguous doubles times f into rows of dst, rounded once. */
-static void narrow(ladle_dtype dtype, const double *src, int64_t rows, int64_t cols, double f,
-                   void *dst, int64_t ld)
+static void narrow(ladle_dtype dtype, const double *src, int64_t rows, int64_t cols,
+                   double f, void *dst, int64_t ld)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (dtype == LADLE_F32) {
@@ -61,13 +62,15 @@ static void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
                   double *c, int64_t ldc)
 {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+                b, (int)ldb, beta, c, (int)ldc);
 }
 
 /* The keys row r of a query tile from i0 sees in the key tile from j0 of
  * bj keys: all of them, or (causal) those up to the query's own index. */
-static int64_t visible(const ladle_attn_geom *g, int64_t i0, int64_t r, int64_t j0, int64_t bj)
+static int64_t visible(const ladle_attn_geom *g, int64_t i0, int64_t r, int64_t j0,
+                       int64_t bj)
 {
     if (!g->causal)
         return bj;
@@ -78,8 +81,8 @@ static int64_t visible(const ladle_attn_geom *g, int64_t i0, int64_t r, int64_t 
 /* One (sample, head) forward. q, k, v: T x d doubles; o: the head's
  * output columns (row stride ldo); lse: T doubles. */
 static void head_forward(const ladle_attn_geom *g, ladle_dtype dtype, const double *q,
-                         const double *k, const double *v, void *o, int64_t ldo, double *lse,
-                         double *s, double *acc, double *m, double *l)
+                         const double *k, const double *v, void *o, int64_t ldo,
+                         double *lse, double *s, double *acc, double *m, double *l)
 {
     int64_t T = g->seq, d = g->head_dim, B = g->block;
     for (int64_t i0 = 0; i0 < T; i0 += B) {
@@ -114,8 +117,9 @@ static void head_forward(const ladle_attn_geom *g, ladle_dtype dtype, const doub
             dgemm(0, 0, bi, d, bj, 1.0, s, B, v + j0 * d, d, 1.0, acc, d);
         }
         for (int64_t r = 0; r < bi; r++) {
-            narrow(dtype, acc + r * d, 1, d, 1.0 / l[r], (char *)o +
-                   (size_t)((i0 + r) * ldo) * (dtype == LADLE_F32 ? 4 : 8), ldo);
+            narrow(dtype, acc + r * d, 1, d, 1.0 / l[r],
+                   (char *)o + (size_t)((i0 + r) * ldo) * (dtype == LADLE_F32 ? 4 : 8),
+                   ldo);
             lse[i0 + r] = m[r] + log(l[r]);
         }
     }
@@ -146,8 +150,8 @@ ladle_status ladle__cpu_attn_forward(const ladle_backend *be, ladle_dtype dtype,
  * here). delta[t] = sum dO[t] O[t] is given. */
 static void head_backward(const ladle_attn_geom *g, const double *q, const double *k,
                           const double *v, const double *dout, const double *lse,
-                          const double *delta, double *dq, double *dk, double *dv, double *p,
-                          double *dp)
+                          const double *delta, double *dq, double *dk, double *dv,
+                          double *p, double *dp)
 {
     int64_t T = g->seq, d = g->head_dim, B = g->block;
     memset(dq, 0, sizeof(double) * (size_t)(3 * T * d)); /* dq, dk, dv are adjacent */
@@ -174,9 +178,9 @@ static void head_backward(const ladle_attn_geom *g, const double *q, const doubl
 }
 
 ladle_status ladle__cpu_attn_backward(const ladle_backend *be, ladle_dtype dtype,
-                                      const ladle_attn_geom *g, const void *qkv, const void *o,
-                                      const double *lse, const void *dout, void *dqkv,
-                                      double *ws)
+                                      const ladle_attn_geom *g, const void *qkv,
+                                      const void *o, const double *lse, const void *dout,
+                                      void *dqkv, double *ws)
 {
     (void)be;
     int64_t T = g->seq, d = g->head_dim, H = g->heads, B = g->block;
