@@ -142,12 +142,12 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
  * GEMM speed; what it shows is the cost of recomputing in double. */
 static void attention_row(const char *shape, ladle_op *op, double flops)
 {
-    if (only && strcmp(only, "attention") != 0)
+    if (only && strcmp(only, "attn") != 0)
         return;
     int64_t side = (int64_t)cbrt(flops / 6.0);
     double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), side, side, side);
     tg *= flops / (6.0 * (double)side * (double)side * (double)side);
-    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", "attention", shape, tl * 1e3,
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", "attn", shape, tl * 1e3,
            tg * 1e3, flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
     fflush(stdout);
 }
