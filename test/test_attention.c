@@ -829,6 +829,8 @@ START_TEST(bad_input)
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_I64, dev, 1, &op), LADLE_ERR_DTYPE);
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, 1, &op),
              LADLE_ERR_DEVICE);
+    LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, (ladle_device)77, 1, &op),
+             LADLE_ERR_DEVICE);
     LT_ASSERT(op == NULL, "no op on failure");
     LT_FAILS(ladle_attention_memory(NULL, NULL, NULL, NULL), LADLE_ERR_NULL);
     /* calls: wrong shapes, a batch too large, dtypes, no forward yet */
