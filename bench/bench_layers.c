@@ -11,6 +11,7 @@
  *   bench_layers [--threads T] [--reps R] [--dtype f32|f64] [--only LAYER]
  */
 #include <cblas.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,27 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
     fflush(stdout);
 }
 
+/* Attention: the layer's forward + backward + backward_weight against
+ * three GEMMs (as compute_row's) of the same flops, cubes of side s with
+ * 6 s^3 = flops, the time scaled to the exact count. flops is what the
+ * layer must do at the least: the projections' 3 x 2 GEMMs (24 N T E H d)
+ * and the core's six T x T x d products per (sample, head), S, P V, dV,
+ * dP, dQ, dK (12 N H T^2 d, half of it when causal). The layer does more:
+ * its backward recomputes S and P, and backward and backward_weight each
+ * run the core's backward, so a ratio near 1 would mean its kernels beat
+ * GEMM speed; what it shows is the cost of recomputing in double. */
+static void attention_row(const char *shape, ladle_op *op, double flops)
+{
+    if (only && strcmp(only, "attn") != 0)
+        return;
+    int64_t side = (int64_t)cbrt(flops / 6.0);
+    double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), side, side, side);
+    tg *= flops / (6.0 * (double)side * (double)side * (double)side);
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", "attn", shape, tl * 1e3,
+           tg * 1e3, flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
+    fflush(stdout);
+}
+
 /* bytes: what forward + backward must move at the least */
 static void memory_row(const char *name, const char *shape, ladle_op *op, double bytes)
 {
@@ -197,6 +219,30 @@ int main(int argc, char **argv)
                  (long long)cv[i][2]);
         compute_row("conv2d", sh, op, cv[i][2], cv[i][0] * out * out,
                     cv[i][1] * cv[i][4] * cv[i][4]);
+        ladle_op_destroy(&op);
+    }
+
+
+    /* Attention: N, T, E, H (d = E / H), causal */
+    static const int64_t at[][5] = {{8, 128, 256, 4, 1}, {2, 512, 256, 4, 1},
+                                    {1, 2048, 128, 2, 1}, {2, 512, 256, 4, 0}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        ladle_attention_desc d;
+        ladle_attention_desc_init(&d, at[i][2], at[i][3]);
+        d.causal = (int)at[i][4];
+        int64_t xs[3] = {at[i][0], at[i][1], at[i][2]};
+        ladle_op *op = NULL;
+        char sh[64];
+        if (ladle_attention_create(&d, 3, xs, dt, LADLE_CPU, 1, &op) != LADLE_OK) {
+            fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
+            exit(1);
+        }
+        double n = (double)at[i][0], t = (double)at[i][1], e = (double)at[i][2];
+        double flops = 24 * n * t * e * e + 12 * n * t * t * e * (at[i][4] ? 0.5 : 1);
+        snprintf(sh, sizeof sh, "%lldx%lldx%lld h%lld%s", (long long)at[i][0],
+                 (long long)at[i][1], (long long)at[i][2], (long long)at[i][3],
+                 at[i][4] ? " causal" : "");
+        attention_row(sh, op, flops);
         ladle_op_destroy(&op);
     }
 

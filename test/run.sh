@@ -70,6 +70,7 @@ test_interp: 1
 test_batchnorm: 1
 test_layernorm: 1
 test_embedding: 1
+test_attention: 1
 test_optim: 1
 test_pipe_plan: 1
 test_partition: 1 2 3 4 6
@@ -112,6 +113,7 @@ test_pool: 1
 test_batchnorm: 1
 test_layernorm: 1
 test_embedding: 1
+test_attention: 1
 test_optim: 1
 test_text: 1
 test_broadcast: 1 2 3 4

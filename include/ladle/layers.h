@@ -477,6 +477,88 @@ LADLE_API ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shap
                                                   ladle_device device, uint64_t seed,
                                                   ladle_op **op);
 
+/*
+ * Multi-head self-attention (sequential): x and y are N x T x E, with H
+ * heads of d = head_dim values each (H d need not be E: a tensor-parallel
+ * shard holding H/P heads of a wider layer is this same layer). Parameters,
+ * in this order (the biases only when asked for):
+ *   "qkv_weight"  3 H d x E   rows 0 .. H d-1 the queries, then the keys,
+ *                             then the values (PyTorch's in_proj layout)
+ *   "qkv_bias"    3 H d
+ *   "out_weight"  E x H d
+ *   "out_bias"    E
+ * Forward, per sample n and head h (Q, K, V the head's T x d columns):
+ *   [Q K V] = x W_qkv^T + b_qkv,   S = scale Q K^T,  masked to keys t' <= t
+ *   when causal,   P = softmax of each row of S,   O_h = P V,
+ *   y = [O_1 .. O_H] W_out^T + b_out.
+ * The T x T matrix P is never stored: the forward takes the softmax online
+ * over tiles of `block` keys and saves, per ctx, qkv, O and the per-row
+ * log-sum-exp (ladle_attention_memory gives the bytes, against the
+ * N H T^2 elements P would take); the backward recomputes P tile by tile
+ * from them. Backward, with dO = dy W_out and D = rowsum(dO o O):
+ *   dV = P^T dO,  dS = P o (dO V^T - D),  dQ = scale dS K,  dK = scale dS^T Q,
+ *   dx = [dQ dK dV] W_qkv;
+ * backward_weight accumulates dW_out += dy^T O, db_out += column sums of dy,
+ * dW_qkv += [dQ dK dV]^T x, db_qkv += column sums of [dQ dK dV]. Either
+ * order works; each of the two recomputes the attention backward (the
+ * price of keeping no per-call gradient state in the ctx). Softmax
+ * statistics and every dot product of the attention core are summed in
+ * double, in f32 as well; the projections are the backend's GEMMs.
+ * Initialisation: as PyTorch's nn.Linear for each projection (the three
+ * of qkv as one E -> 3 H d linear, as GPT-2's c_attn): weights and biases
+ * uniform in +-1/sqrt(fan_in), fan_in E for qkv and H d for out, from the
+ * counter-based generator keyed by seed (streams 0 .. 3 for qkv_weight,
+ * qkv_bias, out_weight, out_bias), the same values on every device.
+ * (nn.MultiheadAttention draws Xavier weights and zero biases instead.)
+ * Batches smaller than the created N are accepted. No allocation in the
+ * calls: the workspace (ladle_op_workspace_bytes) is sized at creation
+ * for N. Devices whose backend has no attention kernels (CUDA) refuse it
+ * with LADLE_ERR_DEVICE.
+ */
+typedef struct ladle_attention_desc {
+    size_t size;        /* sizeof(ladle_attention_desc), set by ladle_attention_desc_init */
+    int64_t embed_dim;  /* E: the width of x and y, >= 1 */
+    int64_t num_heads;  /* H >= 1 */
+    int64_t head_dim;   /* d >= 1; default E / H (0 when H does not divide E: set it) */
+    int causal;         /* nonzero (the default): query t sees keys 0 .. t only */
+    int qkv_bias;       /* nonzero (the default): learn b_qkv */
+    int out_bias;       /* nonzero (the default): learn b_out */
+    double scale;       /* the scores' factor; 0 (the default) means 1 / sqrt(d); else
+                           finite and > 0 */
+    int64_t block;      /* the tile, queries and keys; 0 (the default) means 64; else
+                           1 .. 4096. Results do not depend on it beyond rounding. */
+} ladle_attention_desc;
+
+/* E, H, d = E / H (0 if H does not divide E, or H < 1), causal, both biases,
+ * scale and block 0 (their defaults). Local. */
+LADLE_API void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
+                                         int64_t num_heads);
+/* x_shape is N x T x E (ndim 3). Local. Returns LADLE_ERR_NULL (d, x_shape
+ * or op NULL), LADLE_ERR_ARG (a bad descriptor size; embed_dim, num_heads
+ * or head_dim below 1, naming the value; a scale that is negative, NaN or
+ * infinite; a block outside 0 .. 4096), LADLE_ERR_SHAPE (ndim not 3, an
+ * extent below 1, x's last extent not embed_dim, sizes whose products
+ * (3 H d E, N T 3 H d, the saved bytes) overflow or exceed the BLAS's int
+ * sizes), LADLE_ERR_DTYPE (not f32 or f64), LADLE_ERR_DEVICE (a device
+ * ladle was built without, or whose backend has no attention kernels),
+ * LADLE_ERR_ALLOC. The layer calls return what ladle_layer_* return for
+ * any layer. */
+LADLE_API ladle_status ladle_attention_create(const ladle_attention_desc *d, int ndim,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              ladle_device device, uint64_t seed,
+                                              ladle_op **op);
+/* What an attention layer holds, in bytes (each pointer may be NULL):
+ * saved, what each ctx keeps for the backward, for the created batch N,
+ *   (3 H d + H d) N T elements (qkv and O) + 8 N H T (the log-sum-exp);
+ * workspace, the op's scratch (ladle_op_workspace_bytes), also linear in T:
+ *   (3 H d + H d) N T elements + 8 (N H T + 7 T d + T + 2 B^2 + B d + 2 B)
+ *   with B = min(block, T);
+ * probs, what storing P would take instead: N H T^2 elements (saturating
+ * at SIZE_MAX). Local. Returns LADLE_ERR_NULL (op), LADLE_ERR_ARG (not an
+ * attention layer). */
+LADLE_API ladle_status ladle_attention_memory(const ladle_op *op, size_t *saved,
+                                              size_t *workspace, size_t *probs);
+
 /* Elementwise activations. LeakyReLU uses param as its slope for x <= 0:
  * any finite value, negative or above 1 included; NAN (math.h) asks for the
  * default 0.01 (before this release a negative param did, and is now a

@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 4
+#define LADLE_BACKEND_VERSION 5
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -159,6 +159,33 @@ static inline void ladle__interp_taps(const ladle_interp_geom *g, int a, int64_t
     i[1] = i0 < in - 1 ? i0 + 1 : i0;
     w[0] = 1.0 - l;
     w[1] = l;
+}
+
+/* Causal or full multi-head attention over a batch of sequences (the attn
+ * slots, revision 5). Per sample n and head h, with T = seq and d =
+ * head_dim: qkv is batch x seq x 3 heads d row-major, row (n, t) holding the
+ * queries of every head (head h's d values from h d), then the keys (from
+ * heads d), then the values (from 2 heads d); o and its gradient are batch
+ * x seq x heads d (head h from h d); lse is batch x heads x seq doubles.
+ *   S = scale Q K^T (entries with key t' > query t dropped when causal),
+ *   P = the row softmax of S, O = P V, lse[t] = log sum over t' exp S[t, t'].
+ * block is the tile: the kernels see block queries against block keys at a
+ * time and never hold a T x T matrix. */
+typedef struct ladle_attn_geom {
+    int64_t batch, heads, seq, head_dim, block;
+    double scale;
+    int causal;
+} ladle_attn_geom;
+
+/* The doubles of device scratch the attn slots take (the ws argument): 7 T d
+ * for one head's queries, keys, values, output gradient and their three
+ * gradients widened to double, T for the row terms of the backward, and two
+ * block x block tiles, a block x d accumulator and two block rows of
+ * statistics. Linear in T: what makes the layer's memory O(T), not O(T^2). */
+static inline int64_t ladle__attn_ws_count(const ladle_attn_geom *g)
+{
+    return 7 * g->seq * g->head_dim + g->seq + 2 * g->block * g->block +
+           g->block * g->head_dim + 2 * g->block;
 }
 
 typedef struct ladle_backend ladle_backend;
@@ -598,6 +625,30 @@ struct ladle_backend_table {
                                    int64_t dim, const int64_t *ids, const void *dy, void *dw);
     /* The five revision 4 slots are optional: absent, the layers refuse the
      * device (LADLE_ERR_DEVICE at creation). */
+
+    /* --- revision 5 --- */
+    /* (CPU: src/backends/cpu/attention.c) */
+    /* Attention (ladle_attn_geom) for g->batch samples: writes o and lse.
+     * The softmax is taken online, tile by tile (a running row maximum and
+     * sum rescale the partial output), so no T x T matrix exists; dot
+     * products, statistics and the output are accumulated in double and
+     * rounded to dtype once. ws: ladle__attn_ws_count(g) doubles of scratch.
+     * qkv, o, lse and ws must not overlap. */
+    ladle_status (*attn_forward)(const ladle_backend *be, ladle_dtype dtype,
+                                 const ladle_attn_geom *g, const void *qkv, void *o,
+                                 double *lse, double *ws);
+    /* Its backward, overwriting dqkv (laid out as qkv) with the gradients
+     * of the queries, keys and values for the output gradient dout (laid
+     * out as o), given the forward's o and lse over the same qkv. P is
+     * recomputed tile by tile from qkv and lse: with D[t] = sum dout[t] o[t],
+     *   dV = P^T dO,  dS = P (dO V^T - D),  dQ = scale dS K,  dK = scale dS^T Q,
+     * in double. ws as for the forward; nothing overlaps. */
+    ladle_status (*attn_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                  const ladle_attn_geom *g, const void *qkv, const void *o,
+                                  const double *lse, const void *dout, void *dqkv,
+                                  double *ws);
+    /* The two revision 5 slots are optional: absent, the attention layer
+     * refuses the device (LADLE_ERR_DEVICE at creation). */
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

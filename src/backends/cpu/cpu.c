@@ -77,6 +77,9 @@ const ladle_backend_table ladle__cpu_table = {
     .norm_weight_grad = ladle__cpu_norm_weight_grad,
     .embed_forward = ladle__cpu_embed_forward,
     .embed_backward = ladle__cpu_embed_backward,
+    /* revision 5: attention */
+    .attn_forward = ladle__cpu_attn_forward,
+    .attn_backward = ladle__cpu_attn_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

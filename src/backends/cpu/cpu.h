@@ -138,6 +138,15 @@ ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtyp
                                        int64_t dim, const int64_t *ids, const void *dy,
                                        void *dw);
 
+/* attention.c: multi-head attention, tiled */
+ladle_status ladle__cpu_attn_forward(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_attn_geom *g, const void *qkv, void *o,
+                                     double *lse, double *ws);
+ladle_status ladle__cpu_attn_backward(const ladle_backend *be, ladle_dtype dtype,
+                                      const ladle_attn_geom *g, const void *qkv, const void *o,
+                                      const double *lse, const void *dout, void *dqkv,
+                                      double *ws);
+
 /* pool.c, pool_direct.c: pooling */
 ladle_status ladle__cpu_pool_plan(const ladle_backend *be, ladle_dtype dtype,
                                   const ladle_pool_geom *g, size_t *ws_bytes,

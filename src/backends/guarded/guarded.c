@@ -497,6 +497,24 @@ static ladle_status g_embed_backward(const ladle_backend *be, ladle_dtype dtype,
     FENCED(ladle__cpu_embed_backward(CPU, dtype, n, dim, ids, dy, dw), ids, dy, dw);
 }
 
+/* ---- attention ---- */
+
+static ladle_status g_attn_forward(const ladle_backend *be, ladle_dtype dtype,
+                                   const ladle_attn_geom *g, const void *qkv, void *o,
+                                   double *lse, double *ws)
+{
+    FENCED(ladle__cpu_attn_forward(CPU, dtype, g, qkv, o, lse, ws), qkv, o, lse, ws);
+}
+
+static ladle_status g_attn_backward(const ladle_backend *be, ladle_dtype dtype,
+                                    const ladle_attn_geom *g, const void *qkv, const void *o,
+                                    const double *lse, const void *dout, void *dqkv,
+                                    double *ws)
+{
+    FENCED(ladle__cpu_attn_backward(CPU, dtype, g, qkv, o, lse, dout, dqkv, ws), qkv, o, lse,
+           dout, dqkv, ws);
+}
+
 /* ---- convolution ---- */
 
 static ladle_status g_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
@@ -606,6 +624,8 @@ static const ladle_backend_table guarded_table = {
     .norm_weight_grad = g_norm_weight_grad,
     .embed_forward = g_embed_forward,
     .embed_backward = g_embed_backward,
+    .attn_forward = g_attn_forward,
+    .attn_backward = g_attn_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
