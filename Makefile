@@ -143,7 +143,7 @@ LIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -ls
 else ifeq ($(CUDA),emu)
 LIBS += -lstdc++ -lpthread
 endif
-TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe
+TOOLS := ladle-adjoint ladle-tour ladle-train ladle-bn-study ladle-pipe ladle-gpt
 TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 # the CUDA kernels' tests (test_cuda_*) are built where the backend is;
 # test_cuda everywhere (without the backend, it checks the refusal)

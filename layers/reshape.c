@@ -41,11 +41,10 @@ ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndi
     LADLE_CHECK(vin == vout, LADLE_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s (%lld)",
                 ladle__fmt_shape64(a, sizeof a, ndim_in, in_shape), (long long)vin,
                 ladle__fmt_shape64(b, sizeof b, ndim_out, out_shape), (long long)vout);
-    LADLE_CHECK(in_shape[0] == out_shape[0], LADLE_ERR_SHAPE,
-                "the batch (dimension 0) must stay: %lld and %lld", (long long)in_shape[0],
-                (long long)out_shape[0]);
+    /* a reshape that keeps dimension 0 takes any smaller batch; one that
+     * moves it (N x T x V to N T x V) takes exactly in_shape */
     LADLE_CALL(ladle__layer_new(&reshape_vt, dtype, device, ndim_in, in_shape, ndim_out, out_shape,
-                                1, &op, __func__));
+                                in_shape[0] == out_shape[0], &op, __func__));
     op->linear = 1;
     op->in_place = 1;
     *out = op;

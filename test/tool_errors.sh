@@ -188,6 +188,24 @@ RANK_COUNTS="2" mpi 2 "bad.csv, line 1: not a row of this tool's" ladle-bn-study
 RANK_COUNTS="2" mpi 0 "ladle-bn-study (ladle " ladle-bn-study --version
 RANK_COUNTS="2" mpi 1 "No space left on device" ladle-bn-study --data "$tmp/d32" --epochs 1 --steps 2 --per-rank 8 --seeds 1 --svg /dev/full
 
+# ---- ladle-gpt -------------------------------------------------------------
+RANK_COUNTS="1" mpi 2 "--heads 3 must divide --width 128" ladle-gpt --heads 3
+RANK_COUNTS="1" mpi 2 "--layers: 0 is out of range" ladle-gpt --layers 0
+RANK_COUNTS="1" mpi 2 "--context: 'x' is not a whole number" ladle-gpt --context x
+RANK_COUNTS="1" mpi 2 "--dropout: 1 is out of range" ladle-gpt --dropout 1
+RANK_COUNTS="1" mpi 2 "--lr: 'nan' is not a number" ladle-gpt --lr nan
+RANK_COUNTS="1" mpi 2 "--resume needs --checkpoint" ladle-gpt --resume
+RANK_COUNTS="1" mpi 2 "--stop-after needs --checkpoint" ladle-gpt --stop-after 3
+RANK_COUNTS="1" mpi 2 "--min-lr 0.5 is above --lr 0.1" ladle-gpt --lr 0.1 --min-lr 0.5
+RANK_COUNTS="1" mpi 2 "unknown option --frobnicate" ladle-gpt --frobnicate
+RANK_COUNTS="1" mpi 2 "--summary: cannot write" ladle-gpt --summary "$tmp/missing/s"
+RANK_COUNTS="2" mpi 2 "runs on one rank for now" ladle-gpt --steps 1
+RANK_COUNTS="1" mpi 1 "the corpus: " ladle-gpt --corpus "$tmp/no-such-corpus"
+printf 'text\n%%\nmore\0\n' >"$tmp/nul-corpus"
+RANK_COUNTS="1" mpi 1 "NUL byte at offset 11" ladle-gpt --corpus "$tmp/nul-corpus"
+printf 'ab\n%%\ncd\n%%\n' >"$tmp/tiny-corpus"
+RANK_COUNTS="1" mpi 1 "fewer than a window" ladle-gpt --corpus "$tmp/tiny-corpus" --val-every 2
+
 # ---- ladle-adjoint ---------------------------------------------------------
 mpi 2 "--px: the extent 4294967297 in '4294967297' is out of range" ladle-adjoint repartition --px 4294967297 --shape 4
 mpi 2 "--px: rank 4294967296 in '4294967296' does not exist" ladle-adjoint broadcast --px 1@4294967296 --shape 3

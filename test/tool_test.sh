@@ -180,6 +180,39 @@ else
     echo "skip ladle-train: no dataset at $data"
 fi
 
+# ladle-gpt: a short job on a corpus written here, interrupted after 6 steps
+# and resumed from its checkpoint, ends with the uninterrupted run's loss;
+# its validation loss is a number, it samples text, and a checkpoint of
+# another run is refused
+gpt="$BINDIR/ladle-gpt"
+gtmp=$(mktemp -d)
+awk 'BEGIN { srand(3); for (r = 0; r < 400; r++) { n = 20 + int(rand() * 40); s = "";
+    for (i = 0; i < n; i++) s = s substr("the quick brown fox jumps over a lazy dog ", 1 + int(rand() * 42), 1);
+    print s; print "%" } }' >"$gtmp/corpus"
+gargs="--corpus $gtmp/corpus --layers 1 --width 16 --heads 2 --context 16 --batch 4 --steps 12
+    --warmup 2 --eval-every 6 --eval-limit 20 --seed 3 --quiet"
+timeout 300 $MPIEXEC -n 1 "$gpt" $gargs --sample 40 --summary "$gtmp/whole" >"$gtmp/out" 2>&1 &&
+    timeout 300 $MPIEXEC -n 1 "$gpt" $gargs --stop-after 6 --checkpoint "$gtmp/ck" \
+        --summary "$gtmp/first" >>"$gtmp/out" 2>&1 &&
+    timeout 300 $MPIEXEC -n 1 "$gpt" $gargs --resume --checkpoint "$gtmp/ck" \
+        --summary "$gtmp/rest" >>"$gtmp/out" 2>&1
+st=$?
+a=$(awk '{ for (i = 1; i < NF; i++) if ($i == "last_loss") print $(i + 1) }' "$gtmp/whole" 2>/dev/null)
+b=$(awk '{ for (i = 1; i < NF; i++) if ($i == "last_loss") print $(i + 1) }' "$gtmp/rest" 2>/dev/null)
+v=$(awk '{ for (i = 1; i < NF; i++) if ($i == "val_loss") print $(i + 1) }' "$gtmp/whole" 2>/dev/null)
+timeout 120 $MPIEXEC -n 1 "$gpt" $gargs --seed 4 --resume --checkpoint "$gtmp/ck" >"$gtmp/other" 2>&1
+other=$?
+if [ $st -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && printf '%s' "$v" | grep -Eq '^[0-9]+\.[0-9]+$' &&
+    grep -q "^sample (temperature 0.8):" "$gtmp/out" && [ $other -ne 0 ] &&
+    grep -q "written by another run" "$gtmp/other"; then
+    echo "ok   ladle-gpt: resumed after 6 of 12 steps, last loss $a as uninterrupted; validation $v"
+else
+    echo "FAIL ladle-gpt: status $st, uninterrupted '$a', resumed '$b', validation '$v', other seed $other"
+    sed 's/^/     /' "$gtmp/out" "$gtmp/other"
+    fails=$((fails + 1))
+fi
+rm -rf "$gtmp"
+
 # ladle-pipe: a generated schedule is valid (exit 0); a hand-made deadlock is
 # refused (exit 1) with the grid pointing at it
 pipe="$BINDIR/ladle-pipe"

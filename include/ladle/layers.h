@@ -612,7 +612,9 @@ LADLE_API ladle_status ladle_dropout_create(int ndim, const int64_t shape[], dou
 LADLE_API ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step);
 
 /* Reshape (flatten is a special case): the same elements in a new shape of
- * equal volume; the first dimension (the batch) must stay first in both.
+ * equal volume. A reshape that keeps dimension 0 (the batch) takes any
+ * smaller batch, as the other layers do; one that changes it (N x T x V to
+ * N T x V, the rows a classification loss takes) takes exactly in_shape.
  * Local, and so is flatten. */
 LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndim_out,
                                             const int64_t out_shape[], ladle_dtype dtype,

@@ -159,6 +159,57 @@ LADLE_API ladle_status ladle_resnet_create(const ladle_resnet_desc *d, MPI_Comm 
 LADLE_API ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm,
                                              ladle_graph **g);
 
+/*
+ * A GPT-style decoder-only transformer as a graph (ladle/graph.h), one rank
+ * (every rank its own copy; the distributed layouts come later):
+ *
+ *   ids (N x T, LADLE_I64, graph value 0)
+ *   "wte"  token embedding V -> E,  "wpe" learned positions (T of them)
+ *   block b = 1 .. L, pre-norm with residuals:
+ *     "h<b>.ln1" layer norm, "h<b>.attn" causal self-attention (H heads of
+ *     E / H), "h<b>.res1" = its input + the attention's output;
+ *     "h<b>.ln2", "h<b>.fc" linear E -> mlp E, "h<b>.gelu" (tanh form, as
+ *     GPT-2), "h<b>.proj" linear mlp E -> E, "h<b>.res2" = res1 + proj
+ *     (with dropout p after the attention and after proj when p > 0)
+ *   "ln_f" layer norm, "head" linear E -> V without bias, "rows" the
+ *   N T x V logits (the graph's output), "loss" cross entropy, mean over
+ *   the targets that are not -1 (ignore_index -1: an evaluation batch's
+ *   padding)
+ *
+ * Targets are i64, N T (row n T + t: the token after position t of sample
+ * n). The layers that draw (weights, or a dropout's masks) take seeds
+ * seed, seed + 1, ... in the order above: embeddings normal(0, 1) as
+ * nn.Embedding, linears and the attention's projections as nn.Linear;
+ * layer norms start at ones and zeros.
+ */
+typedef struct ladle_gpt_desc {
+    size_t size;     /* sizeof(ladle_gpt_desc), set by ladle_gpt_desc_init (checked) */
+    int64_t vocab;   /* V, 1 .. 2^24 */
+    int64_t context; /* T, the sequence length and the positions learned */
+    int64_t batch;   /* N */
+    int layers;      /* L, 1 .. 256 */
+    int64_t width;   /* E */
+    int64_t heads;   /* H, dividing E */
+    int64_t mlp;     /* the MLP's hidden width is mlp E (4) */
+    double dropout;  /* p in [0, 1) (0) */
+    ladle_dtype dtype;
+    ladle_device device;
+    uint64_t seed;
+} ladle_gpt_desc;
+
+/* V 256, T 128, N 32, 4 layers of width 128 with 4 heads, mlp 4, no
+ * dropout, f32, the CPU, seed 1. Local. Accepts NULL. */
+LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
+
+/* The GPT of d, finalized, in training mode. Local (no communicator: the
+ * graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
+ * bad size field; a number out of range, naming it: vocab, context, batch,
+ * layers, width, heads not dividing width, mlp, dropout; sizes whose
+ * products overflow), and the codes of the layers' constructors and of
+ * ladle_graph_finalize (LADLE_ERR_DEVICE on a backend without attention
+ * kernels). */
+LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,199 @@
+/* A GPT-style transformer as a graph (see ladle/models.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ladle/models.h"
+#include "src/core/backend.h"
+
+void ladle_gpt_desc_init(ladle_gpt_desc *d)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->vocab = 256;
+    d->context = 128;
+    d->batch = 32;
+    d->layers = 4;
+    d->width = 128;
+    d->heads = 4;
+    d->mlp = 4;
+    d->dropout = 0.0;
+    d->dtype = LADLE_F32;
+    d->device = LADLE_CPU;
+    d->seed = 1;
+}
+
+/* The numbers of d, each named when out of range. */
+static ladle_status check_desc(const ladle_gpt_desc *d)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(d->vocab >= 1 && d->vocab <= (1 << 24), LADLE_ERR_ARG,
+                "vocab %lld is outside 1 .. 2^24", (long long)d->vocab);
+    LADLE_CHECK(d->context >= 1 && d->context <= (1 << 20), LADLE_ERR_ARG,
+                "context %lld is outside 1 .. 2^20", (long long)d->context);
+    LADLE_CHECK(d->batch >= 1 && d->batch <= (1 << 24), LADLE_ERR_ARG,
+                "batch %lld is outside 1 .. 2^24", (long long)d->batch);
+    LADLE_CHECK(d->layers >= 1 && d->layers <= 256, LADLE_ERR_ARG,
+                "layers %d is outside 1 .. 256", d->layers);
+    LADLE_CHECK(d->width >= 1 && d->width <= (1 << 20), LADLE_ERR_ARG,
+                "width %lld is outside 1 .. 2^20", (long long)d->width);
+    LADLE_CHECK(d->heads >= 1 && d->heads <= d->width && d->width % d->heads == 0,
+                LADLE_ERR_ARG, "heads %lld must divide the width %lld", (long long)d->heads,
+                (long long)d->width);
+    LADLE_CHECK(d->mlp >= 1 && d->mlp <= 64, LADLE_ERR_ARG, "mlp %lld is outside 1 .. 64",
+                (long long)d->mlp);
+    LADLE_CHECK(d->dropout >= 0.0 && d->dropout < 1.0, LADLE_ERR_ARG,
+                "dropout %g is outside [0, 1)", d->dropout);
+    /* the largest activation, N T max(V, mlp E), and the head's weight */
+    int64_t wide = d->vocab > d->mlp * d->width ? d->vocab : d->mlp * d->width;
+    LADLE_CHECK(d->batch * d->context <= INT64_MAX / wide && d->vocab <= INT64_MAX / d->width,
+                LADLE_ERR_ARG, "batch %lld x context %lld x %lld values overflow",
+                (long long)d->batch, (long long)d->context, (long long)wide);
+fail:
+    return st;
+}
+
+/* The graph being built and the seed of its next layer with weights. */
+typedef struct gpt_build {
+    ladle_graph *g;
+    const ladle_gpt_desc *d;
+    uint64_t seed;
+    int64_t xs[3]; /* N x T x E */
+} gpt_build;
+
+/* Add *op, made with status `made`, on x as node name: the graph owns it
+ * from then on (destroyed here if the graph does not take it). *op is
+ * read only after its constructor has run. */
+static ladle_status add(gpt_build *b, const char *name, ladle_status made, ladle_op **op, int x,
+                        int *y)
+{
+    if (made != LADLE_OK)
+        return made;
+    ladle_status st = ladle_graph_add_layer(b->g, name, *op, x, y);
+    if (st != LADLE_OK)
+        ladle_op_destroy(op);
+    *op = NULL;
+    return st;
+}
+
+static ladle_status norm(gpt_build *b, const char *name, int x, int *y)
+{
+    ladle_layernorm_desc nd;
+    ladle_op *op = NULL;
+    ladle_layernorm_desc_init(&nd, 1);
+    return add(b, name, ladle_layernorm_create(&nd, 3, b->xs, b->d->dtype, b->d->device, &op), &op,
+               x, y);
+}
+
+static ladle_status linear(gpt_build *b, const char *name, int64_t in, int64_t out, int bias,
+                           int x, int *y)
+{
+    int64_t xs[3] = {b->xs[0], b->xs[1], in};
+    ladle_op *op = NULL;
+    return add(b, name,
+               ladle_linear_create(3, xs, out, bias, b->d->dtype, b->d->device, b->seed++, &op),
+               &op, x, y);
+}
+
+static ladle_status dropout(gpt_build *b, const char *name, int x, int *y)
+{
+    ladle_op *op = NULL;
+    if (b->d->dropout == 0.0) {
+        *y = x;
+        return LADLE_OK;
+    }
+    return add(b, name,
+               ladle_dropout_create(3, b->xs, b->d->dropout, b->d->dtype, b->d->device,
+                                    b->seed++, &op),
+               &op, x, y);
+}
+
+/* Block k (from 1) on the residual stream x; *y the stream after it. */
+static ladle_status block(gpt_build *b, int k, int x, int *y)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_gpt_desc *d = b->d;
+    char name[LADLE_GRAPH_NAME_MAX];
+    int v, a, r1, m;
+    ladle_attention_desc ad;
+    ladle_op *op = NULL;
+#define NAME(s) (snprintf(name, sizeof name, "h%d." s, k), name)
+    LADLE_CALL(norm(b, NAME("ln1"), x, &v));
+    ladle_attention_desc_init(&ad, d->width, d->heads);
+    LADLE_CALL(add(b, NAME("attn"),
+                   ladle_attention_create(&ad, 3, b->xs, d->dtype, d->device, b->seed++, &op),
+                   &op, v, &a));
+    LADLE_CALL(dropout(b, NAME("drop1"), a, &a));
+    LADLE_CALL(ladle_graph_add_add(b->g, NAME("res1"), 2, (int[]){x, a}, &r1));
+    LADLE_CALL(norm(b, NAME("ln2"), r1, &v));
+    LADLE_CALL(linear(b, NAME("fc"), d->width, d->mlp * d->width, 1, v, &m));
+    int64_t hs[3] = {b->xs[0], b->xs[1], d->mlp * d->width};
+    op = NULL;
+    LADLE_CALL(add(b, NAME("gelu"),
+                   ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, d->dtype, d->device, &op),
+                   &op, m, &m));
+    LADLE_CALL(linear(b, NAME("proj"), d->mlp * d->width, d->width, 1, m, &m));
+    LADLE_CALL(dropout(b, NAME("drop2"), m, &m));
+    LADLE_CALL(ladle_graph_add_add(b->g, NAME("res2"), 2, (int[]){r1, m}, y));
+#undef NAME
+fail:
+    return st;
+}
+
+ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
+{
+    ladle_status st = LADLE_OK;
+    gpt_build b = {0};
+    ladle_op *op = NULL;
+    int ids, x, p, h, logits, rows;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(out);
+    *out = NULL;
+    LADLE_CHECK_SIZE(d);
+    LADLE_CALL(check_desc(d));
+    b.d = d;
+    b.seed = d->seed;
+    b.xs[0] = d->batch;
+    b.xs[1] = d->context;
+    b.xs[2] = d->width;
+    int64_t ids_shape[2] = {d->batch, d->context};
+    LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b.g));
+    LADLE_CALL(ladle_graph_add_input(b.g, "ids", NULL, 2, ids_shape, &ids));
+    LADLE_CALL(add(&b, "wte",
+                   ladle_embedding_create(2, ids_shape, d->vocab, d->width, d->dtype, d->device,
+                                          b.seed++, &op),
+                   &op, ids, &x));
+    op = NULL;
+    LADLE_CALL(add(&b, "wpe",
+                   ladle_pos_embedding_create(3, b.xs, d->context, d->dtype, d->device, b.seed++,
+                                              &op),
+                   &op, x, &p));
+    LADLE_CALL(dropout(&b, "drop", p, &h));
+    for (int k = 1; k <= d->layers; k++)
+        LADLE_CALL(block(&b, k, h, &h));
+    LADLE_CALL(norm(&b, "ln_f", h, &h));
+    LADLE_CALL(linear(&b, "head", d->width, d->vocab, 0, h, &logits));
+    int64_t ls[3] = {d->batch, d->context, d->vocab}, rs[2] = {d->batch * d->context, d->vocab};
+    op = NULL;
+    LADLE_CALL(add(&b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op), &op,
+                   logits, &rows));
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    ld.ignore_index = -1;
+    op = NULL;
+    LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, &op));
+    st = ladle_graph_add_loss(b.g, "loss", op, rows, 1.0, NULL);
+    if (st != LADLE_OK)
+        ladle_op_destroy(&op);
+    LADLE_CALL(st);
+    LADLE_CALL(ladle_graph_set_outputs(b.g, 1, &rows));
+    LADLE_CALL(ladle_graph_finalize(b.g));
+    LADLE_CALL(ladle_graph_set_training(b.g, 1));
+    *out = b.g;
+    b.g = NULL;
+fail:
+    ladle_graph_destroy(&b.g);
+    return st;
+}

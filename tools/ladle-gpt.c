@@ -1,0 +1,493 @@
+/*
+ * ladle-gpt: train a small character-level GPT (ladle_gpt_create) on a
+ * text corpus (ladle/text.h; Debian's fortunes by default), report the
+ * validation loss in nats per character against the bigram baseline of
+ * the same split, and print a sample of generated text.
+ *
+ *   bin/ladle-gpt [--steps 2000] [--layers 4] [--width 128] [--heads 4]
+ *                 [--context 128] [--batch 32] ...        (--help)
+ *
+ * One rank for now: data and tensor parallel training are the next steps
+ * of issue 16. docs/transformers.md describes the job and its results.
+ * Exit status: 0 done, 1 a failure at run time, 2 bad options.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ladle.h"
+#include "tool.h"
+
+#define TOOL "ladle-gpt"
+
+typedef struct gpt_opts {
+    const char *corpus, *checkpoint, *summary;
+    int64_t val_every, layers, width, heads, context, batch, steps, warmup, eval_every;
+    int64_t eval_limit, stop_after, sample;
+    double lr, min_lr, weight_decay, dropout, temperature;
+    uint64_t seed;
+    int f64, resume, quiet;
+} gpt_opts;
+
+static void usage(void)
+{
+    printf("usage: ladle-gpt [options]\n"
+           "  --corpus PATH        text file or directory (default %s)\n"
+           "  --val-every K        hold out every K-th record for validation (10)\n"
+           "  --layers L           transformer blocks (4)\n"
+           "  --width E            embedding width (128)\n"
+           "  --heads H            attention heads, dividing E (4)\n"
+           "  --context T          tokens per window (128)\n"
+           "  --batch N            windows per step (32)\n"
+           "  --steps S            training steps (2000)\n"
+           "  --lr R               AdamW's peak rate (1e-3), --min-lr (1e-4): cosine decay\n"
+           "  --warmup W           steps of linear warm-up (100)\n"
+           "  --weight-decay D     AdamW's decoupled decay (0.1)\n"
+           "  --dropout P          after the attention and the MLP (0)\n"
+           "  --eval-every K       validation every K steps and at the end (500)\n"
+           "  --eval-limit W       score only the first W validation windows (all)\n"
+           "  --seed S             weights and batches (1)\n"
+           "  --f64                train in double precision\n"
+           "  --checkpoint FILE    save at every evaluation and at the end\n"
+           "  --resume             continue from --checkpoint\n"
+           "  --stop-after S       stop (and save) after step S, as an interruption\n"
+           "  --sample C           characters to generate at the end (300; 0: none)\n"
+           "  --temperature X      of the sampling (0.8)\n"
+           "  --summary FILE       one line of results\n"
+           "  --quiet              no progress lines\n",
+           LADLE_FORTUNES_DIR);
+}
+
+static int options(int argc, char **argv, gpt_opts *o)
+{
+    char why[CLI_WHY];
+    memset(o, 0, sizeof *o);
+    o->corpus = LADLE_FORTUNES_DIR;
+    o->val_every = 10;
+    o->layers = 4, o->width = 128, o->heads = 4, o->context = 128, o->batch = 32;
+    o->steps = 2000, o->warmup = 100, o->eval_every = 500, o->sample = 300;
+    o->lr = 1e-3, o->min_lr = 1e-4, o->weight_decay = 0.1, o->temperature = 0.8;
+    o->seed = 1;
+    o->stop_after = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int bad = 0;
+        if (!strcmp(a, "--help")) {
+            usage();
+            return 1;
+        } else if (!strcmp(a, "--f64")) {
+            o->f64 = 1;
+            continue;
+        } else if (!strcmp(a, "--resume")) {
+            o->resume = 1;
+            continue;
+        } else if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        static const char *const valued[] = {
+            "--corpus", "--checkpoint", "--summary", "--val-every", "--layers", "--width",
+            "--heads", "--context", "--batch", "--steps", "--warmup", "--eval-every",
+            "--eval-limit", "--stop-after", "--sample", "--lr", "--min-lr", "--weight-decay",
+            "--dropout", "--temperature", "--seed", NULL};
+        int known = 0;
+        for (int k = 0; valued[k] && !known; k++)
+            known = !strcmp(a, valued[k]);
+        if (!known) {
+            if (strncmp(a, "--", 2) == 0)
+                cli_fail(why, "unknown option %s", a);
+            else
+                cli_fail(why, "unexpected argument '%s'", a);
+            goto refuse;
+        }
+        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+            cli_fail(why, "%s needs a value", a);
+            goto refuse;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--corpus"))
+            o->corpus = v;
+        else if (!strcmp(a, "--checkpoint"))
+            o->checkpoint = v;
+        else if (!strcmp(a, "--summary"))
+            o->summary = v;
+        else if (!strcmp(a, "--val-every"))
+            bad = cli_int(a, v, 1, 1 << 20, &o->val_every, why);
+        else if (!strcmp(a, "--layers"))
+            bad = cli_int(a, v, 1, 256, &o->layers, why);
+        else if (!strcmp(a, "--width"))
+            bad = cli_int(a, v, 1, 1 << 16, &o->width, why);
+        else if (!strcmp(a, "--heads"))
+            bad = cli_int(a, v, 1, 1 << 16, &o->heads, why);
+        else if (!strcmp(a, "--context"))
+            bad = cli_int(a, v, 1, 1 << 16, &o->context, why);
+        else if (!strcmp(a, "--batch"))
+            bad = cli_int(a, v, 1, 1 << 16, &o->batch, why);
+        else if (!strcmp(a, "--steps"))
+            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->steps, why);
+        else if (!strcmp(a, "--warmup"))
+            bad = cli_int(a, v, 0, (int64_t)1 << 40, &o->warmup, why);
+        else if (!strcmp(a, "--eval-every"))
+            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_every, why);
+        else if (!strcmp(a, "--eval-limit"))
+            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_limit, why);
+        else if (!strcmp(a, "--stop-after"))
+            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->stop_after, why);
+        else if (!strcmp(a, "--sample"))
+            bad = cli_int(a, v, 0, 1 << 20, &o->sample, why);
+        else if (!strcmp(a, "--lr"))
+            bad = cli_real(a, v, 0, 10, CLI_OPEN_LO, &o->lr, why);
+        else if (!strcmp(a, "--min-lr"))
+            bad = cli_real(a, v, 0, 10, 0, &o->min_lr, why);
+        else if (!strcmp(a, "--weight-decay"))
+            bad = cli_real(a, v, 0, 10, 0, &o->weight_decay, why);
+        else if (!strcmp(a, "--dropout"))
+            bad = cli_real(a, v, 0, 1, CLI_OPEN_HI, &o->dropout, why);
+        else if (!strcmp(a, "--temperature"))
+            bad = cli_real(a, v, 0, 100, CLI_OPEN_LO, &o->temperature, why);
+        else /* --seed */
+            bad = cli_u64(a, v, &o->seed, why);
+        if (bad)
+            goto refuse;
+    }
+    if (o->width % o->heads != 0) {
+        cli_fail(why, "--heads %lld must divide --width %lld", (long long)o->heads,
+                 (long long)o->width);
+        goto refuse;
+    }
+    if (o->resume && o->checkpoint == NULL) {
+        cli_fail(why, "--resume needs --checkpoint");
+        goto refuse;
+    }
+    if (o->stop_after >= 0 && o->checkpoint == NULL) {
+        cli_fail(why, "--stop-after needs --checkpoint (to continue from)");
+        goto refuse;
+    }
+    if (o->min_lr > o->lr) {
+        cli_fail(why, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
+        goto refuse;
+    }
+    return 0;
+refuse:
+    if (tool_rank() == 0)
+        fprintf(stderr, TOOL ": %s (see --help)\n", why);
+    return 2;
+}
+
+/* The validation loss, nats per token, over the first `limit` windows (all
+ * when 0): each batch's mean over its scored targets, weighted by their
+ * number. */
+static ladle_status evaluate(ladle_graph *g, ladle_text *t, ladle_tensor *ids,
+                             ladle_tensor *tgt2, ladle_tensor *tgt, int64_t limit,
+                             int64_t *host, double *nll)
+{
+    ladle_status st = LADLE_OK;
+    int64_t N = ladle_tensor_shape(ids)[0], T = ladle_tensor_shape(ids)[1];
+    int64_t w = ladle_text_windows(t, LADLE_TEXT_VAL, T);
+    if (limit > 0 && limit < w)
+        w = limit;
+    double sum = 0;
+    int64_t count = 0;
+    const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
+    if ((st = ladle_graph_set_training(g, 0)) != LADLE_OK)
+        return st;
+    for (int64_t first = 0; first < w; first += N) {
+        double loss = 0;
+        if ((st = ladle_text_eval_batch(t, LADLE_TEXT_VAL, first, ids, tgt2)) != LADLE_OK ||
+            (st = ladle_tensor_read(tgt2, host)) != LADLE_OK)
+            break;
+        int64_t scored = 0;
+        for (int64_t k = 0; k < N * T; k++)
+            scored += host[k] >= 0 && first + k / T < w;
+        for (int64_t k = 0; k < N * T; k++) /* windows past the limit count for nothing */
+            if (first + k / T >= w)
+                host[k] = -1;
+        if ((st = ladle_tensor_write(tgt2, host)) != LADLE_OK ||
+            (st = ladle_graph_forward(g, 1, xs, NULL)) != LADLE_OK ||
+            (st = ladle_graph_loss(g, 1, ts, &loss)) != LADLE_OK)
+            break;
+        sum += loss * (double)scored;
+        count += scored;
+    }
+    ladle_status st2 = ladle_graph_set_training(g, 1);
+    if (st == LADLE_OK)
+        st = st2;
+    *nll = count ? sum / (double)count : NAN;
+    return st;
+}
+
+/* A splitmix64 draw in [0, 1) for sampling. */
+static double uniform01(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* Generate n characters with a batch-1 copy of g's weights, starting after
+ * a newline, and print them. */
+static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, ladle_text *t,
+                           const gpt_opts *o)
+{
+    ladle_status st = LADLE_OK;
+    ladle_gpt_desc d1 = *desc;
+    ladle_graph *s = NULL;
+    ladle_tensor *ids = NULL;
+    int64_t T = desc->context, V = desc->vocab, *ctx = NULL, len = 0;
+    double *logits = NULL, *p = NULL;
+    float *logits32 = NULL;
+    char *text = NULL;
+    d1.batch = 1;
+    d1.dropout = 0;
+    if ((st = ladle_gpt_create(&d1, &s)) != LADLE_OK)
+        return st;
+    for (int i = 0; i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
+        ladle_tensor *a = NULL, *b = NULL;
+        if ((st = ladle_graph_param(g, i, NULL, &a, NULL)) == LADLE_OK &&
+            (st = ladle_graph_param(s, i, NULL, &b, NULL)) == LADLE_OK)
+            st = ladle_tensor_copy(b, a);
+    }
+    ctx = calloc((size_t)T, sizeof *ctx);
+    logits = calloc((size_t)(T * V), sizeof *logits);
+    logits32 = calloc((size_t)(T * V), sizeof *logits32);
+    p = calloc((size_t)V, sizeof *p);
+    text = calloc((size_t)o->sample + 1, 1);
+    if (st == LADLE_OK && (!ctx || !logits || !logits32 || !p || !text))
+        st = LADLE_ERR_ALLOC;
+    if (st == LADLE_OK)
+        st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){1, T}, &ids);
+    if (st == LADLE_OK)
+        st = ladle_graph_set_training(s, 0);
+    int64_t nl = ladle_text_id(t, '\n');
+    ctx[len++] = nl >= 0 ? nl : 0;
+    uint64_t rng = o->seed * 7919 + 17;
+    for (int64_t c = 0; c < o->sample && st == LADLE_OK; c++) {
+        const ladle_tensor *xs[1] = {ids}, *ys[1] = {NULL};
+        if ((st = ladle_tensor_write(ids, ctx)) != LADLE_OK ||
+            (st = ladle_graph_forward(s, 1, xs, ys)) != LADLE_OK)
+            break;
+        if (desc->dtype == LADLE_F32) {
+            if ((st = ladle_tensor_read(ys[0], logits32)) != LADLE_OK)
+                break;
+            for (int64_t k = 0; k < T * V; k++)
+                logits[k] = logits32[k];
+        } else if ((st = ladle_tensor_read(ys[0], logits)) != LADLE_OK)
+            break;
+        const double *row = logits + (len - 1) * V;
+        double top = row[0], z = 0;
+        for (int64_t v = 1; v < V; v++)
+            top = fmax(top, row[v]);
+        for (int64_t v = 0; v < V; v++)
+            z += (p[v] = exp((row[v] - top) / o->temperature));
+        double u = uniform01(&rng) * z;
+        int64_t pick = V - 1;
+        for (int64_t v = 0; v < V; v++)
+            if ((u -= p[v]) < 0) {
+                pick = v;
+                break;
+            }
+        text[c] = (char)ladle_text_byte(t, pick);
+        if (len == T) { /* slide the window */
+            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
+            len--;
+        }
+        ctx[len++] = pick;
+    }
+    if (st == LADLE_OK)
+        printf("sample (temperature %g):\n%s\n", o->temperature, text);
+    free(ctx);
+    free(logits);
+    free(logits32);
+    free(p);
+    free(text);
+    ladle_tensor_destroy(&ids);
+    ladle_graph_destroy(&s);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    gpt_opts o;
+    int rc = options(argc, argv, &o), world = 1;
+    if (rc)
+        return tool_exit(rc == 1 ? 0 : rc);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) {
+        if (tool_rank() == 0)
+            fprintf(stderr, TOOL ": runs on one rank for now (%d given); data and tensor "
+                            "parallel training are not built yet\n", world);
+        return tool_exit(2);
+    }
+    const char *outs[2] = {o.checkpoint, o.summary}, *names[2] = {"--checkpoint", "--summary"};
+    if (tool_outputs_ok(TOOL, 2, names, outs))
+        return tool_exit(2);
+    ladle_status st = LADLE_OK;
+    ladle_text *t = NULL;
+    ladle_graph *g = NULL;
+    ladle_optimizer *opt = NULL;
+    ladle_tensor *ids = NULL, *tgt2 = NULL, *tgt = NULL;
+    int64_t *host = NULL;
+    ladle_text_options to;
+    ladle_text_options_init(&to);
+    to.val_every = o.val_every;
+    st = ladle_text_load(o.corpus, &to, &t);
+    if (tool_failed(TOOL, st, "the corpus"))
+        return tool_exit(1);
+    double bigram_train = 0, bigram_val = 0;
+    st = ladle_text_bigram(t, 1.0, &bigram_train, &bigram_val);
+    if (!o.quiet)
+        printf("corpus %s: %d files, %lld + %lld records, %lld + %lld characters "
+               "(training + validation), vocabulary %lld\n"
+               "bigram baseline (add-one): %.4f nats/char on training, %.4f on validation\n",
+               o.corpus, ladle_text_files(t), (long long)ladle_text_records(t, LADLE_TEXT_TRAIN),
+               (long long)ladle_text_records(t, LADLE_TEXT_VAL),
+               (long long)ladle_text_length(t, LADLE_TEXT_TRAIN),
+               (long long)ladle_text_length(t, LADLE_TEXT_VAL), (long long)ladle_text_vocab(t),
+               bigram_train, bigram_val);
+    ladle_gpt_desc d;
+    ladle_gpt_desc_init(&d);
+    d.vocab = ladle_text_vocab(t);
+    d.context = o.context;
+    d.batch = o.batch;
+    d.layers = (int)o.layers;
+    d.width = o.width;
+    d.heads = o.heads;
+    d.dropout = o.dropout;
+    d.dtype = o.f64 ? LADLE_F64 : LADLE_F32;
+    d.seed = o.seed;
+    if (st == LADLE_OK)
+        st = ladle_gpt_create(&d, &g);
+    if (tool_failed(TOOL, st, "the model")) {
+        ladle_text_destroy(&t);
+        return tool_exit(1);
+    }
+    int64_t nparams = 0;
+    for (int i = 0; i < ladle_graph_num_params(g); i++) {
+        ladle_tensor *p = NULL;
+        ladle_graph_param(g, i, NULL, &p, NULL);
+        nparams += ladle_tensor_numel(p);
+    }
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, o.lr);
+    od.beta2 = 0.99;
+    od.weight_decay = o.weight_decay;
+    ladle_lr_schedule sched;
+    ladle_lr_schedule_init(&sched, LADLE_LR_COSINE, o.lr);
+    sched.warmup_steps = o.warmup;
+    sched.warmup_start = 0.0;
+    sched.total_steps = o.steps > o.warmup ? o.steps - o.warmup : 1;
+    sched.min_lr = o.min_lr;
+    int64_t N = o.batch, T = o.context;
+    if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
+        (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &ids)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &tgt2)) == LADLE_OK)
+        st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * T}, NULL,
+                               ladle_tensor_data(tgt2), &tgt);
+    host = calloc((size_t)(N * T), sizeof *host);
+    if (st == LADLE_OK && host == NULL)
+        st = LADLE_ERR_ALLOC;
+    /* meta: the next step, then what the run is, checked on resume */
+    int64_t meta[8] = {0, (int64_t)o.seed, d.vocab, o.context, o.layers, o.width, o.heads,
+                       o.steps};
+    int64_t step0 = 0;
+    if (st == LADLE_OK && o.resume) {
+        int64_t got[8];
+        int n = 0;
+        st = ladle_checkpoint_load_graph(o.checkpoint, MPI_COMM_WORLD, g, opt, 8, got, &n);
+        if (st == LADLE_OK && (n != 8 || memcmp(got + 1, meta + 1, 7 * sizeof *got) != 0)) {
+            fprintf(stderr, TOOL ": %s was written by another run (seed, vocabulary, context, "
+                            "layers, width, heads or steps differ)\n", o.checkpoint);
+            st = LADLE_ERR_ARG;
+        } else if (st == LADLE_OK)
+            step0 = got[0];
+    }
+    if (tool_failed(TOOL, st, "setting up")) {
+        rc = 1;
+        goto done;
+    }
+    if (!o.quiet)
+        printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld, %lld "
+               "parameters, %s; AdamW lr %g (cosine to %g, %lld warm-up steps), %lld steps%s\n",
+               d.layers, (long long)d.width, (long long)d.heads, (long long)T, (long long)N,
+               (long long)nparams, o.f64 ? "f64" : "f32", o.lr, o.min_lr, (long long)o.warmup,
+               (long long)o.steps, o.resume ? " (resumed)" : "");
+    fflush(stdout);
+    const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
+    double train_sum = 0, last = NAN, val = NAN, train_time = 0;
+    int64_t train_n = 0, step = step0, done_steps = 0;
+    for (; step < o.steps; step++) {
+        double t0 = MPI_Wtime(), loss = 0;
+        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, N, 0, ids, tgt2)) ||
+            (st = ladle_graph_zero_grad(g)) || (st = ladle_graph_forward(g, 1, xs, NULL)) ||
+            (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 0)) ||
+            (st = ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, step))) ||
+            (st = ladle_optimizer_step(opt)))
+            break;
+        train_time += MPI_Wtime() - t0;
+        done_steps++;
+        train_sum += loss;
+        train_n++;
+        last = loss;
+        int stop = o.stop_after >= 0 && step + 1 >= o.stop_after;
+        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps || stop) {
+            if ((st = evaluate(g, t, ids, tgt2, tgt, o.eval_limit, host, &val)) != LADLE_OK)
+                break;
+            if (!o.quiet)
+                printf("step %lld: train loss %.4f, validation %.4f nats/char (%.3f of the "
+                       "bigram's), %.0f tokens/s\n",
+                       (long long)(step + 1), train_sum / (double)train_n, val,
+                       val / bigram_val, (double)(done_steps * N * T) / train_time);
+            fflush(stdout);
+            train_sum = 0;
+            train_n = 0;
+            if (o.checkpoint) {
+                meta[0] = step + 1;
+                if ((st = ladle_checkpoint_save_graph(o.checkpoint, MPI_COMM_WORLD, g, opt, 8,
+                                                      meta)) != LADLE_OK)
+                    break;
+            }
+        }
+        if (stop) {
+            step++;
+            break;
+        }
+    }
+    if (tool_failed(TOOL, st, "training")) {
+        rc = 1;
+        goto done;
+    }
+    double tps = train_time > 0 ? (double)(done_steps * N * T) / train_time : 0;
+    if (!o.quiet)
+        printf("done: validation %.4f nats/char, bigram %.4f, ratio %.3f; %.0f tokens/s\n", val,
+               bigram_val, val / bigram_val, tps);
+    if (o.summary) {
+        FILE *f = fopen(o.summary, "w");
+        if (f == NULL || fprintf(f, "steps %lld val_loss %.6f bigram %.6f ratio %.4f "
+                                    "tokens_per_s %.1f last_loss %.6f params %lld\n",
+                                 (long long)step, val, bigram_val, val / bigram_val, tps, last,
+                                 (long long)nparams) < 0) {
+            fprintf(stderr, TOOL ": cannot write %s\n", o.summary);
+            rc = 1;
+        }
+        if (f && fclose(f) != 0)
+            rc = 1;
+    }
+    if (rc == 0 && o.sample > 0 && step >= o.steps) {
+        st = sample(&d, g, t, &o);
+        if (tool_failed(TOOL, st, "sampling"))
+            rc = 1;
+    }
+done:
+    free(host);
+    ladle_tensor_destroy(&tgt);
+    ladle_tensor_destroy(&tgt2);
+    ladle_tensor_destroy(&ids);
+    ladle_optimizer_destroy(&opt);
+    ladle_graph_destroy(&g);
+    ladle_text_destroy(&t);
+    return tool_exit(rc);
+}
