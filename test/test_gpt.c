@@ -90,7 +90,8 @@ START_TEST(parameters_by_hand)
         ladle_tensor *p = NULL;
         LT_OK(ladle_graph_param(g, i, &name, &p, NULL));
         total += ladle_tensor_numel(p);
-        seen_qkv += !strcmp(name, "h2.attn.qkv_weight") && ladle_tensor_numel(p) == 3 * E * E;
+        seen_qkv +=
+            !strcmp(name, "h2.attn.qkv_weight") && ladle_tensor_numel(p) == 3 * E * E;
         seen_head += !strcmp(name, "head.weight") && ladle_tensor_numel(p) == V * E;
         seen_wte += !strcmp(name, "wte.weight") && ladle_tensor_numel(p) == V * E;
     }
@@ -110,7 +111,8 @@ START_TEST(causal_from_outside)
     ladle_graph *g = small_gpt(LADLE_F64, 0);
     LT_OK(ladle_graph_set_training(g, 0));
     int64_t ids[NB * T];
-    double *a = malloc(sizeof(double) * NB * T * V), *b = malloc(sizeof(double) * NB * T * V);
+    double *a = malloc(sizeof(double) * NB * T * V),
+           *b = malloc(sizeof(double) * NB * T * V);
     fill_ids(ids, 1);
     logits_of(g, ids, a);
     ids[3] = (ids[3] + 1) % V;
@@ -241,15 +243,15 @@ START_TEST(bad_descriptors)
     LT_FAILS(ladle_gpt_create(NULL, &g), LADLE_ERR_NULL);
     LT_FAILS(ladle_gpt_create(&d, NULL), LADLE_ERR_NULL);
     ladle_gpt_desc b;
-#define REFUSED(field, value, text)                                                            \
-    do {                                                                                       \
-        b = d;                                                                                 \
-        b.field = value;                                                                       \
-        ladle_status st_ = ladle_gpt_create(&b, &g);                                           \
-        LT_ASSERT(st_ == LADLE_ERR_ARG && g == NULL &&                                         \
-                      strstr(ladle_error_message(), text) != NULL,                             \
-                  #field " = " #value ": %s: %s", ladle_status_name(st_),                      \
-                  ladle_error_message());                                                      \
+#define REFUSED(field, value, text)                                                        \
+    do {                                                                                   \
+        b = d;                                                                             \
+        b.field = value;                                                                   \
+        ladle_status st_ = ladle_gpt_create(&b, &g);                                       \
+        LT_ASSERT(st_ == LADLE_ERR_ARG && g == NULL &&                                     \
+                      strstr(ladle_error_message(), text) != NULL,                         \
+                  #field " = " #value ": %s: %s", ladle_status_name(st_),                  \
+                  ladle_error_message());                                                  \
     } while (0)
     REFUSED(size, 0, "size");
     REFUSED(vocab, 0, "vocab 0");
@@ -268,8 +270,8 @@ START_TEST(bad_descriptors)
 #undef REFUSED
     if (lt_device() == LADLE_CUDA) { /* no attention kernels there yet */
         ladle_status st = ladle_gpt_create(&d, &g);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && g == NULL, "cuda: %s: %s", ladle_status_name(st),
-                  ladle_error_message());
+        LT_ASSERT(st == LADLE_ERR_DEVICE && g == NULL, "cuda: %s: %s",
+                  ladle_status_name(st), ladle_error_message());
     }
 }
 END_TEST

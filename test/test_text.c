@@ -79,10 +79,12 @@ START_TEST(records_and_splits)
     fresh_dir();
     ladle_text *t = two_files(2);
     char *train = decode(t, LADLE_TEXT_TRAIN), *val = decode(t, LADLE_TEXT_VAL);
-    const char *want_train = "p1 l1\np1 l2\n\none\n%\nthree\n%\n", *want_val = "p2\n\ntwo\nlines\n%\n";
+    const char *want_train = "p1 l1\np1 l2\n\none\n%\nthree\n%\n",
+               *want_val = "p2\n\ntwo\nlines\n%\n";
     LT_ASSERT(strcmp(train, want_train) == 0, "training text '%s'", train);
     LT_ASSERT(strcmp(val, want_val) == 0, "validation text '%s'", val);
-    LT_ASSERT(ladle_text_files(t) == 2, "%d files read (a and b only)", ladle_text_files(t));
+    LT_ASSERT(ladle_text_files(t) == 2, "%d files read (a and b only)",
+              ladle_text_files(t));
     LT_ASSERT(ladle_text_records(t, LADLE_TEXT_TRAIN) == 3 &&
                   ladle_text_records(t, LADLE_TEXT_VAL) == 2,
               "records %lld + %lld", (long long)ladle_text_records(t, LADLE_TEXT_TRAIN),
@@ -115,7 +117,8 @@ START_TEST(records_and_splits)
     ladle_text_destroy(&t);
     LT_OK(ladle_text_destroy(&t));
     LT_OK(ladle_text_destroy(NULL));
-    LT_ASSERT(ladle_text_vocab(NULL) == 0 && ladle_text_length(NULL, LADLE_TEXT_TRAIN) == 0 &&
+    LT_ASSERT(ladle_text_vocab(NULL) == 0 &&
+                  ladle_text_length(NULL, LADLE_TEXT_TRAIN) == 0 &&
                   ladle_text_tokens(NULL, LADLE_TEXT_TRAIN) == NULL,
               "NULL's answers");
     remove_dir();
@@ -136,7 +139,8 @@ START_TEST(one_file)
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(path, &o, &t));
     char *train = decode(t, LADLE_TEXT_TRAIN), *val = decode(t, LADLE_TEXT_VAL);
-    LT_ASSERT(strcmp(train, "first para\r\n\nsecond\r\nline\n\n") == 0, "training '%s'", train);
+    LT_ASSERT(strcmp(train, "first para\r\n\nsecond\r\nline\n\n") == 0, "training '%s'",
+              train);
     LT_ASSERT(strcmp(val, "third\n\n") == 0, "validation '%s'", val);
     free(train);
     free(val);
@@ -164,7 +168,8 @@ START_TEST(random_windows)
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(dir, &o, &t));
     int64_t len = ladle_text_length(t, LADLE_TEXT_TRAIN);
-    LT_ASSERT(len == 401, "a paragraph of 400 bytes and its blank line: %lld", (long long)len);
+    LT_ASSERT(len == 401, "a paragraph of 400 bytes and its blank line: %lld",
+              (long long)len);
     const int64_t *tok = ladle_text_tokens(t, LADLE_TEXT_TRAIN);
     enum { B = 8, T = 5 };
     ladle_tensor *x = lt_tensor(LADLE_I64, 2, (int64_t[]){B, T});
@@ -184,15 +189,18 @@ START_TEST(random_windows)
                 if (!memcmp(tok + p, xs + r * T, T * sizeof(int64_t)) &&
                     !memcmp(tok + p + 1, ys + r * T, T * sizeof(int64_t)))
                     found = p;
-            LT_ASSERT(found >= 0, "step %lld row %d is no window of the text", (long long)step, r);
+            LT_ASSERT(found >= 0, "step %lld row %d is no window of the text",
+                      (long long)step, r);
             hit[found] = 1;
         }
         /* the second half of the same batch, asked for alone */
         LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 42, step, B, B / 2, xh, yh));
         LT_OK(ladle_tensor_read(xh, hx));
         LT_OK(ladle_tensor_read(yh, hy));
-        LT_ASSERT(!memcmp(hx, xs + B * T / 2, sizeof hx) && !memcmp(hy, ys + B * T / 2, sizeof hy),
-                  "step %lld: rows 4..7 alone differ from the whole batch's", (long long)step);
+        LT_ASSERT(!memcmp(hx, xs + B * T / 2, sizeof hx) &&
+                      !memcmp(hy, ys + B * T / 2, sizeof hy),
+                  "step %lld: rows 4..7 alone differ from the whole batch's",
+                  (long long)step);
     }
     /* 2400 draws over 396 starts: each is missed with probability 2e-3 */
     int64_t missed = 0;
@@ -300,7 +308,8 @@ START_TEST(bigram_by_hand)
 }
 END_TEST
 
-static void load_fails(const char *path, int64_t val_every, ladle_status want, const char *text)
+static void load_fails(const char *path, int64_t val_every, ladle_status want,
+                       const char *text)
 {
     ladle_text_options o;
     ladle_text_options_init(&o);
@@ -387,7 +396,8 @@ START_TEST(fortunes_package)
         return; /* the package is not installed here */
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(LADLE_FORTUNES_DIR, NULL, &t));
-    int64_t tr = ladle_text_records(t, LADLE_TEXT_TRAIN), va = ladle_text_records(t, LADLE_TEXT_VAL);
+    int64_t tr = ladle_text_records(t, LADLE_TEXT_TRAIN),
+            va = ladle_text_records(t, LADLE_TEXT_VAL);
     LT_ASSERT(va == (tr + va) / 10, "%lld of %lld records held out", (long long)va,
               (long long)(tr + va));
     LT_ASSERT(tr + va > 10000 && ladle_text_length(t, LADLE_TEXT_TRAIN) > 1000000,
@@ -399,7 +409,8 @@ START_TEST(fortunes_package)
     double btr = 0, bva = 0;
     LT_OK(ladle_text_bigram(t, 1.0, &btr, &bva));
     /* a bigram model of English text: between 2 and 3 nats a character */
-    LT_ASSERT(btr > 2.0 && btr < 3.0 && bva > btr && bva < 3.0, "bigram %.3f / %.3f", btr, bva);
+    LT_ASSERT(btr > 2.0 && btr < 3.0 && bva > btr && bva < 3.0, "bigram %.3f / %.3f", btr,
+              bva);
     ladle_text_destroy(&t);
 }
 END_TEST

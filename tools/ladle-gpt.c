@@ -31,31 +31,32 @@ typedef struct gpt_opts {
 
 static void usage(void)
 {
-    printf("usage: ladle-gpt [options]\n"
-           "  --corpus PATH        text file or directory (default %s)\n"
-           "  --val-every K        hold out every K-th record for validation (10)\n"
-           "  --layers L           transformer blocks (4)\n"
-           "  --width E            embedding width (128)\n"
-           "  --heads H            attention heads, dividing E (4)\n"
-           "  --context T          tokens per window (128)\n"
-           "  --batch N            windows per step (32)\n"
-           "  --steps S            training steps (2000)\n"
-           "  --lr R               AdamW's peak rate (1e-3), --min-lr (1e-4): cosine decay\n"
-           "  --warmup W           steps of linear warm-up (100)\n"
-           "  --weight-decay D     AdamW's decoupled decay (0.1)\n"
-           "  --dropout P          after the attention and the MLP (0)\n"
-           "  --eval-every K       validation every K steps and at the end (500)\n"
-           "  --eval-limit W       score only the first W validation windows (all)\n"
-           "  --seed S             weights and batches (1)\n"
-           "  --f64                train in double precision\n"
-           "  --checkpoint FILE    save at every evaluation and at the end\n"
-           "  --resume             continue from --checkpoint\n"
-           "  --stop-after S       stop (and save) after step S, as an interruption\n"
-           "  --sample C           characters to generate at the end (300; 0: none)\n"
-           "  --temperature X      of the sampling (0.8)\n"
-           "  --summary FILE       one line of results\n"
-           "  --quiet              no progress lines\n",
-           LADLE_FORTUNES_DIR);
+    printf(
+        "usage: ladle-gpt [options]\n"
+        "  --corpus PATH        text file or directory (default %s)\n"
+        "  --val-every K        hold out every K-th record for validation (10)\n"
+        "  --layers L           transformer blocks (4)\n"
+        "  --width E            embedding width (128)\n"
+        "  --heads H            attention heads, dividing E (4)\n"
+        "  --context T          tokens per window (128)\n"
+        "  --batch N            windows per step (32)\n"
+        "  --steps S            training steps (2000)\n"
+        "  --lr R               AdamW's peak rate (1e-3), --min-lr (1e-4): cosine decay\n"
+        "  --warmup W           steps of linear warm-up (100)\n"
+        "  --weight-decay D     AdamW's decoupled decay (0.1)\n"
+        "  --dropout P          after the attention and the MLP (0)\n"
+        "  --eval-every K       validation every K steps and at the end (500)\n"
+        "  --eval-limit W       score only the first W validation windows (all)\n"
+        "  --seed S             weights and batches (1)\n"
+        "  --f64                train in double precision\n"
+        "  --checkpoint FILE    save at every evaluation and at the end\n"
+        "  --resume             continue from --checkpoint\n"
+        "  --stop-after S       stop (and save) after step S, as an interruption\n"
+        "  --sample C           characters to generate at the end (300; 0: none)\n"
+        "  --temperature X      of the sampling (0.8)\n"
+        "  --summary FILE       one line of results\n"
+        "  --quiet              no progress lines\n",
+        LADLE_FORTUNES_DIR);
 }
 
 static int options(int argc, char **argv, gpt_opts *o)
@@ -85,11 +86,17 @@ static int options(int argc, char **argv, gpt_opts *o)
             o->quiet = 1;
             continue;
         }
-        static const char *const valued[] = {
-            "--corpus", "--checkpoint", "--summary", "--val-every", "--layers", "--width",
-            "--heads", "--context", "--batch", "--steps", "--warmup", "--eval-every",
-            "--eval-limit", "--stop-after", "--sample", "--lr", "--min-lr", "--weight-decay",
-            "--dropout", "--temperature", "--seed", NULL};
+        static const char *const valued[] = {"--corpus",     "--checkpoint",
+                                             "--summary",    "--val-every",
+                                             "--layers",     "--width",
+                                             "--heads",      "--context",
+                                             "--batch",      "--steps",
+                                             "--warmup",     "--eval-every",
+                                             "--eval-limit", "--stop-after",
+                                             "--sample",     "--lr",
+                                             "--min-lr",     "--weight-decay",
+                                             "--dropout",    "--temperature",
+                                             "--seed",       NULL};
         int known = 0;
         for (int k = 0; valued[k] && !known; k++)
             known = !strcmp(a, valued[k]);
@@ -317,11 +324,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 1) {
         if (tool_rank() == 0)
-            fprintf(stderr, TOOL ": runs on one rank for now (%d given); data and tensor "
-                            "parallel training are not built yet\n", world);
+            fprintf(stderr,
+                    TOOL ": runs on one rank for now (%d given); data and tensor "
+                         "parallel training are not built yet\n",
+                    world);
         return tool_exit(2);
     }
-    const char *outs[2] = {o.checkpoint, o.summary}, *names[2] = {"--checkpoint", "--summary"};
+    const char *outs[2] = {o.checkpoint, o.summary},
+               *names[2] = {"--checkpoint", "--summary"};
     if (tool_outputs_ok(TOOL, 2, names, outs))
         return tool_exit(2);
     ladle_status st = LADLE_OK;
@@ -339,14 +349,16 @@ int main(int argc, char **argv)
     double bigram_train = 0, bigram_val = 0;
     st = ladle_text_bigram(t, 1.0, &bigram_train, &bigram_val);
     if (!o.quiet)
-        printf("corpus %s: %d files, %lld + %lld records, %lld + %lld characters "
-               "(training + validation), vocabulary %lld\n"
-               "bigram baseline (add-one): %.4f nats/char on training, %.4f on validation\n",
-               o.corpus, ladle_text_files(t), (long long)ladle_text_records(t, LADLE_TEXT_TRAIN),
-               (long long)ladle_text_records(t, LADLE_TEXT_VAL),
-               (long long)ladle_text_length(t, LADLE_TEXT_TRAIN),
-               (long long)ladle_text_length(t, LADLE_TEXT_VAL), (long long)ladle_text_vocab(t),
-               bigram_train, bigram_val);
+        printf(
+            "corpus %s: %d files, %lld + %lld records, %lld + %lld characters "
+            "(training + validation), vocabulary %lld\n"
+            "bigram baseline (add-one): %.4f nats/char on training, %.4f on validation\n",
+            o.corpus, ladle_text_files(t),
+            (long long)ladle_text_records(t, LADLE_TEXT_TRAIN),
+            (long long)ladle_text_records(t, LADLE_TEXT_VAL),
+            (long long)ladle_text_length(t, LADLE_TEXT_TRAIN),
+            (long long)ladle_text_length(t, LADLE_TEXT_VAL), (long long)ladle_text_vocab(t),
+            bigram_train, bigram_val);
     ladle_gpt_desc d;
     ladle_gpt_desc_init(&d);
     d.vocab = ladle_text_vocab(t);
@@ -391,16 +403,18 @@ int main(int argc, char **argv)
     if (st == LADLE_OK && host == NULL)
         st = LADLE_ERR_ALLOC;
     /* meta: the next step, then what the run is, checked on resume */
-    int64_t meta[8] = {0, (int64_t)o.seed, d.vocab, o.context, o.layers, o.width, o.heads,
-                       o.steps};
+    int64_t meta[8] = {0,        (int64_t)o.seed, d.vocab, o.context,
+                       o.layers, o.width,         o.heads, o.steps};
     int64_t step0 = 0;
     if (st == LADLE_OK && o.resume) {
         int64_t got[8];
         int n = 0;
         st = ladle_checkpoint_load_graph(o.checkpoint, MPI_COMM_WORLD, g, opt, 8, got, &n);
         if (st == LADLE_OK && (n != 8 || memcmp(got + 1, meta + 1, 7 * sizeof *got) != 0)) {
-            fprintf(stderr, TOOL ": %s was written by another run (seed, vocabulary, context, "
-                            "layers, width, heads or steps differ)\n", o.checkpoint);
+            fprintf(stderr,
+                    TOOL ": %s was written by another run (seed, vocabulary, context, "
+                         "layers, width, heads or steps differ)\n",
+                    o.checkpoint);
             st = LADLE_ERR_ARG;
         } else if (st == LADLE_OK)
             step0 = got[0];
@@ -411,10 +425,11 @@ int main(int argc, char **argv)
     }
     if (!o.quiet)
         printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld, %lld "
-               "parameters, %s; AdamW lr %g (cosine to %g, %lld warm-up steps), %lld steps%s\n",
+               "parameters, %s; AdamW lr %g (cosine to %g, %lld warm-up steps), %lld "
+               "steps%s\n",
                d.layers, (long long)d.width, (long long)d.heads, (long long)T, (long long)N,
-               (long long)nparams, o.f64 ? "f64" : "f32", o.lr, o.min_lr, (long long)o.warmup,
-               (long long)o.steps, o.resume ? " (resumed)" : "");
+               (long long)nparams, o.f64 ? "f64" : "f32", o.lr, o.min_lr,
+               (long long)o.warmup, (long long)o.steps, o.resume ? " (resumed)" : "");
     fflush(stdout);
     const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
     double train_sum = 0, last = NAN, val = NAN, train_time = 0;
@@ -446,8 +461,8 @@ int main(int argc, char **argv)
             train_n = 0;
             if (o.checkpoint) {
                 meta[0] = step + 1;
-                if ((st = ladle_checkpoint_save_graph(o.checkpoint, MPI_COMM_WORLD, g, opt, 8,
-                                                      meta)) != LADLE_OK)
+                if ((st = ladle_checkpoint_save_graph(o.checkpoint, MPI_COMM_WORLD, g, opt,
+                                                      8, meta)) != LADLE_OK)
                     break;
             }
         }
@@ -462,14 +477,15 @@ int main(int argc, char **argv)
     }
     double tps = train_time > 0 ? (double)(done_steps * N * T) / train_time : 0;
     if (!o.quiet)
-        printf("done: validation %.4f nats/char, bigram %.4f, ratio %.3f; %.0f tokens/s\n", val,
-               bigram_val, val / bigram_val, tps);
+        printf("done: validation %.4f nats/char, bigram %.4f, ratio %.3f; %.0f tokens/s\n",
+               val, bigram_val, val / bigram_val, tps);
     if (o.summary) {
         FILE *f = fopen(o.summary, "w");
-        if (f == NULL || fprintf(f, "steps %lld val_loss %.6f bigram %.6f ratio %.4f "
-                                    "tokens_per_s %.1f last_loss %.6f params %lld\n",
-                                 (long long)step, val, bigram_val, val / bigram_val, tps, last,
-                                 (long long)nparams) < 0) {
+        if (f == NULL || fprintf(f,
+                                 "steps %lld val_loss %.6f bigram %.6f ratio %.4f "
+                                 "tokens_per_s %.1f last_loss %.6f params %lld\n",
+                                 (long long)step, val, bigram_val, val / bigram_val, tps,
+                                 last, (long long)nparams) < 0) {
             fprintf(stderr, TOOL ": cannot write %s\n", o.summary);
             rc = 1;
         }

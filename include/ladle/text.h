@@ -99,8 +99,9 @@ LADLE_API int64_t ladle_text_windows(const ladle_text *t, ladle_text_split s, in
 /* Fill x and y (i64, n x T) with windows first .. first + n - 1; rows past
  * the last window get x 0 and y -1 (a label the loss ignores when its
  * ignore_index is -1). Local. Returns the codes of ladle_text_batch. */
-LADLE_API ladle_status ladle_text_eval_batch(ladle_text *t, ladle_text_split s, int64_t first,
-                                             ladle_tensor *x, ladle_tensor *y);
+LADLE_API ladle_status ladle_text_eval_batch(ladle_text *t, ladle_text_split s,
+                                             int64_t first, ladle_tensor *x,
+                                             ladle_tensor *y);
 
 /* The bigram baseline: the probability of token b after token a estimated
  * from the training split's pair counts with add-alpha smoothing,
@@ -109,8 +110,8 @@ LADLE_API ladle_status ladle_text_eval_batch(ladle_text *t, ladle_text_split s, 
  * negative log-likelihood in nats per token over every token of the split
  * that has a predecessor. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
  * (alpha not positive and finite), LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_text_bigram(const ladle_text *t, double alpha, double *train_nll,
-                                         double *val_nll);
+LADLE_API ladle_status ladle_text_bigram(const ladle_text *t, double alpha,
+                                         double *train_nll, double *val_nll);
 
 #ifdef __cplusplus
 }

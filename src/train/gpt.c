@@ -48,7 +48,8 @@ static ladle_status check_desc(const ladle_gpt_desc *d)
                 "dropout %g is outside [0, 1)", d->dropout);
     /* the largest activation, N T max(V, mlp E), and the head's weight */
     int64_t wide = d->vocab > d->mlp * d->width ? d->vocab : d->mlp * d->width;
-    LADLE_CHECK(d->batch * d->context <= INT64_MAX / wide && d->vocab <= INT64_MAX / d->width,
+    LADLE_CHECK(d->batch * d->context <= INT64_MAX / wide &&
+                    d->vocab <= INT64_MAX / d->width,
                 LADLE_ERR_ARG, "batch %lld x context %lld x %lld values overflow",
                 (long long)d->batch, (long long)d->context, (long long)wide);
 fail:
@@ -66,8 +67,8 @@ typedef struct gpt_build {
 /* Add *op, made with status `made`, on x as node name: the graph owns it
  * from then on (destroyed here if the graph does not take it). *op is
  * read only after its constructor has run. */
-static ladle_status add(gpt_build *b, const char *name, ladle_status made, ladle_op **op, int x,
-                        int *y)
+static ladle_status add(gpt_build *b, const char *name, ladle_status made, ladle_op **op,
+                        int x, int *y)
 {
     if (made != LADLE_OK)
         return made;
@@ -83,18 +84,20 @@ static ladle_status norm(gpt_build *b, const char *name, int x, int *y)
     ladle_layernorm_desc nd;
     ladle_op *op = NULL;
     ladle_layernorm_desc_init(&nd, 1);
-    return add(b, name, ladle_layernorm_create(&nd, 3, b->xs, b->d->dtype, b->d->device, &op), &op,
+    return add(b, name,
+               ladle_layernorm_create(&nd, 3, b->xs, b->d->dtype, b->d->device, &op), &op,
                x, y);
 }
 
-static ladle_status linear(gpt_build *b, const char *name, int64_t in, int64_t out, int bias,
-                           int x, int *y)
+static ladle_status linear(gpt_build *b, const char *name, int64_t in, int64_t out,
+                           int bias, int x, int *y)
 {
     int64_t xs[3] = {b->xs[0], b->xs[1], in};
     ladle_op *op = NULL;
-    return add(b, name,
-               ladle_linear_create(3, xs, out, bias, b->d->dtype, b->d->device, b->seed++, &op),
-               &op, x, y);
+    return add(
+        b, name,
+        ladle_linear_create(3, xs, out, bias, b->d->dtype, b->d->device, b->seed++, &op),
+        &op, x, y);
 }
 
 static ladle_status dropout(gpt_build *b, const char *name, int x, int *y)
@@ -122,18 +125,20 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
 #define NAME(s) (snprintf(name, sizeof name, "h%d." s, k), name)
     LADLE_CALL(norm(b, NAME("ln1"), x, &v));
     ladle_attention_desc_init(&ad, d->width, d->heads);
-    LADLE_CALL(add(b, NAME("attn"),
-                   ladle_attention_create(&ad, 3, b->xs, d->dtype, d->device, b->seed++, &op),
-                   &op, v, &a));
+    LADLE_CALL(
+        add(b, NAME("attn"),
+            ladle_attention_create(&ad, 3, b->xs, d->dtype, d->device, b->seed++, &op), &op,
+            v, &a));
     LADLE_CALL(dropout(b, NAME("drop1"), a, &a));
     LADLE_CALL(ladle_graph_add_add(b->g, NAME("res1"), 2, (int[]){x, a}, &r1));
     LADLE_CALL(norm(b, NAME("ln2"), r1, &v));
     LADLE_CALL(linear(b, NAME("fc"), d->width, d->mlp * d->width, 1, v, &m));
     int64_t hs[3] = {b->xs[0], b->xs[1], d->mlp * d->width};
     op = NULL;
-    LADLE_CALL(add(b, NAME("gelu"),
-                   ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, d->dtype, d->device, &op),
-                   &op, m, &m));
+    LADLE_CALL(
+        add(b, NAME("gelu"),
+            ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, d->dtype, d->device, &op),
+            &op, m, &m));
     LADLE_CALL(linear(b, NAME("proj"), d->mlp * d->width, d->width, 1, m, &m));
     LADLE_CALL(dropout(b, NAME("drop2"), m, &m));
     LADLE_CALL(ladle_graph_add_add(b->g, NAME("res2"), 2, (int[]){r1, m}, y));
@@ -162,23 +167,24 @@ ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
     LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b.g));
     LADLE_CALL(ladle_graph_add_input(b.g, "ids", NULL, 2, ids_shape, &ids));
     LADLE_CALL(add(&b, "wte",
-                   ladle_embedding_create(2, ids_shape, d->vocab, d->width, d->dtype, d->device,
-                                          b.seed++, &op),
+                   ladle_embedding_create(2, ids_shape, d->vocab, d->width, d->dtype,
+                                          d->device, b.seed++, &op),
                    &op, ids, &x));
     op = NULL;
-    LADLE_CALL(add(&b, "wpe",
-                   ladle_pos_embedding_create(3, b.xs, d->context, d->dtype, d->device, b.seed++,
-                                              &op),
-                   &op, x, &p));
+    LADLE_CALL(add(
+        &b, "wpe",
+        ladle_pos_embedding_create(3, b.xs, d->context, d->dtype, d->device, b.seed++, &op),
+        &op, x, &p));
     LADLE_CALL(dropout(&b, "drop", p, &h));
     for (int k = 1; k <= d->layers; k++)
         LADLE_CALL(block(&b, k, h, &h));
     LADLE_CALL(norm(&b, "ln_f", h, &h));
     LADLE_CALL(linear(&b, "head", d->width, d->vocab, 0, h, &logits));
-    int64_t ls[3] = {d->batch, d->context, d->vocab}, rs[2] = {d->batch * d->context, d->vocab};
+    int64_t ls[3] = {d->batch, d->context, d->vocab},
+            rs[2] = {d->batch * d->context, d->vocab};
     op = NULL;
-    LADLE_CALL(add(&b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op), &op,
-                   logits, &rows));
+    LADLE_CALL(add(&b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op),
+                   &op, logits, &rows));
     ladle_loss_desc ld;
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;

@@ -90,7 +90,8 @@ static int cut(cutter *c, const char *s, size_t n)
     int fortune = 0;
     for (size_t i = 0; i < n; i++)
         if (s[i] == '%' && (i == 0 || s[i - 1] == '\n') &&
-            (i + 1 == n || s[i + 1] == '\n' || (s[i + 1] == '\r' && (i + 2 == n || s[i + 2] == '\n')))) {
+            (i + 1 == n || s[i + 1] == '\n' ||
+             (s[i + 1] == '\r' && (i + 2 == n || s[i + 2] == '\n')))) {
             fortune = 1;
             break;
         }
@@ -127,7 +128,8 @@ static int by_name(const void *a, const void *b)
 }
 
 /* The corpus files of path: itself, or a directory's files sorted. */
-static ladle_status list_files(const char *path, char ***names, int *count, const char *func)
+static ladle_status list_files(const char *path, char ***names, int *count,
+                               const char *func)
 {
     ladle_status st = LADLE_OK;
     struct stat sb;
@@ -228,15 +230,16 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
         ladle__free(data);
         data = NULL;
     }
-    LADLE_CHECK(c.record > 0, LADLE_ERR_IO, "the corpus %s holds no record (only blank text)",
-                path);
+    LADLE_CHECK(c.record > 0, LADLE_ERR_IO,
+                "the corpus %s holds no record (only blank text)", path);
     LADLE_CHECK(c.kept[0] > 0, LADLE_ERR_IO,
                 "the corpus %s has %lld record%s, all held out for validation", path,
                 (long long)c.record, c.record > 1 ? "s" : "");
-    LADLE_CHECK(o->val_every == 0 || c.kept[1] > 0, LADLE_ERR_IO,
-                "the corpus %s has %lld record%s: holding out every %lld-th leaves none for "
-                "validation",
-                path, (long long)c.record, c.record > 1 ? "s" : "", (long long)o->val_every);
+    LADLE_CHECK(
+        o->val_every == 0 || c.kept[1] > 0, LADLE_ERR_IO,
+        "the corpus %s has %lld record%s: holding out every %lld-th leaves none for "
+        "validation",
+        path, (long long)c.record, c.record > 1 ? "s" : "", (long long)o->val_every);
     x = ladle__calloc(1, sizeof *x);
     LADLE_CHECK(x != NULL, LADLE_ERR_ALLOC, "no memory for a corpus");
     x->files = count;
@@ -255,7 +258,8 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
         x->len[s] = (int64_t)buf[s].n;
         x->records[s] = c.kept[s];
         x->tok[s] = ladle__calloc(buf[s].n ? buf[s].n : 1, sizeof(int64_t));
-        LADLE_CHECK(x->tok[s] != NULL, LADLE_ERR_ALLOC, "no memory for %zu tokens", buf[s].n);
+        LADLE_CHECK(x->tok[s] != NULL, LADLE_ERR_ALLOC, "no memory for %zu tokens",
+                    buf[s].n);
         for (size_t i = 0; i < buf[s].n; i++)
             x->tok[s][i] = x->id_of[(unsigned char)buf[s].p[i]];
     }
@@ -297,7 +301,10 @@ int64_t ladle_text_id(const ladle_text *t, int b)
     return t && b >= 0 && b < 256 ? t->id_of[b] : -1;
 }
 
-static int split_ok(ladle_text_split s) { return s == LADLE_TEXT_TRAIN || s == LADLE_TEXT_VAL; }
+static int split_ok(ladle_text_split s)
+{
+    return s == LADLE_TEXT_TRAIN || s == LADLE_TEXT_VAL;
+}
 
 int64_t ladle_text_length(const ladle_text *t, ladle_text_split s)
 {
@@ -323,14 +330,17 @@ int64_t ladle_text_windows(const ladle_text *t, ladle_text_split s, int64_t T)
 
 /* x and y: i64, n x T, contiguous, the same shape; the stage holds 2 n T. */
 static ladle_status rows_check(ladle_text *t, ladle_text_split s, const ladle_tensor *x,
-                               const ladle_tensor *y, int64_t *n, int64_t *T, const char *func)
+                               const ladle_tensor *y, int64_t *n, int64_t *T,
+                               const char *func)
 {
     if (t == NULL || x == NULL || y == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL",
-                            t == NULL ? "t" : x == NULL ? "x" : "y");
+                            t == NULL   ? "t"
+                            : x == NULL ? "x"
+                                        : "y");
     if (!split_ok(s))
-        return ladle__raise(LADLE_ERR_ARG, func, "split %d is neither training nor validation",
-                            (int)s);
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "split %d is neither training nor validation", (int)s);
     if (x->dtype != LADLE_I64 || y->dtype != LADLE_I64)
         return ladle__raise(LADLE_ERR_DTYPE, func, "x and y must be i64, not %s and %s",
                             ladle_dtype_name(x->dtype), ladle_dtype_name(y->dtype));
@@ -357,7 +367,8 @@ static ladle_status rows_check(ladle_text *t, ladle_text_split s, const ladle_te
  * starts[k] of split s (x) or one on (y); a negative start gives x 0, y -1.
  * starts lies in the stage after its n T rows. */
 static ladle_status write_rows(ladle_text *t, ladle_tensor *x, ladle_tensor *y,
-                               const int64_t *starts, int64_t n, int64_t T, ladle_text_split s)
+                               const int64_t *starts, int64_t n, int64_t T,
+                               ladle_text_split s)
 {
     ladle_status st = LADLE_OK;
     const int64_t *tok = t->tok[s];
@@ -376,8 +387,9 @@ fail:
     return st;
 }
 
-ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint64_t seed, int64_t step,
-                              int64_t batch, int64_t offset, ladle_tensor *x, ladle_tensor *y)
+ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint64_t seed,
+                              int64_t step, int64_t batch, int64_t offset, ladle_tensor *x,
+                              ladle_tensor *y)
 {
     ladle_status st = LADLE_OK;
     int64_t n = 0, T = 0;
@@ -393,7 +405,9 @@ ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint64_t seed, 
                 s ? "validation" : "training", (long long)t->len[s], (long long)T);
     int64_t span = t->len[s] - T, *starts = t->stage + n * T;
     for (int64_t k = 0; k < n; k++) {
-        double u = 0.5 * (ladle__random_uniform(seed, (uint64_t)step, (uint64_t)(offset + k)) + 1.0);
+        double u =
+            0.5 *
+            (ladle__random_uniform(seed, (uint64_t)step, (uint64_t)(offset + k)) + 1.0);
         int64_t p = (int64_t)(u * (double)span);
         starts[k] = p < span ? p : span - 1;
     }
@@ -431,8 +445,8 @@ ladle_status ladle_text_bigram(const ladle_text *t, double alpha, double *train_
     int64_t V = t->vocab;
     count = ladle__calloc((size_t)(V * V), sizeof *count);
     row = ladle__calloc((size_t)V, sizeof *row);
-    LADLE_CHECK(count != NULL && row != NULL, LADLE_ERR_ALLOC, "no memory for %lld^2 counts",
-                (long long)V);
+    LADLE_CHECK(count != NULL && row != NULL, LADLE_ERR_ALLOC,
+                "no memory for %lld^2 counts", (long long)V);
     const int64_t *a = t->tok[LADLE_TEXT_TRAIN];
     for (int64_t i = 1; i < t->len[LADLE_TEXT_TRAIN]; i++) {
         count[a[i - 1] * V + a[i]] += 1;
@@ -445,7 +459,8 @@ ladle_status ladle_text_bigram(const ladle_text *t, double alpha, double *train_
         const int64_t *v = t->tok[s];
         double sum = 0;
         for (int64_t i = 1; i < t->len[s]; i++)
-            sum -= log((count[v[i - 1] * V + v[i]] + alpha) / (row[v[i - 1]] + alpha * (double)V));
+            sum -= log((count[v[i - 1] * V + v[i]] + alpha) /
+                       (row[v[i - 1]] + alpha * (double)V));
         *out[s] = t->len[s] > 1 ? sum / (double)(t->len[s] - 1) : 0.0;
     }
 fail:
