@@ -671,6 +671,8 @@ START_TEST(contexts_and_parameters)
         LT_ASSERT(same, "a ctx in caller memory");
         ladle_ctx_destroy(&c3);
         free(cm);
+        ladle_ctx_destroy(&c1); /* contexts before their op */
+        ladle_ctx_destroy(&c2);
         ladle_op_destroy(&op); /* before its workspace goes */
         free(mem);
     }
