@@ -46,8 +46,9 @@ ladle_status ladle__dist_agree_code(MPI_Comm comm, ladle_status local, const cha
     if (local != LADLE_OK || out[0] == LADLE_OK)
         return local;
     ladle_status code = out[0] == -out[1] ? (ladle_status)out[0] : LADLE_ERR_REMOTE;
-    return ladle__raise(code, func, "the call failed on another rank (%s); see that rank's "
-                        "message", ladle_status_name((ladle_status)out[0]));
+    return ladle__raise(code, func,
+                        "the call failed on another rank (%s); see that rank's message",
+                        ladle_status_name((ladle_status)out[0]));
 }
 
 ladle_status ladle__dist_check_kind(ladle_dtype dtype, unsigned flags, const char *func)

@@ -51,7 +51,8 @@ static int64_t first_bad(const vembed *v, const int64_t *ids)
 }
 
 /* L_r: the rows of the ids this rank owns, zero rows for the others. */
-static void lookup(const vembed *v, ladle_dtype dt, const int64_t *ids, const void *w, void *y)
+static void lookup(const vembed *v, ladle_dtype dt, const int64_t *ids, const void *w,
+                   void *y)
 {
     size_t es = ladle_dtype_size(dt), row = (size_t)v->dim * es;
     for (int64_t i = 0; i < v->count; i++) {
@@ -157,8 +158,8 @@ static const ladle_op_vtable vembed_vt = {
 };
 
 /* The checks every rank makes alike, from global facts only. */
-static ladle_status validate(const ladle_partition *p_w, const ladle_partition *p_y, int ndim,
-                             const int64_t *ids_shape, int64_t vocab, int64_t dim,
+static ladle_status validate(const ladle_partition *p_w, const ladle_partition *p_y,
+                             int ndim, const int64_t *ids_shape, int64_t vocab, int64_t dim,
                              ladle_dtype dtype, ladle_device device, unsigned flags,
                              const char *f)
 {
@@ -180,8 +181,8 @@ static ladle_status validate(const ladle_partition *p_w, const ladle_partition *
                             "dimensions of %d ranks",
                             ladle_partition_ndim(p_y), ladle_partition_size(p_y));
     if (ndim < 1 || ndim >= LADLE_MAX_NDIM)
-        return ladle__raise(LADLE_ERR_SHAPE, f, "the ids have %d dimensions: 1 .. %d (y adds "
-                            "one)", ndim, LADLE_MAX_NDIM - 1);
+        return ladle__raise(LADLE_ERR_SHAPE, f, "the ids have %d dimensions: 1 .. %d", ndim,
+                            LADLE_MAX_NDIM - 1);
     if (vocab < 1 || dim < 1)
         return ladle__raise(LADLE_ERR_ARG, f,
                             "num_embeddings %lld and embedding_dim %lld must be at least 1",
@@ -253,12 +254,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_vocab_embedding_create(const ladle_partition *p_w,
-                                               const ladle_partition *p_y, int ndim,
-                                               const int64_t ids_shape[],
-                                               int64_t num_embeddings, int64_t embedding_dim,
-                                               ladle_dtype dtype, ladle_device device,
-                                               uint64_t seed, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_vocab_embedding_create(
+    const ladle_partition *p_w, const ladle_partition *p_y, int ndim,
+    const int64_t ids_shape[], int64_t num_embeddings, int64_t embedding_dim,
+    ladle_dtype dtype, ladle_device device, uint64_t seed, unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
@@ -270,8 +269,8 @@ ladle_status ladle_dist_vocab_embedding_create(const ladle_partition *p_w,
     LADLE_NOT_NULL(ids_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[2] = {p_w, p_y};
-    local = validate(p_w, p_y, ndim, ids_shape, num_embeddings, embedding_dim, dtype, device,
-                     flags, f);
+    local = validate(p_w, p_y, ndim, ids_shape, num_embeddings, embedding_dim, dtype,
+                     device, flags, f);
     int64_t args[5 + LADLE_MAX_NDIM] = {ndim, num_embeddings, embedding_dim, (int64_t)dtype,
                                         (int64_t)flags};
     for (int d = 0; d < ndim && d < LADLE_MAX_NDIM; d++)
@@ -291,10 +290,10 @@ ladle_status ladle_dist_vocab_embedding_create(const ladle_partition *p_w,
     int64_t ys[LADLE_MAX_NDIM];
     memcpy(ys, ids_shape, sizeof(int64_t) * (size_t)ndim);
     ys[ndim] = embedding_dim;
-    LADLE_CALL(ladle__dist_step(m.comm,
-                                ladle_sum_reduce_create(p_w, p_y, ndim + 1, ys, dtype, device,
-                                                        flags, &v->reduce),
-                                f));
+    LADLE_CALL(ladle__dist_step(
+        m.comm,
+        ladle_sum_reduce_create(p_w, p_y, ndim + 1, ys, dtype, device, flags, &v->reduce),
+        f));
     local = ladle__dist_layer(&m, LADLE_OK, &vembed_vt, v, NULL, &op);
     if (local == LADLE_OK) {
         v = NULL;

@@ -33,22 +33,22 @@
 #include "layers/loss_impl.h"
 
 typedef struct vloss {
-    int64_t rows, classes;     /* M and C */
-    int nrow, nvoc;            /* D and P */
-    int row, col;              /* this rank's row block and vocabulary slice, or -1 */
-    int64_t mb, vr, voff;      /* its rows, its classes and their first */
-    int64_t mbmax;             /* the rows of the largest row block */
+    int64_t rows, classes; /* M and C */
+    int nrow, nvoc;        /* D and P */
+    int row, col;          /* this rank's row block and vocabulary slice, or -1 */
+    int64_t mb, vr, voff;  /* its rows, its classes and their first */
+    int64_t mbmax;         /* the rows of the largest row block */
     ladle_reduction reduction;
     double smoothing;
-    double *weight;            /* C class weights (host), or NULL */
-    double wtotal;             /* their sum (C without weights) */
+    double *weight; /* C class weights (host), or NULL */
+    double wtotal;  /* their sum (C without weights) */
     int ignore;
     int64_t ignore_index;
-    int label_divisor;         /* the mean divides by the labels' weight */
-    ladle_op *row_sum;         /* all-sum-reduce of the row statistics over P */
-    ladle_op *block_sum;       /* all-sum-reduce of the totals over p_x */
-    ladle_tensor *stats;       /* mbmax (P + 3) + 2 doubles */
-    ladle_tensor *totals;      /* TOTALS doubles */
+    int label_divisor;    /* the mean divides by the labels' weight */
+    ladle_op *row_sum;    /* all-sum-reduce of the row statistics over P */
+    ladle_op *block_sum;  /* all-sum-reduce of the totals over p_x */
+    ladle_tensor *stats;  /* mbmax (P + 3) + 2 doubles */
+    ladle_tensor *totals; /* TOTALS doubles */
 } vloss;
 
 /* A row's statistics: P log-sum-exps, then these. */
@@ -83,16 +83,22 @@ static void put(void *x, ladle_dtype dt, int64_t i, double value)
         ((float *)x)[i] = (float)value;
 }
 
-static double class_weight(const vloss *v, int64_t c) { return v->weight ? v->weight[c] : 1.0; }
+static double class_weight(const vloss *v, int64_t c)
+{
+    return v->weight ? v->weight[c] : 1.0;
+}
 
 /* This rank's checks of a forward's tensors. */
 static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
-                                  const ladle_tensor *t, const ladle_tensor *out, const char *f)
+                                  const ladle_tensor *t, const ladle_tensor *out,
+                                  const char *f)
 {
     const vloss *v = op->impl;
     if (x == NULL || t == NULL || out == NULL)
         return ladle__raise(LADLE_ERR_NULL, f, "%s is NULL",
-                            x == NULL ? "input" : t == NULL ? "target" : "loss");
+                            x == NULL   ? "input"
+                            : t == NULL ? "target"
+                                        : "loss");
     if (x->dtype != op->dtype || out->dtype != op->dtype)
         return ladle__raise(LADLE_ERR_DTYPE, f, "input is %s and loss %s: the loss is %s",
                             ladle_dtype_name(x->dtype), ladle_dtype_name(out->dtype),
@@ -101,9 +107,10 @@ static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
         return ladle__raise(LADLE_ERR_DTYPE, f, "target is %s, expected i64 labels",
                             ladle_dtype_name(t->dtype));
     if (x->device != LADLE_CPU || t->device != LADLE_CPU || out->device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_DEVICE, f,
-                            "the vocabulary-parallel loss runs on the CPU: its tensors must "
-                            "live there");
+        return ladle__raise(
+            LADLE_ERR_DEVICE, f,
+            "the vocabulary-parallel loss runs on the CPU: its tensors must "
+            "live there");
     if (x->ndim != 2 || x->shape[0] != v->mb || x->shape[1] != v->vr ||
         !ladle_tensor_is_contiguous(x))
         return ladle__raise(LADLE_ERR_SHAPE, f,
@@ -120,8 +127,9 @@ static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
     for (int64_t m = 0; m < v->mb; m++) {
         int64_t c = label[m];
         if ((c < 0 || c >= v->classes) && !(v->ignore && c == v->ignore_index))
-            return ladle__raise(LADLE_ERR_ARG, f, "label %lld of row %lld is outside 0..%lld",
-                                (long long)c, (long long)m, (long long)(v->classes - 1));
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "label %lld of row %lld is outside 0..%lld", (long long)c,
+                                (long long)m, (long long)(v->classes - 1));
     }
     return LADLE_OK;
 }
@@ -206,7 +214,8 @@ static ladle_status remote_failure(const double *tot, const char *f)
     ladle_status st = code == floor(code) && code > 0 && code <= LADLE_ERR_CALLBACK
                           ? (ladle_status)code
                           : LADLE_ERR_REMOTE;
-    return ladle__raise(st, f, "the loss failed on another rank (%s); see that rank's message",
+    return ladle__raise(st, f,
+                        "the loss failed on another rank (%s); see that rank's message",
                         ladle_status_name(st));
 }
 
@@ -226,10 +235,11 @@ static ladle_status verdict(const ladle_op *op, const double *tot, double value,
                             "weighs 0, so its mean is 0/0",
                             value);
     if (tot[T_NONFINITE] > 0 || (v->reduction != LADLE_REDUCE_NONE && !isfinite(value)))
-        return ladle__raise(LADLE_ERR_NUMERIC, f,
-                            "the loss is %g (%g rows not finite): an input is not finite or "
-                            "its terms overflow %s",
-                            value, tot[T_NONFINITE], ladle_dtype_name(op->dtype));
+        return ladle__raise(
+            LADLE_ERR_NUMERIC, f,
+            "the loss is %g (%g rows not finite): an input is not finite or "
+            "its terms overflow %s",
+            value, tot[T_NONFINITE], ladle_dtype_name(op->dtype));
     return LADLE_OK;
 }
 
@@ -311,11 +321,12 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CHECK(dloss->dtype == op->dtype && dx->dtype == op->dtype, LADLE_ERR_DTYPE,
                 "dloss is %s and dinput %s: the loss is %s", ladle_dtype_name(dloss->dtype),
                 ladle_dtype_name(dx->dtype), ladle_dtype_name(op->dtype));
-    LADLE_CHECK(dloss->device == LADLE_CPU && dx->device == LADLE_CPU, LADLE_ERR_DEVICE,
-                "the vocabulary-parallel loss runs on the CPU: dloss and dinput must live there");
+    LADLE_CHECK(
+        dloss->device == LADLE_CPU && dx->device == LADLE_CPU, LADLE_ERR_DEVICE,
+        "the vocabulary-parallel loss runs on the CPU: dloss and dinput must live there");
     LADLE_CHECK(dloss->numel == (none ? v->mb : 1) && ladle_tensor_is_contiguous(dloss),
-                LADLE_ERR_SHAPE, "dloss must hold %lld value%s", (long long)(none ? v->mb : 1),
-                none && v->mb != 1 ? "s" : "");
+                LADLE_ERR_SHAPE, "dloss must hold %lld value%s",
+                (long long)(none ? v->mb : 1), none && v->mb != 1 ? "s" : "");
     LADLE_CHECK(dx->ndim == 2 && dx->shape[0] == v->mb && dx->shape[1] == v->vr &&
                     ladle_tensor_is_contiguous(dx),
                 LADLE_ERR_SHAPE, "dinput must be this rank's contiguous %lld x %lld block",
@@ -378,22 +389,25 @@ static ladle_status validate(const ladle_loss_desc *d, const ladle_partition *p_
                             "the vocabulary-parallel loss is cross entropy (kind %d given)",
                             (int)d->kind);
     if (device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_DEVICE, f,
-                            "the vocabulary-parallel loss runs on the CPU only (%s given): its "
-                            "row statistics have no device kernels yet",
-                            ladle_device_name(device));
+        return ladle__raise(
+            LADLE_ERR_DEVICE, f,
+            "the vocabulary-parallel loss runs on the CPU only (%s given): its "
+            "row statistics have no device kernels yet",
+            ladle_device_name(device));
     if (ladle_partition_ndim(p_x) != 2)
-        return ladle__raise(LADLE_ERR_PARTITION, f,
-                            "p_x has %d dimensions: it must be D x P (row blocks x vocabulary "
-                            "slices)",
-                            ladle_partition_ndim(p_x));
+        return ladle__raise(
+            LADLE_ERR_PARTITION, f,
+            "p_x has %d dimensions: it must be D x P (row blocks x vocabulary "
+            "slices)",
+            ladle_partition_ndim(p_x));
     const int *g = ladle_partition_shape(p_x);
     int64_t numel;
     if (rows < g[0] || classes < g[1])
-        return ladle__raise(LADLE_ERR_SHAPE, f,
-                            "%lld rows and %lld classes over a %d x %d grid: every rank needs "
-                            "at least one row and one class",
-                            (long long)rows, (long long)classes, g[0], g[1]);
+        return ladle__raise(
+            LADLE_ERR_SHAPE, f,
+            "%lld rows and %lld classes over a %d x %d grid: every rank needs "
+            "at least one row and one class",
+            (long long)rows, (long long)classes, g[0], g[1]);
     st = ladle__check_shape(f, 2, (int64_t[]){rows, classes}, &numel);
     if (st == LADLE_OK)
         st = ladle__check_shape(f, 2, (int64_t[]){rows, (int64_t)g[1] + S_ROW}, &numel);
@@ -423,7 +437,8 @@ static ladle_status plan(ladle__dist_make *m, vloss *v, const ladle_loss_desc *d
     v->smoothing = d->label_smoothing;
     v->ignore = d->ignore_index != LADLE_LOSS_NO_IGNORE;
     v->ignore_index = d->ignore_index;
-    v->label_divisor = (v->ignore || d->weights != NULL) && d->reduction == LADLE_REDUCE_MEAN;
+    v->label_divisor =
+        (v->ignore || d->weights != NULL) && d->reduction == LADLE_REDUCE_MEAN;
     v->wtotal = (double)v->classes;
     if (d->weights != NULL) {
         v->weight = ladle__calloc((size_t)d->num_weights, sizeof *v->weight);
@@ -438,7 +453,8 @@ static ladle_status plan(ladle__dist_make *m, vloss *v, const ladle_loss_desc *d
     int64_t ns = c ? v->mbmax * row_len(v) + 2 : 0, nt = c ? TOTALS : 0;
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &ns, &v->stats));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &nt, &v->totals));
-    LADLE_CALL(ladle_layout_create_balanced(p_x, 2, (int64_t[]){v->rows, v->classes}, &m->lx));
+    LADLE_CALL(
+        ladle_layout_create_balanced(p_x, 2, (int64_t[]){v->rows, v->classes}, &m->lx));
 fail:
     return st;
 }
@@ -451,23 +467,25 @@ static ladle_status plan_sums(ladle__dist_make *m, vloss *v, const ladle_partiti
     ladle_status st = LADLE_OK;
     int64_t ns = ladle_tensor_numel(v->stats), nt = TOTALS;
     int vocab_axis = 1, both[2] = {0, 1};
-    LADLE_CALL(ladle__dist_step(m->comm,
-                                ladle_all_sum_reduce_create(p_x, 1, &vocab_axis, 1, &ns,
-                                                            LADLE_F64, LADLE_CPU, m->flags,
-                                                            &v->row_sum),
-                                m->func));
-    LADLE_CALL(ladle__dist_step(m->comm,
-                                ladle_all_sum_reduce_create(p_x, 2, both, 1, &nt,
-                                                            LADLE_F64, LADLE_CPU, m->flags,
-                                                            &v->block_sum),
-                                m->func));
+    LADLE_CALL(
+        ladle__dist_step(m->comm,
+                         ladle_all_sum_reduce_create(p_x, 1, &vocab_axis, 1, &ns, LADLE_F64,
+                                                     LADLE_CPU, m->flags, &v->row_sum),
+                         m->func));
+    LADLE_CALL(
+        ladle__dist_step(m->comm,
+                         ladle_all_sum_reduce_create(p_x, 2, both, 1, &nt, LADLE_F64,
+                                                     LADLE_CPU, m->flags, &v->block_sum),
+                         m->func));
 fail:
     return st;
 }
 
-ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d, const ladle_partition *p_x,
-                                          int64_t rows, int64_t classes, ladle_dtype dtype,
-                                          ladle_device device, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
+                                          const ladle_partition *p_x, int64_t rows,
+                                          int64_t classes, ladle_dtype dtype,
+                                          ladle_device device, unsigned flags,
+                                          ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
@@ -479,7 +497,8 @@ ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d, const ladle_
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
     local = validate(d, p_x, rows, classes, dtype, device, flags, f);
-    int64_t args[8] = {d->kind, d->reduction, rows, classes, (int64_t)dtype, (int64_t)flags,
+    int64_t args[8] = {d->kind,         d->reduction,   rows,
+                       classes,         (int64_t)dtype, (int64_t)flags,
                        d->ignore_index, d->num_weights};
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, parts, 8, args);
     h = ladle__hash(h, &d->label_smoothing, sizeof d->label_smoothing);

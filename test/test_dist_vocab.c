@@ -45,7 +45,7 @@ static void fill(ladle_tensor *t, uint64_t seed, double scale)
 static double val(const ladle_tensor *t, int64_t i)
 {
     return ladle_tensor_dtype(t) == LADLE_F64 ? ((const double *)ladle_tensor_data(t))[i]
-                                             : ((const float *)ladle_tensor_data(t))[i];
+                                              : ((const float *)ladle_tensor_data(t))[i];
 }
 
 static int on_cpu(void) { return lt_device() == LADLE_CPU; }
@@ -106,8 +106,8 @@ static void loss_case(int D, int P, int64_t M, int64_t C, int variant, ladle_red
     int none = red == LADLE_REDUCE_NONE, ignore = variant == IGNORE || variant == ALL;
     uint64_t seed = (uint64_t)(M * 131 + C * 7 + variant * 3 + red);
     /* the global tensors, alike on every rank */
-    ladle_tensor *X = cpu(LADLE_F64, 2, (int64_t[]){M, C}), *dX = cpu(LADLE_F64, 2,
-                                                                        (int64_t[]){M, C});
+    ladle_tensor *X = cpu(LADLE_F64, 2, (int64_t[]){M, C}),
+                 *dX = cpu(LADLE_F64, 2, (int64_t[]){M, C});
     ladle_tensor *T = cpu(LADLE_I64, 1, &M);
     int64_t nl = none ? M : 1;
     ladle_tensor *L = cpu(LADLE_F64, 1, &nl), *dL = cpu(LADLE_F64, 1, &nl);
@@ -129,7 +129,8 @@ static void loss_case(int D, int P, int64_t M, int64_t C, int variant, ladle_red
     ladle_tensor *l = cpu(dt, 1, &nb), *dl = cpu(dt, 1, &nb);
     lt_box_extract(X, off, x);
     for (int64_t m = 0; m < box[0]; m++)
-        ((int64_t *)ladle_tensor_data(t))[m] = ((int64_t *)ladle_tensor_data(T))[off[0] + m];
+        ((int64_t *)ladle_tensor_data(t))[m] =
+            ((int64_t *)ladle_tensor_data(T))[off[0] + m];
     lt_box_extract(dL, (int64_t[]){none ? off[0] : 0}, dl);
     LT_OK(ladle_ctx_create(op, &ctx));
     LT_OK(ladle_loss_forward(op, ctx, x, t, l));
@@ -161,6 +162,11 @@ START_TEST(loss_equivalence)
         for (int variant = 0; variant < VARIANTS; variant++)
             for (int r = 0; r < 3; r++)
                 for (int f32 = 0; f32 < 2; f32++) {
+                    /* every reduction of the plain and the full loss, the
+                     * mean of the others; f32 for the means */
+                    int full = variant == PLAIN || variant == ALL;
+                    if ((r > 0 && (f32 || !full)) || (f32 && !full))
+                        continue;
                     char what[96];
                     snprintf(what, sizeof what, "loss %dx%d, variant %d, reduction %d, %s",
                              grids[g][0], grids[g][1], variant, r, f32 ? "f32" : "f64");
@@ -170,9 +176,9 @@ START_TEST(loss_equivalence)
     /* one class per vocabulary rank; a single row per row block */
     loss_case(1, lt_size, 5, lt_size, ALL, LADLE_REDUCE_MEAN, LADLE_F64, "C = P");
     loss_case(lt_size, 1, lt_size, 9, PLAIN, LADLE_REDUCE_MEAN, LADLE_F64, "M = D");
-    /* large logits: the shifted log-sum-exp keeps them finite */
+    /* slices of two and three classes */
     loss_case(1, lt_size, 7, 2 * lt_size + 1, SMOOTH, LADLE_REDUCE_MEAN, LADLE_F64,
-              "moderate");
+              "C = 2P + 1");
 }
 END_TEST
 
@@ -198,14 +204,16 @@ START_TEST(loss_large_logits)
         ((int64_t *)ladle_tensor_data(t))[m] = m;
         for (int64_t c = 0; c < box[1]; c++) {
             int64_t k = off[1] + c;
-            ((double *)ladle_tensor_data(x))[m * box[1] + c] = k == m       ? 1000.0
-                                                               : k == m + 1 ? 1000.0 - log(3.0)
-                                                                            : -1000.0;
+            ((double *)ladle_tensor_data(x))[m * box[1] + c] = k == m ? 1000.0
+                                                               : k == m + 1
+                                                                   ? 1000.0 - log(3.0)
+                                                                   : -1000.0;
         }
     }
     LT_OK(ladle_loss_forward(op, NULL, x, t, l));
     double want = 3.0 * log(4.0 / 3.0), got = val(l, 0);
-    LT_ASSERT(fabs(got - want) <= 1e-12 * want, "large logits: %.17g, want %.17g", got, want);
+    LT_ASSERT(fabs(got - want) <= 1e-12 * want, "large logits: %.17g, want %.17g", got,
+              want);
     ladle_op_destroy(&op);
     ladle_partition_destroy(&px);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
@@ -252,8 +260,9 @@ START_TEST(loss_bad_input)
              LADLE_ERR_SHAPE);
     /* more vocabulary ranks than classes: refused, no empty slices */
     if (P > 1)
-        LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M, P - 1, LADLE_F64, LADLE_CPU, 0, &op),
-                 LADLE_ERR_SHAPE);
+        LT_FAILS(
+            ladle_dist_vocab_loss_create(&d, px, M, P - 1, LADLE_F64, LADLE_CPU, 0, &op),
+            LADLE_ERR_SHAPE);
     /* ranks passing different arguments */
     if (P > 1)
         LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M + (lt_rank == 1), C, LADLE_F64,
@@ -353,7 +362,9 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
     ladle_tensor *ids = cpu(LADLE_I64, ndim, ids_shape);
     for (int64_t i = 0; i < n; i++) /* repeats, and the first and last rows */
         ((int64_t *)ladle_tensor_data(ids))[i] =
-            i == 0 ? 0 : i == 1 ? V - 1 : (int64_t)(mix(seed + (uint64_t)i) % (uint64_t)V);
+            i == 0   ? 0
+            : i == 1 ? V - 1
+                     : (int64_t)(mix(seed + (uint64_t)i) % (uint64_t)V);
     ladle_tensor *Y = cpu(LADLE_F64, ndim + 1, ys), *dY = cpu(LADLE_F64, ndim + 1, ys);
     fill(dY, seed + 9, 1.0);
     LT_OK(ladle_ctx_create(seq, &cs));
@@ -362,8 +373,8 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
 
     ladle_partition *pw = lt_partition(1, (int[]){P}, 0);
     ladle_partition *py = lt_partition_ranks(1, (int[]){1}, (int[]){yrank});
-    LT_OK(ladle_dist_vocab_embedding_create(pw, py, ndim, ids_shape, V, E, dt, LADLE_CPU, seed,
-                                            0, &op));
+    LT_OK(ladle_dist_vocab_embedding_create(pw, py, ndim, ids_shape, V, E, dt, LADLE_CPU,
+                                            seed, 0, &op));
     LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_DIST_VOCAB_EMBEDDING, "%s: kind", what);
     int64_t xb[4], yb[4];
     int xn, yn;
@@ -399,8 +410,8 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
     double a = global_sum(dot(y, dy)), b = global_sum(dot(w, dw));
     double mis = fabs(a - b) / fmax(fabs(a), fabs(b));
     LT_ASSERT(mis <= ladle_adjoint_tolerance(dt) && a != 0,
-              "%s: adjoint mismatch %.3e, <Lw, dy> = %.17g, <w, L* dy> = %.17g", what, mis, a,
-              b);
+              "%s: adjoint mismatch %.3e, <Lw, dy> = %.17g, <w, L* dy> = %.17g", what, mis,
+              a, b);
     /* gradients accumulate */
     LT_OK(ladle_layer_forward(op, cd, x, y));
     LT_OK(ladle_layer_backward_weight(op, cd, dy));
@@ -422,13 +433,15 @@ START_TEST(embedding_equivalence)
         for (int where = 0; where < 2; where++)
             for (int f32 = 0; f32 < 2; f32++) {
                 char what[96];
-                /* y on the first rank of p_w, or on the last rank of the
-                 * world (outside p_w when P < size) */
+                /* f32 on the first shape only; y on the first rank of p_w, or on the last
+                 * rank of the world (outside p_w when P < size) */
                 int yrank = where ? lt_size - 1 : 0;
                 ladle_dtype dt = f32 ? LADLE_F32 : LADLE_F64;
                 snprintf(what, sizeof what, "embedding P %d, y on %d, %s", P, yrank,
                          f32 ? "f32" : "f64");
                 embed_case(P, yrank, 2, (int64_t[]){3, 5}, 13, 4, dt, what);
+                if (f32)
+                    continue;
                 embed_case(P, yrank, 1, (int64_t[]){9}, 2 * P + 1, 3, dt, what);
                 embed_case(P, yrank, 3, (int64_t[]){2, 2, 3}, P, 2, dt, what);
             }
@@ -447,36 +460,43 @@ START_TEST(embedding_bad_input)
     ladle_op *op = NULL;
     ladle_dtype f64 = LADLE_F64;
     ladle_device c = LADLE_CPU;
-    LT_FAILS(ladle_dist_vocab_embedding_create(NULL, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
-             LADLE_ERR_NULL);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(NULL, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
+        LADLE_ERR_NULL);
     LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, NULL, V, E, f64, c, 1, 0, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0, NULL),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_embedding_create(p2, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, p2, 2, ids_shape, V, E, f64, c, 1, 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, LADLE_I64, c, 1, 0,
-                                               &op),
-             LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, LADLE_GUARDED, 1,
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0, NULL),
+        LADLE_ERR_NULL);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(p2, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
+        LADLE_ERR_PARTITION);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(pw, p2, 2, ids_shape, V, E, f64, c, 1, 0, &op),
+        LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, LADLE_I64, c, 1,
                                                0, &op),
+             LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64,
+                                               LADLE_GUARDED, 1, 0, &op),
              LADLE_ERR_DEVICE);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, 0, f64, c, 1, 0, &op),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 0, ids_shape, V, E, f64, c, 1, 0, &op),
-             LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0x80, &op),
-             LADLE_ERR_ARG);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, 0, f64, c, 1, 0, &op),
+        LADLE_ERR_ARG);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(pw, py, 0, ids_shape, V, E, f64, c, 1, 0, &op),
+        LADLE_ERR_SHAPE);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0x80, &op),
+        LADLE_ERR_ARG);
     if (P > 1) {
         /* more vocabulary ranks than rows; p_y of two ranks; different seeds */
-        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, P - 1, E, f64, c, 1, 0,
-                                                   &op),
+        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, P - 1, E, f64, c,
+                                                   1, 0, &op),
                  LADLE_ERR_SHAPE);
         ladle_partition *py2 = lt_partition(1, (int[]){2}, 0);
-        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py2, 2, ids_shape, V, E, f64, c, 1, 0,
-                                                   &op),
+        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py2, 2, ids_shape, V, E, f64, c, 1,
+                                                   0, &op),
                  LADLE_ERR_PARTITION);
         ladle_partition_destroy(&py2);
         LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c,
@@ -487,12 +507,14 @@ START_TEST(embedding_bad_input)
     /* an id out of range on one rank: every rank fails alike, p_y too */
     ladle_partition *pwl = lt_partition(1, (int[]){P > 1 ? P - 1 : 1}, 0);
     ladle_partition *pyl = lt_partition_ranks(1, (int[]){1}, (int[]){lt_size - 1});
-    LT_OK(ladle_dist_vocab_embedding_create(pwl, pyl, 2, ids_shape, V, E, f64, c, 1, 0, &op));
+    LT_OK(
+        ladle_dist_vocab_embedding_create(pwl, pyl, 2, ids_shape, V, E, f64, c, 1, 0, &op));
     int64_t xb[3], yb[3];
     int xn, yn;
     LT_OK(ladle_op_x_shape(op, &xn, xb));
     LT_OK(ladle_op_y_shape(op, &yn, yb));
-    ladle_tensor *x = cpu(LADLE_I64, xn, xb), *y = cpu(f64, yn, yb), *yf = cpu(LADLE_F32, yn, yb);
+    ladle_tensor *x = cpu(LADLE_I64, xn, xb), *y = cpu(f64, yn, yb),
+                 *yf = cpu(LADLE_F32, yn, yb);
     for (int64_t i = 0; i < ladle_tensor_numel(x); i++)
         ((int64_t *)ladle_tensor_data(x))[i] = i % V;
     LT_OK(ladle_layer_forward(op, NULL, x, y));
@@ -514,7 +536,8 @@ START_TEST(embedding_bad_input)
     ladle_op_destroy(&chk);
     ladle_op_destroy(&op);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&y), ladle_tensor_destroy(&yf);
-    ladle_partition_destroy(&pw), ladle_partition_destroy(&py), ladle_partition_destroy(&p2);
+    ladle_partition_destroy(&pw), ladle_partition_destroy(&py),
+        ladle_partition_destroy(&p2);
     ladle_partition_destroy(&pwl), ladle_partition_destroy(&pyl);
 }
 END_TEST
