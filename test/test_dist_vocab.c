@@ -198,8 +198,10 @@ START_TEST(loss_large_logits)
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, off, box));
     ladle_tensor *x = cpu(LADLE_F64, 2, box), *t = cpu(LADLE_I64, 1, box);
     ladle_tensor *l = cpu(LADLE_F64, 1, (int64_t[]){1});
-    /* row m: class m holds 1000, class m + 1 holds 1000 - log 3, the rest
-     * -1000: loss = log(1 + 1/3) for label m */
+    /* row m: class m holds 1000, class m + 1 holds 1000 - log 3 (on the
+     * next rank for some rows), the rest -inf (whole slices of some ranks):
+     * loss = log(1 + 1/3) for label m, and d loss / dx is -1/4 at class m,
+     * 1/4 at class m + 1 and 0 elsewhere */
     for (int64_t m = 0; m < M; m++) {
         ((int64_t *)ladle_tensor_data(t))[m] = m;
         for (int64_t c = 0; c < box[1]; c++) {
@@ -207,13 +209,26 @@ START_TEST(loss_large_logits)
             ((double *)ladle_tensor_data(x))[m * box[1] + c] = k == m ? 1000.0
                                                                : k == m + 1
                                                                    ? 1000.0 - log(3.0)
-                                                                   : -1000.0;
+                                                                   : -INFINITY;
         }
     }
-    LT_OK(ladle_loss_forward(op, NULL, x, t, l));
-    double want = 3.0 * log(4.0 / 3.0), got = val(l, 0);
-    LT_ASSERT(fabs(got - want) <= 1e-12 * want, "large logits: %.17g, want %.17g", got,
-              want);
+    ladle_ctx *ctx = NULL;
+    ladle_tensor *dx = cpu(LADLE_F64, 2, box), *dl = cpu(LADLE_F64, 1, (int64_t[]){1});
+    ((double *)ladle_tensor_data(dl))[0] = 1.0;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_loss_forward(op, ctx, x, t, l));
+    LT_OK(ladle_loss_backward(op, ctx, dl, dx));
+    double want = 3.0 * log(4.0 / 3.0), got = val(l, 0), err = 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t c = 0; c < box[1]; c++) {
+            int64_t k = off[1] + c;
+            double g = k == m ? -0.25 : k == m + 1 ? 0.25 : 0.0;
+            err = fmax(err, fabs(val(dx, m * box[1] + c) - g));
+        }
+    LT_ASSERT(fabs(got - want) <= 1e-12 * want && err <= 1e-12,
+              "large logits: %.17g, want %.17g; dx error %.3e", got, want, err);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&dx), ladle_tensor_destroy(&dl);
     ladle_op_destroy(&op);
     ladle_partition_destroy(&px);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
