@@ -1,4 +1,5 @@
 /* Shared pieces of the distributed layers (see dist.h). */
+#include <limits.h>
 #include <string.h>
 
 #include "layers/dist.h"
@@ -30,6 +31,24 @@ ladle_status ladle__dist_step(MPI_Comm comm, ladle_status st, const char *func)
     if (comm == MPI_COMM_NULL)
         return st;
     return ladle__agree(comm, st, 0, func);
+}
+
+ladle_status ladle__dist_agree_code(MPI_Comm comm, ladle_status local, const char *func)
+{
+    /* the largest code and, negated, the smallest of the failing ranks' */
+    long long in[2] = {(long long)local, local != LADLE_OK ? -(long long)local : LLONG_MIN};
+    long long out[2];
+    if (comm == MPI_COMM_NULL)
+        return local;
+    int rc = ladle__allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, comm);
+    if (rc != MPI_SUCCESS)
+        return ladle__raise_mpi(rc, func, "MPI_Allreduce");
+    if (local != LADLE_OK || out[0] == LADLE_OK)
+        return local;
+    ladle_status code = out[0] == -out[1] ? (ladle_status)out[0] : LADLE_ERR_REMOTE;
+    return ladle__raise(code, func,
+                        "the call failed on another rank (%s); see that rank's message",
+                        ladle_status_name((ladle_status)out[0]));
 }
 
 ladle_status ladle__dist_check_kind(ladle_dtype dtype, unsigned flags, const char *func)

@@ -36,6 +36,12 @@ typedef struct ladle__dist_make {
     ladle_layout *lx, *ly;
 } ladle__dist_make;
 
+/* A call's checks agreed over comm so that every rank reports the same
+ * status: local where it failed; on the other ranks the failing ranks'
+ * code when they all failed alike (raised as "failed on another rank"),
+ * else LADLE_ERR_REMOTE. Collective over comm (MPI_COMM_NULL: local). */
+ladle_status ladle__dist_agree_code(MPI_Comm comm, ladle_status local, const char *func);
+
 /* LADLE_CHECK in a step of m's creation: raised for the public call. */
 #define LADLE_DIST_CHECK(m, cond, code, ...)                                               \
     do {                                                                                   \

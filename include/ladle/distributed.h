@@ -284,6 +284,95 @@ LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
                                                 ladle_device device, unsigned flags,
                                                 ladle_op **op);
 
+/*
+ * Vocabulary-parallel cross entropy: logits x of global shape rows x
+ * classes (M x C; flatten N x T x C to N T x C first) split in balance over
+ * p_x (D x P): the rows over D row blocks, the classes over P vocabulary
+ * slices. Each rank passes its block of x to ladle_loss_forward with the i64
+ * labels of its block's rows (the same labels on the P ranks of a row
+ * block). d must be cross entropy (ladle_loss_desc_init); its reduction,
+ * label smoothing, class weights (C of them, every rank alike) and
+ * ignore_index all apply, and the value and gradients equal
+ * ladle_loss_create_ex's on the gathered logits:
+ *
+ *   forward   each rank's log-sum-exp of its slice of each row, the target
+ *             logit (on the rank that holds the label's class) and the
+ *             slice's weighted logit sum go to every rank of the row block
+ *             in one all-sum-reduce (rank r fills slot r, the others add 0:
+ *             the max and the sum of the softmax are taken from the
+ *             gathered values alike everywhere); loss_m = (1 - e) w_t (L_m -
+ *             x_mt) + e / C (sum_c w_c) L_m - e / C sum_c w_c x_mc with L_m
+ *             the row's log-sum-exp; a second all-sum-reduce over the row
+ *             blocks adds the rows' losses and label weights
+ *   backward  dx_mc = g_m (exp(x_mc - L_m) s_m - q_mc) on each rank's own
+ *             slice, q the smoothed weighted one-hot and s_m its sum, g_m
+ *             the row's dloss over the mean's divisor: no message
+ *
+ * Mean and sum give the loss of the whole batch on every rank of p_x (mean
+ * divides by M, or by the labels' total weight with class weights or
+ * ignore_index); none gives each rank its block's row losses (alike on the
+ * P ranks of a row block). The ctx keeps each row's L; the backward is
+ * local. A separate constructor rather than ladle_dist_loss_create_ex,
+ * whose layer needs every class of a sample on one rank and takes every
+ * loss kind: here only cross entropy has a split form, and the forward's
+ * messages differ.
+ *
+ * The forward is collective over p_x and every rank reaches the same
+ * verdict: a rank rejecting its tensors (NULL, dtype, shape, a label
+ * outside 0..C-1 that is not ignore_index) returns its status and the
+ * other ranks the same status when all failing ranks failed alike
+ * (LADLE_ERR_REMOTE otherwise); ranks of a row block holding different
+ * labels (each rank compares its label with the P ranks' mean) give
+ * LADLE_ERR_ARG everywhere; a non-finite loss LADLE_ERR_NUMERIC
+ * everywhere. Every rank needs at least one row and one class (P <= C, D
+ * <= M). The row statistics are host loops: the layer runs on the CPU only
+ * (LADLE_ERR_DEVICE for other devices). Collective over p_x at creation.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (descriptor, flags, labels),
+ * LADLE_ERR_UNSUPPORTED (a kind other than cross entropy), LADLE_ERR_SHAPE,
+ * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_PARTITION (p_x not 2-D),
+ * LADLE_ERR_NUMERIC, LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
+ */
+LADLE_API ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
+                                                    const ladle_partition *p_x, int64_t rows,
+                                                    int64_t classes, ladle_dtype dtype,
+                                                    ladle_device device, unsigned flags,
+                                                    ladle_op **op);
+
+/*
+ * Vocabulary-parallel token embedding: the weight w (num_embeddings x
+ * embedding_dim, V x E) split by rows in balance over p_w (a 1-D partition
+ * of P ranks: rank r holds rows [o_r, o_r + V_r)), the ids (i64, ids_shape,
+ * ndim 1 .. LADLE_MAX_NDIM - 1) whole on every rank of p_w, y (ids_shape x
+ * E) on the one rank of p_y (a 1-D partition of extent 1, inside p_w or
+ * not):
+ *
+ *   forward   each rank looks up the ids in its rows (zero rows for the
+ *             others); a sum-reduce p_w -> p_y adds the partial outputs,
+ *             so y = w[ids] (each id has exactly one owner)
+ *   weight    dy broadcast p_y -> p_w (the sum-reduce's adjoint); each rank
+ *             scatter-adds the rows of its ids into its own rows of dw
+ *             (gradients accumulate)
+ *
+ * The lookup is linear in w, and its adjoint is the weight pass: the
+ * dot-product test <y, dy> = <w, dw> holds summed over the ranks. A layer
+ * that needs y on every rank of p_w follows with ladle_broadcast_create(p_y,
+ * p_w, ...), whose adjoint sums the ranks' gradients back. The weight
+ * starts as the rows of ladle_embedding_create's with the same seed
+ * (normal(0, 1)); every rank reports the parameter with its global shape
+ * (ladle_op_param_shard). No gradient for the ids (ladle_layer_backward
+ * takes dx NULL). The ids are checked at every forward and the ranks agree
+ * before the sum-reduce (one small all-reduce): an id outside 0..V-1 gives
+ * LADLE_ERR_ARG on every rank. Every rank of p_w needs at least one row
+ * (P <= V). Host loops: the layer runs on the CPU only (LADLE_ERR_DEVICE
+ * otherwise). Collective over p_w and p_y. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_PARTITION, LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
+ */
+LADLE_API ladle_status ladle_dist_vocab_embedding_create(
+    const ladle_partition *p_w, const ladle_partition *p_y, int ndim, const int64_t ids_shape[],
+    int64_t num_embeddings, int64_t embedding_dim, ladle_dtype dtype, ladle_device device,
+    uint64_t seed, unsigned flags, ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,7 +65,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_RMSNORM, 30, "rmsnorm")                                                     \
     X(LADLE_OP_EMBEDDING, 31, "embedding")          /* token ids to vectors */            \
     X(LADLE_OP_POS_EMBEDDING, 32, "pos-embedding")  /* learned positions, added */       \
-    X(LADLE_OP_ATTENTION, 33, "attention")          /* multi-head self-attention */
+    X(LADLE_OP_ATTENTION, 33, "attention")          /* multi-head self-attention */      \
+    X(LADLE_OP_DIST_VOCAB_LOSS, 34, "dist-vocab-loss") /* classes split */            \
+    X(LADLE_OP_DIST_VOCAB_EMBEDDING, 35, "dist-vocab-embedding") /* rows split */
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,
