@@ -212,7 +212,7 @@ void ladle__dist_base_free(ladle__dist_base *b)
     if (b == NULL)
         return;
     ladle_op_destroy(&b->local);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < LADLE_MAX_PARAMS; i++) {
         if (b->grad[i] != b->param[i])
             ladle_tensor_destroy(&b->grad[i]);
         ladle_tensor_destroy(&b->param[i]);
@@ -281,7 +281,7 @@ void ladle__dist_param_bound(ladle_op *op, int i)
 {
     ladle__dist_base *b = op->impl;
     const ladle_tensor *g = ladle_op_grad(op, i);
-    if (i < 2 && b->view[i] != NULL && g != NULL)
+    if (i < LADLE_MAX_PARAMS && b->view[i] != NULL && g != NULL)
         b->view[i]->data = g->data; /* same bytes, as ladle__dist_sync_view made it */
 }
 
@@ -289,7 +289,7 @@ ladle_status ladle__dist_sync_grads(ladle_op *op)
 {
     ladle_status st = LADLE_OK;
     ladle__dist_base *b = op->impl;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < LADLE_MAX_PARAMS; i++)
         if (b->sync[i])
             LADLE_CALL(ladle_op_forward(b->sync[i], b->view[i], b->view[i]));
 fail:

@@ -131,14 +131,14 @@ void ladle__dist_coords(const ladle_partition *p, int *coords);
 typedef struct ladle__dist_base {
     ladle_op *local;
     int nparams;
-    ladle_tensor *param[2], *grad[2]; /* grad[i] may be param[i] (zero volume) */
+    ladle_tensor *param[LADLE_MAX_PARAMS], *grad[LADLE_MAX_PARAMS]; /* grad[i] may be param[i] */
     /* the sums of replicated gradients: an all-sum-reduce per parameter
      * (or NULL), run in place on a view of the gradient in its shape, with
      * its groups (a group id and an element count per partition rank) */
-    ladle_op *sync[2];
-    ladle_tensor *view[2];
-    int *gid[2];
-    int64_t *cnt[2];
+    ladle_op *sync[LADLE_MAX_PARAMS];
+    ladle_tensor *view[LADLE_MAX_PARAMS];
+    int *gid[LADLE_MAX_PARAMS];
+    int64_t *cnt[LADLE_MAX_PARAMS];
     int nsaved;
     const ladle_tensor *saved_like[2], *saved_from[2];
 } ladle__dist_base;

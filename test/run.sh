@@ -91,7 +91,7 @@ test_dist_vocab: 1 2 3 4 6
 test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
 test_graph: 1 2 3 4 5 6
-test_gpt: 1
+test_gpt: 1 2 3 4
 test_resnet: 1 2 3 4 8
 test_custom: 1 2 3 4
 test_memory: 1 2 3 4

@@ -4,7 +4,11 @@
  * it), the cross entropy over the logits rows recomputed here (with the
  * ignored targets of an evaluation batch's padding), central differences
  * of the loss against the backward for parameters of every kind of layer,
- * a fixed batch learned by AdamW, and the refusals.
+ * a fixed batch learned by AdamW, and the refusals. Data parallel
+ * (ladle_gpt_create_on at every rank count the suite runs): the logits,
+ * the losses and the weights of 5 AdamW steps against one rank's model on
+ * the whole batch, a checkpoint of the copies loaded into the one-rank
+ * model, and the refusals of ladle_dist_replicate_create.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -274,6 +278,223 @@ START_TEST(bad_descriptors)
 }
 END_TEST
 
+/* The global batch of the data-parallel tests (divisible by 1, 2, 3, 4). */
+enum { NG = 12 };
+
+static ladle_gpt_desc dp_desc(int ways, uint64_t seed)
+{
+    ladle_gpt_desc d;
+    ladle_gpt_desc_init(&d);
+    d.vocab = V;
+    d.context = T;
+    d.batch = NG;
+    d.layers = L;
+    d.width = E;
+    d.heads = H;
+    d.dtype = LADLE_F64;
+    d.device = lt_device();
+    d.seed = seed;
+    d.data_ways = ways;
+    return d;
+}
+
+/* Forward, loss and backward (gradients summed over the copies) of rows
+ * first .. first + n - 1 of the global batch (ids, tg); the loss. */
+static double dp_run(ladle_graph *g, const int64_t *ids, const int64_t *tg, int first,
+                     int n, const ladle_tensor **logits)
+{
+    ladle_tensor *x = lt_tensor(LADLE_I64, 2, (int64_t[]){n, T});
+    ladle_tensor *t = lt_tensor(LADLE_I64, 1, (int64_t[]){(int64_t)n * T});
+    LT_OK(ladle_tensor_write(x, ids + (size_t)first * T));
+    LT_OK(ladle_tensor_write(t, tg + (size_t)first * T));
+    const ladle_tensor *xs[1] = {x}, *ts[1] = {t};
+    double loss = 0;
+    LT_OK(ladle_graph_zero_grad(g));
+    LT_OK(ladle_graph_forward(g, 1, xs, logits));
+    LT_OK(ladle_graph_loss(g, 1, ts, &loss));
+    LT_OK(ladle_graph_backward(g, 1));
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&t);
+    return loss;
+}
+
+/* The largest |a - b| / (1 + |b|) over every parameter of two graphs of the
+ * same structure (names checked alike). */
+static double params_apart(const ladle_graph *a, const ladle_graph *b, int grads)
+{
+    double worst = 0;
+    LT_ASSERT(ladle_graph_num_params(a) == ladle_graph_num_params(b),
+              "%d and %d parameters", ladle_graph_num_params(a), ladle_graph_num_params(b));
+    for (int i = 0; i < ladle_graph_num_params(a); i++) {
+        const char *na = NULL, *nb = NULL;
+        ladle_tensor *pa = NULL, *ga = NULL, *pb = NULL, *gb = NULL;
+        LT_OK(ladle_graph_param(a, i, &na, &pa, &ga));
+        LT_OK(ladle_graph_param(b, i, &nb, &pb, &gb));
+        LT_ASSERT(strcmp(na, nb) == 0 && ladle_tensor_numel(pa) == ladle_tensor_numel(pb),
+                  "parameter %d: %s and %s", i, na, nb);
+        int64_t n = ladle_tensor_numel(pa);
+        double *va = malloc(sizeof(double) * (size_t)n),
+               *vb = malloc(sizeof(double) * (size_t)n);
+        LT_ASSERT(va && vb, "out of memory");
+        LT_OK(ladle_tensor_read(grads ? ga : pa, va));
+        LT_OK(ladle_tensor_read(grads ? gb : pb, vb));
+        for (int64_t k = 0; k < n; k++) {
+            double e = fabs(va[k] - vb[k]) / (1 + fabs(vb[k]));
+            worst = e > worst ? e : worst;
+        }
+        free(va);
+        free(vb);
+    }
+    return worst;
+}
+
+/* D ranks of ladle_gpt_create_on against ladle_gpt_create on the whole
+ * batch: the copies start as rank 0's though each rank draws its own seed,
+ * the logits of each rank's rows, the losses and the summed gradients of
+ * the first step, and the weights after 5 AdamW steps (with weight decay
+ * and some ignored targets) agree to 1e-10; a checkpoint of the copies
+ * then loads into the one-rank model unchanged. */
+START_TEST(data_parallel_equals_one_rank)
+{
+    if (lt_device() == LADLE_CUDA) /* the distributed loss is CPU only for now */
+        return;
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (NG % ranks != 0)
+        return;
+    int nb = NG / ranks, first = rank * nb;
+    ladle_gpt_desc ds = dp_desc(1, 9), dd = dp_desc(ranks, 9 + (uint64_t)rank);
+    ladle_graph *one = NULL, *dp = NULL;
+    LT_OK(ladle_gpt_create(&ds, &one));
+    LT_OK(ladle_gpt_create_on(&dd, MPI_COMM_WORLD, &dp));
+    LT_ASSERT(params_apart(dp, one, 0) == 0, "the copies do not start as rank 0's weights");
+    LT_ASSERT(ranks == 1 || ladle_graph_buckets(dp) >= 1,
+              "no gradient bucket over %d ranks", ranks);
+
+    int64_t ids[NG * T], tg[NG * T];
+    for (int i = 0; i < NG * T; i++) {
+        ids[i] = (int64_t)(((uint64_t)i * 2654435761u + 7) % V);
+        tg[i] = i % 13 == 5 ? -1 : (int64_t)(((uint64_t)i * 40503u + 3) % V);
+    }
+    ladle_optimizer_desc od;
+    ladle_optimizer *o1 = NULL, *od_ = NULL;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-2);
+    od.weight_decay = 0.1;
+    LT_OK(ladle_optimizer_create(&od, &o1));
+    LT_OK(ladle_optimizer_create(&od, &od_));
+    LT_OK(ladle_optimizer_add_graph(o1, one));
+    LT_OK(ladle_optimizer_add_graph(od_, dp));
+    for (int s = 0; s < 5; s++) {
+        const ladle_tensor *y1 = NULL, *yd = NULL;
+        double l1 = dp_run(one, ids, tg, 0, NG, &y1),
+               ld = dp_run(dp, ids, tg, first, nb, &yd);
+        LT_ASSERT(fabs(ld - l1) <= 1e-12 * fabs(l1), "step %d: loss %.17g, one rank %.17g",
+                  s, ld, l1);
+        if (s == 0) {
+            int64_t off[2] = {(int64_t)first * T, 0};
+            double e = lt_box_error(y1, off, yd);
+            LT_ASSERT(e <= 1e-12, "logits of rows %d..: %.3e apart", first * T, e);
+            double ge = params_apart(dp, one, 1);
+            LT_ASSERT(ge <= 1e-10, "summed gradients %.3e apart from one rank's", ge);
+        }
+        LT_OK(ladle_optimizer_step(o1));
+        LT_OK(ladle_optimizer_step(od_));
+    }
+    double pe = params_apart(dp, one, 0);
+    LT_ASSERT(pe <= 1e-10, "weights after 5 steps %.3e apart", pe);
+
+    /* the copies' checkpoint (rank 0 writes each) into the one-rank model */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ladle_test_gpt_dp_%d.ckpt", ranks);
+    LT_OK(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, dp, NULL, 0, NULL));
+    ladle_graph *back = NULL;
+    LT_OK(ladle_gpt_create(&ds, &back));
+    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_SELF, back, NULL, 0, NULL, NULL));
+    double ce = params_apart(back, dp, 0);
+    LT_ASSERT(ce == 0, "the checkpoint's weights are %.3e apart", ce);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        remove(path);
+    ladle_graph_destroy(&back);
+    ladle_optimizer_destroy(&o1);
+    ladle_optimizer_destroy(&od_);
+    ladle_graph_destroy(&one);
+    ladle_graph_destroy(&dp);
+}
+END_TEST
+
+/* ladle_gpt_create_on's own refusals, on every rank alike, and the
+ * replicate wrapper's. */
+START_TEST(data_parallel_refusals)
+{
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    ladle_graph *g = NULL;
+    ladle_gpt_desc d = dp_desc(ranks + 1, 1);
+    ladle_status st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+    LT_ASSERT(st == LADLE_ERR_ARG && g == NULL &&
+                  strstr(ladle_error_message(), "data_ways"),
+              "data_ways %d over %d ranks: %s: %s", ranks + 1, ranks, ladle_status_name(st),
+              ladle_error_message());
+    ladle_error_clear();
+    d = dp_desc(ranks, 1);
+    d.batch = 5 * ranks + (ranks > 1); /* not divisible when ranks > 1 */
+    if (ranks > 1) {
+        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+        LT_ASSERT(st == LADLE_ERR_ARG && g == NULL, "batch %lld over %d: %s",
+                  (long long)d.batch, ranks, ladle_status_name(st));
+        ladle_error_clear();
+        /* one rank alone with a bad description: every rank fails */
+        d = dp_desc(ranks, 1);
+        if (rank == ranks - 1)
+            d.layers = 0;
+        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+        LT_ASSERT(st == LADLE_ERR_ARG && g == NULL, "layers 0 on the last rank: %s",
+                  ladle_status_name(st));
+        ladle_error_clear();
+    }
+    d = dp_desc(1, 1);
+    d.data_ways = 2;
+    LT_FAILS(ladle_gpt_create(&d, &g), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_create_on(NULL, MPI_COMM_WORLD, &g), LADLE_ERR_NULL);
+
+    /* the wrapper */
+    ladle_partition *p = lt_partition(1, (int[]){ranks}, 0);
+    ladle_op *layer = NULL, *w = NULL;
+    int64_t xs[2] = {3, 4};
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, xs, LADLE_F64, lt_device(), &layer));
+    LT_FAILS(ladle_dist_replicate_create(p, &layer, 0, &w),
+             LADLE_ERR_ARG); /* no parameters */
+    LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
+    ladle_op_destroy(&layer);
+    ladle_layernorm_desc nd;
+    ladle_layernorm_desc_init(&nd, 1);
+    /* the last rank's layer norm has another width: every rank refuses */
+    int64_t ls[2] = {3, rank == ranks - 1 && ranks > 1 ? 5 : 4};
+    LT_OK(ladle_layernorm_create(&nd, 2, ls, LADLE_F64, lt_device(), &layer));
+    if (ranks > 1) {
+        LT_FAILS(ladle_dist_replicate_create(p, &layer, 0, &w), LADLE_ERR_ARG);
+        LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
+    }
+    LT_FAILS(ladle_dist_replicate_create(p, &layer, 0x80, &w), LADLE_ERR_ARG);
+    LT_FAILS(ladle_dist_replicate_create(NULL, &layer, 0, &w), LADLE_ERR_NULL);
+    ladle_op_destroy(&layer);
+    /* a distributed layer is replicated already */
+    ladle_partition *px = lt_partition(2, (int[]){1, 1}, 0);
+    LT_OK(ladle_dist_linear_create(px, px, px, 2, 3, 3, 1, LADLE_F64, lt_device(), 1, 0,
+                                   &layer));
+    if (rank == 0)
+        LT_FAILS(ladle_dist_replicate_create(px, &layer, 0, &w), LADLE_ERR_ARG);
+    else /* not a member of px */
+        LT_FAILS(ladle_dist_replicate_create(px, &layer, 0, &w), LADLE_ERR_PARTITION);
+    ladle_op_destroy(&layer);
+    ladle_partition_destroy(&px);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 static Suite *gpt_suite(void)
 {
     Suite *s = suite_create("gpt");
@@ -285,6 +506,8 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, gradients_by_finite_differences);
     tcase_add_test(tc, learns_a_batch);
     tcase_add_test(tc, bad_descriptors);
+    tcase_add_test(tc, data_parallel_equals_one_rank);
+    tcase_add_test(tc, data_parallel_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,8 +7,10 @@
  *   bin/ladle-gpt [--steps 2000] [--layers 4] [--width 128] [--heads 4]
  *                 [--context 128] [--batch 32] ...        (--help)
  *
- * One rank for now: data and tensor parallel training are the next steps
- * of issue 16. docs/transformers.md describes the job and its results.
+ * On R ranks it trains data parallel (ladle_gpt_create_on: the batch split
+ * R ways, the weights replicated, their gradients summed during the
+ * backward), taking the same steps as one rank up to rounding.
+ * docs/transformers.md describes the job and its results.
  * Exit status: 0 done, 1 a failure at run time, 2 bad options.
  */
 #include <math.h>
@@ -39,7 +41,7 @@ static void usage(void)
         "  --width E            embedding width (128)\n"
         "  --heads H            attention heads, dividing E (4)\n"
         "  --context T          tokens per window (128)\n"
-        "  --batch N            windows per step (32)\n"
+        "  --batch N            windows per step, over all ranks (32; R must divide it)\n"
         "  --steps S            training steps (2000)\n"
         "  --lr R               AdamW's peak rate (1e-3), --min-lr (1e-4): cosine decay\n"
         "  --warmup W           steps of linear warm-up (100)\n"
@@ -189,6 +191,10 @@ static ladle_status evaluate(ladle_graph *g, ladle_text *t, ladle_tensor *ids,
                              int64_t *host, double *nll)
 {
     ladle_status st = LADLE_OK;
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    /* each rank scores its block of every global batch of `ranks` blocks */
     int64_t N = ladle_tensor_shape(ids)[0], T = ladle_tensor_shape(ids)[1];
     int64_t w = ladle_text_windows(t, LADLE_TEXT_VAL, T);
     if (limit > 0 && limit < w)
@@ -198,8 +204,9 @@ static ladle_status evaluate(ladle_graph *g, ladle_text *t, ladle_tensor *ids,
     const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
     if ((st = ladle_graph_set_training(g, 0)) != LADLE_OK)
         return st;
-    for (int64_t first = 0; first < w; first += N) {
+    for (int64_t batch = 0; batch < w; batch += N * ranks) {
         double loss = 0;
+        int64_t first = batch + rank * N;
         if ((st = ladle_text_eval_batch(t, LADLE_TEXT_VAL, first, ids, tgt2)) != LADLE_OK ||
             (st = ladle_tensor_read(tgt2, host)) != LADLE_OK)
             break;
@@ -209,10 +216,18 @@ static ladle_status evaluate(ladle_graph *g, ladle_text *t, ladle_tensor *ids,
         for (int64_t k = 0; k < N * T; k++) /* windows past the limit count for nothing */
             if (first + k / T >= w)
                 host[k] = -1;
+        /* the loss is the mean over every rank's scored targets */
+        if (MPI_Allreduce(MPI_IN_PLACE, &scored, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD) !=
+            MPI_SUCCESS) {
+            st = LADLE_ERR_MPI;
+            break;
+        }
         if ((st = ladle_tensor_write(tgt2, host)) != LADLE_OK ||
             (st = ladle_graph_forward(g, 1, xs, NULL)) != LADLE_OK ||
             (st = ladle_graph_loss(g, 1, ts, &loss)) != LADLE_OK)
             break;
+        if (scored == 0)
+            continue;
         sum += loss * (double)scored;
         count += scored;
     }
@@ -248,6 +263,7 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, ladle_tex
     char *text = NULL;
     d1.batch = 1;
     d1.dropout = 0;
+    d1.data_ways = 1;
     if ((st = ladle_gpt_create(&d1, &s)) != LADLE_OK)
         return st;
     for (int i = 0; i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
@@ -322,14 +338,17 @@ int main(int argc, char **argv)
     if (rc)
         return tool_exit(rc == 1 ? 0 : rc);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 1) {
-        if (tool_rank() == 0)
+    int root = tool_rank() == 0;
+    if (o.batch % world != 0) {
+        if (root)
             fprintf(stderr,
-                    TOOL ": runs on one rank for now (%d given); data and tensor "
-                         "parallel training are not built yet\n",
-                    world);
+                    TOOL ": --batch %lld cannot be split over %d ranks (data parallel: the "
+                         "ranks must divide the batch)\n",
+                    (long long)o.batch, world);
         return tool_exit(2);
     }
+    if (!root)
+        o.quiet = 1; /* rank 0 reports */
     const char *outs[2] = {o.checkpoint, o.summary},
                *names[2] = {"--checkpoint", "--summary"};
     if (tool_outputs_ok(TOOL, 2, names, outs))
@@ -370,8 +389,9 @@ int main(int argc, char **argv)
     d.dropout = o.dropout;
     d.dtype = o.f64 ? LADLE_F64 : LADLE_F32;
     d.seed = o.seed;
+    d.data_ways = world;
     if (st == LADLE_OK)
-        st = ladle_gpt_create(&d, &g);
+        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
     if (tool_failed(TOOL, st, "the model")) {
         ladle_text_destroy(&t);
         return tool_exit(1);
@@ -392,7 +412,7 @@ int main(int argc, char **argv)
     sched.warmup_start = 0.0;
     sched.total_steps = o.steps > o.warmup ? o.steps - o.warmup : 1;
     sched.min_lr = o.min_lr;
-    int64_t N = o.batch, T = o.context;
+    int64_t N = o.batch / world, T = o.context, offset = (int64_t)tool_rank() * N;
     if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
         (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
         (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &ids)) == LADLE_OK &&
@@ -424,21 +444,23 @@ int main(int argc, char **argv)
         goto done;
     }
     if (!o.quiet)
-        printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld, %lld "
-               "parameters, %s; AdamW lr %g (cosine to %g, %lld warm-up steps), %lld "
-               "steps%s\n",
-               d.layers, (long long)d.width, (long long)d.heads, (long long)T, (long long)N,
-               (long long)nparams, o.f64 ? "f64" : "f32", o.lr, o.min_lr,
-               (long long)o.warmup, (long long)o.steps, o.resume ? " (resumed)" : "");
+        printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld (%d data-"
+               "parallel rank%s), %lld parameters, %s; AdamW lr %g (cosine to %g, %lld "
+               "warm-up steps), %lld steps%s\n",
+               d.layers, (long long)d.width, (long long)d.heads, (long long)T,
+               (long long)o.batch, world, world > 1 ? "s" : "", (long long)nparams,
+               o.f64 ? "f64" : "f32", o.lr, o.min_lr, (long long)o.warmup,
+               (long long)o.steps, o.resume ? " (resumed)" : "");
     fflush(stdout);
     const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
     double train_sum = 0, last = NAN, val = NAN, train_time = 0;
     int64_t train_n = 0, step = step0, done_steps = 0;
     for (; step < o.steps; step++) {
         double t0 = MPI_Wtime(), loss = 0;
-        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, N, 0, ids, tgt2)) ||
+        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, ids,
+                                   tgt2)) ||
             (st = ladle_graph_zero_grad(g)) || (st = ladle_graph_forward(g, 1, xs, NULL)) ||
-            (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 0)) ||
+            (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 1)) ||
             (st = ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, step))) ||
             (st = ladle_optimizer_step(opt)))
             break;
@@ -455,7 +477,7 @@ int main(int argc, char **argv)
                 printf("step %lld: train loss %.4f, validation %.4f nats/char (%.3f of the "
                        "bigram's), %.0f tokens/s\n",
                        (long long)(step + 1), train_sum / (double)train_n, val,
-                       val / bigram_val, (double)(done_steps * N * T) / train_time);
+                       val / bigram_val, (double)(done_steps * o.batch * T) / train_time);
             fflush(stdout);
             train_sum = 0;
             train_n = 0;
@@ -475,11 +497,12 @@ int main(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    double tps = train_time > 0 ? (double)(done_steps * N * T) / train_time : 0;
+    /* every rank steps together: the global batch's tokens per second */
+    double tps = train_time > 0 ? (double)(done_steps * o.batch * T) / train_time : 0;
     if (!o.quiet)
         printf("done: validation %.4f nats/char, bigram %.4f, ratio %.3f; %.0f tokens/s\n",
                val, bigram_val, val / bigram_val, tps);
-    if (o.summary) {
+    if (o.summary && root) {
         FILE *f = fopen(o.summary, "w");
         if (f == NULL || fprintf(f,
                                  "steps %lld val_loss %.6f bigram %.6f ratio %.4f "
@@ -492,8 +515,9 @@ int main(int argc, char **argv)
         if (f && fclose(f) != 0)
             rc = 1;
     }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD); /* the summary is rank 0's */
     if (rc == 0 && o.sample > 0 && step >= o.steps) {
-        st = sample(&d, g, t, &o);
+        st = root ? sample(&d, g, t, &o) : LADLE_OK; /* a one-rank copy of the weights */
         if (tool_failed(TOOL, st, "sampling"))
             rc = 1;
     }

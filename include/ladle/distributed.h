@@ -373,6 +373,38 @@ LADLE_API ladle_status ladle_dist_vocab_embedding_create(
     int64_t num_embeddings, int64_t embedding_dim, ladle_dtype dtype, ladle_device device,
     uint64_t seed, unsigned flags, ladle_op **op);
 
+/*
+ * Data parallelism for any sequential layer with parameters: *layer (a
+ * ladle layer made on this rank, for this rank's block of the batch) runs
+ * as it is on each member of p, and its parameters become copies of one
+ * set of weights:
+ *
+ *   forward   y_r = L(w_r; x_r) with w_r = w on every rank r (the weights
+ *             broadcast from partition rank 0)
+ *   weight    dw_r += the rank's own contribution; the broadcast's adjoint,
+ *             the sum of the copies' gradients, is ladle_layer_sync_gradients
+ *             (a network or graph runs it in its gradient buckets, during
+ *             the backward pass)
+ *
+ * The broadcast runs once at creation: every copy starts as rank 0's, so
+ * ranks may draw the layer with any seed. The blocks may differ between
+ * ranks (an uneven batch split); the parameters' shapes, the layer's kind
+ * and dtype may not (LADLE_ERR_ARG on every rank). Parameters, names and
+ * buffers are the layer's; partition rank 0 writes them to checkpoints.
+ * Layer-specific calls (ladle_attention_memory, ladle_dropout_set_step...)
+ * take the layer, not the wrapper: make those calls before wrapping.
+ *
+ * The wrapper owns *layer from a successful return (*layer becomes NULL);
+ * on failure the caller keeps it (its parameters may have been
+ * overwritten). Refused with LADLE_ERR_ARG: a layer without parameters, a
+ * distributed layer, a loss, a custom layer, flags other than
+ * LADLE_CHECKED. Collective over p, called by p's members only
+ * (LADLE_ERR_PARTITION elsewhere). Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * LADLE_ERR_PARTITION, LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
+ */
+LADLE_API ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
+                                                   unsigned flags, ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

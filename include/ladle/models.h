@@ -160,8 +160,8 @@ LADLE_API ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fin
                                              ladle_graph **g);
 
 /*
- * A GPT-style decoder-only transformer as a graph (ladle/graph.h), one rank
- * (every rank its own copy; the distributed layouts come later):
+ * A GPT-style decoder-only transformer as a graph (ladle/graph.h), on one
+ * rank or data parallel over D (see ladle_gpt_create_on):
  *
  *   ids (N x T, LADLE_I64, graph value 0)
  *   "wte"  token embedding V -> E,  "wpe" learned positions (T of them)
@@ -195,20 +195,38 @@ typedef struct ladle_gpt_desc {
     ladle_dtype dtype;
     ladle_device device;
     uint64_t seed;
+    int data_ways;   /* D: the batch split D ways over the ranks (1) */
 } ladle_gpt_desc;
 
 /* V 256, T 128, N 32, 4 layers of width 128 with 4 heads, mlp 4, no
- * dropout, f32, the CPU, seed 1. Local. Accepts NULL. */
+ * dropout, f32, the CPU, seed 1, D 1. Local. Accepts NULL. */
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 
-/* The GPT of d, finalized, in training mode. Local (no communicator: the
- * graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
+/* The GPT of d, finalized, in training mode, on this rank alone (D must
+ * be 1). Local (no communicator: the graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
  * bad size field; a number out of range, naming it: vocab, context, batch,
  * layers, width, heads not dividing width, mlp, dropout; sizes whose
  * products overflow), and the codes of the layers' constructors and of
  * ladle_graph_finalize (LADLE_ERR_DEVICE on a backend without attention
  * kernels). */
 LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g);
+
+/* The GPT of d, data parallel over comm, whose size must be d->data_ways
+ * (D, dividing the batch N): rank r of comm holds windows r N/D .. (r + 1)
+ * N/D - 1 of the global batch, so its ids input is N/D x T and its targets
+ * (the rows of its block of the logits, value "rows") N/D T. Every layer
+ * with parameters is replicated over the D ranks
+ * (ladle_dist_replicate_create: the same weights as ladle_gpt_create's
+ * with the same seed, their gradients summed over the copies in the
+ * graph's buckets), and the loss is the cross entropy over the rows split
+ * D ways (ladle_dist_vocab_loss_create on a D x 1 grid): the mean over the
+ * global batch, known on every rank. D steps of it equal one rank's steps
+ * on the whole batch (test_gpt). Collective over comm. Returns the codes of
+ * ladle_gpt_create, LADLE_ERR_ARG (comm's size is not D, D does not divide
+ * N), LADLE_ERR_DEVICE (the distributed loss runs on the CPU only for
+ * now), LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
+                                           ladle_graph **g);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,7 @@ void ladle_gpt_desc_init(ladle_gpt_desc *d)
     d->dtype = LADLE_F32;
     d->device = LADLE_CPU;
     d->seed = 1;
+    d->data_ways = 1;
 }
 
 /* The numbers of d, each named when out of range. */
@@ -44,6 +45,9 @@ static ladle_status check_desc(const ladle_gpt_desc *d)
                 (long long)d->width);
     LADLE_CHECK(d->mlp >= 1 && d->mlp <= 64, LADLE_ERR_ARG, "mlp %lld is outside 1 .. 64",
                 (long long)d->mlp);
+    LADLE_CHECK(d->data_ways >= 1 && d->data_ways <= 4096 && d->batch % d->data_ways == 0,
+                LADLE_ERR_ARG, "data_ways %d must divide the batch %lld (and be 1 .. 4096)",
+                d->data_ways, (long long)d->batch);
     LADLE_CHECK(d->dropout >= 0.0 && d->dropout < 1.0, LADLE_ERR_ARG,
                 "dropout %g is outside [0, 1)", d->dropout);
     /* the largest activation, N T max(V, mlp E), and the head's weight */
@@ -60,18 +64,29 @@ fail:
 typedef struct gpt_build {
     ladle_graph *g;
     const ladle_gpt_desc *d;
+    ladle_partition *p; /* D x 1, data parallel; NULL on one rank */
     uint64_t seed;
-    int64_t xs[3]; /* N x T x E */
+    int64_t xs[3]; /* this rank's N / D x T x E */
 } gpt_build;
 
 /* Add *op, made with status `made`, on x as node name: the graph owns it
  * from then on (destroyed here if the graph does not take it). *op is
- * read only after its constructor has run. */
+ * read only after its constructor has run. Data parallel, a layer with
+ * parameters goes in as copies over the ranks. */
 static ladle_status add(gpt_build *b, const char *name, ladle_status made, ladle_op **op,
                         int x, int *y)
 {
     if (made != LADLE_OK)
         return made;
+    if (b->p && ladle_op_num_params(*op) > 0) {
+        ladle_op *copies = NULL;
+        ladle_status st = ladle_dist_replicate_create(b->p, op, 0, &copies);
+        if (st != LADLE_OK) {
+            ladle_op_destroy(op);
+            return st;
+        }
+        *op = copies;
+    }
     ladle_status st = ladle_graph_add_layer(b->g, name, *op, x, y);
     if (st != LADLE_OK)
         ladle_op_destroy(op);
@@ -147,59 +162,112 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
+/* The graph of d on this rank's block; b->p set when data parallel. */
+static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **out)
 {
     ladle_status st = LADLE_OK;
-    gpt_build b = {0};
     ladle_op *op = NULL;
     int ids, x, p, h, logits, rows;
-    LADLE_NOT_NULL(d);
-    LADLE_NOT_NULL(out);
-    *out = NULL;
-    LADLE_CHECK_SIZE(d);
-    LADLE_CALL(check_desc(d));
-    b.d = d;
-    b.seed = d->seed;
-    b.xs[0] = d->batch;
-    b.xs[1] = d->context;
-    b.xs[2] = d->width;
-    int64_t ids_shape[2] = {d->batch, d->context};
-    LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b.g));
-    LADLE_CALL(ladle_graph_add_input(b.g, "ids", NULL, 2, ids_shape, &ids));
-    LADLE_CALL(add(&b, "wte",
+    int64_t n = d->batch / d->data_ways;
+    b->d = d;
+    b->seed = d->seed;
+    b->xs[0] = n;
+    b->xs[1] = d->context;
+    b->xs[2] = d->width;
+    int64_t ids_shape[2] = {n, d->context};
+    LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b->g));
+    LADLE_CALL(ladle_graph_add_input(b->g, "ids", NULL, 2, ids_shape, &ids));
+    LADLE_CALL(add(b, "wte",
                    ladle_embedding_create(2, ids_shape, d->vocab, d->width, d->dtype,
-                                          d->device, b.seed++, &op),
+                                          d->device, b->seed++, &op),
                    &op, ids, &x));
     op = NULL;
-    LADLE_CALL(add(
-        &b, "wpe",
-        ladle_pos_embedding_create(3, b.xs, d->context, d->dtype, d->device, b.seed++, &op),
-        &op, x, &p));
-    LADLE_CALL(dropout(&b, "drop", p, &h));
+    LADLE_CALL(add(b, "wpe",
+                   ladle_pos_embedding_create(3, b->xs, d->context, d->dtype, d->device,
+                                              b->seed++, &op),
+                   &op, x, &p));
+    LADLE_CALL(dropout(b, "drop", p, &h));
     for (int k = 1; k <= d->layers; k++)
-        LADLE_CALL(block(&b, k, h, &h));
-    LADLE_CALL(norm(&b, "ln_f", h, &h));
-    LADLE_CALL(linear(&b, "head", d->width, d->vocab, 0, h, &logits));
-    int64_t ls[3] = {d->batch, d->context, d->vocab},
-            rs[2] = {d->batch * d->context, d->vocab};
+        LADLE_CALL(block(b, k, h, &h));
+    LADLE_CALL(norm(b, "ln_f", h, &h));
+    LADLE_CALL(linear(b, "head", d->width, d->vocab, 0, h, &logits));
+    int64_t ls[3] = {n, d->context, d->vocab}, rs[2] = {n * d->context, d->vocab};
     op = NULL;
-    LADLE_CALL(add(&b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op),
+    LADLE_CALL(add(b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op),
                    &op, logits, &rows));
     ladle_loss_desc ld;
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;
     op = NULL;
-    LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, &op));
-    st = ladle_graph_add_loss(b.g, "loss", op, rows, 1.0, NULL);
+    if (b->p) /* the rows split D ways, the mean over all of them */
+        LADLE_CALL(ladle_dist_vocab_loss_create(&ld, b->p, d->batch * d->context, d->vocab,
+                                                d->dtype, d->device, 0, &op));
+    else
+        LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, &op));
+    st = ladle_graph_add_loss(b->g, "loss", op, rows, 1.0, NULL);
     if (st != LADLE_OK)
         ladle_op_destroy(&op);
     LADLE_CALL(st);
-    LADLE_CALL(ladle_graph_set_outputs(b.g, 1, &rows));
-    LADLE_CALL(ladle_graph_finalize(b.g));
-    LADLE_CALL(ladle_graph_set_training(b.g, 1));
-    *out = b.g;
-    b.g = NULL;
+    LADLE_CALL(ladle_graph_set_outputs(b->g, 1, &rows));
+    LADLE_CALL(ladle_graph_finalize(b->g));
+    LADLE_CALL(ladle_graph_set_training(b->g, 1));
+    *out = b->g;
+    b->g = NULL;
 fail:
-    ladle_graph_destroy(&b.g);
+    ladle_graph_destroy(&b->g);
+    return st;
+}
+
+ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
+{
+    ladle_status st = LADLE_OK;
+    gpt_build b = {0};
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(out);
+    *out = NULL;
+    LADLE_CHECK_SIZE(d);
+    LADLE_CALL(check_desc(d));
+    LADLE_CHECK(
+        d->data_ways == 1, LADLE_ERR_ARG,
+        "data_ways %d: ladle_gpt_create runs on one rank (ladle_gpt_create_on takes a "
+        "communicator)",
+        d->data_ways);
+    LADLE_CALL(build(&b, d, out));
+fail:
+    return st;
+}
+
+ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_graph **out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    gpt_build b = {0};
+    int size = 0;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(out);
+    *out = NULL;
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_CHECK(MPI_Comm_size(comm, &size) == MPI_SUCCESS, LADLE_ERR_MPI,
+                "MPI_Comm_size failed");
+    /* every rank checks the same description; the verdicts are agreed
+     * before anything collective, so a bad one fails every rank */
+    local = ladle__check_size(__func__, "d", d->size, sizeof *d);
+    if (local == LADLE_OK)
+        local = check_desc(d);
+    if (local == LADLE_OK && d->data_ways != size)
+        local =
+            ladle__raise(LADLE_ERR_ARG, __func__,
+                         "data_ways %d over a communicator of %d ranks: they must be equal",
+                         d->data_ways, size);
+    int code = (int)local, worst = 0;
+    LADLE_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm) == MPI_SUCCESS,
+                LADLE_ERR_MPI, "MPI_Allreduce failed");
+    if (local != LADLE_OK)
+        return local;
+    LADLE_CHECK(worst == 0, (ladle_status)worst, "the description failed on another rank");
+    if (size > 1)
+        LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &b.p));
+    st = build(&b, d, out);
+fail:
+    ladle_partition_destroy(&b.p);
     return st;
 }

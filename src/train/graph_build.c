@@ -185,7 +185,7 @@ static ladle_status check_op(const ladle_graph *g, const ladle_op *op, int loss,
 {
     if (op == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "op is NULL");
-    int is_loss = op->vt->kind == LADLE_OP_LOSS || op->vt->kind == LADLE_OP_DIST_LOSS;
+    int is_loss = op->vt->kind == LADLE_OP_LOSS || op->vt->loss_forward != NULL;
     if (loss != is_loss || (!loss && !op->layer))
         return ladle__raise(LADLE_ERR_ARG, func, "the %s op is not a %s", op->vt->name,
                             loss ? "loss" : "layer");

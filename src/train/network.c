@@ -52,7 +52,7 @@ static ladle_status check_chain(int n, ladle_op *const layers[], ladle_op *loss)
     ladle_status st = LADLE_OK;
     char a[128], b[128];
     LADLE_NOT_NULL(loss);
-    LADLE_CHECK(loss->vt->kind == LADLE_OP_LOSS || loss->vt->kind == LADLE_OP_DIST_LOSS,
+    LADLE_CHECK(loss->vt->kind == LADLE_OP_LOSS || loss->vt->loss_forward != NULL,
                 LADLE_ERR_ARG, "the %s op is not a loss", loss->vt->name);
     LADLE_CHECK(n >= 1 && layers != NULL, LADLE_ERR_ARG, "a network needs at least one layer");
     for (int i = 0; i < n; i++) {

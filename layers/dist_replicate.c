@@ -1,0 +1,272 @@
+/*
+ * Data parallelism for any layer (see ladle/distributed.h): a local layer
+ * on every member of p, applied to that rank's own block, whose parameters
+ * are copies of one set of weights:
+ *
+ *   y_r = L(w_r; x_r),   w_r = B w   (B: partition rank 0's w copied to all)
+ *
+ * The copy B is a broadcast, so the weights' gradient is its adjoint, the
+ * sum-reduce of the copies' gradients: dw = sum over r of dw_r, which
+ * every copy receives (an all-sum-reduce, run by sync_gradients or by a
+ * network's buckets). The forward and the input gradient are the local
+ * layer's, untouched. At creation B runs once, so the copies start equal
+ * whatever each rank drew: rank 0's values win.
+ */
+#include <string.h>
+
+#include "layers/dist.h"
+
+typedef struct replicate {
+    ladle__dist_base base; /* base.local: the wrapped layer */
+    int root;              /* this rank is partition rank 0 (the checkpoint's writer) */
+} replicate;
+
+static void rp_free(replicate *v)
+{
+    if (v == NULL)
+        return;
+    ladle__dist_base_free(&v->base);
+    ladle__free(v);
+}
+
+static void rp_destroy(ladle_op *op) { rp_free(op->impl); }
+
+static ladle_status rp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                               ladle_tensor *y, int64_t n)
+{
+    const replicate *v = op->impl;
+    const ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    (void)n;
+    return ladle_layer_forward(v->base.local, c ? c->local : NULL, x, y);
+}
+
+static ladle_status rp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                ladle_tensor *dx, int64_t n)
+{
+    const replicate *v = op->impl;
+    const ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
+    (void)n;
+    if (c == NULL) /* a linear layer's ctx-less adjoint */
+        return ladle_op_adjoint(v->base.local, dy, dx);
+    return ladle_layer_backward(v->base.local, c->local, dy, dx);
+}
+
+static ladle_status rp_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                       int64_t n)
+{
+    const replicate *v = op->impl;
+    const ladle__dist_ctx *c = ctx->impl;
+    (void)n;
+    return ladle_layer_backward_weight(v->base.local, c->local, dy);
+}
+
+static ladle_tensor *rp_param_at(const ladle_op *op, int i, int grad, const char **name)
+{
+    const replicate *v = op->impl;
+    if (name)
+        *name = ladle_op_param_name(v->base.local, i);
+    return grad ? ladle_op_grad(v->base.local, i) : ladle_op_param(v->base.local, i);
+}
+
+/* Whole tensors, one copy per rank, written by partition rank 0. */
+static void rp_param_info(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const replicate *v = op->impl;
+    const ladle_tensor *t = ladle_op_param(v->base.local, i);
+    info->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        info->global[d] = t->shape[d];
+        info->offset[d] = 0;
+    }
+    info->owner = v->root;
+    ladle__dist_sync_info(v->base.sync[i], v->base.gid[i], v->base.cnt[i], info);
+}
+
+static void rp_param_bound(ladle_op *op, int i)
+{
+    replicate *v = op->impl;
+    ladle_op *local = v->base.local;
+    if (local->vt->param_bound)
+        local->vt->param_bound(local, i);
+    ladle__dist_param_bound(op, i);
+}
+
+/* The local layer's buffers (batch norm's running statistics): whole, and
+ * written by rank 0 like the parameters. */
+static int rp_num_buffers(const ladle_op *op)
+{
+    const ladle_op *local = ((const replicate *)op->impl)->base.local;
+    return local->vt->num_buffers ? local->vt->num_buffers(local) : 0;
+}
+
+static ladle_tensor *rp_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const replicate *v = op->impl;
+    const ladle_op *local = v->base.local;
+    ladle_tensor *t = local->vt->buffer_at(local, i, info);
+    info->owner = info->owner && v->root;
+    return t;
+}
+
+static const ladle_op_vtable replicate_vt = {
+    .kind = LADLE_OP_DIST_REPLICATE,
+    .name = "replicated",
+    .destroy = rp_destroy,
+    .layer_forward = rp_forward,
+    .layer_backward = rp_backward,
+    .layer_backward_weight = rp_backward_weight,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
+    .num_params = ladle__dist_num_params,
+    .param_at = rp_param_at,
+    .set_training = ladle__dist_set_training,
+    .param_info = rp_param_info,
+    .sync_grads = ladle__dist_sync_grads,
+    .num_buffers = rp_num_buffers,
+    .buffer_at = rp_buffer_at,
+    .param_bound = rp_param_bound,
+};
+
+/* Every member sums every parameter with every other: one group. */
+static void one_group(const void *arg, int i, int r, int *gid, int64_t *count)
+{
+    const ladle_op *local = arg;
+    (void)r;
+    *gid = 0;
+    *count = ladle_tensor_numel(ladle_op_param(local, i));
+}
+
+/* This rank's verdict on the arguments, from what every rank passes. */
+static ladle_status validate(const ladle_partition *p, const ladle_op *layer,
+                             unsigned flags, const char *f)
+{
+    if (flags & ~LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, f, "flags 0x%x: only LADLE_CHECKED is known",
+                            flags);
+    if (!layer->layer)
+        return ladle__raise(LADLE_ERR_ARG, f, "the %s op is not a layer", layer->vt->name);
+    if (layer->x_layout || layer->y_layout || layer->vt->sync_grads ||
+        layer->vt->loss_forward)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "the %s layer is distributed or a loss: replicate sequential "
+                            "layers only",
+                            layer->vt->name);
+    if (layer->vt->kind == LADLE_OP_CUSTOM)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "a custom layer's parameters are its own: replicate ladle's "
+                            "layers (or sum a custom layer's gradients yourself)");
+    if (ladle_op_num_params(layer) < 1)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "the %s layer has no parameters: add it to the graph as it is",
+                            layer->vt->name);
+    for (int i = 0; i < ladle_op_num_params(layer); i++) {
+        const ladle_tensor *t = ladle_op_param(layer, i);
+        if (!ladle_tensor_is_contiguous(t))
+            return ladle__raise(LADLE_ERR_ARG, f, "parameter %d of the %s layer is strided",
+                                i, layer->vt->name);
+    }
+    (void)p;
+    return LADLE_OK;
+}
+
+/* What every member must pass alike: the layer's kind, dtype and
+ * parameter shapes (the blocks it works on may differ). */
+static uint64_t shape_hash(const ladle_partition *p, const ladle_op *layer, unsigned flags)
+{
+    int np = ladle_op_num_params(layer);
+    int64_t args[4] = {(int64_t)layer->vt->kind, (int64_t)layer->dtype, (int64_t)flags, np};
+    uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, &p, 4, args);
+    for (int i = 0; i < np && i < LADLE_MAX_PARAMS; i++) {
+        const ladle_tensor *t = ladle_op_param(layer, i);
+        h = ladle__hash(h, &t->ndim, sizeof t->ndim);
+        h = ladle__hash(h, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    }
+    return h;
+}
+
+/* B at creation: partition rank 0's parameters on every copy (the others
+ * zeroed, then the copies summed). Collective over p. */
+static ladle_status copy_root(const ladle__dist_make *m, replicate *v)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *view = NULL;
+    for (int i = 0; i < v->base.nparams; i++) {
+        ladle_tensor *t = ladle_op_param(v->base.local, i);
+        const ladle_op *s = v->base.sync[i];
+        if (!v->root)
+            LADLE_CALL(ladle_tensor_fill(t, 0.0));
+        LADLE_CALL(ladle_tensor_wrap(m->dtype, m->device, s->x_ndim, s->x_shape, NULL,
+                                     t->data, &view));
+        LADLE_CALL(ladle_op_forward(v->base.sync[i], view, view));
+        ladle_tensor_destroy(&view);
+    }
+fail:
+    ladle_tensor_destroy(&view);
+    return st;
+}
+
+ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
+                                         unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local;
+    ladle_op *op = NULL, *inner = NULL;
+    replicate *v = NULL;
+    ladle__dist_make m = {f, LADLE_F32, LADLE_CPU, flags, MPI_COMM_NULL, NULL, NULL};
+    LADLE_NOT_NULL(p);
+    LADLE_NOT_NULL(layer);
+    LADLE_NOT_NULL(*layer);
+    LADLE_NOT_NULL(out);
+    inner = *layer;
+    m.dtype = inner->dtype;
+    m.device = inner->be->device;
+    LADLE_CHECK(ladle_partition_coords(p) != NULL, LADLE_ERR_PARTITION,
+                "this rank is not a member of p: call it on p's members only");
+    local = validate(p, inner, flags, f);
+    LADLE_CALL(ladle__dist_open(&m, 1, &p, local, shape_hash(p, inner, flags)));
+
+    v = ladle__calloc(1, sizeof *v);
+    LADLE_CALL(ladle__dist_step(m.comm, ladle__dist_alloc_ok(&m, v != NULL), f));
+    v->base.local = inner;
+    v->base.nparams = ladle_op_num_params(inner);
+    v->root = ladle_partition_rank(p) == 0;
+    st = ladle__dist_replicas(&m, &v->base, v->base.nparams, p, one_group, inner);
+    if (st != LADLE_OK) {
+        v->base.local = NULL; /* still the caller's */
+        goto fail;
+    }
+    LADLE_CALL(ladle__dist_step(m.comm, copy_root(&m, v), f));
+
+    local = ladle__layer_new(&replicate_vt, inner->dtype, inner->be->device, inner->x_ndim,
+                             inner->x_shape, inner->y_ndim, inner->y_shape, inner->batched,
+                             &op, f);
+    if (local == LADLE_OK) {
+        op->impl = v;
+        op->comm = m.comm;
+        m.comm = MPI_COMM_NULL;
+        op->flags = ladle__op_flags_from_env(flags);
+        op->linear = inner->linear;
+        op->x_ids = inner->x_ids;
+        op->weighted = inner->weighted;
+        op->fan_in = inner->fan_in;
+        op->fan_out = inner->fan_out;
+        op->training = inner->training;
+    }
+    st = ladle__dist_step(op ? op->comm : m.comm, local, f);
+    if (st != LADLE_OK) {
+        if (op)
+            op->impl = NULL;
+        goto fail;
+    }
+    *layer = NULL;
+    *out = op;
+    ladle__dist_close(&m);
+    return LADLE_OK;
+fail:
+    if (v && v->base.local == inner)
+        v->base.local = NULL; /* the caller keeps its layer on failure */
+    ladle_op_destroy(&op);
+    ladle__dist_close(&m);
+    rp_free(v);
+    return st;
+}
