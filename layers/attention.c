@@ -277,15 +277,16 @@ fail:
 static ladle_status add_params(ladle_op *op, attention *a, uint64_t seed)
 {
     ladle_status st = LADLE_OK;
-    int64_t hd3 = 3 * a->hd;
     ladle_tensor *t = NULL;
     a->i_bqkv = a->i_bo = -1;
     a->i_wqkv = op->nparams;
-    LADLE_CALL(ladle__layer_add_param(op, "qkv_weight", 2, (int64_t[]){hd3, a->embed}, &t));
+    /* 3 x Hd x E (q, k, v): head group g's rows are one box, (3, its Hd, E),
+     * as tensor parallelism splits them (ladle_dist_tp_attention_create) */
+    LADLE_CALL(ladle__layer_add_param(op, "qkv_weight", 3, (int64_t[]){3, a->hd, a->embed}, &t));
     LADLE_CALL(ladle__init_tensor(t, LADLE_INIT_DEFAULT, (double)a->embed, 0, seed, 0));
     if (a->qkv_bias) {
         a->i_bqkv = op->nparams;
-        LADLE_CALL(ladle__layer_add_param(op, "qkv_bias", 1, &hd3, &t));
+        LADLE_CALL(ladle__layer_add_param(op, "qkv_bias", 2, (int64_t[]){3, a->hd}, &t));
         LADLE_CALL(ladle__init_tensor(t, LADLE_INIT_DEFAULT, (double)a->embed, 0, seed, 1));
     }
     a->i_wo = op->nparams;

@@ -161,8 +161,17 @@ fail:
 /* ---- the positional embedding ---- */
 
 typedef struct pos_embedding {
-    int64_t per_sample; /* T E */
+    int64_t per_sample;         /* T E */
+    int64_t t, max_len, offset; /* x's positions are offset .. offset + T - 1 */
 } pos_embedding;
+
+/* The first weight row this layer adds: row offset. */
+static void *rows_at(const ladle_op *op, const ladle_tensor *w)
+{
+    const pos_embedding *v = op->impl;
+    return (char *)w->data +
+           (size_t)(v->offset * (v->per_sample / v->t)) * ladle_dtype_size(op->dtype);
+}
 
 static ladle_status pos_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                 ladle_tensor *y, int64_t n)
@@ -175,9 +184,9 @@ static ladle_status pos_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     if (x->data != y->data)
         LADLE_CALL(
             op->be->fn->copy(op->be, op->dtype, n * v->per_sample, x->data, y->data));
-    /* p's rows 0 .. T-1 are its first T E values */
+    /* p's rows offset .. offset + T-1 are T E consecutive values */
     LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, n, v->per_sample, 1,
-                                    op->params[0]->data, y->data));
+                                    rows_at(op, op->params[0]), y->data));
 fail:
     return st;
 }
@@ -200,7 +209,7 @@ static ladle_status pos_backward_weight(ladle_op *op, ladle_ctx *ctx,
     if (n == 0)
         return LADLE_OK;
     return op->be->fn->bias_grad(op->be, op->dtype, n, v->per_sample, 1, dy->data,
-                                 op->grads[0]->data);
+                                 rows_at(op, op->grads[0]));
 }
 
 static void pos_destroy(ladle_op *op) { ladle__free(op->impl); }
@@ -236,6 +245,8 @@ ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[], int64
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     v->per_sample = x_shape[1] * x_shape[2];
+    v->t = x_shape[1];
+    v->max_len = max_len;
     LADLE_CALL(ladle__layer_new(&pos_embedding_vt, dtype, device, 3, x_shape, 3, x_shape, 1,
                                 &op, __func__));
     op->impl = v;
@@ -250,5 +261,20 @@ ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shape[], int64
 fail:
     ladle__free(v);
     ladle_op_destroy(&op);
+    return st;
+}
+
+ladle_status ladle_pos_embedding_set_offset(ladle_op *op, int64_t offset)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->vt == &pos_embedding_vt, LADLE_ERR_ARG,
+                "the %s op is not a positional embedding", op->vt->name);
+    pos_embedding *v = op->impl;
+    LADLE_CHECK(offset >= 0 && offset <= v->max_len - v->t, LADLE_ERR_ARG,
+                "offset %lld: positions offset .. offset + %lld must lie in 0 .. %lld",
+                (long long)offset, (long long)(v->t - 1), (long long)(v->max_len - 1));
+    v->offset = offset;
+fail:
     return st;
 }

@@ -594,18 +594,19 @@ START_TEST(contexts_and_parameters)
     LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 42, &twin));
     LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 43, &other));
     const char *names[4] = {"qkv_weight", "qkv_bias", "out_weight", "out_bias"};
-    int64_t shapes[4][2] = {{18, 10}, {18, 0}, {10, 6}, {10, 0}};
+    int64_t shapes[4][3] = {{3, 6, 10}, {3, 6, 0}, {10, 6, 0}, {10, 0, 0}};
     double bounds[4] = {1 / sqrt(10.0), 1 / sqrt(10.0), 1 / sqrt(6.0), 1 / sqrt(6.0)};
     LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_ATTENTION && ladle_op_num_params(op) == 4 &&
                   strcmp(ladle_op_kind_name(LADLE_OP_ATTENTION), "attention") == 0,
               "kind and parameters");
     for (int i = 0; i < 4; i++) {
         const ladle_tensor *p = ladle_op_param(op, i);
-        int nd = shapes[i][1] ? 2 : 1;
+        int nd = shapes[i][2] ? 3 : shapes[i][1] ? 2 : 1;
         LT_ASSERT(strcmp(ladle_op_param_name(op, i), names[i]) == 0 &&
                       ladle_tensor_ndim(p) == nd &&
                       ladle_tensor_shape(p)[0] == shapes[i][0] &&
-                      (nd == 1 || ladle_tensor_shape(p)[1] == shapes[i][1]),
+                      (nd == 1 || ladle_tensor_shape(p)[1] == shapes[i][1]) &&
+                      (nd < 3 || ladle_tensor_shape(p)[2] == shapes[i][2]),
                   "parameter %d: %s", i, ladle_op_param_name(op, i));
         double *a = host(p), *b = host(ladle_op_param(twin, i)),
                *c = host(ladle_op_param(other, i));

@@ -269,6 +269,11 @@ START_TEST(bad_descriptors)
     REFUSED(dropout, 1.0, "dropout 1");
     REFUSED(dropout, -0.1, "dropout");
     REFUSED(dropout, NAN, "dropout");
+    REFUSED(data_ways, 0, "data_ways 0");
+    REFUSED(data_ways, 3, "data_ways 3 must divide the batch");
+    REFUSED(tensor_ways, 3, "tensor_ways 3 must divide the context");
+    REFUSED(tensor_ways, 8, "at most the heads");
+    REFUSED(tensor_ways, 2, "runs on one rank");
 #undef REFUSED
     if (lt_device() == LADLE_CUDA) { /* no attention kernels there yet */
         ladle_status st = ladle_gpt_create(&d, &g);
@@ -299,14 +304,14 @@ static ladle_gpt_desc dp_desc(int ways, uint64_t seed)
 }
 
 /* Forward, loss and backward (gradients summed over the copies) of rows
- * first .. first + n - 1 of the global batch (ids, tg); the loss. */
+ * first .. first + n - 1 (of len tokens) of ids and tg; the loss. */
 static double dp_run(ladle_graph *g, const int64_t *ids, const int64_t *tg, int first,
-                     int n, const ladle_tensor **logits)
+                     int n, int len, const ladle_tensor **logits)
 {
-    ladle_tensor *x = lt_tensor(LADLE_I64, 2, (int64_t[]){n, T});
-    ladle_tensor *t = lt_tensor(LADLE_I64, 1, (int64_t[]){(int64_t)n * T});
-    LT_OK(ladle_tensor_write(x, ids + (size_t)first * T));
-    LT_OK(ladle_tensor_write(t, tg + (size_t)first * T));
+    ladle_tensor *x = lt_tensor(LADLE_I64, 2, (int64_t[]){n, len});
+    ladle_tensor *t = lt_tensor(LADLE_I64, 1, (int64_t[]){(int64_t)n * len});
+    LT_OK(ladle_tensor_write(x, ids + (size_t)first * len));
+    LT_OK(ladle_tensor_write(t, tg + (size_t)first * len));
     const ladle_tensor *xs[1] = {x}, *ts[1] = {t};
     double loss = 0;
     LT_OK(ladle_graph_zero_grad(g));
@@ -348,35 +353,47 @@ static double params_apart(const ladle_graph *a, const ladle_graph *b, int grads
     return worst;
 }
 
-/* D ranks of ladle_gpt_create_on against ladle_gpt_create on the whole
- * batch: the copies start as rank 0's though each rank draws its own seed,
- * the logits of each rank's rows, the losses and the summed gradients of
- * the first step, and the weights after 5 AdamW steps (with weight decay
- * and some ignored targets) agree to 1e-10; a checkpoint of the copies
- * then loads into the one-rank model unchanged. */
-START_TEST(data_parallel_equals_one_rank)
+/* This rank's block of a global N x T array (rows of windows b, positions
+ * i, window by window) as the D x S layout of ladle_gpt_create_on holds
+ * it. */
+static void block_of(const int64_t *all, int D, int S, int rank, int64_t *mine)
 {
-    if (lt_device() == LADLE_CUDA) /* the distributed loss is CPU only for now */
-        return;
-    int rank = 0, ranks = 1;
+    int nb = NG / D, ts = T / S, b = rank / S, i = rank % S, k = 0;
+    for (int n = 0; n < nb; n++)
+        for (int t = 0; t < ts; t++)
+            mine[k++] = all[(size_t)(b * nb + n) * T + (size_t)(i * ts + t)];
+}
+
+/* D x S ranks of ladle_gpt_create_on against ladle_gpt_create on the whole
+ * batch: the copies start as rank 0's though each rank draws its own seed
+ * (S = 1: the tensor-parallel layers draw their blocks, so every rank passes
+ * the seed there), each rank's logits rows, the losses of 5 AdamW steps
+ * (with weight decay and some ignored targets), the summed gradients of the
+ * first step (S = 1), and the weights after them, gathered by a checkpoint
+ * and loaded into the one-rank model, agree to 1e-10. */
+static void parallel_equals_one_rank(int D, int S)
+{
+    int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    if (NG % ranks != 0)
-        return;
-    int nb = NG / ranks, first = rank * nb;
-    ladle_gpt_desc ds = dp_desc(1, 9), dd = dp_desc(ranks, 9 + (uint64_t)rank);
+    int nb = NG / D, ts = T / S, b = rank / S, i = rank % S;
+    ladle_gpt_desc ds = dp_desc(1, 9), dd = dp_desc(D, S == 1 ? 9 + (uint64_t)rank : 9);
+    dd.tensor_ways = S;
     ladle_graph *one = NULL, *dp = NULL;
     LT_OK(ladle_gpt_create(&ds, &one));
     LT_OK(ladle_gpt_create_on(&dd, MPI_COMM_WORLD, &dp));
-    LT_ASSERT(params_apart(dp, one, 0) == 0, "the copies do not start as rank 0's weights");
-    LT_ASSERT(ranks == 1 || ladle_graph_buckets(dp) >= 1,
-              "no gradient bucket over %d ranks", ranks);
+    if (S == 1)
+        LT_ASSERT(params_apart(dp, one, 0) == 0,
+                  "the copies do not start as rank 0's weights");
+    LT_ASSERT(D * S == 1 || ladle_graph_buckets(dp) >= 1, "no gradient bucket over %dx%d",
+              D, S);
 
-    int64_t ids[NG * T], tg[NG * T];
-    for (int i = 0; i < NG * T; i++) {
-        ids[i] = (int64_t)(((uint64_t)i * 2654435761u + 7) % V);
-        tg[i] = i % 13 == 5 ? -1 : (int64_t)(((uint64_t)i * 40503u + 3) % V);
+    int64_t ids[NG * T], tg[NG * T], mi[NG * T], mt[NG * T];
+    for (int k = 0; k < NG * T; k++) {
+        ids[k] = (int64_t)(((uint64_t)k * 2654435761u + 7) % V);
+        tg[k] = k % 13 == 5 ? -1 : (int64_t)(((uint64_t)k * 40503u + 3) % V);
     }
+    block_of(ids, D, S, rank, mi);
+    block_of(tg, D, S, rank, mt);
     ladle_optimizer_desc od;
     ladle_optimizer *o1 = NULL, *od_ = NULL;
     ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-2);
@@ -387,32 +404,50 @@ START_TEST(data_parallel_equals_one_rank)
     LT_OK(ladle_optimizer_add_graph(od_, dp));
     for (int s = 0; s < 5; s++) {
         const ladle_tensor *y1 = NULL, *yd = NULL;
-        double l1 = dp_run(one, ids, tg, 0, NG, &y1),
-               ld = dp_run(dp, ids, tg, first, nb, &yd);
-        LT_ASSERT(fabs(ld - l1) <= 1e-12 * fabs(l1), "step %d: loss %.17g, one rank %.17g",
-                  s, ld, l1);
+        double l1 = dp_run(one, ids, tg, 0, NG, T, &y1);
+        double ld = dp_run(dp, mi, mt, 0, nb, ts, &yd);
+        LT_ASSERT(fabs(ld - l1) <= 1e-12 * fabs(l1),
+                  "%dx%d step %d: loss %.17g, one rank %.17g", D, S, s, ld, l1);
         if (s == 0) {
-            int64_t off[2] = {(int64_t)first * T, 0};
-            double e = lt_box_error(y1, off, yd);
-            LT_ASSERT(e <= 1e-12, "logits of rows %d..: %.3e apart", first * T, e);
-            double ge = params_apart(dp, one, 1);
-            LT_ASSERT(ge <= 1e-10, "summed gradients %.3e apart from one rank's", ge);
+            double *a = malloc(sizeof(double) * NG * T * V),
+                   *m = malloc(sizeof(double) * NG * T * V);
+            LT_ASSERT(a && m, "out of memory");
+            LT_OK(ladle_tensor_read(y1, a));
+            LT_OK(ladle_tensor_read(yd, m));
+            double e = 0;
+            for (int n = 0; n < nb; n++)
+                for (int t = 0; t < ts; t++)
+                    for (int v = 0; v < V; v++) {
+                        double want =
+                            a[((size_t)(b * nb + n) * T + (size_t)(i * ts + t)) * V + v];
+                        double got = m[((size_t)n * ts + (size_t)t) * V + v];
+                        e = fmax(e, fabs(got - want) / (1 + fabs(want)));
+                    }
+            LT_ASSERT(e <= 1e-12, "%dx%d: logits %.3e apart", D, S, e);
+            free(a);
+            free(m);
+            if (S == 1) {
+                double ge = params_apart(dp, one, 1);
+                LT_ASSERT(ge <= 1e-10, "summed gradients %.3e apart from one rank's", ge);
+            }
         }
         LT_OK(ladle_optimizer_step(o1));
         LT_OK(ladle_optimizer_step(od_));
     }
-    double pe = params_apart(dp, one, 0);
-    LT_ASSERT(pe <= 1e-10, "weights after 5 steps %.3e apart", pe);
-
-    /* the copies' checkpoint (rank 0 writes each) into the one-rank model */
+    if (S == 1) {
+        double pe = params_apart(dp, one, 0);
+        LT_ASSERT(pe <= 1e-10, "weights after 5 steps %.3e apart", pe);
+    }
+    /* every shard and copy gathered by a checkpoint, into the one-rank model */
     char path[64];
-    snprintf(path, sizeof path, "/tmp/ladle_test_gpt_dp_%d.ckpt", ranks);
+    snprintf(path, sizeof path, "/tmp/ladle_test_gpt_%dx%d.ckpt", D, S);
     LT_OK(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, dp, NULL, 0, NULL));
     ladle_graph *back = NULL;
     LT_OK(ladle_gpt_create(&ds, &back));
     LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_SELF, back, NULL, 0, NULL, NULL));
-    double ce = params_apart(back, dp, 0);
-    LT_ASSERT(ce == 0, "the checkpoint's weights are %.3e apart", ce);
+    double ce = params_apart(back, one, 0);
+    LT_ASSERT(ce <= 1e-10, "%dx%d: the checkpoint's weights are %.3e from one rank's", D, S,
+              ce);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         remove(path);
@@ -421,6 +456,18 @@ START_TEST(data_parallel_equals_one_rank)
     ladle_optimizer_destroy(&od_);
     ladle_graph_destroy(&one);
     ladle_graph_destroy(&dp);
+}
+
+/* Every D x S = the ranks with D dividing the batch and S the context. */
+START_TEST(data_parallel_equals_one_rank)
+{
+    if (lt_device() == LADLE_CUDA) /* the distributed loss is CPU only for now */
+        return;
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    for (int S = 1; S <= ranks; S++)
+        if (ranks % S == 0 && T % S == 0 && NG % (ranks / S) == 0 && S <= H)
+            parallel_equals_one_rank(ranks / S, S);
 }
 END_TEST
 

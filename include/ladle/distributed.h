@@ -405,6 +405,62 @@ LADLE_API ladle_status ladle_dist_vocab_embedding_create(
 LADLE_API ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
                                                    unsigned flags, ladle_op **op);
 
+/*
+ * Tensor parallelism with sequence parallelism, Megatron's layout on
+ * ladle's primitives. The residual stream x (N x T x E, x_shape) is split
+ * in balance over p = D x S x 1: batch blocks by sequence blocks, so the
+ * layer norms, dropouts and residual adds between these layers run on
+ * every rank's own block (their weights replicated, ladle_dist_replicate_
+ * create). The S ranks (b, 0 .. S-1) of batch block b share the heavy
+ * layers' weights, S ways:
+ *
+ *   attention  y = G* (sum over i of A_i) G x: G gathers batch block b's
+ *              whole sequence onto its S ranks (an all-gather, a window
+ *              gather), rank i runs heads i (a balanced share of H, whole
+ *              heads) and its block of the output projection, and G* (the
+ *              reduce-scatter) sums the partial outputs onto the sequence
+ *              blocks; the output bias is added once, by i = 0
+ *   column     y = L_i G x: rank i computes output features i (of F) for
+ *              the whole sequence; y (N x T x F) is split by batch block
+ *              and features, not by sequence
+ *   row        y = G* (sum over i of L_i x_i): x is a column layer's y,
+ *              rank i holds input features i, and the partial outputs are
+ *              reduce-scattered onto the sequence blocks (the bias added
+ *              once); a column layer, an activation on its block, then a
+ *              row layer is the MLP, with no message in between
+ *
+ * The backward of each is its chain read backwards (dx = G* A_i* G dy...);
+ * the weight pass reuses the gathered dy. Parameters are those of the
+ * sequential layer (ladle_attention_create with d; ladle_linear_create
+ * E -> F for column, F -> E for row), with the same global shapes, names,
+ * and initial values for the same seed: rank i holds its box (attention:
+ * qkv_weight (3, its heads' rows, E), qkv_bias (3, its rows), out_weight
+ * (E, its columns), out_bias whole on i = 0; column: the weight's rows
+ * and the bias's block; row: the weight's columns, the bias on i = 0).
+ * With D > 1 every box has one copy per batch block, summed by
+ * ladle_layer_sync_gradients (or a graph's buckets); batch block 0's
+ * copies go to checkpoints. For a column layer features is F (its
+ * output), for a row layer F is its input; x_shape is the stream's N x T x
+ * E in both. Needs N >= D, T >= S and H >= S (attention) or F >= S. S = 1
+ * gives plain data parallelism over D, D = S = 1 the sequential layer.
+ * Collective over p. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE (the attention on a
+ * backend without its kernels), LADLE_ERR_PARTITION (p not D x S x 1),
+ * LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
+ */
+LADLE_API ladle_status ladle_dist_tp_attention_create(const ladle_attention_desc *d,
+                                                      const ladle_partition *p,
+                                                      const int64_t x_shape[3], ladle_dtype dtype,
+                                                      ladle_device device, uint64_t seed,
+                                                      unsigned flags, ladle_op **op);
+/* row 0: a column-parallel linear E -> features; row 1: row-parallel,
+ * features -> E (see above). */
+LADLE_API ladle_status ladle_dist_tp_linear_create(const ladle_partition *p, int row,
+                                                   const int64_t x_shape[3], int64_t features,
+                                                   int bias, ladle_dtype dtype,
+                                                   ladle_device device, uint64_t seed,
+                                                   unsigned flags, ladle_op **op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -476,15 +476,23 @@ LADLE_API ladle_status ladle_pos_embedding_create(int ndim, const int64_t x_shap
                                                   int64_t max_len, ladle_dtype dtype,
                                                   ladle_device device, uint64_t seed,
                                                   ladle_op **op);
+/* Make x's positions offset .. offset + T - 1 (0 at creation): rows offset
+ * .. offset + T - 1 of p are added, and get the gradients. A sequence block
+ * of a sequence-parallel model (ladle_dist_tp_attention_create) adds its
+ * own positions this way. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not
+ * a positional embedding; offset + T above max_len, or negative). */
+LADLE_API ladle_status ladle_pos_embedding_set_offset(ladle_op *op, int64_t offset);
 
 /*
  * Multi-head self-attention (sequential): x and y are N x T x E, with H
  * heads of d = head_dim values each (H d need not be E: a tensor-parallel
  * shard holding H/P heads of a wider layer is this same layer). Parameters,
  * in this order (the biases only when asked for):
- *   "qkv_weight"  3 H d x E   rows 0 .. H d-1 the queries, then the keys,
- *                             then the values (PyTorch's in_proj layout)
- *   "qkv_bias"    3 H d
+ *   "qkv_weight"  3 x H d x E  [0] the queries' rows, [1] the keys', [2]
+ *                             the values' (PyTorch's in_proj_weight viewed
+ *                             as 3 x H d x E, so that a head group is one
+ *                             box: what tensor parallelism splits)
+ *   "qkv_bias"    3 x H d
  *   "out_weight"  E x H d
  *   "out_bias"    E
  * Forward, per sample n and head h (Q, K, V the head's T x d columns):

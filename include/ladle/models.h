@@ -196,14 +196,15 @@ typedef struct ladle_gpt_desc {
     ladle_device device;
     uint64_t seed;
     int data_ways;   /* D: the batch split D ways over the ranks (1) */
+    int tensor_ways; /* S: heads, MLP features and the sequence split S ways (1) */
 } ladle_gpt_desc;
 
 /* V 256, T 128, N 32, 4 layers of width 128 with 4 heads, mlp 4, no
- * dropout, f32, the CPU, seed 1, D 1. Local. Accepts NULL. */
+ * dropout, f32, the CPU, seed 1, D 1, S 1. Local. Accepts NULL. */
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 
-/* The GPT of d, finalized, in training mode, on this rank alone (D must
- * be 1). Local (no communicator: the graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
+/* The GPT of d, finalized, in training mode, on this rank alone (D and S
+ * must be 1). Local (no communicator: the graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
  * bad size field; a number out of range, naming it: vocab, context, batch,
  * layers, width, heads not dividing width, mlp, dropout; sizes whose
  * products overflow), and the codes of the layers' constructors and of
@@ -211,20 +212,28 @@ LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
  * kernels). */
 LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g);
 
-/* The GPT of d, data parallel over comm, whose size must be d->data_ways
- * (D, dividing the batch N): rank r of comm holds windows r N/D .. (r + 1)
- * N/D - 1 of the global batch, so its ids input is N/D x T and its targets
- * (the rows of its block of the logits, value "rows") N/D T. Every layer
- * with parameters is replicated over the D ranks
- * (ladle_dist_replicate_create: the same weights as ladle_gpt_create's
- * with the same seed, their gradients summed over the copies in the
- * graph's buckets), and the loss is the cross entropy over the rows split
- * D ways (ladle_dist_vocab_loss_create on a D x 1 grid): the mean over the
- * global batch, known on every rank. D steps of it equal one rank's steps
- * on the whole batch (test_gpt). Collective over comm. Returns the codes of
- * ladle_gpt_create, LADLE_ERR_ARG (comm's size is not D, D does not divide
- * N), LADLE_ERR_DEVICE (the distributed loss runs on the CPU only for
- * now), LADLE_ERR_MPI. */
+/* The GPT of d over comm, whose size must be D S (d->data_ways times
+ * d->tensor_ways; D dividing the batch N, S the context T). Rank r = b S +
+ * i of comm holds windows b N/D .. (b + 1) N/D - 1 of the global batch and
+ * their positions i T/S .. (i + 1) T/S - 1: its ids input is N/D x T/S, and
+ * its targets (the rows of its block of the logits, value "rows") are
+ * those windows' targets at those positions, N/D T/S of them, window by
+ * window. The residual stream is split the same way (sequence
+ * parallelism). Layers with parameters that act on a rank's own block (the
+ * embeddings, the layer norms, the head) are replicated over the D S ranks
+ * (ladle_dist_replicate_create); with S > 1 the attention and the MLP are
+ * tensor parallel over the S ranks of a batch block
+ * (ladle_dist_tp_attention_create, ladle_dist_tp_linear_create: heads and
+ * hidden features split S ways, the sequence gathered for them and the
+ * partial outputs reduce-scattered back). The weights are
+ * ladle_gpt_create's with the same seed, the gradients summed over their
+ * copies in the graph's buckets, and the loss the cross entropy over the
+ * rows split D S ways (ladle_dist_vocab_loss_create): the mean over the
+ * global batch, known on every rank. Its steps equal one rank's on the
+ * whole batch (test_gpt). Collective over comm. Returns the codes of
+ * ladle_gpt_create, LADLE_ERR_ARG (comm's size is not D S; D not dividing
+ * N, S not dividing T, S above H or the MLP's width), LADLE_ERR_DEVICE
+ * (the distributed loss runs on the CPU only for now), LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
                                            ladle_graph **g);
 

@@ -24,6 +24,7 @@ void ladle_gpt_desc_init(ladle_gpt_desc *d)
     d->device = LADLE_CPU;
     d->seed = 1;
     d->data_ways = 1;
+    d->tensor_ways = 1;
 }
 
 /* The numbers of d, each named when out of range. */
@@ -48,6 +49,13 @@ static ladle_status check_desc(const ladle_gpt_desc *d)
     LADLE_CHECK(d->data_ways >= 1 && d->data_ways <= 4096 && d->batch % d->data_ways == 0,
                 LADLE_ERR_ARG, "data_ways %d must divide the batch %lld (and be 1 .. 4096)",
                 d->data_ways, (long long)d->batch);
+    LADLE_CHECK(d->tensor_ways >= 1 && d->tensor_ways <= 4096 &&
+                    d->context % d->tensor_ways == 0 && d->heads >= d->tensor_ways &&
+                    d->mlp * d->width >= d->tensor_ways,
+                LADLE_ERR_ARG,
+                "tensor_ways %d must divide the context %lld and be at most the heads %lld "
+                "(and 1 .. 4096)",
+                d->tensor_ways, (long long)d->context, (long long)d->heads);
     LADLE_CHECK(d->dropout >= 0.0 && d->dropout < 1.0, LADLE_ERR_ARG,
                 "dropout %g is outside [0, 1)", d->dropout);
     /* the largest activation, N T max(V, mlp E), and the head's weight */
@@ -64,9 +72,11 @@ fail:
 typedef struct gpt_build {
     ladle_graph *g;
     const ladle_gpt_desc *d;
-    ladle_partition *p; /* D x 1, data parallel; NULL on one rank */
+    ladle_partition *p;    /* D S x 1, the replicas and the loss; NULL on one rank */
+    ladle_partition *grid; /* D x S x 1, the tensor-parallel layers (S > 1) */
+    int seq_block;         /* this rank's i: positions i T/S .. */
     uint64_t seed;
-    int64_t xs[3]; /* this rank's N / D x T x E */
+    int64_t xs[3]; /* this rank's N / D x T / S x E */
 } gpt_build;
 
 /* Add *op, made with status `made`, on x as node name: the graph owns it
@@ -78,7 +88,7 @@ static ladle_status add(gpt_build *b, const char *name, ladle_status made, ladle
 {
     if (made != LADLE_OK)
         return made;
-    if (b->p && ladle_op_num_params(*op) > 0) {
+    if (b->p && ladle_op_num_params(*op) > 0 && ladle_op_x_layout(*op) == NULL) {
         ladle_op *copies = NULL;
         ladle_status st = ladle_dist_replicate_create(b->p, op, 0, &copies);
         if (st != LADLE_OK) {
@@ -140,21 +150,44 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
 #define NAME(s) (snprintf(name, sizeof name, "h%d." s, k), name)
     LADLE_CALL(norm(b, NAME("ln1"), x, &v));
     ladle_attention_desc_init(&ad, d->width, d->heads);
-    LADLE_CALL(
-        add(b, NAME("attn"),
-            ladle_attention_create(&ad, 3, b->xs, d->dtype, d->device, b->seed++, &op), &op,
-            v, &a));
+    int64_t gs[3] = {d->batch, d->context, d->width}; /* the stream's global shape */
+    if (b->grid)
+        LADLE_CALL(add(b, NAME("attn"),
+                       ladle_dist_tp_attention_create(&ad, b->grid, gs, d->dtype, d->device,
+                                                      b->seed++, 0, &op),
+                       &op, v, &a));
+    else
+        LADLE_CALL(
+            add(b, NAME("attn"),
+                ladle_attention_create(&ad, 3, b->xs, d->dtype, d->device, b->seed++, &op),
+                &op, v, &a));
     LADLE_CALL(dropout(b, NAME("drop1"), a, &a));
     LADLE_CALL(ladle_graph_add_add(b->g, NAME("res1"), 2, (int[]){x, a}, &r1));
     LADLE_CALL(norm(b, NAME("ln2"), r1, &v));
-    LADLE_CALL(linear(b, NAME("fc"), d->width, d->mlp * d->width, 1, v, &m));
-    int64_t hs[3] = {b->xs[0], b->xs[1], d->mlp * d->width};
+    int64_t f = d->mlp * d->width, hs[3] = {b->xs[0], b->xs[1], f};
+    op = NULL;
+    if (b->grid) { /* the hidden features split S ways, the sequence whole */
+        hs[1] = d->context;
+        hs[2] = ladle__balanced_size(f, d->tensor_ways, b->seq_block);
+        LADLE_CALL(add(b, NAME("fc"),
+                       ladle_dist_tp_linear_create(b->grid, 0, gs, f, 1, d->dtype,
+                                                   d->device, b->seed++, 0, &op),
+                       &op, v, &m));
+    } else
+        LADLE_CALL(linear(b, NAME("fc"), d->width, f, 1, v, &m));
     op = NULL;
     LADLE_CALL(
         add(b, NAME("gelu"),
             ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, d->dtype, d->device, &op),
             &op, m, &m));
-    LADLE_CALL(linear(b, NAME("proj"), d->mlp * d->width, d->width, 1, m, &m));
+    op = NULL;
+    if (b->grid)
+        LADLE_CALL(add(b, NAME("proj"),
+                       ladle_dist_tp_linear_create(b->grid, 1, gs, f, 1, d->dtype,
+                                                   d->device, b->seed++, 0, &op),
+                       &op, m, &m));
+    else
+        LADLE_CALL(linear(b, NAME("proj"), f, d->width, 1, m, &m));
     LADLE_CALL(dropout(b, NAME("drop2"), m, &m));
     LADLE_CALL(ladle_graph_add_add(b->g, NAME("res2"), 2, (int[]){r1, m}, y));
 #undef NAME
@@ -168,13 +201,13 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     int ids, x, p, h, logits, rows;
-    int64_t n = d->batch / d->data_ways;
+    int64_t n = d->batch / d->data_ways, t = d->context / d->tensor_ways;
     b->d = d;
     b->seed = d->seed;
     b->xs[0] = n;
-    b->xs[1] = d->context;
+    b->xs[1] = t;
     b->xs[2] = d->width;
-    int64_t ids_shape[2] = {n, d->context};
+    int64_t ids_shape[2] = {n, t};
     LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b->g));
     LADLE_CALL(ladle_graph_add_input(b->g, "ids", NULL, 2, ids_shape, &ids));
     LADLE_CALL(add(b, "wte",
@@ -182,16 +215,21 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
                                           d->device, b->seed++, &op),
                    &op, ids, &x));
     op = NULL;
-    LADLE_CALL(add(b, "wpe",
-                   ladle_pos_embedding_create(3, b->xs, d->context, d->dtype, d->device,
-                                              b->seed++, &op),
-                   &op, x, &p));
+    /* this rank's positions: its sequence block's */
+    ladle_status made = ladle_pos_embedding_create(3, b->xs, d->context, d->dtype,
+                                                   d->device, b->seed++, &op);
+    if (made == LADLE_OK) {
+        made = ladle_pos_embedding_set_offset(op, b->seq_block * t);
+        if (made != LADLE_OK)
+            ladle_op_destroy(&op);
+    }
+    LADLE_CALL(add(b, "wpe", made, &op, x, &p));
     LADLE_CALL(dropout(b, "drop", p, &h));
     for (int k = 1; k <= d->layers; k++)
         LADLE_CALL(block(b, k, h, &h));
     LADLE_CALL(norm(b, "ln_f", h, &h));
     LADLE_CALL(linear(b, "head", d->width, d->vocab, 0, h, &logits));
-    int64_t ls[3] = {n, d->context, d->vocab}, rs[2] = {n * d->context, d->vocab};
+    int64_t ls[3] = {n, t, d->vocab}, rs[2] = {n * t, d->vocab};
     op = NULL;
     LADLE_CALL(add(b, "rows", ladle_reshape_create(3, ls, 2, rs, d->dtype, d->device, &op),
                    &op, logits, &rows));
@@ -199,7 +237,7 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;
     op = NULL;
-    if (b->p) /* the rows split D ways, the mean over all of them */
+    if (b->p) /* the rows split D S ways, the mean over all of them */
         LADLE_CALL(ladle_dist_vocab_loss_create(&ld, b->p, d->batch * d->context, d->vocab,
                                                 d->dtype, d->device, 0, &op));
     else
@@ -227,11 +265,10 @@ ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
     *out = NULL;
     LADLE_CHECK_SIZE(d);
     LADLE_CALL(check_desc(d));
-    LADLE_CHECK(
-        d->data_ways == 1, LADLE_ERR_ARG,
-        "data_ways %d: ladle_gpt_create runs on one rank (ladle_gpt_create_on takes a "
-        "communicator)",
-        d->data_ways);
+    LADLE_CHECK(d->data_ways == 1 && d->tensor_ways == 1, LADLE_ERR_ARG,
+                "data_ways %d and tensor_ways %d: ladle_gpt_create runs on one rank "
+                "(ladle_gpt_create_on takes a communicator)",
+                d->data_ways, d->tensor_ways);
     LADLE_CALL(build(&b, d, out));
 fail:
     return st;
@@ -253,11 +290,12 @@ ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_g
     local = ladle__check_size(__func__, "d", d->size, sizeof *d);
     if (local == LADLE_OK)
         local = check_desc(d);
-    if (local == LADLE_OK && d->data_ways != size)
+    if (local == LADLE_OK && (int64_t)d->data_ways * d->tensor_ways != size)
         local =
             ladle__raise(LADLE_ERR_ARG, __func__,
-                         "data_ways %d over a communicator of %d ranks: they must be equal",
-                         d->data_ways, size);
+                         "data_ways %d x tensor_ways %d over a communicator of %d ranks: "
+                         "they must be equal",
+                         d->data_ways, d->tensor_ways, size);
     int code = (int)local, worst = 0;
     LADLE_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm) == MPI_SUCCESS,
                 LADLE_ERR_MPI, "MPI_Allreduce failed");
@@ -266,8 +304,14 @@ ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_g
     LADLE_CHECK(worst == 0, (ladle_status)worst, "the description failed on another rank");
     if (size > 1)
         LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &b.p));
+    if (d->tensor_ways > 1) {
+        LADLE_CALL(ladle_partition_create(comm, 3, (int[]){d->data_ways, d->tensor_ways, 1},
+                                          NULL, &b.grid));
+        b.seq_block = ladle_partition_coords(b.grid)[1];
+    }
     st = build(&b, d, out);
 fail:
     ladle_partition_destroy(&b.p);
+    ladle_partition_destroy(&b.grid);
     return st;
 }

@@ -1,0 +1,238 @@
+/*
+ * Tensor and sequence parallelism (ladle_dist_tp_attention_create,
+ * ladle_dist_tp_linear_create): on every D x S grid that fits the ranks,
+ * each layer against its sequential twin on the gathered tensors (y, dx,
+ * the initial weights and the weight gradients summed over the batch
+ * blocks' copies, f64, 1e-10), heads and features that do not divide
+ * evenly, a head width other than E / H, no biases; the dot-product test
+ * of the linear layers without bias; a column, GELU and row chain (the
+ * MLP) against the sequential chain; and the refusals, alike on every rank.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "harness.h"
+
+static int world(void)
+{
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+/* The grids D x S of at most `ranks` ranks this test runs: S = all of
+ * them, D = all of them, and the mixed ones. */
+static int grids(int ranks, int (*g)[2])
+{
+    int n = 0;
+    for (int d = 1; d <= ranks; d++)
+        for (int s = 1; d * s <= ranks; s++)
+            if (d * s == ranks || (d * s == ranks - 1 && d > 1 && s > 1))
+                g[n][0] = d, g[n][1] = s, n++;
+    return n;
+}
+
+static void attention_case(ladle_partition *p, int D, int S, int64_t E, int64_t H,
+                           int64_t hd, int bias, uint64_t seed)
+{
+    int64_t xs[3] = {D + 1, S + 3, E};
+    ladle_attention_desc d;
+    ladle_attention_desc_init(&d, E, H);
+    d.head_dim = hd;
+    d.qkv_bias = bias;
+    d.out_bias = bias;
+    d.block = 3; /* several tiles */
+    ladle_op *dist = NULL, *seq = NULL;
+    LT_OK(
+        ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), seed, 0, &dist));
+    LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), seed, &seq));
+    char what[96];
+    snprintf(what, sizeof what, "attention %dx%d, E %lld H %lld d %lld bias %d", D, S,
+             (long long)E, (long long)H, (long long)hd, bias);
+    LT_ASSERT(ladle_op_kind_of(dist) == LADLE_OP_DIST_TP, "%s: kind", what);
+    lt_equivalent(dist, seq, seed + 100, 1e-10, what);
+    ladle_op_destroy(&dist);
+    ladle_op_destroy(&seq);
+}
+
+static void linear_case(ladle_partition *p, int D, int S, int row, int64_t E, int64_t F,
+                        int bias, uint64_t seed)
+{
+    int64_t xs[3] = {D + 2, S + 1, E}, fs[3] = {D + 2, S + 1, F};
+    ladle_op *dist = NULL, *seq = NULL;
+    LT_OK(ladle_dist_tp_linear_create(p, row, xs, F, bias, LADLE_F64, lt_device(), seed, 0,
+                                      &dist));
+    LT_OK(ladle_linear_create(3, row ? fs : xs, row ? E : F, bias, LADLE_F64, lt_device(),
+                              seed, &seq));
+    char what[96];
+    snprintf(what, sizeof what, "%s linear %dx%d, E %lld F %lld bias %d",
+             row ? "row" : "column", D, S, (long long)E, (long long)F, bias);
+    lt_equivalent(dist, seq, seed + 200, 1e-10, what);
+    if (!bias)
+        lt_adjoint_ok(dist, seed + 300, what);
+    ladle_op_destroy(&dist);
+    ladle_op_destroy(&seq);
+}
+
+START_TEST(layers_equal_their_twins)
+{
+    int g[32][2], n = grids(world(), g);
+    for (int k = 0; k < n; k++) {
+        int D = g[k][0], S = g[k][1];
+        ladle_partition *p = lt_partition(3, (int[]){D, S, 1}, 0);
+        attention_case(p, D, S, 12, 6, 2, 1, 11 + (uint64_t)k); /* uneven heads beyond 4 */
+        attention_case(p, D, S, 8, S + 1, 3, 0, 21 + (uint64_t)k); /* H d != E, no biases */
+        linear_case(p, D, S, 0, 6, 2 * S + 1, 1, 31 + (uint64_t)k);
+        linear_case(p, D, S, 1, 6, 2 * S + 1, 1, 41 + (uint64_t)k);
+        linear_case(p, D, S, 0, 5, S + 2, 0, 51 + (uint64_t)k);
+        linear_case(p, D, S, 1, 5, S + 2, 0, 61 + (uint64_t)k);
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
+
+/* column -> GELU -> row, with the features split and no message between
+ * the two linears, against the sequential chain: y, dx and every weight
+ * gradient (the graph's pieces by hand). */
+START_TEST(mlp_chain)
+{
+    int ranks = world(), D = ranks % 2 == 0 && ranks > 2 ? 2 : 1, S = ranks / D;
+    ladle_partition *p = lt_partition(3, (int[]){D, S, 1}, 0);
+    int64_t E = 6, F = 4 * S + 1, xs[3] = {D + 1, S + 2, E}, fs[3] = {D + 1, S + 2, F};
+    ladle_op *c = NULL, *r = NULL, *gl = NULL, *sc = NULL, *sr = NULL, *sg = NULL;
+    LT_OK(ladle_dist_tp_linear_create(p, 0, xs, F, 1, LADLE_F64, lt_device(), 7, 0, &c));
+    LT_OK(ladle_dist_tp_linear_create(p, 1, xs, F, 1, LADLE_F64, lt_device(), 8, 0, &r));
+    /* the activation on this rank's block of the features-split value */
+    int64_t mine[3];
+    LT_OK(ladle_layout_box(ladle_op_y_layout(c), LADLE_SELF, NULL, mine));
+    LT_OK(
+        ladle_activation_create(LADLE_GELU_TANH, 0, 3, mine, LADLE_F64, lt_device(), &gl));
+    LT_OK(ladle_linear_create(3, xs, F, 1, LADLE_F64, lt_device(), 7, &sc));
+    LT_OK(ladle_linear_create(3, fs, E, 1, LADLE_F64, lt_device(), 8, &sr));
+    LT_OK(ladle_activation_create(LADLE_GELU_TANH, 0, 3, fs, LADLE_F64, lt_device(), &sg));
+    LT_ASSERT(ladle_layout_is_decomposition(ladle_op_y_layout(c)), "the split features");
+    ladle_op *d3[3] = {c, gl, r}, *s3[3] = {sc, sg, sr};
+    ladle_tensor *X = lt_tensor(LADLE_F64, 3, xs), *dY = lt_tensor(LADLE_F64, 3, xs);
+    LT_OK(ladle_tensor_fill_random(X, 5, 1));
+    LT_OK(ladle_tensor_fill_random(dY, 6, 1));
+    ladle_tensor *x = lt_op_tensor(c, 0), *dy = lt_op_tensor(r, 1),
+                 *dx = lt_op_tensor(c, 0);
+    int64_t xo[3], yo[3];
+    LT_OK(ladle_layout_box(ladle_op_x_layout(c), LADLE_SELF, xo, NULL));
+    LT_OK(ladle_layout_box(ladle_op_y_layout(r), LADLE_SELF, yo, NULL));
+    lt_box_extract(X, xo, x);
+    lt_box_extract(dY, yo, dy);
+    /* forward both chains, keeping every value; backward from dy */
+    ladle_tensor *dv[4] = {x, lt_op_tensor(c, 1), lt_op_tensor(c, 1), lt_op_tensor(r, 1)};
+    ladle_tensor *sv[4] = {X, lt_tensor(LADLE_F64, 3, fs), lt_tensor(LADLE_F64, 3, fs),
+                           lt_tensor(LADLE_F64, 3, xs)};
+    ladle_ctx *dc[3], *scx[3];
+    for (int k = 0; k < 3; k++) {
+        LT_OK(ladle_ctx_create(d3[k], &dc[k]));
+        LT_OK(ladle_ctx_create(s3[k], &scx[k]));
+        LT_OK(ladle_layer_forward(d3[k], dc[k], dv[k], dv[k + 1]));
+        LT_OK(ladle_layer_forward(s3[k], scx[k], sv[k], sv[k + 1]));
+    }
+    LT_ASSERT(lt_box_error(sv[3], yo, dv[3]) <= 1e-12, "MLP y");
+    ladle_tensor *dg[4] = {dx, lt_op_tensor(c, 1), lt_op_tensor(c, 1), dy};
+    ladle_tensor *sg4[4] = {lt_tensor(LADLE_F64, 3, xs), lt_tensor(LADLE_F64, 3, fs),
+                            lt_tensor(LADLE_F64, 3, fs), dY};
+    for (int k = 2; k >= 0; k--) {
+        LT_OK(ladle_layer_backward(d3[k], dc[k], dg[k + 1], dg[k]));
+        LT_OK(ladle_layer_backward_weight(d3[k], dc[k], dg[k + 1]));
+        LT_OK(ladle_layer_backward(s3[k], scx[k], sg4[k + 1], sg4[k]));
+        LT_OK(ladle_layer_backward_weight(s3[k], scx[k], sg4[k + 1]));
+    }
+    LT_ASSERT(lt_box_error(sg4[0], xo, dx) <= 1e-12, "MLP dx");
+    double eg = 0;
+    for (int k = 0; k < 3; k += 2) {
+        LT_OK(ladle_layer_sync_gradients(d3[k]));
+        for (int i = 0; i < ladle_op_num_params(d3[k]); i++) {
+            int64_t off[3];
+            LT_OK(ladle_op_param_shard(d3[k], i, NULL, NULL, off, NULL));
+            eg = fmax(eg,
+                      lt_box_error(ladle_op_grad(s3[k], i), off, ladle_op_grad(d3[k], i)));
+        }
+    }
+    LT_ASSERT(eg <= 1e-10, "MLP weight gradients %.2e apart", eg);
+    for (int k = 0; k < 3; k++) {
+        ladle_ctx_destroy(&dc[k]);
+        ladle_ctx_destroy(&scx[k]);
+        ladle_op_destroy(&d3[k]);
+        ladle_op_destroy(&s3[k]);
+    }
+    for (int k = 1; k < 4; k++) {
+        ladle_tensor_destroy(&dv[k]);
+        ladle_tensor_destroy(&sv[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        ladle_tensor_destroy(&dg[k]);
+        ladle_tensor_destroy(&sg4[k]);
+    }
+    ladle_tensor_destroy(&X);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&dy);
+    ladle_tensor_destroy(&dY);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+START_TEST(refusals)
+{
+    int ranks = world();
+    ladle_partition *p = lt_partition(3, (int[]){1, ranks, 1}, 0);
+    ladle_partition *p2 = lt_partition(2, (int[]){1, ranks}, 0);
+    ladle_attention_desc d;
+    ladle_attention_desc_init(&d, 8, 2);
+    int64_t xs[3] = {2, ranks, 8};
+    ladle_op *op = NULL;
+    LT_FAILS(ladle_dist_tp_attention_create(NULL, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_tp_attention_create(&d, p2, xs, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_PARTITION);
+    if (ranks > 2) /* 2 heads over 3 or more ranks */
+        LT_FAILS(
+            ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+            LADLE_ERR_SHAPE);
+    int64_t short_t[3] = {2, ranks > 1 ? ranks - 1 : 0, 8};
+    LT_FAILS(
+        ladle_dist_tp_attention_create(&d, p, short_t, LADLE_F64, lt_device(), 1, 0, &op),
+        LADLE_ERR_SHAPE);
+    int64_t wrong_e[3] = {2, ranks, 9};
+    LT_FAILS(
+        ladle_dist_tp_attention_create(&d, p, wrong_e, LADLE_F64, lt_device(), 1, 0, &op),
+        LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_tp_linear_create(p, 2, xs, 4, 1, LADLE_F64, lt_device(), 1, 0, &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dist_tp_linear_create(p, 0, xs, ranks - 1, 1, LADLE_F64, lt_device(), 1,
+                                         0, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_tp_linear_create(p, 0, xs, 4, 1, LADLE_I64, lt_device(), 1, 0, &op),
+             LADLE_ERR_DTYPE);
+    /* one rank asks for other features: every rank refuses */
+    if (ranks > 1) {
+        int rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        LT_FAILS(ladle_dist_tp_linear_create(p, 1, xs, rank == 1 ? 9 : 8, 1, LADLE_F64,
+                                             lt_device(), 1, 0, &op),
+                 LADLE_ERR_ARG);
+    }
+    LT_ASSERT(op == NULL, "no op after a refusal");
+    ladle_partition_destroy(&p);
+    ladle_partition_destroy(&p2);
+}
+END_TEST
+
+static Suite *tp_suite(void)
+{
+    Suite *s = suite_create("dist_tp");
+    TCase *tc = tcase_create("dist_tp");
+    tcase_set_timeout(tc, 0);
+    tcase_add_test(tc, layers_equal_their_twins);
+    tcase_add_test(tc, mlp_chain);
+    tcase_add_test(tc, refusals);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, tp_suite); }
