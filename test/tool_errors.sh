@@ -199,7 +199,10 @@ RANK_COUNTS="1" mpi 2 "--stop-after needs --checkpoint" ladle-gpt --stop-after 3
 RANK_COUNTS="1" mpi 2 "--min-lr 0.5 is above --lr 0.1" ladle-gpt --lr 0.1 --min-lr 0.5
 RANK_COUNTS="1" mpi 2 "unknown option --frobnicate" ladle-gpt --frobnicate
 RANK_COUNTS="1" mpi 2 "--summary: cannot write" ladle-gpt --summary "$tmp/missing/s"
-RANK_COUNTS="3" mpi 2 "--batch 4 cannot be split over 3 ranks" ladle-gpt --batch 4 --steps 1
+RANK_COUNTS="3" mpi 2 "cannot split the batch" ladle-gpt --batch 4 --steps 1
+RANK_COUNTS="2" mpi 2 "with --tensor-ways 3: cannot split the ranks" ladle-gpt --tensor-ways 3 --steps 1
+RANK_COUNTS="2" mpi 2 "cannot split the context and the heads" ladle-gpt --tensor-ways 2 --context 7 --steps 1
+RANK_COUNTS="1" mpi 2 "--tensor-ways: 0 is out of range" ladle-gpt --tensor-ways 0
 RANK_COUNTS="1" mpi 1 "the corpus: " ladle-gpt --corpus "$tmp/no-such-corpus"
 printf 'text\n%%\nmore\0\n' >"$tmp/nul-corpus"
 RANK_COUNTS="1" mpi 1 "NUL byte at offset 11" ladle-gpt --corpus "$tmp/nul-corpus"

@@ -211,19 +211,23 @@ else
     sed 's/^/     /' "$gtmp/out" "$gtmp/other"
     fails=$((fails + 1))
 fi
-# data parallel: 2 ranks (the batch split, the gradients summed) take one
-# rank's steps, in f64 to the printed digits
+# data parallel (the batch split, the gradients summed) and tensor parallel
+# (heads, MLP features and the sequence split) over 2 ranks take one rank's
+# steps, in f64 to the printed digits
 gpt_dp="--corpus $gtmp/corpus --layers 1 --width 16 --heads 2 --context 16 --batch 4 --steps 6
     --warmup 2 --eval-every 6 --eval-limit 20 --seed 3 --quiet --f64 --sample 0"
 timeout 300 $MPIEXEC -n 1 "$gpt" $gpt_dp --summary "$gtmp/dp1" >"$gtmp/dpout" 2>&1 &&
-    timeout 300 $MPIEXEC -n 2 "$gpt" $gpt_dp --summary "$gtmp/dp2" >>"$gtmp/dpout" 2>&1
+    timeout 300 $MPIEXEC -n 2 "$gpt" $gpt_dp --summary "$gtmp/dp2" >>"$gtmp/dpout" 2>&1 &&
+    timeout 300 $MPIEXEC -n 2 "$gpt" $gpt_dp --tensor-ways 2 --summary "$gtmp/tp2" \
+        >>"$gtmp/dpout" 2>&1
 st=$?
-a=$(awk '{ print $4, $12 }' "$gtmp/dp1" 2>/dev/null)
-b=$(awk '{ print $4, $12 }' "$gtmp/dp2" 2>/dev/null)
-if [ $st -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then
-    echo "ok   ladle-gpt: 2 data-parallel ranks end as 1 rank (validation, last loss: $a)"
+a=$(awk '{ print $4, $12, $14 }' "$gtmp/dp1" 2>/dev/null)
+b=$(awk '{ print $4, $12, $14 }' "$gtmp/dp2" 2>/dev/null)
+c=$(awk '{ print $4, $12, $14 }' "$gtmp/tp2" 2>/dev/null)
+if [ $st -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then
+    echo "ok   ladle-gpt: 2 data-parallel and 2 tensor-parallel ranks end as 1 rank (validation, last loss, parameters: $a)"
 else
-    echo "FAIL ladle-gpt data parallel: status $st, 1 rank '$a', 2 ranks '$b'"
+    echo "FAIL ladle-gpt data/tensor parallel: status $st, 1 rank '$a', data '$b', tensor '$c'"
     sed 's/^/     /' "$gtmp/dpout"
     fails=$((fails + 1))
 fi

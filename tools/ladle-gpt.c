@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ladle.h"
 #include "tool.h"
@@ -25,7 +26,7 @@
 typedef struct gpt_opts {
     const char *corpus, *checkpoint, *summary;
     int64_t val_every, layers, width, heads, context, batch, steps, warmup, eval_every;
-    int64_t eval_limit, stop_after, sample;
+    int64_t eval_limit, stop_after, sample, tensor_ways;
     double lr, min_lr, weight_decay, dropout, temperature;
     uint64_t seed;
     int f64, resume, quiet;
@@ -41,7 +42,9 @@ static void usage(void)
         "  --width E            embedding width (128)\n"
         "  --heads H            attention heads, dividing E (4)\n"
         "  --context T          tokens per window (128)\n"
-        "  --batch N            windows per step, over all ranks (32; R must divide it)\n"
+        "  --batch N            windows per step, over all ranks (32; R / S must divide "
+        "it)\n"
+        "  --tensor-ways S      heads, MLP and sequence split S ways (1): R / S data ways\n"
         "  --steps S            training steps (2000)\n"
         "  --lr R               AdamW's peak rate (1e-3), --min-lr (1e-4): cosine decay\n"
         "  --warmup W           steps of linear warm-up (100)\n"
@@ -72,6 +75,7 @@ static int options(int argc, char **argv, gpt_opts *o)
     o->lr = 1e-3, o->min_lr = 1e-4, o->weight_decay = 0.1, o->temperature = 0.8;
     o->seed = 1;
     o->stop_after = -1;
+    o->tensor_ways = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int bad = 0;
@@ -88,17 +92,13 @@ static int options(int argc, char **argv, gpt_opts *o)
             o->quiet = 1;
             continue;
         }
-        static const char *const valued[] = {"--corpus",     "--checkpoint",
-                                             "--summary",    "--val-every",
-                                             "--layers",     "--width",
-                                             "--heads",      "--context",
-                                             "--batch",      "--steps",
-                                             "--warmup",     "--eval-every",
-                                             "--eval-limit", "--stop-after",
-                                             "--sample",     "--lr",
-                                             "--min-lr",     "--weight-decay",
-                                             "--dropout",    "--temperature",
-                                             "--seed",       NULL};
+        static const char *const valued[] = {
+            "--corpus",     "--checkpoint",   "--summary", "--val-every",
+            "--layers",     "--width",        "--heads",   "--context",
+            "--batch",      "--steps",        "--warmup",  "--eval-every",
+            "--eval-limit", "--stop-after",   "--sample",  "--lr",
+            "--min-lr",     "--weight-decay", "--dropout", "--temperature",
+            "--seed",       "--tensor-ways",  NULL};
         int known = 0;
         for (int k = 0; valued[k] && !known; k++)
             known = !strcmp(a, valued[k]);
@@ -140,6 +140,8 @@ static int options(int argc, char **argv, gpt_opts *o)
             bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_every, why);
         else if (!strcmp(a, "--eval-limit"))
             bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_limit, why);
+        else if (!strcmp(a, "--tensor-ways"))
+            bad = cli_int(a, v, 1, 4096, &o->tensor_ways, why);
         else if (!strcmp(a, "--stop-after"))
             bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->stop_after, why);
         else if (!strcmp(a, "--sample"))
@@ -183,51 +185,67 @@ refuse:
     return 2;
 }
 
+/* Columns i Ts .. (i + 1) Ts - 1 of the N x T windows in x and y (host
+ * tensors) into this rank's N x Ts ids and targets: its sequence block. */
+static void take_block(const ladle_tensor *x, const ladle_tensor *y, int i,
+                       ladle_tensor *ids, ladle_tensor *tgt)
+{
+    int64_t N = ladle_tensor_shape(x)[0], T = ladle_tensor_shape(x)[1];
+    int64_t ts = ladle_tensor_shape(ids)[1];
+    const int64_t *xs = ladle_tensor_data((ladle_tensor *)x),
+                  *ys = ladle_tensor_data((ladle_tensor *)y);
+    int64_t *xd = ladle_tensor_data(ids), *yd = ladle_tensor_data(tgt);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t t = 0; t < ts; t++) {
+            xd[n * ts + t] = xs[n * T + i * ts + t];
+            yd[n * ts + t] = ys[n * T + i * ts + t];
+        }
+}
+
 /* The validation loss, nats per token, over the first `limit` windows (all
- * when 0): each batch's mean over its scored targets, weighted by their
- * number. */
-static ladle_status evaluate(ladle_graph *g, ladle_text *t, ladle_tensor *ids,
-                             ladle_tensor *tgt2, ladle_tensor *tgt, int64_t limit,
-                             int64_t *host, double *nll)
+ * when 0): each global batch's mean over its scored targets, weighted by
+ * their number. Rank b S + i scores windows b N .. of each batch of D N,
+ * at positions i Ts .. (its block; x and y hold the windows whole). */
+static ladle_status evaluate(ladle_graph *g, ladle_text *t, int S, ladle_tensor *x,
+                             ladle_tensor *y, ladle_tensor *ids, ladle_tensor *tgt2,
+                             ladle_tensor *tgt, int64_t limit, double *nll)
 {
     ladle_status st = LADLE_OK;
     int rank = 0, ranks = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    /* each rank scores its block of every global batch of `ranks` blocks */
-    int64_t N = ladle_tensor_shape(ids)[0], T = ladle_tensor_shape(ids)[1];
+    int D = ranks / S, b = rank / S, i = rank % S;
+    int64_t N = ladle_tensor_shape(x)[0], T = ladle_tensor_shape(x)[1], ts = T / S;
     int64_t w = ladle_text_windows(t, LADLE_TEXT_VAL, T);
     if (limit > 0 && limit < w)
         w = limit;
     double sum = 0;
     int64_t count = 0;
-    const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
+    const ladle_tensor *xs[1] = {ids}, *ts_[1] = {tgt};
+    int64_t *yv = ladle_tensor_data(y);
     if ((st = ladle_graph_set_training(g, 0)) != LADLE_OK)
         return st;
-    for (int64_t batch = 0; batch < w; batch += N * ranks) {
+    for (int64_t batch = 0; batch < w; batch += N * D) {
         double loss = 0;
-        int64_t first = batch + rank * N;
-        if ((st = ladle_text_eval_batch(t, LADLE_TEXT_VAL, first, ids, tgt2)) != LADLE_OK ||
-            (st = ladle_tensor_read(tgt2, host)) != LADLE_OK)
+        int64_t first = batch + b * N, scored = 0;
+        if ((st = ladle_text_eval_batch(t, LADLE_TEXT_VAL, first, x, y)) != LADLE_OK)
             break;
-        int64_t scored = 0;
-        for (int64_t k = 0; k < N * T; k++)
-            scored += host[k] >= 0 && first + k / T < w;
-        for (int64_t k = 0; k < N * T; k++) /* windows past the limit count for nothing */
-            if (first + k / T >= w)
-                host[k] = -1;
+        for (int64_t k = 0; k < N * T; k++) {
+            if (first + k / T >= w) /* windows past the limit count for nothing */
+                yv[k] = -1;
+            int64_t pos = k % T;
+            scored += yv[k] >= 0 && pos >= i * ts && pos < (i + 1) * ts;
+        }
+        take_block(x, y, i, ids, tgt2);
         /* the loss is the mean over every rank's scored targets */
         if (MPI_Allreduce(MPI_IN_PLACE, &scored, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD) !=
             MPI_SUCCESS) {
             st = LADLE_ERR_MPI;
             break;
         }
-        if ((st = ladle_tensor_write(tgt2, host)) != LADLE_OK ||
-            (st = ladle_graph_forward(g, 1, xs, NULL)) != LADLE_OK ||
-            (st = ladle_graph_loss(g, 1, ts, &loss)) != LADLE_OK)
+        if ((st = ladle_graph_forward(g, 1, xs, NULL)) != LADLE_OK ||
+            (st = ladle_graph_loss(g, 1, ts_, &loss)) != LADLE_OK)
             break;
-        if (scored == 0)
-            continue;
         sum += loss * (double)scored;
         count += scored;
     }
@@ -248,10 +266,11 @@ static double uniform01(uint64_t *s)
     return (double)(z >> 11) * 0x1.0p-53;
 }
 
-/* Generate n characters with a batch-1 copy of g's weights, starting after
- * a newline, and print them. */
-static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, ladle_text *t,
-                           const gpt_opts *o)
+/* Generate n characters with a batch-1 copy of g's weights (from the
+ * checkpoint at path when g's are shards), starting after a newline, and
+ * print them. Local. */
+static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const char *path,
+                           ladle_text *t, const gpt_opts *o)
 {
     ladle_status st = LADLE_OK;
     ladle_gpt_desc d1 = *desc;
@@ -264,9 +283,12 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, ladle_tex
     d1.batch = 1;
     d1.dropout = 0;
     d1.data_ways = 1;
+    d1.tensor_ways = 1;
     if ((st = ladle_gpt_create(&d1, &s)) != LADLE_OK)
         return st;
-    for (int i = 0; i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
+    if (path)
+        st = ladle_checkpoint_load_graph(path, MPI_COMM_SELF, s, NULL, 0, NULL, NULL);
+    for (int i = 0; !path && i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
         ladle_tensor *a = NULL, *b = NULL;
         if ((st = ladle_graph_param(g, i, NULL, &a, NULL)) == LADLE_OK &&
             (st = ladle_graph_param(s, i, NULL, &b, NULL)) == LADLE_OK)
@@ -338,13 +360,24 @@ int main(int argc, char **argv)
     if (rc)
         return tool_exit(rc == 1 ? 0 : rc);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int root = tool_rank() == 0;
-    if (o.batch % world != 0) {
+    int root = tool_rank() == 0, S = (int)o.tensor_ways, D = world / S;
+    const char *layout_bad = NULL;
+    char layout_why[400];
+    if (world % S != 0)
+        layout_bad = "cannot split the ranks";
+    else if (o.batch % D != 0)
+        layout_bad = "cannot split the batch";
+    else if (o.context % S != 0 || o.heads < S)
+        layout_bad = "cannot split the context and the heads";
+    if (layout_bad) {
+        snprintf(layout_why, sizeof layout_why,
+                 "--batch %lld, --context %lld and --heads %lld over %d ranks with "
+                 "--tensor-ways %d: %s (the data ways R / S must divide the batch, S the "
+                 "ranks and the context, and S be at most the heads)",
+                 (long long)o.batch, (long long)o.context, (long long)o.heads, world, S,
+                 layout_bad);
         if (root)
-            fprintf(stderr,
-                    TOOL ": --batch %lld cannot be split over %d ranks (data parallel: the "
-                         "ranks must divide the batch)\n",
-                    (long long)o.batch, world);
+            fprintf(stderr, TOOL ": %s\n", layout_why);
         return tool_exit(2);
     }
     if (!root)
@@ -357,8 +390,7 @@ int main(int argc, char **argv)
     ladle_text *t = NULL;
     ladle_graph *g = NULL;
     ladle_optimizer *opt = NULL;
-    ladle_tensor *ids = NULL, *tgt2 = NULL, *tgt = NULL;
-    int64_t *host = NULL;
+    ladle_tensor *ids = NULL, *tgt2 = NULL, *tgt = NULL, *wx = NULL, *wy = NULL;
     ladle_text_options to;
     ladle_text_options_init(&to);
     to.val_every = o.val_every;
@@ -389,18 +421,26 @@ int main(int argc, char **argv)
     d.dropout = o.dropout;
     d.dtype = o.f64 ? LADLE_F64 : LADLE_F32;
     d.seed = o.seed;
-    d.data_ways = world;
+    d.data_ways = D;
+    d.tensor_ways = S;
     if (st == LADLE_OK)
         st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
     if (tool_failed(TOOL, st, "the model")) {
         ladle_text_destroy(&t);
         return tool_exit(1);
     }
+    /* the global parameters (a tensor-parallel rank holds shards) */
     int64_t nparams = 0;
-    for (int i = 0; i < ladle_graph_num_params(g); i++) {
-        ladle_tensor *p = NULL;
-        ladle_graph_param(g, i, NULL, &p, NULL);
-        nparams += ladle_tensor_numel(p);
+    for (int l = 0; l < ladle_graph_num_layers(g); l++) {
+        ladle_op *op = ladle_graph_layer(g, l);
+        for (int k = 0; k < ladle_op_num_params(op); k++) {
+            int nd = 0;
+            int64_t gs[LADLE_MAX_NDIM], n = 1;
+            ladle_op_param_shard(op, k, &nd, gs, NULL, NULL);
+            for (int q = 0; q < nd; q++)
+                n *= gs[q];
+            nparams += n;
+        }
     }
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, o.lr);
@@ -412,16 +452,18 @@ int main(int argc, char **argv)
     sched.warmup_start = 0.0;
     sched.total_steps = o.steps > o.warmup ? o.steps - o.warmup : 1;
     sched.min_lr = o.min_lr;
-    int64_t N = o.batch / world, T = o.context, offset = (int64_t)tool_rank() * N;
+    /* rank b S + i: windows b N .. (b + 1) N - 1 of each batch, whole in
+     * wx and wy, and positions i Ts .. of them in ids and tgt2 */
+    int64_t N = o.batch / D, T = o.context, Ts = T / S,
+            offset = (int64_t)(tool_rank() / S) * N;
     if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
         (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &ids)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &tgt2)) == LADLE_OK)
-        st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * T}, NULL,
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &wx)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &wy)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, Ts}, &ids)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, Ts}, &tgt2)) == LADLE_OK)
+        st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * Ts}, NULL,
                                ladle_tensor_data(tgt2), &tgt);
-    host = calloc((size_t)(N * T), sizeof *host);
-    if (st == LADLE_OK && host == NULL)
-        st = LADLE_ERR_ALLOC;
     /* meta: the next step, then what the run is, checked on resume */
     int64_t meta[8] = {0,        (int64_t)o.seed, d.vocab, o.context,
                        o.layers, o.width,         o.heads, o.steps};
@@ -457,8 +499,9 @@ int main(int argc, char **argv)
     int64_t train_n = 0, step = step0, done_steps = 0;
     for (; step < o.steps; step++) {
         double t0 = MPI_Wtime(), loss = 0;
-        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, ids,
-                                   tgt2)) ||
+        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, wx,
+                                   wy)) ||
+            (take_block(wx, wy, tool_rank() % S, ids, tgt2), 0) ||
             (st = ladle_graph_zero_grad(g)) || (st = ladle_graph_forward(g, 1, xs, NULL)) ||
             (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 1)) ||
             (st = ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, step))) ||
@@ -471,7 +514,8 @@ int main(int argc, char **argv)
         last = loss;
         int stop = o.stop_after >= 0 && step + 1 >= o.stop_after;
         if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps || stop) {
-            if ((st = evaluate(g, t, ids, tgt2, tgt, o.eval_limit, host, &val)) != LADLE_OK)
+            if ((st = evaluate(g, t, S, wx, wy, ids, tgt2, tgt, o.eval_limit, &val)) !=
+                LADLE_OK)
                 break;
             if (!o.quiet)
                 printf("step %lld: train loss %.4f, validation %.4f nats/char (%.3f of the "
@@ -517,14 +561,35 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD); /* the summary is rank 0's */
     if (rc == 0 && o.sample > 0 && step >= o.steps) {
-        st = root ? sample(&d, g, t, &o) : LADLE_OK; /* a one-rank copy of the weights */
+        /* tensor parallel, the weights are shards: a checkpoint gathers them */
+        char tmp[64] = "";
+        const char *path = NULL;
+        if (S > 1) {
+            if (root) {
+                snprintf(tmp, sizeof tmp, "/tmp/ladle-gpt-sample-XXXXXX");
+                int fd = mkstemp(tmp);
+                if (fd < 0)
+                    tmp[0] = '\0';
+                else
+                    close(fd);
+            }
+            MPI_Bcast(tmp, sizeof tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
+            st = tmp[0] ? ladle_checkpoint_save_graph(tmp, MPI_COMM_WORLD, g, NULL, 0, NULL)
+                        : LADLE_ERR_IO;
+            path = tmp;
+        }
+        if (st == LADLE_OK)
+            st = root ? sample(&d, g, path, t, &o) : LADLE_OK;
+        if (root && tmp[0])
+            remove(tmp);
         if (tool_failed(TOOL, st, "sampling"))
             rc = 1;
     }
 done:
-    free(host);
     ladle_tensor_destroy(&tgt);
     ladle_tensor_destroy(&tgt2);
+    ladle_tensor_destroy(&wx);
+    ladle_tensor_destroy(&wy);
     ladle_tensor_destroy(&ids);
     ladle_optimizer_destroy(&opt);
     ladle_graph_destroy(&g);
