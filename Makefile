@@ -8,7 +8,7 @@
 #                     the C ABI (make check-abi: install, symbols, pkg-config and
 #                     CMake users, a program of another MPI)
 #   make bench        benchmarks against the raw MPI calls and the BLAS
-#   make bench-torch  the layers and a ResNet-20 step next to PyTorch's (needs python3-torch)
+#   make bench-torch  the layers, a ResNet-20 step and a GPT step next to PyTorch's (needs python3-torch)
 #   make bench-overhead  a ladle call from PyTorch (ladle.torch) next to the same call from C
 #   make bench-distdl    the LeNet-5 step through ladle.torch next to DistDL's (DISTDL_SRC=...)
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
@@ -150,7 +150,7 @@ TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c $(if $(filter 0,$(CUDA)),test/test_cuda_%),$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
-              $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead
+              $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead $(OUT)/bench/bench_gpt
 # the GPU against cuBLAS, device copies, CPU tensors and PyTorch (scripts/device-check.sh)
 BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
@@ -415,6 +415,8 @@ bench-torch: deps
 	@$(MAKE) --no-print-directory $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist
 	@bench/torch_compare.sh $(OUT)/bench
 	@MPIEXEC="$(MPIEXEC)" bench/torch_resnet.sh $(OUT)/bench
+	@$(MAKE) --no-print-directory $(OUT)/bench/bench_gpt
+	@MPIEXEC="$(MPIEXEC)" bench/gpt_compare.sh $(OUT)/bench
 
 # a ladle call from PyTorch (ladle.torch) against the same call from C, both
 # on the Open MPI build of make python (docs/benchmarks.md)

@@ -8,6 +8,7 @@
 #   BENCH_LAYERS=0 skips the layers; BENCH_LAYER_ARGS="--only conv2d"
 #   BENCH_DIST=0 skips the distributed benchmarks; BENCH_DIST_ARGS="--only lenet"
 #   BENCH_PIPE=0 skips the pipeline schedules; BENCH_PIPE_ARGS="--steps 20"
+#   BENCH_GPT=0 skips the GPT step; BENCH_GPT_ARGS="--layers 2"
 set -u
 dir=${1:?usage: bench/run.sh BUILD_BENCH_DIR}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -50,6 +51,14 @@ if [ "${BENCH_PIPE:-1}" = 1 ]; then
             echo "== pipeline, $n ranks, launch $r"
             $MPIEXEC $flags -n "$n" "$dir/bench_pipe" ${BENCH_PIPE_ARGS:-} || exit 1
         done
+    done
+fi
+# the GPT step on 1 rank, data parallel and tensor parallel over 2 (one
+# per core), in the same launch
+if [ "${BENCH_GPT:-1}" = 1 ]; then
+    for r in $(seq "${BENCH_REPEAT:-3}"); do
+        echo "== gpt, 2 ranks, launch $r"
+        $MPIEXEC $flags -n 2 "$dir/bench_gpt" ${BENCH_GPT_ARGS:-} || exit 1
     done
 fi
 if [ "${BENCH_LAYERS:-1}" = 1 ]; then

@@ -1,0 +1,205 @@
+/*
+ * bench_gpt: the GPT training step (forward, loss, backward with the
+ * gradients summed, AdamW) in tokens per second, on one rank and, at R
+ * ranks, data parallel (D = R) and tensor parallel with sequence
+ * parallelism (S = R), measured in the same launch, the three interleaved
+ * rep by rep; and the memory each rank's model holds after creation
+ * (nothing is allocated later), from ladle's allocator hook: parameters
+ * with their gradients, and the rest (activations, saved contexts,
+ * workspace).
+ *
+ *   mpiexec -n 2 bench_gpt [--layers 4] [--width 128] [--heads 4]
+ *                          [--context 128] [--batch 16] [--steps 3] [--reps 5]
+ *
+ * One line per layout and a summary of ratios against one rank. Random
+ * token ids: the speed does not depend on the text.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "ladle.h"
+
+typedef struct counter {
+    size_t live, peak;
+} counter;
+
+static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
+{
+    counter *c = user;
+    (void)device;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+                       bytes ? bytes : 1) != 0)
+        return NULL;
+    c->live += bytes;
+    if (c->live > c->peak)
+        c->peak = c->live;
+    return p;
+}
+
+static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
+{
+    counter *c = user;
+    (void)device;
+    c->live -= bytes;
+    free(ptr);
+}
+
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        ladle_status st_ = (call);                                                         \
+        if (st_ != LADLE_OK) {                                                             \
+            fprintf(stderr, "bench_gpt: %s: %s\n", #call, ladle_error_message());          \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                  \
+        }                                                                                  \
+    } while (0)
+
+typedef struct run {
+    const char *name;
+    int D, S, active;
+    MPI_Comm comm;
+    ladle_graph *g;
+    ladle_optimizer *opt;
+    ladle_tensor *ids, *tgt;
+    size_t bytes, param_bytes;
+    double *times;
+} run;
+
+static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
+{
+    ladle_gpt_desc d = *base;
+    d.data_ways = r->D;
+    d.tensor_ways = r->S;
+    r->active = rank < r->D * r->S;
+    MPI_Comm_split(MPI_COMM_WORLD, r->active ? 0 : MPI_UNDEFINED, rank, &r->comm);
+    if (!r->active)
+        return;
+    ladle_allocator a = {sizeof a, count_alloc, count_free, c};
+    size_t before = c->live;
+    CHECK(ladle_allocator_set(&a));
+    CHECK(ladle_gpt_create_on(&d, r->comm, &r->g));
+    CHECK(ladle_allocator_set(NULL));
+    r->bytes = c->live - before;
+    for (int i = 0; i < ladle_graph_num_params(r->g); i++) {
+        ladle_tensor *p = NULL;
+        CHECK(ladle_graph_param(r->g, i, NULL, &p, NULL));
+        r->param_bytes += 2 * (size_t)ladle_tensor_numel(p) * ladle_dtype_size(d.dtype);
+    }
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
+    CHECK(ladle_optimizer_create(&od, &r->opt));
+    CHECK(ladle_optimizer_add_graph(r->opt, r->g));
+    int64_t n = d.batch / r->D, t = d.context / r->S;
+    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){n, t}, &r->ids));
+    CHECK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){n * t}, &r->tgt));
+    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(r->tgt);
+    for (int64_t k = 0; k < n * t; k++) {
+        x[k] = (int64_t)(((uint64_t)(k + rank * 7919) * 2654435761u) % (uint64_t)d.vocab);
+        y[k] = (int64_t)(((uint64_t)(k + rank * 104729) * 40503u) % (uint64_t)d.vocab);
+    }
+}
+
+static double steps(run *r, int k)
+{
+    const ladle_tensor *xs[1] = {r->ids}, *ts[1] = {r->tgt};
+    MPI_Barrier(r->comm);
+    double t0 = bench_now();
+    for (int s = 0; s < k; s++) {
+        CHECK(ladle_graph_zero_grad(r->g));
+        CHECK(ladle_graph_forward(r->g, 1, xs, NULL));
+        CHECK(ladle_graph_loss(r->g, 1, ts, NULL));
+        CHECK(ladle_graph_backward(r->g, 1));
+        CHECK(ladle_optimizer_step(r->opt));
+    }
+    double dt = bench_now() - t0, worst = 0;
+    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, r->comm);
+    return worst / k;
+}
+
+static int64_t arg(int argc, char **argv, const char *name, int64_t dflt)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) {
+            char *end = NULL;
+            long long v = strtoll(argv[i + 1], &end, 10);
+            if (end == argv[i + 1] || *end != '\0' || v < 1 || v > (1 << 20)) {
+                fprintf(stderr, "bench_gpt: %s: '%s' is not a count from 1 to 2^20\n", name,
+                        argv[i + 1]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            return v;
+        }
+    return dflt;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    ladle_gpt_desc d;
+    ladle_gpt_desc_init(&d);
+    d.vocab = 114; /* the fortunes' */
+    d.layers = (int)arg(argc, argv, "--layers", 4);
+    d.width = arg(argc, argv, "--width", 128);
+    d.heads = arg(argc, argv, "--heads", 4);
+    d.context = arg(argc, argv, "--context", 128);
+    d.batch = arg(argc, argv, "--batch", 16);
+    int k = (int)arg(argc, argv, "--steps", 3), reps = (int)arg(argc, argv, "--reps", 5);
+    counter c = {0, 0};
+    run runs[3];
+    memset(runs, 0, sizeof runs);
+    const char *names[3] = {"1 rank", "data parallel", "tensor parallel"};
+    int ways[3][2] = {{1, 1}, {ranks, 1}, {1, ranks}};
+    for (int i = 0; i < 3; i++)
+        runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
+    int nruns = ranks > 1 ? 3 : 1;
+    for (int i = 0; i < nruns; i++) {
+        make(&runs[i], &d, rank, &c);
+        runs[i].times = calloc((size_t)reps, sizeof(double));
+    }
+    for (int i = 0; i < nruns; i++) /* a warm-up step each */
+        if (runs[i].active)
+            steps(&runs[i], 1);
+    for (int rep = 0; rep < reps; rep++)
+        for (int i = 0; i < nruns; i++) {
+            if (runs[i].active)
+                runs[i].times[rep] = steps(&runs[i], k);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    double tokens = (double)(d.batch * d.context), base = 0;
+    if (rank == 0)
+        printf("# GPT step (AdamW), %d layers, width %lld, %lld heads, context %lld, batch "
+               "%lld, f32; medians of %d reps of %d steps\n"
+               "%-16s %5s %12s %12s %10s %14s %14s\n",
+               d.layers, (long long)d.width, (long long)d.heads, (long long)d.context,
+               (long long)d.batch, reps, k, "layout", "ranks", "ms/step", "tokens/s",
+               "vs 1 rank", "params MiB/rk", "other MiB/rk");
+    for (int i = 0; i < nruns; i++) {
+        double med = runs[i].active ? bench_median(runs[i].times, reps) : 0;
+        size_t other = runs[i].bytes - runs[i].param_bytes, o_max = 0, p_max = 0;
+        size_t pb = runs[i].param_bytes;
+        MPI_Allreduce(&other, &o_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(&pb, &p_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+        if (i == 0)
+            base = med;
+        if (rank == 0)
+            printf("%-16s %5d %12.2f %12.0f %10.2f %14.2f %14.2f\n", runs[i].name,
+                   runs[i].D * runs[i].S, 1e3 * med, tokens / med, base / med,
+                   (double)p_max / 1048576.0, (double)o_max / 1048576.0);
+    }
+    for (int i = 0; i < nruns; i++) {
+        ladle_tensor_destroy(&runs[i].ids);
+        ladle_tensor_destroy(&runs[i].tgt);
+        ladle_optimizer_destroy(&runs[i].opt);
+        ladle_graph_destroy(&runs[i].g);
+        if (runs[i].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&runs[i].comm);
+        free(runs[i].times);
+    }
+    MPI_Finalize();
+    return 0;
+}
