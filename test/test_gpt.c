@@ -461,10 +461,16 @@ static void parallel_equals_one_rank(int D, int S)
 /* Every D x S = the ranks with D dividing the batch and S the context. */
 START_TEST(data_parallel_equals_one_rank)
 {
-    if (lt_device() == LADLE_CUDA) /* the distributed loss is CPU only for now */
-        return;
     int ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (lt_device() != LADLE_CPU) { /* the distributed loss is CPU only for now */
+        if (ranks > 1 && NG % ranks == 0) {
+            ladle_gpt_desc d = dp_desc(ranks, 9);
+            ladle_graph *g = NULL;
+            LT_FAILS(ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g), LADLE_ERR_DEVICE);
+        }
+        return;
+    }
     for (int S = 1; S <= ranks; S++)
         if (ranks % S == 0 && T % S == 0 && NG % (ranks / S) == 0 && S <= H)
             parallel_equals_one_rank(ranks / S, S);
@@ -516,11 +522,9 @@ START_TEST(data_parallel_refusals)
              LADLE_ERR_ARG); /* no parameters */
     LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
     ladle_op_destroy(&layer);
-    ladle_layernorm_desc nd;
-    ladle_layernorm_desc_init(&nd, 1);
-    /* the last rank's layer norm has another width: every rank refuses */
-    int64_t ls[2] = {3, rank == ranks - 1 && ranks > 1 ? 5 : 4};
-    LT_OK(ladle_layernorm_create(&nd, 2, ls, LADLE_F64, lt_device(), &layer));
+    /* the last rank's linear has other output features: every rank refuses */
+    LT_OK(ladle_linear_create(2, xs, rank == ranks - 1 && ranks > 1 ? 5 : 4, 1, LADLE_F64,
+                              lt_device(), 1, &layer));
     if (ranks > 1) {
         LT_FAILS(ladle_dist_replicate_create(p, &layer, 0, &w), LADLE_ERR_ARG);
         LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
