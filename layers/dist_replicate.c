@@ -137,8 +137,7 @@ static void one_group(const void *arg, int i, int r, int *gid, int64_t *count)
 }
 
 /* This rank's verdict on the arguments, from what every rank passes. */
-static ladle_status validate(const ladle_partition *p, const ladle_op *layer,
-                             unsigned flags, const char *f)
+static ladle_status validate(const ladle_op *layer, unsigned flags, const char *f)
 {
     if (flags & ~LADLE_CHECKED)
         return ladle__raise(LADLE_ERR_ARG, f, "flags 0x%x: only LADLE_CHECKED is known",
@@ -165,7 +164,6 @@ static ladle_status validate(const ladle_partition *p, const ladle_op *layer,
             return ladle__raise(LADLE_ERR_ARG, f, "parameter %d of the %s layer is strided",
                                 i, layer->vt->name);
     }
-    (void)p;
     return LADLE_OK;
 }
 
@@ -222,7 +220,7 @@ ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **la
     m.device = inner->be->device;
     LADLE_CHECK(ladle_partition_coords(p) != NULL, LADLE_ERR_PARTITION,
                 "this rank is not a member of p: call it on p's members only");
-    local = validate(p, inner, flags, f);
+    local = validate(inner, flags, f);
     LADLE_CALL(ladle__dist_open(&m, 1, &p, local, shape_hash(p, inner, flags)));
 
     v = ladle__calloc(1, sizeof *v);

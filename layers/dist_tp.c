@@ -16,7 +16,6 @@
  * in between. The backward of each is the same chain read backwards:
  * dx = G* A_i* G dy, and so on; the weight pass reuses the gathered dy.
  */
-#include <math.h>
 #include <string.h>
 
 #include "layers/dist.h"
@@ -40,6 +39,13 @@ typedef struct tp {
     int gnd[LADLE_MAX_PARAMS];
     int64_t gshape[LADLE_MAX_PARAMS][3], goff[LADLE_MAX_PARAMS][3];
     const char *names[LADLE_MAX_PARAMS];
+    /* how parameter k splits: along dimension sdim[k] in units of sunit[k]
+     * elements per head or feature (-1: whole, on index 0 only), and the
+     * stream and fans of the sequential layer's draw of it */
+    int sdim[LADLE_MAX_PARAMS];
+    int64_t sunit[LADLE_MAX_PARAMS];
+    uint64_t stream[LADLE_MAX_PARAMS];
+    double fan_in[LADLE_MAX_PARAMS], fan_out[LADLE_MAX_PARAMS];
     ladle_op *gather;                  /* G */
     ladle_tensor *xg, *yp, *dyg, *dxp; /* workspace for calls without a ctx */
 } tp;
@@ -208,25 +214,11 @@ static int param_box(const tp *v, int k, int i, int64_t *off, int64_t *ext)
     int64_t sl = ladle__balanced_size(split_total(v), v->S, i);
     for (int d = 0; d < 3; d++)
         off[d] = 0, ext[d] = v->gshape[k][d];
-    if (v->kind == TP_ATTN) {
-        const char *nm = v->names[k];
-        if (!strcmp(nm, "qkv_weight") || !strcmp(nm, "qkv_bias"))
-            off[1] = s0 * v->hd, ext[1] = sl * v->hd;
-        else if (!strcmp(nm, "out_weight"))
-            off[1] = s0 * v->hd, ext[1] = sl * v->hd;
-        else /* out_bias */
-            return i == 0;
-        return 1;
-    }
-    if (v->kind == TP_COL) { /* weight F x E rows, bias F */
-        off[0] = s0, ext[0] = sl;
-        return 1;
-    }
-    if (k == 0) { /* row: weight E x F columns */
-        off[1] = s0, ext[1] = sl;
-        return 1;
-    }
-    return i == 0; /* its bias, added once */
+    if (v->sdim[k] < 0) /* a bias the partial outputs would add S times */
+        return i == 0;
+    off[v->sdim[k]] = s0 * v->sunit[k];
+    ext[v->sdim[k]] = sl * v->sunit[k];
+    return 1;
 }
 
 /* D > 1: every block has one copy per batch block; the copies of tensor
@@ -285,8 +277,10 @@ static ladle_status validate(int kind, const ladle_attention_desc *ad,
     return LADLE_OK;
 }
 
-/* Layouts on p: x's and y's, and the workers' gathered one (whole
- * sequences of width `width`). Local (global facts). */
+/* Layouts on p: x's and y's (sequence blocks, or for a column layer's y
+ * and a row layer's x the features split S ways over whole sequences), and
+ * the gathered one lw (whole sequences of width E, one box per batch
+ * block on each of its S ranks). Local (global facts). */
 static ladle_status layouts(ladle__dist_make *m, tp *v, const ladle_partition *p,
                             ladle_layout **lw)
 {
@@ -297,8 +291,6 @@ static ladle_status layouts(ladle__dist_make *m, tp *v, const ladle_partition *p
     int64_t *foff = ladle__calloc((size_t)size * 3, sizeof(int64_t));
     int64_t *fext = ladle__calloc((size_t)size * 3, sizeof(int64_t));
     LADLE_CHECK(off && ext && foff && fext, LADLE_ERR_ALLOC, "out of memory");
-    /* the stream's width in the gathered layout: E, or F for a row layer's
-     * output; the features-split layout holds F split S ways */
     for (int r = 0; r < size; r++) {
         int c[3];
         ladle_partition_coords_of(p, r, c);
@@ -332,32 +324,46 @@ fail:
     return st;
 }
 
-/* The parameters as every rank reports them (global shapes, names). */
+/* Parameter k: name, global shape (up to 3 extents), how it splits and how
+ * the sequential layer draws it. */
+static void param(tp *v, int k, const char *name, int nd, int64_t g0, int64_t g1,
+                  int64_t g2, int sdim, int64_t sunit, uint64_t stream, double fan_in,
+                  double fan_out)
+{
+    v->names[k] = name;
+    v->gnd[k] = nd;
+    v->gshape[k][0] = g0, v->gshape[k][1] = g1, v->gshape[k][2] = g2;
+    v->sdim[k] = sdim;
+    v->sunit[k] = sunit;
+    v->stream[k] = stream;
+    v->fan_in[k] = fan_in;
+    v->fan_out[k] = fan_out;
+}
+
+/* The parameters as every rank reports them, in the sequential layer's
+ * order: attention's (qkv split by heads along their rows, out_weight
+ * along its columns; streams 0 .. 3, fans E and H d), a linear's (the
+ * weight's rows for a column layer, its columns for a row layer; streams
+ * 0 and 1, fans in and out). */
 static void describe_params(tp *v)
 {
     int k = 0;
     if (v->kind == TP_ATTN) {
         int64_t hd = v->heads * v->hd;
-        v->names[k] = "qkv_weight", v->gnd[k] = 3;
-        v->gshape[k][0] = 3, v->gshape[k][1] = hd, v->gshape[k][2] = v->e, k++;
-        if (v->bias) {
-            v->names[k] = "qkv_bias", v->gnd[k] = 2;
-            v->gshape[k][0] = 3, v->gshape[k][1] = hd, k++;
-        }
-        v->names[k] = "out_weight", v->gnd[k] = 2;
-        v->gshape[k][0] = v->e, v->gshape[k][1] = hd, k++;
-        if (v->out_bias) {
-            v->names[k] = "out_bias", v->gnd[k] = 1;
-            v->gshape[k][0] = v->e, k++;
-        }
+        double e = (double)v->e;
+        param(v, k++, "qkv_weight", 3, 3, hd, v->e, 1, v->hd, 0, e, 0);
+        if (v->bias)
+            param(v, k++, "qkv_bias", 2, 3, hd, 0, 1, v->hd, 1, e, 0);
+        param(v, k++, "out_weight", 2, v->e, hd, 0, 1, v->hd, 2, (double)hd, 0);
+        if (v->out_bias)
+            param(v, k++, "out_bias", 1, v->e, 0, 0, -1, 0, 3, (double)hd, 0);
     } else {
-        int64_t out = v->kind == TP_COL ? v->f : v->e, in = v->kind == TP_COL ? v->e : v->f;
-        v->names[k] = "weight", v->gnd[k] = 2;
-        v->gshape[k][0] = out, v->gshape[k][1] = in, k++;
-        if (v->bias) {
-            v->names[k] = "bias", v->gnd[k] = 1;
-            v->gshape[k][0] = out, k++;
-        }
+        int col = v->kind == TP_COL;
+        int64_t out = col ? v->f : v->e, in = col ? v->e : v->f;
+        param(v, k++, "weight", 2, out, in, 0, col ? 0 : 1, 1, 0, (double)in, (double)out);
+        if (v->bias)
+            param(v, k++, "bias", 1, out, 0, 0, col ? 0 : -1, 1, 1, (double)in,
+                  (double)out);
     }
     v->base.nparams = k;
 }
@@ -401,25 +407,9 @@ static ladle_status allocate(ladle__dist_make *m, tp *v, uint64_t seed)
                 info.global[d] = v->gshape[k][d];
                 info.offset[d] = off[d];
             }
-            /* the streams and fans of the sequential layers' draws */
-            const char *nm = v->names[k];
-            double fan_in = (double)v->gshape[k][v->gnd[k] - 1];
-            uint64_t stream = 0;
-            if (v->kind == TP_ATTN) {
-                stream = !strcmp(nm, "qkv_weight")   ? 0
-                         : !strcmp(nm, "qkv_bias")   ? 1
-                         : !strcmp(nm, "out_weight") ? 2
-                                                     : 3;
-                fan_in = stream < 2 ? (double)v->e : (double)(v->heads * v->hd);
-            } else {
-                stream = (uint64_t)k;
-                fan_in = (double)(v->kind == TP_COL ? v->e : v->f);
-            }
-            double fan_out =
-                v->kind == TP_ATTN ? 0 : (double)(v->kind == TP_COL ? v->f : v->e);
             LADLE_CALL(ladle__init_shard(ladle_op_param(v->base.local, v->lidx[k]), &info,
-                                         LADLE_INIT_DEFAULT, fan_in, fan_out, seed,
-                                         stream));
+                                         LADLE_INIT_DEFAULT, v->fan_in[k], v->fan_out[k],
+                                         seed, v->stream[k]));
         } else {
             LADLE_CALL(ladle__dist_tensor(dt, dev, v->gnd[k], zero, &v->base.param[k]));
             v->base.grad[k] = v->base.param[k];

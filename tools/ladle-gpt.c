@@ -499,10 +499,11 @@ int main(int argc, char **argv)
     int64_t train_n = 0, step = step0, done_steps = 0;
     for (; step < o.steps; step++) {
         double t0 = MPI_Wtime(), loss = 0;
-        if ((st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, wx,
-                                   wy)) ||
-            (take_block(wx, wy, tool_rank() % S, ids, tgt2), 0) ||
-            (st = ladle_graph_zero_grad(g)) || (st = ladle_graph_forward(g, 1, xs, NULL)) ||
+        st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, wx, wy);
+        if (st == LADLE_OK)
+            take_block(wx, wy, tool_rank() % S, ids, tgt2);
+        if (st || (st = ladle_graph_zero_grad(g)) ||
+            (st = ladle_graph_forward(g, 1, xs, NULL)) ||
             (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 1)) ||
             (st = ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, step))) ||
             (st = ladle_optimizer_step(opt)))

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ladle/models.h"
-#include "src/core/backend.h"
+#include "layers/dist.h"
 
 void ladle_gpt_desc_init(ladle_gpt_desc *d)
 {
@@ -296,12 +296,7 @@ ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_g
                          "data_ways %d x tensor_ways %d over a communicator of %d ranks: "
                          "they must be equal",
                          d->data_ways, d->tensor_ways, size);
-    int code = (int)local, worst = 0;
-    LADLE_CHECK(MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, comm) == MPI_SUCCESS,
-                LADLE_ERR_MPI, "MPI_Allreduce failed");
-    if (local != LADLE_OK)
-        return local;
-    LADLE_CHECK(worst == 0, (ladle_status)worst, "the description failed on another rank");
+    LADLE_CALL(ladle__dist_agree_code(comm, local, __func__));
     if (size > 1)
         LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &b.p));
     if (d->tensor_ways > 1) {
