@@ -330,6 +330,8 @@ ladle_status ladle_attention_create(const ladle_attention_desc *d, int ndim,
                 op->be->fn->name);
     LADLE_CALL(op->be->fn->alloc(op->be, ws, &op->ws));
     op->ws_bytes = ws;
+    op->ws_scratch = 1; /* every call fills what it reads of ws */
+    op->ws_tags = &op->ws_own_tags;
     op->ctx_bytes = saved;
     LADLE_CALL(add_params(op, a, seed));
     op->linear = 0;

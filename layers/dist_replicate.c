@@ -91,6 +91,14 @@ static void rp_param_bound(ladle_op *op, int i)
     ladle__dist_param_bound(op, i);
 }
 
+/* A local layer with a scratch workspace lends it to the copy: a graph then
+ * shares one among all its layers. */
+static void rp_ws_bound(ladle_op *op)
+{
+    replicate *v = op->impl;
+    ladle__op_share_ws(v->base.local, op->ws, NULL);
+}
+
 /* The local layer's buffers (batch norm's running statistics): whole, and
  * written by rank 0 like the parameters. */
 static int rp_num_buffers(const ladle_op *op)
@@ -125,6 +133,7 @@ static const ladle_op_vtable replicate_vt = {
     .num_buffers = rp_num_buffers,
     .buffer_at = rp_buffer_at,
     .param_bound = rp_param_bound,
+    .ws_bound = rp_ws_bound,
 };
 
 /* Every member sums every parameter with every other: one group. */
@@ -249,6 +258,15 @@ ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **la
         op->fan_in = inner->fan_in;
         op->fan_out = inner->fan_out;
         op->training = inner->training;
+        if (inner->ws_scratch && inner->ws_tags != NULL) {
+            /* the copy's workspace is the layer's (still owned by it until a
+             * container shares one) */
+            op->ws_scratch = 1;
+            op->ws_bytes = inner->ws_bytes;
+            op->ws = inner->ws;
+            op->ws_caller = 1;
+            op->ws_tags = &op->ws_own_tags;
+        }
     }
     st = ladle__dist_step(op ? op->comm : m.comm, local, f);
     if (st != LADLE_OK) {

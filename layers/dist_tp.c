@@ -46,12 +46,17 @@ typedef struct tp {
     int64_t sunit[LADLE_MAX_PARAMS];
     uint64_t stream[LADLE_MAX_PARAMS];
     double fan_in[LADLE_MAX_PARAMS], fan_out[LADLE_MAX_PARAMS];
-    ladle_op *gather;                  /* G */
-    ladle_tensor *xg, *yp, *dyg, *dxp; /* workspace for calls without a ctx */
+    ladle_op *gather; /* G */
+    /* views of the workspace (a scratch workspace, see below): region A
+     * holds G x (attention, column) or the attention's partial dx, region
+     * B the partial y (attention, row), G dy (attention, row) or the
+     * column layer's partial dx; the gather's message buffers follow */
+    ladle_tensor *wa, *wb;
+    size_t a_bytes, b_bytes, l_bytes; /* l: the local layer's scratch */
+    uint64_t gen;                     /* forwards so far: labels what the regions hold */
 } tp;
 
-#define CTX_XG(c) ((c)->saved[0])
-#define CTX_DYG(c) ((c)->saved[1])
+enum { WA = 0, WB = 1 };
 
 static void tp_free(tp *v)
 {
@@ -59,31 +64,52 @@ static void tp_free(tp *v)
         return;
     ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->gather);
-    ladle_tensor_destroy(&v->xg);
-    ladle_tensor_destroy(&v->yp);
-    ladle_tensor_destroy(&v->dyg);
-    ladle_tensor_destroy(&v->dxp);
+    ladle_tensor_destroy(&v->wa);
+    ladle_tensor_destroy(&v->wb);
     ladle__free(v);
 }
 
 static void tp_destroy(ladle_op *op) { tp_free(op->impl); }
 
-/* G dy, once per ctx and dy (the backward and the weight pass share it). */
-static ladle_status gather_dy(tp *v, ladle__dist_ctx *c, const ladle_tensor *dy,
-                              const ladle_tensor **dyg)
+static void tp_ws_bound(ladle_op *op);
+
+/*
+ * The workspace is scratch (op->ws_scratch): a graph may share it among
+ * all its tensor-parallel layers, so that the whole-sequence tensors are
+ * held once per model rather than once per layer and context. Nothing in
+ * it is trusted across calls unless the shared record says this op wrote
+ * it last with that label: G x of forward number gen in A, G dy of the
+ * ctx of forward gen in B. Otherwise the weight pass gathers again (x from
+ * the forward's input, which the ctx borrows as every layer's does), which
+ * is Megatron-LM's trade of one all-gather per layer for the memory. Every
+ * rank makes the same calls, so every rank decides alike whether to gather.
+ */
+static void claim(ladle_op *op)
+{
+    ladle__ws_tags *t = op->ws_tags;
+    if (t && t->who != op) {
+        t->who = op;
+        t->what[WA] = t->what[WB] = 0;
+    }
+}
+
+static void label(ladle_op *op, int r, uint64_t what)
+{
+    if (op->ws_tags)
+        op->ws_tags->what[r] = what;
+}
+
+/* dst (region r) = G src, unless it holds what already (what 0: always). */
+static ladle_status gather_into(ladle_op *op, int r, ladle_tensor *dst,
+                                const ladle_tensor *src, uint64_t what)
 {
     ladle_status st = LADLE_OK;
-    if (v->kind == TP_COL) { /* dy is the worker's own block already */
-        *dyg = dy;
+    tp *v = op->impl;
+    if (what != 0 && op->ws_tags && op->ws_tags->what[r] == what)
         return LADLE_OK;
-    }
-    ladle_tensor *t = c ? CTX_DYG(c) : v->dyg;
-    if (c == NULL || !c->ready) {
-        LADLE_CALL(ladle_op_forward(v->gather, dy, t));
-        if (c)
-            c->ready = 1;
-    }
-    *dyg = t;
+    label(op, r, 0);
+    LADLE_CALL(ladle_op_forward(v->gather, src, dst));
+    label(op, r, what);
 fail:
     return st;
 }
@@ -96,21 +122,25 @@ static ladle_status tp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
     ladle_ctx *lc = c ? c->local : NULL;
     (void)n;
-    if (v->kind == TP_ROW) {
-        if (v->base.local)
-            LADLE_CALL(ladle_layer_forward(v->base.local, lc, x, v->yp));
-        LADLE_CALL(ladle_op_adjoint(v->gather, v->yp, y));
-    } else {
-        ladle_tensor *xg = c ? CTX_XG(c) : v->xg;
-        LADLE_CALL(ladle_op_forward(v->gather, x, xg));
-        ladle_tensor *out = v->kind == TP_COL ? y : v->yp;
-        if (v->base.local)
-            LADLE_CALL(ladle_layer_forward(v->base.local, lc, xg, out));
-        if (v->kind == TP_ATTN)
-            LADLE_CALL(ladle_op_adjoint(v->gather, v->yp, y));
-    }
+    claim(op);
+    uint64_t gen = ++v->gen;
     if (c)
-        c->ready = 0;
+        c->gen = gen;
+    if (v->kind == TP_ROW) {
+        label(op, WB, 0);
+        if (v->base.local)
+            LADLE_CALL(ladle_layer_forward(v->base.local, lc, x, v->wb));
+        LADLE_CALL(ladle_op_adjoint(v->gather, v->wb, y));
+    } else {
+        LADLE_CALL(gather_into(op, WA, v->wa, x, c ? gen : 0));
+        if (v->kind == TP_ATTN)
+            label(op, WB, 0);
+        ladle_tensor *out = v->kind == TP_COL ? y : v->wb;
+        if (v->base.local)
+            LADLE_CALL(ladle_layer_forward(v->base.local, lc, v->wa, out));
+        if (v->kind == TP_ATTN)
+            LADLE_CALL(ladle_op_adjoint(v->gather, v->wb, y));
+    }
 fail:
     return st;
 }
@@ -121,18 +151,25 @@ static ladle_status tp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     ladle_status st = LADLE_OK;
     tp *v = op->impl;
     ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
-    const ladle_tensor *dyg = NULL;
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    LADLE_CALL(gather_dy(v, c, dy, &dyg));
-    ladle_tensor *out = v->kind == TP_ROW ? dx : v->dxp;
+    claim(op);
+    const ladle_tensor *dyg = dy; /* a column layer's dy is its own block */
+    if (v->kind != TP_COL) {
+        LADLE_CALL(gather_into(op, WB, v->wb, dy, c ? c->gen : 0));
+        dyg = v->wb;
+    }
+    int r = v->kind == TP_ATTN ? WA : WB; /* the partial dx's region */
+    ladle_tensor *out = v->kind == TP_ROW ? dx : r == WA ? v->wa : v->wb;
+    if (v->kind != TP_ROW)
+        label(op, r, 0);
     if (v->base.local && c)
         LADLE_CALL(ladle_layer_backward(v->base.local, c->local, dyg, out));
     else if (v->base.local) /* a linear layer's ctx-less adjoint */
         LADLE_CALL(ladle_op_adjoint(v->base.local, dyg, out));
     if (v->kind != TP_ROW)
-        LADLE_CALL(ladle_op_adjoint(v->gather, v->dxp, dx));
+        LADLE_CALL(ladle_op_adjoint(v->gather, out, dx));
 fail:
     return st;
 }
@@ -143,9 +180,16 @@ static ladle_status tp_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
     ladle_status st = LADLE_OK;
     tp *v = op->impl;
     ladle__dist_ctx *c = ctx->impl;
-    const ladle_tensor *dyg = NULL;
     (void)n;
-    LADLE_CALL(gather_dy(v, c, dy, &dyg));
+    claim(op);
+    const ladle_tensor *dyg = dy;
+    if (v->kind != TP_COL) {
+        LADLE_CALL(gather_into(op, WB, v->wb, dy, c->gen));
+        dyg = v->wb;
+    }
+    /* the local layer's ctx borrowed region A as its x: fill it again */
+    if (v->kind != TP_ROW)
+        LADLE_CALL(gather_into(op, WA, v->wa, ctx->x, c->gen));
     if (v->base.local)
         LADLE_CALL(ladle_layer_backward_weight(v->base.local, c->local, dyg));
 fail:
@@ -199,6 +243,7 @@ static const ladle_op_vtable tp_vt = {
     .param_info = tp_param_info,
     .sync_grads = ladle__dist_sync_grads,
     .param_bound = tp_param_bound,
+    .ws_bound = tp_ws_bound,
 };
 
 /* The block of the split dimension that tensor index i holds: heads for
@@ -415,18 +460,62 @@ static ladle_status allocate(ladle__dist_make *m, tp *v, uint64_t seed)
             v->base.grad[k] = v->base.param[k];
         }
     }
-    /* workspace: the gathered x (attention, column), the partial y
-     * (attention, row), the gathered dy (attention, row), the partial dx
-     * (attention, column) */
-    int64_t none[3] = {0, 0, 0};
-    int gathers_x = v->kind != TP_ROW, partial_y = v->kind != TP_COL;
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 3, gathers_x ? xs : none, &v->xg));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 3, partial_y ? xs : none, &v->yp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 3, partial_y ? xs : none, &v->dyg));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 3, gathers_x ? xs : none, &v->dxp));
-    v->base.nsaved = 2;
-    v->base.saved_like[0] = v->xg;
-    v->base.saved_like[1] = v->dyg;
+    /* the workspace's regions (bound in bind_workspace): A for G x or the
+     * attention's partial dx, B for everything else; whole sequences of
+     * the batch block, at width E */
+    size_t es = ladle_dtype_size(dt), whole = (size_t)(nb * v->t * v->e) * es;
+    v->a_bytes = v->kind != TP_ROW ? (whole + 63) / 64 * 64 : 0;
+    v->b_bytes = (whole + 63) / 64 * 64;
+    v->base.nsaved = 0;
+fail:
+    return st;
+}
+
+/* The local layer's workspace, when it is scratch too (the attention's),
+ * lives in the layer's: one shared buffer then covers both. */
+static size_t local_ws(const tp *v)
+{
+    const ladle_op *l = v->base.local;
+    return l && l->ws_scratch && l->ws_tags != NULL ? l->ws_bytes : 0;
+}
+
+/* Point the views, the gather's message buffers and the local layer's
+ * scratch at op->ws: A, B, the gather's, the local layer's. */
+static void tp_ws_bound(ladle_op *op)
+{
+    tp *v = op->impl;
+    char *ws = op->ws;
+    if (v->wa)
+        ladle_tensor_set_data(v->wa, ws);
+    if (v->wb)
+        ladle_tensor_set_data(v->wb, ws + v->a_bytes);
+    size_t g = ladle_op_workspace_bytes(v->gather), off = v->a_bytes + v->b_bytes;
+    if (g > 0)
+        ladle_op_set_workspace(v->gather, ws + off, g);
+    if (v->l_bytes > 0)
+        ladle__op_share_ws(v->base.local, ws + off + (g + 63) / 64 * 64, NULL);
+}
+
+/* The scratch workspace and the views of A and B. Local. */
+static ladle_status bind_workspace(ladle_op *op, tp *v)
+{
+    ladle_status st = LADLE_OK;
+    size_t g = ladle_op_workspace_bytes(v->gather);
+    v->l_bytes = local_ws(v);
+    op->ws_bytes =
+        v->a_bytes + v->b_bytes + (v->l_bytes ? (g + 63) / 64 * 64 : g) + v->l_bytes;
+    op->ws_scratch = 1;
+    op->ws_tags = &op->ws_own_tags;
+    if (v->i < 0 || op->ws_bytes == 0)
+        return LADLE_OK;
+    LADLE_CALL(op->be->fn->alloc(op->be, op->ws_bytes, &op->ws));
+    int64_t xs[3] = {v->nb, v->t, v->e};
+    if (v->a_bytes)
+        LADLE_CALL(
+            ladle_tensor_wrap(op->dtype, op->be->device, 3, xs, NULL, op->ws, &v->wa));
+    LADLE_CALL(ladle_tensor_wrap(op->dtype, op->be->device, 3, xs, NULL,
+                                 (char *)op->ws + v->a_bytes, &v->wb));
+    tp_ws_bound(op);
 fail:
     return st;
 }
@@ -496,6 +585,7 @@ static ladle_status create(int kind, const ladle_attention_desc *ad,
     local = ladle__dist_layer(&m, LADLE_OK, &tp_vt, v, NULL, &op);
     if (local == LADLE_OK) {
         op->linear = kind != TP_ATTN && !v->bias; /* the ctx-less adjoint works */
+        local = bind_workspace(op, v);
         v = NULL;
     }
     st = ladle__dist_end(&m, &op, local, out);

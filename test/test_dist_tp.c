@@ -93,8 +93,11 @@ END_TEST
 
 /* column -> GELU -> row, with the features split and no message between
  * the two linears, against the sequential chain: y, dx and every weight
- * gradient (the graph's pieces by hand). */
-START_TEST(mlp_chain)
+ * gradient (the graph's pieces by hand). shared: the two linears share one
+ * workspace of caller memory, and every weight pass is deferred until
+ * after both backwards (a zero-bubble order), so the column layer must
+ * gather its x again. */
+static void mlp_case(int shared)
 {
     int ranks = world(), D = ranks % 2 == 0 && ranks > 2 ? 2 : 1, S = ranks / D;
     ladle_partition *p = lt_partition(3, (int[]){D, S, 1}, 0);
@@ -112,6 +115,15 @@ START_TEST(mlp_chain)
     LT_OK(ladle_activation_create(LADLE_GELU_TANH, 0, 3, fs, LADLE_F64, lt_device(), &sg));
     LT_ASSERT(ladle_layout_is_decomposition(ladle_op_y_layout(c)), "the split features");
     ladle_op *d3[3] = {c, gl, r}, *s3[3] = {sc, sg, sr};
+    ladle_tensor *ws = NULL;
+    if (shared) { /* memory of the device, from a tensor of it */
+        size_t a = ladle_op_workspace_bytes(c), b = ladle_op_workspace_bytes(r);
+        size_t most = a > b ? a : b;
+        LT_ASSERT(most > 0, "the tensor-parallel layers have a workspace");
+        ws = lt_tensor(LADLE_F64, 1, (int64_t[]){(int64_t)(most / 8 + 1)});
+        LT_OK(ladle_op_set_workspace(c, ladle_tensor_data(ws), most));
+        LT_OK(ladle_op_set_workspace(r, ladle_tensor_data(ws), most));
+    }
     ladle_tensor *X = lt_tensor(LADLE_F64, 3, xs), *dY = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(X, 5, 1));
     LT_OK(ladle_tensor_fill_random(dY, 6, 1));
@@ -139,10 +151,13 @@ START_TEST(mlp_chain)
                             lt_tensor(LADLE_F64, 3, fs), dY};
     for (int k = 2; k >= 0; k--) {
         LT_OK(ladle_layer_backward(d3[k], dc[k], dg[k + 1], dg[k]));
-        LT_OK(ladle_layer_backward_weight(d3[k], dc[k], dg[k + 1]));
+        if (!shared)
+            LT_OK(ladle_layer_backward_weight(d3[k], dc[k], dg[k + 1]));
         LT_OK(ladle_layer_backward(s3[k], scx[k], sg4[k + 1], sg4[k]));
         LT_OK(ladle_layer_backward_weight(s3[k], scx[k], sg4[k + 1]));
     }
+    for (int k = 2; k >= 0 && shared; k--)
+        LT_OK(ladle_layer_backward_weight(d3[k], dc[k], dg[k + 1]));
     LT_ASSERT(lt_box_error(sg4[0], xo, dx) <= 1e-12, "MLP dx");
     double eg = 0;
     for (int k = 0; k < 3; k += 2) {
@@ -154,7 +169,8 @@ START_TEST(mlp_chain)
                       lt_box_error(ladle_op_grad(s3[k], i), off, ladle_op_grad(d3[k], i)));
         }
     }
-    LT_ASSERT(eg <= 1e-10, "MLP weight gradients %.2e apart", eg);
+    LT_ASSERT(eg <= 1e-10, "MLP weight gradients %.2e apart (shared workspace %d)", eg,
+              shared);
     for (int k = 0; k < 3; k++) {
         ladle_ctx_destroy(&dc[k]);
         ladle_ctx_destroy(&scx[k]);
@@ -173,7 +189,14 @@ START_TEST(mlp_chain)
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&dy);
     ladle_tensor_destroy(&dY);
+    ladle_tensor_destroy(&ws);
     ladle_partition_destroy(&p);
+}
+
+START_TEST(mlp_chain)
+{
+    mlp_case(0);
+    mlp_case(1);
 }
 END_TEST
 

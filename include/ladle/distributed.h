@@ -430,7 +430,19 @@ LADLE_API ladle_status ladle_dist_replicate_create(const ladle_partition *p, lad
  *              row layer is the MLP, with no message in between
  *
  * The backward of each is its chain read backwards (dx = G* A_i* G dy...);
- * the weight pass reuses the gathered dy. Parameters are those of the
+ * the weight pass reuses the gathered dy.
+ *
+ * Memory: a context keeps only what falls with S (the attention's heads,
+ * the local layer's saved state; x itself is the caller's, borrowed as
+ * every layer borrows it). The whole-sequence tensors G x, G dy and the
+ * partial outputs live in the layer's workspace, which is scratch: a graph
+ * gives all its tensor-parallel layers (and attentions) one workspace, so
+ * that they are held once per model, not once per layer. Whatever the
+ * workspace no longer holds, because another layer wrote it or the caller
+ * gave it (ladle_op_set_workspace), the weight pass gathers again: G x from
+ * the forward's x, G dy from dy (Megatron-LM's trade of one all-gather for
+ * the memory). Calls of a layer and of the layers sharing its workspace
+ * must not overlap, and each rank must make the same calls. Parameters are those of the
  * sequential layer (ladle_attention_create with d; ladle_linear_create
  * E -> F for column, F -> E for row), with the same global shapes, names,
  * and initial values for the same seed: rank i holds its box (attention:

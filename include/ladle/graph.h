@@ -15,8 +15,10 @@
  * fixes one topological order (the same on every rank: among the nodes
  * whose inputs are ready, the one added first runs first), allocates every
  * buffer and plans the gradient buckets of the replicated parameters, which
- * overlap the backward pass as in ladle/network.h. After it, forward and
- * backward allocate nothing. The backward visits the nodes in the reverse
+ * overlap the backward pass as in ladle/network.h. Layers whose workspace
+ * is scratch (the attention and the tensor-parallel layers, also as
+ * copies) get one workspace among them, as large as the largest, instead
+ * of one each. After it, forward and backward allocate nothing. The backward visits the nodes in the reverse
  * order; a value read by several consumers gets the sum of their
  * gradients (the adjoint of a copy is a sum; of a concat, the split).
  *

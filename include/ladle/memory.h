@@ -55,7 +55,11 @@ LADLE_API ladle_status ladle_ctx_create_in(const ladle_op *op, void *mem, size_t
  * message buffers) moves to the caller's mem, bytes >= that size, memory of
  * the op's device: ladle frees its own and never frees mem, which must
  * outlive the op (or the next call of this). Several ops may share one
- * workspace as long as their calls never overlap. Calls with a workspace of
+ * workspace as long as their calls never overlap. A layer whose workspace
+ * is scratch (the attention, the tensor-parallel layers) then trusts
+ * nothing left in it from an earlier call: the tensor-parallel layers
+ * gather again what their weight pass needs. (A graph shares one workspace
+ * among such layers by itself, keeping a record of what it holds.) Calls with a workspace of
  * 0 bytes accept any mem (NULL too). Local; not while a call of the op
  * runs. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (too small, naming the size
  * needed), LADLE_ERR_DEVICE (memory of another device, where the backend

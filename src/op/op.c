@@ -370,6 +370,54 @@ ladle_status ladle_op_set_workspace(ladle_op *op, void *mem, size_t bytes)
         op->be->fn->free(op->be, op->ws);
     op->ws = mem;
     op->ws_caller = 1;
+    op->ws_tags = NULL; /* other ops may write the caller's memory unseen */
+    if (op->vt->ws_bound)
+        op->vt->ws_bound(op);
 fail:
     return st;
+}
+
+ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
+                                  const ladle_backend **be, ladle__ws_tags *tags)
+{
+    size_t most = 0;
+    int count = 0;
+    const ladle_backend *on = NULL;
+    *mem = NULL;
+    *be = NULL;
+    for (int i = 0; i < n; i++) {
+        const ladle_op *op = ops[i];
+        if (op == NULL || !op->ws_scratch || op->ws_bytes == 0 || op->ws_tags == NULL)
+            continue;
+        if (on == NULL)
+            on = op->be;
+        if (op->be != on)
+            continue;
+        most = op->ws_bytes > most ? op->ws_bytes : most;
+        count++;
+    }
+    if (count < 2)
+        return LADLE_OK;
+    ladle_status st = on->fn->alloc(on, most, mem);
+    if (st != LADLE_OK)
+        return st;
+    *be = on;
+    memset(tags, 0, sizeof *tags);
+    for (int i = 0; i < n; i++) {
+        ladle_op *op = ops[i];
+        if (op && op->ws_scratch && op->ws_bytes > 0 && op->ws_tags != NULL && op->be == on)
+            ladle__op_share_ws(op, *mem, tags);
+    }
+    return LADLE_OK;
+}
+
+void ladle__op_share_ws(ladle_op *op, void *mem, ladle__ws_tags *tags)
+{
+    if (op->ws && !op->ws_caller)
+        op->be->fn->free(op->be, op->ws);
+    op->ws = mem;
+    op->ws_caller = 1;
+    op->ws_tags = tags;
+    if (op->vt->ws_bound)
+        op->vt->ws_bound(op);
 }

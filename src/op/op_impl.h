@@ -63,6 +63,10 @@ typedef struct ladle_op_vtable {
     /* After ladle_op_bind_param moved parameter i or its gradient: renew
      * what views them (optional). */
     void (*param_bound)(ladle_op *op, int i);
+    /* After the op's workspace moved (ladle_op_set_workspace, or a
+     * container sharing one among its layers): renew what views it
+     * (optional). */
+    void (*ws_bound)(ladle_op *op);
     /* Distributed losses: their own ladle_loss_forward/backward. */
     ladle_status (*loss_forward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                  const ladle_tensor *target, ladle_tensor *loss);
@@ -71,6 +75,14 @@ typedef struct ladle_op_vtable {
 } ladle_op_vtable;
 
 #define LADLE_MAX_PARAMS 4
+
+/* What a scratch workspace holds (see ladle_op.ws_scratch): the op that
+ * wrote it last and that op's own labels of its regions (0: nothing
+ * reusable). One record serves every op sharing the memory. */
+typedef struct ladle__ws_tags {
+    const void *who;
+    uint64_t what[2];
+} ladle__ws_tags;
 
 struct ladle_op {
     const ladle_op_vtable *vt;
@@ -88,6 +100,13 @@ struct ladle_op {
     void *ws;
     size_t ws_bytes;
     int ws_caller; /* ws is the caller's (ladle_op_set_workspace) */
+    /* ws_scratch: the op keeps nothing in ws between calls that it does
+     * not check against ws_tags first, so ops that run one call at a time
+     * may share one ws (a graph shares it among its layers). ws_tags is
+     * the record of what ws holds: the op's own ws_own_tags, a container's
+     * shared one, or NULL when nothing may be trusted (caller memory). */
+    int ws_scratch;
+    ladle__ws_tags *ws_tags, ws_own_tags;
     const ladle_backend *be;
     void *impl;
 
@@ -191,6 +210,18 @@ ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_
  * a backward pass): start posts it, progress advances it without waiting,
  * wait finishes it. */
 ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y);
+/* Give a scratch op (ws_scratch) mem, at least its ws_bytes on its device,
+ * shared with other scratch ops under the one record tags; the owner of mem
+ * frees it after the ops. Local; nothing is checked. */
+void ladle__op_share_ws(ladle_op *op, void *mem, ladle__ws_tags *tags);
+/* One workspace for the scratch ops among ops[0 .. n-1] whose workspace is
+ * not the caller's (ws_tags not NULL), on the backend of the first of them
+ * (ops on others keep theirs): *mem, as large as the largest, under the one
+ * record *tags, which must live as long. With fewer than two such ops
+ * nothing changes and *mem is NULL. The caller frees *mem through
+ * (*be)->fn->free after the ops. Local. Returns LADLE_ERR_ALLOC. */
+ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
+                                  const ladle_backend **be, ladle__ws_tags *tags);
 ladle_status ladle__op_progress(ladle_op *op, int *done);
 ladle_status ladle__op_wait(ladle_op *op);
 

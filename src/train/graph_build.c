@@ -48,6 +48,8 @@ ladle_status ladle_graph_destroy(ladle_graph **gp)
     ladle__buckets_destroy(&g->buckets);
     for (int i = 0; i < g->nnodes; i++)
         free_node(&g->nodes[i]);
+    if (g->scratch)
+        g->scratch_be->fn->free(g->scratch_be, g->scratch);
     for (int v = 0; v < g->nvalues; v++) {
         ladle_layout_destroy(&g->values[v].layout);
         ladle_tensor_destroy(&g->values[v].buf);

@@ -65,6 +65,10 @@ struct ladle_graph {
     MPI_Comm parent;
     double sync_wait;
     int forwarded, lossed;
+    /* the one workspace of the scratch layers (ladle__share_scratch) */
+    void *scratch;
+    const ladle_backend *scratch_be;
+    ladle__ws_tags scratch_tags;
 };
 
 /* Room for one more node and nout more values (graph_build.c). */

@@ -563,6 +563,9 @@ static ladle_status build(ladle_graph *g)
     }
     LADLE_CALL(allocate(g));
     LADLE_CALL(list_layers(g));
+    /* the layers run one call at a time: their scratch is one buffer */
+    LADLE_CALL(ladle__share_scratch(g->nlayers, g->layers, &g->scratch, &g->scratch_be,
+                                    &g->scratch_tags));
 fail:
     return st;
 }
