@@ -93,6 +93,7 @@ test_dist_train: 1 2 3 4 6 8 12
 test_checkpoint: 1 2 3 4 6
 test_graph: 1 2 3 4 5 6
 test_gpt: 1 2 3 4
+test_gpt_pipe: 1 2 3 4
 test_resnet: 1 2 3 4 8
 test_custom: 1 2 3 4
 test_memory: 1 2 3 4
@@ -118,6 +119,7 @@ test_layernorm: 1
 test_embedding: 1
 test_attention: 1
 test_gpt: 1
+test_gpt_pipe: 1
 test_optim: 1
 test_text: 1
 test_broadcast: 1 2 3 4

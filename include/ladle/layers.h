@@ -652,6 +652,23 @@ LADLE_API ladle_status ladle_sequential_create(int n, ladle_op *const layers[], 
 LADLE_API int ladle_sequential_size(const ladle_op *seq);
 LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
 
+/* A residual block, itself a layer: y = x + f(x), f the layer *body (any
+ * sequential layer or container whose y has x's shape: a transformer's
+ * "x + attention(norm(x))" is a residual over a sequential of the norm and
+ * the attention). Its Jacobian is I + J_f, so the backward is dx = dy +
+ * J_f^T dy (f's backward, plus dy) and the weight pass is f's with dy. On
+ * success the block owns *body (destroying the block destroys it) and
+ * *body becomes NULL; on failure it stays the caller's. Its parameters are
+ * f's, its ctx holds f's ctx, and without a ctx its backward is the
+ * adjoint when f is linear. A chain of residual blocks is what a pipeline
+ * stage takes, so a transformer's blocks can be cut into stages
+ * (ladle_gpt_layers). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a
+ * layer, a distributed layer or a loss, or a layer that takes token ids),
+ * LADLE_ERR_SHAPE (y's shape is not x's), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_residual_create(ladle_op **body, ladle_op **block);
+/* The block's f (borrowed), or NULL when op is not a residual block. */
+LADLE_API ladle_op *ladle_residual_body(const ladle_op *block);
+
 /* ---- functions without parameters or saved state -------------------------*/
 
 /* y = a + b elementwise (residual connections); y may be a or b. The

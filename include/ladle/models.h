@@ -237,6 +237,32 @@ LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g
 LADLE_API ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
                                            ladle_graph **g);
 
+/*
+ * The same GPT as a chain of layers, for pipelines (ladle/pipeline.h),
+ * which cut chains into stages: with d->batch the microbatch N (and D = S =
+ * 1; a pipeline replicates stages instead), the chain is
+ *
+ *   0 "wte" (ids N x T, LADLE_I64), 1 "wpe", ["drop" when p > 0],
+ *   per block two residual blocks (ladle_residual_create) over sequentials:
+ *     x + drop1(attn(ln1(x))),   x + drop2(proj(gelu(fc(ln2(x))))),
+ *   "ln_f", "head", "rows" (the N T x V logits)
+ *
+ * ladle_gpt_num_layers(d) of them (2 + [p > 0] + 2 L + 3). The weights are
+ * ladle_gpt_create's for the same d and seed, layer for layer, and so are
+ * the steps (test_gpt_pipe). ladle_gpt_layers makes layers first ..
+ * first + count - 1 into layers[0 .. count-1], in training mode, drawing
+ * the seeds those layers draw in the whole chain, so each pipeline worker
+ * makes only its stages. ladle_gpt_loss_create makes the loss that follows
+ * "rows": cross entropy, mean, ignore_index -1, targets i64 N T. Local.
+ * ladle_gpt_num_layers returns -1 for a bad d. The others return
+ * ladle_gpt_create's codes, and LADLE_ERR_ARG for D or S other than 1 and
+ * for a range outside the chain; on failure nothing is left made.
+ */
+LADLE_API int ladle_gpt_num_layers(const ladle_gpt_desc *d);
+LADLE_API ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, int first, int count,
+                                        ladle_op *layers[]);
+LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss);
+
 #ifdef __cplusplus
 }
 #endif

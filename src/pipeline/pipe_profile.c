@@ -33,12 +33,20 @@ static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f
     ladle_status st = LADLE_OK;
     ladle_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL;
     ladle_ctx *ctx = NULL;
-    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape, &x));
-    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape, &dx));
+    /* a layer that takes token ids gets ids 0 (valid for every vocabulary)
+     * and no dx */
+    ladle_dtype xdt = op->x_ids ? LADLE_I64 : op->dtype;
+    LADLE_CALL(ladle_tensor_create_on(xdt, op->be->device, op->x_ndim, op->x_shape, &x));
+    if (!op->x_ids)
+        LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape,
+                                          &dx));
     LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &y));
     LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &dy));
     LADLE_CALL(ladle_ctx_create(op, &ctx));
-    LADLE_CALL(ladle_tensor_fill_random(x, 1, 0));
+    if (op->x_ids)
+        LADLE_CALL(ladle_tensor_fill(x, 0));
+    else
+        LADLE_CALL(ladle_tensor_fill_random(x, 1, 0));
     LADLE_CALL(ladle_tensor_fill_random(dy, 2, 0));
     for (int r = -1; r < reps; r++) {
         double t0, t1, t2, t3;

@@ -217,6 +217,10 @@ static ladle_status check_held(const ladle_pipe_schedule *s, int w, int wsize, i
                         "stage %d: layer %d's output is not layer %d's input on this rank",
                         g->stage, i - 1, i);
         }
+        LADLE_CHECK(g->stage == 0 || !g->layers[0]->x_ids, LADLE_ERR_ARG,
+                    "stage %d starts with a layer that takes token ids (%s): only stage 0 "
+                    "may, as the ids are the batch, not a stage's output",
+                    g->stage, g->layers[0]->vt->name);
         LADLE_CHECK(wsize == 1 || (g->layers[0]->x_layout && g->layers[g->n - 1]->y_layout),
                     LADLE_ERR_ARG,
                     "stage %d runs on %d ranks: its first and last layers must be "
@@ -302,13 +306,15 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
         LADLE_CALL(ladle_tensor_create_on(dt, dev, op->y_ndim, op->y_shape, &sl->dy[l]));
         LADLE_CALL(ladle_ctx_create(op, &sl->ctx[l]));
     }
-    /* views of the caller's batch point at a placeholder until each step */
+    /* views of the caller's batch point at a placeholder until each step;
+     * a stage 0 that starts with an embedding reads i64 ids */
     void *placeholder = sl->y[0]->data;
+    ladle_dtype xdt = first->x_ids ? LADLE_I64 : dt;
     if (h->x_view)
-        LADLE_CALL(
-            ladle_tensor_wrap(dt, dev, first->x_ndim, first->x_shape, NULL, placeholder, &sl->x));
+        LADLE_CALL(ladle_tensor_wrap(xdt, dev, first->x_ndim, first->x_shape, NULL,
+                                     placeholder, &sl->x));
     else
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, first->x_ndim, first->x_shape, &sl->x));
+        LADLE_CALL(ladle_tensor_create_on(xdt, dev, first->x_ndim, first->x_shape, &sl->x));
     /* the boundaries' staging, on the layers' device: any microbatch's
      * route may use the slot */
     size_t in = 0, out = 0, din = 0;

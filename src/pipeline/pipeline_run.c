@@ -273,8 +273,9 @@ static ladle_status check_step_inputs(const ladle_pipeline *pl, const ladle_tens
         if (hd->stage == 0) {
             const ladle_op *a = hd->layers[0];
             LADLE_CHECK(x != NULL, LADLE_ERR_NULL, "x is NULL on a worker of stage 0");
-            LADLE_CHECK(x->dtype == a->dtype, LADLE_ERR_DTYPE, "x is %s, the stage %s",
-                        ladle_dtype_name(x->dtype), ladle_dtype_name(a->dtype));
+            ladle_dtype xdt = a->x_ids ? LADLE_I64 : a->dtype; /* ids for an embedding */
+            LADLE_CHECK(x->dtype == xdt, LADLE_ERR_DTYPE, "x is %s, the stage takes %s",
+                        ladle_dtype_name(x->dtype), ladle_dtype_name(xdt));
             LADLE_CHECK(x->device == pl->be->device, LADLE_ERR_DEVICE,
                         "x is on %s but the stage on %s", ladle_device_name(x->device),
                         ladle_device_name(pl->be->device));

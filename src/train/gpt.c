@@ -310,3 +310,141 @@ fail:
     ladle_partition_destroy(&b.grid);
     return st;
 }
+
+/* ---- the GPT as a chain of layers (pipelines) -------------------------- */
+
+int ladle_gpt_num_layers(const ladle_gpt_desc *d)
+{
+    if (d == NULL || d->size != sizeof *d || check_desc(d) != LADLE_OK)
+        return -1;
+    return 2 + (d->dropout > 0) + 2 * d->layers + 3;
+}
+
+/* The seeds layer i of the chain draws: wte, wpe, drop; then per block
+ * the attention residual (attn, drop1) and the MLP residual (fc, proj,
+ * drop2); ln_f none, head one, rows none: ladle_gpt_create's order. */
+static int seeds_of(const ladle_gpt_desc *d, int i)
+{
+    int drop = d->dropout > 0, front = 2 + drop, blocks = 2 * d->layers;
+    if (i < front)
+        return 1;
+    if (i < front + blocks)
+        return (i - front) % 2 == 0 ? 1 + drop : 2 + drop;
+    return i == front + blocks + 1; /* the head */
+}
+
+/* Wrap the n layers of body into a residual block, taking them over. */
+static ladle_status residual(int n, ladle_op *body[], ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_op *seq = NULL;
+    st = ladle_sequential_create(n, body, &seq);
+    if (st != LADLE_OK) {
+        for (int k = 0; k < n; k++)
+            ladle_op_destroy(&body[k]);
+        return st;
+    }
+    st = ladle_residual_create(&seq, out);
+    ladle_op_destroy(&seq);
+    return st;
+}
+
+/* Chain layer i of d with seeds from seed. */
+static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
+                                ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    ladle_dtype dt = d->dtype;
+    ladle_device dev = d->device;
+    int drop = d->dropout > 0, front = 2 + drop, blocks = 2 * d->layers;
+    int64_t xs[3] = {d->batch, d->context, d->width}, ids[2] = {d->batch, d->context};
+    int64_t f = d->mlp * d->width, hs[3] = {d->batch, d->context, f};
+    ladle_op *body[5] = {NULL};
+    int n = 0;
+    ladle_layernorm_desc nd;
+    ladle_layernorm_desc_init(&nd, 1);
+    *out = NULL;
+    if (i == 0)
+        return ladle_embedding_create(2, ids, d->vocab, d->width, dt, dev, seed, out);
+    if (i == 1)
+        return ladle_pos_embedding_create(3, xs, d->context, dt, dev, seed, out);
+    if (i < front)
+        return ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, out);
+    if (i < front + blocks) {
+        LADLE_CALL(ladle_layernorm_create(&nd, 3, xs, dt, dev, &body[n++]));
+        if ((i - front) % 2 == 0) { /* x + drop(attn(ln1(x))) */
+            ladle_attention_desc ad;
+            ladle_attention_desc_init(&ad, d->width, d->heads);
+            LADLE_CALL(ladle_attention_create(&ad, 3, xs, dt, dev, seed++, &body[n++]));
+        } else { /* x + drop(proj(gelu(fc(ln2(x))))) */
+            LADLE_CALL(ladle_linear_create(3, xs, f, 1, dt, dev, seed++, &body[n++]));
+            LADLE_CALL(
+                ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
+            LADLE_CALL(
+                ladle_linear_create(3, hs, d->width, 1, dt, dev, seed++, &body[n++]));
+        }
+        if (drop)
+            LADLE_CALL(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &body[n++]));
+        return residual(n, body, out);
+    }
+    if (i == front + blocks)
+        return ladle_layernorm_create(&nd, 3, xs, dt, dev, out);
+    if (i == front + blocks + 1)
+        return ladle_linear_create(3, xs, d->vocab, 0, dt, dev, seed, out);
+    int64_t ls[3] = {d->batch, d->context, d->vocab},
+            rs[2] = {d->batch * d->context, d->vocab};
+    return ladle_reshape_create(3, ls, 2, rs, dt, dev, out);
+fail:
+    for (int k = 0; k < n; k++)
+        ladle_op_destroy(&body[k]);
+    return st;
+}
+
+ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, int first, int count,
+                              ladle_op *layers[])
+{
+    ladle_status st = LADLE_OK;
+    int made = 0;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(layers);
+    LADLE_CHECK_SIZE(d);
+    LADLE_CALL(check_desc(d));
+    LADLE_CHECK(
+        d->data_ways == 1 && d->tensor_ways == 1, LADLE_ERR_ARG,
+        "data_ways %d and tensor_ways %d: the chain is one rank's model (a pipeline "
+        "replicates its stages instead)",
+        d->data_ways, d->tensor_ways);
+    int total = ladle_gpt_num_layers(d);
+    LADLE_CHECK(first >= 0 && count >= 1 && first <= total - count, LADLE_ERR_ARG,
+                "layers %d .. %d of a chain of %d", first, first + count - 1, total);
+    uint64_t seed = d->seed;
+    for (int i = 0; i < first; i++)
+        seed += (uint64_t)seeds_of(d, i);
+    for (; made < count; made++) {
+        int i = first + made;
+        LADLE_CALL(chain_layer(d, i, seed, &layers[made]));
+        LADLE_CALL(ladle_layer_set_training(layers[made], 1));
+        seed += (uint64_t)seeds_of(d, i);
+    }
+    return LADLE_OK;
+fail:
+    for (int k = 0; k < made; k++)
+        ladle_op_destroy(&layers[k]);
+    return st;
+}
+
+ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(loss);
+    LADLE_CHECK_SIZE(d);
+    LADLE_CALL(check_desc(d));
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    ld.ignore_index = -1;
+    int64_t rs[2] = {d->batch * d->context, d->vocab};
+    LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, loss));
+fail:
+    return st;
+}

@@ -1,0 +1,392 @@
+/*
+ * The GPT in a pipeline: the residual block (ladle_residual_create) against
+ * y = x + f(x) computed here, its dot-product test and refusals; the GPT
+ * as a chain (ladle_gpt_layers) whose weights are the graph's, one for
+ * one; and the chain cut into stages by the planner from profiled layer
+ * costs (costs agreed from rank 0), run by ladle_pipeline_step under 1F1B
+ * and, where the planner replicates a stage, the hybrid schedule: the
+ * losses of 3 AdamW steps and every weight each rank holds afterwards
+ * against the graph GPT on the whole batch (f64, 1e-12 and 1e-10).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+enum { V = 11, T = 6, MB = 2, M = 4, L = 2, E = 8, H = 2, STEPS = 3 };
+
+static void desc(ladle_gpt_desc *d, int64_t batch)
+{
+    ladle_gpt_desc_init(d);
+    d->vocab = V;
+    d->context = T;
+    d->batch = batch;
+    d->layers = L;
+    d->width = E;
+    d->heads = H;
+    d->mlp = 2;
+    d->dtype = LADLE_F64;
+    d->device = lt_device();
+    d->seed = 9;
+}
+
+static void batch_of(int step, int64_t *ids, int64_t *tg)
+{
+    for (int i = 0; i < M * MB * T; i++) {
+        ids[i] = (int64_t)(((uint64_t)step * 13 + (uint64_t)i * 7 + (uint64_t)(i * i)) % V);
+        tg[i] = (int64_t)(((uint64_t)step * 5 + (uint64_t)i * 3 + 1) % V);
+    }
+}
+
+static void opt_desc(ladle_optimizer_desc *od)
+{
+    ladle_optimizer_desc_init(od, LADLE_OPT_ADAMW, 1e-2);
+    od->weight_decay = 0.01;
+}
+
+/* y = x + W x for a linear layer without bias, by hand; the backward's
+ * dx = dy + W^T dy and the weight gradient dW = dy x^T; the adjoint. */
+START_TEST(residual_block)
+{
+    int64_t xs[2] = {3, 4};
+    ladle_op *lin = NULL, *res = NULL;
+    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, lt_device(), 3, &lin));
+    ladle_op *body = lin;
+    LT_OK(ladle_residual_create(&body, &res));
+    LT_ASSERT(body == NULL && ladle_residual_body(res) == lin, "the block owns its body");
+    LT_ASSERT(ladle_op_kind_of(res) == LADLE_OP_RESIDUAL, "kind");
+    LT_ASSERT(ladle_op_num_params(res) == 1 &&
+                  ladle_op_param(res, 0) == ladle_op_param(lin, 0),
+              "the body's parameters");
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *y = lt_tensor(LADLE_F64, 2, xs),
+                 *dy = lt_tensor(LADLE_F64, 2, xs), *dx = lt_tensor(LADLE_F64, 2, xs);
+    LT_OK(ladle_tensor_fill_random(x, 1, 1));
+    LT_OK(ladle_tensor_fill_random(dy, 2, 1));
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(res, &ctx));
+    LT_OK(ladle_op_zero_grad(res));
+    LT_OK(ladle_layer_forward(res, ctx, x, y));
+    LT_OK(ladle_layer_backward(res, ctx, dy, dx));
+    LT_OK(ladle_layer_backward_weight(res, ctx, dy));
+    const ladle_tensor *w = ladle_op_param(lin, 0), *gw = ladle_op_grad(lin, 0);
+    double ey = 0, ex = 0, eg = 0;
+    for (int n = 0; n < 3; n++)
+        for (int o = 0; o < 4; o++) {
+            double wantx = lt_get(x, n * 4 + o), wantd = lt_get(dy, n * 4 + o);
+            for (int i = 0; i < 4; i++) {
+                wantx += lt_get(w, o * 4 + i) * lt_get(x, n * 4 + i);
+                wantd += lt_get(w, i * 4 + o) * lt_get(dy, n * 4 + i);
+            }
+            ey = fmax(ey, fabs(lt_get(y, n * 4 + o) - wantx));
+            ex = fmax(ex, fabs(lt_get(dx, n * 4 + o) - wantd));
+        }
+    for (int o = 0; o < 4; o++)
+        for (int i = 0; i < 4; i++) {
+            double want = 0;
+            for (int n = 0; n < 3; n++)
+                want += lt_get(dy, n * 4 + o) * lt_get(x, n * 4 + i);
+            eg = fmax(eg, fabs(lt_get(gw, o * 4 + i) - want));
+        }
+    LT_ASSERT(ey < 1e-14 && ex < 1e-14 && eg < 1e-14, "y %.2e, dx %.2e, dW %.2e by hand",
+              ey, ex, eg);
+    lt_adjoint_ok(res, 4, "residual of a linear layer");
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dy), ladle_tensor_destroy(&dx);
+    ladle_op_destroy(&res);
+
+    /* refusals: the body stays the caller's */
+    ladle_op *wide = NULL, *emb = NULL, *out = NULL;
+    LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, lt_device(), 3, &wide));
+    LT_FAILS(ladle_residual_create(&wide, &out), LADLE_ERR_SHAPE);
+    LT_ASSERT(wide != NULL && out == NULL, "a refused body stays the caller's");
+    LT_OK(ladle_embedding_create(2, xs, 7, 4, LADLE_F64, lt_device(), 1, &emb));
+    LT_FAILS(ladle_residual_create(&emb, &out), LADLE_ERR_ARG);
+    LT_FAILS(ladle_residual_create(NULL, &out), LADLE_ERR_NULL);
+    ladle_op *none = NULL;
+    LT_FAILS(ladle_residual_create(&none, &out), LADLE_ERR_NULL);
+    LT_FAILS(ladle_residual_create(&wide, NULL), LADLE_ERR_NULL);
+    ladle_op_destroy(&wide);
+    ladle_op_destroy(&emb);
+}
+END_TEST
+
+/* The graph GPT on the whole batch: losses of STEPS AdamW steps, and its
+ * parameters afterwards (the graph, kept for comparison). */
+static ladle_graph *reference(double *loss)
+{
+    ladle_gpt_desc d;
+    desc(&d, M * MB);
+    ladle_graph *g = NULL;
+    LT_OK(ladle_gpt_create(&d, &g));
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_optimizer *opt = NULL;
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    LT_OK(ladle_optimizer_add_graph(opt, g));
+    int64_t ids[M * MB * T], tg[M * MB * T];
+    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
+    ladle_tensor *Y = lt_tensor(LADLE_I64, 1, (int64_t[]){M * MB * T});
+    for (int t = 0; t < STEPS; t++) {
+        batch_of(t, ids, tg);
+        LT_OK(ladle_tensor_write(X, ids));
+        LT_OK(ladle_tensor_write(Y, tg));
+        const ladle_tensor *xs[1] = {X}, *ts[1] = {Y};
+        LT_OK(ladle_graph_zero_grad(g));
+        LT_OK(ladle_graph_forward(g, 1, xs, NULL));
+        LT_OK(ladle_graph_loss(g, 1, ts, &loss[t]));
+        LT_OK(ladle_graph_backward(g, 0));
+        LT_OK(ladle_optimizer_step(opt));
+    }
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+    ladle_optimizer_destroy(&opt);
+    return g;
+}
+
+/* The chain's layers have the graph's parameters, in the graph's order. */
+START_TEST(chain_is_the_graph)
+{
+    if (lt_device() == LADLE_CUDA)
+        return;
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    int n = ladle_gpt_num_layers(&d);
+    LT_ASSERT(n == 2 + 2 * L + 3, "%d layers in the chain", n);
+    ladle_op *ls[16] = {NULL};
+    LT_OK(ladle_gpt_layers(&d, 0, n, ls));
+    ladle_gpt_desc dg;
+    desc(&dg, MB);
+    ladle_graph *g = NULL;
+    LT_OK(ladle_gpt_create(&dg, &g));
+    int k = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < ladle_op_num_params(ls[i]); q++, k++) {
+            const char *name = NULL;
+            ladle_tensor *p = NULL;
+            LT_OK(ladle_graph_param(g, k, &name, &p, NULL));
+            const ladle_tensor *c = ladle_op_param(ls[i], q);
+            LT_ASSERT(ladle_tensor_numel(c) == ladle_tensor_numel(p), "%s: size", name);
+            for (int64_t e = 0; e < ladle_tensor_numel(p); e++)
+                worst = fmax(worst, fabs(lt_get(c, e) - lt_get(p, e)));
+        }
+    LT_ASSERT(k == ladle_graph_num_params(g), "%d parameters in the chain, %d in the graph",
+              k, ladle_graph_num_params(g));
+    LT_ASSERT(worst == 0, "the chain's weights differ from the graph's by %.2e", worst);
+    /* a middle range draws the seeds it draws in the whole chain */
+    ladle_op *mid[2] = {NULL};
+    LT_OK(ladle_gpt_layers(&d, 3, 2, mid));
+    for (int q = 0; q < ladle_op_num_params(mid[1]); q++)
+        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_param(mid[1], q)); e++)
+            worst = fmax(worst, fabs(lt_get(ladle_op_param(mid[1], q), e) -
+                                     lt_get(ladle_op_param(ls[4], q), e)));
+    LT_ASSERT(worst == 0, "a range's weights differ from the whole chain's");
+    /* refusals */
+    LT_FAILS(ladle_gpt_layers(&d, n - 1, 2, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&d, -1, 1, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&d, 0, 0, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(NULL, 0, 1, mid), LADLE_ERR_NULL);
+    ladle_gpt_desc bad = d;
+    bad.tensor_ways = 2;
+    LT_FAILS(ladle_gpt_layers(&bad, 0, 1, mid), LADLE_ERR_ARG);
+    bad = d;
+    bad.heads = 3;
+    LT_ASSERT(ladle_gpt_num_layers(&bad) == -1, "a bad descriptor has no chain");
+    LT_FAILS(ladle_gpt_loss_create(&bad, &mid[0]), LADLE_ERR_ARG);
+    for (int i = 0; i < n; i++)
+        ladle_op_destroy(&ls[i]);
+    for (int i = 0; i < 2; i++)
+        ladle_op_destroy(&mid[i]);
+    ladle_graph_destroy(&g);
+}
+END_TEST
+
+/* Stage boundaries and replicas for W workers from the layers' profiled
+ * costs (rank 0's, so every rank plans alike): at least min(W, 2) stages. */
+static void plan_stages(int W, int *stages, int *first, int *rep)
+{
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    int n = ladle_gpt_num_layers(&d);
+    ladle_op *ls[16] = {NULL};
+    double cost[3 * 16];
+    ladle_status st = LADLE_OK; /* LT_OK is collective: check after */
+    if (lt_rank == 0) {
+        st = ladle_gpt_layers(&d, 0, n, ls);
+        if (st == LADLE_OK)
+            st = ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n);
+        for (int i = 0; i < n; i++)
+            ladle_op_destroy(&ls[i]);
+    }
+    MPI_Bcast(&st, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    LT_ASSERT(st == LADLE_OK, "profiling the chain on rank 0: %s", ladle_status_name(st));
+    MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    ladle_pipe_plan plan;
+    int lo = W < 2 ? 1 : 2;
+    LT_OK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, W, lo, W,
+                                       &plan));
+    *stages = plan.stages;
+    for (int j = 0; j <= plan.stages; j++)
+        first[j] = ladle_pipe_plan_first(&plan, j);
+    for (int j = 0; j < plan.stages; j++)
+        rep[j] = ladle_pipe_plan_replicas(&plan, j);
+}
+
+START_TEST(pipeline_equals_the_graph)
+{
+    if (lt_device() != LADLE_CPU) /* stage boundaries hand host memory to MPI */
+        return;
+    double want[STEPS];
+    ladle_graph *g = reference(want);
+    int W = lt_size > 4 ? 4 : lt_size, S = 0, first[8] = {0}, rep[8] = {0};
+    plan_stages(W, &S, first, rep);
+    int replicated = 0;
+    for (int j = 0; j < S; j++)
+        replicated |= rep[j] > 1;
+    ladle_pipe_style style = replicated ? LADLE_PIPE_HYBRID : LADLE_PIPE_1F1B;
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(style, S, rep, 1, M, NULL, &s));
+    int workers = ladle_pipe_schedule_workers(s);
+    LT_ASSERT(workers == W, "the plan uses %d of %d workers", workers, W);
+    char what[96];
+    snprintf(what, sizeof what, "%s, %d stages on %d ranks", ladle_pipe_style_name(style),
+             S, W);
+    if (getenv("LT_VERBOSE") && lt_rank == 0)
+        printf("planned: %s (first layers %d %d %d, replicas %d %d %d)\n", what, first[0],
+               first[1], first[2], rep[0], rep[1], rep[2]);
+    ladle_partition *p = lt_partition(1, (int[]){W}, 0);
+    int me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    ladle_pipe_stage held[8];
+    ladle_op *mine[8][16];
+    int nheld = 0, last_here = 0, made = 1;
+    for (int j = 0; me >= 0 && j < S; j++)
+        for (int q = 0; q < rep[j]; q++)
+            if (ladle_pipe_schedule_worker(s, j, q) == me) {
+                held[nheld].stage = j;
+                held[nheld].n = first[j + 1] - first[j];
+                made &=
+                    ladle_gpt_layers(&d, first[j], held[nheld].n, mine[nheld]) == LADLE_OK;
+                held[nheld].layers = mine[nheld];
+                last_here |= j == S - 1;
+                nheld++;
+            }
+    ladle_op *loss = NULL;
+    if (last_here)
+        made &= ladle_gpt_loss_create(&d, &loss) == LADLE_OK;
+    LT_ASSERT(made, "%s: the stages' layers", what);
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
+    int64_t ids[M * MB * T], tg[M * MB * T];
+    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
+    ladle_tensor *Y = lt_tensor(LADLE_I64, 1, (int64_t[]){M * MB * T});
+    double worst = 0;
+    for (int t = 0; t < STEPS; t++) {
+        double got = 0;
+        batch_of(t, ids, tg);
+        LT_OK(ladle_tensor_write(X, ids));
+        LT_OK(ladle_tensor_write(Y, tg));
+        LT_OK(ladle_pipeline_step(pl, X, Y, &got));
+        if (me >= 0)
+            worst = fmax(worst, fabs(got - want[t]) / fabs(want[t]));
+    }
+    LT_ASSERT(worst <= 1e-12, "%s: the losses differ from the graph's by %.2e", what,
+              worst);
+    /* the weights: chain layer i's parameters are the graph's from the
+     * count of those before it */
+    ladle_op *all[16] = {NULL};
+    int n = ladle_gpt_num_layers(&d), before[17] = {0};
+    LT_OK(ladle_gpt_layers(&d, 0, n, all));
+    for (int i = 0; i < n; i++) {
+        before[i + 1] = before[i] + ladle_op_num_params(all[i]);
+        ladle_op_destroy(&all[i]);
+    }
+    double werr = 0;
+    for (int h = 0; h < nheld; h++) {
+        int count = 0, j = held[h].stage;
+        ladle_op *const *ls = ladle_pipeline_layers(pl, j, &count);
+        for (int i = 0; i < count; i++)
+            for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
+                ladle_tensor *ref = NULL;
+                if (ladle_graph_param(g, before[first[j] + i] + q, NULL, &ref, NULL) != 0 ||
+                    ladle_tensor_numel(ref) !=
+                        ladle_tensor_numel(ladle_op_param(ls[i], q))) {
+                    werr = INFINITY; /* asserted below, on every rank alike */
+                    continue;
+                }
+                const ladle_tensor *mw = ladle_op_param(ls[i], q);
+                for (int64_t e = 0; e < ladle_tensor_numel(ref); e++)
+                    werr = fmax(werr, fabs(lt_get(mw, e) - lt_get(ref, e)) /
+                                          (1 + fabs(lt_get(ref, e))));
+            }
+    }
+    LT_ASSERT(werr <= 1e-10, "%s: the weights differ from the graph's by %.2e", what, werr);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+    ladle_pipeline_destroy(&pl);
+    ladle_pipe_schedule_destroy(&s);
+    ladle_partition_destroy(&p);
+    ladle_graph_destroy(&g);
+}
+END_TEST
+
+/* A stage other than the first may not start with the embedding. */
+START_TEST(ids_only_on_stage_zero)
+{
+    if (lt_device() != LADLE_CPU || lt_size < 2)
+        return;
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    int n = ladle_gpt_num_layers(&d);
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, 2, NULL, 1, 2, NULL, &s));
+    ladle_partition *p = lt_partition(1, (int[]){2}, 0);
+    int me = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    /* stage 1 gets the whole chain, stage 0 the position embedding */
+    ladle_op *layers[16] = {NULL};
+    ladle_pipe_stage held = {me, me == 1 ? n : 1, layers};
+    ladle_op *loss = NULL;
+    int made = 1;
+    if (me == 1) {
+        made &= ladle_gpt_layers(&d, 0, n, layers) == LADLE_OK;
+        made &= ladle_gpt_loss_create(&d, &loss) == LADLE_OK;
+    } else if (me == 0) {
+        made &= ladle_gpt_layers(&d, 1, 1, layers) == LADLE_OK;
+    }
+    LT_ASSERT(made, "the stages' layers");
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    ladle_status st = LADLE_ERR_ARG;
+    if (me >= 0) {
+        st = ladle_pipeline_create(p, s, 1, &held, loss, &od, &pl);
+        for (int i = 0; st != LADLE_OK && i < (me == 1 ? n : 1); i++)
+            ladle_op_destroy(&layers[i]);
+        if (st != LADLE_OK)
+            ladle_op_destroy(&loss);
+    }
+    LT_ASSERT(st != LADLE_OK, "a stage 1 that takes ids is refused");
+    ladle_pipeline_destroy(&pl);
+    ladle_pipe_schedule_destroy(&s);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+static Suite *gpt_pipe_suite(void)
+{
+    Suite *s = suite_create("gpt_pipe");
+    TCase *tc = tcase_create("gpt_pipe");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, residual_block);
+    tcase_add_test(tc, chain_is_the_graph);
+    tcase_add_test(tc, pipeline_equals_the_graph);
+    tcase_add_test(tc, ids_only_on_stage_zero);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) { return lt_main(argc, argv, gpt_pipe_suite); }
