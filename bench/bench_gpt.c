@@ -10,6 +10,11 @@
  *
  *   mpiexec -n 2 bench_gpt [--layers 4] [--width 128] [--heads 4]
  *                          [--context 128] [--batch 16] [--steps 3] [--reps 5]
+ *                          [--microbatches 4]
+ *
+ * At R ranks a fourth layout is the pipeline: the GPT as a chain
+ * (ladle_gpt_layers) cut into R stages by the planner from the profiled
+ * layer costs, 1F1B over the microbatches of the same batch.
  *
  * One line per layout and a summary of ratios against one rank. Random
  * token ids: the speed does not depend on the text.
@@ -62,6 +67,10 @@ typedef struct run {
     MPI_Comm comm;
     ladle_graph *g;
     ladle_optimizer *opt;
+    ladle_pipeline *pl; /* the pipeline layout: R stages, 1F1B */
+    ladle_pipe_schedule *sched;
+    ladle_partition *p;
+    double simulated; /* the schedule's speedup over one rank, simulated */
     ladle_tensor *ids, *tgt;
     size_t bytes, param_bytes;
     double *times;
@@ -101,12 +110,97 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     }
 }
 
+/* The GPT cut into R stages of one rank each by the planner, from rank
+ * 0's profile of the chain (so every rank cuts alike), run 1F1B over m
+ * microbatches of the same global batch. */
+static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, int m,
+                      counter *c)
+{
+    ladle_gpt_desc d = *base;
+    d.batch = base->batch / m;
+    int n = ladle_gpt_num_layers(&d);
+    double *cost = calloc((size_t)(3 * n), sizeof(double));
+    ladle_op **ls = calloc((size_t)n, sizeof(ladle_op *));
+    if (cost == NULL || ls == NULL || n < ranks) {
+        fprintf(stderr, "bench_gpt: no pipeline of %d stages\n", ranks);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rank == 0) {
+        CHECK(ladle_gpt_layers(&d, 0, n, ls));
+        CHECK(ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n));
+        for (int i = 0; i < n; i++)
+            ladle_op_destroy(&ls[i]);
+    }
+    MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    ladle_pipe_plan plan;
+    CHECK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, ranks,
+                                       ranks, ranks, &plan));
+    ladle_pipe_costs pc = {0};
+    double f[64], b[64], w[64];
+    for (int j = 0; j < plan.stages; j++) {
+        f[j] = b[j] = w[j] = 0;
+        for (int i = ladle_pipe_plan_first(&plan, j);
+             i < ladle_pipe_plan_first(&plan, j + 1); i++)
+            f[j] += cost[i], b[j] += cost[n + i], w[j] += cost[2 * n + i];
+    }
+    pc.f = f, pc.b = b, pc.w = w;
+    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, ranks, NULL, 1, m, &pc, &r->sched));
+    /* the simulator's view: one rank runs m (f + b + w) of every layer */
+    ladle_pipe_sim sim = {0};
+    CHECK(ladle_pipe_simulate(r->sched, &pc, &sim));
+    double serial = 0;
+    for (int i = 0; i < 3 * n; i++)
+        serial += m * cost[i];
+    r->simulated = sim.makespan > 0 ? serial / sim.makespan : 0;
+    ladle_pipe_sim_destroy(&sim);
+    r->comm = MPI_COMM_WORLD;
+    r->active = 1;
+    int lo = ladle_pipe_plan_first(&plan, rank),
+        cnt = ladle_pipe_plan_first(&plan, rank + 1) - lo;
+    ladle_allocator a = {sizeof a, count_alloc, count_free, c};
+    size_t before = c->live;
+    CHECK(ladle_allocator_set(&a));
+    CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){ranks}, NULL, &r->p));
+    CHECK(ladle_gpt_layers(&d, lo, cnt, ls));
+    ladle_op *loss = NULL;
+    if (rank == ranks - 1)
+        CHECK(ladle_gpt_loss_create(&d, &loss));
+    ladle_pipe_stage st = {rank, cnt, ls};
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
+    CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
+    CHECK(ladle_allocator_set(NULL));
+    r->bytes = c->live - before;
+    for (int i = 0; i < cnt; i++)
+        for (int q = 0; q < ladle_op_num_params(ls[i]); q++)
+            r->param_bytes += 2 * (size_t)ladle_tensor_numel(ladle_op_param(ls[i], q)) *
+                              ladle_dtype_size(d.dtype);
+    if (rank == 0) {
+        printf("# pipeline: %d stages from the profile, first layers", ranks);
+        for (int j = 0; j < plan.stages; j++)
+            printf(" %d", ladle_pipe_plan_first(&plan, j));
+        printf(" of %d; %d microbatches of %lld\n", n, m, (long long)d.batch);
+    }
+    int64_t nb = base->batch, t = base->context;
+    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){nb, t}, &r->ids));
+    CHECK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){nb * t}, &r->tgt));
+    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(r->tgt);
+    for (int64_t k = 0; k < nb * t; k++) {
+        x[k] = (int64_t)(((uint64_t)k * 2654435761u) % (uint64_t)d.vocab);
+        y[k] = (int64_t)(((uint64_t)k * 40503u) % (uint64_t)d.vocab);
+    }
+    free(cost);
+    free(ls);
+}
+
 static double steps(run *r, int k)
 {
     const ladle_tensor *xs[1] = {r->ids}, *ts[1] = {r->tgt};
     MPI_Barrier(r->comm);
     double t0 = bench_now();
-    for (int s = 0; s < k; s++) {
+    for (int s = 0; r->pl && s < k; s++)
+        CHECK(ladle_pipeline_step(r->pl, r->ids, r->tgt, NULL));
+    for (int s = 0; r->g && s < k; s++) {
         CHECK(ladle_graph_zero_grad(r->g));
         CHECK(ladle_graph_forward(r->g, 1, xs, NULL));
         CHECK(ladle_graph_loss(r->g, 1, ts, NULL));
@@ -149,16 +243,26 @@ int main(int argc, char **argv)
     d.context = arg(argc, argv, "--context", 128);
     d.batch = arg(argc, argv, "--batch", 16);
     int k = (int)arg(argc, argv, "--steps", 3), reps = (int)arg(argc, argv, "--reps", 5);
+    int m = (int)arg(argc, argv, "--microbatches", 4);
+    if (d.batch % m != 0) {
+        if (rank == 0)
+            fprintf(stderr, "bench_gpt: --microbatches %d must divide the batch %lld\n", m,
+                    (long long)d.batch);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     counter c = {0, 0};
-    run runs[3];
+    run runs[4];
     memset(runs, 0, sizeof runs);
-    const char *names[3] = {"1 rank", "data parallel", "tensor parallel"};
-    int ways[3][2] = {{1, 1}, {ranks, 1}, {1, ranks}};
-    for (int i = 0; i < 3; i++)
+    const char *names[4] = {"1 rank", "data parallel", "tensor parallel", "pipeline 1F1B"};
+    int ways[4][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}};
+    for (int i = 0; i < 4; i++)
         runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
-    int nruns = ranks > 1 ? 3 : 1;
+    int nruns = ranks > 1 ? 4 : 1;
     for (int i = 0; i < nruns; i++) {
-        make(&runs[i], &d, rank, &c);
+        if (i == 3)
+            make_pipe(&runs[i], &d, rank, ranks, m, &c);
+        else
+            make(&runs[i], &d, rank, &c);
         runs[i].times = calloc((size_t)reps, sizeof(double));
     }
     for (int i = 0; i < nruns; i++) /* a warm-up step each */
@@ -191,12 +295,20 @@ int main(int argc, char **argv)
                    runs[i].D * runs[i].S, 1e3 * med, tokens / med, base / med,
                    (double)p_max / 1048576.0, (double)o_max / 1048576.0);
     }
+    if (rank == 0 && nruns > 3)
+        printf(
+            "# pipeline 1F1B: %.2f x one rank measured, %.2f simulated from the profiled "
+            "layer costs (compute only: no optimizer step, messages free)\n",
+            base / bench_median(runs[3].times, reps), runs[3].simulated);
     for (int i = 0; i < nruns; i++) {
         ladle_tensor_destroy(&runs[i].ids);
         ladle_tensor_destroy(&runs[i].tgt);
         ladle_optimizer_destroy(&runs[i].opt);
         ladle_graph_destroy(&runs[i].g);
-        if (runs[i].comm != MPI_COMM_NULL)
+        ladle_pipeline_destroy(&runs[i].pl);
+        ladle_pipe_schedule_destroy(&runs[i].sched);
+        ladle_partition_destroy(&runs[i].p);
+        if (runs[i].comm != MPI_COMM_NULL && runs[i].comm != MPI_COMM_WORLD)
             MPI_Comm_free(&runs[i].comm);
         free(runs[i].times);
     }
