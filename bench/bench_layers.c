@@ -80,19 +80,19 @@ static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
     for (int r = -2; r < reps; r++) {
         double t0 = bench_now();
         if (dt == LADLE_F32) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a,
-                        (int)k, b, (int)n, 0, c, (int)n);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1, a,
-                        (int)k, c, (int)n, 0, db, (int)n);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1, c,
-                        (int)n, b, (int)n, 1, da, (int)k);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
+                        1, a, (int)k, b, (int)n, 0, c, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1,
+                        a, (int)k, c, (int)n, 0, db, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1,
+                        c, (int)n, b, (int)n, 1, da, (int)k);
         } else {
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1, a,
-                        (int)k, b, (int)n, 0, c, (int)n);
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1, a,
-                        (int)k, c, (int)n, 0, db, (int)n);
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1, c,
-                        (int)n, b, (int)n, 1, da, (int)k);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
+                        1, a, (int)k, b, (int)n, 0, c, (int)n);
+            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1,
+                        a, (int)k, c, (int)n, 0, db, (int)n);
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1,
+                        c, (int)n, b, (int)n, 1, da, (int)k);
         }
         if (r >= 0)
             t[r] = bench_now() - t0;
@@ -119,8 +119,8 @@ static double time_memcpy(size_t bytes)
     return med;
 }
 
-static void compute_row(const char *name, const char *shape, ladle_op *op, int64_t m, int64_t n,
-                        int64_t k)
+static void compute_row(const char *name, const char *shape, ladle_op *op, int64_t m,
+                        int64_t n, int64_t k)
 {
     if (only && strcmp(only, name) != 0)
         return;
@@ -142,13 +142,14 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
  * GEMM speed; what it shows is the cost of recomputing in double. */
 static void attention_row(const char *shape, ladle_op *op, double flops)
 {
-    if (only && strcmp(only, "attn") != 0)
+    const char *name = "attn";
+    if (only && strcmp(only, name) != 0)
         return;
     int64_t side = (int64_t)cbrt(flops / 6.0);
     double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), side, side, side);
     tg *= flops / (6.0 * (double)side * (double)side * (double)side);
-    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", "attn", shape, tl * 1e3,
-           tg * 1e3, flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tg * 1e3,
+           flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
     fflush(stdout);
 }
 
@@ -181,19 +182,19 @@ int main(int argc, char **argv)
     ladle_set_num_threads(threads);
     size_t es = dt == LADLE_F32 ? 4 : 8;
     printf("# %s, %d BLAS thread(s), median of %d\n", ladle_dtype_name(dt), threads, reps);
-    printf("%-8s %-34s %9s %9s %8s %8s %6s\n", "layer", "shape (fwd+bwd)", "ladle_ms", "gemm_ms",
-           "ladle_GF", "gemm_GF", "ratio");
+    printf("%-8s %-34s %9s %9s %8s %8s %6s\n", "layer", "shape (fwd+bwd)", "ladle_ms",
+           "gemm_ms", "ladle_GF", "gemm_GF", "ratio");
 
     /* Linear: y[B, out] = x[B, in] W^T: GEMM M = B, N = out, K = in */
-    static const int64_t lin[][3] = {{64, 400, 120}, {64, 120, 84}, {64, 84, 10},
-                                     {64, 1024, 1024}, {256, 4096, 1024}};
+    static const int64_t lin[][3] = {
+        {64, 400, 120}, {64, 120, 84}, {64, 84, 10}, {64, 1024, 1024}, {256, 4096, 1024}};
     for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
         ladle_op *op = NULL;
         int64_t xs[2] = {lin[i][0], lin[i][1]};
         char sh[64];
         ladle_linear_create(2, xs, lin[i][2], 1, dt, LADLE_CPU, 1, &op);
-        snprintf(sh, sizeof sh, "%lldx%lld -> %lld", (long long)lin[i][0], (long long)lin[i][1],
-                 (long long)lin[i][2]);
+        snprintf(sh, sizeof sh, "%lldx%lld -> %lld", (long long)lin[i][0],
+                 (long long)lin[i][1], (long long)lin[i][2]);
         compute_row("linear", sh, op, lin[i][0], lin[i][2], lin[i][1]);
         ladle_op_destroy(&op);
     }
@@ -222,10 +223,11 @@ int main(int argc, char **argv)
         ladle_op_destroy(&op);
     }
 
-
     /* Attention: N, T, E, H (d = E / H), causal */
-    static const int64_t at[][5] = {{8, 128, 256, 4, 1}, {2, 512, 256, 4, 1},
-                                    {1, 2048, 128, 2, 1}, {2, 512, 256, 4, 0}};
+    static const int64_t at[][5] = {{8, 128, 256, 4, 1},
+                                    {2, 512, 256, 4, 1},
+                                    {1, 2048, 128, 2, 1},
+                                    {2, 512, 256, 4, 0}};
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         ladle_attention_desc d;
         ladle_attention_desc_init(&d, at[i][2], at[i][3]);
@@ -243,6 +245,37 @@ int main(int argc, char **argv)
                  (long long)at[i][1], (long long)at[i][2], (long long)at[i][3],
                  at[i][4] ? " causal" : "");
         attention_row(sh, op, flops);
+        ladle_op_destroy(&op);
+    }
+
+    /* The transformer's MLP block, linear E -> 4E, GELU, linear 4E -> E (a
+     * sequential), against the GEMMs of its two linears' shapes (3 each,
+     * as compute_row's): 48 N T E^2 flops in all; the GELU and the biases
+     * are the block's own time on top. */
+    static const int64_t mlp[][3] = {{16, 128, 128}, {8, 128, 256}, {4, 256, 512}};
+    for (size_t i = 0; i < sizeof mlp / sizeof mlp[0]; i++) {
+        int64_t xs[3] = {mlp[i][0], mlp[i][1], mlp[i][2]}, e = mlp[i][2];
+        int64_t hs[3] = {mlp[i][0], mlp[i][1], 4 * e};
+        ladle_op *parts[3] = {NULL}, *op = NULL;
+        if (ladle_linear_create(3, xs, 4 * e, 1, dt, LADLE_CPU, 1, &parts[0]) != LADLE_OK ||
+            ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, LADLE_CPU, &parts[1]) !=
+                LADLE_OK ||
+            ladle_linear_create(3, hs, e, 1, dt, LADLE_CPU, 2, &parts[2]) != LADLE_OK ||
+            ladle_sequential_create(3, parts, &op) != LADLE_OK) {
+            fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
+            exit(1);
+        }
+        char sh[64];
+        snprintf(sh, sizeof sh, "%lldx%lldx%lld -> 4E -> E", (long long)mlp[i][0],
+                 (long long)mlp[i][1], (long long)e);
+        if (!only || strcmp(only, "mlp") == 0) {
+            int64_t m = mlp[i][0] * mlp[i][1];
+            double flops = 48.0 * (double)m * (double)(e * e), tl = time_layer(op);
+            double tg = time_gemms(dt, m, 4 * e, e) + time_gemms(dt, m, e, 4 * e);
+            printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", "mlp", sh, tl * 1e3,
+                   tg * 1e3, flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
+            fflush(stdout);
+        }
         ladle_op_destroy(&op);
     }
 
