@@ -53,8 +53,8 @@ if [ "${BENCH_PIPE:-1}" = 1 ]; then
         done
     done
 fi
-# the GPT step on 1 rank, data parallel and tensor parallel over 2 (one
-# per core), in the same launch
+# the GPT step on 1 rank, data parallel, tensor parallel and a pipeline
+# of 2 stages over 2 (one per core), in the same launch
 if [ "${BENCH_GPT:-1}" = 1 ]; then
     for r in $(seq "${BENCH_REPEAT:-3}"); do
         echo "== gpt, 2 ranks, launch $r"

@@ -2,7 +2,8 @@
 # rows, prints one row per (ranks, primitive, direction, payload) with the
 # median ladle time, the median MPI time and the median of the per-run
 # ratios, then one row per layer and shape with the median ladle time, the
-# median reference time (GEMM or memcpy) and the median ratio.
+# median reference time (GEMM or memcpy) and the median ratio, and one row
+# per bench_gpt layout with the medians over launches.
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; i++)
@@ -19,7 +20,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     runs[key]++
 }
 # bench_layers rows: "%-8s %-34s" then ladle_ms ref_ms ladle_rate ref_rate ratio
-/^(linear|conv2d|maxpool|avgpool|gavgpool|batchnorm|relu|gelu|attn|pack|unpack) / && NF >= 7 {
+/^(linear|conv2d|maxpool|avgpool|gavgpool|batchnorm|relu|gelu|attn|mlp|pack|unpack) / && NF >= 7 {
     lkey = substr($0, 1, 43)
     sub(/ +$/, "", lkey)
     if (!(lkey in lseen)) { lseen[lkey] = 1; lorder[++ln] = lkey }
@@ -38,7 +39,30 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     dd[dkey] = f[4] (f[5] != "" ? " " f[5] " " f[6] : "")
     druns[dkey]++
 }
+# bench_gpt rows: a layout name of 16 columns, then ranks ms/step tokens/s
+# vs-1-rank params-MiB other-MiB; and the pipeline's simulated speedup
+/^(1 rank|data parallel|tensor parallel|pipeline 1F1B) / && NF >= 7 {
+    gkey = substr($0, 1, 16)
+    sub(/ +$/, "", gkey)
+    if (!(gkey in gseen)) { gseen[gkey] = 1; gorder[++gn] = gkey }
+    split(substr($0, 17), f, " ")
+    granks[gkey] = f[1]; gms[gkey] = gms[gkey] " " f[2]; gtok[gkey] = gtok[gkey] " " f[3]
+    gvs[gkey] = gvs[gkey] " " f[4]; gmem[gkey] = f[6]
+    gruns[gkey]++
+}
+/^# pipeline 1F1B: .* simulated/ { gsim = gsim " " $9 }
 END {
+    if (gn) {
+        printf "\n%-16s %5s %10s %10s %9s %10s %5s\n", "GPT step layout", "ranks", "ms/step",
+            "tokens/s", "vs 1 rank", "other MiB", "runs"
+        for (i = 1; i <= gn; i++) {
+            k = gorder[i]
+            printf "%-16s %5d %10.2f %10.0f %9.2f %10.2f %5d\n", k, granks[k], median(gms[k]),
+                median(gtok[k]), median(gvs[k]), gmem[k], gruns[k]
+        }
+        if (gsim != "")
+            printf "pipeline 1F1B simulated: %.2f x one rank (median)\n", median(gsim)
+    }
     if (n)
         printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
             "payload", "ladle_us", "mpi_us", "ratio", "runs", "raw MPI call"
