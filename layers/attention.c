@@ -7,10 +7,13 @@
  * its forward. The op's workspace, sized for the created N, holds the
  * attention backward's dO and dqkv (a forward without a ctx puts its qkv
  * and O there instead), N H T doubles for that forward's lse, and the
- * kernels' scratch. backward and backward_weight each recompute dqkv from
- * the saved state: storing it in the ctx would add 3 H d N T elements to
- * its 4 H d N T and tie the two calls to one dy, and zero-bubble schedules
- * call them apart.
+ * kernels' scratch. backward leaves dqkv in the workspace, labelled with
+ * the ctx's forward in the workspace's record (op->ws_tags), and
+ * backward_weight uses it when the record says nothing has written the
+ * workspace since; otherwise (zero-bubble schedules call the two apart,
+ * and a graph shares the workspace among its layers) it recomputes dqkv
+ * from the saved state. Storing dqkv in the ctx instead would add 3 H d N T
+ * elements to its 4 H d N T.
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +28,7 @@ typedef struct attention {
     /* parameter indices, -1 when absent */
     int i_wqkv, i_bqkv, i_wo, i_bo;
     size_t saved; /* bytes of a ctx's saved state, where the scratch starts in ws */
+    const void *dqkv_dy; /* the dy whose dqkv the workspace may hold */
 } attention;
 
 static size_t esize(const ladle_op *op) { return ladle_dtype_size(op->dtype); }
@@ -87,6 +91,8 @@ static ladle_status attn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     int64_t m = n * a->g.seq;
     if (m == 0)
         return LADLE_OK;
+    ladle__ws_claim(op); /* the kernel's scratch, or this call's qkv and O */
+    ladle__ws_label(op, 0, 0);
     void *qkv = ctx ? saved_qkv(op, ctx) : ws_dqkv(op);
     void *o = ctx ? saved_o(op, ctx) : ws_dout(op);
     double *lse = ctx ? saved_lse(ctx) : ws_lse(op);
@@ -133,7 +139,13 @@ static ladle_status attn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
     int64_t m = n * a->g.seq;
     if (dx == NULL || m == 0)
         return LADLE_OK;
+    ladle__ws_claim(op);
+    ladle__ws_label(op, 0, 0);
     LADLE_CALL(core_backward(op, ctx, dy, n));
+    /* dqkv of this ctx's forward: the weight pass may use it while no
+     * other call has written the workspace */
+    ladle__ws_label(op, 0, ctx->gen);
+    a->dqkv_dy = dy->data;
     LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 0, m, a->embed, 3 * a->hd, 1.0,
                                 ws_dqkv(op), 3 * a->hd, op->params[a->i_wqkv]->data,
                                 a->embed, 0.0, dx->data, a->embed));
@@ -156,7 +168,13 @@ static ladle_status attn_backward_weight(ladle_op *op, ladle_ctx *ctx,
     if (a->i_bo >= 0)
         LADLE_CALL(be->fn->bias_grad(be, op->dtype, m, a->embed, 1, dy->data,
                                      op->grads[a->i_bo]->data));
-    LADLE_CALL(core_backward(op, ctx, dy, n));
+    ladle__ws_claim(op);
+    if (!ladle__ws_holds(op, 0, ctx->gen) || a->dqkv_dy != dy->data) {
+        ladle__ws_label(op, 0, 0);
+        LADLE_CALL(core_backward(op, ctx, dy, n));
+        ladle__ws_label(op, 0, ctx->gen);
+        a->dqkv_dy = dy->data;
+    }
     LADLE_CALL(be->fn->gemm(be, op->dtype, 1, 0, 3 * a->hd, a->embed, m, 1.0, ws_dqkv(op),
                             3 * a->hd, ctx->x->data, a->embed, 1.0,
                             op->grads[a->i_wqkv]->data, a->embed));

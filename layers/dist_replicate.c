@@ -92,11 +92,12 @@ static void rp_param_bound(ladle_op *op, int i)
 }
 
 /* A local layer with a scratch workspace lends it to the copy: a graph then
- * shares one among all its layers. */
+ * shares one among all its layers, and the layer keeps the shared record of
+ * what it holds (it claims the memory whenever it writes it). */
 static void rp_ws_bound(ladle_op *op)
 {
     replicate *v = op->impl;
-    ladle__op_share_ws(v->base.local, op->ws, NULL);
+    ladle__op_share_ws(v->base.local, op->ws, op->ws_tags);
 }
 
 /* The local layer's buffers (batch norm's running statistics): whole, and

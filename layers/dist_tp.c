@@ -84,20 +84,9 @@ static void tp_ws_bound(ladle_op *op);
  * is Megatron-LM's trade of one all-gather per layer for the memory. Every
  * rank makes the same calls, so every rank decides alike whether to gather.
  */
-static void claim(ladle_op *op)
-{
-    ladle__ws_tags *t = op->ws_tags;
-    if (t && t->who != op) {
-        t->who = op;
-        t->what[WA] = t->what[WB] = 0;
-    }
-}
+static void claim(ladle_op *op) { ladle__ws_claim(op); }
 
-static void label(ladle_op *op, int r, uint64_t what)
-{
-    if (op->ws_tags)
-        op->ws_tags->what[r] = what;
-}
+static void label(ladle_op *op, int r, uint64_t what) { ladle__ws_label(op, r, what); }
 
 /* dst (region r) = G src, unless it holds what already (what 0: always). */
 static ladle_status gather_into(ladle_op *op, int r, ladle_tensor *dst,
@@ -105,7 +94,7 @@ static ladle_status gather_into(ladle_op *op, int r, ladle_tensor *dst,
 {
     ladle_status st = LADLE_OK;
     tp *v = op->impl;
-    if (what != 0 && op->ws_tags && op->ws_tags->what[r] == what)
+    if (ladle__ws_holds(op, r, what))
         return LADLE_OK;
     label(op, r, 0);
     LADLE_CALL(ladle_op_forward(v->gather, src, dst));

@@ -686,6 +686,81 @@ START_TEST(contexts_and_parameters)
 }
 END_TEST
 
+/* The weight gradients of one ctx, with its weight pass right after its
+ * backward (which may reuse the backward's dQKV) or apart from it: after
+ * another ctx's backward (a zero-bubble order), and with another dy than
+ * the backward's. Each against a fresh op's gradients from backward_weight
+ * alone (which must compute everything itself), bit for bit. */
+static void grads_of(ladle_op *op, double *out)
+{
+    size_t at = 0;
+    for (int i = 0; i < ladle_op_num_params(op); i++) {
+        double *g = host(ladle_op_grad(op, i));
+        int64_t n = ladle_tensor_numel(ladle_op_grad(op, i));
+        memcpy(out + at, g, sizeof(double) * (size_t)n);
+        at += (size_t)n;
+        free(g);
+    }
+}
+
+START_TEST(weight_pass_apart)
+{
+    ladle_attention_desc d;
+    ladle_attention_desc_init(&d, 8, 2);
+    int64_t xs[3] = {2, 5, 8};
+    ladle_op *op = NULL, *fresh = NULL;
+    LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 3, &op));
+    LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 3, &fresh));
+    ladle_tensor *x1 = lt_tensor(LADLE_F64, 3, xs), *x2 = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dx = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *dy1 = lt_tensor(LADLE_F64, 3, xs), *dy2 = lt_tensor(LADLE_F64, 3, xs);
+    LT_OK(ladle_tensor_fill_random(x1, 1, 0));
+    LT_OK(ladle_tensor_fill_random(x2, 2, 0));
+    LT_OK(ladle_tensor_fill_random(dy1, 3, 0));
+    LT_OK(ladle_tensor_fill_random(dy2, 4, 0));
+    ladle_ctx *c1 = NULL, *c2 = NULL, *f1 = NULL;
+    LT_OK(ladle_ctx_create(op, &c1));
+    LT_OK(ladle_ctx_create(op, &c2));
+    LT_OK(ladle_ctx_create(fresh, &f1));
+    int np = 8 * 3 * 8 + 3 * 8 + 8 * 8 + 8;
+    double *want = calloc((size_t)np, sizeof(double));
+    double *got = calloc((size_t)np, sizeof(double));
+    /* the reference: x1 with dy1, then x1 with dy2, weight passes alone */
+    const ladle_tensor *dys[2] = {dy1, dy2};
+    double *ref[2] = {calloc((size_t)np, sizeof(double)),
+                      calloc((size_t)np, sizeof(double))};
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_op_zero_grad(fresh));
+        LT_OK(ladle_layer_forward(fresh, f1, x1, y));
+        LT_OK(ladle_layer_backward_weight(fresh, f1, dys[k]));
+        grads_of(fresh, ref[k]);
+    }
+    for (int order = 0; order < 3; order++) {
+        LT_OK(ladle_op_zero_grad(op));
+        LT_OK(ladle_layer_forward(op, c1, x1, y));
+        LT_OK(ladle_layer_forward(op, c2, x2, y));
+        LT_OK(ladle_layer_backward(op, c1, dy1, dx));
+        if (order == 1) /* another ctx's backward in between */
+            LT_OK(ladle_layer_backward(op, c2, dy2, dx));
+        /* order 2: the weight pass takes another dy than the backward did */
+        LT_OK(ladle_layer_backward_weight(op, c1, order == 2 ? dy2 : dy1));
+        grads_of(op, got);
+        memcpy(want, ref[order == 2], sizeof(double) * (size_t)np);
+        double worst = 0;
+        for (int i = 0; i < np; i++)
+            worst = fmax(worst, fabs(got[i] - want[i]));
+        LT_ASSERT(worst == 0, "order %d: the weight gradients differ by %.2e", order,
+                  worst);
+    }
+    free(want), free(got), free(ref[0]), free(ref[1]);
+    ladle_ctx_destroy(&c1), ladle_ctx_destroy(&c2), ladle_ctx_destroy(&f1);
+    ladle_tensor *all[6] = {x1, x2, y, dx, dy1, dy2};
+    for (int i = 0; i < 6; i++)
+        ladle_tensor_destroy(&all[i]);
+    ladle_op_destroy(&op), ladle_op_destroy(&fresh);
+}
+END_TEST
+
 /* Layer norm then attention in a sequential: the container's y and
  * gradients equal the two layers' chained by hand, and its gradients pass
  * finite differences. */
@@ -905,6 +980,7 @@ static Suite *attention_suite(void)
     tcase_add_test(tc, tensor_parallel_shards);
     tcase_add_test(tc, memory_linear_in_t);
     tcase_add_test(tc, contexts_and_parameters);
+    tcase_add_test(tc, weight_pass_apart);
     tcase_add_test(tc, in_a_sequential);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

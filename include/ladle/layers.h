@@ -74,7 +74,9 @@ LADLE_API ladle_status ladle_ctx_destroy(ladle_ctx **ctx);
  * container's calls are collective where one of its layers' are. ctx may be
  * NULL for forward when no backward follows. dx may be NULL in backward when
  * the input gradient is not needed (the first layer). backward_weight
- * accumulates into the gradients.
+ * accumulates into the gradients; after a backward of the same ctx it takes
+ * the same dy, unchanged (layers may reuse the backward's work for it: the
+ * attention its dQKV, the tensor-parallel layers the gathered dy).
  * Returns LADLE_ERR_NULL, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_ARG
  * (a ctx of another op, or overlapping tensors where the layer does not work
  * in place), LADLE_ERR_STATE (backward before forward). */

@@ -329,6 +329,7 @@ ladle_status ladle_layer_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         ctx->ready = 0;
         ctx->training = op->training;
         ctx->step = op->step;
+        ctx->gen = ++op->gen;
     }
     LADLE_CALL(op->vt->layer_forward(op, ctx, x, y, n));
     if (ctx) {

@@ -126,6 +126,7 @@ struct ladle_op {
     int weighted;
     double fan_in, fan_out;
     uint64_t step; /* dropout: the step of the next forward */
+    uint64_t gen;  /* forwards with a ctx so far (each ctx keeps its number) */
 };
 
 /* One microbatch's saved state. */
@@ -137,6 +138,7 @@ struct ladle_ctx {
     int ready;
     int training; /* the op's mode at the forward */
     uint64_t step;
+    uint64_t gen; /* the op's count of forwards at this ctx's last forward */
     double divisor; /* a loss's mean divisor at the forward, when it depends on the labels */
     void *buf;  /* ctx_bytes of the op's own saved state */
     void *impl; /* composite layers' own state (ctx_init) */
@@ -210,6 +212,29 @@ ladle_status ladle__op_check_io(ladle_op *op, const ladle_tensor *in, int in_is_
  * a backward pass): start posts it, progress advances it without waiting,
  * wait finishes it. */
 ladle_status ladle__op_start(ladle_op *op, ladle_tensor *x, ladle_tensor *y);
+/* A scratch op's record of what its workspace holds (see ws_tags): claim
+ * before writing any of it (a first write by this op clears what another
+ * op left); label region r (0 or 1, the op's own regions) as holding what
+ * (0: nothing reusable); holds says whether it does. Without a record
+ * (caller memory) nothing is held. */
+static inline void ladle__ws_claim(ladle_op *op)
+{
+    ladle__ws_tags *t = op->ws_tags;
+    if (t && t->who != op) {
+        t->who = op;
+        t->what[0] = t->what[1] = 0;
+    }
+}
+static inline void ladle__ws_label(ladle_op *op, int r, uint64_t what)
+{
+    if (op->ws_tags)
+        op->ws_tags->what[r] = what;
+}
+static inline int ladle__ws_holds(const ladle_op *op, int r, uint64_t what)
+{
+    const ladle__ws_tags *t = op->ws_tags;
+    return t && what != 0 && t->who == op && t->what[r] == what;
+}
 /* Give a scratch op (ws_scratch) mem, at least its ws_bytes on its device,
  * shared with other scratch ops under the one record tags; the owner of mem
  * frees it after the ops. Local; nothing is checked. */
