@@ -53,6 +53,7 @@ typedef struct tp {
      * column layer's partial dx; the gather's message buffers follow */
     ladle_tensor *wa, *wb;
     size_t a_bytes, b_bytes, l_bytes; /* l: the local layer's scratch */
+    ladle__ws_tags ltags;             /* the local layer's record (see claim) */
     uint64_t gen;                     /* forwards so far: labels what the regions hold */
 } tp;
 
@@ -84,7 +85,17 @@ static void tp_ws_bound(ladle_op *op);
  * is Megatron-LM's trade of one all-gather per layer for the memory. Every
  * rank makes the same calls, so every rank decides alike whether to gather.
  */
-static void claim(ladle_op *op) { ladle__ws_claim(op); }
+/* The local attention keeps its own record of its own region (its dQKV
+ * for the weight pass), which only it and this layer see: when another op
+ * has written the shared memory since this layer's last call, nothing in
+ * the local's region is trusted either. */
+static void claim(ladle_op *op)
+{
+    tp *v = op->impl;
+    if (op->ws_tags == NULL || op->ws_tags->who != op)
+        memset(&v->ltags, 0, sizeof v->ltags);
+    ladle__ws_claim(op);
+}
 
 static void label(ladle_op *op, int r, uint64_t what) { ladle__ws_label(op, r, what); }
 
@@ -482,7 +493,8 @@ static void tp_ws_bound(ladle_op *op)
     if (g > 0)
         ladle_op_set_workspace(v->gather, ws + off, g);
     if (v->l_bytes > 0)
-        ladle__op_share_ws(v->base.local, ws + off + (g + 63) / 64 * 64, NULL);
+        ladle__op_share_ws(v->base.local, ws + off + (g + 63) / 64 * 64,
+                           op->ws_tags ? &v->ltags : NULL);
 }
 
 /* The scratch workspace and the views of A and B. Local. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "src/op/op_impl.h" /* ladle__share_scratch, as a graph calls it */
 
 static int world(void)
 {
@@ -193,6 +194,73 @@ static void mlp_case(int shared)
     ladle_partition_destroy(&p);
 }
 
+/* Two tensor-parallel attentions sharing one workspace under one record,
+ * as a graph shares it, with the weight passes deferred after both
+ * backwards: each must notice that the other wrote the memory (its G x and
+ * G dy, and its local attention's dQKV) and gather and recompute, giving
+ * the gradients of a twin run in the plain order on its own workspace, bit
+ * for bit. */
+START_TEST(deferred_weight_passes_shared)
+{
+    int ranks = world(), D = ranks % 2 == 0 && ranks > 2 ? 2 : 1, S = ranks / D;
+    ladle_partition *p = lt_partition(3, (int[]){D, S, 1}, 0);
+    int64_t xs[3] = {D + 1, S + 2, 8};
+    ladle_attention_desc d;
+    ladle_attention_desc_init(&d, 8, S + 1);
+    d.head_dim = 2;
+    ladle_op *a[2] = {NULL}, *twin[2] = {NULL};
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k, 0,
+                                             &a[k]));
+        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k, 0,
+                                             &twin[k]));
+    }
+    void *mem = NULL;
+    const ladle_backend *be = NULL;
+    ladle__ws_tags tags;
+    LT_OK(ladle__share_scratch(2, a, &mem, &be, &tags));
+    ladle_tensor *x[2], *y = lt_op_tensor(a[0], 1), *dy[2], *dx = lt_op_tensor(a[0], 0);
+    ladle_ctx *c[2], *tc[2];
+    for (int k = 0; k < 2; k++) {
+        x[k] = lt_op_tensor(a[0], 0);
+        dy[k] = lt_op_tensor(a[0], 1);
+        LT_OK(ladle_tensor_fill_random(x[k], 10 + (uint64_t)k + 7 * (uint64_t)lt_rank, 1));
+        LT_OK(ladle_tensor_fill_random(dy[k], 20 + (uint64_t)k + 7 * (uint64_t)lt_rank, 1));
+        LT_OK(ladle_ctx_create(a[k], &c[k]));
+        LT_OK(ladle_ctx_create(twin[k], &tc[k]));
+    }
+    /* shared: F0 F1 B0 B1 W0 W1; twins: F B W each */
+    for (int k = 0; k < 2; k++)
+        LT_OK(ladle_layer_forward(a[k], c[k], x[k], y));
+    for (int k = 0; k < 2; k++)
+        LT_OK(ladle_layer_backward(a[k], c[k], dy[k], dx));
+    for (int k = 0; k < 2; k++)
+        LT_OK(ladle_layer_backward_weight(a[k], c[k], dy[k]));
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_layer_forward(twin[k], tc[k], x[k], y));
+        LT_OK(ladle_layer_backward(twin[k], tc[k], dy[k], dx));
+        LT_OK(ladle_layer_backward_weight(twin[k], tc[k], dy[k]));
+    }
+    double worst = 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ladle_op_num_params(a[k]); i++) {
+            const ladle_tensor *g = ladle_op_grad(a[k], i), *t = ladle_op_grad(twin[k], i);
+            for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
+                worst = fmax(worst, fabs(lt_get(g, e) - lt_get(t, e)));
+        }
+    LT_ASSERT(worst == 0, "deferred weight passes on a shared workspace: %.2e apart", worst);
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&c[k]), ladle_ctx_destroy(&tc[k]);
+        ladle_tensor_destroy(&x[k]), ladle_tensor_destroy(&dy[k]);
+        ladle_op_destroy(&a[k]), ladle_op_destroy(&twin[k]);
+    }
+    if (mem)
+        be->fn->free(be, mem);
+    ladle_tensor_destroy(&y), ladle_tensor_destroy(&dx);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 START_TEST(mlp_chain)
 {
     mlp_case(0);
@@ -253,6 +321,7 @@ static Suite *tp_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, layers_equal_their_twins);
     tcase_add_test(tc, mlp_chain);
+    tcase_add_test(tc, deferred_weight_passes_shared);
     tcase_add_test(tc, refusals);
     suite_add_tcase(s, tc);
     return s;
