@@ -248,7 +248,8 @@ START_TEST(deferred_weight_passes_shared)
             for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
                 worst = fmax(worst, fabs(lt_get(g, e) - lt_get(t, e)));
         }
-    LT_ASSERT(worst == 0, "deferred weight passes on a shared workspace: %.2e apart", worst);
+    LT_ASSERT(worst == 0, "deferred weight passes on a shared workspace: %.2e apart",
+              worst);
     for (int k = 0; k < 2; k++) {
         ladle_ctx_destroy(&c[k]), ladle_ctx_destroy(&tc[k]);
         ladle_tensor_destroy(&x[k]), ladle_tensor_destroy(&dy[k]);
