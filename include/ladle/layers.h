@@ -510,8 +510,10 @@ LADLE_API ladle_status ladle_pos_embedding_set_offset(ladle_op *op, int64_t offs
  *   dx = [dQ dK dV] W_qkv;
  * backward_weight accumulates dW_out += dy^T O, db_out += column sums of dy,
  * dW_qkv += [dQ dK dV]^T x, db_qkv += column sums of [dQ dK dV]. Either
- * order works; each of the two recomputes the attention backward (the
- * price of keeping no per-call gradient state in the ctx). Softmax
+ * order works. backward_weight right after the backward of the same ctx
+ * and dy reuses the backward's [dQ dK dV], which the op's workspace still
+ * holds; otherwise (another call in between, as in zero-bubble schedules,
+ * or the weight pass first) it recomputes the attention backward. Softmax
  * statistics and every dot product of the attention core are summed in
  * double, in f32 as well; the projections are the backend's GEMMs.
  * Initialisation: as PyTorch's nn.Linear for each projection (the three
