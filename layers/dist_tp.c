@@ -84,11 +84,12 @@ static void tp_ws_bound(ladle_op *op);
  * the forward's input, which the ctx borrows as every layer's does), which
  * is Megatron-LM's trade of one all-gather per layer for the memory. Every
  * rank makes the same calls, so every rank decides alike whether to gather.
+ *
+ * The local attention keeps a record of its own region (its dQKV for the
+ * weight pass) that only it and this layer see: when another op has
+ * written the shared memory since this layer's last call, claim forgets
+ * that too.
  */
-/* The local attention keeps its own record of its own region (its dQKV
- * for the weight pass), which only it and this layer see: when another op
- * has written the shared memory since this layer's last call, nothing in
- * the local's region is trusted either. */
 static void claim(ladle_op *op)
 {
     tp *v = op->impl;
