@@ -71,6 +71,7 @@ typedef struct run {
     ladle_pipe_schedule *sched;
     ladle_partition *p;
     double simulated; /* the schedule's speedup over one rank, simulated */
+    int skip;         /* the layout does not fit the ranks */
     ladle_tensor *ids, *tgt;
     size_t bytes, param_bytes;
     double *times;
@@ -121,8 +122,8 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     int n = ladle_gpt_num_layers(&d);
     double *cost = calloc((size_t)(3 * n), sizeof(double));
     ladle_op **ls = calloc((size_t)n, sizeof(ladle_op *));
-    if (cost == NULL || ls == NULL || n < ranks) {
-        fprintf(stderr, "bench_gpt: no pipeline of %d stages\n", ranks);
+    if (cost == NULL || ls == NULL) {
+        fprintf(stderr, "bench_gpt: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (rank == 0) {
@@ -257,8 +258,25 @@ int main(int argc, char **argv)
     int ways[4][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}};
     for (int i = 0; i < 4; i++)
         runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
+    /* the pipeline needs a layer per stage: without, the three others */
+    ladle_gpt_desc dm = d;
+    dm.batch = d.batch / m;
+    int chain = ladle_gpt_num_layers(&dm);
     int nruns = ranks > 1 ? 4 : 1;
+    /* the layouts that fit R ranks: D divides the batch; S divides the
+     * context and has a head and a feature each; a layer per stage */
+    runs[1].skip = d.batch % ranks != 0;
+    runs[2].skip = d.context % ranks != 0 || d.heads < ranks || 4 * d.width < ranks;
+    runs[3].skip = chain < ranks;
+    for (int i = 1; i < nruns; i++)
+        if (rank == 0 && runs[i].skip)
+            printf("# %s: does not fit %d ranks (batch %lld, context %lld, %lld heads, "
+                   "%d layers in the chain)\n",
+                   runs[i].name, ranks, (long long)d.batch, (long long)d.context,
+                   (long long)d.heads, chain);
     for (int i = 0; i < nruns; i++) {
+        if (runs[i].skip)
+            continue;
         if (i == 3)
             make_pipe(&runs[i], &d, rank, ranks, m, &c);
         else
@@ -283,6 +301,8 @@ int main(int argc, char **argv)
                (long long)d.batch, reps, k, "layout", "ranks", "ms/step", "tokens/s",
                "vs 1 rank", "params MiB/rk", "other MiB/rk");
     for (int i = 0; i < nruns; i++) {
+        if (runs[i].skip) /* alike on every rank */
+            continue;
         double med = runs[i].active ? bench_median(runs[i].times, reps) : 0;
         size_t other = runs[i].bytes - runs[i].param_bytes, o_max = 0, p_max = 0;
         size_t pb = runs[i].param_bytes;
@@ -295,7 +315,7 @@ int main(int argc, char **argv)
                    runs[i].D * runs[i].S, 1e3 * med, tokens / med, base / med,
                    (double)p_max / 1048576.0, (double)o_max / 1048576.0);
     }
-    if (rank == 0 && nruns > 3)
+    if (rank == 0 && nruns > 3 && !runs[3].skip)
         printf(
             "# pipeline 1F1B: %.2f x one rank measured, %.2f simulated from the profiled "
             "layer costs (compute only: no optimizer step, messages free)\n",
@@ -308,7 +328,8 @@ int main(int argc, char **argv)
         ladle_pipeline_destroy(&runs[i].pl);
         ladle_pipe_schedule_destroy(&runs[i].sched);
         ladle_partition_destroy(&runs[i].p);
-        if (runs[i].comm != MPI_COMM_NULL && runs[i].comm != MPI_COMM_WORLD)
+        if (!runs[i].skip && runs[i].comm != MPI_COMM_NULL &&
+            runs[i].comm != MPI_COMM_WORLD)
             MPI_Comm_free(&runs[i].comm);
         free(runs[i].times);
     }
