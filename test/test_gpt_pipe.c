@@ -2,8 +2,9 @@
  * The GPT in a pipeline: the residual block (ladle_residual_create) against
  * y = x + f(x) computed here, its dot-product test and refusals; the GPT
  * as a chain (ladle_gpt_layers) whose weights are the graph's, one for
- * one; and the chain cut into stages by the planner from profiled layer
- * costs (costs agreed from rank 0), run by ladle_pipeline_step under 1F1B
+ * one, with and without dropout; and the chain cut into stages by the
+ * planner from profiled layer costs (costs agreed from rank 0), run by
+ * ladle_pipeline_step under 1F1B
  * and, where the planner replicates a stage, the hybrid schedule: the
  * losses of 3 AdamW steps and every weight each rank holds afterwards
  * against the graph GPT on the whole batch (f64, 1e-12 and 1e-10).
@@ -185,6 +186,29 @@ START_TEST(chain_is_the_graph)
             worst = fmax(worst, fabs(lt_get(ladle_op_param(mid[1], q), e) -
                                      lt_get(ladle_op_param(ls[4], q), e)));
     LT_ASSERT(worst == 0, "a range's weights differ from the whole chain's");
+    /* with dropout the chain gains a layer and the blocks' dropouts draw
+     * seeds: the weights still follow the graph's */
+    ladle_gpt_desc dd = d;
+    dd.dropout = 0.1;
+    ladle_graph *gd = NULL;
+    ladle_op *ld[16] = {NULL};
+    int nd = ladle_gpt_num_layers(&dd);
+    LT_ASSERT(nd == n + 1, "%d layers with dropout", nd);
+    LT_OK(ladle_gpt_layers(&dd, 0, nd, ld));
+    LT_OK(ladle_gpt_create(&dd, &gd));
+    int kd = 0;
+    for (int i = 0; i < nd; i++)
+        for (int q = 0; q < ladle_op_num_params(ld[i]); q++, kd++) {
+            ladle_tensor *p = NULL;
+            LT_OK(ladle_graph_param(gd, kd, NULL, &p, NULL));
+            for (int64_t e = 0; e < ladle_tensor_numel(p); e++)
+                worst = fmax(worst, fabs(lt_get(ladle_op_param(ld[i], q), e) - lt_get(p, e)));
+        }
+    LT_ASSERT(worst == 0 && kd == ladle_graph_num_params(gd),
+              "with dropout the chain's weights differ from the graph's by %.2e", worst);
+    for (int i = 0; i < nd; i++)
+        ladle_op_destroy(&ld[i]);
+    ladle_graph_destroy(&gd);
     /* refusals */
     LT_FAILS(ladle_gpt_layers(&d, n - 1, 2, mid), LADLE_ERR_ARG);
     LT_FAILS(ladle_gpt_layers(&d, -1, 1, mid), LADLE_ERR_ARG);
