@@ -202,7 +202,8 @@ START_TEST(chain_is_the_graph)
             ladle_tensor *p = NULL;
             LT_OK(ladle_graph_param(gd, kd, NULL, &p, NULL));
             for (int64_t e = 0; e < ladle_tensor_numel(p); e++)
-                worst = fmax(worst, fabs(lt_get(ladle_op_param(ld[i], q), e) - lt_get(p, e)));
+                worst =
+                    fmax(worst, fabs(lt_get(ladle_op_param(ld[i], q), e) - lt_get(p, e)));
         }
     LT_ASSERT(worst == 0 && kd == ladle_graph_num_params(gd),
               "with dropout the chain's weights differ from the graph's by %.2e", worst);
