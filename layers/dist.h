@@ -147,7 +147,6 @@ typedef struct ladle__dist_ctx {
     ladle_ctx *local;
     ladle_tensor *saved[2];
     int ready;
-    uint64_t gen; /* the layer's count of forwards at this ctx's forward */
 } ladle__dist_ctx;
 
 /* Free what the base owns (not the struct around it). */

@@ -54,10 +54,12 @@ typedef struct tp {
     ladle_tensor *wa, *wb;
     size_t a_bytes, b_bytes, l_bytes; /* l: the local layer's scratch */
     ladle__ws_tags ltags;             /* the local layer's record (see claim) */
-    uint64_t gen;                     /* forwards so far: labels what the regions hold */
 } tp;
 
 enum { WA = 0, WB = 1 };
+
+/* Regions start on 64-byte boundaries. */
+static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 static void tp_free(tp *v)
 {
@@ -79,8 +81,8 @@ static void tp_ws_bound(ladle_op *op);
  * all its tensor-parallel layers, so that the whole-sequence tensors are
  * held once per model rather than once per layer and context. Nothing in
  * it is trusted across calls unless the shared record says this op wrote
- * it last with that label: G x of forward number gen in A, G dy of the
- * ctx of forward gen in B. Otherwise the weight pass gathers again (x from
+ * it last with that label: G x of the ctx's forward (ctx->gen) in A, G dy
+ * of that ctx in B. Otherwise the weight pass gathers again (x from
  * the forward's input, which the ctx borrows as every layer's does), which
  * is Megatron-LM's trade of one all-gather per layer for the memory. Every
  * rank makes the same calls, so every rank decides alike whether to gather.
@@ -98,8 +100,6 @@ static void claim(ladle_op *op)
     ladle__ws_claim(op);
 }
 
-static void label(ladle_op *op, int r, uint64_t what) { ladle__ws_label(op, r, what); }
-
 /* dst (region r) = G src, unless it holds what already (what 0: always). */
 static ladle_status gather_into(ladle_op *op, int r, ladle_tensor *dst,
                                 const ladle_tensor *src, uint64_t what)
@@ -108,9 +108,9 @@ static ladle_status gather_into(ladle_op *op, int r, ladle_tensor *dst,
     tp *v = op->impl;
     if (ladle__ws_holds(op, r, what))
         return LADLE_OK;
-    label(op, r, 0);
+    ladle__ws_label(op, r, 0);
     LADLE_CALL(ladle_op_forward(v->gather, src, dst));
-    label(op, r, what);
+    ladle__ws_label(op, r, what);
 fail:
     return st;
 }
@@ -124,18 +124,15 @@ static ladle_status tp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_ctx *lc = c ? c->local : NULL;
     (void)n;
     claim(op);
-    uint64_t gen = ++v->gen;
-    if (c)
-        c->gen = gen;
     if (v->kind == TP_ROW) {
-        label(op, WB, 0);
+        ladle__ws_label(op, WB, 0);
         if (v->base.local)
             LADLE_CALL(ladle_layer_forward(v->base.local, lc, x, v->wb));
         LADLE_CALL(ladle_op_adjoint(v->gather, v->wb, y));
     } else {
-        LADLE_CALL(gather_into(op, WA, v->wa, x, c ? gen : 0));
+        LADLE_CALL(gather_into(op, WA, v->wa, x, ctx ? ctx->gen : 0));
         if (v->kind == TP_ATTN)
-            label(op, WB, 0);
+            ladle__ws_label(op, WB, 0);
         ladle_tensor *out = v->kind == TP_COL ? y : v->wb;
         if (v->base.local)
             LADLE_CALL(ladle_layer_forward(v->base.local, lc, v->wa, out));
@@ -158,13 +155,13 @@ static ladle_status tp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     claim(op);
     const ladle_tensor *dyg = dy; /* a column layer's dy is its own block */
     if (v->kind != TP_COL) {
-        LADLE_CALL(gather_into(op, WB, v->wb, dy, c ? c->gen : 0));
+        LADLE_CALL(gather_into(op, WB, v->wb, dy, ctx ? ctx->gen : 0));
         dyg = v->wb;
     }
     int r = v->kind == TP_ATTN ? WA : WB; /* the partial dx's region */
     ladle_tensor *out = v->kind == TP_ROW ? dx : r == WA ? v->wa : v->wb;
     if (v->kind != TP_ROW)
-        label(op, r, 0);
+        ladle__ws_label(op, r, 0);
     if (v->base.local && c)
         LADLE_CALL(ladle_layer_backward(v->base.local, c->local, dyg, out));
     else if (v->base.local) /* a linear layer's ctx-less adjoint */
@@ -185,12 +182,12 @@ static ladle_status tp_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
     claim(op);
     const ladle_tensor *dyg = dy;
     if (v->kind != TP_COL) {
-        LADLE_CALL(gather_into(op, WB, v->wb, dy, c->gen));
+        LADLE_CALL(gather_into(op, WB, v->wb, dy, ctx->gen));
         dyg = v->wb;
     }
     /* the local layer's ctx borrowed region A as its x: fill it again */
     if (v->kind != TP_ROW)
-        LADLE_CALL(gather_into(op, WA, v->wa, ctx->x, c->gen));
+        LADLE_CALL(gather_into(op, WA, v->wa, ctx->x, ctx->gen));
     if (v->base.local)
         LADLE_CALL(ladle_layer_backward_weight(v->base.local, c->local, dyg));
 fail:
@@ -465,8 +462,8 @@ static ladle_status allocate(ladle__dist_make *m, tp *v, uint64_t seed)
      * attention's partial dx, B for everything else; whole sequences of
      * the batch block, at width E */
     size_t es = ladle_dtype_size(dt), whole = (size_t)(nb * v->t * v->e) * es;
-    v->a_bytes = v->kind != TP_ROW ? (whole + 63) / 64 * 64 : 0;
-    v->b_bytes = (whole + 63) / 64 * 64;
+    v->a_bytes = v->kind != TP_ROW ? round64(whole) : 0;
+    v->b_bytes = round64(whole);
     v->base.nsaved = 0;
 fail:
     return st;
@@ -494,7 +491,7 @@ static void tp_ws_bound(ladle_op *op)
     if (g > 0)
         ladle_op_set_workspace(v->gather, ws + off, g);
     if (v->l_bytes > 0)
-        ladle__op_share_ws(v->base.local, ws + off + (g + 63) / 64 * 64,
+        ladle__op_share_ws(v->base.local, ws + off + round64(g),
                            op->ws_tags ? &v->ltags : NULL);
 }
 
@@ -504,8 +501,7 @@ static ladle_status bind_workspace(ladle_op *op, tp *v)
     ladle_status st = LADLE_OK;
     size_t g = ladle_op_workspace_bytes(v->gather);
     v->l_bytes = local_ws(v);
-    op->ws_bytes =
-        v->a_bytes + v->b_bytes + (v->l_bytes ? (g + 63) / 64 * 64 : g) + v->l_bytes;
+    op->ws_bytes = v->a_bytes + v->b_bytes + round64(g) + v->l_bytes;
     op->ws_scratch = 1;
     op->ws_tags = &op->ws_own_tags;
     if (v->i < 0 || op->ws_bytes == 0)

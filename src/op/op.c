@@ -377,6 +377,13 @@ fail:
     return st;
 }
 
+/* Whether op may join a shared scratch workspace on backend on (NULL: any). */
+static int shareable(const ladle_op *op, const ladle_backend *on)
+{
+    return op != NULL && op->ws_scratch && op->ws_bytes > 0 && op->ws_tags != NULL &&
+           (on == NULL || op->be == on);
+}
+
 ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
                                   const ladle_backend **be, ladle__ws_tags *tags)
 {
@@ -386,14 +393,10 @@ ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
     *mem = NULL;
     *be = NULL;
     for (int i = 0; i < n; i++) {
-        const ladle_op *op = ops[i];
-        if (op == NULL || !op->ws_scratch || op->ws_bytes == 0 || op->ws_tags == NULL)
+        if (!shareable(ops[i], on))
             continue;
-        if (on == NULL)
-            on = op->be;
-        if (op->be != on)
-            continue;
-        most = op->ws_bytes > most ? op->ws_bytes : most;
+        on = ops[i]->be;
+        most = ops[i]->ws_bytes > most ? ops[i]->ws_bytes : most;
         count++;
     }
     if (count < 2)
@@ -403,11 +406,9 @@ ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
         return st;
     *be = on;
     memset(tags, 0, sizeof *tags);
-    for (int i = 0; i < n; i++) {
-        ladle_op *op = ops[i];
-        if (op && op->ws_scratch && op->ws_bytes > 0 && op->ws_tags != NULL && op->be == on)
-            ladle__op_share_ws(op, *mem, tags);
-    }
+    for (int i = 0; i < n; i++)
+        if (shareable(ops[i], on))
+            ladle__op_share_ws(ops[i], *mem, tags);
     return LADLE_OK;
 }
 
