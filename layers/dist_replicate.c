@@ -146,16 +146,69 @@ static void one_group(const void *arg, int i, int r, int *gid, int64_t *count)
     *count = ladle_tensor_numel(ladle_op_param(local, i));
 }
 
-/* This rank's verdict on the arguments, from what every rank passes. */
-static ladle_status validate(const ladle_op *layer, unsigned flags, const char *f)
+/* With layouts: this rank's boxes are the layer's x and y, and ly lies on
+ * the ranks of lx (the same number of them, this rank among them: every
+ * member checks itself, so the sets agree once the verdicts do). */
+static ladle_status check_blocks(const ladle_op *layer, const ladle_layout *lx,
+                                 const ladle_layout *ly, const char *f)
+{
+    char a[128], b[128];
+    const ladle_layout *ls[2] = {lx, ly};
+    const ladle_partition *px = ladle_layout_partition(lx),
+                          *py = ladle_layout_partition(ly);
+    if (ladle_partition_size(px) != ladle_partition_size(py) ||
+        ladle_partition_coords(py) == NULL)
+        return ladle__raise(
+            LADLE_ERR_PARTITION, f,
+            "y's layout lies on other ranks than x's (%d and %d ranks): the "
+            "copies run on one set of ranks",
+            ladle_partition_size(px), ladle_partition_size(py));
+    for (int k = 0; k < 2; k++) {
+        int nd = k ? layer->y_ndim : layer->x_ndim;
+        const int64_t *want = k ? layer->y_shape : layer->x_shape;
+        int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM];
+        ladle_status st = ladle_layout_box(ls[k], LADLE_SELF, off, box);
+        if (st != LADLE_OK)
+            return st;
+        int same = ladle_layout_ndim(ls[k]) == nd;
+        for (int d = 0; same && d < nd; d++)
+            same = box[d] == want[d];
+        if (!same)
+            return ladle__raise(
+                LADLE_ERR_SHAPE, f,
+                "this rank's block of %s's layout is %s but the %s layer "
+                "takes %s",
+                k ? "y" : "x",
+                ladle__fmt_shape64(a, sizeof a, ladle_layout_ndim(ls[k]), box),
+                layer->vt->name, ladle__fmt_shape64(b, sizeof b, nd, want));
+    }
+    return LADLE_OK;
+}
+
+/* Some parameter of the layer is already a copy summed over ranks (a
+ * container holding replicated layers). */
+static int has_copies(const ladle_op *layer)
+{
+    for (int i = 0; i < ladle_op_num_params(layer); i++) {
+        ladle__pinfo info;
+        ladle__param_info(layer, i, &info);
+        if (info.sync != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+/* This rank's verdict on the arguments, from what every rank passes;
+ * lx and ly (or NULL) the layouts the copy is given. */
+static ladle_status validate(const ladle_op *layer, const ladle_layout *lx,
+                             const ladle_layout *ly, unsigned flags, const char *f)
 {
     if (flags & ~LADLE_CHECKED)
         return ladle__raise(LADLE_ERR_ARG, f, "flags 0x%x: only LADLE_CHECKED is known",
                             flags);
     if (!layer->layer)
         return ladle__raise(LADLE_ERR_ARG, f, "the %s op is not a layer", layer->vt->name);
-    if (layer->x_layout || layer->y_layout || layer->vt->sync_grads ||
-        layer->vt->loss_forward)
+    if (layer->x_layout || layer->y_layout || has_copies(layer) || layer->vt->loss_forward)
         return ladle__raise(LADLE_ERR_ARG, f,
                             "the %s layer is distributed or a loss: replicate sequential "
                             "layers only",
@@ -164,7 +217,7 @@ static ladle_status validate(const ladle_op *layer, unsigned flags, const char *
         return ladle__raise(LADLE_ERR_ARG, f,
                             "a custom layer's parameters are its own: replicate ladle's "
                             "layers (or sum a custom layer's gradients yourself)");
-    if (ladle_op_num_params(layer) < 1)
+    if (lx == NULL && ladle_op_num_params(layer) < 1)
         return ladle__raise(LADLE_ERR_ARG, f,
                             "the %s layer has no parameters: add it to the graph as it is",
                             layer->vt->name);
@@ -174,7 +227,7 @@ static ladle_status validate(const ladle_op *layer, unsigned flags, const char *
             return ladle__raise(LADLE_ERR_ARG, f, "parameter %d of the %s layer is strided",
                                 i, layer->vt->name);
     }
-    return LADLE_OK;
+    return lx != NULL ? check_blocks(layer, lx, ly, f) : LADLE_OK;
 }
 
 /* What every member must pass alike: the layer's kind, dtype and
@@ -213,10 +266,12 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
-                                         unsigned flags, ladle_op **out)
+/* The copies over p, and with lx and ly (or NULL) the layouts whose
+ * boxes the copies take and give. */
+static ladle_status make(const ladle_partition *p, const ladle_layout *lx,
+                         const ladle_layout *ly, ladle_op **layer, unsigned flags,
+                         ladle_op **out, const char *f)
 {
-    const char *f = __func__;
     ladle_status st = LADLE_OK, local;
     ladle_op *op = NULL, *inner = NULL;
     replicate *v = NULL;
@@ -230,8 +285,16 @@ ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **la
     m.device = inner->be->device;
     LADLE_CHECK(ladle_partition_coords(p) != NULL, LADLE_ERR_PARTITION,
                 "this rank is not a member of p: call it on p's members only");
-    local = validate(inner, flags, f);
-    LADLE_CALL(ladle__dist_open(&m, 1, &p, local, shape_hash(p, inner, flags)));
+    local = validate(inner, lx, ly, flags, f);
+    uint64_t hash = shape_hash(p, inner, flags);
+    for (int k = 0; lx != NULL && k < 2; k++) { /* every member passes the same layouts */
+        const ladle_layout *l = k ? ly : lx;
+        int nd = ladle_layout_ndim(l);
+        hash = ladle__hash(hash, &nd, sizeof nd);
+        hash =
+            ladle__hash(hash, ladle_layout_global_shape(l), sizeof(int64_t) * (size_t)nd);
+    }
+    LADLE_CALL(ladle__dist_open(&m, 1, &p, local, hash));
 
     v = ladle__calloc(1, sizeof *v);
     LADLE_CALL(ladle__dist_step(m.comm, ladle__dist_alloc_ok(&m, v != NULL), f));
@@ -259,6 +322,10 @@ ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **la
         op->fan_in = inner->fan_in;
         op->fan_out = inner->fan_out;
         op->training = inner->training;
+        if (lx != NULL) {
+            op->x_layout = ladle__layout_retain(lx);
+            op->y_layout = ladle__layout_retain(ly);
+        }
         if (inner->ws_scratch && inner->ws_tags != NULL) {
             /* the copy's workspace is the layer's (still owned by it until a
              * container shares one) */
@@ -285,5 +352,23 @@ fail:
     ladle_op_destroy(&op);
     ladle__dist_close(&m);
     rp_free(v);
+    return st;
+}
+
+ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
+                                         unsigned flags, ladle_op **out)
+{
+    return make(p, NULL, NULL, layer, flags, out, __func__);
+}
+
+ladle_status ladle_dist_replicate_create_on(const ladle_layout *x, const ladle_layout *y,
+                                            ladle_op **layer, unsigned flags,
+                                            ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(x);
+    LADLE_NOT_NULL(y);
+    st = make(ladle_layout_partition(x), x, y, layer, flags, out, __func__);
+fail:
     return st;
 }

@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "layers/dist.h"
 #include "src/op/op_impl.h"
 
 typedef struct sequential {
@@ -87,7 +88,7 @@ static ladle_status seq_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     c->grads_ready = 0;
     for (int i = 0; i < q->n; i++) {
         ladle_tensor *out = i == q->n - 1 ? y : c->act[i];
-        if (out != y)
+        if (out != y && op->batched) /* a distributed chain runs its blocks whole */
             set_batch(out, n);
         LADLE_CALL(ladle_layer_forward(q->layers[i], ctx ? c->ctxs[i] : NULL, in, out));
         in = out;
@@ -106,7 +107,7 @@ static ladle_status seq_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     const ladle_tensor *g = dy;
     for (int i = q->n - 1; i >= 0; i--) {
         ladle_tensor *out = i == 0 ? dx : c->grad[i - 1];
-        if (i > 0)
+        if (i > 0 && op->batched)
             set_batch(out, n);
         if (ctx != NULL)
             LADLE_CALL(ladle_layer_backward(q->layers[i], c->ctxs[i], g, out));
@@ -166,6 +167,49 @@ static void seq_set_training(ladle_op *op, int training)
         ladle_layer_set_training(q->layers[i], training);
 }
 
+/* Parameter i of the chain: its layer and the layer's own index. */
+static const ladle_op *seq_locate(const ladle_op *op, int *i)
+{
+    const sequential *q = op->impl;
+    for (int k = 0; k < q->n; k++) {
+        int np = ladle_op_num_params(q->layers[k]);
+        if (*i < np)
+            return q->layers[k];
+        *i -= np;
+    }
+    return NULL;
+}
+
+/* The layer's own account of its parameter (a shard, copies to sum), so
+ * a graph's buckets and checkpoints see a distributed layer through the
+ * container as they would see it alone. */
+static void seq_param_info(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const ladle_op *l = seq_locate(op, &i);
+    if (l)
+        ladle__param_info(l, i, info);
+    else
+        memset(info, 0, sizeof *info);
+}
+
+static void seq_param_bound(ladle_op *op, int i)
+{
+    ladle_op *l = (ladle_op *)seq_locate(op, &i);
+    if (l && l->vt->param_bound)
+        l->vt->param_bound(l, i);
+}
+
+/* Every layer's sums of replicated gradients, in order. */
+static ladle_status seq_sync_grads(ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    const sequential *q = op->impl;
+    for (int i = 0; i < q->n; i++)
+        LADLE_CALL(ladle_layer_sync_gradients(q->layers[i]));
+fail:
+    return st;
+}
+
 static void seq_destroy(ladle_op *op)
 {
     sequential *q = op->impl;
@@ -190,6 +234,9 @@ static const ladle_op_vtable sequential_vt = {
     .num_params = seq_num_params,
     .param_at = seq_param_at,
     .set_training = seq_set_training,
+    .param_info = seq_param_info,
+    .param_bound = seq_param_bound,
+    .sync_grads = seq_sync_grads,
 };
 
 static ladle_status check_chain(int n, ladle_op *const layers[])
@@ -211,9 +258,15 @@ static ladle_status check_chain(int n, ladle_op *const layers[])
                                 "layers live on one device",
                                 i, l->vt->name, ladle_device_name(l->be->device),
                                 layers[0]->vt->name, ladle_device_name(layers[0]->be->device));
-        if (!l->batched)
+        int dist = l->x_layout != NULL || l->y_layout != NULL;
+        if (!l->batched && !dist)
             return ladle__raise(LADLE_ERR_ARG, f, "layer %d (%s) has no batch dimension", i,
                                 l->vt->name);
+        if (!l->active)
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "layer %d (%s) does not run on this rank: a chain of "
+                                "distributed layers lives on ranks that run all of them",
+                                i, l->vt->name);
         for (int j = 0; j < i; j++)
             if (layers[j] == l)
                 return ladle__raise(LADLE_ERR_ARG, f, "layer %d appears twice", i);
@@ -231,6 +284,35 @@ static ladle_status check_chain(int n, ladle_op *const layers[])
     return LADLE_OK;
 }
 
+MPI_Comm ladle__layer_comm(const ladle_op *op)
+{
+    if (op == NULL)
+        return MPI_COMM_NULL;
+    if (op->comm != MPI_COMM_NULL)
+        return op->comm;
+    if (ladle_residual_body(op))
+        return ladle__layer_comm(ladle_residual_body(op));
+    for (int i = 0; i < ladle_sequential_size(op); i++) {
+        MPI_Comm c = ladle__layer_comm(ladle_sequential_layer(op, i));
+        if (c != MPI_COMM_NULL)
+            return c;
+    }
+    return MPI_COMM_NULL;
+}
+
+/* The chain's ranks agree on the verdict when it holds distributed
+ * layers (over the first one's communicator, whose ranks all make the
+ * chain), so a chain refused on one of them is refused on all. */
+static ladle_status agree_chain(int n, ladle_op *const layers[], ladle_status st)
+{
+    for (int i = 0; layers != NULL && i < n; i++) {
+        MPI_Comm c = ladle__layer_comm(layers[i]);
+        if (c != MPI_COMM_NULL)
+            return ladle__dist_agree_code(c, st, "ladle_sequential_create");
+    }
+    return st;
+}
+
 ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op **out)
 {
     ladle_status st = LADLE_OK;
@@ -239,14 +321,24 @@ ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op *
     LADLE_NOT_NULL(out);
     LADLE_CHECK(n >= 1 && layers != NULL, n < 1 ? LADLE_ERR_ARG : LADLE_ERR_NULL,
                 "a sequential container needs at least one layer");
-    LADLE_CALL(check_chain(n, layers));
+    LADLE_CALL(agree_chain(n, layers, check_chain(n, layers)));
     q = ladle__calloc(1, sizeof *q);
     LADLE_CHECK(q != NULL, LADLE_ERR_ALLOC, "out of memory");
     q->layers = ladle__calloc((size_t)n, sizeof *q->layers);
     LADLE_CHECK(q->layers != NULL, LADLE_ERR_ALLOC, "out of memory");
     const ladle_op *first = layers[0], *last = layers[n - 1];
-    LADLE_CALL(ladle__layer_new(&sequential_vt, first->dtype, first->be->device, first->x_ndim,
-                                first->x_shape, last->y_ndim, last->y_shape, 1, &op, __func__));
+    int batched = 1;
+    for (int i = 0; i < n; i++)
+        batched &= layers[i]->batched;
+    LADLE_CALL(ladle__layer_new(&sequential_vt, first->dtype, first->be->device,
+                                first->x_ndim, first->x_shape, last->y_ndim, last->y_shape,
+                                batched, &op, __func__));
+    /* a chain of distributed layers: its x is the first one's block of
+     * its layout, its y the last one's */
+    if (first->x_layout)
+        op->x_layout = ladle__layout_retain(first->x_layout);
+    if (last->y_layout)
+        op->y_layout = ladle__layout_retain(last->y_layout);
     memcpy(q->layers, layers, sizeof(ladle_op *) * (size_t)n);
     q->n = n;
     op->impl = q;

@@ -230,6 +230,22 @@ START_TEST(chain_is_the_graph)
 }
 END_TEST
 
+/* before[i]: the parameters of the one-rank chain's layers before layer i
+ * (the graph's index of layer i's first parameter). */
+static void params_before(int before[17])
+{
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    ladle_op *all[16] = {NULL};
+    int n = ladle_gpt_num_layers(&d);
+    LT_OK(ladle_gpt_layers(&d, 0, n, all));
+    before[0] = 0;
+    for (int i = 0; i < n; i++) {
+        before[i + 1] = before[i] + ladle_op_num_params(all[i]);
+        ladle_op_destroy(&all[i]);
+    }
+}
+
 /* Stage boundaries and replicas for W workers from the layers' profiled
  * costs (rank 0's, so every rank plans alike): at least min(W, 2) stages. */
 static void plan_stages(int W, int *stages, int *first, int *rep)
@@ -326,13 +342,8 @@ START_TEST(pipeline_equals_the_graph)
               worst);
     /* the weights: chain layer i's parameters are the graph's from the
      * count of those before it */
-    ladle_op *all[16] = {NULL};
-    int n = ladle_gpt_num_layers(&d), before[17] = {0};
-    LT_OK(ladle_gpt_layers(&d, 0, n, all));
-    for (int i = 0; i < n; i++) {
-        before[i + 1] = before[i] + ladle_op_num_params(all[i]);
-        ladle_op_destroy(&all[i]);
-    }
+    int before[17] = {0};
+    params_before(before);
     double werr = 0;
     for (int h = 0; h < nheld; h++) {
         int count = 0, j = held[h].stage;
@@ -357,6 +368,275 @@ START_TEST(pipeline_equals_the_graph)
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);
     ladle_partition_destroy(&p);
+    ladle_graph_destroy(&g);
+}
+END_TEST
+
+/* Containers of distributed layers: a sequential over a data-parallel
+ * linear sums its gradients as the layer alone does, and shows its
+ * parameters' copies; the refusals of ladle_dist_replicate_create_on, of
+ * residual blocks over bodies whose y lies elsewhere than x, and of the
+ * _on GPT calls with the wrong number of ranks. */
+START_TEST(distributed_containers)
+{
+    if (lt_device() == LADLE_CUDA) /* the residual refusals use the CPU layers only */
+        return;
+    int all[1] = {lt_size};
+    ladle_partition *p = lt_partition(1, all, 0);
+    int64_t xs[2] = {3, 4};
+    ladle_op *a = NULL, *b = NULL, *la = NULL, *lb = NULL, *seq = NULL;
+    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 5, &la));
+    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 5, &lb));
+    LT_OK(ladle_dist_replicate_create(p, &la, 0, &a));
+    LT_OK(ladle_dist_replicate_create(p, &lb, 0, &b));
+    LT_OK(ladle_sequential_create(1, &b, &seq));
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *dy = lt_op_tensor(a, 1);
+    ladle_tensor *y = lt_op_tensor(a, 1);
+    LT_OK(ladle_tensor_fill_random(x, 11 + (uint64_t)lt_rank, 1));
+    LT_OK(ladle_tensor_fill_random(dy, 21 + (uint64_t)lt_rank, 1));
+    ladle_op *twins[2] = {a, seq};
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx *c = NULL;
+        LT_OK(ladle_ctx_create(twins[k], &c));
+        LT_OK(ladle_op_zero_grad(twins[k]));
+        LT_OK(ladle_layer_forward(twins[k], c, x, y));
+        LT_OK(ladle_layer_backward_weight(twins[k], c, dy));
+        LT_OK(ladle_layer_sync_gradients(twins[k]));
+        ladle_ctx_destroy(&c);
+    }
+    double diff = 0;
+    for (int q = 0; q < 2; q++)
+        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(a, q)); e++)
+            diff = fmax(diff, fabs(lt_get(ladle_op_grad(a, q), e) -
+                                   lt_get(ladle_op_grad(seq, q), e)));
+    LT_ASSERT(diff == 0, "the container's summed gradients differ by %.2e", diff);
+    int owner = -1;
+    LT_OK(ladle_op_param_shard(seq, 0, NULL, NULL, NULL, &owner));
+    LT_ASSERT(owner == (lt_rank == 0), "rank 0 alone writes the copies' weight");
+    /* a copy of the layer that the data-parallel container already is */
+    ladle_op *again = NULL;
+    LT_FAILS(ladle_dist_replicate_create(p, &seq, 0, &again), LADLE_ERR_ARG);
+    ladle_op_destroy(&seq);
+    ladle_op_destroy(&a);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&y), ladle_tensor_destroy(&dy);
+
+    /* layouts: 3 rows over the ranks (uneven), a layer of 1 row's block
+     * fits rank 0's box nowhere but where the box is 1 row */
+    int pr[2] = {lt_size, 1};
+    ladle_partition *rows = lt_partition(2, pr, 0);
+    ladle_layout *lx = NULL;
+    LT_OK(ladle_layout_create_balanced(rows, 2, (int64_t[]){3 * lt_size - 1, 4}, &lx));
+    int64_t mine[2], off[2];
+    LT_OK(ladle_layout_box(lx, LADLE_SELF, off, mine));
+    ladle_op *relu = NULL, *on = NULL;
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, (int64_t[]){3, 4}, LADLE_F64,
+                                  lt_device(), &relu));
+    if (lt_size > 1) { /* the last rank's box is 2 rows: it fails, and the others with it */
+        ladle_status st = ladle_dist_replicate_create_on(lx, lx, &relu, 0, &on);
+        ladle_status want = mine[0] == 3 ? LADLE_ERR_REMOTE : LADLE_ERR_SHAPE;
+        LT_ASSERT(st == want && on == NULL && relu != NULL,
+                  "a box that is not the layer's on one rank: %s, expected %s",
+                  ladle_status_name(st), ladle_status_name(want));
+    }
+    ladle_op_destroy(&relu);
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, mine, LADLE_F64, lt_device(), &relu));
+    LT_FAILS(ladle_dist_replicate_create_on(NULL, lx, &relu, 0, &on), LADLE_ERR_NULL);
+    if (lt_size > 1) { /* y on the ranks in the other order: rank r's box is another */
+        int rev[8];
+        for (int r = 0; r < lt_size; r++)
+            rev[r] = lt_size - 1 - r;
+        ladle_partition *back = lt_partition_ranks(2, pr, rev);
+        ladle_layout *ly = NULL;
+        LT_OK(ladle_layout_create_balanced(back, 2, (int64_t[]){3 * lt_size, 4}, &ly));
+        ladle_layout *lxe = NULL;
+        LT_OK(ladle_layout_create_balanced(rows, 2, (int64_t[]){3 * lt_size, 4}, &lxe));
+        ladle_op *r3 = NULL, *moved = NULL, *res = NULL;
+        LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, xs, LADLE_F64, lt_device(), &r3));
+        LT_OK(ladle_dist_replicate_create_on(lxe, ly, &r3, 0, &moved));
+        LT_ASSERT(ladle_op_x_layout(moved) == lxe && ladle_op_y_layout(moved) == ly,
+                  "the copies have the layouts");
+        /* a rank whose boxes agree (the middle one of an odd count) fails
+         * with the others */
+        LT_FAILS(ladle_residual_create(&moved, &res), LADLE_ERR_SHAPE);
+        LT_ASSERT(moved != NULL, "a refused body stays the caller's");
+        /* a chain distributed on one side only */
+        ladle_op *plain = NULL, *chain[2] = {moved, NULL}, *half = NULL;
+        LT_OK(
+            ladle_activation_create(LADLE_RELU, 0, 2, xs, LADLE_F64, lt_device(), &plain));
+        chain[1] = plain;
+        LT_OK(ladle_sequential_create(2, chain, &half));
+        LT_FAILS(ladle_residual_create(&half, &res), LADLE_ERR_ARG);
+        ladle_op_destroy(&half);
+        ladle_layout_destroy(&ly), ladle_layout_destroy(&lxe);
+        ladle_partition_destroy(&back);
+    }
+    ladle_op_destroy(&relu);
+    ladle_layout_destroy(&lx);
+    ladle_partition_destroy(&rows);
+
+    /* the GPT over a communicator of the wrong size, and the targets */
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    d.tensor_ways = lt_size + 1;
+    ladle_op *ls[2] = {NULL};
+    LT_FAILS(ladle_gpt_layers_on(&d, MPI_COMM_WORLD, 0, 1, ls), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_loss_create_on(&d, MPI_COMM_WORLD, &ls[0]), LADLE_ERR_ARG);
+    d.tensor_ways = 2;
+    ladle_tensor *tw = NULL, *tr = NULL, *odd = NULL;
+    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){MB, T}, &tw));
+    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){MB * T}, &tr));
+    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){MB + 1, T}, &odd));
+    int64_t w[MB * T], r[MB * T];
+    for (int i = 0; i < MB * T; i++)
+        w[i] = i;
+    LT_OK(ladle_tensor_write(tw, w));
+    LT_OK(ladle_gpt_chain_targets(&d, tw, tr));
+    LT_OK(ladle_tensor_read(tr, r));
+    /* block 0: window 0 positions 0-2, window 1 positions 0-2; then block 1 */
+    int64_t want[12] = {0, 1, 2, 6, 7, 8, 3, 4, 5, 9, 10, 11};
+    int same = MB * T == 12;
+    for (int i = 0; same && i < 12; i++)
+        same = r[i] == want[i];
+    LT_ASSERT(same, "the rows' order by sequence block");
+    LT_FAILS(ladle_gpt_chain_targets(&d, odd, tr), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_gpt_chain_targets(&d, tw, tw), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_gpt_chain_targets(&d, tr, tr), LADLE_ERR_SHAPE);
+    ladle_tensor_destroy(&tw), ladle_tensor_destroy(&tr), ladle_tensor_destroy(&odd);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+/* One pipeline whose workers are groups of ranks, each running its
+ * stages' layers tensor parallel over the group (ladle_gpt_layers_on):
+ * nst stages cut at cut[] (layer numbers), replicated rep[] times, on
+ * workers of the sizes wsize[] (in the schedule's worker order, ranks
+ * from 0 on). The losses of STEPS AdamW steps and every weight box each
+ * rank holds afterwards against the graph GPT on one rank. */
+static void tp_case(ladle_pipe_style style, int nst, const int *cut, const int *rep,
+                    const int *wsize, const ladle_graph *g, const double *want)
+{
+    ladle_pipe_schedule *s = NULL;
+    LT_OK(ladle_pipe_schedule_generate(style, nst, rep, 1, M, NULL, &s));
+    int W = ladle_pipe_schedule_workers(s), base = 0, mine = -1;
+    char what[128];
+    int len = snprintf(what, sizeof what, "%s, workers of", ladle_pipe_style_name(style));
+    ladle_partition *workers[8] = {NULL};
+    for (int w = 0; w < W; w++) {
+        int ranks[8];
+        for (int r = 0; r < wsize[w]; r++)
+            ranks[r] = base + r;
+        workers[w] = lt_partition_ranks(1, &wsize[w], ranks);
+        if (lt_rank >= base && lt_rank < base + wsize[w])
+            mine = w;
+        base += wsize[w];
+        len += snprintf(what + len, sizeof what - (size_t)len, " %d", wsize[w]);
+    }
+    MPI_Comm wc = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, mine >= 0 ? mine : MPI_UNDEFINED, lt_rank, &wc);
+    ladle_gpt_desc d;
+    desc(&d, MB);
+    ladle_pipe_stage held[4];
+    ladle_op *ls[4][16];
+    ladle_op *loss = NULL;
+    int nheld = 0, made = 1, last_S = 1;
+    for (int w = 0; w < W; w++)
+        if (ladle_pipe_schedule_worker(s, nst - 1, 0) == w)
+            last_S = wsize[w];
+    for (int j = 0; mine >= 0 && j < nst; j++)
+        for (int q = 0; q < rep[j]; q++)
+            if (ladle_pipe_schedule_worker(s, j, q) == mine) {
+                d.tensor_ways = wsize[mine];
+                held[nheld] = (ladle_pipe_stage){j, cut[j + 1] - cut[j], ls[nheld]};
+                made &= ladle_gpt_layers_on(&d, wc, cut[j], held[nheld].n, ls[nheld]) ==
+                        LADLE_OK;
+                if (j == nst - 1)
+                    made &= ladle_gpt_loss_create_on(&d, wc, &loss) == LADLE_OK;
+                nheld++;
+            }
+    LT_ASSERT(made, "%s: the stages' layers: %s", what, ladle_error_message());
+    ladle_optimizer_desc od;
+    opt_desc(&od);
+    ladle_pipeline *pl = NULL;
+    LT_OK(ladle_pipeline_create_workers(W, workers, s, nheld, held, loss, &od, &pl));
+    /* the targets in the last stage's row order */
+    ladle_gpt_desc dt;
+    desc(&dt, MB);
+    dt.tensor_ways = last_S;
+    int64_t ids[M * MB * T], tg[M * MB * T];
+    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
+    ladle_tensor *Yw = NULL, *Y = NULL;
+    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){M * MB, T}, &Yw));
+    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){M * MB * T}, &Y));
+    double worst = 0;
+    for (int t = 0; t < STEPS; t++) {
+        double got = 0;
+        batch_of(t, ids, tg);
+        LT_OK(ladle_tensor_write(X, ids));
+        LT_OK(ladle_tensor_write(Yw, tg));
+        LT_OK(ladle_gpt_chain_targets(&dt, Yw, Y));
+        LT_OK(ladle_pipeline_step(pl, X, Y, &got));
+        if (mine >= 0)
+            worst = fmax(worst, fabs(got - want[t]) / fabs(want[t]));
+    }
+    LT_ASSERT(worst <= 1e-12, "%s: the losses differ from the graph's by %.2e", what,
+              worst);
+    /* every box of every weight this rank holds */
+    int before[17] = {0};
+    params_before(before);
+    double werr = 0;
+    for (int h = 0; h < nheld; h++) {
+        int count = 0, j = held[h].stage;
+        ladle_op *const *got = ladle_pipeline_layers(pl, j, &count);
+        for (int i = 0; i < count; i++) {
+            if (ladle_op_num_params(got[i]) != before[cut[j] + i + 1] - before[cut[j] + i])
+                werr = INFINITY; /* asserted below, on every rank alike */
+            for (int q = 0; q < ladle_op_num_params(got[i]); q++) {
+                ladle_tensor *ref = NULL;
+                int nd = 0;
+                int64_t glob[8], off[8], numel = 1;
+                if (ladle_graph_param(g, before[cut[j] + i] + q, NULL, &ref, NULL) != 0 ||
+                    ladle_op_param_shard(got[i], q, &nd, glob, off, NULL) != 0) {
+                    werr = INFINITY;
+                    continue;
+                }
+                for (int e = 0; e < nd; e++)
+                    numel *= glob[e];
+                if (numel != ladle_tensor_numel(ref))
+                    werr = INFINITY;
+                else
+                    werr = fmax(werr, lt_box_error(ref, off, ladle_op_param(got[i], q)));
+            }
+        }
+    }
+    LT_ASSERT(werr <= 1e-10, "%s: the weights differ from the graph's by %.2e", what, werr);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y), ladle_tensor_destroy(&Yw);
+    ladle_pipeline_destroy(&pl);
+    ladle_pipe_schedule_destroy(&s);
+    for (int w = 0; w < W; w++)
+        ladle_partition_destroy(&workers[w]);
+    if (wc != MPI_COMM_NULL)
+        MPI_Comm_free(&wc);
+}
+
+/* Tensor parallelism inside pipeline stages, at every rank count that
+ * has the ranks: one stage on two ranks (2), a one-rank stage feeding a
+ * two-rank one (3), two stages of two ranks each and one stage of two
+ * ranks replicated twice (4). */
+START_TEST(pipeline_tensor_parallel)
+{
+    if (lt_device() != LADLE_CPU || lt_size < 2)
+        return;
+    double want[STEPS];
+    ladle_graph *g = reference(want);
+    int n = 2 + 2 * L + 3;
+    int one[2] = {1, 1}, w2[1] = {2}, w12[2] = {1, 2}, w22[2] = {2, 2};
+    tp_case(LADLE_PIPE_1F1B, 1, (int[]){0, n}, one, w2, g, want);
+    if (lt_size >= 3)
+        tp_case(LADLE_PIPE_1F1B, 2, (int[]){0, 4, n}, one, w12, g, want);
+    if (lt_size >= 4) {
+        tp_case(LADLE_PIPE_1F1B, 2, (int[]){0, 5, n}, one, w22, g, want);
+        tp_case(LADLE_PIPE_HYBRID, 1, (int[]){0, n}, (int[]){2}, w22, g, want);
+    }
     ladle_graph_destroy(&g);
 }
 END_TEST
@@ -411,6 +691,8 @@ static Suite *gpt_pipe_suite(void)
     tcase_add_test(tc, residual_block);
     tcase_add_test(tc, chain_is_the_graph);
     tcase_add_test(tc, pipeline_equals_the_graph);
+    tcase_add_test(tc, distributed_containers);
+    tcase_add_test(tc, pipeline_tensor_parallel);
     tcase_add_test(tc, ids_only_on_stage_zero);
     suite_add_tcase(s, tc);
     return s;

@@ -404,6 +404,26 @@ LADLE_API ladle_status ladle_dist_vocab_embedding_create(
  */
 LADLE_API ladle_status ladle_dist_replicate_create(const ladle_partition *p, ladle_op **layer,
                                                    unsigned flags, ladle_op **op);
+/*
+ * The same copies, told which block of a distributed tensor each rank
+ * holds: x is this rank's box of the layout x, y its box of the layout y
+ * (their shapes must be the layer's x and y shapes on every rank), and the
+ * copies are summed over x's partition, on whose ranks y must lie too.
+ * The layer then has those layouts (ladle_op_x_layout), so it can start or
+ * end a chain of distributed layers: a pipeline stage on several ranks
+ * (ladle_pipeline_create_workers) or a residual block over a distributed
+ * body. The layer norms and dropouts between a transformer's
+ * tensor-parallel layers are such copies: every rank applies them to its
+ * own sequence block. Layers without parameters are accepted here (they
+ * need the layouts, not the sums). Collective over x's partition, called
+ * by its members only. Returns the codes of ladle_dist_replicate_create,
+ * LADLE_ERR_SHAPE (a box that is not the layer's shape, named with the
+ * rank's box) and LADLE_ERR_PARTITION (y on other ranks than x).
+ */
+LADLE_API ladle_status ladle_dist_replicate_create_on(const ladle_layout *x,
+                                                      const ladle_layout *y,
+                                                      ladle_op **layer, unsigned flags,
+                                                      ladle_op **op);
 
 /*
  * Tensor parallelism with sequence parallelism, Megatron's layout on

@@ -648,9 +648,18 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * The container owns the layers from then on (destroying it
  * destroys them; on failure they stay the caller's). Its parameters are its
  * layers' parameters, in order; its ctx holds one ctx per layer and the
- * intermediate activations and gradients. Local (the layers exist already).
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
- * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+ * intermediate activations and gradients. The layers may be distributed
+ * (ladle/distributed.h), on ranks that run all of them: the chain's x is
+ * then the first layer's block of its layout and y the last one's
+ * (ladle_op_x_layout, ladle_op_y_layout), its calls take whole blocks (no
+ * smaller batch), ladle_layer_sync_gradients sums every layer's
+ * replicated gradients, and graphs and checkpoints see each parameter's
+ * shard and copies as they would see the layer alone. The container's own
+ * shape checks are local: give every rank tensors of its blocks' shapes.
+ * Local (the layers exist already). Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (a layer that does not run on this rank, a sequential layer without a
+ * batch dimension), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op **seq);
 /* The number of layers, and layer i (borrowed). Local. */
 LADLE_API int ladle_sequential_size(const ladle_op *seq);
@@ -666,9 +675,14 @@ LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
  * f's, its ctx holds f's ctx, and without a ctx its backward is the
  * adjoint when f is linear. A chain of residual blocks is what a pipeline
  * stage takes, so a transformer's blocks can be cut into stages
- * (ladle_gpt_layers). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a
- * layer, a distributed layer or a loss, or a layer that takes token ids),
- * LADLE_ERR_SHAPE (y's shape is not x's), LADLE_ERR_ALLOC. */
+ * (ladle_gpt_layers). f may be distributed (a sequential container of
+ * distributed layers: a tensor-parallel attention between copies of a
+ * layer norm and a dropout) when its y lies as its x does: the same global
+ * shape, and on every rank the same box, so the add is each rank's own;
+ * the block then has f's layouts and its gradient sums. Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer, a loss, a layer that takes
+ * token ids, a layout on only one side), LADLE_ERR_SHAPE (y's shape is not
+ * x's, or its box on this rank is another), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_residual_create(ladle_op **body, ladle_op **block);
 /* The block's f (borrowed), or NULL when op is not a residual block. */
 LADLE_API ladle_op *ladle_residual_body(const ladle_op *block);

@@ -263,6 +263,45 @@ LADLE_API ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, int first, int 
                                         ladle_op *layers[]);
 LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss);
 
+/*
+ * The chain with tensor and sequence parallelism inside a stage: the same
+ * layers over the S ranks of comm (d->tensor_ways = S, the size of comm;
+ * d->data_ways 1, d->batch the microbatch), as ladle_gpt_create_on lays
+ * them out for D = 1. Rank i of comm holds sequence block i (positions
+ * i T/S ..) of every window: "wte" takes its N x T/S ids, the stream
+ * between the layers is its N x T/S x E block, the residual blocks' bodies
+ * are chains of distributed layers (the layer norms and dropouts copies on
+ * the ranks' blocks, ladle_dist_replicate_create_on; the attention and
+ * the MLP's linears tensor parallel over the S ranks), and "rows" gives
+ * its N T/S logits rows. Every layer has the layouts of its blocks
+ * (ladle_op_x_layout), so a pipeline whose workers are S-rank partitions
+ * (ladle_pipeline_create_workers) cuts the chain anywhere and moves each
+ * rank's block to the same rank of the next stage's worker, and a worker
+ * of one rank (S = 1) may feed one of S ranks. The weights are
+ * ladle_gpt_create's for the same seed, each rank holding its boxes.
+ * ladle_gpt_loss_create_on makes the loss after "rows": cross entropy over
+ * the rows split S ways (ladle_dist_loss_create_ex), the mean over all of
+ * them on every rank. Collective over comm; with S = 1 they are
+ * ladle_gpt_layers and ladle_gpt_loss_create. Return the codes of those,
+ * LADLE_ERR_ARG (tensor_ways is not comm's size, data_ways is not 1) on
+ * every rank of comm, LADLE_ERR_MPI.
+ *
+ * The rows of a tensor-parallel stage are ordered by sequence block: the
+ * rows of a microbatch are block 0's (window by window), then block 1's.
+ * ladle_gpt_chain_targets writes targets (n x T i64 windows, n a multiple
+ * of d->batch, on the CPU) in that order into rows (n T i64): microbatch by
+ * microbatch, the order a pipeline's loss reads them in. With S = 1 it is
+ * the plain flattening. Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE,
+ * LADLE_ERR_DEVICE, LADLE_ERR_SHAPE, LADLE_ERR_ARG (one buffer for both).
+ */
+LADLE_API ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm,
+                                           int first, int count, ladle_op *layers[]);
+LADLE_API ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
+                                                ladle_op **loss);
+LADLE_API ladle_status ladle_gpt_chain_targets(const ladle_gpt_desc *d,
+                                               const ladle_tensor *targets,
+                                               ladle_tensor *rows);
+
 #ifdef __cplusplus
 }
 #endif

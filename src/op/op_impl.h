@@ -167,6 +167,10 @@ ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_
 /* Parameter i's place (whole tensors for sequential layers). */
 void ladle__param_info(const ladle_op *op, int i, ladle__pinfo *info);
 void ladle__layer_destroy(ladle_op *op);
+/* A communicator of a distributed layer's ranks: its own, or for a
+ * container the first one among its layers (MPI_COMM_NULL for sequential
+ * layers). Borrowed; for agreements at a container's creation. */
+MPI_Comm ladle__layer_comm(const ladle_op *op);
 ladle_status ladle__layer_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
 ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle_tensor *dx);
 /* Check that a layer's dtype is f32 or f64 and the shape well-formed. */

@@ -433,6 +433,260 @@ fail:
     return st;
 }
 
+/* ---- the chain over S ranks: tensor parallelism inside a stage --------- */
+
+/* The layouts of the chain's values over the S ranks of a stage, rank i
+ * holding sequence block i of every window: the ids (N x T over 1 x S),
+ * the stream (N x T x E over 1 x S x 1), the logits (N x T x V, the same
+ * way) and their rows (N T x V over S x 1: rank i's N T/S rows, window by
+ * window, are block i of the rows, so the rows' order is the sequence
+ * blocks' one after another; ladle_gpt_chain_targets puts the targets in
+ * it). */
+typedef struct chain_on {
+    const ladle_gpt_desc *d;
+    ladle_partition *grid, *ids_p, *rows_p;
+    ladle_layout *ids, *x, *logits, *rows;
+    int S, i;
+    int64_t t; /* T / S */
+} chain_on;
+
+static void chain_on_free(chain_on *c)
+{
+    ladle_layout_destroy(&c->ids);
+    ladle_layout_destroy(&c->x);
+    ladle_layout_destroy(&c->logits);
+    ladle_layout_destroy(&c->rows);
+    ladle_partition_destroy(&c->grid);
+    ladle_partition_destroy(&c->ids_p);
+    ladle_partition_destroy(&c->rows_p);
+}
+
+/* Collective over comm (S ranks). */
+static ladle_status chain_on_make(const ladle_gpt_desc *d, MPI_Comm comm, int S,
+                                  chain_on *c)
+{
+    ladle_status st = LADLE_OK;
+    int64_t n = d->batch, T = d->context;
+    c->d = d;
+    c->S = S;
+    c->t = T / S;
+    LADLE_CALL(ladle_partition_create(comm, 3, (int[]){1, S, 1}, NULL, &c->grid));
+    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){1, S}, NULL, &c->ids_p));
+    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){S, 1}, NULL, &c->rows_p));
+    c->i = ladle_partition_coords(c->grid)[1];
+    LADLE_CALL(ladle_layout_create_balanced(c->ids_p, 2, (int64_t[]){n, T}, &c->ids));
+    LADLE_CALL(
+        ladle_layout_create_balanced(c->grid, 3, (int64_t[]){n, T, d->width}, &c->x));
+    LADLE_CALL(
+        ladle_layout_create_balanced(c->grid, 3, (int64_t[]){n, T, d->vocab}, &c->logits));
+    LADLE_CALL(
+        ladle_layout_create_balanced(c->rows_p, 2, (int64_t[]){n * T, d->vocab}, &c->rows));
+fail:
+    return st;
+}
+
+/* The copies of *layer (made with status `made`) on the ranks' blocks of
+ * lx and ly; the layer is destroyed when anything fails. */
+static ladle_status on_blocks(ladle_status made, ladle_op **layer, const ladle_layout *lx,
+                              const ladle_layout *ly, ladle_op **out)
+{
+    ladle_status st = made;
+    if (st == LADLE_OK)
+        st = ladle_dist_replicate_create_on(lx, ly, layer, 0, out);
+    ladle_op_destroy(layer);
+    return st;
+}
+
+/* Chain layer i over the stage's ranks, with seeds from seed: the layers
+ * of ladle_gpt_create_on's graph with D = 1, in the chain's order. */
+static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_gpt_desc *d = c->d;
+    ladle_dtype dt = d->dtype;
+    ladle_device dev = d->device;
+    int drop = d->dropout > 0, front = 2 + drop, blocks = 2 * d->layers;
+    int64_t xs[3] = {d->batch, c->t, d->width}, ids[2] = {d->batch, c->t};
+    int64_t gs[3] = {d->batch, d->context, d->width};
+    int64_t f = d->mlp * d->width;
+    ladle_op *body[5] = {NULL}, *op = NULL;
+    int n = 0;
+    ladle_layernorm_desc nd;
+    ladle_layernorm_desc_init(&nd, 1);
+    *out = NULL;
+    if (i == 0)
+        return on_blocks(
+            ladle_embedding_create(2, ids, d->vocab, d->width, dt, dev, seed, &op), &op,
+            c->ids, c->x, out);
+    if (i == 1) {
+        ladle_status made =
+            ladle_pos_embedding_create(3, xs, d->context, dt, dev, seed, &op);
+        if (made == LADLE_OK)
+            made = ladle_pos_embedding_set_offset(op, c->i * c->t);
+        return on_blocks(made, &op, c->x, c->x, out);
+    }
+    if (i < front)
+        return on_blocks(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &op), &op,
+                         c->x, c->x, out);
+    if (i < front + blocks) {
+        LADLE_CALL(on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x,
+                             c->x, &body[n++]));
+        if ((i - front) % 2 == 0) { /* x + drop(attn(ln1(x))) */
+            ladle_attention_desc ad;
+            ladle_attention_desc_init(&ad, d->width, d->heads);
+            LADLE_CALL(ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++, 0,
+                                                      &body[n++]));
+        } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */
+            int64_t hs[3] = {d->batch, d->context, ladle__balanced_size(f, c->S, c->i)};
+            LADLE_CALL(ladle_dist_tp_linear_create(c->grid, 0, gs, f, 1, dt, dev, seed++, 0,
+                                                   &body[n++]));
+            LADLE_CALL(
+                ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
+            LADLE_CALL(ladle_dist_tp_linear_create(c->grid, 1, gs, f, 1, dt, dev, seed++, 0,
+                                                   &body[n++]));
+        }
+        if (drop)
+            LADLE_CALL(
+                on_blocks(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &op), &op,
+                          c->x, c->x, &body[n++]));
+        return residual(n, body, out);
+    }
+    if (i == front + blocks)
+        return on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x, c->x,
+                         out);
+    if (i == front + blocks + 1)
+        return on_blocks(ladle_linear_create(3, xs, d->vocab, 0, dt, dev, seed, &op), &op,
+                         c->x, c->logits, out);
+    int64_t ls[3] = {d->batch, c->t, d->vocab}, rs[2] = {d->batch * c->t, d->vocab};
+    return on_blocks(ladle_reshape_create(3, ls, 2, rs, dt, dev, &op), &op, c->logits,
+                     c->rows, out);
+fail:
+    for (int k = 0; k < n; k++)
+        ladle_op_destroy(&body[k]);
+    return st;
+}
+
+/* The checks of the _on calls, agreed over comm; *size comm's size. */
+static ladle_status check_on(const ladle_gpt_desc *d, MPI_Comm comm, int *size,
+                             const char *func)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    LADLE_CHECK(comm != MPI_COMM_NULL, LADLE_ERR_ARG, "comm is MPI_COMM_NULL");
+    LADLE_CHECK(MPI_Comm_size(comm, size) == MPI_SUCCESS, LADLE_ERR_MPI,
+                "MPI_Comm_size failed");
+    local = ladle__check_size(func, "d", d->size, sizeof *d);
+    if (local == LADLE_OK)
+        local = check_desc(d);
+    if (local == LADLE_OK && (d->data_ways != 1 || d->tensor_ways != *size))
+        local = ladle__raise(LADLE_ERR_ARG, func,
+                             "data_ways %d and tensor_ways %d over a communicator of %d "
+                             "ranks: a stage's chain is tensor parallel over all of them "
+                             "(data_ways 1; a pipeline replicates stages instead)",
+                             d->data_ways, d->tensor_ways, *size);
+    st = ladle__dist_agree_code(comm, local, func);
+fail:
+    return st;
+}
+
+ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm, int first,
+                                 int count, ladle_op *layers[])
+{
+    ladle_status st = LADLE_OK;
+    chain_on c = {0};
+    int made = 0, size = 0;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(layers);
+    LADLE_CALL(check_on(d, comm, &size, __func__));
+    int total = ladle_gpt_num_layers(d);
+    LADLE_CHECK(first >= 0 && count >= 1 && first <= total - count, LADLE_ERR_ARG,
+                "layers %d .. %d of a chain of %d", first, first + count - 1, total);
+    if (size == 1)
+        return ladle_gpt_layers(d, first, count, layers);
+    LADLE_CALL(chain_on_make(d, comm, size, &c));
+    uint64_t seed = d->seed;
+    for (int i = 0; i < first; i++)
+        seed += (uint64_t)seeds_of(d, i);
+    for (; made < count; made++) {
+        int i = first + made;
+        LADLE_CALL(chain_layer_on(&c, i, seed, &layers[made]));
+        LADLE_CALL(ladle_layer_set_training(layers[made], 1));
+        seed += (uint64_t)seeds_of(d, i);
+    }
+    chain_on_free(&c);
+    return LADLE_OK;
+fail:
+    for (int k = 0; k < made; k++)
+        ladle_op_destroy(&layers[k]);
+    chain_on_free(&c);
+    return st;
+}
+
+ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
+                                      ladle_op **loss)
+{
+    ladle_status st = LADLE_OK;
+    int size = 0;
+    ladle_partition *p = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(loss);
+    LADLE_CALL(check_on(d, comm, &size, __func__));
+    if (size == 1)
+        return ladle_gpt_loss_create(d, loss);
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    ld.ignore_index = -1;
+    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &p));
+    LADLE_CALL(ladle_dist_loss_create_ex(&ld, p, 2,
+                                         (int64_t[]){d->batch * d->context, d->vocab},
+                                         d->dtype, d->device, 0, loss));
+fail:
+    ladle_partition_destroy(&p);
+    return st;
+}
+
+ladle_status ladle_gpt_chain_targets(const ladle_gpt_desc *d, const ladle_tensor *targets,
+                                     ladle_tensor *rows)
+{
+    ladle_status st = LADLE_OK;
+    char a[128];
+    LADLE_NOT_NULL(d);
+    LADLE_NOT_NULL(targets);
+    LADLE_NOT_NULL(rows);
+    LADLE_CHECK_SIZE(d);
+    LADLE_CALL(check_desc(d));
+    int64_t b = d->batch, T = d->context, S = d->tensor_ways, t = T / S;
+    LADLE_CHECK(targets->dtype == LADLE_I64 && rows->dtype == LADLE_I64, LADLE_ERR_DTYPE,
+                "targets are %s and rows %s: both hold i64 token ids",
+                ladle_dtype_name(targets->dtype), ladle_dtype_name(rows->dtype));
+    LADLE_CHECK(targets->device == LADLE_CPU && rows->device == LADLE_CPU, LADLE_ERR_DEVICE,
+                "targets and rows must be on the CPU");
+    LADLE_CHECK(
+        targets->ndim == 2 && targets->shape[1] == T && targets->shape[0] % b == 0 &&
+            ladle_tensor_is_contiguous(targets),
+        LADLE_ERR_SHAPE,
+        "targets are %s: they must be contiguous windows x %lld, whole microbatches "
+        "of %lld windows",
+        ladle__fmt_shape64(a, sizeof a, targets->ndim, targets->shape), (long long)T,
+        (long long)b);
+    int64_t n = targets->shape[0];
+    LADLE_CHECK(
+        rows->ndim == 1 && rows->shape[0] == n * T && ladle_tensor_is_contiguous(rows),
+        LADLE_ERR_SHAPE, "rows are %s: they must be a contiguous %lld",
+        ladle__fmt_shape64(a, sizeof a, rows->ndim, rows->shape), (long long)(n * T));
+    LADLE_CHECK(targets->data != rows->data || S == 1, LADLE_ERR_ARG,
+                "targets and rows are one buffer: the reorder needs two");
+    const int64_t *in = targets->data;
+    int64_t *out = rows->data;
+    /* microbatch k, then sequence block i, then window w, then position */
+    for (int64_t k = 0; k < n / b; k++)
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t w = 0; w < b; w++)
+                memmove(out + k * b * T + i * b * t + w * t, in + (k * b + w) * T + i * t,
+                        sizeof(int64_t) * (size_t)t);
+fail:
+    return st;
+}
+
 ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss)
 {
     ladle_status st = LADLE_OK;
