@@ -2,7 +2,7 @@
  * bench_gpt: the GPT training step (forward, loss, backward with the
  * gradients summed, AdamW) in tokens per second, on one rank and, at R
  * ranks, data parallel (D = R) and tensor parallel with sequence
- * parallelism (S = R), measured in the same launch, the three interleaved
+ * parallelism (S = R), measured in the same launch, the layouts interleaved
  * rep by rep; and the memory each rank's model holds after creation
  * (nothing is allocated later), from ladle's allocator hook: parameters
  * with their gradients, and the rest (activations, saved contexts,
@@ -14,7 +14,10 @@
  *
  * At R ranks a fourth layout is the pipeline: the GPT as a chain
  * (ladle_gpt_layers) cut into R stages by the planner from the profiled
- * layer costs, 1F1B over the microbatches of the same batch.
+ * layer costs, 1F1B over the microbatches of the same batch. At an even R
+ * a fifth is the same with tensor parallelism inside the stages: R/2
+ * stages, each on a worker of 2 ranks (ladle_gpt_layers_on); at R = 2 one
+ * stage, which is tensor parallelism with the batch in microbatches.
  *
  * One line per layout and a summary of ratios against one rank. Random
  * token ids: the speed does not depend on the text.
@@ -70,6 +73,9 @@ typedef struct run {
     ladle_pipeline *pl; /* the pipeline layout: R stages, 1F1B */
     ladle_pipe_schedule *sched;
     ladle_partition *p;
+    ladle_partition *wp[64]; /* the workers of the tensor-parallel pipeline */
+    int nw;
+    MPI_Comm wcomm;   /* this rank's worker's ranks */
     double simulated; /* the schedule's speedup over one rank, simulated */
     int skip;         /* the layout does not fit the ranks */
     ladle_tensor *ids, *tgt;
@@ -111,13 +117,14 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     }
 }
 
-/* The GPT cut into R stages of one rank each by the planner, from rank
- * 0's profile of the chain (so every rank cuts alike), run 1F1B over m
- * microbatches of the same global batch. */
-static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, int m,
-                      counter *c)
+/* The GPT cut into R / tp stages, each on tp ranks, by the planner from
+ * rank 0's profile of the chain (so every rank cuts alike), run 1F1B over
+ * m microbatches of the same global batch. */
+static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, int tp,
+                      int m, counter *c)
 {
     ladle_gpt_desc d = *base;
+    int stages = ranks / tp;
     d.batch = base->batch / m;
     int n = ladle_gpt_num_layers(&d);
     double *cost = calloc((size_t)(3 * n), sizeof(double));
@@ -134,8 +141,8 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     }
     MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     ladle_pipe_plan plan;
-    CHECK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, ranks,
-                                       ranks, ranks, &plan));
+    CHECK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, stages,
+                                       stages, stages, &plan));
     ladle_pipe_costs pc = {0};
     double f[64], b[64], w[64];
     for (int j = 0; j < plan.stages; j++) {
@@ -145,31 +152,50 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
             f[j] += cost[i], b[j] += cost[n + i], w[j] += cost[2 * n + i];
     }
     pc.f = f, pc.b = b, pc.w = w;
-    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, ranks, NULL, 1, m, &pc, &r->sched));
+    CHECK(
+        ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, stages, NULL, 1, m, &pc, &r->sched));
     /* the simulator's view: one rank runs m (f + b + w) of every layer */
     ladle_pipe_sim sim = {0};
     CHECK(ladle_pipe_simulate(r->sched, &pc, &sim));
     double serial = 0;
     for (int i = 0; i < 3 * n; i++)
         serial += m * cost[i];
-    r->simulated = sim.makespan > 0 ? serial / sim.makespan : 0;
+    r->simulated = sim.makespan > 0 && tp == 1 ? serial / sim.makespan : 0;
     ladle_pipe_sim_destroy(&sim);
     r->comm = MPI_COMM_WORLD;
     r->active = 1;
-    int lo = ladle_pipe_plan_first(&plan, rank),
-        cnt = ladle_pipe_plan_first(&plan, rank + 1) - lo;
+    int stage = rank / tp, lo = ladle_pipe_plan_first(&plan, stage),
+        cnt = ladle_pipe_plan_first(&plan, stage + 1) - lo;
     ladle_allocator a = {sizeof a, count_alloc, count_free, c};
     size_t before = c->live;
     CHECK(ladle_allocator_set(&a));
-    CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){ranks}, NULL, &r->p));
-    CHECK(ladle_gpt_layers(&d, lo, cnt, ls));
     ladle_op *loss = NULL;
-    if (rank == ranks - 1)
-        CHECK(ladle_gpt_loss_create(&d, &loss));
-    ladle_pipe_stage st = {rank, cnt, ls};
+    ladle_pipe_stage st = {stage, cnt, ls};
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
-    CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
+    if (tp == 1) {
+        CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){ranks}, NULL, &r->p));
+        CHECK(ladle_gpt_layers(&d, lo, cnt, ls));
+        if (stage == stages - 1)
+            CHECK(ladle_gpt_loss_create(&d, &loss));
+        CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
+    } else { /* worker w: ranks w tp .. w tp + tp - 1 */
+        r->nw = stages;
+        for (int w = 0; w < stages; w++) {
+            int members[64];
+            for (int q = 0; q < tp; q++)
+                members[q] = w * tp + q;
+            CHECK(
+                ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){tp}, members, &r->wp[w]));
+        }
+        MPI_Comm_split(MPI_COMM_WORLD, stage, rank, &r->wcomm);
+        d.tensor_ways = tp;
+        CHECK(ladle_gpt_layers_on(&d, r->wcomm, lo, cnt, ls));
+        if (stage == stages - 1)
+            CHECK(ladle_gpt_loss_create_on(&d, r->wcomm, &loss));
+        CHECK(ladle_pipeline_create_workers(stages, r->wp, r->sched, 1, &st, loss, &od,
+                                            &r->pl));
+    }
     CHECK(ladle_allocator_set(NULL));
     r->bytes = c->live - before;
     for (int i = 0; i < cnt; i++)
@@ -177,7 +203,8 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
             r->param_bytes += 2 * (size_t)ladle_tensor_numel(ladle_op_param(ls[i], q)) *
                               ladle_dtype_size(d.dtype);
     if (rank == 0) {
-        printf("# pipeline: %d stages from the profile, first layers", ranks);
+        printf("# pipeline%s: %d stages from the profile, first layers",
+               tp > 1 ? " x tensor parallel 2" : "", stages);
         for (int j = 0; j < plan.stages; j++)
             printf(" %d", ladle_pipe_plan_first(&plan, j));
         printf(" of %d; %d microbatches of %lld\n", n, m, (long long)d.batch);
@@ -185,11 +212,15 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     int64_t nb = base->batch, t = base->context;
     CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){nb, t}, &r->ids));
     CHECK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){nb * t}, &r->tgt));
-    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(r->tgt);
+    ladle_tensor *windows = NULL;
+    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){nb, t}, &windows));
+    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(windows);
     for (int64_t k = 0; k < nb * t; k++) {
         x[k] = (int64_t)(((uint64_t)k * 2654435761u) % (uint64_t)d.vocab);
         y[k] = (int64_t)(((uint64_t)k * 40503u) % (uint64_t)d.vocab);
     }
+    CHECK(ladle_gpt_chain_targets(&d, windows, r->tgt)); /* the last stage's row order */
+    ladle_tensor_destroy(&windows);
     free(cost);
     free(ls);
 }
@@ -252,22 +283,27 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     counter c = {0, 0};
-    run runs[4];
+    run runs[5];
     memset(runs, 0, sizeof runs);
-    const char *names[4] = {"1 rank", "data parallel", "tensor parallel", "pipeline 1F1B"};
-    int ways[4][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}};
-    for (int i = 0; i < 4; i++)
+    const char *names[5] = {"1 rank", "data parallel", "tensor parallel", "pipeline 1F1B",
+                            "pipe x TP 2"};
+    int ways[5][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}, {ranks / 2, 2}};
+    for (int i = 0; i < 5; i++) {
         runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
+        runs[i].wcomm = MPI_COMM_NULL;
+    }
     /* the pipeline needs a layer per stage: without, the three others */
     ladle_gpt_desc dm = d;
     dm.batch = d.batch / m;
     int chain = ladle_gpt_num_layers(&dm);
-    int nruns = ranks > 1 ? 4 : 1;
+    int nruns = ranks > 1 ? 5 : 1;
     /* the layouts that fit R ranks: D divides the batch; S divides the
      * context and has a head and a feature each; a layer per stage */
     runs[1].skip = d.batch % ranks != 0;
     runs[2].skip = d.context % ranks != 0 || d.heads < ranks || 4 * d.width < ranks;
-    runs[3].skip = chain < ranks;
+    runs[3].skip = chain < ranks || ranks > 64;
+    runs[4].skip = ranks % 2 != 0 || d.context % 2 != 0 || d.heads < 2 ||
+                   chain < ranks / 2 || ranks > 128;
     for (int i = 1; i < nruns; i++)
         if (rank == 0 && runs[i].skip)
             printf("# %s: does not fit %d ranks (batch %lld, context %lld, %lld heads, "
@@ -277,8 +313,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nruns; i++) {
         if (runs[i].skip)
             continue;
-        if (i == 3)
-            make_pipe(&runs[i], &d, rank, ranks, m, &c);
+        if (i >= 3)
+            make_pipe(&runs[i], &d, rank, ranks, i == 3 ? 1 : 2, m, &c);
         else
             make(&runs[i], &d, rank, &c);
         runs[i].times = calloc((size_t)reps, sizeof(double));
@@ -328,6 +364,10 @@ int main(int argc, char **argv)
         ladle_pipeline_destroy(&runs[i].pl);
         ladle_pipe_schedule_destroy(&runs[i].sched);
         ladle_partition_destroy(&runs[i].p);
+        for (int w = 0; w < runs[i].nw; w++)
+            ladle_partition_destroy(&runs[i].wp[w]);
+        if (runs[i].wcomm != MPI_COMM_NULL)
+            MPI_Comm_free(&runs[i].wcomm);
         if (!runs[i].skip && runs[i].comm != MPI_COMM_NULL &&
             runs[i].comm != MPI_COMM_WORLD)
             MPI_Comm_free(&runs[i].comm);

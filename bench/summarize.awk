@@ -41,7 +41,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
 }
 # bench_gpt rows: a layout name of 16 columns, then ranks ms/step tokens/s
 # vs-1-rank params-MiB other-MiB; and the pipeline's simulated speedup
-/^(1 rank|data parallel|tensor parallel|pipeline 1F1B) / && NF >= 7 {
+/^(1 rank|data parallel|tensor parallel|pipeline 1F1B|pipe x TP 2) / && NF >= 7 {
     gkey = substr($0, 1, 16)
     sub(/ +$/, "", gkey)
     if (!(gkey in gseen)) { gseen[gkey] = 1; gorder[++gn] = gkey }
