@@ -655,8 +655,11 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * smaller batch), ladle_layer_sync_gradients sums every layer's
  * replicated gradients, and graphs and checkpoints see each parameter's
  * shard and copies as they would see the layer alone. The container's own
- * shape checks are local: give every rank tensors of its blocks' shapes.
- * Local (the layers exist already). Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * shape checks in a call are local: give every rank tensors of its
+ * blocks' shapes. Local for sequential layers (they exist already); with
+ * distributed layers collective over their ranks, which agree on the
+ * verdict over the first one's communicator (so every rank fails alike).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG
  * (a layer that does not run on this rank, a sequential layer without a
  * batch dimension), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
  * LADLE_ERR_ALLOC. */
@@ -679,7 +682,9 @@ LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
  * distributed layers: a tensor-parallel attention between copies of a
  * layer norm and a dropout) when its y lies as its x does: the same global
  * shape, and on every rank the same box, so the add is each rank's own;
- * the block then has f's layouts and its gradient sums. Local. Returns
+ * the block then has f's layouts and its gradient sums. Local for a
+ * sequential body; for a distributed one collective over its ranks, which
+ * agree on the verdict (a box that differs on one rank fails all). Returns
  * LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer, a loss, a layer that takes
  * token ids, a layout on only one side), LADLE_ERR_SHAPE (y's shape is not
  * x's, or its box on this rank is another), LADLE_ERR_ALLOC. */
