@@ -171,6 +171,69 @@ START_TEST(against_naive)
 }
 END_TEST
 
+/* The statistics of values far from zero, in rows long enough to span
+ * many blocks of the one-pass kernel and several samples: x = offset + a
+ * small spread, so a sum of squares taken without subtracting a mean
+ * would lose every digit in f32. The normalised values and the running
+ * variance against the two-pass formulas in double on the same values. */
+START_TEST(statistics_far_from_zero)
+{
+    for (int f64 = 0; f64 < 2; f64++) {
+        ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
+        double offset = f64 ? 1e8 : 1e3, spread = 0.1;
+        int64_t xs[3] = {3, 2, 2013}, c = 2, inner = 2013, m = 3 * 2013;
+        ladle_batchnorm_desc d;
+        ladle_batchnorm_desc_init(&d, c);
+        d.momentum = 1.0; /* the running variance is the batch's, unbiased */
+        ladle_op *op = NULL;
+        LT_OK(ladle_batchnorm_create(&d, 3, xs, dt, lt_device(), &op));
+        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+        ladle_tensor_fill_random(x, 1, 77 + (uint64_t)f64);
+        for (int64_t i = 0; i < 3 * c * inner; i++) /* channel 1 a second offset */
+            lt_set(x, i, offset * (1 + (double)(i / inner % c)) + spread * lt_get(x, i));
+        ladle_ctx *ctx = NULL;
+        LT_OK(ladle_ctx_create(op, &ctx));
+        LT_OK(ladle_layer_forward(op, ctx, x, y));
+        double worst = 0, wvar = 0;
+        for (int64_t ch = 0; ch < c; ch++) {
+            /* the reference shifted by the channel's first value, so its
+             * own sums do not round away the spread */
+            double x0 = lt_get(x, ch * inner), mu = 0, var = 0;
+            for (int64_t sm = 0; sm < 3; sm++)
+                for (int64_t i = 0; i < inner; i++)
+                    mu += lt_get(x, (sm * c + ch) * inner + i) - x0;
+            mu = x0 + mu / (double)m;
+            for (int64_t sm = 0; sm < 3; sm++)
+                for (int64_t i = 0; i < inner; i++) {
+                    double dd = lt_get(x, (sm * c + ch) * inner + i) - mu;
+                    var += dd * dd;
+                }
+            ladle_tensor *rvar = NULL;
+            LT_OK(ladle_batchnorm_running_stats(op, NULL, &rvar));
+            double rv = lt_get(rvar, ch);
+            wvar = fmax(wvar, fabs(rv - var / (double)(m - 1)) / (var / (double)(m - 1)));
+            var /= (double)m;
+            for (int64_t sm = 0; sm < 3; sm++)
+                for (int64_t i = 0; i < inner; i++) {
+                    int64_t at = (sm * c + ch) * inner + i;
+                    double want = (lt_get(x, at) - mu) / sqrt(var + 1e-5);
+                    worst = fmax(worst, fabs(lt_get(y, at) - want));
+                }
+        }
+        /* the variance to a few units of the dtype's rounding; the
+         * normalised values to the affine pass's own rounding, y = a x + k
+         * in the dtype with |k| = |mean| / std up to 4e4 in f32 */
+        LT_ASSERT(worst < (f64 ? 1e-6 : 1e-2) && wvar < (f64 ? 1e-12 : 1e-6),
+                  "%s: normalised values off by %.2e, variance by %.2e",
+                  ladle_dtype_name(dt), worst, wvar);
+        ladle_ctx_destroy(&ctx);
+        ladle_tensor_destroy(&x);
+        ladle_tensor_destroy(&y);
+        ladle_op_destroy(&op);
+    }
+}
+END_TEST
+
 START_TEST(gradients)
 {
     int64_t shapes[3][5] = {{6, 3}, {4, 2, 5}, {2, 3, 2, 2, 3}};
@@ -235,6 +298,7 @@ Suite *bn_suite(void)
     TCase *tc = tcase_create("batchnorm");
     tcase_add_test(tc, values_and_running_statistics);
     tcase_add_test(tc, against_naive);
+    tcase_add_test(tc, statistics_far_from_zero);
     tcase_add_test(tc, gradients);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
