@@ -145,21 +145,6 @@ static int seq_num_params(const ladle_op *op)
     return total;
 }
 
-static ladle_tensor *seq_param_at(const ladle_op *op, int i, int grad, const char **name)
-{
-    const sequential *q = op->impl;
-    for (int k = 0; k < q->n; k++) {
-        int np = ladle_op_num_params(q->layers[k]);
-        if (i < np) {
-            if (name)
-                *name = ladle_op_param_name(q->layers[k], i);
-            return grad ? ladle_op_grad(q->layers[k], i) : ladle_op_param(q->layers[k], i);
-        }
-        i -= np;
-    }
-    return NULL;
-}
-
 static void seq_set_training(ladle_op *op, int training)
 {
     const sequential *q = op->impl;
@@ -178,6 +163,16 @@ static const ladle_op *seq_locate(const ladle_op *op, int *i)
         *i -= np;
     }
     return NULL;
+}
+
+static ladle_tensor *seq_param_at(const ladle_op *op, int i, int grad, const char **name)
+{
+    const ladle_op *l = seq_locate(op, &i);
+    if (l == NULL)
+        return NULL;
+    if (name)
+        *name = ladle_op_param_name(l, i);
+    return grad ? ladle_op_grad(l, i) : ladle_op_param(l, i);
 }
 
 /* The layer's own account of its parameter (a shard, copies to sum), so

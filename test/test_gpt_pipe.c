@@ -246,6 +246,70 @@ static void params_before(int before[17])
     }
 }
 
+/* STEPS AdamW steps of pipeline pl on the batches of batch_of, the
+ * targets in the row order of a last stage on S ranks: the losses on the
+ * ranks in the pipeline (active) against the graph GPT's want (1e-12), and
+ * every box of every weight this rank holds (stage j's layers from chain
+ * layer first[j]) against g's (1e-10). */
+static void check_steps(ladle_pipeline *pl, int active, int S, int nheld,
+                        const ladle_pipe_stage *held, const int *first,
+                        const ladle_graph *g, const double *want, const char *what)
+{
+    ladle_gpt_desc dt;
+    desc(&dt, MB);
+    dt.tensor_ways = S;
+    int64_t ids[M * MB * T], tg[M * MB * T];
+    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
+    ladle_tensor *Yw = NULL, *Y = NULL;
+    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){M * MB, T}, &Yw));
+    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){M * MB * T}, &Y));
+    double worst = 0;
+    for (int t = 0; t < STEPS; t++) {
+        double got = 0;
+        batch_of(t, ids, tg);
+        LT_OK(ladle_tensor_write(X, ids));
+        LT_OK(ladle_tensor_write(Yw, tg));
+        LT_OK(ladle_gpt_chain_targets(&dt, Yw, Y));
+        LT_OK(ladle_pipeline_step(pl, X, Y, &got));
+        if (active)
+            worst = fmax(worst, fabs(got - want[t]) / fabs(want[t]));
+    }
+    LT_ASSERT(worst <= 1e-12, "%s: the losses differ from the graph's by %.2e", what,
+              worst);
+    /* chain layer i's parameters are the graph's from the count of those
+     * before it */
+    int before[17] = {0};
+    params_before(before);
+    double werr = 0;
+    for (int h = 0; h < nheld; h++) {
+        int count = 0, j = held[h].stage;
+        ladle_op *const *ls = ladle_pipeline_layers(pl, j, &count);
+        for (int i = 0; i < count; i++) {
+            if (ladle_op_num_params(ls[i]) !=
+                before[first[j] + i + 1] - before[first[j] + i])
+                werr = INFINITY; /* asserted below, on every rank alike */
+            for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
+                ladle_tensor *ref = NULL;
+                int nd = 0;
+                int64_t glob[8], off[8], numel = 1;
+                if (ladle_graph_param(g, before[first[j] + i] + q, NULL, &ref, NULL) != 0 ||
+                    ladle_op_param_shard(ls[i], q, &nd, glob, off, NULL) != 0) {
+                    werr = INFINITY;
+                    continue;
+                }
+                for (int e = 0; e < nd; e++)
+                    numel *= glob[e];
+                if (numel != ladle_tensor_numel(ref))
+                    werr = INFINITY;
+                else
+                    werr = fmax(werr, lt_box_error(ref, off, ladle_op_param(ls[i], q)));
+            }
+        }
+    }
+    LT_ASSERT(werr <= 1e-10, "%s: the weights differ from the graph's by %.2e", what, werr);
+    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y), ladle_tensor_destroy(&Yw);
+}
+
 /* Stage boundaries and replicas for W workers from the layers' profiled
  * costs (rank 0's, so every rank plans alike): at least min(W, 2) stages. */
 static void plan_stages(int W, int *stages, int *first, int *rep)
@@ -325,46 +389,7 @@ START_TEST(pipeline_equals_the_graph)
     opt_desc(&od);
     ladle_pipeline *pl = NULL;
     LT_OK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
-    int64_t ids[M * MB * T], tg[M * MB * T];
-    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
-    ladle_tensor *Y = lt_tensor(LADLE_I64, 1, (int64_t[]){M * MB * T});
-    double worst = 0;
-    for (int t = 0; t < STEPS; t++) {
-        double got = 0;
-        batch_of(t, ids, tg);
-        LT_OK(ladle_tensor_write(X, ids));
-        LT_OK(ladle_tensor_write(Y, tg));
-        LT_OK(ladle_pipeline_step(pl, X, Y, &got));
-        if (me >= 0)
-            worst = fmax(worst, fabs(got - want[t]) / fabs(want[t]));
-    }
-    LT_ASSERT(worst <= 1e-12, "%s: the losses differ from the graph's by %.2e", what,
-              worst);
-    /* the weights: chain layer i's parameters are the graph's from the
-     * count of those before it */
-    int before[17] = {0};
-    params_before(before);
-    double werr = 0;
-    for (int h = 0; h < nheld; h++) {
-        int count = 0, j = held[h].stage;
-        ladle_op *const *ls = ladle_pipeline_layers(pl, j, &count);
-        for (int i = 0; i < count; i++)
-            for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
-                ladle_tensor *ref = NULL;
-                if (ladle_graph_param(g, before[first[j] + i] + q, NULL, &ref, NULL) != 0 ||
-                    ladle_tensor_numel(ref) !=
-                        ladle_tensor_numel(ladle_op_param(ls[i], q))) {
-                    werr = INFINITY; /* asserted below, on every rank alike */
-                    continue;
-                }
-                const ladle_tensor *mw = ladle_op_param(ls[i], q);
-                for (int64_t e = 0; e < ladle_tensor_numel(ref); e++)
-                    werr = fmax(werr, fabs(lt_get(mw, e) - lt_get(ref, e)) /
-                                          (1 + fabs(lt_get(ref, e))));
-            }
-    }
-    LT_ASSERT(werr <= 1e-10, "%s: the weights differ from the graph's by %.2e", what, werr);
-    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y);
+    check_steps(pl, me >= 0, 1, nheld, held, first, g, want, what);
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);
     ladle_partition_destroy(&p);
@@ -558,58 +583,7 @@ static void tp_case(ladle_pipe_style style, int nst, const int *cut, const int *
     opt_desc(&od);
     ladle_pipeline *pl = NULL;
     LT_OK(ladle_pipeline_create_workers(W, workers, s, nheld, held, loss, &od, &pl));
-    /* the targets in the last stage's row order */
-    ladle_gpt_desc dt;
-    desc(&dt, MB);
-    dt.tensor_ways = last_S;
-    int64_t ids[M * MB * T], tg[M * MB * T];
-    ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
-    ladle_tensor *Yw = NULL, *Y = NULL;
-    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){M * MB, T}, &Yw));
-    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){M * MB * T}, &Y));
-    double worst = 0;
-    for (int t = 0; t < STEPS; t++) {
-        double got = 0;
-        batch_of(t, ids, tg);
-        LT_OK(ladle_tensor_write(X, ids));
-        LT_OK(ladle_tensor_write(Yw, tg));
-        LT_OK(ladle_gpt_chain_targets(&dt, Yw, Y));
-        LT_OK(ladle_pipeline_step(pl, X, Y, &got));
-        if (mine >= 0)
-            worst = fmax(worst, fabs(got - want[t]) / fabs(want[t]));
-    }
-    LT_ASSERT(worst <= 1e-12, "%s: the losses differ from the graph's by %.2e", what,
-              worst);
-    /* every box of every weight this rank holds */
-    int before[17] = {0};
-    params_before(before);
-    double werr = 0;
-    for (int h = 0; h < nheld; h++) {
-        int count = 0, j = held[h].stage;
-        ladle_op *const *got = ladle_pipeline_layers(pl, j, &count);
-        for (int i = 0; i < count; i++) {
-            if (ladle_op_num_params(got[i]) != before[cut[j] + i + 1] - before[cut[j] + i])
-                werr = INFINITY; /* asserted below, on every rank alike */
-            for (int q = 0; q < ladle_op_num_params(got[i]); q++) {
-                ladle_tensor *ref = NULL;
-                int nd = 0;
-                int64_t glob[8], off[8], numel = 1;
-                if (ladle_graph_param(g, before[cut[j] + i] + q, NULL, &ref, NULL) != 0 ||
-                    ladle_op_param_shard(got[i], q, &nd, glob, off, NULL) != 0) {
-                    werr = INFINITY;
-                    continue;
-                }
-                for (int e = 0; e < nd; e++)
-                    numel *= glob[e];
-                if (numel != ladle_tensor_numel(ref))
-                    werr = INFINITY;
-                else
-                    werr = fmax(werr, lt_box_error(ref, off, ladle_op_param(got[i], q)));
-            }
-        }
-    }
-    LT_ASSERT(werr <= 1e-10, "%s: the weights differ from the graph's by %.2e", what, werr);
-    ladle_tensor_destroy(&X), ladle_tensor_destroy(&Y), ladle_tensor_destroy(&Yw);
+    check_steps(pl, mine >= 0, last_S, nheld, held, cut, g, want, what);
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);
     for (int w = 0; w < W; w++)
