@@ -279,7 +279,15 @@ $(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard in
 
 # the canary goes with the tests only where it runs (make asan, make valgrind)
 CANARY = $(if $(filter 1,$(WITH_CANARY)),$(OUT)/test/canary)
-tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY)
+# the idle-yield shim that test/run.sh preloads into oversubscribed MPICH
+# runs (test/idle_yield.c); not under the sanitizers, whose runtime must
+# come first among the libraries a program loads
+IDLE_YIELD = $(if $(filter 0,$(SANITIZE)),$(OUT)/test/idle_yield.so)
+tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY) $(IDLE_YIELD)
+
+$(OUT)/test/idle_yield.so: test/idle_yield.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -Wl,--as-needed $< -o $@ -ldl
 
 # make check runs the CUDA part after the plain build's suite (not under the
 # sanitizers); CUDA_CHECK=0 skips it. The emulated build needs only g++, the

@@ -93,7 +93,7 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     tmp=$(mktemp -d)
     run_train() { # NRANKS SUMMARY ARGS...
         n=$1; sum=$2; shift 2
-        timeout 300 $MPIEXEC -n "$n" "$train" --quiet --steps 25 --batch 32 --dtype f64 \
+        timeout 300 $MPIEXEC -n "$n" "$train" --quiet --steps "${steps:-25}" --batch 32 --dtype f64 \
             --seed 4 --summary "$sum" "$@" >>"$tmp/log" 2>&1
     }
     loss_of() { sed -n 's/.*last_loss \([0-9.]*\).*/\1/p' "$1" | tail -n 1; }
@@ -123,7 +123,10 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
         echo "FAIL ladle-train accepted a torn checkpoint"; fails=$((fails + 1))
     fi
     # a ResNet (a graph network) the same way: resumed on data, spatial and
-    # channel layouts, it ends with the uninterrupted run's loss (f64)
+    # channel layouts, it ends with the uninterrupted run's loss (f64); 8
+    # steps an epoch, enough to cross the checkpoint with momentum and
+    # running statistics in flight
+    steps=8
     run_train 2 "$tmp/rwhole" --model resnet8 --epochs 2 --data-ways 2 &&
         run_train 2 "$tmp/rfirst" --model resnet8 --epochs 2 --stop-after 1 --data-ways 2 \
             --checkpoint "$tmp/rck" &&
