@@ -8,7 +8,9 @@
  * A timing is the slowest rank's time for one call (barrier, call,
  * all-reduce of the elapsed time), taken as the second of two back-to-back
  * calls; ladle's and MPI's pairs alternate so that drift on a noisy machine
- * hits both alike.
+ * hits both alike. Where the primitive does more than the bare call (the
+ * repartition's pack or unpack, the halo adjoint's add and zero), a second
+ * row times the plain-MPI code of the same result.
  *
  *   mpiexec -n 2 bench_primitives [--min-kib 1] [--max-kib 65536] [--reps N]
  */
@@ -41,9 +43,12 @@ typedef struct bench {
     MPI_Comm comm;
     int in_place; /* forward and adjoint on one tensor (halo exchange) */
     /* optionally, a second raw version of the forward (what a user of plain
-     * MPI would have to write) */
+     * MPI would have to write for the same result) */
     void (*raw2)(struct bench *b);
     const char *mpi_name2;
+    /* and of the adjoint */
+    void (*raw2_adj)(struct bench *b);
+    const char *mpi_name2_adj;
     int64_t rows, cols; /* repartition: x's local shape */
 } bench;
 
@@ -162,6 +167,31 @@ static void raw_sendrecv(bench *b)
                  down, 1, b->comm, MPI_STATUS_IGNORE);
 }
 
+/* What a halo exchange's adjoint must do in plain MPI: each halo row goes
+ * back to its owner, which adds it into the edge row of its bulk, and the
+ * halo rows end zero (rbuf: one row of scratch). */
+static void raw_sendrecv_adjoint(bench *b)
+{
+    int up = rank > 0 ? rank - 1 : MPI_PROC_NULL,
+        down = rank + 1 < size ? rank + 1 : MPI_PROC_NULL;
+    float *t = b->sbuf, *w = b->rbuf;
+    int64_t row = b->count;
+    MPI_Sendrecv(t, (int)row, MPI_FLOAT, up, 0, w, (int)row, MPI_FLOAT, down, 0, b->comm,
+                 MPI_STATUS_IGNORE);
+    if (down != MPI_PROC_NULL)
+        for (int64_t i = 0; i < row; i++)
+            t[2 * row + i] += w[i];
+    MPI_Sendrecv(t + 3 * row, (int)row, MPI_FLOAT, down, 1, w, (int)row, MPI_FLOAT, up, 1,
+                 b->comm, MPI_STATUS_IGNORE);
+    if (up != MPI_PROC_NULL) {
+        for (int64_t i = 0; i < row; i++)
+            t[row + i] += w[i];
+        memset(t, 0, (size_t)row * sizeof(float));
+    }
+    if (down != MPI_PROC_NULL)
+        memset(t + 3 * row, 0, (size_t)row * sizeof(float));
+}
+
 static void raw_alltoallv(bench *b)
 {
     MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, b->rbuf, b->counts, b->displs,
@@ -181,6 +211,20 @@ static void raw_pack_alltoallv(bench *b)
                    (size_t)w * sizeof(float));
     MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, ladle_tensor_data(b->out),
                   b->counts, b->displs, MPI_FLOAT, b->comm);
+}
+
+/* And the adjoint's: MPI_Alltoallv of y's contiguous row blocks, then each
+ * source's piece unpacked into its columns of x. */
+static void raw_alltoallv_unpack(bench *b)
+{
+    float *x = ladle_tensor_data(b->out), *r = b->rbuf;
+    int64_t w = b->cols / size;
+    MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, r, b->counts, b->displs,
+                  MPI_FLOAT, b->comm);
+    for (int q = 0; q < size; q++)
+        for (int64_t i = 0; i < b->rows; i++)
+            memcpy(x + i * b->cols + q * w, r + b->displs[q] + i * w,
+                   (size_t)w * sizeof(float));
 }
 
 static ladle_tensor *tensor(const ladle_op *op, int which)
@@ -241,6 +285,12 @@ static void run_pair(bench *f, bench *a, int64_t bytes, int reps)
         measure(&g, bytes, reps);
     }
     measure(a, bytes, reps);
+    if (f->raw2_adj != NULL) {
+        bench g = *a;
+        g.raw = f->raw2_adj;
+        g.mpi_name = f->mpi_name2_adj;
+        measure(&g, bytes, reps);
+    }
     if (!f->in_place) {
         ladle_tensor_destroy(&f->out);
         ladle_tensor_destroy(&a->out);
@@ -353,10 +403,14 @@ int main(int argc, char **argv)
         ladle_halo_exchange_create(lx, &w, LADLE_F32, LADLE_CPU, 0, &f.op);
         f.raw = raw_sendrecv;
         f.mpi_name = "MPI_Sendrecv x2";
+        f.raw2_adj = raw_sendrecv_adjoint;
+        f.mpi_name2_adj = "MPI_Sendrecv+add+zero x2";
+        f.rbuf = buffer(n);
         f.in_place = 1;
         memset(&a, 0, sizeof a);
         run_pair(&f, &a, bytes, reps);
         free(f.sbuf);
+        free(f.rbuf);
         ladle_layout_destroy(&lx);
 
         /* repartition: rows to columns of a (size*r) x (size*c) matrix whose
@@ -384,6 +438,8 @@ int main(int argc, char **argv)
         f.mpi_name = "MPI_Alltoallv";
         f.raw2 = raw_pack_alltoallv;
         f.mpi_name2 = "pack+MPI_Alltoallv";
+        f.raw2_adj = raw_alltoallv_unpack;
+        f.mpi_name2_adj = "MPI_Alltoallv+unpack";
         f.rows = side;
         f.cols = g2[1];
         memset(&a, 0, sizeof a);

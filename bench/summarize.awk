@@ -3,7 +3,8 @@
 # median ladle time, the median MPI time and the median of the per-run
 # ratios, then one row per layer and shape with the median ladle time, the
 # median reference time (GEMM or memcpy) and the median ratio, and one row
-# per bench_gpt layout with the medians over launches.
+# per bench_gpt layout with the medians over launches, and one row per
+# bench_pipe rank count and schedule: measured against simulated.
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; i++)
@@ -51,6 +52,17 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     gruns[gkey]++
 }
 /^# pipeline 1F1B: .* simulated/ { gsim = gsim " " $9 }
+# bench_pipe rows, keyed by the launch's rank count: schedule ms/step
+# images/s vs-1F1B bubble sim-ms sim-bubble sim/1F1B replay-ms replay-bubble
+/^bench_pipe: [0-9]+ ranks/ { pranks = $2 }
+/^(gpipe|1f1b|zbh1|hybrid) / && NF >= 10 && pranks != "" {
+    pkey = sprintf("%5d  %-8s", pranks, $1)
+    if (!(pkey in pseen)) { pseen[pkey] = 1; porder[++pn] = pkey }
+    pms[pkey] = pms[pkey] " " $2; psim[pkey] = psim[pkey] " " $6
+    pmeas[pkey] = pmeas[pkey] " " $2 / $6; pvs[pkey] = pvs[pkey] " " $4
+    psvs[pkey] = psvs[pkey] " " $8
+    pruns[pkey]++
+}
 END {
     if (gn) {
         printf "\n%-16s %5s %10s %10s %9s %10s %5s\n", "GPT step layout", "ranks", "ms/step",
@@ -62,6 +74,17 @@ END {
         }
         if (gsim != "")
             printf "pipeline 1F1B simulated: %.2f x one rank (median)\n", median(gsim)
+    }
+    if (pn) {
+        printf "\n%5s  %-8s %9s %9s %9s %8s %8s %5s\n", "ranks", "schedule", "ms/step",
+            "sim ms", "meas/sim", "vs 1F1B", "sim vs", "runs"
+        for (i = 1; i <= pn; i++) {
+            k = porder[i]
+            printf "%s %9.2f %9.2f %9.2f %8.2f %8.2f %5d\n", k, median(pms[k]), median(psim[k]),
+                median(pmeas[k]), median(pvs[k]), median(psvs[k]), pruns[k]
+        }
+        printf "(pipeline schedules: medians over launches; meas/sim is each launch's measured\n"
+        printf " step over its simulated one; vs 1F1B, measured and simulated, is the speed-up)\n"
     }
     if (n)
         printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",

@@ -5,7 +5,9 @@
 # Check, zlib and make there or unpacks the ones carried by
 # scripts/device-prep.sh, builds with nvcc (make CUDA=1), runs the CUDA
 # test suite on the GPU, a short ladle-train run on it, and the benchmarks
-# (bench/bench_gpu.c at 1, 2 and 4 ranks, PyTorch's LeNet-5 beside it).
+# (bench/bench_gpu.c at 1, 2 and 4 ranks, PyTorch's LeNet-5 beside it),
+# and the pipeline schedules on its CPU cores (bench_pipe at 2, 4 and 8
+# ranks, one per core; DEVICE_STEPS=pipe runs that alone after the build).
 #
 # The device tool's call, from the repository's root (scripts/device-prep.sh
 # run here first, on Debian 12, to fill .device/debs):
@@ -23,15 +25,15 @@
 # script. timeout_s leaves the script's budget 90 s for the kill of a step
 # that overruns and the copying back.
 #
-# OUTDIR gets at most 6 files: summary.txt first (the verdict of every
+# OUTDIR gets at most 7 files: summary.txt first (the verdict of every
 # step, then the benchmarks' ratio tables), probe.txt (what the machine
 # has), build.log (what was used from where, the build, the libraries
-# linked), tests.log, train.log, bench.txt. The last lines printed are
+# linked), tests.log, train.log, bench.txt, pipe.txt. The last lines printed are
 # summary.txt. Exit status 0 only when every step ran and passed: a step
 # skipped for lack of time, or a benchmark row the backend cannot run yet,
 # is no success.
 #
-# Environment: DEVICE_STEPS (tests train bench: those of the three to run;
+# Environment: DEVICE_STEPS (tests train bench pipe: those of the four to run;
 # the machine is always probed and the build always made), DEVICE_BUDGET
 # (seconds), DEVICE_DEBS (.device/debs), DEVICE_PREFIX (where the packages
 # are unpacked, /tmp/ladle-device), DEVICE_USE=carried (the carried packages
@@ -46,7 +48,7 @@ cd "$(dirname "$0")/.." || exit 2
 repo=$(pwd)
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
-steps=${DEVICE_STEPS:-tests train bench}
+steps=${DEVICE_STEPS:-tests train bench pipe}
 budget=${DEVICE_BUDGET:-450}
 debs=${DEVICE_DEBS:-$repo/.device/debs}
 prefix=${DEVICE_PREFIX:-/tmp/ladle-device}
@@ -122,12 +124,14 @@ budget_for() {
 wanted() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # reserve_after STEP: the seconds the asked-for steps after STEP need at
-# the least (the tests 60, the training run 20, the benchmarks 80)
+# the least (the tests 60, the training run 20, the benchmarks 80, the
+# pipeline schedules 40)
 reserve_after() {
     local r=0 after=0 s
-    for s in build tests train bench; do
+    for s in build tests train bench pipe; do
         if [ $after = 1 ] && wanted "$s"; then
-            case $s in tests) r=$((r + 60)) ;; train) r=$((r + 20)) ;; bench) r=$((r + 80)) ;; esac
+            case $s in tests) r=$((r + 60)) ;; train) r=$((r + 20)) ;; bench) r=$((r + 80)) ;;
+            pipe) r=$((r + 40)) ;; esac
         fi
         [ "$s" != "$1" ] || after=1
     done
@@ -446,7 +450,7 @@ build_step() {
     cuda_home=$(cuda_home_for "$nvcc" 2>>"$out/build.log")
     say "build: make -j$jobs CUDA=$cuda (nvcc $nvcc, at most $cap s)"
     local args=(-j"$jobs" CUDA="$cuda" DEPS=0 MPICC="$MPICC" MPIEXEC="$MPIEXEC" NVCC="$nvcc"
-        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu)
+        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu "$bdir"/bench/bench_pipe)
     {
         echo "== make ${args[*]}"
         timeout -k 5 "$cap" make "${args[@]}" 2>&1
@@ -667,9 +671,58 @@ bench_step() {
     fi
 }
 
+# ---------------------------------------------------------------- pipe
+# The pipeline schedules on the CPU (bench/bench_pipe.c), where every rank
+# has a core of its own, as 2 cores cannot give 4 ranks: 3 launches at 2, 4
+# and 8 ranks, bound one per core; the medians of measured against
+# simulated (bench/summarize.awk) go into the summary.
+pipe_step() {
+    local t0=$SECONDS cap st=0 n r rc bind cores why="" bench="$bdir"/bench/bench_pipe
+    cores=$(nproc)
+    if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
+        bind="--bind-to core"
+    else
+        bind="-bind-to core"
+    fi
+    say "pipe: bench_pipe on the CPU at 2, 4 and 8 ranks, 3 launches each, one rank per core"
+    for n in 2 4 8; do
+        if [ "$n" -gt "$cores" ]; then
+            echo "== pipeline, $n ranks: skipped, $cores cores" >>"$out/pipe.txt"
+            why="$why$n ranks skipped ($cores cores); "
+            st=1
+            continue
+        fi
+        for r in 1 2 3; do
+            cap=$(budget_for 40 3)
+            if [ "$cap" -le 0 ]; then
+                echo "== pipeline, $n ranks, launch $r: skipped, $(left) s left" >>"$out/pipe.txt"
+                st=1
+                continue
+            fi
+            echo "== pipeline, $n ranks, launch $r" >>"$out/pipe.txt"
+            # shellcheck disable=SC2086
+            timeout -k 5 "$cap" "$MPIEXEC" $bind -n $n "$bench" >"$work/pipe" 2>&1
+            rc=$?
+            cat "$work/pipe" >>"$out/pipe.txt"
+            echo "exit $rc" >>"$out/pipe.txt"
+            [ $rc -eq 0 ] || st=1
+        done
+    done
+    awk -f bench/summarize.awk "$out/pipe.txt" | sed '/^$/d' >"$work/pipe.sum"
+    { echo "== bench_pipe on the CPU, one rank per core"; cat "$work/pipe.sum"; } >>"$work/ratios"
+    local rows
+    rows=$(awk '$2 == "hybrid" {printf "%s ranks: hybrid %s x 1F1B measured, %s simulated; ", $1, $6, $7}' \
+        "$work/pipe.sum")
+    if [ $st -ne 0 ]; then
+        record pipe FAIL $((SECONDS - t0)) "${why}a launch failed, was cut short or skipped (pipe.txt); $rows"
+    else
+        record pipe PASS $((SECONDS - t0)) "$rows"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 rm -f "$out"/summary.txt "$out"/probe.txt "$out"/build.log "$out"/tests.log "$out"/train.log \
-    "$out"/bench.txt
+    "$out"/bench.txt "$out"/pipe.txt
 say "ladle device check into $out: steps probe deps build $steps, $budget s"
 probe_step
 if ! deps_step; then
@@ -684,4 +737,5 @@ export LD_LIBRARY_PATH="${LADLE_LD_PATH:-${LD_LIBRARY_PATH:-}}"
 ! wanted tests || tests_step
 ! wanted train || train_step
 ! wanted bench || bench_step
+! wanted pipe || pipe_step
 finish
