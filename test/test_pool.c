@@ -400,6 +400,38 @@ START_TEST(max2_ties_nan)
 }
 END_TEST
 
+/* The 2 x 2, stride 2 max kernels on rows narrower than a vector block (1
+ * to 9 outputs: LeNet's second pooling has 5), whose blocks run on into the
+ * next rows and planes and whose last rows go one output at a time: every
+ * extent of 2 to 19 columns (odd ones leave a column), 2 to 7 rows, 1 to 6
+ * planes, random values, ties and NaN, against the definition (y and dx,
+ * with and without a ctx). */
+START_TEST(max2_narrow_rows)
+{
+    for (int trial = 0; trial < 72; trial++) {
+        pgeom G;
+        G.nd = 2;
+        G.kind = LADLE_POOL_MAX;
+        G.ceil_mode = 0;
+        G.include_pad = 1;
+        G.n = 1 + trial % 2;
+        G.c = 1 + trial / 2 % 3;
+        G.in[0] = G.k[0] = G.s[0] = G.d[0] = G.out[0] = 1;
+        G.p[0] = 0;
+        G.in[1] = 2 + (trial / 18 * 5 + trial) % 6;
+        G.in[2] = 2 + trial % 18;
+        for (int a = 1; a < 3; a++) {
+            G.k[a] = G.s[a] = 2;
+            G.p[a] = 0;
+            G.d[a] = 1;
+            G.out[a] = out_len(G.in[a], 2, 2, 0, 1, 0);
+        }
+        ladle_dtype dt = trial / 6 % 2 ? LADLE_F32 : LADLE_F64;
+        check_geometry(&G, dt, trial % 3, 1000 + (uint64_t)trial, 0);
+    }
+}
+END_TEST
+
 /* The 3x3 kernels on ties and NaN, by hand. A plane is three rows whose
  * even columns hold E[r] and odd columns O[r], so a window row reads
  * (E O E) when the window starts at an even column, (O E O) at an odd one,
@@ -651,6 +683,7 @@ Suite *pool_suite(void)
     tcase_add_test(tc, global_average);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, max2_ties_nan);
+    tcase_add_test(tc, max2_narrow_rows);
     tcase_add_test(tc, max3_ties_nan);
     tcase_add_test(tc, adaptive_average);
     tcase_add_test(tc, adaptive_by_hand);
