@@ -25,11 +25,24 @@ unsigned ucp_worker_progress(struct ucp_worker *worker);
 
 typedef unsigned (*progress_fn)(struct ucp_worker *);
 
+/* UCX's own progress, looked up once when the shim is loaded (MPICH links
+ * UCX, so it is there), before any rank can call it, and never written
+ * again. (A lookup per call cost a
+ * quarter more time per 12-rank all-reduce: 0.19-0.29 ms against
+ * 0.15-0.19.) */
+static progress_fn real_progress;
+
+__attribute__((constructor)) static void find_progress(void)
+{
+    real_progress = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
+}
+
 unsigned ucp_worker_progress(struct ucp_worker *worker)
 {
-    /* the lookup is repeated (it is cheap next to a poll of UCX) rather than
-     * kept in a static: no global mutable state, and nothing to race on */
-    progress_fn real = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
+    /* UCX loaded later, by dlopen, was not there to be found at load time */
+    progress_fn real = real_progress != NULL
+                           ? real_progress
+                           : (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
     if (real == NULL) {
         fprintf(stderr, "idle_yield: ucp_worker_progress not found after the shim\n");
         abort();

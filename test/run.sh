@@ -39,15 +39,19 @@ fi
 # idle-yield shim (test/idle_yield.c; make builds it beside the tests), so
 # that a rank waiting on a message gives its core to the others instead of
 # polling for its whole time slice. Open MPI yields by itself when it sees
-# the cores oversubscribed. Not under valgrind, and not where the shim was
-# not built (make asan).
+# the cores oversubscribed. The tool scripts, which launch several counts,
+# have it throughout. Not under valgrind, and not where the shim was not
+# built (make asan).
 cores=$(nproc 2>/dev/null || echo 1)
 shim=${IDLE_YIELD-$dir/idle_yield.so}
-[ $openmpi = 0 ] && [ "${VALGRIND:-0}" != 1 ] && [ -n "$shim" ] && [ -f "$shim" ] || shim=""
+preload=""
+if [ $openmpi = 0 ] && [ "${VALGRIND:-0}" != 1 ] && [ -n "$shim" ] && [ -f "$shim" ]; then
+    preload="-genv LD_PRELOAD $(readlink -f "$shim")"
+fi
 # launcher flags for a run of N ranks
 ranks_flags() {
-    if [ -n "$shim" ] && [ "$1" -gt "$cores" ]; then
-        echo "$flags -genv LD_PRELOAD $(readlink -f "$shim")"
+    if [ "$1" -gt "$cores" ]; then
+        echo "$flags $preload"
     else
         echo "$flags"
     fi
@@ -255,7 +259,6 @@ fi
 # The guarded pass checks that nothing but the backend touches device
 # memory: staged messages, values fetched through the backend. It runs
 # every count the CPU pass runs (GUARDED_MAX_RANKS=N stops it at N ranks).
-GUARDED_MAX_RANKS=${GUARDED_MAX_RANKS:-64}
 for dev in $DEVICES; do
     # the CPU's runs carry the plain name, the others the device's
     suffix=""
@@ -272,7 +275,7 @@ for dev in $DEVICES; do
             if [ -n "${RANKS:-}" ] && ! echo " $RANKS " | grep -q " $n "; then continue; fi
             [ -z "$vg" ] || [ "$n" -le 2 ] || continue
             # the guarded device at up to GUARDED_MAX_RANKS: see above
-            [ "$dev" != guarded ] || [ "$n" -le "$GUARDED_MAX_RANKS" ] || continue
+            [ "$dev" != guarded ] || [ "$n" -le "${GUARDED_MAX_RANKS:-$n}" ] || continue
             t0=$(date +%s)
             log="$logdir/$prog.$n.$dev.log"
             if LADLE_TEST_DEVICE=$dev LADLE_TEST_RANKS=$n timeout "$TIMEOUT" \
@@ -293,7 +296,7 @@ case " $DEVICES " in *" cpu "*) has_cpu=1 ;; esac
 t0=$(date +%s)
 if ! selected tool_test || [ $has_cpu = 0 ]; then
     :
-elif MPIEXEC="$MPIEXEC $(ranks_flags 99)" BINDIR="$BINDIR" EXAMPLES="${EXAMPLES:-build/examples}" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
+elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" EXAMPLES="${EXAMPLES:-build/examples}" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"
@@ -307,7 +310,7 @@ fi
 t0=$(date +%s)
 if ! selected tool_errors || [ $has_cpu = 0 ]; then
     :
-elif MPIEXEC="$MPIEXEC $(ranks_flags 99)" BINDIR="$BINDIR" test/tool_errors.sh >"$logdir/tool_errors.log" 2>&1; then
+elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/tool_errors.sh >"$logdir/tool_errors.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_errors"
@@ -322,7 +325,7 @@ t0=$(date +%s)
 case " $DEVICES " in *" cuda "*) has_cuda=1 ;; *) has_cuda=0 ;; esac
 if ! selected tool_cuda || [ $has_cuda = 0 ]; then
     :
-elif MPIEXEC="$MPIEXEC $(ranks_flags 99)" BINDIR="$BINDIR" test/tool_cuda.sh >"$logdir/tool_cuda.log" 2>&1; then
+elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/tool_cuda.sh >"$logdir/tool_cuda.log" 2>&1; then
     res=PASS; pass=$((pass + 1))
 else
     res=FAIL; fail=$((fail + 1)); failed="$failed tool_cuda"

@@ -172,9 +172,9 @@ START_TEST(against_naive)
 END_TEST
 
 /* The statistics of values far from zero, in rows long enough to span
- * many blocks of the one-pass kernel and several samples: x = offset + a
- * small spread, so a sum of squares taken without subtracting a mean
- * would lose every digit in f32. The normalised values and the running
+ * many vector blocks, over several samples: x = offset + a small spread,
+ * so a sum of squares taken without subtracting a mean (a one-pass kernel
+ * done naively) would lose every digit in f32. The normalised values and the running
  * variance against the two-pass formulas in double on the same values. */
 START_TEST(statistics_far_from_zero)
 {
