@@ -20,6 +20,12 @@
  * position and the global extent, so R is planned once per local output;
  * R* = R. A convolution's weights are replicated on every rank: their
  * gradients are summed over the partition by ladle_layer_sync_gradients.
+ *
+ * When p_x splits no spatial dimension (data parallelism: the batch alone
+ * is split, or nothing), H moves nothing and P, S and R only pad: the layer
+ * is then the sequential layer itself, padding, options and all, run on the
+ * rank's block of x and y directly (y = L x, dx = L* dy), without the
+ * padded tensors or their copies.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +45,8 @@ typedef struct dconv {
     int has_output;           /* this rank's output block is not empty */
     int same;                 /* the needed box is the whole padded tensor: the
                                  local layer reads and writes it in place */
+    int direct;               /* no spatial split: the local layer is the
+                                 sequential one (with its padding) on x's block */
     ladle_op *halo;
     ladle_tensor *padded;     /* forward: bulk + halo + padding cells */
     ladle_tensor *gpadded;    /* backward: the same for gradients */
@@ -95,6 +103,9 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_tensor *padded = v->same && c ? CTX_XN(c) : v->padded;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
+    if (v->direct)
+        return v->base.local ? ladle_layer_forward(v->base.local, c ? c->local : NULL, x, y)
+                             : LADLE_OK;
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
     if (v->mode != LADLE_PAD_ZEROS) /* the global edges, from the cells now in place */
         LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
@@ -122,6 +133,12 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
+    if (v->direct) {
+        if (local == NULL)
+            return LADLE_OK; /* an empty block: dx has no cells */
+        return c ? ladle_layer_backward(local, c->local, dy, dx)
+                 : ladle_op_adjoint(local, dy, dx);
+    }
     /* the local layer writes every cell of its input gradient: straight into
      * the padded gradient when that is the whole of it */
     ladle_tensor *dxn = v->same && local ? v->gpadded : v->dxn;
@@ -334,16 +351,21 @@ fail:
 }
 
 /* What makes the layer a convolution or a pooling: make_local builds the
- * local layer (padding 0) on the needed box; padding cells hold pad_value. */
-typedef ladle_status (*make_local_fn)(const void *desc, const int64_t *needed, ladle_dtype dt,
-                                      ladle_device device, uint64_t seed, ladle_op **op);
+ * local layer on box shape xs: with whole 0, without padding on the needed
+ * box (padding cells hold pad_value); with whole 1, the sequential layer of
+ * the arguments, padding and options included, on x's block. */
+typedef struct kind kind;
+typedef ladle_status (*make_local_fn)(const kind *k, const int64_t *xs, int whole,
+                                      ladle_dtype dt, ladle_device device, uint64_t seed,
+                                      ladle_op **op);
 
-typedef struct kind {
+struct kind {
     int is_pool;
     double pad_value;
-    const void *desc; /* ladle_conv_desc or ladle_pool_desc */
+    const void *desc;            /* ladle_conv_desc or ladle_pool_desc */
+    const ladle_conv_opts *opts; /* a convolution's, or NULL */
     make_local_fn make_local;
-} kind;
+};
 
 /* The halo exchange over x's layout and this rank's boxes. */
 static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
@@ -372,6 +394,10 @@ static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
         needv *= v->g.needed_shape[i];
     }
     v->has_output = outv > 0 && needv > 0;
+    /* no spatial split (a fact of p_x, alike on every rank) */
+    v->direct = 1;
+    for (int i = 2; i < nd; i++)
+        v->direct &= ladle_partition_shape(ladle_layout_partition(m->lx))[i] == 1;
     v->same = 1;
     for (int i = 0; i < nd; i++)
         v->same &= v->g.needed_offset[i] == 0 && v->g.needed_shape[i] == v->g.padded_shape[i];
@@ -470,20 +496,18 @@ static ladle_status allocate(ladle__dist_make *m, dconv *v, const kind *k, const
     ladle_dtype dt = m->dtype;
     ladle_device dev = m->device;
     int nd = v->ndim;
+    if (v->direct) { /* the sequential layer on the block: nothing padded, nothing saved */
+        if (v->has_output)
+            LADLE_CALL(k->make_local(k, v->g.bulk_shape, 1, dt, dev, seed, &v->base.local));
+        goto weights;
+    }
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->padded));
     LADLE_CALL(ladle_tensor_fill(v->padded, k->pad_value));
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->gpadded));
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->xn));
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->dxn));
     if (v->has_output) {
-        int ln, fits = 1;
-        int64_t ls[LADLE_MAX_NDIM];
-        LADLE_CALL(k->make_local(k->desc, v->g.needed_shape, dt, dev, seed, &v->base.local));
-        ladle_op_y_shape(v->base.local, &ln, ls);
-        for (int i = 0; i < nd; i++)
-            fits &= i == 1 || ls[i] == v->g.output_shape[i];
-        LADLE_DIST_CHECK(m, fits, LADLE_ERR_INTERNAL,
-                         "the local layer's output does not match the output block");
+        LADLE_CALL(k->make_local(k, v->g.needed_shape, 0, dt, dev, seed, &v->base.local));
         if (sp->avg)
             LADLE_CALL(plan_rescale(m, v, sp));
     }
@@ -492,6 +516,16 @@ static ladle_status allocate(ladle__dist_make *m, dconv *v, const kind *k, const
     v->base.nsaved = 1;
     v->base.saved_like[0] = v->xn;
     v->base.saved_from[0] = v->same ? v->padded : NULL;
+weights:
+    if (v->base.local) {
+        int ln, fits = 1;
+        int64_t ls[LADLE_MAX_NDIM];
+        ladle_op_y_shape(v->base.local, &ln, ls);
+        for (int i = 0; i < nd; i++)
+            fits &= i == 1 || ls[i] == v->g.output_shape[i];
+        LADLE_DIST_CHECK(m, fits, LADLE_ERR_INTERNAL,
+                         "the local layer's output does not match the output block");
+    }
     if (!k->is_pool)
         LADLE_CALL(allocate_weights(m, v, k->desc, sp, p_x));
 fail:
@@ -604,24 +638,28 @@ fail:
     return st;
 }
 
-static ladle_status make_conv(const void *desc, const int64_t *needed, ladle_dtype dt,
+static ladle_status make_conv(const kind *k, const int64_t *xs, int whole, ladle_dtype dt,
                               ladle_device device, uint64_t seed, ladle_op **op)
 {
-    ladle_conv_desc d = *(const ladle_conv_desc *)desc;
+    ladle_conv_desc d = *(const ladle_conv_desc *)k->desc;
+    if (whole)
+        return ladle_conv_create_ex(&d, k->opts, xs, dt, device, seed, op);
     for (int i = 0; i < 3; i++)
         d.padding[i] = 0;
-    return ladle_conv_create(&d, needed, dt, device, seed, op);
+    return ladle_conv_create(&d, xs, dt, device, seed, op);
 }
 
-static ladle_status make_pool(const void *desc, const int64_t *needed, ladle_dtype dt,
+static ladle_status make_pool(const kind *k, const int64_t *xs, int whole, ladle_dtype dt,
                               ladle_device device, uint64_t seed, ladle_op **op)
 {
-    ladle_pool_desc d = *(const ladle_pool_desc *)desc;
+    ladle_pool_desc d = *(const ladle_pool_desc *)k->desc;
     (void)seed;
+    if (whole)
+        return ladle_pool_create(&d, xs, dt, device, op);
     for (int i = 0; i < 3; i++)
         d.padding[i] = 0;
     d.ceil_mode = 0; /* the needed box already holds every window */
-    return ladle_pool_create(&d, needed, dt, device, op);
+    return ladle_pool_create(&d, xs, dt, device, op);
 }
 
 ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
@@ -674,7 +712,7 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
                            (long long)x_shape[1], (long long)d->in_channels,
                            (long long)d->groups, (long long)d->out_channels);
     ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
-    kind k = {0, 0.0, d, make_conv};
+    kind k = {0, 0.0, d, o, make_conv};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 27, args, seed, out);
 fail:
     return st;
@@ -720,7 +758,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
         args[20 + i] = x_shape[i];
     ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
-    kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, make_pool};
+    kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, NULL, make_pool};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, 0, out);
 fail:
     return st;
