@@ -8,8 +8,9 @@
  * has 3x the arithmetic of the others and is one layer, so no split of the
  * layers balances the stages: as a 4-stage pipeline it sets the pace. Each
  * layer's forward, input-gradient and weight-gradient times are profiled
- * on rank 0 first (medians); the simulator replays every schedule with
- * them.
+ * on every rank at once (medians, averaged over the ranks), again just
+ * before and after each schedule's run; the simulator replays every
+ * schedule with the mean of those two profiles.
  *
  * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages (on 2 ranks: the best
  * 2-stage cut), and on 4 ranks the planner's hybrid (at least 3 stages,
@@ -18,6 +19,15 @@
  * bubble (from every worker's action timestamps), the simulated step time
  * and bubble from the profiled costs, and the simulation replayed with the
  * run's own mean action durations. m = 16 microbatches by default (m >= 4p).
+ *
+ * Both simulations model what surrounds the compute too, measured before
+ * the runs: each stage boundary's message (the one-way time of a ping-pong
+ * of its bytes between ranks 0 and 1), each stage's optimizer step (SGD
+ * over its layers and the zeroing of their gradients, on rank 0) and, for
+ * a replicated stage, the sum of its gradients over the replicas (an
+ * MPI_Allreduce of as many floats over as many ranks, plus the runtime's
+ * two copies of them). The last column is the profiled simulation without
+ * them: what the compute alone predicts.
  *
  *   mpiexec -n 4 bench_pipe [--steps K] [--microbatches M] [--hidden H]
  *                           [--svg-dir DIR]   (measured and simulated timelines)
@@ -69,26 +79,173 @@ static ladle_op *make_layer(int i)
     return op;
 }
 
-/* Forward, input-gradient and weight-gradient seconds of each layer. */
+/* Forward, input-gradient and weight-gradient seconds of each layer:
+ * profiled on every rank at once, as the stages run at once (a core alone
+ * may run faster than with its neighbours busy), and averaged over the
+ * ranks. Collective. */
 static void profile(double f[NL], double b[NL], double w[NL])
 {
     ladle_op *ops[NL];
     for (int i = 0; i < NL; i++)
         ops[i] = make_layer(i);
+    MPI_Barrier(MPI_COMM_WORLD);
     CHECK(ladle_pipe_profile(NL, ops, 31, f, b, w));
     for (int i = 0; i < NL; i++)
         ladle_op_destroy(&ops[i]);
+    double *v[3] = {f, b, w};
+    for (int k = 0; k < 3; k++) {
+        MPI_Allreduce(MPI_IN_PLACE, v[k], NL, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        for (int i = 0; i < NL; i++)
+            v[k][i] /= world;
+    }
 }
 
 typedef struct result {
     double ms, sim_ms, bubble, sim_bubble; /* the profiled costs' prediction */
     double rsim_ms, rsim_bubble;          /* replayed with the run's own durations */
+    double bare_ms;                       /* the profiled compute alone */
 } result;
+
+/* ---- what surrounds the compute ---------------------------------------- */
+
+/* Layer i's parameters (a linear layer's weight and bias) and the floats of
+ * its output for one microbatch. */
+static int64_t layer_params(int i)
+{
+    return i % 2 ? 0 : width(i / 2) * width(i / 2 + 1) + width(i / 2 + 1);
+}
+static int64_t layer_out(int i) { return (int64_t)mb * width(i / 2 + 1); }
+
+/* The one-way time of `floats` f32 between ranks 0 and 1: half the median
+ * round trip. Collective (the other ranks wait). */
+static double one_way(int64_t floats)
+{
+    enum { REPS = 31 };
+    float *buf = calloc((size_t)floats, sizeof(float));
+    double t[REPS];
+    if (buf == NULL)
+        die("out of memory");
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int r = -3; r < REPS && me < 2; r++) {
+        double t0 = MPI_Wtime();
+        if (me == 0) {
+            MPI_Send(buf, (int)floats, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(buf, (int)floats, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(buf, (int)floats, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, (int)floats, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+        }
+        if (r >= 0)
+            t[r] = (MPI_Wtime() - t0) / 2;
+    }
+    double v = me == 0 ? bench_median(t, REPS) : 0;
+    MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    free(buf);
+    return v;
+}
+
+/* The sum of `floats` f32 over ranks 0 .. r-1 (MPI_Allreduce) and the
+ * runtime's copies into and out of its buffer. Collective. */
+static double all_reduce(int64_t floats, int r)
+{
+    enum { REPS = 21 };
+    MPI_Comm c;
+    MPI_Comm_split(MPI_COMM_WORLD, me < r ? 0 : MPI_UNDEFINED, me, &c);
+    float *buf = calloc((size_t)floats, sizeof(float)),
+          *g = calloc((size_t)floats, sizeof(float));
+    double t[REPS];
+    if (buf == NULL || g == NULL)
+        die("out of memory");
+    for (int k = -2; k < REPS && c != MPI_COMM_NULL; k++) {
+        MPI_Barrier(c);
+        double t0 = MPI_Wtime();
+        memcpy(buf, g, (size_t)floats * sizeof(float));
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)floats, MPI_FLOAT, MPI_SUM, c);
+        memcpy(g, buf, (size_t)floats * sizeof(float));
+        double e = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &e, 1, MPI_DOUBLE, MPI_MAX, c);
+        if (k >= 0)
+            t[k] = e;
+    }
+    double v = me == 0 ? bench_median(t, REPS) : 0;
+    MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (c != MPI_COMM_NULL)
+        MPI_Comm_free(&c);
+    free(buf), free(g);
+    return v;
+}
+
+/* The optimizer step of layers first .. last-1 (SGD, as the runs use) and
+ * the zeroing of their gradients, on rank 0 (broadcast). Collective. */
+static double step_time(int first, int last)
+{
+    enum { REPS = 21 };
+    double v = 0, t[REPS];
+    if (me == 0) {
+        ladle_op *ops[NL];
+        ladle_optimizer_desc od;
+        ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
+        ladle_optimizer *opt = NULL;
+        CHECK(ladle_optimizer_create(&od, &opt));
+        for (int i = first; i < last; i++) {
+            ops[i] = make_layer(i);
+            CHECK(ladle_optimizer_add_op(opt, ops[i]));
+        }
+        for (int k = -2; k < REPS; k++) {
+            double t0 = MPI_Wtime();
+            CHECK(ladle_optimizer_step(opt));
+            for (int i = first; i < last; i++)
+                CHECK(ladle_op_zero_grad(ops[i]));
+            if (k >= 0)
+                t[k] = MPI_Wtime() - t0;
+        }
+        v = bench_median(t, REPS);
+        ladle_optimizer_destroy(&opt);
+        for (int i = first; i < last; i++)
+            ladle_op_destroy(&ops[i]);
+    }
+    MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return v;
+}
+
+/* The costs of a split into S stages (replicas r, NULL: 1): the profiled
+ * compute of each stage and what surrounds it. Collective. */
+typedef struct model {
+    double f[64], b[64], w[64], send[64], reduce[64], step[64];
+} model;
+
+static void model_of(int S, const int *first, const int *r, const double *f,
+                     const double *b, const double *w, model *md)
+{
+    for (int j = 0; j < S; j++) {
+        int64_t params = 0;
+        md->f[j] = md->b[j] = md->w[j] = 0;
+        for (int i = first[j]; i < first[j + 1]; i++) {
+            md->f[j] += f[i], md->b[j] += b[i], md->w[j] += w[i];
+            params += layer_params(i);
+        }
+        md->send[j] = j + 1 < S ? one_way(layer_out(first[j + 1] - 1)) : 0;
+        md->step[j] = step_time(first[j], first[j + 1]);
+        md->reduce[j] = r && r[j] > 1 ? all_reduce(params, r[j]) : 0;
+    }
+    if (me == 0) {
+        printf("modelled (ms): boundaries");
+        for (int j = 0; j + 1 < S; j++)
+            printf(" %.3f", 1e3 * md->send[j]);
+        printf("; steps");
+        for (int j = 0; j < S; j++)
+            printf(" %.3f", 1e3 * md->step[j]);
+        printf("; gradient sums");
+        for (int j = 0; j < S; j++)
+            printf(" %.3f", 1e3 * md->reduce[j]);
+        printf("\n");
+    }
+}
 
 /* Replay the schedule with the mean duration of each (stage, kind) in the
  * measured events: what the schedule's order alone explains of the run. */
-static void replay(const ladle_pipe_schedule *s, int n, const ladle_pipe_event *ev,
-                   double *ms, double *bubble)
+static void replay(const ladle_pipe_schedule *s, const model *md, int n,
+                   const ladle_pipe_event *ev, double *ms, double *bubble)
 {
     double sum[3][64] = {{0}}, cnt[3][64] = {{0}};
     for (int i = 0; i < n; i++)
@@ -99,7 +256,7 @@ static void replay(const ladle_pipe_schedule *s, int n, const ladle_pipe_event *
     for (int k = 0; k < 3; k++)
         for (int j = 0; j < 64; j++)
             sum[k][j] = cnt[k][j] > 0 ? sum[k][j] / cnt[k][j] : 0;
-    ladle_pipe_costs c = {sum[0], sum[1], sum[2], NULL, NULL, NULL, NULL};
+    ladle_pipe_costs c = {sum[0], sum[1], sum[2], md->send, md->reduce, md->step, NULL};
     ladle_pipe_sim sim;
     CHECK(ladle_pipe_simulate(s, &c, &sim));
     *ms = 1e3 * sim.makespan;
@@ -121,9 +278,18 @@ static void write_svg(const char *name, const char *title, int W, int n,
 
 /* Run schedule s with stage j = layers first[j] .. first[j+1]-1. */
 static result run(const char *name, ladle_pipe_schedule *s, const int *first,
-                  const ladle_pipe_costs *costs)
+                  const model *md0)
 {
-    result res = {0, 0, 0, 0, 0, 0};
+    result res = {0, 0, 0, 0, 0, 0, 0};
+    /* the layers profiled again just before and just after the run, and
+     * their mean taken: this machine's speed drifts over tens of seconds,
+     * which a profile taken minutes earlier would charge to the schedule */
+    model fresh = *md0, *md = &fresh;
+    double f0[NL], b0[NL], w0[NL];
+    profile(f0, b0, w0);
+    ladle_pipe_costs full = {md->f, md->b, md->w, md->send, md->reduce, md->step, NULL},
+                     bare = {md->f, md->b, md->w, NULL, NULL, NULL, NULL};
+    const ladle_pipe_costs *costs = &full;
     int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
     int shape[1] = {W};
     ladle_partition *p = NULL;
@@ -171,7 +337,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         if (t >= 0 && w == 0) {
             times[t] = dt;
             bubbles[t] = ladle_pipe_events_bubble(W, n, ev);
-            replay(s, n, ev, &rms[t], &rbub[t]);
+            replay(s, md, n, ev, &rms[t], &rbub[t]);
             if (svg_dir && t == steps - 1) {
                 char title[160], file[96];
                 snprintf(title, sizeof title, "%s, measured on %d ranks: %.2f ms, bubble %.0f%%",
@@ -181,6 +347,18 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
             }
         }
         ladle_pipe_events_destroy(&ev);
+    }
+    {
+        double f1[NL], b1[NL], w1[NL];
+        profile(f1, b1, w1);
+        for (int j = 0; j < S; j++) {
+            md->f[j] = md->b[j] = md->w[j] = 0;
+            for (int i = first[j]; i < first[j + 1]; i++) {
+                md->f[j] += (f0[i] + f1[i]) / 2;
+                md->b[j] += (b0[i] + b1[i]) / 2;
+                md->w[j] += (w0[i] + w1[i]) / 2;
+            }
+        }
     }
     if (w == 0) {
         res.ms = 1e3 * bench_median(times, steps);
@@ -199,24 +377,16 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
             write_svg(file, title, W, sim.nevents, sim.events);
         }
         ladle_pipe_sim_destroy(&sim);
+        CHECK(ladle_pipe_simulate(s, &bare, &sim));
+        res.bare_ms = 1e3 * sim.makespan;
+        ladle_pipe_sim_destroy(&sim);
     }
-    MPI_Bcast(&res, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&res, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     free(times), free(bubbles), free(rms), free(rbub);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
     CHECK(ladle_pipeline_destroy(&pl));
     ladle_partition_destroy(&p);
     return res;
-}
-
-/* Per-stage costs of a split from the per-layer ones. */
-static void stage_costs(int S, const int *first, const double *f, const double *b,
-                        const double *w, double *sf, double *sb, double *sw)
-{
-    for (int j = 0; j < S; j++) {
-        sf[j] = sb[j] = sw[j] = 0;
-        for (int i = first[j]; i < first[j + 1]; i++)
-            sf[j] += f[i], sb[j] += b[i], sw[j] += w[i];
-    }
 }
 
 int main(int argc, char **argv)
@@ -241,11 +411,7 @@ int main(int argc, char **argv)
         return 0;
     }
     double f[NL], b[NL], w[NL];
-    if (me == 0)
-        profile(f, b, w);
-    MPI_Bcast(f, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(b, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Bcast(w, NL, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    profile(f, b, w);
 
     /* the unequal pipeline: one block per stage; on 2 ranks (one per core,
      * where the measurement can be compared with the simulator) the best
@@ -257,17 +423,19 @@ int main(int argc, char **argv)
         for (int j = 0; j <= 2; j++)
             first4[j] = two.first[j];
     }
-    double sf[8], sb[8], sw[8];
-    stage_costs(P, first4, f, b, w, sf, sb, sw);
-    ladle_pipe_costs c4 = {sf, sb, sw, NULL, NULL, NULL, NULL};
+    model m4, mh;
     if (me == 0) {
         printf("bench_pipe: %d ranks, %d microbatches of %d rows, widths %lld %lld %lld %lld %lld "
                "(f32), %d timed steps\n",
                P, m, mb, (long long)width(0), (long long)width(1), (long long)width(2),
                (long long)width(3), (long long)width(4), steps);
+    }
+    model_of(P, first4, NULL, f, b, w, &m4);
+    ladle_pipe_costs c4 = {m4.f, m4.b, m4.w, m4.send, m4.reduce, m4.step, NULL};
+    if (me == 0) {
         printf("stage costs (ms, f+b+w):");
         for (int j = 0; j < P; j++)
-            printf(" %.3f", 1e3 * (sf[j] + sb[j] + sw[j]));
+            printf(" %.3f", 1e3 * (m4.f[j] + m4.b[j] + m4.w[j]));
         printf("\n");
     }
     static const int styles[3] = {LADLE_PIPE_GPIPE, LADLE_PIPE_1F1B, LADLE_PIPE_ZBH1};
@@ -276,7 +444,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 3; k++) {
         ladle_pipe_schedule *s = NULL;
         CHECK(ladle_pipe_schedule_generate(styles[k], P, NULL, 1, m, &c4, &s));
-        r[k] = run(names[k], s, first4, &c4);
+        r[k] = run(names[k], s, first4, &m4);
         ladle_pipe_schedule_destroy(&s);
     }
     int rows = 3;
@@ -287,12 +455,12 @@ int main(int argc, char **argv)
         goto report;
     rows = 4;
     CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, 4, 3, 0, &plan));
-    stage_costs(plan.stages, plan.first, f, b, w, sf, sb, sw);
-    ladle_pipe_costs ch = {sf, sb, sw, NULL, NULL, NULL, NULL};
+    model_of(plan.stages, plan.first, plan.replicas, f, b, w, &mh);
+    ladle_pipe_costs ch = {mh.f, mh.b, mh.w, mh.send, mh.reduce, mh.step, NULL};
     ladle_pipe_schedule *s = NULL;
     CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_HYBRID, plan.stages, plan.replicas, 1, m, &ch,
                                        &s));
-    r[3] = run(names[3], s, plan.first, &ch);
+    r[3] = run(names[3], s, plan.first, &mh);
     ladle_pipe_schedule_destroy(&s);
     if (me == 0) {
         printf("planner: %d stages (layers", plan.stages);
@@ -306,14 +474,17 @@ int main(int argc, char **argv)
     }
 report:
     if (me == 0) {
-        printf("(sim: the profiled costs; replay: the run's own mean durations)\n");
-        printf("%-8s %9s %9s %8s %7s %8s %8s %8s %9s %8s\n", "schedule", "ms/step", "images/s",
-               "vs 1F1B", "bubble", "sim ms", "sim bub", "sim/1F1B", "replay ms", "rep bub");
+        printf("(sim: the profiled costs; replay: the run's own mean durations; both with\n"
+               " the modelled boundaries, steps and sums; compute: the profiled costs "
+               "alone)\n");
+        printf("%-8s %9s %9s %8s %7s %8s %8s %8s %9s %8s %8s\n", "schedule", "ms/step",
+               "images/s", "vs 1F1B", "bubble", "sim ms", "sim bub", "sim/1F1B",
+               "replay ms", "rep bub", "compute");
         for (int k = 0; k < rows; k++)
-            printf("%-8s %9.3f %9.0f %8.2f %7.3f %8.3f %8.3f %8.2f %9.3f %8.3f\n", names[k],
-                   r[k].ms, m * mb / (r[k].ms * 1e-3), r[1].ms / r[k].ms, r[k].bubble,
-                   r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms, r[k].rsim_ms,
-                   r[k].rsim_bubble);
+            printf("%-8s %9.3f %9.0f %8.2f %7.3f %8.3f %8.3f %8.2f %9.3f %8.3f %8.3f\n",
+                   names[k], r[k].ms, m * mb / (r[k].ms * 1e-3), r[1].ms / r[k].ms,
+                   r[k].bubble, r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms,
+                   r[k].rsim_ms, r[k].rsim_bubble, r[k].bare_ms);
     }
     MPI_Finalize();
     return 0;

@@ -54,6 +54,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
 /^# pipeline 1F1B: .* simulated/ { gsim = gsim " " $9 }
 # bench_pipe rows, keyed by the launch's rank count: schedule ms/step
 # images/s vs-1F1B bubble sim-ms sim-bubble sim/1F1B replay-ms replay-bubble
+# [compute-only-sim-ms]
 /^bench_pipe: [0-9]+ ranks/ { pranks = $2 }
 /^(gpipe|1f1b|zbh1|hybrid) / && NF >= 10 && pranks != "" {
     pkey = sprintf("%5d  %-8s", pranks, $1)
@@ -61,6 +62,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     pms[pkey] = pms[pkey] " " $2; psim[pkey] = psim[pkey] " " $6
     pmeas[pkey] = pmeas[pkey] " " $2 / $6; pvs[pkey] = pvs[pkey] " " $4
     psvs[pkey] = psvs[pkey] " " $8
+    prep[pkey] = prep[pkey] " " $2 / $9
     pruns[pkey]++
 }
 END {
@@ -76,15 +78,17 @@ END {
             printf "pipeline 1F1B simulated: %.2f x one rank (median)\n", median(gsim)
     }
     if (pn) {
-        printf "\n%5s  %-8s %9s %9s %9s %8s %8s %5s\n", "ranks", "schedule", "ms/step",
-            "sim ms", "meas/sim", "vs 1F1B", "sim vs", "runs"
+        printf "\n%5s  %-8s %9s %9s %9s %9s %8s %8s %5s\n", "ranks", "schedule", "ms/step",
+            "sim ms", "meas/sim", "meas/rep", "vs 1F1B", "sim vs", "runs"
         for (i = 1; i <= pn; i++) {
             k = porder[i]
-            printf "%s %9.2f %9.2f %9.2f %8.2f %8.2f %5d\n", k, median(pms[k]), median(psim[k]),
-                median(pmeas[k]), median(pvs[k]), median(psvs[k]), pruns[k]
+            printf "%s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %5d\n", k, median(pms[k]),
+                median(psim[k]), median(pmeas[k]), median(prep[k]), median(pvs[k]),
+                median(psvs[k]), pruns[k]
         }
         printf "(pipeline schedules: medians over launches; meas/sim is each launch's measured\n"
-        printf " step over its simulated one; vs 1F1B, measured and simulated, is the speed-up)\n"
+        printf " step over its simulated one, meas/rep over the simulation with the run's own\n"
+        printf " action times; vs 1F1B, measured and simulated, is the speed-up)\n"
     }
     if (n)
         printf "%5s  %-15s %-8s %9s %12s %12s %7s %5s   %s\n", "ranks", "primitive", "dir",
