@@ -8,6 +8,11 @@
  *  - Pooling, batch norm and activations, forward + backward: GB/s of the
  *    bytes they must move next to memcpy of as many bytes, and the ratio.
  *
+ * A row's layer and its reference run in alternation, one repetition each,
+ * and the ratio is the median of the repetitions' own ratios: this
+ * machine's speed drifts between two levels from one second to the next,
+ * which timing the two one after the other charged to one of them.
+ *
  *   bench_layers [--threads T] [--reps R] [--dtype f32|f64] [--only LAYER]
  */
 #include <cblas.h>
@@ -39,84 +44,159 @@ static ladle_tensor *tensor_like(const ladle_op *op, int which)
     return t;
 }
 
+/* A layer's tensors and ctx for timed forward + backward + backward_weight. */
+typedef struct layer_run {
+    ladle_op *op;
+    ladle_tensor *x, *y, *dy, *dx;
+    ladle_ctx *ctx;
+} layer_run;
+
+static void layer_open(layer_run *lr, ladle_op *op)
+{
+    lr->op = op;
+    lr->x = tensor_like(op, 0), lr->y = tensor_like(op, 1);
+    lr->dy = tensor_like(op, 1), lr->dx = tensor_like(op, 0);
+    lr->ctx = NULL;
+    ladle_ctx_create(op, &lr->ctx);
+}
+
+static double layer_once(layer_run *lr)
+{
+    double t0 = bench_now();
+    if (ladle_layer_forward(lr->op, lr->ctx, lr->x, lr->y) ||
+        ladle_layer_backward(lr->op, lr->ctx, lr->dy, lr->dx) ||
+        ladle_layer_backward_weight(lr->op, lr->ctx, lr->dy)) {
+        fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
+        exit(1);
+    }
+    return bench_now() - t0;
+}
+
+static void layer_close(layer_run *lr)
+{
+    ladle_ctx_destroy(&lr->ctx);
+    ladle_tensor_destroy(&lr->x);
+    ladle_tensor_destroy(&lr->y);
+    ladle_tensor_destroy(&lr->dx);
+    ladle_tensor_destroy(&lr->dy);
+}
+
 /* Median seconds of forward + backward + backward_weight. */
 static double time_layer(ladle_op *op)
 {
-    ladle_tensor *x = tensor_like(op, 0), *y = tensor_like(op, 1);
-    ladle_tensor *dy = tensor_like(op, 1), *dx = tensor_like(op, 0);
-    ladle_ctx *ctx = NULL;
+    layer_run lr;
+    layer_open(&lr, op);
     double *t = calloc((size_t)reps, sizeof(double));
-    ladle_ctx_create(op, &ctx);
     for (int r = -2; r < reps; r++) {
-        double t0 = bench_now();
-        if (ladle_layer_forward(op, ctx, x, y) || ladle_layer_backward(op, ctx, dy, dx) ||
-            ladle_layer_backward_weight(op, ctx, dy)) {
-            fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
-            exit(1);
-        }
+        double e = layer_once(&lr);
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = e;
     }
     double m = bench_median(t, reps);
     free(t);
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    layer_close(&lr);
     return m;
 }
 
-/* Median seconds of the three GEMMs of a layer with forward M x N x K:
- * C = A B, then A^T-shaped and B^T-shaped products of the same flops. */
-static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
+/* The three GEMMs of a layer with forward M x N x K: C = A B, then
+ * A^T-shaped and B^T-shaped products of the same flops. */
+typedef struct gemms {
+    ladle_dtype dt;
+    int64_t m, n, k;
+    void *a, *b, *c, *da, *db;
+} gemms;
+
+static void gemms_open(gemms *g, ladle_dtype dt, int64_t m, int64_t n, int64_t k)
 {
     size_t es = dt == LADLE_F32 ? 4 : 8;
-    void *a = calloc((size_t)(m * k), es), *b = calloc((size_t)(k * n), es);
-    void *c = calloc((size_t)(m * n), es), *da = calloc((size_t)(m * k), es);
-    void *db = calloc((size_t)(k * n), es);
-    memset(a, 0, (size_t)(m * k) * es);
+    g->dt = dt, g->m = m, g->n = n, g->k = k;
+    g->a = calloc((size_t)(m * k), es), g->b = calloc((size_t)(k * n), es);
+    g->c = calloc((size_t)(m * n), es), g->da = calloc((size_t)(m * k), es);
+    g->db = calloc((size_t)(k * n), es);
+    memset(g->a, 0, (size_t)(m * k) * es);
+}
+
+static double gemms_once(gemms *g)
+{
+    int m = (int)g->m, n = (int)g->n, k = (int)g->k;
+    double t0 = bench_now();
+    if (g->dt == LADLE_F32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, g->a, k, g->b, n,
+                    0, g->c, n);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1, g->a, k, g->c, n,
+                    0, g->db, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n, 1, g->c, n, g->b, n,
+                    1, g->da, k);
+    } else {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, g->a, k, g->b, n,
+                    0, g->c, n);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1, g->a, k, g->c, n,
+                    0, g->db, n);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n, 1, g->c, n, g->b, n,
+                    1, g->da, k);
+    }
+    return bench_now() - t0;
+}
+
+static void gemms_close(gemms *g)
+{
+    free(g->a), free(g->b), free(g->c), free(g->da), free(g->db);
+}
+
+/* Median seconds of the three GEMMs. */
+static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
+{
+    gemms g;
+    gemms_open(&g, dt, m, n, k);
     double *t = calloc((size_t)reps, sizeof(double));
     for (int r = -2; r < reps; r++) {
-        double t0 = bench_now();
-        if (dt == LADLE_F32) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
-                        1, a, (int)k, b, (int)n, 0, c, (int)n);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1,
-                        a, (int)k, c, (int)n, 0, db, (int)n);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1,
-                        c, (int)n, b, (int)n, 1, da, (int)k);
-        } else {
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k,
-                        1, a, (int)k, b, (int)n, 0, c, (int)n);
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1,
-                        a, (int)k, c, (int)n, 0, db, (int)n);
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1,
-                        c, (int)n, b, (int)n, 1, da, (int)k);
-        }
+        double e = gemms_once(&g);
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = e;
     }
     double med = bench_median(t, reps);
-    free(t), free(a), free(b), free(c), free(da), free(db);
+    free(t);
+    gemms_close(&g);
     return med;
 }
 
-static double time_memcpy(size_t bytes)
+/* The reference of a row, timed in alternation with the layer: the GEMMs,
+ * or memcpy of `bytes` (bytes > 0). */
+typedef struct ref {
+    gemms g;
+    size_t bytes;
+    char *src, *dst;
+} ref;
+
+static double ref_once(ref *f)
 {
-    char *a = malloc(bytes), *b = malloc(bytes);
-    memset(a, 1, bytes);
-    memset(b, 0, bytes);
-    double *t = calloc((size_t)reps, sizeof(double));
+    if (f->bytes == 0)
+        return gemms_once(&f->g);
+    double t0 = bench_now();
+    memcpy(f->dst, f->src, f->bytes);
+    return bench_now() - t0;
+}
+
+/* The layer and its reference alternated repetition by repetition, so that
+ * both see the same phases of the machine (whose speed drifts from one
+ * second to the next): their medians in *tl and *tf, and the median of the
+ * repetitions' own ratios tf / tl returned. */
+static double time_pair(ladle_op *op, ref *f, double *tl, double *tf)
+{
+    layer_run lr;
+    layer_open(&lr, op);
+    double *t = calloc((size_t)(3 * reps), sizeof(double));
     for (int r = -2; r < reps; r++) {
-        double t0 = bench_now();
-        memcpy(b, a, bytes);
+        double a = layer_once(&lr), b = ref_once(f);
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = a, t[reps + r] = b, t[2 * reps + r] = b / a;
     }
-    double med = bench_median(t, reps);
-    free(t), free(a), free(b);
-    return med;
+    *tl = bench_median(t, reps);
+    *tf = bench_median(t + reps, reps);
+    double q = bench_median(t + 2 * reps, reps);
+    free(t);
+    layer_close(&lr);
+    return q;
 }
 
 static void compute_row(const char *name, const char *shape, ladle_op *op, int64_t m,
@@ -124,10 +204,13 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
 {
     if (only && strcmp(only, name) != 0)
         return;
-    double flops = 3.0 * 2.0 * (double)m * (double)n * (double)k;
-    double tl = time_layer(op), tg = time_gemms(ladle_op_dtype(op), m, n, k);
+    double flops = 3.0 * 2.0 * (double)m * (double)n * (double)k, tl, tg;
+    ref f = {.bytes = 0};
+    gemms_open(&f.g, ladle_op_dtype(op), m, n, k);
+    double q = time_pair(op, &f, &tl, &tg);
+    gemms_close(&f.g);
     printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tg * 1e3,
-           flops / tl * 1e-9, flops / tg * 1e-9, tg / tl);
+           flops / tl * 1e-9, flops / tg * 1e-9, q);
     fflush(stdout);
 }
 
@@ -158,9 +241,19 @@ static void memory_row(const char *name, const char *shape, ladle_op *op, double
 {
     if (only && strcmp(only, name) != 0)
         return;
-    double tl = time_layer(op), tm = time_memcpy((size_t)(bytes / 2));
+    double tl, tm;
+    ref f = {.bytes = (size_t)(bytes / 2)};
+    f.src = malloc(f.bytes), f.dst = malloc(f.bytes);
+    if (f.src == NULL || f.dst == NULL) {
+        fprintf(stderr, "bench_layers: out of memory\n");
+        exit(1);
+    }
+    memset(f.src, 1, f.bytes);
+    memset(f.dst, 0, f.bytes);
+    double q = time_pair(op, &f, &tl, &tm);
+    free(f.src), free(f.dst);
     printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tm * 1e3,
-           bytes / tl * 1e-9, bytes / tm * 1e-9, tm / tl);
+           bytes / tl * 1e-9, bytes / tm * 1e-9, q);
     fflush(stdout);
 }
 

@@ -38,6 +38,8 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     split(substr($0, 46), f, " ")
     da[dkey] = da[dkey] " " f[1]; db[dkey] = db[dkey] " " f[2]; dc[dkey] = dc[dkey] " " f[3]
     dd[dkey] = f[4] (f[5] != "" ? " " f[5] " " f[6] : "")
+    if ($1 == "conv-halo" && f[4] == "(exchange")
+        dd[dkey] = "(exchange alone " f[6] " ms)"
     druns[dkey]++
 }
 # bench_gpt rows: a layout name of 16 columns, then ranks ms/step tokens/s
