@@ -22,7 +22,9 @@
  *
  * Both simulations model what surrounds the compute too, measured before
  * the runs: each stage boundary's message (the one-way time of a ping-pong
- * of its bytes between ranks 0 and 1), each stage's optimizer step (SGD
+ * of its bytes between ranks 0 and 1: a one-float message's latency as the
+ * delay, the rest as the receiver's time, ladle_pipe_simulate_ex's recv),
+ * each stage's optimizer step (SGD
  * over its layers and the zeroing of their gradients, on rank 0) and, for
  * a replicated stage, the sum of its gradients over the replicas (an
  * MPI_Allreduce of as many floats over as many ranks, plus the runtime's
@@ -212,6 +214,7 @@ static double step_time(int first, int last)
  * compute of each stage and what surrounds it. Collective. */
 typedef struct model {
     double f[64], b[64], w[64], send[64], reduce[64], step[64];
+    double recv[64]; /* the receiver's share of a boundary's time */
 } model;
 
 static void model_of(int S, const int *first, const int *r, const double *f,
@@ -224,14 +227,23 @@ static void model_of(int S, const int *first, const int *r, const double *f,
             md->f[j] += f[i], md->b[j] += b[i], md->w[j] += w[i];
             params += layer_params(i);
         }
-        md->send[j] = j + 1 < S ? one_way(layer_out(first[j + 1] - 1)) : 0;
+        /* a boundary's one-way time, split: a message's latency (one
+         * float's one-way time), the delay before the message is there;
+         * the rest, what the bytes add, worker time on the receiver
+         * (shared-memory MPI has the receiver copy them across) */
+        md->send[j] = md->recv[j] = 0;
+        if (j + 1 < S) {
+            double t = one_way(layer_out(first[j + 1] - 1)), lat = one_way(1);
+            md->send[j] = lat < t ? lat : t;
+            md->recv[j] = t - md->send[j];
+        }
         md->step[j] = step_time(first[j], first[j + 1]);
         md->reduce[j] = r && r[j] > 1 ? all_reduce(params, r[j]) : 0;
     }
     if (me == 0) {
-        printf("modelled (ms): boundaries");
+        printf("modelled (ms): boundaries (latency + receiver's time)");
         for (int j = 0; j + 1 < S; j++)
-            printf(" %.3f", 1e3 * md->send[j]);
+            printf(" %.3f+%.3f", 1e3 * md->send[j], 1e3 * md->recv[j]);
         printf("; steps");
         for (int j = 0; j < S; j++)
             printf(" %.3f", 1e3 * md->step[j]);
@@ -257,8 +269,11 @@ static void replay(const ladle_pipe_schedule *s, const model *md, int n,
         for (int j = 0; j < 64; j++)
             sum[k][j] = cnt[k][j] > 0 ? sum[k][j] / cnt[k][j] : 0;
     ladle_pipe_costs c = {sum[0], sum[1], sum[2], md->send, md->reduce, md->step, NULL};
+    ladle_pipe_sim_opts o;
+    ladle_pipe_sim_opts_init(&o);
+    o.recv = md->recv;
     ladle_pipe_sim sim;
-    CHECK(ladle_pipe_simulate(s, &c, &sim));
+    CHECK(ladle_pipe_simulate_ex(s, &c, &o, &sim));
     *ms = 1e3 * sim.makespan;
     *bubble = sim.bubble;
     ladle_pipe_sim_destroy(&sim);
@@ -366,7 +381,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         res.rsim_ms = bench_median(rms, steps);
         res.rsim_bubble = bench_median(rbub, steps);
         ladle_pipe_sim sim;
-        CHECK(ladle_pipe_simulate(s, costs, &sim));
+        ladle_pipe_sim_opts o;
+        ladle_pipe_sim_opts_init(&o);
+        o.recv = md->recv;
+        CHECK(ladle_pipe_simulate_ex(s, costs, &o, &sim));
         res.sim_ms = 1e3 * sim.makespan;
         res.sim_bubble = sim.bubble;
         if (svg_dir) {

@@ -200,6 +200,69 @@ START_TEST(simulator_by_hand)
 }
 END_TEST
 
+/* The same by hand with a receive taking 0.25 of the receiver's time
+ * after the message arrives (ladle_pipe_simulate_ex): worker 1: F0
+ * [1.75,3.75] B0 [3.75,7.75], F1's message arrived at 2.5 but is taken at
+ * [7.75,8]: F1 [8,10] B1 [10,14]; worker 0: B0's gradient arrives at 8.25,
+ * taken by 8.5: B0 [8.5,11.5]; B1's at 14.5, taken by 14.75: B1
+ * [14.75,17.75]. And parameters of 10 and 20 on top of the stash: worker 0
+ * stashes 2 microbatches (F0, F1 before B0's W), worker 1 one. */
+START_TEST(simulator_recv_and_params)
+{
+    double f[2] = {1, 2}, b[2] = {3, 4}, w[2] = {0, 0}, send[2] = {0.5, 0.5};
+    double recv[2] = {0.25, 0.25}, param[2] = {10, 20};
+    ladle_pipe_costs c = {f, b, w, send, NULL, NULL, NULL};
+    ladle_pipe_schedule *s = gen(LADLE_PIPE_1F1B, 2, NULL, 1, 2, &c);
+    ladle_pipe_sim_opts o;
+    ladle_pipe_sim_opts_init(&o);
+    o.recv = recv;
+    o.param = param;
+    ladle_pipe_sim sim;
+    LT_OK(ladle_pipe_simulate_ex(s, &c, &o, &sim));
+    LT_ASSERT(fabs(sim.makespan - 17.75) < 1e-12, "makespan %g", sim.makespan);
+    LT_ASSERT(fabs(sim.busy - 20) < 1e-12, "busy %g", sim.busy);
+    static const struct {
+        int worker;
+        ladle_pipe_kind kind;
+        int mb;
+        double start, end;
+    } want[] = {{1, LADLE_PIPE_F, 0, 1.75, 3.75}, {1, LADLE_PIPE_B, 0, 3.75, 7.75},
+                {1, LADLE_PIPE_F, 1, 8, 10},      {1, LADLE_PIPE_B, 1, 10, 14},
+                {0, LADLE_PIPE_B, 0, 8.5, 11.5},  {0, LADLE_PIPE_B, 1, 14.75, 17.75}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int found = 0;
+        for (int e = 0; e < sim.nevents; e++) {
+            const ladle_pipe_event *ev = &sim.events[e];
+            if (ev->worker == want[i].worker && ev->action.kind == want[i].kind &&
+                ev->action.mb == want[i].mb)
+                found = fabs(ev->start - want[i].start) < 1e-12 &&
+                        fabs(ev->end - want[i].end) < 1e-12;
+        }
+        LT_ASSERT(found, "event %zu", i);
+    }
+    LT_ASSERT(sim.peak_memory[0] == 12 && sim.peak_memory[1] == 21 &&
+                  sim.peak_memory_max == 21,
+              "peak memory %g %g (max %g)", sim.peak_memory[0], sim.peak_memory[1],
+              sim.peak_memory_max);
+    ladle_pipe_sim_destroy(&sim);
+    /* no options: ladle_pipe_simulate's answer */
+    LT_OK(ladle_pipe_simulate_ex(s, &c, NULL, &sim));
+    LT_ASSERT(fabs(sim.makespan - 17) < 1e-12, "makespan without options %g", sim.makespan);
+    ladle_pipe_sim_destroy(&sim);
+    /* bad options change nothing */
+    sim.makespan = -1;
+    recv[1] = -1;
+    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    recv[1] = NAN;
+    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    recv[1] = 0.25;
+    o.size = 0; /* not set up by ladle_pipe_sim_opts_init */
+    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    LT_ASSERT(sim.makespan == -1, "a failed simulation wrote its result");
+    ladle_pipe_schedule_destroy(&s);
+}
+END_TEST
+
 /* A replicated stage meets at REDUCE: it starts when the slower replica
  * arrives. Stage 0 on one worker, stage 1 on two; m = 3, unit costs,
  * reduce 0.25: replica 0 of stage 1 runs microbatches 0 and 2. */
@@ -544,6 +607,7 @@ Suite *pipe_suite(void)
     tcase_add_test(tc, interleaved);
     tcase_add_test(tc, hybrid);
     tcase_add_test(tc, simulator_by_hand);
+    tcase_add_test(tc, simulator_recv_and_params);
     tcase_add_test(tc, simulator_reduce);
     tcase_add_test(tc, validator_rejects);
     tcase_add_test(tc, generated_pass);

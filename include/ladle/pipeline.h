@@ -224,7 +224,8 @@ typedef struct ladle_pipe_sim {
     double busy;             /* compute time (F, B, W) summed over workers */
     double bubble;           /* 1 - busy / (workers * makespan) */
     double *peak_memory;     /* per worker: the most stashed activation memory
-                                (costs->act; microbatches without it) */
+                                (costs->act; microbatches without it), plus the
+                                parameters' of its stages (ladle_pipe_simulate_ex) */
     double peak_memory_max;
     int nevents;
     ladle_pipe_event *events; /* every action with its simulated times */
@@ -241,6 +242,36 @@ typedef struct ladle_pipe_sim {
  * ladle_pipe_sim_destroy. */
 LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
                                            const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
+/* What ladle_pipe_simulate_ex models beyond the costs, per stage or stage
+ * boundary (arrays of S entries; NULL: 0). Set it up with
+ * ladle_pipe_sim_opts_init, which zeroes it and sets size.
+ *  - recv[j]: the worker time a receive across boundary j (stage j's
+ *    output to stage j + 1, or its gradient back to stage j) takes on the
+ *    receiving worker once the message has arrived: the copy out of the
+ *    transport, which shared-memory MPI makes the receiver do. costs->send
+ *    stays the delay before it arrives.
+ *  - param[j]: the memory stage j's parameters take on each of its workers
+ *    (weights, gradients and optimizer state), in costs->act's unit: added
+ *    to peak_memory once per stage a worker holds. */
+typedef struct ladle_pipe_sim_opts {
+    size_t size; /* sizeof(ladle_pipe_sim_opts), set by ladle_pipe_sim_opts_init */
+    const double *recv;
+    const double *param;
+} ladle_pipe_sim_opts;
+
+/* Zero o and set its size. Accepts NULL. Not collective. */
+LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o);
+
+/* ladle_pipe_simulate with what opts adds (opts NULL: the same as
+ * ladle_pipe_simulate). Not collective. Returns its codes, and
+ * LADLE_ERR_ARG for an opts not set up by ladle_pipe_sim_opts_init (its
+ * size below this struct's first release) or with a value negative or not
+ * finite; *sim is written only on success. */
+LADLE_API ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *sched,
+                                              const ladle_pipe_costs *costs,
+                                              const ladle_pipe_sim_opts *opts,
+                                              ladle_pipe_sim *sim);
+
 /* Free what the simulation holds and zero it (the struct is the caller's).
  * Accepts NULL and a zeroed one. Local. Returns LADLE_OK. */
 LADLE_API ladle_status ladle_pipe_sim_destroy(ladle_pipe_sim *sim);

@@ -30,6 +30,7 @@ static double duration(const ladle_pipe_costs *c, ladle_pipe_action a)
 typedef struct replay {
     const ladle_pipe_schedule *s;
     const ladle_pipe_costs *c;
+    const double *recv, *param; /* ladle_pipe_sim_opts's, or NULL */
     double *sent;    /* per key: when a send was issued, or -1 */
     double *free_at; /* per worker */
     double *stash;
@@ -75,7 +76,8 @@ static int advance(replay *R, int w)
                 break;
             int boundary = a.kind == LADLE_PIPE_RECV_F ? a.stage - 1 : a.stage;
             t += at(R->c ? R->c->send : NULL, boundary, 0.0);
-            R->free_at[w] = t > start ? t : start;
+            /* arrived, then the receiver's own time to take it */
+            R->free_at[w] = (t > start ? t : start) + at(R->recv, boundary, 0.0);
         } else if (a.kind == LADLE_PIPE_SEND_F || a.kind == LADLE_PIPE_SEND_B) {
             R->sent[ladle__pipe_key(s, a)] = start;
         } else if (a.kind == LADLE_PIPE_REDUCE) {
@@ -111,7 +113,7 @@ static int advance(replay *R, int w)
 
 /* Replay the (valid) schedule into o. */
 static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
-                               ladle_pipe_sim *o)
+                               const ladle_pipe_sim_opts *opts, ladle_pipe_sim *o)
 {
     ladle_status st = LADLE_OK;
     replay R;
@@ -123,6 +125,8 @@ static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_co
                 (long long)total);
     R.s = s;
     R.c = c;
+    R.recv = opts ? opts->recv : NULL;
+    R.param = opts ? opts->param : NULL;
     R.out = o;
     R.sent = ladle__calloc((size_t)ladle__pipe_keys(s), sizeof(double));
     R.free_at = ladle__calloc((size_t)s->workers, sizeof(double));
@@ -139,6 +143,10 @@ static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_co
         for (int w = 0; w < s->workers; w++)
             moved |= advance(&R, w);
     }
+    /* each worker holds its stages' parameters throughout */
+    for (int j = 0; R.param != NULL && j < s->stages; j++)
+        for (int q = 0; q < s->replicas[j]; q++)
+            o->peak_memory[s->placement[s->rep_first[j] + q]] += R.param[j];
     for (int w = 0; w < s->workers; w++) {
         LADLE_CHECK(R.pc[w] == s->len[w], LADLE_ERR_INTERNAL,
                     "the simulation stopped on worker %d at step %d", w, R.pc[w]);
@@ -151,8 +159,37 @@ fail:
     return st;
 }
 
+void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+}
+
+/* Every value of opts finite and >= 0. */
+static ladle_status check_opts(const ladle_pipe_sim_opts *o, int stages)
+{
+    ladle_status st = LADLE_OK;
+    const double *v[2] = {o->recv, o->param};
+    static const char *names[2] = {"recv", "param"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; v[i] != NULL && j < stages; j++)
+            LADLE_CHECK(isfinite(v[i][j]) && v[i][j] >= 0, LADLE_ERR_ARG,
+                        "%s of stage %d is %g (finite and >= 0 needed)", names[i], j,
+                        v[i][j]);
+fail:
+    return st;
+}
+
 ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
                                  ladle_pipe_sim *out)
+{
+    return ladle_pipe_simulate_ex(s, c, NULL, out);
+}
+
+ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
+                                    const ladle_pipe_sim_opts *opts, ladle_pipe_sim *out)
 {
     ladle_status st = LADLE_OK;
     ladle_pipe_report rep;
@@ -166,7 +203,11 @@ ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_
     LADLE_CALL(ladle_pipe_schedule_validate(s, &rep));
     LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
     LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
-    LADLE_CALL(replay_all(s, c, &sim));
+    if (opts != NULL) {
+        LADLE_CHECK_SIZE(opts);
+        LADLE_CALL(check_opts(opts, s->stages));
+    }
+    LADLE_CALL(replay_all(s, c, opts, &sim));
     *out = sim;
     memset(&sim, 0, sizeof sim);
 fail:
