@@ -245,6 +245,22 @@ if [ $? -eq 0 ] && printf '%s' "$out" | grep -q "bubble 0.1111"; then
 else
     echo "FAIL ladle-pipe zbh1: $out"; fails=$((fails + 1))
 fi
+# the receiver's time and the parameters' memory, by hand (test_pipe_schedule's
+# simulator_recv_and_params): makespan 17.75, peaks 12 and 21
+out=$("$pipe" --schedule 1f1b --stages 2 --microbatches 2 --f 1,2 --b 3,4 --w 0 --send 0.5 \
+    --recv 0.25 --param 10,20 2>&1)
+if [ $? -eq 0 ] && printf '%s' "$out" | grep -q "makespan 17.75 " &&
+    printf '%s' "$out" | grep -q "peak memory 21 (worker: 12 21)"; then
+    echo "ok   ladle-pipe: a receive's time and the parameters' memory"
+else
+    echo "FAIL ladle-pipe --recv/--param: $out"; fails=$((fails + 1))
+fi
+out=$("$pipe" --stages 2 --recv -1 2>&1)
+if [ $? -eq 2 ] && printf '%s' "$out" | grep -q "recv"; then
+    echo "ok   ladle-pipe refuses a negative --recv"
+else
+    echo "FAIL ladle-pipe took --recv -1: $out"; fails=$((fails + 1))
+fi
 bad=$(mktemp)
 printf '0RECV_B0 0F0 0SEND_F0 0B0 0W0\n1F0 1B0 1W0\n' >"$bad"
 out=$("$pipe" --load "$bad" 2>&1)

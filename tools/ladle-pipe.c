@@ -21,19 +21,25 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid] [--stages S]\n"
-            "                  [--microbatches M] [--chunks V] [--replicas R0,R1,...]\n"
-            "                  [--f T0,T1,...] [--b ...] [--w ...] [--send ...] [--reduce ...]\n"
-            "                  [--load FILE] [--print] [--svg FILE] [--trace FILE]\n"
-            "\n"
-            "Generates a schedule (or loads one: one line of actions per worker, such as\n"
-            "'0F0 0F1 0B0 0W0 ...'), validates it and simulates it under per-stage costs\n"
-            "(forward f, backward-input b, backward-weight w, transfer send, replica\n"
-            "reduction reduce; a single value applies to every stage; default 1, 1, 1, 0, 0).\n"
-            "--print writes the schedule in the text form; --svg the simulated timeline;\n"
-            "--trace the same as Chrome-trace JSON. --help, --version.\n"
-            "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
+    fprintf(
+        out,
+        "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid] [--stages S]\n"
+        "                  [--microbatches M] [--chunks V] [--replicas R0,R1,...]\n"
+        "                  [--f T0,T1,...] [--b ...] [--w ...] [--send ...] [--reduce "
+        "...]\n"
+        "                  [--recv ...] [--param ...]\n"
+        "                  [--load FILE] [--print] [--svg FILE] [--trace FILE]\n"
+        "\n"
+        "Generates a schedule (or loads one: one line of actions per worker, such as\n"
+        "'0F0 0F1 0B0 0W0 ...'), validates it and simulates it under per-stage costs\n"
+        "(forward f, backward-input b, backward-weight w, transfer send, replica\n"
+        "reduction reduce; a single value applies to every stage; default 1, 1, 1, 0, 0).\n"
+        "--recv: the receiving worker's own time for a message across each boundary once\n"
+        "it has arrived; --param: each stage's parameter memory, added to the peak\n"
+        "memory of its workers (both default 0).\n"
+        "--print writes the schedule in the text form; --svg the simulated timeline;\n"
+        "--trace the same as Chrome-trace JSON. --help, --version.\n"
+        "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
 }
 
 /* The microbatches a generated schedule may have. */
@@ -41,13 +47,14 @@ static void usage(FILE *out)
 
 typedef struct pipe_opts {
     const char *style, *load, *svg, *trace;
-    const char *cost_arg[5];
+    const char *cost_arg[7];
     int S, m, v, print, nrep, rep[MAXS];
     int given_gen; /* an option of generation was given (refused with --load) */
     const char *gen_opt;
 } pipe_opts;
 
-static const char *cost_name[5] = {"--f", "--b", "--w", "--send", "--reduce"};
+static const char *cost_name[7] = {"--f",      "--b",    "--w",    "--send",
+                                   "--reduce", "--recv", "--param"};
 
 static int fail(const char *why)
 {
@@ -80,9 +87,9 @@ static int take(const char *a, const char *val, pipe_opts *o, char *why)
             o->rep[j] = (int)r[j];
     } else {
         int k = 0;
-        while (k < 5 && strcmp(a, cost_name[k]))
+        while (k < 7 && strcmp(a, cost_name[k]))
             k++;
-        if (k == 5)
+        if (k == 7)
             return cli_fail(why, "unknown option '%s'", a);
         o->cost_arg[k] = val;
     }
@@ -91,12 +98,14 @@ static int take(const char *a, const char *val, pipe_opts *o, char *why)
 
 /* The per-stage costs of option k: one value for every stage, or one per
  * stage; each finite and >= 0. Unset: NULL. */
-static int costs_of(const pipe_opts *o, int S, double c[5][MAXS], ladle_pipe_costs *costs,
-                    char *why)
+static int costs_of(const pipe_opts *o, int S, double c[7][MAXS], ladle_pipe_costs *costs,
+                    ladle_pipe_sim_opts *so, char *why)
 {
-    const double **slot[5] = {&costs->f, &costs->b, &costs->w, &costs->send, &costs->reduce};
+    const double **slot[7] = {&costs->f,      &costs->b, &costs->w, &costs->send,
+                              &costs->reduce, &so->recv, &so->param};
     memset(costs, 0, sizeof *costs);
-    for (int k = 0; k < 5; k++) {
+    ladle_pipe_sim_opts_init(so);
+    for (int k = 0; k < 7; k++) {
         int n = 0;
         if (o->cost_arg[k] == NULL)
             continue;
@@ -209,12 +218,13 @@ int main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     ladle_pipe_schedule *s = NULL;
     ladle_status st;
-    double c[5][MAXS];
+    double c[7][MAXS];
+    ladle_pipe_sim_opts so;
     ladle_pipe_costs costs;
     if (o.load) {
         st = ladle_pipe_schedule_load(o.load, &s);
     } else {
-        if (costs_of(&o, o.S, c, &costs, why))
+        if (costs_of(&o, o.S, c, &costs, &so, why))
             return fail(why);
         ladle_pipe_style style = LADLE_PIPE_GPIPE;
         st = ladle_pipe_style_parse(o.style, &style);
@@ -239,17 +249,17 @@ int main(int argc, char **argv)
     int ok = rep_out.ok;
     ladle_pipe_report_destroy(&rep_out);
     ladle_pipe_sim sim;
-    if (ok && costs_of(&o, S, c, &costs, why)) {
+    if (ok && costs_of(&o, S, c, &costs, &so, why)) {
         fprintf(stderr, "ladle-pipe: %s\n", why);
         rc = 2;
-    } else if (ok && ladle_pipe_simulate(s, &costs, &sim) != LADLE_OK) {
+    } else if (ok && ladle_pipe_simulate_ex(s, &costs, &so, &sim) != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
         rc = 2;
     } else if (ok) {
         printf("workers %d  stages %d  microbatches %d\n", W, S,
                ladle_pipe_schedule_microbatches(s));
-        printf("makespan %.4g  bubble %.4f  peak stash %g (worker:", sim.makespan, sim.bubble,
-               sim.peak_memory_max);
+        printf("makespan %.4g  bubble %.4f  peak %s %g (worker:", sim.makespan, sim.bubble,
+               so.param ? "memory" : "stash", sim.peak_memory_max);
         for (int w = 0; w < W; w++)
             printf(" %g", sim.peak_memory[w]);
         printf(")\n");
