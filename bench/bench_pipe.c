@@ -24,8 +24,8 @@
  * the runs: each stage boundary's message (the one-way time of a ping-pong
  * of its bytes between ranks 0 and 1: a one-float message's latency as the
  * delay, the rest as the receiver's time, ladle_pipe_simulate_ex's recv),
- * each stage's optimizer step (SGD
- * over its layers and the zeroing of their gradients, on rank 0) and, for
+ * each stage's optimizer step (SGD over its layers and the zeroing of
+ * their gradients, on rank 0) and, for
  * a replicated stage, the sum of its gradients over the replicas (an
  * MPI_Allreduce of as many floats over as many ranks, plus the runtime's
  * two copies of them). The last column is the profiled simulation without
@@ -217,16 +217,25 @@ typedef struct model {
     double recv[64]; /* the receiver's share of a boundary's time */
 } model;
 
+/* The stages' compute: the sums of their layers' costs. */
+static void stage_sums(int S, const int *first, const double *f, const double *b,
+                       const double *w, model *md)
+{
+    for (int j = 0; j < S; j++) {
+        md->f[j] = md->b[j] = md->w[j] = 0;
+        for (int i = first[j]; i < first[j + 1]; i++)
+            md->f[j] += f[i], md->b[j] += b[i], md->w[j] += w[i];
+    }
+}
+
 static void model_of(int S, const int *first, const int *r, const double *f,
                      const double *b, const double *w, model *md)
 {
+    stage_sums(S, first, f, b, w, md);
     for (int j = 0; j < S; j++) {
         int64_t params = 0;
-        md->f[j] = md->b[j] = md->w[j] = 0;
-        for (int i = first[j]; i < first[j + 1]; i++) {
-            md->f[j] += f[i], md->b[j] += b[i], md->w[j] += w[i];
+        for (int i = first[j]; i < first[j + 1]; i++)
             params += layer_params(i);
-        }
         /* a boundary's one-way time, split: a message's latency (one
          * float's one-way time), the delay before the message is there;
          * the rest, what the bytes add, worker time on the receiver
@@ -304,7 +313,6 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     profile(f0, b0, w0);
     ladle_pipe_costs full = {md->f, md->b, md->w, md->send, md->reduce, md->step, NULL},
                      bare = {md->f, md->b, md->w, NULL, NULL, NULL, NULL};
-    const ladle_pipe_costs *costs = &full;
     int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
     int shape[1] = {W};
     ladle_partition *p = NULL;
@@ -366,14 +374,12 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     {
         double f1[NL], b1[NL], w1[NL];
         profile(f1, b1, w1);
-        for (int j = 0; j < S; j++) {
-            md->f[j] = md->b[j] = md->w[j] = 0;
-            for (int i = first[j]; i < first[j + 1]; i++) {
-                md->f[j] += (f0[i] + f1[i]) / 2;
-                md->b[j] += (b0[i] + b1[i]) / 2;
-                md->w[j] += (w0[i] + w1[i]) / 2;
-            }
+        for (int i = 0; i < NL; i++) {
+            f1[i] = (f0[i] + f1[i]) / 2;
+            b1[i] = (b0[i] + b1[i]) / 2;
+            w1[i] = (w0[i] + w1[i]) / 2;
         }
+        stage_sums(S, first, f1, b1, w1, md);
     }
     if (w == 0) {
         res.ms = 1e3 * bench_median(times, steps);
@@ -384,7 +390,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         ladle_pipe_sim_opts o;
         ladle_pipe_sim_opts_init(&o);
         o.recv = md->recv;
-        CHECK(ladle_pipe_simulate_ex(s, costs, &o, &sim));
+        CHECK(ladle_pipe_simulate_ex(s, &full, &o, &sim));
         res.sim_ms = 1e3 * sim.makespan;
         res.sim_bubble = sim.bubble;
         if (svg_dir) {

@@ -162,6 +162,18 @@ START_TEST(hybrid)
 }
 END_TEST
 
+/* Whether the simulation has worker's (kind, mb) event from start to end. */
+static int has_event(const ladle_pipe_sim *sim, int worker, ladle_pipe_kind kind, int mb,
+                     double start, double end)
+{
+    for (int e = 0; e < sim->nevents; e++) {
+        const ladle_pipe_event *ev = &sim->events[e];
+        if (ev->worker == worker && ev->action.kind == kind && ev->action.mb == mb)
+            return fabs(ev->start - start) < 1e-12 && fabs(ev->end - end) < 1e-12;
+    }
+    return 0;
+}
+
 /* p = 2, m = 2, 1F1B, f = (1, 2), b = (3, 4), w = 0, transfers 0.5, by hand:
  * worker 0: F0 [0,1] F1 [1,2]; worker 1: F0 [1.5,3.5] B0 [3.5,7.5]
  * F1 [7.5,9.5] B1 [9.5,13.5]; worker 0: B0 [8,11] B1 [14,17]. */
@@ -182,17 +194,10 @@ START_TEST(simulator_by_hand)
     } want[] = {{0, LADLE_PIPE_F, 1, 1, 2},  {1, LADLE_PIPE_F, 0, 1.5, 3.5},
                 {1, LADLE_PIPE_B, 1, 9.5, 13.5}, {0, LADLE_PIPE_B, 0, 8, 11},
                 {0, LADLE_PIPE_B, 1, 14, 17}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        int found = 0;
-        for (int e = 0; e < sim.nevents; e++) {
-            const ladle_pipe_event *ev = &sim.events[e];
-            if (ev->worker == want[i].worker && ev->action.kind == want[i].kind &&
-                ev->action.mb == want[i].mb)
-                found = fabs(ev->start - want[i].start) < 1e-12 &&
-                        fabs(ev->end - want[i].end) < 1e-12;
-        }
-        LT_ASSERT(found, "event %zu", i);
-    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        LT_ASSERT(has_event(&sim, want[i].worker, want[i].kind, want[i].mb, want[i].start,
+                            want[i].end),
+                  "event %zu", i);
     LT_ASSERT(fabs(ladle_pipe_events_bubble(2, sim.nevents, sim.events) - sim.bubble) < 1e-12,
               "events bubble");
     ladle_pipe_sim_destroy(&sim);
@@ -229,17 +234,10 @@ START_TEST(simulator_recv_and_params)
     } want[] = {{1, LADLE_PIPE_F, 0, 1.75, 3.75}, {1, LADLE_PIPE_B, 0, 3.75, 7.75},
                 {1, LADLE_PIPE_F, 1, 8, 10},      {1, LADLE_PIPE_B, 1, 10, 14},
                 {0, LADLE_PIPE_B, 0, 8.5, 11.5},  {0, LADLE_PIPE_B, 1, 14.75, 17.75}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        int found = 0;
-        for (int e = 0; e < sim.nevents; e++) {
-            const ladle_pipe_event *ev = &sim.events[e];
-            if (ev->worker == want[i].worker && ev->action.kind == want[i].kind &&
-                ev->action.mb == want[i].mb)
-                found = fabs(ev->start - want[i].start) < 1e-12 &&
-                        fabs(ev->end - want[i].end) < 1e-12;
-        }
-        LT_ASSERT(found, "event %zu", i);
-    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        LT_ASSERT(has_event(&sim, want[i].worker, want[i].kind, want[i].mb, want[i].start,
+                            want[i].end),
+                  "event %zu", i);
     LT_ASSERT(sim.peak_memory[0] == 12 && sim.peak_memory[1] == 21 &&
                   sim.peak_memory_max == 21,
               "peak memory %g %g (max %g)", sim.peak_memory[0], sim.peak_memory[1],

@@ -19,42 +19,46 @@
 
 #define MAXS LADLE_PIPE_MAX_STAGES
 
+/* The help text, its lines as they print. */
+/* clang-format off */
 static void usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid] [--stages S]\n"
-        "                  [--microbatches M] [--chunks V] [--replicas R0,R1,...]\n"
-        "                  [--f T0,T1,...] [--b ...] [--w ...] [--send ...] [--reduce "
-        "...]\n"
-        "                  [--recv ...] [--param ...]\n"
-        "                  [--load FILE] [--print] [--svg FILE] [--trace FILE]\n"
-        "\n"
-        "Generates a schedule (or loads one: one line of actions per worker, such as\n"
-        "'0F0 0F1 0B0 0W0 ...'), validates it and simulates it under per-stage costs\n"
-        "(forward f, backward-input b, backward-weight w, transfer send, replica\n"
-        "reduction reduce; a single value applies to every stage; default 1, 1, 1, 0, 0).\n"
-        "--recv: the receiving worker's own time for a message across each boundary once\n"
-        "it has arrived; --param: each stage's parameter memory, added to the peak\n"
-        "memory of its workers (both default 0).\n"
-        "--print writes the schedule in the text form; --svg the simulated timeline;\n"
-        "--trace the same as Chrome-trace JSON. --help, --version.\n"
-        "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
+    fprintf(out,
+            "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid] [--stages S]\n"
+            "                  [--microbatches M] [--chunks V] [--replicas R0,R1,...]\n"
+            "                  [--f T0,T1,...] [--b ...] [--w ...] [--send ...] [--reduce ...]\n"
+            "                  [--recv ...] [--param ...]\n"
+            "                  [--load FILE] [--print] [--svg FILE] [--trace FILE]\n"
+            "\n"
+            "Generates a schedule (or loads one: one line of actions per worker, such as\n"
+            "'0F0 0F1 0B0 0W0 ...'), validates it and simulates it under per-stage costs\n"
+            "(forward f, backward-input b, backward-weight w, transfer send, replica\n"
+            "reduction reduce; a single value applies to every stage; default 1, 1, 1, 0, 0).\n"
+            "--recv: a receiving worker's own time for a message across each boundary\n"
+            "once it has arrived; --param: each stage's parameter memory, added to the\n"
+            "peak memory of its workers (both default 0).\n"
+            "--print writes the schedule in the text form; --svg the simulated timeline;\n"
+            "--trace the same as Chrome-trace JSON. --help, --version.\n"
+            "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
 }
+/* clang-format on */
 
+/* The per-stage value options (cost_name). */
+#define NCOSTS 7
 /* The microbatches a generated schedule may have. */
 #define MAX_MICROBATCHES 4096
 
 typedef struct pipe_opts {
     const char *style, *load, *svg, *trace;
-    const char *cost_arg[7];
+    const char *cost_arg[NCOSTS];
     int S, m, v, print, nrep, rep[MAXS];
     int given_gen; /* an option of generation was given (refused with --load) */
     const char *gen_opt;
 } pipe_opts;
 
-static const char *cost_name[7] = {"--f",      "--b",    "--w",    "--send",
-                                   "--reduce", "--recv", "--param"};
+/* the per-stage values: ladle_pipe_costs's, then ladle_pipe_sim_opts's */
+static const char *cost_name[NCOSTS] = {"--f",      "--b",    "--w",    "--send",
+                                        "--reduce", "--recv", "--param"};
 
 static int fail(const char *why)
 {
@@ -87,9 +91,9 @@ static int take(const char *a, const char *val, pipe_opts *o, char *why)
             o->rep[j] = (int)r[j];
     } else {
         int k = 0;
-        while (k < 7 && strcmp(a, cost_name[k]))
+        while (k < NCOSTS && strcmp(a, cost_name[k]))
             k++;
-        if (k == 7)
+        if (k == NCOSTS)
             return cli_fail(why, "unknown option '%s'", a);
         o->cost_arg[k] = val;
     }
@@ -98,14 +102,14 @@ static int take(const char *a, const char *val, pipe_opts *o, char *why)
 
 /* The per-stage costs of option k: one value for every stage, or one per
  * stage; each finite and >= 0. Unset: NULL. */
-static int costs_of(const pipe_opts *o, int S, double c[7][MAXS], ladle_pipe_costs *costs,
-                    ladle_pipe_sim_opts *so, char *why)
+static int costs_of(const pipe_opts *o, int S, double c[NCOSTS][MAXS],
+                    ladle_pipe_costs *costs, ladle_pipe_sim_opts *so, char *why)
 {
-    const double **slot[7] = {&costs->f,      &costs->b, &costs->w, &costs->send,
-                              &costs->reduce, &so->recv, &so->param};
+    const double **slot[NCOSTS] = {&costs->f,      &costs->b, &costs->w, &costs->send,
+                                   &costs->reduce, &so->recv, &so->param};
     memset(costs, 0, sizeof *costs);
     ladle_pipe_sim_opts_init(so);
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < NCOSTS; k++) {
         int n = 0;
         if (o->cost_arg[k] == NULL)
             continue;
@@ -218,7 +222,7 @@ int main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     ladle_pipe_schedule *s = NULL;
     ladle_status st;
-    double c[7][MAXS];
+    double c[NCOSTS][MAXS];
     ladle_pipe_sim_opts so;
     ladle_pipe_costs costs;
     if (o.load) {

@@ -53,6 +53,10 @@ ladle_pipe_action ladle__pipe_matching_send(ladle_pipe_action recv);
 
 /* Every cost of S stages finite and >= 0 (costs may be NULL). */
 ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *costs, int stages);
+/* The same for n per-stage arrays v[i] (NULL: skipped), named names[i] in
+ * the message. */
+ladle_status ladle__pipe_check_values(int n, const double *const *v,
+                                      const char *const *names, int stages);
 
 /* A schedule of the same shape with empty lists. */
 ladle_status ladle__pipe_alloc(int workers, int stages, const int *replicas,

@@ -281,20 +281,26 @@ fail:
     return st;
 }
 
-ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *c, int S)
+ladle_status ladle__pipe_check_values(int n, const double *const *v,
+                                      const char *const *names, int S)
 {
     ladle_status st = LADLE_OK;
-    if (c == NULL)
-        return LADLE_OK;
-    const double *v[7] = {c->f, c->b, c->w, c->send, c->reduce, c->step, c->act};
-    static const char *names[7] = {"f", "b", "w", "send", "reduce", "step", "act"};
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < n; i++)
         for (int j = 0; v[i] != NULL && j < S; j++)
             LADLE_CHECK(isfinite(v[i][j]) && v[i][j] >= 0, LADLE_ERR_ARG,
                         "cost %s of stage %d is %g (finite and >= 0 needed)", names[i], j,
                         v[i][j]);
 fail:
     return st;
+}
+
+ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *c, int S)
+{
+    if (c == NULL)
+        return LADLE_OK;
+    const double *const v[7] = {c->f, c->b, c->w, c->send, c->reduce, c->step, c->act};
+    static const char *const names[7] = {"f", "b", "w", "send", "reduce", "step", "act"};
+    return ladle__pipe_check_values(7, v, names, S);
 }
 
 ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages, const int *replicas,

@@ -167,21 +167,6 @@ void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o)
     o->size = sizeof *o;
 }
 
-/* Every value of opts finite and >= 0. */
-static ladle_status check_opts(const ladle_pipe_sim_opts *o, int stages)
-{
-    ladle_status st = LADLE_OK;
-    const double *v[2] = {o->recv, o->param};
-    static const char *names[2] = {"recv", "param"};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; v[i] != NULL && j < stages; j++)
-            LADLE_CHECK(isfinite(v[i][j]) && v[i][j] >= 0, LADLE_ERR_ARG,
-                        "%s of stage %d is %g (finite and >= 0 needed)", names[i], j,
-                        v[i][j]);
-fail:
-    return st;
-}
-
 ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
                                  ladle_pipe_sim *out)
 {
@@ -204,8 +189,10 @@ ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *s, const ladle_pi
     LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
     LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
     if (opts != NULL) {
-        LADLE_CHECK_SIZE(opts);
-        LADLE_CALL(check_opts(opts, s->stages));
+        LADLE_CHECK_SIZE(opts); /* before reading a field */
+        static const char *const names[2] = {"recv", "param"};
+        const double *const v[2] = {opts->recv, opts->param};
+        LADLE_CALL(ladle__pipe_check_values(2, v, names, s->stages));
     }
     LADLE_CALL(replay_all(s, c, opts, &sim));
     *out = sim;
