@@ -12,9 +12,10 @@
  * before and after each schedule's run; the simulator replays every
  * schedule with the mean of those two profiles.
  *
- * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages (on 2 ranks: the best
- * 2-stage cut), and on 4 ranks the planner's hybrid (at least 3 stages,
- * every worker used, the heavy stage replicated): ms per step (median of
+ * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages (on 8 ranks one layer a
+ * stage; on 2 ranks the planner's best 2-stage cut), and the planner's
+ * hybrid (every worker used; on 4 and 8 ranks at least 3 stages, the heavy
+ * stage replicated; on 2 ranks its free choice): ms per step (median of
  * the timed steps), images/s, the throughput against 1F1B, the measured
  * bubble (from every worker's action timestamps), the simulated step time
  * and bubble from the profiled costs, and the simulation replayed with the
@@ -30,6 +31,14 @@
  * MPI_Allreduce of as many floats over as many ranks, plus the runtime's
  * two copies of them). The last column is the profiled simulation without
  * them: what the compute alone predicts.
+ *
+ * The planner (ladle_pipe_plan_create_ex) gets the same kind of inputs per
+ * layer: the receive of each layer's output, and each layer's all-reduce
+ * between two replicas as a latency and a bandwidth term. The bench prints
+ * its plan, the plan it would choose without them, and its modelled time
+ * per microbatch against the measured step over m, for 1F1B and for its
+ * plan: the model's predicted speed-up of its plan over 1F1B against the
+ * measured one.
  *
  *   mpiexec -n 4 bench_pipe [--steps K] [--microbatches M] [--hidden H]
  *                           [--svg-dir DIR]   (measured and simulated timelines)
@@ -208,6 +217,40 @@ static double step_time(int first, int last)
     }
     MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return v;
+}
+
+/* What the planner takes beyond the profile (ladle_pipe_plan_create_ex):
+ * the receive of each layer's output (its one-way time less a one-float
+ * message's), and each layer's all-reduce between two replicas, split into
+ * a latency (half a one-float all-reduce: a two-replica ring takes two
+ * steps) and the rest, the bandwidth term. Collective. */
+static void plan_inputs(double cut[NL], double red[NL], double *lat)
+{
+    double t1 = one_way(1), a1 = all_reduce(1, 2);
+    for (int i = 0; i + 1 < NL; i++) {
+        double t = one_way(layer_out(i));
+        cut[i] = t > t1 ? t - t1 : 0;
+    }
+    cut[NL - 1] = 0;
+    *lat = a1 / 2;
+    for (int i = 0; i < NL; i++) {
+        double t = layer_params(i) > 0 ? all_reduce(layer_params(i), 2) : 0;
+        red[i] = t > a1 ? t - a1 : 0;
+    }
+}
+
+/* Print a plan: its stages, replicas and modelled time per microbatch. */
+static void print_plan(const char *what, const ladle_pipe_plan *p)
+{
+    if (me != 0)
+        return;
+    printf("%s: %d stages (layers", what, p->stages);
+    for (int j = 0; j <= p->stages; j++)
+        printf(" %d", ladle_pipe_plan_first(p, j));
+    printf("), replicas");
+    for (int j = 0; j < p->stages; j++)
+        printf(" %d", ladle_pipe_plan_replicas(p, j));
+    printf("; %.3f ms per microbatch modelled\n", 1e3 * p->slowest);
 }
 
 /* The costs of a split into S stages (replicas r, NULL: 1): the profiled
@@ -428,25 +471,49 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--svg-dir"))
             svg_dir = argv[i + 1];
     }
-    if (world != 4 && world != 2) {
+    if (world != 2 && world != 4 && world != 8) {
         if (me == 0)
-            printf("bench_pipe: runs on 2 or 4 ranks (got %d); skipped\n", world);
+            printf("bench_pipe: runs on 2, 4 or 8 ranks (got %d); skipped\n", world);
         MPI_Finalize();
         return 0;
     }
-    double f[NL], b[NL], w[NL];
+    double f[NL], b[NL], w[NL], cut[NL], red[NL], lat;
     profile(f, b, w);
+    plan_inputs(cut, red, &lat);
+    ladle_pipe_plan_opts po;
+    ladle_pipe_plan_opts_init(&po);
+    po.cut = cut;
+    po.reduce = red;
+    po.reduce_latency = lat;
+    po.microbatches = m;
+    if (me == 0) {
+        printf("planner inputs (ms): receives");
+        for (int i = 0; i + 1 < NL; i++)
+            printf(" %.3f", 1e3 * cut[i]);
+        printf("; all-reduce latency %.4f, bandwidth terms", 1e3 * lat);
+        for (int i = 0; i < NL; i++)
+            printf(" %.3f", 1e3 * red[i]);
+        printf("\n");
+    }
 
-    /* the unequal pipeline: one block per stage; on 2 ranks (one per core,
-     * where the measurement can be compared with the simulator) the best
-     * 2-stage cut */
-    int first4[5] = {0, 2, 4, 6, 8}, P = world;
+    /* the unequal pipeline: one block per stage on 4 ranks, one layer per
+     * stage on 8; on 2 ranks (one per core, where the measurement can be
+     * compared with the simulator) the planner's best 2-stage cut */
+    int first4[NL + 1] = {0, 2, 4, 6, 8}, P = world;
+    if (P == 8)
+        for (int j = 0; j <= NL; j++)
+            first4[j] = j;
     if (P == 2) {
         ladle_pipe_plan two;
-        CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, 2, 2, 2, &two));
+        po.min_stages = po.max_stages = 2;
+        CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, 2, &two));
+        po.min_stages = po.max_stages = 0;
         for (int j = 0; j <= 2; j++)
-            first4[j] = two.first[j];
+            first4[j] = ladle_pipe_plan_first(&two, j);
     }
+    ladle_pipe_plan fixed;
+    CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, P, first4, NULL, &fixed));
+    print_plan("the schedules' split", &fixed);
     model m4, mh;
     if (me == 0) {
         printf("bench_pipe: %d ranks, %d microbatches of %d rows, widths %lld %lld %lld %lld %lld "
@@ -471,14 +538,25 @@ int main(int argc, char **argv)
         r[k] = run(names[k], s, first4, &m4);
         ladle_pipe_schedule_destroy(&s);
     }
-    int rows = 3;
-    /* the planner's layout: at least 3 stages (a pipeline, not pure data
-     * parallelism), all 4 workers */
-    ladle_pipe_plan plan;
-    if (P == 2)
-        goto report;
-    rows = 4;
-    CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, 4, 3, 0, &plan));
+    /* the planner's layout, every worker used: on 2 ranks its free choice
+     * (one pipeline stage each, or one stage on both), on more at least 3
+     * stages (a pipeline, not pure data parallelism); and what it would
+     * choose without the model, for comparison */
+    ladle_pipe_plan plan, bare_plan;
+    po.min_stages = P == 2 ? 0 : 3;
+    CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, P, &plan));
+    CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, P, po.min_stages, 0,
+                                       &bare_plan));
+    print_plan("planner", &plan);
+    print_plan("planner without the model (timed with it)", &bare_plan);
+    {
+        ladle_pipe_plan again;
+        CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, bare_plan.stages,
+                                          bare_plan.first, bare_plan.replicas, &again));
+        if (me == 0)
+            printf("  (its split under the model: %.3f ms per microbatch)\n",
+                   1e3 * again.slowest);
+    }
     model_of(plan.stages, plan.first, plan.replicas, f, b, w, &mh);
     ladle_pipe_costs ch = {mh.f, mh.b, mh.w, mh.send, mh.reduce, mh.step, NULL};
     ladle_pipe_schedule *s = NULL;
@@ -486,17 +564,16 @@ int main(int argc, char **argv)
                                        &s));
     r[3] = run(names[3], s, plan.first, &mh);
     ladle_pipe_schedule_destroy(&s);
+    int rows = 4;
     if (me == 0) {
-        printf("planner: %d stages (layers", plan.stages);
-        for (int j = 0; j <= plan.stages; j++)
-            printf(" %d", plan.first[j]);
-        printf("), replicas");
-        for (int j = 0; j < plan.stages; j++)
-            printf(" %d", plan.replicas[j]);
-        printf("; predicted %.3f ms per microbatch, the best plain pipeline %.3f\n",
-               1e3 * plan.slowest, 1e3 * plan.plain_slowest);
+        printf("per microbatch, measured (ms/step / m) against the planner's model:\n");
+        printf("  1F1B   %.3f against %.3f (%.2f)\n", r[1].ms / m, 1e3 * fixed.slowest,
+               r[1].ms / m / (1e3 * fixed.slowest));
+        printf("  hybrid %.3f against %.3f (%.2f)\n", r[3].ms / m, 1e3 * plan.slowest,
+               r[3].ms / m / (1e3 * plan.slowest));
+        printf("  the planner's plan against 1F1B: %.2fx modelled, %.2fx measured\n",
+               fixed.slowest / plan.slowest, r[1].ms / r[3].ms);
     }
-report:
     if (me == 0) {
         printf("(sim: the profiled costs; replay: the run's own mean durations; both with\n"
                " the modelled boundaries, steps and sums; compute: the profiled costs "

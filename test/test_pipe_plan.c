@@ -1,6 +1,7 @@
 /* The pipeline planner against a brute force over every split and replica
- * assignment, with and without a range of stage counts, cases worked out by
- * hand, the memory cap, explicit plans and bad input. */
+ * assignment, with and without a range of stage counts, and with the model
+ * of ladle_pipe_plan_create_ex (boundaries, all-reduce, parameters); cases
+ * worked out by hand, the memory cap, explicit plans and bad input. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,10 @@ typedef struct bf_problem {
     int n, workers, smin, smax;
     double c[BF_MAX], m[BF_MAX];
     double cap; /* <= 0: none */
+    /* the model (all 0: none): a boundary's receive after layer i, the
+     * parameters' memory and the all-reduce's terms */
+    double cut[BF_MAX], prm[BF_MAX], red[BF_MAX], lat;
+    int mb;
     bf_plan best, cur;
     int found;
     double tol_t; /* the best time, for the tie set of real costs */
@@ -47,6 +52,25 @@ static int bf_better(const bf_plan *a, const bf_plan *b)
     return 0;
 }
 
+/* The documented time of a stage of layers a .. e on r replicas, evaluated
+ * in the order the header writes it, so that integer costs tie exactly. */
+static double bf_stage_time(const bf_problem *q, int a, int e, int r)
+{
+    double c = 0, red = 0;
+    for (int l = a; l <= e; l++) {
+        c += q->c[l];
+        red += q->red[l];
+    }
+    if (a > 0)
+        c += q->cut[a - 1];
+    if (e < q->n - 1)
+        c += q->cut[e];
+    double t = c / r;
+    if (r > 1 && (red > 0 || q->lat > 0))
+        t += (2.0 * (r - 1) / r * red + 2.0 * (r - 1) * q->lat) / q->mb;
+    return t;
+}
+
 /* Score a complete plan: its time, or skip it when a stash passes the cap
  * or it has fewer stages than asked for; also the smallest largest stash of
  * any plan in the range. */
@@ -58,19 +82,19 @@ static void bf_score(bf_problem *q, int pass)
     if (p->stages < q->smin)
         return;
     for (int j = 0; j < p->stages; j++) {
-        double c = 0, m = 0;
+        double m = 0, prm = 0;
         for (int l = p->first[j]; l < p->first[j + 1]; l++) {
-            c += q->c[l];
             m += q->m[l];
+            prm += q->prm[l];
         }
         int after = 0;
         for (int i = j; i < p->stages; i++)
             after += p->r[i];
         int inflight = (after + p->r[j] - 1) / p->r[j];
-        stash = fmax(stash, m * inflight);
-        if (q->cap > 0 && m * inflight > q->cap)
+        stash = fmax(stash, m * inflight + prm);
+        if (q->cap > 0 && m * inflight + prm > q->cap)
             fits = 0;
-        t = fmax(t, c / p->r[j]);
+        t = fmax(t, bf_stage_time(q, p->first[j], p->first[j + 1] - 1, p->r[j]));
     }
     p->t = t;
     if (pass == 0) {
@@ -140,6 +164,18 @@ static double bf_plain(const double *c, int i, int n, int s)
     return best;
 }
 
+/* The plain pipeline under the model: up to min(n, workers) stages of one
+ * worker each, the boundaries' receives counted (fewer stages may win). */
+static double bf_plain_model(const bf_problem *q, int i, int s)
+{
+    if (s == 1)
+        return bf_stage_time(q, i, q->n - 1, 1);
+    double best = bf_plain_model(q, i, 1);
+    for (int e = i; e < q->n - 1; e++)
+        best = fmin(best, fmax(bf_stage_time(q, i, e, 1), bf_plain_model(q, e + 1, s - 1)));
+    return best;
+}
+
 /* A small seeded generator (xorshift64*), so a failure is repeatable. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rng_next(void)
@@ -178,6 +214,44 @@ static int plan_sane(const ladle_pipe_plan *p, int n, int workers, const double 
 static int close_to(double a, double b)
 {
     return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
+/* A refusal as the brute force expects one: LADLE_ERR_ARG, the message
+ * naming the least memory of any plan, the plan untouched. */
+static int bf_refused(const bf_problem *q, ladle_status st, const ladle_pipe_plan *p)
+{
+    char need[64];
+    snprintf(need, sizeof need, "needs %g)", q->least_stash);
+    return st == LADLE_ERR_ARG && p->stages == -7 &&
+           strstr(ladle_error_message(), need) != NULL;
+}
+
+/* The brute force's plan exactly: stages, boundaries and replicas. */
+static int bf_same(const bf_problem *q, const ladle_pipe_plan *p)
+{
+    return p->stages == q->best.stages &&
+           !memcmp(p->first, q->best.first, sizeof(int) * (size_t)(p->stages + 1)) &&
+           !memcmp(p->replicas, q->best.r, sizeof(int) * (size_t)p->stages);
+}
+
+/* Print a disagreement with the brute force. */
+static void bf_report(const char *what, int trial, const bf_problem *q, int min_stages,
+                      int max_stages, ladle_status st, const ladle_pipe_plan *p)
+{
+    fprintf(stderr,
+            "%s trial %d: n %d workers %d stages %d..%d cap %g lat %g mb %d: %s (%s)\n",
+            what, trial, q->n, q->workers, min_stages, max_stages, q->cap, q->lat, q->mb,
+            ladle_status_name(st), ladle_error_message());
+    fprintf(stderr, "  got %d stages, slowest %.17g, plain %.17g:", p->stages, p->slowest,
+            p->plain_slowest);
+    for (int j = 0; j >= 0 && j < p->stages && j < BF_MAX; j++)
+        fprintf(stderr, " [%d..%d]x%d", p->first[j], p->first[j + 1] - 1, p->replicas[j]);
+    fprintf(stderr, "\n  brute force (%d): %d stages, slowest %.17g:", q->found,
+            q->best.stages, q->best.t);
+    for (int j = 0; j < q->best.stages; j++)
+        fprintf(stderr, " [%d..%d]x%d", q->best.first[j], q->best.first[j + 1] - 1,
+                q->best.r[j]);
+    fprintf(stderr, "\n");
 }
 
 /* ---- the tests --------------------------------------------------------- */
@@ -237,20 +311,14 @@ START_TEST(brute_force)
                                          q.workers, max_stages, &p);
         int ok;
         if (!q.found) {
-            char need[64];
-            snprintf(need, sizeof need, "needs %g)", q.least_stash);
-            ok = st == LADLE_ERR_ARG && p.stages == -7 &&
-                 strstr(ladle_error_message(), need) != NULL;
+            ok = bf_refused(&q, st, &p);
             refused++;
         } else {
             ok = st == LADLE_OK && plan_sane(&p, q.n, q.workers, q.c) &&
                  p.stages <= q.smax && p.stages >= min_stages &&
                  close_to(p.slowest, q.best.t);
             if (integer)
-                ok &=
-                    p.stages == q.best.stages &&
-                    !memcmp(p.first, q.best.first, sizeof(int) * (size_t)(p.stages + 1)) &&
-                    !memcmp(p.replicas, q.best.r, sizeof(int) * (size_t)p.stages);
+                ok &= bf_same(&q, &p);
             else
                 ok &= p.stages == q.min_stages;
             int plain_s = q.n < q.workers ? q.n : q.workers;
@@ -258,28 +326,285 @@ START_TEST(brute_force)
             capped += use_cap;
         }
         ladle_error_clear();
-        if (!ok && bad++ < 5) {
-            fprintf(stderr, "trial %d: n %d workers %d stages %d..%d cap %g: %s (%s)\n",
-                    trial, q.n, q.workers, min_stages, max_stages, q.cap,
-                    ladle_status_name(st), ladle_error_message());
-            fprintf(stderr, "  got %d stages, slowest %.17g, plain %.17g:", p.stages,
-                    p.slowest, p.plain_slowest);
-            for (int j = 0; j >= 0 && j < p.stages && j < BF_MAX; j++)
-                fprintf(stderr, " [%d..%d]x%d", p.first[j], p.first[j + 1] - 1,
-                        p.replicas[j]);
-            fprintf(stderr, "\n  brute force (%d): %d stages, slowest %.17g:", q.found,
-                    q.best.stages, q.best.t);
-            for (int j = 0; j < q.best.stages; j++)
-                fprintf(stderr, " [%d..%d]x%d", q.best.first[j], q.best.first[j + 1] - 1,
-                        q.best.r[j]);
-            fprintf(stderr, "\n");
-        }
+        if (!ok && bad++ < 5)
+            bf_report("chain", trial, &q, min_stages, max_stages, st, &p);
     }
     LT_ASSERT(bad == 0, "%d of %d random chains disagree with the brute force", bad,
               trials);
     /* the cases the generator made must include both outcomes of the cap */
     LT_ASSERT(refused > 10 && capped > 100 && ranged > 500,
               "only %d refused, %d capped and %d ranged plans", refused, capped, ranged);
+}
+END_TEST
+
+/* The same brute force under ladle_pipe_plan_create_ex's model: random
+ * boundary receives, parameter memory and all-reduce costs (from none to
+ * large enough that replicas slow a stage down), with and without a cap and
+ * stage bounds. The plan, its stage times and the plain pipeline must be
+ * the brute force's, and ladle_pipe_plan_explicit_ex must time the plan
+ * alike. */
+START_TEST(brute_force_model)
+{
+    int bad = 0, refused = 0, replicas_hurt = 0, trials = 5000;
+    for (int trial = 0; trial < trials; trial++) {
+        bf_problem q;
+        memset(&q, 0, sizeof q);
+        int integer = trial % 2 == 0;
+        q.n = rng_int(1, 7);
+        q.workers = rng_int(1, 5);
+        double f[BF_MAX], b[BF_MAX], w[BF_MAX];
+        int use_cut = rng_int(0, 3) != 0, use_red = rng_int(0, 3) != 0,
+            use_prm = rng_int(0, 2) != 0, use_cap = trial % 3 != 0;
+        double red_scale = rng_int(0, 2) == 0 ? 20 : 2;
+        for (int l = 0; l < q.n; l++) {
+            f[l] = integer ? rng_int(0, 4) : rng_unit();
+            b[l] = integer ? rng_int(0, 4) : 2 * rng_unit();
+            w[l] = integer ? rng_int(0, 2) : rng_unit();
+            q.c[l] = f[l] + b[l] + w[l];
+            q.m[l] = rng_int(0, 5);
+            q.prm[l] = use_prm ? rng_int(0, 4) : 0;
+            /* half the layers reduce nothing: a stage of them has room
+             * for the replicas that another stage's all-reduce refuses */
+            q.red[l] = !use_red || rng_int(0, 1) ? 0
+                       : integer                 ? rng_int(0, (int)red_scale)
+                                                 : red_scale * rng_unit();
+            q.cut[l] = !use_cut || l == q.n - 1 ? 0 : integer ? rng_int(0, 3) : rng_unit();
+        }
+        q.lat = use_red && rng_int(0, 1) ? (integer ? rng_int(0, 2) : rng_unit()) : 0;
+        q.mb = rng_int(1, 8);
+        double total = 0;
+        for (int l = 0; l < q.n; l++)
+            total += q.m[l] + q.prm[l];
+        q.cap = use_cap ? rng_int(1, (int)total + 4) : 0;
+        int top = q.n < q.workers ? q.n : q.workers;
+        int max_stages = rng_int(0, 3) == 0 ? rng_int(1, q.n) : 0;
+        if (max_stages > 0 && max_stages < top)
+            top = max_stages;
+        int min_stages = rng_int(0, 2) == 0 ? rng_int(0, top) : 0;
+        q.smax = top;
+        q.smin = min_stages;
+        bf_solve(&q);
+
+        ladle_pipe_plan_opts o;
+        ladle_pipe_plan_opts_init(&o);
+        o.mem = use_cap ? q.m : NULL;
+        o.mem_cap = q.cap;
+        o.min_stages = min_stages;
+        o.max_stages = max_stages;
+        o.param = use_prm ? q.prm : NULL;
+        o.cut = use_cut ? q.cut : NULL;
+        o.reduce = use_red ? q.red : NULL;
+        o.reduce_latency = q.lat;
+        o.microbatches = q.mb;
+        if (!use_cap) /* the brute force's memory then counts nothing */
+            for (int l = 0; l < q.n; l++)
+                q.m[l] = q.prm[l] = 0;
+        ladle_pipe_plan p, e;
+        memset(&p, 0, sizeof p);
+        p.stages = -7;
+        ladle_status st = ladle_pipe_plan_create_ex(q.n, f, b, w, &o, q.workers, &p);
+        int ok;
+        if (!q.found) {
+            ok = bf_refused(&q, st, &p);
+            refused++;
+        } else {
+            ok = st == LADLE_OK && p.stages >= 1 && p.stages <= q.smax &&
+                 p.stages >= min_stages && p.first[0] == 0 && p.first[p.stages] == q.n;
+            int sum = 0;
+            double slowest = 0;
+            for (int j = 0; ok && j < p.stages; j++) {
+                ok &= p.first[j + 1] > p.first[j] && p.replicas[j] >= 1;
+                if (!ok)
+                    break;
+                sum += p.replicas[j];
+                double t = bf_stage_time(&q, p.first[j], p.first[j + 1] - 1, p.replicas[j]);
+                ok &= close_to(p.stage_time[j], t);
+                slowest = fmax(slowest, p.stage_time[j]);
+                if (p.replicas[j] > 1 && bf_stage_time(&q, p.first[j], p.first[j + 1] - 1,
+                                                       p.replicas[j] - 1) < t)
+                    replicas_hurt++;
+            }
+            ok &= sum == q.workers && p.slowest == slowest && close_to(p.slowest, q.best.t);
+            if (integer)
+                ok &= ok && bf_same(&q, &p);
+            else
+                ok &= p.stages == q.min_stages;
+            int plain_s = q.n < q.workers ? q.n : q.workers;
+            ok &= close_to(p.plain_slowest, bf_plain_model(&q, 0, plain_s));
+            if (ok) {
+                LT_OK(ladle_pipe_plan_explicit_ex(q.n, f, b, w, &o, p.stages, p.first,
+                                                  p.replicas, &e));
+                ok &= e.slowest == p.slowest && e.plain_slowest == p.plain_slowest;
+            }
+        }
+        ladle_error_clear();
+        if (!ok && bad++ < 5)
+            bf_report("model", trial, &q, min_stages, max_stages, st, &p);
+    }
+    LT_ASSERT(bad == 0, "%d of %d random chains disagree with the brute force", bad,
+              trials);
+    /* the generator must reach plans where a replica fewer would be faster
+     * (the all-reduce outweighs it), and refusals by the cap */
+    LT_ASSERT(refused > 10 && replicas_hurt > 50,
+              "only %d refused, %d with replicas that hurt", refused, replicas_hurt);
+}
+END_TEST
+
+/* {4, 4} on 2 workers, by hand. Free communication: one stage on both
+ * workers, 8 / 2 = 4 (tying two stages of 4, fewer stages win). With an
+ * all-reduce of bandwidth term 1 a layer over 4 microbatches the one stage
+ * takes 4 + (2 (1 / 2) 2) / 4 = 4.5; two stages joined by a boundary of
+ * receive time 1 take 4 + 1 = 5 each, so the one stage stays; at 0.25 the
+ * two stages win at 4.25. The plain pipeline is the better of one worker
+ * (8) and the two stages. A latency of 1 a step adds 2 (1) 1 / 4 = 0.5. */
+START_TEST(model_by_hand)
+{
+    double f[2] = {4, 4}, zero[2] = {0, 0}, red[2] = {1, 1}, cut[1] = {1},
+           quarter[1] = {0.25};
+    ladle_pipe_plan_opts o;
+    ladle_pipe_plan p;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, NULL, 2, &p));
+    LT_ASSERT(p.stages == 1 && p.replicas[0] == 2 && p.slowest == 4 && p.plain_slowest == 4,
+              "free: %d stages, slowest %g, plain %g", p.stages, p.slowest,
+              p.plain_slowest);
+    ladle_pipe_plan_opts_init(&o);
+    o.reduce = red;
+    o.microbatches = 4;
+    o.cut = cut;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(p.stages == 1 && p.replicas[0] == 2 && p.slowest == 4.5 &&
+                  p.stage_time[0] == 4.5 && p.plain_slowest == 5,
+              "cut 1: %d stages, slowest %g, plain %g", p.stages, p.slowest,
+              p.plain_slowest);
+    o.cut = quarter;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(
+        p.stages == 2 && p.first[1] == 1 && p.slowest == 4.25 && p.stage_time[0] == 4.25 &&
+            p.stage_time[1] == 4.25 && p.plain_slowest == 4.25,
+        "cut 0.25: %d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
+    o.cut = cut;
+    o.reduce = NULL;
+    o.reduce_latency = 1;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(p.stages == 1 && p.slowest == 4.5, "latency 1: %d stages, slowest %g",
+              p.stages, p.slowest);
+    /* the explicit plan of two stages under the same model */
+    int first[3] = {0, 1, 2};
+    LT_OK(ladle_pipe_plan_explicit_ex(2, f, zero, NULL, &o, 2, first, NULL, &p));
+    LT_ASSERT(p.stage_time[0] == 5 && p.stage_time[1] == 5 && p.slowest == 5 &&
+                  p.plain_slowest == 5,
+              "explicit: %g %g, plain %g", p.stage_time[0], p.stage_time[1],
+              p.plain_slowest);
+
+    /* {2, 3} on 3 workers, the second layer's all-reduce 20 over one
+     * microbatch: one stage takes 5 / 3 + (2 (2 / 3) 20) = 28.3; {0} x 1,
+     * {1} x 2 takes 1.5 + 20; {0} x 2, {1} x 1 takes max(1, 3) = 3. The
+     * first stage needs one replica for the time 3, but takes two, because
+     * the second cannot: more workers for it make it slower. */
+    double f23[2] = {2, 3}, red20[2] = {0, 20};
+    ladle_pipe_plan_opts_init(&o);
+    o.reduce = red20;
+    o.microbatches = 1;
+    LT_OK(ladle_pipe_plan_create_ex(2, f23, zero, NULL, &o, 3, &p));
+    LT_ASSERT(p.stages == 2 && p.replicas[0] == 2 && p.replicas[1] == 1 && p.slowest == 3,
+              "{2, 3}: %d stages, replicas %d %d, slowest %g", p.stages, p.replicas[0],
+              p.replicas[1], p.slowest);
+
+    /* Parameters against the cap: stash 1 a layer, parameters 3 a layer.
+     * One stage on both workers holds 1 x ceil(2 / 2) x 2 + 6 = 8; two
+     * stages hold 1 x 2 + 3 = 5 and 1 + 3 = 4. A cap of 7 forces the two
+     * stages (which tie at 4 without costs); under 5 nothing fits, and the
+     * message says 5 would. */
+    double one[2] = {1, 1}, three[2] = {3, 3};
+    ladle_pipe_plan_opts_init(&o);
+    o.mem = one;
+    o.param = three;
+    o.mem_cap = 8;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(p.stages == 1, "cap 8: %d stages", p.stages);
+    o.mem_cap = 7;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(p.stages == 2 && p.slowest == 4, "cap 7: %d stages, slowest %g", p.stages,
+              p.slowest);
+    o.mem_cap = 4.5;
+    p.stages = -7;
+    ladle_status st = ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p);
+    LT_ASSERT(st == LADLE_ERR_ARG && p.stages == -7 &&
+                  strstr(ladle_error_message(), "needs 5)") != NULL,
+              "cap 4.5: %s: %s", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+    /* parameters alone (no stash memory) count against the cap too */
+    o.mem = NULL;
+    o.mem_cap = 5.5;
+    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_ASSERT(p.stages == 2, "parameters alone, cap 5.5: %d stages", p.stages);
+}
+END_TEST
+
+/* Options that are not set up, values negative or not finite, an
+ * all-reduce without microbatches: refused, the plan untouched. */
+START_TEST(model_bad_input)
+{
+    double f[3] = {1, 2, 3}, b[3] = {0, 0, 0}, neg[3] = {1, -1, 1}, nan_[3] = {1, NAN, 1},
+           inf[2] = {0, INFINITY};
+    int first[3] = {0, 1, 3};
+    ladle_pipe_plan_opts o;
+    ladle_pipe_plan p;
+    p.stages = -7;
+    memset(&o, 0, sizeof o); /* no size: not set up */
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit_ex(3, f, b, NULL, &o, 2, first, NULL, &p),
+             LADLE_ERR_ARG);
+    const double *arrays[3] = {neg, nan_, inf};
+    for (int a = 0; a < 3; a++)
+        for (int which = 0; which < 4; which++) {
+            ladle_pipe_plan_opts_init(&o);
+            o.microbatches = 2;
+            const double *v = arrays[a];
+            if (which == 0)
+                o.param = v;
+            else if (which == 1)
+                o.cut = v;
+            else if (which == 2)
+                o.reduce = v;
+            else
+                o.mem = v, o.mem_cap = 10;
+            if (which == 1 && a == 2)
+                continue; /* inf[1] is past the 2 boundaries of 3 layers */
+            LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+            LT_FAILS(ladle_pipe_plan_explicit_ex(3, f, b, NULL, &o, 2, first, NULL, &p),
+                     LADLE_ERR_ARG);
+        }
+    /* cut has n - 1 entries: its last is not read */
+    double cut_ok[3] = {1, 1, NAN};
+    ladle_pipe_plan_opts_init(&o);
+    o.cut = cut_ok;
+    ladle_pipe_plan q;
+    LT_OK(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &q));
+    double red[3] = {1, 1, 1};
+    ladle_pipe_plan_opts_init(&o);
+    o.reduce = red; /* no microbatches */
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    o.microbatches = (1 << 20) + 1;
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_opts_init(&o);
+    o.reduce_latency = -1;
+    o.microbatches = 2;
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    o.reduce_latency = NAN;
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_opts_init(&o);
+    o.mem_cap = NAN;
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_opts_init(&o);
+    o.min_stages = -1;
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    o.min_stages = 3; /* 3 layers on 2 workers make 2 stages at most */
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_ex(3, NULL, b, NULL, &o, 2, &p), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, NULL, 2, NULL), LADLE_ERR_NULL);
+    LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+    ladle_pipe_plan_opts_init(NULL); /* accepted */
 }
 END_TEST
 
@@ -550,6 +875,9 @@ Suite *pipe_plan_suite(void)
     TCase *tc = tcase_create("pipe_plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, brute_force);
+    tcase_add_test(tc, brute_force_model);
+    tcase_add_test(tc, model_by_hand);
+    tcase_add_test(tc, model_bad_input);
     tcase_add_test(tc, by_hand);
     tcase_add_test(tc, stage_range);
     tcase_add_test(tc, equal_costs);

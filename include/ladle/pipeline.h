@@ -383,6 +383,71 @@ LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const do
                                                 const int *first, const int *replicas,
                                                 ladle_pipe_plan *plan);
 
+/* What ladle_pipe_plan_create_ex models beyond the layers' f, b and w: the
+ * bounds and cap of ladle_pipe_plan_create_range, and what surrounds the
+ * compute (arrays per layer, or per boundary for cut; NULL: 0). Set it up
+ * with ladle_pipe_plan_opts_init, which zeroes it and sets size. A stage of
+ * layers a .. e on r replicas then takes, per microbatch,
+ *     (sum f + b + w + cut[a - 1] + cut[e]) / r
+ *       + (2 (r - 1) / r sum reduce + 2 (r - 1) reduce_latency) / microbatches
+ * (no cut before the first layer or after the last), and each of its
+ * workers holds (sum mem) x ceil(sum_{i>=j} r_i / r_j) + sum param, which
+ * mem_cap bounds.
+ *  - cut[i] (n - 1 entries): the worker time one stage boundary after layer
+ *    i costs each of the two stages it joins, per microbatch: the receive
+ *    of layer i's output on the later stage, and of its gradient on the
+ *    earlier one (with shared-memory MPI the receiver copies the bytes).
+ *  - reduce[i]: the bandwidth part of all-reducing layer i's gradients
+ *    between two replicas (its gradient's bytes over the bandwidth); a
+ *    ring all-reduce over r replicas moves 2 (r - 1) / r of them, in
+ *    2 (r - 1) steps of reduce_latency each. Charged once an optimizer step
+ *    to every worker of a replicated stage, so it is spread over the
+ *    step's microbatches (required, 1 to 2^20, when reduce or
+ *    reduce_latency is given). It overlaps the other stages' work, not the
+ *    stage's own (the executor reduces after the stage's last backward).
+ *  - param[i]: the memory layer i's parameters take (weights, gradients,
+ *    optimizer state) on every worker of its stage, in mem's unit.
+ * More replicas then no longer only help: the all-reduce grows with r, and
+ * the planner weighs the two exactly. */
+typedef struct ladle_pipe_plan_opts {
+    size_t size;       /* sizeof(ladle_pipe_plan_opts), set by ladle_pipe_plan_opts_init */
+    const double *mem; /* per layer: one stashed microbatch's memory */
+    double mem_cap;    /* > 0: each worker's memory at most this; 0: no cap */
+    int min_stages;    /* 0 or 1: no lower bound */
+    int max_stages;    /* 0: no limit beyond min(workers, n, 64) */
+    const double *param;   /* per layer: parameter memory */
+    const double *cut;     /* n - 1 entries: a boundary's receive time */
+    const double *reduce;  /* per layer: the all-reduce's bandwidth term */
+    double reduce_latency; /* one step of a ring all-reduce */
+    int microbatches;      /* per optimizer step */
+} ladle_pipe_plan_opts;
+
+/* Zero o and set its size. Accepts NULL. Not collective. */
+LADLE_API void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o);
+
+/* ladle_pipe_plan_create_range under the model above (opts NULL: no
+ * bounds, no cap, no costs beyond f, b and w): the same exact search and
+ * tie rules, with stage_time, slowest and plain_slowest the modelled times
+ * (the plain pipeline: up to min(workers, n) unreplicated stages, no cap).
+ * ladle_pipe_plan_create_range is this with only mem, mem_cap and the
+ * stage bounds set. Sets *plan only on success. Not collective. Returns
+ * its codes, and LADLE_ERR_ARG for an opts not set up by
+ * ladle_pipe_plan_opts_init, a value negative or not finite (the message
+ * names the array and entry), or an all-reduce cost without microbatches. */
+LADLE_API ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
+                                                 const double *w,
+                                                 const ladle_pipe_plan_opts *opts,
+                                                 int workers, ladle_pipe_plan *plan);
+/* ladle_pipe_plan_explicit under the model above: a split you give, timed
+ * as ladle_pipe_plan_create_ex times its own (opts' stage bounds and cap
+ * are not applied). */
+LADLE_API ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
+                                                   const double *w,
+                                                   const ladle_pipe_plan_opts *opts,
+                                                   int stages, const int *first,
+                                                   const int *replicas,
+                                                   ladle_pipe_plan *plan);
+
 /* ---- execution --------------------------------------------------------- */
 
 typedef struct ladle_pipeline ladle_pipeline;

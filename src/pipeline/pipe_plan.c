@@ -14,80 +14,196 @@
 typedef struct planner {
     int n, workers, smin, smax;
     const double *c, *m; /* per layer: f + b + w, and stashed memory (or NULL) */
-    double t, cap;       /* the stage time and stash being tested */
+    const double *prm;   /* per layer: parameter memory (or NULL) */
+    const double *cut;   /* per boundary after layer i < n - 1 (or NULL) */
+    const double *red;   /* per layer: all-reduce bandwidth term (or NULL) */
+    double lat, mb;      /* all-reduce latency per step, microbatches per step */
+    double t, cap;       /* the stage time and memory being tested */
     uint64_t range;      /* the stage counts asked for: bit s - 1 for s stages */
     uint64_t *counts;    /* n x (workers + 1), see stage_counts */
+    uint64_t *suffix;    /* workers + 1: the window's front stack */
 } planner;
 
 #define COUNTS(p, i, k)                                                                    \
     ((p)->counts[(size_t)(i) * (size_t)((p)->workers + 1) + (size_t)(k)])
 
-/* The fewest replicas r <= w with c / r <= t, or w + 1. The test is the
- * division itself, so the planner and the reported stage times agree to the
- * last bit. */
-static int replicas_for_time(double c, double t, int w)
+/* A stage's time per microbatch on r replicas, given c (its layers' f + b
+ * + w and its boundaries' receives) and red (its all-reduce bandwidth
+ * term): c / r of compute, plus a ring all-reduce of its gradients once a
+ * step, 2 (r - 1) / r red + 2 (r - 1) lat, spread over the step's
+ * microbatches. Without a reduce cost it is c / r exactly, the division
+ * the reported stage times repeat to the last bit. */
+static double stage_time(const planner *p, double c, double red, int r)
 {
-    if (c <= t)
-        return 1;
-    if (!(c / w <= t))
-        return w + 1;
-    int r = (int)fmin(fmax(ceil(c / t), 1), w);
-    while (r < w && c / r > t)
-        r++;
-    while (r > 1 && c / (r - 1) <= t)
-        r--;
-    return r;
+    double t = c / r;
+    if (r > 1 && (red > 0 || p->lat > 0))
+        t += (2.0 * (r - 1) / r * red + 2.0 * (r - 1) * p->lat) / p->mb;
+    return t;
 }
 
-/* The most microbatches q <= w a replica may stash with m * q <= cap; 0
- * when not even one fits. */
-static int stash_for_cap(double m, double cap, int w)
+/* The replica counts lo .. hi within 1 .. w whose stage time is within t;
+ * 0 when there are none. The time is a / r + b r + const, convex in r (or
+ * increasing), so the counts that fit are one run around its least point;
+ * both ends are bisections on the side of it where the time is monotone.
+ * Without a reduce cost the time only falls with r, and hi is w. */
+static int replica_run(const planner *p, double c, double red, double t, int w, int *lo,
+                       int *hi)
 {
-    if (m * w <= cap)
-        return w;
-    if (!(m <= cap))
+    int mid = w; /* the least point */
+    if (w > 1 && (red > 0 || p->lat > 0)) {
+        int a = 1, b = w; /* the first r whose successor is no faster */
+        while (a < b) {
+            int r = a + (b - a) / 2;
+            if (stage_time(p, c, red, r + 1) >= stage_time(p, c, red, r))
+                b = r;
+            else
+                a = r + 1;
+        }
+        mid = a;
+    }
+    if (!(stage_time(p, c, red, mid) <= t))
         return 0;
-    int q = (int)fmin(fmax(floor(cap / m), 1), w);
-    while (q < w && m * (q + 1) <= cap)
+    int a = 1, b = mid; /* the first r <= mid that fits */
+    while (a < b) {
+        int r = a + (b - a) / 2;
+        if (stage_time(p, c, red, r) <= t)
+            b = r;
+        else
+            a = r + 1;
+    }
+    *lo = a;
+    a = mid, b = w; /* the last r >= mid that fits */
+    while (a < b) {
+        int r = b - (b - a) / 2;
+        if (stage_time(p, c, red, r) <= t)
+            a = r;
+        else
+            b = r - 1;
+    }
+    *hi = a;
+    return 1;
+}
+
+/* The most microbatches q <= w a replica may stash with m * q within
+ * room (the cap less its parameters); 0 when not even one fits. */
+static int stash_for_cap(double m, double room, int w)
+{
+    if (m * w <= room)
+        return w;
+    if (!(m <= room))
+        return 0;
+    int q = (int)fmin(fmax(floor(room / m), 1), w);
+    while (q < w && m * (q + 1) <= room)
         q++;
-    while (q > 1 && m * q > cap)
+    while (q > 1 && m * q > room)
         q--;
     return q;
 }
 
+/* What a stage of layers i .. e costs: c (f + b + w and the receives of
+ * its boundaries; without the one after e when out is 0), its memory per
+ * stashed microbatch m, its parameters' memory and its all-reduce term. */
+typedef struct stage_sum {
+    double c, m, prm, red;
+} stage_sum;
+
+static stage_sum stage_of(const planner *p, int i, int e, int out)
+{
+    stage_sum s = {0, 0, 0, 0};
+    for (int l = i; l <= e; l++) {
+        s.c += p->c[l];
+        s.m += p->m != NULL ? p->m[l] : 0;
+        s.prm += p->prm != NULL ? p->prm[l] : 0;
+        s.red += p->red != NULL ? p->red[l] : 0;
+    }
+    if (p->cut != NULL && i > 0)
+        s.c += p->cut[i - 1];
+    if (p->cut != NULL && out && e < p->n - 1)
+        s.c += p->cut[e];
+    return s;
+}
+
+/* The OR of v[a .. b] over windows whose ends only move right: a queue of
+ * two stacks, the front one holding suffix ORs (suffix[x] = v[x] | ... |
+ * v[split - 1]), the back one a running OR of v[split .. hi]. Each entry
+ * is pushed and moved once: O(1) a query, amortised. */
+typedef struct window {
+    const uint64_t *v;
+    uint64_t *suffix, back;
+    int lo, split, hi;
+} window;
+
+static uint64_t window_or(window *q, int a, int b)
+{
+    while (q->hi < b)
+        q->back |= q->v[++q->hi];
+    if (a > q->lo)
+        q->lo = a;
+    if (q->lo >= q->split) {
+        uint64_t acc = 0;
+        for (int x = q->hi; x >= q->lo; x--)
+            q->suffix[x] = acc |= q->v[x];
+        q->split = q->hi + 1;
+        q->back = 0;
+    }
+    return q->suffix[q->lo] | q->back;
+}
+
 /* Which stage counts can run layers i.. on exactly k workers with every
- * stage time <= t and every stash <= cap: bit s - 1 of COUNTS(i, k) for s
- * stages, for all i and k, from the last layer backwards (a stage's stash
- * depends on the workers after it). A set, not a least count, because a
- * lower bound on the stages needs to know whether a given count is
- * possible; a set, not a least and a greatest count, because nothing here
- * shows the possible counts form an interval, and one 64-bit word costs no
- * more than the two. Giving a suffix one more worker keeps every count it
- * had (the extra replica goes to its first stage, whose time and stash only
- * shrink), so a first stage that is not the last need only take the fewest
- * replicas it allows: more would leave the rest a subset of the same
- * counts. Returns the set for the whole chain on all workers. */
+ * stage time <= t and every worker's memory <= cap: bit s - 1 of COUNTS(i,
+ * k) for s stages, for all i and k, from the last layer backwards (a
+ * stage's stash depends on the workers after it). A set, not a least
+ * count, because a lower bound on the stages needs to know whether a given
+ * count is possible; a set, not a least and a greatest count, because
+ * nothing here shows the possible counts form an interval, and one 64-bit
+ * word costs no more than the two. A first stage of layers i .. e takes r
+ * replicas from its run lo .. hi (replica_run) and from ceil(k / q) up
+ * (its 1F1B stash is ceil(k / r) microbatches, q at most), leaving k - r
+ * to the rest: the rest's counts for a window of worker counts, whose ends
+ * only move right as k grows. An all-reduce makes more replicas cost
+ * more, so the whole window matters, not only its largest count. Returns
+ * the set for the whole chain on all workers. */
 static uint64_t stage_counts(planner *p)
 {
     int n = p->n, w = p->workers;
     for (int i = n - 1; i >= 0; i--) {
         for (int k = 0; k <= w; k++)
             COUNTS(p, i, k) = 0;
-        double c = 0, m = 0;
+        stage_sum s = {0, 0, 0, 0};
+        double cin = p->cut != NULL && i > 0 ? p->cut[i - 1] : 0;
         for (int e = i; e < n; e++) {
-            c += p->c[e];
-            m += p->m != NULL ? p->m[e] : 0;
-            int rt = replicas_for_time(c, p->t, w), q = stash_for_cap(m, p->cap, w);
-            if (rt > w || q < 1)
-                break; /* longer stages only cost more */
-            for (int k = rt; k <= w; k++) {
-                int r = rt > (k + q - 1) / q ? rt : (k + q - 1) / q;
-                /* the last stage takes all k; bit 63 shifted out would be a
-                 * 65th stage, which no plan holds */
-                if (e == n - 1)
-                    COUNTS(p, i, k) |= r <= k ? 1 : 0;
-                else if (r < k)
-                    COUNTS(p, i, k) |= COUNTS(p, e + 1, k - r) << 1;
+            s.c += p->c[e];
+            s.m += p->m != NULL ? p->m[e] : 0;
+            s.prm += p->prm != NULL ? p->prm[e] : 0;
+            s.red += p->red != NULL ? p->red[e] : 0;
+            int lo, hi, q = stash_for_cap(s.m, p->cap - s.prm, w);
+            /* without its outgoing receive a stage's time and memory only
+             * grow with e: past here no longer stage fits either */
+            if (q < 1 || !replica_run(p, s.c + cin, s.red, p->t, w, &lo, &hi))
+                break;
+            double cout = p->cut != NULL && e < n - 1 ? p->cut[e] : 0;
+            if (!replica_run(p, s.c + cin + cout, s.red, p->t, w, &lo, &hi))
+                continue;
+            if (e == n - 1) { /* the last stage takes all k; its stash is 1 */
+                for (int k = lo; k <= hi && k <= w; k++)
+                    COUNTS(p, i, k) |= 1;
+                continue;
+            }
+            window win = {&COUNTS(p, e + 1, 0), p->suffix, 0, 1, 1, 0};
+            for (int k = lo + 1; k <= w; k++) {
+                int rmin = lo > (k + q - 1) / q ? lo : (k + q - 1) / q;
+                int rmax = hi < k - 1 ? hi : k - 1;
+                if (rmin > rmax)
+                    continue;
+                /* without an all-reduce a suffix keeps every count when
+                 * given a worker more (its first stage takes it and only
+                 * gets faster): the window's OR is its last entry */
+                uint64_t rest = p->red == NULL && p->lat == 0
+                                    ? COUNTS(p, e + 1, k - rmin)
+                                    : window_or(&win, k - rmax, k - rmin);
+                /* bit 63 shifted out would be a 65th stage, which no
+                 * plan holds */
+                COUNTS(p, i, k) |= rest << 1;
             }
         }
     }
@@ -115,23 +231,28 @@ static int fits_cap(planner *p, double cap)
     return (stage_counts(p) & p->range) != 0;
 }
 
-/* The plain pipeline: min(workers, n) unreplicated stages, no cap. A
- * greedy cut is optimal for a chain, and fewer stages can always be split
- * further without slowing the slowest. */
+/* The plain pipeline: up to min(workers, n) unreplicated stages, no cap
+ * (the classic linear partition; with the boundaries' costs fewer stages
+ * may be faster). least[i] is the fewest stages within t that cover layers
+ * i.. (n + 1: none), in the first n + 1 entries of the counts table. */
 static int fits_plain(planner *p, double t)
 {
-    int stages = 1;
-    double c = 0;
-    for (int l = 0; l < p->n; l++) {
-        if (p->c[l] > t)
-            return 0;
-        c += p->c[l];
-        if (c > t) {
-            stages++;
-            c = p->c[l];
+    int n = p->n, top = p->workers < n ? p->workers : n;
+    uint64_t *least = p->counts;
+    least[n] = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        least[i] = (uint64_t)n + 1;
+        double c = 0, cin = p->cut != NULL && i > 0 ? p->cut[i - 1] : 0;
+        for (int e = i; e < n; e++) {
+            c += p->c[e];
+            if (!(c + cin <= t))
+                break; /* without its outgoing receive: only grows */
+            double cout = p->cut != NULL && e < n - 1 ? p->cut[e] : 0;
+            if (stage_time(p, c + cin + cout, 0, 1) <= t && least[e + 1] + 1 < least[i])
+                least[i] = least[e + 1] + 1;
         }
     }
-    return stages <= (p->workers < p->n ? p->workers : p->n);
+    return least[0] <= (uint64_t)top;
 }
 
 /* The smallest double x in [0, hi] with fits(p, x), given fits(p, hi) and
@@ -160,7 +281,8 @@ static double smallest_fit(int (*fits)(planner *, double), planner *p, double hi
 /* Walk the table of the optimal time front to back. Among the plans with
  * that time it takes the fewest stages in the range, then, stage by stage,
  * the fewest replicas and then the earliest end: the lexicographically
- * smallest (r_0, first[1], r_1, first[2], ...). */
+ * smallest (r_0, first[1], r_1, first[2], ...). A stage fits as the table
+ * decided it: r in its replica run and its stash within the cap. */
 static int build(planner *p, ladle_pipe_plan *plan)
 {
     uint64_t ok = COUNTS(p, 0, p->workers) & p->range;
@@ -176,12 +298,12 @@ static int build(planner *p, ladle_pipe_plan *plan)
         if (s < 1 || j >= LADLE_PIPE_MAX_STAGES)
             return 0; /* the table broke its own promise */
         for (int r = 1; r <= k && !found; r++) {
-            double c = 0, m = 0;
             for (int e = i; e < p->n && !found; e++) {
-                c += p->c[e];
-                m += p->m != NULL ? p->m[e] : 0;
-                if (c / r <= p->t && m * (double)((k + r - 1) / r) <= p->cap &&
-                    can_make(p, e + 1, k - r, s - 1)) {
+                stage_sum t = stage_of(p, i, e, 1);
+                int lo, hi, q = stash_for_cap(t.m, p->cap - t.prm, p->workers);
+                if (q >= 1 && r >= (k + q - 1) / q &&
+                    replica_run(p, t.c, t.red, p->t, p->workers, &lo, &hi) && lo <= r &&
+                    r <= hi && can_make(p, e + 1, k - r, s - 1)) {
                     plan->first[j] = i;
                     plan->replicas[j] = r;
                     i = e + 1;
@@ -213,21 +335,17 @@ static int bad_layer(int n, const double *f, const double *b, const double *w,
     return -1;
 }
 
-/* Stage times, the slowest, and the plain pipeline's slowest. */
+/* Stage times, the slowest, and the plain pipeline's slowest (which
+ * reuses the table). */
 static void finish(planner *p, ladle_pipe_plan *plan)
 {
     plan->slowest = 0;
     for (int j = 0; j < plan->stages; j++) {
-        double c = 0;
-        for (int l = plan->first[j]; l < plan->first[j + 1]; l++)
-            c += p->c[l];
-        plan->stage_time[j] = c / plan->replicas[j];
+        stage_sum t = stage_of(p, plan->first[j], plan->first[j + 1] - 1, 1);
+        plan->stage_time[j] = stage_time(p, t.c, t.red, plan->replicas[j]);
         plan->slowest = fmax(plan->slowest, plan->stage_time[j]);
     }
-    double total = 0;
-    for (int l = 0; l < p->n; l++)
-        total += p->c[l];
-    plan->plain_slowest = smallest_fit(fits_plain, p, total);
+    plan->plain_slowest = smallest_fit(fits_plain, p, INFINITY);
 }
 
 static double *layer_costs(int n, const double *f, const double *b, const double *w)
@@ -238,10 +356,50 @@ static double *layer_costs(int n, const double *f, const double *b, const double
     return c;
 }
 
-ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
-                                          const double *w, const double *mem,
-                                          double mem_cap, int workers, int min_stages,
-                                          int max_stages, ladle_pipe_plan *plan)
+void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+}
+
+/* Check what the options add to the costs and copy them into p. */
+static ladle_status take_opts(planner *p, int n, const ladle_pipe_plan_opts *o)
+{
+    ladle_status st = LADLE_OK;
+    if (o == NULL)
+        return LADLE_OK;
+    LADLE_CHECK_SIZE(o); /* before reading a field */
+    const double *v[4] = {o->mem, o->param, o->reduce, o->cut};
+    static const char *const names[4] = {"mem", "param", "reduce", "cut"};
+    for (int a = 0; a < 4; a++)
+        for (int l = 0; v[a] != NULL && l < (a == 3 ? n - 1 : n); l++)
+            LADLE_CHECK(isfinite(v[a][l]) && v[a][l] >= 0, LADLE_ERR_ARG,
+                        "%s[%d] is %g (finite and >= 0 needed)", names[a], l, v[a][l]);
+    LADLE_CHECK(!isnan(o->mem_cap), LADLE_ERR_ARG, "the memory cap is NaN");
+    LADLE_CHECK(isfinite(o->reduce_latency) && o->reduce_latency >= 0, LADLE_ERR_ARG,
+                "reduce_latency is %g (finite and >= 0 needed)", o->reduce_latency);
+    int reduces = o->reduce != NULL || o->reduce_latency > 0;
+    LADLE_CHECK(!reduces || (o->microbatches >= 1 && o->microbatches <= 1 << 20),
+                LADLE_ERR_ARG,
+                "%d microbatches: an all-reduce cost needs the microbatches of a step "
+                "(1 to 2^20) to spread it over",
+                o->microbatches);
+    p->m = o->mem;
+    p->prm = o->param;
+    p->cut = o->cut;
+    p->red = o->reduce;
+    p->lat = o->reduce_latency;
+    p->mb = reduces ? o->microbatches : 1;
+    p->cap = (o->mem != NULL || o->param != NULL) && o->mem_cap > 0 ? o->mem_cap : INFINITY;
+fail:
+    return st;
+}
+
+ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
+                                       const double *w, const ladle_pipe_plan_opts *opts,
+                                       int workers, ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
@@ -250,13 +408,20 @@ ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *
     LADLE_NOT_NULL(f);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(plan);
-    LADLE_CHECK(n >= 1 && workers >= 1 && min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
-                "%d layers, %d workers, min_stages %d, max_stages %d: need 1, 1, 0 and 0 "
-                "at least",
-                n, workers, min_stages, max_stages);
+    LADLE_CHECK(n >= 1 && workers >= 1, LADLE_ERR_ARG,
+                "%d layers, %d workers: need 1 at least", n, workers);
     LADLE_CHECK(((double)n + 1) * ((double)workers + 1) <= MAX_TABLE, LADLE_ERR_ARG,
                 "%d layers on %d workers: (n + 1) * (workers + 1) must stay within %d", n,
                 workers, MAX_TABLE);
+    int l = bad_layer(n, f, b, w, NULL);
+    LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
+    p.cap = INFINITY;
+    p.mb = 1;
+    LADLE_CALL(take_opts(&p, n, opts));
+    int min_stages = opts != NULL ? opts->min_stages : 0;
+    int max_stages = opts != NULL ? opts->max_stages : 0;
+    LADLE_CHECK(min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
+                "min_stages %d, max_stages %d: need 0 at least", min_stages, max_stages);
     LADLE_CHECK(max_stages == 0 || min_stages <= max_stages, LADLE_ERR_ARG,
                 "min_stages %d is above max_stages %d", min_stages, max_stages);
     /* every stage takes a layer and a worker */
@@ -266,10 +431,6 @@ ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *
     LADLE_CHECK(min_stages <= LADLE_PIPE_MAX_STAGES, LADLE_ERR_ARG,
                 "min_stages %d: a plan holds at most %d stages", min_stages,
                 LADLE_PIPE_MAX_STAGES);
-    int l = bad_layer(n, f, b, w, mem);
-    LADLE_CHECK(l < 0, LADLE_ERR_ARG,
-                "layer %d: a cost or memory is negative or not finite", l);
-    LADLE_CHECK(!isnan(mem_cap), LADLE_ERR_ARG, "the memory cap is NaN");
     p.n = n;
     p.workers = workers;
     p.smin = min_stages > 1 ? min_stages : 1;
@@ -280,26 +441,27 @@ ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *
         p.smax = LADLE_PIPE_MAX_STAGES;
     p.range = (p.smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p.smax) - 1) &
               ~(((uint64_t)1 << (p.smin - 1)) - 1);
-    p.m = mem;
-    p.cap = mem != NULL && mem_cap > 0 ? mem_cap : INFINITY;
     p.c = c = layer_costs(n, f, b, w);
     p.counts = ladle__calloc((size_t)n * (size_t)(workers + 1), sizeof *p.counts);
-    LADLE_CHECK(c != NULL && p.counts != NULL, LADLE_ERR_ALLOC, "out of memory");
+    p.suffix = ladle__calloc((size_t)workers + 1, sizeof *p.suffix);
+    LADLE_CHECK(c != NULL && p.counts != NULL && p.suffix != NULL, LADLE_ERR_ALLOC,
+                "out of memory");
 
     if (!fits_time(&p, INFINITY)) {
         /* only the cap can forbid every plan: with none, smin stages of one
          * layer and one worker each, the last taking the rest, always do */
         double cap = p.cap;
-        LADLE_CHECK(mem != NULL && mem_cap > 0, LADLE_ERR_INTERNAL,
+        LADLE_CHECK(isfinite(cap), LADLE_ERR_INTERNAL,
                     "no plan of %d layers on %d workers, with no memory cap", n, workers);
         /* search up to an infinite cap, which fits as no cap does: the
-         * whole chain's stash bounds one stage on every worker, not a plan
-         * of more stages, whose first stage may stash its layers once for
-         * every later worker */
+         * whole chain's memory bounds one stage on every worker, not a
+         * plan of more stages, whose first stage may stash its layers
+         * once for every later worker */
         double least = smallest_fit(fits_cap, &p, INFINITY);
         LADLE_CHECK(0, LADLE_ERR_ARG,
                     "no split of %d layers on %d workers into %d to %d stages keeps every "
-                    "stage's stash within %g (the smallest needs %g)",
+                    "worker's memory (stash and parameters) within %g (the smallest needs "
+                    "%g)",
                     n, workers, p.smin, p.smax, cap, least);
     }
     memset(&out, 0, sizeof out);
@@ -313,7 +475,22 @@ ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *
 fail:
     ladle__free(c);
     ladle__free(p.counts);
+    ladle__free(p.suffix);
     return st;
+}
+
+ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
+                                          const double *w, const double *mem,
+                                          double mem_cap, int workers, int min_stages,
+                                          int max_stages, ladle_pipe_plan *plan)
+{
+    ladle_pipe_plan_opts o;
+    ladle_pipe_plan_opts_init(&o);
+    o.mem = mem;
+    o.mem_cap = mem_cap;
+    o.min_stages = min_stages;
+    o.max_stages = max_stages;
+    return ladle_pipe_plan_create_ex(n, f, b, w, &o, workers, plan);
 }
 
 ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
@@ -324,9 +501,10 @@ ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
                                         plan);
 }
 
-ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
-                                      const double *w, int stages, const int *first,
-                                      const int *replicas, ladle_pipe_plan *plan)
+ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
+                                         const double *w, const ladle_pipe_plan_opts *opts,
+                                         int stages, const int *first, const int *replicas,
+                                         ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
@@ -344,6 +522,9 @@ ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
                 first[stages] - 1, n - 1);
     int l = bad_layer(n, f, b, w, NULL);
     LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
+    p.cap = INFINITY;
+    p.mb = 1;
+    LADLE_CALL(take_opts(&p, n, opts));
     memset(&out, 0, sizeof out);
     out.stages = stages;
     int64_t workers = 0;
@@ -363,12 +544,22 @@ ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
     p.n = n;
     p.workers = (int)workers;
     p.c = c = layer_costs(n, f, b, w);
-    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
+    p.counts = ladle__calloc((size_t)n + 1, sizeof *p.counts); /* fits_plain's */
+    LADLE_CHECK(c != NULL && p.counts != NULL, LADLE_ERR_ALLOC, "out of memory");
     finish(&p, &out);
     *plan = out;
 fail:
     ladle__free(c);
+    ladle__free(p.counts);
+    ladle__free(p.suffix);
     return st;
+}
+
+ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
+                                      const double *w, int stages, const int *first,
+                                      const int *replicas, ladle_pipe_plan *plan)
+{
+    return ladle_pipe_plan_explicit_ex(n, f, b, w, NULL, stages, first, replicas, plan);
 }
 
 int ladle_pipe_plan_first(const ladle_pipe_plan *plan, int j)
