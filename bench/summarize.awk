@@ -58,6 +58,12 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
 # images/s vs-1F1B bubble sim-ms sim-bubble sim/1F1B replay-ms replay-bubble
 # [compute-only-sim-ms]
 /^bench_pipe: [0-9]+ ranks/ { pranks = $2 }
+# bench_pipe's planner: its plan's gain over 1F1B, modelled and measured
+/^  the planner's plan against 1F1B: / && pranks != "" {
+    if (!(pranks in plseen)) { plseen[pranks] = 1; plorder[++pln] = pranks }
+    v = $0; sub(/.*1F1B: /, "", v); split(v, pv, /[x ,]+/)
+    plmod[pranks] = plmod[pranks] " " pv[1]; plmeas[pranks] = plmeas[pranks] " " pv[3]
+}
 /^(gpipe|1f1b|zbh1|hybrid) / && NF >= 10 && pranks != "" {
     pkey = sprintf("%5d  %-8s", pranks, $1)
     if (!(pkey in pseen)) { pseen[pkey] = 1; porder[++pn] = pkey }
@@ -88,6 +94,9 @@ END {
                 median(psim[k]), median(pmeas[k]), median(prep[k]), median(pvs[k]),
                 median(psvs[k]), pruns[k]
         }
+        for (i = 1; i <= pln; i++)
+            printf "%5d  planner's plan over 1F1B: %.2fx modelled, %.2fx measured (medians)\n",
+                plorder[i], median(plmod[plorder[i]]), median(plmeas[plorder[i]])
         printf "(pipeline schedules: medians over launches; meas/sim is each launch's measured\n"
         printf " step over its simulated one, meas/rep over the simulation with the run's own\n"
         printf " action times; vs 1F1B, measured and simulated, is the speed-up)\n"
