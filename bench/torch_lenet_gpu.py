@@ -5,10 +5,15 @@ lenet rows (scripts/device-check.sh runs both and prints the ratio).
 The network is src/train/models.c's sequential LeNet-5 (ladle_lenet_create
 with sequential = 1) layer for layer:
 
-    conv 1->6 k5 p2, [bn], relu, maxpool 2
-    conv 6->16 k5,   [bn], relu, maxpool 2
+    conv 1->6 k5 p2, [bn], maxpool 2, relu
+    conv 6->16 k5,   [bn], maxpool 2, relu
     flatten, linear 400->120, relu, linear 120->84, relu, linear 84->10
     cross entropy (mean)
+
+Each ReLU follows its pooling, as in ladle's model: the two commute, so the
+network computes what the textbook order (relu, then maxpool) does with a
+quarter of the ReLU's work. --textbook builds that order instead, to show
+what the reordering gives PyTorch.
 
 f32 on 28 x 28 inputs, and the same step as bench_gpu times: zero the
 gradients, forward, loss, backward, SGD with momentum 0.9 (lr 0.01), then
@@ -23,6 +28,7 @@ Prints one line per network, which bench_gpu --torch FILE reads:
 
     python3 bench/torch_lenet_gpu.py [--batch 256] [--steps 50] [--warmup 10]
                                      [--device cuda] [--tf32] [--cudnn-benchmark]
+                                     [--textbook]
 
 Exit status 0, or 1 when the device is not there (the line says why).
 """
@@ -35,17 +41,18 @@ import torch
 from torch import nn
 
 
-def lenet(bn):
-    """LeNet-5 as ladle builds it (models.c's sequential())."""
+def lenet(bn, textbook=False):
+    """LeNet-5 as ladle builds it (models.c's sequential()), or with each ReLU
+    before its pooling (textbook)."""
+    def act_pool():
+        return [nn.ReLU(), nn.MaxPool2d(2)] if textbook else [nn.MaxPool2d(2), nn.ReLU()]
     layers = [nn.Conv2d(1, 6, 5, padding=2)]
     if bn:
         layers.append(nn.BatchNorm2d(6))
-    layers += [nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5)]
+    layers += act_pool() + [nn.Conv2d(6, 16, 5)]
     if bn:
         layers.append(nn.BatchNorm2d(16))
-    layers += [
-        nn.ReLU(),
-        nn.MaxPool2d(2),
+    layers += act_pool() + [
         nn.Flatten(),
         nn.Linear(16 * 5 * 5, 120),
         nn.ReLU(),
@@ -64,7 +71,7 @@ def sync(device):
 def time_steps(bn, args, device):
     """Median milliseconds of a training step, after warm-up steps."""
     torch.manual_seed(1)
-    model = lenet(bn).to(device)
+    model = lenet(bn, args.textbook).to(device)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -95,6 +102,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--tf32", action="store_true")
     p.add_argument("--cudnn-benchmark", action="store_true")
+    p.add_argument("--textbook", action="store_true")
     args = p.parse_args()
 
     device = torch.device(args.device)
@@ -110,7 +118,8 @@ def main():
         print(
             f"torch-lenet bn={bn} batch={args.batch} ms={ms:.4f} steps={args.steps} "
             f"device={name} torch={torch.__version__} tf32={int(args.tf32)} "
-            f"cudnn_benchmark={int(args.cudnn_benchmark)}",
+            f"cudnn_benchmark={int(args.cudnn_benchmark)} order="
+            f"{'relu-pool' if args.textbook else 'pool-relu'}",
             flush=True,
         )
     return 0

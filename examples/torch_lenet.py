@@ -159,11 +159,11 @@ def ladle_lenet(g, n, seed, dtype, image=28, classes=10):
 
     layers.append(ladle.DistConv(g.p4, (n, 1, image, image), 6, 5, padding=2, dtype=np_dt,
                                  seed=seed))
-    relu()
     layers.append(ladle.DistPool(g.p4, (n, 6, image, image), 2, dtype=np_dt))
+    relu()  # after the pooling, as models.c: the two commute
     layers.append(ladle.DistConv(g.p4, (n, 6, s1, s1), 16, 5, dtype=np_dt, seed=seed + 1))
-    relu()
     layers.append(ladle.DistPool(g.p4, (n, 16, s1 - 4, s1 - 4), 2, dtype=np_dt))
+    relu()
     layers.append(ladle.DistFlatten(g.p4, (n, 16, s2, s2), g.p2, dtype=np_dt))
     layers.append(ladle.DistLinear(g.p2, g.pw1, g.pf, n, 16 * s2 * s2, 120, dtype=np_dt,
                                    seed=seed + 2))

@@ -4,10 +4,16 @@
  * LeNet-5 for 1-channel square images (Fashion-MNIST: 28 x 28, 10 classes),
  * with ReLU and max pooling:
  *
- *   conv 1->6 k5 p2, [bn], relu, maxpool 2
- *   conv 6->16 k5,   [bn], relu, maxpool 2
+ *   conv 1->6 k5 p2, [bn], maxpool 2, relu
+ *   conv 6->16 k5,   [bn], maxpool 2, relu
  *   flatten, linear 16*5*5->120, relu, linear 120->84, relu, linear 84->10
  *   cross entropy (mean)
+ *
+ * Each ReLU comes after its max pooling: the two commute (the max of ReLUs
+ * is the ReLU of the max, and the gradient reaches the same input or is
+ * zero), so the network computes and trains as the textbook order (conv,
+ * relu, pool) does, with a quarter of the ReLU's work (test_dist_train
+ * checks the two against each other).
  *
  * laid out over a communicator's ranks as:
  *

@@ -76,16 +76,16 @@ static ladle_status sequential(const ladle_lenet_desc *d, builder *b)
         LADLE_CALL(
             add(b, ladle_batchnorm_create(&bn, 4, (int64_t[]){n, 6, s, s}, dt, dev, &op), &op));
     }
-    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_pool_create(&p, (int64_t[]){n, 6, s, s}, dt, dev, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
     LADLE_CALL(add(b, ladle_conv_create(&c, x2, dt, dev, d->seed + 1, &op), &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 16);
         LADLE_CALL(add(b, ladle_batchnorm_create(&bn, 4, x3, dt, dev, &op), &op));
     }
-    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_pool_create(&p, x3, dt, dev, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_flatten_create(4, x4, dt, dev, &op), &op));
     int64_t f = 16 * s2 * s2;
     LADLE_CALL(
@@ -175,9 +175,9 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
                                                    d->bn_group, dt, dev, 0, &op),
                        &op));
     }
-    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(
         add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, 0, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
     LADLE_CALL(add(
         b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 6, s1, s1}, dt, dev, d->seed + 1, 0, &op),
@@ -190,8 +190,8 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
             ladle_dist_batchnorm_create(&bn, p4, 4, x3, d->bn_sync, d->bn_group, dt, dev, 0, &op),
             &op));
     }
-    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, 0, &op), &op));
+    LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_dist_flatten_create(p4, 4, x4, p2, dt, dev, 0, &op), &op));
     int64_t f = 16 * s2 * s2;
     LADLE_CALL(add(
