@@ -123,7 +123,7 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
                                                 v->mat, ldm));
                     LADLE_CALL(shuffle(op, y->data, n0, nb, g, 1));
                 }
-                LADLE_CALL(ladle__conv_bias_chunk(op, y->data, n0, nb, g));
+                LADLE_CALL(ladle__conv_bias_chunk(op, 0, y->data, n0, nb, g));
             }
         }
     if (op->nparams > 1 && !op->be->host_access)
@@ -134,49 +134,33 @@ fail:
 }
 
 /*
- * The bias of a chunk of images, added while the GEMM's output is still in
- * the cache: one pass over y at the end read and wrote LeNet's first
- * convolution's 4.8 MB output from memory (4% of a training step). Where
- * the host cannot reach the memory (a GPU), a call per chunk would be a
- * kernel launch per chunk, so the forward adds the bias in one pass there.
+ * The bias of a chunk of images, added (or its gradient summed) while the
+ * GEMM's output (or input) is still in the cache: one pass over y at the
+ * end read and wrote LeNet's first convolution's 4.8 MB output from memory,
+ * and one over dy read as much (4% of a training step together). Where the
+ * host cannot reach the memory (a GPU), a call per chunk would be a kernel
+ * launch per chunk, so the layer takes the one pass there.
  */
-ladle_status ladle__conv_bias_chunk(const ladle_op *op, void *y, int64_t n0, int64_t nb,
-                                    int64_t g)
+ladle_status ladle__conv_bias_chunk(const ladle_op *op, int grad, const void *t, int64_t n0,
+                                    int64_t nb, int64_t g)
 {
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     size_t es = ladle_dtype_size(op->dtype);
     if (op->nparams < 2 || !op->be->host_access)
         return LADLE_OK;
-    const char *b = (const char *)op->params[1]->data + (size_t)(g * v->cog) * es;
-    if (v->g == 1) /* the images' channels are contiguous */
-        return op->be->fn->bias_add(op->be, op->dtype, nb, v->co, v->pout, b,
-                                    (char *)y + (size_t)(n0 * v->co * v->pout) * es);
-    for (int64_t i = n0; i < n0 + nb; i++)
-        LADLE_CALL(op->be->fn->bias_add(
-            op->be, op->dtype, 1, v->cog, v->pout, b,
-            (char *)y + (size_t)((i * v->co + g * v->cog) * v->pout) * es));
-fail:
-    return st;
-}
-
-ladle_status ladle__conv_bias_grad_chunk(const ladle_op *op, const void *dy, int64_t n0,
-                                         int64_t nb, int64_t g)
-{
-    ladle_status st = LADLE_OK;
-    const conv *v = op->impl;
-    size_t es = ladle_dtype_size(op->dtype);
-    if (op->nparams < 2 || !op->be->host_access)
-        return LADLE_OK;
-    char *db = (char *)op->grads[1]->data + (size_t)(g * v->cog) * es;
-    if (v->g == 1)
-        return op->be->fn->bias_grad(op->be, op->dtype, nb, v->co, v->pout,
-                                     (const char *)dy + (size_t)(n0 * v->co * v->pout) * es,
-                                     db);
-    for (int64_t i = n0; i < n0 + nb; i++)
-        LADLE_CALL(op->be->fn->bias_grad(
-            op->be, op->dtype, 1, v->cog, v->pout,
-            (const char *)dy + (size_t)((i * v->co + g * v->cog) * v->pout) * es, db));
+    ladle_tensor *bt = grad ? op->grads[1] : op->params[1];
+    char *b = (char *)bt->data + (size_t)(g * v->cog) * es;
+    /* one call for the chunk where its images' channels are contiguous
+     * (one group), else one an image */
+    int64_t rows = v->g == 1 ? nb : 1, ch = v->g == 1 ? v->co : v->cog;
+    for (int64_t i = n0; i < n0 + nb; i += rows) {
+        char *at = (char *)t + (size_t)((i * v->co + g * v->cog) * v->pout) * es;
+        if (grad)
+            LADLE_CALL(op->be->fn->bias_grad(op->be, op->dtype, rows, ch, v->pout, at, b));
+        else
+            LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, rows, ch, v->pout, b, at));
+    }
 fail:
     return st;
 }
@@ -254,7 +238,7 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
                 LADLE_CALL(st);
                 LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 0, 1, v->cog, v->kk, nb * v->pout,
                                             1.0, dym, ld, col, ldb, 1.0, wgrad(op, g), v->kk));
-                LADLE_CALL(ladle__conv_bias_grad_chunk(op, dy->data, n0, nb, g));
+                LADLE_CALL(ladle__conv_bias_chunk(op, 1, dy->data, n0, nb, g));
             }
         }
     if (op->nparams > 1 && !op->be->host_access)

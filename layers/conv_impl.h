@@ -72,14 +72,13 @@ void ladle__conv_wide_free(conv *v, const ladle_backend *be);
 
 ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n);
 /* The bias over group g's channels of images n0 .. n0 + nb - 1 of y, just
- * after they are written (see conv.c); nothing without a bias, or where the
- * forward adds it in one pass at the end (a device the host cannot read). */
-ladle_status ladle__conv_bias_chunk(const ladle_op *op, void *y, int64_t n0, int64_t nb,
-                                    int64_t g);
-/* The same for the bias gradient: group g's sums of dy over images n0 ..
- * n0 + nb - 1, added to db in image order, as the one pass adds them. */
-ladle_status ladle__conv_bias_grad_chunk(const ladle_op *op, const void *dy, int64_t n0,
-                                         int64_t nb, int64_t g);
+ * after they are written (grad 0), or their sums of dy added to the bias
+ * gradient in image order, just after the GEMM read them (grad 1; the
+ * order of the one pass, so the same bits). See conv.c. Nothing without a
+ * bias, or where the layer takes one pass at the end (a device the host
+ * cannot read). */
+ladle_status ladle__conv_bias_chunk(const ladle_op *op, int grad, const void *t, int64_t n0,
+                                    int64_t nb, int64_t g);
 ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
                                       int64_t n);
 

@@ -140,7 +140,7 @@ ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y
                                         weight_of(op, op->params[0]->data, g), v->kk, v->col,
                                         ld, 0.0, v->mat, ld));
             LADLE_CALL(grid(op, nb, v->mat, y, n0, g, 1));
-            LADLE_CALL(ladle__conv_bias_chunk(op, y, n0, nb, g));
+            LADLE_CALL(ladle__conv_bias_chunk(op, 0, y, n0, nb, g));
         }
     }
 fail:
@@ -167,7 +167,7 @@ ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x,
                                         v->col, ld, v->dyw, ld, 1.0,
                                         (char *)v->dwt + (size_t)(g * v->kk * v->cog) * es,
                                         v->cog));
-            LADLE_CALL(ladle__conv_bias_grad_chunk(op, dy, n0, nb, g));
+            LADLE_CALL(ladle__conv_bias_chunk(op, 1, dy, n0, nb, g));
         }
     }
     /* dW[g][co][r] += dwt[g][r][co] */

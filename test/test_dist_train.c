@@ -47,6 +47,21 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
     ladle_tensor_destroy(&t);
 }
 
+/* The sequential LeNet-5 of batch n, images s x s, f64 on the test's
+ * device. */
+static void sequential_lenet(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed,
+                             int bn)
+{
+    ladle_lenet_desc_init(d);
+    d->batch = n;
+    d->image = s;
+    d->dtype = LADLE_F64;
+    d->device = lt_device();
+    d->seed = seed;
+    d->batchnorm = bn;
+    d->sequential = 1;
+}
+
 START_TEST(lenet_layouts)
 {
     struct {
@@ -71,16 +86,9 @@ START_TEST(lenet_layouts)
         if (need > lt_size)
             continue;
         ladle_lenet_desc d;
-        ladle_lenet_desc_init(&d);
-        d.batch = N;
-        d.image = S;
-        d.dtype = LADLE_F64;
-        d.device = lt_device();
-        d.seed = 5;
-        d.batchnorm = layouts[k].bn;
+        sequential_lenet(&d, N, S, 5, layouts[k].bn);
         d.bn_sync = layouts[k].sync;
         ladle_network *ref = NULL, *net = NULL;
-        d.sequential = 1;
         LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &ref));
         d.sequential = 0;
         d.data_ways = layouts[k].D;
@@ -181,14 +189,7 @@ START_TEST(lenet_relu_after_pool)
         labels[i] = (i * 3 + 2) % 10;
     for (int bn = 0; bn <= 1; bn++) {
         ladle_lenet_desc d;
-        ladle_lenet_desc_init(&d);
-        d.batch = N;
-        d.image = S;
-        d.dtype = LADLE_F64;
-        d.device = lt_device();
-        d.seed = 7;
-        d.batchnorm = bn;
-        d.sequential = 1;
+        sequential_lenet(&d, N, S, 7, bn);
         ladle_network *net = NULL, *ref = textbook_lenet(N, S, bn, 7);
         LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &net));
         LT_ASSERT(ladle_network_size(net) == ladle_network_size(ref),

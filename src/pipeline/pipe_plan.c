@@ -100,26 +100,42 @@ static int stash_for_cap(double m, double room, int w)
     return q;
 }
 
-/* What a stage of layers i .. e costs: c (f + b + w and the receives of
- * its boundaries; without the one after e when out is 0), its memory per
- * stashed microbatch m, its parameters' memory and its all-reduce term. */
+/* What a stage costs: c (f + b + w, and the receives of its boundaries
+ * where stage_of adds them), its memory per stashed microbatch m, its
+ * parameters' memory and its all-reduce term. */
 typedef struct stage_sum {
     double c, m, prm, red;
 } stage_sum;
 
-static stage_sum stage_of(const planner *p, int i, int e, int out)
+/* Add layer e to a stage's sums. */
+static void stage_grow(const planner *p, stage_sum *s, int e)
+{
+    s->c += p->c[e];
+    s->m += p->m != NULL ? p->m[e] : 0;
+    s->prm += p->prm != NULL ? p->prm[e] : 0;
+    s->red += p->red != NULL ? p->red[e] : 0;
+}
+
+/* The receive of a stage that starts at layer i, and of one that ends at
+ * layer e: the boundary before i and the one after e (none at the ends). */
+static double cut_in(const planner *p, int i)
+{
+    return p->cut != NULL && i > 0 ? p->cut[i - 1] : 0;
+}
+static double cut_out(const planner *p, int e)
+{
+    return p->cut != NULL && e < p->n - 1 ? p->cut[e] : 0;
+}
+
+/* Layers i .. e with both boundaries, summed as stage_counts sums them
+ * (layers in order, then the incoming and the outgoing receive), so the
+ * reported stage times repeat its values to the last bit. */
+static stage_sum stage_of(const planner *p, int i, int e)
 {
     stage_sum s = {0, 0, 0, 0};
-    for (int l = i; l <= e; l++) {
-        s.c += p->c[l];
-        s.m += p->m != NULL ? p->m[l] : 0;
-        s.prm += p->prm != NULL ? p->prm[l] : 0;
-        s.red += p->red != NULL ? p->red[l] : 0;
-    }
-    if (p->cut != NULL && i > 0)
-        s.c += p->cut[i - 1];
-    if (p->cut != NULL && out && e < p->n - 1)
-        s.c += p->cut[e];
+    for (int l = i; l <= e; l++)
+        stage_grow(p, &s, l);
+    s.c = s.c + cut_in(p, i) + cut_out(p, e);
     return s;
 }
 
@@ -170,19 +186,15 @@ static uint64_t stage_counts(planner *p)
         for (int k = 0; k <= w; k++)
             COUNTS(p, i, k) = 0;
         stage_sum s = {0, 0, 0, 0};
-        double cin = p->cut != NULL && i > 0 ? p->cut[i - 1] : 0;
+        double cin = cut_in(p, i);
         for (int e = i; e < n; e++) {
-            s.c += p->c[e];
-            s.m += p->m != NULL ? p->m[e] : 0;
-            s.prm += p->prm != NULL ? p->prm[e] : 0;
-            s.red += p->red != NULL ? p->red[e] : 0;
+            stage_grow(p, &s, e);
             int lo, hi, q = stash_for_cap(s.m, p->cap - s.prm, w);
             /* without its outgoing receive a stage's time and memory only
              * grow with e: past here no longer stage fits either */
             if (q < 1 || !replica_run(p, s.c + cin, s.red, p->t, w, &lo, &hi))
                 break;
-            double cout = p->cut != NULL && e < n - 1 ? p->cut[e] : 0;
-            if (!replica_run(p, s.c + cin + cout, s.red, p->t, w, &lo, &hi))
+            if (!replica_run(p, s.c + cin + cut_out(p, e), s.red, p->t, w, &lo, &hi))
                 continue;
             if (e == n - 1) { /* the last stage takes all k; its stash is 1 */
                 for (int k = lo; k <= hi && k <= w; k++)
@@ -242,13 +254,13 @@ static int fits_plain(planner *p, double t)
     least[n] = 0;
     for (int i = n - 1; i >= 0; i--) {
         least[i] = (uint64_t)n + 1;
-        double c = 0, cin = p->cut != NULL && i > 0 ? p->cut[i - 1] : 0;
+        double c = 0, cin = cut_in(p, i);
         for (int e = i; e < n; e++) {
             c += p->c[e];
             if (!(c + cin <= t))
                 break; /* without its outgoing receive: only grows */
-            double cout = p->cut != NULL && e < n - 1 ? p->cut[e] : 0;
-            if (stage_time(p, c + cin + cout, 0, 1) <= t && least[e + 1] + 1 < least[i])
+            if (stage_time(p, c + cin + cut_out(p, e), 0, 1) <= t &&
+                least[e + 1] + 1 < least[i])
                 least[i] = least[e + 1] + 1;
         }
     }
@@ -298,12 +310,14 @@ static int build(planner *p, ladle_pipe_plan *plan)
         if (s < 1 || j >= LADLE_PIPE_MAX_STAGES)
             return 0; /* the table broke its own promise */
         for (int r = 1; r <= k && !found; r++) {
+            stage_sum t = {0, 0, 0, 0};
             for (int e = i; e < p->n && !found; e++) {
-                stage_sum t = stage_of(p, i, e, 1);
+                stage_grow(p, &t, e);
                 int lo, hi, q = stash_for_cap(t.m, p->cap - t.prm, p->workers);
                 if (q >= 1 && r >= (k + q - 1) / q &&
-                    replica_run(p, t.c, t.red, p->t, p->workers, &lo, &hi) && lo <= r &&
-                    r <= hi && can_make(p, e + 1, k - r, s - 1)) {
+                    replica_run(p, t.c + cut_in(p, i) + cut_out(p, e), t.red, p->t,
+                                p->workers, &lo, &hi) &&
+                    lo <= r && r <= hi && can_make(p, e + 1, k - r, s - 1)) {
                     plan->first[j] = i;
                     plan->replicas[j] = r;
                     i = e + 1;
@@ -341,7 +355,7 @@ static void finish(planner *p, ladle_pipe_plan *plan)
 {
     plan->slowest = 0;
     for (int j = 0; j < plan->stages; j++) {
-        stage_sum t = stage_of(p, plan->first[j], plan->first[j + 1] - 1, 1);
+        stage_sum t = stage_of(p, plan->first[j], plan->first[j + 1] - 1);
         plan->stage_time[j] = stage_time(p, t.c, t.red, plan->replicas[j]);
         plan->slowest = fmax(plan->slowest, plan->stage_time[j]);
     }
