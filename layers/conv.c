@@ -89,6 +89,60 @@ static ladle_status col_source(const ladle_op *op, const void *x, int64_t n, int
                                    v->batch_per_gemm * v->pout, v->plane);
 }
 
+/*
+ * The direct path: few taps (a network's first layer, one to three input
+ * channels) make im2col's GEMMs too thin to run near the machine's peak,
+ * and their columns K times the image; the backend's conv_direct slots
+ * compute the forward and the weight gradient from padded planes instead
+ * (the backward of dx keeps im2col). Measured on LeNet's conv1 (K 25, 6
+ * channels, f32, one AMD EPYC core, 256 images): forward 0.66 ms against
+ * 1.2, weight gradient 0.71 against 1.1 for im2col and GEMM.
+ */
+#define DIRECT_MAX_TAPS 32
+#define DIRECT_MAX_CO 64
+
+static int direct_plan(const conv *v, const ladle_backend *be, size_t es)
+{
+    return be->fn->conv_direct_forward != NULL && be->fn->conv_direct_weight != NULL &&
+           !v->pointwise && !v->wide && v->in[0] == 1 && v->k[0] == 1 && v->s[1] == 1 &&
+           v->s[2] == 1 && v->kk <= DIRECT_MAX_TAPS && v->cog <= DIRECT_MAX_CO &&
+           v->out[2] >= LADLE_CONV_DIRECT_LANES(es);
+}
+
+static ladle_status direct_forward(const ladle_op *op, const void *x, void *y, int64_t n)
+{
+    ladle_status st = LADLE_OK;
+    const conv *v = op->impl;
+    size_t es = ladle_dtype_size(op->dtype);
+    for (int64_t g = 0; g < v->g; g++) {
+        const char *b = op->nparams > 1
+                            ? (const char *)op->params[1]->data + (size_t)(g * v->cog) * es
+                            : NULL;
+        LADLE_CALL(op->be->fn->conv_direct_forward(
+            op->be, op->dtype, &v->geom, n, image(op, x, v->c, v->pin, 0, g, v->cg),
+            v->c * v->pin, weight(op, g), b, v->dpad,
+            image(op, y, v->co, v->pout, 0, g, v->cog), v->co * v->pout));
+    }
+fail:
+    return st;
+}
+
+static ladle_status direct_backward_weight(const ladle_op *op, const void *x,
+                                           const void *dy, int64_t n)
+{
+    ladle_status st = LADLE_OK;
+    const conv *v = op->impl;
+    for (int64_t g = 0; g < v->g; g++) {
+        LADLE_CALL(op->be->fn->conv_direct_weight(
+            op->be, op->dtype, &v->geom, n, image(op, x, v->c, v->pin, 0, g, v->cg),
+            v->c * v->pin, image(op, dy, v->co, v->pout, 0, g, v->cog), v->co * v->pout,
+            v->dpad, v->dws, wgrad(op, g)));
+        LADLE_CALL(ladle__conv_bias_chunk(op, 1, dy, 0, n, g));
+    }
+fail:
+    return st;
+}
+
 static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                  ladle_tensor *y, int64_t n)
 {
@@ -101,6 +155,8 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         LADLE_CALL(ladle__conv_pad_in(op, x->data, n, xp));
         xd = xp;
     }
+    if (v->direct) /* the bias too */
+        return direct_forward(op, xd, y->data, n);
     if (v->wide)
         LADLE_CALL(ladle__conv_wide_forward(op, xd, y->data, n));
     else
@@ -225,7 +281,9 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     const void *xd = v->padded ? ctx->buf : ctx->x->data;
-    if (v->wide)
+    if (v->direct)
+        LADLE_CALL(direct_backward_weight(op, xd, dy->data, n));
+    else if (v->wide)
         LADLE_CALL(ladle__conv_wide_backward_weight(op, xd, dy->data, n));
     else
         for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {
@@ -258,6 +316,8 @@ static void conv_destroy(ladle_op *op)
     op->be->fn->free(op->be, v->plane);
     op->be->fn->free(op->be, v->xpin);
     op->be->fn->free(op->be, v->gpad);
+    op->be->fn->free(op->be, v->dpad);
+    op->be->fn->free(op->be, v->dws);
     ladle__conv_wide_free(v, op->be);
     ladle__free(v);
 }
@@ -440,6 +500,13 @@ ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opt
     if (v->batch_per_gemm > 1 && !v->wide)
         LADLE_CALL(ladle__conv_buffer(be, v->cog, v->batch_per_gemm * v->pout, es,
                                       "output matrix", &v->mat));
+    v->direct = direct_plan(v, be, es);
+    if (v->direct) {
+        LADLE_CALL(
+            ladle__conv_buffer(be, v->cg * v->hp, v->wp, es, "padded planes", &v->dpad));
+        LADLE_CALL(ladle__conv_buffer(be, v->cog * v->kk, LADLE_CONV_DIRECT_LANES(es),
+                                      sizeof(double), "direct sums", (void **)&v->dws));
+    }
     if (v->padded) {
         LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded x", &v->xpin));
         LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded dx", &v->gpad));
@@ -470,6 +537,8 @@ fail:
             be->fn->free(be, v->plane);
             be->fn->free(be, v->xpin);
             be->fn->free(be, v->gpad);
+            be->fn->free(be, v->dpad);
+            be->fn->free(be, v->dws);
             ladle__conv_wide_free(v, be);
         }
         ladle__free(v);

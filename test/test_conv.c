@@ -131,6 +131,15 @@ static geom random_geom(int nd)
             ok &= span >= 0;
             G.out[a] = span >= 0 ? span / G.s[a] + 1 : 0;
             G.extra[a] = 0;
+            /* some tap of some output reads x (else the layer is 0, and the
+             * adjoint test has nothing to compare) */
+            int reads = 0;
+            for (int64_t o = 0; o < G.out[a]; o++)
+                for (int64_t t = 0; t < G.k[a]; t++) {
+                    int64_t i = o * G.s[a] - G.p[a] + t * G.d[a];
+                    reads |= i >= 0 && i < G.in[a];
+                }
+            ok &= reads;
         }
         G.mode = G.same = 0;
         if (ok)
@@ -295,7 +304,8 @@ static geom wide_geom(void)
         G.c = G.g * ((64 + taps - 1) / taps + pick(0, 2));
         int64_t wp = G.in[2] + 2 * G.p[2];
         double spare = (double)((G.out[1] - 1) * wp + G.out[2]) / (double)(G.out[1] * G.out[2]);
-        if (spare <= 1.5)
+        int pointwise = taps == 1 && G.p[1] + G.p[2] == 0; /* no im2col at all */
+        if (spare <= 1.5 && !pointwise)
             return G;
     }
 }
@@ -318,6 +328,74 @@ START_TEST(wide_rows)
                   {1, 10, 10}, 0, 0, {0, 0, 0}};
     compare_with_naive(&conv2, LADLE_F64, 1e-12, "LeNet conv2, two images per GEMM");
     LT_ASSERT(taken, "a wide geometry took the im2col path");
+}
+END_TEST
+
+/* A random geometry of the direct path (the conv_direct slots): 1-D or
+ * 2-D, stride 1, at most 32 taps, output rows of at least one vector (16
+ * f32 elements), some a whole number of vectors and some not; up to 20
+ * output channels per group and kernel rows up to 7 leave partial register
+ * blocks (8 channels in the forward, 3 x 5 in the weight gradient). */
+static geom direct_geom(void)
+{
+    geom G = {0};
+    for (;;) {
+        G.nd = (int)pick(1, 2);
+        G.n = pick(1, 4);
+        G.g = pick(1, 2);
+        G.co = G.g * pick(1, 20);
+        G.c = G.g * pick(1, 3);
+        int64_t taps = G.c / G.g;
+        for (int a = 0; a < 3; a++) {
+            int used = a >= 3 - G.nd;
+            G.k[a] = used ? pick(1, a == 2 ? 7 : 5) : 1;
+            G.d[a] = used ? pick(1, 2) : 1;
+            G.p[a] = used ? pick(0, 3) : 0;
+            G.s[a] = 1;
+            int64_t span = G.d[a] * (G.k[a] - 1) + 1;
+            G.in[a] = !used    ? 1
+                      : a == 2 ? pick(16 + span - 1 - 2 * G.p[a], 40)
+                               : pick(span, 9);
+            if (G.in[a] < 1)
+                G.in[a] = 1;
+            G.out[a] = G.in[a] + 2 * G.p[a] - span + 1;
+            taps *= G.k[a];
+        }
+        int pointwise = taps == G.c / G.g && G.p[1] + G.p[2] == 0; /* no im2col at all */
+        if (taps <= 32 && G.out[2] >= 16 && G.out[1] >= 1 && !pointwise)
+            return G;
+    }
+}
+
+START_TEST(direct_taps)
+{
+    int taken = 1, whole = 0, partial = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        geom G = direct_geom();
+        ladle_op *op = make(&G, 0, LADLE_F64);
+        const conv *v = op->impl;
+        /* a device without the slots (the CUDA backend) takes im2col */
+        taken &= v->direct == (op->be->fn->conv_direct_forward != NULL);
+        if (trial < 3)
+            lt_adjoint_ok(op, 5, "direct conv without bias");
+        ladle_op_destroy(&op);
+        whole += G.out[2] % 16 == 0;
+        partial += G.out[2] % 16 != 0;
+        compare_with_naive(&G, LADLE_F64, 1e-12, "direct f64");
+        if (trial % 2 == 0)
+            compare_with_naive(&G, LADLE_F32, 1e-4, "direct f32");
+    }
+    geom lenet = {2,         5,         1,         6,           1, {1, 28, 28}, {1, 5, 5},
+                  {1, 1, 1}, {0, 2, 2}, {1, 1, 1}, {1, 28, 28}, 0, 0,           {0, 0, 0}};
+    compare_with_naive(&lenet, LADLE_F32, 1e-4, "LeNet conv1, direct f32");
+    /* explicit padding (reflect) pads x first; the direct path then reads it */
+    geom refl = {2,         2,         3,         10,        1,          {1, 6, 20},
+                 {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, 6, 20}, LADLE_PAD_REFLECT,
+                 0,         {0, 0, 0}};
+    compare_with_naive(&refl, LADLE_F64, 1e-12, "direct, reflect padding");
+    LT_ASSERT(taken, "a direct geometry took another path");
+    LT_ASSERT(whole > 0 && partial > 0, "rows of whole vectors %d, with a remainder %d",
+              whole, partial);
 }
 END_TEST
 
@@ -451,6 +529,7 @@ Suite *conv_suite(void)
     TCase *tc = tcase_create("conv");
     tcase_add_test(tc, against_naive_loops);
     tcase_add_test(tc, wide_rows);
+    tcase_add_test(tc, direct_taps);
     tcase_add_test(tc, gradients_and_adjoint);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_modes);

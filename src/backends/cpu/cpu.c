@@ -80,6 +80,9 @@ const ladle_backend_table ladle__cpu_table = {
     /* revision 5: attention */
     .attn_forward = ladle__cpu_attn_forward,
     .attn_backward = ladle__cpu_attn_backward,
+    /* revision 6: the direct convolution */
+    .conv_direct_forward = ladle__cpu_conv_direct_forward,
+    .conv_direct_weight = ladle__cpu_conv_direct_weight,
 };
 
 const ladle_backend ladle__cpu_backend = {
