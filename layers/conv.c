@@ -90,23 +90,30 @@ static ladle_status col_source(const ladle_op *op, const void *x, int64_t n, int
 }
 
 /*
- * The direct path: few taps (a network's first layer, one to three input
- * channels) make im2col's GEMMs too thin to run near the machine's peak,
- * and their columns K times the image; the backend's conv_direct slots
- * compute the forward and the weight gradient from padded planes instead
- * (the backward of dx keeps im2col). Measured on LeNet's conv1 (K 25, 6
- * channels, f32, one AMD EPYC core, 256 images): forward 0.66 ms against
- * 1.2, weight gradient 0.71 against 1.1 for im2col and GEMM.
+ * The direct path: the backend's conv_direct slots compute the forward and
+ * the weight gradient from padded planes with no column matrix, for the
+ * geometries where its plan says that is faster (on the CPU: few taps, a
+ * network's first layer, where im2col's GEMMs are too thin to run near
+ * the peak and the columns are K times the image). The backward of dx
+ * keeps im2col.
  */
-#define DIRECT_MAX_TAPS 32
-#define DIRECT_MAX_CO 64
-
-static int direct_plan(const conv *v, const ladle_backend *be, size_t es)
+static ladle_status direct_plan(conv *v, const ladle_backend *be, ladle_dtype dtype)
 {
-    return be->fn->conv_direct_forward != NULL && be->fn->conv_direct_weight != NULL &&
-           !v->pointwise && !v->wide && v->in[0] == 1 && v->k[0] == 1 && v->s[1] == 1 &&
-           v->s[2] == 1 && v->kk <= DIRECT_MAX_TAPS && v->cog <= DIRECT_MAX_CO &&
-           v->out[2] >= LADLE_CONV_DIRECT_LANES(es);
+    ladle_status st = LADLE_OK;
+    int64_t scratch = 0, sums = 0;
+    size_t es = ladle_dtype_size(dtype);
+    v->direct_fwd = v->direct_wgt = 0;
+    if (be->fn->conv_direct_plan == NULL || v->pointwise)
+        return LADLE_OK;
+    LADLE_CALL(be->fn->conv_direct_plan(be, dtype, &v->geom, &v->direct_fwd, &v->direct_wgt,
+                                        &scratch, &sums));
+    if (scratch > 0)
+        LADLE_CALL(ladle__conv_buffer(be, scratch, 1, es, "direct scratch", &v->dpad));
+    if (sums > 0)
+        LADLE_CALL(ladle__conv_buffer(be, sums, 1, sizeof(double), "direct sums",
+                                      (void **)&v->dws));
+fail:
+    return st;
 }
 
 static ladle_status direct_forward(const ladle_op *op, const void *x, void *y, int64_t n)
@@ -155,7 +162,7 @@ static ladle_status conv_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
         LADLE_CALL(ladle__conv_pad_in(op, x->data, n, xp));
         xd = xp;
     }
-    if (v->direct) /* the bias too */
+    if (v->direct_fwd) /* the bias too */
         return direct_forward(op, xd, y->data, n);
     if (v->wide)
         LADLE_CALL(ladle__conv_wide_forward(op, xd, y->data, n));
@@ -281,7 +288,7 @@ static ladle_status conv_backward_weight(ladle_op *op, ladle_ctx *ctx, const lad
     ladle_status st = LADLE_OK;
     const conv *v = op->impl;
     const void *xd = v->padded ? ctx->buf : ctx->x->data;
-    if (v->direct)
+    if (v->direct_wgt)
         LADLE_CALL(direct_backward_weight(op, xd, dy->data, n));
     else if (v->wide)
         LADLE_CALL(ladle__conv_wide_backward_weight(op, xd, dy->data, n));
@@ -500,13 +507,7 @@ ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opt
     if (v->batch_per_gemm > 1 && !v->wide)
         LADLE_CALL(ladle__conv_buffer(be, v->cog, v->batch_per_gemm * v->pout, es,
                                       "output matrix", &v->mat));
-    v->direct = direct_plan(v, be, es);
-    if (v->direct) {
-        LADLE_CALL(
-            ladle__conv_buffer(be, v->cg * v->hp, v->wp, es, "padded planes", &v->dpad));
-        LADLE_CALL(ladle__conv_buffer(be, v->cog * v->kk, LADLE_CONV_DIRECT_LANES(es),
-                                      sizeof(double), "direct sums", (void **)&v->dws));
-    }
+    LADLE_CALL(direct_plan(v, be, dtype));
     if (v->padded) {
         LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded x", &v->xpin));
         LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded dx", &v->gpad));

@@ -25,9 +25,9 @@ typedef struct conv {
     void *dyw;                         /* Co_g x B q, dy spread, zero between rows */
     void *dwt;                         /* the weight gradient transposed, K x Co */
     ladle_conv_geom geom;              /* one group's geometry, for the column slots */
-    /* the direct path (conv.c, and the conv_direct slots) for the forward
-     * and the weight gradient of few taps: its padded planes and sums */
-    int direct;
+    /* the direct path (conv.c, and the conv_direct slots) for the passes
+     * the backend takes that way: its scratch and sums */
+    int direct_fwd, direct_wgt;
     void *dpad;
     double *dws;
     /* explicit padding (conv_pad.c): x is first padded into a buffer (the

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/conv_impl.h" /* to see which path a layer takes */
 #include "harness.h"
+#include "layers/conv_impl.h" /* to see which path a layer takes */
+#include "src/backends/cpu/simd.h"
 
 /* LT_FAILS, and the message names what: the status and a piece of the text
  * on every rank. */
@@ -107,6 +108,16 @@ static int64_t pick(int64_t lo, int64_t hi)
 {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return lo + (int64_t)(rng % (uint64_t)(hi - lo + 1));
+}
+
+/* where the CPU takes the direct path (src/backends/cpu/conv_direct.c) */
+static int runs_v4(void)
+{
+#ifdef LADLE_NO_CLONES
+    return 1;
+#else
+    return LADLE_RUNS_V4();
+#endif
 }
 
 /* A random legal geometry. */
@@ -327,6 +338,7 @@ START_TEST(wide_rows)
     geom conv2 = {2, 5, 6, 16, 1, {1, 14, 14}, {1, 5, 5}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1},
                   {1, 10, 10}, 0, 0, {0, 0, 0}};
     compare_with_naive(&conv2, LADLE_F64, 1e-12, "LeNet conv2, two images per GEMM");
+    compare_with_naive(&conv2, LADLE_F32, 1e-4, "LeNet conv2, f32");
     LT_ASSERT(taken, "a wide geometry took the im2col path");
 }
 END_TEST
@@ -374,8 +386,10 @@ START_TEST(direct_taps)
         geom G = direct_geom();
         ladle_op *op = make(&G, 0, LADLE_F64);
         const conv *v = op->impl;
-        /* a device without the slots (the CUDA backend) takes im2col */
-        taken &= v->direct == (op->be->fn->conv_direct_forward != NULL);
+        /* the CPU takes it where the x86-64-v4 copies run; a device
+         * without the slots (the CUDA backend) takes im2col */
+        taken &= v->direct_fwd == v->direct_wgt &&
+                 v->direct_wgt == (op->be->fn->conv_direct_plan != NULL && runs_v4());
         if (trial < 3)
             lt_adjoint_ok(op, 5, "direct conv without bias");
         ladle_op_destroy(&op);

@@ -652,36 +652,42 @@ struct ladle_backend_table {
 
     /* --- revision 6 --- */
     /* (CPU: src/backends/cpu/conv_direct.c) */
-    /* The direct convolution of one group of nb images, for in[0] == 1,
-     * k[0] == 1, s[1] == s[2] == 1 and out[2] >= LADLE_CONV_DIRECT_LANES
-     * (slots of the table's column family otherwise; see above). Image b's
-     * group is x + b x_stride (cg planes of in[1] x in[2]); w is cog rows of
-     * K = cg k[1] k[2] weights, row co's tap (c, i, j) at co K + (c k[1] + i)
-     * k[2] + j; y and dy hold image b's cog output planes from b y_stride
-     * (b dy_stride), P = out[1] out[2] elements apart. With x_b read as 0
-     * outside its planes (padding p[1], p[2]):
+    /* The direct convolution of one group of nb images, with no column
+     * matrix. conv_direct_plan says which passes the backend runs this way
+     * for the geometry and dtype (*forward, *weight: 1 or 0; the layer
+     * takes its column or wide path for the others) and their scratch:
+     * *scratch elements of dtype (zeroed when allocated, given to no other
+     * slot; the passes keep what must stay zero zero) and *sums doubles for
+     * the weight gradient. It answers 0 and 0 where the slots would not be
+     * the faster way, and for any geometry but in[0] == 1, k[0] == 1,
+     * s[1] == s[2] == 1.
+     * Image b's group is x + b x_stride (cg planes of in[1] x in[2]); w is
+     * cog rows of K = cg k[1] k[2] weights, row co's tap (c, i, j) at
+     * co K + (c k[1] + i) k[2] + j; y and dy hold image b's cog output
+     * planes from b y_stride (b dy_stride), P = out[1] out[2] elements
+     * apart. With x_b read as 0 outside its planes (padding p[1], p[2]):
      *   forward: y_b[co, oh, ow] = b[co] + the sum over (c, i, j) of
      *     w[co, (c, i, j)] x_b[c, oh - p[1] + i d[1], ow - p[2] + j d[2]]
      *     (b may be NULL: no term);
      *   weight: dw[co, (c, i, j)] += the sum over b, oh, ow of
      *     dy_b[co, oh, ow] x_b[c, ...], summed in double and rounded to
-     *     dtype once; ws is scratch of cog K LADLE_CONV_DIRECT_LANES doubles.
-     * xpad: scratch of cg hp wp elements (hp, wp as for the planes above)
-     * zeroed when allocated, whose borders stay zero. Nothing overlaps.
-     * Optional: absent, the convolution takes im2col and GEMM. */
+     *     dtype once; ws holds the planned sums.
+     * Nothing overlaps. Optional (all three): absent, the convolution takes
+     * its column and wide paths. */
+    ladle_status (*conv_direct_plan)(const ladle_backend *be, ladle_dtype dtype,
+                                     const ladle_conv_geom *geom, int *forward, int *weight,
+                                     int64_t *scratch, int64_t *sums);
     ladle_status (*conv_direct_forward)(const ladle_backend *be, ladle_dtype dtype,
                                         const ladle_conv_geom *geom, int64_t nb,
                                         const void *x, int64_t x_stride, const void *w,
-                                        const void *b, void *xpad, void *y,
+                                        const void *b, void *scratch, void *y,
                                         int64_t y_stride);
     ladle_status (*conv_direct_weight)(const ladle_backend *be, ladle_dtype dtype,
                                        const ladle_conv_geom *geom, int64_t nb,
                                        const void *x, int64_t x_stride, const void *dy,
-                                       int64_t dy_stride, void *xpad, double *ws, void *dw);
+                                       int64_t dy_stride, void *scratch, double *ws,
+                                       void *dw);
 };
-
-/* The direct convolution's vector: 64 bytes of elements of es bytes. */
-#define LADLE_CONV_DIRECT_LANES(es) ((int64_t)(64 / (es)))
 
 /* The default instance of a device's backend, or NULL if ladle was built
  * without it or (a GPU) it has not been opened yet; it never raises, so a

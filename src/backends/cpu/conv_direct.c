@@ -7,9 +7,9 @@
  * Why: with K = cg kh kw of 32 or fewer (a first layer: one to three input
  * channels, 3x3 or 5x5) the GEMMs of im2col are too thin to run near the
  * machine's peak, and the column matrix they read is K times the image.
- * Measured on LeNet's conv1 (256 images 1x28x28, 6 channels 5x5, padding
- * 2, f32, one AMD EPYC core): forward 0.66 ms against 1.2 ms for im2col and
- * GEMM, weight gradient 0.71 against 1.1 ms.
+ * Measured on LeNet's conv1 in a standalone test (256 images 1x28x28, 6
+ * channels 5x5, padding 2, f32, one AMD EPYC core): forward 0.66 ms against
+ * 1.2 ms for im2col and GEMM, weight gradient 0.71 against 1.1 ms.
  *
  * The forward keeps up to FWD_CO output channels of one vector of a row in
  * registers and loads each tap's inputs once for all of them. The weight
@@ -24,6 +24,8 @@
 #include "src/backends/cpu/cpu.h"
 #include "src/backends/cpu/simd.h"
 
+/* a vector: 64 bytes of elements of es bytes */
+#define LANES(es) ((int64_t)(64 / (es)))
 #define FWD_CO 8
 #define WGT_CO 3
 #define WGT_TAPS 5
@@ -66,6 +68,7 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #define ROWCOPY rowcopy_f32
 #define PLANES planes_f32
 #define FWD_BLOCK fwd_block_f32
+#define FWD_SOME fwd_some_f32
 #define FWD fwd_f32
 #define WGT_BLOCK wgt_block_f32
 #define WGT wgt_f32
@@ -80,6 +83,7 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #undef ROWCOPY
 #undef PLANES
 #undef FWD_BLOCK
+#undef FWD_SOME
 #undef FWD
 #undef WGT_BLOCK
 #undef WGT
@@ -94,6 +98,7 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #define ROWCOPY rowcopy_f64
 #define PLANES planes_f64
 #define FWD_BLOCK fwd_block_f64
+#define FWD_SOME fwd_some_f64
 #define FWD fwd_f64
 #define WGT_BLOCK wgt_block_f64
 #define WGT wgt_f64
@@ -108,25 +113,66 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #undef ROWCOPY
 #undef PLANES
 #undef FWD_BLOCK
+#undef FWD_SOME
 #undef FWD
 #undef WGT_BLOCK
 #undef WGT
 
+/*
+ * Which passes run here, by what was measured (bench_layers conv2d, f32,
+ * one AMD EPYC core, forward + backward + weight against the column path):
+ * the forward and weight gradient for K <= 32 and rows of a vector or more
+ * (LeNet's conv1 0.71-0.94 ms against 0.87-1.34; 3 -> 64 channels 3x3 on
+ * 32x32 5.6-5.9 against 7.2-7.7). Tried and not kept: the forward of the
+ * wide path's layers with rows shorter than a vector (LeNet's conv2),
+ * computed on the padded rows' grid L columns at a time: 1.63-1.83 ms
+ * against 1.59-1.64 for the whole layer. Only where the x86-64-v4 copies
+ * run: the blocks hold up to 8 + 1 or 15 + 8 vectors of 64 bytes, which
+ * AVX-512's 32 registers hold and AVX2's 16 (of half the width) do not.
+ */
+/* (a build without the copies, for the sanitizers, takes the path too,
+ * so that they check its kernels) */
+#ifdef LADLE_NO_CLONES
+#define DIRECT_RUNS() 1
+#else
+#define DIRECT_RUNS() LADLE_RUNS_V4()
+#endif
+
+ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
+                                         const ladle_conv_geom *geom, int *forward,
+                                         int *weight, int64_t *scratch, int64_t *sums)
+{
+    *forward = *weight = 0;
+    *scratch = *sums = 0;
+    if (!DIRECT_RUNS() || geom->in[0] != 1 || geom->k[0] != 1 || geom->s[1] != 1 ||
+        geom->s[2] != 1)
+        return LADLE_OK;
+    geo v;
+    geo_of(geom, &v);
+    int64_t lanes = LANES(ladle_dtype_size(dtype));
+    *forward = *weight = v.ow >= lanes && v.K <= 32 && v.cog <= 64;
+    if (*forward) {
+        *scratch = v.cg * v.plane;
+        *sums = v.cog * v.K * lanes;
+    }
+    return LADLE_OK;
+}
+
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
                                             const ladle_conv_geom *geom, int64_t nb,
                                             const void *x, int64_t x_stride, const void *w,
-                                            const void *b, void *xpad, void *y,
+                                            const void *b, void *scratch, void *y,
                                             int64_t y_stride)
 {
     geo v;
     geo_of(geom, &v);
     for (int64_t n = 0; n < nb; n++)
         if (dtype == LADLE_F32) {
-            planes_f32(&v, (const float *)x + n * x_stride, xpad);
-            fwd_f32(&v, xpad, w, b, (float *)y + n * y_stride);
+            planes_f32(&v, (const float *)x + n * x_stride, scratch);
+            fwd_f32(&v, scratch, w, b, (float *)y + n * y_stride);
         } else {
-            planes_f64(&v, (const double *)x + n * x_stride, xpad);
-            fwd_f64(&v, xpad, w, b, (double *)y + n * y_stride);
+            planes_f64(&v, (const double *)x + n * x_stride, scratch);
+            fwd_f64(&v, scratch, w, b, (double *)y + n * y_stride);
         }
     return LADLE_OK;
 }
@@ -134,20 +180,20 @@ ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype
 ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype dtype,
                                            const ladle_conv_geom *geom, int64_t nb,
                                            const void *x, int64_t x_stride, const void *dy,
-                                           int64_t dy_stride, void *xpad, double *ws,
+                                           int64_t dy_stride, void *scratch, double *ws,
                                            void *dw)
 {
     geo v;
     geo_of(geom, &v);
-    int64_t lanes = LADLE_CONV_DIRECT_LANES(ladle_dtype_size(dtype));
+    int64_t lanes = LANES(ladle_dtype_size(dtype));
     memset(ws, 0, sizeof(double) * (size_t)(v.cog * v.K * lanes));
     for (int64_t n = 0; n < nb; n++)
         if (dtype == LADLE_F32) {
-            planes_f32(&v, (const float *)x + n * x_stride, xpad);
-            wgt_f32(&v, xpad, (const float *)dy + n * dy_stride, ws);
+            planes_f32(&v, (const float *)x + n * x_stride, scratch);
+            wgt_f32(&v, scratch, (const float *)dy + n * dy_stride, ws);
         } else {
-            planes_f64(&v, (const double *)x + n * x_stride, xpad);
-            wgt_f64(&v, xpad, (const double *)dy + n * dy_stride, ws);
+            planes_f64(&v, (const double *)x + n * x_stride, scratch);
+            wgt_f64(&v, scratch, (const double *)dy + n * dy_stride, ws);
         }
     for (int64_t r = 0; r < v.cog * v.K; r++) {
         const double *s = ws + r * lanes;

@@ -81,6 +81,7 @@ const ladle_backend_table ladle__cpu_table = {
     .attn_forward = ladle__cpu_attn_forward,
     .attn_backward = ladle__cpu_attn_backward,
     /* revision 6: the direct convolution */
+    .conv_direct_plan = ladle__cpu_conv_direct_plan,
     .conv_direct_forward = ladle__cpu_conv_direct_forward,
     .conv_direct_weight = ladle__cpu_conv_direct_weight,
 };

@@ -174,15 +174,18 @@ ladle_status ladle__cpu_conv_wide_im2col(const ladle_backend *be, ladle_dtype dt
 ladle_status ladle__cpu_conv_wide_grid(const ladle_backend *be, ladle_dtype dtype,
                                        const ladle_conv_geom *geom, int to_tensor, int64_t nb,
                                        void *grid, int64_t ld, void *t, int64_t t_stride);
+ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
+                                         const ladle_conv_geom *geom, int *forward,
+                                         int *weight, int64_t *scratch, int64_t *sums);
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
                                             const ladle_conv_geom *geom, int64_t nb,
                                             const void *x, int64_t x_stride, const void *w,
-                                            const void *b, void *xpad, void *y,
+                                            const void *b, void *scratch, void *y,
                                             int64_t y_stride);
 ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype dtype,
                                            const ladle_conv_geom *geom, int64_t nb,
                                            const void *x, int64_t x_stride, const void *dy,
-                                           int64_t dy_stride, void *xpad, double *ws,
+                                           int64_t dy_stride, void *scratch, double *ws,
                                            void *dw);
 ladle_status ladle__cpu_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
                                  int64_t channels, int64_t inner, const void *b, void *y);

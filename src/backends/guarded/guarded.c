@@ -549,26 +549,34 @@ static ladle_status g_conv_wide_grid(const ladle_backend *be, ladle_dtype dtype,
            grid, t);
 }
 
+/* (plans on the host: nothing of the device's is read) */
+static ladle_status g_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
+                                       const ladle_conv_geom *geom, int *forward,
+                                       int *weight, int64_t *scratch, int64_t *sums)
+{
+    return ladle__cpu_conv_direct_plan(CPU, dtype, geom, forward, weight, scratch, sums);
+}
+
 static ladle_status g_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
                                           const ladle_conv_geom *geom, int64_t nb,
                                           const void *x, int64_t x_stride, const void *w,
-                                          const void *b, void *xpad, void *y,
+                                          const void *b, void *scratch, void *y,
                                           int64_t y_stride)
 {
-    FENCED(ladle__cpu_conv_direct_forward(CPU, dtype, geom, nb, x, x_stride, w, b, xpad, y,
-                                          y_stride),
-           x, w, b, xpad, y);
+    FENCED(ladle__cpu_conv_direct_forward(CPU, dtype, geom, nb, x, x_stride, w, b, scratch,
+                                          y, y_stride),
+           x, w, b, scratch, y);
 }
 
 static ladle_status g_conv_direct_weight(const ladle_backend *be, ladle_dtype dtype,
                                          const ladle_conv_geom *geom, int64_t nb,
                                          const void *x, int64_t x_stride, const void *dy,
-                                         int64_t dy_stride, void *xpad, double *ws,
+                                         int64_t dy_stride, void *scratch, double *ws,
                                          void *dw)
 {
     FENCED(ladle__cpu_conv_direct_weight(CPU, dtype, geom, nb, x, x_stride, dy, dy_stride,
-                                         xpad, ws, dw),
-           x, dy, xpad, ws, dw);
+                                         scratch, ws, dw),
+           x, dy, scratch, ws, dw);
 }
 
 static ladle_status g_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
@@ -648,6 +656,7 @@ static const ladle_backend_table guarded_table = {
     .embed_backward = g_embed_backward,
     .attn_forward = g_attn_forward,
     .attn_backward = g_attn_backward,
+    .conv_direct_plan = g_conv_direct_plan,
     .conv_direct_forward = g_conv_direct_forward,
     .conv_direct_weight = g_conv_direct_weight,
 };
