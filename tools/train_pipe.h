@@ -25,12 +25,21 @@ static void pipe_desc(const opts *o, const ladle_dataset_info *info, int64_t bat
     d->seed = o->seed;
 }
 
-/* Each layer's forward, input-gradient and weight-gradient seconds on one
- * microbatch (rank 0 measures, every rank gets them): 0, or 1 with the
- * reason printed. */
+/* What the planner is given: each layer's forward, input-gradient and
+ * weight-gradient seconds on one microbatch, and what surrounds them (a
+ * boundary's receive after each layer, its parameters' all-reduce between
+ * two replicas, a ring step's latency). */
+typedef struct pipe_inputs {
+    double f[PIPE_MAX_LAYERS], b[PIPE_MAX_LAYERS], w[PIPE_MAX_LAYERS];
+    double cut[PIPE_MAX_LAYERS], red[PIPE_MAX_LAYERS], lat;
+} pipe_inputs;
+
+/* The planner's inputs (rank 0 times the layers, ranks 0 and 1 the
+ * messages; every rank gets them): 0, or 1 with the reason printed. */
 static int pipe_profile(const opts *o, const ladle_dataset_info *info, int64_t mb,
-                        double *f, double *b, double *w, int *nl)
+                        pipe_inputs *in, int *nl)
 {
+    double *f = in->f, *b = in->b, *w = in->w;
     ladle_lenet_desc d;
     pipe_desc(o, info, mb, &d);
     ladle_op *layers[PIPE_MAX_LAYERS], *loss = NULL;
@@ -38,12 +47,19 @@ static int pipe_profile(const opts *o, const ladle_dataset_info *info, int64_t m
     ladle_status st = ladle_lenet_layers(&d, PIPE_MAX_LAYERS, layers, nl, &loss);
     if (st == LADLE_OK && me == 0)
         st = ladle_pipe_profile(*nl, layers, 9, f, b, w);
+    /* a device this build or machine lacks refuses the run (2) */
+    int failed = tool_failed(tool, st, "profiling LeNet-5's layers");
+    int rc = failed ? st == LADLE_ERR_DEVICE ? 2 : 1 : 0;
+    if (!failed) { /* the messages, timed by every rank together */
+        st = ladle_pipe_profile_comm(MPI_COMM_WORLD, *nl, layers, 9, in->cut, in->red,
+                                     &in->lat);
+        rc = tool_failed(tool, st, "timing the pipeline's messages");
+    }
     for (int i = 0; i < *nl; i++)
         ladle_op_destroy(&layers[i]);
     ladle_op_destroy(&loss);
-    /* a device this build or machine lacks refuses the run (2) */
-    if (tool_failed(tool, st, "profiling LeNet-5's layers"))
-        return st == LADLE_ERR_DEVICE ? 2 : 1;
+    if (rc != 0)
+        return rc;
     MPI_Bcast(f, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(b, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(w, *nl, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -160,10 +176,19 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
  * profiled costs (with replicas for the hybrid, one worker per stage
  * otherwise). Every rank computes the same plan from the same costs. 0, or
  * the exit status with the reason printed. */
-static int pipe_schedule(const opts *o, int nl, const double *f, const double *b,
-                         const double *w, int *first, ladle_pipe_schedule **out)
+static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *first,
+                         ladle_pipe_schedule **out)
 {
+    const double *f = in->f, *b = in->b, *w = in->w;
     ladle_pipe_plan plan;
+    /* the plan models the boundaries' receives and the replicas'
+     * all-reduce, spread over the step's microbatches */
+    ladle_pipe_plan_opts po;
+    ladle_pipe_plan_opts_init(&po);
+    po.cut = in->cut;
+    po.reduce = in->red;
+    po.reduce_latency = in->lat;
+    po.microbatches = o->microbatches;
     int hybrid = o->pipe_style == LADLE_PIPE_HYBRID;
     int v = o->pipe_style == LADLE_PIPE_INTERLEAVED ? o->pipe_chunks : 1;
     int S = o->pipe_stages ? o->pipe_stages : hybrid ? 0 : world * v;
@@ -171,33 +196,42 @@ static int pipe_schedule(const opts *o, int nl, const double *f, const double *b
     if (hybrid && o->pipe_nrep > 0) {
         int cut[PIPE_MAX_LAYERS + 1], rep[PIPE_MAX_REPLICAS];
         /* the given replicas: the stages cut as the plain planner would */
-        st = ladle_pipe_plan_create_range(nl, f, b, w, NULL, 0, o->pipe_nrep, o->pipe_nrep,
-                                          o->pipe_nrep, &plan);
+        po.min_stages = po.max_stages = o->pipe_nrep;
+        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, o->pipe_nrep, &plan);
+        po.min_stages = po.max_stages = 0;
         for (int j = 0; st == LADLE_OK && j <= plan.stages; j++)
             cut[j] = plan.first[j];
         for (int j = 0; j < o->pipe_nrep; j++)
             rep[j] = (int)o->pipe_rep[j];
         if (st == LADLE_OK)
-            st = ladle_pipe_plan_explicit(nl, f, b, w, o->pipe_nrep, cut, rep, &plan);
+            st = ladle_pipe_plan_explicit_ex(nl, f, b, w, &po, o->pipe_nrep, cut, rep,
+                                             &plan);
     } else if (hybrid) {
-        st = ladle_pipe_plan_create_range(nl, f, b, w, NULL, 0, world, S ? S : 2, S, &plan);
+        po.min_stages = S ? S : 2;
+        po.max_stages = S;
+        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, world, &plan);
     } else {
-        st = ladle_pipe_plan_create_range(nl, f, b, w, NULL, 0, S, S, S, &plan);
+        po.min_stages = po.max_stages = S;
+        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, S, &plan);
     }
     if (st != LADLE_OK) {
         if (me == 0)
             fprintf(stderr, "%s: planning the stages: %s\n", tool, ladle_error_message());
         return 2;
     }
-    double sf[64], sb[64], sw[64];
+    double sf[64], sb[64], sw[64], send[64], red[64];
     for (int j = 0; j < plan.stages; j++) {
         first[j] = plan.first[j];
-        sf[j] = sb[j] = sw[j] = 0;
+        sf[j] = sb[j] = sw[j] = red[j] = 0;
         for (int i = plan.first[j]; i < plan.first[j + 1]; i++)
-            sf[j] += f[i], sb[j] += b[i], sw[j] += w[i];
+            sf[j] += f[i], sb[j] += b[i], sw[j] += w[i], red[j] += in->red[i];
+        /* the simulator's boundary and all-reduce, as the plan models them */
+        send[j] = j + 1 < plan.stages ? in->cut[plan.first[j + 1] - 1] : 0;
+        int r = hybrid ? plan.replicas[j] : 1;
+        red[j] = r > 1 ? 2.0 * (r - 1) / r * red[j] + 2.0 * (r - 1) * in->lat : 0;
     }
     first[plan.stages] = nl;
-    ladle_pipe_costs c = {sf, sb, sw, NULL, NULL, NULL, NULL};
+    ladle_pipe_costs c = {sf, sb, sw, send, red, NULL, NULL};
     ladle_pipe_schedule *s = NULL;
     st = ladle_pipe_schedule_generate(o->pipe_style, plan.stages,
                                       hybrid ? plan.replicas : NULL, v, o->microbatches, &c,
@@ -343,14 +377,14 @@ static int pipe_run(const opts *o)
 {
     pipe_state ps = {0};
     ladle_dataset_info info, tinfo;
-    double f[PIPE_MAX_LAYERS], b[PIPE_MAX_LAYERS], w[PIPE_MAX_LAYERS];
+    pipe_inputs in;
     int nl = 0, rc;
     const char *out_opt[1] = {"--timeline"}, *out_path[1] = {o->timeline};
     if (tool_outputs_ok(tool, 1, out_opt, out_path))
         return 2;
     if ((rc = probe_data(o, &info, &tinfo)) != 0 ||
-        (rc = pipe_profile(o, &info, o->batch / o->microbatches, f, b, w, &nl)) != 0 ||
-        (rc = pipe_schedule(o, nl, f, b, w, ps.first, &ps.s)) != 0)
+        (rc = pipe_profile(o, &info, o->batch / o->microbatches, &in, &nl)) != 0 ||
+        (rc = pipe_schedule(o, nl, &in, ps.first, &ps.s)) != 0)
         goto out;
     ladle_status st = pipe_build(o, &info, &ps);
     if (st == LADLE_OK)

@@ -305,6 +305,27 @@ LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevent
 LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, double f[],
                                           double b[], double w[]);
 
+/* The planner's costs around the compute (ladle_pipe_plan_opts' cut,
+ * reduce and reduce_latency), measured on comm between its ranks 0 and 1:
+ * cut[i] (i < n - 1), the worker time of a boundary after layer i: the
+ * one-way time of its output (the bytes of the y it was made for, one
+ * microbatch) less a one-byte message's, which is latency (it delays the
+ * receiver but takes none of its time); cut[n - 1] = 0. reduce[i], the
+ * bandwidth term of a two-replica all-reduce of layer i's parameters (its
+ * time less a one-element all-reduce's); *latency, half a one-element
+ * all-reduce (a two-replica ring takes two steps). Medians of reps rounds
+ * after two untimed ones; every rank gets rank 0's values. On one rank all
+ * are 0. Collective over comm (its traffic on a private duplicate);
+ * allocates a buffer of the largest message. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (comm MPI_COMM_NULL, n outside 1 to 2^20, reps outside 1
+ * to 1000, an entry that is not a layer, an output or parameters beyond
+ * one MPI message of 2^31 - 1 bytes, ranks that passed layers of other
+ * sizes), LADLE_ERR_ALLOC, LADLE_ERR_REMOTE (another rank failed). */
+LADLE_API ladle_status ladle_pipe_profile_comm(MPI_Comm comm, int n,
+                                               ladle_op *const layers[], int reps,
+                                               double cut[], double reduce[],
+                                               double *latency);
+
 /* A plan: the stage boundaries (stage j is layers first[j] .. first[j+1]-1)
  * and the replica count of every stage. */
 typedef struct ladle_pipe_plan {
