@@ -219,24 +219,18 @@ static double step_time(int first, int last)
     return v;
 }
 
-/* What the planner takes beyond the profile (ladle_pipe_plan_create_ex):
- * the receive of each layer's output (its one-way time less a one-float
- * message's), and each layer's all-reduce between two replicas, split into
- * a latency (half a one-float all-reduce: a two-replica ring takes two
- * steps) and the rest, the bandwidth term. Collective. */
+/* What the planner takes beyond the profile (ladle_pipe_plan_create_ex),
+ * measured by ladle_pipe_profile_comm as ladle-train measures it: the
+ * receive of each layer's output, each layer's all-reduce between two
+ * replicas, a ring step's latency. Collective. */
 static void plan_inputs(double cut[NL], double red[NL], double *lat)
 {
-    double t1 = one_way(1), a1 = all_reduce(1, 2);
-    for (int i = 0; i + 1 < NL; i++) {
-        double t = one_way(layer_out(i));
-        cut[i] = t > t1 ? t - t1 : 0;
-    }
-    cut[NL - 1] = 0;
-    *lat = a1 / 2;
-    for (int i = 0; i < NL; i++) {
-        double t = layer_params(i) > 0 ? all_reduce(layer_params(i), 2) : 0;
-        red[i] = t > a1 ? t - a1 : 0;
-    }
+    ladle_op *ops[NL];
+    for (int i = 0; i < NL; i++)
+        ops[i] = make_layer(i);
+    CHECK(ladle_pipe_profile_comm(MPI_COMM_WORLD, NL, ops, 31, cut, red, lat));
+    for (int i = 0; i < NL; i++)
+        ladle_op_destroy(&ops[i]);
 }
 
 /* Print a plan: its stages, replicas and modelled time per microbatch. */
