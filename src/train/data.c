@@ -464,10 +464,24 @@ static void fill_sample(const ladle_dataset *ds, int64_t s, const aug_draw *d, i
                         int64_t base)
 {
     double scale = 1.0 / (255.0 * ds->std), shift = ds->mean / ds->std;
+    int64_t sc0 = c0 + d->ox - d->p; /* unmirrored: the first column's source */
     for (int64_t r = 0; r < h; r++) {
         int64_t sr = g0 + r + d->oy - d->p; /* the source row in the image */
         int inside = s >= 0 && sr >= 0 && sr < ds->rows;
         const uint8_t *src = inside ? ds->pixels + (s * ds->wr + sr - ds->row0) * ds->wc : NULL;
+        if (src != NULL && !d->flip && sc0 >= 0 && sc0 + w <= ds->cols) {
+            /* a row wholly inside the image, not mirrored: the same values
+             * in a loop the compiler vectorises (the general one below was
+             * 2.6% of a LeNet-5 step) */
+            const uint8_t *p = src + sc0 - ds->col0;
+            if (dtype == LADLE_F32)
+                for (int64_t c = 0; c < w; c++)
+                    ((float *)out)[base + r * w + c] = (float)(p[c] * scale - shift);
+            else
+                for (int64_t c = 0; c < w; c++)
+                    ((double *)out)[base + r * w + c] = p[c] * scale - shift;
+            continue;
+        }
         for (int64_t c = 0; c < w; c++) {
             int64_t cc = d->flip ? ds->cols - 1 - (c0 + c) : c0 + c;
             int64_t sc = cc + d->ox - d->p;
