@@ -670,8 +670,9 @@ struct ladle_backend_table {
      *     w[co, (c, i, j)] x_b[c, oh - p[1] + i d[1], ow - p[2] + j d[2]]
      *     (b may be NULL: no term);
      *   weight: dw[co, (c, i, j)] += the sum over b, oh, ow of
-     *     dy_b[co, oh, ow] x_b[c, ...], summed in double and rounded to
-     *     dtype once; ws holds the planned sums.
+     *     dy_b[co, oh, ow] x_b[c, ...], each image's part summed in dtype
+     *     (the CPU: per vector lane), the images' parts in double, rounded
+     *     to dtype once; ws holds the planned sums.
      * Nothing overlaps. Optional (all three): absent, the convolution takes
      * its column and wide paths. */
     ladle_status (*conv_direct_plan)(const ladle_backend *be, ladle_dtype dtype,
