@@ -108,10 +108,7 @@ fail:
 /* Layer i's output bytes and parameter elements (in the layer's dtype). */
 static void sizes_of(const ladle_op *op, int64_t *out_bytes, int64_t *params)
 {
-    int64_t y = 1;
-    for (int d = 0; d < op->y_ndim; d++)
-        y *= op->y_shape[d];
-    *out_bytes = y * (int64_t)ladle_dtype_size(op->dtype);
+    *out_bytes = op->y_numel * (int64_t)ladle_dtype_size(op->dtype);
     *params = 0;
     for (int q = 0; q < op->nparams; q++)
         *params += op->params[q]->numel;
@@ -238,17 +235,16 @@ ladle_status ladle_pipe_profile_comm(MPI_Comm comm, int n, ladle_op *const layer
         got[i] = t > t1 ? t - t1 : 0;
     }
     got[n - 1] = 0;
+    LADLE_CALL(pair_reduce(pair, me, reps, buf, 1, MPI_DOUBLE, times, &a1));
+    got[2 * n] = a1 / 2; /* a two-replica ring takes two steps */
     for (int i = 0; i < n; i++) {
         int64_t bytes, params;
         sizes_of(layers[i], &bytes, &params);
         MPI_Datatype type = layers[i]->dtype == LADLE_F32 ? MPI_FLOAT : MPI_DOUBLE;
-        LADLE_CALL(pair_reduce(pair, me, reps, buf, 1, type, times, &a1));
         t = 0;
         if (params > 0)
             LADLE_CALL(pair_reduce(pair, me, reps, buf, (int)params, type, times, &t));
         got[n + i] = t > a1 ? t - a1 : 0;
-        if (i == 0)
-            got[2 * n] = a1 / 2; /* a two-replica ring takes two steps */
     }
     LADLE_MPI(MPI_Bcast(got, 2 * n + 1, MPI_DOUBLE, 0, c));
     for (int i = 0; i < n; i++)
