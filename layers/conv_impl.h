@@ -15,6 +15,8 @@ typedef struct conv {
     int64_t kvol, kk;                  /* kernel volume; K = cg * kvol */
     int64_t pin, pout;                 /* positions per image in and out */
     int64_t batch_per_gemm;            /* B */
+    int64_t ldcol;                     /* the column and output matrices' row
+                                          stride: B P, off multiples of 256 */
     int pointwise;                     /* 1x1, stride 1, no padding: no im2col */
     void *col, *mat;                   /* workspace: K x B*P and Co_g x B*P */
     void *plane;                       /* zero-bordered planes (hp x wp) for x and dx */

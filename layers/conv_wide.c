@@ -77,6 +77,8 @@ ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
         return ladle__raise(LADLE_ERR_SHAPE, "ladle_conv_create",
                             "%lld images of %lld columns are too many",
                             (long long)v->batch_per_gemm, (long long)v->q);
+    if (cols < v->ldcol) /* the backward's im2col matrix */
+        cols = v->ldcol;
     if ((st = ladle__conv_buffer(be, v->kk, cols, es, "column buffer", &v->col)) ||
         (st = ladle__conv_buffer(be, v->cog, cols, es, "output matrix", &v->mat)) ||
         (st = ladle__conv_buffer(be, v->cog, cols, es, "spread gradient", &v->dyw)) ||

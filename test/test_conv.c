@@ -286,6 +286,15 @@ START_TEST(against_naive_loops)
     geom lenet = {2, 9, 1, 6, 1, {1, 28, 28}, {1, 5, 5}, {1, 1, 1}, {0, 2, 2}, {1, 1, 1},
                   {1, 28, 28}, 0, 0, {0, 0, 0}};
     compare_with_naive(&lenet, LADLE_F64, 1e-12, "LeNet conv1, batched GEMM");
+    /* column matrices of B P = 1024 (one image) and 256 (four, then one):
+     * their rows are planned with a stride of 16 elements more */
+    geom big = {2,         2,         4,         20,          1, {1, 32, 32}, {1, 3, 3},
+                {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, 32, 32}, 0, 0,           {0, 0, 0}};
+    compare_with_naive(&big, LADLE_F64, 1e-12, "32 x 32 planes");
+    compare_with_naive(&big, LADLE_F32, 1e-4, "32 x 32 planes, f32");
+    geom four = {2,         5,         2,         20,        1, {1, 8, 8}, {1, 3, 3},
+                 {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, 8, 8}, 0, 0,         {0, 0, 0}};
+    compare_with_naive(&four, LADLE_F64, 1e-12, "8 x 8 planes, four per GEMM");
 }
 END_TEST
 
