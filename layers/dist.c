@@ -223,13 +223,10 @@ void ladle__dist_base_free(ladle__dist_base *b)
     }
 }
 
-ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c)
 {
     ladle_status st = LADLE_OK;
     const ladle__dist_base *b = op->impl;
-    ladle__dist_ctx *c = ladle__calloc(1, sizeof *c);
-    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ctx->impl = c;
     for (int k = 0; k < b->nsaved; k++) {
         const ladle_tensor *like = b->saved_like[k];
         LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, like->ndim, like->shape,
@@ -243,14 +240,30 @@ fail:
     return st;
 }
 
+void ladle__dist_ctx_empty(ladle__dist_ctx *c)
+{
+    ladle_ctx_destroy(&c->local);
+    for (int k = 0; k < 2; k++)
+        ladle_tensor_destroy(&c->saved[k]);
+}
+
+ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    ladle_status st = LADLE_OK;
+    ladle__dist_ctx *c = ladle__calloc(1, sizeof *c);
+    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ctx->impl = c;
+    LADLE_CALL(ladle__dist_ctx_fill(op, c));
+fail:
+    return st;
+}
+
 void ladle__dist_ctx_fini(ladle_ctx *ctx)
 {
     ladle__dist_ctx *c = ctx->impl;
     if (c == NULL)
         return;
-    ladle_ctx_destroy(&c->local);
-    for (int k = 0; k < 2; k++)
-        ladle_tensor_destroy(&c->saved[k]);
+    ladle__dist_ctx_empty(c);
     ladle__free(c);
     ctx->impl = NULL;
 }

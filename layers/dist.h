@@ -152,6 +152,11 @@ typedef struct ladle__dist_ctx {
 /* Free what the base owns (not the struct around it). */
 void ladle__dist_base_free(ladle__dist_base *b);
 
+/* A ctx's parts as ladle__dist_ctx_init makes them, in c; and freed (c
+ * itself stays). */
+ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c);
+void ladle__dist_ctx_empty(ladle__dist_ctx *c);
+
 /* Vtable slots for a layer whose impl starts with a ladle__dist_base. */
 ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx);
 void ladle__dist_ctx_fini(ladle_ctx *ctx);

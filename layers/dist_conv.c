@@ -31,35 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/conv_impl.h" /* the padding options */
-#include "layers/dist.h"
-
-typedef struct dconv {
-    /* local: the layer on the needed box, or NULL; param/grad: a
-     * convolution's weights on ranks without a local layer (zero volume
-     * outside p_x); sync: the weights' gradient sums over the partition */
-    ladle__dist_base base;
-    int is_pool;
-    int ndim;                 /* 2 + spatial dimensions */
-    ladle_halo_geometry g;    /* this rank's boxes */
-    int has_output;           /* this rank's output block is not empty */
-    int same;                 /* the needed box is the whole padded tensor: the
-                                 local layer reads and writes it in place */
-    int direct;               /* no spatial split: the local layer is the
-                                 sequential one (with its padding) on x's block */
-    ladle_op *halo;
-    ladle_tensor *padded;     /* forward: bulk + halo + padding cells */
-    ladle_tensor *gpadded;    /* backward: the same for gradients */
-    ladle_tensor *xn;         /* the needed box for calls without a ctx */
-    ladle_tensor *dxn;        /* the local layer's input gradient */
-    int64_t wshape[5];        /* the weight's (global) shape */
-    ladle_padding_mode mode;  /* a convolution's padding mode (pad_impl.h) */
-    ladle__pad_dim pd[5];     /* the padded tensor's dimensions for it */
-    /* average pooling with divisors other than the kernel's volume: R's
-     * factor per output position (f64, the output block's spatial
-     * elements), zeros of that length (bn_affine's shift), and dy R */
-    ladle_tensor *rescale, *rezero, *dyr;
-} dconv;
+#include "layers/dist_conv_impl.h"
 
 /* The ctx (ladle__dist_ctx): saved[0] is the needed box, the local layer's
  * saved input. */
@@ -70,6 +42,7 @@ static void dc_free(dconv *v)
     if (v == NULL)
         return;
     ladle__dist_base_free(&v->base);
+    ladle__dc_overlap_free(v);
     ladle_op_destroy(&v->halo);
     ladle_tensor_destroy(&v->padded);
     ladle_tensor_destroy(&v->gpadded);
@@ -81,9 +54,9 @@ static void dc_free(dconv *v)
     ladle__free(v);
 }
 
-/* t = R u for a batch of n (u may be t): every plane times the factors. */
-static ladle_status apply_rescale(const ladle_op *op, const dconv *v, int64_t n,
-                                  const ladle_tensor *u, ladle_tensor *t)
+/* Every plane times the factors. */
+ladle_status ladle__dc_rescale(const ladle_op *op, const dconv *v, int64_t n,
+                               const ladle_tensor *u, ladle_tensor *t)
 {
     int64_t positions = ladle_tensor_numel(v->rescale);
     return op->be->fn->bn_affine(op->be, op->dtype, n * v->g.output_shape[1], positions, 1,
@@ -106,6 +79,8 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (v->direct)
         return v->base.local ? ladle_layer_forward(v->base.local, c ? c->local : NULL, x, y)
                              : LADLE_OK;
+    if (v->nparts)
+        return ladle__dc_overlap_forward(op, v, ctx ? ctx->impl : NULL, x, y);
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
     if (v->mode != LADLE_PAD_ZEROS) /* the global edges, from the cells now in place */
         LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
@@ -116,7 +91,7 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                                             padded, v->g.needed_offset, xn, zero));
         LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xn, y));
         if (v->rescale)
-            LADLE_CALL(apply_rescale(op, v, y->shape[0], y, y));
+            LADLE_CALL(ladle__dc_rescale(op, v, y->shape[0], y, y));
     }
 fail:
     return st;
@@ -139,6 +114,8 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         return c ? ladle_layer_backward(local, c->local, dy, dx)
                  : ladle_op_adjoint(local, dy, dx);
     }
+    if (v->nparts)
+        return ladle__dc_overlap_backward(op, v, ctx ? ctx->impl : NULL, dy, dx);
     /* the local layer writes every cell of its input gradient: straight into
      * the padded gradient when that is the whole of it */
     ladle_tensor *dxn = v->same && local ? v->gpadded : v->dxn;
@@ -148,7 +125,7 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         ladle_tensor *dyr = v->dyr;
         dyr->numel = dyr->numel / (dyr->shape[0] ? dyr->shape[0] : 1) * dy->shape[0];
         dyr->shape[0] = dy->shape[0];
-        LADLE_CALL(apply_rescale(op, v, dy->shape[0], dy, dyr));
+        LADLE_CALL(ladle__dc_rescale(op, v, dy->shape[0], dy, dyr));
         dy = dyr;
     }
     if (local) {
@@ -174,9 +151,55 @@ static ladle_status dc_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
     dconv *v = op->impl;
     ladle__dist_ctx *c = ctx->impl;
     (void)n;
+    if (v->nparts)
+        return ladle__dc_overlap_weight(op, v, ctx->impl, dy);
     if (v->base.local)
         return ladle_layer_backward_weight(v->base.local, c->local, dy);
     return LADLE_OK;
+}
+
+/* A ctx: the base's, or with the overlap each part's. */
+static ladle_status dc_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    ladle_status st = LADLE_OK;
+    const dconv *v = op->impl;
+    dc_ctx *c = ladle__calloc(1, sizeof *c);
+    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ctx->impl = c;
+    if (v->nparts)
+        LADLE_CALL(ladle__dc_overlap_ctx_init(v, c, op->dtype, op->be->device));
+    else
+        LADLE_CALL(ladle__dist_ctx_fill(op, &c->base));
+fail:
+    return st;
+}
+
+static void dc_ctx_fini(ladle_ctx *ctx)
+{
+    dc_ctx *c = ctx->impl;
+    if (c == NULL)
+        return;
+    ladle__dc_overlap_ctx_fini(c);
+    ladle__dist_ctx_empty(&c->base);
+    ladle__free(c);
+    ctx->impl = NULL;
+}
+
+static void dc_set_training(ladle_op *op, int training)
+{
+    dconv *v = op->impl;
+    ladle__dist_set_training(op, training);
+    for (int r = 0; r < v->nparts; r++)
+        if (!v->part[r].whole)
+            ladle_layer_set_training(v->part[r].op, training);
+}
+
+static void dc_param_bound(ladle_op *op, int i)
+{
+    ladle__dist_param_bound(op, i);
+    /* the memory passed the same checks for the local layer, whose twins
+     * the parts are: binding them cannot fail */
+    (void)ladle__dc_overlap_rebind(op->impl, i);
 }
 
 static void dc_param_info(const ladle_op *op, int i, ladle__pinfo *info)
@@ -205,14 +228,14 @@ static const ladle_op_vtable dconv_vt = {
     .layer_forward = dc_forward,
     .layer_backward = dc_backward,
     .layer_backward_weight = dc_backward_weight,
-    .ctx_init = ladle__dist_ctx_init,
-    .ctx_fini = ladle__dist_ctx_fini,
+    .ctx_init = dc_ctx_init,
+    .ctx_fini = dc_ctx_fini,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,
-    .set_training = ladle__dist_set_training,
+    .set_training = dc_set_training,
     .param_info = dc_param_info,
     .sync_grads = ladle__dist_sync_grads,
-    .param_bound = ladle__dist_param_bound,
+    .param_bound = dc_param_bound,
 };
 
 static const ladle_op_vtable dpool_vt = {
@@ -221,26 +244,18 @@ static const ladle_op_vtable dpool_vt = {
     .destroy = dc_destroy,
     .layer_forward = dc_forward,
     .layer_backward = dc_backward,
-    .ctx_init = ladle__dist_ctx_init,
-    .ctx_fini = ladle__dist_ctx_fini,
+    .ctx_init = dc_ctx_init,
+    .ctx_fini = dc_ctx_fini,
     .num_params = ladle__dist_num_params,
-    .set_training = ladle__dist_set_training,
+    .set_training = dc_set_training,
 };
 
-/* What the two layers share: nd, kernel, stride, padding, dilation; and a
- * convolution's padding options: the mode, the padding per side (lo, hi)
- * and whether they differ ('same' with an even kernel), in which case p is
- * the larger side and the halo is planned for a centred window of 2p + 1
- * (whose output blocks are x's) and the needed box narrowed to lo and hi. */
-typedef struct spec {
-    int nd;
-    int64_t k[3], s[3], p[3], d[3];
-    int ceil_mode;
-    int avg, count_pad; /* average pooling, and whether its divisor counts the padding */
-    ladle_padding_mode mode;
-    int uneven;
-    int64_t lo[3], hi[3];
-} spec;
+int ladle__dist_conv_parts(const ladle_op *op)
+{
+    if (op == NULL || (op->vt != &dconv_vt && op->vt != &dpool_vt))
+        return 0;
+    return ((const dconv *)op->impl)->nparts;
+}
 
 /* Whether every rank can pad the global edges of x (global shape xs over
  * p_x) from its own padded tensor: reflect and replicate read the edge
@@ -349,23 +364,6 @@ fail:
         ladle__free(sizes[d]);
     return st;
 }
-
-/* What makes the layer a convolution or a pooling: make_local builds the
- * local layer on box shape xs: with whole 0, without padding on the needed
- * box (padding cells hold pad_value); with whole 1, the sequential layer of
- * the arguments, padding and options included, on x's block. */
-typedef struct kind kind;
-typedef ladle_status (*make_local_fn)(const kind *k, const int64_t *xs, int whole,
-                                      ladle_dtype dt, ladle_device device, uint64_t seed,
-                                      ladle_op **op);
-
-struct kind {
-    int is_pool;
-    double pad_value;
-    const void *desc;            /* ladle_conv_desc or ladle_pool_desc */
-    const ladle_conv_opts *opts; /* a convolution's, or NULL */
-    make_local_fn make_local;
-};
 
 /* The halo exchange over x's layout and this rank's boxes. */
 static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
@@ -629,6 +627,9 @@ static ladle_status create(ladle__dist_make *m, ladle_status pre, const ladle_pa
     LADLE_CALL(ladle__dist_step(m->comm, local, f));
     LADLE_CALL(plan_halo(m, v, sp));
     LADLE_CALL(ladle__dist_step(m->comm, allocate(m, v, k, sp, p_x, seed), f));
+    if (sp->overlap)
+        LADLE_CALL(ladle__dist_step(
+            m->comm, ladle__dc_overlap_plan(v, k, sp, xs, m->dtype, m->device), f));
     if (v->base.nparams > 0)
         LADLE_CALL(plan_sync(m, v, k->desc, sp, p_x));
     st = finish(m, &v, k, sp, xs, seed, out);
@@ -711,7 +712,10 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
                            "x has %lld channels, the layer %lld in %lld groups (out %lld)",
                            (long long)x_shape[1], (long long)d->in_channels,
                            (long long)d->groups, (long long)d->out_channels);
-    ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    sp.overlap = (flags & LADLE_OVERLAP_HALO) != 0;
+    ladle__dist_make m = {
+        __func__,      dtype, device, flags & ~(unsigned)LADLE_OVERLAP_HALO,
+        MPI_COMM_NULL, NULL,  NULL};
     kind k = {0, 0.0, d, o, make_conv};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 27, args, seed, out);
 fail:
@@ -757,7 +761,10 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && d->nd >= 1 && d->nd <= 3; i++)
         args[20 + i] = x_shape[i];
-    ladle__dist_make m = {__func__, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    sp.overlap = (flags & LADLE_OVERLAP_HALO) != 0;
+    ladle__dist_make m = {
+        __func__,      dtype, device, flags & ~(unsigned)LADLE_OVERLAP_HALO,
+        MPI_COMM_NULL, NULL,  NULL};
     kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, NULL, make_pool};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, 0, out);
 fail:

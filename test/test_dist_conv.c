@@ -3,9 +3,11 @@
  * padding, dilation, groups, ranks without output; the dot-product test;
  * bad input. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "layers/dist_conv_impl.h" /* how many boxes a rank computes */
 
 /* LT_FAILS, and the message names what: the status and a piece of the text
  * on every rank. */
@@ -196,6 +198,144 @@ START_TEST(adjoint)
         ladle_op_destroy(&op);
         ladle_partition_destroy(&p);
     }
+}
+END_TEST
+
+/* The sum over every rank of the boxes op computes with the overlap, and
+ * of the ranks that cut their block (a shell around the interior). */
+static void overlap_count(const ladle_op *op, int *boxes, int *shells)
+{
+    int mine[2] = {ladle__dist_conv_parts(op), ladle__dist_conv_parts(op) > 1}, all[2];
+    MPI_Allreduce(mine, all, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    *boxes += all[0];
+    *shells += all[1];
+}
+
+/* LADLE_OVERLAP_HALO: the cases above, convolution (with and without a
+ * bias, f64 and f32) and max and average pooling, against the sequential
+ * layers, and the dot-product test; the overlap must run on the ranks of
+ * spatially split cases with an interior. */
+START_TEST(overlap_equivalence)
+{
+    int boxes = 0, shells = 0, split_cases = 0;
+    for (int k = 0; k < NCASES; k++) {
+        const ccase *c = &cases[k];
+        if (ranks_of(c) > lt_size)
+            continue;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        for (int i = 2; i < 2 + c->nd; i++)
+            split_cases += c->grid[i] > 1 && lt_rank == 0;
+        for (int t = 0; t < 2; t++) {
+            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+            ladle_conv_desc d;
+            conv_desc(c, &d, t); /* f64 without a bias: linear, for the adjoint */
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), 31 + (uint64_t)k,
+                                         LADLE_OVERLAP_HALO, &dist));
+            LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), 31 + (uint64_t)k, &seq));
+            overlap_count(dist, &boxes, &shells);
+            char what[64];
+            snprintf(what, sizeof what, "overlapped conv case %d (%s)", k,
+                     t ? "f32" : "f64");
+            lt_equivalent(dist, seq, 600 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
+            if (!t)
+                lt_adjoint_ok(dist, 700 + (uint64_t)k, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        for (int v = 0; v < 2 && 2 * c->p <= c->k; v++) {
+            ladle_pool_desc d;
+            ladle_pool_desc_init(&d, v ? LADLE_POOL_AVG : LADLE_POOL_MAX, c->nd, c->k);
+            for (int i = 0; i < c->nd; i++) {
+                d.stride[i] = c->s;
+                d.padding[i] = c->p;
+                d.dilation[i] = v ? 1 : c->d;
+            }
+            d.count_include_pad = k % 2; /* the rescaled windows too */
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(),
+                                         LADLE_OVERLAP_HALO, &dist));
+            LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, lt_device(), &seq));
+            overlap_count(dist, &boxes, &shells);
+            char what[64];
+            snprintf(what, sizeof what, "overlapped %s pool case %d", v ? "avg" : "max", k);
+            lt_equivalent(dist, seq, 800 + (uint64_t)k, 1e-12, what);
+            if (v)
+                lt_adjoint_ok(dist, 900 + (uint64_t)k, what);
+            ladle_op_destroy(&dist);
+            ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&p);
+    }
+    MPI_Bcast(&split_cases, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    LT_ASSERT(split_cases == 0 || (boxes > 0 && shells > 0),
+              "%d spatially split cases, but %d boxes and %d cut blocks", split_cases,
+              boxes, shells);
+}
+END_TEST
+
+/* The overlapped layer's boxes follow its weights when the caller moves
+ * them (ladle_op_bind_param), and a layer the overlap cannot serve (another
+ * padding mode) runs without it. */
+START_TEST(overlap_bound_weights)
+{
+    if (lt_size < 2)
+        return;
+    int grid[4] = {1, 1, 2, 1};
+    int64_t xs[4] = {2, 3, 12, 7};
+    ladle_partition *p = lt_partition(4, grid, 0);
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, 3, 4, 3);
+    d.padding[0] = d.padding[1] = 1;
+    ladle_op *dist = NULL, *seq = NULL;
+    LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 3, LADLE_OVERLAP_HALO,
+                                 &dist));
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 3, &seq));
+    LT_ASSERT(ladle__dist_conv_parts(dist) == (lt_rank < 2 ? 2 : 0),
+              "%d boxes on a 2-rank split (2 on its ranks)", ladle__dist_conv_parts(dist));
+    /* new weights: the old ones doubled, in memory of the caller's */
+    ladle_tensor *w = ladle_op_param(dist, 0), *sw = ladle_op_param(seq, 0);
+    int64_t n = ladle_tensor_numel(w);
+    double *buf = malloc((size_t)(n + 1) * sizeof *buf);
+    double *gbuf = calloc((size_t)(n + 1), sizeof *gbuf);
+    if (lt_device() == LADLE_CPU) { /* ranks outside p hold no weights */
+        LT_ASSERT(buf != NULL && gbuf != NULL, "out of memory");
+        /* LT_OK is collective: only p's ranks make these calls */
+        ladle_status st = LADLE_OK;
+        if (n > 0) {
+            st = ladle_tensor_read(w, buf);
+            for (int64_t i = 0; i < n; i++)
+                buf[i] *= 2;
+            if (st == LADLE_OK)
+                st = ladle_op_bind_param(dist, 0, buf, gbuf);
+            if (st == LADLE_OK)
+                st = ladle_tensor_write(sw, buf);
+        }
+        LT_ASSERT(st == LADLE_OK, "binding doubled weights: %s: %s", ladle_status_name(st),
+                  ladle_error_message());
+        lt_equivalent(dist, seq, 41, 1e-10, "overlapped conv with bound weights");
+    }
+    ladle_op_destroy(&dist);
+    free(buf);
+    free(gbuf);
+    /* reflect padding: filled from the halo's cells, so no overlap */
+    ladle_conv_opts o;
+    ladle_conv_opts_init(&o);
+    o.padding_mode = LADLE_PAD_REFLECT;
+    LT_OK(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 3,
+                                    LADLE_OVERLAP_HALO, &dist));
+    LT_ASSERT(ladle__dist_conv_parts(dist) == 0, "%d boxes with reflect padding",
+              ladle__dist_conv_parts(dist));
+    ladle_op_destroy(&dist);
+    ladle_op_destroy(&seq);
+    /* the flag belongs to these layers only */
+    int g2[2] = {1, 1};
+    ladle_partition *q = lt_partition(2, g2, 0);
+    LT_FAILS_SAYING(ladle_dist_linear_create(q, q, q, 2, 3, 3, 1, LADLE_F64, lt_device(), 1,
+                                             LADLE_OVERLAP_HALO, &dist),
+                    LADLE_ERR_ARG, "unknown flags");
+    ladle_partition_destroy(&q);
+    ladle_partition_destroy(&p);
 }
 END_TEST
 
@@ -427,6 +567,8 @@ Suite *dc_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_options);
     tcase_add_test(tc, padding_bad_input);
+    tcase_add_test(tc, overlap_equivalence);
+    tcase_add_test(tc, overlap_bound_weights);
     suite_add_tcase(s, tc);
     return s;
 }

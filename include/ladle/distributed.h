@@ -90,6 +90,25 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const la
                                               ladle_op **op);
 
 /*
+ * A flag of ladle_dist_conv_create(_ex) and ladle_dist_pool_create: overlap
+ * the halo exchange with the interior. Each rank starts the exchange,
+ * computes the outputs whose windows read only its own block (and the
+ * global padding), then finishes the exchange and computes the boundary
+ * around them; the backward computes the boundary's input gradient first,
+ * sends the halos' share back while it computes the interior's, and adds
+ * the two in a fixed order. The result is the layer's without the flag up
+ * to rounding (the local work is cut into boxes), the same from run to run.
+ * It costs copies of the output and its gradient and a local layer per box
+ * (memory for their buffers), so it pays only where the wait on the
+ * exchange is dearer than those: messages between nodes, or a neighbour
+ * that lags. Within one node, where the exchange is a copy made by the
+ * same cores, it does not (1.03-1.66x the plain layer's time on 2 cores,
+ * docs/benchmarks.md). On every rank where it cannot run (no spatial split,
+ * a padding mode other than zeros, no interior) the layer runs without it.
+ */
+#define LADLE_OVERLAP_HALO 0x8u
+
+/*
  * ladle_dist_conv_create with the options of ladle_conv_create_ex (o may be
  * NULL). The padding applies at the global edges only: inside, the halo
  * brings the neighbours' cells. Reflect and replicate are filled by the
