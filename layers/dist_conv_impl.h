@@ -103,8 +103,9 @@ typedef struct dc_ctx {
 ladle_status ladle__dc_rescale(const ladle_op *op, const dconv *v, int64_t n,
                                const ladle_tensor *u, ladle_tensor *t);
 
-/* Plan the overlap for this rank where it can run (a spatial split, zero
- * or constant padding, an interior with at least one output): the boxes,
+/* Plan the overlap for this rank where it can run (a spatial split, the
+ * global padding's cells of one value written at creation: zeros, or -inf
+ * for max pooling; an interior with at least one output): the boxes,
  * their layers (weights bound to the local layer's) and buffers. Where it
  * cannot, v->nparts stays 0 and the layer runs without it. Local. */
 ladle_status ladle__dc_overlap_plan(dconv *v, const kind *k, const spec *sp,
