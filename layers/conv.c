@@ -31,7 +31,15 @@
  * more goes alone, straight to and from the tensors. */
 #define TARGET_COLUMNS 256
 #define COL_BUDGET (4 << 20)
-
+/* On a device whose calls are queued (a GPU), every call is a kernel
+ * launch of a few microseconds whatever its size, and a GEMM of one image
+ * (6 x 576 x 25 for LeNet-5's first layer) leaves all but a few of the
+ * multiprocessors idle: measured on an H200, that layer's forward and
+ * backward at batch 256 took 11.2 ms one image per GEMM, 115x cuBLAS's
+ * GEMMs of the same flops. There GEMMs take images up to this many
+ * columns, the column buffer up to this many elements (64 MiB in f32). */
+#define QUEUED_TARGET_COLUMNS 65536
+#define QUEUED_COL_BUDGET (16 << 20)
 
 /* The first of image n's channels of group g in a tensor of c channels of
  * per positions each. */
@@ -384,8 +392,9 @@ static ladle_status plan_window(const ladle_conv_desc *d, const int64_t *xs, con
     return LADLE_OK;
 }
 
-/* Check the description against x's shape and fill the geometry. */
-static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
+/* Check the description against x's shape and fill the geometry; queued:
+ * the device queues its calls (the GEMMs' batching above). */
+static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued, conv *v)
 {
     const char *f = "ladle_conv_create";
     char a[160];
@@ -432,12 +441,15 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, conv *v)
     v->wp = v->in[2] + 2 * v->p[2];
     v->wide = ladle__conv_wide_plan(v);
     int64_t per = v->wide ? v->q : v->pout;
-    int64_t target = v->wide ? LADLE_CONV_WIDE_COLUMNS : TARGET_COLUMNS;
+    int64_t target = queued    ? QUEUED_TARGET_COLUMNS
+                     : v->wide ? LADLE_CONV_WIDE_COLUMNS
+                               : TARGET_COLUMNS;
+    int64_t budget = queued ? QUEUED_COL_BUDGET : COL_BUDGET;
     int64_t b = per >= target || v->pointwise ? 1 : (target + per - 1) / per;
     if (b > xs[0])
         b = xs[0];
     /* kk, b and per are below 2^31 each: kk * b * per fits */
-    while (b > 1 && v->kk * b * per > COL_BUDGET)
+    while (b > 1 && v->kk * b * per > budget)
         b--;
     v->batch_per_gemm = b < 1 ? 1 : b;
     /* A row stride of a multiple of 1 KiB (f32) puts the rows the GEMM
@@ -487,7 +499,9 @@ ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opt
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     LADLE_CALL(ladle__conv_pad_plan(d, o, x_shape, v, &inner, xps));
-    LADLE_CALL(plan(&inner, xps, v));
+    const ladle_backend *be = NULL;
+    LADLE_CALL(ladle__backend_get(device, __func__, &be));
+    LADLE_CALL(plan(&inner, xps, be->async, v));
     ys[0] = x_shape[0];
     ys[1] = v->co;
     ws[0] = v->co;
@@ -500,8 +514,6 @@ ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opt
     /* the whole batch's y */
     LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
     size_t es = ladle_dtype_size(dtype);
-    const ladle_backend *be = NULL;
-    LADLE_CALL(ladle__backend_get(device, __func__, &be));
     /* the wide path's column and matrix buffers (B q columns) also serve
      * the backward, which takes the im2col path (B P <= B q columns) */
     if (v->wide)
