@@ -134,7 +134,7 @@ void lt_set(ladle_tensor *t, int64_t i, double v)
 
 /* A contiguous tensor's values as host doubles (malloc'd), wherever it
  * lives, and back: one transfer each way instead of one per element. */
-static double *host_values(const ladle_tensor *t)
+double *lt_values(const ladle_tensor *t)
 {
     int64_t n = ladle_tensor_numel(t);
     size_t es = ladle_dtype_size(ladle_tensor_dtype(t));
@@ -155,7 +155,7 @@ static double *host_values(const ladle_tensor *t)
     return v;
 }
 
-static void store_values(ladle_tensor *t, const double *v)
+void lt_store(ladle_tensor *t, const double *v)
 {
     int64_t n = ladle_tensor_numel(t);
     size_t es = ladle_dtype_size(ladle_tensor_dtype(t));
@@ -276,10 +276,10 @@ static void err_visit(int64_t g, int64_t k, void *a)
 
 void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_tensor *local)
 {
-    double *g = host_values(global), *l = host_values(local);
+    double *g = lt_values(global), *l = lt_values(local);
     box_arg b = {g, l, 0};
     box_walk(global, offset, local, put_visit, &b);
-    store_values(local, l);
+    lt_store(local, l);
     free(g);
     free(l);
 }
@@ -287,7 +287,7 @@ void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_ten
 double lt_box_error(const ladle_tensor *global, const int64_t *offset,
                     const ladle_tensor *local)
 {
-    double *g = host_values(global), *l = host_values(local);
+    double *g = lt_values(global), *l = lt_values(local);
     box_arg b = {g, l, 0};
     box_walk(global, offset, local, err_visit, &b);
     free(g);

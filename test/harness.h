@@ -13,6 +13,7 @@
 #include <check.h>
 #include <mpi.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ladle.h"
 
@@ -71,6 +72,14 @@ ladle_tensor *lt_op_tensor(const ladle_op *op, int which);
  * (an index out of range) aborts the job. */
 double lt_get(const ladle_tensor *t, int64_t i);
 void lt_set(ladle_tensor *t, int64_t i, double v);
+
+/* All of a contiguous tensor's elements as host doubles (malloc'd, one
+ * more than numel so that an empty tensor gives a pointer; the caller
+ * frees), and storing such an array back: one transfer each, for the loops
+ * over whole tensors (on a GPU an element's transfer costs about 10 us).
+ * A failing transfer aborts the job. */
+double *lt_values(const ladle_tensor *t);
+void lt_store(ladle_tensor *t, const double *v);
 
 /* Run the dot-product test on op and assert the mismatch is within the
  * dtype's tolerance on every rank. */

@@ -114,8 +114,12 @@ START_TEST(against_naive)
         ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
         ladle_tensor_fill_random(x, 1, (uint64_t)trial + 200);
         ladle_tensor_fill_random(dy, 1, (uint64_t)trial + 300);
+        double *xv = lt_values(x);
         for (int64_t i = 0; i < total; i++) /* an offset per channel */
-            lt_set(x, i, lt_get(x, i) + (double)(i / inner % c) - 1.5);
+            xv[i] += (double)(i / inner % c) - 1.5;
+        lt_store(x, xv);
+        free(xv);
+        xv = lt_values(x); /* as the dtype holds them */
         ladle_ctx *ctx = NULL;
         LT_OK(ladle_ctx_create(op, &ctx));
         LT_OK(ladle_layer_forward(op, ctx, x, y));
@@ -126,39 +130,41 @@ START_TEST(against_naive)
         if (!weight_first)
             LT_OK(ladle_layer_backward_weight(op, ctx, dy));
         double tol = dt == LADLE_F32 ? 2e-5 : 1e-12, worst = 0;
+        double *yv = lt_values(y), *dyv = lt_values(dy), *dxv = lt_values(dx);
         for (int64_t ch = 0; ch < c; ch++) {
             double mu = 0, var = 0, sdy = 0, sdyx = 0;
             double g = lt_get(ladle_op_param(op, 0), ch), b = lt_get(ladle_op_param(op, 1), ch);
             for (int64_t sm = 0; sm < xs[0]; sm++)
                 for (int64_t i = 0; i < inner; i++)
-                    mu += lt_get(x, (sm * c + ch) * inner + i) / (double)m;
+                    mu += xv[(sm * c + ch) * inner + i] / (double)m;
             for (int64_t sm = 0; sm < xs[0]; sm++)
                 for (int64_t i = 0; i < inner; i++) {
-                    double dd = lt_get(x, (sm * c + ch) * inner + i) - mu;
+                    double dd = xv[(sm * c + ch) * inner + i] - mu;
                     var += dd * dd / (double)m;
                 }
             double is = 1 / sqrt(var + 1e-5);
             for (int64_t sm = 0; sm < xs[0]; sm++)
                 for (int64_t i = 0; i < inner; i++) {
                     int64_t at = (sm * c + ch) * inner + i;
-                    sdy += lt_get(dy, at);
-                    sdyx += lt_get(dy, at) * (lt_get(x, at) - mu) * is;
+                    sdy += dyv[at];
+                    sdyx += dyv[at] * (xv[at] - mu) * is;
                 }
             for (int64_t sm = 0; sm < xs[0]; sm++)
                 for (int64_t i = 0; i < inner; i++) {
                     int64_t at = (sm * c + ch) * inner + i;
-                    double xh = (lt_get(x, at) - mu) * is;
+                    double xh = (xv[at] - mu) * is;
                     double ey = g * xh + b;
-                    double edx = g * is / (double)m *
-                                 ((double)m * lt_get(dy, at) - sdy - xh * sdyx);
-                    double e1 = fabs(lt_get(y, at) - ey) / (1 + fabs(ey));
-                    double e2 = fabs(lt_get(dx, at) - edx) / (1 + fabs(edx));
+                    double edx =
+                        g * is / (double)m * ((double)m * dyv[at] - sdy - xh * sdyx);
+                    double e1 = fabs(yv[at] - ey) / (1 + fabs(ey));
+                    double e2 = fabs(dxv[at] - edx) / (1 + fabs(edx));
                     worst = fmax(worst, fmax(e1, e2));
                 }
             double e3 = fabs(lt_get(ladle_op_grad(op, 0), ch) - sdyx) / (1 + fabs(sdyx) + sqrt((double)m));
             double e4 = fabs(lt_get(ladle_op_grad(op, 1), ch) - sdy) / (1 + fabs(sdy) + sqrt((double)m));
             worst = fmax(worst, fmax(e3, e4));
         }
+        free(xv), free(yv), free(dyv), free(dxv);
         LT_ASSERT(worst < tol, "trial %d %s shape %lldx%lldx%lld: error %.2e", trial,
                   ladle_dtype_name(dt), (long long)xs[0], (long long)c, (long long)inner, worst);
         ladle_ctx_destroy(&ctx);
@@ -189,23 +195,27 @@ START_TEST(statistics_far_from_zero)
         LT_OK(ladle_batchnorm_create(&d, 3, xs, dt, lt_device(), &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
         ladle_tensor_fill_random(x, 1, 77 + (uint64_t)f64);
+        double *xv = lt_values(x);
         for (int64_t i = 0; i < 3 * c * inner; i++) /* channel 1 a second offset */
-            lt_set(x, i, offset * (1 + (double)(i / inner % c)) + spread * lt_get(x, i));
+            xv[i] = offset * (1 + (double)(i / inner % c)) + spread * xv[i];
+        lt_store(x, xv);
+        free(xv);
         ladle_ctx *ctx = NULL;
         LT_OK(ladle_ctx_create(op, &ctx));
         LT_OK(ladle_layer_forward(op, ctx, x, y));
-        double worst = 0, wvar = 0;
+        double worst = 0, wvar = 0, *yv = lt_values(y);
+        xv = lt_values(x); /* as the dtype holds them */
         for (int64_t ch = 0; ch < c; ch++) {
             /* the reference shifted by the channel's first value, so its
              * own sums do not round away the spread */
-            double x0 = lt_get(x, ch * inner), mu = 0, var = 0;
+            double x0 = xv[ch * inner], mu = 0, var = 0;
             for (int64_t sm = 0; sm < 3; sm++)
                 for (int64_t i = 0; i < inner; i++)
-                    mu += lt_get(x, (sm * c + ch) * inner + i) - x0;
+                    mu += xv[(sm * c + ch) * inner + i] - x0;
             mu = x0 + mu / (double)m;
             for (int64_t sm = 0; sm < 3; sm++)
                 for (int64_t i = 0; i < inner; i++) {
-                    double dd = lt_get(x, (sm * c + ch) * inner + i) - mu;
+                    double dd = xv[(sm * c + ch) * inner + i] - mu;
                     var += dd * dd;
                 }
             ladle_tensor *rvar = NULL;
@@ -216,10 +226,11 @@ START_TEST(statistics_far_from_zero)
             for (int64_t sm = 0; sm < 3; sm++)
                 for (int64_t i = 0; i < inner; i++) {
                     int64_t at = (sm * c + ch) * inner + i;
-                    double want = (lt_get(x, at) - mu) / sqrt(var + 1e-5);
-                    worst = fmax(worst, fabs(lt_get(y, at) - want));
+                    double want = (xv[at] - mu) / sqrt(var + 1e-5);
+                    worst = fmax(worst, fabs(yv[at] - want));
                 }
         }
+        free(xv), free(yv);
         /* the variance to a few units of the dtype's rounding; the
          * normalised values to the affine pass's own rounding, y = a x + k
          * in the dtype with |k| = |mean| / std up to 4e4 in f32 */

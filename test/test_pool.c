@@ -78,9 +78,10 @@ static ladle_op *make(const pgeom *G, ladle_dtype dt)
 }
 
 /* y and dx (for dy) by the definition. */
-static void reference(const pgeom *G, const ladle_tensor *x, const ladle_tensor *dy, double *y,
-                      double *dx)
+static void reference(const pgeom *G, const ladle_tensor *xt, const ladle_tensor *dyt,
+                      double *y, double *dx)
 {
+    double *x = lt_values(xt), *dy = lt_values(dyt);
     int64_t pin = G->in[0] * G->in[1] * G->in[2], pout = G->out[0] * G->out[1] * G->out[2];
     for (int64_t i = 0; i < G->n * G->c * pin; i++)
         dx[i] = 0;
@@ -108,13 +109,13 @@ static void reference(const pgeom *G, const ladle_tensor *x, const ladle_tensor 
                 if (!okk)
                     continue;
                 int64_t idx = pl * pin + (i[0] * G->in[1] + i[1]) * G->in[2] + i[2];
-                double v = lt_get(x, idx);
+                double v = x[idx];
                 sum += v;
                 /* the first valid tap, then a larger one or the first NaN */
                 if (arg < 0 || v > best || (isnan(v) && !isnan(best)))
                     best = v, arg = idx;
             }
-            double g = lt_get(dy, pl * pout + q);
+            double g = dy[pl * pout + q];
             if (G->kind == LADLE_POOL_MAX) {
                 y[pl * pout + q] = best;
                 if (arg >= 0)
@@ -134,6 +135,7 @@ static void reference(const pgeom *G, const ladle_tensor *x, const ladle_tensor 
                 }
             }
         }
+    free(x), free(dy);
 }
 
 /* Equal, or both NaN, or within tol. */
@@ -150,13 +152,18 @@ static void fill_x(ladle_tensor *x, int data, uint64_t seed)
 {
     LT_OK(ladle_tensor_fill_random(x, 2, seed));
     static const double special[3] = {NAN, -INFINITY, INFINITY};
-    for (int64_t i = 0; data != RANDOM && i < ladle_tensor_numel(x); i++) {
-        double v = floor(lt_get(x, i) + 2); /* fill_random is uniform in [-2, 2) */
+    if (data == RANDOM)
+        return;
+    double *xv = lt_values(x);
+    for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
+        double v = floor(xv[i] + 2); /* fill_random is uniform in [-2, 2) */
         v = v < 0 ? 0 : v > 2 ? 2 : v;
         if (data == SPECIAL && pick(0, 15) == 0)
             v = special[pick(0, 2)];
-        lt_set(x, i, v);
+        xv[i] = v;
     }
+    lt_store(x, xv);
+    free(xv);
 }
 
 /* Forward and backward of one geometry against the reference, with and
@@ -197,10 +204,11 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     double *dxr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(x));
     reference(G, x, dy, yr, dxr);
     int oky = 1, okx = 1;
+    double *yv = lt_values(y), *dxv = lt_values(dx);
     for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
-        oky &= close_to(lt_get(y, i), yr[i], tol);
+        oky &= close_to(yv[i], yr[i], tol);
     for (int64_t i = 0; i < ladle_tensor_numel(x); i++)
-        okx &= close_to(lt_get(dx, i), dxr[i], tol);
+        okx &= close_to(dxv[i], dxr[i], tol);
     LT_ASSERT(oky && okx,
               "%s pool %s data %d, %lldx%lldx%lldx%lldx%lld k %lldx%lldx%lld s %lldx%lldx%lld "
               "p %lldx%lldx%lld d %lldx%lldx%lld ceil %d pad-count %d: y %s, dx %s",
@@ -215,8 +223,10 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_tensor *y2 = lt_op_tensor(op, 1);
     LT_OK(ladle_layer_forward(op, NULL, x, y2));
     int same = 1;
+    double *y2v = lt_values(y2);
     for (int64_t i = 0; i < ladle_tensor_numel(y); i++)
-        same &= close_to(lt_get(y2, i), lt_get(y, i), 0);
+        same &= close_to(y2v[i], yv[i], 0);
+    free(y2v), free(yv), free(dxv);
     LT_ASSERT(same, "forward without a ctx differs");
     ladle_tensor_destroy(&y2);
     if (grad) {
@@ -528,9 +538,10 @@ static void ad_window(int64_t in, int64_t out, int64_t o, int64_t *b, int64_t *e
 
 /* y of x (batch n, shape xs, outputs os, 1 to 3 spatial dims as 3) by
  * loops over each window. */
-static void ad_reference(const ladle_tensor *x, int ndim, const int64_t *xs, const int64_t *os,
-                         int64_t n, double *y)
+static void ad_reference(const ladle_tensor *xt, int ndim, const int64_t *xs,
+                         const int64_t *os, int64_t n, double *y)
 {
+    double *x = lt_values(xt);
     int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
     for (int a = 0; a < ndim - 2; a++) {
         in[3 - (ndim - 2) + a] = xs[2 + a];
@@ -549,10 +560,11 @@ static void ad_reference(const ladle_tensor *x, int ndim, const int64_t *xs, con
                     for (int64_t i = a0; i < a1; i++)
                         for (int64_t j = b0; j < b1; j++)
                             for (int64_t l = c0; l < c1; l++)
-                                sum += lt_get(x, p * pin + (i * in[1] + j) * in[2] + l);
+                                sum += x[p * pin + (i * in[1] + j) * in[2] + l];
                     y[k] = sum / (double)((a1 - a0) * (b1 - b0) * (c1 - c0));
                 }
     (void)pout;
+    free(x);
 }
 
 START_TEST(adaptive_average)
@@ -600,25 +612,31 @@ START_TEST(adaptive_average)
                 int64_t ny = ladle_tensor_numel(y);
                 double *want = calloc((size_t)ny, sizeof *want), worst = 0, worst_d = 0;
                 ad_reference(x, nd, cases[k].x, cases[k].out, n, want);
+                double *yv = lt_values(y), *dyv = lt_values(dy), *dxv = lt_values(dx);
                 for (int64_t i = 0; i < ny; i++)
-                    worst = fmax(worst, fabs(lt_get(y, i) - want[i]) / (1 + fabs(want[i])));
+                    worst = fmax(worst, fabs(yv[i] - want[i]) / (1 + fabs(want[i])));
                 free(want);
                 /* finite differences of sum dy y (exact for a linear map, up to rounding) */
                 double h = t ? 1e-2 : 1e-6;
                 for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
-                    double v = lt_get(x, i), lp = 0, lm = 0;
+                    double v = lt_get(x, i), lp = 0, lm = 0, *ypv;
                     lt_set(x, i, v + h);
                     LT_OK(ladle_op_forward(op, x, yp));
+                    ypv = lt_values(yp);
                     for (int64_t j = 0; j < ny; j++)
-                        lp += lt_get(dy, j) * lt_get(yp, j);
+                        lp += dyv[j] * ypv[j];
+                    free(ypv);
                     lt_set(x, i, v - h);
                     LT_OK(ladle_op_forward(op, x, yp));
+                    ypv = lt_values(yp);
                     for (int64_t j = 0; j < ny; j++)
-                        lm += lt_get(dy, j) * lt_get(yp, j);
+                        lm += dyv[j] * ypv[j];
+                    free(ypv);
                     lt_set(x, i, v);
                     double fd = (lp - lm) / (2 * h);
-                    worst_d = fmax(worst_d, fabs(fd - lt_get(dx, i)) / (1 + fabs(fd)));
+                    worst_d = fmax(worst_d, fabs(fd - dxv[i]) / (1 + fabs(fd)));
                 }
+                free(yv), free(dyv), free(dxv);
                 double tol = t ? 1e-6 : 1e-15, tol_d = t ? 1e-3 : 1e-8;
                 LT_ASSERT(worst < tol && worst_d < tol_d,
                           "adaptive case %zu (%s, batch %lld): values %.1e, gradient %.1e", k,
