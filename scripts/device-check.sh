@@ -214,14 +214,15 @@ probe_step() {
     local t0=$SECONDS gpu
     say "probe: what the machine has"
     probe >"$out/probe.txt" 2>&1
-    gpu=$(grep -m1 '^GPU 0:' "$out/probe.txt" | sed 's/ (UUID.*//')
+    # -a: the probe's output may hold a byte that makes grep call it binary
+    gpu=$(grep -a -m1 '^GPU 0:' "$out/probe.txt" | sed 's/ (UUID.*//')
     if [ -n "$gpu" ]; then
         echo "${gpu#GPU 0: }, driver $(timeout 10 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null)" >"$work/gpu"
     else
         echo "none seen (nvidia-smi: $(command -v nvidia-smi >/dev/null && echo 'lists none' || echo 'not there'))" >"$work/gpu"
     fi
     (git -C "$repo" describe --always --dirty 2>/dev/null || echo "git revision unknown") >"$work/rev"
-    record probe PASS $((SECONDS - t0)) "GPU: $(cat "$work/gpu"); $(grep -m1 '^torch ' "$out/probe.txt" || echo 'no torch')"
+    record probe PASS $((SECONDS - t0)) "GPU: $(cat "$work/gpu"); $(grep -a -m1 '^torch ' "$out/probe.txt" || echo 'no torch')"
 }
 
 # ---------------------------------------------------------------- deps
@@ -526,7 +527,10 @@ tests_step() {
     for i in $(seq 0 $((g - 1))); do
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$work/tests.$i")
         if [ -z "$line" ]; then
+            # the runs that ended before the group was stopped
             incomplete=$((incomplete + 1))
+            pass=$((pass + $(grep -c '^PASS' "$work/tests.$i")))
+            fail=$((fail + $(grep -c '^FAIL' "$work/tests.$i")))
         else
             pass=$((pass + $(echo "$line" | cut -d' ' -f1)))
             fail=$((fail + $(echo "$line" | cut -d' ' -f3)))
