@@ -236,28 +236,25 @@ static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const 
     int64_t nx = ladle_tensor_numel(x), ny = ladle_tensor_numel(y);
     const ladle_tensor *w = ladle_op_param(op, 0), *b = ladle_op_param(op, 1);
     int64_t nw = ladle_tensor_numel(w);
-    double *xd = calloc((size_t)nx, sizeof(double)), *wd = calloc((size_t)nw, sizeof(double));
-    double *bd = calloc((size_t)G->co, sizeof(double)), *dyd = calloc((size_t)ny, sizeof(double));
+    /* one transfer a tensor (on a GPU an element's costs a copy and a
+     * synchronisation) */
+    double *xd = lt_values(x), *wd = lt_values(w), *bd = lt_values(b), *dyd = lt_values(dy);
     double *yr = calloc((size_t)ny, sizeof(double)), *dxr = calloc((size_t)nx, sizeof(double));
-    double *dwr = calloc((size_t)nw, sizeof(double)), *dbr = calloc((size_t)G->co, sizeof(double));
-    for (int64_t i = 0; i < nx; i++)
-        xd[i] = lt_get(x, i);
-    for (int64_t i = 0; i < nw; i++)
-        wd[i] = lt_get(w, i);
-    for (int64_t i = 0; i < G->co; i++)
-        bd[i] = lt_get(b, i);
-    for (int64_t i = 0; i < ny; i++)
-        dyd[i] = lt_get(dy, i);
+    double *dwr = calloc((size_t)nw, sizeof(double)),
+           *dbr = calloc((size_t)G->co, sizeof(double));
     naive(G, xd, wd, bd, dyd, yr, dxr, dwr, dbr);
+    double *yv = lt_values(y), *dxv = lt_values(dx), *dwv = lt_values(ladle_op_grad(op, 0)),
+           *dbv = lt_values(ladle_op_grad(op, 1));
     double ey = 0, ex = 0, ew = 0, eb = 0;
     for (int64_t i = 0; i < ny; i++)
-        ey = fmax(ey, fabs(lt_get(y, i) - yr[i]));
+        ey = fmax(ey, fabs(yv[i] - yr[i]));
     for (int64_t i = 0; i < nx; i++)
-        ex = fmax(ex, fabs(lt_get(dx, i) - dxr[i]));
+        ex = fmax(ex, fabs(dxv[i] - dxr[i]));
     for (int64_t i = 0; i < nw; i++)
-        ew = fmax(ew, fabs(lt_get(ladle_op_grad(op, 0), i) - dwr[i]));
+        ew = fmax(ew, fabs(dwv[i] - dwr[i]));
     for (int64_t i = 0; i < G->co; i++)
-        eb = fmax(eb, fabs(lt_get(ladle_op_grad(op, 1), i) - dbr[i]));
+        eb = fmax(eb, fabs(dbv[i] - dbr[i]));
+    free(yv), free(dxv), free(dwv), free(dbv);
     LT_ASSERT(ey < tol && ex < tol && ew < tol && eb < tol,
               "%s: nd %d n %lld c %lld->%lld g %lld: errors y %.1e dx %.1e dw %.1e db %.1e", what,
               G->nd, (long long)G->n, (long long)G->c, (long long)G->co, (long long)G->g, ey, ex,
