@@ -421,13 +421,15 @@ static void linear_rows(void)
 static void conv_rows(void)
 {
     /* batch, cin, cout, size, kernel, padding: LeNet-5's two at batch 256,
-     * then ResNet's 3x3 stages at batch 32 */
+     * then ResNet's 3x3 stages at batch 32, and a bottleneck block's 1x1
+     * expansion */
     static const int64_t full[][6] = {{256, 1, 6, 28, 5, 2},    {256, 6, 16, 14, 5, 0},
                                       {32, 64, 64, 56, 3, 1},   {32, 128, 128, 28, 3, 1},
-                                      {32, 256, 256, 14, 3, 1}, {32, 512, 512, 7, 3, 1}};
+                                      {32, 256, 256, 14, 3, 1}, {32, 512, 512, 7, 3, 1},
+                                      {32, 256, 1024, 14, 1, 0}};
     static const int64_t tiny[][6] = {{2, 1, 4, 12, 5, 2}, {2, 4, 6, 6, 3, 1}};
     const int64_t(*cv)[6] = quick ? tiny : full;
-    int rows = quick ? 2 : 6;
+    int rows = quick ? 2 : 7;
     for (int i = 0; i < rows; i++) {
         ladle_conv_desc d;
         ladle_conv_desc_init(&d, 2, cv[i][1], cv[i][2], cv[i][4]);

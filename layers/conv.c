@@ -435,7 +435,10 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued
     v->kk = v->cg * v->kvol;
     if (v->kk > INT32_MAX || v->pout > INT32_MAX || v->co > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
-    v->pointwise = v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
+    /* a 1x1 convolution multiplies the images in place, one GEMM each: on
+     * a queued device it takes the batched column path instead, a copy of
+     * the images for one GEMM of many */
+    v->pointwise = !queued && v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
                    v->p[0] + v->p[1] + v->p[2] == 0;
     v->hp = v->in[1] + 2 * v->p[1]; /* the padded planes of plane_cols and conv_wide.c */
     v->wp = v->in[2] + 2 * v->p[2];
