@@ -257,6 +257,13 @@ int ladle__dist_conv_parts(const ladle_op *op)
     return ((const dconv *)op->impl)->nparts;
 }
 
+int ladle__dist_conv_direct(const ladle_op *op)
+{
+    if (op == NULL || (op->vt != &dconv_vt && op->vt != &dpool_vt))
+        return 0;
+    return ((const dconv *)op->impl)->direct;
+}
+
 /* Whether every rank can pad the global edges of x (global shape xs over
  * p_x) from its own padded tensor: reflect and replicate read the edge
  * blocks (at least lo + 1 and hi + 1 cells, or 1, in the smallest block of a
@@ -396,6 +403,28 @@ static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
     v->direct = 1;
     for (int i = 2; i < nd; i++)
         v->direct &= ladle_partition_shape(ladle_layout_partition(m->lx))[i] == 1;
+    if (!v->direct) {
+        /* Or a split that moves nothing: on every member the windows of the
+         * output block read exactly the rank's own block, with no padding
+         * cell and no halo (a pooling whose kernel is its stride on blocks
+         * that are multiples of it: LeNet-5's poolings on 2 x 2 tiles).
+         * The sequential layer on the block is then the layer, as without
+         * a split; the copies into and out of the padded tensors cost 2-3
+         * times the pooling itself. Agreed, since the exchange is skipped
+         * by all or by none. */
+        int moves_nothing = 1;
+        for (int i = 0; i < nd; i++)
+            moves_nothing &= v->g.halo_left[i] == 0 && v->g.halo_right[i] == 0 &&
+                             v->g.needed_offset[i] == v->g.bulk_offset[i] &&
+                             v->g.needed_shape[i] == v->g.bulk_shape[i];
+        if (m->comm != MPI_COMM_NULL) {
+            int rc =
+                MPI_Allreduce(MPI_IN_PLACE, &moves_nothing, 1, MPI_INT, MPI_LAND, m->comm);
+            if (rc != MPI_SUCCESS)
+                return ladle__raise_mpi(rc, m->func, "MPI_Allreduce");
+        }
+        v->direct = moves_nothing;
+    }
     v->same = 1;
     for (int i = 0; i < nd; i++)
         v->same &= v->g.needed_offset[i] == 0 && v->g.needed_shape[i] == v->g.padded_shape[i];

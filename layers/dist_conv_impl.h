@@ -130,4 +130,9 @@ ladle_status ladle__dc_overlap_weight(const ladle_op *op, dconv *v, dc_ctx *c,
  * computes on this rank with the overlap: 0 without it (for the tests). */
 int ladle__dist_conv_parts(const ladle_op *op);
 
+/* Whether op runs the sequential layer on this rank's block, with no
+ * exchange or padded copies (no spatial split, or one that moves nothing):
+ * for the tests. */
+int ladle__dist_conv_direct(const ladle_op *op);
+
 #endif /* LADLE_DIST_CONV_IMPL_H */

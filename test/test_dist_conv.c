@@ -46,6 +46,14 @@ static const ccase cases[] = {
     {3, {2, 1, 1, 1, 1}, {2, 2, 5, 6, 4}, 2, 3, 1, 1, 1, 1},
     {2, {4, 1, 1, 1}, {5, 2, 7, 7}, 3, 2, 2, 0, 1, 1},
     {2, {2, 1, 1, 1}, {4, 2, 11, 9}, 3, 5, 3, 2, 1, 1},
+    /* spatial splits that move nothing: the windows of each output block
+     * read exactly the rank's block (kernel = stride, no padding, blocks a
+     * multiple of the stride), so the layer runs the sequential one on the
+     * block; then a near miss (5-row blocks of a stride-2 window) */
+    {2, {1, 1, 2, 2}, {2, 3, 8, 8}, 2, 2, 2, 0, 1, 1},
+    {2, {1, 1, 2, 1}, {2, 3, 12, 6}, 2, 1, 1, 0, 1, 1},
+    {1, {1, 1, 3}, {2, 2, 18}, 3, 3, 3, 0, 1, 1},
+    {2, {1, 1, 2, 1}, {2, 2, 10, 4}, 2, 2, 2, 0, 1, 1},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
@@ -210,6 +218,45 @@ static void overlap_count(const ladle_op *op, int *boxes, int *shells)
     *boxes += all[0];
     *shells += all[1];
 }
+
+/* The last four cases: the first three run the sequential layer on every
+ * rank's block (no exchange, no padded copies), the near miss does not;
+ * each against the sequential layer, with the dot-product test. */
+START_TEST(direct_when_nothing_moves)
+{
+    for (int k = NCASES - 4; k < NCASES; k++) {
+        const ccase *c = &cases[k];
+        if (ranks_of(c) > lt_size)
+            continue;
+        int want = k < NCASES - 1;
+        ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
+        ladle_conv_desc cd;
+        conv_desc(c, &cd, 0);
+        ladle_pool_desc pd;
+        ladle_pool_desc_init(&pd, LADLE_POOL_AVG, c->nd, c->k);
+        for (int i = 0; i < c->nd; i++)
+            pd.stride[i] = c->s;
+        pd.count_include_pad = 0;
+        ladle_op *dist[2] = {NULL, NULL}, *seq[2] = {NULL, NULL};
+        LT_OK(ladle_dist_conv_create(&cd, p, c->x, LADLE_F64, lt_device(), 5, 0, &dist[0]));
+        LT_OK(ladle_conv_create(&cd, c->x, LADLE_F64, lt_device(), 5, &seq[0]));
+        LT_OK(ladle_dist_pool_create(&pd, p, c->x, LADLE_F64, lt_device(), 0, &dist[1]));
+        LT_OK(ladle_pool_create(&pd, c->x, LADLE_F64, lt_device(), &seq[1]));
+        for (int j = 0; j < 2; j++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s case %d", j ? "avg pool" : "conv", k);
+            LT_ASSERT(!ladle_op_active(dist[j]) || ladle__dist_conv_direct(dist[j]) == want,
+                      "%s: direct %d, expected %d", what, ladle__dist_conv_direct(dist[j]),
+                      want);
+            lt_equivalent(dist[j], seq[j], 1000 + (uint64_t)k, 1e-12, what);
+            lt_adjoint_ok(dist[j], 1100 + (uint64_t)k, what);
+            ladle_op_destroy(&dist[j]);
+            ladle_op_destroy(&seq[j]);
+        }
+        ladle_partition_destroy(&p);
+    }
+}
+END_TEST
 
 /* LADLE_OVERLAP_HALO: the cases above, convolution (with and without a
  * bias, f64 and f32) and max and average pooling, against the sequential
@@ -561,6 +608,7 @@ Suite *dc_suite(void)
     tcase_set_timeout(tc, 0);
     tcase_add_test(tc, conv_equivalence);
     tcase_add_test(tc, pool_equivalence);
+    tcase_add_test(tc, direct_when_nothing_moves);
     tcase_add_test(tc, avg_pool_divisors);
     tcase_add_test(tc, adjoint);
     tcase_add_test(tc, grid_equivalence);
