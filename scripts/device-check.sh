@@ -6,8 +6,10 @@
 # scripts/device-prep.sh, builds with nvcc (make CUDA=1), runs the CUDA
 # test suite on the GPU, a short ladle-train run on it, and the benchmarks
 # (bench/bench_gpu.c at 1, 2 and 4 ranks, PyTorch's LeNet-5 beside it),
-# and the pipeline schedules on its CPU cores (bench_pipe at 2, 4 and 8
-# ranks, one per core; DEVICE_STEPS=pipe runs that alone after the build).
+# and on its CPU cores the pipeline schedules (bench_pipe at 2, 4 and 8
+# ranks, one per core; DEVICE_STEPS=pipe runs that alone after the build)
+# and the spatial layers' halo, with and without the overlap, on small tiles
+# (bench_dist --only conv-halo at 4, 8 and 16 ranks, one per core).
 #
 # The device tool's call, from the repository's root (scripts/device-prep.sh
 # run here first, on Debian 12, to fill .device/debs):
@@ -25,15 +27,15 @@
 # script. timeout_s leaves the script's budget 90 s for the kill of a step
 # that overruns and the copying back.
 #
-# OUTDIR gets at most 7 files: summary.txt first (the verdict of every
+# OUTDIR gets at most 8 files: summary.txt first (the verdict of every
 # step, then the benchmarks' ratio tables), probe.txt (what the machine
 # has), build.log (what was used from where, the build, the libraries
-# linked), tests.log, train.log, bench.txt, pipe.txt. The last lines printed are
+# linked), tests.log, train.log, bench.txt, pipe.txt, halo.txt. The last lines printed are
 # summary.txt. Exit status 0 only when every step ran and passed: a step
 # skipped for lack of time, or a benchmark row the backend cannot run yet,
 # is no success.
 #
-# Environment: DEVICE_STEPS (tests train bench pipe: those of the four to run;
+# Environment: DEVICE_STEPS (tests train bench pipe halo: those of the five to run;
 # the machine is always probed and the build always made), DEVICE_BUDGET
 # (seconds), DEVICE_DEBS (.device/debs), DEVICE_PREFIX (where the packages
 # are unpacked, /tmp/ladle-device), DEVICE_USE=carried (the carried packages
@@ -48,7 +50,7 @@ cd "$(dirname "$0")/.." || exit 2
 repo=$(pwd)
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
-steps=${DEVICE_STEPS:-tests train bench pipe}
+steps=${DEVICE_STEPS:-tests train bench pipe halo}
 budget=${DEVICE_BUDGET:-450}
 debs=${DEVICE_DEBS:-$repo/.device/debs}
 prefix=${DEVICE_PREFIX:-/tmp/ladle-device}
@@ -125,13 +127,13 @@ wanted() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # reserve_after STEP: the seconds the asked-for steps after STEP need at
 # the least (the tests 60, the training run 20, the benchmarks 80, the
-# pipeline schedules 40)
+# pipeline schedules 40, the halo rows 20)
 reserve_after() {
     local r=0 after=0 s
-    for s in build tests train bench pipe; do
+    for s in build tests train bench pipe halo; do
         if [ $after = 1 ] && wanted "$s"; then
             case $s in tests) r=$((r + 60)) ;; train) r=$((r + 20)) ;; bench) r=$((r + 80)) ;;
-            pipe) r=$((r + 40)) ;; esac
+            pipe) r=$((r + 40)) ;; halo) r=$((r + 20)) ;; esac
         fi
         [ "$s" != "$1" ] || after=1
     done
@@ -451,7 +453,8 @@ build_step() {
     cuda_home=$(cuda_home_for "$nvcc" 2>>"$out/build.log")
     say "build: make -j$jobs CUDA=$cuda (nvcc $nvcc, at most $cap s)"
     local args=(-j"$jobs" CUDA="$cuda" DEPS=0 MPICC="$MPICC" MPIEXEC="$MPIEXEC" NVCC="$nvcc"
-        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu "$bdir"/bench/bench_pipe)
+        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu "$bdir"/bench/bench_pipe
+        "$bdir"/bench/bench_dist)
     {
         echo "== make ${args[*]}"
         timeout -k 5 "$cap" make "${args[@]}" 2>&1
@@ -724,9 +727,56 @@ pipe_step() {
     fi
 }
 
+# ---------------------------------------------------------------- halo
+# The spatial convolution's and pooling's halo on row tiles of LeNet-5's
+# and larger layers (bench/bench_dist.c, --only conv-halo): the layer
+# against the sequential one on its box, the exchange's share, and the
+# overlap with the interior against without it, where each rank has a
+# core of its own (2 cores cannot show it): one launch at 4, 8 and 16 ranks.
+halo_step() {
+    local t0=$SECONDS cap st=0 n rc bind cores why="" bench="$bdir"/bench/bench_dist
+    cores=$(nproc)
+    if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
+        bind="--bind-to core"
+    else
+        bind="-bind-to core"
+    fi
+    say "halo: bench_dist --only conv-halo on the CPU at 4, 8 and 16 ranks, one per core"
+    for n in 4 8 16; do
+        if [ "$n" -gt "$cores" ]; then
+            echo "== conv-halo, $n ranks: skipped, $cores cores" >>"$out/halo.txt"
+            why="$why$n ranks skipped ($cores cores); "
+            st=1
+            continue
+        fi
+        cap=$(budget_for 40 3)
+        if [ "$cap" -le 0 ]; then
+            echo "== conv-halo, $n ranks: skipped, $(left) s left" >>"$out/halo.txt"
+            st=1
+            continue
+        fi
+        echo "== conv-halo, $n ranks" >>"$out/halo.txt"
+        # shellcheck disable=SC2086
+        timeout -k 5 "$cap" "$MPIEXEC" $bind -n $n "$bench" --only conv-halo >"$work/halo" 2>&1
+        rc=$?
+        cat "$work/halo" >>"$out/halo.txt"
+        echo "exit $rc" >>"$out/halo.txt"
+        [ $rc -eq 0 ] || st=1
+        { echo "== bench_dist --only conv-halo, $n ranks, one per core"; grep -E '^(row|conv-halo|halo-ovl)' "$work/halo"; } >>"$work/ratios"
+    done
+    local rows
+    rows=$(awk '/^== conv-halo, [0-9]+ ranks$/ {n = $3} /^halo-ovl/ {v[n] = v[n] " " $(NF - 3)}
+        END {for (k = 4; k <= 16; k *= 2) if (k in v) printf "%s ranks: overlapped/plain%s; ", k, v[k]}' "$out/halo.txt")
+    if [ $st -ne 0 ]; then
+        record halo FAIL $((SECONDS - t0)) "${why}a launch failed, was cut short or skipped (halo.txt); $rows"
+    else
+        record halo PASS $((SECONDS - t0)) "$rows"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 rm -f "$out"/summary.txt "$out"/probe.txt "$out"/build.log "$out"/tests.log "$out"/train.log \
-    "$out"/bench.txt "$out"/pipe.txt
+    "$out"/bench.txt "$out"/pipe.txt "$out"/halo.txt
 say "ladle device check into $out: steps probe deps build $steps, $budget s"
 probe_step
 if ! deps_step; then
@@ -742,4 +792,5 @@ export LD_LIBRARY_PATH="${LADLE_LD_PATH:-${LD_LIBRARY_PATH:-}}"
 ! wanted train || train_step
 ! wanted bench || bench_step
 ! wanted pipe || pipe_step
+! wanted halo || halo_step
 finish
