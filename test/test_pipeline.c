@@ -113,8 +113,11 @@ static void train_sequential(ladle_op *layers[L], int nl, int m, double losses[S
         for (int i = 0; i < nl; i++)
             for (int p = 0; p < ladle_op_num_params(layers[i]); p++) {
                 ladle_tensor *g = ladle_op_grad(layers[i], p);
+                double *gv = lt_values(g);
                 for (int64_t e = 0; e < ladle_tensor_numel(g); e++)
-                    lt_set(g, e, lt_get(g, e) / m);
+                    gv[e] /= m;
+                lt_store(g, gv);
+                free(gv);
             }
         LT_OK(ladle_optimizer_step(opt));
         for (int i = 0; i < nl; i++)
@@ -201,11 +204,12 @@ static void run_case(int style, int S, const int *rep, int v, int m)
             for (int q = 0; q < ladle_op_num_params(ls[i]); q++) {
                 ladle_tensor *a = ladle_op_param(ls[i], q);
                 ladle_tensor *b = ladle_op_param(ref[first[held[h].stage] + i], q);
-                double num = 0, den = 0;
+                double num = 0, den = 0, *av = lt_values(a), *bv = lt_values(b);
                 for (int64_t e = 0; e < ladle_tensor_numel(a); e++) {
-                    num = fmax(num, fabs(lt_get(a, e) - lt_get(b, e)));
-                    den = fmax(den, fabs(lt_get(b, e)));
+                    num = fmax(num, fabs(av[e] - bv[e]));
+                    den = fmax(den, fabs(bv[e]));
                 }
+                free(av), free(bv);
                 worst = fmax(worst, num / den);
             }
     }
