@@ -407,7 +407,7 @@ static ladle_status plan_halo(ladle__dist_make *m, dconv *v, const spec *sp)
         /* Or a split that moves nothing: on every member the windows of the
          * output block read exactly the rank's own block, with no padding
          * cell and no halo (a pooling whose kernel is its stride on blocks
-         * that are multiples of it: LeNet-5's poolings on 2 x 2 tiles).
+         * that are multiples of it: LeNet-5's first pooling on 2 x 2 tiles).
          * The sequential layer on the block is then the layer, as without
          * a split; the copies into and out of the padded tensors cost 2-3
          * times the pooling itself. Agreed, since the exchange is skipped
