@@ -678,6 +678,17 @@ bench_step() {
     fi
 }
 
+# ---------------------------------------------------------------- CPU runs
+# mpiexec's option binding each rank to a core of its own, as the MPI in
+# use spells it (Open MPI --bind-to, hydra -bind-to).
+bind_flag() {
+    if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
+        echo "--bind-to core"
+    else
+        echo "-bind-to core"
+    fi
+}
+
 # ---------------------------------------------------------------- pipe
 # The pipeline schedules on the CPU (bench/bench_pipe.c), where every rank
 # has a core of its own, as 2 cores cannot give 4 ranks: 3 launches at 2, 4
@@ -686,11 +697,7 @@ bench_step() {
 pipe_step() {
     local t0=$SECONDS cap st=0 n r rc bind cores why="" bench="$bdir"/bench/bench_pipe
     cores=$(nproc)
-    if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
-        bind="--bind-to core"
-    else
-        bind="-bind-to core"
-    fi
+    bind=$(bind_flag)
     say "pipe: bench_pipe on the CPU at 2, 4 and 8 ranks, 3 launches each, one rank per core"
     for n in 2 4 8; do
         if [ "$n" -gt "$cores" ]; then
@@ -736,11 +743,7 @@ pipe_step() {
 halo_step() {
     local t0=$SECONDS cap st=0 n rc bind cores why="" bench="$bdir"/bench/bench_dist
     cores=$(nproc)
-    if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
-        bind="--bind-to core"
-    else
-        bind="-bind-to core"
-    fi
+    bind=$(bind_flag)
     say "halo: bench_dist --only conv-halo on the CPU at 4, 8 and 16 ranks, one per core"
     for n in 4 8 16; do
         if [ "$n" -gt "$cores" ]; then
