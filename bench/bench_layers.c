@@ -316,6 +316,66 @@ int main(int argc, char **argv)
         ladle_op_destroy(&op);
     }
 
+    /* The direct convolution of few taps (src/backends/cpu/conv_direct.c)
+     * at the widths LADLE_CONV_DIRECT leaves it, against the column path
+     * (=off), the three layers made from one seed and run in alternation,
+     * one repetition each: medians, and the medians of the repetitions'
+     * ratios column / direct (above 1: the direct path is faster). "widest"
+     * is what this CPU runs unasked (64-byte vectors with AVX-512, 32 with
+     * AVX2 alone); "32 B" the kernels an AVX2-only CPU runs. */
+    static const int64_t dcv[][6] = {{64, 1, 6, 28, 5, 2},
+                                     {32, 3, 16, 32, 3, 1},
+                                     {32, 3, 64, 32, 3, 1},
+                                     {64, 1, 16, 12, 3, 0}};
+    if (!only || strcmp(only, "convdirect") == 0) {
+        printf("\n%-10s %-26s %9s %9s %9s %10s %10s\n", "layer", "shape (fwd+bwd)",
+               "widest_ms", "32B_ms", "column_ms", "col/widest", "col/32B");
+        for (size_t i = 0; i < sizeof dcv / sizeof dcv[0]; i++) {
+            static const char *const cap[3] = {"", "v3", "off"};
+            ladle_conv_desc d;
+            ladle_conv_desc_init(&d, 2, dcv[i][1], dcv[i][2], dcv[i][4]);
+            d.padding[0] = d.padding[1] = dcv[i][5];
+            int64_t xs[4] = {dcv[i][0], dcv[i][1], dcv[i][3], dcv[i][3]};
+            layer_run lr[3];
+            for (int k = 0; k < 3; k++) {
+                ladle_op *op = NULL;
+                setenv("LADLE_CONV_DIRECT", cap[k], 1);
+                if (ladle_conv_create(&d, xs, dt, LADLE_CPU, 1, &op) != LADLE_OK) {
+                    fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
+                    exit(1);
+                }
+                layer_open(&lr[k], op);
+            }
+            unsetenv("LADLE_CONV_DIRECT");
+            double *t = calloc((size_t)(5 * reps), sizeof(double));
+            for (int r = -2; r < reps; r++) {
+                double e[3];
+                for (int k = 0; k < 3; k++)
+                    e[k] = layer_once(&lr[k]);
+                for (int k = 0; r >= 0 && k < 3; k++)
+                    t[k * reps + r] = e[k];
+                if (r >= 0)
+                    t[3 * reps + r] = e[2] / e[0], t[4 * reps + r] = e[2] / e[1];
+            }
+            char sh[64];
+            snprintf(sh, sizeof sh, "%lldx%lldx%lld^2 k%lld p%lld -> %lld",
+                     (long long)dcv[i][0], (long long)dcv[i][1], (long long)dcv[i][3],
+                     (long long)dcv[i][4], (long long)dcv[i][5], (long long)dcv[i][2]);
+            printf("%-10s %-26s %9.3f %9.3f %9.3f %10.2f %10.2f\n", "convdirect", sh,
+                   bench_median(t, reps) * 1e3, bench_median(t + reps, reps) * 1e3,
+                   bench_median(t + 2 * reps, reps) * 1e3, bench_median(t + 3 * reps, reps),
+                   bench_median(t + 4 * reps, reps));
+            fflush(stdout);
+            free(t);
+            for (int k = 0; k < 3; k++) {
+                ladle_op *op = lr[k].op;
+                layer_close(&lr[k]);
+                ladle_op_destroy(&op);
+            }
+        }
+        printf("\n");
+    }
+
     /* Attention: N, T, E, H (d = E / H), causal */
     static const int64_t at[][5] = {{8, 128, 256, 4, 1},
                                     {2, 512, 256, 4, 1},

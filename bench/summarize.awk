@@ -29,6 +29,17 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     ll[lkey] = ll[lkey] " " f[1]; lr[lkey] = lr[lkey] " " f[2]; lq[lkey] = lq[lkey] " " f[5]
     lruns[lkey]++
 }
+# bench_layers' direct-convolution rows: "%-10s %-26s" then widest_ms
+# 32B_ms column_ms col/widest col/32B
+/^convdirect / && NF >= 8 {
+    ckey = substr($0, 12, 26)
+    sub(/ +$/, "", ckey)
+    if (!(ckey in cseen)) { cseen[ckey] = 1; corder[++cn] = ckey }
+    split(substr($0, 38), f, " ")
+    cw[ckey] = cw[ckey] " " f[1]; c32[ckey] = c32[ckey] " " f[2]; cc[ckey] = cc[ckey] " " f[3]
+    cqw[ckey] = cqw[ckey] " " f[4]; cq32[ckey] = cq32[ckey] " " f[5]
+    cruns[ckey]++
+}
 # bench_dist rows, keyed by the launch's rank count
 /^# f32, [0-9]+ ranks, median/ { dranks = $3 }
 /^(conv-halo|halo-ovl|dp-sync|lenet) / {
@@ -117,6 +128,15 @@ END {
             k = lorder[i]
             printf "%-43s %9.3f %9.3f %6.2f %5d\n", k, median(ll[k]), median(lr[k]),
                 median(lq[k]), lruns[k]
+        }
+    }
+    if (cn) {
+        printf "\n%-26s %9s %9s %9s %10s %8s %5s\n", "direct conv (fwd+bwd, f32)", "widest_ms",
+            "32B_ms", "column_ms", "col/widest", "col/32B", "runs"
+        for (i = 1; i <= cn; i++) {
+            k = corder[i]
+            printf "%-26s %9.3f %9.3f %9.3f %10.2f %8.2f %5d\n", k, median(cw[k]), median(c32[k]),
+                median(cc[k]), median(cqw[k]), median(cq32[k]), cruns[k]
         }
     }
     if (dn) {

@@ -136,7 +136,7 @@ static ladle_status direct_forward(const ladle_op *op, const void *x, void *y, i
         LADLE_CALL(op->be->fn->conv_direct_forward(
             op->be, op->dtype, &v->geom, n, image(op, x, v->c, v->pin, 0, g, v->cg),
             v->c * v->pin, weight(op, g), b, v->dpad,
-            image(op, y, v->co, v->pout, 0, g, v->cog), v->co * v->pout));
+            image(op, y, v->co, v->pout, 0, g, v->cog), v->co * v->pout, v->direct_fwd));
     }
 fail:
     return st;
@@ -151,7 +151,7 @@ static ladle_status direct_backward_weight(const ladle_op *op, const void *x,
         LADLE_CALL(op->be->fn->conv_direct_weight(
             op->be, op->dtype, &v->geom, n, image(op, x, v->c, v->pin, 0, g, v->cg),
             v->c * v->pin, image(op, dy, v->co, v->pout, 0, g, v->cog), v->co * v->pout,
-            v->dpad, v->dws, wgrad(op, g)));
+            v->dpad, v->dws, wgrad(op, g), v->direct_wgt));
         LADLE_CALL(ladle__conv_bias_chunk(op, 1, dy, 0, n, g));
     }
 fail:

@@ -28,7 +28,8 @@ typedef struct conv {
     void *dwt;                         /* the weight gradient transposed, K x Co */
     ladle_conv_geom geom;              /* one group's geometry, for the column slots */
     /* the direct path (conv.c, and the conv_direct slots) for the passes
-     * the backend takes that way: its scratch and sums */
+     * the backend takes that way (0: not; else the backend's variant, for
+     * its calls): its scratch and sums */
     int direct_fwd, direct_wgt;
     void *dpad;
     double *dws;

@@ -110,13 +110,16 @@ static int64_t pick(int64_t lo, int64_t hi)
     return lo + (int64_t)(rng % (uint64_t)(hi - lo + 1));
 }
 
-/* where the CPU takes the direct path (src/backends/cpu/conv_direct.c) */
-static int runs_v4(void)
+/* The widest vector, in bytes, the CPU's direct path runs at
+ * (src/backends/cpu/conv_direct.c): 64 with the x86-64-v4 copies, 32 with
+ * only the x86-64-v3 ones; a build without the copies runs both widths'
+ * kernels as baseline code. */
+static int direct_best(void)
 {
 #ifdef LADLE_NO_CLONES
-    return 1;
+    return 64;
 #else
-    return LADLE_RUNS_V4();
+    return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
 #endif
 }
 
@@ -364,10 +367,11 @@ START_TEST(wide_rows)
 END_TEST
 
 /* A random geometry of the direct path (the conv_direct slots): 1-D or
- * 2-D, stride 1, at most 32 taps, output rows of at least one vector (16
- * f32 elements), some a whole number of vectors and some not; up to 20
+ * 2-D, stride 1, at most 32 taps, output rows of at least 16 elements
+ * (64 bytes of f32), some a whole number of vectors and some not; up to 20
  * output channels per group and kernel rows up to 7 leave partial register
- * blocks (8 channels in the forward, 3 x 5 in the weight gradient). */
+ * blocks (8 channels in the forward, 3 x 5 or 3 x 3 in the weight
+ * gradient). */
 static geom direct_geom(void)
 {
     geom G = {0};
@@ -399,22 +403,33 @@ static geom direct_geom(void)
     }
 }
 
-START_TEST(direct_taps)
+/* The direct path at the width LADLE_CONV_DIRECT leaves it (cap: NULL or
+ * "v3"), against the naive loops: the path each geometry takes, the width
+ * its calls run at, the values, the adjoint. */
+static void direct_pass(const char *cap)
 {
-    int taken = 1, whole = 0, partial = 0;
+    int best = direct_best();
+    int bytes = cap == NULL ? best : best < 32 ? best : 32;
+    int64_t lanes = bytes == 32 ? 8 : 16; /* f32 elements in a vector */
+    if (cap != NULL)
+        setenv("LADLE_CONV_DIRECT", cap, 1);
+    int taken = 1, width = 1, whole = 0, partial = 0;
     for (int trial = 0; trial < 40; trial++) {
         geom G = direct_geom();
         ladle_op *op = make(&G, 0, LADLE_F64);
         const conv *v = op->impl;
-        /* the CPU takes it where the x86-64-v4 copies run; a device
+        /* the CPU takes it where the x86-64-v3 or v4 copies run; a device
          * without the slots (the CUDA backend) takes im2col */
-        taken &= v->direct_fwd == v->direct_wgt &&
-                 v->direct_wgt == (op->be->fn->conv_direct_plan != NULL && runs_v4());
+        int slots = op->be->fn->conv_direct_plan != NULL;
+        taken &=
+            v->direct_fwd == v->direct_wgt && (v->direct_wgt != 0) == (slots && bytes > 0);
+        /* the CPU's variant is the width its calls run at */
+        width &= !slots || v->direct_fwd == bytes;
         if (trial < 3)
             lt_adjoint_ok(op, 5, "direct conv without bias");
         ladle_op_destroy(&op);
-        whole += G.out[2] % 16 == 0;
-        partial += G.out[2] % 16 != 0;
+        whole += G.out[2] % lanes == 0;
+        partial += G.out[2] % lanes != 0;
         compare_with_naive(&G, LADLE_F64, 1e-12, "direct f64");
         if (trial % 2 == 0)
             compare_with_naive(&G, LADLE_F32, 1e-4, "direct f32");
@@ -427,9 +442,45 @@ START_TEST(direct_taps)
                  {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, {1, 6, 20}, LADLE_PAD_REFLECT,
                  0,         {0, 0, 0}};
     compare_with_naive(&refl, LADLE_F64, 1e-12, "direct, reflect padding");
-    LT_ASSERT(taken, "a direct geometry took another path");
+    unsetenv("LADLE_CONV_DIRECT");
+    LT_ASSERT(taken, "%s: a direct geometry took another path", cap ? cap : "default");
+    LT_ASSERT(width, "%s: a plan runs its calls at another width than %d bytes",
+              cap ? cap : "default", bytes);
     LT_ASSERT(whole > 0 && partial > 0, "rows of whole vectors %d, with a remainder %d",
               whole, partial);
+}
+
+START_TEST(direct_taps) { direct_pass(NULL); }
+END_TEST
+
+/* The 32-byte kernels (AVX2's), which a CPU without AVX-512 runs: here
+ * chosen by LADLE_CONV_DIRECT=v3 wherever the CPU runs them. */
+START_TEST(direct_taps_32_bytes) { direct_pass("v3"); }
+END_TEST
+
+/* LADLE_CONV_DIRECT=off leaves the direct path to no geometry; a value
+ * that is none of v4, v3, off is refused at creation, saying what. */
+START_TEST(direct_switch)
+{
+    geom lenet = {2,         5,         1,         6,           1, {1, 28, 28}, {1, 5, 5},
+                  {1, 1, 1}, {0, 2, 2}, {1, 1, 1}, {1, 28, 28}, 0, 0,           {0, 0, 0}};
+    setenv("LADLE_CONV_DIRECT", "off", 1);
+    ladle_op *op = make(&lenet, 1, LADLE_F32);
+    const conv *v = op->impl;
+    int slots = op->be->fn->conv_direct_plan != NULL; /* not on CUDA */
+    LT_ASSERT(v->direct_fwd == 0 && v->direct_wgt == 0, "off: the direct path was taken");
+    ladle_op_destroy(&op);
+    compare_with_naive(&lenet, LADLE_F32, 1e-4, "LeNet conv1, direct path off");
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, 1, 6, 5);
+    d.padding[0] = d.padding[1] = 2;
+    int64_t xs[4] = {5, 1, 28, 28};
+    setenv("LADLE_CONV_DIRECT", "avx9", 1);
+    if (slots)
+        LT_FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F32, lt_device(), 17, &op),
+                        LADLE_ERR_ARG, "LADLE_CONV_DIRECT");
+    unsetenv("LADLE_CONV_DIRECT");
+    LT_ASSERT(op == NULL, "a refused creation left an op");
 }
 END_TEST
 
@@ -564,6 +615,8 @@ Suite *conv_suite(void)
     tcase_add_test(tc, against_naive_loops);
     tcase_add_test(tc, wide_rows);
     tcase_add_test(tc, direct_taps);
+    tcase_add_test(tc, direct_taps_32_bytes);
+    tcase_add_test(tc, direct_switch);
     tcase_add_test(tc, gradients_and_adjoint);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_modes);

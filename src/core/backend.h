@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 6
+#define LADLE_BACKEND_VERSION 7
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -650,12 +650,13 @@ struct ladle_backend_table {
     /* The two revision 5 slots are optional: absent, the attention layer
      * refuses the device (LADLE_ERR_DEVICE at creation). */
 
-    /* --- revision 6 --- */
+    /* --- revision 6 (its calls' variant: revision 7) --- */
     /* (CPU: src/backends/cpu/conv_direct.c) */
     /* The direct convolution of one group of nb images, with no column
      * matrix. conv_direct_plan says which passes the backend runs this way
-     * for the geometry and dtype (*forward, *weight: 1 or 0; the layer
-     * takes its column or wide path for the others) and their scratch:
+     * for the geometry and dtype (*forward, *weight: 0, or the variant of
+     * its kernels it runs, > 0, which the layer hands back to each call;
+     * the layer takes its column or wide path where 0) and their scratch:
      * *scratch elements of dtype (zeroed when allocated, given to no other
      * slot; the passes keep what must stay zero zero) and *sums doubles for
      * the weight gradient. It answers 0 and 0 where the slots would not be
@@ -682,12 +683,12 @@ struct ladle_backend_table {
                                         const ladle_conv_geom *geom, int64_t nb,
                                         const void *x, int64_t x_stride, const void *w,
                                         const void *b, void *scratch, void *y,
-                                        int64_t y_stride);
+                                        int64_t y_stride, int variant);
     ladle_status (*conv_direct_weight)(const ladle_backend *be, ladle_dtype dtype,
                                        const ladle_conv_geom *geom, int64_t nb,
                                        const void *x, int64_t x_stride, const void *dy,
                                        int64_t dy_stride, void *scratch, double *ws,
-                                       void *dw);
+                                       void *dw, int variant);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -19,16 +19,11 @@
  * accumulate in T. A row's last vector overlaps the one before it instead
  * of stepping through a remainder (rows of at least one vector).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "src/backends/cpu/cpu.h"
 #include "src/backends/cpu/simd.h"
-
-/* a vector: 64 bytes of elements of es bytes */
-#define LANES(es) ((int64_t)(64 / (es)))
-#define FWD_CO 8
-#define WGT_CO 3
-#define WGT_TAPS 5
 
 /* A group's geometry as the loops use it. */
 typedef struct geo {
@@ -58,65 +53,25 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
     v->K = v->cg * v->kh * v->kw;
 }
 
-#define T float
-#define TI int32_t
-#define L 16
-#define V v_f32
-#define VI vi_f32
-#define VLOAD vload_f32
-#define VSTORE vstore_f32
-#define ROWCOPY rowcopy_f32
-#define PLANES planes_f32
-#define FWD_BLOCK fwd_block_f32
-#define FWD_SOME fwd_some_f32
-#define FWD fwd_f32
-#define WGT_BLOCK wgt_block_f32
-#define WGT wgt_f32
-#include "src/backends/cpu/conv_direct_rows.inc"
-#undef T
-#undef TI
-#undef L
-#undef V
-#undef VI
-#undef VLOAD
-#undef VSTORE
-#undef ROWCOPY
-#undef PLANES
-#undef FWD_BLOCK
-#undef FWD_SOME
-#undef FWD
-#undef WGT_BLOCK
-#undef WGT
+/* 64-byte vectors, where the x86-64-v4 copies run: AVX-512's 32 registers
+ * hold the forward's 8 accumulators and an input vector, and the weight
+ * gradient's 3 x 5 sums with their 3 + 5 operands */
+#define W 64
+#define KATTR LADLE_TARGET_V4
+#define FWD_CO 8
+#define WGT_CO 3
+#define WGT_TAPS 5
+#include "src/backends/cpu/conv_direct_width.inc"
 
-#define T double
-#define TI int64_t
-#define L 8
-#define V v_f64
-#define VI vi_f64
-#define VLOAD vload_f64
-#define VSTORE vstore_f64
-#define ROWCOPY rowcopy_f64
-#define PLANES planes_f64
-#define FWD_BLOCK fwd_block_f64
-#define FWD_SOME fwd_some_f64
-#define FWD fwd_f64
-#define WGT_BLOCK wgt_block_f64
-#define WGT wgt_f64
-#include "src/backends/cpu/conv_direct_rows.inc"
-#undef T
-#undef TI
-#undef L
-#undef V
-#undef VI
-#undef VLOAD
-#undef VSTORE
-#undef ROWCOPY
-#undef PLANES
-#undef FWD_BLOCK
-#undef FWD_SOME
-#undef FWD
-#undef WGT_BLOCK
-#undef WGT
+/* 32-byte vectors, where only the x86-64-v3 copies run: AVX2's 16
+ * registers hold 8 accumulators and an input vector, and 3 x 3 sums with
+ * their 3 + 3 operands (the 3 x 5 block of 64 bytes would need 23) */
+#define W 32
+#define KATTR LADLE_TARGET_V3
+#define FWD_CO 8
+#define WGT_CO 3
+#define WGT_TAPS 3
+#include "src/backends/cpu/conv_direct_width.inc"
 
 /*
  * Which passes run here, by what was measured (bench_layers conv2d, f32,
@@ -126,53 +81,105 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
  * 32x32 5.6-5.9 against 7.2-7.7). Tried and not kept: the forward of the
  * wide path's layers with rows shorter than a vector (LeNet's conv2),
  * computed on the padded rows' grid L columns at a time: 1.63-1.83 ms
- * against 1.59-1.64 for the whole layer. Only where the x86-64-v4 copies
- * run: the blocks hold up to 8 + 1 or 15 + 8 vectors of 64 bytes, which
- * AVX-512's 32 registers hold and AVX2's 16 (of half the width) do not.
+ * against 1.59-1.64 for the whole layer. The kernels run at 64 bytes where
+ * the x86-64-v4 copies run, at 32 bytes where only the x86-64-v3 ones do,
+ * and not at all on older CPUs. The 32-byte kernels against the column
+ * path as an AVX2-only CPU runs it (bench_layers --only convdirect with
+ * OpenBLAS held to its AVX2 kernels, medians of paired repetitions):
+ * LeNet's conv1 1.67-1.73 times faster, 3 -> 16 channels 3x3 on 32x32
+ * 1.15-1.17, 3 -> 64 1.01-1.04; a LeNet-5 training step 13-16% shorter.
  */
-/* (a build without the copies, for the sanitizers, takes the path too,
- * so that they check its kernels) */
+
+/* The widest the kernels run at on this CPU, in bytes (64 where the
+ * x86-64-v4 copies run, 32 where only the x86-64-v3 ones do, 0 before).
+ * A build without the copies (for the sanitizers) runs both widths'
+ * kernels as baseline code, so that they check them: 64. */
+static int best_width(void)
+{
 #ifdef LADLE_NO_CLONES
-#define DIRECT_RUNS() 1
+    return 64;
 #else
-#define DIRECT_RUNS() LADLE_RUNS_V4()
+    return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
 #endif
+}
+
+/* The width the plan takes: the best, capped by LADLE_CONV_DIRECT (v4 or
+ * unset: no cap; v3: 32 bytes; off: none). */
+static ladle_status plan_width(int *bytes)
+{
+    const char *cap = getenv("LADLE_CONV_DIRECT");
+    int best = best_width();
+    *bytes = best;
+    if (cap == NULL || cap[0] == '\0' || strcmp(cap, "v4") == 0)
+        return LADLE_OK;
+    if (strcmp(cap, "v3") == 0) {
+        *bytes = best < 32 ? best : 32;
+        return LADLE_OK;
+    }
+    if (strcmp(cap, "off") == 0) {
+        *bytes = 0;
+        return LADLE_OK;
+    }
+    return ladle__raise(LADLE_ERR_ARG, "LADLE_CONV_DIRECT",
+                        "'%.40s': expected v4, v3 or off (or unset)", cap);
+}
 
 ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
                                          const ladle_conv_geom *geom, int *forward,
                                          int *weight, int64_t *scratch, int64_t *sums)
 {
+    int bytes = 0;
     *forward = *weight = 0;
     *scratch = *sums = 0;
-    if (!DIRECT_RUNS() || geom->in[0] != 1 || geom->k[0] != 1 || geom->s[1] != 1 ||
-        geom->s[2] != 1)
-        return LADLE_OK;
+    ladle_status st = plan_width(&bytes);
+    if (st != LADLE_OK || bytes == 0 || geom->in[0] != 1 || geom->k[0] != 1 ||
+        geom->s[1] != 1 || geom->s[2] != 1)
+        return st;
     geo v;
     geo_of(geom, &v);
-    int64_t lanes = LANES(ladle_dtype_size(dtype));
-    *forward = *weight = v.ow >= lanes && v.K <= 32 && v.cog <= 64;
+    int64_t es = (int64_t)ladle_dtype_size(dtype);
+    /* rows of 64 bytes or more at either width: rows of one to two 32-byte
+     * vectors (1 -> 16 channels 3x3 on 12x12, rows of 10) ran 0.92-0.99 of
+     * the column path's speed at 32 bytes */
+    if (v.ow >= 64 / es && v.K <= 32 && v.cog <= 64)
+        *forward = *weight = bytes; /* the variant: the width */
     if (*forward) {
         *scratch = v.cg * v.plane;
-        *sums = v.cog * v.K * lanes;
+        *sums = v.cog * v.K * (bytes / es);
     }
-    return LADLE_OK;
+    return st;
 }
 
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
                                             const ladle_conv_geom *geom, int64_t nb,
                                             const void *x, int64_t x_stride, const void *w,
                                             const void *b, void *scratch, void *y,
-                                            int64_t y_stride)
+                                            int64_t y_stride, int variant)
 {
     geo v;
     geo_of(geom, &v);
+    int wide = variant == 64;
     for (int64_t n = 0; n < nb; n++)
         if (dtype == LADLE_F32) {
-            planes_f32(&v, (const float *)x + n * x_stride, scratch);
-            fwd_f32(&v, scratch, w, b, (float *)y + n * y_stride);
+            const float *xn = (const float *)x + n * x_stride;
+            float *yn = (float *)y + n * y_stride;
+            if (wide) {
+                planes_f32_w64(&v, xn, scratch);
+                fwd_f32_w64(&v, scratch, w, b, yn);
+            } else {
+                planes_f32_w32(&v, xn, scratch);
+                fwd_f32_w32(&v, scratch, w, b, yn);
+            }
         } else {
-            planes_f64(&v, (const double *)x + n * x_stride, scratch);
-            fwd_f64(&v, scratch, w, b, (double *)y + n * y_stride);
+            const double *xn = (const double *)x + n * x_stride;
+            double *yn = (double *)y + n * y_stride;
+            if (wide) {
+                planes_f64_w64(&v, xn, scratch);
+                fwd_f64_w64(&v, scratch, w, b, yn);
+            } else {
+                planes_f64_w32(&v, xn, scratch);
+                fwd_f64_w32(&v, scratch, w, b, yn);
+            }
         }
     return LADLE_OK;
 }
@@ -181,19 +188,34 @@ ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype 
                                            const ladle_conv_geom *geom, int64_t nb,
                                            const void *x, int64_t x_stride, const void *dy,
                                            int64_t dy_stride, void *scratch, double *ws,
-                                           void *dw)
+                                           void *dw, int variant)
 {
     geo v;
     geo_of(geom, &v);
-    int64_t lanes = LANES(ladle_dtype_size(dtype));
+    int bytes = variant == 64 ? 64 : 32;
+    int64_t lanes = bytes / (int64_t)ladle_dtype_size(dtype);
     memset(ws, 0, sizeof(double) * (size_t)(v.cog * v.K * lanes));
     for (int64_t n = 0; n < nb; n++)
         if (dtype == LADLE_F32) {
-            planes_f32(&v, (const float *)x + n * x_stride, scratch);
-            wgt_f32(&v, scratch, (const float *)dy + n * dy_stride, ws);
+            const float *xn = (const float *)x + n * x_stride;
+            const float *dyn = (const float *)dy + n * dy_stride;
+            if (bytes == 64) {
+                planes_f32_w64(&v, xn, scratch);
+                wgt_f32_w64(&v, scratch, dyn, ws);
+            } else {
+                planes_f32_w32(&v, xn, scratch);
+                wgt_f32_w32(&v, scratch, dyn, ws);
+            }
         } else {
-            planes_f64(&v, (const double *)x + n * x_stride, scratch);
-            wgt_f64(&v, scratch, (const double *)dy + n * dy_stride, ws);
+            const double *xn = (const double *)x + n * x_stride;
+            const double *dyn = (const double *)dy + n * dy_stride;
+            if (bytes == 64) {
+                planes_f64_w64(&v, xn, scratch);
+                wgt_f64_w64(&v, scratch, dyn, ws);
+            } else {
+                planes_f64_w32(&v, xn, scratch);
+                wgt_f64_w32(&v, scratch, dyn, ws);
+            }
         }
     for (int64_t r = 0; r < v.cog * v.K; r++) {
         const double *s = ws + r * lanes;

@@ -181,12 +181,12 @@ ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype
                                             const ladle_conv_geom *geom, int64_t nb,
                                             const void *x, int64_t x_stride, const void *w,
                                             const void *b, void *scratch, void *y,
-                                            int64_t y_stride);
+                                            int64_t y_stride, int variant);
 ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype dtype,
                                            const ladle_conv_geom *geom, int64_t nb,
                                            const void *x, int64_t x_stride, const void *dy,
                                            int64_t dy_stride, void *scratch, double *ws,
-                                           void *dw);
+                                           void *dw, int variant);
 ladle_status ladle__cpu_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
                                  int64_t channels, int64_t inner, const void *b, void *y);
 ladle_status ladle__cpu_bias_grad(const ladle_backend *be, ladle_dtype dtype, int64_t rows,

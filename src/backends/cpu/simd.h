@@ -22,9 +22,17 @@
 /* whether the x86-64-v4 copies run here: for a kernel whose best code differs
  * between the copies, asked once at plan time */
 #define LADLE_RUNS_V4() (__builtin_cpu_supports("x86-64-v4") != 0)
+#define LADLE_RUNS_V3() (__builtin_cpu_supports("x86-64-v3") != 0)
+/* one copy for one level, for a kernel written per vector width, which
+ * plan time picks by LADLE_RUNS_V4/V3 (src/backends/cpu/conv_direct.c) */
+#define LADLE_TARGET_V4 __attribute__((target("arch=x86-64-v4")))
+#define LADLE_TARGET_V3 __attribute__((target("arch=x86-64-v3")))
 #else
 #define LADLE_KERNEL
 #define LADLE_RUNS_V4() 0
+#define LADLE_RUNS_V3() 0
+#define LADLE_TARGET_V4
+#define LADLE_TARGET_V3
 #endif
 
 /* A helper a kernel's loops must see through (constant arguments fold). */

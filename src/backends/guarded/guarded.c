@@ -561,10 +561,10 @@ static ladle_status g_conv_direct_forward(const ladle_backend *be, ladle_dtype d
                                           const ladle_conv_geom *geom, int64_t nb,
                                           const void *x, int64_t x_stride, const void *w,
                                           const void *b, void *scratch, void *y,
-                                          int64_t y_stride)
+                                          int64_t y_stride, int variant)
 {
     FENCED(ladle__cpu_conv_direct_forward(CPU, dtype, geom, nb, x, x_stride, w, b, scratch,
-                                          y, y_stride),
+                                          y, y_stride, variant),
            x, w, b, scratch, y);
 }
 
@@ -572,10 +572,10 @@ static ladle_status g_conv_direct_weight(const ladle_backend *be, ladle_dtype dt
                                          const ladle_conv_geom *geom, int64_t nb,
                                          const void *x, int64_t x_stride, const void *dy,
                                          int64_t dy_stride, void *scratch, double *ws,
-                                         void *dw)
+                                         void *dw, int variant)
 {
     FENCED(ladle__cpu_conv_direct_weight(CPU, dtype, geom, nb, x, x_stride, dy, dy_stride,
-                                         scratch, ws, dw),
+                                         scratch, ws, dw, variant),
            x, dy, scratch, ws, dw);
 }
 
