@@ -115,6 +115,80 @@ START_TEST(boxes)
 }
 END_TEST
 
+/* copy_box on random boxes of random tensors (1 to 5 dimensions, extents
+ * of 1 among them, parents as wide as the box or wider, innermost steps of
+ * 1 or 2: dimensions that merge and dimensions that do not), in every
+ * mode, against index arithmetic written here; every element of the
+ * destination's parent is checked, inside the box and out. */
+START_TEST(random_boxes)
+{
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+#define PICK(lo, hi)                                                                       \
+    (rng = rng * 6364136223846793005ull + 1442695040888963407ull,                          \
+     (int64_t)(lo) + (int64_t)((rng >> 33) % (uint64_t)((hi) - (lo) + 1)))
+    static double sd[4096], dd[4096], want[4096];
+    static float sf[4096], df[4096];
+    int ok = 1, merged = 0, kept = 0;
+    for (int trial = 0; trial < 400 && ok; trial++) {
+        int nd = (int)PICK(1, 5);
+        ladle_dtype dt = trial % 2 ? LADLE_F32 : LADLE_F64;
+        ladle_box_mode mode = (ladle_box_mode)(trial % 3 == 0   ? LADLE_BOX_COPY
+                                               : trial % 3 == 1 ? LADLE_BOX_ADD
+                                                                : LADLE_BOX_ZERO);
+        int64_t ext[5], ps[5], pd[5], os[5], od[5], ss[5], ds[5];
+        for (int d = 0; d < nd; d++) {
+            ext[d] = PICK(1, 5);
+            ps[d] = ext[d] + (PICK(0, 2) == 0 ? PICK(1, 2) : 0);
+            pd[d] = ext[d] + (PICK(0, 2) == 0 ? PICK(1, 2) : 0);
+            os[d] = PICK(0, ps[d] - ext[d]);
+            od[d] = PICK(0, pd[d] - ext[d]);
+        }
+        /* strides of the parents, the innermost stepping 1 or 2 */
+        int64_t stp_s = PICK(0, 3) == 0 ? 2 : 1, stp_d = PICK(0, 3) == 0 ? 2 : 1;
+        int64_t ns = stp_s, nds = stp_d;
+        for (int d = nd - 1; d >= 0; d--) {
+            ss[d] = ns, ds[d] = nds;
+            ns *= ps[d], nds *= pd[d];
+        }
+        if (ns > 4096 || nds > 4096)
+            continue;
+        int64_t so = 0, dof = 0, nbox = 1, flat = 1;
+        for (int d = 0; d < nd; d++) {
+            so += os[d] * ss[d], dof += od[d] * ds[d], nbox *= ext[d];
+            flat &= d == 0 || (ps[d] == ext[d] && pd[d] == ext[d]);
+        }
+        merged += flat && nd > 1, kept += !flat;
+        for (int64_t i = 0; i < nds; i++)
+            dd[i] = want[i] = (double)(-1 - i), df[i] = (float)dd[i];
+        for (int64_t i = 0; i < ns; i++)
+            sd[i] = (double)(i + 1), sf[i] = (float)sd[i];
+        for (int64_t b = 0; b < nbox; b++) { /* box element b, row-major */
+            int64_t r = b, at_s = so, at_d = dof;
+            for (int d = nd - 1; d >= 0; d--) {
+                at_s += (r % ext[d]) * ss[d], at_d += (r % ext[d]) * ds[d];
+                r /= ext[d];
+            }
+            want[at_d] = mode == LADLE_BOX_ZERO  ? 0.0
+                         : mode == LADLE_BOX_ADD ? want[at_d] + sd[at_s]
+                                                 : sd[at_s];
+        }
+        if (dt == LADLE_F64)
+            K(copy_box, dt, mode, nd, ext, mode == LADLE_BOX_ZERO ? NULL : sd + so, ss,
+              dd + dof, ds);
+        else
+            K(copy_box, dt, mode, nd, ext, mode == LADLE_BOX_ZERO ? NULL : sf + so, ss,
+              df + dof, ds);
+        for (int64_t i = 0; i < nds; i++)
+            ok &= (dt == LADLE_F64 ? dd[i] : (double)df[i]) == want[i];
+        LT_ASSERT(ok, "trial %d: %dd box, mode %d, %s", trial, nd, (int)mode,
+                  ladle_dtype_name(dt));
+    }
+#undef PICK
+    LT_ASSERT(merged > 10 && kept > 10, "boxes that merge whole %d, that do not %d", merged,
+              kept);
+}
+END_TEST
+
 START_TEST(planned_memory_is_zeroed_and_distinct)
 {
     char *a = NULL, *b = NULL;
@@ -276,6 +350,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, axpy_add_fill_copy);
     tcase_add_test(tc, compensated_dot);
     tcase_add_test(tc, boxes);
+    tcase_add_test(tc, random_boxes);
     tcase_add_test(tc, planned_memory_is_zeroed_and_distinct);
     tcase_add_test(tc, host_copies_and_order);
     tcase_add_test(tc, random_fill_follows_the_counter);
