@@ -113,10 +113,12 @@ static int64_t pick(int64_t lo, int64_t hi)
 /* The widest vector, in bytes, the CPU's direct path runs at
  * (src/backends/cpu/conv_direct.c): 64 with the x86-64-v4 copies, 32 with
  * only the x86-64-v3 ones; a build without the copies runs both widths'
- * kernels as baseline code. */
+ * kernels as code for its own target (32 bytes first for AVX2 alone). */
 static int direct_best(void)
 {
-#ifdef LADLE_NO_CLONES
+#if defined(LADLE_NO_CLONES) && defined(__AVX2__) && !defined(__AVX512F__)
+    return 32;
+#elif defined(LADLE_NO_CLONES)
     return 64;
 #else
     return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
