@@ -679,8 +679,9 @@ bench_step() {
 }
 
 # ---------------------------------------------------------------- CPU runs
-# mpiexec's option binding each rank to a core of its own, as the MPI in
-# use spells it (Open MPI --bind-to, hydra -bind-to).
+# The pipe and halo steps launch benchmarks where every rank has a core of
+# its own, bound one per core (Open MPI spells the option --bind-to, hydra
+# -bind-to).
 bind_flag() {
     if "$MPIEXEC" --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
         echo "--bind-to core"
@@ -689,37 +690,52 @@ bind_flag() {
     fi
 }
 
+# cpu_fits N FILE LABEL: whether N ranks have a core each; if not, says so
+# in FILE and in cpu_why (the step's summary)
+cpu_fits() {
+    local cores
+    cores=$(nproc)
+    [ "$1" -gt "$cores" ] || return 0
+    echo "== $3: skipped, $cores cores" >>"$2"
+    cpu_why="$cpu_why$1 ranks skipped ($cores cores); "
+    return 1
+}
+
+# cpu_launch N FILE LABEL PROGRAM [ARGS]: one launch at N ranks, one per
+# core, within the budget; its output appended to FILE under "== LABEL"
+# and left in $work/launch. 1 when it was skipped for lack of time, failed
+# or was cut short.
+cpu_launch() {
+    local n=$1 file=$2 label=$3 cap rc
+    shift 3
+    : >"$work/launch" # nothing left from a launch before
+    cap=$(budget_for 40 3)
+    if [ "$cap" -le 0 ]; then
+        echo "== $label: skipped, $(left) s left" >>"$file"
+        return 1
+    fi
+    echo "== $label" >>"$file"
+    # shellcheck disable=SC2046
+    timeout -k 5 "$cap" "$MPIEXEC" $(bind_flag) -n "$n" "$@" >"$work/launch" 2>&1
+    rc=$?
+    cat "$work/launch" >>"$file"
+    echo "exit $rc" >>"$file"
+    [ $rc -eq 0 ]
+}
+
 # ---------------------------------------------------------------- pipe
 # The pipeline schedules on the CPU (bench/bench_pipe.c), where every rank
 # has a core of its own, as 2 cores cannot give 4 ranks: 3 launches at 2, 4
 # and 8 ranks, bound one per core; the medians of measured against
 # simulated (bench/summarize.awk) go into the summary.
 pipe_step() {
-    local t0=$SECONDS cap st=0 n r rc bind cores why="" bench="$bdir"/bench/bench_pipe
-    cores=$(nproc)
-    bind=$(bind_flag)
+    local t0=$SECONDS st=0 n r bench="$bdir"/bench/bench_pipe
+    cpu_why=""
     say "pipe: bench_pipe on the CPU at 2, 4 and 8 ranks, 3 launches each, one rank per core"
     for n in 2 4 8; do
-        if [ "$n" -gt "$cores" ]; then
-            echo "== pipeline, $n ranks: skipped, $cores cores" >>"$out/pipe.txt"
-            why="$why$n ranks skipped ($cores cores); "
-            st=1
-            continue
-        fi
+        cpu_fits $n "$out/pipe.txt" "pipeline, $n ranks" || { st=1; continue; }
         for r in 1 2 3; do
-            cap=$(budget_for 40 3)
-            if [ "$cap" -le 0 ]; then
-                echo "== pipeline, $n ranks, launch $r: skipped, $(left) s left" >>"$out/pipe.txt"
-                st=1
-                continue
-            fi
-            echo "== pipeline, $n ranks, launch $r" >>"$out/pipe.txt"
-            # shellcheck disable=SC2086
-            timeout -k 5 "$cap" "$MPIEXEC" $bind -n $n "$bench" >"$work/pipe" 2>&1
-            rc=$?
-            cat "$work/pipe" >>"$out/pipe.txt"
-            echo "exit $rc" >>"$out/pipe.txt"
-            [ $rc -eq 0 ] || st=1
+            cpu_launch $n "$out/pipe.txt" "pipeline, $n ranks, launch $r" "$bench" || st=1
         done
     done
     awk -f bench/summarize.awk "$out/pipe.txt" | sed '/^$/d' >"$work/pipe.sum"
@@ -728,7 +744,7 @@ pipe_step() {
     rows=$(awk '$2 == "hybrid" {printf "%s ranks: hybrid %s x 1F1B measured, %s simulated; ", $1, $6, $7}' \
         "$work/pipe.sum")
     if [ $st -ne 0 ]; then
-        record pipe FAIL $((SECONDS - t0)) "${why}a launch failed, was cut short or skipped (pipe.txt); $rows"
+        record pipe FAIL $((SECONDS - t0)) "${cpu_why}a launch failed, was cut short or skipped (pipe.txt); $rows"
     else
         record pipe PASS $((SECONDS - t0)) "$rows"
     fi
@@ -741,37 +757,19 @@ pipe_step() {
 # overlap with the interior against without it, where each rank has a
 # core of its own (2 cores cannot show it): one launch at 4, 8 and 16 ranks.
 halo_step() {
-    local t0=$SECONDS cap st=0 n rc bind cores why="" bench="$bdir"/bench/bench_dist
-    cores=$(nproc)
-    bind=$(bind_flag)
+    local t0=$SECONDS st=0 n bench="$bdir"/bench/bench_dist
+    cpu_why=""
     say "halo: bench_dist --only conv-halo on the CPU at 4, 8 and 16 ranks, one per core"
     for n in 4 8 16; do
-        if [ "$n" -gt "$cores" ]; then
-            echo "== conv-halo, $n ranks: skipped, $cores cores" >>"$out/halo.txt"
-            why="$why$n ranks skipped ($cores cores); "
-            st=1
-            continue
-        fi
-        cap=$(budget_for 40 3)
-        if [ "$cap" -le 0 ]; then
-            echo "== conv-halo, $n ranks: skipped, $(left) s left" >>"$out/halo.txt"
-            st=1
-            continue
-        fi
-        echo "== conv-halo, $n ranks" >>"$out/halo.txt"
-        # shellcheck disable=SC2086
-        timeout -k 5 "$cap" "$MPIEXEC" $bind -n $n "$bench" --only conv-halo >"$work/halo" 2>&1
-        rc=$?
-        cat "$work/halo" >>"$out/halo.txt"
-        echo "exit $rc" >>"$out/halo.txt"
-        [ $rc -eq 0 ] || st=1
-        { echo "== bench_dist --only conv-halo, $n ranks, one per core"; grep -E '^(row|conv-halo|halo-ovl)' "$work/halo"; } >>"$work/ratios"
+        cpu_fits $n "$out/halo.txt" "conv-halo, $n ranks" || { st=1; continue; }
+        cpu_launch $n "$out/halo.txt" "conv-halo, $n ranks" "$bench" --only conv-halo || st=1
+        { echo "== bench_dist --only conv-halo, $n ranks, one per core"; grep -E '^(row|conv-halo|halo-ovl)' "$work/launch"; } >>"$work/ratios"
     done
     local rows
     rows=$(awk '/^== conv-halo, [0-9]+ ranks$/ {n = $3} /^halo-ovl/ {v[n] = v[n] " " $(NF - 3)}
         END {for (k = 4; k <= 16; k *= 2) if (k in v) printf "%s ranks: overlapped/plain%s; ", k, v[k]}' "$out/halo.txt")
     if [ $st -ne 0 ]; then
-        record halo FAIL $((SECONDS - t0)) "${why}a launch failed, was cut short or skipped (halo.txt); $rows"
+        record halo FAIL $((SECONDS - t0)) "${cpu_why}a launch failed, was cut short or skipped (halo.txt); $rows"
     else
         record halo PASS $((SECONDS - t0)) "$rows"
     fi

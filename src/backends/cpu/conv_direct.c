@@ -145,13 +145,12 @@ ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dt
     /* rows of 64 bytes or more at either width: rows of one to two 32-byte
      * vectors (1 -> 16 channels 3x3 on 12x12, rows of 10) ran 0.92-0.99 of
      * the column path's speed at 32 bytes */
-    if (v.ow >= 64 / es && v.K <= 32 && v.cog <= 64)
-        *forward = *weight = bytes; /* the variant: the width */
-    if (*forward) {
-        *scratch = v.cg * v.plane;
-        *sums = v.cog * v.K * (bytes / es);
-    }
-    return st;
+    if (v.ow < 64 / es || v.K > 32 || v.cog > 64)
+        return LADLE_OK;
+    *forward = *weight = bytes; /* the variant: the width */
+    *scratch = v.cg * v.plane;
+    *sums = v.cog * v.K * (bytes / es);
+    return LADLE_OK;
 }
 
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
