@@ -316,17 +316,21 @@ int main(int argc, char **argv)
         ladle_op_destroy(&op);
     }
 
-    /* The direct convolution of few taps (src/backends/cpu/conv_direct.c)
-     * at the widths LADLE_CONV_DIRECT leaves it, against the column path
-     * (=off), the three layers made from one seed and run in alternation,
-     * one repetition each: medians, and the medians of the repetitions'
-     * ratios column / direct (above 1: the direct path is faster). "widest"
-     * is what this CPU runs unasked (64-byte vectors with AVX-512, 32 with
-     * AVX2 alone); "32 B" the kernels an AVX2-only CPU runs. */
-    static const int64_t dcv[][6] = {{64, 1, 6, 28, 5, 2},
-                                     {32, 3, 16, 32, 3, 1},
-                                     {32, 3, 64, 32, 3, 1},
-                                     {64, 1, 16, 12, 3, 0}};
+    /* The direct convolutions (src/backends/cpu/conv_direct.c: of few taps
+     * along the rows, the first four; of small planes along the channels,
+     * the next three and the last; the others, wider, which the plan leaves
+     * to the GEMMs: about 1) at the widths LADLE_CONV_DIRECT leaves them,
+     * against the column path (=off), the three layers made from one seed
+     * and run in alternation, one repetition each: medians, and the
+     * medians of the repetitions' ratios column / direct (above 1: the
+     * direct path is faster). "widest" is what this CPU runs unasked
+     * (64-byte vectors with AVX-512, 32 with AVX2 alone); "32 B" the
+     * kernels an AVX2-only CPU runs. */
+    static const int64_t dcv[][6] = {
+        {64, 1, 6, 28, 5, 2},   {32, 3, 16, 32, 3, 1},   {32, 3, 64, 32, 3, 1},
+        {64, 1, 16, 12, 3, 0},  {64, 6, 16, 14, 5, 0},   {32, 16, 16, 32, 3, 1},
+        {32, 32, 32, 16, 3, 1}, {32, 64, 64, 16, 3, 1},  {32, 128, 128, 8, 3, 1},
+        {32, 64, 64, 8, 3, 1},  {32, 256, 256, 4, 3, 1}, {32, 16, 16, 8, 5, 2}};
     if (!only || strcmp(only, "convdirect") == 0) {
         printf("\n%-10s %-26s %9s %9s %9s %10s %10s\n", "layer", "shape (fwd+bwd)",
                "widest_ms", "32B_ms", "column_ms", "col/widest", "col/32B");

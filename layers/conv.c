@@ -102,19 +102,23 @@ static ladle_status col_source(const ladle_op *op, const void *x, int64_t n, int
  * the weight gradient from padded planes with no column matrix, for the
  * geometries where its plan says that is faster (on the CPU: few taps, a
  * network's first layer, where im2col's GEMMs are too thin to run near
- * the peak and the columns are K times the image). The backward of dx
- * keeps im2col.
+ * the peak and the columns are K times the image; small planes with few
+ * output channels and many taps). The backward of dx takes the
+ * conv_direct_backward slot where the plan says (the second kind), else
+ * im2col.
  */
 static ladle_status direct_plan(conv *v, const ladle_backend *be, ladle_dtype dtype)
 {
     ladle_status st = LADLE_OK;
     int64_t scratch = 0, sums = 0;
     size_t es = ladle_dtype_size(dtype);
-    v->direct_fwd = v->direct_wgt = 0;
+    v->direct_fwd = v->direct_wgt = v->direct_bwd = 0;
     if (be->fn->conv_direct_plan == NULL || v->pointwise)
         return LADLE_OK;
     LADLE_CALL(be->fn->conv_direct_plan(be, dtype, &v->geom, &v->direct_fwd, &v->direct_wgt,
-                                        &scratch, &sums));
+                                        &v->direct_bwd, &scratch, &sums));
+    if (be->fn->conv_direct_backward == NULL)
+        v->direct_bwd = 0;
     if (scratch > 0)
         LADLE_CALL(ladle__conv_buffer(be, scratch, 1, es, "direct scratch", &v->dpad));
     if (sums > 0)
@@ -263,6 +267,17 @@ static ladle_status conv_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
         return LADLE_OK;
     /* with explicit padding the columns fold into the padded gradient */
     void *dxd = v->padded ? v->gpad : dx->data;
+    if (v->direct_bwd) {
+        for (int64_t g = 0; g < v->g; g++)
+            LADLE_CALL(op->be->fn->conv_direct_backward(
+                op->be, op->dtype, &v->geom, n,
+                image(op, dy->data, v->co, v->pout, 0, g, v->cog), v->co * v->pout,
+                weight(op, g), v->dpad, image(op, dxd, v->c, v->pin, 0, g, v->cg),
+                v->c * v->pin, v->direct_bwd));
+        if (v->padded)
+            LADLE_CALL(ladle__conv_pad_out(op, v->gpad, dx->data, n));
+        return LADLE_OK;
+    }
     if (!v->pointwise)
         LADLE_CALL(op->be->fn->fill(op->be, op->dtype, n * v->c * v->pin, 0.0, dxd));
     for (int64_t n0 = 0; n0 < n; n0 += v->batch_per_gemm) {

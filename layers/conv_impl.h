@@ -30,7 +30,7 @@ typedef struct conv {
     /* the direct path (conv.c, and the conv_direct slots) for the passes
      * the backend takes that way (0: not; else the backend's variant, for
      * its calls): its scratch and sums */
-    int direct_fwd, direct_wgt;
+    int direct_fwd, direct_wgt, direct_bwd;
     void *dpad;
     double *dws;
     /* explicit padding (conv_pad.c): x is first padded into a buffer (the

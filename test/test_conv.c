@@ -460,6 +460,96 @@ END_TEST
 START_TEST(direct_taps_32_bytes) { direct_pass("v3"); }
 END_TEST
 
+/* A random geometry of the channels' kernels (src/backends/cpu/
+ * conv_channels.inc): 1-D or 2-D, stride 1, dilation 1, more than 32 taps,
+ * output rows of 8 or more (one to three blocks of outputs, some
+ * overlapping), cog output channels a group, kernels 2 to 7 wide (the
+ * weight gradient takes 3, 5 and 7 wide; the others leave it to the column
+ * path) and padding up to the kernel's less one. */
+static geom channels_geom(int64_t cog)
+{
+    geom G = {0};
+    for (;;) {
+        G.nd = (int)pick(1, 2);
+        G.n = pick(1, 3);
+        G.g = pick(1, 2);
+        G.co = G.g * cog;
+        G.c = G.g * pick(1, 8);
+        int64_t taps = G.c / G.g;
+        for (int a = 0; a < 3; a++) {
+            int used = a >= 3 - G.nd;
+            G.k[a] = used ? pick(a == 2 ? 2 : 1, 7) : 1;
+            G.d[a] = G.s[a] = 1;
+            G.p[a] = used ? pick(0, G.k[a] - 1) : 0;
+            G.in[a] = !used    ? 1
+                      : a == 2 ? pick(8 + G.k[a] - 1 - 2 * G.p[a], 40)
+                               : pick(1, 10);
+            if (G.in[a] < 1)
+                G.in[a] = 1;
+            G.out[a] = G.in[a] + 2 * G.p[a] - G.k[a] + 1;
+            taps *= G.k[a];
+        }
+        if (taps > 32 && G.out[2] >= 8 && G.out[1] >= 1)
+            return G;
+    }
+}
+
+/* The channels' kernels at the width LADLE_CONV_DIRECT leaves them (cap:
+ * NULL or "v3"), against the naive loops: the plan (f32 with 16 output
+ * channels a group, f64 with 8: two or one vectors at either width; the
+ * input gradient where the planes have rows enough), the values (with a
+ * bias), the adjoint (without). */
+static void channels_pass(const char *cap)
+{
+    int best = direct_best();
+    int bytes = cap == NULL ? best : best < 32 ? best : 32;
+    if (cap != NULL)
+        setenv("LADLE_CONV_DIRECT", cap, 1);
+    int taken = 1, fwd_only = 0, blocks = 0, bwd = 0, bwd_not = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        ladle_dtype dt = trial % 2 ? LADLE_F64 : LADLE_F32;
+        geom G = channels_geom(dt == LADLE_F32 ? 16 : 8);
+        ladle_op *op = make(&G, 0, dt);
+        const conv *v = op->impl;
+        int slots = op->be->fn->conv_direct_plan != NULL && bytes > 0;
+        int weight = G.k[2] == 3 || G.k[2] == 5 || G.k[2] == 7;
+        /* the CPU's variant: the width, + 1 for these kernels */
+        /* the input gradient: planes of 3 rows or more at 64 bytes (2 at
+         * 32), whose blocks of rows of whole vectors are at most 1.25 times
+         * the outputs */
+        int64_t rows = bytes == 64 ? 3 : 2, lanes = bytes / (dt == LADLE_F32 ? 4 : 8);
+        int64_t vec = (G.in[2] + lanes - 1) / lanes * lanes;
+        int backward = G.in[1] >= rows && 4 * ((G.in[1] + rows - 1) / rows) * rows * vec <=
+                                              5 * G.out[1] * G.out[2];
+        taken &= v->direct_fwd == (slots ? bytes + 1 : 0) &&
+                 v->direct_wgt == (slots && weight ? bytes + 1 : 0) &&
+                 v->direct_bwd == (slots && backward ? bytes + 1 : 0);
+        bwd += backward, bwd_not += !backward;
+        fwd_only += !weight;
+        blocks += G.out[2] > 16;
+        if (trial < 4)
+            lt_adjoint_ok(op, 5, "channels conv without bias");
+        ladle_op_destroy(&op);
+        compare_with_naive(&G, dt, dt == LADLE_F32 ? 1e-4 : 1e-12,
+                           dt == LADLE_F32 ? "channels f32" : "channels f64");
+    }
+    geom conv2 = {2,         7,         6,         16,          1, {1, 14, 14}, {1, 5, 5},
+                  {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 10, 10}, 0, 0,           {0, 0, 0}};
+    compare_with_naive(&conv2, LADLE_F32, 1e-4, "LeNet conv2, channels f32");
+    unsetenv("LADLE_CONV_DIRECT");
+    LT_ASSERT(taken, "%s: a channels geometry took another path", cap ? cap : "default");
+    LT_ASSERT(fwd_only > 0 && blocks > 0 && bwd > 0 && bwd_not > 0,
+              "kernels of other widths %d, rows of blocks %d, input gradients taken %d, "
+              "not %d",
+              fwd_only, blocks, bwd, bwd_not);
+}
+
+START_TEST(channels_taps) { channels_pass(NULL); }
+END_TEST
+
+START_TEST(channels_taps_32_bytes) { channels_pass("v3"); }
+END_TEST
+
 /* LADLE_CONV_DIRECT=off leaves the direct path to no geometry; a value
  * that is none of v4, v3, off is refused at creation, saying what. */
 START_TEST(direct_switch)
@@ -619,6 +709,8 @@ Suite *conv_suite(void)
     tcase_add_test(tc, direct_taps);
     tcase_add_test(tc, direct_taps_32_bytes);
     tcase_add_test(tc, direct_switch);
+    tcase_add_test(tc, channels_taps);
+    tcase_add_test(tc, channels_taps_32_bytes);
     tcase_add_test(tc, gradients_and_adjoint);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_modes);

@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 7
+#define LADLE_BACKEND_VERSION 8
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -654,7 +654,8 @@ struct ladle_backend_table {
     /* (CPU: src/backends/cpu/conv_direct.c) */
     /* The direct convolution of one group of nb images, with no column
      * matrix. conv_direct_plan says which passes the backend runs this way
-     * for the geometry and dtype (*forward, *weight: 0, or the variant of
+     * for the geometry and dtype (*forward, *weight, and since revision 8
+     * *backward, for conv_direct_backward below: 0, or the variant of
      * its kernels it runs, > 0, which the layer hands back to each call;
      * the layer takes its column or wide path where 0) and their scratch:
      * *scratch elements of dtype (zeroed when allocated, given to no other
@@ -678,7 +679,7 @@ struct ladle_backend_table {
      * its column and wide paths. */
     ladle_status (*conv_direct_plan)(const ladle_backend *be, ladle_dtype dtype,
                                      const ladle_conv_geom *geom, int *forward, int *weight,
-                                     int64_t *scratch, int64_t *sums);
+                                     int *backward, int64_t *scratch, int64_t *sums);
     ladle_status (*conv_direct_forward)(const ladle_backend *be, ladle_dtype dtype,
                                         const ladle_conv_geom *geom, int64_t nb,
                                         const void *x, int64_t x_stride, const void *w,
@@ -689,6 +690,20 @@ struct ladle_backend_table {
                                        const void *x, int64_t x_stride, const void *dy,
                                        int64_t dy_stride, void *scratch, double *ws,
                                        void *dw, int variant);
+    /* --- revision 8 --- */
+    /* The input gradient of the same (CPU: src/backends/cpu/conv_channels.inc),
+     * where conv_direct_plan's *backward is a variant (> 0): with dy_b read
+     * as 0 outside its planes,
+     *   dx_b[c, ih, iw] = the sum over (co, i, j) of w[co, (c, i, j)]
+     *     dy_b[co, ih + p[1] - i d[1], iw + p[2] - j d[2]]
+     * for every element of image b's cg planes at dx + b dx_stride (written,
+     * not added to). Optional: absent (and where the plan answers 0), the
+     * layer takes im2col's GEMM and col2im. */
+    ladle_status (*conv_direct_backward)(const ladle_backend *be, ladle_dtype dtype,
+                                         const ladle_conv_geom *geom, int64_t nb,
+                                         const void *dy, int64_t dy_stride, const void *w,
+                                         void *scratch, void *dx, int64_t dx_stride,
+                                         int variant);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

@@ -1,8 +1,10 @@
 /*
- * The direct convolution of few taps (the conv_direct_* slots): the
- * forward and the weight gradient of a 1-D or 2-D convolution with stride 1
- * computed from zero-bordered planes without columns, vectorised along the
- * output rows.
+ * The direct convolution (the conv_direct_* slots): the forward and the
+ * weight gradient of a 1-D or 2-D convolution with stride 1 computed from
+ * zero-bordered planes without columns, by two families of kernels: of few
+ * taps vectorised along the output rows (conv_direct_rows.inc, below), and
+ * of small planes and many taps vectorised along the output channels
+ * (conv_channels.inc, where its reasons and figures are).
  *
  * Why: with K = cg kh kw of 32 or fewer (a first layer: one to three input
  * channels, 3x3 or 5x5) the GEMMs of im2col are too thin to run near the
@@ -53,6 +55,29 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
     v->K = v->cg * v->kh * v->kw;
 }
 
+/* The channels' scratch, in elements from its start: the padded planes
+ * of x (cg planes; the rows' kernels use the same), the transposed weights
+ * (K x cog), one image's dy transposed (pout x L), the input gradient's
+ * zero-bordered planes of dy (cog of dplane, rows dwp apart) and rows of
+ * whole vectors (cg x h rows of dxw), and its turned weights (K x cog). */
+typedef struct channel_room {
+    int64_t wt, dyt, dyp, dxs, wf, total;
+    int64_t dxw, dwp, dplane;
+} channel_room;
+
+static void room_of(const geo *v, int64_t lanes, channel_room *r)
+{
+    r->dxw = (v->w + lanes - 1) / lanes * lanes;
+    r->dwp = r->dxw + v->kw - 1;
+    r->dplane = (v->h + v->kh - 1) * r->dwp;
+    r->wt = v->cg * v->plane;
+    r->dyt = r->wt + v->K * v->cog;
+    r->dyp = r->dyt + v->pout * lanes;
+    r->dxs = r->dyp + v->cog * r->dplane;
+    r->wf = r->dxs + v->cg * v->h * r->dxw;
+    r->total = r->wf + v->K * v->cog;
+}
+
 /* 64-byte vectors, where the x86-64-v4 copies run: AVX-512's 32 registers
  * hold the forward's 8 accumulators and an input vector, and the weight
  * gradient's 3 x 5 sums with their 3 + 5 operands */
@@ -61,6 +86,15 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #define FWD_CO 8
 #define WGT_CO 3
 #define WGT_TAPS 5
+/* the channels' kernels: 16 outputs, 5 x 5 sums, 8 x 3 input-gradient
+ * sums, with their operands */
+#define CH_COLS 16
+#define CH_ROWS3 7
+#define CH_ROWS5 5
+#define CH_ROWS7 3
+#define CH_TAPS 25
+#define CH_BCH 8
+#define CH_BROWS 3
 #include "src/backends/cpu/conv_direct_width.inc"
 
 /* 32-byte vectors, where only the x86-64-v3 copies run: AVX2's 16
@@ -71,6 +105,15 @@ static void geo_of(const ladle_conv_geom *g, geo *v)
 #define FWD_CO 8
 #define WGT_CO 3
 #define WGT_TAPS 3
+/* 12 outputs; 12, 10 and 7 sums; 4 x 2 input-gradient sums with 4
+ * weights and 2 inputs (AVX2 has no broadcast operands) */
+#define CH_COLS 12
+#define CH_ROWS3 4
+#define CH_ROWS5 2
+#define CH_ROWS7 1
+#define CH_TAPS 12
+#define CH_BCH 4
+#define CH_BROWS 2
 #include "src/backends/cpu/conv_direct_width.inc"
 
 /*
@@ -128,12 +171,67 @@ static ladle_status plan_width(int *bytes)
                         "'%.40s': expected v4, v3 or off (or unset)", cap);
 }
 
+/* The variants: the width in bytes, + CHANNELS for the kernels of
+ * conv_channels.inc. */
+#define CHANNELS 1
+
+/*
+ * Whether the channels' kernels suit v at vectors of bytes, for the
+ * forward (and *weight: the weight gradient too, for kernels 3, 5 or 7
+ * wide). Measured per pass against the column and wide paths
+ * (ladle_pipe_profile of one layer, both made in one run, f32, one AMD
+ * EPYC core; forward / weight gradient ms):
+ *   64x6x14^2 k5 -> 16 (LeNet's conv2)   0.35 / 0.45 against 0.47 / 1.1
+ *   32x16x32^2 k3 -> 16                   1.84 / 1.90 against 2.8 / 4.1
+ *   32x32x16^2 k3 -> 32                   1.77 / 1.77 against 1.87 / 1.84
+ *   32x64x16^2 k3 -> 64                   6.9 / 6.7 against 5.1 / 4.8
+ *   32x64x8^2 k3 -> 64                    1.47 / 2.17 against 1.24 / 1.24
+ * and at 32 bytes with OpenBLAS held to its AVX2 kernels: LeNet's conv2
+ * 0.36 / 0.55 against 0.93 / 1.0, 16 channels 3x3 on 32x32 2.1 / 2.1
+ * against 3.1 / 3.7, 32 channels on 16x16 2.0 / 2.1 against 1.85 / 1.75
+ * (there, 32 is four 32-byte vectors). So: up to two
+ * vectors of output channels, more than 32 taps (fewer: the rows'
+ * kernels or the columns), rows of 8 outputs or more (fewer leave too few
+ * sums in flight: 256 channels on 4x4 took twice the column path's time).
+ */
+static int channels_fit(const geo *v, const ladle_conv_geom *geom, int64_t es, int bytes,
+                        int *weight)
+{
+    int64_t lanes = bytes / es;
+    *weight = 0;
+    if (v->cog % lanes != 0 || geom->d[1] != 1 || geom->d[2] != 1 || v->K <= 32 ||
+        v->ow < 8 || v->cog > 2 * lanes)
+        return 0;
+    *weight = v->kw == 3 || v->kw == 5 || v->kw == 7;
+    return 1;
+}
+
+/*
+ * Whether the channels' input gradient suits v. It sums dx's rows, whole
+ * vectors of them, from dy spread onto zero-bordered planes, so it
+ * multiplies the zeros of the borders and the vectors' spare lanes too,
+ * where im2col's GEMM and col2im do only the products that count: it is
+ * taken where the vectors it computes are at most 1.25 times dy's
+ * elements. Measured (as in channels_fit, ms, against the column path):
+ * 32x16x32^2 k3 -> 16 1.65 against 2.57 (1.03 times), 32x32x16^2 k3 -> 32
+ * 1.66 against 1.78 (1.13 times); LeNet's conv2 0.73 against 0.60 (rows of
+ * 14 in vectors of 16, 15 rows, 10 x 10 outputs: 2.4 times).
+ */
+static int backward_fits(const geo *v, int bytes, const channel_room *r)
+{
+    int64_t rows = bytes == 64 ? 3 : 2; /* CH_BROWS */
+    int64_t blocks = (v->h + rows - 1) / rows;
+    return v->h >= rows && v->ph < v->kh && v->pw < v->kw &&
+           4 * blocks * rows * r->dxw <= 5 * v->pout;
+}
+
 ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
                                          const ladle_conv_geom *geom, int *forward,
-                                         int *weight, int64_t *scratch, int64_t *sums)
+                                         int *weight, int *backward, int64_t *scratch,
+                                         int64_t *sums)
 {
     int bytes = 0;
-    *forward = *weight = 0;
+    *forward = *weight = *backward = 0;
     *scratch = *sums = 0;
     ladle_status st = plan_width(&bytes);
     if (st != LADLE_OK || bytes == 0 || geom->in[0] != 1 || geom->k[0] != 1 ||
@@ -145,12 +243,45 @@ ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dt
     /* rows of 64 bytes or more at either width: rows of one to two 32-byte
      * vectors (1 -> 16 channels 3x3 on 12x12, rows of 10) ran 0.92-0.99 of
      * the column path's speed at 32 bytes */
-    if (v.ow < 64 / es || v.K > 32 || v.cog > 64)
+    if (v.ow >= 64 / es && v.K <= 32 && v.cog <= 64) {
+        *forward = *weight = bytes; /* the variant: the width */
+        *scratch = v.cg * v.plane;
+        *sums = v.cog * v.K * (bytes / es);
         return LADLE_OK;
-    *forward = *weight = bytes; /* the variant: the width */
-    *scratch = v.cg * v.plane;
-    *sums = v.cog * v.K * (bytes / es);
+    }
+    int wgt = 0;
+    if (channels_fit(&v, geom, es, bytes, &wgt)) {
+        channel_room r;
+        room_of(&v, bytes / es, &r);
+        *forward = bytes + CHANNELS;
+        *weight = wgt ? bytes + CHANNELS : 0;
+        *backward = backward_fits(&v, bytes, &r) ? bytes + CHANNELS : 0;
+        *scratch = r.total;
+        *sums = v.K * v.cog;
+    }
     return LADLE_OK;
+}
+
+/* The channels' kernels of a variant for dtype (conv_channels.inc's
+ * ch_forward, ch_weight and ch_backward of its type and width). */
+#define CH_PICK(fn, dtype, variant)                                                        \
+    ((dtype) == LADLE_F32 ? ((variant & ~CHANNELS) == 64 ? fn##_f32_w64 : fn##_f32_w32)    \
+                          : ((variant & ~CHANNELS) == 64 ? fn##_f64_w64 : fn##_f64_w32))
+
+typedef void ch_forward_fn(const geo *v, const channel_room *r, int64_t nb, const void *x,
+                           int64_t x_stride, const void *w, const void *b, void *scratch,
+                           void *y, int64_t y_stride);
+typedef void ch_weight_fn(const geo *v, const channel_room *r, int64_t nb, const void *x,
+                          int64_t x_stride, const void *dy, int64_t dy_stride,
+                          void *scratch, double *ws, void *dw);
+typedef void ch_backward_fn(const geo *v, const channel_room *r, int64_t nb, const void *dy,
+                            int64_t dy_stride, const void *w, void *scratch, void *dx,
+                            int64_t dx_stride);
+
+/* The variant's room (its lanes of dtype). */
+static void room_for(const geo *v, ladle_dtype dtype, int variant, channel_room *r)
+{
+    room_of(v, (variant & ~CHANNELS) / (int64_t)ladle_dtype_size(dtype), r);
 }
 
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
@@ -161,7 +292,14 @@ ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype
 {
     geo v;
     geo_of(geom, &v);
-    int wide = variant == 64;
+    int wide = (variant & ~CHANNELS) == 64;
+    if (variant & CHANNELS) {
+        channel_room r;
+        room_for(&v, dtype, variant, &r);
+        ch_forward_fn *f = CH_PICK(ch_forward, dtype, variant);
+        f(&v, &r, nb, x, x_stride, w, b, scratch, y, y_stride);
+        return LADLE_OK;
+    }
     for (int64_t n = 0; n < nb; n++)
         if (dtype == LADLE_F32) {
             const float *xn = (const float *)x + n * x_stride;
@@ -195,6 +333,13 @@ ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype 
 {
     geo v;
     geo_of(geom, &v);
+    if (variant & CHANNELS) {
+        channel_room r;
+        room_for(&v, dtype, variant, &r);
+        ch_weight_fn *f = CH_PICK(ch_weight, dtype, variant);
+        f(&v, &r, nb, x, x_stride, dy, dy_stride, scratch, ws, dw);
+        return LADLE_OK;
+    }
     int bytes = variant == 64 ? 64 : 32;
     int64_t lanes = bytes / (int64_t)ladle_dtype_size(dtype);
     memset(ws, 0, sizeof(double) * (size_t)(v.cog * v.K * lanes));
@@ -230,5 +375,20 @@ ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype 
         else
             ((double *)dw)[r] += t;
     }
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_conv_direct_backward(const ladle_backend *be, ladle_dtype dtype,
+                                             const ladle_conv_geom *geom, int64_t nb,
+                                             const void *dy, int64_t dy_stride,
+                                             const void *w, void *scratch, void *dx,
+                                             int64_t dx_stride, int variant)
+{
+    geo v;
+    geo_of(geom, &v);
+    channel_room r;
+    room_for(&v, dtype, variant, &r);
+    ch_backward_fn *f = CH_PICK(ch_backward, dtype, variant);
+    f(&v, &r, nb, dy, dy_stride, w, scratch, dx, dx_stride);
     return LADLE_OK;
 }

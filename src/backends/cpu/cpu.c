@@ -84,6 +84,7 @@ const ladle_backend_table ladle__cpu_table = {
     .conv_direct_plan = ladle__cpu_conv_direct_plan,
     .conv_direct_forward = ladle__cpu_conv_direct_forward,
     .conv_direct_weight = ladle__cpu_conv_direct_weight,
+    .conv_direct_backward = ladle__cpu_conv_direct_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

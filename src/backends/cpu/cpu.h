@@ -176,7 +176,8 @@ ladle_status ladle__cpu_conv_wide_grid(const ladle_backend *be, ladle_dtype dtyp
                                        void *grid, int64_t ld, void *t, int64_t t_stride);
 ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
                                          const ladle_conv_geom *geom, int *forward,
-                                         int *weight, int64_t *scratch, int64_t *sums);
+                                         int *weight, int *backward, int64_t *scratch,
+                                         int64_t *sums);
 ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
                                             const ladle_conv_geom *geom, int64_t nb,
                                             const void *x, int64_t x_stride, const void *w,
@@ -187,6 +188,11 @@ ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype 
                                            const void *x, int64_t x_stride, const void *dy,
                                            int64_t dy_stride, void *scratch, double *ws,
                                            void *dw, int variant);
+ladle_status ladle__cpu_conv_direct_backward(const ladle_backend *be, ladle_dtype dtype,
+                                             const ladle_conv_geom *geom, int64_t nb,
+                                             const void *dy, int64_t dy_stride,
+                                             const void *w, void *scratch, void *dx,
+                                             int64_t dx_stride, int variant);
 ladle_status ladle__cpu_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
                                  int64_t channels, int64_t inner, const void *b, void *y);
 ladle_status ladle__cpu_bias_grad(const ladle_backend *be, ladle_dtype dtype, int64_t rows,

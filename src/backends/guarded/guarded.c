@@ -552,9 +552,11 @@ static ladle_status g_conv_wide_grid(const ladle_backend *be, ladle_dtype dtype,
 /* (plans on the host: nothing of the device's is read) */
 static ladle_status g_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
                                        const ladle_conv_geom *geom, int *forward,
-                                       int *weight, int64_t *scratch, int64_t *sums)
+                                       int *weight, int *backward, int64_t *scratch,
+                                       int64_t *sums)
 {
-    return ladle__cpu_conv_direct_plan(CPU, dtype, geom, forward, weight, scratch, sums);
+    return ladle__cpu_conv_direct_plan(CPU, dtype, geom, forward, weight, backward, scratch,
+                                       sums);
 }
 
 static ladle_status g_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
@@ -577,6 +579,17 @@ static ladle_status g_conv_direct_weight(const ladle_backend *be, ladle_dtype dt
     FENCED(ladle__cpu_conv_direct_weight(CPU, dtype, geom, nb, x, x_stride, dy, dy_stride,
                                          scratch, ws, dw, variant),
            x, dy, scratch, ws, dw);
+}
+
+static ladle_status g_conv_direct_backward(const ladle_backend *be, ladle_dtype dtype,
+                                           const ladle_conv_geom *geom, int64_t nb,
+                                           const void *dy, int64_t dy_stride, const void *w,
+                                           void *scratch, void *dx, int64_t dx_stride,
+                                           int variant)
+{
+    FENCED(ladle__cpu_conv_direct_backward(CPU, dtype, geom, nb, dy, dy_stride, w, scratch,
+                                           dx, dx_stride, variant),
+           dy, w, scratch, dx);
 }
 
 static ladle_status g_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
@@ -659,6 +672,7 @@ static const ladle_backend_table guarded_table = {
     .conv_direct_plan = g_conv_direct_plan,
     .conv_direct_forward = g_conv_direct_forward,
     .conv_direct_weight = g_conv_direct_weight,
+    .conv_direct_backward = g_conv_direct_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
