@@ -462,10 +462,11 @@ END_TEST
 
 /* A random geometry of the channels' kernels (src/backends/cpu/
  * conv_channels.inc): 1-D or 2-D, stride 1, dilation 1, more than 32 taps,
- * output rows of 8 or more (one to three blocks of outputs, some
- * overlapping), cog output channels a group, kernels 2 to 7 wide (the
- * weight gradient takes 3, 5 and 7 wide; the others leave it to the column
- * path) and padding up to the kernel's less one. */
+ * output rows of 4 or more (one to three blocks of outputs, some
+ * overlapping; short rows a few at a time), cog output channels a group,
+ * kernels 2 to 7 wide (the weight gradient takes 3, 5 and 7 wide, for 25
+ * outputs or more; the others leave it to the column path) and padding up
+ * to the kernel's less one. */
 static geom channels_geom(int64_t cog)
 {
     geom G = {0};
@@ -482,14 +483,14 @@ static geom channels_geom(int64_t cog)
             G.d[a] = G.s[a] = 1;
             G.p[a] = used ? pick(0, G.k[a] - 1) : 0;
             G.in[a] = !used    ? 1
-                      : a == 2 ? pick(8 + G.k[a] - 1 - 2 * G.p[a], 40)
+                      : a == 2 ? pick(4 + G.k[a] - 1 - 2 * G.p[a], 40)
                                : pick(1, 10);
             if (G.in[a] < 1)
                 G.in[a] = 1;
             G.out[a] = G.in[a] + 2 * G.p[a] - G.k[a] + 1;
             taps *= G.k[a];
         }
-        if (taps > 32 && G.out[2] >= 8 && G.out[1] >= 1)
+        if (taps > 32 && G.out[2] >= 4 && G.out[1] >= 1)
             return G;
     }
 }
@@ -505,14 +506,15 @@ static void channels_pass(const char *cap)
     int bytes = cap == NULL ? best : best < 32 ? best : 32;
     if (cap != NULL)
         setenv("LADLE_CONV_DIRECT", cap, 1);
-    int taken = 1, fwd_only = 0, blocks = 0, bwd = 0, bwd_not = 0;
+    int taken = 1, fwd_only = 0, blocks = 0, short_rows = 0, bwd = 0, bwd_not = 0;
     for (int trial = 0; trial < 40; trial++) {
         ladle_dtype dt = trial % 2 ? LADLE_F64 : LADLE_F32;
         geom G = channels_geom(dt == LADLE_F32 ? 16 : 8);
         ladle_op *op = make(&G, 0, dt);
         const conv *v = op->impl;
         int slots = op->be->fn->conv_direct_plan != NULL && bytes > 0;
-        int weight = G.k[2] == 3 || G.k[2] == 5 || G.k[2] == 7;
+        int weight =
+            (G.k[2] == 3 || G.k[2] == 5 || G.k[2] == 7) && G.out[1] * G.out[2] >= 25;
         /* the CPU's variant: the width, + 1 for these kernels */
         /* the input gradient: planes of 3 rows or more at 64 bytes (2 at
          * 32), whose blocks of rows of whole vectors are at most 1.25 times
@@ -527,6 +529,7 @@ static void channels_pass(const char *cap)
         bwd += backward, bwd_not += !backward;
         fwd_only += !weight;
         blocks += G.out[2] > 16;
+        short_rows += G.out[2] < 8 && G.out[1] >= 2; /* rows a few at a time */
         if (trial < 4)
             lt_adjoint_ok(op, 5, "channels conv without bias");
         ladle_op_destroy(&op);
@@ -538,10 +541,11 @@ static void channels_pass(const char *cap)
     compare_with_naive(&conv2, LADLE_F32, 1e-4, "LeNet conv2, channels f32");
     unsetenv("LADLE_CONV_DIRECT");
     LT_ASSERT(taken, "%s: a channels geometry took another path", cap ? cap : "default");
-    LT_ASSERT(fwd_only > 0 && blocks > 0 && bwd > 0 && bwd_not > 0,
-              "kernels of other widths %d, rows of blocks %d, input gradients taken %d, "
-              "not %d",
-              fwd_only, blocks, bwd, bwd_not);
+    LT_ASSERT(
+        fwd_only > 0 && blocks > 0 && short_rows > 0 && bwd > 0 && bwd_not > 0,
+        "kernels of other widths %d, rows of blocks %d, short rows %d, input gradients "
+        "taken %d, not %d",
+        fwd_only, blocks, short_rows, bwd, bwd_not);
 }
 
 START_TEST(channels_taps) { channels_pass(NULL); }
