@@ -3,8 +3,9 @@
  * weight gradient of a 1-D or 2-D convolution with stride 1 computed from
  * zero-bordered planes without columns, by two families of kernels: of few
  * taps vectorised along the output rows (conv_direct_rows.inc, below), and
- * of small planes and many taps vectorised along the output channels
- * (conv_channels.inc, where its reasons and figures are).
+ * of small planes and many taps vectorised along the output channels, with
+ * an input gradient of their own (conv_channels.inc, where its reasons and
+ * figures are).
  *
  * Why: with K = cg kh kw of 32 or fewer (a first layer: one to three input
  * channels, 3x3 or 5x5) the GEMMs of im2col are too thin to run near the
@@ -78,6 +79,9 @@ static void room_of(const geo *v, int64_t lanes, channel_room *r)
     r->total = r->wf + v->K * v->cog;
 }
 
+/* The input gradient's rows a block at each width (its plan needs them) */
+enum { BROWS_64 = 3, BROWS_32 = 2 };
+
 /* 64-byte vectors, where the x86-64-v4 copies run: AVX-512's 32 registers
  * hold the forward's 8 accumulators and an input vector, and the weight
  * gradient's 3 x 5 sums with their 3 + 5 operands */
@@ -94,7 +98,7 @@ static void room_of(const geo *v, int64_t lanes, channel_room *r)
 #define CH_ROWS7 3
 #define CH_TAPS 25
 #define CH_BCH 8
-#define CH_BROWS 3
+#define CH_BROWS BROWS_64
 #include "src/backends/cpu/conv_direct_width.inc"
 
 /* 32-byte vectors, where only the x86-64-v3 copies run: AVX2's 16
@@ -113,7 +117,7 @@ static void room_of(const geo *v, int64_t lanes, channel_room *r)
 #define CH_ROWS7 1
 #define CH_TAPS 12
 #define CH_BCH 4
-#define CH_BROWS 2
+#define CH_BROWS BROWS_32
 #include "src/backends/cpu/conv_direct_width.inc"
 
 /*
@@ -197,6 +201,11 @@ static ladle_status plan_width(int *bytes)
  * (each image's sums go to doubles: 32 channels on 4 x 4 took 0.32 ms
  * against 0.24, on 6 x 6 16 channels 0.12 against 0.17).
  */
+static int channels_weight_fits(const geo *v)
+{
+    return (v->kw == 3 || v->kw == 5 || v->kw == 7) && v->pout >= 25;
+}
+
 static int channels_fit(const geo *v, const ladle_conv_geom *geom, int64_t es, int bytes,
                         int *weight)
 {
@@ -205,7 +214,7 @@ static int channels_fit(const geo *v, const ladle_conv_geom *geom, int64_t es, i
     if (v->cog % lanes != 0 || geom->d[1] != 1 || geom->d[2] != 1 || v->K <= 32 ||
         v->ow < 4 || v->cog > 2 * lanes)
         return 0;
-    *weight = (v->kw == 3 || v->kw == 5 || v->kw == 7) && v->pout >= 25;
+    *weight = channels_weight_fits(v);
     return 1;
 }
 
@@ -222,7 +231,7 @@ static int channels_fit(const geo *v, const ladle_conv_geom *geom, int64_t es, i
  */
 static int backward_fits(const geo *v, int bytes, const channel_room *r)
 {
-    int64_t rows = bytes == 64 ? 3 : 2; /* CH_BROWS */
+    int64_t rows = bytes == 64 ? BROWS_64 : BROWS_32;
     int64_t blocks = (v->h + rows - 1) / rows;
     return v->h >= rows && v->ph < v->kh && v->pw < v->kw &&
            4 * blocks * rows * r->dxw <= 5 * v->pout;
@@ -265,12 +274,19 @@ ladle_status ladle__cpu_conv_direct_plan(const ladle_backend *be, ladle_dtype dt
     return LADLE_OK;
 }
 
-/* The channels' kernels of a variant for dtype (conv_channels.inc's
- * ch_forward, ch_weight and ch_backward of its type and width). */
-#define CH_PICK(fn, dtype, variant)                                                        \
-    ((dtype) == LADLE_F32 ? ((variant & ~CHANNELS) == 64 ? fn##_f32_w64 : fn##_f32_w32)    \
-                          : ((variant & ~CHANNELS) == 64 ? fn##_f64_w64 : fn##_f64_w32))
+/* The kernels of a variant for dtype (conv_direct_rows.inc's rows_forward
+ * and rows_weight, conv_channels.inc's ch_forward, ch_weight and
+ * ch_backward, of its type and width). */
+#define PICK(fn, dtype, variant)                                                           \
+    ((dtype) == LADLE_F32 ? (((variant) & ~CHANNELS) == 64 ? fn##_f32_w64 : fn##_f32_w32)  \
+                          : (((variant) & ~CHANNELS) == 64 ? fn##_f64_w64 : fn##_f64_w32))
 
+typedef void rows_forward_fn(const geo *v, int64_t nb, const void *x, int64_t x_stride,
+                             const void *w, const void *b, void *scratch, void *y,
+                             int64_t y_stride);
+typedef void rows_weight_fn(const geo *v, int64_t nb, const void *x, int64_t x_stride,
+                            const void *dy, int64_t dy_stride, void *scratch, double *ws,
+                            void *dw);
 typedef void ch_forward_fn(const geo *v, const channel_room *r, int64_t nb, const void *x,
                            int64_t x_stride, const void *w, const void *b, void *scratch,
                            void *y, int64_t y_stride);
@@ -295,36 +311,15 @@ ladle_status ladle__cpu_conv_direct_forward(const ladle_backend *be, ladle_dtype
 {
     geo v;
     geo_of(geom, &v);
-    int wide = (variant & ~CHANNELS) == 64;
     if (variant & CHANNELS) {
         channel_room r;
         room_for(&v, dtype, variant, &r);
-        ch_forward_fn *f = CH_PICK(ch_forward, dtype, variant);
+        ch_forward_fn *f = PICK(ch_forward, dtype, variant);
         f(&v, &r, nb, x, x_stride, w, b, scratch, y, y_stride);
         return LADLE_OK;
     }
-    for (int64_t n = 0; n < nb; n++)
-        if (dtype == LADLE_F32) {
-            const float *xn = (const float *)x + n * x_stride;
-            float *yn = (float *)y + n * y_stride;
-            if (wide) {
-                planes_f32_w64(&v, xn, scratch);
-                fwd_f32_w64(&v, scratch, w, b, yn);
-            } else {
-                planes_f32_w32(&v, xn, scratch);
-                fwd_f32_w32(&v, scratch, w, b, yn);
-            }
-        } else {
-            const double *xn = (const double *)x + n * x_stride;
-            double *yn = (double *)y + n * y_stride;
-            if (wide) {
-                planes_f64_w64(&v, xn, scratch);
-                fwd_f64_w64(&v, scratch, w, b, yn);
-            } else {
-                planes_f64_w32(&v, xn, scratch);
-                fwd_f64_w32(&v, scratch, w, b, yn);
-            }
-        }
+    rows_forward_fn *f = PICK(rows_forward, dtype, variant);
+    f(&v, nb, x, x_stride, w, b, scratch, y, y_stride);
     return LADLE_OK;
 }
 
@@ -337,47 +332,18 @@ ladle_status ladle__cpu_conv_direct_weight(const ladle_backend *be, ladle_dtype 
     geo v;
     geo_of(geom, &v);
     if (variant & CHANNELS) {
+        /* (the kernels have blocks for the plan's kernel widths only) */
+        if (!channels_weight_fits(&v))
+            return ladle__raise(LADLE_ERR_INTERNAL, "conv_direct_weight",
+                                "variant %d does not fit this geometry", variant);
         channel_room r;
         room_for(&v, dtype, variant, &r);
-        ch_weight_fn *f = CH_PICK(ch_weight, dtype, variant);
+        ch_weight_fn *f = PICK(ch_weight, dtype, variant);
         f(&v, &r, nb, x, x_stride, dy, dy_stride, scratch, ws, dw);
         return LADLE_OK;
     }
-    int bytes = variant == 64 ? 64 : 32;
-    int64_t lanes = bytes / (int64_t)ladle_dtype_size(dtype);
-    memset(ws, 0, sizeof(double) * (size_t)(v.cog * v.K * lanes));
-    for (int64_t n = 0; n < nb; n++)
-        if (dtype == LADLE_F32) {
-            const float *xn = (const float *)x + n * x_stride;
-            const float *dyn = (const float *)dy + n * dy_stride;
-            if (bytes == 64) {
-                planes_f32_w64(&v, xn, scratch);
-                wgt_f32_w64(&v, scratch, dyn, ws);
-            } else {
-                planes_f32_w32(&v, xn, scratch);
-                wgt_f32_w32(&v, scratch, dyn, ws);
-            }
-        } else {
-            const double *xn = (const double *)x + n * x_stride;
-            const double *dyn = (const double *)dy + n * dy_stride;
-            if (bytes == 64) {
-                planes_f64_w64(&v, xn, scratch);
-                wgt_f64_w64(&v, scratch, dyn, ws);
-            } else {
-                planes_f64_w32(&v, xn, scratch);
-                wgt_f64_w32(&v, scratch, dyn, ws);
-            }
-        }
-    for (int64_t r = 0; r < v.cog * v.K; r++) {
-        const double *s = ws + r * lanes;
-        double t = 0;
-        for (int64_t l = 0; l < lanes; l++)
-            t += s[l];
-        if (dtype == LADLE_F32)
-            ((float *)dw)[r] += (float)t;
-        else
-            ((double *)dw)[r] += t;
-    }
+    rows_weight_fn *f = PICK(rows_weight, dtype, variant);
+    f(&v, nb, x, x_stride, dy, dy_stride, scratch, ws, dw);
     return LADLE_OK;
 }
 
@@ -391,7 +357,7 @@ ladle_status ladle__cpu_conv_direct_backward(const ladle_backend *be, ladle_dtyp
     geo_of(geom, &v);
     channel_room r;
     room_for(&v, dtype, variant, &r);
-    ch_backward_fn *f = CH_PICK(ch_backward, dtype, variant);
+    ch_backward_fn *f = PICK(ch_backward, dtype, variant);
     f(&v, &r, nb, dy, dy_stride, w, scratch, dx, dx_stride);
     return LADLE_OK;
 }
