@@ -77,30 +77,45 @@ START_TEST(activations)
 }
 END_TEST
 
+/* One f32 activation over n points x0 + step i (+ wobble sin i, off the
+ * grid), forward and backward with dy = 1: x as f32 holds it, y and dx, as
+ * doubles (free them). */
+static void f32_run(ladle_activation k, int64_t n, double x0, double step, double wobble,
+                    double **xv, double **yv, double **dxv)
+{
+    ladle_op *op = NULL;
+    LT_OK(ladle_activation_create(k, 0.2, 1, &n, LADLE_F32, lt_device(), &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+    double *v = lt_values(x);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = x0 + step * (double)i + wobble * sin((double)i);
+    lt_store(x, v);
+    free(v);
+    LT_OK(ladle_tensor_fill(dy, 1.0));
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    *xv = lt_values(x), *yv = lt_values(y), *dxv = lt_values(dx);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&dy);
+    ladle_op_destroy(&op);
+}
+
 /* f32 uses vectorisable approximations: they must stay at f32 precision
  * over the whole range, tails included. */
 START_TEST(f32_accuracy)
 {
     int64_t n = 20001;
     for (int k = LADLE_RELU; k <= LADLE_GELU_TANH; k++) {
-        ladle_op *op = NULL;
-        LT_OK(
-            ladle_activation_create((ladle_activation)k, 0.2, 1, &n, LADLE_F32, lt_device(), &op));
-        ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-        ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-        double *xv = lt_values(x);
-        for (int64_t i = 0; i < n; i++)
-            xv[i] = -100.0 + 0.01 * (double)i; /* -100 .. 100 */
-        lt_store(x, xv);
-        free(xv);
-        LT_OK(ladle_tensor_fill(dy, 1.0));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        double *xv, *yv, *dxv;
+        f32_run((ladle_activation)k, n, -100.0, 0.01, 0.0, &xv, &yv,
+                &dxv); /* -100 .. 100 */
         double worst = 0, worst_d = 0;
-        xv = lt_values(x); /* as f32 holds them */
-        double *yv = lt_values(y), *dxv = lt_values(dx);
         for (int64_t i = 0; i < n; i++) {
             double v = xv[i], want = reference((ladle_activation)k, v);
             worst = fmax(worst, fabs(yv[i] - want) / fmax(1e-3, fabs(want)));
@@ -111,15 +126,60 @@ START_TEST(f32_accuracy)
                 worst_d = fmax(worst_d, fabs(dxv[i] - num) / fmax(1e-2, fabs(num)));
         }
         free(xv), free(yv), free(dxv);
-        LT_ASSERT(worst < 2e-6 && worst_d < 1e-4, "activation %d: value error %.1e, derivative "
-                  "error %.1e", k, worst, worst_d);
-        ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&dy);
-        ladle_op_destroy(&op);
+        LT_ASSERT(worst < 2e-6 && worst_d < 1e-4,
+                  "activation %d: value error %.1e, derivative "
+                  "error %.1e",
+                  k, worst, worst_d);
     }
+}
+END_TEST
+
+/* The f32 GELU's lower tail, relatively: y = x Phi(x) down to x = -13
+ * (y ~ -8e-38, still a normal float), with no floor under the reference.
+ * The argument of its exponential (-x^2/2 on the CPU, of erfc's x/sqrt2 on
+ * the GPU) rounds in f32 to a relative 2^-24, which the Gaussian turns into
+ * a relative error of up to x^2 2^-24: the bound allows twice that on top of
+ * a few ulps. The density in the derivative does the same. And the
+ * special values as f64 gives them: NaN stays NaN, +inf -> +inf,
+ * -inf -> -inf * 0 = NaN, signed zeros -> 0. */
+START_TEST(gelu_f32_tail)
+{
+    int64_t n = 1300;
+    double *xv, *yv, *dxv;
+    f32_run(LADLE_GELU, n, -13.0, 0.01, 0.003, &xv, &yv, &dxv); /* -13 .. 0 */
+    double worst = 0, worst_d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = xv[i], cdf = 0.5 * erfc(-v / sqrt(2.0));
+        double pdf = exp(-0.5 * v * v) / sqrt(2 * acos(-1.0));
+        double bound = 2e-6 + v * v * 0x1p-23, dbound = 1e-5 + v * v * 0x1p-23;
+        worst = fmax(worst, fabs(yv[i] - v * cdf) / fabs(v * cdf) / bound);
+        /* Phi + x pdf, both terms relatively exact: the sum cancels near
+         * x = -1 (the derivative's zero), so its error is taken against the
+         * larger term */
+        double d = cdf + v * pdf;
+        worst_d = fmax(worst_d, fabs(dxv[i] - d) / fmax(fabs(v * pdf), cdf) / dbound);
+    }
+    free(xv), free(yv), free(dxv);
+    LT_ASSERT(worst <= 1 && worst_d <= 1,
+              "GELU's f32 tail: value error %.2f, derivative %.2f "
+              "of the bound",
+              worst, worst_d);
+
+    int64_t m = 5;
+    ladle_op *op = NULL;
+    LT_OK(ladle_activation_create(LADLE_GELU, 0, 1, &m, LADLE_F32, lt_device(), &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    double sv[5] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
+    lt_store(x, sv);
+    LT_OK(ladle_op_forward(op, x, y));
+    yv = lt_values(y);
+    LT_ASSERT(isnan(yv[0]) && yv[1] == INFINITY && isnan(yv[2]) && yv[3] == 0 && yv[4] == 0,
+              "GELU f32 of NaN, inf, -inf, 0, -0: %g %g %g %g %g", yv[0], yv[1], yv[2],
+              yv[3], yv[4]);
+    free(yv);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
 }
 END_TEST
 
@@ -414,6 +474,7 @@ Suite *activation_suite(void)
     TCase *tc = tcase_create("activation");
     tcase_add_test(tc, activations);
     tcase_add_test(tc, f32_accuracy);
+    tcase_add_test(tc, gelu_f32_tail);
     tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
     tcase_add_test(tc, softmax_batch);

@@ -92,9 +92,9 @@ LADLE_KERNEL static void bwd_f32(ladle_activation kind, double slope, int64_t n,
          * needs only the density's exponential. Near 0, Phi = 1/2. */
         for (int64_t i = 0; i < n; i++) {
             float v = x[i], u = y[i];
-            float av = v < 0 ? -v : v;
+            float av = fabsf(v);
             float cdf = av > 1e-20f ? u / v : 0.5f;
-            float pdf = ladle_exp_negf(-0.5f * v * v) * (float)INV_SQRT2PI;
+            float pdf = ladle_gaussf(av, (float)INV_SQRT2PI);
             dx[i] = dy[i] * (cdf + v * pdf);
         }
         break;

@@ -14,6 +14,7 @@
 #ifndef LADLE_FASTMATH_H
 #define LADLE_FASTMATH_H
 
+#include <math.h>
 #include <stdint.h>
 
 static inline float ladle_expf(float x)
@@ -49,44 +50,64 @@ static inline float ladle_tanhf(float x)
     return x2 < 0.0625f ? small : big;
 }
 
-/* e^x for x <= 0 (GELU's Gaussian): one clamp instead of two, a degree-5
- * minimax polynomial (relative error 7.5e-8) instead of Taylor's degree 6,
- * and 2^k straight from the rounding's bits: the float k + 1.5 * 2^23 holds
- * k in its low mantissa bits, which the shift by 23 moves into the
- * exponent field while the rest of the word shifts out. */
-static inline float ladle_exp_negf(float x)
+/*
+ * s e^{-a^2/2} for a = |x| (GELU's Gaussian; s a constant, which folds into
+ * the coefficients), in base 2: u = -a^2 log2(e) / 2 = k + f with k an
+ * integer and |f| <= 1/2, 2^f by a degree-5 polynomial (the minimax fit of
+ * e^r on |r| <= ln2/2 with r = f ln2: relative error 1.5e-7 with its
+ * coefficients rounded to f32), and 2^k added to the exponent field of the
+ * result's bits. Rounding: k + 1.5 * 2^23 holds k in its low mantissa bits,
+ * which the shift by 23 moves into the exponent field while the rest of the
+ * word shifts out.
+ *
+ * a is clamped at 13.1, so k >= -124 and the result (>= 0.28 x 2^-124 for
+ * s >= 0.28) stays a normal number, as the exponent add needs; the clamp is
+ * an integer minimum of a's bits, which for a >= 0 order as the values do:
+ * one instruction, where GCC makes a float clamp a compare and a blend. A
+ * NaN a comes out finite: the callers carry NaN through their other factors.
+ * Beyond 13.1 the Gaussian stays at e^{-85.8}, 5.5e-38, where x Phi(x) is
+ * already below the normal floats.
+ *
+ * The rounding of u (two products) is a relative 2^-23, an absolute a^2
+ * 2^-24 in the exponent: the relative error of the result grows as a^2 in
+ * the tail, as it does for any f32 argument a (the function's own condition
+ * number there).
+ */
+static inline float ladle_gaussf(float a, const float s)
 {
-    x = x > -87.0f ? x : -87.0f;
-    float kf = x * 1.44269504088896341f + 12582912.0f;
-    float k = kf - 12582912.0f;
-    float r = x - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
-    float p = 1.000000072f + r * (0.9999996920f + r * (0.4999889485f + r * (0.1666757480f +
-              r * (4.191538172e-2f + r * 8.297650078e-3f))));
+    union {
+        float f;
+        int32_t i;
+    } b = {a}, cap = {13.1f};
+    b.i = b.i < cap.i ? b.i : cap.i;
+    float u = b.f * -0.7213475204f * b.f;
+    float kf = u + 12582912.0f;
+    float f = u - (kf - 12582912.0f);
+    float p = s * 1.000000119f +
+              f * (s * 0.6931469440f +
+                   f * (s * 0.2402212024f +
+                        f * (s * 5.550713465e-2f +
+                             f * (s * 9.675540961e-3f + f * (s * 1.327646431e-3f)))));
     union {
         float f;
         uint32_t i;
-    } kb = {kf};
-    union {
-        uint32_t i;
-        float f;
-    } scale = {(kb.i << 23) + (127u << 23)};
-    return p * scale.f;
+    } kb = {kf}, pb = {p};
+    pb.i += kb.i << 23;
+    return pb.f;
 }
 
 /*
- * The lower tail of the standard normal distribution, Phi(-|x|) =
- * erfc(z) / 2 with z = |x| / sqrt 2, given e = exp(-x^2 / 2), which the
- * caller shares with the density. erfc(z) = e erfcx(z), and the scaled
- * erfcx is smooth and bounded: with t = 1 / (1 + z / 2) it is t h(t), h a
- * degree-8 polynomial fitted here to a relative error of 4.4e-8 over
- * z in [0, 12] (beyond, e underflows). Relative accuracy holds in the far
- * tail, where 1 - Phi(|x|) would cancel.
+ * The lower tail of the standard normal distribution, Phi(-a) = erfc(z) / 2
+ * with a = |x| and z = a / sqrt 2, given e = exp(-a^2 / 2), which the caller
+ * shares with the density. erfc(z) = e erfcx(z), and the scaled erfcx is
+ * smooth and bounded: with t = 1 / (1 + z / 2) it is t h(t), h a degree-8
+ * polynomial fitted here to a relative error of 4.4e-8 over z in [0, 12]
+ * (beyond, e underflows). Relative accuracy holds in the far tail, where
+ * 1 - Phi(a) would cancel.
  */
-static inline float ladle_normal_tailf(float x, float e)
+static inline float ladle_normal_tailf(float a, float e)
 {
-    float ax = x < 0 ? -x : x;
-    float t = 1.0f / (1.0f + ax * 0.353553391f);
+    float t = 1.0f / (1.0f + a * 0.353553391f);
     float h = 1.410422344e-1f +
               t * (1.412048239e-1f +
                    t * (1.214265815e-1f +
@@ -102,7 +123,8 @@ static inline float ladle_normal_tailf(float x, float e)
  * (the lower tail straight from erfc, without cancellation). */
 static inline float ladle_normal_cdff(float x)
 {
-    float tail = ladle_normal_tailf(x, ladle_exp_negf(-0.5f * x * x));
+    float a = fabsf(x);
+    float tail = ladle_normal_tailf(a, ladle_gaussf(a, 1.0f));
     return x >= 0 ? 1.0f - tail : tail;
 }
 
