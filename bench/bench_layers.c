@@ -487,6 +487,19 @@ int main(int argc, char **argv)
         ladle_activation_create(LADLE_GELU, 0, 4, img, dt, LADLE_CPU, &op);
         memory_row("gelu", "32x64x32x32", op, 5 * xb);
         ladle_op_destroy(&op);
+        /* the others: each backward reads one of x or y and dy, writes dx */
+        static const struct {
+            const char *name;
+            ladle_activation kind;
+        } acts[] = {{"leaky", LADLE_LEAKY_RELU},
+                    {"sigmoid", LADLE_SIGMOID},
+                    {"tanh", LADLE_TANH},
+                    {"gelutanh", LADLE_GELU_TANH}};
+        for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+            ladle_activation_create(acts[i].kind, 0.01, 4, img, dt, LADLE_CPU, &op);
+            memory_row(acts[i].name, "32x64x32x32", op, 5 * xb);
+            ladle_op_destroy(&op);
+        }
     }
     MPI_Finalize();
     return 0;

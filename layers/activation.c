@@ -1,9 +1,10 @@
 /*
  * Elementwise activations (the act_forward and act_backward slots). Where
  * the derivative can be written with y alone (ReLU, LeakyReLU, sigmoid,
- * tanh) the backward reads y, so the forward may overwrite x in place; GELU
- * needs x (and its backward reads y too, for Phi(x) = y / x), and so does a
- * leaky ReLU with a negative slope, whose y is positive on both sides.
+ * tanh) the backward reads y, so the forward may overwrite x in place; the
+ * GELUs need x (and the CPU's backward reads y too, for Phi(x) = y / x or
+ * its tanh form's), and so does a leaky ReLU with a negative slope, whose y
+ * is positive on both sides.
  */
 #include <float.h>
 
