@@ -288,7 +288,9 @@ CANARY = $(if $(filter 1,$(WITH_CANARY)),$(OUT)/test/canary)
 # runs (test/idle_yield.c); not under the sanitizers, whose runtime must
 # come first among the libraries a program loads
 IDLE_YIELD = $(if $(filter 0,$(SANITIZE)),$(OUT)/test/idle_yield.so)
-tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY) $(IDLE_YIELD)
+# the benchmarks are built with the tests: test/tool_errors.sh checks their options
+tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY) $(IDLE_YIELD) \
+       $(filter-out %/bench_gpu,$(BENCH_BINS)) $(OUT)/bench/cma_pull
 
 $(OUT)/test/idle_yield.so: test/idle_yield.c
 	@mkdir -p $(dir $@)
@@ -304,7 +306,8 @@ check: deps
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
 	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
-	    CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" test/run.sh $(OUT)/test || status=1; \
+	    BENCHDIR="$(OUT)/bench" CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" \
+	    test/run.sh $(OUT)/test || status=1; \
 	if [ "$(SANITIZE)" = 0 ]; then $(MAKE) --no-print-directory check-abi || status=1; fi; \
 	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
 	if [ "$(PYTHON_CHECK)" = 1 ] && [ -z "$(TEST)" ]; then $(MAKE) --no-print-directory check-python \

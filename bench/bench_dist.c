@@ -430,12 +430,16 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--reps"))
-            reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--only"))
-            only = argv[i + 1];
+    long long nreps = reps;
+    const bench_opt opts[] = {
+        {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
+        {"--only", 0, 0, NULL, &only, "conv-halo,dp-sync,lenet,resnet", 0},
+    };
+    if (bench_options("bench_dist", me, argc, argv, opts, sizeof opts / sizeof opts[0])) {
+        MPI_Finalize();
+        return 2;
     }
+    reps = (int)nreps;
     ladle_set_num_threads(1);
     const int64_t B = 64;
     if (me == 0)

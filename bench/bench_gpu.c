@@ -1023,14 +1023,15 @@ static void usage(void)
 /* The options; 0, or the exit status for a bad one. */
 static int parse(int argc, char **argv, int *tf32)
 {
+    long long count;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick"))
             quick = 1;
         else if (!strcmp(a, "--tf32"))
             *tf32 = 1;
-        else if (!strcmp(a, "--reps") && v && atoi(v) > 0)
-            reps = atoi(v), i++;
+        else if (!strcmp(a, "--reps") && v && bench_count(v, 1, 1000, &count))
+            reps = (int)count, i++;
         else if (!strcmp(a, "--only") && v)
             only = v, i++;
         else if (!strcmp(a, "--torch") && v)

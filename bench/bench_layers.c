@@ -262,16 +262,27 @@ int main(int argc, char **argv)
     int threads = 1;
     ladle_dtype dt = LADLE_F32;
     MPI_Init(&argc, &argv);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--threads") == 0)
-            threads = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--reps") == 0)
-            reps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--only") == 0)
-            only = argv[i + 1];
-        else if (strcmp(argv[i], "--dtype") == 0)
-            dt = strcmp(argv[i + 1], "f64") == 0 ? LADLE_F64 : LADLE_F32;
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    long long nthreads = threads, nreps = reps;
+    const char *dtype = "f32";
+    const bench_opt opts[] = {
+        {"--threads", 1, 256, &nthreads, NULL, NULL, 0},
+        {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
+        {"--only", 0, 0, NULL, &only,
+         "linear,conv2d,convdirect,maxpool,avgpool,gavgpool,batchnorm,relu,gelu,leaky,"
+         "sigmoid,"
+         "tanh,gelutanh,attn,mlp",
+         0},
+        {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
+    };
+    if (bench_options("bench_layers", rank, argc, argv, opts,
+                      sizeof opts / sizeof opts[0])) {
+        MPI_Finalize();
+        return 2;
     }
+    threads = (int)nthreads, reps = (int)nreps;
+    dt = strcmp(dtype, "f64") == 0 ? LADLE_F64 : LADLE_F32;
     ladle_set_num_threads(threads);
     size_t es = dt == LADLE_F32 ? 4 : 8;
     printf("# %s, %d BLAS thread(s), median of %d\n", ladle_dtype_name(dt), threads, reps);

@@ -91,17 +91,19 @@ static ladle_tensor *make(int nd, const int64_t *shape)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--reps"))
-            reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--calls"))
-            calls = atoi(argv[i + 1]);
-    }
-    if (reps < 1 || calls < 10) {
-        fprintf(stderr, "bench_overhead: --reps at least 1, --calls at least 10\n");
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    long long nreps = reps, ncalls = calls;
+    const bench_opt opts[] = {
+        {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
+        {"--calls", 10, 100000000, &ncalls, NULL, NULL, 0},
+    };
+    if (bench_options("bench_overhead", rank, argc, argv, opts,
+                      sizeof opts / sizeof opts[0])) {
         MPI_Finalize();
         return 2;
     }
+    reps = (int)nreps, calls = (int)ncalls;
     ladle_set_num_threads(1);
     int me;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);

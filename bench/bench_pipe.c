@@ -455,16 +455,18 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--steps"))
-            steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--microbatches"))
-            m = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--hidden"))
-            hidden = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--svg-dir"))
-            svg_dir = argv[i + 1];
+    long long nsteps = steps, nm = m, nhidden = hidden;
+    const bench_opt opts[] = {
+        {"--steps", 1, 1000, &nsteps, NULL, NULL, 0},
+        {"--microbatches", 1, 4096, &nm, NULL, NULL, 0},
+        {"--hidden", 3, 16384, &nhidden, NULL, NULL, 0}, /* a layer of hidden / 3 */
+        {"--svg-dir", 0, 0, NULL, &svg_dir, NULL, 0},
+    };
+    if (bench_options("bench_pipe", me, argc, argv, opts, sizeof opts / sizeof opts[0])) {
+        MPI_Finalize();
+        return 2;
     }
+    steps = (int)nsteps, m = (int)nm, hidden = (int)nhidden;
     if (world != 2 && world != 4 && world != 8) {
         if (me == 0)
             printf("bench_pipe: runs on 2, 4 or 8 ranks (got %d); skipped\n", world);

@@ -314,16 +314,27 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--min-kib") == 0)
-            min_kib = atoll(argv[i + 1]);
-        else if (strcmp(argv[i], "--max-kib") == 0)
-            max_kib = atoll(argv[i + 1]);
-        else if (strcmp(argv[i], "--reps") == 0)
-            reps_opt = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--only") == 0)
-            only = argv[i + 1];
+    long long nmin = min_kib, nmax = max_kib, nreps = 0;
+    const bench_opt opts[] = {
+        {"--min-kib", 1, 1 << 20, &nmin, NULL, NULL, 0},
+        {"--max-kib", 1, 1 << 20, &nmax, NULL, NULL, 0},
+        {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
+        {"--only", 0, 0, NULL, &only,
+         "broadcast,sum-reduce,all-sum-reduce,halo-exchange,repartition", 1},
+    };
+    if (bench_options("bench_primitives", rank, argc, argv, opts,
+                      sizeof opts / sizeof opts[0])) {
+        MPI_Finalize();
+        return 2;
     }
+    if (nmin > nmax) {
+        if (rank == 0)
+            fprintf(stderr, "bench_primitives: --min-kib %lld is above --max-kib %lld\n",
+                    nmin, nmax);
+        MPI_Finalize();
+        return 2;
+    }
+    min_kib = nmin, max_kib = nmax, reps_opt = (int)nreps;
     samples = calloc(2 * 1024, sizeof(double));
     const char *local = getenv("MPI_LOCALNRANKS");
     if (local == NULL)

@@ -7,6 +7,7 @@
 set -u
 MPIEXEC=${MPIEXEC:-mpiexec}
 BINDIR=${BINDIR:-bin}
+BENCHDIR=${BENCHDIR:-build/bench}
 RANK_COUNTS=${TOOL_RANKS:-"1 2 3"}
 fails=0
 tmp=$(mktemp -d)
@@ -30,6 +31,21 @@ mpi() {
     for n in $RANK_COUNTS; do
         out=$(timeout 300 $MPIEXEC -n "$n" "$BINDIR/$tool" "$@" 2>&1)
         check "-n $n $tool $*" "$want" "$text" $? "$out"
+    done
+}
+
+# bench CODE TEXT RANKS PROGRAM ARGS...: a benchmark program of BENCHDIR
+# at each of RANKS
+bench() {
+    want=$1 text=$2 ranks=$3 prog=$4
+    shift 4
+    for n in $ranks; do
+        if [ ! -x "$BENCHDIR/$prog" ]; then
+            check "$prog (not built in $BENCHDIR)" 0 x 1 ""
+            continue
+        fi
+        out=$(timeout 300 $MPIEXEC -n "$n" "$BENCHDIR/$prog" "$@" 2>&1)
+        check "-n $n $prog $*" "$want" "$text" $? "$out"
     done
 }
 
@@ -246,6 +262,27 @@ plain 2 "No space left on device" ladle-pipe --svg /dev/full
 plain 2 "unknown option '--frob'" ladle-pipe --frob 1
 plain 2 "unexpected argument 'x'" ladle-pipe x
 plain 0 "ladle-pipe (ladle " ladle-pipe --version
+
+# ---- the benchmarks' options (bench/common.h) ------------------------------
+bench 2 "--reps 0: wants a whole number in range [1, 1000]" "1 2" bench_layers --reps 0
+bench 2 "--reps 5x: wants a whole number" "1" bench_layers --reps 5x
+bench 2 "--threads -1: wants a whole number in range [1, 256]" "1" bench_layers --threads -1
+bench 2 "--only gleu: is not one of the choices" "1" bench_layers --only gleu
+bench 2 "--dtype f16: is not one of the choices (f32,f64)" "1" bench_layers --dtype f16
+bench 2 "--rep 3: unknown option" "1" bench_layers --rep 3
+bench 2 "--reps: needs a value" "1" bench_layers --only relu --reps
+bench 0 "relu     32x64x32x32" "1" bench_layers --only relu --reps 1
+bench 2 "--only halo,repartition: is not one of the choices" "1 2 3" bench_primitives --only halo,repartition
+bench 2 "--min-kib 8 is above --max-kib 4" "2" bench_primitives --min-kib 8 --max-kib 4
+bench 2 "--max-kib 99999999: wants a whole number" "2" bench_primitives --max-kib 99999999
+bench 0 "broadcast" "2" bench_primitives --only broadcast --max-kib 1 --reps 1
+bench 2 "--only xyz: is not one of the choices (conv-halo,dp-sync,lenet,resnet)" "1 2" bench_dist --only xyz
+bench 2 "--hidden 2: wants a whole number in range [3, 16384]" "1 2" bench_pipe --hidden 2
+bench 2 "--steps 1e3: wants a whole number" "2" bench_pipe --steps 1e3
+bench 2 "--calls 5: wants a whole number in range [10, 100000000]" "1" bench_overhead --calls 5
+bench 2 "--layers: '0' is not a count from 1 to 2^20" "1" bench_gpt --layers 0
+bench 2 "usage: mpiexec -n 2 cma_pull" "1 2" cma_pull 0
+bench 2 "usage: mpiexec -n 2 cma_pull" "3" cma_pull
 
 echo "$fails failures"
 [ "$fails" -eq 0 ]
