@@ -1034,7 +1034,7 @@ static int parse(int argc, char **argv, int *tf32)
             reps = (int)count, i++;
         else if (!strcmp(a, "--only") && v)
             only = v, i++;
-        else if (!strcmp(a, "--torch") && v)
+        else if (!strcmp(a, "--torch") && v && access(v, R_OK) == 0)
             torch_file = v, i++;
         else {
             if (me == 0)

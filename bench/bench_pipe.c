@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ladle.h"
 
@@ -325,16 +326,21 @@ static void replay(const ladle_pipe_schedule *s, const model *md, int n,
     ladle_pipe_sim_destroy(&sim);
 }
 
+static int svg_failed; /* a picture asked for and not written: exit status 1 */
+
 static void write_svg(const char *name, const char *title, int W, int n,
                       const ladle_pipe_event *ev)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s.svg", svg_dir, name);
-    FILE *f = fopen(path, "w");
-    if (f == NULL || ladle_pipe_write_svg(f, title, W, n, ev) != LADLE_OK)
+    int len = snprintf(path, sizeof path, "%s/%s.svg", svg_dir, name);
+    FILE *f = len > 0 && (size_t)len < sizeof path ? fopen(path, "w") : NULL;
+    int ok = f != NULL && ladle_pipe_write_svg(f, title, W, n, ev) == LADLE_OK;
+    if (f != NULL && fclose(f) != 0)
+        ok = 0;
+    if (!ok) {
         fprintf(stderr, "bench_pipe: cannot write %s\n", path);
-    if (f)
-        fclose(f);
+        svg_failed = 1;
+    }
 }
 
 /* Run schedule s with stage j = layers first[j] .. first[j+1]-1. */
@@ -467,6 +473,13 @@ int main(int argc, char **argv)
         return 2;
     }
     steps = (int)nsteps, m = (int)nm, hidden = (int)nhidden;
+    struct stat sb;
+    if (svg_dir != NULL && (stat(svg_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        if (me == 0)
+            fprintf(stderr, "bench_pipe: --svg-dir %s: not a directory\n", svg_dir);
+        MPI_Finalize();
+        return 2;
+    }
     if (world != 2 && world != 4 && world != 8) {
         if (me == 0)
             printf("bench_pipe: runs on 2, 4 or 8 ranks (got %d); skipped\n", world);
@@ -583,6 +596,7 @@ int main(int argc, char **argv)
                    r[k].bubble, r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms,
                    r[k].rsim_ms, r[k].rsim_bubble, r[k].bare_ms);
     }
+    MPI_Allreduce(MPI_IN_PLACE, &svg_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
-    return 0;
+    return svg_failed ? 1 : 0;
 }

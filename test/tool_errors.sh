@@ -279,6 +279,12 @@ bench 0 "broadcast" "2" bench_primitives --only broadcast --max-kib 1 --reps 1
 bench 2 "--only xyz: is not one of the choices (conv-halo,dp-sync,lenet,resnet)" "1 2" bench_dist --only xyz
 bench 2 "--hidden 2: wants a whole number in range [3, 16384]" "1 2" bench_pipe --hidden 2
 bench 2 "--steps 1e3: wants a whole number" "2" bench_pipe --steps 1e3
+bench 2 "--svg-dir $tmp/missing: not a directory" "2" bench_pipe --svg-dir "$tmp/missing"
+bench 1 "bench_pipe: cannot write /proc/pipeline_gpipe_measured.svg" "2" bench_pipe --svg-dir /proc --steps 1 --microbatches 4 --hidden 24
+mkdir -p "$tmp/svg"
+bench 0 "hybrid " "2" bench_pipe --svg-dir "$tmp/svg" --steps 1 --microbatches 4 --hidden 24
+[ -s "$tmp/svg/pipeline_hybrid_measured.svg" ] && [ -s "$tmp/svg/pipeline_1f1b_simulated.svg" ]
+check "bench_pipe --svg-dir wrote its pictures" 0 x $? x
 bench 2 "--calls 5: wants a whole number in range [10, 100000000]" "1" bench_overhead --calls 5
 bench 2 "--layers: '0' is not a count from 1 to 2^20" "1" bench_gpt --layers 0
 bench 2 "usage: mpiexec -n 2 cma_pull" "1 2" cma_pull 0
