@@ -272,7 +272,7 @@ int main(int argc, char **argv)
         {"--only", 0, 0, NULL, &only,
          "linear,conv2d,convdirect,maxpool,avgpool,gavgpool,batchnorm,relu,gelu,leaky,"
          "sigmoid,"
-         "tanh,gelutanh,attn,mlp",
+         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,attn,mlp",
          0},
         {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
     };
@@ -511,6 +511,31 @@ int main(int argc, char **argv)
             memory_row(acts[i].name, "32x64x32x32", op, 5 * xb);
             ladle_op_destroy(&op);
         }
+    }
+    {
+        /* the transformers' rowwise layers on 2048 rows of 1024 (as many
+         * bytes as the images above): softmax reads x, writes y; its
+         * backward reads y and dy, writes dx. The norms' backward (input
+         * and weight gradients) reads x and dy once and writes dx. Dropout
+         * regenerates its mask from the seed: x -> y, dy -> dx. */
+        int64_t rows[2] = {2048, 1024};
+        ladle_op *op = NULL;
+        ladle_softmax_create(2, rows, -1, LADLE_SOFTMAX, dt, LADLE_CPU, &op);
+        memory_row("softmax", "2048x1024 along rows", op, 5 * xb);
+        ladle_op_destroy(&op);
+        ladle_layernorm_desc ln;
+        ladle_layernorm_desc_init(&ln, 1);
+        ladle_layernorm_create(&ln, 2, rows, dt, LADLE_CPU, &op);
+        memory_row("layernorm", "2048x1024 along rows", op, 5 * xb);
+        ladle_op_destroy(&op);
+        ladle_rmsnorm_desc rn;
+        ladle_rmsnorm_desc_init(&rn, 1);
+        ladle_rmsnorm_create(&rn, 2, rows, dt, LADLE_CPU, &op);
+        memory_row("rmsnorm", "2048x1024 along rows", op, 5 * xb);
+        ladle_op_destroy(&op);
+        ladle_dropout_create(2, rows, 0.1, dt, LADLE_CPU, 7, &op);
+        memory_row("dropout", "2048x1024 p 0.1", op, 4 * xb);
+        ladle_op_destroy(&op);
     }
     MPI_Finalize();
     return 0;
