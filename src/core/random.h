@@ -28,12 +28,23 @@ static inline LADLE_HD uint64_t ladle__rng_mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* The value is in two steps: a key of (seed, stream), then the key's value
+ * at a counter, so that a loop over counters mixes its key once. */
+static inline LADLE_HD uint64_t ladle__rng_key(uint64_t seed, uint64_t stream)
+{
+    uint64_t k = ladle__rng_mix(seed + 0x9e3779b97f4a7c15ull);
+    return ladle__rng_mix(k ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
+}
+
+static inline LADLE_HD uint64_t ladle__rng_at(uint64_t key, uint64_t counter)
+{
+    return ladle__rng_mix(key ^ (counter * 0x9e3779b97f4a7c15ull));
+}
+
 static inline LADLE_HD uint64_t ladle__rng_bits(uint64_t seed, uint64_t stream,
                                                 uint64_t counter)
 {
-    uint64_t k = ladle__rng_mix(seed + 0x9e3779b97f4a7c15ull);
-    k = ladle__rng_mix(k ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
-    return ladle__rng_mix(k ^ (counter * 0x9e3779b97f4a7c15ull));
+    return ladle__rng_at(ladle__rng_key(seed, stream), counter);
 }
 
 static inline LADLE_HD double ladle__rng_uniform(uint64_t seed, uint64_t stream,
