@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "src/backends/cpu/cpu.h"
+#include "src/backends/cpu/simd.h"
+
+#define NL 8 /* the lanes of the rows' sums (norm_rows.inc) */
 
 #define T float
 #define FWD norm_fwd_f32
