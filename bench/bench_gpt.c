@@ -244,22 +244,6 @@ static double steps(run *r, int k)
     return worst / k;
 }
 
-static int64_t arg(int argc, char **argv, const char *name, int64_t dflt)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) {
-            char *end = NULL;
-            long long v = strtoll(argv[i + 1], &end, 10);
-            if (end == argv[i + 1] || *end != '\0' || v < 1 || v > (1 << 20)) {
-                fprintf(stderr, "bench_gpt: %s: '%s' is not a count from 1 to 2^20\n", name,
-                        argv[i + 1]);
-                MPI_Abort(MPI_COMM_WORLD, 2);
-            }
-            return v;
-        }
-    return dflt;
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -269,13 +253,26 @@ int main(int argc, char **argv)
     ladle_gpt_desc d;
     ladle_gpt_desc_init(&d);
     d.vocab = 114; /* the fortunes' */
-    d.layers = (int)arg(argc, argv, "--layers", 4);
-    d.width = arg(argc, argv, "--width", 128);
-    d.heads = arg(argc, argv, "--heads", 4);
-    d.context = arg(argc, argv, "--context", 128);
-    d.batch = arg(argc, argv, "--batch", 16);
-    int k = (int)arg(argc, argv, "--steps", 3), reps = (int)arg(argc, argv, "--reps", 5);
-    int m = (int)arg(argc, argv, "--microbatches", 4);
+    long long layers = 4, width = 128, heads = 4, context = 128, batch = 16, nsteps = 3,
+              nreps = 5, micro = 4;
+    const long long most = 1 << 20;
+    const bench_opt opts[] = {
+        {"--layers", 1, most, &layers, NULL, NULL, 0},
+        {"--width", 1, most, &width, NULL, NULL, 0},
+        {"--heads", 1, most, &heads, NULL, NULL, 0},
+        {"--context", 1, most, &context, NULL, NULL, 0},
+        {"--batch", 1, most, &batch, NULL, NULL, 0},
+        {"--steps", 1, most, &nsteps, NULL, NULL, 0},
+        {"--reps", 1, most, &nreps, NULL, NULL, 0},
+        {"--microbatches", 1, most, &micro, NULL, NULL, 0},
+    };
+    if (bench_options("bench_gpt", rank, argc, argv, opts, sizeof opts / sizeof opts[0])) {
+        MPI_Finalize();
+        return 2;
+    }
+    d.layers = (int)layers, d.width = width, d.heads = heads, d.context = context;
+    d.batch = batch;
+    int k = (int)nsteps, reps = (int)nreps, m = (int)micro;
     if (d.batch % m != 0) {
         if (rank == 0)
             fprintf(stderr, "bench_gpt: --microbatches %d must divide the batch %lld\n", m,

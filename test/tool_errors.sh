@@ -286,7 +286,8 @@ bench 0 "hybrid " "2" bench_pipe --svg-dir "$tmp/svg" --steps 1 --microbatches 4
 [ -s "$tmp/svg/pipeline_hybrid_measured.svg" ] && [ -s "$tmp/svg/pipeline_1f1b_simulated.svg" ]
 check "bench_pipe --svg-dir wrote its pictures" 0 x $? x
 bench 2 "--calls 5: wants a whole number in range [10, 100000000]" "1" bench_overhead --calls 5
-bench 2 "--layers: '0' is not a count from 1 to 2^20" "1" bench_gpt --layers 0
+bench 2 "--layers 0: wants a whole number in range [1, 1048576]" "1" bench_gpt --layers 0
+bench 2 "--layer 2: unknown option" "1" bench_gpt --layer 2
 bench 2 "usage: mpiexec -n 2 cma_pull" "1 2" cma_pull 0
 bench 2 "usage: mpiexec -n 2 cma_pull" "3" cma_pull
 

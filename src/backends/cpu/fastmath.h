@@ -17,6 +17,15 @@
 #include <math.h>
 #include <stdint.h>
 
+/* e^r for |r| <= ln2 / 2: degree-6 Taylor */
+static inline float ladle_exp_poly(float r)
+{
+    return 1.0f +
+           r * (1.0f + r * (0.5f + r * (1.6666667e-1f +
+                                        r * (4.1666668e-2f +
+                                             r * (8.3333338e-3f + r * 1.3888889e-3f)))));
+}
+
 static inline float ladle_expf(float x)
 {
     x = x > 88.0f ? 88.0f : x;
@@ -25,8 +34,7 @@ static inline float ladle_expf(float x)
     float k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - k * 0.693359375f;     /* ln2, high part (exact product) */
     r = r - k * -2.12194440e-4f;        /* and the rest */
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.6666667e-1f +
-              r * (4.1666668e-2f + r * (8.3333338e-3f + r * 1.3888889e-3f)))));
+    float p = ladle_exp_poly(r);
     union {
         int32_t i;
         float f;

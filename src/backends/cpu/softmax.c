@@ -52,10 +52,7 @@ LADLE_INLINE float exp_diff(float x, float mx)
     float r = d - k * 0.693359375f;
     r = r - k * -2.12194440e-4f;
     r = r + lo;
-    float p = 1.0f +
-              r * (1.0f + r * (0.5f + r * (1.6666667e-1f +
-                                           r * (4.1666668e-2f +
-                                                r * (8.3333338e-3f + r * 1.3888889e-3f)))));
+    float p = ladle_exp_poly(r);
     union {
         float f;
         uint32_t i;
