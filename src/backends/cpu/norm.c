@@ -14,7 +14,10 @@
 #include "src/backends/cpu/cpu.h"
 #include "src/backends/cpu/simd.h"
 
-#define NL 8 /* the lanes of the rows' sums (norm_rows.inc) */
+/* the lanes of the rows' sums (norm_rows.inc): four vectors of doubles at
+ * AVX-512, eight at AVX2, so that as many sums are in flight at once (one
+ * vector of eight lanes left each pass waiting on its adds' latency) */
+#define NL 32
 
 #define T float
 #define FWD norm_fwd_f32
