@@ -220,9 +220,11 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
  * layer must do at the least: the projections' 3 x 2 GEMMs (24 N T E H d)
  * and the core's six T x T x d products per (sample, head), S, P V, dV,
  * dP, dQ, dK (12 N H T^2 d, half of it when causal). The layer does more:
- * its backward recomputes S and P, and backward and backward_weight each
- * run the core's backward, so a ratio near 1 would mean its kernels beat
- * GEMM speed; what it shows is the cost of recomputing in double. */
+ * its backward recomputes S and P (backward_weight reuses the backward's
+ * dqkv here, called straight after it), and the core's products are double
+ * GEMMs of tiles, at about half the f32 rate, so a ratio near 1 would mean
+ * its kernels beat GEMM speed; what it shows is the cost of recomputing in
+ * double. */
 static void attention_row(const char *shape, ladle_op *op, double flops)
 {
     const char *name = "attn";

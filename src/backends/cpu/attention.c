@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "src/backends/cpu/cpu.h"
+#include "src/backends/cpu/fastmath.h"
+#include "src/backends/cpu/simd.h"
 
 /* rows x cols of src (leading dimension ld, dtype) into dst (contiguous). */
 static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
@@ -78,6 +80,40 @@ static int64_t visible(const ladle_attn_geom *g, int64_t i0, int64_t r, int64_t 
     return lim < 0 ? 0 : lim > bj ? bj : lim;
 }
 
+/* A forward tile's row: s[c] = e^{s[c] - mx} for c < lim, 0 up to bj;
+ * returns their sum, in AL lanes (the exponentials are vectorised,
+ * fastmath.h's; a running sum would keep the loop scalar). */
+#define AL 8
+LADLE_KERNEL static double exp_row(double *s, int64_t bj, int64_t lim, double mx)
+{
+    double a[AL] = {0}, sum = 0;
+    int64_t c = 0;
+    for (; c + AL <= bj; c += AL)
+        for (int l = 0; l < AL; l++) {
+            double e = c + l < lim ? ladle_exp_f64(s[c + l] - mx) : 0.0;
+            s[c + l] = e;
+            a[l] += e;
+        }
+    for (; c < bj; c++) {
+        s[c] = c < lim ? ladle_exp_f64(s[c] - mx) : 0.0;
+        sum += s[c];
+    }
+    for (int l = 0; l < AL; l++)
+        sum += a[l];
+    return sum;
+}
+
+/* A backward tile's row: p[c] = e^{p[c] - lse} (0 from lim on) and
+ * dp[c] = p[c] (dp[c] - delta). */
+LADLE_KERNEL static void exp_row_back(double *p, double *dp, int64_t bj, int64_t lim,
+                                      double lse, double delta)
+{
+    for (int64_t c = 0; c < bj; c++) {
+        p[c] = c < lim ? ladle_exp_f64(p[c] - lse) : 0.0;
+        dp[c] = p[c] * (dp[c] - delta);
+    }
+}
+
 /* One (sample, head) forward. q, k, v: T x d doubles; o: the head's
  * output columns (row stride ldo); lse: T doubles. */
 static void head_forward(const ladle_attn_geom *g, ladle_dtype dtype, const double *q,
@@ -100,11 +136,7 @@ static void head_forward(const ladle_attn_geom *g, ladle_dtype dtype, const doub
                 double mx = m[r];
                 for (int64_t c = 0; c < lim; c++)
                     mx = sr[c] > mx ? sr[c] : mx;
-                double sum = 0;
-                for (int64_t c = 0; c < bj; c++) {
-                    sr[c] = c < lim ? exp(sr[c] - mx) : 0.0;
-                    sum += sr[c];
-                }
+                double sum = exp_row(sr, bj, lim, mx);
                 if (mx != m[r] && lim > 0) {
                     double corr = exp(m[r] - mx); /* 0 for the first tile */
                     l[r] *= corr;
@@ -164,11 +196,7 @@ static void head_backward(const ladle_attn_geom *g, const double *q, const doubl
             dgemm(0, 1, bi, bj, d, 1.0, dout + i0 * d, d, v + j0 * d, d, 0.0, dp, B);
             for (int64_t r = 0; r < bi; r++) {
                 int64_t lim = visible(g, i0, r, j0, bj);
-                double *pr = p + r * B, *dr = dp + r * B;
-                for (int64_t c = 0; c < bj; c++) {
-                    pr[c] = c < lim ? exp(pr[c] - lse[i0 + r]) : 0.0;
-                    dr[c] = pr[c] * (dr[c] - delta[i0 + r]);
-                }
+                exp_row_back(p + r * B, dp + r * B, bj, lim, lse[i0 + r], delta[i0 + r]);
             }
             dgemm(1, 0, bj, d, bi, 1.0, p, B, dout + i0 * d, d, 1.0, dv + j0 * d, d);
             dgemm(0, 0, bi, d, bj, g->scale, dp, B, k + j0 * d, d, 1.0, dq + i0 * d, d);

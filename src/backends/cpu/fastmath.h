@@ -1,7 +1,7 @@
 /*
  * Vectorisable single-precision exp, sigmoid, tanh and the normal
- * distribution function. Plain arithmetic and bit moves, no branches and no
- * library calls, so loops over them vectorise; errors stay within a few
+ * distribution function, and a double exp (attention's). Plain arithmetic and bit moves, no
+ * branches and no library calls, so loops over them vectorise; errors stay within a few
  * units in the last place of f32.
  *
  *  - exp: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two parts for an
@@ -40,6 +40,52 @@ static inline float ladle_expf(float x)
         float f;
     } scale = {((int32_t)k + 127) << 23};
     return p * scale.f;
+}
+
+/*
+ * e^x in double for x <= 709 (attention's scores less their maximum or
+ * their log-sum-exp, never much above 0): x = k ln2 + r with ln2 in two
+ * parts (k ln2's high part exact for |k| < 2^20), |r| <= ln2/2 + a rounding,
+ * e^r by its Taylor series to r^13 (the next term is below 5e-18 of the
+ * result) in Horner form, 2^k put into the exponent bits from the rounding
+ * constant's low bits (no float-to-integer conversion, which AVX2 lacks for
+ * 64-bit lanes). Within an ulp of the C library's e^x where the result is
+ * normal (4 million points over -708.3 .. 709, with and without FMA); below
+ * e^-708.39 (the smallest normal double, 2.2e-308) it returns 0, and NaN
+ * gives NaN.
+ */
+static inline double ladle_exp_f64(double x)
+{
+    double xc = x < -708.39 ? -708.39 : x > 709.0 ? 709.0 : x;
+    /* kf's low bits hold k = round(x / ln2): 1.5 * 2^52 pushes the fraction out */
+    double kf = xc * 1.4426950408889634 + 6755399441055744.0;
+    double k = kf - 6755399441055744.0;
+    double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    /* 1 / n! for n = 0 .. 13, summed in Horner form from r^13 down */
+    static const double inv_fact[14] = {1.0,
+                                        1.0,
+                                        1.0 / 2,
+                                        1.0 / 6,
+                                        1.0 / 24,
+                                        1.0 / 120,
+                                        1.0 / 720,
+                                        1.0 / 5040,
+                                        1.0 / 40320,
+                                        1.0 / 362880,
+                                        1.0 / 3628800,
+                                        1.0 / 39916800,
+                                        1.0 / 479001600,
+                                        1.0 / 6227020800.0};
+    double p = inv_fact[13];
+    for (int n = 12; n >= 0; n--)
+        p = p * r + inv_fact[n];
+    union {
+        double f;
+        uint64_t i;
+    } kb = {kf}, scale;
+    /* the low 12 bits of kb are k's (mod 4096); k + 1023 lies in 1 .. 2046 */
+    scale.i = (kb.i + 1023u) << 52;
+    return x < -708.39 ? 0.0 : p * scale.f;
 }
 
 static inline float ladle_sigmoidf(float x)
