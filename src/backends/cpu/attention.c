@@ -27,8 +27,8 @@
 #include "src/backends/cpu/simd.h"
 
 /* rows x cols of src (leading dimension ld, dtype) into dst (contiguous). */
-static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
-                  int64_t cols, double *dst)
+LADLE_KERNEL static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
+                               int64_t cols, double *dst)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (dtype == LADLE_F32) {
@@ -43,8 +43,8 @@ static void widen(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
 }
 
 /* The reverse: contiguous doubles times f into rows of dst, rounded once. */
-static void narrow(ladle_dtype dtype, const double *src, int64_t rows, int64_t cols,
-                   double f, void *dst, int64_t ld)
+LADLE_KERNEL static void narrow(ladle_dtype dtype, const double *src, int64_t rows,
+                                int64_t cols, double f, void *dst, int64_t ld)
 {
     for (int64_t r = 0; r < rows; r++) {
         if (dtype == LADLE_F32) {
