@@ -218,6 +218,10 @@ endif
 CPU_FUSED := activation batchnorm conv conv_direct dropout loss pool pool_direct softmax
 $(BUILD)/layers/%.o $(patsubst %,$(BUILD)/src/backends/cpu/%.o,$(CPU_FUSED)): \
     CFLAGS_ALL += -ffp-contract=fast
+# The CPU kernels never read errno, so their math calls need not set it:
+# with errno, a sqrt kept the optimizers' update loops scalar (their values
+# are the same bits either way; docs/benchmarks.md).
+$(BUILD)/src/backends/cpu/%.o: CFLAGS_ALL += -fno-math-errno
 # The channels' direct convolution (src/backends/cpu/conv_channels.inc)
 # broadcasts each input from memory into its multiply-add; GCC's predictive
 # commoning instead carried the inputs that neighbouring outputs share

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "src/backends/cpu/cpu.h"
+#include "src/backends/cpu/simd.h"
 
 #define T float
 #define SGD sgd_f32
