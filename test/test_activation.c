@@ -288,83 +288,89 @@ END_TEST
  * loops); inputs over +-30 with some entries -inf, as an attention mask
  * gives (their softmax exactly 0). Values within a few f32 ulps; gradients
  * y (dy - sum dy y) and dy - p sum dy, within a few ulps of their terms. */
-START_TEST(softmax_f32)
+START_TEST(softmax_rows)
 {
     static const int64_t shapes[3][3] = {{3, 1000, 1}, {5, 37, 1}, {2, 7, 3}};
     unsigned seed = 11;
-    for (int c = 0; c < 3; c++)
-        for (int lg = 0; lg < 2; lg++) {
-            const int64_t *sh = shapes[c];
-            int dim = 1, n = (int)(sh[0] * sh[1] * sh[2]);
-            ladle_op *op = NULL;
-            LT_OK(ladle_softmax_create(3, sh, dim, lg ? LADLE_LOG_SOFTMAX : LADLE_SOFTMAX,
-                                       LADLE_F32, lt_device(), &op));
-            ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-            ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-            double *xv = malloc(sizeof(double) * (size_t)n),
-                   *gv = malloc(sizeof(double) * (size_t)n);
-            for (int i = 0; i < n; i++) {
-                seed = seed * 1103515245u + 12345u;
-                xv[i] = 60.0 * ((double)(seed >> 8) / 16777216.0 - 0.5);
-                gv[i] = (double)((seed >> 4) % 1000) / 500.0 - 1.0;
-                if (i % 13 == 5)
-                    xv[i] = -INFINITY;
-            }
-            lt_store(x, xv);
-            lt_store(dy, gv);
-            free(xv), free(gv);
-            ladle_ctx *ctx = NULL;
-            LT_OK(ladle_ctx_create(op, &ctx));
-            LT_OK(ladle_layer_forward(op, ctx, x, y));
-            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
-            double *X = lt_values(x), *Y = lt_values(y), *G = lt_values(dy),
-                   *D = lt_values(dx);
-            double worst = 0, worst_d = 0;
-            int zeros = 1;
-            int64_t len = sh[1], inner = sh[2];
-            for (int64_t o = 0; o < sh[0]; o++)
-                for (int64_t in = 0; in < inner; in++) {
-                    int64_t b = o * len * inner + in;
-                    double mx = -INFINITY, z = 0, acc = 0;
-                    for (int64_t k = 0; k < len; k++)
-                        mx = fmax(mx, X[b + k * inner]);
-                    for (int64_t k = 0; k < len; k++)
-                        z += exp(X[b + k * inner] - mx);
-                    for (int64_t k = 0; k < len; k++) {
-                        int64_t i = b + k * inner;
-                        double lp = X[i] - mx - log(z), p = exp(lp);
-                        if (lg)
-                            worst = fmax(worst, fabs(Y[i] - lp) / fmax(1.0, fabs(lp)));
-                        else if (p > 1e-30)
-                            worst = fmax(worst, fabs(Y[i] - p) / p);
-                        if (X[i] == -INFINITY)
-                            zeros &= lg ? Y[i] == -INFINITY : Y[i] == 0;
-                        acc += lg ? G[i] : G[i] * Y[i];
-                    }
-                    for (int64_t k = 0; k < len; k++) {
-                        int64_t i = b + k * inner;
-                        double p = lg ? exp(Y[i]) : Y[i];
-                        double want = lg ? G[i] - p * acc : Y[i] * (G[i] - acc);
-                        double scale = lg ? fabs(G[i]) + p * fabs(acc)
-                                          : fabs(Y[i]) * (fabs(G[i]) + fabs(acc));
-                        if (scale > 0)
-                            worst_d = fmax(worst_d, fabs(D[i] - want) / scale);
-                        else
-                            worst_d = fmax(worst_d, fabs(D[i]));
-                    }
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int c = 0; c < 3; c++)
+            for (int lg = 0; lg < 2; lg++) {
+                /* f64: the reference's own rounding of x - mx - log z, up to 60
+                 * here, is 60 2^-53 relative in p */
+                double tol = f64 ? 1e-13 : 1e-6;
+                const int64_t *sh = shapes[c];
+                int dim = 1, n = (int)(sh[0] * sh[1] * sh[2]);
+                ladle_op *op = NULL;
+                LT_OK(ladle_softmax_create(3, sh, dim,
+                                           lg ? LADLE_LOG_SOFTMAX : LADLE_SOFTMAX,
+                                           f64 ? LADLE_F64 : LADLE_F32, lt_device(), &op));
+                ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+                ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
+                double *xv = malloc(sizeof(double) * (size_t)n),
+                       *gv = malloc(sizeof(double) * (size_t)n);
+                for (int i = 0; i < n; i++) {
+                    seed = seed * 1103515245u + 12345u;
+                    xv[i] = 60.0 * ((double)(seed >> 8) / 16777216.0 - 0.5);
+                    gv[i] = (double)((seed >> 4) % 1000) / 500.0 - 1.0;
+                    if (i % 13 == 5)
+                        xv[i] = -INFINITY;
                 }
-            free(X), free(Y), free(G), free(D);
-            LT_ASSERT(worst < 1e-6 && worst_d < 1e-6 && zeros,
-                      "f32 %s of %lldx%lldx%lld: values %.1e, gradients %.1e, masked %s",
-                      lg ? "log-softmax" : "softmax", (long long)sh[0], (long long)sh[1],
-                      (long long)sh[2], worst, worst_d, zeros ? "ok" : "not 0");
-            ladle_ctx_destroy(&ctx);
-            ladle_tensor_destroy(&x);
-            ladle_tensor_destroy(&y);
-            ladle_tensor_destroy(&dx);
-            ladle_tensor_destroy(&dy);
-            ladle_op_destroy(&op);
-        }
+                lt_store(x, xv);
+                lt_store(dy, gv);
+                free(xv), free(gv);
+                ladle_ctx *ctx = NULL;
+                LT_OK(ladle_ctx_create(op, &ctx));
+                LT_OK(ladle_layer_forward(op, ctx, x, y));
+                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                double *X = lt_values(x), *Y = lt_values(y), *G = lt_values(dy),
+                       *D = lt_values(dx);
+                double worst = 0, worst_d = 0;
+                int zeros = 1;
+                int64_t len = sh[1], inner = sh[2];
+                for (int64_t o = 0; o < sh[0]; o++)
+                    for (int64_t in = 0; in < inner; in++) {
+                        int64_t b = o * len * inner + in;
+                        double mx = -INFINITY, z = 0, acc = 0;
+                        for (int64_t k = 0; k < len; k++)
+                            mx = fmax(mx, X[b + k * inner]);
+                        for (int64_t k = 0; k < len; k++)
+                            z += exp(X[b + k * inner] - mx);
+                        for (int64_t k = 0; k < len; k++) {
+                            int64_t i = b + k * inner;
+                            double lp = X[i] - mx - log(z), p = exp(lp);
+                            if (lg)
+                                worst = fmax(worst, fabs(Y[i] - lp) / fmax(1.0, fabs(lp)));
+                            else if (p > 1e-30)
+                                worst = fmax(worst, fabs(Y[i] - p) / p);
+                            if (X[i] == -INFINITY)
+                                zeros &= lg ? Y[i] == -INFINITY : Y[i] == 0;
+                            acc += lg ? G[i] : G[i] * Y[i];
+                        }
+                        for (int64_t k = 0; k < len; k++) {
+                            int64_t i = b + k * inner;
+                            double p = lg ? exp(Y[i]) : Y[i];
+                            double want = lg ? G[i] - p * acc : Y[i] * (G[i] - acc);
+                            double scale = lg ? fabs(G[i]) + p * fabs(acc)
+                                              : fabs(Y[i]) * (fabs(G[i]) + fabs(acc));
+                            if (scale > 0)
+                                worst_d = fmax(worst_d, fabs(D[i] - want) / scale);
+                            else
+                                worst_d = fmax(worst_d, fabs(D[i]));
+                        }
+                    }
+                free(X), free(Y), free(G), free(D);
+                LT_ASSERT(worst < tol && worst_d < tol && zeros,
+                          "%s %s of %lldx%lldx%lld: values %.1e, gradients %.1e, masked %s",
+                          f64 ? "f64" : "f32", lg ? "log-softmax" : "softmax",
+                          (long long)sh[0], (long long)sh[1], (long long)sh[2], worst,
+                          worst_d, zeros ? "ok" : "not 0");
+                ladle_ctx_destroy(&ctx);
+                ladle_tensor_destroy(&x);
+                ladle_tensor_destroy(&y);
+                ladle_tensor_destroy(&dx);
+                ladle_tensor_destroy(&dy);
+                ladle_op_destroy(&op);
+            }
 }
 END_TEST
 
@@ -563,7 +569,7 @@ Suite *activation_suite(void)
     tcase_add_test(tc, gelu_f32_tail);
     tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
-    tcase_add_test(tc, softmax_f32);
+    tcase_add_test(tc, softmax_rows);
     tcase_add_test(tc, softmax_batch);
     tcase_add_test(tc, dropout);
     tcase_add_test(tc, reshape_add_concat);
