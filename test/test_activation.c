@@ -80,11 +80,11 @@ END_TEST
 /* One f32 activation over n points x0 + step i (+ wobble sin i, off the
  * grid), forward and backward with dy = 1: x as f32 holds it, y and dx, as
  * doubles (free them). */
-static void f32_run(ladle_activation k, int64_t n, double x0, double step, double wobble,
-                    double **xv, double **yv, double **dxv)
+static void act_run(ladle_activation k, ladle_dtype dt, int64_t n, double x0, double step,
+                    double wobble, double **xv, double **yv, double **dxv)
 {
     ladle_op *op = NULL;
-    LT_OK(ladle_activation_create(k, 0.2, 1, &n, LADLE_F32, lt_device(), &op));
+    LT_OK(ladle_activation_create(k, 0.2, 1, &n, dt, lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
     double *v = lt_values(x);
@@ -113,7 +113,7 @@ START_TEST(f32_accuracy)
     int64_t n = 20001;
     for (int k = LADLE_RELU; k <= LADLE_GELU_TANH; k++) {
         double *xv, *yv, *dxv;
-        f32_run((ladle_activation)k, n, -100.0, 0.01, 0.0, &xv, &yv,
+        act_run((ladle_activation)k, LADLE_F32, n, -100.0, 0.01, 0.0, &xv, &yv,
                 &dxv); /* -100 .. 100 */
         double worst = 0, worst_d = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -134,6 +134,55 @@ START_TEST(f32_accuracy)
 }
 END_TEST
 
+/* f64 sigmoid and GELU (tanh) run on fastmath.h's double exponential: to a
+ * few ulps of the C library's, relatively, from -700 to 700, tails included
+ * (no floor under the reference; the GELU (tanh) reference is v sigmoid(2 w)
+ * by the C library, since 1 + tanh(w) cancels in the lower tail), and the
+ * derivative against the formulas by the C library. */
+START_TEST(f64_exp_activations)
+{
+    int64_t n = 140001;
+    const double eps = 0x1p-52;
+    ladle_activation ks[2] = {LADLE_SIGMOID, LADLE_GELU_TANH};
+    for (int j = 0; j < 2; j++) {
+        double *xv, *yv, *dxv;
+        act_run(ks[j], LADLE_F64, n, -700.0, 0.01, 0.003, &xv, &yv, &dxv);
+        double worst = 0, worst_d = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = xv[i], want, dwant, dscale, arg, sg;
+            if (ks[j] == LADLE_SIGMOID) {
+                sg = want = v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
+                dscale = dwant = want * (1 - want);
+                arg = 0; /* x itself is exact */
+            } else {
+                double c = sqrt(2 / acos(-1.0)), a = 0.044715, w = c * (v + a * v * v * v);
+                sg = w >= 0 ? 1 / (1 + exp(-2 * w)) : exp(2 * w) / (1 + exp(2 * w));
+                want = v * sg;
+                double t = 2 * v * sg * (1 - sg) * c * (1 + 3 * a * v * v);
+                dwant = sg + t;
+                dscale = fabs(sg) + fabs(t); /* the sum's terms: it crosses 0 */
+                arg = 2 * w;
+            }
+            /* a few ulps, plus the exponent's argument rounded in another
+             * order here than in the layer (up to 3 ulps of it): e^arg
+             * turns that into a relative 3 |arg| eps */
+            double bound = 8 * eps + 3 * fabs(arg) * eps;
+            if (fabs(want) > 1e-300)
+                worst = fmax(worst, fabs(yv[i] - want) / fabs(want) / bound);
+            /* the derivatives' s (1 - s), here and in the layer, carry s's
+             * rounding into 1 - s: a relative eps / (1 - s) each, of the
+             * sum's terms where they cancel (GELU (tanh)'s crosses 0) */
+            double bound_d = 2 * bound + 2 * eps / fmax(fabs(1 - sg), 1e-300);
+            worst_d = fmax(worst_d, fabs(dxv[i] - dwant) / fmax(dscale, 1e-280) / bound_d);
+        }
+        free(xv), free(yv), free(dxv);
+        LT_ASSERT(worst <= 1 && worst_d <= 1,
+                  "f64 activation %d: value error %.2f, derivative error %.2f of the bound",
+                  (int)ks[j], worst, worst_d);
+    }
+}
+END_TEST
+
 /* The f32 GELU's lower tail, relatively: y = x Phi(x) down to x = -13
  * (y ~ -8e-38, still a normal float), with no floor under the reference.
  * The argument of its exponential (-x^2/2 on the CPU, of erfc's x/sqrt2 on
@@ -146,7 +195,7 @@ START_TEST(gelu_f32_tail)
 {
     int64_t n = 1300;
     double *xv, *yv, *dxv;
-    f32_run(LADLE_GELU, n, -13.0, 0.01, 0.003, &xv, &yv, &dxv); /* -13 .. 0 */
+    act_run(LADLE_GELU, LADLE_F32, n, -13.0, 0.01, 0.003, &xv, &yv, &dxv); /* -13 .. 0 */
     double worst = 0, worst_d = 0;
     for (int64_t i = 0; i < n; i++) {
         double v = xv[i], cdf = 0.5 * erfc(-v / sqrt(2.0));
@@ -567,6 +616,7 @@ Suite *activation_suite(void)
     tcase_add_test(tc, activations);
     tcase_add_test(tc, f32_accuracy);
     tcase_add_test(tc, gelu_f32_tail);
+    tcase_add_test(tc, f64_exp_activations);
     tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
     tcase_add_test(tc, softmax_rows);
