@@ -134,8 +134,9 @@ START_TEST(f32_accuracy)
 }
 END_TEST
 
-/* f64 sigmoid and GELU (tanh) run on fastmath.h's double exponential: to a
- * few ulps of the C library's, relatively, from -700 to 700, tails included
+/* f64 sigmoid, tanh and GELU (tanh) run on fastmath.h's double exponential
+ * and tanh: to a few ulps of the C library's, relatively, from -700 to 700
+ * (tanh's small arguments included), tails included
  * (no floor under the reference; the GELU (tanh) reference is v sigmoid(2 w)
  * by the C library, since 1 + tanh(w) cancels in the lower tail), and the
  * derivative against the formulas by the C library. */
@@ -143,8 +144,8 @@ START_TEST(f64_exp_activations)
 {
     int64_t n = 140001;
     const double eps = 0x1p-52;
-    ladle_activation ks[2] = {LADLE_SIGMOID, LADLE_GELU_TANH};
-    for (int j = 0; j < 2; j++) {
+    ladle_activation ks[3] = {LADLE_SIGMOID, LADLE_TANH, LADLE_GELU_TANH};
+    for (int j = 0; j < 3; j++) {
         double *xv, *yv, *dxv;
         act_run(ks[j], LADLE_F64, n, -700.0, 0.01, 0.003, &xv, &yv, &dxv);
         double worst = 0, worst_d = 0;
@@ -154,6 +155,11 @@ START_TEST(f64_exp_activations)
                 sg = want = v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v));
                 dscale = dwant = want * (1 - want);
                 arg = 0; /* x itself is exact */
+            } else if (ks[j] == LADLE_TANH) {
+                want = tanh(v);
+                sg = fabs(want);
+                dscale = dwant = 1 - want * want;
+                arg = 0;
             } else {
                 double c = sqrt(2 / acos(-1.0)), a = 0.044715, w = c * (v + a * v * v * v);
                 sg = w >= 0 ? 1 / (1 + exp(-2 * w)) : exp(2 * w) / (1 + exp(2 * w));
@@ -179,6 +185,17 @@ START_TEST(f64_exp_activations)
         LT_ASSERT(worst <= 1 && worst_d <= 1,
                   "f64 activation %d: value error %.2f, derivative error %.2f of the bound",
                   (int)ks[j], worst, worst_d);
+    }
+    /* tanh near 0, relatively: sin(i) times 1e-300, 1e-8 and 0.1 */
+    const double scales[3] = {1e-300, 1e-8, 0.1};
+    for (int j = 0; j < 3; j++) {
+        double *xv, *yv, *dxv, worst = 0;
+        act_run(LADLE_TANH, LADLE_F64, 1001, 0.0, 0.0, scales[j], &xv, &yv, &dxv);
+        for (int64_t i = 1; i < 1001; i++)
+            worst = fmax(worst, fabs(yv[i] - tanh(xv[i])) / fabs(tanh(xv[i])));
+        free(xv), free(yv), free(dxv);
+        LT_ASSERT(worst <= 8 * eps, "f64 tanh at %g: relative error %.1e", scales[j],
+                  worst);
     }
 }
 END_TEST

@@ -142,7 +142,7 @@ LADLE_KERNEL static void fwd_f64(ladle_activation kind, double slope, int64_t n,
         break;
     case LADLE_TANH:
         for (int64_t i = 0; i < n; i++)
-            y[i] = tanh(x[i]);
+            y[i] = ladle_tanh_f64(x[i]);
         break;
     case LADLE_GELU:
         for (int64_t i = 0; i < n; i++)

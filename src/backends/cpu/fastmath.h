@@ -1,6 +1,6 @@
 /*
  * Vectorisable single-precision exp, sigmoid, tanh and the normal
- * distribution function, and a double exp (attention's). Plain arithmetic and bit moves, no
+ * distribution function, and a double exp and tanh. Plain arithmetic and bit moves, no
  * branches and no library calls, so loops over them vectorise; errors stay within a few
  * units in the last place of f32.
  *
@@ -86,6 +86,50 @@ static inline double ladle_exp_f64(double x)
     /* the low 12 bits of kb are k's (mod 4096); k + 1023 lies in 1 .. 2046 */
     scale.i = (kb.i + 1023u) << 52;
     return x < -708.39 ? 0.0 : p * scale.f;
+}
+
+/*
+ * tanh in double: tanh |x| = -m / (2 + m) with m = e^{-2|x|} - 1, the sign
+ * restored after. m comes from the same reduction as ladle_exp_f64,
+ * m = 2^k (e^r - 1) + (2^k - 1), with e^r - 1 = r (1 + r/2! + ... + r^12/13!)
+ * kept apart from the 1: for |x| below ln2/4 (k = 0) m is the series alone,
+ * so a small x keeps its relative accuracy (tanh(1e-300) = 1e-300); for
+ * k <= -1 the two parts do not cancel (2^k - 1 <= -1/2 against
+ * |2^k (e^r - 1)| <= 0.21). -2|x| is clamped at -708 (m = -1 to the last bit
+ * long before), so +-inf give +-1, -0 gives -0 and NaN gives NaN.
+ */
+static inline double ladle_tanh_f64(double x)
+{
+    double y = -2.0 * fabs(x);
+    y = y < -708.0 ? -708.0 : y;
+    double kf = y * 1.4426950408889634 + 6755399441055744.0;
+    double k = kf - 6755399441055744.0;
+    double r = (y - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    /* 1 / (n + 1)! for n = 0 .. 12: q(r) = (e^r - 1) / r */
+    static const double inv_fact1[13] = {1.0,
+                                         1.0 / 2,
+                                         1.0 / 6,
+                                         1.0 / 24,
+                                         1.0 / 120,
+                                         1.0 / 720,
+                                         1.0 / 5040,
+                                         1.0 / 40320,
+                                         1.0 / 362880,
+                                         1.0 / 3628800,
+                                         1.0 / 39916800,
+                                         1.0 / 479001600,
+                                         1.0 / 6227020800.0};
+    double q = inv_fact1[12];
+    for (int n = 11; n >= 0; n--)
+        q = q * r + inv_fact1[n];
+    union {
+        double f;
+        uint64_t i;
+    } kb = {kf}, scale;
+    scale.i = (kb.i + 1023u) << 52; /* 2^k, k in -1022 .. 0 */
+    double m = scale.f * (r * q) + (scale.f - 1.0);
+    double t = -m / (2.0 + m);
+    return copysign(t, x);
 }
 
 static inline float ladle_sigmoidf(float x)
