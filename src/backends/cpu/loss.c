@@ -6,6 +6,8 @@
 #include <math.h>
 
 #include "src/backends/cpu/cpu.h"
+#include "src/backends/cpu/fastmath.h"
+#include "src/backends/cpu/simd.h"
 
 static double get(ladle_dtype dtype, const void *p, int64_t i)
 {
@@ -45,9 +47,59 @@ static double regression_grad(ladle_loss_kind kind, double x, double t)
     }
 }
 
+/* Contiguous classes (inner 1, the usual layout of logits): the maximum and
+ * the sum of exponentials in LL lanes, vectorised, with fastmath.h's double
+ * exponential (within an ulp of the C library's); the general loops below
+ * call the C library once a logit (24 ns a logit for forward + backward). */
+#define LL 16
+#define LOSS_ROW(T, NAME)                                                                  \
+    LADLE_KERNEL static double NAME(const T *x, int64_t c)                                 \
+    {                                                                                      \
+        double m[LL], s[LL] = {0}, mx = -INFINITY, sum = 0;                                \
+        for (int l = 0; l < LL; l++)                                                       \
+            m[l] = -INFINITY;                                                              \
+        int64_t k = 0;                                                                     \
+        for (; k + LL <= c; k += LL)                                                       \
+            for (int l = 0; l < LL; l++)                                                   \
+                m[l] = (double)x[k + l] > m[l] ? (double)x[k + l] : m[l];                  \
+        for (int l = 0; l < LL; l++)                                                       \
+            mx = fmax(mx, m[l]);                                                           \
+        for (; k < c; k++)                                                                 \
+            mx = fmax(mx, (double)x[k]);                                                   \
+        for (k = 0; k + LL <= c; k += LL)                                                  \
+            for (int l = 0; l < LL; l++)                                                   \
+                s[l] += ladle_exp_f64((double)x[k + l] - mx);                              \
+        for (int l = 0; l < LL; l++)                                                       \
+            sum += s[l];                                                                   \
+        for (; k < c; k++)                                                                 \
+            sum += ladle_exp_f64((double)x[k] - mx);                                       \
+        return mx + log(sum);                                                              \
+    }
+LOSS_ROW(float, lse_row_f32)
+LOSS_ROW(double, lse_row_f64)
+
+/* Cross entropy's gradient over contiguous classes without class weights:
+ * dx_k = g (e^(x_k - z) - q_k), q_k the smoothed target (target_q's
+ * expression), vectorised. */
+#define CE_GRAD_ROW(T, NAME)                                                               \
+    LADLE_KERNEL static void NAME(const T *x, int64_t c, double z, int64_t label,          \
+                                  double e, double g, T *dx)                               \
+    {                                                                                      \
+        double ec = e / (double)c;                                                         \
+        for (int64_t k = 0; k < c; k++) {                                                  \
+            double q = (k == label ? 1 - e : 0) + ec;                                      \
+            dx[k] = (T)(g * (ladle_exp_f64((double)x[k] - z) - q));                        \
+        }                                                                                  \
+    }
+CE_GRAD_ROW(float, ce_grad_row_f32)
+CE_GRAD_ROW(double, ce_grad_row_f64)
+
 /* log-sum-exp of the C logits of one sample, stride inner apart */
 static double lse(ladle_dtype dt, const void *x, int64_t base, int64_t c, int64_t inner)
 {
+    if (inner == 1)
+        return dt == LADLE_F32 ? lse_row_f32((const float *)x + base, c)
+                               : lse_row_f64((const double *)x + base, c);
     double mx = -INFINITY, s = 0;
     for (int64_t k = 0; k < c; k++)
         mx = fmax(mx, get(dt, x, base + k * inner));
@@ -96,6 +148,8 @@ static double class_term(const ladle_loss_plan *l, ladle_dtype dt, const void *x
     if (l->kind == LADLE_LOSS_NLL)
         return -class_w(l, label) * get(dt, x, base + label * inner);
     double z = lse(dt, x, base, c, inner), sum = 0;
+    if (l->smoothing == 0 && l->weight == NULL) /* q is 1 at the label, else 0 */
+        return -(get(dt, x, base + label * inner) - z);
     for (int64_t k = 0; k < c; k++) {
         double q = target_q(l, k, label);
         if (q != 0)
@@ -167,6 +221,15 @@ ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype
         }
         double z = l->kind == LADLE_LOSS_CROSS_ENTROPY ? lse(dtype, x, base, c, inner) : 0;
         double qs = l->kind == LADLE_LOSS_CROSS_ENTROPY ? target_q_sum(l, label) : 0;
+        if (l->kind == LADLE_LOSS_CROSS_ENTROPY && l->weight == NULL && inner == 1) {
+            if (dtype == LADLE_F32)
+                ce_grad_row_f32((const float *)x + base, c, z, label, l->smoothing, g,
+                                (float *)dx + base);
+            else
+                ce_grad_row_f64((const double *)x + base, c, z, label, l->smoothing, g,
+                                (double *)dx + base);
+            continue;
+        }
         for (int64_t k = 0; k < c; k++) {
             int64_t i = base + k * inner;
             double v;
