@@ -259,6 +259,70 @@ static void memory_row(const char *name, const char *shape, ladle_op *op, double
     fflush(stdout);
 }
 
+/* Cross entropy (mean) over n samples of c contiguous classes with labels
+ * spread over the classes: forward + backward against memcpy of the bytes
+ * they must move (the forward reads x; the backward reads x, writes dx),
+ * alternated repetition by repetition as time_pair does. */
+static void xent_row(const char *shape, int64_t n, int64_t c, ladle_dtype dt)
+{
+    const char *name = "xent";
+    if (only && strcmp(only, name) != 0)
+        return;
+    int64_t xs[2] = {n, c};
+    size_t es = dt == LADLE_F32 ? 4 : 8;
+    double bytes = 3.0 * (double)(n * c) * (double)es;
+    ladle_op *op = NULL;
+    ladle_tensor *x = NULL, *dx = NULL, *t = NULL, *out = NULL, *dl = NULL;
+    ladle_ctx *ctx = NULL;
+    int64_t *labels = malloc(sizeof(int64_t) * (size_t)n);
+    ref f = {.bytes = (size_t)(bytes / 2)};
+    f.src = malloc(f.bytes), f.dst = malloc(f.bytes);
+    double *tm = calloc((size_t)(3 * reps), sizeof(double));
+    if (labels == NULL || f.src == NULL || f.dst == NULL || tm == NULL ||
+        ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0.0, 2, xs, dt,
+                          LADLE_CPU, &op) != LADLE_OK ||
+        ladle_tensor_create(dt, 2, xs, &x) != LADLE_OK ||
+        ladle_tensor_create(dt, 2, xs, &dx) != LADLE_OK ||
+        ladle_tensor_create(LADLE_I64, 1, &n, &t) != LADLE_OK ||
+        ladle_tensor_create(dt, 0, NULL, &out) != LADLE_OK ||
+        ladle_tensor_create(dt, 0, NULL, &dl) != LADLE_OK ||
+        ladle_ctx_create(op, &ctx) != LADLE_OK) {
+        fprintf(stderr, "bench_layers: xent: %s\n", ladle_error_message());
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++)
+        labels[i] = (i * 7) % c;
+    ladle_tensor_write(t, labels);
+    ladle_tensor_fill_random(x, 1, 3);
+    ladle_tensor_fill(dl, 1.0);
+    memset(f.src, 1, f.bytes);
+    memset(f.dst, 0, f.bytes);
+    for (int r = -2; r < reps; r++) {
+        double t0 = bench_now();
+        if (ladle_loss_forward(op, ctx, x, t, out) != LADLE_OK ||
+            ladle_loss_backward(op, ctx, dl, dx) != LADLE_OK) {
+            fprintf(stderr, "bench_layers: xent: %s\n", ladle_error_message());
+            exit(1);
+        }
+        double a = bench_now() - t0, b = ref_once(&f);
+        if (r >= 0)
+            tm[r] = a, tm[reps + r] = b, tm[2 * reps + r] = b / a;
+    }
+    double tl = bench_median(tm, reps), tf = bench_median(tm + reps, reps);
+    double q = bench_median(tm + 2 * reps, reps);
+    printf("%-8s %-34s %9.3f %9.3f %8.2f %8.2f %6.2f\n", name, shape, tl * 1e3, tf * 1e3,
+           bytes / tl * 1e-9, bytes / tf * 1e-9, q);
+    fflush(stdout);
+    free(tm), free(labels), free(f.src), free(f.dst);
+    ladle_ctx_destroy(&ctx);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&t);
+    ladle_tensor_destroy(&out);
+    ladle_tensor_destroy(&dl);
+    ladle_op_destroy(&op);
+}
+
 int main(int argc, char **argv)
 {
     int threads = 1;
@@ -274,7 +338,7 @@ int main(int argc, char **argv)
         {"--only", 0, 0, NULL, &only,
          "linear,conv2d,convdirect,maxpool,avgpool,gavgpool,batchnorm,relu,gelu,leaky,"
          "sigmoid,"
-         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,attn,mlp",
+         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp",
          0},
         {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
     };
@@ -538,6 +602,7 @@ int main(int argc, char **argv)
         ladle_dropout_create(2, rows, 0.1, dt, LADLE_CPU, 7, &op);
         memory_row("dropout", "2048x1024 p 0.1", op, 4 * xb);
         ladle_op_destroy(&op);
+        xent_row("2048x1024 classes", 2048, 1024, dt);
     }
     MPI_Finalize();
     return 0;

@@ -21,7 +21,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
     runs[key]++
 }
 # bench_layers rows: "%-8s %-34s" then ladle_ms ref_ms ladle_rate ref_rate ratio
-/^(linear|conv2d|maxpool|avgpool|gavgpool|batchnorm|relu|gelu|leaky|sigmoid|tanh|gelutanh|softmax|layernorm|rmsnorm|dropout|attn|mlp|pack|unpack) / && NF >= 7 {
+/^(linear|conv2d|maxpool|avgpool|gavgpool|batchnorm|relu|gelu|leaky|sigmoid|tanh|gelutanh|softmax|layernorm|rmsnorm|dropout|xent|attn|mlp|pack|unpack) / && NF >= 7 {
     lkey = substr($0, 1, 43)
     sub(/ +$/, "", lkey)
     if (!(lkey in lseen)) { lseen[lkey] = 1; lorder[++ln] = lkey }

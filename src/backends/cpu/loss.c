@@ -55,13 +55,14 @@ static double regression_grad(ladle_loss_kind kind, double x, double t)
 #define LOSS_ROW(T, NAME)                                                                  \
     LADLE_KERNEL static double NAME(const T *x, int64_t c)                                 \
     {                                                                                      \
-        double m[LL], s[LL] = {0}, mx = -INFINITY, sum = 0;                                \
+        T m[LL];                                                                           \
+        double s[LL] = {0}, mx = -INFINITY, sum = 0;                                       \
         for (int l = 0; l < LL; l++)                                                       \
-            m[l] = -INFINITY;                                                              \
+            m[l] = (T)-INFINITY;                                                           \
         int64_t k = 0;                                                                     \
         for (; k + LL <= c; k += LL)                                                       \
             for (int l = 0; l < LL; l++)                                                   \
-                m[l] = (double)x[k + l] > m[l] ? (double)x[k + l] : m[l];                  \
+                m[l] = x[k + l] > m[l] ? x[k + l] : m[l]; /* NaN ignored, as fmax */       \
         for (int l = 0; l < LL; l++)                                                       \
             mx = fmax(mx, m[l]);                                                           \
         for (; k < c; k++)                                                                 \
