@@ -43,69 +43,23 @@ static inline float ladle_expf(float x)
 }
 
 /*
- * e^x in double for x <= 709 (attention's scores less their maximum or
- * their log-sum-exp, never much above 0): x = k ln2 + r with ln2 in two
- * parts (k ln2's high part exact for |k| < 2^20), |r| <= ln2/2 + a rounding,
- * e^r by its Taylor series to r^13 (the next term is below 5e-18 of the
- * result) in Horner form, 2^k put into the exponent bits from the rounding
- * constant's low bits (no float-to-integer conversion, which AVX2 lacks for
- * 64-bit lanes). Within an ulp of the C library's e^x where the result is
- * normal (4 million points over -708.3 .. 709, with and without FMA); below
- * e^-708.39 (the smallest normal double, 2.2e-308) it returns 0, and NaN
- * gives NaN.
+ * The double exponential's reduction, for ladle_exp_f64 and ladle_tanh_f64:
+ * x = k ln2 + r with ln2 in two parts (k ln2's high part exact for
+ * |k| < 2^20), |r| <= ln2/2 + a rounding. Returns e^r - 1 as r q(r), q the
+ * Taylor series of (e^r - 1) / r to r^12 / 13! (the next term is below
+ * 5e-18 of e^r) in Horner form, kept apart from the 1 so that a small x
+ * keeps its relative accuracy; *scale = 2^k, put into the exponent bits
+ * from the rounding constant's low bits (no float-to-integer conversion,
+ * which AVX2 lacks for 64-bit lanes). x must lie in -708.39 .. 709, where
+ * k + 1023 lies in 1 .. 2046.
  */
-static inline double ladle_exp_f64(double x)
+static inline double ladle__expm1_reduced(double x, double *scale)
 {
-    double xc = x < -708.39 ? -708.39 : x > 709.0 ? 709.0 : x;
     /* kf's low bits hold k = round(x / ln2): 1.5 * 2^52 pushes the fraction out */
-    double kf = xc * 1.4426950408889634 + 6755399441055744.0;
+    double kf = x * 1.4426950408889634 + 6755399441055744.0;
     double k = kf - 6755399441055744.0;
-    double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-    /* 1 / n! for n = 0 .. 13, summed in Horner form from r^13 down */
-    static const double inv_fact[14] = {1.0,
-                                        1.0,
-                                        1.0 / 2,
-                                        1.0 / 6,
-                                        1.0 / 24,
-                                        1.0 / 120,
-                                        1.0 / 720,
-                                        1.0 / 5040,
-                                        1.0 / 40320,
-                                        1.0 / 362880,
-                                        1.0 / 3628800,
-                                        1.0 / 39916800,
-                                        1.0 / 479001600,
-                                        1.0 / 6227020800.0};
-    double p = inv_fact[13];
-    for (int n = 12; n >= 0; n--)
-        p = p * r + inv_fact[n];
-    union {
-        double f;
-        uint64_t i;
-    } kb = {kf}, scale;
-    /* the low 12 bits of kb are k's (mod 4096); k + 1023 lies in 1 .. 2046 */
-    scale.i = (kb.i + 1023u) << 52;
-    return x < -708.39 ? 0.0 : p * scale.f;
-}
-
-/*
- * tanh in double: tanh |x| = -m / (2 + m) with m = e^{-2|x|} - 1, the sign
- * restored after. m comes from the same reduction as ladle_exp_f64,
- * m = 2^k (e^r - 1) + (2^k - 1), with e^r - 1 = r (1 + r/2! + ... + r^12/13!)
- * kept apart from the 1: for |x| below ln2/4 (k = 0) m is the series alone,
- * so a small x keeps its relative accuracy (tanh(1e-300) = 1e-300); for
- * k <= -1 the two parts do not cancel (2^k - 1 <= -1/2 against
- * |2^k (e^r - 1)| <= 0.21). -2|x| is clamped at -708 (m = -1 to the last bit
- * long before), so +-inf give +-1, -0 gives -0 and NaN gives NaN.
- */
-static inline double ladle_tanh_f64(double x)
-{
-    double y = -2.0 * fabs(x);
-    y = y < -708.0 ? -708.0 : y;
-    double kf = y * 1.4426950408889634 + 6755399441055744.0;
-    double k = kf - 6755399441055744.0;
-    double r = (y - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-    /* 1 / (n + 1)! for n = 0 .. 12: q(r) = (e^r - 1) / r */
+    double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    /* 1 / (n + 1)! for n = 0 .. 12 */
     static const double inv_fact1[13] = {1.0,
                                          1.0 / 2,
                                          1.0 / 6,
@@ -125,11 +79,43 @@ static inline double ladle_tanh_f64(double x)
     union {
         double f;
         uint64_t i;
-    } kb = {kf}, scale;
-    scale.i = (kb.i + 1023u) << 52; /* 2^k, k in -1022 .. 0 */
-    double m = scale.f * (r * q) + (scale.f - 1.0);
-    double t = -m / (2.0 + m);
-    return copysign(t, x);
+    } kb = {kf}, s;
+    s.i = (kb.i + 1023u) << 52; /* the low 12 bits of kb are k's (mod 4096) */
+    *scale = s.f;
+    return r * q;
+}
+
+/*
+ * e^x in double for x <= 709 (attention's scores less their maximum or
+ * their log-sum-exp, never much above 0): 2^k (1 + (e^r - 1)). Within an
+ * ulp of the C library's e^x where the result is normal (4 million points
+ * over -708.3 .. 709, with and without FMA); below e^-708.39 (the smallest
+ * normal double, 2.2e-308) it returns 0, and NaN gives NaN.
+ */
+static inline double ladle_exp_f64(double x)
+{
+    double scale, em = ladle__expm1_reduced(x < -708.39 ? -708.39
+                                            : x > 709.0 ? 709.0
+                                                        : x,
+                                            &scale);
+    return x < -708.39 ? 0.0 : (1.0 + em) * scale;
+}
+
+/*
+ * tanh in double: tanh |x| = -m / (2 + m) with m = e^{-2|x|} - 1, the sign
+ * restored after, m = 2^k (e^r - 1) + (2^k - 1) from the reduction above:
+ * for |x| below ln2/4 (k = 0) m is the series alone, so a small x keeps its
+ * relative accuracy (tanh(1e-300) = 1e-300); for k <= -1 the two parts do
+ * not cancel (2^k - 1 <= -1/2 against |2^k (e^r - 1)| <= 0.21). -2|x| is
+ * clamped at -708 (m = -1 to the last bit long before), so +-inf give +-1,
+ * -0 gives -0 and NaN gives NaN.
+ */
+static inline double ladle_tanh_f64(double x)
+{
+    double y = -2.0 * fabs(x), scale;
+    double em = ladle__expm1_reduced(y < -708.0 ? -708.0 : y, &scale);
+    double m = scale * em + (scale - 1.0);
+    return copysign(-m / (2.0 + m), x);
 }
 
 static inline float ladle_sigmoidf(float x)

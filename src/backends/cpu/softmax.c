@@ -23,8 +23,8 @@
 #undef BWD
 
 /*
- * f32 rows that are contiguous (the softmax along the last dimension, as in
- * a transformer): vectorised. The maximum and the sums are kept in SL lanes
+ * Rows that are contiguous (the softmax along the last dimension, as in a
+ * transformer): vectorised (softmax_vec.inc). The maximum and the sums are kept in SL lanes
  * (a fixed inner loop the compiler turns into vectors, where a running
  * reduction would stay scalar without reassociation), the sums in double;
  * the exponentials are fastmath.h's (a few ulps), each computed once and
@@ -63,151 +63,33 @@ LADLE_INLINE float exp_diff(float x, float mx)
     return d < -87.0f ? 0.0f : p * scale.f;
 }
 
-LADLE_KERNEL static void rows_fwd_f32(int log_, int64_t outer, int64_t len, const float *x,
-                                      float *y)
-{
-    for (int64_t o = 0; o < outer; o++) {
-        const float *xr = x + o * len;
-        float *yr = y + o * len;
-        float m[SL];
-        for (int l = 0; l < SL; l++)
-            m[l] = -INFINITY;
-        int64_t k = 0;
-        for (; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++)
-                m[l] = xr[k + l] > m[l] ? xr[k + l] : m[l]; /* NaN ignored, as fmax */
-        float mx = -INFINITY;
-        for (int l = 0; l < SL; l++)
-            mx = m[l] > mx ? m[l] : mx;
-        for (; k < len; k++)
-            mx = xr[k] > mx ? xr[k] : mx;
-        double s[SL] = {0};
-        for (k = 0; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++) {
-                float e = exp_diff(xr[k + l], mx);
-                if (!log_)
-                    yr[k + l] = e;
-                s[l] += (double)e;
-            }
-        double sum = 0;
-        for (int l = 0; l < SL; l++)
-            sum += s[l];
-        for (; k < len; k++) {
-            float e = exp_diff(xr[k], mx);
-            if (!log_)
-                yr[k] = e;
-            sum += (double)e;
-        }
-        if (log_) {
-            double lse = mx + log(sum);
-            for (k = 0; k < len; k++)
-                yr[k] = (float)((double)xr[k] - lse);
-        } else {
-            double inv = 1.0 / sum;
-            for (k = 0; k < len; k++)
-                yr[k] = (float)((double)yr[k] * inv);
-        }
-    }
-}
+/* f64 rows: fastmath.h's double exponential (within an ulp of the C
+ * library's), once an element, instead of the general loops' two library
+ * calls; x - mx is rounded as the general loops round it. */
+LADLE_INLINE double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x - mx); }
 
-LADLE_KERNEL static void rows_bwd_f32(int log_, int64_t outer, int64_t len, const float *y,
-                                      const float *dy, float *dx)
-{
-    for (int64_t o = 0; o < outer; o++) {
-        const float *yr = y + o * len, *gr = dy + o * len;
-        float *dr = dx + o * len;
-        double s[SL] = {0}, acc = 0;
-        int64_t k = 0;
-        for (; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++)
-                s[l] += log_ ? (double)gr[k + l] : (double)gr[k + l] * yr[k + l];
-        for (int l = 0; l < SL; l++)
-            acc += s[l];
-        for (; k < len; k++)
-            acc += log_ ? (double)gr[k] : (double)gr[k] * yr[k];
-        if (log_) /* y = log p <= 0: p = e^y */
-            for (k = 0; k < len; k++)
-                dr[k] = (float)((double)gr[k] - (double)exp_or_zero(yr[k]) * acc);
-        else
-            for (k = 0; k < len; k++)
-                dr[k] = (float)((double)yr[k] * ((double)gr[k] - acc));
-    }
-}
-
-/* The same for f64 rows: fastmath.h's double exponential (within an ulp of
- * the C library's), once an element, instead of the general loops' two
- * library calls (15 ns an element; with these, docs/benchmarks.md). x - mx
- * is rounded as the general loops round it. */
-LADLE_KERNEL static void rows_fwd_f64(int log_, int64_t outer, int64_t len, const double *x,
-                                      double *y)
-{
-    for (int64_t o = 0; o < outer; o++) {
-        const double *xr = x + o * len;
-        double *yr = y + o * len;
-        double m[SL];
-        for (int l = 0; l < SL; l++)
-            m[l] = -INFINITY;
-        int64_t k = 0;
-        for (; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++)
-                m[l] = xr[k + l] > m[l] ? xr[k + l] : m[l]; /* NaN ignored, as fmax */
-        double mx = -INFINITY;
-        for (int l = 0; l < SL; l++)
-            mx = m[l] > mx ? m[l] : mx;
-        for (; k < len; k++)
-            mx = xr[k] > mx ? xr[k] : mx;
-        double s[SL] = {0};
-        for (k = 0; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++) {
-                double e = ladle_exp_f64(xr[k + l] - mx);
-                if (!log_)
-                    yr[k + l] = e;
-                s[l] += e;
-            }
-        double sum = 0;
-        for (int l = 0; l < SL; l++)
-            sum += s[l];
-        for (; k < len; k++) {
-            double e = ladle_exp_f64(xr[k] - mx);
-            if (!log_)
-                yr[k] = e;
-            sum += e;
-        }
-        if (log_) {
-            double lse = mx + log(sum);
-            for (k = 0; k < len; k++)
-                yr[k] = xr[k] - lse;
-        } else {
-            double inv = 1.0 / sum;
-            for (k = 0; k < len; k++)
-                yr[k] *= inv;
-        }
-    }
-}
-
-LADLE_KERNEL static void rows_bwd_f64(int log_, int64_t outer, int64_t len, const double *y,
-                                      const double *dy, double *dx)
-{
-    for (int64_t o = 0; o < outer; o++) {
-        const double *yr = y + o * len, *gr = dy + o * len;
-        double *dr = dx + o * len;
-        double s[SL] = {0}, acc = 0;
-        int64_t k = 0;
-        for (; k + SL <= len; k += SL)
-            for (int l = 0; l < SL; l++)
-                s[l] += log_ ? gr[k + l] : gr[k + l] * yr[k + l];
-        for (int l = 0; l < SL; l++)
-            acc += s[l];
-        for (; k < len; k++)
-            acc += log_ ? gr[k] : gr[k] * yr[k];
-        if (log_) /* y = log p <= 0: p = e^y */
-            for (k = 0; k < len; k++)
-                dr[k] = gr[k] - ladle_exp_f64(yr[k]) * acc;
-        else
-            for (k = 0; k < len; k++)
-                dr[k] = yr[k] * (gr[k] - acc);
-    }
-}
+#define T float
+#define RFWD rows_fwd_f32
+#define RBWD rows_bwd_f32
+#define EXPD exp_diff
+#define EXPY exp_or_zero
+#include "src/backends/cpu/softmax_vec.inc"
+#undef T
+#undef RFWD
+#undef RBWD
+#undef EXPD
+#undef EXPY
+#define T double
+#define RFWD rows_fwd_f64
+#define RBWD rows_bwd_f64
+#define EXPD exp_diff_f64
+#define EXPY ladle_exp_f64
+#include "src/backends/cpu/softmax_vec.inc"
+#undef T
+#undef RFWD
+#undef RBWD
+#undef EXPD
+#undef EXPY
 
 ladle_status ladle__cpu_softmax_forward(const ladle_backend *be, ladle_dtype dtype, int log,
                                        int64_t outer, int64_t len, int64_t inner,
