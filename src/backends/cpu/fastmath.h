@@ -42,6 +42,31 @@ static inline float ladle_expf(float x)
     return p * scale.f;
 }
 
+/* e^(x - mx), 0 below e^-87, in f32 at full vector width. Rounded to f32,
+ * an argument 30 below the maximum would carry 2e-6 of relative error into
+ * the result; so the difference is kept as d + lo, lo its rounding error
+ * (Knuth's two-sum: six additions, no products for -ffp-contract to fuse),
+ * and lo joins the exactly reduced r = d - k ln2 (|r| <= ln2 / 2) before
+ * the polynomial. 2^k from the rounding's bits (as ladle_expf). Softmax and
+ * cross entropy take it for f32 rows. */
+static inline float ladle_exp_diff_f32(float x, float mx)
+{
+    float d = x - mx, bv = d - x, av = d - bv;
+    float lo = (x - av) + (-mx - bv);
+    float kf = d * 1.44269504088896341f + 12582912.0f;
+    float k = kf - 12582912.0f;
+    float r = d - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    r = r + lo;
+    float p = ladle_exp_poly(r);
+    union {
+        float f;
+        uint32_t i;
+    } kb = {kf}, scale;
+    scale.i = (kb.i << 23) + (127u << 23);
+    return d < -87.0f ? 0.0f : p * scale.f;
+}
+
 /*
  * The double exponential's reduction, for ladle_exp_f64 and ladle_tanh_f64:
  * x = k ln2 + r with ln2 in two parts (k ln2's high part exact for

@@ -47,53 +47,87 @@ static double regression_grad(ladle_loss_kind kind, double x, double t)
     }
 }
 
-/* Contiguous classes (inner 1, the usual layout of logits): the maximum and
- * the sum of exponentials in LL lanes, vectorised, with fastmath.h's double
- * exponential (within an ulp of the C library's); the general loops below
- * call the C library once a logit (24 ns a logit for forward + backward). */
-#define LL 16
-#define LOSS_ROW(T, NAME)                                                                  \
+/* Contiguous classes (inner 1, the usual layout of logits): the maximum in
+ * LL lanes of the dtype and the sum of exponentials in LL lanes of double,
+ * vectorised (a running sum would stay scalar). The exponentials are
+ * fastmath.h's: f32's in f32 at full vector width (a few ulps, 0 below
+ * e^-87, as the softmax rows), f64's within an ulp of the C library's. The
+ * general loops below call the C library once a logit (24 ns a logit for
+ * forward + backward). */
+#define LL 32
+static inline double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x - mx); }
+
+#define ROW_MAX(T, x, c, mx)                                                               \
+    do {                                                                                   \
+        T m_[LL];                                                                          \
+        for (int l = 0; l < LL; l++)                                                       \
+            m_[l] = (T)-INFINITY;                                                          \
+        int64_t k_ = 0;                                                                    \
+        for (; k_ + LL <= (c); k_ += LL)                                                   \
+            for (int l = 0; l < LL; l++)                                                   \
+                m_[l] = (x)[k_ + l] > m_[l] ? (x)[k_ + l] : m_[l]; /* NaN ignored */       \
+        mx = (T)-INFINITY;                                                                 \
+        for (int l = 0; l < LL; l++)                                                       \
+            mx = m_[l] > mx ? m_[l] : mx;                                                  \
+        for (; k_ < (c); k_++)                                                             \
+            mx = (x)[k_] > mx ? (x)[k_] : mx;                                              \
+    } while (0)
+
+/* The log-sum-exp of a row. */
+#define LOSS_ROW(T, EXPD, NAME)                                                            \
     LADLE_KERNEL static double NAME(const T *x, int64_t c)                                 \
     {                                                                                      \
-        T m[LL];                                                                           \
-        double s[LL] = {0}, mx = -INFINITY, sum = 0;                                       \
-        for (int l = 0; l < LL; l++)                                                       \
-            m[l] = (T)-INFINITY;                                                           \
+        T mx;                                                                              \
+        ROW_MAX(T, x, c, mx);                                                              \
+        double s[LL] = {0}, sum = 0;                                                       \
         int64_t k = 0;                                                                     \
         for (; k + LL <= c; k += LL)                                                       \
             for (int l = 0; l < LL; l++)                                                   \
-                m[l] = x[k + l] > m[l] ? x[k + l] : m[l]; /* NaN ignored, as fmax */       \
-        for (int l = 0; l < LL; l++)                                                       \
-            mx = fmax(mx, m[l]);                                                           \
-        for (; k < c; k++)                                                                 \
-            mx = fmax(mx, (double)x[k]);                                                   \
-        for (k = 0; k + LL <= c; k += LL)                                                  \
-            for (int l = 0; l < LL; l++)                                                   \
-                s[l] += ladle_exp_f64((double)x[k + l] - mx);                              \
+                s[l] += (double)EXPD(x[k + l], mx);                                        \
         for (int l = 0; l < LL; l++)                                                       \
             sum += s[l];                                                                   \
         for (; k < c; k++)                                                                 \
-            sum += ladle_exp_f64((double)x[k] - mx);                                       \
-        return mx + log(sum);                                                              \
+            sum += (double)EXPD(x[k], mx);                                                 \
+        return (double)mx + log(sum);                                                      \
     }
-LOSS_ROW(float, lse_row_f32)
-LOSS_ROW(double, lse_row_f64)
+LOSS_ROW(float, ladle_exp_diff_f32, lse_row_f32)
+LOSS_ROW(double, exp_diff_f64, lse_row_f64)
 
-/* Cross entropy's gradient over contiguous classes without class weights:
- * dx_k = g (e^(x_k - z) - q_k), q_k the smoothed target (target_q's
- * expression), vectorised. */
-#define CE_GRAD_ROW(T, NAME)                                                               \
-    LADLE_KERNEL static void NAME(const T *x, int64_t c, double z, int64_t label,          \
-                                  double e, double g, T *dx)                               \
+/* Cross entropy's gradient over contiguous classes without class weights,
+ * dx_k = g (p_k - q_k), p the softmax of the row and q the smoothed target
+ * (target_q's expression: e / C, and 1 - e more at the label). One
+ * exponential a logit: e^(x_k - max) goes into dx as it is summed, then dx
+ * is scaled by g / sum in place (the row is in cache) and the label's q
+ * taken off its own entry. Storing the exponentials in the dtype costs
+ * nothing in the cancellation of p - 1 at the label: where the label is the
+ * row's maximum its exponential is 1, exactly, and elsewhere p <= 1/2. */
+#define CE_BACK_ROW(T, EXPD, NAME)                                                         \
+    LADLE_KERNEL static void NAME(const T *x, int64_t c, int64_t label, double e,          \
+                                  double g, T *dx)                                         \
     {                                                                                      \
-        double ec = e / (double)c;                                                         \
-        for (int64_t k = 0; k < c; k++) {                                                  \
-            double q = (k == label ? 1 - e : 0) + ec;                                      \
-            dx[k] = (T)(g * (ladle_exp_f64((double)x[k] - z) - q));                        \
+        T mx;                                                                              \
+        ROW_MAX(T, x, c, mx);                                                              \
+        double s[LL] = {0}, sum = 0;                                                       \
+        int64_t k = 0;                                                                     \
+        for (; k + LL <= c; k += LL)                                                       \
+            for (int l = 0; l < LL; l++) {                                                 \
+                T v = EXPD(x[k + l], mx);                                                  \
+                dx[k + l] = v;                                                             \
+                s[l] += (double)v;                                                         \
+            }                                                                              \
+        for (int l = 0; l < LL; l++)                                                       \
+            sum += s[l];                                                                   \
+        for (; k < c; k++) {                                                               \
+            dx[k] = EXPD(x[k], mx);                                                        \
+            sum += (double)dx[k];                                                          \
         }                                                                                  \
+        double ec = e / (double)c, gi = g / sum, gq = g * ec, el = (double)dx[label];      \
+        for (k = 0; k < c; k++)                                                            \
+            dx[k] = (T)((double)dx[k] * gi - gq);                                          \
+        dx[label] = (T)(el * gi - g * (1 - e + ec));                                       \
     }
-CE_GRAD_ROW(float, ce_grad_row_f32)
-CE_GRAD_ROW(double, ce_grad_row_f64)
+CE_BACK_ROW(float, ladle_exp_diff_f32, ce_back_row_f32)
+CE_BACK_ROW(double, exp_diff_f64, ce_back_row_f64)
 
 /* log-sum-exp of the C logits of one sample, stride inner apart */
 static double lse(ladle_dtype dt, const void *x, int64_t base, int64_t c, int64_t inner)
@@ -220,17 +254,17 @@ ladle_status ladle__cpu_loss_backward(const ladle_backend *be, ladle_dtype dtype
                 put(dtype, dx, base + k * inner, 0.0);
             continue;
         }
-        double z = l->kind == LADLE_LOSS_CROSS_ENTROPY ? lse(dtype, x, base, c, inner) : 0;
-        double qs = l->kind == LADLE_LOSS_CROSS_ENTROPY ? target_q_sum(l, label) : 0;
         if (l->kind == LADLE_LOSS_CROSS_ENTROPY && l->weight == NULL && inner == 1) {
             if (dtype == LADLE_F32)
-                ce_grad_row_f32((const float *)x + base, c, z, label, l->smoothing, g,
+                ce_back_row_f32((const float *)x + base, c, label, l->smoothing, g,
                                 (float *)dx + base);
             else
-                ce_grad_row_f64((const double *)x + base, c, z, label, l->smoothing, g,
+                ce_back_row_f64((const double *)x + base, c, label, l->smoothing, g,
                                 (double *)dx + base);
             continue;
         }
+        double z = l->kind == LADLE_LOSS_CROSS_ENTROPY ? lse(dtype, x, base, c, inner) : 0;
+        double qs = l->kind == LADLE_LOSS_CROSS_ENTROPY ? target_q_sum(l, label) : 0;
         for (int64_t k = 0; k < c; k++) {
             int64_t i = base + k * inner;
             double v;

@@ -39,30 +39,6 @@
 
 LADLE_INLINE float exp_or_zero(float d) { return d < -87.0f ? 0.0f : ladle_expf(d); }
 
-/* e^(x - mx), 0 below e^-87, in f32 at full vector width. Rounded to f32,
- * an argument 30 below the maximum would carry 2e-6 of relative error into
- * the result; so the difference is kept as d + lo, lo its rounding error
- * (Knuth's two-sum: six additions, no products for -ffp-contract to fuse),
- * and lo joins the exactly reduced r = d - k ln2 (|r| <= ln2 / 2) before
- * the polynomial. 2^k from the rounding's bits (fastmath.h's way). */
-LADLE_INLINE float exp_diff(float x, float mx)
-{
-    float d = x - mx, bv = d - x, av = d - bv;
-    float lo = (x - av) + (-mx - bv);
-    float kf = d * 1.44269504088896341f + 12582912.0f;
-    float k = kf - 12582912.0f;
-    float r = d - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
-    r = r + lo;
-    float p = ladle_exp_poly(r);
-    union {
-        float f;
-        uint32_t i;
-    } kb = {kf}, scale;
-    scale.i = (kb.i << 23) + (127u << 23);
-    return d < -87.0f ? 0.0f : p * scale.f;
-}
-
 /* f64 rows: fastmath.h's double exponential (within an ulp of the C
  * library's), once an element, instead of the general loops' two library
  * calls; x - mx is rounded as the general loops round it. */
@@ -71,7 +47,7 @@ LADLE_INLINE double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x -
 #define T float
 #define RFWD rows_fwd_f32
 #define RBWD rows_bwd_f32
-#define EXPD exp_diff
+#define EXPD ladle_exp_diff_f32
 #define EXPY exp_or_zero
 #include "src/backends/cpu/softmax_vec.inc"
 #undef T
