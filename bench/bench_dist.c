@@ -20,13 +20,19 @@
  *    sequential step on the rank's part of the batch, run at the same time
  *    on every rank).
  *
+ *  - vocab-loss: the vocabulary-parallel cross entropy (a 1 x P grid: the
+ *    classes over the ranks) forward + backward against the sequential
+ *    cross entropy on the rank's own slice of the logits (the same
+ *    exponentials), alternated: what the distribution adds. Target: 1.1.
+ *
  *  - resnet: ResNet-20 (batch 64, 28 x 28, f32) training steps, the graph
  *    network of ladle_resnet_create: one rank's sequential network, then
  *    every data, spatial and channel layout that fits the ranks, with the
  *    speed-up over the sequential step measured in the same run (fewer
  *    repetitions: a step takes a good part of a second).
  *
- *   mpiexec -n 2 bench_dist [--reps R] [--only conv-halo|dp-sync|lenet|resnet]
+ *   mpiexec -n 2 bench_dist [--reps R]
+ *                           [--only conv-halo|dp-sync|vocab-loss|lenet|resnet]
  */
 #include <mpi.h>
 #include <sched.h>
@@ -244,6 +250,72 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
     ladle_partition_destroy(&p);
 }
 
+/* The vocabulary-parallel cross entropy over M rows of C classes (f32,
+ * mean) against the sequential one on this rank's M x C/P slice. */
+static void vocab_loss(int64_t M, int64_t C)
+{
+    int grid[2] = {1, world}, ranks[LADLE_BENCH_MAX_RANKS];
+    for (int r = 0; r < world; r++)
+        ranks[r] = r;
+    ladle_partition *p = NULL;
+    check(ladle_partition_create(MPI_COMM_WORLD, 2, grid, ranks, &p), "partition");
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    ladle_op *ops[2] = {NULL, NULL};
+    check(ladle_dist_vocab_loss_create(&d, p, M, C, LADLE_F32, LADLE_CPU, 0, &ops[0]),
+          "vocabulary-parallel loss");
+    int64_t off[2], box[2];
+    check(ladle_layout_box(ladle_op_x_layout(ops[0]), LADLE_SELF, off, box), "box");
+    check(ladle_loss_create_ex(&d, 2, box, LADLE_F32, LADLE_CPU, &ops[1]), "loss");
+    ladle_tensor *x[2], *dx[2], *t[2], *out[2], *dl[2];
+    ladle_ctx *ctx[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        check(ladle_tensor_create(LADLE_F32, 2, box, &x[k]), "x");
+        check(ladle_tensor_create(LADLE_F32, 2, box, &dx[k]), "dx");
+        check(ladle_tensor_create(LADLE_I64, 1, &M, &t[k]), "labels");
+        check(ladle_tensor_create(LADLE_F32, 0, NULL, &out[k]), "loss");
+        check(ladle_tensor_create(LADLE_F32, 0, NULL, &dl[k]), "dloss");
+        check(ladle_tensor_fill_random(x[k], 5, 0), "fill");
+        check(ladle_tensor_fill(dl[k], 1.0), "fill");
+        int64_t *lab = ladle_tensor_data(t[k]);
+        for (int64_t m = 0; m < M; m++) /* the whole vocabulary's, or the slice's */
+            lab[m] = (m * 7919) % (k == 0 ? C : box[1]);
+        check(ladle_ctx_create(ops[k], &ctx[k]), "ctx");
+    }
+    double *v = calloc((size_t)(3 * reps), sizeof(double));
+    for (int r = -2; r < reps; r++) {
+        double e[2];
+        for (int k = 0; k < 2; k++) {
+            barrier();
+            double t0 = MPI_Wtime();
+            check(ladle_loss_forward(ops[k], ctx[k], x[k], t[k], out[k]), "loss forward");
+            check(ladle_loss_backward(ops[k], ctx[k], dl[k], dx[k]), "loss backward");
+            e[k] = slowest(MPI_Wtime() - t0);
+        }
+        if (r >= 0)
+            v[r] = e[0], v[reps + r] = e[1], v[2 * reps + r] = e[0] / e[1];
+    }
+    double td = bench_median(v, reps), tl = bench_median(v + reps, reps),
+           q = bench_median(v + 2 * reps, reps);
+    free(v);
+    if (me == 0) {
+        char sh[64];
+        snprintf(sh, sizeof sh, "%lld x %lld classes, 1x%d", (long long)M, (long long)C,
+                 world);
+        printf("vocab-loss %-34s %9.3f %9.3f %6.2f   (slice of %lld)\n", sh, td * 1e3,
+               tl * 1e3, q, (long long)box[1]);
+        fflush(stdout);
+    }
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&ctx[k]);
+        ladle_tensor_destroy(&x[k]), ladle_tensor_destroy(&dx[k]);
+        ladle_tensor_destroy(&t[k]), ladle_tensor_destroy(&out[k]);
+        ladle_tensor_destroy(&dl[k]);
+        ladle_op_destroy(&ops[k]);
+    }
+    ladle_partition_destroy(&p);
+}
+
 /* Max pooling k3 s2 p1 on row tiles, with the overlap against without. */
 static void pool_overlap(int64_t n, int64_t c, int64_t s)
 {
@@ -433,7 +505,7 @@ int main(int argc, char **argv)
     long long nreps = reps;
     const bench_opt opts[] = {
         {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
-        {"--only", 0, 0, NULL, &only, "conv-halo,dp-sync,lenet,resnet", 0},
+        {"--only", 0, 0, NULL, &only, "conv-halo,dp-sync,vocab-loss,lenet,resnet", 0},
     };
     if (bench_options("bench_dist", me, argc, argv, opts, sizeof opts / sizeof opts[0])) {
         MPI_Finalize();
@@ -470,6 +542,13 @@ int main(int argc, char **argv)
             }
             ladle_network_destroy(&net);
         }
+    }
+
+    if (world <= LADLE_BENCH_MAX_RANKS && (!only || !strcmp(only, "vocab-loss"))) {
+        if (me == 0)
+            printf("\n%-10s %-34s %9s %9s %6s\n", "row", "shape", "dist_ms", "local_ms",
+                   "ratio");
+        vocab_loss(256, 50257); /* GPT-2's vocabulary */
     }
 
     if (!only || !strcmp(only, "lenet")) {

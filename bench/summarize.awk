@@ -42,7 +42,7 @@ $1 ~ /^[0-9]+$/ && NF >= 9 {
 }
 # bench_dist rows, keyed by the launch's rank count
 /^# f32, [0-9]+ ranks, median/ { dranks = $3 }
-/^(conv-halo|halo-ovl|dp-sync|lenet) / {
+/^(conv-halo|halo-ovl|dp-sync|vocab-loss|lenet) / {
     dkey = sprintf("%2d  %s", dranks, substr($0, 1, 45))
     sub(/ +$/, "", dkey)
     if (!(dkey in dseen)) { dseen[dkey] = 1; dorder[++dn] = dkey }
@@ -141,7 +141,7 @@ END {
     }
     if (dn) {
         printf "\n%2s  %-45s %9s %9s %7s %5s   %s\n", "n", "distributed row", "a", "b", "c",
-            "runs", "(conv-halo/dp-sync: dist_ms local_ms ratio; halo-ovl: overlapped_ms plain_ms ratio; lenet: ms/step images/s speedup)"
+            "runs", "(conv-halo/dp-sync/vocab-loss: dist_ms local_ms ratio; halo-ovl: overlapped_ms plain_ms ratio; lenet: ms/step images/s speedup)"
         for (i = 1; i <= dn; i++) {
             k = dorder[i]
             printf "%-49s %9.3f %9.3f %7.2f %5d   %s\n", k, median(da[k]), median(db[k]),

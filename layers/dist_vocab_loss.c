@@ -23,8 +23,10 @@
  * with softmax_c = exp(x_c - L) from the saved L, q the smoothed weighted
  * one-hot and s its sum, involves only the rank's own classes.
  *
- * The row statistics are host loops: no backend slot computes them yet,
- * so the layer runs on the CPU only and refuses other devices.
+ * The slice's log-sum-exps and the backward's exponentials are the
+ * backend's (lse_rows, exp_rows: vectorised on the CPU, one exponential a
+ * logit a pass); the rest are host loops over rows, so the layer runs on
+ * the CPU only and refuses other devices.
  */
 #include <math.h>
 #include <string.h>
@@ -48,6 +50,8 @@ typedef struct vloss {
     ladle_op *row_sum;    /* all-sum-reduce of the row statistics over P */
     ladle_op *block_sum;  /* all-sum-reduce of the totals over p_x */
     ladle_tensor *stats;  /* mbmax (P + 3) + 2 doubles */
+    ladle_tensor *rowbuf; /* 2 mbmax doubles: the slices' log-sum-exps; the rows'
+                           * factors and label logits */
     ladle_tensor *totals; /* TOTALS doubles */
 } vloss;
 
@@ -66,6 +70,7 @@ static void vloss_free(vloss *v)
     ladle_op_destroy(&v->block_sum);
     ladle_tensor_destroy(&v->stats);
     ladle_tensor_destroy(&v->totals);
+    ladle_tensor_destroy(&v->rowbuf);
     ladle__free(v->weight);
     ladle__free(v);
 }
@@ -135,32 +140,32 @@ static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
 }
 
 /* This rank's part of the row statistics (stats zeroed; valid input). */
-static void local_stats(const vloss *v, ladle_dtype dt, const void *x, const int64_t *label,
-                        double *s)
+static ladle_status local_stats(const ladle_op *op, const void *x, const int64_t *label,
+                                double *s)
 {
+    const vloss *v = op->impl;
+    ladle_dtype dt = op->dtype;
     int64_t len = row_len(v);
+    double *lse = v->rowbuf->data;
+    /* a slice of -inf logits has no mass (-inf); a NaN spoils the row */
+    ladle_status st = op->be->fn->lse_rows(op->be, dt, v->mb, v->vr, x, lse);
+    if (st != LADLE_OK)
+        return st;
     for (int64_t m = 0; m < v->mb; m++) {
-        double *r = s + m * len, mx = -INFINITY, sum = 0, smooth = 0;
+        double *r = s + m * len, smooth = 0;
         const int64_t base = m * v->vr;
-        int nan = 0;
-        for (int64_t c = 0; c < v->vr; c++) {
-            double xc = at(x, dt, base + c);
-            nan |= isnan(xc);
-            mx = fmax(mx, xc);
+        r[v->col] = lse[m];
+        if (v->smoothing > 0) {
+            for (int64_t c = 0; c < v->vr; c++)
+                smooth += class_weight(v, v->voff + c) * at(x, dt, base + c);
+            r[v->nvoc + S_SMOOTH] = smooth;
         }
-        for (int64_t c = 0; c < v->vr; c++) {
-            double xc = at(x, dt, base + c);
-            sum += exp(xc - mx);
-            smooth += class_weight(v, v->voff + c) * xc;
-        }
-        /* a slice of -inf logits has no mass (log 0); a NaN spoils the row */
-        r[v->col] = nan ? NAN : mx == -INFINITY ? mx : mx + log(sum);
-        r[v->nvoc + S_SMOOTH] = v->smoothing > 0 ? smooth : 0.0;
         int64_t t = label[m];
         if (!(v->ignore && t == v->ignore_index) && t >= v->voff && t < v->voff + v->vr)
             r[v->nvoc + S_TARGET] = at(x, dt, base + t - v->voff);
         r[v->nvoc + S_LABELS] = (double)t;
     }
+    return LADLE_OK;
 }
 
 /* The row's log-sum-exp over every class from the gathered slices'. */
@@ -260,7 +265,7 @@ static ladle_status vl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     int64_t len = row_len(v), flag = v->mbmax * len;
     memset(s, 0, (size_t)(flag + 2) * sizeof *s);
     if (local == LADLE_OK)
-        local_stats(v, op->dtype, input->data, target->data, s);
+        local = local_stats(op, input->data, target->data, s);
     s[flag] = local != LADLE_OK;
     s[flag + 1] = local != LADLE_OK ? (double)local : 0.0;
     LADLE_CALL(ladle_op_forward(v->row_sum, v->stats, v->stats));
@@ -335,7 +340,21 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     const void *x = ctx->x->data;
     const int64_t *label = ctx->target->data;
     const double *lse = ctx->buf;
-    double e = v->smoothing, per = e / (double)v->classes;
+    double e = v->smoothing, per = e / (double)v->classes, *scale = v->rowbuf->data;
+    double *xt = scale + v->mbmax;
+    /* dx = g mass softmax first (the backend's exponentials), then less g q:
+     * the smoothing's share of every class, and the label's own entry
+     * recomputed whole in double, where p mass and q may cancel (from its
+     * logit read first: dx may be x) */
+    for (int64_t m = 0; m < v->mb; m++) {
+        int64_t t = label[m];
+        double g = at(dloss->data, dt, none ? m : 0) / ctx->divisor;
+        int ign = v->ignore && t == v->ignore_index;
+        scale[m] = ign ? 0.0 : g * ((1 - e) * class_weight(v, t) + per * v->wtotal);
+        if (!ign && t >= v->voff && t < v->voff + v->vr)
+            xt[m] = at(x, dt, m * v->vr + t - v->voff);
+    }
+    LADLE_CALL(op->be->fn->exp_rows(op->be, dt, v->mb, v->vr, x, lse, scale, dx->data));
     for (int64_t m = 0; m < v->mb; m++) {
         int64_t t = label[m], base = m * v->vr;
         if (v->ignore && t == v->ignore_index) {
@@ -345,10 +364,14 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         }
         double g = at(dloss->data, dt, none ? m : 0) / ctx->divisor;
         double wt = class_weight(v, t), mass = (1 - e) * wt + per * v->wtotal;
-        for (int64_t c = 0; c < v->vr; c++) {
-            int64_t k = v->voff + c;
-            double q = (k == t ? (1 - e) * wt : 0.0) + per * class_weight(v, k);
-            put(dx->data, dt, base + c, g * (exp(at(x, dt, base + c) - lse[m]) * mass - q));
+        if (e > 0)
+            for (int64_t c = 0; c < v->vr; c++)
+                put(dx->data, dt, base + c,
+                    at(dx->data, dt, base + c) - g * per * class_weight(v, v->voff + c));
+        if (t >= v->voff && t < v->voff + v->vr) {
+            int64_t c = base + t - v->voff;
+            double q = (1 - e) * wt + per * class_weight(v, t);
+            put(dx->data, dt, c, g * (exp(xt[m] - lse[m]) * mass - q));
         }
     }
 fail:
@@ -394,6 +417,11 @@ static ladle_status validate(const ladle_loss_desc *d, const ladle_partition *p_
             "the vocabulary-parallel loss runs on the CPU only (%s given): its "
             "row statistics have no device kernels yet",
             ladle_device_name(device));
+    const ladle_backend *be = ladle__backend(device);
+    if (be != NULL && (be->fn->lse_rows == NULL || be->fn->exp_rows == NULL))
+        return ladle__raise(LADLE_ERR_DEVICE, f,
+                            "the %s backend has no lse_rows and exp_rows slots",
+                            ladle_device_name(device));
     if (ladle_partition_ndim(p_x) != 2)
         return ladle__raise(
             LADLE_ERR_PARTITION, f,
@@ -453,6 +481,8 @@ static ladle_status plan(ladle__dist_make *m, vloss *v, const ladle_loss_desc *d
     int64_t ns = c ? v->mbmax * row_len(v) + 2 : 0, nt = c ? TOTALS : 0;
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &ns, &v->stats));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &nt, &v->totals));
+    int64_t nr = c ? 2 * v->mbmax : 0;
+    LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &nr, &v->rowbuf));
     LADLE_CALL(
         ladle_layout_create_balanced(p_x, 2, (int64_t[]){v->rows, v->classes}, &m->lx));
 fail:

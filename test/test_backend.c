@@ -290,6 +290,98 @@ START_TEST(tensors_on_a_device)
 }
 END_TEST
 
+/* lse_rows and exp_rows (the vocabulary-parallel loss's) against loops with
+ * the C library's exp, over rows of lengths around the vector loops' 32
+ * lanes, both dtypes; rows with a NaN, a +inf, all -inf; exponentials
+ * below the dtype's range; y over x. */
+START_TEST(row_statistics)
+{
+    enum { R = 10, L = 70 };
+    static const int64_t lens[] = {0, 1, 5, 31, 32, 33, 70};
+    uint64_t u = 12345;
+    for (int f64 = 0; f64 < 2; f64++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int64_t len = lens[li];
+            ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
+            double xv[R * L], lse[R], want[R], shift[R], scale[R], y[R * L];
+            float xf[R * L], yf[R * L];
+            for (int64_t i = 0; i < R * len; i++) {
+                u = u * 6364136223846793005u + 1442695040888963407u;
+                double r = (double)(u >> 11) / 9007199254740992.0; /* [0, 1) */
+                xv[i] = (r - 0.5) * (i % 7 == 0 ? 200 : 20);
+                xf[i] = (float)xv[i];
+                if (!f64)
+                    xv[i] = xf[i];
+            }
+            if (len > 0) { /* row 1 a NaN, row 2 a +inf, row 3 all -inf, row 4 one -inf */
+                xv[1 * len + len / 2] = NAN;
+                xv[2 * len + len - 1] = INFINITY;
+                for (int64_t c = 0; c < len; c++)
+                    xv[3 * len + c] = -INFINITY;
+                xv[4 * len] = -INFINITY;
+                for (int64_t i = 0; i < R * len; i++)
+                    xf[i] = (float)xv[i];
+            }
+            for (int r = 0; r < R; r++) {
+                const double *x = xv + r * len;
+                double mx = -INFINITY, sum = 0;
+                int nan = 0;
+                for (int64_t c = 0; c < len; c++)
+                    nan |= isnan(x[c]), mx = fmax(mx, x[c]);
+                for (int64_t c = 0; c < len; c++)
+                    sum += exp(x[c] - mx);
+                want[r] = nan || mx == INFINITY ? NAN
+                          : mx == -INFINITY     ? mx
+                                                : mx + log(sum);
+            }
+            K(lse_rows, dt, R, len, f64 ? (void *)xv : (void *)xf, lse);
+            double worst = 0;
+            int ok = 1;
+            for (int r = 0; r < R; r++) {
+                if (isnan(want[r]) || isinf(want[r]))
+                    ok &= isnan(want[r]) ? isnan(lse[r]) : lse[r] == want[r];
+                else
+                    worst = fmax(worst, fabs(lse[r] - want[r]) / fmax(1, fabs(want[r])));
+                /* the shifts: the row's lse, or 3 below it (arguments up to 3) */
+                shift[r] = isfinite(want[r]) ? want[r] - (r % 2 ? 3 : 0) : 0;
+                scale[r] = 0.5 + r;
+            }
+            LT_ASSERT(ok && worst < (f64 ? 1e-15 : 1e-6),
+                      "lse_rows %s, length %lld: specials %s, worst %.2e",
+                      ladle_dtype_name(dt), (long long)len, ok ? "right" : "wrong", worst);
+            for (int inplace = 0; inplace < 2; inplace++) {
+                float xs[R * L];
+                memcpy(xs, xf, sizeof xs);
+                double xd[R * L];
+                memcpy(xd, xv, sizeof xd);
+                void *out = inplace ? (f64 ? (void *)xd : (void *)xs)
+                                    : (f64 ? (void *)y : (void *)yf);
+                K(exp_rows, dt, R, len, f64 ? (void *)xd : (void *)xs, shift, scale, out);
+                worst = 0, ok = 1;
+                for (int r = 0; r < R; r++)
+                    for (int64_t c = 0; c < len; c++) {
+                        int64_t i = r * len + c;
+                        double a = xv[i] - shift[r],
+                               got = f64 ? ((double *)out)[i] : ((float *)out)[i];
+                        double ref = scale[r] * exp(a);
+                        if (isnan(a) || a > 80)
+                            continue; /* no promise there */
+                        if (a < (f64 ? -708.39 : -87.0))
+                            ok &= got == 0;
+                        else if (a < (f64 ? -700 : -80)) /* near the range's end */
+                            ok &= fabs(got - ref) <= 2e-6 * ref + (f64 ? 0 : 1e-37);
+                        else
+                            worst = fmax(worst, fabs(got - ref) / ref);
+                    }
+                LT_ASSERT(ok && worst < (f64 ? 1e-15 : 1e-6),
+                          "exp_rows %s, length %lld%s: specials %s, worst %.2e",
+                          ladle_dtype_name(dt), (long long)len, inplace ? " in place" : "",
+                          ok ? "right" : "wrong", worst);
+            }
+        }
+}
+END_TEST
+
 /* The guarded test device: host memory that nothing but its slots may
  * touch. Every tensor call works on it through the backend, and its answers
  * are the CPU's. (Under make asan a direct access is caught: see the
@@ -357,6 +449,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, gemm_refuses_sizes_past_int);
     tcase_add_test(tc, tensors_on_a_device);
     tcase_add_test(tc, the_guarded_device);
+    tcase_add_test(tc, row_statistics);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -100,7 +100,7 @@ static void loss_case(int D, int P, int64_t M, int64_t C, int variant, ladle_red
 {
     if (D * P > lt_size)
         return;
-    double weights[64];
+    double *weights = malloc(sizeof(double) * (size_t)C);
     ladle_loss_desc d;
     desc_of(&d, variant, red, weights, C);
     int none = red == LADLE_REDUCE_NONE, ignore = variant == IGNORE || variant == ALL;
@@ -148,6 +148,7 @@ static void loss_case(int D, int P, int64_t M, int64_t C, int variant, ladle_red
     ladle_tensor_destroy(&L), ladle_tensor_destroy(&dL);
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx), ladle_tensor_destroy(&t);
     ladle_tensor_destroy(&l), ladle_tensor_destroy(&dl);
+    free(weights);
 }
 
 static const int grids[][2] = {{1, 1}, {1, 2}, {2, 1}, {1, 3}, {2, 2},
@@ -179,6 +180,14 @@ START_TEST(loss_equivalence)
     /* slices of two and three classes */
     loss_case(1, lt_size, 7, 2 * lt_size + 1, SMOOTH, LADLE_REDUCE_MEAN, LADLE_F64,
               "C = 2P + 1");
+    /* slices longer than the CPU's vector loops (32 lanes), with tails */
+    for (int f32 = 0; f32 < 2; f32++) {
+        ladle_dtype dt = f32 ? LADLE_F32 : LADLE_F64;
+        loss_case(1, lt_size, 6, 150 * lt_size + 37, ALL, LADLE_REDUCE_MEAN, dt,
+                  f32 ? "long slices, f32" : "long slices, f64");
+        loss_case(1, lt_size, 6, 150 * lt_size + 37, PLAIN, LADLE_REDUCE_NONE, dt,
+                  f32 ? "long plain slices, f32" : "long plain slices, f64");
+    }
 }
 END_TEST
 

@@ -276,7 +276,7 @@ bench 2 "--only halo,repartition: is not one of the choices" "1 2 3" bench_primi
 bench 2 "--min-kib 8 is above --max-kib 4" "2" bench_primitives --min-kib 8 --max-kib 4
 bench 2 "--max-kib 99999999: wants a whole number" "2" bench_primitives --max-kib 99999999
 bench 0 "broadcast" "2" bench_primitives --only broadcast --max-kib 1 --reps 1
-bench 2 "--only xyz: is not one of the choices (conv-halo,dp-sync,lenet,resnet)" "1 2" bench_dist --only xyz
+bench 2 "--only xyz: is not one of the choices (conv-halo,dp-sync,vocab-loss,lenet,resnet)" "1 2" bench_dist --only xyz
 bench 2 "--hidden 2: wants a whole number in range [3, 16384]" "1 2" bench_pipe --hidden 2
 bench 2 "--steps 1e3: wants a whole number" "2" bench_pipe --steps 1e3
 bench 2 "--svg-dir $tmp/missing: not a directory" "2" bench_pipe --svg-dir "$tmp/missing"

@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 8
+#define LADLE_BACKEND_VERSION 9
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {
@@ -704,6 +704,25 @@ struct ladle_backend_table {
                                          const void *dy, int64_t dy_stride, const void *w,
                                          void *scratch, void *dx, int64_t dx_stride,
                                          int variant);
+
+    /* --- revision 9 --- */
+    /* (CPU: src/backends/cpu/loss.c) */
+    /* Row statistics of a cross entropy whose classes are spread over ranks
+     * (the vocabulary-parallel loss), over `rows` contiguous rows of len
+     * values of x; lse, shift and scale are rows doubles of device memory.
+     * lse_rows: lse[r] = log sum_c e^{x_rc}, in double and shifted by the
+     * row's maximum; NaN where the row holds a NaN or +inf, -inf where all
+     * its values are -inf (or len is 0). exp_rows: y_rc = scale[r]
+     * e^{x_rc - shift[r]}, rounded to dtype once; for x - shift <= 0 (larger
+     * arguments are clamped to 88 in f32 and 709 in f64) within a few ulps
+     * of f32 or one of f64, and 0 where the exponential is below e^-87 (f32)
+     * or e^-708.39 (f64); y may be x. Optional: absent, the
+     * vocabulary-parallel loss refuses the device. */
+    ladle_status (*lse_rows)(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                             int64_t len, const void *x, double *lse);
+    ladle_status (*exp_rows)(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                             int64_t len, const void *x, const double *shift,
+                             const double *scale, void *y);
 };
 
 /* The default instance of a device's backend, or NULL if ladle was built

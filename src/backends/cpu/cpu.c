@@ -85,6 +85,8 @@ const ladle_backend_table ladle__cpu_table = {
     .conv_direct_forward = ladle__cpu_conv_direct_forward,
     .conv_direct_weight = ladle__cpu_conv_direct_weight,
     .conv_direct_backward = ladle__cpu_conv_direct_backward,
+    .lse_rows = ladle__cpu_lse_rows,
+    .exp_rows = ladle__cpu_exp_rows,
 };
 
 const ladle_backend ladle__cpu_backend = {

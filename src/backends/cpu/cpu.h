@@ -90,6 +90,11 @@ ladle_status ladle__cpu_adaptive_pool_forward(const ladle_backend *be, ladle_dty
 ladle_status ladle__cpu_adaptive_pool_backward(const ladle_backend *be, ladle_dtype dtype,
                                                const ladle_adaptive_geom *g, int64_t planes,
                                                const void *dy, void *dx);
+ladle_status ladle__cpu_lse_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                 int64_t len, const void *x, double *lse);
+ladle_status ladle__cpu_exp_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                 int64_t len, const void *x, const double *shift,
+                                 const double *scale, void *y);
 ladle_status ladle__cpu_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
                                         int64_t n, const int64_t *labels, double *sum,
                                         int64_t *first);

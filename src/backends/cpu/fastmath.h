@@ -42,17 +42,12 @@ static inline float ladle_expf(float x)
     return p * scale.f;
 }
 
-/* e^(x - mx), 0 below e^-87, in f32 at full vector width. Rounded to f32,
- * an argument 30 below the maximum would carry 2e-6 of relative error into
- * the result; so the difference is kept as d + lo, lo its rounding error
- * (Knuth's two-sum: six additions, no products for -ffp-contract to fuse),
- * and lo joins the exactly reduced r = d - k ln2 (|r| <= ln2 / 2) before
- * the polynomial. 2^k from the rounding's bits (as ladle_expf). Softmax and
- * cross entropy take it for f32 rows. */
-static inline float ladle_exp_diff_f32(float x, float mx)
+/* e^(d + lo) in f32 for a difference d (<= 88) and its rounding error lo:
+ * lo joins the exactly reduced r = d - k ln2 (|r| <= ln2 / 2) before the
+ * polynomial, 2^k from the rounding's bits (as ladle_expf); 0 below e^-87,
+ * NaN for NaN. */
+static inline float ladle__exp_split_f32(float d, float lo)
 {
-    float d = x - mx, bv = d - x, av = d - bv;
-    float lo = (x - av) + (-mx - bv);
     float kf = d * 1.44269504088896341f + 12582912.0f;
     float k = kf - 12582912.0f;
     float r = d - k * 0.693359375f;
@@ -65,6 +60,28 @@ static inline float ladle_exp_diff_f32(float x, float mx)
     } kb = {kf}, scale;
     scale.i = (kb.i << 23) + (127u << 23);
     return d < -87.0f ? 0.0f : p * scale.f;
+}
+
+/* e^(x - mx), 0 below e^-87, in f32 at full vector width. Rounded to f32,
+ * an argument 30 below the maximum would carry 2e-6 of relative error into
+ * the result; so the difference is kept as d + lo, lo its rounding error
+ * (Knuth's two-sum: six additions, no products for -ffp-contract to fuse).
+ * Softmax and cross entropy take it for f32 rows. */
+static inline float ladle_exp_diff_f32(float x, float mx)
+{
+    float d = x - mx, bv = d - x, av = d - bv;
+    float lo = (x - av) + (-mx - bv);
+    return ladle__exp_split_f32(d, lo);
+}
+
+/* e^(x - s) for an f32 x and a double s (a log-sum-exp): the difference in
+ * double, clamped at 88, split into an f32 d and its rounding error. */
+static inline float ladle_exp_shift_f32(float x, double s)
+{
+    double dd = (double)x - s;
+    dd = dd > 88.0 ? 88.0 : dd;
+    float d = (float)dd;
+    return ladle__exp_split_f32(d, (float)(dd - (double)d));
 }
 
 /*

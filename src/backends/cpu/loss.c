@@ -129,6 +129,57 @@ LOSS_ROW(double, exp_diff_f64, lse_row_f64)
 CE_BACK_ROW(float, ladle_exp_diff_f32, ce_back_row_f32)
 CE_BACK_ROW(double, exp_diff_f64, ce_back_row_f64)
 
+/* The vocabulary-parallel loss's slots (backend.h, revision 9). */
+LADLE_KERNEL static void exp_rows_f32(int64_t rows, int64_t len, const float *x,
+                                      const double *shift, const double *scale, float *y)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double s = shift[r], a = scale[r];
+        for (int64_t c = 0; c < len; c++)
+            y[r * len + c] = (float)(a * (double)ladle_exp_shift_f32(x[r * len + c], s));
+    }
+}
+
+LADLE_KERNEL static void exp_rows_f64(int64_t rows, int64_t len, const double *x,
+                                      const double *shift, const double *scale, double *y)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double s = shift[r], a = scale[r];
+        for (int64_t c = 0; c < len; c++)
+            y[r * len + c] = a * ladle_exp_f64(x[r * len + c] - s);
+    }
+}
+
+ladle_status ladle__cpu_exp_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                 int64_t len, const void *x, const double *shift,
+                                 const double *scale, void *y)
+{
+    (void)be;
+    if (dtype == LADLE_F32)
+        exp_rows_f32(rows, len, x, shift, scale, y);
+    else
+        exp_rows_f64(rows, len, x, shift, scale, y);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cpu_lse_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                                 int64_t len, const void *x, double *lse)
+{
+    (void)be;
+    for (int64_t r = 0; r < rows; r++) {
+        double z = dtype == LADLE_F32 ? lse_row_f32((const float *)x + r * len, len)
+                                      : lse_row_f64((const double *)x + r * len, len);
+        if (isnan(z)) { /* NaN, +inf, or a row of -inf (the vector loops' max skips NaN) */
+            double mx = -INFINITY;
+            for (int64_t c = 0; c < len && !isnan(z = get(dtype, x, r * len + c)); c++)
+                mx = fmax(mx, z);
+            z = isnan(z) || mx != -INFINITY ? NAN : mx;
+        }
+        lse[r] = z;
+    }
+    return LADLE_OK;
+}
+
 /* log-sum-exp of the C logits of one sample, stride inner apart */
 static double lse(ladle_dtype dt, const void *x, int64_t base, int64_t c, int64_t inner)
 {

@@ -349,6 +349,20 @@ static ladle_status g_loss_weight_sum(const ladle_backend *be, const ladle_loss_
     FENCED(ladle__cpu_loss_weight_sum(CPU, l, n, labels, sum, first), labels);
 }
 
+static ladle_status g_lse_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                               int64_t len, const void *x, double *lse)
+{
+    FENCED(ladle__cpu_lse_rows(CPU, dtype, rows, len, x, lse), x, lse);
+}
+
+static ladle_status g_exp_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
+                               int64_t len, const void *x, const double *shift,
+                               const double *scale, void *y)
+{
+    FENCED(ladle__cpu_exp_rows(CPU, dtype, rows, len, x, shift, scale, y), x, shift, scale,
+           y);
+}
+
 static ladle_status g_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
                                    int64_t lo, int64_t hi, int64_t *first)
 {
@@ -673,6 +687,8 @@ static const ladle_backend_table guarded_table = {
     .conv_direct_forward = g_conv_direct_forward,
     .conv_direct_weight = g_conv_direct_weight,
     .conv_direct_backward = g_conv_direct_backward,
+    .lse_rows = g_lse_rows,
+    .exp_rows = g_exp_rows,
 };
 
 const ladle_backend ladle__guarded_backend = {
