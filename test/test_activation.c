@@ -200,6 +200,67 @@ START_TEST(f64_exp_activations)
 }
 END_TEST
 
+/* GELU's special values as the C library's formula gives them: NaN stays
+ * NaN, +inf -> +inf, -inf -> -inf * 0 = NaN, signed zeros -> 0. */
+static void gelu_specials(ladle_dtype dt)
+{
+    int64_t m = 5;
+    ladle_op *op = NULL;
+    LT_OK(ladle_activation_create(LADLE_GELU, 0, 1, &m, dt, lt_device(), &op));
+    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
+    double sv[5] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
+    lt_store(x, sv);
+    LT_OK(ladle_op_forward(op, x, y));
+    double *yv = lt_values(y);
+    LT_ASSERT(isnan(yv[0]) && yv[1] == INFINITY && isnan(yv[2]) && yv[3] == 0 && yv[4] == 0,
+              "GELU %s of NaN, inf, -inf, 0, -0: %g %g %g %g %g", ladle_dtype_name(dt),
+              yv[0], yv[1], yv[2], yv[3], yv[4]);
+    free(yv);
+    ladle_tensor_destroy(&x);
+    ladle_tensor_destroy(&y);
+    ladle_op_destroy(&op);
+}
+
+/* f64 GELU, x Phi(x), on fastmath.h's double normal distribution, against
+ * long double's erfcl and expl (64-bit mantissas: the reference's own
+ * rounding, and that of its argument, which erfc's tail turns into a
+ * relative 2 z^2 of it, stay below 1e-16 here), relatively with no floor,
+ * from -40 (y below the smallest double) to 40, and the derivative Phi + x
+ * phi against the larger of its terms (it crosses 0 near x = -0.75); a y
+ * below the normal doubles may be 0 (the exponential's floor). The
+ * fit of erfcx is within 8e-16 for |x| < 8.5 and 4.1e-15 beyond
+ * (scripts/fit-erfcx.py); the exponential, the square's split and the
+ * products add a few ulps. Then the special values, as the C library's
+ * formula gives them. */
+START_TEST(f64_gelu)
+{
+    int64_t n = 114287;
+    const double eps = 0x1p-52;
+    double *xv, *yv, *dxv, worst = 0, worst_d = 0;
+    /* CUDA's kernel takes erfc(-x / sqrt 2) and e^{-x^2/2} with their
+     * arguments rounded: a relative x^2 eps more in the tail */
+    double cuda = lt_device() == LADLE_CUDA ? 2 : 0;
+    act_run(LADLE_GELU, LADLE_F64, n, -40.0, 0.0007, 0.0003, &xv, &yv, &dxv);
+    for (int64_t i = 0; i < n; i++) {
+        long double v = xv[i], cdf = 0.5L * erfcl(-v / sqrtl(2.0L));
+        long double pdf = expl(-0.5L * v * v) / sqrtl(2.0L * acosl(-1.0L));
+        double bound = (fabs(xv[i]) < 8.5 ? 12 : 40) * eps + cuda * xv[i] * xv[i] * eps;
+        double want = (double)(v * cdf);
+        if (fabs(want) >= 0x1p-1022)
+            worst = fmax(worst, fabs(yv[i] - want) / fabs(want) / bound);
+        else /* a subnormal y (x < -37.5) may come out as 0 */
+            worst = fmax(worst, fabs(yv[i]) > 0x1p-1022 ? INFINITY : 0.0);
+        long double d = cdf + v * pdf, scale = fmaxl(fabsl(v * pdf), cdf);
+        if (scale > 1e-300L)
+            worst_d = fmax(worst_d, (double)(fabsl(dxv[i] - d) / scale) / bound);
+    }
+    free(xv), free(yv), free(dxv);
+    LT_ASSERT(worst <= 1 && worst_d <= 1,
+              "GELU f64: value error %.2f, derivative %.2f of the bound", worst, worst_d);
+    gelu_specials(LADLE_F64);
+}
+END_TEST
+
 /* The f32 GELU's lower tail, relatively: y = x Phi(x) down to x = -13
  * (y ~ -8e-38, still a normal float), with no floor under the reference.
  * The argument of its exponential (-x^2/2 on the CPU, of erfc's x/sqrt2 on
@@ -231,21 +292,7 @@ START_TEST(gelu_f32_tail)
               "of the bound",
               worst, worst_d);
 
-    int64_t m = 5;
-    ladle_op *op = NULL;
-    LT_OK(ladle_activation_create(LADLE_GELU, 0, 1, &m, LADLE_F32, lt_device(), &op));
-    ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-    double sv[5] = {NAN, INFINITY, -INFINITY, 0.0, -0.0};
-    lt_store(x, sv);
-    LT_OK(ladle_op_forward(op, x, y));
-    yv = lt_values(y);
-    LT_ASSERT(isnan(yv[0]) && yv[1] == INFINITY && isnan(yv[2]) && yv[3] == 0 && yv[4] == 0,
-              "GELU f32 of NaN, inf, -inf, 0, -0: %g %g %g %g %g", yv[0], yv[1], yv[2],
-              yv[3], yv[4]);
-    free(yv);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_op_destroy(&op);
+    gelu_specials(LADLE_F32);
 }
 END_TEST
 
@@ -634,6 +681,7 @@ Suite *activation_suite(void)
     tcase_add_test(tc, f32_accuracy);
     tcase_add_test(tc, gelu_f32_tail);
     tcase_add_test(tc, f64_exp_activations);
+    tcase_add_test(tc, f64_gelu);
     tcase_add_test(tc, leaky_slopes);
     tcase_add_test(tc, softmax);
     tcase_add_test(tc, softmax_rows);

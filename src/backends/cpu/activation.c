@@ -10,7 +10,6 @@
 #include "src/backends/cpu/fastmath.h"
 #include "src/backends/cpu/simd.h"
 
-#define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
 #define SQRT_2_OVER_PI 0.79788456080286535588 /* GELU's tanh form: tanh(c (x + a x^3)) */
 #define GELU_A 0.044715
@@ -145,8 +144,10 @@ LADLE_KERNEL static void fwd_f64(ladle_activation kind, double slope, int64_t n,
             y[i] = ladle_tanh_f64(x[i]);
         break;
     case LADLE_GELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = 0.5 * x[i] * erfc(-x[i] * INV_SQRT2);
+        for (int64_t i = 0; i < n; i++) {
+            double g;
+            y[i] = x[i] * ladle_normal_cdf_f64(x[i], &g);
+        }
         break;
     case LADLE_GELU_TANH: /* v sigmoid(2 w), as in f32 */
         for (int64_t i = 0; i < n; i++) {
@@ -189,9 +190,8 @@ LADLE_KERNEL static void bwd_f64(ladle_activation kind, double slope, int64_t n,
         break;
     case LADLE_GELU:
         for (int64_t i = 0; i < n; i++) {
-            double v = x[i];
-            double cdf = 0.5 * erfc(-v * INV_SQRT2);
-            dx[i] = dy[i] * (cdf + v * exp(-0.5 * v * v) * INV_SQRT2PI);
+            double v = x[i], g, cdf = ladle_normal_cdf_f64(v, &g);
+            dx[i] = dy[i] * (cdf + v * g * INV_SQRT2PI);
         }
         break;
     case LADLE_GELU_TANH:

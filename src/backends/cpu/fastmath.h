@@ -160,6 +160,64 @@ static inline double ladle_tanh_f64(double x)
     return copysign(-m / (2.0 + m), x);
 }
 
+/*
+ * The standard normal distribution in double, for GELU: returns Phi(x) and
+ * sets *gauss = e^{-x^2/2}. With a = |x| and z = a / sqrt 2, Phi(-a) =
+ * erfc(z) / 2 = e^{-z^2} erfcx(z) / 2, erfcx(z) = e^{z^2} erfc(z) smooth and
+ * bounded; as a polynomial of degree 26 in u = A / (1 + z / 2) + B (a least-
+ * squares Chebyshev fit on z in [0, 27], where e^{-z^2} underflows past it:
+ * scripts/fit-erfcx.py) it is within 8e-16 relative of erfcx for z < 6
+ * (|x| < 8.5) and 4e-15 out to 27, evaluated in double (scripts/fit-erfcx.py
+ * prints the coefficients highest first). Above 0, Phi(x) = 1 -
+ * Phi(-a), Phi(-a) <= 1/2 (no cancellation); below, the tail keeps its
+ * relative accuracy. The Gaussian takes a^2 = q + r split exactly (Dekker's
+ * product: contraction is off in ISO C, and a fused multiply-add would only
+ * make r exact too), e^{-q/2} (1 - r/2): the rounding of a^2 alone would be
+ * a relative error of a^2 eps in it. a is capped at 40 (the Gaussian is 0
+ * from 38.6 on), so +-inf give Phi 1 or 0 and a Gaussian of 0; NaN gives NaN.
+ */
+static inline double ladle_normal_cdf_f64(double x, double *gauss)
+{
+    /* c[k], the coefficient of u^k (c[27] = 0 pads to four chains of 7) */
+    static const double c[28] = {0.28603213396598409,     0.42981117065018254,
+                                 0.22371190492151705,     0.064297813766501094,
+                                 0.000954895318227397,    -0.0050715806260409656,
+                                 -0.00024225197833974973, 0.00059271192556366705,
+                                 -3.2431024320306675e-05, -7.841704237820101e-05,
+                                 2.1539917541733274e-05,  7.252818404864523e-06,
+                                 -5.8450764675277672e-06, 6.2399055887950568e-07,
+                                 8.7559699590826108e-07,  -4.6707902564058548e-07,
+                                 1.96335608052913e-08,    8.8552773359267922e-08,
+                                 -4.6740154909078206e-08, 4.2315928561705907e-09,
+                                 9.3651263128389933e-09,  -6.6572833541368351e-09,
+                                 6.3430369875657229e-10,  1.628562560959311e-09,
+                                 -6.322755747807459e-10,  -1.5462214621056463e-10,
+                                 9.3511531391070114e-11,  0.0};
+    double a = fabs(x);
+    a = a > 40.0 ? 40.0 : a;
+    double q = a * a, sp = a * 134217729.0, hi = sp - (sp - a), lo = a - hi;
+    double r = ((hi * hi - q) + 2.0 * hi * lo) + lo * lo;
+    double g = ladle_exp_f64(-0.5 * q) * (1.0 - 0.5 * r);
+    double z = a * 0.70710678118654752440;
+    z = z > 27.0 ? 27.0 : z;
+    double u = (1.0 / (1.0 + z * 0.5)) * 2.1481481481481484 + -1.1481481481481481;
+    /* p(u) as four interleaved Horner chains in u^4 (a chain of 26
+     * dependent steps would bound the vector loops by its latency) */
+    double u2 = u * u, u4 = u2 * u2;
+    double p0 = c[24], p1 = c[25], p2 = c[26], p3 = c[27];
+#pragma GCC unroll 8 /* whole, so that the callers' loops vectorise */
+    for (int j = 5; j >= 0; j--) {
+        p0 = p0 * u4 + c[4 * j];
+        p1 = p1 * u4 + c[4 * j + 1];
+        p2 = p2 * u4 + c[4 * j + 2];
+        p3 = p3 * u4 + c[4 * j + 3];
+    }
+    double p = (p0 + u * p1) + u2 * (p2 + u * p3);
+    double tail = 0.5 * g * p;
+    *gauss = g;
+    return x > 0 ? 1.0 - tail : tail;
+}
+
 static inline float ladle_sigmoidf(float x)
 {
     return 1.0f / (1.0f + ladle_expf(-x));
