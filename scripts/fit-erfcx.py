@@ -24,6 +24,18 @@ import mpmath as mp
 
 mp.mp.dps = 50
 ZMAX = 27
+
+
+def usage(msg):
+    print("fit-erfcx.py: %s; usage: fit-erfcx.py [DEGREE] (4..60, default 26)" % msg,
+          file=sys.stderr)
+    sys.exit(2)
+
+
+if len(sys.argv) > 2:
+    usage("one argument at most")
+if len(sys.argv) == 2 and not (sys.argv[1].isdigit() and 4 <= int(sys.argv[1]) <= 60):
+    usage("DEGREE %r is not a whole number in 4..60" % sys.argv[1])
 DEGREE = int(sys.argv[1]) if len(sys.argv) > 1 else 26
 ta, tb = 1 / (1 + mp.mpf(ZMAX) / 2), mp.mpf(1)
 
