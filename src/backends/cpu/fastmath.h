@@ -143,6 +143,13 @@ static inline double ladle_exp_f64(double x)
     return x < -708.39 ? 0.0 : (1.0 + em) * scale;
 }
 
+/* e^(x - mx) for a row's maximum mx (softmax and cross entropy's f64 rows):
+ * x - mx rounded as the C library's loops round it. */
+static inline double ladle_exp_diff_f64(double x, double mx)
+{
+    return ladle_exp_f64(x - mx);
+}
+
 /*
  * tanh in double: tanh |x| = -m / (2 + m) with m = e^{-2|x|} - 1, the sign
  * restored after, m = 2^k (e^r - 1) + (2^k - 1) from the reduction above:

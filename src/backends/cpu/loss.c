@@ -55,8 +55,6 @@ static double regression_grad(ladle_loss_kind kind, double x, double t)
  * general loops below call the C library once a logit (24 ns a logit for
  * forward + backward). */
 #define LL 32
-static inline double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x - mx); }
-
 #define ROW_MAX(T, x, c, mx)                                                               \
     do {                                                                                   \
         T m_[LL];                                                                          \
@@ -91,7 +89,7 @@ static inline double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x 
         return (double)mx + log(sum);                                                      \
     }
 LOSS_ROW(float, ladle_exp_diff_f32, lse_row_f32)
-LOSS_ROW(double, exp_diff_f64, lse_row_f64)
+LOSS_ROW(double, ladle_exp_diff_f64, lse_row_f64)
 
 /* Cross entropy's gradient over contiguous classes without class weights,
  * dx_k = g (p_k - q_k), p the softmax of the row and q the smoothed target
@@ -127,7 +125,7 @@ LOSS_ROW(double, exp_diff_f64, lse_row_f64)
         dx[label] = (T)(el * gi - g * (1 - e + ec));                                       \
     }
 CE_BACK_ROW(float, ladle_exp_diff_f32, ce_back_row_f32)
-CE_BACK_ROW(double, exp_diff_f64, ce_back_row_f64)
+CE_BACK_ROW(double, ladle_exp_diff_f64, ce_back_row_f64)
 
 /* The vocabulary-parallel loss's slots (backend.h, revision 9). */
 LADLE_KERNEL static void exp_rows_f32(int64_t rows, int64_t len, const float *x,

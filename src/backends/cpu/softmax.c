@@ -39,11 +39,6 @@
 
 LADLE_INLINE float exp_or_zero(float d) { return d < -87.0f ? 0.0f : ladle_expf(d); }
 
-/* f64 rows: fastmath.h's double exponential (within an ulp of the C
- * library's), once an element, instead of the general loops' two library
- * calls; x - mx is rounded as the general loops round it. */
-LADLE_INLINE double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x - mx); }
-
 #define T float
 #define RFWD rows_fwd_f32
 #define RBWD rows_bwd_f32
@@ -58,7 +53,7 @@ LADLE_INLINE double exp_diff_f64(double x, double mx) { return ladle_exp_f64(x -
 #define T double
 #define RFWD rows_fwd_f64
 #define RBWD rows_bwd_f64
-#define EXPD exp_diff_f64
+#define EXPD ladle_exp_diff_f64 /* once an element, not the general loops' two calls */
 #define EXPY ladle_exp_f64
 #include "src/backends/cpu/softmax_vec.inc"
 #undef T
