@@ -177,11 +177,14 @@ static inline double ladle_tanh_f64(double x)
  * (|x| < 8.5) and 4e-15 out to 27, evaluated in double (scripts/fit-erfcx.py
  * prints the coefficients highest first). Above 0, Phi(x) = 1 -
  * Phi(-a), Phi(-a) <= 1/2 (no cancellation); below, the tail keeps its
- * relative accuracy. The Gaussian takes a^2 = q + r split exactly (Dekker's
- * product: contraction is off in ISO C, and a fused multiply-add would only
- * make r exact too), e^{-q/2} (1 - r/2): the rounding of a^2 alone would be
- * a relative error of a^2 eps in it. a is capped at 40 (the Gaussian is 0
- * from 38.6 on), so +-inf give Phi 1 or 0 and a Gaussian of 0; NaN gives NaN.
+ * relative accuracy. The Gaussian splits a^2 = q + 2r, q = h^2 with h = a
+ * cut to 26 bits of mantissa by a mask (so q is exact) and r = (a - h)(a + h)
+ * / 2 small (below 2^-26 a^2), e^{-q/2} times a cubic for e^{-r}: the rounding
+ * of a^2 alone would be a relative error of a^2 eps in it. No step of it
+ * depends on how multiply-adds are fused (the CPU kernels are built with
+ * -ffp-contract=fast; a Dekker split, tried first, lost its sign there). a is capped at 40
+ * (the Gaussian is 0 from 38.6 on), so +-inf give Phi 1 or 0 and a Gaussian of 0; NaN gives
+ * NaN.
  */
 static inline double ladle_normal_cdf_f64(double x, double *gauss)
 {
@@ -202,9 +205,13 @@ static inline double ladle_normal_cdf_f64(double x, double *gauss)
                                  9.3511531391070114e-11,  0.0};
     double a = fabs(x);
     a = a > 40.0 ? 40.0 : a;
-    double q = a * a, sp = a * 134217729.0, hi = sp - (sp - a), lo = a - hi;
-    double r = ((hi * hi - q) + 2.0 * hi * lo) + lo * lo;
-    double g = ladle_exp_f64(-0.5 * q) * (1.0 - 0.5 * r);
+    union {
+        double f;
+        uint64_t i;
+    } hb = {a};
+    hb.i &= ~(uint64_t)0x7ffffff; /* the low 27 bits of the mantissa */
+    double h = hb.f, q = h * h, r = 0.5 * (a - h) * (a + h);
+    double g = ladle_exp_f64(-0.5 * q) * (1.0 - r * (1.0 - r * (0.5 - r * (1.0 / 6))));
     double z = a * 0.70710678118654752440;
     z = z > 27.0 ? 27.0 : z;
     double u = (1.0 / (1.0 + z * 0.5)) * 2.1481481481481484 + -1.1481481481481481;
