@@ -71,21 +71,38 @@ static double regression_grad(ladle_loss_kind kind, double x, double t)
             mx = (x)[k_] > mx ? (x)[k_] : mx;                                              \
     } while (0)
 
+/* sum = the sum over the row of EXPD(x_k, mx), in LL lanes of double;
+ * KEEP(k, v) is handed each exponential v (the backward keeps them in dx). */
+#define ROW_EXP_SUM(T, EXPD, x, c, mx, KEEP, sum)                                          \
+    do {                                                                                   \
+        double s_[LL] = {0};                                                               \
+        int64_t k_ = 0;                                                                    \
+        for (; k_ + LL <= (c); k_ += LL)                                                   \
+            for (int l = 0; l < LL; l++) {                                                 \
+                T v_ = EXPD((x)[k_ + l], mx);                                              \
+                KEEP(k_ + l, v_);                                                          \
+                s_[l] += (double)v_;                                                       \
+            }                                                                              \
+        sum = 0;                                                                           \
+        for (int l = 0; l < LL; l++)                                                       \
+            sum += s_[l];                                                                  \
+        for (; k_ < (c); k_++) {                                                           \
+            T v_ = EXPD((x)[k_], mx);                                                      \
+            KEEP(k_, v_);                                                                  \
+            sum += (double)v_;                                                             \
+        }                                                                                  \
+    } while (0)
+#define KEEP_NONE(k, v) ((void)0)
+#define KEEP_IN_DX(k, v) (dx[k] = (v))
+
 /* The log-sum-exp of a row. */
 #define LOSS_ROW(T, EXPD, NAME)                                                            \
     LADLE_KERNEL static double NAME(const T *x, int64_t c)                                 \
     {                                                                                      \
         T mx;                                                                              \
+        double sum;                                                                        \
         ROW_MAX(T, x, c, mx);                                                              \
-        double s[LL] = {0}, sum = 0;                                                       \
-        int64_t k = 0;                                                                     \
-        for (; k + LL <= c; k += LL)                                                       \
-            for (int l = 0; l < LL; l++)                                                   \
-                s[l] += (double)EXPD(x[k + l], mx);                                        \
-        for (int l = 0; l < LL; l++)                                                       \
-            sum += s[l];                                                                   \
-        for (; k < c; k++)                                                                 \
-            sum += (double)EXPD(x[k], mx);                                                 \
+        ROW_EXP_SUM(T, EXPD, x, c, mx, KEEP_NONE, sum);                                    \
         return (double)mx + log(sum);                                                      \
     }
 LOSS_ROW(float, ladle_exp_diff_f32, lse_row_f32)
@@ -104,23 +121,11 @@ LOSS_ROW(double, ladle_exp_diff_f64, lse_row_f64)
                                   double g, T *dx)                                         \
     {                                                                                      \
         T mx;                                                                              \
+        double sum;                                                                        \
         ROW_MAX(T, x, c, mx);                                                              \
-        double s[LL] = {0}, sum = 0;                                                       \
-        int64_t k = 0;                                                                     \
-        for (; k + LL <= c; k += LL)                                                       \
-            for (int l = 0; l < LL; l++) {                                                 \
-                T v = EXPD(x[k + l], mx);                                                  \
-                dx[k + l] = v;                                                             \
-                s[l] += (double)v;                                                         \
-            }                                                                              \
-        for (int l = 0; l < LL; l++)                                                       \
-            sum += s[l];                                                                   \
-        for (; k < c; k++) {                                                               \
-            dx[k] = EXPD(x[k], mx);                                                        \
-            sum += (double)dx[k];                                                          \
-        }                                                                                  \
+        ROW_EXP_SUM(T, EXPD, x, c, mx, KEEP_IN_DX, sum);                                   \
         double ec = e / (double)c, gi = g / sum, gq = g * ec, el = (double)dx[label];      \
-        for (k = 0; k < c; k++)                                                            \
+        for (int64_t k = 0; k < c; k++)                                                    \
             dx[k] = (T)((double)dx[k] * gi - gq);                                          \
         dx[label] = (T)(el * gi - g * (1 - e + ec));                                       \
     }
