@@ -215,7 +215,7 @@ endif
 
 # The layers' kernels may fuse multiply-adds (see src/backends/cpu/simd.h);
 # the error-free sums of blas.c and the optimizers' updates may not.
-CPU_FUSED := activation batchnorm conv conv_direct dropout loss pool pool_direct softmax
+CPU_FUSED := activation batchnorm conv conv_direct dropout loss norm pool pool_direct softmax
 $(BUILD)/layers/%.o $(patsubst %,$(BUILD)/src/backends/cpu/%.o,$(CPU_FUSED)): \
     CFLAGS_ALL += -ffp-contract=fast
 # The CPU kernels never read errno, so their math calls need not set it:

@@ -274,70 +274,97 @@ END_TEST
  * own rounding (about 5e-4 absolute at 1e4) is no part of the comparison. A
  * single-pass E[x^2] - E[x]^2 in f32 on this data is off by more than the
  * variance itself, which the check at the end shows. */
+/* f32 against f64 on the same values (rows of len, around `offset` with
+ * spread `spread`; the first `lead` values of each row spread by
+ * lead_spread instead): y, dx per element against max(1, |value|), dw and db (sums of
+ * `rows` terms of size about 1) against rows. The worst of them. */
+static double f32_against_f64(int rms, int ndim, const int64_t *xs, double offset,
+                              double spread, int lead, double lead_spread)
+{
+    config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
+    ladle_op *op32 = NULL, *op64 = NULL;
+    LT_OK(make(&c, ndim, xs, LADLE_F32, &op32));
+    LT_OK(make(&c, ndim, xs, LADLE_F64, &op64));
+    for (int p = 0; p < ladle_op_num_params(op32); p++) {
+        LT_OK(ladle_tensor_fill_random(ladle_op_param(op32, p), 3, (uint64_t)p));
+        double *v = host(ladle_op_param(op32, p));
+        put(ladle_op_param(op64, p), v);
+        free(v);
+    }
+    ladle_tensor *t[2][4];
+    int64_t total = 1, len = xs[ndim - 1];
+    for (int d = 0; d < ndim; d++)
+        total *= xs[d];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            t[k][i] = lt_tensor(k ? LADLE_F64 : LADLE_F32, ndim, xs);
+    LT_OK(ladle_tensor_fill_random(t[0][0], 21, 0));
+    LT_OK(ladle_tensor_fill_random(t[0][2], 21, 1));
+    double *hx = host(t[0][0]);
+    for (int64_t i = 0; i < total; i++)
+        hx[i] = offset + (i % len < lead ? lead_spread : spread) * hx[i];
+    put(t[0][0], hx);
+    free(hx);
+    for (int i = 0; i < 3; i += 2) {
+        double *v = host(t[0][i]);
+        put(t[1][i], v);
+        free(v);
+    }
+    ladle_op *ops[2] = {op32, op64};
+    ladle_ctx *ctx[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+        LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
+        LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
+        LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
+    }
+    double worst = 0;
+    for (int i = 1; i < 4; i += 2) {
+        double *a = host(t[0][i]), *b = host(t[1][i]);
+        for (int64_t e = 0; e < total; e++)
+            worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
+        free(a), free(b);
+    }
+    for (int p = 0; p < ladle_op_num_params(op32); p++) {
+        double *a = host(ladle_op_grad(op32, p)), *b = host(ladle_op_grad(op64, p));
+        for (int64_t e = 0; e < len; e++)
+            worst = fmax(worst, fabs(a[e] - b[e]) / (double)(total / len));
+        free(a), free(b);
+    }
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&ctx[k]);
+        for (int i = 0; i < 4; i++)
+            ladle_tensor_destroy(&t[k][i]);
+        ladle_op_destroy(&ops[k]);
+    }
+    return worst;
+}
+
 START_TEST(f32_far_from_zero)
 {
-    int64_t xs[3] = {4, 5, 64};
+    /* rows of 64; then rows of 1000 (not a multiple of the kernels' 32
+     * lanes) whose first 32 values, from which f32 rows take the shift of
+     * their one-pass statistics, lie far from the rest; then rows at 1e6
+     * spread by 1 to 3 (a variance 1e12 below the mean's square: a one-pass
+     * variance without the shift loses it even in double) */
+    int64_t xs[3] = {4, 5, 64}, long_rows[2] = {3, 1000};
     for (int rms = 0; rms < 2; rms++) {
+        const char *name = rms ? "rms" : "ln";
+        double worst = f32_against_f64(rms, 3, xs, 1e4, 1.7, 0, 0);
+        LT_ASSERT(worst < 4 * 1.19e-7, "%s f32 vs f64 at 1e4: %.2e (want < 4 eps)", name,
+                  worst);
+        double lead = f32_against_f64(rms, 2, long_rows, 1e4, 1.7, 32, 400);
+        LT_ASSERT(lead < 4 * 1.19e-7, "%s f32 vs f64, first 32 apart: %.2e (want < 4 eps)",
+                  name, lead);
+        /* and against the loops, which share no sum with the kernels */
         config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
-        ladle_op *op32 = NULL, *op64 = NULL;
-        LT_OK(make(&c, 3, xs, LADLE_F32, &op32));
-        LT_OK(make(&c, 3, xs, LADLE_F64, &op64));
-        for (int p = 0; p < ladle_op_num_params(op32); p++) {
-            LT_OK(ladle_tensor_fill_random(ladle_op_param(op32, p), 3, (uint64_t)p));
-            double *v = host(ladle_op_param(op32, p));
-            put(ladle_op_param(op64, p), v);
-            free(v);
-        }
-        ladle_tensor *t[2][4];
-        int64_t total = 4 * 5 * 64;
-        for (int k = 0; k < 2; k++)
-            for (int i = 0; i < 4; i++)
-                t[k][i] = lt_tensor(k ? LADLE_F64 : LADLE_F32, 3, xs);
-        LT_OK(ladle_tensor_fill_random(t[0][0], 21, 0));
-        LT_OK(ladle_tensor_fill_random(t[0][2], 21, 1));
-        double *hx = host(t[0][0]);
-        for (int64_t i = 0; i < total; i++)
-            hx[i] = 1e4 + 1.7 * hx[i];
-        put(t[0][0], hx);
-        free(hx);
-        for (int i = 0; i < 3; i += 2) {
-            double *v = host(t[0][i]);
-            put(t[1][i], v);
-            free(v);
-        }
-        ladle_op *ops[2] = {op32, op64};
-        ladle_ctx *ctx[2] = {NULL, NULL};
-        for (int k = 0; k < 2; k++) {
-            LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
-            LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
-            LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
-            LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
-        }
-        /* y and dx per element against max(1, |value|); dw, db (sums of 20
-         * terms of size about 1) against the sum of |terms|, bounded by 20 */
-        double worst = 0;
-        for (int i = 1; i < 4; i += 2) {
-            double *a = host(t[0][i]), *b = host(t[1][i]);
-            for (int64_t e = 0; e < total; e++)
-                worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
-            free(a), free(b);
-        }
-        for (int p = 0; p < ladle_op_num_params(op32); p++) {
-            double *a = host(ladle_op_grad(op32, p)), *b = host(ladle_op_grad(op64, p));
-            for (int64_t e = 0; e < 64; e++)
-                worst = fmax(worst, fabs(a[e] - b[e]) / 20);
-            free(a), free(b);
-        }
-        LT_ASSERT(worst < 4 * 1.19e-7, "%s f32 vs f64 at 1e4: %.2e (want < 4 eps)",
-                  rms ? "rms" : "ln", worst);
+        double far = run_against_reference(&c, 2, long_rows, 3, LADLE_F32, 61, 1e6);
+        LT_ASSERT(far < 4 * 1.19e-7, "%s f32 at 1e6 against the loops: %.2e (want < 4 eps)",
+                  name, far);
         if (lt_rank == 0 && getenv("LADLE_TEST_VERBOSE"))
-            printf("%s: f32 against f64 at offset 1e4: %.2e\n", rms ? "rms" : "ln", worst);
-        for (int k = 0; k < 2; k++) {
-            ladle_ctx_destroy(&ctx[k]);
-            for (int i = 0; i < 4; i++)
-                ladle_tensor_destroy(&t[k][i]);
-            ladle_op_destroy(&ops[k]);
-        }
+            printf("%s: f32 against f64 at 1e4: %.2e, first 32 apart %.2e; against the "
+                   "loops at 1e6 %.2e\n",
+                   name, worst, lead, far);
     }
     /* the data is hard: a one-pass f32 variance of one row misses badly */
     float row[64], s = 0, s2 = 0;

@@ -594,9 +594,10 @@ struct ladle_backend_table {
      *   RMS norm    invstd = 1 / sqrt(sum x^2 / L + eps), xhat = x invstd
      * Forward: y = xhat w + b (w, b may be NULL: the factor or the term
      * drops); writes invstd, and mean for layer norm (RMS norm leaves mean
-     * alone; it may be NULL). Sums and elementwise steps in double (two
-     * passes for the mean and variance), each result rounded to dtype once;
-     * another backend must be at least as accurate. */
+     * alone; it may be NULL). Sums and elementwise steps in double (the
+     * variance from deviations about a shift near the mean: on the CPU the
+     * mean itself for f64, the first 32 values' mean for f32), each result
+     * rounded to dtype once; another backend must be at least as accurate. */
     ladle_status (*norm_forward)(const ladle_backend *be, ladle_dtype dtype, int rms,
                                  int64_t rows, int64_t len, double eps, const void *x,
                                  const void *w, const void *b, void *y, double *mean,

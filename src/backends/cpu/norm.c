@@ -1,12 +1,21 @@
 /*
  * Layer norm, RMS norm and the token embedding's lookup on the CPU (the
- * loops are in norm_rows.inc). The statistics are batch norm's two passes
- * (the mean, then the squared deviations from it), but summed in double
- * from the first element: a row is the features of one sample or token, a
- * few thousand values at most, so there is no need for batch norm's blocks
- * of dtype lanes, and an f32 row then gets the statistics its f64 twin
- * gets. The second pass also sums the deviations themselves, which corrects
- * the mean for the first pass's rounding.
+ * loops are in norm_rows.inc). Every sum runs in double from the first
+ * element: a row is the features of one sample or token, a few thousand
+ * values at most, so there is no need for batch norm's blocks of dtype
+ * lanes. Layer norm's statistics sum the deviations d = x - c from a shift
+ * c and their squares; the mean is c + sum d / L and the variance
+ * (sum d^2 - (sum d)^2 / L) / L. For f64 rows c is the row's mean from a
+ * first pass (batch norm's two passes, the second's sum d correcting the
+ * first's rounding). For f32 rows c is the mean of the first NL values,
+ * and the one pass from memory is the only one: each d is x - c rounded
+ * once in double, and the subtraction in the variance magnifies the sums'
+ * rounding by 1 + (c - mean)^2 / variance, which is at most 1 + L / NL (c
+ * is a mean of NL of the row's values) and about 1 + 1 / NL on most rows:
+ * the statistics keep 40-odd bits where the output has 24 (a one-pass sum
+ * of x^2 without the shift loses the variance when the mean is 1e6 times
+ * the spread: test_layernorm). The kernels may fuse multiply-adds (the
+ * Makefile's CPU_FUSED).
  */
 #include <math.h>
 #include <string.h>
