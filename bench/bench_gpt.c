@@ -10,7 +10,7 @@
  *
  *   mpiexec -n 2 bench_gpt [--layers 4] [--width 128] [--heads 4]
  *                          [--context 128] [--batch 16] [--steps 3] [--reps 5]
- *                          [--microbatches 4]
+ *                          [--microbatches 4] [--f32-tiles 0|1]
  *
  * At R ranks a fourth layout is the pipeline: the GPT as a chain
  * (ladle_gpt_layers) cut into R stages by the planner from the profiled
@@ -254,7 +254,7 @@ int main(int argc, char **argv)
     ladle_gpt_desc_init(&d);
     d.vocab = 114; /* the fortunes' */
     long long layers = 4, width = 128, heads = 4, context = 128, batch = 16, nsteps = 3,
-              nreps = 5, micro = 4;
+              nreps = 5, micro = 4, tiles = 0;
     const long long most = 1 << 20;
     const bench_opt opts[] = {
         {"--layers", 1, most, &layers, NULL, NULL, 0},
@@ -265,6 +265,7 @@ int main(int argc, char **argv)
         {"--steps", 1, most, &nsteps, NULL, NULL, 0},
         {"--reps", 1, most, &nreps, NULL, NULL, 0},
         {"--microbatches", 1, most, &micro, NULL, NULL, 0},
+        {"--f32-tiles", 0, 1, &tiles, NULL, NULL, 0},
     };
     if (bench_options("bench_gpt", rank, argc, argv, opts, sizeof opts / sizeof opts[0])) {
         MPI_Finalize();
@@ -272,6 +273,7 @@ int main(int argc, char **argv)
     }
     d.layers = (int)layers, d.width = width, d.heads = heads, d.context = context;
     d.batch = batch;
+    d.attn_f32_tiles = (int)tiles;
     int k = (int)nsteps, reps = (int)nreps, m = (int)micro;
     if (d.batch % m != 0) {
         if (rank == 0)

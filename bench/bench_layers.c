@@ -222,9 +222,10 @@ static void compute_row(const char *name, const char *shape, ladle_op *op, int64
  * dP, dQ, dK (12 N H T^2 d, half of it when causal). The layer does more:
  * its backward recomputes S and P (backward_weight reuses the backward's
  * dqkv here, called straight after it), and the core's products are double
- * GEMMs of tiles, at about half the f32 rate, so a ratio near 1 would mean
- * its kernels beat GEMM speed; what it shows is the cost of recomputing in
- * double. */
+ * GEMMs of tiles, at about half the f32 rate (f32 GEMMs in the rows marked
+ * "f32 tiles", ladle_attention_desc's f32_tiles), so a ratio near 1 would
+ * mean its kernels beat GEMM speed; what it shows is the cost of
+ * recomputing, in double or in f32. */
 static void attention_row(const char *shape, ladle_op *op, double flops)
 {
     const char *name = "attn";
@@ -462,22 +463,28 @@ int main(int argc, char **argv)
                                     {2, 512, 256, 4, 1},
                                     {1, 2048, 128, 2, 1},
                                     {2, 512, 256, 4, 0}};
-    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    /* each shape with the tiles in double, then (f32) with f32_tiles */
+    for (size_t i = 0; i < 2 * sizeof at / sizeof at[0]; i++) {
+        const int64_t *a = at[i / 2];
+        int tiles = (int)(i % 2);
+        if (tiles && dt != LADLE_F32)
+            continue;
         ladle_attention_desc d;
-        ladle_attention_desc_init(&d, at[i][2], at[i][3]);
-        d.causal = (int)at[i][4];
-        int64_t xs[3] = {at[i][0], at[i][1], at[i][2]};
+        ladle_attention_desc_init(&d, a[2], a[3]);
+        d.causal = (int)a[4];
+        d.f32_tiles = tiles;
+        int64_t xs[3] = {a[0], a[1], a[2]};
         ladle_op *op = NULL;
         char sh[64];
         if (ladle_attention_create(&d, 3, xs, dt, LADLE_CPU, 1, &op) != LADLE_OK) {
             fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
             exit(1);
         }
-        double n = (double)at[i][0], t = (double)at[i][1], e = (double)at[i][2];
-        double flops = 24 * n * t * e * e + 12 * n * t * t * e * (at[i][4] ? 0.5 : 1);
-        snprintf(sh, sizeof sh, "%lldx%lldx%lld h%lld%s", (long long)at[i][0],
-                 (long long)at[i][1], (long long)at[i][2], (long long)at[i][3],
-                 at[i][4] ? " causal" : "");
+        double n = (double)a[0], t = (double)a[1], e = (double)a[2];
+        double flops = 24 * n * t * e * e + 12 * n * t * t * e * (a[4] ? 0.5 : 1);
+        snprintf(sh, sizeof sh, "%lldx%lldx%lld h%lld%s%s", (long long)a[0],
+                 (long long)a[1], (long long)a[2], (long long)a[3], a[4] ? " causal" : "",
+                 tiles ? ", f32 tiles" : "");
         attention_row(sh, op, flops);
         ladle_op_destroy(&op);
     }

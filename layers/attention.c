@@ -247,6 +247,7 @@ static ladle_status plan(const ladle_attention_desc *d, const int64_t *xs, size_
         a->g.block = t;
     a->g.scale = d->scale == 0 ? 1.0 / sqrt((double)d->head_dim) : d->scale;
     a->g.causal = d->causal != 0;
+    a->g.f32_tiles = d->f32_tiles != 0;
     int64_t kws = ladle__attn_ws_count(&a->g);
     if (product(kws, 1, 1) < 0)
         return ladle__raise(LADLE_ERR_SHAPE, func, "T %lld x head_dim %lld is too large",

@@ -536,8 +536,9 @@ static ladle_status create(int kind, const ladle_attention_desc *ad,
                        bias != 0, (int64_t)dtype, (int64_t)flags, (int64_t)seed};
     uint64_t h = ladle__dist_hash(LADLE_HASH_INIT, 1, &p, 9, args);
     if (ad) {
-        int64_t a[7] = {ad->embed_dim,     ad->num_heads,     ad->head_dim, ad->causal != 0,
-                        ad->qkv_bias != 0, ad->out_bias != 0, ad->block};
+        int64_t a[8] = {ad->embed_dim,   ad->num_heads,     ad->head_dim,
+                        ad->causal != 0, ad->qkv_bias != 0, ad->out_bias != 0,
+                        ad->block,       ad->f32_tiles != 0};
         h = ladle__hash(h, a, sizeof a);
         h = ladle__hash(h, &ad->scale, sizeof ad->scale);
     }

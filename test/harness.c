@@ -174,6 +174,48 @@ void lt_store(ladle_tensor *t, const double *v)
     free(raw);
 }
 
+void lt_twin_run(ladle_op *ops[2], int ndim, const int64_t *xs, uint64_t seed,
+                 double (*xmap)(int64_t i, double v, const void *arg), const void *arg,
+                 ladle_tensor *t[2][4], ladle_ctx *ctx[2])
+{
+    for (int i = 0; i < ladle_op_num_params(ops[0]); i++) {
+        double *v = lt_values(ladle_op_param(ops[0], i));
+        lt_store(ladle_op_param(ops[1], i), v);
+        free(v);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            t[k][i] = lt_tensor(ladle_op_dtype(ops[k]), ndim, xs);
+    LT_OK(ladle_tensor_fill_random(t[0][0], seed, 0));
+    LT_OK(ladle_tensor_fill_random(t[0][2], seed, 1));
+    double *v = lt_values(t[0][0]);
+    for (int64_t e = 0; xmap && e < ladle_tensor_numel(t[0][0]); e++)
+        v[e] = xmap(e, v[e], arg);
+    lt_store(t[0][0], v);
+    free(v);
+    for (int i = 0; i < 3; i += 2) {
+        v = lt_values(t[0][i]);
+        lt_store(t[1][i], v);
+        free(v);
+    }
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+        LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
+        LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
+        LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
+    }
+}
+
+void lt_twin_free(ladle_op *ops[2], ladle_tensor *t[2][4], ladle_ctx *ctx[2])
+{
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&ctx[k]);
+        for (int i = 0; i < 4; i++)
+            ladle_tensor_destroy(&t[k][i]);
+        ladle_op_destroy(&ops[k]);
+    }
+}
+
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what)
 {
     ladle_adjoint_result r = {0, 0, 0};

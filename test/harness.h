@@ -81,6 +81,18 @@ void lt_set(ladle_tensor *t, int64_t i, double v);
 double *lt_values(const ladle_tensor *t);
 void lt_store(ladle_tensor *t, const double *v);
 
+/* A layer and its twin in another dtype (ops[0], ops[1], of the same
+ * shapes) on the same values: ops[1] takes ops[0]'s parameters; t[k] is
+ * {x, y, dy, dx} of shape xs in ops[k]'s dtype, x random from seed (then
+ * element i's value v made xmap(i, v, arg) unless xmap is NULL) and dy
+ * random, in t[0] and copied, rounded to its dtype, into t[1]; each op
+ * runs forward, backward and backward_weight with its own ctx[k].
+ * lt_twin_free destroys the ctxs, the tensors and the ops. */
+void lt_twin_run(ladle_op *ops[2], int ndim, const int64_t *xs, uint64_t seed,
+                 double (*xmap)(int64_t i, double v, const void *arg), const void *arg,
+                 ladle_tensor *t[2][4], ladle_ctx *ctx[2]);
+void lt_twin_free(ladle_op *ops[2], ladle_tensor *t[2][4], ladle_ctx *ctx[2]);
+
 /* Run the dot-product test on op and assert the mismatch is within the
  * dtype's tolerance on every rank. */
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);

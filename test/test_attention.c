@@ -46,7 +46,8 @@ typedef struct config {
     int64_t n, t, e, h, d; /* created batch, sequence, width, heads, head_dim */
     int causal, qkv_bias, out_bias;
     int64_t block;
-    double scale; /* 0: the default */
+    double scale;  /* 0: the default */
+    int f32_tiles; /* the descriptor's (0 unless set) */
 } config;
 
 static ladle_status make(const config *c, ladle_dtype dt, uint64_t seed, ladle_op **op)
@@ -59,6 +60,7 @@ static ladle_status make(const config *c, ladle_dtype dt, uint64_t seed, ladle_o
     d.out_bias = c->out_bias;
     d.block = c->block;
     d.scale = c->scale;
+    d.f32_tiles = c->f32_tiles;
     int64_t xs[3] = {c->n, c->t, c->e};
     return ladle_attention_create(&d, 3, xs, dt, lt_device(), seed, op);
 }
@@ -252,18 +254,18 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
     return worst;
 }
 
-/* n, t, e, h, d, causal, qkv_bias, out_bias, block, scale */
+/* n, t, e, h, d, causal, qkv_bias, out_bias, block, scale, f32_tiles */
 static const config cases[] = {
-    {2, 5, 6, 2, 3, 1, 1, 1, 0, 0},   /* the defaults, one tile */
-    {2, 5, 6, 2, 3, 0, 1, 1, 0, 0},   /* not causal */
-    {2, 7, 5, 3, 2, 1, 1, 1, 3, 0},   /* H d = 6 != E = 5; tiles of 3 (3, 3, 1) */
-    {2, 7, 5, 1, 9, 0, 0, 1, 2, 0.7}, /* H d = 9 > E; no qkv bias; a scale */
-    {3, 1, 4, 2, 2, 1, 1, 1, 0, 0},   /* T = 1 */
-    {3, 1, 4, 2, 2, 0, 1, 0, 0, 0},   /* T = 1, not causal, no out bias */
-    {3, 13, 7, 1, 5, 1, 0, 0, 4, 0},  /* odd sizes, no biases, 4 tiles */
-    {3, 13, 7, 1, 5, 0, 1, 1, 1, 0},  /* tiles of one */
-    {2, 150, 8, 2, 4, 1, 1, 1, 0, 0}, /* default tiles of 64: 64, 64, 22 */
-    {1, 150, 8, 2, 4, 0, 1, 1, 0, 0}, /* the same, not causal */
+    {2, 5, 6, 2, 3, 1, 1, 1, 0, 0, 0},   /* the defaults, one tile */
+    {2, 5, 6, 2, 3, 0, 1, 1, 0, 0, 0},   /* not causal */
+    {2, 7, 5, 3, 2, 1, 1, 1, 3, 0, 0},   /* H d = 6 != E = 5; tiles of 3 (3, 3, 1) */
+    {2, 7, 5, 1, 9, 0, 0, 1, 2, 0.7, 0}, /* H d = 9 > E; no qkv bias; a scale */
+    {3, 1, 4, 2, 2, 1, 1, 1, 0, 0, 0},   /* T = 1 */
+    {3, 1, 4, 2, 2, 0, 1, 0, 0, 0, 0},   /* T = 1, not causal, no out bias */
+    {3, 13, 7, 1, 5, 1, 0, 0, 4, 0, 0},  /* odd sizes, no biases, 4 tiles */
+    {3, 13, 7, 1, 5, 0, 1, 1, 1, 0, 0},  /* tiles of one */
+    {2, 150, 8, 2, 4, 1, 1, 1, 0, 0, 0}, /* default tiles of 64: 64, 64, 22 */
+    {1, 150, 8, 2, 4, 0, 1, 1, 0, 0, 0}, /* the same, not causal */
 };
 
 START_TEST(values_against_loops)
@@ -277,7 +279,7 @@ END_TEST
 
 START_TEST(smaller_batch)
 {
-    config c = {5, 9, 6, 3, 2, 1, 1, 1, 4, 0};
+    config c = {5, 9, 6, 3, 2, 1, 1, 1, 4, 0, 0};
     for (int64_t n = 1; n <= 5; n += 2) {
         double e = run_against_reference(&c, n, 200 + (uint64_t)n);
         LT_ASSERT(e < 1e-12, "batch %lld of 5: error %.2e", (long long)n, e);
@@ -317,74 +319,85 @@ START_TEST(gradients_by_finite_differences)
 }
 END_TEST
 
-/* f32 against f64 on the same (f32-rounded) input and parameters. The
- * attention core works in double in both, so the differences are the f32
- * projections' GEMMs (sums of E or H d products in f32) and the roundings
- * of qkv, O, dO and dqkv: each output within 20 f32 epsilons (2.4e-6) of
- * the largest magnitude of its tensor, or 1. */
+/* Forward, backward and backward_weight of an f32 and an f64 layer of c
+ * (f32_tiles as given to each) on the same (f32-rounded) input and
+ * parameters; the f32 layer's y, dx and gradients into out32 (malloc'd,
+ * concatenated; *count values), and the worst difference from the f64
+ * layer's relative to the largest magnitude of each tensor, or 1. */
+static double f32_run(config c, int tiles32, int tiles64, double **out32, int64_t *count)
+{
+    ladle_op *ops[2] = {NULL, NULL};
+    c.f32_tiles = tiles32;
+    LT_OK(make(&c, LADLE_F32, 5, &ops[0]));
+    c.f32_tiles = tiles64;
+    LT_OK(make(&c, LADLE_F64, 5, &ops[1]));
+    int64_t xs[3] = {c.n, c.t, c.e}, total = c.n * c.t * c.e, at = 0, all = 2 * total;
+    for (int i = 0; i < ladle_op_num_params(ops[0]); i++)
+        all += ladle_tensor_numel(ladle_op_grad(ops[0], i));
+    double *keep = malloc(sizeof(double) * (size_t)all);
+    ladle_tensor *t[2][4];
+    ladle_ctx *ctx[2] = {NULL, NULL};
+    lt_twin_run(ops, 3, xs, 31, NULL, NULL, t, ctx);
+    double worst = 0;
+    for (int j = 0; j < 2 + ladle_op_num_params(ops[0]); j++) {
+        const ladle_tensor *ta = j < 2 ? t[0][2 * j + 1] : ladle_op_grad(ops[0], j - 2);
+        const ladle_tensor *tb = j < 2 ? t[1][2 * j + 1] : ladle_op_grad(ops[1], j - 2);
+        double *a = host(ta), *b = host(tb), big = 1;
+        int64_t m = ladle_tensor_numel(ta);
+        for (int64_t e = 0; e < m; e++)
+            big = fmax(big, fabs(b[e]));
+        for (int64_t e = 0; e < m; e++)
+            worst = fmax(worst, fabs(a[e] - b[e]) / big);
+        memcpy(keep + at, a, sizeof(double) * (size_t)m);
+        at += m;
+        free(a), free(b);
+    }
+    lt_twin_free(ops, t, ctx);
+    *out32 = keep;
+    *count = all;
+    return worst;
+}
+
+/* f32 against f64 on the same (f32-rounded) input and parameters. With the
+ * tiles in double the differences are the f32 projections' GEMMs (sums of
+ * E or H d products in f32) and the roundings of qkv, O, dO and dqkv; with
+ * f32_tiles also the tiles' f32 products (sums of d or block terms). Each
+ * output within 20 f32 epsilons (2.4e-6) of the largest magnitude of its
+ * tensor, or 1, either way; f32_tiles changes an f32 layer's results (its
+ * path runs) and leaves an f64 layer's bits alone. Two shapes: d 4 with
+ * the default tiles (64 + 6 keys), and d 32 in tiles of 16 (16 x 4 + 6). */
 START_TEST(f32_against_f64)
 {
-    config c = {3, 70, 16, 4, 4, 1, 1, 1, 0, 0};
-    for (int causal = 0; causal < 2; causal++) {
-        c.causal = causal;
-        ladle_op *ops[2] = {NULL, NULL};
-        LT_OK(make(&c, LADLE_F32, 5, &ops[0]));
-        LT_OK(make(&c, LADLE_F64, 5, &ops[1]));
-        for (int i = 0; i < ladle_op_num_params(ops[0]); i++) {
-            double *v = host(ladle_op_param(ops[0], i));
-            put(ladle_op_param(ops[1], i), v);
-            free(v);
+    config shapes[2] = {{3, 70, 16, 4, 4, 1, 1, 1, 0, 0, 0},
+                        {2, 70, 64, 2, 32, 1, 1, 1, 16, 0, 0}};
+    for (int s = 0; s < 2; s++)
+        for (int causal = 0; causal < 2; causal++) {
+            config c = shapes[s];
+            c.causal = causal;
+            double *v[3];
+            int64_t m[3];
+            double worst = f32_run(c, 0, 0, &v[0], &m[0]);
+            double fast = f32_run(c, 1, 1, &v[1], &m[1]);
+            (void)f32_run(c, 1, 0, &v[2], &m[2]); /* the f64 layer without the flag */
+            LT_ASSERT(worst < 20 * 1.19e-7 && fast < 20 * 1.19e-7,
+                      "shape %d causal %d: f32 vs f64 %.2e, with f32 tiles %.2e (want < 20 "
+                      "eps)",
+                      s, causal, worst, fast);
+            int differ = 0, same = 1;
+            for (int64_t e = 0; e < m[0]; e++) {
+                differ |= v[0][e] != v[1][e];
+                same &= v[1][e] == v[2][e];
+            }
+            LT_ASSERT(differ, "shape %d causal %d: f32_tiles changed nothing", s, causal);
+            LT_ASSERT(same, "shape %d causal %d: f32_tiles changed the f64 layer", s,
+                      causal);
+            if (lt_rank == 0 && getenv("LADLE_TEST_VERBOSE"))
+                printf("attention shape %d causal %d: f32 against f64: %.2e (%.1f eps), "
+                       "f32 tiles %.2e (%.1f eps)\n",
+                       s, causal, worst, worst / 1.19e-7, fast, fast / 1.19e-7);
+            for (int k = 0; k < 3; k++)
+                free(v[k]);
         }
-        int64_t xs[3] = {c.n, c.t, c.e}, total = c.n * c.t * c.e;
-        ladle_tensor *t[2][4];
-        for (int k = 0; k < 2; k++)
-            for (int i = 0; i < 4; i++)
-                t[k][i] = lt_tensor(k ? LADLE_F64 : LADLE_F32, 3, xs);
-        LT_OK(ladle_tensor_fill_random(t[0][0], 31, 0));
-        LT_OK(ladle_tensor_fill_random(t[0][2], 31, 1));
-        for (int i = 0; i < 3; i += 2) {
-            double *v = host(t[0][i]);
-            put(t[1][i], v);
-            free(v);
-        }
-        ladle_ctx *ctx[2] = {NULL, NULL};
-        for (int k = 0; k < 2; k++) {
-            LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
-            LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
-            LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
-            LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
-        }
-        double worst = 0;
-        for (int i = 1; i < 4; i += 2) {
-            double *a = host(t[0][i]), *b = host(t[1][i]), big = 1;
-            for (int64_t e = 0; e < total; e++)
-                big = fmax(big, fabs(b[e]));
-            for (int64_t e = 0; e < total; e++)
-                worst = fmax(worst, fabs(a[e] - b[e]) / big);
-            free(a), free(b);
-        }
-        for (int i = 0; i < ladle_op_num_params(ops[0]); i++) {
-            double *a = host(ladle_op_grad(ops[0], i)), *b = host(ladle_op_grad(ops[1], i));
-            int64_t m = ladle_tensor_numel(ladle_op_grad(ops[0], i));
-            double big = 1;
-            for (int64_t e = 0; e < m; e++)
-                big = fmax(big, fabs(b[e]));
-            for (int64_t e = 0; e < m; e++)
-                worst = fmax(worst, fabs(a[e] - b[e]) / big);
-            free(a), free(b);
-        }
-        LT_ASSERT(worst < 20 * 1.19e-7, "causal %d: f32 vs f64 %.2e (want < 20 eps)",
-                  causal, worst);
-        if (lt_rank == 0 && getenv("LADLE_TEST_VERBOSE"))
-            printf("attention causal %d: f32 against f64: %.2e (%.1f eps)\n", causal, worst,
-                   worst / 1.19e-7);
-        for (int k = 0; k < 2; k++) {
-            ladle_ctx_destroy(&ctx[k]);
-            for (int i = 0; i < 4; i++)
-                ladle_tensor_destroy(&t[k][i]);
-            ladle_op_destroy(&ops[k]);
-        }
-    }
 }
 END_TEST
 
@@ -516,7 +529,7 @@ START_TEST(memory_linear_in_t)
     size_t held[4] = {0}, probs[4] = {0};
     for (int k = 0; k < 4; k++) {
         int64_t T = 256 * (k + 1);
-        config c = {N, T, E, H, d, 1, 1, 1, 0, 0};
+        config c = {N, T, E, H, d, 1, 1, 1, 0, 0, 0};
         counter cnt = {0, 0};
         ladle_allocator a = {sizeof a, count_alloc, count_free, &cnt};
         int hook = lt_device() == LADLE_CPU;

@@ -18,7 +18,14 @@
 
 enum { V = 11, T = 6, NB = 2, L = 2, E = 8, H = 2 };
 
+static ladle_graph *small_gpt_tiles(ladle_dtype dt, double dropout, int f32_tiles);
+
 static ladle_graph *small_gpt(ladle_dtype dt, double dropout)
+{
+    return small_gpt_tiles(dt, dropout, 0);
+}
+
+static ladle_graph *small_gpt_tiles(ladle_dtype dt, double dropout, int f32_tiles)
 {
     ladle_gpt_desc d;
     ladle_gpt_desc_init(&d);
@@ -32,6 +39,7 @@ static ladle_graph *small_gpt(ladle_dtype dt, double dropout)
     d.device = lt_device();
     d.dropout = dropout;
     d.seed = 5;
+    d.attn_f32_tiles = f32_tiles;
     ladle_graph *g = NULL;
     LT_OK(ladle_gpt_create(&d, &g));
     return g;
@@ -73,6 +81,17 @@ static void logits_of(ladle_graph *g, const int64_t *idv, double *out)
     LT_ASSERT(ladle_tensor_ndim(ys[0]) == 2 && ladle_tensor_shape(ys[0])[0] == NB * T &&
                   ladle_tensor_shape(ys[0])[1] == V,
               "the output is N T x V");
+    LT_OK(ladle_tensor_read(ys[0], out));
+    ladle_tensor_destroy(&ids);
+}
+
+/* The same for an f32 model. */
+static void logits_of32(ladle_graph *g, const int64_t *idv, float *out)
+{
+    ladle_tensor *ids = lt_tensor(LADLE_I64, 2, (int64_t[]){NB, T});
+    LT_OK(ladle_tensor_write(ids, idv));
+    const ladle_tensor *xs[1] = {ids}, *ys[1] = {NULL};
+    LT_OK(ladle_graph_forward(g, 1, xs, ys));
     LT_OK(ladle_tensor_read(ys[0], out));
     ladle_tensor_destroy(&ids);
 }
@@ -169,6 +188,48 @@ START_TEST(loss_by_hand)
     LT_ASSERT(fabs(got - want) < 1e-13, "loss %.17g, by hand %.17g", got, want);
     free(lg);
     ladle_graph_destroy(&g);
+}
+END_TEST
+
+/* attn_f32_tiles reaches the attention layers: an f32 model's logits move
+ * (by rounding: within 1e-5 of the largest), an f64 model's do not. */
+START_TEST(f32_tiles_reach_the_attention)
+{
+    if (lt_device() == LADLE_CUDA)
+        return;
+    int64_t ids[NB * T];
+    fill_ids(ids, 3);
+    double a[NB * T * V], b[NB * T * V];
+    for (int k = 0; k < 2; k++) {
+        ladle_dtype dt = k ? LADLE_F64 : LADLE_F32;
+        ladle_graph *g0 = small_gpt_tiles(dt, 0, 0), *g1 = small_gpt_tiles(dt, 0, 1);
+        if (k) {
+            logits_of(g0, ids, a);
+            logits_of(g1, ids, b);
+        } else { /* f32 logits, widened */
+            float fa[NB * T * V], fb[NB * T * V];
+            logits_of32(g0, ids, fa);
+            logits_of32(g1, ids, fb);
+            for (int i = 0; i < NB * T * V; i++)
+                a[i] = fa[i], b[i] = fb[i];
+        }
+        double big = 0, diff = 0;
+        int moved = 0;
+        for (int i = 0; i < NB * T * V; i++) {
+            big = fmax(big, fabs(a[i]));
+            diff = fmax(diff, fabs(a[i] - b[i]));
+            moved |= a[i] != b[i];
+        }
+        if (k)
+            LT_ASSERT(!moved, "f64: attn_f32_tiles moved a logit by %.2e", diff);
+        else
+            LT_ASSERT(moved && diff < 1e-5 * big,
+                      "f32: attn_f32_tiles moved the logits by %.2e of %.2e (want > 0, "
+                      "< 1e-5 of it)",
+                      diff, big);
+        ladle_graph_destroy(&g0);
+        ladle_graph_destroy(&g1);
+    }
 }
 END_TEST
 
@@ -554,6 +615,7 @@ static Suite *gpt_suite(void)
     tcase_add_test(tc, parameters_by_hand);
     tcase_add_test(tc, causal_from_outside);
     tcase_add_test(tc, loss_by_hand);
+    tcase_add_test(tc, f32_tiles_reach_the_attention);
     tcase_add_test(tc, gradients_by_finite_differences);
     tcase_add_test(tc, learns_a_batch);
     tcase_add_test(tc, bad_descriptors);

@@ -278,46 +278,33 @@ END_TEST
  * spread `spread`; the first `lead` values of each row spread by
  * lead_spread instead): y, dx per element against max(1, |value|), dw and db (sums of
  * `rows` terms of size about 1) against rows. The worst of them. */
+typedef struct spread {
+    double offset, spread, lead_spread;
+    int64_t len, lead;
+} spread;
+
+static double spread_x(int64_t i, double v, const void *arg)
+{
+    const spread *p = arg;
+    return p->offset + (i % p->len < p->lead ? p->lead_spread : p->spread) * v;
+}
+
 static double f32_against_f64(int rms, int ndim, const int64_t *xs, double offset,
-                              double spread, int lead, double lead_spread)
+                              double spread_by, int lead, double lead_spread)
 {
     config c = {.rms = rms, .k = 1, .affine = 1, .bias = 1, .eps = 1e-5};
-    ladle_op *op32 = NULL, *op64 = NULL;
-    LT_OK(make(&c, ndim, xs, LADLE_F32, &op32));
-    LT_OK(make(&c, ndim, xs, LADLE_F64, &op64));
-    for (int p = 0; p < ladle_op_num_params(op32); p++) {
-        LT_OK(ladle_tensor_fill_random(ladle_op_param(op32, p), 3, (uint64_t)p));
-        double *v = host(ladle_op_param(op32, p));
-        put(ladle_op_param(op64, p), v);
-        free(v);
-    }
-    ladle_tensor *t[2][4];
+    ladle_op *ops[2] = {NULL, NULL};
+    LT_OK(make(&c, ndim, xs, LADLE_F32, &ops[0]));
+    LT_OK(make(&c, ndim, xs, LADLE_F64, &ops[1]));
+    for (int p = 0; p < ladle_op_num_params(ops[0]); p++)
+        LT_OK(ladle_tensor_fill_random(ladle_op_param(ops[0], p), 3, (uint64_t)p));
     int64_t total = 1, len = xs[ndim - 1];
     for (int d = 0; d < ndim; d++)
         total *= xs[d];
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 4; i++)
-            t[k][i] = lt_tensor(k ? LADLE_F64 : LADLE_F32, ndim, xs);
-    LT_OK(ladle_tensor_fill_random(t[0][0], 21, 0));
-    LT_OK(ladle_tensor_fill_random(t[0][2], 21, 1));
-    double *hx = host(t[0][0]);
-    for (int64_t i = 0; i < total; i++)
-        hx[i] = offset + (i % len < lead ? lead_spread : spread) * hx[i];
-    put(t[0][0], hx);
-    free(hx);
-    for (int i = 0; i < 3; i += 2) {
-        double *v = host(t[0][i]);
-        put(t[1][i], v);
-        free(v);
-    }
-    ladle_op *ops[2] = {op32, op64};
+    spread sp = {offset, spread_by, lead_spread, len, lead};
+    ladle_tensor *t[2][4];
     ladle_ctx *ctx[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
-        LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
-        LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
-        LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
-    }
+    lt_twin_run(ops, ndim, xs, 21, spread_x, &sp, t, ctx);
     double worst = 0;
     for (int i = 1; i < 4; i += 2) {
         double *a = host(t[0][i]), *b = host(t[1][i]);
@@ -325,18 +312,13 @@ static double f32_against_f64(int rms, int ndim, const int64_t *xs, double offse
             worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
         free(a), free(b);
     }
-    for (int p = 0; p < ladle_op_num_params(op32); p++) {
-        double *a = host(ladle_op_grad(op32, p)), *b = host(ladle_op_grad(op64, p));
+    for (int p = 0; p < ladle_op_num_params(ops[0]); p++) {
+        double *a = host(ladle_op_grad(ops[0], p)), *b = host(ladle_op_grad(ops[1], p));
         for (int64_t e = 0; e < len; e++)
             worst = fmax(worst, fabs(a[e] - b[e]) / (double)(total / len));
         free(a), free(b);
     }
-    for (int k = 0; k < 2; k++) {
-        ladle_ctx_destroy(&ctx[k]);
-        for (int i = 0; i < 4; i++)
-            ladle_tensor_destroy(&t[k][i]);
-        ladle_op_destroy(&ops[k]);
-    }
+    lt_twin_free(ops, t, ctx);
     return worst;
 }
 

@@ -288,6 +288,7 @@ check "bench_pipe --svg-dir wrote its pictures" 0 x $? x
 bench 2 "--calls 5: wants a whole number in range [10, 100000000]" "1" bench_overhead --calls 5
 bench 2 "--layers 0: wants a whole number in range [1, 1048576]" "1" bench_gpt --layers 0
 bench 2 "--layer 2: unknown option" "1" bench_gpt --layer 2
+bench 2 "--f32-tiles 2: wants a whole number in range [0, 1]" "1" bench_gpt --f32-tiles 2
 bench 2 "usage: mpiexec -n 2 cma_pull" "1 2" cma_pull 0
 bench 2 "usage: mpiexec -n 2 cma_pull" "3" cma_pull
 

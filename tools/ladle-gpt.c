@@ -29,7 +29,7 @@ typedef struct gpt_opts {
     int64_t eval_limit, stop_after, sample, tensor_ways;
     double lr, min_lr, weight_decay, dropout, temperature;
     uint64_t seed;
-    int f64, resume, quiet;
+    int f64, f32_tiles, resume, quiet;
 } gpt_opts;
 
 static void usage(void)
@@ -54,6 +54,9 @@ static void usage(void)
         "  --eval-limit W       score only the first W validation windows (all)\n"
         "  --seed S             weights and batches (1)\n"
         "  --f64                train in double precision\n"
+        "  --f32-tiles          attention's tile products in f32 (f32 only; faster, "
+        "within\n"
+        "                       f32 rounding; default: in double)\n"
         "  --checkpoint FILE    save at every evaluation and at the end\n"
         "  --resume             continue from --checkpoint\n"
         "  --stop-after S       stop (and save) after step S, as an interruption\n"
@@ -84,6 +87,9 @@ static int options(int argc, char **argv, gpt_opts *o)
             return 1;
         } else if (!strcmp(a, "--f64")) {
             o->f64 = 1;
+            continue;
+        } else if (!strcmp(a, "--f32-tiles")) {
+            o->f32_tiles = 1;
             continue;
         } else if (!strcmp(a, "--resume")) {
             o->resume = 1;
@@ -423,6 +429,7 @@ int main(int argc, char **argv)
     d.seed = o.seed;
     d.data_ways = D;
     d.tensor_ways = S;
+    d.attn_f32_tiles = o.f32_tiles;
     if (st == LADLE_OK)
         st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
     if (tool_failed(TOOL, st, "the model")) {

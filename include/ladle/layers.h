@@ -515,7 +515,8 @@ LADLE_API ladle_status ladle_pos_embedding_set_offset(ladle_op *op, int64_t offs
  * holds; otherwise (another call in between, as in zero-bubble schedules,
  * or the weight pass first) it recomputes the attention backward. Softmax
  * statistics and every dot product of the attention core are summed in
- * double, in f32 as well; the projections are the backend's GEMMs.
+ * double, in f32 as well, unless f32_tiles asks for the tiles' products in
+ * f32; the projections are the backend's GEMMs.
  * Initialisation: as PyTorch's nn.Linear for each projection (the three
  * of qkv as one E -> 3 H d linear, as GPT-2's c_attn): weights and biases
  * uniform in +-1/sqrt(fan_in), fan_in E for qkv and H d for out, from the
@@ -539,10 +540,14 @@ typedef struct ladle_attention_desc {
                            finite and > 0 */
     int64_t block;      /* the tile, queries and keys; 0 (the default) means 64; else
                            1 .. 4096. Results do not depend on it beyond rounding. */
+    int f32_tiles;      /* an f32 layer's tile products (scores, P V and the backward's
+                           five) in f32 GEMMs, about twice as fast, the softmax
+                           statistics still in double: nonzero; 0 (the default): in
+                           double, within one rounding of the f64 twin. Nothing in f64. */
 } ladle_attention_desc;
 
 /* E, H, d = E / H (0 if H does not divide E, or H < 1), causal, both biases,
- * scale and block 0 (their defaults). Local. */
+ * scale and block 0 (their defaults), f32_tiles 0. Local. */
 LADLE_API void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
                                          int64_t num_heads);
 /* x_shape is N x T x E (ndim 3). Local. Returns LADLE_ERR_NULL (d, x_shape

@@ -203,10 +203,13 @@ typedef struct ladle_gpt_desc {
     uint64_t seed;
     int data_ways;   /* D: the batch split D ways over the ranks (1) */
     int tensor_ways; /* S: heads, MLP features and the sequence split S ways (1) */
+    int attn_f32_tiles; /* the attention layers' f32_tiles (ladle_attention_desc): an f32
+                           model's tile products in f32 GEMMs, about twice as fast (0) */
 } ladle_gpt_desc;
 
 /* V 256, T 128, N 32, 4 layers of width 128 with 4 heads, mlp 4, no
- * dropout, f32, the CPU, seed 1, D 1, S 1. Local. Accepts NULL. */
+ * dropout, f32, the CPU, seed 1, D 1, S 1, attention tiles in double.
+ * Local. Accepts NULL. */
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 
 /* The GPT of d, finalized, in training mode, on this rank alone (D and S

@@ -175,6 +175,7 @@ typedef struct ladle_attn_geom {
     int64_t batch, heads, seq, head_dim, block;
     double scale;
     int causal;
+    int f32_tiles; /* f32 only: the tiles' products in f32 (see attn_forward) */
 } ladle_attn_geom;
 
 /* The doubles of device scratch the attn slots take (the ws argument): 7 T d
@@ -633,7 +634,9 @@ struct ladle_backend_table {
      * The softmax is taken online, tile by tile (a running row maximum and
      * sum rescale the partial output), so no T x T matrix exists; dot
      * products, statistics and the output are accumulated in double and
-     * rounded to dtype once. ws: ladle__attn_ws_count(g) doubles of scratch.
+     * rounded to dtype once (with g->f32_tiles, an f32 call's tile products
+     * and the output's accumulator in f32, the statistics and the final
+     * scaling in double). ws: ladle__attn_ws_count(g) doubles of scratch.
      * qkv, o, lse and ws must not overlap. */
     ladle_status (*attn_forward)(const ladle_backend *be, ladle_dtype dtype,
                                  const ladle_attn_geom *g, const void *qkv, void *o,
@@ -643,7 +646,9 @@ struct ladle_backend_table {
      * out as o), given the forward's o and lse over the same qkv. P is
      * recomputed tile by tile from qkv and lse: with D[t] = sum dout[t] o[t],
      *   dV = P^T dO,  dS = P (dO V^T - D),  dQ = scale dS K,  dK = scale dS^T Q,
-     * in double. ws as for the forward; nothing overlaps. */
+     * in double (with g->f32_tiles, an f32 call's products and gradient
+     * sums in f32, D and lse in double). ws as for the forward; nothing
+     * overlaps. */
     ladle_status (*attn_backward)(const ladle_backend *be, ladle_dtype dtype,
                                   const ladle_attn_geom *g, const void *qkv, const void *o,
                                   const double *lse, const void *dout, void *dqkv,

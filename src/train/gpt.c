@@ -150,6 +150,7 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
 #define NAME(s) (snprintf(name, sizeof name, "h%d." s, k), name)
     LADLE_CALL(norm(b, NAME("ln1"), x, &v));
     ladle_attention_desc_init(&ad, d->width, d->heads);
+    ad.f32_tiles = d->attn_f32_tiles;
     int64_t gs[3] = {d->batch, d->context, d->width}; /* the stream's global shape */
     if (b->grid)
         LADLE_CALL(add(b, NAME("attn"),
@@ -375,6 +376,7 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
         if ((i - front) % 2 == 0) { /* x + drop(attn(ln1(x))) */
             ladle_attention_desc ad;
             ladle_attention_desc_init(&ad, d->width, d->heads);
+            ad.f32_tiles = d->attn_f32_tiles;
             LADLE_CALL(ladle_attention_create(&ad, 3, xs, dt, dev, seed++, &body[n++]));
         } else { /* x + drop(proj(gelu(fc(ln2(x))))) */
             LADLE_CALL(ladle_linear_create(3, xs, f, 1, dt, dev, seed++, &body[n++]));
@@ -534,6 +536,7 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
         if ((i - front) % 2 == 0) { /* x + drop(attn(ln1(x))) */
             ladle_attention_desc ad;
             ladle_attention_desc_init(&ad, d->width, d->heads);
+            ad.f32_tiles = d->attn_f32_tiles;
             LADLE_CALL(ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++, 0,
                                                       &body[n++]));
         } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */

@@ -114,95 +114,104 @@ LADLE_KERNEL static void exp_row_back(double *p, double *dp, int64_t bj, int64_t
     }
 }
 
-/* One (sample, head) forward. q, k, v: T x d doubles; o: the head's
- * output columns (row stride ldo); lse: T doubles. */
-static void head_forward(const ladle_attn_geom *g, ladle_dtype dtype, const double *q,
-                         const double *k, const double *v, void *o, int64_t ldo,
-                         double *lse, double *s, double *acc, double *m, double *l)
+/* The f32 tiles (g->f32_tiles): the head's columns copied out as f32, the
+ * tiles' products f32 GEMMs, the row statistics (maximum, sum, lse, D) and
+ * the output's final scaling in double. */
+static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                  const float *a, int64_t lda, const float *b, int64_t ldb, double beta,
+                  float *c, int64_t ldc)
 {
-    int64_t T = g->seq, d = g->head_dim, B = g->block;
-    for (int64_t i0 = 0; i0 < T; i0 += B) {
-        int64_t bi = T - i0 < B ? T - i0 : B;
-        int64_t jend = g->causal ? i0 + bi : T;
-        for (int64_t r = 0; r < bi; r++)
-            m[r] = -INFINITY, l[r] = 0;
-        memset(acc, 0, sizeof(double) * (size_t)(bi * d));
-        for (int64_t j0 = 0; j0 < jend; j0 += B) {
-            int64_t bj = jend - j0 < B ? jend - j0 : B;
-            dgemm(0, 1, bi, bj, d, g->scale, q + i0 * d, d, k + j0 * d, d, 0.0, s, B);
-            for (int64_t r = 0; r < bi; r++) {
-                double *sr = s + r * B;
-                int64_t lim = visible(g, i0, r, j0, bj);
-                double mx = m[r];
-                for (int64_t c = 0; c < lim; c++)
-                    mx = sr[c] > mx ? sr[c] : mx;
-                double sum = exp_row(sr, bj, lim, mx);
-                if (mx != m[r] && lim > 0) {
-                    double corr = exp(m[r] - mx); /* 0 for the first tile */
-                    l[r] *= corr;
-                    for (int64_t e = 0; e < d; e++)
-                        acc[r * d + e] *= corr;
-                    m[r] = mx;
-                }
-                l[r] += sum;
-            }
-            dgemm(0, 0, bi, d, bj, 1.0, s, B, v + j0 * d, d, 1.0, acc, d);
-        }
-        for (int64_t r = 0; r < bi; r++) {
-            narrow(dtype, acc + r * d, 1, d, 1.0 / l[r],
-                   (char *)o + (size_t)((i0 + r) * ldo) * (dtype == LADLE_F32 ? 4 : 8),
-                   ldo);
-            lse[i0 + r] = m[r] + log(l[r]);
-        }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, (float)alpha, a,
+                (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
+}
+
+/* widen and narrow for f32 tiles of f32 data: rows copied out and back
+ * (narrow's factor applied in double, the product rounded once). */
+static void widen_f32(ladle_dtype dtype, const void *src, int64_t ld, int64_t rows,
+                      int64_t cols, float *dst)
+{
+    (void)dtype;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + r * cols, (const float *)src + r * ld, sizeof(float) * (size_t)cols);
+}
+
+LADLE_KERNEL static void narrow_f32(ladle_dtype dtype, const float *src, int64_t rows,
+                                    int64_t cols, double f, void *dst, int64_t ld)
+{
+    (void)dtype;
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = (float *)dst + r * ld;
+        for (int64_t c = 0; c < cols; c++)
+            d[c] = (float)(src[r * cols + c] * f);
     }
 }
+
+/* exp_row for an f32 tile: s[c] = e^{s[c] - mx} (0 from lim on), their sum
+ * in double lanes. */
+LADLE_KERNEL static double exp_row_f32(float *s, int64_t bj, int64_t lim, float mx)
+{
+    double a[2 * AL] = {0}, sum = 0;
+    int64_t c = 0;
+    for (; c + 2 * AL <= bj; c += 2 * AL)
+        for (int l = 0; l < 2 * AL; l++) {
+            float e = c + l < lim ? ladle_exp_diff_f32(s[c + l], mx) : 0.0f;
+            s[c + l] = e;
+            a[l] += e;
+        }
+    for (; c < bj; c++) {
+        s[c] = c < lim ? ladle_exp_diff_f32(s[c], mx) : 0.0f;
+        sum += s[c];
+    }
+    for (int l = 0; l < 2 * AL; l++)
+        sum += a[l];
+    return sum;
+}
+
+/* exp_row_back for f32 tiles: p[c] = e^{p[c] - lse}, dp[c] = p[c] (dp[c] - delta). */
+LADLE_KERNEL static void exp_row_back_f32(float *p, float *dp, int64_t bj, int64_t lim,
+                                          double lse, double delta)
+{
+    for (int64_t c = 0; c < bj; c++) {
+        float e = c < lim ? ladle_exp_shift_f32(p[c], lse) : 0.0f;
+        p[c] = e;
+        dp[c] = (float)((double)e * ((double)dp[c] - delta));
+    }
+}
+
+#define TT double
+#define GEMM dgemm
+#define WIDEN widen
+#define NARROW narrow
+#define EXP_ROW exp_row
+#define EXP_ROW_BACK exp_row_back
+#define HEAD_FWD head_forward
+#define HEAD_BWD head_backward
+#define ATTN_FWD attn_forward_double
+#define ATTN_BWD attn_backward_double
+#include "src/backends/cpu/attention_head.inc"
+#define TT float
+#define GEMM sgemm
+#define WIDEN widen_f32
+#define NARROW narrow_f32
+#define EXP_ROW exp_row_f32
+#define EXP_ROW_BACK exp_row_back_f32
+#define HEAD_FWD head_forward_f32
+#define HEAD_BWD head_backward_f32
+#define ATTN_FWD attn_forward_f32
+#define ATTN_BWD attn_backward_f32
+#include "src/backends/cpu/attention_head.inc"
 
 ladle_status ladle__cpu_attn_forward(const ladle_backend *be, ladle_dtype dtype,
                                      const ladle_attn_geom *g, const void *qkv, void *o,
                                      double *lse, double *ws)
 {
     (void)be;
-    int64_t T = g->seq, d = g->head_dim, H = g->heads, B = g->block;
-    int64_t hd = H * d, es = dtype == LADLE_F32 ? 4 : 8;
-    double *q = ws, *k = q + T * d, *v = k + T * d;
-    double *s = v + T * d, *acc = s + B * B, *m = acc + B * d, *l = m + B;
-    for (int64_t n = 0; n < g->batch; n++)
-        for (int64_t h = 0; h < H; h++) {
-            const char *base = (const char *)qkv + (size_t)(n * T * 3 * hd + h * d) * es;
-            widen(dtype, base, 3 * hd, T, d, q);
-            widen(dtype, base + (size_t)hd * es, 3 * hd, T, d, k);
-            widen(dtype, base + (size_t)(2 * hd) * es, 3 * hd, T, d, v);
-            void *oh = (char *)o + (size_t)(n * T * hd + h * d) * es;
-            head_forward(g, dtype, q, k, v, oh, hd, lse + (n * H + h) * T, s, acc, m, l);
-        }
+    if (dtype == LADLE_F32 && g->f32_tiles)
+        attn_forward_f32(g, dtype, qkv, o, lse, ws);
+    else
+        attn_forward_double(g, dtype, qkv, o, lse, ws);
     return LADLE_OK;
-}
-
-/* One (sample, head) backward into dq, dk, dv (T x d doubles, zeroed
- * here). delta[t] = sum dO[t] O[t] is given. */
-static void head_backward(const ladle_attn_geom *g, const double *q, const double *k,
-                          const double *v, const double *dout, const double *lse,
-                          const double *delta, double *dq, double *dk, double *dv,
-                          double *p, double *dp)
-{
-    int64_t T = g->seq, d = g->head_dim, B = g->block;
-    memset(dq, 0, sizeof(double) * (size_t)(3 * T * d)); /* dq, dk, dv are adjacent */
-    for (int64_t i0 = 0; i0 < T; i0 += B) {
-        int64_t bi = T - i0 < B ? T - i0 : B;
-        int64_t jend = g->causal ? i0 + bi : T;
-        for (int64_t j0 = 0; j0 < jend; j0 += B) {
-            int64_t bj = jend - j0 < B ? jend - j0 : B;
-            dgemm(0, 1, bi, bj, d, g->scale, q + i0 * d, d, k + j0 * d, d, 0.0, p, B);
-            dgemm(0, 1, bi, bj, d, 1.0, dout + i0 * d, d, v + j0 * d, d, 0.0, dp, B);
-            for (int64_t r = 0; r < bi; r++) {
-                int64_t lim = visible(g, i0, r, j0, bj);
-                exp_row_back(p + r * B, dp + r * B, bj, lim, lse[i0 + r], delta[i0 + r]);
-            }
-            dgemm(1, 0, bj, d, bi, 1.0, p, B, dout + i0 * d, d, 1.0, dv + j0 * d, d);
-            dgemm(0, 0, bi, d, bj, g->scale, dp, B, k + j0 * d, d, 1.0, dq + i0 * d, d);
-            dgemm(1, 0, bj, d, bi, g->scale, dp, B, q + i0 * d, d, 1.0, dk + j0 * d, d);
-        }
-    }
 }
 
 ladle_status ladle__cpu_attn_backward(const ladle_backend *be, ladle_dtype dtype,
@@ -211,32 +220,9 @@ ladle_status ladle__cpu_attn_backward(const ladle_backend *be, ladle_dtype dtype
                                       void *dqkv, double *ws)
 {
     (void)be;
-    int64_t T = g->seq, d = g->head_dim, H = g->heads, B = g->block;
-    int64_t hd = H * d, es = dtype == LADLE_F32 ? 4 : 8;
-    double *q = ws, *k = q + T * d, *v = k + T * d, *dov = v + T * d;
-    double *dq = dov + T * d, *dk = dq + T * d, *dv = dk + T * d;
-    double *delta = dv + T * d, *p = delta + T, *dp = p + B * B;
-    for (int64_t n = 0; n < g->batch; n++)
-        for (int64_t h = 0; h < H; h++) {
-            const char *base = (const char *)qkv + (size_t)(n * T * 3 * hd + h * d) * es;
-            size_t ooff = (size_t)(n * T * hd + h * d) * es;
-            widen(dtype, base, 3 * hd, T, d, q);
-            widen(dtype, base + (size_t)hd * es, 3 * hd, T, d, k);
-            widen(dtype, base + (size_t)(2 * hd) * es, 3 * hd, T, d, v);
-            widen(dtype, (const char *)dout + ooff, hd, T, d, dov);
-            /* delta from the saved o, one row at a time through dq's room */
-            for (int64_t t = 0; t < T; t++) {
-                widen(dtype, (const char *)o + ooff + (size_t)(t * hd) * es, hd, 1, d, dq);
-                double sum = 0;
-                for (int64_t e = 0; e < d; e++)
-                    sum += dq[e] * dov[t * d + e];
-                delta[t] = sum;
-            }
-            head_backward(g, q, k, v, dov, lse + (n * H + h) * T, delta, dq, dk, dv, p, dp);
-            char *out = (char *)dqkv + (size_t)(n * T * 3 * hd + h * d) * es;
-            narrow(dtype, dq, T, d, 1.0, out, 3 * hd);
-            narrow(dtype, dk, T, d, 1.0, out + (size_t)hd * es, 3 * hd);
-            narrow(dtype, dv, T, d, 1.0, out + (size_t)(2 * hd) * es, 3 * hd);
-        }
+    if (dtype == LADLE_F32 && g->f32_tiles)
+        attn_backward_f32(g, dtype, qkv, o, lse, dout, dqkv, ws);
+    else
+        attn_backward_double(g, dtype, qkv, o, lse, dout, dqkv, ws);
     return LADLE_OK;
 }
