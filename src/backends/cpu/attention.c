@@ -8,7 +8,9 @@
  * dtype, and a tile's products are double GEMMs: block x block x d for the
  * scores, block x d x block for the output. Widening costs O(T d) per head
  * against the tiles' O(T^2 d), and keeps an f32 head within one rounding of
- * its f64 twin.
+ * its f64 twin. With g->f32_tiles an f32 head is copied out as it is and
+ * its tiles' products are f32 GEMMs at twice the rate, the softmax
+ * statistics still in double (attention_head.inc is both).
  *
  * The forward walks the key tiles of a query tile keeping, per row, the
  * running maximum m and sum l of exp(S - m): a new tile with a larger
