@@ -209,6 +209,7 @@ RANK_COUNTS="1" mpi 2 "--heads 3 must divide --width 128" ladle-gpt --heads 3
 RANK_COUNTS="1" mpi 2 "--layers: 0 is out of range" ladle-gpt --layers 0
 RANK_COUNTS="1" mpi 2 "--context: 'x' is not a whole number" ladle-gpt --context x
 RANK_COUNTS="1" mpi 2 "--dropout: 1 is out of range" ladle-gpt --dropout 1
+RANK_COUNTS="1" mpi 2 "--f32-tiles is for f32 models" ladle-gpt --f64 --f32-tiles
 RANK_COUNTS="1" mpi 2 "--lr: 'nan' is not a number" ladle-gpt --lr nan
 RANK_COUNTS="1" mpi 2 "--resume needs --checkpoint" ladle-gpt --resume
 RANK_COUNTS="1" mpi 2 "--stop-after needs --checkpoint" ladle-gpt --stop-after 3

@@ -214,6 +214,27 @@ else
     sed 's/^/     /' "$gtmp/out" "$gtmp/other"
     fails=$((fails + 1))
 fi
+# --f32-tiles (the attention's tile products in f32) trains to the same
+# validation and last losses as the tiles in double within 1e-4 relative, on
+# one rank and on 2 tensor-parallel ranks (its layers built another way)
+timeout 300 $MPIEXEC -n 1 "$gpt" $gargs --sample 0 --f32-tiles --summary "$gtmp/t1" \
+    >"$gtmp/tout" 2>&1 &&
+    timeout 300 $MPIEXEC -n 2 "$gpt" $gargs --sample 0 --f32-tiles --tensor-ways 2 \
+        --summary "$gtmp/t2" >>"$gtmp/tout" 2>&1
+st=$?
+close=$(awk 'function rel(a, b) { return (a > b ? a - b : b - a) / (b > 0 ? b : 1) }
+    FNR == 1 { for (i = 1; i < NF; i++) { if ($i == "val_loss") v[FILENAME] = $(i + 1);
+                                          if ($i == "last_loss") l[FILENAME] = $(i + 1) } }
+    END { ok = 1; for (f in v) if (rel(v[f], v[W]) > 1e-4 || rel(l[f], l[W]) > 1e-4) ok = 0;
+          print (ok && length(v) == 3) ? "yes" : "no" }' W="$gtmp/whole" "$gtmp/whole" \
+    "$gtmp/t1" "$gtmp/t2" 2>/dev/null)
+if [ $st -eq 0 ] && [ "$close" = yes ]; then
+    echo "ok   ladle-gpt --f32-tiles: 1 rank and 2 tensor-parallel ranks within 1e-4 of the double tiles"
+else
+    echo "FAIL ladle-gpt --f32-tiles: status $st, close '$close'"
+    sed 's/^/     /' "$gtmp/tout" "$gtmp/whole" "$gtmp/t1" "$gtmp/t2" 2>/dev/null
+    fails=$((fails + 1))
+fi
 # data parallel (the batch split, the gradients summed) and tensor parallel
 # (heads, MLP features and the sequence split) over 2 ranks take one rank's
 # steps, in f64 to the printed digits

@@ -184,6 +184,10 @@ static int options(int argc, char **argv, gpt_opts *o)
         cli_fail(why, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
         goto refuse;
     }
+    if (o->f32_tiles && o->f64) {
+        cli_fail(why, "--f32-tiles is for f32 models: with --f64 the tiles are double");
+        goto refuse;
+    }
     return 0;
 refuse:
     if (tool_rank() == 0)
