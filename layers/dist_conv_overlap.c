@@ -24,9 +24,12 @@
  * received halos and I's part land in one order whatever the timing.
  *
  * The boxes' own buffers cost copies the plain layer does not make (y and
- * dy boxes, dy once more for the weight gradient): the overlap pays where
- * waiting on the exchange costs more than those copies (bench_dist's
- * conv-halo rows measure both).
+ * dy boxes, dy once more for the weight gradient), and the cut costs a
+ * layer call per box and the padded gradient zeroed and added into: the
+ * overlap pays where waiting on the exchange costs more than those
+ * (bench_dist's conv-halo rows measure both; without the interior's copies
+ * the cut alone was still 1.02-1.36 times the plain layer at 2 ranks,
+ * docs/benchmarks.md).
  */
 #include <string.h>
 
