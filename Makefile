@@ -90,7 +90,7 @@ BINDIR := $(BUILD)/bin
 #    machine; test/lsan.supp covers it, but the runs need no PCI map
 # The canary (test/canary.c) proves that ladle's own leaks and faults are
 # still reported.
-SAN_ENV := HWLOC_COMPONENTS=-pci \
+SAN_ENV := HWLOC_COMPONENTS=-pci ASAN_RUNTIME="$(shell $(CC) -print-file-name=libasan.so)" \
     ASAN_OPTIONS="fast_unwind_on_malloc=0$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" \
     LSAN_OPTIONS="suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0$${LSAN_OPTIONS:+:$$LSAN_OPTIONS}"
 WITH_CANARY := 1
@@ -289,9 +289,10 @@ $(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard in
 # the canary goes with the tests only where it runs (make asan, make valgrind)
 CANARY = $(if $(filter 1,$(WITH_CANARY)),$(OUT)/test/canary)
 # the idle-yield shim that test/run.sh preloads into oversubscribed MPICH
-# runs (test/idle_yield.c); not under the sanitizers, whose runtime must
-# come first among the libraries a program loads
-IDLE_YIELD = $(if $(filter 0,$(SANITIZE)),$(OUT)/test/idle_yield.so)
+# runs (test/idle_yield.c), itself not instrumented: under the sanitizers
+# the run preloads ASan's runtime before it (ASAN_RUNTIME in SAN_ENV), since
+# that runtime must come first among the libraries a program loads
+IDLE_YIELD = $(OUT)/test/idle_yield.so
 # the benchmarks are built with the tests: test/tool_errors.sh checks their options
 tests: all $(TEST_BINS) $(BUILD)/header-check.stamp $(CANARY) $(IDLE_YIELD) \
        $(filter-out %/bench_gpu,$(BENCH_BINS)) $(OUT)/bench/cma_pull

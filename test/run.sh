@@ -41,12 +41,18 @@ fi
 # polling for its whole time slice. Open MPI yields by itself when it sees
 # the cores oversubscribed. The tool scripts, which launch several counts,
 # have it throughout. Not under valgrind, and not where the shim was not
-# built (make asan).
+# built. Under ASan (make asan sets ASAN_RUNTIME) the sanitizer's runtime
+# is preloaded first: it must come before every other library.
 cores=$(nproc 2>/dev/null || echo 1)
 shim=${IDLE_YIELD-$dir/idle_yield.so}
 preload=""
 if [ $openmpi = 0 ] && [ "${VALGRIND:-0}" != 1 ] && [ -n "$shim" ] && [ -f "$shim" ]; then
-    preload="-genv LD_PRELOAD $(readlink -f "$shim")"
+    libs=$(readlink -f "$shim")
+    if [ -n "${ASAN_RUNTIME:-}" ]; then
+        [ -f "$ASAN_RUNTIME" ] || { echo "run.sh: no ASan runtime at $ASAN_RUNTIME"; exit 2; }
+        libs="$(readlink -f "$ASAN_RUNTIME"):$libs"
+    fi
+    preload="-genv LD_PRELOAD $libs"
 fi
 # launcher flags for a run of N ranks
 ranks_flags() {
@@ -243,8 +249,10 @@ elif [ -n "${CANARY:-}" ]; then
         'in canary_leak .*canary\.c' 'in canary_leak_in_init .*canary\.c' 'in MPI_Init .*canary\.c'
     canary read 'ERROR: AddressSanitizer: heap-use-after-free' 'READ of size 8' \
         'in canary_read .*canary\.c' 'in ladle_tensor_destroy .*tensor\.c'
+    # under ASan a block is its 64-byte header and the 40 bytes of the
+    # canary's 5 doubles, the redzone right after them (memory.c)
     canary oob 'ERROR: AddressSanitizer: heap-buffer-overflow' 'WRITE of size 8' \
-        'in canary_oob .*canary\.c' '0 bytes to the right of 40-byte region'
+        'in canary_oob .*canary\.c' '0 bytes to the right of 104-byte region'
     canary ub 'canary\.c:[0-9]+:[0-9]+: runtime error: signed integer overflow'
     canary device 'ERROR: AddressSanitizer: use-after-poison' 'READ of size 8' \
         'in canary_device .*canary\.c'
