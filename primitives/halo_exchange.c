@@ -369,6 +369,22 @@ ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tensor *t)
     return split_call(op, t, 1, 0, __func__);
 }
 
+ladle_status ladle_halo_exchange_progress(ladle_op *op, int *done)
+{
+    ladle_status st = LADLE_OK;
+    int d = 0;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
+                op->vt->name);
+    LADLE_CHECK(op->busy == 1 || op->busy == 2, LADLE_ERR_STATE,
+                "no exchange of this op is in flight");
+    LADLE_CALL(ladle_sched_progress(op->busy == 2 ? op->adj : op->fwd, &d));
+fail:
+    if (done != NULL)
+        *done = d;
+    return st;
+}
+
 ladle_status ladle_halo_exchange_geometry(const ladle_op *op, ladle_halo_geometry *g)
 {
     ladle_status st = LADLE_OK;

@@ -349,6 +349,55 @@ START_TEST(begin_end_split)
 }
 END_TEST
 
+/* Progress between begin and end moves the messages without the end: every
+ * rank polls until its exchange is done (each rank's loop waits only on
+ * messages its peers' loops move), then end, and the halos are those of the
+ * forward and the adjoint. Outside an exchange, or on another op, it
+ * refuses. */
+START_TEST(progress_until_done)
+{
+    for (int k = 0; k < N_CASES; k++) {
+        if (grid(&cases[k]) > lt_size)
+            continue;
+        ladle_op *op = make(&cases[k], LADLE_F64, 0);
+        ladle_tensor *a = lt_op_tensor(op, 0), *b = lt_op_tensor(op, 0);
+        LT_OK(ladle_tensor_fill_random(a, 11, (uint64_t)lt_rank));
+        LT_OK(ladle_tensor_copy(b, a));
+        LT_FAILS(ladle_halo_exchange_progress(op, NULL), LADLE_ERR_STATE);
+        int same = 1;
+        for (int adjoint = 0; adjoint < 2; adjoint++) {
+            LT_OK(adjoint ? ladle_op_adjoint(op, a, a) : ladle_op_forward(op, a, a));
+            LT_OK(adjoint ? ladle_halo_exchange_adjoint_begin(op, b)
+                          : ladle_halo_exchange_begin(op, b));
+            ladle_status st = LADLE_OK;
+            int done = 0;
+            double t0 = MPI_Wtime();
+            while (st == LADLE_OK && !done && MPI_Wtime() - t0 < 60)
+                st = ladle_halo_exchange_progress(op, &done);
+            LT_ASSERT(st == LADLE_OK && done, "%s: progress gave %s, done %d after %.1f s",
+                      cases[k].name, ladle_status_name(st), done, MPI_Wtime() - t0);
+            LT_OK(ladle_halo_exchange_progress(op, NULL)); /* done stays done */
+            LT_OK(adjoint ? ladle_halo_exchange_adjoint_end(op, b)
+                          : ladle_halo_exchange_end(op, b));
+            for (int64_t e = 0; e < ladle_tensor_numel(a); e++)
+                same &= lt_get(a, e) == lt_get(b, e);
+            LT_ASSERT(same, "%s: %s with progress differs", cases[k].name,
+                      adjoint ? "the adjoint" : "the forward");
+        }
+        LT_FAILS(ladle_halo_exchange_progress(op, NULL), LADLE_ERR_STATE);
+        LT_FAILS(ladle_halo_exchange_progress(NULL, NULL), LADLE_ERR_NULL);
+        ladle_tensor_destroy(&a);
+        ladle_tensor_destroy(&b);
+        ladle_op_destroy(&op);
+    }
+    int64_t xs[1] = {4};
+    ladle_op *other = NULL;
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 1, xs, LADLE_F64, lt_device(), &other));
+    LT_FAILS(ladle_halo_exchange_progress(other, NULL), LADLE_ERR_ARG);
+    ladle_op_destroy(&other);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     int s[2] = {1, lt_size};
@@ -393,6 +442,7 @@ Suite *halo_suite(void)
     tcase_add_test(tc, distdl_golden_tiles);
     tcase_add_test(tc, distdl_golden_halos);
     tcase_add_test(tc, begin_end_split);
+    tcase_add_test(tc, progress_until_done);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     return s;

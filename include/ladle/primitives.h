@@ -176,6 +176,15 @@ LADLE_API ladle_status ladle_halo_exchange_end(ladle_op *op, ladle_tensor *t);
  * between begin and end the caller must not touch t. */
 LADLE_API ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op, ladle_tensor *t);
 LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tensor *t);
+/* Between a begin and its end (forward or adjoint): move on what can move
+ * without waiting. MPI moves a message only inside MPI calls on many
+ * transports (TCP, and the rendezvous of larger messages on RDMA
+ * networks), so work that overlaps an exchange calls this every so often
+ * for the messages to travel meanwhile. *done (unless done is NULL) becomes
+ * 1 when end would not wait. Local: each rank calls it as often as it
+ * likes. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a halo exchange),
+ * LADLE_ERR_STATE (no exchange in flight) and LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_halo_exchange_progress(ladle_op *op, int *done);
 
 /* This rank's geometry for a halo exchange op. All boxes are per dimension;
  * offsets inside the padded tensor unless said otherwise. */
