@@ -190,8 +190,7 @@ static void dc_set_training(ladle_op *op, int training)
     dconv *v = op->impl;
     ladle__dist_set_training(op, training);
     for (int r = 0; r < v->nparts; r++)
-        if (!v->part[r].whole)
-            ladle_layer_set_training(v->part[r].op, training);
+        ladle_layer_set_training(v->part[r].op, training);
 }
 
 static void dc_param_bound(ladle_op *op, int i)
@@ -255,6 +254,13 @@ int ladle__dist_conv_parts(const ladle_op *op)
     if (op == NULL || (op->vt != &dconv_vt && op->vt != &dpool_vt))
         return 0;
     return ((const dconv *)op->impl)->nparts;
+}
+
+int ladle__dist_conv_interior_parts(const ladle_op *op)
+{
+    if (op == NULL || (op->vt != &dconv_vt && op->vt != &dpool_vt))
+        return 0;
+    return ((const dconv *)op->impl)->ninterior;
 }
 
 int ladle__dist_conv_direct(const ladle_op *op)

@@ -44,18 +44,23 @@ struct kind {
 
 /* The overlap (LADLE_OVERLAP_HALO) cuts the output block into boxes: the
  * interior, whose windows read only cells this rank has before the
- * exchange (its bulk and the global padding), and up to two slabs per
- * split dimension around it (a shell). */
-#define LADLE__DC_MAX_PARTS 7
+ * exchange (its bulk and the global padding), in up to LADLE__DC_CHUNKS
+ * runs of at least 2 samples with a poke at the exchange's progress after
+ * each, and
+ * up to two slabs per split dimension around it (a shell). */
+#define LADLE__DC_CHUNKS 4
+#define LADLE__DC_MAX_PARTS (LADLE__DC_CHUNKS + 6)
 
 /* One box of the output block and the layer that makes it: op is a local
  * layer on the input box (in the padded tensor) its windows read, sharing
- * the weights of the layer's local layer. whole: the box is the output
- * block, so op reads x's needed box and writes y directly. x, y, dy, dx:
- * op's input (for calls without a ctx), output and gradients. */
+ * the weights of the layer's local layer. x, dx: op's input (for calls
+ * without a ctx) and input gradient; y, dy: its output and output gradient,
+ * either buffers of its own copied to and from the box, or (samples: the
+ * box holds whole samples of the output block, which are contiguous) views
+ * pointed at the box inside the caller's y and dy at each call. */
 typedef struct dc_part {
     ladle_op *op;
-    int whole;
+    int samples;
     int64_t in_off[5], in_shape[5];
     int64_t out_off[5], out_shape[5];
     ladle_tensor *x, *y, *dy, *dx;
@@ -86,8 +91,9 @@ typedef struct dconv {
      * factor per output position (f64, the output block's spatial
      * elements), zeros of that length (bn_affine's shift), and dy R */
     ladle_tensor *rescale, *rezero, *dyr;
-    /* the overlap: nparts boxes, the interior first (0: not overlapped) */
-    int nparts;
+    /* the overlap: nparts boxes, the interior's ninterior runs of samples
+     * first (nparts 0: not overlapped) */
+    int nparts, ninterior;
     dc_part part[LADLE__DC_MAX_PARTS];
 } dconv;
 
@@ -127,8 +133,10 @@ ladle_status ladle__dc_overlap_weight(const ladle_op *op, dconv *v, dc_ctx *c,
                                       const ladle_tensor *dy);
 
 /* How many boxes op (a spatially partitioned convolution or pooling)
- * computes on this rank with the overlap: 0 without it (for the tests). */
+ * computes on this rank with the overlap, 0 without it, and how many of them
+ * are the interior's (for the tests). */
 int ladle__dist_conv_parts(const ladle_op *op);
+int ladle__dist_conv_interior_parts(const ladle_op *op);
 
 /* Whether op runs the sequential layer on this rank's block, with no
  * exchange or padded copies (no spatial split, or one that moves nothing):

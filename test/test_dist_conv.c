@@ -213,7 +213,9 @@ END_TEST
  * of the ranks that cut their block (a shell around the interior). */
 static void overlap_count(const ladle_op *op, int *boxes, int *shells)
 {
-    int mine[2] = {ladle__dist_conv_parts(op), ladle__dist_conv_parts(op) > 1}, all[2];
+    int mine[2] = {ladle__dist_conv_parts(op),
+                   ladle__dist_conv_parts(op) > ladle__dist_conv_interior_parts(op)},
+        all[2];
     MPI_Allreduce(mine, all, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     *boxes += all[0];
     *shells += all[1];
@@ -321,6 +323,80 @@ START_TEST(overlap_equivalence)
 }
 END_TEST
 
+/* On 2 row tiles (ranks 0 and 1 of the partition *p), the overlapped
+ * convolution k3 p1 of x's channels to co and its sequential twin, made from
+ * one seed (so with the same weights), in f64. */
+static void row_tiles_conv(const int64_t *xs, int64_t co, uint64_t seed,
+                           ladle_partition **p, ladle_conv_desc *d, ladle_op **dist,
+                           ladle_op **seq)
+{
+    int grid[4] = {1, 1, 2, 1};
+    *p = lt_partition(4, grid, 0);
+    ladle_conv_desc_init(d, 2, xs[1], co, 3);
+    d->padding[0] = d->padding[1] = 1;
+    LT_OK(ladle_dist_conv_create(d, *p, xs, LADLE_F64, lt_device(), seed,
+                                 LADLE_OVERLAP_HALO, dist));
+    LT_OK(ladle_conv_create(d, xs, LADLE_F64, lt_device(), seed, seq));
+}
+
+/* op's boxes on this rank: the interior's runs, and all of them. */
+static void expect_boxes(const ladle_op *op, int runs, int parts, const char *what)
+{
+    int r = ladle__dist_conv_interior_parts(op), n = ladle__dist_conv_parts(op);
+    LT_ASSERT(r == runs && n == parts, "%s: %d runs of %d boxes (want %d of %d)", what, r,
+              n, runs, parts);
+}
+
+/* The interior in runs of samples (the exchange's progress called between
+ * them): 9 samples on 2 row tiles make runs of 2, 2, 2 and 3. A
+ * convolution with a bias (a shell on both tiles), and max and average
+ * pooling k3 s2 p1 over 8 rows, whose first tile has no window reading the
+ * halo (its runs read and write y and dy in place) and whose second has a
+ * shell: each against the sequential layer, and the dot-product test where
+ * the layer is linear. */
+START_TEST(overlap_runs)
+{
+    if (lt_size < 2)
+        return;
+    int64_t xs[4] = {9, 2, 8, 7};
+    ladle_partition *p = NULL;
+    ladle_conv_desc cd;
+    ladle_op *dist = NULL, *seq = NULL;
+    row_tiles_conv(xs, 3, 5, &p, &cd, &dist, &seq);
+    expect_boxes(dist, lt_rank < 2 ? 4 : 0, lt_rank < 2 ? 5 : 0, "convolution");
+    lt_equivalent(dist, seq, 1001, 1e-10, "convolution in runs");
+    ladle_op_destroy(&dist);
+    ladle_op_destroy(&seq);
+    for (int v = 0; v < 2; v++) {
+        ladle_pool_desc d;
+        ladle_pool_desc_init(&d, v ? LADLE_POOL_AVG : LADLE_POOL_MAX, 2, 3);
+        d.stride[0] = d.stride[1] = 2;
+        d.padding[0] = d.padding[1] = 1;
+        LT_OK(ladle_dist_pool_create(&d, p, xs, LADLE_F64, lt_device(), LADLE_OVERLAP_HALO,
+                                     &dist));
+        LT_OK(ladle_pool_create(&d, xs, LADLE_F64, lt_device(), &seq));
+        /* the first tile's windows never read the halo: no shell there */
+        expect_boxes(dist, lt_rank < 2 ? 4 : 0,
+                     lt_rank == 0   ? 4
+                     : lt_rank == 1 ? 5
+                                    : 0,
+                     "pooling");
+        lt_equivalent(dist, seq, 1002 + (uint64_t)v, 1e-12,
+                      v ? "avg pool in runs" : "max pool in runs");
+        if (v)
+            lt_adjoint_ok(dist, 1004, "avg pool in runs");
+        ladle_op_destroy(&dist);
+        ladle_op_destroy(&seq);
+    }
+    cd.bias = 0; /* linear: the adjoint */
+    LT_OK(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, lt_device(), 6, LADLE_OVERLAP_HALO,
+                                 &dist));
+    lt_adjoint_ok(dist, 1005, "convolution in runs");
+    ladle_op_destroy(&dist);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
 /* The overlapped layer's boxes follow its weights when the caller moves
  * them (ladle_op_bind_param), and a layer the overlap cannot serve (another
  * padding mode) runs without it. */
@@ -328,18 +404,13 @@ START_TEST(overlap_bound_weights)
 {
     if (lt_size < 2)
         return;
-    int grid[4] = {1, 1, 2, 1};
     int64_t xs[4] = {2, 3, 12, 7};
-    ladle_partition *p = lt_partition(4, grid, 0);
+    ladle_partition *p = NULL;
     ladle_conv_desc d;
-    ladle_conv_desc_init(&d, 2, 3, 4, 3);
-    d.padding[0] = d.padding[1] = 1;
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 3, LADLE_OVERLAP_HALO,
-                                 &dist));
-    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 3, &seq));
-    LT_ASSERT(ladle__dist_conv_parts(dist) == (lt_rank < 2 ? 2 : 0),
-              "%d boxes on a 2-rank split (2 on its ranks)", ladle__dist_conv_parts(dist));
+    row_tiles_conv(xs, 4, 3, &p, &d, &dist, &seq);
+    /* the interior (2 samples: one run), and the slab by the other tile */
+    expect_boxes(dist, lt_rank < 2 ? 1 : 0, lt_rank < 2 ? 2 : 0, "2 row tiles");
     /* new weights: the old ones doubled, in memory of the caller's */
     ladle_tensor *w = ladle_op_param(dist, 0), *sw = ladle_op_param(seq, 0);
     int64_t n = ladle_tensor_numel(w);
@@ -616,6 +687,7 @@ Suite *dc_suite(void)
     tcase_add_test(tc, padding_options);
     tcase_add_test(tc, padding_bad_input);
     tcase_add_test(tc, overlap_equivalence);
+    tcase_add_test(tc, overlap_runs);
     tcase_add_test(tc, overlap_bound_weights);
     suite_add_tcase(s, tc);
     return s;

@@ -292,6 +292,16 @@ bench 2 "--layer 2: unknown option" "1" bench_gpt --layer 2
 bench 2 "--f32-tiles 2: wants a whole number in range [0, 1]" "1" bench_gpt --f32-tiles 2
 bench 2 "usage: mpiexec -n 2 cma_pull" "1 2" cma_pull 0
 bench 2 "usage: mpiexec -n 2 cma_pull" "3" cma_pull
+# scripts/net-halo.sh refuses bad settings before it needs root or touches a network
+for row in "NET_RATES=fast|a rate is none or a tc rate" "NET_RATES=10|a rate is none or a tc rate" \
+    "NET_REPS=0|NET_REPS must be a count from 1" "NET_REPS=-3|NET_REPS must be a count from 1" \
+    "NET_RANKS=1|NET_RANKS must be a count from 2"; do
+    setting=${row%%|*}
+    out=$(env "$setting" sh scripts/net-halo.sh "$BENCHDIR" 2>&1)
+    check "$setting scripts/net-halo.sh" 2 "${row#*|}" $? "$out"
+done
+out=$(sh scripts/net-halo.sh "$tmp/none" 2>&1)
+check "scripts/net-halo.sh without bench_dist" 2 "no $tmp/none/bench_dist" $? "$out"
 
 echo "$fails failures"
 [ "$fails" -eq 0 ]

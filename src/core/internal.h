@@ -248,6 +248,12 @@ struct ladle_tensor {
 /* Element i of an i64 tensor, exactly (ladle_tensor_get's doubles round
  * above 2^53): for a failing label. */
 ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v);
+/* A contiguous tensor of the shape that owns no memory, its data NULL: a
+ * view whose data the caller points into other tensors' memory (t->data,
+ * unchecked) before each use, so that a call makes views without
+ * allocating. Destroying it frees the struct alone. Local. */
+ladle_status ladle__tensor_view(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t shape[], ladle_tensor **t);
 /* Let contiguous t live in caller memory data (of t's device, as far as
  * its backend can tell; aligned to its elements; NULL only for zero
  * volume): with apply 0 only check, raising for func; with apply 1 also

@@ -175,6 +175,17 @@ fail:
     return st;
 }
 
+ladle_status ladle__tensor_view(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t shape[], ladle_tensor **t)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(t);
+    LADLE_CALL(tensor_new(__func__, dtype, device, ndim, shape, NULL, t));
+    (*t)->owned = 0;
+fail:
+    return st;
+}
+
 ladle_status ladle__tensor_adopt(ladle_tensor *t, void *data, int apply, const char *func)
 {
     size_t es = ladle_dtype_size(t->dtype);
