@@ -21,6 +21,30 @@ static ladle_status land(const route *r)
     return ladle_sched_in_flight(r->sched) ? ladle_sched_finish(r->sched) : LADLE_OK;
 }
 
+/* Move on every message of the worker's routes that can move without
+ * waiting. MPI moves messages only inside MPI calls on TCP and for the
+ * rendezvous of larger ones, so a boundary's message posted before an
+ * action would otherwise travel only at the next action's turn; called
+ * after each layer, as the halo exchange's overlap and the gradient
+ * buckets do. */
+static ladle_status advance(const ladle_pipeline *pl)
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < pl->nheld; i++) {
+        const held *h = &pl->held[i];
+        for (int k = 0; k < pl->sched->m; k++) {
+            const route *r[4] = {&h->fsend[k], &h->frecv[k], &h->bsend[k], &h->brecv[k]};
+            for (int q = 0; q < 4; q++) {
+                int done;
+                if (r[q]->sched != NULL && ladle_sched_in_flight(r[q]->sched))
+                    LADLE_CALL(ladle_sched_progress(r[q]->sched, &done));
+            }
+        }
+    }
+fail:
+    return st;
+}
+
 /* The slot of microbatch k on held stage h, taking a free one if needed. */
 static slot *slot_for(held *h, int k)
 {
@@ -83,9 +107,11 @@ static ladle_status do_forward(ladle_pipeline *pl, held *h, int k, const ladle_t
     if (j == 0 && sl->x->numel > 0)
         LADLE_CALL(take_block(pl, sl->x, h->x_view, x, k, pl->x_mb_rows, h->in_nd, h->in_off,
                               h->in_shape));
-    for (int l = 0; l < h->n; l++)
+    for (int l = 0; l < h->n; l++) {
         LADLE_CALL(ladle_layer_forward(h->layers[l], sl->ctx[l], l ? sl->y[l - 1] : sl->x,
                                        sl->y[l]));
+        LADLE_CALL(advance(pl));
+    }
     ladle_tensor *out = sl->y[h->n - 1];
     if (j == s->stages - 1) {
         if (sl->tgt != NULL && sl->tgt->numel > 0)
@@ -131,9 +157,11 @@ static ladle_status do_backward(ladle_pipeline *pl, held *h, int k)
                  ? prev->slots[prev->slot_of[k]].dy[prev->n - 1]
                  : h->dxbuf[k];
     }
-    for (int l = h->n - 1; l >= 0; l--)
+    for (int l = h->n - 1; l >= 0; l--) {
         LADLE_CALL(ladle_layer_backward(h->layers[l], sl->ctx[l], sl->dy[l],
                                         l ? sl->dy[l - 1] : dx));
+        LADLE_CALL(advance(pl));
+    }
 fail:
     return st;
 }
@@ -142,8 +170,10 @@ static ladle_status do_weights(ladle_pipeline *pl, held *h, int k)
 {
     ladle_status st = LADLE_OK;
     slot *sl = &h->slots[h->slot_of[k]];
-    for (int l = 0; l < h->n; l++)
+    for (int l = 0; l < h->n; l++) {
         LADLE_CALL(ladle_layer_backward_weight(h->layers[l], sl->ctx[l], sl->dy[l]));
+        LADLE_CALL(advance(pl));
+    }
     LADLE_CALL(release(h, k));
 fail:
     return st;
