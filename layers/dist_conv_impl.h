@@ -46,8 +46,7 @@ struct kind {
  * interior, whose windows read only cells this rank has before the
  * exchange (its bulk and the global padding), in up to LADLE__DC_CHUNKS
  * runs of at least 2 samples with a poke at the exchange's progress after
- * each, and
- * up to two slabs per split dimension around it (a shell). */
+ * each, and up to two slabs per split dimension around it (a shell). */
 #define LADLE__DC_CHUNKS 4
 #define LADLE__DC_MAX_PARTS (LADLE__DC_CHUNKS + 6)
 

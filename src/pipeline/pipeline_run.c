@@ -36,7 +36,7 @@ static ladle_status advance(const ladle_pipeline *pl)
             const route *r[4] = {&h->fsend[k], &h->frecv[k], &h->bsend[k], &h->brecv[k]};
             for (int q = 0; q < 4; q++) {
                 int done;
-                if (r[q]->sched != NULL && ladle_sched_in_flight(r[q]->sched))
+                if (ladle_sched_in_flight(r[q]->sched)) /* (NULL: no messages) */
                     LADLE_CALL(ladle_sched_progress(r[q]->sched, &done));
             }
         }
