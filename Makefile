@@ -125,7 +125,8 @@ LIBDIR := $(OUT)/lib
 BINDIR := $(OUT)/bin
 endif
 
-SUBSYSTEMS := src/core src/backends/cpu src/backends/guarded src/comm src/op primitives layers src/train src/pipeline
+# the library's folders, ground floor first (the floor plan: scripts/layering.sh)
+SUBSYSTEMS := $(shell scripts/layering.sh --folders)
 LIB_SRCS := $(wildcard $(addsuffix /*.c,$(SUBSYSTEMS)))
 C_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CUDA_SRCS := $(wildcard src/backends/cuda/*.cu)
@@ -501,8 +502,8 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(TOOLS))
 
 format:
-	clang-format -i include/*.h include/ladle/*.h src/*/*.[ch] src/backends/*/*.[ch] \
-	    primitives/*.[ch] tools/*.[ch] test/*.[ch] bench/*.c examples/*.c
+	clang-format -i include/*.h include/ladle/*.h $(wildcard $(addsuffix /*.[ch],$(SUBSYSTEMS))) \
+	    tools/*.[ch] test/*.[ch] bench/*.[ch] examples/*.c
 
 clean:
 	rm -rf build build-asan lib bin

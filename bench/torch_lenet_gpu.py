@@ -2,7 +2,7 @@
 """PyTorch's LeNet-5 training step on one GPU: the reference of bench_gpu's
 lenet rows (scripts/device-check.sh runs both and prints the ratio).
 
-The network is src/train/models.c's sequential LeNet-5 (ladle_lenet_create
+The network is train/models.c's sequential LeNet-5 (ladle_lenet_create
 with sequential = 1) layer for layer:
 
     conv 1->6 k5 p2, [bn], maxpool 2, relu

@@ -94,7 +94,7 @@ def parse(argv=None):
 
 
 class Grids:
-    """The partitions of ladle's LeNet-5 layout (src/train/models.c)."""
+    """The partitions of ladle's LeNet-5 layout (train/models.c)."""
 
     def __init__(self, comm, D, Ph, Pw, F):
         tiles = Ph * Pw

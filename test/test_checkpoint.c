@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "src/train/checkpoint_impl.h"
+#include "train/checkpoint_impl.h"
 
 #define N 12
 #define S 16

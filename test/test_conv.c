@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "layers/conv_impl.h" /* to see which path a layer takes */
+#include "layers/sequential/conv_impl.h" /* to see which path a layer takes */
 #include "src/backends/cpu/simd.h"
 
 /* LT_FAILS, and the message names what: the status and a piece of the text

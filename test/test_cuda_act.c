@@ -259,7 +259,7 @@ static int classify(ladle_loss_kind kind)
     return kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
 }
 
-/* The loss's descriptor as layers/loss.c makes it: x is [n][c][inner]
+/* The loss's descriptor as layers/sequential/loss.c makes it: x is [n][c][inner]
  * (regression: c = inner = 1). */
 static ladle_loss_plan loss_desc(ladle_loss_kind kind, ladle_reduction red,
                                  double smoothing, int64_t n, int64_t c, int64_t inner)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "layers/dist_conv_impl.h" /* how many boxes a rank computes */
+#include "layers/distributed/dist_conv_impl.h" /* how many boxes a rank computes */
 
 /* LT_FAILS, and the message names what: the status and a piece of the text
  * on every rank. */

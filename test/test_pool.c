@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "layers/pool_impl.h"
+#include "layers/sequential/pool_impl.h"
 #include "src/backends/cpu/pool_impl.h"
 
 typedef struct pgeom {

@@ -43,7 +43,7 @@ static inline int ladle__tag_pair_group(int i) { return i * LADLE_TAG_CHUNKS; }
 /* Halo exchange's box exchange, forward and adjoint (primitives/halo_exchange.c). */
 #define LADLE_TAG_HALO (13 * LADLE_TAG_CHUNKS)
 
-/* ---- on a pipeline's communicator (src/pipeline/pipeline_run.c) ---- */
+/* ---- on a pipeline's communicator (pipeline/pipeline_run.c) ---- */
 
 /* The activation (backward 0) or gradient (backward 1) of microbatch mb of
  * m entering stage `stage`: unique per message of a step, tags [0, 2 m S). */
@@ -52,7 +52,7 @@ static inline int ladle__tag_pipe(int stage, int m, int mb, int backward)
     return 2 * (stage * m + mb) + backward;
 }
 
-/* ---- on a checkpoint call's communicator (src/train/checkpoint.c) ---- */
+/* ---- on a checkpoint call's communicator (train/checkpoint.c) ---- */
 
 /* A shard's bytes, owner to rank 0, in chunks sent in order. */
 #define LADLE_TAG_CHECKPOINT_DATA 7412

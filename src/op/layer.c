@@ -513,6 +513,21 @@ fail:
 void ladle__layer_destroy(ladle_op *op) { layer_destroy_params(op); }
 
 /* ladle_op_forward / ladle_op_adjoint on a layer. */
+MPI_Comm ladle__layer_comm(const ladle_op *op)
+{
+    if (op == NULL)
+        return MPI_COMM_NULL;
+    if (op->comm != MPI_COMM_NULL)
+        return op->comm;
+    int n = op->vt->num_parts ? op->vt->num_parts(op) : 0;
+    for (int i = 0; i < n; i++) {
+        MPI_Comm c = ladle__layer_comm(op->vt->part_at(op, i));
+        if (c != MPI_COMM_NULL)
+            return c;
+    }
+    return MPI_COMM_NULL;
+}
+
 ladle_status ladle__layer_op_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y)
 {
     return ladle_layer_forward(op, NULL, x, y);

@@ -72,6 +72,10 @@ typedef struct ladle_op_vtable {
                                  const ladle_tensor *target, ladle_tensor *loss);
     ladle_status (*loss_backward)(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dloss,
                                   ladle_tensor *dinput);
+    /* Containers (optional): how many layers they are made of, and layer
+     * i of them (borrowed), in order. */
+    int (*num_parts)(const ladle_op *op);
+    ladle_op *(*part_at)(const ladle_op *op, int i);
 } ladle_op_vtable;
 
 #define LADLE_MAX_PARAMS 4

@@ -2,7 +2,7 @@
  * The convolution's kernels on the CPU: im2col and col2im (general, and
  * from zero-bordered planes when the rows are read with stride 1), the
  * wide-row path's columns and grid, and the bias over channels with its
- * gradient. The layer (layers/conv.c, conv_wide.c) plans which path runs;
+ * gradient. The layer (layers/sequential/conv.c, conv_wide.c) plans which path runs;
  * these only move and add elements, so they need no fused multiply-adds.
  */
 #include <string.h>

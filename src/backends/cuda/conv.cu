@@ -1,6 +1,6 @@
 /*
  * The convolution's kernels on the GPU: im2col and col2im for any 1-, 2- or
- * 3-d geometry, the wide-row path's columns and grid (layers/conv_wide.c),
+ * 3-d geometry, the wide-row path's columns and grid (layers/sequential/conv_wide.c),
  * and the bias over channels with its gradient. src/core/backend.h has the
  * layouts; src/backends/cpu/conv.c is the oracle.
  *

@@ -1,0 +1,241 @@
+/* Shared pieces of the distributed layers (see dist.h). */
+#include <limits.h>
+#include <string.h>
+
+#include "layers/distributed/dist.h"
+
+ladle_status ladle__dist_halo(ladle__make *m, int nsp, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d, int ceil_mode,
+                              ladle_op **halo, ladle_halo_geometry *g)
+{
+    ladle_status st = LADLE_OK;
+    ladle_window w;
+    ladle_window_init(&w, 2 + nsp);
+    for (int i = 0; i < nsp; i++) {
+        w.kernel[2 + i] = k[i];
+        w.stride[2 + i] = s[i];
+        w.padding[2 + i] = p[i];
+        w.dilation[2 + i] = d[i];
+    }
+    w.ceil_mode = ceil_mode;
+    LADLE_CALL(ladle__make_step(
+        m->comm, ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device, m->flags, halo),
+        m->func));
+    ladle_halo_exchange_geometry(*halo, g);
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
+                                 const ladle_tensor *x, ladle_tensor *padded)
+{
+    ladle_status st = LADLE_OK;
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, x->ndim, g->bulk_shape, x, zero, padded,
+                                    g->bulk_offset));
+    LADLE_CALL(ladle_op_forward(halo, padded, padded));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
+                                  const ladle_halo_geometry *g, ladle_tensor *gpadded,
+                                  ladle_tensor *dx)
+{
+    ladle_status st = LADLE_OK;
+    int64_t zero[LADLE_MAX_NDIM] = {0};
+    LADLE_CALL(ladle_op_adjoint(halo, gpadded, gpadded));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, dx->ndim, g->bulk_shape, gpadded,
+                                    g->bulk_offset, dx, zero));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t *shape, ladle_tensor **t)
+{
+    return ladle_tensor_create_on(dtype, device, ndim, shape, t);
+}
+
+void ladle__dist_coords(const ladle_partition *p, int *coords)
+{
+    const int *c = ladle_partition_coords(p);
+    for (int d = 0; d < ladle_partition_ndim(p); d++)
+        coords[d] = c ? c[d] : -1;
+}
+
+ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
+                                  const int64_t *ext, const ladle_tensor *src,
+                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff)
+{
+    int64_t ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM], so = 0, dof = 0, vol = 1;
+    size_t es = ladle_dtype_size(op->dtype);
+    for (int d = nd - 1; d >= 0; d--) {
+        ss[d] = d == nd - 1 ? 1 : ss[d + 1] * src->shape[d + 1];
+        ds[d] = d == nd - 1 ? 1 : ds[d + 1] * dst->shape[d + 1];
+        vol *= ext[d];
+    }
+    if (vol == 0)
+        return LADLE_OK;
+    for (int d = 0; d < nd; d++) {
+        so += soff[d] * ss[d];
+        dof += doff[d] * ds[d];
+    }
+    return op->be->fn->copy_box(op->be, op->dtype, mode, nd, ext,
+                                (const char *)src->data + (size_t)so * es, ss,
+                                (char *)dst->data + (size_t)dof * es, ds);
+}
+
+void ladle__dist_base_free(ladle__dist_base *b)
+{
+    if (b == NULL)
+        return;
+    ladle_op_destroy(&b->local);
+    for (int i = 0; i < LADLE_MAX_PARAMS; i++) {
+        if (b->grad[i] != b->param[i])
+            ladle_tensor_destroy(&b->grad[i]);
+        ladle_tensor_destroy(&b->param[i]);
+        ladle_tensor_destroy(&b->view[i]);
+        ladle_op_destroy(&b->sync[i]);
+        ladle__free(b->gid[i]);
+        ladle__free(b->cnt[i]);
+    }
+}
+
+ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c)
+{
+    ladle_status st = LADLE_OK;
+    const ladle__dist_base *b = op->impl;
+    for (int k = 0; k < b->nsaved; k++) {
+        const ladle_tensor *like = b->saved_like[k];
+        LADLE_CALL(ladle__dist_tensor(op->dtype, op->be->device, like->ndim, like->shape,
+                                      &c->saved[k]));
+        if (b->saved_from[k])
+            LADLE_CALL(ladle_tensor_copy(c->saved[k], b->saved_from[k]));
+    }
+    if (b->local)
+        LADLE_CALL(ladle_ctx_create(b->local, &c->local));
+fail:
+    return st;
+}
+
+void ladle__dist_ctx_empty(ladle__dist_ctx *c)
+{
+    ladle_ctx_destroy(&c->local);
+    for (int k = 0; k < 2; k++)
+        ladle_tensor_destroy(&c->saved[k]);
+}
+
+ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx)
+{
+    ladle_status st = LADLE_OK;
+    ladle__dist_ctx *c = ladle__calloc(1, sizeof *c);
+    LADLE_CHECK(c != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ctx->impl = c;
+    LADLE_CALL(ladle__dist_ctx_fill(op, c));
+fail:
+    return st;
+}
+
+void ladle__dist_ctx_fini(ladle_ctx *ctx)
+{
+    ladle__dist_ctx *c = ctx->impl;
+    if (c == NULL)
+        return;
+    ladle__dist_ctx_empty(c);
+    ladle__free(c);
+    ctx->impl = NULL;
+}
+
+int ladle__dist_num_params(const ladle_op *op)
+{
+    return ((const ladle__dist_base *)op->impl)->nparams;
+}
+
+ladle_tensor *ladle__dist_param_at(const ladle_op *op, int i, int grad, const char **name)
+{
+    const ladle__dist_base *b = op->impl;
+    if (name)
+        *name = i == 0 ? "weight" : "bias";
+    if (b->local && i < ladle_op_num_params(b->local))
+        return grad ? ladle_op_grad(b->local, i) : ladle_op_param(b->local, i);
+    return grad ? b->grad[i] : b->param[i];
+}
+
+void ladle__dist_set_training(ladle_op *op, int training)
+{
+    const ladle__dist_base *b = op->impl;
+    if (b->local)
+        ladle_layer_set_training(b->local, training);
+}
+
+void ladle__dist_param_bound(ladle_op *op, int i)
+{
+    ladle__dist_base *b = op->impl;
+    const ladle_tensor *g = ladle_op_grad(op, i);
+    if (i < LADLE_MAX_PARAMS && b->view[i] != NULL && g != NULL)
+        b->view[i]->data = g->data; /* same bytes, as ladle__dist_sync_view made it */
+}
+
+ladle_status ladle__dist_sync_grads(ladle_op *op)
+{
+    ladle_status st = LADLE_OK;
+    ladle__dist_base *b = op->impl;
+    for (int i = 0; i < LADLE_MAX_PARAMS; i++)
+        if (b->sync[i])
+            LADLE_CALL(ladle_op_forward(b->sync[i], b->view[i], b->view[i]));
+fail:
+    return st;
+}
+
+void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
+                           ladle__pinfo *info)
+{
+    info->sync = (ladle_op *)sync;
+    info->sync_p = sync ? ladle_layout_partition(ladle_op_x_layout(sync)) : NULL;
+    info->sync_gid = gid;
+    info->sync_counts = counts;
+}
+
+ladle_status ladle__dist_sync_view(ladle__make *m, ladle__dist_base *b, int i)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_op *s = b->sync[i];
+    ladle_tensor *g = NULL;
+    /* the parameter as the layer reports it, before the op exists */
+    if (b->local && i < ladle_op_num_params(b->local))
+        g = ladle_op_grad(b->local, i);
+    else
+        g = b->grad[i];
+    LADLE_CHECK(g != NULL && s->x_numel == ladle_tensor_numel(g), LADLE_ERR_INTERNAL,
+                "the sum of parameter %d's copies does not fit its gradient", i);
+    LADLE_CALL(ladle_tensor_wrap(m->dtype, m->device, s->x_ndim, s->x_shape, NULL, g->data,
+                                 &b->view[i]));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_replicas(ladle__make *m, ladle__dist_base *b, int np,
+                                  const ladle_partition *p, ladle__dist_group_fn group,
+                                  const void *arg)
+{
+    ladle_status st = LADLE_OK;
+    const char *f = m->func;
+    int size = ladle_partition_size(p);
+    for (int i = 0; i < np; i++) {
+        b->gid[i] = ladle__calloc((size_t)size, sizeof(int));
+        b->cnt[i] = ladle__calloc((size_t)size, sizeof(int64_t));
+        LADLE_CALL(
+            ladle__make_step(m->comm, ladle__make_alloc_ok(m, b->gid[i] && b->cnt[i]), f));
+        for (int r = 0; r < size; r++)
+            group(arg, i, r, &b->gid[i][r], &b->cnt[i][r]);
+        LADLE_CALL(
+            ladle__make_step(m->comm,
+                             ladle__all_sum_reduce_groups(p, b->gid[i], b->cnt[i], m->dtype,
+                                                          m->device, m->flags, &b->sync[i]),
+                             f));
+        LADLE_CALL(ladle__make_step(m->comm, ladle__dist_sync_view(m, b, i), f));
+    }
+fail:
+    return st;
+}

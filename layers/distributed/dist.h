@@ -1,0 +1,120 @@
+/*
+ * What the distributed layers share: the steps of their creation (the union
+ * communicator, agreements, the layer op taking its parts), zero-volume
+ * stand-ins, box copies, and the skeleton of a composite layer (a local
+ * layer on this rank's block, its parameters, the sums of replicated
+ * gradients and the contexts that hold the local layer's).
+ */
+#ifndef LADLE_DIST_H
+#define LADLE_DIST_H
+
+#include "primitives/primitives_impl.h"
+#include "src/core/backend.h"
+#include "src/op/make.h"
+
+/* The halo exchange over m's lx for a window over the last nsp dimensions
+ * (kernel k, stride s, padding p and dilation d in each, ceil_mode), agreed
+ * over m's communicator, and this rank's boxes in *g. Collective over the
+ * members. */
+ladle_status ladle__dist_halo(ladle__make *m, int nsp, const int64_t *k, const int64_t *s,
+                              const int64_t *p, const int64_t *d, int ceil_mode,
+                              ladle_op **halo, ladle_halo_geometry *g);
+
+/* P then H of the spatial layers: x (this rank's block) into its place in
+ * the padded tensor, then the halo exchange fills the halo cells in place.
+ * Collective over the halo's ranks. */
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
+                                 const ladle_tensor *x, ladle_tensor *padded);
+
+/* H* then P*: the halo cells of gpadded added back into their owners'
+ * blocks, then this rank's block copied out to dx. Collective over the
+ * halo's ranks. */
+ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
+                                  const ladle_halo_geometry *g, ladle_tensor *gpadded,
+                                  ladle_tensor *dx);
+
+/* A tensor of dtype and shape on device (zero volume when any extent is 0). */
+ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
+                                const int64_t *shape, ladle_tensor **t);
+
+/* Copy (or add, mode) the box of extent ext at offset soff of the
+ * contiguous src to offset doff of the contiguous dst, on op's backend. */
+ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
+                                  const int64_t *ext, const ladle_tensor *src,
+                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff);
+
+/* This rank's coordinates in p (all -1 outside it). */
+void ladle__dist_coords(const ladle_partition *p, int *coords);
+
+/*
+ * The skeleton of a composite distributed layer. Its impl starts with a
+ * ladle__dist_base (the first member, so op->impl points at both), and the
+ * vtable slots below then serve it. Parameter i is the local layer's when
+ * it has one, else param[i] / grad[i] (zero-volume stand-ins on ranks
+ * without a block, or the layer's own tensors, as batch norm's). A ctx
+ * holds the local layer's ctx and nsaved tensors shaped like saved_like[k]
+ * (copied from saved_from[k] when that is not NULL), and a flag for the
+ * layer's use.
+ */
+typedef struct ladle__dist_base {
+    ladle_op *local;
+    int nparams;
+    ladle_tensor *param[LADLE_MAX_PARAMS], *grad[LADLE_MAX_PARAMS]; /* grad[i] may be param[i] */
+    /* the sums of replicated gradients: an all-sum-reduce per parameter
+     * (or NULL), run in place on a view of the gradient in its shape, with
+     * its groups (a group id and an element count per partition rank) */
+    ladle_op *sync[LADLE_MAX_PARAMS];
+    ladle_tensor *view[LADLE_MAX_PARAMS];
+    int *gid[LADLE_MAX_PARAMS];
+    int64_t *cnt[LADLE_MAX_PARAMS];
+    int nsaved;
+    const ladle_tensor *saved_like[2], *saved_from[2];
+} ladle__dist_base;
+
+typedef struct ladle__dist_ctx {
+    ladle_ctx *local;
+    ladle_tensor *saved[2];
+    int ready;
+} ladle__dist_ctx;
+
+/* Free what the base owns (not the struct around it). */
+void ladle__dist_base_free(ladle__dist_base *b);
+
+/* A ctx's parts as ladle__dist_ctx_init makes them, in c; and freed (c
+ * itself stays). */
+ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c);
+void ladle__dist_ctx_empty(ladle__dist_ctx *c);
+
+/* Vtable slots for a layer whose impl starts with a ladle__dist_base. */
+ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx);
+void ladle__dist_ctx_fini(ladle_ctx *ctx);
+int ladle__dist_num_params(const ladle_op *op);
+ladle_tensor *ladle__dist_param_at(const ladle_op *op, int i, int grad, const char **name);
+void ladle__dist_set_training(ladle_op *op, int training);
+ladle_status ladle__dist_sync_grads(ladle_op *op);
+/* After ladle_op_bind_param: the view the sum of parameter i's copies runs
+ * on follows the gradient's new memory. */
+void ladle__dist_param_bound(ladle_op *op, int i);
+
+/* The sync fields of a parameter's place: the sum over its copies (or
+ * NULL), its partition, and its groups as given. */
+void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
+                           ladle__pinfo *info);
+
+/* Parameter i's group of rank r of the replicas' partition: its id and its
+ * element count (0 for a rank without the parameter). */
+typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid, int64_t *count);
+
+/* Plan the sums of the first np parameters' gradients over their copies on
+ * p: the groups from group(), one grouped all-sum-reduce each and the view
+ * it runs on. Every step is agreed over m's communicator. Collective over
+ * the members. */
+ladle_status ladle__dist_replicas(ladle__make *m, ladle__dist_base *b, int np,
+                                  const ladle_partition *p, ladle__dist_group_fn group,
+                                  const void *arg);
+
+/* The view that b->sync[i] sums in place: the gradient of parameter i in
+ * the sync's shape on this rank (same bytes). Local. */
+ladle_status ladle__dist_sync_view(ladle__make *m, ladle__dist_base *b, int i);
+
+#endif /* LADLE_DIST_H */

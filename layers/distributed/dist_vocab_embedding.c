@@ -1,0 +1,308 @@
+/*
+ * Vocabulary-parallel token embedding (see ladle/distributed.h): the
+ * weight V x E split by rows over p_w (P ranks, balanced), the ids
+ * replicated on every rank of p_w, y on the one rank of p_y:
+ *
+ *   y = R (sum over r of L_r w_r),      dw_r += L_r* (R* dy)
+ *
+ * L_r looks up the ids that fall in rank r's rows (a zero row for the
+ * others), so the partial outputs add up to w[ids] exactly: every id has
+ * one owner and the other terms are 0. R is the sum-reduce p_w -> p_y and
+ * R* the broadcast of dy back; L_r* is the scatter-add of the broadcast
+ * rows into the rank's own rows. The ids are checked at every forward,
+ * and the ranks agree on the verdict before the sum-reduce, so a bad id
+ * fails every rank alike instead of leaving p_y waiting.
+ *
+ * The lookup and its adjoint are host loops over the ids (mapping global
+ * ids to the rank's rows has no backend slot yet): the layer runs on the
+ * CPU only and refuses other devices.
+ */
+#include <string.h>
+
+#include "layers/distributed/dist.h"
+
+typedef struct vembed {
+    ladle__dist_base base; /* param[0], grad[0]: the rank's rows (zero volume elsewhere) */
+    int64_t vocab, dim, count; /* V, E and the ids of a call */
+    int64_t voff, vr;          /* the rank's first row and its rows (0 outside p_w) */
+    int member;                /* in p_w */
+    ladle_op *reduce;          /* R: p_w -> p_y */
+    ladle_tensor *yp, *dyp;    /* the partial y and the broadcast dy on p_w */
+} vembed;
+
+static void ve_free(vembed *v)
+{
+    if (v == NULL)
+        return;
+    ladle__dist_base_free(&v->base);
+    ladle_op_destroy(&v->reduce);
+    ladle_tensor_destroy(&v->yp);
+    ladle_tensor_destroy(&v->dyp);
+    ladle__free(v);
+}
+
+/* The first id outside 0..V-1, or -1. */
+static int64_t first_bad(const vembed *v, const int64_t *ids)
+{
+    for (int64_t i = 0; i < v->count; i++)
+        if (ids[i] < 0 || ids[i] >= v->vocab)
+            return i;
+    return -1;
+}
+
+/* L_r: the rows of the ids this rank owns, zero rows for the others. */
+static void lookup(const vembed *v, ladle_dtype dt, const int64_t *ids, const void *w,
+                   void *y)
+{
+    size_t es = ladle_dtype_size(dt), row = (size_t)v->dim * es;
+    for (int64_t i = 0; i < v->count; i++) {
+        int64_t k = ids[i] - v->voff;
+        char *dst = (char *)y + (size_t)i * row;
+        if (k >= 0 && k < v->vr)
+            memcpy(dst, (const char *)w + (size_t)k * row, row);
+        else
+            memset(dst, 0, row);
+    }
+}
+
+/* L_r*: dw[id - voff] += dy[i] for the ids this rank owns, in order of i. */
+static void scatter_add(const vembed *v, ladle_dtype dt, const int64_t *ids, const void *dy,
+                        void *dw)
+{
+    for (int64_t i = 0; i < v->count; i++) {
+        int64_t k = ids[i] - v->voff;
+        if (k < 0 || k >= v->vr)
+            continue;
+        if (dt == LADLE_F64) {
+            const double *s = (const double *)dy + i * v->dim;
+            double *d = (double *)dw + k * v->dim;
+            for (int64_t j = 0; j < v->dim; j++)
+                d[j] += s[j];
+        } else {
+            const float *s = (const float *)dy + i * v->dim;
+            float *d = (float *)dw + k * v->dim;
+            for (int64_t j = 0; j < v->dim; j++)
+                d[j] += s[j];
+        }
+    }
+}
+
+static ladle_status ve_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                               ladle_tensor *y, int64_t n)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    vembed *v = op->impl;
+    (void)ctx, (void)n;
+    int64_t bad = v->member ? first_bad(v, x->data) : -1;
+    if (bad >= 0)
+        local = ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
+                             "token id %lld at flat index %lld is outside 0 .. %lld "
+                             "(num_embeddings %lld)",
+                             (long long)((const int64_t *)x->data)[bad], (long long)bad,
+                             (long long)(v->vocab - 1), (long long)v->vocab);
+    LADLE_CALL(ladle__agree_code(op->comm, local, "ladle_layer_forward"));
+    if (v->member)
+        lookup(v, op->dtype, x->data, v->base.param[0]->data, v->yp->data);
+    LADLE_CALL(ladle_op_forward(v->reduce, v->yp, y));
+fail:
+    return st;
+}
+
+static ladle_status ve_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                ladle_tensor *dx, int64_t n)
+{
+    (void)op, (void)ctx, (void)dy, (void)dx, (void)n;
+    return LADLE_OK; /* no gradient for ids; the generic checks refuse a dx */
+}
+
+static ladle_status ve_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                       int64_t n)
+{
+    ladle_status st = LADLE_OK;
+    vembed *v = op->impl;
+    (void)n;
+    LADLE_CALL(ladle_op_adjoint(v->reduce, dy, v->dyp));
+    if (v->member)
+        scatter_add(v, op->dtype, ctx->x->data, v->dyp->data, v->base.grad[0]->data);
+fail:
+    return st;
+}
+
+static void ve_param_info(const ladle_op *op, int i, ladle__pinfo *info)
+{
+    const vembed *v = op->impl;
+    (void)i;
+    info->ndim = 2;
+    info->global[0] = v->vocab;
+    info->global[1] = v->dim;
+    info->offset[0] = v->member ? v->voff : 0;
+    info->offset[1] = 0;
+    info->owner = v->member;
+    ladle__dist_sync_info(NULL, NULL, NULL, info);
+}
+
+static void ve_destroy(ladle_op *op) { ve_free(op->impl); }
+
+static const ladle_op_vtable vembed_vt = {
+    .kind = LADLE_OP_DIST_VOCAB_EMBEDDING,
+    .name = "vocabulary-parallel embedding",
+    .destroy = ve_destroy,
+    .layer_forward = ve_forward,
+    .layer_backward = ve_backward,
+    .layer_backward_weight = ve_backward_weight,
+    .ctx_init = ladle__dist_ctx_init,
+    .ctx_fini = ladle__dist_ctx_fini,
+    .num_params = ladle__dist_num_params,
+    .param_at = ladle__dist_param_at,
+    .param_info = ve_param_info,
+};
+
+/* The checks every rank makes alike, from global facts only. */
+static ladle_status validate(const ladle_partition *p_w, const ladle_partition *p_y,
+                             int ndim, const int64_t *ids_shape, int64_t vocab, int64_t dim,
+                             ladle_dtype dtype, ladle_device device, unsigned flags,
+                             const char *f)
+{
+    ladle_status st = ladle__make_check_kind(dtype, flags, f);
+    if (st != LADLE_OK)
+        return st;
+    if (device != LADLE_CPU)
+        return ladle__raise(LADLE_ERR_DEVICE, f,
+                            "the vocabulary-parallel embedding runs on the CPU only (%s "
+                            "given): its lookup has no device kernels yet",
+                            ladle_device_name(device));
+    if (ladle_partition_ndim(p_w) != 1)
+        return ladle__raise(LADLE_ERR_PARTITION, f,
+                            "p_w has %d dimensions: it must be 1-D (the vocabulary ranks)",
+                            ladle_partition_ndim(p_w));
+    if (ladle_partition_ndim(p_y) != 1 || ladle_partition_size(p_y) != 1)
+        return ladle__raise(LADLE_ERR_PARTITION, f,
+                            "p_y must be one rank (a 1-D partition of extent 1), not %d "
+                            "dimensions of %d ranks",
+                            ladle_partition_ndim(p_y), ladle_partition_size(p_y));
+    if (ndim < 1 || ndim >= LADLE_MAX_NDIM)
+        return ladle__raise(LADLE_ERR_SHAPE, f, "the ids have %d dimensions: 1 .. %d", ndim,
+                            LADLE_MAX_NDIM - 1);
+    if (vocab < 1 || dim < 1)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "num_embeddings %lld and embedding_dim %lld must be at least 1",
+                            (long long)vocab, (long long)dim);
+    if (vocab < ladle_partition_size(p_w))
+        return ladle__raise(LADLE_ERR_SHAPE, f,
+                            "%lld rows over %d vocabulary ranks: every rank needs at least "
+                            "one row",
+                            (long long)vocab, ladle_partition_size(p_w));
+    int64_t ys[LADLE_MAX_NDIM], numel;
+    memcpy(ys, ids_shape, sizeof(int64_t) * (size_t)ndim);
+    ys[ndim] = dim;
+    st = ladle__check_shape(f, ndim + 1, ys, &numel);
+    if (st == LADLE_OK)
+        st = ladle__check_shape(f, 2, (int64_t[]){vocab, dim}, &numel);
+    for (int d = 0; st == LADLE_OK && d < ndim; d++)
+        if (ids_shape[d] < 1)
+            st = ladle__raise(LADLE_ERR_SHAPE, f, "ids extent %lld in dimension %d",
+                              (long long)ids_shape[d], d);
+    return st;
+}
+
+/* The layouts (ids whole on every rank of p_w, y whole on p_y), the
+ * rank's rows, its shard of the weight initialised as the sequential
+ * layer's rows voff .. voff + vr - 1 (normal(0, 1) keyed by the global
+ * index) and the buffers. Local. */
+static ladle_status plan(ladle__make *m, vembed *v, const ladle_partition *p_w,
+                         const ladle_partition *p_y, int ndim, const int64_t *ids_shape,
+                         uint64_t seed)
+{
+    ladle_status st = LADLE_OK;
+    int64_t ys[LADLE_MAX_NDIM], ws[2] = {0, v->dim}, ps[LADLE_MAX_NDIM] = {0};
+    int p = ladle_partition_size(p_w), r = ladle_partition_rank(p_w);
+    memcpy(ys, ids_shape, sizeof(int64_t) * (size_t)ndim);
+    ys[ndim] = v->dim;
+    v->count = 1;
+    for (int d = 0; d < ndim; d++)
+        v->count *= ids_shape[d];
+    v->member = r >= 0;
+    if (v->member) {
+        v->voff = ladle__balanced_start(v->vocab, p, r);
+        v->vr = ladle__balanced_size(v->vocab, p, r);
+        ws[0] = v->vr;
+        memcpy(ps, ys, sizeof ys);
+    } else {
+        ws[1] = 0;
+    }
+    LADLE_CALL(ladle_layout_create_block(p_w, ndim, ids_shape, &m->lx));
+    LADLE_CALL(ladle_layout_create_block(p_y, ndim + 1, ys, &m->ly));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, ws, &v->base.param[0]));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, ws, &v->base.grad[0]));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->yp));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->dyp));
+    v->base.nparams = 1;
+    if (v->member) {
+        ladle_init_desc d = {.ndim = 2, .gaussian = 1, .scale = 1.0, .seed = seed};
+        const ladle_backend *be = NULL;
+        LADLE_CALL(ladle__backend_get(m->device, m->func, &be));
+        for (int k = 0; k < 2; k++) {
+            d.shape[k] = ws[k];
+            d.strides[k] = k == 0 ? v->dim : 1;
+        }
+        d.global[0] = v->vocab;
+        d.global[1] = v->dim;
+        d.offset[0] = v->voff;
+        LADLE_CALL(be->fn->fill_init(be, m->dtype, &d, v->base.param[0]->data));
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle_dist_vocab_embedding_create(
+    const ladle_partition *p_w, const ladle_partition *p_y, int ndim,
+    const int64_t ids_shape[], int64_t num_embeddings, int64_t embedding_dim,
+    ladle_dtype dtype, ladle_device device, uint64_t seed, unsigned flags, ladle_op **out)
+{
+    const char *f = __func__;
+    ladle_status st = LADLE_OK, local;
+    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle_op *op = NULL;
+    vembed *v = NULL;
+    LADLE_NOT_NULL(p_w);
+    LADLE_NOT_NULL(p_y);
+    LADLE_NOT_NULL(ids_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[2] = {p_w, p_y};
+    local = validate(p_w, p_y, ndim, ids_shape, num_embeddings, embedding_dim, dtype,
+                     device, flags, f);
+    int64_t args[5 + LADLE_MAX_NDIM] = {ndim, num_embeddings, embedding_dim, (int64_t)dtype,
+                                        (int64_t)flags};
+    for (int d = 0; d < ndim && d < LADLE_MAX_NDIM; d++)
+        args[5 + d] = ids_shape[d];
+    uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 2, parts, 5 + LADLE_MAX_NDIM, args);
+    h = ladle__hash(h, &seed, sizeof seed);
+    LADLE_CALL(ladle__make_open(&m, 2, parts, local, h));
+
+    v = ladle__calloc(1, sizeof *v);
+    local = ladle__make_alloc_ok(&m, v != NULL);
+    if (local == LADLE_OK) {
+        v->vocab = num_embeddings;
+        v->dim = embedding_dim;
+        local = plan(&m, v, p_w, p_y, ndim, ids_shape, seed);
+    }
+    LADLE_CALL(ladle__make_step(m.comm, local, f));
+    int64_t ys[LADLE_MAX_NDIM];
+    memcpy(ys, ids_shape, sizeof(int64_t) * (size_t)ndim);
+    ys[ndim] = embedding_dim;
+    LADLE_CALL(ladle__make_step(
+        m.comm,
+        ladle_sum_reduce_create(p_w, p_y, ndim + 1, ys, dtype, device, flags, &v->reduce),
+        f));
+    local = ladle__make_layer(&m, LADLE_OK, &vembed_vt, v, NULL, &op);
+    if (local == LADLE_OK) {
+        v = NULL;
+        op->x_ids = 1;
+    }
+    st = ladle__make_end(&m, &op, local, out);
+fail:
+    ladle_op_destroy(&op);
+    ladle__make_close(&m);
+    ve_free(v);
+    return st;
+}

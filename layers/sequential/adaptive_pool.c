@@ -1,0 +1,125 @@
+/*
+ * Adaptive average pooling to any output size, as PyTorch's
+ * AdaptiveAvgPool1d/2d/3d (see ladle/layers.h): output o of a dimension
+ * averages the inputs [floor(o L / O), ceil((o + 1) L / O)). The layer
+ * checks the sizes; the kernels are the backend's adaptive_pool slots.
+ * Linear in x: the backward is the adjoint, and no ctx is needed.
+ */
+#include <string.h>
+
+#include "layers/sequential/adaptive_impl.h"
+#include "src/op/op_impl.h"
+
+typedef struct adaptive {
+    ladle_adaptive_geom g;
+    int64_t channels;
+} adaptive;
+
+/* An extent per dimension: 2^31 keeps (o + 1) L below 2^62. */
+#define ADAPTIVE_MAX_EXTENT ((int64_t)1 << 31)
+
+static ladle_status ad_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                               ladle_tensor *y, int64_t n)
+{
+    const adaptive *v = op->impl;
+    (void)ctx;
+    return op->be->fn->adaptive_pool_forward(op->be, op->dtype, &v->g, n * v->channels, x->data,
+                                             y->data);
+}
+
+static ladle_status ad_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                ladle_tensor *dx, int64_t n)
+{
+    const adaptive *v = op->impl;
+    (void)ctx;
+    if (dx == NULL)
+        return LADLE_OK;
+    return op->be->fn->adaptive_pool_backward(op->be, op->dtype, &v->g, n * v->channels,
+                                              dy->data, dx->data);
+}
+
+static void ad_destroy(ladle_op *op) { ladle__free(op->impl); }
+
+static const ladle_op_vtable adaptive_vt = {
+    .kind = LADLE_OP_ADAPTIVE_POOL,
+    .name = "adaptive average pooling",
+    .destroy = ad_destroy,
+    .layer_forward = ad_forward,
+    .layer_backward = ad_backward,
+};
+
+static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
+                         ladle_adaptive_geom *g, int64_t *ys, const char *f);
+
+ladle_status ladle__adaptive_plan(int ndim, const int64_t *xs, const int64_t *out_size,
+                                  ladle_dtype dtype, ladle_adaptive_geom *g, int64_t *ys,
+                                  const char *f)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(ndim >= 3 && ndim <= 5, LADLE_ERR_SHAPE,
+                "x has %d dimensions: N x C and 1 to 3 spatial ones", ndim);
+    LADLE_CALL(ladle__layer_check_args(f, dtype, ndim, xs, 3));
+    st = plan(ndim, xs, out_size, g, ys, f);
+fail:
+    return st;
+}
+
+/* The geometry from x's shape and the output sizes; ys gets y's shape. */
+static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
+                         ladle_adaptive_geom *g, int64_t *ys, const char *f)
+{
+    int nd = ndim - 2;
+    memset(g, 0, sizeof *g);
+    ys[0] = xs[0];
+    ys[1] = xs[1];
+    for (int a = 0; a < 3; a++) {
+        int s = a - (3 - nd);
+        int64_t in = s < 0 ? 1 : xs[2 + s], out = s < 0 ? 1 : out_size[s];
+        if (in < 1 || in > ADAPTIVE_MAX_EXTENT)
+            return ladle__raise(LADLE_ERR_SHAPE, f,
+                                "spatial extent %lld of dimension %d is outside 1 .. 2^31",
+                                (long long)in, s);
+        if (out < 1 || out > ADAPTIVE_MAX_EXTENT)
+            return ladle__raise(LADLE_ERR_SHAPE, f,
+                                "output size %lld of spatial dimension %d is outside 1 .. 2^31",
+                                (long long)out, s);
+        g->in[a] = g->x_n[a] = in;
+        g->out[a] = g->y_n[a] = out; /* the whole of both, offsets 0 */
+        if (s >= 0)
+            ys[2 + s] = out;
+    }
+    int64_t numel;
+    return ladle__check_shape(f, ndim, ys, &numel);
+}
+
+ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
+                                            const int64_t out_size[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **out)
+{
+    ladle_status st = LADLE_OK;
+    adaptive *v = NULL;
+    ladle_op *op = NULL;
+    int64_t ys[5];
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out_size);
+    LADLE_NOT_NULL(out);
+    v = ladle__calloc(1, sizeof *v);
+    LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
+    LADLE_CALL(ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &v->g, ys, __func__));
+    v->channels = x_shape[1];
+    LADLE_CALL(ladle__layer_new(&adaptive_vt, dtype, device, ndim, x_shape, ndim, ys, 1, &op,
+                                __func__));
+    op->impl = v;
+    v = NULL;
+    op->linear = 1;
+    LADLE_CHECK(op->be->fn->adaptive_pool_forward != NULL &&
+                    op->be->fn->adaptive_pool_backward != NULL,
+                LADLE_ERR_DEVICE, "the %s backend has no adaptive pooling kernels",
+                op->be->fn->name);
+    *out = op;
+    op = NULL;
+fail:
+    ladle_op_destroy(&op);
+    ladle__free(v);
+    return st;
+}
