@@ -153,7 +153,8 @@ TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
               $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead $(OUT)/bench/bench_gpt
 # the GPU against cuBLAS, device copies, CPU tensors and PyTorch (scripts/device-check.sh)
-BENCH_BINS += $(if $(filter 0,$(CUDA)),,$(OUT)/bench/bench_gpu)
+# bench_gpu's baselines call cuBLAS directly (bench/gpu_raw.cu): a GPU build only
+BENCH_BINS += $(if $(filter 1,$(CUDA)),$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps demo tour check check-abi check-cuda python check-python check-torch layering asan valgrind bench bench-torch \
@@ -278,6 +279,11 @@ $(OUT)/bench/%: bench/%.c bench/common.h $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
+$(OUT)/bench/bench_gpu: bench/bench_gpu.c bench/common.h bench/gpu_raw.h \
+                        $(OUT)/obj/bench/gpu_raw.o $(LIBDIR)/libladle.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $< $(OUT)/obj/bench/gpu_raw.o -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
+
 # The public header must compile as C11 and as C++. (MPI's own deprecated C++
 # bindings are skipped: Open MPI's do not compile cleanly under -Wextra.)
 $(BUILD)/header-check.stamp: test/header_check.cpp include/ladle.h $(wildcard include/ladle/*.h)
@@ -311,6 +317,7 @@ check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) tests
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
+	test/layering_test.sh || status=1; \
 	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
 	    BENCHDIR="$(OUT)/bench" CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" \
 	    test/run.sh $(OUT)/test || status=1; \
@@ -350,7 +357,8 @@ check-cuda:
 	    RANKS="$(RANKS)" TOOL_CUDA_DIRECT=1 test/run.sh $(BUILD)/cudaemu/test || status=1; \
 	if [ -n "$(NVCC)" ]; then \
 	    echo "== the CUDA backend built by nvcc (build/cuda)"; \
-	    $(MAKE) --no-print-directory -j$(JOBS) CUDA=1 $(BUILD)/cuda/test/test_cuda || status=1; \
+	    $(MAKE) --no-print-directory -j$(JOBS) CUDA=1 $(BUILD)/cuda/test/test_cuda \
+	        $(BUILD)/cuda/bench/bench_gpu || status=1; \
 	    MPIEXEC="$(MPIEXEC)" DEVICES=cpu TEST=test_cuda RANKS="1 2" \
 	        test/run.sh $(BUILD)/cuda/test || status=1; \
 	fi; \
@@ -401,8 +409,11 @@ check-torch:
 	    PYTEST_ARGS="-k torch"
 
 # dependencies run one way through the source tree (docs/architecture.md)
+# the floor plan on this tree, then the check itself: it must catch an
+# upward include planted in each floor (test/layering_test.sh)
 layering: $(LIB_OBJS)
 	@scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj)
+	@test/layering_test.sh
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1

@@ -6,8 +6,8 @@
  *
  *  - gemm: Linear and Conv2d forward + backward (input and weight
  *    gradients) at LeNet-5's shapes (batch 256) and ResNet's 3x3
- *    convolutions (batch 32), against the backend's own GEMM slot (one
- *    cuBLAS call each) on the layer's three products over the whole batch:
+ *    convolutions (batch 32), against cuBLAS called directly (one
+ *    cublasSgemm each) on the layer's three products over the whole batch:
  *      linear, x[B, in] -> y[B, out]:   y = x W^T       m B     n out  k in
  *                                       dx = dy W       m B     n in   k out
  *                                       dW += dy^T x    m out   n in   k B
@@ -19,8 +19,9 @@
  *    convolution) plus im2col, col2im and the bias. ratio = GEMM time /
  *    layer time; target >= 0.7.
  *  - memory: batch norm, ReLU, GELU, max and average pooling and global
- *    average pooling (forward + backward), and packing a box, against the
- *    backend's copy slot (one device-to-device cudaMemcpyAsync) moving as
+ *    average pooling (forward + backward), and ladle_concat and its split
+ *    along channels, rows and columns (the box copies of a halo exchange),
+ *    against one device-to-device cudaMemcpyAsync moving as
  *    many bytes, read plus written, as the layer's kernels must (each row
  *    says how many). ratio = copy time / layer time; target >= 0.6.
  *  - prim (2 or more ranks, all on the one GPU): the primitives' forward
@@ -38,10 +39,9 @@
  * The last table sums up every ratio against its target. A row whose
  * kernels the backend does not have yet prints "n/a" with the reason; the
  * exit status is then 3, 1 after any other failure, 0 when every row was
- * measured. Unlike the other benchmarks this one includes a private header,
- * src/core/backend.h, for the raw baselines: the backend's gemm and copy
- * slots. --quick runs tiny shapes (the emulator: the program end to end,
- * timings meaningless).
+ * measured. The baselines call cuBLAS and the CUDA runtime directly
+ * (bench/gpu_raw.cu, on a stream of their own); the rest goes through
+ * ladle's public API only. --quick runs tiny shapes (timings meaningless).
  *
  *   mpiexec -n 1 bench_gpu [--quick] [--reps R] [--only gemm|memory|lenet]
  *                          [--tf32] [--torch FILE]
@@ -59,12 +59,42 @@
 #include "ladle.h"
 
 #include "common.h"
-#include "src/core/backend.h"
+#include "gpu_raw.h"
+
+/* On failure: st set, to the cleanup at fail. */
+#define CALL(expr)                                                                         \
+    do {                                                                                   \
+        st = (expr);                                                                       \
+        if (st != LADLE_OK)                                                                \
+            goto fail;                                                                     \
+    } while (0)
+#define CHECK_ALLOC(p, what)                                                               \
+    do {                                                                                   \
+        if ((p) == NULL) {                                                                 \
+            st = raw_failed(LADLE_ERR_ALLOC, "no memory for " what);                       \
+            goto fail;                                                                     \
+        }                                                                                  \
+    } while (0)
 
 static int me, world, reps = 15, quick, any_na, any_fail;
 static double sample_s = 2e-3;
 static const char *only, *torch_file;
-static const ladle_backend *be; /* the CUDA instance: the raw baselines */
+static gpu_raw *raw;      /* the raw baselines' stream and cuBLAS handle */
+static char raw_why[256]; /* the last failure outside ladle, or "" */
+
+/* A failure outside ladle (the baselines, the bench's own memory): its
+ * message for reason(), and st. */
+static ladle_status raw_failed(ladle_status st, const char *why)
+{
+    snprintf(raw_why, sizeof raw_why, "%s", why);
+    return st;
+}
+
+/* A raw call's result as a status. */
+static ladle_status raw_status(int rc)
+{
+    return rc == 0 ? LADLE_OK : raw_failed(LADLE_ERR_DEVICE, gpu_raw_error(raw));
+}
 
 /* ---- the summary table ---- */
 
@@ -87,7 +117,7 @@ static void record(const char *group, const char *row, double ratio, double targ
     snprintf(v->row, sizeof v->row, "%s", row);
     v->ratio = ratio;
     v->target = target;
-    snprintf(v->note, sizeof v->note, "%s", note ? note : "");
+    snprintf(v->note, sizeof v->note, "%.63s", note ? note : ""); /* cut */
 }
 
 /* A row that could not be measured: its reason, printed as a comment so
@@ -142,20 +172,26 @@ static double slowest(double t, ladle_status *st)
 
 typedef ladle_status (*work_fn)(void *arg);
 
-static ladle_status run(work_fn fn, void *arg, ladle_device dev, int n)
+/* Where work runs, for the wait that ends a sample: ladle's CPU or CUDA
+ * device, or the raw baselines' stream. */
+typedef enum where { ON_CPU, ON_CUDA, ON_RAW } where;
+
+static ladle_status run(work_fn fn, void *arg, where on, int n)
 {
     for (int i = 0; i < n; i++) {
         ladle_status st = fn(arg);
         if (st != LADLE_OK)
             return st;
     }
-    return ladle_device_synchronize(dev);
+    if (on == ON_RAW)
+        return raw_status(gpu_raw_sync(raw));
+    return ladle_device_synchronize(on == ON_CUDA ? LADLE_CUDA : LADLE_CPU);
 }
 
-/* Median seconds of one call of fn on dev (the slowest rank's) into *sec,
+/* Median seconds of one call of fn on `on` (the slowest rank's) into *sec,
  * after two warm-up calls; collective. A failure on any rank stops every
  * rank and is returned (the failing rank keeps its message). */
-static ladle_status timed(work_fn fn, void *arg, ladle_device dev, double *sec)
+static ladle_status timed(work_fn fn, void *arg, where on, double *sec)
 {
     ladle_status st = LADLE_OK;
     double *t = calloc((size_t)reps, sizeof *t), e = 0;
@@ -163,7 +199,7 @@ static ladle_status timed(work_fn fn, void *arg, ladle_device dev, double *sec)
     for (int w = 0; w < 2 && st == LADLE_OK; w++) {
         barrier();
         double t0 = bench_now();
-        st = run(fn, arg, dev, 1);
+        st = run(fn, arg, on, 1);
         e = slowest(bench_now() - t0, &st);
     }
     /* the same e on every rank, so the same inner */
@@ -172,7 +208,7 @@ static ladle_status timed(work_fn fn, void *arg, ladle_device dev, double *sec)
     for (int r = 0; r < reps && st == LADLE_OK; r++) {
         barrier();
         double t0 = bench_now();
-        st = run(fn, arg, dev, inner);
+        st = run(fn, arg, on, inner);
         t[r] = slowest(bench_now() - t0, &st) / inner;
     }
     if (st == LADLE_OK)
@@ -185,8 +221,15 @@ static ladle_status timed(work_fn fn, void *arg, ladle_device dev, double *sec)
  * failed. */
 static const char *reason(void)
 {
-    const char *m = ladle_error_message();
+    const char *m = raw_why[0] ? raw_why : ladle_error_message();
     return m[0] ? m : "failed on another rank";
+}
+
+/* Forget the last failure, ladle's and the raw baselines'. */
+static void clear_error(void)
+{
+    raw_why[0] = 0;
+    ladle_error_clear();
 }
 
 /* ---- data ---- */
@@ -208,13 +251,13 @@ static ladle_status random_tensor(ladle_device dev, int nd, const int64_t *shape
 {
     ladle_status st = LADLE_OK;
     float *h = NULL;
-    LADLE_CALL(ladle_tensor_create_on(LADLE_F32, dev, nd, shape, t));
+    CALL(ladle_tensor_create_on(LADLE_F32, dev, nd, shape, t));
     int64_t n = ladle_tensor_numel(*t);
     h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
-    LADLE_CHECK(h != NULL, LADLE_ERR_ALLOC, "%lld floats", (long long)n);
+    CHECK_ALLOC(h, "a tensor's values");
     for (int64_t i = 0; i < n; i++)
         h[i] = uniform();
-    LADLE_CALL(ladle_tensor_write(*t, h));
+    CALL(ladle_tensor_write(*t, h));
 fail:
     free(h);
     if (st != LADLE_OK)
@@ -226,32 +269,21 @@ fail:
 static ladle_status device_random(int64_t n, void **p)
 {
     ladle_status st = LADLE_OK;
-    enum { CHUNK = 1 << 20 };
-    float *h = malloc(CHUNK * sizeof *h);
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
     *p = NULL;
-    LADLE_CHECK(h != NULL, LADLE_ERR_ALLOC, "a staging buffer");
-    for (int i = 0; i < CHUNK; i++)
+    CHECK_ALLOC(h, "a staging buffer");
+    for (int64_t i = 0; i < n; i++)
         h[i] = uniform();
-    LADLE_CALL(be->fn->alloc(be, (size_t)n * sizeof(float), p));
-    for (int64_t i = 0; i < n; i += CHUNK) {
-        int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        LADLE_CALL(be->fn->to_device(be, (size_t)m * sizeof(float), h, (float *)*p + i));
-        LADLE_CALL(be->fn->synchronize(be)); /* h is reused */
-    }
+    CALL(raw_status(gpu_raw_alloc(raw, (size_t)n * sizeof(float), h, p)));
 fail:
     free(h);
-    if (st != LADLE_OK && *p) {
-        be->fn->free(be, *p);
-        *p = NULL;
-    }
     return st;
 }
 
 static void device_free(void **p, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (p[i])
-            be->fn->free(be, p[i]);
+        gpu_raw_free(raw, p[i]);
         p[i] = NULL;
     }
 }
@@ -284,12 +316,12 @@ static ladle_status time_layer(ladle_op *op, double *sec)
     int64_t xs[LADLE_MAX_NDIM], ys[LADLE_MAX_NDIM];
     ladle_op_x_shape(op, &nx, xs);
     ladle_op_y_shape(op, &ny, ys);
-    LADLE_CALL(random_tensor(LADLE_CUDA, nx, xs, &w.x));
-    LADLE_CALL(random_tensor(LADLE_CUDA, ny, ys, &w.dy));
-    LADLE_CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, ny, ys, &w.y));
-    LADLE_CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, nx, xs, &w.dx));
-    LADLE_CALL(ladle_ctx_create(op, &w.ctx));
-    LADLE_CALL(timed(layer_step, &w, LADLE_CUDA, sec));
+    CALL(random_tensor(LADLE_CUDA, nx, xs, &w.x));
+    CALL(random_tensor(LADLE_CUDA, ny, ys, &w.dy));
+    CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, ny, ys, &w.y));
+    CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, nx, xs, &w.dx));
+    CALL(ladle_ctx_create(op, &w.ctx));
+    CALL(timed(layer_step, &w, ON_CUDA, sec));
 fail:
     ladle_ctx_destroy(&w.ctx);
     ladle_tensor_destroy(&w.x);
@@ -323,10 +355,10 @@ static ladle_status gemm_step(void *arg)
     gemm_work *w = arg;
     for (int i = 0; i < 3; i++) {
         const product *p = &w->p[i];
-        ladle_status st = be->fn->gemm(be, LADLE_F32, p->ta, p->tb, p->m, p->n, p->k, 1.0,
-                                       p->a, p->lda, p->b, p->ldb, p->beta, p->c, p->ldc);
-        if (st != LADLE_OK)
-            return st;
+        int rc = gpu_raw_sgemm(raw, p->ta, p->tb, p->m, p->n, p->k, p->a, p->lda, p->b,
+                               p->ldb, (float)p->beta, p->c, p->ldc);
+        if (rc != 0)
+            return raw_status(rc);
     }
     return LADLE_OK;
 }
@@ -338,7 +370,7 @@ static ladle_status linear_products(gemm_work *w, int64_t b, int64_t in, int64_t
     ladle_status st = LADLE_OK;
     int64_t n[5] = {b * in, out * in, b * out, b * in, out * in};
     for (int i = 0; i < 5; i++)
-        LADLE_CALL(device_random(n[i], &w->buf[i]));
+        CALL(device_random(n[i], &w->buf[i]));
     void *x = w->buf[0], *wt = w->buf[1], *y = w->buf[2], *dx = w->buf[3], *dw = w->buf[4];
     w->p[0] = (product){0, 1, b, out, in, x, in, wt, in, 0.0, y, out};
     w->p[1] = (product){0, 0, b, in, out, y, out, wt, in, 0.0, dx, in};
@@ -354,7 +386,7 @@ static ladle_status conv_products(gemm_work *w, int64_t cout, int64_t k, int64_t
     ladle_status st = LADLE_OK;
     int64_t e[5] = {cout * k, k * n, cout * n, k * n, cout * k};
     for (int i = 0; i < 5; i++)
-        LADLE_CALL(device_random(e[i], &w->buf[i]));
+        CALL(device_random(e[i], &w->buf[i]));
     void *wt = w->buf[0], *col = w->buf[1], *y = w->buf[2], *dcol = w->buf[3],
          *dw = w->buf[4];
     w->p[0] = (product){0, 0, cout, n, k, wt, k, col, n, 0.0, y, n};
@@ -378,12 +410,12 @@ static void gemm_row(const char *name, const char *shape, ladle_op *op, ladle_st
     if (st == LADLE_OK)
         st = conv ? conv_products(&w, m, k, n) : linear_products(&w, m, k, n);
     if (st == LADLE_OK)
-        st = timed(gemm_step, &w, LADLE_CUDA, &tg);
+        st = timed(gemm_step, &w, ON_RAW, &tg);
     device_free(w.buf, 5);
     ladle_op_destroy(&op);
     if (st != LADLE_OK) {
         not_measured("gemm", name, shape, st, reason());
-        ladle_error_clear();
+        clear_error();
         return;
     }
     printf("%-8s %-34s %9.3f %9.3f %8.1f %8.1f %6.2f\n", name, shape, tl * 1e3, tg * 1e3,
@@ -458,7 +490,8 @@ typedef struct copy_work {
 static ladle_status copy_step(void *arg)
 {
     copy_work *w = arg;
-    return be->fn->copy(be, LADLE_F32, w->n, w->buf[0], w->buf[1]);
+    return raw_status(
+        gpu_raw_copy(raw, w->buf[1], w->buf[0], (size_t)w->n * sizeof(float)));
 }
 
 /* Median seconds of a device-to-device copy moving `bytes` (read + write). */
@@ -466,9 +499,9 @@ static ladle_status time_copy(double bytes, double *sec)
 {
     ladle_status st = LADLE_OK;
     copy_work w = {(int64_t)(bytes / 2 / sizeof(float)), {NULL, NULL}};
-    LADLE_CALL(device_random(w.n, &w.buf[0]));
-    LADLE_CALL(device_random(w.n, &w.buf[1]));
-    LADLE_CALL(timed(copy_step, &w, LADLE_CUDA, sec));
+    CALL(device_random(w.n, &w.buf[0]));
+    CALL(device_random(w.n, &w.buf[1]));
+    CALL(timed(copy_step, &w, ON_RAW, sec));
 fail:
     device_free(w.buf, 2);
     return st;
@@ -499,7 +532,7 @@ static void memory_row(const char *name, const char *shape, ladle_op *op, ladle_
     ladle_op_destroy(&op);
     if (st != LADLE_OK) {
         not_measured("memory", name, shape, st, reason());
-        ladle_error_clear();
+        clear_error();
         return;
     }
     memory_print(name, shape, tl, tm, bytes);
@@ -549,69 +582,63 @@ static void norm_act_rows(const int64_t *img, double xb)
     memory_row("gelu", "x->y; x, y, dy->dx: 6 x", op, st, 6 * xb);
 }
 
-/* ---- packing a box ---- */
+/* ---- concatenation: the box copies ---- */
 
-typedef struct box_work {
-    int unpack;
-    int64_t ext[4], str[4];
-    float *box; /* the box's first element in the padded tensor */
-    void *flat;
-} box_work;
+typedef struct cat_work {
+    int split, dim;
+    ladle_tensor *part[2], *whole;
+} cat_work;
 
-static ladle_status box_step(void *arg)
+static ladle_status cat_step(void *arg)
 {
-    box_work *w = arg;
-    if (w->unpack)
-        return be->fn->unpack(be, LADLE_F32, LADLE_BOX_COPY, 4, w->ext, w->flat, w->box,
-                              w->str);
-    return be->fn->pack(be, LADLE_F32, 4, w->ext, w->box, w->str, w->flat);
+    cat_work *w = arg;
+    if (w->split)
+        return ladle_concat_backward(w->whole, w->dim, 2, w->part);
+    return ladle_concat(2, (const ladle_tensor *const *)w->part, w->dim, w->whole);
 }
 
-/* Pack (unpack) of the box ext of a tensor of extents pad, at (0, 0, 1,
- * 1), against a copy of as many bytes (the box read and written). */
-static void box_row(const int64_t *pad, const int64_t *ext, int unpack, const char *what)
+/* ladle_concat (split: its backward) of two parts along dim, the first
+ * `first` wide, into a tensor of extents img, against a copy of as many
+ * bytes (every element read once and written once). */
+static void cat_row(const int64_t *img, int dim, int64_t first, int split, const char *what)
 {
     ladle_status st = LADLE_OK;
-    box_work w = {unpack,
-                  {ext[0], ext[1], ext[2], ext[3]},
-                  {pad[1] * pad[2] * pad[3], pad[2] * pad[3], pad[3], 1},
-                  NULL,
-                  NULL};
-    void *padded = NULL;
-    double tb = 0, tm = 0,
-           bytes = 2.0 * sizeof(float) * (double)(ext[0] * ext[1] * ext[2] * ext[3]);
+    cat_work w = {split, dim, {NULL, NULL}, NULL};
+    int64_t ext[2][4];
+    double tc = 0, tm = 0,
+           bytes = 2.0 * sizeof(float) * (double)(img[0] * img[1] * img[2] * img[3]);
     char s[64];
-    snprintf(s, sizeof s, "%s of %lldx%lldx%lld^2, 2 box", what, (long long)pad[0],
-             (long long)pad[1], (long long)pad[2]);
-    LADLE_CALL(device_random(pad[0] * pad[1] * pad[2] * pad[3], &padded));
-    LADLE_CALL(device_random(ext[0] * ext[1] * ext[2] * ext[3], &w.flat));
-    w.box = (float *)padded + pad[3] + 1;
-    LADLE_CALL(timed(box_step, &w, LADLE_CUDA, &tb));
-    LADLE_CALL(time_copy(bytes, &tm));
+    for (int k = 0; k < 2; k++) {
+        memcpy(ext[k], img, sizeof ext[k]);
+        ext[k][dim] = k == 0 ? first : img[dim] - first;
+        CALL(random_tensor(LADLE_CUDA, 4, ext[k], &w.part[k]));
+    }
+    CALL(random_tensor(LADLE_CUDA, 4, img, &w.whole));
+    CALL(timed(cat_step, &w, ON_CUDA, &tc));
+    CALL(time_copy(bytes, &tm));
 fail:
-    device_free(&padded, 1);
-    device_free(&w.flat, 1);
+    snprintf(s, sizeof s, "%s + the rest, dim %d, 2 x", what, dim);
+    for (int k = 0; k < 2; k++)
+        ladle_tensor_destroy(&w.part[k]);
+    ladle_tensor_destroy(&w.whole);
     if (st != LADLE_OK) {
-        not_measured("memory", unpack ? "unpack" : "pack", s, st, reason());
-        ladle_error_clear();
+        not_measured("memory", split ? "split" : "concat", s, st, reason());
+        clear_error();
         return;
     }
-    memory_print(unpack ? "unpack" : "pack", s, tb, tm, bytes);
+    memory_print(split ? "split" : "concat", s, tc, tm, bytes);
 }
 
-/* The boxes a halo exchange packs and unpacks, in a tensor padded by one
- * on each side of its last two dimensions: the interior, one halo row, one
- * halo column. */
-static void box_rows(const int64_t *img)
+/* The boxes a halo exchange packs and unpacks, as ladle_concat copies
+ * them: a block of channels (contiguous runs per sample), one row (a run
+ * per channel), one column (one element per row: the strided case). */
+static void cat_rows(const int64_t *img)
 {
-    int64_t pad[4] = {img[0], img[1], img[2] + 2, img[3] + 2};
-    int64_t ext[3][4] = {{img[0], img[1], img[2], img[3]},
-                         {img[0], img[1], 1, img[3]},
-                         {img[0], img[1], img[2], 1}};
-    static const char *what[3] = {"interior", "a row", "a column"};
+    static const char *what[3] = {"half the channels", "a row", "a column"};
+    int64_t first[3] = {img[1] / 2, 1, 1};
     for (int e = 0; e < 3; e++)
         for (int u = 0; u < 2; u++)
-            box_row(pad, ext[e], u, what[e]);
+            cat_row(img, e + 1, first[e], u, what[e]);
 }
 
 static void memory_rows(void)
@@ -631,7 +658,7 @@ static void memory_rows(void)
             "copy_GB", "ratio");
     norm_act_rows(img, xb);
     pool_rows(img, xb);
-    box_rows(img);
+    cat_rows(img);
 }
 
 /* ---- LeNet-5 training steps ---- */
@@ -666,23 +693,23 @@ static ladle_status time_lenet(ladle_device dev, int64_t batch, int bn, double *
     ladle_lenet_desc d;
     ladle_optimizer_desc od;
     int64_t *lab = malloc((size_t)batch * sizeof *lab), xs[4] = {batch, 1, 28, 28};
-    LADLE_CHECK(lab != NULL, LADLE_ERR_ALLOC, "labels");
+    CHECK_ALLOC(lab, "labels");
     ladle_lenet_desc_init(&d);
     d.batch = batch;
     d.sequential = 1;
     d.batchnorm = bn;
     d.device = dev;
-    LADLE_CALL(ladle_lenet_create(&d, MPI_COMM_SELF, &w.net));
+    CALL(ladle_lenet_create(&d, MPI_COMM_SELF, &w.net));
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.01);
     od.momentum = 0.9;
-    LADLE_CALL(ladle_optimizer_create(&od, &w.opt));
-    LADLE_CALL(ladle_optimizer_add_network(w.opt, w.net));
-    LADLE_CALL(random_tensor(dev, 4, xs, &w.x));
+    CALL(ladle_optimizer_create(&od, &w.opt));
+    CALL(ladle_optimizer_add_network(w.opt, w.net));
+    CALL(random_tensor(dev, 4, xs, &w.x));
     for (int64_t i = 0; i < batch; i++)
         lab[i] = i % 10;
-    LADLE_CALL(ladle_tensor_create_on(LADLE_I64, dev, 1, &batch, &w.labels));
-    LADLE_CALL(ladle_tensor_write(w.labels, lab));
-    LADLE_CALL(timed(lenet_step, &w, dev, sec));
+    CALL(ladle_tensor_create_on(LADLE_I64, dev, 1, &batch, &w.labels));
+    CALL(ladle_tensor_write(w.labels, lab));
+    CALL(timed(lenet_step, &w, dev == LADLE_CUDA ? ON_CUDA : ON_CPU, sec));
 fail:
     free(lab);
     ladle_tensor_destroy(&w.x);
@@ -725,7 +752,7 @@ static void lenet_rows(void)
         ladle_status st = time_lenet(LADLE_CUDA, batch, bn, &tg);
         if (st != LADLE_OK) {
             not_measured("train", "lenet", s, st, reason());
-            ladle_error_clear();
+            clear_error();
             continue;
         }
         /* the CPU's step with every core, for scale */
@@ -733,7 +760,7 @@ static void lenet_rows(void)
         ladle_status sc = time_lenet(LADLE_CPU, batch, bn, &tc);
         ladle_set_num_threads(1);
         if (sc != LADLE_OK)
-            tc = NAN, ladle_error_clear();
+            tc = NAN, clear_error();
         /* vs: torch / ladle when PyTorch's time is known */
         char vs[16] = "-", ref[16] = "-";
         if (!isnan(tt)) {
@@ -822,15 +849,15 @@ static ladle_status prim_tensors(prim_work *w, ladle_device dev)
     ladle_op_x_shape(w->op, &nx, xs);
     ladle_op_y_shape(w->op, &ny, ys);
     if (w->adjoint)
-        LADLE_CALL(random_tensor(dev, ny, ys, &w->in));
+        CALL(random_tensor(dev, ny, ys, &w->in));
     else
-        LADLE_CALL(random_tensor(dev, nx, xs, &w->in));
+        CALL(random_tensor(dev, nx, xs, &w->in));
     if (ladle_op_kind_of(w->op) == LADLE_OP_HALO_EXCHANGE)
         return LADLE_OK; /* in place: in is out */
     if (w->adjoint)
-        LADLE_CALL(ladle_tensor_create_on(LADLE_F32, dev, nx, xs, &w->out));
+        CALL(ladle_tensor_create_on(LADLE_F32, dev, nx, xs, &w->out));
     else
-        LADLE_CALL(ladle_tensor_create_on(LADLE_F32, dev, ny, ys, &w->out));
+        CALL(ladle_tensor_create_on(LADLE_F32, dev, ny, ys, &w->out));
 fail:
     return st;
 }
@@ -841,10 +868,10 @@ static ladle_status time_prim(const prim_setup *s, int kind, ladle_device dev, i
 {
     ladle_status st = LADLE_OK;
     prim_work w = {NULL, NULL, NULL, adjoint};
-    LADLE_CALL(prim_create(s, kind, dev, &w.op));
-    LADLE_CALL(prim_tensors(&w, dev));
+    CALL(prim_create(s, kind, dev, &w.op));
+    CALL(prim_tensors(&w, dev));
     w.out = w.out ? w.out : w.in;
-    st = timed(prim_step, &w, dev, sec);
+    st = timed(prim_step, &w, dev == LADLE_CUDA ? ON_CUDA : ON_CPU, sec);
     if (st != LADLE_OK)
         /* A call that failed half-way may leave its receives posted (the
          * op's schedule does not cancel them), and a peer's message may
@@ -866,9 +893,8 @@ typedef struct stage_work {
 static ladle_status stage_step(void *arg)
 {
     stage_work *w = arg;
-    ladle_status st = be->fn->to_host(be, w->bytes, w->dev, w->host);
     /* the same host buffer back: the stream keeps the two in order */
-    return st == LADLE_OK ? be->fn->to_device(be, w->bytes, w->host, w->dev) : st;
+    return raw_status(gpu_raw_stage(raw, w->host, w->dev, w->bytes));
 }
 
 /* Median seconds of a device-to-host and a host-to-device copy of bytes
@@ -877,12 +903,11 @@ static ladle_status time_staging(double bytes, double *sec)
 {
     ladle_status st = LADLE_OK;
     stage_work w = {(size_t)bytes, NULL, NULL};
-    LADLE_CALL(ladle__be_host_alloc(be, w.bytes, &w.host));
-    LADLE_CALL(device_random((int64_t)(bytes / sizeof(float)) + 1, &w.dev));
-    LADLE_CALL(timed(stage_step, &w, LADLE_CUDA, sec));
+    CALL(raw_status(gpu_raw_host_alloc(raw, w.bytes, &w.host)));
+    CALL(device_random((int64_t)(bytes / sizeof(float)) + 1, &w.dev));
+    CALL(timed(stage_step, &w, ON_RAW, sec));
 fail:
-    if (w.host)
-        ladle__be_host_free(be, w.host);
+    gpu_raw_host_free(raw, w.host);
     device_free(&w.dev, 1);
     return st;
 }
@@ -900,7 +925,7 @@ static void prim_row(const prim_setup *s, int kind, int adjoint, const char *pay
         st = time_staging(staged, &ts);
     if (st != LADLE_OK) {
         not_measured("prim", prim_name[kind], shape, st, reason());
-        ladle_error_clear();
+        clear_error();
         return;
     }
     char row[96], note[64];
@@ -921,19 +946,19 @@ static ladle_status prim_setup_make(prim_setup *s, int64_t bytes)
     ladle_status st = LADLE_OK;
     int one[1] = {1}, all[1] = {world}, rc[2] = {world, 1}, cr[2] = {1, world};
     s->n = bytes / (int64_t)sizeof(float);
-    LADLE_CALL(ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, &s->p1));
-    LADLE_CALL(ladle_partition_create(MPI_COMM_WORLD, 1, all, NULL, &s->pall));
-    LADLE_CALL(ladle_partition_create(MPI_COMM_WORLD, 2, rc, NULL, &s->prow));
-    LADLE_CALL(ladle_partition_create(MPI_COMM_WORLD, 2, cr, NULL, &s->pcol));
+    CALL(ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, &s->p1));
+    CALL(ladle_partition_create(MPI_COMM_WORLD, 1, all, NULL, &s->pall));
+    CALL(ladle_partition_create(MPI_COMM_WORLD, 2, rc, NULL, &s->prow));
+    CALL(ladle_partition_create(MPI_COMM_WORLD, 2, cr, NULL, &s->pcol));
     int64_t g[2] = {2 * world, s->n};
-    LADLE_CALL(ladle_layout_create_balanced(s->prow, 2, g, &s->halo));
+    CALL(ladle_layout_create_balanced(s->prow, 2, g, &s->halo));
     /* rows to columns of a matrix whose local block is `bytes`: every rank
      * keeps 1/world of it and sends the rest */
     int64_t side = (int64_t)sqrt((double)s->n);
     int64_t g2[2] = {side * world, (s->n / side) / world * world};
     s->local = side * g2[1];
-    LADLE_CALL(ladle_layout_create_balanced(s->prow, 2, g2, &s->rows));
-    LADLE_CALL(ladle_layout_create_balanced(s->pcol, 2, g2, &s->cols));
+    CALL(ladle_layout_create_balanced(s->prow, 2, g2, &s->rows));
+    CALL(ladle_layout_create_balanced(s->pcol, 2, g2, &s->cols));
 fail:
     return st;
 }
@@ -1052,16 +1077,15 @@ static int open_gpu(int tf32)
     char line[256];
     ladle_status st = ladle_device_count(LADLE_CUDA, &count);
     if (st == LADLE_OK && count == 0)
-        st = ladle__raise(LADLE_ERR_DEVICE, "bench_gpu",
-                          "no GPU: the CUDA driver sees none");
-    if (st == LADLE_OK)
-        st = ladle__backend_get(LADLE_CUDA, "bench_gpu", &be);
+        st = raw_failed(LADLE_ERR_DEVICE, "no GPU: the CUDA driver sees none");
+    if (st == LADLE_OK && gpu_raw_open(tf32, &raw) != 0)
+        st = raw_status(-1);
     if (st == LADLE_OK && tf32)
         st = ladle_device_set(LADLE_CUDA, LADLE_DEVICE_TF32, 1);
     if (st == LADLE_OK)
         st = ladle_device_describe(LADLE_CUDA, line, sizeof line);
     if (st != LADLE_OK) {
-        fprintf(stderr, "bench_gpu (rank %d): %s\n", me, ladle_error_message());
+        fprintf(stderr, "bench_gpu (rank %d): %s\n", me, reason());
         return 1;
     }
     if (me == 0) {
@@ -1105,6 +1129,7 @@ int main(int argc, char **argv)
         summary();
         rc = any_fail ? 1 : any_na ? 3 : 0;
     }
+    gpu_raw_close(&raw);
     MPI_Finalize();
     return rc < 0 ? 0 : rc;
 }

@@ -29,6 +29,7 @@
 #
 # Usage: scripts/layering.sh [--root DIR] [--includes-only] BUILD_DIR [VARIANT_OBJ_DIR]
 #        scripts/layering.sh --folders     the library's folders, ground floor first
+#        scripts/layering.sh --rooms       every room: "rank kind folder", ground first
 # BUILD_DIR holds the library's objects (a CUDA build's own objects, which
 # stand beside or replace the plain ones, are in the second folder); --root
 # checks the sources of another tree (test/layering_test.sh plants
@@ -60,25 +61,21 @@ folders() { # every floor's folders, globs expanded against the tree
     done
 }
 
-if [ "${1:-}" = --folders ]; then
-    cd "$(dirname "$0")/.." || exit 2
-    folders lib
-    exit 0
-fi
-
 root=$(cd "$(dirname "$0")/.." && pwd)
 includes_only=0
+list=""
 while [ $# -gt 0 ]; do
     case $1 in
     --root) root=$(realpath "${2:?--root needs a folder}") || exit 2; shift 2 ;;
     --includes-only) includes_only=1; shift ;;
+    --folders | --rooms) list=$1; shift ;;
     -*) echo "layering: unknown option $1" >&2; exit 2 ;;
     *) break ;;
     esac
 done
 build=${1:-}
 overlay=${2:-}
-if [ $includes_only = 0 ]; then
+if [ $includes_only = 0 ] && [ -z "$list" ]; then
     [ -n "$build" ] || { echo "usage: layering.sh [--root DIR] [--includes-only] BUILD_DIR [VARIANT_OBJ_DIR]" >&2; exit 2; }
     build=$(realpath "$build") || exit 2
     [ -z "$overlay" ] || overlay=$(realpath "$overlay") || exit 2
@@ -95,6 +92,10 @@ ROOMS=$(for k in lib app; do
             esac
         done
 done | awk '{ print length($3), $0 }' | sort -rn | cut -d' ' -f2-)
+case $list in
+--folders) folders lib; exit 0 ;;
+--rooms) echo "$ROOMS" | sort -n -k1,1 -s; exit 0 ;;
+esac
 room_of() {
     case $1 in include/*) echo "-1 public include"; return ;; esac
     while read -r r kind f; do
@@ -165,7 +166,7 @@ loop=$(tsort "$edges" 2>&1 >/dev/null | grep -v 'input contains a loop' | sed 's
 [ -z "$loop" ] || echo "cycle of includes: $(echo $loop)" >>"$violations"
 
 nobj=0
-if [ $includes_only = 0 ]; then
+if [ $includes_only = 0 ] && [ -z "$list" ]; then
     command -v nm >/dev/null || { echo "layering: nm (binutils) is needed" >&2; exit 2; }
     lib=$(cd "$root" && folders lib)
     objects=$( (for d in $lib; do [ -d "$build/$d" ] && (cd "$build" && ls "$d"/*.o 2>/dev/null); done
