@@ -239,3 +239,90 @@ ladle_status ladle__dist_replicas(ladle__make *m, ladle__dist_base *b, int np,
 fail:
     return st;
 }
+
+/* Rank r's window (offset and extents in x): x's block in the batch and
+ * channels, the span of its output tile in space; nothing when the tile is
+ * empty. */
+static void window_of(const ladle__make *m, int nd, const void *geom, ladle__dist_span span,
+                      int r, int64_t *off, int64_t *ext)
+{
+    int64_t yo[LADLE_MAX_NDIM], yn[LADLE_MAX_NDIM], vol = 1;
+    int ndim = 2 + nd;
+    ladle_layout_box(m->lx, r, off, ext);
+    ladle_layout_box(m->ly, r, yo, yn);
+    for (int d = 0; d < ndim; d++)
+        vol *= yn[d];
+    for (int s = 0; s < nd && vol > 0; s++) {
+        int64_t lo, hi;
+        span(geom, 3 - nd + s, yo[2 + s], yo[2 + s] + yn[2 + s] - 1, &lo, &hi);
+        off[2 + s] = lo;
+        ext[2 + s] = hi - lo + 1;
+    }
+    if (vol == 0)
+        for (int d = 0; d < ndim; d++)
+            off[d] = ext[d] = 0;
+}
+
+/* The windows' layout on p_x, this rank's window and tile, the tensors. */
+static ladle_status plan_windows(ladle__make *m, const ladle_partition *p_x, int nd,
+                                 const int64_t *xs, const void *geom, ladle__dist_span span,
+                                 int64_t *const box[4], ladle__dist_window *w,
+                                 ladle_layout **lw)
+{
+    ladle_status st = LADLE_OK;
+    int size = ladle_partition_size(p_x), ndim = 2 + nd;
+    int64_t *off = ladle__calloc((size_t)(size * ndim), sizeof(int64_t));
+    int64_t *ext = ladle__calloc((size_t)(size * ndim), sizeof(int64_t));
+    LADLE_CHECK(off && ext, LADLE_ERR_ALLOC, "out of memory");
+    for (int r = 0; r < size; r++)
+        window_of(m, nd, geom, span, r, off + r * ndim, ext + r * ndim);
+    LADLE_CALL(ladle__layout_create_explicit(p_x, ndim, xs, off, ext, lw));
+    int64_t wo[LADLE_MAX_NDIM], wn[LADLE_MAX_NDIM], yo[LADLE_MAX_NDIM], yn[LADLE_MAX_NDIM];
+    ladle_layout_box(*lw, LADLE_SELF, wo, wn);
+    ladle_layout_box(m->ly, LADLE_SELF, yo, yn);
+    w->planes = wn[0] * wn[1];
+    for (int s = 0; s < nd; s++) {
+        int a = 3 - nd + s;
+        box[0][a] = wo[2 + s];
+        box[1][a] = wn[2 + s];
+        box[2][a] = yo[2 + s];
+        box[3][a] = yn[2 + s];
+    }
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim, wn, &w->xw));
+    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim, wn, &w->dxw));
+fail:
+    ladle__free(off);
+    ladle__free(ext);
+    return st;
+}
+
+ladle_status ladle__dist_window_make(ladle__make *m, ladle_status local,
+                                     const ladle_partition *p_x, int nd, const int64_t *xs,
+                                     const int64_t *ys, const void *geom,
+                                     ladle__dist_span span, int64_t *const box[4],
+                                     ladle__dist_window *w)
+{
+    ladle_status st = LADLE_OK;
+    ladle_layout *lw = NULL;
+    if (local == LADLE_OK)
+        local = ladle_layout_create_balanced(p_x, 2 + nd, xs, &m->lx);
+    if (local == LADLE_OK)
+        local = ladle_layout_create_balanced(p_x, 2 + nd, ys, &m->ly);
+    if (local == LADLE_OK)
+        local = plan_windows(m, p_x, nd, xs, geom, span, box, w, &lw);
+    LADLE_CALL(ladle__make_step(m->comm, local, m->func));
+    LADLE_CALL(ladle__make_step(
+        m->comm,
+        ladle__window_gather_create(m->lx, lw, m->dtype, m->device, m->flags, &w->gather),
+        m->func));
+fail:
+    ladle_layout_destroy(&lw);
+    return st;
+}
+
+void ladle__dist_window_free(ladle__dist_window *w)
+{
+    ladle_op_destroy(&w->gather);
+    ladle_tensor_destroy(&w->xw);
+    ladle_tensor_destroy(&w->dxw);
+}

@@ -20,19 +20,14 @@
 
 typedef struct dadaptive {
     ladle_adaptive_geom g; /* global extents; this rank's box and tile */
-    int64_t planes;        /* this rank's samples x channels */
-    ladle_op *gather;      /* W */
-    ladle_tensor *xw;      /* the box (forward) */
-    ladle_tensor *dxw;     /* its gradient (backward) */
+    ladle__dist_window w;
 } dadaptive;
 
 static void da_free(dadaptive *v)
 {
     if (v == NULL)
         return;
-    ladle_op_destroy(&v->gather);
-    ladle_tensor_destroy(&v->xw);
-    ladle_tensor_destroy(&v->dxw);
+    ladle__dist_window_free(&v->w);
     ladle__free(v);
 }
 
@@ -42,10 +37,10 @@ static ladle_status da_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     ladle_status st = LADLE_OK;
     dadaptive *v = op->impl;
     (void)ctx, (void)n;
-    LADLE_CALL(ladle_op_forward(v->gather, x, v->xw));
+    LADLE_CALL(ladle_op_forward(v->w.gather, x, v->w.xw));
     if (y->numel > 0)
-        LADLE_CALL(op->be->fn->adaptive_pool_forward(op->be, op->dtype, &v->g, v->planes,
-                                                     v->xw->data, y->data));
+        LADLE_CALL(op->be->fn->adaptive_pool_forward(op->be, op->dtype, &v->g, v->w.planes,
+                                                     v->w.xw->data, y->data));
 fail:
     return st;
 }
@@ -58,10 +53,10 @@ static ladle_status da_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     (void)ctx, (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    if (v->dxw->numel > 0)
-        LADLE_CALL(op->be->fn->adaptive_pool_backward(op->be, op->dtype, &v->g, v->planes,
-                                                      dy->data, v->dxw->data));
-    LADLE_CALL(ladle_op_adjoint(v->gather, v->dxw, dx));
+    if (v->w.dxw->numel > 0)
+        LADLE_CALL(op->be->fn->adaptive_pool_backward(op->be, op->dtype, &v->g, v->w.planes,
+                                                      dy->data, v->w.dxw->data));
+    LADLE_CALL(ladle_op_adjoint(v->w.gather, v->w.dxw, dx));
 fail:
     return st;
 }
@@ -76,60 +71,15 @@ static const ladle_op_vtable dadaptive_vt = {
     .layer_backward = da_backward,
 };
 
-/* Rank r's box (offset and extents in x, ndim of them): x's block in the
- * batch and channels, its output tile's windows in space; nothing when the
- * tile is empty. */
-static void box_of(const ladle_adaptive_geom *g, int nd, const ladle_layout *lx,
-                   const ladle_layout *ly, int r, int64_t *off, int64_t *ext)
+/* The inputs the outputs lo..hi average along axis a (a ladle__dist_span). */
+static void span(const void *geom, int a, int64_t lo, int64_t hi, int64_t *x_lo,
+                 int64_t *x_hi)
 {
-    int64_t yo[LADLE_MAX_NDIM], yn[LADLE_MAX_NDIM], vol = 1;
-    int ndim = 2 + nd;
-    ladle_layout_box(lx, r, off, ext);
-    ladle_layout_box(ly, r, yo, yn);
-    for (int d = 0; d < ndim; d++)
-        vol *= yn[d];
-    for (int s = 0; s < nd && vol > 0; s++) {
-        int a = 3 - nd + s;
-        int64_t b0, e0, b1, e1;
-        ladle__adaptive_window(g->in[a], g->out[a], yo[2 + s], &b0, &e0);
-        ladle__adaptive_window(g->in[a], g->out[a], yo[2 + s] + yn[2 + s] - 1, &b1, &e1);
-        off[2 + s] = b0;
-        ext[2 + s] = e1 - b0;
-    }
-    if (vol == 0)
-        for (int d = 0; d < ndim; d++)
-            off[d] = ext[d] = 0;
-}
-
-/* The boxes' layout on p_x, and this rank's box and tile in v->g. */
-static ladle_status plan_boxes(ladle__make *m, const ladle_partition *p_x, int nd,
-                               const int64_t *xs, dadaptive *v, ladle_layout **lw)
-{
-    ladle_status st = LADLE_OK;
-    int size = ladle_partition_size(p_x), ndim = 2 + nd;
-    int64_t *off = ladle__calloc((size_t)(size * ndim), sizeof(int64_t));
-    int64_t *ext = ladle__calloc((size_t)(size * ndim), sizeof(int64_t));
-    LADLE_CHECK(off && ext, LADLE_ERR_ALLOC, "out of memory");
-    for (int r = 0; r < size; r++)
-        box_of(&v->g, nd, m->lx, m->ly, r, off + r * ndim, ext + r * ndim);
-    LADLE_CALL(ladle__layout_create_explicit(p_x, ndim, xs, off, ext, lw));
-    int64_t wo[LADLE_MAX_NDIM], wn[LADLE_MAX_NDIM], yo[LADLE_MAX_NDIM], yn[LADLE_MAX_NDIM];
-    ladle_layout_box(*lw, LADLE_SELF, wo, wn);
-    ladle_layout_box(m->ly, LADLE_SELF, yo, yn);
-    v->planes = wn[0] * wn[1];
-    for (int s = 0; s < nd; s++) {
-        int a = 3 - nd + s;
-        v->g.x_off[a] = wo[2 + s];
-        v->g.x_n[a] = wn[2 + s];
-        v->g.y_off[a] = yo[2 + s];
-        v->g.y_n[a] = yn[2 + s];
-    }
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim, wn, &v->xw));
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim, wn, &v->dxw));
-fail:
-    ladle__free(off);
-    ladle__free(ext);
-    return st;
+    const ladle_adaptive_geom *g = geom;
+    int64_t b, e;
+    ladle__adaptive_window(g->in[a], g->out[a], lo, x_lo, &e);
+    ladle__adaptive_window(g->in[a], g->out[a], hi, &b, &e);
+    *x_hi = e - 1;
 }
 
 ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int ndim,
@@ -143,7 +93,6 @@ ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int
     ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dadaptive *v = NULL;
-    ladle_layout *lw = NULL;
     ladle_adaptive_geom g;
     int64_t ys[5] = {0}, args[16] = {0};
     LADLE_NOT_NULL(p_x);
@@ -167,18 +116,12 @@ ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int
                                 ladle__make_hash(LADLE_HASH_INIT, 1, parts, 16, args)));
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);
-    if (local == LADLE_OK) {
-        v->g = g;
-        local = ladle_layout_create_balanced(p_x, ndim, x_shape, &m.lx);
-    }
+    dadaptive spare = {0}, *p = v ? v : &spare; /* untouched when local failed */
     if (local == LADLE_OK)
-        local = ladle_layout_create_balanced(p_x, ndim, ys, &m.ly);
-    if (local == LADLE_OK)
-        local = plan_boxes(&m, p_x, ndim - 2, x_shape, v, &lw);
-    LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(ladle__make_step(
-        m.comm, ladle__window_gather_create(m.lx, lw, dtype, device, flags, &v->gather),
-        f));
+        p->g = g;
+    int64_t *const box[4] = {p->g.x_off, p->g.x_n, p->g.y_off, p->g.y_n};
+    LADLE_CALL(ladle__dist_window_make(&m, local, p_x, ndim - 2, x_shape, ys, &p->g, span,
+                                       box, &p->w));
     local = ladle__make_layer(&m, local, &dadaptive_vt, v, NULL, &op);
     if (local == LADLE_OK) {
         v = NULL;
@@ -194,6 +137,5 @@ fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
     da_free(v);
-    ladle_layout_destroy(&lw);
     return st;
 }
