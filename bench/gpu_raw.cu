@@ -1,4 +1,5 @@
 /* bench/gpu_raw.h's baselines: the CUDA runtime and cuBLAS, directly. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -99,6 +100,13 @@ int gpu_raw_sgemm(gpu_raw *r, int ta, int tb, int64_t m, int64_t n, int64_t k, c
 {
     /* row-major c = op(a) op(b) is column-major c^T = op(b)^T op(a)^T */
     const float one = 1.0f;
+    const int64_t dims[6] = {m, n, k, lda, ldb, ldc};
+    for (int i = 0; i < 6; i++)
+        if (dims[i] < 0 || dims[i] > INT_MAX) {
+            snprintf(r->why, sizeof r->why, "cublasSgemm: extent %lld outside 0..INT_MAX",
+                     (long long)dims[i]);
+            return -1;
+        }
     cublasStatus_t e = cublasSgemm(r->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &one,
                                    b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
