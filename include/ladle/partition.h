@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include "comm.h"
 #include "core.h"
 
 #ifdef __cplusplus

@@ -1,0 +1,52 @@
+/*
+ * ladle - the names of the previous release, kept one release.
+ *
+ * Each name below is a wrapper around its replacement, which its
+ * LADLE_DEPRECATED message names; compilers warn at every call. Define
+ * LADLE_NO_DEPRECATED before including ladle.h to hide them all and find
+ * every old use. They go in the release after 0.2. docs/api.md gives the
+ * rules that replaced them; CHANGELOG.md says how to update each call.
+ */
+#ifndef LADLE_DEPRECATED_H
+#define LADLE_DEPRECATED_H
+
+#ifndef LADLE_NO_DEPRECATED
+
+#include "builder.h"
+#include "checkpoint.h"
+#include "comm.h"
+#include "core.h"
+#include "data.h"
+#include "distributed.h"
+#include "layers.h"
+#include "models.h"
+#include "partition.h"
+#include "pipeline.h"
+#include "tensor.h"
+#include "text.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LADLE_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define LADLE_DEPRECATED(msg)
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- layers and distributed layers ---------------------------------------- */
+
+/* ---- communicators (the _f twins) ----------------------------------------- */
+
+/* ---- data and text -------------------------------------------------------- */
+
+/* ---- pipelines ------------------------------------------------------------ */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LADLE_NO_DEPRECATED */
+
+#endif /* LADLE_DEPRECATED_H */
