@@ -184,7 +184,8 @@ static ladle_partition *row_tiles(void)
     for (int r = 0; r < world; r++)
         ranks[r] = r;
     ladle_partition *p = NULL;
-    check(ladle_partition_create(MPI_COMM_WORLD, 4, grid, ranks, &p), "partition");
+    check(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 4, grid, ranks, &p),
+          "partition");
     return p;
 }
 
@@ -258,7 +259,8 @@ static void vocab_loss(int64_t M, int64_t C)
     for (int r = 0; r < world; r++)
         ranks[r] = r;
     ladle_partition *p = NULL;
-    check(ladle_partition_create(MPI_COMM_WORLD, 2, grid, ranks, &p), "partition");
+    check(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, grid, ranks, &p),
+          "partition");
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ladle_op *ops[2] = {NULL, NULL};
@@ -378,7 +380,7 @@ static ladle_network *lenet(int seq, int D, int Ph, int Pw, int F, int bn, int64
     d.fc_ways = F;
     d.batchnorm = bn;
     ladle_network *net = NULL;
-    check(ladle_lenet_create(&d, comm, &net), "lenet");
+    check(ladle_lenet_create(&d, ladle_comm_of(comm), &net), "lenet");
     return net;
 }
 
@@ -420,7 +422,7 @@ static ladle_graph *resnet20(int seq, int D, int Ph, int Pw, int C, int64_t nbat
     d.spatial[1] = Pw;
     d.channel_ways = C;
     ladle_graph *g = NULL;
-    check(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), "resnet20");
+    check(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), "resnet20");
     return g;
 }
 

@@ -95,7 +95,7 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     ladle_allocator a = {sizeof a, count_alloc, count_free, c};
     size_t before = c->live;
     CHECK(ladle_allocator_set(&a));
-    CHECK(ladle_gpt_create_on(&d, r->comm, &r->g));
+    CHECK(ladle_gpt_create(&d, ladle_comm_of(r->comm), &r->g));
     CHECK(ladle_allocator_set(NULL));
     r->bytes = c->live - before;
     for (int i = 0; i < ladle_graph_num_params(r->g); i++) {
@@ -134,7 +134,7 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (rank == 0) {
-        CHECK(ladle_gpt_layers(&d, 0, n, ls));
+        CHECK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, ls));
         CHECK(ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n));
         for (int i = 0; i < n; i++)
             ladle_op_destroy(&ls[i]);
@@ -174,10 +174,11 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
     if (tp == 1) {
-        CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){ranks}, NULL, &r->p));
-        CHECK(ladle_gpt_layers(&d, lo, cnt, ls));
+        CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){ranks}, NULL,
+                                     &r->p));
+        CHECK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), lo, cnt, ls));
         if (stage == stages - 1)
-            CHECK(ladle_gpt_loss_create(&d, &loss));
+            CHECK(ladle_gpt_loss_create(&d, ladle_comm_of(MPI_COMM_SELF), &loss));
         CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
     } else { /* worker w: ranks w tp .. w tp + tp - 1 */
         r->nw = stages;
@@ -185,14 +186,14 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
             int members[64];
             for (int q = 0; q < tp; q++)
                 members[q] = w * tp + q;
-            CHECK(
-                ladle_partition_create(MPI_COMM_WORLD, 1, (int[]){tp}, members, &r->wp[w]));
+            CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){tp},
+                                         members, &r->wp[w]));
         }
         MPI_Comm_split(MPI_COMM_WORLD, stage, rank, &r->wcomm);
         d.tensor_ways = tp;
-        CHECK(ladle_gpt_layers_on(&d, r->wcomm, lo, cnt, ls));
+        CHECK(ladle_gpt_layers(&d, ladle_comm_of(r->wcomm), lo, cnt, ls));
         if (stage == stages - 1)
-            CHECK(ladle_gpt_loss_create_on(&d, r->wcomm, &loss));
+            CHECK(ladle_gpt_loss_create(&d, ladle_comm_of(r->wcomm), &loss));
         CHECK(ladle_pipeline_create_workers(stages, r->wp, r->sched, 1, &st, loss, &od,
                                             &r->pl));
     }

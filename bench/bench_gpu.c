@@ -699,7 +699,7 @@ static ladle_status time_lenet(ladle_device dev, int64_t batch, int bn, double *
     d.sequential = 1;
     d.batchnorm = bn;
     d.device = dev;
-    CALL(ladle_lenet_create(&d, MPI_COMM_SELF, &w.net));
+    CALL(ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_SELF), &w.net));
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.01);
     od.momentum = 0.9;
     CALL(ladle_optimizer_create(&od, &w.opt));
@@ -946,10 +946,10 @@ static ladle_status prim_setup_make(prim_setup *s, int64_t bytes)
     ladle_status st = LADLE_OK;
     int one[1] = {1}, all[1] = {world}, rc[2] = {world, 1}, cr[2] = {1, world};
     s->n = bytes / (int64_t)sizeof(float);
-    CALL(ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, &s->p1));
-    CALL(ladle_partition_create(MPI_COMM_WORLD, 1, all, NULL, &s->pall));
-    CALL(ladle_partition_create(MPI_COMM_WORLD, 2, rc, NULL, &s->prow));
-    CALL(ladle_partition_create(MPI_COMM_WORLD, 2, cr, NULL, &s->pcol));
+    CALL(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, NULL, &s->p1));
+    CALL(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, all, NULL, &s->pall));
+    CALL(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, rc, NULL, &s->prow));
+    CALL(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, cr, NULL, &s->pcol));
     int64_t g[2] = {2 * world, s->n};
     CALL(ladle_layout_create_balanced(s->prow, 2, g, &s->halo));
     /* rows to columns of a matrix whose local block is `bytes`: every rank

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     int one[1] = {1}, self[1] = {0};
     MPI_Comm solo;
     MPI_Comm_split(MPI_COMM_WORLD, me, 0, &solo);
-    check(ladle_partition_create(solo, 1, one, self, &p), "partition");
+    check(ladle_partition_create(ladle_comm_of(solo), 1, one, self, &p), "partition");
 
     subject b = {0}, l = {0};
     int64_t four[1] = {4}, row4[2] = {1, 4};

@@ -229,7 +229,8 @@ static void plan_inputs(double cut[NL], double red[NL], double *lat)
     ladle_op *ops[NL];
     for (int i = 0; i < NL; i++)
         ops[i] = make_layer(i);
-    CHECK(ladle_pipe_profile_comm(MPI_COMM_WORLD, NL, ops, 31, cut, red, lat));
+    CHECK(
+        ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), NL, ops, 31, cut, red, lat));
     for (int i = 0; i < NL; i++)
         ladle_op_destroy(&ops[i]);
 }
@@ -359,7 +360,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
     int shape[1] = {W};
     ladle_partition *p = NULL;
-    CHECK(ladle_partition_create(MPI_COMM_WORLD, 1, shape, NULL, &p));
+    CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &p));
     int w = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
     ladle_pipe_stage held[8];
     ladle_op *ops[8][NL];

@@ -342,10 +342,10 @@ int main(int argc, char **argv)
     oversubscribed = local != NULL && atol(local) > sysconf(_SC_NPROCESSORS_ONLN);
     int one[1] = {1}, all[1] = {size}, rows_cols[2] = {size, 1}, cols_rows[2] = {1, size};
     ladle_partition *p1 = NULL, *pall = NULL, *prow = NULL, *pcol = NULL;
-    ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, &p1);
-    ladle_partition_create(MPI_COMM_WORLD, 1, all, NULL, &pall);
-    ladle_partition_create(MPI_COMM_WORLD, 2, rows_cols, NULL, &prow);
-    ladle_partition_create(MPI_COMM_WORLD, 2, cols_rows, NULL, &pcol);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, NULL, &p1);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, all, NULL, &pall);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, rows_cols, NULL, &prow);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, cols_rows, NULL, &pcol);
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     if (rank == 0)

@@ -6,8 +6,8 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ladle_partition *p_x, *p_y; /* 1x3 on ranks 0-2, 2x3 on ranks 0-5 */
-    ladle_partition_create(MPI_COMM_WORLD, 2, (int[]){1, 3}, NULL, &p_x);
-    ladle_partition_create(MPI_COMM_WORLD, 2, (int[]){2, 3}, NULL, &p_y);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, (int[]){1, 3}, NULL, &p_x);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, (int[]){2, 3}, NULL, &p_y);
     ladle_op *F; /* y = F x; planned once, executed many times */
     if (ladle_broadcast_create(p_x, p_y, 2, (int64_t[]){7, 11}, LADLE_F64, LADLE_CPU, 0, &F)) {
         fprintf(stderr, "%s\n", ladle_error_message()); /* the same on every rank */

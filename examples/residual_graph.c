@@ -20,7 +20,8 @@ int main(int argc, char **argv)
     int64_t xs[4] = {4 * size, 8, 12, 12}; /* N x C x H x W, the batch split over the ranks */
     ladle_partition *p = NULL;
     ladle_layout *lx = NULL;
-    CALL(ladle_partition_create(MPI_COMM_WORLD, 4, (int[]){size, 1, 1, 1}, NULL, &p));
+    CALL(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 4, (int[]){size, 1, 1, 1},
+                                NULL, &p));
     CALL(ladle_layout_create_balanced(p, 4, xs, &lx));
 
     ladle_graph *g = NULL;

@@ -161,10 +161,11 @@ fail:
     return st;
 }
 
-ladle_status ladle_pipe_profile_comm(MPI_Comm comm, int n, ladle_op *const layers[],
+ladle_status ladle_pipe_profile_comm(ladle_comm comm_in, int n, ladle_op *const layers[],
                                      int reps, double cut[], double reduce[],
                                      double *latency)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK, local = LADLE_OK;
     MPI_Comm c = MPI_COMM_NULL, pair = MPI_COMM_NULL;
     double *times = NULL, *got = NULL;

@@ -445,7 +445,7 @@ static ladle_status plan_reductions(ladle_pipeline *pl, ladle_partition *const *
                 at += size, q++;
         }
         LADLE_MPI(MPI_Allgather(&total, 1, MPI_INT64_T, counts, 1, MPI_INT64_T,
-                                ladle_partition_comm(u)));
+                                ladle_comm_mpi(ladle_partition_comm(u))));
         ladle_dtype dt = h->layers[0]->dtype;
         ladle_device dev = pl->be->device;
         LADLE_CALL(ladle__all_sum_reduce_groups(u, gid, counts, dt, dev, 0, &h->reduce));
@@ -507,7 +507,7 @@ static ladle_status create(int W, ladle_partition *const *workers,
             pl->worker = w;
             pl->wrank = ladle_partition_rank(workers[w]);
         }
-    LADLE_MPI(MPI_Comm_dup(ladle_partition_comm(pl->p_all), &pl->comm));
+    LADLE_MPI(MPI_Comm_dup(ladle_comm_mpi(ladle_partition_comm(pl->p_all)), &pl->comm));
     LADLE_MPI(MPI_Comm_set_errhandler(pl->comm, MPI_ERRORS_RETURN));
     /* the checks every rank can make alone, then agreement */
     if (memberships != 1)
@@ -633,14 +633,15 @@ ladle_status ladle_pipeline_create(const ladle_partition *p_pipe, const ladle_pi
     /* one worker per rank of p_pipe; a wrong count fails in create() on
      * every rank alike */
     W = ladle_partition_size(p_pipe);
-    LADLE_CALL(ladle__agree(ladle_partition_comm(p_pipe),
-                            ladle_partition_ndim(p_pipe) == 1 && W == sched->workers
-                                ? LADLE_OK
-                                : ladle__raise(LADLE_ERR_PARTITION, __func__,
-                                               "the schedule has %d workers, p_pipe %d ranks "
-                                               "in %d dimensions",
-                                               sched->workers, W, ladle_partition_ndim(p_pipe)),
-                            0, __func__));
+    LADLE_CALL(
+        ladle__agree(ladle_comm_mpi(ladle_partition_comm(p_pipe)),
+                     ladle_partition_ndim(p_pipe) == 1 && W == sched->workers
+                         ? LADLE_OK
+                         : ladle__raise(LADLE_ERR_PARTITION, __func__,
+                                        "the schedule has %d workers, p_pipe %d ranks "
+                                        "in %d dimensions",
+                                        sched->workers, W, ladle_partition_ndim(p_pipe)),
+                     0, __func__));
     workers = ladle__calloc((size_t)W, sizeof(ladle_partition *));
     LADLE_CHECK(workers != NULL, LADLE_ERR_ALLOC, "out of memory");
     for (int w = 0; w < W; w++) {

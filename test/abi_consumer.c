@@ -15,8 +15,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int shape[1] = {size};
     ladle_partition *p = NULL, *q = NULL;
-    if (ladle_partition_create(MPI_COMM_WORLD, 1, shape, NULL, &p) != LADLE_OK ||
-        ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 1, shape, NULL, &q) != LADLE_OK) {
+    if (ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &p) !=
+            LADLE_OK ||
+        ladle_partition_create(ladle_comm_of_fortran(MPI_Comm_c2f(MPI_COMM_WORLD)), 1,
+                               shape, NULL, &q) != LADLE_OK) {
         fprintf(stderr, "rank %d: %s\n", rank, ladle_error_message());
         ok = 0;
     }

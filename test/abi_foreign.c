@@ -22,10 +22,12 @@ int main(int argc, char **argv)
     int shape[1] = {1}, ok = 1;
     ladle_partition *p = NULL;
     MPI_Init(&argc, &argv);
-    ok &= refused(ladle_partition_create(MPI_COMM_WORLD, 1, shape, NULL, &p),
+    ok &= refused(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &p),
                   "ladle_partition_create");
-    ok &= refused(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 1, shape, NULL, &p),
-                  "ladle_partition_create_f");
+    ok &=
+        refused(ladle_partition_create(ladle_comm_of_fortran(MPI_Comm_c2f(MPI_COMM_WORLD)),
+                                       1, shape, NULL, &p),
+                "ladle_partition_create_f");
     ok &= p == NULL;
     MPI_Finalize();
     return ok ? 0 : 1;

@@ -74,7 +74,7 @@ void lt_assert_all(int ok, const char *file, int line, const char *expr, const c
 ladle_partition *lt_partition_ranks(int ndim, const int *shape, const int *ranks)
 {
     ladle_partition *p = NULL;
-    LT_OK(ladle_partition_create(MPI_COMM_WORLD, ndim, shape, ranks, &p));
+    LT_OK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), ndim, shape, ranks, &p));
     return p;
 }
 

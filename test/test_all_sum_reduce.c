@@ -156,7 +156,7 @@ START_TEST(group_sums_and_agreement)
         ladle_partition *group = NULL;
         LT_OK(ladle_partition_create_sub(p, remain, &group));
         double mine = n > 0 ? lt_get(y, n / 2) : 0, low = mine, high = mine;
-        MPI_Comm comm = ladle_partition_comm(group);
+        MPI_Comm comm = ladle_comm_mpi(ladle_partition_comm(group));
         if (comm != MPI_COMM_NULL) {
             MPI_Allreduce(&mine, &low, 1, MPI_DOUBLE, MPI_MIN, comm);
             MPI_Allreduce(&mine, &high, 1, MPI_DOUBLE, MPI_MAX, comm);

@@ -251,7 +251,7 @@ typedef struct thread_call {
 static void *create_in_thread(void *arg)
 {
     thread_call *c = arg;
-    c->st = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &c->p);
+    c->st = ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 0, NULL, NULL, &c->p);
     snprintf(c->message, sizeof c->message, "%s", ladle_error_message());
     return NULL;
 }
@@ -266,7 +266,8 @@ START_TEST(mpi_thread_level)
     MPI_Is_thread_main(&main_thread);
     LT_ASSERT(main_thread, "the suite runs on MPI's main thread");
     ladle_partition *p = NULL;
-    LT_OK(ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p)); /* at any level here */
+    LT_OK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 0, NULL, NULL,
+                                 &p)); /* at any level here */
     ladle_partition_destroy(&p);
     ladle_error_clear();
     thread_call c = {LADLE_OK, NULL, ""};
@@ -391,7 +392,7 @@ START_TEST(descriptors_carry_their_size)
     LT_FAILS(ladle_optimizer_create(&od, &opt), LADLE_ERR_ARG);
     ladle_network *net = NULL;
     ld.size = 0;
-    LT_FAILS(ladle_lenet_create(&ld, MPI_COMM_WORLD, &net), LADLE_ERR_ARG);
+    LT_FAILS(ladle_lenet_create(&ld, ladle_comm_of(MPI_COMM_WORLD), &net), LADLE_ERR_ARG);
     LT_ASSERT(net == NULL && opt == NULL && op == NULL, "no object on failure");
     LT_ASSERT(ladle_lr_at(&lr, 3) == 0.5, "a set-up schedule");
     lr.size = 0;
@@ -424,10 +425,11 @@ int main(int argc, char **argv)
 {
     /* ladle's first contact with MPI, before and after its lifetime */
     ladle_partition *p = NULL;
-    before_init = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p);
+    before_init = ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 0, NULL, NULL, &p);
     snprintf(before_init_message, sizeof before_init_message, "%s", ladle_error_message());
     int rc = lt_main(argc, argv, core_suite);
-    ladle_status after = ladle_partition_create(MPI_COMM_WORLD, 0, NULL, NULL, &p);
+    ladle_status after =
+        ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 0, NULL, NULL, &p);
     if (after != LADLE_ERR_STATE || p != NULL || !strstr(ladle_error_message(), "finalised")) {
         fprintf(stderr, "after MPI_Finalize: %s (%s), expected LADLE_ERR_STATE\n",
                 ladle_status_name(after), ladle_error_message());

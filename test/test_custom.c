@@ -851,8 +851,10 @@ START_TEST(checkpoint_round_trip)
     double warm[3], a[3], b[3], c[3];
     ladle_network *trained = three_net(1, 0, 5), *fresh = three_net(1, 0, 99);
     train(trained, 3, warm);
-    LT_OK(ladle_checkpoint_save(path, MPI_COMM_WORLD, trained, NULL, 0, NULL));
-    LT_OK(ladle_checkpoint_load(path, MPI_COMM_WORLD, fresh, NULL, 0, NULL, NULL));
+    LT_OK(
+        ladle_checkpoint_save(path, ladle_comm_of(MPI_COMM_WORLD), trained, NULL, 0, NULL));
+    LT_OK(ladle_checkpoint_load(path, ladle_comm_of(MPI_COMM_WORLD), fresh, NULL, 0, NULL,
+                                NULL));
     int same = 1;
     for (int l = 0; l < 3; l += 2)
         for (int k = 0; k < 2; k++) {
@@ -866,8 +868,10 @@ START_TEST(checkpoint_round_trip)
     train(fresh, 3, b);
     /* ladle's layers into the user's */
     ladle_network *builtin = three_net(0, 0, 5), *user = three_net(1, 0, 77);
-    LT_OK(ladle_checkpoint_save(path, MPI_COMM_WORLD, builtin, NULL, 0, NULL));
-    LT_OK(ladle_checkpoint_load(path, MPI_COMM_WORLD, user, NULL, 0, NULL, NULL));
+    LT_OK(
+        ladle_checkpoint_save(path, ladle_comm_of(MPI_COMM_WORLD), builtin, NULL, 0, NULL));
+    LT_OK(ladle_checkpoint_load(path, ladle_comm_of(MPI_COMM_WORLD), user, NULL, 0, NULL,
+                                NULL));
     train(builtin, 3, c);
     train(user, 3, warm);
     double worst = 0;

@@ -89,13 +89,13 @@ START_TEST(lenet_layouts)
         sequential_lenet(&d, N, S, 5, layouts[k].bn);
         d.bn_sync = layouts[k].sync;
         ladle_network *ref = NULL, *net = NULL;
-        LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &ref));
+        LT_OK(ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &ref));
         d.sequential = 0;
         d.data_ways = layouts[k].D;
         d.spatial[0] = layouts[k].Ph;
         d.spatial[1] = layouts[k].Pw;
         d.fc_ways = layouts[k].F;
-        LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &net));
+        LT_OK(ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &net));
         double lr[STEPS], ld[STEPS];
         train(ref, X, labels, lr);
         train(net, X, labels, ld);
@@ -191,7 +191,7 @@ START_TEST(lenet_relu_after_pool)
         ladle_lenet_desc d;
         sequential_lenet(&d, N, S, 7, bn);
         ladle_network *net = NULL, *ref = textbook_lenet(N, S, bn, 7);
-        LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &net));
+        LT_OK(ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &net));
         LT_ASSERT(ladle_network_size(net) == ladle_network_size(ref),
                   "%d layers, textbook %d", ladle_network_size(net),
                   ladle_network_size(ref));

@@ -83,7 +83,7 @@ START_TEST(unrelated_parents)
     MPI_Comm_split(MPI_COMM_WORLD, 0, lt_size - lt_rank, &reversed);
     int one[1] = {1};
     ladle_partition *a = lt_partition(1, one, 0), *b = NULL, *u = NULL;
-    LT_OK(ladle_partition_create(reversed, 1, one, NULL, &b));
+    LT_OK(ladle_partition_create(ladle_comm_of(reversed), 1, one, NULL, &b));
     ladle_op *op = NULL;
     int64_t n[1] = {3};
     LT_FAILS(ladle_broadcast_create(a, b, 1, n, LADLE_F64, lt_device(), 0, &op),
@@ -148,7 +148,7 @@ static small_net lenet(void)
     d.dtype = LADLE_F64;
     d.device = lt_device();
     d.data_ways = lt_size;
-    LT_OK(ladle_lenet_create(&d, MPI_COMM_WORLD, &s.net));
+    LT_OK(ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &s.net));
     int64_t off[4] = {0}, box[4] = {0}, loff[2] = {0}, lbox[2] = {0};
     ladle_layout_box(ladle_op_x_layout(ladle_network_layer(s.net, 0)), LADLE_SELF, off,
                      box);

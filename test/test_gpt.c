@@ -34,7 +34,7 @@ static ladle_graph *small_gpt_tiles(ladle_dtype dt, double dropout, int f32_tile
     d.seed = 5;
     d.attn_f32_tiles = f32_tiles;
     ladle_graph *g = NULL;
-    LT_OK(ladle_gpt_create(&d, &g));
+    LT_OK(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g));
     return g;
 }
 
@@ -284,14 +284,14 @@ START_TEST(bad_descriptors)
     ladle_graph *g = NULL;
     ladle_gpt_desc_init(&d);
     d.device = lt_device();
-    LT_FAILS(ladle_gpt_create(NULL, &g), LADLE_ERR_NULL);
-    LT_FAILS(ladle_gpt_create(&d, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_gpt_create(NULL, ladle_comm_of(MPI_COMM_SELF), &g), LADLE_ERR_NULL);
+    LT_FAILS(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), NULL), LADLE_ERR_NULL);
     ladle_gpt_desc b;
 #define REFUSED(field, value, text)                                                        \
     do {                                                                                   \
         b = d;                                                                             \
         b.field = value;                                                                   \
-        ladle_status st_ = ladle_gpt_create(&b, &g);                                       \
+        ladle_status st_ = ladle_gpt_create(&b, ladle_comm_of(MPI_COMM_SELF), &g);         \
         LT_ASSERT(st_ == LADLE_ERR_ARG && g == NULL &&                                     \
                       strstr(ladle_error_message(), text) != NULL,                         \
                   #field " = " #value ": %s: %s", ladle_status_name(st_),                  \
@@ -315,10 +315,10 @@ START_TEST(bad_descriptors)
     REFUSED(data_ways, 3, "data_ways 3 must divide the batch");
     REFUSED(tensor_ways, 3, "tensor_ways 3 must divide the context");
     REFUSED(tensor_ways, 8, "at most the heads");
-    REFUSED(tensor_ways, 2, "runs on one rank");
+    REFUSED(tensor_ways, 2, "over a communicator of 1 ranks: they must be equal");
 #undef REFUSED
     if (lt_device() == LADLE_CUDA) { /* no attention kernels there yet */
-        ladle_status st = ladle_gpt_create(&d, &g);
+        ladle_status st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g);
         LT_ASSERT(st == LADLE_ERR_DEVICE && g == NULL, "cuda: %s: %s",
                   ladle_status_name(st), ladle_error_message());
     }
@@ -421,8 +421,8 @@ static void parallel_equals_one_rank(int D, int S)
     ladle_gpt_desc ds = dp_desc(1, 9), dd = dp_desc(D, S == 1 ? 9 + (uint64_t)rank : 9);
     dd.tensor_ways = S;
     ladle_graph *one = NULL, *dp = NULL;
-    LT_OK(ladle_gpt_create(&ds, &one));
-    LT_OK(ladle_gpt_create_on(&dd, MPI_COMM_WORLD, &dp));
+    LT_OK(ladle_gpt_create(&ds, ladle_comm_of(MPI_COMM_SELF), &one));
+    LT_OK(ladle_gpt_create(&dd, ladle_comm_of(MPI_COMM_WORLD), &dp));
     if (S == 1)
         LT_ASSERT(params_apart(dp, one, 0) == 0,
                   "the copies do not start as rank 0's weights");
@@ -483,10 +483,12 @@ static void parallel_equals_one_rank(int D, int S)
     /* every shard and copy gathered by a checkpoint, into the one-rank model */
     char path[64];
     snprintf(path, sizeof path, "/tmp/ladle_test_gpt_%dx%d.ckpt", D, S);
-    LT_OK(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, dp, NULL, 0, NULL));
+    LT_OK(ladle_checkpoint_save_graph(path, ladle_comm_of(MPI_COMM_WORLD), dp, NULL, 0,
+                                      NULL));
     ladle_graph *back = NULL;
-    LT_OK(ladle_gpt_create(&ds, &back));
-    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_SELF, back, NULL, 0, NULL, NULL));
+    LT_OK(ladle_gpt_create(&ds, ladle_comm_of(MPI_COMM_SELF), &back));
+    LT_OK(ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_SELF), back, NULL, 0,
+                                      NULL, NULL));
     double ce = params_apart(back, one, 0);
     LT_ASSERT(ce <= 1e-10, "%dx%d: the checkpoint's weights are %.3e from one rank's", D, S,
               ce);
@@ -509,7 +511,8 @@ START_TEST(data_parallel_equals_one_rank)
         if (ranks > 1 && NG % ranks == 0) {
             ladle_gpt_desc d = dp_desc(ranks, 9);
             ladle_graph *g = NULL;
-            LT_FAILS(ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g), LADLE_ERR_DEVICE);
+            LT_FAILS(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g),
+                     LADLE_ERR_DEVICE);
         }
         return;
     }
@@ -528,7 +531,7 @@ START_TEST(data_parallel_refusals)
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     ladle_graph *g = NULL;
     ladle_gpt_desc d = dp_desc(ranks + 1, 1);
-    ladle_status st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+    ladle_status st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g);
     LT_ASSERT(st == LADLE_ERR_ARG && g == NULL &&
                   strstr(ladle_error_message(), "data_ways"),
               "data_ways %d over %d ranks: %s: %s", ranks + 1, ranks, ladle_status_name(st),
@@ -537,7 +540,7 @@ START_TEST(data_parallel_refusals)
     d = dp_desc(ranks, 1);
     d.batch = 5 * ranks + (ranks > 1); /* not divisible when ranks > 1 */
     if (ranks > 1) {
-        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+        st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g);
         LT_ASSERT(st == LADLE_ERR_ARG && g == NULL, "batch %lld over %d: %s",
                   (long long)d.batch, ranks, ladle_status_name(st));
         ladle_error_clear();
@@ -545,15 +548,15 @@ START_TEST(data_parallel_refusals)
         d = dp_desc(ranks, 1);
         if (rank == ranks - 1)
             d.layers = 0;
-        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+        st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g);
         LT_ASSERT(st == LADLE_ERR_ARG && g == NULL, "layers 0 on the last rank: %s",
                   ladle_status_name(st));
         ladle_error_clear();
     }
     d = dp_desc(1, 1);
     d.data_ways = 2;
-    LT_FAILS(ladle_gpt_create(&d, &g), LADLE_ERR_ARG);
-    LT_FAILS(ladle_gpt_create_on(NULL, MPI_COMM_WORLD, &g), LADLE_ERR_NULL);
+    LT_FAILS(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_create(NULL, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_NULL);
 
     /* the wrapper */
     ladle_partition *p = lt_partition(1, (int[]){ranks}, 0);

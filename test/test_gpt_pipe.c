@@ -123,7 +123,7 @@ static ladle_graph *reference(double *loss)
     ladle_gpt_desc d;
     desc(&d, M * MB);
     ladle_graph *g = NULL;
-    LT_OK(ladle_gpt_create(&d, &g));
+    LT_OK(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g));
     ladle_optimizer_desc od;
     opt_desc(&od);
     ladle_optimizer *opt = NULL;
@@ -158,11 +158,11 @@ START_TEST(chain_is_the_graph)
     int n = ladle_gpt_num_layers(&d);
     LT_ASSERT(n == 2 + 2 * L + 3, "%d layers in the chain", n);
     ladle_op *ls[16] = {NULL};
-    LT_OK(ladle_gpt_layers(&d, 0, n, ls));
+    LT_OK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, ls));
     ladle_gpt_desc dg;
     desc(&dg, MB);
     ladle_graph *g = NULL;
-    LT_OK(ladle_gpt_create(&dg, &g));
+    LT_OK(ladle_gpt_create(&dg, ladle_comm_of(MPI_COMM_SELF), &g));
     int k = 0;
     double worst = 0;
     for (int i = 0; i < n; i++)
@@ -180,7 +180,7 @@ START_TEST(chain_is_the_graph)
     LT_ASSERT(worst == 0, "the chain's weights differ from the graph's by %.2e", worst);
     /* a middle range draws the seeds it draws in the whole chain */
     ladle_op *mid[2] = {NULL};
-    LT_OK(ladle_gpt_layers(&d, 3, 2, mid));
+    LT_OK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 3, 2, mid));
     for (int q = 0; q < ladle_op_num_params(mid[1]); q++)
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_param(mid[1], q)); e++)
             worst = fmax(worst, fabs(lt_get(ladle_op_param(mid[1], q), e) -
@@ -194,8 +194,8 @@ START_TEST(chain_is_the_graph)
     ladle_op *ld[16] = {NULL};
     int nd = ladle_gpt_num_layers(&dd);
     LT_ASSERT(nd == n + 1, "%d layers with dropout", nd);
-    LT_OK(ladle_gpt_layers(&dd, 0, nd, ld));
-    LT_OK(ladle_gpt_create(&dd, &gd));
+    LT_OK(ladle_gpt_layers(&dd, ladle_comm_of(MPI_COMM_SELF), 0, nd, ld));
+    LT_OK(ladle_gpt_create(&dd, ladle_comm_of(MPI_COMM_SELF), &gd));
     int kd = 0;
     for (int i = 0; i < nd; i++)
         for (int q = 0; q < ladle_op_num_params(ld[i]); q++, kd++) {
@@ -211,17 +211,21 @@ START_TEST(chain_is_the_graph)
         ladle_op_destroy(&ld[i]);
     ladle_graph_destroy(&gd);
     /* refusals */
-    LT_FAILS(ladle_gpt_layers(&d, n - 1, 2, mid), LADLE_ERR_ARG);
-    LT_FAILS(ladle_gpt_layers(&d, -1, 1, mid), LADLE_ERR_ARG);
-    LT_FAILS(ladle_gpt_layers(&d, 0, 0, mid), LADLE_ERR_ARG);
-    LT_FAILS(ladle_gpt_layers(NULL, 0, 1, mid), LADLE_ERR_NULL);
+    LT_FAILS(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), n - 1, 2, mid),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), -1, 1, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, 0, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(NULL, ladle_comm_of(MPI_COMM_SELF), 0, 1, mid),
+             LADLE_ERR_NULL);
     ladle_gpt_desc bad = d;
     bad.tensor_ways = 2;
-    LT_FAILS(ladle_gpt_layers(&bad, 0, 1, mid), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&bad, ladle_comm_of(MPI_COMM_SELF), 0, 1, mid),
+             LADLE_ERR_ARG);
     bad = d;
     bad.heads = 3;
     LT_ASSERT(ladle_gpt_num_layers(&bad) == -1, "a bad descriptor has no chain");
-    LT_FAILS(ladle_gpt_loss_create(&bad, &mid[0]), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_loss_create(&bad, ladle_comm_of(MPI_COMM_SELF), &mid[0]),
+             LADLE_ERR_ARG);
     for (int i = 0; i < n; i++)
         ladle_op_destroy(&ls[i]);
     for (int i = 0; i < 2; i++)
@@ -238,7 +242,7 @@ static void params_before(int before[17])
     desc(&d, MB);
     ladle_op *all[16] = {NULL};
     int n = ladle_gpt_num_layers(&d);
-    LT_OK(ladle_gpt_layers(&d, 0, n, all));
+    LT_OK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, all));
     before[0] = 0;
     for (int i = 0; i < n; i++) {
         before[i + 1] = before[i] + ladle_op_num_params(all[i]);
@@ -321,7 +325,7 @@ static void plan_stages(int W, int *stages, int *first, int *rep)
     double cost[3 * 16];
     ladle_status st = LADLE_OK; /* LT_OK is collective: check after */
     if (lt_rank == 0) {
-        st = ladle_gpt_layers(&d, 0, n, ls);
+        st = ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, ls);
         if (st == LADLE_OK)
             st = ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n);
         for (int i = 0; i < n; i++)
@@ -375,15 +379,15 @@ START_TEST(pipeline_equals_the_graph)
             if (ladle_pipe_schedule_worker(s, j, q) == me) {
                 held[nheld].stage = j;
                 held[nheld].n = first[j + 1] - first[j];
-                made &=
-                    ladle_gpt_layers(&d, first[j], held[nheld].n, mine[nheld]) == LADLE_OK;
+                made &= ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), first[j],
+                                         held[nheld].n, mine[nheld]) == LADLE_OK;
                 held[nheld].layers = mine[nheld];
                 last_here |= j == S - 1;
                 nheld++;
             }
     ladle_op *loss = NULL;
     if (last_here)
-        made &= ladle_gpt_loss_create(&d, &loss) == LADLE_OK;
+        made &= ladle_gpt_loss_create(&d, ladle_comm_of(MPI_COMM_SELF), &loss) == LADLE_OK;
     LT_ASSERT(made, "%s: the stages' layers", what);
     ladle_optimizer_desc od;
     opt_desc(&od);
@@ -504,8 +508,9 @@ START_TEST(distributed_containers)
     desc(&d, MB);
     d.tensor_ways = lt_size + 1;
     ladle_op *ls[2] = {NULL};
-    LT_FAILS(ladle_gpt_layers_on(&d, MPI_COMM_WORLD, 0, 1, ls), LADLE_ERR_ARG);
-    LT_FAILS(ladle_gpt_loss_create_on(&d, MPI_COMM_WORLD, &ls[0]), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_WORLD), 0, 1, ls), LADLE_ERR_ARG);
+    LT_FAILS(ladle_gpt_loss_create(&d, ladle_comm_of(MPI_COMM_WORLD), &ls[0]),
+             LADLE_ERR_ARG);
     d.tensor_ways = 2;
     ladle_tensor *tw = NULL, *tr = NULL, *odd = NULL;
     LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){MB, T}, &tw));
@@ -572,10 +577,10 @@ static void tp_case(ladle_pipe_style style, int nst, const int *cut, const int *
             if (ladle_pipe_schedule_worker(s, j, q) == mine) {
                 d.tensor_ways = wsize[mine];
                 held[nheld] = (ladle_pipe_stage){j, cut[j + 1] - cut[j], ls[nheld]};
-                made &= ladle_gpt_layers_on(&d, wc, cut[j], held[nheld].n, ls[nheld]) ==
-                        LADLE_OK;
+                made &= ladle_gpt_layers(&d, ladle_comm_of(wc), cut[j], held[nheld].n,
+                                         ls[nheld]) == LADLE_OK;
                 if (j == nst - 1)
-                    made &= ladle_gpt_loss_create_on(&d, wc, &loss) == LADLE_OK;
+                    made &= ladle_gpt_loss_create(&d, ladle_comm_of(wc), &loss) == LADLE_OK;
                 nheld++;
             }
     LT_ASSERT(made, "%s: the stages' layers: %s", what, ladle_error_message());
@@ -633,10 +638,12 @@ START_TEST(ids_only_on_stage_zero)
     ladle_op *loss = NULL;
     int made = 1;
     if (me == 1) {
-        made &= ladle_gpt_layers(&d, 0, n, layers) == LADLE_OK;
-        made &= ladle_gpt_loss_create(&d, &loss) == LADLE_OK;
+        made &=
+            ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, layers) == LADLE_OK;
+        made &= ladle_gpt_loss_create(&d, ladle_comm_of(MPI_COMM_SELF), &loss) == LADLE_OK;
     } else if (me == 0) {
-        made &= ladle_gpt_layers(&d, 1, 1, layers) == LADLE_OK;
+        made &=
+            ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 1, 1, layers) == LADLE_OK;
     }
     LT_ASSERT(made, "the stages' layers");
     ladle_optimizer_desc od;

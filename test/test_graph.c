@@ -658,11 +658,14 @@ START_TEST(checkpoint_layouts)
             b = &to[k];
     built src = residual(a, c), dst = residual(b, c), ref = residual(NULL, c);
     train_two(&src, X, T);
-    LT_OK(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, src.g, NULL, 1, (int64_t[]){7}));
+    LT_OK(ladle_checkpoint_save_graph(path, ladle_comm_of(MPI_COMM_WORLD), src.g, NULL, 1,
+                                      (int64_t[]){7}));
     int64_t meta[1] = {0};
     int nmeta = 0;
-    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, dst.g, NULL, 1, meta, &nmeta));
-    LT_OK(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, ref.g, NULL, 0, NULL, NULL));
+    LT_OK(ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_WORLD), dst.g, NULL, 1,
+                                      meta, &nmeta));
+    LT_OK(ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_WORLD), ref.g, NULL, 0,
+                                      NULL, NULL));
     const ladle_tensor *ys = evaluate(&src, X), *yd = evaluate(&dst, X), *yr = evaluate(&ref, X);
     int64_t off[4];
     value_box(src.g, src.out, yr, off);
@@ -676,8 +679,11 @@ START_TEST(checkpoint_layouts)
     /* an unfinalized graph is refused before anything is written */
     ladle_graph *g = NULL;
     LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
-    LT_FAILS(ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, g, NULL, 0, NULL), LADLE_ERR_STATE);
-    LT_FAILS(ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, NULL, NULL, 0, NULL, NULL),
+    LT_FAILS(
+        ladle_checkpoint_save_graph(path, ladle_comm_of(MPI_COMM_WORLD), g, NULL, 0, NULL),
+        LADLE_ERR_STATE);
+    LT_FAILS(ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_WORLD), NULL, NULL, 0,
+                                         NULL, NULL),
              LADLE_ERR_NULL);
     ladle_graph_destroy(&g);
     MPI_Barrier(MPI_COMM_WORLD);

@@ -217,12 +217,12 @@ START_TEST(partitions_and_layouts)
 {
     ladle_partition *p = NULL;
     int wide[2] = {1 << 20, 1 << 20}, widest[2] = {2147483647, 2147483647};
-    FAILS_SAYING(ladle_partition_create(MPI_COMM_WORLD, 2, wide, NULL, &p), LADLE_ERR_ARG,
-                 "too large");
-    FAILS_SAYING(ladle_partition_create(MPI_COMM_WORLD, 2, widest, NULL, &p), LADLE_ERR_ARG,
-                 "too large");
+    FAILS_SAYING(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, wide, NULL, &p),
+                 LADLE_ERR_ARG, "too large");
+    FAILS_SAYING(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, widest, NULL, &p),
+                 LADLE_ERR_ARG, "too large");
     int many[1] = {1 << 29}; /* fits the limit, not the world */
-    FAILS_SAYING(ladle_partition_create(MPI_COMM_WORLD, 1, many, NULL, &p),
+    FAILS_SAYING(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, many, NULL, &p),
                  LADLE_ERR_PARTITION, "ranks");
     LT_ASSERT(p == NULL, "no partition on failure");
     int s[1] = {lt_size};

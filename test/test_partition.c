@@ -34,7 +34,7 @@ START_TEST(row_major_coordinates_and_ranks_as_given)
                   ladle_partition_neighbor(p, 5, 1, LADLE_DIR_HIGHER) == -1,
               "right");
     /* the private communicator orders members by partition rank */
-    MPI_Comm comm = ladle_partition_comm(p);
+    MPI_Comm comm = ladle_comm_mpi(ladle_partition_comm(p));
     int cr = -1, cs = 0, cmp = 0;
     if (comm != MPI_COMM_NULL) {
         MPI_Comm_rank(comm, &cr);
@@ -57,7 +57,7 @@ START_TEST(inactive_ranks_know_the_grid)
     LT_ASSERT(ladle_partition_size(p) == 1 && ladle_partition_shape(p)[0] == 1, "shape");
     LT_ASSERT(member ||
                   (ladle_partition_rank(p) == -1 && ladle_partition_coords(p) == NULL &&
-                   ladle_partition_comm(p) == MPI_COMM_NULL),
+                   ladle_comm_mpi(ladle_partition_comm(p)) == MPI_COMM_NULL),
               "inactive");
     ladle_partition_destroy(&p);
 }
@@ -98,7 +98,7 @@ START_TEST(subset_sub_and_union)
              ladle_partition_parent_rank(row, 1) == row0 + 1 &&
              ladle_partition_rank(row) == lt_rank % 2;
         int cs = 0;
-        MPI_Comm_size(ladle_partition_comm(row), &cs);
+        MPI_Comm_size(ladle_comm_mpi(ladle_partition_comm(row)), &cs);
         ok = ok && cs == 2;
     } else {
         ok = ok && !ladle_partition_active(row);
@@ -123,21 +123,29 @@ START_TEST(partition_bad_input)
     ladle_partition *p = NULL;
     int big[2] = {lt_size + 1, 1}, zero[2] = {2, 0}, one[1] = {1}, two[1] = {2};
     int dup[2] = {0, 0}, neg[1] = {-1};
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 2, big, NULL, &p), LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 2, zero, NULL, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, one, neg, &p), LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, -1, one, NULL, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, NULL, NULL, &p), LADLE_ERR_NULL);
-    LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, one, NULL, NULL), LADLE_ERR_NULL);
-    LT_FAILS(ladle_partition_create(MPI_COMM_NULL, 1, one, NULL, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, big, NULL, &p),
+             LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, zero, NULL, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, neg, &p),
+             LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), -1, one, NULL, &p),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, NULL, NULL, &p),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, NULL, NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_NULL), 1, one, NULL, &p),
+             LADLE_ERR_ARG);
     if (lt_size >= 2)
-        LT_FAILS(ladle_partition_create(MPI_COMM_WORLD, 1, two, dup, &p),
+        LT_FAILS(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, two, dup, &p),
                  LADLE_ERR_PARTITION);
     LT_ASSERT(p == NULL, "no partition on failure");
     if (lt_size >= 2) {
         /* ranks that disagree fail together instead of hanging */
         int mine[1] = {lt_rank == 0 ? 1 : 2};
-        ladle_status st = ladle_partition_create(MPI_COMM_WORLD, 1, mine, NULL, &p);
+        ladle_status st =
+            ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, mine, NULL, &p);
         LT_ASSERT(st == LADLE_ERR_ARG, "disagreement: %s", ladle_status_name(st));
         ladle_error_clear();
     }
@@ -233,30 +241,46 @@ START_TEST(fortran_handle_twins)
     for (int r = 0; r < lt_size; r++)
         ranks[r] = lt_size - 1 - r; /* reversed, to see the list honoured */
     ladle_partition *p = NULL, *q = NULL;
-    LT_OK(ladle_partition_create(MPI_COMM_WORLD, 2, shape, ranks, &p));
-    LT_OK(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 2, shape, ranks, &q));
+    LT_OK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, shape, ranks, &p));
+    LT_OK(ladle_partition_create(ladle_comm_of_fortran(MPI_Comm_c2f(MPI_COMM_WORLD)), 2,
+                                 shape, ranks, &q));
     LT_ASSERT(ladle_partition_rank(p) == ladle_partition_rank(q) &&
                   ladle_partition_size(p) == ladle_partition_size(q) &&
                   ladle_partition_ndim(q) == 2 && ladle_partition_shape(q)[1] == lt_size &&
                   ladle_partition_rank(q) == lt_size - 1 - lt_rank,
               "rank %d of %d", ladle_partition_rank(q), ladle_partition_size(q));
-    /* the Fortran handle of the private communicator names the same one */
+    /* the handle of the private communicator names the same one as the
+     * deprecated Fortran accessor's */
+    LT_DEPRECATED_BEGIN
+    ladle_partition *old = NULL;
+    LT_OK(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 2, shape, ranks, &old));
+    LT_ASSERT(ladle_partition_rank(old) == ladle_partition_rank(q) &&
+                  ladle_partition_size(old) == ladle_partition_size(q),
+              "the deprecated _f call gives the same partition");
+    ladle_partition_destroy(&old);
     MPI_Fint f = ladle_partition_comm_f(q);
-    int cmp = MPI_UNEQUAL;
-    MPI_Comm_compare(MPI_Comm_f2c(f), ladle_partition_comm(q), &cmp);
-    LT_ASSERT(cmp == MPI_IDENT, "comm_f names another communicator (%d)", cmp);
+    LT_ASSERT(f == ladle_partition_comm(q).fortran, "comm_f is comm's handle");
     LT_ASSERT(ladle_partition_comm_f(NULL) == MPI_Comm_c2f(MPI_COMM_NULL), "NULL gives null");
+    LT_DEPRECATED_END
+    int cmp = MPI_UNEQUAL, size = 0;
+    MPI_Comm_compare(MPI_Comm_f2c(f), ladle_comm_mpi(ladle_partition_comm(q)), &cmp);
+    LT_ASSERT(cmp == MPI_IDENT, "comm_f names another communicator (%d)", cmp);
+    MPI_Comm_size(ladle_comm_mpi(ladle_partition_comm(q)), &size);
+    LT_ASSERT(size == lt_size, "the private communicator has %d ranks", size);
+    LT_ASSERT(ladle_comm_mpi(ladle_partition_comm(NULL)) == MPI_COMM_NULL,
+              "NULL gives null");
     /* an inactive rank's handle is the null communicator's */
     int one[1] = {1};
     ladle_partition *last = NULL;
-    LT_OK(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), 1, one, (int[]){lt_size - 1},
-                                   &last));
+    LT_OK(ladle_partition_create(ladle_comm_of_fortran(MPI_Comm_c2f(MPI_COMM_WORLD)), 1,
+                                 one, (int[]){lt_size - 1}, &last));
     LT_ASSERT(ladle_partition_active(last) ||
-                  ladle_partition_comm_f(last) == MPI_Comm_c2f(MPI_COMM_NULL),
+                  ladle_partition_comm(last).fortran == MPI_Comm_c2f(MPI_COMM_NULL),
               "inactive comm_f");
     /* the null handle is refused as MPI_COMM_NULL is */
     ladle_partition *bad = NULL;
-    LT_FAILS(ladle_partition_create_f(MPI_Comm_c2f(MPI_COMM_NULL), 2, shape, NULL, &bad),
+    LT_FAILS(ladle_partition_create(ladle_comm_of_fortran(MPI_Comm_c2f(MPI_COMM_NULL)), 2,
+                                    shape, NULL, &bad),
              LADLE_ERR_ARG);
     LT_ASSERT(bad == NULL, "no object on failure");
     ladle_partition_destroy(&last);
@@ -313,16 +337,19 @@ START_TEST(mpi_identity_and_refusal)
                                                                           : "Open MPI 4.1.4";
     int shape[1] = {1};
     ladle_partition *p = NULL;
-    ladle_status st = ladle_partition_create_mpi(other, MPI_COMM_WORLD, 1, shape, NULL, &p);
+    ladle_status st = ladle_partition_create_mpi(other, ladle_comm_of(MPI_COMM_WORLD), 1,
+                                                 shape, NULL, &p);
     const char *msg = ladle_error_message();
     LT_ASSERT(st == LADLE_ERR_MPI && p == NULL && strstr(msg, other) != NULL &&
                   strstr(msg, lib) != NULL && strstr(msg, "ladle_partition_create") != NULL,
               "%s: %s", ladle_status_name(st), msg);
     ladle_error_clear();
     /* the caller's own family is accepted, and so is an unknown caller */
-    LT_OK(ladle_partition_create_mpi(LADLE_MPI_HEADER, MPI_COMM_WORLD, 1, shape, NULL, &p));
+    LT_OK(ladle_partition_create_mpi(LADLE_MPI_HEADER, ladle_comm_of(MPI_COMM_WORLD), 1,
+                                     shape, NULL, &p));
     ladle_partition_destroy(&p);
-    LT_OK(ladle_partition_create_mpi(NULL, MPI_COMM_WORLD, 1, shape, NULL, &p));
+    LT_OK(ladle_partition_create_mpi(NULL, ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL,
+                                     &p));
     ladle_partition_destroy(&p);
 }
 END_TEST

@@ -454,7 +454,8 @@ START_TEST(profiling_comm)
     int64_t big[2] = {64, 8192};
     LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, big, LADLE_F32, lt_device(), &ops[3]));
     double cut[4] = {-1, -1, -1, -1}, red[4] = {-1, -1, -1, -1}, lat = -1;
-    LT_OK(ladle_pipe_profile_comm(MPI_COMM_WORLD, 4, ops, 9, cut, red, &lat));
+    LT_OK(
+        ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, ops, 9, cut, red, &lat));
     double lo[9], hi[9],
         v[9] = {cut[0], cut[1], cut[2], cut[3], red[0], red[1], red[2], red[3], lat};
     MPI_Allreduce(v, lo, 9, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
@@ -474,18 +475,21 @@ START_TEST(profiling_comm)
                   cut[0], red[2], red[0], lat);
     /* bad arguments: nothing written */
     double c2[4] = {-7, -7, -7, -7}, r2[4] = {-7, -7, -7, -7}, l2 = -7;
-    LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_NULL, 4, ops, 9, c2, r2, &l2), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_WORLD, 0, ops, 9, c2, r2, &l2),
+    LT_FAILS(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_NULL), 4, ops, 9, c2, r2, &l2),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_WORLD, 4, ops, 0, c2, r2, &l2),
+    LT_FAILS(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 0, ops, 9, c2, r2, &l2),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_WORLD, 4, ops, 9, NULL, r2, &l2),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_WORLD, 4, NULL, 9, c2, r2, &l2),
-             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, ops, 0, c2, r2, &l2),
+             LADLE_ERR_ARG);
+    LT_FAILS(
+        ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, ops, 9, NULL, r2, &l2),
+        LADLE_ERR_NULL);
+    LT_FAILS(
+        ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, NULL, 9, c2, r2, &l2),
+        LADLE_ERR_NULL);
     if (lt_size > 1) /* the ranks disagree on the layers: every rank refuses */
-        LT_FAILS(ladle_pipe_profile_comm(MPI_COMM_WORLD, lt_rank == 0 ? 3 : 4, ops, 9, c2,
-                                         r2, &l2),
+        LT_FAILS(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD),
+                                         lt_rank == 0 ? 3 : 4, ops, 9, c2, r2, &l2),
                  LADLE_ERR_ARG);
     LT_ASSERT(c2[0] == -7 && r2[0] == -7 && l2 == -7, "a failed profile wrote its costs");
     for (int i = 0; i < 4; i++)

@@ -46,7 +46,7 @@ static ladle_graph *model(ladle_resnet_kind kind, const lay *l)
     } else {
         d.sequential = 1;
     }
-    LT_OK(ladle_resnet_create(&d, MPI_COMM_WORLD, &g));
+    LT_OK(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g));
     return g;
 }
 
@@ -273,7 +273,7 @@ START_TEST(resnet20_by_hand)
     d.sequential = 1;
     d.dtype = LADLE_F64;
     d.device = lt_device();
-    LT_OK(ladle_resnet_create(&d, MPI_COMM_WORLD, &g));
+    LT_OK(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g));
     int64_t stem = 144 + 32, s1 = 3 * (2 * 2304 + 64);
     int64_t s2 = 4608 + 9216 + 128 + 512 + 64 + 2 * (2 * 9216 + 128);
     int64_t s3 = 18432 + 36864 + 256 + 2048 + 128 + 2 * (2 * 36864 + 256);
@@ -318,13 +318,13 @@ START_TEST(bad_descriptors)
 {
     ladle_graph *g = NULL;
     ladle_resnet_desc d = desc(&(lay){1, 1, 1, 1});
-    LT_FAILS(ladle_resnet_create(NULL, MPI_COMM_WORLD, &g), LADLE_ERR_NULL);
-    LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_resnet_create(NULL, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_NULL);
+    LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), NULL), LADLE_ERR_NULL);
     LT_FAILS(ladle_resnet_desc_init(&d, (ladle_resnet_kind)9), LADLE_ERR_ARG);
     LT_FAILS(ladle_resnet_desc_init(NULL, LADLE_RESNET18), LADLE_ERR_NULL);
     d = desc(&(lay){1, 1, 1, 1});
     d.size = 8;
-    LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), LADLE_ERR_ARG);
+    LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_ARG);
     /* numbers out of range, one at a time */
     for (int k = 0; k < 9; k++) {
         d = desc(&(lay){1, 1, 1, 1});
@@ -339,7 +339,7 @@ START_TEST(bad_descriptors)
         case 7: d.in_channels = INT64_MAX; break;
         default: d.width = INT64_MAX; break;
         }
-        LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), LADLE_ERR_ARG);
+        LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_ARG);
     }
     /* layouts: more ranks than there are, overflowing ways, a batch
      * smaller than the data ways, too few channels for the channel ways,
@@ -353,14 +353,14 @@ START_TEST(bad_descriptors)
             d.channel_ways = 2;
             d.width = 1;
         }
-        LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), LADLE_ERR_ARG);
+        LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_ARG);
     }
     d = desc(&(lay){1, 1, 2, 1});
     d.image = 3; /* 3 -> 2 -> 1 across: one column for two tiles */
-    LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), LADLE_ERR_ARG);
+    LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_ARG);
     d = desc(&(lay){1, 1, 1, 1});
     d.dtype = LADLE_I64;
-    LT_FAILS(ladle_resnet_create(&d, MPI_COMM_WORLD, &g), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), LADLE_ERR_DTYPE);
     LT_ASSERT(g == NULL, "a graph after failures");
 }
 END_TEST
@@ -376,17 +376,17 @@ START_TEST(bad_builder_calls)
     bd.dtype = LADLE_F64;
     bd.device = lt_device();
     bd.sequential = 1;
-    LT_FAILS(ladle_builder_create(NULL, MPI_COMM_WORLD, &b), LADLE_ERR_NULL);
+    LT_FAILS(ladle_builder_create(NULL, ladle_comm_of(MPI_COMM_WORLD), &b), LADLE_ERR_NULL);
     bd.size = 4;
-    LT_FAILS(ladle_builder_create(&bd, MPI_COMM_WORLD, &b), LADLE_ERR_ARG);
+    LT_FAILS(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b), LADLE_ERR_ARG);
     bd.size = sizeof bd;
-    LT_OK(ladle_builder_create(&bd, MPI_COMM_WORLD, &b));
+    LT_OK(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b));
     LT_FAILS(ladle_builder_input(b, "x", NULL, &x), LADLE_ERR_NULL);
     LT_FAILS(ladle_builder_input(b, "x", (int64_t[]){2, 1, 0, 4}, &x), LADLE_ERR_SHAPE);
     /* a refused input leaves the builder broken */
     LT_FAILS(ladle_builder_input(b, "x", (int64_t[]){2, 1, 4, 4}, &x), LADLE_ERR_STATE);
     ladle_builder_destroy(&b);
-    LT_OK(ladle_builder_create(&bd, MPI_COMM_WORLD, &b));
+    LT_OK(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b));
     LT_OK(ladle_builder_input(b, "x", (int64_t[]){2, 1, 4, 4}, &x));
     LT_FAILS(ladle_builder_conv_bn(b, NULL, x, 4, 3, 1, 1, &y), LADLE_ERR_NULL);
     LT_OK(ladle_builder_conv_bn(b, "stem", x, 4, 3, 1, 1, &y));
@@ -412,7 +412,7 @@ START_TEST(bad_builder_calls)
     longname[sizeof longname - 1] = '\0';
     longname[LADLE_GRAPH_NAME_MAX - 6] = '\0'; /* fits, but "<name>.conv1" does not */
     for (int k = 0; k < 4; k++) {
-        LT_OK(ladle_builder_create(&bd, MPI_COMM_WORLD, &b));
+        LT_OK(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b));
         LT_OK(ladle_builder_input(b, "x", (int64_t[]){2, 3, 4, 4}, &x));
         if (k == 0)
             LT_FAILS(ladle_builder_basic_block(b, longname, x, 4, 1, &y), LADLE_ERR_ARG);
@@ -427,7 +427,7 @@ START_TEST(bad_builder_calls)
         ladle_builder_destroy(&b);
     }
     /* finish hands the graph over; the builder is spent */
-    LT_OK(ladle_builder_create(&bd, MPI_COMM_WORLD, &b));
+    LT_OK(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b));
     LT_OK(ladle_builder_input(b, "x", (int64_t[]){2, 3, 4, 4}, &x));
     LT_OK(ladle_builder_global_avg_pool(b, "pool", x, &p));
     LT_OK(ladle_builder_finish(b, p, &g));
@@ -441,7 +441,7 @@ START_TEST(bad_builder_calls)
     /* a distributed builder on more ranks than there are */
     bd.sequential = 0;
     bd.spatial[0] = lt_size + 1;
-    LT_FAILS(ladle_builder_create(&bd, MPI_COMM_WORLD, &b), LADLE_ERR_ARG);
+    LT_FAILS(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b), LADLE_ERR_ARG);
 }
 END_TEST
 

@@ -287,7 +287,7 @@ static int make_partition(const char *spec, const char *name, ladle_partition **
                        (long long)want);
         }
     }
-    *st = ladle_partition_create(MPI_COMM_WORLD, ndim, shape, ranks, p);
+    *st = ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), ndim, shape, ranks, p);
     free(ranks);
     return 0;
 }

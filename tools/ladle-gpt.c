@@ -294,10 +294,11 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const cha
     d1.dropout = 0;
     d1.data_ways = 1;
     d1.tensor_ways = 1;
-    if ((st = ladle_gpt_create(&d1, &s)) != LADLE_OK)
+    if ((st = ladle_gpt_create(&d1, ladle_comm_of(MPI_COMM_SELF), &s)) != LADLE_OK)
         return st;
     if (path)
-        st = ladle_checkpoint_load_graph(path, MPI_COMM_SELF, s, NULL, 0, NULL, NULL);
+        st = ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_SELF), s, NULL, 0,
+                                         NULL, NULL);
     for (int i = 0; !path && i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
         ladle_tensor *a = NULL, *b = NULL;
         if ((st = ladle_graph_param(g, i, NULL, &a, NULL)) == LADLE_OK &&
@@ -435,7 +436,7 @@ int main(int argc, char **argv)
     d.tensor_ways = S;
     d.attn_f32_tiles = o.f32_tiles;
     if (st == LADLE_OK)
-        st = ladle_gpt_create_on(&d, MPI_COMM_WORLD, &g);
+        st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g);
     if (tool_failed(TOOL, st, "the model")) {
         ladle_text_destroy(&t);
         return tool_exit(1);
@@ -482,7 +483,8 @@ int main(int argc, char **argv)
     if (st == LADLE_OK && o.resume) {
         int64_t got[8];
         int n = 0;
-        st = ladle_checkpoint_load_graph(o.checkpoint, MPI_COMM_WORLD, g, opt, 8, got, &n);
+        st = ladle_checkpoint_load_graph(o.checkpoint, ladle_comm_of(MPI_COMM_WORLD), g,
+                                         opt, 8, got, &n);
         if (st == LADLE_OK && (n != 8 || memcmp(got + 1, meta + 1, 7 * sizeof *got) != 0)) {
             fprintf(stderr,
                     TOOL ": %s was written by another run (seed, vocabulary, context, "
@@ -539,7 +541,8 @@ int main(int argc, char **argv)
             train_n = 0;
             if (o.checkpoint) {
                 meta[0] = step + 1;
-                if ((st = ladle_checkpoint_save_graph(o.checkpoint, MPI_COMM_WORLD, g, opt,
+                if ((st = ladle_checkpoint_save_graph(o.checkpoint,
+                                                      ladle_comm_of(MPI_COMM_WORLD), g, opt,
                                                       8, meta)) != LADLE_OK)
                     break;
             }
@@ -586,7 +589,8 @@ int main(int argc, char **argv)
                     close(fd);
             }
             MPI_Bcast(tmp, sizeof tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
-            st = tmp[0] ? ladle_checkpoint_save_graph(tmp, MPI_COMM_WORLD, g, NULL, 0, NULL)
+            st = tmp[0] ? ladle_checkpoint_save_graph(tmp, ladle_comm_of(MPI_COMM_WORLD), g,
+                                                      NULL, 0, NULL)
                         : LADLE_ERR_IO;
             path = tmp;
         }

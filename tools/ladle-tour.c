@@ -64,9 +64,10 @@ static ladle_status build(const tour_case *c, ladle_dtype dt, ladle_op **op)
     int xr[64], yr[64];
     for (int r = 0; r < 64; r++)
         xr[r] = c->xfirst + r, yr[r] = c->yfirst + r;
-    st = ladle_partition_create(MPI_COMM_WORLD, c->xd, c->xshape, xr, &px);
+    st = ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), c->xd, c->xshape, xr, &px);
     if (st == LADLE_OK && c->yd > 0)
-        st = ladle_partition_create(MPI_COMM_WORLD, c->yd, c->yshape, yr, &py);
+        st = ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), c->yd, c->yshape, yr,
+                                    &py);
     if (st != LADLE_OK)
         goto done;
     switch (c->k) {

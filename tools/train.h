@@ -87,16 +87,18 @@ static ladle_status model_add_to(ladle_optimizer *opt, const model *m)
 static ladle_status model_save(const char *path, const model *m, const ladle_optimizer *opt,
                                int nmeta, const int64_t *meta)
 {
-    return m->net ? ladle_checkpoint_save(path, MPI_COMM_WORLD, m->net, opt, nmeta, meta)
-                  : ladle_checkpoint_save_graph(path, MPI_COMM_WORLD, m->graph, opt, nmeta,
-                                                meta);
+    return m->net ? ladle_checkpoint_save(path, ladle_comm_of(MPI_COMM_WORLD), m->net, opt,
+                                          nmeta, meta)
+                  : ladle_checkpoint_save_graph(path, ladle_comm_of(MPI_COMM_WORLD),
+                                                m->graph, opt, nmeta, meta);
 }
 
 static ladle_status model_load(const char *path, model *m, ladle_optimizer *opt)
 {
-    return m->net ? ladle_checkpoint_load(path, MPI_COMM_WORLD, m->net, opt, 0, NULL, NULL)
-                  : ladle_checkpoint_load_graph(path, MPI_COMM_WORLD, m->graph, opt, 0, NULL,
-                                                NULL);
+    return m->net ? ladle_checkpoint_load(path, ladle_comm_of(MPI_COMM_WORLD), m->net, opt,
+                                          0, NULL, NULL)
+                  : ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_WORLD),
+                                                m->graph, opt, 0, NULL, NULL);
 }
 
 /* The layouts of the images and of the logits (whose rows are the labels'). */
@@ -391,8 +393,8 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, model *ne
     int64_t got[LADLE_CHECKPOINT_MAX_META] = {0}, want[META_N];
     int n = 0;
     char why[CLI_WHY];
-    ladle_status st = ladle_checkpoint_read_meta(o->checkpoint, MPI_COMM_WORLD,
-                                                 LADLE_CHECKPOINT_MAX_META, got, &n);
+    ladle_status st = ladle_checkpoint_read_meta(
+        o->checkpoint, ladle_comm_of(MPI_COMM_WORLD), LADLE_CHECKPOINT_MAX_META, got, &n);
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     meta_of(o, train, 0, want);
@@ -542,7 +544,8 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         d.dtype = o->dtype;
         d.device = o->device;
         d.seed = o->seed;
-        if (tool_failed(tool, ladle_lenet_create(&d, MPI_COMM_WORLD, &r->net.net),
+        if (tool_failed(tool,
+                        ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &r->net.net),
                         "building LeNet-5"))
             return 2;
     } else {
@@ -566,7 +569,9 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         d.seed = o->seed;
         char what[64];
         snprintf(what, sizeof what, "building %s", model_titles[o->model]);
-        if (tool_failed(tool, ladle_resnet_create(&d, MPI_COMM_WORLD, &r->net.graph), what))
+        if (tool_failed(
+                tool, ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &r->net.graph),
+                what))
             return 2;
     }
     find_blocks(&r->net, &r->b);
@@ -676,8 +681,10 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
     int rc = 0;
     if (tool_outputs_ok(tool, 1, out_opt, out_path))
         return 2;
-    if (o.checkpoint && tool_failed(tool, ladle_checkpoint_check_path(o.checkpoint, MPI_COMM_WORLD),
-                                    "--checkpoint"))
+    if (o.checkpoint &&
+        tool_failed(
+            tool, ladle_checkpoint_check_path(o.checkpoint, ladle_comm_of(MPI_COMM_WORLD)),
+            "--checkpoint"))
         return 2;
     double t0 = MPI_Wtime();
     if ((rc = probe_data(&o, &info, &tinfo)) != 0 || (rc = setup(&o, &info, &r)) != 0)

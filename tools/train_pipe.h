@@ -51,8 +51,8 @@ static int pipe_profile(const opts *o, const ladle_dataset_info *info, int64_t m
     int failed = tool_failed(tool, st, "profiling LeNet-5's layers");
     int rc = failed ? st == LADLE_ERR_DEVICE ? 2 : 1 : 0;
     if (!failed) { /* the messages, timed by every rank together */
-        st = ladle_pipe_profile_comm(MPI_COMM_WORLD, *nl, layers, 9, in->cut, in->red,
-                                     &in->lat);
+        st = ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), *nl, layers, 9, in->cut,
+                                     in->red, &in->lat);
         rc = tool_failed(tool, st, "timing the pipeline's messages");
     }
     for (int i = 0; i < *nl; i++)
@@ -305,7 +305,8 @@ static ladle_status pipe_build(const opts *o, const ladle_dataset_info *info,
     int shape[1] = {W}, nheld = 0, last = 0;
     ladle_lenet_desc d;
     pipe_desc(o, info, o->batch / o->microbatches, &d);
-    ladle_status st = ladle_partition_create(MPI_COMM_WORLD, 1, shape, NULL, &ps->p);
+    ladle_status st =
+        ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &ps->p);
     if (st == LADLE_OK)
         st = ladle_lenet_layers(&d, PIPE_MAX_LAYERS, ps->all, &ps->n, &ps->loss);
     if (st != LADLE_OK)

@@ -54,7 +54,7 @@ static ladle_status grid(MPI_Comm comm, int nd, const int *shape, int n, int ste
     LADLE_CHECK(ranks != NULL, LADLE_ERR_ALLOC, "out of memory");
     for (int i = 0; i < n; i++)
         ranks[i] = i * step;
-    st = ladle_partition_create(comm, nd, shape, ranks, p);
+    st = ladle_partition_create(ladle_comm_of(comm), nd, shape, ranks, p);
 fail:
     ladle__free(ranks);
     return st;
@@ -113,8 +113,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_builder_create(const ladle_builder_desc *d, MPI_Comm comm, ladle_builder **out)
+ladle_status ladle_builder_create(const ladle_builder_desc *d, ladle_comm comm_in,
+                                  ladle_builder **out)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK;
     ladle_builder *b = NULL;
     int size = 1;

@@ -500,15 +500,18 @@ ladle_status ladle__checkpoint_save_chunked(const char *path, MPI_Comm comm,
     return ladle__checkpoint_save_model(path, comm, &m, opt, nmeta, meta, chunk);
 }
 
-ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm, const ladle_network *net,
-                                   const ladle_optimizer *opt, int nmeta, const int64_t meta[])
+ladle_status ladle_checkpoint_save(const char *path, ladle_comm comm_in,
+                                   const ladle_network *net, const ladle_optimizer *opt,
+                                   int nmeta, const int64_t meta[])
 {
+    LADLE_COMM_IN(comm, comm_in);
     return ladle__checkpoint_save_chunked(path, comm, net, opt, nmeta, meta,
                                           LADLE_MPI_CHUNK_BYTES);
 }
 
-ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm)
+ladle_status ladle_checkpoint_check_path(const char *path, ladle_comm comm_in)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK, local = LADLE_OK;
     io c;
     LADLE_CALL(io_open(comm, LADLE_MPI_CHUNK_BYTES, __func__, &c));
@@ -702,17 +705,19 @@ ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
     return ladle__checkpoint_load_model(path, comm, &m, opt, max_meta, meta, nmeta, chunk);
 }
 
-ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm, ladle_network *net,
+ladle_status ladle_checkpoint_load(const char *path, ladle_comm comm_in, ladle_network *net,
                                    ladle_optimizer *opt, int max_meta, int64_t meta[],
                                    int *nmeta)
 {
+    LADLE_COMM_IN(comm, comm_in);
     return ladle__checkpoint_load_chunked(path, comm, net, opt, max_meta, meta, nmeta,
                                           LADLE_MPI_CHUNK_BYTES);
 }
 
-ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm comm, int max_meta,
+ladle_status ladle_checkpoint_read_meta(const char *path, ladle_comm comm_in, int max_meta,
                                         int64_t meta[], int *nmeta)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK, local = LADLE_OK;
     blob b = {0};
     int64_t got[LADLE_CHECKPOINT_MAX_META + 1] = {0}; /* the count, then the integers */
@@ -757,35 +762,30 @@ fail:
     return st;
 }
 
-/* The Fortran-handle twins: the communicator converted, then the call. */
+/* Deprecated: the Fortran-handle twins of 0.1 (every call takes a
+ * ladle_comm now). */
 ladle_status ladle_checkpoint_save_f(const char *path, MPI_Fint comm, const ladle_network *net,
                                      const ladle_optimizer *opt, int nmeta, const int64_t meta[])
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_checkpoint_save(path, c, net, opt, nmeta, meta);
+    return ladle_checkpoint_save(path, ladle_comm_of_fortran(comm), net, opt, nmeta, meta);
 }
 
 ladle_status ladle_checkpoint_load_f(const char *path, MPI_Fint comm, ladle_network *net,
                                      ladle_optimizer *opt, int max_meta, int64_t meta[],
                                      int *nmeta)
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_checkpoint_load(path, c, net, opt, max_meta, meta, nmeta);
+    return ladle_checkpoint_load(path, ladle_comm_of_fortran(comm), net, opt, max_meta,
+                                 meta, nmeta);
 }
 
 ladle_status ladle_checkpoint_read_meta_f(const char *path, MPI_Fint comm, int max_meta,
                                           int64_t meta[], int *nmeta)
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_checkpoint_read_meta(path, c, max_meta, meta, nmeta);
+    return ladle_checkpoint_read_meta(path, ladle_comm_of_fortran(comm), max_meta, meta,
+                                      nmeta);
 }
 
 ladle_status ladle_checkpoint_check_path_f(const char *path, MPI_Fint comm)
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_checkpoint_check_path(path, c);
+    return ladle_checkpoint_check_path(path, ladle_comm_of_fortran(comm));
 }

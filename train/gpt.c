@@ -257,26 +257,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **out)
+ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_comm comm_in,
+                              ladle_graph **out)
 {
-    ladle_status st = LADLE_OK;
-    gpt_build b = {0};
-    LADLE_NOT_NULL(d);
-    LADLE_NOT_NULL(out);
-    *out = NULL;
-    LADLE_CHECK_SIZE(d);
-    LADLE_CALL(check_desc(d));
-    LADLE_CHECK(d->data_ways == 1 && d->tensor_ways == 1, LADLE_ERR_ARG,
-                "data_ways %d and tensor_ways %d: ladle_gpt_create runs on one rank "
-                "(ladle_gpt_create_on takes a communicator)",
-                d->data_ways, d->tensor_ways);
-    LADLE_CALL(build(&b, d, out));
-fail:
-    return st;
-}
-
-ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_graph **out)
-{
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK, local = LADLE_OK;
     gpt_build b = {0};
     int size = 0;
@@ -299,10 +283,12 @@ ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_g
                          d->data_ways, d->tensor_ways, size);
     LADLE_CALL(ladle__agree_code(comm, local, __func__));
     if (size > 1)
-        LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &b.p));
+        LADLE_CALL(
+            ladle_partition_create(ladle_comm_of(comm), 2, (int[]){size, 1}, NULL, &b.p));
     if (d->tensor_ways > 1) {
-        LADLE_CALL(ladle_partition_create(comm, 3, (int[]){d->data_ways, d->tensor_ways, 1},
-                                          NULL, &b.grid));
+        LADLE_CALL(ladle_partition_create(ladle_comm_of(comm), 3,
+                                          (int[]){d->data_ways, d->tensor_ways, 1}, NULL,
+                                          &b.grid));
         b.seq_block = ladle_partition_coords(b.grid)[1];
     }
     st = build(&b, d, out);
@@ -402,8 +388,8 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, int first, int count,
-                              ladle_op *layers[])
+static ladle_status layers_one(const ladle_gpt_desc *d, int first, int count,
+                               ladle_op *layers[])
 {
     ladle_status st = LADLE_OK;
     int made = 0;
@@ -472,9 +458,12 @@ static ladle_status chain_on_make(const ladle_gpt_desc *d, MPI_Comm comm, int S,
     c->d = d;
     c->S = S;
     c->t = T / S;
-    LADLE_CALL(ladle_partition_create(comm, 3, (int[]){1, S, 1}, NULL, &c->grid));
-    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){1, S}, NULL, &c->ids_p));
-    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){S, 1}, NULL, &c->rows_p));
+    LADLE_CALL(
+        ladle_partition_create(ladle_comm_of(comm), 3, (int[]){1, S, 1}, NULL, &c->grid));
+    LADLE_CALL(
+        ladle_partition_create(ladle_comm_of(comm), 2, (int[]){1, S}, NULL, &c->ids_p));
+    LADLE_CALL(
+        ladle_partition_create(ladle_comm_of(comm), 2, (int[]){S, 1}, NULL, &c->rows_p));
     c->i = ladle_partition_coords(c->grid)[1];
     LADLE_CALL(ladle_layout_create_balanced(c->ids_p, 2, (int64_t[]){n, T}, &c->ids));
     LADLE_CALL(
@@ -591,9 +580,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm, int first,
-                                 int count, ladle_op *layers[])
+ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, ladle_comm comm_in, int first,
+                              int count, ladle_op *layers[])
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK;
     chain_on c = {0};
     int made = 0, size = 0;
@@ -604,7 +594,7 @@ ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm, int fir
     LADLE_CHECK(first >= 0 && count >= 1 && first <= total - count, LADLE_ERR_ARG,
                 "layers %d .. %d of a chain of %d", first, first + count - 1, total);
     if (size == 1)
-        return ladle_gpt_layers(d, first, count, layers);
+        return layers_one(d, first, count, layers);
     LADLE_CALL(chain_on_make(d, comm, size, &c));
     uint64_t seed = d->seed;
     for (int i = 0; i < first; i++)
@@ -624,9 +614,12 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
-                                      ladle_op **loss)
+static ladle_status loss_one(const ladle_gpt_desc *d, ladle_op **loss);
+
+ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_comm comm_in,
+                                   ladle_op **loss)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK;
     int size = 0;
     ladle_partition *p = NULL;
@@ -634,11 +627,11 @@ ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
     LADLE_NOT_NULL(loss);
     LADLE_CALL(check_on(d, comm, &size, __func__));
     if (size == 1)
-        return ladle_gpt_loss_create(d, loss);
+        return loss_one(d, loss);
     ladle_loss_desc ld;
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;
-    LADLE_CALL(ladle_partition_create(comm, 2, (int[]){size, 1}, NULL, &p));
+    LADLE_CALL(ladle_partition_create(ladle_comm_of(comm), 2, (int[]){size, 1}, NULL, &p));
     LADLE_CALL(ladle_dist_loss_create_ex(&ld, p, 2,
                                          (int64_t[]){d->batch * d->context, d->vocab},
                                          d->dtype, d->device, 0, loss));
@@ -690,7 +683,8 @@ fail:
     return st;
 }
 
-ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss)
+/* The loss after the one-rank chain's "rows". */
+static ladle_status loss_one(const ladle_gpt_desc *d, ladle_op **loss)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(d);
@@ -704,4 +698,23 @@ ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss)
     LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, loss));
 fail:
     return st;
+}
+
+/* ---- deprecated: the _on forms of 0.1 ---------------------------------- */
+
+ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_graph **g)
+{
+    return ladle_gpt_create(d, ladle_comm_of(comm), g);
+}
+
+ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm, int first,
+                                 int count, ladle_op *layers[])
+{
+    return ladle_gpt_layers(d, ladle_comm_of(comm), first, count, layers);
+}
+
+ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
+                                      ladle_op **loss)
+{
+    return ladle_gpt_loss_create(d, ladle_comm_of(comm), loss);
 }

@@ -342,10 +342,11 @@ static ladle_status graph_model(const ladle_graph *g, ladle__model *m, const cha
     return LADLE_OK;
 }
 
-ladle_status ladle_checkpoint_save_graph(const char *path, MPI_Comm comm, const ladle_graph *g,
-                                         const ladle_optimizer *opt, int nmeta,
-                                         const int64_t meta[])
+ladle_status ladle_checkpoint_save_graph(const char *path, ladle_comm comm_in,
+                                         const ladle_graph *g, const ladle_optimizer *opt,
+                                         int nmeta, const int64_t meta[])
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle__model m;
     ladle_status st = graph_model(g, &m, __func__);
     return st != LADLE_OK ? st
@@ -353,10 +354,11 @@ ladle_status ladle_checkpoint_save_graph(const char *path, MPI_Comm comm, const 
                                                          LADLE_MPI_CHUNK_BYTES);
 }
 
-ladle_status ladle_checkpoint_load_graph(const char *path, MPI_Comm comm, ladle_graph *g,
-                                         ladle_optimizer *opt, int max_meta, int64_t meta[],
-                                         int *nmeta)
+ladle_status ladle_checkpoint_load_graph(const char *path, ladle_comm comm_in,
+                                         ladle_graph *g, ladle_optimizer *opt, int max_meta,
+                                         int64_t meta[], int *nmeta)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle__model m;
     ladle_status st = graph_model(g, &m, __func__);
     return st != LADLE_OK ? st

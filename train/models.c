@@ -107,7 +107,7 @@ fail:
 static ladle_status grid(MPI_Comm comm, int nd, const int *shape, const int *ranks,
                          ladle_partition **p)
 {
-    return ladle_partition_create(comm, nd, shape, ranks, p);
+    return ladle_partition_create(ladle_comm_of(comm), nd, shape, ranks, p);
 }
 
 static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builder *b)
@@ -217,8 +217,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm, ladle_network **net)
+ladle_status ladle_lenet_create(const ladle_lenet_desc *d, ladle_comm comm_in,
+                                ladle_network **net)
 {
+    LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK;
     builder b;
     int size = 1;
@@ -283,9 +285,8 @@ fail:
     return st;
 }
 
+/* deprecated: ladle_lenet_create takes a ladle_comm */
 ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm, ladle_network **net)
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_lenet_create(d, c, net);
+    return ladle_lenet_create(d, ladle_comm_of_fortran(comm), net);
 }

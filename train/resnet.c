@@ -99,7 +99,8 @@ fail:
     return st;
 }
 
-ladle_status ladle_resnet_create(const ladle_resnet_desc *d, MPI_Comm comm, ladle_graph **g)
+ladle_status ladle_resnet_create(const ladle_resnet_desc *d, ladle_comm comm,
+                                 ladle_graph **g)
 {
     ladle_status st = LADLE_OK;
     ladle_builder *b = NULL;
@@ -133,9 +134,8 @@ fail:
     return st;
 }
 
+/* deprecated: ladle_resnet_create takes a ladle_comm */
 ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm, ladle_graph **g)
 {
-    MPI_Comm c = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, comm, &c);
-    return st != LADLE_OK ? st : ladle_resnet_create(d, c, g);
+    return ladle_resnet_create(d, ladle_comm_of_fortran(comm), g);
 }

@@ -69,7 +69,7 @@ LADLE_API void ladle_builder_desc_init(ladle_builder_desc *d);
  * LADLE_ERR_ARG (a size that is not this library's, ways below 1 or above
  * 4096, a layout needing more ranks than comm has, channel ways mixed with
  * data ways), LADLE_ERR_DTYPE, LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_builder_create(const ladle_builder_desc *d, MPI_Comm comm,
+LADLE_API ladle_status ladle_builder_create(const ladle_builder_desc *d, ladle_comm comm,
                                             ladle_builder **b);
 /* Destroy the builder and, unless finish handed it over, its graph. *b
  * becomes NULL; accepts NULL. Local. */

@@ -37,6 +37,7 @@
 
 #include <mpi.h>
 
+#include "comm.h"
 #include "core.h"
 #include "graph.h"
 #include "network.h"
@@ -55,12 +56,12 @@ extern "C" {
  * parameters, of some, or of others is refused rather than saved as if
  * there were none. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (nmeta outside 0 to
  * LADLE_CHECKPOINT_MAX_META, an optimizer that does not hold the network's
- * parameters, comm MPI_COMM_NULL), LADLE_ERR_SHAPE (a tensor too large
+ * parameters, comm MPI_COMM_NULL's handle), LADLE_ERR_SHAPE (a tensor too large
  * for a file),
  * LADLE_ERR_IO (path a directory, its directory missing or not writable,
  * the disk full...; an existing file at path is then untouched),
  * LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm,
+LADLE_API ladle_status ladle_checkpoint_save(const char *path, ladle_comm comm,
                                              const ladle_network *net,
                                              const ladle_optimizer *opt, int nmeta,
                                              const int64_t meta[]);
@@ -73,7 +74,7 @@ LADLE_API ladle_status ladle_checkpoint_save(const char *path, MPI_Comm comm,
  * another architecture (on every rank, with nothing changed),
  * LADLE_ERR_ARG (max_meta negative, or room for integers at NULL), and
  * the codes of ladle_checkpoint_save. */
-LADLE_API ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm,
+LADLE_API ladle_status ladle_checkpoint_load(const char *path, ladle_comm comm,
                                              ladle_network *net, ladle_optimizer *opt,
                                              int max_meta, int64_t meta[], int *nmeta);
 
@@ -85,13 +86,14 @@ LADLE_API ladle_status ladle_checkpoint_load(const char *path, MPI_Comm comm,
  * (ladle_optimizer_add_graph). The file is the chain's format. Returns the
  * codes of ladle_checkpoint_save and ladle_checkpoint_load, and
  * LADLE_ERR_STATE for a graph that is not finalized. */
-LADLE_API ladle_status ladle_checkpoint_save_graph(const char *path, MPI_Comm comm,
+LADLE_API ladle_status ladle_checkpoint_save_graph(const char *path, ladle_comm comm,
                                                    const ladle_graph *g,
                                                    const ladle_optimizer *opt, int nmeta,
                                                    const int64_t meta[]);
-LADLE_API ladle_status ladle_checkpoint_load_graph(const char *path, MPI_Comm comm,
+LADLE_API ladle_status ladle_checkpoint_load_graph(const char *path, ladle_comm comm,
                                                    ladle_graph *g, ladle_optimizer *opt,
-                                                   int max_meta, int64_t meta[], int *nmeta);
+                                                   int max_meta, int64_t meta[],
+                                                   int *nmeta);
 
 /* Only the caller's integers of the checkpoint at path (up to max_meta of
  * them into meta; *nmeta gets their number), after the same checks of the
@@ -102,7 +104,7 @@ LADLE_API ladle_status ladle_checkpoint_load_graph(const char *path, MPI_Comm co
  * status. Collective over comm. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
  * LADLE_ERR_IO (missing, unreadable, torn, truncated or foreign),
  * LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm comm,
+LADLE_API ladle_status ladle_checkpoint_read_meta(const char *path, ladle_comm comm,
                                                   int max_meta, int64_t meta[], int *nmeta);
 
 /* Check, before any training starts, that ladle_checkpoint_save could
@@ -112,26 +114,9 @@ LADLE_API ladle_status ladle_checkpoint_read_meta(const char *path, MPI_Comm com
  * path fails in the first second instead of after an epoch; a disk that
  * fills up later is still reported by the save. Rank 0 of comm tries;
  * every rank gets its verdict. Collective over comm. Returns LADLE_ERR_NULL,
- * LADLE_ERR_ARG (comm MPI_COMM_NULL), LADLE_ERR_IO (with the reason),
+ * LADLE_ERR_ARG (comm MPI_COMM_NULL's handle), LADLE_ERR_IO (with the reason),
  * LADLE_ERR_MPI. */
-LADLE_API ladle_status ladle_checkpoint_check_path(const char *path, MPI_Comm comm);
-
-/* The four calls above over the communicator of a Fortran handle
- * (MPI_Comm_f2c(comm)), for bindings that hold an MPI_Fint (see
- * ladle_partition_create_f). Each checks first that the running MPI is
- * libladle's and initialised; a failure there is returned on the calling
- * rank only (LADLE_ERR_MPI, LADLE_ERR_STATE) -- every rank of a wrong
- * process fails the same way. Otherwise as their twins. */
-LADLE_API ladle_status ladle_checkpoint_save_f(const char *path, MPI_Fint comm,
-                                               const ladle_network *net,
-                                               const ladle_optimizer *opt, int nmeta,
-                                               const int64_t meta[]);
-LADLE_API ladle_status ladle_checkpoint_load_f(const char *path, MPI_Fint comm,
-                                               ladle_network *net, ladle_optimizer *opt,
-                                               int max_meta, int64_t meta[], int *nmeta);
-LADLE_API ladle_status ladle_checkpoint_read_meta_f(const char *path, MPI_Fint comm,
-                                                    int max_meta, int64_t meta[], int *nmeta);
-LADLE_API ladle_status ladle_checkpoint_check_path_f(const char *path, MPI_Fint comm);
+LADLE_API ladle_status ladle_checkpoint_check_path(const char *path, ladle_comm comm);
 
 #ifdef __cplusplus
 }

@@ -39,6 +39,45 @@ extern "C" {
 
 /* ---- communicators (the _f twins) ----------------------------------------- */
 
+/* Every communicator is a ladle_comm now: pass ladle_comm_of(comm) from C,
+ * ladle_comm_of_fortran(handle) from a Fortran handle. */
+LADLE_API LADLE_DEPRECATED("use ladle_partition_create(ladle_comm_of_fortran(parent), ...)")
+    ladle_status ladle_partition_create_f(MPI_Fint parent, int ndim, const int shape[],
+                                          const int ranks[], ladle_partition **p);
+LADLE_API LADLE_DEPRECATED("use ladle_partition_comm(p).fortran") MPI_Fint
+    ladle_partition_comm_f(const ladle_partition *p);
+LADLE_API LADLE_DEPRECATED(
+    "use ladle_checkpoint_save(path, ladle_comm_of_fortran(comm), ...)") ladle_status
+    ladle_checkpoint_save_f(const char *path, MPI_Fint comm, const ladle_network *net,
+                            const ladle_optimizer *opt, int nmeta, const int64_t meta[]);
+LADLE_API LADLE_DEPRECATED(
+    "use ladle_checkpoint_load(path, ladle_comm_of_fortran(comm), ...)") ladle_status
+    ladle_checkpoint_load_f(const char *path, MPI_Fint comm, ladle_network *net,
+                            ladle_optimizer *opt, int max_meta, int64_t meta[], int *nmeta);
+LADLE_API LADLE_DEPRECATED(
+    "use ladle_checkpoint_read_meta(path, ladle_comm_of_fortran(comm), ...)") ladle_status
+    ladle_checkpoint_read_meta_f(const char *path, MPI_Fint comm, int max_meta,
+                                 int64_t meta[], int *nmeta);
+LADLE_API LADLE_DEPRECATED(
+    "use ladle_checkpoint_check_path(path, ladle_comm_of_fortran(comm))") ladle_status
+    ladle_checkpoint_check_path_f(const char *path, MPI_Fint comm);
+LADLE_API LADLE_DEPRECATED("use ladle_lenet_create(d, ladle_comm_of_fortran(comm), net)")
+    ladle_status
+    ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm, ladle_network **net);
+LADLE_API LADLE_DEPRECATED("use ladle_resnet_create(d, ladle_comm_of_fortran(comm), g)")
+    ladle_status
+    ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm, ladle_graph **g);
+/* The _on forms of the GPT: ladle_gpt_create, ladle_gpt_layers and
+ * ladle_gpt_loss_create take the communicator (MPI_COMM_SELF's: one rank). */
+LADLE_API LADLE_DEPRECATED("use ladle_gpt_create(d, ladle_comm_of(comm), g)") ladle_status
+    ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_graph **g);
+LADLE_API LADLE_DEPRECATED("use ladle_gpt_layers(d, ladle_comm_of(comm), ...)") ladle_status
+    ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm, int first, int count,
+                        ladle_op *layers[]);
+LADLE_API
+    LADLE_DEPRECATED("use ladle_gpt_loss_create(d, ladle_comm_of(comm), loss)") ladle_status
+    ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm, ladle_op **loss);
+
 /* ---- data and text -------------------------------------------------------- */
 
 /* ---- pipelines ------------------------------------------------------------ */

@@ -69,15 +69,8 @@ LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
  * ladle_op_x_layout(ladle_network_loss_op(net))'s box. Returns
  * LADLE_ERR_NULL, LADLE_ERR_ARG (a layout that does not fit comm or the
  * images), the codes of the layers' constructors. */
-LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm comm,
+LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, ladle_comm comm,
                                           ladle_network **net);
-
-/* ladle_lenet_create over the communicator of a Fortran handle
- * (MPI_Comm_f2c(comm); see ladle_partition_create_f). The same codes, and
- * LADLE_ERR_MPI or LADLE_ERR_STATE when the running MPI is not libladle's
- * or not initialised. */
-LADLE_API ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm,
-                                            ladle_network **net);
 
 /* LeNet-5's sequential layers (the layout fields are ignored) for batches of
  * d->batch, in order, into layers[0 .. *n-1] (cap entries of room; 16 are
@@ -157,17 +150,12 @@ LADLE_API ladle_status ladle_resnet_desc_init(ladle_resnet_desc *d, ladle_resnet
  * than the data ways; channels fewer than the channel ways; images too small
  * for the strides and tiles), the codes of ladle_builder_create and of the
  * layers' constructors. Every rank returns the same status. */
-LADLE_API ladle_status ladle_resnet_create(const ladle_resnet_desc *d, MPI_Comm comm,
+LADLE_API ladle_status ladle_resnet_create(const ladle_resnet_desc *d, ladle_comm comm,
                                            ladle_graph **g);
-
-/* ladle_resnet_create over the communicator of a Fortran handle (see
- * ladle_lenet_create_f). */
-LADLE_API ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm,
-                                             ladle_graph **g);
 
 /*
  * A GPT-style decoder-only transformer as a graph (ladle/graph.h), on one
- * rank or data parallel over D (see ladle_gpt_create_on):
+ * rank or data parallel over D (see ladle_gpt_create):
  *
  *   ids (N x T, LADLE_I64, graph value 0)
  *   "wte"  token embedding V -> E,  "wpe" learned positions (T of them)
@@ -212,16 +200,8 @@ typedef struct ladle_gpt_desc {
  * Local. Accepts NULL. */
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 
-/* The GPT of d, finalized, in training mode, on this rank alone (D and S
- * must be 1). Local (no communicator: the graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
- * bad size field; a number out of range, naming it: vocab, context, batch,
- * layers, width, heads not dividing width, mlp, dropout; sizes whose
- * products overflow), and the codes of the layers' constructors and of
- * ladle_graph_finalize (LADLE_ERR_DEVICE on a backend without attention
- * kernels). */
-LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g);
-
-/* The GPT of d over comm, whose size must be D S (d->data_ways times
+/* The GPT of d, finalized, in training mode, over comm, whose size must be
+ * D S (d->data_ways times
  * d->tensor_ways; D dividing the batch N, S the context T). Rank r = b S +
  * i of comm holds windows b N/D .. (b + 1) N/D - 1 of the global batch and
  * their positions i T/S .. (i + 1) T/S - 1: its ids input is N/D x T/S, and
@@ -239,12 +219,18 @@ LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_graph **g
  * copies in the graph's buckets, and the loss the cross entropy over the
  * rows split D S ways (ladle_dist_vocab_loss_create): the mean over the
  * global batch, known on every rank. Its steps equal one rank's on the
- * whole batch (test_gpt). Collective over comm. Returns the codes of
- * ladle_gpt_create, LADLE_ERR_ARG (comm's size is not D S; D not dividing
+ * whole batch (test_gpt). On one rank (comm MPI_COMM_SELF's, D = S = 1)
+ * the graph has no distributed layer. Collective over comm. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (a bad size field; a number out of range,
+ * naming it: vocab, context, batch, layers, width, heads not dividing
+ * width, mlp, dropout; sizes whose products overflow; comm's size is not
+ * D S; D not dividing
  * N, S not dividing T, S above H or the MLP's width), LADLE_ERR_DEVICE
- * (the distributed loss runs on the CPU only for now), LADLE_ERR_MPI. */
-LADLE_API ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
-                                           ladle_graph **g);
+ * (the distributed loss runs on the CPU only for now; a backend without
+ * attention kernels), LADLE_ERR_MPI, and the codes of the layers'
+ * constructors and of ladle_graph_finalize. */
+LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_comm comm,
+                                        ladle_graph **g);
 
 /*
  * The same GPT as a chain of layers, for pipelines (ladle/pipeline.h),
@@ -262,20 +248,18 @@ LADLE_API ladle_status ladle_gpt_create_on(const ladle_gpt_desc *d, MPI_Comm com
  * first + count - 1 into layers[0 .. count-1], in training mode, drawing
  * the seeds those layers draw in the whole chain, so each pipeline worker
  * makes only its stages. ladle_gpt_loss_create makes the loss that follows
- * "rows": cross entropy, mean, ignore_index -1, targets i64 N T. Local.
- * ladle_gpt_num_layers returns -1 for a bad d. The others return
+ * "rows": cross entropy, mean, ignore_index -1, targets i64 N T. Over a
+ * communicator of one rank (MPI_COMM_SELF's) they are local, and so is
+ * ladle_gpt_num_layers, which returns -1 for a bad d. The others return
  * ladle_gpt_create's codes, and LADLE_ERR_ARG for D or S other than 1 and
  * for a range outside the chain; on failure nothing is left made.
  */
 LADLE_API int ladle_gpt_num_layers(const ladle_gpt_desc *d);
-LADLE_API ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, int first, int count,
-                                        ladle_op *layers[]);
-LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op **loss);
 
 /*
  * The chain with tensor and sequence parallelism inside a stage: the same
  * layers over the S ranks of comm (d->tensor_ways = S, the size of comm;
- * d->data_ways 1, d->batch the microbatch), as ladle_gpt_create_on lays
+ * d->data_ways 1, d->batch the microbatch), as ladle_gpt_create lays
  * them out for D = 1. Rank i of comm holds sequence block i (positions
  * i T/S ..) of every window: "wte" takes its N x T/S ids, the stream
  * between the layers is its N x T/S x E block, the residual blocks' bodies
@@ -288,10 +272,10 @@ LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op *
  * rank's block to the same rank of the next stage's worker, and a worker
  * of one rank (S = 1) may feed one of S ranks. The weights are
  * ladle_gpt_create's for the same seed, each rank holding its boxes.
- * ladle_gpt_loss_create_on makes the loss after "rows": cross entropy over
+ * ladle_gpt_loss_create makes the loss after "rows": cross entropy over
  * the rows split S ways (ladle_dist_loss_create_ex), the mean over all of
- * them on every rank. Collective over comm; with S = 1 they are
- * ladle_gpt_layers and ladle_gpt_loss_create. Return the codes of those,
+ * them on every rank. Collective over comm; with S = 1 they make the
+ * one-rank chain above. Return the codes of ladle_gpt_create,
  * LADLE_ERR_ARG (tensor_ways is not comm's size, data_ways is not 1) on
  * every rank of comm, LADLE_ERR_MPI.
  *
@@ -303,10 +287,10 @@ LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_op *
  * the plain flattening. Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE,
  * LADLE_ERR_DEVICE, LADLE_ERR_SHAPE, LADLE_ERR_ARG (one buffer for both).
  */
-LADLE_API ladle_status ladle_gpt_layers_on(const ladle_gpt_desc *d, MPI_Comm comm,
-                                           int first, int count, ladle_op *layers[]);
-LADLE_API ladle_status ladle_gpt_loss_create_on(const ladle_gpt_desc *d, MPI_Comm comm,
-                                                ladle_op **loss);
+LADLE_API ladle_status ladle_gpt_layers(const ladle_gpt_desc *d, ladle_comm comm, int first,
+                                        int count, ladle_op *layers[]);
+LADLE_API ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_comm comm,
+                                             ladle_op **loss);
 LADLE_API ladle_status ladle_gpt_chain_targets(const ladle_gpt_desc *d,
                                                const ladle_tensor *targets,
                                                ladle_tensor *rows);

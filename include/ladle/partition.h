@@ -52,7 +52,8 @@ typedef struct ladle_partition ladle_partition;
 typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladle_direction;
 
 /* Create a partition of shape shape[0] x ... x shape[ndim-1] over ranks of
- * parent. ranks lists prod(shape) distinct ranks of parent in partition-rank
+ * parent (ladle_comm_of(MPI_COMM_WORLD), or any communicator: docs/api.md).
+ * ranks lists prod(shape) distinct ranks of parent in partition-rank
  * order; NULL means ranks 0 .. prod(shape)-1. ndim may be 0 (one rank).
  * Collective over parent: every rank of parent calls it with the same
  * arguments (disagreement is detected and reported on every rank).
@@ -69,8 +70,9 @@ typedef enum ladle_direction { LADLE_DIR_LOWER = -1, LADLE_DIR_HIGHER = 1 } ladl
  * is not the one libladle was built with: see ladle_mpi_library; this is
  * checked first, on each rank alone, and its message has no rank),
  * LADLE_ERR_ALLOC. (In C and C++ this name is the macro below.) */
-LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const int shape[],
-                                              const int ranks[], ladle_partition **p);
+LADLE_API ladle_status ladle_partition_create(ladle_comm parent, int ndim,
+                                              const int shape[], const int ranks[],
+                                              ladle_partition **p);
 
 /* ladle_partition_create for a caller that names the mpi.h it was compiled
  * with (caller_mpi: its LADLE_MPI_HEADER; NULL: unknown). In C and C++,
@@ -78,20 +80,11 @@ LADLE_API ladle_status ladle_partition_create(MPI_Comm parent, int ndim, const i
  * LADLE_MPI_HEADER, so a program compiled against another MPI's mpi.h
  * than libladle's gets LADLE_ERR_MPI naming both, before its communicator
  * is touched. The same codes as ladle_partition_create. */
-LADLE_API ladle_status ladle_partition_create_mpi(const char *caller_mpi, MPI_Comm parent,
+LADLE_API ladle_status ladle_partition_create_mpi(const char *caller_mpi, ladle_comm parent,
                                                   int ndim, const int shape[],
                                                   const int ranks[], ladle_partition **p);
 /* variadic, so that an argument with commas ((int[]){2, 3}) stays one */
 #define ladle_partition_create(...) ladle_partition_create_mpi(LADLE_MPI_HEADER, __VA_ARGS__)
-
-/* ladle_partition_create over the communicator of a Fortran handle
- * (MPI_Comm_f2c(parent)): MPI_Fint is a C int in every MPI, so a binding
- * (ctypes, mpi4py's comm.py2f(), Julia, Fortran) passes a communicator
- * without knowing the MPI's handle type. Checks first that the running MPI
- * is libladle's and is initialised (MPI_Comm_f2c needs it). The same codes
- * as ladle_partition_create; LADLE_ERR_MPI for another MPI. */
-LADLE_API ladle_status ladle_partition_create_f(MPI_Fint parent, int ndim, const int shape[],
-                                                const int ranks[], ladle_partition **p);
 
 /* A new partition over some members of base: ranks[] are partition ranks of
  * base (NULL: base ranks 0 .. prod(shape)-1). Both share base's parent, so
@@ -153,11 +146,9 @@ LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank, int d
 /* The rank in the parent communicator of partition rank r, or -1. */
 LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
 /* The private communicator of the members (rank = partition rank), or
- * MPI_COMM_NULL when inactive. Borrowed: do not free it. */
-LADLE_API MPI_Comm ladle_partition_comm(const ladle_partition *p);
-/* The same as a Fortran handle (MPI_Comm_c2f): MPI_Comm_c2f(MPI_COMM_NULL)
- * when inactive or p is NULL. Local. */
-LADLE_API MPI_Fint ladle_partition_comm_f(const ladle_partition *p);
+ * MPI_COMM_NULL's when inactive or p is NULL: ladle_comm_mpi() of it is an
+ * MPI_Comm. Borrowed: do not free it. Local. */
+LADLE_API ladle_comm ladle_partition_comm(const ladle_partition *p);
 
 #ifdef __cplusplus
 }

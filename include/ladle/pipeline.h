@@ -321,7 +321,7 @@ LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int r
  * to 1000, an entry that is not a layer, an output or parameters beyond
  * one MPI message of 2^31 - 1 bytes, ranks that passed layers of other
  * sizes), LADLE_ERR_ALLOC, LADLE_ERR_REMOTE (another rank failed). */
-LADLE_API ladle_status ladle_pipe_profile_comm(MPI_Comm comm, int n,
+LADLE_API ladle_status ladle_pipe_profile_comm(ladle_comm comm, int n,
                                                ladle_op *const layers[], int reps,
                                                double cut[], double reduce[],
                                                double *latency);

@@ -122,6 +122,16 @@ ladle_status ladle__mpi_not_initialised(const char *func);
  * check and a check that MPI is initialised and not finalised (f2c needs
  * both). Local. */
 ladle_status ladle__comm_f2c(const char *func, MPI_Fint handle, MPI_Comm *comm);
+/* The first statement of a public call that takes a ladle_comm: declares
+ * the MPI_Comm var of the caller's handle, or returns ladle__comm_f2c's
+ * failure before the call has made anything. */
+#define LADLE_COMM_IN(var, handle)                                                         \
+    MPI_Comm var = MPI_COMM_NULL;                                                          \
+    do {                                                                                   \
+        ladle_status ladle_comm_st_ = ladle__comm_f2c(__func__, (handle).fortran, &var);   \
+        if (ladle_comm_st_ != LADLE_OK)                                                    \
+            return ladle_comm_st_;                                                         \
+    } while (0)
 
 /* 1 when MPI is initialised and not yet finalised. */
 int ladle__mpi_usable(void);

@@ -232,9 +232,9 @@ static ladle_status mpi_ready(const char *func)
     return LADLE_OK;
 }
 
-/* the function itself, not the macro of ladle/partition.h */
-ladle_status(ladle_partition_create)(MPI_Comm parent, int ndim, const int shape[],
-                                     const int ranks[], ladle_partition **out)
+/* A partition over ranks of a C communicator, the caller's MPI checked. */
+static ladle_status create_over(MPI_Comm parent, int ndim, const int shape[],
+                                const int ranks[], ladle_partition **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_partition *p = NULL;
@@ -292,26 +292,35 @@ fail:
     return st;
 }
 
-ladle_status ladle_partition_create_mpi(const char *caller_mpi, MPI_Comm parent, int ndim,
+ladle_status ladle_partition_create_mpi(const char *caller_mpi, ladle_comm parent, int ndim,
                                         const int shape[], const int ranks[],
                                         ladle_partition **p)
 {
     /* the caller's mpi.h before its communicator: a handle of another MPI
      * must not reach this library's MPI */
+    MPI_Comm comm = MPI_COMM_NULL;
     ladle_status st = ladle__mpi_abi_check("ladle_partition_create", caller_mpi);
+    if (st == LADLE_OK)
+        st = ladle__comm_f2c("ladle_partition_create", parent.fortran, &comm);
     if (st != LADLE_OK)
         return st;
-    return (ladle_partition_create)(parent, ndim, shape, ranks, p);
+    return create_over(comm, ndim, shape, ranks, p);
 }
 
+/* the function itself, not the macro of ladle/partition.h: for bindings,
+ * which cannot name their mpi.h */
+ladle_status(ladle_partition_create)(ladle_comm parent, int ndim, const int shape[],
+                                     const int ranks[], ladle_partition **p)
+{
+    return ladle_partition_create_mpi(NULL, parent, ndim, shape, ranks, p);
+}
+
+/* deprecated: ladle_partition_create takes every communicator as a ladle_comm */
 ladle_status ladle_partition_create_f(MPI_Fint parent, int ndim, const int shape[],
                                       const int ranks[], ladle_partition **p)
 {
-    MPI_Comm comm = MPI_COMM_NULL;
-    ladle_status st = ladle__comm_f2c(__func__, parent, &comm);
-    if (st != LADLE_OK)
-        return st;
-    return (ladle_partition_create)(comm, ndim, shape, ranks, p);
+    return ladle_partition_create_mpi(NULL, ladle_comm_of_fortran(parent), ndim, shape,
+                                      ranks, p);
 }
 
 /* The members' private communicator, made by the members alone (non-members
@@ -523,12 +532,13 @@ int ladle_partition_parent_rank(const ladle_partition *p, int r)
     return p->ranks[r];
 }
 
-MPI_Comm ladle_partition_comm(const ladle_partition *p)
+ladle_comm ladle_partition_comm(const ladle_partition *p)
 {
-    return p ? p->comm : MPI_COMM_NULL;
+    return ladle_comm_of(p ? p->comm : MPI_COMM_NULL);
 }
 
+/* deprecated: ladle_partition_comm gives the same handle */
 MPI_Fint ladle_partition_comm_f(const ladle_partition *p)
 {
-    return MPI_Comm_c2f(ladle_partition_comm(p));
+    return ladle_partition_comm(p).fortran;
 }

@@ -18,6 +18,18 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_
 # MPI_Fint is a C int in every MPI (the Fortran INTEGER); mpi4py's
 # comm.py2f() gives one.
 MPI_Fint = c_int
+
+
+class Comm(Structure):
+    """ladle_comm (include/ladle/comm.h): a communicator as every ladle call
+    takes it, its Fortran handle. Comm.of(mpi4py_comm) makes one."""
+    _fields_ = [("fortran", MPI_Fint)]
+
+    @classmethod
+    def of(cls, comm):
+        return cls(comm.py2f())
+
+
 status_t = c_int
 handle = c_void_p
 handle_p = POINTER(c_void_p)
@@ -210,7 +222,7 @@ PROTOTYPES = [
     ("ladle_tensor_dot", S, [H, H, POINTER(c_double)]),
     ("ladle_tensor_fill_random", S, [H, c_uint64, c_uint64]),
     # partitions
-    ("ladle_partition_create_f", S, [MPI_Fint, c_int, int_p, int_p, HP]),
+    ("ladle_partition_create", S, [Comm, c_int, int_p, int_p, HP]),
     ("ladle_partition_create_subset", S, [H, c_int, int_p, int_p, HP]),
     ("ladle_partition_create_sub", S, [H, int_p, HP]),
     ("ladle_partition_create_union", S, [H, H, HP]),
@@ -221,7 +233,7 @@ PROTOTYPES = [
     ("ladle_partition_size", c_int, [H]),
     ("ladle_partition_rank", c_int, [H]),
     ("ladle_partition_coords", int_p, [H]),
-    ("ladle_partition_comm_f", MPI_Fint, [H]),
+    ("ladle_partition_comm", Comm, [H]),
     # layouts
     ("ladle_layout_create_balanced", S, [H, c_int, i64_p, HP]),
     ("ladle_layout_create_split", S, [H, c_int, i64_p, POINTER(i64_p), HP]),
@@ -337,9 +349,9 @@ PROTOTYPES = [
     ("ladle_network_loss_op", H, [H]),
     ("ladle_optimizer_add_network", S, [H, H]),
     # checkpoints
-    ("ladle_checkpoint_save_f", S, [c_char_p, MPI_Fint, H, H, c_int, i64_p]),
-    ("ladle_checkpoint_load_f", S, [c_char_p, MPI_Fint, H, H, c_int, i64_p, int_p]),
-    ("ladle_checkpoint_read_meta_f", S, [c_char_p, MPI_Fint, c_int, i64_p, int_p]),
+    ("ladle_checkpoint_save", S, [c_char_p, Comm, H, H, c_int, i64_p]),
+    ("ladle_checkpoint_load", S, [c_char_p, Comm, H, H, c_int, i64_p, int_p]),
+    ("ladle_checkpoint_read_meta", S, [c_char_p, Comm, c_int, i64_p, int_p]),
     ("ladle_checkpoint_check_path_f", S, [c_char_p, MPI_Fint]),
     # user-defined operators and caller-owned memory
     ("ladle_custom_desc_init", None, [POINTER(ladle_custom_desc)]),

@@ -279,7 +279,7 @@ class Partition(_Handle):
         shape = _shape(shape)
         h = c_void_p()
         r = int_array(ranks) if ranks is not None else None
-        check(lib.ladle_partition_create_f(comm.py2f(), len(shape), int_array(shape), r,
+        check(lib.ladle_partition_create(_capi.Comm.of(comm), len(shape), int_array(shape), r,
                                            byref(h)))
         self._adopt(h)
 
@@ -330,7 +330,7 @@ class Partition(_Handle):
         """The partition's private communicator as an mpi4py Comm (members
         only; MPI.COMM_NULL elsewhere). Borrowed: valid while the partition
         lives; never free it."""
-        return MPI.Comm.f2py(lib.ladle_partition_comm_f(self.handle))
+        return MPI.Comm.f2py(lib.ladle_partition_comm(self.handle).fortran)
 
     def __repr__(self):
         return "Partition(shape=%s, rank=%s)" % (self.shape, self.rank)

@@ -154,7 +154,7 @@ def save_checkpoint(path, comm, net, optimizer=None, meta=()):
     """Save net's parameters (and optimizer's state) as global tensors with
     up to 16 integers of yours. Collective over comm (an mpi4py Comm)."""
     meta = [int(m) for m in meta]
-    check(_core.lib.ladle_checkpoint_save_f(_path(path), comm.py2f(), net.handle,
+    check(_core.lib.ladle_checkpoint_save(_path(path), _capi.Comm.of(comm), net.handle,
                                             _core._th(optimizer), len(meta), i64_array(meta)))
 
 
@@ -163,7 +163,7 @@ def load_checkpoint(path, comm, net, optimizer=None):
     Collective over comm."""
     meta = i64_array([0] * MAX_META)
     n = c_int()
-    check(_core.lib.ladle_checkpoint_load_f(_path(path), comm.py2f(), net.handle,
+    check(_core.lib.ladle_checkpoint_load(_path(path), _capi.Comm.of(comm), net.handle,
                                             _core._th(optimizer), MAX_META, meta, byref(n)))
     return [meta[i] for i in range(n.value)]
 
@@ -172,7 +172,7 @@ def read_checkpoint_meta(path, comm):
     """Only the integers of the checkpoint at path. Collective over comm."""
     meta = i64_array([0] * MAX_META)
     n = c_int()
-    check(_core.lib.ladle_checkpoint_read_meta_f(_path(path), comm.py2f(), MAX_META, meta,
+    check(_core.lib.ladle_checkpoint_read_meta(_path(path), _capi.Comm.of(comm), MAX_META, meta,
                                                  byref(n)))
     return [meta[i] for i in range(n.value)]
 
