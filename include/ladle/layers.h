@@ -180,7 +180,7 @@ typedef struct ladle_conv_desc {
  * groups 1, with bias. Local. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
-/* A convolution over x of x_shape (N x C x spatial). Not collective.
+/* A convolution over x of x_shape (N x C x spatial). Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (bad channel
  * counts or groups, a kernel, stride or dilation below 1 or a negative
  * padding, and values so large that the output length would overflow:
@@ -223,7 +223,7 @@ LADLE_API void ladle_conv_opts_init(ladle_conv_opts *o);
  * padding pads x into a buffer (in each ctx, which therefore holds a padded
  * copy of x) and convolves that without padding; the backward folds the
  * padding's gradient back onto the cells it was read from (the adjoint of
- * the padding). Not collective. Returns the codes of ladle_conv_create and
+ * the padding). Local. Returns the codes of ladle_conv_create and
  * LADLE_ERR_ARG for an unknown mode (naming it), same with a stride above 1
  * or a nonzero padding, and a padding the mode cannot take (naming the
  * dimension, the padding and the extent). */

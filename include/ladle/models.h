@@ -82,7 +82,7 @@ LADLE_API ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint 
 /* LeNet-5's sequential layers (the layout fields are ignored) for batches of
  * d->batch, in order, into layers[0 .. *n-1] (cap entries of room; 16 are
  * enough), and its loss: the caller owns them. A pipeline cuts this list
- * into stages. Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the
+ * into stages. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the
  * codes of the layers' constructors. */
 LADLE_API ladle_status ladle_lenet_layers(const ladle_lenet_desc *d, int cap, ladle_op *layers[],
                                           int *n, ladle_op **loss);

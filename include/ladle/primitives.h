@@ -132,7 +132,7 @@ typedef struct ladle_window {
 } ladle_window;
 
 /* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode).
- * Not collective. */
+ * Local. */
 LADLE_API void ladle_window_init(ladle_window *w, int ndim);
 
 /*
@@ -204,7 +204,7 @@ typedef struct ladle_halo_geometry {
 } ladle_halo_geometry;
 
 /* Fill g for the calling rank (zeros everywhere on ranks outside the
- * partition). Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG when op
+ * partition). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG when op
  * is not a halo exchange. */
 LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
                                                     ladle_halo_geometry *g);
