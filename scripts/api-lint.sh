@@ -78,7 +78,7 @@ function flush_proto(   name, params, depth, i, c, n, empty, stated) {
 }
 function stated_in(text) {
     # a sentence (or a parenthesis) that starts with the statement
-    return text ~ /(^[ \t]*|[.;:!?][ \t]+|\([ \t]*)(Collective over |Local[.,;])/
+    return text ~ /(^[ \t]*|[.;:!?|][ \t]+|\([ \t]*)(Collective over |Local[.,;])/
 }
 FNR == 1 { in_comment = 0; in_proto = 0; doc = ""; block = ""; attached = 0; prev_comment = 0 }
 {
@@ -92,6 +92,8 @@ FNR == 1 { in_comment = 0; in_proto = 0; doc = ""; block = ""; attached = 0; pre
         t = line
         if (line ~ /\*\//) sub(/\*\/.*/, "", t)
         sub(/^[ \t]*\*+[ \t]?/, "", t)
+        # an empty line ends a paragraph, and so a sentence
+        if (t ~ /^[ \t]*$/) t = "|"
         if (line ~ /\*\//) {
             block = block " " t
             in_comment = 0
