@@ -294,8 +294,8 @@ LADLE_API ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *
  * ones), each rank interpolates its window into its tile at global
  * coordinates, and the backward scatters dy into the window and adds every
  * window back into the owners of its cells. Equals ladle_interp_create on
- * the gathered tensors; linear (the dot-product test holds). Collective
- * over p_x. Returns the codes of ladle_dist_linear_create and
+ * the gathered tensors; linear (the dot-product test holds).
+ * Collective over p_x. Returns the codes of ladle_dist_linear_create and
  * LADLE_ERR_DEVICE for a device without interpolation kernels (CUDA).
  */
 LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,

@@ -63,7 +63,7 @@ typedef struct ladle_lenet_desc {
  * the CPU, seed 1. Local. */
 LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
 
-/* The network over comm (collective over comm). The input block of this
+/* The network over comm. Collective over comm. The input block of this
  * rank is ladle_op_x_layout(ladle_network_layer(net, 0))'s box of the
  * global N x 1 x image x image batch; the labels block the rows of
  * ladle_op_x_layout(ladle_network_loss_op(net))'s box. Returns
@@ -75,7 +75,8 @@ LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, MPI_Comm co
 /* ladle_lenet_create over the communicator of a Fortran handle
  * (MPI_Comm_f2c(comm); see ladle_partition_create_f). The same codes, and
  * LADLE_ERR_MPI or LADLE_ERR_STATE when the running MPI is not libladle's
- * or not initialised. */
+ * or not initialised (on each rank alone). Collective over comm, as
+ * ladle_lenet_create. */
 LADLE_API ladle_status ladle_lenet_create_f(const ladle_lenet_desc *d, MPI_Fint comm,
                                             ladle_network **net);
 
@@ -161,7 +162,7 @@ LADLE_API ladle_status ladle_resnet_create(const ladle_resnet_desc *d, MPI_Comm 
                                            ladle_graph **g);
 
 /* ladle_resnet_create over the communicator of a Fortran handle (see
- * ladle_lenet_create_f). */
+ * ladle_lenet_create_f). Collective over comm, as ladle_resnet_create. */
 LADLE_API ladle_status ladle_resnet_create_f(const ladle_resnet_desc *d, MPI_Fint comm,
                                              ladle_graph **g);
 
@@ -213,7 +214,7 @@ typedef struct ladle_gpt_desc {
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 
 /* The GPT of d, finalized, in training mode, on this rank alone (D and S
- * must be 1). Local (no communicator: the graph has no distributed layer). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
+ * must be 1). Local; no communicator: the graph has no distributed layer. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a
  * bad size field; a number out of range, naming it: vocab, context, batch,
  * layers, width, heads not dividing width, mlp, dropout; sizes whose
  * products overflow), and the codes of the layers' constructors and of
