@@ -417,10 +417,12 @@ layering: $(LIB_OBJS)
 
 # the public headers' habits (scripts/api-lint.sh): every prototype says
 # whether it is collective; long parameter lists, _ex names and *_opts
-# structs are counted (they fail with API_LINT_FLAGS=--strict)
+# structs are counted (they fail with API_LINT_FLAGS=--strict). Then the
+# check itself: it must catch what test/api_lint_test.sh plants
 API_LINT_FLAGS ?=
 api-lint:
 	@scripts/api-lint.sh $(API_LINT_FLAGS)
+	@test/api_lint_test.sh
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
