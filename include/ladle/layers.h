@@ -812,7 +812,8 @@ LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *target, ladle_tensor *loss);
 /* dinput = dL/dinput scaled by dloss (a scalar, or per element for none).
  * Local, for a distributed loss too: its backward sends no message (its
- * forward kept the sums it needs in ctx). Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
+ * forward kept the sums it needs in ctx).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
  * with ctx), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (dinput not the input's shape),
  * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,
