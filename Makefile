@@ -157,7 +157,7 @@ BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/ben
 BENCH_BINS += $(if $(filter 1,$(CUDA)),$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-abi check-cuda python check-python check-torch layering asan valgrind bench bench-torch \
+.PHONY: all deps demo tour check check-abi check-cuda python check-python check-torch layering api-lint asan valgrind bench bench-torch \
         bench-overhead bench-distdl install uninstall \
         clean format tests FORCE
 
@@ -318,6 +318,8 @@ check: deps
 	@status=0; \
 	scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj) || status=1; \
 	test/layering_test.sh || status=1; \
+	scripts/api-lint.sh || status=1; \
+	test/api_lint_test.sh || status=1; \
 	$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" EXAMPLES="$(OUT)/examples" \
 	    BENCHDIR="$(OUT)/bench" CANARY="$(CANARY)" TEST="$(TEST)" RANKS="$(RANKS)" \
 	    test/run.sh $(OUT)/test || status=1; \
@@ -414,6 +416,15 @@ check-torch:
 layering: $(LIB_OBJS)
 	@scripts/layering.sh $(BUILD) $(if $(VARIANT_OBJS),$(OUT)/obj)
 	@test/layering_test.sh
+
+# the public headers' habits (scripts/api-lint.sh): every prototype says
+# whether it is collective; long parameter lists, _ex names and *_opts
+# structs are counted (they fail with API_LINT_FLAGS=--strict). Then the
+# check itself: it must catch what test/api_lint_test.sh plants
+API_LINT_FLAGS ?=
+api-lint:
+	@scripts/api-lint.sh $(API_LINT_FLAGS)
+	@test/api_lint_test.sh
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1

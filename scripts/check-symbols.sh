@@ -11,8 +11,10 @@ shift
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # declarations may span lines: join them (preprocessor lines left out), then take each LADLE_API up to
-# its parameter list's "(" and keep the name before it
-grep -hv "^[[:space:]]*#" "$@" | tr '\n' ' ' | grep -o 'LADLE_API[^;{}()]*(' |
+# its parameter list's "(" and keep the name before it (a LADLE_DEPRECATED("...") between
+# them is dropped first)
+grep -hv "^[[:space:]]*#" "$@" | tr '\n' ' ' |
+    sed 's/LADLE_DEPRECATED *( *"[^"]*" *)//g' | grep -o 'LADLE_API[^;{}()]*(' |
     sed -n 's/.*[^A-Za-z0-9_]\([A-Za-z_][A-Za-z0-9_]*\) *($/\1/p' | sort -u >"$tmp/declared"
 nm -D --defined-only "$lib" | awk 'NF >= 3 { print $3 }' | sort -u >"$tmp/exported"
 if [ ! -s "$tmp/declared" ] || [ ! -s "$tmp/exported" ]; then

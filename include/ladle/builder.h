@@ -30,10 +30,11 @@
  * with seed + k, so the same calls on any layout, sequential included,
  * start from the same weights.
  *
- * Creation and ladle_builder_finish are collective over comm; the add
- * calls are local (every rank makes the same calls), but distributed
+ * Creation and ladle_builder_finish are collective over comm, and so are
+ * the add calls that make layers on a distributed layout: the distributed
  * layers' constructors inside them are collective, so every rank of comm
- * must make them in the same order. A call that fails leaves the builder
+ * must make the same calls in the same order. On the sequential reference
+ * the add calls are local. A call that fails leaves the builder
  * able only to be destroyed (LADLE_ERR_STATE afterwards).
  */
 #ifndef LADLE_BUILDER_H
@@ -72,7 +73,10 @@ LADLE_API void ladle_builder_desc_init(ladle_builder_desc *d);
 LADLE_API ladle_status ladle_builder_create(const ladle_builder_desc *d, ladle_comm comm,
                                             ladle_builder **b);
 /* Destroy the builder and, unless finish handed it over, its graph. *b
- * becomes NULL; accepts NULL. Local. */
+ * becomes NULL; accepts NULL. Collective over comm for a distributed
+ * layout: the graph's layers and the partitions it releases free their
+ * communicators (as ladle_graph_destroy and ladle_partition_destroy).
+ * Local for the sequential reference. */
 LADLE_API ladle_status ladle_builder_destroy(ladle_builder **b);
 
 /* The calls below set *id (or *k) only on success and return
@@ -84,41 +88,45 @@ LADLE_API ladle_status ladle_builder_destroy(ladle_builder **b);
 /* The images: a graph input of global shape N x C x H x W (the batch is
  * split as the layout says; the channels stay whole). The input block of a
  * rank is its box of ladle_graph_value_layout(graph, id) (the whole tensor
- * when sequential). */
+ * when sequential). Local. */
 LADLE_API ladle_status ladle_builder_input(ladle_builder *b, const char *name,
                                            const int64_t shape[4], int *id);
 /* conv k x k (padding k / 2, stride, no bias) "<name>.conv", batch norm
- * "<name>.bn" and, with relu nonzero, ReLU "<name>.relu". */
+ * "<name>.bn" and, with relu nonzero, ReLU "<name>.relu". Collective over
+ * comm on a distributed layout (it makes distributed layers), local on the
+ * sequential reference. */
 LADLE_API ladle_status ladle_builder_conv_bn(ladle_builder *b, const char *name, int x,
                                              int64_t out_channels, int kernel, int stride,
                                              int relu, int *id);
 /* The shortcut of a block taking x to out_channels at stride: x itself when
  * both keep x's shape, else conv 1x1 at stride "<name>.conv" and batch norm
- * "<name>.bn". */
+ * "<name>.bn". Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_shortcut(ladle_builder *b, const char *name, int x,
                                               int64_t out_channels, int stride, int *id);
 /* The basic residual block: relu(bn2(conv2 3x3(relu(bn1(conv1 3x3 stride
  * (x))))) + shortcut(x)) with planes channels; nodes "<name>.conv1",
  * ".bn1", ".relu1", ".conv2", ".bn2", ".shortcut.conv", ".shortcut.bn",
- * ".add", ".relu". */
+ * ".add", ".relu". Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_basic_block(ladle_builder *b, const char *name, int x,
                                                  int64_t planes, int stride, int *id);
 /* The bottleneck block: conv1 1x1 to planes, conv2 3x3 at stride, conv3
  * 1x1 to 4 planes (each with batch norm, ReLU after the first two), plus
  * the shortcut, then ReLU. Nodes named as the basic block's, with ".conv3",
- * ".bn3". */
+ * ".bn3". Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_bottleneck(ladle_builder *b, const char *name, int x,
                                                 int64_t planes, int stride, int *id);
 /* Global average pooling N x C x H x W -> N x C: each tile sums its block,
- * a sum-reduce adds the tiles onto the head (ladle_dist_global_avg_pool). */
+ * a sum-reduce adds the tiles onto the head (ladle_dist_global_avg_pool).
+ * Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_global_avg_pool(ladle_builder *b, const char *name, int x,
                                                      int *id);
-/* Linear N x F -> N x classes (with bias), after global average pooling. */
+/* Linear N x F -> N x classes (with bias), after global average pooling.
+ * Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_classifier(ladle_builder *b, const char *name, int x,
                                                 int64_t classes, int *id);
 /* Cross entropy (mean over the batch) of the logits x against i64 labels
  * (a rank's labels: the rows of its box of x's layout); *k (may be NULL)
- * gets the loss's index. */
+ * gets the loss's index. Collective over comm, as ladle_builder_conv_bn. */
 LADLE_API ladle_status ladle_builder_loss(ladle_builder *b, const char *name, int x, int *k);
 
 /* Value id's global shape (ndim entries, up to LADLE_MAX_NDIM). Local.

@@ -52,6 +52,8 @@ typedef struct ladle_gradient_result {
     int nparams;
 } ladle_gradient_result;
 
+/* The gradient test described above the result struct. Local; on a
+ * distributed layer its calls are that layer's, collective over its ranks. */
 LADLE_API ladle_status ladle_gradient_test(ladle_op *op, uint64_t seed, int samples,
                                            ladle_gradient_result *result);
 /* The worst error of parameter i in a gradient test's result, or NaN when

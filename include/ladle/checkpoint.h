@@ -54,7 +54,8 @@ extern "C" {
  * exactly the network's parameters, the same tensors in the network's
  * order (as ladle_optimizer_add_network adds them): an optimizer of no
  * parameters, of some, or of others is refused rather than saved as if
- * there were none. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (nmeta outside 0 to
+ * there were none. Collective over comm.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (nmeta outside 0 to
  * LADLE_CHECKPOINT_MAX_META, an optimizer that does not hold the network's
  * parameters, comm MPI_COMM_NULL's handle), LADLE_ERR_SHAPE (a tensor too large
  * for a file),
@@ -69,6 +70,7 @@ LADLE_API ladle_status ladle_checkpoint_save(const char *path, ladle_comm comm,
 /* Load into net (and opt, which may be NULL, and otherwise must hold the
  * network's parameters as for ladle_checkpoint_save) and return the
  * caller's integers (up to max_meta of them; *nmeta gets their number).
+ * Collective over comm.
  * Returns LADLE_ERR_IO for a missing, unreadable, torn, truncated or
  * foreign file or one that is a directory, LADLE_ERR_SHAPE for one of
  * another architecture (on every rank, with nothing changed),
@@ -83,7 +85,8 @@ LADLE_API ladle_status ladle_checkpoint_load(const char *path, ladle_comm comm,
  * ladle_graph_param, which depends on the graph's structure only, not on
  * its layouts), so a graph saved on one layout loads into the same graph
  * built on any other. opt must hold the graph's parameters in that order
- * (ladle_optimizer_add_graph). The file is the chain's format. Returns the
+ * (ladle_optimizer_add_graph). The file is the chain's format.
+ * Collective over comm. Returns the
  * codes of ladle_checkpoint_save and ladle_checkpoint_load, and
  * LADLE_ERR_STATE for a graph that is not finalized. */
 LADLE_API ladle_status ladle_checkpoint_save_graph(const char *path, ladle_comm comm,

@@ -32,7 +32,7 @@ extern "C" {
 
 /* The version of the library actually linked, as a string and as a number
  * (compare with LADLE_VERSION_NUMBER to detect a header/library mismatch).
- * Not collective. */
+ * Local. */
 LADLE_API const char *ladle_version(void);
 LADLE_API int ladle_version_number(void);
 
@@ -72,28 +72,29 @@ typedef enum ladle_status {
 } ladle_status;
 
 /* A fixed description of a status code ("shape mismatch"); never NULL.
- * Not collective. */
+ * Local. */
 LADLE_API const char *ladle_status_string(ladle_status status);
 
-/* The symbolic name of a status code ("LADLE_ERR_SHAPE"); never NULL. */
+/* The symbolic name of a status code ("LADLE_ERR_SHAPE"); never NULL.
+ * Local. */
 LADLE_API const char *ladle_status_name(ladle_status status);
 
 /* The calling thread's last error message, e.g.
  * "[rank 3] ladle_broadcast_create: partition 1x3 cannot broadcast to 3x1 ...".
  * Empty when no error has been raised on this thread. The text stays valid
- * until the thread's next failing ladle call. Not collective. */
+ * until the thread's next failing ladle call. Local. */
 LADLE_API const char *ladle_error_message(void);
 
-/* Forget the calling thread's last error message. */
+/* Forget the calling thread's last error message. Local. */
 LADLE_API void ladle_error_clear(void);
 
 /* Element types. LADLE_I64 holds integer class labels (for classification
  * losses and data sets); the primitives and layers compute in f32 or f64. */
 typedef enum ladle_dtype { LADLE_F32 = 1, LADLE_F64 = 2, LADLE_I64 = 3 } ladle_dtype;
 
-/* Bytes per element, or 0 for an unknown type. */
+/* Bytes per element, or 0 for an unknown type. Local. */
 LADLE_API size_t ladle_dtype_size(ladle_dtype dtype);
-/* "f32", "f64", "i64", or "unknown". */
+/* "f32", "f64", "i64", or "unknown". Local. */
 LADLE_API const char *ladle_dtype_name(ladle_dtype dtype);
 
 /* Where a tensor's memory lives. The device is a field of the tensor, never
@@ -103,7 +104,7 @@ LADLE_API const char *ladle_dtype_name(ladle_dtype dtype);
  * the backend. */
 typedef enum ladle_device { LADLE_CPU = 0, LADLE_CUDA = 1, LADLE_GUARDED = 2 } ladle_device;
 
-/* "cpu", "cuda", "guarded", or "unknown". */
+/* "cpu", "cuda", "guarded", or "unknown". Local. */
 LADLE_API const char *ladle_device_name(ladle_device device);
 
 /* The largest number of tensor or partition dimensions ladle handles. */

@@ -128,7 +128,7 @@ LADLE_API ladle_status ladle_custom_create(const ladle_custom_desc *d, ladle_op 
 /* Called by a callback that is about to return nonzero: msg (copied, cut
  * at about 900 bytes) becomes the text of the LADLE_ERR_CALLBACK message.
  * Per thread, like ladle_error_message. Returns 1, so a callback can end
- * with `return ladle_custom_fail("why");`. msg NULL clears it. */
+ * with `return ladle_custom_fail("why");`. msg NULL clears it. Local. */
 LADLE_API int ladle_custom_fail(const char *msg);
 
 #ifdef __cplusplus

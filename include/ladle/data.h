@@ -36,13 +36,13 @@ typedef struct ladle_dataset_info {
 
 /* Check a pair of IDX files without loading the images: both headers (type,
  * dimensions, the same count; sizes that fit and that the file can hold),
- * and every label (read, to find the classes). Not collective. Returns
+ * and every label (read, to find the classes). Local. Returns
  * LADLE_ERR_NULL, LADLE_ERR_IO (a missing, torn or malformed file: the
  * message says which and why), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_dataset_probe(const char *images, const char *labels,
                                            ladle_dataset_info *info);
 /* The same for the standard pair of a dataset directory (see
- * ladle_dataset_load_dir). */
+ * ladle_dataset_load_dir). Local. */
 LADLE_API ladle_status ladle_dataset_probe_dir(const char *dir, const char *which,
                                                ladle_dataset_info *info);
 
@@ -51,7 +51,7 @@ LADLE_API ladle_status ladle_dataset_probe_dir(const char *dir, const char *whic
  * or cols 0: all of them). The headers are checked as ladle_dataset_probe
  * checks them before anything is allocated: a short file that declares a
  * huge size is refused as shorter than its header says, not as out of
- * memory. Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_IO (a missing,
+ * memory. Local. Returns LADLE_ERR_NULL, LADLE_ERR_IO (a missing,
  * torn or malformed file, or counts that differ: the message says which and
  * why), LADLE_ERR_ARG (a window outside the images, a non-finite mean or a
  * std that is not positive), LADLE_ERR_ALLOC. */
@@ -59,27 +59,27 @@ LADLE_API ladle_status ladle_dataset_load(const char *images, const char *labels
                                           int64_t rows, int64_t col0, int64_t cols,
                                           double mean, double std, ladle_dataset **ds);
 /* The standard pair of a dataset directory: which = "train" or "t10k"
- * (train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz, ...). */
+ * (train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz, ...). Local. */
 LADLE_API ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t row0,
                                               int64_t rows, int64_t col0, int64_t cols,
                                               double mean, double std, ladle_dataset **ds);
-/* Free it and set *ds to NULL. Accepts NULL. */
+/* Free it and set *ds to NULL. Accepts NULL. Local. */
 LADLE_API ladle_status ladle_dataset_destroy(ladle_dataset **ds);
 
-/* The number of samples and the full image size. */
+/* The number of samples and the full image size. Local. */
 LADLE_API int64_t ladle_dataset_size(const ladle_dataset *ds);
 LADLE_API int64_t ladle_dataset_rows(const ladle_dataset *ds);
 LADLE_API int64_t ladle_dataset_cols(const ladle_dataset *ds);
 /* One more than the largest label: the classes a model needs to score every
- * sample (0 for an empty dataset). */
+ * sample (0 for an empty dataset). Local. */
 LADLE_API int64_t ladle_dataset_classes(const ladle_dataset *ds);
 
 /* Sample k of epoch `epoch`'s order: a permutation of 0..size-1 drawn from
- * (seed, epoch) with a counter-based generator (seed 0: no shuffle). */
+ * (seed, epoch) with a counter-based generator (seed 0: no shuffle). Local. */
 LADLE_API int64_t ladle_dataset_sample(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
                                        int64_t k);
 
-/* The label of sample s (-1 outside the dataset). */
+/* The label of sample s (-1 outside the dataset). Local. */
 LADLE_API int64_t ladle_dataset_label(const ladle_dataset *ds, int64_t s);
 
 /* Fill this rank's block of batch `step` of an epoch (global batch size

@@ -61,7 +61,7 @@ extern "C" {
  * sums their gradients. Pin = 1 or Pout = 1 gives the column- and
  * row-parallel layers; a second layer whose p_x is this one's p_y follows
  * without a repartition. Needs in >= Pin, out >= Pout and batch >= D; bias
- * nonzero: with a bias.
+ * nonzero: with a bias. Collective over p_x, p_w and p_y (the union).
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_PARTITION (shapes that do not fit together), LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
@@ -82,7 +82,8 @@ LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
  * is decomposed in balance over p_x too. The weights are replicated on
  * every rank of p_x (partition rank 0 owns them); each rank's
  * backward_weight adds its own contribution and ladle_layer_sync_gradients
- * sums them over p_x. Returns the codes of ladle_dist_linear_create.
+ * sums them over p_x. Collective over p_x. Returns the codes of
+ * ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
@@ -142,8 +143,8 @@ LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
  * (i, ., s) are sum-reduced onto (0, i, s) of p_y. The weight blocks (and
  * the bias blocks, on j = 0) have one copy per tile, their gradients summed
  * by ladle_layer_sync_gradients. Grouped convolutions must keep their
- * channels whole (LADLE_ERR_UNSUPPORTED). Returns the codes of
- * ladle_dist_linear_create.
+ * channels whole (LADLE_ERR_UNSUPPORTED). Collective over p_x, p_w and p_y
+ * (the union). Returns the codes of ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_conv_grid_create(
     const ladle_conv_desc *d, const ladle_partition *p_x, const ladle_partition *p_w,
@@ -204,8 +205,8 @@ typedef enum ladle_bn_sync {
  * (which must divide the number of peers). gamma and beta are replicated on
  * the peers (ladle_layer_sync_gradients sums their gradients); each rank
  * keeps running statistics for its channels (identical across a group),
- * which ladle_batchnorm_running_stats returns. Returns the codes of
- * ladle_dist_linear_create.
+ * which ladle_batchnorm_running_stats returns. Collective over p_x. Returns
+ * the codes of ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                                    const ladle_partition *p_x, int ndim,
@@ -224,8 +225,8 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
  * every rank of p_x, the mean dividing by the global count (so the
  * gradients are exact whatever the blocks); none gives the rank's own
  * per-element losses. A rank rejecting its input (NaN, a label out of range)
- * fails every rank (LADLE_ERR_REMOTE elsewhere). Returns the codes of
- * ladle_dist_linear_create.
+ * fails every rank (LADLE_ERR_REMOTE elsewhere). Collective over p_x.
+ * Returns the codes of ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
                                               double label_smoothing, const ladle_partition *p_x,
@@ -254,8 +255,8 @@ LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
  * Pf): a repartition gathers each of y's batch blocks whole onto column 0
  * of p_y, where the block is already y's, and a second one splits the
  * features over the columns when Pf > 1. Linear and a permutation (the
- * dot-product test holds exactly). Returns the codes of
- * ladle_dist_linear_create.
+ * dot-product test holds exactly). Collective over p_x and p_y (the union).
+ * Returns the codes of ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
                                                  const int64_t x_shape[],
@@ -293,9 +294,9 @@ LADLE_API ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *
  * ones), each rank interpolates its window into its tile at global
  * coordinates, and the backward scatters dy into the window and adds every
  * window back into the owners of its cells. Equals ladle_interp_create on
- * the gathered tensors; linear (the dot-product test holds). Returns the
- * codes of ladle_dist_linear_create and LADLE_ERR_DEVICE for a device
- * without interpolation kernels (CUDA).
+ * the gathered tensors; linear (the dot-product test holds).
+ * Collective over p_x. Returns the codes of ladle_dist_linear_create and
+ * LADLE_ERR_DEVICE for a device without interpolation kernels (CUDA).
  */
 LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
                                                 const ladle_partition *p_x,
@@ -505,7 +506,7 @@ LADLE_API ladle_status ladle_dist_tp_attention_create(const ladle_attention_desc
                                                       ladle_device device, uint64_t seed,
                                                       unsigned flags, ladle_op **op);
 /* row 0: a column-parallel linear E -> features; row 1: row-parallel,
- * features -> E (see above). */
+ * features -> E (see above). Collective over p. */
 LADLE_API ladle_status ladle_dist_tp_linear_create(const ladle_partition *p, int row,
                                                    const int64_t x_shape[3], int64_t features,
                                                    int bias, ladle_dtype dtype,

@@ -57,7 +57,10 @@ typedef struct ladle_graph ladle_graph;
  * LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32 or f64), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_graph_create(ladle_dtype dtype, ladle_device device,
                                           size_t bucket_bytes, ladle_graph **g);
-/* Destroy it with every op it owns; *g becomes NULL. Accepts NULL. Local. */
+/* Destroy it with every op it owns; *g becomes NULL. Accepts NULL.
+ * Collective over the ranks of the graph's partitions when it holds
+ * distributed layers (their communicators are freed, as in
+ * ladle_op_destroy); local otherwise. */
 LADLE_API ladle_status ladle_graph_destroy(ladle_graph **g);
 
 /* The add calls below are local, refused with LADLE_ERR_STATE after
@@ -68,34 +71,34 @@ LADLE_API ladle_status ladle_graph_destroy(ladle_graph **g);
 
 /* A graph input. With layout (borrowed; retained), this rank's block of its
  * global shape; with layout NULL, a tensor of ndim and shape on this rank
- * (every rank holding its own). Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
- * LADLE_ERR_STATE, LADLE_ERR_ALLOC. */
+ * (every rank holding its own). Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG, LADLE_ERR_STATE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_graph_add_input(ladle_graph *g, const char *name,
                                              const ladle_layout *layout, int ndim,
                                              const int64_t shape[], int *id);
 /* A layer on value x. The graph owns the op from a successful return (an op
- * may be added once). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer,
+ * may be added once). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer,
  * added already), LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_STATE,
  * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_graph_add_layer(ladle_graph *g, const char *name, ladle_op *op,
                                              int x, int *id);
 /* y = xs[0] + ... + xs[n-1] (n >= 2; the same local shape and, where both
- * have one, the layout of xs[0], else a repartition is inserted). */
+ * have one, the layout of xs[0], else a repartition is inserted). Local. */
 LADLE_API ladle_status ladle_graph_add_add(ladle_graph *g, const char *name, int n,
                                            const int xs[], int *id);
 /* The concatenation of xs[0..n-1] along dim (n >= 1). Laid-out inputs must
  * hold dimension dim whole on every rank (finalize says LADLE_ERR_PARTITION
- * otherwise). */
+ * otherwise). Local. */
 LADLE_API ladle_status ladle_graph_add_concat(ladle_graph *g, const char *name, int n,
                                               const int xs[], int dim, int *id);
 /* Split x along dim into n parts of sizes[0..n-1] (summing to x's extent;
  * as for concat, a laid-out x must hold dim whole): ids[k] gets part k's
- * id (consecutive ids). */
+ * id (consecutive ids). Local. */
 LADLE_API ladle_status ladle_graph_add_split(ladle_graph *g, const char *name, int x, int dim,
                                              int n, const int64_t sizes[], int ids[]);
 /* A loss (ladle_loss_create or ladle_dist_loss_create; owned as a layer) of
  * value x with weight w (finite). *k (may be NULL) gets the loss's index,
- * the order of the targets of ladle_graph_loss. */
+ * the order of the targets of ladle_graph_loss. Local. */
 LADLE_API ladle_status ladle_graph_add_loss(ladle_graph *g, const char *name, ladle_op *loss,
                                             int x, double weight, int *k);
 /* The values ladle_graph_forward returns, in order (a value may be an
@@ -118,24 +121,28 @@ LADLE_API ladle_status ladle_graph_finalize(ladle_graph *g);
 
 /* Forward from the n graph inputs (this rank's blocks, in the order they
  * were added; n must be their number). ys (may be NULL) gets the outputs,
- * borrowed until the next forward. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
- * LADLE_ERR_STATE, the layers' codes. */
+ * borrowed until the next forward. Collective over the ranks of the graph's
+ * partitions (each layer's call over its communicator). Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE, the layers' codes. */
 LADLE_API ladle_status ladle_graph_forward(ladle_graph *g, int n, const ladle_tensor *const xs[],
                                            const ladle_tensor *ys[]);
 /* The losses of the last forward against targets[k] (loss k's, this rank's
  * block); *total (may be NULL) gets sum_k w_k L_k of the losses this rank
  * knows (a distributed loss is known on its partition's ranks; elsewhere
  * it counts 0). LADLE_ERR_NUMERIC for a total that is not finite (it is
- * still reported; the backward is refused). */
+ * still reported; the backward is refused). Collective over the partition
+ * of each distributed loss (its ladle_loss_forward); local for sequential
+ * losses. */
 LADLE_API ladle_status ladle_graph_loss(ladle_graph *g, int n, const ladle_tensor *const targets[],
                                         double *total);
 /* Backward from the total loss: every layer's input and weight gradients
  * (the weight gradients accumulating), the gradients of the graph inputs,
  * and with sync != 0 the replicated gradients summed over their copies
- * (bucket by bucket, during the pass), as ladle_network_backward. */
+ * (bucket by bucket, during the pass), as ladle_network_backward.
+ * Collective over the ranks of the graph's partitions, as forward. */
 LADLE_API ladle_status ladle_graph_backward(ladle_graph *g, int sync);
-/* Zero every gradient (local), set training (nonzero) or evaluation mode
- * (local; every rank should set the same). Return LADLE_ERR_NULL. */
+/* Zero every gradient, set training (nonzero) or evaluation mode (every
+ * rank should set the same). Local. Return LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_graph_zero_grad(ladle_graph *g);
 LADLE_API ladle_status ladle_graph_set_training(ladle_graph *g, int training);
 

@@ -69,8 +69,8 @@ LADLE_API ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **ctx);
 /* Free it and set *ctx to NULL; accepts NULL. Local. */
 LADLE_API ladle_status ladle_ctx_destroy(ladle_ctx **ctx);
 
-/* The three calls (see above): local for a sequential layer, collective over
- * a distributed layer's communicator (all ranks of its partitions); a
+/* The three calls (see above). Collective over a distributed layer's
+ * communicator (all ranks of its partitions), local for a sequential layer; a
  * container's calls are collective where one of its layers' are. ctx may be
  * NULL for forward when no backward follows. dx may be NULL in backward when
  * the input gradient is not needed (the first layer). backward_weight
@@ -119,8 +119,8 @@ LADLE_API ladle_status ladle_layer_sync_gradients(ladle_op *op);
 
 /* training nonzero: training mode (the default); 0: evaluation. Batch norm
  * uses batch statistics and updates its running ones only in training;
- * dropout is the identity in evaluation. Local (every rank of a distributed
- * layer should set the same mode). Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * dropout is the identity in evaluation. Local; every rank of a distributed
+ * layer should set the same mode. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
  * (not a layer). */
 LADLE_API ladle_status ladle_layer_set_training(ladle_op *op, int training);
 
@@ -153,7 +153,7 @@ LADLE_API ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t 
 /* Linear: y = x W^T + b over any leading dimensions. x has ndim >= 1
  * dimensions and its last extent is in_features; y has out_features there.
  * W is out_features x in_features; bias nonzero: with a bias b. Saves: x.
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
+ * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features,
                                            int bias, ladle_dtype dtype, ladle_device device,
@@ -180,7 +180,7 @@ typedef struct ladle_conv_desc {
  * groups 1, with bias. Local. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
-/* A convolution over x of x_shape (N x C x spatial). Not collective.
+/* A convolution over x of x_shape (N x C x spatial). Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (bad channel
  * counts or groups, a kernel, stride or dilation below 1 or a negative
  * padding, and values so large that the output length would overflow:
@@ -223,7 +223,7 @@ LADLE_API void ladle_conv_opts_init(ladle_conv_opts *o);
  * padding pads x into a buffer (in each ctx, which therefore holds a padded
  * copy of x) and convolves that without padding; the backward folds the
  * padding's gradient back onto the cells it was read from (the adjoint of
- * the padding). Not collective. Returns the codes of ladle_conv_create and
+ * the padding). Local. Returns the codes of ladle_conv_create and
  * LADLE_ERR_ARG for an unknown mode (naming it), same with a stride above 1
  * or a nonzero padding, and a padding the mode cannot take (naming the
  * dimension, the padding and the extent). */
@@ -636,7 +636,7 @@ LADLE_API ladle_status ladle_dropout_set_step(ladle_op *op, uint64_t step);
 LADLE_API ladle_status ladle_reshape_create(int ndim_in, const int64_t in_shape[], int ndim_out,
                                             const int64_t out_shape[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **op);
-/* Flatten every dimension after the first: N x ... -> N x (product). */
+/* Flatten every dimension after the first: N x ... -> N x (product). Local. */
 LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **op);
 
@@ -661,9 +661,9 @@ LADLE_API ladle_status ladle_flatten_create(int ndim, const int64_t shape[], lad
  * replicated gradients, and graphs and checkpoints see each parameter's
  * shard and copies as they would see the layer alone. The container's own
  * shape checks in a call are local: give every rank tensors of its
- * blocks' shapes. Local for sequential layers (they exist already); with
- * distributed layers collective over their ranks, which agree on the
- * verdict over the first one's communicator (so every rank fails alike).
+ * blocks' shapes. Collective over the distributed layers' ranks when there
+ * are any, which agree on the verdict over the first one's communicator (so
+ * every rank fails alike); local for sequential layers (they exist already).
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG
  * (a layer that does not run on this rank, a sequential layer without a
  * batch dimension), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
@@ -687,14 +687,14 @@ LADLE_API ladle_op *ladle_sequential_layer(const ladle_op *seq, int i);
  * distributed layers: a tensor-parallel attention between copies of a
  * layer norm and a dropout) when its y lies as its x does: the same global
  * shape, and on every rank the same box, so the add is each rank's own;
- * the block then has f's layouts and its gradient sums. Local for a
- * sequential body; for a distributed one collective over its ranks, which
- * agree on the verdict (a box that differs on one rank fails all). Returns
+ * the block then has f's layouts and its gradient sums. Collective over a
+ * distributed body's ranks, which agree on the verdict (a box that differs
+ * on one rank fails all); local for a sequential body. Returns
  * LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer, a loss, a layer that takes
  * token ids, a layout on only one side), LADLE_ERR_SHAPE (y's shape is not
  * x's, or its box on this rank is another), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_residual_create(ladle_op **body, ladle_op **block);
-/* The block's f (borrowed), or NULL when op is not a residual block. */
+/* The block's f (borrowed), or NULL when op is not a residual block. Local. */
 LADLE_API ladle_op *ladle_residual_body(const ladle_op *block);
 
 /* ---- functions without parameters or saved state -------------------------*/
@@ -793,9 +793,9 @@ LADLE_API ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
                                             const int64_t input_shape[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **op);
 /* loss = L(input, target); saves input and target references in ctx (may
- * be NULL). Local for a sequential loss; collective over the partition for
- * a distributed one (ladle_dist_loss_create), whose members all get the
- * same status and value. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
+ * be NULL). Collective over the partition for a distributed loss
+ * (ladle_dist_loss_create), whose members all get the same status and
+ * value; local for a sequential one. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (labels out
  * of range other than ignore_index, naming the first; an op that is not a
  * loss), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE,
  * LADLE_ERR_DEVICE (tensors not on the loss's device), and LADLE_ERR_NUMERIC when the
@@ -811,8 +811,9 @@ LADLE_API ladle_status ladle_loss_forward(ladle_op *op, ladle_ctx *ctx,
                                           const ladle_tensor *input,
                                           const ladle_tensor *target, ladle_tensor *loss);
 /* dinput = dL/dinput scaled by dloss (a scalar, or per element for none).
- * Local for a sequential loss, collective over the partition for a
- * distributed one. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
+ * Local, for a distributed loss too: its backward sends no message (its
+ * forward kept the sums it needs in ctx).
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_STATE (no forward has run
  * with ctx), LADLE_ERR_DTYPE, LADLE_ERR_SHAPE (dinput not the input's shape),
  * LADLE_ERR_DEVICE. */
 LADLE_API ladle_status ladle_loss_backward(ladle_op *op, ladle_ctx *ctx,

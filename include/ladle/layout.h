@@ -34,7 +34,7 @@ typedef struct ladle_layout ladle_layout;
 
 /* The balanced decomposition of global_shape over p (ndim must equal the
  * partition's ndim; extents may be 0 or smaller than the grid, giving
- * zero-volume blocks). Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * zero-volume blocks). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
  * LADLE_ERR_SHAPE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p, int ndim,
                                                     const int64_t global_shape[],
@@ -43,7 +43,7 @@ LADLE_API ladle_status ladle_layout_create_balanced(const ladle_partition *p, in
 /* A rectilinear decomposition from split tables: sizes[d] has
  * partition_shape[d] non-negative entries summing to global_shape[d]; block
  * i along d starts at sizes[d][0] + ... + sizes[d][i-1]. Sizes that pass
- * the extent are refused as they are met, so no sum overflows.
+ * the extent are refused as they are met, so no sum overflows. Local.
  * Returns the codes of ladle_layout_create_balanced. */
 LADLE_API ladle_status ladle_layout_create_split(const ladle_partition *p, int ndim,
                                                  const int64_t global_shape[],
@@ -51,40 +51,42 @@ LADLE_API ladle_status ladle_layout_create_split(const ladle_partition *p, int n
                                                  ladle_layout **l);
 
 /* Every member of p holds a whole block of block_shape (ndim dimensions, any
- * ndim from 0 to LADLE_MAX_NDIM). Returns the codes above. */
+ * ndim from 0 to LADLE_MAX_NDIM). Local. Returns the codes above. */
 LADLE_API ladle_status ladle_layout_create_block(const ladle_partition *p, int ndim,
                                                  const int64_t block_shape[],
                                                  ladle_layout **l);
 
-/* Release the handle and set *l to NULL. Accepts NULL. */
+/* Release the handle and set *l to NULL. Accepts NULL. Local; when it frees
+ * the layout and so releases the last reference to its partition, collective
+ * as ladle_partition_destroy. */
 LADLE_API ladle_status ladle_layout_destroy(ladle_layout **l);
 
 /* The partition (borrowed, alive while l is), ndim, and the global shape (for
- * a block layout, the block shape). */
+ * a block layout, the block shape). Local. */
 LADLE_API const ladle_partition *ladle_layout_partition(const ladle_layout *l);
 LADLE_API int ladle_layout_ndim(const ladle_layout *l);
 LADLE_API const int64_t *ladle_layout_global_shape(const ladle_layout *l);
-/* 1 for a block layout, else 0. */
+/* 1 for a block layout, else 0. Local. */
 LADLE_API int ladle_layout_is_block(const ladle_layout *l);
 /* 1 if the boxes of the members tile the global index space exactly (every
  * index held by exactly one member), else 0. Block layouts over more than
- * one rank, and the padded layouts of halo exchange, do not. */
+ * one rank, and the padded layouts of halo exchange, do not. Local. */
 LADLE_API int ladle_layout_is_decomposition(const ladle_layout *l);
 
 /* The box of partition rank `rank` (LADLE_SELF for the calling rank): its
  * offset in the global index space and its shape (ndim entries each; either
  * pointer may be NULL). A rank outside the partition (or LADLE_SELF on an
- * inactive rank) gets offset 0 and shape 0 in every dimension.
+ * inactive rank) gets offset 0 and shape 0 in every dimension. Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for a bad rank. */
 LADLE_API ladle_status ladle_layout_box(const ladle_layout *l, int rank, int64_t offset[],
                                         int64_t shape[]);
 
-/* Number of elements in rank's box. */
+/* Number of elements in rank's box. Local. */
 LADLE_API int64_t ladle_layout_local_volume(const ladle_layout *l, int rank);
 
 /* The intersection of the box of rank ra in a with the box of rank rb in b
  * (global coordinates; offset and shape may be NULL) and its volume (0 when
- * they do not meet). a and b must have the same ndim.
+ * they do not meet). a and b must have the same ndim. Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG. */
 LADLE_API ladle_status ladle_layout_overlap(const ladle_layout *a, int ra,
                                             const ladle_layout *b, int rb, int64_t offset[],

@@ -63,7 +63,7 @@ typedef struct ladle_lenet_desc {
  * the CPU, seed 1. Local. */
 LADLE_API void ladle_lenet_desc_init(ladle_lenet_desc *d);
 
-/* The network over comm (collective over comm). The input block of this
+/* The network over comm. Collective over comm. The input block of this
  * rank is ladle_op_x_layout(ladle_network_layer(net, 0))'s box of the
  * global N x 1 x image x image batch; the labels block the rows of
  * ladle_op_x_layout(ladle_network_loss_op(net))'s box. Returns
@@ -75,7 +75,7 @@ LADLE_API ladle_status ladle_lenet_create(const ladle_lenet_desc *d, ladle_comm 
 /* LeNet-5's sequential layers (the layout fields are ignored) for batches of
  * d->batch, in order, into layers[0 .. *n-1] (cap entries of room; 16 are
  * enough), and its loss: the caller owns them. A pipeline cuts this list
- * into stages. Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the
+ * into stages. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, the
  * codes of the layers' constructors. */
 LADLE_API ladle_status ladle_lenet_layers(const ladle_lenet_desc *d, int cap, ladle_op *layers[],
                                           int *n, ladle_op **loss);
@@ -249,10 +249,10 @@ LADLE_API ladle_status ladle_gpt_create(const ladle_gpt_desc *d, ladle_comm comm
  * the seeds those layers draw in the whole chain, so each pipeline worker
  * makes only its stages. ladle_gpt_loss_create makes the loss that follows
  * "rows": cross entropy, mean, ignore_index -1, targets i64 N T. Over a
- * communicator of one rank (MPI_COMM_SELF's) they are local, and so is
- * ladle_gpt_num_layers, which returns -1 for a bad d. The others return
- * ladle_gpt_create's codes, and LADLE_ERR_ARG for D or S other than 1 and
- * for a range outside the chain; on failure nothing is left made.
+ * communicator of one rank (MPI_COMM_SELF's) they are local. The others
+ * return ladle_gpt_create's codes, and LADLE_ERR_ARG for D or S other than 1
+ * and for a range outside the chain; on failure nothing is left made.
+ * ladle_gpt_num_layers returns the chain's length, or -1 for a bad d. Local.
  */
 LADLE_API int ladle_gpt_num_layers(const ladle_gpt_desc *d);
 

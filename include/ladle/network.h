@@ -43,14 +43,21 @@ typedef struct ladle_network ladle_network;
  * rank, and the loss's input the last layer's y; the layers and the loss
  * must share one dtype and one device, on which the network keeps its
  * activations, gradients and buffers (the batch and targets it is given
- * must live there too). bucket_bytes 0 means LADLE_BUCKET_BYTES. Collective.
+ * must live there too). bucket_bytes 0 means LADLE_BUCKET_BYTES.
+ * Collective over the parent communicator of the layers' partitions (every
+ * rank of it; they agree on the outcome), local for a network of sequential
+ * layers.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE
  * (naming both dtypes), LADLE_ERR_DEVICE (naming the two layers and their
  * devices), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                             size_t bucket_bytes, ladle_network **net);
 /* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL.
- * Local: it waits for no other rank. */
+ * Collective over the ranks of the network's layers when they are
+ * distributed: their communicators and the gradient buckets' go with
+ * MPI_Comm_free, which MPI counts as collective though it waits for no
+ * other rank (as ladle_op_destroy). Local for a network of sequential
+ * layers. */
 LADLE_API ladle_status ladle_network_destroy(ladle_network **net);
 
 /* The calls of a training step go in order: forward, loss, backward (then
@@ -63,12 +70,16 @@ LADLE_API ladle_status ladle_network_destroy(ladle_network **net);
 /* Forward through every layer from x (this rank's block of the input). *y
  * (may be NULL) gets this rank's block of the output, borrowed until the
  * next forward. In training mode the layers save what backward needs.
+ * Collective over the ranks of the network's layers (each layer's call over
+ * its communicator).
  * Returns the layers' codes; after a failure the network holds no forward
  * (a loss is refused until the next successful one). */
 LADLE_API ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
                                              const ladle_tensor **y);
 /* The loss of the last forward's output against target (this rank's block),
- * into *loss (may be NULL; the whole batch's for mean and sum). Returns
+ * into *loss (may be NULL; the whole batch's for mean and sum).
+ * Collective over the loss's partition for a distributed loss
+ * (ladle_loss_forward), local for a sequential one. Returns
  * LADLE_ERR_NULL, LADLE_ERR_STATE (no successful forward), the codes of
  * ladle_loss_forward, among them LADLE_ERR_NUMERIC for a loss that is not
  * finite: *loss then still gets the value (inf or nan) so a tool can print
@@ -83,12 +94,13 @@ LADLE_API ladle_status ladle_network_loss(ladle_network *net, const ladle_tensor
  * pass sync = 0 for all but the last (each with its forward and loss).
  * Returns LADLE_ERR_NULL, LADLE_ERR_STATE (no successful loss since the last
  * forward, or its backward has run already), the layers' codes,
- * LADLE_ERR_MPI. sync nonzero: sum the replicated gradients now. */
+ * LADLE_ERR_MPI. sync nonzero: sum the replicated gradients now.
+ * Collective over the ranks of the network's layers, as forward. */
 LADLE_API ladle_status ladle_network_backward(ladle_network *net, int sync);
 /* Zero every gradient. Local. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_network_zero_grad(ladle_network *net);
-/* training nonzero: training mode for every layer; 0: evaluation. Local
- * (every rank should set the same). Returns LADLE_ERR_NULL. */
+/* training nonzero: training mode for every layer; 0: evaluation. Local;
+ * every rank should set the same. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_network_set_training(ladle_network *net, int training);
 
 /* The layers (borrowed), the loss, and the number of gradient buckets.

@@ -99,37 +99,46 @@ LADLE_API ladle_status ladle_op_adjoint(ladle_op *op, const ladle_tensor *dy,
 
 /* The accessors below are local (they never communicate). */
 
-/* The domain (x) and range (y) layouts: borrowed, valid while op lives. */
+/* The domain (x) and range (y) layouts: borrowed, valid while op lives.
+ * Local. */
 LADLE_API const ladle_layout *ladle_op_x_layout(const ladle_op *op);
 LADLE_API const ladle_layout *ladle_op_y_layout(const ladle_op *op);
 
 /* This rank's local shapes of x and y (ndim entries; zero-volume on ranks
- * that hold nothing). Returns LADLE_ERR_NULL. */
+ * that hold nothing). Local. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_op_x_shape(const ladle_op *op, int *ndim, int64_t shape[]);
 LADLE_API ladle_status ladle_op_y_shape(const ladle_op *op, int *ndim, int64_t shape[]);
 
+/* The op's element type. Local. */
 LADLE_API ladle_dtype ladle_op_dtype(const ladle_op *op);
 /* The device the op was created on (its tensors must live there); LADLE_CPU
- * for NULL. */
+ * for NULL. Local. */
 LADLE_API ladle_device ladle_op_device(const ladle_op *op);
 /* A name for messages: "broadcast", "sum-reduce", "distributed linear", ...
- * Compare kinds (ladle_op_kind_of), never names. */
+ * Compare kinds (ladle_op_kind_of), never names. Local. */
 LADLE_API const char *ladle_op_name(const ladle_op *op);
-/* The op's kind; LADLE_OP_NONE for NULL. */
+/* The op's kind; LADLE_OP_NONE for NULL. Local. */
 LADLE_API ladle_op_kind ladle_op_kind_of(const ladle_op *op);
 /* The kind's short name ("linear", "dist-batchnorm"); "unknown" outside the
- * list, never NULL. */
+ * list, never NULL. Local. */
 LADLE_API const char *ladle_op_kind_name(ladle_op_kind kind);
-/* 1 if the calling rank takes part in any message of the op, else 0. */
+/* 1 if the calling rank takes part in any message of the op, else 0.
+ * Local. */
 LADLE_API int ladle_op_active(const ladle_op *op);
 /* 1 if on this rank forward and adjoint move no data between ranks (the
- * identity shortcut: at most a local copy), else 0. */
+ * identity shortcut: at most a local copy), else 0. Local. */
 LADLE_API int ladle_op_is_local(const ladle_op *op);
-/* Bytes of planned workspace this op holds on this rank. */
+/* Bytes of planned workspace this op holds on this rank. Local. */
 LADLE_API size_t ladle_op_workspace_bytes(const ladle_op *op);
 
-/* Free the op and set *op to NULL. Accepts NULL. Local: it waits for no
- * other rank (MPI_Comm_free only marks the op's communicator for release). */
+/* Free the op and set *op to NULL. Accepts NULL. Collective over the op's
+ * communicator (all ranks of its partitions) for a distributed op, and over
+ * its layers' for a container of distributed layers: their communicators go
+ * with MPI_Comm_free, which MPI counts as collective though it waits for no
+ * other rank (it only marks a communicator for release), and a partition
+ * whose last reference the op held goes as in ladle_partition_destroy.
+ * Local for a rank-local op (a sequential layer, a rank-local custom op, a
+ * container of those). */
 LADLE_API ladle_status ladle_op_destroy(ladle_op **op);
 
 #ifdef __cplusplus

@@ -42,7 +42,7 @@ typedef struct ladle_optimizer_desc {
 } ladle_optimizer_desc;
 
 /* The frameworks' defaults: SGD without momentum; Adam(W) betas 0.9 and
- * 0.999, eps 1e-8; weight decay 0 (AdamW 0.01). */
+ * 0.999, eps 1e-8; weight decay 0 (AdamW 0.01). Local. */
 LADLE_API void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind,
                                          double lr);
 
@@ -65,28 +65,30 @@ LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
  * or two dtypes), LADLE_ERR_SHAPE (the gradient's shape is not the
  * parameter's: same element count is not enough), LADLE_ERR_ARG (not
  * contiguous, or the parameter added twice), LADLE_ERR_DEVICE,
- * LADLE_ERR_ALLOC; the optimizer is unchanged on failure. */
+ * LADLE_ERR_ALLOC; the optimizer is unchanged on failure. Local. */
 LADLE_API ladle_status ladle_optimizer_add_param(ladle_optimizer *opt, ladle_tensor *param,
                                                  ladle_tensor *grad);
 LADLE_API ladle_status ladle_optimizer_add_op(ladle_optimizer *opt, const ladle_op *op);
 
 /* One update of every parameter with the current learning rate; counts the
- * step (Adam's bias correction uses the count). Does not allocate. */
+ * step (Adam's bias correction uses the count). Does not allocate. Local. */
 LADLE_API ladle_status ladle_optimizer_step(ladle_optimizer *opt);
-/* Zero every gradient. */
+/* Zero every gradient. Local. */
 LADLE_API ladle_status ladle_optimizer_zero_grad(ladle_optimizer *opt);
 
-/* Returns LADLE_ERR_NULL, LADLE_ERR_ARG (negative or not finite). */
+/* Set and read the learning rate. Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (negative or not finite). */
 LADLE_API ladle_status ladle_optimizer_set_lr(ladle_optimizer *opt, double lr);
 LADLE_API double ladle_optimizer_lr(const ladle_optimizer *opt);
-/* Steps taken so far. */
+/* Steps taken so far, and the parameters added. Local. */
 LADLE_API int64_t ladle_optimizer_steps(const ladle_optimizer *opt);
 LADLE_API int ladle_optimizer_num_params(const ladle_optimizer *opt);
 
 /* The state of parameter i: state buffer k (SGD: 0 the momentum buffer;
- * Adam(W): 0 the first moment, 1 the second), or NULL. For checkpoints. */
+ * Adam(W): 0 the first moment, 1 the second), or NULL. For checkpoints.
+ * Local. */
 LADLE_API ladle_tensor *ladle_optimizer_state(const ladle_optimizer *opt, int i, int k);
-/* Restore the step count (with the state buffers, to resume a run). */
+/* Restore the step count (with the state buffers, to resume a run). Local. */
 LADLE_API ladle_status ladle_optimizer_set_steps(ladle_optimizer *opt, int64_t steps);
 
 /* ---- learning-rate schedules ------------------------------------------- */
@@ -111,10 +113,12 @@ typedef struct ladle_lr_schedule {
     double warmup_start;
 } ladle_lr_schedule;
 
+/* kind and base_lr; step_size 1, gamma 0.1, total_steps 1, min_lr 0, no
+ * warm-up; size set. Accepts NULL. Local. */
 LADLE_API void ladle_lr_schedule_init(ladle_lr_schedule *s, ladle_lr_kind kind, double base_lr);
 /* The learning rate of step t (0-based); 0 for s NULL or a negative step,
  * NaN for a schedule whose size field is not set (ladle_lr_schedule_init
- * sets it). Pure; not collective. */
+ * sets it). Local; a pure function. */
 LADLE_API double ladle_lr_at(const ladle_lr_schedule *s, int64_t step);
 
 #ifdef __cplusplus

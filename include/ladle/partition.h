@@ -79,7 +79,8 @@ LADLE_API ladle_status ladle_partition_create(ladle_comm parent, int ndim,
  * ladle_partition_create(...) expands to this call with the caller's
  * LADLE_MPI_HEADER, so a program compiled against another MPI's mpi.h
  * than libladle's gets LADLE_ERR_MPI naming both, before its communicator
- * is touched. The same codes as ladle_partition_create. */
+ * is touched. Collective over parent, as ladle_partition_create. The same
+ * codes as ladle_partition_create. */
 LADLE_API ladle_status ladle_partition_create_mpi(const char *caller_mpi, ladle_comm parent,
                                                   int ndim, const int shape[],
                                                   const int ranks[], ladle_partition **p);
@@ -114,36 +115,43 @@ LADLE_API ladle_status ladle_partition_create_union(const ladle_partition *a,
                                                     ladle_partition **u);
 
 /* Release the caller's handle and set *p to NULL; the object is freed when no
- * layout or operator uses it any more. Accepts NULL. Local: it waits for no
- * other rank (MPI_Comm_free only marks the private communicator for
- * release). */
+ * layout or operator uses it any more. Accepts NULL. Local; collective over
+ * the members of p when it frees the object (MPI_Comm_free of the members'
+ * private communicator), and over the ranks of parent when the last
+ * partition made from one ladle_partition_create goes (its duplicate of
+ * parent is freed too). It waits for no other rank (MPI_Comm_free only marks
+ * a communicator for release), but MPI counts MPI_Comm_free as collective,
+ * so every rank should release its handles in the same order. */
 LADLE_API ladle_status ladle_partition_destroy(ladle_partition **p);
 
 /* The accessors below are local: every rank answers from its own copy. */
 
-/* 1 if the calling rank is a member, else 0 (also for p == NULL). */
+/* 1 if the calling rank is a member, else 0 (also for p == NULL). Local. */
 LADLE_API int ladle_partition_active(const ladle_partition *p);
-/* Number of grid dimensions; the extents (ndim entries, valid while p lives). */
+/* Number of grid dimensions; the extents (ndim entries, valid while p lives).
+ * Local. */
 LADLE_API int ladle_partition_ndim(const ladle_partition *p);
 LADLE_API const int *ladle_partition_shape(const ladle_partition *p);
-/* Number of members. */
+/* Number of members. Local. */
 LADLE_API int ladle_partition_size(const ladle_partition *p);
-/* The calling rank's partition rank, or -1 when inactive. */
+/* The calling rank's partition rank, or -1 when inactive. Local. */
 LADLE_API int ladle_partition_rank(const ladle_partition *p);
-/* The calling rank's coordinates (ndim entries), or NULL when inactive. */
+/* The calling rank's coordinates (ndim entries), or NULL when inactive.
+ * Local. */
 LADLE_API const int *ladle_partition_coords(const ladle_partition *p);
 /* Coordinates of partition rank r, and the partition rank at coords.
- * Return LADLE_ERR_NULL or LADLE_ERR_ARG for out-of-range input. */
+ * Local. Return LADLE_ERR_NULL or LADLE_ERR_ARG for out-of-range input. */
 LADLE_API ladle_status ladle_partition_coords_of(const ladle_partition *p, int rank,
                                                  int coords[]);
 LADLE_API ladle_status ladle_partition_rank_of(const ladle_partition *p, const int coords[],
                                                int *rank);
 /* Partition rank of the neighbour of partition rank `rank` one step along
  * dimension dim in direction dir, or -1 at the boundary (grids are not
- * periodic) and for arguments out of range (dir neither of the two). */
+ * periodic) and for arguments out of range (dir neither of the two).
+ * Local. */
 LADLE_API int ladle_partition_neighbor(const ladle_partition *p, int rank, int dim,
                                        ladle_direction dir);
-/* The rank in the parent communicator of partition rank r, or -1. */
+/* The rank in the parent communicator of partition rank r, or -1. Local. */
 LADLE_API int ladle_partition_parent_rank(const ladle_partition *p, int r);
 /* The private communicator of the members (rank = partition rank), or
  * MPI_COMM_NULL's when inactive or p is NULL: ladle_comm_mpi() of it is an

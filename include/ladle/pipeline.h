@@ -118,7 +118,7 @@ typedef struct ladle_pipe_schedule ladle_pipe_schedule;
  * stages on W = S/v workers (chunks = v) and needs m to be a multiple of W.
  * costs may be NULL (unit costs). A generated schedule ends each worker's
  * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
- * Local (not collective). Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
+ * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
  * style, or another parameter out of range: the message says which),
  * LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages,
@@ -135,7 +135,7 @@ LADLE_API ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int 
 /* An empty schedule for hand-made ones: W workers, S stages, m
  * microbatches; placement[j][q] (flattened, stage by stage) is the worker of
  * replica q of stage j, replicas as in _generate (NULL: all 1). With
- * placement NULL, stage j sits on worker j mod W. Not collective. */
+ * placement NULL, stage j sits on worker j mod W. Local. */
 LADLE_API ladle_status ladle_pipe_schedule_create(int workers, int stages, const int *replicas,
                                                   const int *placement, int m,
                                                   ladle_pipe_schedule **sched);
@@ -155,7 +155,7 @@ LADLE_API ladle_status ladle_pipe_schedule_destroy(ladle_pipe_schedule **sched);
  * microbatches, replicas and placement are read off the actions: the
  * workers holding stage j's actions are its replicas, in worker order. A
  * compute-only file gets its sends and receives added. The result is not
- * validated yet; *sched is set only on success. Returns LADLE_ERR_IO (with
+ * validated yet; *sched is set only on success. Local. Returns LADLE_ERR_IO (with
  * the line and token: an unknown action, a number out of range, a header
  * value that is not a whole number: stages 1 to 256, microbatches 1 to
  * 2^20; for load also a missing file, a directory, a read error, each with
@@ -167,16 +167,16 @@ LADLE_API ladle_status ladle_pipe_schedule_parse(const char *text, ladle_pipe_sc
  * LADLE_ERR_NULL, LADLE_ERR_IO. */
 LADLE_API ladle_status ladle_pipe_schedule_write(const ladle_pipe_schedule *sched, FILE *out);
 
-/* The shape of a schedule. These accessors are local. */
+/* The shape of a schedule. Local. */
 LADLE_API int ladle_pipe_schedule_workers(const ladle_pipe_schedule *sched);
 LADLE_API int ladle_pipe_schedule_stages(const ladle_pipe_schedule *sched);
 LADLE_API int ladle_pipe_schedule_microbatches(const ladle_pipe_schedule *sched);
 LADLE_API int ladle_pipe_schedule_replicas(const ladle_pipe_schedule *sched, int stage);
 /* The worker of replica q of stage j, and the replica that runs microbatch
- * k of stage j (k mod r_j); -1 out of range. */
+ * k of stage j (k mod r_j); -1 out of range. Local. */
 LADLE_API int ladle_pipe_schedule_worker(const ladle_pipe_schedule *sched, int stage, int replica);
 LADLE_API int ladle_pipe_schedule_route(const ladle_pipe_schedule *sched, int stage, int mb);
-/* A worker's actions: their number, and the list (borrowed). */
+/* A worker's actions: their number, and the list (borrowed). Local. */
 LADLE_API int ladle_pipe_schedule_length(const ladle_pipe_schedule *sched, int worker);
 LADLE_API const ladle_pipe_action *ladle_pipe_schedule_actions(const ladle_pipe_schedule *sched,
                                                                int worker);
@@ -201,7 +201,7 @@ typedef struct ladle_pipe_report {
  * after the compute that produces it; REDUCE of a replicated stage on each
  * replica after its weight gradients; STEP after REDUCE; and running all
  * workers (sends never wait, receives wait for their send) finishes: no
- * deadlock. Not collective. Returns LADLE_OK whether or not the schedule is
+ * deadlock. Local. Returns LADLE_OK whether or not the schedule is
  * valid (report->ok says), LADLE_ERR_NULL or LADLE_ERR_ALLOC (and then
  * leaves *report as it was). Release the report with ladle_pipe_report_destroy. */
 LADLE_API ladle_status ladle_pipe_schedule_validate(const ladle_pipe_schedule *sched,
@@ -235,7 +235,7 @@ typedef struct ladle_pipe_sim {
  * in order; an action starts when its worker is free and what it needs is
  * there (a receive: its send's end plus the transfer time; a backward: its
  * forward; a REDUCE: every replica's REDUCE reached). Sends take no worker
- * time. Not collective. Everything is checked first: *sim is written only
+ * time. Local. Everything is checked first: *sim is written only
  * on success and left as it was on failure. Returns LADLE_ERR_ARG for an
  * invalid schedule (with the validator's message) or costs that are
  * negative or not finite, LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
@@ -259,11 +259,11 @@ typedef struct ladle_pipe_sim_opts {
     const double *param;
 } ladle_pipe_sim_opts;
 
-/* Zero o and set its size. Accepts NULL. Not collective. */
+/* Zero o and set its size. Accepts NULL. Local. */
 LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o);
 
 /* ladle_pipe_simulate with what opts adds (opts NULL: the same as
- * ladle_pipe_simulate). Not collective. Returns its codes, and
+ * ladle_pipe_simulate). Local. Returns its codes, and
  * LADLE_ERR_ARG for an opts not set up by ladle_pipe_sim_opts_init (its
  * size below this struct's first release) or with a value negative or not
  * finite; *sim is written only on success. */
@@ -284,8 +284,8 @@ LADLE_API double ladle_pipe_events_bubble(int workers, int nevents,
 /* A timeline picture of events (one row per worker, one box per compute
  * action, coloured by kind, labelled with the microbatch) as SVG, and the
  * same events as Chrome-trace JSON (chrome://tracing, Perfetto); time_unit
- * is the number of microseconds in one unit of the events' times. Not
- * collective. Returns LADLE_ERR_NULL, LADLE_ERR_IO. */
+ * is the number of microseconds in one unit of the events' times. Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_IO. */
 LADLE_API ladle_status ladle_pipe_write_svg(FILE *out, const char *title, int workers,
                                             int nevents, const ladle_pipe_event *events);
 LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevents,
@@ -296,8 +296,8 @@ LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevent
 /* The profiling pass: each layer's forward, input-gradient and
  * weight-gradient seconds on random data of its shapes (the medians of reps
  * rounds, after one untimed round), into f[i], b[i], w[i]: the planner's
- * per-layer costs. The layers' gradients are zeroed afterwards. Calls a
- * distributed layer's collective calls (collective over its ranks then);
+ * per-layer costs. The layers' gradients are zeroed afterwards. Local;
+ * collective over a distributed layer's ranks if one is among them (its calls);
  * allocates its tensors. f, b and w are written only once every layer has
  * been timed. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (n outside 1 to 2^20,
  * reps outside 1 to 1000, an entry that is not a layer), the layers'
@@ -365,7 +365,7 @@ LADLE_API double ladle_pipe_plan_stage_time(const ladle_pipe_plan *plan, int j);
  * from the first, the fewest replicas and then the earliest end: the
  * lexicographically smallest (r_0, first[1], r_1, first[2], ...). Costs
  * O(64 n^2 workers) at most; (n + 1) * (workers + 1) may not pass 2^24.
- * Sets *plan only on success. Not collective. Returns LADLE_ERR_ARG (bad
+ * Sets *plan only on success. Local. Returns LADLE_ERR_ARG (bad
  * sizes, a cost or memory negative or not finite, or no plan fits the cap:
  * the message says what the smallest stash of any plan is), LADLE_ERR_NULL,
  * LADLE_ERR_ALLOC. */
@@ -383,7 +383,7 @@ LADLE_API ladle_status ladle_pipe_plan_create(int n, const double *f, const doub
  * means no lower bound, max_stages 0 no limit beyond min(workers, n,
  * LADLE_PIPE_MAX_STAGES). ladle_pipe_plan_create is this with min_stages 1.
  * Costs as ladle_pipe_plan_create (both share one table of 8 bytes for
- * each of n * (workers + 1) entries). Sets *plan only on success. Not collective. Returns LADLE_ERR_ARG (as
+ * each of n * (workers + 1) entries). Sets *plan only on success. Local. Returns LADLE_ERR_ARG (as
  * ladle_pipe_plan_create, and min_stages negative, above a non-zero
  * max_stages, above min(n, workers) or above LADLE_PIPE_MAX_STAGES; with a
  * cap, the smallest stash is that of a plan in the range), LADLE_ERR_NULL,
@@ -396,7 +396,7 @@ LADLE_API ladle_status ladle_pipe_plan_create_range(int n, const double *f, cons
 /* The plan of explicit boundaries (first[0] = 0, strictly increasing,
  * first[stages] = n) and replicas (each >= 1; NULL: all 1), with its stage
  * times; plain_slowest is that of the sum of the replicas as workers. Sets
- * *plan only on success. Not collective. Returns LADLE_ERR_ARG (an empty
+ * *plan only on success. Local. Returns LADLE_ERR_ARG (an empty
  * stage, boundaries that do not cover 0 .. n-1, a replica count below 1, a
  * cost negative or not finite), LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
@@ -443,7 +443,7 @@ typedef struct ladle_pipe_plan_opts {
     int microbatches;      /* per optimizer step */
 } ladle_pipe_plan_opts;
 
-/* Zero o and set its size. Accepts NULL. Not collective. */
+/* Zero o and set its size. Accepts NULL. Local. */
 LADLE_API void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o);
 
 /* ladle_pipe_plan_create_range under the model above (opts NULL: no
@@ -451,7 +451,7 @@ LADLE_API void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o);
  * tie rules, with stage_time, slowest and plain_slowest the modelled times
  * (the plain pipeline: up to min(workers, n) unreplicated stages, no cap).
  * ladle_pipe_plan_create_range is this with only mem, mem_cap and the
- * stage bounds set. Sets *plan only on success. Not collective. Returns
+ * stage bounds set. Sets *plan only on success. Local. Returns
  * its codes, and LADLE_ERR_ARG for an opts not set up by
  * ladle_pipe_plan_opts_init, a value negative or not finite (the message
  * names the array and entry), or an all-reduce cost without microbatches. */
@@ -461,7 +461,7 @@ LADLE_API ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const d
                                                  int workers, ladle_pipe_plan *plan);
 /* ladle_pipe_plan_explicit under the model above: a split you give, timed
  * as ladle_pipe_plan_create_ex times its own (opts' stage bounds and cap
- * are not applied). */
+ * are not applied). Local. */
 LADLE_API ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
                                                    const double *w,
                                                    const ladle_pipe_plan_opts *opts,
@@ -532,8 +532,11 @@ LADLE_API ladle_status ladle_pipeline_create_workers(int nworkers,
                                                      const ladle_optimizer_desc *opt,
                                                      ladle_pipeline **pipeline);
 /* Destroy the pipeline with its layers, loss and optimizers; *pipeline
- * becomes NULL. Accepts NULL. Local: it waits for no other rank (MPI_Comm_free only
- * marks communicators for release). */
+ * becomes NULL. Accepts NULL. Collective over the members of p_pipe (the
+ * union of the workers): it frees the pipeline's duplicate of their
+ * communicator and its distributed layers' communicators with
+ * MPI_Comm_free, which MPI counts as collective though it waits for no
+ * other rank (it only marks communicators for release). */
 LADLE_API ladle_status ladle_pipeline_destroy(ladle_pipeline **pipeline);
 
 /* One training step: the schedule's actions in order over m microbatches
@@ -572,12 +575,13 @@ LADLE_API ladle_status ladle_pipe_events_destroy(ladle_pipe_event **events);
 /* The accessors below are local. */
 
 /* The optimizer of a stage this rank holds (to change its learning rate),
- * or NULL. */
+ * or NULL. Local. */
 LADLE_API ladle_optimizer *ladle_pipeline_optimizer(const ladle_pipeline *pipeline, int stage);
-/* The layers of a stage this rank holds (borrowed), or NULL; *n their number. */
+/* The layers of a stage this rank holds (borrowed), or NULL; *n their number.
+ * Local. */
 LADLE_API ladle_op *const *ladle_pipeline_layers(const ladle_pipeline *pipeline, int stage,
                                                  int *n);
-/* This rank's worker (-1 outside the pipeline). */
+/* This rank's worker (-1 outside the pipeline). Local. */
 LADLE_API int ladle_pipeline_worker(const ladle_pipeline *pipeline);
 
 #ifdef __cplusplus

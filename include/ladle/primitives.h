@@ -132,7 +132,7 @@ typedef struct ladle_window {
 } ladle_window;
 
 /* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode).
- * Not collective. */
+ * Local. */
 LADLE_API void ladle_window_init(ladle_window *w, int ndim);
 
 /*
@@ -173,7 +173,8 @@ LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x, const l
 LADLE_API ladle_status ladle_halo_exchange_begin(ladle_op *op, ladle_tensor *t);
 LADLE_API ladle_status ladle_halo_exchange_end(ladle_op *op, ladle_tensor *t);
 /* The same split for the adjoint (halos added into owners, then zeroed):
- * between begin and end the caller must not touch t. */
+ * between begin and end the caller must not touch t. Collective over the
+ * partition, as the forward's begin and end. */
 LADLE_API ladle_status ladle_halo_exchange_adjoint_begin(ladle_op *op, ladle_tensor *t);
 LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tensor *t);
 /* Between a begin and its end (forward or adjoint): move on what can move
@@ -181,7 +182,7 @@ LADLE_API ladle_status ladle_halo_exchange_adjoint_end(ladle_op *op, ladle_tenso
  * transports (TCP, and the rendezvous of larger messages on RDMA
  * networks), so work that overlaps an exchange calls this every so often
  * for the messages to travel meanwhile. *done (unless done is NULL) becomes
- * 1 when end would not wait. Local: each rank calls it as often as it
+ * 1 when end would not wait. Local; each rank calls it as often as it
  * likes. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a halo exchange),
  * LADLE_ERR_STATE (no exchange in flight) and LADLE_ERR_MPI. */
 LADLE_API ladle_status ladle_halo_exchange_progress(ladle_op *op, int *done);
@@ -204,7 +205,7 @@ typedef struct ladle_halo_geometry {
 } ladle_halo_geometry;
 
 /* Fill g for the calling rank (zeros everywhere on ranks outside the
- * partition). Not collective. Returns LADLE_ERR_NULL, LADLE_ERR_ARG when op
+ * partition). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG when op
  * is not a halo exchange. */
 LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
                                                     ladle_halo_geometry *g);

@@ -59,20 +59,21 @@ LADLE_API void ladle_text_options_init(ladle_text_options *o);
  * record, or no validation record when val_every > 0), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_text_load(const char *path, const ladle_text_options *o,
                                        ladle_text **t);
-/* Free it and set *t to NULL. Accepts NULL. */
+/* Free it and set *t to NULL. Accepts NULL. Local. */
 LADLE_API ladle_status ladle_text_destroy(ladle_text **t);
 
-/* The vocabulary's size V (token ids 0 .. V-1); 0 for NULL. */
+/* The vocabulary's size V (token ids 0 .. V-1); 0 for NULL. Local. */
 LADLE_API int64_t ladle_text_vocab(const ladle_text *t);
 /* The byte of token id (-1 outside the vocabulary), the id of byte b (-1
- * when the corpus lacks it). */
+ * when the corpus lacks it). Local. */
 LADLE_API int ladle_text_byte(const ladle_text *t, int64_t id);
 LADLE_API int64_t ladle_text_id(const ladle_text *t, int b);
-/* A split's length in tokens and its records; 0 for NULL or another split. */
+/* A split's length in tokens and its records; 0 for NULL or another split.
+ * Local. */
 LADLE_API int64_t ladle_text_length(const ladle_text *t, ladle_text_split s);
 LADLE_API int64_t ladle_text_records(const ladle_text *t, ladle_text_split s);
 /* The files read, and the token ids of a split (length tokens; NULL for
- * NULL or another split). */
+ * NULL or another split). Local. */
 LADLE_API int ladle_text_files(const ladle_text *t);
 LADLE_API const int64_t *ladle_text_tokens(const ladle_text *t, ladle_text_split s);
 
@@ -94,7 +95,7 @@ LADLE_API ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint6
 /* The evaluation windows of split s at context T: window w covers
  * positions w T .. w T + T - 1 and predicts w T + 1 .. w T + T, for w <
  * floor((length - 1) / T), so a pass scores every token that has a
- * predecessor once, up to the last partial window (0 when T < 1). */
+ * predecessor once, up to the last partial window (0 when T < 1). Local. */
 LADLE_API int64_t ladle_text_windows(const ladle_text *t, ladle_text_split s, int64_t T);
 /* Fill x and y (i64, n x T) with windows first .. first + n - 1; rows past
  * the last window get x 0 and y -1 (a label the loss ignores when its
