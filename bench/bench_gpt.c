@@ -156,7 +156,7 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, stages, NULL, 1, m, &pc, &r->sched));
     /* the simulator's view: one rank runs m (f + b + w) of every layer */
     ladle_pipe_sim sim = {0};
-    CHECK(ladle_pipe_simulate(r->sched, &pc, &sim));
+    CHECK(ladle_pipe_simulate(r->sched, &pc, NULL, &sim));
     double serial = 0;
     for (int i = 0; i < 3 * n; i++)
         serial += m * cost[i];

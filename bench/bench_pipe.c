@@ -24,7 +24,7 @@
  * Both simulations model what surrounds the compute too, measured before
  * the runs: each stage boundary's message (the one-way time of a ping-pong
  * of its bytes between ranks 0 and 1: a one-float message's latency as the
- * delay, the rest as the receiver's time, ladle_pipe_simulate_ex's recv),
+ * delay, the rest as the receiver's time, ladle_pipe_sim_desc's recv),
  * each stage's optimizer step (SGD over its layers and the zeroing of
  * their gradients, on rank 0) and, for
  * a replicated stage, the sum of its gradients over the replicas (an
@@ -316,11 +316,11 @@ static void replay(const ladle_pipe_schedule *s, const model *md, int n,
         for (int j = 0; j < 64; j++)
             sum[k][j] = cnt[k][j] > 0 ? sum[k][j] / cnt[k][j] : 0;
     ladle_pipe_costs c = {sum[0], sum[1], sum[2], md->send, md->reduce, md->step, NULL};
-    ladle_pipe_sim_opts o;
-    ladle_pipe_sim_opts_init(&o);
+    ladle_pipe_sim_desc o;
+    ladle_pipe_sim_desc_init(&o);
     o.recv = md->recv;
     ladle_pipe_sim sim;
-    CHECK(ladle_pipe_simulate_ex(s, &c, &o, &sim));
+    CHECK(ladle_pipe_simulate(s, &c, &o, &sim));
     *ms = 1e3 * sim.makespan;
     *bubble = sim.bubble;
     ladle_pipe_sim_destroy(&sim);
@@ -430,10 +430,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         res.rsim_ms = bench_median(rms, steps);
         res.rsim_bubble = bench_median(rbub, steps);
         ladle_pipe_sim sim;
-        ladle_pipe_sim_opts o;
-        ladle_pipe_sim_opts_init(&o);
+        ladle_pipe_sim_desc o;
+        ladle_pipe_sim_desc_init(&o);
         o.recv = md->recv;
-        CHECK(ladle_pipe_simulate_ex(s, &full, &o, &sim));
+        CHECK(ladle_pipe_simulate(s, &full, &o, &sim));
         res.sim_ms = 1e3 * sim.makespan;
         res.sim_bubble = sim.bubble;
         if (svg_dir) {
@@ -444,7 +444,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
             write_svg(file, title, W, sim.nevents, sim.events);
         }
         ladle_pipe_sim_destroy(&sim);
-        CHECK(ladle_pipe_simulate(s, &bare, &sim));
+        CHECK(ladle_pipe_simulate(s, &bare, NULL, &sim));
         res.bare_ms = 1e3 * sim.makespan;
         ladle_pipe_sim_destroy(&sim);
     }

@@ -247,7 +247,7 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
         return 2;
     }
     ladle_pipe_sim sim;
-    if (me == 0 && ladle_pipe_simulate(s, &c, &sim) == LADLE_OK) {
+    if (me == 0 && ladle_pipe_simulate(s, &c, NULL, &sim) == LADLE_OK) {
         printf("pipeline %s: %d stages on %d workers (layers",
                ladle_pipe_style_name(o->pipe_style), plan.stages,
                ladle_pipe_schedule_workers(s));

@@ -43,6 +43,16 @@ extern "C" {
 
 /* ---- pipelines ------------------------------------------------------------ */
 
+/* ladle_pipe_sim_opts is ladle_pipe_sim_desc (deprecated: use ladle_pipe_sim_desc). */
+typedef ladle_pipe_sim_desc ladle_pipe_sim_opts;
+LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o)
+    LADLE_DEPRECATED("use ladle_pipe_sim_desc_init");
+LADLE_API ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *sched,
+                                              const ladle_pipe_costs *costs,
+                                              const ladle_pipe_sim_opts *opts,
+                                              ladle_pipe_sim *sim)
+    LADLE_DEPRECATED("use ladle_pipe_simulate, which takes the ladle_pipe_sim_desc");
+
 #ifdef __cplusplus
 }
 #endif

@@ -225,26 +225,14 @@ typedef struct ladle_pipe_sim {
     double bubble;           /* 1 - busy / (workers * makespan) */
     double *peak_memory;     /* per worker: the most stashed activation memory
                                 (costs->act; microbatches without it), plus the
-                                parameters' of its stages (ladle_pipe_simulate_ex) */
+                                parameters' of its stages (ladle_pipe_sim_desc) */
     double peak_memory_max;
     int nevents;
     ladle_pipe_event *events; /* every action with its simulated times */
 } ladle_pipe_sim;
 
-/* Replay a valid schedule under the given costs: each worker runs its list
- * in order; an action starts when its worker is free and what it needs is
- * there (a receive: its send's end plus the transfer time; a backward: its
- * forward; a REDUCE: every replica's REDUCE reached). Sends take no worker
- * time. Not collective. Everything is checked first: *sim is written only
- * on success and left as it was on failure. Returns LADLE_ERR_ARG for an
- * invalid schedule (with the validator's message) or costs that are
- * negative or not finite, LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
- * ladle_pipe_sim_destroy. */
-LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
-                                           const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
-/* What ladle_pipe_simulate_ex models beyond the costs, per stage or stage
- * boundary (arrays of S entries; NULL: 0). Set it up with
- * ladle_pipe_sim_opts_init, which zeroes it and sets size.
+/* What the simulator models beyond the costs, per stage or stage boundary
+ * (arrays of S entries; NULL: 0). Set it up with ladle_pipe_sim_desc_init.
  *  - recv[j]: the worker time a receive across boundary j (stage j's
  *    output to stage j + 1, or its gradient back to stage j) takes on the
  *    receiving worker once the message has arrived: the copy out of the
@@ -253,24 +241,32 @@ LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
  *  - param[j]: the memory stage j's parameters take on each of its workers
  *    (weights, gradients and optimizer state), in costs->act's unit: added
  *    to peak_memory once per stage a worker holds. */
-typedef struct ladle_pipe_sim_opts {
-    size_t size; /* sizeof(ladle_pipe_sim_opts), set by ladle_pipe_sim_opts_init */
+typedef struct ladle_pipe_sim_desc {
+    size_t size; /* sizeof(ladle_pipe_sim_desc), set by ladle_pipe_sim_desc_init */
     const double *recv;
     const double *param;
-} ladle_pipe_sim_opts;
+} ladle_pipe_sim_desc;
 
-/* Zero o and set its size. Accepts NULL. Not collective. */
-LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o);
+/* Set d's size and its defaults: no receive time, no parameter memory
+ * (recv and param NULL). Accepts NULL. Local. */
+LADLE_API void ladle_pipe_sim_desc_init(ladle_pipe_sim_desc *d);
 
-/* ladle_pipe_simulate with what opts adds (opts NULL: the same as
- * ladle_pipe_simulate). Not collective. Returns its codes, and
- * LADLE_ERR_ARG for an opts not set up by ladle_pipe_sim_opts_init (its
- * size below this struct's first release) or with a value negative or not
- * finite; *sim is written only on success. */
-LADLE_API ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *sched,
-                                              const ladle_pipe_costs *costs,
-                                              const ladle_pipe_sim_opts *opts,
-                                              ladle_pipe_sim *sim);
+/* Replay a valid schedule under the given costs (NULL: unit costs) and what
+ * d adds (NULL: nothing beyond the costs): each worker runs its list in
+ * order; an action starts when its worker is free and what it needs is
+ * there (a receive: its send's end plus the transfer time, then d->recv of
+ * the receiver's time; a backward: its forward; a REDUCE: every replica's
+ * REDUCE reached). Sends take no worker time. Local (not collective).
+ * Everything is checked first: *sim is written only on success and left as
+ * it was on failure; it owns its arrays (release with
+ * ladle_pipe_sim_destroy). Returns LADLE_ERR_ARG for an invalid schedule
+ * (with the validator's message), costs or d's values that are negative or
+ * not finite, or a d not set up by ladle_pipe_sim_desc_init (its size below
+ * this struct's first release); LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
+                                           const ladle_pipe_costs *costs,
+                                           const ladle_pipe_sim_desc *d,
+                                           ladle_pipe_sim *sim);
 
 /* Free what the simulation holds and zero it (the struct is the caller's).
  * Accepts NULL and a zeroed one. Local. Returns LADLE_OK. */
