@@ -141,8 +141,10 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     }
     MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     ladle_pipe_plan plan;
-    CHECK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, stages,
-                                       stages, stages, &plan));
+    ladle_pipe_plan_desc pd;
+    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
+    pd.min_stages = pd.max_stages = stages;
+    CHECK(ladle_pipe_plan_create(&pd, stages, &plan));
     ladle_pipe_costs pc = {0};
     double f[64], b[64], w[64];
     for (int j = 0; j < plan.stages; j++) {

@@ -32,7 +32,7 @@
  * two copies of them). The last column is the profiled simulation without
  * them: what the compute alone predicts.
  *
- * The planner (ladle_pipe_plan_create_ex) gets the same kind of inputs per
+ * The planner (ladle_pipe_plan_create) gets the same kind of inputs per
  * layer: the receive of each layer's output, and each layer's all-reduce
  * between two replicas as a latency and a bandwidth term. The bench prints
  * its plan, the plan it would choose without them, and its modelled time
@@ -220,7 +220,7 @@ static double step_time(int first, int last)
     return v;
 }
 
-/* What the planner takes beyond the profile (ladle_pipe_plan_create_ex),
+/* What the planner takes beyond the profile (ladle_pipe_plan_desc),
  * measured by ladle_pipe_profile_comm as ladle-train measures it: the
  * receive of each layer's output, each layer's all-reduce between two
  * replicas, a ring step's latency. Collective. */
@@ -489,8 +489,8 @@ int main(int argc, char **argv)
     double f[NL], b[NL], w[NL], cut[NL], red[NL], lat;
     profile(f, b, w);
     plan_inputs(cut, red, &lat);
-    ladle_pipe_plan_opts po;
-    ladle_pipe_plan_opts_init(&po);
+    ladle_pipe_plan_desc po;
+    ladle_pipe_plan_desc_init(&po, NL, f, b, w);
     po.cut = cut;
     po.reduce = red;
     po.reduce_latency = lat;
@@ -515,13 +515,13 @@ int main(int argc, char **argv)
     if (P == 2) {
         ladle_pipe_plan two;
         po.min_stages = po.max_stages = 2;
-        CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, 2, &two));
+        CHECK(ladle_pipe_plan_create(&po, 2, &two));
         po.min_stages = po.max_stages = 0;
         for (int j = 0; j <= 2; j++)
             first4[j] = ladle_pipe_plan_first(&two, j);
     }
     ladle_pipe_plan fixed;
-    CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, P, first4, NULL, &fixed));
+    CHECK(ladle_pipe_plan_explicit(&po, P, first4, NULL, &fixed));
     print_plan("the schedules' split", &fixed);
     model m4, mh;
     if (me == 0) {
@@ -553,15 +553,17 @@ int main(int argc, char **argv)
      * choose without the model, for comparison */
     ladle_pipe_plan plan, bare_plan;
     po.min_stages = P == 2 ? 0 : 3;
-    CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, P, &plan));
-    CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, P, po.min_stages, 0,
-                                       &bare_plan));
+    CHECK(ladle_pipe_plan_create(&po, P, &plan));
+    ladle_pipe_plan_desc bare;
+    ladle_pipe_plan_desc_init(&bare, NL, f, b, w);
+    bare.min_stages = po.min_stages;
+    CHECK(ladle_pipe_plan_create(&bare, P, &bare_plan));
     print_plan("planner", &plan);
     print_plan("planner without the model (timed with it)", &bare_plan);
     {
         ladle_pipe_plan again;
-        CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, bare_plan.stages,
-                                          bare_plan.first, bare_plan.replicas, &again));
+        CHECK(ladle_pipe_plan_explicit(&po, bare_plan.stages, bare_plan.first,
+                                       bare_plan.replicas, &again));
         if (me == 0)
             printf("  (its split under the model: %.3f ms per microbatch)\n",
                    1e3 * again.slowest);

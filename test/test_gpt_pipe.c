@@ -332,8 +332,11 @@ static void plan_stages(int W, int *stages, int *first, int *rep)
     MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     ladle_pipe_plan plan;
     int lo = W < 2 ? 1 : 2;
-    LT_OK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, W, lo, W,
-                                       &plan));
+    ladle_pipe_plan_desc pd;
+    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
+    pd.min_stages = lo;
+    pd.max_stages = W;
+    LT_OK(ladle_pipe_plan_create(&pd, W, &plan));
     *stages = plan.stages;
     for (int j = 0; j <= plan.stages; j++)
         first[j] = ladle_pipe_plan_first(&plan, j);
