@@ -195,8 +195,9 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         CHECK(ladle_gpt_layers_on(&d, r->wcomm, lo, cnt, ls));
         if (stage == stages - 1)
             CHECK(ladle_gpt_loss_create_on(&d, r->wcomm, &loss));
-        CHECK(ladle_pipeline_create_workers(stages, r->wp, r->sched, 1, &st, loss, &od,
-                                            &r->pl));
+        ladle_pipeline_desc pld;
+        ladle_pipeline_desc_init(&pld, r->sched, &od);
+        CHECK(ladle_pipeline_create_workers(&pld, stages, r->wp, 1, &st, loss, &r->pl));
     }
     CHECK(ladle_allocator_set(NULL));
     r->bytes = c->live - before;

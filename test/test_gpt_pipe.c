@@ -585,7 +585,9 @@ static void tp_case(ladle_pipe_style style, int nst, const int *cut, const int *
     ladle_optimizer_desc od;
     opt_desc(&od);
     ladle_pipeline *pl = NULL;
-    LT_OK(ladle_pipeline_create_workers(W, workers, s, nheld, held, loss, &od, &pl));
+    ladle_pipeline_desc pld;
+    ladle_pipeline_desc_init(&pld, s, &od);
+    LT_OK(ladle_pipeline_create_workers(&pld, W, workers, nheld, held, loss, &pl));
     check_steps(pl, mine >= 0, last_S, nheld, held, cut, g, want, what);
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);

@@ -481,31 +481,48 @@ LADLE_API ladle_status ladle_pipeline_create(const ladle_partition *p_pipe,
                                              const ladle_pipe_stage held[], ladle_op *loss,
                                              const ladle_optimizer_desc *opt,
                                              ladle_pipeline **pipeline);
-/* The same over workers that are partitions: worker w runs on workers[w]
- * (any shape; a rank belongs to one worker at most), so a stage may be a
- * chain of distributed layers (ladle/distributed.h) on its worker's ranks,
- * every rank of the worker running the worker's list. A stage boundary is
- * then a repartition: each rank of the sending replica sends each rank of
- * the receiving one the intersection of its output box with the other's
- * input box (the layouts of the stage's last and the next stage's first
- * layer; a sequential layer's box is its whole tensor), and the backward
- * sends the input gradient's the other way. A stage on several ranks must
- * begin and end with distributed layers, and the last stage's loss must be
- * distributed (ladle_dist_loss_create). A replicated stage's replicas are
- * partitions of the same shape: their gradients are summed rank by rank
- * (rank i of every replica), after each layer's own copies
+/* What every rank of ladle_pipeline_create_workers passes alike: the
+ * schedule (validated and copied) and the optimizer every stage gets (its
+ * fields are read at the call). Set it up with ladle_pipeline_desc_init;
+ * both are required. Later options of the executor are fields here. */
+typedef struct ladle_pipeline_desc {
+    size_t size; /* sizeof(ladle_pipeline_desc), set by ladle_pipeline_desc_init */
+    const ladle_pipe_schedule *sched;
+    const ladle_optimizer_desc *opt;
+} ladle_pipeline_desc;
+
+/* Set d's size, schedule and optimizer. Accepts NULL. Local. */
+LADLE_API void ladle_pipeline_desc_init(ladle_pipeline_desc *d,
+                                        const ladle_pipe_schedule *sched,
+                                        const ladle_optimizer_desc *opt);
+
+/* ladle_pipeline_create over workers that are partitions: worker w of
+ * d->sched runs on workers[w] (nworkers of them, as many as the schedule
+ * has workers; any shape; a rank belongs to one worker at most), so a stage
+ * may be a chain of distributed layers (ladle/distributed.h) on its
+ * worker's ranks, every rank of the worker running the worker's list. Each
+ * rank passes the stages the schedule places on its worker (held, nheld of
+ * them) and, on the ranks of the last stage's workers, the loss (NULL
+ * elsewhere); the layers and the loss become the pipeline's on success. A
+ * stage boundary is a repartition: each rank of the sending replica sends
+ * each rank of the receiving one the intersection of its output box with
+ * the other's input box (the layouts of the stage's last and the next
+ * stage's first layer; a sequential layer's box is its whole tensor), and
+ * the backward sends the input gradient's the other way. A stage on several
+ * ranks must begin and end with distributed layers, and the last stage's
+ * loss must be distributed (ladle_dist_loss_create). A replicated stage's
+ * replicas are partitions of the same shape: their gradients are summed
+ * rank by rank (rank i of every replica), after each layer's own copies
  * (ladle_layer_sync_gradients). x and target are still the whole batch on
  * the ranks that read them; each rank takes its block. A worker holding two
  * consecutive stages must be one rank (LADLE_ERR_UNSUPPORTED). Collective
  * over the union of the workers. Returns the codes of
- * ladle_pipeline_create. */
-LADLE_API ladle_status ladle_pipeline_create_workers(int nworkers,
-                                                     ladle_partition *const workers[],
-                                                     const ladle_pipe_schedule *sched,
-                                                     int nheld, const ladle_pipe_stage held[],
-                                                     ladle_op *loss,
-                                                     const ladle_optimizer_desc *opt,
-                                                     ladle_pipeline **pipeline);
+ * ladle_pipeline_create, and LADLE_ERR_ARG for a d not set up by
+ * ladle_pipeline_desc_init, LADLE_ERR_NULL for its schedule or optimizer
+ * NULL. */
+LADLE_API ladle_status ladle_pipeline_create_workers(
+    const ladle_pipeline_desc *d, int nworkers, ladle_partition *const workers[], int nheld,
+    const ladle_pipe_stage held[], ladle_op *loss, ladle_pipeline **pipeline);
 /* Destroy the pipeline with its layers, loss and optimizers; *pipeline
  * becomes NULL. Accepts NULL. Local: it waits for no other rank (MPI_Comm_free only
  * marks communicators for release). */
