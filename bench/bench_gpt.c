@@ -141,8 +141,10 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
     }
     MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     ladle_pipe_plan plan;
-    CHECK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, stages,
-                                       stages, stages, &plan));
+    ladle_pipe_plan_desc pd;
+    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
+    pd.min_stages = pd.max_stages = stages;
+    CHECK(ladle_pipe_plan_create(&pd, stages, &plan));
     ladle_pipe_costs pc = {0};
     double f[64], b[64], w[64];
     for (int j = 0; j < plan.stages; j++) {
@@ -156,7 +158,7 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, stages, NULL, 1, m, &pc, &r->sched));
     /* the simulator's view: one rank runs m (f + b + w) of every layer */
     ladle_pipe_sim sim = {0};
-    CHECK(ladle_pipe_simulate(r->sched, &pc, &sim));
+    CHECK(ladle_pipe_simulate(r->sched, &pc, NULL, &sim));
     double serial = 0;
     for (int i = 0; i < 3 * n; i++)
         serial += m * cost[i];
@@ -194,8 +196,9 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         CHECK(ladle_gpt_layers(&d, ladle_comm_of(r->wcomm), lo, cnt, ls));
         if (stage == stages - 1)
             CHECK(ladle_gpt_loss_create(&d, ladle_comm_of(r->wcomm), &loss));
-        CHECK(ladle_pipeline_create_workers(stages, r->wp, r->sched, 1, &st, loss, &od,
-                                            &r->pl));
+        ladle_pipeline_desc pld;
+        ladle_pipeline_desc_init(&pld, r->sched, &od);
+        CHECK(ladle_pipeline_create_workers(&pld, stages, r->wp, 1, &st, loss, &r->pl));
     }
     CHECK(ladle_allocator_set(NULL));
     r->bytes = c->live - before;

@@ -24,7 +24,7 @@
  * Both simulations model what surrounds the compute too, measured before
  * the runs: each stage boundary's message (the one-way time of a ping-pong
  * of its bytes between ranks 0 and 1: a one-float message's latency as the
- * delay, the rest as the receiver's time, ladle_pipe_simulate_ex's recv),
+ * delay, the rest as the receiver's time, ladle_pipe_sim_desc's recv),
  * each stage's optimizer step (SGD over its layers and the zeroing of
  * their gradients, on rank 0) and, for
  * a replicated stage, the sum of its gradients over the replicas (an
@@ -32,7 +32,7 @@
  * two copies of them). The last column is the profiled simulation without
  * them: what the compute alone predicts.
  *
- * The planner (ladle_pipe_plan_create_ex) gets the same kind of inputs per
+ * The planner (ladle_pipe_plan_create) gets the same kind of inputs per
  * layer: the receive of each layer's output, and each layer's all-reduce
  * between two replicas as a latency and a bandwidth term. The bench prints
  * its plan, the plan it would choose without them, and its modelled time
@@ -220,7 +220,7 @@ static double step_time(int first, int last)
     return v;
 }
 
-/* What the planner takes beyond the profile (ladle_pipe_plan_create_ex),
+/* What the planner takes beyond the profile (ladle_pipe_plan_desc),
  * measured by ladle_pipe_profile_comm as ladle-train measures it: the
  * receive of each layer's output, each layer's all-reduce between two
  * replicas, a ring step's latency. Collective. */
@@ -317,11 +317,11 @@ static void replay(const ladle_pipe_schedule *s, const model *md, int n,
         for (int j = 0; j < 64; j++)
             sum[k][j] = cnt[k][j] > 0 ? sum[k][j] / cnt[k][j] : 0;
     ladle_pipe_costs c = {sum[0], sum[1], sum[2], md->send, md->reduce, md->step, NULL};
-    ladle_pipe_sim_opts o;
-    ladle_pipe_sim_opts_init(&o);
+    ladle_pipe_sim_desc o;
+    ladle_pipe_sim_desc_init(&o);
     o.recv = md->recv;
     ladle_pipe_sim sim;
-    CHECK(ladle_pipe_simulate_ex(s, &c, &o, &sim));
+    CHECK(ladle_pipe_simulate(s, &c, &o, &sim));
     *ms = 1e3 * sim.makespan;
     *bubble = sim.bubble;
     ladle_pipe_sim_destroy(&sim);
@@ -431,10 +431,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         res.rsim_ms = bench_median(rms, steps);
         res.rsim_bubble = bench_median(rbub, steps);
         ladle_pipe_sim sim;
-        ladle_pipe_sim_opts o;
-        ladle_pipe_sim_opts_init(&o);
+        ladle_pipe_sim_desc o;
+        ladle_pipe_sim_desc_init(&o);
         o.recv = md->recv;
-        CHECK(ladle_pipe_simulate_ex(s, &full, &o, &sim));
+        CHECK(ladle_pipe_simulate(s, &full, &o, &sim));
         res.sim_ms = 1e3 * sim.makespan;
         res.sim_bubble = sim.bubble;
         if (svg_dir) {
@@ -445,7 +445,7 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
             write_svg(file, title, W, sim.nevents, sim.events);
         }
         ladle_pipe_sim_destroy(&sim);
-        CHECK(ladle_pipe_simulate(s, &bare, &sim));
+        CHECK(ladle_pipe_simulate(s, &bare, NULL, &sim));
         res.bare_ms = 1e3 * sim.makespan;
         ladle_pipe_sim_destroy(&sim);
     }
@@ -490,8 +490,8 @@ int main(int argc, char **argv)
     double f[NL], b[NL], w[NL], cut[NL], red[NL], lat;
     profile(f, b, w);
     plan_inputs(cut, red, &lat);
-    ladle_pipe_plan_opts po;
-    ladle_pipe_plan_opts_init(&po);
+    ladle_pipe_plan_desc po;
+    ladle_pipe_plan_desc_init(&po, NL, f, b, w);
     po.cut = cut;
     po.reduce = red;
     po.reduce_latency = lat;
@@ -516,13 +516,13 @@ int main(int argc, char **argv)
     if (P == 2) {
         ladle_pipe_plan two;
         po.min_stages = po.max_stages = 2;
-        CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, 2, &two));
+        CHECK(ladle_pipe_plan_create(&po, 2, &two));
         po.min_stages = po.max_stages = 0;
         for (int j = 0; j <= 2; j++)
             first4[j] = ladle_pipe_plan_first(&two, j);
     }
     ladle_pipe_plan fixed;
-    CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, P, first4, NULL, &fixed));
+    CHECK(ladle_pipe_plan_explicit(&po, P, first4, NULL, &fixed));
     print_plan("the schedules' split", &fixed);
     model m4, mh;
     if (me == 0) {
@@ -554,15 +554,17 @@ int main(int argc, char **argv)
      * choose without the model, for comparison */
     ladle_pipe_plan plan, bare_plan;
     po.min_stages = P == 2 ? 0 : 3;
-    CHECK(ladle_pipe_plan_create_ex(NL, f, b, w, &po, P, &plan));
-    CHECK(ladle_pipe_plan_create_range(NL, f, b, w, NULL, 0, P, po.min_stages, 0,
-                                       &bare_plan));
+    CHECK(ladle_pipe_plan_create(&po, P, &plan));
+    ladle_pipe_plan_desc bare;
+    ladle_pipe_plan_desc_init(&bare, NL, f, b, w);
+    bare.min_stages = po.min_stages;
+    CHECK(ladle_pipe_plan_create(&bare, P, &bare_plan));
     print_plan("planner", &plan);
     print_plan("planner without the model (timed with it)", &bare_plan);
     {
         ladle_pipe_plan again;
-        CHECK(ladle_pipe_plan_explicit_ex(NL, f, b, w, &po, bare_plan.stages,
-                                          bare_plan.first, bare_plan.replicas, &again));
+        CHECK(ladle_pipe_plan_explicit(&po, bare_plan.stages, bare_plan.first,
+                                       bare_plan.replicas, &again));
         if (me == 0)
             printf("  (its split under the model: %.3f ms per microbatch)\n",
                    1e3 * again.slowest);

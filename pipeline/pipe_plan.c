@@ -7,6 +7,8 @@
 #include "src/core/internal.h"
 #include "ladle/pipeline.h"
 
+#include "ladle/deprecated.h" /* the 0.1 names' wrappers */
+
 /* Beyond this the stage-count table (a 64-bit set per layer and worker
  * count) and the O(n^2 W) passes over it stop being a planning step. */
 #define MAX_TABLE (1 << 24)
@@ -370,21 +372,24 @@ static double *layer_costs(int n, const double *f, const double *b, const double
     return c;
 }
 
-void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o)
+void ladle_pipe_plan_desc_init(ladle_pipe_plan_desc *d, int n, const double *f,
+                               const double *b, const double *w)
 {
-    if (o == NULL)
+    if (d == NULL)
         return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->n = n;
+    d->f = f;
+    d->b = b;
+    d->w = w;
 }
 
-/* Check what the options add to the costs and copy them into p. */
-static ladle_status take_opts(planner *p, int n, const ladle_pipe_plan_opts *o)
+/* Check what the descriptor adds to the costs and copy it into p (its
+ * size already checked). */
+static ladle_status take_model(planner *p, int n, const ladle_pipe_plan_desc *o)
 {
     ladle_status st = LADLE_OK;
-    if (o == NULL)
-        return LADLE_OK;
-    LADLE_CHECK_SIZE(o); /* before reading a field */
     const double *v[4] = {o->mem, o->param, o->reduce, o->cut};
     static const char *const names[4] = {"mem", "param", "reduce", "cut"};
     for (int a = 0; a < 4; a++)
@@ -411,14 +416,17 @@ fail:
     return st;
 }
 
-ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
-                                       const double *w, const ladle_pipe_plan_opts *opts,
-                                       int workers, ladle_pipe_plan *plan)
+ladle_status ladle_pipe_plan_create(const ladle_pipe_plan_desc *d, int workers,
+                                    ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
     double *c = NULL;
     ladle_pipe_plan out;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d); /* before reading a field */
+    int n = d->n;
+    const double *f = d->f, *b = d->b, *w = d->w;
     LADLE_NOT_NULL(f);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(plan);
@@ -431,9 +439,8 @@ ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
     LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
     p.cap = INFINITY;
     p.mb = 1;
-    LADLE_CALL(take_opts(&p, n, opts));
-    int min_stages = opts != NULL ? opts->min_stages : 0;
-    int max_stages = opts != NULL ? opts->max_stages : 0;
+    LADLE_CALL(take_model(&p, n, d));
+    int min_stages = d->min_stages, max_stages = d->max_stages;
     LADLE_CHECK(min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
                 "min_stages %d, max_stages %d: need 0 at least", min_stages, max_stages);
     LADLE_CHECK(max_stages == 0 || min_stages <= max_stages, LADLE_ERR_ARG,
@@ -493,37 +500,72 @@ fail:
     return st;
 }
 
+/* The 0.1 names, kept one release (ladle/deprecated.h): the options
+ * become the descriptor, with the layers' n, f, b and w. */
+
+void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o)
+{
+    ladle_pipe_plan_desc_init(o, 0, NULL, NULL, NULL);
+}
+
+/* The descriptor of a 0.1 call: opts (NULL: the defaults) with the layers.
+ * The pointers are checked first, as the 0.1 calls did. */
+static ladle_status desc_of_opts(const ladle_pipe_plan_opts *opts, int n, const double *f,
+                                 const double *b, const double *w, const void *plan,
+                                 ladle_pipe_plan_desc *d)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(f);
+    LADLE_NOT_NULL(b);
+    LADLE_NOT_NULL(plan);
+    ladle_pipe_plan_desc_init(d, n, f, b, w);
+    if (opts == NULL)
+        return LADLE_OK;
+    LADLE_CHECK_SIZE(opts);
+    *d = *opts;
+    d->n = n;
+    d->f = f;
+    d->b = b;
+    d->w = w;
+fail:
+    return st;
+}
+
+ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
+                                       const double *w, const ladle_pipe_plan_opts *opts,
+                                       int workers, ladle_pipe_plan *plan)
+{
+    ladle_pipe_plan_desc d;
+    ladle_status st = desc_of_opts(opts, n, f, b, w, plan, &d);
+    return st != LADLE_OK ? st : ladle_pipe_plan_create(&d, workers, plan);
+}
+
 ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
                                           const double *w, const double *mem,
                                           double mem_cap, int workers, int min_stages,
                                           int max_stages, ladle_pipe_plan *plan)
 {
-    ladle_pipe_plan_opts o;
-    ladle_pipe_plan_opts_init(&o);
-    o.mem = mem;
-    o.mem_cap = mem_cap;
-    o.min_stages = min_stages;
-    o.max_stages = max_stages;
-    return ladle_pipe_plan_create_ex(n, f, b, w, &o, workers, plan);
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, n, f, b, w);
+    d.mem = mem;
+    d.mem_cap = mem_cap;
+    d.min_stages = min_stages;
+    d.max_stages = max_stages;
+    return ladle_pipe_plan_create(&d, workers, plan);
 }
 
-ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
-                                    const double *w, const double *mem, double mem_cap,
-                                    int workers, int max_stages, ladle_pipe_plan *plan)
-{
-    return ladle_pipe_plan_create_range(n, f, b, w, mem, mem_cap, workers, 1, max_stages,
-                                        plan);
-}
-
-ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
-                                         const double *w, const ladle_pipe_plan_opts *opts,
-                                         int stages, const int *first, const int *replicas,
-                                         ladle_pipe_plan *plan)
+ladle_status ladle_pipe_plan_explicit(const ladle_pipe_plan_desc *d, int stages,
+                                      const int *first, const int *replicas,
+                                      ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
     double *c = NULL;
     ladle_pipe_plan out;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d); /* before reading a field */
+    int n = d->n;
+    const double *f = d->f, *b = d->b, *w = d->w;
     LADLE_NOT_NULL(f);
     LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(first);
@@ -538,7 +580,7 @@ ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b
     LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
     p.cap = INFINITY;
     p.mb = 1;
-    LADLE_CALL(take_opts(&p, n, opts));
+    LADLE_CALL(take_model(&p, n, d));
     memset(&out, 0, sizeof out);
     out.stages = stages;
     int64_t workers = 0;
@@ -569,11 +611,17 @@ fail:
     return st;
 }
 
-ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
-                                      const double *w, int stages, const int *first,
-                                      const int *replicas, ladle_pipe_plan *plan)
+ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
+                                         const double *w, const ladle_pipe_plan_opts *opts,
+                                         int stages, const int *first, const int *replicas,
+                                         ladle_pipe_plan *plan)
 {
-    return ladle_pipe_plan_explicit_ex(n, f, b, w, NULL, stages, first, replicas, plan);
+    ladle_pipe_plan_desc d;
+    ladle_status st = first != NULL
+                          ? desc_of_opts(opts, n, f, b, w, plan, &d)
+                          : ladle__raise(LADLE_ERR_NULL, __func__, "first is NULL");
+    return st != LADLE_OK ? st
+                          : ladle_pipe_plan_explicit(&d, stages, first, replicas, plan);
 }
 
 int ladle_pipe_plan_first(const ladle_pipe_plan *plan, int j)

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ladle/deprecated.h" /* the 0.1 names' wrappers */
 #include "pipeline/pipe.h"
 
 static double at(const double *v, int j, double dflt) { return v ? v[j] : dflt; }
@@ -30,7 +31,7 @@ static double duration(const ladle_pipe_costs *c, ladle_pipe_action a)
 typedef struct replay {
     const ladle_pipe_schedule *s;
     const ladle_pipe_costs *c;
-    const double *recv, *param; /* ladle_pipe_sim_opts's, or NULL */
+    const double *recv, *param; /* ladle_pipe_sim_desc's, or NULL */
     double *sent;    /* per key: when a send was issued, or -1 */
     double *free_at; /* per worker */
     double *stash;
@@ -113,7 +114,7 @@ static int advance(replay *R, int w)
 
 /* Replay the (valid) schedule into o. */
 static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
-                               const ladle_pipe_sim_opts *opts, ladle_pipe_sim *o)
+                               const ladle_pipe_sim_desc *d, ladle_pipe_sim *o)
 {
     ladle_status st = LADLE_OK;
     replay R;
@@ -125,8 +126,8 @@ static ladle_status replay_all(const ladle_pipe_schedule *s, const ladle_pipe_co
                 (long long)total);
     R.s = s;
     R.c = c;
-    R.recv = opts ? opts->recv : NULL;
-    R.param = opts ? opts->param : NULL;
+    R.recv = d ? d->recv : NULL;
+    R.param = d ? d->param : NULL;
     R.out = o;
     R.sent = ladle__calloc((size_t)ladle__pipe_keys(s), sizeof(double));
     R.free_at = ladle__calloc((size_t)s->workers, sizeof(double));
@@ -159,22 +160,16 @@ fail:
     return st;
 }
 
-void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o)
+void ladle_pipe_sim_desc_init(ladle_pipe_sim_desc *d)
 {
-    if (o == NULL)
+    if (d == NULL)
         return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
 }
 
 ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
-                                 ladle_pipe_sim *out)
-{
-    return ladle_pipe_simulate_ex(s, c, NULL, out);
-}
-
-ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
-                                    const ladle_pipe_sim_opts *opts, ladle_pipe_sim *out)
+                                 const ladle_pipe_sim_desc *d, ladle_pipe_sim *out)
 {
     ladle_status st = LADLE_OK;
     ladle_pipe_report rep;
@@ -188,19 +183,29 @@ ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *s, const ladle_pi
     LADLE_CALL(ladle_pipe_schedule_validate(s, &rep));
     LADLE_CHECK(rep.ok, LADLE_ERR_ARG, "%s", rep.message);
     LADLE_CALL(ladle__pipe_check_costs(c, s->stages));
-    if (opts != NULL) {
-        LADLE_CHECK_SIZE(opts); /* before reading a field */
+    if (d != NULL) {
+        LADLE_CHECK_SIZE(d); /* before reading a field */
         static const char *const names[2] = {"recv", "param"};
-        const double *const v[2] = {opts->recv, opts->param};
+        const double *const v[2] = {d->recv, d->param};
         LADLE_CALL(ladle__pipe_check_values(2, v, names, s->stages));
     }
-    LADLE_CALL(replay_all(s, c, opts, &sim));
+    LADLE_CALL(replay_all(s, c, d, &sim));
     *out = sim;
     memset(&sim, 0, sizeof sim);
 fail:
     ladle_pipe_sim_destroy(&sim);
     ladle_pipe_report_destroy(&rep);
     return st;
+}
+
+/* The 0.1 names, kept one release (ladle/deprecated.h). */
+
+void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o) { ladle_pipe_sim_desc_init(o); }
+
+ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,
+                                    const ladle_pipe_sim_opts *opts, ladle_pipe_sim *out)
+{
+    return ladle_pipe_simulate(s, c, opts, out);
 }
 
 ladle_status ladle_pipe_sim_destroy(ladle_pipe_sim *sim)

@@ -590,22 +590,34 @@ fail:
     return st;
 }
 
-ladle_status ladle_pipeline_create_workers(int nworkers, ladle_partition *const workers[],
-                                           const ladle_pipe_schedule *sched, int nheld,
+void ladle_pipeline_desc_init(ladle_pipeline_desc *d, const ladle_pipe_schedule *sched,
+                              const ladle_optimizer_desc *opt)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->sched = sched;
+    d->opt = opt;
+}
+
+ladle_status ladle_pipeline_create_workers(const ladle_pipeline_desc *d, int nworkers,
+                                           ladle_partition *const workers[], int nheld,
                                            const ladle_pipe_stage held[], ladle_op *loss,
-                                           const ladle_optimizer_desc *opt,
                                            ladle_pipeline **out)
 {
     ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d); /* before reading a field */
     LADLE_NOT_NULL(workers);
-    LADLE_NOT_NULL(sched);
-    LADLE_NOT_NULL(opt);
+    LADLE_NOT_NULL(d->sched);
+    LADLE_NOT_NULL(d->opt);
     LADLE_NOT_NULL(out);
     LADLE_CHECK(nheld == 0 || held != NULL, LADLE_ERR_NULL, "held is NULL");
     LADLE_CHECK(nworkers >= 1, LADLE_ERR_ARG, "%d workers", nworkers);
     for (int w = 0; w < nworkers; w++)
         LADLE_CHECK(workers[w] != NULL, LADLE_ERR_NULL, "worker %d's partition is NULL", w);
-    LADLE_CALL(create(nworkers, workers, sched, nheld, held, loss, opt, out));
+    LADLE_CALL(create(nworkers, workers, d->sched, nheld, held, loss, d->opt, out));
 fail:
     return st;
 }

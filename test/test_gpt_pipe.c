@@ -336,8 +336,11 @@ static void plan_stages(int W, int *stages, int *first, int *rep)
     MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     ladle_pipe_plan plan;
     int lo = W < 2 ? 1 : 2;
-    LT_OK(ladle_pipe_plan_create_range(n, cost, cost + n, cost + 2 * n, NULL, 0, W, lo, W,
-                                       &plan));
+    ladle_pipe_plan_desc pd;
+    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
+    pd.min_stages = lo;
+    pd.max_stages = W;
+    LT_OK(ladle_pipe_plan_create(&pd, W, &plan));
     *stages = plan.stages;
     for (int j = 0; j <= plan.stages; j++)
         first[j] = ladle_pipe_plan_first(&plan, j);
@@ -587,7 +590,9 @@ static void tp_case(ladle_pipe_style style, int nst, const int *cut, const int *
     ladle_optimizer_desc od;
     opt_desc(&od);
     ladle_pipeline *pl = NULL;
-    LT_OK(ladle_pipeline_create_workers(W, workers, s, nheld, held, loss, &od, &pl));
+    ladle_pipeline_desc pld;
+    ladle_pipeline_desc_init(&pld, s, &od);
+    LT_OK(ladle_pipeline_create_workers(&pld, W, workers, nheld, held, loss, &pl));
     check_steps(pl, mine >= 0, last_S, nheld, held, cut, g, want, what);
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);

@@ -1,12 +1,13 @@
 /* The pipeline planner against a brute force over every split and replica
  * assignment, with and without a range of stage counts, and with the model
- * of ladle_pipe_plan_create_ex (boundaries, all-reduce, parameters); cases
+ * of ladle_pipe_plan_desc (boundaries, all-reduce, parameters); cases
  * worked out by hand, the memory cap, explicit plans and bad input. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
+#include "ladle/deprecated.h"
 #include "ladle/pipeline.h"
 
 /* ---- the brute force --------------------------------------------------- */
@@ -303,12 +304,13 @@ START_TEST(brute_force)
         ladle_pipe_plan p;
         memset(&p, 0, sizeof p);
         p.stages = -7;
-        ladle_status st =
-            use_range
-                ? ladle_pipe_plan_create_range(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
-                                               q.workers, min_stages, max_stages, &p)
-                : ladle_pipe_plan_create(q.n, f, b, w, use_cap ? q.m : NULL, q.cap,
-                                         q.workers, max_stages, &p);
+        ladle_pipe_plan_desc d;
+        ladle_pipe_plan_desc_init(&d, q.n, f, b, w);
+        d.mem = use_cap ? q.m : NULL;
+        d.mem_cap = q.cap;
+        d.min_stages = use_range ? min_stages : 0;
+        d.max_stages = max_stages;
+        ladle_status st = ladle_pipe_plan_create(&d, q.workers, &p);
         int ok;
         if (!q.found) {
             ok = bf_refused(&q, st, &p);
@@ -337,11 +339,11 @@ START_TEST(brute_force)
 }
 END_TEST
 
-/* The same brute force under ladle_pipe_plan_create_ex's model: random
+/* The same brute force under ladle_pipe_plan_desc's model: random
  * boundary receives, parameter memory and all-reduce costs (from none to
  * large enough that replicas slow a stage down), with and without a cap and
  * stage bounds. The plan, its stage times and the plain pipeline must be
- * the brute force's, and ladle_pipe_plan_explicit_ex must time the plan
+ * the brute force's, and ladle_pipe_plan_explicit must time the plan
  * alike. */
 START_TEST(brute_force_model)
 {
@@ -385,8 +387,8 @@ START_TEST(brute_force_model)
         q.smin = min_stages;
         bf_solve(&q);
 
-        ladle_pipe_plan_opts o;
-        ladle_pipe_plan_opts_init(&o);
+        ladle_pipe_plan_desc o;
+        ladle_pipe_plan_desc_init(&o, q.n, f, b, w);
         o.mem = use_cap ? q.m : NULL;
         o.mem_cap = q.cap;
         o.min_stages = min_stages;
@@ -402,7 +404,7 @@ START_TEST(brute_force_model)
         ladle_pipe_plan p, e;
         memset(&p, 0, sizeof p);
         p.stages = -7;
-        ladle_status st = ladle_pipe_plan_create_ex(q.n, f, b, w, &o, q.workers, &p);
+        ladle_status st = ladle_pipe_plan_create(&o, q.workers, &p);
         int ok;
         if (!q.found) {
             ok = bf_refused(&q, st, &p);
@@ -432,8 +434,7 @@ START_TEST(brute_force_model)
             int plain_s = q.n < q.workers ? q.n : q.workers;
             ok &= close_to(p.plain_slowest, bf_plain_model(&q, 0, plain_s));
             if (ok) {
-                LT_OK(ladle_pipe_plan_explicit_ex(q.n, f, b, w, &o, p.stages, p.first,
-                                                  p.replicas, &e));
+                LT_OK(ladle_pipe_plan_explicit(&o, p.stages, p.first, p.replicas, &e));
                 ok &= e.slowest == p.slowest && e.plain_slowest == p.plain_slowest;
             }
         }
@@ -461,23 +462,23 @@ START_TEST(model_by_hand)
 {
     double f[2] = {4, 4}, zero[2] = {0, 0}, red[2] = {1, 1}, cut[1] = {1},
            quarter[1] = {0.25};
-    ladle_pipe_plan_opts o;
+    ladle_pipe_plan_desc o;
     ladle_pipe_plan p;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, NULL, 2, &p));
+    ladle_pipe_plan_desc_init(&o, 2, f, zero, NULL);
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 1 && p.replicas[0] == 2 && p.slowest == 4 && p.plain_slowest == 4,
               "free: %d stages, slowest %g, plain %g", p.stages, p.slowest,
               p.plain_slowest);
-    ladle_pipe_plan_opts_init(&o);
     o.reduce = red;
     o.microbatches = 4;
     o.cut = cut;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 1 && p.replicas[0] == 2 && p.slowest == 4.5 &&
                   p.stage_time[0] == 4.5 && p.plain_slowest == 5,
               "cut 1: %d stages, slowest %g, plain %g", p.stages, p.slowest,
               p.plain_slowest);
     o.cut = quarter;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(
         p.stages == 2 && p.first[1] == 1 && p.slowest == 4.25 && p.stage_time[0] == 4.25 &&
             p.stage_time[1] == 4.25 && p.plain_slowest == 4.25,
@@ -485,12 +486,12 @@ START_TEST(model_by_hand)
     o.cut = cut;
     o.reduce = NULL;
     o.reduce_latency = 1;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 1 && p.slowest == 4.5, "latency 1: %d stages, slowest %g",
               p.stages, p.slowest);
     /* the explicit plan of two stages under the same model */
     int first[3] = {0, 1, 2};
-    LT_OK(ladle_pipe_plan_explicit_ex(2, f, zero, NULL, &o, 2, first, NULL, &p));
+    LT_OK(ladle_pipe_plan_explicit(&o, 2, first, NULL, &p));
     LT_ASSERT(p.stage_time[0] == 5 && p.stage_time[1] == 5 && p.slowest == 5 &&
                   p.plain_slowest == 5,
               "explicit: %g %g, plain %g", p.stage_time[0], p.stage_time[1],
@@ -502,10 +503,10 @@ START_TEST(model_by_hand)
      * first stage needs one replica for the time 3, but takes two, because
      * the second cannot: more workers for it make it slower. */
     double f23[2] = {2, 3}, red20[2] = {0, 20};
-    ladle_pipe_plan_opts_init(&o);
+    ladle_pipe_plan_desc_init(&o, 2, f23, zero, NULL);
     o.reduce = red20;
     o.microbatches = 1;
-    LT_OK(ladle_pipe_plan_create_ex(2, f23, zero, NULL, &o, 3, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 3, &p));
     LT_ASSERT(p.stages == 2 && p.replicas[0] == 2 && p.replicas[1] == 1 && p.slowest == 3,
               "{2, 3}: %d stages, replicas %d %d, slowest %g", p.stages, p.replicas[0],
               p.replicas[1], p.slowest);
@@ -516,19 +517,19 @@ START_TEST(model_by_hand)
      * stages (which tie at 4 without costs); under 5 nothing fits, and the
      * message says 5 would. */
     double one[2] = {1, 1}, three[2] = {3, 3};
-    ladle_pipe_plan_opts_init(&o);
+    ladle_pipe_plan_desc_init(&o, 2, f, zero, NULL);
     o.mem = one;
     o.param = three;
     o.mem_cap = 8;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 1, "cap 8: %d stages", p.stages);
     o.mem_cap = 7;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 2 && p.slowest == 4, "cap 7: %d stages, slowest %g", p.stages,
               p.slowest);
     o.mem_cap = 4.5;
     p.stages = -7;
-    ladle_status st = ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p);
+    ladle_status st = ladle_pipe_plan_create(&o, 2, &p);
     LT_ASSERT(st == LADLE_ERR_ARG && p.stages == -7 &&
                   strstr(ladle_error_message(), "needs 5)") != NULL,
               "cap 4.5: %s: %s", ladle_status_name(st), ladle_error_message());
@@ -536,29 +537,29 @@ START_TEST(model_by_hand)
     /* parameters alone (no stash memory) count against the cap too */
     o.mem = NULL;
     o.mem_cap = 5.5;
-    LT_OK(ladle_pipe_plan_create_ex(2, f, zero, NULL, &o, 2, &p));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &p));
     LT_ASSERT(p.stages == 2, "parameters alone, cap 5.5: %d stages", p.stages);
 }
 END_TEST
 
-/* Options that are not set up, values negative or not finite, an
+/* Descriptors that are not set up, values negative or not finite, an
  * all-reduce without microbatches: refused, the plan untouched. */
 START_TEST(model_bad_input)
 {
     double f[3] = {1, 2, 3}, b[3] = {0, 0, 0}, neg[3] = {1, -1, 1}, nan_[3] = {1, NAN, 1},
            inf[2] = {0, INFINITY};
     int first[3] = {0, 1, 3};
-    ladle_pipe_plan_opts o;
+    ladle_pipe_plan_desc o;
     ladle_pipe_plan p;
     p.stages = -7;
     memset(&o, 0, sizeof o); /* no size: not set up */
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit_ex(3, f, b, NULL, &o, 2, first, NULL, &p),
-             LADLE_ERR_ARG);
+    o.n = 3, o.f = f, o.b = b;
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&o, 2, first, NULL, &p), LADLE_ERR_ARG);
     const double *arrays[3] = {neg, nan_, inf};
     for (int a = 0; a < 3; a++)
         for (int which = 0; which < 4; which++) {
-            ladle_pipe_plan_opts_init(&o);
+            ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
             o.microbatches = 2;
             const double *v = arrays[a];
             if (which == 0)
@@ -571,40 +572,43 @@ START_TEST(model_bad_input)
                 o.mem = v, o.mem_cap = 10;
             if (which == 1 && a == 2)
                 continue; /* inf[1] is past the 2 boundaries of 3 layers */
-            LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-            LT_FAILS(ladle_pipe_plan_explicit_ex(3, f, b, NULL, &o, 2, first, NULL, &p),
-                     LADLE_ERR_ARG);
+            LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+            LT_FAILS(ladle_pipe_plan_explicit(&o, 2, first, NULL, &p), LADLE_ERR_ARG);
         }
     /* cut has n - 1 entries: its last is not read */
     double cut_ok[3] = {1, 1, NAN};
-    ladle_pipe_plan_opts_init(&o);
+    ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
     o.cut = cut_ok;
     ladle_pipe_plan q;
-    LT_OK(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &q));
+    LT_OK(ladle_pipe_plan_create(&o, 2, &q));
     double red[3] = {1, 1, 1};
-    ladle_pipe_plan_opts_init(&o);
+    ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
     o.reduce = red; /* no microbatches */
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
     o.microbatches = (1 << 20) + 1;
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-    ladle_pipe_plan_opts_init(&o);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
     o.reduce_latency = -1;
     o.microbatches = 2;
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
     o.reduce_latency = NAN;
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-    ladle_pipe_plan_opts_init(&o);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
     o.mem_cap = NAN;
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-    ladle_pipe_plan_opts_init(&o);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&o, 3, f, b, NULL);
     o.min_stages = -1;
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
     o.min_stages = 3; /* 3 layers on 2 workers make 2 stages at most */
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, &o, 2, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_ex(3, NULL, b, NULL, &o, 2, &p), LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_create_ex(3, f, b, NULL, NULL, 2, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_ARG);
+    o.f = NULL;
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, &p), LADLE_ERR_NULL);
+    o.f = f;
+    LT_FAILS(ladle_pipe_plan_create(&o, 2, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create(NULL, 2, &p), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(NULL, 2, first, NULL, &p), LADLE_ERR_NULL);
     LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
-    ladle_pipe_plan_opts_init(NULL); /* accepted */
+    ladle_pipe_plan_desc_init(NULL, 3, f, b, NULL); /* accepted */
 }
 END_TEST
 
@@ -616,7 +620,9 @@ START_TEST(by_hand)
 {
     double f[4] = {1, 1, 3, 1}, zero[4] = {0, 0, 0, 0};
     ladle_pipe_plan p;
-    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, NULL, 0, 4, 0, &p));
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 4, f, zero, NULL);
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 1 && p.replicas[0] == 4 && p.slowest == 1.5 &&
                   p.plain_slowest == 3,
               "%d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
@@ -632,7 +638,8 @@ START_TEST(by_hand)
 
     /* w counts like f and b */
     double half[4] = {0.5, 0.5, 1.5, 0.5};
-    LT_OK(ladle_pipe_plan_create(4, half, zero, half, NULL, 0, 4, 0, &p));
+    ladle_pipe_plan_desc_init(&d, 4, half, zero, half);
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.slowest == 1.5 && p.plain_slowest == 3, "with w: slowest %g", p.slowest);
 
     /* Stash 1 per layer, cap 3: one stage stashes 4 x 1. The first stage
@@ -641,21 +648,27 @@ START_TEST(by_hand)
      * {1..3} x 2 give 5 / 2 = 2.5, and three stages leave {2, 3} (4) on
      * one worker. */
     double one[4] = {1, 1, 1, 1};
-    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 3, 4, 0, &p));
+    ladle_pipe_plan_desc_init(&d, 4, f, zero, NULL);
+    d.mem = one;
+    d.mem_cap = 3;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 2 && p.first[1] == 1 && p.replicas[0] == 2 &&
                   p.replicas[1] == 2 && p.slowest == 2.5 && p.plain_slowest == 3,
               "capped at 3: %d stages, first[1] %d, replicas %d %d, slowest %g", p.stages,
               p.first[1], p.replicas[0], p.replicas[1], p.slowest);
     /* The least stash of any plan is 2 ({0} x 2, {1} x 1, {2, 3} x 1); under
      * that nothing fits, and the message says what would. */
-    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 2, 4, 0, &p));
+    d.mem_cap = 2;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.slowest == 4 && p.stages == 3, "capped at 2: %d stages, slowest %g",
               p.stages, p.slowest);
     p.stages = -7;
-    LT_FAILS(ladle_pipe_plan_create(4, f, zero, NULL, one, 1.9, 4, 0, &p), LADLE_ERR_ARG);
+    d.mem_cap = 1.9;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
     LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
     /* a cap of 0 means none */
-    LT_OK(ladle_pipe_plan_create(4, f, zero, NULL, one, 0, 4, 0, &p));
+    d.mem_cap = 0;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.slowest == 1.5, "cap 0: slowest %g", p.slowest);
 }
 END_TEST
@@ -670,7 +683,10 @@ START_TEST(stage_range)
 {
     double f[4] = {1, 1, 3, 1}, zero[4] = {0, 0, 0, 0};
     ladle_pipe_plan p, e;
-    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 0, &p));
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 4, f, zero, NULL);
+    d.min_stages = 3;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 3 && p.slowest == 2 && p.plain_slowest == 3 && p.first[1] == 1 &&
                   p.first[2] == 2 && p.replicas[0] == 1 && p.replicas[1] == 1 &&
                   p.replicas[2] == 2,
@@ -679,22 +695,26 @@ START_TEST(stage_range)
               p.slowest);
     /* the heavy layer alone on two replicas ties */
     int first[4] = {0, 2, 3, 4}, replicas[3] = {1, 2, 1};
-    LT_OK(ladle_pipe_plan_explicit(4, f, zero, NULL, 3, first, replicas, &e));
+    LT_OK(ladle_pipe_plan_explicit(&d, 3, first, replicas, &e));
     LT_ASSERT(e.slowest == p.slowest, "{0, 1}, {2} x 2, {3}: slowest %g", e.slowest);
-    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 3, &p));
+    d.max_stages = 3;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 3 && p.slowest == 2, "exactly 3: %d stages, slowest %g", p.stages,
               p.slowest);
-    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 2, 2, &p));
+    d.min_stages = d.max_stages = 2;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 2 && p.first[1] == 1 && p.replicas[0] == 1 &&
                   p.replicas[1] == 3 && p.slowest == 5.0 / 3,
               "exactly 2: %d stages, first[1] %d, replicas %d %d, slowest %g", p.stages,
               p.first[1], p.replicas[0], p.replicas[1], p.slowest);
-    LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 4, 0, &p));
+    d.min_stages = 4, d.max_stages = 0;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &p));
     LT_ASSERT(p.stages == 4 && p.slowest == 3 && p.slowest == p.plain_slowest,
               "4 stages: %d stages, slowest %g", p.stages, p.slowest);
     /* no lower bound: 0 and 1 are the plain call */
     for (int lo = 0; lo <= 1; lo++) {
-        LT_OK(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, lo, 0, &p));
+        d.min_stages = lo;
+        LT_OK(ladle_pipe_plan_create(&d, 4, &p));
         LT_ASSERT(p.stages == 1 && p.replicas[0] == 4 && p.slowest == 1.5,
                   "min_stages %d: %d stages, slowest %g", lo, p.stages, p.slowest);
     }
@@ -704,36 +724,42 @@ START_TEST(stage_range)
      * 4 workers keeps two microbatches of each) */
     double one[4] = {1, 1, 1, 1};
     p.stages = -7;
-    ladle_status st = ladle_pipe_plan_create_range(4, f, zero, NULL, one, 1.5, 4, 2, 2, &p);
+    d.mem = one, d.mem_cap = 1.5;
+    d.min_stages = d.max_stages = 2;
+    ladle_status st = ladle_pipe_plan_create(&d, 4, &p);
     LT_ASSERT(st == LADLE_ERR_ARG && strstr(ladle_error_message(), "needs 3)") != NULL,
               "%s: %s", ladle_status_name(st), ladle_error_message());
     ladle_error_clear();
 
     /* more stages than layers or workers, a range upside down, a negative
      * bound, more than a plan holds */
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 5, 0, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 8, 5, 0, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 3, 4, 0, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 2, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, -1, 0, &p),
-             LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 4, f, zero, NULL);
+    d.min_stages = 5;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create(&d, 8, &p), LADLE_ERR_ARG);
+    d.min_stages = 4;
+    LT_FAILS(ladle_pipe_plan_create(&d, 3, &p), LADLE_ERR_ARG);
+    d.min_stages = 3, d.max_stages = 2;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    d.min_stages = -1, d.max_stages = 0;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
     enum { N = 100 };
     double g[N];
     for (int l = 0; l < N; l++)
         g[l] = 1 + l % 3;
-    LT_FAILS(ladle_pipe_plan_create_range(N, g, g, NULL, NULL, 0, N, 65, 0, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create_range(4, NULL, zero, NULL, NULL, 0, 4, 3, 0, &p),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_create_range(4, f, zero, NULL, NULL, 0, 4, 3, 0, NULL),
-             LADLE_ERR_NULL);
+    ladle_pipe_plan_desc dg;
+    ladle_pipe_plan_desc_init(&dg, N, g, g, NULL);
+    dg.min_stages = 65;
+    LT_FAILS(ladle_pipe_plan_create(&dg, N, &p), LADLE_ERR_ARG);
+    d.min_stages = 3;
+    d.f = NULL;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_NULL);
+    d.f = f;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, NULL), LADLE_ERR_NULL);
     LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
     /* 64, the most a plan holds, is a valid lower bound */
-    LT_OK(ladle_pipe_plan_create_range(N, g, g, NULL, NULL, 0, N, 64, 0, &p));
+    dg.min_stages = 64;
+    LT_OK(ladle_pipe_plan_create(&dg, N, &p));
     LT_ASSERT(p.stages == 64, "64 stages at least: %d", p.stages);
 }
 END_TEST
@@ -746,14 +772,17 @@ START_TEST(equal_costs)
     double f[6] = {2, 2, 2, 2, 2, 2}, b[6] = {1, 1, 1, 1, 1, 1};
     int first[7] = {0, 1, 2, 3, 4, 5, 6};
     ladle_pipe_plan p, e;
-    LT_OK(ladle_pipe_plan_create(6, f, b, NULL, NULL, 0, 6, 0, &p));
-    LT_OK(ladle_pipe_plan_explicit(6, f, b, NULL, 6, first, NULL, &e));
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 6, f, b, NULL);
+    LT_OK(ladle_pipe_plan_create(&d, 6, &p));
+    LT_OK(ladle_pipe_plan_explicit(&d, 6, first, NULL, &e));
     LT_ASSERT(p.slowest == 3 && p.plain_slowest == 3 && p.stages == 1 && p.replicas[0] == 6,
               "%d stages, slowest %g, plain %g", p.stages, p.slowest, p.plain_slowest);
     LT_ASSERT(e.slowest == 3 && e.plain_slowest == 3 && e.stages == 6,
               "one layer per stage: slowest %g, plain %g", e.slowest, e.plain_slowest);
     /* twice the workers: half the time; three stages at most is no limit */
-    LT_OK(ladle_pipe_plan_create(6, f, b, NULL, NULL, 0, 12, 3, &p));
+    d.max_stages = 3;
+    LT_OK(ladle_pipe_plan_create(&d, 12, &p));
     LT_ASSERT(p.slowest == 1.5 && p.plain_slowest == 3, "12 workers: slowest %g, plain %g",
               p.slowest, p.plain_slowest);
 }
@@ -779,9 +808,12 @@ START_TEST(large)
         for (int l = 0; l < n; l++)
             total += c[l] = f[l] + b[l];
         ladle_pipe_plan p, e;
-        LT_OK(
-            ladle_pipe_plan_create(n, f, b, NULL, s == 1 ? m : NULL, 3000, workers, 0, &p));
-        LT_OK(ladle_pipe_plan_explicit(n, f, b, NULL, p.stages, p.first, p.replicas, &e));
+        ladle_pipe_plan_desc d;
+        ladle_pipe_plan_desc_init(&d, n, f, b, NULL);
+        d.mem = s == 1 ? m : NULL;
+        d.mem_cap = 3000;
+        LT_OK(ladle_pipe_plan_create(&d, workers, &p));
+        LT_OK(ladle_pipe_plan_explicit(&d, p.stages, p.first, p.replicas, &e));
         LT_ASSERT(
             plan_sane(&p, n, workers, c) && p.slowest >= total / workers * (1 - 1e-12) &&
                 p.slowest <= p.plain_slowest && e.slowest == p.slowest &&
@@ -791,9 +823,9 @@ START_TEST(large)
         /* a range of stage counts: in it, and no faster than with none */
         ladle_pipe_plan r;
         int lo = workers < 8 ? workers : 8, hi = 2 * lo;
-        LT_OK(ladle_pipe_plan_create_range(n, f, b, NULL, s == 1 ? m : NULL, 3000, workers,
-                                           lo, hi, &r));
-        LT_OK(ladle_pipe_plan_explicit(n, f, b, NULL, r.stages, r.first, r.replicas, &e));
+        d.min_stages = lo, d.max_stages = hi;
+        LT_OK(ladle_pipe_plan_create(&d, workers, &r));
+        LT_OK(ladle_pipe_plan_explicit(&d, r.stages, r.first, r.replicas, &e));
         LT_ASSERT(plan_sane(&r, n, workers, c) && r.stages >= lo && r.stages <= hi &&
                       r.slowest >= p.slowest && e.slowest == r.slowest,
                   "%d layers on %d workers, %d to %d stages: %d stages, slowest %g (%g "
@@ -808,7 +840,9 @@ START_TEST(explicit_plans)
     double f[4] = {1, 1, 3, 1}, b[4] = {0, 0, 0, 0};
     int first[4] = {0, 2, 3, 4}, replicas[3] = {1, 2, 1};
     ladle_pipe_plan p;
-    LT_OK(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, replicas, &p));
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 4, f, b, NULL);
+    LT_OK(ladle_pipe_plan_explicit(&d, 3, first, replicas, &p));
     LT_ASSERT(p.stages == 3 && p.stage_time[0] == 2 && p.stage_time[1] == 1.5 &&
                   p.stage_time[2] == 1 && p.slowest == 2 && p.plain_slowest == 3,
               "stage times %g %g %g, slowest %g, plain %g", p.stage_time[0],
@@ -817,32 +851,26 @@ START_TEST(explicit_plans)
     p.stages = -7;
     int empty[4] = {0, 2, 2, 4}, back[4] = {0, 3, 2, 4}, late[4] = {1, 2, 3, 4},
         short_[4] = {0, 1, 2, 3}, long_[4] = {0, 1, 2, 5}, zero_r[3] = {1, 0, 1};
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, empty, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, back, replicas, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, late, replicas, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, short_, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, long_, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, zero_r, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 0, first, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 65, first, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(0, f, b, NULL, 3, first, replicas, &p),
-             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, empty, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, back, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, late, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, short_, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, long_, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, zero_r, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 0, first, replicas, &p), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 65, first, replicas, &p), LADLE_ERR_ARG);
+    d.n = 0;
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, replicas, &p), LADLE_ERR_ARG);
     double nan_f[4] = {1, NAN, 3, 1};
-    LT_FAILS(ladle_pipe_plan_explicit(4, nan_f, b, NULL, 3, first, replicas, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_explicit(4, NULL, b, NULL, 3, first, replicas, &p),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, NULL, NULL, 3, first, replicas, &p),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, NULL, replicas, &p),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_explicit(4, f, b, NULL, 3, first, replicas, NULL),
-             LADLE_ERR_NULL);
+    ladle_pipe_plan_desc_init(&d, 4, nan_f, b, NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, replicas, &p), LADLE_ERR_ARG);
+    d.f = NULL;
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, replicas, &p), LADLE_ERR_NULL);
+    d.f = f, d.b = NULL;
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, replicas, &p), LADLE_ERR_NULL);
+    d.b = b;
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, NULL, replicas, &p), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit(&d, 3, first, replicas, NULL), LADLE_ERR_NULL);
     LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
 }
 END_TEST
@@ -852,20 +880,143 @@ START_TEST(bad_input)
     double f[4] = {1, 1, 3, 1}, b[4] = {0, 0, 0, 0}, m[4] = {1, 1, 1, 1};
     double neg[4] = {1, -1, 3, 1}, inf[4] = {1, 1, INFINITY, 1}, nan_m[4] = {1, NAN, 1, 1};
     ladle_pipe_plan p;
+    ladle_pipe_plan_desc d;
     p.stages = -7;
-    LT_FAILS(ladle_pipe_plan_create(0, f, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 0, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 4, -1, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, neg, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, inf, NULL, 0, 4, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, nan_m, 3, 4, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, m, NAN, 4, 0, &p), LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(1 << 20, f, b, NULL, NULL, 0, 1 << 20, 0, &p),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_pipe_plan_create(4, NULL, b, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_create(4, f, NULL, NULL, NULL, 0, 4, 0, &p), LADLE_ERR_NULL);
-    LT_FAILS(ladle_pipe_plan_create(4, f, b, NULL, NULL, 0, 4, 0, NULL), LADLE_ERR_NULL);
+    ladle_pipe_plan_desc_init(&d, 0, f, b, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    d.n = 4;
+    LT_FAILS(ladle_pipe_plan_create(&d, 0, &p), LADLE_ERR_ARG);
+    d.max_stages = -1;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 4, neg, b, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 4, f, b, inf);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 4, f, b, NULL);
+    d.mem = nan_m, d.mem_cap = 3;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    d.mem = m, d.mem_cap = NAN;
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 1 << 20, f, b, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 1 << 20, &p), LADLE_ERR_ARG);
+    ladle_pipe_plan_desc_init(&d, 4, NULL, b, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_NULL);
+    ladle_pipe_plan_desc_init(&d, 4, f, NULL, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, &p), LADLE_ERR_NULL);
+    ladle_pipe_plan_desc_init(&d, 4, f, b, NULL);
+    LT_FAILS(ladle_pipe_plan_create(&d, 4, NULL), LADLE_ERR_NULL);
     LT_ASSERT(p.stages == -7, "a failed call wrote the plan");
+}
+END_TEST
+
+/* A descriptor whose size is not this library's (a struct that never went
+ * through ladle_pipe_plan_desc_init, or one of other headers) is refused by
+ * both calls before any other field is read, with a message that says so,
+ * and the plan is left alone. */
+START_TEST(desc_size)
+{
+    double f[2] = {1, 1}, b[2] = {0, 0};
+    int first[3] = {0, 1, 2};
+    ladle_pipe_plan p;
+    p.stages = -7;
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 2, f, b, NULL);
+    size_t sizes[2] = {0, sizeof d - 1};
+    for (int i = 0; i < 2; i++) {
+        d.size = sizes[i];
+        ladle_status st = ladle_pipe_plan_create(&d, 2, &p);
+        LT_ASSERT(st == LADLE_ERR_ARG && strstr(ladle_error_message(), "descriptor size"),
+                  "create, size %zu: %s: %s", sizes[i], ladle_status_name(st),
+                  ladle_error_message());
+        ladle_error_clear();
+        st = ladle_pipe_plan_explicit(&d, 2, first, NULL, &p);
+        LT_ASSERT(st == LADLE_ERR_ARG && strstr(ladle_error_message(), "descriptor size"),
+                  "explicit, size %zu: %s: %s", sizes[i], ladle_status_name(st),
+                  ladle_error_message());
+        ladle_error_clear();
+    }
+    LT_ASSERT(p.stages == -7, "a refused descriptor wrote the plan");
+    /* its defaults: no cap, no bounds, nothing beyond the compute */
+    ladle_pipe_plan_desc_init(&d, 2, f, b, NULL);
+    LT_ASSERT(d.size == sizeof d && d.n == 2 && d.f == f && d.b == b && d.w == NULL &&
+                  d.mem == NULL && d.mem_cap == 0 && d.min_stages == 0 &&
+                  d.max_stages == 0 && d.param == NULL && d.cut == NULL &&
+                  d.reduce == NULL && d.reduce_latency == 0 && d.microbatches == 0,
+              "the descriptor's defaults");
+}
+END_TEST
+
+static int same_plan(const ladle_pipe_plan *a, const ladle_pipe_plan *b)
+{
+    return !memcmp(a, b, sizeof *a);
+}
+
+/* The 0.1 names (ladle/deprecated.h) give what their replacements give,
+ * bit for bit, and refuse what they refused. */
+START_TEST(deprecated)
+{
+    double f[4] = {1, 1, 3, 1}, b[4] = {1, 0, 2, 0}, w[4] = {0, 1, 0, 1},
+           mem[4] = {1, 2, 1, 1}, cut[3] = {0.5, 0.25, 0.5}, red[4] = {1, 0, 2, 1};
+    int first[4] = {0, 2, 3, 4}, replicas[3] = {1, 2, 1};
+    ladle_pipe_plan want, got;
+    memset(&want, 0, sizeof want), memset(&got, 0, sizeof got);
+    ladle_pipe_plan_desc d;
+    ladle_pipe_plan_desc_init(&d, 4, f, b, w);
+    d.mem = mem;
+    d.mem_cap = 12;
+    d.cut = cut;
+    d.reduce = red;
+    d.reduce_latency = 0.1;
+    d.microbatches = 4;
+    d.min_stages = 2;
+    int same = 1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ladle_pipe_plan_opts o;
+    ladle_pipe_plan_opts_init(&o);
+    ladle_pipe_plan_desc blank;
+    ladle_pipe_plan_desc_init(&blank, 0, NULL, NULL, NULL);
+    same &= !memcmp(&o, &blank, sizeof o);
+    o.mem = mem;
+    o.mem_cap = 12;
+    o.cut = cut;
+    o.reduce = red;
+    o.reduce_latency = 0.1;
+    o.microbatches = 4;
+    o.min_stages = 2;
+    /* _ex: the options with the layers apart */
+    LT_OK(ladle_pipe_plan_create(&d, 4, &want));
+    LT_OK(ladle_pipe_plan_create_ex(4, f, b, w, &o, 4, &got));
+    same &= same_plan(&want, &got);
+    LT_OK(ladle_pipe_plan_explicit(&d, 3, first, replicas, &want));
+    LT_OK(ladle_pipe_plan_explicit_ex(4, f, b, w, &o, 3, first, replicas, &got));
+    same &= same_plan(&want, &got);
+    /* no options: the compute alone */
+    ladle_pipe_plan_desc_init(&d, 4, f, b, w);
+    LT_OK(ladle_pipe_plan_create(&d, 4, &want));
+    LT_OK(ladle_pipe_plan_create_ex(4, f, b, w, NULL, 4, &got));
+    same &= same_plan(&want, &got);
+    LT_OK(ladle_pipe_plan_explicit(&d, 3, first, replicas, &want));
+    LT_OK(ladle_pipe_plan_explicit_ex(4, f, b, w, NULL, 3, first, replicas, &got));
+    same &= same_plan(&want, &got);
+    /* _range: the cap and the bounds */
+    d.mem = mem, d.mem_cap = 6, d.min_stages = 2, d.max_stages = 3;
+    LT_OK(ladle_pipe_plan_create(&d, 4, &want));
+    LT_OK(ladle_pipe_plan_create_range(4, f, b, w, mem, 6, 4, 2, 3, &got));
+    same &= same_plan(&want, &got);
+    /* what they refused */
+    o.size = 0;
+    LT_FAILS(ladle_pipe_plan_create_ex(4, f, b, w, &o, 4, &got), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_explicit_ex(4, f, b, w, &o, 3, first, NULL, &got),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_plan_create_ex(4, NULL, b, w, &o, 4, &got), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_explicit_ex(4, f, b, w, NULL, 3, NULL, NULL, &got),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipe_plan_create_range(4, f, b, w, NULL, 0, 4, 5, 0, &got),
+             LADLE_ERR_ARG);
+    ladle_pipe_plan_opts_init(NULL); /* accepted, as before */
+#pragma GCC diagnostic pop
+    LT_ASSERT(same, "a deprecated call's plan differs from its replacement's");
 }
 END_TEST
 
@@ -884,6 +1035,8 @@ Suite *pipe_plan_suite(void)
     tcase_add_test(tc, large);
     tcase_add_test(tc, explicit_plans);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, desc_size);
+    tcase_add_test(tc, deprecated);
     suite_add_tcase(s, tc);
     return s;
 }

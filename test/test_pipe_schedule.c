@@ -26,7 +26,7 @@ static ladle_pipe_report validate(const ladle_pipe_schedule *s)
 static ladle_pipe_sim simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c)
 {
     ladle_pipe_sim sim;
-    LT_OK(ladle_pipe_simulate(s, c, &sim));
+    LT_OK(ladle_pipe_simulate(s, c, NULL, &sim));
     return sim;
 }
 
@@ -206,7 +206,7 @@ START_TEST(simulator_by_hand)
 END_TEST
 
 /* The same by hand with a receive taking 0.25 of the receiver's time
- * after the message arrives (ladle_pipe_simulate_ex): worker 1: F0
+ * after the message arrives (ladle_pipe_sim_desc): worker 1: F0
  * [1.75,3.75] B0 [3.75,7.75], F1's message arrived at 2.5 but is taken at
  * [7.75,8]: F1 [8,10] B1 [10,14]; worker 0: B0's gradient arrives at 8.25,
  * taken by 8.5: B0 [8.5,11.5]; B1's at 14.5, taken by 14.75: B1
@@ -218,12 +218,12 @@ START_TEST(simulator_recv_and_params)
     double recv[2] = {0.25, 0.25}, param[2] = {10, 20};
     ladle_pipe_costs c = {f, b, w, send, NULL, NULL, NULL};
     ladle_pipe_schedule *s = gen(LADLE_PIPE_1F1B, 2, NULL, 1, 2, &c);
-    ladle_pipe_sim_opts o;
-    ladle_pipe_sim_opts_init(&o);
+    ladle_pipe_sim_desc o;
+    ladle_pipe_sim_desc_init(&o);
     o.recv = recv;
     o.param = param;
     ladle_pipe_sim sim;
-    LT_OK(ladle_pipe_simulate_ex(s, &c, &o, &sim));
+    LT_OK(ladle_pipe_simulate(s, &c, &o, &sim));
     LT_ASSERT(fabs(sim.makespan - 17.75) < 1e-12, "makespan %g", sim.makespan);
     LT_ASSERT(fabs(sim.busy - 20) < 1e-12, "busy %g", sim.busy);
     static const struct {
@@ -243,20 +243,91 @@ START_TEST(simulator_recv_and_params)
               "peak memory %g %g (max %g)", sim.peak_memory[0], sim.peak_memory[1],
               sim.peak_memory_max);
     ladle_pipe_sim_destroy(&sim);
-    /* no options: ladle_pipe_simulate's answer */
-    LT_OK(ladle_pipe_simulate_ex(s, &c, NULL, &sim));
+    /* no descriptor: the costs alone */
+    LT_OK(ladle_pipe_simulate(s, &c, NULL, &sim));
     LT_ASSERT(fabs(sim.makespan - 17) < 1e-12, "makespan without options %g", sim.makespan);
     ladle_pipe_sim_destroy(&sim);
     /* bad options change nothing */
     sim.makespan = -1;
     recv[1] = -1;
-    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_simulate(s, &c, &o, &sim), LADLE_ERR_ARG);
     recv[1] = NAN;
-    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    LT_FAILS(ladle_pipe_simulate(s, &c, &o, &sim), LADLE_ERR_ARG);
     recv[1] = 0.25;
-    o.size = 0; /* not set up by ladle_pipe_sim_opts_init */
-    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &sim), LADLE_ERR_ARG);
+    o.size = 0; /* not set up by ladle_pipe_sim_desc_init */
+    LT_FAILS(ladle_pipe_simulate(s, &c, &o, &sim), LADLE_ERR_ARG);
     LT_ASSERT(sim.makespan == -1, "a failed simulation wrote its result");
+    ladle_pipe_schedule_destroy(&s);
+}
+END_TEST
+
+/* A descriptor whose size is not this library's (a struct that never went
+ * through ladle_pipe_sim_desc_init, or one of older headers) is refused
+ * before any field is read, and the result is left alone. */
+START_TEST(sim_desc_size)
+{
+    double recv[2] = {0.25, 0.25};
+    ladle_pipe_schedule *s = gen(LADLE_PIPE_1F1B, 2, NULL, 1, 2, NULL);
+    ladle_pipe_sim_desc d;
+    ladle_pipe_sim sim;
+    sim.makespan = -1;
+    memset(&d, 0, sizeof d);
+    LT_FAILS(ladle_pipe_simulate(s, NULL, &d, &sim), LADLE_ERR_ARG);
+    ladle_pipe_sim_desc_init(&d);
+    d.recv = recv;
+    d.size = sizeof d - 1;
+    ladle_status st = ladle_pipe_simulate(s, NULL, &d, &sim);
+    LT_ASSERT(st == LADLE_ERR_ARG &&
+                  strstr(ladle_error_message(), "descriptor size") != NULL,
+              "%s: %s", ladle_status_name(st), ladle_error_message());
+    ladle_error_clear();
+    LT_ASSERT(sim.makespan == -1, "a refused descriptor wrote the result");
+    ladle_pipe_sim_desc_init(NULL); /* accepted */
+    ladle_pipe_schedule_destroy(&s);
+}
+END_TEST
+
+/* The 0.1 names (ladle/deprecated.h) give what their replacements give. */
+START_TEST(sim_deprecated)
+{
+    double f[2] = {1, 2}, b[2] = {3, 4}, send[2] = {0.5, 0.5}, recv[2] = {0.25, 0.25},
+           param[2] = {10, 20};
+    ladle_pipe_costs c = {f, b, NULL, send, NULL, NULL, NULL};
+    ladle_pipe_schedule *s = gen(LADLE_PIPE_1F1B, 2, NULL, 1, 3, &c);
+    ladle_pipe_sim_desc d;
+    ladle_pipe_sim_desc_init(&d);
+    d.recv = recv;
+    d.param = param;
+    ladle_pipe_sim want, got, bare;
+    LT_OK(ladle_pipe_simulate(s, &c, &d, &want));
+    LT_OK(ladle_pipe_simulate(s, &c, NULL, &bare));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    ladle_pipe_sim_opts o;
+    ladle_pipe_sim_opts_init(&o);
+    int same_init = o.size == d.size && o.recv == NULL && o.param == NULL;
+    o.recv = recv;
+    o.param = param;
+    LT_OK(ladle_pipe_simulate_ex(s, &c, &o, &got));
+    ladle_pipe_sim got_bare;
+    LT_OK(ladle_pipe_simulate_ex(s, &c, NULL, &got_bare));
+    o.size = 0;
+    LT_FAILS(ladle_pipe_simulate_ex(s, &c, &o, &got_bare), LADLE_ERR_ARG);
+    ladle_pipe_sim_opts_init(NULL); /* accepted, as before */
+#pragma GCC diagnostic pop
+    int same = same_init && got.nevents == want.nevents && got.makespan == want.makespan &&
+               got.busy == want.busy && got.bubble == want.bubble &&
+               got.peak_memory_max == want.peak_memory_max &&
+               got_bare.makespan == bare.makespan &&
+               got_bare.peak_memory_max == bare.peak_memory_max;
+    for (int i = 0; same && i < want.nevents; i++)
+        same = !memcmp(&got.events[i], &want.events[i], sizeof want.events[i]);
+    for (int w = 0; same && w < 2; w++)
+        same = got.peak_memory[w] == want.peak_memory[w];
+    LT_ASSERT(same, "the deprecated simulation differs: makespan %g, want %g", got.makespan,
+              want.makespan);
+    ladle_pipe_sim_destroy(&want), ladle_pipe_sim_destroy(&got);
+    ladle_pipe_sim_destroy(&bare), ladle_pipe_sim_destroy(&got_bare);
     ladle_pipe_schedule_destroy(&s);
 }
 END_TEST
@@ -474,7 +545,8 @@ START_TEST(bad_arguments)
     a.mb = 0;
     LT_FAILS(ladle_pipe_schedule_append(s, 3, a), LADLE_ERR_ARG);
     ladle_pipe_sim sim;
-    LT_FAILS(ladle_pipe_simulate(s, NULL, &sim), LADLE_ERR_ARG); /* empty: incomplete */
+    /* empty: incomplete */
+    LT_FAILS(ladle_pipe_simulate(s, NULL, NULL, &sim), LADLE_ERR_ARG);
     ladle_pipe_schedule_destroy(&s);
     ladle_pipe_style style = LADLE_PIPE_GPIPE;
     LT_OK(ladle_pipe_style_parse("zbh1", &style));
@@ -546,7 +618,8 @@ START_TEST(hostile_input)
     memset(&sim, 0, sizeof sim);
     sim.makespan = 42;
     sim.nevents = 7;
-    LT_FAILS(ladle_pipe_simulate(s, NULL, &sim), LADLE_ERR_ARG); /* empty: incomplete */
+    /* empty: incomplete */
+    LT_FAILS(ladle_pipe_simulate(s, NULL, NULL, &sim), LADLE_ERR_ARG);
     LT_ASSERT(sim.makespan == 42 && sim.nevents == 7 && sim.events == NULL,
               "a failed simulation wrote its output");
     ladle_pipe_report r;
@@ -606,6 +679,8 @@ Suite *pipe_suite(void)
     tcase_add_test(tc, hybrid);
     tcase_add_test(tc, simulator_by_hand);
     tcase_add_test(tc, simulator_recv_and_params);
+    tcase_add_test(tc, sim_desc_size);
+    tcase_add_test(tc, sim_deprecated);
     tcase_add_test(tc, simulator_reduce);
     tcase_add_test(tc, validator_rejects);
     tcase_add_test(tc, generated_pass);

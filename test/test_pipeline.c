@@ -352,7 +352,10 @@ static void run_dist_case(int style, int tensor, int replicas, int m)
     ladle_optimizer_desc od;
     opt_desc(&od);
     ladle_pipeline *pl = NULL;
-    LT_OK(ladle_pipeline_create_workers(1 + replicas, workers, s, nheld, &held, loss, &od, &pl));
+    ladle_pipeline_desc pd;
+    ladle_pipeline_desc_init(&pd, s, &od);
+    LT_OK(
+        ladle_pipeline_create_workers(&pd, 1 + replicas, workers, nheld, &held, loss, &pl));
     int64_t xs[2] = {(int64_t)m * MB, 4}, ys[2] = {(int64_t)m * MB, 3};
     ladle_tensor *X = lt_tensor(LADLE_F64, 2, xs), *Y = lt_tensor(LADLE_F64, 2, ys);
     double worst_loss = 0;
@@ -512,6 +515,24 @@ START_TEST(bad_input)
               ladle_status_name(st1));
     ladle_error_clear();
     ladle_pipeline_destroy(&pl);
+    /* a descriptor not set up by ladle_pipeline_desc_init (size 0, or one
+     * short of this library's) is refused on every rank before any message;
+     * one without a schedule or an optimizer too */
+    ladle_partition *w1[2] = {p1, p1};
+    ladle_pipeline_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.sched = s, pd.opt = &od;
+    LT_FAILS(ladle_pipeline_create_workers(&pd, 2, w1, 0, NULL, NULL, &pl), LADLE_ERR_ARG);
+    pd.size = sizeof pd - 1;
+    LT_FAILS(ladle_pipeline_create_workers(&pd, 2, w1, 0, NULL, NULL, &pl), LADLE_ERR_ARG);
+    ladle_pipeline_desc_init(&pd, NULL, &od);
+    LT_FAILS(ladle_pipeline_create_workers(&pd, 2, w1, 0, NULL, NULL, &pl), LADLE_ERR_NULL);
+    ladle_pipeline_desc_init(&pd, s, NULL);
+    LT_FAILS(ladle_pipeline_create_workers(&pd, 2, w1, 0, NULL, NULL, &pl), LADLE_ERR_NULL);
+    LT_FAILS(ladle_pipeline_create_workers(NULL, 2, w1, 0, NULL, NULL, &pl),
+             LADLE_ERR_NULL);
+    LT_ASSERT(pl == NULL, "a refused descriptor made a pipeline");
+    ladle_pipeline_desc_init(NULL, s, &od); /* accepted */
     ladle_partition_destroy(&p1);
     if (lt_size >= 2) {
         int two[1] = {2};
@@ -575,7 +596,9 @@ START_TEST(bad_input)
     if (lt_size >= 2) {
         int one[1] = {1}, two[1] = {2}, r0[1] = {0}, r01[2] = {0, 1};
         ladle_partition *w[2] = {lt_partition_ranks(1, one, r0), lt_partition_ranks(1, two, r01)};
-        ladle_status st = ladle_pipeline_create_workers(2, w, s, 0, NULL, NULL, &od, &pl);
+        ladle_pipeline_desc pd2;
+        ladle_pipeline_desc_init(&pd2, s, &od);
+        ladle_status st = ladle_pipeline_create_workers(&pd2, 2, w, 0, NULL, NULL, &pl);
         /* rank 0 names the problem; rank 1 fails too (with its own finding
          * or the remote verdict); the others take no part */
         LT_ASSERT(lt_rank >= 2   ? st == LADLE_OK

@@ -56,7 +56,7 @@ typedef struct pipe_opts {
     const char *gen_opt;
 } pipe_opts;
 
-/* the per-stage values: ladle_pipe_costs's, then ladle_pipe_sim_opts's */
+/* the per-stage values: ladle_pipe_costs's, then ladle_pipe_sim_desc's */
 static const char *cost_name[NCOSTS] = {"--f",      "--b",    "--w",    "--send",
                                         "--reduce", "--recv", "--param"};
 
@@ -103,12 +103,12 @@ static int take(const char *a, const char *val, pipe_opts *o, char *why)
 /* The per-stage costs of option k: one value for every stage, or one per
  * stage; each finite and >= 0. Unset: NULL. */
 static int costs_of(const pipe_opts *o, int S, double c[NCOSTS][MAXS],
-                    ladle_pipe_costs *costs, ladle_pipe_sim_opts *so, char *why)
+                    ladle_pipe_costs *costs, ladle_pipe_sim_desc *so, char *why)
 {
     const double **slot[NCOSTS] = {&costs->f,      &costs->b, &costs->w, &costs->send,
                                    &costs->reduce, &so->recv, &so->param};
     memset(costs, 0, sizeof *costs);
-    ladle_pipe_sim_opts_init(so);
+    ladle_pipe_sim_desc_init(so);
     for (int k = 0; k < NCOSTS; k++) {
         int n = 0;
         if (o->cost_arg[k] == NULL)
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
     ladle_pipe_schedule *s = NULL;
     ladle_status st;
     double c[NCOSTS][MAXS];
-    ladle_pipe_sim_opts so;
+    ladle_pipe_sim_desc so;
     ladle_pipe_costs costs;
     if (o.load) {
         st = ladle_pipe_schedule_load(o.load, &s);
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
     if (ok && costs_of(&o, S, c, &costs, &so, why)) {
         fprintf(stderr, "ladle-pipe: %s\n", why);
         rc = 2;
-    } else if (ok && ladle_pipe_simulate_ex(s, &costs, &so, &sim) != LADLE_OK) {
+    } else if (ok && ladle_pipe_simulate(s, &costs, &so, &sim) != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
         rc = 2;
     } else if (ok) {

@@ -183,8 +183,8 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
     ladle_pipe_plan plan;
     /* the plan models the boundaries' receives and the replicas'
      * all-reduce, spread over the step's microbatches */
-    ladle_pipe_plan_opts po;
-    ladle_pipe_plan_opts_init(&po);
+    ladle_pipe_plan_desc po;
+    ladle_pipe_plan_desc_init(&po, nl, f, b, w);
     po.cut = in->cut;
     po.reduce = in->red;
     po.reduce_latency = in->lat;
@@ -197,22 +197,21 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
         int cut[PIPE_MAX_LAYERS + 1], rep[PIPE_MAX_REPLICAS];
         /* the given replicas: the stages cut as the plain planner would */
         po.min_stages = po.max_stages = o->pipe_nrep;
-        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, o->pipe_nrep, &plan);
+        st = ladle_pipe_plan_create(&po, o->pipe_nrep, &plan);
         po.min_stages = po.max_stages = 0;
         for (int j = 0; st == LADLE_OK && j <= plan.stages; j++)
             cut[j] = plan.first[j];
         for (int j = 0; j < o->pipe_nrep; j++)
             rep[j] = (int)o->pipe_rep[j];
         if (st == LADLE_OK)
-            st = ladle_pipe_plan_explicit_ex(nl, f, b, w, &po, o->pipe_nrep, cut, rep,
-                                             &plan);
+            st = ladle_pipe_plan_explicit(&po, o->pipe_nrep, cut, rep, &plan);
     } else if (hybrid) {
         po.min_stages = S ? S : 2;
         po.max_stages = S;
-        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, world, &plan);
+        st = ladle_pipe_plan_create(&po, world, &plan);
     } else {
         po.min_stages = po.max_stages = S;
-        st = ladle_pipe_plan_create_ex(nl, f, b, w, &po, S, &plan);
+        st = ladle_pipe_plan_create(&po, S, &plan);
     }
     if (st != LADLE_OK) {
         if (me == 0)
@@ -247,7 +246,7 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
         return 2;
     }
     ladle_pipe_sim sim;
-    if (me == 0 && ladle_pipe_simulate(s, &c, &sim) == LADLE_OK) {
+    if (me == 0 && ladle_pipe_simulate(s, &c, NULL, &sim) == LADLE_OK) {
         printf("pipeline %s: %d stages on %d workers (layers",
                ladle_pipe_style_name(o->pipe_style), plan.stages,
                ladle_pipe_schedule_workers(s));

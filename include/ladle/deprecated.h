@@ -82,6 +82,40 @@ LADLE_API
 
 /* ---- pipelines ------------------------------------------------------------ */
 
+/* ladle_pipe_sim_opts is ladle_pipe_sim_desc (deprecated: use ladle_pipe_sim_desc). */
+typedef ladle_pipe_sim_desc ladle_pipe_sim_opts;
+LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o)
+    LADLE_DEPRECATED("use ladle_pipe_sim_desc_init");
+LADLE_API ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *sched,
+                                              const ladle_pipe_costs *costs,
+                                              const ladle_pipe_sim_opts *opts,
+                                              ladle_pipe_sim *sim)
+    LADLE_DEPRECATED("use ladle_pipe_simulate, which takes the ladle_pipe_sim_desc");
+
+/* ladle_pipe_plan_opts is folded into ladle_pipe_plan_desc, which also holds
+ * n, f, b and w (deprecated: use ladle_pipe_plan_desc). */
+typedef ladle_pipe_plan_desc ladle_pipe_plan_opts;
+LADLE_API void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o)
+    LADLE_DEPRECATED("use ladle_pipe_plan_desc_init");
+LADLE_API ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
+                                                 const double *w,
+                                                 const ladle_pipe_plan_opts *opts,
+                                                 int workers, ladle_pipe_plan *plan)
+    LADLE_DEPRECATED("use ladle_pipe_plan_create with a ladle_pipe_plan_desc");
+LADLE_API ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
+                                                    const double *w, const double *mem,
+                                                    double mem_cap, int workers,
+                                                    int min_stages, int max_stages,
+                                                    ladle_pipe_plan *plan)
+    LADLE_DEPRECATED("use ladle_pipe_plan_create with the desc's min_stages, max_stages");
+LADLE_API ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
+                                                   const double *w,
+                                                   const ladle_pipe_plan_opts *opts,
+                                                   int stages, const int *first,
+                                                   const int *replicas,
+                                                   ladle_pipe_plan *plan)
+    LADLE_DEPRECATED("use ladle_pipe_plan_explicit with a ladle_pipe_plan_desc");
+
 #ifdef __cplusplus
 }
 #endif

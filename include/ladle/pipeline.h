@@ -225,26 +225,14 @@ typedef struct ladle_pipe_sim {
     double bubble;           /* 1 - busy / (workers * makespan) */
     double *peak_memory;     /* per worker: the most stashed activation memory
                                 (costs->act; microbatches without it), plus the
-                                parameters' of its stages (ladle_pipe_simulate_ex) */
+                                parameters' of its stages (ladle_pipe_sim_desc) */
     double peak_memory_max;
     int nevents;
     ladle_pipe_event *events; /* every action with its simulated times */
 } ladle_pipe_sim;
 
-/* Replay a valid schedule under the given costs: each worker runs its list
- * in order; an action starts when its worker is free and what it needs is
- * there (a receive: its send's end plus the transfer time; a backward: its
- * forward; a REDUCE: every replica's REDUCE reached). Sends take no worker
- * time. Local. Everything is checked first: *sim is written only
- * on success and left as it was on failure. Returns LADLE_ERR_ARG for an
- * invalid schedule (with the validator's message) or costs that are
- * negative or not finite, LADLE_ERR_NULL, LADLE_ERR_ALLOC. Release with
- * ladle_pipe_sim_destroy. */
-LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
-                                           const ladle_pipe_costs *costs, ladle_pipe_sim *sim);
-/* What ladle_pipe_simulate_ex models beyond the costs, per stage or stage
- * boundary (arrays of S entries; NULL: 0). Set it up with
- * ladle_pipe_sim_opts_init, which zeroes it and sets size.
+/* What the simulator models beyond the costs, per stage or stage boundary
+ * (arrays of S entries; NULL: 0). Set it up with ladle_pipe_sim_desc_init.
  *  - recv[j]: the worker time a receive across boundary j (stage j's
  *    output to stage j + 1, or its gradient back to stage j) takes on the
  *    receiving worker once the message has arrived: the copy out of the
@@ -253,24 +241,32 @@ LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
  *  - param[j]: the memory stage j's parameters take on each of its workers
  *    (weights, gradients and optimizer state), in costs->act's unit: added
  *    to peak_memory once per stage a worker holds. */
-typedef struct ladle_pipe_sim_opts {
-    size_t size; /* sizeof(ladle_pipe_sim_opts), set by ladle_pipe_sim_opts_init */
+typedef struct ladle_pipe_sim_desc {
+    size_t size; /* sizeof(ladle_pipe_sim_desc), set by ladle_pipe_sim_desc_init */
     const double *recv;
     const double *param;
-} ladle_pipe_sim_opts;
+} ladle_pipe_sim_desc;
 
-/* Zero o and set its size. Accepts NULL. Local. */
-LADLE_API void ladle_pipe_sim_opts_init(ladle_pipe_sim_opts *o);
+/* Set d's size and its defaults: no receive time, no parameter memory
+ * (recv and param NULL). Accepts NULL. Local. */
+LADLE_API void ladle_pipe_sim_desc_init(ladle_pipe_sim_desc *d);
 
-/* ladle_pipe_simulate with what opts adds (opts NULL: the same as
- * ladle_pipe_simulate). Local. Returns its codes, and
- * LADLE_ERR_ARG for an opts not set up by ladle_pipe_sim_opts_init (its
- * size below this struct's first release) or with a value negative or not
- * finite; *sim is written only on success. */
-LADLE_API ladle_status ladle_pipe_simulate_ex(const ladle_pipe_schedule *sched,
-                                              const ladle_pipe_costs *costs,
-                                              const ladle_pipe_sim_opts *opts,
-                                              ladle_pipe_sim *sim);
+/* Replay a valid schedule under the given costs (NULL: unit costs) and what
+ * d adds (NULL: nothing beyond the costs): each worker runs its list in
+ * order; an action starts when its worker is free and what it needs is
+ * there (a receive: its send's end plus the transfer time, then d->recv of
+ * the receiver's time; a backward: its forward; a REDUCE: every replica's
+ * REDUCE reached). Sends take no worker time. Local (not collective).
+ * Everything is checked first: *sim is written only on success and left as
+ * it was on failure; it owns its arrays (release with
+ * ladle_pipe_sim_destroy). Returns LADLE_ERR_ARG for an invalid schedule
+ * (with the validator's message), costs or d's values that are negative or
+ * not finite, or a d not set up by ladle_pipe_sim_desc_init (its size below
+ * this struct's first release); LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *sched,
+                                           const ladle_pipe_costs *costs,
+                                           const ladle_pipe_sim_desc *d,
+                                           ladle_pipe_sim *sim);
 
 /* Free what the simulation holds and zero it (the struct is the caller's).
  * Accepts NULL and a zeroed one. Local. Returns LADLE_OK. */
@@ -305,7 +301,7 @@ LADLE_API ladle_status ladle_pipe_write_trace(FILE *out, int workers, int nevent
 LADLE_API ladle_status ladle_pipe_profile(int n, ladle_op *const layers[], int reps, double f[],
                                           double b[], double w[]);
 
-/* The planner's costs around the compute (ladle_pipe_plan_opts' cut,
+/* The planner's costs around the compute (ladle_pipe_plan_desc's cut,
  * reduce and reduce_latency), measured on comm between its ranks 0 and 1:
  * cut[i] (i < n - 1), the worker time of a boundary after layer i: the
  * one-way time of its output (the bytes of the y it was made for, one
@@ -352,122 +348,101 @@ LADLE_API double ladle_pipe_plan_stage_time(const ladle_pipe_plan *plan, int j);
 
 #define LADLE_PIPE_MAX_STAGES 64
 
-/* Choose stage boundaries and replica counts for n layers with per-layer
- * costs f, b, w (w may be NULL: counted in b) on `workers` workers so that
- * the slowest stage, sum(f+b+w over its layers) / r_j, is as fast as it can
- * be; no stage is empty and sum r_j = workers. mem (per layer, the memory a
- * stashed microbatch takes; NULL: no cap) with mem_cap > 0 rejects stages
- * whose 1F1B stash (sum of mem) * ceil(sum_{i>=j} r_i / r_j) exceeds the
- * cap. At most min(workers, n, max_stages, LADLE_PIPE_MAX_STAGES) stages;
- * max_stages 0 means no limit of its own. The plan is exact: among plans of
- * the least slowest time it has the fewest stages (less pipeline fill; with
- * no cap that is often one stage on every worker), then, stage by stage
- * from the first, the fewest replicas and then the earliest end: the
- * lexicographically smallest (r_0, first[1], r_1, first[2], ...). Costs
- * O(64 n^2 workers) at most; (n + 1) * (workers + 1) may not pass 2^24.
- * Sets *plan only on success. Local. Returns LADLE_ERR_ARG (bad
- * sizes, a cost or memory negative or not finite, or no plan fits the cap:
- * the message says what the smallest stash of any plan is), LADLE_ERR_NULL,
- * LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_pipe_plan_create(int n, const double *f, const double *b,
-                                              const double *w, const double *mem,
-                                              double mem_cap, int workers, int max_stages,
-                                              ladle_pipe_plan *plan);
-/* ladle_pipe_plan_create among plans of min_stages to max_stages stages
- * only: the same objective, memory cap and tie rules, the fewest stages
- * counted from min_stages. With free communication one stage on every
- * worker ties or beats any pipeline, so ladle_pipe_plan_create answers one
- * stage whenever the cap allows; a lower bound asks for a pipeline (weights
- * too large to replicate everywhere, or layouts to compare), and
- * min_stages = max_stages for exactly that many stages. min_stages 0 or 1
- * means no lower bound, max_stages 0 no limit beyond min(workers, n,
- * LADLE_PIPE_MAX_STAGES). ladle_pipe_plan_create is this with min_stages 1.
- * Costs as ladle_pipe_plan_create (both share one table of 8 bytes for
- * each of n * (workers + 1) entries). Sets *plan only on success. Local. Returns LADLE_ERR_ARG (as
- * ladle_pipe_plan_create, and min_stages negative, above a non-zero
- * max_stages, above min(n, workers) or above LADLE_PIPE_MAX_STAGES; with a
- * cap, the smallest stash is that of a plan in the range), LADLE_ERR_NULL,
- * LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_pipe_plan_create_range(int n, const double *f, const double *b,
-                                                    const double *w, const double *mem,
-                                                    double mem_cap, int workers,
-                                                    int min_stages, int max_stages,
-                                                    ladle_pipe_plan *plan);
-/* The plan of explicit boundaries (first[0] = 0, strictly increasing,
- * first[stages] = n) and replicas (each >= 1; NULL: all 1), with its stage
- * times; plain_slowest is that of the sum of the replicas as workers. Sets
- * *plan only on success. Local. Returns LADLE_ERR_ARG (an empty
- * stage, boundaries that do not cover 0 .. n-1, a replica count below 1, a
- * cost negative or not finite), LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_pipe_plan_explicit(int n, const double *f, const double *b,
-                                                const double *w, int stages,
-                                                const int *first, const int *replicas,
-                                                ladle_pipe_plan *plan);
-
-/* What ladle_pipe_plan_create_ex models beyond the layers' f, b and w: the
- * bounds and cap of ladle_pipe_plan_create_range, and what surrounds the
- * compute (arrays per layer, or per boundary for cut; NULL: 0). Set it up
- * with ladle_pipe_plan_opts_init, which zeroes it and sets size. A stage of
- * layers a .. e on r replicas then takes, per microbatch,
+/* The planner's input: n layers with their costs, the bounds a plan must
+ * keep, and what surrounds the compute. Set it up with
+ * ladle_pipe_plan_desc_init(&d, n, f, b, w), which sets size, n and the
+ * three cost arrays and gives every other field its default (0 or NULL: no
+ * memory cap, no stage bounds, nothing beyond f, b and w). The arrays are
+ * borrowed for the call; arrays are per layer (n entries) unless said.
+ *  - f, b, w: each layer's forward, input-gradient and weight-gradient time
+ *    per microbatch (w may be NULL: counted in b).
+ *  - mem, mem_cap: one stashed microbatch's memory, and with mem_cap > 0
+ *    the most each worker may hold (mem NULL: parameters only).
+ *  - min_stages, max_stages: plans of that many stages only (0 or 1: no
+ *    lower bound; 0: no limit beyond min(workers, n,
+ *    LADLE_PIPE_MAX_STAGES)); min_stages = max_stages for exactly that
+ *    many.
+ *  - cut (n - 1 entries): the worker time one stage boundary after layer i
+ *    costs each of the two stages it joins, per microbatch: the receive of
+ *    layer i's output on the later stage, and of its gradient on the
+ *    earlier one (with shared-memory MPI the receiver copies the bytes).
+ *  - reduce, reduce_latency, microbatches: reduce[i] is the bandwidth part
+ *    of all-reducing layer i's gradients between two replicas (its
+ *    gradient's bytes over the bandwidth); a ring all-reduce over r
+ *    replicas moves 2 (r - 1) / r of them, in 2 (r - 1) steps of
+ *    reduce_latency each. Charged once an optimizer step to every worker of
+ *    a replicated stage, so it is spread over the step's microbatches
+ *    (required, 1 to 2^20, when reduce or reduce_latency is given). It
+ *    overlaps the other stages' work, not the stage's own (the executor
+ *    reduces after the stage's last backward).
+ *  - param: the memory layer i's parameters take (weights, gradients,
+ *    optimizer state) on every worker of its stage, in mem's unit.
+ * A stage of layers a .. e on r replicas then takes, per microbatch,
  *     (sum f + b + w + cut[a - 1] + cut[e]) / r
  *       + (2 (r - 1) / r sum reduce + 2 (r - 1) reduce_latency) / microbatches
  * (no cut before the first layer or after the last), and each of its
- * workers holds (sum mem) x ceil(sum_{i>=j} r_i / r_j) + sum param, which
- * mem_cap bounds.
- *  - cut[i] (n - 1 entries): the worker time one stage boundary after layer
- *    i costs each of the two stages it joins, per microbatch: the receive
- *    of layer i's output on the later stage, and of its gradient on the
- *    earlier one (with shared-memory MPI the receiver copies the bytes).
- *  - reduce[i]: the bandwidth part of all-reducing layer i's gradients
- *    between two replicas (its gradient's bytes over the bandwidth); a
- *    ring all-reduce over r replicas moves 2 (r - 1) / r of them, in
- *    2 (r - 1) steps of reduce_latency each. Charged once an optimizer step
- *    to every worker of a replicated stage, so it is spread over the
- *    step's microbatches (required, 1 to 2^20, when reduce or
- *    reduce_latency is given). It overlaps the other stages' work, not the
- *    stage's own (the executor reduces after the stage's last backward).
- *  - param[i]: the memory layer i's parameters take (weights, gradients,
- *    optimizer state) on every worker of its stage, in mem's unit.
- * More replicas then no longer only help: the all-reduce grows with r, and
- * the planner weighs the two exactly. */
-typedef struct ladle_pipe_plan_opts {
-    size_t size;       /* sizeof(ladle_pipe_plan_opts), set by ladle_pipe_plan_opts_init */
-    const double *mem; /* per layer: one stashed microbatch's memory */
-    double mem_cap;    /* > 0: each worker's memory at most this; 0: no cap */
-    int min_stages;    /* 0 or 1: no lower bound */
-    int max_stages;    /* 0: no limit beyond min(workers, n, 64) */
-    const double *param;   /* per layer: parameter memory */
-    const double *cut;     /* n - 1 entries: a boundary's receive time */
-    const double *reduce;  /* per layer: the all-reduce's bandwidth term */
-    double reduce_latency; /* one step of a ring all-reduce */
-    int microbatches;      /* per optimizer step */
-} ladle_pipe_plan_opts;
+ * workers holds (sum mem) x ceil(sum_{i>=j} r_i / r_j) + sum param (its
+ * 1F1B stash and its parameters), which mem_cap bounds. More replicas then
+ * no longer only help: the all-reduce grows with r, and the planner weighs
+ * the two exactly. */
+typedef struct ladle_pipe_plan_desc {
+    size_t size; /* sizeof(ladle_pipe_plan_desc), set by ladle_pipe_plan_desc_init */
+    int n;       /* the layers */
+    const double *f, *b, *w; /* per layer: the compute (w may be NULL) */
+    const double *mem;       /* per layer: one stashed microbatch's memory */
+    double mem_cap;          /* > 0: each worker's memory at most this; 0: no cap */
+    int min_stages;          /* 0 or 1: no lower bound */
+    int max_stages;          /* 0: no limit beyond min(workers, n, 64) */
+    const double *param;     /* per layer: parameter memory */
+    const double *cut;       /* n - 1 entries: a boundary's receive time */
+    const double *reduce;    /* per layer: the all-reduce's bandwidth term */
+    double reduce_latency;   /* one step of a ring all-reduce */
+    int microbatches;        /* per optimizer step */
+} ladle_pipe_plan_desc;
 
-/* Zero o and set its size. Accepts NULL. Local. */
-LADLE_API void ladle_pipe_plan_opts_init(ladle_pipe_plan_opts *o);
+/* Set d's size, n, f, b and w, and every other field to its default (see
+ * above). Accepts NULL. Local. */
+LADLE_API void ladle_pipe_plan_desc_init(ladle_pipe_plan_desc *d, int n, const double *f,
+                                         const double *b, const double *w);
 
-/* ladle_pipe_plan_create_range under the model above (opts NULL: no
- * bounds, no cap, no costs beyond f, b and w): the same exact search and
- * tie rules, with stage_time, slowest and plain_slowest the modelled times
- * (the plain pipeline: up to min(workers, n) unreplicated stages, no cap).
- * ladle_pipe_plan_create_range is this with only mem, mem_cap and the
- * stage bounds set. Sets *plan only on success. Local. Returns
- * its codes, and LADLE_ERR_ARG for an opts not set up by
- * ladle_pipe_plan_opts_init, a value negative or not finite (the message
- * names the array and entry), or an all-reduce cost without microbatches. */
-LADLE_API ladle_status ladle_pipe_plan_create_ex(int n, const double *f, const double *b,
-                                                 const double *w,
-                                                 const ladle_pipe_plan_opts *opts,
-                                                 int workers, ladle_pipe_plan *plan);
-/* ladle_pipe_plan_explicit under the model above: a split you give, timed
- * as ladle_pipe_plan_create_ex times its own (opts' stage bounds and cap
- * are not applied). Local. */
-LADLE_API ladle_status ladle_pipe_plan_explicit_ex(int n, const double *f, const double *b,
-                                                   const double *w,
-                                                   const ladle_pipe_plan_opts *opts,
-                                                   int stages, const int *first,
-                                                   const int *replicas,
-                                                   ladle_pipe_plan *plan);
+/* Choose stage boundaries and replica counts for d's layers on `workers`
+ * workers so that the slowest stage's time (the model above; without cut
+ * and reduce sum(f + b + w over its layers) / r_j) is as fast as it can be;
+ * no stage is empty, sum r_j = workers, the stage count is within d's
+ * bounds and at most min(workers, n, LADLE_PIPE_MAX_STAGES), and with a
+ * cap every worker's memory is within it. The plan is exact: among plans
+ * of the least slowest time it has the fewest stages counted from
+ * min_stages (less pipeline fill; with free communication and no cap that
+ * is often one stage on every worker, which ties or beats any pipeline:
+ * a lower bound asks for a pipeline), then, stage by stage from the first,
+ * the fewest replicas and then the earliest end: the lexicographically
+ * smallest (r_0, first[1], r_1, first[2], ...). stage_time, slowest and
+ * plain_slowest are the modelled times (the plain pipeline: up to
+ * min(workers, n) unreplicated stages, no cap, no bounds). Costs
+ * O(64 n^2 workers) at most and a table of 8 bytes for each of
+ * n * (workers + 1) entries; (n + 1) * (workers + 1) may not pass 2^24.
+ * Sets *plan only on success. Local (not collective). Returns
+ * LADLE_ERR_NULL (d, f, b or plan NULL), LADLE_ERR_ARG (a d not set up by
+ * ladle_pipe_plan_desc_init, n or workers below 1 or too large, a cost or
+ * memory negative or not finite: the message names the array and entry; a
+ * cap that is NaN; an all-reduce cost without microbatches; min_stages
+ * negative, above a non-zero max_stages, above min(n, workers) or above
+ * LADLE_PIPE_MAX_STAGES; no plan fits the cap: the message says what the
+ * smallest stash of a plan in the range is), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_plan_create(const ladle_pipe_plan_desc *d, int workers,
+                                              ladle_pipe_plan *plan);
+/* The plan of explicit boundaries (first[0] = 0, strictly increasing,
+ * first[stages] = n) and replicas (each >= 1; NULL: all 1) of d's layers,
+ * timed as ladle_pipe_plan_create times its own (d's stage bounds and cap
+ * are not applied); plain_slowest is that of the sum of the replicas as
+ * workers. Sets *plan only on success. Local. Returns LADLE_ERR_NULL (d,
+ * f, b, first or plan NULL), LADLE_ERR_ARG (a d not set up by
+ * ladle_pipe_plan_desc_init, an empty stage, boundaries that do not cover
+ * 0 .. n-1, a replica count below 1, a cost negative or not finite),
+ * LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_pipe_plan_explicit(const ladle_pipe_plan_desc *d, int stages,
+                                                const int *first, const int *replicas,
+                                                ladle_pipe_plan *plan);
 
 /* ---- execution --------------------------------------------------------- */
 
@@ -506,31 +481,48 @@ LADLE_API ladle_status ladle_pipeline_create(const ladle_partition *p_pipe,
                                              const ladle_pipe_stage held[], ladle_op *loss,
                                              const ladle_optimizer_desc *opt,
                                              ladle_pipeline **pipeline);
-/* The same over workers that are partitions: worker w runs on workers[w]
- * (any shape; a rank belongs to one worker at most), so a stage may be a
- * chain of distributed layers (ladle/distributed.h) on its worker's ranks,
- * every rank of the worker running the worker's list. A stage boundary is
- * then a repartition: each rank of the sending replica sends each rank of
- * the receiving one the intersection of its output box with the other's
- * input box (the layouts of the stage's last and the next stage's first
- * layer; a sequential layer's box is its whole tensor), and the backward
- * sends the input gradient's the other way. A stage on several ranks must
- * begin and end with distributed layers, and the last stage's loss must be
- * distributed (ladle_dist_loss_create). A replicated stage's replicas are
- * partitions of the same shape: their gradients are summed rank by rank
- * (rank i of every replica), after each layer's own copies
+/* What every rank of ladle_pipeline_create_workers passes alike: the
+ * schedule (validated and copied) and the optimizer every stage gets (its
+ * fields are read at the call). Set it up with ladle_pipeline_desc_init;
+ * both are required. Later options of the executor are fields here. */
+typedef struct ladle_pipeline_desc {
+    size_t size; /* sizeof(ladle_pipeline_desc), set by ladle_pipeline_desc_init */
+    const ladle_pipe_schedule *sched;
+    const ladle_optimizer_desc *opt;
+} ladle_pipeline_desc;
+
+/* Set d's size, schedule and optimizer. Accepts NULL. Local. */
+LADLE_API void ladle_pipeline_desc_init(ladle_pipeline_desc *d,
+                                        const ladle_pipe_schedule *sched,
+                                        const ladle_optimizer_desc *opt);
+
+/* ladle_pipeline_create over workers that are partitions: worker w of
+ * d->sched runs on workers[w] (nworkers of them, as many as the schedule
+ * has workers; any shape; a rank belongs to one worker at most), so a stage
+ * may be a chain of distributed layers (ladle/distributed.h) on its
+ * worker's ranks, every rank of the worker running the worker's list. Each
+ * rank passes the stages the schedule places on its worker (held, nheld of
+ * them) and, on the ranks of the last stage's workers, the loss (NULL
+ * elsewhere); the layers and the loss become the pipeline's on success. A
+ * stage boundary is a repartition: each rank of the sending replica sends
+ * each rank of the receiving one the intersection of its output box with
+ * the other's input box (the layouts of the stage's last and the next
+ * stage's first layer; a sequential layer's box is its whole tensor), and
+ * the backward sends the input gradient's the other way. A stage on several
+ * ranks must begin and end with distributed layers, and the last stage's
+ * loss must be distributed (ladle_dist_loss_create). A replicated stage's
+ * replicas are partitions of the same shape: their gradients are summed
+ * rank by rank (rank i of every replica), after each layer's own copies
  * (ladle_layer_sync_gradients). x and target are still the whole batch on
  * the ranks that read them; each rank takes its block. A worker holding two
  * consecutive stages must be one rank (LADLE_ERR_UNSUPPORTED). Collective
  * over the union of the workers. Returns the codes of
- * ladle_pipeline_create. */
-LADLE_API ladle_status ladle_pipeline_create_workers(int nworkers,
-                                                     ladle_partition *const workers[],
-                                                     const ladle_pipe_schedule *sched,
-                                                     int nheld, const ladle_pipe_stage held[],
-                                                     ladle_op *loss,
-                                                     const ladle_optimizer_desc *opt,
-                                                     ladle_pipeline **pipeline);
+ * ladle_pipeline_create, and LADLE_ERR_ARG for a d not set up by
+ * ladle_pipeline_desc_init, LADLE_ERR_NULL for its schedule or optimizer
+ * NULL. */
+LADLE_API ladle_status ladle_pipeline_create_workers(
+    const ladle_pipeline_desc *d, int nworkers, ladle_partition *const workers[], int nheld,
+    const ladle_pipe_stage held[], ladle_op *loss, ladle_pipeline **pipeline);
 /* Destroy the pipeline with its layers, loss and optimizers; *pipeline
  * becomes NULL. Accepts NULL. Collective over the members of p_pipe (the
  * union of the workers): it frees the pipeline's duplicate of their
