@@ -47,36 +47,6 @@ ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int n
 void ladle__dist_coords(const ladle_partition *p, int *coords);
 
 /*
- * A layer whose output tile reads a window of x that may reach into its
- * neighbours' blocks (adaptive pooling, interpolation): x and y are split
- * in balance over one partition and W gathers each rank's window from the
- * owners of its cells. span gives, along spatial axis a (of 3, the last
- * nd used), the first and the last input that the outputs y_lo..y_hi read.
- */
-typedef void (*ladle__dist_span)(const void *geom, int a, int64_t y_lo, int64_t y_hi,
-                                 int64_t *x_lo, int64_t *x_hi);
-
-typedef struct ladle__dist_window {
-    int64_t planes;    /* this rank's samples x channels */
-    ladle_op *gather;  /* W */
-    ladle_tensor *xw;  /* the window (forward) */
-    ladle_tensor *dxw; /* its gradient (backward) */
-} ladle__dist_window;
-
-/* After ladle__make_open and the impl's allocation (local: their status,
- * w NULL when that failed): m's layouts of x (extents xs, ndim = 2 + nd)
- * and y (ys) over p_x, the windows' layout, this rank's window and tile
- * into box = {x_off, x_n, y_off, y_n} (per axis a, the layer's geometry),
- * the tensors, then W; each step agreed over m's communicator.
- * Collective over p_x. */
-ladle_status ladle__dist_window_make(ladle__make *m, ladle_status local,
-                                     const ladle_partition *p_x, int nd, const int64_t *xs,
-                                     const int64_t *ys, const void *geom,
-                                     ladle__dist_span span, int64_t *const box[4],
-                                     ladle__dist_window *w);
-void ladle__dist_window_free(ladle__dist_window *w);
-
-/*
  * The skeleton of a composite distributed layer. Its impl starts with a
  * ladle__dist_base (the first member, so op->impl points at both), and the
  * vtable slots below then serve it. Parameter i is the local layer's when

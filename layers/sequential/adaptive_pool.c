@@ -8,45 +8,10 @@
 #include <string.h>
 
 #include "layers/sequential/adaptive_impl.h"
-#include "src/op/op_impl.h"
-
-typedef struct adaptive {
-    ladle_adaptive_geom g;
-    int64_t channels;
-} adaptive;
+#include "layers/sequential/planes_impl.h"
 
 /* An extent per dimension: 2^31 keeps (o + 1) L below 2^62. */
 #define ADAPTIVE_MAX_EXTENT ((int64_t)1 << 31)
-
-static ladle_status ad_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
-                               ladle_tensor *y, int64_t n)
-{
-    const adaptive *v = op->impl;
-    (void)ctx;
-    return op->be->fn->adaptive_pool_forward(op->be, op->dtype, &v->g, n * v->channels, x->data,
-                                             y->data);
-}
-
-static ladle_status ad_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                ladle_tensor *dx, int64_t n)
-{
-    const adaptive *v = op->impl;
-    (void)ctx;
-    if (dx == NULL)
-        return LADLE_OK;
-    return op->be->fn->adaptive_pool_backward(op->be, op->dtype, &v->g, n * v->channels,
-                                              dy->data, dx->data);
-}
-
-static void ad_destroy(ladle_op *op) { ladle__free(op->impl); }
-
-static const ladle_op_vtable adaptive_vt = {
-    .kind = LADLE_OP_ADAPTIVE_POOL,
-    .name = "adaptive average pooling",
-    .destroy = ad_destroy,
-    .layer_forward = ad_forward,
-    .layer_backward = ad_backward,
-};
 
 static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
                          ladle_adaptive_geom *g, int64_t *ys, const char *f);
@@ -97,29 +62,14 @@ ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
                                             ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    adaptive *v = NULL;
-    ladle_op *op = NULL;
+    ladle__planes p = {.kind = LADLE__PLANES_ADAPTIVE};
     int64_t ys[5];
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out_size);
     LADLE_NOT_NULL(out);
-    v = ladle__calloc(1, sizeof *v);
-    LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CALL(ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &v->g, ys, __func__));
-    v->channels = x_shape[1];
-    LADLE_CALL(ladle__layer_new(&adaptive_vt, dtype, device, ndim, x_shape, ndim, ys, 1, &op,
-                                __func__));
-    op->impl = v;
-    v = NULL;
-    op->linear = 1;
-    LADLE_CHECK(op->be->fn->adaptive_pool_forward != NULL &&
-                    op->be->fn->adaptive_pool_backward != NULL,
-                LADLE_ERR_DEVICE, "the %s backend has no adaptive pooling kernels",
-                op->be->fn->name);
-    *out = op;
-    op = NULL;
+    LADLE_CALL(
+        ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &p.g.adaptive, ys, __func__));
+    st = ladle__planes_layer(&p, dtype, device, ndim, x_shape, ys, out, __func__);
 fail:
-    ladle_op_destroy(&op);
-    ladle__free(v);
     return st;
 }

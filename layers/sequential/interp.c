@@ -9,42 +9,7 @@
 #include <string.h>
 
 #include "layers/sequential/interp_impl.h"
-#include "src/op/op_impl.h"
-
-typedef struct interp {
-    ladle_interp_geom g;
-    int64_t channels;
-} interp;
-
-static ladle_status interp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
-                                   ladle_tensor *y, int64_t n)
-{
-    const interp *v = op->impl;
-    (void)ctx;
-    return op->be->fn->interp_forward(op->be, op->dtype, &v->g, n * v->channels, x->data,
-                                      y->data);
-}
-
-static ladle_status interp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                    ladle_tensor *dx, int64_t n)
-{
-    const interp *v = op->impl;
-    (void)ctx;
-    if (dx == NULL)
-        return LADLE_OK;
-    return op->be->fn->interp_backward(op->be, op->dtype, &v->g, n * v->channels, dy->data,
-                                       dx->data);
-}
-
-static void interp_destroy(ladle_op *op) { ladle__free(op->impl); }
-
-static const ladle_op_vtable interp_vt = {
-    .kind = LADLE_OP_INTERPOLATE,
-    .name = "interpolate",
-    .destroy = interp_destroy,
-    .layer_forward = interp_forward,
-    .layer_backward = interp_backward,
-};
+#include "layers/sequential/planes_impl.h"
 
 void ladle_interp_desc_init(ladle_interp_desc *d, ladle_interp_mode mode, int nd, int64_t scale)
 {
@@ -134,28 +99,13 @@ ladle_status ladle_interp_create(const ladle_interp_desc *d, const int64_t x_sha
                                  ladle_dtype dtype, ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    interp *v = NULL;
-    ladle_op *op = NULL;
+    ladle__planes p = {.kind = LADLE__PLANES_INTERP};
     int64_t ys[5];
     LADLE_NOT_NULL(d);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
-    v = ladle__calloc(1, sizeof *v);
-    LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CALL(ladle__interp_plan(d, x_shape, dtype, &v->g, ys, __func__));
-    v->channels = x_shape[1];
-    LADLE_CALL(ladle__layer_new(&interp_vt, dtype, device, 2 + d->nd, x_shape, 2 + d->nd, ys, 1,
-                                &op, __func__));
-    op->impl = v;
-    v = NULL;
-    op->linear = 1;
-    LADLE_CHECK(op->be->fn->interp_forward != NULL && op->be->fn->interp_backward != NULL,
-                LADLE_ERR_DEVICE, "the %s backend has no interpolation kernels",
-                op->be->fn->name);
-    *out = op;
-    op = NULL;
+    LADLE_CALL(ladle__interp_plan(d, x_shape, dtype, &p.g.interp, ys, __func__));
+    st = ladle__planes_layer(&p, dtype, device, 2 + d->nd, x_shape, ys, out, __func__);
 fail:
-    ladle_op_destroy(&op);
-    ladle__free(v);
     return st;
 }
