@@ -5,9 +5,10 @@
  * recursive doubling (or a reduce-then-broadcast tree when the group size
  * is not a power of two), large ones a chunked ring.
  */
+#include "primitives/primitives_impl.h"
 #include "src/comm/coll.h"
 #include "src/core/tags.h"
-#include "primitives/primitives_impl.h"
+#include "src/op/make.h"
 
 static const ladle_op_vtable all_sum_reduce_vt = {.kind = LADLE_OP_ALL_SUM_REDUCE,
                                                   .name = "all-sum-reduce"};
@@ -71,8 +72,8 @@ static ladle_status asr_core(const ladle_partition *p, const int *reduced, const
         local = ladle__op_new(&all_sum_reduce_vt, dtype, device, flags, l, l, &op, func);
     if (local == LADLE_OK)
         op->in_place = 1;
-    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
-    if (local == LADLE_OK && p->rank >= 0) {
+    st = ladle__op_comm(p, NULL, &comm, &to_comm);
+    if (st == LADLE_OK && local == LADLE_OK && p->rank >= 0) {
         int pos = 0, g = group_of(p, reduced, members, &pos);
         int64_t n = ladle_layout_local_volume(l, LADLE_SELF);
         /* comm rank = partition rank: the communicator lists p's ranks in order */
@@ -85,16 +86,9 @@ static ladle_status asr_core(const ladle_partition *p, const int *reduced, const
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, l);
         h = ladle__hash(h, reduced, sizeof(int) * LADLE_MAX_NDIM);
-        h = ladle__hash(h, &dtype, sizeof dtype);
-        h = ladle__hash(h, &device, sizeof device);
-        h = ladle__hash(h, &flags, sizeof flags);
+        h = ladle__prim_hash(h, dtype, device, flags);
     }
-    st = ladle__op_finish(&op, &comm, local, h, out, func);
-fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
-    ladle__free(to_comm);
+    st = ladle__prim_finish(st, &op, &comm, &to_comm, local, h, out, func);
     ladle__free(members);
     return st;
 }
@@ -121,12 +115,8 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes, co
 
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(p);
-    if (!ladle__is_real(dtype))
-        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
-                             ladle_dtype_name(dtype));
-    else if (flags & ~LADLE_CHECKED)
-        local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
-    else if (naxes < 0 || naxes > p->ndim || (naxes > 0 && axes == NULL))
+    local = ladle__make_check_kind(dtype, flags, __func__);
+    if (local == LADLE_OK && (naxes < 0 || naxes > p->ndim || (naxes > 0 && axes == NULL)))
         local = ladle__raise(
             axes == NULL && naxes > 0 ? LADLE_ERR_NULL : LADLE_ERR_ARG, __func__,
             "naxes %d is invalid for the %d-dimensional "
@@ -186,8 +176,8 @@ ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *g
         if (members == NULL)
             local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
     }
-    LADLE_CALL(ladle__op_comm(p, NULL, &comm, &to_comm));
-    if (local == LADLE_OK && p->rank >= 0 && n > 0) {
+    st = ladle__op_comm(p, NULL, &comm, &to_comm);
+    if (st == LADLE_OK && local == LADLE_OK && p->rank >= 0 && n > 0) {
         int g = 0, pos = 0;
         for (int r = 0; r < p->size; r++)
             if (group_id[r] == group_id[p->rank]) {
@@ -202,16 +192,10 @@ ladle_status ladle__all_sum_reduce_groups(const ladle_partition *p, const int *g
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, l);
         h = ladle__hash(h, group_id, sizeof(int) * (size_t)p->size);
-        h = ladle__hash(h, &dtype, sizeof dtype);
-        h = ladle__hash(h, &device, sizeof device);
+        h = ladle__prim_hash(h, dtype, device, flags);
     }
-    st = ladle__op_finish(&op, &comm, local, h, out, f);
-fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
+    st = ladle__prim_finish(st, &op, &comm, &to_comm, local, h, out, f);
     ladle_layout_destroy(&l);
-    ladle__free(to_comm);
     ladle__free(members);
     return st;
 }

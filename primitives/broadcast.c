@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "primitives/pair.h"
+#include "primitives/primitives_impl.h"
 
 #include "src/comm/coll.h"
 #include "src/core/tags.h"
@@ -164,8 +165,8 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
         local = ladle__op_new(reduce ? &sum_reduce_vt : &broadcast_vt, dtype, device, flags, lx, ly,
                               &op, func);
     /* every member reaches the agreement, whatever failed above */
-    LADLE_CALL(ladle__op_comm(p_x, p_y, &comm, &to_comm));
-    if (local == LADLE_OK && comm != MPI_COMM_NULL) {
+    st = ladle__op_comm(p_x, p_y, &comm, &to_comm);
+    if (st == LADLE_OK && local == LADLE_OK && comm != MPI_COMM_NULL) {
         int my_comm;
         MPI_Comm_rank(comm, &my_comm);
         pair_plan pp = {small, big, source, to_comm, n, ladle_dtype_size(dtype)};
@@ -175,18 +176,12 @@ static ladle_status pair_core(const ladle_partition *p_x, const ladle_partition 
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, lx);
         h = ladle__layout_hash(h, ly);
-        h = ladle__hash(h, &dtype, sizeof dtype);
-        h = ladle__hash(h, &device, sizeof device);
-        h = ladle__hash(h, &flags, sizeof flags);
+        h = ladle__prim_hash(h, dtype, device, flags);
     }
-    st = ladle__op_finish(&op, &comm, local, h, out, func);
+    st = ladle__prim_finish(st, &op, &comm, &to_comm, local, h, out, func);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
     ladle__free(source);
     ladle__free(members);
-    ladle__free(to_comm);
     ladle__free(n);
     return st;
 }

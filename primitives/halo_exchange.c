@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/comm/exchange.h"
+#include "primitives/primitives_impl.h"
 #include "src/core/tags.h"
-#include "src/op/op_impl.h"
+#include "src/op/make.h"
 
 typedef struct halo_impl {
     ladle_layout *bulk, *out;
@@ -236,11 +236,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     LADLE_NOT_NULL(x);
     LADLE_NOT_NULL(w);
     LADLE_CHECK_SIZE(w);
-    if (!ladle__is_real(dtype))
-        local = ladle__raise(LADLE_ERR_DTYPE, __func__, "dtype %s is not f32 or f64",
-                             ladle_dtype_name(dtype));
-    else if (flags & ~LADLE_CHECKED)
-        local = ladle__raise(LADLE_ERR_ARG, __func__, "unknown flags 0x%x", flags);
+    local = ladle__make_check_kind(dtype, flags, __func__);
     if (local == LADLE_OK)
         local = check_window(x, w, m);
     if (local == LADLE_OK)
@@ -268,28 +264,22 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         fill_geometry(x, &t, &impl->geo);
         impl = NULL;
     }
-    LADLE_CALL(ladle__op_comm(x->p, NULL, &comm, &to_comm));
-    if (local == LADLE_OK && comm != MPI_COMM_NULL)
+    st = ladle__op_comm(x->p, NULL, &comm, &to_comm);
+    if (st == LADLE_OK && local == LADLE_OK && comm != MPI_COMM_NULL)
         plan(op, x, padded, to_comm);
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, x);
         h = ladle__hash(h, w, sizeof *w);
-        h = ladle__hash(h, &dtype, sizeof dtype);
-        h = ladle__hash(h, &device, sizeof device);
-        h = ladle__hash(h, &flags, sizeof flags);
+        h = ladle__prim_hash(h, dtype, device, flags);
     }
-    st = ladle__op_finish(&op, &comm, local, h, out, __func__);
+    st = ladle__prim_finish(st, &op, &comm, &to_comm, local, h, out, __func__);
 fail:
-    if (comm != MPI_COMM_NULL)
-        MPI_Comm_free(&comm);
-    ladle_op_destroy(&op);
     if (impl != NULL) {
         ladle_layout_destroy(&impl->out);
         ladle__free(impl);
     }
     ladle_layout_destroy(&padded);
     tables_free(&t);
-    ladle__free(to_comm);
     return st;
 }
 
