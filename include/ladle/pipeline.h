@@ -256,7 +256,7 @@ LADLE_API void ladle_pipe_sim_desc_init(ladle_pipe_sim_desc *d);
  * order; an action starts when its worker is free and what it needs is
  * there (a receive: its send's end plus the transfer time, then d->recv of
  * the receiver's time; a backward: its forward; a REDUCE: every replica's
- * REDUCE reached). Sends take no worker time. Local (not collective).
+ * REDUCE reached). Sends take no worker time. Local.
  * Everything is checked first: *sim is written only on success and left as
  * it was on failure; it owns its arrays (release with
  * ladle_pipe_sim_destroy). Returns LADLE_ERR_ARG for an invalid schedule
@@ -421,7 +421,7 @@ LADLE_API void ladle_pipe_plan_desc_init(ladle_pipe_plan_desc *d, int n, const d
  * min(workers, n) unreplicated stages, no cap, no bounds). Costs
  * O(64 n^2 workers) at most and a table of 8 bytes for each of
  * n * (workers + 1) entries; (n + 1) * (workers + 1) may not pass 2^24.
- * Sets *plan only on success. Local (not collective). Returns
+ * Sets *plan only on success. Local. Returns
  * LADLE_ERR_NULL (d, f, b or plan NULL), LADLE_ERR_ARG (a d not set up by
  * ladle_pipe_plan_desc_init, n or workers below 1 or too large, a cost or
  * memory negative or not finite: the message names the array and entry; a
