@@ -93,7 +93,7 @@ static ladle_tensor *like(const ladle_op *op, int y)
         ladle_op_y_shape(op, &nd, s);
     else
         ladle_op_x_shape(op, &nd, s);
-    check(ladle_tensor_create(ladle_op_dtype(op), nd, s, &t), "tensor");
+    check(ladle_tensor_create(ladle_op_dtype(op), LADLE_CPU, nd, s, &t), "tensor");
     ladle_tensor_fill_random(t, 3, (uint64_t)y);
     return t;
 }
@@ -159,7 +159,8 @@ static double time_two(ladle_op *a, ladle_op *b, double *ta, double *tb)
 static double time_halo(ladle_op *halo, const ladle_halo_geometry *g)
 {
     ladle_tensor *t = NULL;
-    check(ladle_tensor_create(LADLE_F32, g->ndim, g->padded_shape, &t), "padded tensor");
+    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, g->ndim, g->padded_shape, &t),
+          "padded tensor");
     check(ladle_tensor_fill_random(t, 7, 0), "fill");
     double *v = calloc((size_t)reps, sizeof(double));
     for (int r = -2; r < reps; r++) {
@@ -272,11 +273,11 @@ static void vocab_loss(int64_t M, int64_t C)
     ladle_tensor *x[2], *dx[2], *t[2], *out[2], *dl[2];
     ladle_ctx *ctx[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        check(ladle_tensor_create(LADLE_F32, 2, box, &x[k]), "x");
-        check(ladle_tensor_create(LADLE_F32, 2, box, &dx[k]), "dx");
-        check(ladle_tensor_create(LADLE_I64, 1, &M, &t[k]), "labels");
-        check(ladle_tensor_create(LADLE_F32, 0, NULL, &out[k]), "loss");
-        check(ladle_tensor_create(LADLE_F32, 0, NULL, &dl[k]), "dloss");
+        check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, box, &x[k]), "x");
+        check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, box, &dx[k]), "dx");
+        check(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, &M, &t[k]), "labels");
+        check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 0, NULL, &out[k]), "loss");
+        check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 0, NULL, &dl[k]), "dloss");
         check(ladle_tensor_fill_random(x[k], 5, 0), "fill");
         check(ladle_tensor_fill(dl[k], 1.0), "fill");
         int64_t *lab = ladle_tensor_data(t[k]);
@@ -360,8 +361,8 @@ static void make_batch(ladle_network *net, batch *b, int64_t nbatch)
         if (!ladle_partition_active(ladle_layout_partition(ll)))
             lb[0] = 0;
     }
-    check(ladle_tensor_create(LADLE_F32, 4, xb, &b->x), "x");
-    check(ladle_tensor_create(LADLE_I64, 1, lb, &b->t), "labels");
+    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 4, xb, &b->x), "x");
+    check(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, lb, &b->t), "labels");
     ladle_tensor_fill_random(b->x, 9, (uint64_t)off[0]);
     for (int64_t i = 0; i < lb[0]; i++)
         ((int64_t *)ladle_tensor_data(b->t))[i] = i % 10;
@@ -441,8 +442,8 @@ static double time_graph(ladle_graph *g, int64_t nbatch, int n)
             lb[0] = 0;
     }
     ladle_tensor *x = NULL, *t = NULL;
-    check(ladle_tensor_create(LADLE_F32, 4, xb, &x), "x");
-    check(ladle_tensor_create(LADLE_I64, 1, lb, &t), "labels");
+    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, 4, xb, &x), "x");
+    check(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, lb, &t), "labels");
     ladle_tensor_fill_random(x, 9, (uint64_t)off[0]);
     for (int64_t i = 0; i < lb[0]; i++)
         ((int64_t *)ladle_tensor_data(t))[i] = i % 10;

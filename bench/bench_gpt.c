@@ -108,8 +108,8 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     CHECK(ladle_optimizer_create(&od, &r->opt));
     CHECK(ladle_optimizer_add_graph(r->opt, r->g));
     int64_t n = d.batch / r->D, t = d.context / r->S;
-    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){n, t}, &r->ids));
-    CHECK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){n * t}, &r->tgt));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){n, t}, &r->ids));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){n * t}, &r->tgt));
     int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(r->tgt);
     for (int64_t k = 0; k < n * t; k++) {
         x[k] = (int64_t)(((uint64_t)(k + rank * 7919) * 2654435761u) % (uint64_t)d.vocab);
@@ -214,10 +214,10 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         printf(" of %d; %d microbatches of %lld\n", n, m, (long long)d.batch);
     }
     int64_t nb = base->batch, t = base->context;
-    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){nb, t}, &r->ids));
-    CHECK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){nb * t}, &r->tgt));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &r->ids));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){nb * t}, &r->tgt));
     ladle_tensor *windows = NULL;
-    CHECK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){nb, t}, &windows));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &windows));
     int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(windows);
     for (int64_t k = 0; k < nb * t; k++) {
         x[k] = (int64_t)(((uint64_t)k * 2654435761u) % (uint64_t)d.vocab);

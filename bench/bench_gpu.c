@@ -251,7 +251,7 @@ static ladle_status random_tensor(ladle_device dev, int nd, const int64_t *shape
 {
     ladle_status st = LADLE_OK;
     float *h = NULL;
-    CALL(ladle_tensor_create_on(LADLE_F32, dev, nd, shape, t));
+    CALL(ladle_tensor_create(LADLE_F32, dev, nd, shape, t));
     int64_t n = ladle_tensor_numel(*t);
     h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
     CHECK_ALLOC(h, "a tensor's values");
@@ -318,8 +318,8 @@ static ladle_status time_layer(ladle_op *op, double *sec)
     ladle_op_y_shape(op, &ny, ys);
     CALL(random_tensor(LADLE_CUDA, nx, xs, &w.x));
     CALL(random_tensor(LADLE_CUDA, ny, ys, &w.dy));
-    CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, ny, ys, &w.y));
-    CALL(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, nx, xs, &w.dx));
+    CALL(ladle_tensor_create(LADLE_F32, LADLE_CUDA, ny, ys, &w.y));
+    CALL(ladle_tensor_create(LADLE_F32, LADLE_CUDA, nx, xs, &w.dx));
     CALL(ladle_ctx_create(op, &w.ctx));
     CALL(timed(layer_step, &w, ON_CUDA, sec));
 fail:
@@ -707,7 +707,7 @@ static ladle_status time_lenet(ladle_device dev, int64_t batch, int bn, double *
     CALL(random_tensor(dev, 4, xs, &w.x));
     for (int64_t i = 0; i < batch; i++)
         lab[i] = i % 10;
-    CALL(ladle_tensor_create_on(LADLE_I64, dev, 1, &batch, &w.labels));
+    CALL(ladle_tensor_create(LADLE_I64, dev, 1, &batch, &w.labels));
     CALL(ladle_tensor_write(w.labels, lab));
     CALL(timed(lenet_step, &w, dev == LADLE_CUDA ? ON_CUDA : ON_CPU, sec));
 fail:
@@ -855,9 +855,9 @@ static ladle_status prim_tensors(prim_work *w, ladle_device dev)
     if (ladle_op_kind_of(w->op) == LADLE_OP_HALO_EXCHANGE)
         return LADLE_OK; /* in place: in is out */
     if (w->adjoint)
-        CALL(ladle_tensor_create_on(LADLE_F32, dev, nx, xs, &w->out));
+        CALL(ladle_tensor_create(LADLE_F32, dev, nx, xs, &w->out));
     else
-        CALL(ladle_tensor_create_on(LADLE_F32, dev, ny, ys, &w->out));
+        CALL(ladle_tensor_create(LADLE_F32, dev, ny, ys, &w->out));
 fail:
     return st;
 }

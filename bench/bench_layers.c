@@ -39,7 +39,7 @@ static ladle_tensor *tensor_like(const ladle_op *op, int which)
         ladle_op_y_shape(op, &nd, s);
     else
         ladle_op_x_shape(op, &nd, s);
-    ladle_tensor_create(ladle_op_dtype(op), nd, s, &t);
+    ladle_tensor_create(ladle_op_dtype(op), LADLE_CPU, nd, s, &t);
     ladle_tensor_fill_random(t, 1, (uint64_t)which);
     return t;
 }
@@ -282,11 +282,11 @@ static void xent_row(const char *shape, int64_t n, int64_t c, ladle_dtype dt)
     if (labels == NULL || f.src == NULL || f.dst == NULL || tm == NULL ||
         ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0.0, 2, xs, dt,
                           LADLE_CPU, &op) != LADLE_OK ||
-        ladle_tensor_create(dt, 2, xs, &x) != LADLE_OK ||
-        ladle_tensor_create(dt, 2, xs, &dx) != LADLE_OK ||
-        ladle_tensor_create(LADLE_I64, 1, &n, &t) != LADLE_OK ||
-        ladle_tensor_create(dt, 0, NULL, &out) != LADLE_OK ||
-        ladle_tensor_create(dt, 0, NULL, &dl) != LADLE_OK ||
+        ladle_tensor_create(dt, LADLE_CPU, 2, xs, &x) != LADLE_OK ||
+        ladle_tensor_create(dt, LADLE_CPU, 2, xs, &dx) != LADLE_OK ||
+        ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, &n, &t) != LADLE_OK ||
+        ladle_tensor_create(dt, LADLE_CPU, 0, NULL, &out) != LADLE_OK ||
+        ladle_tensor_create(dt, LADLE_CPU, 0, NULL, &dl) != LADLE_OK ||
         ladle_ctx_create(op, &ctx) != LADLE_OK) {
         fprintf(stderr, "bench_layers: xent: %s\n", ladle_error_message());
         exit(1);

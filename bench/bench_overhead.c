@@ -83,7 +83,7 @@ static double time_row(row r, subject *s)
 static ladle_tensor *make(int nd, const int64_t *shape)
 {
     ladle_tensor *t = NULL;
-    check(ladle_tensor_create(LADLE_F32, nd, shape, &t), "tensor");
+    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, nd, shape, &t), "tensor");
     check(ladle_tensor_fill_random(t, 1, 0), "fill");
     return t;
 }

@@ -387,8 +387,8 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     ladle_pipeline *pl = NULL;
     CHECK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
     ladle_tensor *x = NULL, *y = NULL;
-    CHECK(ladle_tensor_create(LADLE_F32, 2, all, &x));
-    CHECK(ladle_tensor_create(LADLE_F32, 2, yall, &y));
+    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, all, &x));
+    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, yall, &y));
     CHECK(ladle_tensor_fill_random(x, 3, 0));
     CHECK(ladle_tensor_fill_random(y, 4, 0));
     double *times = calloc((size_t)steps, sizeof(double));

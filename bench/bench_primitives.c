@@ -236,7 +236,7 @@ static ladle_tensor *tensor(const ladle_op *op, int which)
         ladle_op_y_shape(op, &nd, sh);
     else
         ladle_op_x_shape(op, &nd, sh);
-    ladle_tensor_create(LADLE_F32, nd, sh, &t);
+    ladle_tensor_create(LADLE_F32, LADLE_CPU, nd, sh, &t);
     ladle_tensor_fill_random(t, 1, (uint64_t)rank);
     return t;
 }

@@ -17,9 +17,9 @@ int main(int argc, char **argv)
     int64_t shape[LADLE_MAX_NDIM];
     ladle_tensor *x, *y;
     ladle_op_x_shape(F, &nd, shape);
-    ladle_tensor_create(LADLE_F64, nd, shape, &x);
+    ladle_tensor_create(LADLE_F64, LADLE_CPU, nd, shape, &x);
     ladle_op_y_shape(F, &nd, shape);
-    ladle_tensor_create(LADLE_F64, nd, shape, &y);
+    ladle_tensor_create(LADLE_F64, LADLE_CPU, nd, shape, &y);
     ladle_tensor_fill(x, 1.0 + ladle_partition_rank(p_x)); /* zero-volume off P_x */
     ladle_op_forward(F, x, y);                             /* column j of P_y gets x_j */
     ladle_adjoint_result r; /* |<Fx,y> - <x,F*y>| / max(...) */

@@ -58,8 +58,8 @@ int main(int argc, char **argv)
 
     /* this rank's block of an input and of a target */
     ladle_tensor *in = NULL, *target = NULL;
-    CALL(ladle_tensor_create(LADLE_F64, 4, mine, &in));
-    CALL(ladle_tensor_create(LADLE_F64, 4, mine, &target));
+    CALL(ladle_tensor_create(LADLE_F64, LADLE_CPU, 4, mine, &in));
+    CALL(ladle_tensor_create(LADLE_F64, LADLE_CPU, 4, mine, &target));
     CALL(ladle_tensor_fill_random(in, 7, 0));
     CALL(ladle_tensor_fill_random(target, 8, 0));
     ladle_optimizer_desc od;

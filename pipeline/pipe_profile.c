@@ -36,12 +36,13 @@ static ladle_status profile_one(ladle_op *op, int reps, double *times, double *f
     /* a layer that takes token ids gets ids 0 (valid for every vocabulary)
      * and no dx */
     ladle_dtype xdt = op->x_ids ? LADLE_I64 : op->dtype;
-    LADLE_CALL(ladle_tensor_create_on(xdt, op->be->device, op->x_ndim, op->x_shape, &x));
+    LADLE_CALL(ladle_tensor_create(xdt, op->be->device, op->x_ndim, op->x_shape, &x));
     if (!op->x_ids)
-        LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->x_ndim, op->x_shape,
-                                          &dx));
-    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &y));
-    LADLE_CALL(ladle_tensor_create_on(op->dtype, op->be->device, op->y_ndim, op->y_shape, &dy));
+        LADLE_CALL(
+            ladle_tensor_create(op->dtype, op->be->device, op->x_ndim, op->x_shape, &dx));
+    LADLE_CALL(ladle_tensor_create(op->dtype, op->be->device, op->y_ndim, op->y_shape, &y));
+    LADLE_CALL(
+        ladle_tensor_create(op->dtype, op->be->device, op->y_ndim, op->y_shape, &dy));
     LADLE_CALL(ladle_ctx_create(op, &ctx));
     if (op->x_ids)
         LADLE_CALL(ladle_tensor_fill(x, 0));

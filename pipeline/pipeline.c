@@ -302,8 +302,8 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     LADLE_CHECK(sl->y && sl->dy && sl->ctx, LADLE_ERR_ALLOC, "out of memory");
     for (int l = 0; l < g->n; l++) {
         const ladle_op *op = g->layers[l];
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, op->y_ndim, op->y_shape, &sl->y[l]));
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, op->y_ndim, op->y_shape, &sl->dy[l]));
+        LADLE_CALL(ladle_tensor_create(dt, dev, op->y_ndim, op->y_shape, &sl->y[l]));
+        LADLE_CALL(ladle_tensor_create(dt, dev, op->y_ndim, op->y_shape, &sl->dy[l]));
         LADLE_CALL(ladle_ctx_create(op, &sl->ctx[l]));
     }
     /* views of the caller's batch point at a placeholder until each step;
@@ -314,7 +314,7 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
         LADLE_CALL(ladle_tensor_wrap(xdt, dev, first->x_ndim, first->x_shape, NULL,
                                      placeholder, &sl->x));
     else
-        LADLE_CALL(ladle_tensor_create_on(xdt, dev, first->x_ndim, first->x_shape, &sl->x));
+        LADLE_CALL(ladle_tensor_create(xdt, dev, first->x_ndim, first->x_shape, &sl->x));
     /* the boundaries' staging, on the layers' device: any microbatch's
      * route may use the slot */
     size_t in = 0, out = 0, din = 0;
@@ -332,7 +332,7 @@ static ladle_status plan_slot(ladle_pipeline *pl, held *h, const ladle_pipe_stag
         if (h->tgt_view)
             LADLE_CALL(ladle_tensor_wrap(tdt, dev, tnd, tshape, NULL, placeholder, &sl->tgt));
         else
-            LADLE_CALL(ladle_tensor_create_on(tdt, dev, tnd, tshape, &sl->tgt));
+            LADLE_CALL(ladle_tensor_create(tdt, dev, tnd, tshape, &sl->tgt));
     }
     if (last)
         LADLE_CALL(ladle_ctx_create(pl->loss, &sl->lctx));
@@ -373,8 +373,8 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
     for (int k = 0; k < m; k++) {
         h->slot_of[k] = -1;
         if (h->bsend[k].n > 0) {
-            LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, first->x_ndim, first->x_shape,
-                                              &h->dxbuf[k]));
+            LADLE_CALL(ladle_tensor_create(dt, pl->be->device, first->x_ndim,
+                                           first->x_shape, &h->dxbuf[k]));
             size_t bytes = 0;
             LADLE_CALL(route_staging(&h->bsend[k], 1, dt, &bytes));
             LADLE_CALL(pl->be->fn->alloc(pl->be, bytes, &h->dxpack[k]));
@@ -382,8 +382,8 @@ static ladle_status plan_held(ladle_pipeline *pl, held *h, const ladle_pipe_stag
                    ladle__pipe_owner(s, j, k) == pl->worker) {
             /* nothing of this rank's box goes anywhere: the gradient still
              * needs somewhere to land */
-            LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, first->x_ndim, first->x_shape,
-                                              &h->dxbuf[k]));
+            LADLE_CALL(ladle_tensor_create(dt, pl->be->device, first->x_ndim,
+                                           first->x_shape, &h->dxbuf[k]));
         }
     }
     if (last) {
@@ -449,7 +449,7 @@ static ladle_status plan_reductions(ladle_pipeline *pl, ladle_partition *const *
         ladle_dtype dt = h->layers[0]->dtype;
         ladle_device dev = pl->be->device;
         LADLE_CALL(ladle__all_sum_reduce_groups(u, gid, counts, dt, dev, 0, &h->reduce));
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, 1, &total, &h->gbuf));
+        LADLE_CALL(ladle_tensor_create(dt, dev, 1, &total, &h->gbuf));
         ladle__free(gid), ladle__free(counts);
         gid = NULL, counts = NULL;
     }
@@ -557,8 +557,8 @@ static ladle_status create(int W, ladle_partition *const *workers,
         LADLE_CALL(ladle__pipe_plan_routes(pl, workers, table, &pl->held[h]));
     int64_t one = 1;
     ladle_dtype dt = nheld ? held_in[0].layers[0]->dtype : LADLE_F64;
-    LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, 0, &one, &pl->lossval));
-    LADLE_CALL(ladle_tensor_create_on(dt, pl->be->device, 0, &one, &pl->dloss));
+    LADLE_CALL(ladle_tensor_create(dt, pl->be->device, 0, &one, &pl->lossval));
+    LADLE_CALL(ladle_tensor_create(dt, pl->be->device, 0, &one, &pl->dloss));
     LADLE_CALL(ladle_tensor_fill(pl->dloss, 1.0));
     for (int h = 0; h < nheld; h++)
         LADLE_CALL(plan_held(pl, &pl->held[h], &held_in[h], opt));

@@ -36,7 +36,7 @@ static ladle_tensor *new_tensor(int64_t n)
 {
     ladle_tensor *t = NULL;
     int64_t shape[1] = {n};
-    if (ladle_tensor_create(LADLE_F64, 1, shape, &t) != LADLE_OK) {
+    if (ladle_tensor_create(LADLE_F64, LADLE_CPU, 1, shape, &t) != LADLE_OK) {
         fprintf(stderr, "canary: %s\n", ladle_error_message());
         exit(EXIT_FAILURE);
     }
@@ -90,7 +90,7 @@ __attribute__((noinline)) static double canary_device(void)
     ladle_tensor *t = NULL;
     int64_t shape[1] = {4};
     double host[4] = {1, 2, 3, 4};
-    if (ladle_tensor_create_on(LADLE_F64, LADLE_GUARDED, 1, shape, &t) != LADLE_OK ||
+    if (ladle_tensor_create(LADLE_F64, LADLE_GUARDED, 1, shape, &t) != LADLE_OK ||
         ladle_tensor_write(t, host) != LADLE_OK) {
         fprintf(stderr, "canary: %s\n", ladle_error_message());
         exit(EXIT_FAILURE);

@@ -91,7 +91,7 @@ ladle_partition *lt_partition(int ndim, const int *shape, int first)
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape)
 {
     ladle_tensor *t = NULL;
-    LT_OK(ladle_tensor_create_on(dtype, lt_device(), ndim, shape, &t));
+    LT_OK(ladle_tensor_create(dtype, lt_device(), ndim, shape, &t));
     return t;
 }
 
@@ -238,7 +238,8 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
     const char *name;
     int device = device_from_env(&name);
     ladle_tensor *probe = NULL;
-    if (device < 0 || ladle_tensor_create_on(LADLE_F64, (ladle_device)device, 0, NULL, &probe)) {
+    if (device < 0 ||
+        ladle_tensor_create(LADLE_F64, (ladle_device)device, 0, NULL, &probe)) {
         if (lt_rank == 0) {
             if (device < 0)
                 fprintf(stderr, "LADLE_TEST_DEVICE=%s names no device (cpu, cuda, guarded)\n",

@@ -266,9 +266,9 @@ START_TEST(tensors_on_a_device)
 {
     ladle_tensor *t = NULL;
     int64_t shape[2] = {2, 3};
-    LT_FAILS(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 2, shape, &t), LADLE_ERR_DEVICE);
+    LT_FAILS(ladle_tensor_create(LADLE_F32, LADLE_CUDA, 2, shape, &t), LADLE_ERR_DEVICE);
     LT_ASSERT(t == NULL, "no tensor on a device ladle was built without");
-    LT_OK(ladle_tensor_create_on(LADLE_F32, LADLE_CPU, 2, shape, &t));
+    LT_OK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, shape, &t));
     float in[6] = {1, 2, 3, 4, 5, 6}, out[6] = {0};
     LT_OK(ladle_tensor_write(t, in));
     LT_OK(ladle_tensor_read(t, out));
@@ -392,8 +392,8 @@ START_TEST(the_guarded_device)
     LT_ASSERT(g != NULL && !g->host_access && !g->mpi_access, "a device without host access");
     ladle_tensor *t = NULL, *c = NULL, *s = NULL;
     int64_t shape[2] = {3, 5}, n = 15;
-    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_GUARDED, 2, shape, &t));
-    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 2, shape, &c));
+    LT_OK(ladle_tensor_create(LADLE_F64, LADLE_GUARDED, 2, shape, &t));
+    LT_OK(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, shape, &c));
     LT_ASSERT(ladle_tensor_device(t) == LADLE_GUARDED, "on the device it was made on");
     double in[15], out[15] = {0}, ref[15];
     for (int i = 0; i < n; i++)

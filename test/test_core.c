@@ -39,8 +39,8 @@ START_TEST(error_message_names_rank_and_function)
 {
     ladle_tensor *t = NULL;
     int64_t shape[2] = {3, -1};
-    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, shape, &t), LADLE_ERR_SHAPE);
-    ladle_tensor_create(LADLE_F64, 2, shape, &t);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, shape, &t), LADLE_ERR_SHAPE);
+    ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, shape, &t);
     char want[64];
     snprintf(want, sizeof want, "[rank %d] ladle_tensor_create", lt_rank);
     LT_ASSERT(strncmp(ladle_error_message(), want, strlen(want)) == 0, "'%s'",
@@ -72,6 +72,16 @@ START_TEST(tensor_create_and_accessors)
     LT_ASSERT(t == NULL, "destroy nulls the handle");
     LT_OK(ladle_tensor_destroy(&t));
     LT_OK(ladle_tensor_destroy(NULL));
+    LT_DEPRECATED_BEGIN
+    ladle_tensor *old = NULL;
+    LT_OK(ladle_tensor_create_on(LADLE_F32, lt_device(), 3, shape, &old));
+    LT_ASSERT(ladle_tensor_device(old) == lt_device() && ladle_tensor_numel(old) == 24 &&
+                  ladle_tensor_shape(old)[1] == 3,
+              "the deprecated _on call makes the same tensor");
+    LT_FAILS(ladle_tensor_create_on(LADLE_F32, lt_device(), 3, (int64_t[]){2, -1, 4}, &old),
+             LADLE_ERR_SHAPE);
+    LT_DEPRECATED_END
+    LT_OK(ladle_tensor_destroy(&old));
 }
 END_TEST
 
@@ -101,7 +111,7 @@ START_TEST(tensor_wrap_strided)
     /* host memory wrapped on the cpu, copied into a cpu tensor: a strided
      * copy does not cross devices, and the test reads buf directly */
     ladle_tensor *v = NULL, *c = NULL;
-    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CPU, 2, shape, &c));
+    LT_OK(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, shape, &c));
     LT_OK(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, shape, strides, buf, &v));
     LT_ASSERT(!ladle_tensor_is_contiguous(v), "strided view");
     LT_OK(ladle_tensor_copy(c, v));
@@ -188,10 +198,11 @@ START_TEST(tensor_bad_input)
 {
     ladle_tensor *t = NULL, *u = NULL;
     int64_t shape[2] = {2, 2}, other[2] = {2, 3};
-    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, shape, NULL), LADLE_ERR_NULL);
-    LT_FAILS(ladle_tensor_create((ladle_dtype)7, 2, shape, &t), LADLE_ERR_ARG);
-    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_MAX_NDIM + 1, shape, &t), LADLE_ERR_ARG);
-    LT_FAILS(ladle_tensor_create(LADLE_F64, 2, NULL, &t), LADLE_ERR_NULL);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, shape, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_tensor_create((ladle_dtype)7, LADLE_CPU, 2, shape, &t), LADLE_ERR_ARG);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_CPU, LADLE_MAX_NDIM + 1, shape, &t),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, NULL, &t), LADLE_ERR_NULL);
     LT_FAILS(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, shape, NULL, NULL, &t),
              LADLE_ERR_NULL);
     LT_ASSERT(t == NULL, "no tensor on failure");

@@ -50,10 +50,10 @@ START_TEST(refused_without_a_gpu)
     const char *want = s == NO_BACKEND ? "built without the cuda backend" : "no GPU";
     const int64_t shape[2] = {3, 4};
     ladle_tensor *t = NULL;
-    LT_FAILS(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 2, shape, &t), LADLE_ERR_DEVICE);
+    LT_FAILS(ladle_tensor_create(LADLE_F32, LADLE_CUDA, 2, shape, &t), LADLE_ERR_DEVICE);
     LT_ASSERT(t == NULL, "no tensor made");
     /* the message says why, on every rank */
-    ladle_status st = ladle_tensor_create_on(LADLE_F64, LADLE_CUDA, 2, shape, &t);
+    ladle_status st = ladle_tensor_create(LADLE_F64, LADLE_CUDA, 2, shape, &t);
     LT_ASSERT(st == LADLE_ERR_DEVICE && strstr(ladle_error_message(), want) != NULL,
               "message '%s' lacks '%s'", ladle_error_message(), want);
     ladle_error_clear();
@@ -66,7 +66,7 @@ START_TEST(refused_without_a_gpu)
     char line[256];
     LT_FAILS(ladle_device_describe(LADLE_CUDA, line, sizeof line), LADLE_ERR_DEVICE);
     /* and the CPU goes on working */
-    LT_OK(ladle_tensor_create_on(LADLE_F32, LADLE_CPU, 2, shape, &t));
+    LT_OK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, shape, &t));
     LT_OK(ladle_tensor_fill(t, 1.5));
     LT_ASSERT(lt_get(t, 11) == 1.5, "the CPU after a CUDA refusal");
     ladle_tensor_destroy(&t);
@@ -195,8 +195,8 @@ START_TEST(tensors_read_and_write_through_the_device)
         return;
     const int64_t shape[2] = {5, 7};
     ladle_tensor *t = NULL, *h = NULL;
-    LT_OK(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 2, shape, &t));
-    LT_OK(ladle_tensor_create(LADLE_F32, 2, shape, &h));
+    LT_OK(ladle_tensor_create(LADLE_F32, LADLE_CUDA, 2, shape, &t));
+    LT_OK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, shape, &h));
     float in[35], out[35];
     for (int i = 0; i < 35; i++)
         in[i] = (float)(i * i) - 100.0f;
@@ -232,7 +232,7 @@ START_TEST(caller_memory_of_the_wrong_kind_is_refused)
     ladle_error_clear();
     /* device memory wraps, and a wrapped tensor's data may be replaced only
      * by device memory */
-    LT_OK(ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 1, shape, &d));
+    LT_OK(ladle_tensor_create(LADLE_F32, LADLE_CUDA, 1, shape, &d));
     LT_OK(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 1, shape, NULL, ladle_tensor_data(d), &t));
     LT_FAILS(ladle_tensor_set_data(t, host), LADLE_ERR_DEVICE);
     ladle_tensor_destroy(&t);

@@ -26,7 +26,7 @@ START_TEST(out_of_memory_is_a_status_and_passes)
      * 8 GiB */
     const int64_t shape[2] = {(int64_t)1 << 20, (int64_t)1 << 17};
     ladle_tensor *t = NULL;
-    ladle_status st = ladle_tensor_create_on(LADLE_F64, LADLE_CUDA, 2, shape, &t);
+    ladle_status st = ladle_tensor_create(LADLE_F64, LADLE_CUDA, 2, shape, &t);
     const char *msg = ladle_error_message();
     LT_ASSERT(st == LADLE_ERR_ALLOC && t == NULL && strstr(msg, "cudaErrorMemoryAllocation") &&
                   strstr(msg, "ladle_tensor_create_on"),
@@ -34,7 +34,7 @@ START_TEST(out_of_memory_is_a_status_and_passes)
     ladle_error_clear();
     /* the device is fine afterwards: an allocation failure is not sticky */
     const int64_t small[1] = {1000};
-    LT_OK(ladle_tensor_create_on(LADLE_F64, LADLE_CUDA, 1, small, &t));
+    LT_OK(ladle_tensor_create(LADLE_F64, LADLE_CUDA, 1, small, &t));
     LT_OK(ladle_tensor_fill(t, 2.0));
     LT_OK(ladle_device_synchronize(LADLE_CUDA));
     double v = 0;
@@ -93,8 +93,8 @@ START_TEST(a_faulting_kernel_fails_every_rank_cleanly)
     if (lt_rank == 0) {
         const int64_t n[1] = {4};
         ladle_tensor *t = NULL;
-        ok &= ladle_tensor_create_on(LADLE_F32, LADLE_CUDA, 1, n, &t) == LADLE_ERR_DEVICE;
-        ok &= ladle_tensor_create_on(LADLE_F32, LADLE_CPU, 1, n, &t) == LADLE_OK &&
+        ok &= ladle_tensor_create(LADLE_F32, LADLE_CUDA, 1, n, &t) == LADLE_ERR_DEVICE;
+        ok &= ladle_tensor_create(LADLE_F32, LADLE_CPU, 1, n, &t) == LADLE_OK &&
               ladle_tensor_fill(t, 3) == LADLE_OK && lt_get(t, 3) == 3.0;
         ladle_tensor_destroy(&t);
     }

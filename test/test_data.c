@@ -101,8 +101,8 @@ START_TEST(good_files_load)
         int64_t xs[4] = {5, 1, 2, 1}, n = 5;
         /* on the suite's device: decoded on the host, written through it */
         ladle_tensor *x = NULL, *l = NULL;
-        LT_OK(ladle_tensor_create_on(LADLE_F64, lt_device(), 4, xs, &x));
-        LT_OK(ladle_tensor_create_on(LADLE_I64, lt_device(), 1, &n, &l));
+        LT_OK(ladle_tensor_create(LADLE_F64, lt_device(), 4, xs, &x));
+        LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 1, &n, &l));
         LT_OK(ladle_dataset_batch(ds, 0, 0, 0, 5, 0, 1, 1, x, l));
         double worst = 0;
         int labels_ok = 1;

@@ -144,8 +144,8 @@ START_TEST(group_and_local)
                 ladle_op *seq = NULL;
                 ladle_tensor *GX = NULL, *GY = NULL;
                 if (ladle_batchnorm_create(&d, 4, gs, LADLE_F64, lt_device(), &seq) ||
-                    ladle_tensor_create_on(LADLE_F64, lt_device(), 4, gs, &GX) ||
-                    ladle_tensor_create_on(LADLE_F64, lt_device(), 4, gs, &GY))
+                    ladle_tensor_create(LADLE_F64, lt_device(), 4, gs, &GX) ||
+                    ladle_tensor_create(LADLE_F64, lt_device(), 4, gs, &GY))
                     err = INFINITY;
                 else {
                     lt_box_extract(X, goff, GX);

@@ -29,7 +29,7 @@ static double uniform(uint64_t seed, int64_t i)
 static ladle_tensor *cpu(ladle_dtype dt, int ndim, const int64_t *shape)
 {
     ladle_tensor *t = NULL;
-    LT_OK(ladle_tensor_create_on(dt, LADLE_CPU, ndim, shape, &t));
+    LT_OK(ladle_tensor_create(dt, LADLE_CPU, ndim, shape, &t));
     return t;
 }
 

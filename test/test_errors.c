@@ -240,7 +240,7 @@ START_TEST(inconsistent_arguments)
                  LADLE_ERR_DEVICE, "cuda");
     /* a tensor of another device, passed to layers on the suite's device */
     ladle_device other = lt_device() == LADLE_GUARDED ? LADLE_CPU : LADLE_GUARDED;
-    LT_OK(ladle_tensor_create_on(LADLE_F32, other, 2, xs, &xd));
+    LT_OK(ladle_tensor_create(LADLE_F32, other, 2, xs, &xd));
     FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE,
                  ladle_device_name(other));
     LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
@@ -361,7 +361,7 @@ START_TEST(creates_on_a_missing_device)
 {
     const ladle_device D = LADLE_CUDA;
     ladle_tensor *probe = NULL;
-    if (ladle_tensor_create_on(LADLE_F32, D, 0, NULL, &probe) == LADLE_OK) {
+    if (ladle_tensor_create(LADLE_F32, D, 0, NULL, &probe) == LADLE_OK) {
         ladle_tensor_destroy(&probe); /* built with CUDA: nothing to refuse */
         return;
     }

@@ -265,8 +265,8 @@ static void check_steps(ladle_pipeline *pl, int active, int S, int nheld,
     int64_t ids[M * MB * T], tg[M * MB * T];
     ladle_tensor *X = lt_tensor(LADLE_I64, 2, (int64_t[]){M * MB, T});
     ladle_tensor *Yw = NULL, *Y = NULL;
-    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){M * MB, T}, &Yw));
-    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){M * MB * T}, &Y));
+    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){M * MB, T}, &Yw));
+    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){M * MB * T}, &Y));
     double worst = 0;
     for (int t = 0; t < STEPS; t++) {
         double got = 0;
@@ -516,9 +516,9 @@ START_TEST(distributed_containers)
              LADLE_ERR_ARG);
     d.tensor_ways = 2;
     ladle_tensor *tw = NULL, *tr = NULL, *odd = NULL;
-    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){MB, T}, &tw));
-    LT_OK(ladle_tensor_create(LADLE_I64, 1, (int64_t[]){MB * T}, &tr));
-    LT_OK(ladle_tensor_create(LADLE_I64, 2, (int64_t[]){MB + 1, T}, &odd));
+    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){MB, T}, &tw));
+    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){MB * T}, &tr));
+    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){MB + 1, T}, &odd));
     int64_t w[MB * T], r[MB * T];
     for (int i = 0; i < MB * T; i++)
         w[i] = i;

@@ -173,12 +173,15 @@ START_TEST(tensor_shapes)
 {
     ladle_tensor *t = NULL;
     int64_t wrap[2] = {INT64_C(1) << 40, INT64_C(1) << 30};
-    FAILS_SAYING(ladle_tensor_create(LADLE_F32, 2, wrap, &t), LADLE_ERR_SHAPE, "too large");
+    FAILS_SAYING(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, wrap, &t), LADLE_ERR_SHAPE,
+                 "too large");
     int64_t max2[2] = {HUGE64, 2};
-    FAILS_SAYING(ladle_tensor_create(LADLE_F64, 2, max2, &t), LADLE_ERR_SHAPE, "too large");
+    FAILS_SAYING(ladle_tensor_create(LADLE_F64, LADLE_CPU, 2, max2, &t), LADLE_ERR_SHAPE,
+                 "too large");
     /* zero volume, but strides that would wrap */
     int64_t zero[3] = {HUGE64, HUGE64, 0};
-    FAILS_SAYING(ladle_tensor_create(LADLE_F64, 3, zero, &t), LADLE_ERR_SHAPE, "strides");
+    FAILS_SAYING(ladle_tensor_create(LADLE_F64, LADLE_CPU, 3, zero, &t), LADLE_ERR_SHAPE,
+                 "strides");
     double cell = 0;
     int64_t two[2] = {2, 2}, far[2] = {HUGE64 / 2, 1};
     FAILS_SAYING(ladle_tensor_wrap(LADLE_F64, LADLE_CPU, 2, two, far, &cell, &t),
@@ -201,8 +204,8 @@ START_TEST(tensor_shapes)
     int64_t piece[2] = {0, INT64_C(1) << 57};
     int ok = 1;
     for (int k = 0; k < PARTS; k++)
-        ok &= ladle_tensor_create_on(LADLE_F32, lt_device(), 2, piece, &parts[k]) == LADLE_OK;
-    ok &= ladle_tensor_create_on(LADLE_F32, lt_device(), 2, piece, &whole) == LADLE_OK;
+        ok &= ladle_tensor_create(LADLE_F32, lt_device(), 2, piece, &parts[k]) == LADLE_OK;
+    ok &= ladle_tensor_create(LADLE_F32, lt_device(), 2, piece, &whole) == LADLE_OK;
     LT_ASSERT(ok, "zero-volume parts: %s", ladle_error_message());
     FAILS_SAYING(ladle_concat(PARTS, (const ladle_tensor *const *)parts, 1, whole),
                  LADLE_ERR_SHAPE, "pass the whole");

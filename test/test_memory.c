@@ -276,7 +276,7 @@ START_TEST(workspace_in_caller_memory)
     if (need > 0) {
         int64_t n = (int64_t)(need / 8 + 1);
         /* not lt_tensor, which would assert on these ranks alone */
-        small = ladle_tensor_create_on(LADLE_F64, lt_device(), 1, &n, &ws);
+        small = ladle_tensor_create(LADLE_F64, lt_device(), 1, &n, &ws);
         if (small == LADLE_OK) {
             small = ladle_op_set_workspace(b, ladle_tensor_data(ws), need - 1);
             none = ladle_op_set_workspace(b, NULL, need);

@@ -313,7 +313,7 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const cha
     if (st == LADLE_OK && (!ctx || !logits || !logits32 || !p || !text))
         st = LADLE_ERR_ALLOC;
     if (st == LADLE_OK)
-        st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){1, T}, &ids);
+        st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){1, T}, &ids);
     if (st == LADLE_OK)
         st = ladle_graph_set_training(s, 0);
     int64_t nl = ladle_text_id(t, '\n');
@@ -470,10 +470,14 @@ int main(int argc, char **argv)
             offset = (int64_t)(tool_rank() / S) * N;
     if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
         (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &wx)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, T}, &wy)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, Ts}, &ids)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, 2, (int64_t[]){N, Ts}, &tgt2)) == LADLE_OK)
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &wx)) ==
+            LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &wy)) ==
+            LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &ids)) ==
+            LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &tgt2)) ==
+            LADLE_OK)
         st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * Ts}, NULL,
                                ladle_tensor_data(tgt2), &tgt);
     /* meta: the next step, then what the run is, checked on resume */

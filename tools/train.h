@@ -603,9 +603,9 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         st = model_add_to(r->opt, &r->net);
     int64_t tz[1] = {b->has_loss ? b->lbox[0] : 0};
     if (st == LADLE_OK)
-        st = ladle_tensor_create_on(o->dtype, o->device, 4, b->xbox, &r->x);
+        st = ladle_tensor_create(o->dtype, o->device, 4, b->xbox, &r->x);
     if (st == LADLE_OK)
-        st = ladle_tensor_create_on(LADLE_I64, o->device, 1, tz, &r->t);
+        st = ladle_tensor_create(LADLE_I64, o->device, 1, tz, &r->t);
     r->labels = calloc((size_t)tz[0] + 1, sizeof *r->labels);
     r->scores = calloc((size_t)(tz[0] * info->classes) + 1, sizeof *r->scores);
     if (st == LADLE_OK && (r->labels == NULL || r->scores == NULL))

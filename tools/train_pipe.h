@@ -127,14 +127,14 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
 {
     int64_t xs[4] = {eb, 1, ladle_dataset_rows(test), ladle_dataset_cols(test)}, ls = eb;
     ladle_tensor *act[PIPE_MAX_LAYERS + 1] = {NULL}, *labels = NULL;
-    ladle_status st = ladle_tensor_create(dt, 4, xs, &act[0]);
+    ladle_status st = ladle_tensor_create(dt, LADLE_CPU, 4, xs, &act[0]);
     if (st == LADLE_OK)
-        st = ladle_tensor_create(LADLE_I64, 1, &ls, &labels);
+        st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, &ls, &labels);
     for (int i = 0; i < nl && st == LADLE_OK; i++) {
         int nd;
         int64_t ys[LADLE_MAX_NDIM];
         ladle_op_y_shape(full[i], &nd, ys);
-        st = ladle_tensor_create(dt, nd, ys, &act[i + 1]);
+        st = ladle_tensor_create(dt, LADLE_CPU, nd, ys, &act[i + 1]);
         if (st == LADLE_OK)
             st = ladle_layer_set_training(full[i], 0);
     }
@@ -394,9 +394,9 @@ static int pipe_run(const opts *o)
         st = ladle_dataset_load_dir(o->data, "t10k", 0, 0, 0, 0, 0.2860, 0.3530, &ps.test);
     int64_t xs[4] = {o->batch, 1, info.rows, info.cols}, nb = o->batch;
     if (st == LADLE_OK)
-        st = ladle_tensor_create_on(o->dtype, o->device, 4, xs, &ps.x);
+        st = ladle_tensor_create(o->dtype, o->device, 4, xs, &ps.x);
     if (st == LADLE_OK)
-        st = ladle_tensor_create_on(LADLE_I64, o->device, 1, &nb, &ps.labels);
+        st = ladle_tensor_create(LADLE_I64, o->device, 1, &nb, &ps.labels);
     if (tool_failed(tool, st, "building the pipeline")) {
         rc = 1;
         goto out;

@@ -109,7 +109,7 @@ static ladle_status plan(ladle__buckets *s, size_t cap, ladle_dtype dtype, ladle
         int nd;
         int64_t shape[LADLE_MAX_NDIM];
         ladle_op_x_shape(s->b[j].reduce, &nd, shape);
-        LADLE_CALL(ladle_tensor_create_on(dtype, device, nd, shape, &s->b[j].buf));
+        LADLE_CALL(ladle_tensor_create(dtype, device, nd, shape, &s->b[j].buf));
     }
 fail:
     ladle__free(counts);

@@ -473,8 +473,8 @@ static ladle_status plan_scratch(ladle_graph *g)
             gvalue *v = &g->values[n->in[k]];
             v->uses++;
             if (seen[n->in[k]] && n->kind != G_ADD && !v->tokens)
-                LADLE_CALL(ladle_tensor_create_on(g->dtype, g->device, v->nd, v->shape,
-                                                  &n->scratch[k]));
+                LADLE_CALL(ladle_tensor_create(g->dtype, g->device, v->nd, v->shape,
+                                               &n->scratch[k]));
             seen[n->in[k]] = 1;
         }
     }
@@ -492,11 +492,11 @@ static ladle_status allocate(ladle_graph *g)
     for (int v = 0; v < g->nvalues; v++) {
         gvalue *x = &g->values[v];
         if (g->nodes[x->node].kind != G_INPUT) {
-            LADLE_CALL(ladle_tensor_create_on(dt, dev, x->nd, x->shape, &x->buf));
+            LADLE_CALL(ladle_tensor_create(dt, dev, x->nd, x->shape, &x->buf));
             x->y = x->buf;
         }
         if (!x->tokens)
-            LADLE_CALL(ladle_tensor_create_on(dt, dev, x->nd, x->shape, &x->dy));
+            LADLE_CALL(ladle_tensor_create(dt, dev, x->nd, x->shape, &x->dy));
     }
     for (int i = 0; i < g->nnodes; i++) {
         gnode *n = &g->nodes[i];
@@ -504,8 +504,8 @@ static ladle_status allocate(ladle_graph *g)
             LADLE_CALL(ladle_ctx_create(n->op, &n->ctx));
         if (n->kind == G_LOSS) {
             int64_t one = 1;
-            LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &n->lossval));
-            LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &n->dloss));
+            LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &n->lossval));
+            LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &n->dloss));
             LADLE_CALL(ladle_tensor_fill(n->dloss, n->weight));
         }
         int parts = n->kind == G_CONCAT ? n->nin : n->kind == G_SPLIT ? n->nout : 0;

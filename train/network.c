@@ -135,13 +135,13 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
     for (int i = 0; i < n; i++) {
         const ladle_op *l = layers[i];
         LADLE_CALL(ladle_ctx_create(l, &net->ctx[i]));
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
-        LADLE_CALL(ladle_tensor_create_on(dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
+        LADLE_CALL(ladle_tensor_create(dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
+        LADLE_CALL(ladle_tensor_create(dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
     }
     LADLE_CALL(ladle_ctx_create(loss, &net->lctx));
     int64_t one = 1;
-    LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->lossval));
-    LADLE_CALL(ladle_tensor_create_on(dt, dev, 0, &one, &net->dloss));
+    LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->lossval));
+    LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->dloss));
     LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
     LADLE_CALL(ladle__buckets_create(n, net->layers, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES,
                                      dt, dev, &net->buckets));

@@ -104,8 +104,8 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
         LADLE_CHECK(o->slots[i].param != param, LADLE_ERR_ARG, "the parameter is added twice");
     int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
     for (int k = 0; k < nstate; k++)
-        LADLE_CALL(ladle_tensor_create_on(param->dtype, param->device, param->ndim, param->shape,
-                                          &s.state[k]));
+        LADLE_CALL(ladle_tensor_create(param->dtype, param->device, param->ndim,
+                                       param->shape, &s.state[k]));
     if (o->n == o->cap) {
         int cap = o->cap ? 2 * o->cap : 16;
         slot *p = ladle__realloc(o->slots, sizeof(slot) * (size_t)cap);

@@ -35,6 +35,14 @@
 extern "C" {
 #endif
 
+/* ---- tensors -------------------------------------------------------------- */
+
+/* ladle_tensor_create takes the device (after the dtype). */
+LADLE_API ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device,
+                                              int ndim, const int64_t shape[],
+                                              ladle_tensor **t)
+    LADLE_DEPRECATED("use ladle_tensor_create, which takes the device after the dtype");
+
 /* ---- layers and distributed layers ---------------------------------------- */
 
 /* ---- communicators (the _f twins) ----------------------------------------- */

@@ -21,20 +21,15 @@ extern "C" {
 typedef struct ladle_tensor ladle_tensor;
 
 /* Create a contiguous (row-major) tensor on device that owns its memory,
- * filled with zeros. Local. Returns the codes of ladle_tensor_create, and
- * LADLE_ERR_DEVICE when ladle was built without the device's backend. */
-LADLE_API ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
-                                              const int64_t shape[], ladle_tensor **t);
-
-/* Create a contiguous (row-major) CPU tensor that owns its memory, filled
- * with zeros. ndim may be 0 (a scalar); an extent may be 0 (zero volume, no
- * memory is allocated). A tensor holds at most 2^57 elements, and its
- * extents multiplied with zeros counted as ones may not pass 2^57 either
- * (its strides must fit). *t is set only on success. Local.
+ * filled with zeros. ndim may be 0 (a scalar); an extent may be 0 (zero
+ * volume, no memory is allocated). A tensor holds at most 2^57 elements,
+ * and its extents multiplied with zeros counted as ones may not pass 2^57
+ * either (its strides must fit). *t is set only on success. Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (bad ndim or dtype),
  * LADLE_ERR_SHAPE (negative extent, a volume or strides too large),
+ * LADLE_ERR_DEVICE (ladle built without the device's backend),
  * LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim,
+LADLE_API ladle_status ladle_tensor_create(ladle_dtype dtype, ladle_device device, int ndim,
                                            const int64_t shape[], ladle_tensor **t);
 
 /* Wrap caller memory without copying. strides (in elements, non-negative)

@@ -54,7 +54,7 @@ fail:
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t)
 {
-    return ladle_tensor_create_on(dtype, device, ndim, shape, t);
+    return ladle_tensor_create(dtype, device, ndim, shape, t);
 }
 
 void ladle__dist_coords(const ladle_partition *p, int *coords)

@@ -416,8 +416,8 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     /* the layer first: it refuses a device ladle has no backend for */
     LADLE_CALL(
         ladle__layer_new(&bn_vt, dtype, device, ndim, x_shape, ndim, x_shape, 1, &op, __func__));
-    LADLE_CALL(ladle_tensor_create_on(dtype, device, 1, &v->c, &v->running_mean));
-    LADLE_CALL(ladle_tensor_create_on(dtype, device, 1, &v->c, &v->running_var));
+    LADLE_CALL(ladle_tensor_create(dtype, device, 1, &v->c, &v->running_mean));
+    LADLE_CALL(ladle_tensor_create(dtype, device, 1, &v->c, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
     op->impl = v;
     v = NULL;

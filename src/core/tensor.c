@@ -113,8 +113,8 @@ static ladle_status check_memory(const char *func, const ladle_tensor *t, const 
     return st;
 }
 
-ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
-                                    const int64_t shape[], ladle_tensor **t)
+ladle_status ladle_tensor_create(ladle_dtype dtype, ladle_device device, int ndim,
+                                 const int64_t shape[], ladle_tensor **t)
 {
     ladle_status st = LADLE_OK;
     ladle_tensor *n = NULL;
@@ -138,10 +138,11 @@ fail:
     return st;
 }
 
-ladle_status ladle_tensor_create(ladle_dtype dtype, int ndim, const int64_t shape[],
-                                 ladle_tensor **t)
+/* deprecated (include/ladle/deprecated.h) */
+ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
+                                    const int64_t shape[], ladle_tensor **t)
 {
-    return ladle_tensor_create_on(dtype, LADLE_CPU, ndim, shape, t);
+    return ladle_tensor_create(dtype, device, ndim, shape, t);
 }
 
 ladle_status ladle_tensor_wrap(ladle_dtype dtype, ladle_device device, int ndim,

@@ -11,8 +11,8 @@ double ladle_adjoint_tolerance(ladle_dtype dtype)
 
 static ladle_status make(const ladle_op *op, int which, ladle_tensor **t)
 {
-    return ladle_tensor_create_on(op->dtype, op->be->device, which ? op->y_ndim : op->x_ndim,
-                                  which ? op->y_shape : op->x_shape, t);
+    return ladle_tensor_create(op->dtype, op->be->device, which ? op->y_ndim : op->x_ndim,
+                               which ? op->y_shape : op->x_shape, t);
 }
 
 /* Add (hi, lo) pairs from every rank in rank order, carrying rounding

@@ -205,7 +205,7 @@ PROTOTYPES = [
     ("ladle_dtype_name", c_char_p, [c_int]),
     ("ladle_device_name", c_char_p, [c_int]),
     # tensors
-    ("ladle_tensor_create", S, [c_int, c_int, i64_p, HP]),
+    ("ladle_tensor_create", S, [c_int, c_int, c_int, i64_p, HP]),
     ("ladle_tensor_wrap", S, [c_int, c_int, c_int, i64_p, i64_p, c_void_p, HP]),
     ("ladle_tensor_set_data", S, [H, c_void_p]),
     ("ladle_tensor_destroy", S, [HP]),
