@@ -44,6 +44,16 @@
 extern "C" {
 #endif
 
+/* The three partitions of a layer whose input, weights and output are each
+ * decomposed (ladle_dist_linear_create, ladle_dist_conv_grid_create): x
+ * over p_x, the weights over p_w, y over p_y. A value: fill it in place,
+ * (ladle_dist_partitions){.x = px, .w = pw, .y = py}. */
+typedef struct ladle_dist_partitions {
+    const ladle_partition *x;
+    const ladle_partition *w;
+    const ladle_partition *y;
+} ladle_dist_partitions;
+
 /*
  * Linear y = x W^T + b with x [batch, in] decomposed over p_x (D x Pin),
  * y [batch, out] over p_y (D x Pout) and W [out, in] over p_w (Pout x Pin,
