@@ -811,14 +811,17 @@ static ladle_status prim_create(const prim_setup *s, int kind, ladle_device dev,
 {
     int axes[1] = {0};
     ladle_window w;
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 1, &s->n);
+    ladle_all_sum_reduce_desc ad;
+    ladle_all_sum_reduce_desc_init(&ad, 1, axes, 1, &s->n);
     switch (kind) {
     case BROADCAST:
-        return ladle_broadcast_create(s->p1, s->pall, 1, &s->n, LADLE_F32, dev, 0, op);
+        return ladle_broadcast_create(&bd, s->p1, s->pall, LADLE_F32, dev, op);
     case SUM_REDUCE:
-        return ladle_sum_reduce_create(s->pall, s->p1, 1, &s->n, LADLE_F32, dev, 0, op);
+        return ladle_sum_reduce_create(&bd, s->pall, s->p1, LADLE_F32, dev, op);
     case ALL_SUM_REDUCE:
-        return ladle_all_sum_reduce_create(s->pall, 1, axes, 1, &s->n, LADLE_F32, dev, 0,
-                                           op);
+        return ladle_all_sum_reduce_create(&ad, s->pall, LADLE_F32, dev, op);
     case HALO:
         /* rows split over the ranks, a 3-row kernel: one halo row each side */
         ladle_window_init(&w, 2);

@@ -116,7 +116,9 @@ int main(int argc, char **argv)
 
     subject b = {0}, l = {0};
     int64_t four[1] = {4}, row4[2] = {1, 4};
-    check(ladle_broadcast_create(p, p, 1, four, LADLE_F32, LADLE_CPU, 0, &b.op), "broadcast");
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 1, four);
+    check(ladle_broadcast_create(&bd, p, p, LADLE_F32, LADLE_CPU, &b.op), "broadcast");
     b.x = make(1, four);
     b.y = make(1, four);
     check(ladle_linear_create(2, row4, 4, 1, LADLE_F32, LADLE_CPU, 1, &l.op), "linear");

@@ -366,7 +366,9 @@ int main(int argc, char **argv)
         f.count = n;
         f.sbuf = buffer(n);
         f.rbuf = buffer(n);
-        ladle_broadcast_create(p1, pall, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
+        ladle_broadcast_desc bd;
+        ladle_broadcast_desc_init(&bd, 1, &n);
+        ladle_broadcast_create(&bd, p1, pall, LADLE_F32, LADLE_CPU, &f.op);
         f.raw = raw_bcast;
         f.mpi_name = "MPI_Bcast";
         a.raw = raw_reduce;
@@ -377,7 +379,7 @@ int main(int argc, char **argv)
         memset(&a, 0, sizeof a);
         f.name = "sum-reduce";
         f.dir = "forward";
-        ladle_sum_reduce_create(pall, p1, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
+        ladle_sum_reduce_create(&bd, pall, p1, LADLE_F32, LADLE_CPU, &f.op);
         f.raw = raw_reduce;
         f.mpi_name = "MPI_Reduce";
         a.raw = raw_bcast;
@@ -388,7 +390,9 @@ int main(int argc, char **argv)
         int axes[1] = {0};
         f.name = "all-sum-reduce";
         f.dir = "forward";
-        ladle_all_sum_reduce_create(pall, 1, axes, 1, &n, LADLE_F32, LADLE_CPU, 0, &f.op);
+        ladle_all_sum_reduce_desc ad;
+        ladle_all_sum_reduce_desc_init(&ad, 1, axes, 1, &n);
+        ladle_all_sum_reduce_create(&ad, pall, LADLE_F32, LADLE_CPU, &f.op);
         f.raw = raw_allreduce;
         f.mpi_name = "MPI_Allreduce";
         memset(&a, 0, sizeof a);

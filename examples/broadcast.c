@@ -9,7 +9,9 @@ int main(int argc, char **argv)
     ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, (int[]){1, 3}, NULL, &p_x);
     ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, (int[]){2, 3}, NULL, &p_y);
     ladle_op *F; /* y = F x; planned once, executed many times */
-    if (ladle_broadcast_create(p_x, p_y, 2, (int64_t[]){7, 11}, LADLE_F64, LADLE_CPU, 0, &F)) {
+    ladle_broadcast_desc d; /* a block of 7 x 11 on every rank */
+    ladle_broadcast_desc_init(&d, 2, (int64_t[]){7, 11});
+    if (ladle_broadcast_create(&d, p_x, p_y, LADLE_F64, LADLE_CPU, &F)) {
         fprintf(stderr, "%s\n", ladle_error_message()); /* the same on every rank */
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

@@ -5,6 +5,8 @@
  * recursive doubling (or a reduce-then-broadcast tree when the group size
  * is not a power of two), large ones a chunked ring.
  */
+#include <string.h>
+
 #include "primitives/primitives_impl.h"
 #include "src/comm/coll.h"
 #include "src/core/tags.h"
@@ -103,9 +105,22 @@ ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, cons
     return asr_core(l->p, reduced, l, dtype, device, flags, LADLE_OK, out, "ladle_all_sum_reduce");
 }
 
-ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes, const int axes[],
-                                         int ndim, const int64_t shape[], ladle_dtype dtype,
-                                         ladle_device device, unsigned flags, ladle_op **out)
+void ladle_all_sum_reduce_desc_init(ladle_all_sum_reduce_desc *d, int naxes,
+                                    const int axes[], int ndim, const int64_t shape[])
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->naxes = naxes;
+    d->axes = axes;
+    d->ndim = ndim;
+    d->shape = shape;
+}
+
+ladle_status ladle_all_sum_reduce_create(const ladle_all_sum_reduce_desc *d,
+                                         const ladle_partition *p, ladle_dtype dtype,
+                                         ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle_layout *l = NULL;
@@ -115,6 +130,11 @@ ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes, co
 
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(p);
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    const int naxes = d->naxes, ndim = d->ndim, *axes = d->axes;
+    const int64_t *shape = d->shape;
+    const unsigned flags = d->flags;
     local = ladle__make_check_kind(dtype, flags, __func__);
     if (local == LADLE_OK && (naxes < 0 || naxes > p->ndim || (naxes > 0 && axes == NULL)))
         local = ladle__raise(

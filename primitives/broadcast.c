@@ -234,9 +234,25 @@ fail:
     return st;
 }
 
-ladle_status ladle_broadcast_create(const ladle_partition *p_x, const ladle_partition *p_y,
-                                    int ndim, const int64_t shape[], ladle_dtype dtype,
-                                    ladle_device device, unsigned flags, ladle_op **op)
+void ladle_broadcast_desc_init(ladle_broadcast_desc *d, int ndim, const int64_t shape[])
 {
-    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, device, flags, 0, op, __func__);
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->ndim = ndim;
+    d->shape = shape;
+}
+
+ladle_status ladle_broadcast_create(const ladle_broadcast_desc *d,
+                                    const ladle_partition *p_x, const ladle_partition *p_y,
+                                    ladle_dtype dtype, ladle_device device, ladle_op **op)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    return ladle__pair_create(p_x, p_y, d->ndim, d->shape, dtype, device, d->flags, 0, op,
+                              __func__);
+fail:
+    return st;
 }

@@ -6,9 +6,15 @@
  */
 #include "primitives/pair.h"
 
-ladle_status ladle_sum_reduce_create(const ladle_partition *p_x, const ladle_partition *p_y,
-                                     int ndim, const int64_t shape[], ladle_dtype dtype,
-                                     ladle_device device, unsigned flags, ladle_op **op)
+ladle_status ladle_sum_reduce_create(const ladle_broadcast_desc *d,
+                                     const ladle_partition *p_x, const ladle_partition *p_y,
+                                     ladle_dtype dtype, ladle_device device, ladle_op **op)
 {
-    return ladle__pair_create(p_x, p_y, ndim, shape, dtype, device, flags, 1, op, __func__);
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    return ladle__pair_create(p_x, p_y, d->ndim, d->shape, dtype, device, d->flags, 1, op,
+                              __func__);
+fail:
+    return st;
 }

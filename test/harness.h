@@ -116,6 +116,15 @@ void lt_equivalent(ladle_op *dist, ladle_op *seq, uint64_t seed, double tol, con
 /* The test program's entry: MPI_Init, the suite, a global verdict. */
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
 
+/* The descriptors of the primitives in one expression, for tests that make
+ * many (a compound literal: what ladle_*_desc_init sets, with the flags;
+ * test_broadcast and test_all_sum_reduce check the _init calls themselves). */
+#define LT_BCAST(ndim, shape, flags)                                                       \
+    (&(ladle_broadcast_desc){sizeof(ladle_broadcast_desc), (ndim), (shape), (flags)})
+#define LT_ASR(naxes, axes, ndim, shape, flags)                                            \
+    (&(ladle_all_sum_reduce_desc){sizeof(ladle_all_sum_reduce_desc), (naxes), (axes),      \
+                                  (ndim), (shape), (flags)})
+
 /* Around a test of a deprecated wrapper (include/ladle/deprecated.h): the
  * call is meant, so its warning is silenced there and nowhere else. */
 #define LT_DEPRECATED_BEGIN                                                                \

@@ -48,8 +48,8 @@ static ladle_op *make(const case_t *c, ladle_dtype dt, ladle_partition **pp)
 {
     ladle_partition *p = lt_partition(c->pd, c->pshape, 0);
     ladle_op *op = NULL;
-    LT_OK(ladle_all_sum_reduce_create(p, c->naxes, c->axes, c->ndim, c->shape, dt, lt_device(), 0,
-                                      &op));
+    LT_OK(ladle_all_sum_reduce_create(LT_ASR(c->naxes, c->axes, c->ndim, c->shape, 0), p,
+                                      dt, lt_device(), &op));
     if (pp)
         *pp = p;
     else
@@ -203,21 +203,38 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[1] = {3};
     int axes[2] = {0, 2}, twice[2] = {1, 1};
-    LT_FAILS(ladle_all_sum_reduce_create(p, 2, axes, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(2, axes, 1, shape, 0), p, LADLE_F64,
+                                         lt_device(), &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 2, twice, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(2, twice, 1, shape, 0), p, LADLE_F64,
+                                         lt_device(), &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 3, axes, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(3, axes, 1, shape, 0), p, LADLE_F64,
+                                         lt_device(), &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 1, NULL, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(1, NULL, 1, shape, 0), p, LADLE_F64,
+                                         lt_device(), &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_all_sum_reduce_create(p, 1, axes, 1, shape, (ladle_dtype)3, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(1, axes, 1, shape, 0), p, (ladle_dtype)3,
+                                         lt_device(), &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_all_sum_reduce_create(NULL, 1, axes, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_all_sum_reduce_create(LT_ASR(1, axes, 1, shape, 0), NULL, LADLE_F64,
+                                         lt_device(), &op),
              LADLE_ERR_NULL);
     LT_ASSERT(op == NULL, "no op on failure");
-    LT_OK(ladle_all_sum_reduce_create(p, 1, axes, 1, shape, LADLE_F64, lt_device(), LADLE_CHECKED,
-                                      &op));
+    ladle_all_sum_reduce_desc d;
+    ladle_all_sum_reduce_desc_init(&d, 1, axes, 1, shape);
+    LT_ASSERT(d.size == sizeof d && d.naxes == 1 && d.axes == axes && d.ndim == 1 &&
+                  d.shape == shape && d.flags == 0,
+              "_init sets size, axes, shape and no flags");
+    d.size = sizeof d - 1;
+    LT_FAILS(ladle_all_sum_reduce_create(&d, p, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_all_sum_reduce_create(NULL, p, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_NULL);
+    d.size = sizeof d;
+    d.flags = LADLE_CHECKED;
+    LT_OK(ladle_all_sum_reduce_create(&d, p, LADLE_F64, lt_device(), &op));
     /* a checked op fails every rank when one rank passes a bad tensor */
     ladle_tensor *x = lt_op_tensor(op, 0), *bad = lt_tensor(LADLE_F64, 1, (int64_t[]){4});
     ladle_status st = ladle_op_forward(op, lt_rank == 0 ? bad : x, x);

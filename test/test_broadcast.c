@@ -9,7 +9,8 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     case_partitions(c, &s, &b);
     unsigned flags =
         (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
-    LT_OK(ladle_broadcast_create(s, b, c->ndim, c->block, dt, lt_device(), flags, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(c->ndim, c->block, flags), s, b, dt, lt_device(),
+                                 &op));
     ladle_partition_destroy(&s);
     ladle_partition_destroy(&b);
     return op;
@@ -125,8 +126,8 @@ START_TEST(geometric_transpose)
     ladle_partition *px = lt_partition(2, s, 0), *py = lt_partition(2, b, 6);
     ladle_op *op = NULL;
     int64_t one = 1;
-    LT_OK(
-        ladle_broadcast_create(px, py, 1, &one, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(1, &one, LADLE_TRANSPOSE_SRC), px, py, LADLE_F64,
+                                 lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     if (lt_rank < 6)
         lt_set(x, 0, 10 * (lt_rank / 3) + lt_rank % 3); /* 10a + b */
@@ -151,7 +152,7 @@ START_TEST(identity_is_local)
     ladle_partition *p = lt_partition(1, one, 0), *q = lt_partition(1, one, 0);
     ladle_op *op = NULL;
     int64_t n = 10;
-    LT_OK(ladle_broadcast_create(p, q, 1, &n, LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(1, &n, 0), p, q, LADLE_F64, lt_device(), &op));
     LT_ASSERT(ladle_op_is_local(op), "1 -> 1 on the same rank moves nothing");
     ladle_op_destroy(&op);
     ladle_partition_destroy(&p);
@@ -166,39 +167,63 @@ START_TEST(bad_input)
     int s13[2] = {1, 3}, s31[2] = {3, 1}, s113[3] = {1, 1, 3}, s3[1] = {3}, s12[2] = {1, 2};
     ladle_partition *a = lt_partition(2, s13, 0), *b = lt_partition(2, s31, 0);
     ladle_op *op = NULL;
-    int64_t shape[2] = {7, 5};
+    int64_t shape[2] = {7, 5}, negative[2] = {7, -5};
     /* 1x3 -> 3x1 is illegal without a transpose flag, legal with one */
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
+    LT_FAILS(
+        ladle_broadcast_create(LT_BCAST(2, shape, 0), a, b, LADLE_F64, lt_device(), &op),
+        LADLE_ERR_PARTITION);
     LT_ASSERT(op == NULL, "no op on failure");
-    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(2, shape, LADLE_TRANSPOSE_SRC), a, b, LADLE_F64,
+                                 lt_device(), &op));
     ladle_op_destroy(&op);
-    LT_OK(
-        ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_DEST, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(2, shape, LADLE_TRANSPOSE_DEST), a, b, LADLE_F64,
+                                 lt_device(), &op));
     ladle_op_destroy(&op);
     /* more source dimensions than destination ones */
     ladle_partition *c = lt_partition(3, s113, 0), *d = lt_partition(1, s3, 0);
-    LT_FAILS(ladle_broadcast_create(c, d, 2, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
+    LT_FAILS(
+        ladle_broadcast_create(LT_BCAST(2, shape, 0), c, d, LADLE_F64, lt_device(), &op),
+        LADLE_ERR_PARTITION);
     /* 1x1x3 -> 3x3x2 needs 18 ranks, so check the rule on 1x2 -> 3x1 (3 != 1... ) */
     ladle_partition *e = lt_partition(2, s12, 0);
-    LT_FAILS(ladle_broadcast_create(e, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_broadcast_create(NULL, b, 2, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_NULL);
     LT_FAILS(
-        ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, NULL),
+        ladle_broadcast_create(LT_BCAST(2, shape, 0), e, b, LADLE_F64, lt_device(), &op),
+        LADLE_ERR_PARTITION);
+    LT_FAILS(
+        ladle_broadcast_create(LT_BCAST(2, shape, 0), NULL, b, LADLE_F64, lt_device(), &op),
         LADLE_ERR_NULL);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, (ladle_dtype)9, lt_device(),
-                                    LADLE_TRANSPOSE_SRC, &op),
+    LT_FAILS(ladle_broadcast_create(LT_BCAST(2, shape, LADLE_TRANSPOSE_SRC), a, b,
+                                    LADLE_F64, lt_device(), NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_broadcast_create(LT_BCAST(2, shape, LADLE_TRANSPOSE_SRC), a, b,
+                                    (ladle_dtype)9, lt_device(), &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, (int64_t[]){7, -5}, LADLE_F64, lt_device(),
-                                    LADLE_TRANSPOSE_SRC, &op),
+    LT_FAILS(ladle_broadcast_create(LT_BCAST(2, negative, LADLE_TRANSPOSE_SRC), a, b,
+                                    LADLE_F64, lt_device(), &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), 0x100, &op),
+    LT_FAILS(ladle_broadcast_create(LT_BCAST(2, shape, 0x100), a, b, LADLE_F64, lt_device(),
+                                    &op),
              LADLE_ERR_ARG);
+    /* the descriptor: what _init sets, and one that never went through it */
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 2, shape);
+    LT_ASSERT(bd.size == sizeof bd && bd.ndim == 2 && bd.shape == shape && bd.flags == 0,
+              "_init sets size, ndim, shape and no flags");
+    LT_FAILS(ladle_broadcast_create(&bd, a, b, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_PARTITION);
+    bd.flags = LADLE_TRANSPOSE_SRC;
+    bd.size = 0;
+    LT_FAILS(ladle_broadcast_create(&bd, a, b, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_sum_reduce_create(&bd, b, a, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_broadcast_create(NULL, a, b, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_NULL);
+    bd.size = sizeof bd + 32; /* a newer program's larger struct */
+    LT_OK(ladle_broadcast_create(&bd, a, b, LADLE_F64, lt_device(), &op));
+    ladle_op_destroy(&op);
     /* tensors that do not fit the op */
-    LT_OK(ladle_broadcast_create(a, b, 2, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(2, shape, LADLE_TRANSPOSE_SRC), a, b, LADLE_F64,
+                                 lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *wrong = lt_tensor(LADLE_F64, 2, (int64_t[]){5, 7});
     ladle_tensor *f32 = lt_tensor(LADLE_F32, 2, shape);

@@ -350,7 +350,8 @@ START_TEST(op_kinds)
               "container kind");
     int shape[1] = {lt_size}, axes[1] = {0};
     ladle_partition *p = lt_partition(1, shape, 0);
-    LT_OK(ladle_all_sum_reduce_create(p, 1, axes, 2, xs, LADLE_F64, lt_device(), 0, &asr));
+    LT_OK(ladle_all_sum_reduce_create(LT_ASR(1, axes, 2, xs, 0), p, LADLE_F64, lt_device(),
+                                      &asr));
     LT_ASSERT(ladle_op_kind_of(asr) == LADLE_OP_ALL_SUM_REDUCE, "primitive kind");
     ladle_op_destroy(&asr);
     ladle_op_destroy(&seq);

@@ -66,8 +66,8 @@ START_TEST(a_faulting_kernel_fails_every_rank_cleanly)
     ladle_partition *p = lt_partition(1, shape, 0);
     int64_t block[1] = {257};
     ladle_op *op = NULL;
-    LT_OK(ladle_all_sum_reduce_create(p, 1, (int[]){0}, 1, block, LADLE_F32, LADLE_CUDA,
-                                      LADLE_CHECKED, &op));
+    LT_OK(ladle_all_sum_reduce_create(LT_ASR(1, (int[]){0}, 1, block, LADLE_CHECKED), p,
+                                      LADLE_F32, LADLE_CUDA, &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     LT_OK(ladle_op_forward(op, x, y));
     /* rank 0's GPU fails; the host learns it at its next wait */

@@ -199,7 +199,8 @@ static ladle_op *dist_op(mat *u, ladle_partition **pr, ladle_partition **pa, int
     ladle_layout *lx = NULL, *ly = NULL;
     LT_OK(ladle_layout_create_block(*pr, 1, &u->n, &lx));
     LT_OK(ladle_layout_create_block(*pa, 1, &u->m, &ly));
-    LT_OK(ladle_broadcast_create(*pr, *pa, 1, &u->m, LADLE_F64, lt_device(), 0, &u->bcast));
+    LT_OK(ladle_broadcast_create(LT_BCAST(1, &u->m, 0), *pr, *pa, LADLE_F64, lt_device(),
+                                 &u->bcast));
     u->ax = lt_op_tensor(u->bcast, 0);
     u->dax = lt_op_tensor(u->bcast, 0);
     u->destroyed = destroyed;

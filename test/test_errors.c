@@ -58,15 +58,16 @@ START_TEST(ranks_disagree)
     ladle_op *op = NULL;
     int64_t mine[1] = {lt_rank == 0 ? 5 : 6};
     int axes[1] = {0};
-    ladle_status st =
-        ladle_all_sum_reduce_create(p, 1, axes, 1, mine, LADLE_F64, lt_device(), 0, &op);
+    ladle_status st = ladle_all_sum_reduce_create(LT_ASR(1, axes, 1, mine, 0), p, LADLE_F64,
+                                                  lt_device(), &op);
     LT_ASSERT(st == LADLE_ERR_ARG && op == NULL, "%s", ladle_status_name(st));
     ladle_error_clear();
     /* a failure on one rank only (here: an unknown dtype on rank 0) is
      * reported on the others as LADLE_ERR_REMOTE */
     int64_t n[1] = {4};
-    st = ladle_all_sum_reduce_create(p, 1, axes, 1, n, lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64,
-                                     lt_device(), 0, &op);
+    st = ladle_all_sum_reduce_create(LT_ASR(1, axes, 1, n, 0), p,
+                                     lt_rank == 0 ? (ladle_dtype)9 : LADLE_F64, lt_device(),
+                                     &op);
     LT_ASSERT(st == (lt_rank == 0 ? LADLE_ERR_DTYPE : LADLE_ERR_REMOTE), "%s",
               ladle_status_name(st));
     ladle_error_clear();
@@ -86,7 +87,7 @@ START_TEST(unrelated_parents)
     LT_OK(ladle_partition_create(ladle_comm_of(reversed), 1, one, NULL, &b));
     ladle_op *op = NULL;
     int64_t n[1] = {3};
-    LT_FAILS(ladle_broadcast_create(a, b, 1, n, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_broadcast_create(LT_BCAST(1, n, 0), a, b, LADLE_F64, lt_device(), &op),
              LADLE_ERR_PARTITION);
     LT_FAILS(ladle_partition_create_union(a, b, &u), LADLE_ERR_PARTITION);
     ladle_partition_destroy(&a);
@@ -101,7 +102,7 @@ START_TEST(not_a_halo_exchange)
     ladle_partition *p = lt_partition(1, s, 0);
     ladle_op *op = NULL;
     int64_t n[1] = {3};
-    LT_OK(ladle_broadcast_create(p, p, 1, n, LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_broadcast_create(LT_BCAST(1, n, 0), p, p, LADLE_F64, lt_device(), &op));
     ladle_tensor *t = lt_op_tensor(op, 0);
     ladle_halo_geometry g;
     LT_FAILS(ladle_halo_exchange_begin(op, t), LADLE_ERR_ARG);
@@ -399,12 +400,13 @@ START_TEST(creates_on_a_missing_device)
     LT_OK(ladle_layout_create_balanced(p, 1, global, &l));
     ladle_window w;
     ladle_window_init(&w, 1);
-    FAILS_SAYING(ladle_broadcast_create(p, p, 1, v4, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(ladle_sum_reduce_create(p, p, 1, v4, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(ladle_all_sum_reduce_create(p, 1, (int[]){0}, 1, v4, LADLE_F64, D, 0, &op),
+    FAILS_SAYING(ladle_broadcast_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
                  LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(ladle_sum_reduce_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
+                 LADLE_ERR_DEVICE, "cuda");
+    FAILS_SAYING(
+        ladle_all_sum_reduce_create(LT_ASR(1, (int[]){0}, 1, v4, 0), p, LADLE_F64, D, &op),
+        LADLE_ERR_DEVICE, "cuda");
     FAILS_SAYING(ladle_repartition_create(l, l, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
     FAILS_SAYING(ladle_halo_exchange_create(l, &w, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
 

@@ -267,8 +267,10 @@ START_TEST(workspace_in_caller_memory)
     int64_t shape[2] = {5, 7};
     ladle_partition *pr = lt_partition(1, &one, 0), *pa = lt_partition(1, &all, 0);
     ladle_op *a = NULL, *b = NULL;
-    LT_OK(ladle_sum_reduce_create(pa, pr, 2, shape, LADLE_F64, lt_device(), 0, &a));
-    LT_OK(ladle_sum_reduce_create(pa, pr, 2, shape, LADLE_F64, lt_device(), 0, &b));
+    LT_OK(
+        ladle_sum_reduce_create(LT_BCAST(2, shape, 0), pa, pr, LADLE_F64, lt_device(), &a));
+    LT_OK(
+        ladle_sum_reduce_create(LT_BCAST(2, shape, 0), pa, pr, LADLE_F64, lt_device(), &b));
     size_t need = ladle_op_workspace_bytes(b);
     /* the size differs by rank: each checks alone, then all assert */
     ladle_tensor *ws = NULL;
@@ -348,7 +350,8 @@ START_TEST(allocator_hook)
     int64_t shape[1] = {9}, xl[2] = {4, 6};
     ladle_partition *pr = lt_partition(1, &one, 0), *pa = lt_partition(1, &all, 0);
     ladle_op *bc = NULL, *lin = NULL;
-    LT_OK(ladle_broadcast_create(pr, pa, 1, shape, LADLE_F64, lt_device(), 0, &bc));
+    LT_OK(
+        ladle_broadcast_create(LT_BCAST(1, shape, 0), pr, pa, LADLE_F64, lt_device(), &bc));
     LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &lin));
     ladle_tensor *x = lt_op_tensor(bc, 0), *y = lt_op_tensor(bc, 1), *lx = lt_op_tensor(lin, 0);
     ladle_tensor *ly = lt_op_tensor(lin, 1), *ldx = lt_op_tensor(lin, 0);

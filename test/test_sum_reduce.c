@@ -10,7 +10,8 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     /* x lives on big, y on small: the transposes follow their partitions */
     unsigned flags =
         (c->t_big ? LADLE_TRANSPOSE_SRC : 0) | (c->t_small ? LADLE_TRANSPOSE_DEST : 0);
-    LT_OK(ladle_sum_reduce_create(b, s, c->ndim, c->block, dt, lt_device(), flags, &op));
+    LT_OK(ladle_sum_reduce_create(LT_BCAST(c->ndim, c->block, flags), b, s, dt, lt_device(),
+                                  &op));
     ladle_partition_destroy(&s);
     ladle_partition_destroy(&b);
     return op;
@@ -95,7 +96,7 @@ START_TEST(deterministic_sums)
     ladle_partition *px = lt_partition(1, sn, 0), *py = lt_partition(1, s1, 0);
     ladle_op *op = NULL;
     int64_t n = 40000;
-    LT_OK(ladle_sum_reduce_create(px, py, 1, &n, LADLE_F32, lt_device(), 0, &op));
+    LT_OK(ladle_sum_reduce_create(LT_BCAST(1, &n, 0), px, py, LADLE_F32, lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1),
                  *y2 = lt_op_tensor(op, 1);
     LT_OK(ladle_tensor_fill_random(x, 5, (uint64_t)lt_rank));
@@ -130,25 +131,29 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t shape[1] = {4};
     /* 3x1 -> 1x3 is illegal without a transpose, legal with either */
-    LT_FAILS(ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_OK(
-        ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_SRC, &op));
+    LT_FAILS(
+        ladle_sum_reduce_create(LT_BCAST(1, shape, 0), b, a, LADLE_F64, lt_device(), &op),
+        LADLE_ERR_PARTITION);
+    LT_OK(ladle_sum_reduce_create(LT_BCAST(1, shape, LADLE_TRANSPOSE_SRC), b, a, LADLE_F64,
+                                  lt_device(), &op));
     ladle_op_destroy(&op);
-    LT_OK(
-        ladle_sum_reduce_create(b, a, 1, shape, LADLE_F64, lt_device(), LADLE_TRANSPOSE_DEST, &op));
+    LT_OK(ladle_sum_reduce_create(LT_BCAST(1, shape, LADLE_TRANSPOSE_DEST), b, a, LADLE_F64,
+                                  lt_device(), &op));
     ladle_op_destroy(&op);
     /* the destination may not have more dimensions than the source */
-    LT_FAILS(ladle_sum_reduce_create(c, d, 1, shape, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_sum_reduce_create(b, NULL, 1, shape, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(
+        ladle_sum_reduce_create(LT_BCAST(1, shape, 0), c, d, LADLE_F64, lt_device(), &op),
+        LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_sum_reduce_create(LT_BCAST(1, shape, 0), b, NULL, LADLE_F64, lt_device(),
+                                     &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_sum_reduce_create(b, b, 1, shape, (ladle_dtype)0, lt_device(), 0, &op),
+    LT_FAILS(ladle_sum_reduce_create(LT_BCAST(1, shape, 0), b, b, (ladle_dtype)0,
+                                     lt_device(), &op),
              LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
     /* adjoint with tensors swapped (dy must have y's shape) */
     int64_t two[1] = {2};
-    LT_OK(ladle_sum_reduce_create(c, c, 1, two, LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_sum_reduce_create(LT_BCAST(1, two, 0), c, c, LADLE_F64, lt_device(), &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *big = lt_tensor(LADLE_F64, 1, (int64_t[]){3});
     int member = lt_rank < 3;
     ladle_status st = ladle_op_adjoint(op, member ? big : x, x);

@@ -362,20 +362,23 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
     ladle_status st = LADLE_OK;
     ladle_layout *lx = NULL, *ly = NULL;
     const char *p = o->primitive;
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, o->shape_ndim, o->shape);
+    bd.flags = o->flags;
     if (strcmp(p, "broadcast") == 0) {
-        st = ladle_broadcast_create(px, py, o->shape_ndim, o->shape, o->dtype, o->device, o->flags,
-                                    op);
+        st = ladle_broadcast_create(&bd, px, py, o->dtype, o->device, op);
     } else if (strcmp(p, "sum-reduce") == 0) {
-        st = ladle_sum_reduce_create(px, py, o->shape_ndim, o->shape, o->dtype, o->device, o->flags,
-                                     op);
+        st = ladle_sum_reduce_create(&bd, px, py, o->dtype, o->device, op);
     } else if (strcmp(p, "all-sum-reduce") == 0) {
         int axes[LADLE_MAX_NDIM], naxes = o->naxes;
         for (int k = 0; k < LADLE_MAX_NDIM; k++)
             axes[k] = o->axes_given ? o->axes[k] : k;
         if (!o->axes_given)
             naxes = ladle_partition_ndim(px);
-        st = ladle_all_sum_reduce_create(px, naxes, axes, o->shape_ndim, o->shape, o->dtype,
-                                         o->device, o->flags, op);
+        ladle_all_sum_reduce_desc ad;
+        ladle_all_sum_reduce_desc_init(&ad, naxes, axes, o->shape_ndim, o->shape);
+        ad.flags = o->flags;
+        st = ladle_all_sum_reduce_create(&ad, px, o->dtype, o->device, op);
     } else if (strcmp(p, "repartition") == 0) {
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)

@@ -70,16 +70,20 @@ static ladle_status build(const tour_case *c, ladle_dtype dt, ladle_op **op)
                                     &py);
     if (st != LADLE_OK)
         goto done;
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, c->nd, c->shape);
+    bd.flags = c->flags;
+    ladle_all_sum_reduce_desc ad;
+    ladle_all_sum_reduce_desc_init(&ad, c->naxes, c->axes, c->nd, c->shape);
     switch (c->k) {
     case BCAST:
-        st = ladle_broadcast_create(px, py, c->nd, c->shape, dt, LADLE_CPU, c->flags, op);
+        st = ladle_broadcast_create(&bd, px, py, dt, LADLE_CPU, op);
         break;
     case REDUCE:
-        st = ladle_sum_reduce_create(px, py, c->nd, c->shape, dt, LADLE_CPU, c->flags, op);
+        st = ladle_sum_reduce_create(&bd, px, py, dt, LADLE_CPU, op);
         break;
     case ALLREDUCE:
-        st = ladle_all_sum_reduce_create(px, c->naxes, c->axes, c->nd, c->shape, dt, LADLE_CPU, 0,
-                                         op);
+        st = ladle_all_sum_reduce_create(&ad, px, dt, LADLE_CPU, op);
         break;
     case REPART:
         st = ladle_layout_create_balanced(px, c->nd, c->shape, &lx);

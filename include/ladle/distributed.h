@@ -385,8 +385,8 @@ LADLE_API ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
  *
  * The lookup is linear in w, and its adjoint is the weight pass: the
  * dot-product test <y, dy> = <w, dw> holds summed over the ranks. A layer
- * that needs y on every rank of p_w follows with ladle_broadcast_create(p_y,
- * p_w, ...), whose adjoint sums the ranks' gradients back. The weight
+ * that needs y on every rank of p_w follows with ladle_broadcast_create(d,
+ * p_y, p_w, ...), whose adjoint sums the ranks' gradients back. The weight
  * starts as the rows of ladle_embedding_create's with the same seed
  * (normal(0, 1)); every rank reports the parameter with its global shape
  * (ladle_op_param_shard). No gradient for the ids (ladle_layer_backward

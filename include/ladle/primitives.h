@@ -41,8 +41,24 @@ extern "C" {
  * environment at creation. */
 #define LADLE_CHECKED 0x4u
 
+/* What a broadcast or a sum-reduce moves: a block of ndim dimensions of
+ * extents shape[] (borrowed for the create), and the flags
+ * (LADLE_TRANSPOSE_SRC, LADLE_TRANSPOSE_DEST, LADLE_CHECKED). A sum-reduce
+ * is a broadcast's adjoint and takes the same descriptor. */
+typedef struct ladle_broadcast_desc {
+    size_t
+        size; /* sizeof(ladle_broadcast_desc), set by ladle_broadcast_desc_init (checked) */
+    int ndim;
+    const int64_t *shape;
+    unsigned flags; /* 0 */
+} ladle_broadcast_desc;
+
+/* Set d's size, ndim and shape, and flags 0. Accepts NULL. Local. */
+LADLE_API void ladle_broadcast_desc_init(ladle_broadcast_desc *d, int ndim,
+                                         const int64_t shape[]);
+
 /*
- * Broadcast P_x -> P_y of a block of `shape` held by every member of P_x.
+ * Broadcast P_x -> P_y of a block of d->shape held by every member of P_x.
  *
  * Partition shapes are matched as in DistDL: the source shape (reversed if
  * LADLE_TRANSPOSE_SRC) is left-padded with ones to the destination's ndim;
@@ -55,15 +71,16 @@ extern "C" {
  *   F  : y_j = x_{src(j)}                  for every member j of P_y
  *   F* : dx_i = sum over {j : src(j) = i} of dy_j   (a sum-reduce)
  *
- * x has `shape` on members of P_x (zero volume elsewhere), y has `shape` on
- * members of P_y. A rank in both that is its own source copies locally.
- * Collective over P_x and P_y. Returns LADLE_ERR_NULL, LADLE_ERR_ARG,
+ * x has d->shape on members of P_x (zero volume elsewhere), y has d->shape
+ * on members of P_y. A rank in both that is its own source copies locally.
+ * Collective over P_x and P_y. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (also
+ * for a d not set up by ladle_broadcast_desc_init),
  * LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_PARTITION, LADLE_ERR_MPI,
  * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE. */
-LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
-                                              const ladle_partition *p_y, int ndim,
-                                              const int64_t shape[], ladle_dtype dtype,
-                                              ladle_device device, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_broadcast_create(const ladle_broadcast_desc *d,
+                                              const ladle_partition *p_x,
+                                              const ladle_partition *p_y, ladle_dtype dtype,
+                                              ladle_device device, ladle_op **op);
 
 /*
  * SumReduce P_x -> P_y: the mirror of broadcast. The destination shape
@@ -78,25 +95,42 @@ LADLE_API ladle_status ladle_broadcast_create(const ladle_partition *p_x,
  *
  * Sums are taken in a fixed order that does not depend on timing.
  * Collective over P_x and P_y. Returns the codes of ladle_broadcast_create. */
-LADLE_API ladle_status ladle_sum_reduce_create(const ladle_partition *p_x,
-                                               const ladle_partition *p_y, int ndim,
-                                               const int64_t shape[], ladle_dtype dtype,
-                                               ladle_device device, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_sum_reduce_create(const ladle_broadcast_desc *d,
+                                               const ladle_partition *p_x,
+                                               const ladle_partition *p_y,
+                                               ladle_dtype dtype, ladle_device device,
+                                               ladle_op **op);
+
+/* What an all-sum-reduce sums: over the partition axes axes[0 .. naxes-1]
+ * (borrowed), a block of ndim dimensions of extents shape[] (borrowed),
+ * with flags (LADLE_CHECKED). */
+typedef struct ladle_all_sum_reduce_desc {
+    size_t size; /* sizeof(ladle_all_sum_reduce_desc), set by its _init (checked) */
+    int naxes;
+    const int *axes;
+    int ndim;
+    const int64_t *shape;
+    unsigned flags; /* 0 */
+} ladle_all_sum_reduce_desc;
+
+/* Set d's size, axes and shape, and flags 0. Accepts NULL. Local. */
+LADLE_API void ladle_all_sum_reduce_desc_init(ladle_all_sum_reduce_desc *d, int naxes,
+                                              const int axes[], int ndim,
+                                              const int64_t shape[]);
 
 /*
- * AllSumReduce over the partition axes axes[0..naxes-1] of p (naxes 0: the
- * identity). The groups are the members of p that share their coordinates
+ * AllSumReduce over the partition axes d->axes[0 .. d->naxes-1] of p (naxes
+ * 0: the identity). The groups are the members of p that share their coordinates
  * on every other axis.
  *
  *   F = F* : y_i = sum over the group of i of x_j
  *
- * Every member holds a block of `shape`; x and y may be the same tensor (in
+ * Every member holds a block of d->shape; x and y may be the same tensor (in
  * place). Every member of a group gets bitwise the same result. Collective
  * over p. Returns the codes of ladle_broadcast_create. */
-LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_partition *p, int naxes,
-                                                   const int axes[], int ndim,
-                                                   const int64_t shape[], ladle_dtype dtype,
-                                                   ladle_device device, unsigned flags,
+LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_all_sum_reduce_desc *d,
+                                                   const ladle_partition *p,
+                                                   ladle_dtype dtype, ladle_device device,
                                                    ladle_op **op);
 
 /*

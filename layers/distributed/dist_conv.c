@@ -587,11 +587,12 @@ static ladle_status plan_sync(ladle__make *m, dconv *v, const ladle_conv_desc *c
     for (int j = 0; j < sp->nd; j++)
         full[2 + j] = sp->k[j];
     for (int i = 0; i < b->nparams; i++) {
+        ladle_all_sum_reduce_desc sd;
+        ladle_all_sum_reduce_desc_init(&sd, nd, axes, i == 0 ? nd : 1, full);
+        sd.flags = m->flags;
         LADLE_CALL(ladle__make_step(
             m->comm,
-            ladle_all_sum_reduce_create(p_x, nd, axes, i == 0 ? nd : 1, full, m->dtype,
-                                        m->device, m->flags, &b->sync[i]),
-            f));
+            ladle_all_sum_reduce_create(&sd, p_x, m->dtype, m->device, &b->sync[i]), f));
         LADLE_CALL(ladle__make_step(m->comm, ladle__dist_sync_view(m, b, i), f));
     }
 fail:

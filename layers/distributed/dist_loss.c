@@ -251,11 +251,11 @@ ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *dsc, const ladle_p
     int64_t three = 3;
     for (int d = 0; d < ndim; d++)
         axes[d] = d;
-    LADLE_CALL(
-        ladle__make_step(m.comm,
-                         ladle_all_sum_reduce_create(p_x, ndim, axes, 1, &three, LADLE_F64,
-                                                     device, flags, &v->reduce),
-                         f));
+    ladle_all_sum_reduce_desc rd;
+    ladle_all_sum_reduce_desc_init(&rd, ndim, axes, 1, &three);
+    rd.flags = flags;
+    LADLE_CALL(ladle__make_step(
+        m.comm, ladle_all_sum_reduce_create(&rd, p_x, LADLE_F64, device, &v->reduce), f));
     m.ly = ladle__layout_retain(m.lx);
     local = ladle__make_layer(&m, LADLE_OK, &dloss_vt, v, NULL, &op);
     if (local == LADLE_OK)

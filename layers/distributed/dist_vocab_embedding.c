@@ -290,10 +290,11 @@ ladle_status ladle_dist_vocab_embedding_create(
     int64_t ys[LADLE_MAX_NDIM];
     memcpy(ys, ids_shape, sizeof(int64_t) * (size_t)ndim);
     ys[ndim] = embedding_dim;
+    ladle_broadcast_desc rd;
+    ladle_broadcast_desc_init(&rd, ndim + 1, ys);
+    rd.flags = flags;
     LADLE_CALL(ladle__make_step(
-        m.comm,
-        ladle_sum_reduce_create(p_w, p_y, ndim + 1, ys, dtype, device, flags, &v->reduce),
-        f));
+        m.comm, ladle_sum_reduce_create(&rd, p_w, p_y, dtype, device, &v->reduce), f));
     local = ladle__make_layer(&m, LADLE_OK, &vembed_vt, v, NULL, &op);
     if (local == LADLE_OK) {
         v = NULL;

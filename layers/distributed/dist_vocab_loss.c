@@ -497,16 +497,17 @@ static ladle_status plan_sums(ladle__make *m, vloss *v, const ladle_partition *p
     ladle_status st = LADLE_OK;
     int64_t ns = ladle_tensor_numel(v->stats), nt = TOTALS;
     int vocab_axis = 1, both[2] = {0, 1};
-    LADLE_CALL(
-        ladle__make_step(m->comm,
-                         ladle_all_sum_reduce_create(p_x, 1, &vocab_axis, 1, &ns, LADLE_F64,
-                                                     LADLE_CPU, m->flags, &v->row_sum),
-                         m->func));
-    LADLE_CALL(
-        ladle__make_step(m->comm,
-                         ladle_all_sum_reduce_create(p_x, 2, both, 1, &nt, LADLE_F64,
-                                                     LADLE_CPU, m->flags, &v->block_sum),
-                         m->func));
+    ladle_all_sum_reduce_desc rows, blocks;
+    ladle_all_sum_reduce_desc_init(&rows, 1, &vocab_axis, 1, &ns);
+    ladle_all_sum_reduce_desc_init(&blocks, 2, both, 1, &nt);
+    rows.flags = blocks.flags = m->flags;
+    LADLE_CALL(ladle__make_step(
+        m->comm, ladle_all_sum_reduce_create(&rows, p_x, LADLE_F64, LADLE_CPU, &v->row_sum),
+        m->func));
+    LADLE_CALL(ladle__make_step(
+        m->comm,
+        ladle_all_sum_reduce_create(&blocks, p_x, LADLE_F64, LADLE_CPU, &v->block_sum),
+        m->func));
 fail:
     return st;
 }

@@ -88,6 +88,15 @@ def _arr(t, n):
 _SZ = [("size", c_size_t)]
 
 
+class ladle_broadcast_desc(Structure):
+    _fields_ = _SZ + [("ndim", c_int), ("shape", POINTER(c_int64)), ("flags", c_uint)]
+
+
+class ladle_all_sum_reduce_desc(Structure):
+    _fields_ = _SZ + [("naxes", c_int), ("axes", POINTER(c_int)), ("ndim", c_int),
+                      ("shape", POINTER(c_int64)), ("flags", c_uint)]
+
+
 class ladle_window(Structure):
     _fields_ = _SZ + [("ndim", c_int),
                 ("kernel", _arr(c_int64, MAX_NDIM)),
@@ -262,9 +271,12 @@ PROTOTYPES = [
     ("ladle_op_workspace_bytes", c_size_t, [H]),
     ("ladle_op_destroy", S, [HP]),
     # primitives
-    ("ladle_broadcast_create", S, [H, H, c_int, i64_p, c_int, c_int, c_uint, HP]),
-    ("ladle_sum_reduce_create", S, [H, H, c_int, i64_p, c_int, c_int, c_uint, HP]),
-    ("ladle_all_sum_reduce_create", S, [H, c_int, int_p, c_int, i64_p, c_int, c_int, c_uint, HP]),
+    ("ladle_broadcast_desc_init", None, [POINTER(ladle_broadcast_desc), c_int, i64_p]),
+    ("ladle_broadcast_create", S, [POINTER(ladle_broadcast_desc), H, H, c_int, c_int, HP]),
+    ("ladle_sum_reduce_create", S, [POINTER(ladle_broadcast_desc), H, H, c_int, c_int, HP]),
+    ("ladle_all_sum_reduce_desc_init", None,
+     [POINTER(ladle_all_sum_reduce_desc), c_int, int_p, c_int, i64_p]),
+    ("ladle_all_sum_reduce_create", S, [POINTER(ladle_all_sum_reduce_desc), H, c_int, c_int, HP]),
     ("ladle_repartition_create", S, [H, H, c_int, c_int, c_uint, HP]),
     ("ladle_window_init", None, [POINTER(ladle_window), c_int]),
     ("ladle_halo_exchange_create", S, [H, POINTER(ladle_window), c_int, c_int, c_uint, HP]),

@@ -19,37 +19,46 @@ def _flags(transpose_src=False, transpose_dest=False, checked=False):
             | (_capi.CHECKED if checked else 0))
 
 
+def _pair(create, p_x, p_y, shape, dtype, device, flags):
+    """A broadcast or a sum-reduce of a block of `shape` (they share one
+    descriptor)."""
+    shape = _shape(shape)
+    extents = i64_array(shape)  # kept alive until the create returns
+    d = _capi.ladle_broadcast_desc()
+    _core.lib.ladle_broadcast_desc_init(byref(d), len(shape), extents)
+    d.flags = flags
+    h = c_void_p()
+    check(create(byref(d), p_x.handle, p_y.handle, ladle_dtype(dtype), ladle_device(device),
+                 byref(h)))
+    return Op(h, keep=[p_x, p_y])
+
+
 def broadcast(p_x, p_y, shape, dtype=np.float64, device="cpu", transpose_src=False,
               transpose_dest=False, checked=False):
     """Broadcast P_x -> P_y of a block of `shape` held by each member of
     P_x (adjoint: the sum-reduce P_y -> P_x)."""
-    shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_broadcast_create(
-        p_x.handle, p_y.handle, len(shape), i64_array(shape), ladle_dtype(dtype),
-        ladle_device(device), _flags(transpose_src, transpose_dest, checked), byref(h)))
-    return Op(h, keep=[p_x, p_y])
+    return _pair(_core.lib.ladle_broadcast_create, p_x, p_y, shape, dtype, device,
+                 _flags(transpose_src, transpose_dest, checked))
 
 
 def sum_reduce(p_x, p_y, shape, dtype=np.float64, device="cpu", transpose_src=False,
                transpose_dest=False, checked=False):
     """SumReduce P_x -> P_y (adjoint: the broadcast P_y -> P_x)."""
-    shape = _shape(shape)
-    h = c_void_p()
-    check(_core.lib.ladle_sum_reduce_create(
-        p_x.handle, p_y.handle, len(shape), i64_array(shape), ladle_dtype(dtype),
-        ladle_device(device), _flags(transpose_src, transpose_dest, checked), byref(h)))
-    return Op(h, keep=[p_x, p_y])
+    return _pair(_core.lib.ladle_sum_reduce_create, p_x, p_y, shape, dtype, device,
+                 _flags(transpose_src, transpose_dest, checked))
 
 
 def all_sum_reduce(p, axes, shape, dtype=np.float64, device="cpu", checked=False):
     """AllSumReduce over the partition axes `axes` of p (self-adjoint)."""
     shape = _shape(shape)
     axes = [int(a) for a in axes]
+    extents, axis_list = i64_array(shape), int_array(axes)  # alive until the create returns
+    d = _capi.ladle_all_sum_reduce_desc()
+    _core.lib.ladle_all_sum_reduce_desc_init(byref(d), len(axes), axis_list, len(shape), extents)
+    d.flags = _flags(checked=checked)
     h = c_void_p()
-    check(_core.lib.ladle_all_sum_reduce_create(
-        p.handle, len(axes), int_array(axes), len(shape), i64_array(shape), ladle_dtype(dtype),
-        ladle_device(device), _flags(checked=checked), byref(h)))
+    check(_core.lib.ladle_all_sum_reduce_create(byref(d), p.handle, ladle_dtype(dtype),
+                                                ladle_device(device), byref(h)))
     return Op(h, keep=[p])
 
 
