@@ -44,6 +44,11 @@ static inline int ladle__pipe_has_mb(ladle_pipe_kind kind)
     return kind >= LADLE_PIPE_F && kind <= LADLE_PIPE_RECV_B;
 }
 
+/* Append a to one worker's list (its actions, length and capacity),
+ * growing the list; out of memory is raised for func. Local. */
+ladle_status ladle__pipe_push(ladle_pipe_action **acts, int *len, int *cap,
+                              ladle_pipe_action a, const char *func);
+
 /* The action's text ("2SEND_F3") into buf. */
 void ladle__pipe_format(char *buf, size_t size, ladle_pipe_action a);
 

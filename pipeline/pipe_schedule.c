@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pipeline/pipe.h"
+#include "train/grow.h"
 
 static const char *const kind_names[] = {"F",      "B",      "W",      "SEND_F", "RECV_F",
                                          "SEND_B", "RECV_B", "REDUCE", "STEP"};
@@ -164,19 +165,21 @@ ladle_status ladle_pipe_schedule_append(ladle_pipe_schedule *s, int worker,
     LADLE_CHECK(s->len[worker] < LADLE_PIPE_MAX_ACTIONS, LADLE_ERR_ARG,
                 "worker %d already has %d actions (the most a list may hold)", worker,
                 s->len[worker]);
-    if (s->len[worker] == s->cap[worker]) {
-        int cap = s->cap[worker] ? 2 * s->cap[worker] : 64;
-        ladle_pipe_action *grown = ladle__calloc((size_t)cap, sizeof *grown);
-        LADLE_CHECK(grown != NULL, LADLE_ERR_ALLOC, "out of memory");
-        if (s->len[worker])
-            memcpy(grown, s->acts[worker], sizeof *grown * (size_t)s->len[worker]);
-        ladle__free(s->acts[worker]);
-        s->acts[worker] = grown;
-        s->cap[worker] = cap;
-    }
-    s->acts[worker][s->len[worker]++] = a;
+    st = ladle__pipe_push(&s->acts[worker], &s->len[worker], &s->cap[worker], a, __func__);
 fail:
     return st;
+}
+
+ladle_status ladle__pipe_push(ladle_pipe_action **acts, int *len, int *cap,
+                              ladle_pipe_action a, const char *func)
+{
+    ladle_pipe_action *grown =
+        ladle__grow_int(*acts, *len, *len + 1, cap, sizeof *grown, 64);
+    if (grown == NULL)
+        return ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
+    *acts = grown;
+    grown[(*len)++] = a;
+    return LADLE_OK;
 }
 
 /* ---- the sends and receives a compute order implies -------------------- */

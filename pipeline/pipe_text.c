@@ -143,25 +143,6 @@ fail:
     return st;
 }
 
-static ladle_status push(parsed *p, ladle_pipe_action a)
-{
-    ladle_status st = LADLE_OK;
-    int w = p->workers - 1;
-    if (p->len[w] == p->cap[w]) {
-        int cap = p->cap[w] ? 2 * p->cap[w] : 64;
-        ladle_pipe_action *grown = ladle__calloc((size_t)cap, sizeof *grown);
-        LADLE_CHECK(grown != NULL, LADLE_ERR_ALLOC, "out of memory");
-        if (p->len[w])
-            memcpy(grown, p->acts[w], sizeof *grown * (size_t)p->len[w]);
-        ladle__free(p->acts[w]);
-        p->acts[w] = grown;
-        p->cap[w] = cap;
-    }
-    p->acts[w][p->len[w]++] = a;
-fail:
-    return st;
-}
-
 static ladle_status read_lines(parsed *p, char *text)
 {
     ladle_status st = LADLE_OK;
@@ -185,7 +166,8 @@ static ladle_status read_lines(parsed *p, char *text)
             LADLE_CHECK(parse_action(tok, &a), LADLE_ERR_IO,
                         "line %d: '%s' is no action (such as 0F1, 2SEND_B0, 1REDUCE)", lineno,
                         tok);
-            LADLE_CALL(push(p, a));
+            int w = p->workers - 1;
+            LADLE_CALL(ladle__pipe_push(&p->acts[w], &p->len[w], &p->cap[w], a, __func__));
         }
     }
     LADLE_CHECK(p->workers > 0, LADLE_ERR_IO, "the schedule has no actions");

@@ -6,6 +6,7 @@
 #include "ladle/builder.h"
 #include "ladle/distributed.h"
 #include "layers/distributed/dist.h"
+#include "train/grow.h"
 
 /* Where a value lives: nowhere in particular (sequential), the convolution
  * grid, the images' grid (channel layouts: the channels whole), the head
@@ -178,14 +179,10 @@ static ladle_status put(ladle_builder *b, int id, int nd, const int64_t *global,
     int64_t g[LADLE_MAX_NDIM], l[LADLE_MAX_NDIM]; /* they may point into the table */
     memcpy(g, global, sizeof(int64_t) * (size_t)nd);
     memcpy(l, local, sizeof(int64_t) * (size_t)nd);
-    if (id >= b->nv) {
-        int cap = id + 16;
-        bvalue *v = ladle__realloc(b->v, sizeof *v * (size_t)cap);
-        LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-        memset(v + b->nv, 0, sizeof *v * (size_t)(cap - b->nv));
-        b->v = v;
-        b->nv = cap;
-    }
+    /* every entry of the table is a value, known or not */
+    bvalue *v = ladle__grow_int(b->v, b->nv, id + 1, &b->nv, sizeof *v, 16);
+    LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
+    b->v = v;
     bvalue *x = &b->v[id];
     x->known = 1;
     x->nd = nd;

@@ -13,6 +13,7 @@
 #include "src/core/tags.h"
 #include "src/op/op_impl.h"
 #include "train/checkpoint_impl.h"
+#include "train/grow.h"
 
 #define MAGIC "LADLECKP"
 #define TRAILER "LADLEEND"
@@ -29,12 +30,6 @@ typedef struct record {
     ladle__pinfo info;
 } record;
 
-/* A growing byte buffer. */
-typedef struct blob {
-    char *data;
-    size_t size, cap;
-} blob;
-
 /* One call's communication: its private communicator, this rank, the most
  * bytes one message carries, and the public function it serves. */
 typedef struct io {
@@ -44,28 +39,11 @@ typedef struct io {
     const char *func;
 } io;
 
-static int put(blob *b, const void *p, size_t n)
+static int put(ladle__bytes *b, const void *p, size_t n)
 {
-    if (n == 0)
-        return 1;
     if (n > (size_t)LADLE_MAX_BYTES - b->size) /* the file may not pass 2^60 bytes */
         return 0;
-    if (b->size + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->size + n)
-            cap *= 2;
-        char *d = ladle__calloc(cap, 1);
-        if (d == NULL)
-            return 0;
-        if (b->data)
-            memcpy(d, b->data, b->size);
-        ladle__free(b->data);
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->size, p, n);
-    b->size += n;
-    return 1;
+    return ladle__bytes_put(b, p, n);
 }
 
 static uint64_t fnv(const char *p, size_t n)
@@ -173,14 +151,9 @@ static ladle_status records(const ladle__model *m, const ladle_optimizer *opt, r
                 for (int s = 0; s < (pass == 0 ? 1 : states); s++) {
                     if (j >= np && pass == 1)
                         continue;
-                    if (k == cap) {
-                        record *g = ladle__calloc((size_t)cap * 2, sizeof(record));
-                        LADLE_CHECK(g != NULL, LADLE_ERR_ALLOC, "out of memory");
-                        memcpy(g, r, sizeof(record) * (size_t)cap);
-                        ladle__free(r);
-                        r = g;
-                        cap *= 2;
-                    }
+                    record *g = ladle__grow_int(r, k, k + 1, &cap, sizeof *g, 16);
+                    LADLE_CHECK(g != NULL, LADLE_ERR_ALLOC, "out of memory");
+                    r = g;
                     record *rec = &r[k++];
                     if (j < np) {
                         ladle__param_info(op, j, &rec->info);
@@ -409,7 +382,7 @@ done:
  * returns this rank's verdict (the caller shares it). */
 static ladle_status assemble(const io *c, const ladle__model *m, const ladle_optimizer *opt,
                              const record *recs, int n, int nmeta, const int64_t *meta,
-                             int64_t *rows, blob *b)
+                             int64_t *rows, ladle__bytes *b)
 {
     ladle_status local = LADLE_OK;
     ladle_dtype dt = m->dtype;
@@ -449,7 +422,7 @@ ladle_status ladle__checkpoint_save_model(const char *path, MPI_Comm comm, const
     record *recs = NULL;
     int n = 0;
     int64_t *rows = NULL;
-    blob b = {0};
+    ladle__bytes b = {0};
     io c;
     LADLE_CALL(io_open(comm, chunk, func, &c));
     /* every check before the first message, so that every rank fails alike */
@@ -529,7 +502,7 @@ fail:
 #define MIN_FILE (8 + 16 + 8 + 8 + 16)
 
 /* Rank 0's verdict on the bytes it read: magic, trailer, hash. */
-static ladle_status verify(const char *path, const blob *b, const char *func)
+static ladle_status verify(const char *path, const ladle__bytes *b, const char *func)
 {
     uint64_t tail[2];
     if (b->size < MIN_FILE)
@@ -552,7 +525,7 @@ static ladle_status verify(const char *path, const blob *b, const char *func)
 /* Rank 0 reads and checks the file; every rank gets its bytes (without the
  * trailer), in chunks. Collective; returns this rank's verdict after the
  * broadcast (an MPI error there; the caller shares it). */
-static ladle_status read_file(const io *c, const char *path, blob *b)
+static ladle_status read_file(const io *c, const char *path, ladle__bytes *b)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     int64_t size = 0;
@@ -587,8 +560,8 @@ fail:
  * or copy them into the shards (apply 1, after a check everywhere): nothing
  * changes on a mismatch. Every rank reads the same bytes, so the checks
  * agree without a message. */
-static ladle_status decode(const char *path, const blob *b, size_t at, const record *recs,
-                           int n, size_t es, int apply)
+static ladle_status decode(const char *path, const ladle__bytes *b, size_t at,
+                           const record *recs, int n, size_t es, int apply)
 {
     const char *func = "ladle_checkpoint_load";
     for (int k = 0; k < n; k++) {
@@ -631,8 +604,8 @@ static ladle_status decode(const char *path, const blob *b, size_t at, const rec
 
 /* The header's verdict on this network (every rank alike); *body gets
  * where the records start. */
-static ladle_status check_header(const char *path, const blob *b, ladle_dtype dt, int n,
-                                 size_t *body)
+static ladle_status check_header(const char *path, const ladle__bytes *b, ladle_dtype dt,
+                                 int n, size_t *body)
 {
     const char *func = "ladle_checkpoint_load";
     uint32_t head[4];
@@ -659,7 +632,7 @@ ladle_status ladle__checkpoint_load_model(const char *path, MPI_Comm comm, const
     ladle_status st = LADLE_OK, local = LADLE_OK;
     record *recs = NULL;
     int n = 0;
-    blob b = {0};
+    ladle__bytes b = {0};
     io c;
     LADLE_CALL(io_open(comm, chunk, func, &c));
     if (max_meta < 0 || (max_meta > 0 && meta == NULL))
@@ -719,7 +692,7 @@ ladle_status ladle_checkpoint_read_meta(const char *path, ladle_comm comm_in, in
 {
     LADLE_COMM_IN(comm, comm_in);
     ladle_status st = LADLE_OK, local = LADLE_OK;
-    blob b = {0};
+    ladle__bytes b = {0};
     int64_t got[LADLE_CHECKPOINT_MAX_META + 1] = {0}; /* the count, then the integers */
     io c;
     LADLE_CALL(io_open(comm, LADLE_MPI_CHUNK_BYTES, __func__, &c));

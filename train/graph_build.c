@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "train/graph_impl.h"
+#include "train/grow.h"
 
 ladle_status ladle_graph_create(ladle_dtype dtype, ladle_device device, size_t bucket_bytes,
                                 ladle_graph **out)
@@ -71,28 +72,14 @@ ladle_status ladle_graph_destroy(ladle_graph **gp)
 ladle_status ladle__graph_grow(ladle_graph *g, int nout)
 {
     ladle_status st = LADLE_OK;
-    if (g->nnodes == g->capnodes) {
-        int cap = g->capnodes ? 2 * g->capnodes : 16;
-        gnode *n = ladle__calloc((size_t)cap, sizeof *n);
-        LADLE_CHECK(n != NULL, LADLE_ERR_ALLOC, "out of memory");
-        if (g->nodes)
-            memcpy(n, g->nodes, sizeof *n * (size_t)g->nnodes);
-        ladle__free(g->nodes);
-        g->nodes = n;
-        g->capnodes = cap;
-    }
-    if (g->nvalues + nout > g->capvalues) {
-        int cap = g->capvalues ? 2 * g->capvalues : 16;
-        while (cap < g->nvalues + nout)
-            cap *= 2;
-        gvalue *v = ladle__calloc((size_t)cap, sizeof *v);
-        LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-        if (g->values)
-            memcpy(v, g->values, sizeof *v * (size_t)g->nvalues);
-        ladle__free(g->values);
-        g->values = v;
-        g->capvalues = cap;
-    }
+    gnode *n =
+        ladle__grow_int(g->nodes, g->nnodes, g->nnodes + 1, &g->capnodes, sizeof *n, 16);
+    LADLE_CHECK(n != NULL, LADLE_ERR_ALLOC, "out of memory");
+    g->nodes = n;
+    gvalue *v = ladle__grow_int(g->values, g->nvalues, g->nvalues + nout, &g->capvalues,
+                                sizeof *v, 16);
+    LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
+    g->values = v;
 fail:
     return st;
 }

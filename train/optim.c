@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "src/op/op_impl.h"
+#include "train/grow.h"
 
 typedef struct slot {
     ladle_tensor *param, *grad;
@@ -106,13 +107,9 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
     for (int k = 0; k < nstate; k++)
         LADLE_CALL(ladle_tensor_create(param->dtype, param->device, param->ndim,
                                        param->shape, &s.state[k]));
-    if (o->n == o->cap) {
-        int cap = o->cap ? 2 * o->cap : 16;
-        slot *p = ladle__realloc(o->slots, sizeof(slot) * (size_t)cap);
-        LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
-        o->slots = p;
-        o->cap = cap;
-    }
+    slot *p = ladle__grow_int(o->slots, o->n, o->n + 1, &o->cap, sizeof *p, 16);
+    LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
+    o->slots = p;
     o->slots[o->n++] = s;
     return LADLE_OK;
 fail:

@@ -7,12 +7,7 @@
 #include <sys/stat.h>
 
 #include "src/core/backend.h"
-
-/* A growing byte buffer. */
-typedef struct text_buf {
-    char *p;
-    size_t n, cap;
-} text_buf;
+#include "train/grow.h"
 
 struct ladle_text {
     int64_t vocab;
@@ -36,23 +31,6 @@ void ladle_text_options_init(ladle_text_options *o)
     o->val_every = 10;
 }
 
-static int put(text_buf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = ladle__realloc(b->p, cap);
-        if (p == NULL)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    return 1;
-}
-
 /* Is the line [s, s + n) (without its newline) blank? */
 static int blank(const char *s, size_t n)
 {
@@ -63,7 +41,7 @@ static int blank(const char *s, size_t n)
 }
 
 typedef struct cutter {
-    text_buf *out[2];
+    ladle__bytes *out[2];
     int64_t val_every, record, kept[2];
 } cutter;
 
@@ -77,11 +55,12 @@ static int emit(cutter *c, const char *s, size_t n, const char *sep)
     if (k == n)
         return 1;
     int which = c->val_every > 0 && c->record % c->val_every == c->val_every - 1;
-    text_buf *b = c->out[which];
+    ladle__bytes *b = c->out[which];
     c->record++;
     c->kept[which]++;
-    return put(b, s, n) && (n == 0 || s[n - 1] == '\n' || put(b, "\n", 1)) &&
-           put(b, sep, strlen(sep));
+    return ladle__bytes_put(b, s, n) &&
+           (n == 0 || s[n - 1] == '\n' || ladle__bytes_put(b, "\n", 1)) &&
+           ladle__bytes_put(b, sep, strlen(sep));
 }
 
 /* Cut one file's text into records (fortune format or paragraphs). */
@@ -166,16 +145,12 @@ static ladle_status list_files(const char *path, char ***names, int *count,
             ladle__free(full);
             continue;
         }
-        if (n == cap) {
-            int nc = cap ? 2 * cap : 64;
-            char **nv = ladle__realloc(v, (size_t)nc * sizeof *v);
-            if (nv == NULL) {
-                ladle__free(full);
-                LADLE_CHECK(0, LADLE_ERR_ALLOC, "no memory for %d paths", nc);
-            }
-            v = nv;
-            cap = nc;
+        char **nv = ladle__grow_int(v, n, n + 1, &cap, sizeof *v, 64);
+        if (nv == NULL) {
+            ladle__free(full);
+            LADLE_CHECK(0, LADLE_ERR_ALLOC, "no memory for %d paths", n + 1);
         }
+        v = nv;
         v[n++] = full;
     }
     LADLE_CHECK(n > 0, LADLE_ERR_IO,
@@ -202,7 +177,7 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
     ladle_text_options def;
     char **names = NULL, *data = NULL;
     int count = 0;
-    text_buf buf[2] = {{0}, {0}};
+    ladle__bytes buf[2] = {{0}, {0}};
     ladle_text *x = NULL;
     LADLE_NOT_NULL(path);
     LADLE_NOT_NULL(t);
@@ -245,8 +220,8 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
     x->files = count;
     int seen[256] = {0};
     for (int s = 0; s < 2; s++)
-        for (size_t i = 0; i < buf[s].n; i++)
-            seen[(unsigned char)buf[s].p[i]] = 1;
+        for (size_t i = 0; i < buf[s].size; i++)
+            seen[(unsigned char)buf[s].data[i]] = 1;
     for (int b = 0; b < 256; b++) {
         x->id_of[b] = -1;
         if (seen[b]) {
@@ -255,13 +230,13 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
         }
     }
     for (int s = 0; s < 2; s++) {
-        x->len[s] = (int64_t)buf[s].n;
+        x->len[s] = (int64_t)buf[s].size;
         x->records[s] = c.kept[s];
-        x->tok[s] = ladle__calloc(buf[s].n ? buf[s].n : 1, sizeof(int64_t));
+        x->tok[s] = ladle__calloc(buf[s].size ? buf[s].size : 1, sizeof(int64_t));
         LADLE_CHECK(x->tok[s] != NULL, LADLE_ERR_ALLOC, "no memory for %zu tokens",
-                    buf[s].n);
-        for (size_t i = 0; i < buf[s].n; i++)
-            x->tok[s][i] = x->id_of[(unsigned char)buf[s].p[i]];
+                    buf[s].size);
+        for (size_t i = 0; i < buf[s].size; i++)
+            x->tok[s][i] = x->id_of[(unsigned char)buf[s].data[i]];
     }
     *t = x;
     x = NULL;
@@ -269,7 +244,7 @@ fail:
     ladle_text_destroy(&x);
     ladle__free(data);
     for (int s = 0; s < 2; s++)
-        ladle__free(buf[s].p);
+        ladle__free(buf[s].data);
     for (int k = 0; k < count; k++)
         ladle__free(names[k]);
     ladle__free(names);
