@@ -29,7 +29,7 @@ START_TEST(out_of_memory_is_a_status_and_passes)
     ladle_status st = ladle_tensor_create(LADLE_F64, LADLE_CUDA, 2, shape, &t);
     const char *msg = ladle_error_message();
     LT_ASSERT(st == LADLE_ERR_ALLOC && t == NULL && strstr(msg, "cudaErrorMemoryAllocation") &&
-                  strstr(msg, "ladle_tensor_create_on"),
+                  strstr(msg, "ladle_tensor_create:"),
               "%s: %s", ladle_status_name(st), msg);
     ladle_error_clear();
     /* the device is fine afterwards: an allocation failure is not sticky */
