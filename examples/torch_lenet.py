@@ -54,16 +54,33 @@ class LrSchedule(ctypes.Structure):
                 ("warmup_steps", c_int64), ("warmup_start", c_double)]
 
 
+class DatasetDesc(ctypes.Structure):
+    # ladle_dataset_desc: the window of every image a rank keeps, and the
+    # normalisation; ladle_dataset_desc_init sets the size and the defaults
+    _fields_ = [("size", ctypes.c_size_t), ("row0", c_int64), ("rows", c_int64),
+                ("col0", c_int64), ("cols", c_int64), ("mean", c_double), ("std", c_double)]
+
+
+class BatchDesc(ctypes.Structure):
+    # ladle_batch_desc: the order's seed, the global batch, this rank's block
+    # and tile, the augmentation; ladle_batch_desc_init sets size, seed, batch
+    _fields_ = [("size", ctypes.c_size_t), ("seed", c_uint64), ("batch", c_int64),
+                ("offset", c_int64), ("row_off", c_int64), ("col_off", c_int64),
+                ("crop_pad", c_int64), ("flip", c_int)]
+
+
 def _prototypes():
     for name, res, args in (
-            ("ladle_dataset_load_dir", c_int, [c_char_p, c_char_p, c_int64, c_int64, c_int64,
-                                                c_int64, c_double, c_double, POINTER(c_void_p)]),
+            ("ladle_dataset_desc_init", None, [POINTER(DatasetDesc)]),
+            ("ladle_dataset_load_dir", c_int, [c_char_p, c_char_p, POINTER(DatasetDesc),
+                                                POINTER(c_void_p)]),
             ("ladle_dataset_destroy", c_int, [POINTER(c_void_p)]),
             ("ladle_dataset_size", c_int64, [c_void_p]),
             ("ladle_dataset_sample", c_int64, [c_void_p, c_uint64, c_int64, c_int64]),
             ("ladle_dataset_label", c_int64, [c_void_p, c_int64]),
-            ("ladle_dataset_batch", c_int, [c_void_p, c_uint64, c_int64, c_int64, c_int64,
-                                            c_int64, c_int64, c_int64, c_void_p, c_void_p]),
+            ("ladle_batch_desc_init", None, [POINTER(BatchDesc), c_uint64, c_int64]),
+            ("ladle_dataset_batch", c_int, [c_void_p, POINTER(BatchDesc), c_int64, c_int64,
+                                            c_void_p, c_void_p]),
             ("ladle_lr_schedule_init", None, [POINTER(LrSchedule), c_int, c_double]),
             ("ladle_lr_at", c_double, [POINTER(LrSchedule), c_int64])):
         f = getattr(lib, name)
@@ -190,8 +207,12 @@ class Data:
         if self.has_x or self.has_loss:
             r0, rows = (self.xoff[2], self.xbox[2]) if self.has_x else (0, 1)
             c0, cols = (self.xoff[3], self.xbox[3]) if self.has_x else (0, 1)
-            ladle.check(lib.ladle_dataset_load_dir(a.data.encode(), b"train", r0, rows, c0, cols,
-                                                   MEAN, STD, byref(self.ds)))
+            win = DatasetDesc()
+            lib.ladle_dataset_desc_init(byref(win))
+            win.row0, win.rows, win.col0, win.cols = r0, rows, c0, cols
+            win.mean, win.std = MEAN, STD
+            ladle.check(lib.ladle_dataset_load_dir(a.data.encode(), b"train", byref(win),
+                                                   byref(self.ds)))
         self.size = lib.ladle_dataset_size(self.ds) if self.ds.value else 0
         self.x = torch.zeros(self.xbox, dtype=dtype)
         self.xt = lt.wrap(self.x)
@@ -200,8 +221,11 @@ class Data:
     def load(self, epoch, step):
         """Batch `step` of `epoch` into self.x and self.labels."""
         if self.has_x:
-            ladle.check(lib.ladle_dataset_batch(self.ds, self.seed, epoch, step, self.batch,
-                                                self.xoff[0], 0, 0, self.xt.handle, None))
+            bd = BatchDesc()
+            lib.ladle_batch_desc_init(byref(bd), self.seed, self.batch)
+            bd.offset = self.xoff[0]
+            ladle.check(lib.ladle_dataset_batch(self.ds, byref(bd), epoch, step,
+                                                self.xt.handle, None))
         for i in range(self.labels.shape[0]):
             k = step * self.batch + self.loff[0] + i
             self.labels[i] = lib.ladle_dataset_label(

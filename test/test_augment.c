@@ -1,11 +1,10 @@
-/* Data augmentation (ladle_dataset_batch_ex): a small dataset written here
- * is augmented the same, bit for bit, on every layout of the ranks (each
- * rank fills its tile, the tiles are gathered); the samples equal the
- * definition (pad, crop at the drawn offsets, mirror) evaluated in the test
- * from the pixel formula; an offset of 0 gives the padded image's top-left
- * window and p, p the image itself, by hand; a flip is its own inverse;
- * about half the samples are flipped and every crop offset is drawn; bad
- * options and windows too small for the augmentation are refused. */
+/* Data augmentation (ladle_dataset_batch with a ladle_batch_desc): a small dataset written
+ * here is augmented the same, bit for bit, on every layout of the ranks (each rank fills
+ * its tile, the tiles are gathered); the samples equal the definition (pad, crop at the
+ * drawn offsets, mirror) evaluated in the test from the pixel formula; an offset of 0 gives
+ * the padded image's top-left window and p, p the image itself, by hand; a flip is its own
+ * inverse; about half the samples are flipped and every crop offset is drawn; bad options
+ * and windows too small for the augmentation are refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +63,42 @@ static void teardown(void)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The window rows r0.. (rows of them) and columns c0.. of every image,
+ * pixels / 255 (mean 0, std 1). */
+static ladle_dataset *load(int64_t r0, int64_t rows, int64_t c0, int64_t cols)
+{
+    ladle_dataset_desc d;
+    ladle_dataset_desc_init(&d);
+    d.row0 = r0, d.rows = rows, d.col0 = c0, d.cols = cols;
+    ladle_dataset *ds = NULL;
+    LT_OK(ladle_dataset_load(images, labels, &d, &ds));
+    return ds;
+}
+
+/* ladle_dataset_batch with a's augmentation (NULL: none) and the rest
+ * given: one call per place, so each reads as the position it asks for. */
+static ladle_status batch_aug(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
+                              int64_t step, int64_t batch, int64_t offset, int64_t row_off,
+                              int64_t col_off, ladle_tensor *x, ladle_tensor *l,
+                              const ladle_batch_desc *a)
+{
+    ladle_batch_desc d;
+    ladle_batch_desc_init(&d, seed, batch);
+    if (a != NULL)
+        d = *a, d.seed = seed, d.batch = batch;
+    d.offset = offset, d.row_off = row_off, d.col_off = col_off;
+    return ladle_dataset_batch(ds, &d, epoch, step, x, l);
+}
+
+/* ladle_augment_draw of a under another seed. */
+static ladle_status draw(const ladle_batch_desc *a, uint64_t seed, int64_t epoch, int64_t s,
+                         int64_t *oy, int64_t *ox, int *flip)
+{
+    ladle_batch_desc d = *a;
+    d.seed = seed;
+    return ladle_augment_draw(&d, epoch, s, oy, ox, flip);
+}
+
 /* The definition: pad p black pixels, cut H x W at (oy, ox), mirror. */
 static double reference(int s, int r, int c, int64_t p, int64_t oy, int64_t ox, int flip)
 {
@@ -78,15 +113,14 @@ static double reference(int s, int r, int c, int64_t p, int64_t oy, int64_t ox, 
  * then summed over the ranks: each element has one writer, so the sum is
  * the tile's value exactly. The dataset keeps rows lr0.. (lrows of them)
  * and every column. */
-static void gathered(const ladle_augment_options *a, uint64_t seed, int64_t epoch,
-                     int64_t step, int n, int64_t r0, int64_t h, int64_t c0, int64_t w,
-                     int64_t lr0, int64_t lrows, double *out)
+static void gathered(const ladle_batch_desc *a, uint64_t seed, int64_t epoch, int64_t step,
+                     int n, int64_t r0, int64_t h, int64_t c0, int64_t w, int64_t lr0,
+                     int64_t lrows, double *out)
 {
-    ladle_dataset *ds = NULL;
-    LT_OK(ladle_dataset_load(images, labels, lr0, lrows, 0, 0, 0.0, 1.0, &ds));
+    ladle_dataset *ds = load(lr0, lrows, 0, 0);
     int64_t xs[4] = {n, 1, h, w};
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs);
-    LT_OK(ladle_dataset_batch_ex(ds, seed, epoch, step, n, 0, r0 - lr0, c0, x, NULL, a));
+    LT_OK(batch_aug(ds, seed, epoch, step, n, 0, r0 - lr0, c0, x, NULL, a));
     double *mine = calloc((size_t)n * H * W, sizeof *mine);
     double *box = calloc((size_t)(n * h * w) + 1, sizeof *box);
     LT_OK(ladle_tensor_read(x, box));
@@ -111,8 +145,8 @@ START_TEST(same_on_every_layout)
 {
     enum { N = 8 };
     static double ref[N * H * W], got[N * H * W];
-    ladle_augment_options a;
-    ladle_augment_options_init(&a);
+    ladle_batch_desc a;
+    ladle_batch_desc_init(&a, 0, 1);
     a.crop_pad = 2;
     a.flip = 1;
     for (int64_t epoch = 0; epoch < 3; epoch++) {
@@ -124,11 +158,10 @@ START_TEST(same_on_every_layout)
         for (int i = 0; i < N; i++) {
             int64_t s = 0, oy, ox;
             int flip;
-            ladle_dataset *ds = NULL;
-            LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0.0, 1.0, &ds));
+            ladle_dataset *ds = load(0, 0, 0, 0);
             s = ladle_dataset_sample(ds, seed, epoch, N + i);
             ladle_dataset_destroy(&ds);
-            LT_OK(ladle_augment_draw(&a, seed, epoch, s, &oy, &ox, &flip));
+            LT_OK(draw(&a, seed, epoch, s, &oy, &ox, &flip));
             for (int r = 0; r < H; r++)
                 for (int c = 0; c < W; c++)
                     worst = fmax(worst, fabs(ref[(i * H + r) * W + c] -
@@ -158,11 +191,10 @@ END_TEST
 /* Offsets (0, 0): the padded image's top-left window; (p, p): the image. */
 START_TEST(offsets_by_hand)
 {
-    ladle_augment_options a;
-    ladle_augment_options_init(&a);
+    ladle_batch_desc a;
+    ladle_batch_desc_init(&a, 0, 1);
     a.crop_pad = 2;
-    ladle_dataset *ds = NULL;
-    LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0.0, 1.0, &ds));
+    ladle_dataset *ds = load(0, 0, 0, 0);
     int64_t xs[4] = {1, 1, H, W};
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs);
     int found[2] = {0, 0};
@@ -171,12 +203,12 @@ START_TEST(offsets_by_hand)
         for (int64_t s = 0; s < NS; s++) {
             int64_t oy, ox;
             int flip;
-            LT_OK(ladle_augment_draw(&a, 0, epoch, s, &oy, &ox, &flip));
+            LT_OK(draw(&a, 0, epoch, s, &oy, &ox, &flip));
             int which = oy == 0 && ox == 0 ? 0 : oy == 2 && ox == 2 ? 1 : -1;
             if (which < 0 || found[which])
                 continue;
             found[which] = 1;
-            LT_OK(ladle_dataset_batch_ex(ds, 0, epoch, s, 1, 0, 0, 0, x, NULL, &a));
+            LT_OK(batch_aug(ds, 0, epoch, s, 1, 0, 0, 0, x, NULL, &a));
             double worst = 0;
             for (int r = 0; r < H; r++)
                 for (int c = 0; c < W; c++) {
@@ -200,18 +232,17 @@ END_TEST
  * one gives the image back. About half are flipped. */
 START_TEST(flip_inverse_and_half)
 {
-    ladle_augment_options a;
-    ladle_augment_options_init(&a);
+    ladle_batch_desc a;
+    ladle_batch_desc_init(&a, 0, 1);
     a.flip = 1;
-    ladle_dataset *ds = NULL;
-    LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0.0, 1.0, &ds));
+    ladle_dataset *ds = load(0, 0, 0, 0);
     int64_t xs[4] = {NS, 1, H, W};
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs), *plain = lt_tensor(LADLE_F64, 4, xs);
     double *v = malloc(sizeof(double) * NS * H * W), *p = malloc(sizeof(double) * NS * H * W);
     int flipped = 0, total = 0, bad = 0, disagree = 0;
     for (int64_t epoch = 0; epoch < 50; epoch++) {
-        LT_OK(ladle_dataset_batch_ex(ds, 5, epoch, 0, NS, 0, 0, 0, x, NULL, &a));
-        LT_OK(ladle_dataset_batch(ds, 5, epoch, 0, NS, 0, 0, 0, plain, NULL));
+        LT_OK(batch_aug(ds, 5, epoch, 0, NS, 0, 0, 0, x, NULL, &a));
+        LT_OK(batch_aug(ds, 5, epoch, 0, NS, 0, 0, 0, plain, NULL, NULL));
         LT_OK(ladle_tensor_read(x, v));
         LT_OK(ladle_tensor_read(plain, p));
         for (int i = 0; i < NS; i++) {
@@ -227,8 +258,7 @@ START_TEST(flip_inverse_and_half)
             total++;
             int64_t oy, ox;
             int f;
-            LT_OK(ladle_augment_draw(&a, 5, epoch, ladle_dataset_sample(ds, 5, epoch, i), &oy,
-                                     &ox, &f));
+            LT_OK(draw(&a, 5, epoch, ladle_dataset_sample(ds, 5, epoch, i), &oy, &ox, &f));
             disagree += f != mirrored;
         }
     }
@@ -243,7 +273,7 @@ START_TEST(flip_inverse_and_half)
     for (int64_t s = 0; s < 7000; s++) {
         int64_t oy, ox;
         int f;
-        LT_OK(ladle_augment_draw(&a, 9, 1, s, &oy, &ox, &f));
+        LT_OK(draw(&a, 9, 1, s, &oy, &ox, &f));
         count[oy]++;
         count[ox]++;
     }
@@ -266,58 +296,93 @@ END_TEST
 
 START_TEST(hostile)
 {
-    ladle_dataset *ds = NULL, *part = NULL;
-    LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0.0, 1.0, &ds));
-    LT_OK(ladle_dataset_load(images, labels, 2, 3, 0, 0, 0.0, 1.0, &part)); /* rows 2-4 */
+    ladle_dataset *ds = load(0, 0, 0, 0), *part = load(2, 3, 0, 0); /* rows 2-4 */
     int64_t xs[4] = {2, 1, H, W}, xs2[4] = {2, 1, 1, W}, oy, ox;
     int flip;
     ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs), *x2 = lt_tensor(LADLE_F64, 4, xs2);
-    ladle_augment_options a;
-    ladle_augment_options_init(&a);
+    ladle_batch_desc a;
+    ladle_batch_desc_init(&a, 0, 1);
     a.crop_pad = -1;
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "crop_pad -1");
+    REFUSED(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "crop_pad -1");
     a.crop_pad = 7;
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "crop_pad 7");
+    REFUSED(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "crop_pad 7");
     a.crop_pad = INT64_MAX;
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "9223372036854775807");
-    REFUSED(ladle_augment_draw(&a, 1, 0, 0, &oy, &ox, &flip), "crop_pad");
+    REFUSED(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "9223372036854775807");
+    REFUSED(draw(&a, 1, 0, 0, &oy, &ox, &flip), "crop_pad");
     a.crop_pad = 6; /* the larger side: allowed */
-    LT_OK(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a));
+    LT_OK(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a));
     a.crop_pad = 0;
     a.flip = 2;
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "flip 2");
+    REFUSED(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "flip 2");
     a.flip = -1;
-    REFUSED(ladle_augment_draw(&a, 1, 0, 0, &oy, &ox, &flip), "flip -1");
+    REFUSED(draw(&a, 1, 0, 0, &oy, &ox, &flip), "flip -1");
     a.flip = 0;
     a.size = 4;
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "size");
-    ladle_augment_options_init(&a);
-    REFUSED(ladle_augment_draw(&a, 1, 0, -3, &oy, &ox, &flip), "sample -3");
-    LT_ASSERT(ladle_augment_draw(NULL, 1, 0, 0, &oy, &ox, &flip) == LADLE_ERR_NULL &&
-                  ladle_augment_draw(&a, 1, 0, 0, NULL, &ox, &flip) == LADLE_ERR_NULL,
+    REFUSED(batch_aug(ds, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a), "size");
+    ladle_batch_desc_init(&a, 0, 1);
+    REFUSED(draw(&a, 1, 0, -3, &oy, &ox, &flip), "sample -3");
+    LT_ASSERT(ladle_augment_draw(NULL, 0, 0, &oy, &ox, &flip) == LADLE_ERR_NULL &&
+                  ladle_augment_draw(&a, 0, 0, NULL, &ox, &flip) == LADLE_ERR_NULL,
               "NULL");
     ladle_error_clear();
     /* rows 2-4 loaded: row 3 alone needs rows 1-5 with a pad of 2 */
     a.crop_pad = 2;
-    REFUSED(ladle_dataset_batch_ex(part, 1, 0, 0, 2, 0, 1, 0, x2, NULL, &a), "reads rows 1 to 5");
+    REFUSED(batch_aug(part, 1, 0, 0, 2, 0, 1, 0, x2, NULL, &a), "reads rows 1 to 5");
     a.crop_pad = 1; /* rows 2-4: enough */
-    LT_OK(ladle_dataset_batch_ex(part, 1, 0, 0, 2, 0, 1, 0, x2, NULL, &a));
+    LT_OK(batch_aug(part, 1, 0, 0, 2, 0, 1, 0, x2, NULL, &a));
     /* a window of columns 0-2: its mirror (2-4) is not loaded */
-    ladle_dataset *cols = NULL;
-    LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 3, 0.0, 1.0, &cols));
+    ladle_dataset *cols = load(0, 0, 0, 3);
     int64_t xs3[4] = {2, 1, H, 2};
     ladle_tensor *x3 = lt_tensor(LADLE_F64, 4, xs3);
-    ladle_augment_options_init(&a);
-    LT_OK(ladle_dataset_batch_ex(cols, 1, 0, 0, 2, 0, 0, 0, x3, NULL, &a));
+    ladle_batch_desc_init(&a, 0, 1);
+    LT_OK(batch_aug(cols, 1, 0, 0, 2, 0, 0, 0, x3, NULL, &a));
     a.flip = 1;
-    REFUSED(ladle_dataset_batch_ex(cols, 1, 0, 0, 2, 0, 0, 0, x3, NULL, &a), "reads columns 3 to 4");
+    REFUSED(batch_aug(cols, 1, 0, 0, 2, 0, 0, 0, x3, NULL, &a), "reads columns 3 to 4");
     /* positions past any dataset */
-    REFUSED(ladle_dataset_batch_ex(ds, 1, 0, INT64_MAX / 2, 4, 0, 0, 0, x, NULL, &a), "step");
-    LT_ASSERT(ladle_dataset_batch_ex(NULL, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a) == LADLE_ERR_NULL,
-              "NULL dataset");
+    REFUSED(batch_aug(ds, 1, 0, INT64_MAX / 2, 4, 0, 0, 0, x, NULL, &a), "step");
+    LT_ASSERT(batch_aug(NULL, 1, 0, 0, 2, 0, 0, 0, x, NULL, &a) == LADLE_ERR_NULL &&
+                  ladle_dataset_batch(ds, NULL, 0, 0, x, NULL) == LADLE_ERR_NULL,
+              "NULL dataset or descriptor");
+    ladle_error_clear();
+    ladle_batch_desc zero = {0}; /* never through its _init */
+    REFUSED(ladle_dataset_batch(ds, &zero, 0, 0, x, NULL), "descriptor size 0");
+    ladle_batch_desc_init(NULL, 1, 2); /* accepts NULL */
     ladle_error_clear();
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&x2), ladle_tensor_destroy(&x3);
     ladle_dataset_destroy(&ds), ladle_dataset_destroy(&part), ladle_dataset_destroy(&cols);
+}
+END_TEST
+
+/* The names of 0.1: ladle_dataset_batch_ex with ladle_augment_options gives
+ * ladle_dataset_batch's batch bit for bit, and NULL options none. */
+START_TEST(deprecated_batch_ex)
+{
+    ladle_dataset *ds = load(0, 0, 0, 0);
+    int64_t xs[4] = {4, 1, H - 1, W - 2};
+    ladle_tensor *x = lt_tensor(LADLE_F64, 4, xs), *old = lt_tensor(LADLE_F64, 4, xs);
+    double *v = malloc(sizeof(double) * 4 * H * W), *o = malloc(sizeof(double) * 4 * H * W);
+    ladle_batch_desc d;
+    ladle_batch_desc_init(&d, 7, 9);
+    d.offset = 3, d.row_off = 1, d.col_off = 2, d.crop_pad = 2, d.flip = 1;
+    for (int with = 0; with < 2; with++) {
+        LT_DEPRECATED_BEGIN
+        ladle_augment_options a;
+        ladle_augment_options_init(&a);
+        a.crop_pad = 2;
+        a.flip = 1;
+        LT_OK(ladle_dataset_batch_ex(ds, 7, 2, 3, 9, 3, 1, 2, old, NULL, with ? &a : NULL));
+        LT_DEPRECATED_END
+        d.crop_pad = with ? 2 : 0, d.flip = with;
+        LT_OK(ladle_dataset_batch(ds, &d, 2, 3, x, NULL));
+        LT_OK(ladle_tensor_read(x, v));
+        LT_OK(ladle_tensor_read(old, o));
+        LT_ASSERT(memcmp(v, o, sizeof(double) * 4 * (H - 1) * (W - 2)) == 0,
+                  "batch_ex %s augmentation differs from ladle_dataset_batch",
+                  with ? "with" : "without");
+    }
+    free(v), free(o);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&old);
+    ladle_dataset_destroy(&ds);
 }
 END_TEST
 
@@ -331,6 +396,7 @@ Suite *augment_suite(void)
     tcase_add_test(tc, offsets_by_hand);
     tcase_add_test(tc, flip_inverse_and_half);
     tcase_add_test(tc, hostile);
+    tcase_add_test(tc, deprecated_batch_ex);
     suite_add_tcase(s, tc);
     return s;
 }

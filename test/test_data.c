@@ -15,6 +15,12 @@
 
 #include "harness.h"
 
+/* A descriptor of the window rows r0.. (rows), columns c0.. (cols), and the
+ * normalisation, written out (a compound literal: its size is the struct's). */
+#define WINDOW(r0, rows, c0, cols, mean, std)                                              \
+    (&(ladle_dataset_desc){sizeof(ladle_dataset_desc), (r0), (rows), (c0), (cols), (mean), \
+                           (std)})
+
 static char dir[64];
 
 /* Write an IDX file: type byte, ndim, the dims as written in the header,
@@ -97,13 +103,19 @@ START_TEST(good_files_load)
                   (long long)info.cols, (long long)info.classes);
         /* keep rows 1-3, columns 1-2; read rows 1-2 and column 1 of that window */
         ladle_dataset *ds = NULL;
-        LT_OK(ladle_dataset_load(images, labels, 1, 3, 1, 2, 0.25, 0.5, &ds));
+        ladle_dataset_desc w;
+        ladle_dataset_desc_init(&w);
+        w.row0 = 1, w.rows = 3, w.col0 = 1, w.cols = 2, w.mean = 0.25, w.std = 0.5;
+        LT_OK(ladle_dataset_load(images, labels, &w, &ds));
         int64_t xs[4] = {5, 1, 2, 1}, n = 5;
         /* on the suite's device: decoded on the host, written through it */
         ladle_tensor *x = NULL, *l = NULL;
         LT_OK(ladle_tensor_create(LADLE_F64, lt_device(), 4, xs, &x));
         LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 1, &n, &l));
-        LT_OK(ladle_dataset_batch(ds, 0, 0, 0, 5, 0, 1, 1, x, l));
+        ladle_batch_desc b;
+        ladle_batch_desc_init(&b, 0, 5);
+        b.row_off = 1, b.col_off = 1;
+        LT_OK(ladle_dataset_batch(ds, &b, 0, 0, x, l));
         double worst = 0;
         int labels_ok = 1;
         for (int s = 0; s < 5; s++) {
@@ -134,7 +146,7 @@ START_TEST(bad_headers)
     FILE *f = fopen(p, "r+b");
     fputc(1, f);
     fclose(f);
-    REFUSED(ladle_dataset_load(p, labels, 0, 0, 0, 0, 0, 1, &ds), "is not an IDX file");
+    REFUSED(ladle_dataset_load(p, labels, NULL, &ds), "is not an IDX file");
     REFUSED(ladle_dataset_probe(idx("type", 0, 0x09, 3, di, 60, NULL), labels, &info),
             "is not an IDX file of unsigned bytes with 3 dimensions");
     REFUSED(ladle_dataset_probe(idx("rank", 0, 0x08, 2, di, 20, NULL), labels, &info),
@@ -146,8 +158,7 @@ START_TEST(bad_headers)
     uint32_t huge[3] = {100000, 1000, 1000};
     for (int gz = 0; gz < 2; gz++) {
         p = idx(gz ? "huge.gz" : "huge", gz, 0x08, 3, huge, 1000, NULL);
-        REFUSED(ladle_dataset_load(p, labels, 0, 0, 0, 0, 0, 1, &ds),
-                "shorter than its header says");
+        REFUSED(ladle_dataset_load(p, labels, NULL, &ds), "shorter than its header says");
         LT_ASSERT(ds == NULL, "nothing made");
     }
     /* dimensions whose product does not fit in 64 bits */
@@ -172,8 +183,7 @@ START_TEST(torn_files)
     const char *labels = idx("lab.gz", 1, 0x08, 1, dl, 5, labels5);
     /* a compressed body that ends after 3 of its 5 images */
     const char *images = idx("torn.gz", 1, 0x08, 3, di, 36, NULL);
-    REFUSED(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0, 1, &ds),
-            "ends after 3 of 5 images");
+    REFUSED(ladle_dataset_load(images, labels, NULL, &ds), "ends after 3 of 5 images");
     /* labels that end early, compressed and plain */
     images = idx("img.gz", 1, 0x08, 3, di, 60, NULL);
     REFUSED(ladle_dataset_probe(images, idx("short.gz", 1, 0x08, 1, dl, 3, labels5), &info),
@@ -191,17 +201,21 @@ START_TEST(paths_and_arguments)
     char missing[128];
     good_pair(0, &images, &labels);
     snprintf(missing, sizeof missing, "%s/none", dir);
-    REFUSED(ladle_dataset_load(missing, labels, 0, 0, 0, 0, 0, 1, &ds),
-            "No such file or directory");
+    REFUSED(ladle_dataset_load(missing, labels, NULL, &ds), "No such file or directory");
     REFUSED(ladle_dataset_probe(dir, labels, &info), "is not a regular file");
-    REFUSED(ladle_dataset_load_dir(missing, "train", 0, 0, 0, 0, 0, 1, &ds),
+    REFUSED(ladle_dataset_load_dir(missing, "train", NULL, &ds),
             "No such file or directory");
     REFUSED(ladle_dataset_probe_dir(images, "train", &info), "is not a directory");
-    LT_FAILS(ladle_dataset_load(images, labels, 2, 3, 0, 0, 0, 1, &ds), LADLE_ERR_ARG);
-    LT_FAILS(ladle_dataset_load(images, labels, 0, 0, 0, 4, 0, 1, &ds), LADLE_ERR_ARG);
-    LT_FAILS(ladle_dataset_load(images, labels, -1, 1, 0, 0, 0, 1, &ds), LADLE_ERR_ARG);
-    LT_FAILS(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0, 0, &ds), LADLE_ERR_ARG);
-    LT_FAILS(ladle_dataset_load(images, labels, 0, 0, 0, 0, NAN, 1, &ds), LADLE_ERR_ARG);
+    LT_FAILS(ladle_dataset_load(images, labels, WINDOW(2, 3, 0, 0, 0, 1), &ds),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dataset_load(images, labels, WINDOW(0, 0, 0, 4, 0, 1), &ds),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dataset_load(images, labels, WINDOW(-1, 1, 0, 0, 0, 1), &ds),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dataset_load(images, labels, WINDOW(0, 0, 0, 0, 0, 0), &ds),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dataset_load(images, labels, WINDOW(0, 0, 0, 0, NAN, 1), &ds),
+             LADLE_ERR_ARG);
     LT_FAILS(ladle_dataset_probe(NULL, labels, &info), LADLE_ERR_NULL);
     LT_ASSERT(ds == NULL, "nothing made");
     /* a directory of plain (not compressed) files is read too */
@@ -224,7 +238,7 @@ START_TEST(empty_dataset)
     LT_OK(ladle_dataset_probe(images, labels, &info));
     LT_ASSERT(info.size == 0 && info.classes == 0 && info.rows == 28,
               "empty: %lld, %lld classes", (long long)info.size, (long long)info.classes);
-    LT_OK(ladle_dataset_load(images, labels, 0, 0, 0, 0, 0, 1, &ds));
+    LT_OK(ladle_dataset_load(images, labels, NULL, &ds));
     LT_ASSERT(ladle_dataset_size(ds) == 0 && ladle_dataset_classes(ds) == 0,
               "empty dataset");
     ladle_dataset_destroy(&ds);

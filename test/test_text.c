@@ -17,6 +17,17 @@
 
 static char dir[64];
 
+/* ladle_text_batch of rows offset.. of batch `step` (global batch `batch`)
+ * under seed. */
+static ladle_status tbatch(ladle_text *t, ladle_text_split s, uint64_t seed, int64_t step,
+                           int64_t batch, int64_t offset, ladle_tensor *x, ladle_tensor *y)
+{
+    ladle_batch_desc d;
+    ladle_batch_desc_init(&d, seed, batch);
+    d.offset = offset;
+    return ladle_text_batch(t, s, &d, step, x, y);
+}
+
 static void write_file(const char *name, const char *text, size_t n)
 {
     char path[160];
@@ -63,8 +74,8 @@ static ladle_text *two_files(int64_t val_every)
     snprintf(link, sizeof link, "%s/c", dir);
     unlink(link);
     LT_ASSERT(symlink(target, link) == 0, "symlink");
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = val_every;
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(dir, &o, &t));
@@ -133,8 +144,8 @@ START_TEST(one_file)
     write_file("plain.txt", "first para\r\n\r\nsecond\r\nline\n \nthird", 34);
     char path[160];
     snprintf(path, sizeof path, "%s/plain.txt", dir);
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = 3;
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(path, &o, &t));
@@ -162,8 +173,8 @@ START_TEST(random_windows)
     }
     text[399] = '\n';
     write_file("t", text, sizeof text);
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = 0;
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(dir, &o, &t));
@@ -179,7 +190,7 @@ START_TEST(random_windows)
     int64_t xs[B * T], ys[B * T], hx[B * T / 2], hy[B * T / 2];
     char *hit = calloc((size_t)len, 1);
     for (int64_t step = 0; step < 300; step++) {
-        LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 42, step, B, 0, x, y));
+        LT_OK(tbatch(t, LADLE_TEXT_TRAIN, 42, step, B, 0, x, y));
         LT_OK(ladle_tensor_read(x, xs));
         LT_OK(ladle_tensor_read(y, ys));
         for (int r = 0; r < B; r++) {
@@ -194,7 +205,7 @@ START_TEST(random_windows)
             hit[found] = 1;
         }
         /* the second half of the same batch, asked for alone */
-        LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 42, step, B, B / 2, xh, yh));
+        LT_OK(tbatch(t, LADLE_TEXT_TRAIN, 42, step, B, B / 2, xh, yh));
         LT_OK(ladle_tensor_read(xh, hx));
         LT_OK(ladle_tensor_read(yh, hy));
         LT_ASSERT(!memcmp(hx, xs + B * T / 2, sizeof hx) &&
@@ -210,10 +221,10 @@ START_TEST(random_windows)
               (long long)(len - T));
     /* another seed, another batch; the same seed, the same */
     int64_t again[B * T];
-    LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 43, 299, B, 0, x, y));
+    LT_OK(tbatch(t, LADLE_TEXT_TRAIN, 43, 299, B, 0, x, y));
     LT_OK(ladle_tensor_read(x, again));
     LT_ASSERT(memcmp(again, xs, sizeof xs) != 0, "seeds 42 and 43 drew the same batch");
-    LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 42, 299, B, 0, x, y));
+    LT_OK(tbatch(t, LADLE_TEXT_TRAIN, 42, 299, B, 0, x, y));
     LT_OK(ladle_tensor_read(x, again));
     LT_ASSERT(memcmp(again, xs, sizeof xs) == 0, "seed 42 drew two batches");
     free(hit);
@@ -232,8 +243,8 @@ START_TEST(eval_windows)
 {
     fresh_dir();
     write_file("f", "abcdefghij\n%\nklmnopq\n%\nrs\n%\n", 28);
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = 0;
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(dir, &o, &t));
@@ -283,8 +294,8 @@ START_TEST(bigram_by_hand)
 {
     fresh_dir();
     write_file("f", "aab\n%\nab\n%\n", 11);
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = 2;
     ladle_text *t = NULL;
     LT_OK(ladle_text_load(dir, &o, &t));
@@ -311,8 +322,8 @@ END_TEST
 static void load_fails(const char *path, int64_t val_every, ladle_status want,
                        const char *text)
 {
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     o.val_every = val_every;
     ladle_text *t = (ladle_text *)&o; /* set to NULL by a refusal */
     ladle_status st = ladle_text_load(path, &o, &t);
@@ -344,14 +355,14 @@ START_TEST(bad_input)
     load_fails(path, 1, LADLE_ERR_IO, "all held out");
     load_fails(path, -1, LADLE_ERR_ARG, "val_every -1");
     load_fails(path, (1 << 20) + 1, LADLE_ERR_ARG, "val_every");
-    ladle_text_options o;
-    ladle_text_options_init(&o);
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
     ladle_text *t = NULL;
     LT_FAILS(ladle_text_load(NULL, &o, &t), LADLE_ERR_NULL);
     LT_FAILS(ladle_text_load(path, &o, NULL), LADLE_ERR_NULL);
     o.size = 0;
     LT_FAILS(ladle_text_load(path, &o, &t), LADLE_ERR_ARG);
-    ladle_text_options_init(NULL);
+    ladle_text_desc_init(NULL);
     /* batches of windows of 4: "a\n%\nb\n%\n" trains (8 tokens), "c\n%\n"
      * validates (4 tokens, one short of a window and its target) */
     o.size = sizeof o;
@@ -362,18 +373,36 @@ START_TEST(bad_input)
     ladle_tensor *y4 = lt_tensor(LADLE_I64, 2, (int64_t[]){2, 3});
     ladle_tensor *f = lt_tensor(LADLE_F64, 2, (int64_t[]){2, 4});
     ladle_tensor *x1 = lt_tensor(LADLE_I64, 1, (int64_t[]){6});
-    LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y));
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_VAL, 1, 0, 2, 0, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, (ladle_text_split)2, 1, 0, 2, 0, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, -1, 2, 0, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 0, 0, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 3, 2, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, -1, x, y), LADLE_ERR_ARG);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, f, y), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y4), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x1, x1), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_text_batch(NULL, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y), LADLE_ERR_NULL);
-    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, NULL), LADLE_ERR_NULL);
+    LT_OK(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y));
+    LT_FAILS(tbatch(t, LADLE_TEXT_VAL, 1, 0, 2, 0, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, (ladle_text_split)2, 1, 0, 2, 0, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, -1, 2, 0, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 0, 0, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 3, 2, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, -1, x, y), LADLE_ERR_ARG);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, f, y), LADLE_ERR_DTYPE);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y4), LADLE_ERR_SHAPE);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x1, x1), LADLE_ERR_SHAPE);
+    LT_FAILS(tbatch(NULL, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, y), LADLE_ERR_NULL);
+    LT_FAILS(tbatch(t, LADLE_TEXT_TRAIN, 1, 0, 2, 0, x, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, NULL, 0, x, y), LADLE_ERR_NULL);
+    ladle_batch_desc bd = {0}; /* never through its _init */
+    LT_FAILS(ladle_text_batch(t, LADLE_TEXT_TRAIN, &bd, 0, x, y), LADLE_ERR_ARG);
+    ladle_batch_desc_init(&bd, 1, 2);
+    LT_OK(ladle_text_batch(t, LADLE_TEXT_TRAIN, &bd, 0, x, y));
+    bd.crop_pad = 1; /* an image field: refused, named */
+    LT_ASSERT(ladle_text_batch(t, LADLE_TEXT_TRAIN, &bd, 0, x, y) == LADLE_ERR_ARG &&
+                  strstr(ladle_error_message(), "crop_pad 1") != NULL,
+              "%s", ladle_error_message());
+    ladle_error_clear();
+    /* the name of 0.1: ladle_text_options_init sets the same defaults */
+    LT_DEPRECATED_BEGIN
+    ladle_text_options old;
+    ladle_text_options_init(&old);
+    LT_DEPRECATED_END
+    ladle_text_desc now;
+    ladle_text_desc_init(&now);
+    LT_ASSERT(old.size == now.size && old.val_every == now.val_every, "text_options_init");
     LT_FAILS(ladle_text_eval_batch(t, LADLE_TEXT_TRAIN, 0, f, y), LADLE_ERR_DTYPE);
     LT_FAILS(ladle_text_eval_batch(NULL, LADLE_TEXT_TRAIN, 0, x, y), LADLE_ERR_NULL);
     ladle_tensor_destroy(&x);

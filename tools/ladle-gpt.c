@@ -402,8 +402,8 @@ int main(int argc, char **argv)
     ladle_graph *g = NULL;
     ladle_optimizer *opt = NULL;
     ladle_tensor *ids = NULL, *tgt2 = NULL, *tgt = NULL, *wx = NULL, *wy = NULL;
-    ladle_text_options to;
-    ladle_text_options_init(&to);
+    ladle_text_desc to;
+    ladle_text_desc_init(&to);
     to.val_every = o.val_every;
     st = ladle_text_load(o.corpus, &to, &t);
     if (tool_failed(TOOL, st, "the corpus"))
@@ -468,6 +468,9 @@ int main(int argc, char **argv)
      * wx and wy, and positions i Ts .. of them in ids and tgt2 */
     int64_t N = o.batch / D, T = o.context, Ts = T / S,
             offset = (int64_t)(tool_rank() / S) * N;
+    ladle_batch_desc bd; /* the corpus's windows under the seed, this rank's rows */
+    ladle_batch_desc_init(&bd, o.seed, o.batch);
+    bd.offset = offset;
     if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
         (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
         (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &wx)) ==
@@ -516,7 +519,7 @@ int main(int argc, char **argv)
     int64_t train_n = 0, step = step0, done_steps = 0;
     for (; step < o.steps; step++) {
         double t0 = MPI_Wtime(), loss = 0;
-        st = ladle_text_batch(t, LADLE_TEXT_TRAIN, o.seed, step, o.batch, offset, wx, wy);
+        st = ladle_text_batch(t, LADLE_TEXT_TRAIN, &bd, step, wx, wy);
         if (st == LADLE_OK)
             take_block(wx, wy, tool_rank() % S, ids, tgt2);
         if (st || (st = ladle_graph_zero_grad(g)) ||

@@ -445,11 +445,13 @@ static double accuracy(model *net, const ladle_dataset *test, int64_t n,
 {
     int64_t correct = 0;
     int64_t steps = (n + o->batch - 1) / o->batch;
+    ladle_batch_desc tb; /* the test set in order (seed 0), this rank's rows */
+    ladle_batch_desc_init(&tb, 0, o->batch);
+    tb.offset = b->xoff[0];
     model_set_training(net, 0);
     for (int64_t s = 0; s < steps && *st == LADLE_OK; s++) {
         const ladle_tensor *y = NULL;
-        if (b->has_x &&
-            ladle_dataset_batch(test, 0, 0, s, o->batch, b->xoff[0], 0, 0, x, NULL))
+        if (b->has_x && ladle_dataset_batch(test, &tb, 0, s, x, NULL))
             fail("reading the test set");
         *st = model_forward(net, x, &y);
         if (*st != LADLE_OK || !b->has_loss)
@@ -584,12 +586,15 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         /* an augmented tile reads around (and, flipped, across) the image:
          * the training set is kept whole, the test set by tile */
         int whole = b->has_x && (o->crop_pad > 0 || o->flip);
-        st = ladle_dataset_load_dir(o->data, "train", whole ? 0 : r0, whole ? 0 : rows,
-                                    whole ? 0 : c0, whole ? 0 : cols, 0.2860, 0.3530,
-                                    &r->train);
+        ladle_dataset_desc win; /* this rank's tile, Fashion-MNIST's mean and spread */
+        ladle_dataset_desc_init(&win);
+        win.row0 = r0, win.rows = rows, win.col0 = c0, win.cols = cols;
+        win.mean = 0.2860, win.std = 0.3530;
+        ladle_dataset_desc all = win; /* augmented: the whole image */
+        all.row0 = all.rows = all.col0 = all.cols = 0;
+        st = ladle_dataset_load_dir(o->data, "train", whole ? &all : &win, &r->train);
         if (st == LADLE_OK)
-            st = ladle_dataset_load_dir(o->data, "t10k", r0, rows, c0, cols, 0.2860, 0.3530,
-                                        &r->test);
+            st = ladle_dataset_load_dir(o->data, "t10k", &win, &r->test);
     }
     if (tool_failed(tool, st, "loading the data"))
         return 1;
@@ -618,14 +623,14 @@ static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_sched
                                int64_t e, int64_t s, int64_t per_epoch, double *loss)
 {
     const blocks *b = &r->b;
-    ladle_augment_options aug;
-    ladle_augment_options_init(&aug);
-    aug.crop_pad = o->crop_pad;
-    aug.flip = o->flip;
-    int whole = o->crop_pad > 0 || o->flip; /* the training set loaded whole (setup) */
-    if (b->has_x && ladle_dataset_batch_ex(r->train, o->seed, e, s, o->batch, b->xoff[0],
-                                           whole ? b->xoff[2] : 0, whole ? b->xoff[3] : 0,
-                                           r->x, NULL, whole ? &aug : NULL))
+    ladle_batch_desc bd;
+    ladle_batch_desc_init(&bd, o->seed, o->batch);
+    bd.offset = b->xoff[0];
+    if (o->crop_pad > 0 || o->flip) { /* the training set loaded whole (setup) */
+        bd.row_off = b->xoff[2], bd.col_off = b->xoff[3];
+        bd.crop_pad = o->crop_pad, bd.flip = o->flip;
+    }
+    if (b->has_x && ladle_dataset_batch(r->train, &bd, e, s, r->x, NULL))
         fail("reading a batch");
     if (b->has_loss)
         labels_of(r->train, o->seed, e, s, o->batch, b, r->labels, r->t);

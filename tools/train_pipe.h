@@ -142,7 +142,9 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
     if (limit > 0 && limit < n)
         n = limit;
     for (int64_t s = 0; s * eb < n && st == LADLE_OK; s++) {
-        st = ladle_dataset_batch(test, 0, 0, s, eb, 0, 0, 0, act[0], labels);
+        ladle_batch_desc bd; /* the test set in order, batch after batch */
+        ladle_batch_desc_init(&bd, 0, eb);
+        st = ladle_dataset_batch(test, &bd, 0, s, act[0], labels);
         for (int i = 0; i < nl && st == LADLE_OK; i++)
             st = ladle_op_forward(full[i], act[i], act[i + 1]);
         if (st != LADLE_OK)
@@ -387,11 +389,13 @@ static int pipe_run(const opts *o)
         (rc = pipe_schedule(o, nl, &in, ps.first, &ps.s)) != 0)
         goto out;
     ladle_status st = pipe_build(o, &info, &ps);
+    ladle_dataset_desc norm; /* whole images, Fashion-MNIST's mean and spread */
+    ladle_dataset_desc_init(&norm);
+    norm.mean = 0.2860, norm.std = 0.3530;
     if (st == LADLE_OK)
-        st =
-            ladle_dataset_load_dir(o->data, "train", 0, 0, 0, 0, 0.2860, 0.3530, &ps.train);
+        st = ladle_dataset_load_dir(o->data, "train", &norm, &ps.train);
     if (st == LADLE_OK)
-        st = ladle_dataset_load_dir(o->data, "t10k", 0, 0, 0, 0, 0.2860, 0.3530, &ps.test);
+        st = ladle_dataset_load_dir(o->data, "t10k", &norm, &ps.test);
     int64_t xs[4] = {o->batch, 1, info.rows, info.cols}, nb = o->batch;
     if (st == LADLE_OK)
         st = ladle_tensor_create(o->dtype, o->device, 4, xs, &ps.x);
@@ -417,13 +421,14 @@ static int pipe_run(const opts *o)
     ladle_status broken = LADLE_OK;
     double t_start = MPI_Wtime(), busy = 0;
     int64_t steps_done = 0;
+    ladle_batch_desc bd; /* every rank reads the whole batch */
+    ladle_batch_desc_init(&bd, o->seed, o->batch);
     for (int e = 0; e < o->epochs && rc == 0; e++) {
         double sum = 0, t_epoch = MPI_Wtime();
         for (int64_t s = 0; s < per_epoch; s++) {
             double loss_v = 0, t0 = MPI_Wtime();
             if (broken == LADLE_OK) {
-                if (ladle_dataset_batch(ps.train, o->seed, e, s, o->batch, 0, 0, 0, ps.x,
-                                        ps.labels))
+                if (ladle_dataset_batch(ps.train, &bd, e, s, ps.x, ps.labels))
                     fail("reading a batch");
                 for (int j = 0; j < S; j++)
                     if (ladle_pipeline_optimizer(ps.pl, j))

@@ -170,9 +170,17 @@ fail:
     return st;
 }
 
-ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t row0,
-                                int64_t rows, int64_t col0, int64_t cols, double mean,
-                                double std, ladle_dataset **out)
+void ladle_dataset_desc_init(ladle_dataset_desc *d)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->std = 1.0;
+}
+
+ladle_status ladle_dataset_load(const char *images, const char *labels,
+                                const ladle_dataset_desc *d, ladle_dataset **out)
 {
     ladle_status st = LADLE_OK;
     ladle_dataset *ds = NULL;
@@ -181,6 +189,14 @@ ladle_status ladle_dataset_load(const char *images, const char *labels, int64_t 
     LADLE_NOT_NULL(images);
     LADLE_NOT_NULL(labels);
     LADLE_NOT_NULL(out);
+    ladle_dataset_desc def;
+    if (d == NULL) {
+        ladle_dataset_desc_init(&def);
+        d = &def;
+    }
+    LADLE_CHECK_SIZE(d);
+    int64_t row0 = d->row0, rows = d->rows, col0 = d->col0, cols = d->cols;
+    double mean = d->mean, std = d->std;
     LADLE_CHECK(std > 0 && isfinite(std) && isfinite(mean), LADLE_ERR_ARG,
                 "the mean %g and std %g must be finite, the std positive", mean, std);
     LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
@@ -263,13 +279,12 @@ static ladle_status dir_paths(const char *dir, const char *which, char *img, cha
     return LADLE_OK;
 }
 
-ladle_status ladle_dataset_load_dir(const char *dir, const char *which, int64_t row0,
-                                    int64_t rows, int64_t col0, int64_t cols, double mean,
-                                    double std, ladle_dataset **ds)
+ladle_status ladle_dataset_load_dir(const char *dir, const char *which,
+                                    const ladle_dataset_desc *d, ladle_dataset **ds)
 {
     char img[4096], lab[4096];
     ladle_status st = dir_paths(dir, which, img, lab, sizeof img, __func__);
-    return st ? st : ladle_dataset_load(img, lab, row0, rows, col0, cols, mean, std, ds);
+    return st ? st : ladle_dataset_load(img, lab, d, ds);
 }
 
 ladle_status ladle_dataset_probe_dir(const char *dir, const char *which,
@@ -374,64 +389,65 @@ typedef struct aug_draw {
 #define AUG_STREAM ((uint64_t)1 << 62)
 
 /* The draws of dataset sample s in an epoch: three uniforms of a
- * counter-based generator keyed by (seed, epoch, s), nothing else. */
-static void aug_draw_of(const ladle_augment_options *a, uint64_t seed, int64_t epoch, int64_t s,
-                        aug_draw *d)
+ * counter-based generator keyed by (seed, epoch, s), nothing else; none
+ * at all when d asks for no augmentation. */
+static void aug_draw_of(const ladle_batch_desc *d, int64_t epoch, int64_t s, aug_draw *a)
 {
-    memset(d, 0, sizeof *d);
-    if (a == NULL)
+    memset(a, 0, sizeof *a);
+    if (d->crop_pad == 0 && !d->flip)
         return;
     uint64_t stream = AUG_STREAM + (uint64_t)epoch, c = 3 * (uint64_t)s;
-    double n = (double)(2 * a->crop_pad + 1);
-    d->p = a->crop_pad;
-    d->oy = (int64_t)(0.5 * (ladle__random_uniform(seed, stream, c) + 1.0) * n);
-    d->ox = (int64_t)(0.5 * (ladle__random_uniform(seed, stream, c + 1) + 1.0) * n);
-    d->oy = d->oy > 2 * d->p ? 2 * d->p : d->oy; /* u < 1, but rounding */
-    d->ox = d->ox > 2 * d->p ? 2 * d->p : d->ox;
-    d->flip = a->flip && ladle__random_uniform(seed, stream, c + 2) < 0.0;
+    double n = (double)(2 * d->crop_pad + 1);
+    a->p = d->crop_pad;
+    a->oy = (int64_t)(0.5 * (ladle__random_uniform(d->seed, stream, c) + 1.0) * n);
+    a->ox = (int64_t)(0.5 * (ladle__random_uniform(d->seed, stream, c + 1) + 1.0) * n);
+    a->oy = a->oy > 2 * a->p ? 2 * a->p : a->oy; /* u < 1, but rounding */
+    a->ox = a->ox > 2 * a->p ? 2 * a->p : a->ox;
+    a->flip = d->flip && ladle__random_uniform(d->seed, stream, c + 2) < 0.0;
 }
 
-void ladle_augment_options_init(ladle_augment_options *o)
+void ladle_batch_desc_init(ladle_batch_desc *d, uint64_t seed, int64_t batch)
 {
-    if (o == NULL)
+    if (d == NULL)
         return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->seed = seed;
+    d->batch = batch;
 }
 
-ladle_status ladle_augment_draw(const ladle_augment_options *aug, uint64_t seed, int64_t epoch,
-                                int64_t sample, int64_t *oy, int64_t *ox, int *flip)
+ladle_status ladle_augment_draw(const ladle_batch_desc *d, int64_t epoch, int64_t sample,
+                                int64_t *oy, int64_t *ox, int *flip)
 {
     ladle_status st = LADLE_OK;
-    aug_draw d;
-    LADLE_NOT_NULL(aug);
+    aug_draw a;
+    LADLE_NOT_NULL(d);
     LADLE_NOT_NULL(oy);
     LADLE_NOT_NULL(ox);
     LADLE_NOT_NULL(flip);
-    LADLE_CHECK_SIZE(aug);
-    LADLE_CHECK(aug->crop_pad >= 0 && aug->crop_pad <= (int64_t)1 << 30, LADLE_ERR_ARG,
-                "crop_pad %lld is outside 0 .. 2^30", (long long)aug->crop_pad);
-    LADLE_CHECK(aug->flip == 0 || aug->flip == 1, LADLE_ERR_ARG, "flip %d is not 0 or 1",
-                aug->flip);
+    LADLE_CHECK_SIZE(d);
+    LADLE_CHECK(d->crop_pad >= 0 && d->crop_pad <= (int64_t)1 << 30, LADLE_ERR_ARG,
+                "crop_pad %lld is outside 0 .. 2^30", (long long)d->crop_pad);
+    LADLE_CHECK(d->flip == 0 || d->flip == 1, LADLE_ERR_ARG, "flip %d is not 0 or 1",
+                d->flip);
     LADLE_CHECK(sample >= 0 && epoch >= 0, LADLE_ERR_ARG, "sample %lld of epoch %lld",
                 (long long)sample, (long long)epoch);
-    aug_draw_of(aug, seed, epoch, sample, &d);
-    *oy = d.oy;
-    *ox = d.ox;
-    *flip = d.flip;
+    aug_draw_of(d, epoch, sample, &a);
+    *oy = a.oy;
+    *ox = a.ox;
+    *flip = a.flip;
 fail:
     return st;
 }
 
 /* The options against the dataset, and the loaded window against every
  * pixel a sample of the block (rows g0.., columns c0.., global) may read. */
-static ladle_status aug_check(const ladle_dataset *ds, const ladle_augment_options *a,
+static ladle_status aug_check(const ladle_dataset *ds, const ladle_batch_desc *a,
                               int64_t g0, int64_t h, int64_t c0, int64_t w, const char *f)
 {
     ladle_status st = LADLE_OK;
-    if (a == NULL || h == 0 || w == 0)
+    if (h == 0 || w == 0)
         return LADLE_OK;
-    LADLE_CALL(ladle__check_size(f, "aug", a->size, sizeof *a));
     int64_t side = ds->rows > ds->cols ? ds->rows : ds->cols, p = a->crop_pad;
     LADLE_CHECK(p >= 0 && p <= side, LADLE_ERR_ARG,
                 "crop_pad %lld is outside 0 .. %lld (the image's larger side)", (long long)p,
@@ -496,25 +512,20 @@ static void fill_sample(const ladle_dataset *ds, int64_t s, const aug_draw *d, i
     }
 }
 
-ladle_status ladle_dataset_batch(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
-                                 int64_t step, int64_t batch, int64_t offset, int64_t row_off,
-                                 int64_t col_off, ladle_tensor *x, ladle_tensor *labels)
-{
-    return ladle_dataset_batch_ex(ds, seed, epoch, step, batch, offset, row_off, col_off, x,
-                                  labels, NULL);
-}
-
-ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
-                                    int64_t step, int64_t batch, int64_t offset,
-                                    int64_t row_off, int64_t col_off, ladle_tensor *x,
-                                    ladle_tensor *labels, const ladle_augment_options *aug)
+ladle_status ladle_dataset_batch(const ladle_dataset *ds, const ladle_batch_desc *d,
+                                 int64_t epoch, int64_t step, ladle_tensor *x,
+                                 ladle_tensor *labels)
 {
     ladle_status st = LADLE_OK;
     const ladle_backend *bx = NULL, *bl = NULL;
     char *xs = NULL;
     int64_t *ls = NULL;
     LADLE_NOT_NULL(ds);
+    LADLE_NOT_NULL(d);
     LADLE_NOT_NULL(x);
+    LADLE_CHECK_SIZE(d);
+    int64_t batch = d->batch, offset = d->offset, row_off = d->row_off,
+            col_off = d->col_off;
     LADLE_CHECK(x->dtype == LADLE_F32 || x->dtype == LADLE_F64, LADLE_ERR_DTYPE,
                 "x is %s", ladle_dtype_name(x->dtype));
     LADLE_CHECK(x->ndim == 4 && x->shape[1] == 1 && ladle_tensor_is_contiguous(x),
@@ -531,7 +542,7 @@ ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int6
                 "step %lld of batches of %lld is past any dataset", (long long)step,
                 (long long)batch);
     int64_t g0 = ds->row0 + row_off, c0 = ds->col0 + col_off;
-    LADLE_CALL(aug_check(ds, aug, g0, h, c0, w, __func__));
+    LADLE_CALL(aug_check(ds, d, g0, h, c0, w, __func__));
     /* the samples are decoded on the host: straight into tensors the host
      * may touch, else into host memory written through the backend */
     LADLE_CALL(ladle__backend_get(x->device, __func__, &bx));
@@ -546,15 +557,15 @@ ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int6
                            (void **)&stage));
     xs = bx->host_access ? x->data : stage;
     ls = labels == NULL ? NULL : bl->host_access ? labels->data : (int64_t *)(stage + xpart);
-    order((ladle_dataset *)ds, seed, epoch);
+    order((ladle_dataset *)ds, d->seed, epoch);
     for (int64_t i = 0; i < n; i++) {
         int64_t k = step * batch + offset + i;
         int64_t s = k < ds->n ? ds->perm[k] : -1;
-        aug_draw d;
-        aug_draw_of(aug, seed, epoch, s, &d);
+        aug_draw a;
+        aug_draw_of(d, epoch, s, &a);
         if (labels)
             ls[i] = s >= 0 ? ds->labels[s] : -1;
-        fill_sample(ds, s, &d, g0, c0, h, w, x->dtype, xs, i * h * w);
+        fill_sample(ds, s, &a, g0, c0, h, w, x->dtype, xs, i * h * w);
     }
     /* written through the devices, which wait for the copies: the staging
      * is free again on return */
@@ -562,6 +573,37 @@ ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int6
         LADLE_CALL(ladle_tensor_write(x, xs));
     if (labels && !bl->host_access)
         LADLE_CALL(ladle_tensor_write(labels, ls));
+fail:
+    return st;
+}
+
+/* ---- the names of 0.1 (include/ladle/deprecated.h) ------------------------ */
+
+void ladle_augment_options_init(ladle_augment_options *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+}
+
+ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed, int64_t epoch,
+                                    int64_t step, int64_t batch, int64_t offset,
+                                    int64_t row_off, int64_t col_off, ladle_tensor *x,
+                                    ladle_tensor *labels, const ladle_augment_options *aug)
+{
+    ladle_status st = LADLE_OK;
+    ladle_batch_desc d;
+    ladle_batch_desc_init(&d, seed, batch);
+    d.offset = offset;
+    d.row_off = row_off;
+    d.col_off = col_off;
+    if (aug != NULL) {
+        LADLE_CHECK_SIZE(aug);
+        d.crop_pad = aug->crop_pad;
+        d.flip = aug->flip;
+    }
+    st = ladle_dataset_batch(ds, &d, epoch, step, x, labels);
 fail:
     return st;
 }

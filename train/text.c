@@ -22,14 +22,16 @@ struct ladle_text {
     size_t stage_cap;
 };
 
-void ladle_text_options_init(ladle_text_options *o)
+void ladle_text_desc_init(ladle_text_desc *d)
 {
-    if (o == NULL)
+    if (d == NULL)
         return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->val_every = 10;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->val_every = 10;
 }
+
+void ladle_text_options_init(ladle_text_options *o) { ladle_text_desc_init(o); }
 
 /* Is the line [s, s + n) (without its newline) blank? */
 static int blank(const char *s, size_t n)
@@ -171,10 +173,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladle_text **t)
+ladle_status ladle_text_load(const char *path, const ladle_text_desc *o, ladle_text **t)
 {
     ladle_status st = LADLE_OK;
-    ladle_text_options def;
+    ladle_text_desc def;
     char **names = NULL, *data = NULL;
     int count = 0;
     ladle__bytes buf[2] = {{0}, {0}};
@@ -183,7 +185,7 @@ ladle_status ladle_text_load(const char *path, const ladle_text_options *o, ladl
     LADLE_NOT_NULL(t);
     *t = NULL;
     if (o == NULL) {
-        ladle_text_options_init(&def);
+        ladle_text_desc_init(&def);
         o = &def;
     }
     LADLE_CHECK_SIZE(o);
@@ -362,12 +364,21 @@ fail:
     return st;
 }
 
-ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint64_t seed,
-                              int64_t step, int64_t batch, int64_t offset, ladle_tensor *x,
-                              ladle_tensor *y)
+ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, const ladle_batch_desc *d,
+                              int64_t step, ladle_tensor *x, ladle_tensor *y)
 {
     ladle_status st = LADLE_OK;
     int64_t n = 0, T = 0;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    LADLE_CHECK(d->row_off == 0 && d->col_off == 0 && d->crop_pad == 0 && d->flip == 0,
+                LADLE_ERR_ARG,
+                "row_off %lld, col_off %lld, crop_pad %lld, flip %d: a text batch has no "
+                "image fields (they must be 0)",
+                (long long)d->row_off, (long long)d->col_off, (long long)d->crop_pad,
+                d->flip);
+    uint64_t seed = d->seed;
+    int64_t batch = d->batch, offset = d->offset;
     LADLE_CALL(rows_check(t, s, x, y, &n, &T, __func__));
     LADLE_CHECK(step >= 0 && offset >= 0 && batch >= 1, LADLE_ERR_ARG,
                 "step %lld, batch %lld, offset %lld: a negative position or an empty batch",

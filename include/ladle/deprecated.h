@@ -88,6 +88,25 @@ LADLE_API
 
 /* ---- data and text -------------------------------------------------------- */
 
+/* The augmentation is part of ladle_batch_desc (crop_pad, flip). */
+typedef struct ladle_augment_options {
+    size_t size;      /* sizeof(ladle_augment_options), set by _init */
+    int64_t crop_pad; /* p: 0 (no crop) to the image's larger side */
+    int flip;         /* 0 or 1 */
+} ladle_augment_options;
+LADLE_API void ladle_augment_options_init(ladle_augment_options *o)
+    LADLE_DEPRECATED("use ladle_batch_desc_init and its crop_pad and flip");
+LADLE_API ladle_status ladle_dataset_batch_ex(const ladle_dataset *ds, uint64_t seed,
+                                              int64_t epoch, int64_t step, int64_t batch,
+                                              int64_t offset, int64_t row_off, int64_t col_off,
+                                              ladle_tensor *x, ladle_tensor *labels,
+                                              const ladle_augment_options *aug)
+    LADLE_DEPRECATED("use ladle_dataset_batch with a ladle_batch_desc");
+/* ladle_text_options is ladle_text_desc. */
+typedef ladle_text_desc ladle_text_options;
+LADLE_API void ladle_text_options_init(ladle_text_options *o)
+    LADLE_DEPRECATED("use ladle_text_desc_init");
+
 /* ---- pipelines ------------------------------------------------------------ */
 
 /* ladle_pipe_sim_opts is ladle_pipe_sim_desc (deprecated: use ladle_pipe_sim_desc). */

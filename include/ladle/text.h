@@ -26,6 +26,7 @@
 #define LADLE_TEXT_H
 
 #include "core.h"
+#include "data.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -41,23 +42,23 @@ typedef struct ladle_text ladle_text;
 
 typedef enum ladle_text_split { LADLE_TEXT_TRAIN = 0, LADLE_TEXT_VAL = 1 } ladle_text_split;
 
-typedef struct ladle_text_options {
-    size_t size;       /* sizeof(ladle_text_options), set by _init */
+typedef struct ladle_text_desc {
+    size_t size;       /* sizeof(ladle_text_desc), set by ladle_text_desc_init (checked) */
     int64_t val_every; /* hold out every k-th record (default 10: 10%); 0: none */
-} ladle_text_options;
+} ladle_text_desc;
 
 /* val_every 10, size set. Accepts NULL. Local. */
-LADLE_API void ladle_text_options_init(ladle_text_options *o);
+LADLE_API void ladle_text_desc_init(ladle_text_desc *d);
 
 /* Load a corpus: path is a file, or a directory whose regular files are
  * read (not symbolic links, hidden files or names ending in .dat or .u8:
- * the fortune tools' indexes and links). o NULL: the defaults. Local.
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a bad options size, val_every
+ * the fortune tools' indexes and links). d NULL: the defaults. Local.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a bad descriptor size, val_every
  * below 0 or above 2^20), LADLE_ERR_IO (a missing or unreadable path, a
  * directory with no corpus file, a NUL byte (naming the file and offset),
  * a corpus above LADLE_TEXT_MAX_BYTES, no record at all, no training
  * record, or no validation record when val_every > 0), LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_text_load(const char *path, const ladle_text_options *o,
+LADLE_API ladle_status ladle_text_load(const char *path, const ladle_text_desc *d,
                                        ladle_text **t);
 /* Free it and set *t to NULL. Accepts NULL. Local. */
 LADLE_API ladle_status ladle_text_destroy(ladle_text **t);
@@ -77,19 +78,21 @@ LADLE_API int64_t ladle_text_records(const ladle_text *t, ladle_text_split s);
 LADLE_API int ladle_text_files(const ladle_text *t);
 LADLE_API const int64_t *ladle_text_tokens(const ladle_text *t, ladle_text_split s);
 
-/* Fill rows offset .. offset + n - 1 of random batch `step` (global batch
- * `batch`) of split s: x and y are i64 tensors n x T on any device; row k of
- * the global batch is the window that starts at position
+/* Fill rows d->offset .. d->offset + n - 1 of random batch `step` (global
+ * batch d->batch) of split s: x and y are i64 tensors n x T on any device;
+ * row k of the global batch is the window that starts at position
  * floor(u (length - T)) of the split, u the uniform [0, 1) of the
- * counter-based generator at (seed, step, k); x gets its T tokens and y the
- * T that follow each (x shifted by one). The same global batch on every
- * rank and layout. Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE (not
- * i64), LADLE_ERR_SHAPE (x and y not both n x T, contiguous), LADLE_ERR_ARG
- * (a negative step or offset, batch below 1, rows past the batch, a split
+ * counter-based generator at (d->seed, step, k); x gets its T tokens and y
+ * the T that follow each (x shifted by one). The same global batch on every
+ * rank and layout. d's image fields (row_off, col_off, crop_pad, flip) must
+ * be 0. Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE (not i64),
+ * LADLE_ERR_SHAPE (x and y not both n x T, contiguous), LADLE_ERR_ARG (a d
+ * not set up by ladle_batch_desc_init or with an image field set, a
+ * negative step or offset, batch below 1, rows past the batch, a split
  * shorter than T + 1 tokens, an unknown split), LADLE_ERR_ALLOC, and what
  * ladle_tensor_write returns. */
-LADLE_API ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s, uint64_t seed,
-                                        int64_t step, int64_t batch, int64_t offset,
+LADLE_API ladle_status ladle_text_batch(ladle_text *t, ladle_text_split s,
+                                        const ladle_batch_desc *d, int64_t step,
                                         ladle_tensor *x, ladle_tensor *y);
 
 /* The evaluation windows of split s at context T: window w covers
