@@ -48,8 +48,29 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+# What mpicc, mpiexec and <mpi.h> mean before the install: a package such as
+# python3-mpi4py pulls in Open MPI, whose higher priority would take these
+# names over from the MPI the user chose. They are put back afterwards.
+MPI_GROUPS="mpi mpirun mpi-$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)"
+alt_value() { update-alternatives --query "$1" 2>/dev/null | sed -n 's/^Value: //p'; }
+before=""
+for g in $MPI_GROUPS; do
+    before="$before $g=$(alt_value "$g")"
+done
+
 echo "installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing
+
+for pair in $before; do
+    g=${pair%%=*}
+    old=${pair#*=}
+    now=$(alt_value "$g")
+    if [ -n "$old" ] && [ "$old" != "$now" ]; then
+        update-alternatives --quiet --set "$g" "$old"
+        echo "install-deps: the install moved the system's '$g' alternative to $now;" \
+            "put it back to $old (update-alternatives --auto $g gives the packages' choice)"
+    fi
+done
