@@ -198,7 +198,7 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
     ladle_conv_desc_init(&d, 2, c, co, k);
     d.padding[0] = d.padding[1] = pad;
     ladle_op *dist = NULL, *local = NULL, *halo = NULL;
-    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, LADLE_CPU, 1, 0, &dist), "dist conv");
+    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, LADLE_CPU, 1, &dist), "dist conv");
     /* the box this rank's tile needs: the halo exchange's geometry */
     ladle_layout *lx = NULL;
     ladle_window w;
@@ -234,8 +234,8 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
         fflush(stdout);
     }
     ladle_op *ovl = NULL;
-    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, LADLE_CPU, 1, LADLE_OVERLAP_HALO,
-                                 &ovl),
+    d.flags = LADLE_OVERLAP_HALO;
+    check(ladle_dist_conv_create(&d, p, xs, LADLE_F32, LADLE_CPU, 1, &ovl),
           "overlapped dist conv");
     double to, tp, qo = time_two(ovl, dist, &to, &tp);
     if (me == 0) {

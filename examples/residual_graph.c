@@ -36,14 +36,14 @@ int main(int argc, char **argv)
     ladle_batchnorm_desc_init(&bd, 8);
     CALL(ladle_graph_create(LADLE_F64, LADLE_CPU, 0, &g));
     CALL(ladle_graph_add_input(g, "x", lx, 0, NULL, &x));
-    CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 1, 0, &op));
+    CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 1, &op));
     CALL(ladle_graph_add_layer(g, "block.conv1", op, x, &v));
     CALL(ladle_dist_batchnorm_create(&bd, p, 4, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, LADLE_CPU,
                                      0, &op));
     CALL(ladle_graph_add_layer(g, "block.bn1", op, v, &v));
     CALL(ladle_activation_create(LADLE_RELU, 0, 4, mine, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_layer(g, "block.relu1", op, v, &v));
-    CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 2, 0, &op));
+    CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 2, &op));
     CALL(ladle_graph_add_layer(g, "block.conv2", op, v, &v));
     CALL(ladle_dist_batchnorm_create(&bd, p, 4, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, LADLE_CPU,
                                      0, &op));

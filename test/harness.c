@@ -400,3 +400,56 @@ void lt_equivalent(ladle_op *dist, ladle_op *seq, uint64_t seed, double tol, con
     ladle_tensor_destroy(&dx);
     ladle_tensor_destroy(&dy);
 }
+
+/* 1 when a and b hold the same values, bit for bit. */
+static int same_bits(const ladle_tensor *a, const ladle_tensor *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    int64_t n = ladle_tensor_numel(a);
+    if (n != ladle_tensor_numel(b))
+        return 0;
+    double *va = lt_values(a), *vb = lt_values(b);
+    int same = memcmp(va, vb, sizeof(double) * (size_t)n) == 0;
+    free(va);
+    free(vb);
+    return same;
+}
+
+void lt_same_layer(ladle_op *a, ladle_op *b, uint64_t seed, const char *what)
+{
+    int np = ladle_op_num_params(a);
+    LT_ASSERT(np == ladle_op_num_params(b), "%s: %d and %d parameters", what, np,
+              ladle_op_num_params(b));
+    int same = 1;
+    for (int i = 0; i < np; i++)
+        same &= same_bits(ladle_op_param(a, i), ladle_op_param(b, i));
+    LT_ASSERT(same, "%s: the initial weights differ", what);
+    ladle_tensor *t[2][4];
+    ladle_ctx *c[2];
+    ladle_op *ops[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        t[k][0] = lt_op_tensor(ops[k], 0);
+        t[k][1] = lt_op_tensor(ops[k], 1);
+        t[k][2] = lt_op_tensor(ops[k], 1);
+        t[k][3] = lt_op_tensor(ops[k], 0);
+        LT_OK(ladle_tensor_fill_random(t[k][0], seed, 0));
+        LT_OK(ladle_tensor_fill_random(t[k][2], seed, 1));
+        LT_OK(ladle_ctx_create(ops[k], &c[k]));
+        LT_OK(ladle_op_zero_grad(ops[k]));
+        LT_OK(ladle_layer_forward(ops[k], c[k], t[k][0], t[k][1]));
+        LT_OK(ladle_layer_backward(ops[k], c[k], t[k][2], t[k][3]));
+        LT_OK(ladle_layer_backward_weight(ops[k], c[k], t[k][2]));
+        LT_OK(ladle_layer_sync_gradients(ops[k]));
+    }
+    int sy = same_bits(t[0][1], t[1][1]), sx = same_bits(t[0][3], t[1][3]), sg = 1;
+    for (int i = 0; i < np; i++)
+        sg &= same_bits(ladle_op_grad(a, i), ladle_op_grad(b, i));
+    LT_ASSERT(sy && sx && sg, "%s: the same bits in y %d, dx %d, weight gradients %d", what,
+              sy, sx, sg);
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&c[k]);
+        for (int i = 0; i < 4; i++)
+            ladle_tensor_destroy(&t[k][i]);
+    }
+}

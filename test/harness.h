@@ -14,6 +14,7 @@
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ladle.h"
 
@@ -42,6 +43,17 @@ void lt_assert_all(int ok, const char *file, int line, const char *expr, const c
         lt_assert_all(lt_st_ == (code) && ladle_error_message()[0] != '\0', __FILE__,      \
                       __LINE__, #expr, "returned %s (%s), expected %s",                    \
                       ladle_status_name(lt_st_), ladle_error_message(), #code);            \
+        ladle_error_clear();                                                               \
+    } while (0)
+
+/* LT_FAILS, and the message holds what (a piece of the text), on every rank. */
+#define LT_FAILS_SAYING(expr, code, what)                                                  \
+    do {                                                                                   \
+        ladle_status lt_st_ = (expr);                                                      \
+        const char *lt_msg_ = ladle_error_message();                                       \
+        lt_assert_all(lt_st_ == (code) && strstr(lt_msg_, (what)) != NULL, __FILE__,       \
+                      __LINE__, #expr, "returned %s (%s), expected %s saying '%s'",        \
+                      ladle_status_name(lt_st_), lt_msg_, #code, (what));                  \
         ladle_error_clear();                                                               \
     } while (0)
 
@@ -112,6 +124,11 @@ double lt_box_error(const ladle_tensor *global, const int64_t *offset,
  * weights and the synced weight gradients must agree to tol on every rank
  * (each compared with its box). Collective over the world. */
 void lt_equivalent(ladle_op *dist, ladle_op *seq, uint64_t seed, double tol, const char *what);
+/* Two layers that must be one (a deprecated name and its replacement, say),
+ * sequential or distributed alike: the same initial weights and, on the
+ * same random x and dy of this rank, the same y, dx and weight gradients,
+ * bit for bit. Collective over the layers' ranks. */
+void lt_same_layer(ladle_op *a, ladle_op *b, uint64_t seed, const char *what);
 
 /* The test program's entry: MPI_Init, the suite, a global verdict. */
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void));

@@ -10,17 +10,6 @@
 #include "layers/sequential/conv_impl.h" /* to see which path a layer takes */
 #include "src/backends/cpu/simd.h"
 
-/* LT_FAILS, and the message names what: the status and a piece of the text
- * on every rank. */
-#define LT_FAILS_SAYING(expr, code, what)                                                  \
-    do {                                                                                   \
-        ladle_status st_ = (expr);                                                         \
-        LT_ASSERT(st_ == (code) && strstr(ladle_error_message(), what) != NULL,            \
-                  "%s: %s (%s), expected %s saying %s", #expr, ladle_status_name(st_),      \
-                  ladle_error_message(), #code, what);                                     \
-        ladle_error_clear();                                                               \
-    } while (0)
-
 /* p is the left padding, p + extra the right one; mode a ladle_padding_mode;
  * same: made with padding 'same' (p and extra then as PyTorch works them out) */
 typedef struct geom {
@@ -183,13 +172,11 @@ static ladle_op *make(const geom *G, int bias, ladle_dtype dt)
         LT_OK(ladle_conv_create(&d, xs, dt, lt_device(), 17, &op));
         return op;
     }
-    ladle_conv_opts o;
-    ladle_conv_opts_init(&o);
-    o.padding_mode = (ladle_padding_mode)G->mode;
-    o.same = G->same;
+    d.padding_mode = (ladle_padding_mode)G->mode;
+    d.same = G->same;
     for (int i = 0; G->same && i < G->nd; i++)
         d.padding[i] = 0;
-    LT_OK(ladle_conv_create_ex(&d, &o, xs, dt, lt_device(), 17, &op));
+    LT_OK(ladle_conv_create(&d, xs, dt, lt_device(), 17, &op));
     return op;
 }
 
@@ -638,42 +625,83 @@ END_TEST
 START_TEST(padding_bad_input)
 {
     ladle_conv_desc d;
-    ladle_conv_opts o;
     int64_t xs[4] = {2, 3, 5, 5};
     ladle_op *op = NULL;
     ladle_conv_desc_init(&d, 2, 3, 4, 3);
-    LT_OK(ladle_conv_create_ex(&d, NULL, xs, LADLE_F64, lt_device(), 1, &op)); /* the defaults */
+    d.padding_mode = (ladle_padding_mode)7;
+    LT_FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "padding mode 7");
+    d.padding_mode = LADLE_PAD_ZEROS;
+    d.flags = 0x100;
+    LT_FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x100");
+    d.flags =
+        LADLE_CHECKED | LADLE_OVERLAP_HALO; /* the distributed layer's: nothing here */
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op));
     ladle_op_destroy(&op);
-    ladle_conv_opts_init(&o);
-    o.padding_mode = (ladle_padding_mode)7;
-    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "padding mode 7");
-    ladle_conv_opts_init(&o);
-    o.size = 4;
-    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
-    ladle_conv_opts_init(&o);
-    o.same = 1;
+    d.flags = 0;
+    d.same = 1;
     d.stride[1] = 2;
-    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "stride 1");
+    LT_FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "stride 1");
     d.stride[1] = 1;
     d.padding[0] = 1;
-    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
-    ladle_conv_opts_init(&o);
-    o.padding_mode = LADLE_PAD_REFLECT;
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    d.same = 0;
+    d.padding_mode = LADLE_PAD_REFLECT;
     d.padding[0] = d.padding[1] = 5; /* reflect needs padding below the extent 5 */
-    LT_FAILS_SAYING(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG, "reflect padding");
-    o.padding_mode = LADLE_PAD_CIRCULAR; /* circular takes the extent itself, not 6 */
-    LT_OK(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op));
+    LT_FAILS_SAYING(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "reflect padding");
+    d.padding_mode = LADLE_PAD_CIRCULAR; /* circular takes the extent itself, not 6 */
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op));
     ladle_op_destroy(&op);
     d.padding[1] = 6;
-    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
-    o.padding_mode = LADLE_PAD_REPLICATE; /* replicate takes any */
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
+    d.padding_mode = LADLE_PAD_REPLICATE; /* replicate takes any */
     d.padding[0] = d.padding[1] = 9;
-    LT_OK(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op));
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op));
     ladle_op_destroy(&op);
     d.padding[1] = INT64_MAX / 2; /* too large to pad */
-    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_conv_create_ex(NULL, &o, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
     LT_ASSERT(op == NULL, "no op on failure");
+}
+END_TEST
+
+/* The 0.1 names (deprecated): ladle_conv_create_ex with ladle_conv_opts
+ * gives the layer of the desc's fields, bit for bit. */
+START_TEST(deprecated_conv_ex)
+{
+    int64_t xs[4] = {2, 3, 6, 5};
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, 3, 4, 4); /* an even kernel: uneven 'same' */
+    ladle_op *old = NULL, *now = NULL, *plain = NULL;
+    LT_DEPRECATED_BEGIN
+    ladle_conv_opts o;
+    ladle_conv_opts_init(&o);
+    LT_ASSERT(o.size == sizeof o && o.padding_mode == LADLE_PAD_ZEROS && o.same == 0,
+              "ladle_conv_opts_init's defaults");
+    o.padding_mode = LADLE_PAD_REFLECT;
+    o.same = 1;
+    LT_OK(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 9, &old));
+    LT_OK(ladle_conv_create_ex(&d, NULL, xs, LADLE_F64, lt_device(), 9, &plain));
+    o.size = 4;
+    LT_FAILS(ladle_conv_create_ex(&d, &o, xs, LADLE_F64, lt_device(), 9, &now),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_conv_create_ex(NULL, NULL, xs, LADLE_F64, lt_device(), 9, &now),
+             LADLE_ERR_NULL);
+    LT_DEPRECATED_END
+    LT_ASSERT(now == NULL, "no op on failure");
+    d.padding_mode = LADLE_PAD_REFLECT;
+    d.same = 1;
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 9, &now));
+    lt_same_layer(old, now, 31, "conv_create_ex and conv_create with the desc's options");
+    ladle_op_destroy(&now);
+    ladle_conv_desc_init(&d, 2, 3, 4, 4);
+    LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 9, &now));
+    lt_same_layer(plain, now, 32, "conv_create_ex without options");
+    ladle_op_destroy(&old);
+    ladle_op_destroy(&now);
+    ladle_op_destroy(&plain);
 }
 END_TEST
 
@@ -719,6 +747,7 @@ Suite *conv_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_modes);
     tcase_add_test(tc, padding_bad_input);
+    tcase_add_test(tc, deprecated_conv_ex);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,17 +9,6 @@
 #include "harness.h"
 #include "layers/distributed/dist_conv_impl.h" /* how many boxes a rank computes */
 
-/* LT_FAILS, and the message names what: the status and a piece of the text
- * on every rank. */
-#define LT_FAILS_SAYING(expr, code, what)                                                  \
-    do {                                                                                   \
-        ladle_status st_ = (expr);                                                         \
-        LT_ASSERT(st_ == (code) && strstr(ladle_error_message(), what) != NULL,            \
-                  "%s: %s (%s), expected %s saying %s", #expr, ladle_status_name(st_),      \
-                  ladle_error_message(), #code, what);                                     \
-        ladle_error_clear();                                                               \
-    } while (0)
-
 typedef struct ccase {
     int nd;
     int grid[5];     /* p_x */
@@ -89,7 +78,8 @@ START_TEST(conv_equivalence)
             ladle_conv_desc d;
             conv_desc(c, &d, 1);
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), 11 + (uint64_t)k, 0, &dist));
+            LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), 11 + (uint64_t)k,
+                                         &dist));
             LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), 11 + (uint64_t)k, &seq));
             char what[64];
             snprintf(what, sizeof what, "conv case %d (%s)", k, t ? "f32" : "f64");
@@ -201,7 +191,7 @@ START_TEST(adjoint)
         ladle_conv_desc d;
         conv_desc(c, &d, 0);
         ladle_op *op = NULL;
-        LT_OK(ladle_dist_conv_create(&d, p, c->x, LADLE_F64, lt_device(), 5, 0, &op));
+        LT_OK(ladle_dist_conv_create(&d, p, c->x, LADLE_F64, lt_device(), 5, &op));
         lt_adjoint_ok(op, 300 + (uint64_t)k, "distributed convolution without bias");
         ladle_op_destroy(&op);
         ladle_partition_destroy(&p);
@@ -240,7 +230,7 @@ START_TEST(direct_when_nothing_moves)
             pd.stride[i] = c->s;
         pd.count_include_pad = 0;
         ladle_op *dist[2] = {NULL, NULL}, *seq[2] = {NULL, NULL};
-        LT_OK(ladle_dist_conv_create(&cd, p, c->x, LADLE_F64, lt_device(), 5, 0, &dist[0]));
+        LT_OK(ladle_dist_conv_create(&cd, p, c->x, LADLE_F64, lt_device(), 5, &dist[0]));
         LT_OK(ladle_conv_create(&cd, c->x, LADLE_F64, lt_device(), 5, &seq[0]));
         LT_OK(ladle_dist_pool_create(&pd, p, c->x, LADLE_F64, lt_device(), 0, &dist[1]));
         LT_OK(ladle_pool_create(&pd, c->x, LADLE_F64, lt_device(), &seq[1]));
@@ -279,8 +269,9 @@ START_TEST(overlap_equivalence)
             ladle_conv_desc d;
             conv_desc(c, &d, t); /* f64 without a bias: linear, for the adjoint */
             ladle_op *dist = NULL, *seq = NULL;
+            d.flags = LADLE_OVERLAP_HALO; /* the sequential twin ignores it */
             LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), 31 + (uint64_t)k,
-                                         LADLE_OVERLAP_HALO, &dist));
+                                         &dist));
             LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), 31 + (uint64_t)k, &seq));
             overlap_count(dist, &boxes, &shells);
             char what[64];
@@ -334,8 +325,8 @@ static void row_tiles_conv(const int64_t *xs, int64_t co, uint64_t seed,
     *p = lt_partition(4, grid, 0);
     ladle_conv_desc_init(d, 2, xs[1], co, 3);
     d->padding[0] = d->padding[1] = 1;
-    LT_OK(ladle_dist_conv_create(d, *p, xs, LADLE_F64, lt_device(), seed,
-                                 LADLE_OVERLAP_HALO, dist));
+    d->flags = LADLE_OVERLAP_HALO;
+    LT_OK(ladle_dist_conv_create(d, *p, xs, LADLE_F64, lt_device(), seed, dist));
     LT_OK(ladle_conv_create(d, xs, LADLE_F64, lt_device(), seed, seq));
 }
 
@@ -389,8 +380,8 @@ START_TEST(overlap_runs)
         ladle_op_destroy(&seq);
     }
     cd.bias = 0; /* linear: the adjoint */
-    LT_OK(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, lt_device(), 6, LADLE_OVERLAP_HALO,
-                                 &dist));
+    cd.flags = LADLE_OVERLAP_HALO;
+    LT_OK(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, lt_device(), 6, &dist));
     lt_adjoint_ok(dist, 1005, "convolution in runs");
     ladle_op_destroy(&dist);
     ladle_partition_destroy(&p);
@@ -437,11 +428,8 @@ START_TEST(overlap_bound_weights)
     free(buf);
     free(gbuf);
     /* reflect padding: filled from the halo's cells, so no overlap */
-    ladle_conv_opts o;
-    ladle_conv_opts_init(&o);
-    o.padding_mode = LADLE_PAD_REFLECT;
-    LT_OK(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 3,
-                                    LADLE_OVERLAP_HALO, &dist));
+    d.padding_mode = LADLE_PAD_REFLECT;
+    LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 3, &dist));
     LT_ASSERT(ladle__dist_conv_parts(dist) == 0, "%d boxes with reflect padding",
               ladle__dist_conv_parts(dist));
     ladle_op_destroy(&dist);
@@ -507,8 +495,9 @@ START_TEST(grid_equivalence)
         for (int t = 0; t < 2; t++) {
             ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_conv_grid_create(&d, px, pw, py, cases[k].x, dt, lt_device(), 60 + k,
-                                              0, &dist));
+            LT_OK(ladle_dist_conv_grid_create(
+                &d, &(ladle_dist_partitions){.x = px, .w = pw, .y = py}, cases[k].x, dt,
+                lt_device(), 60 + k, &dist));
             LT_OK(ladle_conv_create(&d, cases[k].x, dt, lt_device(), 60 + k, &seq));
             char what[64];
             snprintf(what, sizeof what, "grid conv case %zu (%s)", k, t ? "f32" : "f64");
@@ -522,7 +511,7 @@ START_TEST(grid_equivalence)
 }
 END_TEST
 
-/* Padding modes and 'same' (ladle_conv_opts): kernel, padding per spatial
+/* Padding modes and 'same' (the desc's padding_mode and same): kernel, padding per spatial
  * dimension (ignored with same). */
 typedef struct pcase {
     int nd;
@@ -555,7 +544,6 @@ static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, ladle
                        uint64_t seed, ladle_op **op)
 {
     ladle_conv_desc d;
-    ladle_conv_opts o;
     ladle_conv_desc_init(&d, c->nd, c->x[1], c->co, 1);
     for (int i = 0; i < c->nd; i++) {
         d.kernel[i] = c->k[i];
@@ -564,13 +552,12 @@ static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, ladle
         d.dilation[i] = c->d;
     }
     d.bias = bias;
-    ladle_conv_opts_init(&o);
-    o.padding_mode = (ladle_padding_mode)c->mode;
-    o.same = c->same;
+    d.padding_mode = (ladle_padding_mode)c->mode;
+    d.same = c->same;
     if (dist)
-        LT_OK(ladle_dist_conv_create_ex(&d, &o, p, c->x, dt, lt_device(), seed, 0, op));
+        LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), seed, op));
     else
-        LT_OK(ladle_conv_create_ex(&d, &o, c->x, dt, lt_device(), seed, op));
+        LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), seed, op));
 }
 
 START_TEST(padding_options)
@@ -606,37 +593,69 @@ END_TEST
 START_TEST(padding_bad_input)
 {
     ladle_conv_desc d;
-    ladle_conv_opts o;
     ladle_op *op = NULL;
     int g1[4] = {1, 1, 1, 1};
     int64_t xs[4] = {2, 3, 3, 8};
     ladle_partition *p = lt_partition(4, g1, 0);
     ladle_conv_desc_init(&d, 2, 3, 2, 3);
-    ladle_conv_opts_init(&o);
-    o.padding_mode = (ladle_padding_mode)-1;
-    LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+    d.padding_mode = (ladle_padding_mode)-1;
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_ARG);
-    o.padding_mode = LADLE_PAD_REFLECT;
+    d.padding_mode = LADLE_PAD_REFLECT;
     d.padding[0] = 3; /* reflect below the extent 3 */
-    LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_ARG);
     ladle_partition_destroy(&p);
     if (lt_size >= 2) {
         int g2[4] = {1, 1, 2, 1};
         p = lt_partition(4, g2, 0);
         d.padding[0] = 2; /* fits 3 cells, but the blocks of 1 cannot reflect 2 */
-        LT_FAILS_SAYING(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_UNSUPPORTED, "edge blocks");
-        o.padding_mode = LADLE_PAD_CIRCULAR; /* wraps a split dimension */
+        LT_FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+                        LADLE_ERR_UNSUPPORTED, "edge blocks");
+        d.padding_mode = LADLE_PAD_CIRCULAR; /* wraps a split dimension */
         d.padding[0] = 1;
-        LT_FAILS_SAYING(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_UNSUPPORTED, "periodic");
-        o.padding_mode = LADLE_PAD_ZEROS;
-        o.same = 1;
+        LT_FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+                        LADLE_ERR_UNSUPPORTED, "periodic");
+        d.padding_mode = LADLE_PAD_ZEROS;
+        d.same = 1;
         d.stride[1] = 2;
-        LT_FAILS(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+        LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
                  LADLE_ERR_ARG);
         ladle_partition_destroy(&p);
     }
     LT_ASSERT(op == NULL, "no op on failure");
+}
+END_TEST
+
+/* The 0.1 name (deprecated): ladle_dist_conv_create_ex with ladle_conv_opts
+ * and flags gives the layer of the desc's fields, bit for bit. */
+START_TEST(deprecated_dist_conv_ex)
+{
+    int grid[4] = {1, 1, lt_size >= 2 ? 2 : 1, 1};
+    int64_t xs[4] = {2, 3, 8, 6};
+    ladle_partition *p = lt_partition(4, grid, 0);
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, 3, 4, 3);
+    d.padding[0] = d.padding[1] = 1;
+    ladle_op *old = NULL, *now = NULL;
+    LT_DEPRECATED_BEGIN
+    ladle_conv_opts o;
+    ladle_conv_opts_init(&o);
+    o.padding_mode = LADLE_PAD_REPLICATE;
+    LT_OK(ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 4, LADLE_CHECKED,
+                                    &old));
+    LT_FAILS(
+        ladle_dist_conv_create_ex(&d, &o, p, xs, LADLE_F64, lt_device(), 4, 0x100, &now),
+        LADLE_ERR_ARG);
+    LT_DEPRECATED_END
+    LT_ASSERT(now == NULL, "no op on failure");
+    d.padding_mode = LADLE_PAD_REPLICATE;
+    d.flags = LADLE_CHECKED;
+    LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 4, &now));
+    lt_same_layer(old, now, 51, "dist_conv_create_ex and the desc's options");
+    ladle_op_destroy(&old);
+    ladle_op_destroy(&now);
+    ladle_partition_destroy(&p);
 }
 END_TEST
 
@@ -648,12 +667,14 @@ START_TEST(bad_input)
     ladle_op *op = NULL;
     int64_t xs[4] = {2, 3, 8, 8};
     ladle_conv_desc_init(&d, 2, 4, 5, 3); /* 4 channels, x has 3 */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE);
     ladle_conv_desc_init(&d, 2, 3, 5, 11); /* kernel larger than the input */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE);
     int64_t xs3[5] = {2, 3, 8, 8, 8}; /* x_shape has nd + 2 entries */
     ladle_conv_desc_init(&d, 3, 3, 5, 3); /* a 3-d layer on a 4-d grid */
-    LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_PARTITION);
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
@@ -664,7 +685,7 @@ START_TEST(bad_input)
         int g2[4] = {1, 2, 1, 1};
         ladle_partition *pc = lt_partition(4, g2, 0);
         ladle_conv_desc_init(&d, 2, 3, 5, 3); /* channels split: not spatial */
-        LT_FAILS(ladle_dist_conv_create(&d, pc, xs, LADLE_F64, lt_device(), 1, 0, &op),
+        LT_FAILS(ladle_dist_conv_create(&d, pc, xs, LADLE_F64, lt_device(), 1, &op),
                  LADLE_ERR_PARTITION);
         ladle_partition_destroy(&pc);
     }
@@ -686,6 +707,7 @@ Suite *dc_suite(void)
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, padding_options);
     tcase_add_test(tc, padding_bad_input);
+    tcase_add_test(tc, deprecated_dist_conv_ex);
     tcase_add_test(tc, overlap_equivalence);
     tcase_add_test(tc, overlap_runs);
     tcase_add_test(tc, overlap_bound_weights);

@@ -33,7 +33,7 @@ static void gp_case(int ndim, const int *gx, const int64_t *xs, int where, ladle
         return;
     ladle_partition *px = lt_partition(ndim, gx, 0), *py = make_py(gx, ndim, where);
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_global_avg_pool_create(px, ndim, xs, py, dt, lt_device(), 0, &dist));
+    LT_OK(ladle_dist_global_avg_pool_create(px, xs, py, dt, lt_device(), 0, &dist));
     LT_OK(ladle_global_avg_pool_create(ndim, xs, dt, lt_device(), &seq));
     LT_ASSERT(ladle_op_kind_of(dist) == LADLE_OP_DIST_GLOBAL_POOL, "%s: kind", what);
     lt_equivalent(dist, seq, 70 + (uint64_t)ndim, dt == LADLE_F64 ? 1e-13 : 1e-5, what);
@@ -78,7 +78,7 @@ START_TEST(by_hand)
     int64_t xs[4] = {2, 3, 5, 3};
     ladle_partition *px = lt_partition(4, gx, 0), *py = make_py(gx, 4, Y_FIRST_TILE);
     ladle_op *op = NULL;
-    LT_OK(ladle_dist_global_avg_pool_create(px, 4, xs, py, LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_dist_global_avg_pool_create(px, xs, py, LADLE_F64, lt_device(), 0, &op));
     int64_t off[4], box[4], yoff[2], ybox[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, off, box));
     LT_OK(ladle_layout_box(ladle_op_y_layout(op), LADLE_SELF, yoff, ybox));
@@ -112,50 +112,46 @@ END_TEST
 
 START_TEST(bad_input)
 {
-    int gx[4] = {1, 1, 1, 1}, g3[3] = {1, 1, 1}, gy[2] = {1, 1}, g2[2] = {1, 2};
+    int gx[4] = {1, 1, 1, 1}, gy[2] = {1, 1}, g2[2] = {1, 2};
     int64_t xs[4] = {2, 3, 4, 4}, small[4] = {2, 3, 1, 4}, neg[4] = {2, -3, 4, 4};
     int64_t huge[4] = {INT64_MAX / 2, 4, 1 << 20, 1 << 20};
     ladle_partition *px = lt_partition(4, gx, 0), *py = lt_partition(2, gy, 0);
-    ladle_partition *p3 = lt_partition(3, g3, 0);
     ladle_op *op = NULL;
     ladle_device dev = lt_device();
-    LT_FAILS(ladle_dist_global_avg_pool_create(NULL, 4, xs, py, LADLE_F64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(NULL, xs, py, LADLE_F64, dev, 0, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, NULL, py, LADLE_F64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, NULL, py, LADLE_F64, dev, 0, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, xs, py, LADLE_F64, dev, 0, NULL),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, xs, py, LADLE_F64, dev, 0, NULL),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, xs, py, LADLE_I64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, xs, py, LADLE_I64, dev, 0, &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, xs, py, LADLE_F64, dev, 0x80, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, xs, py, LADLE_F64, dev, 0x80, &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 2, xs, py, LADLE_F64, dev, 0, &op),
+    /* x has p_x's ndim: 3 to 5 */
+    LT_FAILS(ladle_dist_global_avg_pool_create(py, xs, py, LADLE_F64, dev, 0, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 6, xs, py, LADLE_F64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, neg, py, LADLE_F64, dev, 0, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, neg, py, LADLE_F64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, huge, py, LADLE_F64, dev, 0, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, huge, py, LADLE_F64, dev, 0, &op),
-             LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_global_avg_pool_create(p3, 4, xs, py, LADLE_F64, dev, 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, xs, px, LADLE_F64, dev, 0, &op),
+    LT_FAILS(ladle_dist_global_avg_pool_create(px, xs, px, LADLE_F64, dev, 0, &op),
              LADLE_ERR_PARTITION);
     if (lt_size >= 2) {
         /* p_y's extents must be p_x's first two */
         ladle_partition *py2 = lt_partition(2, g2, 0);
-        LT_FAILS(ladle_dist_global_avg_pool_create(px, 4, xs, py2, LADLE_F64, dev, 0, &op),
+        LT_FAILS(ladle_dist_global_avg_pool_create(px, xs, py2, LADLE_F64, dev, 0, &op),
                  LADLE_ERR_PARTITION);
         ladle_partition_destroy(&py2);
         /* a spatial extent smaller than its split */
         int gs[4] = {1, 1, 2, 1};
         ladle_partition *ps = lt_partition(4, gs, 0);
-        LT_FAILS(ladle_dist_global_avg_pool_create(ps, 4, small, py, LADLE_F64, dev, 0, &op),
+        LT_FAILS(ladle_dist_global_avg_pool_create(ps, small, py, LADLE_F64, dev, 0, &op),
                  LADLE_ERR_SHAPE);
         ladle_partition_destroy(&ps);
     }
     LT_ASSERT(op == NULL, "the handle stays untouched");
-    ladle_partition_destroy(&px), ladle_partition_destroy(&py), ladle_partition_destroy(&p3);
+    ladle_partition_destroy(&px), ladle_partition_destroy(&py);
 }
 END_TEST
 

@@ -95,12 +95,12 @@ START_TEST(adaptive)
             ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
             ladle_op *dist = NULL, *seq = NULL;
             if (lt_device() == LADLE_CUDA) {
-                LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, nd, cases[k].xs, cases[k].out,
+                LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, cases[k].xs, cases[k].out,
                                                              dt, lt_device(), 0, &dist),
                          LADLE_ERR_DEVICE);
                 continue;
             }
-            LT_OK(ladle_dist_adaptive_avg_pool_create(p, nd, cases[k].xs, cases[k].out, dt,
+            LT_OK(ladle_dist_adaptive_avg_pool_create(p, cases[k].xs, cases[k].out, dt,
                                                       lt_device(), 0, &dist));
             LT_OK(ladle_adaptive_avg_pool_create(nd, cases[k].xs, cases[k].out, dt,
                                                  lt_device(), &seq));
@@ -114,15 +114,20 @@ START_TEST(adaptive)
         }
         ladle_partition_destroy(&p);
     }
-    /* refused alike on every rank: a grid of other ndim, a zero size */
-    int g3[3] = {1, 1, 1};
+    /* refused alike on every rank: a grid without a spatial dimension (x
+     * has p_x's ndim), a zero size */
+    int g2[2] = {1, 1}, g4[4] = {1, 1, 1, 1};
     int64_t xs[4] = {1, 1, 4, 4}, out[2] = {2, 2}, zero[2] = {2, 0};
-    ladle_partition *p = lt_partition(3, g3, 0);
+    ladle_partition *p = lt_partition(2, g2, 0);
     ladle_op *op = NULL;
-    LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, 4, xs, out, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_adaptive_avg_pool_create(p, 4, xs, zero, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_SHAPE);
+    LT_FAILS_SAYING(
+        ladle_dist_adaptive_avg_pool_create(p, xs, out, LADLE_F64, lt_device(), 0, &op),
+        LADLE_ERR_SHAPE, "x has 2 dimensions");
+    ladle_partition_destroy(&p);
+    p = lt_partition(4, g4, 0);
+    LT_FAILS(
+        ladle_dist_adaptive_avg_pool_create(p, xs, zero, LADLE_F64, lt_device(), 0, &op),
+        LADLE_ERR_SHAPE);
     ladle_partition_destroy(&p);
 }
 END_TEST

@@ -252,7 +252,8 @@ START_TEST(flatten)
             continue;
         ladle_partition *px = lt_partition(4, cases[k].gx, 0), *py = lt_partition(2, cases[k].gy, 0);
         ladle_op *dist = NULL, *seq = NULL;
-        LT_OK(ladle_dist_flatten_create(px, 4, cases[k].xs, py, LADLE_F64, lt_device(), 0, &dist));
+        LT_OK(ladle_dist_flatten_create(px, cases[k].xs, py, LADLE_F64, lt_device(), 0,
+                                        &dist));
         LT_OK(ladle_flatten_create(4, cases[k].xs, LADLE_F64, lt_device(), &seq));
         char what[48];
         snprintf(what, sizeof what, "flatten case %zu", k);

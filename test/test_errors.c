@@ -12,17 +12,6 @@
 #include "src/op/op_impl.h" /* containers_refuse_two_devices re-points a backend */
 #include "src/comm/schedule.h"
 
-/* The call must fail with code on every rank and its message name `word`. */
-#define FAILS_SAYING(expr, code, word)                                                     \
-    do {                                                                                   \
-        ladle_status st_ = (expr);                                                         \
-        const char *msg_ = ladle_error_message();                                          \
-        LT_ASSERT(st_ == (code) && strstr(msg_, (word)) != NULL,                           \
-                  "%s returned %s (%s), expected %s saying '%s'", #expr,                   \
-                  ladle_status_name(st_), msg_, #code, (word));                            \
-        ladle_error_clear();                                                               \
-    } while (0)
-
 START_TEST(null_handles)
 {
     int64_t shape[1] = {2};
@@ -176,22 +165,22 @@ START_TEST(network_call_order)
 {
     small_net s = lenet();
     double loss = -3;
-    FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
+    LT_FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
     LT_ASSERT(loss == -3, "a refused loss wrote %g", loss);
-    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
+    LT_FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
     LT_OK(ladle_network_forward(s.net, s.x, NULL));
-    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
+    LT_FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "loss");
     LT_OK(ladle_network_loss(s.net, s.t, &loss));
     LT_ASSERT(isfinite(loss) && loss > 0, "loss %g", loss);
     LT_OK(ladle_network_backward(s.net, 1));
-    FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "consumes");
+    LT_FAILS_SAYING(ladle_network_backward(s.net, 1), LADLE_ERR_STATE, "consumes");
     /* a failed forward (a wrong dtype) leaves no forward behind */
     ladle_tensor *x32 =
         lt_tensor(LADLE_F32, ladle_tensor_ndim(s.x), ladle_tensor_shape(s.x));
     ladle_status st = ladle_network_forward(s.net, x32, NULL);
     LT_ASSERT(st == LADLE_ERR_DTYPE, "forward with f32 input: %s", ladle_status_name(st));
     ladle_error_clear();
-    FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
+    LT_FAILS_SAYING(ladle_network_loss(s.net, s.t, &loss), LADLE_ERR_STATE, "forward");
     ladle_tensor_destroy(&x32);
     small_net_free(&s);
 }
@@ -224,38 +213,38 @@ START_TEST(inconsistent_arguments)
     int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s6[1] = {6};
     ladle_tensor *p = lt_tensor(LADLE_F32, 2, s23), *g = lt_tensor(LADLE_F32, 2, s32);
     ladle_tensor *g6 = lt_tensor(LADLE_F32, 1, s6);
-    FAILS_SAYING(ladle_optimizer_add_param(opt, p, g), LADLE_ERR_SHAPE, "3x2");
-    FAILS_SAYING(ladle_optimizer_add_param(opt, p, g6), LADLE_ERR_SHAPE, "2x3");
+    LT_FAILS_SAYING(ladle_optimizer_add_param(opt, p, g), LADLE_ERR_SHAPE, "3x2");
+    LT_FAILS_SAYING(ladle_optimizer_add_param(opt, p, g6), LADLE_ERR_SHAPE, "2x3");
     LT_ASSERT(ladle_optimizer_num_params(opt) == 0, "a refused parameter was added");
     od.lr = INFINITY;
     ladle_optimizer *bad = NULL;
-    FAILS_SAYING(ladle_optimizer_create(&od, &bad), LADLE_ERR_ARG, "finite");
-    FAILS_SAYING(ladle_optimizer_set_lr(opt, NAN), LADLE_ERR_ARG, "finite");
+    LT_FAILS_SAYING(ladle_optimizer_create(&od, &bad), LADLE_ERR_ARG, "finite");
+    LT_FAILS_SAYING(ladle_optimizer_set_lr(opt, NAN), LADLE_ERR_ARG, "finite");
 
     /* host memory cannot pass for GPU memory (without CUDA built in, no
      * tensor can say it is on the GPU) */
     float cells[12] = {0};
     ladle_tensor *xd = NULL, *y = lt_tensor(LADLE_F32, 2, xs),
                  *x = lt_tensor(LADLE_F32, 2, xs);
-    FAILS_SAYING(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd),
-                 LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_tensor_wrap(LADLE_F32, LADLE_CUDA, 2, xs, NULL, cells, &xd),
+                    LADLE_ERR_DEVICE, "cuda");
     /* a tensor of another device, passed to layers on the suite's device */
     ladle_device other = lt_device() == LADLE_GUARDED ? LADLE_CPU : LADLE_GUARDED;
     LT_OK(ladle_tensor_create(LADLE_F32, other, 2, xs, &xd));
-    FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE,
-                 ladle_device_name(other));
+    LT_FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE,
+                    ladle_device_name(other));
     LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
                             &loss));
     ladle_tensor *out = lt_tensor(LADLE_F32, 0, NULL);
-    FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE,
-                 ladle_device_name(other));
+    LT_FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE,
+                    ladle_device_name(other));
     /* a loss gradient of the input's element count but not its shape */
     ladle_ctx *ctx = NULL;
     int64_t s34[2] = {3, 4};
     ladle_tensor *wrong = lt_tensor(LADLE_F32, 2, s34);
     LT_OK(ladle_ctx_create(loss, &ctx));
     LT_OK(ladle_loss_forward(loss, ctx, x, y, out));
-    FAILS_SAYING(ladle_loss_backward(loss, ctx, out, wrong), LADLE_ERR_SHAPE, "shape");
+    LT_FAILS_SAYING(ladle_loss_backward(loss, ctx, out, wrong), LADLE_ERR_SHAPE, "shape");
     ladle_ctx_destroy(&ctx);
     ladle_tensor_destroy(&wrong), ladle_tensor_destroy(&out);
     ladle_tensor_destroy(&xd), ladle_tensor_destroy(&x), ladle_tensor_destroy(&y);
@@ -293,8 +282,8 @@ START_TEST(non_finite_losses)
         LT_OK(ladle_tensor_fill(x, 0.5));
         lt_set(x, k == 2 ? 0 : 1, k == 1 ? -INFINITY : INFINITY);
         lt_set(label, 0, 1);
-        FAILS_SAYING(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_NUMERIC,
-                     "cross-entropy loss is");
+        LT_FAILS_SAYING(ladle_loss_forward(op, NULL, x, label, out), LADLE_ERR_NUMERIC,
+                        "cross-entropy loss is");
         LT_ASSERT(!isfinite(lt_get(out, 0)), "case %d: the value %g is not reported", k,
                   lt_get(out, 0));
     }
@@ -306,7 +295,8 @@ START_TEST(non_finite_losses)
     LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 1, s4, LADLE_F32, lt_device(),
                             &op));
     lt_set(a, 2, 1e30);
-    FAILS_SAYING(ladle_loss_forward(op, NULL, a, b, each), LADLE_ERR_NUMERIC, "element 2");
+    LT_FAILS_SAYING(ladle_loss_forward(op, NULL, a, b, each), LADLE_ERR_NUMERIC,
+                    "element 2");
     ladle_op_destroy(&op);
 
     /* distributed: an infinite logit on the last rank only */
@@ -344,9 +334,9 @@ START_TEST(non_finite_losses)
     LT_OK(ladle_tensor_fill(nx, 1e30));
     double loss = 0;
     LT_OK(ladle_network_forward(net, nx, NULL));
-    FAILS_SAYING(ladle_network_loss(net, nt, &loss), LADLE_ERR_NUMERIC, "MSE loss is");
+    LT_FAILS_SAYING(ladle_network_loss(net, nt, &loss), LADLE_ERR_NUMERIC, "MSE loss is");
     LT_ASSERT(isinf(loss), "the network reports the loss %g", loss);
-    FAILS_SAYING(ladle_network_backward(net, 1), LADLE_ERR_STATE, "loss");
+    LT_FAILS_SAYING(ladle_network_backward(net, 1), LADLE_ERR_STATE, "loss");
     ladle_network_destroy(&net);
     ladle_tensor_destroy(&nx), ladle_tensor_destroy(&nt);
     ladle_tensor_destroy(&bx), ladle_tensor_destroy(&bt);
@@ -375,23 +365,33 @@ START_TEST(creates_on_a_missing_device)
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     ladle_batchnorm_desc bd;
     ladle_batchnorm_desc_init(&bd, 3);
-    FAILS_SAYING(ladle_linear_create(2, x2, 5, 1, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_conv_create(&cd, img, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_pool_create(&pd, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_global_avg_pool_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_batchnorm_create(&bd, 2, x2, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_activation_create(LADLE_RELU, 0, 2, x2, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(ladle_softmax_create(2, x2, 1, 0, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dropout_create(2, x2, 0.5, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_reshape_create(4, img, 2, (int64_t[]){2, 25}, LADLE_F32, D, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_flatten_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, x2, LADLE_F32, D, &op),
-                 LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_linear_create(2, x2, 5, 1, LADLE_F32, D, 1, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_conv_create(&cd, img, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(ladle_pool_create(&pd, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(ladle_global_avg_pool_create(4, img, LADLE_F32, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_batchnorm_create(&bd, 2, x2, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(ladle_activation_create(LADLE_RELU, 0, 2, x2, LADLE_F32, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_softmax_create(2, x2, 1, 0, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(ladle_dropout_create(2, x2, 0.5, LADLE_F32, D, 1, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_reshape_create(4, img, 2, (int64_t[]){2, 25}, LADLE_F32, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_flatten_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(
+        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, x2, LADLE_F32, D, &op),
+        LADLE_ERR_DEVICE, "cuda");
     ladle_interp_desc id;
     ladle_interp_desc_init(&id, LADLE_INTERP_LINEAR, 2, 2);
-    FAILS_SAYING(ladle_interp_create(&id, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_interp_create(&id, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
+                    "cuda");
 
     /* the primitives, over every rank */
     ladle_partition *p = lt_partition(1, (int[]){lt_size}, 0);
@@ -400,39 +400,44 @@ START_TEST(creates_on_a_missing_device)
     LT_OK(ladle_layout_create_balanced(p, 1, global, &l));
     ladle_window w;
     ladle_window_init(&w, 1);
-    FAILS_SAYING(ladle_broadcast_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_sum_reduce_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(
+    LT_FAILS_SAYING(ladle_broadcast_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_sum_reduce_create(LT_BCAST(1, v4, 0), p, p, LADLE_F64, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(
         ladle_all_sum_reduce_create(LT_ASR(1, (int[]){0}, 1, v4, 0), p, LADLE_F64, D, &op),
         LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_repartition_create(l, l, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_halo_exchange_create(l, &w, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_repartition_create(l, l, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
+                    "cuda");
+    LT_FAILS_SAYING(ladle_halo_exchange_create(l, &w, LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
 
     /* distributed layers on rank 0: the ranks outside fail alike */
     ladle_partition *p2 = lt_partition(2, (int[]){1, 1}, 0);
     ladle_partition *p4 = lt_partition(4, (int[]){1, 1, 1, 1}, 0);
-    FAILS_SAYING(ladle_dist_linear_create(p2, p2, p2, 4, 3, 5, 1, LADLE_F64, D, 1, 0, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dist_conv_create(&cd, p4, img, LADLE_F64, D, 1, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(ladle_dist_conv_grid_create(&cd, p4, p4, p4, img, LADLE_F64, D, 1, 0, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(
-        ladle_dist_batchnorm_create(&bd, p2, 2, f2, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, D, 0, &op),
+    LT_FAILS_SAYING(
+        ladle_dist_linear_create(p2, p2, p2, 4, 3, 5, 1, LADLE_F64, D, 1, 0, &op),
         LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, p2, 2, f2, LADLE_F64,
-                                        D, 0, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dist_flatten_create(p4, 4, img, p2, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
-    FAILS_SAYING(ladle_dist_global_avg_pool_create(p4, 4, img, p2, LADLE_F64, D, 0, &op),
-                 LADLE_ERR_DEVICE, "cuda");
-    FAILS_SAYING(ladle_dist_interp_create(&id, p4, img, LADLE_F64, D, 0, &op), LADLE_ERR_DEVICE,
-                 "cuda");
+    LT_FAILS_SAYING(ladle_dist_conv_create(&cd, p4, img, LADLE_F64, D, 1, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_conv_grid_create(
+                        &cd, &(ladle_dist_partitions){.x = p4, .w = p4, .y = p4}, img,
+                        LADLE_F64, D, 1, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_batchnorm_create(&bd, p2, 2, f2, LADLE_BN_SYNC_GLOBAL, 0,
+                                                LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, p2, 2, f2,
+                                           LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_flatten_create(p4, img, p2, LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_global_avg_pool_create(p4, img, p2, LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_dist_interp_create(&id, p4, img, LADLE_F64, D, 0, &op),
+                    LADLE_ERR_DEVICE, "cuda");
     LT_ASSERT(op == NULL, "an op was made on a missing device");
 
     /* a model takes its device from the descriptor (the CPU by default) */
@@ -444,7 +449,8 @@ START_TEST(creates_on_a_missing_device)
     ld.device = D;
     ladle_op *layers[16], *loss = NULL;
     int n = 0;
-    FAILS_SAYING(ladle_lenet_layers(&ld, 16, layers, &n, &loss), LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_lenet_layers(&ld, 16, layers, &n, &loss), LADLE_ERR_DEVICE,
+                    "cuda");
     ladle_layout_destroy(&l);
     ladle_partition_destroy(&p);
     ladle_partition_destroy(&p2);
@@ -485,15 +491,15 @@ START_TEST(containers_refuse_two_devices)
     ladle_op *seq = NULL;
     ladle_network *net = NULL;
     /* the message names both layers' devices */
-    FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq), LADLE_ERR_DEVICE,
-                 ladle_device_name(where));
-    FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){b, a}, &seq), LADLE_ERR_DEVICE,
-                 ladle_device_name(lt_device()));
-    FAILS_SAYING(ladle_network_create(2, (ladle_op *[]){a, b}, loss, 0, &net), LADLE_ERR_DEVICE,
-                 ladle_device_name(where));
+    LT_FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq),
+                    LADLE_ERR_DEVICE, ladle_device_name(where));
+    LT_FAILS_SAYING(ladle_sequential_create(2, (ladle_op *[]){b, a}, &seq),
+                    LADLE_ERR_DEVICE, ladle_device_name(lt_device()));
+    LT_FAILS_SAYING(ladle_network_create(2, (ladle_op *[]){a, b}, loss, 0, &net),
+                    LADLE_ERR_DEVICE, ladle_device_name(where));
     /* a loss on the other device than the layers */
-    FAILS_SAYING(ladle_network_create(1, (ladle_op *[]){b}, loss, 0, &net), LADLE_ERR_DEVICE,
-                 "loss");
+    LT_FAILS_SAYING(ladle_network_create(1, (ladle_op *[]){b}, loss, 0, &net),
+                    LADLE_ERR_DEVICE, "loss");
     LT_ASSERT(seq == NULL && net == NULL, "a container was made");
     /* one device is fine, and the container is on it */
     LT_OK(ladle_sequential_create(1, (ladle_op *[]){a}, &seq));
@@ -517,11 +523,12 @@ START_TEST(message_counts)
     LT_OK(ladle__mpi_count("test", "a message", INT_MAX, &n));
     LT_ASSERT(n == INT_MAX, "INT_MAX became %d", n);
     n = 5;
-    FAILS_SAYING(ladle__mpi_count("test", "a message", (int64_t)INT_MAX + 1, &n),
-                 LADLE_ERR_UNSUPPORTED, "2147483648");
-    FAILS_SAYING(ladle__mpi_count("test", "a message", -1, &n), LADLE_ERR_ARG, "negative");
-    FAILS_SAYING(ladle__mpi_count("test", "a shard", INT64_MAX, &n), LADLE_ERR_UNSUPPORTED,
-                 "a shard");
+    LT_FAILS_SAYING(ladle__mpi_count("test", "a message", (int64_t)INT_MAX + 1, &n),
+                    LADLE_ERR_UNSUPPORTED, "2147483648");
+    LT_FAILS_SAYING(ladle__mpi_count("test", "a message", -1, &n), LADLE_ERR_ARG,
+                    "negative");
+    LT_FAILS_SAYING(ladle__mpi_count("test", "a shard", INT64_MAX, &n),
+                    LADLE_ERR_UNSUPPORTED, "a shard");
     LT_ASSERT(n == 5, "a refused count still wrote %d", n);
     for (int recv = 0; recv < 2; recv++) {
         ladle_sched *s = NULL;
@@ -531,8 +538,8 @@ START_TEST(message_counts)
             ladle_sched_recv(s, x, (int64_t)1 << 31, 0, 0);
         else
             ladle_sched_send(s, x, (int64_t)1 << 31, 0, 0);
-        FAILS_SAYING(ladle_sched_finalize(s, MPI_COMM_SELF, ladle__backend(LADLE_CPU)), LADLE_ERR_UNSUPPORTED,
-                     "2147483648");
+        LT_FAILS_SAYING(ladle_sched_finalize(s, MPI_COMM_SELF, ladle__backend(LADLE_CPU)),
+                        LADLE_ERR_UNSUPPORTED, "2147483648");
         ladle_sched_destroy(&s);
     }
 }
@@ -567,7 +574,7 @@ START_TEST(a_failed_call_posts_nothing)
                      ladle_ref_make(LADLE_BUF_Y, 4), 4);
     LT_OK(ladle_sched_finalize(s, comm, &bad));
     double *x = calloc(8, sizeof *x), *y = calloc(8, sizeof *y);
-    FAILS_SAYING(ladle_sched_run(s, x, y, NULL), LADLE_ERR_DEVICE, "failing kernel");
+    LT_FAILS_SAYING(ladle_sched_run(s, x, y, NULL), LADLE_ERR_DEVICE, "failing kernel");
     LT_ASSERT(!ladle_sched_in_flight(s), "the failed call is still in flight");
     ladle_sched_destroy(&s);
     free(y);

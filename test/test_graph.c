@@ -80,10 +80,11 @@ static ladle_op *conv(const built *b, const lay *l, const int64_t *xs, int64_t c
     if (l == NULL)
         LT_OK(ladle_conv_create(&c, xs, LADLE_F64, lt_device(), seed, &op));
     else if (l->pc > 1)
-        LT_OK(ladle_dist_conv_grid_create(&c, b->px, b->pw, b->px, xs, LADLE_F64, lt_device(),
-                                          seed, 0, &op));
+        LT_OK(ladle_dist_conv_grid_create(
+            &c, &(ladle_dist_partitions){.x = b->px, .w = b->pw, .y = b->px}, xs, LADLE_F64,
+            lt_device(), seed, &op));
     else
-        LT_OK(ladle_dist_conv_create(&c, b->px, xs, LADLE_F64, lt_device(), seed, 0, &op));
+        LT_OK(ladle_dist_conv_create(&c, b->px, xs, LADLE_F64, lt_device(), seed, &op));
     return op;
 }
 
@@ -904,7 +905,7 @@ START_TEST(bad_layouts)
         ladle_op *op = NULL;
         LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
         LT_OK(ladle_graph_add_input(g, "x", feeds[k], 0, NULL, &in));
-        LT_OK(ladle_dist_conv_create(&c, px, xs, LADLE_F64, lt_device(), 1, 0, &op));
+        LT_OK(ladle_dist_conv_create(&c, px, xs, LADLE_F64, lt_device(), 1, &op));
         LT_OK(ladle_graph_add_layer(g, "conv", op, in, &a));
         if (want[k] == LADLE_OK)
             LT_OK(ladle_graph_finalize(g));

@@ -156,7 +156,7 @@ START_TEST(bind_distributed_layers)
                 ladle_conv_desc d;
                 ladle_conv_desc_init(&d, 2, 2, 3, 3);
                 d.padding[0] = d.padding[1] = 1;
-                LT_OK(ladle_dist_conv_create(&d, pc, xc, LADLE_F64, lt_device(), 5, 0, o));
+                LT_OK(ladle_dist_conv_create(&d, pc, xc, LADLE_F64, lt_device(), 5, o));
             }
             if (k == 2) {
                 ladle_batchnorm_desc d;

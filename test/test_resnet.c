@@ -388,8 +388,13 @@ START_TEST(bad_builder_calls)
     ladle_builder_destroy(&b);
     LT_OK(ladle_builder_create(&bd, ladle_comm_of(MPI_COMM_WORLD), &b));
     LT_OK(ladle_builder_input(b, "x", (int64_t[]){2, 1, 4, 4}, &x));
-    LT_FAILS(ladle_builder_conv_bn(b, NULL, x, 4, 3, 1, 1, &y), LADLE_ERR_NULL);
-    LT_OK(ladle_builder_conv_bn(b, "stem", x, 4, 3, 1, 1, &y));
+    LT_FAILS(ladle_builder_conv_bn(b, NULL, x, 4, 3, 1, &y), LADLE_ERR_NULL);
+    LT_OK(ladle_builder_conv_bn(b, "stem", x, 4, 3, 1, &y));
+    int r = -1;
+    LT_FAILS(ladle_builder_relu(b, NULL, y, &r), LADLE_ERR_NULL);
+    LT_OK(ladle_builder_relu(b, "stem", y, &r));
+    LT_ASSERT(r > y, "the relu's value %d, the conv_bn's %d", r, y);
+    y = r;
     int nd;
     int64_t shape[4];
     LT_OK(ladle_builder_shape(b, y, &nd, shape));

@@ -263,12 +263,15 @@ static ladle_status conv(ladle_builder *b, const char *name, int x, int64_t co, 
     if (!b->dist)
         LADLE_CALL(ladle_conv_create(&c, xs, dt, dev, seed, &op));
     else if (xv->where == W_IMAGE)
-        LADLE_CALL(ladle_dist_conv_grid_create(&c, b->pimg, b->pwimg, b->px, xs, dt, dev, seed, 0,
-                                               &op));
+        LADLE_CALL(ladle_dist_conv_grid_create(
+            &c, &(ladle_dist_partitions){.x = b->pimg, .w = b->pwimg, .y = b->px}, xs, dt,
+            dev, seed, &op));
     else if (b->pw)
-        LADLE_CALL(ladle_dist_conv_grid_create(&c, b->px, b->pw, b->px, xs, dt, dev, seed, 0, &op));
+        LADLE_CALL(ladle_dist_conv_grid_create(
+            &c, &(ladle_dist_partitions){.x = b->px, .w = b->pw, .y = b->px}, xs, dt, dev,
+            seed, &op));
     else
-        LADLE_CALL(ladle_dist_conv_create(&c, b->px, xs, dt, dev, seed, 0, &op));
+        LADLE_CALL(ladle_dist_conv_create(&c, b->px, xs, dt, dev, seed, &op));
     st = layer(b, name, op, x, 4, ys, b->dist ? W_CONV : W_NONE, id);
 fail:
     return st;
@@ -346,7 +349,7 @@ static ladle_status gap(ladle_builder *b, const char *name, int x, int *id)
     if (b->dist) {
         const ladle_partition *px = xv->where == W_IMAGE ? b->pimg : b->px;
         const ladle_partition *py = xv->where == W_CONV && b->pgap ? b->pgap : b->phead;
-        LADLE_CALL(ladle_dist_global_avg_pool_create(px, 4, xv->global, py, b->d.dtype,
+        LADLE_CALL(ladle_dist_global_avg_pool_create(px, xv->global, py, b->d.dtype,
                                                      b->d.device, 0, &op));
     } else
         LADLE_CALL(ladle_global_avg_pool_create(4, xv->global, b->d.dtype, b->d.device, &op));
@@ -560,16 +563,25 @@ ladle_status ladle_builder_input(ladle_builder *b, const char *name, const int64
     return st != LADLE_OK ? st : done(b, input(b, name, shape, id));
 }
 
-ladle_status ladle_builder_conv_bn(ladle_builder *b, const char *name, int x, int64_t out_channels,
-                                   int kernel, int stride, int relu_, int *id)
+ladle_status ladle_builder_conv_bn(ladle_builder *b, const char *name, int x,
+                                   int64_t out_channels, int kernel, int stride, int *id)
 {
-    char nm[3][LADLE_GRAPH_NAME_MAX];
+    char nm[2][LADLE_GRAPH_NAME_MAX];
     ladle_status st = usable(__func__, b, name, id);
     if (st == LADLE_OK)
-        st = names(nm, name, 3, (const char *[]){".conv", ".bn", ".relu"});
+        st = names(nm, name, 2, (const char *[]){".conv", ".bn"});
     if (st != LADLE_OK)
         return st;
-    return done(b, cbr(b, nm[0], nm[1], relu_ ? nm[2] : NULL, x, out_channels, kernel, stride, id));
+    return done(b, cbr(b, nm[0], nm[1], NULL, x, out_channels, kernel, stride, id));
+}
+
+ladle_status ladle_builder_relu(ladle_builder *b, const char *name, int x, int *id)
+{
+    char nm[1][LADLE_GRAPH_NAME_MAX];
+    ladle_status st = usable(__func__, b, name, id);
+    if (st == LADLE_OK)
+        st = names(nm, name, 1, (const char *[]){".relu"});
+    return st != LADLE_OK ? st : done(b, relu(b, nm[0], x, id));
 }
 
 ladle_status ladle_builder_shortcut(ladle_builder *b, const char *name, int x,

@@ -167,7 +167,8 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
     ladle_conv_desc_init(&c, 2, 1, 6, 5);
     c.padding[0] = c.padding[1] = 2;
     LADLE_CALL(add(
-        b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 1, s, s}, dt, dev, d->seed, 0, &op), &op));
+        b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 1, s, s}, dt, dev, d->seed, &op),
+        &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 6);
         LADLE_CALL(add(b,
@@ -179,9 +180,10 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
         add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, 0, &op), &op));
     LADLE_CALL(relu(b, dt, dev));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
-    LADLE_CALL(add(
-        b, ladle_dist_conv_create(&c, p4, (int64_t[]){n, 6, s1, s1}, dt, dev, d->seed + 1, 0, &op),
-        &op));
+    LADLE_CALL(add(b,
+                   ladle_dist_conv_create(&c, p4, (int64_t[]){n, 6, s1, s1}, dt, dev,
+                                          d->seed + 1, &op),
+                   &op));
     int64_t x3[4] = {n, 16, s1 - 4, s1 - 4}, x4[4] = {n, 16, s2, s2};
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 16);
@@ -192,7 +194,7 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
     }
     LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, 0, &op), &op));
     LADLE_CALL(relu(b, dt, dev));
-    LADLE_CALL(add(b, ladle_dist_flatten_create(p4, 4, x4, p2, dt, dev, 0, &op), &op));
+    LADLE_CALL(add(b, ladle_dist_flatten_create(p4, x4, p2, dt, dev, 0, &op), &op));
     int64_t f = 16 * s2 * s2;
     LADLE_CALL(add(
         b, ladle_dist_linear_create(p2, pw1, pf, n, f, 120, 1, dt, dev, d->seed + 2, 0, &op), &op));

@@ -81,7 +81,8 @@ static ladle_status build(const ladle_resnet_desc *d, ladle_builder *b, int *log
     int x = -1;
     int64_t shape[4] = {d->batch, d->in_channels, d->image, d->image};
     LADLE_CALL(ladle_builder_input(b, "images", shape, &x));
-    LADLE_CALL(ladle_builder_conv_bn(b, "stem", x, d->width, 3, 1, 1, &x));
+    LADLE_CALL(ladle_builder_conv_bn(b, "stem", x, d->width, 3, 1, &x));
+    LADLE_CALL(ladle_builder_relu(b, "stem", x, &x));
     for (int s = 0; s < d->stages; s++)
         for (int k = 0; k < d->blocks[s]; k++) {
             int stride = s > 0 && k == 0 ? 2 : 1;

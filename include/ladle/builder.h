@@ -91,13 +91,17 @@ LADLE_API ladle_status ladle_builder_destroy(ladle_builder **b);
  * when sequential). Local. */
 LADLE_API ladle_status ladle_builder_input(ladle_builder *b, const char *name,
                                            const int64_t shape[4], int *id);
-/* conv k x k (padding k / 2, stride, no bias) "<name>.conv", batch norm
- * "<name>.bn" and, with relu nonzero, ReLU "<name>.relu". Collective over
- * comm on a distributed layout (it makes distributed layers), local on the
- * sequential reference. */
+/* conv k x k (padding k / 2, stride, no bias) "<name>.conv" and batch
+ * norm "<name>.bn" (follow with ladle_builder_relu for the ReLU).
+ * Collective over comm on a distributed layout (it makes distributed
+ * layers), local on the sequential reference. */
 LADLE_API ladle_status ladle_builder_conv_bn(ladle_builder *b, const char *name, int x,
                                              int64_t out_channels, int kernel, int stride,
-                                             int relu, int *id);
+                                             int *id);
+/* ReLU "<name>.relu" on x's blocks. Local; it sends nothing, but every
+ * rank of comm must make it, in the same order as the other nodes. */
+LADLE_API ladle_status ladle_builder_relu(ladle_builder *b, const char *name, int x,
+                                          int *id);
 /* The shortcut of a block taking x to out_channels at stride: x itself when
  * both keep x's shape, else conv 1x1 at stride "<name>.conv" and batch norm
  * "<name>.bn". Collective over comm, as ladle_builder_conv_bn. */

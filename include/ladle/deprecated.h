@@ -45,6 +45,30 @@ LADLE_API ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device de
 
 /* ---- layers and distributed layers ---------------------------------------- */
 
+/* The convolution's options are fields of ladle_conv_desc (padding_mode,
+ * same, flags). */
+typedef struct ladle_conv_opts {
+    size_t size; /* sizeof(ladle_conv_opts), set by ladle_conv_opts_init */
+    ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS by default */
+    int same;                        /* 0 by default */
+} ladle_conv_opts;
+LADLE_API void ladle_conv_opts_init(ladle_conv_opts *o)
+    LADLE_DEPRECATED("use ladle_conv_desc_init and its padding_mode and same");
+LADLE_API ladle_status ladle_conv_create_ex(const ladle_conv_desc *d,
+                                            const ladle_conv_opts *o,
+                                            const int64_t x_shape[], ladle_dtype dtype,
+                                            ladle_device device, uint64_t seed,
+                                            ladle_op **op)
+    LADLE_DEPRECATED("use ladle_conv_create with the desc's padding_mode and same");
+LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
+                                                 const ladle_conv_opts *o,
+                                                 const ladle_partition *p_x,
+                                                 const int64_t x_shape[], ladle_dtype dtype,
+                                                 ladle_device device, uint64_t seed,
+                                                 unsigned flags, ladle_op **op)
+    LADLE_DEPRECATED(
+        "use ladle_dist_conv_create with the desc's padding_mode, same, flags");
+
 /* ---- communicators (the _f twins) ----------------------------------------- */
 
 /* Every communicator is a ladle_comm now: pass ladle_comm_of(comm) from C,

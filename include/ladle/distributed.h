@@ -92,16 +92,32 @@ LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
  * is decomposed in balance over p_x too. The weights are replicated on
  * every rank of p_x (partition rank 0 owns them); each rank's
  * backward_weight adds its own contribution and ladle_layer_sync_gradients
- * sums them over p_x. Collective over p_x. Returns the codes of
- * ladle_dist_linear_create.
+ * sums them over p_x. d->flags may hold LADLE_CHECKED and
+ * LADLE_OVERLAP_HALO.
+ *
+ * The padding (d's padding, padding_mode and same, as in
+ * ladle_conv_create) applies at the global edges only: inside, the halo
+ * brings the neighbours' cells. Reflect and replicate are filled by the
+ * ranks at the edges from their own padded tensor after the halo exchange
+ * (each edge block of a split dimension must hold the cells they read:
+ * max(lo, hi) + 1 for reflect, 1 for replicate); circular wraps around the
+ * global domain, which the halo exchange does not, so it takes only
+ * dimensions p_x does not split (LADLE_ERR_UNSUPPORTED otherwise). With
+ * uneven padding ('same' with an even kernel) the halo is planned for a
+ * centred window and each rank convolves the box its output reads. The
+ * backward adds the padding cells' gradients into the cells they were read
+ * from before the halo's adjoint. Collective over p_x. Returns the codes of
+ * ladle_dist_linear_create and ladle_conv_create, LADLE_ERR_UNSUPPORTED as
+ * above (the same on every rank).
  */
-LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
+LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
+                                              const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
-                                              ladle_device device, uint64_t seed, unsigned flags,
+                                              ladle_device device, uint64_t seed,
                                               ladle_op **op);
 
 /*
- * A flag of ladle_dist_conv_create(_ex) and ladle_dist_pool_create: overlap
+ * A flag of ladle_dist_conv_create and ladle_dist_pool_create: overlap
  * the halo exchange with the interior. Each rank starts the exchange,
  * computes the outputs whose windows read only its own block (and the
  * global padding), then finishes the exchange and computes the boundary
@@ -120,29 +136,6 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const la
 #define LADLE_OVERLAP_HALO 0x8u
 
 /*
- * ladle_dist_conv_create with the options of ladle_conv_create_ex (o may be
- * NULL). The padding applies at the global edges only: inside, the halo
- * brings the neighbours' cells. Reflect and replicate are filled by the
- * ranks at the edges from their own padded tensor after the halo exchange
- * (each edge block of a split dimension must hold the cells they read:
- * max(lo, hi) + 1 for reflect, 1 for replicate); circular wraps around the
- * global domain, which the halo exchange does not, so it takes only
- * dimensions p_x does not split (LADLE_ERR_UNSUPPORTED otherwise). With
- * uneven padding ('same' with an even kernel) the halo is planned for a
- * centred window and each rank convolves the box its output reads. The
- * backward adds the padding cells' gradients into the cells they were read
- * from before the halo's adjoint. Collective over p_x. Returns the codes of
- * ladle_dist_conv_create and ladle_conv_create_ex, LADLE_ERR_UNSUPPORTED as
- * above (the same on every rank).
- */
-LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
-                                                 const ladle_conv_opts *o,
-                                                 const ladle_partition *p_x,
-                                                 const int64_t x_shape[], ladle_dtype dtype,
-                                                 ladle_device device, uint64_t seed,
-                                                 unsigned flags, ladle_op **op);
-
-/*
  * Convolution over a weight grid: the channel-partitioned (S = 1) and the
  * general (channels and space at once) layer. x (global x_shape) is split
  * in balance over p_x = 1 x Pci x S, y over p_y = 1 x Pco x S and the weight
@@ -154,12 +147,14 @@ LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
  * the bias blocks, on j = 0) have one copy per tile, their gradients summed
  * by ladle_layer_sync_gradients. Grouped convolutions must keep their
  * channels whole (LADLE_ERR_UNSUPPORTED). Collective over p_x, p_w and p_y
- * (the union). Returns the codes of ladle_dist_linear_create.
+ * (the union): p holds p_x, p_w and p_y, the same on every rank. Returns
+ * the codes of ladle_dist_linear_create.
  */
-LADLE_API ladle_status ladle_dist_conv_grid_create(
-    const ladle_conv_desc *d, const ladle_partition *p_x, const ladle_partition *p_w,
-    const ladle_partition *p_y, const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
-    uint64_t seed, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
+                                                   const ladle_dist_partitions *p,
+                                                   const int64_t x_shape[],
+                                                   ladle_dtype dtype, ladle_device device,
+                                                   uint64_t seed, ladle_op **op);
 
 /*
  * Pooling (ladle_pool_desc) partitioned like ladle_dist_conv_create, with
@@ -176,7 +171,7 @@ LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const la
 
 /*
  * Adaptive average pooling (ladle_adaptive_avg_pool_create) with x of
- * global shape x_shape (ndim 3 to 5) and y both split in balance over p_x
+ * global shape x_shape (p_x's ndim, 3 to 5) and y both split in balance over p_x
  * (the same ndim; any dimension may be split). Each rank gathers the input
  * box its output tile reads (from its first output's window to its last's,
  * which may reach into the neighbours' blocks) and pools it at global
@@ -186,12 +181,9 @@ LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const la
  * p_x. Returns the codes of ladle_dist_linear_create and
  * ladle_adaptive_avg_pool_create.
  */
-LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int ndim,
-                                                           const int64_t x_shape[],
-                                                           const int64_t out_size[],
-                                                           ladle_dtype dtype,
-                                                           ladle_device device,
-                                                           unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(
+    const ladle_partition *p_x, const int64_t x_shape[], const int64_t out_size[],
+    ladle_dtype dtype, ladle_device device, unsigned flags, ladle_op **op);
 
 /* Which ranks batch norm's statistics are reduced over (among the ranks
  * holding the same channels, the peers). */
@@ -260,7 +252,7 @@ LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
                                                  ladle_op **op);
 
 /*
- * Flatten x [N, ...] (global x_shape, ndim >= 2, decomposed in balance over
+ * Flatten x [N, ...] (global x_shape, p_x's ndim >= 2, decomposed in balance over
  * p_x of the same ndim) into y [N, F] decomposed in balance over p_y (D x
  * Pf): a repartition gathers each of y's batch blocks whole onto column 0
  * of p_y, where the block is already y's, and a second one splits the
@@ -268,11 +260,11 @@ LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
  * dot-product test holds exactly). Collective over p_x and p_y (the union).
  * Returns the codes of ladle_dist_linear_create.
  */
-LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
+LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x,
                                                  const int64_t x_shape[],
-                                                 const ladle_partition *p_y, ladle_dtype dtype,
-                                                 ladle_device device, unsigned flags,
-                                                 ladle_op **op);
+                                                 const ladle_partition *p_y,
+                                                 ladle_dtype dtype, ladle_device device,
+                                                 unsigned flags, ladle_op **op);
 
 /*
  * Global average pooling: x [N, C, S...] (global x_shape, 1 to 3 spatial
@@ -288,11 +280,9 @@ LADLE_API ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int
  * the block divided by V. Linear (the dot-product test holds). Collective
  * over p_x and p_y. Returns the codes of ladle_dist_linear_create.
  */
-LADLE_API ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x, int ndim,
-                                                         const int64_t x_shape[],
-                                                         const ladle_partition *p_y,
-                                                         ladle_dtype dtype, ladle_device device,
-                                                         unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_global_avg_pool_create(
+    const ladle_partition *p_x, const int64_t x_shape[], const ladle_partition *p_y,
+    ladle_dtype dtype, ladle_device device, unsigned flags, ladle_op **op);
 
 /*
  * Interpolation (the options of ladle_interp_desc) with x of global shape

@@ -159,8 +159,20 @@ LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], in
                                            int bias, ladle_dtype dtype, ladle_device device,
                                            uint64_t seed, ladle_op **op);
 
+/* How a convolution pads (PyTorch's padding_mode): with zeros, or with the
+ * input itself read back from the edge (reflect: x[-i] = x[i], without
+ * repeating the edge; replicate: x[-i] = x[0]; circular: x[-i] = x[S - i]).
+ * Every dimension is padded in turn, so the corners are the composition. */
+typedef enum ladle_padding_mode {
+    LADLE_PAD_ZEROS = 0,
+    LADLE_PAD_REFLECT = 1,
+    LADLE_PAD_REPLICATE = 2,
+    LADLE_PAD_CIRCULAR = 3
+} ladle_padding_mode;
+
 /* Convolution over 1 to 3 spatial dimensions, as the frameworks define it
- * (cross-correlation; zero padding on both sides). x is N x C_in x S...,
+ * (cross-correlation; padding on both sides, zeros unless padding_mode
+ * says otherwise). x is N x C_in x S...,
  * W is C_out x C_in/groups x K..., y is N x C_out x O... with
  * O = floor((S + 2p - d(k - 1) - 1) / s) + 1. Saves: x. */
 typedef struct ladle_conv_desc {
@@ -174,62 +186,40 @@ typedef struct ladle_conv_desc {
     int64_t padding[3];
     int64_t dilation[3];
     int bias; /* nonzero: with a bias per output channel */
+    ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS by default */
+    int same; /* nonzero: PyTorch's padding='same' (stride 1, padding 0); 0 by default */
+    unsigned flags; /* the distributed layer's: LADLE_CHECKED, LADLE_OVERLAP_HALO; 0 */
 } ladle_conv_desc;
 
 /* nd spatial dims, kernel k in each, stride 1, padding 0, dilation 1,
- * groups 1, with bias. Local. */
+ * groups 1, with bias, zero padding, no flags. Local. */
 LADLE_API void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels,
                                     int64_t out_channels, int64_t kernel);
-/* A convolution over x of x_shape (N x C x spatial). Local.
+/* A convolution over x of x_shape (N x C x spatial). same nonzero is
+ * PyTorch's padding='same' (stride 1 only; the descriptor's padding must be
+ * 0): per dimension the total padding is d(k - 1), left = total / 2
+ * (rounded down) and right = total - left, so an even kernel pads one more
+ * on the right. Otherwise the descriptor's padding p goes on both sides.
+ * padding_mode applies to whichever padding results; reflect needs every
+ * padding below the input extent, circular at most the extent. A layer with
+ * another padding mode or uneven padding pads x into a buffer (in each ctx,
+ * which therefore holds a padded copy of x) and convolves that without
+ * padding; the backward folds the padding's gradient back onto the cells it
+ * was read from (the adjoint of the padding). flags may hold the bits of
+ * ladle_dist_conv_create, which change nothing on one rank. Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE, LADLE_ERR_ARG (bad channel
  * counts or groups, a kernel, stride or dilation below 1 or a negative
  * padding, and values so large that the output length would overflow:
  * the padded input, the dilated kernel and the stride may not pass 2^57;
  * a weight of more than 2^57 elements), LADLE_ERR_SHAPE (x's channels, a
  * kernel larger than the padded input, an output too large, matrices
- * above 2^31 rows or columns), LADLE_ERR_ALLOC. */
+ * above 2^31 rows or columns), LADLE_ERR_ALLOC; LADLE_ERR_ARG also for an
+ * unknown padding mode or flag, same with a stride above 1 or a nonzero
+ * padding, and a padding the mode cannot take (naming the dimension, the
+ * padding and the extent). */
 LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
                                          ladle_dtype dtype, ladle_device device, uint64_t seed,
                                          ladle_op **op);
-
-/* How a convolution pads (PyTorch's padding_mode): with zeros, or with the
- * input itself read back from the edge (reflect: x[-i] = x[i], without
- * repeating the edge; replicate: x[-i] = x[0]; circular: x[-i] = x[S - i]).
- * Every dimension is padded in turn, so the corners are the composition. */
-typedef enum ladle_padding_mode {
-    LADLE_PAD_ZEROS = 0,
-    LADLE_PAD_REFLECT = 1,
-    LADLE_PAD_REPLICATE = 2,
-    LADLE_PAD_CIRCULAR = 3
-} ladle_padding_mode;
-
-/* The options of ladle_conv_create_ex beyond ladle_conv_desc. same nonzero is
- * PyTorch's padding='same' (stride 1 only; the description's padding must be
- * 0): per dimension the total padding is d(k - 1), left = total / 2 (rounded
- * down) and right = total - left, so an even kernel pads one more on the
- * right. Otherwise the description's padding p goes on both sides. The
- * padding mode applies to whichever padding results; reflect needs every
- * padding below the input extent, circular at most the extent. */
-typedef struct ladle_conv_opts {
-    size_t size; /* sizeof(ladle_conv_opts), set by ladle_conv_opts_init (checked by the calls that take it) */
-    ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS by default */
-    int same;                        /* 0 by default */
-} ladle_conv_opts;
-
-/* Zeros, no 'same'. Local. */
-LADLE_API void ladle_conv_opts_init(ladle_conv_opts *o);
-/* ladle_conv_create with options (o may be NULL: the defaults, which give
- * exactly ladle_conv_create). A layer with another padding mode or uneven
- * padding pads x into a buffer (in each ctx, which therefore holds a padded
- * copy of x) and convolves that without padding; the backward folds the
- * padding's gradient back onto the cells it was read from (the adjoint of
- * the padding). Local. Returns the codes of ladle_conv_create and
- * LADLE_ERR_ARG for an unknown mode (naming it), same with a stride above 1
- * or a nonzero padding, and a padding the mode cannot take (naming the
- * dimension, the padding and the extent). */
-LADLE_API ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                            const int64_t x_shape[], ladle_dtype dtype,
-                                            ladle_device device, uint64_t seed, ladle_op **op);
 
 /* Max and average pooling over 1 to 3 spatial dimensions. stride 0 means
  * the kernel size. Max pooling pads with -inf, supports dilation and

@@ -18,11 +18,11 @@
 #include "layers/distributed/dist_window.h"
 #include "layers/sequential/adaptive_impl.h"
 
-ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int ndim,
+ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x,
                                                  const int64_t x_shape[],
-                                                 const int64_t out_size[], ladle_dtype dtype,
-                                                 ladle_device device, unsigned flags,
-                                                 ladle_op **out)
+                                                 const int64_t out_size[],
+                                                 ladle_dtype dtype, ladle_device device,
+                                                 unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -34,12 +34,10 @@ ladle_status ladle_dist_adaptive_avg_pool_create(const ladle_partition *p_x, int
     LADLE_NOT_NULL(out_size);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
+    int ndim = ladle_partition_ndim(p_x);
     local = ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &p.g.adaptive, ys, f);
     if (local == LADLE_OK)
         local = ladle__make_check_kind(dtype, flags, f);
-    if (local == LADLE_OK && ladle_partition_ndim(p_x) != ndim)
-        local = ladle__raise(LADLE_ERR_PARTITION, f, "p_x has %d dimensions; x has %d",
-                             ladle_partition_ndim(p_x), ndim);
     if (local == LADLE_OK) {
         int64_t head[4] = {ndim, dtype, flags, 0};
         memcpy(args, head, sizeof head);

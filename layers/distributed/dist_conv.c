@@ -670,10 +670,13 @@ static ladle_status make_conv(const kind *k, const int64_t *xs, int whole, ladle
                               ladle_device device, uint64_t seed, ladle_op **op)
 {
     ladle_conv_desc d = *(const ladle_conv_desc *)k->desc;
+    d.flags = 0;
     if (whole)
-        return ladle_conv_create_ex(&d, k->opts, xs, dt, device, seed, op);
+        return ladle_conv_create(&d, xs, dt, device, seed, op);
     for (int i = 0; i < 3; i++)
         d.padding[i] = 0;
+    d.padding_mode = LADLE_PAD_ZEROS;
+    d.same = 0;
     return ladle_conv_create(&d, xs, dt, device, seed, op);
 }
 
@@ -691,16 +694,8 @@ static ladle_status make_pool(const kind *k, const int64_t *xs, int whole, ladle
 }
 
 ladle_status ladle_dist_conv_create(const ladle_conv_desc *d, const ladle_partition *p_x,
-                                    const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
-                                    uint64_t seed, unsigned flags, ladle_op **out)
-{
-    return ladle_dist_conv_create_ex(d, NULL, p_x, x_shape, dtype, device, seed, flags, out);
-}
-
-ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                       const ladle_partition *p_x, const int64_t x_shape[],
-                                       ladle_dtype dtype, ladle_device device, uint64_t seed,
-                                       unsigned flags, ladle_op **out)
+                                    const int64_t x_shape[], ladle_dtype dtype,
+                                    ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     spec sp;
@@ -711,8 +706,9 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
     LADLE_NOT_NULL(out);
     memset(&sp, 0, sizeof sp);
     sp.nd = d->nd;
-    ladle_status pre = ladle__conv_padding(d, o, __func__, sp.lo, sp.hi);
-    sp.mode = pre == LADLE_OK && o != NULL ? o->padding_mode : LADLE_PAD_ZEROS;
+    unsigned flags = d->flags;
+    ladle_status pre = ladle__conv_padding(d, __func__, sp.lo, sp.hi);
+    sp.mode = pre == LADLE_OK ? d->padding_mode : LADLE_PAD_ZEROS;
     for (int i = 0; i < 3; i++) {
         sp.k[i] = d->kernel[i];
         sp.s[i] = d->stride[i];
@@ -723,7 +719,7 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
     int64_t args[27] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
                         (int64_t)dtype, (int64_t)flags, (int64_t)seed};
     args[25] = (int64_t)sp.mode;
-    args[26] = o != NULL && o->size == sizeof *o ? o->same : 0;
+    args[26] = d->same;
     for (int i = 0; i < 3; i++) {
         args[8 + i] = d->kernel[i];
         args[11 + i] = d->stride[i];
@@ -742,10 +738,24 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
     sp.overlap = (flags & LADLE_OVERLAP_HALO) != 0;
     ladle__make m = {__func__,      dtype, device, flags & ~(unsigned)LADLE_OVERLAP_HALO,
                      MPI_COMM_NULL, NULL,  NULL};
-    kind k = {0, 0.0, d, o, make_conv};
+    kind k = {0, 0.0, d, make_conv};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 27, args, seed, out);
 fail:
     return st;
+}
+
+/* deprecated (include/ladle/deprecated.h): the options and flags are the desc's */
+ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                       const ladle_partition *p_x, const int64_t x_shape[],
+                                       ladle_dtype dtype, ladle_device device,
+                                       uint64_t seed, unsigned flags, ladle_op **out)
+{
+    ladle_conv_desc full;
+    ladle_status st = ladle__conv_fold_opts(d, o, __func__, &full);
+    if (st != LADLE_OK)
+        return st;
+    full.flags = flags;
+    return ladle_dist_conv_create(&full, p_x, x_shape, dtype, device, seed, out);
 }
 
 ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
@@ -790,7 +800,7 @@ ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partit
     sp.overlap = (flags & LADLE_OVERLAP_HALO) != 0;
     ladle__make m = {__func__,      dtype, device, flags & ~(unsigned)LADLE_OVERLAP_HALO,
                      MPI_COMM_NULL, NULL,  NULL};
-    kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, NULL, make_pool};
+    kind k = {1, d->kind == LADLE_POOL_MAX ? -INFINITY : 0.0, d, make_pool};
     st = create(&m, pre, p_x, x_shape, &sp, &k, 25, args, 0, out);
 fail:
     return st;

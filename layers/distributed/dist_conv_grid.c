@@ -209,6 +209,12 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
                             "p_x must be 1 x Pci x S, p_y 1 x Pco x S and p_w Pco x Pci x S");
     if (d->groups < 1)
         return ladle__raise(LADLE_ERR_ARG, f, "%lld groups", (long long)d->groups);
+    if (d->padding_mode != LADLE_PAD_ZEROS || d->same)
+        return ladle__raise(
+            LADLE_ERR_UNSUPPORTED, f,
+            "the weight grid pads with zeros only (padding mode %d, same %d); "
+            "ladle_dist_conv_create takes the other paddings",
+            (int)d->padding_mode, d->same);
     if (d->groups != 1 && (sw[0] > 1 || sw[1] > 1))
         return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
                             "grouped convolutions cannot split their channels");
@@ -387,6 +393,7 @@ static ladle_status allocate(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
     if (v->worker) {
         const int *sh = ladle_partition_shape(p_w);
         ladle_conv_desc ld = *d;
+        ld.flags = 0;
         for (int i = 0; i < 3; i++)
             ld.padding[i] = 0;
         ld.in_channels = xb[1];
@@ -442,19 +449,23 @@ static void tile_group(const void *arg, int i, int r, int *gid, int64_t *count)
     *count = !has ? 0 : i == 0 ? co * ci * kv : co;
 }
 
-ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d, const ladle_partition *p_x,
-                                         const ladle_partition *p_w, const ladle_partition *p_y,
+ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
+                                         const ladle_dist_partitions *p,
                                          const int64_t x_shape[], ladle_dtype dtype,
-                                         ladle_device device, uint64_t seed, unsigned flags,
-                                         ladle_op **out)
+                                         ladle_device device, uint64_t seed, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dgrid *v = NULL;
     plan pl = {0};
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    LADLE_NOT_NULL(p);
+    const ladle_partition *p_x = p->x, *p_w = p->w, *p_y = p->y;
+    unsigned flags = d->flags;
+    m.flags = flags;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(p_w);
     LADLE_NOT_NULL(p_y);

@@ -37,8 +37,7 @@ typedef ladle_status (*make_local_fn)(const kind *k, const int64_t *xs, int whol
 struct kind {
     int is_pool;
     double pad_value;
-    const void *desc;            /* ladle_conv_desc or ladle_pool_desc */
-    const ladle_conv_opts *opts; /* a convolution's, or NULL */
+    const void *desc; /* ladle_conv_desc or ladle_pool_desc */
     make_local_fn make_local;
 };
 

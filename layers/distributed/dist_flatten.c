@@ -163,10 +163,9 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
-                                       const int64_t x_shape[], const ladle_partition *p_y,
-                                       ladle_dtype dtype, ladle_device device, unsigned flags,
-                                       ladle_op **out)
+ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, const int64_t x_shape[],
+                                       const ladle_partition *p_y, ladle_dtype dtype,
+                                       ladle_device device, unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -179,6 +178,7 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, int ndim,
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[2] = {p_x, p_y};
+    int ndim = ladle_partition_ndim(p_x);
     int64_t feat = 1;
     local = flat_checks(p_x, ndim, x_shape, p_y, dtype, flags, &feat, f);
     int64_t yg[2] = {local == LADLE_OK ? x_shape[0] : 0, feat};

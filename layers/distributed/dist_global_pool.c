@@ -159,11 +159,11 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x, int ndim,
+ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
                                                const int64_t x_shape[],
-                                               const ladle_partition *p_y, ladle_dtype dtype,
-                                               ladle_device device, unsigned flags,
-                                               ladle_op **out)
+                                               const ladle_partition *p_y,
+                                               ladle_dtype dtype, ladle_device device,
+                                               unsigned flags, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
@@ -177,6 +177,7 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x, int n
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[2] = {p_x, p_y};
+    int ndim = ladle_partition_ndim(p_x);
     local = gp_checks(p_x, ndim, x_shape, p_y, dtype, flags, f);
     int64_t yg[2] = {0, 0}, args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
     for (int d = 0; local == LADLE_OK && d < ndim; d++)

@@ -461,15 +461,9 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued
     return LADLE_OK;
 }
 
-ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[], ladle_dtype dtype,
-                               ladle_device device, uint64_t seed, ladle_op **out)
-{
-    return ladle_conv_create_ex(d, NULL, x_shape, dtype, device, seed, out);
-}
-
-ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                  const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
-                                  uint64_t seed, ladle_op **out)
+ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
+                               ladle_dtype dtype, ladle_device device, uint64_t seed,
+                               ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -481,10 +475,12 @@ ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opt
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
                 d->nd);
+    LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_OVERLAP_HALO)) == 0,
+                LADLE_ERR_ARG, "unknown flags 0x%x", d->flags);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, 2 + d->nd, x_shape, 3));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
-    LADLE_CALL(ladle__conv_pad_plan(d, o, x_shape, v, &inner, xps));
+    LADLE_CALL(ladle__conv_pad_plan(d, x_shape, v, &inner, xps));
     const ladle_backend *be = NULL;
     LADLE_CALL(ladle__backend_get(device, __func__, &be));
     LADLE_CALL(plan(&inner, xps, be->async, v));
@@ -550,4 +546,45 @@ fail:
     }
     ladle_op_destroy(&op);
     return st;
+}
+
+/* deprecated (include/ladle/deprecated.h): the options are the desc's */
+void ladle_conv_opts_init(ladle_conv_opts *o)
+{
+    if (o == NULL)
+        return;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->padding_mode = LADLE_PAD_ZEROS;
+}
+
+ladle_status ladle__conv_fold_opts(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                   const char *f, ladle_conv_desc *out)
+{
+    if (d == NULL)
+        return ladle__raise(LADLE_ERR_NULL, f, "d is NULL");
+    if (d->size < sizeof *d)
+        return ladle__check_size(f, "d", d->size, sizeof *d);
+    *out = *d;
+    if (o == NULL)
+        return LADLE_OK;
+    if (o->size != sizeof *o)
+        return ladle__raise(
+            LADLE_ERR_ARG, f,
+            "the options' size is %zu, this ladle's ladle_conv_opts is %zu (set "
+            "it with ladle_conv_opts_init)",
+            o->size, sizeof *o);
+    out->padding_mode = o->padding_mode;
+    out->same = o->same;
+    return LADLE_OK;
+}
+
+ladle_status ladle_conv_create_ex(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                  const int64_t x_shape[], ladle_dtype dtype,
+                                  ladle_device device, uint64_t seed, ladle_op **out)
+{
+    ladle_conv_desc full;
+    ladle_status st = ladle__conv_fold_opts(d, o, __func__, &full);
+    return st != LADLE_OK ? st
+                          : ladle_conv_create(&full, x_shape, dtype, device, seed, out);
 }

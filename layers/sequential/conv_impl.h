@@ -44,19 +44,23 @@ typedef struct conv {
     void *xpin, *gpad;
 } conv;
 
-/* The padding of every spatial dimension of d under o (o may be NULL),
- * left in lo and right in hi, after checking the options (an unknown mode,
- * same with a stride or a padding). Local; raises for func. */
-ladle_status ladle__conv_padding(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                 const char *func, int64_t lo[3], int64_t hi[3]);
+/* The padding of every spatial dimension of d (its padding, padding_mode
+ * and same), left in lo and right in hi, after checking the options (an
+ * unknown mode, same with a stride or a padding). Local; raises for func. */
+ladle_status ladle__conv_padding(const ladle_conv_desc *d, const char *func, int64_t lo[3],
+                                 int64_t hi[3]);
 
-/* Plan explicit padding for x of shape xs when o asks for it (another mode
+/* The deprecated ladle_conv_opts folded into a copy of d (o may be NULL),
+ * after checking both sizes. Local; raises for f. */
+ladle_status ladle__conv_fold_opts(const ladle_conv_desc *d, const ladle_conv_opts *o,
+                                   const char *f, ladle_conv_desc *out);
+
+/* Plan explicit padding for x of shape xs when d asks for it (another mode
  * or uneven sides): v->padded, the padded shape in xps and the inner
  * description (padding 0) in inner; otherwise inner = *d with the padding
  * and xps = xs. Checks the padding against the extents. Local. */
-ladle_status ladle__conv_pad_plan(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                  const int64_t *xs, conv *v, ladle_conv_desc *inner,
-                                  int64_t *xps);
+ladle_status ladle__conv_pad_plan(const ladle_conv_desc *d, const int64_t *xs, conv *v,
+                                  ladle_conv_desc *inner, int64_t *xps);
 
 /* x (n images) padded into xp; the gradient gp of the padded x folded back
  * into dx (gp is overwritten). Local. */

@@ -1,5 +1,6 @@
 /*
- * The convolution's padding options (ladle_conv_opts): padding modes other
+ * The convolution's padding options (ladle_conv_desc's padding_mode and
+ * same): padding modes other
  * than zeros and the uneven padding of 'same'. Such a layer is
  *
  *   y = C Pad x,     dx = Pad* C* dy,     dW += (dy, Pad x)
@@ -14,30 +15,16 @@
 
 #include "layers/sequential/conv_impl.h"
 
-void ladle_conv_opts_init(ladle_conv_opts *o)
-{
-    if (o == NULL)
-        return;
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->padding_mode = LADLE_PAD_ZEROS;
-}
-
-ladle_status ladle__conv_padding(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                 const char *f, int64_t lo[3], int64_t hi[3])
+ladle_status ladle__conv_padding(const ladle_conv_desc *d, const char *f, int64_t lo[3],
+                                 int64_t hi[3])
 {
     ladle_status st = LADLE_OK;
     for (int i = 0; i < 3; i++)
         lo[i] = hi[i] = i < d->nd ? d->padding[i] : 0;
-    if (o == NULL)
-        return LADLE_OK;
-    LADLE_CHECK(o->size == sizeof *o, LADLE_ERR_ARG,
-                "the options' size is %zu, this ladle's ladle_conv_opts is %zu (set it with "
-                "ladle_conv_opts_init)", o->size, sizeof *o);
-    LADLE_CHECK(ladle__pad_name(o->padding_mode) != NULL, LADLE_ERR_ARG,
+    LADLE_CHECK(ladle__pad_name(d->padding_mode) != NULL, LADLE_ERR_ARG,
                 "unknown padding mode %d (zeros, reflect, replicate, circular)",
-                (int)o->padding_mode);
-    if (!o->same)
+                (int)d->padding_mode);
+    if (!d->same)
         return LADLE_OK;
     for (int i = 0; i < d->nd; i++) {
         LADLE_CHECK(d->stride[i] == 1, LADLE_ERR_ARG,
@@ -58,16 +45,15 @@ fail:
     return st;
 }
 
-ladle_status ladle__conv_pad_plan(const ladle_conv_desc *d, const ladle_conv_opts *o,
-                                  const int64_t *xs, conv *v, ladle_conv_desc *inner,
-                                  int64_t *xps)
+ladle_status ladle__conv_pad_plan(const ladle_conv_desc *d, const int64_t *xs, conv *v,
+                                  ladle_conv_desc *inner, int64_t *xps)
 {
-    const char *f = "ladle_conv_create_ex";
+    const char *f = "ladle_conv_create";
     int64_t lo[3], hi[3];
-    ladle_status st = ladle__conv_padding(d, o, f, lo, hi);
+    ladle_status st = ladle__conv_padding(d, f, lo, hi);
     if (st != LADLE_OK)
         return st;
-    ladle_padding_mode mode = o ? o->padding_mode : LADLE_PAD_ZEROS;
+    ladle_padding_mode mode = d->padding_mode;
     int uneven = 0;
     *inner = *d;
     v->ndim = 2 + d->nd;

@@ -115,7 +115,14 @@ class ladle_conv_desc(Structure):
                 ("stride", _arr(c_int64, 3)),
                 ("padding", _arr(c_int64, 3)),
                 ("dilation", _arr(c_int64, 3)),
-                ("bias", c_int)]
+                ("bias", c_int),
+                ("padding_mode", c_int),
+                ("same", c_int),
+                ("flags", c_uint)]
+
+
+class ladle_dist_partitions(Structure):
+    _fields_ = [("x", c_void_p), ("w", c_void_p), ("y", c_void_p)]
 
 
 class ladle_pool_desc(Structure):
@@ -328,15 +335,15 @@ PROTOTYPES = [
     ("ladle_dist_linear_create", S, [H, H, H, c_int64, c_int64, c_int64, c_int, c_int, c_int,
                                      c_uint64, c_uint, HP]),
     ("ladle_dist_conv_create", S, [POINTER(ladle_conv_desc), H, i64_p, c_int, c_int, c_uint64,
-                                   c_uint, HP]),
-    ("ladle_dist_conv_grid_create", S, [POINTER(ladle_conv_desc), H, H, H, i64_p, c_int, c_int,
-                                        c_uint64, c_uint, HP]),
+                                   HP]),
+    ("ladle_dist_conv_grid_create", S, [POINTER(ladle_conv_desc), POINTER(ladle_dist_partitions),
+                                        i64_p, c_int, c_int, c_uint64, HP]),
     ("ladle_dist_pool_create", S, [POINTER(ladle_pool_desc), H, i64_p, c_int, c_int, c_uint, HP]),
     ("ladle_dist_batchnorm_create", S, [POINTER(ladle_batchnorm_desc), H, c_int, i64_p, c_int,
                                         c_int, c_int, c_int, c_uint, HP]),
     ("ladle_dist_loss_create", S, [c_int, c_int, c_double, H, c_int, i64_p, c_int, c_int, c_uint,
                                    HP]),
-    ("ladle_dist_flatten_create", S, [H, c_int, i64_p, H, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_flatten_create", S, [H, i64_p, H, c_int, c_int, c_uint, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),
     ("ladle_optimizer_create", S, [POINTER(ladle_optimizer_desc), HP]),

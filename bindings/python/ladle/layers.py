@@ -396,10 +396,11 @@ def DistConv(p_x, x_shape, out_channels, kernel, stride=1, padding=0, dilation=1
     shape = _shape(x_shape)
     d = conv_desc(len(shape) - 2, shape[1], out_channels, kernel, stride, padding, dilation,
                   groups, bias)
+    d.flags = _flags(checked)
     h = c_void_p()
     check(_core.lib.ladle_dist_conv_create(byref(d), p_x.handle, i64_array(shape),
                                            ladle_dtype(dtype), ladle_device(device), seed,
-                                           _flags(checked), byref(h)))
+                                           byref(h)))
     return _made(h, keep=[p_x])
 
 
@@ -409,10 +410,11 @@ def DistConvGrid(p_x, p_w, p_y, x_shape, out_channels, kernel, stride=1, padding
     shape = _shape(x_shape)
     d = conv_desc(len(shape) - 2, shape[1], out_channels, kernel, stride, padding, dilation,
                   groups, bias)
+    d.flags = _flags(checked)
+    parts = _capi.ladle_dist_partitions(p_x.handle, p_w.handle, p_y.handle)
     h = c_void_p()
-    check(_core.lib.ladle_dist_conv_grid_create(byref(d), p_x.handle, p_w.handle, p_y.handle,
-                                                i64_array(shape), ladle_dtype(dtype),
-                                                ladle_device(device), seed, _flags(checked),
+    check(_core.lib.ladle_dist_conv_grid_create(byref(d), byref(parts), i64_array(shape),
+                                                ladle_dtype(dtype), ladle_device(device), seed,
                                                 byref(h)))
     return _made(h, keep=[p_x, p_w, p_y])
 
@@ -460,7 +462,7 @@ def DistFlatten(p_x, x_shape, p_y, dtype=np.float64, device="cpu", checked=False
     """x [N, ...] over p_x into y [N, F] over p_y (D x Pf)."""
     shape = _shape(x_shape)
     h = c_void_p()
-    check(_core.lib.ladle_dist_flatten_create(p_x.handle, len(shape), i64_array(shape),
+    check(_core.lib.ladle_dist_flatten_create(p_x.handle, i64_array(shape),
                                               p_y.handle, ladle_dtype(dtype),
                                               ladle_device(device), _flags(checked), byref(h)))
     return _made(h, keep=[p_x, p_y])
