@@ -44,8 +44,7 @@ static void attention_case(ladle_partition *p, int D, int S, int64_t E, int64_t 
     d.out_bias = bias;
     d.block = 3; /* several tiles */
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(
-        ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), seed, 0, &dist));
+    LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), seed, &dist));
     LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), seed, &seq));
     char what[96];
     snprintf(what, sizeof what, "attention %dx%d, E %lld H %lld d %lld bias %d", D, S,
@@ -210,9 +209,9 @@ START_TEST(deferred_weight_passes_shared)
     d.head_dim = 2;
     ladle_op *a[2] = {NULL}, *twin[2] = {NULL};
     for (int k = 0; k < 2; k++) {
-        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k, 0,
+        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k,
                                              &a[k]));
-        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k, 0,
+        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 5 + k,
                                              &twin[k]));
     }
     void *mem = NULL;
@@ -278,22 +277,28 @@ START_TEST(refusals)
     ladle_attention_desc_init(&d, 8, 2);
     int64_t xs[3] = {2, ranks, 8};
     ladle_op *op = NULL;
-    LT_FAILS(ladle_dist_tp_attention_create(NULL, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_tp_attention_create(NULL, p, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_tp_attention_create(&d, p2, xs, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_tp_attention_create(&d, p2, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_PARTITION);
     if (ranks > 2) /* 2 heads over 3 or more ranks */
-        LT_FAILS(
-            ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 1, 0, &op),
-            LADLE_ERR_SHAPE);
+        LT_FAILS(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+                 LADLE_ERR_SHAPE);
     int64_t short_t[3] = {2, ranks > 1 ? ranks - 1 : 0, 8};
-    LT_FAILS(
-        ladle_dist_tp_attention_create(&d, p, short_t, LADLE_F64, lt_device(), 1, 0, &op),
-        LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_tp_attention_create(&d, p, short_t, LADLE_F64, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE);
     int64_t wrong_e[3] = {2, ranks, 9};
-    LT_FAILS(
-        ladle_dist_tp_attention_create(&d, p, wrong_e, LADLE_F64, lt_device(), 1, 0, &op),
-        LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_tp_attention_create(&d, p, wrong_e, LADLE_F64, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE);
+    if (ranks <= 2) { /* flags: LADLE_CHECKED is the one the layer knows */
+        d.flags = 0x100;
+        LT_FAILS(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+                 LADLE_ERR_ARG);
+        d.flags = LADLE_CHECKED;
+        LT_OK(ladle_dist_tp_attention_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op));
+        ladle_op_destroy(&op);
+        d.flags = 0;
+    }
     LT_FAILS(ladle_dist_tp_linear_create(p, 2, xs, 4, 1, LADLE_F64, lt_device(), 1, 0, &op),
              LADLE_ERR_ARG);
     LT_FAILS(ladle_dist_tp_linear_create(p, 0, xs, ranks - 1, 1, LADLE_F64, lt_device(), 1,

@@ -155,7 +155,7 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
     if (b->grid)
         LADLE_CALL(add(b, NAME("attn"),
                        ladle_dist_tp_attention_create(&ad, b->grid, gs, d->dtype, d->device,
-                                                      b->seed++, 0, &op),
+                                                      b->seed++, &op),
                        &op, v, &a));
     else
         LADLE_CALL(
@@ -526,7 +526,7 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
             ladle_attention_desc ad;
             ladle_attention_desc_init(&ad, d->width, d->heads);
             ad.f32_tiles = d->attn_f32_tiles;
-            LADLE_CALL(ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++, 0,
+            LADLE_CALL(ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++,
                                                       &body[n++]));
         } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */
             int64_t hs[3] = {d->batch, d->context, ladle__balanced_size(f, c->S, c->i)};

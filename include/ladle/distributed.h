@@ -500,11 +500,9 @@ LADLE_API ladle_status ladle_dist_replicate_create_on(const ladle_layout *x,
  * backend without its kernels), LADLE_ERR_PARTITION (p not D x S x 1),
  * LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
  */
-LADLE_API ladle_status ladle_dist_tp_attention_create(const ladle_attention_desc *d,
-                                                      const ladle_partition *p,
-                                                      const int64_t x_shape[3], ladle_dtype dtype,
-                                                      ladle_device device, uint64_t seed,
-                                                      unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_tp_attention_create(
+    const ladle_attention_desc *d, const ladle_partition *p, const int64_t x_shape[3],
+    ladle_dtype dtype, ladle_device device, uint64_t seed, ladle_op **op);
 /* row 0: a column-parallel linear E -> features; row 1: row-parallel,
  * features -> E (see above). Collective over p. */
 LADLE_API ladle_status ladle_dist_tp_linear_create(const ladle_partition *p, int row,

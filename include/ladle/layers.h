@@ -534,10 +534,12 @@ typedef struct ladle_attention_desc {
                            five) in f32 GEMMs, about twice as fast, the softmax
                            statistics still in double: nonzero; 0 (the default): in
                            double, within one rounding of the f64 twin. Nothing in f64. */
+    unsigned flags;     /* the distributed layer's (ladle_dist_tp_attention_create):
+                           LADLE_CHECKED; 0 */
 } ladle_attention_desc;
 
 /* E, H, d = E / H (0 if H does not divide E, or H < 1), causal, both biases,
- * scale and block 0 (their defaults), f32_tiles 0. Local. */
+ * scale and block 0 (their defaults), f32_tiles 0, flags 0. Local. */
 LADLE_API void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
                                          int64_t num_heads);
 /* x_shape is N x T x E (ndim 3). Local. Returns LADLE_ERR_NULL (d, x_shape

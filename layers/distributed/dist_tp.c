@@ -600,7 +600,7 @@ ladle_status ladle_dist_tp_attention_create(const ladle_attention_desc *d,
                                             const ladle_partition *p,
                                             const int64_t x_shape[3], ladle_dtype dtype,
                                             ladle_device device, uint64_t seed,
-                                            unsigned flags, ladle_op **out)
+                                            ladle_op **out)
 {
     const char *fn = __func__;
     ladle_status st = LADLE_OK;
@@ -608,6 +608,8 @@ ladle_status ladle_dist_tp_attention_create(const ladle_attention_desc *d,
     LADLE_NOT_NULL(x_shape);
     LADLE_CHECK_SIZE(d);
     ladle_attention_desc a = *d;
+    unsigned flags = a.flags;
+    a.flags = 0; /* the local layers' */
     LADLE_CHECK(a.embed_dim == x_shape[2], LADLE_ERR_SHAPE,
                 "x's width %lld is not embed_dim %lld", (long long)x_shape[2],
                 (long long)a.embed_dim);

@@ -264,6 +264,8 @@ static ladle_status check_desc(const ladle_attention_desc *d, int ndim, const in
 {
     ladle_status st = LADLE_OK;
     LADLE_CALL(ladle__layer_check_args(func, dtype, ndim, xs, 3));
+    if (d->flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", d->flags);
     if (d->embed_dim < 1 || d->num_heads < 1 || d->head_dim < 1)
         return ladle__raise(
             LADLE_ERR_ARG, func,
