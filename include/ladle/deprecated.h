@@ -45,6 +45,20 @@ LADLE_API ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device de
 
 /* ---- layers and distributed layers ---------------------------------------- */
 
+/* The losses' _ex forms: ladle_loss_create takes the descriptor, and a
+ * distributed loss takes its flags in it and its ndim from p_x. */
+LADLE_API ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
+                                            const int64_t input_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op)
+    LADLE_DEPRECATED("use ladle_loss_create, which takes the ladle_loss_desc");
+LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
+                                                 const ladle_partition *p_x, int ndim,
+                                                 const int64_t input_shape[],
+                                                 ladle_dtype dtype, ladle_device device,
+                                                 unsigned flags, ladle_op **op)
+    LADLE_DEPRECATED("use ladle_dist_loss_create(d, p_x, input_shape, dtype, device, op) "
+                     "with the flags in d->flags");
+
 /* ---- communicators (the _f twins) ----------------------------------------- */
 
 /* Every communicator is a ladle_comm now: pass ladle_comm_of(comm) from C,
