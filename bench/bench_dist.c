@@ -265,11 +265,12 @@ static void vocab_loss(int64_t M, int64_t C)
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ladle_op *ops[2] = {NULL, NULL};
-    check(ladle_dist_vocab_loss_create(&d, p, M, C, LADLE_F32, LADLE_CPU, 0, &ops[0]),
+    check(ladle_dist_vocab_loss_create(&d, p, (int64_t[]){M, C}, LADLE_F32, LADLE_CPU,
+                                       &ops[0]),
           "vocabulary-parallel loss");
     int64_t off[2], box[2];
     check(ladle_layout_box(ladle_op_x_layout(ops[0]), LADLE_SELF, off, box), "box");
-    check(ladle_loss_create_ex(&d, 2, box, LADLE_F32, LADLE_CPU, &ops[1]), "loss");
+    check(ladle_loss_create(&d, 2, box, LADLE_F32, LADLE_CPU, &ops[1]), "loss");
     ladle_tensor *x[2], *dx[2], *t[2], *out[2], *dl[2];
     ladle_ctx *ctx[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {

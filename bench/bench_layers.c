@@ -275,13 +275,14 @@ static void xent_row(const char *shape, int64_t n, int64_t c, ladle_dtype dt)
     ladle_op *op = NULL;
     ladle_tensor *x = NULL, *dx = NULL, *t = NULL, *out = NULL, *dl = NULL;
     ladle_ctx *ctx = NULL;
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     int64_t *labels = malloc(sizeof(int64_t) * (size_t)n);
     ref f = {.bytes = (size_t)(bytes / 2)};
     f.src = malloc(f.bytes), f.dst = malloc(f.bytes);
     double *tm = calloc((size_t)(3 * reps), sizeof(double));
     if (labels == NULL || f.src == NULL || f.dst == NULL || tm == NULL ||
-        ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0.0, 2, xs, dt,
-                          LADLE_CPU, &op) != LADLE_OK ||
+        ladle_loss_create(&ld, 2, xs, dt, LADLE_CPU, &op) != LADLE_OK ||
         ladle_tensor_create(dt, LADLE_CPU, 2, xs, &x) != LADLE_OK ||
         ladle_tensor_create(dt, LADLE_CPU, 2, xs, &dx) != LADLE_OK ||
         ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, &n, &t) != LADLE_OK ||

@@ -379,9 +379,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     ladle_op *loss = NULL;
     int64_t ys[2] = {mb, width(BLOCKS)}, all[2] = {(int64_t)m * mb, width(0)},
             yall[2] = {(int64_t)m * mb, width(BLOCKS)};
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
     if (last)
-        CHECK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F32, LADLE_CPU,
-                                &loss));
+        CHECK(ladle_loss_create(&ld, 2, ys, LADLE_F32, LADLE_CPU, &loss));
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
     ladle_pipeline *pl = NULL;

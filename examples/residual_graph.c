@@ -27,32 +27,31 @@ int main(int argc, char **argv)
     ladle_graph *g = NULL;
     ladle_conv_desc cd;
     ladle_batchnorm_desc bd;
+    ladle_loss_desc ld;
     ladle_op *op = NULL;
     int x, v, sum, y;
     int64_t mine[4];
     CALL(ladle_layout_box(lx, LADLE_SELF, NULL, mine));
     ladle_conv_desc_init(&cd, 2, 8, 8, 3);
     cd.padding[0] = cd.padding[1] = 1;
-    ladle_batchnorm_desc_init(&bd, 8);
+    ladle_batchnorm_desc_init(&bd, 8); /* statistics over the whole batch */
+    ladle_loss_desc_init(&ld, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
     CALL(ladle_graph_create(LADLE_F64, LADLE_CPU, 0, &g));
     CALL(ladle_graph_add_input(g, "x", lx, 0, NULL, &x));
     CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 1, &op));
     CALL(ladle_graph_add_layer(g, "block.conv1", op, x, &v));
-    CALL(ladle_dist_batchnorm_create(&bd, p, 4, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, LADLE_CPU,
-                                     0, &op));
+    CALL(ladle_dist_batchnorm_create(&bd, p, xs, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_layer(g, "block.bn1", op, v, &v));
     CALL(ladle_activation_create(LADLE_RELU, 0, 4, mine, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_layer(g, "block.relu1", op, v, &v));
     CALL(ladle_dist_conv_create(&cd, p, xs, LADLE_F64, LADLE_CPU, 2, &op));
     CALL(ladle_graph_add_layer(g, "block.conv2", op, v, &v));
-    CALL(ladle_dist_batchnorm_create(&bd, p, 4, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64, LADLE_CPU,
-                                     0, &op));
+    CALL(ladle_dist_batchnorm_create(&bd, p, xs, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_layer(g, "block.bn2", op, v, &v));
     CALL(ladle_graph_add_add(g, "block.add", 2, (int[]){v, x}, &sum)); /* the skip */
     CALL(ladle_activation_create(LADLE_RELU, 0, 4, mine, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_layer(g, "block.relu2", op, sum, &y));
-    CALL(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, p, 4, xs, LADLE_F64,
-                                LADLE_CPU, 0, &op));
+    CALL(ladle_dist_loss_create(&ld, p, xs, LADLE_F64, LADLE_CPU, &op));
     CALL(ladle_graph_add_loss(g, "mse", op, y, 1.0, NULL));
     CALL(ladle_graph_finalize(g)); /* collective: order, buffers, buckets */
 

@@ -141,6 +141,12 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
 #define LT_ASR(naxes, axes, ndim, shape, flags)                                            \
     (&(ladle_all_sum_reduce_desc){sizeof(ladle_all_sum_reduce_desc), (naxes), (axes),      \
                                   (ndim), (shape), (flags)})
+/* A loss's descriptor likewise: what ladle_loss_desc_init sets (no weights,
+ * no ignored label), with the smoothing and the flags; test_loss checks the
+ * _init call itself. */
+#define LT_LOSS(kind, reduction, smoothing, flags)                                         \
+    (&(ladle_loss_desc){sizeof(ladle_loss_desc), (kind), (reduction), (smoothing),         \
+                        LADLE_LOSS_NO_IGNORE, NULL, 0, (flags)})
 
 /* Around a test of a deprecated wrapper (include/ladle/deprecated.h): the
  * call is meant, so its warning is silenced there and nowhere else. */

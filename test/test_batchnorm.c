@@ -300,6 +300,20 @@ START_TEST(bad_input)
     ladle_op_destroy(&op);
     LT_OK(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, lt_device(), &op)); /* 2 values: fine */
     ladle_op_destroy(&op);
+    /* the distributed fields: defaults; one rank reads no sync or group
+     * size, but a bad sync value or an unknown flag is refused */
+    LT_ASSERT(d.sync == LADLE_BN_SYNC_GLOBAL && d.group_size == 0 && d.flags == 0,
+              "_init sets sync global, no group size and no flags");
+    d.sync = LADLE_BN_SYNC_GROUP, d.group_size = 3, d.flags = LADLE_CHECKED;
+    LT_OK(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, lt_device(), &op));
+    ladle_op_destroy(&op);
+    d.sync = (ladle_bn_sync)3;
+    LT_FAILS(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    d.sync = LADLE_BN_SYNC_LOCAL, d.flags = 0x100;
+    LT_FAILS(ladle_batchnorm_create(&d, 4, xs4, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    LT_ASSERT(op == NULL, "a failed create set the op");
 }
 END_TEST
 

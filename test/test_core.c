@@ -337,8 +337,8 @@ START_TEST(op_kinds)
     ladle_op *lin = NULL, *sm = NULL, *loss = NULL, *seq = NULL, *asr = NULL;
     LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, lt_device(), 1, &lin));
     LT_OK(ladle_softmax_create(2, ys, 1, LADLE_LOG_SOFTMAX, LADLE_F64, lt_device(), &sm));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
+                            LADLE_F64, lt_device(), &loss));
     LT_ASSERT(ladle_op_kind_of(lin) == LADLE_OP_LINEAR &&
                   ladle_op_kind_of(sm) == LADLE_OP_SOFTMAX &&
                   ladle_op_kind_of(loss) == LADLE_OP_LOSS,

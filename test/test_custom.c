@@ -785,8 +785,8 @@ static ladle_network *three_net(int custom, int seq, uint64_t seed)
     ladle_op *layers[3], *loss = NULL, *s = NULL;
     ladle_network *net = NULL;
     three_layers(custom, seed, layers);
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
+                            LADLE_F64, lt_device(), &loss));
     if (seq) {
         LT_OK(ladle_sequential_create(3, layers, &s));
         LT_OK(ladle_network_create(1, &s, loss, 0, &net));
@@ -925,9 +925,10 @@ static void pipeline_losses(int custom, double *losses, int steps)
             ladle_op_destroy(&layers[i]);
     int64_t ys[2] = {NB, NOUT}, xs[2] = {2 * NB, NIN}, ts[2] = {2 * NB, NOUT};
     ladle_op *loss = NULL;
-    ladle_status st = last ? ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys,
-                                               LADLE_F64, lt_device(), &loss)
-                           : LADLE_OK;
+    ladle_status st =
+        last ? ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
+                                 LADLE_F64, lt_device(), &loss)
+             : LADLE_OK;
     LT_ASSERT(st == LADLE_OK, "the loss: %s", ladle_error_message());
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.2);

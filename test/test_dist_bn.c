@@ -55,8 +55,7 @@ START_TEST(global_equivalence)
             ladle_batchnorm_desc d;
             ladle_batchnorm_desc_init(&d, c->x[1]);
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_batchnorm_create(&d, p, c->ndim, c->x, LADLE_BN_SYNC_GLOBAL, 0, dt,
-                                              lt_device(), 0, &dist));
+            LT_OK(ladle_dist_batchnorm_create(&d, p, c->x, dt, lt_device(), &dist));
             LT_OK(ladle_batchnorm_create(&d, c->ndim, c->x, dt, lt_device(), &seq));
             same_params(dist, seq, 9 + (uint64_t)k);
             char what[64];
@@ -115,8 +114,9 @@ START_TEST(group_and_local)
             ladle_bn_sync mode = g == 1 ? LADLE_BN_SYNC_LOCAL
                                  : g == parts ? LADLE_BN_SYNC_GLOBAL
                                               : LADLE_BN_SYNC_GROUP;
-            LT_OK(ladle_dist_batchnorm_create(&d, p, 4, xs, mode, g, LADLE_F64, lt_device(), 0,
-                                              &dist));
+            d.sync = mode;
+            d.group_size = g;
+            LT_OK(ladle_dist_batchnorm_create(&d, p, xs, LADLE_F64, lt_device(), &dist));
             /* my group's batch range */
             int me = ladle_partition_rank(p);
             int64_t lo = 0, hi = 0;
@@ -171,21 +171,44 @@ START_TEST(bad_input)
     ladle_batchnorm_desc_init(&d, 3);
     ladle_op *op = NULL;
     int64_t xs[2] = {4, 3}, xw[2] = {4, 5};
-    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 2, xw, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64,
-                                         lt_device(), 0, &op),
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, xw, LADLE_F64, lt_device(), &op),
              LADLE_ERR_SHAPE);
-    int64_t xs3[3] = {4, 3, 2}; /* x_shape has ndim entries */
-    LT_FAILS(ladle_dist_batchnorm_create(&d, p, 3, xs3, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64,
-                                         lt_device(), 0, &op),
+    /* x has as many dimensions as p_x: a 1-D p_x is no batch norm's */
+    int g1[1] = {1};
+    ladle_partition *p1 = lt_partition(1, g1, 0);
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p1, xs, LADLE_F64, lt_device(), &op),
              LADLE_ERR_PARTITION);
+    ladle_partition_destroy(&p1);
+    /* the descriptor's distributed fields: defaults, then bad values */
+    LT_ASSERT(d.sync == LADLE_BN_SYNC_GLOBAL && d.group_size == 0 && d.flags == 0,
+              "_init sets sync global, no group size and no flags");
+    d.flags = 0x100;
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    d.flags = 0;
+    d.sync = (ladle_bn_sync)7;
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    d.sync = LADLE_BN_SYNC_GLOBAL;
+    d.size = 0;
+    LT_FAILS(ladle_dist_batchnorm_create(&d, p, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_ARG);
+    d.size = sizeof d;
     if (lt_size >= 3) {
         int g3[2] = {3, 1};
         ladle_partition *p3 = lt_partition(2, g3, 0);
-        LT_FAILS(ladle_dist_batchnorm_create(&d, p3, 2, xs, LADLE_BN_SYNC_GROUP, 2, LADLE_F64,
-                                             lt_device(), 0, &op),
+        d.sync = LADLE_BN_SYNC_GROUP;
+        d.group_size = 2;
+        LT_FAILS(ladle_dist_batchnorm_create(&d, p3, xs, LADLE_F64, lt_device(), &op),
                  LADLE_ERR_ARG);
         ladle_partition_destroy(&p3);
+        d.sync = LADLE_BN_SYNC_GLOBAL;
+        d.group_size = 0;
     }
+    LT_ASSERT(op == NULL, "no op on failure");
+    d.flags = LADLE_CHECKED;
+    LT_OK(ladle_dist_batchnorm_create(&d, p, xs, LADLE_F64, lt_device(), &op));
+    ladle_op_destroy(&op);
     ladle_partition_destroy(&p);
 }
 END_TEST

@@ -3,6 +3,8 @@
  * failing every rank. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -20,8 +22,8 @@ static void loss_case_desc(const ladle_loss_desc *d, int ndim, const int *grid,
         per_row *= xs[k];
     ladle_partition *p = lt_partition(ndim, grid, 0);
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_loss_create_ex(d, p, ndim, xs, dt, lt_device(), 0, &dist));
-    LT_OK(ladle_loss_create_ex(d, ndim, xs, dt, lt_device(), &seq));
+    LT_OK(ladle_dist_loss_create(d, p, xs, dt, lt_device(), &dist));
+    LT_OK(ladle_loss_create(d, ndim, xs, dt, lt_device(), &seq));
     /* global input and target */
     int64_t ts[LADLE_MAX_NDIM];
     int tn = 0;
@@ -143,7 +145,7 @@ START_TEST(all_ignored)
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     d.ignore_index = -100;
-    LT_OK(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op));
     int64_t box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
     ladle_tensor *x = lt_tensor(LADLE_F64, 2, box), *t = lt_tensor(LADLE_I64, 1, box);
@@ -171,12 +173,11 @@ START_TEST(all_ignored)
      * ignore_index on MSE */
     double w[2] = {1, 2};
     d.weights = w, d.num_weights = 2;
-    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op),
              LADLE_ERR_SHAPE);
     ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
     d.ignore_index = 0;
-    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
-             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     ladle_partition_destroy(&p);
 }
 END_TEST
@@ -214,8 +215,8 @@ START_TEST(loss_failure_everywhere)
     int64_t xs[2] = {4, 3};
     ladle_partition *p = lt_partition(2, g2, 0);
     ladle_op *op = NULL;
-    LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
-                                 LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0),
+                                 p, xs, LADLE_F64, lt_device(), &op));
     int64_t box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
     int64_t one[1] = {1};
@@ -230,6 +231,93 @@ START_TEST(loss_failure_everywhere)
     ladle_error_clear();
     ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&l);
     ladle_op_destroy(&op);
+    ladle_partition_destroy(&p);
+}
+END_TEST
+
+/* Runs a distributed loss's forward and backward on this rank's block of a
+ * cross entropy (labels i % C); *v gets the loss values, then dinput
+ * (malloc'd, *n of them). */
+static void loss_run(ladle_op *op, int64_t classes, ladle_reduction red, double **v,
+                     int64_t *n)
+{
+    int64_t box[2], one[1] = {1};
+    LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
+    int none = red == LADLE_REDUCE_NONE;
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, box), *t = lt_tensor(LADLE_I64, 1, box);
+    ladle_tensor *dx = lt_tensor(LADLE_F64, 2, box);
+    ladle_tensor *l = none ? lt_tensor(LADLE_F64, 1, box) : lt_tensor(LADLE_F64, 0, one);
+    ladle_tensor *dl = none ? lt_tensor(LADLE_F64, 1, box) : lt_tensor(LADLE_F64, 0, one);
+    LT_OK(ladle_tensor_fill_random(x, 5, 1));
+    LT_OK(ladle_tensor_fill(dl, 0.7));
+    for (int64_t i = 0; i < box[0]; i++)
+        lt_set(t, i, (double)(i % classes));
+    ladle_ctx *c = NULL;
+    LT_OK(ladle_ctx_create(op, &c));
+    LT_OK(ladle_loss_forward(op, c, x, t, l));
+    LT_OK(ladle_loss_backward(op, c, dl, dx));
+    int64_t nl = ladle_tensor_numel(l), nx = ladle_tensor_numel(dx);
+    double *vl = lt_values(l), *vx = lt_values(dx);
+    *n = nl + nx;
+    *v = malloc(sizeof(double) * (size_t)(*n + 1));
+    memcpy(*v, vl, sizeof(double) * (size_t)nl);
+    memcpy(*v + nl, vx, sizeof(double) * (size_t)nx);
+    free(vl), free(vx);
+    ladle_ctx_destroy(&c);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&t), ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&l), ladle_tensor_destroy(&dl);
+}
+
+/* The name of 0.1: ladle_dist_loss_create_ex (flags apart, ndim checked
+ * against p_x) gives ladle_dist_loss_create's loss bit for bit; the flags
+ * are the descriptor's now. */
+START_TEST(deprecated_dist_loss_ex)
+{
+    int g[2] = {lt_size >= 2 ? 2 : 1, 1};
+    int64_t xs[2] = {7, 3};
+    double w[3] = {0.5, 2, 1};
+    ladle_partition *p = lt_partition(2, g, 0);
+    for (int k = 0; k < 3; k++) {
+        ladle_reduction red = k == 2 ? LADLE_REDUCE_NONE : LADLE_REDUCE_MEAN;
+        ladle_loss_desc d;
+        ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, red);
+        d.label_smoothing = k == 2 ? 0.1 : 0;
+        if (k == 1)
+            d.weights = w, d.num_weights = 3, d.ignore_index = 2;
+        ladle_op *old = NULL, *op = NULL;
+        LT_DEPRECATED_BEGIN
+        LT_OK(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), LADLE_CHECKED,
+                                        &old));
+        LT_DEPRECATED_END
+        d.flags = LADLE_CHECKED;
+        LT_OK(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op));
+        double *a = NULL, *b = NULL;
+        int64_t na = 0, nb = 0;
+        loss_run(old, xs[1], red, &a, &na);
+        loss_run(op, xs[1], red, &b, &nb);
+        LT_ASSERT(na == nb && memcmp(a, b, sizeof(double) * (size_t)na) == 0,
+                  "case %d: dist_loss_create_ex differs from ladle_dist_loss_create", k);
+        free(a), free(b);
+        ladle_op_destroy(&old), ladle_op_destroy(&op);
+    }
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_SUM);
+    ladle_op *op = NULL;
+    LT_DEPRECATED_BEGIN
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 3, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_loss_create_ex(&d, p, 2, xs, LADLE_F64, lt_device(), 0x100, &op),
+             LADLE_ERR_ARG);
+    LT_FAILS(ladle_dist_loss_create_ex(NULL, p, 2, xs, LADLE_F64, lt_device(), 0, &op),
+             LADLE_ERR_NULL);
+    LT_DEPRECATED_END
+    /* the new call takes its flags from the descriptor, and refuses unknown bits */
+    d.flags = 0x100;
+    LT_FAILS(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    d.flags = 0;
+    d.size = 0;
+    LT_FAILS(ladle_dist_loss_create(&d, p, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_ASSERT(op == NULL, "no op on failure");
     ladle_partition_destroy(&p);
 }
 END_TEST
@@ -274,6 +362,7 @@ Suite *misc_suite(void)
     tcase_add_test(tc, loss_failure_everywhere);
     tcase_add_test(tc, weighted_losses);
     tcase_add_test(tc, all_ignored);
+    tcase_add_test(tc, deprecated_dist_loss_ex);
     tcase_add_test(tc, flatten);
     suite_add_tcase(s, tc);
     return s;

@@ -166,7 +166,7 @@ static ladle_network *textbook_lenet(int64_t n, int64_t s, int bn, uint64_t seed
                                           LADLE_F64, lt_device(), &ops[k++]));
     }
     ladle_op *loss = NULL;
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2,
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0), 2,
                             (int64_t[]){n, 10}, LADLE_F64, lt_device(), &loss));
     ladle_network *net = NULL;
     LT_OK(ladle_network_create(k, ops, loss, 0, &net));

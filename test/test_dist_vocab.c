@@ -87,7 +87,7 @@ static void seq_loss(const ladle_loss_desc *d, int64_t M, int64_t C, const ladle
 {
     ladle_op *seq = NULL;
     ladle_ctx *ctx = NULL;
-    LT_OK(ladle_loss_create_ex(d, 2, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &seq));
+    LT_OK(ladle_loss_create(d, 2, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &seq));
     LT_OK(ladle_ctx_create(seq, &ctx));
     LT_OK(ladle_loss_forward(seq, ctx, X, T, L));
     LT_OK(ladle_loss_backward(seq, ctx, dL, dX));
@@ -120,7 +120,7 @@ static void loss_case(int D, int P, int64_t M, int64_t C, int variant, ladle_red
     ladle_partition *px = lt_partition(2, (int[]){D, P}, 0);
     ladle_op *op = NULL;
     ladle_ctx *ctx = NULL;
-    LT_OK(ladle_dist_vocab_loss_create(&d, px, M, C, dt, LADLE_CPU, 0, &op));
+    LT_OK(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, dt, LADLE_CPU, &op));
     LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_DIST_VOCAB_LOSS, "%s: kind", what);
     int64_t off[2] = {0, 0}, box[2] = {0, 0};
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, off, box));
@@ -202,7 +202,8 @@ START_TEST(loss_large_logits)
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM);
     ladle_partition *px = lt_partition(2, (int[]){1, P}, 0);
     ladle_op *op = NULL;
-    LT_OK(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_F64, LADLE_CPU, 0, &op));
+    LT_OK(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &op));
     int64_t off[2], box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, off, box));
     ladle_tensor *x = cpu(LADLE_F64, 2, box), *t = cpu(LADLE_I64, 1, box);
@@ -262,39 +263,54 @@ START_TEST(loss_bad_input)
     ladle_partition *px = lt_partition(2, (int[]){1, P}, 0);
     ladle_partition *p1 = lt_partition(1, (int[]){P}, 0);
     ladle_op *op = NULL;
-    LT_FAILS(ladle_dist_vocab_loss_create(NULL, px, M, C, LADLE_F64, LADLE_CPU, 0, &op),
+    LT_FAILS(ladle_dist_vocab_loss_create(NULL, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU,
+                                          &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, NULL, M, C, LADLE_F64, LADLE_CPU, 0, &op),
+    LT_FAILS(ladle_dist_vocab_loss_create(&d, NULL, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU,
+                                          &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_F64, LADLE_CPU, 0, NULL),
-             LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_loss_create(&mse, px, M, C, LADLE_F64, LADLE_CPU, 0, &op),
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, NULL),
+        LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_vocab_loss_create(&mse, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU,
+                                          &op),
              LADLE_ERR_UNSUPPORTED);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, p1, M, C, LADLE_F64, LADLE_CPU, 0, &op),
-             LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_I64, LADLE_CPU, 0, &op),
-             LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_F64, LADLE_CPU, 0x80, &op),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_F64, LADLE_GUARDED, 0, &op),
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&d, p1, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &op),
+        LADLE_ERR_PARTITION);
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_I64, LADLE_CPU, &op),
+        LADLE_ERR_DTYPE);
+    d.flags = 0x80; /* the flags are the descriptor's: LADLE_CHECKED only */
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &op),
+        LADLE_ERR_ARG);
+    d.flags = 0;
+    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, NULL, LADLE_F64, LADLE_CPU, &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_F64,
+                                          LADLE_GUARDED, &op),
              LADLE_ERR_DEVICE);
-    LT_FAILS(ladle_dist_vocab_loss_create(&w, px, M, C, LADLE_F64, LADLE_CPU, 0, &op),
-             LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, 0, C, LADLE_F64, LADLE_CPU, 0, &op),
-             LADLE_ERR_SHAPE);
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&w, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &op),
+        LADLE_ERR_SHAPE);
+    LT_FAILS(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){0, C}, LADLE_F64, LADLE_CPU, &op),
+        LADLE_ERR_SHAPE);
     /* more vocabulary ranks than classes: refused, no empty slices */
     if (P > 1)
-        LT_FAILS(
-            ladle_dist_vocab_loss_create(&d, px, M, P - 1, LADLE_F64, LADLE_CPU, 0, &op),
-            LADLE_ERR_SHAPE);
+        LT_FAILS(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, P - 1}, LADLE_F64,
+                                              LADLE_CPU, &op),
+                 LADLE_ERR_SHAPE);
     /* ranks passing different arguments */
     if (P > 1)
-        LT_FAILS(ladle_dist_vocab_loss_create(&d, px, M + (lt_rank == 1), C, LADLE_F64,
-                                              LADLE_CPU, 0, &op),
+        LT_FAILS(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M + (lt_rank == 1), C},
+                                              LADLE_F64, LADLE_CPU, &op),
                  LADLE_ERR_ARG);
     LT_ASSERT(op == NULL, "the handle stays untouched");
 
-    LT_OK(ladle_dist_vocab_loss_create(&d, px, M, C, LADLE_F64, LADLE_CPU, 0, &op));
+    LT_OK(
+        ladle_dist_vocab_loss_create(&d, px, (int64_t[]){M, C}, LADLE_F64, LADLE_CPU, &op));
     int64_t off[2], box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, off, box));
     ladle_tensor *x = cpu(LADLE_F64, 2, box), *t = cpu(LADLE_I64, 1, box);
@@ -576,7 +592,8 @@ START_TEST(other_devices_refused)
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ladle_op *op = NULL;
-    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, 4, 5, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){4, 5}, LADLE_F64, lt_device(),
+                                          &op),
              LADLE_ERR_DEVICE);
     LT_FAILS(ladle_dist_vocab_embedding_create(pw, pw, 1, (int64_t[]){4}, 5, 3, LADLE_F64,
                                                lt_device(), 1, 0, &op),

@@ -196,8 +196,8 @@ START_TEST(inconsistent_arguments)
     ladle_op *lin = NULL, *loss = NULL;
     ladle_network *net = NULL;
     LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F32, lt_device(), 1, &lin));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
+                            LADLE_F64, lt_device(), &loss));
     ladle_status st = ladle_network_create(1, &lin, loss, 0, &net);
     const char *msg = ladle_error_message();
     LT_ASSERT(st == LADLE_ERR_DTYPE && net == NULL && strstr(msg, "f64") &&
@@ -233,8 +233,8 @@ START_TEST(inconsistent_arguments)
     LT_OK(ladle_tensor_create(LADLE_F32, other, 2, xs, &xd));
     LT_FAILS_SAYING(ladle_layer_forward(lin, NULL, xd, y), LADLE_ERR_DEVICE,
                     ladle_device_name(other));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
+                            LADLE_F32, lt_device(), &loss));
     ladle_tensor *out = lt_tensor(LADLE_F32, 0, NULL);
     LT_FAILS_SAYING(ladle_loss_forward(loss, NULL, xd, y, out), LADLE_ERR_DEVICE,
                     ladle_device_name(other));
@@ -276,8 +276,8 @@ START_TEST(non_finite_losses)
     ladle_op *op = NULL;
     ladle_tensor *x = lt_tensor(LADLE_F64, 2, s13), *out = lt_tensor(LADLE_F64, 0, NULL);
     ladle_tensor *label = lt_tensor(LADLE_I64, 1, one);
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s13, LADLE_F64,
-                            lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0), 2,
+                            s13, LADLE_F64, lt_device(), &op));
     for (int k = 0; k < 3; k++) {
         LT_OK(ladle_tensor_fill(x, 0.5));
         lt_set(x, k == 2 ? 0 : 1, k == 1 ? -INFINITY : INFINITY);
@@ -292,8 +292,8 @@ START_TEST(non_finite_losses)
     int64_t s4[1] = {4};
     ladle_tensor *a = lt_tensor(LADLE_F32, 1, s4), *b = lt_tensor(LADLE_F32, 1, s4);
     ladle_tensor *each = lt_tensor(LADLE_F32, 1, s4);
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 1, s4, LADLE_F32, lt_device(),
-                            &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_NONE, 0, 0), 1, s4,
+                            LADLE_F32, lt_device(), &op));
     lt_set(a, 2, 1e30);
     LT_FAILS_SAYING(ladle_loss_forward(op, NULL, a, b, each), LADLE_ERR_NUMERIC,
                     "element 2");
@@ -303,8 +303,8 @@ START_TEST(non_finite_losses)
     int g[2] = {lt_size, 1};
     int64_t xs[2] = {2 * lt_size, 3};
     ladle_partition *p = lt_partition(2, g, 0);
-    LT_OK(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p, 2, xs,
-                                 LADLE_F64, lt_device(), 0, &op));
+    LT_OK(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0),
+                                 p, xs, LADLE_F64, lt_device(), &op));
     int64_t box[2];
     LT_OK(ladle_layout_box(ladle_op_x_layout(op), LADLE_SELF, NULL, box));
     ladle_tensor *bx = lt_tensor(LADLE_F64, 2, box), *bt = lt_tensor(LADLE_I64, 1, box);
@@ -327,8 +327,8 @@ START_TEST(non_finite_losses)
     ladle_op *lin = NULL, *mse = NULL;
     ladle_network *net = NULL;
     LT_OK(ladle_linear_create(2, xs2, 3, 1, LADLE_F32, lt_device(), 1, &lin));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs2, LADLE_F32, lt_device(),
-                            &mse));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs2,
+                            LADLE_F32, lt_device(), &mse));
     LT_OK(ladle_network_create(1, &lin, mse, 0, &net));
     ladle_tensor *nx = lt_tensor(LADLE_F32, 2, xs2), *nt = lt_tensor(LADLE_F32, 2, xs2);
     LT_OK(ladle_tensor_fill(nx, 1e30));
@@ -385,9 +385,9 @@ START_TEST(creates_on_a_missing_device)
                     LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_flatten_create(4, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
                     "cuda");
-    LT_FAILS_SAYING(
-        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, x2, LADLE_F32, D, &op),
-        LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2,
+                                      x2, LADLE_F32, D, &op),
+                    LADLE_ERR_DEVICE, "cuda");
     ladle_interp_desc id;
     ladle_interp_desc_init(&id, LADLE_INTERP_LINEAR, 2, 2);
     LT_FAILS_SAYING(ladle_interp_create(&id, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
@@ -426,11 +426,10 @@ START_TEST(creates_on_a_missing_device)
                     LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, 0, &op),
                     LADLE_ERR_DEVICE, "cuda");
-    LT_FAILS_SAYING(ladle_dist_batchnorm_create(&bd, p2, 2, f2, LADLE_BN_SYNC_GLOBAL, 0,
-                                                LADLE_F64, D, 0, &op),
+    LT_FAILS_SAYING(ladle_dist_batchnorm_create(&bd, p2, f2, LADLE_F64, D, &op),
                     LADLE_ERR_DEVICE, "cuda");
-    LT_FAILS_SAYING(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, p2, 2, f2,
-                                           LADLE_F64, D, 0, &op),
+    LT_FAILS_SAYING(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
+                                           p2, f2, LADLE_F64, D, &op),
                     LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_dist_flatten_create(p4, img, p2, LADLE_F64, D, 0, &op),
                     LADLE_ERR_DEVICE, "cuda");
@@ -484,8 +483,8 @@ START_TEST(containers_refuse_two_devices)
     ladle_device where;
     ladle_op *a = NULL, *b = layer_elsewhere(xs, &where), *loss = NULL;
     LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F64, lt_device(), 1, &a));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
+                            LADLE_F64, lt_device(), &loss));
     LT_ASSERT(ladle_op_device(a) == lt_device() && ladle_op_device(b) == where, "ops on %s and %s",
               ladle_device_name(ladle_op_device(a)), ladle_device_name(ladle_op_device(b)));
     ladle_op *seq = NULL;

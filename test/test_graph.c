@@ -96,8 +96,7 @@ static ladle_op *bnorm(const built *b, const lay *l, const int64_t *xs)
     if (l == NULL)
         LT_OK(ladle_batchnorm_create(&d, 4, xs, LADLE_F64, lt_device(), &op));
     else
-        LT_OK(ladle_dist_batchnorm_create(&d, b->px, 4, xs, LADLE_BN_SYNC_GLOBAL, 0, LADLE_F64,
-                                          lt_device(), 0, &op));
+        LT_OK(ladle_dist_batchnorm_create(&d, b->px, xs, LADLE_F64, lt_device(), &op));
     return op;
 }
 
@@ -105,11 +104,11 @@ static ladle_op *mse(const built *b, const lay *l, const int64_t *xs)
 {
     ladle_op *op = NULL;
     if (l == NULL)
-        LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 4, xs, LADLE_F64,
-                                lt_device(), &op));
+        LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 4, xs,
+                                LADLE_F64, lt_device(), &op));
     else
-        LT_OK(ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, b->px, 4, xs,
-                                     LADLE_F64, lt_device(), 0, &op));
+        LT_OK(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
+                                     b->px, xs, LADLE_F64, lt_device(), &op));
     return op;
 }
 
@@ -522,9 +521,12 @@ static small small_graph(void)
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, hs, LADLE_F64, dev, &ta));
     LT_OK(ladle_linear_create(2, hs, 5, 1, LADLE_F64, dev, 2, &b));
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, hs, LADLE_F64, dev, &tb));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, p0, LADLE_F64, dev, &l[0]));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_SUM, 0, 2, p1, LADLE_F64, dev, &l[1]));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, hs, LADLE_F64, dev, &l[2]));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, p0,
+                            LADLE_F64, dev, &l[0]));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_SUM, 0, 0), 2, p1,
+                            LADLE_F64, dev, &l[1]));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, hs,
+                            LADLE_F64, dev, &l[2]));
     int v, u, sum, cat, parts[2];
     LT_OK(ladle_graph_add_layer(s.g, "a", a, s.in, &v));
     LT_OK(ladle_graph_add_layer(s.g, "a.tanh", ta, v, &s.h));
@@ -839,8 +841,8 @@ START_TEST(bad_graphs)
     LT_FAILS(ladle_graph_add_concat(g, "s", 1, &a, -1, &b), LADLE_ERR_ARG);
     LT_FAILS(ladle_graph_add_split(g, "s", a, 1, 2, (int64_t[]){-1, 5}, ids), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_graph_add_input(g, "s", NULL, LADLE_MAX_NDIM + 1, NULL, &b), LADLE_ERR_ARG);
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, (int64_t[]){3, 4},
-                            LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2,
+                            (int64_t[]){3, 4}, LADLE_F64, lt_device(), &op));
     LT_FAILS(ladle_graph_add_loss(g, "l", op, a, NAN, NULL), LADLE_ERR_ARG);
     LT_OK(ladle_graph_add_loss(g, "l", op, a, 1.0, NULL));
     /* calls out of order */
@@ -955,8 +957,8 @@ static ladle_graph *token_graph(int ids_input, int *in, int *e, int *y)
     LT_OK(ladle_linear_create(3, xs, TE, 1, LADLE_F64, lt_device(), 4, &lin));
     LT_OK(ladle_graph_add_layer(g, "lin", lin, *e, &l));
     LT_OK(ladle_graph_add_add(g, "res", 2, (int[]){*e, l}, y));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 3, xs, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 3, xs,
+                            LADLE_F64, lt_device(), &loss));
     LT_OK(ladle_graph_add_loss(g, "mse", loss, *y, 1.0, NULL));
     LT_OK(ladle_graph_finalize(g));
     return g;

@@ -4,6 +4,8 @@
  * differences. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -22,7 +24,8 @@ static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smo
                            const int64_t *shape, const char *what)
 {
     ladle_op *op = NULL;
-    LT_OK(ladle_loss_create(kind, red, smooth, ndim, shape, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(kind, red, smooth, 0), ndim, shape, LADLE_F64,
+                            lt_device(), &op));
     int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
     ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
     int tnd = 0;
@@ -113,8 +116,9 @@ START_TEST(long_rows)
                        tol_l = f64 ? 1e-9 : 1e-5;
                 ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
                 ladle_op *op = NULL;
-                LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_NONE, e, 2,
-                                        shapes[c], dt, lt_device(), &op));
+                LT_OK(ladle_loss_create(
+                    LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_NONE, e, 0), 2,
+                    shapes[c], dt, lt_device(), &op));
                 ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
                 ladle_tensor *t = lt_tensor(LADLE_I64, 1, &n), *out = lt_tensor(dt, 1, &n);
                 ladle_tensor *dl = lt_tensor(dt, 1, &n);
@@ -205,33 +209,34 @@ START_TEST(values)
     lt_set(label, 0, 2);
     /* cross entropy: log(e + e^2 + e^3) - 3 */
     double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64,
-                            lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0), 2,
+                            s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     LT_ASSERT(fabs(lt_get(out, 0) - (lse - 3)) < 1e-15, "CE %.17g", lt_get(out, 0));
     ladle_op_destroy(&op);
     /* smoothing 0.3 over 3 classes: q = (0.1, 0.1, 0.8) */
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM, 0.3, 2, s, LADLE_F64,
-                            lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM, 0.3, 0), 2,
+                            s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     double want = -(0.1 * (1 - lse) + 0.1 * (2 - lse) + 0.8 * (3 - lse));
     LT_ASSERT(fabs(lt_get(out, 0) - want) < 1e-14, "smoothed CE");
     ladle_op_destroy(&op);
     /* MSE and L1 against t = (1, 1, 1): (0 + 1 + 4) / 3 and (0 + 1 + 2) / 3 */
     LT_OK(ladle_tensor_fill(t, 1));
-    LT_OK(
-        ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, s,
+                            LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(fabs(lt_get(out, 0) - 5.0 / 3) < 1e-15, "MSE");
     ladle_op_destroy(&op);
-    LT_OK(ladle_loss_create(LADLE_LOSS_L1, LADLE_REDUCE_SUM, 0, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_L1, LADLE_REDUCE_SUM, 0, 0), 2, s, LADLE_F64,
+                            lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(lt_get(out, 0) == 3.0, "L1");
     ladle_op_destroy(&op);
     /* BCE with logits at x = 0 is log 2 whatever the target */
     LT_OK(ladle_tensor_fill(x, 0));
-    LT_OK(ladle_loss_create(LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F64,
-                            lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN, 0, 0), 2,
+                            s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(fabs(lt_get(out, 0) - log(2.0)) < 1e-15, "BCE");
     /* large logits stay finite */
@@ -251,8 +256,8 @@ START_TEST(bad_input)
 {
     int64_t s[2] = {2, 3}, l2[1] = {2}, l3[1] = {3};
     ladle_op *op = NULL;
-    LT_OK(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F32,
-                            lt_device(), &op));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 0), 2,
+                            s, LADLE_F32, lt_device(), &op));
     ladle_tensor *x = lt_tensor(LADLE_F32, 2, s), *out = lt_tensor(LADLE_F32, 0, NULL);
     ladle_tensor *lab = lt_tensor(LADLE_I64, 1, l2), *lab3 = lt_tensor(LADLE_I64, 1, l3);
     ladle_tensor *fl = lt_tensor(LADLE_F32, 1, l2);
@@ -274,14 +279,14 @@ START_TEST(bad_input)
     LT_FAILS(ladle_layer_forward(op, NULL, x, x), LADLE_ERR_ARG); /* not a plain layer */
     ladle_ctx_destroy(&ctx);
     ladle_op_destroy(&op);
-    LT_FAILS(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0.1, 2, s, LADLE_F32, lt_device(),
-                               &op),
+    LT_FAILS(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0.1, 0), 2, s,
+                               LADLE_F32, lt_device(), &op),
              LADLE_ERR_ARG);
-    LT_FAILS(
-        ladle_loss_create(LADLE_LOSS_NLL, LADLE_REDUCE_MEAN, 0, 1, s, LADLE_F32, lt_device(), &op),
-        LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_loss_create((ladle_loss_kind)7, LADLE_REDUCE_MEAN, 0, 2, s, LADLE_F32,
-                               lt_device(), &op),
+    LT_FAILS(ladle_loss_create(LT_LOSS(LADLE_LOSS_NLL, LADLE_REDUCE_MEAN, 0, 0), 1, s,
+                               LADLE_F32, lt_device(), &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_loss_create(LT_LOSS((ladle_loss_kind)7, LADLE_REDUCE_MEAN, 0, 0), 2, s,
+                               LADLE_F32, lt_device(), &op),
              LADLE_ERR_ARG);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&out);
@@ -357,7 +362,7 @@ static void weighted_case(ladle_loss_desc *d, int ndim, const int64_t *shape, co
     for (int r = 0; r <= LADLE_REDUCE_NONE; r++) {
         ladle_op *op = NULL;
         d->reduction = (ladle_reduction)r;
-        LT_OK(ladle_loss_create_ex(d, ndim, shape, LADLE_F64, lt_device(), &op));
+        LT_OK(ladle_loss_create(d, ndim, shape, LADLE_F64, lt_device(), &op));
         ladle_tensor *out = r == LADLE_REDUCE_NONE ? each : scalar;
         LT_OK(ladle_loss_forward(op, NULL, x, t, out));
         if (r == LADLE_REDUCE_NONE)
@@ -386,7 +391,7 @@ static void weighted_gradient(ladle_loss_desc *d, int ndim, const int64_t *shape
     for (int r = 0; r <= LADLE_REDUCE_NONE; r++) {
         ladle_op *op = NULL;
         d->reduction = (ladle_reduction)r;
-        LT_OK(ladle_loss_create_ex(d, ndim, shape, LADLE_F64, lt_device(), &op));
+        LT_OK(ladle_loss_create(d, ndim, shape, LADLE_F64, lt_device(), &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
         ladle_tensor *t = lt_tensor(LADLE_I64, tnd, ts);
         int ynd;
@@ -435,7 +440,8 @@ START_TEST(weighted)
         ladle_op *op = NULL;
         ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
         d.ignore_index = -100;
-        LT_FAILS(ladle_loss_create_ex(&d, 2, flat, LADLE_F64, lt_device(), &op), LADLE_ERR_DEVICE);
+        LT_FAILS(ladle_loss_create(&d, 2, flat, LADLE_F64, lt_device(), &op),
+                 LADLE_ERR_DEVICE);
         return;
     }
     struct {
@@ -490,7 +496,7 @@ START_TEST(weighted_by_hand)
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_SUM);
     d.weights = w, d.num_weights = 3, d.ignore_index = -100;
     /* sum: w_2 (lse - 3) = 2 (lse - 3); mean divides by w_2 = 2 */
-    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op));
     w[0] = w[1] = w[2] = NAN; /* copied at create: the caller's array is free */
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     LT_ASSERT(fabs(lt_get(out, 0) - 2 * (lse - 3)) < 1e-15, "weighted sum %.17g",
@@ -499,7 +505,7 @@ START_TEST(weighted_by_hand)
     w[0] = 1, w[1] = 4, w[2] = 2;
     d.reduction = LADLE_REDUCE_MEAN;
     ladle_ctx *ctx = NULL;
-    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_ctx_create(op, &ctx));
     LT_OK(ladle_loss_forward(op, ctx, x, label, out));
     LT_ASSERT(fabs(lt_get(out, 0) - (lse - 3)) < 1e-15, "weighted mean %.17g", lt_get(out, 0));
@@ -528,7 +534,7 @@ START_TEST(weighted_by_hand)
     /* the sum of an all-ignored batch is 0 */
     d.reduction = LADLE_REDUCE_SUM;
     lt_set(label, 0, -100);
-    LT_OK(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op));
+    LT_OK(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op));
     LT_OK(ladle_loss_forward(op, NULL, x, label, out));
     LT_ASSERT(lt_get(out, 0) == 0.0, "all ignored: the sum is %g", lt_get(out, 0));
     ladle_op_destroy(&op);
@@ -545,23 +551,110 @@ START_TEST(bad_options)
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     d.weights = w, d.num_weights = 2; /* not C */
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
     d.num_weights = 0; /* weights without a count */
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     d.num_weights = 3;
     w[1] = INFINITY;
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     w[1] = 2;
     d.size = 8;
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_loss_create_ex(NULL, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create(NULL, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_NULL);
     ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
     d.ignore_index = 0; /* regression takes neither option */
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     ladle_loss_desc_init(&d, LADLE_LOSS_BCE_WITH_LOGITS, LADLE_REDUCE_MEAN);
     d.weights = w, d.num_weights = 3;
-    LT_FAILS(ladle_loss_create_ex(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    /* the flags of the distributed loss are accepted, no other bit */
+    ladle_loss_desc_init(&d, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    LT_ASSERT(d.size == sizeof d && d.flags == 0 && d.weights == NULL &&
+                  d.ignore_index == LADLE_LOSS_NO_IGNORE && d.label_smoothing == 0,
+              "_init sets size, no flags, no weights, no ignored label, no smoothing");
+    d.flags = 0x100;
+    LT_FAILS(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
     LT_ASSERT(op == NULL, "a failed create set the op");
+    d.flags = LADLE_CHECKED;
+    LT_OK(ladle_loss_create(&d, 2, s, LADLE_F64, lt_device(), &op));
+    ladle_op_destroy(&op);
+}
+END_TEST
+
+/* A loss's forward and backward on x (random from seed) and t: the loss
+ * values then dinput, as host doubles (malloc'd, *n of them). */
+static double *loss_values(ladle_op *op, int ndim, const int64_t *xs, const ladle_tensor *t,
+                           int64_t *n)
+{
+    ladle_tensor *x = lt_tensor(LADLE_F64, ndim, xs), *dx = lt_tensor(LADLE_F64, ndim, xs);
+    ladle_tensor *l = lt_op_tensor(op, 1),
+                 *dl = lt_op_tensor(op, 1); /* y: the loss's shape */
+    LT_OK(ladle_tensor_fill_random(x, 6, 2));
+    LT_OK(ladle_tensor_fill(dl, 0.3));
+    ladle_ctx *c = NULL;
+    LT_OK(ladle_ctx_create(op, &c));
+    LT_OK(ladle_loss_forward(op, c, x, t, l));
+    LT_OK(ladle_loss_backward(op, c, dl, dx));
+    double *vl = lt_values(l), *vx = lt_values(dx);
+    int64_t nl = ladle_tensor_numel(l), nx = ladle_tensor_numel(dx);
+    double *v = malloc(sizeof(double) * (size_t)(nl + nx + 1));
+    memcpy(v, vl, sizeof(double) * (size_t)nl);
+    memcpy(v + nl, vx, sizeof(double) * (size_t)nx);
+    *n = nl + nx;
+    free(vl), free(vx);
+    ladle_ctx_destroy(&c);
+    ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx);
+    ladle_tensor_destroy(&l), ladle_tensor_destroy(&dl);
+    return v;
+}
+
+/* The name of 0.1: ladle_loss_create_ex gives ladle_loss_create's loss bit
+ * for bit (values and gradients), and fails alike. */
+START_TEST(deprecated_loss_create_ex)
+{
+    int64_t xs[3] = {4, 3, 2}, ts[2] = {4, 2};
+    double w[3] = {0.5, 2, 1};
+    ladle_tensor *labels = lt_tensor(LADLE_I64, 2, ts),
+                 *target = lt_tensor(LADLE_F64, 3, xs);
+    for (int64_t i = 0; i < 8; i++)
+        lt_set(labels, i, (double)((i * 5 + 1) % 3));
+    LT_OK(ladle_tensor_fill_random(target, 6, 3));
+    for (int k = 0; k < 4; k++) {
+        if (k == 3 && on_cuda())
+            continue; /* class weights have no CUDA kernels */
+        ladle_loss_desc d;
+        ladle_loss_desc_init(&d, k == 0 ? LADLE_LOSS_MSE : LADLE_LOSS_CROSS_ENTROPY,
+                             k == 2   ? LADLE_REDUCE_NONE
+                             : k == 1 ? LADLE_REDUCE_SUM
+                                      : LADLE_REDUCE_MEAN);
+        d.label_smoothing = k == 1 || k == 2 ? 0.2 : 0;
+        if (k == 3)
+            d.weights = w, d.num_weights = 3, d.ignore_index = 1;
+        ladle_op *old = NULL, *op = NULL;
+        LT_DEPRECATED_BEGIN
+        LT_OK(ladle_loss_create_ex(&d, 3, xs, LADLE_F64, lt_device(), &old));
+        LT_DEPRECATED_END
+        LT_OK(ladle_loss_create(&d, 3, xs, LADLE_F64, lt_device(), &op));
+        const ladle_tensor *t = k == 0 ? target : labels;
+        int64_t na = 0, nb = 0;
+        double *a = loss_values(old, 3, xs, t, &na), *b = loss_values(op, 3, xs, t, &nb);
+        LT_ASSERT(na == nb && memcmp(a, b, sizeof(double) * (size_t)na) == 0,
+                  "case %d: loss_create_ex differs from ladle_loss_create", k);
+        free(a), free(b);
+        ladle_op_destroy(&old), ladle_op_destroy(&op);
+    }
+    ladle_loss_desc d;
+    ladle_loss_desc_init(&d, LADLE_LOSS_NLL, LADLE_REDUCE_MEAN);
+    ladle_op *op = NULL;
+    LT_DEPRECATED_BEGIN
+    LT_FAILS(ladle_loss_create_ex(&d, 1, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_loss_create_ex(NULL, 3, xs, LADLE_F64, lt_device(), &op),
+             LADLE_ERR_NULL);
+    d.flags = 0x100;
+    LT_FAILS(ladle_loss_create_ex(&d, 3, xs, LADLE_F64, lt_device(), &op), LADLE_ERR_ARG);
+    LT_DEPRECATED_END
+    LT_ASSERT(op == NULL, "a failed create set the op");
+    ladle_tensor_destroy(&labels), ladle_tensor_destroy(&target);
 }
 END_TEST
 
@@ -576,6 +669,7 @@ Suite *loss_suite(void)
     tcase_add_test(tc, weighted);
     tcase_add_test(tc, weighted_by_hand);
     tcase_add_test(tc, bad_options);
+    tcase_add_test(tc, deprecated_loss_create_ex);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -161,8 +161,7 @@ START_TEST(bind_distributed_layers)
             if (k == 2) {
                 ladle_batchnorm_desc d;
                 ladle_batchnorm_desc_init(&d, 2);
-                LT_OK(ladle_dist_batchnorm_create(&d, pc, 4, xc, LADLE_BN_SYNC_GLOBAL, 0,
-                                                  LADLE_F64, lt_device(), 0, o));
+                LT_OK(ladle_dist_batchnorm_create(&d, pc, xc, LADLE_F64, lt_device(), o));
             }
         }
         bound_trains_alike(a, b, k == 0   ? "distributed linear"

@@ -167,8 +167,8 @@ START_TEST(sequential)
     /* training a few steps drives a regression loss down */
     ladle_op *loss = NULL;
     int64_t ys[2] = {3, 4};
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(),
-                            &loss));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
+                            LADLE_F64, lt_device(), &loss));
     ladle_tensor *t = lt_tensor(LADLE_F64, 2, ys), *l = lt_tensor(LADLE_F64, 0, NULL);
     ladle_tensor *dy = lt_op_tensor(seq, 1), *one = lt_tensor(LADLE_F64, 0, NULL);
     ladle_ctx *lctx = NULL;

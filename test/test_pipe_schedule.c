@@ -632,8 +632,8 @@ START_TEST(hostile_input)
     int64_t xs[2] = {4, 4};
     ladle_op *ops[2] = {NULL, NULL};
     LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, lt_device(), 1, &ops[0]));
-    LT_OK(ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, xs, LADLE_F32, lt_device(),
-                            &ops[1]));
+    LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
+                            LADLE_F32, lt_device(), &ops[1]));
     double f[2] = {-7, -7}, b[2] = {-7, -7}, w[2] = {-7, -7};
     LT_FAILS(ladle_pipe_profile(2, ops, 2, f, b, w), LADLE_ERR_ARG);
     LT_ASSERT(f[0] == -7 && b[0] == -7 && w[0] == -7, "a failed profile wrote its times");

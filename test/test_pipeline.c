@@ -41,7 +41,8 @@ static ladle_op *make_loss(void)
 {
     int64_t ys[2] = {MB, 3};
     ladle_op *op = NULL;
-    ladle_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 2, ys, LADLE_F64, lt_device(), &op);
+    ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys, LADLE_F64,
+                      lt_device(), &op);
     return op;
 }
 
@@ -274,8 +275,9 @@ static void dist_stage(int tensor, const int *ranks, dstage *d)
                                            104, 0, &d->ops[0]) == LADLE_OK;
             ok &= ladle_dist_linear_create(d->pc, d->pc, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
                                            106, 0, &d->ops[2]) == LADLE_OK;
-            ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
-                                         LADLE_F64, lt_device(), 0, &d->loss) == LADLE_OK;
+            ok &= ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
+                                         d->pa, ys, LADLE_F64, lt_device(),
+                                         &d->loss) == LADLE_OK;
         }
     } else {
         int s21[2] = {2, 1}, s121[3] = {1, 2, 1};
@@ -286,8 +288,9 @@ static void dist_stage(int tensor, const int *ranks, dstage *d)
                                            104, 0, &d->ops[0]) == LADLE_OK;
             ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
                                            106, 0, &d->ops[2]) == LADLE_OK;
-            ok &= ladle_dist_loss_create(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, d->pa, 2, ys,
-                                         LADLE_F64, lt_device(), 0, &d->loss) == LADLE_OK;
+            ok &= ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
+                                         d->pa, ys, LADLE_F64, lt_device(),
+                                         &d->loss) == LADLE_OK;
         }
     }
     if (in_w && ok) {

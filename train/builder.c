@@ -287,10 +287,12 @@ static ladle_status bnorm(ladle_builder *b, const char *name, int x, int *id)
     LADLE_CHECK(xv->where == W_CONV || xv->where == W_NONE, LADLE_ERR_SHAPE,
                 "'%s': batch norm goes after a convolution", name);
     ladle_batchnorm_desc_init(&d, xv->global[1]);
-    if (b->dist)
-        LADLE_CALL(ladle_dist_batchnorm_create(&d, b->px, 4, xv->global, b->d.bn_sync,
-                                               b->d.bn_group, b->d.dtype, b->d.device, 0, &op));
-    else
+    if (b->dist) {
+        d.sync = b->d.bn_sync;
+        d.group_size = b->d.bn_group;
+        LADLE_CALL(ladle_dist_batchnorm_create(&d, b->px, xv->global, b->d.dtype,
+                                               b->d.device, &op));
+    } else
         LADLE_CALL(ladle_batchnorm_create(&d, 4, xv->global, b->d.dtype, b->d.device, &op));
     st = layer(b, name, op, x, 4, xv->global, xv->where, id);
 fail:
@@ -394,12 +396,12 @@ static ladle_status loss(ladle_builder *b, const char *name, int x, int *k)
                 "'%s': the loss takes the classifier's logits", name);
     ladle_dtype dt = b->d.dtype;
     ladle_device dev = b->d.device;
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     if (b->dist)
-        LADLE_CALL(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, b->phead,
-                                          2, xv->global, dt, dev, 0, &op));
+        LADLE_CALL(ladle_dist_loss_create(&ld, b->phead, xv->global, dt, dev, &op));
     else
-        LADLE_CALL(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2,
-                                     xv->global, dt, dev, &op));
+        LADLE_CALL(ladle_loss_create(&ld, 2, xv->global, dt, dev, &op));
     LADLE_CALL(ladle_graph_add_loss(b->g, name, op, x, 1.0, k));
     op = NULL;
 fail:

@@ -239,10 +239,11 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
     ld.ignore_index = -1;
     op = NULL;
     if (b->p) /* the rows split D S ways, the mean over all of them */
-        LADLE_CALL(ladle_dist_vocab_loss_create(&ld, b->p, d->batch * d->context, d->vocab,
-                                                d->dtype, d->device, 0, &op));
+        LADLE_CALL(ladle_dist_vocab_loss_create(
+            &ld, b->p, (int64_t[]){d->batch * d->context, d->vocab}, d->dtype, d->device,
+            &op));
     else
-        LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, &op));
+        LADLE_CALL(ladle_loss_create(&ld, 2, rs, d->dtype, d->device, &op));
     st = ladle_graph_add_loss(b->g, "loss", op, rows, 1.0, NULL);
     if (st != LADLE_OK)
         ladle_op_destroy(&op);
@@ -632,9 +633,8 @@ ladle_status ladle_gpt_loss_create(const ladle_gpt_desc *d, ladle_comm comm_in,
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;
     LADLE_CALL(ladle_partition_create(ladle_comm_of(comm), 2, (int[]){size, 1}, NULL, &p));
-    LADLE_CALL(ladle_dist_loss_create_ex(&ld, p, 2,
-                                         (int64_t[]){d->batch * d->context, d->vocab},
-                                         d->dtype, d->device, 0, loss));
+    LADLE_CALL(ladle_dist_loss_create(&ld, p, (int64_t[]){d->batch * d->context, d->vocab},
+                                      d->dtype, d->device, loss));
 fail:
     ladle_partition_destroy(&p);
     return st;
@@ -695,7 +695,7 @@ static ladle_status loss_one(const ladle_gpt_desc *d, ladle_op **loss)
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ld.ignore_index = -1;
     int64_t rs[2] = {d->batch * d->context, d->vocab};
-    LADLE_CALL(ladle_loss_create_ex(&ld, 2, rs, d->dtype, d->device, loss));
+    LADLE_CALL(ladle_loss_create(&ld, 2, rs, d->dtype, d->device, loss));
 fail:
     return st;
 }

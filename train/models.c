@@ -97,8 +97,9 @@ static ladle_status sequential(const ladle_lenet_desc *d, builder *b)
     LADLE_CALL(
         add(b, ladle_linear_create(2, (int64_t[]){n, 84}, d->classes, 1, dt, dev, d->seed + 4, &op),
             &op));
-    LADLE_CALL(ladle_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, 2,
-                                 (int64_t[]){n, d->classes}, dt, dev, &b->loss));
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    LADLE_CALL(ladle_loss_create(&ld, 2, (int64_t[]){n, d->classes}, dt, dev, &b->loss));
 fail:
     return st;
 }
@@ -171,10 +172,11 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
         &op));
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 6);
-        LADLE_CALL(add(b,
-                       ladle_dist_batchnorm_create(&bn, p4, 4, (int64_t[]){n, 6, s, s}, d->bn_sync,
-                                                   d->bn_group, dt, dev, 0, &op),
-                       &op));
+        bn.sync = d->bn_sync;
+        bn.group_size = d->bn_group;
+        LADLE_CALL(add(
+            b, ladle_dist_batchnorm_create(&bn, p4, (int64_t[]){n, 6, s, s}, dt, dev, &op),
+            &op));
     }
     LADLE_CALL(
         add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, 0, &op), &op));
@@ -187,10 +189,9 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
     int64_t x3[4] = {n, 16, s1 - 4, s1 - 4}, x4[4] = {n, 16, s2, s2};
     if (d->batchnorm) {
         ladle_batchnorm_desc_init(&bn, 16);
-        LADLE_CALL(add(
-            b,
-            ladle_dist_batchnorm_create(&bn, p4, 4, x3, d->bn_sync, d->bn_group, dt, dev, 0, &op),
-            &op));
+        bn.sync = d->bn_sync;
+        bn.group_size = d->bn_group;
+        LADLE_CALL(add(b, ladle_dist_batchnorm_create(&bn, p4, x3, dt, dev, &op), &op));
     }
     LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, 0, &op), &op));
     LADLE_CALL(relu(b, dt, dev));
@@ -207,8 +208,10 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
         b,
         ladle_dist_linear_create(p2, pw3, p2, n, 84, d->classes, 1, dt, dev, d->seed + 4, 0, &op),
         &op));
-    LADLE_CALL(ladle_dist_loss_create(LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN, 0, p2, 2,
-                                      (int64_t[]){n, d->classes}, dt, dev, 0, &b->loss));
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
+    LADLE_CALL(
+        ladle_dist_loss_create(&ld, p2, (int64_t[]){n, d->classes}, dt, dev, &b->loss));
 fail:
     ladle_partition_destroy(&p4);
     ladle_partition_destroy(&p2);

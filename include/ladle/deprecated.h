@@ -68,6 +68,19 @@ LADLE_API ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d,
                                                  unsigned flags, ladle_op **op)
     LADLE_DEPRECATED(
         "use ladle_dist_conv_create with the desc's padding_mode, same, flags");
+/* The losses' _ex forms: ladle_loss_create takes the descriptor, and a
+ * distributed loss takes its flags in it and its ndim from p_x. */
+LADLE_API ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
+                                            const int64_t input_shape[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **op)
+    LADLE_DEPRECATED("use ladle_loss_create, which takes the ladle_loss_desc");
+LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
+                                                 const ladle_partition *p_x, int ndim,
+                                                 const int64_t input_shape[],
+                                                 ladle_dtype dtype, ladle_device device,
+                                                 unsigned flags, ladle_op **op)
+    LADLE_DEPRECATED("use ladle_dist_loss_create(d, p_x, input_shape, dtype, device, op) "
+                     "with the flags in d->flags");
 
 /* ---- communicators (the _f twins) ----------------------------------------- */
 

@@ -185,71 +185,56 @@ LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(
     const ladle_partition *p_x, const int64_t x_shape[], const int64_t out_size[],
     ladle_dtype dtype, ladle_device device, unsigned flags, ladle_op **op);
 
-/* Which ranks batch norm's statistics are reduced over (among the ranks
- * holding the same channels, the peers). */
-typedef enum ladle_bn_sync {
-    LADLE_BN_SYNC_GLOBAL = 0, /* every peer: the statistics of the whole batch */
-    LADLE_BN_SYNC_LOCAL = 1,  /* each rank alone, on its own block */
-    LADLE_BN_SYNC_GROUP = 2   /* consecutive groups of group_size peers */
-} ladle_bn_sync;
-
 /*
  * Batch normalisation (the options of ladle_batchnorm_desc) with x of
- * global shape x_shape (ndim 2 to 5) decomposed in balance over p_x (the same
- * ndim; any dimension may be split, the channels too). Statistics are per
- * channel over the sync group: in training, one all-sum-reduce exchanges
- * each rank's (count, mean, sum of squared deviations) and every member
- * merges them with Chan's formula in the same order (bitwise equal results,
- * correct for unequal counts); the backward reduces (sum dy, sum dy x-hat)
- * once. With LADLE_BN_SYNC_GLOBAL the outputs, gradients and running
- * statistics equal the sequential layer's on the whole batch. Groups are the
- * peers in partition rank order, cut into consecutive runs of group_size
- * (which must divide the number of peers). gamma and beta are replicated on
- * the peers (ladle_layer_sync_gradients sums their gradients); each rank
- * keeps running statistics for its channels (identical across a group),
- * which ladle_batchnorm_running_stats returns. Collective over p_x. Returns
- * the codes of ladle_dist_linear_create.
+ * global shape x_shape (2 to 5 dimensions, as many as p_x's) decomposed in
+ * balance over p_x (any dimension may be split, the channels too).
+ * Statistics are per channel over the group that d->sync names: in
+ * training, one all-sum-reduce exchanges each rank's (count, mean, sum of
+ * squared deviations) and every member merges them with Chan's formula in
+ * the same order (bitwise equal results, correct for unequal counts); the
+ * backward reduces (sum dy, sum dy x-hat) once. With LADLE_BN_SYNC_GLOBAL
+ * the outputs, gradients and running statistics equal the sequential
+ * layer's on the whole batch. Groups are the peers in partition rank order,
+ * cut into consecutive runs of d->group_size (which must divide the number
+ * of peers; read for LADLE_BN_SYNC_GROUP only). gamma and beta are
+ * replicated on the peers (ladle_layer_sync_gradients sums their
+ * gradients); each rank keeps running statistics for its channels
+ * (identical across a group), which ladle_batchnorm_running_stats returns.
+ * d->flags: LADLE_CHECKED. Collective over p_x. Returns the codes of
+ * ladle_dist_linear_create.
  */
 LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
-                                                   const ladle_partition *p_x, int ndim,
-                                                   const int64_t x_shape[], ladle_bn_sync sync,
-                                                   int group_size, ladle_dtype dtype,
-                                                   ladle_device device, unsigned flags,
+                                                   const ladle_partition *p_x,
+                                                   const int64_t x_shape[],
+                                                   ladle_dtype dtype, ladle_device device,
                                                    ladle_op **op);
 
 /*
- * A loss (ladle_loss_create's kinds and reductions) over an input of global
- * shape input_shape decomposed in balance over p_x (the same ndim; a
+ * A loss (the options of ladle_loss_desc: every kind and reduction, class
+ * weights, ignore_index) over an input of global shape input_shape (as
+ * many dimensions as p_x's) decomposed in balance over p_x (a
  * classification loss needs p_x's class extent, dimension 1, to be 1). Use
  * it with ladle_loss_forward and ladle_loss_backward on this rank's blocks
  * of the input and target (the target decomposed like the input, without
  * dimension 1 for labels). Mean and sum give the loss of the whole batch on
  * every rank of p_x, the mean dividing by the global count (so the
  * gradients are exact whatever the blocks); none gives the rank's own
- * per-element losses. A rank rejecting its input (NaN, a label out of range)
- * fails every rank (LADLE_ERR_REMOTE elsewhere). Collective over p_x.
- * Returns the codes of ladle_dist_linear_create.
- */
-LADLE_API ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                              double label_smoothing, const ladle_partition *p_x,
-                                              int ndim, const int64_t input_shape[],
-                                              ladle_dtype dtype, ladle_device device,
-                                              unsigned flags, ladle_op **op);
-/*
- * The same with every option of ladle_loss_desc (class weights,
- * ignore_index). A mean that divides by the labels' weight divides by its
- * sum over the whole batch: the one all-sum-reduce of the forward carries
- * each block's label weight beside its loss, so the value and the
+ * per-element losses. A mean that divides by the labels' weight divides by
+ * its sum over the whole batch: the one all-sum-reduce of the forward
+ * carries each block's label weight beside its loss, so the value and the
  * gradients equal the sequential loss's on the gathered batch whatever the
  * blocks (a block whose samples are all ignored included). Every rank of
- * p_x must pass the same descriptor and weights. Collective over p_x.
- * Returns the codes of ladle_dist_loss_create and ladle_loss_create_ex.
+ * p_x must pass the same descriptor and weights. A rank rejecting its
+ * input (NaN, a label out of range) fails every rank (LADLE_ERR_REMOTE
+ * elsewhere). d->flags: LADLE_CHECKED. Collective over p_x. Returns the
+ * codes of ladle_dist_linear_create and ladle_loss_create.
  */
-LADLE_API ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *d,
-                                                 const ladle_partition *p_x, int ndim,
-                                                 const int64_t input_shape[], ladle_dtype dtype,
-                                                 ladle_device device, unsigned flags,
-                                                 ladle_op **op);
+LADLE_API ladle_status ladle_dist_loss_create(const ladle_loss_desc *d,
+                                              const ladle_partition *p_x,
+                                              const int64_t input_shape[],
+                                              ladle_dtype dtype, ladle_device device,
+                                              ladle_op **op);
 
 /*
  * Flatten x [N, ...] (global x_shape, p_x's ndim >= 2, decomposed in balance over
@@ -305,15 +290,15 @@ LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
                                                 ladle_op **op);
 
 /*
- * Vocabulary-parallel cross entropy: logits x of global shape rows x
- * classes (M x C; flatten N x T x C to N T x C first) split in balance over
+ * Vocabulary-parallel cross entropy: logits x of global shape x_shape =
+ * {rows, classes} (M x C; flatten N x T x C to N T x C first) split in balance over
  * p_x (D x P): the rows over D row blocks, the classes over P vocabulary
  * slices. Each rank passes its block of x to ladle_loss_forward with the i64
  * labels of its block's rows (the same labels on the P ranks of a row
  * block). d must be cross entropy (ladle_loss_desc_init); its reduction,
  * label smoothing, class weights (C of them, every rank alike) and
  * ignore_index all apply, and the value and gradients equal
- * ladle_loss_create_ex's on the gathered logits:
+ * ladle_loss_create's on the gathered logits:
  *
  *   forward   each rank's log-sum-exp of its slice of each row, the target
  *             logit (on the rank that holds the label's class) and the
@@ -332,7 +317,7 @@ LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
  * divides by M, or by the labels' total weight with class weights or
  * ignore_index); none gives each rank its block's row losses (alike on the
  * P ranks of a row block). The ctx keeps each row's L; the backward is
- * local. A separate constructor rather than ladle_dist_loss_create_ex,
+ * local. A separate constructor rather than ladle_dist_loss_create,
  * whose layer needs every class of a sample on one rank and takes every
  * loss kind: here only cross entropy has a split form, and the forward's
  * messages differ.
@@ -347,15 +332,15 @@ LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
  * everywhere. Every rank needs at least one row and one class (P <= C, D
  * <= M). The row statistics are host loops: the layer runs on the CPU only
  * (LADLE_ERR_DEVICE for other devices). Collective over p_x at creation.
- * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (descriptor, flags, labels),
- * LADLE_ERR_UNSUPPORTED (a kind other than cross entropy), LADLE_ERR_SHAPE,
+ * d->flags: LADLE_CHECKED. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (descriptor,
+ * flags, labels), LADLE_ERR_UNSUPPORTED (a kind other than cross entropy), LADLE_ERR_SHAPE,
  * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_PARTITION (p_x not 2-D),
  * LADLE_ERR_NUMERIC, LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
  */
 LADLE_API ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
-                                                    const ladle_partition *p_x, int64_t rows,
-                                                    int64_t classes, ladle_dtype dtype,
-                                                    ladle_device device, unsigned flags,
+                                                    const ladle_partition *p_x,
+                                                    const int64_t x_shape[2],
+                                                    ladle_dtype dtype, ladle_device device,
                                                     ladle_op **op);
 
 /*

@@ -333,6 +333,15 @@ LADLE_API ladle_status ladle_interp_create(const ladle_interp_desc *d, const int
  * ("bias") when affine. Saves: x (borrowed), mean and 1/std per channel,
  * and the sums of dy and dy x-hat once backward or backward_weight has
  * computed them (the other reuses them: both must get the same dy). */
+/* Which ranks a distributed batch norm's statistics are reduced over
+ * (among the ranks holding the same channels, the peers); a sequential
+ * batch norm is one rank and reads none of it. */
+typedef enum ladle_bn_sync {
+    LADLE_BN_SYNC_GLOBAL = 0, /* every peer: the statistics of the whole batch */
+    LADLE_BN_SYNC_LOCAL = 1,  /* each rank alone, on its own block */
+    LADLE_BN_SYNC_GROUP = 2   /* consecutive groups of group_size peers */
+} ladle_bn_sync;
+
 typedef struct ladle_batchnorm_desc {
     size_t size; /* sizeof(ladle_batchnorm_desc), set by ladle_batchnorm_desc_init (checked by the calls that take it) */
     int64_t num_features;
@@ -340,12 +349,18 @@ typedef struct ladle_batchnorm_desc {
     double momentum; /* default 0.1 */
     int affine;      /* nonzero (the default): learn gamma and beta */
     int track_running_stats; /* nonzero (the default): keep running statistics */
+    ladle_bn_sync sync;      /* distributed: the statistics' group; default GLOBAL */
+    int group_size; /* the group's peers for LADLE_BN_SYNC_GROUP; default 0 (not grouped) */
+    unsigned flags; /* distributed flags (LADLE_CHECKED); default 0 */
 } ladle_batchnorm_desc;
 
 /* The defaults above for num_features channels. Local. */
 LADLE_API void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features);
-/* Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE,
- * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+/* One rank: sync and group_size change nothing (they are checked only for
+ * a known sync value), and flags may hold the bits the distributed batch
+ * norm knows (LADLE_CHECKED). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (a bad descriptor size, eps or momentum, an unknown sync value or flag
+ * bit), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
                                               const int64_t x_shape[], ladle_dtype dtype,
                                               ladle_device device, ladle_op **op);
@@ -721,28 +736,13 @@ typedef enum ladle_reduction {
     LADLE_REDUCE_NONE = 2
 } ladle_reduction;
 
-/* A loss over inputs of input_shape. For MSE, L1 and BCE-with-logits the
- * target is a tensor of the input's shape and dtype; for cross entropy and
- * NLL it is an i64 tensor of class indices shaped as the input without
- * dimension 1. label_smoothing (cross entropy only) mixes the one-hot target
- * with the uniform distribution. The loss tensor is a scalar (ndim 0) for
- * mean and sum, and the per-element (or per-sample for cross entropy and
- * NLL) losses for none. Mean over classification losses divides by the
- * number of samples N x S... (class weights and an ignored label:
- * ladle_loss_create_ex). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
- * (an unknown kind or reduction, naming the value; label_smoothing outside
- * [0, 1]), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
- * LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                         double label_smoothing, int ndim,
-                                         const int64_t input_shape[], ladle_dtype dtype,
-                                         ladle_device device, ladle_op **op);
 /* No label is ignored (ladle_loss_desc's ignore_index by default). */
 #define LADLE_LOSS_NO_IGNORE INT64_MIN
 
 /*
- * A loss with every option, as PyTorch's cross_entropy and nll_loss take
- * them. For cross entropy and NLL:
+ * A loss's options, as PyTorch's losses take them. label_smoothing (cross
+ * entropy only) mixes the one-hot target with the uniform distribution.
+ * For cross entropy and NLL:
  *   weights      num_weights = C class weights w (any finite values), copied
  *                at create (the caller's array may go right after); NULL
  *                and 0 for all 1
@@ -755,11 +755,12 @@ LADLE_API ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction r
  *   cross entropy  (1 - e) w_t (-l_t) + e / C sum_c w_c (-l_c)
  *   NLL            w_t (-x_t)
  * and the mean divides the sum of the samples' losses by the sum of w_t
- * over the samples not ignored (without weights: their number). When every
- * sample is ignored (or those left weigh 0 in all) the mean is 0/0: NaN,
- * as in PyTorch, which ladle_loss_forward reports as LADLE_ERR_NUMERIC
- * (the NaN written into loss). MSE, L1 and BCE with logits take neither
- * option.
+ * over the samples not ignored (without weights: their number N x S...).
+ * When every sample is ignored (or those left weigh 0 in all) the mean is
+ * 0/0: NaN, as in PyTorch, which ladle_loss_forward reports as
+ * LADLE_ERR_NUMERIC (the NaN written into loss). MSE, L1 and BCE with
+ * logits take neither option. flags are those of a distributed loss
+ * (LADLE_CHECKED); a sequential loss accepts them and they change nothing.
  */
 typedef struct ladle_loss_desc {
     size_t size; /* sizeof(ladle_loss_desc), set by ladle_loss_desc_init */
@@ -769,21 +770,29 @@ typedef struct ladle_loss_desc {
     int64_t ignore_index;   /* default LADLE_LOSS_NO_IGNORE */
     const double *weights;  /* num_weights class weights (host memory), or NULL */
     int64_t num_weights;
+    unsigned flags; /* distributed flags (LADLE_CHECKED); default 0 */
 } ladle_loss_desc;
 
-/* kind and reduction, no smoothing, no weights, no ignored label. Local. */
+/* kind and reduction, no smoothing, no weights, no ignored label, no
+ * flags. Local. */
 LADLE_API void ladle_loss_desc_init(ladle_loss_desc *d, ladle_loss_kind kind,
                                     ladle_reduction reduction);
-/* ladle_loss_create with a descriptor (ladle_loss_create is this with
- * kind, reduction and label_smoothing set). Local. Returns the codes of
- * ladle_loss_create, and LADLE_ERR_ARG (a bad descriptor size, weights or
- * ignore_index on a regression loss, a non-finite weight, weights NULL with
- * num_weights nonzero or the reverse), LADLE_ERR_SHAPE (num_weights other
- * than C), LADLE_ERR_DEVICE (weights or ignore_index on a device whose
- * backend has no kernels for them: CUDA). */
-LADLE_API ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
-                                            const int64_t input_shape[], ladle_dtype dtype,
-                                            ladle_device device, ladle_op **op);
+/* A loss (the options of d) over inputs of input_shape. For MSE, L1 and
+ * BCE-with-logits the target is a tensor of the input's shape and dtype;
+ * for cross entropy and NLL it is an i64 tensor of class indices shaped as
+ * the input without dimension 1. The loss tensor is a scalar (ndim 0) for
+ * mean and sum, and the per-element (or per-sample for cross entropy and
+ * NLL) losses for none. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a bad
+ * descriptor size, an unknown kind or reduction, naming the value;
+ * label_smoothing outside [0, 1] or on another loss than cross entropy;
+ * weights or ignore_index on a regression loss, a non-finite weight,
+ * weights NULL with num_weights nonzero or the reverse; a flag bit other
+ * than LADLE_CHECKED), LADLE_ERR_SHAPE (num_weights other than C),
+ * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE (weights or ignore_index on a device
+ * whose backend has no kernels for them: CUDA), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_loss_create(const ladle_loss_desc *d, int ndim,
+                                         const int64_t input_shape[], ladle_dtype dtype,
+                                         ladle_device device, ladle_op **op);
 /* loss = L(input, target); saves input and target references in ctx (may
  * be NULL). Collective over the partition for a distributed loss
  * (ladle_dist_loss_create), whose members all get the same status and

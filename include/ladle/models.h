@@ -273,7 +273,7 @@ LADLE_API int ladle_gpt_num_layers(const ladle_gpt_desc *d);
  * of one rank (S = 1) may feed one of S ranks. The weights are
  * ladle_gpt_create's for the same seed, each rank holding its boxes.
  * ladle_gpt_loss_create makes the loss after "rows": cross entropy over
- * the rows split S ways (ladle_dist_loss_create_ex), the mean over all of
+ * the rows split S ways (ladle_dist_loss_create), the mean over all of
  * them on every rank. Collective over comm; with S = 1 they make the
  * one-rank chain above. Return the codes of ladle_gpt_create,
  * LADLE_ERR_ARG (tensor_ways is not comm's size, data_ways is not 1) on

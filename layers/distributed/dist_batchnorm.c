@@ -380,21 +380,21 @@ static const ladle_op_vtable dbn_vt = {
 
 /* The checks every rank makes alike; *peers gets the ranks that share
  * each channel block and *group the statistics group's size. */
-static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partition *p_x, int ndim,
-                             const int64_t *x_shape, ladle_bn_sync sync, int group_size,
-                             ladle_dtype dtype, unsigned flags, int *peers, int *group,
-                             const char *f)
+static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
+                             int ndim, const int64_t *x_shape, ladle_dtype dtype,
+                             int *peers, int *group, const char *f)
 {
     ladle_status local = LADLE_OK;
+    ladle_bn_sync sync = d->sync;
+    unsigned flags = d->flags;
     int size = ladle_partition_size(p_x);
     const int *shape = ladle_partition_shape(p_x);
     if (!ladle__is_real(dtype))
         local = ladle__raise(LADLE_ERR_DTYPE, f, "dtype %s is not f32 or f64",
                              ladle_dtype_name(dtype));
-    else if (ndim < 2 || ndim > 5 || ladle_partition_ndim(p_x) != ndim)
+    else if (ndim < 2 || ndim > 5)
         local = ladle__raise(LADLE_ERR_PARTITION, f,
-                             "x has %d dimensions (2 to 5) and p_x %d: they must agree", ndim,
-                             ladle_partition_ndim(p_x));
+                             "p_x has %d dimensions: batch norm takes 2 to 5", ndim);
     else if (x_shape[1] != d->num_features || !(d->eps > 0 && isfinite(d->eps)) ||
              !(d->momentum <= 1))
         local = ladle__raise(x_shape[1] != d->num_features ? LADLE_ERR_SHAPE : LADLE_ERR_ARG, f,
@@ -413,7 +413,7 @@ static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partitio
     *peers = size / shape[1];
     *group = sync == LADLE_BN_SYNC_GLOBAL  ? *peers
              : sync == LADLE_BN_SYNC_LOCAL ? 1
-                                           : group_size;
+                                           : d->group_size;
     if (local == LADLE_OK &&
         (sync < LADLE_BN_SYNC_GLOBAL || sync > LADLE_BN_SYNC_GROUP || *group < 1 ||
          *peers % *group != 0))
@@ -541,14 +541,14 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
-                                         int ndim, const int64_t x_shape[], ladle_bn_sync sync,
-                                         int group_size, ladle_dtype dtype, ladle_device device,
-                                         unsigned flags, ladle_op **out)
+ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
+                                         const ladle_partition *p_x,
+                                         const int64_t x_shape[], ladle_dtype dtype,
+                                         ladle_device device, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dbn *v = NULL;
     int *gid = NULL, *cid = NULL;
@@ -560,8 +560,16 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d, const la
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
     int size = ladle_partition_size(p_x), peers = 0, group = 1;
-    local = validate(d, p_x, ndim, x_shape, sync, group_size, dtype, flags, &peers, &group, f);
-    int64_t args[12] = {ndim, sync, group, (int64_t)dtype, (int64_t)flags, d->affine,
+    int ndim = ladle_partition_ndim(p_x);
+    local = validate(d, p_x, ndim, x_shape, dtype, &peers, &group, f);
+    unsigned flags = d->flags;
+    m.flags = flags;
+    int64_t args[12] = {ndim,
+                        d->sync,
+                        group,
+                        (int64_t)dtype,
+                        (int64_t)flags,
+                        d->affine,
                         d->track_running_stats};
     for (int i = 0; i < ndim && i < 5; i++)
         args[7 + i] = x_shape[i];

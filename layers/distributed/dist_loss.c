@@ -156,8 +156,8 @@ static const ladle_op_vtable dloss_vt = {
 };
 
 /* The checks every rank makes alike. */
-static ladle_status validate(const ladle_loss_desc *dsc, const ladle_partition *p_x, int ndim,
-                             const int64_t *input_shape, unsigned flags, const char *f)
+static ladle_status validate(const ladle_loss_desc *dsc, const ladle_partition *p_x,
+                             int ndim, const int64_t *input_shape, const char *f)
 {
     ladle_status local = ladle__loss_check_desc(dsc, f);
     if (local != LADLE_OK)
@@ -166,15 +166,10 @@ static ladle_status validate(const ladle_loss_desc *dsc, const ladle_partition *
     if (ndim < 1 || ndim > LADLE_MAX_NDIM)
         local = ladle__raise(LADLE_ERR_SHAPE, f, "ndim %d is outside 1..%d", ndim,
                              LADLE_MAX_NDIM);
-    else if (ladle_partition_ndim(p_x) != ndim)
-        local = ladle__raise(LADLE_ERR_PARTITION, f, "the input has %d dimensions, p_x %d",
-                             ndim, ladle_partition_ndim(p_x));
     else if (classify && ndim >= 2 && ladle_partition_shape(p_x)[1] != 1)
         local = ladle__raise(LADLE_ERR_PARTITION, f,
                              "p_x splits the classes (dimension 1): a classification loss "
                              "needs every class of a sample on one rank");
-    else if (flags & ~(unsigned)LADLE_CHECKED)
-        local = ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", flags);
     else if (dsc->weights != NULL && (ndim < 2 || dsc->num_weights != input_shape[1]))
         local = ladle__raise(LADLE_ERR_SHAPE, f, "%lld class weights for %lld classes",
                              (long long)dsc->num_weights,
@@ -200,7 +195,7 @@ static ladle_status allocate(ladle__make *m, distloss *v, const ladle_loss_desc 
     ladle_layout_box(m->lx, LADLE_SELF, NULL, box);
     if (ladle_partition_active(p_x)) {
         double count = 1;
-        LADLE_CALL(ladle_loss_create_ex(dsc, ndim, box, m->dtype, m->device, &v->base.local));
+        LADLE_CALL(ladle_loss_create(dsc, ndim, box, m->dtype, m->device, &v->base.local));
         for (int d = 0; d < ndim; d++)
             if (!(classify && d == 1))
                 count *= (double)input_shape[d];
@@ -213,13 +208,13 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *dsc, const ladle_partition *p_x,
-                                       int ndim, const int64_t input_shape[], ladle_dtype dtype,
-                                       ladle_device device, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_loss_create(const ladle_loss_desc *dsc, const ladle_partition *p_x,
+                                    const int64_t input_shape[], ladle_dtype dtype,
+                                    ladle_device device, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     distloss *v = NULL;
     LADLE_NOT_NULL(dsc);
@@ -227,7 +222,11 @@ ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *dsc, const ladle_p
     LADLE_NOT_NULL(input_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
-    local = validate(dsc, p_x, ndim, input_shape, flags, f);
+    int ndim = ladle_partition_ndim(p_x);
+    /* the flags are read only once the descriptor's size is known good */
+    local = validate(dsc, p_x, ndim, input_shape, f);
+    unsigned flags = local == LADLE_OK ? dsc->flags : 0;
+    m.flags = flags;
     int64_t args[13] = {dsc->kind, dsc->reduction, ndim, (int64_t)dtype, (int64_t)flags,
                         dsc->ignore_index, dsc->num_weights};
     for (int d = 0; d < ndim && d < 6; d++)
@@ -268,15 +267,26 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                                    double label_smoothing, const ladle_partition *p_x, int ndim,
-                                    const int64_t input_shape[], ladle_dtype dtype,
-                                    ladle_device device, unsigned flags, ladle_op **out)
+/* 0.1's name (include/ladle/deprecated.h): the flags go into a copy of
+ * the descriptor, and ndim must be p_x's. */
+ladle_status ladle_dist_loss_create_ex(const ladle_loss_desc *dsc,
+                                       const ladle_partition *p_x, int ndim,
+                                       const int64_t input_shape[], ladle_dtype dtype,
+                                       ladle_device device, unsigned flags, ladle_op **out)
 {
-    ladle_loss_desc d;
-    ladle_loss_desc_init(&d, kind, reduction);
-    d.label_smoothing = label_smoothing;
-    return ladle_dist_loss_create_ex(&d, p_x, ndim, input_shape, dtype, device, flags, out);
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(dsc);
+    LADLE_NOT_NULL(p_x);
+    LADLE_CHECK(ndim == ladle_partition_ndim(p_x), LADLE_ERR_PARTITION,
+                "the input has %d dimensions, p_x %d", ndim, ladle_partition_ndim(p_x));
+    /* a descriptor that never went through its _init is refused there */
+    if (dsc->size != sizeof *dsc)
+        return ladle_dist_loss_create(dsc, p_x, input_shape, dtype, device, out);
+    ladle_loss_desc d = *dsc;
+    d.flags = flags;
+    st = ladle_dist_loss_create(&d, p_x, input_shape, dtype, device, out);
+fail:
+    return st;
 }
 
 ladle_status ladle__dist_loss_local(const ladle_op *op, ladle_op **local)

@@ -400,11 +400,11 @@ static const ladle_op_vtable vloss_vt = {
 /* The checks every rank makes alike, from global facts only. */
 static ladle_status validate(const ladle_loss_desc *d, const ladle_partition *p_x,
                              int64_t rows, int64_t classes, ladle_dtype dtype,
-                             ladle_device device, unsigned flags, const char *f)
+                             ladle_device device, const char *f)
 {
     ladle_status st = ladle__loss_check_desc(d, f);
     if (st == LADLE_OK)
-        st = ladle__make_check_kind(dtype, flags, f);
+        st = ladle__make_check_kind(dtype, d->flags, f);
     if (st != LADLE_OK)
         return st;
     if (d->kind != LADLE_LOSS_CROSS_ENTROPY)
@@ -513,21 +513,25 @@ fail:
 }
 
 ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
-                                          const ladle_partition *p_x, int64_t rows,
-                                          int64_t classes, ladle_dtype dtype,
-                                          ladle_device device, unsigned flags,
-                                          ladle_op **out)
+                                          const ladle_partition *p_x,
+                                          const int64_t x_shape[2], ladle_dtype dtype,
+                                          ladle_device device, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     vloss *v = NULL;
     LADLE_NOT_NULL(d);
     LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     const ladle_partition *parts[1] = {p_x};
-    local = validate(d, p_x, rows, classes, dtype, device, flags, f);
+    int64_t rows = x_shape[0], classes = x_shape[1];
+    /* the flags are read only once the descriptor's size is known good */
+    local = validate(d, p_x, rows, classes, dtype, device, f);
+    unsigned flags = local == LADLE_OK ? d->flags : 0;
+    m.flags = flags;
     int64_t args[8] = {d->kind,         d->reduction,   rows,
                        classes,         (int64_t)dtype, (int64_t)flags,
                        d->ignore_index, d->num_weights};

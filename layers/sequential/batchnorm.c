@@ -377,6 +377,9 @@ void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
     d->momentum = 0.1;
     d->affine = 1;
     d->track_running_stats = 1;
+    d->sync = LADLE_BN_SYNC_GLOBAL;
+    d->group_size = 0;
+    d->flags = 0;
 }
 
 ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
@@ -397,6 +400,12 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     LADLE_CHECK(d->eps > 0 && isfinite(d->eps) && d->momentum <= 1, LADLE_ERR_ARG,
                 "eps %g must be finite and > 0 and momentum %g at most 1", d->eps,
                 d->momentum);
+    /* one rank: the distributed fields change nothing, but stay checked so
+     * that a descriptor is good or bad for both creates alike */
+    LADLE_CHECK(d->sync >= LADLE_BN_SYNC_GLOBAL && d->sync <= LADLE_BN_SYNC_GROUP,
+                LADLE_ERR_ARG, "unknown sync mode %d", (int)d->sync);
+    LADLE_CHECK(!(d->flags & ~(unsigned)LADLE_CHECKED), LADLE_ERR_ARG, "unknown flags 0x%x",
+                d->flags);
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     v->c = d->num_features;

@@ -382,12 +382,15 @@ ladle_status ladle__loss_check_desc(const ladle_loss_desc *d, const char *func)
         if (!isfinite(d->weights[k]))
             return ladle__raise(LADLE_ERR_ARG, func, "class weight %lld is %g",
                                 (long long)k, d->weights[k]);
+    /* the distributed losses' flags; on one rank they change nothing */
+    if (d->flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", d->flags);
     return LADLE_OK;
 }
 
-ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
-                                  const int64_t input_shape[], ladle_dtype dtype,
-                                  ladle_device device, ladle_op **out)
+ladle_status ladle_loss_create(const ladle_loss_desc *d, int ndim,
+                               const int64_t input_shape[], ladle_dtype dtype,
+                               ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
@@ -440,12 +443,10 @@ fail:
     return st;
 }
 
-ladle_status ladle_loss_create(ladle_loss_kind kind, ladle_reduction reduction,
-                               double label_smoothing, int ndim, const int64_t input_shape[],
-                               ladle_dtype dtype, ladle_device device, ladle_op **out)
+/* 0.1's name (include/ladle/deprecated.h). */
+ladle_status ladle_loss_create_ex(const ladle_loss_desc *d, int ndim,
+                                  const int64_t input_shape[], ladle_dtype dtype,
+                                  ladle_device device, ladle_op **out)
 {
-    ladle_loss_desc d;
-    ladle_loss_desc_init(&d, kind, reduction);
-    d.label_smoothing = label_smoothing;
-    return ladle_loss_create_ex(&d, ndim, input_shape, dtype, device, out);
+    return ladle_loss_create(d, ndim, input_shape, dtype, device, out);
 }

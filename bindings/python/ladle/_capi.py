@@ -141,7 +141,20 @@ class ladle_batchnorm_desc(Structure):
                 ("eps", c_double),
                 ("momentum", c_double),
                 ("affine", c_int),
-                ("track_running_stats", c_int)]
+                ("track_running_stats", c_int),
+                ("sync", c_int),
+                ("group_size", c_int),
+                ("flags", c_uint)]
+
+
+class ladle_loss_desc(Structure):
+    _fields_ = _SZ + [("kind", c_int),
+                ("reduction", c_int),
+                ("label_smoothing", c_double),
+                ("ignore_index", c_int64),
+                ("weights", POINTER(c_double)),
+                ("num_weights", c_int64),
+                ("flags", c_uint)]
 
 
 class ladle_optimizer_desc(Structure):
@@ -328,7 +341,8 @@ PROTOTYPES = [
     ("ladle_sequential_create", S, [c_int, POINTER(c_void_p), HP]),
     ("ladle_sequential_size", c_int, [H]),
     ("ladle_sequential_layer", H, [H, c_int]),
-    ("ladle_loss_create", S, [c_int, c_int, c_double, c_int, i64_p, c_int, c_int, HP]),
+    ("ladle_loss_desc_init", None, [POINTER(ladle_loss_desc), c_int, c_int]),
+    ("ladle_loss_create", S, [POINTER(ladle_loss_desc), c_int, i64_p, c_int, c_int, HP]),
     ("ladle_loss_forward", S, [H, H, H, H, H]),
     ("ladle_loss_backward", S, [H, H, H, H]),
     # distributed layers
@@ -339,10 +353,9 @@ PROTOTYPES = [
     ("ladle_dist_conv_grid_create", S, [POINTER(ladle_conv_desc), POINTER(ladle_dist_partitions),
                                         i64_p, c_int, c_int, c_uint64, HP]),
     ("ladle_dist_pool_create", S, [POINTER(ladle_pool_desc), H, i64_p, c_int, c_int, c_uint, HP]),
-    ("ladle_dist_batchnorm_create", S, [POINTER(ladle_batchnorm_desc), H, c_int, i64_p, c_int,
-                                        c_int, c_int, c_int, c_uint, HP]),
-    ("ladle_dist_loss_create", S, [c_int, c_int, c_double, H, c_int, i64_p, c_int, c_int, c_uint,
-                                   HP]),
+    ("ladle_dist_batchnorm_create", S, [POINTER(ladle_batchnorm_desc), H, i64_p, c_int, c_int,
+                                        HP]),
+    ("ladle_dist_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),
     ("ladle_dist_flatten_create", S, [H, i64_p, H, c_int, c_int, c_uint, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),

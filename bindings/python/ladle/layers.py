@@ -36,6 +36,16 @@ def _flags(checked):
     return _capi.CHECKED if checked else 0
 
 
+def _dist_shape(p_x, shape, what):
+    """A distributed layer's global shape: as many dimensions as p_x (the C
+    call reads p_x's ndim of them)."""
+    shape = _shape(shape)
+    if len(shape) != p_x.ndim:
+        raise _error("LADLE_ERR_PARTITION",
+                     "%s has %d dimensions but p_x has %d" % (what, len(shape), p_x.ndim))
+    return shape
+
+
 class Ctx(_Handle):
     """What one forward saved for its backward (one per microbatch in
     flight). Keeps the forward's x and y alive until it is closed."""
@@ -364,15 +374,24 @@ def _loss(h, kind, reduction, keep=()):
     return obj
 
 
+def loss_desc(kind="cross_entropy", reduction="mean", label_smoothing=0.0, checked=False):
+    """A ladle_loss_desc (no class weights, no ignored label)."""
+    d = _capi.ladle_loss_desc()
+    _core.lib.ladle_loss_desc_init(byref(d), _lookup(LOSSES, kind, "loss"),
+                                   _lookup(REDUCTIONS, reduction, "reduction"))
+    d.label_smoothing, d.flags = float(label_smoothing), _flags(checked)
+    return d
+
+
 def LossLayer(input_shape, kind="cross_entropy", reduction="mean", label_smoothing=0.0,
               dtype=np.float64, device="cpu"):
     """mse, l1, cross_entropy (i64 labels), nll, bce_with_logits."""
     shape = _shape(input_shape)
-    k, r = _lookup(LOSSES, kind, "loss"), _lookup(REDUCTIONS, reduction, "reduction")
+    d = loss_desc(kind, reduction, label_smoothing)
     h = c_void_p()
-    check(_core.lib.ladle_loss_create(k, r, float(label_smoothing), len(shape), i64_array(shape),
+    check(_core.lib.ladle_loss_create(byref(d), len(shape), i64_array(shape),
                                       ladle_dtype(dtype), ladle_device(device), byref(h)))
-    return _loss(h, k, r)
+    return _loss(h, d.kind, d.reduction)
 
 
 # ---- distributed layers -----------------------------------------------------------
@@ -434,14 +453,14 @@ def DistPool(p_x, x_shape, kernel, kind="max", stride=None, padding=0, dilation=
 
 def DistBatchNorm(p_x, x_shape, sync="global", group_size=0, eps=1e-5, momentum=0.1, affine=True,
                   track_running_stats=True, dtype=np.float64, device="cpu", checked=False):
-    shape = _shape(x_shape)
+    shape = _dist_shape(p_x, x_shape, "x_shape")
     d = batchnorm_desc(shape[1], eps, momentum, affine, track_running_stats)
+    d.sync = _lookup(BN_SYNC, sync, "batch-norm sync")
+    d.group_size, d.flags = int(group_size), _flags(checked)
     h = c_void_p()
-    check(_core.lib.ladle_dist_batchnorm_create(byref(d), p_x.handle, len(shape),
-                                                i64_array(shape),
-                                                _lookup(BN_SYNC, sync, "batch-norm sync"),
-                                                int(group_size), ladle_dtype(dtype),
-                                                ladle_device(device), _flags(checked), byref(h)))
+    check(_core.lib.ladle_dist_batchnorm_create(byref(d), p_x.handle, i64_array(shape),
+                                                ladle_dtype(dtype), ladle_device(device),
+                                                byref(h)))
     return _made(h, keep=[p_x])
 
 
@@ -449,13 +468,12 @@ def DistLoss(p_x, input_shape, kind="cross_entropy", reduction="mean", label_smo
              dtype=np.float64, device="cpu", checked=False):
     """A loss over an input (global input_shape) split over p_x; mean and
     sum give the whole batch's loss on every rank."""
-    shape = _shape(input_shape)
-    k, r = _lookup(LOSSES, kind, "loss"), _lookup(REDUCTIONS, reduction, "reduction")
+    shape = _dist_shape(p_x, input_shape, "input_shape")
+    d = loss_desc(kind, reduction, label_smoothing, checked)
     h = c_void_p()
-    check(_core.lib.ladle_dist_loss_create(k, r, float(label_smoothing), p_x.handle, len(shape),
-                                           i64_array(shape), ladle_dtype(dtype),
-                                           ladle_device(device), _flags(checked), byref(h)))
-    return _loss(h, k, r, keep=[p_x])
+    check(_core.lib.ladle_dist_loss_create(byref(d), p_x.handle, i64_array(shape),
+                                           ladle_dtype(dtype), ladle_device(device), byref(h)))
+    return _loss(h, d.kind, d.reduction, keep=[p_x])
 
 
 def DistFlatten(p_x, x_shape, p_y, dtype=np.float64, device="cpu", checked=False):

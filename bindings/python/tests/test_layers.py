@@ -59,6 +59,22 @@ def test_loss_matches_numpy(rng):
     np.testing.assert_allclose(d, p / 6, rtol=1e-12, atol=1e-14)
 
 
+def test_loss_descriptor_flags(comm):
+    """The losses take a ladle_loss_desc, the flags in it; a distributed
+    loss or batch norm takes its ndim from p_x, and a shape of another
+    length is refused before the C call reads it."""
+    d = ladle.layers.loss_desc("mse", "sum", checked=True)
+    assert d.size > 0 and d.flags == ladle._capi.CHECKED and not d.weights
+    assert d.kind == ladle.layers.LOSSES["mse"] and d.num_weights == 0
+    p_x = ladle.Partition(comm, [comm.size, 1])
+    loss = ladle.DistLoss(p_x, (2 * comm.size, 3), "cross_entropy", checked=True)
+    assert loss is not None
+    with pytest.raises(ladle.LadleError):
+        ladle.DistLoss(p_x, (2 * comm.size, 3, 1), "mse")
+    with pytest.raises(ladle.LadleError):
+        ladle.DistBatchNorm(p_x, (2 * comm.size, 3, 4), sync="global")
+
+
 def grid(size):
     """(Pout, Pin) for a weight grid of `size` ranks."""
     return {1: (1, 1), 2: (2, 1), 3: (3, 1), 4: (2, 2)}[size]
