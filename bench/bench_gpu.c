@@ -443,8 +443,9 @@ static void linear_rows(void)
         char s[64];
         snprintf(s, sizeof s, "%lldx%lld -> %lld", (long long)sh[i][0], (long long)sh[i][1],
                  (long long)sh[i][2]);
-        ladle_status st =
-            ladle_linear_create(2, xs, sh[i][2], 1, LADLE_F32, LADLE_CUDA, 1, &op);
+        ladle_linear_desc ld;
+        ladle_linear_desc_init(&ld, sh[i][1], sh[i][2]);
+        ladle_status st = ladle_linear_create(&ld, 2, xs, LADLE_F32, LADLE_CUDA, 1, &op);
         /* m = B, n = out, k = in (the forward product) */
         gemm_row("linear", s, op, st, 0, sh[i][0], sh[i][2], sh[i][1]);
     }

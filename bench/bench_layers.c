@@ -364,7 +364,9 @@ int main(int argc, char **argv)
         ladle_op *op = NULL;
         int64_t xs[2] = {lin[i][0], lin[i][1]};
         char sh[64];
-        ladle_linear_create(2, xs, lin[i][2], 1, dt, LADLE_CPU, 1, &op);
+        ladle_linear_desc ld;
+        ladle_linear_desc_init(&ld, lin[i][1], lin[i][2]);
+        ladle_linear_create(&ld, 2, xs, dt, LADLE_CPU, 1, &op);
         snprintf(sh, sizeof sh, "%lldx%lld -> %lld", (long long)lin[i][0],
                  (long long)lin[i][1], (long long)lin[i][2]);
         compute_row("linear", sh, op, lin[i][0], lin[i][2], lin[i][1]);
@@ -499,10 +501,13 @@ int main(int argc, char **argv)
         int64_t xs[3] = {mlp[i][0], mlp[i][1], mlp[i][2]}, e = mlp[i][2];
         int64_t hs[3] = {mlp[i][0], mlp[i][1], 4 * e};
         ladle_op *parts[3] = {NULL}, *op = NULL;
-        if (ladle_linear_create(3, xs, 4 * e, 1, dt, LADLE_CPU, 1, &parts[0]) != LADLE_OK ||
+        ladle_linear_desc fc, proj;
+        ladle_linear_desc_init(&fc, e, 4 * e);
+        ladle_linear_desc_init(&proj, 4 * e, e);
+        if (ladle_linear_create(&fc, 3, xs, dt, LADLE_CPU, 1, &parts[0]) != LADLE_OK ||
             ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, LADLE_CPU, &parts[1]) !=
                 LADLE_OK ||
-            ladle_linear_create(3, hs, e, 1, dt, LADLE_CPU, 2, &parts[2]) != LADLE_OK ||
+            ladle_linear_create(&proj, 3, hs, dt, LADLE_CPU, 2, &parts[2]) != LADLE_OK ||
             ladle_sequential_create(3, parts, &op) != LADLE_OK) {
             fprintf(stderr, "bench_layers: %s\n", ladle_error_message());
             exit(1);

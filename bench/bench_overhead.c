@@ -121,7 +121,9 @@ int main(int argc, char **argv)
     check(ladle_broadcast_create(&bd, p, p, LADLE_F32, LADLE_CPU, &b.op), "broadcast");
     b.x = make(1, four);
     b.y = make(1, four);
-    check(ladle_linear_create(2, row4, 4, 1, LADLE_F32, LADLE_CPU, 1, &l.op), "linear");
+    ladle_linear_desc ld;
+    ladle_linear_desc_init(&ld, row4[1], 4);
+    check(ladle_linear_create(&ld, 2, row4, LADLE_F32, LADLE_CPU, 1, &l.op), "linear");
     check(ladle_ctx_create(l.op, &l.ctx), "ctx");
     l.x = make(2, row4), l.y = make(2, row4), l.dy = make(2, row4), l.dx = make(2, row4);
 

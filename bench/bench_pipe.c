@@ -84,9 +84,11 @@ static ladle_op *make_layer(int i)
 {
     int64_t xs[2] = {mb, width(i / 2)}, ys[2] = {mb, width(i / 2 + 1)};
     ladle_op *op = NULL;
-    if (i % 2 == 0)
-        CHECK(ladle_linear_create(2, xs, ys[1], 1, LADLE_F32, LADLE_CPU, 10 + (uint64_t)i, &op));
-    else
+    if (i % 2 == 0) {
+        ladle_linear_desc ld;
+        ladle_linear_desc_init(&ld, xs[1], ys[1]);
+        CHECK(ladle_linear_create(&ld, 2, xs, LADLE_F32, LADLE_CPU, 10 + (uint64_t)i, &op));
+    } else
         CHECK(ladle_activation_create(LADLE_RELU, 0, 2, ys, LADLE_F32, LADLE_CPU, &op));
     return op;
 }

@@ -141,6 +141,11 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
 #define LT_ASR(naxes, axes, ndim, shape, flags)                                            \
     (&(ladle_all_sum_reduce_desc){sizeof(ladle_all_sum_reduce_desc), (naxes), (axes),      \
                                   (ndim), (shape), (flags)})
+/* A ladle_linear_desc in place: &(in -> out features, bias nonzero: with a
+ * bias, flags). */
+#define LT_LINEAR(in, out, bias, flags)                                                    \
+    (&(ladle_linear_desc){sizeof(ladle_linear_desc), (in), (out), (bias), (flags)})
+
 /* A loss's descriptor likewise: what ladle_loss_desc_init sets (no weights,
  * no ignored label), with the smoothing and the flags; test_loss checks the
  * _init call itself. */

@@ -72,7 +72,8 @@ START_TEST(values_and_running_statistics)
     /* the accessor refuses what is not a batch norm, and leaves the outputs */
     LT_FAILS(ladle_batchnorm_running_stats(NULL, &rm, &rv), LADLE_ERR_NULL);
     int64_t ls[2] = {3, 2};
-    LT_OK(ladle_linear_create(2, ls, 4, 1, LADLE_F64, lt_device(), 1, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(ls[1], 4, 1, 0), 2, ls, LADLE_F64, lt_device(), 1,
+                              &op));
     ladle_tensor *keep = rm;
     ladle_status st = ladle_batchnorm_running_stats(op, &rm, &rv);
     LT_ASSERT(st == LADLE_ERR_ARG && rm == keep && ladle_op_kind_of(op) == LADLE_OP_LINEAR &&

@@ -335,7 +335,8 @@ START_TEST(op_kinds)
     /* some ops of each family report their kind */
     int64_t xs[2] = {4, 3}, ys[2] = {4, 5};
     ladle_op *lin = NULL, *sm = NULL, *loss = NULL, *seq = NULL, *asr = NULL;
-    LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, lt_device(), 1, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 5, 1, 0), 2, xs, LADLE_F64, lt_device(), 1,
+                              &lin));
     LT_OK(ladle_softmax_create(2, ys, 1, LADLE_LOG_SOFTMAX, LADLE_F64, lt_device(), &sm));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
                             LADLE_F64, lt_device(), &loss));

@@ -764,8 +764,10 @@ static void three_layers(int custom, uint64_t seed, ladle_op *layers[3])
 {
     int64_t x1[2] = {NB, NIN}, x2[2] = {NB, NHID};
     ladle_op *l1 = NULL, *l3 = NULL;
-    LT_OK(ladle_linear_create(2, x1, NHID, 1, LADLE_F64, lt_device(), seed, &l1));
-    LT_OK(ladle_linear_create(2, x2, NOUT, 1, LADLE_F64, lt_device(), seed + 1, &l3));
+    LT_OK(ladle_linear_create(LT_LINEAR(x1[1], NHID, 1, 0), 2, x1, LADLE_F64, lt_device(),
+                              seed, &l1));
+    LT_OK(ladle_linear_create(LT_LINEAR(x2[1], NOUT, 1, 0), 2, x2, LADLE_F64, lt_device(),
+                              seed + 1, &l3));
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, x2, LADLE_F64, lt_device(), &layers[1]));
     if (custom) {
         layers[0] = ulin_create(NB, NIN, NHID, l1);

@@ -437,9 +437,11 @@ START_TEST(overlap_bound_weights)
     /* the flag belongs to these layers only */
     int g2[2] = {1, 1};
     ladle_partition *q = lt_partition(2, g2, 0);
-    LT_FAILS_SAYING(ladle_dist_linear_create(q, q, q, 2, 3, 3, 1, LADLE_F64, lt_device(), 1,
-                                             LADLE_OVERLAP_HALO, &dist),
-                    LADLE_ERR_ARG, "unknown flags");
+    LT_FAILS_SAYING(
+        ladle_dist_linear_create(LT_LINEAR(3, 3, 1, LADLE_OVERLAP_HALO),
+                                 &(ladle_dist_partitions){.x = q, .w = q, .y = q},
+                                 (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &dist),
+        LADLE_ERR_ARG, "unknown flags");
     ladle_partition_destroy(&q);
     ladle_partition_destroy(&p);
 }

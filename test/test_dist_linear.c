@@ -49,8 +49,10 @@ static ladle_op *make(const lcase *c, ladle_dtype dt, int bias, uint64_t seed)
     ladle_partition *px, *pw, *py;
     ladle_op *op = NULL;
     partitions(c, &px, &pw, &py);
-    LT_OK(ladle_dist_linear_create(px, pw, py, c->batch, c->in, c->out, bias, dt, lt_device(), seed,
-                                   0, &op));
+    LT_OK(ladle_dist_linear_create(LT_LINEAR(c->in, c->out, bias, 0),
+                                   &(ladle_dist_partitions){.x = px, .w = pw, .y = py},
+                                   (int64_t[]){c->batch, c->in}, dt, lt_device(), seed,
+                                   &op));
     ladle_partition_destroy(&px);
     ladle_partition_destroy(&pw);
     ladle_partition_destroy(&py);
@@ -89,9 +91,12 @@ START_TEST(data_parallel)
         for (int t = 0; t < 2; t++) {
             ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_linear_create(px, pw, py, c->batch, c->in, c->out, 1, dt, lt_device(),
-                                           70 + (uint64_t)k, 0, &dist));
-            LT_OK(ladle_linear_create(2, (int64_t[]){c->batch, c->in}, c->out, 1, dt, lt_device(),
+            LT_OK(ladle_dist_linear_create(
+                LT_LINEAR(c->in, c->out, 1, 0),
+                &(ladle_dist_partitions){.x = px, .w = pw, .y = py},
+                (int64_t[]){c->batch, c->in}, dt, lt_device(), 70 + (uint64_t)k, &dist));
+            LT_OK(ladle_linear_create(LT_LINEAR(c->in, c->out, 1, 0), 2,
+                                      (int64_t[]){c->batch, c->in}, dt, lt_device(),
                                       70 + (uint64_t)k, &seq));
             char what[96];
             snprintf(what, sizeof what, "linear %dx%dx%d grid (%s)", c->pout, c->reps, c->pin,
@@ -118,8 +123,9 @@ START_TEST(equivalence)
                      c->pout, c->pin, (long long)c->batch, (long long)c->in, (long long)c->out,
                      t ? "f32" : "f64", c->placement);
             ladle_op *dist = make(c, dt, c->bias, 40 + (uint64_t)k), *seq = NULL;
-            LT_OK(ladle_linear_create(2, (int64_t[]){c->batch, c->in}, c->out, c->bias, dt,
-                                      lt_device(), 40 + (uint64_t)k, &seq));
+            LT_OK(ladle_linear_create(LT_LINEAR(c->in, c->out, c->bias, 0), 2,
+                                      (int64_t[]){c->batch, c->in}, dt, lt_device(),
+                                      40 + (uint64_t)k, &seq));
             lt_equivalent(dist, seq, 7 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
             ladle_op_destroy(&dist);
             ladle_op_destroy(&seq);
@@ -139,10 +145,16 @@ START_TEST(chained)
     ladle_partition *py = lt_partition_ranks(2, s12, (int[]){0, 2});
     ladle_partition *pz = lt_partition_ranks(2, s12, (int[]){1, 3});
     ladle_op *a = NULL, *b = NULL, *sa = NULL, *sb = NULL;
-    LT_OK(ladle_dist_linear_create(px, pw, py, 3, 6, 5, 1, LADLE_F64, lt_device(), 1, 0, &a));
-    LT_OK(ladle_dist_linear_create(py, pw, pz, 3, 5, 4, 1, LADLE_F64, lt_device(), 2, 0, &b));
-    LT_OK(ladle_linear_create(2, (int64_t[]){3, 6}, 5, 1, LADLE_F64, lt_device(), 1, &sa));
-    LT_OK(ladle_linear_create(2, (int64_t[]){3, 5}, 4, 1, LADLE_F64, lt_device(), 2, &sb));
+    LT_OK(ladle_dist_linear_create(LT_LINEAR(6, 5, 1, 0),
+                                   &(ladle_dist_partitions){.x = px, .w = pw, .y = py},
+                                   (int64_t[]){3, 6}, LADLE_F64, lt_device(), 1, &a));
+    LT_OK(ladle_dist_linear_create(LT_LINEAR(5, 4, 1, 0),
+                                   &(ladle_dist_partitions){.x = py, .w = pw, .y = pz},
+                                   (int64_t[]){3, 5}, LADLE_F64, lt_device(), 2, &b));
+    LT_OK(ladle_linear_create(LT_LINEAR(6, 5, 1, 0), 2, (int64_t[]){3, 6}, LADLE_F64,
+                              lt_device(), 1, &sa));
+    LT_OK(ladle_linear_create(LT_LINEAR(5, 4, 1, 0), 2, (int64_t[]){3, 5}, LADLE_F64,
+                              lt_device(), 2, &sb));
     ladle_tensor *X = lt_op_tensor(sa, 0), *H = lt_op_tensor(sa, 1), *Z = lt_op_tensor(sb, 1);
     ladle_tensor *x = lt_op_tensor(a, 0), *h = lt_op_tensor(a, 1), *z = lt_op_tensor(b, 1);
     int64_t xo[2], zo[2];
@@ -182,36 +194,52 @@ START_TEST(bad_input)
     int s11[2] = {1, 1}, s12[2] = {1, 2}, s21[2] = {2, 1};
     ladle_partition *p1 = lt_partition(2, s11, 0), *p12 = NULL, *p21 = NULL;
     ladle_op *op = NULL;
-    LT_FAILS(ladle_dist_linear_create(p1, p1, p1, 0, 3, 3, 1, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                      &(ladle_dist_partitions){.x = p1, .w = p1, .y = p1},
+                                      (int64_t[]){0, 3}, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_linear_create(p1, p1, p1, 2, 3, 3, 1, LADLE_I64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                      &(ladle_dist_partitions){.x = p1, .w = p1, .y = p1},
+                                      (int64_t[]){2, 3}, LADLE_I64, lt_device(), 1, &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_linear_create(NULL, p1, p1, 2, 3, 3, 1, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                      &(ladle_dist_partitions){.x = NULL, .w = p1, .y = p1},
+                                      (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_NULL);
     if (lt_size >= 2) {
         p12 = lt_partition(2, s12, 0);
         p21 = lt_partition(2, s21, 0);
         /* p_w must be Pout x Pin, p_x 1 x Pin */
         LT_FAILS(
-            ladle_dist_linear_create(p12, p21, p1, 2, 3, 3, 1, LADLE_F64, lt_device(), 1, 0, &op),
+            ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                     &(ladle_dist_partitions){.x = p12, .w = p21, .y = p1},
+                                     (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &op),
             LADLE_ERR_PARTITION);
         LT_FAILS(
-            ladle_dist_linear_create(p21, p21, p1, 2, 3, 3, 1, LADLE_F64, lt_device(), 1, 0, &op),
+            ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                     &(ladle_dist_partitions){.x = p21, .w = p21, .y = p1},
+                                     (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &op),
             LADLE_ERR_PARTITION);
         /* fewer features than grid columns */
         LT_FAILS(
-            ladle_dist_linear_create(p12, p12, p1, 2, 1, 3, 1, LADLE_F64, lt_device(), 1, 0, &op),
+            ladle_dist_linear_create(LT_LINEAR(1, 3, 1, 0),
+                                     &(ladle_dist_partitions){.x = p12, .w = p12, .y = p1},
+                                     (int64_t[]){2, 1}, LADLE_F64, lt_device(), 1, &op),
             LADLE_ERR_SHAPE);
         /* ranks that disagree on the arguments all fail */
-        ladle_status st0 = ladle_dist_linear_create(p12, p12, p1, 2, 3 + (lt_rank == 1), 3, 1,
-                                                    LADLE_F64, lt_device(), 1, 0, &op);
+        ladle_status st0 = ladle_dist_linear_create(
+            LT_LINEAR(3 + (lt_rank == 1), 3, 1, 0),
+            &(ladle_dist_partitions){.x = p12, .w = p12, .y = p1},
+            (int64_t[]){2, 3 + (lt_rank == 1)}, LADLE_F64, lt_device(), 1, &op);
         LT_ASSERT(st0 == (lt_rank <= 1 ? LADLE_ERR_ARG : LADLE_OK), "disagreeing ranks: %s",
                   ladle_status_name(st0));
         ladle_error_clear();
         ladle_op_destroy(&op);
         /* a wrong tensor in a checked call fails every rank */
-        LT_OK(ladle_dist_linear_create(p12, p12, p1, 2, 4, 3, 1, LADLE_F64, lt_device(), 1,
-                                       LADLE_CHECKED, &op));
+        LT_OK(
+            ladle_dist_linear_create(LT_LINEAR(4, 3, 1, LADLE_CHECKED),
+                                     &(ladle_dist_partitions){.x = p12, .w = p12, .y = p1},
+                                     (int64_t[]){2, 4}, LADLE_F64, lt_device(), 1, &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1), *bad = NULL;
         bad = lt_tensor(LADLE_F64, 2, (int64_t[]){2, 7});
         ladle_status st = ladle_layer_forward(op, NULL, lt_rank == 0 ? bad : x, y);

@@ -60,10 +60,11 @@ static void linear_case(ladle_partition *p, int D, int S, int row, int64_t E, in
 {
     int64_t xs[3] = {D + 2, S + 1, E}, fs[3] = {D + 2, S + 1, F};
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_tp_linear_create(p, row, xs, F, bias, LADLE_F64, lt_device(), seed, 0,
-                                      &dist));
-    LT_OK(ladle_linear_create(3, row ? fs : xs, row ? E : F, bias, LADLE_F64, lt_device(),
-                              seed, &seq));
+    LT_OK(ladle_dist_tp_linear_create(
+        LT_LINEAR(row ? F : E, row ? E : F, bias, row ? LADLE_TP_ROW : 0), p, xs, LADLE_F64,
+        lt_device(), seed, &dist));
+    LT_OK(ladle_linear_create(LT_LINEAR(row ? F : E, row ? E : F, bias, 0), 3,
+                              row ? fs : xs, LADLE_F64, lt_device(), seed, &seq));
     char what[96];
     snprintf(what, sizeof what, "%s linear %dx%d, E %lld F %lld bias %d",
              row ? "row" : "column", D, S, (long long)E, (long long)F, bias);
@@ -103,15 +104,19 @@ static void mlp_case(int shared)
     ladle_partition *p = lt_partition(3, (int[]){D, S, 1}, 0);
     int64_t E = 6, F = 4 * S + 1, xs[3] = {D + 1, S + 2, E}, fs[3] = {D + 1, S + 2, F};
     ladle_op *c = NULL, *r = NULL, *gl = NULL, *sc = NULL, *sr = NULL, *sg = NULL;
-    LT_OK(ladle_dist_tp_linear_create(p, 0, xs, F, 1, LADLE_F64, lt_device(), 7, 0, &c));
-    LT_OK(ladle_dist_tp_linear_create(p, 1, xs, F, 1, LADLE_F64, lt_device(), 8, 0, &r));
+    LT_OK(ladle_dist_tp_linear_create(LT_LINEAR(xs[2], F, 1, 0), p, xs, LADLE_F64,
+                                      lt_device(), 7, &c));
+    LT_OK(ladle_dist_tp_linear_create(LT_LINEAR(F, xs[2], 1, LADLE_TP_ROW), p, xs,
+                                      LADLE_F64, lt_device(), 8, &r));
     /* the activation on this rank's block of the features-split value */
     int64_t mine[3];
     LT_OK(ladle_layout_box(ladle_op_y_layout(c), LADLE_SELF, NULL, mine));
     LT_OK(
         ladle_activation_create(LADLE_GELU_TANH, 0, 3, mine, LADLE_F64, lt_device(), &gl));
-    LT_OK(ladle_linear_create(3, xs, F, 1, LADLE_F64, lt_device(), 7, &sc));
-    LT_OK(ladle_linear_create(3, fs, E, 1, LADLE_F64, lt_device(), 8, &sr));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[2], F, 1, 0), 3, xs, LADLE_F64, lt_device(), 7,
+                              &sc));
+    LT_OK(ladle_linear_create(LT_LINEAR(fs[2], E, 1, 0), 3, fs, LADLE_F64, lt_device(), 8,
+                              &sr));
     LT_OK(ladle_activation_create(LADLE_GELU_TANH, 0, 3, fs, LADLE_F64, lt_device(), &sg));
     LT_ASSERT(ladle_layout_is_decomposition(ladle_op_y_layout(c)), "the split features");
     ladle_op *d3[3] = {c, gl, r}, *s3[3] = {sc, sg, sr};
@@ -299,19 +304,29 @@ START_TEST(refusals)
         ladle_op_destroy(&op);
         d.flags = 0;
     }
-    LT_FAILS(ladle_dist_tp_linear_create(p, 2, xs, 4, 1, LADLE_F64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_tp_linear_create(LT_LINEAR(xs[2], 4, 1, 0x100), p, xs, LADLE_F64,
+                                         lt_device(), 1, &op),
              LADLE_ERR_ARG);
-    LT_FAILS(ladle_dist_tp_linear_create(p, 0, xs, ranks - 1, 1, LADLE_F64, lt_device(), 1,
-                                         0, &op),
+    /* the width of x is in_features of a column layer, out_features of a row one */
+    LT_FAILS_SAYING(ladle_dist_tp_linear_create(LT_LINEAR(4, xs[2], 1, 0), p, xs, LADLE_F64,
+                                                lt_device(), 1, &op),
+                    LADLE_ERR_SHAPE, "in_features 4");
+    LT_FAILS_SAYING(ladle_dist_tp_linear_create(LT_LINEAR(xs[2], 4, 1, LADLE_TP_ROW), p, xs,
+                                                LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_SHAPE, "out_features 4");
+    LT_FAILS(ladle_dist_tp_linear_create(LT_LINEAR(xs[2], ranks - 1, 1, 0), p, xs,
+                                         LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_dist_tp_linear_create(p, 0, xs, 4, 1, LADLE_I64, lt_device(), 1, 0, &op),
+    LT_FAILS(ladle_dist_tp_linear_create(LT_LINEAR(xs[2], 4, 1, 0), p, xs, LADLE_I64,
+                                         lt_device(), 1, &op),
              LADLE_ERR_DTYPE);
     /* one rank asks for other features: every rank refuses */
     if (ranks > 1) {
         int rank = 0;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        LT_FAILS(ladle_dist_tp_linear_create(p, 1, xs, rank == 1 ? 9 : 8, 1, LADLE_F64,
-                                             lt_device(), 1, 0, &op),
+        LT_FAILS(ladle_dist_tp_linear_create(
+                     LT_LINEAR(rank == 1 ? 9 : 8, xs[2], 1, LADLE_TP_ROW), p, xs, LADLE_F64,
+                     lt_device(), 1, &op),
                  LADLE_ERR_ARG);
     }
     LT_ASSERT(op == NULL, "no op after a refusal");

@@ -159,8 +159,9 @@ static ladle_network *textbook_lenet(int64_t n, int64_t s, int bn, uint64_t seed
     LT_OK(ladle_flatten_create(4, x4, LADLE_F64, lt_device(), &ops[k++]));
     int64_t in[3] = {f, 120, 84}, out[3] = {120, 84, 10};
     for (int l = 0; l < 3; l++) {
-        LT_OK(ladle_linear_create(2, (int64_t[]){n, in[l]}, out[l], 1, LADLE_F64,
-                                  lt_device(), seed + 2 + (uint64_t)l, &ops[k++]));
+        LT_OK(ladle_linear_create(LT_LINEAR(in[l], out[l], 1, 0), 2, (int64_t[]){n, in[l]},
+                                  LADLE_F64, lt_device(), seed + 2 + (uint64_t)l,
+                                  &ops[k++]));
         if (l < 2)
             LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, (int64_t[]){n, out[l]},
                                           LADLE_F64, lt_device(), &ops[k++]));

@@ -195,7 +195,8 @@ START_TEST(inconsistent_arguments)
     int64_t xs[2] = {4, 3};
     ladle_op *lin = NULL, *loss = NULL;
     ladle_network *net = NULL;
-    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F32, lt_device(), 1, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 3, 1, 0), 2, xs, LADLE_F32, lt_device(), 1,
+                              &lin));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
                             LADLE_F64, lt_device(), &loss));
     ladle_status st = ladle_network_create(1, &lin, loss, 0, &net);
@@ -326,7 +327,8 @@ START_TEST(non_finite_losses)
     int64_t xs2[2] = {4, 3};
     ladle_op *lin = NULL, *mse = NULL;
     ladle_network *net = NULL;
-    LT_OK(ladle_linear_create(2, xs2, 3, 1, LADLE_F32, lt_device(), 1, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs2[1], 3, 1, 0), 2, xs2, LADLE_F32, lt_device(), 1,
+                              &lin));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs2,
                             LADLE_F32, lt_device(), &mse));
     LT_OK(ladle_network_create(1, &lin, mse, 0, &net));
@@ -365,8 +367,9 @@ START_TEST(creates_on_a_missing_device)
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     ladle_batchnorm_desc bd;
     ladle_batchnorm_desc_init(&bd, 3);
-    LT_FAILS_SAYING(ladle_linear_create(2, x2, 5, 1, LADLE_F32, D, 1, &op),
-                    LADLE_ERR_DEVICE, "cuda");
+    LT_FAILS_SAYING(
+        ladle_linear_create(LT_LINEAR(x2[1], 5, 1, 0), 2, x2, LADLE_F32, D, 1, &op),
+        LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_conv_create(&cd, img, LADLE_F32, D, 1, &op), LADLE_ERR_DEVICE,
                     "cuda");
     LT_FAILS_SAYING(ladle_pool_create(&pd, img, LADLE_F32, D, &op), LADLE_ERR_DEVICE,
@@ -416,7 +419,9 @@ START_TEST(creates_on_a_missing_device)
     ladle_partition *p2 = lt_partition(2, (int[]){1, 1}, 0);
     ladle_partition *p4 = lt_partition(4, (int[]){1, 1, 1, 1}, 0);
     LT_FAILS_SAYING(
-        ladle_dist_linear_create(p2, p2, p2, 4, 3, 5, 1, LADLE_F64, D, 1, 0, &op),
+        ladle_dist_linear_create(LT_LINEAR(3, 5, 1, 0),
+                                 &(ladle_dist_partitions){.x = p2, .w = p2, .y = p2},
+                                 (int64_t[]){4, 3}, LADLE_F64, D, 1, &op),
         LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_dist_conv_create(&cd, p4, img, LADLE_F64, D, 1, &op),
                     LADLE_ERR_DEVICE, "cuda");
@@ -467,10 +472,12 @@ static ladle_op *layer_elsewhere(const int64_t *xs, ladle_device *where)
 {
     ladle_op *op = NULL;
     *where = lt_device() == LADLE_CPU ? LADLE_GUARDED : LADLE_CPU;
-    if (ladle_linear_create(2, xs, xs[1], 1, LADLE_F64, *where, 2, &op) == LADLE_OK)
+    if (ladle_linear_create(LT_LINEAR(xs[1], xs[1], 1, 0), 2, xs, LADLE_F64, *where, 2,
+                            &op) == LADLE_OK)
         return op;
     ladle_error_clear();
-    LT_OK(ladle_linear_create(2, xs, xs[1], 1, LADLE_F64, LADLE_CPU, 2, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], xs[1], 1, 0), 2, xs, LADLE_F64, LADLE_CPU, 2,
+                              &op));
     fake_guarded = *ladle__backend(LADLE_CPU);
     fake_guarded.device = LADLE_GUARDED;
     op->be = &fake_guarded;
@@ -482,7 +489,8 @@ START_TEST(containers_refuse_two_devices)
     int64_t xs[2] = {4, 3};
     ladle_device where;
     ladle_op *a = NULL, *b = layer_elsewhere(xs, &where), *loss = NULL;
-    LT_OK(ladle_linear_create(2, xs, 3, 1, LADLE_F64, lt_device(), 1, &a));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 3, 1, 0), 2, xs, LADLE_F64, lt_device(), 1,
+                              &a));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
                             LADLE_F64, lt_device(), &loss));
     LT_ASSERT(ladle_op_device(a) == lt_device() && ladle_op_device(b) == where, "ops on %s and %s",

@@ -568,8 +568,9 @@ START_TEST(data_parallel_refusals)
     LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
     ladle_op_destroy(&layer);
     /* the last rank's linear has other output features: every rank refuses */
-    LT_OK(ladle_linear_create(2, xs, rank == ranks - 1 && ranks > 1 ? 5 : 4, 1, LADLE_F64,
-                              lt_device(), 1, &layer));
+    LT_OK(
+        ladle_linear_create(LT_LINEAR(xs[1], rank == ranks - 1 && ranks > 1 ? 5 : 4, 1, 0),
+                            2, xs, LADLE_F64, lt_device(), 1, &layer));
     if (ranks > 1) {
         LT_FAILS(ladle_dist_replicate_create(p, &layer, 0, &w), LADLE_ERR_ARG);
         LT_ASSERT(layer != NULL && w == NULL, "a refused layer stays the caller's");
@@ -579,8 +580,9 @@ START_TEST(data_parallel_refusals)
     ladle_op_destroy(&layer);
     /* a distributed layer is replicated already */
     ladle_partition *px = lt_partition(2, (int[]){1, 1}, 0);
-    LT_OK(ladle_dist_linear_create(px, px, px, 2, 3, 3, 1, LADLE_F64, lt_device(), 1, 0,
-                                   &layer));
+    LT_OK(ladle_dist_linear_create(LT_LINEAR(3, 3, 1, 0),
+                                   &(ladle_dist_partitions){.x = px, .w = px, .y = px},
+                                   (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &layer));
     if (rank == 0)
         LT_FAILS(ladle_dist_replicate_create(px, &layer, 0, &w), LADLE_ERR_ARG);
     else /* not a member of px */

@@ -53,7 +53,8 @@ START_TEST(residual_block)
 {
     int64_t xs[2] = {3, 4};
     ladle_op *lin = NULL, *res = NULL;
-    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, lt_device(), 3, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 4, 0, 0), 2, xs, LADLE_F64, lt_device(), 3,
+                              &lin));
     ladle_op *body = lin;
     LT_OK(ladle_residual_create(&body, &res));
     LT_ASSERT(body == NULL && ladle_residual_body(res) == lin, "the block owns its body");
@@ -100,7 +101,8 @@ START_TEST(residual_block)
 
     /* refusals: the body stays the caller's */
     ladle_op *wide = NULL, *emb = NULL, *out = NULL;
-    LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, lt_device(), 3, &wide));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 5, 1, 0), 2, xs, LADLE_F64, lt_device(), 3,
+                              &wide));
     LT_FAILS(ladle_residual_create(&wide, &out), LADLE_ERR_SHAPE);
     LT_ASSERT(wide != NULL && out == NULL, "a refused body stays the caller's");
     if (lt_device() != LADLE_CUDA) { /* no embedding kernels there */
@@ -417,8 +419,10 @@ START_TEST(distributed_containers)
     ladle_partition *p = lt_partition(1, all, 0);
     int64_t xs[2] = {3, 4};
     ladle_op *a = NULL, *b = NULL, *la = NULL, *lb = NULL, *seq = NULL;
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 5, &la));
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 5, &lb));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_F64, lt_device(), 5,
+                              &la));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_F64, lt_device(), 5,
+                              &lb));
     LT_OK(ladle_dist_replicate_create(p, &la, 0, &a));
     LT_OK(ladle_dist_replicate_create(p, &lb, 0, &b));
     LT_OK(ladle_sequential_create(1, &b, &seq));

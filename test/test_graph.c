@@ -517,9 +517,9 @@ static small small_graph(void)
     ladle_device dev = lt_device();
     LT_OK(ladle_graph_create(LADLE_F64, dev, 0, &s.g));
     LT_OK(ladle_graph_add_input(s.g, NULL, NULL, 2, xs, &s.in));
-    LT_OK(ladle_linear_create(2, xs, 5, 1, LADLE_F64, dev, 1, &a));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 5, 1, 0), 2, xs, LADLE_F64, dev, 1, &a));
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, hs, LADLE_F64, dev, &ta));
-    LT_OK(ladle_linear_create(2, hs, 5, 1, LADLE_F64, dev, 2, &b));
+    LT_OK(ladle_linear_create(LT_LINEAR(hs[1], 5, 1, 0), 2, hs, LADLE_F64, dev, 2, &b));
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 2, hs, LADLE_F64, dev, &tb));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, p0,
                             LADLE_F64, dev, &l[0]));
@@ -767,7 +767,8 @@ END_TEST
 static ladle_op *lin(int64_t in, int64_t out)
 {
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, (int64_t[]){3, in}, out, 1, LADLE_F64, lt_device(), 3, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(in, out, 1, 0), 2, (int64_t[]){3, in}, LADLE_F64,
+                              lt_device(), 3, &op));
     return op;
 }
 
@@ -825,7 +826,8 @@ START_TEST(bad_graphs)
     }
     /* at add time: dtype, op twice, name twice, arity, NULL, negative split */
     g = fresh(&in);
-    LT_OK(ladle_linear_create(2, (int64_t[]){3, 4}, 4, 1, LADLE_F32, lt_device(), 3, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(4, 4, 1, 0), 2, (int64_t[]){3, 4}, LADLE_F32,
+                              lt_device(), 3, &op));
     LT_FAILS(ladle_graph_add_layer(g, "a", op, in, &a), LADLE_ERR_DTYPE);
     ladle_op_destroy(&op); /* refused: still the caller's */
     op = lin(4, 4);
@@ -954,7 +956,8 @@ static ladle_graph *token_graph(int ids_input, int *in, int *e, int *y)
         LT_OK(ladle_graph_add_input(g, "x", NULL, 3, xs, in));
         *e = *in;
     }
-    LT_OK(ladle_linear_create(3, xs, TE, 1, LADLE_F64, lt_device(), 4, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[2], TE, 1, 0), 3, xs, LADLE_F64, lt_device(), 4,
+                              &lin));
     LT_OK(ladle_graph_add_layer(g, "lin", lin, *e, &l));
     LT_OK(ladle_graph_add_add(g, "res", 2, (int[]){*e, l}, y));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 3, xs,
@@ -1034,7 +1037,8 @@ START_TEST(token_inputs)
         int in, v1, v2;
         LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
         LT_OK(ladle_graph_add_input(g, "ids", NULL, 2, ids_shape, &in));
-        LT_OK(ladle_linear_create(2, ids_shape, TT, 0, LADLE_F64, lt_device(), 1, &l2));
+        LT_OK(ladle_linear_create(LT_LINEAR(ids_shape[1], TT, 0, 0), 2, ids_shape,
+                                  LADLE_F64, lt_device(), 1, &l2));
         LT_OK(ladle_embedding_create(2, ids_shape, TV, TE, LADLE_F64, lt_device(), 9, &op));
         if (k == 0) { /* both read the input: the linear as f64 */
             LT_OK(ladle_graph_add_layer(g, "emb", op, in, &v1));

@@ -188,13 +188,13 @@ START_TEST(tensor_shapes)
     LT_FAILS_SAYING(ladle_flatten_create(3, x3, LADLE_F32, lt_device(), &op),
                     LADLE_ERR_SHAPE, "too large");
     int64_t wide[2] = {INT64_C(1) << 40, 1}; /* a y of 2^40 x 2^30 does not fit */
-    LT_FAILS_SAYING(
-        ladle_linear_create(2, wide, INT64_C(1) << 30, 1, LADLE_F32, lt_device(), 1, &op),
-        LADLE_ERR_SHAPE, "too large");
+    LT_FAILS_SAYING(ladle_linear_create(LT_LINEAR(wide[1], INT64_C(1) << 30, 1, 0), 2, wide,
+                                        LADLE_F32, lt_device(), 1, &op),
+                    LADLE_ERR_SHAPE, "too large");
     int64_t x2[2] = {4, INT64_C(1) << 31};
-    LT_FAILS_SAYING(
-        ladle_linear_create(2, x2, INT64_C(1) << 31, 1, LADLE_F32, lt_device(), 1, &op),
-        LADLE_ERR_SHAPE, "2^31");
+    LT_FAILS_SAYING(ladle_linear_create(LT_LINEAR(x2[1], INT64_C(1) << 31, 1, 0), 2, x2,
+                                        LADLE_F32, lt_device(), 1, &op),
+                    LADLE_ERR_SHAPE, "2^31");
     /* parts whose extents add up past 2^63 (zero volume: nothing allocated) */
     enum { PARTS = 70 };
     ladle_tensor *parts[PARTS], *whole = NULL;

@@ -22,7 +22,8 @@ START_TEST(values_against_loops)
     /* x: 3 x 2 x 5, W: 4 x 5, b: 4 */
     int64_t xs[3] = {3, 2, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(3, xs, 4, 1, LADLE_F64, lt_device(), 11, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[2], 4, 1, 0), 3, xs, LADLE_F64, lt_device(), 11,
+                              &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     LT_OK(ladle_tensor_fill_random(x, 3, 0));
     LT_OK(ladle_op_forward(op, x, y));
@@ -53,18 +54,22 @@ START_TEST(gradients)
 {
     int64_t a[2] = {4, 7}, c[4] = {2, 3, 2, 6}, d[1] = {5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, a, 3, 1, LADLE_F64, lt_device(), 1, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(a[1], 3, 1, 0), 2, a, LADLE_F64, lt_device(), 1,
+                              &op));
     grad_ok(op, "4x7 -> 4x3 with bias");
     ladle_op_destroy(&op);
-    LT_OK(ladle_linear_create(4, c, 5, 0, LADLE_F64, lt_device(), 2, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(c[3], 5, 0, 0), 4, c, LADLE_F64, lt_device(), 2,
+                              &op));
     grad_ok(op, "2x3x2x6 -> 2x3x2x5");
     lt_adjoint_ok(op, 3, "linear without bias");
     ladle_op_destroy(&op);
-    LT_OK(ladle_linear_create(1, d, 2, 1, LADLE_F64, lt_device(), 3, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(d[0], 2, 1, 0), 1, d, LADLE_F64, lt_device(), 3,
+                              &op));
     grad_ok(op, "a single vector");
     ladle_op_destroy(&op);
     /* f32 adjoint */
-    LT_OK(ladle_linear_create(2, a, 9, 0, LADLE_F32, lt_device(), 4, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(a[1], 9, 0, 0), 2, a, LADLE_F32, lt_device(), 4,
+                              &op));
     lt_adjoint_ok(op, 4, "linear f32");
     ladle_op_destroy(&op);
 }
@@ -75,7 +80,8 @@ START_TEST(smaller_batch)
 {
     int64_t xs[2] = {5, 3}, small[2] = {2, 3}, ys[2] = {2, 4};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, lt_device(), 5, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 4, 1, 0), 2, xs, LADLE_F32, lt_device(), 5,
+                              &op));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *x2 = lt_tensor(LADLE_F32, 2, small), *y2 = lt_tensor(LADLE_F32, 2, ys);
     LT_OK(ladle_tensor_fill_random(x, 1, 0));
@@ -107,12 +113,45 @@ START_TEST(bad_input)
 {
     int64_t xs[2] = {4, 3}, big[2] = {5, 3}, wrong[2] = {4, 2};
     ladle_op *op = NULL, *other = NULL;
-    LT_FAILS(ladle_linear_create(2, xs, 0, 1, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_linear_create(0, xs, 2, 1, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_I64, lt_device(), 1, &op), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, NULL), LADLE_ERR_NULL);
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, &op));
-    LT_OK(ladle_linear_create(2, xs, 2, 1, LADLE_F64, lt_device(), 1, &other));
+    LT_FAILS(ladle_linear_create(LT_LINEAR(xs[1], 0, 1, 0), 2, xs, LADLE_F64, lt_device(),
+                                 1, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 0, xs, LADLE_F64, lt_device(),
+                                 1, &op),
+             LADLE_ERR_SHAPE);
+    /* the descriptor: its size, in_features against x, the flags */
+    ladle_linear_desc d;
+    ladle_linear_desc_init(&d, 3, 2);
+    LT_ASSERT(d.size == sizeof d && d.in_features == 3 && d.out_features == 2 &&
+                  d.bias == 1 && d.flags == 0,
+              "ladle_linear_desc_init's defaults");
+    ladle_linear_desc_init(NULL, 3, 2); /* accepted */
+    LT_FAILS(ladle_linear_create(NULL, 2, xs, LADLE_F64, lt_device(), 1, &op),
+             LADLE_ERR_NULL);
+    d.size = 4;
+    LT_FAILS_SAYING(ladle_linear_create(&d, 2, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "descriptor size 4");
+    ladle_linear_desc_init(&d, 4, 2);
+    LT_FAILS_SAYING(ladle_linear_create(&d, 2, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_SHAPE, "in_features 4");
+    ladle_linear_desc_init(&d, 3, 2);
+    d.flags = 0x100;
+    LT_FAILS_SAYING(ladle_linear_create(&d, 2, xs, LADLE_F64, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x100");
+    d.flags =
+        LADLE_CHECKED | LADLE_TP_ROW; /* the distributed twins': nothing on one rank */
+    LT_OK(ladle_linear_create(&d, 2, xs, LADLE_F64, lt_device(), 1, &op));
+    ladle_op_destroy(&op);
+    LT_FAILS(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_I64, lt_device(),
+                                 1, &op),
+             LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_F64, lt_device(),
+                                 1, NULL),
+             LADLE_ERR_NULL);
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_F64, lt_device(), 1,
+                              &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 2, 1, 0), 2, xs, LADLE_F64, lt_device(), 1,
+                              &other));
     ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
     ladle_tensor *xb = lt_tensor(LADLE_F64, 2, big), *xw = lt_tensor(LADLE_F64, 2, wrong);
     ladle_tensor *xf = lt_tensor(LADLE_F32, 2, xs);
@@ -143,7 +182,8 @@ START_TEST(checkers_refuse_nan)
 {
     int64_t xs[2] = {3, 5};
     ladle_op *op = NULL;
-    LT_OK(ladle_linear_create(2, xs, 4, 0, LADLE_F64, lt_device(), 11, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 4, 0, 0), 2, xs, LADLE_F64, lt_device(), 11,
+                              &op));
     lt_set(ladle_op_param(op, 0), 2, NAN);
     ladle_adjoint_result a = {0, 0, 0};
     LT_FAILS(ladle_adjoint_test(op, 3, &a), LADLE_ERR_NUMERIC);

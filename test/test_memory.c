@@ -119,7 +119,8 @@ START_TEST(bind_sequential_layers)
         for (int t = 0; t < 2; t++) {
             ladle_op **o = t ? &b : &a;
             if (k == 0)
-                LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, o));
+                LT_OK(ladle_linear_create(LT_LINEAR(xl[1], 5, 1, 0), 2, xl, LADLE_F64,
+                                          lt_device(), 3, o));
             if (k == 1) {
                 ladle_conv_desc d;
                 ladle_conv_desc_init(&d, 2, 3, 4, 3);
@@ -150,8 +151,10 @@ START_TEST(bind_distributed_layers)
         for (int t = 0; t < 2; t++) {
             ladle_op **o = t ? &b : &a;
             if (k == 0)
-                LT_OK(ladle_dist_linear_create(px, pw, py, 3, 5, 7, 1, LADLE_F64, lt_device(), 2,
-                                               0, o));
+                LT_OK(ladle_dist_linear_create(
+                    LT_LINEAR(5, 7, 1, 0),
+                    &(ladle_dist_partitions){.x = px, .w = pw, .y = py}, (int64_t[]){3, 5},
+                    LADLE_F64, lt_device(), 2, o));
             if (k == 1) {
                 ladle_conv_desc d;
                 ladle_conv_desc_init(&d, 2, 2, 3, 3);
@@ -179,7 +182,8 @@ START_TEST(bind_refusals)
 {
     int64_t xl[2] = {4, 6}, n = 31;
     ladle_op *op = NULL, *act = NULL;
-    LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &op));
+    LT_OK(ladle_linear_create(LT_LINEAR(xl[1], 5, 1, 0), 2, xl, LADLE_F64, lt_device(), 3,
+                              &op));
     LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, xl, LADLE_F64, lt_device(), &act));
     ladle_tensor *buf = lt_tensor(LADLE_F64, 1, &n);
     char *mem = ladle_tensor_data(buf);
@@ -245,7 +249,8 @@ START_TEST(context_in_caller_memory)
                   ladle_error_message());
     }
     /* containers' contexts hold more than one block */
-    LT_OK(ladle_linear_create(2, (int64_t[]){2, 3}, 3, 1, LADLE_F64, lt_device(), 1, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(3, 3, 1, 0), 2, (int64_t[]){2, 3}, LADLE_F64,
+                              lt_device(), 1, &lin));
     LT_OK(ladle_sequential_create(1, &lin, &seq));
     LT_ASSERT(ladle_ctx_bytes(seq) == 0, "a sequential's ctx in caller memory");
     char buf[4096] __attribute__((aligned(64)));
@@ -351,7 +356,8 @@ START_TEST(allocator_hook)
     ladle_op *bc = NULL, *lin = NULL;
     LT_OK(
         ladle_broadcast_create(LT_BCAST(1, shape, 0), pr, pa, LADLE_F64, lt_device(), &bc));
-    LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xl[1], 5, 1, 0), 2, xl, LADLE_F64, lt_device(), 3,
+                              &lin));
     ladle_tensor *x = lt_op_tensor(bc, 0), *y = lt_op_tensor(bc, 1), *lx = lt_op_tensor(lin, 0);
     ladle_tensor *ly = lt_op_tensor(lin, 1), *ldx = lt_op_tensor(lin, 0);
     ladle_ctx *ctx = NULL;
@@ -393,7 +399,8 @@ START_TEST(strided_views)
 {
     int64_t xl[2] = {4, 6}, big[2] = {4, 9}, strides[2] = {9, 1};
     ladle_op *lin = NULL;
-    LT_OK(ladle_linear_create(2, xl, 5, 1, LADLE_F64, lt_device(), 3, &lin));
+    LT_OK(ladle_linear_create(LT_LINEAR(xl[1], 5, 1, 0), 2, xl, LADLE_F64, lt_device(), 3,
+                              &lin));
     ladle_tensor *store = lt_tensor(LADLE_F64, 2, big), *view = NULL;
     ladle_tensor *x = lt_op_tensor(lin, 0), *y = lt_op_tensor(lin, 1);
     LT_OK(ladle_tensor_fill_random(store, 5, 0));

@@ -142,7 +142,8 @@ static ladle_op *small_net(ladle_dtype dt, int64_t batch)
     LT_OK(ladle_activation_create(LADLE_TANH, 0, 4, cs, dt, lt_device(), &layers[1]));
     LT_OK(ladle_pool_create(&pd, cs, dt, lt_device(), &layers[2]));
     LT_OK(ladle_flatten_create(4, fs, dt, lt_device(), &layers[3]));
-    LT_OK(ladle_linear_create(2, ls, 4, 1, dt, lt_device(), 2, &layers[4]));
+    LT_OK(ladle_linear_create(LT_LINEAR(ls[1], 4, 1, 0), 2, ls, dt, lt_device(), 2,
+                              &layers[4]));
     LT_OK(ladle_sequential_create(5, layers, &seq));
     return seq;
 }
@@ -210,14 +211,18 @@ START_TEST(sequential)
     /* a chain of linear layers is linear: its adjoint works */
     int64_t s1[2] = {2, 5}, s2[2] = {2, 3};
     ladle_op *a = NULL, *b = NULL;
-    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, lt_device(), 1, &a));
-    LT_OK(ladle_linear_create(2, s2, 4, 0, LADLE_F64, lt_device(), 2, &b));
+    LT_OK(ladle_linear_create(LT_LINEAR(s1[1], 3, 0, 0), 2, s1, LADLE_F64, lt_device(), 1,
+                              &a));
+    LT_OK(ladle_linear_create(LT_LINEAR(s2[1], 4, 0, 0), 2, s2, LADLE_F64, lt_device(), 2,
+                              &b));
     LT_OK(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq));
     lt_adjoint_ok(seq, 4, "linear chain");
     ladle_op_destroy(&seq);
     /* a broken chain is refused and the layers stay the caller's */
-    LT_OK(ladle_linear_create(2, s1, 3, 0, LADLE_F64, lt_device(), 1, &a));
-    LT_OK(ladle_linear_create(2, s1, 4, 0, LADLE_F64, lt_device(), 2, &b));
+    LT_OK(ladle_linear_create(LT_LINEAR(s1[1], 3, 0, 0), 2, s1, LADLE_F64, lt_device(), 1,
+                              &a));
+    LT_OK(ladle_linear_create(LT_LINEAR(s1[1], 4, 0, 0), 2, s1, LADLE_F64, lt_device(), 2,
+                              &b));
     LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, b}, &seq), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_sequential_create(2, (ladle_op *[]){a, a}, &seq), LADLE_ERR_ARG);
     ladle_op_destroy(&a);

@@ -631,7 +631,8 @@ START_TEST(hostile_input)
     /* nor does the profiling pass: the second entry is no plain layer */
     int64_t xs[2] = {4, 4};
     ladle_op *ops[2] = {NULL, NULL};
-    LT_OK(ladle_linear_create(2, xs, 4, 1, LADLE_F32, lt_device(), 1, &ops[0]));
+    LT_OK(ladle_linear_create(LT_LINEAR(xs[1], 4, 1, 0), 2, xs, LADLE_F32, lt_device(), 1,
+                              &ops[0]));
     LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, xs,
                             LADLE_F32, lt_device(), &ops[1]));
     double f[2] = {-7, -7}, b[2] = {-7, -7}, w[2] = {-7, -7};
@@ -647,8 +648,10 @@ START_TEST(profiling)
 {
     int64_t small[2] = {64, 64}, big[2] = {64, 128};
     ladle_op *ops[2] = {NULL, NULL};
-    LT_OK(ladle_linear_create(2, small, 64, 1, LADLE_F32, lt_device(), 1, &ops[0]));
-    LT_OK(ladle_linear_create(2, big, 128, 1, LADLE_F32, lt_device(), 1, &ops[1]));
+    LT_OK(ladle_linear_create(LT_LINEAR(small[1], 64, 1, 0), 2, small, LADLE_F32,
+                              lt_device(), 1, &ops[0]));
+    LT_OK(ladle_linear_create(LT_LINEAR(big[1], 128, 1, 0), 2, big, LADLE_F32, lt_device(),
+                              1, &ops[1]));
     double f[2], b[2], w[2];
     LT_OK(ladle_pipe_profile(2, ops, 15, f, b, w));
     int ok = 1;

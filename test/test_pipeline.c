@@ -24,8 +24,8 @@ static ladle_op *make_layer(int i)
     ladle_op *op = NULL;
     ladle_status st = LADLE_OK;
     if (i == 0 || i == 2 || i == 4 || i == 6) {
-        st = ladle_linear_create(2, xs, width[i + 1], 1, LADLE_F64, lt_device(), 100 + (uint64_t)i,
-                                 &op);
+        st = ladle_linear_create(LT_LINEAR(xs[1], width[i + 1], 1, 0), 2, xs, LADLE_F64,
+                                 lt_device(), 100 + (uint64_t)i, &op);
     } else if (i == 3) {
         ladle_batchnorm_desc d;
         ladle_batchnorm_desc_init(&d, width[i]);
@@ -271,10 +271,16 @@ static void dist_stage(int tensor, const int *ranks, dstage *d)
         d->pb = lt_partition_ranks(2, s21, ranks);     /* W of layer 4: 2 x 1 */
         d->pc = lt_partition_ranks(2, s12, ranks);     /* y of 4, x of 6, W of 6: 1 x 2 */
         if (in_w) {
-            ok &= ladle_dist_linear_create(d->pa, d->pb, d->pc, MB, 6, 5, 1, LADLE_F64, lt_device(),
-                                           104, 0, &d->ops[0]) == LADLE_OK;
-            ok &= ladle_dist_linear_create(d->pc, d->pc, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
-                                           106, 0, &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(
+                      LT_LINEAR(6, 5, 1, 0),
+                      &(ladle_dist_partitions){.x = d->pa, .w = d->pb, .y = d->pc},
+                      (int64_t[]){MB, 6}, LADLE_F64, lt_device(), 104,
+                      &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(
+                      LT_LINEAR(5, 3, 1, 0),
+                      &(ladle_dist_partitions){.x = d->pc, .w = d->pc, .y = d->pa},
+                      (int64_t[]){MB, 5}, LADLE_F64, lt_device(), 106,
+                      &d->ops[2]) == LADLE_OK;
             ok &= ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
                                          d->pa, ys, LADLE_F64, lt_device(),
                                          &d->loss) == LADLE_OK;
@@ -284,10 +290,16 @@ static void dist_stage(int tensor, const int *ranks, dstage *d)
         d->pa = lt_partition_ranks(2, s21, ranks);     /* rows split 2 ways */
         d->pd = lt_partition_ranks(3, s121, ranks);    /* weights: 1 x D x 1 */
         if (in_w) {
-            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 6, 5, 1, LADLE_F64, lt_device(),
-                                           104, 0, &d->ops[0]) == LADLE_OK;
-            ok &= ladle_dist_linear_create(d->pa, d->pd, d->pa, MB, 5, 3, 1, LADLE_F64, lt_device(),
-                                           106, 0, &d->ops[2]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(
+                      LT_LINEAR(6, 5, 1, 0),
+                      &(ladle_dist_partitions){.x = d->pa, .w = d->pd, .y = d->pa},
+                      (int64_t[]){MB, 6}, LADLE_F64, lt_device(), 104,
+                      &d->ops[0]) == LADLE_OK;
+            ok &= ladle_dist_linear_create(
+                      LT_LINEAR(5, 3, 1, 0),
+                      &(ladle_dist_partitions){.x = d->pa, .w = d->pd, .y = d->pa},
+                      (int64_t[]){MB, 5}, LADLE_F64, lt_device(), 106,
+                      &d->ops[2]) == LADLE_OK;
             ok &= ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
                                          d->pa, ys, LADLE_F64, lt_device(),
                                          &d->loss) == LADLE_OK;
@@ -452,11 +464,11 @@ START_TEST(profiling_comm)
 {
     int64_t x[2] = {64, 64};
     ladle_op *ops[4] = {NULL};
-    LT_OK(
-        ladle_linear_create(2, x, 64, 1, LADLE_F32, lt_device(), 1, &ops[0])); /* 16 KiB */
+    LT_OK(ladle_linear_create(LT_LINEAR(x[1], 64, 1, 0), 2, x, LADLE_F32, lt_device(), 1,
+                              &ops[0])); /* 16 KiB */
     LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, x, LADLE_F32, lt_device(), &ops[1]));
-    LT_OK(
-        ladle_linear_create(2, x, 8192, 1, LADLE_F32, lt_device(), 1, &ops[2])); /* 2 MiB */
+    LT_OK(ladle_linear_create(LT_LINEAR(x[1], 8192, 1, 0), 2, x, LADLE_F32, lt_device(), 1,
+                              &ops[2])); /* 2 MiB */
     int64_t big[2] = {64, 8192};
     LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, big, LADLE_F32, lt_device(), &ops[3]));
     double cut[4] = {-1, -1, -1, -1}, red[4] = {-1, -1, -1, -1}, lat = -1;

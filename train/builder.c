@@ -376,11 +376,13 @@ static ladle_status classifier(ladle_builder *b, const char *name, int x, int64_
     uint64_t seed = next_seed(b);
     ladle_dtype dt = b->d.dtype;
     ladle_device dev = b->d.device;
-    if (b->dist)
-        LADLE_CALL(ladle_dist_linear_create(b->phead, b->plin, b->phead, n, f, classes, 1, dt, dev,
-                                            seed, 0, &op));
-    else
-        LADLE_CALL(ladle_linear_create(2, xv->global, classes, 1, dt, dev, seed, &op));
+    ladle_linear_desc fc;
+    ladle_linear_desc_init(&fc, f, classes);
+    if (b->dist) {
+        ladle_dist_partitions p = {b->phead, b->plin, b->phead};
+        LADLE_CALL(ladle_dist_linear_create(&fc, &p, xv->global, dt, dev, seed, &op));
+    } else
+        LADLE_CALL(ladle_linear_create(&fc, 2, xv->global, dt, dev, seed, &op));
     st = layer(b, name, op, x, 2, ys, xv->where, id);
 fail:
     return st;

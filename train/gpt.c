@@ -119,10 +119,12 @@ static ladle_status linear(gpt_build *b, const char *name, int64_t in, int64_t o
 {
     int64_t xs[3] = {b->xs[0], b->xs[1], in};
     ladle_op *op = NULL;
-    return add(
-        b, name,
-        ladle_linear_create(3, xs, out, bias, b->d->dtype, b->d->device, b->seed++, &op),
-        &op, x, y);
+    ladle_linear_desc ld;
+    ladle_linear_desc_init(&ld, in, out);
+    ld.bias = bias;
+    return add(b, name,
+               ladle_linear_create(&ld, 3, xs, b->d->dtype, b->d->device, b->seed++, &op),
+               &op, x, y);
 }
 
 static ladle_status dropout(gpt_build *b, const char *name, int x, int *y)
@@ -170,9 +172,11 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
     if (b->grid) { /* the hidden features split S ways, the sequence whole */
         hs[1] = d->context;
         hs[2] = ladle__balanced_size(f, d->tensor_ways, b->seq_block);
+        ladle_linear_desc fc;
+        ladle_linear_desc_init(&fc, d->width, f);
         LADLE_CALL(add(b, NAME("fc"),
-                       ladle_dist_tp_linear_create(b->grid, 0, gs, f, 1, d->dtype,
-                                                   d->device, b->seed++, 0, &op),
+                       ladle_dist_tp_linear_create(&fc, b->grid, gs, d->dtype, d->device,
+                                                   b->seed++, &op),
                        &op, v, &m));
     } else
         LADLE_CALL(linear(b, NAME("fc"), d->width, f, 1, v, &m));
@@ -182,12 +186,15 @@ static ladle_status block(gpt_build *b, int k, int x, int *y)
             ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, d->dtype, d->device, &op),
             &op, m, &m));
     op = NULL;
-    if (b->grid)
+    if (b->grid) {
+        ladle_linear_desc proj;
+        ladle_linear_desc_init(&proj, f, d->width);
+        proj.flags = LADLE_TP_ROW;
         LADLE_CALL(add(b, NAME("proj"),
-                       ladle_dist_tp_linear_create(b->grid, 1, gs, f, 1, d->dtype,
-                                                   d->device, b->seed++, 0, &op),
+                       ladle_dist_tp_linear_create(&proj, b->grid, gs, d->dtype, d->device,
+                                                   b->seed++, &op),
                        &op, m, &m));
-    else
+    } else
         LADLE_CALL(linear(b, NAME("proj"), f, d->width, 1, m, &m));
     LADLE_CALL(dropout(b, NAME("drop2"), m, &m));
     LADLE_CALL(ladle_graph_add_add(b->g, NAME("res2"), 2, (int[]){r1, m}, y));
@@ -366,11 +373,13 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
             ad.f32_tiles = d->attn_f32_tiles;
             LADLE_CALL(ladle_attention_create(&ad, 3, xs, dt, dev, seed++, &body[n++]));
         } else { /* x + drop(proj(gelu(fc(ln2(x))))) */
-            LADLE_CALL(ladle_linear_create(3, xs, f, 1, dt, dev, seed++, &body[n++]));
+            ladle_linear_desc fc, proj;
+            ladle_linear_desc_init(&fc, d->width, f);
+            ladle_linear_desc_init(&proj, f, d->width);
+            LADLE_CALL(ladle_linear_create(&fc, 3, xs, dt, dev, seed++, &body[n++]));
             LADLE_CALL(
                 ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
-            LADLE_CALL(
-                ladle_linear_create(3, hs, d->width, 1, dt, dev, seed++, &body[n++]));
+            LADLE_CALL(ladle_linear_create(&proj, 3, hs, dt, dev, seed++, &body[n++]));
         }
         if (drop)
             LADLE_CALL(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &body[n++]));
@@ -378,8 +387,12 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
     }
     if (i == front + blocks)
         return ladle_layernorm_create(&nd, 3, xs, dt, dev, out);
-    if (i == front + blocks + 1)
-        return ladle_linear_create(3, xs, d->vocab, 0, dt, dev, seed, out);
+    if (i == front + blocks + 1) {
+        ladle_linear_desc head;
+        ladle_linear_desc_init(&head, d->width, d->vocab);
+        head.bias = 0;
+        return ladle_linear_create(&head, 3, xs, dt, dev, seed, out);
+    }
     int64_t ls[3] = {d->batch, d->context, d->vocab},
             rs[2] = {d->batch * d->context, d->vocab};
     return ladle_reshape_create(3, ls, 2, rs, dt, dev, out);
@@ -531,11 +544,15 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
                                                       &body[n++]));
         } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */
             int64_t hs[3] = {d->batch, d->context, ladle__balanced_size(f, c->S, c->i)};
-            LADLE_CALL(ladle_dist_tp_linear_create(c->grid, 0, gs, f, 1, dt, dev, seed++, 0,
-                                                   &body[n++]));
+            ladle_linear_desc fc, proj;
+            ladle_linear_desc_init(&fc, d->width, f);
+            ladle_linear_desc_init(&proj, f, d->width);
+            proj.flags = LADLE_TP_ROW;
+            LADLE_CALL(
+                ladle_dist_tp_linear_create(&fc, c->grid, gs, dt, dev, seed++, &body[n++]));
             LADLE_CALL(
                 ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
-            LADLE_CALL(ladle_dist_tp_linear_create(c->grid, 1, gs, f, 1, dt, dev, seed++, 0,
+            LADLE_CALL(ladle_dist_tp_linear_create(&proj, c->grid, gs, dt, dev, seed++,
                                                    &body[n++]));
         }
         if (drop)
@@ -547,9 +564,13 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
     if (i == front + blocks)
         return on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x, c->x,
                          out);
-    if (i == front + blocks + 1)
-        return on_blocks(ladle_linear_create(3, xs, d->vocab, 0, dt, dev, seed, &op), &op,
-                         c->x, c->logits, out);
+    if (i == front + blocks + 1) {
+        ladle_linear_desc head;
+        ladle_linear_desc_init(&head, d->width, d->vocab);
+        head.bias = 0;
+        return on_blocks(ladle_linear_create(&head, 3, xs, dt, dev, seed, &op), &op, c->x,
+                         c->logits, out);
+    }
     int64_t ls[3] = {d->batch, c->t, d->vocab}, rs[2] = {d->batch * c->t, d->vocab};
     return on_blocks(ladle_reshape_create(3, ls, 2, rs, dt, dev, &op), &op, c->logits,
                      c->rows, out);

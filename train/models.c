@@ -88,15 +88,18 @@ static ladle_status sequential(const ladle_lenet_desc *d, builder *b)
     LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_flatten_create(4, x4, dt, dev, &op), &op));
     int64_t f = 16 * s2 * s2;
-    LADLE_CALL(
-        add(b, ladle_linear_create(2, (int64_t[]){n, f}, 120, 1, dt, dev, d->seed + 2, &op), &op));
-    LADLE_CALL(relu(b, dt, dev));
-    LADLE_CALL(
-        add(b, ladle_linear_create(2, (int64_t[]){n, 120}, 84, 1, dt, dev, d->seed + 3, &op), &op));
-    LADLE_CALL(relu(b, dt, dev));
-    LADLE_CALL(
-        add(b, ladle_linear_create(2, (int64_t[]){n, 84}, d->classes, 1, dt, dev, d->seed + 4, &op),
+    ladle_linear_desc fc[3];
+    ladle_linear_desc_init(&fc[0], f, 120);
+    ladle_linear_desc_init(&fc[1], 120, 84);
+    ladle_linear_desc_init(&fc[2], 84, d->classes);
+    for (int i = 0; i < 3; i++) {
+        int64_t xs[2] = {n, fc[i].in_features};
+        if (i > 0)
+            LADLE_CALL(relu(b, dt, dev));
+        LADLE_CALL(add(
+            b, ladle_linear_create(&fc[i], 2, xs, dt, dev, d->seed + 2 + (uint64_t)i, &op),
             &op));
+    }
     ladle_loss_desc ld;
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     LADLE_CALL(ladle_loss_create(&ld, 2, (int64_t[]){n, d->classes}, dt, dev, &b->loss));
@@ -197,17 +200,20 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
     LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_dist_flatten_create(p4, x4, p2, dt, dev, 0, &op), &op));
     int64_t f = 16 * s2 * s2;
-    LADLE_CALL(add(
-        b, ladle_dist_linear_create(p2, pw1, pf, n, f, 120, 1, dt, dev, d->seed + 2, 0, &op), &op));
-    LADLE_CALL(relu(b, dt, dev));
-    LADLE_CALL(
-        add(b, ladle_dist_linear_create(pf, pw2, p2, n, 120, 84, 1, dt, dev, d->seed + 3, 0, &op),
-            &op));
-    LADLE_CALL(relu(b, dt, dev));
-    LADLE_CALL(add(
-        b,
-        ladle_dist_linear_create(p2, pw3, p2, n, 84, d->classes, 1, dt, dev, d->seed + 4, 0, &op),
-        &op));
+    ladle_linear_desc fc[3];
+    ladle_linear_desc_init(&fc[0], f, 120);
+    ladle_linear_desc_init(&fc[1], 120, 84);
+    ladle_linear_desc_init(&fc[2], 84, d->classes);
+    const ladle_dist_partitions parts[3] = {{p2, pw1, pf}, {pf, pw2, p2}, {p2, pw3, p2}};
+    for (int i = 0; i < 3; i++) {
+        int64_t xs[2] = {n, fc[i].in_features};
+        if (i > 0)
+            LADLE_CALL(relu(b, dt, dev));
+        LADLE_CALL(add(b,
+                       ladle_dist_linear_create(&fc[i], &parts[i], xs, dt, dev,
+                                                d->seed + 2 + (uint64_t)i, &op),
+                       &op));
+    }
     ladle_loss_desc ld;
     ladle_loss_desc_init(&ld, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     LADLE_CALL(

@@ -55,9 +55,11 @@ typedef struct ladle_dist_partitions {
 } ladle_dist_partitions;
 
 /*
- * Linear y = x W^T + b with x [batch, in] decomposed over p_x (D x Pin),
- * y [batch, out] over p_y (D x Pout) and W [out, in] over p_w (Pout x Pin,
- * or Pout x D x Pin when the batch is split D ways), all balanced:
+ * Linear y = x W^T + b (the options of ladle_linear_desc) with x of
+ * global shape x_shape = {batch, in} (in = d->in_features) decomposed over
+ * p->x (D x Pin), y [batch, out] over p->y (D x Pout) and W [out, in] over
+ * p->w (Pout x Pin, or Pout x D x Pin when the batch is split D ways), all
+ * balanced (p_x, p_w and p_y below are p->x, p->w and p->y):
  *
  *   forward   x block (b, j) is broadcast to the workers (., b, j); worker
  *             (i, b, j) computes x_bj W_ij^T (+ b_i on column 0); the
@@ -70,18 +72,18 @@ typedef struct ladle_dist_partitions {
  * copy per batch block (data parallelism) and ladle_layer_sync_gradients
  * sums their gradients. Pin = 1 or Pout = 1 gives the column- and
  * row-parallel layers; a second layer whose p_x is this one's p_y follows
- * without a repartition. Needs in >= Pin, out >= Pout and batch >= D; bias
- * nonzero: with a bias. Collective over p_x, p_w and p_y (the union).
+ * without a repartition. Needs in >= Pin, out >= Pout and batch >= D;
+ * d->flags may hold LADLE_CHECKED. Collective over p_x, p_w and p_y (the
+ * union).
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
  * LADLE_ERR_PARTITION (shapes that do not fit together), LADLE_ERR_MPI,
  * LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
  */
-LADLE_API ladle_status ladle_dist_linear_create(const ladle_partition *p_x,
-                                                const ladle_partition *p_w,
-                                                const ladle_partition *p_y, int64_t batch,
-                                                int64_t in_features, int64_t out_features, int bias,
-                                                ladle_dtype dtype, ladle_device device,
-                                                uint64_t seed, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
+                                                const ladle_dist_partitions *p,
+                                                const int64_t x_shape[2], ladle_dtype dtype,
+                                                ladle_device device, uint64_t seed,
+                                                ladle_op **op);
 
 /*
  * Convolution 1-3d (the options of ladle_conv_desc) with x of global shape
@@ -488,13 +490,19 @@ LADLE_API ladle_status ladle_dist_replicate_create_on(const ladle_layout *x,
 LADLE_API ladle_status ladle_dist_tp_attention_create(
     const ladle_attention_desc *d, const ladle_partition *p, const int64_t x_shape[3],
     ladle_dtype dtype, ladle_device device, uint64_t seed, ladle_op **op);
-/* row 0: a column-parallel linear E -> features; row 1: row-parallel,
- * features -> E (see above). Collective over p. */
-LADLE_API ladle_status ladle_dist_tp_linear_create(const ladle_partition *p, int row,
-                                                   const int64_t x_shape[3], int64_t features,
-                                                   int bias, ladle_dtype dtype,
-                                                   ladle_device device, uint64_t seed,
-                                                   unsigned flags, ladle_op **op);
+/* A flag of ladle_dist_tp_linear_create (in ladle_linear_desc's flags):
+ * the row-parallel layer. */
+#define LADLE_TP_ROW 0x10u
+
+/* Without LADLE_TP_ROW in d->flags: a column-parallel linear E -> features
+ * (d->in_features = E, d->out_features = features); with it, row-parallel,
+ * features -> E (d->in_features = features, d->out_features = E); see
+ * above. d->flags may also hold LADLE_CHECKED. Collective over p. */
+LADLE_API ladle_status ladle_dist_tp_linear_create(const ladle_linear_desc *d,
+                                                   const ladle_partition *p,
+                                                   const int64_t x_shape[3],
+                                                   ladle_dtype dtype, ladle_device device,
+                                                   uint64_t seed, ladle_op **op);
 
 #ifdef __cplusplus
 }

@@ -150,14 +150,31 @@ LADLE_API ladle_status ladle_layer_init(ladle_op *op, ladle_init init, uint64_t 
 
 /* ---- the layers -------------------------------------------------------- */
 
-/* Linear: y = x W^T + b over any leading dimensions. x has ndim >= 1
- * dimensions and its last extent is in_features; y has out_features there.
- * W is out_features x in_features; bias nonzero: with a bias b. Saves: x.
- * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE,
- * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
-LADLE_API ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features,
-                                           int bias, ladle_dtype dtype, ladle_device device,
-                                           uint64_t seed, ladle_op **op);
+/* Linear: y = x W^T + b over any leading dimensions, as PyTorch's
+ * nn.Linear(in_features, out_features, bias). W is out_features x
+ * in_features. One descriptor makes the sequential layer and its
+ * distributed twins (ladle_dist_linear_create, ladle_dist_tp_linear_create). */
+typedef struct ladle_linear_desc {
+    size_t size; /* sizeof(ladle_linear_desc), set by ladle_linear_desc_init (checked) */
+    int64_t in_features;  /* >= 1 */
+    int64_t out_features; /* >= 1 */
+    int bias;             /* nonzero (the default): with a bias b */
+    unsigned flags;       /* the distributed layers': LADLE_CHECKED, LADLE_TP_ROW; 0 */
+} ladle_linear_desc;
+
+/* in_features, out_features, with a bias, no flags. Accepts NULL. Local. */
+LADLE_API void ladle_linear_desc_init(ladle_linear_desc *d, int64_t in_features,
+                                      int64_t out_features);
+/* x has ndim >= 1 dimensions and its last extent is d->in_features; y has
+ * d->out_features there. flags may hold the distributed layers' bits, which
+ * change nothing on one rank. Saves: x. Local. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (the descriptor's size, an unknown flag), LADLE_ERR_SHAPE
+ * (x's last extent is not in_features, features below 1 or above 2^31),
+ * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_linear_create(const ladle_linear_desc *d, int ndim,
+                                           const int64_t x_shape[], ladle_dtype dtype,
+                                           ladle_device device, uint64_t seed,
+                                           ladle_op **op);
 
 /* How a convolution pads (PyTorch's padding_mode): with zeros, or with the
  * input itself read back from the edge (reflect: x[-i] = x[i], without

@@ -280,9 +280,12 @@ static ladle_status allocate(ladle__make *m, dlinear *v, uint64_t seed)
     int64_t xs[2] = {member ? v->batch_len : 0, member ? v->in_len : 0};
     int64_t ys[2] = {member ? v->batch_len : 0, member ? v->out_len : 0};
     int64_t w0[2] = {0, 0}, b0[1] = {0};
-    if (member)
-        LADLE_CALL(ladle_linear_create(2, xs, v->out_len, v->bias && v->col == 0, dt, dev, seed,
-                                       &v->base.local));
+    if (member) {
+        ladle_linear_desc ld;
+        ladle_linear_desc_init(&ld, v->in_len, v->out_len);
+        ld.bias = v->bias && v->col == 0;
+        LADLE_CALL(ladle_linear_create(&ld, 2, xs, dt, dev, seed, &v->base.local));
+    }
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->xb));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->dyp));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->yp));
@@ -318,24 +321,36 @@ static void replica_group(const void *arg, int i, int r, int *gid, int64_t *coun
     *count = !has ? 0 : i == 0 ? ol * il : ol;
 }
 
-ladle_status ladle_dist_linear_create(const ladle_partition *p_x, const ladle_partition *p_w,
-                                      const ladle_partition *p_y, int64_t batch,
-                                      int64_t in_features, int64_t out_features, int bias,
-                                      ladle_dtype dtype, ladle_device device, uint64_t seed,
-                                      unsigned flags, ladle_op **out)
+ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
+                                      const ladle_dist_partitions *p,
+                                      const int64_t x_shape[2], ladle_dtype dtype,
+                                      ladle_device device, uint64_t seed, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dlinear *v = NULL;
     ladle_layout *lxb = NULL, *lyp = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    LADLE_NOT_NULL(p);
+    LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
+    const ladle_partition *p_x = p->x, *p_w = p->w, *p_y = p->y;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(p_w);
     LADLE_NOT_NULL(p_y);
+    unsigned flags = d->flags;
+    m.flags = flags;
+    int64_t batch = x_shape[0], in_features = d->in_features,
+            out_features = d->out_features;
+    int bias = d->bias;
     const ladle_partition *parts[3] = {p_x, p_w, p_y};
     local = validate(p_x, p_w, p_y, batch, in_features, out_features, dtype, flags, f);
+    if (local == LADLE_OK && x_shape[1] != in_features)
+        local = ladle__raise(LADLE_ERR_SHAPE, f, "x's width %lld is not in_features %lld",
+                             (long long)x_shape[1], (long long)in_features);
     int64_t args[7] = {batch, in_features, out_features, bias != 0, (int64_t)dtype,
                        (int64_t)flags, (int64_t)seed};
     LADLE_CALL(ladle__make_open(&m, 3, parts, local,

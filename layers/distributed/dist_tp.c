@@ -432,8 +432,10 @@ static ladle_status allocate(ladle__make *m, tp *v, uint64_t seed)
         int64_t *in_shape = v->kind == TP_COL ? xs : fs;
         int64_t out = v->kind == TP_COL ? sl : v->e;
         int bias = v->bias && (v->kind == TP_COL || v->i == 0);
-        LADLE_CALL(
-            ladle_linear_create(3, in_shape, out, bias, dt, dev, seed, &v->base.local));
+        ladle_linear_desc ld;
+        ladle_linear_desc_init(&ld, in_shape[2], out);
+        ld.bias = bias;
+        LADLE_CALL(ladle_linear_create(&ld, 3, in_shape, dt, dev, seed, &v->base.local));
     }
     /* map every parameter to the local layer's, or to a stand-in */
     int next = 0;
@@ -621,16 +623,24 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_tp_linear_create(const ladle_partition *p, int row,
-                                         const int64_t x_shape[3], int64_t features,
-                                         int bias, ladle_dtype dtype, ladle_device device,
-                                         uint64_t seed, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_tp_linear_create(const ladle_linear_desc *d,
+                                         const ladle_partition *p, const int64_t x_shape[3],
+                                         ladle_dtype dtype, ladle_device device,
+                                         uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(x_shape);
-    LADLE_CHECK(row == 0 || row == 1, LADLE_ERR_ARG, "row %d is not 0 (column) or 1 (row)",
-                row);
-    return create(row ? TP_ROW : TP_COL, NULL, p, x_shape, features, bias, dtype, device,
+    int row = (d->flags & LADLE_TP_ROW) != 0;
+    unsigned flags = d->flags & ~(unsigned)LADLE_TP_ROW;
+    int64_t e = row ? d->out_features : d->in_features;
+    int64_t features = row ? d->in_features : d->out_features;
+    LADLE_CHECK(e == x_shape[2], LADLE_ERR_SHAPE,
+                "x's width %lld is not the %s layer's %s_features %lld",
+                (long long)x_shape[2], row ? "row" : "column", row ? "out" : "in",
+                (long long)e);
+    return create(row ? TP_ROW : TP_COL, NULL, p, x_shape, features, d->bias, dtype, device,
                   seed, flags, out, __func__);
 fail:
     return st;

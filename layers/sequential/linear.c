@@ -6,6 +6,7 @@
  * where M is the number of rows (the leading dimensions of this call).
  */
 #include "src/op/op_impl.h"
+#include <string.h>
 
 typedef struct linear {
     int64_t in, out;
@@ -74,19 +75,39 @@ static const ladle_op_vtable linear_vt = {
     .layer_backward_weight = linear_backward_weight,
 };
 
-ladle_status ladle_linear_create(int ndim, const int64_t x_shape[], int64_t out_features, int bias,
-                                 ladle_dtype dtype, ladle_device device, uint64_t seed,
-                                 ladle_op **out)
+void ladle_linear_desc_init(ladle_linear_desc *d, int64_t in_features, int64_t out_features)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->in_features = in_features;
+    d->out_features = out_features;
+    d->bias = 1;
+}
+
+ladle_status ladle_linear_create(const ladle_linear_desc *d, int ndim,
+                                 const int64_t x_shape[], ladle_dtype dtype,
+                                 ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     linear *l = NULL;
     int64_t y_shape[LADLE_MAX_NDIM];
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(out);
+    LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_TP_ROW)) == 0, LADLE_ERR_ARG,
+                "unknown flags 0x%x", d->flags);
+    int64_t out_features = d->out_features;
+    int bias = d->bias;
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 1));
-    LADLE_CHECK(out_features >= 1 && x_shape[ndim - 1] >= 1, LADLE_ERR_SHAPE,
+    LADLE_CHECK(out_features >= 1 && d->in_features >= 1, LADLE_ERR_SHAPE,
                 "in_features %lld and out_features %lld must be at least 1",
-                (long long)x_shape[ndim - 1], (long long)out_features);
+                (long long)d->in_features, (long long)out_features);
+    LADLE_CHECK(x_shape[ndim - 1] == d->in_features, LADLE_ERR_SHAPE,
+                "x's last extent %lld is not in_features %lld",
+                (long long)x_shape[ndim - 1], (long long)d->in_features);
     LADLE_CHECK(out_features <= INT32_MAX && x_shape[ndim - 1] <= INT32_MAX, LADLE_ERR_SHAPE,
                 "feature counts above 2^31 are not supported");
     for (int d = 0; d < ndim; d++)

@@ -121,6 +121,13 @@ class ladle_conv_desc(Structure):
                 ("flags", c_uint)]
 
 
+class ladle_linear_desc(Structure):
+    _fields_ = _SZ + [("in_features", c_int64),
+                ("out_features", c_int64),
+                ("bias", c_int),
+                ("flags", c_uint)]
+
+
 class ladle_dist_partitions(Structure):
     _fields_ = [("x", c_void_p), ("w", c_void_p), ("y", c_void_p)]
 
@@ -324,7 +331,9 @@ PROTOTYPES = [
     ("ladle_layer_sync_gradients", S, [H]),
     ("ladle_layer_set_training", S, [H, c_int]),
     ("ladle_layer_init", S, [H, c_int, c_uint64]),
-    ("ladle_linear_create", S, [c_int, i64_p, c_int64, c_int, c_int, c_int, c_uint64, HP]),
+    ("ladle_linear_desc_init", None, [POINTER(ladle_linear_desc), c_int64, c_int64]),
+    ("ladle_linear_create", S, [POINTER(ladle_linear_desc), c_int, i64_p, c_int, c_int, c_uint64,
+                                HP]),
     ("ladle_conv_desc_init", None, [POINTER(ladle_conv_desc), c_int, c_int64, c_int64, c_int64]),
     ("ladle_conv_create", S, [POINTER(ladle_conv_desc), i64_p, c_int, c_int, c_uint64, HP]),
     ("ladle_pool_desc_init", None, [POINTER(ladle_pool_desc), c_int, c_int, c_int64]),
@@ -346,8 +355,8 @@ PROTOTYPES = [
     ("ladle_loss_forward", S, [H, H, H, H, H]),
     ("ladle_loss_backward", S, [H, H, H, H]),
     # distributed layers
-    ("ladle_dist_linear_create", S, [H, H, H, c_int64, c_int64, c_int64, c_int, c_int, c_int,
-                                     c_uint64, c_uint, HP]),
+    ("ladle_dist_linear_create", S, [POINTER(ladle_linear_desc), POINTER(ladle_dist_partitions),
+                                     i64_p, c_int, c_int, c_uint64, HP]),
     ("ladle_dist_conv_create", S, [POINTER(ladle_conv_desc), H, i64_p, c_int, c_int, c_uint64,
                                    HP]),
     ("ladle_dist_conv_grid_create", S, [POINTER(ladle_conv_desc), POINTER(ladle_dist_partitions),

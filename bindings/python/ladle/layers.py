@@ -191,11 +191,20 @@ def _made(h, cls=Layer, keep=()):
 
 # ---- sequential layers ------------------------------------------------------------
 
+def linear_desc(in_features, out_features, bias=True, flags=0):
+    """A ladle_linear_desc: in -> out features, with a bias unless bias is False."""
+    d = _capi.ladle_linear_desc()
+    _core.lib.ladle_linear_desc_init(byref(d), int(in_features), int(out_features))
+    d.bias = int(bool(bias))
+    d.flags = int(flags)
+    return d
+
+
 def Linear(x_shape, out_features, bias=True, dtype=np.float64, device="cpu", seed=0):
     """y = x W^T + b over x of x_shape (last extent: in_features)."""
     shape = _shape(x_shape)
-    return _create(_core.lib.ladle_linear_create,
-                   len(shape), i64_array(shape), int(out_features), int(bool(bias)),
+    d = linear_desc(shape[-1] if len(shape) else 0, out_features, bias)
+    return _create(_core.lib.ladle_linear_create, byref(d), len(shape), i64_array(shape),
                    ladle_dtype(dtype), ladle_device(device), seed)
 
 
@@ -400,11 +409,13 @@ def DistLinear(p_x, p_w, p_y, batch, in_features, out_features, bias=True, dtype
                device="cpu", seed=0, checked=False):
     """Linear with x [batch, in] over p_x (D x Pin), W over p_w (Pout x Pin or
     Pout x D x Pin), y [batch, out] over p_y (D x Pout). Collective."""
+    d = linear_desc(in_features, out_features, bias, _flags(checked))
+    parts = _capi.ladle_dist_partitions(p_x.handle, p_w.handle, p_y.handle)
     h = c_void_p()
-    check(_core.lib.ladle_dist_linear_create(p_x.handle, p_w.handle, p_y.handle, int(batch),
-                                             int(in_features), int(out_features), int(bool(bias)),
+    check(_core.lib.ladle_dist_linear_create(byref(d), byref(parts),
+                                             i64_array([int(batch), int(in_features)]),
                                              ladle_dtype(dtype), ladle_device(device), seed,
-                                             _flags(checked), byref(h)))
+                                             byref(h)))
     return _made(h, keep=[p_x, p_w, p_y])
 
 
