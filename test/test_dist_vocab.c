@@ -398,7 +398,9 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
     /* the sequential twin in f64, on the whole weight */
     ladle_op *seq = NULL, *op = NULL;
     ladle_ctx *cs = NULL, *cd = NULL;
-    LT_OK(ladle_embedding_create(ndim, ids_shape, V, E, LADLE_F64, LADLE_CPU, seed, &seq));
+    ladle_embedding_desc d;
+    ladle_embedding_desc_init(&d, V, E);
+    LT_OK(ladle_embedding_create(&d, ndim, ids_shape, LADLE_F64, LADLE_CPU, seed, &seq));
     ladle_tensor *ids = cpu(LADLE_I64, ndim, ids_shape);
     for (int64_t i = 0; i < n; i++) /* repeats, and the first and last rows */
         ((int64_t *)ladle_tensor_data(ids))[i] =
