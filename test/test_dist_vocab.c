@@ -382,12 +382,13 @@ static double global_sum(double v)
     return s;
 }
 
-/* y on rank `yrank` of the world; ids of ndim dimensions. */
-static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int64_t V,
-                       int64_t E, ladle_dtype dt, const char *what)
+/* y on rank `yrank` of the world; ids N x T. */
+static void embed_case(int P, int yrank, const int64_t ids_shape[2], int64_t V, int64_t E,
+                       ladle_dtype dt, const char *what)
 {
     if (P > lt_size || yrank >= lt_size)
         return;
+    const int ndim = 2;
     uint64_t seed = 40 + (uint64_t)(V * 3 + E);
     int64_t ys[4], n = 1;
     for (int d = 0; d < ndim; d++) {
@@ -398,7 +399,9 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
     /* the sequential twin in f64, on the whole weight */
     ladle_op *seq = NULL, *op = NULL;
     ladle_ctx *cs = NULL, *cd = NULL;
-    LT_OK(ladle_embedding_create(ndim, ids_shape, V, E, LADLE_F64, LADLE_CPU, seed, &seq));
+    ladle_embedding_desc d;
+    ladle_embedding_desc_init(&d, V, E);
+    LT_OK(ladle_embedding_create(&d, ndim, ids_shape, LADLE_F64, LADLE_CPU, seed, &seq));
     ladle_tensor *ids = cpu(LADLE_I64, ndim, ids_shape);
     for (int64_t i = 0; i < n; i++) /* repeats, and the first and last rows */
         ((int64_t *)ladle_tensor_data(ids))[i] =
@@ -413,8 +416,8 @@ static void embed_case(int P, int yrank, int ndim, const int64_t *ids_shape, int
 
     ladle_partition *pw = lt_partition(1, (int[]){P}, 0);
     ladle_partition *py = lt_partition_ranks(1, (int[]){1}, (int[]){yrank});
-    LT_OK(ladle_dist_vocab_embedding_create(pw, py, ndim, ids_shape, V, E, dt, LADLE_CPU,
-                                            seed, 0, &op));
+    ladle_dist_partitions p = {.w = pw, .y = py};
+    LT_OK(ladle_dist_vocab_embedding_create(&d, &p, ids_shape, dt, LADLE_CPU, seed, &op));
     LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_DIST_VOCAB_EMBEDDING, "%s: kind", what);
     int64_t xb[4], yb[4];
     int xn, yn;
@@ -479,11 +482,12 @@ START_TEST(embedding_equivalence)
                 ladle_dtype dt = f32 ? LADLE_F32 : LADLE_F64;
                 snprintf(what, sizeof what, "embedding P %d, y on %d, %s", P, yrank,
                          f32 ? "f32" : "f64");
-                embed_case(P, yrank, 2, (int64_t[]){3, 5}, 13, 4, dt, what);
+                embed_case(P, yrank, (int64_t[]){3, 5}, 13, 4, dt, what);
                 if (f32)
                     continue;
-                embed_case(P, yrank, 1, (int64_t[]){9}, 2 * P + 1, 3, dt, what);
-                embed_case(P, yrank, 3, (int64_t[]){2, 2, 3}, P, 2, dt, what);
+                /* one sequence of 9; 4 of 3 with one row per rank (V = P) */
+                embed_case(P, yrank, (int64_t[]){1, 9}, 2 * P + 1, 3, dt, what);
+                embed_case(P, yrank, (int64_t[]){4, 3}, P, 2, dt, what);
             }
 }
 END_TEST
@@ -500,55 +504,89 @@ START_TEST(embedding_bad_input)
     ladle_op *op = NULL;
     ladle_dtype f64 = LADLE_F64;
     ladle_device c = LADLE_CPU;
-    LT_FAILS(
-        ladle_dist_vocab_embedding_create(NULL, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
-        LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, NULL, V, E, f64, c, 1, 0, &op),
+    ladle_embedding_desc d, bad;
+    ladle_embedding_desc_init(&d, V, E);
+#define PARTS(pw_, py_) (&(ladle_dist_partitions){.w = (pw_), .y = (py_)})
+    const ladle_dist_partitions *p = PARTS(pw, py);
+    LT_FAILS(ladle_dist_vocab_embedding_create(NULL, p, ids_shape, f64, c, 1, &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_vocab_embedding_create(&d, NULL, ids_shape, f64, c, 1, &op),
              LADLE_ERR_NULL);
     LT_FAILS(
-        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0, NULL),
+        ladle_dist_vocab_embedding_create(&d, PARTS(NULL, py), ids_shape, f64, c, 1, &op),
         LADLE_ERR_NULL);
     LT_FAILS(
-        ladle_dist_vocab_embedding_create(p2, py, 2, ids_shape, V, E, f64, c, 1, 0, &op),
+        ladle_dist_vocab_embedding_create(&d, PARTS(pw, NULL), ids_shape, f64, c, 1, &op),
+        LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_vocab_embedding_create(&d, p, NULL, f64, c, 1, &op),
+             LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_vocab_embedding_create(&d, p, ids_shape, f64, c, 1, NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS(
+        ladle_dist_vocab_embedding_create(&d, PARTS(p2, py), ids_shape, f64, c, 1, &op),
         LADLE_ERR_PARTITION);
     LT_FAILS(
-        ladle_dist_vocab_embedding_create(pw, p2, 2, ids_shape, V, E, f64, c, 1, 0, &op),
+        ladle_dist_vocab_embedding_create(&d, PARTS(pw, p2), ids_shape, f64, c, 1, &op),
         LADLE_ERR_PARTITION);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, LADLE_I64, c, 1,
-                                               0, &op),
+    /* p->x: the ids are not split; any partition there is refused, saying so */
+    LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(
+                        &d, &(ladle_dist_partitions){.x = pw, .w = pw, .y = py}, ids_shape,
+                        f64, c, 1, &op),
+                    LADLE_ERR_PARTITION, "p->x must be NULL");
+    LT_FAILS(ladle_dist_vocab_embedding_create(&d, p, ids_shape, LADLE_I64, c, 1, &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64,
-                                               LADLE_GUARDED, 1, 0, &op),
-             LADLE_ERR_DEVICE);
     LT_FAILS(
-        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, 0, f64, c, 1, 0, &op),
-        LADLE_ERR_ARG);
-    LT_FAILS(
-        ladle_dist_vocab_embedding_create(pw, py, 0, ids_shape, V, E, f64, c, 1, 0, &op),
-        LADLE_ERR_SHAPE);
-    LT_FAILS(
-        ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c, 1, 0x80, &op),
-        LADLE_ERR_ARG);
+        ladle_dist_vocab_embedding_create(&d, p, ids_shape, f64, LADLE_GUARDED, 1, &op),
+        LADLE_ERR_DEVICE);
+    ladle_embedding_desc_init(&bad, V, 0);
+    LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(&bad, p, ids_shape, f64, c, 1, &op),
+                    LADLE_ERR_ARG, "embedding_dim 0 must be at least 1");
+    /* ids with a non-positive extent (the ids are always N x T) */
+    LT_FAILS_SAYING(
+        ladle_dist_vocab_embedding_create(&d, p, (int64_t[]){2, 0}, f64, c, 1, &op),
+        LADLE_ERR_SHAPE, "ids extent 0 in dimension 1");
+    /* the descriptor: its size (zeroed, one byte short), a flag bit beyond
+     * LADLE_CHECKED, the same on every rank */
+    ladle_embedding_desc zeroed = {0};
+    LT_FAILS_SAYING(
+        ladle_dist_vocab_embedding_create(&zeroed, p, ids_shape, f64, c, 1, &op),
+        LADLE_ERR_ARG, "descriptor size 0");
+    ladle_embedding_desc_init(&bad, V, E);
+    bad.size = sizeof bad - 1;
+    LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(&bad, p, ids_shape, f64, c, 1, &op),
+                    LADLE_ERR_ARG, "descriptor size");
+    ladle_embedding_desc_init(&bad, V, E);
+    bad.flags = 0x80;
+    LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(&bad, p, ids_shape, f64, c, 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x80");
+    bad.flags = LADLE_CHECKED | 0x100;
+    LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(&bad, p, ids_shape, f64, c, 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x104");
     if (P > 1) {
-        /* more vocabulary ranks than rows; p_y of two ranks; different seeds */
-        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, P - 1, E, f64, c,
-                                                   1, 0, &op),
+        /* more vocabulary ranks than rows; p_y of two ranks; different seeds; p->x
+         * on one rank only (every rank fails: the others with LADLE_ERR_REMOTE) */
+        ladle_embedding_desc_init(&bad, P - 1, E);
+        LT_FAILS(ladle_dist_vocab_embedding_create(&bad, p, ids_shape, f64, c, 1, &op),
                  LADLE_ERR_SHAPE);
         ladle_partition *py2 = lt_partition(1, (int[]){2}, 0);
-        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py2, 2, ids_shape, V, E, f64, c, 1,
-                                                   0, &op),
+        LT_FAILS(ladle_dist_vocab_embedding_create(&d, PARTS(pw, py2), ids_shape, f64, c, 1,
+                                                   &op),
                  LADLE_ERR_PARTITION);
         ladle_partition_destroy(&py2);
-        LT_FAILS(ladle_dist_vocab_embedding_create(pw, py, 2, ids_shape, V, E, f64, c,
-                                                   (uint64_t)lt_rank, 0, &op),
-                 LADLE_ERR_ARG);
+        LT_FAILS_SAYING(ladle_dist_vocab_embedding_create(&d, p, ids_shape, f64, c,
+                                                          (uint64_t)lt_rank, &op),
+                        LADLE_ERR_ARG, "ranks passed different arguments");
+        ladle_dist_partitions one = {.x = lt_rank == 1 ? pw : NULL, .w = pw, .y = py};
+        LT_FAILS(ladle_dist_vocab_embedding_create(&d, &one, ids_shape, f64, c, 1, &op),
+                 lt_rank == 1 ? LADLE_ERR_PARTITION : LADLE_ERR_REMOTE);
     }
     LT_ASSERT(op == NULL, "the handle stays untouched");
     /* an id out of range on one rank: every rank fails alike, p_y too */
     ladle_partition *pwl = lt_partition(1, (int[]){P > 1 ? P - 1 : 1}, 0);
     ladle_partition *pyl = lt_partition_ranks(1, (int[]){1}, (int[]){lt_size - 1});
-    LT_OK(
-        ladle_dist_vocab_embedding_create(pwl, pyl, 2, ids_shape, V, E, f64, c, 1, 0, &op));
+    const ladle_dist_partitions *pl = PARTS(pwl, pyl);
+#undef PARTS
+    LT_OK(ladle_dist_vocab_embedding_create(&d, pl, ids_shape, f64, c, 1, &op));
     int64_t xb[3], yb[3];
     int xn, yn;
     LT_OK(ladle_op_x_shape(op, &xn, xb));
@@ -569,8 +607,9 @@ START_TEST(embedding_bad_input)
     LT_OK(ladle_layer_forward(op, NULL, x, y));
     /* a wrong dtype on one rank, agreed with LADLE_CHECKED */
     ladle_op *chk = NULL;
-    LT_OK(ladle_dist_vocab_embedding_create(pwl, pyl, 2, ids_shape, V, E, f64, c, 1,
-                                            LADLE_CHECKED, &chk));
+    ladle_embedding_desc_init(&bad, V, E);
+    bad.flags = LADLE_CHECKED;
+    LT_OK(ladle_dist_vocab_embedding_create(&bad, pl, ids_shape, f64, c, 1, &chk));
     LT_FAILS(ladle_layer_forward(chk, NULL, x, lt_rank == lt_size - 1 ? yf : y),
              lt_rank == lt_size - 1 ? LADLE_ERR_DTYPE : LADLE_ERR_REMOTE);
     ladle_op_destroy(&chk);
@@ -595,8 +634,11 @@ START_TEST(other_devices_refused)
     LT_FAILS(ladle_dist_vocab_loss_create(&d, px, (int64_t[]){4, 5}, LADLE_F64, lt_device(),
                                           &op),
              LADLE_ERR_DEVICE);
-    LT_FAILS(ladle_dist_vocab_embedding_create(pw, pw, 1, (int64_t[]){4}, 5, 3, LADLE_F64,
-                                               lt_device(), 1, 0, &op),
+    ladle_embedding_desc e;
+    ladle_embedding_desc_init(&e, 5, 3);
+    LT_FAILS(ladle_dist_vocab_embedding_create(
+                 &e, &(ladle_dist_partitions){.w = pw, .y = pw}, (int64_t[]){1, 4},
+                 LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_DEVICE);
     LT_ASSERT(op == NULL, "the handle stays untouched");
     ladle_partition_destroy(&px), ladle_partition_destroy(&pw);

@@ -43,6 +43,13 @@ static ladle_tensor *ids_tensor(int ndim, const int64_t *shape, int64_t vocab,
     return t;
 }
 
+/* The descriptor of V x E, in one expression. */
+static const ladle_embedding_desc *ed(ladle_embedding_desc *d, int64_t vocab, int64_t dim)
+{
+    ladle_embedding_desc_init(d, vocab, dim);
+    return d;
+}
+
 static double dot(const ladle_tensor *a, const ladle_tensor *b)
 {
     double *x = host(a), *y = host(b), s = 0;
@@ -61,8 +68,9 @@ START_TEST(token_values_and_adjoint)
             ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
             int64_t vocab = 7, dim = 5;
             ladle_op *op = NULL;
-            LT_OK(ladle_embedding_create(ndims[s], shapes[s], vocab, dim, dt, lt_device(),
-                                         (uint64_t)s, &op));
+            ladle_embedding_desc d;
+            LT_OK(ladle_embedding_create(ed(&d, vocab, dim), ndims[s], shapes[s], dt,
+                                         lt_device(), (uint64_t)s, &op));
             LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_EMBEDDING &&
                           ladle_op_num_params(op) == 1,
                       "kind and parameters");
@@ -116,7 +124,8 @@ START_TEST(token_repeats_and_batches)
 {
     int64_t shape[2] = {4, 3}, small[2] = {2, 3};
     ladle_op *op = NULL;
-    LT_OK(ladle_embedding_create(2, shape, 4, 2, LADLE_F64, lt_device(), 1, &op));
+    ladle_embedding_desc d;
+    LT_OK(ladle_embedding_create(ed(&d, 4, 2), 2, shape, LADLE_F64, lt_device(), 1, &op));
     ladle_tensor *ids = lt_tensor(LADLE_I64, 2, small);
     int64_t hid[6] = {2, 2, 2, 0, 2, 3};
     LT_OK(ladle_tensor_write(ids, hid));
@@ -152,9 +161,11 @@ START_TEST(initialisation)
 {
     int64_t shape[1] = {4};
     ladle_op *a = NULL, *b = NULL, *c = NULL, *p = NULL;
-    LT_OK(ladle_embedding_create(1, shape, 200, 50, LADLE_F64, lt_device(), 5, &a));
-    LT_OK(ladle_embedding_create(1, shape, 200, 50, LADLE_F32, lt_device(), 5, &b));
-    LT_OK(ladle_embedding_create(1, shape, 200, 50, LADLE_F64, lt_device(), 6, &c));
+    ladle_embedding_desc d;
+    ladle_embedding_desc_init(&d, 200, 50);
+    LT_OK(ladle_embedding_create(&d, 1, shape, LADLE_F64, lt_device(), 5, &a));
+    LT_OK(ladle_embedding_create(&d, 1, shape, LADLE_F32, lt_device(), 5, &b));
+    LT_OK(ladle_embedding_create(&d, 1, shape, LADLE_F64, lt_device(), 6, &c));
     int64_t xs[3] = {2, 3, 4};
     LT_OK(ladle_pos_embedding_create(3, xs, 100, LADLE_F64, lt_device(), 5, &p));
     double *wa = host(ladle_op_param(a, 0)), *wb = host(ladle_op_param(b, 0));
@@ -192,7 +203,8 @@ START_TEST(weight_gradients_by_finite_differences)
 {
     int64_t shape[2] = {3, 4}, xs[3] = {3, 4, 2};
     ladle_op *emb = NULL, *pos = NULL;
-    LT_OK(ladle_embedding_create(2, shape, 5, 2, LADLE_F64, lt_device(), 2, &emb));
+    ladle_embedding_desc d;
+    LT_OK(ladle_embedding_create(ed(&d, 5, 2), 2, shape, LADLE_F64, lt_device(), 2, &emb));
     LT_OK(ladle_pos_embedding_create(3, xs, 6, LADLE_F64, lt_device(), 2, &pos));
     ladle_op *ops[2] = {emb, pos};
     for (int k = 0; k < 2; k++) {
@@ -317,7 +329,8 @@ START_TEST(in_a_sequential)
     for (int k = 0; k < 2; k++) {
         ladle_layernorm_desc d;
         ladle_layernorm_desc_init(&d, 1);
-        LT_OK(ladle_embedding_create(2, ids_shape, 9, 6, LADLE_F64, lt_device(), 4,
+        ladle_embedding_desc e;
+        LT_OK(ladle_embedding_create(ed(&e, 9, 6), 2, ids_shape, LADLE_F64, lt_device(), 4,
                                      &parts[k][0]));
         LT_OK(
             ladle_pos_embedding_create(3, xs, 5, LADLE_F64, lt_device(), 5, &parts[k][1]));
@@ -379,28 +392,101 @@ START_TEST(bad_input)
 {
     int64_t shape[2] = {2, 3}, neg[2] = {2, -1}, xs[3] = {2, 3, 4};
     ladle_op *op = NULL;
-    LT_FAILS(ladle_embedding_create(2, NULL, 5, 4, LADLE_F32, lt_device(), 1, &op),
+    ladle_embedding_desc d, alt;
+    ladle_embedding_desc_init(&d, 5, 4);
+    LT_FAILS(ladle_embedding_create(NULL, 2, shape, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_embedding_create(2, shape, 5, 4, LADLE_F32, lt_device(), 1, NULL),
+    LT_FAILS(ladle_embedding_create(&d, 2, NULL, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_NULL);
-    LT_FAILS(ladle_embedding_create(2, shape, 0, 4, LADLE_F32, lt_device(), 1, &op),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_embedding_create(2, shape, 5, -2, LADLE_F32, lt_device(), 1, &op),
-             LADLE_ERR_ARG);
-    LT_FAILS(ladle_embedding_create(0, shape, 5, 4, LADLE_F32, lt_device(), 1, &op),
+    LT_FAILS(ladle_embedding_create(&d, 2, shape, LADLE_F32, lt_device(), 1, NULL),
+             LADLE_ERR_NULL);
+    LT_FAILS_SAYING(
+        ladle_embedding_create(ed(&alt, 0, 4), 2, shape, LADLE_F32, lt_device(), 1, &op),
+        LADLE_ERR_ARG, "num_embeddings 0 and embedding_dim 4");
+    LT_FAILS_SAYING(
+        ladle_embedding_create(ed(&alt, 5, -2), 2, shape, LADLE_F32, lt_device(), 1, &op),
+        LADLE_ERR_ARG, "num_embeddings 5 and embedding_dim -2");
+    LT_FAILS(ladle_embedding_create(&d, 0, shape, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(
-        ladle_embedding_create(LADLE_MAX_NDIM, xs, 5, 4, LADLE_F32, lt_device(), 1, &op),
-        LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_embedding_create(2, neg, 5, 4, LADLE_F32, lt_device(), 1, &op),
+    LT_FAILS(ladle_embedding_create(&d, LADLE_MAX_NDIM, xs, LADLE_F32, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_embedding_create(2, shape, 5, 4, LADLE_I64, lt_device(), 1, &op),
+    LT_FAILS(ladle_embedding_create(&d, 2, neg, LADLE_F32, lt_device(), 1, &op),
+             LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_embedding_create(&d, 2, shape, LADLE_I64, lt_device(), 1, &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_embedding_create(2, shape, 5, 4, LADLE_F32, LADLE_CUDA, 1, &op),
+    LT_FAILS(ladle_embedding_create(&d, 2, shape, LADLE_F32, LADLE_CUDA, 1, &op),
              LADLE_ERR_DEVICE);
+    /* the descriptor: a size that is not its _init's (a zeroed struct, an
+     * older or smaller one), a flag bit the distributed layer does not know */
+    ladle_embedding_desc zeroed = {0};
+    LT_FAILS_SAYING(
+        ladle_embedding_create(&zeroed, 2, shape, LADLE_F32, lt_device(), 1, &op),
+        LADLE_ERR_ARG, "descriptor size 0");
+    ed(&alt, 5, 4);
+    alt.size = sizeof alt - 1;
+    LT_FAILS_SAYING(ladle_embedding_create(&alt, 2, shape, LADLE_F32, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "descriptor size");
+    ed(&alt, 5, 4);
+    alt.flags = 0x80;
+    LT_FAILS_SAYING(ladle_embedding_create(&alt, 2, shape, LADLE_F32, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x80");
+    alt.flags = LADLE_CHECKED | 0x100;
+    LT_FAILS_SAYING(ladle_embedding_create(&alt, 2, shape, LADLE_F32, lt_device(), 1, &op),
+                    LADLE_ERR_ARG, "unknown flags 0x104");
     LT_ASSERT(op == NULL, "no op on failure");
+    /* LADLE_CHECKED, the distributed layer's flag, is accepted and changes
+     * nothing on one rank: the same layer bit for bit */
+    ladle_op *plain = NULL, *checked = NULL;
+    ed(&alt, 5, 4);
+    alt.flags = LADLE_CHECKED;
+    LT_OK(ladle_embedding_create(&d, 2, shape, LADLE_F64, lt_device(), 3, &plain));
+    LT_OK(ladle_embedding_create(&alt, 2, shape, LADLE_F64, lt_device(), 3, &checked));
+    {
+        /* lt_same_layer draws real x: an embedding reads ids, so the same
+         * comparison by hand (weights, y and dW, exactly equal) */
+        ladle_op *two[2] = {plain, checked};
+        ladle_tensor *tid = ids_tensor(2, shape, 5, 11), *ty[2],
+                     *tdy = lt_op_tensor(plain, 1);
+        double *got[2][3];
+        LT_OK(ladle_tensor_fill_random(tdy, 11, 1));
+        for (int k = 0; k < 2; k++) {
+            ty[k] = lt_op_tensor(two[k], 1);
+            ladle_ctx *ctx = NULL;
+            LT_OK(ladle_ctx_create(two[k], &ctx));
+            LT_OK(ladle_op_zero_grad(two[k]));
+            LT_OK(ladle_layer_forward(two[k], ctx, tid, ty[k]));
+            LT_OK(ladle_layer_backward_weight(two[k], ctx, tdy));
+            got[k][0] = host(ladle_op_param(two[k], 0));
+            got[k][1] = host(ty[k]);
+            got[k][2] = host(ladle_op_grad(two[k], 0));
+            ladle_ctx_destroy(&ctx);
+        }
+        int64_t len[3] = {20, 24, 20}; /* V E, 2 3 E, V E */
+        int differ = 0;
+        for (int j = 0; j < 3; j++)
+            for (int64_t e = 0; e < len[j]; e++)
+                differ += got[0][j][e] != got[1][j][e];
+        LT_ASSERT(differ == 0, "embedding with LADLE_CHECKED: %d values differ", differ);
+        for (int k = 0; k < 2; k++) {
+            for (int j = 0; j < 3; j++)
+                free(got[k][j]);
+            ladle_tensor_destroy(&ty[k]);
+        }
+        ladle_tensor_destroy(&tid);
+        ladle_tensor_destroy(&tdy);
+    }
+    ladle_op_destroy(&plain);
+    ladle_op_destroy(&checked);
+    /* _init: the size, the extents, no flags; NULL does nothing */
+    memset(&alt, 0xff, sizeof alt);
+    ladle_embedding_desc_init(&alt, 7, 3);
+    LT_ASSERT(alt.size == sizeof alt && alt.num_embeddings == 7 && alt.embedding_dim == 3 &&
+                  alt.flags == 0,
+              "ladle_embedding_desc_init: size %zu, %lld x %lld, flags 0x%x", alt.size,
+              (long long)alt.num_embeddings, (long long)alt.embedding_dim, alt.flags);
+    ladle_embedding_desc_init(NULL, 7, 3);
     /* ids out of range: refused before anything is read, naming id and place */
-    LT_OK(ladle_embedding_create(2, shape, 5, 4, LADLE_F64, lt_device(), 1, &op));
+    LT_OK(ladle_embedding_create(&d, 2, shape, LADLE_F64, lt_device(), 1, &op));
     ladle_tensor *ids = lt_tensor(LADLE_I64, 2, shape), *y = lt_op_tensor(op, 1);
     ladle_tensor *fx = lt_tensor(LADLE_F64, 2, shape);
     LT_OK(ladle_tensor_fill(y, 7.0));
@@ -458,8 +544,9 @@ START_TEST(cuda_refuses_tokens)
     int64_t shape[2] = {2, 3};
     for (int f64 = 0; f64 < 2; f64++) {
         ladle_op *op = NULL;
-        ladle_status st = ladle_embedding_create(2, shape, 5, 4, f64 ? LADLE_F64 : LADLE_F32,
-                                                 LADLE_CUDA, 1, &op);
+        ladle_embedding_desc d;
+        ladle_status st = ladle_embedding_create(
+            ed(&d, 5, 4), 2, shape, f64 ? LADLE_F64 : LADLE_F32, LADLE_CUDA, 1, &op);
         LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
                       strstr(ladle_error_message(), "cuda backend has no embedding") != NULL,
                   "token embedding on cuda: %s: %s", ladle_status_name(st),

@@ -106,7 +106,9 @@ START_TEST(residual_block)
     LT_FAILS(ladle_residual_create(&wide, &out), LADLE_ERR_SHAPE);
     LT_ASSERT(wide != NULL && out == NULL, "a refused body stays the caller's");
     if (lt_device() != LADLE_CUDA) { /* no embedding kernels there */
-        LT_OK(ladle_embedding_create(2, xs, 7, 4, LADLE_F64, lt_device(), 1, &emb));
+        ladle_embedding_desc ed;
+        ladle_embedding_desc_init(&ed, 7, 4);
+        LT_OK(ladle_embedding_create(&ed, 2, xs, LADLE_F64, lt_device(), 1, &emb));
         LT_FAILS(ladle_residual_create(&emb, &out), LADLE_ERR_ARG);
     }
     LT_FAILS(ladle_residual_create(NULL, &out), LADLE_ERR_NULL);

@@ -950,7 +950,9 @@ static ladle_graph *token_graph(int ids_input, int *in, int *e, int *y)
     LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
     if (ids_input) {
         LT_OK(ladle_graph_add_input(g, "ids", NULL, 2, ids_shape, in));
-        LT_OK(ladle_embedding_create(2, ids_shape, TV, TE, LADLE_F64, lt_device(), 9, &emb));
+        ladle_embedding_desc ed;
+        ladle_embedding_desc_init(&ed, TV, TE);
+        LT_OK(ladle_embedding_create(&ed, 2, ids_shape, LADLE_F64, lt_device(), 9, &emb));
         LT_OK(ladle_graph_add_layer(g, "emb", emb, *in, e));
     } else {
         LT_OK(ladle_graph_add_input(g, "x", NULL, 3, xs, in));
@@ -1039,7 +1041,9 @@ START_TEST(token_inputs)
         LT_OK(ladle_graph_add_input(g, "ids", NULL, 2, ids_shape, &in));
         LT_OK(ladle_linear_create(LT_LINEAR(ids_shape[1], TT, 0, 0), 2, ids_shape,
                                   LADLE_F64, lt_device(), 1, &l2));
-        LT_OK(ladle_embedding_create(2, ids_shape, TV, TE, LADLE_F64, lt_device(), 9, &op));
+        ladle_embedding_desc ed;
+        ladle_embedding_desc_init(&ed, TV, TE);
+        LT_OK(ladle_embedding_create(&ed, 2, ids_shape, LADLE_F64, lt_device(), 9, &op));
         if (k == 0) { /* both read the input: the linear as f64 */
             LT_OK(ladle_graph_add_layer(g, "emb", op, in, &v1));
             LT_OK(ladle_graph_add_layer(g, "lin", l2, in, &v2));

@@ -203,6 +203,14 @@ fail:
     return st;
 }
 
+/* The token embedding's descriptor: the vocabulary by the width. */
+static ladle_embedding_desc wte_desc(const ladle_gpt_desc *d)
+{
+    ladle_embedding_desc e;
+    ladle_embedding_desc_init(&e, d->vocab, d->width);
+    return e;
+}
+
 /* The graph of d on this rank's block; b->p set when data parallel. */
 static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **out)
 {
@@ -216,12 +224,13 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
     b->xs[1] = t;
     b->xs[2] = d->width;
     int64_t ids_shape[2] = {n, t};
+    ladle_embedding_desc wd = wte_desc(d);
     LADLE_CALL(ladle_graph_create(d->dtype, d->device, 0, &b->g));
     LADLE_CALL(ladle_graph_add_input(b->g, "ids", NULL, 2, ids_shape, &ids));
-    LADLE_CALL(add(b, "wte",
-                   ladle_embedding_create(2, ids_shape, d->vocab, d->width, d->dtype,
-                                          d->device, b->seed++, &op),
-                   &op, ids, &x));
+    LADLE_CALL(
+        add(b, "wte",
+            ladle_embedding_create(&wd, 2, ids_shape, d->dtype, d->device, b->seed++, &op),
+            &op, ids, &x));
     op = NULL;
     /* this rank's positions: its sequence block's */
     ladle_status made = ladle_pos_embedding_create(3, b->xs, d->context, d->dtype,
@@ -359,8 +368,10 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
     ladle_layernorm_desc nd;
     ladle_layernorm_desc_init(&nd, 1);
     *out = NULL;
-    if (i == 0)
-        return ladle_embedding_create(2, ids, d->vocab, d->width, dt, dev, seed, out);
+    if (i == 0) {
+        ladle_embedding_desc wd = wte_desc(d);
+        return ladle_embedding_create(&wd, 2, ids, dt, dev, seed, out);
+    }
     if (i == 1)
         return ladle_pos_embedding_create(3, xs, d->context, dt, dev, seed, out);
     if (i < front)
@@ -519,10 +530,11 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
     ladle_layernorm_desc nd;
     ladle_layernorm_desc_init(&nd, 1);
     *out = NULL;
-    if (i == 0)
-        return on_blocks(
-            ladle_embedding_create(2, ids, d->vocab, d->width, dt, dev, seed, &op), &op,
-            c->ids, c->x, out);
+    if (i == 0) {
+        ladle_embedding_desc wd = wte_desc(d);
+        return on_blocks(ladle_embedding_create(&wd, 2, ids, dt, dev, seed, &op), &op,
+                         c->ids, c->x, out);
+    }
     if (i == 1) {
         ladle_status made =
             ladle_pos_embedding_create(3, xs, d->context, dt, dev, seed, &op);

@@ -346,39 +346,47 @@ LADLE_API ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
                                                     ladle_op **op);
 
 /*
- * Vocabulary-parallel token embedding: the weight w (num_embeddings x
- * embedding_dim, V x E) split by rows in balance over p_w (a 1-D partition
- * of P ranks: rank r holds rows [o_r, o_r + V_r)), the ids (i64, ids_shape,
- * ndim 1 .. LADLE_MAX_NDIM - 1) whole on every rank of p_w, y (ids_shape x
- * E) on the one rank of p_y (a 1-D partition of extent 1, inside p_w or
- * not):
+ * Vocabulary-parallel token embedding (ladle_embedding_desc, shared with
+ * ladle_embedding_create): the weight w (d->num_embeddings x
+ * d->embedding_dim, V x E) split by rows in balance over p->w (a 1-D
+ * partition of P ranks: rank r holds rows [o_r, o_r + V_r)), the ids (i64,
+ * N x T: a batch of sequences) whole on every rank of p->w, y (N x T x E)
+ * on the one rank of p->y (a 1-D partition of extent 1, inside p->w or
+ * not). p->x must be NULL (the ids are not split).
  *
  *   forward   each rank looks up the ids in its rows (zero rows for the
- *             others); a sum-reduce p_w -> p_y adds the partial outputs,
+ *             others); a sum-reduce p->w -> p->y adds the partial outputs,
  *             so y = w[ids] (each id has exactly one owner)
- *   weight    dy broadcast p_y -> p_w (the sum-reduce's adjoint); each rank
- *             scatter-adds the rows of its ids into its own rows of dw
+ *   weight    dy broadcast p->y -> p->w (the sum-reduce's adjoint); each
+ *             rank scatter-adds the rows of its ids into its own rows of dw
  *             (gradients accumulate)
  *
  * The lookup is linear in w, and its adjoint is the weight pass: the
  * dot-product test <y, dy> = <w, dw> holds summed over the ranks. A layer
- * that needs y on every rank of p_w follows with ladle_broadcast_create(d,
- * p_y, p_w, ...), whose adjoint sums the ranks' gradients back. The weight
- * starts as the rows of ladle_embedding_create's with the same seed
- * (normal(0, 1)); every rank reports the parameter with its global shape
- * (ladle_op_param_shard). No gradient for the ids (ladle_layer_backward
- * takes dx NULL). The ids are checked at every forward and the ranks agree
- * before the sum-reduce (one small all-reduce): an id outside 0..V-1 gives
- * LADLE_ERR_ARG on every rank. Every rank of p_w needs at least one row
- * (P <= V). Host loops: the layer runs on the CPU only (LADLE_ERR_DEVICE
- * otherwise). Collective over p_w and p_y. Returns LADLE_ERR_NULL,
- * LADLE_ERR_ARG, LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_DEVICE,
- * LADLE_ERR_PARTITION, LADLE_ERR_MPI, LADLE_ERR_ALLOC, LADLE_ERR_REMOTE.
+ * that needs y on every rank of p->w follows with ladle_broadcast_create(&bd,
+ * p->y, p->w, ...), whose adjoint sums the ranks' gradients back. The
+ * weight starts as the rows of ladle_embedding_create's with the same d
+ * and seed (normal(0, 1)); every rank reports the parameter with its
+ * global shape (ladle_op_param_shard). No gradient for the ids
+ * (ladle_layer_backward takes dx NULL). The ids are checked at every
+ * forward and the ranks agree before the sum-reduce (one small
+ * all-reduce): an id outside 0..V-1 gives LADLE_ERR_ARG on every rank.
+ * Every rank of p->w needs at least one row (P <= V). Host loops: the layer
+ * runs on the CPU only (LADLE_ERR_DEVICE otherwise). d->flags:
+ * LADLE_CHECKED. Collective over p->w and p->y. Returns LADLE_ERR_NULL (d,
+ * p, p->w, p->y, ids_shape or op), LADLE_ERR_ARG (a bad descriptor size, V
+ * or E below 1, a flag bit other than LADLE_CHECKED, ranks passing
+ * different arguments), LADLE_ERR_SHAPE (a non-positive extent, P > V),
+ * LADLE_ERR_DTYPE, LADLE_ERR_DEVICE, LADLE_ERR_PARTITION (p->x not NULL,
+ * p->w not 1-D, p->y not one rank), LADLE_ERR_MPI, LADLE_ERR_ALLOC,
+ * LADLE_ERR_REMOTE.
  */
-LADLE_API ladle_status ladle_dist_vocab_embedding_create(
-    const ladle_partition *p_w, const ladle_partition *p_y, int ndim, const int64_t ids_shape[],
-    int64_t num_embeddings, int64_t embedding_dim, ladle_dtype dtype, ladle_device device,
-    uint64_t seed, unsigned flags, ladle_op **op);
+LADLE_API ladle_status ladle_dist_vocab_embedding_create(const ladle_embedding_desc *d,
+                                                         const ladle_dist_partitions *p,
+                                                         const int64_t ids_shape[2],
+                                                         ladle_dtype dtype,
+                                                         ladle_device device, uint64_t seed,
+                                                         ladle_op **op);
 
 /*
  * Data parallelism for any sequential layer with parameters: *layer (a

@@ -461,8 +461,8 @@ LADLE_API ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndi
 /*
  * Token embedding: x holds token ids (an LADLE_I64 tensor of ids_shape, any
  * ndim from 1, dimension 0 the batch), y = w[x] of shape ids_shape + [E]:
- * y[..., :] = w[id, :] with the weight w ("weight") num_embeddings x
- * embedding_dim (V x E), drawn from normal(0, 1) as PyTorch's nn.Embedding
+ * y[..., :] = w[id, :] with the weight w ("weight") d->num_embeddings x
+ * d->embedding_dim (V x E), drawn from normal(0, 1) as PyTorch's nn.Embedding
  * (a counter-based generator keyed by seed, the same values on every
  * device). The forward refuses an id outside 0 .. V-1 with LADLE_ERR_ARG,
  * naming the id and its index, before it reads anything. The layer has no
@@ -474,16 +474,31 @@ LADLE_API ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndi
  * write the weight. Devices whose backend has no embedding kernels (CUDA)
  * refuse it with LADLE_ERR_DEVICE.
  */
-/* Local. Returns LADLE_ERR_NULL (ids_shape or op NULL), LADLE_ERR_ARG
- * (num_embeddings or embedding_dim below 1), LADLE_ERR_SHAPE (ndim outside
- * 1 .. LADLE_MAX_NDIM - 1, a non-positive extent, y too large),
- * LADLE_ERR_DTYPE (dtype not f32 or f64; it is the weight's and y's),
- * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. The forward adds LADLE_ERR_DTYPE for
- * x not LADLE_I64 and LADLE_ERR_ARG for an id out of range. */
-LADLE_API ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[],
-                                              int64_t num_embeddings, int64_t embedding_dim,
-                                              ladle_dtype dtype, ladle_device device,
-                                              uint64_t seed, ladle_op **op);
+/* The token embedding's options, shared by the sequential layer and the
+ * vocabulary-parallel one (ladle_dist_vocab_embedding_create). */
+typedef struct ladle_embedding_desc {
+    size_t size; /* sizeof(ladle_embedding_desc), set by ladle_embedding_desc_init */
+    int64_t num_embeddings; /* V: the weight's rows, the ids' range, >= 1 */
+    int64_t embedding_dim;  /* E: the weight's columns, y's last extent, >= 1 */
+    unsigned flags;         /* the distributed layer's: LADLE_CHECKED; 0 */
+} ladle_embedding_desc;
+
+/* V and E, no flags. Local; d NULL does nothing. */
+LADLE_API void ladle_embedding_desc_init(ladle_embedding_desc *d, int64_t num_embeddings,
+                                         int64_t embedding_dim);
+/* The token embedding of d over ids of ids_shape (ndim dimensions). d->flags
+ * are the distributed layer's (LADLE_CHECKED); here they change nothing.
+ * Local. Returns LADLE_ERR_NULL (d, ids_shape or op NULL), LADLE_ERR_ARG (a
+ * bad descriptor size; num_embeddings or embedding_dim below 1; a flag bit
+ * other than LADLE_CHECKED), LADLE_ERR_SHAPE (ndim outside 1 ..
+ * LADLE_MAX_NDIM - 1, a non-positive extent, y too large), LADLE_ERR_DTYPE
+ * (dtype not f32 or f64; it is the weight's and y's), LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. The forward adds LADLE_ERR_DTYPE for x not LADLE_I64 and
+ * LADLE_ERR_ARG for an id out of range. */
+LADLE_API ladle_status ladle_embedding_create(const ladle_embedding_desc *d, int ndim,
+                                              const int64_t ids_shape[], ladle_dtype dtype,
+                                              ladle_device device, uint64_t seed,
+                                              ladle_op **op);
 
 /*
  * Learned positional embedding: x is N x T x E, the weight p ("weight") is

@@ -1,7 +1,7 @@
 /*
  * Vocabulary-parallel token embedding (see ladle/distributed.h): the
- * weight V x E split by rows over p_w (P ranks, balanced), the ids
- * replicated on every rank of p_w, y on the one rank of p_y:
+ * weight V x E split by rows over p->w (P ranks, balanced), the ids
+ * replicated on every rank of p->w, y on the one rank of p->y:
  *
  *   y = R (sum over r of L_r w_r),      dw_r += L_r* (R* dy)
  *
@@ -158,14 +158,19 @@ static const ladle_op_vtable vembed_vt = {
 };
 
 /* The checks every rank makes alike, from global facts only. */
-static ladle_status validate(const ladle_partition *p_w, const ladle_partition *p_y,
-                             int ndim, const int64_t *ids_shape, int64_t vocab, int64_t dim,
+static ladle_status validate(const ladle_dist_partitions *p, int ndim,
+                             const int64_t *ids_shape, int64_t vocab, int64_t dim,
                              ladle_dtype dtype, ladle_device device, unsigned flags,
                              const char *f)
 {
+    const ladle_partition *p_w = p->w, *p_y = p->y;
     ladle_status st = ladle__make_check_kind(dtype, flags, f);
     if (st != LADLE_OK)
         return st;
+    if (p->x != NULL)
+        return ladle__raise(LADLE_ERR_PARTITION, f,
+                            "p->x must be NULL: the ids are whole on every rank of p->w "
+                            "(the layer takes p->w and p->y only)");
     if (device != LADLE_CPU)
         return ladle__raise(LADLE_ERR_DEVICE, f,
                             "the vocabulary-parallel embedding runs on the CPU only (%s "
@@ -254,27 +259,37 @@ fail:
     return st;
 }
 
-ladle_status ladle_dist_vocab_embedding_create(
-    const ladle_partition *p_w, const ladle_partition *p_y, int ndim,
-    const int64_t ids_shape[], int64_t num_embeddings, int64_t embedding_dim,
-    ladle_dtype dtype, ladle_device device, uint64_t seed, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_vocab_embedding_create(const ladle_embedding_desc *d,
+                                               const ladle_dist_partitions *p,
+                                               const int64_t ids_shape[2],
+                                               ladle_dtype dtype, ladle_device device,
+                                               uint64_t seed, ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     vembed *v = NULL;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    LADLE_NOT_NULL(p);
+    const ladle_partition *p_w = p->w, *p_y = p->y;
     LADLE_NOT_NULL(p_w);
     LADLE_NOT_NULL(p_y);
     LADLE_NOT_NULL(ids_shape);
     LADLE_NOT_NULL(out);
+    /* the ids are N x T (a batch of sequences); the layer itself takes any ndim */
+    const int ndim = 2;
+    int64_t num_embeddings = d->num_embeddings, embedding_dim = d->embedding_dim;
+    unsigned flags = d->flags;
+    m.flags = flags;
     const ladle_partition *parts[2] = {p_w, p_y};
-    local = validate(p_w, p_y, ndim, ids_shape, num_embeddings, embedding_dim, dtype,
-                     device, flags, f);
+    local = validate(p, ndim, ids_shape, num_embeddings, embedding_dim, dtype, device,
+                     flags, f);
     int64_t args[5 + LADLE_MAX_NDIM] = {ndim, num_embeddings, embedding_dim, (int64_t)dtype,
                                         (int64_t)flags};
-    for (int d = 0; d < ndim && d < LADLE_MAX_NDIM; d++)
-        args[5 + d] = ids_shape[d];
+    for (int k = 0; k < ndim; k++)
+        args[5 + k] = ids_shape[k];
     uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 2, parts, 5 + LADLE_MAX_NDIM, args);
     h = ladle__hash(h, &seed, sizeof seed);
     LADLE_CALL(ladle__make_open(&m, 2, parts, local, h));

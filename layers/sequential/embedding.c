@@ -108,17 +108,33 @@ static const ladle_op_vtable embedding_vt = {
     .layer_backward_weight = emb_backward_weight,
 };
 
-ladle_status ladle_embedding_create(int ndim, const int64_t ids_shape[],
-                                    int64_t num_embeddings, int64_t embedding_dim,
-                                    ladle_dtype dtype, ladle_device device, uint64_t seed,
-                                    ladle_op **out)
+void ladle_embedding_desc_init(ladle_embedding_desc *d, int64_t num_embeddings,
+                               int64_t embedding_dim)
+{
+    if (d == NULL)
+        return;
+    memset(d, 0, sizeof *d);
+    d->size = sizeof *d;
+    d->num_embeddings = num_embeddings;
+    d->embedding_dim = embedding_dim;
+}
+
+ladle_status ladle_embedding_create(const ladle_embedding_desc *d, int ndim,
+                                    const int64_t ids_shape[], ladle_dtype dtype,
+                                    ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     embedding *v = NULL;
     int64_t y_shape[LADLE_MAX_NDIM], numel;
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(ids_shape);
     LADLE_NOT_NULL(out);
+    int64_t num_embeddings = d->num_embeddings, embedding_dim = d->embedding_dim;
+    /* the vocabulary-parallel layer's flags; on one rank they change nothing */
+    LADLE_CHECK((d->flags & ~(unsigned)LADLE_CHECKED) == 0, LADLE_ERR_ARG,
+                "unknown flags 0x%x", d->flags);
     LADLE_CHECK(ndim >= 1 && ndim < LADLE_MAX_NDIM, LADLE_ERR_SHAPE,
                 "the ids have %d dimensions: 1 .. %d (y adds one)", ndim,
                 LADLE_MAX_NDIM - 1);
