@@ -330,8 +330,9 @@ static void pool_overlap(int64_t n, int64_t c, int64_t s)
     d.stride[0] = d.stride[1] = 2;
     d.padding[0] = d.padding[1] = 1;
     ladle_op *plain = NULL, *ovl = NULL;
-    check(ladle_dist_pool_create(&d, p, xs, LADLE_F32, LADLE_CPU, 0, &plain), "dist pool");
-    check(ladle_dist_pool_create(&d, p, xs, LADLE_F32, LADLE_CPU, LADLE_OVERLAP_HALO, &ovl),
+    check(ladle_dist_pool_create(&d, p, xs, LADLE_F32, LADLE_CPU, &plain), "dist pool");
+    d.flags = LADLE_OVERLAP_HALO;
+    check(ladle_dist_pool_create(&d, p, xs, LADLE_F32, LADLE_CPU, &ovl),
           "overlapped dist pool");
     double to, tp, q = time_two(ovl, plain, &to, &tp);
     if (me == 0) {

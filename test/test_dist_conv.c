@@ -114,7 +114,7 @@ START_TEST(pool_equivalence)
             d.ceil_mode = kind == LADLE_POOL_MAX ? k % 2 : (v - 1) / 2;
             d.count_include_pad = kind == LADLE_POOL_AVG ? (v - 1) % 2 : 1;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(), 0, &dist));
+            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(), &dist));
             LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, lt_device(), &seq));
             char what[80];
             snprintf(what, sizeof what, "%s pool case %d (ceil %d, count_include_pad %d)",
@@ -166,7 +166,7 @@ START_TEST(avg_pool_divisors)
             d.ceil_mode = v % 3 != 0;
             d.count_include_pad = v % 3 == 1;
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_pool_create(&d, p, pc[k].x, dt, lt_device(), 0, &dist));
+            LT_OK(ladle_dist_pool_create(&d, p, pc[k].x, dt, lt_device(), &dist));
             LT_OK(ladle_pool_create(&d, pc[k].x, dt, lt_device(), &seq));
             char what[80];
             snprintf(what, sizeof what, "avg pool %zu (%s, ceil %d, count_include_pad %d)", k,
@@ -232,7 +232,7 @@ START_TEST(direct_when_nothing_moves)
         ladle_op *dist[2] = {NULL, NULL}, *seq[2] = {NULL, NULL};
         LT_OK(ladle_dist_conv_create(&cd, p, c->x, LADLE_F64, lt_device(), 5, &dist[0]));
         LT_OK(ladle_conv_create(&cd, c->x, LADLE_F64, lt_device(), 5, &seq[0]));
-        LT_OK(ladle_dist_pool_create(&pd, p, c->x, LADLE_F64, lt_device(), 0, &dist[1]));
+        LT_OK(ladle_dist_pool_create(&pd, p, c->x, LADLE_F64, lt_device(), &dist[1]));
         LT_OK(ladle_pool_create(&pd, c->x, LADLE_F64, lt_device(), &seq[1]));
         for (int j = 0; j < 2; j++) {
             char what[64];
@@ -293,8 +293,8 @@ START_TEST(overlap_equivalence)
             }
             d.count_include_pad = k % 2; /* the rescaled windows too */
             ladle_op *dist = NULL, *seq = NULL;
-            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(),
-                                         LADLE_OVERLAP_HALO, &dist));
+            d.flags = LADLE_OVERLAP_HALO; /* the sequential twin ignores it */
+            LT_OK(ladle_dist_pool_create(&d, p, c->x, LADLE_F64, lt_device(), &dist));
             LT_OK(ladle_pool_create(&d, c->x, LADLE_F64, lt_device(), &seq));
             overlap_count(dist, &boxes, &shells);
             char what[64];
@@ -363,8 +363,8 @@ START_TEST(overlap_runs)
         ladle_pool_desc_init(&d, v ? LADLE_POOL_AVG : LADLE_POOL_MAX, 2, 3);
         d.stride[0] = d.stride[1] = 2;
         d.padding[0] = d.padding[1] = 1;
-        LT_OK(ladle_dist_pool_create(&d, p, xs, LADLE_F64, lt_device(), LADLE_OVERLAP_HALO,
-                                     &dist));
+        d.flags = LADLE_OVERLAP_HALO;
+        LT_OK(ladle_dist_pool_create(&d, p, xs, LADLE_F64, lt_device(), &dist));
         LT_OK(ladle_pool_create(&d, xs, LADLE_F64, lt_device(), &seq));
         /* the first tile's windows never read the halo: no shell there */
         expect_boxes(dist, lt_rank < 2 ? 4 : 0,
@@ -443,6 +443,15 @@ START_TEST(overlap_bound_weights)
                                  (int64_t[]){2, 3}, LADLE_F64, lt_device(), 1, &dist),
         LADLE_ERR_ARG, "unknown flags");
     ladle_partition_destroy(&q);
+    /* a pooling's flags are its descriptor's: a bit it does not know is
+     * refused by the distributed and the sequential layer */
+    ladle_pool_desc pd;
+    ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
+    pd.flags = 0x100;
+    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), &dist),
+                    LADLE_ERR_ARG, "unknown flags 0x100");
+    LT_FAILS_SAYING(ladle_pool_create(&pd, xs, LADLE_F64, lt_device(), &dist),
+                    LADLE_ERR_ARG, "unknown flags 0x100");
     ladle_partition_destroy(&p);
 }
 END_TEST
@@ -681,7 +690,7 @@ START_TEST(bad_input)
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_AVG, 2, 2);
     pd.kind = (ladle_pool_kind)5;
-    LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), &op),
              LADLE_ERR_ARG);
     if (lt_size >= 2) {
         int g2[4] = {1, 2, 1, 1};

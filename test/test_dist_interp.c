@@ -18,7 +18,7 @@ static void di_case(const ladle_interp_desc *d, const int *grid, const int64_t *
         return;
     ladle_partition *p = lt_partition(2 + d->nd, grid, 0);
     ladle_op *dist = NULL, *seq = NULL;
-    LT_OK(ladle_dist_interp_create(d, p, xs, dt, lt_device(), 0, &dist));
+    LT_OK(ladle_dist_interp_create(d, p, xs, dt, lt_device(), &dist));
     LT_OK(ladle_interp_create(d, xs, dt, lt_device(), &seq));
     LT_ASSERT(ladle_op_kind_of(dist) == LADLE_OP_DIST_INTERPOLATE, "%s: kind", what);
     lt_equivalent(dist, seq, 50 + (uint64_t)n, dt == LADLE_F64 ? 1e-13 : 1e-5, what);
@@ -141,16 +141,23 @@ START_TEST(bad_input)
     ladle_device dev = lt_device();
     ladle_interp_desc d;
     ladle_interp_desc_init(&d, LADLE_INTERP_LINEAR, 2, 2);
-    LT_FAILS(ladle_dist_interp_create(NULL, p, xs, LADLE_F64, dev, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_interp_create(&d, NULL, xs, LADLE_F64, dev, 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, 0, NULL), LADLE_ERR_NULL);
-    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_I64, dev, 0, &op), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, 0x40, &op), LADLE_ERR_ARG);
-    LT_FAILS(ladle_dist_interp_create(&d, p3, xs, LADLE_F64, dev, 0, &op), LADLE_ERR_PARTITION);
+    LT_FAILS(ladle_dist_interp_create(NULL, p, xs, LADLE_F64, dev, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_interp_create(&d, NULL, xs, LADLE_F64, dev, &op), LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_I64, dev, &op), LADLE_ERR_DTYPE);
+    d.flags = 0x40;
+    LT_FAILS_SAYING(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, &op), LADLE_ERR_ARG,
+                    "unknown flags 0x40");
+    d.flags = 0;
+    d.size = 4;
+    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, &op), LADLE_ERR_ARG);
+    d.size = sizeof d;
+    LT_FAILS(ladle_dist_interp_create(&d, p3, xs, LADLE_F64, dev, &op),
+             LADLE_ERR_PARTITION);
     d.scale[1] = 0;
-    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, 0, &op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, &op), LADLE_ERR_ARG);
     ladle_interp_desc_init(&d, LADLE_INTERP_LINEAR, 2, (int64_t)1 << 31);
-    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, 0, &op), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_dist_interp_create(&d, p, xs, LADLE_F64, dev, &op), LADLE_ERR_SHAPE);
     LT_ASSERT(op == NULL, "the handle stays untouched");
     ladle_partition_destroy(&p), ladle_partition_destroy(&p3);
 }

@@ -429,7 +429,7 @@ START_TEST(creates_on_a_missing_device)
                         &cd, &(ladle_dist_partitions){.x = p4, .w = p4, .y = p4}, img,
                         LADLE_F64, D, 1, &op),
                     LADLE_ERR_DEVICE, "cuda");
-    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, 0, &op),
+    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p4, img, LADLE_F64, D, &op),
                     LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_dist_batchnorm_create(&bd, p2, f2, LADLE_F64, D, &op),
                     LADLE_ERR_DEVICE, "cuda");
@@ -440,7 +440,7 @@ START_TEST(creates_on_a_missing_device)
                     LADLE_ERR_DEVICE, "cuda");
     LT_FAILS_SAYING(ladle_dist_global_avg_pool_create(p4, img, p2, LADLE_F64, D, 0, &op),
                     LADLE_ERR_DEVICE, "cuda");
-    LT_FAILS_SAYING(ladle_dist_interp_create(&id, p4, img, LADLE_F64, D, 0, &op),
+    LT_FAILS_SAYING(ladle_dist_interp_create(&id, p4, img, LADLE_F64, D, &op),
                     LADLE_ERR_DEVICE, "cuda");
     LT_ASSERT(op == NULL, "an op was made on a missing device");
 

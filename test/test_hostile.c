@@ -150,7 +150,7 @@ START_TEST(distributed_windows)
     ladle_pool_desc pd;
     ladle_pool_desc_init(&pd, LADLE_POOL_MAX, 2, 2);
     pd.stride[1] = HUGE64;
-    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), 0, &op),
+    LT_FAILS_SAYING(ladle_dist_pool_create(&pd, p, xs, LADLE_F64, lt_device(), &op),
                     LADLE_ERR_ARG, "stride");
     /* an x whose extents wrap when multiplied */
     int64_t wrap[4] = {2, 3, INT64_C(1) << 40, INT64_C(1) << 40};

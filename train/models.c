@@ -182,7 +182,7 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
             &op));
     }
     LADLE_CALL(
-        add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, 0, &op), &op));
+        add(b, ladle_dist_pool_create(&p, p4, (int64_t[]){n, 6, s, s}, dt, dev, &op), &op));
     LADLE_CALL(relu(b, dt, dev));
     ladle_conv_desc_init(&c, 2, 6, 16, 5);
     LADLE_CALL(add(b,
@@ -196,7 +196,7 @@ static ladle_status distributed(const ladle_lenet_desc *d, MPI_Comm comm, builde
         bn.group_size = d->bn_group;
         LADLE_CALL(add(b, ladle_dist_batchnorm_create(&bn, p4, x3, dt, dev, &op), &op));
     }
-    LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, 0, &op), &op));
+    LADLE_CALL(add(b, ladle_dist_pool_create(&p, p4, x3, dt, dev, &op), &op));
     LADLE_CALL(relu(b, dt, dev));
     LADLE_CALL(add(b, ladle_dist_flatten_create(p4, x4, p2, dt, dev, 0, &op), &op));
     int64_t f = 16 * s2 * s2;

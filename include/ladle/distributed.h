@@ -164,12 +164,13 @@ LADLE_API ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
  * average pooling with count_include_pad 0 or ceil mode rescales each
  * output to its window's divisor, which depends only on the window's global
  * position and the global extent, so each rank plans its factors at
- * creation. Collective over p_x. Returns the codes of
- * ladle_dist_conv_create.
+ * creation. d->flags may hold LADLE_CHECKED and LADLE_OVERLAP_HALO.
+ * Collective over p_x. Returns the codes of ladle_dist_conv_create.
  */
-LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
+LADLE_API ladle_status ladle_dist_pool_create(const ladle_pool_desc *d,
+                                              const ladle_partition *p_x,
                                               const int64_t x_shape[], ladle_dtype dtype,
-                                              ladle_device device, unsigned flags, ladle_op **op);
+                                              ladle_device device, ladle_op **op);
 
 /*
  * Adaptive average pooling (ladle_adaptive_avg_pool_create) with x of
@@ -282,14 +283,14 @@ LADLE_API ladle_status ladle_dist_global_avg_pool_create(
  * coordinates, and the backward scatters dy into the window and adds every
  * window back into the owners of its cells. Equals ladle_interp_create on
  * the gathered tensors; linear (the dot-product test holds).
- * Collective over p_x. Returns the codes of ladle_dist_linear_create and
- * LADLE_ERR_DEVICE for a device without interpolation kernels (CUDA).
+ * d->flags may hold LADLE_CHECKED. Collective over p_x. Returns the codes
+ * of ladle_dist_linear_create and LADLE_ERR_DEVICE for a device without
+ * interpolation kernels (CUDA).
  */
 LADLE_API ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
                                                 const ladle_partition *p_x,
                                                 const int64_t x_shape[], ladle_dtype dtype,
-                                                ladle_device device, unsigned flags,
-                                                ladle_op **op);
+                                                ladle_device device, ladle_op **op);
 
 /*
  * Vocabulary-parallel cross entropy: logits x of global shape x_shape =

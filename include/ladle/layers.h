@@ -257,6 +257,7 @@ typedef struct ladle_pool_desc {
     int ceil_mode;         /* nonzero: output lengths round up */
     int count_include_pad; /* average pooling only; nonzero (the default): the
                               padding counts in the divisor */
+    unsigned flags; /* the distributed layer's: LADLE_CHECKED, LADLE_OVERLAP_HALO; 0 */
 } ladle_pool_desc;
 
 /* kernel k in each of nd dims, stride k, padding 0, dilation 1, no ceil
@@ -324,6 +325,7 @@ typedef struct ladle_interp_desc {
     int64_t out_size[3]; /* output extents; 0: in x scale */
     int64_t scale[3];    /* integer scale factors >= 1, used where out_size is 0 */
     int align_corners;   /* linear only: 0 or 1 */
+    unsigned flags;      /* the distributed layer's: LADLE_CHECKED; 0 */
 } ladle_interp_desc;
 
 /* mode, nd dims, scale factor `scale` in each, no explicit sizes,

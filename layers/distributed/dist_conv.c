@@ -685,6 +685,7 @@ static ladle_status make_pool(const kind *k, const int64_t *xs, int whole, ladle
 {
     ladle_pool_desc d = *(const ladle_pool_desc *)k->desc;
     (void)seed;
+    d.flags = 0;
     if (whole)
         return ladle_pool_create(&d, xs, dt, device, op);
     for (int i = 0; i < 3; i++)
@@ -759,13 +760,14 @@ ladle_status ladle_dist_conv_create_ex(const ladle_conv_desc *d, const ladle_con
 }
 
 ladle_status ladle_dist_pool_create(const ladle_pool_desc *d, const ladle_partition *p_x,
-                                    const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
-                                    unsigned flags, ladle_op **out)
+                                    const int64_t x_shape[], ladle_dtype dtype,
+                                    ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     spec sp;
     LADLE_NOT_NULL(d);
     LADLE_CHECK_SIZE(d);
+    unsigned flags = d->flags;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);

@@ -32,16 +32,20 @@ static ladle_status di_checks(const ladle_interp_desc *d, const ladle_partition 
     return st;
 }
 
-ladle_status ladle_dist_interp_create(const ladle_interp_desc *d, const ladle_partition *p_x,
-                                      const int64_t x_shape[], ladle_dtype dtype,
-                                      ladle_device device, unsigned flags, ladle_op **out)
+ladle_status ladle_dist_interp_create(const ladle_interp_desc *d,
+                                      const ladle_partition *p_x, const int64_t x_shape[],
+                                      ladle_dtype dtype, ladle_device device,
+                                      ladle_op **out)
 {
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle__planes p = {.kind = LADLE__PLANES_INTERP};
     int64_t ys[5] = {0}, args[24] = {0};
     LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
+    unsigned flags = d->flags;
+    m.flags = flags;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);

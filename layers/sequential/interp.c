@@ -34,6 +34,8 @@ static ladle_status check_desc(const ladle_interp_desc *d, const char *f)
         return ladle__raise(LADLE_ERR_ARG, f, "unknown interpolation mode %d", (int)d->mode);
     if (d->nd < 1 || d->nd > 3)
         return ladle__raise(LADLE_ERR_ARG, f, "%d spatial dimensions (1 to 3)", d->nd);
+    if (d->flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, f, "unknown flags 0x%x", d->flags);
     if (d->align_corners != 0 && d->align_corners != 1)
         return ladle__raise(LADLE_ERR_ARG, f, "align_corners %d is not 0 or 1",
                             d->align_corners);

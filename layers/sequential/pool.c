@@ -150,6 +150,8 @@ ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[]
     LADLE_NOT_NULL(out);
     LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
                 d->nd);
+    LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_OVERLAP_HALO)) == 0,
+                LADLE_ERR_ARG, "unknown flags 0x%x", d->flags);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, 2 + d->nd, x_shape, 3));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");

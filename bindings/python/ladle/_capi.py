@@ -140,7 +140,8 @@ class ladle_pool_desc(Structure):
                 ("padding", _arr(c_int64, 3)),
                 ("dilation", _arr(c_int64, 3)),
                 ("ceil_mode", c_int),
-                ("count_include_pad", c_int)]
+                ("count_include_pad", c_int),
+                ("flags", c_uint)]
 
 
 class ladle_batchnorm_desc(Structure):
@@ -361,7 +362,7 @@ PROTOTYPES = [
                                    HP]),
     ("ladle_dist_conv_grid_create", S, [POINTER(ladle_conv_desc), POINTER(ladle_dist_partitions),
                                         i64_p, c_int, c_int, c_uint64, HP]),
-    ("ladle_dist_pool_create", S, [POINTER(ladle_pool_desc), H, i64_p, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_pool_create", S, [POINTER(ladle_pool_desc), H, i64_p, c_int, c_int, HP]),
     ("ladle_dist_batchnorm_create", S, [POINTER(ladle_batchnorm_desc), H, i64_p, c_int, c_int,
                                         HP]),
     ("ladle_dist_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),

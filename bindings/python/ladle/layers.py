@@ -455,10 +455,10 @@ def DistPool(p_x, x_shape, kernel, kind="max", stride=None, padding=0, dilation=
     shape = _shape(x_shape)
     d = pool_desc(len(shape) - 2, kernel, kind, stride, padding, dilation, ceil_mode,
                   count_include_pad)
+    d.flags = _flags(checked)
     h = c_void_p()
     check(_core.lib.ladle_dist_pool_create(byref(d), p_x.handle, i64_array(shape),
-                                           ladle_dtype(dtype), ladle_device(device),
-                                           _flags(checked), byref(h)))
+                                           ladle_dtype(dtype), ladle_device(device), byref(h)))
     return _made(h, keep=[p_x])
 
 
