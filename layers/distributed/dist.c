@@ -239,3 +239,73 @@ ladle_status ladle__dist_replicas(ladle__make *m, ladle__dist_base *b, int np,
 fail:
     return st;
 }
+
+void ladle__dist_grid_free(ladle__dist_grid *g)
+{
+    ladle_op_destroy(&g->bcast);
+    ladle_op_destroy(&g->reduce);
+    ladle_tensor_destroy(&g->xb);
+    ladle_tensor_destroy(&g->dyp);
+    ladle_tensor_destroy(&g->yp);
+    ladle_tensor_destroy(&g->dxp);
+}
+
+ladle_status ladle__dist_grid_forward(ladle__dist_base *b, ladle__dist_grid *g,
+                                      ladle__dist_ctx *c, const ladle_tensor *x,
+                                      ladle_tensor *y)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *xb = c ? c->saved[0] : g->xb;
+    LADLE_CALL(ladle_op_forward(g->bcast, x, xb));
+    if (b->local)
+        LADLE_CALL(ladle_layer_forward(b->local, c ? c->local : NULL, xb, g->yp));
+    LADLE_CALL(ladle_op_forward(g->reduce, g->yp, y));
+    if (c)
+        c->ready = 0;
+fail:
+    return st;
+}
+
+/* dy spread onto the workers by R*: once per ctx and dy (into the ctx), or
+ * into the grid's own tensor for a ctx-less adjoint. */
+static ladle_status grid_spread(ladle__dist_grid *g, ladle__dist_ctx *c,
+                                const ladle_tensor *dy, ladle_tensor **dyp)
+{
+    ladle_status st = LADLE_OK;
+    *dyp = c ? c->saved[1] : g->dyp;
+    if (c == NULL || !c->ready) {
+        LADLE_CALL(ladle_op_adjoint(g->reduce, dy, *dyp));
+        if (c)
+            c->ready = 1;
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_grid_backward(ladle__dist_base *b, ladle__dist_grid *g,
+                                       ladle__dist_ctx *c, const ladle_tensor *dy,
+                                       ladle_tensor *dx)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *dyp;
+    LADLE_CALL(grid_spread(g, c, dy, &dyp));
+    if (b->local && c)
+        LADLE_CALL(ladle_layer_backward(b->local, c->local, dyp, g->dxp));
+    else if (b->local) /* the adjoint of a layer without bias */
+        LADLE_CALL(ladle_op_adjoint(b->local, dyp, g->dxp));
+    LADLE_CALL(ladle_op_adjoint(g->bcast, g->dxp, dx));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_grid *g,
+                                              ladle__dist_ctx *c, const ladle_tensor *dy)
+{
+    ladle_status st = LADLE_OK;
+    ladle_tensor *dyp;
+    LADLE_CALL(grid_spread(g, c, dy, &dyp));
+    if (b->local)
+        LADLE_CALL(ladle_layer_backward_weight(b->local, c->local, dyp));
+fail:
+    return st;
+}

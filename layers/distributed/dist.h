@@ -80,6 +80,38 @@ typedef struct ladle__dist_ctx {
 /* Free what the base owns (not the struct around it). */
 void ladle__dist_base_free(ladle__dist_base *b);
 
+/*
+ * The plumbing of a layer over a weight grid (the distributed linear, the
+ * convolution over a weight grid): y = R (I (x) L_ij) B x', with B the
+ * broadcast of this rank's input x' onto the workers, L_ij the worker's
+ * local layer (the base's), and R the sum-reduce of the partial outputs
+ * onto y's owners; dx' = B* L_ij* R* dy. A ctx holds the broadcast x'
+ * (saved[0], the local layer's saved input) and the spread dy (saved[1],
+ * which the weight pass reuses; ready says it holds the current dy's): set
+ * the base's saved_like to xb and dyp.
+ */
+typedef struct ladle__dist_grid {
+    ladle_op *bcast, *reduce; /* B and R */
+    ladle_tensor *xb, *dyp;   /* on the workers, for calls without a ctx */
+    ladle_tensor *yp, *dxp;   /* the partial y and the partial dx */
+} ladle__dist_grid;
+
+/* Free what the grid owns. */
+void ladle__dist_grid_free(ladle__dist_grid *g);
+/* y = R L B x (c may be NULL). Collective over B's and R's ranks. */
+ladle_status ladle__dist_grid_forward(ladle__dist_base *b, ladle__dist_grid *g,
+                                      ladle__dist_ctx *c, const ladle_tensor *x,
+                                      ladle_tensor *y);
+/* dx = B* L* R* dy: the local layer's backward with a ctx, its adjoint
+ * without one (a layer without bias). Collective over B's and R's ranks. */
+ladle_status ladle__dist_grid_backward(ladle__dist_base *b, ladle__dist_grid *g,
+                                       ladle__dist_ctx *c, const ladle_tensor *dy,
+                                       ladle_tensor *dx);
+/* The local layer's weight pass on the spread dy. Collective over R's
+ * ranks (when the ctx does not hold dy's spread yet). */
+ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_grid *g,
+                                              ladle__dist_ctx *c, const ladle_tensor *dy);
+
 /* A ctx's parts as ladle__dist_ctx_init makes them, in c; and freed (c
  * itself stays). */
 ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c);

@@ -27,20 +27,12 @@ typedef struct dgrid {
     int ndim, nd;                 /* tensor dimensions, spatial dimensions */
     ladle_halo_geometry g;        /* this rank's boxes on p_x */
     ladle_op *halo;               /* on p_x */
-    ladle_op *bcast, *reduce;     /* B and R */
+    ladle__dist_grid grid;        /* B, R and their tensors on p_w */
     ladle_tensor *padded, *gpadded, *xn, *dxn; /* on p_x */
-    ladle_tensor *xb, *dyp;       /* on p_w, for calls without a ctx */
-    ladle_tensor *yp, *dxp;       /* on p_w */
     int64_t co, cig, k[3];        /* global out channels, in channels, kernel */
     int64_t co_off, ci_off;       /* this worker's blocks */
     int worker;
 } dgrid;
-
-/* The ctx (ladle__dist_ctx): saved[0] is the box broadcast onto p_w (the
- * worker's saved input), saved[1] dy spread onto p_w, ready says saved[1]
- * holds the current dy's. */
-#define CTX_XB(c) ((c)->saved[0])
-#define CTX_DYP(c) ((c)->saved[1])
 
 static void dg_free(dgrid *v)
 {
@@ -48,16 +40,11 @@ static void dg_free(dgrid *v)
         return;
     ladle__dist_base_free(&v->base);
     ladle_op_destroy(&v->halo);
-    ladle_op_destroy(&v->bcast);
-    ladle_op_destroy(&v->reduce);
+    ladle__dist_grid_free(&v->grid);
     ladle_tensor_destroy(&v->padded);
     ladle_tensor_destroy(&v->gpadded);
     ladle_tensor_destroy(&v->xn);
     ladle_tensor_destroy(&v->dxn);
-    ladle_tensor_destroy(&v->xb);
-    ladle_tensor_destroy(&v->dyp);
-    ladle_tensor_destroy(&v->yp);
-    ladle_tensor_destroy(&v->dxp);
     ladle__free(v);
 }
 
@@ -66,33 +53,12 @@ static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
-    ladle_tensor *xb = c ? CTX_XB(c) : v->xb;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, v->padded));
     LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded,
                                     v->g.needed_offset, v->xn, zero));
-    LADLE_CALL(ladle_op_forward(v->bcast, v->xn, xb));
-    if (v->base.local)
-        LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xb, v->yp));
-    LADLE_CALL(ladle_op_forward(v->reduce, v->yp, y));
-    if (c)
-        c->ready = 0;
-fail:
-    return st;
-}
-
-static ladle_status spread_dy(dgrid *v, ladle__dist_ctx *c, const ladle_tensor *dy,
-                              ladle_tensor **dyp)
-{
-    ladle_status st = LADLE_OK;
-    *dyp = c ? CTX_DYP(c) : v->dyp;
-    if (c == NULL || !c->ready) {
-        LADLE_CALL(ladle_op_adjoint(v->reduce, dy, *dyp));
-        if (c)
-            c->ready = 1;
-    }
+    st = ladle__dist_grid_forward(&v->base, &v->grid, ctx ? ctx->impl : NULL, v->xn, y);
 fail:
     return st;
 }
@@ -102,19 +68,12 @@ static ladle_status dg_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
-    ladle_op *local = v->base.local;
-    ladle_tensor *dyp;
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (local && c)
-        LADLE_CALL(ladle_layer_backward(local, c->local, dyp, v->dxp));
-    else if (local)
-        LADLE_CALL(ladle_op_adjoint(local, dyp, v->dxp));
-    LADLE_CALL(ladle_op_adjoint(v->bcast, v->dxp, v->dxn));
+    LADLE_CALL(
+        ladle__dist_grid_backward(&v->base, &v->grid, ctx ? ctx->impl : NULL, dy, v->dxn));
     LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
     LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero,
                                     v->gpadded, v->g.needed_offset));
@@ -126,16 +85,9 @@ fail:
 static ladle_status dg_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                        int64_t n)
 {
-    ladle_status st = LADLE_OK;
     dgrid *v = op->impl;
-    ladle__dist_ctx *c = ctx->impl;
-    ladle_tensor *dyp;
     (void)n;
-    LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (v->base.local)
-        LADLE_CALL(ladle_layer_backward_weight(v->base.local, c->local, dyp));
-fail:
-    return st;
+    return ladle__dist_grid_backward_weight(&v->base, &v->grid, ctx->impl, dy);
 }
 
 static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
@@ -152,7 +104,7 @@ static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
             info->global[2 + d] = v->k[d];
     }
     /* the copy on the first tile writes */
-    const ladle_partition *pw = ladle_layout_partition(ladle_op_x_layout(v->reduce));
+    const ladle_partition *pw = ladle_layout_partition(ladle_op_x_layout(v->grid.reduce));
     const int *c = ladle_partition_coords(pw);
     int first = c != NULL;
     for (int d = 2; c && d < v->ndim; d++)
@@ -365,12 +317,12 @@ static ladle_status plan_ops(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
     LADLE_CALL(
         ladle__make_step(m->comm,
                          ladle__pair_create_mapped(pl->lxn, pl->lxb, pl->src_x, m->dtype,
-                                                   m->device, 0, &v->bcast, f),
+                                                   m->device, 0, &v->grid.bcast, f),
                          f));
     LADLE_CALL(
         ladle__make_step(m->comm,
                          ladle__pair_create_mapped(pl->lyp, m->ly, pl->src_y, m->dtype,
-                                                   m->device, 1, &v->reduce, f),
+                                                   m->device, 1, &v->grid.reduce, f),
                          f));
 fail:
     return st;
@@ -408,10 +360,10 @@ static ladle_status allocate(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.padded_shape, &v->gpadded));
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->xn));
     LADLE_CALL(ladle__dist_tensor(dt, dev, nd, v->g.needed_shape, &v->dxn));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->xb));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->dxp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->yp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->dyp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->grid.xb));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, xb, &v->grid.dxp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->grid.yp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, nd, ypb, &v->grid.dyp));
     for (int i = 0; i < 2; i++) {
         int n = i == 0 ? nd : 1;
         const int64_t *s = i == 0 ? w0 : b0;
@@ -419,8 +371,8 @@ static ladle_status allocate(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
         LADLE_CALL(ladle__dist_tensor(dt, dev, n, s, &v->base.grad[i]));
     }
     v->base.nsaved = 2;
-    v->base.saved_like[0] = v->xb;
-    v->base.saved_like[1] = v->dyp;
+    v->base.saved_like[0] = v->grid.xb;
+    v->base.saved_like[1] = v->grid.dyp;
 fail:
     return st;
 }

@@ -29,100 +29,42 @@ typedef struct dlinear {
     int64_t in_off, in_len;         /* its block of the input features */
     int64_t out_off, out_len;       /* and of the output features */
     int bias;
-    ladle_op *bcast_x;  /* B: P_x -> P_w */
-    ladle_op *reduce_y; /* R: P_w -> P_y */
-    ladle_tensor *xb, *dyp;      /* workspace on P_w for calls without a ctx */
-    ladle_tensor *yp, *dxp;      /* partial y, partial dx */
+    ladle__dist_grid grid; /* B: P_x -> P_w, R: P_w -> P_y, their tensors on P_w */
 } dlinear;
-
-/* The ctx (ladle__dist_ctx): saved[0] is x broadcast onto P_w (the local
- * forward's input), saved[1] dy broadcast onto P_w, ready says saved[1]
- * holds the current dy's. */
-#define CTX_XB(c) ((c)->saved[0])
-#define CTX_DYP(c) ((c)->saved[1])
 
 static void dl_free(dlinear *v)
 {
     if (v == NULL)
         return;
     ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->bcast_x);
-    ladle_op_destroy(&v->reduce_y);
-    ladle_tensor_destroy(&v->xb);
-    ladle_tensor_destroy(&v->dyp);
-    ladle_tensor_destroy(&v->yp);
-    ladle_tensor_destroy(&v->dxp);
+    ladle__dist_grid_free(&v->grid);
     ladle__free(v);
 }
 
 static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
 {
-    ladle_status st = LADLE_OK;
     dlinear *v = op->impl;
-    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
-    ladle_tensor *xb = c ? CTX_XB(c) : v->xb;
     (void)n;
-    LADLE_CALL(ladle_op_forward(v->bcast_x, x, xb));
-    if (v->base.local)
-        LADLE_CALL(ladle_layer_forward(v->base.local, c ? c->local : NULL, xb, v->yp));
-    LADLE_CALL(ladle_op_forward(v->reduce_y, v->yp, y));
-    if (c)
-        c->ready = 0;
-fail:
-    return st;
-}
-
-/* dy broadcast along the rows of P_w: once per ctx and dy (into the ctx),
- * or into the workspace for a linear layer's ctx-less adjoint. */
-static ladle_status spread_dy(dlinear *v, ladle__dist_ctx *c, const ladle_tensor *dy,
-                              ladle_tensor **dyp)
-{
-    ladle_status st = LADLE_OK;
-    *dyp = c ? CTX_DYP(c) : v->dyp;
-    if (c == NULL || !c->ready) {
-        LADLE_CALL(ladle_op_adjoint(v->reduce_y, dy, *dyp));
-        if (c)
-            c->ready = 1;
-    }
-fail:
-    return st;
+    return ladle__dist_grid_forward(&v->base, &v->grid, ctx ? ctx->impl : NULL, x, y);
 }
 
 static ladle_status dl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                 ladle_tensor *dx, int64_t n)
 {
-    ladle_status st = LADLE_OK;
     dlinear *v = op->impl;
-    ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
-    ladle_op *local = v->base.local;
-    ladle_tensor *dyp;
     (void)n;
     if (dx == NULL)
         return LADLE_OK;
-    LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (local && c)
-        LADLE_CALL(ladle_layer_backward(local, c->local, dyp, v->dxp));
-    else if (local) /* the adjoint of a layer without bias */
-        LADLE_CALL(ladle_op_adjoint(local, dyp, v->dxp));
-    LADLE_CALL(ladle_op_adjoint(v->bcast_x, v->dxp, dx));
-fail:
-    return st;
+    return ladle__dist_grid_backward(&v->base, &v->grid, ctx ? ctx->impl : NULL, dy, dx);
 }
 
 static ladle_status dl_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                        int64_t n)
 {
-    ladle_status st = LADLE_OK;
     dlinear *v = op->impl;
-    ladle__dist_ctx *c = ctx->impl;
-    ladle_tensor *dyp;
     (void)n;
-    LADLE_CALL(spread_dy(v, c, dy, &dyp));
-    if (v->base.local)
-        LADLE_CALL(ladle_layer_backward_weight(v->base.local, c->local, dyp));
-fail:
-    return st;
+    return ladle__dist_grid_backward_weight(&v->base, &v->grid, ctx->impl, dy);
 }
 
 static void dl_param_info(const ladle_op *op, int i, ladle__pinfo *info)
@@ -258,12 +200,12 @@ static ladle_status plan_ops(ladle__make *m, dlinear *v, const ladle_layout *lxb
     const char *f = m->func;
     LADLE_CALL(ladle__make_step(m->comm,
                                 ladle__pair_create_layouts(m->lx, lxb, m->dtype, m->device,
-                                                           m->flags, 0, &v->bcast_x, f),
+                                                           m->flags, 0, &v->grid.bcast, f),
                                 f));
     LADLE_CALL(ladle__make_step(m->comm,
                                 ladle__pair_create_layouts(lyp, m->ly, m->dtype, m->device,
                                                            m->flags | LADLE_TRANSPOSE_SRC,
-                                                           1, &v->reduce_y, f),
+                                                           1, &v->grid.reduce, f),
                                 f));
 fail:
     return st;
@@ -286,17 +228,17 @@ static ladle_status allocate(ladle__make *m, dlinear *v, uint64_t seed)
         ld.bias = v->bias && v->col == 0;
         LADLE_CALL(ladle_linear_create(&ld, 2, xs, dt, dev, seed, &v->base.local));
     }
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->xb));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->dyp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->yp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->dxp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->grid.xb));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->grid.dyp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->grid.yp));
+    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->grid.dxp));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, w0, &v->base.param[0]));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, b0, &v->base.param[1]));
     v->base.grad[0] = v->base.param[0];
     v->base.grad[1] = v->base.param[1];
     v->base.nsaved = 2;
-    v->base.saved_like[0] = v->xb;
-    v->base.saved_like[1] = v->dyp;
+    v->base.saved_like[0] = v->grid.xb;
+    v->base.saved_like[1] = v->grid.dyp;
 fail:
     return st;
 }
