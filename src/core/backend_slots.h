@@ -35,10 +35,11 @@
  *      and LADLE_BACKEND_VERSION one up in src/core/backend.h;
  *   2. the kernel ladle__cpu_<name> (and ladle__cuda_<name>) in its
  *      family's file: its prototype is already declared;
- *   3. `.name = ladle__cpu_<name>` in cpu.c's table, `.name =
- *      guarded_<name>` in guarded.c's (and `.name = ladle__cuda_<name>` in
- *      cuda.cu's).
- * Nothing else is edited by hand. Entries are never removed, reordered or
+ *   3. the table fills: `.<name> = ladle__cpu_<name>` in cpu.c,
+ *      `.<name> = guarded_<name>` in guarded.c (and `.<name> =
+ *      ladle__cuda_<name>` in cuda.cu).
+ * Nothing else is edited by hand, unless the slot is optional and NULL
+ * must mean something (a ladle__be_<name> helper then says what). Entries are never removed, reordered or
  * changed in meaning: the table only grows.
  */
 
