@@ -7,9 +7,10 @@
  *
  * Under AddressSanitizer the fence is real: every block is poisoned (ASan's
  * manual poisoning interface) except while one of the device's own slots
- * runs, and a slot opens only the blocks its pointer arguments fall in. A
- * read or write of device memory anywhere else is reported as a
- * use-after-poison and fails `make asan`. Without ASan the device still
+ * runs, and a slot opens only the blocks its device pointers (the last
+ * field of its entry in src/core/backend_slots.h) fall in. A read or write
+ * of device memory anywhere else is reported as a use-after-poison and
+ * fails `make asan`. Without ASan the device still
  * runs every path a device without host access takes.
  *
  * The device keeps a registry of its blocks, sorted by address, so that a
@@ -185,6 +186,8 @@ static ladle_status g_free(const ladle_backend *be, void *ptr)
     return LADLE_OK;
 }
 
+/* The host copies open the host buffer's block too, should it be one (the
+ * list names only their device side): kept as they were. */
 static ladle_status g_to_device(const ladle_backend *be, size_t bytes, const void *host,
                                 void *dst)
 {
@@ -197,435 +200,34 @@ static ladle_status g_to_host(const ladle_backend *be, size_t bytes, const void 
     FENCED(ladle__cpu_to_host(CPU, bytes, src, host), src, host);
 }
 
-static ladle_status g_synchronize(const ladle_backend *be)
-{
-    return ladle__cpu_synchronize(CPU);
-}
-
-/* ---- copies and boxes ---- */
-
-static ladle_status g_copy(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                           const void *src, void *dst)
-{
-    FENCED(ladle__cpu_copy(CPU, dtype, n, src, dst), src, dst);
-}
-
-static ladle_status g_copy_box(const ladle_backend *be, ladle_dtype dtype, ladle_box_mode mode,
-                               int ndim, const int64_t *ext, const void *src,
-                               const int64_t *sstr, void *dst, const int64_t *dstr)
-{
-    FENCED(ladle__cpu_copy_box(CPU, dtype, mode, ndim, ext, src, sstr, dst, dstr), src, dst);
-}
-
-static ladle_status g_pack(const ladle_backend *be, ladle_dtype dtype, int ndim,
-                           const int64_t *ext, const void *src, const int64_t *sstr, void *dst)
-{
-    FENCED(ladle__cpu_pack(CPU, dtype, ndim, ext, src, sstr, dst), src, dst);
-}
-
-static ladle_status g_unpack(const ladle_backend *be, ladle_dtype dtype, ladle_box_mode mode,
-                             int ndim, const int64_t *ext, const void *src, void *dst,
-                             const int64_t *dstr)
-{
-    FENCED(ladle__cpu_unpack(CPU, dtype, mode, ndim, ext, src, dst, dstr), src, dst);
-}
-
-/* ---- vectors ---- */
-
-static ladle_status g_add(const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *a,
-                          const void *b, void *c)
-{
-    FENCED(ladle__cpu_add(CPU, dtype, n, a, b, c), a, b, c);
-}
-
-static ladle_status g_axpy(const ladle_backend *be, ladle_dtype dtype, int64_t n, double alpha,
-                           const void *x, void *y)
-{
-    FENCED(ladle__cpu_axpy(CPU, dtype, n, alpha, x, y), x, y);
-}
-
-static ladle_status g_dot2(const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *x,
-                           const void *y, double out[2])
-{
-    FENCED(ladle__cpu_dot2(CPU, dtype, n, x, y, out), x, y);
-}
-
-static ladle_status g_scal(const ladle_backend *be, ladle_dtype dtype, int64_t n, double alpha,
-                           void *x)
-{
-    FENCED(ladle__cpu_scal(CPU, dtype, n, alpha, x), x);
-}
-
-static ladle_status g_abs_max(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                              const void *x, double *out)
-{
-    FENCED(ladle__cpu_abs_max(CPU, dtype, n, x, out), x);
-}
-
-static ladle_status g_fill(const ladle_backend *be, ladle_dtype dtype, int64_t n, double value,
-                           void *x)
-{
-    FENCED(ladle__cpu_fill(CPU, dtype, n, value, x), x);
-}
-
-/* ---- random fills ---- */
-
-static ladle_status g_fill_random(const ladle_backend *be, ladle_dtype dtype, int ndim,
-                                  const int64_t *shape, const int64_t *strides, uint64_t seed,
-                                  uint64_t stream, void *x)
-{
-    FENCED(ladle__cpu_fill_random(CPU, dtype, ndim, shape, strides, seed, stream, x), x);
-}
-
-static ladle_status g_fill_init(const ladle_backend *be, ladle_dtype dtype,
-                                const ladle_init_desc *d, void *x)
-{
-    FENCED(ladle__cpu_fill_init(CPU, dtype, d, x), x);
-}
-
-/* ---- dense linear algebra ---- */
-
-static ladle_status g_gemm(const ladle_backend *be, ladle_dtype dtype, int trans_a, int trans_b,
-                           int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                           int64_t lda, const void *b, int64_t ldb, double beta, void *c,
-                           int64_t ldc)
-{
-    FENCED(ladle__cpu_gemm(CPU, dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
-                           c, ldc),
-           a, b, c);
-}
-
-/* ---- activations and softmax ---- */
-
-static ladle_status g_act_forward(const ladle_backend *be, ladle_dtype dtype,
-                                  ladle_activation kind, double slope, int64_t n, const void *x,
-                                  void *y)
-{
-    FENCED(ladle__cpu_act_forward(CPU, dtype, kind, slope, n, x, y), x, y);
-}
-
-static ladle_status g_act_backward(const ladle_backend *be, ladle_dtype dtype,
-                                   ladle_activation kind, double slope, int64_t n,
-                                   const void *x, const void *y, const void *dy, void *dx)
-{
-    FENCED(ladle__cpu_act_backward(CPU, dtype, kind, slope, n, x, y, dy, dx), x, y, dy, dx);
-}
-
-static ladle_status g_softmax_forward(const ladle_backend *be, ladle_dtype dtype, int log,
-                                      int64_t outer, int64_t len, int64_t inner, const void *x,
-                                      void *y)
-{
-    FENCED(ladle__cpu_softmax_forward(CPU, dtype, log, outer, len, inner, x, y), x, y);
-}
-
-static ladle_status g_softmax_backward(const ladle_backend *be, ladle_dtype dtype, int log,
-                                       int64_t outer, int64_t len, int64_t inner,
-                                       const void *y, const void *dy, void *dx)
-{
-    FENCED(ladle__cpu_softmax_backward(CPU, dtype, log, outer, len, inner, y, dy, dx), y, dy,
-           dx);
-}
-
-/* ---- losses ---- */
-
-static ladle_status g_loss_forward(const ladle_backend *be, ladle_dtype dtype,
-                                   const ladle_loss_plan *l, const void *x, const void *target,
-                                   void *out)
-{
-    FENCED(ladle__cpu_loss_forward(CPU, dtype, l, x, target, out), x, target, out);
-}
-
-static ladle_status g_loss_backward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_loss_plan *l, const void *x, const void *target,
-                                    const void *dloss, void *dx)
-{
-    FENCED(ladle__cpu_loss_backward(CPU, dtype, l, x, target, dloss, dx), x, target, dloss, dx);
-}
-
-static ladle_status g_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
-                                      int64_t n, const int64_t *labels, double *sum,
-                                      int64_t *first)
-{
-    FENCED(ladle__cpu_loss_weight_sum(CPU, l, n, labels, sum, first), labels);
-}
-
-static ladle_status g_lse_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
-                               int64_t len, const void *x, double *lse)
-{
-    FENCED(ladle__cpu_lse_rows(CPU, dtype, rows, len, x, lse), x, lse);
-}
-
-static ladle_status g_exp_rows(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
-                               int64_t len, const void *x, const double *shift,
-                               const double *scale, void *y)
-{
-    FENCED(ladle__cpu_exp_rows(CPU, dtype, rows, len, x, shift, scale, y), x, shift, scale,
-           y);
-}
-
-static ladle_status g_find_outside(const ladle_backend *be, int64_t n, const int64_t *v,
-                                   int64_t lo, int64_t hi, int64_t *first)
-{
-    FENCED(ladle__cpu_find_outside(CPU, n, v, lo, hi, first), v);
-}
-
-static ladle_status g_find_non_finite(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                      const void *x, int64_t *first)
-{
-    FENCED(ladle__cpu_find_non_finite(CPU, dtype, n, x, first), x);
-}
-
-/* ---- dropout ---- */
-
-static ladle_status g_dropout(const ladle_backend *be, ladle_dtype dtype, int64_t n, double p,
-                              uint64_t seed, uint64_t step, int64_t offset, const void *in,
-                              void *out)
-{
-    FENCED(ladle__cpu_dropout(CPU, dtype, n, p, seed, step, offset, in, out), in, out);
-}
-
-/* ---- batch norm ---- */
-
-static ladle_status g_bn_moment(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
-                                int64_t inner, const void *x, const double *mean, double *s)
-{
-    FENCED(ladle__cpu_bn_moment(CPU, dtype, n, c, inner, x, mean, s), x, mean, s);
-}
-
-static ladle_status g_bn_dsums(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
-                               int64_t inner, const void *x, const void *dy, const double *mean,
-                               double *s1, double *s2)
-{
-    FENCED(ladle__cpu_bn_dsums(CPU, dtype, n, c, inner, x, dy, mean, s1, s2), x, dy, mean, s1,
-           s2);
-}
-
-static ladle_status g_bn_affine(const ladle_backend *be, ladle_dtype dtype, int64_t n, int64_t c,
-                                int64_t inner, const void *u, const void *w, void *out,
-                                const double *a, const double *b, const double *k)
-{
-    FENCED(ladle__cpu_bn_affine(CPU, dtype, n, c, inner, u, w, out, a, b, k), u, w, out, a, b,
-           k);
-}
-
-/* ---- pooling ---- */
-
-static ladle_status g_pool_plan(const ladle_backend *be, ladle_dtype dtype,
-                                const ladle_pool_geom *g, size_t *ws_bytes, size_t *saved_bytes)
-{
-    return ladle__cpu_pool_plan(CPU, dtype, g, ws_bytes, saved_bytes);
-}
-
-static ladle_status g_pool_setup(const ladle_backend *be, ladle_dtype dtype,
-                                 const ladle_pool_geom *g, void *ws)
-{
-    FENCED(ladle__cpu_pool_setup(CPU, dtype, g, ws), ws);
-}
-
-static ladle_status g_pool_forward(const ladle_backend *be, ladle_dtype dtype,
-                                   const ladle_pool_geom *g, int64_t planes, const void *x,
-                                   void *y, void *saved, void *ws)
-{
-    FENCED(ladle__cpu_pool_forward(CPU, dtype, g, planes, x, y, saved, ws), x, y, saved, ws);
-}
-
-static ladle_status g_pool_backward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_pool_geom *g, int64_t planes, const void *dy,
-                                    void *dx, const void *saved, void *ws)
-{
-    FENCED(ladle__cpu_pool_backward(CPU, dtype, g, planes, dy, dx, saved, ws), dy, dx, saved,
-           ws);
-}
-
-/* ---- adaptive pooling ---- */
-
-static ladle_status g_adaptive_forward(const ladle_backend *be, ladle_dtype dtype,
-                                       const ladle_adaptive_geom *g, int64_t planes,
-                                       const void *x, void *y)
-{
-    FENCED(ladle__cpu_adaptive_pool_forward(CPU, dtype, g, planes, x, y), x, y);
-}
-
-static ladle_status g_adaptive_backward(const ladle_backend *be, ladle_dtype dtype,
-                                        const ladle_adaptive_geom *g, int64_t planes,
-                                        const void *dy, void *dx)
-{
-    FENCED(ladle__cpu_adaptive_pool_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
-}
-
-/* ---- interpolation ---- */
-
-static ladle_status g_interp_forward(const ladle_backend *be, ladle_dtype dtype,
-                                     const ladle_interp_geom *g, int64_t planes, const void *x,
-                                     void *y)
-{
-    FENCED(ladle__cpu_interp_forward(CPU, dtype, g, planes, x, y), x, y);
-}
-
-static ladle_status g_interp_backward(const ladle_backend *be, ladle_dtype dtype,
-                                      const ladle_interp_geom *g, int64_t planes,
-                                      const void *dy, void *dx)
-{
-    FENCED(ladle__cpu_interp_backward(CPU, dtype, g, planes, dy, dx), dy, dx);
-}
-
-/* ---- layer norm, RMS norm, the token embedding ---- */
-
-static ladle_status g_norm_forward(const ladle_backend *be, ladle_dtype dtype, int rms,
-                                   int64_t rows, int64_t len, double eps, const void *x,
-                                   const void *w, const void *b, void *y, double *mean,
-                                   double *invstd)
-{
-    FENCED(ladle__cpu_norm_forward(CPU, dtype, rms, rows, len, eps, x, w, b, y, mean, invstd),
-           x, w, b, y, mean, invstd);
-}
-
-static ladle_status g_norm_backward(const ladle_backend *be, ladle_dtype dtype, int rms,
-                                    int64_t rows, int64_t len, const void *x, const void *w,
-                                    const void *dy, const double *mean, const double *invstd,
-                                    void *dx)
-{
-    FENCED(ladle__cpu_norm_backward(CPU, dtype, rms, rows, len, x, w, dy, mean, invstd, dx), x,
-           w, dy, mean, invstd, dx);
-}
-
-static ladle_status g_norm_weight_grad(const ladle_backend *be, ladle_dtype dtype, int rms,
-                                       int64_t rows, int64_t len, const void *x, const void *dy,
-                                       const double *mean, const double *invstd, void *dw,
-                                       void *db, double *ws)
-{
-    FENCED(ladle__cpu_norm_weight_grad(CPU, dtype, rms, rows, len, x, dy, mean, invstd, dw, db,
-                                       ws),
-           x, dy, mean, invstd, dw, db, ws);
-}
-
-static ladle_status g_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                    int64_t dim, const int64_t *ids, const void *w, void *y)
-{
-    FENCED(ladle__cpu_embed_forward(CPU, dtype, n, dim, ids, w, y), ids, w, y);
-}
-
-static ladle_status g_embed_backward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                     int64_t dim, const int64_t *ids, const void *dy, void *dw)
-{
-    FENCED(ladle__cpu_embed_backward(CPU, dtype, n, dim, ids, dy, dw), ids, dy, dw);
-}
-
-/* ---- attention ---- */
-
-static ladle_status g_attn_forward(const ladle_backend *be, ladle_dtype dtype,
-                                   const ladle_attn_geom *g, const void *qkv, void *o,
-                                   double *lse, double *ws)
-{
-    FENCED(ladle__cpu_attn_forward(CPU, dtype, g, qkv, o, lse, ws), qkv, o, lse, ws);
-}
-
-static ladle_status g_attn_backward(const ladle_backend *be, ladle_dtype dtype,
-                                    const ladle_attn_geom *g, const void *qkv, const void *o,
-                                    const double *lse, const void *dout, void *dqkv,
-                                    double *ws)
-{
-    FENCED(ladle__cpu_attn_backward(CPU, dtype, g, qkv, o, lse, dout, dqkv, ws), qkv, o, lse,
-           dout, dqkv, ws);
-}
-
-/* ---- convolution ---- */
-
-static ladle_status g_conv_im2col(const ladle_backend *be, ladle_dtype dtype,
-                                  const ladle_conv_geom *geom, int64_t nb, const void *x,
-                                  int64_t x_stride, void *col, int64_t ld, void *planes)
-{
-    FENCED(ladle__cpu_conv_im2col(CPU, dtype, geom, nb, x, x_stride, col, ld, planes), x, col,
-           planes);
-}
-
-static ladle_status g_conv_col2im(const ladle_backend *be, ladle_dtype dtype,
-                                  const ladle_conv_geom *geom, int64_t nb, const void *col,
-                                  int64_t ld, void *dx, int64_t dx_stride, void *planes)
-{
-    FENCED(ladle__cpu_conv_col2im(CPU, dtype, geom, nb, col, ld, dx, dx_stride, planes), col, dx,
-           planes);
-}
-
-static ladle_status g_conv_wide_im2col(const ladle_backend *be, ladle_dtype dtype,
-                                       const ladle_conv_geom *geom, int64_t nb, const void *x,
-                                       int64_t x_stride, void *xpad, void *col, int64_t ld)
-{
-    FENCED(ladle__cpu_conv_wide_im2col(CPU, dtype, geom, nb, x, x_stride, xpad, col, ld), x,
-           xpad, col);
-}
-
-static ladle_status g_conv_wide_grid(const ladle_backend *be, ladle_dtype dtype,
-                                     const ladle_conv_geom *geom, int to_tensor, int64_t nb,
-                                     void *grid, int64_t ld, void *t, int64_t t_stride)
-{
-    FENCED(ladle__cpu_conv_wide_grid(CPU, dtype, geom, to_tensor, nb, grid, ld, t, t_stride),
-           grid, t);
-}
-
-/* (plans on the host: nothing of the device's is read) */
-static ladle_status g_conv_direct_plan(const ladle_backend *be, ladle_dtype dtype,
-                                       const ladle_conv_geom *geom, int *forward,
-                                       int *weight, int *backward, int64_t *scratch,
-                                       int64_t *sums)
-{
-    return ladle__cpu_conv_direct_plan(CPU, dtype, geom, forward, weight, backward, scratch,
-                                       sums);
-}
-
-static ladle_status g_conv_direct_forward(const ladle_backend *be, ladle_dtype dtype,
-                                          const ladle_conv_geom *geom, int64_t nb,
-                                          const void *x, int64_t x_stride, const void *w,
-                                          const void *b, void *scratch, void *y,
-                                          int64_t y_stride, int variant)
-{
-    FENCED(ladle__cpu_conv_direct_forward(CPU, dtype, geom, nb, x, x_stride, w, b, scratch,
-                                          y, y_stride, variant),
-           x, w, b, scratch, y);
-}
-
-static ladle_status g_conv_direct_weight(const ladle_backend *be, ladle_dtype dtype,
-                                         const ladle_conv_geom *geom, int64_t nb,
-                                         const void *x, int64_t x_stride, const void *dy,
-                                         int64_t dy_stride, void *scratch, double *ws,
-                                         void *dw, int variant)
-{
-    FENCED(ladle__cpu_conv_direct_weight(CPU, dtype, geom, nb, x, x_stride, dy, dy_stride,
-                                         scratch, ws, dw, variant),
-           x, dy, scratch, ws, dw);
-}
-
-static ladle_status g_conv_direct_backward(const ladle_backend *be, ladle_dtype dtype,
-                                           const ladle_conv_geom *geom, int64_t nb,
-                                           const void *dy, int64_t dy_stride, const void *w,
-                                           void *scratch, void *dx, int64_t dx_stride,
-                                           int variant)
-{
-    FENCED(ladle__cpu_conv_direct_backward(CPU, dtype, geom, nb, dy, dy_stride, w, scratch,
-                                           dx, dx_stride, variant),
-           dy, w, scratch, dx);
-}
-
-static ladle_status g_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
-                               int64_t channels, int64_t inner, const void *b, void *y)
-{
-    FENCED(ladle__cpu_bias_add(CPU, dtype, rows, channels, inner, b, y), b, y);
-}
-
-static ladle_status g_bias_grad(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
-                                int64_t channels, int64_t inner, const void *dy, void *db)
-{
-    FENCED(ladle__cpu_bias_grad(CPU, dtype, rows, channels, inner, dy, db), dy, db);
-}
-
-/* ---- optimizer updates ---- */
-
-static ladle_status g_optim_step(const ladle_backend *be, ladle_dtype dtype,
-                                 const ladle_optimizer_desc *d, int64_t t, int64_t n, void *p,
-                                 const void *g, void *s0, void *s1)
-{
-    FENCED(ladle__cpu_optim_step(CPU, dtype, d, t, n, p, g, s0, s1), p, g, s0, s1);
-}
+/* ---- the mechanical wrappers ---- */
+
+#define UNPAREN(...) __VA_ARGS__
+
+/* One per entry of the slot list: open the blocks of the slot's device
+ * pointers, run the CPU's kernel on the CPU's instance (the inner `be`
+ * shadows the guarded one on purpose), close them again. They are static
+ * inline so that those the table does not take (the slots the CPU lacks,
+ * and the four written by hand above) are never emitted. The NULL first
+ * keeps the array non-empty for a slot without device pointers. */
+#define LADLE_SLOT(name, params, args, devptrs)                                            \
+    static inline ladle_status guarded_##name params                                       \
+    {                                                                                      \
+        const void *const ptrs_[] = {NULL, UNPAREN devptrs};                               \
+        _Static_assert(sizeof ptrs_ / sizeof ptrs_[0] <= MAX_ARGS + 1,                     \
+                       "more device pointers than a fence holds");                         \
+        fence f_;                                                                          \
+        ladle_status st_;                                                                  \
+        fence_open(&f_, (int)(sizeof ptrs_ / sizeof ptrs_[0]), ptrs_);                     \
+        {                                                                                  \
+            const ladle_backend *const be = CPU;                                           \
+            st_ = ladle__cpu_##name args;                                                  \
+        }                                                                                  \
+        fence_close(&f_);                                                                  \
+        return st_;                                                                        \
+    }
+#include "src/core/backend_slots.h"
+#undef LADLE_SLOT
 
 static const ladle_backend_table guarded_table = {
     .version = LADLE_BACKEND_VERSION,
@@ -634,61 +236,61 @@ static const ladle_backend_table guarded_table = {
     .free = g_free,
     .to_device = g_to_device,
     .to_host = g_to_host,
-    .synchronize = g_synchronize,
-    .copy = g_copy,
-    .copy_box = g_copy_box,
-    .pack = g_pack,
-    .unpack = g_unpack,
-    .add = g_add,
-    .axpy = g_axpy,
-    .dot2 = g_dot2,
-    .scal = g_scal,
-    .abs_max = g_abs_max,
-    .fill = g_fill,
-    .fill_random = g_fill_random,
-    .fill_init = g_fill_init,
-    .gemm = g_gemm,
-    .act_forward = g_act_forward,
-    .act_backward = g_act_backward,
-    .softmax_forward = g_softmax_forward,
-    .softmax_backward = g_softmax_backward,
-    .loss_forward = g_loss_forward,
-    .loss_backward = g_loss_backward,
-    .find_outside = g_find_outside,
-    .find_non_finite = g_find_non_finite,
-    .dropout = g_dropout,
-    .bn_moment = g_bn_moment,
-    .bn_dsums = g_bn_dsums,
-    .bn_affine = g_bn_affine,
-    .pool_plan = g_pool_plan,
-    .pool_setup = g_pool_setup,
-    .pool_forward = g_pool_forward,
-    .pool_backward = g_pool_backward,
-    .conv_im2col = g_conv_im2col,
-    .conv_col2im = g_conv_col2im,
-    .conv_wide_im2col = g_conv_wide_im2col,
-    .conv_wide_grid = g_conv_wide_grid,
-    .bias_add = g_bias_add,
-    .bias_grad = g_bias_grad,
-    .optim_step = g_optim_step,
-    .interp_forward = g_interp_forward,
-    .interp_backward = g_interp_backward,
-    .loss_weight_sum = g_loss_weight_sum,
-    .adaptive_pool_forward = g_adaptive_forward,
-    .adaptive_pool_backward = g_adaptive_backward,
-    .norm_forward = g_norm_forward,
-    .norm_backward = g_norm_backward,
-    .norm_weight_grad = g_norm_weight_grad,
-    .embed_forward = g_embed_forward,
-    .embed_backward = g_embed_backward,
-    .attn_forward = g_attn_forward,
-    .attn_backward = g_attn_backward,
-    .conv_direct_plan = g_conv_direct_plan,
-    .conv_direct_forward = g_conv_direct_forward,
-    .conv_direct_weight = g_conv_direct_weight,
-    .conv_direct_backward = g_conv_direct_backward,
-    .lse_rows = g_lse_rows,
-    .exp_rows = g_exp_rows,
+    .synchronize = guarded_synchronize,
+    .copy = guarded_copy,
+    .copy_box = guarded_copy_box,
+    .pack = guarded_pack,
+    .unpack = guarded_unpack,
+    .add = guarded_add,
+    .axpy = guarded_axpy,
+    .dot2 = guarded_dot2,
+    .scal = guarded_scal,
+    .abs_max = guarded_abs_max,
+    .fill = guarded_fill,
+    .fill_random = guarded_fill_random,
+    .fill_init = guarded_fill_init,
+    .gemm = guarded_gemm,
+    .act_forward = guarded_act_forward,
+    .act_backward = guarded_act_backward,
+    .softmax_forward = guarded_softmax_forward,
+    .softmax_backward = guarded_softmax_backward,
+    .loss_forward = guarded_loss_forward,
+    .loss_backward = guarded_loss_backward,
+    .find_outside = guarded_find_outside,
+    .find_non_finite = guarded_find_non_finite,
+    .dropout = guarded_dropout,
+    .bn_moment = guarded_bn_moment,
+    .bn_dsums = guarded_bn_dsums,
+    .bn_affine = guarded_bn_affine,
+    .pool_plan = guarded_pool_plan,
+    .pool_setup = guarded_pool_setup,
+    .pool_forward = guarded_pool_forward,
+    .pool_backward = guarded_pool_backward,
+    .conv_im2col = guarded_conv_im2col,
+    .conv_col2im = guarded_conv_col2im,
+    .conv_wide_im2col = guarded_conv_wide_im2col,
+    .conv_wide_grid = guarded_conv_wide_grid,
+    .bias_add = guarded_bias_add,
+    .bias_grad = guarded_bias_grad,
+    .optim_step = guarded_optim_step,
+    .interp_forward = guarded_interp_forward,
+    .interp_backward = guarded_interp_backward,
+    .loss_weight_sum = guarded_loss_weight_sum,
+    .adaptive_pool_forward = guarded_adaptive_pool_forward,
+    .adaptive_pool_backward = guarded_adaptive_pool_backward,
+    .norm_forward = guarded_norm_forward,
+    .norm_backward = guarded_norm_backward,
+    .norm_weight_grad = guarded_norm_weight_grad,
+    .embed_forward = guarded_embed_forward,
+    .embed_backward = guarded_embed_backward,
+    .attn_forward = guarded_attn_forward,
+    .attn_backward = guarded_attn_backward,
+    .conv_direct_plan = guarded_conv_direct_plan,
+    .conv_direct_forward = guarded_conv_direct_forward,
+    .conv_direct_weight = guarded_conv_direct_weight,
+    .conv_direct_backward = guarded_conv_direct_backward,
+    .lse_rows = guarded_lse_rows,
+    .exp_rows = guarded_exp_rows,
 };
 
 const ladle_backend ladle__guarded_backend = {
