@@ -59,9 +59,14 @@ NVCC     ?= $(or $(shell command -v nvcc),$(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 EMU_CXX  ?= g++
 
-# the release (include/ladle/core.h) and the shared library's soname
+# the release (include/ladle/core.h) and the shared library's soname,
+# libladle.so.ABI: ABI is MAJOR from 1.0 on, and MAJOR.MINOR before it, where a
+# minor release may break the ABI (0.2 did; docs/embedding.md)
 VERSION := $(shell sed -n 's/.*LADLE_VERSION_STRING "\(.*\)"/\1/p' include/ladle/core.h)
-SONAME  := libladle.so.$(firstword $(subst ., ,$(VERSION)))
+V_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+V_MINOR := $(word 2,$(subst ., ,$(VERSION)))
+ABI     := $(if $(filter 0,$(V_MAJOR)),$(V_MAJOR).$(V_MINOR),$(V_MAJOR))
+SONAME  := libladle.so.$(ABI)
 
 CC := $(MPICC)
 # Open MPI needs leave to start more ranks than cores (make demo uses 4)
@@ -236,8 +241,8 @@ $(LIBDIR)/libladle.a: $(LIB_OBJS)
 	ar rcs $@ $^
 
 # The shared library under its full versioned name, its soname
-# libladle.so.MAJOR (what programs record) and the development link
-# libladle.so; MAJOR changes when the ABI breaks (docs/embedding.md).
+# libladle.so.ABI (what programs record) and the development link
+# libladle.so; ABI changes when the ABI breaks (docs/embedding.md).
 $(LIBDIR)/libladle.so.$(VERSION): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,$(SONAME) $(LDSAN) -o $@ $^ $(LIBS)
@@ -493,7 +498,7 @@ MPI_LIBRARY = $(shell printf '\043include "ladle/partition.h"\nLADLE_MPI_HEADER\
 MPI_FAMILY = $(if $(findstring Open MPI,$(MPI_LIBRARY)),Open MPI,$(if $(findstring MPICH,$(MPI_LIBRARY)),MPICH,$(firstword $(MPI_LIBRARY))))
 MPI_PC = $(if $(findstring Open MPI,$(MPI_LIBRARY)),ompi-c,$(if $(findstring MPICH,$(MPI_LIBRARY)),mpich))
 SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
-    -e 's|@MAJOR@|$(firstword $(subst ., ,$(VERSION)))|g' -e 's|@SONAME@|$(SONAME)|g' \
+    -e 's|@MAJOR@|$(V_MAJOR)|g' -e 's|@MINOR@|$(V_MINOR)|g' -e 's|@SONAME@|$(SONAME)|g' \
     -e 's|@MPI_LIBRARY@|$(MPI_LIBRARY)|g' -e 's|@MPI_FAMILY@|$(MPI_FAMILY)|g' \
     -e 's|@MPI_PC@|$(shell pkg-config --exists $(MPI_PC) 2>/dev/null && echo $(MPI_PC))|g' \
     -e 's|@MPICC@|$(MPICC)|g' -e 's|@MPIEXEC@|$(MPIEXEC)|g' \

@@ -41,18 +41,21 @@ result() { # NAME STATUS LOG
 }
 
 version=$(sed -n 's/.*LADLE_VERSION_STRING "\(.*\)"/\1/p' include/ladle/core.h)
+# the soname's ABI number: MAJOR from 1.0 on, MAJOR.MINOR before (Makefile)
 major=${version%%.*}
+abi=$major
+[ "$major" = 0 ] && { rest=${version#*.}; abi=0.${rest%%.*}; }
 log=$work/names.log
 {
     lib=$prefix/lib
     [ -f "$lib/libladle.so.$version" ] && [ ! -L "$lib/libladle.so.$version" ] &&
-        [ "$(readlink "$lib/libladle.so.$major")" = "libladle.so.$version" ] &&
-        [ "$(readlink "$lib/libladle.so")" = "libladle.so.$major" ] &&
-        readelf -d "$lib/libladle.so.$version" | grep -q "SONAME.*\[libladle.so.$major\]"
+        [ "$(readlink "$lib/libladle.so.$abi")" = "libladle.so.$version" ] &&
+        [ "$(readlink "$lib/libladle.so")" = "libladle.so.$abi" ] &&
+        readelf -d "$lib/libladle.so.$version" | grep -q "SONAME.*\[libladle.so.$abi\]"
 } >"$log" 2>&1
 st=$?
 [ $st = 0 ] || ls -l "$prefix/lib" >>"$log" 2>&1
-result "library names (libladle.so.$version, soname libladle.so.$major)" $st "$log"
+result "library names (libladle.so.$version, soname libladle.so.$abi)" $st "$log"
 
 log=$work/symbols.log
 scripts/check-symbols.sh "$libdir/libladle.so" include/ladle.h include/ladle/*.h >"$log" 2>&1
@@ -92,6 +95,18 @@ if command -v cmake >/dev/null 2>&1; then
             cmake --build "$work/cm/build"
     } >"$log" 2>&1 && run_consumer cmake "$work/cm/build/consumer" "$log"
     result "a program built with CMake (find_package(ladle)) at 1 and 2 ranks" $? "$log"
+    # before 1.0 the soname changes with the minor version: asking for an
+    # older minor (another soname) must be refused by the version file
+    if [ "$major" = 0 ] && [ "$abi" != 0.0 ]; then
+        log=$work/cmake-old.log
+        mkdir -p "$work/cm/old"
+        sed "s/find_package(ladle [0-9.]* REQUIRED)/find_package(ladle 0.$((${abi#0.} - 1)) REQUIRED)/" \
+            test/abi_consumer.cmake >"$work/cm/old/CMakeLists.txt"
+        cp test/abi_consumer.c "$work/cm/old/consumer.c"
+        if cmake -S "$work/cm/old" -B "$work/cm/build-old" -DCMAKE_PREFIX_PATH="$prefix" \
+            >"$log" 2>&1; then st=1; else grep -q "compatible" "$log"; st=$?; fi
+        result "find_package(ladle 0.$((${abi#0.} - 1))) refused by $version (another soname)" $st "$log"
+    fi
 else
     result "a program built with CMake (cmake is not installed)" skip ""
 fi

@@ -3,6 +3,6 @@
 # library and MPI.
 cmake_minimum_required(VERSION 3.10)
 project(ladle_consumer C)
-find_package(ladle 0.1 REQUIRED)
+find_package(ladle 0.2 REQUIRED)
 add_executable(consumer consumer.c)
 target_link_libraries(consumer PRIVATE ladle::ladle)

@@ -23,9 +23,9 @@ extern "C" {
 #endif
 
 #define LADLE_VERSION_MAJOR 0
-#define LADLE_VERSION_MINOR 1
+#define LADLE_VERSION_MINOR 2
 #define LADLE_VERSION_PATCH 0
-#define LADLE_VERSION_STRING "0.1.0"
+#define LADLE_VERSION_STRING "0.2.0"
 /* One integer that increases with every release: major*10000 + minor*100 + patch. */
 #define LADLE_VERSION_NUMBER                                                               \
     (LADLE_VERSION_MAJOR * 10000 + LADLE_VERSION_MINOR * 100 + LADLE_VERSION_PATCH)
