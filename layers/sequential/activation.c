@@ -8,7 +8,7 @@
  */
 #include <float.h>
 
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct activation {
     ladle_activation kind;
@@ -35,12 +35,10 @@ static ladle_status act_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
                                     ctx->x->data, ctx->y->data, dy->data, dx->data);
 }
 
-static void act_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable activation_vt = {
     .kind = LADLE_OP_ACTIVATION,
     .name = "activation",
-    .destroy = act_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = act_forward,
     .layer_backward = act_backward,
 };

@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct attention {
     ladle_attn_geom g; /* batch is set per call */
@@ -185,12 +185,10 @@ fail:
     return st;
 }
 
-static void attn_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable attention_vt = {
     .kind = LADLE_OP_ATTENTION,
     .name = "attention",
-    .destroy = attn_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = attn_forward,
     .layer_backward = attn_backward,
     .layer_backward_weight = attn_backward_weight,
@@ -199,10 +197,8 @@ static const ladle_op_vtable attention_vt = {
 void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
                                int64_t num_heads)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->embed_dim = embed_dim;
     d->num_heads = num_heads;
     d->head_dim = num_heads >= 1 && embed_dim % num_heads == 0 ? embed_dim / num_heads : 0;
@@ -331,8 +327,7 @@ ladle_status ladle_attention_create(const ladle_attention_desc *d, int ndim,
     ladle_op *op = NULL;
     attention *a = NULL;
     size_t saved = 0, ws = 0;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     LADLE_CALL(check_desc(d, ndim, x_shape, dtype, __func__));

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "layers/sequential/bn_impl.h"
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct bn {
     int64_t c, inner; /* channels, and the positions per channel of one sample */
@@ -368,10 +368,8 @@ static const ladle_op_vtable bn_vt = {
 
 void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->num_features = num_features;
     d->eps = 1e-5;
     d->momentum = 0.1;
@@ -389,8 +387,7 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     bn *v = NULL;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 2));
     LADLE_CHECK(ndim <= 5, LADLE_ERR_SHAPE, "batch norm takes 2 to 5 dimensions, not %d", ndim);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "layers/sequential/conv_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 /* GEMMs aim for at least this many columns; the column buffer stays below
  * COL_BUDGET elements. Measured (bench_layers): batching more images than
@@ -332,10 +333,8 @@ static const ladle_op_vtable conv_vt = {
 void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels, int64_t out_channels,
                           int64_t kernel)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->nd = nd;
     d->in_channels = in_channels;
     d->out_channels = out_channels;
@@ -470,14 +469,9 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     conv *v = NULL;
     ladle_conv_desc inner;
     int64_t ys[5], ws[5], xps[5];
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
-                d->nd);
-    LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_OVERLAP_HALO)) == 0,
-                LADLE_ERR_ARG, "unknown flags 0x%x", d->flags);
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, 2 + d->nd, x_shape, 3));
+    LADLE_CALL(ladle__window_layer_check(d->nd, d->flags, dtype, x_shape, __func__));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     LADLE_CALL(ladle__conv_pad_plan(d, x_shape, v, &inner, xps));

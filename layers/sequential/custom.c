@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/sequential/layer_impl.h"
 #include "src/op/make.h"
 
 /* A callback's reason for failing (ladle_custom_fail), read by the call
@@ -48,10 +49,8 @@ typedef struct custom {
 
 void ladle_custom_desc_init(ladle_custom_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->dtype = LADLE_F64;
     d->device = LADLE_CPU;
 }

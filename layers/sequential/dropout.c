@@ -5,7 +5,7 @@
  * recomputes the mask from the step its ctx recorded. A forward with a ctx
  * in training mode advances the op's step.
  */
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct dropout {
     double p;
@@ -40,12 +40,10 @@ static ladle_status dropout_backward(ladle_op *op, ladle_ctx *ctx, const ladle_t
     return dx != NULL ? apply(op, ctx->step, ctx->training, dy, dx) : LADLE_OK;
 }
 
-static void dropout_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable dropout_vt = {
     .kind = LADLE_OP_DROPOUT,
     .name = "dropout",
-    .destroy = dropout_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = dropout_forward,
     .layer_backward = dropout_backward,
 };

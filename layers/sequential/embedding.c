@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct embedding {
     int64_t vocab, dim;
@@ -97,12 +97,10 @@ static ladle_status emb_backward_weight(ladle_op *op, ladle_ctx *ctx,
                                       dy->data, op->grads[0]->data);
 }
 
-static void emb_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable embedding_vt = {
     .kind = LADLE_OP_EMBEDDING,
     .name = "embedding",
-    .destroy = emb_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = emb_forward,
     .layer_backward = emb_backward,
     .layer_backward_weight = emb_backward_weight,
@@ -111,10 +109,8 @@ static const ladle_op_vtable embedding_vt = {
 void ladle_embedding_desc_init(ladle_embedding_desc *d, int64_t num_embeddings,
                                int64_t embedding_dim)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->num_embeddings = num_embeddings;
     d->embedding_dim = embedding_dim;
 }
@@ -127,8 +123,7 @@ ladle_status ladle_embedding_create(const ladle_embedding_desc *d, int ndim,
     ladle_op *op = NULL;
     embedding *v = NULL;
     int64_t y_shape[LADLE_MAX_NDIM], numel;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(ids_shape);
     LADLE_NOT_NULL(out);
     int64_t num_embeddings = d->num_embeddings, embedding_dim = d->embedding_dim;
@@ -228,12 +223,10 @@ static ladle_status pos_backward_weight(ladle_op *op, ladle_ctx *ctx,
                                  rows_at(op, op->grads[0]));
 }
 
-static void pos_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable pos_embedding_vt = {
     .kind = LADLE_OP_POS_EMBEDDING,
     .name = "pos-embedding",
-    .destroy = pos_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = pos_forward,
     .layer_backward = pos_backward,
     .layer_backward_weight = pos_backward_weight,

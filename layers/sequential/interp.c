@@ -9,14 +9,13 @@
 #include <string.h>
 
 #include "layers/sequential/interp_impl.h"
+#include "layers/sequential/layer_impl.h"
 #include "layers/sequential/planes_impl.h"
 
 void ladle_interp_desc_init(ladle_interp_desc *d, ladle_interp_mode mode, int nd, int64_t scale)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->mode = mode;
     d->nd = nd;
     for (int i = 0; i < 3; i++)

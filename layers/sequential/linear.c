@@ -5,7 +5,7 @@
  *   backward_weight  dW[N,K] += dy[M,N]^T x[M,K];  db += column sums of dy
  * where M is the number of rows (the leading dimensions of this call).
  */
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 #include <string.h>
 
 typedef struct linear {
@@ -64,12 +64,10 @@ fail:
     return st;
 }
 
-static void linear_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable linear_vt = {
     .kind = LADLE_OP_LINEAR,
     .name = "linear",
-    .destroy = linear_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = linear_forward,
     .layer_backward = linear_backward,
     .layer_backward_weight = linear_backward_weight,
@@ -77,10 +75,8 @@ static const ladle_op_vtable linear_vt = {
 
 void ladle_linear_desc_init(ladle_linear_desc *d, int64_t in_features, int64_t out_features)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->in_features = in_features;
     d->out_features = out_features;
     d->bias = 1;
@@ -94,8 +90,7 @@ ladle_status ladle_linear_create(const ladle_linear_desc *d, int ndim,
     ladle_op *op = NULL;
     linear *l = NULL;
     int64_t y_shape[LADLE_MAX_NDIM];
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(out);
     LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_TP_ROW)) == 0, LADLE_ERR_ARG,
                 "unknown flags 0x%x", d->flags);

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "layers/sequential/loss_impl.h"
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct loss {
     ladle_loss_kind kind;
@@ -341,10 +341,8 @@ ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndi
 
 void ladle_loss_desc_init(ladle_loss_desc *d, ladle_loss_kind kind, ladle_reduction reduction)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->kind = kind;
     d->reduction = reduction;
     d->ignore_index = LADLE_LOSS_NO_IGNORE;

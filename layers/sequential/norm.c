@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct norm {
     int rms;
@@ -113,10 +113,8 @@ static const ladle_op_vtable rmsnorm_vt = {
 
 void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->normalized_ndim = normalized_ndim;
     d->eps = 1e-5;
     d->elementwise_affine = 1;
@@ -125,10 +123,8 @@ void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim)
 
 void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->normalized_ndim = normalized_ndim;
     d->eps = 1e-6;
     d->elementwise_affine = 1;
@@ -207,8 +203,7 @@ ladle_status ladle_layernorm_create(const ladle_layernorm_desc *d, int ndim,
                                     ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     LADLE_CALL(create(&layernorm_vt, 0, d->normalized_ndim, d->eps, d->elementwise_affine,
@@ -222,8 +217,7 @@ ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim,
                                   ladle_device device, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     LADLE_CALL(create(&rmsnorm_vt, 1, d->normalized_ndim, d->eps, d->elementwise_affine, 0,

@@ -1,4 +1,5 @@
 /* The layers of planes: one dispatch to the kernels (see planes_impl.h). */
+#include "layers/sequential/layer_impl.h"
 #include "layers/sequential/planes_impl.h"
 
 ladle_status ladle__planes_forward(const ladle_op *op, const ladle__planes *p,
@@ -84,18 +85,16 @@ static ladle_status pl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     return ladle__planes_backward(op, &v->p, n * v->channels, dy->data, dx->data);
 }
 
-static void pl_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 /* By kind: the kernels are the layer, so only the name differs. */
 static const ladle_op_vtable planes_vt[] = {
     [LADLE__PLANES_ADAPTIVE] = {.kind = LADLE_OP_ADAPTIVE_POOL,
                                 .name = "adaptive average pooling",
-                                .destroy = pl_destroy,
+                                .destroy = ladle__layer_free_impl,
                                 .layer_forward = pl_forward,
                                 .layer_backward = pl_backward},
     [LADLE__PLANES_INTERP] = {.kind = LADLE_OP_INTERPOLATE,
                               .name = "interpolate",
-                              .destroy = pl_destroy,
+                              .destroy = ladle__layer_free_impl,
                               .layer_forward = pl_forward,
                               .layer_backward = pl_backward},
 };

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/sequential/layer_impl.h"
 #include "layers/sequential/pool_impl.h"
 
 static void pool_free(pool *v, const ladle_backend *be)
@@ -56,10 +57,8 @@ static const ladle_op_vtable pool_vt = {
 
 void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd, int64_t kernel)
 {
-    if (d == NULL)
+    if (!LADLE__DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->kind = kind;
     d->nd = nd;
     for (int i = 0; i < 3; i++) {
@@ -145,14 +144,9 @@ ladle_status ladle_pool_create(const ladle_pool_desc *d, const int64_t x_shape[]
     ladle_status st = LADLE_OK;
     pool *v = NULL;
     int64_t ys[5];
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
+    LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(d->nd >= 1 && d->nd <= 3, LADLE_ERR_ARG, "%d spatial dimensions (1 to 3)",
-                d->nd);
-    LADLE_CHECK((d->flags & ~(unsigned)(LADLE_CHECKED | LADLE_OVERLAP_HALO)) == 0,
-                LADLE_ERR_ARG, "unknown flags 0x%x", d->flags);
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, 2 + d->nd, x_shape, 3));
+    LADLE_CALL(ladle__window_layer_check(d->nd, d->flags, dtype, x_shape, __func__));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     LADLE_CALL(plan(d, x_shape, v));

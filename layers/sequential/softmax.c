@@ -7,7 +7,7 @@
  * Along the batch dimension (dim 0) the reduced extent is the call's batch:
  * a smaller batch normalises over the rows it has.
  */
-#include "src/op/op_impl.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct softmax {
     int64_t len, inner; /* the reduced extent, and the stride between its elements */
@@ -47,12 +47,10 @@ static ladle_status sm_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
                                         ctx->y->data, dy->data, dx->data);
 }
 
-static void sm_destroy(ladle_op *op) { ladle__free(op->impl); }
-
 static const ladle_op_vtable softmax_vt = {
     .kind = LADLE_OP_SOFTMAX,
     .name = "softmax",
-    .destroy = sm_destroy,
+    .destroy = ladle__layer_free_impl,
     .layer_forward = sm_forward,
     .layer_backward = sm_backward,
 };

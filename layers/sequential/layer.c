@@ -1,0 +1,14 @@
+/* Shared pieces of the sequential layers' creates (see layer_impl.h). */
+#include "layers/sequential/layer_impl.h"
+
+ladle_status ladle__window_layer_check(int nd, unsigned flags, ladle_dtype dtype,
+                                       const int64_t *x_shape, const char *func)
+{
+    if (nd < 1 || nd > 3)
+        return ladle__raise(LADLE_ERR_ARG, func, "%d spatial dimensions (1 to 3)", nd);
+    if ((flags & ~(unsigned)(LADLE_CHECKED | LADLE_OVERLAP_HALO)) != 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", flags);
+    return ladle__layer_check_args(func, dtype, 2 + nd, x_shape, 3);
+}
+
+void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }
