@@ -57,6 +57,30 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim
     return ladle_tensor_create(dtype, device, ndim, shape, t);
 }
 
+ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
+                                 const ladle_partition *p_y, int ndim, const int64_t *x_shape,
+                                 ladle_status local)
+{
+    const ladle_partition *parts[2] = {p_x, p_y};
+    int64_t args[8] = {ndim, (int64_t)m->dtype, (int64_t)m->flags};
+    for (int d = 0; local == LADLE_OK && d < ndim && d < 5; d++)
+        args[3 + d] = x_shape[d];
+    return ladle__make_open(m, 2, parts, local,
+                            ladle__make_hash(LADLE_HASH_INIT, 2, parts, 8, args));
+}
+
+ladle_status ladle__dist_make_linear(ladle__make *m, ladle_status local,
+                                     const ladle_op_vtable *vt, void *impl, int *taken,
+                                     ladle_op **out)
+{
+    ladle_op *op = NULL;
+    local = ladle__make_layer(m, local, vt, impl, NULL, &op);
+    *taken = local == LADLE_OK;
+    if (local == LADLE_OK)
+        op->linear = 1;
+    return ladle__make_end(m, &op, local, out);
+}
+
 void ladle__dist_coords(const ladle_partition *p, int *coords)
 {
     const int *c = ladle_partition_coords(p);
@@ -145,6 +169,14 @@ void ladle__dist_ctx_fini(ladle_ctx *ctx)
     ladle__dist_ctx_empty(c);
     ladle__free(c);
     ctx->impl = NULL;
+}
+
+ladle_status ladle__dist_loss_no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                       ladle_tensor *y, int64_t n)
+{
+    (void)ctx, (void)x, (void)y, (void)n;
+    return ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
+                        "the %s op is a loss: use ladle_loss_forward", op->vt->name);
 }
 
 int ladle__dist_num_params(const ladle_op *op)

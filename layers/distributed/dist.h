@@ -43,6 +43,21 @@ ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int n
                                   const int64_t *ext, const ladle_tensor *src,
                                   const int64_t *soff, ladle_tensor *dst, const int64_t *doff);
 
+/* ladle__make_open over p_x and p_y for a layer whose arguments every rank
+ * passes alike are x's shape (ndim extents, at most 5, folded in when local
+ * is LADLE_OK), m's dtype and m's flags. Collective over the members. */
+ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
+                                 const ladle_partition *p_y, int ndim, const int64_t *x_shape,
+                                 ladle_status local);
+
+/* The end of a linear layer's creation over m: when local is LADLE_OK the
+ * layer op takes impl (*taken says whether it did; the caller then forgets
+ * it) and is marked linear; then ladle__make_end. Collective over the
+ * members. */
+ladle_status ladle__dist_make_linear(ladle__make *m, ladle_status local,
+                                     const ladle_op_vtable *vt, void *impl, int *taken,
+                                     ladle_op **out);
+
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);
 
@@ -116,6 +131,11 @@ ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_g
  * itself stays). */
 ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c);
 void ladle__dist_ctx_empty(ladle__dist_ctx *c);
+
+/* The layer_forward slot of the distributed losses: LADLE_ERR_ARG, a loss
+ * runs through ladle_loss_forward. Local. */
+ladle_status ladle__dist_loss_no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
+                                       ladle_tensor *y, int64_t n);
 
 /* Vtable slots for a layer whose impl starts with a ladle__dist_base. */
 ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx);

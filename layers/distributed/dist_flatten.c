@@ -170,23 +170,17 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, const int64_t
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
     dflat *v = NULL;
     ladle_layout *mx = NULL, *my = NULL;
     LADLE_NOT_NULL(p_x);
     LADLE_NOT_NULL(p_y);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
-    const ladle_partition *parts[2] = {p_x, p_y};
     int ndim = ladle_partition_ndim(p_x);
     int64_t feat = 1;
     local = flat_checks(p_x, ndim, x_shape, p_y, dtype, flags, &feat, f);
     int64_t yg[2] = {local == LADLE_OK ? x_shape[0] : 0, feat};
-    int64_t args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
-    for (int d = 0; local == LADLE_OK && d < ndim && d < 5; d++)
-        args[3 + d] = x_shape[d];
-    LADLE_CALL(ladle__make_open(&m, 2, parts, local,
-                                ladle__make_hash(LADLE_HASH_INIT, 2, parts, 8, args)));
+    LADLE_CALL(ladle__dist_open_xy(&m, p_x, p_y, ndim, x_shape, local));
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);
     if (local == LADLE_OK)
@@ -197,15 +191,11 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, const int64_t
     if (ladle_partition_shape(p_y)[1] > 1)
         LADLE_CALL(ladle__make_step(
             m.comm, ladle_repartition_create(my, m.ly, dtype, device, flags, &v->r2), f));
-    local = allocate(&m, v, mx, my);
-    local = ladle__make_layer(&m, local, &dflat_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
+    int taken = 0;
+    st = ladle__dist_make_linear(&m, allocate(&m, v, mx, my), &dflat_vt, v, &taken, out);
+    if (taken)
         v = NULL;
-        op->linear = 1;
-    }
-    st = ladle__make_end(&m, &op, local, out);
 fail:
-    ladle_op_destroy(&op);
     ladle__make_close(&m);
     df_free(v);
     ladle_layout_destroy(&mx);

@@ -168,7 +168,6 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
     const char *f = __func__;
     ladle_status st = LADLE_OK, local = LADLE_OK;
     ladle__make m = {f, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
     dgpool *v = NULL;
     ladle_layout *lp = NULL;
     int *source = NULL;
@@ -176,16 +175,12 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
     LADLE_NOT_NULL(p_y);
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
-    const ladle_partition *parts[2] = {p_x, p_y};
     int ndim = ladle_partition_ndim(p_x);
     local = gp_checks(p_x, ndim, x_shape, p_y, dtype, flags, f);
-    int64_t yg[2] = {0, 0}, args[8] = {ndim, (int64_t)dtype, (int64_t)flags};
-    for (int d = 0; local == LADLE_OK && d < ndim; d++)
-        args[3 + d] = x_shape[d];
+    int64_t yg[2] = {0, 0};
     if (local == LADLE_OK)
         yg[0] = x_shape[0], yg[1] = x_shape[1];
-    LADLE_CALL(ladle__make_open(&m, 2, parts, local,
-                                ladle__make_hash(LADLE_HASH_INIT, 2, parts, 8, args)));
+    LADLE_CALL(ladle__dist_open_xy(&m, p_x, p_y, ndim, x_shape, local));
     v = ladle__calloc(1, sizeof *v);
     source = ladle__calloc((size_t)ladle_partition_size(p_x), sizeof(int));
     local = ladle__make_alloc_ok(&m, v != NULL && source != NULL);
@@ -199,15 +194,11 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
     LADLE_CALL(ladle__make_step(
         m.comm,
         ladle__pair_create_mapped(lp, m.ly, source, dtype, device, 1, &v->reduce, f), f));
-    local = allocate(&m, v, lp, x_shape);
-    local = ladle__make_layer(&m, local, &dgpool_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
+    int taken = 0;
+    st = ladle__dist_make_linear(&m, allocate(&m, v, lp, x_shape), &dgpool_vt, v, &taken, out);
+    if (taken)
         v = NULL;
-        op->linear = 1;
-    }
-    st = ladle__make_end(&m, &op, local, out);
 fail:
-    ladle_op_destroy(&op);
     ladle__make_close(&m);
     dg_free(v);
     ladle_layout_destroy(&lp);

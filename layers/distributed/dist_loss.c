@@ -136,19 +136,11 @@ static ladle_status dl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 
 static void dl_destroy(ladle_op *op) { dloss_free(op->impl); }
 
-static ladle_status no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
-                             ladle_tensor *y, int64_t n)
-{
-    (void)ctx, (void)x, (void)y, (void)n;
-    return ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
-                        "the %s op is a loss: use ladle_loss_forward", op->vt->name);
-}
-
 static const ladle_op_vtable dloss_vt = {
     .kind = LADLE_OP_DIST_LOSS,
     .name = "distributed loss",
     .destroy = dl_destroy,
-    .layer_forward = no_layer,
+    .layer_forward = ladle__dist_loss_no_layer,
     .ctx_init = ladle__dist_ctx_init,
     .ctx_fini = ladle__dist_ctx_fini,
     .loss_forward = dl_forward,

@@ -380,19 +380,11 @@ fail:
 
 static void vl_destroy(ladle_op *op) { vloss_free(op->impl); }
 
-static ladle_status no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
-                             ladle_tensor *y, int64_t n)
-{
-    (void)ctx, (void)x, (void)y, (void)n;
-    return ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
-                        "the %s op is a loss: use ladle_loss_forward", op->vt->name);
-}
-
 static const ladle_op_vtable vloss_vt = {
     .kind = LADLE_OP_DIST_VOCAB_LOSS,
     .name = "vocabulary-parallel loss",
     .destroy = vl_destroy,
-    .layer_forward = no_layer,
+    .layer_forward = ladle__dist_loss_no_layer,
     .loss_forward = vl_forward,
     .loss_backward = vl_backward,
 };
