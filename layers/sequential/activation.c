@@ -48,7 +48,6 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
                                      ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    ladle_op *op = NULL;
     activation *a = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
@@ -61,17 +60,14 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
                 "default 0.01", param);
     a->kind = kind;
     a->slope = kind != LADLE_LEAKY_RELU ? 0.0 : param != param ? 0.01 : param;
-    LADLE_CALL(ladle__layer_new(&activation_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
-                                __func__));
     /* a negative slope makes y > 0 for x < 0 too: the backward needs x */
-    op->in_place = kind != LADLE_GELU && kind != LADLE_GELU_TANH &&
+    int in_place = kind != LADLE_GELU && kind != LADLE_GELU_TANH &&
                    !(kind == LADLE_LEAKY_RELU && a->slope < 0);
-    op->impl = a;
-    a = NULL;
-    *out = op;
-    return LADLE_OK;
+    st = ladle__layer_same_shape(&activation_vt, a, dtype, device, ndim, shape, out, __func__);
+    if (st == LADLE_OK)
+        (*out)->in_place = in_place;
+    return st;
 fail:
     ladle__free(a);
-    ladle_op_destroy(&op);
     return st;
 }

@@ -52,7 +52,6 @@ ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, lad
                                   ladle_device device, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    ladle_op *op = NULL;
     dropout *d = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
@@ -61,16 +60,12 @@ ladle_status ladle_dropout_create(int ndim, const int64_t shape[], double p, lad
     LADLE_CHECK(d != NULL, LADLE_ERR_ALLOC, "out of memory");
     d->p = p;
     d->seed = seed;
-    LADLE_CALL(
-        ladle__layer_new(&dropout_vt, dtype, device, ndim, shape, ndim, shape, 1, &op, __func__));
-    op->impl = d;
-    d = NULL;
-    op->in_place = 1;
-    *out = op;
-    return LADLE_OK;
+    st = ladle__layer_same_shape(&dropout_vt, d, dtype, device, ndim, shape, out, __func__);
+    if (st == LADLE_OK)
+        (*out)->in_place = 1;
+    return st;
 fail:
     ladle__free(d);
-    ladle_op_destroy(&op);
     return st;
 }
 

@@ -11,4 +11,19 @@ ladle_status ladle__window_layer_check(int nd, unsigned flags, ladle_dtype dtype
     return ladle__layer_check_args(func, dtype, 2 + nd, x_shape, 3);
 }
 
+ladle_status ladle__layer_same_shape(const ladle_op_vtable *vt, void *impl, ladle_dtype dtype,
+                                     ladle_device device, int ndim, const int64_t *shape,
+                                     ladle_op **out, const char *func)
+{
+    ladle_op *op = NULL;
+    ladle_status st = ladle__layer_new(vt, dtype, device, ndim, shape, ndim, shape, 1, &op, func);
+    if (st != LADLE_OK) {
+        ladle__free(impl);
+        return st;
+    }
+    op->impl = impl;
+    *out = op;
+    return LADLE_OK;
+}
+
 void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }

@@ -39,6 +39,13 @@ static inline int ladle__desc_start(void *d, size_t size)
 ladle_status ladle__window_layer_check(int nd, unsigned flags, ladle_dtype dtype,
                                        const int64_t *x_shape, const char *func);
 
+/* The op of a layer whose y has x's shape (batched) on device, taking impl
+ * (one block of ladle__calloc, freed here on failure): on success *out.
+ * Raised for func. Local. */
+ladle_status ladle__layer_same_shape(const ladle_op_vtable *vt, void *impl, ladle_dtype dtype,
+                                     ladle_device device, int ndim, const int64_t *shape,
+                                     ladle_op **out, const char *func);
+
 /* The destroy slot of a layer whose impl is one block of ladle__calloc. */
 void ladle__layer_free_impl(ladle_op *op);
 

@@ -130,7 +130,8 @@ void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim)
     d->elementwise_affine = 1;
 }
 
-/* What both creates share, after their descriptor's size is checked. */
+/* What both creates share, after their descriptor's size is checked: the
+ * other pointers first, then the values. */
 static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps,
                            int affine, int bias, int ndim, const int64_t *x_shape,
                            ladle_dtype dtype, ladle_device device, ladle_op **out,
@@ -139,6 +140,10 @@ static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps
     ladle_status st = LADLE_OK;
     ladle_op *op = NULL;
     norm *v = NULL;
+    if (x_shape == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "x_shape");
+    if (out == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "out");
     LADLE_CALL(ladle__layer_check_args(func, dtype, ndim, x_shape, 1));
     if (!(k >= 1 && k <= ndim))
         return ladle__raise(LADLE_ERR_ARG, func,
@@ -204,10 +209,8 @@ ladle_status ladle_layernorm_create(const ladle_layernorm_desc *d, int ndim,
 {
     ladle_status st = LADLE_OK;
     LADLE__CHECK_DESC(d);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    LADLE_CALL(create(&layernorm_vt, 0, d->normalized_ndim, d->eps, d->elementwise_affine,
-                      d->bias, ndim, x_shape, dtype, device, out, __func__));
+    return create(&layernorm_vt, 0, d->normalized_ndim, d->eps, d->elementwise_affine, d->bias,
+                  ndim, x_shape, dtype, device, out, __func__);
 fail:
     return st;
 }
@@ -218,10 +221,8 @@ ladle_status ladle_rmsnorm_create(const ladle_rmsnorm_desc *d, int ndim,
 {
     ladle_status st = LADLE_OK;
     LADLE__CHECK_DESC(d);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    LADLE_CALL(create(&rmsnorm_vt, 1, d->normalized_ndim, d->eps, d->elementwise_affine, 0,
-                      ndim, x_shape, dtype, device, out, __func__));
+    return create(&rmsnorm_vt, 1, d->normalized_ndim, d->eps, d->elementwise_affine, 0, ndim,
+                  x_shape, dtype, device, out, __func__);
 fail:
     return st;
 }

@@ -60,7 +60,6 @@ ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
                                   ladle_op **out)
 {
     ladle_status st = LADLE_OK;
-    ladle_op *op = NULL;
     softmax *m = NULL;
     LADLE_NOT_NULL(out);
     LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
@@ -78,14 +77,8 @@ ladle_status ladle_softmax_create(int ndim, const int64_t shape[], int dim,
         m->inner *= shape[d];
     m->log = kind == LADLE_LOG_SOFTMAX;
     m->batch = dim == 0;
-    LADLE_CALL(ladle__layer_new(&softmax_vt, dtype, device, ndim, shape, ndim, shape, 1, &op,
-                                __func__));
-    op->impl = m;
-    m = NULL;
-    *out = op;
-    return LADLE_OK;
+    return ladle__layer_same_shape(&softmax_vt, m, dtype, device, ndim, shape, out, __func__);
 fail:
     ladle__free(m);
-    ladle_op_destroy(&op);
     return st;
 }
