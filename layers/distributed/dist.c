@@ -272,6 +272,23 @@ fail:
     return st;
 }
 
+ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, void *impl,
+                                  const int64_t *xs, int bias, double fan_in, double fan_out,
+                                  uint64_t seed, int *taken, ladle_op **out)
+{
+    ladle_op *op = NULL;
+    ladle_status local = ladle__make_layer(m, LADLE_OK, vt, impl, xs, &op);
+    *taken = local == LADLE_OK;
+    if (local == LADLE_OK) {
+        op->weighted = 1;
+        op->linear = !bias;
+        op->fan_in = fan_in;
+        op->fan_out = fan_out;
+        local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
+    }
+    return ladle__make_end(m, &op, local, out);
+}
+
 void ladle__dist_grid_free(ladle__dist_grid *g)
 {
     ladle_op_destroy(&g->bcast);

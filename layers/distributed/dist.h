@@ -111,6 +111,16 @@ typedef struct ladle__dist_grid {
     ladle_tensor *yp, *dxp;   /* the partial y and the partial dx */
 } ladle__dist_grid;
 
+/* The end of a weight-grid layer's creation: the layer op over m (x of
+ * shape xs, or lx's box when NULL) takes impl (*taken says whether it did;
+ * the caller then forgets it), weighted, linear without bias, of fans
+ * fan_in and fan_out and initialised (the block of the global
+ * initialisation, not the block's own); then ladle__make_end. Collective
+ * over the members. */
+ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, void *impl,
+                                  const int64_t *xs, int bias, double fan_in, double fan_out,
+                                  uint64_t seed, int *taken, ladle_op **out);
+
 /* Free what the grid owns. */
 void ladle__dist_grid_free(ladle__dist_grid *g);
 /* y = R L B x (c may be NULL). Collective over B's and R's ranks. */

@@ -401,6 +401,20 @@ static void tile_group(const void *arg, int i, int r, int *gid, int64_t *count)
     *count = !has ? 0 : i == 0 ? co * ci * kv : co;
 }
 
+/* The layer's extents from d, and x's layout on p_x. Local. */
+static ladle_status plan_shape(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
+                               const ladle_partition *p_x, const int64_t *x_shape)
+{
+    v->ndim = 2 + d->nd;
+    v->nd = d->nd;
+    v->base.nparams = d->bias ? 2 : 1;
+    v->co = d->out_channels;
+    v->cig = d->in_channels / d->groups;
+    for (int i = 0; i < d->nd; i++)
+        v->k[i] = d->kernel[i];
+    return ladle_layout_create_balanced(p_x, v->ndim, x_shape, &m->lx);
+}
+
 ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
                                          const ladle_dist_partitions *p,
                                          const int64_t x_shape[], ladle_dtype dtype,
@@ -409,7 +423,6 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
     ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
     dgrid *v = NULL;
     plan pl = {0};
     LADLE_NOT_NULL(d);
@@ -431,16 +444,8 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);
-    if (local == LADLE_OK) {
-        v->ndim = nd;
-        v->nd = d->nd;
-        v->base.nparams = d->bias ? 2 : 1;
-        v->co = d->out_channels;
-        v->cig = d->in_channels / d->groups;
-        for (int i = 0; i < d->nd; i++)
-            v->k[i] = d->kernel[i];
-        local = ladle_layout_create_balanced(p_x, nd, x_shape, &m.lx);
-    }
+    if (local == LADLE_OK)
+        local = plan_shape(&m, v, d, p_x, x_shape);
     LADLE_CALL(ladle__make_step(m.comm, local, f));
     /* the spatial part on p_x: the halo exchange over the tiles */
     LADLE_CALL(ladle__dist_halo(&m, d->nd, d->kernel, d->stride, d->padding, d->dilation, 0,
@@ -457,21 +462,16 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
         tiles_arg arg = {d, p_w};
         LADLE_CALL(ladle__dist_replicas(&m, &v->base, v->base.nparams, p_w, tile_group, &arg));
     }
-    local = ladle__make_layer(&m, LADLE_OK, &dgrid_vt, v, v->g.bulk_shape, &op);
-    if (local == LADLE_OK) {
+    double kv = 1;
+    for (int i = 0; i < d->nd; i++)
+        kv *= (double)d->kernel[i];
+    int taken = 0;
+    st = ladle__dist_grid_end(&m, &dgrid_vt, v, v->g.bulk_shape, d->bias,
+                              (double)(d->in_channels / d->groups) * kv,
+                              (double)(d->out_channels / d->groups) * kv, seed, &taken, out);
+    if (taken)
         v = NULL;
-        double kv = 1;
-        for (int i = 0; i < d->nd; i++)
-            kv *= (double)d->kernel[i];
-        op->weighted = 1;
-        op->linear = !d->bias;
-        op->fan_in = (double)(d->in_channels / d->groups) * kv;
-        op->fan_out = (double)(d->out_channels / d->groups) * kv;
-        local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
-    }
-    st = ladle__make_end(&m, &op, local, out);
 fail:
-    ladle_op_destroy(&op);
     ladle__make_close(&m);
     dg_free(v);
     plan_free(&pl);

@@ -271,7 +271,6 @@ ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
     const char *f = __func__;
     ladle_status st = LADLE_OK, local;
     ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
     dlinear *v = NULL;
     ladle_layout *lxb = NULL, *lyp = NULL;
     LADLE_NOT_NULL(d);
@@ -315,19 +314,12 @@ ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
         groups g = {p_w, in_features, out_features};
         LADLE_CALL(ladle__dist_replicas(&m, &v->base, 1 + v->bias, p_w, replica_group, &g));
     }
-    local = ladle__make_layer(&m, LADLE_OK, &dlinear_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
+    int taken = 0;
+    st = ladle__dist_grid_end(&m, &dlinear_vt, v, NULL, bias, (double)in_features,
+                              (double)out_features, seed, &taken, out);
+    if (taken)
         v = NULL;
-        op->weighted = 1;
-        op->linear = !bias;
-        op->fan_in = (double)in_features;
-        op->fan_out = (double)out_features;
-        /* the block of the global initialisation, not the block's own */
-        local = ladle_layer_init(op, LADLE_INIT_DEFAULT, seed);
-    }
-    st = ladle__make_end(&m, &op, local, out);
 fail:
-    ladle_op_destroy(&op);
     ladle__make_close(&m);
     dl_free(v);
     ladle_layout_destroy(&lxb);

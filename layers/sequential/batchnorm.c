@@ -380,6 +380,33 @@ void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
     d->flags = 0;
 }
 
+/* The checks of the descriptor against x (its size checked already),
+ * raised for func. Local. */
+static ladle_status check(const ladle_batchnorm_desc *d, int ndim, const int64_t *x_shape,
+                          ladle_dtype dtype, const char *func)
+{
+    ladle_status st = ladle__layer_check_args(func, dtype, ndim, x_shape, 2);
+    if (st != LADLE_OK)
+        return st;
+    if (ndim > 5)
+        return ladle__raise(LADLE_ERR_SHAPE, func, "batch norm takes 2 to 5 dimensions, not %d",
+                            ndim);
+    if (!(x_shape[1] == d->num_features && d->num_features >= 1))
+        return ladle__raise(LADLE_ERR_SHAPE, func, "x has %lld channels, the layer %lld features",
+                            (long long)x_shape[1], (long long)d->num_features);
+    if (!(d->eps > 0 && isfinite(d->eps) && d->momentum <= 1))
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "eps %g must be finite and > 0 and momentum %g at most 1", d->eps,
+                            d->momentum);
+    /* one rank: the distributed fields change nothing, but stay checked so
+     * that a descriptor is good or bad for both creates alike */
+    if (!(d->sync >= LADLE_BN_SYNC_GLOBAL && d->sync <= LADLE_BN_SYNC_GROUP))
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown sync mode %d", (int)d->sync);
+    if (d->flags & ~(unsigned)LADLE_CHECKED)
+        return ladle__raise(LADLE_ERR_ARG, func, "unknown flags 0x%x", d->flags);
+    return LADLE_OK;
+}
+
 ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
                                     const int64_t x_shape[], ladle_dtype dtype, ladle_device device,
                                     ladle_op **out)
@@ -389,20 +416,7 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     bn *v = NULL;
     LADLE__CHECK_DESC(d);
     LADLE_NOT_NULL(out);
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 2));
-    LADLE_CHECK(ndim <= 5, LADLE_ERR_SHAPE, "batch norm takes 2 to 5 dimensions, not %d", ndim);
-    LADLE_CHECK(x_shape[1] == d->num_features && d->num_features >= 1, LADLE_ERR_SHAPE,
-                "x has %lld channels, the layer %lld features", (long long)x_shape[1],
-                (long long)d->num_features);
-    LADLE_CHECK(d->eps > 0 && isfinite(d->eps) && d->momentum <= 1, LADLE_ERR_ARG,
-                "eps %g must be finite and > 0 and momentum %g at most 1", d->eps,
-                d->momentum);
-    /* one rank: the distributed fields change nothing, but stay checked so
-     * that a descriptor is good or bad for both creates alike */
-    LADLE_CHECK(d->sync >= LADLE_BN_SYNC_GLOBAL && d->sync <= LADLE_BN_SYNC_GROUP,
-                LADLE_ERR_ARG, "unknown sync mode %d", (int)d->sync);
-    LADLE_CHECK(!(d->flags & ~(unsigned)LADLE_CHECKED), LADLE_ERR_ARG, "unknown flags 0x%x",
-                d->flags);
+    LADLE_CALL(check(d, ndim, x_shape, dtype, __func__));
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     v->c = d->num_features;

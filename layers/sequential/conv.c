@@ -305,19 +305,25 @@ fail:
     return st;
 }
 
+/* The device buffers of v, on be. */
+static void free_buffers(conv *v, const ladle_backend *be)
+{
+    be->fn->free(be, v->col);
+    be->fn->free(be, v->mat);
+    be->fn->free(be, v->plane);
+    be->fn->free(be, v->xpin);
+    be->fn->free(be, v->gpad);
+    be->fn->free(be, v->dpad);
+    be->fn->free(be, v->dws);
+    ladle__conv_wide_free(v, be);
+}
+
 static void conv_destroy(ladle_op *op)
 {
     conv *v = op->impl;
     if (v == NULL)
         return;
-    op->be->fn->free(op->be, v->col);
-    op->be->fn->free(op->be, v->mat);
-    op->be->fn->free(op->be, v->plane);
-    op->be->fn->free(op->be, v->xpin);
-    op->be->fn->free(op->be, v->gpad);
-    op->be->fn->free(op->be, v->dpad);
-    op->be->fn->free(op->be, v->dws);
-    ladle__conv_wide_free(v, op->be);
+    free_buffers(v, op->be);
     ladle__free(v);
 }
 
@@ -374,6 +380,43 @@ static ladle_status plan_window(const ladle_conv_desc *d, const int64_t *xs, con
     return LADLE_OK;
 }
 
+/* How the GEMMs take the images: in place (pointwise), by the wide path or
+ * by columns, and how many images (of a batch of n) one GEMM takes. */
+static ladle_status plan_gemm(conv *v, int64_t n, int queued, const char *f)
+{
+    /* a 1x1 convolution multiplies the images in place, one GEMM each: on
+     * a queued device it takes the batched column path instead, a copy of
+     * the images for one GEMM of many */
+    v->pointwise = !queued && v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
+                   v->p[0] + v->p[1] + v->p[2] == 0;
+    v->hp = v->in[1] + 2 * v->p[1]; /* the padded planes of plane_cols and conv_wide.c */
+    v->wp = v->in[2] + 2 * v->p[2];
+    v->wide = ladle__conv_wide_plan(v);
+    int64_t per = v->wide ? v->q : v->pout;
+    int64_t target = queued    ? QUEUED_TARGET_COLUMNS
+                     : v->wide ? LADLE_CONV_WIDE_COLUMNS
+                               : TARGET_COLUMNS;
+    int64_t budget = queued ? QUEUED_COL_BUDGET : COL_BUDGET;
+    int64_t b = per >= target || v->pointwise ? 1 : (target + per - 1) / per;
+    if (b > n)
+        b = n;
+    /* kk, b and per are below 2^31 each: kk * b * per fits */
+    while (b > 1 && v->kk * b * per > budget)
+        b--;
+    v->batch_per_gemm = b < 1 ? 1 : b;
+    /* A row stride of a multiple of 1 KiB (f32) puts the rows the GEMM
+     * packs side by side in a few of the L1 cache's sets, which then
+     * evict each other: the weight gradient of 32 x 32 channels k3 on a
+     * 64 x 128 plane (B P = 8192) took 1.46x the time of the same on 63 x
+     * 128 rows. 16 elements more shift each row by a cache line or two. */
+    v->ldcol = v->batch_per_gemm * v->pout;
+    if (v->ldcol % 256 == 0)
+        v->ldcol += 16;
+    if (v->ldcol > INT32_MAX)
+        return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
+    return LADLE_OK;
+}
+
 /* Check the description against x's shape and fill the geometry; queued:
  * the device queues its calls (the GEMMs' batching above). */
 static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued, conv *v)
@@ -417,36 +460,8 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued
     v->kk = v->cg * v->kvol;
     if (v->kk > INT32_MAX || v->pout > INT32_MAX || v->co > INT32_MAX)
         return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
-    /* a 1x1 convolution multiplies the images in place, one GEMM each: on
-     * a queued device it takes the batched column path instead, a copy of
-     * the images for one GEMM of many */
-    v->pointwise = !queued && v->kvol == 1 && v->s[0] * v->s[1] * v->s[2] == 1 &&
-                   v->p[0] + v->p[1] + v->p[2] == 0;
-    v->hp = v->in[1] + 2 * v->p[1]; /* the padded planes of plane_cols and conv_wide.c */
-    v->wp = v->in[2] + 2 * v->p[2];
-    v->wide = ladle__conv_wide_plan(v);
-    int64_t per = v->wide ? v->q : v->pout;
-    int64_t target = queued    ? QUEUED_TARGET_COLUMNS
-                     : v->wide ? LADLE_CONV_WIDE_COLUMNS
-                               : TARGET_COLUMNS;
-    int64_t budget = queued ? QUEUED_COL_BUDGET : COL_BUDGET;
-    int64_t b = per >= target || v->pointwise ? 1 : (target + per - 1) / per;
-    if (b > xs[0])
-        b = xs[0];
-    /* kk, b and per are below 2^31 each: kk * b * per fits */
-    while (b > 1 && v->kk * b * per > budget)
-        b--;
-    v->batch_per_gemm = b < 1 ? 1 : b;
-    /* A row stride of a multiple of 1 KiB (f32) puts the rows the GEMM
-     * packs side by side in a few of the L1 cache's sets, which then
-     * evict each other: the weight gradient of 32 x 32 channels k3 on a
-     * 64 x 128 plane (B P = 8192) took 1.46x the time of the same on 63 x
-     * 128 rows. 16 elements more shift each row by a cache line or two. */
-    v->ldcol = v->batch_per_gemm * v->pout;
-    if (v->ldcol % 256 == 0)
-        v->ldcol += 16;
-    if (v->ldcol > INT32_MAX)
-        return ladle__raise(LADLE_ERR_SHAPE, f, "matrices above 2^31 rows or columns");
+    if ((st = plan_gemm(v, xs[0], queued, f)) != LADLE_OK)
+        return st;
     v->geom.cg = v->cg;
     v->geom.cog = v->cog;
     for (int i = 0; i < 3; i++) {
@@ -458,6 +473,31 @@ static ladle_status plan(const ladle_conv_desc *d, const int64_t *xs, int queued
         v->geom.d[i] = v->d[i];
     }
     return LADLE_OK;
+}
+
+/* The device buffers the plan asks for (xn: the padded x's batch). */
+static ladle_status allocate(conv *v, const ladle_backend *be, ladle_dtype dtype, int64_t xn)
+{
+    ladle_status st = LADLE_OK;
+    size_t es = ladle_dtype_size(dtype);
+    /* the wide path's column and matrix buffers (B q columns) also serve
+     * the backward, which takes the im2col path (B P <= B q columns) */
+    if (v->wide)
+        LADLE_CALL(ladle__conv_wide_alloc(v, be, es));
+    else if (!v->pointwise)
+        LADLE_CALL(ladle__conv_buffer(be, v->kk, v->ldcol, es, "column buffer", &v->col));
+    if (!v->pointwise && v->in[0] == 1 && v->k[0] == 1 && v->s[2] == 1) /* plane_cols */
+        LADLE_CALL(
+            ladle__conv_buffer(be, 2 * v->hp, v->wp, es, "padded planes", &v->plane));
+    if (v->batch_per_gemm > 1 && !v->wide)
+        LADLE_CALL(ladle__conv_buffer(be, v->cog, v->ldcol, es, "output matrix", &v->mat));
+    LADLE_CALL(direct_plan(v, be, dtype));
+    if (v->padded) {
+        LADLE_CALL(ladle__conv_buffer(be, xn * v->c, v->pin, es, "padded x", &v->xpin));
+        LADLE_CALL(ladle__conv_buffer(be, xn * v->c, v->pin, es, "padded dx", &v->gpad));
+    }
+fail:
+    return st;
 }
 
 ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[],
@@ -490,22 +530,7 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     /* the whole batch's y */
     LADLE_CALL(ladle__check_shape(__func__, 2 + d->nd, ys, &numel));
     size_t es = ladle_dtype_size(dtype);
-    /* the wide path's column and matrix buffers (B q columns) also serve
-     * the backward, which takes the im2col path (B P <= B q columns) */
-    if (v->wide)
-        LADLE_CALL(ladle__conv_wide_alloc(v, be, es));
-    else if (!v->pointwise)
-        LADLE_CALL(ladle__conv_buffer(be, v->kk, v->ldcol, es, "column buffer", &v->col));
-    if (!v->pointwise && v->in[0] == 1 && v->k[0] == 1 && v->s[2] == 1) /* plane_cols */
-        LADLE_CALL(
-            ladle__conv_buffer(be, 2 * v->hp, v->wp, es, "padded planes", &v->plane));
-    if (v->batch_per_gemm > 1 && !v->wide)
-        LADLE_CALL(ladle__conv_buffer(be, v->cog, v->ldcol, es, "output matrix", &v->mat));
-    LADLE_CALL(direct_plan(v, be, dtype));
-    if (v->padded) {
-        LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded x", &v->xpin));
-        LADLE_CALL(ladle__conv_buffer(be, xps[0] * v->c, v->pin, es, "padded dx", &v->gpad));
-    }
+    LADLE_CALL(allocate(v, be, dtype, xps[0]));
     LADLE_CALL(ladle__layer_new(&conv_vt, dtype, device, 2 + d->nd, x_shape, 2 + d->nd, ys, 1, &op,
                                 __func__));
     op->impl = v;
@@ -526,16 +551,8 @@ fail:
     if (v != NULL) {
         /* no backend: nothing was allocated on the device */
         const ladle_backend *be = ladle__backend(device);
-        if (be != NULL) {
-            be->fn->free(be, v->col);
-            be->fn->free(be, v->mat);
-            be->fn->free(be, v->plane);
-            be->fn->free(be, v->xpin);
-            be->fn->free(be, v->gpad);
-            be->fn->free(be, v->dpad);
-            be->fn->free(be, v->dws);
-            ladle__conv_wide_free(v, be);
-        }
+        if (be != NULL)
+            free_buffers(v, be);
         ladle__free(v);
     }
     ladle_op_destroy(&op);

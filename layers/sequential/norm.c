@@ -130,28 +130,33 @@ void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim)
     d->elementwise_affine = 1;
 }
 
-/* What both creates share, after their descriptor's size is checked: the
- * other pointers first, then the values. */
-static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps,
-                           int affine, int bias, int ndim, const int64_t *x_shape,
-                           ladle_dtype dtype, ladle_device device, ladle_op **out,
-                           const char *func)
+/* The checks of both creates, after their descriptor's size is checked:
+ * the other pointers first, then the values. Local. */
+static ladle_status check(int k, double eps, int ndim, const int64_t *x_shape,
+                          ladle_dtype dtype, ladle_op **out, const char *func)
 {
-    ladle_status st = LADLE_OK;
-    ladle_op *op = NULL;
-    norm *v = NULL;
     if (x_shape == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "x_shape");
     if (out == NULL)
         return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "out");
-    LADLE_CALL(ladle__layer_check_args(func, dtype, ndim, x_shape, 1));
+    ladle_status st = ladle__layer_check_args(func, dtype, ndim, x_shape, 1);
+    if (st != LADLE_OK)
+        return st;
     if (!(k >= 1 && k <= ndim))
         return ladle__raise(LADLE_ERR_ARG, func,
                             "normalized_ndim %d is outside 1 .. %d (the dimensions of x)",
                             k, ndim);
     if (!(eps > 0 && isfinite(eps)))
         return ladle__raise(LADLE_ERR_ARG, func, "eps %g must be finite and > 0", eps);
-    v = ladle__calloc(1, sizeof *v);
+    return LADLE_OK;
+}
+
+/* The rows of x: a row's length (the last k extents, not empty) and the
+ * rows per sample, in a new *out. Local. */
+static ladle_status plan(int rms, int k, double eps, int ndim, const int64_t *x_shape,
+                         norm **out, const char *func)
+{
+    norm *v = ladle__calloc(1, sizeof *v);
     if (v == NULL)
         return ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
     v->rms = rms;
@@ -165,9 +170,25 @@ static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps
             LADLE_ERR_SHAPE, func,
             "the normalized shape (the last %d extents of x) has no elements", k);
     }
-    int batched = k < ndim; /* k = ndim: one row, no batch to shrink */
-    for (int d = batched ? 1 : 0; d < ndim - k; d++)
+    for (int d = k < ndim ? 1 : 0; d < ndim - k; d++)
         v->rows_per_sample *= x_shape[d];
+    *out = v;
+    return LADLE_OK;
+}
+
+/* What both creates share: the checks, the plan, then the layer, its
+ * workspace and its parameters. */
+static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps,
+                           int affine, int bias, int ndim, const int64_t *x_shape,
+                           ladle_dtype dtype, ladle_device device, ladle_op **out,
+                           const char *func)
+{
+    ladle_status st = LADLE_OK;
+    ladle_op *op = NULL;
+    norm *v = NULL;
+    LADLE_CALL(check(k, eps, ndim, x_shape, dtype, out, func));
+    LADLE_CALL(plan(rms, k, eps, ndim, x_shape, &v, func));
+    int batched = k < ndim; /* k = ndim: one row, no batch to shrink */
     /* the layer first: it refuses a device ladle has no backend for */
     st = ladle__layer_new(vt, dtype, device, ndim, x_shape, ndim, x_shape, batched, &op,
                           func);
