@@ -541,6 +541,25 @@ fail:
     return st;
 }
 
+/* The arguments every rank of p_x must pass alike (group: the size of the
+ * statistics' groups). */
+static uint64_t args_hash(const ladle_batchnorm_desc *d, const ladle_partition *const *parts,
+                          int ndim, const int64_t *x_shape, int group, ladle_dtype dtype)
+{
+    int64_t args[12] = {ndim,
+                        d->sync,
+                        group,
+                        (int64_t)dtype,
+                        (int64_t)d->flags,
+                        d->affine,
+                        d->track_running_stats};
+    for (int i = 0; i < ndim && i < 5; i++)
+        args[7 + i] = x_shape[i];
+    uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, parts, 12, args);
+    h = ladle__hash(h, &d->eps, sizeof d->eps);
+    return ladle__hash(h, &d->momentum, sizeof d->momentum);
+}
+
 ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                          const ladle_partition *p_x,
                                          const int64_t x_shape[], ladle_dtype dtype,
@@ -564,19 +583,8 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
     local = validate(d, p_x, ndim, x_shape, dtype, &peers, &group, f);
     unsigned flags = d->flags;
     m.flags = flags;
-    int64_t args[12] = {ndim,
-                        d->sync,
-                        group,
-                        (int64_t)dtype,
-                        (int64_t)flags,
-                        d->affine,
-                        d->track_running_stats};
-    for (int i = 0; i < ndim && i < 5; i++)
-        args[7 + i] = x_shape[i];
-    uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, parts, 12, args);
-    h = ladle__hash(h, &d->eps, sizeof d->eps);
-    h = ladle__hash(h, &d->momentum, sizeof d->momentum);
-    LADLE_CALL(ladle__make_open(&m, 1, parts, local, h));
+    LADLE_CALL(ladle__make_open(&m, 1, parts, local,
+                                args_hash(d, parts, ndim, x_shape, group, dtype)));
 
     v = ladle__calloc(1, sizeof *v);
     gid = ladle__calloc((size_t)size, sizeof(int));

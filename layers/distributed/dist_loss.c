@@ -41,6 +41,50 @@ static void dloss_free(distloss *v)
     ladle__free(v);
 }
 
+/* The loss tensor's checks (local: the members agree on the sum). */
+static ladle_status check_out(const ladle_op *op, int none, const ladle_tensor *out)
+{
+    if (out == NULL)
+        return ladle__raise(LADLE_ERR_NULL, "ladle_loss_forward", "loss is NULL");
+    if (!none && (out->numel != 1 || out->dtype != op->dtype))
+        return ladle__raise(LADLE_ERR_SHAPE, "ladle_loss_forward",
+                            "the loss must be one %s value", ladle_dtype_name(op->dtype));
+    if (out->device != op->be->device)
+        return ladle__raise(LADLE_ERR_DEVICE, "ladle_loss_forward",
+                            "loss is on %s but the distributed loss is on %s",
+                            ladle_device_name(out->device), ladle_device_name(op->be->device));
+    return LADLE_OK;
+}
+
+/* The verdict on the summed loss (pair: value, weight; out holds the
+ * value): pair is the same on every member, bit for bit, so is the
+ * verdict. */
+static ladle_status verdict(const ladle_op *op, int none, int weighed, const double *pair,
+                            const ladle_tensor *out)
+{
+    ladle_status st = LADLE_OK;
+    double value = 0.0;
+    if (none && !isfinite(pair[0]))
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of an element of the batch is not finite: an input "
+                            "is not finite or its terms overflow");
+    /* the value as stored: an f64 sum may overflow f32 */
+    if (!none)
+        LADLE_CALL(ladle_tensor_get(out, 0, &value));
+    if (weighed && pair[1] == 0)
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of the whole batch is %g: every sample is ignored or "
+                            "weighs 0, so its mean is 0/0",
+                            value);
+    if (!none && !isfinite(value))
+        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
+                            "the loss of the whole batch is %g: an input is not finite or "
+                            "its terms overflow %s",
+                            value, ladle_dtype_name(op->dtype));
+fail:
+    return st;
+}
+
 static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *input,
                                const ladle_tensor *target, ladle_tensor *out)
 {
@@ -52,15 +96,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (v->base.local == NULL)
         return LADLE_OK; /* outside the partition */
     int none = v->reduction == LADLE_REDUCE_NONE;
-    if (out == NULL)
-        local = ladle__raise(LADLE_ERR_NULL, "ladle_loss_forward", "loss is NULL");
-    else if (!none && (out->numel != 1 || out->dtype != op->dtype))
-        local = ladle__raise(LADLE_ERR_SHAPE, "ladle_loss_forward",
-                             "the loss must be one %s value", ladle_dtype_name(op->dtype));
-    else if (out->device != op->be->device)
-        local = ladle__raise(LADLE_ERR_DEVICE, "ladle_loss_forward",
-                             "loss is on %s but the distributed loss is on %s",
-                             ladle_device_name(out->device), ladle_device_name(op->be->device));
+    local = check_out(op, none, out);
     double wsum = 0;
     if (local == LADLE_OK)
         local = ladle__loss_forward_weight(v->base.local, c ? c->local : NULL, input, target,
@@ -98,24 +134,7 @@ static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         ctx->target = target;
         ctx->ready = 1;
     }
-    /* pair is the same on every member, bit for bit: so is the verdict */
-    if (none && !isfinite(pair[0]))
-        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
-                            "the loss of an element of the batch is not finite: an input "
-                            "is not finite or its terms overflow");
-    /* the value as stored: an f64 sum may overflow f32 */
-    if (!none)
-        LADLE_CALL(ladle_tensor_get(out, 0, &value));
-    if (weighed && pair[1] == 0)
-        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
-                            "the loss of the whole batch is %g: every sample is ignored or "
-                            "weighs 0, so its mean is 0/0",
-                            value);
-    if (!none && !isfinite(value))
-        return ladle__raise(LADLE_ERR_NUMERIC, "ladle_loss_forward",
-                            "the loss of the whole batch is %g: an input is not finite or "
-                            "its terms overflow %s",
-                            value, ladle_dtype_name(op->dtype));
+    return verdict(op, none, weighed, pair, out);
 fail:
     return st;
 }

@@ -520,6 +520,52 @@ fail:
     return st;
 }
 
+/* The arguments every rank of p must pass alike. */
+static uint64_t args_hash(int kind, const ladle_attention_desc *ad, const ladle_partition *p,
+                          const int64_t x_shape[3], int64_t f, int bias, ladle_dtype dtype,
+                          unsigned flags, uint64_t seed)
+{
+    int64_t args[9] = {kind,      x_shape[0],     x_shape[1],     x_shape[2],   f,
+                       bias != 0, (int64_t)dtype, (int64_t)flags, (int64_t)seed};
+    uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, &p, 9, args);
+    if (ad) {
+        int64_t a[8] = {ad->embed_dim,   ad->num_heads,     ad->head_dim,
+                        ad->causal != 0, ad->qkv_bias != 0, ad->out_bias != 0,
+                        ad->block,       ad->f32_tiles != 0};
+        h = ladle__hash(h, a, sizeof a);
+        h = ladle__hash(h, &ad->scale, sizeof ad->scale);
+    }
+    return h;
+}
+
+/* The layer's extents and this rank's blocks of them, and its parameters'
+ * description. Local. */
+static void plan_shape(tp *v, int kind, const ladle_attention_desc *ad,
+                       const ladle_partition *p, const int64_t x_shape[3], int64_t f, int bias)
+{
+    const int *ps = ladle_partition_shape(p), *c = ladle_partition_coords(p);
+    v->kind = kind;
+    v->p = p;
+    v->D = ps[0];
+    v->S = ps[1];
+    v->b = c ? c[0] : -1;
+    v->i = c ? c[1] : -1;
+    v->n = x_shape[0];
+    v->t = x_shape[1];
+    v->e = x_shape[2];
+    v->f = f;
+    v->nb = c ? ladle__balanced_size(v->n, v->D, v->b) : 0;
+    v->bias = bias != 0;
+    if (ad) {
+        v->ad = *ad;
+        v->heads = ad->num_heads;
+        v->hd = ad->head_dim;
+        v->bias = ad->qkv_bias != 0;
+        v->out_bias = ad->out_bias != 0;
+    }
+    describe_params(v);
+}
+
 static ladle_status create(int kind, const ladle_attention_desc *ad,
                            const ladle_partition *p, const int64_t x_shape[3], int64_t f,
                            int bias, ladle_dtype dtype, ladle_device device, uint64_t seed,
@@ -534,42 +580,13 @@ static ladle_status create(int kind, const ladle_attention_desc *ad,
     LADLE_NOT_NULL(x_shape);
     LADLE_NOT_NULL(out);
     local = validate(kind, ad, p, x_shape, f, dtype, flags, fn);
-    int64_t args[9] = {kind,      x_shape[0],     x_shape[1],     x_shape[2],   f,
-                       bias != 0, (int64_t)dtype, (int64_t)flags, (int64_t)seed};
-    uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, &p, 9, args);
-    if (ad) {
-        int64_t a[8] = {ad->embed_dim,   ad->num_heads,     ad->head_dim,
-                        ad->causal != 0, ad->qkv_bias != 0, ad->out_bias != 0,
-                        ad->block,       ad->f32_tiles != 0};
-        h = ladle__hash(h, a, sizeof a);
-        h = ladle__hash(h, &ad->scale, sizeof ad->scale);
-    }
-    LADLE_CALL(ladle__make_open(&m, 1, &p, local, h));
+    LADLE_CALL(ladle__make_open(&m, 1, &p, local,
+                                args_hash(kind, ad, p, x_shape, f, bias, dtype, flags, seed)));
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);
     if (local == LADLE_OK) {
-        const int *ps = ladle_partition_shape(p), *c = ladle_partition_coords(p);
-        v->kind = kind;
-        v->p = p;
-        v->D = ps[0];
-        v->S = ps[1];
-        v->b = c ? c[0] : -1;
-        v->i = c ? c[1] : -1;
-        v->n = x_shape[0];
-        v->t = x_shape[1];
-        v->e = x_shape[2];
-        v->f = f;
-        v->nb = c ? ladle__balanced_size(v->n, v->D, v->b) : 0;
-        v->bias = bias != 0;
-        if (ad) {
-            v->ad = *ad;
-            v->heads = ad->num_heads;
-            v->hd = ad->head_dim;
-            v->bias = ad->qkv_bias != 0;
-            v->out_bias = ad->out_bias != 0;
-        }
-        describe_params(v);
+        plan_shape(v, kind, ad, p, x_shape, f, bias);
         local = layouts(&m, v, p, &lw);
     }
     LADLE_CALL(ladle__make_step(m.comm, local, fn));
