@@ -310,6 +310,37 @@ fail:
     return st;
 }
 
+/* The second half of the backward: dx (g mass softmax) less g q, the
+ * smoothing's share of every class and the label's own entry recomputed
+ * whole in double from its logit xt[m]; ignored rows get 0. Local. */
+static void less_targets(const vloss *v, ladle_dtype dt, const ladle_ctx *ctx,
+                         const ladle_tensor *dloss, const double *xt, ladle_tensor *dx)
+{
+    const int64_t *label = ctx->target->data;
+    const double *lse = ctx->buf;
+    int none = v->reduction == LADLE_REDUCE_NONE;
+    double e = v->smoothing, per = e / (double)v->classes;
+    for (int64_t m = 0; m < v->mb; m++) {
+        int64_t t = label[m], base = m * v->vr;
+        if (v->ignore && t == v->ignore_index) {
+            for (int64_t c = 0; c < v->vr; c++)
+                put(dx->data, dt, base + c, 0.0);
+            continue;
+        }
+        double g = at(dloss->data, dt, none ? m : 0) / ctx->divisor;
+        double wt = class_weight(v, t), mass = (1 - e) * wt + per * v->wtotal;
+        if (e > 0)
+            for (int64_t c = 0; c < v->vr; c++)
+                put(dx->data, dt, base + c,
+                    at(dx->data, dt, base + c) - g * per * class_weight(v, v->voff + c));
+        if (t >= v->voff && t < v->voff + v->vr) {
+            int64_t c = base + t - v->voff;
+            double q = (1 - e) * wt + per * class_weight(v, t);
+            put(dx->data, dt, c, g * (exp(xt[m] - lse[m]) * mass - q));
+        }
+    }
+}
+
 static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dloss,
                                 ladle_tensor *dx)
 {
@@ -355,25 +386,7 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
             xt[m] = at(x, dt, m * v->vr + t - v->voff);
     }
     LADLE_CALL(op->be->fn->exp_rows(op->be, dt, v->mb, v->vr, x, lse, scale, dx->data));
-    for (int64_t m = 0; m < v->mb; m++) {
-        int64_t t = label[m], base = m * v->vr;
-        if (v->ignore && t == v->ignore_index) {
-            for (int64_t c = 0; c < v->vr; c++)
-                put(dx->data, dt, base + c, 0.0);
-            continue;
-        }
-        double g = at(dloss->data, dt, none ? m : 0) / ctx->divisor;
-        double wt = class_weight(v, t), mass = (1 - e) * wt + per * v->wtotal;
-        if (e > 0)
-            for (int64_t c = 0; c < v->vr; c++)
-                put(dx->data, dt, base + c,
-                    at(dx->data, dt, base + c) - g * per * class_weight(v, v->voff + c));
-        if (t >= v->voff && t < v->voff + v->vr) {
-            int64_t c = base + t - v->voff;
-            double q = (1 - e) * wt + per * class_weight(v, t);
-            put(dx->data, dt, c, g * (exp(xt[m] - lse[m]) * mass - q));
-        }
-    }
+    less_targets(v, dt, ctx, dloss, xt, dx);
 fail:
     return st;
 }
