@@ -266,6 +266,49 @@ fail:
     return st;
 }
 
+/* The arguments every member must pass alike: the layer's shapes, the
+ * flags and the layouts. */
+static uint64_t args_hash(const ladle_partition *p, const ladle_op *inner,
+                          const ladle_layout *lx, const ladle_layout *ly, unsigned flags)
+{
+    uint64_t hash = shape_hash(p, inner, flags);
+    for (int k = 0; lx != NULL && k < 2; k++) { /* every member passes the same layouts */
+        const ladle_layout *l = k ? ly : lx;
+        int nd = ladle_layout_ndim(l);
+        hash = ladle__hash(hash, &nd, sizeof nd);
+        hash =
+            ladle__hash(hash, ladle_layout_global_shape(l), sizeof(int64_t) * (size_t)nd);
+    }
+    return hash;
+}
+
+/* What the copies' op takes from the layer: its kind of op, its fans and
+ * mode, the layouts, and the layer's workspace when it is scratch. */
+static void inherit(ladle_op *op, const ladle_op *inner, const ladle_layout *lx,
+                    const ladle_layout *ly, unsigned flags)
+{
+    op->flags = ladle__op_flags_from_env(flags);
+    op->linear = inner->linear;
+    op->x_ids = inner->x_ids;
+    op->weighted = inner->weighted;
+    op->fan_in = inner->fan_in;
+    op->fan_out = inner->fan_out;
+    op->training = inner->training;
+    if (lx != NULL) {
+        op->x_layout = ladle__layout_retain(lx);
+        op->y_layout = ladle__layout_retain(ly);
+    }
+    if (inner->ws_scratch && inner->ws_tags != NULL) {
+        /* the copy's workspace is the layer's (still owned by it until a
+         * container shares one) */
+        op->ws_scratch = 1;
+        op->ws_bytes = inner->ws_bytes;
+        op->ws = inner->ws;
+        op->ws_caller = 1;
+        op->ws_tags = &op->ws_own_tags;
+    }
+}
+
 /* The copies over p, and with lx and ly (or NULL) the layouts whose
  * boxes the copies take and give. */
 static ladle_status make(const ladle_partition *p, const ladle_layout *lx,
@@ -286,15 +329,7 @@ static ladle_status make(const ladle_partition *p, const ladle_layout *lx,
     LADLE_CHECK(ladle_partition_coords(p) != NULL, LADLE_ERR_PARTITION,
                 "this rank is not a member of p: call it on p's members only");
     local = validate(inner, lx, ly, flags, f);
-    uint64_t hash = shape_hash(p, inner, flags);
-    for (int k = 0; lx != NULL && k < 2; k++) { /* every member passes the same layouts */
-        const ladle_layout *l = k ? ly : lx;
-        int nd = ladle_layout_ndim(l);
-        hash = ladle__hash(hash, &nd, sizeof nd);
-        hash =
-            ladle__hash(hash, ladle_layout_global_shape(l), sizeof(int64_t) * (size_t)nd);
-    }
-    LADLE_CALL(ladle__make_open(&m, 1, &p, local, hash));
+    LADLE_CALL(ladle__make_open(&m, 1, &p, local, args_hash(p, inner, lx, ly, flags)));
 
     v = ladle__calloc(1, sizeof *v);
     LADLE_CALL(ladle__make_step(m.comm, ladle__make_alloc_ok(&m, v != NULL), f));
@@ -315,26 +350,7 @@ static ladle_status make(const ladle_partition *p, const ladle_layout *lx,
         op->impl = v;
         op->comm = m.comm;
         m.comm = MPI_COMM_NULL;
-        op->flags = ladle__op_flags_from_env(flags);
-        op->linear = inner->linear;
-        op->x_ids = inner->x_ids;
-        op->weighted = inner->weighted;
-        op->fan_in = inner->fan_in;
-        op->fan_out = inner->fan_out;
-        op->training = inner->training;
-        if (lx != NULL) {
-            op->x_layout = ladle__layout_retain(lx);
-            op->y_layout = ladle__layout_retain(ly);
-        }
-        if (inner->ws_scratch && inner->ws_tags != NULL) {
-            /* the copy's workspace is the layer's (still owned by it until a
-             * container shares one) */
-            op->ws_scratch = 1;
-            op->ws_bytes = inner->ws_bytes;
-            op->ws = inner->ws;
-            op->ws_caller = 1;
-            op->ws_tags = &op->ws_own_tags;
-        }
+        inherit(op, inner, lx, ly, flags);
     }
     st = ladle__make_step(op ? op->comm : m.comm, local, f);
     if (st != LADLE_OK) {
