@@ -179,6 +179,14 @@ ladle_status ladle__dist_loss_no_layer(ladle_op *op, ladle_ctx *ctx, const ladle
                         "the %s op is a loss: use ladle_loss_forward", op->vt->name);
 }
 
+uint64_t ladle__dist_loss_hash(uint64_t h, const ladle_loss_desc *d, ladle_status local)
+{
+    h = ladle__hash(h, &d->label_smoothing, sizeof d->label_smoothing);
+    if (local == LADLE_OK && d->weights != NULL)
+        h = ladle__hash(h, d->weights, (size_t)d->num_weights * sizeof *d->weights);
+    return h;
+}
+
 int ladle__dist_num_params(const ladle_op *op)
 {
     return ((const ladle__dist_base *)op->impl)->nparams;

@@ -147,6 +147,11 @@ void ladle__dist_ctx_empty(ladle__dist_ctx *c);
 ladle_status ladle__dist_loss_no_layer(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                        ladle_tensor *y, int64_t n);
 
+/* h with a loss descriptor's label smoothing folded in, and its class
+ * weights when the descriptor checked good (local is LADLE_OK): the values
+ * every member of a distributed loss must pass alike beyond its integers. */
+uint64_t ladle__dist_loss_hash(uint64_t h, const ladle_loss_desc *d, ladle_status local);
+
 /* Vtable slots for a layer whose impl starts with a ladle__dist_base. */
 ladle_status ladle__dist_ctx_init(const ladle_op *op, ladle_ctx *ctx);
 void ladle__dist_ctx_fini(ladle_ctx *ctx);

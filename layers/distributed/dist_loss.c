@@ -243,10 +243,7 @@ ladle_status ladle_dist_loss_create(const ladle_loss_desc *dsc, const ladle_part
     for (int d = 0; d < ndim && d < 6; d++)
         args[7 + d] = input_shape[d];
     uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, parts, 13, args);
-    h = ladle__hash(h, &dsc->label_smoothing, sizeof dsc->label_smoothing);
-    if (local == LADLE_OK && dsc->weights != NULL)
-        h = ladle__hash(h, dsc->weights, (size_t)dsc->num_weights * sizeof *dsc->weights);
-    LADLE_CALL(ladle__make_open(&m, 1, parts, local, h));
+    LADLE_CALL(ladle__make_open(&m, 1, parts, local, ladle__dist_loss_hash(h, dsc, local)));
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "layers/distributed/dist.h"
+#include "layers/sequential/layer_impl.h"
 
 typedef struct vembed {
     ladle__dist_base base; /* param[0], grad[0]: the rank's rows (zero volume elsewhere) */
@@ -108,13 +109,6 @@ fail:
     return st;
 }
 
-static ladle_status ve_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                ladle_tensor *dx, int64_t n)
-{
-    (void)op, (void)ctx, (void)dy, (void)dx, (void)n;
-    return LADLE_OK; /* no gradient for ids; the generic checks refuse a dx */
-}
-
 static ladle_status ve_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                        int64_t n)
 {
@@ -148,7 +142,7 @@ static const ladle_op_vtable vembed_vt = {
     .name = "vocabulary-parallel embedding",
     .destroy = ve_destroy,
     .layer_forward = ve_forward,
-    .layer_backward = ve_backward,
+    .layer_backward = ladle__layer_ids_backward,
     .layer_backward_weight = ve_backward_weight,
     .ctx_init = ladle__dist_ctx_init,
     .ctx_fini = ladle__dist_ctx_fini,

@@ -541,10 +541,7 @@ ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
                        classes,         (int64_t)dtype, (int64_t)flags,
                        d->ignore_index, d->num_weights};
     uint64_t h = ladle__make_hash(LADLE_HASH_INIT, 1, parts, 8, args);
-    h = ladle__hash(h, &d->label_smoothing, sizeof d->label_smoothing);
-    if (local == LADLE_OK && d->weights != NULL)
-        h = ladle__hash(h, d->weights, (size_t)d->num_weights * sizeof *d->weights);
-    LADLE_CALL(ladle__make_open(&m, 1, parts, local, h));
+    LADLE_CALL(ladle__make_open(&m, 1, parts, local, ladle__dist_loss_hash(h, d, local)));
 
     v = ladle__calloc(1, sizeof *v);
     local = ladle__make_alloc_ok(&m, v != NULL);

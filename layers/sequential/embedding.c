@@ -79,13 +79,6 @@ fail:
     return st;
 }
 
-static ladle_status emb_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
-                                 ladle_tensor *dx, int64_t n)
-{
-    (void)op, (void)ctx, (void)dy, (void)dx, (void)n;
-    return LADLE_OK; /* no gradient for ids; the generic checks refuse a dx */
-}
-
 static ladle_status emb_backward_weight(ladle_op *op, ladle_ctx *ctx,
                                         const ladle_tensor *dy, int64_t n)
 {
@@ -102,7 +95,7 @@ static const ladle_op_vtable embedding_vt = {
     .name = "embedding",
     .destroy = ladle__layer_free_impl,
     .layer_forward = emb_forward,
-    .layer_backward = emb_backward,
+    .layer_backward = ladle__layer_ids_backward,
     .layer_backward_weight = emb_backward_weight,
 };
 

@@ -26,4 +26,11 @@ ladle_status ladle__layer_same_shape(const ladle_op_vtable *vt, void *impl, ladl
     return LADLE_OK;
 }
 
+ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                       ladle_tensor *dx, int64_t n)
+{
+    (void)op, (void)ctx, (void)dy, (void)dx, (void)n;
+    return LADLE_OK;
+}
+
 void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }

@@ -46,6 +46,11 @@ ladle_status ladle__layer_same_shape(const ladle_op_vtable *vt, void *impl, ladl
                                      ladle_device device, int ndim, const int64_t *shape,
                                      ladle_op **out, const char *func);
 
+/* The backward slot of a layer over ids (an embedding): nothing, there is
+ * no gradient for ids (the generic checks refuse a dx). */
+ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
+                                       ladle_tensor *dx, int64_t n);
+
 /* The destroy slot of a layer whose impl is one block of ladle__calloc. */
 void ladle__layer_free_impl(ladle_op *op);
 
