@@ -163,6 +163,15 @@ ladle_status ladle__dist_sync_grads(ladle_op *op);
  * on follows the gradient's new memory. */
 void ladle__dist_param_bound(ladle_op *op, int i);
 
+/* The slots above, all of them, for a vtable: what a composite layer whose
+ * parameters are its local layer's, summed over their copies, takes from
+ * the skeleton (the weight-grid layers: linear and the conv grid). */
+#define LADLE__DIST_BASE_SLOTS                                                             \
+    .ctx_init = ladle__dist_ctx_init, .ctx_fini = ladle__dist_ctx_fini,                    \
+    .num_params = ladle__dist_num_params, .param_at = ladle__dist_param_at,                \
+    .set_training = ladle__dist_set_training, .sync_grads = ladle__dist_sync_grads,        \
+    .param_bound = ladle__dist_param_bound
+
 /* The sync fields of a parameter's place: the sum over its copies (or
  * NULL), its partition, and its groups as given. */
 void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,

@@ -122,14 +122,8 @@ static const ladle_op_vtable dgrid_vt = {
     .layer_forward = dg_forward,
     .layer_backward = dg_backward,
     .layer_backward_weight = dg_backward_weight,
-    .ctx_init = ladle__dist_ctx_init,
-    .ctx_fini = ladle__dist_ctx_fini,
-    .num_params = ladle__dist_num_params,
-    .param_at = ladle__dist_param_at,
     .param_info = dg_param_info,
-    .set_training = ladle__dist_set_training,
-    .sync_grads = ladle__dist_sync_grads,
-    .param_bound = ladle__dist_param_bound,
+    LADLE__DIST_BASE_SLOTS,
 };
 
 /* The checks every rank makes alike. */

@@ -89,14 +89,8 @@ static const ladle_op_vtable dlinear_vt = {
     .layer_forward = dl_forward,
     .layer_backward = dl_backward,
     .layer_backward_weight = dl_backward_weight,
-    .ctx_init = ladle__dist_ctx_init,
-    .ctx_fini = ladle__dist_ctx_fini,
-    .num_params = ladle__dist_num_params,
-    .param_at = ladle__dist_param_at,
-    .set_training = ladle__dist_set_training,
     .param_info = dl_param_info,
-    .sync_grads = ladle__dist_sync_grads,
-    .param_bound = ladle__dist_param_bound,
+    LADLE__DIST_BASE_SLOTS,
 };
 
 /* The checks every rank makes alike, from global facts only. */
