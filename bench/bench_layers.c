@@ -44,54 +44,15 @@ static void die(const char *what)
     exit(1);
 }
 
-static ladle_tensor *tensor_like(const ladle_op *op, int which)
-{
-    int nd;
-    int64_t s[LADLE_MAX_NDIM];
-    ladle_tensor *t = NULL;
-    if (which)
-        ladle_op_y_shape(op, &nd, s);
-    else
-        ladle_op_x_shape(op, &nd, s);
-    ladle_tensor_create(ladle_op_dtype(op), LADLE_CPU, nd, s, &t);
-    ladle_tensor_fill_random(t, 1, (uint64_t)which);
-    return t;
-}
-
-/* One repetition of something timed, on its state `arg`: its seconds. */
-typedef double (*once_fn)(void *arg);
-
-/* Median seconds of reps repetitions of once(arg), after two to warm up. */
-static double time_median(once_fn once, void *arg)
-{
-    double *t = calloc((size_t)reps, sizeof(double));
-    for (int r = -2; r < reps; r++) {
-        double e = once(arg);
-        if (r >= 0)
-            t[r] = e;
-    }
-    double m = bench_median(t, reps);
-    free(t);
-    return m;
-}
-
-/* A layer's tensors and ctx for timed forward + backward + backward_weight. */
-typedef struct layer_run {
-    ladle_op *op;
-    ladle_tensor *x, *y, *dy, *dx;
-    ladle_ctx *ctx;
-} layer_run;
+typedef bench_layer_run layer_run;
 
 static void layer_open(layer_run *lr, ladle_op *op)
 {
-    lr->op = op;
-    lr->x = tensor_like(op, 0), lr->y = tensor_like(op, 1);
-    lr->dy = tensor_like(op, 1), lr->dx = tensor_like(op, 0);
-    lr->ctx = NULL;
-    ladle_ctx_create(op, &lr->ctx);
+    const char *what;
+    bench_layer_open(lr, op, 1, &what);
 }
 
-/* a once_fn on a layer_run */
+/* a bench_once_fn on a layer_run */
 static double layer_once(void *arg)
 {
     layer_run *lr = arg;
@@ -103,22 +64,13 @@ static double layer_once(void *arg)
     return bench_now() - t0;
 }
 
-static void layer_close(layer_run *lr)
-{
-    ladle_ctx_destroy(&lr->ctx);
-    ladle_tensor_destroy(&lr->x);
-    ladle_tensor_destroy(&lr->y);
-    ladle_tensor_destroy(&lr->dx);
-    ladle_tensor_destroy(&lr->dy);
-}
-
 /* Median seconds of forward + backward + backward_weight. */
 static double time_layer(ladle_op *op)
 {
     layer_run lr;
     layer_open(&lr, op);
-    double m = time_median(layer_once, &lr);
-    layer_close(&lr);
+    double m = bench_median_of(layer_once, &lr, reps);
+    bench_layer_close(&lr);
     return m;
 }
 
@@ -140,7 +92,7 @@ static void gemms_open(gemms *g, ladle_dtype dt, int64_t m, int64_t n, int64_t k
     memset(g->a, 0, (size_t)(m * k) * es);
 }
 
-/* a once_fn on a gemms */
+/* a bench_once_fn on a gemms */
 static double gemms_once(void *arg)
 {
     gemms *g = arg;
@@ -174,7 +126,7 @@ static double time_gemms(ladle_dtype dt, int64_t m, int64_t n, int64_t k)
 {
     gemms g;
     gemms_open(&g, dt, m, n, k);
-    double med = time_median(gemms_once, &g);
+    double med = bench_median_of(gemms_once, &g, reps);
     gemms_close(&g);
     return med;
 }
@@ -213,7 +165,7 @@ static double ref_once(ref *f)
  * both see the same phases of the machine (whose speed drifts from one
  * second to the next): their medians in *tl and *tf, and the median of the
  * repetitions' own ratios tf / tl returned. */
-static double time_pair(once_fn once, void *arg, ref *f, double *tl, double *tf)
+static double time_pair(bench_once_fn once, void *arg, ref *f, double *tl, double *tf)
 {
     double *t = calloc((size_t)(3 * reps), sizeof(double));
     for (int r = -2; r < reps; r++) {
@@ -234,7 +186,7 @@ static double time_layer_pair(ladle_op *op, ref *f, double *tl, double *tf)
     layer_run lr;
     layer_open(&lr, op);
     double q = time_pair(layer_once, &lr, f, tl, tf);
-    layer_close(&lr);
+    bench_layer_close(&lr);
     return q;
 }
 
@@ -308,7 +260,7 @@ typedef struct loss_run {
     ladle_ctx *ctx;
 } loss_run;
 
-/* a once_fn on a loss_run */
+/* a bench_once_fn on a loss_run */
 static double loss_once(void *arg)
 {
     loss_run *lr = arg;
@@ -438,7 +390,7 @@ static void convdirect_row(const int64_t c[6], ladle_dtype dt)
     free(t);
     for (int k = 0; k < 3; k++) {
         ladle_op *op = lr[k].op;
-        layer_close(&lr[k]);
+        bench_layer_close(&lr[k]);
         ladle_op_destroy(&op);
     }
 }
