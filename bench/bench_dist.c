@@ -43,6 +43,7 @@
 #include "ladle.h"
 
 #include "common.h"
+#include "shapes.h"
 
 static int me, world, reps = 21;
 #define LADLE_BENCH_MAX_RANKS 64 /* row tiles: one per rank */
@@ -84,51 +85,60 @@ static void check(ladle_status st, const char *what)
     }
 }
 
-static ladle_tensor *like(const ladle_op *op, int y)
-{
-    int nd;
-    int64_t s[LADLE_MAX_NDIM];
-    ladle_tensor *t = NULL;
-    if (y)
-        ladle_op_y_shape(op, &nd, s);
-    else
-        ladle_op_x_shape(op, &nd, s);
-    check(ladle_tensor_create(ladle_op_dtype(op), LADLE_CPU, nd, s, &t), "tensor");
-    ladle_tensor_fill_random(t, 3, (uint64_t)y);
-    return t;
-}
-
 /* One layer's tensors and ctx for timed steps. */
-typedef struct run_of {
-    ladle_op *op;
-    ladle_tensor *x, *y, *dy, *dx;
-    ladle_ctx *ctx;
-} run_of;
+typedef bench_layer_run run_of;
 
 static void run_open(run_of *u, ladle_op *op)
 {
-    u->op = op;
-    u->x = like(op, 0), u->y = like(op, 1), u->dy = like(op, 1), u->dx = like(op, 0);
-    u->ctx = NULL;
-    check(ladle_ctx_create(op, &u->ctx), "ctx");
+    const char *what;
+    ladle_status st = bench_layer_open(u, op, 3, &what);
+    check(st, what);
+}
+
+/* A piece of timed work on its state. */
+typedef void (*work_fn)(void *arg);
+
+/* The slowest rank's time of work(arg), the ranks starting together. */
+static double time_slowest(work_fn work, void *arg)
+{
+    barrier();
+    double t0 = MPI_Wtime();
+    work(arg);
+    return slowest(MPI_Wtime() - t0);
+}
+
+typedef struct slowest_of {
+    work_fn work;
+    void *arg;
+} slowest_of;
+
+/* a bench_once_fn: time_slowest of a slowest_of */
+static double slowest_once(void *arg)
+{
+    slowest_of *s = arg;
+    return time_slowest(s->work, s->arg);
+}
+
+/* The median of n time_slowest's, after two to warm up. */
+static double median_slowest(work_fn work, void *arg, int n)
+{
+    slowest_of s = {work, arg};
+    return bench_median_of(slowest_once, &s, n);
+}
+
+/* a work_fn: forward + backward + weight gradient of a run_of */
+static void layer_step(void *arg)
+{
+    run_of *u = arg;
+    check(ladle_layer_forward(u->op, u->ctx, u->x, u->y), "forward");
+    check(ladle_layer_backward(u->op, u->ctx, u->dy, u->dx), "backward");
+    check(ladle_layer_backward_weight(u->op, u->ctx, u->dy), "backward_weight");
 }
 
 /* The slowest rank's forward + backward + weight gradient. */
 static double run_once(run_of *u)
 {
-    barrier();
-    double t0 = MPI_Wtime();
-    check(ladle_layer_forward(u->op, u->ctx, u->x, u->y), "forward");
-    check(ladle_layer_backward(u->op, u->ctx, u->dy, u->dx), "backward");
-    check(ladle_layer_backward_weight(u->op, u->ctx, u->dy), "backward_weight");
-    return slowest(MPI_Wtime() - t0);
-}
-
-static void run_close(run_of *u)
-{
-    ladle_ctx_destroy(&u->ctx);
-    ladle_tensor_destroy(&u->x), ladle_tensor_destroy(&u->y);
-    ladle_tensor_destroy(&u->dx), ladle_tensor_destroy(&u->dy);
+    return time_slowest(layer_step, u);
 }
 
 /* Two layers alternated repetition by repetition (the machine's speed
@@ -150,44 +160,52 @@ static double time_two(ladle_op *a, ladle_op *b, double *ta, double *tb)
     *tb = bench_median(t + reps, reps);
     double q = bench_median(t + 2 * reps, reps);
     free(t);
-    run_close(&ua), run_close(&ub);
+    bench_layer_close(&ua), bench_layer_close(&ub);
     return q;
 }
 
 /* The halo exchange alone, forward then adjoint, on the padded tensor of
  * geometry g: the most that overlapping it with the interior could hide. */
+typedef struct halo_work {
+    ladle_op *halo;
+    ladle_tensor *t;
+} halo_work;
+
+/* a work_fn: the halo exchange forward, then its adjoint, in place */
+static void halo_step(void *arg)
+{
+    halo_work *w = arg;
+    check(ladle_op_forward(w->halo, w->t, w->t), "halo forward");
+    check(ladle_op_adjoint(w->halo, w->t, w->t), "halo adjoint");
+}
+
 static double time_halo(ladle_op *halo, const ladle_halo_geometry *g)
 {
-    ladle_tensor *t = NULL;
-    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, g->ndim, g->padded_shape, &t),
+    halo_work w = {halo, NULL};
+    check(ladle_tensor_create(LADLE_F32, LADLE_CPU, g->ndim, g->padded_shape, &w.t),
           "padded tensor");
-    check(ladle_tensor_fill_random(t, 7, 0), "fill");
-    double *v = calloc((size_t)reps, sizeof(double));
-    for (int r = -2; r < reps; r++) {
-        barrier();
-        double t0 = MPI_Wtime();
-        check(ladle_op_forward(halo, t, t), "halo forward");
-        check(ladle_op_adjoint(halo, t, t), "halo adjoint");
-        double e = slowest(MPI_Wtime() - t0);
-        if (r >= 0)
-            v[r] = e;
-    }
-    double m = bench_median(v, reps);
-    free(v);
-    ladle_tensor_destroy(&t);
+    check(ladle_tensor_fill_random(w.t, 7, 0), "fill");
+    double m = median_slowest(halo_step, &w, reps);
+    ladle_tensor_destroy(&w.t);
     return m;
+}
+
+/* Every rank, in order, on a grid of nd dims. */
+static ladle_partition *all_ranks(int nd, const int *grid)
+{
+    int ranks[LADLE_BENCH_MAX_RANKS];
+    for (int r = 0; r < world; r++)
+        ranks[r] = r;
+    ladle_partition *p = NULL;
+    check(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), nd, grid, ranks, &p),
+          "partition");
+    return p;
 }
 
 /* NCHW tensors cut into one row band per rank. */
 static ladle_partition *row_tiles(void)
 {
-    int grid[4] = {1, 1, world, 1}, ranks[LADLE_BENCH_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    ladle_partition *p = NULL;
-    check(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 4, grid, ranks, &p),
-          "partition");
-    return p;
+    return all_ranks(4, (int[]){1, 1, world, 1});
 }
 
 static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, int64_t pad)
@@ -252,16 +270,25 @@ static void conv_halo(int64_t n, int64_t c, int64_t s, int64_t k, int64_t co, in
     ladle_partition_destroy(&p);
 }
 
+typedef struct loss_work {
+    ladle_op *op;
+    ladle_ctx *ctx;
+    ladle_tensor *x, *t, *out, *dl, *dx;
+} loss_work;
+
+/* a work_fn: a loss's forward and backward */
+static void loss_step(void *arg)
+{
+    loss_work *w = arg;
+    check(ladle_loss_forward(w->op, w->ctx, w->x, w->t, w->out), "loss forward");
+    check(ladle_loss_backward(w->op, w->ctx, w->dl, w->dx), "loss backward");
+}
+
 /* The vocabulary-parallel cross entropy over M rows of C classes (f32,
  * mean) against the sequential one on this rank's M x C/P slice. */
 static void vocab_loss(int64_t M, int64_t C)
 {
-    int grid[2] = {1, world}, ranks[LADLE_BENCH_MAX_RANKS];
-    for (int r = 0; r < world; r++)
-        ranks[r] = r;
-    ladle_partition *p = NULL;
-    check(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, grid, ranks, &p),
-          "partition");
+    ladle_partition *p = all_ranks(2, (int[]){1, world});
     ladle_loss_desc d;
     ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
     ladle_op *ops[2] = {NULL, NULL};
@@ -286,16 +313,14 @@ static void vocab_loss(int64_t M, int64_t C)
             lab[m] = (m * 7919) % (k == 0 ? C : box[1]);
         check(ladle_ctx_create(ops[k], &ctx[k]), "ctx");
     }
+    loss_work w[2];
+    for (int k = 0; k < 2; k++)
+        w[k] = (loss_work){ops[k], ctx[k], x[k], t[k], out[k], dl[k], dx[k]};
     double *v = calloc((size_t)(3 * reps), sizeof(double));
     for (int r = -2; r < reps; r++) {
         double e[2];
-        for (int k = 0; k < 2; k++) {
-            barrier();
-            double t0 = MPI_Wtime();
-            check(ladle_loss_forward(ops[k], ctx[k], x[k], t[k], out[k]), "loss forward");
-            check(ladle_loss_backward(ops[k], ctx[k], dl[k], dx[k]), "loss backward");
-            e[k] = slowest(MPI_Wtime() - t0);
-        }
+        for (int k = 0; k < 2; k++)
+            e[k] = time_slowest(loss_step, &w[k]);
         if (r >= 0)
             v[r] = e[0], v[reps + r] = e[1], v[2 * reps + r] = e[0] / e[1];
     }
@@ -370,16 +395,23 @@ static void make_batch(ladle_network *net, batch *b, int64_t nbatch)
         ((int64_t *)ladle_tensor_data(b->t))[i] = i % 10;
 }
 
+/* The fields LeNet-5's and ResNet-20's descriptions share: the batch,
+ * sequential or not, the data and spatial ways. */
+#define SET_LAYOUT(d, nbatch, seq, D, Ph, Pw) \
+    do {                                      \
+        (d).batch = (nbatch);                 \
+        (d).sequential = (seq);               \
+        (d).data_ways = (D);                  \
+        (d).spatial[0] = (Ph);                \
+        (d).spatial[1] = (Pw);                \
+    } while (0)
+
 static ladle_network *lenet(int seq, int D, int Ph, int Pw, int F, int bn, int64_t nbatch,
                             MPI_Comm comm)
 {
     ladle_lenet_desc d;
     ladle_lenet_desc_init(&d);
-    d.batch = nbatch;
-    d.sequential = seq;
-    d.data_ways = D;
-    d.spatial[0] = Ph;
-    d.spatial[1] = Pw;
+    SET_LAYOUT(d, nbatch, seq, D, Ph, Pw);
     d.fc_ways = F;
     d.batchnorm = bn;
     ladle_network *net = NULL;
@@ -418,15 +450,28 @@ static ladle_graph *resnet20(int seq, int D, int Ph, int Pw, int C, int64_t nbat
 {
     ladle_resnet_desc d;
     ladle_resnet_desc_init(&d, LADLE_RESNET20);
-    d.batch = nbatch;
-    d.sequential = seq;
-    d.data_ways = D;
-    d.spatial[0] = Ph;
-    d.spatial[1] = Pw;
+    SET_LAYOUT(d, nbatch, seq, D, Ph, Pw);
     d.channel_ways = C;
     ladle_graph *g = NULL;
     check(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g), "resnet20");
     return g;
+}
+
+typedef struct graph_work {
+    ladle_graph *g;
+    const ladle_tensor *x, *t;
+} graph_work;
+
+/* a work_fn: zero the gradients, forward, loss, backward */
+static void graph_step(void *arg)
+{
+    graph_work *w = arg;
+    const ladle_tensor *xs[1] = {w->x}, *ts[1] = {w->t};
+    double loss;
+    check(ladle_graph_zero_grad(w->g), "zero_grad");
+    check(ladle_graph_forward(w->g, 1, xs, NULL), "forward");
+    check(ladle_graph_loss(w->g, 1, ts, &loss), "loss");
+    check(ladle_graph_backward(w->g, 1), "backward");
 }
 
 /* Median slowest-rank time of a ResNet training step (zero, forward, loss,
@@ -449,21 +494,8 @@ static double time_graph(ladle_graph *g, int64_t nbatch, int n)
     ladle_tensor_fill_random(x, 9, (uint64_t)off[0]);
     for (int64_t i = 0; i < lb[0]; i++)
         ((int64_t *)ladle_tensor_data(t))[i] = i % 10;
-    const ladle_tensor *xs[1] = {x}, *ts[1] = {t};
-    double *times = calloc((size_t)n, sizeof(double)), loss;
-    for (int r = -2; r < n; r++) {
-        barrier();
-        double t0 = MPI_Wtime();
-        check(ladle_graph_zero_grad(g), "zero_grad");
-        check(ladle_graph_forward(g, 1, xs, NULL), "forward");
-        check(ladle_graph_loss(g, 1, ts, &loss), "loss");
-        check(ladle_graph_backward(g, 1), "backward");
-        double e = slowest(MPI_Wtime() - t0);
-        if (r >= 0)
-            times[r] = e;
-    }
-    double m = bench_median(times, n);
-    free(times);
+    graph_work w = {g, x, t};
+    double m = median_slowest(graph_step, &w, n);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&t);
     return m;
@@ -502,6 +534,90 @@ static void resnet_rows(int64_t B)
     }
 }
 
+/* 1 if the rows of `name` are to run (no --only, or --only name) */
+static int wanted(const char *name)
+{
+    return !only || !strcmp(only, name);
+}
+
+static void conv_halo_rows(void)
+{
+    if (me == 0)
+        printf("%-10s %-34s %9s %9s %6s\n", "row", "shape", "dist_ms", "local_ms", "ratio");
+    conv_halo(64, 6, 14, 5, 16, 0);
+    conv_halo(64, 1, 28, 5, 6, 2);
+    conv_halo(32, 16, 32, 3, 16, 1);
+    /* spatial parallelism's own case: few images, large planes */
+    conv_halo(1, 32, 128, 3, 32, 1);
+    conv_halo(2, 64, 64, 3, 64, 1);
+    pool_overlap(8, 32, 64);
+}
+
+static void dp_sync_rows(int64_t B)
+{
+    for (int bn = 0; bn < 2; bn++) {
+        ladle_network *net = lenet(0, world, 1, 1, 1, bn, B, MPI_COMM_WORLD);
+        double with = time_steps(net, B, 1), without = time_steps(net, B, 0);
+        if (me == 0) {
+            printf("dp-sync    %-34s %9.3f %9.3f %6.2f   (%d buckets)\n",
+                   bn ? "lenet+bn, batch split all ways" : "lenet, batch split all ways",
+                   with * 1e3, without * 1e3, with / without, ladle_network_buckets(net));
+            fflush(stdout);
+        }
+        ladle_network_destroy(&net);
+    }
+}
+
+/* LeNet-5 on layout D x Ph x Pw, fc F, batch norm bn, against the
+ * sequential step t1; data-parallel only, the share of the step that is
+ * not the rank's own compute (a sequential step on its part of the batch). */
+static void lenet_row(const int l[5], int64_t B, double t1)
+{
+    int D = l[0], Ph = l[1], Pw = l[2], F = l[3], bn = l[4];
+    ladle_network *net = lenet(0, D, Ph, Pw, F, bn, B, MPI_COMM_WORLD);
+    double t = time_steps(net, B, 1);
+    ladle_network_destroy(&net);
+    char other[16] = "-";
+    if (Ph * Pw == 1 && F == 1) {
+        ladle_network *part = lenet(1, 1, 1, 1, 1, bn, B / D, MPI_COMM_WORLD);
+        double tp = time_steps(part, B / D, 1);
+        ladle_network_destroy(&part);
+        snprintf(other, sizeof other, "%.0f%%", 100 * (1 - tp / t));
+    }
+    if (me == 0) {
+        char name[64];
+        snprintf(name, sizeof name, "%dx%dx%d fc %d%s", D, Ph, Pw, F, bn ? " bn" : "");
+        printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", name, t * 1e3, (double)B / t, t1 / t,
+               other);
+        fflush(stdout);
+    }
+}
+
+/* The layouts of this many ranks (D x Ph x Pw, fc F, batch norm). */
+static void lenet_rows(int64_t B)
+{
+    /* the sequential reference, every rank at once (the same load) */
+    ladle_network *seq = lenet(1, 1, 1, 1, 1, 0, B, MPI_COMM_WORLD);
+    double t1 = time_steps(seq, B, 1);
+    ladle_network_destroy(&seq);
+    if (me == 0)
+        printf("\n%-10s %-34s %9s %9s %7s %7s\n", "row", "layout (D x Ph x Pw, fc F)",
+               "ms/step", "images/s", "speedup", "other");
+    if (me == 0)
+        printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", "sequential, 1 rank's work",
+               t1 * 1e3, (double)B / t1, 1.0, "-");
+    static const int layouts[][5] = {
+        {1, 1, 1, 1, 0}, {2, 1, 1, 1, 0}, {1, 2, 1, 1, 0}, {1, 1, 2, 2, 0},
+        {2, 1, 1, 1, 1}, {4, 1, 1, 1, 0}, {2, 2, 1, 2, 0}, {1, 2, 2, 2, 0},
+        {2, 2, 1, 2, 1},
+    };
+    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++)
+        if (layouts[k][0] * layouts[k][1] * layouts[k][2] == world)
+            lenet_row(layouts[k], B, t1);
+}
+
+/* parse, then the tables: the convolutions' halos, data-parallel gradient
+ * sync, the vocabulary-parallel loss, LeNet-5's and ResNet-20's layouts */
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -521,84 +637,19 @@ int main(int argc, char **argv)
     const int64_t B = 64;
     if (me == 0)
         printf("# f32, %d ranks, median of %d (slowest rank each time)\n", world, reps);
-
-    if (world >= 2 && world <= LADLE_BENCH_MAX_RANKS &&
-        (!only || !strcmp(only, "conv-halo"))) {
-        if (me == 0)
-            printf("%-10s %-34s %9s %9s %6s\n", "row", "shape", "dist_ms", "local_ms", "ratio");
-        conv_halo(64, 6, 14, 5, 16, 0);
-        conv_halo(64, 1, 28, 5, 6, 2);
-        conv_halo(32, 16, 32, 3, 16, 1);
-        /* spatial parallelism's own case: few images, large planes */
-        conv_halo(1, 32, 128, 3, 32, 1);
-        conv_halo(2, 64, 64, 3, 64, 1);
-        pool_overlap(8, 32, 64);
-    }
-
-    if (world >= 2 && (!only || !strcmp(only, "dp-sync"))) {
-        for (int bn = 0; bn < 2; bn++) {
-            ladle_network *net = lenet(0, world, 1, 1, 1, bn, B, MPI_COMM_WORLD);
-            double with = time_steps(net, B, 1), without = time_steps(net, B, 0);
-            if (me == 0) {
-                printf("dp-sync    %-34s %9.3f %9.3f %6.2f   (%d buckets)\n",
-                       bn ? "lenet+bn, batch split all ways" : "lenet, batch split all ways",
-                       with * 1e3, without * 1e3, with / without, ladle_network_buckets(net));
-                fflush(stdout);
-            }
-            ladle_network_destroy(&net);
-        }
-    }
-
-    if (world <= LADLE_BENCH_MAX_RANKS && (!only || !strcmp(only, "vocab-loss"))) {
+    if (world >= 2 && world <= LADLE_BENCH_MAX_RANKS && wanted("conv-halo"))
+        conv_halo_rows();
+    if (world >= 2 && wanted("dp-sync"))
+        dp_sync_rows(B);
+    if (world <= LADLE_BENCH_MAX_RANKS && wanted("vocab-loss")) {
         if (me == 0)
             printf("\n%-10s %-34s %9s %9s %6s\n", "row", "shape", "dist_ms", "local_ms",
                    "ratio");
         vocab_loss(256, 50257); /* GPT-2's vocabulary */
     }
-
-    if (!only || !strcmp(only, "lenet")) {
-        /* the sequential reference, every rank at once (the same load) */
-        ladle_network *seq = lenet(1, 1, 1, 1, 1, 0, B, MPI_COMM_WORLD);
-        double t1 = time_steps(seq, B, 1);
-        ladle_network_destroy(&seq);
-        if (me == 0)
-            printf("\n%-10s %-34s %9s %9s %7s %7s\n", "row", "layout (D x Ph x Pw, fc F)",
-                   "ms/step", "images/s", "speedup", "other");
-        if (me == 0)
-            printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", "sequential, 1 rank's work",
-                   t1 * 1e3, (double)B / t1, 1.0, "-");
-        static const int layouts[][5] = {
-            {1, 1, 1, 1, 0}, {2, 1, 1, 1, 0}, {1, 2, 1, 1, 0}, {1, 1, 2, 2, 0},
-            {2, 1, 1, 1, 1}, {4, 1, 1, 1, 0}, {2, 2, 1, 2, 0}, {1, 2, 2, 2, 0},
-            {2, 2, 1, 2, 1},
-        };
-        for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
-            int D = layouts[k][0], Ph = layouts[k][1], Pw = layouts[k][2], F = layouts[k][3];
-            int bn = layouts[k][4];
-            if (D * Ph * Pw != world)
-                continue;
-            ladle_network *net = lenet(0, D, Ph, Pw, F, bn, B, MPI_COMM_WORLD);
-            double t = time_steps(net, B, 1);
-            ladle_network_destroy(&net);
-            /* data-parallel only: the rank's own compute is a sequential
-             * step on its part of the batch */
-            char other[16] = "-";
-            if (Ph * Pw == 1 && F == 1) {
-                ladle_network *part = lenet(1, 1, 1, 1, 1, bn, B / D, MPI_COMM_WORLD);
-                double tp = time_steps(part, B / D, 1);
-                ladle_network_destroy(&part);
-                snprintf(other, sizeof other, "%.0f%%", 100 * (1 - tp / t));
-            }
-            if (me == 0) {
-                char name[64];
-                snprintf(name, sizeof name, "%dx%dx%d fc %d%s", D, Ph, Pw, F, bn ? " bn" : "");
-                printf("lenet      %-34s %9.3f %9.0f %7.2f %7s\n", name, t * 1e3, (double)B / t,
-                       t1 / t, other);
-                fflush(stdout);
-            }
-        }
-    }
-    if (!only || !strcmp(only, "resnet"))
+    if (wanted("lenet"))
+        lenet_rows(B);
+    if (wanted("resnet"))
         resnet_rows(B);
     MPI_Finalize();
     return 0;

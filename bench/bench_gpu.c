@@ -60,6 +60,7 @@
 
 #include "common.h"
 #include "gpu_raw.h"
+#include "shapes.h"
 
 /* On failure: st set, to the cleanup at fail. */
 #define CALL(expr)                                                                         \
@@ -363,14 +364,23 @@ static ladle_status gemm_step(void *arg)
     return LADLE_OK;
 }
 
+/* The five device buffers of a layer's products, n[i] random floats each. */
+static ladle_status gemm_buffers(gemm_work *w, const int64_t n[5])
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < 5; i++)
+        CALL(device_random(n[i], &w->buf[i]));
+fail:
+    return st;
+}
+
 /* A linear layer's products, x[B, in] -> y[B, out] (see the header): the
  * buffers are x, W, y (also dy), dx, dW. */
 static ladle_status linear_products(gemm_work *w, int64_t b, int64_t in, int64_t out)
 {
     ladle_status st = LADLE_OK;
     int64_t n[5] = {b * in, out * in, b * out, b * in, out * in};
-    for (int i = 0; i < 5; i++)
-        CALL(device_random(n[i], &w->buf[i]));
+    CALL(gemm_buffers(w, n));
     void *x = w->buf[0], *wt = w->buf[1], *y = w->buf[2], *dx = w->buf[3], *dw = w->buf[4];
     w->p[0] = (product){0, 1, b, out, in, x, in, wt, in, 0.0, y, out};
     w->p[1] = (product){0, 0, b, in, out, y, out, wt, in, 0.0, dx, in};
@@ -385,8 +395,7 @@ static ladle_status conv_products(gemm_work *w, int64_t cout, int64_t k, int64_t
 {
     ladle_status st = LADLE_OK;
     int64_t e[5] = {cout * k, k * n, cout * n, k * n, cout * k};
-    for (int i = 0; i < 5; i++)
-        CALL(device_random(e[i], &w->buf[i]));
+    CALL(gemm_buffers(w, e));
     void *wt = w->buf[0], *col = w->buf[1], *y = w->buf[2], *dcol = w->buf[3],
          *dw = w->buf[4];
     w->p[0] = (product){0, 0, cout, n, k, wt, k, col, n, 0.0, y, n};
@@ -439,15 +448,11 @@ static void linear_rows(void)
     int rows = quick ? 2 : 5;
     for (int i = 0; i < rows; i++) {
         ladle_op *op = NULL;
-        int64_t xs[2] = {sh[i][0], sh[i][1]};
-        char s[64];
-        snprintf(s, sizeof s, "%lldx%lld -> %lld", (long long)sh[i][0], (long long)sh[i][1],
-                 (long long)sh[i][2]);
-        ladle_linear_desc ld;
-        ladle_linear_desc_init(&ld, sh[i][1], sh[i][2]);
-        ladle_status st = ladle_linear_create(&ld, 2, xs, LADLE_F32, LADLE_CUDA, 1, &op);
-        /* m = B, n = out, k = in (the forward product) */
-        gemm_row("linear", s, op, st, 0, sh[i][0], sh[i][2], sh[i][1]);
+        ladle_linear_desc d;
+        bench_gemm_row l;
+        bench_linear_row(sh[i], &d, &l);
+        ladle_status st = ladle_linear_create(&d, 2, l.xs, LADLE_F32, LADLE_CUDA, 1, &op);
+        gemm_row("linear", l.shape, op, st, 0, l.m, l.n, l.k);
     }
 }
 
@@ -464,20 +469,12 @@ static void conv_rows(void)
     const int64_t(*cv)[6] = quick ? tiny : full;
     int rows = quick ? 2 : 7;
     for (int i = 0; i < rows; i++) {
-        ladle_conv_desc d;
-        ladle_conv_desc_init(&d, 2, cv[i][1], cv[i][2], cv[i][4]);
-        d.padding[0] = d.padding[1] = cv[i][5];
-        int64_t xs[4] = {cv[i][0], cv[i][1], cv[i][3], cv[i][3]};
-        int64_t out = cv[i][3] + 2 * cv[i][5] - cv[i][4] + 1;
         ladle_op *op = NULL;
-        char s[64];
-        snprintf(s, sizeof s, "%lldx%lldx%lld^2 k%lld -> %lld", (long long)cv[i][0],
-                 (long long)cv[i][1], (long long)cv[i][3], (long long)cv[i][4],
-                 (long long)cv[i][2]);
-        ladle_status st = ladle_conv_create(&d, xs, LADLE_F32, LADLE_CUDA, 1, &op);
-        /* m = cout, n = B oh ow, k = cin kh kw */
-        gemm_row("conv2d", s, op, st, 1, cv[i][2], cv[i][0] * out * out,
-                 cv[i][1] * cv[i][4] * cv[i][4]);
+        ladle_conv_desc d;
+        bench_gemm_row c;
+        bench_conv_row(cv[i], &d, &c);
+        ladle_status st = ladle_conv_create(&d, c.xs, LADLE_F32, LADLE_CUDA, 1, &op);
+        gemm_row("conv2d", c.shape, op, st, 1, c.m, c.n, c.k);
     }
 }
 

@@ -25,6 +25,7 @@
 #include "ladle.h"
 
 #include "common.h"
+#include "shapes.h"
 
 static int rank, size;
 
@@ -229,15 +230,8 @@ static void raw_alltoallv_unpack(bench *b)
 
 static ladle_tensor *tensor(const ladle_op *op, int which)
 {
-    int nd;
-    int64_t sh[LADLE_MAX_NDIM];
     ladle_tensor *t = NULL;
-    if (which)
-        ladle_op_y_shape(op, &nd, sh);
-    else
-        ladle_op_x_shape(op, &nd, sh);
-    ladle_tensor_create(LADLE_F32, LADLE_CPU, nd, sh, &t);
-    ladle_tensor_fill_random(t, 1, (uint64_t)rank);
+    bench_tensor_like(op, which, LADLE_F32, 1, (uint64_t)rank, &t);
     return t;
 }
 
@@ -260,6 +254,19 @@ static int selected(const char *name)
     return only == NULL;
 }
 
+/* b measured again against a second plain-MPI baseline raw (named name),
+ * where it has one (raw not NULL). */
+static void measure_again(const bench *b, void (*raw)(bench *), const char *name,
+                          int64_t bytes, int reps)
+{
+    if (raw == NULL)
+        return;
+    bench g = *b;
+    g.raw = raw;
+    g.mpi_name = name;
+    measure(&g, bytes, reps);
+}
+
 static void run_pair(bench *f, bench *a, int64_t bytes, int reps)
 {
     if (!selected(f->name)) {
@@ -278,19 +285,9 @@ static void run_pair(bench *f, bench *a, int64_t bytes, int reps)
     a->in = tensor(f->op, 1);
     a->out = f->in_place ? a->in : tensor(f->op, 0);
     measure(f, bytes, reps);
-    if (f->raw2 != NULL) {
-        bench g = *f;
-        g.raw = f->raw2;
-        g.mpi_name = f->mpi_name2;
-        measure(&g, bytes, reps);
-    }
+    measure_again(f, f->raw2, f->mpi_name2, bytes, reps);
     measure(a, bytes, reps);
-    if (f->raw2_adj != NULL) {
-        bench g = *a;
-        g.raw = f->raw2_adj;
-        g.mpi_name = f->mpi_name2_adj;
-        measure(&g, bytes, reps);
-    }
+    measure_again(a, f->raw2_adj, f->mpi_name2_adj, bytes, reps);
     if (!f->in_place) {
         ladle_tensor_destroy(&f->out);
         ladle_tensor_destroy(&a->out);
@@ -307,14 +304,131 @@ static int reps_for(int64_t bytes, int reps)
     return bytes <= (1 << 20) ? 41 : bytes <= (16 << 20) ? 15 : 7;
 }
 
-int main(int argc, char **argv)
+/* What every row runs on: a partition of rank 0 alone, of every rank, of
+ * every rank as rows and as columns, and a duplicate of the world for the
+ * raw MPI calls. */
+typedef struct grids {
+    ladle_partition *p1, *pall, *prow, *pcol;
+    MPI_Comm comm;
+} grids;
+
+/* f, the forward of primitive `name` (its op made by the caller), and a,
+ * its adjoint, against the raw calls raw and raw_adj (NULL: raw's). */
+static void pair_set(bench *f, bench *a, const char *name, void (*raw)(bench *),
+                     const char *mpi_name, void (*raw_adj)(bench *), const char *mpi_adj)
 {
-    int64_t min_kib = 1, max_kib = 64 * 1024;
-    int reps_opt = 0;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    long long nmin = min_kib, nmax = max_kib, nreps = 0;
+    memset(a, 0, sizeof *a);
+    f->name = name;
+    f->dir = "forward";
+    f->raw = raw;
+    f->mpi_name = mpi_name;
+    a->raw = raw_adj;
+    a->mpi_name = mpi_adj;
+}
+
+/* broadcast 1 -> all, and its adjoint: a sum onto rank 0; sum-reduce all
+ * -> 1, and its adjoint: a broadcast; all-sum-reduce over all ranks
+ * (self-adjoint). n floats each. */
+static void reduction_rows(const grids *g, int64_t n, int64_t bytes, int reps)
+{
+    bench f, a;
+    memset(&f, 0, sizeof f);
+    f.comm = g->comm;
+    f.count = n;
+    f.sbuf = buffer(n);
+    f.rbuf = buffer(n);
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 1, &n);
+    ladle_broadcast_create(&bd, g->p1, g->pall, LADLE_F32, LADLE_CPU, &f.op);
+    pair_set(&f, &a, "broadcast", raw_bcast, "MPI_Bcast", raw_reduce, "MPI_Reduce");
+    run_pair(&f, &a, bytes, reps);
+
+    ladle_sum_reduce_create(&bd, g->pall, g->p1, LADLE_F32, LADLE_CPU, &f.op);
+    pair_set(&f, &a, "sum-reduce", raw_reduce, "MPI_Reduce", raw_bcast, "MPI_Bcast");
+    run_pair(&f, &a, bytes, reps);
+
+    int axes[1] = {0};
+    ladle_all_sum_reduce_desc ad;
+    ladle_all_sum_reduce_desc_init(&ad, 1, axes, 1, &n);
+    ladle_all_sum_reduce_create(&ad, g->pall, LADLE_F32, LADLE_CPU, &f.op);
+    pair_set(&f, &a, "all-sum-reduce", raw_allreduce, "MPI_Allreduce", NULL, NULL);
+    run_pair(&f, &a, bytes, reps);
+    free(f.sbuf);
+    free(f.rbuf);
+}
+
+/* halo exchange: 1-D partition of rows, 3-row kernel, one halo row of n
+ * floats each side */
+static void halo_rows(const grids *g, int64_t n, int64_t bytes, int reps)
+{
+    ladle_layout *lx = NULL;
+    int64_t global[2] = {2 * size, n};
+    ladle_layout_create_balanced(g->prow, 2, global, &lx);
+    ladle_window w;
+    ladle_window_init(&w, 2);
+    w.kernel[0] = 3;
+    w.padding[0] = 1;
+    bench f, a;
+    memset(&f, 0, sizeof f);
+    f.comm = g->comm;
+    f.count = n;
+    f.sbuf = buffer(4 * n);
+    ladle_halo_exchange_create(lx, &w, LADLE_F32, LADLE_CPU, 0, &f.op);
+    pair_set(&f, &a, "halo-exchange", raw_sendrecv, "MPI_Sendrecv x2", NULL, NULL);
+    f.raw2_adj = raw_sendrecv_adjoint;
+    f.mpi_name2_adj = "MPI_Sendrecv+add+zero x2";
+    f.rbuf = buffer(n);
+    f.in_place = 1;
+    run_pair(&f, &a, bytes, reps);
+    free(f.sbuf);
+    free(f.rbuf);
+    ladle_layout_destroy(&lx);
+}
+
+/* repartition: rows to columns of a (size*r) x (size*c) matrix whose local
+ * block is n floats; every rank keeps 1/size and sends the rest, like an
+ * all-to-all */
+static void repartition_rows(const grids *g, int64_t n, int reps)
+{
+    ladle_layout *lx = NULL, *ly = NULL;
+    int64_t side = (int64_t)sqrt((double)n);
+    int64_t g2[2] = {side * size, (n / side) / size * size};
+    ladle_layout_create_balanced(g->prow, 2, g2, &lx);
+    ladle_layout_create_balanced(g->pcol, 2, g2, &ly);
+    bench f, a;
+    memset(&f, 0, sizeof f);
+    f.comm = g->comm;
+    int64_t local = side * g2[1], piece = local / size;
+    f.sbuf = buffer(local);
+    f.rbuf = buffer(local);
+    f.counts = calloc((size_t)size, sizeof(int));
+    f.displs = calloc((size_t)size, sizeof(int));
+    for (int r = 0; r < size; r++) {
+        f.counts[r] = (int)piece;
+        f.displs[r] = (int)(r * piece);
+    }
+    ladle_repartition_create(lx, ly, LADLE_F32, LADLE_CPU, 0, &f.op);
+    pair_set(&f, &a, "repartition", raw_alltoallv, "MPI_Alltoallv", NULL, NULL);
+    f.raw2 = raw_pack_alltoallv;
+    f.mpi_name2 = "pack+MPI_Alltoallv";
+    f.raw2_adj = raw_alltoallv_unpack;
+    f.mpi_name2_adj = "MPI_Alltoallv+unpack";
+    f.rows = side;
+    f.cols = g2[1];
+    run_pair(&f, &a, local * 4, reps);
+    free(f.sbuf);
+    free(f.rbuf);
+    free(f.counts);
+    free(f.displs);
+    ladle_layout_destroy(&lx);
+    ladle_layout_destroy(&ly);
+}
+
+/* The options into *min_kib, *max_kib, *reps: 0, or 2 with rank 0's reason
+ * printed. */
+static int parse(int argc, char **argv, int64_t *min_kib, int64_t *max_kib, int *reps)
+{
+    long long nmin = *min_kib, nmax = *max_kib, nreps = 0;
     const bench_opt opts[] = {
         {"--min-kib", 1, 1 << 20, &nmin, NULL, NULL, 0},
         {"--max-kib", 1, 1 << 20, &nmax, NULL, NULL, 0},
@@ -323,154 +437,58 @@ int main(int argc, char **argv)
          "broadcast,sum-reduce,all-sum-reduce,halo-exchange,repartition", 1},
     };
     if (bench_options("bench_primitives", rank, argc, argv, opts,
-                      sizeof opts / sizeof opts[0])) {
-        MPI_Finalize();
+                      sizeof opts / sizeof opts[0]))
         return 2;
-    }
     if (nmin > nmax) {
         if (rank == 0)
             fprintf(stderr, "bench_primitives: --min-kib %lld is above --max-kib %lld\n",
                     nmin, nmax);
+        return 2;
+    }
+    *min_kib = nmin, *max_kib = nmax, *reps = (int)nreps;
+    return 0;
+}
+
+/* parse; then, for payloads growing 4 times from --min-kib to --max-kib,
+ * the reductions, the halo exchange and the repartition */
+int main(int argc, char **argv)
+{
+    int64_t min_kib = 1, max_kib = 64 * 1024;
+    int reps_opt = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (parse(argc, argv, &min_kib, &max_kib, &reps_opt)) {
         MPI_Finalize();
         return 2;
     }
-    min_kib = nmin, max_kib = nmax, reps_opt = (int)nreps;
     samples = calloc(2 * 1024, sizeof(double));
     const char *local = getenv("MPI_LOCALNRANKS");
     if (local == NULL)
         local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     oversubscribed = local != NULL && atol(local) > sysconf(_SC_NPROCESSORS_ONLN);
     int one[1] = {1}, all[1] = {size}, rows_cols[2] = {size, 1}, cols_rows[2] = {1, size};
-    ladle_partition *p1 = NULL, *pall = NULL, *prow = NULL, *pcol = NULL;
-    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, NULL, &p1);
-    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, all, NULL, &pall);
-    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, rows_cols, NULL, &prow);
-    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, cols_rows, NULL, &pcol);
-    MPI_Comm comm;
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    grids g = {NULL, NULL, NULL, NULL, MPI_COMM_NULL};
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, one, NULL, &g.p1);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, all, NULL, &g.pall);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, rows_cols, NULL, &g.prow);
+    ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 2, cols_rows, NULL, &g.pcol);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);
     if (rank == 0)
         printf("%5s  %-15s %-8s %9s %12s %12s %7s   %s\n", "ranks", "primitive", "dir",
                "payload", "ladle_us", "mpi_us", "ratio", "raw MPI call");
-
     for (int64_t kib = min_kib; kib <= max_kib; kib *= 4) {
         int64_t bytes = kib * 1024, n = bytes / 4;
         int reps = reps_for(bytes, reps_opt);
-        bench f, a;
-
-        /* broadcast 1 -> all, and its adjoint: a sum onto rank 0 */
-        memset(&f, 0, sizeof f);
-        memset(&a, 0, sizeof a);
-        f.name = "broadcast";
-        f.dir = "forward";
-        f.comm = comm;
-        f.count = n;
-        f.sbuf = buffer(n);
-        f.rbuf = buffer(n);
-        ladle_broadcast_desc bd;
-        ladle_broadcast_desc_init(&bd, 1, &n);
-        ladle_broadcast_create(&bd, p1, pall, LADLE_F32, LADLE_CPU, &f.op);
-        f.raw = raw_bcast;
-        f.mpi_name = "MPI_Bcast";
-        a.raw = raw_reduce;
-        a.mpi_name = "MPI_Reduce";
-        run_pair(&f, &a, bytes, reps);
-
-        /* sum-reduce all -> 1, and its adjoint: a broadcast */
-        memset(&a, 0, sizeof a);
-        f.name = "sum-reduce";
-        f.dir = "forward";
-        ladle_sum_reduce_create(&bd, pall, p1, LADLE_F32, LADLE_CPU, &f.op);
-        f.raw = raw_reduce;
-        f.mpi_name = "MPI_Reduce";
-        a.raw = raw_bcast;
-        a.mpi_name = "MPI_Bcast";
-        run_pair(&f, &a, bytes, reps);
-
-        /* all-sum-reduce over all ranks (self-adjoint) */
-        int axes[1] = {0};
-        f.name = "all-sum-reduce";
-        f.dir = "forward";
-        ladle_all_sum_reduce_desc ad;
-        ladle_all_sum_reduce_desc_init(&ad, 1, axes, 1, &n);
-        ladle_all_sum_reduce_create(&ad, pall, LADLE_F32, LADLE_CPU, &f.op);
-        f.raw = raw_allreduce;
-        f.mpi_name = "MPI_Allreduce";
-        memset(&a, 0, sizeof a);
-        run_pair(&f, &a, bytes, reps);
-        free(f.sbuf);
-        free(f.rbuf);
-
-        /* halo exchange: 1-D partition of rows, 3-row kernel, one halo row
-         * of `bytes` each side */
-        ladle_layout *lx = NULL, *ly = NULL;
-        int64_t global[2] = {2 * size, n};
-        ladle_layout_create_balanced(prow, 2, global, &lx);
-        ladle_window w;
-        ladle_window_init(&w, 2);
-        w.kernel[0] = 3;
-        w.padding[0] = 1;
-        memset(&f, 0, sizeof f);
-        f.name = "halo-exchange";
-        f.dir = "forward";
-        f.comm = comm;
-        f.count = n;
-        f.sbuf = buffer(4 * n);
-        ladle_halo_exchange_create(lx, &w, LADLE_F32, LADLE_CPU, 0, &f.op);
-        f.raw = raw_sendrecv;
-        f.mpi_name = "MPI_Sendrecv x2";
-        f.raw2_adj = raw_sendrecv_adjoint;
-        f.mpi_name2_adj = "MPI_Sendrecv+add+zero x2";
-        f.rbuf = buffer(n);
-        f.in_place = 1;
-        memset(&a, 0, sizeof a);
-        run_pair(&f, &a, bytes, reps);
-        free(f.sbuf);
-        free(f.rbuf);
-        ladle_layout_destroy(&lx);
-
-        /* repartition: rows to columns of a (size*r) x (size*c) matrix whose
-         * local block is `bytes`; every rank keeps 1/size and sends the
-         * rest, like an all-to-all */
-        int64_t side = (int64_t)sqrt((double)n);
-        int64_t g2[2] = {side * size, (n / side) / size * size};
-        ladle_layout_create_balanced(prow, 2, g2, &lx);
-        ladle_layout_create_balanced(pcol, 2, g2, &ly);
-        memset(&f, 0, sizeof f);
-        f.name = "repartition";
-        f.dir = "forward";
-        f.comm = comm;
-        int64_t local = side * g2[1], piece = local / size;
-        f.sbuf = buffer(local);
-        f.rbuf = buffer(local);
-        f.counts = calloc((size_t)size, sizeof(int));
-        f.displs = calloc((size_t)size, sizeof(int));
-        for (int r = 0; r < size; r++) {
-            f.counts[r] = (int)piece;
-            f.displs[r] = (int)(r * piece);
-        }
-        ladle_repartition_create(lx, ly, LADLE_F32, LADLE_CPU, 0, &f.op);
-        f.raw = raw_alltoallv;
-        f.mpi_name = "MPI_Alltoallv";
-        f.raw2 = raw_pack_alltoallv;
-        f.mpi_name2 = "pack+MPI_Alltoallv";
-        f.raw2_adj = raw_alltoallv_unpack;
-        f.mpi_name2_adj = "MPI_Alltoallv+unpack";
-        f.rows = side;
-        f.cols = g2[1];
-        memset(&a, 0, sizeof a);
-        run_pair(&f, &a, local * 4, reps);
-        free(f.sbuf);
-        free(f.rbuf);
-        free(f.counts);
-        free(f.displs);
-        ladle_layout_destroy(&lx);
-        ladle_layout_destroy(&ly);
+        reduction_rows(&g, n, bytes, reps);
+        halo_rows(&g, n, bytes, reps);
+        repartition_rows(&g, n, reps);
     }
-    ladle_partition_destroy(&p1);
-    ladle_partition_destroy(&pall);
-    ladle_partition_destroy(&prow);
-    ladle_partition_destroy(&pcol);
-    MPI_Comm_free(&comm);
+    ladle_partition_destroy(&g.p1);
+    ladle_partition_destroy(&g.pall);
+    ladle_partition_destroy(&g.prow);
+    ladle_partition_destroy(&g.pcol);
+    MPI_Comm_free(&g.comm);
     free(samples);
     MPI_Finalize();
     return 0;

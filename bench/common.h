@@ -1,7 +1,7 @@
 /*
  * bench/common.h - the timing helpers every benchmark program shares: a
  * monotonic clock and the median of repeated timings (the figure the
- * benchmarks print and the docs quote).
+ * benchmarks print and the docs quote), and their options.
  */
 #ifndef LADLE_BENCH_COMMON_H
 #define LADLE_BENCH_COMMON_H
@@ -32,6 +32,24 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One timed repetition of something, on its state arg: its seconds. */
+typedef double (*bench_once_fn)(void *arg);
+
+/* The median seconds of n repetitions of once(arg) (n > 0), after two to
+ * warm up. */
+static inline double bench_median_of(bench_once_fn once, void *arg, int n)
+{
+    double *t = calloc((size_t)n, sizeof(double));
+    for (int r = -2; r < n; r++) {
+        double e = once(arg);
+        if (r >= 0)
+            t[r] = e;
+    }
+    double m = bench_median(t, n);
+    free(t);
+    return m;
 }
 
 /*

@@ -23,43 +23,39 @@ if $MPIEXEC --version 2>&1 | grep -qiE "open ?(mpi|rte)"; then
 else
     flags="-bind-to core"
 fi
-for n in ${BENCH_RANKS:-2 4}; do
-    repeat=${BENCH_REPEAT:-3}
-    [ "$n" -le 2 ] || repeat=1
-    for r in $(seq "$repeat"); do
-        echo "== $n ranks, launch $r"
-        $MPIEXEC $flags -n "$n" "$dir/bench_primitives" ${BENCH_ARGS:-} || exit 1
+# launch LABEL RANKS REPEAT PROG ARGS: REPEAT launches of bench PROG on
+# RANKS ranks, each under a heading "== LABELRANKS ranks, launch R"
+launch() {
+    for r in $(seq "$3"); do
+        echo "== $1$2 ranks, launch $r"
+        $MPIEXEC $flags -n "$2" "$dir/$4" $5 || exit 1
     done
+}
+# BENCH_REPEAT launches at up to 2 ranks, one above (oversubscribed)
+repeat_at() {
+    if [ "$1" -le 2 ]; then echo "${BENCH_REPEAT:-3}"; else echo 1; fi
+}
+for n in ${BENCH_RANKS:-2 4}; do
+    launch "" "$n" "$(repeat_at "$n")" bench_primitives "${BENCH_ARGS:-}"
 done
 # distributed layers and LeNet-5 training: launches at 2 ranks (the figures
 # that count) and one at 4 (oversubscribed)
 if [ "${BENCH_DIST:-1}" = 1 ]; then
     for n in ${BENCH_RANKS:-2 4}; do
-        repeat=${BENCH_REPEAT:-3}
-        [ "$n" -le 2 ] || repeat=1
-        for r in $(seq "$repeat"); do
-            echo "== distributed, $n ranks, launch $r"
-            $MPIEXEC $flags -n "$n" "$dir/bench_dist" ${BENCH_DIST_ARGS:-} || exit 1
-        done
+        launch "distributed, " "$n" "$(repeat_at "$n")" bench_dist "${BENCH_DIST_ARGS:-}"
     done
 fi
 # pipeline schedules on the network of unequal stages: at 2 ranks (one per
 # core, where measured and simulated bubbles can be compared) and at 4
 if [ "${BENCH_PIPE:-1}" = 1 ]; then
     for n in 2 4; do
-        for r in $(seq "${BENCH_REPEAT:-3}"); do
-            echo "== pipeline, $n ranks, launch $r"
-            $MPIEXEC $flags -n "$n" "$dir/bench_pipe" ${BENCH_PIPE_ARGS:-} || exit 1
-        done
+        launch "pipeline, " "$n" "${BENCH_REPEAT:-3}" bench_pipe "${BENCH_PIPE_ARGS:-}"
     done
 fi
 # the GPT step on 1 rank, data parallel, tensor parallel and a pipeline
 # of 2 stages over 2 (one per core), in the same launch
 if [ "${BENCH_GPT:-1}" = 1 ]; then
-    for r in $(seq "${BENCH_REPEAT:-3}"); do
-        echo "== gpt, 2 ranks, launch $r"
-        $MPIEXEC $flags -n 2 "$dir/bench_gpt" ${BENCH_GPT_ARGS:-} || exit 1
-    done
+    launch "gpt, " 2 "${BENCH_REPEAT:-3}" bench_gpt "${BENCH_GPT_ARGS:-}"
 fi
 if [ "${BENCH_LAYERS:-1}" = 1 ]; then
     for r in $(seq "${BENCH_REPEAT:-3}"); do

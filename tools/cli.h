@@ -182,40 +182,79 @@ static inline size_t cli_item(const char *p, char sep)
     return q ? (size_t)(q - p) : strlen(p);
 }
 
-/* "a,b,c": at most cap whole numbers in [lo, hi]. */
-static inline int cli_ints(const char *opt, const char *s, int64_t lo, int64_t hi,
-                           int64_t *v, int cap, int *n, char *why)
+/* What cli_int_list found wrong with a list of whole numbers. */
+enum { CLI_LIST_OK, CLI_LIST_EMPTY, CLI_LIST_LONG, CLI_LIST_NOT_INT, CLI_LIST_RANGE };
+
+/* The whole numbers of s between any of the characters seps, at most cap
+ * (up to 64) in [lo, hi]: CLI_LIST_OK with v[0..*n-1] set, or the first
+ * failure (v and *n left as they were) with the item it is about at *at,
+ * *len characters long. */
+static inline int cli_int_list(const char *s, const char *seps, int64_t lo, int64_t hi,
+                               int cap, int64_t *v, int *n, const char **at, size_t *len)
 {
     int64_t tmp[64];
     int k = 0;
-    if (cap > 64)
-        cap = 64;
     if (s == NULL || *s == '\0')
-        return cli_fail(why, "%s needs a list such as 1,2,3", opt);
+        return CLI_LIST_EMPTY;
     for (const char *p = s;; p++) {
-        size_t len = cli_item(p, ',');
+        size_t l = strcspn(p, seps);
         int64_t x = 0;
-        int rc = cli_scan_int(p, len, &x);
+        int rc = cli_scan_int(p, l, &x);
+        *at = p, *len = l;
         if (k == cap)
-            return cli_fail(why, "%s: '%s' has more than %d values", opt, s, cap);
+            return CLI_LIST_LONG;
         if (rc == 1)
-            return cli_fail(why,
-                            "%s: '%.*s' in '%s' is not a whole number (expected %" PRId64
-                            " to %" PRId64 ")",
-                            opt, (int)len, p, s, lo, hi);
+            return CLI_LIST_NOT_INT;
         if (rc == 2 || x < lo || x > hi)
-            return cli_fail(why,
-                            "%s: %.*s in '%s' is out of range (expected %" PRId64
-                            " to %" PRId64 ")",
-                            opt, (int)len, p, s, lo, hi);
+            return CLI_LIST_RANGE;
         tmp[k++] = x;
-        p += len;
+        p += l;
         if (*p == '\0')
             break;
     }
     memcpy(v, tmp, sizeof(int64_t) * (size_t)k);
     *n = k;
-    return 0;
+    return CLI_LIST_OK;
+}
+
+/* The message of cli_int_list's failure `code` on the value s of option
+ * opt, a list of values (cli_ints) or, with shape set, of extents
+ * (cli_shape); at and len as cli_int_list left them. Returns -1. */
+static inline int cli_int_list_fail(const char *opt, const char *s, int shape, int code,
+                                    const char *at, size_t len, int64_t lo, int64_t hi,
+                                    int cap, char *why)
+{
+    if (code == CLI_LIST_EMPTY)
+        return cli_fail(why, "%s needs a %s", opt,
+                        shape ? "shape such as 7x11" : "list such as 1,2,3");
+    if (code == CLI_LIST_LONG)
+        return cli_fail(why, "%s: '%s' has more than %d %s", opt, s, cap,
+                        shape ? "dimensions" : "values");
+    if (code == CLI_LIST_NOT_INT && shape)
+        return cli_fail(why,
+                        "%s: '%s' is not a shape such as 7x11 (extents %" PRId64 " to %" PRId64
+                        ")",
+                        opt, s, lo, hi);
+    if (code == CLI_LIST_NOT_INT)
+        return cli_fail(why,
+                        "%s: '%.*s' in '%s' is not a whole number (expected %" PRId64
+                        " to %" PRId64 ")",
+                        opt, (int)len, at, s, lo, hi);
+    return cli_fail(why,
+                    "%s: %s%.*s in '%s' is out of range (expected %" PRId64 " to %" PRId64 ")",
+                    opt, shape ? "the extent " : "", (int)len, at, s, lo, hi);
+}
+
+/* "a,b,c": at most cap whole numbers in [lo, hi]. */
+static inline int cli_ints(const char *opt, const char *s, int64_t lo, int64_t hi,
+                           int64_t *v, int cap, int *n, char *why)
+{
+    const char *at = NULL;
+    size_t len = 0;
+    if (cap > 64)
+        cap = 64;
+    int code = cli_int_list(s, ",", lo, hi, cap, v, n, &at, &len);
+    return code ? cli_int_list_fail(opt, s, 0, code, at, len, lo, hi, cap, why) : 0;
 }
 
 /* "a,b,c": at most cap finite reals in the range. */
@@ -254,36 +293,12 @@ static inline int cli_reals(const char *opt, const char *s, double lo, double hi
 static inline int cli_shape(const char *opt, const char *s, int64_t lo, int64_t hi,
                             int maxdim, int *ndim, int64_t *shape, char *why)
 {
-    int64_t tmp[LADLE_MAX_NDIM];
-    int k = 0;
+    const char *at = NULL;
+    size_t len = 0;
     if (maxdim > LADLE_MAX_NDIM)
         maxdim = LADLE_MAX_NDIM;
-    if (s == NULL || *s == '\0')
-        return cli_fail(why, "%s needs a shape such as 7x11", opt);
-    for (const char *p = s;; p++) {
-        size_t len = strcspn(p, "xX");
-        int64_t x = 0;
-        int rc = cli_scan_int(p, len, &x);
-        if (k == maxdim)
-            return cli_fail(why, "%s: '%s' has more than %d dimensions", opt, s, maxdim);
-        if (rc == 1)
-            return cli_fail(why,
-                            "%s: '%s' is not a shape such as 7x11 (extents %" PRId64
-                            " to %" PRId64 ")",
-                            opt, s, lo, hi);
-        if (rc == 2 || x < lo || x > hi)
-            return cli_fail(why,
-                            "%s: the extent %.*s in '%s' is out of range (expected %" PRId64
-                            " to %" PRId64 ")",
-                            opt, (int)len, p, s, lo, hi);
-        tmp[k++] = x;
-        p += len;
-        if (*p == '\0')
-            break;
-    }
-    memcpy(shape, tmp, sizeof(int64_t) * (size_t)k);
-    *ndim = k;
-    return 0;
+    int code = cli_int_list(s, "xX", lo, hi, maxdim, shape, ndim, &at, &len);
+    return code ? cli_int_list_fail(opt, s, 1, code, at, len, lo, hi, maxdim, why) : 0;
 }
 
 /* A rank list ("0-5", "0,2,4", "0-2,7") of ranks below world, at most cap. */
@@ -360,6 +375,16 @@ static inline int cli_output_ok(const char *opt, const char *path, char *why)
     if (!existed)
         unlink(path);
     return 0;
+}
+
+/* fopen(path, mode) for writing, or NULL with "tool: cannot write path:
+ * reason" printed. Not collective. */
+static inline FILE *cli_fopen(const char *tool, const char *path, const char *mode)
+{
+    FILE *f = fopen(path, mode);
+    if (f == NULL)
+        fprintf(stderr, "%s: cannot write %s: %s\n", tool, path, strerror(errno));
+    return f;
 }
 
 /* Close f (opened for path) and say whether everything written reached

@@ -406,13 +406,10 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
 /* Report the first failing rank's message; returns 1 if any rank failed. */
 static int report(ladle_status st, const char *what)
 {
-    int size, me = world_rank(), first;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int mine = st == LADLE_OK ? size : me;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == size)
+    int first = tool_first_failed(st);
+    if (first < 0)
         return 0;
-    if (me == first)
+    if (world_rank() == first)
         fprintf(stderr, "ladle-adjoint: %s failed: %s: %s\n", what, ladle_status_name(st),
                 ladle_error_message());
     return 1;

@@ -189,11 +189,9 @@ static int csv_append(const char *path, const row *rows, int n, const opts *o, i
                       int over)
 {
     char why[CLI_WHY];
-    FILE *f = fopen(path, "a+");
-    if (f == NULL) {
-        fprintf(stderr, "ladle-bn-study: cannot write %s: %s\n", path, strerror(errno));
+    FILE *f = cli_fopen("ladle-bn-study", path, "a+");
+    if (f == NULL)
         return 1;
-    }
     fseek(f, 0, SEEK_END);
     if (ftell(f) == 0)
         fputs(csv_header, f);
@@ -348,13 +346,29 @@ static void print_table(const summary *p, int n)
 
 /* ---- the chart -------------------------------------------------------------- */
 
-/* Accuracy (y) against time per step (x, log scale), one panel per rank
- * count, a line per mode through its per-rank batches (labelled), error
- * bars of one standard deviation. Rank 0: 0, or 1 with the reason printed. */
-static int chart(const char *path, const summary *p, int n, const opts *o, int64_t samples)
+/* The chart's geometry: panels of PANEL_W x PANEL_H, GAP apart, below a
+ * title of TOP and right of a margin LEFT; the axes' ranges, log10 ms in
+ * x0 .. x1 and accuracy in y0 .. y1. */
+enum { PANEL_W = 300, PANEL_H = 260, LEFT = 60, TOP = 75, GAP = 40 };
+typedef struct chart_axes {
+    double x0, x1, y0, y1;
+} chart_axes;
+
+/* x of ms in the panel at px; y of an accuracy */
+static int chart_x(const chart_axes *ax, int px, double ms)
 {
-    char why[CLI_WHY];
-    int ranks[8], nr = 0;
+    return px + (int)(PANEL_W * (log10(ms > 1e-3 ? ms : 1e-3) - ax->x0) / (ax->x1 - ax->x0));
+}
+
+static int chart_y(const chart_axes *ax, double acc)
+{
+    return TOP + PANEL_H - (int)(PANEL_H * (acc - ax->y0) / (ax->y1 - ax->y0));
+}
+
+/* The rank counts of the points, ascending, at most 8: their number. */
+static int chart_ranks(const summary *p, int n, int ranks[8])
+{
+    int nr = 0;
     for (int i = 0; i < n; i++) {
         int seen = 0;
         for (int k = 0; k < nr; k++)
@@ -369,6 +383,12 @@ static int chart(const char *path, const summary *p, int n, const opts *o, int64
                 ranks[a] = ranks[b];
                 ranks[b] = t;
             }
+    return nr;
+}
+
+/* The axes: decades of ms around the data; accuracy in steps of 5%. */
+static chart_axes chart_axes_of(const summary *p, int n)
+{
     double lo_ms = INFINITY, hi_ms = 0, lo_acc = 1, hi_acc = 0;
     for (int i = 0; i < n; i++) {
         double ms = p[i].ms_median > 1e-3 ? p[i].ms_median : 1e-3;
@@ -380,22 +400,18 @@ static int chart(const char *path, const summary *p, int n, const opts *o, int64
     }
     if (n == 0)
         lo_ms = 1, hi_ms = 10, lo_acc = 0, hi_acc = 1;
-    /* axes: decades of ms around the data; accuracy in steps of 5% */
-    double x0 = floor(log10(lo_ms)), x1 = ceil(log10(hi_ms));
-    if (x1 <= x0)
-        x1 = x0 + 1;
-    double y0 = floor(lo_acc * 20) / 20, y1 = ceil(hi_acc * 20) / 20;
-    if (y1 <= y0)
-        y1 = y0 + 0.05;
-    const int PW = 300, PH = 260, left = 60, top = 75, gap = 40;
-    int W = left + (nr > 0 ? nr : 1) * (PW + gap) + 20, H = top + PH + 90;
-    if (W < 620) /* room for the titles and the legend */
-        W = 620;
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        fprintf(stderr, "ladle-bn-study: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
+    chart_axes ax = {floor(log10(lo_ms)), ceil(log10(hi_ms)), floor(lo_acc * 20) / 20,
+                     ceil(hi_acc * 20) / 20};
+    if (ax.x1 <= ax.x0)
+        ax.x1 = ax.x0 + 1;
+    if (ax.y1 <= ax.y0)
+        ax.y1 = ax.y0 + 0.05;
+    return ax;
+}
+
+/* The SVG's start, background and the titles. */
+static void chart_title(FILE *f, int W, int H, const opts *o, int64_t samples)
+{
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "font-family=\"sans-serif\" font-size=\"11\">\n"
@@ -406,81 +422,106 @@ static int chart(const char *path, const summary *p, int n, const opts *o, int64
             "against time per step</text>\n"
             "<text x=\"%d\" y=\"38\">batch-norm statistics per rank (local), per group of 2 "
             "or 4 ranks, over all ranks (global)</text>\n",
-            left, model_titles[o->model], left);
+            LEFT, model_titles[o->model], LEFT);
     if (samples)
         fprintf(f, "<text x=\"%d\" y=\"54\">%d epoch%s of %lld samples per run; labels: "
                    "samples per rank; bars: one standard deviation over the seeds</text>\n",
-                left, o->epochs, o->epochs > 1 ? "s" : "", (long long)samples);
+                LEFT, o->epochs, o->epochs > 1 ? "s" : "", (long long)samples);
     else
         fprintf(f, "<text x=\"%d\" y=\"54\">%d epoch%s per run; labels: samples per rank; "
                    "bars: one standard deviation over the seeds</text>\n",
-                left, o->epochs, o->epochs > 1 ? "s" : "");
-    for (int a = 0; a < nr; a++) {
-        int px = left + a * (PW + gap);
-#define X(ms) (px + (int)(PW * (log10((ms) > 1e-3 ? (ms) : 1e-3) - x0) / (x1 - x0)))
-#define Y(acc) (top + PH - (int)(PH * ((acc) - y0) / (y1 - y0)))
+                LEFT, o->epochs, o->epochs > 1 ? "s" : "");
+}
+
+/* A panel's frame, its title, and the grid with the axes' labels (the
+ * accuracies left of the first panel only). */
+static void chart_frame(FILE *f, const chart_axes *ax, int px, int ranks, int first)
+{
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"black\"/>\n",
+            px, TOP, PANEL_W, PANEL_H);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\">%d "
+               "ranks</text>\n",
+            px + PANEL_W / 2, TOP - 4, ranks);
+    for (double d = ax->x0; d <= ax->x1 + 1e-9; d += 1) {
+        double ms = pow(10, d);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
+                chart_x(ax, px, ms), TOP, chart_x(ax, px, ms), TOP + PANEL_H);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
+                chart_x(ax, px, ms), TOP + PANEL_H + 14, ms);
+    }
+    for (double acc = ax->y0; acc <= ax->y1 + 1e-9; acc += 0.05) {
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n", px,
+                chart_y(ax, acc), px + PANEL_W, chart_y(ax, acc));
+        if (first)
+            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f%%</text>\n", px - 4,
+                    chart_y(ax, acc) + 4, 100 * acc);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">ms per step (log)</text>\n",
+            px + PANEL_W / 2, TOP + PANEL_H + 30);
+}
+
+/* Mode k's points at this rank count in the panel at px: a line through
+ * them in order of batch, each with its error bar and its label. */
+static void chart_mode(FILE *f, const chart_axes *ax, int px, const summary *p, int n,
+                       int ranks, int k)
+{
+    const summary *pts[MAX_SIZES * 4];
+    int m = 0;
+    for (int i = 0; i < n && m < MAX_SIZES * 4; i++)
+        if (p[i].ranks == ranks && p[i].mode == k)
+            pts[m++] = &p[i];
+    for (int u = 0; u < m; u++)
+        for (int v = u + 1; v < m; v++)
+            if (pts[v]->per_rank < pts[u]->per_rank) {
+                const summary *t = pts[u];
+                pts[u] = pts[v];
+                pts[v] = t;
+            }
+    if (m > 1) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                mode_colors[k]);
+        for (int u = 0; u < m; u++)
+            fprintf(f, "%d,%d ", chart_x(ax, px, pts[u]->ms_median),
+                    chart_y(ax, pts[u]->acc_mean));
+        fprintf(f, "\"/>\n");
+    }
+    for (int u = 0; u < m; u++) {
+        int cx = chart_x(ax, px, pts[u]->ms_median), cy = chart_y(ax, pts[u]->acc_mean);
         fprintf(f,
-                "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-                "stroke=\"black\"/>\n",
-                px, top, PW, PH);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"13\">%d "
-                   "ranks</text>\n",
-                px + PW / 2, top - 4, ranks[a]);
-        for (double d = x0; d <= x1 + 1e-9; d += 1) {
-            double ms = pow(10, d);
-            fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n",
-                    X(ms), top, X(ms), top + PH);
-            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", X(ms),
-                    top + PH + 14, ms);
-        }
-        for (double acc = y0; acc <= y1 + 1e-9; acc += 0.05) {
-            fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ddd\"/>\n", px,
-                    Y(acc), px + PW, Y(acc));
-            if (a == 0)
-                fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f%%</text>\n",
-                        px - 4, Y(acc) + 4, 100 * acc);
-        }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">ms per step (log)</text>\n",
-                px + PW / 2, top + PH + 30);
-        for (int k = 0; k < N_MODES; k++) {
-            /* the mode's points in order of batch */
-            const summary *pts[MAX_SIZES * 4];
-            int m = 0;
-            for (int i = 0; i < n && m < MAX_SIZES * 4; i++)
-                if (p[i].ranks == ranks[a] && p[i].mode == k)
-                    pts[m++] = &p[i];
-            for (int u = 0; u < m; u++)
-                for (int v = u + 1; v < m; v++)
-                    if (pts[v]->per_rank < pts[u]->per_rank) {
-                        const summary *t = pts[u];
-                        pts[u] = pts[v];
-                        pts[v] = t;
-                    }
-            if (m > 1) {
-                fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-                           "points=\"",
-                        mode_colors[k]);
-                for (int u = 0; u < m; u++)
-                    fprintf(f, "%d,%d ", X(pts[u]->ms_median), Y(pts[u]->acc_mean));
-                fprintf(f, "\"/>\n");
-            }
-            for (int u = 0; u < m; u++) {
-                int cx = X(pts[u]->ms_median), cy = Y(pts[u]->acc_mean);
-                fprintf(f,
-                        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\"/>\n"
-                        "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>\n"
-                        "<text x=\"%d\" y=\"%d\" fill=\"%s\" font-size=\"9\">%lld</text>\n",
-                        cx, Y(pts[u]->acc_mean - pts[u]->acc_sd), cx,
-                        Y(pts[u]->acc_mean + pts[u]->acc_sd), mode_colors[k], cx, cy,
-                        mode_colors[k], cx + 5, cy - 4, mode_colors[k],
-                        (long long)pts[u]->per_rank);
-            }
-        }
-#undef X
-#undef Y
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\"/>\n"
+                "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>\n"
+                "<text x=\"%d\" y=\"%d\" fill=\"%s\" font-size=\"9\">%lld</text>\n",
+                cx, chart_y(ax, pts[u]->acc_mean - pts[u]->acc_sd), cx,
+                chart_y(ax, pts[u]->acc_mean + pts[u]->acc_sd), mode_colors[k], cx, cy,
+                mode_colors[k], cx + 5, cy - 4, mode_colors[k], (long long)pts[u]->per_rank);
+    }
+}
+
+/* Accuracy (y) against time per step (x, log scale), one panel per rank
+ * count, a line per mode through its per-rank batches (labelled), error
+ * bars of one standard deviation. Rank 0: 0, or 1 with the reason printed. */
+static int chart(const char *path, const summary *p, int n, const opts *o, int64_t samples)
+{
+    char why[CLI_WHY];
+    int ranks[8], nr = chart_ranks(p, n, ranks);
+    chart_axes ax = chart_axes_of(p, n);
+    int W = LEFT + (nr > 0 ? nr : 1) * (PANEL_W + GAP) + 20, H = TOP + PANEL_H + 90;
+    if (W < 620) /* room for the titles and the legend */
+        W = 620;
+    FILE *f = cli_fopen("ladle-bn-study", path, "w");
+    if (f == NULL)
+        return 1;
+    chart_title(f, W, H, o, samples);
+    for (int a = 0; a < nr; a++) {
+        int px = LEFT + a * (PANEL_W + GAP);
+        chart_frame(f, &ax, px, ranks[a], a == 0);
+        for (int k = 0; k < N_MODES; k++)
+            chart_mode(f, &ax, px, p, n, ranks[a], k);
     }
     for (int k = 0; k < N_MODES; k++) {
-        int lx = left + k * 120, ly = H - 22;
+        int lx = LEFT + k * 120, ly = H - 22;
         fprintf(f,
                 "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                 "<text x=\"%d\" y=\"%d\">%s</text>\n",
@@ -513,14 +554,155 @@ static int oversubscribed(void)
     return over;
 }
 
+/* What the options may not ask of the study, and whether --csv is one of
+ * ours (refused now, not after the runs): 0, or 2 with the reason printed;
+ * the same on every rank. */
+static int check_study(const opts *o, const study *sd)
+{
+    int rc = 0;
+    if (world < 2)
+        rc = study_fail("the statistics' reach needs 2 or more ranks to differ");
+    if (rc == 0 && given(o, "--batch"))
+        rc = study_fail("--batch: the study's batches are --per-rank sizes times the ranks");
+    for (int i = 0; rc == 0 && i < sd->nsizes; i++)
+        if (sd->per_rank[i] > BATCH_MAX / world) {
+            char why[CLI_WHY];
+            snprintf(why, sizeof why, "--per-rank %lld over %d ranks makes a batch beyond %lld",
+                     (long long)sd->per_rank[i], world, (long long)BATCH_MAX);
+            rc = study_fail(why);
+        }
+    const char *out_opt[2] = {"--csv", "--svg"}, *out_path[2] = {sd->csv, sd->svg};
+    if (rc == 0 && tool_outputs_ok(tool, 2, out_opt, out_path))
+        rc = 2;
+    if (rc == 0 && sd->csv && me == 0) {
+        row *all = NULL;
+        FILE *f = fopen(sd->csv, "r");
+        int empty = f == NULL || fgetc(f) == EOF;
+        if (f)
+            fclose(f);
+        if (!empty && csv_read(sd->csv, &all) < 0)
+            rc = 2;
+        free(all);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
+}
+
+/* The study's network and training, where the options leave them. */
+static void study_defaults(opts *o)
+{
+    if (!given(o, "--model"))
+        o->model = MODEL_RESNET8;
+    if (!given(o, "--epochs"))
+        o->epochs = 1;
+    if (!given(o, "--lr")) /* SGD's 0.1 at batch 128, as for ResNets */
+        o->lr = 0.1;
+    o->bn = 1;
+    o->D = world;
+    o->Ph = o->Pw = o->F = o->C = 1;
+}
+
+/* The line saying what the study runs (rank 0). */
+static void announce_study(const opts *o, const study *sd, int over)
+{
+    if (me != 0)
+        return;
+    printf("%s, %d ranks data parallel%s; per-rank batches", model_titles[o->model], world,
+           over ? " (oversubscribed: the times measure sharing the cores)" : "");
+    for (int i = 0; i < sd->nsizes; i++)
+        printf("%s%lld", i ? "," : " ", (long long)sd->per_rank[i]);
+    printf("; statistics");
+    for (int k = 0; k < N_MODES; k++)
+        if (sd->use[k])
+            printf(" %s", mode_names[k]);
+    printf("; %d seed%s from %llu\n", sd->seeds, sd->seeds > 1 ? "s" : "",
+           (unsigned long long)o->seed);
+    fflush(stdout);
+}
+
+/* The run of per-rank batch i, seed s (counted from --seed) and mode k:
+ * its row in *out; 0, or the exit status. */
+static int run_point(const opts *o, const study *sd, int i, int s, int k, data_cache *keep,
+                     row *out)
+{
+    opts r = *o;
+    run_result res = {0, 0, 0};
+    r.batch = sd->per_rank[i] * world;
+    r.seed = o->seed + (uint64_t)s;
+    r.lr = o->lr * (double)r.batch / (double)sd->lr_batch;
+    r.bn_sync = modes[k].sync;
+    r.bn_group = modes[k].group > 1 ? modes[k].group : 2;
+    if (sd->samples) {
+        int64_t steps = sd->samples / r.batch;
+        r.steps = (int)(steps < 1 ? 1 : steps > INT_MAX ? INT_MAX : steps);
+        if (o->steps && o->steps < r.steps)
+            r.steps = o->steps;
+    }
+    if (me == 0 && !o->quiet) {
+        printf("== per-rank batch %lld (batch %lld, lr %g), seed %llu, "
+               "statistics %s\n",
+               (long long)sd->per_rank[i], (long long)r.batch, r.lr,
+               (unsigned long long)r.seed, mode_names[k]);
+        fflush(stdout);
+    }
+    r.quiet = 1;
+    r.silent = o->quiet;
+    int rc = train_run(&r, &res, keep);
+    *out = (row){world, k, sd->per_rank[i], r.seed, res.accuracy, res.ms_per_step,
+                 res.last_loss};
+    if (rc == 0 && me == 0 && !o->quiet) {
+        printf("   test accuracy %.2f%%, %.2f ms per step\n", 100 * res.accuracy,
+               res.ms_per_step);
+        fflush(stdout);
+    }
+    return rc;
+}
+
+/* The table of this study's n runs, the CSV, and the chart (of every run
+ * in the CSV: the rank counts of the earlier studies next to this one's).
+ * Rank 0: 0, or 1 with the reason printed. */
+static int report_study(const opts *o, const study *sd, const row *rows, int n, int over)
+{
+    row *all = NULL;
+    int npts = 0, nall = n;
+    summary *pts = calloc((size_t)n + 1, sizeof *pts);
+    int rc = pts == NULL;
+    if (rc == 0) {
+        npts = summarise(rows, n, pts, n);
+        print_table(pts, npts);
+    }
+    if (rc == 0 && sd->csv)
+        rc = csv_append(sd->csv, rows, n, o, sd->samples, over);
+    if (rc == 0 && sd->svg) {
+        if (sd->csv) {
+            nall = csv_read(sd->csv, &all);
+            rc = nall < 0;
+            if (rc == 0) {
+                free(pts);
+                pts = calloc((size_t)nall + 1, sizeof *pts);
+                rc = pts == NULL;
+            }
+            if (rc == 0)
+                npts = summarise(all, nall, pts, nall);
+        }
+        if (rc == 0)
+            rc = chart(sd->svg, pts, npts, o, sd->samples);
+        if (rc == 0)
+            printf("chart: %s\n", sd->svg);
+    }
+    free(all);
+    free(pts);
+    return rc;
+}
+
+/* parse and check, announce, run every point, report */
 int main(int argc, char **argv)
 {
     opts o;
     study sd = {0};
     char **args = NULL;
     int nargs = 0, rc = 0;
-    row *rows = NULL, *all = NULL;
-    summary *pts = NULL;
+    row *rows = NULL;
     data_cache keep = {0};
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -533,46 +715,16 @@ int main(int argc, char **argv)
         rc = study_options(argc, argv, &sd, args, &nargs);
     if (rc == 0)
         rc = parse(nargs, args, &o, M_STUDY, "ladle-bn-study", study_usage);
-    if (rc == 0 && world < 2)
-        rc = study_fail("the statistics' reach needs 2 or more ranks to differ");
-    if (rc == 0 && given(&o, "--batch"))
-        rc = study_fail("--batch: the study's batches are --per-rank sizes times the ranks");
-    for (int i = 0; rc == 0 && i < sd.nsizes; i++)
-        if (sd.per_rank[i] > BATCH_MAX / world) {
-            char why[CLI_WHY];
-            snprintf(why, sizeof why, "--per-rank %lld over %d ranks makes a batch beyond %lld",
-                     (long long)sd.per_rank[i], world, (long long)BATCH_MAX);
-            rc = study_fail(why);
-        }
-    const char *out_opt[2] = {"--csv", "--svg"}, *out_path[2] = {sd.csv, sd.svg};
-    if (rc == 0 && tool_outputs_ok(tool, 2, out_opt, out_path))
-        rc = 2;
-    /* a CSV to add to must be one of ours: refused now, not after the runs */
-    if (rc == 0 && sd.csv && me == 0) {
-        FILE *f = fopen(sd.csv, "r");
-        int empty = f == NULL || fgetc(f) == EOF;
-        if (f)
-            fclose(f);
-        if (!empty && csv_read(sd.csv, &all) < 0)
-            rc = 2;
-        free(all);
-        all = NULL;
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc == 0)
+        rc = check_study(&o, &sd);
+    else
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rc != 0) {
         free(args);
         return tool_exit(rc < 0 ? 0 : rc);
     }
     ladle_set_num_threads(1);
-    if (!given(&o, "--model"))
-        o.model = MODEL_RESNET8;
-    if (!given(&o, "--epochs"))
-        o.epochs = 1;
-    if (!given(&o, "--lr")) /* SGD's 0.1 at batch 128, as for ResNets */
-        o.lr = 0.1;
-    o.bn = 1;
-    o.D = world;
-    o.Ph = o.Pw = o.F = o.C = 1;
+    study_defaults(&o);
     int over = oversubscribed();
     int nmodes = 0;
     for (int k = 0; k < N_MODES; k++)
@@ -583,96 +735,21 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (me == 0) {
-        printf("%s, %d ranks data parallel%s; per-rank batches", model_titles[o.model], world,
-               over ? " (oversubscribed: the times measure sharing the cores)" : "");
-        for (int i = 0; i < sd.nsizes; i++)
-            printf("%s%lld", i ? "," : " ", (long long)sd.per_rank[i]);
-        printf("; statistics");
-        for (int k = 0; k < N_MODES; k++)
-            if (sd.use[k])
-                printf(" %s", mode_names[k]);
-        printf("; %d seed%s from %llu\n", sd.seeds, sd.seeds > 1 ? "s" : "",
-               (unsigned long long)o.seed);
-        fflush(stdout);
-    }
+    announce_study(&o, &sd, over);
     /* seeds inside the batch and modes inside the seeds: the runs that are
      * compared run minutes apart at most */
     int at = 0;
-    const uint64_t seed0 = o.seed;
-    const double lr0 = o.lr;
     for (int i = 0; i < sd.nsizes && rc == 0; i++)
         for (int s = 0; s < sd.seeds && rc == 0; s++)
-            for (int k = 0; k < N_MODES && rc == 0; k++) {
-                if (!sd.use[k])
-                    continue;
-                opts r = o;
-                run_result res = {0, 0, 0};
-                r.batch = sd.per_rank[i] * world;
-                r.seed = seed0 + (uint64_t)s;
-                r.lr = lr0 * (double)r.batch / (double)sd.lr_batch;
-                r.bn_sync = modes[k].sync;
-                r.bn_group = modes[k].group > 1 ? modes[k].group : 2;
-                if (sd.samples) {
-                    int64_t steps = sd.samples / r.batch;
-                    r.steps = (int)(steps < 1 ? 1 : steps > INT_MAX ? INT_MAX : steps);
-                    if (o.steps && o.steps < r.steps)
-                        r.steps = o.steps;
-                }
-                if (me == 0 && !o.quiet) {
-                    printf("== per-rank batch %lld (batch %lld, lr %g), seed %llu, "
-                           "statistics %s\n",
-                           (long long)sd.per_rank[i], (long long)r.batch, r.lr,
-                           (unsigned long long)r.seed, mode_names[k]);
-                    fflush(stdout);
-                }
-                r.quiet = 1;
-                r.silent = o.quiet;
-                rc = train_run(&r, &res, &keep);
-                rows[at++] = (row){world,          k,          sd.per_rank[i], r.seed,
-                                   res.accuracy, res.ms_per_step, res.last_loss};
-                if (rc == 0 && me == 0 && !o.quiet) {
-                    printf("   test accuracy %.2f%%, %.2f ms per step\n", 100 * res.accuracy,
-                           res.ms_per_step);
-                    fflush(stdout);
-                }
-            }
-    if (rc == 0 && me == 0) {
-        int npts = 0, nall = at;
-        pts = calloc((size_t)at + 1, sizeof *pts);
-        rc = pts == NULL;
-        if (rc == 0) {
-            npts = summarise(rows, at, pts, at);
-            print_table(pts, npts);
-        }
-        if (rc == 0 && sd.csv)
-            rc = csv_append(sd.csv, rows, at, &o, sd.samples, over);
-        if (rc == 0 && sd.svg) {
-            /* the chart of every run in the CSV: the rank counts of the
-             * earlier studies next to this one's */
-            if (sd.csv) {
-                nall = csv_read(sd.csv, &all);
-                rc = nall < 0;
-                if (rc == 0) {
-                    free(pts);
-                    pts = calloc((size_t)nall + 1, sizeof *pts);
-                    rc = pts == NULL;
-                }
-                if (rc == 0)
-                    npts = summarise(all, nall, pts, nall);
-            }
-            if (rc == 0)
-                rc = chart(sd.svg, pts, npts, &o, sd.samples);
-            if (rc == 0)
-                printf("chart: %s\n", sd.svg);
-        }
-    }
+            for (int k = 0; k < N_MODES && rc == 0; k++)
+                if (sd.use[k])
+                    rc = run_point(&o, &sd, i, s, k, &keep, &rows[at++]);
+    if (rc == 0 && me == 0)
+        rc = report_study(&o, &sd, rows, at, over);
 out:
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     ladle_dataset_destroy(&keep.train);
     ladle_dataset_destroy(&keep.test);
-    free(all);
-    free(pts);
     free(rows);
     free(args);
     return tool_exit(rc);

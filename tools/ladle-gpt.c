@@ -14,6 +14,7 @@
  * Exit status: 0 done, 1 a failure at run time, 2 bad options.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +68,106 @@ static void usage(void)
         LADLE_FORTUNES_DIR);
 }
 
+/* An option: a flag ('f', sets an int), a path ('s'), a whole number in
+ * [lo, hi] ('i'), a real in [lo, hi] under cli_real's flags ('r') or the
+ * seed ('u'); at gpt_opts' offset off. */
+typedef struct gpt_opt {
+    const char *name;
+    char kind;
+    size_t off;
+    double lo, hi;
+    unsigned flags;
+} gpt_opt;
+
+#define GO(field) offsetof(gpt_opts, field)
+#define BIG ((double)((int64_t)1 << 40))
+/* clang-format off */
+static const gpt_opt gpt_options[] = {
+    {"--f64",          'f', GO(f64),          0, 0, 0},
+    {"--f32-tiles",    'f', GO(f32_tiles),    0, 0, 0},
+    {"--resume",       'f', GO(resume),       0, 0, 0},
+    {"--quiet",        'f', GO(quiet),        0, 0, 0},
+    {"--corpus",       's', GO(corpus),       0, 0, 0},
+    {"--checkpoint",   's', GO(checkpoint),   0, 0, 0},
+    {"--summary",      's', GO(summary),      0, 0, 0},
+    {"--val-every",    'i', GO(val_every),    1, 1 << 20, 0},
+    {"--layers",       'i', GO(layers),       1, 256, 0},
+    {"--width",        'i', GO(width),        1, 1 << 16, 0},
+    {"--heads",        'i', GO(heads),        1, 1 << 16, 0},
+    {"--context",      'i', GO(context),      1, 1 << 16, 0},
+    {"--batch",        'i', GO(batch),        1, 1 << 16, 0},
+    {"--steps",        'i', GO(steps),        1, BIG, 0},
+    {"--warmup",       'i', GO(warmup),       0, BIG, 0},
+    {"--eval-every",   'i', GO(eval_every),   1, BIG, 0},
+    {"--eval-limit",   'i', GO(eval_limit),   1, BIG, 0},
+    {"--stop-after",   'i', GO(stop_after),   1, BIG, 0},
+    {"--sample",       'i', GO(sample),       0, 1 << 20, 0},
+    {"--lr",           'r', GO(lr),           0, 10, CLI_OPEN_LO},
+    {"--min-lr",       'r', GO(min_lr),       0, 10, 0},
+    {"--weight-decay", 'r', GO(weight_decay), 0, 10, 0},
+    {"--dropout",      'r', GO(dropout),      0, 1, CLI_OPEN_HI},
+    {"--temperature",  'r', GO(temperature),  0, 100, CLI_OPEN_LO},
+    {"--seed",         'u', GO(seed),         0, 0, 0},
+    {"--tensor-ways",  'i', GO(tensor_ways),  1, 4096, 0},
+};
+/* clang-format on */
+#undef BIG
+#undef GO
+
+/* argv[*i], one option (and its value, *i moved past it) into o: 0, or 1
+ * with the reason in why. */
+static int parse_option(int argc, char **argv, int *i, gpt_opts *o, char *why)
+{
+    const char *a = argv[*i];
+    const gpt_opt *opt = NULL;
+    for (size_t k = 0; k < sizeof gpt_options / sizeof gpt_options[0] && !opt; k++)
+        opt = strcmp(a, gpt_options[k].name) == 0 ? &gpt_options[k] : NULL;
+    if (opt == NULL) {
+        if (strncmp(a, "--", 2) == 0)
+            return cli_fail(why, "unknown option %s", a) != 0;
+        return cli_fail(why, "unexpected argument '%s'", a) != 0;
+    }
+    char *field = (char *)o + opt->off;
+    if (opt->kind == 'f') {
+        *(int *)field = 1;
+        return 0;
+    }
+    if (*i + 1 >= argc || argv[*i + 1][0] == '\0')
+        return cli_fail(why, "%s needs a value", a) != 0;
+    const char *v = argv[++*i];
+    switch (opt->kind) {
+    case 's':
+        *(const char **)field = v;
+        return 0;
+    case 'i':
+        return cli_int(a, v, (int64_t)opt->lo, (int64_t)opt->hi, (int64_t *)field, why) != 0;
+    case 'r':
+        return cli_real(a, v, opt->lo, opt->hi, opt->flags, (double *)field, why) != 0;
+    default: /* 'u', --seed */
+        return cli_u64(a, v, (uint64_t *)field, why) != 0;
+    }
+}
+
+/* What the options say together: 0, or 1 with the reason in why. */
+static int check_options(const gpt_opts *o, char *why)
+{
+    if (o->width % o->heads != 0)
+        return cli_fail(why, "--heads %lld must divide --width %lld", (long long)o->heads,
+                        (long long)o->width) != 0;
+    if (o->resume && o->checkpoint == NULL)
+        return cli_fail(why, "--resume needs --checkpoint") != 0;
+    if (o->stop_after >= 0 && o->checkpoint == NULL)
+        return cli_fail(why, "--stop-after needs --checkpoint (to continue from)") != 0;
+    if (o->min_lr > o->lr)
+        return cli_fail(why, "--min-lr %g is above --lr %g", o->min_lr, o->lr) != 0;
+    if (o->f32_tiles && o->f64)
+        return cli_fail(why,
+                        "--f32-tiles is for f32 models: with --f64 the tiles are double") !=
+               0;
+    return 0;
+}
+
+/* 0, 1 for --help (printed), or 2 for bad options (rank 0 says why). */
 static int options(int argc, char **argv, gpt_opts *o)
 {
     char why[CLI_WHY];
@@ -80,114 +181,15 @@ static int options(int argc, char **argv, gpt_opts *o)
     o->stop_after = -1;
     o->tensor_ways = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int bad = 0;
-        if (!strcmp(a, "--help")) {
+        if (!strcmp(argv[i], "--help")) {
             usage();
             return 1;
-        } else if (!strcmp(a, "--f64")) {
-            o->f64 = 1;
-            continue;
-        } else if (!strcmp(a, "--f32-tiles")) {
-            o->f32_tiles = 1;
-            continue;
-        } else if (!strcmp(a, "--resume")) {
-            o->resume = 1;
-            continue;
-        } else if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
-            continue;
         }
-        static const char *const valued[] = {
-            "--corpus",     "--checkpoint",   "--summary", "--val-every",
-            "--layers",     "--width",        "--heads",   "--context",
-            "--batch",      "--steps",        "--warmup",  "--eval-every",
-            "--eval-limit", "--stop-after",   "--sample",  "--lr",
-            "--min-lr",     "--weight-decay", "--dropout", "--temperature",
-            "--seed",       "--tensor-ways",  NULL};
-        int known = 0;
-        for (int k = 0; valued[k] && !known; k++)
-            known = !strcmp(a, valued[k]);
-        if (!known) {
-            if (strncmp(a, "--", 2) == 0)
-                cli_fail(why, "unknown option %s", a);
-            else
-                cli_fail(why, "unexpected argument '%s'", a);
-            goto refuse;
-        }
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            cli_fail(why, "%s needs a value", a);
-            goto refuse;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--corpus"))
-            o->corpus = v;
-        else if (!strcmp(a, "--checkpoint"))
-            o->checkpoint = v;
-        else if (!strcmp(a, "--summary"))
-            o->summary = v;
-        else if (!strcmp(a, "--val-every"))
-            bad = cli_int(a, v, 1, 1 << 20, &o->val_every, why);
-        else if (!strcmp(a, "--layers"))
-            bad = cli_int(a, v, 1, 256, &o->layers, why);
-        else if (!strcmp(a, "--width"))
-            bad = cli_int(a, v, 1, 1 << 16, &o->width, why);
-        else if (!strcmp(a, "--heads"))
-            bad = cli_int(a, v, 1, 1 << 16, &o->heads, why);
-        else if (!strcmp(a, "--context"))
-            bad = cli_int(a, v, 1, 1 << 16, &o->context, why);
-        else if (!strcmp(a, "--batch"))
-            bad = cli_int(a, v, 1, 1 << 16, &o->batch, why);
-        else if (!strcmp(a, "--steps"))
-            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->steps, why);
-        else if (!strcmp(a, "--warmup"))
-            bad = cli_int(a, v, 0, (int64_t)1 << 40, &o->warmup, why);
-        else if (!strcmp(a, "--eval-every"))
-            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_every, why);
-        else if (!strcmp(a, "--eval-limit"))
-            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->eval_limit, why);
-        else if (!strcmp(a, "--tensor-ways"))
-            bad = cli_int(a, v, 1, 4096, &o->tensor_ways, why);
-        else if (!strcmp(a, "--stop-after"))
-            bad = cli_int(a, v, 1, (int64_t)1 << 40, &o->stop_after, why);
-        else if (!strcmp(a, "--sample"))
-            bad = cli_int(a, v, 0, 1 << 20, &o->sample, why);
-        else if (!strcmp(a, "--lr"))
-            bad = cli_real(a, v, 0, 10, CLI_OPEN_LO, &o->lr, why);
-        else if (!strcmp(a, "--min-lr"))
-            bad = cli_real(a, v, 0, 10, 0, &o->min_lr, why);
-        else if (!strcmp(a, "--weight-decay"))
-            bad = cli_real(a, v, 0, 10, 0, &o->weight_decay, why);
-        else if (!strcmp(a, "--dropout"))
-            bad = cli_real(a, v, 0, 1, CLI_OPEN_HI, &o->dropout, why);
-        else if (!strcmp(a, "--temperature"))
-            bad = cli_real(a, v, 0, 100, CLI_OPEN_LO, &o->temperature, why);
-        else /* --seed */
-            bad = cli_u64(a, v, &o->seed, why);
-        if (bad)
+        if (parse_option(argc, argv, &i, o, why))
             goto refuse;
     }
-    if (o->width % o->heads != 0) {
-        cli_fail(why, "--heads %lld must divide --width %lld", (long long)o->heads,
-                 (long long)o->width);
+    if (check_options(o, why))
         goto refuse;
-    }
-    if (o->resume && o->checkpoint == NULL) {
-        cli_fail(why, "--resume needs --checkpoint");
-        goto refuse;
-    }
-    if (o->stop_after >= 0 && o->checkpoint == NULL) {
-        cli_fail(why, "--stop-after needs --checkpoint (to continue from)");
-        goto refuse;
-    }
-    if (o->min_lr > o->lr) {
-        cli_fail(why, "--min-lr %g is above --lr %g", o->min_lr, o->lr);
-        goto refuse;
-    }
-    if (o->f32_tiles && o->f64) {
-        cli_fail(why, "--f32-tiles is for f32 models: with --f64 the tiles are double");
-        goto refuse;
-    }
     return 0;
 refuse:
     if (tool_rank() == 0)
@@ -276,35 +278,63 @@ static double uniform01(uint64_t *s)
     return (double)(z >> 11) * 0x1.0p-53;
 }
 
+/* A batch-1 copy *s of g's weights (from the checkpoint at path when g's
+ * are shards), for sampling. Local. */
+static ladle_status sampler_create(const ladle_gpt_desc *desc, ladle_graph *g, const char *path,
+                                   ladle_graph **s)
+{
+    ladle_status st = LADLE_OK;
+    ladle_gpt_desc d1 = *desc;
+    d1.batch = 1;
+    d1.dropout = 0;
+    d1.data_ways = 1;
+    d1.tensor_ways = 1;
+    if ((st = ladle_gpt_create(&d1, ladle_comm_of(MPI_COMM_SELF), s)) != LADLE_OK)
+        return st;
+    if (path)
+        st = ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_SELF), *s, NULL, 0,
+                                         NULL, NULL);
+    for (int i = 0; !path && i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
+        ladle_tensor *a = NULL, *b = NULL;
+        if ((st = ladle_graph_param(g, i, NULL, &a, NULL)) == LADLE_OK &&
+            (st = ladle_graph_param(*s, i, NULL, &b, NULL)) == LADLE_OK)
+            st = ladle_tensor_copy(b, a);
+    }
+    return st;
+}
+
+/* A token drawn from the V logits of row at the temperature (p: V
+ * scratch values). */
+static int64_t pick_token(const double *row, int64_t V, double temperature, double *p,
+                          uint64_t *rng)
+{
+    double top = row[0], z = 0;
+    for (int64_t v = 1; v < V; v++)
+        top = fmax(top, row[v]);
+    for (int64_t v = 0; v < V; v++)
+        z += (p[v] = exp((row[v] - top) / temperature));
+    double u = uniform01(rng) * z;
+    for (int64_t v = 0; v < V; v++)
+        if ((u -= p[v]) < 0)
+            return v;
+    return V - 1;
+}
+
 /* Generate n characters with a batch-1 copy of g's weights (from the
  * checkpoint at path when g's are shards), starting after a newline, and
  * print them. Local. */
 static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const char *path,
                            ladle_text *t, const gpt_opts *o)
 {
-    ladle_status st = LADLE_OK;
-    ladle_gpt_desc d1 = *desc;
     ladle_graph *s = NULL;
     ladle_tensor *ids = NULL;
     int64_t T = desc->context, V = desc->vocab, *ctx = NULL, len = 0;
     double *logits = NULL, *p = NULL;
     float *logits32 = NULL;
     char *text = NULL;
-    d1.batch = 1;
-    d1.dropout = 0;
-    d1.data_ways = 1;
-    d1.tensor_ways = 1;
-    if ((st = ladle_gpt_create(&d1, ladle_comm_of(MPI_COMM_SELF), &s)) != LADLE_OK)
+    ladle_status st = sampler_create(desc, g, path, &s);
+    if (s == NULL)
         return st;
-    if (path)
-        st = ladle_checkpoint_load_graph(path, ladle_comm_of(MPI_COMM_SELF), s, NULL, 0,
-                                         NULL, NULL);
-    for (int i = 0; !path && i < ladle_graph_num_params(g) && st == LADLE_OK; i++) {
-        ladle_tensor *a = NULL, *b = NULL;
-        if ((st = ladle_graph_param(g, i, NULL, &a, NULL)) == LADLE_OK &&
-            (st = ladle_graph_param(s, i, NULL, &b, NULL)) == LADLE_OK)
-            st = ladle_tensor_copy(b, a);
-    }
     ctx = calloc((size_t)T, sizeof *ctx);
     logits = calloc((size_t)(T * V), sizeof *logits);
     logits32 = calloc((size_t)(T * V), sizeof *logits32);
@@ -331,19 +361,7 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const cha
                 logits[k] = logits32[k];
         } else if ((st = ladle_tensor_read(ys[0], logits)) != LADLE_OK)
             break;
-        const double *row = logits + (len - 1) * V;
-        double top = row[0], z = 0;
-        for (int64_t v = 1; v < V; v++)
-            top = fmax(top, row[v]);
-        for (int64_t v = 0; v < V; v++)
-            z += (p[v] = exp((row[v] - top) / o->temperature));
-        double u = uniform01(&rng) * z;
-        int64_t pick = V - 1;
-        for (int64_t v = 0; v < V; v++)
-            if ((u -= p[v]) < 0) {
-                pick = v;
-                break;
-            }
+        int64_t pick = pick_token(logits + (len - 1) * V, V, o->temperature, p, &rng);
         text[c] = (char)ladle_text_byte(t, pick);
         if (len == T) { /* slide the window */
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
@@ -363,85 +381,99 @@ static ladle_status sample(const ladle_gpt_desc *desc, ladle_graph *g, const cha
     return st;
 }
 
-int main(int argc, char **argv)
+/* The ranks R, the tensor ways S and the options must fit together: 0, or
+ * 2 with rank 0's reason printed. */
+static int check_layout(const gpt_opts *o, int world)
 {
-    MPI_Init(&argc, &argv);
-    gpt_opts o;
-    int rc = options(argc, argv, &o), world = 1;
-    if (rc)
-        return tool_exit(rc == 1 ? 0 : rc);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int root = tool_rank() == 0, S = (int)o.tensor_ways, D = world / S;
+    int S = (int)o->tensor_ways, D = world / S;
     const char *layout_bad = NULL;
     char layout_why[400];
     if (world % S != 0)
         layout_bad = "cannot split the ranks";
-    else if (o.batch % D != 0)
+    else if (o->batch % D != 0)
         layout_bad = "cannot split the batch";
-    else if (o.context % S != 0 || o.heads < S)
+    else if (o->context % S != 0 || o->heads < S)
         layout_bad = "cannot split the context and the heads";
-    if (layout_bad) {
-        snprintf(layout_why, sizeof layout_why,
-                 "--batch %lld, --context %lld and --heads %lld over %d ranks with "
-                 "--tensor-ways %d: %s (the data ways R / S must divide the batch, S the "
-                 "ranks and the context, and S be at most the heads)",
-                 (long long)o.batch, (long long)o.context, (long long)o.heads, world, S,
-                 layout_bad);
-        if (root)
-            fprintf(stderr, TOOL ": %s\n", layout_why);
-        return tool_exit(2);
-    }
-    if (!root)
-        o.quiet = 1; /* rank 0 reports */
-    const char *outs[2] = {o.checkpoint, o.summary},
-               *names[2] = {"--checkpoint", "--summary"};
-    if (tool_outputs_ok(TOOL, 2, names, outs))
-        return tool_exit(2);
-    ladle_status st = LADLE_OK;
-    ladle_text *t = NULL;
-    ladle_graph *g = NULL;
-    ladle_optimizer *opt = NULL;
-    ladle_tensor *ids = NULL, *tgt2 = NULL, *tgt = NULL, *wx = NULL, *wy = NULL;
+    if (layout_bad == NULL)
+        return 0;
+    snprintf(layout_why, sizeof layout_why,
+             "--batch %lld, --context %lld and --heads %lld over %d ranks with "
+             "--tensor-ways %d: %s (the data ways R / S must divide the batch, S the "
+             "ranks and the context, and S be at most the heads)",
+             (long long)o->batch, (long long)o->context, (long long)o->heads, world, S,
+             layout_bad);
+    if (tool_rank() == 0)
+        fprintf(stderr, TOOL ": %s\n", layout_why);
+    return 2;
+}
+
+/* A training run: the corpus, the model, its optimizer and schedule, this
+ * rank's batch (windows whole in wx and wy, its block of positions in ids
+ * and tgt2, tgt the targets flat), the checkpoint's meta (the next step,
+ * then what the run is, checked on resume), and how far it got. */
+typedef struct gpt_run {
+    ladle_text *t;
+    ladle_gpt_desc d;
+    ladle_graph *g;
+    ladle_optimizer *opt;
+    ladle_tensor *ids, *tgt2, *tgt, *wx, *wy;
+    ladle_lr_schedule sched;
+    ladle_batch_desc bd;
+    int S;
+    int64_t nparams, meta[8], step;
+    double bigram_val, val, last, train_time;
+    int64_t done_steps;
+} gpt_run;
+
+/* The corpus (the status returned) and its bigram baseline (the status in
+ * *bigram), with a line about them. */
+static ladle_status load_corpus(const gpt_opts *o, gpt_run *r, ladle_status *bigram)
+{
     ladle_text_desc to;
     ladle_text_desc_init(&to);
-    to.val_every = o.val_every;
-    st = ladle_text_load(o.corpus, &to, &t);
-    if (tool_failed(TOOL, st, "the corpus"))
-        return tool_exit(1);
-    double bigram_train = 0, bigram_val = 0;
-    st = ladle_text_bigram(t, 1.0, &bigram_train, &bigram_val);
-    if (!o.quiet)
+    to.val_every = o->val_every;
+    ladle_status st = ladle_text_load(o->corpus, &to, &r->t);
+    if (st != LADLE_OK)
+        return st;
+    double bigram_train = 0;
+    *bigram = ladle_text_bigram(r->t, 1.0, &bigram_train, &r->bigram_val);
+    if (!o->quiet)
         printf(
             "corpus %s: %d files, %lld + %lld records, %lld + %lld characters "
             "(training + validation), vocabulary %lld\n"
             "bigram baseline (add-one): %.4f nats/char on training, %.4f on validation\n",
-            o.corpus, ladle_text_files(t),
-            (long long)ladle_text_records(t, LADLE_TEXT_TRAIN),
-            (long long)ladle_text_records(t, LADLE_TEXT_VAL),
-            (long long)ladle_text_length(t, LADLE_TEXT_TRAIN),
-            (long long)ladle_text_length(t, LADLE_TEXT_VAL), (long long)ladle_text_vocab(t),
-            bigram_train, bigram_val);
-    ladle_gpt_desc d;
-    ladle_gpt_desc_init(&d);
-    d.vocab = ladle_text_vocab(t);
-    d.context = o.context;
-    d.batch = o.batch;
-    d.layers = (int)o.layers;
-    d.width = o.width;
-    d.heads = o.heads;
-    d.dropout = o.dropout;
-    d.dtype = o.f64 ? LADLE_F64 : LADLE_F32;
-    d.seed = o.seed;
-    d.data_ways = D;
-    d.tensor_ways = S;
-    d.attn_f32_tiles = o.f32_tiles;
-    if (st == LADLE_OK)
-        st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g);
-    if (tool_failed(TOOL, st, "the model")) {
-        ladle_text_destroy(&t);
-        return tool_exit(1);
-    }
-    /* the global parameters (a tensor-parallel rank holds shards) */
+            o->corpus, ladle_text_files(r->t),
+            (long long)ladle_text_records(r->t, LADLE_TEXT_TRAIN),
+            (long long)ladle_text_records(r->t, LADLE_TEXT_VAL),
+            (long long)ladle_text_length(r->t, LADLE_TEXT_TRAIN),
+            (long long)ladle_text_length(r->t, LADLE_TEXT_VAL),
+            (long long)ladle_text_vocab(r->t), bigram_train, r->bigram_val);
+    return LADLE_OK;
+}
+
+/* The model the options describe over D data and S tensor ways. */
+static ladle_status create_model(const gpt_opts *o, int D, gpt_run *r)
+{
+    ladle_gpt_desc *d = &r->d;
+    ladle_gpt_desc_init(d);
+    d->vocab = ladle_text_vocab(r->t);
+    d->context = o->context;
+    d->batch = o->batch;
+    d->layers = (int)o->layers;
+    d->width = o->width;
+    d->heads = o->heads;
+    d->dropout = o->dropout;
+    d->dtype = o->f64 ? LADLE_F64 : LADLE_F32;
+    d->seed = o->seed;
+    d->data_ways = D;
+    d->tensor_ways = r->S;
+    d->attn_f32_tiles = o->f32_tiles;
+    return ladle_gpt_create(d, ladle_comm_of(MPI_COMM_WORLD), &r->g);
+}
+
+/* The global parameters (a tensor-parallel rank holds shards). */
+static int64_t count_params(ladle_graph *g)
+{
     int64_t nparams = 0;
     for (int l = 0; l < ladle_graph_num_layers(g); l++) {
         ladle_op *op = ladle_graph_layer(g, l);
@@ -454,168 +486,259 @@ int main(int argc, char **argv)
             nparams += n;
         }
     }
+    return nparams;
+}
+
+/* AdamW and its schedule, and this rank's batch: rank b S + i takes
+ * windows b N .. (b + 1) N - 1 of each batch, whole in wx and wy, and
+ * positions i Ts .. of them in ids and tgt2. */
+static ladle_status prepare_training(const gpt_opts *o, int D, gpt_run *r)
+{
+    ladle_status st = LADLE_OK;
     ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, o.lr);
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, o->lr);
     od.beta2 = 0.99;
-    od.weight_decay = o.weight_decay;
-    ladle_lr_schedule sched;
-    ladle_lr_schedule_init(&sched, LADLE_LR_COSINE, o.lr);
-    sched.warmup_steps = o.warmup;
-    sched.warmup_start = 0.0;
-    sched.total_steps = o.steps > o.warmup ? o.steps - o.warmup : 1;
-    sched.min_lr = o.min_lr;
-    /* rank b S + i: windows b N .. (b + 1) N - 1 of each batch, whole in
-     * wx and wy, and positions i Ts .. of them in ids and tgt2 */
-    int64_t N = o.batch / D, T = o.context, Ts = T / S,
-            offset = (int64_t)(tool_rank() / S) * N;
-    ladle_batch_desc bd; /* the corpus's windows under the seed, this rank's rows */
-    ladle_batch_desc_init(&bd, o.seed, o.batch);
-    bd.offset = offset;
-    if ((st = ladle_optimizer_create(&od, &opt)) == LADLE_OK &&
-        (st = ladle_optimizer_add_graph(opt, g)) == LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &wx)) ==
+    od.weight_decay = o->weight_decay;
+    ladle_lr_schedule_init(&r->sched, LADLE_LR_COSINE, o->lr);
+    r->sched.warmup_steps = o->warmup;
+    r->sched.warmup_start = 0.0;
+    r->sched.total_steps = o->steps > o->warmup ? o->steps - o->warmup : 1;
+    r->sched.min_lr = o->min_lr;
+    int64_t N = o->batch / D, T = o->context, Ts = T / r->S,
+            offset = (int64_t)(tool_rank() / r->S) * N;
+    /* the corpus's windows under the seed, this rank's rows */
+    ladle_batch_desc_init(&r->bd, o->seed, o->batch);
+    r->bd.offset = offset;
+    if ((st = ladle_optimizer_create(&od, &r->opt)) == LADLE_OK &&
+        (st = ladle_optimizer_add_graph(r->opt, r->g)) == LADLE_OK &&
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &r->wx)) ==
             LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &wy)) ==
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, T}, &r->wy)) ==
             LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &ids)) ==
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &r->ids)) ==
             LADLE_OK &&
-        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &tgt2)) ==
+        (st = ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){N, Ts}, &r->tgt2)) ==
             LADLE_OK)
         st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * Ts}, NULL,
-                               ladle_tensor_data(tgt2), &tgt);
-    /* meta: the next step, then what the run is, checked on resume */
-    int64_t meta[8] = {0,        (int64_t)o.seed, d.vocab, o.context,
-                       o.layers, o.width,         o.heads, o.steps};
-    int64_t step0 = 0;
-    if (st == LADLE_OK && o.resume) {
-        int64_t got[8];
-        int n = 0;
-        st = ladle_checkpoint_load_graph(o.checkpoint, ladle_comm_of(MPI_COMM_WORLD), g,
-                                         opt, 8, got, &n);
-        if (st == LADLE_OK && (n != 8 || memcmp(got + 1, meta + 1, 7 * sizeof *got) != 0)) {
-            fprintf(stderr,
-                    TOOL ": %s was written by another run (seed, vocabulary, context, "
-                         "layers, width, heads or steps differ)\n",
-                    o.checkpoint);
-            st = LADLE_ERR_ARG;
-        } else if (st == LADLE_OK)
-            step0 = got[0];
-    }
-    if (tool_failed(TOOL, st, "setting up")) {
-        rc = 1;
-        goto done;
-    }
-    if (!o.quiet)
+                               ladle_tensor_data(r->tgt2), &r->tgt);
+    int64_t meta[8] = {0,         (int64_t)o->seed, r->d.vocab, o->context,
+                       o->layers, o->width,         o->heads,   o->steps};
+    memcpy(r->meta, meta, sizeof meta);
+    return st;
+}
+
+/* --resume: the checkpoint's weights and optimizer state, and its step,
+ * if it was written by a run like this one. */
+static ladle_status resume(const gpt_opts *o, gpt_run *r)
+{
+    int64_t got[8];
+    int n = 0;
+    ladle_status st = ladle_checkpoint_load_graph(o->checkpoint, ladle_comm_of(MPI_COMM_WORLD),
+                                                  r->g, r->opt, 8, got, &n);
+    if (st == LADLE_OK && (n != 8 || memcmp(got + 1, r->meta + 1, 7 * sizeof *got) != 0)) {
+        fprintf(stderr,
+                TOOL ": %s was written by another run (seed, vocabulary, context, "
+                     "layers, width, heads or steps differ)\n",
+                o->checkpoint);
+        st = LADLE_ERR_ARG;
+    } else if (st == LADLE_OK)
+        r->step = got[0];
+    return st;
+}
+
+/* The model and the run (rank 0, not quiet). */
+static void announce(const gpt_opts *o, const gpt_run *r, int world)
+{
+    if (!o->quiet)
         printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld (%d data-"
                "parallel rank%s), %lld parameters, %s; AdamW lr %g (cosine to %g, %lld "
                "warm-up steps), %lld steps%s\n",
-               d.layers, (long long)d.width, (long long)d.heads, (long long)T,
-               (long long)o.batch, world, world > 1 ? "s" : "", (long long)nparams,
-               o.f64 ? "f64" : "f32", o.lr, o.min_lr, (long long)o.warmup,
-               (long long)o.steps, o.resume ? " (resumed)" : "");
+               r->d.layers, (long long)r->d.width, (long long)r->d.heads,
+               (long long)o->context, (long long)o->batch, world, world > 1 ? "s" : "",
+               (long long)r->nparams, o->f64 ? "f64" : "f32", o->lr, o->min_lr,
+               (long long)o->warmup, (long long)o->steps, o->resume ? " (resumed)" : "");
     fflush(stdout);
-    const ladle_tensor *xs[1] = {ids}, *ts[1] = {tgt};
-    double train_sum = 0, last = NAN, val = NAN, train_time = 0;
-    int64_t train_n = 0, step = step0, done_steps = 0;
-    for (; step < o.steps; step++) {
+}
+
+/* One step of training on the global batch of step r->step: its loss. */
+static ladle_status train_step(gpt_run *r, double *loss)
+{
+    const ladle_tensor *xs[1] = {r->ids}, *ts[1] = {r->tgt};
+    ladle_status st = ladle_text_batch(r->t, LADLE_TEXT_TRAIN, &r->bd, r->step, r->wx, r->wy);
+    if (st == LADLE_OK)
+        take_block(r->wx, r->wy, tool_rank() % r->S, r->ids, r->tgt2);
+    if (st || (st = ladle_graph_zero_grad(r->g)) ||
+        (st = ladle_graph_forward(r->g, 1, xs, NULL)) ||
+        (st = ladle_graph_loss(r->g, 1, ts, loss)) || (st = ladle_graph_backward(r->g, 1)) ||
+        (st = ladle_optimizer_set_lr(r->opt, ladle_lr_at(&r->sched, r->step))) ||
+        (st = ladle_optimizer_step(r->opt)))
+        return st;
+    return LADLE_OK;
+}
+
+/* The steps from r->step to --steps (or --stop-after), each evaluation
+ * with its line and checkpoint: the status; r->step the next step. */
+static ladle_status train(const gpt_opts *o, gpt_run *r)
+{
+    ladle_status st = LADLE_OK;
+    double train_sum = 0;
+    int64_t train_n = 0, T = o->context;
+    for (; r->step < o->steps; r->step++) {
         double t0 = MPI_Wtime(), loss = 0;
-        st = ladle_text_batch(t, LADLE_TEXT_TRAIN, &bd, step, wx, wy);
-        if (st == LADLE_OK)
-            take_block(wx, wy, tool_rank() % S, ids, tgt2);
-        if (st || (st = ladle_graph_zero_grad(g)) ||
-            (st = ladle_graph_forward(g, 1, xs, NULL)) ||
-            (st = ladle_graph_loss(g, 1, ts, &loss)) || (st = ladle_graph_backward(g, 1)) ||
-            (st = ladle_optimizer_set_lr(opt, ladle_lr_at(&sched, step))) ||
-            (st = ladle_optimizer_step(opt)))
+        if ((st = train_step(r, &loss)) != LADLE_OK)
             break;
-        train_time += MPI_Wtime() - t0;
-        done_steps++;
+        r->train_time += MPI_Wtime() - t0;
+        r->done_steps++;
         train_sum += loss;
         train_n++;
-        last = loss;
-        int stop = o.stop_after >= 0 && step + 1 >= o.stop_after;
-        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps || stop) {
-            if ((st = evaluate(g, t, S, wx, wy, ids, tgt2, tgt, o.eval_limit, &val)) !=
-                LADLE_OK)
+        r->last = loss;
+        int64_t step = r->step;
+        int stop = o->stop_after >= 0 && step + 1 >= o->stop_after;
+        if ((step + 1) % o->eval_every == 0 || step + 1 == o->steps || stop) {
+            if ((st = evaluate(r->g, r->t, r->S, r->wx, r->wy, r->ids, r->tgt2, r->tgt,
+                               o->eval_limit, &r->val)) != LADLE_OK)
                 break;
-            if (!o.quiet)
+            if (!o->quiet)
                 printf("step %lld: train loss %.4f, validation %.4f nats/char (%.3f of the "
                        "bigram's), %.0f tokens/s\n",
-                       (long long)(step + 1), train_sum / (double)train_n, val,
-                       val / bigram_val, (double)(done_steps * o.batch * T) / train_time);
+                       (long long)(step + 1), train_sum / (double)train_n, r->val,
+                       r->val / r->bigram_val,
+                       (double)(r->done_steps * o->batch * T) / r->train_time);
             fflush(stdout);
             train_sum = 0;
             train_n = 0;
-            if (o.checkpoint) {
-                meta[0] = step + 1;
-                if ((st = ladle_checkpoint_save_graph(o.checkpoint,
-                                                      ladle_comm_of(MPI_COMM_WORLD), g, opt,
-                                                      8, meta)) != LADLE_OK)
+            if (o->checkpoint) {
+                r->meta[0] = step + 1;
+                if ((st = ladle_checkpoint_save_graph(o->checkpoint,
+                                                      ladle_comm_of(MPI_COMM_WORLD), r->g,
+                                                      r->opt, 8, r->meta)) != LADLE_OK)
                     break;
             }
         }
         if (stop) {
-            step++;
+            r->step++;
             break;
         }
     }
-    if (tool_failed(TOOL, st, "training")) {
-        rc = 1;
-        goto done;
-    }
+    return st;
+}
+
+/* The last line, and the --summary line (rank 0): 0, or 1 on every rank
+ * where the summary could not be written. */
+static int report(const gpt_opts *o, const gpt_run *r)
+{
+    int rc = 0;
     /* every rank steps together: the global batch's tokens per second */
-    double tps = train_time > 0 ? (double)(done_steps * o.batch * T) / train_time : 0;
-    if (!o.quiet)
+    double tps = r->train_time > 0
+                     ? (double)(r->done_steps * o->batch * o->context) / r->train_time
+                     : 0;
+    double val = r->val, bigram_val = r->bigram_val;
+    if (!o->quiet)
         printf("done: validation %.4f nats/char, bigram %.4f, ratio %.3f; %.0f tokens/s\n",
                val, bigram_val, val / bigram_val, tps);
-    if (o.summary && root) {
-        FILE *f = fopen(o.summary, "w");
+    if (o->summary && tool_rank() == 0) {
+        FILE *f = fopen(o->summary, "w");
         if (f == NULL || fprintf(f,
                                  "steps %lld val_loss %.6f bigram %.6f ratio %.4f "
                                  "tokens_per_s %.1f last_loss %.6f params %lld\n",
-                                 (long long)step, val, bigram_val, val / bigram_val, tps,
-                                 last, (long long)nparams) < 0) {
-            fprintf(stderr, TOOL ": cannot write %s\n", o.summary);
+                                 (long long)r->step, val, bigram_val, val / bigram_val, tps,
+                                 r->last, (long long)r->nparams) < 0) {
+            fprintf(stderr, TOOL ": cannot write %s\n", o->summary);
             rc = 1;
         }
         if (f && fclose(f) != 0)
             rc = 1;
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD); /* the summary is rank 0's */
-    if (rc == 0 && o.sample > 0 && step >= o.steps) {
-        /* tensor parallel, the weights are shards: a checkpoint gathers them */
-        char tmp[64] = "";
-        const char *path = NULL;
-        if (S > 1) {
-            if (root) {
-                snprintf(tmp, sizeof tmp, "/tmp/ladle-gpt-sample-XXXXXX");
-                int fd = mkstemp(tmp);
-                if (fd < 0)
-                    tmp[0] = '\0';
-                else
-                    close(fd);
-            }
-            MPI_Bcast(tmp, sizeof tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
-            st = tmp[0] ? ladle_checkpoint_save_graph(tmp, ladle_comm_of(MPI_COMM_WORLD), g,
-                                                      NULL, 0, NULL)
-                        : LADLE_ERR_IO;
-            path = tmp;
+    return rc;
+}
+
+/* The sample at the end, printed by rank 0: the status on every rank.
+ * Tensor parallel, the weights are shards: a checkpoint gathers them. */
+static ladle_status sample_at_end(const gpt_opts *o, gpt_run *r)
+{
+    ladle_status st = LADLE_OK;
+    int root = tool_rank() == 0;
+    char tmp[64] = "";
+    const char *path = NULL;
+    if (r->S > 1) {
+        if (root) {
+            snprintf(tmp, sizeof tmp, "/tmp/ladle-gpt-sample-XXXXXX");
+            int fd = mkstemp(tmp);
+            if (fd < 0)
+                tmp[0] = '\0';
+            else
+                close(fd);
         }
-        if (st == LADLE_OK)
-            st = root ? sample(&d, g, path, t, &o) : LADLE_OK;
-        if (root && tmp[0])
-            remove(tmp);
-        if (tool_failed(TOOL, st, "sampling"))
-            rc = 1;
+        MPI_Bcast(tmp, sizeof tmp, MPI_CHAR, 0, MPI_COMM_WORLD);
+        st = tmp[0] ? ladle_checkpoint_save_graph(tmp, ladle_comm_of(MPI_COMM_WORLD), r->g,
+                                                  NULL, 0, NULL)
+                    : LADLE_ERR_IO;
+        path = tmp;
     }
+    if (st == LADLE_OK)
+        st = root ? sample(&r->d, r->g, path, r->t, o) : LADLE_OK;
+    if (root && tmp[0])
+        remove(tmp);
+    return st;
+}
+
+static void run_free(gpt_run *r)
+{
+    ladle_tensor **tensors[] = {&r->tgt, &r->tgt2, &r->wx, &r->wy, &r->ids};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        ladle_tensor_destroy(tensors[i]);
+    ladle_optimizer_destroy(&r->opt);
+    ladle_graph_destroy(&r->g);
+    ladle_text_destroy(&r->t);
+}
+
+/* parse, check the layout, load, build, train, report, sample */
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    gpt_opts o;
+    int rc = options(argc, argv, &o), world = 1;
+    if (rc)
+        return tool_exit(rc == 1 ? 0 : rc);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if ((rc = check_layout(&o, world)) != 0)
+        return tool_exit(rc);
+    int S = (int)o.tensor_ways, D = world / S;
+    if (tool_rank() != 0)
+        o.quiet = 1; /* rank 0 reports */
+    const char *outs[2] = {o.checkpoint, o.summary},
+               *names[2] = {"--checkpoint", "--summary"};
+    if (tool_outputs_ok(TOOL, 2, names, outs))
+        return tool_exit(2);
+    gpt_run r = {.S = S, .val = NAN, .last = NAN};
+    ladle_status st = LADLE_OK;
+    if (tool_failed(TOOL, load_corpus(&o, &r, &st), "the corpus"))
+        return tool_exit(1);
+    if (st == LADLE_OK)
+        st = create_model(&o, D, &r);
+    if (tool_failed(TOOL, st, "the model")) {
+        ladle_text_destroy(&r.t);
+        return tool_exit(1);
+    }
+    r.nparams = count_params(r.g);
+    st = prepare_training(&o, D, &r);
+    if (st == LADLE_OK && o.resume)
+        st = resume(&o, &r);
+    if (tool_failed(TOOL, st, "setting up")) {
+        rc = 1;
+        goto done;
+    }
+    announce(&o, &r, world);
+    if (tool_failed(TOOL, train(&o, &r), "training")) {
+        rc = 1;
+        goto done;
+    }
+    rc = report(&o, &r);
+    if (rc == 0 && o.sample > 0 && r.step >= o.steps &&
+        tool_failed(TOOL, sample_at_end(&o, &r), "sampling"))
+        rc = 1;
 done:
-    ladle_tensor_destroy(&tgt);
-    ladle_tensor_destroy(&tgt2);
-    ladle_tensor_destroy(&wx);
-    ladle_tensor_destroy(&wy);
-    ladle_tensor_destroy(&ids);
-    ladle_optimizer_destroy(&opt);
-    ladle_graph_destroy(&g);
-    ladle_text_destroy(&t);
+    run_free(&r);
     return tool_exit(rc);
 }

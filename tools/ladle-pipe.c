@@ -199,11 +199,9 @@ static int write_out(const char *path, const char *title, int W, const ladle_pip
                      int svg)
 {
     char why[CLI_WHY];
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        fprintf(stderr, "ladle-pipe: cannot write %s: %s\n", path, strerror(errno));
+    FILE *f = cli_fopen("ladle-pipe", path, "w");
+    if (f == NULL)
         return 2;
-    }
     ladle_status st = svg ? ladle_pipe_write_svg(f, title, W, sim->nevents, sim->events)
                           : ladle_pipe_write_trace(f, W, sim->nevents, sim->events, 1.0);
     if (cli_close_ok(f, path, why) || st != LADLE_OK) {

@@ -32,17 +32,25 @@ static inline int tool_exit(int rc)
     return me == 0 ? rc : 0;
 }
 
-/* 1 on every rank if st failed on any; the lowest failing rank prints
- * "tool: what: message" (ladle's message names the rank and the call). */
-static inline int tool_failed(const char *tool, ladle_status st, const char *what)
+/* The lowest rank on which st failed, the same on every rank, or -1 where
+ * it failed on none. */
+static inline int tool_first_failed(ladle_status st)
 {
     int size, me = tool_rank(), first;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int mine = st == LADLE_OK ? size : me;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first == size)
+    return first == size ? -1 : first;
+}
+
+/* 1 on every rank if st failed on any; the lowest failing rank prints
+ * "tool: what: message" (ladle's message names the rank and the call). */
+static inline int tool_failed(const char *tool, ladle_status st, const char *what)
+{
+    int first = tool_first_failed(st);
+    if (first < 0)
         return 0;
-    if (me == first) {
+    if (tool_rank() == first) {
         fprintf(stderr, "%s: %s: %s (%s)\n", tool, what, ladle_error_message(),
                 ladle_status_name(st));
         fflush(stderr);

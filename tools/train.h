@@ -526,26 +526,33 @@ static void run_state_free(run_state *r, data_cache *keep)
     }
 }
 
-/* Build the network for the data, load this rank's windows of the data,
- * make the optimizer and the batch tensors: 0, or the exit status. */
-static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
+/* Sets the fields that LeNet-5's and the ResNets' descriptions share from
+ * the options and the data: the batch, the images and classes, the
+ * layout, batch norm's sync and group, dtype, device and seed. */
+#define NET_DESC_FROM_OPTS(d, o, info)    \
+    do {                                  \
+        (d).batch = (o)->batch;           \
+        (d).image = (info)->rows;         \
+        (d).classes = (info)->classes;    \
+        (d).bn_sync = (o)->bn_sync;       \
+        (d).bn_group = (o)->bn_group;     \
+        (d).data_ways = (o)->D;           \
+        (d).spatial[0] = (o)->Ph;         \
+        (d).spatial[1] = (o)->Pw;         \
+        (d).dtype = (o)->dtype;           \
+        (d).device = (o)->device;         \
+        (d).seed = (o)->seed;             \
+    } while (0)
+
+/* The network o names for the data: 0, or the exit status 2. */
+static int build_network(const opts *o, const ladle_dataset_info *info, run_state *r)
 {
     if (o->model == MODEL_LENET) {
         ladle_lenet_desc d;
         ladle_lenet_desc_init(&d);
-        d.batch = o->batch;
-        d.image = info->rows;
-        d.classes = info->classes;
+        NET_DESC_FROM_OPTS(d, o, info);
         d.batchnorm = o->bn;
-        d.bn_sync = o->bn_sync;
-        d.bn_group = o->bn_group;
-        d.data_ways = o->D;
-        d.spatial[0] = o->Ph;
-        d.spatial[1] = o->Pw;
         d.fc_ways = o->F;
-        d.dtype = o->dtype;
-        d.device = o->device;
-        d.seed = o->seed;
         if (tool_failed(tool,
                         ladle_lenet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &r->net.net),
                         "building LeNet-5"))
@@ -557,18 +564,8 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         ladle_resnet_desc_init(&d, kinds[o->model]);
         if (o->model == MODEL_RESNET8)
             d.width = 16; /* the test model's width 4 is too thin to learn much */
-        d.batch = o->batch;
-        d.image = info->rows;
-        d.classes = info->classes;
-        d.bn_sync = o->bn_sync;
-        d.bn_group = o->bn_group;
-        d.data_ways = o->D;
-        d.spatial[0] = o->Ph;
-        d.spatial[1] = o->Pw;
+        NET_DESC_FROM_OPTS(d, o, info);
         d.channel_ways = o->C;
-        d.dtype = o->dtype;
-        d.device = o->device;
-        d.seed = o->seed;
         char what[64];
         snprintf(what, sizeof what, "building %s", model_titles[o->model]);
         if (tool_failed(
@@ -576,11 +573,16 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
                 what))
             return 2;
     }
-    find_blocks(&r->net, &r->b);
-    /* each rank keeps its tile of every image (nothing off the layout) */
+    return 0;
+}
+
+/* This rank's tile of every image (nothing off the layout), unless kept
+ * from a run before or the rank has no input and no loss. */
+static ladle_status load_tiles(const opts *o, run_state *r)
+{
     ladle_status st = LADLE_OK;
     const blocks *b = &r->b;
-    if ((b->has_x || b->has_loss) && r->train == NULL) { /* else kept from a run before */
+    if ((b->has_x || b->has_loss) && r->train == NULL) {
         int64_t r0 = b->has_x ? b->xoff[2] : 0, rows = b->has_x ? b->xbox[2] : 1;
         int64_t c0 = b->has_x ? b->xoff[3] : 0, cols = b->has_x ? b->xbox[3] : 1;
         /* an augmented tile reads around (and, flipped, across) the image:
@@ -596,14 +598,21 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
         if (st == LADLE_OK)
             st = ladle_dataset_load_dir(o->data, "t10k", &win, &r->test);
     }
-    if (tool_failed(tool, st, "loading the data"))
-        return 1;
+    return st;
+}
+
+/* The optimizer over the network's parameters, the batch tensors and their
+ * host copies: 0, or the exit status 1. */
+static int make_optimizer_and_batch(const opts *o, const ladle_dataset_info *info,
+                                    run_state *r)
+{
+    const blocks *b = &r->b;
     ladle_optimizer_desc od;
     ladle_optimizer_desc_init(&od, o->adam ? LADLE_OPT_ADAM : LADLE_OPT_SGD, o->lr);
     if (!o->adam)
         od.momentum = o->momentum;
     od.weight_decay = o->weight_decay;
-    st = ladle_optimizer_create(&od, &r->opt);
+    ladle_status st = ladle_optimizer_create(&od, &r->opt);
     if (st == LADLE_OK)
         st = model_add_to(r->opt, &r->net);
     int64_t tz[1] = {b->has_loss ? b->lbox[0] : 0};
@@ -616,6 +625,19 @@ static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
     if (st == LADLE_OK && (r->labels == NULL || r->scores == NULL))
         fail("allocating the host copies of a batch");
     return tool_failed(tool, st, "creating the optimizer and the batch") ? 1 : 0;
+}
+
+/* Build the network for the data, load this rank's windows of the data,
+ * make the optimizer and the batch tensors: 0, or the exit status. */
+static int setup(const opts *o, const ladle_dataset_info *info, run_state *r)
+{
+    int rc = build_network(o, info, r);
+    if (rc != 0)
+        return rc;
+    find_blocks(&r->net, &r->b);
+    if (tool_failed(tool, load_tiles(o, r), "loading the data"))
+        return 1;
+    return make_optimizer_and_batch(o, info, r);
 }
 
 /* One training step on this rank's blocks. */
@@ -652,11 +674,9 @@ static ladle_status train_step(const opts *o, run_state *r, const ladle_lr_sched
 static int write_summary(const opts *o, double acc, double ms, double last_loss)
 {
     char why[CLI_WHY];
-    FILE *f = fopen(o->summary, "a");
-    if (f == NULL) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", tool, o->summary, strerror(errno));
+    FILE *f = cli_fopen(tool, o->summary, "a");
+    if (f == NULL)
         return 1;
-    }
     fprintf(f,
             "ranks %d layout %dx%dx%d fc %d bn %d sync %d group %d epochs %d "
             "accuracy %.4f ms_per_step %.3f last_loss %.4f model %s channels %d\n",
@@ -667,6 +687,153 @@ static int write_summary(const opts *o, double acc, double ms, double last_loss)
         return 1;
     }
     return 0;
+}
+
+/* How a run goes: steps per epoch, every how many steps progress is shown,
+ * the learning rate's schedule. */
+typedef struct run_plan {
+    int64_t per_epoch;
+    int progress;
+    ladle_lr_schedule sched;
+} run_plan;
+
+static void plan_run(const opts *o, const ladle_dataset_info *info, run_plan *p)
+{
+    p->per_epoch = info->size / o->batch;
+    if (o->steps > 0 && o->steps < p->per_epoch)
+        p->per_epoch = o->steps;
+    p->progress =
+        o->progress ? o->progress : (int)(p->per_epoch / 10 > 0 ? p->per_epoch / 10 : 1);
+    ladle_lr_schedule_init(&p->sched, o->constant_lr ? LADLE_LR_CONSTANT : LADLE_LR_COSINE,
+                           o->lr);
+    p->sched.total_steps = (int64_t)o->epochs * p->per_epoch;
+}
+
+/* What is trained on what, and how long loading took (rank 0, not silent;
+ * t0: when the run began). */
+static void announce(const opts *o, const ladle_dataset_info *info, const run_plan *p,
+                     double t0)
+{
+    if (me != 0 || o->silent)
+        return;
+    char last[32];
+    if (o->model == MODEL_LENET)
+        snprintf(last, sizeof last, "fc %d", o->F);
+    else
+        snprintf(last, sizeof last, "channels %d", o->C);
+    printf("%s%s on %s (%lld images of %lldx%lld, %lld classes): %d ranks, layout %d "
+           "(data) x %dx%d (spatial), %s; batch %lld, %s lr %g, %lld steps per epoch\n",
+           model_titles[o->model], o->bn && o->model == MODEL_LENET ? " with batch norm" : "",
+           o->data, (long long)info->size, (long long)info->rows, (long long)info->cols,
+           (long long)info->classes, world, o->D, o->Ph, o->Pw, last, (long long)o->batch,
+           o->adam ? "Adam" : "SGD", o->lr, (long long)p->per_epoch);
+    if (layout_ranks(o) < world)
+        printf("(ranks %d-%d take no part in this layout)\n", layout_ranks(o), world - 1);
+    printf("data loaded in %.1f s\n", MPI_Wtime() - t0);
+    fflush(stdout);
+}
+
+/* A run's training so far: the divergence watch, the first failure, the
+ * last loss and test accuracy, the time and steps trained; and the epoch
+ * under way: when it began, its losses' sum and count. */
+typedef struct run_totals {
+    watch w;
+    ladle_status broken;
+    double final_acc, last_loss, train_time;
+    int64_t steps_done;
+    double epoch_t0, sum;
+    int64_t seen;
+} run_totals;
+
+/* The progress line after step s of epoch e (rank 0, not quiet, every
+ * p->progress steps and at the epoch's end, not for a diverged loss). */
+static void show_progress(const opts *o, const run_plan *p, const run_totals *t, int64_t e,
+                          int64_t s, double loss)
+{
+    int show = !o->quiet && me == 0 && ((s + 1) % p->progress == 0 || s + 1 == p->per_epoch);
+    if (!show || diverged(&t->w, loss))
+        return;
+    int64_t per_epoch = p->per_epoch, seen = t->seen;
+    double el = MPI_Wtime() - t->epoch_t0, rate = (double)(seen * o->batch) / el;
+    double left = (double)(per_epoch - s - 1) * el / (double)seen +
+                  (double)(o->epochs - e - 1) * (double)per_epoch * el / (double)seen;
+    char eta[32];
+    clock_text(left, eta, sizeof eta);
+    printf("epoch %lld/%d  step %lld/%lld  loss %.4f (mean %.4f)  %.0f images/s  "
+           "eta %s\n",
+           (long long)e + 1, o->epochs, (long long)s + 1, (long long)per_epoch, loss,
+           t->sum / (double)seen, rate, eta);
+    fflush(stdout);
+}
+
+/* The steps of epoch e from step s0: 0, or 1 where the watch stopped the
+ * run (a failure or a divergence, reported). */
+static int train_epoch(const opts *o, run_state *r, const run_plan *p, int64_t e, int64_t s0,
+                       run_totals *t)
+{
+    for (int64_t s = s0; s < p->per_epoch; s++) {
+        double loss = 0;
+        if (t->broken == LADLE_OK)
+            t->broken = train_step(o, r, &p->sched, e, s, p->per_epoch, &loss);
+        watch_post(&t->w, e, s, t->broken, r->b.has_loss, loss);
+        if (watch_settle(&t->w, 1))
+            return 1;
+        if (t->broken != LADLE_OK)
+            continue;
+        t->sum += loss;
+        t->seen++;
+        t->steps_done++;
+        t->last_loss = loss;
+        show_progress(o, p, t, e, s, loss);
+    }
+    return 0;
+}
+
+/* After epoch e's training (epoch_time seconds): the test accuracy, its
+ * line, the checkpoint: 0, or 1 with the failure printed. */
+static int score_epoch(const opts *o, const ladle_dataset_info *info,
+                       const ladle_dataset_info *tinfo, run_state *r, int64_t e,
+                       double epoch_time, run_totals *t)
+{
+    int64_t right = 0;
+    int64_t scored = o->test_limit && o->test_limit < tinfo->size ? o->test_limit : tinfo->size;
+    ladle_status st = LADLE_OK;
+    t->final_acc = accuracy(&r->net, r->test, scored, o, &r->b, r->x, r->scores, &right, &st);
+    if (tool_failed(tool, st, "evaluating on the test set"))
+        return 1;
+    if (me == 0 && !o->silent) {
+        printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, "
+               "%.1f s\n",
+               (long long)e + 1, 100 * t->final_acc, (long long)right, (long long)scored,
+               t->seen ? t->sum / (double)t->seen : 0.0, epoch_time);
+        fflush(stdout);
+    }
+    if (o->checkpoint) {
+        int64_t meta[META_N];
+        meta_of(o, info, e + 1, meta);
+        st = model_save(o->checkpoint, &r->net, r->opt, META_N, meta);
+        if (tool_failed(tool, st, "saving the checkpoint"))
+            return 1;
+    }
+    return 0;
+}
+
+/* A run trained to its end: *res, the summary line and the last line
+ * (rank 0): 0, or 1 where the summary could not be written. */
+static int finish_run(const opts *o, const run_totals *t, run_result *res)
+{
+    int rc = 0;
+    double per_step = t->steps_done ? t->train_time / (double)t->steps_done : 0;
+    res->accuracy = t->final_acc;
+    res->ms_per_step = 1e3 * per_step;
+    res->last_loss = t->last_loss;
+    if (me == 0 && o->summary)
+        rc = write_summary(o, t->final_acc, 1e3 * per_step, t->last_loss);
+    if (me == 0 && rc == 0 && !o->silent)
+        printf("done: test accuracy %.2f%%, %.2f ms per step over %lld steps\n",
+               100 * t->final_acc, 1e3 * per_step, (long long)t->steps_done);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
 }
 
 /* Train as o says: 0 when every asked-for epoch was trained and scored, the
@@ -694,123 +861,34 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
     double t0 = MPI_Wtime();
     if ((rc = probe_data(&o, &info, &tinfo)) != 0 || (rc = setup(&o, &info, &r)) != 0)
         goto out;
-    int64_t per_epoch = info.size / o.batch;
-    if (o.steps > 0 && o.steps < per_epoch)
-        per_epoch = o.steps;
-    int progress = o.progress ? o.progress : (int)(per_epoch / 10 > 0 ? per_epoch / 10 : 1);
-    ladle_lr_schedule sched;
-    ladle_lr_schedule_init(&sched, o.constant_lr ? LADLE_LR_CONSTANT : LADLE_LR_COSINE,
-                           o.lr);
-    sched.total_steps = (int64_t)o.epochs * per_epoch;
+    run_plan plan;
+    plan_run(&o, &info, &plan);
     int64_t start_epoch = 0, start_step = 0;
     if (o.resume && (rc = resume_from(&o, &info, &r.net, r.opt, &start_epoch, &start_step)))
         goto out;
-    if (me == 0 && !o.silent) {
-        char last[32];
-        if (o.model == MODEL_LENET)
-            snprintf(last, sizeof last, "fc %d", o.F);
-        else
-            snprintf(last, sizeof last, "channels %d", o.C);
-        printf(
-            "%s%s on %s (%lld images of %lldx%lld, %lld classes): %d ranks, layout %d "
-            "(data) x %dx%d (spatial), %s; batch %lld, %s lr %g, %lld steps per epoch\n",
-            model_titles[o.model], o.bn && o.model == MODEL_LENET ? " with batch norm" : "",
-            o.data, (long long)info.size, (long long)info.rows, (long long)info.cols,
-            (long long)info.classes, world, o.D, o.Ph, o.Pw, last, (long long)o.batch,
-            o.adam ? "Adam" : "SGD", o.lr, (long long)per_epoch);
-        if (layout_ranks(&o) < world)
-            printf("(ranks %d-%d take no part in this layout)\n", layout_ranks(&o), world - 1);
-        printf("data loaded in %.1f s\n", MPI_Wtime() - t0);
-        fflush(stdout);
-    }
+    announce(&o, &info, &plan, t0);
 
-    watch w = {0};
-    w.floor_ = log((double)info.classes);
-    double final_acc = 0, last_loss = 0, train_time = 0;
-    int64_t steps_done = 0;
-    ladle_status broken = LADLE_OK;
+    run_totals t = {.broken = LADLE_OK};
+    t.w.floor_ = log((double)info.classes);
     for (int64_t e = start_epoch; e < o.epochs && rc == 0; e++) {
-        double te = MPI_Wtime(), sum = 0;
-        int64_t seen = 0;
-        for (int64_t s = e == start_epoch ? start_step : 0; s < per_epoch; s++) {
-            double loss = 0;
-            if (broken == LADLE_OK)
-                broken = train_step(&o, &r, &sched, e, s, per_epoch, &loss);
-            watch_post(&w, e, s, broken, r.b.has_loss, loss);
-            if (watch_settle(&w, 1)) {
-                rc = 1;
-                break;
-            }
-            if (broken != LADLE_OK)
-                continue;
-            sum += loss;
-            seen++;
-            steps_done++;
-            last_loss = loss;
-            int show =
-                !o.quiet && me == 0 && ((s + 1) % progress == 0 || s + 1 == per_epoch);
-            if (show && !diverged(&w, loss)) {
-                double el = MPI_Wtime() - te, rate = (double)(seen * o.batch) / el;
-                double left =
-                    (double)(per_epoch - s - 1) * el / (double)seen +
-                    (double)(o.epochs - e - 1) * (double)per_epoch * el / (double)seen;
-                char eta[32];
-                clock_text(left, eta, sizeof eta);
-                printf(
-                    "epoch %lld/%d  step %lld/%lld  loss %.4f (mean %.4f)  %.0f images/s  "
-                    "eta %s\n",
-                    (long long)e + 1, o.epochs, (long long)s + 1, (long long)per_epoch,
-                    loss, sum / (double)seen, rate, eta);
-                fflush(stdout);
-            }
-        }
-        if (watch_settle(&w, 0) || rc) {
+        t.epoch_t0 = MPI_Wtime(), t.sum = 0, t.seen = 0;
+        rc = train_epoch(&o, &r, &plan, e, e == start_epoch ? start_step : 0, &t);
+        if (watch_settle(&t.w, 0) || rc) {
             rc = 1;
             break;
         }
-        double epoch_time = MPI_Wtime() - te;
-        train_time += epoch_time;
-        int64_t right = 0;
-        int64_t scored = o.test_limit && o.test_limit < tinfo.size ? o.test_limit : tinfo.size;
-        ladle_status st = LADLE_OK;
-        final_acc = accuracy(&r.net, r.test, scored, &o, &r.b, r.x, r.scores, &right, &st);
-        if (tool_failed(tool, st, "evaluating on the test set")) {
-            rc = 1;
+        double epoch_time = MPI_Wtime() - t.epoch_t0;
+        t.train_time += epoch_time;
+        if ((rc = score_epoch(&o, &info, &tinfo, &r, e, epoch_time, &t)) != 0)
             break;
-        }
-        if (me == 0 && !o.silent) {
-            printf("epoch %lld: test accuracy %.2f%% (%lld/%lld), mean train loss %.4f, "
-                   "%.1f s\n",
-                   (long long)e + 1, 100 * final_acc, (long long)right, (long long)scored, seen ? sum / (double)seen : 0.0, epoch_time);
-            fflush(stdout);
-        }
-        if (o.checkpoint) {
-            int64_t meta[META_N];
-            meta_of(&o, &info, e + 1, meta);
-            st = model_save(o.checkpoint, &r.net, r.opt, META_N, meta);
-            if (tool_failed(tool, st, "saving the checkpoint")) {
-                rc = 1;
-                break;
-            }
-        }
         if (o.stop_after && e + 1 >= o.stop_after) {
             if (me == 0)
                 printf("stopping after epoch %lld as asked\n", (long long)e + 1);
             break;
         }
     }
-    if (rc == 0) {
-        double per_step = steps_done ? train_time / (double)steps_done : 0;
-        res->accuracy = final_acc;
-        res->ms_per_step = 1e3 * per_step;
-        res->last_loss = last_loss;
-        if (me == 0 && o.summary)
-            rc = write_summary(&o, final_acc, 1e3 * per_step, last_loss);
-        if (me == 0 && rc == 0 && !o.silent)
-            printf("done: test accuracy %.2f%%, %.2f ms per step over %lld steps\n",
-                   100 * final_acc, 1e3 * per_step, (long long)steps_done);
-        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    }
+    if (rc == 0)
+        rc = finish_run(&o, &t, res);
 out:
     run_state_free(&r, keep);
     return rc;

@@ -357,10 +357,8 @@ static int pipe_timeline(const opts *o, pipe_state *ps)
         snprintf(title, sizeof title, "LeNet-5, %s on %d ranks, last step: bubble %.0f%%",
                  ladle_pipe_style_name(o->pipe_style), W,
                  100 * ladle_pipe_events_bubble(W, ne, ev));
-        FILE *fp = fopen(o->timeline, "w");
+        FILE *fp = cli_fopen(tool, o->timeline, "w");
         if (fp == NULL) {
-            fprintf(stderr, "%s: cannot write %s: %s\n", tool, o->timeline,
-                    strerror(errno));
             rc = 1;
         } else {
             ladle_status st = ladle_pipe_write_svg(fp, title, W, ne, ev);
