@@ -271,6 +271,21 @@ int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
     return any ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+Suite *lt_suite(const char *name, const char *tcase, int timeout, TCase **tc, size_t ntests,
+                const TTest *const *tests)
+{
+    Suite *s = suite_create(name);
+    TCase *c = tcase_create(tcase);
+    if (timeout != LT_CHECK_TIMEOUT)
+        tcase_set_timeout(c, timeout);
+    for (size_t i = 0; i < ntests; i++)
+        tcase_add_test(c, tests[i]);
+    suite_add_tcase(s, c);
+    if (tc != NULL)
+        *tc = c;
+    return s;
+}
+
 /* ---- distributed layers against their sequential twins ---- */
 
 /* Visit the elements of a box: k counts local elements, g is the global

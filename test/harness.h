@@ -133,6 +133,34 @@ void lt_same_layer(ladle_op *a, ladle_op *b, uint64_t seed, const char *what);
 /* The test program's entry: MPI_Init, the suite, a global verdict. */
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void));
 
+/* The suite of a test program, of one test case as every program here
+ * has: the suite's name, its test case's, the test case's timeout in
+ * seconds (0: none; LT_CHECK_TIMEOUT leaves Check's default) and its tests,
+ * run in the order given (LT_TESTS(a, b, ...) writes the last two
+ * arguments). *tc, unless tc is NULL, is the test case, for a suite that
+ * adds a fixture to it. */
+#define LT_CHECK_TIMEOUT (-1)
+Suite *lt_suite(const char *name, const char *tcase, int timeout, TCase **tc, size_t ntests,
+                const TTest *const *tests);
+#define LT_TESTS(...)                                                                      \
+    sizeof((const TTest *[]){__VA_ARGS__}) / sizeof(const TTest *), (const TTest *[])      \
+    {                                                                                      \
+        __VA_ARGS__                                                                        \
+    }
+
+/* main of the program that runs the suite make_suite makes. */
+#define LT_MAIN(make_suite)                                                                \
+    int main(int argc, char **argv) { return lt_main(argc, argv, (make_suite)); }
+
+/* A program's suite (lt_suite, no fixture) and its main, in one: the
+ * suite's name, its test case's, the timeout, then the tests. */
+#define LT_SUITE(name, tcase, timeout, ...)                                                \
+    static Suite *lt_make_suite_(void)                                                     \
+    {                                                                                      \
+        return lt_suite((name), (tcase), (timeout), NULL, LT_TESTS(__VA_ARGS__));          \
+    }                                                                                      \
+    LT_MAIN(lt_make_suite_)
+
 /* The descriptors of the primitives in one expression, for tests that make
  * many (a compound literal: what ladle_*_desc_init sets, with the flags;
  * test_broadcast and test_all_sum_reduce check the _init calls themselves). */

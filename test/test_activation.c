@@ -673,23 +673,6 @@ START_TEST(reshape_add_concat)
 }
 END_TEST
 
-Suite *activation_suite(void)
-{
-    Suite *s = suite_create("activation");
-    TCase *tc = tcase_create("activation");
-    tcase_add_test(tc, activations);
-    tcase_add_test(tc, f32_accuracy);
-    tcase_add_test(tc, gelu_f32_tail);
-    tcase_add_test(tc, f64_exp_activations);
-    tcase_add_test(tc, f64_gelu);
-    tcase_add_test(tc, leaky_slopes);
-    tcase_add_test(tc, softmax);
-    tcase_add_test(tc, softmax_rows);
-    tcase_add_test(tc, softmax_batch);
-    tcase_add_test(tc, dropout);
-    tcase_add_test(tc, reshape_add_concat);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, activation_suite); }
+LT_SUITE("activation", "activation", LT_CHECK_TIMEOUT, activations, f32_accuracy,
+         gelu_f32_tail, f64_exp_activations, f64_gelu, leaky_slopes, softmax, softmax_rows,
+         softmax_batch, dropout, reshape_add_concat)

@@ -248,17 +248,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *all_sum_reduce_suite(void)
-{
-    Suite *s = suite_create("all_sum_reduce");
-    TCase *tc = tcase_create("all_sum_reduce");
-    tcase_add_test(tc, adjoint_matrix);
-    tcase_add_test(tc, distdl_exact_values);
-    tcase_add_test(tc, group_sums_and_agreement);
-    tcase_add_test(tc, in_place);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, all_sum_reduce_suite); }
+LT_SUITE("all_sum_reduce", "all_sum_reduce", LT_CHECK_TIMEOUT, adjoint_matrix,
+         distdl_exact_values, group_sums_and_agreement, in_place, bad_input)

@@ -1013,27 +1013,14 @@ END_TEST
 
 static Suite *attention_suite(void)
 {
-    Suite *s = suite_create("attention");
-    TCase *tc = tcase_create("attention");
-    tcase_set_timeout(tc, 300);
-    if (lt_device() == LADLE_CUDA) {
-        tcase_add_test(tc, cuda_refuses);
-        suite_add_tcase(s, tc);
-        return s;
-    }
-    tcase_add_test(tc, exp_f64);
-    tcase_add_test(tc, values_against_loops);
-    tcase_add_test(tc, smaller_batch);
-    tcase_add_test(tc, gradients_by_finite_differences);
-    tcase_add_test(tc, f32_against_f64);
-    tcase_add_test(tc, tensor_parallel_shards);
-    tcase_add_test(tc, memory_linear_in_t);
-    tcase_add_test(tc, contexts_and_parameters);
-    tcase_add_test(tc, weight_pass_apart);
-    tcase_add_test(tc, in_a_sequential);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
+    if (lt_device() == LADLE_CUDA)
+        return lt_suite("attention", "attention", 300, NULL, LT_TESTS(cuda_refuses));
+    return lt_suite("attention", "attention", 300, NULL,
+                    LT_TESTS(exp_f64, values_against_loops, smaller_batch,
+                             gradients_by_finite_differences, f32_against_f64,
+                             tensor_parallel_shards, memory_linear_in_t,
+                             contexts_and_parameters, weight_pass_apart, in_a_sequential,
+                             bad_input));
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, attention_suite); }
+LT_MAIN(attention_suite)

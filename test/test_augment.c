@@ -386,19 +386,14 @@ START_TEST(deprecated_batch_ex)
 }
 END_TEST
 
-Suite *augment_suite(void)
+static Suite *augment_suite(void)
 {
-    Suite *s = suite_create("augment");
-    TCase *tc = tcase_create("augment");
-    tcase_set_timeout(tc, 0);
+    TCase *tc = NULL;
+    Suite *s = lt_suite("augment", "augment", 0, &tc,
+                        LT_TESTS(same_on_every_layout, offsets_by_hand,
+                                 flip_inverse_and_half, hostile, deprecated_batch_ex));
     tcase_add_unchecked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, same_on_every_layout);
-    tcase_add_test(tc, offsets_by_hand);
-    tcase_add_test(tc, flip_inverse_and_half);
-    tcase_add_test(tc, hostile);
-    tcase_add_test(tc, deprecated_batch_ex);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, augment_suite); }
+LT_MAIN(augment_suite)

@@ -434,24 +434,8 @@ START_TEST(the_guarded_device)
 }
 END_TEST
 
-Suite *backend_suite(void)
-{
-    Suite *s = suite_create("backend");
-    TCase *tc = tcase_create("cpu");
-    tcase_add_test(tc, gemm_matches_naive_loops);
-    tcase_add_test(tc, axpy_add_fill_copy);
-    tcase_add_test(tc, compensated_dot);
-    tcase_add_test(tc, boxes);
-    tcase_add_test(tc, random_boxes);
-    tcase_add_test(tc, planned_memory_is_zeroed_and_distinct);
-    tcase_add_test(tc, host_copies_and_order);
-    tcase_add_test(tc, random_fill_follows_the_counter);
-    tcase_add_test(tc, gemm_refuses_sizes_past_int);
-    tcase_add_test(tc, tensors_on_a_device);
-    tcase_add_test(tc, the_guarded_device);
-    tcase_add_test(tc, row_statistics);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, backend_suite); }
+LT_SUITE("backend", "cpu", LT_CHECK_TIMEOUT, gemm_matches_naive_loops, axpy_add_fill_copy,
+         compensated_dot, boxes, random_boxes, planned_memory_is_zeroed_and_distinct,
+         host_copies_and_order, random_fill_follows_the_counter,
+         gemm_refuses_sizes_past_int, tensors_on_a_device, the_guarded_device,
+         row_statistics)

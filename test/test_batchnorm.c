@@ -318,17 +318,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *bn_suite(void)
-{
-    Suite *s = suite_create("batchnorm");
-    TCase *tc = tcase_create("batchnorm");
-    tcase_add_test(tc, values_and_running_statistics);
-    tcase_add_test(tc, against_naive);
-    tcase_add_test(tc, statistics_far_from_zero);
-    tcase_add_test(tc, gradients);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, bn_suite); }
+LT_SUITE("batchnorm", "batchnorm", LT_CHECK_TIMEOUT, values_and_running_statistics,
+         against_naive, statistics_far_from_zero, gradients, bad_input)

@@ -254,18 +254,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *broadcast_suite(void)
-{
-    Suite *s = suite_create("broadcast");
-    TCase *tc = tcase_create("broadcast");
-    tcase_add_test(tc, adjoint_matrix);
-    tcase_add_test(tc, exact_values);
-    tcase_add_test(tc, documented_groups);
-    tcase_add_test(tc, geometric_transpose);
-    tcase_add_test(tc, identity_is_local);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, broadcast_suite); }
+LT_SUITE("broadcast", "broadcast", LT_CHECK_TIMEOUT, adjoint_matrix, exact_values,
+         documented_groups, geometric_transpose, identity_is_local, bad_input)

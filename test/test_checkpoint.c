@@ -556,20 +556,12 @@ START_TEST(fortran_handle_twins)
 }
 END_TEST
 
-Suite *ck_suite(void)
+static Suite *ck_suite(void)
 {
-    Suite *s = suite_create("checkpoint");
-    TCase *tc = tcase_create("checkpoint");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, resume_on_another_layout);
-    tcase_add_test(tc, damaged_files);
-    tcase_add_test(tc, failed_writes);
-    tcase_add_test(tc, bad_paths);
-    tcase_add_test(tc, optimizer_must_match);
-    tcase_add_test(tc, chunked_transfers);
-    tcase_add_test(tc, fortran_handle_twins);
-    suite_add_tcase(s, tc);
-    return s;
+    return lt_suite("checkpoint", "checkpoint", 0, NULL,
+                    LT_TESTS(resume_on_another_layout, damaged_files, failed_writes,
+                             bad_paths, optimizer_must_match, chunked_transfers,
+                             fortran_handle_twins));
 }
 
 static Suite *make(void)
@@ -581,4 +573,4 @@ static Suite *make(void)
     return ck_suite();
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, make); }
+LT_MAIN(make)

@@ -231,18 +231,5 @@ START_TEST(choices_and_outputs)
 }
 END_TEST
 
-Suite *cli_suite(void)
-{
-    Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("cli");
-    tcase_add_test(tc, whole_numbers);
-    tcase_add_test(tc, seeds);
-    tcase_add_test(tc, reals);
-    tcase_add_test(tc, lists_and_shapes);
-    tcase_add_test(tc, rank_lists);
-    tcase_add_test(tc, choices_and_outputs);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, cli_suite); }
+LT_SUITE("cli", "cli", LT_CHECK_TIMEOUT, whole_numbers, seeds, reals, lists_and_shapes,
+         rank_lists, choices_and_outputs)

@@ -732,24 +732,7 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *conv_suite(void)
-{
-    Suite *s = suite_create("conv");
-    TCase *tc = tcase_create("conv");
-    tcase_add_test(tc, against_naive_loops);
-    tcase_add_test(tc, wide_rows);
-    tcase_add_test(tc, direct_taps);
-    tcase_add_test(tc, direct_taps_32_bytes);
-    tcase_add_test(tc, direct_switch);
-    tcase_add_test(tc, channels_taps);
-    tcase_add_test(tc, channels_taps_32_bytes);
-    tcase_add_test(tc, gradients_and_adjoint);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, padding_modes);
-    tcase_add_test(tc, padding_bad_input);
-    tcase_add_test(tc, deprecated_conv_ex);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, conv_suite); }
+LT_SUITE("conv", "conv", LT_CHECK_TIMEOUT, against_naive_loops, wide_rows, direct_taps,
+         direct_taps_32_bytes, direct_switch, channels_taps, channels_taps_32_bytes,
+         gradients_and_adjoint, bad_input, padding_modes, padding_bad_input,
+         deprecated_conv_ex)

@@ -413,25 +413,14 @@ START_TEST(descriptors_carry_their_size)
 }
 END_TEST
 
-Suite *core_suite(void)
+static Suite *core_suite(void)
 {
-    Suite *s = suite_create("core");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, status_strings);
-    tcase_add_test(tc, version);
-    tcase_add_test(tc, error_message_names_rank_and_function);
-    tcase_add_test(tc, tensor_create_and_accessors);
-    tcase_add_test(tc, tensor_zero_volume_and_scalar);
-    tcase_add_test(tc, tensor_wrap_strided);
-    tcase_add_test(tc, tensor_get_set);
-    tcase_add_test(tc, tensor_bad_input);
-    tcase_add_test(tc, tensor_random_is_counter_based);
-    tcase_add_test(tc, mpi_not_initialised);
-    tcase_add_test(tc, mpi_thread_level);
-    tcase_add_test(tc, op_kinds);
-    tcase_add_test(tc, descriptors_carry_their_size);
-    suite_add_tcase(s, tc);
-    return s;
+    return lt_suite("core", "core", LT_CHECK_TIMEOUT, NULL,
+                    LT_TESTS(status_strings, version, error_message_names_rank_and_function,
+                             tensor_create_and_accessors, tensor_zero_volume_and_scalar,
+                             tensor_wrap_strided, tensor_get_set, tensor_bad_input,
+                             tensor_random_is_counter_based, mpi_not_initialised,
+                             mpi_thread_level, op_kinds, descriptors_carry_their_size));
 }
 
 int main(int argc, char **argv)

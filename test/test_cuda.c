@@ -240,20 +240,7 @@ START_TEST(caller_memory_of_the_wrong_kind_is_refused)
 }
 END_TEST
 
-static Suite *make_suite(void)
-{
-    Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("device");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, refused_without_a_gpu);
-    tcase_add_test(tc, device_calls_check_their_arguments);
-    tcase_add_test(tc, opens_one_gpu_and_says_which);
-    tcase_add_test(tc, options_take_and_read_back);
-    tcase_add_test(tc, memory_is_zeroed_and_copies_keep_order);
-    tcase_add_test(tc, tensors_read_and_write_through_the_device);
-    tcase_add_test(tc, caller_memory_of_the_wrong_kind_is_refused);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, make_suite); }
+LT_SUITE("cuda", "device", 300, refused_without_a_gpu, device_calls_check_their_arguments,
+         opens_one_gpu_and_says_which, options_take_and_read_back,
+         memory_is_zeroed_and_copies_keep_order, tensors_read_and_write_through_the_device,
+         caller_memory_of_the_wrong_kind_is_refused)

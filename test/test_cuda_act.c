@@ -609,22 +609,6 @@ START_TEST(optimizers)
 }
 END_TEST
 
-static Suite *cuda_act_suite(void)
-{
-    Suite *s = suite_create("cuda_act");
-    TCase *tc = tcase_create("cuda_act");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, activations);
-    tcase_add_test(tc, activations_f32_accuracy);
-    tcase_add_test(tc, softmax);
-    tcase_add_test(tc, regression_losses);
-    tcase_add_test(tc, classification_losses);
-    tcase_add_test(tc, loss_of_infinite_input);
-    tcase_add_test(tc, scans);
-    tcase_add_test(tc, dropout);
-    tcase_add_test(tc, optimizers);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, cuda_act_suite); }
+LT_SUITE("cuda_act", "cuda_act", 0, activations, activations_f32_accuracy, softmax,
+         regression_losses, classification_losses, loss_of_infinite_input, scans, dropout,
+         optimizers)

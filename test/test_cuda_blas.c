@@ -669,23 +669,7 @@ START_TEST(random_fills_match_the_cpu)
 }
 END_TEST
 
-static Suite *make_suite(void)
-{
-    Suite *s = suite_create("cuda_blas");
-    TCase *tc = tcase_create("blas");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, vectors_match_the_cpu);
-    tcase_add_test(tc, abs_max_skips_nan);
-    tcase_add_test(tc, dot2_is_compensated);
-    tcase_add_test(tc, copy_is_memmove);
-    tcase_add_test(tc, boxes_match_the_cpu);
-    tcase_add_test(tc, boxes_of_nothing_and_of_one);
-    tcase_add_test(tc, gemm_matches_the_cpu);
-    tcase_add_test(tc, gemm_of_empty_sizes);
-    tcase_add_test(tc, gemm_tf32_is_an_option);
-    tcase_add_test(tc, random_fills_match_the_cpu);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, make_suite); }
+LT_SUITE("cuda_blas", "blas", 600, vectors_match_the_cpu, abs_max_skips_nan,
+         dot2_is_compensated, copy_is_memmove, boxes_match_the_cpu,
+         boxes_of_nothing_and_of_one, gemm_matches_the_cpu, gemm_of_empty_sizes,
+         gemm_tf32_is_an_option, random_fills_match_the_cpu)

@@ -514,19 +514,7 @@ START_TEST(bias_add_and_grad_match_the_cpu)
 }
 END_TEST
 
-static Suite *make_suite(void)
-{
-    Suite *s = suite_create("cuda_conv");
-    TCase *tc = tcase_create("slots");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, bn_sums_match_the_cpu);
-    tcase_add_test(tc, bn_mean_is_rounded_to_the_dtype_unless_inner_is_1);
-    tcase_add_test(tc, bn_affine_matches_the_cpu);
-    tcase_add_test(tc, im2col_and_col2im_match_the_cpu);
-    tcase_add_test(tc, the_wide_path_matches_the_cpu);
-    tcase_add_test(tc, bias_add_and_grad_match_the_cpu);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, make_suite); }
+LT_SUITE("cuda_conv", "slots", 600, bn_sums_match_the_cpu,
+         bn_mean_is_rounded_to_the_dtype_unless_inner_is_1, bn_affine_matches_the_cpu,
+         im2col_and_col2im_match_the_cpu, the_wide_path_matches_the_cpu,
+         bias_add_and_grad_match_the_cpu)

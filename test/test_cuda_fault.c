@@ -107,15 +107,5 @@ START_TEST(a_faulting_kernel_fails_every_rank_cleanly)
 }
 END_TEST
 
-static Suite *make_suite(void)
-{
-    Suite *s = suite_create("cuda_fault");
-    TCase *tc = tcase_create("faults");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, out_of_memory_is_a_status_and_passes);
-    tcase_add_test(tc, a_faulting_kernel_fails_every_rank_cleanly); /* last: it kills the GPU */
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, make_suite); }
+LT_SUITE("cuda_fault", "faults", 300, out_of_memory_is_a_status_and_passes,
+         a_faulting_kernel_fails_every_rank_cleanly)

@@ -400,21 +400,5 @@ START_TEST(no_planes)
 }
 END_TEST
 
-static Suite *make_suite(void)
-{
-    Suite *s = suite_create("cuda_pool");
-    TCase *tc = tcase_create("pool");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, random_max);
-    tcase_add_test(tc, random_average);
-    tcase_add_test(tc, windows_in_padding);
-    tcase_add_test(tc, many_taps);
-    tcase_add_test(tc, wide_indices);
-    tcase_add_test(tc, common_shapes);
-    tcase_add_test(tc, global_average);
-    tcase_add_test(tc, no_planes);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, make_suite); }
+LT_SUITE("cuda_pool", "pool", 600, random_max, random_average, windows_in_padding,
+         many_taps, wide_indices, common_shapes, global_average, no_planes)

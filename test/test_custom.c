@@ -963,23 +963,7 @@ START_TEST(pipeline_of_custom_layers)
 }
 END_TEST
 
-static Suite *custom_suite(void)
-{
-    Suite *s = suite_create("custom");
-    TCase *tc = tcase_create("custom");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, local_linear_adjoint);
-    tcase_add_test(tc, distributed_linear_adjoint);
-    tcase_add_test(tc, nonlinear_gradient);
-    tcase_add_test(tc, contexts_keep_their_state);
-    tcase_add_test(tc, failing_callbacks);
-    tcase_add_test(tc, bad_descriptors);
-    tcase_add_test(tc, bad_parameters);
-    tcase_add_test(tc, trains_like_builtin);
-    tcase_add_test(tc, checkpoint_round_trip);
-    tcase_add_test(tc, pipeline_of_custom_layers);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, custom_suite); }
+LT_SUITE("custom", "custom", 120, local_linear_adjoint, distributed_linear_adjoint,
+         nonlinear_gradient, contexts_keep_their_state, failing_callbacks, bad_descriptors,
+         bad_parameters, trains_like_builtin, checkpoint_round_trip,
+         pipeline_of_custom_layers)

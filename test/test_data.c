@@ -245,18 +245,14 @@ START_TEST(empty_dataset)
 }
 END_TEST
 
-Suite *data_suite(void)
+static Suite *data_suite(void)
 {
-    Suite *s = suite_create("data");
-    TCase *tc = tcase_create("data");
+    TCase *tc = NULL;
+    Suite *s = lt_suite("data", "data", LT_CHECK_TIMEOUT, &tc,
+                        LT_TESTS(good_files_load, bad_headers, torn_files,
+                                 paths_and_arguments, empty_dataset));
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, good_files_load);
-    tcase_add_test(tc, bad_headers);
-    tcase_add_test(tc, torn_files);
-    tcase_add_test(tc, paths_and_arguments);
-    tcase_add_test(tc, empty_dataset);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, data_suite); }
+LT_MAIN(data_suite)

@@ -213,16 +213,4 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *bn_suite(void)
-{
-    Suite *s = suite_create("dist_bn");
-    TCase *tc = tcase_create("dist_bn");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, global_equivalence);
-    tcase_add_test(tc, group_and_local);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, bn_suite); }
+LT_SUITE("dist_bn", "dist_bn", 0, global_equivalence, group_and_local, bad_input)

@@ -704,26 +704,7 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *dc_suite(void)
-{
-    Suite *s = suite_create("dist_conv");
-    TCase *tc = tcase_create("dist_conv");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, conv_equivalence);
-    tcase_add_test(tc, pool_equivalence);
-    tcase_add_test(tc, direct_when_nothing_moves);
-    tcase_add_test(tc, avg_pool_divisors);
-    tcase_add_test(tc, adjoint);
-    tcase_add_test(tc, grid_equivalence);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, padding_options);
-    tcase_add_test(tc, padding_bad_input);
-    tcase_add_test(tc, deprecated_dist_conv_ex);
-    tcase_add_test(tc, overlap_equivalence);
-    tcase_add_test(tc, overlap_runs);
-    tcase_add_test(tc, overlap_bound_weights);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, dc_suite); }
+LT_SUITE("dist_conv", "dist_conv", 0, conv_equivalence, pool_equivalence,
+         direct_when_nothing_moves, avg_pool_divisors, adjoint, grid_equivalence, bad_input,
+         padding_options, padding_bad_input, deprecated_dist_conv_ex, overlap_equivalence,
+         overlap_runs, overlap_bound_weights)

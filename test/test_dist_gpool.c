@@ -155,16 +155,4 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *gpool_suite(void)
-{
-    Suite *s = suite_create("dist_gpool");
-    TCase *tc = tcase_create("dist_gpool");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, equivalence);
-    tcase_add_test(tc, by_hand);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, gpool_suite); }
+LT_SUITE("dist_gpool", "dist_gpool", 0, equivalence, by_hand, bad_input)

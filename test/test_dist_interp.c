@@ -163,16 +163,4 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *dist_interp_suite(void)
-{
-    Suite *s = suite_create("dist_interp");
-    TCase *tc = tcase_create("dist_interp");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, equivalence);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, adaptive);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, dist_interp_suite); }
+LT_SUITE("dist_interp", "dist_interp", 0, equivalence, bad_input, adaptive)

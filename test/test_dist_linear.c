@@ -255,18 +255,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *dl_suite(void)
-{
-    Suite *s = suite_create("dist_linear");
-    TCase *tc = tcase_create("dist_linear");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, equivalence);
-    tcase_add_test(tc, chained);
-    tcase_add_test(tc, data_parallel);
-    tcase_add_test(tc, adjoint);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, dl_suite); }
+LT_SUITE("dist_linear", "dist_linear", 0, equivalence, chained, data_parallel, adjoint,
+         bad_input)

@@ -355,19 +355,5 @@ START_TEST(flatten)
 }
 END_TEST
 
-Suite *misc_suite(void)
-{
-    Suite *s = suite_create("dist_misc");
-    TCase *tc = tcase_create("dist_misc");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, losses);
-    tcase_add_test(tc, loss_failure_everywhere);
-    tcase_add_test(tc, weighted_losses);
-    tcase_add_test(tc, all_ignored);
-    tcase_add_test(tc, deprecated_dist_loss_ex);
-    tcase_add_test(tc, flatten);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, misc_suite); }
+LT_SUITE("dist_misc", "dist_misc", 0, losses, loss_failure_everywhere, weighted_losses,
+         all_ignored, deprecated_dist_loss_ex, flatten)

@@ -335,17 +335,5 @@ START_TEST(refusals)
 }
 END_TEST
 
-static Suite *tp_suite(void)
-{
-    Suite *s = suite_create("dist_tp");
-    TCase *tc = tcase_create("dist_tp");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, layers_equal_their_twins);
-    tcase_add_test(tc, mlp_chain);
-    tcase_add_test(tc, deferred_weight_passes_shared);
-    tcase_add_test(tc, refusals);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, tp_suite); }
+LT_SUITE("dist_tp", "dist_tp", 0, layers_equal_their_twins, mlp_chain,
+         deferred_weight_passes_shared, refusals)

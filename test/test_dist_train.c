@@ -226,15 +226,4 @@ START_TEST(lenet_relu_after_pool)
 }
 END_TEST
 
-Suite *train_suite(void)
-{
-    Suite *s = suite_create("dist_train");
-    TCase *tc = tcase_create("dist_train");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, lenet_layouts);
-    tcase_add_test(tc, lenet_relu_after_pool);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, train_suite); }
+LT_SUITE("dist_train", "dist_train", 0, lenet_layouts, lenet_relu_after_pool)

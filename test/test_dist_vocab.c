@@ -645,19 +645,5 @@ START_TEST(other_devices_refused)
 }
 END_TEST
 
-Suite *vocab_suite(void)
-{
-    Suite *s = suite_create("dist_vocab");
-    TCase *tc = tcase_create("dist_vocab");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, loss_equivalence);
-    tcase_add_test(tc, loss_large_logits);
-    tcase_add_test(tc, loss_bad_input);
-    tcase_add_test(tc, embedding_equivalence);
-    tcase_add_test(tc, embedding_bad_input);
-    tcase_add_test(tc, other_devices_refused);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, vocab_suite); }
+LT_SUITE("dist_vocab", "dist_vocab", 0, loss_equivalence, loss_large_logits, loss_bad_input,
+         embedding_equivalence, embedding_bad_input, other_devices_refused)

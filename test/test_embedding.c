@@ -557,24 +557,13 @@ END_TEST
 
 static Suite *embedding_suite(void)
 {
-    Suite *s = suite_create("embedding");
-    TCase *tc = tcase_create("embedding");
-    tcase_set_timeout(tc, 120);
-    if (lt_device() == LADLE_CUDA) {
-        tcase_add_test(tc, cuda_refuses_tokens);
-        tcase_add_test(tc, positional_values_and_adjoints);
-        suite_add_tcase(s, tc);
-        return s;
-    }
-    tcase_add_test(tc, token_values_and_adjoint);
-    tcase_add_test(tc, token_repeats_and_batches);
-    tcase_add_test(tc, initialisation);
-    tcase_add_test(tc, weight_gradients_by_finite_differences);
-    tcase_add_test(tc, positional_values_and_adjoints);
-    tcase_add_test(tc, in_a_sequential);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
+    if (lt_device() == LADLE_CUDA)
+        return lt_suite("embedding", "embedding", 120, NULL,
+                        LT_TESTS(cuda_refuses_tokens, positional_values_and_adjoints));
+    return lt_suite("embedding", "embedding", 120, NULL,
+                    LT_TESTS(token_values_and_adjoint, token_repeats_and_batches,
+                             initialisation, weight_gradients_by_finite_differences,
+                             positional_values_and_adjoints, in_a_sequential, bad_input));
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, embedding_suite); }
+LT_MAIN(embedding_suite)

@@ -597,25 +597,7 @@ START_TEST(a_failed_call_posts_nothing)
 }
 END_TEST
 
-Suite *errors_suite(void)
-{
-    Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("errors");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, null_handles);
-    tcase_add_test(tc, ranks_disagree);
-    tcase_add_test(tc, unrelated_parents);
-    tcase_add_test(tc, not_a_halo_exchange);
-    tcase_add_test(tc, op_outlives_its_inputs);
-    tcase_add_test(tc, network_call_order);
-    tcase_add_test(tc, inconsistent_arguments);
-    tcase_add_test(tc, non_finite_losses);
-    tcase_add_test(tc, creates_on_a_missing_device);
-    tcase_add_test(tc, containers_refuse_two_devices);
-    tcase_add_test(tc, message_counts);
-    tcase_add_test(tc, a_failed_call_posts_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, errors_suite); }
+LT_SUITE("errors", "errors", 0, null_handles, ranks_disagree, unrelated_parents,
+         not_a_halo_exchange, op_outlives_its_inputs, network_call_order,
+         inconsistent_arguments, non_finite_losses, creates_on_a_missing_device,
+         containers_refuse_two_devices, message_counts, a_failed_call_posts_nothing)

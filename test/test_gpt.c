@@ -593,22 +593,6 @@ START_TEST(data_parallel_refusals)
 }
 END_TEST
 
-static Suite *gpt_suite(void)
-{
-    Suite *s = suite_create("gpt");
-    TCase *tc = tcase_create("gpt");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, parameters_by_hand);
-    tcase_add_test(tc, causal_from_outside);
-    tcase_add_test(tc, loss_by_hand);
-    tcase_add_test(tc, f32_tiles_reach_the_attention);
-    tcase_add_test(tc, gradients_by_finite_differences);
-    tcase_add_test(tc, learns_a_batch);
-    tcase_add_test(tc, bad_descriptors);
-    tcase_add_test(tc, data_parallel_equals_one_rank);
-    tcase_add_test(tc, data_parallel_refusals);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, gpt_suite); }
+LT_SUITE("gpt", "gpt", 300, parameters_by_hand, causal_from_outside, loss_by_hand,
+         f32_tiles_reach_the_attention, gradients_by_finite_differences, learns_a_batch,
+         bad_descriptors, data_parallel_equals_one_rank, data_parallel_refusals)

@@ -675,19 +675,6 @@ START_TEST(ids_only_on_stage_zero)
 }
 END_TEST
 
-static Suite *gpt_pipe_suite(void)
-{
-    Suite *s = suite_create("gpt_pipe");
-    TCase *tc = tcase_create("gpt_pipe");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, residual_block);
-    tcase_add_test(tc, chain_is_the_graph);
-    tcase_add_test(tc, pipeline_equals_the_graph);
-    tcase_add_test(tc, distributed_containers);
-    tcase_add_test(tc, pipeline_tensor_parallel);
-    tcase_add_test(tc, ids_only_on_stage_zero);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, gpt_pipe_suite); }
+LT_SUITE("gpt_pipe", "gpt_pipe", 300, residual_block, chain_is_the_graph,
+         pipeline_equals_the_graph, distributed_containers, pipeline_tensor_parallel,
+         ids_only_on_stage_zero)

@@ -1059,23 +1059,6 @@ START_TEST(token_inputs)
 }
 END_TEST
 
-Suite *graph_suite(void)
-{
-    Suite *s = suite_create("graph");
-    TCase *tc = tcase_create("graph");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, bad_graphs);
-    tcase_add_test(tc, bad_layouts);
-    tcase_add_test(tc, fanout_finite_differences);
-    tcase_add_test(tc, residual_twin);
-    tcase_add_test(tc, branch_twin);
-    tcase_add_test(tc, repartition_inserted);
-    tcase_add_test(tc, training_equivalence);
-    tcase_add_test(tc, checkpoint_layouts);
-    tcase_add_test(tc, no_allocation);
-    tcase_add_test(tc, token_inputs);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, graph_suite); }
+LT_SUITE("graph", "graph", 0, bad_graphs, bad_layouts, fanout_finite_differences,
+         residual_twin, branch_twin, repartition_inserted, training_equivalence,
+         checkpoint_layouts, no_allocation, token_inputs)

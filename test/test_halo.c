@@ -432,20 +432,6 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *halo_suite(void)
-{
-    Suite *s = suite_create("halo_exchange");
-    TCase *tc = tcase_create("halo_exchange");
-    tcase_add_test(tc, adjoint_matrix);
-    tcase_add_test(tc, geometry_matches_brute_force);
-    tcase_add_test(tc, exact_values);
-    tcase_add_test(tc, distdl_golden_tiles);
-    tcase_add_test(tc, distdl_golden_halos);
-    tcase_add_test(tc, begin_end_split);
-    tcase_add_test(tc, progress_until_done);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, halo_suite); }
+LT_SUITE("halo_exchange", "halo_exchange", LT_CHECK_TIMEOUT, adjoint_matrix,
+         geometry_matches_brute_force, exact_values, distdl_golden_tiles,
+         distdl_golden_halos, begin_end_split, progress_until_done, bad_input)

@@ -249,18 +249,5 @@ START_TEST(partitions_and_layouts)
 }
 END_TEST
 
-Suite *hostile_suite(void)
-{
-    Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("hostile");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, halo_windows);
-    tcase_add_test(tc, conv_and_pool_windows);
-    tcase_add_test(tc, distributed_windows);
-    tcase_add_test(tc, tensor_shapes);
-    tcase_add_test(tc, partitions_and_layouts);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, hostile_suite); }
+LT_SUITE("hostile", "hostile", 0, halo_windows, conv_and_pool_windows, distributed_windows,
+         tensor_shapes, partitions_and_layouts)

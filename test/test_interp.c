@@ -253,16 +253,4 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *interp_suite(void)
-{
-    Suite *s = suite_create("interp");
-    TCase *tc = tcase_create("interp");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, random_geometries);
-    tcase_add_test(tc, by_hand);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, interp_suite); }
+LT_SUITE("interp", "interp", 0, random_geometries, by_hand, bad_input)

@@ -547,22 +547,12 @@ END_TEST
 
 static Suite *norm_suite(void)
 {
-    Suite *s = suite_create("layernorm");
-    TCase *tc = tcase_create("layernorm");
-    tcase_set_timeout(tc, 120);
-    if (lt_device() == LADLE_CUDA) {
-        tcase_add_test(tc, cuda_refuses);
-        suite_add_tcase(s, tc);
-        return s;
-    }
-    tcase_add_test(tc, values_against_loops);
-    tcase_add_test(tc, smaller_batch);
-    tcase_add_test(tc, gradients_by_finite_differences);
-    tcase_add_test(tc, f32_far_from_zero);
-    tcase_add_test(tc, contexts_and_parameters);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
+    if (lt_device() == LADLE_CUDA)
+        return lt_suite("layernorm", "layernorm", 120, NULL, LT_TESTS(cuda_refuses));
+    return lt_suite("layernorm", "layernorm", 120, NULL,
+                    LT_TESTS(values_against_loops, smaller_batch,
+                             gradients_by_finite_differences, f32_far_from_zero,
+                             contexts_and_parameters, bad_input));
 }
 
-int main(int argc, char **argv) { return lt_main(argc, argv, norm_suite); }
+LT_MAIN(norm_suite)

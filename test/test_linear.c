@@ -199,17 +199,5 @@ START_TEST(checkers_refuse_nan)
 }
 END_TEST
 
-Suite *linear_suite(void)
-{
-    Suite *s = suite_create("linear");
-    TCase *tc = tcase_create("linear");
-    tcase_add_test(tc, checkers_refuse_nan);
-    tcase_add_test(tc, values_against_loops);
-    tcase_add_test(tc, gradients);
-    tcase_add_test(tc, smaller_batch);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, linear_suite); }
+LT_SUITE("linear", "linear", LT_CHECK_TIMEOUT, checkers_refuse_nan, values_against_loops,
+         gradients, smaller_batch, bad_input)

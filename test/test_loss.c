@@ -658,20 +658,5 @@ START_TEST(deprecated_loss_create_ex)
 }
 END_TEST
 
-Suite *loss_suite(void)
-{
-    Suite *s = suite_create("loss");
-    TCase *tc = tcase_create("loss");
-    tcase_add_test(tc, gradients);
-    tcase_add_test(tc, values);
-    tcase_add_test(tc, long_rows);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, weighted);
-    tcase_add_test(tc, weighted_by_hand);
-    tcase_add_test(tc, bad_options);
-    tcase_add_test(tc, deprecated_loss_create_ex);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, loss_suite); }
+LT_SUITE("loss", "loss", LT_CHECK_TIMEOUT, gradients, values, long_rows, bad_input,
+         weighted, weighted_by_hand, bad_options, deprecated_loss_create_ex)

@@ -422,20 +422,6 @@ START_TEST(strided_views)
 }
 END_TEST
 
-static Suite *memory_suite(void)
-{
-    Suite *s = suite_create("memory");
-    TCase *tc = tcase_create("memory");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, bind_sequential_layers);
-    tcase_add_test(tc, bind_distributed_layers);
-    tcase_add_test(tc, bind_refusals);
-    tcase_add_test(tc, context_in_caller_memory);
-    tcase_add_test(tc, workspace_in_caller_memory);
-    tcase_add_test(tc, allocator_hook);
-    tcase_add_test(tc, strided_views);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, memory_suite); }
+LT_SUITE("memory", "memory", 120, bind_sequential_layers, bind_distributed_layers,
+         bind_refusals, context_in_caller_memory, workspace_in_caller_memory,
+         allocator_hook, strided_views)

@@ -230,16 +230,4 @@ START_TEST(sequential)
 }
 END_TEST
 
-Suite *optim_suite(void)
-{
-    Suite *s = suite_create("optim");
-    TCase *tc = tcase_create("optim");
-    tcase_add_test(tc, update_rules);
-    tcase_add_test(tc, schedules);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, sequential);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, optim_suite); }
+LT_SUITE("optim", "optim", LT_CHECK_TIMEOUT, update_rules, schedules, bad_input, sequential)

@@ -354,21 +354,8 @@ START_TEST(mpi_identity_and_refusal)
 }
 END_TEST
 
-Suite *partition_suite(void)
-{
-    Suite *s = suite_create("partition");
-    TCase *tc = tcase_create("partition");
-    tcase_add_test(tc, row_major_coordinates_and_ranks_as_given);
-    tcase_add_test(tc, inactive_ranks_know_the_grid);
-    tcase_add_test(tc, zero_dimensional_partition);
-    tcase_add_test(tc, subset_sub_and_union);
-    tcase_add_test(tc, partition_bad_input);
-    tcase_add_test(tc, balanced_layout_matches_distdl);
-    tcase_add_test(tc, split_block_and_overlap);
-    tcase_add_test(tc, fortran_handle_twins);
-    tcase_add_test(tc, mpi_identity_and_refusal);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, partition_suite); }
+LT_SUITE("partition", "partition", LT_CHECK_TIMEOUT,
+         row_major_coordinates_and_ranks_as_given, inactive_ranks_know_the_grid,
+         zero_dimensional_partition, subset_sub_and_union, partition_bad_input,
+         balanced_layout_matches_distdl, split_block_and_overlap, fortran_handle_twins,
+         mpi_identity_and_refusal)

@@ -1020,25 +1020,6 @@ START_TEST(deprecated)
 }
 END_TEST
 
-Suite *pipe_plan_suite(void)
-{
-    Suite *s = suite_create("pipe_plan");
-    TCase *tc = tcase_create("pipe_plan");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, brute_force);
-    tcase_add_test(tc, brute_force_model);
-    tcase_add_test(tc, model_by_hand);
-    tcase_add_test(tc, model_bad_input);
-    tcase_add_test(tc, by_hand);
-    tcase_add_test(tc, stage_range);
-    tcase_add_test(tc, equal_costs);
-    tcase_add_test(tc, large);
-    tcase_add_test(tc, explicit_plans);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, desc_size);
-    tcase_add_test(tc, deprecated);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, pipe_plan_suite); }
+LT_SUITE("pipe_plan", "pipe_plan", 120, brute_force, brute_force_model, model_by_hand,
+         model_bad_input, by_hand, stage_range, equal_costs, large, explicit_plans,
+         bad_input, desc_size, deprecated)

@@ -671,29 +671,7 @@ START_TEST(profiling)
 }
 END_TEST
 
-Suite *pipe_suite(void)
-{
-    Suite *s = suite_create("pipe_schedule");
-    TCase *tc = tcase_create("pipe_schedule");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, gpipe_1f1b_bubble);
-    tcase_add_test(tc, zbh1_third);
-    tcase_add_test(tc, interleaved);
-    tcase_add_test(tc, hybrid);
-    tcase_add_test(tc, simulator_by_hand);
-    tcase_add_test(tc, simulator_recv_and_params);
-    tcase_add_test(tc, sim_desc_size);
-    tcase_add_test(tc, sim_deprecated);
-    tcase_add_test(tc, simulator_reduce);
-    tcase_add_test(tc, validator_rejects);
-    tcase_add_test(tc, generated_pass);
-    tcase_add_test(tc, text_round_trip);
-    tcase_add_test(tc, pictures);
-    tcase_add_test(tc, bad_arguments);
-    tcase_add_test(tc, hostile_input);
-    tcase_add_test(tc, profiling);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, pipe_suite); }
+LT_SUITE("pipe_schedule", "pipe_schedule", 120, gpipe_1f1b_bubble, zbh1_third, interleaved,
+         hybrid, simulator_by_hand, simulator_recv_and_params, sim_desc_size,
+         sim_deprecated, simulator_reduce, validator_rejects, generated_pass,
+         text_round_trip, pictures, bad_arguments, hostile_input, profiling)

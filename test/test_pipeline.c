@@ -629,19 +629,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *pipeline_suite(void)
-{
-    Suite *s = suite_create("pipeline");
-    TCase *tc = tcase_create("pipeline");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, plain_schedules);
-    tcase_add_test(tc, interleaved);
-    tcase_add_test(tc, hybrid);
-    tcase_add_test(tc, distributed_stages);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, profiling_comm);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, pipeline_suite); }
+LT_SUITE("pipeline", "pipeline", 600, plain_schedules, interleaved, hybrid,
+         distributed_stages, bad_input, profiling_comm)

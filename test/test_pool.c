@@ -692,21 +692,6 @@ START_TEST(adaptive_by_hand)
 }
 END_TEST
 
-Suite *pool_suite(void)
-{
-    Suite *s = suite_create("pool");
-    TCase *tc = tcase_create("pool");
-    tcase_add_test(tc, against_definition);
-    tcase_add_test(tc, k3_against_definition);
-    tcase_add_test(tc, global_average);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, max2_ties_nan);
-    tcase_add_test(tc, max2_narrow_rows);
-    tcase_add_test(tc, max3_ties_nan);
-    tcase_add_test(tc, adaptive_average);
-    tcase_add_test(tc, adaptive_by_hand);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, pool_suite); }
+LT_SUITE("pool", "pool", LT_CHECK_TIMEOUT, against_definition, k3_against_definition,
+         global_average, bad_input, max2_ties_nan, max2_narrow_rows, max3_ties_nan,
+         adaptive_average, adaptive_by_hand)

@@ -239,16 +239,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *repartition_suite(void)
-{
-    Suite *s = suite_create("repartition");
-    TCase *tc = tcase_create("repartition");
-    tcase_add_test(tc, adjoint_matrix);
-    tcase_add_test(tc, every_element_lands_where_it_belongs);
-    tcase_add_test(tc, identity_moves_nothing);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, repartition_suite); }
+LT_SUITE("repartition", "repartition", LT_CHECK_TIMEOUT, adjoint_matrix,
+         every_element_lands_where_it_belongs, identity_moves_nothing, bad_input)

@@ -450,19 +450,5 @@ START_TEST(bad_builder_calls)
 }
 END_TEST
 
-Suite *resnet_suite(void)
-{
-    Suite *s = suite_create("resnet");
-    TCase *tc = tcase_create("resnet");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, bad_descriptors);
-    tcase_add_test(tc, bad_builder_calls);
-    tcase_add_test(tc, resnet20_by_hand);
-    tcase_add_test(tc, resnet_twin);
-    tcase_add_test(tc, bottleneck_twin);
-    tcase_add_test(tc, training_twin);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, resnet_suite); }
+LT_SUITE("resnet", "resnet", 0, bad_descriptors, bad_builder_calls, resnet20_by_hand,
+         resnet_twin, bottleneck_twin, training_twin)

@@ -171,16 +171,5 @@ START_TEST(bad_input)
 }
 END_TEST
 
-Suite *sum_reduce_suite(void)
-{
-    Suite *s = suite_create("sum_reduce");
-    TCase *tc = tcase_create("sum_reduce");
-    tcase_add_test(tc, adjoint_matrix);
-    tcase_add_test(tc, exact_values);
-    tcase_add_test(tc, deterministic_sums);
-    tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, sum_reduce_suite); }
+LT_SUITE("sum_reduce", "sum_reduce", LT_CHECK_TIMEOUT, adjoint_matrix, exact_values,
+         deterministic_sums, bad_input)

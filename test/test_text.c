@@ -444,20 +444,5 @@ START_TEST(fortunes_package)
 }
 END_TEST
 
-static Suite *text_suite(void)
-{
-    Suite *s = suite_create("text");
-    TCase *tc = tcase_create("text");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, records_and_splits);
-    tcase_add_test(tc, one_file);
-    tcase_add_test(tc, random_windows);
-    tcase_add_test(tc, eval_windows);
-    tcase_add_test(tc, bigram_by_hand);
-    tcase_add_test(tc, bad_input);
-    tcase_add_test(tc, fortunes_package);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(int argc, char **argv) { return lt_main(argc, argv, text_suite); }
+LT_SUITE("text", "text", 120, records_and_splits, one_file, random_windows, eval_windows,
+         bigram_by_hand, bad_input, fortunes_package)
