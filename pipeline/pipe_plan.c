@@ -375,10 +375,8 @@ static double *layer_costs(int n, const double *f, const double *b, const double
 void ladle_pipe_plan_desc_init(ladle_pipe_plan_desc *d, int n, const double *f,
                                const double *b, const double *w)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->n = n;
     d->f = f;
     d->b = b;

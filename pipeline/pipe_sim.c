@@ -162,10 +162,8 @@ fail:
 
 void ladle_pipe_sim_desc_init(ladle_pipe_sim_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
 }
 
 ladle_status ladle_pipe_simulate(const ladle_pipe_schedule *s, const ladle_pipe_costs *c,

@@ -593,10 +593,8 @@ fail:
 void ladle_pipeline_desc_init(ladle_pipeline_desc *d, const ladle_pipe_schedule *sched,
                               const ladle_optimizer_desc *opt)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->sched = sched;
     d->opt = opt;
 }

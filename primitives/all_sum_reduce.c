@@ -108,10 +108,8 @@ ladle_status ladle__all_sum_reduce_layout(const ladle_layout *l, int naxes, cons
 void ladle_all_sum_reduce_desc_init(ladle_all_sum_reduce_desc *d, int naxes,
                                     const int axes[], int ndim, const int64_t shape[])
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->naxes = naxes;
     d->axes = axes;
     d->ndim = ndim;

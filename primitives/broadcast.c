@@ -236,10 +236,8 @@ fail:
 
 void ladle_broadcast_desc_init(ladle_broadcast_desc *d, int ndim, const int64_t shape[])
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->ndim = ndim;
     d->shape = shape;
 }

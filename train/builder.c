@@ -34,10 +34,8 @@ struct ladle_builder {
 
 void ladle_builder_desc_init(ladle_builder_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->data_ways = d->channel_ways = 1;
     d->spatial[0] = d->spatial[1] = 1;
     d->bn_sync = LADLE_BN_SYNC_GLOBAL;

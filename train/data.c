@@ -172,10 +172,8 @@ fail:
 
 void ladle_dataset_desc_init(ladle_dataset_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->std = 1.0;
 }
 
@@ -408,10 +406,8 @@ static void aug_draw_of(const ladle_batch_desc *d, int64_t epoch, int64_t s, aug
 
 void ladle_batch_desc_init(ladle_batch_desc *d, uint64_t seed, int64_t batch)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->seed = seed;
     d->batch = batch;
 }

@@ -8,10 +8,8 @@
 
 void ladle_gpt_desc_init(ladle_gpt_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->vocab = 256;
     d->context = 128;
     d->batch = 32;

@@ -5,10 +5,8 @@
 
 void ladle_lenet_desc_init(ladle_lenet_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->batch = 64;
     d->image = 28;
     d->classes = 10;

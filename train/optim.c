@@ -23,10 +23,8 @@ struct ladle_optimizer {
 
 void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind, double lr)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->kind = kind;
     d->lr = lr;
     d->beta1 = 0.9;

@@ -24,10 +24,8 @@ struct ladle_text {
 
 void ladle_text_desc_init(ladle_text_desc *d)
 {
-    if (d == NULL)
+    if (!LADLE_DESC_START(d))
         return;
-    memset(d, 0, sizeof *d);
-    d->size = sizeof *d;
     d->val_every = 10;
 }
 

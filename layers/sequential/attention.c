@@ -197,7 +197,7 @@ static const ladle_op_vtable attention_vt = {
 void ladle_attention_desc_init(ladle_attention_desc *d, int64_t embed_dim,
                                int64_t num_heads)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->embed_dim = embed_dim;
     d->num_heads = num_heads;

@@ -368,7 +368,7 @@ static const ladle_op_vtable bn_vt = {
 
 void ladle_batchnorm_desc_init(ladle_batchnorm_desc *d, int64_t num_features)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->num_features = num_features;
     d->eps = 1e-5;

@@ -339,7 +339,7 @@ static const ladle_op_vtable conv_vt = {
 void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels, int64_t out_channels,
                           int64_t kernel)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->nd = nd;
     d->in_channels = in_channels;

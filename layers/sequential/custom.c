@@ -49,7 +49,7 @@ typedef struct custom {
 
 void ladle_custom_desc_init(ladle_custom_desc *d)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->dtype = LADLE_F64;
     d->device = LADLE_CPU;

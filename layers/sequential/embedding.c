@@ -102,7 +102,7 @@ static const ladle_op_vtable embedding_vt = {
 void ladle_embedding_desc_init(ladle_embedding_desc *d, int64_t num_embeddings,
                                int64_t embedding_dim)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->num_embeddings = num_embeddings;
     d->embedding_dim = embedding_dim;

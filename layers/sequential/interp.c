@@ -14,7 +14,7 @@
 
 void ladle_interp_desc_init(ladle_interp_desc *d, ladle_interp_mode mode, int nd, int64_t scale)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->mode = mode;
     d->nd = nd;

@@ -1,28 +1,12 @@
 /*
- * What the sequential layers' descriptors and creates share: the start of
- * every descriptor's _init, the first check of a descriptor argument, the
- * checks of a layer over a window of 1 to 3 spatial dimensions, and the
- * destroy of an impl that is one block.
+ * What the sequential layers' creates share: the first check of a
+ * descriptor argument, the checks of a layer over a window of 1 to 3
+ * spatial dimensions, and the destroy of an impl that is one block.
  */
 #ifndef LADLE_LAYER_IMPL_H
 #define LADLE_LAYER_IMPL_H
 
-#include <string.h>
-
 #include "src/op/op_impl.h"
-
-/* The start of every descriptor's _init: 0 for a NULL d (the init then does
- * nothing), else 1 with *d zeroed and its size stamped (size is the first
- * field of every descriptor, see LADLE_CHECK_SIZE). */
-static inline int ladle__desc_start(void *d, size_t size)
-{
-    if (d == NULL)
-        return 0;
-    memset(d, 0, size);
-    memcpy(d, &size, sizeof size);
-    return 1;
-}
-#define LADLE__DESC_START(d) ladle__desc_start((d), sizeof *(d))
 
 /* A create's descriptor argument: not NULL, and of a size this library
  * reads (raised for the calling function). */

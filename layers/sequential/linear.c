@@ -75,7 +75,7 @@ static const ladle_op_vtable linear_vt = {
 
 void ladle_linear_desc_init(ladle_linear_desc *d, int64_t in_features, int64_t out_features)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->in_features = in_features;
     d->out_features = out_features;

@@ -341,7 +341,7 @@ ladle_status ladle__loss_target(const ladle_op *op, ladle_dtype *dtype, int *ndi
 
 void ladle_loss_desc_init(ladle_loss_desc *d, ladle_loss_kind kind, ladle_reduction reduction)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->kind = kind;
     d->reduction = reduction;

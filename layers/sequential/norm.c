@@ -113,7 +113,7 @@ static const ladle_op_vtable rmsnorm_vt = {
 
 void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->normalized_ndim = normalized_ndim;
     d->eps = 1e-5;
@@ -123,7 +123,7 @@ void ladle_layernorm_desc_init(ladle_layernorm_desc *d, int normalized_ndim)
 
 void ladle_rmsnorm_desc_init(ladle_rmsnorm_desc *d, int normalized_ndim)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->normalized_ndim = normalized_ndim;
     d->eps = 1e-6;

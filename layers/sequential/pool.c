@@ -57,7 +57,7 @@ static const ladle_op_vtable pool_vt = {
 
 void ladle_pool_desc_init(ladle_pool_desc *d, ladle_pool_kind kind, int nd, int64_t kernel)
 {
-    if (!LADLE__DESC_START(d))
+    if (!LADLE_DESC_START(d))
         return;
     d->kind = kind;
     d->nd = nd;

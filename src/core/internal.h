@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ladle.h"
 
@@ -78,6 +79,12 @@ ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call);
 ladle_status ladle__check_size(const char *func, const char *what, size_t size, size_t first);
 #define LADLE_CHECK_SIZE(d)                                                                \
     LADLE_CALL(ladle__check_size(__func__, #d, (d)->size, sizeof *(d)))
+
+/* The start of every descriptor's _init: 0 for a NULL d (the init then does
+ * nothing), else 1 with *d zeroed and its size set (what LADLE_CHECK_SIZE
+ * reads). */
+#define LADLE_DESC_START(d)                                                                \
+    ((d) != NULL && (memset((d), 0, sizeof *(d)), (d)->size = sizeof *(d), 1))
 
 /* 1 for the floating-point dtypes the operators compute in. */
 int ladle__is_real(ladle_dtype dtype);
