@@ -343,6 +343,37 @@ static ladle_status pipe_build(const opts *o, const ladle_dataset_info *info,
     return ladle_lenet_layers(&d, PIPE_MAX_LAYERS, ps->full, &ps->nfull, &ps->full_loss);
 }
 
+/* The data sets (whole images, Fashion-MNIST's mean and spread) and the
+ * batch tensors: the status. */
+static ladle_status pipe_load(const opts *o, const ladle_dataset_info *info, pipe_state *ps)
+{
+    ladle_dataset_desc norm;
+    ladle_dataset_desc_init(&norm);
+    norm.mean = 0.2860, norm.std = 0.3530;
+    ladle_status st = ladle_dataset_load_dir(o->data, "train", &norm, &ps->train);
+    if (st == LADLE_OK)
+        st = ladle_dataset_load_dir(o->data, "t10k", &norm, &ps->test);
+    int64_t xs[4] = {o->batch, 1, info->rows, info->cols}, nb = o->batch;
+    if (st == LADLE_OK)
+        st = ladle_tensor_create(o->dtype, o->device, 4, xs, &ps->x);
+    if (st == LADLE_OK)
+        st = ladle_tensor_create(LADLE_I64, o->device, 1, &nb, &ps->labels);
+    return st;
+}
+
+/* Step s of epoch e at learning rate lr on the S stages (every rank reads
+ * the whole batch): the status, the loss in *loss. */
+static ladle_status pipe_step(pipe_state *ps, const ladle_batch_desc *bd, double lr, int S,
+                              int e, int64_t s, double *loss)
+{
+    if (ladle_dataset_batch(ps->train, bd, e, s, ps->x, ps->labels))
+        fail("reading a batch");
+    for (int j = 0; j < S; j++)
+        if (ladle_pipeline_optimizer(ps->pl, j))
+            ladle_optimizer_set_lr(ladle_pipeline_optimizer(ps->pl, j), lr);
+    return ladle_pipeline_step(ps->pl, ps->x, ps->labels, loss);
+}
+
 /* The measured timeline of the last step, drawn by rank 0: 0, or 1 with
  * the reason printed. */
 static int pipe_timeline(const opts *o, pipe_state *ps)
@@ -387,18 +418,8 @@ static int pipe_run(const opts *o)
         (rc = pipe_schedule(o, nl, &in, ps.first, &ps.s)) != 0)
         goto out;
     ladle_status st = pipe_build(o, &info, &ps);
-    ladle_dataset_desc norm; /* whole images, Fashion-MNIST's mean and spread */
-    ladle_dataset_desc_init(&norm);
-    norm.mean = 0.2860, norm.std = 0.3530;
     if (st == LADLE_OK)
-        st = ladle_dataset_load_dir(o->data, "train", &norm, &ps.train);
-    if (st == LADLE_OK)
-        st = ladle_dataset_load_dir(o->data, "t10k", &norm, &ps.test);
-    int64_t xs[4] = {o->batch, 1, info.rows, info.cols}, nb = o->batch;
-    if (st == LADLE_OK)
-        st = ladle_tensor_create(o->dtype, o->device, 4, xs, &ps.x);
-    if (st == LADLE_OK)
-        st = ladle_tensor_create(LADLE_I64, o->device, 1, &nb, &ps.labels);
+        st = pipe_load(o, &info, &ps);
     if (tool_failed(tool, st, "building the pipeline")) {
         rc = 1;
         goto out;
@@ -425,15 +446,9 @@ static int pipe_run(const opts *o)
         double sum = 0, t_epoch = MPI_Wtime();
         for (int64_t s = 0; s < per_epoch; s++) {
             double loss_v = 0, t0 = MPI_Wtime();
-            if (broken == LADLE_OK) {
-                if (ladle_dataset_batch(ps.train, &bd, e, s, ps.x, ps.labels))
-                    fail("reading a batch");
-                for (int j = 0; j < S; j++)
-                    if (ladle_pipeline_optimizer(ps.pl, j))
-                        ladle_optimizer_set_lr(ladle_pipeline_optimizer(ps.pl, j),
-                                               ladle_lr_at(&lrs, e * per_epoch + s));
-                broken = ladle_pipeline_step(ps.pl, ps.x, ps.labels, &loss_v);
-            }
+            if (broken == LADLE_OK)
+                broken = pipe_step(&ps, &bd, ladle_lr_at(&lrs, e * per_epoch + s), S, e, s,
+                                   &loss_v);
             watch_post(&wt, e, s, broken, worker >= 0, loss_v);
             if (watch_settle(&wt, 1)) {
                 rc = 1;
