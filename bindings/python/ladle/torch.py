@@ -289,6 +289,21 @@ class _Lease:
         self.mod._free.append(self.c)
 
 
+
+def _keep_for_backward(ctx, mod, c, *saved):
+    """What a forward leaves its backward: the module, a lease on its ctx c
+    (None where the forward ran without gradients), the saved tensors."""
+    ctx.mod, ctx.lease = mod, (_Lease(mod, c) if c is not None else None)
+    ctx.save_for_backward(*saved)
+
+
+def _take_back(ctx):
+    """The ctx a backward takes back from its forward's lease."""
+    if ctx.lease is None:
+        raise RuntimeError("ladle.torch: backward of a forward run without gradients")
+    return ctx.lease.take()
+
+
 class _LayerFn(torch.autograd.Function):
 
     @staticmethod
@@ -304,17 +319,14 @@ class _LayerFn(torch.autograd.Function):
             check(lib.ladle_layer_forward(mod._h, None, wx.point(x), wy.point(y)))
         else:
             check(lib.ladle_layer_forward(mod._h, c.ctx.handle, c.wx.point(x), c.wy.point(y)))
-        ctx.mod, ctx.lease = mod, (_Lease(mod, c) if c is not None else None)
-        ctx.save_for_backward(x, y)
+        _keep_for_backward(ctx, mod, c, x, y)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         mod = ctx.mod
         ctx.saved_tensors  # torch checks that x and y were not changed in place
-        if ctx.lease is None:
-            raise RuntimeError("ladle.torch: backward of a forward run without gradients")
-        c = ctx.lease.take()
+        c = _take_back(ctx)
         dy = _cpu_contig(dy, "dy")
         need_dx = mod.input_grad if mod.input_grad is not None else ctx.needs_input_grad[2]
         dx = torch.empty(mod.x_shape_for(dy), dtype=mod.dtype) if need_dx else None
@@ -543,17 +555,14 @@ class _LossFn(torch.autograd.Function):
                                      (c.wx if c else mod._wx).point(input),
                                      (c.wy if c else mod._wy).point(target),
                                      mod._wl.point(loss)))
-        ctx.mod, ctx.lease = mod, (_Lease(mod, c) if c is not None else None)
-        ctx.save_for_backward(input, target)
+        _keep_for_backward(ctx, mod, c, input, target)
         return loss
 
     @staticmethod
     def backward(ctx, dloss):
         mod = ctx.mod
         input, _ = ctx.saved_tensors
-        if ctx.lease is None:
-            raise RuntimeError("ladle.torch: backward of a forward run without gradients")
-        c = ctx.lease.take()
+        c = _take_back(ctx)
         dloss = _cpu_contig(dloss.to(mod.dtype), "dloss")
         dinput = torch.empty(tuple(input.shape), dtype=mod.dtype)
         check(lib.ladle_loss_backward(mod._h, c.ctx.handle, c.wdy.point(dloss),
