@@ -445,6 +445,39 @@ static ladle_status take_costs(planner *p, const ladle_pipe_plan_desc *d, const 
     return take_model(p, d->n, d);
 }
 
+/* The stage counts d asks for, checked for n layers on workers (the
+ * messages name func), into p with the shape. */
+static ladle_status take_stages(planner *p, const ladle_pipe_plan_desc *d, int n, int workers,
+                                const char *func)
+{
+    int min_stages = d->min_stages, max_stages = d->max_stages;
+    int most = n < workers ? n : workers; /* every stage takes a layer and a worker */
+    if (min_stages < 0 || max_stages < 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d, max_stages %d: need 0 at least",
+                            min_stages, max_stages);
+    if (max_stages != 0 && min_stages > max_stages)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d is above max_stages %d",
+                            min_stages, max_stages);
+    if (min_stages > most)
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "min_stages %d: %d layers on %d workers make at most %d stages",
+                            min_stages, n, workers, most);
+    if (min_stages > LADLE_PIPE_MAX_STAGES)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d: a plan holds at most %d stages",
+                            min_stages, LADLE_PIPE_MAX_STAGES);
+    p->n = n;
+    p->workers = workers;
+    p->smin = min_stages > 1 ? min_stages : 1;
+    p->smax = most;
+    if (max_stages > 0 && max_stages < p->smax)
+        p->smax = max_stages;
+    if (p->smax > LADLE_PIPE_MAX_STAGES)
+        p->smax = LADLE_PIPE_MAX_STAGES;
+    p->range = (p->smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p->smax) - 1) &
+               ~(((uint64_t)1 << (p->smin - 1)) - 1);
+    return LADLE_OK;
+}
+
 /* What a planner allocates (layer_costs, the tables). */
 static void planner_free(planner *p)
 {
@@ -468,28 +501,7 @@ ladle_status ladle_pipe_plan_create(const ladle_pipe_plan_desc *d, int workers,
                 "%d layers on %d workers: (n + 1) * (workers + 1) must stay within %d", n,
                 workers, MAX_TABLE);
     LADLE_CALL(take_costs(&p, d, __func__));
-    int min_stages = d->min_stages, max_stages = d->max_stages;
-    LADLE_CHECK(min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
-                "min_stages %d, max_stages %d: need 0 at least", min_stages, max_stages);
-    LADLE_CHECK(max_stages == 0 || min_stages <= max_stages, LADLE_ERR_ARG,
-                "min_stages %d is above max_stages %d", min_stages, max_stages);
-    /* every stage takes a layer and a worker */
-    LADLE_CHECK(min_stages <= (n < workers ? n : workers), LADLE_ERR_ARG,
-                "min_stages %d: %d layers on %d workers make at most %d stages", min_stages,
-                n, workers, n < workers ? n : workers);
-    LADLE_CHECK(min_stages <= LADLE_PIPE_MAX_STAGES, LADLE_ERR_ARG,
-                "min_stages %d: a plan holds at most %d stages", min_stages,
-                LADLE_PIPE_MAX_STAGES);
-    p.n = n;
-    p.workers = workers;
-    p.smin = min_stages > 1 ? min_stages : 1;
-    p.smax = n < workers ? n : workers;
-    if (max_stages > 0 && max_stages < p.smax)
-        p.smax = max_stages;
-    if (p.smax > LADLE_PIPE_MAX_STAGES)
-        p.smax = LADLE_PIPE_MAX_STAGES;
-    p.range = (p.smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p.smax) - 1) &
-              ~(((uint64_t)1 << (p.smin - 1)) - 1);
+    LADLE_CALL(take_stages(&p, d, n, workers, __func__));
     p.c = layer_costs(d);
     p.counts = ladle__calloc((size_t)n * (size_t)(workers + 1), sizeof *p.counts);
     p.suffix = ladle__calloc((size_t)workers + 1, sizeof *p.suffix);
