@@ -364,8 +364,11 @@ static void finish(planner *p, ladle_pipe_plan *plan)
     plan->plain_slowest = smallest_fit(fits_plain, p, INFINITY);
 }
 
-static double *layer_costs(int n, const double *f, const double *b, const double *w)
+/* Per layer of d: f + b + w (w may be NULL). */
+static double *layer_costs(const ladle_pipe_plan_desc *d)
 {
+    int n = d->n;
+    const double *f = d->f, *b = d->b, *w = d->w;
     double *c = ladle__calloc((size_t)n, sizeof *c);
     for (int l = 0; c != NULL && l < n; l++)
         c[l] = f[l] + b[l] + (w != NULL ? w[l] : 0);
@@ -414,56 +417,95 @@ fail:
     return st;
 }
 
+/* What both entry points check first, in this order: d, its size (before
+ * reading a field), and the costs it must have; the messages name func. */
+static ladle_status check_desc(const ladle_pipe_plan_desc *d, const char *func)
+{
+    if (d == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "d");
+    ladle_status st = ladle__check_size(func, "d", d->size, sizeof *d);
+    if (st != LADLE_OK)
+        return st;
+    if (d->f == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "f");
+    if (d->b == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "b");
+    return LADLE_OK;
+}
+
+/* The layers' costs checked, then the model taken into p (take_model). */
+static ladle_status take_costs(planner *p, const ladle_pipe_plan_desc *d, const char *func)
+{
+    int l = bad_layer(d->n, d->f, d->b, d->w, NULL);
+    if (l >= 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "layer %d: a cost is negative or not finite",
+                            l);
+    p->cap = INFINITY;
+    p->mb = 1;
+    return take_model(p, d->n, d);
+}
+
+/* The stage counts d asks for, checked for n layers on workers (the
+ * messages name func), into p with the shape. */
+static ladle_status take_stages(planner *p, const ladle_pipe_plan_desc *d, int n, int workers,
+                                const char *func)
+{
+    int min_stages = d->min_stages, max_stages = d->max_stages;
+    int most = n < workers ? n : workers; /* every stage takes a layer and a worker */
+    if (min_stages < 0 || max_stages < 0)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d, max_stages %d: need 0 at least",
+                            min_stages, max_stages);
+    if (max_stages != 0 && min_stages > max_stages)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d is above max_stages %d",
+                            min_stages, max_stages);
+    if (min_stages > most)
+        return ladle__raise(LADLE_ERR_ARG, func,
+                            "min_stages %d: %d layers on %d workers make at most %d stages",
+                            min_stages, n, workers, most);
+    if (min_stages > LADLE_PIPE_MAX_STAGES)
+        return ladle__raise(LADLE_ERR_ARG, func, "min_stages %d: a plan holds at most %d stages",
+                            min_stages, LADLE_PIPE_MAX_STAGES);
+    p->n = n;
+    p->workers = workers;
+    p->smin = min_stages > 1 ? min_stages : 1;
+    p->smax = most;
+    if (max_stages > 0 && max_stages < p->smax)
+        p->smax = max_stages;
+    if (p->smax > LADLE_PIPE_MAX_STAGES)
+        p->smax = LADLE_PIPE_MAX_STAGES;
+    p->range = (p->smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p->smax) - 1) &
+               ~(((uint64_t)1 << (p->smin - 1)) - 1);
+    return LADLE_OK;
+}
+
+/* What a planner allocates (layer_costs, the tables). */
+static void planner_free(planner *p)
+{
+    ladle__free((void *)p->c);
+    ladle__free(p->counts);
+    ladle__free(p->suffix);
+}
+
 ladle_status ladle_pipe_plan_create(const ladle_pipe_plan_desc *d, int workers,
                                     ladle_pipe_plan *plan)
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
-    double *c = NULL;
     ladle_pipe_plan out;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d); /* before reading a field */
+    LADLE_CALL(check_desc(d, __func__));
     int n = d->n;
-    const double *f = d->f, *b = d->b, *w = d->w;
-    LADLE_NOT_NULL(f);
-    LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(plan);
     LADLE_CHECK(n >= 1 && workers >= 1, LADLE_ERR_ARG,
                 "%d layers, %d workers: need 1 at least", n, workers);
     LADLE_CHECK(((double)n + 1) * ((double)workers + 1) <= MAX_TABLE, LADLE_ERR_ARG,
                 "%d layers on %d workers: (n + 1) * (workers + 1) must stay within %d", n,
                 workers, MAX_TABLE);
-    int l = bad_layer(n, f, b, w, NULL);
-    LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
-    p.cap = INFINITY;
-    p.mb = 1;
-    LADLE_CALL(take_model(&p, n, d));
-    int min_stages = d->min_stages, max_stages = d->max_stages;
-    LADLE_CHECK(min_stages >= 0 && max_stages >= 0, LADLE_ERR_ARG,
-                "min_stages %d, max_stages %d: need 0 at least", min_stages, max_stages);
-    LADLE_CHECK(max_stages == 0 || min_stages <= max_stages, LADLE_ERR_ARG,
-                "min_stages %d is above max_stages %d", min_stages, max_stages);
-    /* every stage takes a layer and a worker */
-    LADLE_CHECK(min_stages <= (n < workers ? n : workers), LADLE_ERR_ARG,
-                "min_stages %d: %d layers on %d workers make at most %d stages", min_stages,
-                n, workers, n < workers ? n : workers);
-    LADLE_CHECK(min_stages <= LADLE_PIPE_MAX_STAGES, LADLE_ERR_ARG,
-                "min_stages %d: a plan holds at most %d stages", min_stages,
-                LADLE_PIPE_MAX_STAGES);
-    p.n = n;
-    p.workers = workers;
-    p.smin = min_stages > 1 ? min_stages : 1;
-    p.smax = n < workers ? n : workers;
-    if (max_stages > 0 && max_stages < p.smax)
-        p.smax = max_stages;
-    if (p.smax > LADLE_PIPE_MAX_STAGES)
-        p.smax = LADLE_PIPE_MAX_STAGES;
-    p.range = (p.smax == 64 ? ~(uint64_t)0 : ((uint64_t)1 << p.smax) - 1) &
-              ~(((uint64_t)1 << (p.smin - 1)) - 1);
-    p.c = c = layer_costs(n, f, b, w);
+    LADLE_CALL(take_costs(&p, d, __func__));
+    LADLE_CALL(take_stages(&p, d, n, workers, __func__));
+    p.c = layer_costs(d);
     p.counts = ladle__calloc((size_t)n * (size_t)(workers + 1), sizeof *p.counts);
     p.suffix = ladle__calloc((size_t)workers + 1, sizeof *p.suffix);
-    LADLE_CHECK(c != NULL && p.counts != NULL && p.suffix != NULL, LADLE_ERR_ALLOC,
+    LADLE_CHECK(p.c != NULL && p.counts != NULL && p.suffix != NULL, LADLE_ERR_ALLOC,
                 "out of memory");
 
     if (!fits_time(&p, INFINITY)) {
@@ -492,9 +534,7 @@ ladle_status ladle_pipe_plan_create(const ladle_pipe_plan_desc *d, int workers,
     finish(&p, &out);
     *plan = out;
 fail:
-    ladle__free(c);
-    ladle__free(p.counts);
-    ladle__free(p.suffix);
+    planner_free(&p);
     return st;
 }
 
@@ -558,14 +598,9 @@ ladle_status ladle_pipe_plan_explicit(const ladle_pipe_plan_desc *d, int stages,
 {
     ladle_status st = LADLE_OK;
     planner p = {0};
-    double *c = NULL;
     ladle_pipe_plan out;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d); /* before reading a field */
+    LADLE_CALL(check_desc(d, __func__));
     int n = d->n;
-    const double *f = d->f, *b = d->b, *w = d->w;
-    LADLE_NOT_NULL(f);
-    LADLE_NOT_NULL(b);
     LADLE_NOT_NULL(first);
     LADLE_NOT_NULL(plan);
     LADLE_CHECK(n >= 1, LADLE_ERR_ARG, "%d layers: need at least one", n);
@@ -574,11 +609,7 @@ ladle_status ladle_pipe_plan_explicit(const ladle_pipe_plan_desc *d, int stages,
     LADLE_CHECK(first[0] == 0 && first[stages] == n, LADLE_ERR_ARG,
                 "the stages cover layers %d .. %d, not 0 .. %d", first[0],
                 first[stages] - 1, n - 1);
-    int l = bad_layer(n, f, b, w, NULL);
-    LADLE_CHECK(l < 0, LADLE_ERR_ARG, "layer %d: a cost is negative or not finite", l);
-    p.cap = INFINITY;
-    p.mb = 1;
-    LADLE_CALL(take_model(&p, n, d));
+    LADLE_CALL(take_costs(&p, d, __func__));
     memset(&out, 0, sizeof out);
     out.stages = stages;
     int64_t workers = 0;
@@ -597,15 +628,13 @@ ladle_status ladle_pipe_plan_explicit(const ladle_pipe_plan_desc *d, int stages,
                 (long long)workers);
     p.n = n;
     p.workers = (int)workers;
-    p.c = c = layer_costs(n, f, b, w);
+    p.c = layer_costs(d);
     p.counts = ladle__calloc((size_t)n + 1, sizeof *p.counts); /* fits_plain's */
-    LADLE_CHECK(c != NULL && p.counts != NULL, LADLE_ERR_ALLOC, "out of memory");
+    LADLE_CHECK(p.c != NULL && p.counts != NULL, LADLE_ERR_ALLOC, "out of memory");
     finish(&p, &out);
     *plan = out;
 fail:
-    ladle__free(c);
-    ladle__free(p.counts);
-    ladle__free(p.suffix);
+    planner_free(&p);
     return st;
 }
 

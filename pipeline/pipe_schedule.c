@@ -201,6 +201,27 @@ static ladle_pipe_action act(ladle_pipe_kind kind, int stage, int mb)
     return a;
 }
 
+/* The kinds of the messages action a on worker w needs (-1 for none): the
+ * receive before it and the send after it, where the neighbouring stage's
+ * part of its microbatch runs on another worker. */
+static void messages_around(const ladle_pipe_schedule *s, int w, ladle_pipe_action a,
+                            int *before, int *after)
+{
+    int j = a.stage, k = a.mb;
+    *before = *after = -1;
+    if (a.kind == LADLE_PIPE_F) {
+        if (j > 0 && ladle__pipe_owner(s, j - 1, k) != w)
+            *before = LADLE_PIPE_RECV_F;
+        if (j < s->stages - 1 && ladle__pipe_owner(s, j + 1, k) != w)
+            *after = LADLE_PIPE_SEND_F;
+    } else if (a.kind == LADLE_PIPE_B) {
+        if (j < s->stages - 1 && ladle__pipe_owner(s, j + 1, k) != w)
+            *before = LADLE_PIPE_RECV_B;
+        if (j > 0 && ladle__pipe_owner(s, j - 1, k) != w)
+            *after = LADLE_PIPE_SEND_B;
+    }
+}
+
 ladle_status ladle_pipe_schedule_add_comms(ladle_pipe_schedule *s)
 {
     ladle_status st = LADLE_OK;
@@ -220,18 +241,8 @@ ladle_status ladle_pipe_schedule_add_comms(ladle_pipe_schedule *s)
         for (int i = 0; i < n; i++) {
             ladle_pipe_action a = s->acts[w][i], c;
             int j = a.stage, k = a.mb;
-            int before = -1, after = -1;
-            if (a.kind == LADLE_PIPE_F) {
-                if (j > 0 && ladle__pipe_owner(s, j - 1, k) != w)
-                    before = LADLE_PIPE_RECV_F;
-                if (j < s->stages - 1 && ladle__pipe_owner(s, j + 1, k) != w)
-                    after = LADLE_PIPE_SEND_F;
-            } else if (a.kind == LADLE_PIPE_B) {
-                if (j < s->stages - 1 && ladle__pipe_owner(s, j + 1, k) != w)
-                    before = LADLE_PIPE_RECV_B;
-                if (j > 0 && ladle__pipe_owner(s, j - 1, k) != w)
-                    after = LADLE_PIPE_SEND_B;
-            }
+            int before, after;
+            messages_around(s, w, a, &before, &after);
             c = act(before, j, k);
             if (before >= 0 && !have[ladle__pipe_key(s, c)]) {
                 list[at++] = c;

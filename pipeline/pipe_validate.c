@@ -55,50 +55,38 @@ static int needs_message(const ladle_pipe_schedule *s, ladle_pipe_kind kind, int
     return ladle__pipe_owner(s, other, k) != ladle__pipe_owner(s, j, k);
 }
 
-/* The rules one action must satisfy where it stands. */
-static int check_action(checker *c, int w, int i, ladle_pipe_action a)
+/* The rules of an action of a whole stage (a reduce or a step, t its
+ * name): once per worker, on a worker holding the stage, after all its
+ * weight gradients (and a step of a replicated stage after its reduce). */
+static int check_stage_action(checker *c, int w, int i, ladle_pipe_action a, const char *t)
 {
     const ladle_pipe_schedule *s = c->s;
-    char t[48], u[48];
+    char u[48];
+    int j = a.stage;
+    int q = c->held[w * s->stages + j];
+    if (q < 0)
+        return fail_at(c, w, i, "%s on worker %d, which holds no replica of stage %d", t, w, j);
+    if (++c->local_count[(w * s->stages + j) * 2 + (a.kind == LADLE_PIPE_STEP)] > 1)
+        return fail_at(c, w, i, "a second %s on worker %d", t, w);
+    if (a.kind == LADLE_PIPE_REDUCE && s->replicas[j] == 1)
+        return fail_at(c, w, i, "%s: stage %d has one replica, nothing to reduce", t, j);
+    for (int mb = q; mb < s->m; mb += s->replicas[j])
+        if (!seen(c, w, mk(LADLE_PIPE_W, j, mb))) {
+            ladle__pipe_format(u, sizeof u, mk(LADLE_PIPE_W, j, mb));
+            return fail_at(c, w, i, "%s before %s: the gradients are not complete", t, u);
+        }
+    if (a.kind == LADLE_PIPE_STEP && s->replicas[j] > 1 &&
+        c->local_count[(w * s->stages + j) * 2] == 0)
+        return fail_at(c, w, i, "%s before %dREDUCE: replicas would step apart", t, j);
+    return 1;
+}
+
+/* The actions that must come before a (of a microbatch) on its worker,
+ * into need; how many. */
+static int prerequisites(const ladle_pipe_schedule *s, ladle_pipe_action a,
+                         ladle_pipe_action need[2])
+{
     int j = a.stage, k = a.mb;
-    ladle__pipe_format(t, sizeof t, a);
-    if (!ladle__pipe_has_mb(a.kind)) {
-        int q = c->held[w * s->stages + j];
-        if (q < 0)
-            return fail_at(c, w, i, "%s on worker %d, which holds no replica of stage %d", t, w, j);
-        if (++c->local_count[(w * s->stages + j) * 2 + (a.kind == LADLE_PIPE_STEP)] > 1)
-            return fail_at(c, w, i, "a second %s on worker %d", t, w);
-        if (a.kind == LADLE_PIPE_REDUCE && s->replicas[j] == 1)
-            return fail_at(c, w, i, "%s: stage %d has one replica, nothing to reduce", t, j);
-        for (int mb = q; mb < s->m; mb += s->replicas[j])
-            if (!seen(c, w, mk(LADLE_PIPE_W, j, mb))) {
-                ladle__pipe_format(u, sizeof u, mk(LADLE_PIPE_W, j, mb));
-                return fail_at(c, w, i, "%s before %s: the gradients are not complete", t, u);
-            }
-        if (a.kind == LADLE_PIPE_STEP && s->replicas[j] > 1 &&
-            c->local_count[(w * s->stages + j) * 2] == 0)
-            return fail_at(c, w, i, "%s before %dREDUCE: replicas would step apart", t, j);
-        return 1;
-    }
-    int64_t key = ladle__pipe_key(s, a);
-    if (c->where[key] >= 0)
-        return fail_at(c, w, i, "a second %s (the first is at worker %d, step %d)", t,
-                       c->where[key], c->at[key]);
-    int owner = ladle__pipe_owner(s, j, k);
-    if (owner != w)
-        return fail_at(c, w, i,
-                       "%s on worker %d: microbatch %d of stage %d goes to replica %d, on worker %d",
-                       t, w, k, j, k % s->replicas[j], owner);
-    if (!ladle__pipe_is_compute(a.kind) && !needs_message(s, a.kind, j, k))
-        return fail_at(c, w, i, "%s moves nothing: %s", t,
-                       (a.kind == LADLE_PIPE_SEND_F || a.kind == LADLE_PIPE_RECV_B) &&
-                               j == s->stages - 1
-                           ? "it is the last stage"
-                       : (a.kind == LADLE_PIPE_RECV_F || a.kind == LADLE_PIPE_SEND_B) && j == 0
-                           ? "it is the first stage"
-                           : "the neighbouring stage runs on this worker");
-    /* what must come before, on this worker */
-    ladle_pipe_action need[2];
     int nneed = 0;
     switch (a.kind) {
     case LADLE_PIPE_F:
@@ -124,6 +112,37 @@ static int check_action(checker *c, int w, int i, ladle_pipe_action a)
     default:
         break;
     }
+    return nneed;
+}
+
+/* The rules one action must satisfy where it stands. */
+static int check_action(checker *c, int w, int i, ladle_pipe_action a)
+{
+    const ladle_pipe_schedule *s = c->s;
+    char t[48], u[48];
+    int j = a.stage, k = a.mb;
+    ladle__pipe_format(t, sizeof t, a);
+    if (!ladle__pipe_has_mb(a.kind))
+        return check_stage_action(c, w, i, a, t);
+    int64_t key = ladle__pipe_key(s, a);
+    if (c->where[key] >= 0)
+        return fail_at(c, w, i, "a second %s (the first is at worker %d, step %d)", t,
+                       c->where[key], c->at[key]);
+    int owner = ladle__pipe_owner(s, j, k);
+    if (owner != w)
+        return fail_at(c, w, i,
+                       "%s on worker %d: microbatch %d of stage %d goes to replica %d, on worker %d",
+                       t, w, k, j, k % s->replicas[j], owner);
+    if (!ladle__pipe_is_compute(a.kind) && !needs_message(s, a.kind, j, k))
+        return fail_at(c, w, i, "%s moves nothing: %s", t,
+                       (a.kind == LADLE_PIPE_SEND_F || a.kind == LADLE_PIPE_RECV_B) &&
+                               j == s->stages - 1
+                           ? "it is the last stage"
+                       : (a.kind == LADLE_PIPE_RECV_F || a.kind == LADLE_PIPE_SEND_B) && j == 0
+                           ? "it is the first stage"
+                           : "the neighbouring stage runs on this worker");
+    ladle_pipe_action need[2];
+    int nneed = prerequisites(s, a, need);
     for (int n = 0; n < nneed; n++)
         if (!seen(c, w, need[n])) {
             ladle__pipe_format(u, sizeof u, need[n]);

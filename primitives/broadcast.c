@@ -212,13 +212,21 @@ fail:
     return st;
 }
 
-ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y, int ndim,
-                                const int64_t *shape, ladle_dtype dtype, ladle_device device,
-                                unsigned flags, int reduce, ladle_op **out, const char *func)
+ladle_status ladle__pair_create(const ladle_broadcast_desc *d, const ladle_partition *p_x,
+                                const ladle_partition *p_y, ladle_dtype dtype,
+                                ladle_device device, int reduce, ladle_op **out,
+                                const char *func)
 {
     ladle_status st = LADLE_OK, local;
     ladle_layout *lx = NULL, *ly = NULL;
     int64_t n = 0;
+    /* the descriptor is the caller's argument: its errors name func */
+    if (d == NULL)
+        return ladle__raise(LADLE_ERR_NULL, func, "%s is NULL", "d");
+    LADLE_CALL(ladle__check_size(func, "d", d->size, sizeof *d));
+    int ndim = d->ndim;
+    const int64_t *shape = d->shape;
+    unsigned flags = d->flags;
     LADLE_CHECK(out != NULL, LADLE_ERR_NULL, "output handle is NULL");
     LADLE_CHECK(p_x != NULL && p_y != NULL, LADLE_ERR_NULL, "%s is NULL",
                 p_x == NULL ? "p_x" : "p_y");
@@ -246,11 +254,5 @@ ladle_status ladle_broadcast_create(const ladle_broadcast_desc *d,
                                     const ladle_partition *p_x, const ladle_partition *p_y,
                                     ladle_dtype dtype, ladle_device device, ladle_op **op)
 {
-    ladle_status st = LADLE_OK;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
-    return ladle__pair_create(p_x, p_y, d->ndim, d->shape, dtype, device, d->flags, 0, op,
-                              __func__);
-fail:
-    return st;
+    return ladle__pair_create(d, p_x, p_y, dtype, device, 0, op, __func__);
 }

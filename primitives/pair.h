@@ -9,9 +9,10 @@
 
 #include "src/op/op_impl.h"
 
-ladle_status ladle__pair_create(const ladle_partition *p_x, const ladle_partition *p_y, int ndim,
-                                const int64_t *shape, ladle_dtype dtype, ladle_device device,
-                                unsigned flags, int reduce, ladle_op **out, const char *func);
+ladle_status ladle__pair_create(const ladle_broadcast_desc *d, const ladle_partition *p_x,
+                                const ladle_partition *p_y, ladle_dtype dtype,
+                                ladle_device device, int reduce, ladle_op **out,
+                                const char *func);
 
 /* The same over layouts: owner i's block is its box in the owners' layout
  * (x for broadcast, y for sum-reduce), and every partner's box in the other

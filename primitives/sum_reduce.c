@@ -10,11 +10,5 @@ ladle_status ladle_sum_reduce_create(const ladle_broadcast_desc *d,
                                      const ladle_partition *p_x, const ladle_partition *p_y,
                                      ladle_dtype dtype, ladle_device device, ladle_op **op)
 {
-    ladle_status st = LADLE_OK;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
-    return ladle__pair_create(p_x, p_y, d->ndim, d->shape, dtype, device, d->flags, 1, op,
-                              __func__);
-fail:
-    return st;
+    return ladle__pair_create(d, p_x, p_y, dtype, device, 1, op, __func__);
 }

@@ -84,6 +84,39 @@ void ladle__coll_bcast(ladle_sched *s, const int *members, int g, int pos,
     }
 }
 
+/* One chunk (len elements from off) at a node with nch children ch: the
+ * children's parts received into their slots (tag tag) and added with the
+ * node's own (has_own: src) into acc, in a fixed order. Returns the last
+ * add's id (the first receive's where that is all). */
+static int combine_chunk(ladle_sched *s, const int *members, const int *ch, int nch,
+                         const ladle_ref *slot, ladle_ref acc, int has_own, ladle_ref src,
+                         int64_t off, int64_t len, int tag)
+{
+    int recv[32], last;
+    for (int k = 0; k < nch; k++)
+        recv[k] = ladle_sched_recv(s, ladle_ref_at(slot[k], off), len, members[ch[k]], tag);
+    ladle_ref a = ladle_ref_at(acc, off);
+    if (slot[0].buf == acc.buf && slot[0].off == acc.off) {
+        last = recv[0];
+        if (has_own) {
+            int id = ladle_sched_add(s, a, ladle_ref_at(src, off), a, len);
+            ladle_sched_dep(s, last, id);
+            last = id;
+        }
+    } else {
+        last = ladle_sched_add(s, ladle_ref_at(src, off), ladle_ref_at(slot[0], off), a, len);
+        ladle_sched_dep(s, recv[0], last);
+    }
+    /* fixed order: ((child0 + own) + child1) + child2 ... */
+    for (int k = 1; k < nch; k++) {
+        int id = ladle_sched_add(s, a, ladle_ref_at(slot[k], off), a, len);
+        ladle_sched_dep(s, last, id);
+        ladle_sched_dep(s, recv[k], id);
+        last = id;
+    }
+    return last;
+}
+
 void ladle__coll_reduce(ladle_sched *s, const int *members, int g, int pos,
                         ladle_coll_shape sh, int has_own, ladle_ref src, ladle_ref dst,
                         int64_t n, int tagbase, int alias_safe, int *root_done, int *sent)
@@ -118,32 +151,10 @@ void ladle__coll_reduce(ladle_sched *s, const int *members, int g, int pos,
                 last =
                     ladle_sched_send(s, ladle_ref_at(src, off), len, parent, tagbase + c);
         } else {
-            int recv[32];
-            for (int k = 0; k < nch; k++)
-                recv[k] = ladle_sched_recv(s, ladle_ref_at(slot[k], off), len,
-                                           members[ch[k]], tagbase + c);
-            ladle_ref a = ladle_ref_at(acc, off);
-            if (slot[0].buf == acc.buf && slot[0].off == acc.off) {
-                last = recv[0];
-                if (has_own) {
-                    int id = ladle_sched_add(s, a, ladle_ref_at(src, off), a, len);
-                    ladle_sched_dep(s, last, id);
-                    last = id;
-                }
-            } else {
-                last = ladle_sched_add(s, ladle_ref_at(src, off),
-                                       ladle_ref_at(slot[0], off), a, len);
-                ladle_sched_dep(s, recv[0], last);
-            }
-            /* fixed order: ((child0 + own) + child1) + child2 ... */
-            for (int k = 1; k < nch; k++) {
-                int id = ladle_sched_add(s, a, ladle_ref_at(slot[k], off), a, len);
-                ladle_sched_dep(s, last, id);
-                ladle_sched_dep(s, recv[k], id);
-                last = id;
-            }
+            last = combine_chunk(s, members, ch, nch, slot, acc, has_own, src, off, len,
+                                 tagbase + c);
             if (pos > 0) {
-                int id = ladle_sched_send(s, a, len, parent, tagbase + c);
+                int id = ladle_sched_send(s, ladle_ref_at(acc, off), len, parent, tagbase + c);
                 ladle_sched_dep(s, last, id);
                 last = id;
             }

@@ -17,18 +17,6 @@
 extern const ladle_backend ladle__cpu_backend;
 extern const ladle_backend ladle__guarded_backend;
 
-#ifdef LADLE_WITH_CUDA
-/* src/backends/cuda/cuda.cu */
-ladle_status ladle__cuda_open(const char *func, const ladle_backend **out);
-const ladle_backend *ladle__cuda_opened(void);
-ladle_status ladle__cuda_count(int *count);
-ladle_status ladle__cuda_select(int index);
-ladle_status ladle__cuda_index(int *index);
-ladle_status ladle__cuda_describe(char *buf, size_t cap);
-ladle_status ladle__cuda_set(int option, int value);
-ladle_status ladle__cuda_get(int option, int *value);
-#endif
-
 /* A table written for another revision of the contract is not used. */
 static ladle_status checked(const ladle_backend *be, const char *func,
                             const ladle_backend **out)

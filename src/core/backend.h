@@ -251,6 +251,18 @@ ladle_status ladle__be_health(const ladle_backend *be);
 ladle_status ladle__be_dot(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                            const void *x, const void *y, double *out);
 
+/* The CUDA instance and device calls the registry (backend.c) makes, defined
+ * in src/backends/cuda/cuda.cu where the build has the CUDA backend
+ * (LADLE_WITH_CUDA). */
+ladle_status ladle__cuda_open(const char *func, const ladle_backend **out);
+const ladle_backend *ladle__cuda_opened(void);
+ladle_status ladle__cuda_count(int *count);
+ladle_status ladle__cuda_select(int index);
+ladle_status ladle__cuda_index(int *index);
+ladle_status ladle__cuda_describe(char *buf, size_t cap);
+ladle_status ladle__cuda_set(int option, int value);
+ladle_status ladle__cuda_get(int option, int *value);
+
 #ifdef __cplusplus
 }
 #endif

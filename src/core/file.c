@@ -190,16 +190,23 @@ static void sync_directory(const char *path)
     }
 }
 
+/* The new temporary file beside path (its name in tmp, of cap bytes), open
+ * for writing in *fd, once path is known not to be a directory. */
+static ladle_status open_tmp(const char *func, const char *path, char *tmp, size_t cap, int *fd)
+{
+    if (!tmp_name(path, tmp, cap))
+        return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
+    ladle_status st = not_a_directory(func, path);
+    return st != LADLE_OK ? st : create_tmp(func, tmp, fd);
+}
+
 ladle_status ladle__write_file(const char *func, const char *path, int n,
                                const void *const *data, const size_t *sizes)
 {
     ladle_status st = LADLE_OK;
     char tmp[4096], why[128];
-    if (!tmp_name(path, tmp, sizeof tmp))
-        return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
-    LADLE_CALL(not_a_directory(func, path));
     int fd = -1;
-    LADLE_CALL(create_tmp(func, tmp, &fd));
+    LADLE_CALL(open_tmp(func, path, tmp, sizeof tmp, &fd));
     st = write_pieces(func, tmp, fd, n, data, sizes);
     if (close(fd) != 0 && st == LADLE_OK)
         st = ladle__raise(LADLE_ERR_IO, func, "cannot close %s: %s", tmp,
@@ -221,11 +228,8 @@ ladle_status ladle__check_writable(const char *func, const char *path)
 {
     ladle_status st = LADLE_OK;
     char tmp[4096], why[128];
-    if (!tmp_name(path, tmp, sizeof tmp))
-        return ladle__raise(LADLE_ERR_IO, func, "the path %.64s... is too long", path);
-    LADLE_CALL(not_a_directory(func, path));
     int fd = -1;
-    LADLE_CALL(create_tmp(func, tmp, &fd));
+    LADLE_CALL(open_tmp(func, path, tmp, sizeof tmp, &fd));
     close(fd);
     if (unlink(tmp) != 0)
         return ladle__raise(LADLE_ERR_IO, func, "cannot remove %s: %s", tmp,

@@ -125,6 +125,11 @@ ladle_status ladle__mpi_abi_check(const char *func, const char *caller_header);
  * loaded in the process (the program initialised that one). */
 ladle_status ladle__mpi_not_initialised(const char *func);
 
+/* MPI usable now, for func: ladle's own MPI (ladle__mpi_abi_check first, as
+ * another MPI's library would misread every handle), initialised and not
+ * finalised (LADLE_ERR_STATE "MPI has been finalised: " and why_not). */
+ladle_status ladle__mpi_ready(const char *func, const char *why_not);
+
 /* The communicator of a Fortran handle (MPI_Comm_f2c), after the ABI
  * check and a check that MPI is initialised and not finalised (f2c needs
  * both). Local. */

@@ -103,7 +103,7 @@ ladle_status ladle__mpi_not_initialised(const char *func)
                         "MPI is not initialised: call MPI_Init (or MPI_Init_thread) first");
 }
 
-ladle_status ladle__comm_f2c(const char *func, MPI_Fint handle, MPI_Comm *comm)
+ladle_status ladle__mpi_ready(const char *func, const char *why_not)
 {
     int init = 0, fin = 0;
     ladle_status st = ladle__mpi_abi_check(func, NULL);
@@ -111,11 +111,18 @@ ladle_status ladle__comm_f2c(const char *func, MPI_Fint handle, MPI_Comm *comm)
         return st;
     MPI_Finalized(&fin);
     if (fin)
-        return ladle__raise(LADLE_ERR_STATE, func,
-                            "MPI has been finalised: no communicator can be converted");
+        return ladle__raise(LADLE_ERR_STATE, func, "MPI has been finalised: %s", why_not);
     MPI_Initialized(&init);
     if (!init)
         return ladle__mpi_not_initialised(func);
+    return LADLE_OK;
+}
+
+ladle_status ladle__comm_f2c(const char *func, MPI_Fint handle, MPI_Comm *comm)
+{
+    ladle_status st = ladle__mpi_ready(func, "no communicator can be converted");
+    if (st != LADLE_OK)
+        return st;
     *comm = MPI_Comm_f2c(handle);
     return LADLE_OK;
 }

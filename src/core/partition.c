@@ -207,19 +207,11 @@ static const char *thread_level_name(int level)
  * part in it anyway). */
 static ladle_status mpi_ready(const char *func)
 {
-    int init = 0, fin = 0, level = MPI_THREAD_SINGLE, main_thread = 0;
-    /* first: another MPI's library would misread every handle below */
-    ladle_status st = ladle__mpi_abi_check(func, NULL);
+    int level = MPI_THREAD_SINGLE, main_thread = 0;
+    ladle_status st = ladle__mpi_ready(func, "create partitions between MPI_Init and "
+                                             "MPI_Finalize");
     if (st != LADLE_OK)
         return st;
-    MPI_Finalized(&fin);
-    if (fin)
-        return ladle__raise(LADLE_ERR_STATE, func,
-                            "MPI has been finalised: create partitions between MPI_Init and "
-                            "MPI_Finalize");
-    MPI_Initialized(&init);
-    if (!init)
-        return ladle__mpi_not_initialised(func);
     if (MPI_Query_thread(&level) != MPI_SUCCESS ||
         MPI_Is_thread_main(&main_thread) != MPI_SUCCESS)
         return ladle__raise(LADLE_ERR_MPI, func, "MPI_Query_thread failed");

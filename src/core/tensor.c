@@ -392,6 +392,13 @@ fail:
     return st;
 }
 
+/* One element of any dtype, as ladle_tensor_get and _set move it. */
+typedef union element {
+    float f;
+    double d;
+    int64_t i;
+} element;
+
 static ladle_status element_io(const char *func, const ladle_tensor *t, int64_t i, void *get,
                                const void *set)
 {
@@ -411,11 +418,7 @@ fail:
 ladle_status ladle_tensor_get(const ladle_tensor *t, int64_t index, double *value)
 {
     ladle_status st = LADLE_OK;
-    union {
-        float f;
-        double d;
-        int64_t i;
-    } e = {0};
+    element e = {0};
     LADLE_NOT_NULL(t);
     LADLE_NOT_NULL(value);
     LADLE_CHECK(ladle_dtype_size(t->dtype) != 0, LADLE_ERR_DTYPE, "unknown dtype %d",
@@ -438,11 +441,7 @@ fail:
 ladle_status ladle_tensor_set(ladle_tensor *t, int64_t index, double value)
 {
     ladle_status st = LADLE_OK;
-    union {
-        float f;
-        double d;
-        int64_t i;
-    } e = {0};
+    element e = {0};
     LADLE_NOT_NULL(t);
     LADLE_CHECK(ladle_dtype_size(t->dtype) != 0, LADLE_ERR_DTYPE, "unknown dtype %d",
                 (int)t->dtype);

@@ -30,15 +30,8 @@ ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladl
                               const int64_t *y_shape, int batched, ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
-    const ladle_backend *be = NULL;
     ladle_op *op = NULL;
-    LADLE_CALL(ladle__backend_get(device, func, &be));
-    op = ladle__calloc(1, sizeof *op);
-    LADLE_CHECK(op != NULL, LADLE_ERR_ALLOC, "out of memory");
-    op->vt = vt;
-    op->dtype = dtype;
-    op->comm = MPI_COMM_NULL;
-    op->be = be;
+    LADLE_CALL(ladle__op_alloc(vt, dtype, device, func, __func__, &op));
     op->layer = 1;
     op->batched = batched;
     op->training = 1;

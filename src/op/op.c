@@ -22,21 +22,32 @@ static void local_shape(const ladle_layout *l, int *ndim, int64_t *shape, int64_
         *numel *= shape[d];
 }
 
+ladle_status ladle__op_alloc(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                             const char *func, const char *who, ladle_op **out)
+{
+    const ladle_backend *be = NULL;
+    ladle_status st = ladle__backend_get(device, func, &be);
+    if (st != LADLE_OK)
+        return st;
+    ladle_op *op = ladle__calloc(1, sizeof *op);
+    if (op == NULL)
+        return ladle__raise(LADLE_ERR_ALLOC, who, "out of memory");
+    op->vt = vt;
+    op->dtype = dtype;
+    op->comm = MPI_COMM_NULL;
+    op->be = be;
+    *out = op;
+    return LADLE_OK;
+}
+
 ladle_status ladle__op_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
                            unsigned flags, const ladle_layout *x, const ladle_layout *y,
                            ladle_op **out, const char *func)
 {
     ladle_status st = LADLE_OK;
-    const ladle_backend *be = NULL;
     ladle_op *op = NULL;
-    LADLE_CALL(ladle__backend_get(device, func, &be));
-    op = ladle__calloc(1, sizeof *op);
-    LADLE_CHECK(op != NULL, LADLE_ERR_ALLOC, "out of memory");
-    op->vt = vt;
-    op->dtype = dtype;
+    LADLE_CALL(ladle__op_alloc(vt, dtype, device, func, __func__, &op));
     op->flags = ladle__op_flags_from_env(flags);
-    op->comm = MPI_COMM_NULL;
-    op->be = be;
     op->x_layout = ladle__layout_retain(x);
     op->y_layout = ladle__layout_retain(y);
     local_shape(x, &op->x_ndim, op->x_shape, &op->x_numel);

@@ -181,6 +181,12 @@ ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle
 ladle_status ladle__layer_check_args(const char *func, ladle_dtype dtype, int ndim,
                                      const int64_t *shape, int min_ndim);
 
+/* The zeroed op every op and layer starts as: vtable vt, dtype, device's
+ * backend (LADLE_ERR_DEVICE, raised for func, when ladle has none), no
+ * communicator yet. LADLE_ERR_ALLOC is raised for who, the caller. */
+ladle_status ladle__op_alloc(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
+                             const char *func, const char *who, ladle_op **out);
+
 /* A new op on device over the layouts (both retained), with local shapes
  * filled in for the calling rank; LADLE_ERR_DEVICE (raised for func) when
  * ladle has no backend for the device. */

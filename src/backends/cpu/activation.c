@@ -209,10 +209,7 @@ ladle_status ladle__cpu_act_forward(const ladle_backend *be, ladle_dtype dtype,
                                    const void *x, void *y)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        fwd_f32(kind, slope, n, x, y);
-    else
-        fwd_f64(kind, slope, n, x, y);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, fwd, (kind, slope, n, x, y));
     return LADLE_OK;
 }
 
@@ -221,9 +218,6 @@ ladle_status ladle__cpu_act_backward(const ladle_backend *be, ladle_dtype dtype,
                                     const void *x, const void *y, const void *dy, void *dx)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        bwd_f32(kind, slope, n, x, y, dy, dx);
-    else
-        bwd_f64(kind, slope, n, x, y, dy, dx);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, bwd, (kind, slope, n, x, y, dy, dx));
     return LADLE_OK;
 }

@@ -23,9 +23,10 @@ static void local_window(const ladle_adaptive_geom *g, int a, int64_t o, int64_t
 
 /* One plane either way: forward averages x (from element bx) into y (from
  * by); the adjoint spreads dy (from by) over dx (from bx, already zero). */
-static void plane(const ladle_adaptive_geom *g, ladle_dtype dtype, int adjoint, const void *src,
-                  void *dst, int64_t bx, int64_t by)
+static void plane(const void *geom, ladle_dtype dtype, int adjoint, const void *src, void *dst,
+                  int64_t bx, int64_t by)
 {
+    const ladle_adaptive_geom *g = geom;
     int64_t n1 = g->x_n[1], n2 = g->x_n[2], o = by;
     for (int64_t oz = 0; oz < g->y_n[0]; oz++) {
         int64_t z0, z1;
@@ -64,10 +65,7 @@ ladle_status ladle__cpu_adaptive_pool_forward(const ladle_backend *be, ladle_dty
                                               const ladle_adaptive_geom *g, int64_t planes,
                                               const void *x, void *y)
 {
-    (void)be;
-    int64_t in = g->x_n[0] * g->x_n[1] * g->x_n[2], out = g->y_n[0] * g->y_n[1] * g->y_n[2];
-    for (int64_t p = 0; p < planes; p++)
-        plane(g, dtype, 0, x, y, p * in, p * out);
+    ladle__cpu_each_plane(plane, g, g->x_n, g->y_n, dtype, 0, planes, x, y);
     return LADLE_OK;
 }
 
@@ -75,10 +73,6 @@ ladle_status ladle__cpu_adaptive_pool_backward(const ladle_backend *be, ladle_dt
                                                const ladle_adaptive_geom *g, int64_t planes,
                                                const void *dy, void *dx)
 {
-    (void)be;
-    int64_t in = g->x_n[0] * g->x_n[1] * g->x_n[2], out = g->y_n[0] * g->y_n[1] * g->y_n[2];
-    memset(dx, 0, (size_t)(planes * in) * ladle_dtype_size(dtype));
-    for (int64_t p = 0; p < planes; p++)
-        plane(g, dtype, 1, dy, dx, p * in, p * out);
+    ladle__cpu_each_plane(plane, g, g->x_n, g->y_n, dtype, 1, planes, dy, dx);
     return LADLE_OK;
 }

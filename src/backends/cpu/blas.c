@@ -8,67 +8,35 @@
 
 #include "src/backends/cpu/cpu.h"
 
+#define LADLE_CPU_KERNELS "src/backends/cpu/vector_rows.inc"
+#include "src/backends/cpu/each_dtype.h"
+
 ladle_status ladle__cpu_add(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                             const void *a, const void *b, void *c)
 {
-    if (dtype == LADLE_F32) {
-        const float *x = a, *y = b;
-        float *z = c;
-        for (int64_t i = 0; i < n; i++)
-            z[i] = x[i] + y[i];
-    } else {
-        const double *x = a, *y = b;
-        double *z = c;
-        for (int64_t i = 0; i < n; i++)
-            z[i] = x[i] + y[i];
-    }
+    LADLE_CPU_TYPED(dtype == LADLE_F32, vec_add, (n, a, b, c));
     return LADLE_OK;
 }
 
+/* (alpha, value: rounded once to an f32 for f32 vectors) */
 ladle_status ladle__cpu_axpy(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double alpha, const void *x, void *y)
 {
-    if (dtype == LADLE_F32) {
-        const float *a = x;
-        float *b = y, al = (float)alpha;
-        for (int64_t i = 0; i < n; i++)
-            b[i] += al * a[i];
-    } else {
-        const double *a = x;
-        double *b = y;
-        for (int64_t i = 0; i < n; i++)
-            b[i] += alpha * a[i];
-    }
+    LADLE_CPU_TYPED(dtype == LADLE_F32, vec_axpy, (n, alpha, x, y));
     return LADLE_OK;
 }
 
 ladle_status ladle__cpu_fill(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double value, void *x)
 {
-    if (dtype == LADLE_F32) {
-        float *a = x, v = (float)value;
-        for (int64_t i = 0; i < n; i++)
-            a[i] = v;
-    } else {
-        double *a = x;
-        for (int64_t i = 0; i < n; i++)
-            a[i] = value;
-    }
+    LADLE_CPU_TYPED(dtype == LADLE_F32, vec_fill, (n, value, x));
     return LADLE_OK;
 }
 
 ladle_status ladle__cpu_scal(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double alpha, void *x)
 {
-    if (dtype == LADLE_F32) {
-        float *a = x, s = (float)alpha;
-        for (int64_t i = 0; i < n; i++)
-            a[i] *= s;
-    } else {
-        double *a = x;
-        for (int64_t i = 0; i < n; i++)
-            a[i] *= alpha;
-    }
+    LADLE_CPU_TYPED(dtype == LADLE_F32, vec_scal, (n, alpha, x));
     return LADLE_OK;
 }
 

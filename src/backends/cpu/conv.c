@@ -54,53 +54,8 @@ static void valid_range(int64_t n, int64_t outn, int64_t s, int64_t p, int64_t o
         *lo = *hi;
 }
 
-#define T float
-#define V8 v8_f32
-#define V4 v4_f32
-#define ROW_COPY row_copy_f32
-#define ROW_ADD row_add_f32
-#define COLS cols_f32
-#define PLANE_COLS plane_cols_f32
-#define GRID grid_f32
-#define ROW_SUM row_sum_f32
-#define BIAS_ADD bias_add_f32
-#define BIAS_GRAD bias_grad_f32
-#include "src/backends/cpu/conv_rows.inc"
-#undef T
-#undef V8
-#undef V4
-#undef ROW_COPY
-#undef ROW_ADD
-#undef COLS
-#undef PLANE_COLS
-#undef GRID
-#undef ROW_SUM
-#undef BIAS_ADD
-#undef BIAS_GRAD
-
-#define T double
-#define V8 v8_f64
-#define V4 v4_f64
-#define ROW_COPY row_copy_f64
-#define ROW_ADD row_add_f64
-#define COLS cols_f64
-#define PLANE_COLS plane_cols_f64
-#define GRID grid_f64
-#define ROW_SUM row_sum_f64
-#define BIAS_ADD bias_add_f64
-#define BIAS_GRAD bias_grad_f64
-#include "src/backends/cpu/conv_rows.inc"
-#undef T
-#undef V8
-#undef V4
-#undef ROW_COPY
-#undef ROW_ADD
-#undef COLS
-#undef PLANE_COLS
-#undef GRID
-#undef ROW_SUM
-#undef BIAS_ADD
-#undef BIAS_GRAD
+#define LADLE_CPU_KERNELS "src/backends/cpu/conv_rows.inc"
+#include "src/backends/cpu/each_dtype.h"
 
 /* im2col (add 0) or col2im (add 1) of nb images; col and img are read
  * only by the direction that reads them. */
@@ -111,16 +66,12 @@ static void columns(ladle_dtype dtype, const ladle_conv_geom *geom, int64_t nb, 
     dims_of(geom, 0, &v);
     size_t es = ladle_dtype_size(dtype);
     for (int64_t b = 0; b < nb; b++) {
-        char *ib = img + (size_t)(b * img_stride) * es;
-        char *cb = col + (size_t)(b * v.pout) * es;
-        if (planes != NULL && dtype == LADLE_F32)
-            plane_cols_f32(&v, (float *)ib, (float *)cb, ld, planes, add);
-        else if (planes != NULL)
-            plane_cols_f64(&v, (double *)ib, (double *)cb, ld, planes, add);
-        else if (dtype == LADLE_F32)
-            cols_f32(&v, (float *)ib, (float *)cb, ld, add);
+        void *ib = img + (size_t)(b * img_stride) * es;
+        void *cb = col + (size_t)(b * v.pout) * es;
+        if (planes != NULL)
+            LADLE_CPU_TYPED(dtype == LADLE_F32, plane_cols, (&v, ib, cb, ld, planes, add));
         else
-            cols_f64(&v, (double *)ib, (double *)cb, ld, add);
+            LADLE_CPU_TYPED(dtype == LADLE_F32, cols, (&v, ib, cb, ld, add));
     }
 }
 
@@ -182,29 +133,20 @@ ladle_status ladle__cpu_conv_wide_grid(const ladle_backend *be, ladle_dtype dtyp
 {
     dims v;
     dims_of(geom, 1, &v);
-    if (dtype == LADLE_F32)
-        grid_f32(&v, nb, grid, ld, t, t_stride, to_tensor);
-    else
-        grid_f64(&v, nb, grid, ld, t, t_stride, to_tensor);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, grid, (&v, nb, grid, ld, t, t_stride, to_tensor));
     return LADLE_OK;
 }
 
 ladle_status ladle__cpu_bias_add(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
                                  int64_t channels, int64_t inner, const void *b, void *y)
 {
-    if (dtype == LADLE_F32)
-        bias_add_f32(rows, channels, inner, b, y);
-    else
-        bias_add_f64(rows, channels, inner, b, y);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, bias_add, (rows, channels, inner, b, y));
     return LADLE_OK;
 }
 
 ladle_status ladle__cpu_bias_grad(const ladle_backend *be, ladle_dtype dtype, int64_t rows,
                                   int64_t channels, int64_t inner, const void *dy, void *db)
 {
-    if (dtype == LADLE_F32)
-        bias_grad_f32(rows, channels, inner, dy, db);
-    else
-        bias_grad_f64(rows, channels, inner, dy, db);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, bias_grad, (rows, channels, inner, dy, db));
     return LADLE_OK;
 }

@@ -7,6 +7,8 @@
 #ifndef LADLE_BACKEND_CPU_H
 #define LADLE_BACKEND_CPU_H
 
+#include <string.h>
+
 #include "src/core/backend.h"
 
 extern const ladle_backend_table ladle__cpu_table;
@@ -17,5 +19,38 @@ extern const ladle_backend_table ladle__cpu_table;
 #define LADLE_SLOT(name, params, args, devptrs) ladle_status ladle__cpu_##name params;
 #include "src/core/backend_slots.h"
 #undef LADLE_SLOT
+
+/* The type-generic kernel files (*.inc) hold each kernel once over an
+ * element type T; each_dtype.h includes one once per dtype with T and its
+ * suffix S (f32, f64) defined, and FN(name) names the instance, name_f32
+ * or name_f64. */
+#define FN(name) LADLE_CPU_FN_(name, S)
+#define LADLE_CPU_FN_(name, s) LADLE_CPU_FN__(name, s)
+#define LADLE_CPU_FN__(name, s) name##_##s
+
+/* Calls the f32 instance of kernel fn with args (in parentheses) where
+ * is_f32, the f64 one elsewhere. */
+#define LADLE_CPU_TYPED(is_f32, fn, args) ((is_f32) ? fn##_f32 args : fn##_f64 args)
+
+/* One plane of a forward that gathers (adjoint 0) or of its adjoint, which
+ * scatters into a zeroed dst (adjoint 1): its input starts at element bx,
+ * its output at by. */
+typedef void ladle__cpu_plane_fn(const void *geom, ladle_dtype dtype, int adjoint,
+                                 const void *src, void *dst, int64_t bx, int64_t by);
+
+/* The walk a plane-wise forward and its adjoint share: planes planes of
+ * x_n[0] x_n[1] x_n[2] inputs and y_n[0] x y_n[1] x y_n[2] outputs, dst
+ * (dx) zeroed first for the adjoint. */
+static inline void ladle__cpu_each_plane(ladle__cpu_plane_fn *plane, const void *geom,
+                                         const int64_t *x_n, const int64_t *y_n,
+                                         ladle_dtype dtype, int adjoint, int64_t planes,
+                                         const void *src, void *dst)
+{
+    int64_t in = x_n[0] * x_n[1] * x_n[2], out = y_n[0] * y_n[1] * y_n[2];
+    if (adjoint && planes * in > 0)
+        memset(dst, 0, (size_t)(planes * in) * ladle_dtype_size(dtype));
+    for (int64_t p = 0; p < planes; p++)
+        plane(geom, dtype, adjoint, src, dst, p * in, p * out);
+}
 
 #endif /* LADLE_BACKEND_CPU_H */

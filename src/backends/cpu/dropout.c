@@ -35,9 +35,6 @@ ladle_status ladle__cpu_dropout(const ladle_backend *be, ladle_dtype dtype, int6
                                void *out)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        dropout_f32(n, p, seed, step, offset, in, out);
-    else
-        dropout_f64(n, p, seed, step, offset, in, out);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, dropout, (n, p, seed, step, offset, in, out));
     return LADLE_OK;
 }

@@ -47,9 +47,10 @@ static void local_taps(const ladle_interp_geom *g, int a, int64_t o, taps *t)
 /* One plane, either way: forward gathers x (from element bx on) into y
  * (from by on); the adjoint scatters dy (from by) into dx (from bx, already
  * zero). */
-static void plane(const ladle_interp_geom *g, ladle_dtype dtype, int adjoint, const void *src,
-                  void *dst, int64_t bx, int64_t by)
+static inline void plane(const void *geom, ladle_dtype dtype, int adjoint, const void *src,
+                         void *dst, int64_t bx, int64_t by)
 {
+    const ladle_interp_geom *g = geom;
     int64_t n1 = g->x_n[1], n2 = g->x_n[2], o = by;
     int nt = g->linear ? 2 : 1;
     for (int64_t oz = 0; oz < g->y_n[0]; oz++) {
@@ -83,10 +84,7 @@ ladle_status ladle__cpu_interp_forward(const ladle_backend *be, ladle_dtype dtyp
                                        const ladle_interp_geom *g, int64_t planes,
                                        const void *x, void *y)
 {
-    (void)be;
-    int64_t pin = g->x_n[0] * g->x_n[1] * g->x_n[2], pout = g->y_n[0] * g->y_n[1] * g->y_n[2];
-    for (int64_t p = 0; p < planes; p++)
-        plane(g, dtype, 0, x, y, p * pin, p * pout);
+    ladle__cpu_each_plane(plane, g, g->x_n, g->y_n, dtype, 0, planes, x, y);
     return LADLE_OK;
 }
 
@@ -94,11 +92,6 @@ ladle_status ladle__cpu_interp_backward(const ladle_backend *be, ladle_dtype dty
                                         const ladle_interp_geom *g, int64_t planes,
                                         const void *dy, void *dx)
 {
-    (void)be;
-    int64_t pin = g->x_n[0] * g->x_n[1] * g->x_n[2], pout = g->y_n[0] * g->y_n[1] * g->y_n[2];
-    if (planes * pin > 0)
-        memset(dx, 0, (size_t)(planes * pin) * ladle_dtype_size(dtype));
-    for (int64_t p = 0; p < planes; p++)
-        plane(g, dtype, 1, dy, dx, p * pin, p * pout);
+    ladle__cpu_each_plane(plane, g, g->x_n, g->y_n, dtype, 1, planes, dy, dx);
     return LADLE_OK;
 }

@@ -158,10 +158,7 @@ ladle_status ladle__cpu_exp_rows(const ladle_backend *be, ladle_dtype dtype, int
                                  const double *scale, void *y)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        exp_rows_f32(rows, len, x, shift, scale, y);
-    else
-        exp_rows_f64(rows, len, x, shift, scale, y);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, exp_rows, (rows, len, x, shift, scale, y));
     return LADLE_OK;
 }
 

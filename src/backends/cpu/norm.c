@@ -28,32 +28,8 @@
  * vector of eight lanes left each pass waiting on its adds' latency) */
 #define NL 32
 
-#define T float
-#define FWD norm_fwd_f32
-#define BWD norm_bwd_f32
-#define WGRAD norm_wgrad_f32
-#define EMB_FWD emb_fwd_f32
-#define EMB_BWD emb_bwd_f32
-#include "src/backends/cpu/norm_rows.inc"
-#undef T
-#undef FWD
-#undef BWD
-#undef WGRAD
-#undef EMB_FWD
-#undef EMB_BWD
-#define T double
-#define FWD norm_fwd_f64
-#define BWD norm_bwd_f64
-#define WGRAD norm_wgrad_f64
-#define EMB_FWD emb_fwd_f64
-#define EMB_BWD emb_bwd_f64
-#include "src/backends/cpu/norm_rows.inc"
-#undef T
-#undef FWD
-#undef BWD
-#undef WGRAD
-#undef EMB_FWD
-#undef EMB_BWD
+#define LADLE_CPU_KERNELS "src/backends/cpu/norm_rows.inc"
+#include "src/backends/cpu/each_dtype.h"
 
 ladle_status ladle__cpu_norm_forward(const ladle_backend *be, ladle_dtype dtype, int rms,
                                      int64_t rows, int64_t len, double eps, const void *x,
@@ -61,10 +37,8 @@ ladle_status ladle__cpu_norm_forward(const ladle_backend *be, ladle_dtype dtype,
                                      double *invstd)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        norm_fwd_f32(rms, rows, len, eps, x, w, b, y, mean, invstd);
-    else
-        norm_fwd_f64(rms, rows, len, eps, x, w, b, y, mean, invstd);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, norm_fwd,
+                    (rms, rows, len, eps, x, w, b, y, mean, invstd));
     return LADLE_OK;
 }
 
@@ -74,10 +48,8 @@ ladle_status ladle__cpu_norm_backward(const ladle_backend *be, ladle_dtype dtype
                                       const double *invstd, void *dx)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        norm_bwd_f32(rms, rows, len, x, w, dy, mean, invstd, dx);
-    else
-        norm_bwd_f64(rms, rows, len, x, w, dy, mean, invstd, dx);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, norm_bwd,
+                    (rms, rows, len, x, w, dy, mean, invstd, dx));
     return LADLE_OK;
 }
 
@@ -88,10 +60,8 @@ ladle_status ladle__cpu_norm_weight_grad(const ladle_backend *be, ladle_dtype dt
                                          double *ws)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        norm_wgrad_f32(rms, rows, len, x, dy, mean, invstd, dw, db, ws);
-    else
-        norm_wgrad_f64(rms, rows, len, x, dy, mean, invstd, dw, db, ws);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, norm_wgrad,
+                    (rms, rows, len, x, dy, mean, invstd, dw, db, ws));
     return LADLE_OK;
 }
 
@@ -100,10 +70,7 @@ ladle_status ladle__cpu_embed_forward(const ladle_backend *be, ladle_dtype dtype
                                       void *y)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        emb_fwd_f32(n, dim, ids, w, y);
-    else
-        emb_fwd_f64(n, dim, ids, w, y);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, emb_fwd, (n, dim, ids, w, y));
     return LADLE_OK;
 }
 
@@ -112,9 +79,6 @@ ladle_status ladle__cpu_embed_backward(const ladle_backend *be, ladle_dtype dtyp
                                        const void *dy, void *dw)
 {
     (void)be;
-    if (dtype == LADLE_F32)
-        emb_bwd_f32(n, dim, ids, dy, dw);
-    else
-        emb_bwd_f64(n, dim, ids, dy, dw);
+    LADLE_CPU_TYPED(dtype == LADLE_F32, emb_bwd, (n, dim, ids, dy, dw));
     return LADLE_OK;
 }

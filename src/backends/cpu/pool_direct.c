@@ -72,35 +72,29 @@ static inline void prefetch(const void *p, size_t bytes)
 /* wins_f32 / wins_f64, lane by lane */
 #define WINS(val, best) (~((val) <= (best)) & ((best) == (best)))
 
-#define T float
-#define S f32
-#define V vf32
-#define M mf32
-#define NB 8
-#define LANES LANES8
-#define BYTES LOW4
-#include "src/backends/cpu/pool_k2.inc"
-#include "src/backends/cpu/pool_max3.inc"
-#include "src/backends/cpu/pool_avg3.inc"
-#undef T
-#undef S
-#undef V
-#undef M
-#undef NB
-#undef LANES
-#undef BYTES
-#define T double
-#define S f64
-#define V vd4
-#define M md4
-#define NB 4
-#define LANES LANES4
-#define BYTES LOW8
-#include "src/backends/cpu/pool_k2.inc"
-#include "src/backends/cpu/pool_max3.inc"
-#include "src/backends/cpu/pool_avg3.inc"
-#undef T
-#undef S
+/* The kernels' block per dtype (each_dtype.h names T and S): its vector V
+ * and mask M, NB lanes, their numbers and the low bytes of each. */
+#define V_f32 vf32
+#define M_f32 mf32
+#define NB_f32 8
+#define LANES_f32 LANES8
+#define BYTES_f32 LOW4
+#define V_f64 vd4
+#define M_f64 md4
+#define NB_f64 4
+#define LANES_f64 LANES4
+#define BYTES_f64 LOW8
+#define V FN(V)
+#define M FN(M)
+#define NB FN(NB)
+#define LANES FN(LANES)
+#define BYTES FN(BYTES)
+#define LADLE_CPU_KERNELS "src/backends/cpu/pool_k2.inc"
+#include "src/backends/cpu/each_dtype.h"
+#define LADLE_CPU_KERNELS "src/backends/cpu/pool_max3.inc"
+#include "src/backends/cpu/each_dtype.h"
+#define LADLE_CPU_KERNELS "src/backends/cpu/pool_avg3.inc"
+#include "src/backends/cpu/each_dtype.h"
 #undef V
 #undef M
 #undef NB
@@ -144,50 +138,39 @@ void ladle__cpu_pool_direct_tables(cpu_pool *v)
     }
 }
 
+/* The f32 or f64 table of the column factors (the average's divisor). */
+static const void *col_factors(const cpu_pool *v, int f32)
+{
+    return f32 ? (const void *)v->f2f : (const void *)v->f2d;
+}
+
 void ladle__cpu_pool_direct_forward(const cpu_pool *v, int f32, int64_t planes, const void *x, void *y,
                                 uint8_t *codes)
 {
-    int max = v->kind == LADLE_POOL_MAX;
-    if (v->direct == POOL_K3 && max && f32)
-        max3_fwd_f32(v, planes, x, y, codes);
-    else if (v->direct == POOL_K3 && max)
-        max3_fwd_f64(v, planes, x, y, codes);
-    else if (v->direct == POOL_K3 && f32)
-        avg3_fwd_f32(v, planes, x, y, v->f2f);
-    else if (v->direct == POOL_K3)
-        avg3_fwd_f64(v, planes, x, y, v->f2d);
-    else if (max && f32)
-        max2_fwd_f32(v, planes, x, y, codes);
+    int max = v->kind == LADLE_POOL_MAX, k3 = v->direct == POOL_K3;
+    if (k3 && max)
+        LADLE_CPU_TYPED(f32, max3_fwd, (v, planes, x, y, codes));
+    else if (k3)
+        LADLE_CPU_TYPED(f32, avg3_fwd, (v, planes, x, y, col_factors(v, f32)));
     else if (max)
-        max2_fwd_f64(v, planes, x, y, codes);
-    else if (f32)
-        avg2_fwd_f32(v, planes, x, y);
+        LADLE_CPU_TYPED(f32, max2_fwd, (v, planes, x, y, codes));
     else
-        avg2_fwd_f64(v, planes, x, y);
+        LADLE_CPU_TYPED(f32, avg2_fwd, (v, planes, x, y));
 }
 
+/* For column stride 2 the max gathers (see the 3 x 3 kernels above). */
 void ladle__cpu_pool_direct_backward(const cpu_pool *v, int f32, int64_t planes, const void *dy,
                                  void *dx, const uint8_t *codes)
 {
-    int max = v->kind == LADLE_POOL_MAX;
-    if (v->direct == POOL_K3 && max && f32 && v->s[2] == 2)
-        max3_gather_bwd_f32(v, planes, dy, dx, codes);
-    else if (v->direct == POOL_K3 && max && v->s[2] == 2)
-        max3_gather_bwd_f64(v, planes, dy, dx, codes);
-    else if (v->direct == POOL_K3 && max && f32)
-        max3_bwd_f32(v, planes, dy, dx, codes);
-    else if (v->direct == POOL_K3 && max)
-        max3_bwd_f64(v, planes, dy, dx, codes);
-    else if (v->direct == POOL_K3 && f32)
-        avg3_bwd_f32(v, planes, dy, dx, v->f2f);
-    else if (v->direct == POOL_K3)
-        avg3_bwd_f64(v, planes, dy, dx, v->f2d);
-    else if (max && f32)
-        max2_bwd_f32(v, planes, dy, dx, codes);
+    int max = v->kind == LADLE_POOL_MAX, k3 = v->direct == POOL_K3;
+    if (k3 && max && v->s[2] == 2)
+        LADLE_CPU_TYPED(f32, max3_gather_bwd, (v, planes, dy, dx, codes));
+    else if (k3 && max)
+        LADLE_CPU_TYPED(f32, max3_bwd, (v, planes, dy, dx, codes));
+    else if (k3)
+        LADLE_CPU_TYPED(f32, avg3_bwd, (v, planes, dy, dx, col_factors(v, f32)));
     else if (max)
-        max2_bwd_f64(v, planes, dy, dx, codes);
-    else if (f32)
-        avg2_bwd_f32(v, planes, dy, dx);
+        LADLE_CPU_TYPED(f32, max2_bwd, (v, planes, dy, dx, codes));
     else
-        avg2_bwd_f64(v, planes, dy, dx);
+        LADLE_CPU_TYPED(f32, avg2_bwd, (v, planes, dy, dx));
 }

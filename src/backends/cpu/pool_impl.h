@@ -63,13 +63,6 @@ typedef int64_t mf64 __attribute__((vector_size(BLK * 8)));
 typedef double vd4 __attribute__((vector_size(32)));
 typedef int64_t md4 __attribute__((vector_size(32)));
 
-/* The type-generic kernel files (pool_*.inc) are included once per dtype
- * with S defined as its suffix (f32, f64); FN(name) is name_f32 or
- * name_f64. */
-#define FN(name) POOL_FN_(name, S)
-#define POOL_FN_(name, s) POOL_FN__(name, s)
-#define POOL_FN__(name, s) name##_##s
-
 /* val takes the place of best: the first maximum wins, a NaN wins and stays */
 static inline int wins_f32(float val, float best)
 {
@@ -86,8 +79,8 @@ static inline int wins_f64(double val, double best)
  * that saves none). */
 int ladle__cpu_pool_direct_case(const cpu_pool *v);
 void ladle__cpu_pool_direct_tables(cpu_pool *v);
-void ladle__cpu_pool_direct_forward(const cpu_pool *v, int f32, int64_t planes, const void *x,
-                                    void *y, uint8_t *codes);
+void ladle__cpu_pool_direct_forward(const cpu_pool *v, int f32, int64_t planes,
+                                    const void *x, void *y, uint8_t *codes);
 void ladle__cpu_pool_direct_backward(const cpu_pool *v, int f32, int64_t planes,
                                      const void *dy, void *dx, const uint8_t *codes);
 

@@ -67,14 +67,10 @@ ladle_status ladle__cpu_softmax_forward(const ladle_backend *be, ladle_dtype dty
                                        const void *x, void *y)
 {
     (void)be;
-    if (dtype == LADLE_F32 && inner == 1)
-        rows_fwd_f32(log, outer, len, x, y);
-    else if (inner == 1)
-        rows_fwd_f64(log, outer, len, x, y);
-    else if (dtype == LADLE_F32)
-        softmax_fwd_f32(log, outer, len, inner, x, y);
+    if (inner == 1)
+        LADLE_CPU_TYPED(dtype == LADLE_F32, rows_fwd, (log, outer, len, x, y));
     else
-        softmax_fwd_f64(log, outer, len, inner, x, y);
+        LADLE_CPU_TYPED(dtype == LADLE_F32, softmax_fwd, (log, outer, len, inner, x, y));
     return LADLE_OK;
 }
 
@@ -83,13 +79,9 @@ ladle_status ladle__cpu_softmax_backward(const ladle_backend *be, ladle_dtype dt
                                         const void *y, const void *dy, void *dx)
 {
     (void)be;
-    if (dtype == LADLE_F32 && inner == 1)
-        rows_bwd_f32(log, outer, len, y, dy, dx);
-    else if (inner == 1)
-        rows_bwd_f64(log, outer, len, y, dy, dx);
-    else if (dtype == LADLE_F32)
-        softmax_bwd_f32(log, outer, len, inner, y, dy, dx);
+    if (inner == 1)
+        LADLE_CPU_TYPED(dtype == LADLE_F32, rows_bwd, (log, outer, len, y, dy, dx));
     else
-        softmax_bwd_f64(log, outer, len, inner, y, dy, dx);
+        LADLE_CPU_TYPED(dtype == LADLE_F32, softmax_bwd, (log, outer, len, inner, y, dy, dx));
     return LADLE_OK;
 }

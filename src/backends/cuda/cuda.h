@@ -76,16 +76,6 @@ ladle_status ladle__cuda_blas_fail(cublasStatus_t e, const char *slot, const cha
  * kernel's fault. */
 ladle_status ladle__cuda_launched(const char *slot);
 
-/* cuda.cu: the instance (also named by the registry, src/core/backend.c) */
-ladle_status ladle__cuda_open(const char *func, const ladle_backend **out);
-const ladle_backend *ladle__cuda_opened(void);
-ladle_status ladle__cuda_count(int *count);
-ladle_status ladle__cuda_select(int index);
-ladle_status ladle__cuda_index(int *index);
-ladle_status ladle__cuda_describe(char *buf, size_t cap);
-ladle_status ladle__cuda_set(int option, int value);
-ladle_status ladle__cuda_get(int option, int *value);
-
 /* The kernels, ladle__cuda_<slot>, declared for every entry of the slot
  * list (src/core/backend_slots.h); the backend defines those its table fills
  * (cuda.cu), one .cu file per family. */

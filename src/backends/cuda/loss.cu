@@ -25,6 +25,28 @@
 
 /* ---- terms and gradients (double) ---- */
 
+/* A thread's term v of element i: kept in out[i] where the caller keeps
+ * every term (no partial sums), and added to the thread's acc. */
+template <class T>
+__device__ __forceinline__ void keep_term(T *out, int64_t i, double v, const double *partial,
+                                          double &acc)
+{
+    if (partial == NULL)
+        out[i] = (T)v;
+    acc += v;
+}
+
+/* The block's total of its threads' acc into partial[blockIdx.x], where the
+ * caller sums (every thread of the block calls it). */
+__device__ __forceinline__ void block_total(double acc, double *shm, double *partial)
+{
+    if (partial != NULL) {
+        acc = ladle_block_sum(acc, shm);
+        if (threadIdx.x == 0)
+            partial[blockIdx.x] = acc;
+    }
+}
+
 template <int K> __device__ __forceinline__ double regression_term(double x, double t)
 {
     switch (K) {
@@ -83,15 +105,9 @@ __global__ void regress_kernel(int64_t n, const T *x, const T *t, T *out, double
     LADLE_GRID_STRIDE(i, n)
     {
         double v = regression_term<K>((double)x[i], (double)t[i]);
-        if (partial == NULL)
-            out[i] = (T)v;
-        acc += v;
+        keep_term(out, i, v, partial, acc);
     }
-    if (partial != NULL) {
-        acc = ladle_block_sum(acc, shm);
-        if (threadIdx.x == 0)
-            partial[blockIdx.x] = acc;
-    }
+    block_total(acc, shm, partial);
 }
 
 /* One sample's term by one thread. */
@@ -123,15 +139,9 @@ __global__ void class_thread_kernel(ladle_loss_plan l, int64_t samples, const T 
     LADLE_GRID_STRIDE(s, samples)
     {
         double v = sample_term(l, x, ladle_line_base(s, l.classes, l.inner), labels[s]);
-        if (partial == NULL)
-            out[s] = (T)v;
-        acc += v;
+        keep_term(out, s, v, partial, acc);
     }
-    if (partial != NULL) {
-        acc = ladle_block_sum(acc, shm);
-        if (threadIdx.x == 0)
-            partial[blockIdx.x] = acc;
-    }
+    block_total(acc, shm, partial);
 }
 
 /* Cross entropy, a block per sample; thread 0 keeps the block's total. */

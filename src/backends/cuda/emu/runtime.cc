@@ -436,10 +436,13 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *attr, const void *pt
 }
 
 namespace {
-/* What a copy's kind says of its two sides, checked against the blocks. */
+/* Neither side NULL, and what a copy's kind says of its two sides, checked
+ * against the blocks. */
 cudaError_t check_copy(state &s, void *dst, const void *src, size_t bytes,
                        cudaMemcpyKind kind)
 {
+    if (dst == nullptr || src == nullptr)
+        return fail(cudaErrorInvalidValue);
     bool dd = device_range(s, dst, bytes), sd = device_range(s, src, bytes);
     bool want_dd, want_sd;
     switch (kind) {
@@ -466,8 +469,6 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     ENTER_DEVICE(s);
     if (bytes == 0)
         return cudaSuccess;
-    if (dst == nullptr || src == nullptr)
-        return fail(cudaErrorInvalidValue);
     cudaError_t e = check_copy(s, dst, src, bytes, kind);
     if (e != cudaSuccess)
         return e;
@@ -480,8 +481,6 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     ENTER_DEVICE(s);
     if (bytes == 0)
         return cudaSuccess;
-    if (dst == nullptr || src == nullptr)
-        return fail(cudaErrorInvalidValue);
     cudaError_t e = check_copy(s, dst, src, bytes, kind);
     if (e != cudaSuccess)
         return e;
