@@ -126,6 +126,12 @@ void ladle__dist_base_free(ladle__dist_base *b)
     }
 }
 
+void ladle__dist_base_part(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle__dist_base_free(member);
+}
+
 ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c)
 {
     ladle_status st = LADLE_OK;
@@ -297,14 +303,21 @@ ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, voi
     return ladle__make_end(m, &op, local, out);
 }
 
+static const ladle__part grid_parts[] = {
+    LADLE__PART_OP(ladle__dist_grid, bcast),   LADLE__PART_OP(ladle__dist_grid, reduce),
+    LADLE__PART_TENSOR(ladle__dist_grid, xb),  LADLE__PART_TENSOR(ladle__dist_grid, dyp),
+    LADLE__PART_TENSOR(ladle__dist_grid, yp),  LADLE__PART_TENSOR(ladle__dist_grid, dxp),
+    LADLE__PARTS_END};
+
 void ladle__dist_grid_free(ladle__dist_grid *g)
 {
-    ladle_op_destroy(&g->bcast);
-    ladle_op_destroy(&g->reduce);
-    ladle_tensor_destroy(&g->xb);
-    ladle_tensor_destroy(&g->dyp);
-    ladle_tensor_destroy(&g->yp);
-    ladle_tensor_destroy(&g->dxp);
+    ladle__parts_release(g, grid_parts, NULL);
+}
+
+void ladle__dist_grid_part(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle__dist_grid_free(member);
 }
 
 ladle_status ladle__dist_grid_forward(ladle__dist_base *b, ladle__dist_grid *g,

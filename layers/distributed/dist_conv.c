@@ -37,21 +37,20 @@
  * saved input. */
 #define CTX_XN(c) ((c)->saved[0])
 
+static const ladle__part dconv_parts[] = {
+    LADLE__PART_DIST_BASE(dconv),      LADLE__PART_OP(dconv, halo),
+    LADLE__PART_TENSOR(dconv, padded), LADLE__PART_TENSOR(dconv, gpadded),
+    LADLE__PART_TENSOR(dconv, xn),     LADLE__PART_TENSOR(dconv, dxn),
+    LADLE__PART_TENSOR(dconv, rescale), LADLE__PART_TENSOR(dconv, rezero),
+    LADLE__PART_TENSOR(dconv, dyr),    LADLE__PARTS_END};
+
+/* The overlap's parts (not in the table: their number varies), then the
+ * table's. */
 static void dc_free(dconv *v)
 {
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle__dc_overlap_free(v);
-    ladle_op_destroy(&v->halo);
-    ladle_tensor_destroy(&v->padded);
-    ladle_tensor_destroy(&v->gpadded);
-    ladle_tensor_destroy(&v->xn);
-    ladle_tensor_destroy(&v->dxn);
-    ladle_tensor_destroy(&v->rescale);
-    ladle_tensor_destroy(&v->rezero);
-    ladle_tensor_destroy(&v->dyr);
-    ladle__free(v);
+    if (v != NULL)
+        ladle__dc_overlap_free(v);
+    ladle__parts_free(v, dconv_parts, NULL);
 }
 
 /* Every plane times the factors. */

@@ -21,15 +21,10 @@ typedef struct replicate {
     int root;              /* this rank is partition rank 0 (the checkpoint's writer) */
 } replicate;
 
-static void rp_free(replicate *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle__free(v);
-}
+static const ladle__part replicate_parts[] = {LADLE__PART_DIST_BASE(replicate),
+                                              LADLE__PARTS_END};
 
-static void rp_destroy(ladle_op *op) { rp_free(op->impl); }
+static void rp_destroy(ladle_op *op) { ladle__parts_free(op->impl, replicate_parts, NULL); }
 
 static ladle_status rp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -367,7 +362,7 @@ fail:
         v->base.local = NULL; /* the caller keeps its layer on failure */
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    rp_free(v);
+    ladle__parts_free(v, replicate_parts, NULL);
     return st;
 }
 

@@ -34,3 +34,46 @@ ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle
 }
 
 void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }
+
+void ladle__part_op(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle_op_destroy(member);
+}
+
+void ladle__part_tensor(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle_tensor_destroy(member);
+}
+
+void ladle__part_host(void *member, const ladle_backend *be)
+{
+    void **block = member;
+    (void)be;
+    ladle__free(*block);
+    *block = NULL;
+}
+
+void ladle__part_device(void *member, const ladle_backend *be)
+{
+    void **buffer = member;
+    if (be == NULL || *buffer == NULL)
+        return;
+    be->fn->free(be, *buffer);
+    *buffer = NULL;
+}
+
+void ladle__parts_release(void *s, const ladle__part *parts, const ladle_backend *be)
+{
+    if (s == NULL)
+        return;
+    for (const ladle__part *p = parts; p->free != NULL; p++)
+        p->free((char *)s + p->offset, be);
+}
+
+void ladle__parts_free(void *impl, const ladle__part *parts, const ladle_backend *be)
+{
+    ladle__parts_release(impl, parts, be);
+    ladle__free(impl);
+}
