@@ -144,6 +144,12 @@ ladle_status ladle__dist_grid_backward(ladle__dist_base *b, ladle__dist_grid *g,
 ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_grid *g,
                                               ladle__dist_ctx *c, const ladle_tensor *dy);
 
+/* dx = the base's local layer's backward of dy: on c's local ctx, or
+ * without a ctx (c NULL) its adjoint, the backward of a layer linear in x;
+ * nothing where the base has no local layer. Collective as that layer. */
+ladle_status ladle__dist_local_backward(const ladle__dist_base *b, const ladle__dist_ctx *c,
+                                        const ladle_tensor *dy, ladle_tensor *dx);
+
 /* A ctx's parts as ladle__dist_ctx_init makes them, in c; and freed (c
  * itself stays). */
 ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c);

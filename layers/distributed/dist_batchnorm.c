@@ -116,22 +116,10 @@ fail:
 
 static ladle_status update_running(ladle_op *op, double count)
 {
-    ladle_status st = LADLE_OK;
     dbn *v = op->impl;
-    double mom = v->momentum;
-    v->batches_seen++;
-    if (mom < 0)
-        mom = 1.0 / (double)v->batches_seen;
-    LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->t0));
-    LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->t1));
-    for (int64_t ch = 0; ch < v->c; ch++) {
-        v->t0[ch] = (1 - mom) * v->t0[ch] + mom * v->mean[ch];
-        v->t1[ch] = (1 - mom) * v->t1[ch] + mom * v->var[ch] * count / (count - 1);
-    }
-    LADLE_CALL(ladle__bn_write(op->be, v->running_mean, v->c, v->t0, v->stage));
-    LADLE_CALL(ladle__bn_write(op->be, v->running_var, v->c, v->t1, v->stage));
-fail:
-    return st;
+    return ladle__bn_update_running(op->be, v->c, v->momentum, &v->batches_seen, v->mean,
+                                    v->var, count, v->running_mean, v->running_var, v->t0,
+                                    v->t1, v->stage);
 }
 
 /* gamma and beta (beta only if asked) into v->g and v->bt, 1 and 0 without

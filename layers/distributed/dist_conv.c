@@ -99,10 +99,8 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     if (dx == NULL)
         return LADLE_OK;
     if (v->direct) {
-        if (local == NULL)
-            return LADLE_OK; /* an empty block: dx has no cells */
-        return c ? ladle_layer_backward(local, c->local, dy, dx)
-                 : ladle_op_adjoint(local, dy, dx);
+        /* without a local layer, an empty block: dx has no cells */
+        return ladle__dist_local_backward(&v->base, c, dy, dx);
     }
     if (v->nparts)
         return ladle__dc_overlap_backward(op, v, ctx ? ctx->impl : NULL, dy, dx);
@@ -119,10 +117,7 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         dy = dyr;
     }
     if (local) {
-        if (c)
-            LADLE_CALL(ladle_layer_backward(local, c->local, dy, dxn));
-        else
-            LADLE_CALL(ladle_op_adjoint(local, dy, dxn));
+        LADLE_CALL(ladle__dist_local_backward(&v->base, c, dy, dxn));
         if (dxn != v->gpadded)
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             v->dxn, zero, v->gpadded, v->g.needed_offset));

@@ -41,9 +41,7 @@ static ladle_status rp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     const replicate *v = op->impl;
     const ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
     (void)n;
-    if (c == NULL) /* a linear layer's ctx-less adjoint */
-        return ladle_op_adjoint(v->base.local, dy, dx);
-    return ladle_layer_backward(v->base.local, c->local, dy, dx);
+    return ladle__dist_local_backward(&v->base, c, dy, dx);
 }
 
 static ladle_status rp_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,

@@ -155,10 +155,7 @@ static ladle_status tp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     ladle_tensor *out = v->kind == TP_ROW ? dx : r == WA ? v->wa : v->wb;
     if (v->kind != TP_ROW)
         ladle__ws_label(op, r, 0);
-    if (v->base.local && c)
-        LADLE_CALL(ladle_layer_backward(v->base.local, c->local, dyg, out));
-    else if (v->base.local) /* a linear layer's ctx-less adjoint */
-        LADLE_CALL(ladle_op_adjoint(v->base.local, dyg, out));
+    LADLE_CALL(ladle__dist_local_backward(&v->base, c, dyg, out));
     if (v->kind != TP_ROW)
         LADLE_CALL(ladle_op_adjoint(v->gather, out, dx));
 fail:

@@ -1,4 +1,6 @@
 /* Shared pieces of the sequential layers' creates (see layer_impl.h). */
+#include <string.h>
+
 #include "layers/sequential/layer_impl.h"
 
 ladle_status ladle__window_layer_check(int nd, unsigned flags, ladle_dtype dtype,
@@ -47,21 +49,29 @@ void ladle__part_tensor(void *member, const ladle_backend *be)
     ladle_tensor_destroy(member);
 }
 
+/* A block's member may be a double * as well as a void *: it is read and
+ * nulled through memcpy, not through a void ** that would alias it. */
+static void *take_pointer(void *member)
+{
+    void *p = NULL, *null = NULL;
+    memcpy(&p, member, sizeof p);
+    memcpy(member, &null, sizeof null);
+    return p;
+}
+
 void ladle__part_host(void *member, const ladle_backend *be)
 {
-    void **block = member;
     (void)be;
-    ladle__free(*block);
-    *block = NULL;
+    ladle__free(take_pointer(member));
 }
 
 void ladle__part_device(void *member, const ladle_backend *be)
 {
-    void **buffer = member;
-    if (be == NULL || *buffer == NULL)
+    if (be == NULL)
         return;
-    be->fn->free(be, *buffer);
-    *buffer = NULL;
+    void *buffer = take_pointer(member);
+    if (buffer != NULL)
+        be->fn->free(be, buffer);
 }
 
 void ladle__parts_release(void *s, const ladle__part *parts, const ladle_backend *be)
