@@ -126,6 +126,22 @@ void ladle__dist_base_free(ladle__dist_base *b)
     }
 }
 
+void ladle__dist_base_part(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle__dist_base_free(member);
+}
+
+ladle_status ladle__dist_local_backward(const ladle__dist_base *b, const ladle__dist_ctx *c,
+                                        const ladle_tensor *dy, ladle_tensor *dx)
+{
+    if (b->local == NULL)
+        return LADLE_OK;
+    if (c == NULL)
+        return ladle_op_adjoint(b->local, dy, dx);
+    return ladle_layer_backward(b->local, c->local, dy, dx);
+}
+
 ladle_status ladle__dist_ctx_fill(const ladle_op *op, ladle__dist_ctx *c)
 {
     ladle_status st = LADLE_OK;
@@ -297,14 +313,21 @@ ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, voi
     return ladle__make_end(m, &op, local, out);
 }
 
+static const ladle__part grid_parts[] = {
+    LADLE__PART_OP(ladle__dist_grid, bcast),   LADLE__PART_OP(ladle__dist_grid, reduce),
+    LADLE__PART_TENSOR(ladle__dist_grid, xb),  LADLE__PART_TENSOR(ladle__dist_grid, dyp),
+    LADLE__PART_TENSOR(ladle__dist_grid, yp),  LADLE__PART_TENSOR(ladle__dist_grid, dxp),
+    LADLE__PARTS_END};
+
 void ladle__dist_grid_free(ladle__dist_grid *g)
 {
-    ladle_op_destroy(&g->bcast);
-    ladle_op_destroy(&g->reduce);
-    ladle_tensor_destroy(&g->xb);
-    ladle_tensor_destroy(&g->dyp);
-    ladle_tensor_destroy(&g->yp);
-    ladle_tensor_destroy(&g->dxp);
+    ladle__parts_release(g, grid_parts, NULL);
+}
+
+void ladle__dist_grid_part(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle__dist_grid_free(member);
 }
 
 ladle_status ladle__dist_grid_forward(ladle__dist_base *b, ladle__dist_grid *g,
@@ -346,10 +369,7 @@ ladle_status ladle__dist_grid_backward(ladle__dist_base *b, ladle__dist_grid *g,
     ladle_status st = LADLE_OK;
     ladle_tensor *dyp;
     LADLE_CALL(grid_spread(g, c, dy, &dyp));
-    if (b->local && c)
-        LADLE_CALL(ladle_layer_backward(b->local, c->local, dyp, g->dxp));
-    else if (b->local) /* the adjoint of a layer without bias */
-        LADLE_CALL(ladle_op_adjoint(b->local, dyp, g->dxp));
+    LADLE_CALL(ladle__dist_local_backward(b, c, dyp, g->dxp));
     LADLE_CALL(ladle_op_adjoint(g->bcast, g->dxp, dx));
 fail:
     return st;

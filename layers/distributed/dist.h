@@ -8,6 +8,7 @@
 #ifndef LADLE_DIST_H
 #define LADLE_DIST_H
 
+#include "layers/sequential/layer_impl.h"
 #include "primitives/primitives_impl.h"
 #include "src/core/backend.h"
 #include "src/op/make.h"
@@ -94,6 +95,9 @@ typedef struct ladle__dist_ctx {
 
 /* Free what the base owns (not the struct around it). */
 void ladle__dist_base_free(ladle__dist_base *b);
+/* The part-table entry of an impl's base (its member `base`). */
+void ladle__dist_base_part(void *member, const ladle_backend *be);
+#define LADLE__PART_DIST_BASE(T) LADLE__PART(T, base, ladle__dist_base_part)
 
 /*
  * The plumbing of a layer over a weight grid (the distributed linear, the
@@ -121,8 +125,11 @@ ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, voi
                                   const int64_t *xs, int bias, double fan_in, double fan_out,
                                   uint64_t seed, int *taken, ladle_op **out);
 
-/* Free what the grid owns. */
+/* Free what the grid owns; and the part-table entry of an impl's grid
+ * (its member `grid`). */
 void ladle__dist_grid_free(ladle__dist_grid *g);
+void ladle__dist_grid_part(void *member, const ladle_backend *be);
+#define LADLE__PART_DIST_GRID(T) LADLE__PART(T, grid, ladle__dist_grid_part)
 /* y = R L B x (c may be NULL). Collective over B's and R's ranks. */
 ladle_status ladle__dist_grid_forward(ladle__dist_base *b, ladle__dist_grid *g,
                                       ladle__dist_ctx *c, const ladle_tensor *x,
@@ -136,6 +143,12 @@ ladle_status ladle__dist_grid_backward(ladle__dist_base *b, ladle__dist_grid *g,
  * ranks (when the ctx does not hold dy's spread yet). */
 ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_grid *g,
                                               ladle__dist_ctx *c, const ladle_tensor *dy);
+
+/* dx = the base's local layer's backward of dy: on c's local ctx, or
+ * without a ctx (c NULL) its adjoint, the backward of a layer linear in x;
+ * nothing where the base has no local layer. Collective as that layer. */
+ladle_status ladle__dist_local_backward(const ladle__dist_base *b, const ladle__dist_ctx *c,
+                                        const ladle_tensor *dy, ladle_tensor *dx);
 
 /* A ctx's parts as ladle__dist_ctx_init makes them, in c; and freed (c
  * itself stays). */

@@ -55,22 +55,12 @@ typedef struct saved {
     double v[];          /* mean, invstd, own sdy, own sdyx, group sdy, group sdyx */
 } saved;
 
-static void dbn_free(dbn *v, const ladle_backend *be)
-{
-    if (v == NULL)
-        return;
-    if (v->dev)
-        be->fn->free(be, v->dev);
-    ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->stats);
-    ladle_op_destroy(&v->dred);
-    ladle_tensor_destroy(&v->running_mean);
-    ladle_tensor_destroy(&v->running_var);
-    ladle_tensor_destroy(&v->slots);
-    ladle_tensor_destroy(&v->red);
-    ladle__free(v->mean);
-    ladle__free(v);
-}
+static const ladle__part dbn_parts[] = {
+    LADLE__PART_DEVICE(dbn, dev),         LADLE__PART_DIST_BASE(dbn),
+    LADLE__PART_OP(dbn, stats),           LADLE__PART_OP(dbn, dred),
+    LADLE__PART_TENSOR(dbn, running_mean), LADLE__PART_TENSOR(dbn, running_var),
+    LADLE__PART_TENSOR(dbn, slots),       LADLE__PART_TENSOR(dbn, red),
+    LADLE__PART_HOST(dbn, mean),          LADLE__PARTS_END};
 
 static int member(const ladle_op *op)
 {
@@ -126,22 +116,10 @@ fail:
 
 static ladle_status update_running(ladle_op *op, double count)
 {
-    ladle_status st = LADLE_OK;
     dbn *v = op->impl;
-    double mom = v->momentum;
-    v->batches_seen++;
-    if (mom < 0)
-        mom = 1.0 / (double)v->batches_seen;
-    LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->t0));
-    LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->t1));
-    for (int64_t ch = 0; ch < v->c; ch++) {
-        v->t0[ch] = (1 - mom) * v->t0[ch] + mom * v->mean[ch];
-        v->t1[ch] = (1 - mom) * v->t1[ch] + mom * v->var[ch] * count / (count - 1);
-    }
-    LADLE_CALL(ladle__bn_write(op->be, v->running_mean, v->c, v->t0, v->stage));
-    LADLE_CALL(ladle__bn_write(op->be, v->running_var, v->c, v->t1, v->stage));
-fail:
-    return st;
+    return ladle__bn_update_running(op->be, v->c, v->momentum, &v->batches_seen, v->mean,
+                                    v->var, count, v->running_mean, v->running_var, v->t0,
+                                    v->t1, v->stage);
 }
 
 /* gamma and beta (beta only if asked) into v->g and v->bt, 1 and 0 without
@@ -332,7 +310,7 @@ static void dbn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     ladle__dist_sync_info(v->base.sync[0], v->base.gid[0], v->base.cnt[0], info);
 }
 
-static void dbn_destroy(ladle_op *op) { dbn_free(op->impl, op->be); }
+static void dbn_destroy(ladle_op *op) { ladle__parts_free(op->impl, dbn_parts, op->be); }
 
 static ladle_status dbn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
 {
@@ -611,7 +589,7 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
 fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    dbn_free(v, NULL);
+    ladle__parts_free(v, dbn_parts, NULL);
     ladle__free(gid);
     ladle__free(cid);
     ladle__free(counts);

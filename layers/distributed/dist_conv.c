@@ -37,21 +37,20 @@
  * saved input. */
 #define CTX_XN(c) ((c)->saved[0])
 
+static const ladle__part dconv_parts[] = {
+    LADLE__PART_DIST_BASE(dconv),      LADLE__PART_OP(dconv, halo),
+    LADLE__PART_TENSOR(dconv, padded), LADLE__PART_TENSOR(dconv, gpadded),
+    LADLE__PART_TENSOR(dconv, xn),     LADLE__PART_TENSOR(dconv, dxn),
+    LADLE__PART_TENSOR(dconv, rescale), LADLE__PART_TENSOR(dconv, rezero),
+    LADLE__PART_TENSOR(dconv, dyr),    LADLE__PARTS_END};
+
+/* The overlap's parts (not in the table: their number varies), then the
+ * table's. */
 static void dc_free(dconv *v)
 {
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle__dc_overlap_free(v);
-    ladle_op_destroy(&v->halo);
-    ladle_tensor_destroy(&v->padded);
-    ladle_tensor_destroy(&v->gpadded);
-    ladle_tensor_destroy(&v->xn);
-    ladle_tensor_destroy(&v->dxn);
-    ladle_tensor_destroy(&v->rescale);
-    ladle_tensor_destroy(&v->rezero);
-    ladle_tensor_destroy(&v->dyr);
-    ladle__free(v);
+    if (v != NULL)
+        ladle__dc_overlap_free(v);
+    ladle__parts_free(v, dconv_parts, NULL);
 }
 
 /* Every plane times the factors. */
@@ -100,10 +99,8 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     if (dx == NULL)
         return LADLE_OK;
     if (v->direct) {
-        if (local == NULL)
-            return LADLE_OK; /* an empty block: dx has no cells */
-        return c ? ladle_layer_backward(local, c->local, dy, dx)
-                 : ladle_op_adjoint(local, dy, dx);
+        /* without a local layer, an empty block: dx has no cells */
+        return ladle__dist_local_backward(&v->base, c, dy, dx);
     }
     if (v->nparts)
         return ladle__dc_overlap_backward(op, v, ctx ? ctx->impl : NULL, dy, dx);
@@ -120,10 +117,7 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
         dy = dyr;
     }
     if (local) {
-        if (c)
-            LADLE_CALL(ladle_layer_backward(local, c->local, dy, dxn));
-        else
-            LADLE_CALL(ladle_op_adjoint(local, dy, dxn));
+        LADLE_CALL(ladle__dist_local_backward(&v->base, c, dy, dxn));
         if (dxn != v->gpadded)
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             v->dxn, zero, v->gpadded, v->g.needed_offset));

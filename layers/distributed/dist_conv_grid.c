@@ -34,19 +34,11 @@ typedef struct dgrid {
     int worker;
 } dgrid;
 
-static void dg_free(dgrid *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->halo);
-    ladle__dist_grid_free(&v->grid);
-    ladle_tensor_destroy(&v->padded);
-    ladle_tensor_destroy(&v->gpadded);
-    ladle_tensor_destroy(&v->xn);
-    ladle_tensor_destroy(&v->dxn);
-    ladle__free(v);
-}
+static const ladle__part dgrid_parts[] = {
+    LADLE__PART_DIST_BASE(dgrid),     LADLE__PART_OP(dgrid, halo),
+    LADLE__PART_DIST_GRID(dgrid),     LADLE__PART_TENSOR(dgrid, padded),
+    LADLE__PART_TENSOR(dgrid, gpadded), LADLE__PART_TENSOR(dgrid, xn),
+    LADLE__PART_TENSOR(dgrid, dxn),   LADLE__PARTS_END};
 
 static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -113,7 +105,7 @@ static void dg_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     ladle__dist_sync_info(b->sync[i], b->gid[i], b->cnt[i], info);
 }
 
-static void dg_destroy(ladle_op *op) { dg_free(op->impl); }
+static void dg_destroy(ladle_op *op) { ladle__parts_free(op->impl, dgrid_parts, NULL); }
 
 static const ladle_op_vtable dgrid_vt = {
     .kind = LADLE_OP_DIST_CONV_GRID,
@@ -467,7 +459,7 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
         v = NULL;
 fail:
     ladle__make_close(&m);
-    dg_free(v);
+    ladle__parts_free(v, dgrid_parts, NULL);
     plan_free(&pl);
     return st;
 }

@@ -18,17 +18,9 @@ typedef struct dflat {
     ladle_tensor *viewx;     /* y's (or dy's) bytes in x's shape, when r2 is NULL */
 } dflat;
 
-static void df_free(dflat *v)
-{
-    if (v == NULL)
-        return;
-    ladle_op_destroy(&v->r1);
-    ladle_op_destroy(&v->r2);
-    ladle_tensor_destroy(&v->mid);
-    ladle_tensor_destroy(&v->midx);
-    ladle_tensor_destroy(&v->viewx);
-    ladle__free(v);
-}
+static const ladle__part dflat_parts[] = {
+    LADLE__PART_OP(dflat, r1), LADLE__PART_OP(dflat, r2), LADLE__PART_TENSOR(dflat, mid),
+    LADLE__PART_TENSOR(dflat, midx), LADLE__PART_TENSOR(dflat, viewx), LADLE__PARTS_END};
 
 static ladle_status df_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -66,7 +58,7 @@ fail:
     return st;
 }
 
-static void df_destroy(ladle_op *op) { df_free(op->impl); }
+static void df_destroy(ladle_op *op) { ladle__parts_free(op->impl, dflat_parts, NULL); }
 
 static const ladle_op_vtable dflat_vt = {
     .kind = LADLE_OP_DIST_FLATTEN,
@@ -197,7 +189,7 @@ ladle_status ladle_dist_flatten_create(const ladle_partition *p_x, const int64_t
         v = NULL;
 fail:
     ladle__make_close(&m);
-    df_free(v);
+    ladle__parts_free(v, dflat_parts, NULL);
     ladle_layout_destroy(&mx);
     ladle_layout_destroy(&my);
     return st;

@@ -26,15 +26,9 @@ typedef struct dgpool {
     double scale;       /* v / V */
 } dgpool;
 
-static void dg_free(dgpool *v)
-{
-    if (v == NULL)
-        return;
-    ladle_op_destroy(&v->local);
-    ladle_op_destroy(&v->reduce);
-    ladle_tensor_destroy(&v->part);
-    ladle__free(v);
-}
+static const ladle__part dgpool_parts[] = {
+    LADLE__PART_OP(dgpool, local), LADLE__PART_OP(dgpool, reduce),
+    LADLE__PART_TENSOR(dgpool, part), LADLE__PARTS_END};
 
 static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -68,7 +62,7 @@ fail:
     return st;
 }
 
-static void dg_destroy(ladle_op *op) { dg_free(op->impl); }
+static void dg_destroy(ladle_op *op) { ladle__parts_free(op->impl, dgpool_parts, NULL); }
 
 static const ladle_op_vtable dgpool_vt = {
     .kind = LADLE_OP_DIST_GLOBAL_POOL,
@@ -200,7 +194,7 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
         v = NULL;
 fail:
     ladle__make_close(&m);
-    dg_free(v);
+    ladle__parts_free(v, dgpool_parts, NULL);
     ladle_layout_destroy(&lp);
     ladle__free(source);
     return st;

@@ -32,14 +32,8 @@ typedef struct dlinear {
     ladle__dist_grid grid; /* B: P_x -> P_w, R: P_w -> P_y, their tensors on P_w */
 } dlinear;
 
-static void dl_free(dlinear *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle__dist_grid_free(&v->grid);
-    ladle__free(v);
-}
+static const ladle__part dlinear_parts[] = {
+    LADLE__PART_DIST_BASE(dlinear), LADLE__PART_DIST_GRID(dlinear), LADLE__PARTS_END};
 
 static ladle_status dl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -80,7 +74,7 @@ static void dl_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     ladle__dist_sync_info(b->sync[i], b->gid[i], b->cnt[i], info);
 }
 
-static void dl_destroy(ladle_op *op) { dl_free(op->impl); }
+static void dl_destroy(ladle_op *op) { ladle__parts_free(op->impl, dlinear_parts, NULL); }
 
 static const ladle_op_vtable dlinear_vt = {
     .kind = LADLE_OP_DIST_LINEAR,
@@ -315,7 +309,7 @@ ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
         v = NULL;
 fail:
     ladle__make_close(&m);
-    dl_free(v);
+    ladle__parts_free(v, dlinear_parts, NULL);
     ladle_layout_destroy(&lxb);
     ladle_layout_destroy(&lyp);
     return st;

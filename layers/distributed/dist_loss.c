@@ -30,16 +30,10 @@ typedef struct distloss {
     int label_divisor; /* the mean divides by the labels' global weight */
 } distloss;
 
-static void dloss_free(distloss *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->reduce);
-    ladle_tensor_destroy(&v->pair);
-    ladle_tensor_destroy(&v->value);
-    ladle__free(v);
-}
+static const ladle__part distloss_parts[] = {
+    LADLE__PART_DIST_BASE(distloss), LADLE__PART_OP(distloss, reduce),
+    LADLE__PART_TENSOR(distloss, pair), LADLE__PART_TENSOR(distloss, value),
+    LADLE__PARTS_END};
 
 /* The loss tensor's checks (local: the members agree on the sum). */
 static ladle_status check_out(const ladle_op *op, int none, const ladle_tensor *out)
@@ -153,7 +147,7 @@ static ladle_status dl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
                                dinput);
 }
 
-static void dl_destroy(ladle_op *op) { dloss_free(op->impl); }
+static void dl_destroy(ladle_op *op) { ladle__parts_free(op->impl, distloss_parts, NULL); }
 
 static const ladle_op_vtable dloss_vt = {
     .kind = LADLE_OP_DIST_LOSS,
@@ -271,7 +265,7 @@ ladle_status ladle_dist_loss_create(const ladle_loss_desc *dsc, const ladle_part
 fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    dloss_free(v);
+    ladle__parts_free(v, distloss_parts, NULL);
     return st;
 }
 

@@ -21,15 +21,10 @@ typedef struct replicate {
     int root;              /* this rank is partition rank 0 (the checkpoint's writer) */
 } replicate;
 
-static void rp_free(replicate *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle__free(v);
-}
+static const ladle__part replicate_parts[] = {LADLE__PART_DIST_BASE(replicate),
+                                              LADLE__PARTS_END};
 
-static void rp_destroy(ladle_op *op) { rp_free(op->impl); }
+static void rp_destroy(ladle_op *op) { ladle__parts_free(op->impl, replicate_parts, NULL); }
 
 static ladle_status rp_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -46,9 +41,7 @@ static ladle_status rp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     const replicate *v = op->impl;
     const ladle__dist_ctx *c = ctx ? ctx->impl : NULL;
     (void)n;
-    if (c == NULL) /* a linear layer's ctx-less adjoint */
-        return ladle_op_adjoint(v->base.local, dy, dx);
-    return ladle_layer_backward(v->base.local, c->local, dy, dx);
+    return ladle__dist_local_backward(&v->base, c, dy, dx);
 }
 
 static ladle_status rp_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -367,7 +360,7 @@ fail:
         v->base.local = NULL; /* the caller keeps its layer on failure */
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    rp_free(v);
+    ladle__parts_free(v, replicate_parts, NULL);
     return st;
 }
 

@@ -61,18 +61,11 @@ enum { WA = 0, WB = 1 };
 /* Regions start on 64-byte boundaries. */
 static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-static void tp_free(tp *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->gather);
-    ladle_tensor_destroy(&v->wa);
-    ladle_tensor_destroy(&v->wb);
-    ladle__free(v);
-}
+static const ladle__part tp_parts[] = {
+    LADLE__PART_DIST_BASE(tp), LADLE__PART_OP(tp, gather), LADLE__PART_TENSOR(tp, wa),
+    LADLE__PART_TENSOR(tp, wb), LADLE__PARTS_END};
 
-static void tp_destroy(ladle_op *op) { tp_free(op->impl); }
+static void tp_destroy(ladle_op *op) { ladle__parts_free(op->impl, tp_parts, NULL); }
 
 static void tp_ws_bound(ladle_op *op);
 
@@ -162,10 +155,7 @@ static ladle_status tp_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     ladle_tensor *out = v->kind == TP_ROW ? dx : r == WA ? v->wa : v->wb;
     if (v->kind != TP_ROW)
         ladle__ws_label(op, r, 0);
-    if (v->base.local && c)
-        LADLE_CALL(ladle_layer_backward(v->base.local, c->local, dyg, out));
-    else if (v->base.local) /* a linear layer's ctx-less adjoint */
-        LADLE_CALL(ladle_op_adjoint(v->base.local, dyg, out));
+    LADLE_CALL(ladle__dist_local_backward(&v->base, c, dyg, out));
     if (v->kind != TP_ROW)
         LADLE_CALL(ladle_op_adjoint(v->gather, out, dx));
 fail:
@@ -611,7 +601,7 @@ fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
     ladle_layout_destroy(&lw);
-    tp_free(v);
+    ladle__parts_free(v, tp_parts, NULL);
     return st;
 }
 

@@ -31,16 +31,9 @@ typedef struct vembed {
     ladle_tensor *yp, *dyp;    /* the partial y and the broadcast dy on p_w */
 } vembed;
 
-static void ve_free(vembed *v)
-{
-    if (v == NULL)
-        return;
-    ladle__dist_base_free(&v->base);
-    ladle_op_destroy(&v->reduce);
-    ladle_tensor_destroy(&v->yp);
-    ladle_tensor_destroy(&v->dyp);
-    ladle__free(v);
-}
+static const ladle__part vembed_parts[] = {
+    LADLE__PART_DIST_BASE(vembed), LADLE__PART_OP(vembed, reduce),
+    LADLE__PART_TENSOR(vembed, yp), LADLE__PART_TENSOR(vembed, dyp), LADLE__PARTS_END};
 
 /* The first id outside 0..V-1, or -1. */
 static int64_t first_bad(const vembed *v, const int64_t *ids)
@@ -135,7 +128,7 @@ static void ve_param_info(const ladle_op *op, int i, ladle__pinfo *info)
     ladle__dist_sync_info(NULL, NULL, NULL, info);
 }
 
-static void ve_destroy(ladle_op *op) { ve_free(op->impl); }
+static void ve_destroy(ladle_op *op) { ladle__parts_free(op->impl, vembed_parts, NULL); }
 
 static const ladle_op_vtable vembed_vt = {
     .kind = LADLE_OP_DIST_VOCAB_EMBEDDING,
@@ -313,6 +306,6 @@ ladle_status ladle_dist_vocab_embedding_create(const ladle_embedding_desc *d,
 fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    ve_free(v);
+    ladle__parts_free(v, vembed_parts, NULL);
     return st;
 }

@@ -62,18 +62,10 @@ enum { T_LOSS, T_WEIGHT, T_FAILED, T_CODES, T_BAD_ROWS, T_NONFINITE, TOTALS };
 
 static int64_t row_len(const vloss *v) { return v->nvoc + S_ROW; }
 
-static void vloss_free(vloss *v)
-{
-    if (v == NULL)
-        return;
-    ladle_op_destroy(&v->row_sum);
-    ladle_op_destroy(&v->block_sum);
-    ladle_tensor_destroy(&v->stats);
-    ladle_tensor_destroy(&v->totals);
-    ladle_tensor_destroy(&v->rowbuf);
-    ladle__free(v->weight);
-    ladle__free(v);
-}
+static const ladle__part vloss_parts[] = {
+    LADLE__PART_OP(vloss, row_sum),    LADLE__PART_OP(vloss, block_sum),
+    LADLE__PART_TENSOR(vloss, stats),  LADLE__PART_TENSOR(vloss, totals),
+    LADLE__PART_TENSOR(vloss, rowbuf), LADLE__PART_HOST(vloss, weight), LADLE__PARTS_END};
 
 static double at(const void *x, ladle_dtype dt, int64_t i)
 {
@@ -391,7 +383,7 @@ fail:
     return st;
 }
 
-static void vl_destroy(ladle_op *op) { vloss_free(op->impl); }
+static void vl_destroy(ladle_op *op) { ladle__parts_free(op->impl, vloss_parts, NULL); }
 
 static const ladle_op_vtable vloss_vt = {
     .kind = LADLE_OP_DIST_VOCAB_LOSS,
@@ -563,6 +555,6 @@ ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
 fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
-    vloss_free(v);
+    ladle__parts_free(v, vloss_parts, NULL);
     return st;
 }

@@ -16,15 +16,9 @@ typedef struct dwindow {
     ladle_tensor *dxw; /* its gradient (backward) */
 } dwindow;
 
-static void dw_free(dwindow *v)
-{
-    if (v == NULL)
-        return;
-    ladle_op_destroy(&v->gather);
-    ladle_tensor_destroy(&v->xw);
-    ladle_tensor_destroy(&v->dxw);
-    ladle__free(v);
-}
+static const ladle__part dwindow_parts[] = {
+    LADLE__PART_OP(dwindow, gather), LADLE__PART_TENSOR(dwindow, xw),
+    LADLE__PART_TENSOR(dwindow, dxw), LADLE__PARTS_END};
 
 static ladle_status dw_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -54,7 +48,7 @@ fail:
     return st;
 }
 
-static void dw_destroy(ladle_op *op) { dw_free(op->impl); }
+static void dw_destroy(ladle_op *op) { ladle__parts_free(op->impl, dwindow_parts, NULL); }
 
 /* By kind of planes: the gather and the kernels are the layer, so only the
  * name differs. */
@@ -176,6 +170,6 @@ ladle_status ladle__dist_window_create(ladle__make *m, ladle_status local, uint6
 fail:
     ladle_op_destroy(&op);
     ladle__make_close(m);
-    dw_free(v);
+    ladle__parts_free(v, dwindow_parts, NULL);
     return st;
 }

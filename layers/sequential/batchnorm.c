@@ -150,23 +150,34 @@ static ladle_status affine(const ladle_op *op, const ladle_tensor *u, const ladl
                             b, k, v->dev);
 }
 
-static ladle_status update_running(const ladle_op *op, bn *v, double m)
+ladle_status ladle__bn_update_running(const ladle_backend *be, int64_t c, double momentum,
+                                      int64_t *batches_seen, const double *mean,
+                                      const double *var, double count,
+                                      ladle_tensor *running_mean, ladle_tensor *running_var,
+                                      double *rm, double *rv, void *stage)
 {
     ladle_status st = LADLE_OK;
-    double mom = v->momentum;
-    v->batches_seen++;
+    double mom = momentum;
+    ++*batches_seen;
     if (mom < 0)
-        mom = 1.0 / (double)v->batches_seen; /* a cumulative average */
-    LADLE_CALL(ladle__bn_read(op->be, v->running_mean, v->c, v->stage, v->rm));
-    LADLE_CALL(ladle__bn_read(op->be, v->running_var, v->c, v->stage, v->rv));
-    for (int64_t ch = 0; ch < v->c; ch++) {
-        v->rm[ch] = (1 - mom) * v->rm[ch] + mom * v->mean[ch];
-        v->rv[ch] = (1 - mom) * v->rv[ch] + mom * v->var[ch] * m / (m - 1);
+        mom = 1.0 / (double)*batches_seen; /* a cumulative average */
+    LADLE_CALL(ladle__bn_read(be, running_mean, c, stage, rm));
+    LADLE_CALL(ladle__bn_read(be, running_var, c, stage, rv));
+    for (int64_t ch = 0; ch < c; ch++) {
+        rm[ch] = (1 - mom) * rm[ch] + mom * mean[ch];
+        rv[ch] = (1 - mom) * rv[ch] + mom * var[ch] * count / (count - 1);
     }
-    LADLE_CALL(ladle__bn_write(op->be, v->running_mean, v->c, v->rm, v->stage));
-    LADLE_CALL(ladle__bn_write(op->be, v->running_var, v->c, v->rv, v->stage));
+    LADLE_CALL(ladle__bn_write(be, running_mean, c, rm, stage));
+    LADLE_CALL(ladle__bn_write(be, running_var, c, rv, stage));
 fail:
     return st;
+}
+
+static ladle_status update_running(const ladle_op *op, bn *v, double m)
+{
+    return ladle__bn_update_running(op->be, v->c, v->momentum, &v->batches_seen, v->mean,
+                                    v->var, m, v->running_mean, v->running_var, v->rm, v->rv,
+                                    v->stage);
 }
 
 /* gamma and beta into v->g and v->bt (1 and 0 without them) */
@@ -325,17 +336,11 @@ static void bn_ctx_fini(ladle_ctx *ctx)
     ctx->impl = NULL;
 }
 
-static void bn_destroy(ladle_op *op)
-{
-    bn *v = op->impl;
-    if (v == NULL)
-        return;
-    ladle_tensor_destroy(&v->running_mean);
-    ladle_tensor_destroy(&v->running_var);
-    ladle__free(v->mean);
-    op->be->fn->free(op->be, v->dev);
-    ladle__free(v);
-}
+static const ladle__part bn_parts[] = {
+    LADLE__PART_TENSOR(bn, running_mean), LADLE__PART_TENSOR(bn, running_var),
+    LADLE__PART_HOST(bn, mean), LADLE__PART_DEVICE(bn, dev), LADLE__PARTS_END};
+
+static void bn_destroy(ladle_op *op) { ladle__parts_free(op->impl, bn_parts, op->be); }
 
 static int bn_num_buffers(const ladle_op *op)
 {
@@ -454,12 +459,7 @@ ladle_status ladle_batchnorm_create(const ladle_batchnorm_desc *d, int ndim,
     *out = op;
     return LADLE_OK;
 fail:
-    if (v != NULL) {
-        ladle_tensor_destroy(&v->running_mean);
-        ladle_tensor_destroy(&v->running_var);
-        ladle__free(v->mean);
-        ladle__free(v);
-    }
+    ladle__parts_free(v, bn_parts, NULL); /* before the op took it: no device buffer yet */
     ladle_op_destroy(&op);
     return st;
 }

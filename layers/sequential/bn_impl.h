@@ -26,6 +26,17 @@ ladle_status ladle__bn_read(const ladle_backend *be, const ladle_tensor *t, int6
 ladle_status ladle__bn_write(const ladle_backend *be, ladle_tensor *t, int64_t c,
                              const double *in, void *stage);
 
+/* Both layers' running statistics after a batch of count values per
+ * channel with the given mean and (biased) var: each moves by momentum
+ * toward the batch's (var unbiased), or, with a momentum below 0, to the
+ * cumulative average over the batches seen (*batches_seen counts this one).
+ * rm, rv: host scratch of c doubles each; stage as above. Not collective. */
+ladle_status ladle__bn_update_running(const ladle_backend *be, int64_t c, double momentum,
+                                      int64_t *batches_seen, const double *mean,
+                                      const double *var, double count,
+                                      ladle_tensor *running_mean, ladle_tensor *running_var,
+                                      double *rm, double *rv, void *stage);
+
 /* The device workspace of both layers, c doubles at each of these (times
  * c): the mean and the two sums the bn_* slots read and write, and the
  * coefficients of bn_affine. */

@@ -63,33 +63,31 @@ static ladle_status move(const ladle_backend *be, const ladle_tensor *part,
                             whole->strides, part->data, part->strides);
 }
 
-ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim, ladle_tensor *y)
+/* Both directions: the checks (raised for func), then every part to or
+ * from its box in whole, the boxes following each other along dim. */
+static ladle_status move_all(const char *func, int n, const ladle_tensor *const parts[],
+                             int dim, const ladle_tensor *whole, int to_whole)
 {
     ladle_status st = LADLE_OK;
     int64_t at = 0;
     const ladle_backend *be;
-    LADLE_CALL(check_parts(__func__, n, xs, dim, y));
-    LADLE_CALL(ladle__backend_get(y->device, __func__, &be));
+    LADLE_CALL(check_parts(func, n, parts, dim, whole));
+    LADLE_CALL(ladle__backend_get(whole->device, func, &be));
     for (int k = 0; k < n; k++) {
-        LADLE_CALL(move(be, xs[k], y, dim, at, 1));
-        at += xs[k]->shape[dim];
+        LADLE_CALL(move(be, parts[k], whole, dim, at, to_whole));
+        at += parts[k]->shape[dim];
     }
 fail:
     return st;
 }
 
+ladle_status ladle_concat(int n, const ladle_tensor *const xs[], int dim, ladle_tensor *y)
+{
+    return move_all(__func__, n, xs, dim, y, 1);
+}
+
 ladle_status ladle_concat_backward(const ladle_tensor *dy, int dim, int n,
                                    ladle_tensor *const dxs[])
 {
-    ladle_status st = LADLE_OK;
-    int64_t at = 0;
-    const ladle_backend *be;
-    LADLE_CALL(check_parts(__func__, n, (const ladle_tensor *const *)dxs, dim, dy));
-    LADLE_CALL(ladle__backend_get(dy->device, __func__, &be));
-    for (int k = 0; k < n; k++) {
-        LADLE_CALL(move(be, dxs[k], dy, dim, at, 0));
-        at += dxs[k]->shape[dim];
-    }
-fail:
-    return st;
+    return move_all(__func__, n, (const ladle_tensor *const *)dxs, dim, dy, 0);
 }

@@ -305,27 +305,15 @@ fail:
     return st;
 }
 
-/* The device buffers of v, on be. */
-static void free_buffers(conv *v, const ladle_backend *be)
-{
-    be->fn->free(be, v->col);
-    be->fn->free(be, v->mat);
-    be->fn->free(be, v->plane);
-    be->fn->free(be, v->xpin);
-    be->fn->free(be, v->gpad);
-    be->fn->free(be, v->dpad);
-    be->fn->free(be, v->dws);
-    ladle__conv_wide_free(v, be);
-}
+/* The device buffers of a conv (the wide-row path's too). */
+static const ladle__part conv_parts[] = {
+    LADLE__PART_DEVICE(conv, col),   LADLE__PART_DEVICE(conv, mat),
+    LADLE__PART_DEVICE(conv, plane), LADLE__PART_DEVICE(conv, xpin),
+    LADLE__PART_DEVICE(conv, gpad),  LADLE__PART_DEVICE(conv, dpad),
+    LADLE__PART_DEVICE(conv, dws),   LADLE__PART_DEVICE(conv, dyw),
+    LADLE__PART_DEVICE(conv, dwt),   LADLE__PART_DEVICE(conv, xpad), LADLE__PARTS_END};
 
-static void conv_destroy(ladle_op *op)
-{
-    conv *v = op->impl;
-    if (v == NULL)
-        return;
-    free_buffers(v, op->be);
-    ladle__free(v);
-}
+static void conv_destroy(ladle_op *op) { ladle__parts_free(op->impl, conv_parts, op->be); }
 
 static const ladle_op_vtable conv_vt = {
     .kind = LADLE_OP_CONV,
@@ -548,13 +536,8 @@ ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t x_shape[]
     *out = op;
     return LADLE_OK;
 fail:
-    if (v != NULL) {
-        /* no backend: nothing was allocated on the device */
-        const ladle_backend *be = ladle__backend(device);
-        if (be != NULL)
-            free_buffers(v, be);
-        ladle__free(v);
-    }
+    /* no backend: nothing was allocated on the device */
+    ladle__parts_free(v, conv_parts, ladle__backend(device));
     ladle_op_destroy(&op);
     return st;
 }

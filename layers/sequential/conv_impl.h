@@ -77,10 +77,9 @@ ladle_status ladle__conv_buffer(const ladle_backend *be, int64_t rows, int64_t c
                                 size_t es, const char *what, void **out);
 
 /* Whether the wide-row path suits v (a plan filled by conv.c, padded
- * extents included; sets q), and its workspace. */
+ * extents included; sets q), and its workspace (freed with conv.c's). */
 int ladle__conv_wide_plan(conv *v);
 ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es);
-void ladle__conv_wide_free(conv *v, const ladle_backend *be);
 
 ladle_status ladle__conv_wide_forward(const ladle_op *op, const void *x, void *y, int64_t n);
 /* The bias over group g's channels of images n0 .. n0 + nb - 1 of y, just

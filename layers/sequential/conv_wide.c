@@ -82,13 +82,6 @@ ladle_status ladle__conv_wide_alloc(conv *v, const ladle_backend *be, size_t es)
     return st;
 }
 
-void ladle__conv_wide_free(conv *v, const ladle_backend *be)
-{
-    be->fn->free(be, v->dyw);
-    be->fn->free(be, v->dwt);
-    be->fn->free(be, v->xpad);
-}
-
 /* The columns of images n.. (nb of them), group g, in the column buffer. */
 static ladle_status wide_cols(const ladle_op *op, const void *x, int64_t n, int64_t nb,
                               int64_t g)

@@ -1,4 +1,6 @@
 /* Shared pieces of the sequential layers' creates (see layer_impl.h). */
+#include <string.h>
+
 #include "layers/sequential/layer_impl.h"
 
 ladle_status ladle__window_layer_check(int nd, unsigned flags, ladle_dtype dtype,
@@ -34,3 +36,54 @@ ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle
 }
 
 void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }
+
+void ladle__part_op(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle_op_destroy(member);
+}
+
+void ladle__part_tensor(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle_tensor_destroy(member);
+}
+
+/* A block's member may be a double * as well as a void *: it is read and
+ * nulled through memcpy, not through a void ** that would alias it. */
+static void *take_pointer(void *member)
+{
+    void *p = NULL, *null = NULL;
+    memcpy(&p, member, sizeof p);
+    memcpy(member, &null, sizeof null);
+    return p;
+}
+
+void ladle__part_host(void *member, const ladle_backend *be)
+{
+    (void)be;
+    ladle__free(take_pointer(member));
+}
+
+void ladle__part_device(void *member, const ladle_backend *be)
+{
+    if (be == NULL)
+        return;
+    void *buffer = take_pointer(member);
+    if (buffer != NULL)
+        be->fn->free(be, buffer);
+}
+
+void ladle__parts_release(void *s, const ladle__part *parts, const ladle_backend *be)
+{
+    if (s == NULL)
+        return;
+    for (const ladle__part *p = parts; p->free != NULL; p++)
+        p->free((char *)s + p->offset, be);
+}
+
+void ladle__parts_free(void *impl, const ladle__part *parts, const ladle_backend *be)
+{
+    ladle__parts_release(impl, parts, be);
+    ladle__free(impl);
+}

@@ -1,12 +1,46 @@
 /*
  * What the sequential layers' creates share: the first check of a
  * descriptor argument, the checks of a layer over a window of 1 to 3
- * spatial dimensions, and the destroy of an impl that is one block.
+ * spatial dimensions, the destroy of an impl that is one block, and the
+ * table through which an impl owns its parts (the distributed layers' too).
  */
 #ifndef LADLE_LAYER_IMPL_H
 #define LADLE_LAYER_IMPL_H
 
+#include <stddef.h>
+
 #include "src/op/op_impl.h"
+
+/*
+ * What an impl owns, named once: a table of its members, each by its
+ * offset in the impl with the function that frees it (and nulls it; be is
+ * the backend a device buffer came from), ended by LADLE__PARTS_END. A
+ * layer's destroy and its create's failure path then free the same list.
+ */
+typedef struct ladle__part {
+    void (*free)(void *member, const ladle_backend *be); /* NULL ends the table */
+    size_t offset;
+} ladle__part;
+
+/* The free functions of a table's members: a ladle_op *, a ladle_tensor *,
+ * a block of ladle__calloc and a buffer of be's alloc (kept when be is
+ * NULL: a create that failed before the op existed has none). */
+void ladle__part_op(void *member, const ladle_backend *be);
+void ladle__part_tensor(void *member, const ladle_backend *be);
+void ladle__part_host(void *member, const ladle_backend *be);
+void ladle__part_device(void *member, const ladle_backend *be);
+
+#define LADLE__PART(T, member, fn) {fn, offsetof(T, member)}
+#define LADLE__PART_OP(T, member) LADLE__PART(T, member, ladle__part_op)
+#define LADLE__PART_TENSOR(T, member) LADLE__PART(T, member, ladle__part_tensor)
+#define LADLE__PART_HOST(T, member) LADLE__PART(T, member, ladle__part_host)
+#define LADLE__PART_DEVICE(T, member) LADLE__PART(T, member, ladle__part_device)
+#define LADLE__PARTS_END {NULL, 0}
+
+/* Free the members of s that parts names (s itself stays; NULL: nothing). */
+void ladle__parts_release(void *s, const ladle__part *parts, const ladle_backend *be);
+/* ladle__parts_release, then the impl itself (one block of ladle__calloc). */
+void ladle__parts_free(void *impl, const ladle__part *parts, const ladle_backend *be);
 
 /* A create's descriptor argument: not NULL, and of a size this library
  * reads (raised for the calling function). */

@@ -280,14 +280,9 @@ fail:
     return st;
 }
 
-static void loss_free(loss *l)
-{
-    if (l != NULL)
-        ladle__free(l->weight);
-    ladle__free(l);
-}
+static const ladle__part loss_parts[] = {LADLE__PART_HOST(loss, weight), LADLE__PARTS_END};
 
-static void loss_destroy(ladle_op *op) { loss_free(op->impl); }
+static void loss_destroy(ladle_op *op) { ladle__parts_free(op->impl, loss_parts, NULL); }
 
 static const ladle_op_vtable loss_vt = {.kind = LADLE_OP_LOSS, .name = "loss",
                                         .destroy = loss_destroy};
@@ -436,7 +431,7 @@ ladle_status ladle_loss_create(const ladle_loss_desc *d, int ndim,
     *out = op;
     return LADLE_OK;
 fail:
-    loss_free(l);
+    ladle__parts_free(l, loss_parts, NULL);
     ladle_op_destroy(&op);
     return st;
 }

@@ -84,14 +84,9 @@ static ladle_status norm_backward_weight(ladle_op *op, ladle_ctx *ctx,
                                         op->nparams > 1 ? op->grads[1]->data : NULL, v->ws);
 }
 
-static void norm_destroy(ladle_op *op)
-{
-    norm *v = op->impl;
-    if (v == NULL)
-        return;
-    op->be->fn->free(op->be, v->ws);
-    ladle__free(v);
-}
+static const ladle__part norm_parts[] = {LADLE__PART_DEVICE(norm, ws), LADLE__PARTS_END};
+
+static void norm_destroy(ladle_op *op) { ladle__parts_free(op->impl, norm_parts, op->be); }
 
 static const ladle_op_vtable layernorm_vt = {
     .kind = LADLE_OP_LAYERNORM,

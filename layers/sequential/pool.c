@@ -18,14 +18,7 @@
 #include "layers/sequential/layer_impl.h"
 #include "layers/sequential/pool_impl.h"
 
-static void pool_free(pool *v, const ladle_backend *be)
-{
-    if (v == NULL)
-        return;
-    if (v->ws != NULL)
-        be->fn->free(be, v->ws);
-    ladle__free(v);
-}
+static const ladle__part pool_parts[] = {LADLE__PART_DEVICE(pool, ws), LADLE__PARTS_END};
 
 static ladle_status pool_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                  ladle_tensor *y, int64_t n)
@@ -45,7 +38,7 @@ static ladle_status pool_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tens
                                      dx->data, ctx ? ctx->buf : NULL, v->ws);
 }
 
-static void pool_destroy(ladle_op *op) { pool_free(op->impl, op->be); }
+static void pool_destroy(ladle_op *op) { ladle__parts_free(op->impl, pool_parts, op->be); }
 
 static const ladle_op_vtable pool_vt = {
     .kind = LADLE_OP_POOL,
