@@ -74,6 +74,12 @@ ladle_device lt_device(void);
 /* A tensor of dtype and shape on lt_device() (local, not collective). */
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape);
 
+/* ladle_tensor_destroy on each handle listed: LT_DESTROY(&x, &y, &dx). */
+void lt_destroy_tensors(size_t n, ladle_tensor **const *handles);
+#define LT_DESTROY(...)                                                                    \
+    lt_destroy_tensors(sizeof((ladle_tensor **[]){__VA_ARGS__}) / sizeof(ladle_tensor **), \
+                       (ladle_tensor **[]){__VA_ARGS__})
+
 /* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank,
  * on lt_device(). */
 ladle_tensor *lt_op_tensor(const ladle_op *op, int which);
@@ -108,6 +114,13 @@ void lt_twin_free(ladle_op *ops[2], ladle_tensor *t[2][4], ladle_ctx *ctx[2]);
 /* Run the dot-product test on op and assert the mismatch is within the
  * dtype's tolerance on every rank. */
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);
+
+/* lt_adjoint_ok on each of n cases, in f64 and then in f32: make builds
+ * case k's op in a dtype and names it, or returns NULL for a case that does
+ * not run at this world size (alike on every rank); case k's seed is
+ * seed + k. Collective over the world. */
+typedef ladle_op *lt_case_make(int k, ladle_dtype dtype, const char **name);
+void lt_adjoint_cases(int n, lt_case_make *make, uint64_t seed);
 
 /* Distributed layers against their sequential twins. */
 

@@ -99,10 +99,7 @@ static void act_run(ladle_activation k, ladle_dtype dt, int64_t n, double x0, do
     LT_OK(ladle_layer_backward(op, ctx, dy, dx));
     *xv = lt_values(x), *yv = lt_values(y), *dxv = lt_values(dx);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
 }
 
@@ -327,10 +324,7 @@ START_TEST(leaky_slopes)
         if (a < 0)
             LT_FAILS(ladle_op_forward(op, x, x), LADLE_ERR_ARG);
         ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&dy);
+        LT_DESTROY(&x, &y, &dx, &dy);
         ladle_op_destroy(&op);
     }
     ladle_op *op = NULL;
@@ -478,10 +472,7 @@ START_TEST(softmax_rows)
                           (long long)sh[0], (long long)sh[1], (long long)sh[2], worst,
                           worst_d, zeros ? "ok" : "not 0");
                 ladle_ctx_destroy(&ctx);
-                ladle_tensor_destroy(&x);
-                ladle_tensor_destroy(&y);
-                ladle_tensor_destroy(&dx);
-                ladle_tensor_destroy(&dy);
+                LT_DESTROY(&x, &y, &dx, &dy);
                 ladle_op_destroy(&op);
             }
 }
@@ -584,10 +575,7 @@ START_TEST(dropout)
     LT_ASSERT(same, "evaluation is the identity");
     LT_FAILS(ladle_dropout_create(2, shape, 1.5, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&y2);
-    ladle_tensor_destroy(&dx);
+    LT_DESTROY(&x, &y, &y2, &dx);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -665,11 +653,7 @@ START_TEST(reshape_add_concat)
         ladle_tensor_destroy(&p[k]);
         ladle_tensor_destroy(&q[k]);
     }
-    ladle_tensor_destroy(&cat);
-    ladle_tensor_destroy(&a);
-    ladle_tensor_destroy(&b);
-    ladle_tensor_destroy(&c);
-    ladle_tensor_destroy(&w);
+    LT_DESTROY(&cat, &a, &b, &c, &w);
 }
 END_TEST
 

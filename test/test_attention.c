@@ -11,37 +11,6 @@
 #include "harness.h"
 #include "src/backends/cpu/fastmath.h"
 
-/* A tensor's elements widened to double (malloc'd), and written back. */
-static double *host(const ladle_tensor *t)
-{
-    int64_t n = ladle_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_read(t, v));
-    } else {
-        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        LT_OK(ladle_tensor_read(t, f));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = f[i];
-        free(f);
-    }
-    return v;
-}
-
-static void put(ladle_tensor *t, const double *v)
-{
-    int64_t n = ladle_tensor_numel(t);
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_write(t, v));
-        return;
-    }
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)v[i];
-    LT_OK(ladle_tensor_write(t, f));
-    free(f);
-}
-
 typedef struct config {
     int64_t n, t, e, h, d; /* created batch, sequence, width, heads, head_dim */
     int causal, qkv_bias, out_bias;
@@ -209,10 +178,10 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
     params p = {0}, g = {0};
     for (int i = 0; i < ladle_op_num_params(op); i++) {
         /* larger than the initialisation, for scores of order 1 and more */
-        double *v = host(ladle_op_param(op, i));
+        double *v = lt_values(ladle_op_param(op, i));
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_param(op, i)); e++)
             v[e] *= 2.5;
-        put(ladle_op_param(op, i), v);
+        lt_store(ladle_op_param(op, i), v);
         *role(&p, op, i, 0) = v;
         *role(&g, op, i, 1) =
             malloc(sizeof(double) * (size_t)ladle_tensor_numel(ladle_op_param(op, i)));
@@ -223,7 +192,8 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     LT_OK(ladle_layer_backward(op, ctx, dy, dx));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *hx = host(x), *hy = host(y), *hdy = host(dy), *hdx = host(dx);
+    double *hx = lt_values(x), *hy = lt_values(y);
+    double *hdy = lt_values(dy), *hdx = lt_values(dx);
     double *ry = malloc(sizeof(double) * (size_t)total),
            *rdx = malloc(sizeof(double) * (size_t)total);
     reference(c, n, hx, &p, hdy, ry, rdx, &g);
@@ -233,23 +203,20 @@ static double run_against_reference(const config *c, int64_t n, uint64_t seed)
         worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
     }
     for (int i = 0; i < ladle_op_num_params(op); i++) {
-        double *got = host(ladle_op_grad(op, i)), *want = *role(&g, op, i, 1);
+        double *got = lt_values(ladle_op_grad(op, i)), *want = *role(&g, op, i, 1);
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(op, i)); e++)
             worst = fmax(worst, fabs(got[e] - 2 * want[e]) / (1 + fabs(2 * want[e])));
         free(got);
     }
     LT_OK(ladle_layer_forward(op, NULL, x, dx));
-    double *hy2 = host(dx);
+    double *hy2 = lt_values(dx);
     for (int64_t i = 0; i < total; i++)
         worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
     free(hy2), free(hx), free(hy), free(hdy), free(hdx), free(ry), free(rdx);
     free(p.wqkv), free(p.bqkv), free(p.wo), free(p.bo);
     free(g.gwqkv), free(g.gbqkv), free(g.gwo), free(g.gbo);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dx);
+    LT_DESTROY(&x, &y, &dy, &dx);
     ladle_op_destroy(&op);
     return worst;
 }
@@ -342,7 +309,7 @@ static double f32_run(config c, int tiles32, int tiles64, double **out32, int64_
     for (int j = 0; j < 2 + ladle_op_num_params(ops[0]); j++) {
         const ladle_tensor *ta = j < 2 ? t[0][2 * j + 1] : ladle_op_grad(ops[0], j - 2);
         const ladle_tensor *tb = j < 2 ? t[1][2 * j + 1] : ladle_op_grad(ops[1], j - 2);
-        double *a = host(ta), *b = host(tb), big = 1;
+        double *a = lt_values(ta), *b = lt_values(tb), big = 1;
         int64_t m = ladle_tensor_numel(ta);
         for (int64_t e = 0; e < m; e++)
             big = fmax(big, fabs(b[e]));
@@ -417,8 +384,8 @@ START_TEST(tensor_parallel_shards)
     LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 3, &whole));
     d.num_heads = H / S;
     d.out_bias = 0;
-    double *w = host(ladle_op_param(whole, 0)), *b = host(ladle_op_param(whole, 1));
-    double *wo = host(ladle_op_param(whole, 2)), *bo = host(ladle_op_param(whole, 3));
+    double *w = lt_values(ladle_op_param(whole, 0)), *b = lt_values(ladle_op_param(whole, 1));
+    double *wo = lt_values(ladle_op_param(whole, 2)), *bo = lt_values(ladle_op_param(whole, 3));
     for (int s = 0; s < S; s++) {
         LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 4, &shard[s]));
         double *sw = malloc(sizeof(double) * (size_t)(3 * hs * E));
@@ -432,9 +399,9 @@ START_TEST(tensor_parallel_shards)
             }
         for (int64_t k = 0; k < E; k++)
             memcpy(so + k * hs, wo + k * HD + s * hs, sizeof(double) * (size_t)hs);
-        put(ladle_op_param(shard[s], 0), sw);
-        put(ladle_op_param(shard[s], 1), sb);
-        put(ladle_op_param(shard[s], 2), so);
+        lt_store(ladle_op_param(shard[s], 0), sw);
+        lt_store(ladle_op_param(shard[s], 1), sb);
+        lt_store(ladle_op_param(shard[s], 2), so);
         free(sw), free(sb), free(so);
     }
     ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
@@ -454,19 +421,19 @@ START_TEST(tensor_parallel_shards)
     double worst = 0;
     for (int v = 0; v < 2; v++) {
         ladle_tensor **t = v ? dx : y;
-        double *a = host(t[0]), *p = host(t[1]), *q = host(t[2]);
+        double *a = lt_values(t[0]), *p = lt_values(t[1]), *q = lt_values(t[2]);
         for (int64_t e = 0; e < total; e++) {
             double sum = p[e] + q[e] + (v ? 0 : bo[e % E]);
             worst = fmax(worst, fabs(a[e] - sum) / (1 + fabs(a[e])));
         }
         free(a), free(p), free(q);
     }
-    double *gw = host(ladle_op_grad(whole, 0)), *gb = host(ladle_op_grad(whole, 1));
-    double *go = host(ladle_op_grad(whole, 2));
+    double *gw = lt_values(ladle_op_grad(whole, 0)), *gb = lt_values(ladle_op_grad(whole, 1));
+    double *go = lt_values(ladle_op_grad(whole, 2));
     for (int s = 0; s < S; s++) {
-        double *sw = host(ladle_op_grad(shard[s], 0)),
-               *sb = host(ladle_op_grad(shard[s], 1));
-        double *so = host(ladle_op_grad(shard[s], 2));
+        double *sw = lt_values(ladle_op_grad(shard[s], 0)),
+               *sb = lt_values(ladle_op_grad(shard[s], 1));
+        double *so = lt_values(ladle_op_grad(shard[s], 2));
         for (int part = 0; part < 3; part++)
             for (int64_t r = 0; r < hs; r++) {
                 int64_t from = part * HD + s * hs + r, to = part * hs + r;
@@ -568,9 +535,7 @@ START_TEST(memory_linear_in_t)
         LT_OK(ladle_layer_forward(op, NULL, x, y));
         LT_ASSERT(cnt.allocs == blocks, "T %lld: the calls allocated %ld blocks",
                   (long long)T, cnt.allocs - blocks);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
+        LT_DESTROY(&x, &y, &dx);
         ladle_ctx_destroy(&ctx);
         ladle_op_destroy(&op);
         if (hook)
@@ -623,8 +588,8 @@ START_TEST(contexts_and_parameters)
                       (nd == 1 || ladle_tensor_shape(p)[1] == shapes[i][1]) &&
                       (nd < 3 || ladle_tensor_shape(p)[2] == shapes[i][2]),
                   "parameter %d: %s", i, ladle_op_param_name(op, i));
-        double *a = host(p), *b = host(ladle_op_param(twin, i)),
-               *c = host(ladle_op_param(other, i));
+        double *a = lt_values(p), *b = lt_values(ladle_op_param(twin, i)),
+               *c = lt_values(ladle_op_param(other, i));
         double lo = 0, hi = 0;
         int same = 1, differs = 0;
         for (int64_t e = 0; e < ladle_tensor_numel(p); e++) {
@@ -654,7 +619,7 @@ START_TEST(contexts_and_parameters)
     LT_OK(ladle_layer_backward(op, c1, dy, dxa));
     LT_OK(ladle_layer_forward(op, c2, x2, y));
     LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-    double *a = host(dxa), *b = host(dxb);
+    double *a = lt_values(dxa), *b = lt_values(dxb);
     int same = 1;
     for (int i = 0; i < 120; i++)
         same &= a[i] == b[i];
@@ -667,7 +632,7 @@ START_TEST(contexts_and_parameters)
         LT_ASSERT(posix_memalign(&mem, 64, need) == 0, "workspace %zu", need);
         LT_OK(ladle_op_set_workspace(op, mem, need));
         LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-        a = host(dxa), b = host(dxb);
+        a = lt_values(dxa), b = lt_values(dxb);
         for (int i = 0; i < 120; i++)
             same &= a[i] == b[i];
         free(a), free(b);
@@ -680,7 +645,7 @@ START_TEST(contexts_and_parameters)
         LT_OK(ladle_ctx_create_in(op, cm, cb, &c3));
         LT_OK(ladle_layer_forward(op, c3, x1, y));
         LT_OK(ladle_layer_backward(op, c3, dy, dxb));
-        a = host(dxa), b = host(dxb);
+        a = lt_values(dxa), b = lt_values(dxb);
         for (int i = 0; i < 120; i++)
             same &= a[i] == b[i];
         free(a), free(b);
@@ -710,7 +675,7 @@ static void grads_of(ladle_op *op, double *out)
 {
     size_t at = 0;
     for (int i = 0; i < ladle_op_num_params(op); i++) {
-        double *g = host(ladle_op_grad(op, i));
+        double *g = lt_values(ladle_op_grad(op, i));
         int64_t n = ladle_tensor_numel(ladle_op_grad(op, i));
         memcpy(out + at, g, sizeof(double) * (size_t)n);
         at += (size_t)n;
@@ -818,11 +783,11 @@ START_TEST(in_a_sequential)
     LT_OK(ladle_op_zero_grad(seq));
     LT_OK(ladle_layer_backward_weight(seq, cs, dy));
     double worst = 0;
-    double *p = host(y), *q = host(ys);
+    double *p = lt_values(y), *q = lt_values(ys);
     for (int64_t e = 0; e < 96; e++)
         worst = fmax(worst, fabs(p[e] - q[e]));
     free(p), free(q);
-    p = host(dx), q = host(dxs);
+    p = lt_values(dx), q = lt_values(dxs);
     for (int64_t e = 0; e < 96; e++)
         worst = fmax(worst, fabs(p[e] - q[e]));
     free(p), free(q);
@@ -830,8 +795,8 @@ START_TEST(in_a_sequential)
               ladle_op_num_params(seq));
     for (int i = 0; i < 6; i++) {
         int layer = i < 2 ? 0 : 1, idx = i < 2 ? i : i - 2;
-        p = host(ladle_op_grad(parts[0][layer], idx));
-        q = host(ladle_op_grad(seq, i));
+        p = lt_values(ladle_op_grad(parts[0][layer], idx));
+        q = lt_values(ladle_op_grad(seq, i));
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(seq, i)); e++)
             worst = fmax(worst, fabs(p[e] - q[e]));
         free(p), free(q);

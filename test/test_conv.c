@@ -253,10 +253,7 @@ static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const 
               ew, eb);
     free(xd), free(wd), free(bd), free(dyd), free(yr), free(dxr), free(dwr), free(dbr);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
 }
 

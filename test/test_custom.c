@@ -621,11 +621,7 @@ START_TEST(bad_parameters)
     d.grads = gg;
     d.backward_weight = NULL;
     LT_FAILS(ladle_custom_create(&d, &op), LADLE_ERR_NULL);
-    ladle_tensor_destroy(&strided);
-    ladle_tensor_destroy(&p);
-    ladle_tensor_destroy(&g);
-    ladle_tensor_destroy(&g3);
-    ladle_tensor_destroy(&p32);
+    LT_DESTROY(&strided, &p, &g, &g3, &p32);
 }
 END_TEST
 

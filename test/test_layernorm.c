@@ -7,37 +7,6 @@
 
 #include "harness.h"
 
-/* A tensor's elements widened to double (malloc'd), and written back. */
-static double *host(const ladle_tensor *t)
-{
-    int64_t n = ladle_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_read(t, v));
-    } else {
-        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        LT_OK(ladle_tensor_read(t, f));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = f[i];
-        free(f);
-    }
-    return v;
-}
-
-static void put(ladle_tensor *t, const double *v)
-{
-    int64_t n = ladle_tensor_numel(t);
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_write(t, v));
-        return;
-    }
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)v[i];
-    LT_OK(ladle_tensor_write(t, f));
-    free(f);
-}
-
 /* The reference: rows x len values, layer norm (rms 0) or RMS norm, with w
  * and b optional (NULL), in double: y, and for dy the backward dx and the
  * weight gradients gw, gb (len each, overwritten). The backward is derived
@@ -129,20 +98,20 @@ static double run_against_reference(const config *c, int ndim, const int64_t *xs
     ladle_tensor *dy = lt_tensor(dt, ndim, cs), *dx = lt_tensor(dt, ndim, cs);
     LT_OK(ladle_tensor_fill_random(x, seed, 0));
     LT_OK(ladle_tensor_fill_random(dy, seed, 1));
-    double *hx = host(x);
+    double *hx = lt_values(x);
     for (int64_t i = 0; i < total; i++) /* a different offset and scale per row */
         hx[i] = offset + (1 + (double)(i / len % 3)) * hx[i] + (double)(i / len % 5);
-    put(x, hx);
+    lt_store(x, hx);
     free(hx);
-    hx = host(x); /* as rounded to dt */
+    hx = lt_values(x); /* as rounded to dt */
     double *hw = NULL, *hb = NULL;
     if (c->affine) {
         ladle_tensor *w = ladle_op_param(op, 0);
         LT_OK(ladle_tensor_fill_random(w, seed, 2));
-        hw = host(w);
+        hw = lt_values(w);
         if (ladle_op_num_params(op) > 1) {
             LT_OK(ladle_tensor_fill_random(ladle_op_param(op, 1), seed, 3));
-            hb = host(ladle_op_param(op, 1));
+            hb = lt_values(ladle_op_param(op, 1));
         }
     }
     ladle_ctx *ctx = NULL;
@@ -151,7 +120,7 @@ static double run_against_reference(const config *c, int ndim, const int64_t *xs
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     LT_OK(ladle_layer_backward(op, ctx, dy, dx));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *hy = host(y), *hdy = host(dy), *hdx = host(dx);
+    double *hy = lt_values(y), *hdy = lt_values(dy), *hdx = lt_values(dx);
     double *ry = malloc(sizeof(double) * (size_t)total),
            *rdx = malloc(sizeof(double) * (size_t)total);
     double *gw = malloc(sizeof(double) * (size_t)len),
@@ -163,24 +132,21 @@ static double run_against_reference(const config *c, int ndim, const int64_t *xs
         worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
     }
     for (int p = 0; p < ladle_op_num_params(op); p++) {
-        double *g = host(ladle_op_grad(op, p)), *want = p == 0 ? gw : gb;
+        double *g = lt_values(ladle_op_grad(op, p)), *want = p == 0 ? gw : gb;
         for (int64_t j = 0; j < len; j++) /* accumulated twice */
             worst = fmax(worst, fabs(g[j] - 2 * want[j]) / (1 + fabs(2 * want[j])));
         free(g);
     }
     /* without a ctx the forward gives the same y */
     LT_OK(ladle_layer_forward(op, NULL, x, dx));
-    double *hy2 = host(dx);
+    double *hy2 = lt_values(dx);
     for (int64_t i = 0; i < total; i++)
         worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
     free(hy2);
     free(hx), free(hw), free(hb), free(hy), free(hdy), free(hdx);
     free(ry), free(rdx), free(gw), free(gb);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dx);
+    LT_DESTROY(&x, &y, &dy, &dx);
     ladle_op_destroy(&op);
     return worst;
 }
@@ -307,13 +273,13 @@ static double f32_against_f64(int rms, int ndim, const int64_t *xs, double offse
     lt_twin_run(ops, ndim, xs, 21, spread_x, &sp, t, ctx);
     double worst = 0;
     for (int i = 1; i < 4; i += 2) {
-        double *a = host(t[0][i]), *b = host(t[1][i]);
+        double *a = lt_values(t[0][i]), *b = lt_values(t[1][i]);
         for (int64_t e = 0; e < total; e++)
             worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
         free(a), free(b);
     }
     for (int p = 0; p < ladle_op_num_params(ops[0]); p++) {
-        double *a = host(ladle_op_grad(ops[0], p)), *b = host(ladle_op_grad(ops[1], p));
+        double *a = lt_values(ladle_op_grad(ops[0], p)), *b = lt_values(ladle_op_grad(ops[1], p));
         for (int64_t e = 0; e < len; e++)
             worst = fmax(worst, fabs(a[e] - b[e]) / (double)(total / len));
         free(a), free(b);
@@ -405,7 +371,7 @@ START_TEST(contexts_and_parameters)
     LT_OK(ladle_layer_forward(op, c2, x2, y));
     LT_OK(ladle_layer_forward(op, c1, x1, y));
     LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-    double *a = host(dxa), *b = host(dxb);
+    double *a = lt_values(dxa), *b = lt_values(dxb);
     int same = 1;
     for (int i = 0; i < 24; i++)
         same &= a[i] == b[i];
@@ -420,8 +386,8 @@ START_TEST(contexts_and_parameters)
         LT_OK(ladle_ctx_create_in(op, mem, need, &c3));
         LT_OK(ladle_layer_forward(op, c3, x1, y));
         LT_OK(ladle_layer_backward(op, c3, dy, dxb));
-        b = host(dxb);
-        a = host(dxa);
+        b = lt_values(dxb);
+        a = lt_values(dxa);
         for (int i = 0; i < 24; i++)
             same &= a[i] == b[i];
         free(a), free(b);
@@ -431,12 +397,7 @@ START_TEST(contexts_and_parameters)
     }
     ladle_ctx_destroy(&c1);
     ladle_ctx_destroy(&c2);
-    ladle_tensor_destroy(&x1);
-    ladle_tensor_destroy(&x2);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dxa);
-    ladle_tensor_destroy(&dxb);
+    LT_DESTROY(&x1, &x2, &y, &dy, &dxa, &dxb);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -512,11 +473,7 @@ START_TEST(bad_input)
     LT_FAILS(ladle_layer_backward(op, ctx, xw, x), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_op_adjoint(op, y, x), LADLE_ERR_UNSUPPORTED);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&xw);
-    ladle_tensor_destroy(&xb);
-    ladle_tensor_destroy(&x32);
+    LT_DESTROY(&x, &y, &xw, &xb, &x32);
     ladle_op_destroy(&op);
 }
 END_TEST

@@ -414,10 +414,7 @@ START_TEST(strided_views)
     LT_ASSERT(lt_get(x, 6) == lt_get(store, 9) && lt_get(x, 23) == lt_get(store, 32),
               "the copy of the view");
     LT_OK(ladle_op_forward(lin, x, y));
-    ladle_tensor_destroy(&view);
-    ladle_tensor_destroy(&store);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&view, &store, &x, &y);
     ladle_op_destroy(&lin);
 }
 END_TEST

@@ -239,10 +239,7 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     free(yr);
     free(dxr);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
 }
 

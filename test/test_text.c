@@ -228,10 +228,7 @@ START_TEST(random_windows)
     LT_OK(ladle_tensor_read(x, again));
     LT_ASSERT(memcmp(again, xs, sizeof xs) == 0, "seed 42 drew two batches");
     free(hit);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&xh);
-    ladle_tensor_destroy(&yh);
+    LT_DESTROY(&x, &y, &xh, &yh);
     ladle_text_destroy(&t);
     remove_dir();
 }
@@ -405,11 +402,7 @@ START_TEST(bad_input)
     LT_ASSERT(old.size == now.size && old.val_every == now.val_every, "text_options_init");
     LT_FAILS(ladle_text_eval_batch(t, LADLE_TEXT_TRAIN, 0, f, y), LADLE_ERR_DTYPE);
     LT_FAILS(ladle_text_eval_batch(NULL, LADLE_TEXT_TRAIN, 0, x, y), LADLE_ERR_NULL);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&y4);
-    ladle_tensor_destroy(&f);
-    ladle_tensor_destroy(&x1);
+    LT_DESTROY(&x, &y, &y4, &f, &x1);
     ladle_text_destroy(&t);
     remove_dir();
 }
