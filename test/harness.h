@@ -122,6 +122,52 @@ void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);
 typedef ladle_op *lt_case_make(int k, ladle_dtype dtype, const char **name);
 void lt_adjoint_cases(int n, lt_case_make *make, uint64_t seed);
 
+/* A layer's pass against a reference written in the test: with x and dy
+ * filled (shapes of the op's x and y), forward, backward_weight, backward
+ * and backward_weight again (so the gradients accumulate twice) on a fresh
+ * ctx; ref(arg, x, dy, y, dx, grads) works out in double, from x and dy on
+ * the host, the layer's y, dx and each parameter i's gradient grads[i]
+ * (numel of parameter i, allocated here). The worst of |y - ref| /
+ * (1 + |ref|), the same for dx and for each gradient against twice its
+ * reference, and 1 where a forward without a ctx differs from y. Local. */
+typedef void lt_layer_reference(const void *arg, const double *x, const double *dy,
+                                double *y, double *dx, double *const *grads);
+double lt_layer_pass(ladle_op *op, ladle_tensor *x, ladle_tensor *y, ladle_tensor *dy,
+                     ladle_tensor *dx, lt_layer_reference *ref, const void *arg);
+
+/* A batch of none does nothing and fails nothing: forward, backward and
+ * backward_weight of op on x and y of shape (its first extent 0). */
+void lt_layer_empty_batch(ladle_op *op, int ndim, const int64_t *shape);
+
+/* Whether two tensors of one numel hold the same values, bit for bit. */
+int lt_same_values(const ladle_tensor *a, const ladle_tensor *b);
+
+/* Two contexts of a layer in flight keep their own saved state: on f64
+ * tensors of shape xs (three extents; the op's x and y alike), x1 runs forward and
+ * backward through c1 (into dxa), x2 forward through c2, then (again
+ * nonzero) x1 forward through c1 once more, and c1's backward (into dxb)
+ * must give dxa bit for bit ("a ctx's backward is its own forward's").
+ * The tensors and contexts stay in p for more checks; the verdict is
+ * returned. Local. */
+typedef struct lt_ctx_pair {
+    ladle_tensor *x1, *x2, *y, *dy, *dxa, *dxb;
+    ladle_ctx *c1, *c2;
+} lt_ctx_pair;
+int lt_ctx_pair_run(ladle_op *op, const int64_t *xs, int again, lt_ctx_pair *p);
+/* A ctx in ladle_ctx_bytes of caller memory gives p's dxa for x1 too;
+ * asserted with same (an earlier verdict) folded in, and returned. */
+int lt_ctx_in_caller_memory(ladle_op *op, lt_ctx_pair *p, int same);
+void lt_ctx_pair_free(lt_ctx_pair *p);
+
+/* A sequential of n layers against its parts run by hand: parts (n ops)
+ * run forward on x, backward from dy down to the first part's dx (to the
+ * second part's, when with_dx is 0: a first part whose x is ids), then
+ * their weight passes after a zero_grad; seq (made of twins of the parts,
+ * their parameters in order) runs the same on x and dy. The largest
+ * |difference| over y, dx (with_dx) and every weight gradient. Local. */
+double lt_chain_error(int n, ladle_op *const *parts, ladle_op *seq, const ladle_tensor *x,
+                      const ladle_tensor *dy, int with_dx);
+
 /* Distributed layers against their sequential twins. */
 
 /* Copy the box at offset (the box's shape is local's) out of a contiguous

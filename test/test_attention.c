@@ -162,60 +162,46 @@ static double **role(params *p, const ladle_op *op, int i, int grad)
     return grad ? &p->gbo : &p->bo;
 }
 
-/* Forward, backward_weight, backward, backward_weight (the weight
- * gradients accumulate twice) for a batch of n against the reference; the
- * largest error relative to 1 + |value|. Also: a forward without a ctx
- * gives the same y, bit for bit. */
+/* lt_layer_pass's reference: the layer of c on n samples with parameters p
+ * (in op's order of roles). */
+typedef struct attention_ref {
+    const config *c;
+    int64_t n;
+    const ladle_op *op;
+    params p;
+} attention_ref;
+
+static void attention_reference(const void *arg, const double *x, const double *dy, double *y,
+                                double *dx, double *const *grads)
+{
+    const attention_ref *r = arg;
+    params g = {0};
+    for (int i = 0; i < ladle_op_num_params(r->op); i++)
+        *role(&g, r->op, i, 1) = grads[i];
+    reference(r->c, r->n, x, &r->p, dy, y, dx, &g);
+}
+
+/* lt_layer_pass for a batch of n against the reference. */
 static double run_against_reference(const config *c, int64_t n, uint64_t seed)
 {
     ladle_op *op = NULL;
     LT_OK(make(c, LADLE_F64, seed, &op));
-    int64_t xs[3] = {n, c->t, c->e}, total = n * c->t * c->e;
+    int64_t xs[3] = {n, c->t, c->e};
     ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *y = lt_tensor(LADLE_F64, 3, xs);
     ladle_tensor *dy = lt_tensor(LADLE_F64, 3, xs), *dx = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(x, seed, 10));
     LT_OK(ladle_tensor_fill_random(dy, seed, 11));
-    params p = {0}, g = {0};
+    attention_ref r = {c, n, op, {0}};
     for (int i = 0; i < ladle_op_num_params(op); i++) {
         /* larger than the initialisation, for scores of order 1 and more */
         double *v = lt_values(ladle_op_param(op, i));
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_param(op, i)); e++)
             v[e] *= 2.5;
         lt_store(ladle_op_param(op, i), v);
-        *role(&p, op, i, 0) = v;
-        *role(&g, op, i, 1) =
-            malloc(sizeof(double) * (size_t)ladle_tensor_numel(ladle_op_param(op, i)));
+        *role(&r.p, op, i, 0) = v;
     }
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *hx = lt_values(x), *hy = lt_values(y);
-    double *hdy = lt_values(dy), *hdx = lt_values(dx);
-    double *ry = malloc(sizeof(double) * (size_t)total),
-           *rdx = malloc(sizeof(double) * (size_t)total);
-    reference(c, n, hx, &p, hdy, ry, rdx, &g);
-    double worst = 0;
-    for (int64_t i = 0; i < total; i++) {
-        worst = fmax(worst, fabs(hy[i] - ry[i]) / (1 + fabs(ry[i])));
-        worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
-    }
-    for (int i = 0; i < ladle_op_num_params(op); i++) {
-        double *got = lt_values(ladle_op_grad(op, i)), *want = *role(&g, op, i, 1);
-        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(op, i)); e++)
-            worst = fmax(worst, fabs(got[e] - 2 * want[e]) / (1 + fabs(2 * want[e])));
-        free(got);
-    }
-    LT_OK(ladle_layer_forward(op, NULL, x, dx));
-    double *hy2 = lt_values(dx);
-    for (int64_t i = 0; i < total; i++)
-        worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
-    free(hy2), free(hx), free(hy), free(hdy), free(hdx), free(ry), free(rdx);
-    free(p.wqkv), free(p.bqkv), free(p.wo), free(p.bo);
-    free(g.gwqkv), free(g.gbqkv), free(g.gwo), free(g.gbo);
-    ladle_ctx_destroy(&ctx);
+    double worst = lt_layer_pass(op, x, y, dy, dx, attention_reference, &r);
+    free(r.p.wqkv), free(r.p.bqkv), free(r.p.wo), free(r.p.bo);
     LT_DESTROY(&x, &y, &dy, &dx);
     ladle_op_destroy(&op);
     return worst;
@@ -254,16 +240,7 @@ START_TEST(smaller_batch)
     /* a batch of 0 does nothing and fails nothing */
     ladle_op *op = NULL;
     LT_OK(make(&c, LADLE_F64, 1, &op));
-    int64_t zs[3] = {0, 9, 6};
-    ladle_tensor *x = lt_tensor(LADLE_F64, 3, zs), *y = lt_tensor(LADLE_F64, 3, zs);
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, y, x));
-    LT_OK(ladle_layer_backward_weight(op, ctx, y));
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    lt_layer_empty_batch(op, 3, (const int64_t[]){0, 9, 6});
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -606,62 +583,25 @@ START_TEST(contexts_and_parameters)
     ladle_op_destroy(&twin);
     ladle_op_destroy(&other);
     /* two contexts in flight keep their own saved state */
-    ladle_tensor *x1 = lt_tensor(LADLE_F64, 3, xs), *x2 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *dxa = lt_tensor(LADLE_F64, 3, xs), *dxb = lt_tensor(LADLE_F64, 3, xs);
-    LT_OK(ladle_tensor_fill_random(x1, 1, 0));
-    LT_OK(ladle_tensor_fill_random(x2, 1, 1));
-    LT_OK(ladle_tensor_fill_random(dy, 1, 2));
-    ladle_ctx *c1 = NULL, *c2 = NULL;
-    LT_OK(ladle_ctx_create(op, &c1));
-    LT_OK(ladle_ctx_create(op, &c2));
-    LT_OK(ladle_layer_forward(op, c1, x1, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxa));
-    LT_OK(ladle_layer_forward(op, c2, x2, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-    double *a = lt_values(dxa), *b = lt_values(dxb);
-    int same = 1;
-    for (int i = 0; i < 120; i++)
-        same &= a[i] == b[i];
-    free(a), free(b);
-    LT_ASSERT(same, "a ctx's backward is its own forward's");
+    lt_ctx_pair p;
+    int same = lt_ctx_pair_run(op, xs, 0, &p);
     /* the workspace moved to caller memory (on the CPU) */
     if (lt_device() == LADLE_CPU) {
         size_t need = ladle_op_workspace_bytes(op);
         void *mem = NULL;
         LT_ASSERT(posix_memalign(&mem, 64, need) == 0, "workspace %zu", need);
         LT_OK(ladle_op_set_workspace(op, mem, need));
-        LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-        a = lt_values(dxa), b = lt_values(dxb);
-        for (int i = 0; i < 120; i++)
-            same &= a[i] == b[i];
-        free(a), free(b);
+        LT_OK(ladle_layer_backward(op, p.c1, p.dy, p.dxb));
+        same &= lt_same_values(p.dxa, p.dxb);
         LT_ASSERT(same, "the same dx with the caller's workspace");
         /* and a ctx in caller memory */
-        size_t cb = ladle_ctx_bytes(op);
-        void *cm = NULL;
-        LT_ASSERT(cb > 0 && posix_memalign(&cm, 64, cb) == 0, "ctx bytes %zu", cb);
-        ladle_ctx *c3 = NULL;
-        LT_OK(ladle_ctx_create_in(op, cm, cb, &c3));
-        LT_OK(ladle_layer_forward(op, c3, x1, y));
-        LT_OK(ladle_layer_backward(op, c3, dy, dxb));
-        a = lt_values(dxa), b = lt_values(dxb);
-        for (int i = 0; i < 120; i++)
-            same &= a[i] == b[i];
-        free(a), free(b);
-        LT_ASSERT(same, "a ctx in caller memory");
-        ladle_ctx_destroy(&c3);
-        free(cm);
-        ladle_ctx_destroy(&c1); /* contexts before their op */
-        ladle_ctx_destroy(&c2);
+        lt_ctx_in_caller_memory(op, &p, same);
+        ladle_ctx_destroy(&p.c1); /* contexts before their op */
+        ladle_ctx_destroy(&p.c2);
         ladle_op_destroy(&op); /* before its workspace goes */
         free(mem);
     }
-    ladle_ctx_destroy(&c1);
-    ladle_ctx_destroy(&c2);
-    ladle_tensor *all[6] = {x1, x2, y, dy, dxa, dxb};
-    for (int i = 0; i < 6; i++)
-        ladle_tensor_destroy(&all[i]);
+    lt_ctx_pair_free(&p);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -760,62 +700,22 @@ START_TEST(in_a_sequential)
     }
     ladle_op *seq = NULL;
     LT_OK(ladle_sequential_create(2, parts[1], &seq));
-    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *a = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *ys = lt_tensor(LADLE_F64, 3, xs), *g1 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *dx = lt_tensor(LADLE_F64, 3, xs), *dxs = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(x, 8, 0));
     LT_OK(ladle_tensor_fill_random(dy, 8, 1));
-    ladle_ctx *c[2], *cs = NULL;
-    for (int i = 0; i < 2; i++)
-        LT_OK(ladle_ctx_create(parts[0][i], &c[i]));
-    LT_OK(ladle_layer_forward(parts[0][0], c[0], x, a));
-    LT_OK(ladle_layer_forward(parts[0][1], c[1], a, y));
-    LT_OK(ladle_layer_backward(parts[0][1], c[1], dy, g1));
-    LT_OK(ladle_layer_backward(parts[0][0], c[0], g1, dx));
-    for (int i = 0; i < 2; i++)
-        LT_OK(ladle_op_zero_grad(parts[0][i]));
-    LT_OK(ladle_layer_backward_weight(parts[0][1], c[1], dy));
-    LT_OK(ladle_layer_backward_weight(parts[0][0], c[0], g1));
-    LT_OK(ladle_ctx_create(seq, &cs));
-    LT_OK(ladle_layer_forward(seq, cs, x, ys));
-    LT_OK(ladle_layer_backward(seq, cs, dy, dxs));
-    LT_OK(ladle_op_zero_grad(seq));
-    LT_OK(ladle_layer_backward_weight(seq, cs, dy));
-    double worst = 0;
-    double *p = lt_values(y), *q = lt_values(ys);
-    for (int64_t e = 0; e < 96; e++)
-        worst = fmax(worst, fabs(p[e] - q[e]));
-    free(p), free(q);
-    p = lt_values(dx), q = lt_values(dxs);
-    for (int64_t e = 0; e < 96; e++)
-        worst = fmax(worst, fabs(p[e] - q[e]));
-    free(p), free(q);
+    double worst = lt_chain_error(2, parts[0], seq, x, dy, 1);
     LT_ASSERT(ladle_op_num_params(seq) == 6, "2 + 4 parameters, not %d",
               ladle_op_num_params(seq));
-    for (int i = 0; i < 6; i++) {
-        int layer = i < 2 ? 0 : 1, idx = i < 2 ? i : i - 2;
-        p = lt_values(ladle_op_grad(parts[0][layer], idx));
-        q = lt_values(ladle_op_grad(seq, i));
-        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(seq, i)); e++)
-            worst = fmax(worst, fabs(p[e] - q[e]));
-        free(p), free(q);
-    }
     LT_ASSERT(worst < 1e-15, "the chain against its parts: %.2e", worst);
     ladle_gradient_result r;
     LT_OK(ladle_gradient_test(seq, 77, 200, &r));
     LT_ASSERT(r.input_error < 1e-6 && r.max_param_error < 1e-6 && r.nparams == 6,
               "the chain by finite differences: x %.1e params %.1e", r.input_error,
               r.max_param_error);
-    for (int i = 0; i < 2; i++) {
-        ladle_ctx_destroy(&c[i]);
+    for (int i = 0; i < 2; i++)
         ladle_op_destroy(&parts[0][i]);
-    }
-    ladle_ctx_destroy(&cs);
     ladle_op_destroy(&seq);
-    ladle_tensor *all[8] = {x, a, y, dy, ys, g1, dx, dxs};
-    for (int i = 0; i < 8; i++)
-        ladle_tensor_destroy(&all[i]);
+    LT_DESTROY(&x, &dy);
 }
 END_TEST
 
