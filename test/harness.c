@@ -407,6 +407,55 @@ double lt_chain_error(int n, ladle_op *const *parts, ladle_op *seq, const ladle_
     return worst;
 }
 
+void *lt_count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
+{
+    lt_counter *c = user;
+    void *p = NULL;
+    if (device != LADLE_CPU || posix_memalign(&p, align < 16 ? 16 : align, bytes) != 0)
+        return NULL;
+    c->allocs++;
+    c->bytes += bytes;
+    return p;
+}
+
+void lt_count_free(void *user, void *ptr, size_t bytes, ladle_device device)
+{
+    lt_counter *c = user;
+    (void)bytes, (void)device;
+    c->frees++;
+    free(ptr);
+}
+
+ladle_ctx *lt_forward_backward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y,
+                               const ladle_tensor *dy, ladle_tensor *dx)
+{
+    ladle_ctx *ctx = NULL;
+    LT_OK(ladle_ctx_create(op, &ctx));
+    LT_OK(ladle_layer_forward(op, ctx, x, y));
+    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    return ctx;
+}
+
+void lt_train_step(ladle_network *net, ladle_optimizer *opt, const ladle_tensor *x,
+                   const ladle_tensor *t, double *loss)
+{
+    LT_OK(ladle_network_zero_grad(net));
+    LT_OK(ladle_network_forward(net, x, NULL));
+    LT_OK(ladle_network_loss(net, t, loss));
+    LT_OK(ladle_network_backward(net, 1));
+    LT_OK(ladle_optimizer_step(opt));
+}
+
+void lt_lenet_desc(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed)
+{
+    ladle_lenet_desc_init(d);
+    d->batch = n;
+    d->image = s;
+    d->dtype = LADLE_F64;
+    d->device = lt_device();
+    d->seed = seed;
+}
+
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
 {
     MPI_Init(&argc, &argv);

@@ -168,6 +168,31 @@ void lt_ctx_pair_free(lt_ctx_pair *p);
 double lt_chain_error(int n, ladle_op *const *parts, ladle_op *seq, const ladle_tensor *x,
                       const ladle_tensor *dy, int with_dx);
 
+/* A counting allocator for a ladle_allocator's slots, user an lt_counter:
+ * CPU memory only (a request for another device gets NULL), the blocks
+ * allocated and freed and the bytes allocated. */
+typedef struct lt_counter {
+    long allocs, frees;
+    size_t bytes;
+} lt_counter;
+void *lt_count_alloc(void *user, size_t bytes, size_t align, ladle_device device);
+void lt_count_free(void *user, void *ptr, size_t bytes, ladle_device device);
+
+/* A fresh ctx of op (the caller destroys it) after forward x -> y and
+ * backward dy -> dx through it, each call asserted LADLE_OK. */
+ladle_ctx *lt_forward_backward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y,
+                               const ladle_tensor *dy, ladle_tensor *dx);
+
+/* One training step of net with opt: zero_grad, forward of x, the loss
+ * against the targets t into *loss, backward and the optimizer's step,
+ * each asserted LADLE_OK. Collective over the network's ranks. */
+void lt_train_step(ladle_network *net, ladle_optimizer *opt, const ladle_tensor *x,
+                   const ladle_tensor *t, double *loss);
+
+/* ladle_lenet_desc_init, then a batch of n images of s x s in f64 on
+ * lt_device(), parameters from seed. */
+void lt_lenet_desc(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed);
+
 /* Distributed layers against their sequential twins. */
 
 /* Copy the box at offset (the box's shape is local's) out of a contiguous

@@ -93,10 +93,7 @@ static void act_run(ladle_activation k, ladle_dtype dt, int64_t n, double x0, do
     lt_store(x, v);
     free(v);
     LT_OK(ladle_tensor_fill(dy, 1.0));
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
     *xv = lt_values(x), *yv = lt_values(y), *dxv = lt_values(dx);
     ladle_ctx_destroy(&ctx);
     LT_DESTROY(&x, &y, &dx, &dy);
@@ -309,10 +306,7 @@ START_TEST(leaky_slopes)
         ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
         LT_OK(ladle_tensor_fill_random(x, 9, 3));
         LT_OK(ladle_tensor_fill_random(dy, 9, 4));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
         int ok = 1;
         for (int i = 0; i < 60; i++) {
             double v = lt_get(x, i), g = lt_get(dy, i);
@@ -425,10 +419,7 @@ START_TEST(softmax_rows)
                 lt_store(x, xv);
                 lt_store(dy, gv);
                 free(xv), free(gv);
-                ladle_ctx *ctx = NULL;
-                LT_OK(ladle_ctx_create(op, &ctx));
-                LT_OK(ladle_layer_forward(op, ctx, x, y));
-                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
                 double *X = lt_values(x), *Y = lt_values(y), *G = lt_values(dy),
                        *D = lt_values(dx);
                 double worst = 0, worst_d = 0;
@@ -489,10 +480,7 @@ START_TEST(softmax_batch)
         ladle_tensor *dy = lt_tensor(LADLE_F64, 3, small), *dx = lt_tensor(LADLE_F64, 3, small);
         LT_OK(ladle_tensor_fill_random(x, 2, 5));
         LT_OK(ladle_tensor_fill_random(dy, 2, 6));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
         double worst = 0, worst_d = 0;
         for (int64_t j = 0; j < 6; j++) { /* each column: the 3 rows present */
             double mx = -INFINITY, z = 0;

@@ -438,29 +438,6 @@ START_TEST(tensor_parallel_shards)
 }
 END_TEST
 
-/* A counting allocator: blocks and bytes. */
-typedef struct counter {
-    long allocs;
-    size_t bytes;
-} counter;
-
-static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
-{
-    counter *c = user;
-    void *p = NULL;
-    if (device != LADLE_CPU || posix_memalign(&p, align < 16 ? 16 : align, bytes) != 0)
-        return NULL;
-    c->allocs++;
-    c->bytes += bytes;
-    return p;
-}
-
-static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
-{
-    (void)user, (void)bytes, (void)device;
-    free(ptr);
-}
-
 /* The memory the layer holds is linear in T, never T^2: the saved bytes
  * per ctx and the workspace follow the documented formulas exactly, the
  * bytes allocated for the op and a ctx (counted by the allocator hook, on
@@ -474,8 +451,8 @@ START_TEST(memory_linear_in_t)
     for (int k = 0; k < 4; k++) {
         int64_t T = 256 * (k + 1);
         config c = {N, T, E, H, d, 1, 1, 1, 0, 0, 0};
-        counter cnt = {0, 0};
-        ladle_allocator a = {sizeof a, count_alloc, count_free, &cnt};
+        lt_counter cnt = {0, 0, 0};
+        ladle_allocator a = {sizeof a, lt_count_alloc, lt_count_free, &cnt};
         int hook = lt_device() == LADLE_CPU;
         if (hook)
             LT_OK(ladle_allocator_set(&a));

@@ -36,11 +36,7 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
     LT_OK(ladle_optimizer_create(&od, &opt));
     LT_OK(ladle_optimizer_add_network(opt, net));
     for (int s = 0; s < STEPS; s++) {
-        LT_OK(ladle_network_zero_grad(net));
-        LT_OK(ladle_network_forward(net, x, NULL));
-        LT_OK(ladle_network_loss(net, t, &losses[s]));
-        LT_OK(ladle_network_backward(net, 1));
-        LT_OK(ladle_optimizer_step(opt));
+        lt_train_step(net, opt, x, t, &losses[s]);
     }
     ladle_optimizer_destroy(&opt);
     ladle_tensor_destroy(&x);
@@ -52,12 +48,7 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
 static void sequential_lenet(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed,
                              int bn)
 {
-    ladle_lenet_desc_init(d);
-    d->batch = n;
-    d->image = s;
-    d->dtype = LADLE_F64;
-    d->device = lt_device();
-    d->seed = seed;
+    lt_lenet_desc(d, n, s, seed);
     d->batchnorm = bn;
     d->sequential = 1;
 }

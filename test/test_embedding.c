@@ -64,10 +64,7 @@ START_TEST(token_values_and_adjoint)
                           ladle_tensor_shape(y)[ndims[s]] == dim,
                       "y is ids_shape + [E]");
             LT_OK(ladle_tensor_fill_random(dy, 3, (uint64_t)s));
-            ladle_ctx *ctx = NULL;
-            LT_OK(ladle_ctx_create(op, &ctx));
-            LT_OK(ladle_layer_forward(op, ctx, ids, y));
-            LT_OK(ladle_layer_backward(op, ctx, dy, NULL));
+            ladle_ctx *ctx = lt_forward_backward(op, ids, y, dy, NULL);
             LT_OK(ladle_op_zero_grad(op));
             LT_OK(ladle_layer_backward_weight(op, ctx, dy));
             /* the loops: y[i] = w[id_i]; dw[v] = sum of dy[i] over id_i = v */
@@ -240,10 +237,7 @@ START_TEST(positional_values_and_adjoints)
             ladle_tensor *dy = lt_tensor(dt, 3, cs), *dx = lt_tensor(dt, 3, cs);
             LT_OK(ladle_tensor_fill_random(x, 6, 0));
             LT_OK(ladle_tensor_fill_random(dy, 6, 1));
-            ladle_ctx *ctx = NULL;
-            LT_OK(ladle_ctx_create(op, &ctx));
-            LT_OK(ladle_layer_forward(op, ctx, x, y));
-            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+            ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
             LT_OK(ladle_op_zero_grad(op));
             LT_OK(ladle_layer_backward_weight(op, ctx, dy));
             double *hx = lt_values(x), *hy = lt_values(y);

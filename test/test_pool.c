@@ -196,10 +196,7 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
     fill_x(x, data, seed);
     LT_OK(ladle_tensor_fill_random(dy, 3, seed));
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
     double *yr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(y));
     double *dxr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(x));
     reference(G, x, dy, yr, dxr);
@@ -601,10 +598,7 @@ START_TEST(adaptive_average)
                 ladle_tensor *yp = lt_tensor(dt, nd, ys);
                 LT_OK(ladle_tensor_fill_random(x, 3, 10 + k));
                 LT_OK(ladle_tensor_fill_random(dy, 3, 20 + k));
-                ladle_ctx *ctx = NULL;
-                LT_OK(ladle_ctx_create(op, &ctx));
-                LT_OK(ladle_layer_forward(op, ctx, x, y));
-                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
                 ladle_ctx_destroy(&ctx);
                 int64_t ny = ladle_tensor_numel(y);
                 double *want = calloc((size_t)ny, sizeof *want), worst = 0, worst_d = 0;

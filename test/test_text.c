@@ -62,6 +62,17 @@ static char *decode(const ladle_text *t, ladle_text_split s)
     return out;
 }
 
+/* The corpus in dir, every val_every-th record for validation. */
+static ladle_text *load(int64_t val_every)
+{
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
+    o.val_every = val_every;
+    ladle_text *t = NULL;
+    LT_OK(ladle_text_load(dir, &o, &t));
+    return t;
+}
+
 /* Two files, one of each format, and the files a directory read skips. */
 static ladle_text *two_files(int64_t val_every)
 {
@@ -74,12 +85,7 @@ static ladle_text *two_files(int64_t val_every)
     snprintf(link, sizeof link, "%s/c", dir);
     unlink(link);
     LT_ASSERT(symlink(target, link) == 0, "symlink");
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = val_every;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
-    return t;
+    return load(val_every);
 }
 
 /* Records in file-name order: a's paragraphs "p1 l1\np1 l2\n", "p2\n"; b's
@@ -173,11 +179,7 @@ START_TEST(random_windows)
     }
     text[399] = '\n';
     write_file("t", text, sizeof text);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 0;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = load(0);
     int64_t len = ladle_text_length(t, LADLE_TEXT_TRAIN);
     LT_ASSERT(len == 401, "a paragraph of 400 bytes and its blank line: %lld",
               (long long)len);
@@ -240,11 +242,7 @@ START_TEST(eval_windows)
 {
     fresh_dir();
     write_file("f", "abcdefghij\n%\nklmnopq\n%\nrs\n%\n", 28);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 0;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = load(0);
     /* "abcdefghij\n%\nklmnopq\n%\nrs\n%\n": 28 tokens, 27 targets */
     int64_t len = ladle_text_length(t, LADLE_TEXT_TRAIN);
     LT_ASSERT(len == 28, "length %lld", (long long)len);
@@ -291,11 +289,7 @@ START_TEST(bigram_by_hand)
 {
     fresh_dir();
     write_file("f", "aab\n%\nab\n%\n", 11);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 2;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = load(2);
     LT_ASSERT(ladle_text_vocab(t) == 4, "V %lld", (long long)ladle_text_vocab(t));
     double tr = 0, va = 0;
     LT_OK(ladle_text_bigram(t, 1.0, &tr, &va));
