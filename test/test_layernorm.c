@@ -346,6 +346,15 @@ START_TEST(contexts_and_parameters)
 }
 END_TEST
 
+/* Layer norm d and RMS norm r of f64 x of shape xs (3 dimensions) are
+ * both refused as bad arguments (*op left as it is: NULL). */
+static void both_refuse(const ladle_layernorm_desc *d, const ladle_rmsnorm_desc *r,
+                        const int64_t *xs, ladle_op **op)
+{
+    LT_FAILS(ladle_layernorm_create(d, 3, xs, LADLE_F64, lt_device(), op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_rmsnorm_create(r, 3, xs, LADLE_F64, lt_device(), op), LADLE_ERR_ARG);
+}
+
 START_TEST(bad_input)
 {
     int64_t xs[3] = {2, 3, 4}, bad[3] = {2, 3, 0}, neg[3] = {2, -3, 4};
@@ -366,20 +375,14 @@ START_TEST(bad_input)
     double eps[4] = {0, -1e-5, NAN, INFINITY};
     for (int i = 0; i < 4; i++) {
         d.eps = r.eps = eps[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
+        both_refuse(&d, &r, xs, &op);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
     int ks[3] = {0, -1, 4};
     for (int i = 0; i < 3; i++) {
         d.normalized_ndim = r.normalized_ndim = ks[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
+        both_refuse(&d, &r, xs, &op);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
