@@ -240,6 +240,16 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_op_destroy(&op);
 }
 
+/* The pool of d over x of shape xs in dtype, and a ctx of it. */
+static ladle_op *with_ctx(const ladle_pool_desc *d, const int64_t *xs, ladle_dtype dtype,
+                          ladle_ctx **ctx)
+{
+    ladle_op *op = NULL;
+    LT_OK(ladle_pool_create(d, xs, dtype, lt_device(), &op));
+    LT_OK(ladle_ctx_create(op, ctx));
+    return op;
+}
+
 START_TEST(against_definition)
 {
     for (int trial = 0; trial < 200; trial++) {
@@ -370,10 +380,8 @@ START_TEST(max2_ties_nan)
             int64_t W2 = wide ? 11 : 3, xs[4] = {1, 1, 2, 2 * W2}, ys[4] = {1, 1, 1, W2};
             ladle_pool_desc d;
             ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
-            ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
-            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_op *op = with_ctx(&d, xs, dtype, &ctx);
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
             for (int64_t c = 0; c < W2; c++) {
@@ -481,10 +489,8 @@ START_TEST(max3_ties_nan)
             d.stride[1] = s;
             d.padding[1] = p;
             d.ceil_mode = cfg[k][3];
-            ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
-            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_op *op = with_ctx(&d, xs, dtype, &ctx);
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
             double *dxw = calloc((size_t)(7 * 3 * W), sizeof(double));
