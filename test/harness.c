@@ -456,6 +456,17 @@ void lt_lenet_desc(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed)
     d->seed = seed;
 }
 
+void lt_forward_refuses(ladle_op *op, ladle_ctx *ctx, ladle_tensor *x, ladle_tensor *y,
+                        const ladle_tensor *wrong, const ladle_tensor *big,
+                        const ladle_tensor *other_dtype)
+{
+    LT_FAILS(ladle_layer_forward(op, ctx, NULL, y), LADLE_ERR_NULL);
+    LT_FAILS(ladle_layer_forward(op, ctx, wrong, y), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, big, y), LADLE_ERR_SHAPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, other_dtype, y), LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_layer_forward(op, ctx, x, x), LADLE_ERR_ARG);
+}
+
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void))
 {
     MPI_Init(&argc, &argv);

@@ -193,6 +193,14 @@ void lt_train_step(ladle_network *net, ladle_optimizer *opt, const ladle_tensor 
  * lt_device(), parameters from seed. */
 void lt_lenet_desc(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed);
 
+/* A layer's forward through ctx into y refuses no x (LADLE_ERR_NULL), x
+ * of a wrong shape and of a batch too large (LADLE_ERR_SHAPE), x of
+ * another dtype (LADLE_ERR_DTYPE) and y being x (LADLE_ERR_ARG: not in
+ * place); each on every rank, with a message. */
+void lt_forward_refuses(ladle_op *op, ladle_ctx *ctx, ladle_tensor *x, ladle_tensor *y,
+                        const ladle_tensor *wrong, const ladle_tensor *big,
+                        const ladle_tensor *other_dtype);
+
 /* Distributed layers against their sequential twins. */
 
 /* Copy the box at offset (the box's shape is local's) out of a contiguous

@@ -784,11 +784,7 @@ START_TEST(bad_input)
     LT_OK(ladle_ctx_create(op, &ctx));
     LT_FAILS(ladle_layer_backward(op, ctx, y, x), LADLE_ERR_STATE);
     LT_FAILS(ladle_layer_backward_weight(op, ctx, y), LADLE_ERR_STATE);
-    LT_FAILS(ladle_layer_forward(op, ctx, NULL, y), LADLE_ERR_NULL);
-    LT_FAILS(ladle_layer_forward(op, ctx, xw, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, xb, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x32, y), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x, x), LADLE_ERR_ARG); /* not in place */
+    lt_forward_refuses(op, ctx, x, y, xw, xb, x32);
     LT_OK(ladle_layer_forward(op, ctx, x, y));
     LT_FAILS(ladle_layer_backward(op, ctx, xw, x), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_layer_backward(op, NULL, y, x), LADLE_ERR_NULL);
