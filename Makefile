@@ -266,9 +266,11 @@ $(BUILD)/test/obj/%.o: test/%.c $(wildcard test/*.h) $(LIB_HDRS) $(BUILD)/mpi.st
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(OUT)/test/%: $(BUILD)/test/obj/%.o $(BUILD)/test/obj/harness.o $(LIBDIR)/libladle.a
+# the harness: test/harness.c and its topics, test/harness_*.c
+HARNESS_OBJS := $(patsubst test/%.c,$(BUILD)/test/obj/%.o,test/harness.c $(wildcard test/harness_*.c))
+$(OUT)/test/%: $(BUILD)/test/obj/%.o $(HARNESS_OBJS) $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $< $(BUILD)/test/obj/harness.o -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
+	$(CC) $(CFLAGS_ALL) $< $(HARNESS_OBJS) -o $@ $(LDSAN) $(LIBDIR)/libladle.a \
 	    -lcheck_pic -lsubunit $(LIBS) -lpthread -lrt
 
 # the sanitizer canary: built and run by make asan and make valgrind only

@@ -43,6 +43,21 @@ static inline const ladle_backend *cp_gpu(void)
 
 static inline size_t cp_size(ladle_dtype dtype) { return ladle_dtype_size(dtype); }
 
+/* Element i of a host buffer of dtype (f32 or f64) as a double, and
+ * setting it. */
+static inline double cp_get(ladle_dtype dtype, const void *p, int64_t i)
+{
+    return dtype == LADLE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
+}
+
+static inline void cp_set(ladle_dtype dtype, void *p, int64_t i, double v)
+{
+    if (dtype == LADLE_F32)
+        ((float *)p)[i] = (float)v;
+    else
+        ((double *)p)[i] = v;
+}
+
 /* Host memory for n elements, zeroed. */
 static inline void *cp_host(ladle_dtype dtype, int64_t n)
 {

@@ -108,6 +108,12 @@ ladle_tensor *lt_op_tensor(const ladle_op *op, int which)
 
 /* A failing element access is a fault of the test itself, on one rank:
  * stop the job rather than leave the other ranks waiting in an assertion. */
+void lt_destroy_tensors(size_t n, ladle_tensor **const *handles)
+{
+    for (size_t i = 0; i < n; i++)
+        ladle_tensor_destroy(handles[i]);
+}
+
 static void access_failed(const char *what, int64_t i, ladle_status st)
 {
     fprintf(stderr, "[rank %d of %d] %s of element %lld failed: %s: %s\n", lt_rank, lt_size, what,
@@ -227,6 +233,19 @@ void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what)
     LT_ASSERT(r.mismatch <= tol && nonzero,
               "%s (%s): mismatch %.3e (tolerance %.1e), <Fx,y> = %.17g, <x,F*y> = %.17g",
               what, ladle_dtype_name(ladle_op_dtype(op)), r.mismatch, tol, r.fx_y, r.x_fty);
+}
+
+void lt_adjoint_cases(int n, lt_case_make *make, uint64_t seed)
+{
+    for (int k = 0; k < n; k++)
+        for (int t = 0; t < 2; t++) {
+            const char *name = NULL;
+            ladle_op *op = make(k, t ? LADLE_F32 : LADLE_F64, &name);
+            if (op == NULL)
+                break;
+            lt_adjoint_ok(op, seed + (uint64_t)k, name);
+            ladle_op_destroy(&op);
+        }
 }
 
 int lt_main(int argc, char **argv, Suite *(*make_suite)(void))

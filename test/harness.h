@@ -74,6 +74,12 @@ ladle_device lt_device(void);
 /* A tensor of dtype and shape on lt_device() (local, not collective). */
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape);
 
+/* ladle_tensor_destroy on each handle listed: LT_DESTROY(&x, &y, &dx). */
+void lt_destroy_tensors(size_t n, ladle_tensor **const *handles);
+#define LT_DESTROY(...)                                                                    \
+    lt_destroy_tensors(sizeof((ladle_tensor **[]){__VA_ARGS__}) / sizeof(ladle_tensor **), \
+                       (ladle_tensor **[]){__VA_ARGS__})
+
 /* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank,
  * on lt_device(). */
 ladle_tensor *lt_op_tensor(const ladle_op *op, int which);
@@ -108,6 +114,92 @@ void lt_twin_free(ladle_op *ops[2], ladle_tensor *t[2][4], ladle_ctx *ctx[2]);
 /* Run the dot-product test on op and assert the mismatch is within the
  * dtype's tolerance on every rank. */
 void lt_adjoint_ok(ladle_op *op, uint64_t seed, const char *what);
+
+/* lt_adjoint_ok on each of n cases, in f64 and then in f32: make builds
+ * case k's op in a dtype and names it, or returns NULL for a case that does
+ * not run at this world size (alike on every rank); case k's seed is
+ * seed + k. Collective over the world. */
+typedef ladle_op *lt_case_make(int k, ladle_dtype dtype, const char **name);
+void lt_adjoint_cases(int n, lt_case_make *make, uint64_t seed);
+
+/* A layer's pass against a reference written in the test: with x and dy
+ * filled (shapes of the op's x and y), forward, backward_weight, backward
+ * and backward_weight again (so the gradients accumulate twice) on a fresh
+ * ctx; ref(arg, x, dy, y, dx, grads) works out in double, from x and dy on
+ * the host, the layer's y, dx and each parameter i's gradient grads[i]
+ * (numel of parameter i, allocated here). The worst of |y - ref| /
+ * (1 + |ref|), the same for dx and for each gradient against twice its
+ * reference, and 1 where a forward without a ctx differs from y. Local. */
+typedef void lt_layer_reference(const void *arg, const double *x, const double *dy,
+                                double *y, double *dx, double *const *grads);
+double lt_layer_pass(ladle_op *op, ladle_tensor *x, ladle_tensor *y, ladle_tensor *dy,
+                     ladle_tensor *dx, lt_layer_reference *ref, const void *arg);
+
+/* A batch of none does nothing and fails nothing: forward, backward and
+ * backward_weight of op on x and y of shape (its first extent 0). */
+void lt_layer_empty_batch(ladle_op *op, int ndim, const int64_t *shape);
+
+/* Whether two tensors of one numel hold the same values, bit for bit. */
+int lt_same_values(const ladle_tensor *a, const ladle_tensor *b);
+
+/* Two contexts of a layer in flight keep their own saved state: on f64
+ * tensors of shape xs (three extents; the op's x and y alike), x1 runs forward and
+ * backward through c1 (into dxa), x2 forward through c2, then (again
+ * nonzero) x1 forward through c1 once more, and c1's backward (into dxb)
+ * must give dxa bit for bit ("a ctx's backward is its own forward's").
+ * The tensors and contexts stay in p for more checks; the verdict is
+ * returned. Local. */
+typedef struct lt_ctx_pair {
+    ladle_tensor *x1, *x2, *y, *dy, *dxa, *dxb;
+    ladle_ctx *c1, *c2;
+} lt_ctx_pair;
+int lt_ctx_pair_run(ladle_op *op, const int64_t *xs, int again, lt_ctx_pair *p);
+/* A ctx in ladle_ctx_bytes of caller memory gives p's dxa for x1 too;
+ * asserted with same (an earlier verdict) folded in, and returned. */
+int lt_ctx_in_caller_memory(ladle_op *op, lt_ctx_pair *p, int same);
+void lt_ctx_pair_free(lt_ctx_pair *p);
+
+/* A sequential of n layers against its parts run by hand: parts (n ops)
+ * run forward on x, backward from dy down to the first part's dx (to the
+ * second part's, when with_dx is 0: a first part whose x is ids), then
+ * their weight passes after a zero_grad; seq (made of twins of the parts,
+ * their parameters in order) runs the same on x and dy. The largest
+ * |difference| over y, dx (with_dx) and every weight gradient. Local. */
+double lt_chain_error(int n, ladle_op *const *parts, ladle_op *seq, const ladle_tensor *x,
+                      const ladle_tensor *dy, int with_dx);
+
+/* A counting allocator for a ladle_allocator's slots, user an lt_counter:
+ * CPU memory only (a request for another device gets NULL), the blocks
+ * allocated and freed and the bytes allocated. */
+typedef struct lt_counter {
+    long allocs, frees;
+    size_t bytes;
+} lt_counter;
+void *lt_count_alloc(void *user, size_t bytes, size_t align, ladle_device device);
+void lt_count_free(void *user, void *ptr, size_t bytes, ladle_device device);
+
+/* A fresh ctx of op (the caller destroys it) after forward x -> y and
+ * backward dy -> dx through it, each call asserted LADLE_OK. */
+ladle_ctx *lt_forward_backward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y,
+                               const ladle_tensor *dy, ladle_tensor *dx);
+
+/* One training step of net with opt: zero_grad, forward of x, the loss
+ * against the targets t into *loss, backward and the optimizer's step,
+ * each asserted LADLE_OK. Collective over the network's ranks. */
+void lt_train_step(ladle_network *net, ladle_optimizer *opt, const ladle_tensor *x,
+                   const ladle_tensor *t, double *loss);
+
+/* ladle_lenet_desc_init, then a batch of n images of s x s in f64 on
+ * lt_device(), parameters from seed. */
+void lt_lenet_desc(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed);
+
+/* A layer's forward through ctx into y refuses no x (LADLE_ERR_NULL), x
+ * of a wrong shape and of a batch too large (LADLE_ERR_SHAPE), x of
+ * another dtype (LADLE_ERR_DTYPE) and y being x (LADLE_ERR_ARG: not in
+ * place); each on every rank, with a message. */
+void lt_forward_refuses(ladle_op *op, ladle_ctx *ctx, ladle_tensor *x, ladle_tensor *y,
+                        const ladle_tensor *wrong, const ladle_tensor *big,
+                        const ladle_tensor *other_dtype);
 
 /* Distributed layers against their sequential twins. */
 

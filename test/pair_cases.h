@@ -138,4 +138,107 @@ static int big_rank_of_me(const pair_case *c)
 static double owner_value(int i, int64_t k) { return 1000.0 * i + (double)k + 1; }
 static double receiver_value(int j, int64_t k) { return (j + 1.0) * (double)(k % 97 + 1); }
 
+
+/* The op under test, each suite's own: a broadcast from case c's small
+ * partition to its big one, or a sum-reduce from big to small. */
+static ladle_op *make(const pair_case *c, ladle_dtype dt);
+
+/* lt_adjoint_cases' maker: the cases that fit and move something. */
+static ladle_op *pair_make_case(int k, ladle_dtype dt, const char **name)
+{
+    const pair_case *c = &pair_cases[k];
+    *name = c->name;
+    return case_needs(c) > lt_size || block_volume(c) == 0 ? NULL : make(c, dt);
+}
+
+/* One exact-values pass of a case: the owners' side holds owner_value, the
+ * receivers' side receiver_value (x on the op's source side, dy on its
+ * destination side), then forward and adjoint; y and dx are read back. */
+typedef struct pair_pass {
+    ladle_op *op;
+    ladle_tensor *x, *y, *dy, *dx;
+    double *yv, *dxv; /* y and dx on the host */
+    int i, j;         /* this rank in the small and the big partition, or -1 */
+    int owner;        /* the reference owner of big rank j (-1 off the big one) */
+    int64_t n;        /* the block's volume */
+} pair_pass;
+
+/* Stores the values of side rank r (-1: none) into t. */
+static void pair_fill(ladle_tensor *t, int r, double (*value)(int, int64_t), int64_t n,
+                      int64_t nv)
+{
+    double *v = calloc((size_t)nv + 1, sizeof *v);
+    for (int64_t e = 0; r >= 0 && e < n; e++)
+        v[e] = value(r, e);
+    if (r >= 0)
+        lt_store(t, v);
+    free(v);
+}
+
+/* reduce: the op is a sum-reduce (x on the big partition). */
+static void pair_pass_run(const pair_case *c, ladle_dtype dt, int reduce, pair_pass *p)
+{
+    p->op = make(c, dt);
+    p->x = lt_op_tensor(p->op, 0), p->y = lt_op_tensor(p->op, 1);
+    p->dy = lt_op_tensor(p->op, 1), p->dx = lt_op_tensor(p->op, 0);
+    p->i = small_rank_of_me(c), p->j = big_rank_of_me(c);
+    p->n = block_volume(c);
+    int64_t nv = p->n;
+    nv = ladle_tensor_numel(p->x) > nv ? ladle_tensor_numel(p->x) : nv;
+    nv = ladle_tensor_numel(p->dy) > nv ? ladle_tensor_numel(p->dy) : nv;
+    pair_fill(reduce ? p->dy : p->x, p->i, owner_value, p->n, nv);
+    pair_fill(reduce ? p->x : p->dy, p->j, receiver_value, p->n, nv);
+    LT_OK(ladle_op_forward(p->op, p->x, p->y));
+    LT_OK(ladle_op_adjoint(p->op, p->dy, p->dx));
+    p->yv = lt_values(p->y), p->dxv = lt_values(p->dx);
+    p->owner = p->j >= 0 ? reference_owner(c, p->j) : -1;
+}
+
+static void pair_pass_free(pair_pass *p)
+{
+    free(p->yv), free(p->dxv);
+    LT_DESTROY(&p->x, &p->y, &p->dx, &p->dy);
+    ladle_op_destroy(&p->op);
+}
+
+/* Whether v holds owner's block (n values) exactly. */
+static int pair_holds_block(const double *v, int64_t n, int owner)
+{
+    int ok = 1;
+    for (int64_t e = 0; e < n; e++)
+        ok &= v[e] == owner_value(owner, e);
+    return ok;
+}
+
+/* Whether v holds exactly the sum of owner i's receivers' blocks. */
+static int pair_holds_sum(const pair_case *c, const double *v, int64_t n, int i)
+{
+    for (int64_t e = 0; e < n; e++) {
+        double want = 0;
+        for (int q = 0; q < prod(c->bd, c->bshape); q++)
+            if (reference_owner(c, q) == i)
+                want += receiver_value(q, e);
+        if (v[e] != want)
+            return 0;
+    }
+    return 1;
+}
+
+/* The exact-values test: for every case that fits, f64 then f32, a pass
+ * (reduce as pair_pass_run's) that check judges ("f32" or "f64"). */
+typedef void pair_check(const pair_case *c, const char *dtype, const pair_pass *p);
+static void pair_exact_values(int reduce, pair_check *check)
+{
+    for (int k = 0; k < N_PAIR_CASES; k++) {
+        if (case_needs(&pair_cases[k]) > lt_size)
+            continue;
+        for (int t = 0; t < 2; t++) {
+            pair_pass p;
+            pair_pass_run(&pair_cases[k], t ? LADLE_F32 : LADLE_F64, reduce, &p);
+            check(&pair_cases[k], t ? "f32" : "f64", &p);
+            pair_pass_free(&p);
+        }
+    }
+}
+
 #endif /* LADLE_TEST_PAIR_CASES_H */

@@ -93,16 +93,10 @@ static void act_run(ladle_activation k, ladle_dtype dt, int64_t n, double x0, do
     lt_store(x, v);
     free(v);
     LT_OK(ladle_tensor_fill(dy, 1.0));
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
     *xv = lt_values(x), *yv = lt_values(y), *dxv = lt_values(dx);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
 }
 
@@ -312,10 +306,7 @@ START_TEST(leaky_slopes)
         ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
         LT_OK(ladle_tensor_fill_random(x, 9, 3));
         LT_OK(ladle_tensor_fill_random(dy, 9, 4));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
         int ok = 1;
         for (int i = 0; i < 60; i++) {
             double v = lt_get(x, i), g = lt_get(dy, i);
@@ -327,10 +318,7 @@ START_TEST(leaky_slopes)
         if (a < 0)
             LT_FAILS(ladle_op_forward(op, x, x), LADLE_ERR_ARG);
         ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&dy);
+        LT_DESTROY(&x, &y, &dx, &dy);
         ladle_op_destroy(&op);
     }
     ladle_op *op = NULL;
@@ -431,10 +419,7 @@ START_TEST(softmax_rows)
                 lt_store(x, xv);
                 lt_store(dy, gv);
                 free(xv), free(gv);
-                ladle_ctx *ctx = NULL;
-                LT_OK(ladle_ctx_create(op, &ctx));
-                LT_OK(ladle_layer_forward(op, ctx, x, y));
-                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
                 double *X = lt_values(x), *Y = lt_values(y), *G = lt_values(dy),
                        *D = lt_values(dx);
                 double worst = 0, worst_d = 0;
@@ -478,10 +463,7 @@ START_TEST(softmax_rows)
                           (long long)sh[0], (long long)sh[1], (long long)sh[2], worst,
                           worst_d, zeros ? "ok" : "not 0");
                 ladle_ctx_destroy(&ctx);
-                ladle_tensor_destroy(&x);
-                ladle_tensor_destroy(&y);
-                ladle_tensor_destroy(&dx);
-                ladle_tensor_destroy(&dy);
+                LT_DESTROY(&x, &y, &dx, &dy);
                 ladle_op_destroy(&op);
             }
 }
@@ -498,10 +480,7 @@ START_TEST(softmax_batch)
         ladle_tensor *dy = lt_tensor(LADLE_F64, 3, small), *dx = lt_tensor(LADLE_F64, 3, small);
         LT_OK(ladle_tensor_fill_random(x, 2, 5));
         LT_OK(ladle_tensor_fill_random(dy, 2, 6));
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_layer_forward(op, ctx, x, y));
-        LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+        ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
         double worst = 0, worst_d = 0;
         for (int64_t j = 0; j < 6; j++) { /* each column: the 3 rows present */
             double mx = -INFINITY, z = 0;
@@ -584,10 +563,7 @@ START_TEST(dropout)
     LT_ASSERT(same, "evaluation is the identity");
     LT_FAILS(ladle_dropout_create(2, shape, 1.5, LADLE_F64, lt_device(), 1, &op), LADLE_ERR_ARG);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&y2);
-    ladle_tensor_destroy(&dx);
+    LT_DESTROY(&x, &y, &y2, &dx);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -665,11 +641,7 @@ START_TEST(reshape_add_concat)
         ladle_tensor_destroy(&p[k]);
         ladle_tensor_destroy(&q[k]);
     }
-    ladle_tensor_destroy(&cat);
-    ladle_tensor_destroy(&a);
-    ladle_tensor_destroy(&b);
-    ladle_tensor_destroy(&c);
-    ladle_tensor_destroy(&w);
+    LT_DESTROY(&cat, &a, &b, &c, &w);
 }
 END_TEST
 

@@ -11,37 +11,6 @@
 #include "harness.h"
 #include "src/backends/cpu/fastmath.h"
 
-/* A tensor's elements widened to double (malloc'd), and written back. */
-static double *host(const ladle_tensor *t)
-{
-    int64_t n = ladle_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_read(t, v));
-    } else {
-        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        LT_OK(ladle_tensor_read(t, f));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = f[i];
-        free(f);
-    }
-    return v;
-}
-
-static void put(ladle_tensor *t, const double *v)
-{
-    int64_t n = ladle_tensor_numel(t);
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_write(t, v));
-        return;
-    }
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)v[i];
-    LT_OK(ladle_tensor_write(t, f));
-    free(f);
-}
-
 typedef struct config {
     int64_t n, t, e, h, d; /* created batch, sequence, width, heads, head_dim */
     int causal, qkv_bias, out_bias;
@@ -193,63 +162,47 @@ static double **role(params *p, const ladle_op *op, int i, int grad)
     return grad ? &p->gbo : &p->bo;
 }
 
-/* Forward, backward_weight, backward, backward_weight (the weight
- * gradients accumulate twice) for a batch of n against the reference; the
- * largest error relative to 1 + |value|. Also: a forward without a ctx
- * gives the same y, bit for bit. */
+/* lt_layer_pass's reference: the layer of c on n samples with parameters p
+ * (in op's order of roles). */
+typedef struct attention_ref {
+    const config *c;
+    int64_t n;
+    const ladle_op *op;
+    params p;
+} attention_ref;
+
+static void attention_reference(const void *arg, const double *x, const double *dy, double *y,
+                                double *dx, double *const *grads)
+{
+    const attention_ref *r = arg;
+    params g = {0};
+    for (int i = 0; i < ladle_op_num_params(r->op); i++)
+        *role(&g, r->op, i, 1) = grads[i];
+    reference(r->c, r->n, x, &r->p, dy, y, dx, &g);
+}
+
+/* lt_layer_pass for a batch of n against the reference. */
 static double run_against_reference(const config *c, int64_t n, uint64_t seed)
 {
     ladle_op *op = NULL;
     LT_OK(make(c, LADLE_F64, seed, &op));
-    int64_t xs[3] = {n, c->t, c->e}, total = n * c->t * c->e;
+    int64_t xs[3] = {n, c->t, c->e};
     ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *y = lt_tensor(LADLE_F64, 3, xs);
     ladle_tensor *dy = lt_tensor(LADLE_F64, 3, xs), *dx = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(x, seed, 10));
     LT_OK(ladle_tensor_fill_random(dy, seed, 11));
-    params p = {0}, g = {0};
+    attention_ref r = {c, n, op, {0}};
     for (int i = 0; i < ladle_op_num_params(op); i++) {
         /* larger than the initialisation, for scores of order 1 and more */
-        double *v = host(ladle_op_param(op, i));
+        double *v = lt_values(ladle_op_param(op, i));
         for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_param(op, i)); e++)
             v[e] *= 2.5;
-        put(ladle_op_param(op, i), v);
-        *role(&p, op, i, 0) = v;
-        *role(&g, op, i, 1) =
-            malloc(sizeof(double) * (size_t)ladle_tensor_numel(ladle_op_param(op, i)));
+        lt_store(ladle_op_param(op, i), v);
+        *role(&r.p, op, i, 0) = v;
     }
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *hx = host(x), *hy = host(y), *hdy = host(dy), *hdx = host(dx);
-    double *ry = malloc(sizeof(double) * (size_t)total),
-           *rdx = malloc(sizeof(double) * (size_t)total);
-    reference(c, n, hx, &p, hdy, ry, rdx, &g);
-    double worst = 0;
-    for (int64_t i = 0; i < total; i++) {
-        worst = fmax(worst, fabs(hy[i] - ry[i]) / (1 + fabs(ry[i])));
-        worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
-    }
-    for (int i = 0; i < ladle_op_num_params(op); i++) {
-        double *got = host(ladle_op_grad(op, i)), *want = *role(&g, op, i, 1);
-        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(op, i)); e++)
-            worst = fmax(worst, fabs(got[e] - 2 * want[e]) / (1 + fabs(2 * want[e])));
-        free(got);
-    }
-    LT_OK(ladle_layer_forward(op, NULL, x, dx));
-    double *hy2 = host(dx);
-    for (int64_t i = 0; i < total; i++)
-        worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
-    free(hy2), free(hx), free(hy), free(hdy), free(hdx), free(ry), free(rdx);
-    free(p.wqkv), free(p.bqkv), free(p.wo), free(p.bo);
-    free(g.gwqkv), free(g.gbqkv), free(g.gwo), free(g.gbo);
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dx);
+    double worst = lt_layer_pass(op, x, y, dy, dx, attention_reference, &r);
+    free(r.p.wqkv), free(r.p.bqkv), free(r.p.wo), free(r.p.bo);
+    LT_DESTROY(&x, &y, &dy, &dx);
     ladle_op_destroy(&op);
     return worst;
 }
@@ -287,16 +240,7 @@ START_TEST(smaller_batch)
     /* a batch of 0 does nothing and fails nothing */
     ladle_op *op = NULL;
     LT_OK(make(&c, LADLE_F64, 1, &op));
-    int64_t zs[3] = {0, 9, 6};
-    ladle_tensor *x = lt_tensor(LADLE_F64, 3, zs), *y = lt_tensor(LADLE_F64, 3, zs);
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, y, x));
-    LT_OK(ladle_layer_backward_weight(op, ctx, y));
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    lt_layer_empty_batch(op, 3, (const int64_t[]){0, 9, 6});
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -342,7 +286,7 @@ static double f32_run(config c, int tiles32, int tiles64, double **out32, int64_
     for (int j = 0; j < 2 + ladle_op_num_params(ops[0]); j++) {
         const ladle_tensor *ta = j < 2 ? t[0][2 * j + 1] : ladle_op_grad(ops[0], j - 2);
         const ladle_tensor *tb = j < 2 ? t[1][2 * j + 1] : ladle_op_grad(ops[1], j - 2);
-        double *a = host(ta), *b = host(tb), big = 1;
+        double *a = lt_values(ta), *b = lt_values(tb), big = 1;
         int64_t m = ladle_tensor_numel(ta);
         for (int64_t e = 0; e < m; e++)
             big = fmax(big, fabs(b[e]));
@@ -417,8 +361,8 @@ START_TEST(tensor_parallel_shards)
     LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 3, &whole));
     d.num_heads = H / S;
     d.out_bias = 0;
-    double *w = host(ladle_op_param(whole, 0)), *b = host(ladle_op_param(whole, 1));
-    double *wo = host(ladle_op_param(whole, 2)), *bo = host(ladle_op_param(whole, 3));
+    double *w = lt_values(ladle_op_param(whole, 0)), *b = lt_values(ladle_op_param(whole, 1));
+    double *wo = lt_values(ladle_op_param(whole, 2)), *bo = lt_values(ladle_op_param(whole, 3));
     for (int s = 0; s < S; s++) {
         LT_OK(ladle_attention_create(&d, 3, xs, LADLE_F64, lt_device(), 4, &shard[s]));
         double *sw = malloc(sizeof(double) * (size_t)(3 * hs * E));
@@ -432,9 +376,9 @@ START_TEST(tensor_parallel_shards)
             }
         for (int64_t k = 0; k < E; k++)
             memcpy(so + k * hs, wo + k * HD + s * hs, sizeof(double) * (size_t)hs);
-        put(ladle_op_param(shard[s], 0), sw);
-        put(ladle_op_param(shard[s], 1), sb);
-        put(ladle_op_param(shard[s], 2), so);
+        lt_store(ladle_op_param(shard[s], 0), sw);
+        lt_store(ladle_op_param(shard[s], 1), sb);
+        lt_store(ladle_op_param(shard[s], 2), so);
         free(sw), free(sb), free(so);
     }
     ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
@@ -454,19 +398,19 @@ START_TEST(tensor_parallel_shards)
     double worst = 0;
     for (int v = 0; v < 2; v++) {
         ladle_tensor **t = v ? dx : y;
-        double *a = host(t[0]), *p = host(t[1]), *q = host(t[2]);
+        double *a = lt_values(t[0]), *p = lt_values(t[1]), *q = lt_values(t[2]);
         for (int64_t e = 0; e < total; e++) {
             double sum = p[e] + q[e] + (v ? 0 : bo[e % E]);
             worst = fmax(worst, fabs(a[e] - sum) / (1 + fabs(a[e])));
         }
         free(a), free(p), free(q);
     }
-    double *gw = host(ladle_op_grad(whole, 0)), *gb = host(ladle_op_grad(whole, 1));
-    double *go = host(ladle_op_grad(whole, 2));
+    double *gw = lt_values(ladle_op_grad(whole, 0)), *gb = lt_values(ladle_op_grad(whole, 1));
+    double *go = lt_values(ladle_op_grad(whole, 2));
     for (int s = 0; s < S; s++) {
-        double *sw = host(ladle_op_grad(shard[s], 0)),
-               *sb = host(ladle_op_grad(shard[s], 1));
-        double *so = host(ladle_op_grad(shard[s], 2));
+        double *sw = lt_values(ladle_op_grad(shard[s], 0)),
+               *sb = lt_values(ladle_op_grad(shard[s], 1));
+        double *so = lt_values(ladle_op_grad(shard[s], 2));
         for (int part = 0; part < 3; part++)
             for (int64_t r = 0; r < hs; r++) {
                 int64_t from = part * HD + s * hs + r, to = part * hs + r;
@@ -494,29 +438,6 @@ START_TEST(tensor_parallel_shards)
 }
 END_TEST
 
-/* A counting allocator: blocks and bytes. */
-typedef struct counter {
-    long allocs;
-    size_t bytes;
-} counter;
-
-static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
-{
-    counter *c = user;
-    void *p = NULL;
-    if (device != LADLE_CPU || posix_memalign(&p, align < 16 ? 16 : align, bytes) != 0)
-        return NULL;
-    c->allocs++;
-    c->bytes += bytes;
-    return p;
-}
-
-static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
-{
-    (void)user, (void)bytes, (void)device;
-    free(ptr);
-}
-
 /* The memory the layer holds is linear in T, never T^2: the saved bytes
  * per ctx and the workspace follow the documented formulas exactly, the
  * bytes allocated for the op and a ctx (counted by the allocator hook, on
@@ -530,8 +451,8 @@ START_TEST(memory_linear_in_t)
     for (int k = 0; k < 4; k++) {
         int64_t T = 256 * (k + 1);
         config c = {N, T, E, H, d, 1, 1, 1, 0, 0, 0};
-        counter cnt = {0, 0};
-        ladle_allocator a = {sizeof a, count_alloc, count_free, &cnt};
+        lt_counter cnt = {0, 0, 0};
+        ladle_allocator a = {sizeof a, lt_count_alloc, lt_count_free, &cnt};
         int hook = lt_device() == LADLE_CPU;
         if (hook)
             LT_OK(ladle_allocator_set(&a));
@@ -568,9 +489,7 @@ START_TEST(memory_linear_in_t)
         LT_OK(ladle_layer_forward(op, NULL, x, y));
         LT_ASSERT(cnt.allocs == blocks, "T %lld: the calls allocated %ld blocks",
                   (long long)T, cnt.allocs - blocks);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
+        LT_DESTROY(&x, &y, &dx);
         ladle_ctx_destroy(&ctx);
         ladle_op_destroy(&op);
         if (hook)
@@ -623,8 +542,8 @@ START_TEST(contexts_and_parameters)
                       (nd == 1 || ladle_tensor_shape(p)[1] == shapes[i][1]) &&
                       (nd < 3 || ladle_tensor_shape(p)[2] == shapes[i][2]),
                   "parameter %d: %s", i, ladle_op_param_name(op, i));
-        double *a = host(p), *b = host(ladle_op_param(twin, i)),
-               *c = host(ladle_op_param(other, i));
+        double *a = lt_values(p), *b = lt_values(ladle_op_param(twin, i)),
+               *c = lt_values(ladle_op_param(other, i));
         double lo = 0, hi = 0;
         int same = 1, differs = 0;
         for (int64_t e = 0; e < ladle_tensor_numel(p); e++) {
@@ -641,62 +560,25 @@ START_TEST(contexts_and_parameters)
     ladle_op_destroy(&twin);
     ladle_op_destroy(&other);
     /* two contexts in flight keep their own saved state */
-    ladle_tensor *x1 = lt_tensor(LADLE_F64, 3, xs), *x2 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *dxa = lt_tensor(LADLE_F64, 3, xs), *dxb = lt_tensor(LADLE_F64, 3, xs);
-    LT_OK(ladle_tensor_fill_random(x1, 1, 0));
-    LT_OK(ladle_tensor_fill_random(x2, 1, 1));
-    LT_OK(ladle_tensor_fill_random(dy, 1, 2));
-    ladle_ctx *c1 = NULL, *c2 = NULL;
-    LT_OK(ladle_ctx_create(op, &c1));
-    LT_OK(ladle_ctx_create(op, &c2));
-    LT_OK(ladle_layer_forward(op, c1, x1, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxa));
-    LT_OK(ladle_layer_forward(op, c2, x2, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-    double *a = host(dxa), *b = host(dxb);
-    int same = 1;
-    for (int i = 0; i < 120; i++)
-        same &= a[i] == b[i];
-    free(a), free(b);
-    LT_ASSERT(same, "a ctx's backward is its own forward's");
+    lt_ctx_pair p;
+    int same = lt_ctx_pair_run(op, xs, 0, &p);
     /* the workspace moved to caller memory (on the CPU) */
     if (lt_device() == LADLE_CPU) {
         size_t need = ladle_op_workspace_bytes(op);
         void *mem = NULL;
         LT_ASSERT(posix_memalign(&mem, 64, need) == 0, "workspace %zu", need);
         LT_OK(ladle_op_set_workspace(op, mem, need));
-        LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-        a = host(dxa), b = host(dxb);
-        for (int i = 0; i < 120; i++)
-            same &= a[i] == b[i];
-        free(a), free(b);
+        LT_OK(ladle_layer_backward(op, p.c1, p.dy, p.dxb));
+        same &= lt_same_values(p.dxa, p.dxb);
         LT_ASSERT(same, "the same dx with the caller's workspace");
         /* and a ctx in caller memory */
-        size_t cb = ladle_ctx_bytes(op);
-        void *cm = NULL;
-        LT_ASSERT(cb > 0 && posix_memalign(&cm, 64, cb) == 0, "ctx bytes %zu", cb);
-        ladle_ctx *c3 = NULL;
-        LT_OK(ladle_ctx_create_in(op, cm, cb, &c3));
-        LT_OK(ladle_layer_forward(op, c3, x1, y));
-        LT_OK(ladle_layer_backward(op, c3, dy, dxb));
-        a = host(dxa), b = host(dxb);
-        for (int i = 0; i < 120; i++)
-            same &= a[i] == b[i];
-        free(a), free(b);
-        LT_ASSERT(same, "a ctx in caller memory");
-        ladle_ctx_destroy(&c3);
-        free(cm);
-        ladle_ctx_destroy(&c1); /* contexts before their op */
-        ladle_ctx_destroy(&c2);
+        lt_ctx_in_caller_memory(op, &p, same);
+        ladle_ctx_destroy(&p.c1); /* contexts before their op */
+        ladle_ctx_destroy(&p.c2);
         ladle_op_destroy(&op); /* before its workspace goes */
         free(mem);
     }
-    ladle_ctx_destroy(&c1);
-    ladle_ctx_destroy(&c2);
-    ladle_tensor *all[6] = {x1, x2, y, dy, dxa, dxb};
-    for (int i = 0; i < 6; i++)
-        ladle_tensor_destroy(&all[i]);
+    lt_ctx_pair_free(&p);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -710,7 +592,7 @@ static void grads_of(ladle_op *op, double *out)
 {
     size_t at = 0;
     for (int i = 0; i < ladle_op_num_params(op); i++) {
-        double *g = host(ladle_op_grad(op, i));
+        double *g = lt_values(ladle_op_grad(op, i));
         int64_t n = ladle_tensor_numel(ladle_op_grad(op, i));
         memcpy(out + at, g, sizeof(double) * (size_t)n);
         at += (size_t)n;
@@ -795,62 +677,22 @@ START_TEST(in_a_sequential)
     }
     ladle_op *seq = NULL;
     LT_OK(ladle_sequential_create(2, parts[1], &seq));
-    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *a = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *ys = lt_tensor(LADLE_F64, 3, xs), *g1 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *dx = lt_tensor(LADLE_F64, 3, xs), *dxs = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *x = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(x, 8, 0));
     LT_OK(ladle_tensor_fill_random(dy, 8, 1));
-    ladle_ctx *c[2], *cs = NULL;
-    for (int i = 0; i < 2; i++)
-        LT_OK(ladle_ctx_create(parts[0][i], &c[i]));
-    LT_OK(ladle_layer_forward(parts[0][0], c[0], x, a));
-    LT_OK(ladle_layer_forward(parts[0][1], c[1], a, y));
-    LT_OK(ladle_layer_backward(parts[0][1], c[1], dy, g1));
-    LT_OK(ladle_layer_backward(parts[0][0], c[0], g1, dx));
-    for (int i = 0; i < 2; i++)
-        LT_OK(ladle_op_zero_grad(parts[0][i]));
-    LT_OK(ladle_layer_backward_weight(parts[0][1], c[1], dy));
-    LT_OK(ladle_layer_backward_weight(parts[0][0], c[0], g1));
-    LT_OK(ladle_ctx_create(seq, &cs));
-    LT_OK(ladle_layer_forward(seq, cs, x, ys));
-    LT_OK(ladle_layer_backward(seq, cs, dy, dxs));
-    LT_OK(ladle_op_zero_grad(seq));
-    LT_OK(ladle_layer_backward_weight(seq, cs, dy));
-    double worst = 0;
-    double *p = host(y), *q = host(ys);
-    for (int64_t e = 0; e < 96; e++)
-        worst = fmax(worst, fabs(p[e] - q[e]));
-    free(p), free(q);
-    p = host(dx), q = host(dxs);
-    for (int64_t e = 0; e < 96; e++)
-        worst = fmax(worst, fabs(p[e] - q[e]));
-    free(p), free(q);
+    double worst = lt_chain_error(2, parts[0], seq, x, dy, 1);
     LT_ASSERT(ladle_op_num_params(seq) == 6, "2 + 4 parameters, not %d",
               ladle_op_num_params(seq));
-    for (int i = 0; i < 6; i++) {
-        int layer = i < 2 ? 0 : 1, idx = i < 2 ? i : i - 2;
-        p = host(ladle_op_grad(parts[0][layer], idx));
-        q = host(ladle_op_grad(seq, i));
-        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(seq, i)); e++)
-            worst = fmax(worst, fabs(p[e] - q[e]));
-        free(p), free(q);
-    }
     LT_ASSERT(worst < 1e-15, "the chain against its parts: %.2e", worst);
     ladle_gradient_result r;
     LT_OK(ladle_gradient_test(seq, 77, 200, &r));
     LT_ASSERT(r.input_error < 1e-6 && r.max_param_error < 1e-6 && r.nparams == 6,
               "the chain by finite differences: x %.1e params %.1e", r.input_error,
               r.max_param_error);
-    for (int i = 0; i < 2; i++) {
-        ladle_ctx_destroy(&c[i]);
+    for (int i = 0; i < 2; i++)
         ladle_op_destroy(&parts[0][i]);
-    }
-    ladle_ctx_destroy(&cs);
     ladle_op_destroy(&seq);
-    ladle_tensor *all[8] = {x, a, y, dy, ys, g1, dx, dxs};
-    for (int i = 0; i < 8; i++)
-        ladle_tensor_destroy(&all[i]);
+    LT_DESTROY(&x, &dy);
 }
 END_TEST
 
@@ -942,11 +784,7 @@ START_TEST(bad_input)
     LT_OK(ladle_ctx_create(op, &ctx));
     LT_FAILS(ladle_layer_backward(op, ctx, y, x), LADLE_ERR_STATE);
     LT_FAILS(ladle_layer_backward_weight(op, ctx, y), LADLE_ERR_STATE);
-    LT_FAILS(ladle_layer_forward(op, ctx, NULL, y), LADLE_ERR_NULL);
-    LT_FAILS(ladle_layer_forward(op, ctx, xw, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, xb, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x32, y), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x, x), LADLE_ERR_ARG); /* not in place */
+    lt_forward_refuses(op, ctx, x, y, xw, xb, x32);
     LT_OK(ladle_layer_forward(op, ctx, x, y));
     LT_FAILS(ladle_layer_backward(op, ctx, xw, x), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_layer_backward(op, NULL, y, x), LADLE_ERR_NULL);

@@ -428,9 +428,7 @@ START_TEST(the_guarded_device)
     LT_OK(ladle_tensor_copy(t, c));
     LT_OK(ladle_tensor_read(t, out));
     LT_ASSERT(memcmp(in, out, sizeof in) == 0, "CPU to device");
-    ladle_tensor_destroy(&s);
-    ladle_tensor_destroy(&c);
-    ladle_tensor_destroy(&t);
+    LT_DESTROY(&s, &c, &t);
 }
 END_TEST
 

@@ -169,10 +169,7 @@ START_TEST(against_naive)
         LT_ASSERT(worst < tol, "trial %d %s shape %lldx%lldx%lld: error %.2e", trial,
                   ladle_dtype_name(dt), (long long)xs[0], (long long)c, (long long)inner, worst);
         ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&dx);
-        ladle_tensor_destroy(&dy);
+        LT_DESTROY(&x, &y, &dx, &dy);
         ladle_op_destroy(&op);
     }
 }

@@ -16,77 +16,23 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     return op;
 }
 
-START_TEST(adjoint_matrix)
-{
-    for (int k = 0; k < N_PAIR_CASES; k++) {
-        const pair_case *c = &pair_cases[k];
-        if (case_needs(c) > lt_size || block_volume(c) == 0)
-            continue;
-        for (int t = 0; t < 2; t++) {
-            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
-            lt_adjoint_ok(op, 100 + (uint64_t)k, c->name);
-            ladle_op_destroy(&op);
-        }
-    }
-}
+START_TEST(adjoint_matrix) { lt_adjoint_cases(N_PAIR_CASES, pair_make_case, 100); }
 END_TEST
 
 /* y_j is exactly the owner's block; dx_i is exactly the sum of its
  * receivers' dy, whatever the tree or chunking. */
-START_TEST(exact_values)
+static void check_exact(const pair_case *c, const char *dt, const pair_pass *p)
 {
-    for (int k = 0; k < N_PAIR_CASES; k++) {
-        const pair_case *c = &pair_cases[k];
-        if (case_needs(c) > lt_size)
-            continue;
-        for (int t = 0; t < 2; t++) {
-            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
-            ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-            ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-            int i = small_rank_of_me(c), j = big_rank_of_me(c);
-            int64_t n = block_volume(c);
-            int64_t nv = n;
-            nv = ladle_tensor_numel(x) > nv ? ladle_tensor_numel(x) : nv;
-            nv = ladle_tensor_numel(dy) > nv ? ladle_tensor_numel(dy) : nv;
-            double *v = calloc((size_t)nv + 1, sizeof *v);
-            for (int64_t e = 0; i >= 0 && e < n; e++)
-                v[e] = owner_value(i, e);
-            if (i >= 0)
-                lt_store(x, v);
-            for (int64_t e = 0; j >= 0 && e < n; e++)
-                v[e] = receiver_value(j, e);
-            if (j >= 0)
-                lt_store(dy, v);
-            free(v);
-            LT_OK(ladle_op_forward(op, x, y));
-            LT_OK(ladle_op_adjoint(op, dy, dx));
-            double *yv = lt_values(y), *dxv = lt_values(dx);
-            int ok = 1, owner = j >= 0 ? reference_owner(c, j) : -1;
-            LT_ASSERT(j < 0 || owner >= 0, "%s: reference owner of %d", c->name, j);
-            for (int64_t e = 0; j >= 0 && e < n; e++)
-                ok &= yv[e] == owner_value(owner, e);
-            LT_ASSERT(ok, "%s (%s): y on big rank %d is not owner %d's block", c->name,
-                      t ? "f32" : "f64", j, owner);
-            for (int64_t e = 0; i >= 0 && e < n; e++) {
-                double want = 0;
-                for (int q = 0; q < prod(c->bd, c->bshape); q++)
-                    if (reference_owner(c, q) == i)
-                        want += receiver_value(q, e);
-                ok &= dxv[e] == want;
-                if (!ok)
-                    break;
-            }
-            LT_ASSERT(ok, "%s (%s): dx on owner %d is not the sum of its receivers",
-                      c->name, t ? "f32" : "f64", i);
-            free(yv), free(dxv);
-            ladle_tensor_destroy(&x);
-            ladle_tensor_destroy(&y);
-            ladle_tensor_destroy(&dx);
-            ladle_tensor_destroy(&dy);
-            ladle_op_destroy(&op);
-        }
-    }
+    LT_ASSERT(p->j < 0 || p->owner >= 0, "%s: reference owner of %d", c->name, p->j);
+    int ok = p->j < 0 || pair_holds_block(p->yv, p->n, p->owner);
+    LT_ASSERT(ok, "%s (%s): y on big rank %d is not owner %d's block", c->name, dt, p->j,
+              p->owner);
+    ok = ok && (p->i < 0 || pair_holds_sum(c, p->dxv, p->n, p->i));
+    LT_ASSERT(ok, "%s (%s): dx on owner %d is not the sum of its receivers", c->name, dt,
+              p->i);
 }
+
+START_TEST(exact_values) { pair_exact_values(0, check_exact); }
 END_TEST
 
 /* The group table DistDL's documentation works out by hand for 1x3x1 on
@@ -241,10 +187,7 @@ START_TEST(bad_input)
     LT_FAILS(ladle_op_adjoint(op, y, NULL), LADLE_ERR_NULL);
     /* the data still moves after all those refusals */
     LT_OK(ladle_op_forward(op, x, y));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&wrong);
-    ladle_tensor_destroy(&f32);
+    LT_DESTROY(&x, &y, &wrong, &f32);
     ladle_op_destroy(&op);
     ladle_partition_destroy(&a);
     ladle_partition_destroy(&b);

@@ -26,12 +26,7 @@ static int64_t labels[N];
 static ladle_network *lenet(int D, int Ph, int Pw, int F, int seq, int bn)
 {
     ladle_lenet_desc d;
-    ladle_lenet_desc_init(&d);
-    d.batch = N;
-    d.image = S;
-    d.dtype = LADLE_F64;
-    d.device = lt_device();
-    d.seed = 3;
+    lt_lenet_desc(&d, N, S, 3);
     d.batchnorm = bn;
     d.sequential = seq;
     d.data_ways = D;
@@ -67,11 +62,7 @@ static void train(ladle_network *net, ladle_optimizer *opt, int steps, double *l
     for (int64_t i = 0; i < lbox[0]; i++)
         lt_set(t, i, labels[loff[0] + i]);
     for (int s = 0; s < steps; s++) {
-        LT_OK(ladle_network_zero_grad(net));
-        LT_OK(ladle_network_forward(net, x, NULL));
-        LT_OK(ladle_network_loss(net, t, &losses[s]));
-        LT_OK(ladle_network_backward(net, 1));
-        LT_OK(ladle_optimizer_step(opt));
+        lt_train_step(net, opt, x, t, &losses[s]);
     }
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&t);
@@ -520,12 +511,7 @@ START_TEST(fortran_handle_twins)
     LT_DEPRECATED_BEGIN
     MPI_Fint world = MPI_Comm_c2f(MPI_COMM_WORLD);
     ladle_lenet_desc d;
-    ladle_lenet_desc_init(&d);
-    d.batch = N;
-    d.image = S;
-    d.dtype = LADLE_F64;
-    d.device = lt_device();
-    d.seed = 5;
+    lt_lenet_desc(&d, N, S, 5);
     d.data_ways = lt_size >= 2 ? 2 : 1;
     ladle_network *a = NULL, *ref = NULL;
     LT_OK(ladle_lenet_create_f(&d, world, &a));

@@ -220,10 +220,7 @@ static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const 
     ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
     LT_OK(ladle_tensor_fill_random(x, 1, 0));
     LT_OK(ladle_tensor_fill_random(dy, 1, 1));
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     int64_t nx = ladle_tensor_numel(x), ny = ladle_tensor_numel(y);
     const ladle_tensor *w = ladle_op_param(op, 0), *b = ladle_op_param(op, 1);
@@ -253,10 +250,7 @@ static void compare_with_naive(const geom *G, ladle_dtype dt, double tol, const 
               ew, eb);
     free(xd), free(wd), free(bd), free(dyd), free(yr), free(dxr), free(dwr), free(dbr);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
 }
 

@@ -54,19 +54,6 @@ static const int64_t sizes[] = {0, 1, 7, 1000, 9001};
 
 static double tol(ladle_dtype dt, double f32) { return dt == LADLE_F64 ? 1e-12 : f32; }
 
-static double get(ladle_dtype dt, const void *p, int64_t i)
-{
-    return dt == LADLE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
-}
-
-static void set(ladle_dtype dt, void *p, int64_t i, double v)
-{
-    if (dt == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
-}
-
 /* ---- activations ---- */
 
 static const char *act_names[] = {"relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh"};
@@ -80,7 +67,7 @@ static void *act_input(ladle_dtype dt, int64_t n, uint64_t seed)
     const int count = (int)(sizeof edges / sizeof edges[0]);
     void *x = cp_random(dt, n, -6, 6, seed);
     for (int k = 0; n >= count && k < count; k++)
-        set(dt, x, k * (n / count), edges[k]);
+        cp_set(dt, x, k * (n / count), edges[k]);
     return x;
 }
 
@@ -184,13 +171,13 @@ static void softmax_edges(ladle_dtype dt, void *x, int64_t outer, int64_t len,
         for (int64_t k = 0; k < len; k++) {
             int64_t i = base + k * inner;
             if (l % 5 == 1)
-                set(dt, x, i, get(dt, x, i) + 1000);
+                cp_set(dt, x, i, cp_get(dt, x, i) + 1000);
             if (l % 5 == 2 && k % 3 == 0)
-                set(dt, x, i, -INFINITY);
+                cp_set(dt, x, i, -INFINITY);
             if (l == 3)
-                set(dt, x, i, -INFINITY);
+                cp_set(dt, x, i, -INFINITY);
             if (l == 4 && k == len / 2)
-                set(dt, x, i, NAN);
+                cp_set(dt, x, i, NAN);
         }
     }
 }
@@ -287,9 +274,9 @@ static void *class_input(ladle_dtype dt, const ladle_loss_plan *l, const int64_t
         for (int64_t k = 0; k < l->classes; k++) {
             int64_t i = base + k * l->inner;
             if (s % 4 == 1)
-                set(dt, x, i, get(dt, x, i) + 500);
+                cp_set(dt, x, i, cp_get(dt, x, i) + 500);
             if (s % 4 == 2 && l->smoothing == 0 && k != labels[s] && k % 2 == 0)
-                set(dt, x, i, -INFINITY);
+                cp_set(dt, x, i, -INFINITY);
         }
     }
     return x;
@@ -312,7 +299,7 @@ static void loss_case(ladle_dtype dt, ladle_loss_kind kind, ladle_reduction red,
                 (int64_t)(ladle__rng_bits(31, 1, (uint64_t)s) % (uint64_t)c);
     else
         for (int64_t i = 0; i < l.numel; i++)
-            set(dt, target, i, 0.5 * (ladle__rng_uniform(32, 1, (uint64_t)i) + 1));
+            cp_set(dt, target, i, 0.5 * (ladle__rng_uniform(32, 1, (uint64_t)i) + 1));
     void *x = cls ? class_input(dt, &l, target, 33) : cp_random(dt, l.numel, -3, 3, 34);
     void *out = cp_host(dt, outs), *dloss = cp_random(dt, outs, 0.5, 1.5, 35);
     void *dx = cp_host(dt, l.numel);
@@ -381,12 +368,12 @@ START_TEST(loss_of_infinite_input)
         ladle_dtype dt = dtypes[d];
         ladle_loss_plan l = loss_desc(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 9001, 1, 1);
         void *x = cp_random(dt, l.numel, -1, 1, 41), *t = cp_random(dt, l.numel, -1, 1, 42);
-        set(dt, x, 8999, INFINITY);
+        cp_set(dt, x, 8999, INFINITY);
         void *d_x = cp_upload(dt, l.numel, x), *d_t = cp_upload(dt, l.numel, t);
         void *d_out = cp_upload(dt, 1, NULL);
         CP_GPU(loss_forward, dt, &l, d_x, d_t, d_out);
         void *got = cp_download(dt, 1, d_out);
-        LT_ASSERT(isinf(get(dt, got, 0)), "an infinite term gives %g", get(dt, got, 0));
+        LT_ASSERT(isinf(cp_get(dt, got, 0)), "an infinite term gives %g", cp_get(dt, got, 0));
         cp_free(d_x);
         cp_free(d_t);
         cp_free(d_out);
@@ -406,7 +393,7 @@ static void non_finite_case(ladle_dtype dt, int64_t n, const int64_t *at, double
     int64_t want = -1;
     for (int k = 0; at[k] >= 0; k++)
         if (at[k] < n) {
-            set(dt, x, at[k], bad);
+            cp_set(dt, x, at[k], bad);
             want = want < 0 || at[k] < want ? at[k] : want;
         }
     int64_t cpu = -2, gpu = -2;
@@ -479,8 +466,8 @@ START_TEST(scans)
     for (int d = 0; d < 2; d++) {
         ladle_dtype dt = dtypes[d];
         void *x = cp_random(dt, 3, -1, 1, 53);
-        set(dt, x, 1, dt == LADLE_F32 ? 3.4028234663852886e38 : 1.7976931348623157e308);
-        set(dt, x, 2, dt == LADLE_F32 ? -3.4028234663852886e38 : -1.7976931348623157e308);
+        cp_set(dt, x, 1, dt == LADLE_F32 ? 3.4028234663852886e38 : 1.7976931348623157e308);
+        cp_set(dt, x, 2, dt == LADLE_F32 ? -3.4028234663852886e38 : -1.7976931348623157e308);
         void *d_x = cp_upload(dt, 3, x);
         int64_t gpu = -2;
         CP_GPU(find_non_finite, dt, 3, d_x, &gpu);
@@ -505,7 +492,7 @@ static void dropout_case(ladle_dtype dt, int64_t n, double p, uint64_t seed, uin
     void *got = cp_download(dt, n, d_out);
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++)
-        kept += get(dt, out, i) != 0;
+        kept += cp_get(dt, out, i) != 0;
     LT_ASSERT(memcmp(got, out, (size_t)n * cp_size(dt)) == 0,
               "dropout (%s, n=%lld, p=%g, offset %lld%s) differs from the CPU's",
               ladle_dtype_name(dt), (long long)n, p, (long long)offset,

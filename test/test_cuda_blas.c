@@ -31,20 +31,6 @@ static uint64_t draw(uint64_t *state, uint64_t bound)
     return ladle__rng_bits(0x5eed, 31, (*state)++) % bound;
 }
 
-/* Element i of a host buffer as a double. */
-static double at(ladle_dtype dtype, const void *p, int64_t i)
-{
-    return dtype == LADLE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
-}
-
-static void put(ladle_dtype dtype, void *p, int64_t i, double v)
-{
-    if (dtype == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
-}
-
 /* Whether n elements of device memory equal the oracle's bits. */
 static int same_bits(ladle_dtype dtype, int64_t n, const void *dev, const void *oracle)
 {
@@ -120,15 +106,15 @@ START_TEST(abs_max_skips_nan)
             void *x = cp_random(dt, n, -3, 3, 3);
             abs_max_case(dt, n, x, "random");
             for (int64_t i = 0; i < n; i += 5) /* NaN around the largest */
-                put(dt, x, i, NAN);
+                cp_set(dt, x, i, NAN);
             if (n > 3)
-                put(dt, x, n / 2 + 1, -7.5);
+                cp_set(dt, x, n / 2 + 1, -7.5);
             abs_max_case(dt, n, x, "with NaN");
             if (n > 1)
-                put(dt, x, n - 2, -INFINITY);
+                cp_set(dt, x, n - 2, -INFINITY);
             abs_max_case(dt, n, x, "with -inf");
             for (int64_t i = 0; i < n; i++)
-                put(dt, x, i, NAN);
+                cp_set(dt, x, i, NAN);
             abs_max_case(dt, n, x, "all NaN (0)");
             free(x);
         }
@@ -148,7 +134,7 @@ static void dot2_pair(ladle_dtype dt, int64_t n, const void *x, const void *y,
     CP_GPU(dot2, dt, n, gx, gy, gpu);
     *naive = *mag = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double p = at(dt, x, i) * at(dt, y, i);
+        double p = cp_get(dt, x, i) * cp_get(dt, y, i);
         *naive += p;
         *mag += fabs(p);
     }
@@ -196,13 +182,13 @@ static void cancelling(ladle_dtype dt, int64_t n, void *x, void *y)
         int small = i % 3 != 0;
         double u = ladle__rng_uniform(11, 5, (uint64_t)i);
         double v = ladle__rng_uniform(12, 5, (uint64_t)i);
-        put(dt, x, i, small ? 1.5 * 0x1p-12 : u);
-        put(dt, y, i, small ? 0x1p-11 : v);
+        cp_set(dt, x, i, small ? 1.5 * 0x1p-12 : u);
+        cp_set(dt, y, i, small ? 0x1p-11 : v);
     }
-    put(dt, x, 0, 1.5 * 0x1p15);
-    put(dt, y, 0, 0x1p15);
-    put(dt, x, n - 1, 1.5 * 0x1p15);
-    put(dt, y, n - 1, -0x1p15);
+    cp_set(dt, x, 0, 1.5 * 0x1p15);
+    cp_set(dt, y, 0, 0x1p15);
+    cp_set(dt, x, n - 1, 1.5 * 0x1p15);
+    cp_set(dt, y, n - 1, -0x1p15);
 }
 
 START_TEST(dot2_is_compensated)
@@ -447,11 +433,11 @@ static double *gemm_scale(ladle_dtype dt, const gemm_case *g, const void *a, con
         for (int64_t j = 0; j < g->n; j++) {
             double sum = 0.0;
             for (int64_t l = 0; l < g->k; l++) {
-                double av = at(dt, a, g->ta ? l * g->lda + i : i * g->lda + l);
-                double bv = at(dt, b, g->tb ? j * g->ldb + l : l * g->ldb + j);
+                double av = cp_get(dt, a, g->ta ? l * g->lda + i : i * g->lda + l);
+                double bv = cp_get(dt, b, g->tb ? j * g->ldb + l : l * g->ldb + j);
                 sum += fabs(av * bv);
             }
-            double cv = at(dt, c, i * g->ldc + j);
+            double cv = cp_get(dt, c, i * g->ldc + j);
             s[i * g->n + j] =
                 fabs(g->alpha) * sum + (g->beta == 0.0 ? 0.0 : fabs(g->beta * cv));
         }
@@ -466,7 +452,7 @@ static double gemm_ratio(ladle_dtype dt, const gemm_case *g, const void *got,
     double worst = 0.0;
     for (int64_t i = 0; i < g->m; i++)
         for (int64_t j = 0; j < g->ldc; j++) {
-            double x = at(dt, got, i * g->ldc + j), y = at(dt, want, i * g->ldc + j);
+            double x = cp_get(dt, got, i * g->ldc + j), y = cp_get(dt, want, i * g->ldc + j);
             if (j >= g->n) {
                 if (memcmp(&x, &y, sizeof x) != 0)
                     return INFINITY;
@@ -493,7 +479,7 @@ static double gemm_run(ladle_dtype dt, const gemm_case *g, int nan_c, double rel
     if (nan_c) /* beta = 0: C is written, never read */
         for (int64_t i = 0; i < lc; i++)
             if (i % g->ldc < g->n)
-                put(dt, c, i, NAN);
+                cp_set(dt, c, i, NAN);
     double *scale = gemm_scale(dt, g, a, b, c);
     void *ga = cp_upload(dt, la, a), *gb = cp_upload(dt, lb, b), *gc = cp_upload(dt, lc, c);
     CP_CPU(gemm, dt, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb,

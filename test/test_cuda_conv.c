@@ -27,19 +27,6 @@
 
 static const ladle_dtype dtypes[2] = {LADLE_F32, LADLE_F64};
 
-static double get(ladle_dtype dt, const void *p, int64_t i)
-{
-    return dt == LADLE_F32 ? ((const float *)p)[i] : ((const double *)p)[i];
-}
-
-static void put(ladle_dtype dt, void *p, int64_t i, double v)
-{
-    if (dt == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
-}
-
 static double unit(ladle_dtype dt) { return dt == LADLE_F32 ? 0x1p-24 : 0x1p-53; }
 
 /* n elements of dtype on the device against the oracle: |got - want| <=
@@ -50,13 +37,13 @@ static void close_within(ladle_dtype dt, int64_t n, const void *dev, const void 
     void *got = cp_download(dt, n, dev);
     int64_t bad = -1;
     for (int64_t i = 0; i < n && bad < 0; i++) {
-        double g = get(dt, got, i), w = get(dt, want, i);
+        double g = cp_get(dt, got, i), w = cp_get(dt, want, i);
         if (isnan(g) || isnan(w) ? !(isnan(g) && isnan(w)) : !(fabs(g - w) <= factor * bound[i]))
             bad = i;
     }
     LT_ASSERT(bad < 0, "%s: element %lld is %.17g, the CPU's %.17g (bound %.3g)", what,
-              (long long)bad, bad < 0 ? 0.0 : get(dt, got, bad),
-              bad < 0 ? 0.0 : get(dt, want, bad), bad < 0 ? 0.0 : factor * bound[bad]);
+              (long long)bad, bad < 0 ? 0.0 : cp_get(dt, got, bad),
+              bad < 0 ? 0.0 : cp_get(dt, want, bad), bad < 0 ? 0.0 : factor * bound[bad]);
     free(got);
 }
 
@@ -90,10 +77,10 @@ static void bn_bounds(ladle_dtype dt, const bn_case *k, const void *x, const voi
         for (int64_t sm = 0; sm < k->n; sm++)
             for (int64_t i = 0; i < k->inner; i++) {
                 int64_t at = (sm * k->c + ch) * k->inner + i;
-                double d = get(dt, x, at) - mu;
+                double d = cp_get(dt, x, at) - mu;
                 if (dy) {
-                    s1 += fabs(get(dt, dy, at));
-                    s2 += fabs(get(dt, dy, at) * d);
+                    s1 += fabs(cp_get(dt, dy, at));
+                    s2 += fabs(cp_get(dt, dy, at) * d);
                 } else {
                     s1 += mean ? d * d : fabs(d);
                 }
@@ -191,7 +178,7 @@ START_TEST(bn_mean_is_rounded_to_the_dtype_unless_inner_is_1)
             int64_t m = n * inner, numel = n * c * inner;
             void *x = cp_host(dt, numel);
             for (int64_t i = 0; i < numel; i++)
-                put(dt, x, i, 1.0);
+                cp_set(dt, x, i, 1.0);
             double mean[3] = {1 + 0x1p-30, 1 + 0x1p-30, 1 + 0x1p-30}, s[3], s1[3], s2[3];
             void *dx = cp_upload(dt, numel, x);
             double *dmean = cp_upload(LADLE_F64, c, mean), *ds = cp_upload(LADLE_F64, c, NULL),
@@ -306,9 +293,9 @@ static void *specials(ladle_dtype dt, int64_t n, uint64_t seed)
 {
     void *p = cp_random(dt, n, -1.0, 1.0, seed);
     if (n > 10) {
-        put(dt, p, n / 3, NAN);
-        put(dt, p, n / 2, -INFINITY);
-        put(dt, p, n - 2, INFINITY);
+        cp_set(dt, p, n / 3, NAN);
+        cp_set(dt, p, n / 2, -INFINITY);
+        cp_set(dt, p, n - 2, INFINITY);
     }
     return p;
 }
@@ -480,10 +467,10 @@ static void bias_case_run(ladle_dtype dt, const bias_case *k, uint64_t seed)
     void *db = cp_random(dt, C, -3.0, 3.0, seed + 2);
     double *bound = cp_host(LADLE_F64, C);
     for (int64_t c = 0; c < C; c++) {
-        bound[c] = fabs(get(dt, db, c));
+        bound[c] = fabs(cp_get(dt, db, c));
         for (int64_t r = 0; r < k->rows; r++)
             for (int64_t p = 0; p < k->inner; p++)
-                bound[c] += fabs(get(dt, y, (r * C + c) * k->inner + p));
+                bound[c] += fabs(cp_get(dt, y, (r * C + c) * k->inner + p));
     }
     void *dy = cp_upload(dt, n, y), *dbias = cp_upload(dt, C, b), *ddb = cp_upload(dt, C, db);
     char what[96];

@@ -31,14 +31,6 @@ static double uniform(uint64_t seed, uint64_t stream, int64_t i)
     return ladle__rng_uniform(seed, stream, (uint64_t)i);
 }
 
-static void put(ladle_dtype dt, void *p, int64_t i, double v)
-{
-    if (dt == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else
-        ((double *)p)[i] = v;
-}
-
 static void *make_x(ladle_dtype dt, int64_t n, int data, uint64_t seed)
 {
     static const double special[3] = {NAN, -INFINITY, INFINITY};
@@ -47,7 +39,7 @@ static void *make_x(ladle_dtype dt, int64_t n, int data, uint64_t seed)
         double u = uniform(seed, 1, i), v = data == RANDOM ? u : floor(1.5 * (u + 1));
         if (data == SPECIAL && uniform(seed, 2, i) < -5.0 / 6)
             v = special[(int)floor(1.5 * (uniform(seed, 3, i) + 1))];
-        put(dt, x, i, v);
+        cp_set(dt, x, i, v);
     }
     return x;
 }
@@ -58,7 +50,7 @@ static void *make_dy(ladle_dtype dt, int64_t n, int exact, uint64_t seed)
     void *dy = cp_host(dt, n);
     for (int64_t i = 0; i < n; i++) {
         double u = uniform(seed, 4, i);
-        put(dt, dy, i, exact ? floor(8.5 * u) / 4 : u);
+        cp_set(dt, dy, i, exact ? floor(8.5 * u) / 4 : u);
     }
     return dy;
 }
@@ -68,7 +60,7 @@ static void *nans(ladle_dtype dt, int64_t n)
 {
     void *p = cp_host(dt, n);
     for (int64_t i = 0; i < n; i++)
-        put(dt, p, i, NAN);
+        cp_set(dt, p, i, NAN);
     return p;
 }
 
@@ -178,7 +170,7 @@ static double factor_sums(const ladle_pool_geom *g, ladle_dtype dt, int64_t plan
         return 1;
     void *ones = cp_host(dt, pout), *b = cp_host(dt, pin);
     for (int64_t i = 0; i < pout; i++)
-        put(dt, ones, i, 1);
+        cp_set(dt, ones, i, 1);
     CP_CPU(pool_backward, dt, g, 1, ones, b, NULL, cw);
     double most = 1;
     for (int64_t i = 0; i < pin; i++) {

@@ -621,11 +621,7 @@ START_TEST(bad_parameters)
     d.grads = gg;
     d.backward_weight = NULL;
     LT_FAILS(ladle_custom_create(&d, &op), LADLE_ERR_NULL);
-    ladle_tensor_destroy(&strided);
-    ladle_tensor_destroy(&p);
-    ladle_tensor_destroy(&g);
-    ladle_tensor_destroy(&g3);
-    ladle_tensor_destroy(&p32);
+    LT_DESTROY(&strided, &p, &g, &g3, &p32);
 }
 END_TEST
 
@@ -812,11 +808,7 @@ static void train(ladle_network *net, int steps, double *out)
     for (int k = 0; k < steps; k++) {
         LT_OK(ladle_tensor_fill_random(x, 100 + (uint64_t)k, 0));
         LT_OK(ladle_tensor_fill_random(t, 200 + (uint64_t)k, 0));
-        LT_OK(ladle_network_zero_grad(net));
-        LT_OK(ladle_network_forward(net, x, NULL));
-        LT_OK(ladle_network_loss(net, t, &out[k]));
-        LT_OK(ladle_network_backward(net, 1));
-        LT_OK(ladle_optimizer_step(opt));
+        lt_train_step(net, opt, x, t, &out[k]);
     }
     ladle_optimizer_destroy(&opt);
     ladle_tensor_destroy(&x);

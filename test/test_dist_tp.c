@@ -190,11 +190,7 @@ static void mlp_case(int shared)
         ladle_tensor_destroy(&dg[k]);
         ladle_tensor_destroy(&sg4[k]);
     }
-    ladle_tensor_destroy(&X);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dY);
-    ladle_tensor_destroy(&ws);
+    LT_DESTROY(&X, &x, &dy, &dY, &ws);
     ladle_partition_destroy(&p);
 }
 

@@ -36,11 +36,7 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
     LT_OK(ladle_optimizer_create(&od, &opt));
     LT_OK(ladle_optimizer_add_network(opt, net));
     for (int s = 0; s < STEPS; s++) {
-        LT_OK(ladle_network_zero_grad(net));
-        LT_OK(ladle_network_forward(net, x, NULL));
-        LT_OK(ladle_network_loss(net, t, &losses[s]));
-        LT_OK(ladle_network_backward(net, 1));
-        LT_OK(ladle_optimizer_step(opt));
+        lt_train_step(net, opt, x, t, &losses[s]);
     }
     ladle_optimizer_destroy(&opt);
     ladle_tensor_destroy(&x);
@@ -52,14 +48,21 @@ static void train(ladle_network *net, const ladle_tensor *X, const int64_t *labe
 static void sequential_lenet(ladle_lenet_desc *d, int64_t n, int64_t s, uint64_t seed,
                              int bn)
 {
-    ladle_lenet_desc_init(d);
-    d->batch = n;
-    d->image = s;
-    d->dtype = LADLE_F64;
-    d->device = lt_device();
-    d->seed = seed;
+    lt_lenet_desc(d, n, s, seed);
     d->batchnorm = bn;
     d->sequential = 1;
+}
+
+/* n random images of s x s (from seed) and their labels, (i * mul + add)
+ * % 10 for image i. */
+static ladle_tensor *images(int64_t n, int64_t s, uint64_t seed, int64_t *labels, int mul,
+                            int add)
+{
+    ladle_tensor *x = lt_tensor(LADLE_F64, 4, (int64_t[]){n, 1, s, s});
+    LT_OK(ladle_tensor_fill_random(x, seed, 0));
+    for (int i = 0; i < n; i++)
+        labels[i] = (i * mul + add) % 10;
+    return x;
 }
 
 START_TEST(lenet_layouts)
@@ -75,12 +78,8 @@ START_TEST(lenet_layouts)
         {1, 2, 2, 3, 1, LADLE_BN_SYNC_GLOBAL}, {4, 1, 1, 1, 0, LADLE_BN_SYNC_GLOBAL},
         {3, 2, 1, 2, 1, LADLE_BN_SYNC_GLOBAL}, {2, 2, 3, 4, 1, LADLE_BN_SYNC_GLOBAL},
     };
-    int64_t N = 12, S = 16;
-    ladle_tensor *X = lt_tensor(LADLE_F64, 4, (int64_t[]){N, 1, S, S});
-    LT_OK(ladle_tensor_fill_random(X, 77, 0));
-    int64_t labels[12];
-    for (int i = 0; i < N; i++)
-        labels[i] = (i * 5 + 1) % 10;
+    int64_t N = 12, S = 16, labels[12];
+    ladle_tensor *X = images(N, S, 77, labels, 5, 1);
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
         int need = layouts[k].D * layouts[k].Ph * layouts[k].Pw;
         if (need > lt_size)
@@ -182,12 +181,8 @@ static ladle_network *textbook_lenet(int64_t n, int64_t s, int bn, uint64_t seed
  * as both networks list them. */
 START_TEST(lenet_relu_after_pool)
 {
-    int64_t N = 8, S = 16;
-    ladle_tensor *X = lt_tensor(LADLE_F64, 4, (int64_t[]){N, 1, S, S});
-    LT_OK(ladle_tensor_fill_random(X, 91, 0));
-    int64_t labels[8];
-    for (int i = 0; i < N; i++)
-        labels[i] = (i * 3 + 2) % 10;
+    int64_t N = 8, S = 16, labels[8];
+    ladle_tensor *X = images(N, S, 91, labels, 3, 2);
     for (int bn = 0; bn <= 1; bn++) {
         ladle_lenet_desc d;
         sequential_lenet(&d, N, S, 7, bn);

@@ -9,22 +9,6 @@
 
 #include "harness.h"
 
-static double *host(const ladle_tensor *t)
-{
-    int64_t n = ladle_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_read(t, v));
-    } else {
-        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        LT_OK(ladle_tensor_read(t, f));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = f[i];
-        free(f);
-    }
-    return v;
-}
-
 /* n ids in 0 .. vocab-1 from a small generator, with repeats */
 static ladle_tensor *ids_tensor(int ndim, const int64_t *shape, int64_t vocab,
                                 uint64_t seed)
@@ -52,7 +36,7 @@ static const ladle_embedding_desc *ed(ladle_embedding_desc *d, int64_t vocab, in
 
 static double dot(const ladle_tensor *a, const ladle_tensor *b)
 {
-    double *x = host(a), *y = host(b), s = 0;
+    double *x = lt_values(a), *y = lt_values(b), s = 0;
     for (int64_t i = 0; i < ladle_tensor_numel(a); i++)
         s += x[i] * y[i];
     free(x), free(y);
@@ -80,18 +64,15 @@ START_TEST(token_values_and_adjoint)
                           ladle_tensor_shape(y)[ndims[s]] == dim,
                       "y is ids_shape + [E]");
             LT_OK(ladle_tensor_fill_random(dy, 3, (uint64_t)s));
-            ladle_ctx *ctx = NULL;
-            LT_OK(ladle_ctx_create(op, &ctx));
-            LT_OK(ladle_layer_forward(op, ctx, ids, y));
-            LT_OK(ladle_layer_backward(op, ctx, dy, NULL));
+            ladle_ctx *ctx = lt_forward_backward(op, ids, y, dy, NULL);
             LT_OK(ladle_op_zero_grad(op));
             LT_OK(ladle_layer_backward_weight(op, ctx, dy));
             /* the loops: y[i] = w[id_i]; dw[v] = sum of dy[i] over id_i = v */
             int64_t n = ladle_tensor_numel(ids);
             int64_t *hid = malloc(sizeof(int64_t) * (size_t)n);
             LT_OK(ladle_tensor_read(ids, hid));
-            double *w = host(ladle_op_param(op, 0)), *hy = host(y), *hdy = host(dy);
-            double *dw = host(ladle_op_grad(op, 0));
+            double *w = lt_values(ladle_op_param(op, 0)), *hy = lt_values(y), *hdy = lt_values(dy);
+            double *dw = lt_values(ladle_op_grad(op, 0));
             double *want = calloc((size_t)(vocab * dim), sizeof(double));
             double worst = 0;
             for (int64_t i = 0; i < n; i++)
@@ -110,9 +91,7 @@ START_TEST(token_values_and_adjoint)
             LT_ASSERT(mis < ladle_adjoint_tolerance(dt), "adjoint mismatch %.2e", mis);
             free(hid), free(w), free(hy), free(hdy), free(dw), free(want);
             ladle_ctx_destroy(&ctx);
-            ladle_tensor_destroy(&ids);
-            ladle_tensor_destroy(&y);
-            ladle_tensor_destroy(&dy);
+            LT_DESTROY(&ids, &y, &dy);
             ladle_op_destroy(&op);
         }
 }
@@ -138,8 +117,8 @@ START_TEST(token_repeats_and_batches)
     LT_OK(ladle_op_zero_grad(op));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
     LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *dw = host(ladle_op_grad(op, 0)), *w = host(ladle_op_param(op, 0)),
-           *hy = host(y);
+    double *dw = lt_values(ladle_op_grad(op, 0)), *w = lt_values(ladle_op_param(op, 0)),
+           *hy = lt_values(y);
     /* id 2 four times, twice over: 4 * 0.5 * 2 = 4; id 0 and 3 once: 1; id 1 never */
     LT_ASSERT(dw[4] == 4 && dw[5] == 4 && dw[0] == 1 && dw[6] == 1 && dw[2] == 0 &&
                   dw[3] == 0,
@@ -148,9 +127,7 @@ START_TEST(token_repeats_and_batches)
               "lookup of a batch of 2");
     free(dw), free(w), free(hy);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&ids);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&ids, &y, &dy);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -168,8 +145,8 @@ START_TEST(initialisation)
     LT_OK(ladle_embedding_create(&d, 1, shape, LADLE_F64, lt_device(), 6, &c));
     int64_t xs[3] = {2, 3, 4};
     LT_OK(ladle_pos_embedding_create(3, xs, 100, LADLE_F64, lt_device(), 5, &p));
-    double *wa = host(ladle_op_param(a, 0)), *wb = host(ladle_op_param(b, 0));
-    double *wc = host(ladle_op_param(c, 0)), *wp = host(ladle_op_param(p, 0));
+    double *wa = lt_values(ladle_op_param(a, 0)), *wb = lt_values(ladle_op_param(b, 0));
+    double *wc = lt_values(ladle_op_param(c, 0)), *wp = lt_values(ladle_op_param(p, 0));
     double mean = 0, var = 0, same = 0, diff = 0;
     int n = 200 * 50;
     for (int i = 0; i < n; i++) {
@@ -220,7 +197,7 @@ START_TEST(weight_gradients_by_finite_differences)
         LT_OK(ladle_op_zero_grad(op));
         LT_OK(ladle_layer_backward_weight(op, ctx, r));
         ladle_tensor *w = ladle_op_param(op, 0);
-        double *g = host(ladle_op_grad(op, 0)), worst = 0;
+        double *g = lt_values(ladle_op_grad(op, 0)), worst = 0;
         for (int64_t i = 0; i < ladle_tensor_numel(w); i++) {
             double v = lt_get(w, i), h = 1e-6, lp, lm;
             lt_set(w, i, v + h);
@@ -236,9 +213,7 @@ START_TEST(weight_gradients_by_finite_differences)
                   worst);
         free(g);
         ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
-        ladle_tensor_destroy(&r);
+        LT_DESTROY(&x, &y, &r);
     }
     ladle_op_destroy(&emb);
     ladle_op_destroy(&pos);
@@ -262,14 +237,12 @@ START_TEST(positional_values_and_adjoints)
             ladle_tensor *dy = lt_tensor(dt, 3, cs), *dx = lt_tensor(dt, 3, cs);
             LT_OK(ladle_tensor_fill_random(x, 6, 0));
             LT_OK(ladle_tensor_fill_random(dy, 6, 1));
-            ladle_ctx *ctx = NULL;
-            LT_OK(ladle_ctx_create(op, &ctx));
-            LT_OK(ladle_layer_forward(op, ctx, x, y));
-            LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+            ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
             LT_OK(ladle_op_zero_grad(op));
             LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-            double *hx = host(x), *hy = host(y), *hdy = host(dy), *hdx = host(dx);
-            double *p = host(ladle_op_param(op, 0)), *dp = host(ladle_op_grad(op, 0));
+            double *hx = lt_values(x), *hy = lt_values(y);
+            double *hdy = lt_values(dy), *hdx = lt_values(dx);
+            double *p = lt_values(ladle_op_param(op, 0)), *dp = lt_values(ladle_op_grad(op, 0));
             double worst = 0;
             for (int64_t n = 0; n < nb; n++)
                 for (int64_t i = 0; i < 15; i++) {
@@ -294,9 +267,9 @@ START_TEST(positional_values_and_adjoints)
                       mis);
             /* the linear part in x: X(x) = y - P(p) (the identity), X*(dy) = dx */
             LT_OK(ladle_tensor_fill_random(x, 6, 2));
-            double *py = host(y);
+            double *py = lt_values(y);
             LT_OK(ladle_layer_forward(op, ctx, x, y));
-            double *hy2 = host(y), *dyv = host(dy), s1 = 0;
+            double *hy2 = lt_values(y), *dyv = lt_values(dy), s1 = 0;
             for (int64_t e = 0; e < nb * 15; e++)
                 s1 += (hy2[e] - py[e]) * dyv[e];
             double s2 = dot(x, dx);
@@ -304,17 +277,14 @@ START_TEST(positional_values_and_adjoints)
             LT_ASSERT(mis < (f64 ? 1e-13 : 1e-5), "adjoint in x: mismatch %.2e", mis);
             /* in place: y = x */
             LT_OK(ladle_layer_forward(op, NULL, x, x));
-            double *hx2 = host(x);
+            double *hx2 = lt_values(x);
             for (int64_t e = 0; e < nb * 15; e++)
                 worst = fmax(worst, fabs(hx2[e] - hy2[e]));
             LT_ASSERT(worst < (f64 ? 1e-15 : 1e-6), "in place");
             free(hx), free(hy), free(hdy), free(hdx), free(p), free(dp);
             free(py), free(hy2), free(dyv), free(hx2);
             ladle_ctx_destroy(&ctx);
-            ladle_tensor_destroy(&x);
-            ladle_tensor_destroy(&y);
-            ladle_tensor_destroy(&dy);
-            ladle_tensor_destroy(&dx);
+            LT_DESTROY(&x, &y, &dy, &dx);
             ladle_op_destroy(&op);
         }
 }
@@ -338,53 +308,15 @@ START_TEST(in_a_sequential)
     }
     ladle_op *seq = NULL;
     LT_OK(ladle_sequential_create(3, parts[1], &seq));
-    ladle_tensor *ids = ids_tensor(2, ids_shape, 9, 3);
-    ladle_tensor *a = lt_tensor(LADLE_F64, 3, xs), *b = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *ys = lt_tensor(LADLE_F64, 3, xs), *g1 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *g2 = lt_tensor(LADLE_F64, 3, xs);
+    ladle_tensor *ids = ids_tensor(2, ids_shape, 9, 3), *dy = lt_tensor(LADLE_F64, 3, xs);
     LT_OK(ladle_tensor_fill_random(dy, 8, 0));
-    ladle_ctx *c[3], *cs = NULL;
-    for (int i = 0; i < 3; i++)
-        LT_OK(ladle_ctx_create(parts[0][i], &c[i]));
-    LT_OK(ladle_layer_forward(parts[0][0], c[0], ids, a));
-    LT_OK(ladle_layer_forward(parts[0][1], c[1], a, b));
-    LT_OK(ladle_layer_forward(parts[0][2], c[2], b, y));
-    LT_OK(ladle_layer_backward(parts[0][2], c[2], dy, g1));
-    LT_OK(ladle_layer_backward(parts[0][1], c[1], g1, g2));
-    for (int i = 0; i < 3; i++)
-        LT_OK(ladle_op_zero_grad(parts[0][i]));
-    LT_OK(ladle_layer_backward_weight(parts[0][2], c[2], dy));
-    LT_OK(ladle_layer_backward_weight(parts[0][1], c[1], g1));
-    LT_OK(ladle_layer_backward_weight(parts[0][0], c[0], g2));
-    LT_OK(ladle_ctx_create(seq, &cs));
-    LT_OK(ladle_layer_forward(seq, cs, ids, ys));
-    LT_OK(ladle_layer_backward(seq, cs, dy, NULL));
-    LT_OK(ladle_op_zero_grad(seq));
-    LT_OK(ladle_layer_backward_weight(seq, cs, dy));
-    double worst = 0;
-    double *p = host(y), *q = host(ys);
-    for (int64_t e = 0; e < 72; e++)
-        worst = fmax(worst, fabs(p[e] - q[e]));
-    free(p), free(q);
-    for (int i = 0; i < 4; i++) { /* weight, positions, w, b */
-        int layer = i < 2 ? i : 2, idx = i < 2 ? 0 : i - 2;
-        p = host(ladle_op_grad(parts[0][layer], idx));
-        q = host(ladle_op_grad(seq, i));
-        for (int64_t e = 0; e < ladle_tensor_numel(ladle_op_grad(seq, i)); e++)
-            worst = fmax(worst, fabs(p[e] - q[e]));
-        free(p), free(q);
-    }
+    /* weight, positions, w, b */
+    double worst = lt_chain_error(3, parts[0], seq, ids, dy, 0);
     LT_ASSERT(worst < 1e-15, "the chain against its parts: %.2e", worst);
-    for (int i = 0; i < 3; i++) {
-        ladle_ctx_destroy(&c[i]);
+    for (int i = 0; i < 3; i++)
         ladle_op_destroy(&parts[0][i]);
-    }
-    ladle_ctx_destroy(&cs);
     ladle_op_destroy(&seq);
-    ladle_tensor *all[8] = {ids, a, b, y, dy, ys, g1, g2};
-    for (int i = 0; i < 8; i++)
-        ladle_tensor_destroy(&all[i]);
+    LT_DESTROY(&ids, &dy);
 }
 END_TEST
 
@@ -456,9 +388,9 @@ START_TEST(bad_input)
             LT_OK(ladle_op_zero_grad(two[k]));
             LT_OK(ladle_layer_forward(two[k], ctx, tid, ty[k]));
             LT_OK(ladle_layer_backward_weight(two[k], ctx, tdy));
-            got[k][0] = host(ladle_op_param(two[k], 0));
-            got[k][1] = host(ty[k]);
-            got[k][2] = host(ladle_op_grad(two[k], 0));
+            got[k][0] = lt_values(ladle_op_param(two[k], 0));
+            got[k][1] = lt_values(ty[k]);
+            got[k][2] = lt_values(ladle_op_grad(two[k], 0));
             ladle_ctx_destroy(&ctx);
         }
         int64_t len[3] = {20, 24, 20}; /* V E, 2 3 E, V E */
@@ -513,9 +445,7 @@ START_TEST(bad_input)
     LT_OK(ladle_layer_backward(op, ctx, y, NULL));
     LT_FAILS(ladle_op_adjoint(op, y, fx), LADLE_ERR_UNSUPPORTED);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&ids);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&fx);
+    LT_DESTROY(&ids, &y, &fx);
     ladle_op_destroy(&op);
     /* the positional embedding */
     int64_t two[2] = {2, 3}, zero[3] = {2, 0, 4};

@@ -336,9 +336,7 @@ static double by_hand(const built *r, const ladle_tensor *X, const ladle_tensor 
             ladle_op_destroy(&ops[i]);
     }
     ladle_op_destroy(&mse_op);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&lv);
-    ladle_tensor_destroy(&dl);
+    LT_DESTROY(&dx, &lv, &dl);
     return err;
 }
 
@@ -399,9 +397,7 @@ START_TEST(branch_twin)
         built_free(&d);
     }
     built_free(&r);
-    ladle_tensor_destroy(&X);
-    ladle_tensor_destroy(&T[0]);
-    ladle_tensor_destroy(&T[1]);
+    LT_DESTROY(&X, &T[0], &T[1]);
 }
 END_TEST
 
@@ -455,9 +451,7 @@ START_TEST(repartition_inserted)
               ladle_graph_num_repartitions(d.g), want);
     built_free(&r);
     built_free(&d);
-    ladle_tensor_destroy(&X[0]);
-    ladle_tensor_destroy(&X[1]);
-    ladle_tensor_destroy(&T);
+    LT_DESTROY(&X[0], &X[1], &T);
 }
 END_TEST
 
@@ -868,9 +862,7 @@ START_TEST(bad_graphs)
     LT_FAILS(ladle_graph_backward(g, 1), LADLE_ERR_STATE);
     LT_FAILS(ladle_graph_param(g, 2, NULL, NULL, NULL), LADLE_ERR_ARG);
     LT_FAILS(ladle_graph_value(g, 99, (const ladle_tensor **)&x), LADLE_ERR_ARG);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&t);
-    ladle_tensor_destroy(&wrong);
+    LT_DESTROY(&x, &t, &wrong);
     ladle_graph_destroy(&g);
     LT_OK(ladle_graph_destroy(NULL));
     /* an empty graph runs and has no loss to take */
@@ -1026,9 +1018,7 @@ START_TEST(token_inputs)
     LT_FAILS(ladle_graph_forward(a, 1, xb, NULL), LADLE_ERR_DTYPE);
     ladle_graph_destroy(&a);
     ladle_graph_destroy(&b);
-    ladle_tensor_destroy(&ids);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&tg);
+    LT_DESTROY(&ids, &x, &tg);
 
     /* ids read by a layer that wants values; an embedding fed a value the
      * graph computes; an ids input with a layout */

@@ -7,37 +7,6 @@
 
 #include "harness.h"
 
-/* A tensor's elements widened to double (malloc'd), and written back. */
-static double *host(const ladle_tensor *t)
-{
-    int64_t n = ladle_tensor_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_read(t, v));
-    } else {
-        float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-        LT_OK(ladle_tensor_read(t, f));
-        for (int64_t i = 0; i < n; i++)
-            v[i] = f[i];
-        free(f);
-    }
-    return v;
-}
-
-static void put(ladle_tensor *t, const double *v)
-{
-    int64_t n = ladle_tensor_numel(t);
-    if (ladle_tensor_dtype(t) == LADLE_F64) {
-        LT_OK(ladle_tensor_write(t, v));
-        return;
-    }
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++)
-        f[i] = (float)v[i];
-    LT_OK(ladle_tensor_write(t, f));
-    free(f);
-}
-
 /* The reference: rows x len values, layer norm (rms 0) or RMS norm, with w
  * and b optional (NULL), in double: y, and for dy the backward dx and the
  * weight gradients gw, gb (len each, overwritten). The backward is derived
@@ -107,9 +76,28 @@ static ladle_status make(const config *c, int ndim, const int64_t *xs, ladle_dty
     return ladle_layernorm_create(&d, ndim, xs, dt, lt_device(), op);
 }
 
-/* Run forward, backward and backward_weight (twice, to see the
- * accumulation) for a batch of n (<= xs[0]) and compare with the
- * reference; the largest error relative to 1 + |value|. */
+/* lt_layer_pass's reference: rows x len values, the weight and bias hw,
+ * hb (NULL when absent). */
+typedef struct norm_ref {
+    const config *c;
+    int64_t rows, len;
+    const double *hw, *hb;
+    int nparams;
+} norm_ref;
+
+static void norm_reference(const void *arg, const double *x, const double *dy, double *y,
+                           double *dx, double *const *grads)
+{
+    const norm_ref *r = arg;
+    double *gw = malloc(sizeof(double) * (size_t)r->len),
+           *gb = malloc(sizeof(double) * (size_t)r->len);
+    reference(r->c->rms, r->rows, r->len, r->c->eps, x, r->hw, r->hb, dy, y, dx, gw, gb);
+    for (int p = 0; p < r->nparams; p++)
+        memcpy(grads[p], p == 0 ? gw : gb, sizeof(double) * (size_t)r->len);
+    free(gw), free(gb);
+}
+
+/* lt_layer_pass for a batch of n (<= xs[0]) against the reference. */
 static double run_against_reference(const config *c, int ndim, const int64_t *xs, int64_t n,
                                     ladle_dtype dt, uint64_t seed, double offset)
 {
@@ -124,63 +112,29 @@ static double run_against_reference(const config *c, int ndim, const int64_t *xs
         total *= cs[d];
     for (int d = ndim - c->k; d < ndim; d++)
         len *= xs[d];
-    int64_t rows = total / len;
     ladle_tensor *x = lt_tensor(dt, ndim, cs), *y = lt_tensor(dt, ndim, cs);
     ladle_tensor *dy = lt_tensor(dt, ndim, cs), *dx = lt_tensor(dt, ndim, cs);
     LT_OK(ladle_tensor_fill_random(x, seed, 0));
     LT_OK(ladle_tensor_fill_random(dy, seed, 1));
-    double *hx = host(x);
+    double *hx = lt_values(x);
     for (int64_t i = 0; i < total; i++) /* a different offset and scale per row */
         hx[i] = offset + (1 + (double)(i / len % 3)) * hx[i] + (double)(i / len % 5);
-    put(x, hx);
+    lt_store(x, hx);
     free(hx);
-    hx = host(x); /* as rounded to dt */
+    norm_ref r = {c, total / len, len, NULL, NULL, ladle_op_num_params(op)};
     double *hw = NULL, *hb = NULL;
     if (c->affine) {
         ladle_tensor *w = ladle_op_param(op, 0);
         LT_OK(ladle_tensor_fill_random(w, seed, 2));
-        hw = host(w);
+        r.hw = hw = lt_values(w);
         if (ladle_op_num_params(op) > 1) {
             LT_OK(ladle_tensor_fill_random(ladle_op_param(op, 1), seed, 3));
-            hb = host(ladle_op_param(op, 1));
+            r.hb = hb = lt_values(ladle_op_param(op, 1));
         }
     }
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
-    LT_OK(ladle_layer_backward_weight(op, ctx, dy));
-    double *hy = host(y), *hdy = host(dy), *hdx = host(dx);
-    double *ry = malloc(sizeof(double) * (size_t)total),
-           *rdx = malloc(sizeof(double) * (size_t)total);
-    double *gw = malloc(sizeof(double) * (size_t)len),
-           *gb = malloc(sizeof(double) * (size_t)len);
-    reference(c->rms, rows, len, c->eps, hx, hw, hb, hdy, ry, rdx, gw, gb);
-    double worst = 0;
-    for (int64_t i = 0; i < total; i++) {
-        worst = fmax(worst, fabs(hy[i] - ry[i]) / (1 + fabs(ry[i])));
-        worst = fmax(worst, fabs(hdx[i] - rdx[i]) / (1 + fabs(rdx[i])));
-    }
-    for (int p = 0; p < ladle_op_num_params(op); p++) {
-        double *g = host(ladle_op_grad(op, p)), *want = p == 0 ? gw : gb;
-        for (int64_t j = 0; j < len; j++) /* accumulated twice */
-            worst = fmax(worst, fabs(g[j] - 2 * want[j]) / (1 + fabs(2 * want[j])));
-        free(g);
-    }
-    /* without a ctx the forward gives the same y */
-    LT_OK(ladle_layer_forward(op, NULL, x, dx));
-    double *hy2 = host(dx);
-    for (int64_t i = 0; i < total; i++)
-        worst = fmax(worst, hy2[i] == hy[i] ? 0 : 1);
-    free(hy2);
-    free(hx), free(hw), free(hb), free(hy), free(hdy), free(hdx);
-    free(ry), free(rdx), free(gw), free(gb);
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dx);
+    double worst = lt_layer_pass(op, x, y, dy, dx, norm_reference, &r);
+    free(hw), free(hb);
+    LT_DESTROY(&x, &y, &dy, &dx);
     ladle_op_destroy(&op);
     return worst;
 }
@@ -225,16 +179,7 @@ START_TEST(smaller_batch)
     ladle_layernorm_desc_init(&d, 1);
     ladle_op *op = NULL;
     LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op));
-    int64_t zs[3] = {0, 4, 9};
-    ladle_tensor *x = lt_tensor(LADLE_F64, 3, zs), *y = lt_tensor(LADLE_F64, 3, zs);
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, y, x));
-    LT_OK(ladle_layer_backward_weight(op, ctx, y));
-    ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    lt_layer_empty_batch(op, 3, (const int64_t[]){0, 4, 9});
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -307,13 +252,13 @@ static double f32_against_f64(int rms, int ndim, const int64_t *xs, double offse
     lt_twin_run(ops, ndim, xs, 21, spread_x, &sp, t, ctx);
     double worst = 0;
     for (int i = 1; i < 4; i += 2) {
-        double *a = host(t[0][i]), *b = host(t[1][i]);
+        double *a = lt_values(t[0][i]), *b = lt_values(t[1][i]);
         for (int64_t e = 0; e < total; e++)
             worst = fmax(worst, fabs(a[e] - b[e]) / fmax(1, fabs(b[e])));
         free(a), free(b);
     }
     for (int p = 0; p < ladle_op_num_params(ops[0]); p++) {
-        double *a = host(ladle_op_grad(ops[0], p)), *b = host(ladle_op_grad(ops[1], p));
+        double *a = lt_values(ladle_op_grad(ops[0], p)), *b = lt_values(ladle_op_grad(ops[1], p));
         for (int64_t e = 0; e < len; e++)
             worst = fmax(worst, fabs(a[e] - b[e]) / (double)(total / len));
         free(a), free(b);
@@ -391,55 +336,24 @@ START_TEST(contexts_and_parameters)
                   ladle_tensor_numel(ladle_op_param(op, 0)) == 4,
               "rms norm: one weight");
     /* two contexts in flight keep their own statistics */
-    ladle_tensor *x1 = lt_tensor(LADLE_F64, 3, xs), *x2 = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *y = lt_tensor(LADLE_F64, 3, xs), *dy = lt_tensor(LADLE_F64, 3, xs);
-    ladle_tensor *dxa = lt_tensor(LADLE_F64, 3, xs), *dxb = lt_tensor(LADLE_F64, 3, xs);
-    LT_OK(ladle_tensor_fill_random(x1, 1, 0));
-    LT_OK(ladle_tensor_fill_random(x2, 1, 1));
-    LT_OK(ladle_tensor_fill_random(dy, 1, 2));
-    ladle_ctx *c1 = NULL, *c2 = NULL;
-    LT_OK(ladle_ctx_create(op, &c1));
-    LT_OK(ladle_ctx_create(op, &c2));
-    LT_OK(ladle_layer_forward(op, c1, x1, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxa));
-    LT_OK(ladle_layer_forward(op, c2, x2, y));
-    LT_OK(ladle_layer_forward(op, c1, x1, y));
-    LT_OK(ladle_layer_backward(op, c1, dy, dxb));
-    double *a = host(dxa), *b = host(dxb);
-    int same = 1;
-    for (int i = 0; i < 24; i++)
-        same &= a[i] == b[i];
-    free(a), free(b);
-    LT_ASSERT(same, "a ctx's backward is its own forward's");
+    lt_ctx_pair p;
+    int same = lt_ctx_pair_run(op, xs, 1, &p);
     /* caller memory on the CPU */
-    if (lt_device() == LADLE_CPU) {
-        size_t need = ladle_ctx_bytes(op);
-        void *mem = NULL;
-        LT_ASSERT(need > 0 && posix_memalign(&mem, 64, need) == 0, "ctx bytes %zu", need);
-        ladle_ctx *c3 = NULL;
-        LT_OK(ladle_ctx_create_in(op, mem, need, &c3));
-        LT_OK(ladle_layer_forward(op, c3, x1, y));
-        LT_OK(ladle_layer_backward(op, c3, dy, dxb));
-        b = host(dxb);
-        a = host(dxa);
-        for (int i = 0; i < 24; i++)
-            same &= a[i] == b[i];
-        free(a), free(b);
-        LT_ASSERT(same, "a ctx in caller memory");
-        ladle_ctx_destroy(&c3);
-        free(mem);
-    }
-    ladle_ctx_destroy(&c1);
-    ladle_ctx_destroy(&c2);
-    ladle_tensor_destroy(&x1);
-    ladle_tensor_destroy(&x2);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dxa);
-    ladle_tensor_destroy(&dxb);
+    if (lt_device() == LADLE_CPU)
+        lt_ctx_in_caller_memory(op, &p, same);
+    lt_ctx_pair_free(&p);
     ladle_op_destroy(&op);
 }
 END_TEST
+
+/* Layer norm d and RMS norm r of f64 x of shape xs (3 dimensions) are
+ * both refused as bad arguments (*op left as it is: NULL). */
+static void both_refuse(const ladle_layernorm_desc *d, const ladle_rmsnorm_desc *r,
+                        const int64_t *xs, ladle_op **op)
+{
+    LT_FAILS(ladle_layernorm_create(d, 3, xs, LADLE_F64, lt_device(), op), LADLE_ERR_ARG);
+    LT_FAILS(ladle_rmsnorm_create(r, 3, xs, LADLE_F64, lt_device(), op), LADLE_ERR_ARG);
+}
 
 START_TEST(bad_input)
 {
@@ -461,20 +375,14 @@ START_TEST(bad_input)
     double eps[4] = {0, -1e-5, NAN, INFINITY};
     for (int i = 0; i < 4; i++) {
         d.eps = r.eps = eps[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
+        both_refuse(&d, &r, xs, &op);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
     int ks[3] = {0, -1, 4};
     for (int i = 0; i < 3; i++) {
         d.normalized_ndim = r.normalized_ndim = ks[i];
-        LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
-        LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_ARG);
+        both_refuse(&d, &r, xs, &op);
     }
     ladle_layernorm_desc_init(&d, 1);
     ladle_rmsnorm_desc_init(&r, 1);
@@ -503,20 +411,12 @@ START_TEST(bad_input)
     ladle_ctx *ctx = NULL;
     LT_OK(ladle_ctx_create(op, &ctx));
     LT_FAILS(ladle_layer_backward(op, ctx, y, x), LADLE_ERR_STATE);
-    LT_FAILS(ladle_layer_forward(op, ctx, NULL, y), LADLE_ERR_NULL);
-    LT_FAILS(ladle_layer_forward(op, ctx, xw, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, xb, y), LADLE_ERR_SHAPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x32, y), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_layer_forward(op, ctx, x, x), LADLE_ERR_ARG); /* not in place */
+    lt_forward_refuses(op, ctx, x, y, xw, xb, x32);
     LT_OK(ladle_layer_forward(op, ctx, x, y));
     LT_FAILS(ladle_layer_backward(op, ctx, xw, x), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_op_adjoint(op, y, x), LADLE_ERR_UNSUPPORTED);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&xw);
-    ladle_tensor_destroy(&xb);
-    ladle_tensor_destroy(&x32);
+    LT_DESTROY(&x, &y, &xw, &xb, &x32);
     ladle_op_destroy(&op);
 }
 END_TEST

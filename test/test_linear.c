@@ -101,10 +101,7 @@ START_TEST(smaller_batch)
     LT_OK(ladle_layer_backward(op, ctx, y2, x2));
     LT_OK(ladle_layer_backward(op, ctx, y2, NULL));
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&x2);
-    ladle_tensor_destroy(&y2);
+    LT_DESTROY(&x, &y, &x2, &y2);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -166,11 +163,7 @@ START_TEST(bad_input)
     LT_FAILS(ladle_ctx_create(NULL, &ctx), LADLE_ERR_NULL);
     LT_ASSERT(ladle_op_num_params(op) == 2 && ladle_op_param(op, 2) == NULL, "params");
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&xb);
-    ladle_tensor_destroy(&xw);
-    ladle_tensor_destroy(&xf);
+    LT_DESTROY(&x, &y, &xb, &xw, &xf);
     ladle_op_destroy(&op);
     ladle_op_destroy(&other);
 }

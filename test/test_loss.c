@@ -20,30 +20,12 @@ static double evaluate(ladle_op *op, const ladle_tensor *x, const ladle_tensor *
     return s;
 }
 
-static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smooth, int ndim,
-                           const int64_t *shape, const char *what)
+/* The loss's dx against central differences of evaluate, with dl a
+ * random weight per element (reduction none, which evaluate applies too)
+ * or 1: the worst relative error. */
+static double gradient_error(ladle_op *op, ladle_reduction red, ladle_tensor *x,
+                             const ladle_tensor *t, ladle_tensor *dx)
 {
-    ladle_op *op = NULL;
-    LT_OK(ladle_loss_create(LT_LOSS(kind, red, smooth, 0), ndim, shape, LADLE_F64,
-                            lt_device(), &op));
-    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
-    ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
-    int tnd = 0;
-    int64_t ts[LADLE_MAX_NDIM];
-    for (int d = 0; d < ndim; d++)
-        if (!(classify && d == 1))
-            ts[tnd++] = shape[d];
-    ladle_tensor *t = lt_tensor(classify ? LADLE_I64 : LADLE_F64, tnd, ts);
-    LT_OK(ladle_tensor_fill_random(x, 4, 0));
-    if (classify) {
-        for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
-            lt_set(t, i, (i * 7 + 3) % shape[1]);
-    } else {
-        LT_OK(ladle_tensor_fill_random(t, 4, 1));
-        if (kind == LADLE_LOSS_BCE_WITH_LOGITS) /* targets in [0, 1] */
-            for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
-                lt_set(t, i, 0.5 + 0.5 * lt_get(t, i));
-    }
     int ynd;
     int64_t ys[LADLE_MAX_NDIM];
     ladle_op_y_shape(op, &ynd, ys);
@@ -71,14 +53,38 @@ static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smo
         double fd = (lp - lm) / (2 * h), an = lt_get(dx, i);
         worst = fmax(worst, fabs(fd - an) / fmax(1e-3, fmax(fabs(fd), fabs(an))));
     }
-    LT_ASSERT(worst < 1e-6, "%s: worst gradient error %.2e", what, worst);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&t);
-    ladle_tensor_destroy(&out);
-    ladle_tensor_destroy(&dl);
-    ladle_tensor_destroy(&w);
+    LT_DESTROY(&out, &dl, &w);
+    return worst;
+}
+
+static void check_gradient(ladle_loss_kind kind, ladle_reduction red, double smooth, int ndim,
+                           const int64_t *shape, const char *what)
+{
+    ladle_op *op = NULL;
+    LT_OK(ladle_loss_create(LT_LOSS(kind, red, smooth, 0), ndim, shape, LADLE_F64,
+                            lt_device(), &op));
+    int classify = kind == LADLE_LOSS_CROSS_ENTROPY || kind == LADLE_LOSS_NLL;
+    ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
+    int tnd = 0;
+    int64_t ts[LADLE_MAX_NDIM];
+    for (int d = 0; d < ndim; d++)
+        if (!(classify && d == 1))
+            ts[tnd++] = shape[d];
+    ladle_tensor *t = lt_tensor(classify ? LADLE_I64 : LADLE_F64, tnd, ts);
+    LT_OK(ladle_tensor_fill_random(x, 4, 0));
+    if (classify) {
+        for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
+            lt_set(t, i, (i * 7 + 3) % shape[1]);
+    } else {
+        LT_OK(ladle_tensor_fill_random(t, 4, 1));
+        if (kind == LADLE_LOSS_BCE_WITH_LOGITS) /* targets in [0, 1] */
+            for (int64_t i = 0; i < ladle_tensor_numel(t); i++)
+                lt_set(t, i, 0.5 + 0.5 * lt_get(t, i));
+    }
+    double worst = gradient_error(op, red, x, t, dx);
+    LT_ASSERT(worst < 1e-6, "%s: worst gradient error %.2e", what, worst);
+    LT_DESTROY(&x, &dx, &t);
     ladle_op_destroy(&op);
 }
 
@@ -187,11 +193,7 @@ START_TEST(long_rows)
                           f64 ? "f64" : "f32", (long long)n, (long long)k, e, worst,
                           worst_d, worst_l);
                 ladle_ctx_destroy(&ctx);
-                ladle_tensor_destroy(&x);
-                ladle_tensor_destroy(&dx);
-                ladle_tensor_destroy(&t);
-                ladle_tensor_destroy(&out);
-                ladle_tensor_destroy(&dl);
+                LT_DESTROY(&x, &dx, &t, &out, &dl);
                 ladle_op_destroy(&op);
             }
 }
@@ -245,10 +247,7 @@ START_TEST(values)
     LT_OK(ladle_loss_forward(op, NULL, x, t, out));
     LT_ASSERT(isfinite(lt_get(out, 0)), "BCE at +-1000");
     ladle_op_destroy(&op);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&out);
-    ladle_tensor_destroy(&label);
-    ladle_tensor_destroy(&t);
+    LT_DESTROY(&x, &out, &label, &t);
 }
 END_TEST
 
@@ -288,11 +287,7 @@ START_TEST(bad_input)
     LT_FAILS(ladle_loss_create(LT_LOSS((ladle_loss_kind)7, LADLE_REDUCE_MEAN, 0, 0), 2, s,
                                LADLE_F32, lt_device(), &op),
              LADLE_ERR_ARG);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&out);
-    ladle_tensor_destroy(&lab);
-    ladle_tensor_destroy(&lab3);
-    ladle_tensor_destroy(&fl);
+    LT_DESTROY(&x, &out, &lab, &lab3, &fl);
 }
 END_TEST
 
@@ -394,39 +389,11 @@ static void weighted_gradient(ladle_loss_desc *d, int ndim, const int64_t *shape
         LT_OK(ladle_loss_create(d, ndim, shape, LADLE_F64, lt_device(), &op));
         ladle_tensor *x = lt_op_tensor(op, 0), *dx = lt_op_tensor(op, 0);
         ladle_tensor *t = lt_tensor(LADLE_I64, tnd, ts);
-        int ynd;
-        int64_t ys[LADLE_MAX_NDIM];
-        ladle_op_y_shape(op, &ynd, ys);
-        ladle_tensor *out = lt_tensor(LADLE_F64, ynd, ys), *dl = lt_tensor(LADLE_F64, ynd, ys);
-        ladle_tensor *w = NULL;
         LT_OK(ladle_tensor_fill_random(x, 4, 3));
         weighted_labels(t, shape[1], d->ignore_index);
-        if (r == LADLE_REDUCE_NONE) {
-            w = lt_tensor(LADLE_F64, ynd, ys);
-            LT_OK(ladle_tensor_fill_random(w, 4, 2));
-            LT_OK(ladle_tensor_copy(dl, w));
-        } else {
-            LT_OK(ladle_tensor_fill(dl, 1.0));
-        }
-        ladle_ctx *ctx = NULL;
-        LT_OK(ladle_ctx_create(op, &ctx));
-        LT_OK(ladle_loss_forward(op, ctx, x, t, out));
-        LT_OK(ladle_loss_backward(op, ctx, dl, dx));
-        double worst = 0;
-        for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
-            double v = lt_get(x, i), h = 1e-6;
-            lt_set(x, i, v + h);
-            double lp = evaluate(op, x, t, out, w);
-            lt_set(x, i, v - h);
-            double lm = evaluate(op, x, t, out, w);
-            lt_set(x, i, v);
-            double fd = (lp - lm) / (2 * h), an = lt_get(dx, i);
-            worst = fmax(worst, fabs(fd - an) / fmax(1e-3, fmax(fabs(fd), fabs(an))));
-        }
+        double worst = gradient_error(op, (ladle_reduction)r, x, t, dx);
         LT_ASSERT(worst < 1e-6, "%s reduction %d: worst gradient error %.2e", what, r, worst);
-        ladle_ctx_destroy(&ctx);
-        ladle_tensor_destroy(&x), ladle_tensor_destroy(&dx), ladle_tensor_destroy(&t);
-        ladle_tensor_destroy(&out), ladle_tensor_destroy(&dl), ladle_tensor_destroy(&w);
+        LT_DESTROY(&x, &dx, &t);
         ladle_op_destroy(&op);
     }
 }

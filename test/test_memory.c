@@ -313,37 +313,15 @@ START_TEST(workspace_in_caller_memory)
 }
 END_TEST
 
-/* A counting allocator. */
-typedef struct counter {
-    long allocs, frees;
-} counter;
-
-static void *count_alloc(void *user, size_t bytes, size_t align, ladle_device device)
-{
-    counter *c = user;
-    void *p = NULL;
-    if (device != LADLE_CPU || posix_memalign(&p, align < 16 ? 16 : align, bytes) != 0)
-        return NULL;
-    c->allocs++;
-    return p;
-}
-
-static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
-{
-    counter *c = user;
-    c->frees++;
-    free(ptr);
-}
-
 /* Everything made under the hook is allocated and freed through it (also
  * after the hook is gone), and the calls allocate nothing. */
 START_TEST(allocator_hook)
 {
     /* static: an assertion that fails while the hook is set leaves the
      * test, and the hook must still point at a live counter */
-    static counter c;
+    static lt_counter c;
     c.allocs = c.frees = 0;
-    ladle_allocator a = {sizeof a, count_alloc, count_free, &c}, bad = a;
+    ladle_allocator a = {sizeof a, lt_count_alloc, lt_count_free, &c}, bad = a;
     bad.size = 8;
     LT_FAILS(ladle_allocator_set(&bad), LADLE_ERR_ARG);
     bad = a;
@@ -414,10 +392,7 @@ START_TEST(strided_views)
     LT_ASSERT(lt_get(x, 6) == lt_get(store, 9) && lt_get(x, 23) == lt_get(store, 32),
               "the copy of the view");
     LT_OK(ladle_op_forward(lin, x, y));
-    ladle_tensor_destroy(&view);
-    ladle_tensor_destroy(&store);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&view, &store, &x, &y);
     ladle_op_destroy(&lin);
 }
 END_TEST

@@ -121,9 +121,7 @@ START_TEST(bad_input)
               "state");
     ladle_optimizer_destroy(&o);
     LT_OK(ladle_optimizer_destroy(&o));
-    ladle_tensor_destroy(&a);
-    ladle_tensor_destroy(&b);
-    ladle_tensor_destroy(&c);
+    LT_DESTROY(&a, &b, &c);
 }
 END_TEST
 
@@ -199,12 +197,7 @@ START_TEST(sequential)
     ladle_optimizer_destroy(&o);
     ladle_ctx_destroy(&lctx);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&t);
-    ladle_tensor_destroy(&l);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&one);
+    LT_DESTROY(&x, &y, &t, &l, &dy, &one);
     ladle_op_destroy(&loss);
     ladle_op_destroy(&seq);
 

@@ -196,10 +196,7 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
     fill_x(x, data, seed);
     LT_OK(ladle_tensor_fill_random(dy, 3, seed));
-    ladle_ctx *ctx = NULL;
-    LT_OK(ladle_ctx_create(op, &ctx));
-    LT_OK(ladle_layer_forward(op, ctx, x, y));
-    LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+    ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
     double *yr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(y));
     double *dxr = malloc(sizeof(double) * (size_t)ladle_tensor_numel(x));
     reference(G, x, dy, yr, dxr);
@@ -239,11 +236,18 @@ static void check_geometry(const pgeom *G, ladle_dtype dt, int data, uint64_t se
     free(yr);
     free(dxr);
     ladle_ctx_destroy(&ctx);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&dx);
-    ladle_tensor_destroy(&dy);
+    LT_DESTROY(&x, &y, &dx, &dy);
     ladle_op_destroy(&op);
+}
+
+/* The pool of d over x of shape xs in dtype, and a ctx of it. */
+static ladle_op *with_ctx(const ladle_pool_desc *d, const int64_t *xs, ladle_dtype dtype,
+                          ladle_ctx **ctx)
+{
+    ladle_op *op = NULL;
+    LT_OK(ladle_pool_create(d, xs, dtype, lt_device(), &op));
+    LT_OK(ladle_ctx_create(op, ctx));
+    return op;
 }
 
 START_TEST(against_definition)
@@ -376,10 +380,8 @@ START_TEST(max2_ties_nan)
             int64_t W2 = wide ? 11 : 3, xs[4] = {1, 1, 2, 2 * W2}, ys[4] = {1, 1, 1, W2};
             ladle_pool_desc d;
             ladle_pool_desc_init(&d, LADLE_POOL_MAX, 2, 2);
-            ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
-            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_op *op = with_ctx(&d, xs, dtype, &ctx);
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
             for (int64_t c = 0; c < W2; c++) {
@@ -487,10 +489,8 @@ START_TEST(max3_ties_nan)
             d.stride[1] = s;
             d.padding[1] = p;
             d.ceil_mode = cfg[k][3];
-            ladle_op *op = NULL;
             ladle_ctx *ctx = NULL;
-            LT_OK(ladle_pool_create(&d, xs, dtype, lt_device(), &op));
-            LT_OK(ladle_ctx_create(op, &ctx));
+            ladle_op *op = with_ctx(&d, xs, dtype, &ctx);
             ladle_tensor *x = lt_tensor(dtype, 4, xs), *dx = lt_tensor(dtype, 4, xs);
             ladle_tensor *y = lt_tensor(dtype, 4, ys), *dy = lt_tensor(dtype, 4, ys);
             double *dxw = calloc((size_t)(7 * 3 * W), sizeof(double));
@@ -604,10 +604,7 @@ START_TEST(adaptive_average)
                 ladle_tensor *yp = lt_tensor(dt, nd, ys);
                 LT_OK(ladle_tensor_fill_random(x, 3, 10 + k));
                 LT_OK(ladle_tensor_fill_random(dy, 3, 20 + k));
-                ladle_ctx *ctx = NULL;
-                LT_OK(ladle_ctx_create(op, &ctx));
-                LT_OK(ladle_layer_forward(op, ctx, x, y));
-                LT_OK(ladle_layer_backward(op, ctx, dy, dx));
+                ladle_ctx *ctx = lt_forward_backward(op, x, y, dy, dx);
                 ladle_ctx_destroy(&ctx);
                 int64_t ny = ladle_tensor_numel(y);
                 double *want = calloc((size_t)ny, sizeof *want), worst = 0, worst_d = 0;

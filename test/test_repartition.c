@@ -158,10 +158,7 @@ START_TEST(every_element_lands_where_it_belongs)
                 LT_ASSERT(global_index_values(lx, dx, 0), "%s (%s, %s): dx misplaced",
                           cases[k].name, balanced ? "balanced" : "unbalanced",
                           t ? "f32" : "f64");
-                ladle_tensor_destroy(&x);
-                ladle_tensor_destroy(&y);
-                ladle_tensor_destroy(&dx);
-                ladle_tensor_destroy(&dy);
+                LT_DESTROY(&x, &y, &dx, &dy);
                 ladle_op_destroy(&op);
             }
     }
@@ -224,9 +221,7 @@ START_TEST(bad_input)
     LT_ASSERT(st == (lt_rank < 2 ? LADLE_ERR_SHAPE : LADLE_OK), "%s",
               ladle_status_name(st));
     LT_OK(ladle_op_forward(op, x, y));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&wide);
+    LT_DESTROY(&x, &y, &wide);
     ladle_op_destroy(&op);
     ladle_layout_destroy(&la);
     ladle_layout_destroy(&lb);

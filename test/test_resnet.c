@@ -87,9 +87,7 @@ static double step(ladle_graph *g, const ladle_tensor *X, const int64_t *labels,
         *y = ys[0];
     LT_OK(ladle_graph_loss(g, 1, (const ladle_tensor *const *)&t, &loss));
     LT_OK(ladle_graph_backward(g, 1));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&t);
-    ladle_tensor_destroy(&probe);
+    LT_DESTROY(&x, &t, &probe);
     return loss;
 }
 

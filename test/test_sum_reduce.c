@@ -17,74 +17,22 @@ static ladle_op *make(const pair_case *c, ladle_dtype dt)
     return op;
 }
 
-START_TEST(adjoint_matrix)
-{
-    for (int k = 0; k < N_PAIR_CASES; k++) {
-        const pair_case *c = &pair_cases[k];
-        if (case_needs(c) > lt_size || block_volume(c) == 0)
-            continue;
-        for (int t = 0; t < 2; t++) {
-            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
-            lt_adjoint_ok(op, 200 + (uint64_t)k, c->name);
-            ladle_op_destroy(&op);
-        }
-    }
-}
+START_TEST(adjoint_matrix) { lt_adjoint_cases(N_PAIR_CASES, pair_make_case, 200); }
 END_TEST
 
 /* y on each destination is exactly the sum of its sources' x; dx on each
  * source is exactly its destination's dy. */
-START_TEST(exact_values)
+static void check_exact(const pair_case *c, const char *dt, const pair_pass *p)
 {
-    for (int k = 0; k < N_PAIR_CASES; k++) {
-        const pair_case *c = &pair_cases[k];
-        if (case_needs(c) > lt_size)
-            continue;
-        for (int t = 0; t < 2; t++) {
-            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64);
-            ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
-            ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-            int i = small_rank_of_me(c), j = big_rank_of_me(c);
-            int64_t n = block_volume(c);
-            int64_t nv = n;
-            nv = ladle_tensor_numel(x) > nv ? ladle_tensor_numel(x) : nv;
-            nv = ladle_tensor_numel(dy) > nv ? ladle_tensor_numel(dy) : nv;
-            double *v = calloc((size_t)nv + 1, sizeof *v);
-            for (int64_t e = 0; j >= 0 && e < n; e++)
-                v[e] = receiver_value(j, e);
-            if (j >= 0)
-                lt_store(x, v);
-            for (int64_t e = 0; i >= 0 && e < n; e++)
-                v[e] = owner_value(i, e);
-            if (i >= 0)
-                lt_store(dy, v);
-            free(v);
-            LT_OK(ladle_op_forward(op, x, y));
-            LT_OK(ladle_op_adjoint(op, dy, dx));
-            double *yv = lt_values(y), *dxv = lt_values(dx);
-            int ok = 1, owner = j >= 0 ? reference_owner(c, j) : -1;
-            for (int64_t e = 0; i >= 0 && e < n && ok; e++) {
-                double want = 0;
-                for (int q = 0; q < prod(c->bd, c->bshape); q++)
-                    if (reference_owner(c, q) == i)
-                        want += receiver_value(q, e);
-                ok &= yv[e] == want;
-            }
-            LT_ASSERT(ok, "%s (%s): y on destination %d is not the sum of its sources",
-                      c->name, t ? "f32" : "f64", i);
-            for (int64_t e = 0; j >= 0 && e < n; e++)
-                ok &= dxv[e] == owner_value(owner, e);
-            LT_ASSERT(ok, "%s (%s): dx on source %d is not destination %d's dy", c->name,
-                      t ? "f32" : "f64", j, owner);
-            free(yv), free(dxv);
-            ladle_tensor_destroy(&x);
-            ladle_tensor_destroy(&y);
-            ladle_tensor_destroy(&dx);
-            ladle_tensor_destroy(&dy);
-            ladle_op_destroy(&op);
-        }
-    }
+    int ok = p->i < 0 || pair_holds_sum(c, p->yv, p->n, p->i);
+    LT_ASSERT(ok, "%s (%s): y on destination %d is not the sum of its sources", c->name,
+              dt, p->i);
+    ok = ok && (p->j < 0 || pair_holds_block(p->dxv, p->n, p->owner));
+    LT_ASSERT(ok, "%s (%s): dx on source %d is not destination %d's dy", c->name, dt, p->j,
+              p->owner);
 }
+
+START_TEST(exact_values) { pair_exact_values(1, check_exact); }
 END_TEST
 
 /* The order of a sum never depends on timing: the same inputs give the
@@ -112,9 +60,7 @@ START_TEST(deterministic_sums)
     }
     free(a);
     LT_ASSERT(same, "repeated sums differ");
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&y2);
+    LT_DESTROY(&x, &y, &y2);
     ladle_op_destroy(&op);
     ladle_partition_destroy(&px);
     ladle_partition_destroy(&py);

@@ -62,6 +62,32 @@ static char *decode(const ladle_text *t, ladle_text_split s)
     return out;
 }
 
+/* The corpus in dir, every val_every-th record for validation. */
+static ladle_text *load(int64_t val_every)
+{
+    ladle_text_desc o;
+    ladle_text_desc_init(&o);
+    o.val_every = val_every;
+    ladle_text *t = NULL;
+    LT_OK(ladle_text_load(dir, &o, &t));
+    return t;
+}
+
+/* A fresh dir holding one file, f, of the n bytes of text, loaded. */
+static ladle_text *single_file(const char *text, size_t n, int64_t val_every)
+{
+    fresh_dir();
+    write_file("f", text, n);
+    return load(val_every);
+}
+
+/* The corpus destroyed and its dir removed. */
+static void done(ladle_text **t)
+{
+    ladle_text_destroy(t);
+    remove_dir();
+}
+
 /* Two files, one of each format, and the files a directory read skips. */
 static ladle_text *two_files(int64_t val_every)
 {
@@ -74,12 +100,7 @@ static ladle_text *two_files(int64_t val_every)
     snprintf(link, sizeof link, "%s/c", dir);
     unlink(link);
     LT_ASSERT(symlink(target, link) == 0, "symlink");
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = val_every;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
-    return t;
+    return load(val_every);
 }
 
 /* Records in file-name order: a's paragraphs "p1 l1\np1 l2\n", "p2\n"; b's
@@ -155,8 +176,7 @@ START_TEST(one_file)
     LT_ASSERT(strcmp(val, "third\n\n") == 0, "validation '%s'", val);
     free(train);
     free(val);
-    ladle_text_destroy(&t);
-    remove_dir();
+    done(&t);
 }
 END_TEST
 
@@ -173,11 +193,7 @@ START_TEST(random_windows)
     }
     text[399] = '\n';
     write_file("t", text, sizeof text);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 0;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = load(0);
     int64_t len = ladle_text_length(t, LADLE_TEXT_TRAIN);
     LT_ASSERT(len == 401, "a paragraph of 400 bytes and its blank line: %lld",
               (long long)len);
@@ -228,12 +244,8 @@ START_TEST(random_windows)
     LT_OK(ladle_tensor_read(x, again));
     LT_ASSERT(memcmp(again, xs, sizeof xs) == 0, "seed 42 drew two batches");
     free(hit);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&xh);
-    ladle_tensor_destroy(&yh);
-    ladle_text_destroy(&t);
-    remove_dir();
+    LT_DESTROY(&x, &y, &xh, &yh);
+    done(&t);
 }
 END_TEST
 
@@ -241,13 +253,7 @@ END_TEST
  * its targets one on; rows past the last window are x 0, y -1. */
 START_TEST(eval_windows)
 {
-    fresh_dir();
-    write_file("f", "abcdefghij\n%\nklmnopq\n%\nrs\n%\n", 28);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 0;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = single_file("abcdefghij\n%\nklmnopq\n%\nrs\n%\n", 28, 0);
     /* "abcdefghij\n%\nklmnopq\n%\nrs\n%\n": 28 tokens, 27 targets */
     int64_t len = ladle_text_length(t, LADLE_TEXT_TRAIN);
     LT_ASSERT(len == 28, "length %lld", (long long)len);
@@ -278,8 +284,7 @@ START_TEST(eval_windows)
     LT_FAILS(ladle_text_eval_batch(t, LADLE_TEXT_TRAIN, -1, x, y), LADLE_ERR_ARG);
     ladle_tensor_destroy(&x);
     ladle_tensor_destroy(&y);
-    ladle_text_destroy(&t);
-    remove_dir();
+    done(&t);
 }
 END_TEST
 
@@ -292,13 +297,7 @@ END_TEST
  * a after b, would be 0.5 / (1 + 2). */
 START_TEST(bigram_by_hand)
 {
-    fresh_dir();
-    write_file("f", "aab\n%\nab\n%\n", 11);
-    ladle_text_desc o;
-    ladle_text_desc_init(&o);
-    o.val_every = 2;
-    ladle_text *t = NULL;
-    LT_OK(ladle_text_load(dir, &o, &t));
+    ladle_text *t = single_file("aab\n%\nab\n%\n", 11, 2);
     LT_ASSERT(ladle_text_vocab(t) == 4, "V %lld", (long long)ladle_text_vocab(t));
     double tr = 0, va = 0;
     LT_OK(ladle_text_bigram(t, 1.0, &tr, &va));
@@ -314,8 +313,7 @@ START_TEST(bigram_by_hand)
     LT_FAILS(ladle_text_bigram(t, NAN, &tr, &va), LADLE_ERR_ARG);
     LT_FAILS(ladle_text_bigram(t, INFINITY, &tr, &va), LADLE_ERR_ARG);
     LT_FAILS(ladle_text_bigram(NULL, 1.0, &tr, &va), LADLE_ERR_NULL);
-    ladle_text_destroy(&t);
-    remove_dir();
+    done(&t);
 }
 END_TEST
 
@@ -405,13 +403,8 @@ START_TEST(bad_input)
     LT_ASSERT(old.size == now.size && old.val_every == now.val_every, "text_options_init");
     LT_FAILS(ladle_text_eval_batch(t, LADLE_TEXT_TRAIN, 0, f, y), LADLE_ERR_DTYPE);
     LT_FAILS(ladle_text_eval_batch(NULL, LADLE_TEXT_TRAIN, 0, x, y), LADLE_ERR_NULL);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
-    ladle_tensor_destroy(&y4);
-    ladle_tensor_destroy(&f);
-    ladle_tensor_destroy(&x1);
-    ladle_text_destroy(&t);
-    remove_dir();
+    LT_DESTROY(&x, &y, &y4, &f, &x1);
+    done(&t);
 }
 END_TEST
 
