@@ -35,6 +35,8 @@ skip() {
 command -v ip >/dev/null || skip "needs iproute2 (ip)"
 [ -f "$data/train-images-idx3-ubyte.gz" ] || skip "no dataset at $data"
 mpi=$(command -v "${MPIEXEC%% *}") || skip "no ${MPIEXEC%% *}"
+# the launcher flags below are Hydra's (MPICH's mpiexec)
+"$mpi" --version 2>/dev/null | grep -q HYDRA || skip "$MPIEXEC is not MPICH's Hydra"
 # the transport settings are UCX's: another MPICH would keep its shared
 # memory, and the run would not cross the link
 if command -v mpichversion >/dev/null; then

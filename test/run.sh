@@ -171,7 +171,7 @@ test_memory: 1 2 4
 # selected: is NAME one of TEST's (everything when TEST is empty)?
 selected() { [ -z "${TEST:-}" ] || echo " $TEST " | grep -q " $1 "; }
 for t in ${TEST:-}; do
-    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda canary " in
+    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda net_train canary " in
     *" $t "*) ;;
     *) echo "run.sh: TEST names '$t', which is not in the suite"; exit 2 ;;
     esac
@@ -326,6 +326,23 @@ fi
 if selected tool_errors && [ $has_cpu = 1 ]; then
     printf '%-4s %-30s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
+fi
+
+# a training job across two "nodes" (network namespaces over TCP), in a
+# pass that has the CPU: it skips, with its reason, without root
+t0=$(date +%s)
+if ! selected net_train || [ $has_cpu = 0 ]; then
+    :
+elif MPIEXEC="$MPIEXEC" BINDIR="$BINDIR" test/net_train.sh >"$logdir/net_train.log" 2>&1; then
+    res=PASS; pass=$((pass + 1))
+    grep -q '^skip ' "$logdir/net_train.log" && res=SKIP
+else
+    res=FAIL; fail=$((fail + 1)); failed="$failed net_train"
+fi
+if selected net_train && [ $has_cpu = 1 ]; then
+    printf '%-4s %-30s          %4ds\n' "$res" "net_train.sh" $(( $(date +%s) - t0 ))
+    [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/net_train.log" | tail -40
+    [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/net_train.log"
 fi
 
 # the tools on the CUDA device against the CPU, in a pass that has CUDA
