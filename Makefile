@@ -282,11 +282,11 @@ $(OUT)/examples/%: examples/%.c $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(OUT)/bench/%: bench/%.c bench/common.h $(LIBDIR)/libladle.a
+$(OUT)/bench/%: bench/%.c bench/common.h bench/shapes.h $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)
 
-$(OUT)/bench/bench_gpu: bench/bench_gpu.c bench/common.h bench/gpu_raw.h \
+$(OUT)/bench/bench_gpu: bench/bench_gpu.c bench/common.h bench/shapes.h bench/gpu_raw.h \
                         $(OUT)/obj/bench/gpu_raw.o $(LIBDIR)/libladle.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $< $(OUT)/obj/bench/gpu_raw.o -o $@ $(LDSAN) $(LIBDIR)/libladle.a $(LIBS)

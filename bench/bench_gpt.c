@@ -117,6 +117,119 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     }
 }
 
+/* Rank 0's profile of the n layers of the chain d into cost (f, b, w, n
+ * each), sent to every rank so that every rank cuts alike. */
+static void profile_chain(const ladle_gpt_desc *d, int rank, int n, double *cost,
+                          ladle_op **ls)
+{
+    if (rank == 0) {
+        CHECK(ladle_gpt_layers(d, ladle_comm_of(MPI_COMM_SELF), 0, n, ls));
+        CHECK(ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n));
+        for (int i = 0; i < n; i++)
+            ladle_op_destroy(&ls[i]);
+    }
+    MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
+/* The planner's cut of the n profiled layers into `stages`, into *plan, and
+ * its 1F1B schedule over m microbatches into r->sched, with the
+ * simulator's speedup over one rank (tp == 1 only) in r->simulated. */
+static void plan_pipe(run *r, const double *cost, int n, int stages, int tp, int m,
+                      ladle_pipe_plan *plan)
+{
+    ladle_pipe_plan_desc pd;
+    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
+    pd.min_stages = pd.max_stages = stages;
+    CHECK(ladle_pipe_plan_create(&pd, stages, plan));
+    ladle_pipe_costs pc = {0};
+    double f[64], b[64], w[64];
+    for (int j = 0; j < plan->stages; j++) {
+        f[j] = b[j] = w[j] = 0;
+        for (int i = ladle_pipe_plan_first(plan, j);
+             i < ladle_pipe_plan_first(plan, j + 1); i++)
+            f[j] += cost[i], b[j] += cost[n + i], w[j] += cost[2 * n + i];
+    }
+    pc.f = f, pc.b = b, pc.w = w;
+    CHECK(
+        ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, stages, NULL, 1, m, &pc, &r->sched));
+    /* the simulator's view: one rank runs m (f + b + w) of every layer */
+    ladle_pipe_sim sim = {0};
+    CHECK(ladle_pipe_simulate(r->sched, &pc, NULL, &sim));
+    double serial = 0;
+    for (int i = 0; i < 3 * n; i++)
+        serial += m * cost[i];
+    r->simulated = sim.makespan > 0 && tp == 1 ? serial / sim.makespan : 0;
+    ladle_pipe_sim_destroy(&sim);
+}
+
+/* This rank's stage of the plan (cnt layers from lo, in ls) and the
+ * pipeline over it: one rank a worker (tp == 1) or tp ranks a tensor
+ * parallel worker. The allocations are counted into r->bytes. */
+static void build_stage(run *r, ladle_gpt_desc *d, int rank, int ranks, int tp, int stages,
+                        const ladle_pipe_plan *plan, ladle_op **ls, counter *c)
+{
+    r->comm = MPI_COMM_WORLD;
+    r->active = 1;
+    int stage = rank / tp, lo = ladle_pipe_plan_first(plan, stage),
+        cnt = ladle_pipe_plan_first(plan, stage + 1) - lo;
+    ladle_allocator a = {sizeof a, count_alloc, count_free, c};
+    size_t before = c->live;
+    CHECK(ladle_allocator_set(&a));
+    ladle_op *loss = NULL;
+    ladle_pipe_stage st = {stage, cnt, ls};
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
+    if (tp == 1) {
+        CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){ranks}, NULL,
+                                     &r->p));
+        CHECK(ladle_gpt_layers(d, ladle_comm_of(MPI_COMM_SELF), lo, cnt, ls));
+        if (stage == stages - 1)
+            CHECK(ladle_gpt_loss_create(d, ladle_comm_of(MPI_COMM_SELF), &loss));
+        CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
+    } else { /* worker w: ranks w tp .. w tp + tp - 1 */
+        r->nw = stages;
+        for (int w = 0; w < stages; w++) {
+            int members[64];
+            for (int q = 0; q < tp; q++)
+                members[q] = w * tp + q;
+            CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){tp},
+                                         members, &r->wp[w]));
+        }
+        MPI_Comm_split(MPI_COMM_WORLD, stage, rank, &r->wcomm);
+        d->tensor_ways = tp;
+        CHECK(ladle_gpt_layers(d, ladle_comm_of(r->wcomm), lo, cnt, ls));
+        if (stage == stages - 1)
+            CHECK(ladle_gpt_loss_create(d, ladle_comm_of(r->wcomm), &loss));
+        ladle_pipeline_desc pld;
+        ladle_pipeline_desc_init(&pld, r->sched, &od);
+        CHECK(ladle_pipeline_create_workers(&pld, stages, r->wp, 1, &st, loss, &r->pl));
+    }
+    CHECK(ladle_allocator_set(NULL));
+    r->bytes = c->live - before;
+    for (int i = 0; i < cnt; i++)
+        for (int q = 0; q < ladle_op_num_params(ls[i]); q++)
+            r->param_bytes += 2 * (size_t)ladle_tensor_numel(ladle_op_param(ls[i], q)) *
+                              ladle_dtype_size(d->dtype);
+}
+
+/* The pipeline's whole batch of base's shape: token ids, and the targets
+ * in the last stage's row order. */
+static void pipe_inputs(run *r, const ladle_gpt_desc *base, const ladle_gpt_desc *d)
+{
+    int64_t nb = base->batch, t = base->context;
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &r->ids));
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){nb * t}, &r->tgt));
+    ladle_tensor *windows = NULL;
+    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &windows));
+    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(windows);
+    for (int64_t k = 0; k < nb * t; k++) {
+        x[k] = (int64_t)(((uint64_t)k * 2654435761u) % (uint64_t)d->vocab);
+        y[k] = (int64_t)(((uint64_t)k * 40503u) % (uint64_t)d->vocab);
+    }
+    CHECK(ladle_gpt_chain_targets(d, windows, r->tgt)); /* the last stage's row order */
+    ladle_tensor_destroy(&windows);
+}
+
 /* The GPT cut into R / tp stages, each on tp ranks, by the planner from
  * rank 0's profile of the chain (so every rank cuts alike), run 1F1B over
  * m microbatches of the same global batch. */
@@ -133,79 +246,10 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
         fprintf(stderr, "bench_gpt: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (rank == 0) {
-        CHECK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), 0, n, ls));
-        CHECK(ladle_pipe_profile(n, ls, 3, cost, cost + n, cost + 2 * n));
-        for (int i = 0; i < n; i++)
-            ladle_op_destroy(&ls[i]);
-    }
-    MPI_Bcast(cost, 3 * n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    profile_chain(&d, rank, n, cost, ls);
     ladle_pipe_plan plan;
-    ladle_pipe_plan_desc pd;
-    ladle_pipe_plan_desc_init(&pd, n, cost, cost + n, cost + 2 * n);
-    pd.min_stages = pd.max_stages = stages;
-    CHECK(ladle_pipe_plan_create(&pd, stages, &plan));
-    ladle_pipe_costs pc = {0};
-    double f[64], b[64], w[64];
-    for (int j = 0; j < plan.stages; j++) {
-        f[j] = b[j] = w[j] = 0;
-        for (int i = ladle_pipe_plan_first(&plan, j);
-             i < ladle_pipe_plan_first(&plan, j + 1); i++)
-            f[j] += cost[i], b[j] += cost[n + i], w[j] += cost[2 * n + i];
-    }
-    pc.f = f, pc.b = b, pc.w = w;
-    CHECK(
-        ladle_pipe_schedule_generate(LADLE_PIPE_1F1B, stages, NULL, 1, m, &pc, &r->sched));
-    /* the simulator's view: one rank runs m (f + b + w) of every layer */
-    ladle_pipe_sim sim = {0};
-    CHECK(ladle_pipe_simulate(r->sched, &pc, NULL, &sim));
-    double serial = 0;
-    for (int i = 0; i < 3 * n; i++)
-        serial += m * cost[i];
-    r->simulated = sim.makespan > 0 && tp == 1 ? serial / sim.makespan : 0;
-    ladle_pipe_sim_destroy(&sim);
-    r->comm = MPI_COMM_WORLD;
-    r->active = 1;
-    int stage = rank / tp, lo = ladle_pipe_plan_first(&plan, stage),
-        cnt = ladle_pipe_plan_first(&plan, stage + 1) - lo;
-    ladle_allocator a = {sizeof a, count_alloc, count_free, c};
-    size_t before = c->live;
-    CHECK(ladle_allocator_set(&a));
-    ladle_op *loss = NULL;
-    ladle_pipe_stage st = {stage, cnt, ls};
-    ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
-    if (tp == 1) {
-        CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){ranks}, NULL,
-                                     &r->p));
-        CHECK(ladle_gpt_layers(&d, ladle_comm_of(MPI_COMM_SELF), lo, cnt, ls));
-        if (stage == stages - 1)
-            CHECK(ladle_gpt_loss_create(&d, ladle_comm_of(MPI_COMM_SELF), &loss));
-        CHECK(ladle_pipeline_create(r->p, r->sched, 1, &st, loss, &od, &r->pl));
-    } else { /* worker w: ranks w tp .. w tp + tp - 1 */
-        r->nw = stages;
-        for (int w = 0; w < stages; w++) {
-            int members[64];
-            for (int q = 0; q < tp; q++)
-                members[q] = w * tp + q;
-            CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, (int[]){tp},
-                                         members, &r->wp[w]));
-        }
-        MPI_Comm_split(MPI_COMM_WORLD, stage, rank, &r->wcomm);
-        d.tensor_ways = tp;
-        CHECK(ladle_gpt_layers(&d, ladle_comm_of(r->wcomm), lo, cnt, ls));
-        if (stage == stages - 1)
-            CHECK(ladle_gpt_loss_create(&d, ladle_comm_of(r->wcomm), &loss));
-        ladle_pipeline_desc pld;
-        ladle_pipeline_desc_init(&pld, r->sched, &od);
-        CHECK(ladle_pipeline_create_workers(&pld, stages, r->wp, 1, &st, loss, &r->pl));
-    }
-    CHECK(ladle_allocator_set(NULL));
-    r->bytes = c->live - before;
-    for (int i = 0; i < cnt; i++)
-        for (int q = 0; q < ladle_op_num_params(ls[i]); q++)
-            r->param_bytes += 2 * (size_t)ladle_tensor_numel(ladle_op_param(ls[i], q)) *
-                              ladle_dtype_size(d.dtype);
+    plan_pipe(r, cost, n, stages, tp, m, &plan);
+    build_stage(r, &d, rank, ranks, tp, stages, &plan, ls, c);
     if (rank == 0) {
         printf("# pipeline%s: %d stages from the profile, first layers",
                tp > 1 ? " x tensor parallel 2" : "", stages);
@@ -213,18 +257,7 @@ static void make_pipe(run *r, const ladle_gpt_desc *base, int rank, int ranks, i
             printf(" %d", ladle_pipe_plan_first(&plan, j));
         printf(" of %d; %d microbatches of %lld\n", n, m, (long long)d.batch);
     }
-    int64_t nb = base->batch, t = base->context;
-    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &r->ids));
-    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){nb * t}, &r->tgt));
-    ladle_tensor *windows = NULL;
-    CHECK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){nb, t}, &windows));
-    int64_t *x = ladle_tensor_data(r->ids), *y = ladle_tensor_data(windows);
-    for (int64_t k = 0; k < nb * t; k++) {
-        x[k] = (int64_t)(((uint64_t)k * 2654435761u) % (uint64_t)d.vocab);
-        y[k] = (int64_t)(((uint64_t)k * 40503u) % (uint64_t)d.vocab);
-    }
-    CHECK(ladle_gpt_chain_targets(&d, windows, r->tgt)); /* the last stage's row order */
-    ladle_tensor_destroy(&windows);
+    pipe_inputs(r, base, &d);
     free(cost);
     free(ls);
 }
@@ -248,15 +281,11 @@ static double steps(run *r, int k)
     return worst / k;
 }
 
-int main(int argc, char **argv)
+/* Read the options into d and k (steps), reps and m (microbatches).
+ * Returns nonzero on a bad option. */
+static int parse_options(int rank, int argc, char **argv, ladle_gpt_desc *d, int *k,
+                         int *reps, int *m)
 {
-    MPI_Init(&argc, &argv);
-    int rank = 0, ranks = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    ladle_gpt_desc d;
-    ladle_gpt_desc_init(&d);
-    d.vocab = 114; /* the fortunes' */
     long long layers = 4, width = 128, heads = 4, context = 128, batch = 16, nsteps = 3,
               nreps = 5, micro = 4, tiles = 0;
     const long long most = 1 << 20;
@@ -271,57 +300,52 @@ int main(int argc, char **argv)
         {"--microbatches", 1, most, &micro, NULL, NULL, 0},
         {"--f32-tiles", 0, 1, &tiles, NULL, NULL, 0},
     };
-    if (bench_options("bench_gpt", rank, argc, argv, opts, sizeof opts / sizeof opts[0])) {
-        MPI_Finalize();
-        return 2;
-    }
-    d.layers = (int)layers, d.width = width, d.heads = heads, d.context = context;
-    d.batch = batch;
-    d.attn_f32_tiles = (int)tiles;
-    int k = (int)nsteps, reps = (int)nreps, m = (int)micro;
-    if (d.batch % m != 0) {
-        if (rank == 0)
-            fprintf(stderr, "bench_gpt: --microbatches %d must divide the batch %lld\n", m,
-                    (long long)d.batch);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    counter c = {0, 0};
-    run runs[5];
-    memset(runs, 0, sizeof runs);
-    const char *names[5] = {"1 rank", "data parallel", "tensor parallel", "pipeline 1F1B",
-                            "pipe x TP 2"};
+    if (bench_options("bench_gpt", rank, argc, argv, opts, sizeof opts / sizeof opts[0]))
+        return 1;
+    d->layers = (int)layers, d->width = width, d->heads = heads, d->context = context;
+    d->batch = batch;
+    d->attn_f32_tiles = (int)tiles;
+    *k = (int)nsteps, *reps = (int)nreps, *m = (int)micro;
+    return 0;
+}
+
+/* The five layouts named in runs, each marked skip where it does not fit
+ * the ranks (said on rank 0). Returns how many are tried: all five on
+ * more than one rank, else the one rank's. */
+static int plan_runs(run *runs, const ladle_gpt_desc *d, int m, int rank, int ranks)
+{
+    static const char *const names[5] = {"1 rank", "data parallel", "tensor parallel",
+                                         "pipeline 1F1B", "pipe x TP 2"};
     int ways[5][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}, {ranks / 2, 2}};
     for (int i = 0; i < 5; i++) {
         runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
         runs[i].wcomm = MPI_COMM_NULL;
     }
     /* the pipeline needs a layer per stage: without, the three others */
-    ladle_gpt_desc dm = d;
-    dm.batch = d.batch / m;
+    ladle_gpt_desc dm = *d;
+    dm.batch = d->batch / m;
     int chain = ladle_gpt_num_layers(&dm);
     int nruns = ranks > 1 ? 5 : 1;
     /* the layouts that fit R ranks: D divides the batch; S divides the
      * context and has a head and a feature each; a layer per stage */
-    runs[1].skip = d.batch % ranks != 0;
-    runs[2].skip = d.context % ranks != 0 || d.heads < ranks || 4 * d.width < ranks;
+    runs[1].skip = d->batch % ranks != 0;
+    runs[2].skip = d->context % ranks != 0 || d->heads < ranks || 4 * d->width < ranks;
     runs[3].skip = chain < ranks || ranks > 64;
-    runs[4].skip = ranks % 2 != 0 || d.context % 2 != 0 || d.heads < 2 ||
+    runs[4].skip = ranks % 2 != 0 || d->context % 2 != 0 || d->heads < 2 ||
                    chain < ranks / 2 || ranks > 128;
     for (int i = 1; i < nruns; i++)
         if (rank == 0 && runs[i].skip)
             printf("# %s: does not fit %d ranks (batch %lld, context %lld, %lld heads, "
                    "%d layers in the chain)\n",
-                   runs[i].name, ranks, (long long)d.batch, (long long)d.context,
-                   (long long)d.heads, chain);
-    for (int i = 0; i < nruns; i++) {
-        if (runs[i].skip)
-            continue;
-        if (i >= 3)
-            make_pipe(&runs[i], &d, rank, ranks, i == 3 ? 1 : 2, m, &c);
-        else
-            make(&runs[i], &d, rank, &c);
-        runs[i].times = calloc((size_t)reps, sizeof(double));
-    }
+                   runs[i].name, ranks, (long long)d->batch, (long long)d->context,
+                   (long long)d->heads, chain);
+    return nruns;
+}
+
+/* A warm-up step of each active run, then reps rounds of k steps of each,
+ * the ranks in step between runs. */
+static void time_runs(run *runs, int nruns, int reps, int k)
+{
     for (int i = 0; i < nruns; i++) /* a warm-up step each */
         if (runs[i].active)
             steps(&runs[i], 1);
@@ -331,13 +355,20 @@ int main(int argc, char **argv)
                 runs[i].times[rep] = steps(&runs[i], k);
             MPI_Barrier(MPI_COMM_WORLD);
         }
-    double tokens = (double)(d.batch * d.context), base = 0;
+}
+
+/* Rank 0: the table of the runs' medians and memory (the largest over the
+ * ranks), and the pipeline's speedup against the simulator's. Collective. */
+static void print_table(const run *runs, int nruns, const ladle_gpt_desc *d, int rank,
+                        int reps, int k)
+{
+    double tokens = (double)(d->batch * d->context), base = 0;
     if (rank == 0)
         printf("# GPT step (AdamW), %d layers, width %lld, %lld heads, context %lld, batch "
                "%lld, f32; medians of %d reps of %d steps\n"
                "%-16s %5s %12s %12s %10s %14s %14s\n",
-               d.layers, (long long)d.width, (long long)d.heads, (long long)d.context,
-               (long long)d.batch, reps, k, "layout", "ranks", "ms/step", "tokens/s",
+               d->layers, (long long)d->width, (long long)d->heads, (long long)d->context,
+               (long long)d->batch, reps, k, "layout", "ranks", "ms/step", "tokens/s",
                "vs 1 rank", "params MiB/rk", "other MiB/rk");
     for (int i = 0; i < nruns; i++) {
         if (runs[i].skip) /* alike on every rank */
@@ -359,6 +390,11 @@ int main(int argc, char **argv)
             "# pipeline 1F1B: %.2f x one rank measured, %.2f simulated from the profiled "
             "layer costs (compute only: no optimizer step, messages free)\n",
             base / bench_median(runs[3].times, reps), runs[3].simulated);
+}
+
+/* Everything each run made. */
+static void destroy_runs(run *runs, int nruns)
+{
     for (int i = 0; i < nruns; i++) {
         ladle_tensor_destroy(&runs[i].ids);
         ladle_tensor_destroy(&runs[i].tgt);
@@ -376,6 +412,44 @@ int main(int argc, char **argv)
             MPI_Comm_free(&runs[i].comm);
         free(runs[i].times);
     }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    ladle_gpt_desc d;
+    ladle_gpt_desc_init(&d);
+    d.vocab = 114; /* the fortunes' */
+    int k = 0, reps = 0, m = 0;
+    if (parse_options(rank, argc, argv, &d, &k, &reps, &m)) {
+        MPI_Finalize();
+        return 2;
+    }
+    if (d.batch % m != 0) {
+        if (rank == 0)
+            fprintf(stderr, "bench_gpt: --microbatches %d must divide the batch %lld\n", m,
+                    (long long)d.batch);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    counter c = {0, 0};
+    run runs[5];
+    memset(runs, 0, sizeof runs);
+    int nruns = plan_runs(runs, &d, m, rank, ranks);
+    for (int i = 0; i < nruns; i++) {
+        if (runs[i].skip)
+            continue;
+        if (i >= 3)
+            make_pipe(&runs[i], &d, rank, ranks, i == 3 ? 1 : 2, m, &c);
+        else
+            make(&runs[i], &d, rank, &c);
+        runs[i].times = calloc((size_t)reps, sizeof(double));
+    }
+    time_runs(runs, nruns, reps, k);
+    print_table(runs, nruns, &d, rank, reps, k);
+    destroy_runs(runs, nruns);
     MPI_Finalize();
     return 0;
 }

@@ -88,6 +88,34 @@ static ladle_tensor *make(int nd, const int64_t *shape)
     return t;
 }
 
+/* The two subjects over the one-rank partition p: a broadcast of 4 floats
+ * (b) and a 4 x 4 linear layer on one row (l), with their tensors. */
+static void subjects_create(ladle_partition *p, subject *b, subject *l)
+{
+    int64_t four[1] = {4}, row4[2] = {1, 4};
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 1, four);
+    check(ladle_broadcast_create(&bd, p, p, LADLE_F32, LADLE_CPU, &b->op), "broadcast");
+    b->x = make(1, four);
+    b->y = make(1, four);
+    ladle_linear_desc ld;
+    ladle_linear_desc_init(&ld, row4[1], 4);
+    check(ladle_linear_create(&ld, 2, row4, LADLE_F32, LADLE_CPU, 1, &l->op), "linear");
+    check(ladle_ctx_create(l->op, &l->ctx), "ctx");
+    l->x = make(2, row4), l->y = make(2, row4), l->dy = make(2, row4), l->dx = make(2, row4);
+}
+
+/* What subjects_create made. */
+static void subjects_destroy(subject *b, subject *l)
+{
+    ladle_ctx_destroy(&l->ctx);
+    ladle_op_destroy(&l->op);
+    ladle_op_destroy(&b->op);
+    ladle_tensor_destroy(&b->x), ladle_tensor_destroy(&b->y);
+    ladle_tensor_destroy(&l->x), ladle_tensor_destroy(&l->y);
+    ladle_tensor_destroy(&l->dy), ladle_tensor_destroy(&l->dx);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -115,18 +143,7 @@ int main(int argc, char **argv)
     check(ladle_partition_create(ladle_comm_of(solo), 1, one, self, &p), "partition");
 
     subject b = {0}, l = {0};
-    int64_t four[1] = {4}, row4[2] = {1, 4};
-    ladle_broadcast_desc bd;
-    ladle_broadcast_desc_init(&bd, 1, four);
-    check(ladle_broadcast_create(&bd, p, p, LADLE_F32, LADLE_CPU, &b.op), "broadcast");
-    b.x = make(1, four);
-    b.y = make(1, four);
-    ladle_linear_desc ld;
-    ladle_linear_desc_init(&ld, row4[1], 4);
-    check(ladle_linear_create(&ld, 2, row4, LADLE_F32, LADLE_CPU, 1, &l.op), "linear");
-    check(ladle_ctx_create(l.op, &l.ctx), "ctx");
-    l.x = make(2, row4), l.y = make(2, row4), l.dy = make(2, row4), l.dx = make(2, row4);
-
+    subjects_create(p, &b, &l);
     double tb = time_row(BROADCAST, &b), tl = time_row(LINEAR, &l),
            tf = time_row(LINEAR_FB, &l);
     if (me == 0) {
@@ -140,12 +157,7 @@ int main(int argc, char **argv)
         printf("overhead   %-12s f32 %9.1f ns/call\n", "linear-fb", tf);
         fflush(stdout);
     }
-    ladle_ctx_destroy(&l.ctx);
-    ladle_op_destroy(&l.op);
-    ladle_op_destroy(&b.op);
-    ladle_tensor_destroy(&b.x), ladle_tensor_destroy(&b.y);
-    ladle_tensor_destroy(&l.x), ladle_tensor_destroy(&l.y);
-    ladle_tensor_destroy(&l.dy), ladle_tensor_destroy(&l.dx);
+    subjects_destroy(&b, &l);
     ladle_partition_destroy(&p);
     MPI_Comm_free(&solo);
     MPI_Finalize();

@@ -346,27 +346,14 @@ static void write_svg(const char *name, const char *title, int W, int n,
     }
 }
 
-/* Run schedule s with stage j = layers first[j] .. first[j+1]-1. */
-static result run(const char *name, ladle_pipe_schedule *s, const int *first,
-                  const model *md0)
+/* Build the stages of s that worker w holds (none where w < 0), stage j
+ * being layers first[j] .. first[j+1]-1; *last says whether one of them is
+ * the last stage (the one with the loss). Returns how many it holds. */
+static int hold_stages(const ladle_pipe_schedule *s, int w, const int *first,
+                       ladle_pipe_stage held[8], ladle_op *ops[8][NL], int *last)
 {
-    result res = {0, 0, 0, 0, 0, 0, 0};
-    /* the layers profiled again just before and just after the run, and
-     * their mean taken: this machine's speed drifts over tens of seconds,
-     * which a profile taken minutes earlier would charge to the schedule */
-    model fresh = *md0, *md = &fresh;
-    double f0[NL], b0[NL], w0[NL];
-    profile(f0, b0, w0);
-    ladle_pipe_costs full = {md->f, md->b, md->w, md->send, md->reduce, md->step, NULL},
-                     bare = {md->f, md->b, md->w, NULL, NULL, NULL, NULL};
-    int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
-    int shape[1] = {W};
-    ladle_partition *p = NULL;
-    CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &p));
-    int w = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
-    ladle_pipe_stage held[8];
-    ladle_op *ops[8][NL];
-    int nheld = 0, last = 0;
+    int nheld = 0, S = ladle_pipe_schedule_stages(s);
+    *last = 0;
     for (int j = 0; w >= 0 && j < S; j++)
         for (int q = 0; q < ladle_pipe_schedule_replicas(s, j); q++)
             if (ladle_pipe_schedule_worker(s, j, q) == w) {
@@ -375,28 +362,19 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
                 for (int i = first[j]; i < first[j + 1]; i++)
                     ops[nheld][i - first[j]] = make_layer(i);
                 held[nheld].layers = ops[nheld];
-                last |= j == S - 1;
+                *last |= j == S - 1;
                 nheld++;
             }
-    ladle_op *loss = NULL;
-    int64_t ys[2] = {mb, width(BLOCKS)}, all[2] = {(int64_t)m * mb, width(0)},
-            yall[2] = {(int64_t)m * mb, width(BLOCKS)};
-    ladle_loss_desc ld;
-    ladle_loss_desc_init(&ld, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
-    if (last)
-        CHECK(ladle_loss_create(&ld, 2, ys, LADLE_F32, LADLE_CPU, &loss));
-    ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
-    ladle_pipeline *pl = NULL;
-    CHECK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
-    ladle_tensor *x = NULL, *y = NULL;
-    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, all, &x));
-    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, yall, &y));
-    CHECK(ladle_tensor_fill_random(x, 3, 0));
-    CHECK(ladle_tensor_fill_random(y, 4, 0));
-    double *times = calloc((size_t)steps, sizeof(double));
-    double *bubbles = calloc((size_t)steps, sizeof(double));
-    double *rms = calloc((size_t)steps, sizeof(double)), *rbub = calloc((size_t)steps, sizeof(double));
+    return nheld;
+}
+
+/* Two warm-up steps, then `steps` timed ones of pl; worker 0 keeps each
+ * step's time, measured bubble and replay (and draws the last one). */
+static void time_steps(const char *name, ladle_pipeline *pl, const ladle_pipe_schedule *s,
+                       const model *md, int w, ladle_tensor *x, ladle_tensor *y, double *times,
+                       double *bubbles, double *rms, double *rbub)
+{
+    int W = ladle_pipe_schedule_workers(s);
     for (int t = -2; t < steps; t++) {
         double t0 = MPI_Wtime();
         CHECK(ladle_pipeline_step(pl, x, y, NULL));
@@ -418,39 +396,96 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
         }
         ladle_pipe_events_destroy(&ev);
     }
-    {
-        double f1[NL], b1[NL], w1[NL];
-        profile(f1, b1, w1);
-        for (int i = 0; i < NL; i++) {
-            f1[i] = (f0[i] + f1[i]) / 2;
-            b1[i] = (b0[i] + b1[i]) / 2;
-            w1[i] = (w0[i] + w1[i]) / 2;
-        }
-        stage_sums(S, first, f1, b1, w1, md);
+}
+
+/* Profile the layers again and model the stages on the mean of this
+ * profile and the one before the run (f0, b0, w0). */
+static void reprofile(const double *f0, const double *b0, const double *w0, int S,
+                      const int *first, model *md)
+{
+    double f1[NL], b1[NL], w1[NL];
+    profile(f1, b1, w1);
+    for (int i = 0; i < NL; i++) {
+        f1[i] = (f0[i] + f1[i]) / 2;
+        b1[i] = (b0[i] + b1[i]) / 2;
+        w1[i] = (w0[i] + w1[i]) / 2;
     }
+    stage_sums(S, first, f1, b1, w1, md);
+}
+
+/* Rank 0: what the simulator predicts for s under the model md (with the
+ * boundaries, steps and sums, and from the compute alone), into res. */
+static void simulate_result(const char *name, const ladle_pipe_schedule *s, const model *md,
+                            result *res)
+{
+    ladle_pipe_costs full = {md->f, md->b, md->w, md->send, md->reduce, md->step, NULL},
+                     bare = {md->f, md->b, md->w, NULL, NULL, NULL, NULL};
+    ladle_pipe_sim sim;
+    ladle_pipe_sim_desc o;
+    ladle_pipe_sim_desc_init(&o);
+    o.recv = md->recv;
+    CHECK(ladle_pipe_simulate(s, &full, &o, &sim));
+    res->sim_ms = 1e3 * sim.makespan;
+    res->sim_bubble = sim.bubble;
+    if (svg_dir) {
+        char title[160], file[96];
+        snprintf(title, sizeof title, "%s, simulated: %.2f ms, bubble %.0f%%", name,
+                 res->sim_ms, 100 * sim.bubble);
+        snprintf(file, sizeof file, "pipeline_%s_simulated", name);
+        write_svg(file, title, ladle_pipe_schedule_workers(s), sim.nevents, sim.events);
+    }
+    ladle_pipe_sim_destroy(&sim);
+    CHECK(ladle_pipe_simulate(s, &bare, NULL, &sim));
+    res->bare_ms = 1e3 * sim.makespan;
+    ladle_pipe_sim_destroy(&sim);
+}
+
+/* Run schedule s with stage j = layers first[j] .. first[j+1]-1. */
+static result run(const char *name, ladle_pipe_schedule *s, const int *first,
+                  const model *md0)
+{
+    result res = {0, 0, 0, 0, 0, 0, 0};
+    /* the layers profiled again just before and just after the run, and
+     * their mean taken: this machine's speed drifts over tens of seconds,
+     * which a profile taken minutes earlier would charge to the schedule */
+    model fresh = *md0, *md = &fresh;
+    double f0[NL], b0[NL], w0[NL];
+    profile(f0, b0, w0);
+    int W = ladle_pipe_schedule_workers(s), S = ladle_pipe_schedule_stages(s);
+    int shape[1] = {W};
+    ladle_partition *p = NULL;
+    CHECK(ladle_partition_create(ladle_comm_of(MPI_COMM_WORLD), 1, shape, NULL, &p));
+    int w = ladle_partition_active(p) ? ladle_partition_rank(p) : -1;
+    ladle_pipe_stage held[8];
+    ladle_op *ops[8][NL];
+    int last = 0, nheld = hold_stages(s, w, first, held, ops, &last);
+    ladle_op *loss = NULL;
+    int64_t ys[2] = {mb, width(BLOCKS)}, all[2] = {(int64_t)m * mb, width(0)},
+            yall[2] = {(int64_t)m * mb, width(BLOCKS)};
+    ladle_loss_desc ld;
+    ladle_loss_desc_init(&ld, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    if (last)
+        CHECK(ladle_loss_create(&ld, 2, ys, LADLE_F32, LADLE_CPU, &loss));
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_SGD, 0.001);
+    ladle_pipeline *pl = NULL;
+    CHECK(ladle_pipeline_create(p, s, nheld, held, loss, &od, &pl));
+    ladle_tensor *x = NULL, *y = NULL;
+    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, all, &x));
+    CHECK(ladle_tensor_create(LADLE_F32, LADLE_CPU, 2, yall, &y));
+    CHECK(ladle_tensor_fill_random(x, 3, 0));
+    CHECK(ladle_tensor_fill_random(y, 4, 0));
+    double *times = calloc((size_t)steps, sizeof(double));
+    double *bubbles = calloc((size_t)steps, sizeof(double));
+    double *rms = calloc((size_t)steps, sizeof(double)), *rbub = calloc((size_t)steps, sizeof(double));
+    time_steps(name, pl, s, md, w, x, y, times, bubbles, rms, rbub);
+    reprofile(f0, b0, w0, S, first, md);
     if (w == 0) {
         res.ms = 1e3 * bench_median(times, steps);
         res.bubble = bench_median(bubbles, steps);
         res.rsim_ms = bench_median(rms, steps);
         res.rsim_bubble = bench_median(rbub, steps);
-        ladle_pipe_sim sim;
-        ladle_pipe_sim_desc o;
-        ladle_pipe_sim_desc_init(&o);
-        o.recv = md->recv;
-        CHECK(ladle_pipe_simulate(s, &full, &o, &sim));
-        res.sim_ms = 1e3 * sim.makespan;
-        res.sim_bubble = sim.bubble;
-        if (svg_dir) {
-            char title[160], file[96];
-            snprintf(title, sizeof title, "%s, simulated: %.2f ms, bubble %.0f%%", name,
-                     res.sim_ms, 100 * sim.bubble);
-            snprintf(file, sizeof file, "pipeline_%s_simulated", name);
-            write_svg(file, title, W, sim.nevents, sim.events);
-        }
-        ladle_pipe_sim_destroy(&sim);
-        CHECK(ladle_pipe_simulate(s, &bare, NULL, &sim));
-        res.bare_ms = 1e3 * sim.makespan;
-        ladle_pipe_sim_destroy(&sim);
+        simulate_result(name, s, md, &res);
     }
     MPI_Bcast(&res, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     free(times), free(bubbles), free(rms), free(rbub);
@@ -460,11 +495,10 @@ static result run(const char *name, ladle_pipe_schedule *s, const int *first,
     return res;
 }
 
-int main(int argc, char **argv)
+/* Read the options into steps, m, hidden and svg_dir. Returns -1 to go on,
+ * else the exit status (2: a bad option or --svg-dir not a directory). */
+static int parse_options(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
     long long nsteps = steps, nm = m, nhidden = hidden;
     const bench_opt opts[] = {
         {"--steps", 1, 1000, &nsteps, NULL, NULL, 0},
@@ -472,33 +506,31 @@ int main(int argc, char **argv)
         {"--hidden", 3, 16384, &nhidden, NULL, NULL, 0}, /* a layer of hidden / 3 */
         {"--svg-dir", 0, 0, NULL, &svg_dir, NULL, 0},
     };
-    if (bench_options("bench_pipe", me, argc, argv, opts, sizeof opts / sizeof opts[0])) {
-        MPI_Finalize();
+    if (bench_options("bench_pipe", me, argc, argv, opts, sizeof opts / sizeof opts[0]))
         return 2;
-    }
     steps = (int)nsteps, m = (int)nm, hidden = (int)nhidden;
     struct stat sb;
     if (svg_dir != NULL && (stat(svg_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
         if (me == 0)
             fprintf(stderr, "bench_pipe: --svg-dir %s: not a directory\n", svg_dir);
-        MPI_Finalize();
         return 2;
     }
-    if (world != 2 && world != 4 && world != 8) {
-        if (me == 0)
-            printf("bench_pipe: runs on 2, 4 or 8 ranks (got %d); skipped\n", world);
-        MPI_Finalize();
-        return 0;
-    }
-    double f[NL], b[NL], w[NL], cut[NL], red[NL], lat;
+    return -1;
+}
+
+/* Profile the layers and measure the boundaries and sums: the planner's
+ * description over them, printed on rank 0. */
+static void plan_inputs_desc(double f[NL], double b[NL], double w[NL], double cut[NL],
+                             double red[NL], ladle_pipe_plan_desc *po)
+{
+    double lat;
     profile(f, b, w);
     plan_inputs(cut, red, &lat);
-    ladle_pipe_plan_desc po;
-    ladle_pipe_plan_desc_init(&po, NL, f, b, w);
-    po.cut = cut;
-    po.reduce = red;
-    po.reduce_latency = lat;
-    po.microbatches = m;
+    ladle_pipe_plan_desc_init(po, NL, f, b, w);
+    po->cut = cut;
+    po->reduce = red;
+    po->reduce_latency = lat;
+    po->microbatches = m;
     if (me == 0) {
         printf("planner inputs (ms): receives");
         for (int i = 0; i + 1 < NL; i++)
@@ -508,26 +540,128 @@ int main(int argc, char **argv)
             printf(" %.3f", 1e3 * red[i]);
         printf("\n");
     }
+}
 
-    /* the unequal pipeline: one block per stage on 4 ranks, one layer per
-     * stage on 8; on 2 ranks (one per core, where the measurement can be
-     * compared with the simulator) the planner's best 2-stage cut */
-    int first4[NL + 1] = {0, 2, 4, 6, 8}, P = world;
-    if (P == 8)
-        for (int j = 0; j <= NL; j++)
-            first4[j] = j;
+/* The unequal pipeline's split of P ranks into first[0..P]: one block per
+ * stage on 4 ranks, one layer per stage on 8; on 2 ranks (one per core,
+ * where the measurement can be compared with the simulator) the planner's
+ * best 2-stage cut. */
+static void fixed_split(ladle_pipe_plan_desc *po, int P, int first[NL + 1])
+{
+    static const int blocks[NL + 1] = {0, 2, 4, 6, 8};
+    for (int j = 0; j <= NL; j++)
+        first[j] = P == 8 ? j : blocks[j];
     if (P == 2) {
         ladle_pipe_plan two;
-        po.min_stages = po.max_stages = 2;
-        CHECK(ladle_pipe_plan_create(&po, 2, &two));
-        po.min_stages = po.max_stages = 0;
+        po->min_stages = po->max_stages = 2;
+        CHECK(ladle_pipe_plan_create(po, 2, &two));
+        po->min_stages = po->max_stages = 0;
         for (int j = 0; j <= 2; j++)
-            first4[j] = ladle_pipe_plan_first(&two, j);
+            first[j] = ladle_pipe_plan_first(&two, j);
     }
+}
+
+/* The three fixed schedules on the split first4, modelled by m4, into r[0..2]. */
+static void run_fixed(int P, const int *first4, const model *m4, const char *const *names,
+                      result *r)
+{
+    static const int styles[3] = {LADLE_PIPE_GPIPE, LADLE_PIPE_1F1B, LADLE_PIPE_ZBH1};
+    ladle_pipe_costs c4 = {m4->f, m4->b, m4->w, m4->send, m4->reduce, m4->step, NULL};
+    for (int k = 0; k < 3; k++) {
+        ladle_pipe_schedule *s = NULL;
+        CHECK(ladle_pipe_schedule_generate(styles[k], P, NULL, 1, m, &c4, &s));
+        r[k] = run(names[k], s, first4, m4);
+        ladle_pipe_schedule_destroy(&s);
+    }
+}
+
+/* The planner's layout, every worker used: on 2 ranks its free choice
+ * (one pipeline stage each, or one stage on both), on more at least 3
+ * stages (a pipeline, not pure data parallelism); and what it would
+ * choose without the model, for comparison. Runs the plan's hybrid
+ * schedule into *r and returns the plan in *plan. */
+static void run_planned(ladle_pipe_plan_desc *po, int P, const double *f, const double *b,
+                        const double *w, const char *name, ladle_pipe_plan *plan, result *r)
+{
+    ladle_pipe_plan bare_plan;
+    po->min_stages = P == 2 ? 0 : 3;
+    CHECK(ladle_pipe_plan_create(po, P, plan));
+    ladle_pipe_plan_desc bare;
+    ladle_pipe_plan_desc_init(&bare, NL, f, b, w);
+    bare.min_stages = po->min_stages;
+    CHECK(ladle_pipe_plan_create(&bare, P, &bare_plan));
+    print_plan("planner", plan);
+    print_plan("planner without the model (timed with it)", &bare_plan);
+    {
+        ladle_pipe_plan again;
+        CHECK(ladle_pipe_plan_explicit(po, bare_plan.stages, bare_plan.first,
+                                       bare_plan.replicas, &again));
+        if (me == 0)
+            printf("  (its split under the model: %.3f ms per microbatch)\n",
+                   1e3 * again.slowest);
+    }
+    model mh;
+    model_of(plan->stages, plan->first, plan->replicas, f, b, w, &mh);
+    ladle_pipe_costs ch = {mh.f, mh.b, mh.w, mh.send, mh.reduce, mh.step, NULL};
+    ladle_pipe_schedule *s = NULL;
+    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_HYBRID, plan->stages, plan->replicas, 1, m,
+                                       &ch, &s));
+    *r = run(name, s, plan->first, &mh);
+    ladle_pipe_schedule_destroy(&s);
+}
+
+/* Rank 0: the measurements against the planner's model, and the table of
+ * the rows schedules in r. */
+static void print_results(int rows, const char *const *names, const result *r,
+                          const ladle_pipe_plan *fixed, const ladle_pipe_plan *plan)
+{
+    if (me != 0)
+        return;
+    printf("per microbatch, measured (ms/step / m) against the planner's model:\n");
+    printf("  1F1B   %.3f against %.3f (%.2f)\n", r[1].ms / m, 1e3 * fixed->slowest,
+           r[1].ms / m / (1e3 * fixed->slowest));
+    printf("  hybrid %.3f against %.3f (%.2f)\n", r[3].ms / m, 1e3 * plan->slowest,
+           r[3].ms / m / (1e3 * plan->slowest));
+    printf("  the planner's plan against 1F1B: %.2fx modelled, %.2fx measured\n",
+           fixed->slowest / plan->slowest, r[1].ms / r[3].ms);
+    printf("(sim: the profiled costs; replay: the run's own mean durations; both with\n"
+           " the modelled boundaries, steps and sums; compute: the profiled costs "
+           "alone)\n");
+    printf("%-8s %9s %9s %8s %7s %8s %8s %8s %9s %8s %8s\n", "schedule", "ms/step",
+           "images/s", "vs 1F1B", "bubble", "sim ms", "sim bub", "sim/1F1B",
+           "replay ms", "rep bub", "compute");
+    for (int k = 0; k < rows; k++)
+        printf("%-8s %9.3f %9.0f %8.2f %7.3f %8.3f %8.3f %8.2f %9.3f %8.3f %8.3f\n",
+               names[k], r[k].ms, m * mb / (r[k].ms * 1e-3), r[1].ms / r[k].ms,
+               r[k].bubble, r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms,
+               r[k].rsim_ms, r[k].rsim_bubble, r[k].bare_ms);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int status = parse_options(argc, argv);
+    if (status >= 0) {
+        MPI_Finalize();
+        return status;
+    }
+    if (world != 2 && world != 4 && world != 8) {
+        if (me == 0)
+            printf("bench_pipe: runs on 2, 4 or 8 ranks (got %d); skipped\n", world);
+        MPI_Finalize();
+        return 0;
+    }
+    double f[NL], b[NL], w[NL], cut[NL], red[NL];
+    ladle_pipe_plan_desc po;
+    plan_inputs_desc(f, b, w, cut, red, &po);
+    int first4[NL + 1], P = world;
+    fixed_split(&po, P, first4);
     ladle_pipe_plan fixed;
     CHECK(ladle_pipe_plan_explicit(&po, P, first4, NULL, &fixed));
     print_plan("the schedules' split", &fixed);
-    model m4, mh;
+    model m4;
     if (me == 0) {
         printf("bench_pipe: %d ranks, %d microbatches of %d rows, widths %lld %lld %lld %lld %lld "
                "(f32), %d timed steps\n",
@@ -535,73 +669,18 @@ int main(int argc, char **argv)
                (long long)width(3), (long long)width(4), steps);
     }
     model_of(P, first4, NULL, f, b, w, &m4);
-    ladle_pipe_costs c4 = {m4.f, m4.b, m4.w, m4.send, m4.reduce, m4.step, NULL};
     if (me == 0) {
         printf("stage costs (ms, f+b+w):");
         for (int j = 0; j < P; j++)
             printf(" %.3f", 1e3 * (m4.f[j] + m4.b[j] + m4.w[j]));
         printf("\n");
     }
-    static const int styles[3] = {LADLE_PIPE_GPIPE, LADLE_PIPE_1F1B, LADLE_PIPE_ZBH1};
     result r[4];
-    const char *names[4] = {"gpipe", "1f1b", "zbh1", "hybrid"};
-    for (int k = 0; k < 3; k++) {
-        ladle_pipe_schedule *s = NULL;
-        CHECK(ladle_pipe_schedule_generate(styles[k], P, NULL, 1, m, &c4, &s));
-        r[k] = run(names[k], s, first4, &m4);
-        ladle_pipe_schedule_destroy(&s);
-    }
-    /* the planner's layout, every worker used: on 2 ranks its free choice
-     * (one pipeline stage each, or one stage on both), on more at least 3
-     * stages (a pipeline, not pure data parallelism); and what it would
-     * choose without the model, for comparison */
-    ladle_pipe_plan plan, bare_plan;
-    po.min_stages = P == 2 ? 0 : 3;
-    CHECK(ladle_pipe_plan_create(&po, P, &plan));
-    ladle_pipe_plan_desc bare;
-    ladle_pipe_plan_desc_init(&bare, NL, f, b, w);
-    bare.min_stages = po.min_stages;
-    CHECK(ladle_pipe_plan_create(&bare, P, &bare_plan));
-    print_plan("planner", &plan);
-    print_plan("planner without the model (timed with it)", &bare_plan);
-    {
-        ladle_pipe_plan again;
-        CHECK(ladle_pipe_plan_explicit(&po, bare_plan.stages, bare_plan.first,
-                                       bare_plan.replicas, &again));
-        if (me == 0)
-            printf("  (its split under the model: %.3f ms per microbatch)\n",
-                   1e3 * again.slowest);
-    }
-    model_of(plan.stages, plan.first, plan.replicas, f, b, w, &mh);
-    ladle_pipe_costs ch = {mh.f, mh.b, mh.w, mh.send, mh.reduce, mh.step, NULL};
-    ladle_pipe_schedule *s = NULL;
-    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_HYBRID, plan.stages, plan.replicas, 1, m, &ch,
-                                       &s));
-    r[3] = run(names[3], s, plan.first, &mh);
-    ladle_pipe_schedule_destroy(&s);
-    int rows = 4;
-    if (me == 0) {
-        printf("per microbatch, measured (ms/step / m) against the planner's model:\n");
-        printf("  1F1B   %.3f against %.3f (%.2f)\n", r[1].ms / m, 1e3 * fixed.slowest,
-               r[1].ms / m / (1e3 * fixed.slowest));
-        printf("  hybrid %.3f against %.3f (%.2f)\n", r[3].ms / m, 1e3 * plan.slowest,
-               r[3].ms / m / (1e3 * plan.slowest));
-        printf("  the planner's plan against 1F1B: %.2fx modelled, %.2fx measured\n",
-               fixed.slowest / plan.slowest, r[1].ms / r[3].ms);
-    }
-    if (me == 0) {
-        printf("(sim: the profiled costs; replay: the run's own mean durations; both with\n"
-               " the modelled boundaries, steps and sums; compute: the profiled costs "
-               "alone)\n");
-        printf("%-8s %9s %9s %8s %7s %8s %8s %8s %9s %8s %8s\n", "schedule", "ms/step",
-               "images/s", "vs 1F1B", "bubble", "sim ms", "sim bub", "sim/1F1B",
-               "replay ms", "rep bub", "compute");
-        for (int k = 0; k < rows; k++)
-            printf("%-8s %9.3f %9.0f %8.2f %7.3f %8.3f %8.3f %8.2f %9.3f %8.3f %8.3f\n",
-                   names[k], r[k].ms, m * mb / (r[k].ms * 1e-3), r[1].ms / r[k].ms,
-                   r[k].bubble, r[k].sim_ms, r[k].sim_bubble, r[1].sim_ms / r[k].sim_ms,
-                   r[k].rsim_ms, r[k].rsim_bubble, r[k].bare_ms);
-    }
+    const char *const names[4] = {"gpipe", "1f1b", "zbh1", "hybrid"};
+    run_fixed(P, first4, &m4, names, r);
+    ladle_pipe_plan plan;
+    run_planned(&po, P, f, b, w, names[3], &plan, &r[3]);
+    print_results(4, names, r, &fixed, &plan);
     MPI_Allreduce(MPI_IN_PLACE, &svg_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
     return svg_failed ? 1 : 0;

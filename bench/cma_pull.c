@@ -50,6 +50,118 @@ static long parse(const char *s, long lo, long hi)
     return errno || end == s || *end || v < lo || v > hi ? -1 : v;
 }
 
+/* One rank's side of the exchange: the local h x cols matrix x, its two
+ * pieces of h rows of hc floats, and the buffers each way moves them into. */
+typedef struct shard {
+    long n, h, hc, cols, quarter; /* floats; quarter: the elements of one piece */
+    int rank, peer;
+    pid_t peer_pid;
+    float *x, *y, *pk, *a, *b;
+    struct iovec *riov; /* the peer's rows to pull, one iovec each */
+    int cnt[2], dsp[2];
+} shard;
+
+/* The baseline: MPI_Alltoallv of the same bytes between buffers already
+ * laid out. Returns its time. */
+static double time_a2av(shard *s)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bench_now();
+    MPI_Alltoallv(s->a, s->cnt, s->dsp, MPI_FLOAT, s->b, s->cnt, s->dsp, MPI_FLOAT,
+                  MPI_COMM_WORLD);
+    return bench_now() - t0;
+}
+
+/* Pack both pieces, then MPI_Alltoallv (what plain MPI code does). Returns
+ * its time. */
+static double time_pack(shard *s)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bench_now();
+    for (int q = 0; q < 2; q++)
+        for (long i = 0; i < s->h; i++)
+            memcpy(s->pk + q * s->quarter + i * s->hc, s->x + i * s->cols + q * s->hc,
+                   (size_t)s->hc * 4);
+    MPI_Alltoallv(s->pk, s->cnt, s->dsp, MPI_FLOAT, s->y, s->cnt, s->dsp, MPI_FLOAT,
+                  MPI_COMM_WORLD);
+    return bench_now() - t0;
+}
+
+/* Exchange the buffers' addresses, copy the kept piece, read the peer's
+ * piece with process_vm_readv, then a zero-byte message to say it may
+ * reuse its buffer. *failed: whether a read failed on any rank. Returns
+ * its time. */
+static double time_pull(shard *s, int *failed)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bench_now();
+    long h = s->h, hc = s->hc, cols = s->cols;
+    int rank = s->rank, peer = s->peer;
+    uintptr_t mine = (uintptr_t)s->x, theirs = 0;
+    MPI_Request rq[2];
+    MPI_Irecv(&theirs, sizeof theirs, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[0]);
+    MPI_Isend(&mine, sizeof mine, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[1]);
+    for (long i = 0; i < h; i++) /* the kept piece, while the address travels */
+        memcpy(s->y + (rank * h + i) * hc, s->x + i * cols + rank * hc, (size_t)hc * 4);
+    MPI_Status sts[2];
+    MPI_Waitall(2, rq, sts);
+    const float *rx = (const float *)theirs;
+    for (long i = 0; i < h; i++) {
+        s->riov[i].iov_base = (void *)(rx + i * cols + rank * hc);
+        s->riov[i].iov_len = (size_t)hc * 4;
+    }
+    for (long i = 0; i < h && !*failed; i += IOV_BATCH) {
+        long m = h - i < IOV_BATCH ? h - i : IOV_BATCH;
+        struct iovec l = {s->y + (peer * h + i) * hc, (size_t)(m * hc) * 4};
+        ssize_t got = process_vm_readv(s->peer_pid, &l, 1, s->riov + i, (unsigned long)m, 0);
+        if (got != (ssize_t)l.iov_len) {
+            fprintf(stderr, "cma_pull: rank %d: process_vm_readv read %zd of %zu bytes: %s\n",
+                    rank, got, l.iov_len, got < 0 ? strerror(errno) : "short read");
+            *failed = 1;
+        }
+    }
+    char z = 0, zz;
+    MPI_Sendrecv(&z, 1, MPI_BYTE, peer, 3, &zz, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    MPI_Allreduce(MPI_IN_PLACE, failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return bench_now() - t0;
+}
+
+/* The elements of the pulled result that are wrong, over both ranks. */
+static long count_wrong(const shard *s)
+{
+    long bad = 0;
+    for (long i = 0; i < 2 * s->h; i++)
+        for (long j = 0; j < s->hc; j++) {
+            long from = i / s->h, row = i % s->h;
+            bad += s->y[i * s->hc + j] !=
+                   (float)(from * s->n + row * s->cols + s->rank * s->hc + j);
+        }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return bad;
+}
+
+/* The buffers of s, first touched with distinct values, and the peer's
+ * process id. */
+static void shard_setup(shard *s)
+{
+    long n = s->n;
+    s->x = malloc((size_t)n * 4), s->y = malloc((size_t)n * 4), s->pk = malloc((size_t)n * 4);
+    s->a = malloc((size_t)n * 4), s->b = malloc((size_t)n * 4);
+    s->riov = malloc(sizeof *s->riov * (size_t)s->h);
+    if (!s->x || !s->y || !s->pk || !s->a || !s->b || !s->riov) {
+        fprintf(stderr, "cma_pull: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (long i = 0; i < n; i++) /* distinct values, first touch */
+        s->x[i] = (float)(s->rank * n + i), s->y[i] = s->pk[i] = s->b[i] = 0,
+        s->a[i] = (float)i;
+    s->cnt[0] = s->cnt[1] = (int)s->quarter, s->dsp[0] = 0, s->dsp[1] = (int)s->quarter;
+    pid_t mine_pid = getpid();
+    MPI_Sendrecv(&mine_pid, sizeof mine_pid, MPI_BYTE, s->peer, 1, &s->peer_pid,
+                 sizeof s->peer_pid, MPI_BYTE, s->peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -67,88 +179,27 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    const long hc = run_kib * 256, cols = 2 * hc; /* floats */
-    const long n = mib * 262144, h = n / cols;    /* local: h x cols */
-    if (h < 2) {
+    shard s = {0};
+    s.rank = rank, s.peer = 1 - rank;
+    s.hc = run_kib * 256, s.cols = 2 * s.hc;   /* floats */
+    s.n = mib * 262144, s.h = s.n / s.cols; /* local: h x cols */
+    if (s.h < 2) {
         if (rank == 0)
             fprintf(stderr, "cma_pull: %ld MiB holds fewer than 2 rows of %ld KiB\n", mib,
                     2 * run_kib);
         MPI_Finalize();
         return 2;
     }
-    const long quarter = h * hc; /* elements of one piece */
-    const int peer = 1 - rank;
-    float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4), *pk = malloc((size_t)n * 4);
-    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
-    struct iovec *riov = malloc(sizeof *riov * (size_t)h);
-    if (!x || !y || !pk || !a || !b || !riov) {
-        fprintf(stderr, "cma_pull: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    for (long i = 0; i < n; i++) /* distinct values, first touch */
-        x[i] = (float)(rank * n + i), y[i] = pk[i] = b[i] = 0, a[i] = (float)i;
-    int cnt[2] = {(int)quarter, (int)quarter}, dsp[2] = {0, (int)quarter};
-    pid_t mine_pid = getpid(), peer_pid;
-    MPI_Sendrecv(&mine_pid, sizeof mine_pid, MPI_BYTE, peer, 1, &peer_pid, sizeof peer_pid,
-                 MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    s.quarter = s.h * s.hc;
+    shard_setup(&s);
     double t[3][MAX_REPS];
     int failed = 0;
     for (long r = -3; r < reps && !failed; r++) {
-        double t0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = bench_now();
-        MPI_Alltoallv(a, cnt, dsp, MPI_FLOAT, b, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
+        double ta = time_a2av(&s), tp = time_pack(&s), tq = time_pull(&s, &failed);
         if (r >= 0)
-            t[0][r] = bench_now() - t0;
-
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = bench_now();
-        for (int q = 0; q < 2; q++)
-            for (long i = 0; i < h; i++)
-                memcpy(pk + q * quarter + i * hc, x + i * cols + q * hc, (size_t)hc * 4);
-        MPI_Alltoallv(pk, cnt, dsp, MPI_FLOAT, y, cnt, dsp, MPI_FLOAT, MPI_COMM_WORLD);
-        if (r >= 0)
-            t[1][r] = bench_now() - t0;
-
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = bench_now();
-        uintptr_t mine = (uintptr_t)x, theirs = 0;
-        MPI_Request rq[2];
-        MPI_Irecv(&theirs, sizeof theirs, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[0]);
-        MPI_Isend(&mine, sizeof mine, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq[1]);
-        for (long i = 0; i < h; i++) /* the kept piece, while the address travels */
-            memcpy(y + (rank * h + i) * hc, x + i * cols + rank * hc, (size_t)hc * 4);
-        MPI_Status sts[2];
-        MPI_Waitall(2, rq, sts);
-        const float *rx = (const float *)theirs;
-        for (long i = 0; i < h; i++) {
-            riov[i].iov_base = (void *)(rx + i * cols + rank * hc);
-            riov[i].iov_len = (size_t)hc * 4;
-        }
-        for (long i = 0; i < h && !failed; i += IOV_BATCH) {
-            long m = h - i < IOV_BATCH ? h - i : IOV_BATCH;
-            struct iovec l = {y + (peer * h + i) * hc, (size_t)(m * hc) * 4};
-            ssize_t got = process_vm_readv(peer_pid, &l, 1, riov + i, (unsigned long)m, 0);
-            if (got != (ssize_t)l.iov_len) {
-                fprintf(stderr, "cma_pull: rank %d: process_vm_readv read %zd of %zu bytes: %s\n",
-                        rank, got, l.iov_len, got < 0 ? strerror(errno) : "short read");
-                failed = 1;
-            }
-        }
-        char z = 0, zz;
-        MPI_Sendrecv(&z, 1, MPI_BYTE, peer, 3, &zz, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-        MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (r >= 0)
-            t[2][r] = bench_now() - t0;
+            t[0][r] = ta, t[1][r] = tp, t[2][r] = tq;
     }
-    long bad = 0;
-    for (long i = 0; i < 2 * h && !failed; i++)
-        for (long j = 0; j < hc; j++) {
-            long from = i / h, row = i % h;
-            bad += y[i * hc + j] != (float)(from * n + row * cols + rank * hc + j);
-        }
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    long bad = failed ? 0 : count_wrong(&s);
     int status = failed || bad ? 1 : 0;
     if (rank == 0) {
         if (failed)
@@ -163,7 +214,7 @@ int main(int argc, char **argv)
                    mib, run_kib, m0 * 1e6, m1 * 1e6, m1 / m0, m2 * 1e6, m2 / m0);
         }
     }
-    free(x), free(y), free(pk), free(a), free(b), free(riov);
+    free(s.x), free(s.y), free(s.pk), free(s.a), free(s.b), free(s.riov);
     MPI_Finalize();
     return status;
 }

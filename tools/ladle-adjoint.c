@@ -415,6 +415,31 @@ static int report(ladle_status st, const char *what)
     return 1;
 }
 
+/* The test's result r of op, said on rank 0: the inner products and the
+ * worst mismatch over the ranks. 0, or 1 where it exceeds the tolerance.
+ * Collective. */
+static int print_result(const options *o, const ladle_op *op, const ladle_adjoint_result *r)
+{
+    /* ranks outside the op hold zeros; the op's ranks all hold the result */
+    double worst[3] = {r->mismatch, r->fx_y, r->x_fty}, all[3];
+    MPI_Allreduce(worst, all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    /* <Fx,y> and <x,F*y> from world rank 0 if it took part, else from the
+     * lowest rank that did */
+    int me = world_rank(), size, src;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int mine = ladle_op_active(op) ? me : size;
+    MPI_Allreduce(&mine, &src, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (src < size)
+        MPI_Bcast(&worst[1], 2, MPI_DOUBLE, src, MPI_COMM_WORLD);
+    if (me == 0) {
+        printf("%s %s on %s: <F x, y> = %.17g, <x, F* y> = %.17g, tolerance %.1e\n",
+               o->primitive, ladle_dtype_name(o->dtype), ladle_device_name(o->device), worst[1],
+               worst[2], o->tolerance);
+        printf("adjoint mismatch: %.3e\n", all[0]);
+    }
+    return all[0] <= o->tolerance ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -454,24 +479,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    /* ranks outside the op hold zeros; the op's ranks all hold the result */
-    double worst[3] = {r.mismatch, r.fx_y, r.x_fty}, all[3];
-    MPI_Allreduce(worst, all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    /* <Fx,y> and <x,F*y> from world rank 0 if it took part, else from the
-     * lowest rank that did */
-    int me = world_rank(), size, src;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int mine = ladle_op_active(op) ? me : size;
-    MPI_Allreduce(&mine, &src, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (src < size)
-        MPI_Bcast(&worst[1], 2, MPI_DOUBLE, src, MPI_COMM_WORLD);
-    if (me == 0) {
-        printf("%s %s on %s: <F x, y> = %.17g, <x, F* y> = %.17g, tolerance %.1e\n",
-               o.primitive, ladle_dtype_name(o.dtype), ladle_device_name(o.device), worst[1],
-               worst[2], o.tolerance);
-        printf("adjoint mismatch: %.3e\n", all[0]);
-    }
-    rc = all[0] <= o.tolerance ? 0 : 1;
+    rc = print_result(&o, op, &r);
 done:
     ladle_op_destroy(&op);
     ladle_partition_destroy(&px);

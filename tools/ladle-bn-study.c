@@ -92,13 +92,9 @@ static int study_fail(const char *why)
     return 2;
 }
 
-/* Take the study's own options out of argv (the rest goes to ladle-train's
- * parser): 0, or 2 with the reason printed. */
-static int study_options(int argc, char **argv, study *st, char **rest, int *nrest)
+/* The study's own defaults: six sizes per rank, every mode, three seeds. */
+static void study_own_defaults(study *st)
 {
-    char why[CLI_WHY];
-    int64_t v[MAX_SIZES];
-    int n = 0, given_modes = 0;
     st->per_rank[0] = 2, st->per_rank[1] = 4, st->per_rank[2] = 8;
     st->per_rank[3] = 16, st->per_rank[4] = 32, st->per_rank[5] = 64;
     st->nsizes = 6;
@@ -106,6 +102,61 @@ static int study_options(int argc, char **argv, study *st, char **rest, int *nre
     st->lr_batch = 128;
     for (int k = 0; k < N_MODES; k++)
         st->use[k] = 1;
+}
+
+/* --modes val: the comma-separated modes to use, the others dropped. 0, or
+ * 1 with the reason in why. */
+static int parse_modes(const char *val, study *st, char *why)
+{
+    memset(st->use, 0, sizeof st->use);
+    for (const char *p = val;; p++) {
+        size_t len = cli_item(p, ',');
+        int k = 0;
+        while (k < N_MODES &&
+               (strlen(mode_names[k]) != len || strncmp(mode_names[k], p, len) != 0))
+            k++;
+        if (k == N_MODES)
+            return cli_fail(why, "--modes: '%.*s' is not one of local, group2, "
+                                 "group4, global", (int)len, p);
+        st->use[k] = 1;
+        p += len;
+        if (*p == '\0')
+            return 0;
+    }
+}
+
+/* A group must split the ranks into several groups: group G of N ranks
+ * needs G | N and G < N (G = N is global). A mode that does not fit is an
+ * error where the modes were given, else dropped: 0, or 2 with the reason
+ * printed. */
+static int check_groups(study *st, int given_modes)
+{
+    char why[CLI_WHY];
+    for (int k = 0; k < N_MODES; k++) {
+        int g = modes[k].group;
+        if (!st->use[k] || g <= 1)
+            continue;
+        if (world % g == 0 && g < world)
+            continue;
+        if (given_modes) {
+            snprintf(why, sizeof why,
+                     "--modes: %s needs a rank count that %d divides, larger than %d (not %d)",
+                     mode_names[k], g, g, world);
+            return study_fail(why);
+        }
+        st->use[k] = 0;
+    }
+    return 0;
+}
+
+/* Take the study's own options out of argv (the rest goes to ladle-train's
+ * parser): 0, or 2 with the reason printed. */
+static int study_options(int argc, char **argv, study *st, char **rest, int *nrest)
+{
+    char why[CLI_WHY];
+    int64_t v[MAX_SIZES];
+    int n = 0, given_modes = 0;
+    study_own_defaults(st);
     *nrest = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -130,23 +181,7 @@ static int study_options(int argc, char **argv, study *st, char **rest, int *nre
             }
         } else if (!strcmp(a, "--modes")) {
             given_modes = 1;
-            memset(st->use, 0, sizeof st->use);
-            for (const char *p = val;; p++) {
-                size_t len = cli_item(p, ',');
-                int k = 0;
-                while (k < N_MODES && (strlen(mode_names[k]) != len ||
-                                       strncmp(mode_names[k], p, len) != 0))
-                    k++;
-                if (k == N_MODES) {
-                    bad_value = cli_fail(why, "--modes: '%.*s' is not one of local, group2, "
-                                              "group4, global", (int)len, p);
-                    break;
-                }
-                st->use[k] = 1;
-                p += len;
-                if (*p == '\0')
-                    break;
-            }
+            bad_value = parse_modes(val, st, why);
         } else if (!strcmp(a, "--seeds"))
             bad_value = cli_int32(a, val, 1, MAX_SEEDS, &st->seeds, why);
         else if (!strcmp(a, "--samples"))
@@ -160,23 +195,7 @@ static int study_options(int argc, char **argv, study *st, char **rest, int *nre
         if (bad_value)
             return study_fail(why);
     }
-    /* a group must split the ranks into several groups: group G of N ranks
-     * needs G | N and G < N (G = N is global) */
-    for (int k = 0; k < N_MODES; k++) {
-        int g = modes[k].group;
-        if (!st->use[k] || g <= 1)
-            continue;
-        if (world % g == 0 && g < world)
-            continue;
-        if (given_modes) {
-            snprintf(why, sizeof why,
-                     "--modes: %s needs a rank count that %d divides, larger than %d (not %d)",
-                     mode_names[k], g, g, world);
-            return study_fail(why);
-        }
-        st->use[k] = 0;
-    }
-    return 0;
+    return check_groups(st, given_modes);
 }
 
 /* ---- the CSV ------------------------------------------------------------- */

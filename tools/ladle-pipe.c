@@ -126,6 +126,43 @@ static int costs_of(const pipe_opts *o, int S, double c[NCOSTS][MAXS],
     return 0;
 }
 
+/* The options taken together: the schedule's options only without
+ * --load, a known schedule, --replicas and --chunks with their schedule,
+ * and outputs that can be written. 0, or 2 with the reason printed. */
+static int check_options(pipe_opts *o, int given_stages, int given_chunks)
+{
+    char why[CLI_WHY];
+    if (o->load && o->gen_opt) {
+        snprintf(why, sizeof why, "%s does not apply to --load (the file says it)", o->gen_opt);
+        return fail(why);
+    }
+    ladle_pipe_style style = LADLE_PIPE_GPIPE;
+    int known = ladle_pipe_style_parse(o->style, &style) == LADLE_OK;
+    int kind = known ? (int)style : -1;
+    if (!o->load && !known) {
+        snprintf(why, sizeof why, "--schedule: '%s' is not one of gpipe, 1f1b, interleaved, "
+                 "zbh1, hybrid", o->style);
+        return fail(why);
+    }
+    if (o->nrep > 0 && kind != LADLE_PIPE_HYBRID)
+        return fail("--replicas needs --schedule hybrid");
+    if (o->nrep > 0 && given_stages && o->S != o->nrep)
+        return fail("--stages and --replicas disagree on the number of stages");
+    if (given_chunks && kind != LADLE_PIPE_INTERLEAVED)
+        return fail("--chunks needs --schedule interleaved");
+    if (o->nrep > 0)
+        o->S = o->nrep;
+    const char *out_opt[2] = {"--svg", "--trace"}, *out_path[2] = {o->svg, o->trace};
+    for (int k = 0; k < 2; k++)
+        if (out_path[k] && cli_output_ok(out_opt[k], out_path[k], why)) {
+            fprintf(stderr, "ladle-pipe: %s\n", why);
+            return 2;
+        }
+    return 0;
+}
+
+/* The options into o: 0, -1 after --help or --version, or 2 with the
+ * reason printed. */
 static int parse(int argc, char **argv, pipe_opts *o)
 {
     static const char *const gen[] = {"--schedule", "--stages", "--microbatches", "--chunks",
@@ -165,33 +202,7 @@ static int parse(int argc, char **argv, pipe_opts *o)
         if (take(a, argv[++i], o, why))
             return fail(why);
     }
-    if (o->load && o->gen_opt) {
-        snprintf(why, sizeof why, "%s does not apply to --load (the file says it)", o->gen_opt);
-        return fail(why);
-    }
-    ladle_pipe_style style = LADLE_PIPE_GPIPE;
-    int known = ladle_pipe_style_parse(o->style, &style) == LADLE_OK;
-    int kind = known ? (int)style : -1;
-    if (!o->load && !known) {
-        snprintf(why, sizeof why, "--schedule: '%s' is not one of gpipe, 1f1b, interleaved, "
-                 "zbh1, hybrid", o->style);
-        return fail(why);
-    }
-    if (o->nrep > 0 && kind != LADLE_PIPE_HYBRID)
-        return fail("--replicas needs --schedule hybrid");
-    if (o->nrep > 0 && given_stages && o->S != o->nrep)
-        return fail("--stages and --replicas disagree on the number of stages");
-    if (given_chunks && kind != LADLE_PIPE_INTERLEAVED)
-        return fail("--chunks needs --schedule interleaved");
-    if (o->nrep > 0)
-        o->S = o->nrep;
-    const char *out_opt[2] = {"--svg", "--trace"}, *out_path[2] = {o->svg, o->trace};
-    for (int k = 0; k < 2; k++)
-        if (out_path[k] && cli_output_ok(out_opt[k], out_path[k], why)) {
-            fprintf(stderr, "ladle-pipe: %s\n", why);
-            return 2;
-        }
-    return 0;
+    return check_options(o, given_stages, given_chunks);
 }
 
 /* Write the picture or the trace: 0, or 2 with the reason printed. */
@@ -211,34 +222,80 @@ static int write_out(const char *path, const char *title, int W, const ladle_pip
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The schedule: loaded from --load, or generated from the options with
+ * the costs in c. 0, or 2 with the reason printed. */
+static int make_schedule(const pipe_opts *o, double c[NCOSTS][MAXS], ladle_pipe_costs *costs,
+                         ladle_pipe_sim_desc *so, ladle_pipe_schedule **s)
 {
-    pipe_opts o;
     char why[CLI_WHY];
-    int rc = parse(argc, argv, &o);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
-    ladle_pipe_schedule *s = NULL;
     ladle_status st;
-    double c[NCOSTS][MAXS];
-    ladle_pipe_sim_desc so;
-    ladle_pipe_costs costs;
-    if (o.load) {
-        st = ladle_pipe_schedule_load(o.load, &s);
+    if (o->load) {
+        st = ladle_pipe_schedule_load(o->load, s);
     } else {
-        if (costs_of(&o, o.S, c, &costs, &so, why))
+        if (costs_of(o, o->S, c, costs, so, why))
             return fail(why);
         ladle_pipe_style style = LADLE_PIPE_GPIPE;
-        st = ladle_pipe_style_parse(o.style, &style);
+        st = ladle_pipe_style_parse(o->style, &style);
         if (st == LADLE_OK)
-            st = ladle_pipe_schedule_generate(style, o.S, o.nrep ? o.rep : NULL, o.v, o.m,
-                                              &costs, &s);
+            st = ladle_pipe_schedule_generate(style, o->S, o->nrep ? o->rep : NULL, o->v, o->m,
+                                              costs, s);
     }
     if (st != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
         return 2;
     }
-    int S = ladle_pipe_schedule_stages(s), W = ladle_pipe_schedule_workers(s);
+    return 0;
+}
+
+/* Simulate the valid schedule s under the costs of the options: its
+ * figures, and the picture and trace asked for. 0, or 2 with the reason
+ * printed. */
+static int simulate(const pipe_opts *o, const ladle_pipe_schedule *s, double c[NCOSTS][MAXS])
+{
+    char why[CLI_WHY];
+    int rc = 0, S = ladle_pipe_schedule_stages(s), W = ladle_pipe_schedule_workers(s);
+    ladle_pipe_sim_desc so;
+    ladle_pipe_costs costs;
+    ladle_pipe_sim sim;
+    if (costs_of(o, S, c, &costs, &so, why)) {
+        fprintf(stderr, "ladle-pipe: %s\n", why);
+        return 2;
+    }
+    if (ladle_pipe_simulate(s, &costs, &so, &sim) != LADLE_OK) {
+        fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
+        return 2;
+    }
+    printf("workers %d  stages %d  microbatches %d\n", W, S,
+           ladle_pipe_schedule_microbatches(s));
+    printf("makespan %.4g  bubble %.4f  peak %s %g (worker:", sim.makespan, sim.bubble,
+           so.param ? "memory" : "stash", sim.peak_memory_max);
+    for (int w = 0; w < W; w++)
+        printf(" %g", sim.peak_memory[w]);
+    printf(")\n");
+    char title[160];
+    snprintf(title, sizeof title, "%s, %d workers, %d microbatches: bubble %.1f%%",
+             o->load ? o->load : o->style, W, ladle_pipe_schedule_microbatches(s),
+             100 * sim.bubble);
+    if (o->svg)
+        rc = write_out(o->svg, title, W, &sim, 1);
+    if (o->trace && rc == 0)
+        rc = write_out(o->trace, title, W, &sim, 0);
+    ladle_pipe_sim_destroy(&sim);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    pipe_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    ladle_pipe_schedule *s = NULL;
+    double c[NCOSTS][MAXS];
+    ladle_pipe_sim_desc so;
+    ladle_pipe_costs costs;
+    if ((rc = make_schedule(&o, c, &costs, &so, &s)) != 0)
+        return rc;
     if (o.print)
         ladle_pipe_schedule_write(s, stdout);
     ladle_pipe_report rep_out;
@@ -250,31 +307,8 @@ int main(int argc, char **argv)
     printf("%s", rep_out.message);
     int ok = rep_out.ok;
     ladle_pipe_report_destroy(&rep_out);
-    ladle_pipe_sim sim;
-    if (ok && costs_of(&o, S, c, &costs, &so, why)) {
-        fprintf(stderr, "ladle-pipe: %s\n", why);
-        rc = 2;
-    } else if (ok && ladle_pipe_simulate(s, &costs, &so, &sim) != LADLE_OK) {
-        fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());
-        rc = 2;
-    } else if (ok) {
-        printf("workers %d  stages %d  microbatches %d\n", W, S,
-               ladle_pipe_schedule_microbatches(s));
-        printf("makespan %.4g  bubble %.4f  peak %s %g (worker:", sim.makespan, sim.bubble,
-               so.param ? "memory" : "stash", sim.peak_memory_max);
-        for (int w = 0; w < W; w++)
-            printf(" %g", sim.peak_memory[w]);
-        printf(")\n");
-        char title[160];
-        snprintf(title, sizeof title, "%s, %d workers, %d microbatches: bubble %.1f%%",
-                 o.load ? o.load : o.style, W, ladle_pipe_schedule_microbatches(s),
-                 100 * sim.bubble);
-        if (o.svg)
-            rc = write_out(o.svg, title, W, &sim, 1);
-        if (o.trace && rc == 0)
-            rc = write_out(o.trace, title, W, &sim, 0);
-        ladle_pipe_sim_destroy(&sim);
-    }
+    if (ok)
+        rc = simulate(&o, s, c);
     ladle_pipe_schedule_destroy(&s);
     return rc ? rc : ok ? 0 : 1;
 }

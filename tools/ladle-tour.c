@@ -114,12 +114,11 @@ done:
     return st;
 }
 
-int main(int argc, char **argv)
+/* The tour takes only --help and --version: -1 to go on without them,
+ * else the exit status (0 after --help or --version, 2 after anything
+ * else), said on rank 0. */
+static int tour_args(int rank, int argc, char **argv)
 {
-    int rank, size, bad = 0, skipped = 0;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int i = 1; i < argc; i++) {
         int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
         int version = !strcmp(argv[i], "--version");
@@ -134,55 +133,84 @@ int main(int argc, char **argv)
         else if (rank == 0)
             fprintf(stderr, "ladle-tour: unexpected argument '%s' (it takes only --help and "
                             "--version)\n", argv[i]);
-        if (!help && !version)
-            bad = 2;
-        return tool_exit(bad);
+        return help || version ? 0 : 2;
     }
-    if (rank == 0) {
-        printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n",
-               ladle_version(), size);
-        printf("Each primitive F is a linear operator with a hand-written adjoint F*. The\n"
-               "dot-product test fills x and y with random numbers and compares <F x, y>\n"
-               "with <x, F* y>, both summed over all ranks in double precision.\n\n");
-        printf("%-38s %-5s %22s %10s %9s %s\n", "case", "dtype", "<F x, y>", "mismatch",
-               "tolerance", "");
-        printf("%.*s\n", 96,
-               "-----------------------------------------------------------"
-               "-------------------------------------------------------");
+    return -1;
+}
+
+/* Rank 0: what the tour shows, and the table's heading. */
+static void print_intro(int size)
+{
+    printf("ladle %s: a tour of the parallel primitives on %d ranks\n\n", ladle_version(),
+           size);
+    printf("Each primitive F is a linear operator with a hand-written adjoint F*. The\n"
+           "dot-product test fills x and y with random numbers and compares <F x, y>\n"
+           "with <x, F* y>, both summed over all ranks in double precision.\n\n");
+    printf("%-38s %-5s %22s %10s %9s %s\n", "case", "dtype", "<F x, y>", "mismatch",
+           "tolerance", "");
+    printf("%.*s\n", 96,
+           "-----------------------------------------------------------"
+           "-------------------------------------------------------");
+}
+
+/* The dot-product test of case k in f64 and f32, a row each on rank 0:
+ * how many of the two failed on some rank. Collective. */
+static int run_case(int k, int rank)
+{
+    const tour_case *c = &tour[k];
+    int bad = 0;
+    for (int t = 0; t < 2; t++) {
+        ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+        ladle_op *op = NULL;
+        ladle_adjoint_result r = {0, 0, 0};
+        ladle_status st = build(c, dt, &op);
+        if (st == LADLE_OK)
+            st = ladle_adjoint_test(op, 2026 + (uint64_t)k, &r);
+        /* the op's ranks hold the result; rank 0 is in every case */
+        double tol = ladle_adjoint_tolerance(dt);
+        int ok = st == LADLE_OK && r.mismatch <= tol, all_ok = 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all_ok)
+            bad++;
+        if (rank == 0) {
+            if (st != LADLE_OK)
+                printf("%-38s %-5s failed: %s\n", c->what, ladle_dtype_name(dt),
+                       ladle_error_message());
+            else
+                printf("%-38s %-5s %22.15g %10.2e %9.0e %s\n", c->what, ladle_dtype_name(dt),
+                       r.fx_y, r.mismatch, tol, all_ok ? "ok" : "FAILED");
+        }
+        ladle_op_destroy(&op);
     }
+    return bad;
+}
+
+/* The ranks case c needs. */
+static int case_ranks(const tour_case *c)
+{
+    int need = c->xfirst + grid(c->xd, c->xshape);
+    if (c->yd > 0 && c->yfirst + grid(c->yd, c->yshape) > need)
+        need = c->yfirst + grid(c->yd, c->yshape);
+    return need;
+}
+
+int main(int argc, char **argv)
+{
+    int rank, size, bad = 0, skipped = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rc = tour_args(rank, argc, argv);
+    if (rc >= 0)
+        return tool_exit(rc);
+    if (rank == 0)
+        print_intro(size);
     for (int k = 0; k < N_TOUR; k++) {
-        const tour_case *c = &tour[k];
-        int need = c->xfirst + grid(c->xd, c->xshape);
-        if (c->yd > 0 && c->yfirst + grid(c->yd, c->yshape) > need)
-            need = c->yfirst + grid(c->yd, c->yshape);
-        if (need > size) {
+        if (case_ranks(&tour[k]) > size) {
             skipped++;
             continue;
         }
-        for (int t = 0; t < 2; t++) {
-            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
-            ladle_op *op = NULL;
-            ladle_adjoint_result r = {0, 0, 0};
-            ladle_status st = build(c, dt, &op);
-            if (st == LADLE_OK)
-                st = ladle_adjoint_test(op, 2026 + (uint64_t)k, &r);
-            /* the op's ranks hold the result; rank 0 is in every case */
-            double tol = ladle_adjoint_tolerance(dt);
-            int ok = st == LADLE_OK && r.mismatch <= tol, all_ok = 0;
-            MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-            if (!all_ok)
-                bad++;
-            if (rank == 0) {
-                if (st != LADLE_OK)
-                    printf("%-38s %-5s failed: %s\n", c->what, ladle_dtype_name(dt),
-                           ladle_error_message());
-                else
-                    printf("%-38s %-5s %22.15g %10.2e %9.0e %s\n", c->what,
-                           ladle_dtype_name(dt), r.fx_y, r.mismatch, tol,
-                           all_ok ? "ok" : "FAILED");
-            }
-            ladle_op_destroy(&op);
-        }
+        bad += run_case(k, rank);
     }
     if (rank == 0) {
         if (skipped)

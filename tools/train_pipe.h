@@ -174,6 +174,88 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
     return st;
 }
 
+/* The planner's cut of the nl layers by their profiled costs in: the
+ * given replicas, or the hybrid's free choice over the ranks, or S stages
+ * of one worker each (S, where 0, world times the chunks). The plan models
+ * the boundaries' receives and the replicas' all-reduce, spread over the
+ * step's microbatches. */
+static ladle_status plan_stages(const opts *o, int nl, const pipe_inputs *in, int hybrid,
+                                int S, ladle_pipe_plan *plan)
+{
+    ladle_pipe_plan_desc po;
+    ladle_pipe_plan_desc_init(&po, nl, in->f, in->b, in->w);
+    po.cut = in->cut;
+    po.reduce = in->red;
+    po.reduce_latency = in->lat;
+    po.microbatches = o->microbatches;
+    ladle_status st;
+    if (hybrid && o->pipe_nrep > 0) {
+        int cut[PIPE_MAX_LAYERS + 1], rep[PIPE_MAX_REPLICAS];
+        /* the given replicas: the stages cut as the plain planner would */
+        po.min_stages = po.max_stages = o->pipe_nrep;
+        st = ladle_pipe_plan_create(&po, o->pipe_nrep, plan);
+        po.min_stages = po.max_stages = 0;
+        for (int j = 0; st == LADLE_OK && j <= plan->stages; j++)
+            cut[j] = plan->first[j];
+        for (int j = 0; j < o->pipe_nrep; j++)
+            rep[j] = (int)o->pipe_rep[j];
+        if (st == LADLE_OK)
+            st = ladle_pipe_plan_explicit(&po, o->pipe_nrep, cut, rep, plan);
+    } else if (hybrid) {
+        po.min_stages = S ? S : 2;
+        po.max_stages = S;
+        st = ladle_pipe_plan_create(&po, world, plan);
+    } else {
+        po.min_stages = po.max_stages = S;
+        st = ladle_pipe_plan_create(&po, S, plan);
+    }
+    return st;
+}
+
+/* The stages' costs as the simulator takes them. */
+typedef struct stage_costs {
+    double f[64], b[64], w[64], send[64], red[64];
+} stage_costs;
+
+/* The costs of plan's stages (summed over their layers), with the
+ * simulator's boundary and all-reduce as the plan models them; first[]
+ * the stages' first layers, first[stages] = nl. */
+static void sum_stages(const ladle_pipe_plan *plan, int hybrid, int nl, const pipe_inputs *in,
+                       int *first, stage_costs *sc)
+{
+    for (int j = 0; j < plan->stages; j++) {
+        first[j] = plan->first[j];
+        sc->f[j] = sc->b[j] = sc->w[j] = sc->red[j] = 0;
+        for (int i = plan->first[j]; i < plan->first[j + 1]; i++)
+            sc->f[j] += in->f[i], sc->b[j] += in->b[i], sc->w[j] += in->w[i],
+                sc->red[j] += in->red[i];
+        /* the simulator's boundary and all-reduce, as the plan models them */
+        sc->send[j] = j + 1 < plan->stages ? in->cut[plan->first[j + 1] - 1] : 0;
+        int r = hybrid ? plan->replicas[j] : 1;
+        sc->red[j] = r > 1 ? 2.0 * (r - 1) / r * sc->red[j] + 2.0 * (r - 1) * in->lat : 0;
+    }
+    first[plan->stages] = nl;
+}
+
+/* Rank 0: the schedule's layout and what the simulator predicts of it. */
+static void print_prediction(const opts *o, const ladle_pipe_schedule *s,
+                             const ladle_pipe_costs *c, int stages, const int *first)
+{
+    ladle_pipe_sim sim;
+    if (me == 0 && ladle_pipe_simulate(s, c, NULL, &sim) == LADLE_OK) {
+        printf("pipeline %s: %d stages on %d workers (layers",
+               ladle_pipe_style_name(o->pipe_style), stages, ladle_pipe_schedule_workers(s));
+        for (int j = 0; j <= stages; j++)
+            printf(" %d", first[j]);
+        printf("; replicas");
+        for (int j = 0; j < stages; j++)
+            printf(" %d", ladle_pipe_schedule_replicas(s, j));
+        printf("), %d microbatches: predicted %.2f ms per step, bubble %.0f%%\n",
+               o->microbatches, 1e3 * sim.makespan, 100 * sim.bubble);
+        ladle_pipe_sim_destroy(&sim);
+    }
+}
+
 /* The stages and the schedule: the planner cuts the layers by their
  * profiled costs (with replicas for the hybrid, one worker per stage
  * otherwise). Every rank computes the same plan from the same costs. 0, or
@@ -181,58 +263,19 @@ static ladle_status pipe_accuracy(ladle_op **full, int nl, const ladle_dataset *
 static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *first,
                          ladle_pipe_schedule **out)
 {
-    const double *f = in->f, *b = in->b, *w = in->w;
     ladle_pipe_plan plan;
-    /* the plan models the boundaries' receives and the replicas'
-     * all-reduce, spread over the step's microbatches */
-    ladle_pipe_plan_desc po;
-    ladle_pipe_plan_desc_init(&po, nl, f, b, w);
-    po.cut = in->cut;
-    po.reduce = in->red;
-    po.reduce_latency = in->lat;
-    po.microbatches = o->microbatches;
     int hybrid = o->pipe_style == LADLE_PIPE_HYBRID;
     int v = o->pipe_style == LADLE_PIPE_INTERLEAVED ? o->pipe_chunks : 1;
     int S = o->pipe_stages ? o->pipe_stages : hybrid ? 0 : world * v;
-    ladle_status st;
-    if (hybrid && o->pipe_nrep > 0) {
-        int cut[PIPE_MAX_LAYERS + 1], rep[PIPE_MAX_REPLICAS];
-        /* the given replicas: the stages cut as the plain planner would */
-        po.min_stages = po.max_stages = o->pipe_nrep;
-        st = ladle_pipe_plan_create(&po, o->pipe_nrep, &plan);
-        po.min_stages = po.max_stages = 0;
-        for (int j = 0; st == LADLE_OK && j <= plan.stages; j++)
-            cut[j] = plan.first[j];
-        for (int j = 0; j < o->pipe_nrep; j++)
-            rep[j] = (int)o->pipe_rep[j];
-        if (st == LADLE_OK)
-            st = ladle_pipe_plan_explicit(&po, o->pipe_nrep, cut, rep, &plan);
-    } else if (hybrid) {
-        po.min_stages = S ? S : 2;
-        po.max_stages = S;
-        st = ladle_pipe_plan_create(&po, world, &plan);
-    } else {
-        po.min_stages = po.max_stages = S;
-        st = ladle_pipe_plan_create(&po, S, &plan);
-    }
+    ladle_status st = plan_stages(o, nl, in, hybrid, S, &plan);
     if (st != LADLE_OK) {
         if (me == 0)
             fprintf(stderr, "%s: planning the stages: %s\n", tool, ladle_error_message());
         return 2;
     }
-    double sf[64], sb[64], sw[64], send[64], red[64];
-    for (int j = 0; j < plan.stages; j++) {
-        first[j] = plan.first[j];
-        sf[j] = sb[j] = sw[j] = red[j] = 0;
-        for (int i = plan.first[j]; i < plan.first[j + 1]; i++)
-            sf[j] += f[i], sb[j] += b[i], sw[j] += w[i], red[j] += in->red[i];
-        /* the simulator's boundary and all-reduce, as the plan models them */
-        send[j] = j + 1 < plan.stages ? in->cut[plan.first[j + 1] - 1] : 0;
-        int r = hybrid ? plan.replicas[j] : 1;
-        red[j] = r > 1 ? 2.0 * (r - 1) / r * red[j] + 2.0 * (r - 1) * in->lat : 0;
-    }
-    first[plan.stages] = nl;
-    ladle_pipe_costs c = {sf, sb, sw, send, red, NULL, NULL};
+    stage_costs sc;
+    sum_stages(&plan, hybrid, nl, in, first, &sc);
+    ladle_pipe_costs c = {sc.f, sc.b, sc.w, sc.send, sc.red, NULL, NULL};
     ladle_pipe_schedule *s = NULL;
     st = ladle_pipe_schedule_generate(o->pipe_style, plan.stages,
                                       hybrid ? plan.replicas : NULL, v, o->microbatches, &c,
@@ -247,20 +290,7 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
         ladle_pipe_schedule_destroy(&s);
         return 2;
     }
-    ladle_pipe_sim sim;
-    if (me == 0 && ladle_pipe_simulate(s, &c, NULL, &sim) == LADLE_OK) {
-        printf("pipeline %s: %d stages on %d workers (layers",
-               ladle_pipe_style_name(o->pipe_style), plan.stages,
-               ladle_pipe_schedule_workers(s));
-        for (int j = 0; j <= plan.stages; j++)
-            printf(" %d", first[j]);
-        printf("; replicas");
-        for (int j = 0; j < plan.stages; j++)
-            printf(" %d", ladle_pipe_schedule_replicas(s, j));
-        printf("), %d microbatches: predicted %.2f ms per step, bubble %.0f%%\n",
-               o->microbatches, 1e3 * sim.makespan, 100 * sim.bubble);
-        ladle_pipe_sim_destroy(&sim);
-    }
+    print_prediction(o, s, &c, plan.stages, first);
     *out = s;
     return 0;
 }
@@ -404,6 +434,85 @@ static int pipe_timeline(const opts *o, pipe_state *ps)
     return rc;
 }
 
+/* The training loop's state over the epochs. */
+typedef struct pipe_loop {
+    int S, progress, worker;
+    int64_t per_epoch, steps_done;
+    ladle_lr_schedule lrs;
+    ladle_batch_desc bd; /* every rank reads the whole batch */
+    watch wt;
+    ladle_status broken; /* the first failed step's status: no step after it */
+    double busy;         /* seconds in the steps */
+} pipe_loop;
+
+/* The loop over the options: steps per epoch, learning rates, progress. */
+static void pipe_loop_init(const opts *o, const ladle_dataset_info *info, const pipe_state *ps,
+                           pipe_loop *L)
+{
+    L->S = ladle_pipe_schedule_stages(ps->s);
+    L->per_epoch = info->size / o->batch;
+    if (o->steps && o->steps < L->per_epoch)
+        L->per_epoch = o->steps;
+    ladle_lr_schedule_init(&L->lrs, o->constant_lr ? LADLE_LR_CONSTANT : LADLE_LR_COSINE,
+                           o->lr);
+    L->lrs.total_steps = (int64_t)o->epochs * L->per_epoch;
+    L->progress =
+        o->progress ? o->progress : (int)(L->per_epoch / 10 > 0 ? L->per_epoch / 10 : 1);
+    L->worker = ladle_pipeline_worker(ps->pl);
+    L->wt.floor_ = log((double)info->classes);
+    ladle_batch_desc_init(&L->bd, o->seed, o->batch);
+}
+
+/* The steps of epoch e, their losses summed into *sum, with progress on
+ * rank 0: 0, or 1 where the watch says stop. */
+static int pipe_epoch(const opts *o, pipe_state *ps, pipe_loop *L, int e, double *sum)
+{
+    double t_epoch = MPI_Wtime();
+    for (int64_t s = 0; s < L->per_epoch; s++) {
+        double loss_v = 0, t0 = MPI_Wtime();
+        if (L->broken == LADLE_OK)
+            L->broken = pipe_step(ps, &L->bd, ladle_lr_at(&L->lrs, e * L->per_epoch + s), L->S,
+                                  e, s, &loss_v);
+        watch_post(&L->wt, e, s, L->broken, L->worker >= 0, loss_v);
+        if (watch_settle(&L->wt, 1))
+            return 1;
+        if (L->broken != LADLE_OK)
+            continue;
+        L->busy += MPI_Wtime() - t0;
+        *sum += loss_v;
+        L->steps_done++;
+        int show =
+            me == 0 && !o->quiet && ((s + 1) % L->progress == 0 || s + 1 == L->per_epoch);
+        if (show && !diverged(&L->wt, loss_v)) {
+            double el = MPI_Wtime() - t_epoch, rate = (double)(s + 1) * o->batch / el;
+            printf("epoch %d step %lld/%lld  loss %.4f  %.0f images/s  %.2f ms/step\n",
+                   e + 1, (long long)(s + 1), (long long)L->per_epoch,
+                   *sum / (double)(s + 1), rate, 1e3 * el / (double)(s + 1));
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
+/* After epoch e: the whole network gathered on rank 0 and scored on the
+ * test set, with the epoch's mean loss: 0, or 1 with the reason printed. */
+static int pipe_evaluate(const opts *o, pipe_state *ps, int e, double sum, int64_t per_epoch)
+{
+    pipe_gather(ps->s, ps->pl, ps->first, ps->full);
+    double acc = 0;
+    ladle_status st = me == 0 ? pipe_accuracy(ps->full, ps->nfull, ps->test, 500,
+                                              o->test_limit, o->dtype, &acc)
+                              : LADLE_OK;
+    if (tool_failed(tool, st, "evaluating on the test set"))
+        return 1;
+    if (me == 0) {
+        printf("epoch %d: train loss %.4f, test accuracy %.2f%%\n", e + 1,
+               sum / (double)per_epoch, 100 * acc);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int pipe_run(const opts *o)
 {
     pipe_state ps = {0};
@@ -424,72 +533,22 @@ static int pipe_run(const opts *o)
         rc = 1;
         goto out;
     }
-    int S = ladle_pipe_schedule_stages(ps.s);
-    int64_t per_epoch = info.size / o->batch;
-    if (o->steps && o->steps < per_epoch)
-        per_epoch = o->steps;
-    ladle_lr_schedule lrs;
-    ladle_lr_schedule_init(&lrs, o->constant_lr ? LADLE_LR_CONSTANT : LADLE_LR_COSINE,
-                           o->lr);
-    lrs.total_steps = (int64_t)o->epochs * per_epoch;
-    int progress =
-        o->progress ? o->progress : (int)(per_epoch / 10 > 0 ? per_epoch / 10 : 1);
-    int worker = ladle_pipeline_worker(ps.pl);
-    watch wt = {0};
-    wt.floor_ = log((double)info.classes);
-    ladle_status broken = LADLE_OK;
-    double t_start = MPI_Wtime(), busy = 0;
-    int64_t steps_done = 0;
-    ladle_batch_desc bd; /* every rank reads the whole batch */
-    ladle_batch_desc_init(&bd, o->seed, o->batch);
+    pipe_loop L = {0};
+    pipe_loop_init(o, &info, &ps, &L);
+    double t_start = MPI_Wtime();
     for (int e = 0; e < o->epochs && rc == 0; e++) {
-        double sum = 0, t_epoch = MPI_Wtime();
-        for (int64_t s = 0; s < per_epoch; s++) {
-            double loss_v = 0, t0 = MPI_Wtime();
-            if (broken == LADLE_OK)
-                broken = pipe_step(&ps, &bd, ladle_lr_at(&lrs, e * per_epoch + s), S, e, s,
-                                   &loss_v);
-            watch_post(&wt, e, s, broken, worker >= 0, loss_v);
-            if (watch_settle(&wt, 1)) {
-                rc = 1;
-                break;
-            }
-            if (broken != LADLE_OK)
-                continue;
-            busy += MPI_Wtime() - t0;
-            sum += loss_v;
-            steps_done++;
-            int show =
-                me == 0 && !o->quiet && ((s + 1) % progress == 0 || s + 1 == per_epoch);
-            if (show && !diverged(&wt, loss_v)) {
-                double el = MPI_Wtime() - t_epoch, rate = (double)(s + 1) * o->batch / el;
-                printf("epoch %d step %lld/%lld  loss %.4f  %.0f images/s  %.2f ms/step\n",
-                       e + 1, (long long)(s + 1), (long long)per_epoch,
-                       sum / (double)(s + 1), rate, 1e3 * el / (double)(s + 1));
-                fflush(stdout);
-            }
-        }
-        if (watch_settle(&wt, 0) || rc) {
+        double sum = 0;
+        rc = pipe_epoch(o, &ps, &L, e, &sum);
+        if (watch_settle(&L.wt, 0) || rc) {
             rc = 1;
             break;
         }
-        pipe_gather(ps.s, ps.pl, ps.first, ps.full);
-        double acc = 0;
-        st = me == 0 ? pipe_accuracy(ps.full, ps.nfull, ps.test, 500, o->test_limit, o->dtype, &acc)
-                     : LADLE_OK;
-        if (tool_failed(tool, st, "evaluating on the test set")) {
-            rc = 1;
+        if ((rc = pipe_evaluate(o, &ps, e, sum, L.per_epoch)) != 0)
             break;
-        }
-        if (me == 0) {
-            printf("epoch %d: train loss %.4f, test accuracy %.2f%%\n", e + 1,
-                   sum / (double)per_epoch, 100 * acc);
-            fflush(stdout);
-        }
     }
     if (rc == 0 && me == 0)
         printf("done: %.2f ms per step over %lld steps, %.1f s in all\n",
-               1e3 * busy / (double)steps_done, (long long)steps_done,
+               1e3 * L.busy / (double)L.steps_done, (long long)L.steps_done,
                MPI_Wtime() - t_start);
     if (rc == 0 && o->timeline)
         rc = pipe_timeline(o, &ps);

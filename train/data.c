@@ -116,6 +116,16 @@ fail:
     return st;
 }
 
+/* Close what open_pair opened (either may be closed already). */
+static void close_pair(idx_file *fi, idx_file *fl)
+{
+    if (fi->f)
+        gzclose(fi->f);
+    if (fl->f)
+        gzclose(fl->f);
+    fi->f = fl->f = NULL;
+}
+
 /* The images and labels files of a dataset, headers checked against each
  * other: three dimensions and one, the same count. */
 static ladle_status open_pair(const char *images, const char *labels, idx_file *fi,
@@ -131,11 +141,7 @@ static ladle_status open_pair(const char *images, const char *labels, idx_file *
     }
     return LADLE_OK;
 fail:
-    if (fi->f)
-        gzclose(fi->f);
-    if (fl->f)
-        gzclose(fl->f);
-    fi->f = fl->f = NULL;
+    close_pair(fi, fl);
     return st;
 }
 
@@ -162,10 +168,7 @@ ladle_status ladle_dataset_probe(const char *images, const char *labels,
     info->cols = fi.dims[2];
     info->classes = top + 1;
 fail:
-    if (fi.f)
-        gzclose(fi.f);
-    if (fl.f)
-        gzclose(fl.f);
+    close_pair(&fi, &fl);
     ladle__free(l);
     return st;
 }
@@ -175,6 +178,40 @@ void ladle_dataset_desc_init(ladle_dataset_desc *d)
     if (!LADLE_DESC_START(d))
         return;
     d->std = 1.0;
+}
+
+/* A dataset of fi's images under d's normalization, its window not yet
+ * sized nor its buffers made; NULL without memory. */
+static ladle_dataset *dataset_new(const idx_file *fi, const ladle_dataset_desc *d)
+{
+    ladle_dataset *ds = ladle__calloc(1, sizeof *ds);
+    if (ds == NULL)
+        return NULL;
+    ds->n = fi->dims[0];
+    ds->rows = fi->dims[1];
+    ds->cols = fi->dims[2];
+    ds->row0 = d->row0;
+    ds->col0 = d->col0;
+    ds->mean = d->mean;
+    ds->std = d->std;
+    ds->perm_epoch = -1;
+    return ds;
+}
+
+/* Stream every image of f through line (one whole image), keeping ds's
+ * window of each. Returns how many images it read: ds->n, or fewer where
+ * the file ends early. */
+static int64_t read_windows(ladle_dataset *ds, gzFile f, uint8_t *line)
+{
+    for (int64_t s = 0; s < ds->n; s++) {
+        if (!read_all(f, line, (size_t)(ds->rows * ds->cols)))
+            return s;
+        uint8_t *dst = ds->pixels + s * ds->wr * ds->wc;
+        for (int64_t r = 0; r < ds->wr; r++)
+            memcpy(dst + r * ds->wc, line + (ds->row0 + r) * ds->cols + ds->col0,
+                   (size_t)ds->wc);
+    }
+    return ds->n;
 }
 
 ladle_status ladle_dataset_load(const char *images, const char *labels,
@@ -198,16 +235,8 @@ ladle_status ladle_dataset_load(const char *images, const char *labels,
     LADLE_CHECK(std > 0 && isfinite(std) && isfinite(mean), LADLE_ERR_ARG,
                 "the mean %g and std %g must be finite, the std positive", mean, std);
     LADLE_CALL(open_pair(images, labels, &fi, &fl, __func__));
-    ds = ladle__calloc(1, sizeof *ds);
+    ds = dataset_new(&fi, d);
     LADLE_CHECK(ds != NULL, LADLE_ERR_ALLOC, "out of memory");
-    ds->n = fi.dims[0];
-    ds->rows = fi.dims[1];
-    ds->cols = fi.dims[2];
-    ds->row0 = row0;
-    ds->col0 = col0;
-    ds->mean = mean;
-    ds->std = std;
-    ds->perm_epoch = -1;
     LADLE_CHECK(row0 >= 0 && col0 >= 0 && rows >= 0 && cols >= 0 && row0 <= ds->rows &&
                     col0 <= ds->cols && rows <= ds->rows - row0 && cols <= ds->cols - col0,
                 LADLE_ERR_ARG, "the window rows %lld+%lld, columns %lld+%lld is outside "
@@ -225,24 +254,15 @@ ladle_status ladle_dataset_load(const char *images, const char *labels,
     LADLE_CHECK(ds->pixels && ds->labels && ds->perm && line, LADLE_ERR_ALLOC,
                 "out of memory for %lld images of %lldx%lld", (long long)ds->n,
                 (long long)ds->wr, (long long)ds->wc);
-    /* stream every image, keep the window */
-    for (int64_t s = 0; s < ds->n; s++) {
-        LADLE_CHECK(read_all(fi.f, line, (size_t)(ds->rows * ds->cols)), LADLE_ERR_IO,
-                    "%s ends after %lld of %lld images (a torn file?)", images, (long long)s,
-                    (long long)ds->n);
-        uint8_t *dst = ds->pixels + s * ds->wr * ds->wc;
-        for (int64_t r = 0; r < ds->wr; r++)
-            memcpy(dst + r * ds->wc, line + (row0 + r) * ds->cols + col0, (size_t)ds->wc);
-    }
+    int64_t read = read_windows(ds, fi.f, line);
+    LADLE_CHECK(read == ds->n, LADLE_ERR_IO, "%s ends after %lld of %lld images (a torn file?)",
+                images, (long long)read, (long long)ds->n);
     LADLE_CHECK(read_all(fl.f, ds->labels, (size_t)ds->n), LADLE_ERR_IO,
                 "%s ends before its %lld labels (a torn file?)", labels, (long long)ds->n);
     *out = ds;
     ds = NULL;
 fail:
-    if (fi.f)
-        gzclose(fi.f);
-    if (fl.f)
-        gzclose(fl.f);
+    close_pair(&fi, &fl);
     ladle__free(line);
     ladle_dataset_destroy(&ds);
     return st;
@@ -508,6 +528,25 @@ static void fill_sample(const ladle_dataset *ds, int64_t s, const aug_draw *d, i
     }
 }
 
+/* The n samples of batch step of epoch (window rows g0 + h, columns c0 + w)
+ * into xs, their labels into ls where not NULL; past the end of the data,
+ * zero samples labelled -1. */
+static void decode_batch(const ladle_dataset *ds, const ladle_batch_desc *d, int64_t epoch,
+                         int64_t step, int64_t n, int64_t g0, int64_t c0, int64_t h,
+                         int64_t w, ladle_dtype dtype, char *xs, int64_t *ls)
+{
+    order((ladle_dataset *)ds, d->seed, epoch);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = step * d->batch + d->offset + i;
+        int64_t s = k < ds->n ? ds->perm[k] : -1;
+        aug_draw a;
+        aug_draw_of(d, epoch, s, &a);
+        if (ls)
+            ls[i] = s >= 0 ? ds->labels[s] : -1;
+        fill_sample(ds, s, &a, g0, c0, h, w, dtype, xs, i * h * w);
+    }
+}
+
 ladle_status ladle_dataset_batch(const ladle_dataset *ds, const ladle_batch_desc *d,
                                  int64_t epoch, int64_t step, ladle_tensor *x,
                                  ladle_tensor *labels)
@@ -553,16 +592,7 @@ ladle_status ladle_dataset_batch(const ladle_dataset *ds, const ladle_batch_desc
                            (void **)&stage));
     xs = bx->host_access ? x->data : stage;
     ls = labels == NULL ? NULL : bl->host_access ? labels->data : (int64_t *)(stage + xpart);
-    order((ladle_dataset *)ds, d->seed, epoch);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = step * batch + offset + i;
-        int64_t s = k < ds->n ? ds->perm[k] : -1;
-        aug_draw a;
-        aug_draw_of(d, epoch, s, &a);
-        if (labels)
-            ls[i] = s >= 0 ? ds->labels[s] : -1;
-        fill_sample(ds, s, &a, g0, c0, h, w, x->dtype, xs, i * h * w);
-    }
+    decode_batch(ds, d, epoch, step, n, g0, c0, h, w, x->dtype, xs, ls);
     /* written through the devices, which wait for the copies: the staging
      * is free again on return */
     if (!bx->host_access)

@@ -511,22 +511,61 @@ static ladle_status on_blocks(ladle_status made, ladle_op **layer, const ladle_l
     return st;
 }
 
-/* Chain layer i over the stage's ranks, with seeds from seed: the layers
- * of ladle_gpt_create_on's graph with D = 1, in the chain's order. */
-static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladle_op **out)
+/* Half k of a transformer block over the stage's ranks, as one residual
+ * layer: x + drop(attn(ln1(x))) for k even, x + drop(proj(gelu(fc(ln2(x)))))
+ * for k odd; seeds from seed. */
+static ladle_status chain_block_on(const chain_on *c, int k, uint64_t seed, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     const ladle_gpt_desc *d = c->d;
     ladle_dtype dt = d->dtype;
     ladle_device dev = d->device;
-    int drop = d->dropout > 0, front = 2 + drop, blocks = 2 * d->layers;
-    int64_t xs[3] = {d->batch, c->t, d->width}, ids[2] = {d->batch, c->t};
+    int64_t xs[3] = {d->batch, c->t, d->width};
     int64_t gs[3] = {d->batch, d->context, d->width};
     int64_t f = d->mlp * d->width;
     ladle_op *body[5] = {NULL}, *op = NULL;
     int n = 0;
     ladle_layernorm_desc nd;
     ladle_layernorm_desc_init(&nd, 1);
+    LADLE_CALL(on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x, c->x,
+                         &body[n++]));
+    if (k % 2 == 0) { /* x + drop(attn(ln1(x))) */
+        ladle_attention_desc ad;
+        ladle_attention_desc_init(&ad, d->width, d->heads);
+        ad.f32_tiles = d->attn_f32_tiles;
+        LADLE_CALL(
+            ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++, &body[n++]));
+    } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */
+        int64_t hs[3] = {d->batch, d->context, ladle__balanced_size(f, c->S, c->i)};
+        ladle_linear_desc fc, proj;
+        ladle_linear_desc_init(&fc, d->width, f);
+        ladle_linear_desc_init(&proj, f, d->width);
+        proj.flags = LADLE_TP_ROW;
+        LADLE_CALL(ladle_dist_tp_linear_create(&fc, c->grid, gs, dt, dev, seed++, &body[n++]));
+        LADLE_CALL(ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
+        LADLE_CALL(
+            ladle_dist_tp_linear_create(&proj, c->grid, gs, dt, dev, seed++, &body[n++]));
+    }
+    if (d->dropout > 0)
+        LADLE_CALL(on_blocks(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &op), &op,
+                             c->x, c->x, &body[n++]));
+    return residual(n, body, out);
+fail:
+    for (int j = 0; j < n; j++)
+        ladle_op_destroy(&body[j]);
+    return st;
+}
+
+/* Chain layer i over the stage's ranks, with seeds from seed: the layers
+ * of ladle_gpt_create_on's graph with D = 1, in the chain's order. */
+static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladle_op **out)
+{
+    const ladle_gpt_desc *d = c->d;
+    ladle_dtype dt = d->dtype;
+    ladle_device dev = d->device;
+    int drop = d->dropout > 0, front = 2 + drop, blocks = 2 * d->layers;
+    int64_t xs[3] = {d->batch, c->t, d->width}, ids[2] = {d->batch, c->t};
+    ladle_op *op = NULL;
     *out = NULL;
     if (i == 0) {
         ladle_embedding_desc wd = wte_desc(d);
@@ -543,37 +582,14 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
     if (i < front)
         return on_blocks(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &op), &op,
                          c->x, c->x, out);
-    if (i < front + blocks) {
-        LADLE_CALL(on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x,
-                             c->x, &body[n++]));
-        if ((i - front) % 2 == 0) { /* x + drop(attn(ln1(x))) */
-            ladle_attention_desc ad;
-            ladle_attention_desc_init(&ad, d->width, d->heads);
-            ad.f32_tiles = d->attn_f32_tiles;
-            LADLE_CALL(ladle_dist_tp_attention_create(&ad, c->grid, gs, dt, dev, seed++,
-                                                      &body[n++]));
-        } else { /* x + drop(proj(gelu(fc(ln2(x))))): fc's features split, T whole */
-            int64_t hs[3] = {d->batch, d->context, ladle__balanced_size(f, c->S, c->i)};
-            ladle_linear_desc fc, proj;
-            ladle_linear_desc_init(&fc, d->width, f);
-            ladle_linear_desc_init(&proj, f, d->width);
-            proj.flags = LADLE_TP_ROW;
-            LADLE_CALL(
-                ladle_dist_tp_linear_create(&fc, c->grid, gs, dt, dev, seed++, &body[n++]));
-            LADLE_CALL(
-                ladle_activation_create(LADLE_GELU_TANH, 0, 3, hs, dt, dev, &body[n++]));
-            LADLE_CALL(ladle_dist_tp_linear_create(&proj, c->grid, gs, dt, dev, seed++,
-                                                   &body[n++]));
-        }
-        if (drop)
-            LADLE_CALL(
-                on_blocks(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &op), &op,
-                          c->x, c->x, &body[n++]));
-        return residual(n, body, out);
-    }
-    if (i == front + blocks)
+    if (i < front + blocks)
+        return chain_block_on(c, i - front, seed, out);
+    if (i == front + blocks) {
+        ladle_layernorm_desc nd;
+        ladle_layernorm_desc_init(&nd, 1);
         return on_blocks(ladle_layernorm_create(&nd, 3, xs, dt, dev, &op), &op, c->x, c->x,
                          out);
+    }
     if (i == front + blocks + 1) {
         ladle_linear_desc head;
         ladle_linear_desc_init(&head, d->width, d->vocab);
@@ -584,10 +600,6 @@ static ladle_status chain_layer_on(const chain_on *c, int i, uint64_t seed, ladl
     int64_t ls[3] = {d->batch, c->t, d->vocab}, rs[2] = {d->batch * c->t, d->vocab};
     return on_blocks(ladle_reshape_create(3, ls, 2, rs, dt, dev, &op), &op, c->logits,
                      c->rows, out);
-fail:
-    for (int k = 0; k < n; k++)
-        ladle_op_destroy(&body[k]);
-    return st;
 }
 
 /* The checks of the _on calls, agreed over comm; *size comm's size. */

@@ -106,6 +106,21 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* path as a corpus of one file: *names a list of its one path. */
+static ladle_status single_file(const char *path, char ***names, int *count,
+                                const char *func)
+{
+    char **v = ladle__calloc(1, sizeof *v);
+    if (v == NULL || (v[0] = ladle__calloc(strlen(path) + 1, 1)) == NULL) {
+        ladle__free(v);
+        return ladle__raise(LADLE_ERR_ALLOC, func, "no memory for a path");
+    }
+    strcpy(v[0], path);
+    *names = v;
+    *count = 1;
+    return LADLE_OK;
+}
+
 /* The corpus files of path: itself, or a directory's files sorted. */
 static ladle_status list_files(const char *path, char ***names, int *count,
                                const char *func)
@@ -119,17 +134,8 @@ static ladle_status list_files(const char *path, char ***names, int *count,
     if (stat(path, &sb) != 0)
         return ladle__raise(LADLE_ERR_IO, func, "the corpus %s: %s", path,
                             ladle__strerror(errno, err, sizeof err));
-    if (!S_ISDIR(sb.st_mode)) {
-        v = ladle__calloc(1, sizeof *v);
-        if (v == NULL || (v[0] = ladle__calloc(strlen(path) + 1, 1)) == NULL) {
-            ladle__free(v);
-            return ladle__raise(LADLE_ERR_ALLOC, func, "no memory for a path");
-        }
-        strcpy(v[0], path);
-        *names = v;
-        *count = 1;
-        return LADLE_OK;
-    }
+    if (!S_ISDIR(sb.st_mode))
+        return single_file(path, names, count, func);
     d = opendir(path);
     if (d == NULL)
         return ladle__raise(LADLE_ERR_IO, func, "the corpus directory %s: %s", path,
@@ -171,11 +177,100 @@ fail:
     return st;
 }
 
+/* Read the count files names in order, each a text file (no NUL byte),
+ * and cut them into records through c, at most LADLE_TEXT_MAX_BYTES in
+ * all. Errors are raised in the name of func, the public entry point. */
+static ladle_status read_records(char **names, int count, cutter *c, const char *func)
+{
+    ladle_status st = LADLE_OK;
+    char *data = NULL;
+    int64_t total = 0;
+    for (int f = 0; f < count; f++) {
+        size_t size = 0;
+        LADLE_CALL(ladle__read_file(func, names[f], LADLE_TEXT_MAX_BYTES - total, &data,
+                                    &size));
+        total += (int64_t)size;
+        const char *nul = memchr(data, '\0', size);
+        if (nul != NULL) {
+            st = ladle__raise(LADLE_ERR_IO, func,
+                              "%s holds a NUL byte at offset %lld: not a text file", names[f],
+                              (long long)(nul - data));
+            goto fail;
+        }
+        if (!cut(c, data, size)) {
+            st = ladle__raise(LADLE_ERR_ALLOC, func, "no memory for the corpus");
+            goto fail;
+        }
+        ladle__free(data);
+        data = NULL;
+    }
+fail:
+    ladle__free(data);
+    return st;
+}
+
+/* The records cut from the corpus path: some, some kept for training and,
+ * where every val_every-th is held out, some for validation. Raised in
+ * the name of func. */
+static ladle_status check_records(const cutter *c, const char *path, int64_t val_every,
+                                  const char *func)
+{
+    if (c->record <= 0)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "the corpus %s holds no record (only blank text)", path);
+    if (c->kept[0] <= 0)
+        return ladle__raise(LADLE_ERR_IO, func,
+                            "the corpus %s has %lld record%s, all held out for validation",
+                            path, (long long)c->record, c->record > 1 ? "s" : "");
+    if (val_every != 0 && c->kept[1] <= 0)
+        return ladle__raise(
+            LADLE_ERR_IO, func,
+            "the corpus %s has %lld record%s: holding out every %lld-th leaves none for "
+            "validation",
+            path, (long long)c->record, c->record > 1 ? "s" : "", (long long)val_every);
+    return LADLE_OK;
+}
+
+/* The vocabulary of x: the bytes seen in either split, numbered in byte
+ * order. */
+static void build_vocab(ladle_text *x, const ladle__bytes buf[2])
+{
+    int seen[256] = {0};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < buf[s].size; i++)
+            seen[(unsigned char)buf[s].data[i]] = 1;
+    for (int b = 0; b < 256; b++) {
+        x->id_of[b] = -1;
+        if (seen[b]) {
+            x->id_of[b] = (int16_t)x->vocab;
+            x->byte_of[x->vocab++] = (int16_t)b;
+        }
+    }
+}
+
+/* Each split's bytes as token ids under x's vocabulary. Raised in the name
+ * of func. */
+static ladle_status tokenize(ladle_text *x, const ladle__bytes buf[2], const int64_t kept[2],
+                             const char *func)
+{
+    for (int s = 0; s < 2; s++) {
+        x->len[s] = (int64_t)buf[s].size;
+        x->records[s] = kept[s];
+        x->tok[s] = ladle__calloc(buf[s].size ? buf[s].size : 1, sizeof(int64_t));
+        if (x->tok[s] == NULL)
+            return ladle__raise(LADLE_ERR_ALLOC, func, "no memory for %zu tokens",
+                                buf[s].size);
+        for (size_t i = 0; i < buf[s].size; i++)
+            x->tok[s][i] = x->id_of[(unsigned char)buf[s].data[i]];
+    }
+    return LADLE_OK;
+}
+
 ladle_status ladle_text_load(const char *path, const ladle_text_desc *o, ladle_text **t)
 {
     ladle_status st = LADLE_OK;
     ladle_text_desc def;
-    char **names = NULL, *data = NULL;
+    char **names = NULL;
     int count = 0;
     ladle__bytes buf[2] = {{0}, {0}};
     ladle_text *x = NULL;
@@ -191,58 +286,17 @@ ladle_status ladle_text_load(const char *path, const ladle_text_desc *o, ladle_t
                 "val_every %lld is outside 0 .. 2^20", (long long)o->val_every);
     LADLE_CALL(list_files(path, &names, &count, __func__));
     cutter c = {{&buf[0], &buf[1]}, o->val_every, 0, {0, 0}};
-    int64_t total = 0;
-    for (int f = 0; f < count; f++) {
-        size_t size = 0;
-        LADLE_CALL(ladle__read_file(__func__, names[f], LADLE_TEXT_MAX_BYTES - total, &data,
-                                    &size));
-        total += (int64_t)size;
-        const char *nul = memchr(data, '\0', size);
-        LADLE_CHECK(nul == NULL, LADLE_ERR_IO,
-                    "%s holds a NUL byte at offset %lld: not a text file", names[f],
-                    (long long)(nul - data));
-        LADLE_CHECK(cut(&c, data, size), LADLE_ERR_ALLOC, "no memory for the corpus");
-        ladle__free(data);
-        data = NULL;
-    }
-    LADLE_CHECK(c.record > 0, LADLE_ERR_IO,
-                "the corpus %s holds no record (only blank text)", path);
-    LADLE_CHECK(c.kept[0] > 0, LADLE_ERR_IO,
-                "the corpus %s has %lld record%s, all held out for validation", path,
-                (long long)c.record, c.record > 1 ? "s" : "");
-    LADLE_CHECK(
-        o->val_every == 0 || c.kept[1] > 0, LADLE_ERR_IO,
-        "the corpus %s has %lld record%s: holding out every %lld-th leaves none for "
-        "validation",
-        path, (long long)c.record, c.record > 1 ? "s" : "", (long long)o->val_every);
+    LADLE_CALL(read_records(names, count, &c, __func__));
+    LADLE_CALL(check_records(&c, path, o->val_every, __func__));
     x = ladle__calloc(1, sizeof *x);
     LADLE_CHECK(x != NULL, LADLE_ERR_ALLOC, "no memory for a corpus");
     x->files = count;
-    int seen[256] = {0};
-    for (int s = 0; s < 2; s++)
-        for (size_t i = 0; i < buf[s].size; i++)
-            seen[(unsigned char)buf[s].data[i]] = 1;
-    for (int b = 0; b < 256; b++) {
-        x->id_of[b] = -1;
-        if (seen[b]) {
-            x->id_of[b] = (int16_t)x->vocab;
-            x->byte_of[x->vocab++] = (int16_t)b;
-        }
-    }
-    for (int s = 0; s < 2; s++) {
-        x->len[s] = (int64_t)buf[s].size;
-        x->records[s] = c.kept[s];
-        x->tok[s] = ladle__calloc(buf[s].size ? buf[s].size : 1, sizeof(int64_t));
-        LADLE_CHECK(x->tok[s] != NULL, LADLE_ERR_ALLOC, "no memory for %zu tokens",
-                    buf[s].size);
-        for (size_t i = 0; i < buf[s].size; i++)
-            x->tok[s][i] = x->id_of[(unsigned char)buf[s].data[i]];
-    }
+    build_vocab(x, buf);
+    LADLE_CALL(tokenize(x, buf, c.kept, __func__));
     *t = x;
     x = NULL;
 fail:
     ladle_text_destroy(&x);
-    ladle__free(data);
     for (int s = 0; s < 2; s++)
         ladle__free(buf[s].data);
     for (int k = 0; k < count; k++)
