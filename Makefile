@@ -12,6 +12,7 @@
 #   make bench-overhead  a ladle call from PyTorch (ladle.torch) next to the same call from C
 #   make bench-distdl    the LeNet-5 step through ladle.torch next to DistDL's (DISTDL_SRC=...)
 #   make asan         the suite under AddressSanitizer + UBSan (= make check SANITIZE=1)
+#   make check-tool-leaks  every tool's refusals on the tools built under ASan, leaks on
 #   make valgrind     the suite's smaller runs under valgrind memcheck
 #   make install PREFIX=/usr/local
 #   make CUDA=1       the same with the CUDA backend (nvcc, cuBLAS), in build/cuda/
@@ -162,7 +163,7 @@ BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/ben
 BENCH_BINS += $(if $(filter 1,$(CUDA)),$(OUT)/bench/bench_gpu)
 EXAMPLE_BINS := $(patsubst examples/%.c,$(OUT)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps demo tour check check-abi check-cuda python check-python check-torch layering api-lint asan valgrind bench bench-torch \
+.PHONY: all deps demo tour check check-abi check-cuda check-tool-leaks python check-python check-torch layering api-lint asan valgrind bench bench-torch \
         bench-overhead bench-distdl install uninstall \
         clean format tests FORCE
 
@@ -319,6 +320,11 @@ $(OUT)/test/idle_yield.so: test/idle_yield.c
 # sanitizers); CUDA_CHECK=0 skips it. The emulated build needs only g++, the
 # nvcc build the toolkit, and runs only where one is found.
 CUDA_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE))),1,0)
+# make check also runs every tool's refusals (test/tool_errors.sh) on the
+# tools built under ASan + UBSan, leak checking on: a refusal that leaks or
+# faults fails it (the plain build's run cannot see a leak).
+# TOOL_LEAK_CHECK=0 skips it.
+TOOL_LEAK_CHECK ?= $(if $(and $(filter 0,$(CUDA)),$(filter 0,$(SANITIZE)),$(filter build,$(BUILD))),1,0)
 
 check: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) tests
@@ -332,6 +338,8 @@ check: deps
 	    test/run.sh $(OUT)/test || status=1; \
 	if [ "$(SANITIZE)" = 0 ]; then $(MAKE) --no-print-directory check-abi || status=1; fi; \
 	if [ "$(CUDA_CHECK)" = 1 ]; then $(MAKE) --no-print-directory check-cuda || status=1; fi; \
+	if [ "$(TOOL_LEAK_CHECK)" = 1 ] && [ -z "$(TEST)" ]; then \
+	    $(MAKE) --no-print-directory check-tool-leaks || status=1; fi; \
 	if [ "$(PYTHON_CHECK)" = 1 ] && [ -z "$(TEST)" ]; then $(MAKE) --no-print-directory check-python \
 	    PY_BUILD=$(PY_CHECK_BUILD) PY_OPT="$(PY_CHECK_OPT)" || status=1; fi; \
 	exit $$status
@@ -436,6 +444,17 @@ api-lint:
 
 asan:
 	@$(MAKE) --no-print-directory check SANITIZE=1
+
+# The tools' refusals under the sanitizers (see TOOL_LEAK_CHECK): only the
+# tools are built in build-asan/, not the suites.
+check-tool-leaks:
+ifeq ($(SANITIZE),1)
+	@echo "== the tools' refusals under ASan + UBSan, leaks checked"
+	@$(SAN_ENV) MPIEXEC="$(MPIEXEC)" BINDIR="$(BINDIR)" TEST=tool_errors test/run.sh $(OUT)/test
+else
+	@$(MAKE) --no-print-directory -j$(JOBS) SANITIZE=1 $(addprefix build-asan/bin/,$(TOOLS))
+	@$(MAKE) --no-print-directory SANITIZE=1 check-tool-leaks
+endif
 
 # hwloc's PCI plugin is left out as in the sanitizer runs (no suppression
 # here covers its leak); test/run.sh picks the suppression files for the MPI

@@ -238,6 +238,10 @@ mpi 2 "--kernel: 0 in '1,0' is out of range" ladle-adjoint halo-exchange --shape
 mpi 2 "--x-split '1' gives 1 dimension of sizes; the partition has 2" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1
 mpi 2 "--x-split '1/1/1' has more than the partition's 2 dimensions" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1/1/1
 mpi 2 "--py does not apply to all-sum-reduce" ladle-adjoint all-sum-reduce --py 1 --shape 3
+# --py refused after --px made its partition (under make check-tool-leaks a
+# leak of that partition fails these)
+mpi 2 "--py: the extent 5 in '5x5' is out of range" ladle-adjoint broadcast --py 5x5
+mpi 2 "--py: rank 9 in '9' does not exist" ladle-adjoint sum-reduce --px 1 --py 1@9 --shape 3
 mpi 2 "--axes does not apply to broadcast" ladle-adjoint broadcast --axes 0 --shape 3
 mpi 2 "the primitive: 'frobnicate' is not one of" ladle-adjoint frobnicate --shape 3
 mpi 2 "unexpected argument 'again'" ladle-adjoint broadcast again

@@ -461,9 +461,11 @@ int main(int argc, char **argv)
         o.shape_ndim = 1;
         o.shape[0] = 1;
     }
+    /* a refused --py frees the partition --px made */
     if (make_partition(o.px, "--px", &px, &st) != 0 ||
         (needs_py && make_partition(o.py, "--py", &py, &sty) != 0)) {
-        return tool_exit(2);
+        rc = 2;
+        goto done;
     }
     if (report(st != LADLE_OK ? st : sty, "creating the partitions")) {
         rc = 2;
