@@ -2,9 +2,9 @@
  * cma_pull - would a single-copy pull of strided pieces beat packing them?
  *
  * The repartition's forward packs each strided piece before MPI moves it
- * (docs/benchmarks.md, "This repartition must change the layout"). This
- * program measures the alternative on Linux: the receiver reads the
- * sender's strided rows straight into its own buffer with
+ * (docs/runs/2026-11-29-primitives-vs-mpi.md, "This repartition must change
+ * the layout"). This program measures the alternative on Linux: the
+ * receiver reads the sender's strided rows straight into its own buffer with
  * process_vm_readv (cross-memory attach, the kernel call MPICH's
  * single-copy path uses for contiguous messages), one iovec per row.
  *
