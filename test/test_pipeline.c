@@ -459,7 +459,8 @@ END_TEST
 /* The costs around the compute: on one rank none; on more, finite and
  * non-negative, the same on every rank, none after the last layer or for a
  * layer without parameters, and a boundary of 2 MiB dearer than one of
- * 16 KiB; bad arguments fail on every rank without writing. */
+ * 16 KiB (in one of three profiles); bad arguments fail on every rank
+ * without writing. */
 START_TEST(profiling_comm)
 {
     int64_t x[2] = {64, 64};
@@ -471,26 +472,36 @@ START_TEST(profiling_comm)
                               &ops[2])); /* 2 MiB */
     int64_t big[2] = {64, 8192};
     LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, big, LADLE_F32, lt_device(), &ops[3]));
-    double cut[4] = {-1, -1, -1, -1}, red[4] = {-1, -1, -1, -1}, lat = -1;
-    LT_OK(
-        ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, ops, 9, cut, red, &lat));
-    double lo[9], hi[9],
-        v[9] = {cut[0], cut[1], cut[2], cut[3], red[0], red[1], red[2], red[3], lat};
-    MPI_Allreduce(v, lo, 9, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(v, hi, 9, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    int ok = 1;
-    for (int i = 0; i < 9; i++)
-        ok &= isfinite(v[i]) && v[i] >= 0 && v[i] < 1 && lo[i] == hi[i];
-    LT_ASSERT(ok, "cut %g %g %g %g, reduce %g %g %g %g, latency %g (or the ranks differ)",
-              cut[0], cut[1], cut[2], cut[3], red[0], red[1], red[2], red[3], lat);
-    LT_ASSERT(cut[3] == 0 && red[1] == 0 && red[3] == 0, "a cost with nothing to move");
-    if (lt_size == 1)
-        LT_ASSERT(cut[0] == 0 && cut[2] == 0 && red[0] == 0 && red[2] == 0 && lat == 0,
-                  "costs on one rank");
-    else
-        LT_ASSERT(cut[2] > cut[0] && red[2] > red[0] && lat > 0,
-                  "2 MiB against 16 KiB: cut %g %g, reduce %g %g, latency %g", cut[2],
-                  cut[0], red[2], red[0], lat);
+    double cut[4], red[4], lat;
+    /* the order of 2 MiB and 16 KiB is a measurement: on a loaded machine
+     * (more ranks than cores, busy-polling MPI) one profile can time the
+     * small message through a preemption, so up to three are taken, each
+     * checked whole; every rank holds rank 0's values and so decides alike */
+    int ordered = 0;
+    for (int attempt = 0; attempt < 3 && !ordered; attempt++) {
+        for (int i = 0; i < 4; i++)
+            cut[i] = red[i] = -1;
+        lat = -1;
+        LT_OK(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_WORLD), 4, ops, 9, cut, red,
+                                      &lat));
+        double lo[9], hi[9],
+            v[9] = {cut[0], cut[1], cut[2], cut[3], red[0], red[1], red[2], red[3], lat};
+        MPI_Allreduce(v, lo, 9, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(v, hi, 9, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        int ok = 1;
+        for (int i = 0; i < 9; i++)
+            ok &= isfinite(v[i]) && v[i] >= 0 && v[i] < 1 && lo[i] == hi[i];
+        LT_ASSERT(ok, "cut %g %g %g %g, reduce %g %g %g %g, latency %g (or the ranks differ)",
+                  cut[0], cut[1], cut[2], cut[3], red[0], red[1], red[2], red[3], lat);
+        LT_ASSERT(cut[3] == 0 && red[1] == 0 && red[3] == 0, "a cost with nothing to move");
+        if (lt_size == 1)
+            LT_ASSERT(cut[0] == 0 && cut[2] == 0 && red[0] == 0 && red[2] == 0 && lat == 0,
+                      "costs on one rank");
+        ordered = lt_size == 1 || (cut[2] > cut[0] && red[2] > red[0] && lat > 0);
+    }
+    LT_ASSERT(ordered, "2 MiB against 16 KiB, three profiles: the last cut %g %g, reduce %g %g, "
+                       "latency %g",
+              cut[2], cut[0], red[2], red[0], lat);
     /* bad arguments: nothing written */
     double c2[4] = {-7, -7, -7, -7}, r2[4] = {-7, -7, -7, -7}, l2 = -7;
     LT_FAILS(ladle_pipe_profile_comm(ladle_comm_of(MPI_COMM_NULL), 4, ops, 9, c2, r2, &l2),
