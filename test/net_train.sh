@@ -79,7 +79,7 @@ EOF
 chmod +x "$tmp/enter"
 
 args="--quiet --steps 30 --batch 32 --dtype f64 --seed 4 --test-limit 1000 --data-ways 2"
-# MPIEXEC without its own flags: the link run gives Hydra its own
+# the link run calls Hydra itself (with its own launcher flags), the node run MPIEXEC
 over_link() { # ARGS...: 2 ranks, one in each namespace; mpiexec runs in the first
     timeout 600 ip netns exec "$a" "$mpi" -iface nt$$a -launcher ssh \
         -launcher-exec "$tmp/enter" -hosts 10.77.0.1,10.77.0.2 -n 2 -ppn 1 \
