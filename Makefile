@@ -228,7 +228,7 @@ $(BUILD)/layers/%.o $(patsubst %,$(BUILD)/src/backends/cpu/%.o,$(CPU_FUSED)): \
     CFLAGS_ALL += -ffp-contract=fast
 # The CPU kernels never read errno, so their math calls need not set it:
 # with errno, a sqrt kept the optimizers' update loops scalar (their values
-# are the same bits either way; docs/benchmarks.md).
+# are the same bits either way; docs/runs/2026-11-29-lenet-step-and-layer-kernels.md).
 $(BUILD)/src/backends/cpu/%.o: CFLAGS_ALL += -fno-math-errno
 # The channels' direct convolution (src/backends/cpu/conv_channels.inc)
 # broadcasts each input from memory into its multiply-add; GCC's predictive

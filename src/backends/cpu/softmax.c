@@ -33,7 +33,7 @@
  * general loops above took 15 ns an element with two calls of the C
  * library's exp in double. 32 lanes, not 8: with one vector of sums each
  * step waited on the last one's add (forward + backward 1.40 -> 1.08 ns an
- * element at AVX-512, docs/benchmarks.md).
+ * element at AVX-512, docs/runs/2026-11-29-lenet-step-and-layer-kernels.md).
  */
 #define SL 32
 
