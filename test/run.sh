@@ -171,7 +171,7 @@ test_memory: 1 2 4
 # selected: is NAME one of TEST's (everything when TEST is empty)?
 selected() { [ -z "${TEST:-}" ] || echo " $TEST " | grep -q " $1 "; }
 for t in ${TEST:-}; do
-    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda net_train canary " in
+    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda net_train resume_kill canary " in
     *" $t "*) ;;
     *) echo "run.sh: TEST names '$t', which is not in the suite"; exit 2 ;;
     esac
@@ -343,6 +343,23 @@ if selected net_train && [ $has_cpu = 1 ]; then
     printf '%-4s %-30s          %4ds\n' "$res" "net_train.sh" $(( $(date +%s) - t0 ))
     [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/net_train.log" | tail -40
     [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/net_train.log"
+fi
+
+# a training job killed with SIGKILL mid-epoch and restarted with
+# --resume latest, in a pass that has the CPU (it skips without ps)
+t0=$(date +%s)
+if ! selected resume_kill || [ $has_cpu = 0 ]; then
+    :
+elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/resume_kill.sh >"$logdir/resume_kill.log" 2>&1; then
+    res=PASS; pass=$((pass + 1))
+    grep -q '^skip ' "$logdir/resume_kill.log" && res=SKIP
+else
+    res=FAIL; fail=$((fail + 1)); failed="$failed resume_kill"
+fi
+if selected resume_kill && [ $has_cpu = 1 ]; then
+    printf '%-4s %-30s          %4ds\n' "$res" "resume_kill.sh" $(( $(date +%s) - t0 ))
+    [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/resume_kill.log" | tail -40
+    [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/resume_kill.log"
 fi
 
 # the tools on the CUDA device against the CPU, in a pass that has CUDA
