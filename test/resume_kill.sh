@@ -29,16 +29,22 @@
 # Needs ps (to find the ranks under the launcher); where it is missing it
 # says so and skips (exit 0). Environment: MPIEXEC (mpiexec), BINDIR (bin).
 set -u
+skip() { echo "skip resume_kill: $*"; exit 0; }
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+# a check's outcome: STATUS (0 passed) WHAT LOG (its tail shown on failure)
+said() {
+    if [ "$1" -eq 0 ]; then
+        ok "$2"
+    else
+        bad "$2"
+        tail -n 10 "$3" | sed 's/^/     /'
+    fi
+}
 MPIEXEC=${MPIEXEC:-mpiexec}
 BINDIR=${BINDIR:-bin}
 train=$BINDIR/ladle-train
 fails=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fails=$((fails + 1)); }
-skip() {
-    echo "skip resume_kill: $*"
-    exit 0
-}
 
 [ -x "$train" ] || { echo "FAIL resume_kill: no $train"; exit 1; }
 command -v ps >/dev/null || skip "needs ps to find the ranks to kill"
@@ -163,12 +169,8 @@ until run "$tmp/job.2.log" 2 $args --checkpoint "$tmp/job/" --summary "$tmp/job.
     tries=$((tries + 1))
     [ $tries -lt 3 ] || break
 done
-if grep -q "resumed from $tmp/job/$ckpt after epoch $from" "$tmp/job.2.log" && grep -q "^done:" "$tmp/job.2.log"; then
-    ok "restarted with the same command: resumed after epoch $from and finished"
-else
-    bad "the restart"
-    tail -n 10 "$tmp/job.2.log" | sed 's/^/     /'
-fi
+grep -q "resumed from $tmp/job/$ckpt after epoch $from" "$tmp/job.2.log" && grep -q "^done:" "$tmp/job.2.log"
+said $? "restarted with the same command: resumed after epoch $from and finished" "$tmp/job.2.log"
 want=$(lines "$tmp/ref.log" $killed)
 got=$(lines "$tmp/job.2.log" $killed)
 if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$(summary "$tmp/job.sum")" = "$(summary "$tmp/ref.sum")" ]; then
@@ -191,15 +193,11 @@ else
 fi
 
 # ---- the restart on 3 ranks, the same command ----
-if run "$tmp/job3.log" 3 $args --checkpoint "$tmp/job3/" --summary "$tmp/job3.sum" &&
+run "$tmp/job3.log" 3 $args --checkpoint "$tmp/job3/" --summary "$tmp/job3.sum" &&
     [ "$(lines "$tmp/job3.log" $killed)" = "$want" ] &&
     [ "$(summary "$tmp/job3.sum")" = "$(summary "$tmp/ref.sum")" ] &&
-    cmp -s "$tmp/job3/epoch-000003.ckpt" "$tmp/ref/epoch-000003.ckpt"; then
-    ok "restarted on 3 ranks with the same command: the reference's lines and last checkpoint"
-else
-    bad "the restart on 3 ranks"
-    tail -n 10 "$tmp/job3.log" | sed 's/^/     /'
-fi
+    cmp -s "$tmp/job3/epoch-000003.ckpt" "$tmp/ref/epoch-000003.ckpt"
+said $? "restarted on 3 ranks with the same command: the reference's lines and last checkpoint" "$tmp/job3.log"
 
 # ---- the restart on 1 rank, one data way ----
 # the lines' numbers against the reference's: losses within 1e-4 (one unit
@@ -215,14 +213,10 @@ close() { # WANT GOT
           for (i = 1; i <= na; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-4 + 1e-9) bad = 1 } }
         END { exit bad }'
 }
-if run "$tmp/job1.log" 1 $common --data-ways 1 --resume latest --checkpoint "$tmp/job1/" --keep 1 \
+run "$tmp/job1.log" 1 $common --data-ways 1 --resume latest --checkpoint "$tmp/job1/" --keep 1 \
     --summary "$tmp/job1.sum" && close "$want" "$(lines "$tmp/job1.log" $killed)" &&
-    close "$(summary "$tmp/ref.sum")" "$(summary "$tmp/job1.sum" | sed 's/layout 1x1x1/layout 2x1x1/')"; then
-    ok "restarted on 1 rank (--data-ways 1): losses within 1e-4, accuracies equal"
-else
-    bad "the restart on 1 rank"
-    tail -n 10 "$tmp/job1.log" | sed 's/^/     /'
-fi
+    close "$(summary "$tmp/ref.sum")" "$(summary "$tmp/job1.sum" | sed 's/layout 1x1x1/layout 2x1x1/')"
+said $? "restarted on 1 rank (--data-ways 1): losses within 1e-4, accuracies equal" "$tmp/job1.log"
 if [ "$(files "$tmp/job1")" = "epoch-000003.ckpt " ]; then
     ok "--keep 1 leaves one file"
 else
@@ -236,16 +230,12 @@ size=$(wc -c <"$tmp/bad/epoch-000003.ckpt")
 printf 'X' | dd of="$tmp/bad/epoch-000003.ckpt" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 head -c $((size / 2)) "$tmp/ref/epoch-000002.ckpt" >"$tmp/bad/epoch-000002.ckpt"
 head -c 100 "$tmp/ref/epoch-000003.ckpt" >"$tmp/bad/epoch-000004.ckpt.tmp"
-if run "$tmp/bad.log" 2 $args --checkpoint "$tmp/bad" --summary "$tmp/bad.sum" &&
+run "$tmp/bad.log" 2 $args --checkpoint "$tmp/bad" --summary "$tmp/bad.sum" &&
     grep -q "skipping $tmp/bad/epoch-000003.ckpt: .*damaged" "$tmp/bad.log" &&
     grep -q "skipping $tmp/bad/epoch-000002.ckpt: .*truncated or torn" "$tmp/bad.log" &&
     grep -q "skipping $tmp/bad/epoch-000004.ckpt.tmp: a write that never finished" "$tmp/bad.log" &&
     grep -q "resumed from $tmp/bad/epoch-000001.ckpt after epoch 1" "$tmp/bad.log" &&
     [ "$(lines "$tmp/bad.log" 2)" = "$(lines "$tmp/ref.log" 2)" ] &&
-    cmp -s "$tmp/bad/epoch-000003.ckpt" "$tmp/ref/epoch-000003.ckpt"; then
-    ok "a damaged and a torn file skipped, named; resumed after epoch 1, ended as the reference"
-else
-    bad "the damaged directory"
-    tail -n 10 "$tmp/bad.log" | sed 's/^/     /'
-fi
+    cmp -s "$tmp/bad/epoch-000003.ckpt" "$tmp/ref/epoch-000003.ckpt"
+said $? "a damaged and a torn file skipped, named; resumed after epoch 1, ended as the reference" "$tmp/bad.log"
 [ $fails -eq 0 ] || exit 1

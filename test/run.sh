@@ -328,39 +328,30 @@ if selected tool_errors && [ $has_cpu = 1 ]; then
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
 fi
 
-# a training job across two "nodes" (network namespaces over TCP), in a
-# pass that has the CPU: it skips, with its reason, without root
-t0=$(date +%s)
-if ! selected net_train || [ $has_cpu = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC" BINDIR="$BINDIR" test/net_train.sh >"$logdir/net_train.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-    grep -q '^skip ' "$logdir/net_train.log" && res=SKIP
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed net_train"
-fi
-if selected net_train && [ $has_cpu = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "net_train.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/net_train.log" | tail -40
-    [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/net_train.log"
-fi
-
+# A script of the suite, in a pass that has the CPU: NAME LAUNCHER. A
+# "skip" line in its log makes it SKIP, shown with its reason.
+cpu_script() {
+    name=$1
+    selected "$name" && [ $has_cpu = 1 ] || return 0
+    t0=$(date +%s)
+    log="$logdir/$name.log"
+    if MPIEXEC="$2" BINDIR="$BINDIR" "test/$name.sh" >"$log" 2>&1; then
+        res=PASS; pass=$((pass + 1))
+        grep -q '^skip ' "$log" && res=SKIP
+    else
+        res=FAIL; fail=$((fail + 1)); failed="$failed $name"
+    fi
+    printf '%-4s %-30s          %4ds\n' "$res" "$name.sh" $(( $(date +%s) - t0 ))
+    [ "$res" = FAIL ] && sed 's/^/    | /' "$log" | tail -40
+    [ "$res" = SKIP ] && sed 's/^/    | /' "$log"
+    return 0
+}
+# a training job across two "nodes" (network namespaces over TCP): it
+# skips, with its reason, without root
+cpu_script net_train "$MPIEXEC"
 # a training job killed with SIGKILL mid-epoch and restarted with
-# --resume latest, in a pass that has the CPU (it skips without ps)
-t0=$(date +%s)
-if ! selected resume_kill || [ $has_cpu = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/resume_kill.sh >"$logdir/resume_kill.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-    grep -q '^skip ' "$logdir/resume_kill.log" && res=SKIP
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed resume_kill"
-fi
-if selected resume_kill && [ $has_cpu = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "resume_kill.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/resume_kill.log" | tail -40
-    [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/resume_kill.log"
-fi
+# --resume latest (it skips without ps), oversubscribed at 3 ranks
+cpu_script resume_kill "$MPIEXEC $flags $preload"
 
 # the tools on the CUDA device against the CPU, in a pass that has CUDA
 t0=$(date +%s)

@@ -71,7 +71,7 @@ static int ckpt_dir_mode(const char *path, char *why)
     if (errno == ENOTDIR)
         return cli_fail(why, "--checkpoint %s: not a directory (or a part of it is not)", path);
     if (!slash)
-        return 0; /* a file to be: checked as today */
+        return 0; /* a file to be: ckpt_prepare probes it */
     if (mkdir(path, 0777) != 0)
         return cli_fail(why, "--checkpoint: cannot create the directory %s: %s", path,
                         strerror(errno));
