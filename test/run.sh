@@ -171,7 +171,7 @@ test_memory: 1 2 4
 # selected: is NAME one of TEST's (everything when TEST is empty)?
 selected() { [ -z "${TEST:-}" ] || echo " $TEST " | grep -q " $1 "; }
 for t in ${TEST:-}; do
-    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda net_train canary " in
+    case " $(echo "$SUITE$CUDA_SUITE" | cut -d: -f1 | tr '\n' ' ') tool_test tool_errors tool_cuda net_train resume_kill canary " in
     *" $t "*) ;;
     *) echo "run.sh: TEST names '$t', which is not in the suite"; exit 2 ;;
     esac
@@ -328,22 +328,30 @@ if selected tool_errors && [ $has_cpu = 1 ]; then
     [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
 fi
 
-# a training job across two "nodes" (network namespaces over TCP), in a
-# pass that has the CPU: it skips, with its reason, without root
-t0=$(date +%s)
-if ! selected net_train || [ $has_cpu = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC" BINDIR="$BINDIR" test/net_train.sh >"$logdir/net_train.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-    grep -q '^skip ' "$logdir/net_train.log" && res=SKIP
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed net_train"
-fi
-if selected net_train && [ $has_cpu = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "net_train.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = FAIL ] && sed 's/^/    | /' "$logdir/net_train.log" | tail -40
-    [ "$res" = SKIP ] && sed 's/^/    | /' "$logdir/net_train.log"
-fi
+# A script of the suite, in a pass that has the CPU: NAME LAUNCHER. A
+# "skip" line in its log makes it SKIP, shown with its reason.
+cpu_script() {
+    name=$1
+    selected "$name" && [ $has_cpu = 1 ] || return 0
+    t0=$(date +%s)
+    log="$logdir/$name.log"
+    if MPIEXEC="$2" BINDIR="$BINDIR" "test/$name.sh" >"$log" 2>&1; then
+        res=PASS; pass=$((pass + 1))
+        grep -q '^skip ' "$log" && res=SKIP
+    else
+        res=FAIL; fail=$((fail + 1)); failed="$failed $name"
+    fi
+    printf '%-4s %-30s          %4ds\n' "$res" "$name.sh" $(( $(date +%s) - t0 ))
+    [ "$res" = FAIL ] && sed 's/^/    | /' "$log" | tail -40
+    [ "$res" = SKIP ] && sed 's/^/    | /' "$log"
+    return 0
+}
+# a training job across two "nodes" (network namespaces over TCP): it
+# skips, with its reason, without root
+cpu_script net_train "$MPIEXEC"
+# a training job killed with SIGKILL mid-epoch and restarted with
+# --resume latest (it skips without ps), oversubscribed at 3 ranks
+cpu_script resume_kill "$MPIEXEC $flags $preload"
 
 # the tools on the CUDA device against the CPU, in a pass that has CUDA
 t0=$(date +%s)

@@ -143,8 +143,22 @@ mpi 0 "usage: mpiexec -n N ladle-train" ladle-train --help
 mpi 0 "ladle-train (ladle " ladle-train --version
 # ---- ladle-train: outputs checked before any work ------------------------
 mpi 2 "--summary: cannot write $tmp/missing/s.txt: No such file or directory" ladle-train --summary "$tmp/missing/s.txt"
-mpi 2 "$tmp is a directory, not a file" ladle-train --checkpoint "$tmp"
 mpi 2 "cannot create $tmp/missing/ck.tmp: No such file or directory" ladle-train --checkpoint "$tmp/missing/ck"
+# a checkpoint directory: made when missing (one level), written to, or refused
+mpi 2 "cannot create the directory $tmp/missing/dir/: No such file or directory" ladle-train --checkpoint "$tmp/missing/dir/"
+mpi 2 "--checkpoint $tmp/d32/train-labels-idx1-ubyte/: not a directory" ladle-train --checkpoint "$tmp/d32/train-labels-idx1-ubyte/"
+# a directory that cannot be written (root writes through the mode bits: /proc then)
+mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+ro="$tmp/ro"
+[ -w "$ro" ] && ro=/proc
+mpi 2 "cannot create $ro/epoch-000001.ckpt.tmp" ladle-train --checkpoint "$ro"
+mpi 2 "--keep: 0 is out of range (expected 1 to" ladle-train --keep 0 --checkpoint "$tmp/kd/"
+mpi 2 "--keep: 'two' is not a whole number" ladle-train --keep two --checkpoint "$tmp/kd/"
+mpi 2 "--keep needs --checkpoint DIR" ladle-train --keep 3
+mpi 2 "--resume latest needs --checkpoint DIR" ladle-train --resume latest
+mpi 2 "--resume needs a non-empty FILE, 'latest', or no value" ladle-train --resume "" --checkpoint "$tmp/kd/"
+mpi 2 "--resume does not apply to --pipeline" ladle-train --pipeline 1f1b --resume latest
+mpi 2 "--keep does not apply to --pipeline" ladle-train --pipeline 1f1b --keep 2
 mpi 2 "--timeline: cannot write" ladle-train --pipeline 1f1b --timeline "$tmp/missing/t.svg"
 # ---- ladle-train: the data, checked against the model --------------------
 mpi 2 "No such file or directory" ladle-train --data "$tmp/none"
@@ -179,7 +193,21 @@ mpi 2 "has finished epoch 1, and 1 was asked for: nothing to train" ladle-train 
 mpi 2 "images of 32x32 (this run: images of 28x28), 96 training samples (this run: 60000 training samples)" ladle-train --data "$fm" $short --epochs 2 --seed 3 --checkpoint "$ck" --resume
 mpi 2 "no batch norm (this run: --bn)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --bn --checkpoint "$ck" --resume
 mpi 2 "SGD (this run: --adam)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --adam --checkpoint "$ck" --resume
-mpi 2 "is a directory" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$tmp/" --resume
+mpi 2 "$tmp/ is a directory: use --resume latest" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$tmp/" --resume
+# --resume's value is optional: a bare --resume before another option stays bare
+mpi 2 "was written by another run: --seed 3 (this run: --seed 4)" ladle-train --data "$tmp/d32" $short --epochs 2 --checkpoint "$ck" --resume --seed 4
+mpi 2 "--resume latest needs --checkpoint DIR; $ck is a file" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$ck" --resume latest
+mpi 2 "--keep needs --checkpoint DIR; $ck is a file" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --checkpoint "$ck" --keep 2
+mpi 2 "cannot open $tmp/none.ckpt" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --resume "$tmp/none.ckpt"
+mpi 2 "$tmp/d32 is a directory, not a file" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --resume "$tmp/d32"
+# --resume FILE resumes from a file of its own, saving nowhere or elsewhere
+mpi 0 "resumed from $ck after epoch 1" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --resume "$ck"
+# --resume latest: a checkpoint of another run in the directory is refused as
+# one named by --checkpoint PATH, and one that has finished leaves nothing
+mkdir "$tmp/other"
+cp "$ck" "$tmp/other/epoch-000001.ckpt"
+mpi 2 "$tmp/other/epoch-000001.ckpt was written by another run: --seed 3 (this run: --seed 4)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 4 --checkpoint "$tmp/other" --resume latest
+mpi 2 "$tmp/other/epoch-000001.ckpt has finished epoch 1, and 1 was asked for" ladle-train --data "$tmp/d32" $short --seed 3 --checkpoint "$tmp/other" --resume latest
 mpi 2 "--model lenet (this run: --model resnet8)" ladle-train --data "$tmp/d32" $short --epochs 2 --seed 3 --model resnet8 --checkpoint "$ck" --resume
 # a ResNet on 32 x 32 images, and one that diverges
 mpi 0 "ResNet-8 on $tmp/d32 (96 images of 32x32" ladle-train --data "$tmp/d32" $short --model resnet8

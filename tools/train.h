@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_ckpt.h"
 #include "train_opts.h"
 
 /* A failure no rank can recover from in step with the others (a local call
@@ -382,32 +383,32 @@ static void meta_differences(const int64_t *got, int n, const int64_t *want, cha
     }
 }
 
-/* Check the checkpoint to resume from against the run, then load it: 0
- * and the epoch and step to start at, or the exit status with the reason
- * printed. The integers are read first, so a checkpoint of another run is
- * refused with what differs rather than with the first tensor that does not
- * fit. */
-static int resume_from(const opts *o, const ladle_dataset_info *train, model *net,
-                       ladle_optimizer *opt, int64_t *epoch, int64_t *step)
+/* Check the checkpoint to resume from (path) against the run, then load
+ * it: 0 and the epoch and step to start at, or the exit status with the
+ * reason printed. The integers are read first, so a checkpoint of another
+ * run is refused with what differs rather than with the first tensor that
+ * does not fit. */
+static int resume_from(const opts *o, const char *path, const ladle_dataset_info *train,
+                       model *net, ladle_optimizer *opt, int64_t *epoch, int64_t *step)
 {
     int64_t got[LADLE_CHECKPOINT_MAX_META] = {0}, want[META_N];
     int n = 0;
     char why[CLI_WHY];
-    ladle_status st = ladle_checkpoint_read_meta(
-        o->checkpoint, ladle_comm_of(MPI_COMM_WORLD), LADLE_CHECKPOINT_MAX_META, got, &n);
+    ladle_status st = ladle_checkpoint_read_meta(path, ladle_comm_of(MPI_COMM_WORLD),
+                                                 LADLE_CHECKPOINT_MAX_META, got, &n);
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     meta_of(o, train, 0, want);
     if (n != 3 && n != META_N - 1 && n != META_N) {
         if (me == 0)
             fprintf(stderr, "%s: %s was not written by %s (%d integers of state, not %d)\n",
-                    tool, o->checkpoint, tool, n, META_N);
+                    tool, path, tool, n, META_N);
         return 2;
     }
     meta_differences(got, n, want, why);
     if (why[0]) {
         if (me == 0)
-            fprintf(stderr, "%s: %s was written by another run: %s\n", tool, o->checkpoint, why);
+            fprintf(stderr, "%s: %s was written by another run: %s\n", tool, path, why);
         return 2;
     }
     if (got[META_EPOCH] < 0 || got[META_EPOCH] >= o->epochs || got[META_STEP] != 0) {
@@ -415,7 +416,7 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, model *ne
             fprintf(stderr,
                     "%s: %s has finished epoch %lld, and %d %s asked for: nothing to "
                     "train (ask for more --epochs)\n",
-                    tool, o->checkpoint, (long long)got[META_EPOCH], o->epochs,
+                    tool, path, (long long)got[META_EPOCH], o->epochs,
                     o->epochs == 1 ? "was" : "were");
         return 2;
     }
@@ -425,13 +426,13 @@ static int resume_from(const opts *o, const ladle_dataset_info *train, model *ne
                     tool, o->stop_after, (long long)got[META_EPOCH]);
         return 2;
     }
-    st = model_load(o->checkpoint, net, opt);
+    st = model_load(path, net, opt);
     if (tool_failed(tool, st, "resuming from the checkpoint"))
         return 2;
     *epoch = got[META_EPOCH];
     *step = got[META_STEP];
     if (me == 0)
-        printf("resumed from %s after epoch %lld\n", o->checkpoint, (long long)*epoch);
+        printf("resumed from %s after epoch %lld\n", path, (long long)*epoch);
     return 0;
 }
 
@@ -500,6 +501,7 @@ typedef struct run_state {
     int64_t *labels; /* host copies of the batch's labels and scores */
     double *scores;
     blocks b;
+    ckpt_plan ck; /* where checkpoints go, which one the run starts from */
 } run_state;
 
 /* The datasets a caller keeps across runs of the same layout (the study's
@@ -810,10 +812,14 @@ static int score_epoch(const opts *o, const ladle_dataset_info *info,
     }
     if (o->checkpoint) {
         int64_t meta[META_N];
+        char path[CKPT_PATH_MAX];
         meta_of(o, info, e + 1, meta);
-        st = model_save(o->checkpoint, &r->net, r->opt, META_N, meta);
+        ckpt_target(o, &r->ck, e + 1, path);
+        st = model_save(path, &r->net, r->opt, META_N, meta);
         if (tool_failed(tool, st, "saving the checkpoint"))
             return 1;
+        if (r->ck.dir && me == 0)
+            ckpt_prune(o, e + 1);
     }
     return 0;
 }
@@ -853,18 +859,16 @@ static int train_run(const opts *op, run_result *res, data_cache *keep)
     int rc = 0;
     if (tool_outputs_ok(tool, 1, out_opt, out_path))
         return 2;
-    if (o.checkpoint &&
-        tool_failed(
-            tool, ladle_checkpoint_check_path(o.checkpoint, ladle_comm_of(MPI_COMM_WORLD)),
-            "--checkpoint"))
-        return 2;
+    if ((rc = ckpt_prepare(&o, &r.ck)) != 0)
+        return rc;
     double t0 = MPI_Wtime();
     if ((rc = probe_data(&o, &info, &tinfo)) != 0 || (rc = setup(&o, &info, &r)) != 0)
         goto out;
     run_plan plan;
     plan_run(&o, &info, &plan);
     int64_t start_epoch = 0, start_step = 0;
-    if (o.resume && (rc = resume_from(&o, &info, &r.net, r.opt, &start_epoch, &start_step)))
+    if (r.ck.from[0] &&
+        (rc = resume_from(&o, r.ck.from, &info, &r.net, r.opt, &start_epoch, &start_step)))
         goto out;
     announce(&o, &info, &plan, t0);
 

@@ -33,8 +33,10 @@ typedef struct opts {
     uint64_t seed;
     ladle_dtype dtype;
     ladle_device device;
-    const char *checkpoint;
-    int resume;
+    const char *checkpoint; /* a file, or a directory of epoch files (train_ckpt.h) */
+    int resume;              /* RESUME_* */
+    const char *resume_file; /* --resume FILE */
+    int keep;                /* --keep: the epoch files a directory keeps */
     const char *summary; /* a file for one machine-readable line at the end */
     int64_t spatial[2];
     /* pipeline mode (pipe_style -1: off) */
@@ -54,7 +56,8 @@ typedef struct opts {
 #define M_ALL (M_LAYOUT | M_PIPE | M_STUDY)
 
 /* Kinds: f flag (sets 1), i int, l int64, u uint64, r real, t text, c
- * choice (an int index), s shape AxB (two int64), L list of int64. */
+ * choice (an int index), s shape AxB (two int64), L list of int64, o a
+ * flag with an optional value (the next word, unless it starts with '-'). */
 typedef struct optdef {
     const char *name;
     char kind;
@@ -104,7 +107,8 @@ static const optdef optdefs[] = {
     {"--bn-sync",       'c', M_LAYOUT, O(bn_sync_index), 0, 0, 0, bn_sync_names},
     {"--bn-group",      'i', M_LAYOUT, O(bn_group),      1, RANKS, 0, NULL},
     {"--checkpoint",    't', M_LAYOUT, O(checkpoint),    0, 0, 0, NULL},
-    {"--resume",        'f', M_LAYOUT, O(resume),        0, 0, 0, NULL},
+    {"--resume",        'o', M_LAYOUT, O(resume),        0, 0, 0, NULL},
+    {"--keep",          'i', M_LAYOUT, O(keep),          1, INT_MAX, 0, NULL},
     {"--stop-after",    'i', M_LAYOUT, O(stop_after),    1, EPOCHS_MAX, 0, NULL},
     {"--summary",       't', M_LAYOUT, O(summary),       0, 0, 0, NULL},
     {"--augment",       'f', M_LAYOUT, O(augment),       0, 0, 0, NULL},
@@ -120,6 +124,12 @@ static const optdef optdefs[] = {
 /* clang-format on */
 #undef O
 #define N_OPTDEFS ((int)(sizeof optdefs / sizeof optdefs[0]))
+
+/* What --resume asks for: nothing; the bare flag (the file --checkpoint
+ * names); "latest" (the newest complete file of --checkpoint's directory);
+ * a file of its own. */
+enum { RESUME_NO, RESUME_BARE, RESUME_LATEST, RESUME_FILE };
+#define KEEP_DEFAULT 2
 
 static int me, world;
 static const char *tool = "ladle-train"; /* the name messages start with */
@@ -147,6 +157,16 @@ static void defaults(opts *o)
     o->pipe_chunks = 2;
     o->microbatches = 4;
     o->crop_pad = -1;
+    o->keep = KEEP_DEFAULT;
+}
+
+/* --resume, bare or with its value v (NULL: bare). */
+static void set_resume(const char *v, opts *o)
+{
+    o->resume = v == NULL                  ? RESUME_BARE
+                : strcmp(v, "latest") == 0 ? RESUME_LATEST
+                                           : RESUME_FILE;
+    o->resume_file = o->resume == RESUME_FILE ? v : NULL;
 }
 
 /* Store argument v of option d into o. */
@@ -207,6 +227,19 @@ static int64_t layout_ranks64(const opts *o)
 
 static int layout_ranks(const opts *o) { return (int)layout_ranks64(o); }
 
+/* --resume and --keep against --checkpoint (whether it names a file or a
+ * directory is rank 0's to say, later: train_ckpt.h). */
+static int check_checkpoint_options(const opts *o, char *why)
+{
+    if (o->resume == RESUME_BARE && o->checkpoint == NULL)
+        return cli_fail(why, "--resume needs --checkpoint PATH (or --resume FILE)");
+    if (o->resume == RESUME_LATEST && o->checkpoint == NULL)
+        return cli_fail(why, "--resume latest needs --checkpoint DIR");
+    if (given(o, "--keep") && o->checkpoint == NULL)
+        return cli_fail(why, "--keep needs --checkpoint DIR");
+    return 0;
+}
+
 /* Options that only make sense together, and the layout against the ranks. */
 static int check_combinations(opts *o, unsigned mode, char *why)
 {
@@ -219,8 +252,8 @@ static int check_combinations(opts *o, unsigned mode, char *why)
             return cli_fail(why, "%s needs --pipeline", optdefs[i].name);
         return cli_fail(why, "%s does not apply to %s", optdefs[i].name, mode_name[mode]);
     }
-    if (o->resume && o->checkpoint == NULL)
-        return cli_fail(why, "--resume needs --checkpoint PATH");
+    if (check_checkpoint_options(o, why))
+        return -1;
     if (o->stop_after && o->stop_after >= o->epochs)
         return cli_fail(why,
                         "--stop-after %d must come before the last epoch (--epochs %d)",
@@ -270,6 +303,35 @@ static int check_combinations(opts *o, unsigned mode, char *why)
     return 0;
 }
 
+/* Read the option argv[*i] and its value, if it takes one (*i moves past
+ * it): 0, or -1 with why. */
+static int read_option(int argc, char **argv, int *i, opts *o, char *why)
+{
+    const char *a = argv[*i];
+    int k = 0;
+    while (k < N_OPTDEFS && strcmp(a, optdefs[k].name) != 0)
+        k++;
+    if (k == N_OPTDEFS)
+        return cli_fail(why, "%s '%s'",
+                        a[0] == '-' ? "unknown option" : "unexpected argument", a);
+    const optdef *d = &optdefs[k];
+    o->given[k] = 1;
+    if (d->kind == 'f') {
+        *(int *)((char *)o + d->at) = 1;
+        return 0;
+    }
+    if (d->kind == 'o') { /* only --resume has an optional value */
+        int has_value = *i + 1 < argc && argv[*i + 1][0] != '-';
+        if (has_value && argv[*i + 1][0] == '\0')
+            return cli_fail(why, "--resume needs a non-empty FILE, 'latest', or no value");
+        set_resume(has_value ? argv[++*i] : NULL, o);
+        return 0;
+    }
+    if (*i + 1 >= argc)
+        return cli_fail(why, "%s needs a value", a);
+    return set_option(d, argv[++*i], o, why);
+}
+
 /* Parse argv for a mode (M_LAYOUT for ladle-train, which becomes M_PIPE
  * with --pipeline; M_STUDY for ladle-bn-study). 0: go on; -1: --help or
  * --version answered; 2: refused, with the reason printed on rank 0. */
@@ -291,25 +353,7 @@ static int parse(int argc, char **argv, opts *o, unsigned mode, const char *name
                 cli_version(tool);
             return -1;
         }
-        int k = 0;
-        while (k < N_OPTDEFS && strcmp(a, optdefs[k].name) != 0)
-            k++;
-        if (k == N_OPTDEFS) {
-            snprintf(why, sizeof why, "%s '%s'",
-                     a[0] == '-' ? "unknown option" : "unexpected argument", a);
-            return bad(why);
-        }
-        const optdef *d = &optdefs[k];
-        o->given[k] = 1;
-        if (d->kind == 'f') {
-            *(int *)((char *)o + d->at) = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(why, sizeof why, "%s needs a value", a);
-            return bad(why);
-        }
-        if (set_option(d, argv[++i], o, why))
+        if (read_option(argc, argv, &i, o, why))
             return bad(why);
     }
     static const ladle_bn_sync syncs[] = {LADLE_BN_SYNC_GLOBAL, LADLE_BN_SYNC_LOCAL,
