@@ -163,10 +163,16 @@ typedef struct ladle_window {
     int64_t padding[LADLE_MAX_NDIM];
     int64_t dilation[LADLE_MAX_NDIM];
     int ceil_mode;
+    /* Bit d set: dimension d is periodic for ladle_halo_exchange_create (its
+     * halo cells beyond a global edge wrap around to the other end, as
+     * circular padding). A field of the window, not a flag of the call,
+     * because it is a property of the padding per dimension, like
+     * `padding`; the layers that take a window ignore it. */
+    unsigned periodic;
 } ladle_window;
 
-/* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode).
- * Local. */
+/* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode,
+ * no periodic dimension). Local. */
 LADLE_API void ladle_window_init(ladle_window *w, int ndim);
 
 /*
@@ -182,9 +188,21 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * global index space are the kernel's padding: the op never touches them, so
  * the caller fills them once (zeros for convolution, -inf for max pooling).
  *
- *   F  : each halo cell takes the value of the bulk cell of its owner;
- *        the bulk is unchanged
+ * Except along the periodic dimensions (w->periodic, bit d for dimension d):
+ * there the index space wraps around, as circular padding does, and a halo
+ * cell at global index g beyond an edge of extent S is the cell g + S (left
+ * of 0: x[-i] = x[S - i]) or g - S (right: x[S - 1 + i] = x[i - 1]), taken
+ * from whichever rank owns it (itself included: an unsplit dimension wraps
+ * within the rank). A cell beyond the edges of a periodic and of a
+ * non-periodic dimension (a corner) stays padding. A periodic halo may be as
+ * wide as the global extent (halos wider than the blocks of several ranks
+ * reach each of them), not wider.
+ *
+ *   F  : each halo cell takes the value of the bulk cell of its owner
+ *        (through the wrap-around on periodic dimensions); the bulk is
+ *        unchanged
  *   F* : each halo cell is added into its owner's bulk and set to zero
+ *        (sums in a fixed order, independent of message arrival)
  *
  * Both x and y of the op are the padded tensors (see
  * ladle_halo_exchange_geometry); forward and adjoint work in place when x
@@ -192,8 +210,14 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * codes of ladle_broadcast_create; LADLE_ERR_ARG (on every rank, naming the
  * dimension and the value) for a kernel, stride or dilation below 1, a
  * negative padding, a padded input, dilated kernel or stride above 2^57,
- * and an output or padded shard of more than 2^57 elements; LADLE_ERR_SHAPE
- * for a dilated kernel larger than the padded input. */
+ * an output or padded shard of more than 2^57 elements, a periodic bit of a
+ * dimension the window does not have, and a periodic halo wider than its
+ * dimension's global extent; LADLE_ERR_SHAPE for a dilated kernel larger
+ * than the padded input; LADLE_ERR_UNSUPPORTED when the wrap-around of many
+ * periodic dimensions needs more MPI tags than the MPI offers (3^n
+ * exchanges for n periodic dimensions with halos beyond their edges). A
+ * window from an older ladle (a smaller w->size, without `periodic`) is
+ * taken as having no periodic dimension. */
 LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
                                                   ladle_dtype dtype, ladle_device device,
                                                   unsigned flags, ladle_op **op);
@@ -236,6 +260,9 @@ typedef struct ladle_halo_geometry {
     int64_t output_shape[LADLE_MAX_NDIM];  /* this rank's output block */
     int64_t output_offset[LADLE_MAX_NDIM]; /* its global offset */
     int64_t global_output_shape[LADLE_MAX_NDIM];
+    unsigned periodic;                /* the window's periodic dimensions */
+    int64_t wrap_left[LADLE_MAX_NDIM];  /* halo cells beyond the global edges */
+    int64_t wrap_right[LADLE_MAX_NDIM]; /* that the op fills by wrapping around */
 } ladle_halo_geometry;
 
 /* Fill g for the calling rank (zeros everywhere on ranks outside the
