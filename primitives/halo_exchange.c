@@ -24,7 +24,6 @@
  * the plain exchange's sums and one after the other: the sum of a bulk cell
  * is then made in one fixed order whatever order messages arrive in.
  */
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +34,8 @@
 typedef struct halo_impl {
     ladle_layout *bulk, *out;
     ladle_halo_geometry geo;
+    unsigned periodic;
+    int64_t wrap_left[LADLE_MAX_NDIM], wrap_right[LADLE_MAX_NDIM];
 } halo_impl;
 
 static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
@@ -238,12 +239,26 @@ static ladle_status check_periodic(const ladle_layout *x, unsigned periodic,
     return LADLE_OK;
 }
 
-static void fill_geometry(const ladle_layout *x, const halo_tables *t, unsigned periodic,
+/* This rank's wrapped halo widths per side (zeros outside the partition). */
+static void fill_wrap(const ladle_layout *x, const halo_tables *t, unsigned periodic,
+                      halo_impl *impl)
+{
+    impl->periodic = periodic;
+    for (int d = 0; d < x->ndim && x->p->rank >= 0; d++) {
+        int i = x->p->coords[d];
+        int64_t ps = t->pad_start[d][i], r = ps + t->pad_size[d][i] - x->global[d];
+        if (!(periodic & (1u << d)))
+            continue;
+        impl->wrap_left[d] = ps < 0 ? -ps : 0;
+        impl->wrap_right[d] = r > 0 ? r : 0;
+    }
+}
+
+static void fill_geometry(const ladle_layout *x, const halo_tables *t,
                           ladle_halo_geometry *g)
 {
     memset(g, 0, sizeof *g);
     g->ndim = x->ndim;
-    g->periodic = periodic;
     for (int d = 0; d < x->ndim; d++)
         g->global_output_shape[d] = t->m[d];
     if (x->p->rank < 0)
@@ -264,11 +279,6 @@ static void fill_geometry(const ladle_layout *x, const halo_tables *t, unsigned 
         for (int k = 0; k < i; k++)
             o += t->out_size[d][k];
         g->output_offset[d] = o;
-        if (periodic & (1u << d)) {
-            int64_t r = ps + g->padded_shape[d] - x->global[d];
-            g->wrap_left[d] = ps < 0 ? -ps : 0;
-            g->wrap_right[d] = r > 0 ? r : 0;
-        }
     }
 }
 
@@ -451,7 +461,6 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     ladle_layout *padded = NULL;
     halo_impl *impl = NULL;
     halo_tables t;
-    ladle_window win;
     int64_t m[LADLE_MAX_NDIM];
     int *to_comm = NULL, wd[LADLE_MAX_NDIM], nw = 0;
     MPI_Comm comm = MPI_COMM_NULL;
@@ -461,12 +470,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     LADLE_NOT_NULL(out);
     LADLE_NOT_NULL(x);
     LADLE_NOT_NULL(w);
-    /* a window from before `periodic` has none */
-    LADLE_CALL(ladle__check_size(__func__, "w", w->size, offsetof(ladle_window, periodic)));
-    ladle_window_init(&win, w->ndim);
-    memcpy(&win, w, w->size < sizeof win ? w->size : sizeof win);
-    win.size = sizeof win;
-    w = &win;
+    LADLE_CHECK_SIZE(w);
     local = ladle__make_check_kind(dtype, flags, __func__);
     if (local == LADLE_OK)
         local = check_window(x, w, m);
@@ -494,7 +498,8 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         op->in_place = 1;
         op->impl = impl;
         impl->bulk = ladle__layout_retain(x);
-        fill_geometry(x, &t, w->periodic, &impl->geo);
+        fill_geometry(x, &t, &impl->geo);
+        fill_wrap(x, &t, w->periodic, impl);
         impl = NULL;
     }
     st = ladle__op_comm(x->p, NULL, &comm, &to_comm);
@@ -618,6 +623,26 @@ ladle_status ladle_halo_exchange_geometry(const ladle_op *op, ladle_halo_geometr
     LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
                 op->vt->name);
     *g = ((const halo_impl *)op->impl)->geo;
+fail:
+    return st;
+}
+
+ladle_status ladle_halo_exchange_wrap(const ladle_op *op, unsigned *periodic,
+                                      int64_t wrap_left[], int64_t wrap_right[])
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
+                op->vt->name);
+    const halo_impl *impl = op->impl;
+    if (periodic != NULL)
+        *periodic = impl->periodic;
+    for (int d = 0; d < LADLE_MAX_NDIM; d++) {
+        if (wrap_left != NULL)
+            wrap_left[d] = impl->wrap_left[d];
+        if (wrap_right != NULL)
+            wrap_right[d] = impl->wrap_right[d];
+    }
 fail:
     return st;
 }

@@ -2,7 +2,6 @@
  * force, exact forward and adjoint values, the begin/end split, bad input;
  * the periodic dimensions (wrap-around) in each, and their forward against
  * the gathered global tensor. */
-#include <stddef.h>
 #include <string.h>
 
 #include "harness.h"
@@ -169,6 +168,9 @@ START_TEST(geometry_matches_brute_force)
         const ladle_layout *bulk = ladle_halo_exchange_bulk_layout(op);
         ladle_halo_geometry g;
         LT_OK(ladle_halo_exchange_geometry(op, &g));
+        unsigned periodic = 0;
+        int64_t wl[LADLE_MAX_NDIM], wr[LADLE_MAX_NDIM];
+        LT_OK(ladle_halo_exchange_wrap(op, &periodic, wl, wr));
         const ladle_partition *p = ladle_layout_partition(bulk);
         int ok = 1;
         for (int r = 0; r < grid(c); r++) {
@@ -187,12 +189,13 @@ START_TEST(geometry_matches_brute_force)
                           g.bulk_offset[d] == boff[d] - ps;
                 int wraps = (c->periodic >> d) & 1;
                 if (r == lt_rank)
-                    ok &= g.wrap_left[d] == (wraps && ps < 0 ? -ps : 0) &&
-                          g.wrap_right[d] ==
-                              (wraps && pe > c->global[d] ? pe - c->global[d] : 0);
+                    ok &= wl[d] == (wraps && ps < 0 ? -ps : 0) &&
+                          wr[d] == (wraps && pe > c->global[d] ? pe - c->global[d] : 0);
             }
         }
-        ok &= lt_rank >= grid(c) || g.periodic == c->periodic;
+        ok &= periodic == c->periodic;
+        for (int d = 0; lt_rank >= grid(c) && d < LADLE_MAX_NDIM; d++)
+            ok &= wl[d] == 0 && wr[d] == 0;
         LT_ASSERT(ok, "%s: geometry differs from the brute force", c->name);
         ladle_op_destroy(&op);
     }
@@ -582,22 +585,26 @@ START_TEST(bad_input)
     w.kernel[1] = 2 * global[1] + 1;
     LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op));
     ladle_op_destroy(&op);
-    /* a window of an older ladle, without the field, has no periodic
-     * dimension; one smaller still is refused */
+    /* the periodic bits and wrapped widths of a plain window: none */
     ladle_window_init(&w, 2);
-    w.periodic = 0x2;
     w.kernel[1] = 3;
     w.padding[1] = 1;
-    w.size = offsetof(ladle_window, periodic);
     LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op));
-    ladle_halo_geometry g;
-    LT_OK(ladle_halo_exchange_geometry(op, &g));
-    LT_ASSERT(g.periodic == 0 && g.wrap_left[1] == 0, "an old window is not periodic");
+    unsigned periodic = 1;
+    int64_t wl[LADLE_MAX_NDIM];
+    LT_OK(ladle_halo_exchange_wrap(op, &periodic, wl, NULL));
+    LT_ASSERT(periodic == 0 && wl[1] == 0, "a plain window is not periodic");
     ladle_op_destroy(&op);
-    w.size = offsetof(ladle_window, periodic) - 1;
+    w.size = 0;
     LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
     LT_ASSERT(op == NULL, "no op on failure");
     LT_FAILS(ladle_halo_exchange_geometry(NULL, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_halo_exchange_wrap(NULL, NULL, NULL, NULL), LADLE_ERR_NULL);
+    int64_t one = 1;
+    ladle_op *other = NULL;
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 1, &one, LADLE_F64, lt_device(), &other));
+    LT_FAILS(ladle_halo_exchange_wrap(other, NULL, NULL, NULL), LADLE_ERR_ARG);
+    ladle_op_destroy(&other);
     ladle_layout_destroy(&x);
     ladle_layout_destroy(&blk);
     ladle_partition_destroy(&p);

@@ -163,11 +163,13 @@ typedef struct ladle_window {
     int64_t padding[LADLE_MAX_NDIM];
     int64_t dilation[LADLE_MAX_NDIM];
     int ceil_mode;
-    /* Bit d set: dimension d is periodic for ladle_halo_exchange_create (its
-     * halo cells beyond a global edge wrap around to the other end, as
-     * circular padding). A field of the window, not a flag of the call,
-     * because it is a property of the padding per dimension, like
-     * `padding`; the layers that take a window ignore it. */
+    /* Bit d set: dimension d is periodic for ladle_halo_exchange_create:
+     * its halo cells beyond a global edge wrap around to the other end, as
+     * circular padding. A field of the window rather than a flag of the
+     * call, since it is a property of each dimension's padding like
+     * `padding` itself; it fills what was the struct's tail padding, so
+     * the struct's size and the offsets of its other fields are those of
+     * 0.2.0. */
     unsigned periodic;
 } ladle_window;
 
@@ -215,9 +217,7 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * dimension's global extent; LADLE_ERR_SHAPE for a dilated kernel larger
  * than the padded input; LADLE_ERR_UNSUPPORTED when the wrap-around of many
  * periodic dimensions needs more MPI tags than the MPI offers (3^n
- * exchanges for n periodic dimensions with halos beyond their edges). A
- * window from an older ladle (a smaller w->size, without `periodic`) is
- * taken as having no periodic dimension. */
+ * exchanges for n periodic dimensions with halos beyond their edges). */
 LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
                                                   ladle_dtype dtype, ladle_device device,
                                                   unsigned flags, ladle_op **op);
@@ -260,9 +260,6 @@ typedef struct ladle_halo_geometry {
     int64_t output_shape[LADLE_MAX_NDIM];  /* this rank's output block */
     int64_t output_offset[LADLE_MAX_NDIM]; /* its global offset */
     int64_t global_output_shape[LADLE_MAX_NDIM];
-    unsigned periodic;                /* the window's periodic dimensions */
-    int64_t wrap_left[LADLE_MAX_NDIM];  /* halo cells beyond the global edges */
-    int64_t wrap_right[LADLE_MAX_NDIM]; /* that the op fills by wrapping around */
 } ladle_halo_geometry;
 
 /* Fill g for the calling rank (zeros everywhere on ranks outside the
@@ -270,6 +267,18 @@ typedef struct ladle_halo_geometry {
  * is not a halo exchange. */
 LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
                                                     ladle_halo_geometry *g);
+
+/* The wrap-around of periodic dimensions on the calling rank (a call of its
+ * own, since ladle_halo_geometry has no size field to grow by): *periodic
+ * the window's periodic bits, and per dimension how many halo cells left
+ * of the global index space (wrap_left) and right of it (wrap_right) the op
+ * fills by wrapping around; 0 on other dimensions, whose cells beyond the
+ * edges are padding, and on ranks outside the partition. Any output may be
+ * NULL; the arrays hold LADLE_MAX_NDIM values. Local. Returns
+ * LADLE_ERR_NULL (no op) and LADLE_ERR_ARG when op is not a halo
+ * exchange. */
+LADLE_API ladle_status ladle_halo_exchange_wrap(const ladle_op *op, unsigned *periodic,
+                                                int64_t wrap_left[], int64_t wrap_right[]);
 
 /* The decomposition of the unpadded tensor (the x the op was made from) and of
  * the output; borrowed, valid while op lives. NULL if op is not a halo
