@@ -452,6 +452,7 @@ fail:
         ladle__free(moved_start[d]);
     return st;
 }
+
 ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
                                         ladle_dtype dtype, ladle_device device, unsigned flags,
                                         ladle_op **out)
