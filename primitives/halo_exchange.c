@@ -12,6 +12,17 @@
  * and halos wider than a neighbour's block simply reach further ranks. Cells
  * outside the global index space are the kernel's padding and are never
  * touched.
+ *
+ * Along periodic dimensions the cells beyond an edge wrap around. Shifting
+ * every padded box by sigma * S (sigma in {-1, 0, 1} per periodic dimension
+ * of extent S) lands its wrapped cells on the bulk cells they copy, so each
+ * nonzero shift is one more box exchange, from the bulk boxes to the
+ * shifted padded boxes, on tags of its own, all in the same round as the
+ * plain one (a rank's own cells included: an unsplit dimension wraps onto
+ * itself). The adjoint's shifted exchanges land in workspace copies of the
+ * bulk region they reach, zeroed first, which are added into the bulk after
+ * the plain exchange's sums and one after the other: the sum of a bulk cell
+ * is then made in one fixed order whatever order messages arrive in.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +34,8 @@
 typedef struct halo_impl {
     ladle_layout *bulk, *out;
     ladle_halo_geometry geo;
+    unsigned periodic;
+    int64_t wrap_left[LADLE_MAX_NDIM], wrap_right[LADLE_MAX_NDIM];
 } halo_impl;
 
 static ladle_status halo_forward(ladle_op *op, const ladle_tensor *x, ladle_tensor *y);
@@ -177,6 +190,70 @@ static ladle_status check_sizes(const ladle_layout *x, const halo_tables *t)
     return LADLE_OK;
 }
 
+/* 3^n, the shifts of n wrapping dimensions (n <= LADLE_MAX_NDIM). */
+static int shifts_of(int n)
+{
+    int c = 1;
+    for (int i = 0; i < n; i++)
+        c *= 3;
+    return c;
+}
+
+/* The periodic dimensions: the bits name dimensions of x, no halo is
+ * wider than the extent it wraps, and the tags of the shifted exchanges
+ * exist. Lists in wd the dimensions with cells beyond an edge (on any
+ * rank). Every rank judges every shard alike. */
+static ladle_status check_periodic(const ladle_layout *x, unsigned periodic,
+                                   const halo_tables *t, int *wd, int *nw)
+{
+    const char *f = "ladle_halo_exchange_create";
+    *nw = 0;
+    if (x->ndim < (int)(8 * sizeof periodic) && (periodic >> x->ndim) != 0)
+        return ladle__raise(LADLE_ERR_ARG, f,
+                            "periodic is 0x%x: it names a dimension at or above %d, the "
+                            "window's number of dimensions", periodic, x->ndim);
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t S = x->global[d], wide = 0;
+        if (!(periodic & (1u << d)))
+            continue;
+        for (int i = 0; i < x->p->shape[d]; i++) {
+            int64_t l = -t->pad_start[d][i], r = t->pad_start[d][i] + t->pad_size[d][i] - S;
+            wide = l > wide ? l : wide;
+            wide = r > wide ? r : wide;
+        }
+        if (wide > S)
+            return ladle__raise(LADLE_ERR_ARG, f,
+                                "dimension %d is periodic with a halo of %lld cells beyond "
+                                "its edge, wider than its global extent %lld",
+                                d, (long long)wide, (long long)S);
+        if (wide > 0)
+            wd[(*nw)++] = d;
+    }
+    int64_t top = LADLE_TAG_HALO + (int64_t)(shifts_of(*nw) + 1) * LADLE_TAG_CHUNKS - 1;
+    if (top > ladle__tag_ub(MPI_COMM_WORLD))
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                            "%d periodic dimensions wrap: their %d exchanges need tags up to "
+                            "%lld, above the MPI's largest tag %d",
+                            *nw, shifts_of(*nw) - 1, (long long)top,
+                            ladle__tag_ub(MPI_COMM_WORLD));
+    return LADLE_OK;
+}
+
+/* This rank's wrapped halo widths per side (zeros outside the partition). */
+static void fill_wrap(const ladle_layout *x, const halo_tables *t, unsigned periodic,
+                      halo_impl *impl)
+{
+    impl->periodic = periodic;
+    for (int d = 0; d < x->ndim && x->p->rank >= 0; d++) {
+        int i = x->p->coords[d];
+        int64_t ps = t->pad_start[d][i], r = ps + t->pad_size[d][i] - x->global[d];
+        if (!(periodic & (1u << d)))
+            continue;
+        impl->wrap_left[d] = ps < 0 ? -ps : 0;
+        impl->wrap_right[d] = r > 0 ? r : 0;
+    }
+}
+
 static void fill_geometry(const ladle_layout *x, const halo_tables *t,
                           ladle_halo_geometry *g)
 {
@@ -217,6 +294,165 @@ static void plan(ladle_op *op, const ladle_layout *bulk, const ladle_layout *pad
     ladle__plan_exchange(op->adj, &q, &b, to_comm, adj);
 }
 
+/* The wrap-around of one shift: the padded boxes moved by off (sigma * S
+ * on the wrapping dimensions), the layout of what each rank's shifted
+ * halo reads. */
+typedef struct wrap {
+    const ladle_layout *bulk, *padded, *moved;
+    int64_t off[LADLE_MAX_NDIM];
+    int tag;
+} wrap;
+
+/* A side on this rank's padded tensor whose boxes are the moved ones. */
+static ladle_side moved_side(const wrap *s)
+{
+    ladle_side q = ladle__side_own(s->padded, ladle_ref_make(LADLE_BUF_Y, 0));
+    q.boxes = s->moved;
+    for (int d = 0; d < s->bulk->ndim; d++)
+        q.origin[d] += s->off[d];
+    return q;
+}
+
+/* The global box [lo, lo + ext) inside the local tensor of side q. */
+static ladle_box box_of(const ladle_side *q, const int64_t *lo, const int64_t *ext)
+{
+    int64_t rel[LADLE_MAX_NDIM];
+    for (int d = 0; d < q->boxes->ndim; d++)
+        rel[d] = lo[d] - q->origin[d];
+    return ladle_box_in(q->boxes->ndim, q->shape, rel, ext);
+}
+
+static void dep_range(ladle_sched *s, int first, int end, int after)
+{
+    for (int id = first; id < end; id++)
+        ladle_sched_dep(s, id, after);
+}
+
+/* Step `sum` adds into the bulk: after the last such sum *tail, or after
+ * every step of the plain exchange [0, plain) when it is the first; it is
+ * the last one now. */
+static void chain_sum(ladle_sched *s, int plain, int *tail, int sum)
+{
+    if (*tail < 0)
+        dep_range(s, 0, plain, sum);
+    else
+        ladle_sched_dep(s, *tail, sum);
+    *tail = sum;
+}
+
+/* The hull of the bulk cells other ranks' shifted halos add into here:
+ * where the adjoint's pieces of this shift land. */
+static int64_t landing_hull(const wrap *s, int64_t *lo, int64_t *ext)
+{
+    const ladle_partition *p = s->bulk->p;
+    int64_t hi[LADLE_MAX_NDIM], o[LADLE_MAX_NDIM], e[LADLE_MAX_NDIM], v, vol = 1;
+    int nd = s->bulk->ndim, any = 0;
+    for (int j = 0; j < p->size; j++) {
+        ladle_layout_overlap(s->moved, j, s->bulk, p->rank, o, e, &v);
+        if (v == 0 || j == p->rank)
+            continue;
+        for (int d = 0; d < nd; d++) {
+            lo[d] = any && lo[d] < o[d] ? lo[d] : o[d];
+            hi[d] = any && hi[d] > o[d] + e[d] ? hi[d] : o[d] + e[d];
+        }
+        any = 1;
+    }
+    for (int d = 0; d < nd; d++) {
+        ext[d] = any ? hi[d] - lo[d] : 0;
+        lo[d] = any ? lo[d] : 0;
+        vol *= ext[d];
+    }
+    return vol;
+}
+
+/* The adjoint of one shift: the pieces land in a zeroed workspace box (W),
+ * W is added into the bulk, then this rank's own wrapped cells are, and
+ * zeroed; both after *tail (the last sum into the bulk, or -1: every step
+ * of the plain exchange, [0, plain)). */
+static void plan_wrap_adjoint(ladle_sched *a, const wrap *s, const int *to_comm, int plain,
+                              int *tail)
+{
+    ladle_side q = moved_side(s), bulk = ladle__side_own(s->padded, q.buf), w = bulk;
+    int64_t lo[LADLE_MAX_NDIM], ext[LADLE_MAX_NDIM], v = landing_hull(s, lo, ext);
+    int nd = s->bulk->ndim, z = -1, first = ladle_sched_steps(a);
+    ladle_exchange_opts o = {0, LADLE_BOX_ADD, 1, s->tag};
+    bulk.boxes = w.boxes = s->bulk;
+    for (int d = 0; d < nd; d++)
+        w.origin[d] = lo[d], w.shape[d] = ext[d];
+    w.buf = v > 0 ? ladle_sched_workspace(a, v) : q.buf;
+    ladle_box wb = box_of(&w, lo, ext);
+    if (v > 0)
+        z = ladle_sched_box(a, LADLE_BOX_ZERO, w.buf, &wb, w.buf, &wb);
+    int begin = ladle_sched_steps(a);
+    ladle__plan_exchange(a, &q, &w, to_comm, o);
+    int end = ladle_sched_steps(a);
+    if (v > 0) {
+        for (int id = begin; id < end; id++)
+            ladle_sched_dep(a, z, id);
+        ladle_box into = box_of(&bulk, lo, ext);
+        int add = ladle_sched_box(a, LADLE_BOX_ADD, w.buf, &wb, bulk.buf, &into);
+        dep_range(a, first, end, add);
+        chain_sum(a, plain, tail, add);
+    }
+    int me = s->bulk->p->rank;
+    v = 0;
+    if (me >= 0)
+        ladle_layout_overlap(s->moved, me, s->bulk, me, lo, ext, &v);
+    if (v == 0)
+        return;
+    ladle_box from = box_of(&q, lo, ext), into = box_of(&bulk, lo, ext);
+    int self = ladle_sched_box(a, LADLE_BOX_ADD, q.buf, &from, bulk.buf, &into);
+    chain_sum(a, plain, tail, self);
+    int zero = ladle_sched_box(a, LADLE_BOX_ZERO, q.buf, &from, q.buf, &from);
+    ladle_sched_dep(a, self, zero);
+}
+
+/* Every shift's exchanges, forward (copies from the bulk boxes, this
+ * rank's own included) and adjoint. */
+static ladle_status plan_wraps(ladle_op *op, const ladle_layout *bulk,
+                               const ladle_layout *padded, const halo_tables *t,
+                               const int *wd, int nw, const int *to_comm)
+{
+    ladle_status st = LADLE_OK;
+    int nd = bulk->ndim, count = shifts_of(nw), plain = ladle_sched_steps(op->adj), tail = -1;
+    int64_t *moved_start[LADLE_MAX_NDIM] = {0};
+    const int64_t *starts[LADLE_MAX_NDIM];
+    ladle_layout *moved = NULL;
+    for (int j = 0; j < nw; j++) {
+        moved_start[wd[j]] = ladle__calloc((size_t)bulk->p->shape[wd[j]], sizeof(int64_t));
+        LADLE_CHECK(moved_start[wd[j]] != NULL, LADLE_ERR_ALLOC, "out of memory");
+    }
+    for (int k = 0; k < count; k++) {
+        wrap s = {bulk, padded, NULL, {0}, ladle__tag_halo_wrap(k)};
+        if (k == count / 2)
+            continue; /* every sigma 0: the plain exchange */
+        for (int d = 0; d < nd; d++)
+            starts[d] = t->pad_start[d];
+        for (int j = 0, rest = k; j < nw; j++, rest /= 3) {
+            int d = wd[j];
+            s.off[d] = (rest % 3 - 1) * bulk->global[d];
+            for (int i = 0; i < bulk->p->shape[d]; i++)
+                moved_start[d][i] = t->pad_start[d][i] + s.off[d];
+            starts[d] = moved_start[d];
+        }
+        LADLE_CALL(ladle__layout_create_boxes(bulk->p, nd, bulk->global, starts,
+                                              (const int64_t *const *)t->pad_size, &moved));
+        s.moved = moved;
+        ladle_side b = ladle__side_own(padded, ladle_ref_make(LADLE_BUF_Y, 0)),
+                   q = moved_side(&s);
+        b.boxes = bulk;
+        ladle_exchange_opts fwd = {1, LADLE_BOX_COPY, 0, s.tag};
+        ladle__plan_exchange(op->fwd, &b, &q, to_comm, fwd);
+        plan_wrap_adjoint(op->adj, &s, to_comm, plain, &tail);
+        ladle_layout_destroy(&moved);
+    }
+fail:
+    ladle_layout_destroy(&moved);
+    for (int d = 0; d < LADLE_MAX_NDIM; d++)
+        ladle__free(moved_start[d]);
+    return st;
+}
+
 ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
                                         ladle_dtype dtype, ladle_device device, unsigned flags,
                                         ladle_op **out)
@@ -227,7 +463,7 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
     halo_impl *impl = NULL;
     halo_tables t;
     int64_t m[LADLE_MAX_NDIM];
-    int *to_comm = NULL;
+    int *to_comm = NULL, wd[LADLE_MAX_NDIM], nw = 0;
     MPI_Comm comm = MPI_COMM_NULL;
     uint64_t h = LADLE_HASH_INIT;
 
@@ -243,6 +479,8 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         local = tables_make(x, w, m, &t);
     if (local == LADLE_OK)
         local = check_sizes(x, &t);
+    if (local == LADLE_OK)
+        local = check_periodic(x, w->periodic, &t, wd, &nw);
     if (local == LADLE_OK)
         local = ladle__layout_create_boxes(x->p, x->ndim, x->global,
                                            (const int64_t *const *)t.pad_start,
@@ -262,11 +500,14 @@ ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_windo
         op->impl = impl;
         impl->bulk = ladle__layout_retain(x);
         fill_geometry(x, &t, &impl->geo);
+        fill_wrap(x, &t, w->periodic, impl);
         impl = NULL;
     }
     st = ladle__op_comm(x->p, NULL, &comm, &to_comm);
-    if (st == LADLE_OK && local == LADLE_OK && comm != MPI_COMM_NULL)
+    if (st == LADLE_OK && local == LADLE_OK && comm != MPI_COMM_NULL) {
         plan(op, x, padded, to_comm);
+        local = plan_wraps(op, x, padded, &t, wd, nw, to_comm);
+    }
     if (local == LADLE_OK) {
         h = ladle__layout_hash(h, x);
         h = ladle__hash(h, w, sizeof *w);
@@ -383,6 +624,26 @@ ladle_status ladle_halo_exchange_geometry(const ladle_op *op, ladle_halo_geometr
     LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
                 op->vt->name);
     *g = ((const halo_impl *)op->impl)->geo;
+fail:
+    return st;
+}
+
+ladle_status ladle_halo_exchange_wrap(const ladle_op *op, unsigned *periodic,
+                                      int64_t wrap_left[], int64_t wrap_right[])
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(op);
+    LADLE_CHECK(op->vt == &halo_vt, LADLE_ERR_ARG, "op is a %s, not a halo exchange",
+                op->vt->name);
+    const halo_impl *impl = op->impl;
+    if (periodic != NULL)
+        *periodic = impl->periodic;
+    for (int d = 0; d < LADLE_MAX_NDIM; d++) {
+        if (wrap_left != NULL)
+            wrap_left[d] = impl->wrap_left[d];
+        if (wrap_right != NULL)
+            wrap_right[d] = impl->wrap_right[d];
+    }
 fail:
     return st;
 }

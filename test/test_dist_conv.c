@@ -551,8 +551,9 @@ static const pcase pcases[] = {
 };
 #define NPCASES (int)(sizeof pcases / sizeof pcases[0])
 
-static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, ladle_partition *p,
-                       uint64_t seed, ladle_op **op)
+/* dist: the distributed layer with d.flags = flags, else the sequential one. */
+static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, unsigned flags,
+                       ladle_partition *p, uint64_t seed, ladle_op **op)
 {
     ladle_conv_desc d;
     ladle_conv_desc_init(&d, c->nd, c->x[1], c->co, 1);
@@ -565,40 +566,76 @@ static void pcase_make(const pcase *c, int bias, ladle_dtype dt, int dist, ladle
     d.bias = bias;
     d.padding_mode = (ladle_padding_mode)c->mode;
     d.same = c->same;
+    d.flags = dist ? flags : 0;
     if (dist)
         LT_OK(ladle_dist_conv_create(&d, p, c->x, dt, lt_device(), seed, op));
     else
         LT_OK(ladle_conv_create(&d, c->x, dt, lt_device(), seed, op));
 }
 
-START_TEST(padding_options)
+/* Each case's layer against the sequential one on the gathered tensors (y,
+ * dx, weight and bias gradients; f64 to tol, f32 to 1e-4) and, without
+ * bias, the dot-product test; with overlap, a third pass with
+ * LADLE_OVERLAP_HALO that must fall back to the plain layer (no parts). */
+static void pcases_run(const pcase *cases, int ncases, const char *label, uint64_t seed,
+                       double tol, int overlap)
 {
-    for (int k = 0; k < NPCASES; k++) {
-        const pcase *c = &pcases[k];
+    for (int k = 0; k < ncases; k++) {
+        const pcase *c = &cases[k];
         int n = 1;
         for (int i = 0; i < 2 + c->nd; i++)
             n *= c->grid[i];
         if (n > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
-        for (int t = 0; t < 2; t++) {
-            ladle_dtype dt = t ? LADLE_F32 : LADLE_F64;
+        for (int t = 0; t < 2 + overlap; t++) {
+            ladle_dtype dt = t == 1 ? LADLE_F32 : LADLE_F64;
+            unsigned flags = t == 2 ? LADLE_OVERLAP_HALO : 0;
             ladle_op *dist = NULL, *seq = NULL;
-            pcase_make(c, 1, dt, 1, p, 21 + (uint64_t)k, &dist);
-            pcase_make(c, 1, dt, 0, p, 21 + (uint64_t)k, &seq);
-            char what[64];
-            snprintf(what, sizeof what, "padding case %d (%s)", k, t ? "f32" : "f64");
-            lt_equivalent(dist, seq, 200 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
+            pcase_make(c, 1, dt, 1, flags, p, seed + (uint64_t)k, &dist);
+            pcase_make(c, 1, dt, 0, 0, p, seed + (uint64_t)k, &seq);
+            char what[80];
+            snprintf(what, sizeof what, "%s case %d (%s%s)", label, k, t == 1 ? "f32" : "f64",
+                     flags ? ", overlap" : "");
+            lt_equivalent(dist, seq, seed + 100 + (uint64_t)k, t == 1 ? 1e-4 : tol, what);
+            int parts = ladle__dist_conv_parts(dist);
+            LT_ASSERT(!flags || parts == 0, "%s: %d overlapped parts, the plain layer expected",
+                      what, parts);
             ladle_op_destroy(&dist);
             ladle_op_destroy(&seq);
         }
         ladle_op *op = NULL;
-        pcase_make(c, 0, LADLE_F64, 1, p, 5, &op);
-        lt_adjoint_ok(op, 400 + (uint64_t)k, "distributed convolution with padding options");
+        pcase_make(c, 0, LADLE_F64, 1, 0, p, 5, &op);
+        lt_adjoint_ok(op, seed + 200 + (uint64_t)k, label);
         ladle_op_destroy(&op);
         ladle_partition_destroy(&p);
     }
 }
+
+START_TEST(padding_options) { pcases_run(pcases, NPCASES, "padding", 21, 1e-10, 0); }
+END_TEST
+
+/* Circular padding on split dimensions: the periodic halo exchange wraps
+ * around from whichever ranks own the cells. One split dimension, two
+ * (corners), a halo wider than the blocks and one as wide as the extent,
+ * stride, dilation, 'same' with an even kernel, 3-d, a batch split, five
+ * ranks on one dimension. */
+static const pcase ccases[] = {
+    {2, {1, 1, 2, 1}, {2, 3, 9, 8}, 4, {3, 3}, {1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 2, 3}, {2, 2, 7, 8}, 3, {3, 3}, {1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {1, {1, 1, 4}, {2, 2, 5}, 2, {5}, {2}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {1, {1, 1, 3}, {1, 2, 4}, 2, {9}, {4}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 2, 2}, {2, 2, 10, 9}, 3, {3, 3}, {1, 1}, 2, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 2, 2}, {1, 2, 8, 9}, 2, {3, 3}, {2, 2}, 1, 2, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 3, 1}, {1, 2, 11, 6}, 2, {4, 2}, {0, 0}, 1, 1, LADLE_PAD_CIRCULAR, 1},
+    {3, {1, 1, 2, 1, 2}, {1, 2, 6, 5, 7}, 2, {3, 3, 3}, {1, 1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {2, 1, 1, 2}, {3, 2, 6, 7}, 2, {3, 3}, {1, 2}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {2, {1, 1, 5, 1}, {1, 1, 6, 5}, 1, {3, 3}, {1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+};
+#define NCCASES (int)(sizeof ccases / sizeof ccases[0])
+
+/* f64 to 1e-12; LADLE_OVERLAP_HALO runs the plain layer. */
+START_TEST(circular_split) { pcases_run(ccases, NCCASES, "circular", 31, 1e-12, 1); }
 END_TEST
 
 START_TEST(padding_bad_input)
@@ -623,10 +660,20 @@ START_TEST(padding_bad_input)
         d.padding[0] = 2; /* fits 3 cells, but the blocks of 1 cannot reflect 2 */
         LT_FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
                         LADLE_ERR_UNSUPPORTED, "edge blocks");
-        d.padding_mode = LADLE_PAD_CIRCULAR; /* wraps a split dimension */
+        /* circular wraps a split dimension of blocks of 1 and 2 cells (once
+         * refused): the layer is the sequential one on the gathered tensors;
+         * wider than the extent it is refused */
+        d.padding_mode = LADLE_PAD_CIRCULAR;
         d.padding[0] = 1;
+        ladle_op *seq = NULL;
+        LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op));
+        LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &seq));
+        lt_equivalent(op, seq, 77, 1e-12, "circular on blocks of 1 and 2 cells");
+        ladle_op_destroy(&op);
+        ladle_op_destroy(&seq);
+        d.padding[0] = 4;
         LT_FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
-                        LADLE_ERR_UNSUPPORTED, "periodic");
+                        LADLE_ERR_ARG, "circular: at most the extent");
         d.padding_mode = LADLE_PAD_ZEROS;
         d.same = 1;
         d.stride[1] = 2;
@@ -706,5 +753,5 @@ END_TEST
 
 LT_SUITE("dist_conv", "dist_conv", 0, conv_equivalence, pool_equivalence,
          direct_when_nothing_moves, avg_pool_divisors, adjoint, grid_equivalence, bad_input,
-         padding_options, padding_bad_input, deprecated_dist_conv_ex, overlap_equivalence,
+         padding_options, circular_split, padding_bad_input, deprecated_dist_conv_ex, overlap_equivalence,
          overlap_runs, overlap_bound_weights)

@@ -1,5 +1,7 @@
 /* HaloExchange: DistDL's cases and golden values, geometry against a brute
- * force, exact forward and adjoint values, the begin/end split, bad input. */
+ * force, exact forward and adjoint values, the begin/end split, bad input;
+ * the periodic dimensions (wrap-around) in each, and their forward against
+ * the gathered global tensor. */
 #include <string.h>
 
 #include "harness.h"
@@ -12,6 +14,7 @@ typedef struct case_t {
     int64_t k[5], s[5], p[5], d[5];
     int ceil_mode;
     int64_t split0[6]; /* optional unbalanced split of the last dimension */
+    unsigned periodic; /* the window's periodic dimensions */
 } case_t;
 
 #define ID1                                                                                \
@@ -25,21 +28,42 @@ typedef struct case_t {
 /* clang-format off */
 static const case_t cases[] = {
     /* DistDL tests/test_halo_exchange.py */
-    {"distdl-conv-3x3", 4, {1, 1, 3, 3}, {1, 1, 10, 7}, {1, 1, 3, 3}, ID1, ID0, ID1, 0, {0}},
-    {"distdl-k2-s2", 3, {1, 1, 3}, {1, 1, 10}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 0, {0}},
+    {"distdl-conv-3x3", 4, {1, 1, 3, 3}, {1, 1, 10, 7}, {1, 1, 3, 3}, ID1, ID0, ID1, 0, {0}, 0},
+    {"distdl-k2-s2", 3, {1, 1, 3}, {1, 1, 10}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 0, {0}, 0},
     /* DistDL's worked example and halo-mixin example */
-    {"distdl-example-2x2", 4, {1, 1, 2, 2}, {1, 1, 5, 4}, {1, 1, 3, 3}, ID1, ID0, ID1, 0, {0}},
-    {"distdl-mixin-1x1x4", 3, {1, 1, 4}, {1, 1, 10}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 0, {0}},
+    {"distdl-example-2x2", 4, {1, 1, 2, 2}, {1, 1, 5, 4}, {1, 1, 3, 3}, ID1, ID0, ID1, 0, {0}, 0},
+    {"distdl-mixin-1x1x4", 3, {1, 1, 4}, {1, 1, 10}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 0, {0}, 0},
     /* our own */
-    {"same-padding", 4, {1, 1, 2, 3}, {2, 3, 10, 11}, {1, 1, 3, 3}, ID1, {0, 0, 1, 1}, ID1, 0, {0}},
+    {"same-padding", 4, {1, 1, 2, 3}, {2, 3, 10, 11}, {1, 1, 3, 3}, ID1, {0, 0, 1, 1}, ID1, 0, {0}, 0},
     {"3D-stride-dilation", 5, {1, 1, 2, 2, 2}, {1, 2, 9, 8, 7}, {1, 1, 3, 5, 2}, {1, 1, 2, 1, 2},
-     {0, 0, 1, 2, 0}, {1, 1, 1, 2, 1}, 0, {0}},
-    {"ceil-mode-pool", 3, {1, 1, 3}, {1, 1, 11}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 1, {0}},
-    {"wider-than-neighbour", 2, {1, 6}, {1, 12}, {1, 7}, ID1, {0, 3}, ID1, 0, {0}},
-    {"unbalanced", 2, {1, 3}, {2, 7}, {1, 3}, ID1, {0, 1}, ID1, 0, {5, 1, 1}},
-    {"needs-nothing", 3, {1, 1, 3}, {1, 1, 2}, {1, 1, 2}, ID1, ID0, ID1, 0, {0}},
-    {"batch-partitioned", 3, {2, 1, 2}, {4, 3, 8}, {1, 1, 3}, ID1, {0, 0, 1}, ID1, 0, {0}},
-    {"big-padding", 2, {1, 2}, {3, 9}, {1, 3}, ID1, {0, 4}, ID1, 0, {0}},
+     {0, 0, 1, 2, 0}, {1, 1, 1, 2, 1}, 0, {0}, 0},
+    {"ceil-mode-pool", 3, {1, 1, 3}, {1, 1, 11}, {1, 1, 2}, {1, 1, 2}, ID0, ID1, 1, {0}, 0},
+    {"wider-than-neighbour", 2, {1, 6}, {1, 12}, {1, 7}, ID1, {0, 3}, ID1, 0, {0}, 0},
+    {"unbalanced", 2, {1, 3}, {2, 7}, {1, 3}, ID1, {0, 1}, ID1, 0, {5, 1, 1}, 0},
+    {"needs-nothing", 3, {1, 1, 3}, {1, 1, 2}, {1, 1, 2}, ID1, ID0, ID1, 0, {0}, 0},
+    {"batch-partitioned", 3, {2, 1, 2}, {4, 3, 8}, {1, 1, 3}, ID1, {0, 0, 1}, ID1, 0, {0}, 0},
+    {"big-padding", 2, {1, 2}, {3, 9}, {1, 3}, ID1, {0, 4}, ID1, 0, {0}, 0},
+    /* periodic: one rank wrapping onto itself, halos wider than a block and
+     * as wide as the extent, far ends of many ranks, corners in 2-d with both
+     * or one dimension periodic, an unsplit periodic dimension, uneven
+     * blocks, stride and dilation in 3-d, a batch split */
+    {"wrap-self", 2, {1, 1}, {2, 4}, {1, 5}, ID1, {0, 2}, ID1, 0, {0}, 0x2},
+    {"wrap-self-2d", 4, {1, 1, 1, 1}, {1, 2, 4, 5}, {1, 1, 3, 5}, ID1, {0, 0, 2, 4}, ID1, 0,
+     {0}, 0xC},
+    {"wrap-1d", 2, {1, 3}, {2, 10}, {1, 3}, ID1, {0, 1}, ID1, 0, {0}, 0x2},
+    {"wrap-wider-than-block", 2, {1, 6}, {1, 12}, {1, 7}, ID1, {0, 3}, ID1, 0, {0}, 0x2},
+    {"wrap-whole-extent", 2, {1, 4}, {1, 5}, {1, 11}, ID1, {0, 5}, ID1, 0, {0}, 0x2},
+    {"wrap-far-ends", 2, {1, 6}, {2, 13}, {1, 3}, ID1, {0, 1}, ID1, 0, {0}, 0x2},
+    {"wrap-2d-corners", 4, {1, 1, 2, 3}, {1, 2, 7, 8}, {1, 1, 3, 3}, ID1, {0, 0, 1, 1}, ID1, 0,
+     {0}, 0xC},
+    {"wrap-one-of-two", 4, {1, 1, 2, 3}, {1, 2, 7, 8}, {1, 1, 3, 3}, ID1, {0, 0, 1, 1}, ID1, 0,
+     {0}, 0x4},
+    {"wrap-unsplit-dim", 4, {1, 1, 2, 1}, {1, 1, 6, 5}, {1, 1, 3, 3}, ID1, {0, 0, 1, 2}, ID1,
+     0, {0}, 0xC},
+    {"wrap-unbalanced", 2, {1, 3}, {2, 7}, {1, 5}, ID1, {0, 2}, ID1, 0, {5, 1, 1}, 0x2},
+    {"wrap-3D-stride-dilation", 5, {1, 1, 2, 1, 2}, {1, 1, 6, 5, 7}, {1, 1, 3, 2, 3},
+     {1, 1, 2, 1, 1}, {0, 0, 1, 1, 2}, {1, 1, 1, 2, 1}, 0, {0}, 0x1C},
+    {"wrap-batch-split", 3, {2, 1, 2}, {4, 3, 8}, {1, 1, 3}, ID1, {0, 0, 2}, ID1, 0, {0}, 0x4},
 };
 /* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
@@ -63,6 +87,7 @@ static ladle_window window(const case_t *c)
         w.dilation[d] = c->d[d];
     }
     w.ceil_mode = c->ceil_mode;
+    w.periodic = c->periodic;
     return w;
 }
 
@@ -143,6 +168,9 @@ START_TEST(geometry_matches_brute_force)
         const ladle_layout *bulk = ladle_halo_exchange_bulk_layout(op);
         ladle_halo_geometry g;
         LT_OK(ladle_halo_exchange_geometry(op, &g));
+        unsigned periodic = 0;
+        int64_t wl[LADLE_MAX_NDIM], wr[LADLE_MAX_NDIM];
+        LT_OK(ladle_halo_exchange_wrap(op, &periodic, wl, wr));
         const ladle_partition *p = ladle_layout_partition(bulk);
         int ok = 1;
         for (int r = 0; r < grid(c); r++) {
@@ -159,18 +187,69 @@ START_TEST(geometry_matches_brute_force)
                 if (r == lt_rank && ne > ns)
                     ok &= g.needed_offset[d] == ns - ps && g.needed_shape[d] == ne - ns &&
                           g.bulk_offset[d] == boff[d] - ps;
+                int wraps = (c->periodic >> d) & 1;
+                if (r == lt_rank)
+                    ok &= wl[d] == (wraps && ps < 0 ? -ps : 0) &&
+                          wr[d] == (wraps && pe > c->global[d] ? pe - c->global[d] : 0);
             }
         }
+        ok &= periodic == c->periodic;
+        for (int d = 0; lt_rank >= grid(c) && d < LADLE_MAX_NDIM; d++)
+            ok &= wl[d] == 0 && wr[d] == 0;
         LT_ASSERT(ok, "%s: geometry differs from the brute force", c->name);
         ladle_op_destroy(&op);
     }
 }
 END_TEST
 
-/* Forward: every in-domain cell of the padded tensor holds its global index;
- * cells outside the domain keep what the caller put there. Adjoint of all
- * ones: a bulk cell gets 1 + the number of other ranks whose padded box
- * holds it, in-domain halo cells 0, outside cells stay 1. */
+/* The global cell a padded cell at gi reads, into m: gi itself, or wrapped
+ * once around a periodic dimension; 0 when it is the kernel's padding. */
+static int source_of(const case_t *c, const int64_t *gi, int64_t *m)
+{
+    int ok = 1;
+    for (int d = 0; d < c->nd; d++) {
+        int64_t S = c->global[d];
+        int wraps = (c->periodic >> d) & 1;
+        m[d] = wraps && gi[d] < 0 ? gi[d] + S : wraps && gi[d] >= S ? gi[d] - S : gi[d];
+        ok &= m[d] >= 0 && m[d] < S;
+    }
+    return ok;
+}
+
+/* How many halo cells of the padded boxes read the bulk cell gi of this
+ * rank: the boxes of the other ranks holding gi, and every box (this
+ * rank's too) holding an image gi + sigma * S across periodic dimensions. */
+static int readers_of(const case_t *c, const ladle_layout *padded, const int64_t *gi)
+{
+    int n = 0, shifts = 1, nd = c->nd;
+    for (int d = 0; d < nd; d++)
+        shifts *= 3;
+    for (int k = 0; k < shifts; k++) {
+        int64_t at[5];
+        int skip = 0, moved = 0;
+        for (int d = 0, rest = k; d < nd; d++, rest /= 3) {
+            int sigma = rest % 3 - 1;
+            skip |= sigma != 0 && !((c->periodic >> d) & 1);
+            moved |= sigma != 0;
+            at[d] = gi[d] + sigma * c->global[d];
+        }
+        for (int r = 0; !skip && r < grid(c); r++) {
+            int64_t off[5], sh[5];
+            int holds = moved || r != lt_rank;
+            ladle_layout_box(padded, r, off, sh);
+            for (int d = 0; d < nd; d++)
+                holds &= at[d] >= off[d] && at[d] < off[d] + sh[d];
+            n += holds;
+        }
+    }
+    return n;
+}
+
+/* Forward: every cell of the padded tensor that reads a global cell (in
+ * the domain, or wrapped around a periodic dimension) holds that cell's
+ * index; the kernel's padding keeps what the caller put there. Adjoint of
+ * all ones: a bulk cell gets 1 + the number of halo cells reading it,
+ * halo cells that read one 0, padding cells stay 1. */
 START_TEST(exact_values)
 {
     for (int k = 0; k < N_CASES; k++) {
@@ -185,8 +264,8 @@ START_TEST(exact_values)
             ladle_halo_exchange_geometry(op, &g);
             ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
             ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
-            int64_t n = ladle_tensor_numel(x), idx[5] = {0}, gi[5];
-            int nd = c->nd, P = grid(c);
+            int64_t n = ladle_tensor_numel(x), idx[5] = {0}, gi[5], src[5];
+            int nd = c->nd;
             const int64_t *sh = g.padded_shape;
             for (int64_t e = 0; e < n; e++) { /* bulk = index + 1, halo = -7 */
                 int in_bulk = 1;
@@ -204,38 +283,110 @@ START_TEST(exact_values)
             LT_OK(ladle_op_forward(op, x, y));
             LT_OK(ladle_op_adjoint(op, dy, dx));
             int fwd_ok = 1, adj_ok = 1;
+            double *yv = lt_values(y), *dxv = lt_values(dx);
             for (int64_t e = 0; e < n; e++) {
-                int inside = 1, in_bulk = 1;
+                int in_bulk = 1;
                 int64_t lin = 0;
                 for (int d = 0; d < nd; d++) {
                     gi[d] = g.padded_offset[d] + idx[d];
-                    inside &= gi[d] >= 0 && gi[d] < c->global[d];
                     int64_t rel = idx[d] - g.bulk_offset[d];
                     in_bulk &= rel >= 0 && rel < g.bulk_shape[d];
-                    lin = lin * c->global[d] + gi[d];
                 }
-                fwd_ok &= lt_get(y, e) == (inside ? (double)lin + 1 : -7.0);
+                int reads = source_of(c, gi, src);
+                for (int d = 0; d < nd; d++)
+                    lin = lin * c->global[d] + src[d];
+                fwd_ok &= yv[e] == (reads ? (double)lin + 1 : -7.0);
                 double want = 1.0;
-                if (in_bulk) {
-                    for (int r = 0; r < P; r++) {
-                        int64_t off[5], s[5];
-                        int holds = r != lt_rank;
-                        ladle_layout_box(padded, r, off, s);
-                        for (int d = 0; d < nd; d++)
-                            holds &= gi[d] >= off[d] && gi[d] < off[d] + s[d];
-                        want += holds;
-                    }
-                } else if (inside) {
+                if (in_bulk)
+                    want += readers_of(c, padded, gi);
+                else if (reads)
                     want = 0.0;
-                }
-                adj_ok &= lt_get(dx, e) == want;
+                adj_ok &= dxv[e] == want;
                 for (int d = nd - 1; d >= 0 && ++idx[d] == sh[d]; d--)
                     idx[d] = 0;
             }
             (void)bulk;
+            free(yv);
+            free(dxv);
             LT_ASSERT(fwd_ok, "%s (%s): forward values", c->name, t ? "f32" : "f64");
             LT_ASSERT(adj_ok, "%s (%s): adjoint values", c->name, t ? "f32" : "f64");
             LT_DESTROY(&x, &y, &dx, &dy);
+            ladle_op_destroy(&op);
+        }
+    }
+}
+END_TEST
+
+/* A value of rank r's cell at global index lin, from seed: multiples of
+ * 1/64 in [-32, 32), exact in f32. */
+static double cell_value(uint64_t seed, int r, int64_t lin)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(lin + 1) + 0xbf58476d1ce4e5b9ull * (uint64_t)r;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z % 4096) / 64.0 - 32.0;
+}
+
+/* The forward in place on random bulks, against the global tensor gathered
+ * from every rank's bulk: each padded cell holds the global cell it reads
+ * (source_of: wrapped around periodic dimensions), padding cells keep the
+ * sentinel. */
+START_TEST(forward_against_gathered)
+{
+    const double sentinel = 1000.5;
+    for (int k = 0; k < N_CASES; k++) {
+        const case_t *c = &cases[k];
+        if (grid(c) > lt_size)
+            continue;
+        int64_t N = 1;
+        for (int d = 0; d < c->nd; d++)
+            N *= c->global[d];
+        for (int t = 0; t < 2; t++) {
+            ladle_op *op = make(c, t ? LADLE_F32 : LADLE_F64, 0);
+            ladle_halo_geometry g;
+            LT_OK(ladle_halo_exchange_geometry(op, &g));
+            ladle_tensor *x = lt_op_tensor(op, 0);
+            int64_t n = ladle_tensor_numel(x), idx[5] = {0}, gi[5], src[5];
+            double *glob = calloc((size_t)N, sizeof *glob), *xv = lt_values(x);
+            for (int pass = 0; pass < 2; pass++) {
+                int ok = 1;
+                for (int64_t e = 0; e < n; e++) {
+                    int in_bulk = 1;
+                    int64_t lin = 0, slin = 0;
+                    for (int d = 0; d < c->nd; d++) {
+                        gi[d] = g.padded_offset[d] + idx[d];
+                        int64_t rel = idx[d] - g.bulk_offset[d];
+                        in_bulk &= rel >= 0 && rel < g.bulk_shape[d];
+                        lin = lin * c->global[d] + gi[d];
+                    }
+                    int reads = source_of(c, gi, src);
+                    for (int d = 0; d < c->nd; d++)
+                        slin = slin * c->global[d] + src[d];
+                    if (pass == 0 && in_bulk)
+                        glob[lin] = xv[e] = cell_value(700 + (uint64_t)k, lt_rank, lin);
+                    else if (pass == 0)
+                        xv[e] = sentinel;
+                    else
+                        ok &= xv[e] == (reads ? glob[slin] : sentinel);
+                    for (int d = c->nd - 1; d >= 0 && ++idx[d] == g.padded_shape[d]; d--)
+                        idx[d] = 0;
+                }
+                if (pass == 0) { /* every global cell has one owner: the sum gathers */
+                    MPI_Allreduce(MPI_IN_PLACE, glob, (int)N, MPI_DOUBLE, MPI_SUM,
+                                  MPI_COMM_WORLD);
+                    lt_store(x, xv);
+                    LT_OK(ladle_op_forward(op, x, x));
+                    free(xv);
+                    xv = lt_values(x);
+                } else {
+                    LT_ASSERT(ok, "%s (%s): forward against the gathered tensor", c->name,
+                              t ? "f32" : "f64");
+                }
+            }
+            free(glob);
+            free(xv);
+            ladle_tensor_destroy(&x);
             ladle_op_destroy(&op);
         }
     }
@@ -418,7 +569,42 @@ START_TEST(bad_input)
     LT_FAILS(ladle_halo_exchange_create(x, &w, (ladle_dtype)0, lt_device(), 0, &op),
              LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
+    /* periodic: a bit beyond the window's dimensions; a halo wider than
+     * the extent it wraps (S + 1 beyond each edge) */
+    ladle_window_init(&w, 2);
+    w.periodic = 0x4;
+    LT_FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op),
+                    LADLE_ERR_ARG, "periodic");
+    ladle_window_init(&w, 2);
+    w.periodic = 0x2;
+    w.kernel[1] = 2 * global[1] + 3;
+    w.padding[1] = global[1] + 1;
+    LT_FAILS_SAYING(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op),
+                    LADLE_ERR_ARG, "dimension 1 is periodic");
+    w.padding[1] = global[1]; /* as wide as the extent: fine */
+    w.kernel[1] = 2 * global[1] + 1;
+    LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op));
+    ladle_op_destroy(&op);
+    /* the periodic bits and wrapped widths of a plain window: none */
+    ladle_window_init(&w, 2);
+    w.kernel[1] = 3;
+    w.padding[1] = 1;
+    LT_OK(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op));
+    unsigned periodic = 1;
+    int64_t wl[LADLE_MAX_NDIM];
+    LT_OK(ladle_halo_exchange_wrap(op, &periodic, wl, NULL));
+    LT_ASSERT(periodic == 0 && wl[1] == 0, "a plain window is not periodic");
+    ladle_op_destroy(&op);
+    w.size = 0;
+    LT_FAILS(ladle_halo_exchange_create(x, &w, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
+    LT_ASSERT(op == NULL, "no op on failure");
     LT_FAILS(ladle_halo_exchange_geometry(NULL, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_halo_exchange_wrap(NULL, NULL, NULL, NULL), LADLE_ERR_NULL);
+    int64_t one = 1;
+    ladle_op *other = NULL;
+    LT_OK(ladle_activation_create(LADLE_RELU, 0, 1, &one, LADLE_F64, lt_device(), &other));
+    LT_FAILS(ladle_halo_exchange_wrap(other, NULL, NULL, NULL), LADLE_ERR_ARG);
+    ladle_op_destroy(&other);
     ladle_layout_destroy(&x);
     ladle_layout_destroy(&blk);
     ladle_partition_destroy(&p);
@@ -426,5 +612,6 @@ START_TEST(bad_input)
 END_TEST
 
 LT_SUITE("halo_exchange", "halo_exchange", LT_CHECK_TIMEOUT, adjoint_matrix,
-         geometry_matches_brute_force, exact_values, distdl_golden_tiles,
+         geometry_matches_brute_force, exact_values, forward_against_gathered,
+         distdl_golden_tiles,
          distdl_golden_halos, begin_end_split, progress_until_done, bad_input)

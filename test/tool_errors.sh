@@ -263,6 +263,9 @@ mpi 2 "--shape: '3x' is not a shape" ladle-adjoint broadcast --shape 3x
 mpi 2 "--device: 'gpu' is not one of cpu, cuda, guarded" ladle-adjoint broadcast --shape 3 --device gpu
 mpi 2 "built without the cuda backend" ladle-adjoint broadcast --shape 3 --device cuda
 mpi 2 "--kernel: 0 in '1,0' is out of range" ladle-adjoint halo-exchange --shape 4x4 --kernel 1,0
+mpi 2 "--periodic: 8 in '1,8' is out of range" ladle-adjoint halo-exchange --shape 4x4 --periodic 1,8
+mpi 2 "periodic is 0x4" ladle-adjoint halo-exchange --px 1x1 --shape 4x4 --kernel 1,3 --padding 0,1 --periodic 2
+mpi 2 "--periodic does not apply to repartition" ladle-adjoint repartition --shape 4 --periodic 0
 mpi 2 "--x-split '1' gives 1 dimension of sizes; the partition has 2" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1
 mpi 2 "--x-split '1/1/1' has more than the partition's 2 dimensions" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1/1/1
 mpi 2 "--py does not apply to all-sum-reduce" ladle-adjoint all-sum-reduce --py 1 --shape 3

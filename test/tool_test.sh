@@ -41,6 +41,15 @@ expect 0 6 repartition --px 3x2 --py 1x6 --shape 77x55 --x-split 27,25,25/30,25
 expect 0 6 halo-exchange --px 1x1x2x3 --shape 2x3x17x19 --kernel 1,1,5,3 \
     --stride 1,1,2,1 --padding 0,0,2,1 --dilation 1,1,1,2
 expect 0 4 halo-exchange --px 1x1x4 --shape 1x1x11 --kernel 1,1,2 --stride 1,1,2 --ceil-mode
+# periodic: 2-d corners wrapping over two split dimensions, a halo as wide as
+# the extent over blocks narrower than it, one periodic and one padded dimension
+expect 0 6 halo-exchange --px 1x1x2x3 --shape 2x3x7x8 --kernel 1,1,3,3 --padding 0,0,1,1 \
+    --periodic 2,3
+expect 0 4 halo-exchange --px 1x4 --shape 2x5 --kernel 1,11 --padding 0,5 --periodic 1 --dtype f32
+expect 0 3 halo-exchange --px 1x3x1 --shape 2x9x4 --kernel 1,3,5 --padding 0,1,2 --periodic 1 \
+    --device guarded
+# a periodic halo wider than the extent: refused, exit 2
+expect 2 2 halo-exchange --px 1x2 --shape 2x4 --kernel 1,11 --padding 0,5 --periodic 1
 expect 0 6 broadcast --px 1x3@0,2,4 --py 3x1@1,3,5 --shape 4 --transpose-src
 # ranks outside both partitions take part as inactive ranks
 expect 0 8 repartition --px 2x1@0,1 --py 1x3@5-7 --shape 9x10 --seed 7

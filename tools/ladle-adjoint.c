@@ -41,6 +41,8 @@ static const char usage[] =
     "  --padding LIST       (default 0)\n"
     "  --dilation LIST      (default 1)\n"
     "  --ceil-mode          halo-exchange: output length rounds up\n"
+    "  --periodic LIST      halo-exchange: the dimensions that wrap around (circular\n"
+    "                       padding), e.g. 2,3 (default none)\n"
     "  --x-split S/S/..     repartition, halo-exchange: an unbalanced split of x, the\n"
     "                       block sizes of each dimension separated by '/', e.g.\n"
     "                       27,25,25/16,13,13,13 (default: balanced)\n"
@@ -68,6 +70,7 @@ typedef struct options {
     int64_t win[4][LADLE_MAX_NDIM];
     int win_n[4];
     int ceil_mode;
+    unsigned periodic;
     const char *x_split;
     unsigned flags;
     ladle_dtype dtype;
@@ -115,6 +118,7 @@ static const optuse uses[] = {
     {"--padding", FOR(P_HALO)},
     {"--dilation", FOR(P_HALO)},
     {"--ceil-mode", FOR(P_HALO)},
+    {"--periodic", FOR(P_HALO)},
     {"--x-split", FOR(P_HALO) | FOR(P_REPART)},
     {"--transpose-src", FOR(P_BCAST) | FOR(P_REDUCE)},
     {"--transpose-dest", FOR(P_BCAST) | FOR(P_REDUCE)},
@@ -130,7 +134,7 @@ static int takes_value(const char *a)
     static const char *const names[] = {"--px",      "--py",      "--shape",   "--axes",
                                         "--dtype",   "--seed",    "--tolerance", "--x-split",
                                         "--kernel",  "--stride",  "--padding", "--dilation",
-                                        "--device",  NULL};
+                                        "--device",  "--periodic", NULL};
     for (int k = 0; names[k]; k++)
         if (strcmp(a, names[k]) == 0)
             return 1;
@@ -182,6 +186,14 @@ static int parse_value(const char *a, const char *v, options *o, char *why)
         return cli_real(a, v, 0, HUGE_VAL, CLI_OPEN_HI, &o->tolerance, why);
     if (strcmp(a, "--x-split") == 0) {
         o->x_split = v;
+        return 0;
+    }
+    if (strcmp(a, "--periodic") == 0) {
+        int64_t dims[LADLE_MAX_NDIM];
+        if (cli_ints(a, v, 0, LADLE_MAX_NDIM - 1, dims, LADLE_MAX_NDIM, &n, why))
+            return -1;
+        for (int k = 0; k < n; k++)
+            o->periodic |= 1u << dims[k];
         return 0;
     }
     for (int k = 0; k < 4; k++)
@@ -353,6 +365,7 @@ static ladle_status make_window(const options *o, ladle_window *w, int *bad)
             fields[k][d] = o->win[k][d];
     }
     w->ceil_mode = o->ceil_mode;
+    w->periodic = o->periodic;
     return LADLE_OK;
 }
 

@@ -103,8 +103,9 @@ LADLE_API ladle_status ladle_dist_linear_create(const ladle_linear_desc *d,
  * ranks at the edges from their own padded tensor after the halo exchange
  * (each edge block of a split dimension must hold the cells they read:
  * max(lo, hi) + 1 for reflect, 1 for replicate); circular wraps around the
- * global domain, which the halo exchange does not, so it takes only
- * dimensions p_x does not split (LADLE_ERR_UNSUPPORTED otherwise). With
+ * global domain on every partition: the halo exchange is periodic on every
+ * spatial dimension (ladle_halo_exchange_create), so the wrapped halos it
+ * brings from the owners are the padding (up to the extent wide). With
  * uneven padding ('same' with an even kernel) the halo is planned for a
  * centred window and each rank convolves the box its output reads. The
  * backward adds the padding cells' gradients into the cells they were read

@@ -163,10 +163,18 @@ typedef struct ladle_window {
     int64_t padding[LADLE_MAX_NDIM];
     int64_t dilation[LADLE_MAX_NDIM];
     int ceil_mode;
+    /* Bit d set: dimension d is periodic for ladle_halo_exchange_create:
+     * its halo cells beyond a global edge wrap around to the other end, as
+     * circular padding. A field of the window rather than a flag of the
+     * call, since it is a property of each dimension's padding like
+     * `padding` itself; it fills what was the struct's tail padding, so
+     * the struct's size and the offsets of its other fields are those of
+     * 0.2.0. */
+    unsigned periodic;
 } ladle_window;
 
-/* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode).
- * Local. */
+/* Set w to the identity window of ndim dimensions (1/1/0/1, no ceil mode,
+ * no periodic dimension). Local. */
 LADLE_API void ladle_window_init(ladle_window *w, int ndim);
 
 /*
@@ -182,9 +190,21 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * global index space are the kernel's padding: the op never touches them, so
  * the caller fills them once (zeros for convolution, -inf for max pooling).
  *
- *   F  : each halo cell takes the value of the bulk cell of its owner;
- *        the bulk is unchanged
+ * Except along the periodic dimensions (w->periodic, bit d for dimension d):
+ * there the index space wraps around, as circular padding does, and a halo
+ * cell at global index g beyond an edge of extent S is the cell g + S (left
+ * of 0: x[-i] = x[S - i]) or g - S (right: x[S - 1 + i] = x[i - 1]), taken
+ * from whichever rank owns it (itself included: an unsplit dimension wraps
+ * within the rank). A cell beyond the edges of a periodic and of a
+ * non-periodic dimension (a corner) stays padding. A periodic halo may be as
+ * wide as the global extent (halos wider than the blocks of several ranks
+ * reach each of them), not wider.
+ *
+ *   F  : each halo cell takes the value of the bulk cell of its owner
+ *        (through the wrap-around on periodic dimensions); the bulk is
+ *        unchanged
  *   F* : each halo cell is added into its owner's bulk and set to zero
+ *        (sums in a fixed order, independent of message arrival)
  *
  * Both x and y of the op are the padded tensors (see
  * ladle_halo_exchange_geometry); forward and adjoint work in place when x
@@ -192,8 +212,12 @@ LADLE_API void ladle_window_init(ladle_window *w, int ndim);
  * codes of ladle_broadcast_create; LADLE_ERR_ARG (on every rank, naming the
  * dimension and the value) for a kernel, stride or dilation below 1, a
  * negative padding, a padded input, dilated kernel or stride above 2^57,
- * and an output or padded shard of more than 2^57 elements; LADLE_ERR_SHAPE
- * for a dilated kernel larger than the padded input. */
+ * an output or padded shard of more than 2^57 elements, a periodic bit of a
+ * dimension the window does not have, and a periodic halo wider than its
+ * dimension's global extent; LADLE_ERR_SHAPE for a dilated kernel larger
+ * than the padded input; LADLE_ERR_UNSUPPORTED when the wrap-around of many
+ * periodic dimensions needs more MPI tags than the MPI offers (3^n
+ * exchanges for n periodic dimensions with halos beyond their edges). */
 LADLE_API ladle_status ladle_halo_exchange_create(const ladle_layout *x, const ladle_window *w,
                                                   ladle_dtype dtype, ladle_device device,
                                                   unsigned flags, ladle_op **op);
@@ -243,6 +267,18 @@ typedef struct ladle_halo_geometry {
  * is not a halo exchange. */
 LADLE_API ladle_status ladle_halo_exchange_geometry(const ladle_op *op,
                                                     ladle_halo_geometry *g);
+
+/* The wrap-around of periodic dimensions on the calling rank (a call of its
+ * own, since ladle_halo_geometry has no size field to grow by): *periodic
+ * the window's periodic bits, and per dimension how many halo cells left
+ * of the global index space (wrap_left) and right of it (wrap_right) the op
+ * fills by wrapping around; 0 on other dimensions, whose cells beyond the
+ * edges are padding, and on ranks outside the partition. Any output may be
+ * NULL; the arrays hold LADLE_MAX_NDIM values. Local. Returns
+ * LADLE_ERR_NULL (no op) and LADLE_ERR_ARG when op is not a halo
+ * exchange. */
+LADLE_API ladle_status ladle_halo_exchange_wrap(const ladle_op *op, unsigned *periodic,
+                                                int64_t wrap_left[], int64_t wrap_right[]);
 
 /* The decomposition of the unpadded tensor (the x the op was made from) and of
  * the output; borrowed, valid while op lives. NULL if op is not a halo

@@ -53,6 +53,14 @@ static void dc_free(dconv *v)
     ladle__parts_free(v, dconv_parts, NULL);
 }
 
+/* Whether the layer fills the padding cells itself after the exchange
+ * (reflect, replicate), and folds their gradients back before its adjoint:
+ * zeros are written once, circular padding is the exchange's wrap-around. */
+static int pads_edges(const dconv *v)
+{
+    return v->mode != LADLE_PAD_ZEROS && v->mode != LADLE_PAD_CIRCULAR;
+}
+
 /* Every plane times the factors. */
 static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -72,7 +80,7 @@ static ladle_status dc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (v->nparts)
         return ladle__dc_overlap_forward(op, v, ctx ? ctx->impl : NULL, x, y);
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, padded));
-    if (v->mode != LADLE_PAD_ZEROS) /* the global edges, from the cells now in place */
+    if (pads_edges(v)) /* the global edges, from the cells now in place */
         LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
                                    padded->data, 0));
     if (v->base.local) {
@@ -122,7 +130,7 @@ static ladle_status dc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
             LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
                                             v->dxn, zero, v->gpadded, v->g.needed_offset));
     }
-    if (v->mode != LADLE_PAD_ZEROS)
+    if (pads_edges(v))
         LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape, v->pd,
                                    v->gpadded->data, 1));
     LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
@@ -258,8 +266,9 @@ int ladle__dist_conv_direct(const ladle_op *op)
 /* Whether every rank can pad the global edges of x (global shape xs over
  * p_x) from its own padded tensor: reflect and replicate read the edge
  * blocks (at least lo + 1 and hi + 1 cells, or 1, in the smallest block of a
- * split dimension), circular wraps only an unsplit dimension. Global facts:
- * every rank raises the same. */
+ * split dimension). Circular padding needs no edge block: the halo
+ * exchange wraps around (its periodic dimensions), from whichever ranks own
+ * the cells. Global facts: every rank raises the same. */
 static ladle_status check_modes(const ladle_partition *p_x, const int64_t *xs, const spec *sp,
                                 const char *f)
 {
@@ -277,12 +286,7 @@ static ladle_status check_modes(const ladle_partition *p_x, const int64_t *xs, c
                                 "circular: at most the extent)",
                                 ladle__pad_name(sp->mode), (long long)sp->lo[i],
                                 (long long)sp->hi[i], i, (long long)xs[2 + i]);
-        if (parts > 1 && sp->mode == LADLE_PAD_CIRCULAR)
-            return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
-                                "circular padding wraps spatial dimension %d, which p_x splits "
-                                "%d ways: the halo exchange is not periodic (split the other "
-                                "dimensions only)", i, parts);
-        if (parts > 1 && xs[2 + i] / parts < need)
+        if (parts > 1 && sp->mode != LADLE_PAD_CIRCULAR && xs[2 + i] / parts < need)
             return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
                                 "%s padding of spatial dimension %d reads %lld cells of the "
                                 "edge blocks, and p_x splits its %lld cells %d ways (blocks "
@@ -363,16 +367,39 @@ fail:
     return st;
 }
 
+/* The halo exchange of the layer's window over x's layout (a centred
+ * window of 2p + 1 when the sides differ), periodic on every spatial
+ * dimension with circular padding: its wrapped halos are the padding. */
+static ladle_status make_halo(ladle__make *m, dconv *v, const spec *sp)
+{
+    ladle_status st = LADLE_OK;
+    ladle_window w;
+    ladle_window_init(&w, v->ndim);
+    for (int i = 0; i < sp->nd; i++) {
+        int a = 2 + i;
+        w.kernel[a] = sp->uneven ? 2 * sp->p[i] + 1 : sp->k[i];
+        w.stride[a] = sp->uneven ? 1 : sp->s[i];
+        w.dilation[a] = sp->uneven ? 1 : sp->d[i];
+        w.padding[a] = sp->p[i];
+        if (sp->mode == LADLE_PAD_CIRCULAR)
+            w.periodic |= 1u << a;
+    }
+    w.ceil_mode = sp->ceil_mode;
+    LADLE_CALL(ladle__make_step(
+        m->comm, ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device, m->flags, &v->halo),
+        m->func));
+    LADLE_CALL(ladle_halo_exchange_geometry(v->halo, &v->g));
+fail:
+    return st;
+}
+
 /* The halo exchange over x's layout and this rank's boxes. */
 static ladle_status plan_halo(ladle__make *m, dconv *v, const spec *sp)
 {
     ladle_status st = LADLE_OK;
     int nd = v->ndim;
-    int64_t outv = 1, needv = 1, k[3], one[3] = {1, 1, 1};
-    for (int i = 0; i < 3; i++)
-        k[i] = sp->uneven ? 2 * sp->p[i] + 1 : sp->k[i];
-    LADLE_CALL(ladle__dist_halo(m, sp->nd, k, sp->uneven ? one : sp->s, sp->p,
-                                sp->uneven ? one : sp->d, sp->ceil_mode, &v->halo, &v->g));
+    int64_t outv = 1, needv = 1;
+    LADLE_CALL(make_halo(m, v, sp));
     for (int i = 0; sp->uneven && i < sp->nd; i++)
         if (v->g.output_shape[2 + i] > 0) { /* the centred box less the unused side */
             v->g.needed_offset[2 + i] += sp->p[i] - sp->lo[i];

@@ -42,6 +42,10 @@ static inline int ladle__tag_pair_group(int i) { return i * LADLE_TAG_CHUNKS; }
 #define LADLE_TAG_REPARTITION (11 * LADLE_TAG_CHUNKS)
 /* Halo exchange's box exchange, forward and adjoint (primitives/halo_exchange.c). */
 #define LADLE_TAG_HALO (13 * LADLE_TAG_CHUNKS)
+/* Its wrap-around on periodic dimensions: shift k of 3^n (n wrapping
+ * dimensions) is one more box exchange, slab j at the returned base + j;
+ * the creation checks the largest against ladle__tag_ub(). */
+static inline int ladle__tag_halo_wrap(int k) { return LADLE_TAG_HALO + (k + 1) * LADLE_TAG_CHUNKS; }
 
 /* ---- on a pipeline's communicator (pipeline/pipeline_run.c) ---- */
 
