@@ -90,6 +90,12 @@ static const ladle_backend_table cuda_table = {
     .event_query = ladle__cuda_event_query,
     .check_pointer = ladle__cuda_check_pointer,
     .health = ladle__cuda_health,
+    /* revision 4 */
+    .norm_forward = ladle__cuda_norm_forward,
+    .norm_backward = ladle__cuda_norm_backward,
+    .norm_weight_grad = ladle__cuda_norm_weight_grad,
+    .embed_forward = ladle__cuda_embed_forward,
+    .embed_backward = ladle__cuda_embed_backward,
 };
 
 static ladle_cuda_state cuda_state = {
