@@ -138,6 +138,7 @@ test_cuda_act: 1
 test_cuda_conv: 1
 test_cuda_pool: 1
 test_cuda_norm: 1
+test_cuda_loss: 1
 test_linear: 1
 test_activation: 1
 test_loss: 1

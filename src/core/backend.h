@@ -73,6 +73,11 @@ typedef struct ladle_loss_plan {
     const double *weight;
     int64_t ignore_index;
     int ignore;
+    /* the same C weights in device memory, on a device whose memory the
+     * host cannot touch (the layer copies them there at creation), for
+     * kernels that cannot read host memory (CUDA's); NULL elsewhere, and
+     * NULL with weight. Backends that read weight ignore it. */
+    const double *weight_dev;
 } ladle_loss_plan;
 
 /* convolution: the geometry of one group of its column slots (see the

@@ -91,11 +91,15 @@ static const ladle_backend_table cuda_table = {
     .check_pointer = ladle__cuda_check_pointer,
     .health = ladle__cuda_health,
     /* revision 4 */
+    .loss_weight_sum = ladle__cuda_loss_weight_sum,
     .norm_forward = ladle__cuda_norm_forward,
     .norm_backward = ladle__cuda_norm_backward,
     .norm_weight_grad = ladle__cuda_norm_weight_grad,
     .embed_forward = ladle__cuda_embed_forward,
     .embed_backward = ladle__cuda_embed_backward,
+    /* revision 9 */
+    .lse_rows = ladle__cuda_lse_rows,
+    .exp_rows = ladle__cuda_exp_rows,
 };
 
 static ladle_cuda_state cuda_state = {
