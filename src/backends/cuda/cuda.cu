@@ -90,8 +90,13 @@ static const ladle_backend_table cuda_table = {
     .event_query = ladle__cuda_event_query,
     .check_pointer = ladle__cuda_check_pointer,
     .health = ladle__cuda_health,
+    /* revision 3 */
+    .interp_forward = ladle__cuda_interp_forward,
+    .interp_backward = ladle__cuda_interp_backward,
     /* revision 4 */
     .loss_weight_sum = ladle__cuda_loss_weight_sum,
+    .adaptive_pool_forward = ladle__cuda_adaptive_pool_forward,
+    .adaptive_pool_backward = ladle__cuda_adaptive_pool_backward,
     .norm_forward = ladle__cuda_norm_forward,
     .norm_backward = ladle__cuda_norm_backward,
     .norm_weight_grad = ladle__cuda_norm_weight_grad,
