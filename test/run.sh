@@ -140,6 +140,7 @@ test_cuda_pool: 1
 test_cuda_norm: 1
 test_cuda_loss: 1
 test_cuda_planes: 1
+test_cuda_attn: 1
 test_linear: 1
 test_activation: 1
 test_loss: 1

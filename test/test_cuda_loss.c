@@ -30,10 +30,6 @@
 #define LSE_F32 4e-7
 #define EXP_F32 6e-7
 
-static const ladle_dtype dtypes[2] = {LADLE_F32, LADLE_F64};
-
-static double tol(ladle_dtype dt, double f32) { return dt == LADLE_F64 ? 1e-12 : f32; }
-
 /* A weighted case: kind, smoothing, weights, the ignored label (or none). */
 typedef struct wcase {
     ladle_loss_kind kind;
@@ -58,9 +54,15 @@ static void weighted_case(ladle_dtype dt, const wcase *w, ladle_reduction red, i
         labels[s] = w->ignore && s % 5 == 2
                         ? w->ignore_index
                         : (int64_t)(ladle__rng_bits(52, 1, (uint64_t)s) % (uint64_t)c);
-    ladle_loss_plan l = {.kind = w->kind, .reduction = red, .smoothing = w->smoothing,
-                         .classes = c, .inner = inner, .numel = numel, .divisor = 1.0,
-                         .weight = weight, .ignore_index = w->ignore_index,
+    ladle_loss_plan l = {.kind = w->kind,
+                         .reduction = red,
+                         .smoothing = w->smoothing,
+                         .classes = c,
+                         .inner = inner,
+                         .numel = numel,
+                         .divisor = 1.0,
+                         .weight = weight,
+                         .ignore_index = w->ignore_index,
                          .ignore = w->ignore};
     /* the label scan first: its sum is the mean's divisor, as in the layer */
     double sum_cpu = 0, sum_gpu = 0;
@@ -87,28 +89,28 @@ static void weighted_case(ladle_dtype dt, const wcase *w, ladle_reduction red, i
     void *d_x = cp_upload(dt, numel, x), *d_out = cp_upload(dt, outs, NULL);
     void *d_dloss = cp_upload(dt, outs, dloss), *d_dx = cp_upload(dt, numel, NULL);
     CP_GPU(loss_forward, dt, &lg, d_x, d_t, d_out);
-    CP_CLOSE(dt, outs, d_out, out, tol(dt, LOSS_F32), what);
+    CP_CLOSE(dt, outs, d_out, out, cp_tol(dt, LOSS_F32), what);
     CP_GPU(loss_backward, dt, &lg, d_x, d_t, d_dloss, d_dx);
-    CP_CLOSE(dt, numel, d_dx, dx, tol(dt, LOSS_F32), what);
+    CP_CLOSE(dt, numel, d_dx, dx, cp_tol(dt, LOSS_F32), what);
 
     void *dev[] = {d_w, d_t, d_x, d_out, d_dloss, d_dx};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i] != NULL)
-            cp_free(dev[i]);
     void *host[] = {weight, labels, x, out, dloss, dx};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
+    CP_RELEASE(dev, host);
 }
 
 START_TEST(weighted_losses)
 {
     static const wcase cases[] = {
-        {LADLE_LOSS_CROSS_ENTROPY, 0.0, 1, 0, 0},    {LADLE_LOSS_CROSS_ENTROPY, 0.1, 1, 0, 0},
-        {LADLE_LOSS_CROSS_ENTROPY, 0.0, 0, 1, -100}, {LADLE_LOSS_CROSS_ENTROPY, 0.2, 1, 1, 3},
-        {LADLE_LOSS_CROSS_ENTROPY, 0.1, 0, 1, 1},    {LADLE_LOSS_NLL, 0.0, 1, 0, 0},
-        {LADLE_LOSS_NLL, 0.0, 0, 1, -100},           {LADLE_LOSS_NLL, 0.0, 1, 1, 2},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.0, 1, 0, 0},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.1, 1, 0, 0},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.0, 0, 1, -100},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.2, 1, 1, 3},
+        {LADLE_LOSS_CROSS_ENTROPY, 0.1, 0, 1, 1},
+        {LADLE_LOSS_NLL, 0.0, 1, 0, 0},
+        {LADLE_LOSS_NLL, 0.0, 0, 1, -100},
+        {LADLE_LOSS_NLL, 0.0, 1, 1, 2},
     };
-    static const int64_t shapes[][3] = {{1, 5, 1}, {37, 7, 1}, {9001, 4, 1}, {6, 300, 1},
+    static const int64_t shapes[][3] = {{1, 5, 1},    {37, 7, 1}, {9001, 4, 1}, {6, 300, 1},
                                         {300, 40, 1}, {5, 6, 3},  {2, 9, 700}};
     const int nc = (int)(sizeof cases / sizeof cases[0]);
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
@@ -116,7 +118,7 @@ START_TEST(weighted_losses)
         for (int k = 0; k < nc; k++)
             for (int s = 0; s < ns; s++)
                 for (int r = LADLE_REDUCE_MEAN; r <= LADLE_REDUCE_NONE; r++)
-                    weighted_case(dtypes[d], &cases[k], (ladle_reduction)r, shapes[s][0],
+                    weighted_case(cp_dtype(d), &cases[k], (ladle_reduction)r, shapes[s][0],
                                   shapes[s][1], shapes[s][2]);
 }
 END_TEST
@@ -137,18 +139,23 @@ START_TEST(label_scan_finds_the_first_bad_label)
             labels[at[k][0]] = at[k][1];
             if (k == 3)
                 labels[8000] = 9; /* two bad: the first counts */
-            ladle_loss_plan l = {.kind = LADLE_LOSS_CROSS_ENTROPY, .classes = c, .inner = 1,
-                                 .weight = wt ? weight : NULL, .ignore_index = -100,
+            ladle_loss_plan l = {.kind = LADLE_LOSS_CROSS_ENTROPY,
+                                 .classes = c,
+                                 .inner = 1,
+                                 .weight = wt ? weight : NULL,
+                                 .ignore_index = -100,
                                  .ignore = 1};
             double s0 = 0, s1 = 0;
             int64_t f0 = 0, f1 = 0;
             CP_CPU(loss_weight_sum, &l, n, labels, &s0, &f0);
-            void *d_w = cp_upload(LADLE_F64, c, weight), *d_t = cp_upload(LADLE_I64, n, labels);
+            void *d_w = cp_upload(LADLE_F64, c, weight),
+                 *d_t = cp_upload(LADLE_I64, n, labels);
             l.weight_dev = wt ? d_w : NULL;
             CP_GPU(loss_weight_sum, &l, n, d_t, &s1, &f1);
             int64_t want = k == 3 ? 8000 : at[k][0];
-            LT_ASSERT(f0 == want && f1 == want, "bad label at %lld: the CPU says %lld, CUDA %lld",
-                      (long long)want, (long long)f0, (long long)f1);
+            LT_ASSERT(f0 == want && f1 == want,
+                      "bad label at %lld: the CPU says %lld, CUDA %lld", (long long)want,
+                      (long long)f0, (long long)f1);
             cp_free(d_w);
             cp_free(d_t);
         }
@@ -184,7 +191,7 @@ static void rows_case(ladle_dtype dt, int64_t rows, int64_t len)
     CP_CPU(lse_rows, dt, rows, len, x, lse);
     void *d_x = cp_upload(dt, n, x), *d_lse = cp_upload(LADLE_F64, rows, NULL);
     CP_GPU(lse_rows, dt, rows, len, d_x, d_lse);
-    CP_CLOSE(LADLE_F64, rows, d_lse, lse, tol(dt, LSE_F32), what);
+    CP_CLOSE(LADLE_F64, rows, d_lse, lse, cp_tol(dt, LSE_F32), what);
 
     /* exp_rows on finite data: shifts at the row's maximum, below it (the
      * clamp at 88 or 709 above), scales of either sign */
@@ -211,28 +218,25 @@ static void rows_case(ladle_dtype dt, int64_t rows, int64_t len)
         double e = a == b ? 0 : fabs(a - b) / fabs(b);
         worst = e > worst || isnan(e) ? e : worst;
     }
-    LT_ASSERT(worst <= tol(dt, EXP_F32) * 2, "exp_rows %s (%s): relative error %.3e", what,
-              ladle_dtype_name(dt), worst);
+    LT_ASSERT(worst <= cp_tol(dt, EXP_F32) * 2, "exp_rows %s (%s): relative error %.3e",
+              what, ladle_dtype_name(dt), worst);
     /* in place: y = x */
     CP_GPU(exp_rows, dt, rows, len, d_xf, d_shift, d_scale, d_xf);
     CP_CLOSE(dt, n, d_xf, got, 0.0, what);
 
     void *dev[] = {d_x, d_lse, d_xf, d_shift, d_scale, d_y};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        cp_free(dev[i]);
     void *host[] = {x, lse, xf, shift, scale, y, got};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
+    CP_RELEASE(dev, host);
 }
 
 START_TEST(row_statistics)
 {
-    static const int64_t shapes[][2] = {{0, 4}, {3, 0}, {1, 1}, {7, 5}, {9, 33},
-                                        {14, 300}, {200, 17}, {3, 5000}};
+    static const int64_t shapes[][2] = {{0, 4},  {3, 0},    {1, 1},    {7, 5},
+                                        {9, 33}, {14, 300}, {200, 17}, {3, 5000}};
     const int count = (int)(sizeof shapes / sizeof shapes[0]);
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < count; s++)
-            rows_case(dtypes[d], shapes[s][0], shapes[s][1]);
+            rows_case(cp_dtype(d), shapes[s][0], shapes[s][1]);
 }
 END_TEST
 

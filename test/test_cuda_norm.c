@@ -26,10 +26,6 @@
 
 #define NORM_F32 2.5e-7
 
-static const ladle_dtype dtypes[2] = {LADLE_F32, LADLE_F64};
-
-static double tol(ladle_dtype dt) { return dt == LADLE_F64 ? 1e-12 : NORM_F32; }
-
 /* One case: rows x len, layer norm (rms 0) or RMS norm, with w and b (b
  * only for layer norm) when affine; x uniform in offset + [-2, 2). */
 static void norm_case(ladle_dtype dt, int rms, int affine, int64_t rows, int64_t len,
@@ -60,42 +56,41 @@ static void norm_case(ladle_dtype dt, int rms, int affine, int64_t rows, int64_t
     void *g_w = w ? cp_upload(dt, len, w) : NULL, *g_b = b ? cp_upload(dt, len, b) : NULL;
     void *g_y = cp_upload(dt, n, NULL), *g_dx = cp_upload(dt, n, NULL);
     void *g_dw = cp_upload(dt, len, dw0), *g_db = cp_upload(dt, len, db0);
-    void *g_mean = cp_upload(LADLE_F64, rows, NULL), *g_is = cp_upload(LADLE_F64, rows, NULL);
+    void *g_mean = cp_upload(LADLE_F64, rows, NULL),
+         *g_is = cp_upload(LADLE_F64, rows, NULL);
     void *g_ws = cp_upload(LADLE_F64, 2 * len, NULL);
     CP_GPU(norm_forward, dt, rms, rows, len, eps, g_x, g_w, g_b, g_y, rms ? NULL : g_mean,
            g_is);
-    CP_CLOSE(dt, n, g_y, y, tol(dt), what);
+    CP_CLOSE(dt, n, g_y, y, cp_tol(dt, NORM_F32), what);
     CP_CLOSE(LADLE_F64, rows, g_is, invstd, 1e-12, what);
     if (!rms)
         CP_CLOSE(LADLE_F64, rows, g_mean, mean, 1e-12, what);
     /* the backward from the CPU's statistics, so only its own sums differ */
-    void *c_mean = cp_upload(LADLE_F64, rows, mean), *c_is = cp_upload(LADLE_F64, rows, invstd);
+    void *c_mean = cp_upload(LADLE_F64, rows, mean),
+         *c_is = cp_upload(LADLE_F64, rows, invstd);
     CP_GPU(norm_backward, dt, rms, rows, len, g_x, g_w, g_dy, c_mean, c_is, g_dx);
-    CP_CLOSE(dt, n, g_dx, dx, tol(dt), what);
+    CP_CLOSE(dt, n, g_dx, dx, cp_tol(dt, NORM_F32), what);
     CP_GPU(norm_weight_grad, dt, rms, rows, len, g_x, g_dy, c_mean, c_is, g_dw,
            rms ? NULL : g_db, g_ws);
-    CP_CLOSE(dt, len, g_dw, dw, tol(dt), what);
-    CP_CLOSE(dt, len, g_db, db, tol(dt), what); /* RMS norm: left as it was */
+    CP_CLOSE(dt, len, g_dw, dw, cp_tol(dt, NORM_F32), what);
+    CP_CLOSE(dt, len, g_db, db, cp_tol(dt, NORM_F32), what); /* RMS norm: left as it was */
 
-    void *dev[] = {g_x, g_dy, g_w, g_b, g_y, g_dx, g_dw, g_db, g_mean, g_is, g_ws, c_mean, c_is};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i] != NULL)
-            cp_free(dev[i]);
+    void *dev[] = {g_x,  g_dy,   g_w,  g_b,  g_y,    g_dx, g_dw,
+                   g_db, g_mean, g_is, g_ws, c_mean, c_is};
     void *host[] = {x, dy, w, b, dw0, db0, y, dx, dw, db, mean, invstd, ws};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
+    CP_RELEASE(dev, host);
 }
 
 START_TEST(norms_against_cpu)
 {
-    static const int64_t shapes[][2] = {{0, 5}, {1, 1}, {1, 7},  {5, 32},  {3, 33},
+    static const int64_t shapes[][2] = {{0, 5},   {1, 1},    {1, 7},   {5, 32},  {3, 33},
                                         {4, 300}, {2, 1100}, {300, 6}, {150, 40}};
     const int count = (int)(sizeof shapes / sizeof shapes[0]);
     for (int d = 0; d < 2; d++)
         for (int rms = 0; rms < 2; rms++)
             for (int affine = 0; affine < 2; affine++)
                 for (int s = 0; s < count; s++)
-                    norm_case(dtypes[d], rms, affine, shapes[s][0], shapes[s][1], 0.0);
+                    norm_case(cp_dtype(d), rms, affine, shapes[s][0], shapes[s][1], 0.0);
 }
 END_TEST
 
@@ -105,9 +100,9 @@ START_TEST(norms_far_from_zero)
 {
     for (int d = 0; d < 2; d++)
         for (int affine = 0; affine < 2; affine++) {
-            norm_case(dtypes[d], 0, affine, 7, 64, 2e4);
-            norm_case(dtypes[d], 0, affine, 3, 500, -3e4);
-            norm_case(dtypes[d], 1, affine, 3, 500, 1e3);
+            norm_case(cp_dtype(d), 0, affine, 7, 64, 2e4);
+            norm_case(cp_dtype(d), 0, affine, 3, 500, -3e4);
+            norm_case(cp_dtype(d), 1, affine, 3, 500, 1e3);
         }
 }
 END_TEST
@@ -142,21 +137,18 @@ static void embed_case(ladle_dtype dt, int64_t n, int64_t dim, int64_t vocab)
     CP_CLOSE(dt, vocab * dim, g_dw, dw, 0.0, what);
 
     void *dev[] = {g_ids, g_w, g_dy, g_y, g_dw};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        cp_free(dev[i]);
     void *host[] = {ids, w, dy, dw0, y, dw};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
+    CP_RELEASE(dev, host);
 }
 
 START_TEST(embedding_against_cpu)
 {
-    static const int64_t cases[][3] = {{0, 4, 3},  {1, 1, 1},   {9, 5, 3},
+    static const int64_t cases[][3] = {{0, 4, 3},   {1, 1, 1},    {9, 5, 3},
                                        {50, 33, 7}, {300, 3, 11}, {40, 300, 50}};
     const int count = (int)(sizeof cases / sizeof cases[0]);
     for (int d = 0; d < 2; d++)
         for (int c = 0; c < count; c++)
-            embed_case(dtypes[d], cases[c][0], cases[c][1], cases[c][2]);
+            embed_case(cp_dtype(d), cases[c][0], cases[c][1], cases[c][2]);
 }
 END_TEST
 

@@ -25,10 +25,6 @@
 
 #define PLANES_F32 2.5e-7
 
-static const ladle_dtype dtypes[2] = {LADLE_F32, LADLE_F64};
-
-static double tol(ladle_dtype dt) { return dt == LADLE_F64 ? 1e-12 : PLANES_F32; }
-
 typedef struct shape3 {
     int64_t in[3], out[3];
     int tile; /* an output box inside the output, not all of it */
@@ -45,15 +41,16 @@ static void out_box(const shape3 *s, int a, int64_t *off, int64_t *n)
 /* One case either way, given the geometry's boxes (n_x, n_y: the boxes'
  * volumes). fwd/bwd run the slot; the CPU's f64 run is the f32
  * backward's oracle. */
-typedef ladle_status (*plane_slot)(const ladle_backend *, ladle_dtype, const void *, int64_t,
-                                   const void *, void *);
+typedef ladle_status (*plane_slot)(const ladle_backend *, ladle_dtype, const void *,
+                                   int64_t, const void *, void *);
 
-static void planes_case(ladle_dtype dt, const void *g, plane_slot cpu_fwd, plane_slot cpu_bwd,
-                        plane_slot gpu_fwd, plane_slot gpu_bwd, int64_t planes, int64_t nx,
-                        int64_t ny, const char *what)
+static void planes_case(ladle_dtype dt, const void *g, plane_slot cpu_fwd,
+                        plane_slot cpu_bwd, plane_slot gpu_fwd, plane_slot gpu_bwd,
+                        int64_t planes, int64_t nx, int64_t ny, const char *what)
 {
     int64_t ex = planes * nx, ey = planes * ny;
-    void *x = cp_random(dt, ex, -1, 1, 71 + (uint64_t)ex), *dy = cp_random(dt, ey, -1, 1, 72);
+    void *x = cp_random(dt, ex, -1, 1, 71 + (uint64_t)ex),
+         *dy = cp_random(dt, ey, -1, 1, 72);
     void *y = cp_host(dt, ey);
     LT_OK(cpu_fwd(cp_cpu(), dt, g, planes, x, y));
     /* the backward's oracle in f64 over the same values */
@@ -68,9 +65,9 @@ static void planes_case(ladle_dtype dt, const void *g, plane_slot cpu_fwd, plane
     void *d_x = cp_upload(dt, ex, x), *d_y = cp_upload(dt, ey, NULL);
     void *d_dy = cp_upload(dt, ey, dy), *d_dx = cp_upload(dt, ex, NULL);
     LT_OK(gpu_fwd(cp_gpu(), dt, g, planes, d_x, d_y));
-    CP_CLOSE(dt, ey, d_y, y, tol(dt), what);
+    CP_CLOSE(dt, ey, d_y, y, cp_tol(dt, PLANES_F32), what);
     LT_OK(gpu_bwd(cp_gpu(), dt, g, planes, d_dy, d_dx));
-    CP_CLOSE(dt, ex, d_dx, dx, tol(dt), what);
+    CP_CLOSE(dt, ex, d_dx, dx, cp_tol(dt, PLANES_F32), what);
     cp_free(d_x);
     cp_free(d_y);
     cp_free(d_dy);
@@ -93,9 +90,9 @@ SLOT_SHIM(interp_fwd, ladle_interp_geom, interp_forward)
 SLOT_SHIM(interp_bwd, ladle_interp_geom, interp_backward)
 
 static const shape3 shapes[] = {
-    {{1, 1, 10}, {1, 1, 4}, 0},  {{1, 1, 5}, {1, 1, 13}, 0},  {{1, 1, 7}, {1, 1, 7}, 0},
-    {{1, 9, 6}, {1, 4, 11}, 0},  {{1, 9, 6}, {1, 4, 11}, 1},  {{1, 13, 17}, {1, 8, 8}, 1},
-    {{4, 5, 6}, {3, 7, 2}, 0},   {{5, 4, 7}, {9, 8, 3}, 1},   {{1, 1, 1}, {1, 3, 5}, 0},
+    {{1, 1, 10}, {1, 1, 4}, 0}, {{1, 1, 5}, {1, 1, 13}, 0}, {{1, 1, 7}, {1, 1, 7}, 0},
+    {{1, 9, 6}, {1, 4, 11}, 0}, {{1, 9, 6}, {1, 4, 11}, 1}, {{1, 13, 17}, {1, 8, 8}, 1},
+    {{4, 5, 6}, {3, 7, 2}, 0},  {{5, 4, 7}, {9, 8, 3}, 1},  {{1, 1, 1}, {1, 3, 5}, 0},
 };
 #define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
 static const int64_t plane_counts[] = {1, 3, 160};
@@ -115,19 +112,20 @@ START_TEST(adaptive_pool_against_cpu)
                     out_box(sh, a, &g.y_off[a], &g.y_n[a]);
                     int64_t b0, e0, b1, e1; /* the box's first and last windows */
                     ladle__adaptive_window(g.in[a], g.out[a], g.y_off[a], &b0, &e0);
-                    ladle__adaptive_window(g.in[a], g.out[a], g.y_off[a] + g.y_n[a] - 1, &b1,
-                                           &e1);
+                    ladle__adaptive_window(g.in[a], g.out[a], g.y_off[a] + g.y_n[a] - 1,
+                                           &b1, &e1);
                     g.x_off[a] = b0;
                     g.x_n[a] = e1 - b0;
                     nx *= g.x_n[a];
                     ny *= g.y_n[a];
                 }
                 char what[128];
-                snprintf(what, sizeof what, "adaptive %lldx%lldx%lld -> %lldx%lldx%lld%s p=%lld",
-                         (long long)sh->in[0], (long long)sh->in[1], (long long)sh->in[2],
-                         (long long)sh->out[0], (long long)sh->out[1], (long long)sh->out[2],
-                         sh->tile ? " tile" : "", (long long)plane_counts[p]);
-                planes_case(dtypes[d], &g, adaptive_fwd, adaptive_bwd, adaptive_fwd,
+                snprintf(
+                    what, sizeof what, "adaptive %lldx%lldx%lld -> %lldx%lldx%lld%s p=%lld",
+                    (long long)sh->in[0], (long long)sh->in[1], (long long)sh->in[2],
+                    (long long)sh->out[0], (long long)sh->out[1], (long long)sh->out[2],
+                    sh->tile ? " tile" : "", (long long)plane_counts[p]);
+                planes_case(cp_dtype(d), &g, adaptive_fwd, adaptive_bwd, adaptive_fwd,
                             adaptive_bwd, plane_counts[p], nx, ny, what);
             }
 }
@@ -145,9 +143,9 @@ static int64_t interp_geom(const shape3 *sh, int linear, int align, ladle_interp
     for (int a = 0; a < 3; a++) {
         g->in[a] = sh->in[a];
         g->out[a] = sh->out[a];
-        g->ratio[a] = align ? (g->out[a] > 1 ? (double)(g->in[a] - 1) / (double)(g->out[a] - 1)
-                                             : 0.0)
-                            : (double)g->in[a] / (double)g->out[a];
+        g->ratio[a] =
+            align ? (g->out[a] > 1 ? (double)(g->in[a] - 1) / (double)(g->out[a] - 1) : 0.0)
+                  : (double)g->in[a] / (double)g->out[a];
         out_box(sh, a, &g->y_off[a], &g->y_n[a]);
     }
     for (int a = 0; a < 3; a++) { /* the input box: every tap of the output box */
@@ -176,16 +174,20 @@ START_TEST(interpolation_against_cpu)
                     ladle_interp_geom g;
                     int64_t ny, nx = interp_geom(sh, mode > 0, mode == 2, &g, &ny);
                     char what[128];
-                    snprintf(what, sizeof what, "interp %s %lldx%lldx%lld -> %lldx%lldx%lld%s p=%lld",
-                             mode == 0 ? "nearest" : mode == 1 ? "linear" : "linear corners",
-                             (long long)sh->in[0], (long long)sh->in[1], (long long)sh->in[2],
-                             (long long)sh->out[0], (long long)sh->out[1],
-                             (long long)sh->out[2], sh->tile ? " tile" : "",
-                             (long long)plane_counts[p]);
-                    planes_case(dtypes[d], &g, interp_fwd, interp_bwd, interp_fwd, interp_bwd,
-                                plane_counts[p], nx, ny, what);
+                    snprintf(what, sizeof what,
+                             "interp %s %lldx%lldx%lld -> %lldx%lldx%lld%s p=%lld",
+                             mode == 0   ? "nearest"
+                             : mode == 1 ? "linear"
+                                         : "linear corners",
+                             (long long)sh->in[0], (long long)sh->in[1],
+                             (long long)sh->in[2], (long long)sh->out[0],
+                             (long long)sh->out[1], (long long)sh->out[2],
+                             sh->tile ? " tile" : "", (long long)plane_counts[p]);
+                    planes_case(cp_dtype(d), &g, interp_fwd, interp_bwd, interp_fwd,
+                                interp_bwd, plane_counts[p], nx, ny, what);
                 }
 }
 END_TEST
 
-LT_SUITE("cuda_planes", "cuda_planes", 0, adaptive_pool_against_cpu, interpolation_against_cpu)
+LT_SUITE("cuda_planes", "cuda_planes", 0, adaptive_pool_against_cpu,
+         interpolation_against_cpu)

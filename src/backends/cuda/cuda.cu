@@ -102,6 +102,9 @@ static const ladle_backend_table cuda_table = {
     .norm_weight_grad = ladle__cuda_norm_weight_grad,
     .embed_forward = ladle__cuda_embed_forward,
     .embed_backward = ladle__cuda_embed_backward,
+    /* revision 5 */
+    .attn_forward = ladle__cuda_attn_forward,
+    .attn_backward = ladle__cuda_attn_backward,
     /* revision 9 */
     .lse_rows = ladle__cuda_lse_rows,
     .exp_rows = ladle__cuda_exp_rows,

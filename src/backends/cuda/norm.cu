@@ -97,7 +97,8 @@ __global__ void norm_fwd_kernel(int rms, int64_t rows, int64_t len, double eps, 
 
 template <class T>
 __global__ void norm_bwd_kernel(int rms, int64_t rows, int64_t len, const T *x, const T *w,
-                                const T *dy, const double *mean, const double *invstd, T *dx)
+                                const T *dy, const double *mean, const double *invstd,
+                                T *dx)
 {
     LADLE_DYN_SHARED(double, shm);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -125,12 +126,14 @@ __global__ void norm_bwd_kernel(int rms, int64_t rows, int64_t len, const T *x, 
 /* Block b owns columns b WG_COLS ..; thread (lane, col) sums rows lane,
  * lane + WG_LANES, ...; lane 0 adds the lanes in order. */
 template <class T>
-__global__ void norm_wgrad_kernel(int rms, int64_t rows, int64_t len, const T *x, const T *dy,
-                                  const double *mean, const double *invstd, T *dw, T *db)
+__global__ void norm_wgrad_kernel(int rms, int64_t rows, int64_t len, const T *x,
+                                  const T *dy, const double *mean, const double *invstd,
+                                  T *dw, T *db)
 {
     __shared__ double shw[LADLE_CUDA_THREADS], shb[LADLE_CUDA_THREADS];
     int col = (int)(threadIdx.x % WG_COLS), lane = (int)(threadIdx.x / WG_COLS);
-    for (int64_t j0 = (int64_t)blockIdx.x * WG_COLS; j0 < len; j0 += (int64_t)gridDim.x * WG_COLS) {
+    for (int64_t j0 = (int64_t)blockIdx.x * WG_COLS; j0 < len;
+         j0 += (int64_t)gridDim.x * WG_COLS) {
         int64_t j = j0 + col;
         double sw = 0, sb = 0;
         if (j < len)
@@ -158,9 +161,9 @@ __global__ void norm_wgrad_kernel(int rms, int64_t rows, int64_t len, const T *x
 }
 
 template <class T>
-static ladle_status norm_forward(const ladle_backend *be, int rms, int64_t rows, int64_t len,
-                                 double eps, const T *x, const T *w, const T *b, T *y,
-                                 double *mean, double *invstd)
+static ladle_status norm_forward(const ladle_backend *be, int rms, int64_t rows,
+                                 int64_t len, double eps, const T *x, const T *w,
+                                 const T *b, T *y, double *mean, double *invstd)
 {
     if (rows == 0 || len == 0)
         return LADLE_OK;
@@ -185,16 +188,16 @@ ladle_status ladle__cuda_norm_forward(const ladle_backend *be, ladle_dtype dtype
 }
 
 template <class T>
-static ladle_status norm_backward(const ladle_backend *be, int rms, int64_t rows, int64_t len,
-                                  const T *x, const T *w, const T *dy, const double *mean,
-                                  const double *invstd, T *dx)
+static ladle_status norm_backward(const ladle_backend *be, int rms, int64_t rows,
+                                  int64_t len, const T *x, const T *w, const T *dy,
+                                  const double *mean, const double *invstd, T *dx)
 {
     if (rows == 0 || len == 0)
         return LADLE_OK;
     int threads = ladle__cuda_row_threads(len);
     LADLE_LAUNCH_SYNC(norm_bwd_kernel<T>, ladle__cuda_row_blocks(be, rows), threads,
-                      threads * sizeof(double), ladle__cuda_stream(be), rms, rows, len, x, w,
-                      dy, mean, invstd, dx);
+                      threads * sizeof(double), ladle__cuda_stream(be), rms, rows, len, x,
+                      w, dy, mean, invstd, dx);
     LADLE_CUDA_LAUNCHED("norm_backward");
     return LADLE_OK;
 }
@@ -237,14 +240,15 @@ ladle_status ladle__cuda_norm_weight_grad(const ladle_backend *be, ladle_dtype d
     if (dtype == LADLE_F32)
         return norm_wgrad(be, rms, rows, len, (const float *)x, (const float *)dy, mean,
                           invstd, (float *)dw, (float *)db);
-    return norm_wgrad(be, rms, rows, len, (const double *)x, (const double *)dy, mean, invstd,
-                      (double *)dw, (double *)db);
+    return norm_wgrad(be, rms, rows, len, (const double *)x, (const double *)dy, mean,
+                      invstd, (double *)dw, (double *)db);
 }
 
 /* ---- the token embedding ---- */
 
 template <class T>
-__global__ void embed_fwd_kernel(int64_t n, int64_t dim, const int64_t *ids, const T *w, T *y)
+__global__ void embed_fwd_kernel(int64_t n, int64_t dim, const int64_t *ids, const T *w,
+                                 T *y)
 {
     LADLE_GRID_STRIDE(e, n * dim)
     {
@@ -279,9 +283,9 @@ __global__ void embed_bwd_kernel(int64_t n, int64_t dim, const int64_t *ids, con
     }
 }
 
-ladle_status ladle__cuda_embed_forward(const ladle_backend *be, ladle_dtype dtype, int64_t n,
-                                       int64_t dim, const int64_t *ids, const void *w,
-                                       void *y)
+ladle_status ladle__cuda_embed_forward(const ladle_backend *be, ladle_dtype dtype,
+                                       int64_t n, int64_t dim, const int64_t *ids,
+                                       const void *w, void *y)
 {
     if (n == 0 || dim == 0)
         return LADLE_OK;

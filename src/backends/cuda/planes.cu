@@ -20,7 +20,10 @@
 #include "src/backends/cuda/kernel.h"
 
 /* Volume of a box of extents n[0..2]. */
-__device__ __forceinline__ int64_t box_volume(const int64_t n[3]) { return n[0] * n[1] * n[2]; }
+__device__ __forceinline__ int64_t box_volume(const int64_t n[3])
+{
+    return n[0] * n[1] * n[2];
+}
 
 /* Element e of a box of extents n as its three indices. */
 __device__ __forceinline__ void box_index(const int64_t n[3], int64_t e, int64_t idx[3])
@@ -62,7 +65,8 @@ __device__ __forceinline__ int64_t first_window(const ladle_adaptive_geom &g, in
  * window (of local inputs); backward, the local outputs whose windows hold
  * input o. */
 __device__ __forceinline__ void adaptive_runs(const ladle_adaptive_geom &g, int adjoint,
-                                              const int64_t o[3], int64_t lo[3], int64_t hi[3])
+                                              const int64_t o[3], int64_t lo[3],
+                                              int64_t hi[3])
 {
     for (int a = 0; a < 3; a++) {
         if (adjoint) {
@@ -167,7 +171,8 @@ __global__ void interp_fwd_kernel(ladle_interp_geom g, int64_t planes, const T *
             for (int b = 0; b < nt; b++)
                 for (int c = 0; c < nt; c++) {
                     double wt = w[0][a] * w[1][b] * w[2][c];
-                    acc += wt * (double)xp[(t[0][a] * g.x_n[1] + t[1][b]) * g.x_n[2] + t[2][c]];
+                    acc += wt *
+                           (double)xp[(t[0][a] * g.x_n[1] + t[1][b]) * g.x_n[2] + t[2][c]];
                 }
         y[e] = (T)acc;
     }
@@ -232,8 +237,8 @@ static ladle_status adaptive(const ladle_backend *be, ladle_dtype dtype,
 {
     auto kf = adaptive_kernel<float, ADJ>;
     auto kd = adaptive_kernel<double, ADJ>;
-    PLANES_LAUNCH(kf, kd, dtype, planes * volume(ADJ ? g->x_n : g->y_n), slot, g, planes, src,
-                  dst);
+    PLANES_LAUNCH(kf, kd, dtype, planes * volume(ADJ ? g->x_n : g->y_n), slot, g, planes,
+                  src, dst);
 }
 
 ladle_status ladle__cuda_adaptive_pool_forward(const ladle_backend *be, ladle_dtype dtype,
@@ -244,8 +249,8 @@ ladle_status ladle__cuda_adaptive_pool_forward(const ladle_backend *be, ladle_dt
 }
 
 ladle_status ladle__cuda_adaptive_pool_backward(const ladle_backend *be, ladle_dtype dtype,
-                                                const ladle_adaptive_geom *g, int64_t planes,
-                                                const void *dy, void *dx)
+                                                const ladle_adaptive_geom *g,
+                                                int64_t planes, const void *dy, void *dx)
 {
     return adaptive<1>(be, dtype, g, planes, dy, dx, "adaptive_pool_backward");
 }

@@ -50,7 +50,8 @@ template <class T>
 __global__ void exp_rows_kernel(int64_t rows, int64_t len, const T *x, const double *shift,
                                 const double *scale, T *y)
 {
-    const double top = sizeof(T) == 4 ? 88.0 : 709.0, low = sizeof(T) == 4 ? -87.0 : -708.39;
+    const double top = sizeof(T) == 4 ? 88.0 : 709.0,
+                 low = sizeof(T) == 4 ? -87.0 : -708.39;
     LADLE_GRID_STRIDE(e, rows * len)
     {
         int64_t r = e / len;
