@@ -36,7 +36,12 @@
 # is no success.
 #
 # Environment: DEVICE_STEPS (tests train bench pipe halo: those of the five to run;
-# the machine is always probed and the build always made), DEVICE_BUDGET
+# the machine is always probed and the build always made), DEVICE_TESTS (the
+# tests step's programs, a subset of CUDA_SUITE and tool_cuda; all when
+# unset: the kernels of norm.cu, vocab.cu, planes.cu and attention.cu, not
+# yet run on a GPU, alone are DEVICE_STEPS=tests DEVICE_TESTS="test_cuda_norm
+# test_cuda_loss test_cuda_planes test_cuda_attn test_layernorm test_embedding
+# test_loss test_interp test_pool test_attention test_gpt"), DEVICE_BUDGET
 # (seconds), DEVICE_DEBS (.device/debs), DEVICE_PREFIX (where the packages
 # are unpacked, /tmp/ladle-device), DEVICE_USE=carried (the carried packages
 # even where the machine has its own: the rehearsal), DEVICE_JOBS (make's
@@ -507,6 +512,7 @@ tests_step() {
     # tool_cuda.sh weighs as a dozen ranks (ladle-adjoint at 3 and 4,
     # ladle-train at 2 and 4 on both devices)
     { sed -n '/^CUDA_SUITE="/,/^"/p' test/run.sh | grep ':'; echo "tool_cuda: 3 4 2 4"; } |
+        awk -v only="${DEVICE_TESTS:-}" 'only == "" || index(" " only " ", " " substr($1, 1, length($1) - 1) " ")' |
         awk -v G=$groups '{ n = 0; for (i = 2; i <= NF; i++) n += $i; best = 0; for (g = 1; g < G; g++) if (load[g] < load[best]) best = g
                             load[best] += n; sub(/:$/, "", $1); prog[best] = prog[best] " " $1 }
                           END { for (g = 0; g < G; g++) print prog[g] }' >"$work/groups"

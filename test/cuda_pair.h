@@ -117,6 +117,26 @@ static inline void *cp_download(ladle_dtype dtype, int64_t n, const void *dev)
 
 static inline void cp_free(void *dev) { CP_GPU(free, dev); }
 
+/* A case's end: its device buffers (NULL skipped) and host ones freed. */
+static inline void cp_release(size_t nd, void *const *dev, size_t nh, void *const *host)
+{
+    for (size_t i = 0; i < nd; i++)
+        if (dev[i] != NULL)
+            cp_free(dev[i]);
+    for (size_t i = 0; i < nh; i++)
+        free(host[i]);
+}
+#define CP_RELEASE(dev, host)                                                              \
+    cp_release(sizeof(dev) / sizeof(dev)[0], dev, sizeof(host) / sizeof(host)[0], host)
+
+/* The two dtypes a case runs in (k = 0: f32, 1: f64), and its tolerance:
+ * 1e-12 for f64, the case's own bound f32 for f32. */
+static inline ladle_dtype cp_dtype(int k) { return k ? LADLE_F64 : LADLE_F32; }
+static inline double cp_tol(ladle_dtype dtype, double f32)
+{
+    return dtype == LADLE_F64 ? 1e-12 : f32;
+}
+
 /* The largest |a[i] - b[i]| / (1 + |b[i]|), b the oracle; NaN where one is
  * NaN and the other not (two NaNs, or two equal infinities, agree). */
 static inline double cp_error(ladle_dtype dtype, int64_t n, const void *a, const void *b)

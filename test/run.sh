@@ -137,11 +137,16 @@ test_cuda_blas: 1
 test_cuda_act: 1
 test_cuda_conv: 1
 test_cuda_pool: 1
+test_cuda_norm: 1
+test_cuda_loss: 1
+test_cuda_planes: 1
+test_cuda_attn: 1
 test_linear: 1
 test_activation: 1
 test_loss: 1
 test_conv: 1
 test_pool: 1
+test_interp: 1
 test_batchnorm: 1
 test_layernorm: 1
 test_embedding: 1
@@ -160,6 +165,7 @@ test_dist_conv: 1 2 4
 test_dist_bn: 1 2 4
 test_dist_misc: 1 2 4
 test_dist_gpool: 1 2 4
+test_dist_interp: 1 2 4
 test_dist_train: 1 2 4
 test_checkpoint: 1 2
 test_graph: 1 2 4

@@ -762,8 +762,6 @@ START_TEST(bad_input)
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, dev, 1, &op), LADLE_ERR_SHAPE);
     ladle_attention_desc_init(&d, 4, 2);
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_I64, dev, 1, &op), LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, 1, &op),
-             LADLE_ERR_DEVICE);
     LT_FAILS(ladle_attention_create(&d, 3, xs, LADLE_F32, (ladle_device)77, 1, &op),
              LADLE_ERR_DEVICE);
     LT_ASSERT(op == NULL, "no op on failure");
@@ -794,25 +792,6 @@ START_TEST(bad_input)
     for (int i = 0; i < 5; i++)
         ladle_tensor_destroy(&all[i]);
     ladle_op_destroy(&op);
-}
-END_TEST
-
-/* The CUDA backend has no attention kernels yet: the layer refuses it with
- * LADLE_ERR_DEVICE and a message naming the backend, on every rank. */
-START_TEST(cuda_refuses)
-{
-    int64_t xs[3] = {2, 3, 4};
-    ladle_attention_desc d;
-    ladle_attention_desc_init(&d, 4, 2);
-    for (int f64 = 0; f64 < 2; f64++) {
-        ladle_op *op = NULL;
-        ladle_status st = ladle_attention_create(&d, 3, xs, f64 ? LADLE_F64 : LADLE_F32,
-                                                 LADLE_CUDA, 1, &op);
-        LT_ASSERT(
-            st == LADLE_ERR_DEVICE && op == NULL &&
-                strstr(ladle_error_message(), "cuda backend has no attention") != NULL,
-            "attention on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
-    }
 }
 END_TEST
 
@@ -851,8 +830,6 @@ END_TEST
 
 static Suite *attention_suite(void)
 {
-    if (lt_device() == LADLE_CUDA)
-        return lt_suite("attention", "attention", 300, NULL, LT_TESTS(cuda_refuses));
     return lt_suite("attention", "attention", 300, NULL,
                     LT_TESTS(exp_f64, values_against_loops, smaller_batch,
                              gradients_by_finite_differences, f32_against_f64,

@@ -100,8 +100,6 @@ static void loss_case(ladle_loss_kind kind, ladle_reduction red, int ndim, const
  * the labels, a block wholly ignored included (4 x 1: rank 0's one row). */
 START_TEST(weighted_losses)
 {
-    if (lt_device() == LADLE_CUDA)
-        return; /* no kernels for the options there (test_loss checks the refusal) */
     int g1[2] = {1, 1}, g2[2] = {2, 1}, g3[2] = {3, 1}, g41[2] = {4, 1};
     int g4[4] = {2, 1, 2, 1};
     int64_t x2[2] = {7, 5}, x41[2] = {4, 5}, x4[4] = {3, 4, 5, 2};
@@ -136,8 +134,6 @@ END_TEST
  * on one rank and bad options fail every rank. */
 START_TEST(all_ignored)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     int g[2] = {lt_size >= 2 ? 2 : 1, 1};
     int64_t xs[2] = {4, 3}, one[1] = {1};
     ladle_partition *p = lt_partition(2, g, 0);
@@ -278,8 +274,6 @@ START_TEST(deprecated_dist_loss_ex)
     double w[3] = {0.5, 2, 1};
     ladle_partition *p = lt_partition(2, g, 0);
     for (int k = 0; k < 3; k++) {
-        if (k == 1 && lt_device() == LADLE_CUDA)
-            continue; /* class weights and ignore_index have no CUDA kernels yet */
         ladle_reduction red = k == 2 ? LADLE_REDUCE_NONE : LADLE_REDUCE_MEAN;
         ladle_loss_desc d;
         ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, red);

@@ -346,8 +346,6 @@ START_TEST(bad_input)
              LADLE_ERR_SHAPE);
     LT_FAILS(ladle_embedding_create(&d, 2, shape, LADLE_I64, lt_device(), 1, &op),
              LADLE_ERR_DTYPE);
-    LT_FAILS(ladle_embedding_create(&d, 2, shape, LADLE_F32, LADLE_CUDA, 1, &op),
-             LADLE_ERR_DEVICE);
     /* the descriptor: a size that is not its _init's (a zeroed struct, an
      * older or smaller one), a flag bit the distributed layer does not know */
     ladle_embedding_desc zeroed = {0};
@@ -466,30 +464,8 @@ START_TEST(bad_input)
 }
 END_TEST
 
-/* The CUDA backend has no embedding kernels yet: the token embedding
- * refuses it with LADLE_ERR_DEVICE naming the backend, on every rank; the
- * positional embedding runs there (on the copy and bias slots). */
-START_TEST(cuda_refuses_tokens)
-{
-    int64_t shape[2] = {2, 3};
-    for (int f64 = 0; f64 < 2; f64++) {
-        ladle_op *op = NULL;
-        ladle_embedding_desc d;
-        ladle_status st = ladle_embedding_create(
-            ed(&d, 5, 4), 2, shape, f64 ? LADLE_F64 : LADLE_F32, LADLE_CUDA, 1, &op);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
-                      strstr(ladle_error_message(), "cuda backend has no embedding") != NULL,
-                  "token embedding on cuda: %s: %s", ladle_status_name(st),
-                  ladle_error_message());
-    }
-}
-END_TEST
-
 static Suite *embedding_suite(void)
 {
-    if (lt_device() == LADLE_CUDA)
-        return lt_suite("embedding", "embedding", 120, NULL,
-                        LT_TESTS(cuda_refuses_tokens, positional_values_and_adjoints));
     return lt_suite("embedding", "embedding", 120, NULL,
                     LT_TESTS(token_values_and_adjoint, token_repeats_and_batches,
                              initialisation, weight_gradients_by_finite_differences,

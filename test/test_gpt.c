@@ -91,8 +91,6 @@ static void logits_of(ladle_graph *g, const int64_t *idv, double *out)
  * V E = 88 (no bias): 88 + 48 + 2 x 872 + 16 + 88 = 1984. */
 START_TEST(parameters_by_hand)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_graph *g = small_gpt(LADLE_F64, 0);
     int64_t total = 0;
     int n = ladle_graph_num_params(g);
@@ -118,8 +116,6 @@ END_TEST
  * and all of sample 1 exactly as they were, and moves position 3's. */
 START_TEST(causal_from_outside)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_graph *g = small_gpt(LADLE_F64, 0);
     LT_OK(ladle_graph_set_training(g, 0));
     int64_t ids[NB * T];
@@ -149,8 +145,6 @@ END_TEST
  * logits by log-sum-exp here. */
 START_TEST(loss_by_hand)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_graph *g = small_gpt(LADLE_F64, 0);
     int64_t ids[NB * T], tg[NB * T];
     double *lg = malloc(sizeof(double) * NB * T * V);
@@ -184,8 +178,6 @@ END_TEST
  * (by rounding: within 1e-5 of the largest), an f64 model's do not. */
 START_TEST(f32_tiles_reach_the_attention)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     int64_t ids[NB * T];
     fill_ids(ids, 3);
     double a[NB * T * V], b[NB * T * V];
@@ -219,8 +211,6 @@ END_TEST
  * MLP, the head) against the backward, f64. */
 START_TEST(gradients_by_finite_differences)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_graph *g = small_gpt(LADLE_F64, 0);
     int64_t ids[NB * T], tg[NB * T];
     fill_ids(ids, 3);
@@ -254,8 +244,6 @@ END_TEST
  * started within 60 steps (a model that cannot learn does not). */
 START_TEST(learns_a_batch)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_graph *g = small_gpt(LADLE_F32, 0.1);
     ladle_optimizer_desc od;
     ladle_optimizer *opt = NULL;
@@ -317,11 +305,6 @@ START_TEST(bad_descriptors)
     REFUSED(tensor_ways, 8, "at most the heads");
     REFUSED(tensor_ways, 2, "over a communicator of 1 ranks: they must be equal");
 #undef REFUSED
-    if (lt_device() == LADLE_CUDA) { /* no attention kernels there yet */
-        ladle_status st = ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && g == NULL, "cuda: %s: %s",
-                  ladle_status_name(st), ladle_error_message());
-    }
 }
 END_TEST
 

@@ -105,12 +105,10 @@ START_TEST(residual_block)
                               &wide));
     LT_FAILS(ladle_residual_create(&wide, &out), LADLE_ERR_SHAPE);
     LT_ASSERT(wide != NULL && out == NULL, "a refused body stays the caller's");
-    if (lt_device() != LADLE_CUDA) { /* no embedding kernels there */
-        ladle_embedding_desc ed;
-        ladle_embedding_desc_init(&ed, 7, 4);
-        LT_OK(ladle_embedding_create(&ed, 2, xs, LADLE_F64, lt_device(), 1, &emb));
-        LT_FAILS(ladle_residual_create(&emb, &out), LADLE_ERR_ARG);
-    }
+    ladle_embedding_desc ed;
+    ladle_embedding_desc_init(&ed, 7, 4);
+    LT_OK(ladle_embedding_create(&ed, 2, xs, LADLE_F64, lt_device(), 1, &emb));
+    LT_FAILS(ladle_residual_create(&emb, &out), LADLE_ERR_ARG);
     LT_FAILS(ladle_residual_create(NULL, &out), LADLE_ERR_NULL);
     ladle_op *none = NULL;
     LT_FAILS(ladle_residual_create(&none, &out), LADLE_ERR_NULL);
@@ -155,8 +153,6 @@ static ladle_graph *reference(double *loss)
 /* The chain's layers have the graph's parameters, in the graph's order. */
 START_TEST(chain_is_the_graph)
 {
-    if (lt_device() == LADLE_CUDA)
-        return;
     ladle_gpt_desc d;
     desc(&d, MB);
     int n = ladle_gpt_num_layers(&d);

@@ -398,10 +398,6 @@ START_TEST(bad_input)
     LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_I64, lt_device(), &op),
              LADLE_ERR_DTYPE);
     LT_ASSERT(op == NULL, "no op on failure");
-    /* no kernels for CUDA (and no backend without it): refused either way */
-    LT_FAILS(ladle_layernorm_create(&d, 3, xs, LADLE_F32, LADLE_CUDA, &op),
-             LADLE_ERR_DEVICE);
-    LT_FAILS(ladle_rmsnorm_create(&r, 3, xs, LADLE_F32, LADLE_CUDA, &op), LADLE_ERR_DEVICE);
     /* calls: wrong shapes, a batch too large, dtypes, a dx without forward */
     LT_OK(ladle_layernorm_create(&d, 3, xs, LADLE_F64, lt_device(), &op));
     int64_t wrong[3] = {2, 3, 5}, big[3] = {3, 3, 4};
@@ -421,34 +417,8 @@ START_TEST(bad_input)
 }
 END_TEST
 
-/* The CUDA backend has no normalisation kernels yet: both layers refuse it
- * with LADLE_ERR_DEVICE and a message naming the backend, on every rank. */
-START_TEST(cuda_refuses)
-{
-    int64_t xs[3] = {2, 3, 4};
-    ladle_layernorm_desc d;
-    ladle_rmsnorm_desc r;
-    ladle_layernorm_desc_init(&d, 1);
-    ladle_rmsnorm_desc_init(&r, 2);
-    for (int f64 = 0; f64 < 2; f64++) {
-        ladle_dtype dt = f64 ? LADLE_F64 : LADLE_F32;
-        ladle_op *op = NULL;
-        ladle_status st = ladle_layernorm_create(&d, 3, xs, dt, LADLE_CUDA, &op);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
-                      strstr(ladle_error_message(), "cuda backend has no normalisation") != NULL,
-                  "layer norm on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
-        st = ladle_rmsnorm_create(&r, 3, xs, dt, LADLE_CUDA, &op);
-        LT_ASSERT(st == LADLE_ERR_DEVICE && op == NULL &&
-                      strstr(ladle_error_message(), "cuda backend has no normalisation") != NULL,
-                  "RMS norm on cuda: %s: %s", ladle_status_name(st), ladle_error_message());
-    }
-}
-END_TEST
-
 static Suite *norm_suite(void)
 {
-    if (lt_device() == LADLE_CUDA)
-        return lt_suite("layernorm", "layernorm", 120, NULL, LT_TESTS(cuda_refuses));
     return lt_suite("layernorm", "layernorm", 120, NULL,
                     LT_TESTS(values_against_loops, smaller_batch,
                              gradients_by_finite_differences, f32_far_from_zero,

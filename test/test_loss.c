@@ -293,8 +293,6 @@ END_TEST
 
 /* ---- class weights and ignore_index ---- */
 
-static int on_cuda(void) { return lt_device() == LADLE_CUDA; }
-
 /* The labels of a weighted case: sample s gets (7 s + 3) mod C, every third
  * the ignored label (when there is one). */
 static void weighted_labels(ladle_tensor *t, int64_t classes, int64_t ignore)
@@ -403,14 +401,6 @@ START_TEST(weighted)
     int64_t flat[2] = {7, 4}, img[4] = {3, 3, 2, 3};
     double w4[4] = {0.5, 2.0, 1.25, 0.75}, w3[3] = {1.5, 0.25, 3.0};
     ladle_loss_desc d;
-    if (on_cuda()) { /* no kernels for the options there */
-        ladle_op *op = NULL;
-        ladle_loss_desc_init(&d, LADLE_LOSS_CROSS_ENTROPY, LADLE_REDUCE_MEAN);
-        d.ignore_index = -100;
-        LT_FAILS(ladle_loss_create(&d, 2, flat, LADLE_F64, lt_device(), &op),
-                 LADLE_ERR_DEVICE);
-        return;
-    }
     struct {
         ladle_loss_kind kind;
         double smoothing;
@@ -446,8 +436,6 @@ END_TEST
  * labels 2 and ignored. */
 START_TEST(weighted_by_hand)
 {
-    if (on_cuda())
-        return;
     int64_t s[2] = {2, 3}, two[1] = {2};
     double w[3] = {1, 4, 2};
     ladle_op *op = NULL;
@@ -587,8 +575,6 @@ START_TEST(deprecated_loss_create_ex)
         lt_set(labels, i, (double)((i * 5 + 1) % 3));
     LT_OK(ladle_tensor_fill_random(target, 6, 3));
     for (int k = 0; k < 4; k++) {
-        if (k == 3 && on_cuda())
-            continue; /* class weights have no CUDA kernels */
         ladle_loss_desc d;
         ladle_loss_desc_init(&d, k == 0 ? LADLE_LOSS_MSE : LADLE_LOSS_CROSS_ENTROPY,
                              k == 2   ? LADLE_REDUCE_NONE

@@ -32,6 +32,7 @@ typedef struct loss {
     int64_t classes, inner; /* C and the product of S... (classification) */
     double count;           /* the mean's divisor when set (distributed losses) */
     double *weight;         /* C class weights (host), or NULL */
+    double *weight_dev;     /* the same in device memory, where the host cannot touch it */
     int64_t ignore_index;
     int ignore;             /* labels equal to ignore_index count for nothing */
     int weighted;           /* weights or ignore: the mean divides by the labels' weight */
@@ -165,7 +166,8 @@ static ladle_loss_plan desc_of(const ladle_op *op, int64_t numel)
                          .numel = numel,
                          .weight = l->weight,
                          .ignore_index = l->ignore_index,
-                         .ignore = l->ignore};
+                         .ignore = l->ignore,
+                         .weight_dev = l->weight_dev};
     d.divisor = l->reduction != LADLE_REDUCE_MEAN ? 1.0
                 : l->count > 0                    ? l->count
                 : l->classify                     ? (double)(numel / l->classes)
@@ -280,9 +282,26 @@ fail:
     return st;
 }
 
-static const ladle__part loss_parts[] = {LADLE__PART_HOST(loss, weight), LADLE__PARTS_END};
+static const ladle__part loss_parts[] = {LADLE__PART_HOST(loss, weight),
+                                         LADLE__PART_DEVICE(loss, weight_dev), LADLE__PARTS_END};
 
-static void loss_destroy(ladle_op *op) { ladle__parts_free(op->impl, loss_parts, NULL); }
+static void loss_destroy(ladle_op *op) { ladle__parts_free(op->impl, loss_parts, op->be); }
+
+/* The class weights copied to a device whose kernels cannot read host
+ * memory, once (the host copy stays for the copy to read). */
+static ladle_status weights_to_device(ladle_op *op)
+{
+    loss *l = op->impl;
+    if (l->weight == NULL || op->be->host_access)
+        return LADLE_OK;
+    size_t bytes = (size_t)l->classes * sizeof *l->weight;
+    void *dev = NULL;
+    ladle_status st = op->be->fn->alloc(op->be, bytes, &dev);
+    if (st != LADLE_OK)
+        return st;
+    l->weight_dev = dev;
+    return op->be->fn->to_device(op->be, bytes, l->weight, dev);
+}
 
 static const ladle_op_vtable loss_vt = {.kind = LADLE_OP_LOSS, .name = "loss",
                                         .destroy = loss_destroy};
@@ -428,6 +447,7 @@ ladle_status ladle_loss_create(const ladle_loss_desc *d, int ndim,
                 LADLE_ERR_DEVICE,
                 "the %s backend has no kernels for class weights or ignore_index",
                 op->be->fn->name);
+    LADLE_CALL(weights_to_device(op));
     *out = op;
     return LADLE_OK;
 fail:

@@ -73,6 +73,11 @@ typedef struct ladle_loss_plan {
     const double *weight;
     int64_t ignore_index;
     int ignore;
+    /* the same C weights in device memory, on a device whose memory the
+     * host cannot touch (the layer copies them there at creation), for
+     * kernels that cannot read host memory (CUDA's); NULL elsewhere, and
+     * NULL with weight. Backends that read weight ignore it. */
+    const double *weight_dev;
 } ladle_loss_plan;
 
 /* convolution: the geometry of one group of its column slots (see the
@@ -127,10 +132,18 @@ typedef struct ladle_adaptive_geom {
     int64_t x_off[3], x_n[3], y_off[3], y_n[3];
 } ladle_adaptive_geom;
 
+/* The helpers below are also the CUDA backend's kernels' (nvcc compiles
+ * them for the device too). */
+#ifdef __CUDACC__
+#define LADLE_HOST_DEVICE __host__ __device__
+#else
+#define LADLE_HOST_DEVICE
+#endif
+
 /* The window of output o of out over in inputs: [floor(o in / out),
  * ceil((o + 1) in / out)), never empty; exact for extents up to 2^31. */
-static inline void ladle__adaptive_window(int64_t in, int64_t out, int64_t o, int64_t *b,
-                                          int64_t *e)
+LADLE_HOST_DEVICE static inline void ladle__adaptive_window(int64_t in, int64_t out,
+                                                            int64_t o, int64_t *b, int64_t *e)
 {
     *b = o * in / out;
     *e = ((o + 1) * in + out - 1) / out;
@@ -142,8 +155,8 @@ static inline void ladle__adaptive_window(int64_t in, int64_t out, int64_t o, in
  * ratio (align_corners) or max((o + 1/2) ratio - 1/2, 0), i[0] = floor(x),
  * i[1] = min(i[0] + 1, in - 1), weights 1 - (x - i[0]) and x - i[0]. The
  * one definition the kernels and the distributed layer's windows share. */
-static inline void ladle__interp_taps(const ladle_interp_geom *g, int a, int64_t o,
-                                      int64_t i[2], double w[2])
+LADLE_HOST_DEVICE static inline void ladle__interp_taps(const ladle_interp_geom *g, int a,
+                                                        int64_t o, int64_t i[2], double w[2])
 {
     int64_t in = g->in[a];
     if (!g->linear) {

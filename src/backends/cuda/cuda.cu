@@ -90,6 +90,24 @@ static const ladle_backend_table cuda_table = {
     .event_query = ladle__cuda_event_query,
     .check_pointer = ladle__cuda_check_pointer,
     .health = ladle__cuda_health,
+    /* revision 3 */
+    .interp_forward = ladle__cuda_interp_forward,
+    .interp_backward = ladle__cuda_interp_backward,
+    /* revision 4 */
+    .loss_weight_sum = ladle__cuda_loss_weight_sum,
+    .adaptive_pool_forward = ladle__cuda_adaptive_pool_forward,
+    .adaptive_pool_backward = ladle__cuda_adaptive_pool_backward,
+    .norm_forward = ladle__cuda_norm_forward,
+    .norm_backward = ladle__cuda_norm_backward,
+    .norm_weight_grad = ladle__cuda_norm_weight_grad,
+    .embed_forward = ladle__cuda_embed_forward,
+    .embed_backward = ladle__cuda_embed_backward,
+    /* revision 5 */
+    .attn_forward = ladle__cuda_attn_forward,
+    .attn_backward = ladle__cuda_attn_backward,
+    /* revision 9 */
+    .lse_rows = ladle__cuda_lse_rows,
+    .exp_rows = ladle__cuda_exp_rows,
 };
 
 static ladle_cuda_state cuda_state = {

@@ -33,4 +33,22 @@ template <class T> __device__ __forceinline__ T ladle_block_sum(T v, T *shm)
     return r;
 }
 
+/* A block per contiguous row of len values (norm.cu, vocab.cu): the
+ * threads of a block, a power of two covering the row, 32 to
+ * LADLE_CUDA_THREADS, and the blocks, one a row up to a cap (the kernels
+ * stride over the rest). */
+static inline int ladle__cuda_row_threads(int64_t len)
+{
+    int t = 32;
+    while (t < LADLE_CUDA_THREADS && t < len)
+        t *= 2;
+    return t;
+}
+
+static inline unsigned ladle__cuda_row_blocks(const ladle_backend *be, int64_t rows)
+{
+    int64_t cap = (int64_t)ladle__cuda(be)->max_blocks * 4;
+    return (unsigned)(rows < 1 ? 1 : rows < cap ? rows : cap);
+}
+
 #endif /* LADLE_BACKEND_CUDA_KERNEL_H */

@@ -73,17 +73,46 @@ template <int K> __device__ __forceinline__ double regression_grad(double x, dou
     }
 }
 
-/* Cross entropy's target weight of class k. */
+/* Class weights and ignore_index (revision 4): the weights are read from
+ * the plan's device copy, weight_dev (weight is host memory). */
+__device__ __forceinline__ bool ignored(const ladle_loss_plan &l, int64_t label)
+{
+    return l.ignore && label == l.ignore_index;
+}
+
+__device__ __forceinline__ double label_weight(const ladle_loss_plan &l, int64_t label)
+{
+    return l.weight_dev != NULL ? l.weight_dev[label] : 1.0;
+}
+
+/* Cross entropy's target weight q_k of class k: (1 - e) onehot + e / C,
+ * with class weights (1 - e) w_label onehot + e w_k / C. */
 __device__ __forceinline__ double class_weight(const ladle_loss_plan &l, int64_t k,
                                                int64_t label)
 {
-    return (k == label ? 1 - l.smoothing : 0) + l.smoothing / (double)l.classes;
+    double e = l.smoothing, c = (double)l.classes;
+    if (l.weight_dev == NULL)
+        return (k == label ? 1 - e : 0) + e / c;
+    return (k == label ? (1 - e) * l.weight_dev[label] : 0) + e * l.weight_dev[k] / c;
 }
 
 /* One sample's cross entropy -sum_c q_c (x_c - lse) from the line's
- * maximum mx, the sum s of exp(x_c - mx) and qx = sum of q_c (x_c - mx)
- * over q_c != 0: as sum q = 1, it is log(s) - qx. */
-__device__ __forceinline__ double ce_term(double s, double qx) { return log(s) - qx; }
+ * maximum mx, the sum s of exp(x_c - mx), qx = sum of q_c (x_c - mx) and
+ * qs = sum of q_c over q_c != 0: qs log(s) - qx, where without weights
+ * sum q = 1 is taken as exact. */
+__device__ __forceinline__ double ce_term(const ladle_loss_plan &l, double s, double qx,
+                                          double qs)
+{
+    return (l.weight_dev != NULL ? qs : 1.0) * log(s) - qx;
+}
+
+/* Cross entropy's gradient of one logit, before the sample's scale, from
+ * its probability p: p - q, with class weights p qs - q (qs = sum q). */
+__device__ __forceinline__ double ce_grad_term(const ladle_loss_plan &l, double p, double qs,
+                                               double q)
+{
+    return l.weight_dev != NULL ? p * qs - q : p - q;
+}
 
 /* The gradient scale of term j: dloss per term, or dloss[0] / divisor. */
 template <class T>
@@ -116,18 +145,22 @@ __device__ __forceinline__ double sample_term(const ladle_loss_plan &l, const T 
                                               int64_t base, int64_t label)
 {
     int64_t c = l.classes, inner = l.inner;
+    if (ignored(l, label))
+        return 0.0;
     if (l.kind == LADLE_LOSS_NLL)
-        return -(double)x[base + label * inner];
-    double mx = -INFINITY, s = 0, qx = 0;
+        return -label_weight(l, label) * (double)x[base + label * inner];
+    double mx = -INFINITY, s = 0, qx = 0, qs = 0;
     for (int64_t k = 0; k < c; k++)
         mx = fmax(mx, (double)x[base + k * inner]);
     for (int64_t k = 0; k < c; k++) {
         double d = (double)x[base + k * inner] - mx, q = class_weight(l, k, label);
         s += exp(d);
-        if (q != 0)
+        if (q != 0) {
             qx += q * d;
+            qs += q;
+        }
     }
-    return ce_term(s, qx);
+    return ce_term(l, s, qx, qs);
 }
 
 template <class T>
@@ -155,18 +188,24 @@ __global__ void class_block_kernel(ladle_loss_plan l, int64_t samples, const T *
     for (int64_t s = blockIdx.x; s < samples; s += gridDim.x) {
         const T *xs = x + ladle_line_base(s, c, inner);
         int64_t label = labels[s];
-        double mx = -INFINITY, e = 0, qx = 0;
-        for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
-            mx = fmax(mx, (double)xs[k * inner]);
-        mx = ladle_block_max(mx, shm);
-        for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
-            double d = (double)xs[k * inner] - mx, q = class_weight(l, k, label);
-            e += exp(d);
-            if (q != 0)
-                qx += q * d;
+        double mx = -INFINITY, e = 0, qx = 0, qs = 0, v = 0;
+        if (!ignored(l, label)) { /* the same branch in every thread of the block */
+            for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+                mx = fmax(mx, (double)xs[k * inner]);
+            mx = ladle_block_max(mx, shm);
+            for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+                double d = (double)xs[k * inner] - mx, q = class_weight(l, k, label);
+                e += exp(d);
+                if (q != 0) {
+                    qx += q * d;
+                    qs += q;
+                }
+            }
+            e = ladle_block_sum(e, shm);
+            qx = ladle_block_sum(qx, shm);
+            qs = l.weight_dev != NULL ? ladle_block_sum(qs, shm) : 1.0;
+            v = ce_term(l, e, qx, qs);
         }
-        e = ladle_block_sum(e, shm);
-        double v = ce_term(e, ladle_block_sum(qx, shm));
         if (threadIdx.x == 0 && partial == NULL)
             out[s] = (T)v;
         total += v;
@@ -208,7 +247,9 @@ __global__ void nll_grad_kernel(ladle_loss_plan l, const int64_t *labels, const 
     LADLE_GRID_STRIDE(i, l.numel)
     {
         int64_t o = i / plane, k = i % plane / l.inner, s = o * l.inner + i % l.inner;
-        dx[i] = (T)(grad_scale(l, dloss, s) * (k == labels[s] ? -1.0 : 0.0));
+        int64_t label = labels[s];
+        double v = k == label && !ignored(l, label) ? -label_weight(l, label) : 0.0;
+        dx[i] = (T)(grad_scale(l, dloss, s) * v);
     }
 }
 
@@ -221,15 +262,23 @@ __global__ void ce_grad_thread_kernel(ladle_loss_plan l, int64_t samples, const 
     LADLE_GRID_STRIDE(s, samples)
     {
         int64_t base = ladle_line_base(s, c, inner), label = labels[s];
-        double g = grad_scale(l, dloss, s), mx = -INFINITY, e = 0;
+        double g = grad_scale(l, dloss, s), mx = -INFINITY, e = 0, qs = 0;
+        if (ignored(l, label)) {
+            for (int64_t k = 0; k < c; k++)
+                dx[base + k * inner] = (T)0;
+            continue;
+        }
         for (int64_t k = 0; k < c; k++)
             mx = fmax(mx, (double)x[base + k * inner]);
-        for (int64_t k = 0; k < c; k++)
+        for (int64_t k = 0; k < c; k++) {
             e += exp((double)x[base + k * inner] - mx);
+            qs += l.weight_dev != NULL ? class_weight(l, k, label) : 0.0;
+        }
         double z = mx + log(e);
+        qs = l.weight_dev != NULL ? qs : 1.0;
         for (int64_t k = 0; k < c; k++) {
             int64_t i = base + k * inner;
-            dx[i] = (T)(g * (exp((double)x[i] - z) - class_weight(l, k, label)));
+            dx[i] = (T)(g * ce_grad_term(l, exp((double)x[i] - z), qs, class_weight(l, k, label)));
         }
     }
 }
@@ -242,16 +291,24 @@ __global__ void ce_grad_block_kernel(ladle_loss_plan l, int64_t samples, const T
     int64_t c = l.classes, inner = l.inner;
     for (int64_t s = blockIdx.x; s < samples; s += gridDim.x) {
         int64_t base = ladle_line_base(s, c, inner), label = labels[s];
-        double g = grad_scale(l, dloss, s), mx = -INFINITY, e = 0;
+        double g = grad_scale(l, dloss, s), mx = -INFINITY, e = 0, qs = 0;
+        if (ignored(l, label)) { /* the same branch in every thread of the block */
+            for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+                dx[base + k * inner] = (T)0;
+            continue;
+        }
         for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
             mx = fmax(mx, (double)x[base + k * inner]);
         mx = ladle_block_max(mx, shm);
-        for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+        for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
             e += exp((double)x[base + k * inner] - mx);
+            qs += l.weight_dev != NULL ? class_weight(l, k, label) : 0.0;
+        }
         double z = mx + log(ladle_block_sum(e, shm));
+        qs = l.weight_dev != NULL ? ladle_block_sum(qs, shm) : 1.0;
         for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
             int64_t i = base + k * inner;
-            dx[i] = (T)(g * (exp((double)x[i] - z) - class_weight(l, k, label)));
+            dx[i] = (T)(g * ce_grad_term(l, exp((double)x[i] - z), qs, class_weight(l, k, label)));
         }
     }
 }
@@ -472,6 +529,15 @@ __global__ void scan_finish_kernel(int64_t parts, int64_t n, int64_t *part)
         part[0] = first == n ? -1 : first;
 }
 
+/* A synchronous slot's last step, under the scratch's lock: the answer's
+ * bytes at dev into the pinned mirror, waited for. */
+static cudaError_t answer_to_host(ladle_cuda_state *cs, cudaStream_t st, const void *dev,
+                                  size_t bytes)
+{
+    cudaError_t e = cudaMemcpyAsync(cs->host_scratch, dev, bytes, cudaMemcpyDeviceToHost, st);
+    return e == cudaSuccess ? cudaStreamSynchronize(st) : e;
+}
+
 /* Both passes, then the answer copied to the host and waited for, all
  * under the scratch's lock. */
 template <class Test>
@@ -489,10 +555,7 @@ static ladle_status scan(const ladle_backend *be, const char *slot, int64_t n, T
     LADLE_LAUNCH_SYNC(scan_kernel<Test>, grid, LADLE_CUDA_THREADS, 0, st, n, bad, part);
     LADLE_LAUNCH_SYNC(scan_finish_kernel, 1, LADLE_CUDA_THREADS, 0, st, (int64_t)grid, n,
                       part);
-    cudaError_t e = cudaMemcpyAsync(cs->host_scratch, part, sizeof(int64_t),
-                                    cudaMemcpyDeviceToHost, st);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(st);
+    cudaError_t e = answer_to_host(cs, st, part, sizeof(int64_t));
     if (e == cudaSuccess)
         memcpy(first, cs->host_scratch, sizeof(int64_t));
     pthread_mutex_unlock(&cs->scratch_lock);
@@ -518,4 +581,94 @@ ladle_status ladle__cuda_find_non_finite(const ladle_backend *be, ladle_dtype dt
                     first);
     return scan(be, "find_non_finite", n, non_finite_test<double>{(const double *)x},
                 first);
+}
+
+/* ---- the label scan of class weights and ignore_index ---- */
+
+/* The first pass: each block's smallest index of a label that is neither
+ * ignored nor in 0..C-1 (or n) into first[blockIdx.x], and the sum of the
+ * weights of the labels its threads passed before stopping into
+ * sum[blockIdx.x] (the total is only defined when no label is bad). */
+__global__ void weight_sum_kernel(ladle_loss_plan l, int64_t n, const int64_t *labels,
+                                  int64_t *first, double *sum)
+{
+    __shared__ int64_t shi[LADLE_CUDA_THREADS];
+    __shared__ double shd[LADLE_CUDA_THREADS];
+    int64_t bad = n;
+    double acc = 0;
+    LADLE_GRID_STRIDE(i, n)
+    {
+        int64_t label = labels[i];
+        if (ignored(l, label))
+            continue;
+        if (label < 0 || label >= l.classes) {
+            bad = i;
+            break;
+        }
+        acc += label_weight(l, label);
+    }
+    bad = block_min(bad, shi);
+    acc = ladle_block_sum(acc, shd);
+    if (threadIdx.x == 0) {
+        first[blockIdx.x] = bad;
+        sum[blockIdx.x] = acc;
+    }
+}
+
+/* The second pass, one block: the smallest first (-1 for none) into
+ * *out_first and the partials' sum, in a fixed order, into *out_sum. */
+__global__ void weight_sum_finish(int64_t parts, int64_t n, const int64_t *first,
+                                  const double *sum, double *out_sum, int64_t *out_first)
+{
+    __shared__ int64_t shi[LADLE_CUDA_THREADS];
+    __shared__ double shd[LADLE_CUDA_THREADS];
+    int64_t bad = n;
+    double acc = 0;
+    for (int64_t i = threadIdx.x; i < parts; i += blockDim.x) {
+        bad = first[i] < bad ? first[i] : bad;
+        acc += sum[i];
+    }
+    bad = block_min(bad, shi);
+    acc = ladle_block_sum(acc, shd);
+    if (threadIdx.x == 0) {
+        *out_sum = acc;
+        *out_first = bad == n ? -1 : bad;
+    }
+}
+
+/* Both passes through the scratch (the blocks' firsts, their sums, then
+ * the answer's two values), the answer copied to the host and waited for,
+ * under the scratch's lock. */
+ladle_status ladle__cuda_loss_weight_sum(const ladle_backend *be, const ladle_loss_plan *l,
+                                         int64_t n, const int64_t *labels, double *sum,
+                                         int64_t *first)
+{
+    ladle_cuda_state *cs = ladle__cuda(be);
+    int64_t *part_first = (int64_t *)cs->scratch;
+    double *part_sum = (double *)cs->scratch + LADLE_CUDA_REDUCE_BLOCKS;
+    double *answer = (double *)cs->scratch + 2 * LADLE_CUDA_REDUCE_BLOCKS;
+    *sum = 0;
+    *first = -1;
+    if (n == 0)
+        return LADLE_OK;
+    cudaStream_t st = ladle__cuda_stream(be);
+    unsigned grid = reduce_grid(ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS));
+    pthread_mutex_lock(&cs->scratch_lock);
+    LADLE_LAUNCH_SYNC(weight_sum_kernel, grid, LADLE_CUDA_THREADS, 0, st, *l, n, labels,
+                      part_first, part_sum);
+    LADLE_LAUNCH_SYNC(weight_sum_finish, 1, LADLE_CUDA_THREADS, 0, st, (int64_t)grid, n,
+                      (const int64_t *)part_first, (const double *)part_sum, answer,
+                      (int64_t *)(answer + 1));
+    cudaError_t e = answer_to_host(cs, st, answer, 2 * sizeof(double));
+    if (e == cudaSuccess) {
+        memcpy(sum, cs->host_scratch, sizeof(double));
+        memcpy(first, (const char *)cs->host_scratch + sizeof(double), sizeof(int64_t));
+    }
+    pthread_mutex_unlock(&cs->scratch_lock);
+    if (e != cudaSuccess) {
+        *first = -1;
+        return ladle__cuda_fail(e, "loss_weight_sum", "waiting for the label scan");
+    }
+    LADLE_CUDA_LAUNCHED("loss_weight_sum");
+    return LADLE_OK;
 }
