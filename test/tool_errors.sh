@@ -157,6 +157,9 @@ mpi 2 "--keep: 'two' is not a whole number" ladle-train --keep two --checkpoint 
 mpi 2 "--keep needs --checkpoint DIR" ladle-train --keep 3
 mpi 2 "--resume latest needs --checkpoint DIR" ladle-train --resume latest
 mpi 2 "--resume needs a non-empty FILE, 'latest', or no value" ladle-train --resume "" --checkpoint "$tmp/kd/"
+long=$(printf 'x%.0s' $(seq 5000)) # a name longer than a path buffer is refused, not cut short
+mpi 2 "--checkpoint: the name is $((${#tmp} + 5001)) bytes long, above 4095" ladle-train --checkpoint "$tmp/$long"
+mpi 2 "--resume: the name is 5000 bytes long, above 4095" ladle-train --resume "$long" --checkpoint "$tmp/kd/"
 mpi 2 "--resume does not apply to --pipeline" ladle-train --pipeline 1f1b --resume latest
 mpi 2 "--keep does not apply to --pipeline" ladle-train --pipeline 1f1b --keep 2
 mpi 2 "--timeline: cannot write" ladle-train --pipeline 1f1b --timeline "$tmp/missing/t.svg"

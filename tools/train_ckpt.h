@@ -161,6 +161,21 @@ static int ckpt_find_latest(const char *dir, char *from, char *why)
     return n < 0 || nt < 0 ? -1 : 0;
 }
 
+/* The names that are copied into CKPT_PATH_MAX buffers fit (a longer one
+ * would be cut short there and name another file). 0, or 2 with why. */
+static int ckpt_check_lengths(const opts *o, char *why)
+{
+    const char *opt[2] = {"--checkpoint", "--resume"};
+    const char *name[2] = {o->checkpoint, o->resume == RESUME_FILE ? o->resume_file : NULL};
+    for (int i = 0; i < 2; i++)
+        if (name[i] != NULL && strlen(name[i]) >= CKPT_PATH_MAX) {
+            cli_fail(why, "%s: the name is %zu bytes long, above %d", opt[i], strlen(name[i]),
+                     CKPT_PATH_MAX - 1);
+            return 2;
+        }
+    return 0;
+}
+
 /* Rank 0's part of ckpt_prepare: the mode, the checks and, for --resume
  * latest, the file chosen. 0, or 2 with why. */
 static int ckpt_decide(const opts *o, ckpt_plan *p, char *why)
@@ -196,8 +211,10 @@ static int ckpt_prepare(const opts *o, ckpt_plan *p)
     char why[CLI_WHY] = "", probe[CKPT_PATH_MAX];
     int v[2] = {0, 0}; /* the verdict, the mode */
     memset(p, 0, sizeof *p);
-    if (o->checkpoint && me == 0) {
-        v[0] = ckpt_decide(o, p, why);
+    if (me == 0) {
+        v[0] = ckpt_check_lengths(o, why);
+        if (v[0] == 0 && o->checkpoint)
+            v[0] = ckpt_decide(o, p, why);
         v[1] = p->dir;
         if (v[0])
             fprintf(stderr, "%s: %s\n", tool, why);
