@@ -103,7 +103,8 @@ class ladle_window(Structure):
                 ("stride", _arr(c_int64, MAX_NDIM)),
                 ("padding", _arr(c_int64, MAX_NDIM)),
                 ("dilation", _arr(c_int64, MAX_NDIM)),
-                ("ceil_mode", c_int)]
+                ("ceil_mode", c_int),
+                ("periodic", c_uint)]
 
 
 class ladle_conv_desc(Structure):
