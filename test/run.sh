@@ -151,7 +151,7 @@ test_batchnorm: 1
 test_layernorm: 1
 test_embedding: 1
 test_attention: 1
-test_gpt: 1
+test_gpt: 1 2
 test_gpt_pipe: 1
 test_optim: 1
 test_text: 1
@@ -166,6 +166,7 @@ test_dist_bn: 1 2 4
 test_dist_misc: 1 2 4
 test_dist_gpool: 1 2 4
 test_dist_interp: 1 2 4
+test_dist_vocab: 1 2
 test_dist_train: 1 2 4
 test_checkpoint: 1 2
 test_graph: 1 2 4

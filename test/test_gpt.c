@@ -490,15 +490,6 @@ START_TEST(data_parallel_equals_one_rank)
 {
     int ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    if (lt_device() != LADLE_CPU) { /* the distributed loss is CPU only for now */
-        if (ranks > 1 && NG % ranks == 0) {
-            ladle_gpt_desc d = dp_desc(ranks, 9);
-            ladle_graph *g = NULL;
-            LT_FAILS(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g),
-                     LADLE_ERR_DEVICE);
-        }
-        return;
-    }
     for (int S = 1; S <= ranks; S++)
         if (ranks % S == 0 && T % S == 0 && NG % (ranks / S) == 0 && S <= H)
             parallel_equals_one_rank(ranks / S, S);

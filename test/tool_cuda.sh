@@ -3,8 +3,9 @@
 # dot-product test of every primitive on device memory (ladle-adjoint
 # --device cuda), and LeNet-5 trained a few steps on the GPU (ladle-train
 # --device cuda) ending where the CPU's run ends, in the layout and the
-# pipeline modes. test/run.sh runs it in the cuda pass (over the emulator in
-# make check; scripts/device-check.sh on a GPU).
+# pipeline modes, and the GPT a few steps on both (ladle-gpt --device
+# cuda). test/run.sh runs it in the cuda pass (over the emulator in make
+# check; scripts/device-check.sh on a GPU).
 set -u
 MPIEXEC=${MPIEXEC:-mpiexec}
 BINDIR=${BINDIR:-bin}
@@ -93,6 +94,48 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
     rm -rf "$tmp"
 else
     echo "skip ladle-train: no dataset at $data"
+fi
+# the GPT (ladle-gpt --device cuda), a few steps on the fortunes corpus:
+# the GPU's validation and last training loss as the CPU's, data parallel
+# and tensor parallel (its vocabulary-parallel loss stages through the
+# host). Kernels sum in other orders than the CPU's: f64 within 1e-6 (one
+# unit of the summary's sixth decimal: the runs differ near 1e-14), f32
+# within 2e-4 nats (a loss near 5, a few f32 roundings of its row sums a
+# step, 6 steps of AdamW)
+gpt="$BINDIR/ladle-gpt"
+corpus=${LADLE_FORTUNES:-/usr/share/games/fortunes}
+if [ -d "$corpus" ] || [ -f "$corpus" ]; then
+    tmp=$(mktemp -d)
+    gpt_run() { # DEVICE NRANKS SUMMARY ARGS...
+        dev=$1 n=$2 sum=$3
+        shift 3
+        timeout 600 $MPIEXEC -n "$n" "$gpt" --corpus "$corpus" --layers 1 --width 16 \
+            --heads 2 --context 16 --batch 4 --steps 6 --eval-every 6 --eval-limit 16 \
+            --sample 0 --quiet --device "$dev" --summary "$sum" "$@" >>"$tmp/log" 2>&1
+    }
+    # FILE FILE TOL: val_loss and last_loss within TOL
+    near() { awk -v tol="$3" 'NR == FNR { for (i = 1; i < NF; i++) a[$i] = $(i + 1); next }
+        { for (i = 1; i < NF; i++) b[$i] = $(i + 1) }
+        END { d1 = a["val_loss"] - b["val_loss"]; d2 = a["last_loss"] - b["last_loss"]
+              if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2
+              exit !(a["val_loss"] != "" && d1 <= tol && d2 <= tol) }' "$1" "$2"; }
+    for case in "1:--f64:1e-6" "2:--f64:1e-6" "2:--f64 --tensor-ways 2:1e-6" \
+        "2:--tensor-ways 2:2e-4"; do
+        n=${case%%:*} rest=${case#*:} args=${rest%:*} tol=${rest##*:}
+        : >"$tmp/log"
+        # shellcheck disable=SC2086
+        if gpt_run cpu "$n" "$tmp/cpu" $args && gpt_run cuda "$n" "$tmp/cuda" $args &&
+            near "$tmp/cpu" "$tmp/cuda" "$tol"; then
+            ok "-n $n ladle-gpt $args: cuda ends as cpu within $tol ($(cut -d' ' -f3,4 "$tmp/cuda"))"
+        else
+            bad "-n $n ladle-gpt $args: cpu '$(cat "$tmp/cpu" 2>/dev/null)' cuda '$(cat "$tmp/cuda" 2>/dev/null)'"
+            sed 's/^/     /' "$tmp/log" | tail -n 20
+        fi
+        rm -f "$tmp/cpu" "$tmp/cuda"
+    done
+    rm -rf "$tmp"
+else
+    echo "skip ladle-gpt: no corpus at $corpus"
 fi
 [ $fails -eq 0 ] && echo "tool_cuda: all passed" || echo "tool_cuda: $fails failed"
 [ $fails -eq 0 ]

@@ -25,7 +25,8 @@
 #define TOOL "ladle-gpt"
 
 typedef struct gpt_opts {
-    const char *corpus, *checkpoint, *summary;
+    const char *corpus, *checkpoint, *summary, *device_name;
+    ladle_device device;
     int64_t val_every, layers, width, heads, context, batch, steps, warmup, eval_every;
     int64_t eval_limit, stop_after, sample, tensor_ways;
     double lr, min_lr, weight_decay, dropout, temperature;
@@ -55,6 +56,9 @@ static void usage(void)
         "  --eval-limit W       score only the first W validation windows (all)\n"
         "  --seed S             weights and batches (1)\n"
         "  --f64                train in double precision\n"
+        "  --device D           cpu, cuda or guarded: where the model lives (cpu); cuda:\n"
+        "                       each rank on a GPU (LADLE_CUDA_DEVICE, else node-local "
+        "rank)\n"
         "  --f32-tiles          attention's tile products in f32 (f32 only; faster, "
         "within\n"
         "                       f32 rounding; default: in double)\n"
@@ -90,6 +94,7 @@ static const gpt_opt gpt_options[] = {
     {"--corpus",       's', GO(corpus),       0, 0, 0},
     {"--checkpoint",   's', GO(checkpoint),   0, 0, 0},
     {"--summary",      's', GO(summary),      0, 0, 0},
+    {"--device",       's', GO(device_name),  0, 0, 0},
     {"--val-every",    'i', GO(val_every),    1, 1 << 20, 0},
     {"--layers",       'i', GO(layers),       1, 256, 0},
     {"--width",        'i', GO(width),        1, 1 << 16, 0},
@@ -140,7 +145,8 @@ static int parse_option(int argc, char **argv, int *i, gpt_opts *o, char *why)
         *(const char **)field = v;
         return 0;
     case 'i':
-        return cli_int(a, v, (int64_t)opt->lo, (int64_t)opt->hi, (int64_t *)field, why) != 0;
+        return cli_int(a, v, (int64_t)opt->lo, (int64_t)opt->hi, (int64_t *)field, why) !=
+               0;
     case 'r':
         return cli_real(a, v, opt->lo, opt->hi, opt->flags, (double *)field, why) != 0;
     default: /* 'u', --seed */
@@ -149,8 +155,23 @@ static int parse_option(int argc, char **argv, int *i, gpt_opts *o, char *why)
 }
 
 /* What the options say together: 0, or 1 with the reason in why. */
-static int check_options(const gpt_opts *o, char *why)
+static int check_options(gpt_opts *o, char *why)
 {
+    static const char *const names[] = {"cpu", "cuda", "guarded"};
+    static const ladle_device devices[] = {LADLE_CPU, LADLE_CUDA, LADLE_GUARDED};
+    int known = 0;
+    for (int k = 0; k < 3 && !known; k++)
+        if ((known = strcmp(o->device_name, names[k]) == 0))
+            o->device = devices[k];
+    if (!known)
+        return cli_fail(why, "--device: '%s' is not one of cpu, cuda, guarded",
+                        o->device_name) != 0;
+    int count = 0;
+    ladle_status have = ladle_device_count(o->device, &count);
+    if (have != LADLE_OK || count < 1)
+        return cli_fail(why, "--device %s: %s", o->device_name,
+                        have != LADLE_OK ? "this ladle was built without that backend"
+                                         : "no such device is visible") != 0;
     if (o->width % o->heads != 0)
         return cli_fail(why, "--heads %lld must divide --width %lld", (long long)o->heads,
                         (long long)o->width) != 0;
@@ -173,6 +194,7 @@ static int options(int argc, char **argv, gpt_opts *o)
     char why[CLI_WHY];
     memset(o, 0, sizeof *o);
     o->corpus = LADLE_FORTUNES_DIR;
+    o->device_name = "cpu";
     o->val_every = 10;
     o->layers = 4, o->width = 128, o->heads = 4, o->context = 128, o->batch = 32;
     o->steps = 2000, o->warmup = 100, o->eval_every = 500, o->sample = 300;
@@ -197,6 +219,26 @@ refuse:
     return 2;
 }
 
+/* A training run: the corpus, the model, its optimizer and schedule, this
+ * rank's batch (windows whole in wx and wy, its block of positions in ids
+ * and tgt2, tgt the targets flat), the checkpoint's meta (the next step,
+ * then what the run is, checked on resume), and how far it got. */
+typedef struct gpt_run {
+    ladle_text *t;
+    ladle_gpt_desc d;
+    ladle_graph *g;
+    ladle_optimizer *opt;
+    ladle_tensor *ids, *tgt2, *tgt, *wx, *wy;
+    ladle_tensor *dids,
+        *dtgt; /* ids and tgt on the model's device (ids and tgt on the CPU) */
+    ladle_lr_schedule sched;
+    ladle_batch_desc bd;
+    int S;
+    int64_t nparams, meta[8], step;
+    double bigram_val, val, last, train_time;
+    int64_t done_steps;
+} gpt_run;
+
 /* Columns i Ts .. (i + 1) Ts - 1 of the N x T windows in x and y (host
  * tensors) into this rank's N x Ts ids and targets: its sequence block. */
 static void take_block(const ladle_tensor *x, const ladle_tensor *y, int i,
@@ -214,14 +256,31 @@ static void take_block(const ladle_tensor *x, const ladle_tensor *y, int i,
         }
 }
 
+/* This rank's block of the windows in r->wx and r->wy (host) into r->ids
+ * and r->tgt2, and onto the model's device: *ids and *tgt, the tensors to
+ * call the graph with. */
+static ladle_status stage_block(gpt_run *r, const ladle_tensor **ids,
+                                const ladle_tensor **tgt)
+{
+    take_block(r->wx, r->wy, tool_rank() % r->S, r->ids, r->tgt2);
+    *ids = r->dids ? r->dids : r->ids;
+    *tgt = r->dtgt ? r->dtgt : r->tgt;
+    ladle_status st = LADLE_OK;
+    if (r->dids && (st = ladle_tensor_copy(r->dids, r->ids)) == LADLE_OK)
+        st = ladle_tensor_copy(r->dtgt, r->tgt);
+    return st;
+}
+
 /* The validation loss, nats per token, over the first `limit` windows (all
  * when 0): each global batch's mean over its scored targets, weighted by
  * their number. Rank b S + i scores windows b N .. of each batch of D N,
  * at positions i Ts .. (its block; x and y hold the windows whole). */
-static ladle_status evaluate(ladle_graph *g, ladle_text *t, int S, ladle_tensor *x,
-                             ladle_tensor *y, ladle_tensor *ids, ladle_tensor *tgt2,
-                             ladle_tensor *tgt, int64_t limit, double *nll)
+static ladle_status evaluate(gpt_run *r, int64_t limit, double *nll)
 {
+    ladle_graph *g = r->g;
+    ladle_text *t = r->t;
+    ladle_tensor *x = r->wx, *y = r->wy;
+    int S = r->S;
     ladle_status st = LADLE_OK;
     int rank = 0, ranks = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -233,7 +292,7 @@ static ladle_status evaluate(ladle_graph *g, ladle_text *t, int S, ladle_tensor 
         w = limit;
     double sum = 0;
     int64_t count = 0;
-    const ladle_tensor *xs[1] = {ids}, *ts_[1] = {tgt};
+    const ladle_tensor *xs[1] = {NULL}, *ts_[1] = {NULL};
     int64_t *yv = ladle_tensor_data(y);
     if ((st = ladle_graph_set_training(g, 0)) != LADLE_OK)
         return st;
@@ -248,7 +307,8 @@ static ladle_status evaluate(ladle_graph *g, ladle_text *t, int S, ladle_tensor 
             int64_t pos = k % T;
             scored += yv[k] >= 0 && pos >= i * ts && pos < (i + 1) * ts;
         }
-        take_block(x, y, i, ids, tgt2);
+        if ((st = stage_block(r, &xs[0], &ts_[0])) != LADLE_OK)
+            break;
         /* the loss is the mean over every rank's scored targets */
         if (MPI_Allreduce(MPI_IN_PLACE, &scored, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD) !=
             MPI_SUCCESS) {
@@ -280,8 +340,8 @@ static double uniform01(uint64_t *s)
 
 /* A batch-1 copy *s of g's weights (from the checkpoint at path when g's
  * are shards), for sampling. Local. */
-static ladle_status sampler_create(const ladle_gpt_desc *desc, ladle_graph *g, const char *path,
-                                   ladle_graph **s)
+static ladle_status sampler_create(const ladle_gpt_desc *desc, ladle_graph *g,
+                                   const char *path, ladle_graph **s)
 {
     ladle_status st = LADLE_OK;
     ladle_gpt_desc d1 = *desc;
@@ -289,6 +349,7 @@ static ladle_status sampler_create(const ladle_gpt_desc *desc, ladle_graph *g, c
     d1.dropout = 0;
     d1.data_ways = 1;
     d1.tensor_ways = 1;
+    d1.device = LADLE_CPU; /* generated on the host, from a copy of the weights */
     if ((st = ladle_gpt_create(&d1, ladle_comm_of(MPI_COMM_SELF), s)) != LADLE_OK)
         return st;
     if (path)
@@ -407,24 +468,6 @@ static int check_layout(const gpt_opts *o, int world)
     return 2;
 }
 
-/* A training run: the corpus, the model, its optimizer and schedule, this
- * rank's batch (windows whole in wx and wy, its block of positions in ids
- * and tgt2, tgt the targets flat), the checkpoint's meta (the next step,
- * then what the run is, checked on resume), and how far it got. */
-typedef struct gpt_run {
-    ladle_text *t;
-    ladle_gpt_desc d;
-    ladle_graph *g;
-    ladle_optimizer *opt;
-    ladle_tensor *ids, *tgt2, *tgt, *wx, *wy;
-    ladle_lr_schedule sched;
-    ladle_batch_desc bd;
-    int S;
-    int64_t nparams, meta[8], step;
-    double bigram_val, val, last, train_time;
-    int64_t done_steps;
-} gpt_run;
-
 /* The corpus (the status returned) and its bigram baseline (the status in
  * *bigram), with a line about them. */
 static ladle_status load_corpus(const gpt_opts *o, gpt_run *r, ladle_status *bigram)
@@ -464,6 +507,7 @@ static ladle_status create_model(const gpt_opts *o, int D, gpt_run *r)
     d->heads = o->heads;
     d->dropout = o->dropout;
     d->dtype = o->f64 ? LADLE_F64 : LADLE_F32;
+    d->device = o->device;
     d->seed = o->seed;
     d->data_ways = D;
     d->tensor_ways = r->S;
@@ -521,6 +565,10 @@ static ladle_status prepare_training(const gpt_opts *o, int D, gpt_run *r)
             LADLE_OK)
         st = ladle_tensor_wrap(LADLE_I64, LADLE_CPU, 1, (int64_t[]){N * Ts}, NULL,
                                ladle_tensor_data(r->tgt2), &r->tgt);
+    if (st == LADLE_OK && o->device != LADLE_CPU &&
+        (st = ladle_tensor_create(LADLE_I64, o->device, 2, (int64_t[]){N, Ts}, &r->dids)) ==
+            LADLE_OK)
+        st = ladle_tensor_create(LADLE_I64, o->device, 1, (int64_t[]){N * Ts}, &r->dtgt);
     int64_t meta[8] = {0,         (int64_t)o->seed, r->d.vocab, o->context,
                        o->layers, o->width,         o->heads,   o->steps};
     memcpy(r->meta, meta, sizeof meta);
@@ -533,8 +581,8 @@ static ladle_status resume(const gpt_opts *o, gpt_run *r)
 {
     int64_t got[8];
     int n = 0;
-    ladle_status st = ladle_checkpoint_load_graph(o->checkpoint, ladle_comm_of(MPI_COMM_WORLD),
-                                                  r->g, r->opt, 8, got, &n);
+    ladle_status st = ladle_checkpoint_load_graph(
+        o->checkpoint, ladle_comm_of(MPI_COMM_WORLD), r->g, r->opt, 8, got, &n);
     if (st == LADLE_OK && (n != 8 || memcmp(got + 1, r->meta + 1, 7 * sizeof *got) != 0)) {
         fprintf(stderr,
                 TOOL ": %s was written by another run (seed, vocabulary, context, "
@@ -550,26 +598,29 @@ static ladle_status resume(const gpt_opts *o, gpt_run *r)
 static void announce(const gpt_opts *o, const gpt_run *r, int world)
 {
     if (!o->quiet)
-        printf("GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld (%d data-"
-               "parallel rank%s), %lld parameters, %s; AdamW lr %g (cosine to %g, %lld "
-               "warm-up steps), %lld steps%s\n",
-               r->d.layers, (long long)r->d.width, (long long)r->d.heads,
-               (long long)o->context, (long long)o->batch, world, world > 1 ? "s" : "",
-               (long long)r->nparams, o->f64 ? "f64" : "f32", o->lr, o->min_lr,
-               (long long)o->warmup, (long long)o->steps, o->resume ? " (resumed)" : "");
+        printf(
+            "GPT: %d layers, width %lld, %lld heads, context %lld, batch %lld (%d data-"
+            "parallel rank%s), %lld parameters, %s on %s; AdamW lr %g (cosine to %g, %lld "
+            "warm-up steps), %lld steps%s\n",
+            r->d.layers, (long long)r->d.width, (long long)r->d.heads,
+            (long long)o->context, (long long)o->batch, world, world > 1 ? "s" : "",
+            (long long)r->nparams, o->f64 ? "f64" : "f32", o->device_name, o->lr, o->min_lr,
+            (long long)o->warmup, (long long)o->steps, o->resume ? " (resumed)" : "");
     fflush(stdout);
 }
 
 /* One step of training on the global batch of step r->step: its loss. */
 static ladle_status train_step(gpt_run *r, double *loss)
 {
-    const ladle_tensor *xs[1] = {r->ids}, *ts[1] = {r->tgt};
-    ladle_status st = ladle_text_batch(r->t, LADLE_TEXT_TRAIN, &r->bd, r->step, r->wx, r->wy);
+    const ladle_tensor *xs[1] = {NULL}, *ts[1] = {NULL};
+    ladle_status st =
+        ladle_text_batch(r->t, LADLE_TEXT_TRAIN, &r->bd, r->step, r->wx, r->wy);
     if (st == LADLE_OK)
-        take_block(r->wx, r->wy, tool_rank() % r->S, r->ids, r->tgt2);
+        st = stage_block(r, &xs[0], &ts[0]);
     if (st || (st = ladle_graph_zero_grad(r->g)) ||
         (st = ladle_graph_forward(r->g, 1, xs, NULL)) ||
-        (st = ladle_graph_loss(r->g, 1, ts, loss)) || (st = ladle_graph_backward(r->g, 1)) ||
+        (st = ladle_graph_loss(r->g, 1, ts, loss)) ||
+        (st = ladle_graph_backward(r->g, 1)) ||
         (st = ladle_optimizer_set_lr(r->opt, ladle_lr_at(&r->sched, r->step))) ||
         (st = ladle_optimizer_step(r->opt)))
         return st;
@@ -595,8 +646,7 @@ static ladle_status train(const gpt_opts *o, gpt_run *r)
         int64_t step = r->step;
         int stop = o->stop_after >= 0 && step + 1 >= o->stop_after;
         if ((step + 1) % o->eval_every == 0 || step + 1 == o->steps || stop) {
-            if ((st = evaluate(r->g, r->t, r->S, r->wx, r->wy, r->ids, r->tgt2, r->tgt,
-                               o->eval_limit, &r->val)) != LADLE_OK)
+            if ((st = evaluate(r, o->eval_limit, &r->val)) != LADLE_OK)
                 break;
             if (!o->quiet)
                 printf("step %lld: train loss %.4f, validation %.4f nats/char (%.3f of the "
@@ -685,7 +735,8 @@ static ladle_status sample_at_end(const gpt_opts *o, gpt_run *r)
 
 static void run_free(gpt_run *r)
 {
-    ladle_tensor **tensors[] = {&r->tgt, &r->tgt2, &r->wx, &r->wy, &r->ids};
+    ladle_tensor **tensors[] = {&r->tgt, &r->tgt2, &r->wx,  &r->wy,
+                                &r->ids, &r->dids, &r->dtgt};
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
         ladle_tensor_destroy(tensors[i]);
     ladle_optimizer_destroy(&r->opt);

@@ -23,10 +23,15 @@
  * with softmax_c = exp(x_c - L) from the saved L, q the smoothed weighted
  * one-hot and s its sum, involves only the rank's own classes.
  *
- * The slice's log-sum-exps and the backward's exponentials are the
- * backend's (lse_rows, exp_rows: vectorised on the CPU, one exponential a
- * logit a pass); the rest are host loops over rows, so the layer runs on
- * the CPU only and refuses other devices.
+ * The slice's log-sum-exps and the backward's exponentials are the CPU
+ * backend's (lse_rows, exp_rows: vectorised, one exponential a logit a
+ * pass); the rest are host loops over rows. On another device the layer
+ * stages: its forward copies the logits and labels to host buffers made at
+ * creation, computes there and copies the loss back; its backward copies
+ * them again (the ctx keeps the caller's device tensors, as on the CPU, and
+ * its rows' log-sum-exps in device memory) and copies dx back. That is one
+ * copy of the rank's logit block each way a step, beside the two
+ * reductions the layer makes anyway on the host.
  */
 #include <math.h>
 #include <string.h>
@@ -53,6 +58,9 @@ typedef struct vloss {
     ladle_tensor *rowbuf; /* 2 mbmax doubles: the slices' log-sum-exps; the rows'
                            * factors and label logits */
     ladle_tensor *totals; /* TOTALS doubles */
+    /* a device's layer stages through these host copies (else all NULL) */
+    ladle_tensor *hx, *ht, *hval, *hdx, *hdl; /* logits, labels, loss, dx, dloss */
+    double *hlse;                             /* the rows' log-sum-exps */
 } vloss;
 
 /* A row's statistics: P log-sum-exps, then these. */
@@ -62,10 +70,19 @@ enum { T_LOSS, T_WEIGHT, T_FAILED, T_CODES, T_BAD_ROWS, T_NONFINITE, TOTALS };
 
 static int64_t row_len(const vloss *v) { return v->nvoc + S_ROW; }
 
-static const ladle__part vloss_parts[] = {
-    LADLE__PART_OP(vloss, row_sum),    LADLE__PART_OP(vloss, block_sum),
-    LADLE__PART_TENSOR(vloss, stats),  LADLE__PART_TENSOR(vloss, totals),
-    LADLE__PART_TENSOR(vloss, rowbuf), LADLE__PART_HOST(vloss, weight), LADLE__PARTS_END};
+static const ladle__part vloss_parts[] = {LADLE__PART_OP(vloss, row_sum),
+                                          LADLE__PART_OP(vloss, block_sum),
+                                          LADLE__PART_TENSOR(vloss, stats),
+                                          LADLE__PART_TENSOR(vloss, totals),
+                                          LADLE__PART_TENSOR(vloss, rowbuf),
+                                          LADLE__PART_HOST(vloss, weight),
+                                          LADLE__PART_TENSOR(vloss, hx),
+                                          LADLE__PART_TENSOR(vloss, ht),
+                                          LADLE__PART_TENSOR(vloss, hval),
+                                          LADLE__PART_TENSOR(vloss, hdx),
+                                          LADLE__PART_TENSOR(vloss, hdl),
+                                          LADLE__PART_HOST(vloss, hlse),
+                                          LADLE__PARTS_END};
 
 static double at(const void *x, ladle_dtype dt, int64_t i)
 {
@@ -103,11 +120,11 @@ static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
     if (t->dtype != LADLE_I64)
         return ladle__raise(LADLE_ERR_DTYPE, f, "target is %s, expected i64 labels",
                             ladle_dtype_name(t->dtype));
-    if (x->device != LADLE_CPU || t->device != LADLE_CPU || out->device != LADLE_CPU)
-        return ladle__raise(
-            LADLE_ERR_DEVICE, f,
-            "the vocabulary-parallel loss runs on the CPU: its tensors must "
-            "live there");
+    if (x->device != op->be->device || t->device != op->be->device ||
+        out->device != op->be->device)
+        return ladle__raise(LADLE_ERR_DEVICE, f,
+                            "the loss lives on %s: input, target and loss must live there",
+                            ladle_device_name(op->be->device));
     if (x->ndim != 2 || x->shape[0] != v->mb || x->shape[1] != v->vr ||
         !ladle_tensor_is_contiguous(x))
         return ladle__raise(LADLE_ERR_SHAPE, f,
@@ -120,7 +137,12 @@ static ladle_status check_forward(const ladle_op *op, const ladle_tensor *x,
     if (out->numel != want || !ladle_tensor_is_contiguous(out))
         return ladle__raise(LADLE_ERR_SHAPE, f, "the loss must hold %lld value%s",
                             (long long)want, want == 1 ? "" : "s");
-    const int64_t *label = t->data;
+    return LADLE_OK;
+}
+
+/* The labels' range (host memory). */
+static ladle_status check_labels(const vloss *v, const int64_t *label, const char *f)
+{
     for (int64_t m = 0; m < v->mb; m++) {
         int64_t c = label[m];
         if ((c < 0 || c >= v->classes) && !(v->ignore && c == v->ignore_index))
@@ -140,7 +162,8 @@ static ladle_status local_stats(const ladle_op *op, const void *x, const int64_t
     int64_t len = row_len(v);
     double *lse = v->rowbuf->data;
     /* a slice of -inf logits has no mass (-inf); a NaN spoils the row */
-    ladle_status st = op->be->fn->lse_rows(op->be, dt, v->mb, v->vr, x, lse);
+    const ladle_backend *cpu = ladle__backend(LADLE_CPU);
+    ladle_status st = cpu->fn->lse_rows(cpu, dt, v->mb, v->vr, x, lse);
     if (st != LADLE_OK)
         return st;
     for (int64_t m = 0; m < v->mb; m++) {
@@ -253,17 +276,27 @@ static ladle_status vl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     if (ctx)
         ctx->ready = 0;
     local = check_forward(op, input, target, out, f);
+    /* on a device, the host copies stand in for the caller's tensors */
+    const ladle_tensor *hin = v->hx ? v->hx : input, *htg = v->hx ? v->ht : target;
+    ladle_tensor *hout = v->hx ? v->hval : out;
+    if (local == LADLE_OK && v->hx &&
+        (local = ladle_tensor_read(input, v->hx->data)) == LADLE_OK)
+        local = ladle_tensor_read(target, v->ht->data);
+    const int64_t *label = htg->data;
+    if (local == LADLE_OK)
+        local = check_labels(v, label, f);
     double *s = v->stats->data, *tot = v->totals->data;
     int64_t len = row_len(v), flag = v->mbmax * len;
     memset(s, 0, (size_t)(flag + 2) * sizeof *s);
     if (local == LADLE_OK)
-        local = local_stats(op, input->data, target->data, s);
+        local = local_stats(op, hin->data, label, s);
     s[flag] = local != LADLE_OK;
     s[flag + 1] = local != LADLE_OK ? (double)local : 0.0;
     LADLE_CALL(ladle_op_forward(v->row_sum, v->stats, v->stats));
     memset(tot, 0, TOTALS * sizeof *tot);
+    double *lse = ctx == NULL ? NULL : v->hx ? v->hlse : ctx->buf;
     if (s[flag] == 0)
-        row_losses(v, target->data, s, ctx ? ctx->buf : NULL, out, tot);
+        row_losses(v, label, s, lse, hout, tot);
     /* the row block's facts are alike on its vocabulary ranks: its first
      * one counts them */
     if (v->col != 0)
@@ -276,8 +309,7 @@ static ladle_status vl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
      * their mean (sums of integers below 2^53: exact); a rank whose label
      * differs from the mean finds the disagreement */
     for (int64_t m = 0; s[flag] == 0 && m < v->mb; m++)
-        tot[T_BAD_ROWS] += (double)((const int64_t *)target->data)[m] !=
-                           s[m * len + v->nvoc + S_LABELS] / v->nvoc;
+        tot[T_BAD_ROWS] += (double)label[m] != s[m * len + v->nvoc + S_LABELS] / v->nvoc;
     LADLE_CALL(ladle_op_forward(v->block_sum, v->totals, v->totals));
     if (local != LADLE_OK)
         return local;
@@ -288,7 +320,13 @@ static ladle_status vl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                                                        : (double)v->rows;
     double value = tot[T_LOSS] / divisor; /* 0/0 when nothing counts: NaN, as PyTorch */
     if (v->reduction != LADLE_REDUCE_NONE)
-        put(out->data, out->dtype, 0, value);
+        put(hout->data, hout->dtype, 0, value);
+    if (v->hx) {
+        LADLE_CALL(ladle_tensor_write(out, hout->data));
+        if (ctx)
+            LADLE_CALL(op->be->fn->to_device(op->be, (size_t)v->mb * sizeof *v->hlse,
+                                             v->hlse, ctx->buf));
+    }
     if (ctx) {
         ctx->x = input;
         ctx->target = target;
@@ -296,7 +334,7 @@ static ladle_status vl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
         ctx->ready = 1;
     }
     if (v->reduction != LADLE_REDUCE_NONE)
-        value = at(out->data, out->dtype, 0); /* as stored: an f64 sum may overflow f32 */
+        value = at(hout->data, hout->dtype, 0); /* as stored: an f64 sum may overflow f32 */
     return verdict(op, tot, value, f);
 fail:
     return st;
@@ -306,10 +344,9 @@ fail:
  * smoothing's share of every class and the label's own entry recomputed
  * whole in double from its logit xt[m]; ignored rows get 0. Local. */
 static void less_targets(const vloss *v, ladle_dtype dt, const ladle_ctx *ctx,
-                         const ladle_tensor *dloss, const double *xt, ladle_tensor *dx)
+                         const int64_t *label, const double *lse, const ladle_tensor *dloss,
+                         const double *xt, ladle_tensor *dx)
 {
-    const int64_t *label = ctx->target->data;
-    const double *lse = ctx->buf;
     int none = v->reduction == LADLE_REDUCE_NONE;
     double e = v->smoothing, per = e / (double)v->classes;
     for (int64_t m = 0; m < v->mb; m++) {
@@ -349,9 +386,9 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CHECK(dloss->dtype == op->dtype && dx->dtype == op->dtype, LADLE_ERR_DTYPE,
                 "dloss is %s and dinput %s: the loss is %s", ladle_dtype_name(dloss->dtype),
                 ladle_dtype_name(dx->dtype), ladle_dtype_name(op->dtype));
-    LADLE_CHECK(
-        dloss->device == LADLE_CPU && dx->device == LADLE_CPU, LADLE_ERR_DEVICE,
-        "the vocabulary-parallel loss runs on the CPU: dloss and dinput must live there");
+    LADLE_CHECK(dloss->device == op->be->device && dx->device == op->be->device,
+                LADLE_ERR_DEVICE, "the loss lives on %s: dloss and dinput must live there",
+                ladle_device_name(op->be->device));
     LADLE_CHECK(dloss->numel == (none ? v->mb : 1) && ladle_tensor_is_contiguous(dloss),
                 LADLE_ERR_SHAPE, "dloss must hold %lld value%s",
                 (long long)(none ? v->mb : 1), none && v->mb != 1 ? "s" : "");
@@ -360,9 +397,20 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
                 LADLE_ERR_SHAPE, "dinput must be this rank's contiguous %lld x %lld block",
                 (long long)v->mb, (long long)v->vr);
     ladle_dtype dt = op->dtype;
-    const void *x = ctx->x->data;
-    const int64_t *label = ctx->target->data;
-    const double *lse = ctx->buf;
+    const ladle_tensor *hdl = dloss;
+    ladle_tensor *hdx = dx;
+    if (v->hx) { /* the saved tensors and the gradient, to the host again */
+        LADLE_CALL(ladle_tensor_read(ctx->x, v->hx->data));
+        LADLE_CALL(ladle_tensor_read(ctx->target, v->ht->data));
+        LADLE_CALL(ladle_tensor_read(dloss, v->hdl->data));
+        LADLE_CALL(op->be->fn->to_host(op->be, (size_t)v->mb * sizeof *v->hlse, ctx->buf,
+                                       v->hlse));
+        hdl = v->hdl;
+        hdx = v->hdx;
+    }
+    const void *x = v->hx ? v->hx->data : ctx->x->data;
+    const int64_t *label = v->hx ? v->ht->data : ctx->target->data;
+    const double *lse = v->hx ? v->hlse : ctx->buf;
     double e = v->smoothing, per = e / (double)v->classes, *scale = v->rowbuf->data;
     double *xt = scale + v->mbmax;
     /* dx = g mass softmax first (the backend's exponentials), then less g q:
@@ -371,14 +419,17 @@ static ladle_status vl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
      * logit read first: dx may be x) */
     for (int64_t m = 0; m < v->mb; m++) {
         int64_t t = label[m];
-        double g = at(dloss->data, dt, none ? m : 0) / ctx->divisor;
+        double g = at(hdl->data, dt, none ? m : 0) / ctx->divisor;
         int ign = v->ignore && t == v->ignore_index;
         scale[m] = ign ? 0.0 : g * ((1 - e) * class_weight(v, t) + per * v->wtotal);
         if (!ign && t >= v->voff && t < v->voff + v->vr)
             xt[m] = at(x, dt, m * v->vr + t - v->voff);
     }
-    LADLE_CALL(op->be->fn->exp_rows(op->be, dt, v->mb, v->vr, x, lse, scale, dx->data));
-    less_targets(v, dt, ctx, dloss, xt, dx);
+    const ladle_backend *cpu = ladle__backend(LADLE_CPU);
+    LADLE_CALL(cpu->fn->exp_rows(cpu, dt, v->mb, v->vr, x, lse, scale, hdx->data));
+    less_targets(v, dt, ctx, label, lse, hdl, xt, hdx);
+    if (v->hx)
+        LADLE_CALL(ladle_tensor_write(dx, hdx->data));
 fail:
     return st;
 }
@@ -408,17 +459,6 @@ static ladle_status validate(const ladle_loss_desc *d, const ladle_partition *p_
         return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
                             "the vocabulary-parallel loss is cross entropy (kind %d given)",
                             (int)d->kind);
-    if (device != LADLE_CPU)
-        return ladle__raise(
-            LADLE_ERR_DEVICE, f,
-            "the vocabulary-parallel loss runs on the CPU only (%s given): its "
-            "row statistics have no device kernels yet",
-            ladle_device_name(device));
-    const ladle_backend *be = ladle__backend(device);
-    if (be != NULL && (be->fn->lse_rows == NULL || be->fn->exp_rows == NULL))
-        return ladle__raise(LADLE_ERR_DEVICE, f,
-                            "the %s backend has no lse_rows and exp_rows slots",
-                            ladle_device_name(device));
     if (ladle_partition_ndim(p_x) != 2)
         return ladle__raise(
             LADLE_ERR_PARTITION, f,
@@ -480,6 +520,17 @@ static ladle_status plan(ladle__make *m, vloss *v, const ladle_loss_desc *d,
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &nt, &v->totals));
     int64_t nr = c ? 2 * v->mbmax : 0;
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, LADLE_CPU, 1, &nr, &v->rowbuf));
+    if (c && m->device != LADLE_CPU) { /* the host copies a device's layer stages through */
+        int64_t one = v->reduction == LADLE_REDUCE_NONE ? v->mb : 1;
+        int64_t xs[2] = {v->mb, v->vr};
+        LADLE_CALL(ladle__dist_tensor(m->dtype, LADLE_CPU, 2, xs, &v->hx));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, LADLE_CPU, 2, xs, &v->hdx));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, LADLE_CPU, 1, &v->mb, &v->ht));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, LADLE_CPU, 1, &one, &v->hval));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, LADLE_CPU, 1, &one, &v->hdl));
+        v->hlse = ladle__calloc((size_t)v->mb + 1, sizeof *v->hlse);
+        LADLE_CALL(ladle__make_alloc_ok(m, v->hlse != NULL));
+    }
     LADLE_CALL(
         ladle_layout_create_balanced(p_x, 2, (int64_t[]){v->rows, v->classes}, &m->lx));
 fail:
@@ -547,7 +598,7 @@ ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
     m.ly = ladle__layout_retain(m.lx);
     local = ladle__make_layer(&m, LADLE_OK, &vloss_vt, v, NULL, &op);
     if (local == LADLE_OK) {
-        /* each ctx keeps its rows' log-sum-exps (host memory: a CPU layer) */
+        /* each ctx keeps its rows' log-sum-exps (in the device's memory) */
         op->ctx_bytes = (size_t)v->mb * sizeof(double);
         v = NULL;
     }
