@@ -246,6 +246,7 @@ RANK_COUNTS="1" mpi 2 "--resume needs --checkpoint" ladle-gpt --resume
 RANK_COUNTS="1" mpi 2 "--device: 'tpu' is not one of cpu, cuda, guarded" ladle-gpt --device tpu
 RANK_COUNTS="1" mpi 2 "--device needs a value" ladle-gpt --device
 RANK_COUNTS="1 2" mpi 2 "ladle-gpt: --device cuda: " ladle-gpt --device cuda
+RANK_COUNTS="1 2" mpi 0 "ladle-gpt (ladle " ladle-gpt --version
 RANK_COUNTS="1" mpi 2 "--stop-after needs --checkpoint" ladle-gpt --stop-after 3
 RANK_COUNTS="1" mpi 2 "--min-lr 0.5 is above --lr 0.1" ladle-gpt --lr 0.1 --min-lr 0.5
 RANK_COUNTS="1" mpi 2 "unknown option --frobnicate" ladle-gpt --frobnicate

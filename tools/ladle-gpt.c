@@ -68,7 +68,8 @@ static void usage(void)
         "  --sample C           characters to generate at the end (300; 0: none)\n"
         "  --temperature X      of the sampling (0.8)\n"
         "  --summary FILE       one line of results\n"
-        "  --quiet              no progress lines\n",
+        "  --quiet              no progress lines\n"
+        "  --help, --version    this text; the version and the MPI it was built with\n",
         LADLE_FORTUNES_DIR);
 }
 
@@ -204,7 +205,13 @@ static int options(int argc, char **argv, gpt_opts *o)
     o->tensor_ways = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) {
-            usage();
+            if (tool_rank() == 0)
+                usage();
+            return 1;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            if (tool_rank() == 0)
+                cli_version(TOOL);
             return 1;
         }
         if (parse_option(argc, argv, &i, o, why))
