@@ -11,8 +11,8 @@
 
 typedef struct ccase {
     int nd;
-    int grid[5];     /* p_x */
-    int64_t x[5];    /* global x */
+    int grid[5];  /* p_x */
+    int64_t x[5]; /* global x */
     int64_t co, k, s, p, d, groups;
 } ccase;
 
@@ -169,9 +169,10 @@ START_TEST(avg_pool_divisors)
             LT_OK(ladle_dist_pool_create(&d, p, pc[k].x, dt, lt_device(), &dist));
             LT_OK(ladle_pool_create(&d, pc[k].x, dt, lt_device(), &seq));
             char what[80];
-            snprintf(what, sizeof what, "avg pool %zu (%s, ceil %d, count_include_pad %d)", k,
-                     dt == LADLE_F32 ? "f32" : "f64", d.ceil_mode, d.count_include_pad);
-            lt_equivalent(dist, seq, 400 + (uint64_t)k, dt == LADLE_F32 ? 1e-5 : 1e-12, what);
+            snprintf(what, sizeof what, "avg pool %zu (%s, ceil %d, count_include_pad %d)",
+                     k, dt == LADLE_F32 ? "f32" : "f64", d.ceil_mode, d.count_include_pad);
+            lt_equivalent(dist, seq, 400 + (uint64_t)k, dt == LADLE_F32 ? 1e-5 : 1e-12,
+                          what);
             lt_adjoint_ok(dist, 500 + (uint64_t)k, what);
             ladle_op_destroy(&dist);
             ladle_op_destroy(&seq);
@@ -517,8 +518,72 @@ START_TEST(grid_equivalence)
                 lt_adjoint_ok(dist, 500 + k, what);
             ladle_op_destroy(&dist), ladle_op_destroy(&seq);
         }
-        ladle_partition_destroy(&pw), ladle_partition_destroy(&px), ladle_partition_destroy(&py);
+        /* the other padding modes (f64): reflect and replicate fill the
+         * global edges after the exchange, circular wraps it around */
+        ladle_padding_mode modes[3] = {LADLE_PAD_REFLECT, LADLE_PAD_REPLICATE,
+                                       LADLE_PAD_CIRCULAR};
+        for (int q = 0; q < 3; q++) {
+            ladle_conv_desc dm = d;
+            dm.padding_mode = modes[q];
+            ladle_op *dist = NULL, *seq = NULL;
+            LT_OK(ladle_dist_conv_grid_create(
+                &dm, &(ladle_dist_partitions){.x = px, .w = pw, .y = py}, cases[k].x,
+                LADLE_F64, lt_device(), 70 + k, &dist));
+            LT_OK(ladle_conv_create(&dm, cases[k].x, LADLE_F64, lt_device(), 70 + k, &seq));
+            char what[64];
+            snprintf(what, sizeof what, "grid conv case %zu, padding mode %d", k,
+                     (int)modes[q]);
+            lt_equivalent(dist, seq, 450 + k, 1e-10, what);
+            if (!cases[k].bias)
+                lt_adjoint_ok(dist, 550 + k, what);
+            ladle_op_destroy(&dist), ladle_op_destroy(&seq);
+        }
+        ladle_partition_destroy(&pw), ladle_partition_destroy(&px),
+            ladle_partition_destroy(&py);
     }
+}
+END_TEST
+
+/* Padding the weight grid cannot do, refused alike on every rank: reflect
+ * reading more cells than an edge block holds, a padding that does not fit
+ * the extent, 'same', an unknown mode. */
+START_TEST(grid_padding_refused)
+{
+    if (lt_size < 2)
+        return;
+    int g[4] = {1, 1, 2, 1};
+    ladle_partition *p = lt_partition(4, g, 0);
+    int64_t xs[4] = {1, 3, 4, 5};
+    ladle_conv_desc d;
+    ladle_conv_desc_init(&d, 2, 3, 2, 5);
+    d.padding[0] = d.padding[1] = 2;
+    d.padding_mode = LADLE_PAD_REFLECT;
+    ladle_op *op = NULL;
+    ladle_dist_partitions ps = {.x = p, .w = p, .y = p};
+    LT_FAILS_SAYING(
+        ladle_dist_conv_grid_create(&d, &ps, xs, LADLE_F64, lt_device(), 1, &op),
+        LADLE_ERR_UNSUPPORTED, "reads 3 cells of the edge blocks");
+    d.padding[0] = d.padding[1] = 1; /* fits: blocks of 2 hold the 2 cells read */
+    LT_OK(ladle_dist_conv_grid_create(&d, &ps, xs, LADLE_F64, lt_device(), 1, &op));
+    ladle_op_destroy(&op);
+    ladle_conv_desc_init(&d, 2, 3, 2, 1);
+    d.padding[1] = 5; /* reflect padding must stay below the extent */
+    d.padding_mode = LADLE_PAD_REFLECT;
+    LT_FAILS_SAYING(
+        ladle_dist_conv_grid_create(&d, &ps, xs, LADLE_F64, lt_device(), 1, &op),
+        LADLE_ERR_ARG, "does not fit spatial dimension 1");
+    ladle_conv_desc_init(&d, 2, 3, 2, 3);
+    d.same = 1;
+    LT_FAILS_SAYING(
+        ladle_dist_conv_grid_create(&d, &ps, xs, LADLE_F64, lt_device(), 1, &op),
+        LADLE_ERR_UNSUPPORTED, "not 'same'");
+    d.same = 0;
+    d.padding_mode = (ladle_padding_mode)77;
+    LT_FAILS_SAYING(
+        ladle_dist_conv_grid_create(&d, &ps, xs, LADLE_F64, lt_device(), 1, &op),
+        LADLE_ERR_ARG, "unknown padding mode 77");
+    LT_ASSERT(op == NULL, "the handle stays NULL");
+    ladle_partition_destroy(&p);
 }
 END_TEST
 
@@ -595,12 +660,12 @@ static void pcases_run(const pcase *cases, int ncases, const char *label, uint64
             pcase_make(c, 1, dt, 1, flags, p, seed + (uint64_t)k, &dist);
             pcase_make(c, 1, dt, 0, 0, p, seed + (uint64_t)k, &seq);
             char what[80];
-            snprintf(what, sizeof what, "%s case %d (%s%s)", label, k, t == 1 ? "f32" : "f64",
-                     flags ? ", overlap" : "");
+            snprintf(what, sizeof what, "%s case %d (%s%s)", label, k,
+                     t == 1 ? "f32" : "f64", flags ? ", overlap" : "");
             lt_equivalent(dist, seq, seed + 100 + (uint64_t)k, t == 1 ? 1e-4 : tol, what);
             int parts = ladle__dist_conv_parts(dist);
-            LT_ASSERT(!flags || parts == 0, "%s: %d overlapped parts, the plain layer expected",
-                      what, parts);
+            LT_ASSERT(!flags || parts == 0,
+                      "%s: %d overlapped parts, the plain layer expected", what, parts);
             ladle_op_destroy(&dist);
             ladle_op_destroy(&seq);
         }
@@ -628,7 +693,16 @@ static const pcase ccases[] = {
     {2, {1, 1, 2, 2}, {2, 2, 10, 9}, 3, {3, 3}, {1, 1}, 2, 1, LADLE_PAD_CIRCULAR, 0},
     {2, {1, 1, 2, 2}, {1, 2, 8, 9}, 2, {3, 3}, {2, 2}, 1, 2, LADLE_PAD_CIRCULAR, 0},
     {2, {1, 1, 3, 1}, {1, 2, 11, 6}, 2, {4, 2}, {0, 0}, 1, 1, LADLE_PAD_CIRCULAR, 1},
-    {3, {1, 1, 2, 1, 2}, {1, 2, 6, 5, 7}, 2, {3, 3, 3}, {1, 1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
+    {3,
+     {1, 1, 2, 1, 2},
+     {1, 2, 6, 5, 7},
+     2,
+     {3, 3, 3},
+     {1, 1, 1},
+     1,
+     1,
+     LADLE_PAD_CIRCULAR,
+     0},
     {2, {2, 1, 1, 2}, {3, 2, 6, 7}, 2, {3, 3}, {1, 2}, 1, 1, LADLE_PAD_CIRCULAR, 0},
     {2, {1, 1, 5, 1}, {1, 1, 6, 5}, 1, {3, 3}, {1, 1}, 1, 1, LADLE_PAD_CIRCULAR, 0},
 };
@@ -730,7 +804,7 @@ START_TEST(bad_input)
     ladle_conv_desc_init(&d, 2, 3, 5, 11); /* kernel larger than the input */
     LT_FAILS(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);
-    int64_t xs3[5] = {2, 3, 8, 8, 8}; /* x_shape has nd + 2 entries */
+    int64_t xs3[5] = {2, 3, 8, 8, 8};     /* x_shape has nd + 2 entries */
     ladle_conv_desc_init(&d, 3, 3, 5, 3); /* a 3-d layer on a 4-d grid */
     LT_FAILS(ladle_dist_conv_create(&d, p, xs3, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_PARTITION);
@@ -752,6 +826,7 @@ START_TEST(bad_input)
 END_TEST
 
 LT_SUITE("dist_conv", "dist_conv", 0, conv_equivalence, pool_equivalence,
-         direct_when_nothing_moves, avg_pool_divisors, adjoint, grid_equivalence, bad_input,
-         padding_options, circular_split, padding_bad_input, deprecated_dist_conv_ex, overlap_equivalence,
-         overlap_runs, overlap_bound_weights)
+         direct_when_nothing_moves, avg_pool_divisors, adjoint, grid_equivalence,
+         grid_padding_refused, bad_input, padding_options, circular_split,
+         padding_bad_input, deprecated_dist_conv_ex, overlap_equivalence, overlap_runs,
+         overlap_bound_weights)

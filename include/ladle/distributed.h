@@ -149,7 +149,9 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
  * (i, ., s) are sum-reduced onto (0, i, s) of p_y. The weight blocks (and
  * the bias blocks, on j = 0) have one copy per tile, their gradients summed
  * by ladle_layer_sync_gradients. Grouped convolutions must keep their
- * channels whole (LADLE_ERR_UNSUPPORTED). Collective over p_x, p_w and p_y
+ * channels whole (LADLE_ERR_UNSUPPORTED). Every padding mode (an edge
+ * block must hold the cells reflect or replicate read, else
+ * LADLE_ERR_UNSUPPORTED); 'same' is refused. Collective over p_x, p_w and p_y
  * (the union): p holds p_x, p_w and p_y, the same on every rank. Returns
  * the codes of ladle_dist_linear_create.
  */

@@ -4,35 +4,26 @@
 
 #include "layers/distributed/dist.h"
 
-ladle_status ladle__dist_halo(ladle__make *m, int nsp, const int64_t *k, const int64_t *s,
-                              const int64_t *p, const int64_t *d, int ceil_mode,
-                              ladle_op **halo, ladle_halo_geometry *g)
+ladle_status ladle__dist_halo(ladle__make *m, const ladle_window *w, ladle_op **halo,
+                              ladle_halo_geometry *g)
 {
     ladle_status st = LADLE_OK;
-    ladle_window w;
-    ladle_window_init(&w, 2 + nsp);
-    for (int i = 0; i < nsp; i++) {
-        w.kernel[2 + i] = k[i];
-        w.stride[2 + i] = s[i];
-        w.padding[2 + i] = p[i];
-        w.dilation[2 + i] = d[i];
-    }
-    w.ceil_mode = ceil_mode;
     LADLE_CALL(ladle__make_step(
-        m->comm, ladle_halo_exchange_create(m->lx, &w, m->dtype, m->device, m->flags, halo),
+        m->comm, ladle_halo_exchange_create(m->lx, w, m->dtype, m->device, m->flags, halo),
         m->func));
     ladle_halo_exchange_geometry(*halo, g);
 fail:
     return st;
 }
 
-ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
-                                 const ladle_tensor *x, ladle_tensor *padded)
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo,
+                                 const ladle_halo_geometry *g, const ladle_tensor *x,
+                                 ladle_tensor *padded)
 {
     ladle_status st = LADLE_OK;
     int64_t zero[LADLE_MAX_NDIM] = {0};
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, x->ndim, g->bulk_shape, x, zero, padded,
-                                    g->bulk_offset));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, x->ndim, g->bulk_shape, x, zero,
+                                    padded, g->bulk_offset));
     LADLE_CALL(ladle_op_forward(halo, padded, padded));
 fail:
     return st;
@@ -58,8 +49,8 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim
 }
 
 ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
-                                 const ladle_partition *p_y, int ndim, const int64_t *x_shape,
-                                 ladle_status local)
+                                 const ladle_partition *p_y, int ndim,
+                                 const int64_t *x_shape, ladle_status local)
 {
     const ladle_partition *parts[2] = {p_x, p_y};
     int64_t args[8] = {ndim, (int64_t)m->dtype, (int64_t)m->flags};
@@ -90,7 +81,8 @@ void ladle__dist_coords(const ladle_partition *p, int *coords)
 
 ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
                                   const int64_t *ext, const ladle_tensor *src,
-                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff)
+                                  const int64_t *soff, ladle_tensor *dst,
+                                  const int64_t *doff)
 {
     int64_t ss[LADLE_MAX_NDIM], ds[LADLE_MAX_NDIM], so = 0, dof = 0, vol = 1;
     size_t es = ladle_dtype_size(op->dtype);
@@ -297,8 +289,8 @@ fail:
 }
 
 ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, void *impl,
-                                  const int64_t *xs, int bias, double fan_in, double fan_out,
-                                  uint64_t seed, int *taken, ladle_op **out)
+                                  const int64_t *xs, int bias, double fan_in,
+                                  double fan_out, uint64_t seed, int *taken, ladle_op **out)
 {
     ladle_op *op = NULL;
     ladle_status local = ladle__make_layer(m, LADLE_OK, vt, impl, xs, &op);
@@ -313,11 +305,13 @@ ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, voi
     return ladle__make_end(m, &op, local, out);
 }
 
-static const ladle__part grid_parts[] = {
-    LADLE__PART_OP(ladle__dist_grid, bcast),   LADLE__PART_OP(ladle__dist_grid, reduce),
-    LADLE__PART_TENSOR(ladle__dist_grid, xb),  LADLE__PART_TENSOR(ladle__dist_grid, dyp),
-    LADLE__PART_TENSOR(ladle__dist_grid, yp),  LADLE__PART_TENSOR(ladle__dist_grid, dxp),
-    LADLE__PARTS_END};
+static const ladle__part grid_parts[] = {LADLE__PART_OP(ladle__dist_grid, bcast),
+                                         LADLE__PART_OP(ladle__dist_grid, reduce),
+                                         LADLE__PART_TENSOR(ladle__dist_grid, xb),
+                                         LADLE__PART_TENSOR(ladle__dist_grid, dyp),
+                                         LADLE__PART_TENSOR(ladle__dist_grid, yp),
+                                         LADLE__PART_TENSOR(ladle__dist_grid, dxp),
+                                         LADLE__PARTS_END};
 
 void ladle__dist_grid_free(ladle__dist_grid *g)
 {

@@ -13,19 +13,18 @@
 #include "src/core/backend.h"
 #include "src/op/make.h"
 
-/* The halo exchange over m's lx for a window over the last nsp dimensions
- * (kernel k, stride s, padding p and dilation d in each, ceil_mode), agreed
- * over m's communicator, and this rank's boxes in *g. Collective over the
- * members. */
-ladle_status ladle__dist_halo(ladle__make *m, int nsp, const int64_t *k, const int64_t *s,
-                              const int64_t *p, const int64_t *d, int ceil_mode,
-                              ladle_op **halo, ladle_halo_geometry *g);
+/* The halo exchange over m's lx for the window w (periodic dimensions
+ * included), agreed over m's communicator, and this rank's boxes in *g.
+ * Collective over the members. */
+ladle_status ladle__dist_halo(ladle__make *m, const ladle_window *w, ladle_op **halo,
+                              ladle_halo_geometry *g);
 
 /* P then H of the spatial layers: x (this rank's block) into its place in
  * the padded tensor, then the halo exchange fills the halo cells in place.
  * Collective over the halo's ranks. */
-ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo, const ladle_halo_geometry *g,
-                                 const ladle_tensor *x, ladle_tensor *padded);
+ladle_status ladle__dist_halo_in(const ladle_op *op, ladle_op *halo,
+                                 const ladle_halo_geometry *g, const ladle_tensor *x,
+                                 ladle_tensor *padded);
 
 /* H* then P*: the halo cells of gpadded added back into their owners'
  * blocks, then this rank's block copied out to dx. Collective over the
@@ -42,14 +41,15 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim
  * contiguous src to offset doff of the contiguous dst, on op's backend. */
 ladle_status ladle__dist_box_copy(const ladle_op *op, ladle_box_mode mode, int nd,
                                   const int64_t *ext, const ladle_tensor *src,
-                                  const int64_t *soff, ladle_tensor *dst, const int64_t *doff);
+                                  const int64_t *soff, ladle_tensor *dst,
+                                  const int64_t *doff);
 
 /* ladle__make_open over p_x and p_y for a layer whose arguments every rank
  * passes alike are x's shape (ndim extents, at most 5, folded in when local
  * is LADLE_OK), m's dtype and m's flags. Collective over the members. */
 ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
-                                 const ladle_partition *p_y, int ndim, const int64_t *x_shape,
-                                 ladle_status local);
+                                 const ladle_partition *p_y, int ndim,
+                                 const int64_t *x_shape, ladle_status local);
 
 /* The end of a linear layer's creation over m: when local is LADLE_OK the
  * layer op takes impl (*taken says whether it did; the caller then forgets
@@ -75,7 +75,8 @@ void ladle__dist_coords(const ladle_partition *p, int *coords);
 typedef struct ladle__dist_base {
     ladle_op *local;
     int nparams;
-    ladle_tensor *param[LADLE_MAX_PARAMS], *grad[LADLE_MAX_PARAMS]; /* grad[i] may be param[i] */
+    ladle_tensor *param[LADLE_MAX_PARAMS],
+        *grad[LADLE_MAX_PARAMS]; /* grad[i] may be param[i] */
     /* the sums of replicated gradients: an all-sum-reduce per parameter
      * (or NULL), run in place on a view of the gradient in its shape, with
      * its groups (a group id and an element count per partition rank) */
@@ -122,8 +123,9 @@ typedef struct ladle__dist_grid {
  * initialisation, not the block's own); then ladle__make_end. Collective
  * over the members. */
 ladle_status ladle__dist_grid_end(ladle__make *m, const ladle_op_vtable *vt, void *impl,
-                                  const int64_t *xs, int bias, double fan_in, double fan_out,
-                                  uint64_t seed, int *taken, ladle_op **out);
+                                  const int64_t *xs, int bias, double fan_in,
+                                  double fan_out, uint64_t seed, int *taken,
+                                  ladle_op **out);
 
 /* Free what the grid owns; and the part-table entry of an impl's grid
  * (its member `grid`). */
@@ -192,7 +194,8 @@ void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *
 
 /* Parameter i's group of rank r of the replicas' partition: its id and its
  * element count (0 for a rank without the parameter). */
-typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid, int64_t *count);
+typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid,
+                                     int64_t *count);
 
 /* Plan the sums of the first np parameters' gradients over their copies on
  * p: the groups from group(), one grouped all-sum-reduce each and the view

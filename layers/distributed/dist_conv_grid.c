@@ -7,7 +7,9 @@
  *   y = R (I (x) Conv_ij) B S H P x
  *
  * P, H, S as in the spatially partitioned layer (bulk into the padded
- * tensor, halo exchange over the tiles, the box the tile's output needs);
+ * tensor, halo exchange over the tiles, the box the tile's output needs;
+ * with reflect or replicate padding H is followed by the fill of the global
+ * edges from the cells in place, with circular padding H wraps around);
  * B broadcasts that box from (0, j, s) of p_x to (i, j, s) of p_w; each
  * worker convolves with its block; R sums the partial outputs of (i, ., s)
  * onto (0, i, s) of p_y. The backward runs the adjoints in reverse; the
@@ -18,27 +20,37 @@
 #include <string.h>
 
 #include "layers/distributed/dist.h"
+#include "layers/sequential/pad_impl.h"
 #include "primitives/pair.h"
 
 typedef struct dgrid {
     /* local: the worker's convolution, or NULL; param/grad: zero-volume
      * stand-ins off the workers; sync: the sums of the blocks' copies */
     ladle__dist_base base;
-    int ndim, nd;                 /* tensor dimensions, spatial dimensions */
-    ladle_halo_geometry g;        /* this rank's boxes on p_x */
-    ladle_op *halo;               /* on p_x */
-    ladle__dist_grid grid;        /* B, R and their tensors on p_w */
+    int ndim, nd;                              /* tensor dimensions, spatial dimensions */
+    ladle_halo_geometry g;                     /* this rank's boxes on p_x */
+    ladle_op *halo;                            /* on p_x */
+    ladle__dist_grid grid;                     /* B, R and their tensors on p_w */
     ladle_tensor *padded, *gpadded, *xn, *dxn; /* on p_x */
-    int64_t co, cig, k[3];        /* global out channels, in channels, kernel */
-    int64_t co_off, ci_off;       /* this worker's blocks */
+    int64_t co, cig, k[3];  /* global out channels, in channels, kernel */
+    int64_t co_off, ci_off; /* this worker's blocks */
     int worker;
+    ladle_padding_mode mode;           /* reflect and replicate: filled after H */
+    ladle__pad_dim pd[LADLE_MAX_NDIM]; /* the padded tensor's dimensions */
 } dgrid;
 
 static const ladle__part dgrid_parts[] = {
-    LADLE__PART_DIST_BASE(dgrid),     LADLE__PART_OP(dgrid, halo),
-    LADLE__PART_DIST_GRID(dgrid),     LADLE__PART_TENSOR(dgrid, padded),
+    LADLE__PART_DIST_BASE(dgrid),       LADLE__PART_OP(dgrid, halo),
+    LADLE__PART_DIST_GRID(dgrid),       LADLE__PART_TENSOR(dgrid, padded),
     LADLE__PART_TENSOR(dgrid, gpadded), LADLE__PART_TENSOR(dgrid, xn),
-    LADLE__PART_TENSOR(dgrid, dxn),   LADLE__PARTS_END};
+    LADLE__PART_TENSOR(dgrid, dxn),     LADLE__PARTS_END};
+
+/* Whether the layer fills the padding cells after the exchange (reflect,
+ * replicate): zeros are written once, circular padding is the exchange's. */
+static int pads_edges(const dgrid *v)
+{
+    return v->mode != LADLE_PAD_ZEROS && v->mode != LADLE_PAD_CIRCULAR;
+}
 
 static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
@@ -48,8 +60,11 @@ static ladle_status dg_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
     int64_t zero[LADLE_MAX_NDIM] = {0};
     (void)n;
     LADLE_CALL(ladle__dist_halo_in(op, v->halo, &v->g, x, v->padded));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->padded,
-                                    v->g.needed_offset, v->xn, zero));
+    if (pads_edges(v))
+        LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape,
+                                   v->pd, v->padded->data, 0));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape,
+                                    v->padded, v->g.needed_offset, v->xn, zero));
     st = ladle__dist_grid_forward(&v->base, &v->grid, ctx ? ctx->impl : NULL, v->xn, y);
 fail:
     return st;
@@ -67,8 +82,11 @@ static ladle_status dg_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     LADLE_CALL(
         ladle__dist_grid_backward(&v->base, &v->grid, ctx ? ctx->impl : NULL, dy, v->dxn));
     LADLE_CALL(ladle_tensor_fill(v->gpadded, 0.0));
-    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn, zero,
-                                    v->gpadded, v->g.needed_offset));
+    LADLE_CALL(ladle__dist_box_copy(op, LADLE_BOX_COPY, v->ndim, v->g.needed_shape, v->dxn,
+                                    zero, v->gpadded, v->g.needed_offset));
+    if (pads_edges(v)) /* the edges' gradients folded back into the cells they read */
+        LADLE_CALL(ladle__pad_fill(op->be, op->dtype, v->mode, v->ndim, v->g.padded_shape,
+                                   v->pd, v->gpadded->data, 1));
     LADLE_CALL(ladle__dist_halo_out(op, v->halo, &v->g, v->gpadded, dx));
 fail:
     return st;
@@ -118,6 +136,35 @@ static const ladle_op_vtable dgrid_vt = {
     LADLE__DIST_BASE_SLOTS,
 };
 
+/* Whether every rank can pad the global edges from its own padded tensor:
+ * reflect reads padding + 1 cells of the edge blocks, replicate 1 (the
+ * smallest block of a split dimension must hold them); circular padding is
+ * the exchange's wrap-around and needs no edge block. Global facts. */
+static ladle_status check_modes(const ladle_conv_desc *d, const int *sx, const int64_t *xs,
+                                const char *f)
+{
+    for (int i = 0; i < d->nd && d->padding_mode != LADLE_PAD_ZEROS; i++) {
+        int64_t p = d->padding[i], n = xs[2 + i];
+        int64_t need = d->padding_mode == LADLE_PAD_REFLECT ? p + 1 : 1;
+        if (p == 0)
+            continue;
+        if (!ladle__pad_fits(d->padding_mode, p, p, n))
+            return ladle__raise(
+                LADLE_ERR_ARG, f,
+                "%s padding of %lld cells does not fit spatial dimension %d "
+                "of extent %lld",
+                ladle__pad_name(d->padding_mode), (long long)p, i, (long long)n);
+        if (sx[2 + i] > 1 && d->padding_mode != LADLE_PAD_CIRCULAR && n / sx[2 + i] < need)
+            return ladle__raise(
+                LADLE_ERR_UNSUPPORTED, f,
+                "%s padding of spatial dimension %d reads %lld cells of the "
+                "edge blocks, and p_x splits its %lld cells %d ways",
+                ladle__pad_name(d->padding_mode), i, (long long)need, (long long)n,
+                sx[2 + i]);
+    }
+    return LADLE_OK;
+}
+
 /* The checks every rank makes alike. */
 static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_x,
                              const ladle_partition *p_w, const ladle_partition *p_y,
@@ -136,32 +183,36 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
         return st;
     if (ladle_partition_ndim(p_x) != nd || ladle_partition_ndim(p_w) != nd ||
         ladle_partition_ndim(p_y) != nd)
-        return ladle__raise(LADLE_ERR_PARTITION, f, "p_x, p_w and p_y need %d dimensions", nd);
+        return ladle__raise(LADLE_ERR_PARTITION, f, "p_x, p_w and p_y need %d dimensions",
+                            nd);
     const int *sx = ladle_partition_shape(p_x), *sw = ladle_partition_shape(p_w),
               *sy = ladle_partition_shape(p_y);
     int fits = sx[0] == 1 && sy[0] == 1 && sw[0] == sy[1] && sw[1] == sx[1];
     for (int a = 2; a < nd; a++)
         fits &= sx[a] == sw[a] && sy[a] == sw[a];
     if (!fits)
-        return ladle__raise(LADLE_ERR_PARTITION, f,
-                            "p_x must be 1 x Pci x S, p_y 1 x Pco x S and p_w Pco x Pci x S");
+        return ladle__raise(
+            LADLE_ERR_PARTITION, f,
+            "p_x must be 1 x Pci x S, p_y 1 x Pco x S and p_w Pco x Pci x S");
     if (d->groups < 1)
         return ladle__raise(LADLE_ERR_ARG, f, "%lld groups", (long long)d->groups);
-    if (d->padding_mode != LADLE_PAD_ZEROS || d->same)
-        return ladle__raise(
-            LADLE_ERR_UNSUPPORTED, f,
-            "the weight grid pads with zeros only (padding mode %d, same %d); "
-            "ladle_dist_conv_create takes the other paddings",
-            (int)d->padding_mode, d->same);
+    if (d->same)
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                            "the weight grid takes explicit padding, not 'same' "
+                            "(ladle_dist_conv_create takes it)");
+    if (ladle__pad_name(d->padding_mode) == NULL)
+        return ladle__raise(LADLE_ERR_ARG, f, "unknown padding mode %d",
+                            (int)d->padding_mode);
     if (d->groups != 1 && (sw[0] > 1 || sw[1] > 1))
         return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
                             "grouped convolutions cannot split their channels");
     if (xs[1] != d->in_channels || d->in_channels < sw[1] || d->out_channels < sw[0] ||
         d->in_channels % d->groups || d->out_channels % d->groups)
-        return ladle__raise(LADLE_ERR_SHAPE, f,
-                            "x has %lld channels; the layer %lld in, %lld out, over %d x %d",
-                            (long long)xs[1], (long long)d->in_channels,
-                            (long long)d->out_channels, sw[0], sw[1]);
+        return ladle__raise(
+            LADLE_ERR_SHAPE, f,
+            "x has %lld channels; the layer %lld in, %lld out, over %d x %d",
+            (long long)xs[1], (long long)d->in_channels, (long long)d->out_channels, sw[0],
+            sw[1]);
     char what[40];
     int64_t m = 0;
     for (int i = 0; i < d->nd; i++) {
@@ -173,7 +224,7 @@ static ladle_status validate(const ladle_conv_desc *d, const ladle_partition *p_
         if (m < 1)
             return ladle__raise(LADLE_ERR_SHAPE, f, "the window does not fit the input");
     }
-    return LADLE_OK;
+    return check_modes(d, sx, xs, f);
 }
 
 /* An explicit layout over p: rank r's box has shape shapes[r] (offsets 0). */
@@ -181,7 +232,8 @@ static ladle_status boxes(const ladle_partition *p, int nd, const int64_t *globa
                           const int64_t *shapes, ladle_layout **l)
 {
     ladle_status st = LADLE_OK;
-    int64_t *off = ladle__calloc((size_t)(ladle_partition_size(p) * nd) + 1, sizeof(int64_t));
+    int64_t *off =
+        ladle__calloc((size_t)(ladle_partition_size(p) * nd) + 1, sizeof(int64_t));
     LADLE_CHECK(off != NULL, LADLE_ERR_ALLOC, "out of memory");
     LADLE_CALL(ladle__layout_create_explicit(p, nd, global, off, shapes, l));
 fail:
@@ -220,8 +272,8 @@ static ladle_status gather_needed(ladle__make *m, const dgrid *v,
         return LADLE_OK;
     if (me >= 0)
         memcpy(xshapes + me * nd, v->g.needed_shape, sizeof(int64_t) * (size_t)nd);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, xshapes, ladle_partition_size(p_x) * nd, MPI_INT64_T,
-                           MPI_SUM, m->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, xshapes, ladle_partition_size(p_x) * nd,
+                           MPI_INT64_T, MPI_SUM, m->comm);
     return rc == MPI_SUCCESS ? LADLE_OK : ladle__raise_mpi(rc, m->func, "MPI_Allreduce");
 }
 
@@ -264,8 +316,8 @@ static uint64_t args_hash(const ladle_conv_desc *d, const ladle_partition *const
                           const int64_t *x_shape, int valid, uint64_t seed,
                           const ladle__make *m)
 {
-    int64_t args[26] = {d->nd, d->in_channels, d->out_channels, d->groups, d->bias,
-                        (int64_t)m->dtype, (int64_t)m->flags, (int64_t)seed};
+    int64_t args[26] = {d->nd,   d->in_channels,    d->out_channels,   d->groups,
+                        d->bias, (int64_t)m->dtype, (int64_t)m->flags, (int64_t)seed};
     for (int i = 0; i < 3; i++) {
         args[8 + i] = d->kernel[i];
         args[11 + i] = d->stride[i];
@@ -274,6 +326,7 @@ static uint64_t args_hash(const ladle_conv_desc *d, const ladle_partition *const
     }
     for (int i = 0; i < 2 + d->nd && i < 5 && valid; i++)
         args[20 + i] = x_shape[i];
+    args[25] = (int64_t)d->padding_mode;
     return ladle__make_hash(LADLE_HASH_INIT, 3, parts, 26, args);
 }
 
@@ -387,6 +440,33 @@ static void tile_group(const void *arg, int i, int r, int *gid, int64_t *count)
     *count = !has ? 0 : i == 0 ? co * ci * kv : co;
 }
 
+/* The halo exchange of the window over x's layout (periodic on every
+ * spatial dimension with circular padding), this rank's boxes, and the
+ * padded tensor's dimensions for reflect and replicate. */
+static ladle_status make_halo(ladle__make *m, dgrid *v, const ladle_conv_desc *d)
+{
+    ladle_status st = LADLE_OK;
+    ladle_window w;
+    ladle_window_init(&w, v->ndim);
+    for (int i = 0; i < d->nd; i++) {
+        w.kernel[2 + i] = d->kernel[i];
+        w.stride[2 + i] = d->stride[i];
+        w.padding[2 + i] = d->padding[i];
+        w.dilation[2 + i] = d->dilation[i];
+        if (d->padding_mode == LADLE_PAD_CIRCULAR)
+            w.periodic |= 1u << (2 + i);
+    }
+    LADLE_CALL(ladle__dist_halo(m, &w, &v->halo, &v->g));
+    v->mode = d->padding_mode;
+    for (int i = 0; i < v->ndim; i++) {
+        int64_t p = i < 2 ? 0 : d->padding[i - 2];
+        v->pd[i] = (ladle__pad_dim){v->g.padded_offset[i],
+                                    ladle_layout_global_shape(m->lx)[i], p, p};
+    }
+fail:
+    return st;
+}
+
 /* The layer's extents from d, and x's layout on p_x. Local. */
 static ladle_status plan_shape(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
                                const ladle_partition *p_x, const int64_t *x_shape)
@@ -434,8 +514,7 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
         local = plan_shape(&m, v, d, p_x, x_shape);
     LADLE_CALL(ladle__make_step(m.comm, local, f));
     /* the spatial part on p_x: the halo exchange over the tiles */
-    LADLE_CALL(ladle__dist_halo(&m, d->nd, d->kernel, d->stride, d->padding, d->dilation, 0,
-                                &v->halo, &v->g));
+    LADLE_CALL(make_halo(&m, v, d));
 
     LADLE_CALL(plan_ops(&m, v, d, p_x, p_w, p_y, x_shape, &pl));
     LADLE_CALL(ladle__make_step(m.comm, allocate(&m, v, d, p_w, &pl, seed), f));
@@ -446,15 +525,17 @@ ladle_status ladle_dist_conv_grid_create(const ladle_conv_desc *d,
         tiles *= sh[a];
     if (tiles > 1) {
         tiles_arg arg = {d, p_w};
-        LADLE_CALL(ladle__dist_replicas(&m, &v->base, v->base.nparams, p_w, tile_group, &arg));
+        LADLE_CALL(
+            ladle__dist_replicas(&m, &v->base, v->base.nparams, p_w, tile_group, &arg));
     }
     double kv = 1;
     for (int i = 0; i < d->nd; i++)
         kv *= (double)d->kernel[i];
     int taken = 0;
-    st = ladle__dist_grid_end(&m, &dgrid_vt, v, v->g.bulk_shape, d->bias,
-                              (double)(d->in_channels / d->groups) * kv,
-                              (double)(d->out_channels / d->groups) * kv, seed, &taken, out);
+    st =
+        ladle__dist_grid_end(&m, &dgrid_vt, v, v->g.bulk_shape, d->bias,
+                             (double)(d->in_channels / d->groups) * kv,
+                             (double)(d->out_channels / d->groups) * kv, seed, &taken, out);
     if (taken)
         v = NULL;
 fail:
