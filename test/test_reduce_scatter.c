@@ -264,6 +264,37 @@ START_TEST(shapes_and_kinds)
 }
 END_TEST
 
+/* Forward and adjoint allocate nothing: every buffer is planned at
+ * creation (a packed case, so the workspace is used). */
+START_TEST(no_allocation_in_calls)
+{
+    const case_t *c = &cases[lt_size >= 3 ? 4 : lt_size == 2 ? 1 : 0];
+    lt_counter cnt = {0, 0, 0};
+    ladle_allocator a = {sizeof a, lt_count_alloc, lt_count_free, &cnt};
+    int hook = lt_device() == LADLE_CPU;
+    if (hook)
+        LT_OK(ladle_allocator_set(&a));
+    ladle_op *ag = make(c, 0, LADLE_F64), *rs = make(c, 1, LADLE_F64);
+    ladle_tensor *x = lt_op_tensor(ag, 0), *y = lt_op_tensor(ag, 1);
+    LT_OK(ladle_tensor_fill_random(x, 41, (uint64_t)lt_rank));
+    LT_OK(ladle_tensor_fill_random(y, 43, (uint64_t)lt_rank));
+    long before = cnt.allocs;
+    for (int k = 0; k < 3; k++) {
+        LT_OK(ladle_op_forward(ag, x, y));
+        LT_OK(ladle_op_adjoint(ag, y, x));
+        LT_OK(ladle_op_forward(rs, y, x));
+        LT_OK(ladle_op_adjoint(rs, x, y));
+    }
+    LT_ASSERT(!hook || before > 0, "the counter saw no allocation at creation");
+    LT_ASSERT(cnt.allocs == before, "%ld allocations in the calls", cnt.allocs - before);
+    LT_DESTROY(&x, &y);
+    ladle_op_destroy(&ag);
+    ladle_op_destroy(&rs);
+    if (hook)
+        LT_OK(ladle_allocator_set(NULL));
+}
+END_TEST
+
 static void refuse(const ladle_all_gather_desc *d, const ladle_partition *p, ladle_dtype dt,
                    ladle_status code, const char *what)
 {
@@ -329,4 +360,4 @@ START_TEST(bad_input)
 END_TEST
 
 LT_SUITE("reduce_scatter", "reduce_scatter", LT_CHECK_TIMEOUT, adjoint_dot_product,
-         forward_against_mpi, shapes_and_kinds, bad_input)
+         forward_against_mpi, shapes_and_kinds, no_allocation_in_calls, bad_input)
