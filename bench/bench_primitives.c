@@ -193,6 +193,19 @@ static void raw_sendrecv_adjoint(bench *b)
         memset(t + 3 * row, 0, (size_t)row * sizeof(float));
 }
 
+/* The whole tensor's balanced shards (counts, displs): sbuf holds this
+ * rank's shard for the gather and the whole tensor for the scatter. */
+static void raw_allgatherv(bench *b)
+{
+    MPI_Allgatherv(b->sbuf, b->counts[rank], MPI_FLOAT, b->rbuf, b->counts, b->displs,
+                   MPI_FLOAT, b->comm);
+}
+
+static void raw_reduce_scatter(bench *b)
+{
+    MPI_Reduce_scatter(b->sbuf, b->rbuf, b->counts, MPI_FLOAT, MPI_SUM, b->comm);
+}
+
 static void raw_alltoallv(bench *b)
 {
     MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_FLOAT, b->rbuf, b->counts, b->displs,
@@ -357,6 +370,39 @@ static void reduction_rows(const grids *g, int64_t n, int64_t bytes, int reps)
     free(f.rbuf);
 }
 
+/* all-gather of a tensor of n floats in balanced shards over every rank,
+ * its adjoint a reduce-scatter; and reduce-scatter, its adjoint the
+ * all-gather. The payload is the whole tensor. */
+static void shard_rows(const grids *g, int64_t n, int64_t bytes, int reps)
+{
+    bench f, a;
+    memset(&f, 0, sizeof f);
+    f.comm = g->comm;
+    f.sbuf = buffer(n);
+    f.rbuf = buffer(n);
+    f.counts = calloc((size_t)size, sizeof(int));
+    f.displs = calloc((size_t)size, sizeof(int));
+    for (int r = 0, at = 0; r < size; r++) {
+        f.counts[r] = (int)(n / size + (r < n % size));
+        f.displs[r] = at;
+        at += f.counts[r];
+    }
+    ladle_all_gather_desc d;
+    ladle_all_gather_desc_init(&d, 0, 1, &n, 0);
+    ladle_all_gather_create(&d, g->pall, LADLE_F32, LADLE_CPU, &f.op);
+    pair_set(&f, &a, "all-gather", raw_allgatherv, "MPI_Allgatherv", raw_reduce_scatter,
+             "MPI_Reduce_scatter");
+    run_pair(&f, &a, bytes, reps);
+    ladle_reduce_scatter_create(&d, g->pall, LADLE_F32, LADLE_CPU, &f.op);
+    pair_set(&f, &a, "reduce-scatter", raw_reduce_scatter, "MPI_Reduce_scatter",
+             raw_allgatherv, "MPI_Allgatherv");
+    run_pair(&f, &a, bytes, reps);
+    free(f.sbuf);
+    free(f.rbuf);
+    free(f.counts);
+    free(f.displs);
+}
+
 /* halo exchange: 1-D partition of rows, 3-row kernel, one halo row of n
  * floats each side */
 static void halo_rows(const grids *g, int64_t n, int64_t bytes, int reps)
@@ -434,7 +480,9 @@ static int parse(int argc, char **argv, int64_t *min_kib, int64_t *max_kib, int 
         {"--max-kib", 1, 1 << 20, &nmax, NULL, NULL, 0},
         {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
         {"--only", 0, 0, NULL, &only,
-         "broadcast,sum-reduce,all-sum-reduce,halo-exchange,repartition", 1},
+         "broadcast,sum-reduce,all-sum-reduce,halo-exchange,repartition,all-gather,"
+         "reduce-scatter",
+         1},
     };
     if (bench_options("bench_primitives", rank, argc, argv, opts,
                       sizeof opts / sizeof opts[0]))
@@ -450,7 +498,8 @@ static int parse(int argc, char **argv, int64_t *min_kib, int64_t *max_kib, int 
 }
 
 /* parse; then, for payloads growing 4 times from --min-kib to --max-kib,
- * the reductions, the halo exchange and the repartition */
+ * the reductions, all-gather and reduce-scatter, the halo exchange and the
+ * repartition */
 int main(int argc, char **argv)
 {
     int64_t min_kib = 1, max_kib = 64 * 1024;
@@ -481,6 +530,7 @@ int main(int argc, char **argv)
         int64_t bytes = kib * 1024, n = bytes / 4;
         int reps = reps_for(bytes, reps_opt);
         reduction_rows(&g, n, bytes, reps);
+        shard_rows(&g, n, bytes, reps);
         halo_rows(&g, n, bytes, reps);
         repartition_rows(&g, n, reps);
     }

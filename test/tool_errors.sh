@@ -275,6 +275,14 @@ mpi 2 "periodic is 0x4" ladle-adjoint halo-exchange --px 1x1 --shape 4x4 --kerne
 mpi 2 "--periodic does not apply to repartition" ladle-adjoint repartition --shape 4 --periodic 0
 mpi 2 "--x-split '1' gives 1 dimension of sizes; the partition has 2" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1
 mpi 2 "--x-split '1/1/1' has more than the partition's 2 dimensions" ladle-adjoint repartition --px 1x1 --py 1x1 --shape 1x1 --x-split 1/1/1
+mpi 2 "--counts gives 2 shares for groups of 1 members" ladle-adjoint all-gather --shape 7 --counts 5,2
+mpi 2 "--counts: -1 in '-1' is out of range" ladle-adjoint reduce-scatter --shape 7 --counts -1
+mpi 2 "counts[0] = 8 is too large" ladle-adjoint reduce-scatter --shape 7 --counts 8
+mpi 2 "the counts sum to 6, not to dim 0's extent 7" ladle-adjoint all-gather --shape 7 --counts 6
+mpi 2 "dim 1 is outside the tensor's 0..0" ladle-adjoint all-gather --shape 7 --dim 1
+mpi 2 "axis 1 is outside the partition's 0..0" ladle-adjoint reduce-scatter --shape 7 --axis 1
+mpi 2 "--axis does not apply to broadcast" ladle-adjoint broadcast --shape 3 --axis 0
+mpi 2 "--axes does not apply to all-gather" ladle-adjoint all-gather --shape 3 --axes 0
 mpi 2 "--py does not apply to all-sum-reduce" ladle-adjoint all-sum-reduce --py 1 --shape 3
 # --py refused after --px made its partition (under make check-tool-leaks a
 # leak of that partition fails these)

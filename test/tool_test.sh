@@ -50,6 +50,11 @@ expect 0 3 halo-exchange --px 1x3x1 --shape 2x9x4 --kernel 1,3,5 --padding 0,1,2
     --device guarded
 # a periodic halo wider than the extent: refused, exit 2
 expect 2 2 halo-exchange --px 1x2 --shape 2x4 --kernel 1,11 --padding 0,5 --periodic 1
+# all-gather and reduce-scatter: uneven and empty shards, an inner dim, the
+# groups on one axis of a 2-d grid, ranks left out
+expect 0 3 all-gather --px 3 --shape 7x4 --counts 5,0,2
+expect 0 6 reduce-scatter --px 2x3 --axis 1 --shape 2x9x3 --dim 1 --counts 4,0,5
+expect 0 6 all-gather --px 2x2@0-3 --axis 0 --shape 5x3 --dim 1 --dtype f32 --device guarded
 expect 0 6 broadcast --px 1x3@0,2,4 --py 3x1@1,3,5 --shape 4 --transpose-src
 # ranks outside both partitions take part as inactive ranks
 expect 0 8 repartition --px 2x1@0,1 --py 1x3@5-7 --shape 9x10 --seed 7

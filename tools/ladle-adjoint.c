@@ -27,15 +27,23 @@ static const char usage[] =
     "primitive F with random x and y, inner products summed in double precision\n"
     "over all ranks. Ranks outside the partitions take part as inactive ranks.\n"
     "\n"
-    "PRIMITIVE: broadcast | sum-reduce | all-sum-reduce | halo-exchange | repartition\n"
+    "PRIMITIVE: broadcast | sum-reduce | all-sum-reduce | halo-exchange | repartition |\n"
+    "           all-gather | reduce-scatter\n"
     "\n"
     "options:\n"
     "  --px SHAPE[@RANKS]   partition of x, e.g. 2x3@0-5 or 1x3@0,2,4\n"
     "                       (default shape 1; default ranks: the first ones)\n"
     "  --py SHAPE[@RANKS]   partition of y (broadcast, sum-reduce, repartition)\n"
-    "  --shape SHAPE        repartition, halo-exchange: the global tensor shape;\n"
+    "  --shape SHAPE        repartition, halo-exchange, all-gather, reduce-scatter:\n"
+    "                       the global tensor shape;\n"
     "                       broadcast, sum-reduce, all-sum-reduce: each rank's block\n"
     "  --axes LIST|none     all-sum-reduce: partition axes to reduce (default: all)\n"
+    "  --axis N             all-gather, reduce-scatter: the partition axis of the\n"
+    "                       groups (default 0)\n"
+    "  --dim N              all-gather, reduce-scatter: the sharded tensor dimension\n"
+    "                       (default 0)\n"
+    "  --counts LIST        all-gather, reduce-scatter: each member's share of --dim,\n"
+    "                       e.g. 5,0,2 (default: balanced)\n"
     "  --kernel LIST        halo-exchange: one value per tensor dimension (default 1)\n"
     "  --stride LIST        (default 1)\n"
     "  --padding LIST       (default 0)\n"
@@ -67,6 +75,8 @@ typedef struct options {
     int naxes;
     int axes[LADLE_MAX_NDIM];
     int axes_given;
+    int axis, dim, ncounts;
+    int64_t counts[64];
     int64_t win[4][LADLE_MAX_NDIM];
     int win_n[4];
     int ceil_mode;
@@ -100,9 +110,10 @@ static int world_size(void)
         return -1;                                                                         \
     } while (0)
 
-static const char *const primitives[] = {"broadcast", "sum-reduce", "all-sum-reduce",
-                                         "halo-exchange", "repartition", NULL};
-enum { P_BCAST, P_REDUCE, P_ALLREDUCE, P_HALO, P_REPART };
+static const char *const primitives[] = {"broadcast",      "sum-reduce",  "all-sum-reduce",
+                                         "halo-exchange",  "repartition", "all-gather",
+                                         "reduce-scatter", NULL};
+enum { P_BCAST, P_REDUCE, P_ALLREDUCE, P_HALO, P_REPART, P_GATHER, P_SCATTER };
 
 /* Which primitives take which options (bits of the enum above). */
 #define FOR(p) (1u << (p))
@@ -113,6 +124,9 @@ typedef struct optuse {
 static const optuse uses[] = {
     {"--py", FOR(P_BCAST) | FOR(P_REDUCE) | FOR(P_REPART)},
     {"--axes", FOR(P_ALLREDUCE)},
+    {"--axis", FOR(P_GATHER) | FOR(P_SCATTER)},
+    {"--dim", FOR(P_GATHER) | FOR(P_SCATTER)},
+    {"--counts", FOR(P_GATHER) | FOR(P_SCATTER)},
     {"--kernel", FOR(P_HALO)},
     {"--stride", FOR(P_HALO)},
     {"--padding", FOR(P_HALO)},
@@ -131,10 +145,10 @@ static const optuse uses[] = {
 
 static int takes_value(const char *a)
 {
-    static const char *const names[] = {"--px",      "--py",      "--shape",   "--axes",
-                                        "--dtype",   "--seed",    "--tolerance", "--x-split",
-                                        "--kernel",  "--stride",  "--padding", "--dilation",
-                                        "--device",  "--periodic", NULL};
+    static const char *const names[] = {
+        "--px",        "--py",       "--shape",  "--axes",   "--dtype",   "--seed",
+        "--tolerance", "--x-split",  "--kernel", "--stride", "--padding", "--dilation",
+        "--device",    "--periodic", "--axis",   "--dim",    "--counts",  NULL};
     for (int k = 0; names[k]; k++)
         if (strcmp(a, names[k]) == 0)
             return 1;
@@ -182,6 +196,15 @@ static int parse_value(const char *a, const char *v, options *o, char *why)
     }
     if (strcmp(a, "--seed") == 0)
         return cli_u64(a, v, &o->seed, why);
+    if (strcmp(a, "--axis") == 0 || strcmp(a, "--dim") == 0) {
+        int64_t k;
+        if (cli_ints(a, v, 0, LADLE_MAX_NDIM - 1, &k, 1, &n, why))
+            return -1;
+        *(a[3] == 'x' ? &o->axis : &o->dim) = (int)k;
+        return 0;
+    }
+    if (strcmp(a, "--counts") == 0)
+        return cli_ints(a, v, 0, WIN_MAX, o->counts, 64, &o->ncounts, why);
     if (strcmp(a, "--tolerance") == 0)
         return cli_real(a, v, 0, HUGE_VAL, CLI_OPEN_HI, &o->tolerance, why);
     if (strcmp(a, "--x-split") == 0) {
@@ -369,6 +392,33 @@ static ladle_status make_window(const options *o, ladle_window *w, int *bad)
     return LADLE_OK;
 }
 
+/* All-gather or reduce-scatter: --counts needs one entry per member of a
+ * group (the partition's extent along --axis); ladle checks the rest. */
+static ladle_status make_shard_op(const options *o, const ladle_partition *px, ladle_op **op,
+                                  int *bad)
+{
+    ladle_all_gather_desc d;
+    ladle_all_gather_desc_init(&d, o->axis, o->shape_ndim, o->shape, o->dim);
+    d.flags = o->flags;
+    if (o->ncounts > 0) {
+        /* an axis outside the partition is ladle's to refuse */
+        int g = o->axis < ladle_partition_ndim(px) ? ladle_partition_shape(px)[o->axis] : -1;
+        if (g >= 0 && o->ncounts != g) {
+            *bad = 1;
+            if (world_rank() == 0)
+                fprintf(stderr,
+                        "ladle-adjoint: --counts gives %d shares for groups of %d "
+                        "members (the partition's extent along --axis %d)\n",
+                        o->ncounts, g, o->axis);
+            return LADLE_ERR_ARG;
+        }
+        d.counts = o->counts;
+    }
+    if (o->primitive[0] == 'a')
+        return ladle_all_gather_create(&d, px, o->dtype, o->device, op);
+    return ladle_reduce_scatter_create(&d, px, o->dtype, o->device, op);
+}
+
 static ladle_status make_op(const options *o, ladle_partition *px, ladle_partition *py,
                             ladle_op **op, int *bad)
 {
@@ -392,6 +442,8 @@ static ladle_status make_op(const options *o, ladle_partition *px, ladle_partiti
         ladle_all_sum_reduce_desc_init(&ad, naxes, axes, o->shape_ndim, o->shape);
         ad.flags = o->flags;
         st = ladle_all_sum_reduce_create(&ad, px, o->dtype, o->device, op);
+    } else if (strcmp(p, "all-gather") == 0 || strcmp(p, "reduce-scatter") == 0) {
+        st = make_shard_op(o, px, op, bad);
     } else if (strcmp(p, "repartition") == 0) {
         st = make_x_layout(o, px, &lx, bad);
         if (st == LADLE_OK)

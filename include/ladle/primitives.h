@@ -133,6 +133,69 @@ LADLE_API ladle_status ladle_all_sum_reduce_create(const ladle_all_sum_reduce_de
                                                    ladle_dtype dtype, ladle_device device,
                                                    ladle_op **op);
 
+/* What an all-gather or a reduce-scatter moves. The groups are the members
+ * of the partition that share their coordinates on every axis but `axis`
+ * (the whole partition when it is 1-d); member k of a group (coordinate k
+ * along the axis) holds shard k of a tensor of ndim dimensions and global
+ * extents shape[] (borrowed for the create), cut along tensor dimension
+ * `dim`: shard k has counts[k] of its shape[dim] indices, starting at
+ * counts[0] + ... + counts[k-1], and the whole extent in every other
+ * dimension. counts (borrowed; NULL: balanced, the first shape[dim] mod g
+ * shards one longer) has one non-negative entry per member, summing to
+ * shape[dim]; shards may be empty. Zeroed fields mean axis 0, dim 0,
+ * balanced shards, flags 0 (LADLE_CHECKED may be set). A reduce-scatter is
+ * an all-gather's adjoint and takes the same descriptor. */
+typedef struct ladle_all_gather_desc {
+    size_t size; /* sizeof(ladle_all_gather_desc), set by ladle_all_gather_desc_init (checked) */
+    int axis;
+    int ndim;
+    const int64_t *shape;
+    int dim;
+    const int64_t *counts; /* NULL: balanced */
+    unsigned flags;        /* 0 */
+} ladle_all_gather_desc;
+
+/* Set d's size, axis, ndim, shape and dim; counts NULL, flags 0. Accepts
+ * NULL. Local. */
+LADLE_API void ladle_all_gather_desc_init(ladle_all_gather_desc *d, int axis, int ndim,
+                                          const int64_t shape[], int dim);
+
+/*
+ * AllGather along partition axis d->axis: every member of a group ends with
+ * the concatenation of the group's shards along tensor dimension d->dim.
+ * With S_k the selection of shard k's indices from the whole tensor,
+ *
+ *   F  : y_i = sum over k of S_k^T x_k        (every member i of the group)
+ *   F* : dx_k = S_k (sum over i of dy_i)      (a reduce-scatter)
+ *
+ * x has shard k's shape on member k (zero volume outside the partition),
+ * y the whole d->shape on every member. The adjoint's sums run in one fixed
+ * order, member 0's copy first: the same bits on every run, whatever the
+ * MPI or the timing. Collective over the partition. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (a d not set up by its _init, an axis outside the
+ * partition, a dim outside 0..ndim-1, counts of the wrong sum or a negative
+ * count), LADLE_ERR_SHAPE, LADLE_ERR_DTYPE, LADLE_ERR_MPI, LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC, LADLE_ERR_UNSUPPORTED (a message above INT_MAX
+ * elements), LADLE_ERR_REMOTE. */
+LADLE_API ladle_status ladle_all_gather_create(const ladle_all_gather_desc *d,
+                                               const ladle_partition *p, ladle_dtype dtype,
+                                               ladle_device device, ladle_op **op);
+
+/*
+ * ReduceScatter along partition axis d->axis, the mirror of all-gather:
+ * every member holds the whole d->shape and member k keeps shard k of the
+ * group's sum.
+ *
+ *   F  : y_k = S_k (sum over i of x_i)        (member 0's copy first)
+ *   F* : dx_i = sum over k of S_k^T dy_k      (an all-gather)
+ *
+ * Collective over the partition. Returns the codes of
+ * ladle_all_gather_create. */
+LADLE_API ladle_status ladle_reduce_scatter_create(const ladle_all_gather_desc *d,
+                                                   const ladle_partition *p,
+                                                   ladle_dtype dtype, ladle_device device,
+                                                   ladle_op **op);
+
 /*
  * Repartition (transpose) between two decomposed layouts of the same global
  * shape: any partitions of the same ndim over the same parent (the same

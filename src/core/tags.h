@@ -40,6 +40,9 @@
 static inline int ladle__tag_pair_group(int i) { return i * LADLE_TAG_CHUNKS; }
 /* Repartition's box exchange (primitives/repartition.c), slab k at base + k. */
 #define LADLE_TAG_REPARTITION (11 * LADLE_TAG_CHUNKS)
+/* All-gather and reduce-scatter (primitives/all_gather.c): every pair of a
+ * group exchanges one message each way, chunk c at base + c. */
+#define LADLE_TAG_SHARD (12 * LADLE_TAG_CHUNKS)
 /* Halo exchange's box exchange, forward and adjoint (primitives/halo_exchange.c). */
 #define LADLE_TAG_HALO (13 * LADLE_TAG_CHUNKS)
 /* Its wrap-around on periodic dimensions: shift k of 3^n (n wrapping
