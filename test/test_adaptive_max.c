@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "src/core/backend.h"
 
 typedef struct am_case {
     int ndim;
@@ -316,6 +317,74 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* The CPU's slots through the table on tiles: a tile of the outputs over
+ * the box its windows read (offsets as the distributed layer sets them)
+ * gives the whole plane's values and winners (moved by the box's offset),
+ * with and without saving them. */
+START_TEST(slot_tiles)
+{
+    const ladle_backend *be = ladle__backend(LADLE_CPU);
+    for (int k = 0; k < 60; k++) {
+        ladle_adaptive_geom whole, tile;
+        memset(&whole, 0, sizeof whole);
+        uint64_t r = 0x9e3779b97f4a7c15ULL * (uint64_t)(k + 1);
+        int64_t nx = 1, ny = 1, ty = 1;
+        for (int a = 0; a < 3; a++, r >>= 9) {
+            whole.in[a] = whole.x_n[a] = 1 + (int64_t)(r % 9);
+            whole.out[a] = whole.y_n[a] = 1 + (int64_t)((r >> 4) % 11);
+            nx *= whole.in[a], ny *= whole.out[a];
+        }
+        tile = whole;
+        for (int a = 0; a < 3; a++, r >>= 7) {
+            int64_t lo = (int64_t)(r % (uint64_t)whole.out[a]), b, e, b2, e2;
+            int64_t hi = lo + (int64_t)((r >> 3) % (uint64_t)(whole.out[a] - lo));
+            am_window(whole.in[a], whole.out[a], lo, &b, &e);
+            am_window(whole.in[a], whole.out[a], hi, &b2, &e2);
+            tile.y_off[a] = lo, tile.y_n[a] = hi - lo + 1;
+            tile.x_off[a] = b, tile.x_n[a] = e2 - b;
+            ty *= tile.y_n[a];
+        }
+        double *x = malloc(sizeof(double) * (size_t)nx),
+               *y = malloc(sizeof(double) * (size_t)ny);
+        double *xb = malloc(sizeof(double) * (size_t)nx),
+               *yb = malloc(sizeof(double) * (size_t)ty);
+        double *y0 = malloc(sizeof(double) * (size_t)ty);
+        int64_t *w = malloc(sizeof(int64_t) * (size_t)ny),
+                *wb = malloc(sizeof(int64_t) * (size_t)ty);
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = am_ties(sin(1.7 * (double)(i + k)));
+        LT_OK(be->fn->adaptive_max_forward(be, LADLE_F64, &whole, 1, x, y, w));
+        int64_t m = 0, ok = 1;
+        for (int64_t z = 0; z < tile.x_n[0]; z++)
+            for (int64_t yy = 0; yy < tile.x_n[1]; yy++)
+                for (int64_t xx = 0; xx < tile.x_n[2]; xx++)
+                    xb[m++] = x[((tile.x_off[0] + z) * whole.in[1] + tile.x_off[1] + yy) *
+                                    whole.in[2] +
+                                tile.x_off[2] + xx];
+        LT_OK(be->fn->adaptive_max_forward(be, LADLE_F64, &tile, 1, xb, yb, wb));
+        LT_OK(be->fn->adaptive_max_forward(be, LADLE_F64, &tile, 1, xb, y0, NULL));
+        m = 0;
+        for (int64_t z = 0; z < tile.y_n[0]; z++)
+            for (int64_t yy = 0; yy < tile.y_n[1]; yy++)
+                for (int64_t xx = 0; xx < tile.y_n[2]; xx++, m++) {
+                    int64_t o = ((tile.y_off[0] + z) * whole.out[1] + tile.y_off[1] + yy) *
+                                    whole.out[2] +
+                                tile.y_off[2] + xx;
+                    int64_t b = wb[m],
+                            c[3] = {b / (tile.x_n[1] * tile.x_n[2]),
+                                    b / tile.x_n[2] % tile.x_n[1], b % tile.x_n[2]};
+                    int64_t g =
+                        ((tile.x_off[0] + c[0]) * whole.in[1] + tile.x_off[1] + c[1]) *
+                            whole.in[2] +
+                        tile.x_off[2] + c[2];
+                    ok &= yb[m] == y[o] && y0[m] == y[o] && g == w[o];
+                }
+        LT_ASSERT(ok, "geometry %d: the tile's winners are the whole's", k);
+        free(x), free(y), free(xb), free(yb), free(y0), free(w), free(wb);
+    }
+}
+END_TEST
+
 /* ---- the distributed layer ---- */
 
 typedef struct am_dcase {
@@ -433,4 +502,4 @@ START_TEST(dist_refusals)
 END_TEST
 
 LT_SUITE("adaptive_max", "adaptive_max", 0, against_definition, finite_differences, by_hand,
-         two_contexts, refusals, distributed, dist_refusals)
+         two_contexts, refusals, slot_tiles, distributed, dist_refusals)
