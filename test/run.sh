@@ -116,6 +116,7 @@ test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
 test_dist_gpool: 1 2 3 4 5 6
 test_dist_interp: 1 2 3 4 6
+test_adaptive_max: 1 2 3 4 5 6
 test_dist_vocab: 1 2 3 4 6
 test_dist_tp: 1 2 3 4 6
 test_dist_train: 1 2 3 4 6 8 12
@@ -169,6 +170,7 @@ test_dist_misc: 1 2 4
 test_dist_gpool: 1 2 4
 test_dist_interp: 1 2 4
 test_dist_vocab: 1 2
+test_adaptive_max: 1 2 4
 test_dist_train: 1 2 4
 test_checkpoint: 1 2
 test_graph: 1 2 4

@@ -192,6 +192,20 @@ LADLE_API ladle_status ladle_dist_adaptive_avg_pool_create(
     ladle_dtype dtype, ladle_device device, unsigned flags, ladle_op **op);
 
 /*
+ * Adaptive max pooling (ladle_adaptive_max_pool_create) partitioned as
+ * ladle_dist_adaptive_avg_pool_create: each rank gathers the input box its
+ * output tile reads and takes each window's maximum there at global
+ * coordinates (the same winners as the sequential layer on the gathered
+ * tensor: ties and NaN alike); the forward saves the winners in the ctx,
+ * the backward routes dy to them in the box and adds the box back into
+ * the owners. Not linear. flags may hold LADLE_CHECKED. Collective over
+ * p_x. Returns the codes of ladle_dist_adaptive_avg_pool_create.
+ */
+LADLE_API ladle_status ladle_dist_adaptive_max_pool_create(
+    const ladle_partition *p_x, const int64_t x_shape[], const int64_t out_size[],
+    ladle_dtype dtype, ladle_device device, unsigned flags, ladle_op **op);
+
+/*
  * Batch normalisation (the options of ladle_batchnorm_desc) with x of
  * global shape x_shape (2 to 5 dimensions, as many as p_x's) decomposed in
  * balance over p_x (any dimension may be split, the channels too).

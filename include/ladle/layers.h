@@ -294,6 +294,22 @@ LADLE_API ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_
                                                       ladle_dtype dtype, ladle_device device,
                                                       ladle_op **op);
 
+/* Adaptive max pooling, as PyTorch's AdaptiveMaxPool1d/2d/3d: the shapes
+ * and windows of ladle_adaptive_avg_pool_create, y[o] the largest x of o's
+ * window. Of equal values the first in row-major order of the window wins
+ * (as PyTorch); a NaN wins over any number, so y is NaN where the window
+ * holds one (the first NaN is the winner). The forward saves each output's
+ * winner in the ctx (an int64 per element of y); the backward overwrites
+ * dx with zeros plus, at each winner, the dy of every output it won. Not
+ * linear (use ladle_layer_backward; ladle_gradient_test applies away from
+ * ties). Devices whose backend has no adaptive max kernels refuse it with
+ * LADLE_ERR_DEVICE. Local. Returns the codes of
+ * ladle_adaptive_avg_pool_create. */
+LADLE_API ladle_status ladle_adaptive_max_pool_create(int ndim, const int64_t x_shape[],
+                                                      const int64_t out_size[],
+                                                      ladle_dtype dtype,
+                                                      ladle_device device, ladle_op **op);
+
 /*
  * Interpolation (upsampling) of N x C x S... over nd = 1 to 3 spatial
  * dimensions, as PyTorch's interpolate: each output index o of a dimension

@@ -72,7 +72,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_DIST_TP, 37, "dist-tp") /* tensor and sequence parallel */            \
     X(LADLE_OP_RESIDUAL, 38, "residual") /* y = x + f(x) */                          \
     X(LADLE_OP_ALL_GATHER, 39, "all-gather") /* shards concatenated everywhere */      \
-    X(LADLE_OP_REDUCE_SCATTER, 40, "reduce-scatter") /* sum, each keeps its shard */
+    X(LADLE_OP_REDUCE_SCATTER, 40, "reduce-scatter") /* sum, each keeps its shard */ \
+    X(LADLE_OP_ADAPTIVE_MAX_POOL, 41, "adaptive-max-pool")                             \
+    X(LADLE_OP_DIST_ADAPTIVE_MAX_POOL, 42, "dist-adaptive-max-pool")
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

@@ -25,10 +25,11 @@ static ladle_status dw_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
 {
     ladle_status st = LADLE_OK;
     dwindow *v = op->impl;
-    (void)ctx, (void)n;
+    (void)n;
     LADLE_CALL(ladle_op_forward(v->gather, x, v->xw));
     if (y->numel > 0)
-        LADLE_CALL(ladle__planes_forward(op, &v->p, v->planes, v->xw->data, y->data));
+        LADLE_CALL(ladle__planes_forward(op, &v->p, v->planes, v->xw->data, y->data,
+                                         ctx ? ctx->buf : NULL));
 fail:
     return st;
 }
@@ -38,11 +39,12 @@ static ladle_status dw_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     ladle_status st = LADLE_OK;
     dwindow *v = op->impl;
-    (void)ctx, (void)n;
+    (void)n;
     if (dx == NULL)
         return LADLE_OK;
     if (v->dxw->numel > 0)
-        LADLE_CALL(ladle__planes_backward(op, &v->p, v->planes, dy->data, v->dxw->data));
+        LADLE_CALL(ladle__planes_backward(op, &v->p, v->planes, dy->data, v->dxw->data,
+                                          ctx ? ctx->buf : NULL));
     LADLE_CALL(ladle_op_adjoint(v->gather, v->dxw, dx));
 fail:
     return st;
@@ -63,6 +65,11 @@ static const ladle_op_vtable dwindow_vt[] = {
                               .destroy = dw_destroy,
                               .layer_forward = dw_forward,
                               .layer_backward = dw_backward},
+    [LADLE__PLANES_ADAPTIVE_MAX] = {.kind = LADLE_OP_DIST_ADAPTIVE_MAX_POOL,
+                                    .name = "distributed adaptive max pooling",
+                                    .destroy = dw_destroy,
+                                    .layer_forward = dw_forward,
+                                    .layer_backward = dw_backward},
 };
 
 /* Rank r's window (offset and extents in x): x's block in the batch and
@@ -163,7 +170,9 @@ ladle_status ladle__dist_window_create(ladle__make *m, ladle_status local, uint6
     local = ladle__make_layer(m, local, &dwindow_vt[p->kind], v, NULL, &op);
     if (local == LADLE_OK) {
         v = NULL;
-        op->linear = 1;
+        op->linear = ladle__planes_linear(p->kind);
+        if (!op->linear) /* the max's winners, an int64 per element of the tile */
+            op->ctx_bytes = (size_t)op->y_numel * sizeof(int64_t);
         local = ladle__planes_check_backend(op, p->kind, m->func);
     }
     st = ladle__make_end(m, &op, local, out);

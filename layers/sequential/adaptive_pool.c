@@ -1,9 +1,11 @@
 /*
- * Adaptive average pooling to any output size, as PyTorch's
- * AdaptiveAvgPool1d/2d/3d (see ladle/layers.h): output o of a dimension
- * averages the inputs [floor(o L / O), ceil((o + 1) L / O)). The layer
- * checks the sizes; the kernels are the backend's adaptive_pool slots.
- * Linear in x: the backward is the adjoint, and no ctx is needed.
+ * Adaptive average and max pooling to any output size, as PyTorch's
+ * AdaptiveAvgPool1d/2d/3d and AdaptiveMaxPool1d/2d/3d (see ladle/layers.h):
+ * output o of a dimension reads the inputs [floor(o L / O),
+ * ceil((o + 1) L / O)). The layer checks the sizes; the kernels are the
+ * backend's adaptive_pool and adaptive_max slots. The average is linear in
+ * x (the backward is the adjoint, no ctx needed); the max saves each
+ * output's winner in the ctx and routes dy there.
  */
 #include <string.h>
 
@@ -57,19 +59,37 @@ static ladle_status plan(int ndim, const int64_t *xs, const int64_t *out_size,
     return ladle__check_shape(f, ndim, ys, &numel);
 }
 
+/* Either kind's layer (ladle__planes_kind), raising for f. */
+static ladle_status adaptive_create(ladle__planes_kind kind, int ndim, const int64_t *xs,
+                                    const int64_t *out_size, ladle_dtype dtype,
+                                    ladle_device device, ladle_op **out, const char *f)
+{
+    ladle_status st = LADLE_OK;
+    ladle__planes p = {.kind = kind};
+    int64_t ys[5];
+    if (xs == NULL || out_size == NULL || out == NULL)
+        return ladle__raise(LADLE_ERR_NULL, f, "%s is NULL",
+                            xs == NULL         ? "x_shape"
+                            : out_size == NULL ? "out_size"
+                                               : "out");
+    LADLE_CALL(ladle__adaptive_plan(ndim, xs, out_size, dtype, &p.g.adaptive, ys, f));
+    st = ladle__planes_layer(&p, dtype, device, ndim, xs, ys, out, f);
+fail:
+    return st;
+}
+
 ladle_status ladle_adaptive_avg_pool_create(int ndim, const int64_t x_shape[],
                                             const int64_t out_size[], ladle_dtype dtype,
                                             ladle_device device, ladle_op **out)
 {
-    ladle_status st = LADLE_OK;
-    ladle__planes p = {.kind = LADLE__PLANES_ADAPTIVE};
-    int64_t ys[5];
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out_size);
-    LADLE_NOT_NULL(out);
-    LADLE_CALL(
-        ladle__adaptive_plan(ndim, x_shape, out_size, dtype, &p.g.adaptive, ys, __func__));
-    st = ladle__planes_layer(&p, dtype, device, ndim, x_shape, ys, out, __func__);
-fail:
-    return st;
+    return adaptive_create(LADLE__PLANES_ADAPTIVE, ndim, x_shape, out_size, dtype, device,
+                           out, __func__);
+}
+
+ladle_status ladle_adaptive_max_pool_create(int ndim, const int64_t x_shape[],
+                                            const int64_t out_size[], ladle_dtype dtype,
+                                            ladle_device device, ladle_op **out)
+{
+    return adaptive_create(LADLE__PLANES_ADAPTIVE_MAX, ndim, x_shape, out_size, dtype,
+                           device, out, __func__);
 }

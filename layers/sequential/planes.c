@@ -3,18 +3,25 @@
 #include "layers/sequential/planes_impl.h"
 
 ladle_status ladle__planes_forward(const ladle_op *op, const ladle__planes *p,
-                                   int64_t planes, const void *x, void *y)
+                                   int64_t planes, const void *x, void *y, void *saved)
 {
     const ladle_backend *be = op->be;
+    if (p->kind == LADLE__PLANES_ADAPTIVE_MAX)
+        return be->fn->adaptive_max_forward(be, op->dtype, &p->g.adaptive, planes, x, y,
+                                            saved);
     if (p->kind == LADLE__PLANES_ADAPTIVE)
         return be->fn->adaptive_pool_forward(be, op->dtype, &p->g.adaptive, planes, x, y);
     return be->fn->interp_forward(be, op->dtype, &p->g.interp, planes, x, y);
 }
 
 ladle_status ladle__planes_backward(const ladle_op *op, const ladle__planes *p,
-                                    int64_t planes, const void *dy, void *dx)
+                                    int64_t planes, const void *dy, void *dx,
+                                    const void *saved)
 {
     const ladle_backend *be = op->be;
+    if (p->kind == LADLE__PLANES_ADAPTIVE_MAX)
+        return be->fn->adaptive_max_backward(be, op->dtype, &p->g.adaptive, planes, dy,
+                                             saved, dx);
     if (p->kind == LADLE__PLANES_ADAPTIVE)
         return be->fn->adaptive_pool_backward(be, op->dtype, &p->g.adaptive, planes, dy,
                                               dx);
@@ -25,18 +32,24 @@ ladle_status ladle__planes_check_backend(const ladle_op *op, ladle__planes_kind 
                                          const char *func)
 {
     const ladle_backend_table *fn = op->be->fn;
-    int adaptive = kind == LADLE__PLANES_ADAPTIVE;
-    int has = adaptive ? fn->adaptive_pool_forward && fn->adaptive_pool_backward
-                       : fn->interp_forward && fn->interp_backward;
+    static const char *const what[] = {[LADLE__PLANES_ADAPTIVE] = "adaptive pooling",
+                                       [LADLE__PLANES_INTERP] = "interpolation",
+                                       [LADLE__PLANES_ADAPTIVE_MAX] =
+                                           "adaptive max pooling"};
+    int has = kind == LADLE__PLANES_ADAPTIVE
+                  ? fn->adaptive_pool_forward && fn->adaptive_pool_backward
+              : kind == LADLE__PLANES_INTERP
+                  ? fn->interp_forward && fn->interp_backward
+                  : fn->adaptive_max_forward && fn->adaptive_max_backward;
     if (has)
         return LADLE_OK;
     return ladle__raise(LADLE_ERR_DEVICE, func, "the %s backend has no %s kernels",
-                        fn->name, adaptive ? "adaptive pooling" : "interpolation");
+                        fn->name, what[kind]);
 }
 
 void ladle__planes_boxes(ladle__planes *p, int64_t *box[4])
 {
-    int adaptive = p->kind == LADLE__PLANES_ADAPTIVE;
+    int adaptive = p->kind != LADLE__PLANES_INTERP;
     box[0] = adaptive ? p->g.adaptive.x_off : p->g.interp.x_off;
     box[1] = adaptive ? p->g.adaptive.x_n : p->g.interp.x_n;
     box[2] = adaptive ? p->g.adaptive.y_off : p->g.interp.y_off;
@@ -46,7 +59,7 @@ void ladle__planes_boxes(ladle__planes *p, int64_t *box[4])
 void ladle__planes_span(const ladle__planes *p, int a, int64_t lo, int64_t hi,
                         int64_t *x_lo, int64_t *x_hi)
 {
-    if (p->kind == LADLE__PLANES_ADAPTIVE) {
+    if (p->kind != LADLE__PLANES_INTERP) {
         const ladle_adaptive_geom *g = &p->g.adaptive;
         int64_t b, e;
         ladle__adaptive_window(g->in[a], g->out[a], lo, x_lo, &e);
@@ -71,18 +84,18 @@ static ladle_status pl_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                                ladle_tensor *y, int64_t n)
 {
     const planes_layer *v = op->impl;
-    (void)ctx;
-    return ladle__planes_forward(op, &v->p, n * v->channels, x->data, y->data);
+    return ladle__planes_forward(op, &v->p, n * v->channels, x->data, y->data,
+                                 ctx ? ctx->buf : NULL);
 }
 
 static ladle_status pl_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                 ladle_tensor *dx, int64_t n)
 {
     const planes_layer *v = op->impl;
-    (void)ctx;
     if (dx == NULL)
         return LADLE_OK;
-    return ladle__planes_backward(op, &v->p, n * v->channels, dy->data, dx->data);
+    return ladle__planes_backward(op, &v->p, n * v->channels, dy->data, dx->data,
+                                  ctx ? ctx->buf : NULL);
 }
 
 /* By kind: the kernels are the layer, so only the name differs. */
@@ -97,6 +110,11 @@ static const ladle_op_vtable planes_vt[] = {
                               .destroy = ladle__layer_free_impl,
                               .layer_forward = pl_forward,
                               .layer_backward = pl_backward},
+    [LADLE__PLANES_ADAPTIVE_MAX] = {.kind = LADLE_OP_ADAPTIVE_MAX_POOL,
+                                    .name = "adaptive max pooling",
+                                    .destroy = ladle__layer_free_impl,
+                                    .layer_forward = pl_forward,
+                                    .layer_backward = pl_backward},
 };
 
 ladle_status ladle__planes_layer(const ladle__planes *p, ladle_dtype dtype,
@@ -114,7 +132,9 @@ ladle_status ladle__planes_layer(const ladle__planes *p, ladle_dtype dtype,
                                 &op, func));
     op->impl = v;
     v = NULL;
-    op->linear = 1;
+    op->linear = ladle__planes_linear(p->kind);
+    if (!op->linear) /* the max's winners, an int64 per output */
+        op->ctx_bytes = (size_t)op->y_numel * sizeof(int64_t);
     LADLE_CALL(ladle__planes_check_backend(op, p->kind, func));
     *out = op;
     op = NULL;

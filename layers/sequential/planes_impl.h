@@ -1,6 +1,7 @@
 /*
  * The layers that map planes to planes through a pair of the backend's
- * kernels on a geometry of boxes (adaptive average pooling, interpolation):
+ * kernels on a geometry of boxes (adaptive average and max pooling,
+ * interpolation):
  * which kernels, what a tile of the output reads, and the layer op itself,
  * shared by the sequential layers and their distributed twins (which run
  * the same kernels on a gathered window). Never installed.
@@ -13,7 +14,8 @@
 
 typedef enum ladle__planes_kind {
     LADLE__PLANES_ADAPTIVE,
-    LADLE__PLANES_INTERP
+    LADLE__PLANES_INTERP,
+    LADLE__PLANES_ADAPTIVE_MAX /* the adaptive geometry; saves its winners */
 } ladle__planes_kind;
 
 /* A kind and its geometry (global extents; the input box and the output
@@ -27,11 +29,20 @@ typedef struct ladle__planes {
 } ladle__planes;
 
 /* The kind's forward kernel on `planes` planes (x's box into y's) and its
- * backward (dy into dx's box), on op's backend. */
+ * backward (dy into dx's box), on op's backend. saved is the max's winners
+ * (an int64 per element of y, device memory; the forward writes them unless
+ * saved is NULL, the backward reads them); the linear kinds ignore it. */
 ladle_status ladle__planes_forward(const ladle_op *op, const ladle__planes *p,
-                                   int64_t planes, const void *x, void *y);
+                                   int64_t planes, const void *x, void *y, void *saved);
 ladle_status ladle__planes_backward(const ladle_op *op, const ladle__planes *p,
-                                    int64_t planes, const void *dy, void *dx);
+                                    int64_t planes, const void *dy, void *dx,
+                                    const void *saved);
+
+/* Whether the kind is linear in x (all but the max). */
+static inline int ladle__planes_linear(ladle__planes_kind kind)
+{
+    return kind != LADLE__PLANES_ADAPTIVE_MAX;
+}
 
 /* LADLE_ERR_DEVICE, raised for func, unless op's backend has the kind's
  * kernels. Local. */
@@ -47,7 +58,8 @@ void ladle__planes_span(const ladle__planes *p, int a, int64_t lo, int64_t hi,
                         int64_t *x_lo, int64_t *x_hi);
 
 /* The sequential layer of p (copied) on x of shape xs (ndim extents) with
- * y of shape ys: linear, no ctx needed. Local. */
+ * y of shape ys: linear with no ctx needed, or (the max) a ctx of an int64
+ * winner per element of y. Local. */
 ladle_status ladle__planes_layer(const ladle__planes *p, ladle_dtype dtype,
                                  ladle_device device, int ndim, const int64_t *xs,
                                  const int64_t *ys, ladle_op **out, const char *func);

@@ -637,3 +637,29 @@ LADLE_SLOT(exp_rows,
            (const ladle_backend *be, ladle_dtype dtype, int64_t rows, int64_t len,
             const void *x, const double *shift, const double *scale, void *y),
            (be, dtype, rows, len, x, shift, scale, y), (x, shift, scale, y))
+
+/* --- revision 10 --- */
+/* (CPU: src/backends/cpu/adaptive.c) */
+/* Adaptive max pooling of `planes` planes (ladle_adaptive_geom; the
+ * windows, boxes and layouts of adaptive_pool_forward, every window of the
+ * output box inside the input box). Forward: y[o] = the largest x over o's
+ * window, scanned in row-major order (z, then y, then x, of the input
+ * box): of equal values the first wins, and a NaN wins over any number
+ * (the first NaN stays, so y is NaN where the window holds one). Unless idx
+ * is NULL, idx[o] = the winner's index within its plane of the input box,
+ * (z x_n[1] + y) x_n[2] + x, as int64. Backward: dx is overwritten with
+ * zeros plus, at each winner idx[o] of its plane, dy[o] for every output o
+ * of the box it won (summed in output order, in double where the kernel
+ * gathers). x, dx hold planes x the input box's elements; y, dy and idx
+ * planes x the output box's; contiguous, not overlapping. idx is what a
+ * forward over the same planes and geometry wrote. Optional: absent, the
+ * adaptive max pooling layers refuse the device (LADLE_ERR_DEVICE at
+ * creation). */
+LADLE_SLOT(adaptive_max_forward,
+           (const ladle_backend *be, ladle_dtype dtype, const ladle_adaptive_geom *g,
+            int64_t planes, const void *x, void *y, int64_t *idx),
+           (be, dtype, g, planes, x, y, idx), (x, y, idx))
+LADLE_SLOT(adaptive_max_backward,
+           (const ladle_backend *be, ladle_dtype dtype, const ladle_adaptive_geom *g,
+            int64_t planes, const void *dy, const int64_t *idx, void *dx),
+           (be, dtype, g, planes, dy, idx, dx), (dy, idx, dx))

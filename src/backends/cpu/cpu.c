@@ -87,6 +87,9 @@ const ladle_backend_table ladle__cpu_table = {
     .conv_direct_backward = ladle__cpu_conv_direct_backward,
     .lse_rows = ladle__cpu_lse_rows,
     .exp_rows = ladle__cpu_exp_rows,
+    /* revision 10: adaptive max pooling */
+    .adaptive_max_forward = ladle__cpu_adaptive_max_forward,
+    .adaptive_max_backward = ladle__cpu_adaptive_max_backward,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -108,6 +108,9 @@ static const ladle_backend_table cuda_table = {
     /* revision 9 */
     .lse_rows = ladle__cuda_lse_rows,
     .exp_rows = ladle__cuda_exp_rows,
+    /* revision 10 */
+    .adaptive_max_forward = ladle__cuda_adaptive_max_forward,
+    .adaptive_max_backward = ladle__cuda_adaptive_max_backward,
 };
 
 static ladle_cuda_state cuda_state = {

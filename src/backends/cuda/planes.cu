@@ -1,5 +1,5 @@
 /*
- * Adaptive average pooling and interpolation on the GPU (the plane
+ * Adaptive average and max pooling and interpolation on the GPU (the plane
  * walker's slots; the CPU's are src/backends/cpu/adaptive.c and interp.c).
  * Both map each output of the output box to a few inputs of the input box
  * through one definition shared with the CPU and the distributed layers
@@ -16,6 +16,11 @@
  *     i), and dx[i] is the sum over the runs' product of dy times those
  *     weights, in double, rounded once: as accurate as the CPU's scatter,
  *     which adds in the dtype, or more.
+ *   - adaptive max: the forward a thread per output, scanning its window in
+ *     the CPU's row-major order (the first of equal values wins, and the
+ *     first NaN); the backward a thread per input over the same run of
+ *     outputs, adding the dy of those whose saved winner it is, in output
+ *     order and in double, rounded once.
  */
 #include "src/backends/cuda/kernel.h"
 
@@ -110,6 +115,69 @@ __global__ void adaptive_kernel(ladle_adaptive_geom g, int64_t planes, const T *
                     acc += ADJ ? v / window_size(g, z, yy, xx) : v;
                 }
         dst[e] = (T)(ADJ ? acc : acc / window_size(g, o[0], o[1], o[2]));
+    }
+}
+
+/* ---- adaptive max pooling ---- */
+
+/* v takes the place of m: larger, or the first NaN over a number. */
+__device__ __forceinline__ bool max_wins(double v, double m)
+{
+    return v > m || (v != v && m == m);
+}
+
+/* A thread per output: the first largest value of its window (the first
+ * NaN), and its index in the plane when idx is not NULL. */
+template <class T>
+__global__ void adaptive_max_fwd_kernel(ladle_adaptive_geom g, int64_t planes, const T *x,
+                                        int64_t *idx, T *y)
+{
+    int64_t ny = box_volume(g.y_n), nx = box_volume(g.x_n);
+    LADLE_GRID_STRIDE(e, planes * ny)
+    {
+        int64_t o[3], lo[3], hi[3];
+        box_index(g.y_n, e % ny, o);
+        adaptive_runs(g, 0, o, lo, hi);
+        const T *xp = x + e / ny * nx;
+        int64_t win = (lo[0] * g.x_n[1] + lo[1]) * g.x_n[2] + lo[2];
+        double m = (double)xp[win];
+        for (int64_t z = lo[0]; z < hi[0]; z++)
+            for (int64_t yy = lo[1]; yy < hi[1]; yy++)
+                for (int64_t xx = lo[2]; xx < hi[2]; xx++) {
+                    int64_t k = (z * g.x_n[1] + yy) * g.x_n[2] + xx;
+                    double v = (double)xp[k];
+                    if (max_wins(v, m)) {
+                        m = v;
+                        win = k;
+                    }
+                }
+        y[e] = (T)m;
+        if (idx != NULL)
+            idx[e] = win;
+    }
+}
+
+/* A thread per input: the sum of dy over the outputs whose window holds it
+ * and whose saved winner it is. */
+template <class T>
+__global__ void adaptive_max_bwd_kernel(ladle_adaptive_geom g, int64_t planes, const T *dy,
+                                        const int64_t *idx, T *dx)
+{
+    int64_t ny = box_volume(g.y_n), nx = box_volume(g.x_n);
+    LADLE_GRID_STRIDE(e, planes * nx)
+    {
+        int64_t i[3], lo[3], hi[3], self = e % nx, base = e / nx * ny;
+        box_index(g.x_n, self, i);
+        adaptive_runs(g, 1, i, lo, hi);
+        double acc = 0;
+        for (int64_t oz = lo[0]; oz < hi[0]; oz++)
+            for (int64_t oy = lo[1]; oy < hi[1]; oy++)
+                for (int64_t ox = lo[2]; ox < hi[2]; ox++) {
+                    int64_t o = base + (oz * g.y_n[1] + oy) * g.y_n[2] + ox;
+                    if (idx[o] == self)
+                        acc += (double)dy[o];
+                }
+        dx[e] = (T)acc;
     }
 }
 
@@ -269,4 +337,43 @@ ladle_status ladle__cuda_interp_backward(const ladle_backend *be, ladle_dtype dt
 {
     PLANES_LAUNCH(interp_bwd_kernel<float>, interp_bwd_kernel<double>, dtype,
                   planes * volume(g->x_n), "interp_backward", g, planes, dy, dx);
+}
+
+/* Launch kernel k (its f32 instance kf, f64 kd) over n items, a thread
+ * each, on g, planes, src, idx and dst. */
+template <class KF, class KD, class I>
+static ladle_status max_launch(const ladle_backend *be, ladle_dtype dtype, KF kf, KD kd,
+                               int64_t n, const ladle_adaptive_geom *g, int64_t planes,
+                               const void *src, I *idx, void *dst, const char *slot)
+{
+    if (n == 0)
+        return LADLE_OK;
+    unsigned grid = ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS);
+    cudaStream_t st = ladle__cuda_stream(be);
+    if (dtype == LADLE_F32)
+        LADLE_LAUNCH(kf, grid, LADLE_CUDA_THREADS, 0, st, *g, planes, (const float *)src,
+                     idx, (float *)dst);
+    else
+        LADLE_LAUNCH(kd, grid, LADLE_CUDA_THREADS, 0, st, *g, planes, (const double *)src,
+                     idx, (double *)dst);
+    LADLE_CUDA_LAUNCHED(slot);
+    return LADLE_OK;
+}
+
+ladle_status ladle__cuda_adaptive_max_forward(const ladle_backend *be, ladle_dtype dtype,
+                                              const ladle_adaptive_geom *g, int64_t planes,
+                                              const void *x, void *y, int64_t *idx)
+{
+    return max_launch(be, dtype, adaptive_max_fwd_kernel<float>,
+                      adaptive_max_fwd_kernel<double>, planes * volume(g->y_n), g, planes,
+                      x, idx, y, "adaptive_max_forward");
+}
+
+ladle_status ladle__cuda_adaptive_max_backward(const ladle_backend *be, ladle_dtype dtype,
+                                               const ladle_adaptive_geom *g, int64_t planes,
+                                               const void *dy, const int64_t *idx, void *dx)
+{
+    return max_launch(be, dtype, adaptive_max_bwd_kernel<float>,
+                      adaptive_max_bwd_kernel<double>, planes * volume(g->x_n), g, planes,
+                      dy, idx, dx, "adaptive_max_backward");
 }

@@ -291,6 +291,8 @@ static const ladle_backend_table guarded_table = {
     .conv_direct_backward = guarded_conv_direct_backward,
     .lse_rows = guarded_lse_rows,
     .exp_rows = guarded_exp_rows,
+    .adaptive_max_forward = guarded_adaptive_max_forward,
+    .adaptive_max_backward = guarded_adaptive_max_backward,
 };
 
 const ladle_backend ladle__guarded_backend = {
