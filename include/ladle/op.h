@@ -70,7 +70,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_DIST_VOCAB_EMBEDDING, 35, "dist-vocab-embedding") /* rows split */  \
     X(LADLE_OP_DIST_REPLICATE, 36, "dist-replicate") /* data-parallel copies */      \
     X(LADLE_OP_DIST_TP, 37, "dist-tp") /* tensor and sequence parallel */            \
-    X(LADLE_OP_RESIDUAL, 38, "residual") /* y = x + f(x) */
+    X(LADLE_OP_RESIDUAL, 38, "residual") /* y = x + f(x) */                          \
+    X(LADLE_OP_CONV_TRANSPOSE, 45, "conv-transpose") /* the convolution's adjoint */ \
+    X(LADLE_OP_DIST_CONV_TRANSPOSE, 46, "dist-conv-transpose")
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,
