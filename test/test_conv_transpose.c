@@ -67,7 +67,8 @@ static tgeom random_geom(int nd, int depthwise)
             G.s[a] = used ? pick(1, 3) : 1;
             G.d[a] = used ? pick(1, 2) : 1;
             G.p[a] = used ? pick(0, 3) : 0;
-            G.a[a] = used ? pick(0, G.s[a] - 1) : 0;
+            /* below the stride or the dilation (PyTorch's rule) */
+            G.a[a] = used ? pick(0, (G.s[a] > G.d[a] ? G.s[a] : G.d[a]) - 1) : 0;
         }
     } while (!finish_geom(&G));
     return G;
@@ -201,6 +202,8 @@ static void compare_with_naive(const tgeom *G, int bias, ladle_dtype dt, double 
     ladle_op_destroy(&op);
 }
 
+static void dot_identity(const tgeom *G);
+
 START_TEST(against_naive)
 {
     for (int trial = 0; trial < 60; trial++) {
@@ -216,6 +219,14 @@ START_TEST(against_naive)
     LT_ASSERT(finish_geom(&up) && up.out[1] == 10 && up.out[2] == 14,
               "upsampling geometry");
     compare_with_naive(&up, 1, LADLE_F64, 1e-12, "x2 upsampling");
+    /* output padding at least the stride, below the dilation: the far
+     * columns of y take no input */
+    tgeom far = {1,         2,         2,         3,         1,         {1, 1, 6},
+                 {1, 1, 3}, {1, 1, 1}, {0, 0, 1}, {0, 0, 2}, {1, 1, 3}, {0}};
+    LT_ASSERT(finish_geom(&far) && far.out[2] == 12,
+              "output padding 2, stride 1, dilation 3");
+    compare_with_naive(&far, 1, LADLE_F64, 1e-12, "output padding above the stride");
+    dot_identity(&far);
     /* a 3-d depthwise layer with stride 3 and dilation 2 */
     tgeom dw = {3,         1,         3,         6,         3,         {3, 4, 2},
                 {2, 3, 2}, {3, 1, 2}, {1, 0, 1}, {2, 0, 1}, {2, 2, 1}, {0}};
@@ -245,17 +256,28 @@ static void dot_identity(const tgeom *G)
     LT_OK(ladle_tensor_copy(ladle_op_param(c, 0), ladle_op_param(t, 0)));
     ladle_tensor *u = lt_op_tensor(c, 0), *cu = lt_op_tensor(c, 1);
     ladle_tensor *x = lt_op_tensor(t, 0), *tx = lt_op_tensor(t, 1);
-    LT_ASSERT(ladle_tensor_numel(cu) == ladle_tensor_numel(x), "C maps y's shape onto x's");
     LT_OK(ladle_tensor_fill_random(u, 11, 0));
     LT_OK(ladle_tensor_fill_random(x, 11, 1));
     LT_OK(ladle_op_forward(c, u, cu));
     LT_OK(ladle_op_forward(t, x, tx));
+    /* C's output may be longer than x (an output padding of at least the
+     * stride): x then meets the leading cells of each row */
+    int cn;
+    int64_t cs[5], ce[3] = {1, 1, 1};
+    LT_OK(ladle_op_y_shape(c, &cn, cs));
+    for (int i = 0; i < G->nd; i++)
+        ce[3 - G->nd + i] = cs[2 + i];
     double *cuv = lt_values(cu), *xv = lt_values(x), *uv = lt_values(u),
            *txv = lt_values(tx);
     double lhs = 0, rhs = 0, scale = 0;
+    int64_t pin = G->in[0] * G->in[1] * G->in[2];
     for (int64_t i = 0; i < ladle_tensor_numel(x); i++) {
-        lhs += cuv[i] * xv[i];
-        scale += fabs(cuv[i] * xv[i]);
+        int64_t q = i % pin, nc = i / pin;
+        int64_t a0 = q / (G->in[1] * G->in[2]), a1 = q / G->in[2] % G->in[1],
+                a2 = q % G->in[2];
+        double v = cuv[((nc * ce[0] + a0) * ce[1] + a1) * ce[2] + a2];
+        lhs += v * xv[i];
+        scale += fabs(v * xv[i]);
     }
     for (int64_t i = 0; i < ladle_tensor_numel(u); i++)
         rhs += uv[i] * txv[i];
@@ -362,9 +384,14 @@ START_TEST(bad_input)
     d.output_padding[1] = 1; /* stride 1, dilation 1 */
     LT_FAILS_SAYING(ladle_conv_transpose_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
                     LADLE_ERR_ARG, "output padding 1 must be below");
-    d.dilation[1] = 2; /* PyTorch takes it; ladle does not */
-    LT_FAILS_SAYING(ladle_conv_transpose_create(&d, xs, LADLE_F64, lt_device(), 1, &op),
-                    LADLE_ERR_UNSUPPORTED, "not below the stride");
+    d.dilation[1] = 2; /* below the dilation: taken, 5 + 4 + 1 columns */
+    LT_OK(ladle_conv_transpose_create(&d, xs, LADLE_F64, lt_device(), 1, &op));
+    int yn;
+    int64_t ys[5];
+    LT_OK(ladle_op_y_shape(op, &yn, ys));
+    LT_ASSERT(ys[3] == 10, "output padding 1 below the dilation: %lld columns",
+              (long long)ys[3]);
+    ladle_op_destroy(&op);
     d.output_padding[1] = 0;
     d.dilation[1] = 1;
     d.padding[0] = 4; /* (5 - 1) + 2 + 1 - 8 */
@@ -395,8 +422,6 @@ START_TEST(bad_input)
     LT_ASSERT(op == NULL, "a refused creation left an op");
     LT_OK(ladle_conv_transpose_create(&d, xs, LADLE_F64, lt_device(), 1, &op));
     LT_ASSERT(ladle_op_kind_of(op) == LADLE_OP_CONV_TRANSPOSE, "its kind");
-    int yn;
-    int64_t ys[5];
     LT_OK(ladle_op_y_shape(op, &yn, ys));
     LT_ASSERT(ys[2] == 7 && ys[3] == 7, "stride 0 means 1: 7 x 7");
     ladle_op_destroy(&op);
@@ -583,7 +608,14 @@ START_TEST(dist_bad_input)
     LT_FAILS_SAYING(
         ladle_dist_conv_transpose_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
         LADLE_ERR_ARG, "output padding 2");
+    d.stride[0] = 1;
+    d.output_padding[0] = 1;
+    d.dilation[0] = 2; /* the sequential layer takes it */
+    LT_FAILS_SAYING(
+        ladle_dist_conv_transpose_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
+        LADLE_ERR_UNSUPPORTED, "not below the stride");
     d.output_padding[0] = 0;
+    d.dilation[0] = 1;
     xs[1] = 5;
     LT_FAILS(ladle_dist_conv_transpose_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
              LADLE_ERR_SHAPE);

@@ -136,7 +136,8 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
  * ladle_layer_sync_gradients sums them over p_x. d->flags may hold
  * LADLE_CHECKED and LADLE_OVERLAP_HALO (C's). Collective over p_x. Returns
  * the codes of ladle_conv_transpose_create and ladle_dist_conv_create
- * (LADLE_ERR_PARTITION: p_x of the wrong rank, or splitting channels), the
+ * (LADLE_ERR_PARTITION: p_x of the wrong rank, or splitting channels), and
+ * LADLE_ERR_UNSUPPORTED for an output padding of at least the stride, the
  * same on every rank.
  */
 LADLE_API ladle_status ladle_dist_conv_transpose_create(const ladle_conv_transpose_desc *d,

@@ -258,7 +258,7 @@ typedef struct ladle_conv_transpose_desc {
     int64_t kernel[3];
     int64_t stride[3];         /* 0 means 1 */
     int64_t padding[3];        /* removed from both ends of the full output */
-    int64_t output_padding[3]; /* added at the far end; below the stride */
+    int64_t output_padding[3]; /* added at the far end; below stride or dilation */
     int64_t dilation[3];       /* 0 means 1 */
     int bias;                  /* nonzero: with a bias per output channel */
     ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS only (as PyTorch) */
@@ -280,9 +280,9 @@ LADLE_API void ladle_conv_transpose_desc_init(ladle_conv_transpose_desc *d, int 
  * stride or the dilation, as PyTorch; an unknown flag or padding mode, and
  * sizes whose output length overflows), LADLE_ERR_SHAPE (x's channels, an
  * output length below 1, matrices above 2^31 rows or columns),
- * LADLE_ERR_UNSUPPORTED (a padding mode other than zeros; an output padding
- * of at least the stride, which PyTorch takes when it is below the
- * dilation), LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. */
+ * LADLE_ERR_UNSUPPORTED (a padding mode other than zeros), LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. An output padding of at least the stride (below the
+ * dilation) zero-extends x at the far ends into a planned buffer first. */
 LADLE_API ladle_status ladle_conv_transpose_create(const ladle_conv_transpose_desc *d,
                                                    const int64_t x_shape[], ladle_dtype dtype,
                                                    ladle_device device, uint64_t seed,

@@ -242,6 +242,13 @@ ladle_status ladle_dist_conv_transpose_create(const ladle_conv_transpose_desc *d
     if (pre == LADLE_OK)
         pre = ladle__conv_transpose_plan(d, x_shape, LADLE_CHECKED | LADLE_OVERLAP_HALO, f,
                                          &cd, ys);
+    for (int i = 0; pre == LADLE_OK && i < d->nd; i++)
+        if (d->output_padding[i] >= (d->stride[i] ? d->stride[i] : 1))
+            pre = ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                               "spatial dimension %d: an output padding of %lld, not below "
+                               "the stride %lld, is not supported on a partition (the "
+                               "sequential layer takes it)",
+                               i, (long long)d->output_padding[i], (long long)d->stride[i]);
     cd.flags = d->flags;
     int64_t args[28] = {d->nd,   d->in_channels, d->out_channels,   d->groups,
                         d->bias, (int64_t)dtype, (int64_t)d->flags, (int64_t)seed};

@@ -10,10 +10,13 @@
  *   backward_weight  dW += C's weight gradient at input dy and output
  *                          gradient x;  db = sums of dy
  *
- * O is chosen so that C maps O back onto x's extents: O = (S - 1) s - 2p +
- * d (K - 1) + a + 1 with the output padding a below the stride, so
- * floor((O + 2p - d (K - 1) - 1) / s) + 1 = S. The layer owns its weight
- * and bias; the convolution's weight and gradient are bound to them.
+ * With O = (S - 1) s - 2p + d (K - 1) + a + 1 and the output padding a
+ * below the stride, C maps O back onto x's extents:
+ * floor((O + 2p - d (K - 1) - 1) / s) + 1 = S. With a at least the stride
+ * (PyTorch allows it below the dilation) C's output is S + floor(a / s)
+ * long, and the layer is C* E with E the zero extension of x at the far
+ * ends (its adjoint the cut back). The layer owns its weight and bias;
+ * the convolution's weight and gradient are bound to them.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +28,14 @@
 typedef struct tconv {
     ladle_op *conv;   /* C, without a bias */
     int64_t co, pout; /* y's channels and positions per channel */
+    /* an output padding of at least the stride (below the dilation): C
+     * maps y onto more cells than x has, the extra ones at the far ends
+     * read by no input. x is zero-extended into xe (whose tail stays 0)
+     * and C's output ye cut back to x: box is one image's channels and x's
+     * extents, xs and es the strides of x and of xe (and ye) over it */
+    int extended;
+    int64_t box[4], xs[4], es[4];
+    ladle_tensor *xe, *ye;
 } tconv;
 
 void ladle_conv_transpose_desc_init(ladle_conv_transpose_desc *d, int nd,
@@ -64,12 +75,6 @@ static ladle_status plan_dim(const ladle_conv_transpose_desc *d, int i, int64_t 
                             "spatial dimension %d: output padding %lld must be below the "
                             "stride %lld or the dilation %lld",
                             i, (long long)a, (long long)s, (long long)dl);
-    if (a >= s)
-        return ladle__raise(
-            LADLE_ERR_UNSUPPORTED, f,
-            "spatial dimension %d: an output padding of %lld, not below the "
-            "stride %lld (only below the dilation), is not supported",
-            i, (long long)a, (long long)s);
     if (!ladle__mul_ok(len - 1, s, &t1) || !ladle__mul_ok(dl, k - 1, &t2) ||
         !ladle__add_ok(t1, t2, &t3) || !ladle__add_ok(t3, a + 1, &t3) ||
         t3 > LADLE_MAX_ELEMS)
@@ -131,12 +136,26 @@ fail:
     return st;
 }
 
+/* n images of x into xe (to_x 0), or of ye back into x (to_x 1). */
+static ladle_status extend_copy(const ladle_op *op, int to_x, const void *src, void *dst,
+                                int64_t n)
+{
+    const tconv *v = op->impl;
+    int64_t ext[4] = {n * v->box[0], v->box[1], v->box[2], v->box[3]};
+    return op->be->fn->copy_box(op->be, op->dtype, LADLE_BOX_COPY, 4, ext, src,
+                                to_x ? v->es : v->xs, dst, to_x ? v->xs : v->es);
+}
+
 static ladle_status tc_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
 {
     ladle_status st = LADLE_OK;
     const tconv *v = op->impl;
     (void)ctx;
+    if (v->extended) {
+        LADLE_CALL(extend_copy(op, 0, x->data, v->xe->data, n));
+        x = v->xe;
+    }
     LADLE_CALL(v->conv->vt->layer_backward(v->conv, NULL, x, y, n));
     if (op->nparams > 1)
         LADLE_CALL(op->be->fn->bias_add(op->be, op->dtype, n, v->co, v->pout,
@@ -148,11 +167,16 @@ fail:
 static ladle_status tc_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
                                 ladle_tensor *dx, int64_t n)
 {
+    ladle_status st = LADLE_OK;
     const tconv *v = op->impl;
     (void)ctx;
     if (dx == NULL)
         return LADLE_OK;
-    return v->conv->vt->layer_forward(v->conv, NULL, dy, dx, n);
+    LADLE_CALL(v->conv->vt->layer_forward(v->conv, NULL, dy, v->extended ? v->ye : dx, n));
+    if (v->extended)
+        LADLE_CALL(extend_copy(op, 1, v->ye->data, dx->data, n));
+fail:
+    return st;
 }
 
 static ladle_status tc_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *dy,
@@ -169,7 +193,12 @@ static ladle_status tc_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
     c.batch = n;
     c.ready = 1;
     c.training = op->training;
-    LADLE_CALL(v->conv->vt->layer_backward_weight(v->conv, &c, ctx->x, n));
+    const ladle_tensor *x = ctx->x;
+    if (v->extended) { /* another call may have left another x in xe */
+        LADLE_CALL(extend_copy(op, 0, x->data, v->xe->data, n));
+        x = v->xe;
+    }
+    LADLE_CALL(v->conv->vt->layer_backward_weight(v->conv, &c, x, n));
     if (op->nparams > 1)
         LADLE_CALL(op->be->fn->bias_grad(op->be, op->dtype, n, v->co, v->pout, dy->data,
                                          op->grads[1]->data));
@@ -177,7 +206,9 @@ fail:
     return st;
 }
 
-static const ladle__part tc_parts[] = {LADLE__PART_OP(tconv, conv), LADLE__PARTS_END};
+static const ladle__part tc_parts[] = {LADLE__PART_OP(tconv, conv),
+                                       LADLE__PART_TENSOR(tconv, xe),
+                                       LADLE__PART_TENSOR(tconv, ye), LADLE__PARTS_END};
 
 static void tc_destroy(ladle_op *op) { ladle__parts_free(op->impl, tc_parts, op->be); }
 
@@ -205,6 +236,35 @@ static const ladle_op_vtable tc_vt = {
     .param_bound = tc_param_bound,
 };
 
+/* Whether C's output (its y) has more cells than x, and then the
+ * buffers and strides of the extension. */
+static ladle_status plan_extension(tconv *v, int nd, const int64_t *xs, ladle_dtype dtype,
+                                   ladle_device device)
+{
+    ladle_status st = LADLE_OK;
+    int cn;
+    int64_t cs[5], e[4] = {xs[1], 1, 1, 1};
+    LADLE_CALL(ladle_op_y_shape(v->conv, &cn, cs));
+    v->box[0] = xs[1];
+    v->box[1] = v->box[2] = v->box[3] = 1;
+    for (int i = 0; i < nd; i++) {
+        v->box[4 - nd + i] = xs[2 + i];
+        e[4 - nd + i] = cs[2 + i];
+        v->extended |= cs[2 + i] != xs[2 + i];
+    }
+    if (!v->extended)
+        return LADLE_OK;
+    v->xs[3] = v->es[3] = 1;
+    for (int i = 2; i >= 0; i--) {
+        v->xs[i] = v->xs[i + 1] * v->box[i + 1];
+        v->es[i] = v->es[i + 1] * e[i + 1];
+    }
+    LADLE_CALL(ladle_tensor_create(dtype, device, cn, cs, &v->xe)); /* zeros */
+    LADLE_CALL(ladle_tensor_create(dtype, device, cn, cs, &v->ye));
+fail:
+    return st;
+}
+
 ladle_status ladle_conv_transpose_create(const ladle_conv_transpose_desc *d,
                                          const int64_t x_shape[], ladle_dtype dtype,
                                          ladle_device device, uint64_t seed, ladle_op **out)
@@ -224,6 +284,7 @@ ladle_status ladle_conv_transpose_create(const ladle_conv_transpose_desc *d,
     v = ladle__calloc(1, sizeof *v);
     LADLE_CHECK(v != NULL, LADLE_ERR_ALLOC, "out of memory");
     LADLE_CALL(ladle_conv_create(&cd, ys, dtype, device, seed, &v->conv));
+    LADLE_CALL(plan_extension(v, d->nd, x_shape, dtype, device));
     v->co = ys[1];
     v->pout = 1;
     ws[0] = d->in_channels;
