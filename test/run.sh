@@ -112,6 +112,7 @@ test_errors: 1 2 3 4
 test_hostile: 1 2 3
 test_dist_linear: 1 2 3 4 6 9 12
 test_dist_conv: 1 2 3 4 6 8 12
+test_conv_transpose: 1 2 3 4 5 6
 test_dist_bn: 1 2 3 4 6 8 12
 test_dist_misc: 1 2 3 4 6 8 12
 test_dist_gpool: 1 2 3 4 5 6
@@ -165,6 +166,7 @@ test_repartition: 1 2 3 4
 test_halo: 1 2 4
 test_dist_linear: 1 2 4
 test_dist_conv: 1 2 4
+test_conv_transpose: 1 2 4
 test_dist_bn: 1 2 4
 test_dist_misc: 1 2 4
 test_dist_gpool: 1 2 4

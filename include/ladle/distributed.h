@@ -120,6 +120,33 @@ LADLE_API ladle_status ladle_dist_conv_create(const ladle_conv_desc *d,
                                               ladle_op **op);
 
 /*
+ * Transposed convolution 1-3d (the options of ladle_conv_transpose_desc)
+ * with a spatially partitioned input: the adjoint of the spatially
+ * partitioned convolution C = ladle_dist_conv_create from C_out to C_in
+ * channels over y's global extents, as a layer. y (global shape N x C_out
+ * x O..., the sequential layer's) is decomposed in balance over p_x, as
+ * C's input; x (global x_shape) as C's output (ladle_op_x_layout). The
+ * forward runs C's adjoint: the local transposed convolution of each
+ * rank's block (the sequential layer's kernels: the input gradient of a
+ * convolution without padding), then the halo exchange's adjoint adds the
+ * cells written into the halo to their owners' blocks; the backward runs C
+ * (the halo exchange, then the local convolution). The weight and the bias
+ * are replicated on every rank of p_x (partition rank 0 owns them);
+ * backward_weight adds this rank's contribution and
+ * ladle_layer_sync_gradients sums them over p_x. d->flags may hold
+ * LADLE_CHECKED and LADLE_OVERLAP_HALO (C's). Collective over p_x. Returns
+ * the codes of ladle_conv_transpose_create and ladle_dist_conv_create
+ * (LADLE_ERR_PARTITION: p_x of the wrong rank, or splitting channels), and
+ * LADLE_ERR_UNSUPPORTED for an output padding of at least the stride, the
+ * same on every rank.
+ */
+LADLE_API ladle_status ladle_dist_conv_transpose_create(const ladle_conv_transpose_desc *d,
+                                                        const ladle_partition *p_x,
+                                                        const int64_t x_shape[],
+                                                        ladle_dtype dtype, ladle_device device,
+                                                        uint64_t seed, ladle_op **op);
+
+/*
  * A flag of ladle_dist_conv_create and ladle_dist_pool_create: overlap
  * the halo exchange with the interior. Each rank starts the exchange,
  * computes the outputs whose windows read only its own block (and the

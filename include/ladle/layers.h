@@ -238,6 +238,56 @@ LADLE_API ladle_status ladle_conv_create(const ladle_conv_desc *d, const int64_t
                                          ladle_dtype dtype, ladle_device device, uint64_t seed,
                                          ladle_op **op);
 
+/* Transposed convolution over 1 to 3 spatial dimensions, as PyTorch's
+ * ConvTranspose1d/2d/3d: the convolution's adjoint as a layer. x is
+ * N x C_in x S..., W is C_in x C_out/groups x K..., y is N x C_out x O...
+ * with O = (S - 1) s - 2p + d (K - 1) + output_padding + 1. Its forward is
+ * the backward (input gradient) of the convolution from C_out to C_in
+ * channels of the same kernel, stride, padding, dilation, groups and
+ * weight, taken from y's extents O to x's S; its backward is that
+ * convolution's forward, and its weight gradient that convolution's with
+ * the roles of x and dy exchanged. The bias (C_out) is added per output
+ * channel. Zeroed fields take defaults: groups, stride and dilation 0
+ * mean 1. Saves: x. */
+typedef struct ladle_conv_transpose_desc {
+    size_t size; /* sizeof(ladle_conv_transpose_desc), set by its _init (checked) */
+    int nd;      /* spatial dimensions: 1, 2 or 3 */
+    int64_t in_channels;
+    int64_t out_channels;
+    int64_t groups; /* both channel counts divisible by it; 0 means 1 */
+    int64_t kernel[3];
+    int64_t stride[3];         /* 0 means 1 */
+    int64_t padding[3];        /* removed from both ends of the full output */
+    int64_t output_padding[3]; /* added at the far end; below stride or dilation */
+    int64_t dilation[3];       /* 0 means 1 */
+    int bias;                  /* nonzero: with a bias per output channel */
+    ladle_padding_mode padding_mode; /* LADLE_PAD_ZEROS only (as PyTorch) */
+    unsigned flags; /* the distributed layer's: LADLE_CHECKED, LADLE_OVERLAP_HALO; 0 */
+} ladle_conv_transpose_desc;
+
+/* nd spatial dims, kernel k in each, stride 1, padding 0, output padding
+ * 0, dilation 1, groups 1, with bias, zero padding, no flags. Accepts NULL.
+ * Local. */
+LADLE_API void ladle_conv_transpose_desc_init(ladle_conv_transpose_desc *d, int nd,
+                                              int64_t in_channels, int64_t out_channels,
+                                              int64_t kernel);
+/* A transposed convolution over x of x_shape (N x C_in x S...). flags may
+ * hold the bits of ladle_dist_conv_transpose_create, which change nothing
+ * on one rank. Local. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE,
+ * LADLE_ERR_ARG (the descriptor's size,
+ * bad channel counts or groups, a kernel, stride or dilation below 1, a
+ * negative padding or output padding, an output padding not below the
+ * stride or the dilation, as PyTorch; an unknown flag or padding mode, and
+ * sizes whose output length overflows), LADLE_ERR_SHAPE (x's channels, an
+ * output length below 1, matrices above 2^31 rows or columns),
+ * LADLE_ERR_UNSUPPORTED (a padding mode other than zeros), LADLE_ERR_DEVICE,
+ * LADLE_ERR_ALLOC. An output padding of at least the stride (below the
+ * dilation) zero-extends x at the far ends into a planned buffer first. */
+LADLE_API ladle_status ladle_conv_transpose_create(const ladle_conv_transpose_desc *d,
+                                                   const int64_t x_shape[], ladle_dtype dtype,
+                                                   ladle_device device, uint64_t seed,
+                                                   ladle_op **op);
+
 /* Max and average pooling over 1 to 3 spatial dimensions. stride 0 means
  * the kernel size. Max pooling pads with -inf, supports dilation and
  * ceil_mode, and saves the winning index of each output (the first maximum in
