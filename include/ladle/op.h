@@ -70,7 +70,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_DIST_VOCAB_EMBEDDING, 35, "dist-vocab-embedding") /* rows split */  \
     X(LADLE_OP_DIST_REPLICATE, 36, "dist-replicate") /* data-parallel copies */      \
     X(LADLE_OP_DIST_TP, 37, "dist-tp") /* tensor and sequence parallel */            \
-    X(LADLE_OP_RESIDUAL, 38, "residual") /* y = x + f(x) */
+    X(LADLE_OP_RESIDUAL, 38, "residual") /* y = x + f(x) */                        \
+    X(LADLE_OP_GROUPNORM, 43, "groupnorm")                                                 \
+    X(LADLE_OP_DIST_GROUPNORM, 44, "dist-groupnorm")
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,
