@@ -97,6 +97,7 @@ test_pool: 1
 test_interp: 1
 test_batchnorm: 1
 test_layernorm: 1
+test_groupnorm: 1 2 3 4 5 6
 test_embedding: 1
 test_attention: 1
 test_optim: 1
@@ -152,6 +153,7 @@ test_pool: 1
 test_interp: 1
 test_batchnorm: 1
 test_layernorm: 1
+test_groupnorm: 1 2 4
 test_embedding: 1
 test_attention: 1
 test_gpt: 1 2

@@ -258,6 +258,32 @@ LADLE_API ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d
                                                    ladle_op **op);
 
 /*
+ * Group normalisation (the options of ladle_groupnorm_desc) with x of
+ * global shape x_shape (2 to 5 dimensions, as many as p_x's) decomposed in
+ * balance over p_x. The batch and the spatial dimensions may be split
+ * freely; the channels only where every channel block holds whole groups
+ * (each block's extent a multiple of c / groups), else the call refuses
+ * with LADLE_ERR_PARTITION. A group's values are spread over the ranks
+ * that share its batch and channel blocks (its peers): each pass sums per
+ * group on every rank, one all-sum-reduce gathers the ranks' sums in their
+ * slots (rank k of the peers writes slot k, the others are zero, so the
+ * reduction is exact) and every peer adds the slots in slot order, so all
+ * get bitwise the same statistics whatever the order of the messages, and
+ * the outputs and gradients equal the sequential layer's on the gathered
+ * tensors to rounding. Three such reductions per step (the mean and the
+ * variance in forward, the two backward sums together). gamma and beta
+ * are replicated on the ranks that share a channel block
+ * (ladle_layer_sync_gradients sums their gradients). d->flags:
+ * LADLE_CHECKED. Collective over p_x. Returns the codes of
+ * ladle_dist_linear_create.
+ */
+LADLE_API ladle_status ladle_dist_groupnorm_create(const ladle_groupnorm_desc *d,
+                                                   const ladle_partition *p_x,
+                                                   const int64_t x_shape[],
+                                                   ladle_dtype dtype, ladle_device device,
+                                                   ladle_op **op);
+
+/*
  * A loss (the options of ladle_loss_desc: every kind and reduction, class
  * weights, ignore_index) over an input of global shape input_shape (as
  * many dimensions as p_x's) decomposed in balance over p_x (a

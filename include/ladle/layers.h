@@ -460,6 +460,55 @@ LADLE_API ladle_status ladle_batchnorm_running_stats(const ladle_op *op, ladle_t
                                                      ladle_tensor **var);
 
 /*
+ * Group normalisation (PyTorch's GroupNorm): x is n x c x spatial (0 to 3
+ * spatial dimensions, ndim 2 to 5), the c channels are cut into
+ * d->num_groups groups of cg = c / groups consecutive channels, and each
+ * sample's group (cg channels, all their positions: M values) is
+ * normalised on its own:
+ *
+ *   mean = sum x / M,  var = sum (x - mean)^2 / M (biased),
+ *   y = (x - mean) / sqrt(var + eps) gamma[ch] + beta[ch]
+ *
+ * with gamma ("weight", ones) and beta ("bias", zeros) per channel when
+ * affine. No running statistics: training and evaluation alike. groups = 1
+ * normalises each sample over all its values (a layer norm with a per
+ * channel affine), groups = c each channel alone (an instance norm). The
+ * statistics are two passes, summed per channel on the device and folded
+ * into groups in double on the host. Saves: x (borrowed), the mean and
+ * 1/std per group, and the sums of dy and dy (x - mean) per sample and
+ * channel once backward or backward_weight has computed them (the other
+ * reuses them: both must get the same dy). Backward, with g = gamma dy and
+ * group sums S1 = sum g, S2 = sum g (x - mean):
+ *   dx = (g - S1 / M) / std - (x - mean) S2 / (M std^3)
+ *   dgamma += sum dy x-hat,  dbeta += sum dy (over samples and positions).
+ * The batch (dimension 0) may be smaller in a call. Runs on every device
+ * (its kernels are batch norm's).
+ */
+typedef struct ladle_groupnorm_desc {
+    size_t size; /* sizeof(ladle_groupnorm_desc), set by ladle_groupnorm_desc_init (checked by the calls that take it) */
+    int64_t num_groups;   /* G >= 1, dividing num_channels */
+    int64_t num_channels; /* C, x's extent in dimension 1 */
+    double eps;           /* default 1e-5; finite and > 0 */
+    int affine;           /* nonzero (the default): learn gamma and beta */
+    unsigned flags;       /* distributed flags (LADLE_CHECKED); default 0 */
+} ladle_groupnorm_desc;
+
+/* num_groups groups of num_channels channels, eps 1e-5, affine, no flags.
+ * Local. */
+LADLE_API void ladle_groupnorm_desc_init(ladle_groupnorm_desc *d, int64_t num_groups,
+                                         int64_t num_channels);
+/* Local. Returns LADLE_ERR_NULL (d, x_shape or op NULL), LADLE_ERR_ARG (a
+ * bad descriptor size; num_groups below 1 or not dividing num_channels;
+ * eps not finite and > 0; an unknown flag bit), LADLE_ERR_SHAPE (ndim
+ * outside 2 .. 5, x's channels not num_channels, a negative extent, an
+ * empty spatial extent), LADLE_ERR_DTYPE (not f32 or f64),
+ * LADLE_ERR_DEVICE, LADLE_ERR_ALLOC. The layer calls return what
+ * ladle_layer_* return for any layer. */
+LADLE_API ladle_status ladle_groupnorm_create(const ladle_groupnorm_desc *d, int ndim,
+                                              const int64_t x_shape[], ladle_dtype dtype,
+                                              ladle_device device, ladle_op **op);
+
+/*
  * Layer normalisation over the last k dimensions of x (PyTorch's
  * normalized_shape: the trailing x_shape[ndim - k ..]), L values per row
  * (their product), every leading index a row of its own:

@@ -74,7 +74,9 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_ALL_GATHER, 39, "all-gather") /* shards concatenated everywhere */      \
     X(LADLE_OP_REDUCE_SCATTER, 40, "reduce-scatter") /* sum, each keeps its shard */ \
     X(LADLE_OP_ADAPTIVE_MAX_POOL, 41, "adaptive-max-pool")                             \
-    X(LADLE_OP_DIST_ADAPTIVE_MAX_POOL, 42, "dist-adaptive-max-pool")                       \
+    X(LADLE_OP_DIST_ADAPTIVE_MAX_POOL, 42, "dist-adaptive-max-pool")                   \
+    X(LADLE_OP_GROUPNORM, 43, "groupnorm")                                             \
+    X(LADLE_OP_DIST_GROUPNORM, 44, "dist-groupnorm")                                   \
     X(LADLE_OP_CONV_TRANSPOSE, 45, "conv-transpose") /* the convolution's adjoint */ \
     X(LADLE_OP_DIST_CONV_TRANSPOSE, 46, "dist-conv-transpose")
 
