@@ -236,6 +236,31 @@ fail:
     return st;
 }
 
+void ladle__dist_channel_param_info(const ladle_op *op, const ladle__dist_base *base,
+                                    int64_t c_off, ladle__pinfo *info)
+{
+    const ladle_layout *l = op->x_layout;
+    info->ndim = 1;
+    info->global[0] = ladle_layout_global_shape(l)[1];
+    info->offset[0] = c_off;
+    const int *coords = ladle_partition_coords(ladle_layout_partition(l));
+    int owner = coords != NULL;
+    for (int d = 0; coords && d < ladle_layout_ndim(l); d++)
+        if (d != 1 && coords[d] != 0)
+            owner = 0;
+    info->owner = owner;
+    ladle__dist_sync_info(base->sync[0], base->gid[0], base->cnt[0], info);
+}
+
+ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n)
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < n; i++)
+        LADLE_CALL(ladle_op_forward(base->sync[0], base->grad[i], base->grad[i]));
+fail:
+    return st;
+}
+
 void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
                            ladle__pinfo *info)
 {

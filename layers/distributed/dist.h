@@ -192,6 +192,17 @@ void ladle__dist_param_bound(ladle_op *op, int i);
 void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
                            ladle__pinfo *info);
 
+/* The place of a per-channel parameter (batch and group norm's gamma and
+ * beta: this rank's channels c_off.. of x's channel dimension 1, summed by
+ * base's sync[0]); the ranks with coordinate 0 on every other axis own the
+ * blocks. */
+void ladle__dist_channel_param_info(const ladle_op *op, const ladle__dist_base *base,
+                                    int64_t c_off, ladle__pinfo *info);
+
+/* Sum the first n gradients over their copies with base's sync[0] (the
+ * per-channel parameters above). Collective over the copies. */
+ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n);
+
 /* Parameter i's group of rank r of the replicas' partition: its id and its
  * element count (0 for a rank without the parameter). */
 typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid,

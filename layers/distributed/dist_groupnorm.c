@@ -97,30 +97,15 @@ static ladle_status dgn_backward_weight(ladle_op *op, ladle_ctx *ctx,
 
 static ladle_status dgn_sync(ladle_op *op)
 {
-    ladle_status st = LADLE_OK;
     dgn *v = op->impl;
-    for (int i = 0; v->gn.affine && i < 2; i++)
-        LADLE_CALL(ladle_op_forward(v->base.sync[0], v->base.grad[i], v->base.grad[i]));
-fail:
-    return st;
+    return ladle__dist_channel_sync(&v->base, v->gn.affine ? 2 : 0);
 }
 
 static void dgn_param_info(const ladle_op *op, int i, ladle__pinfo *info)
 {
     const dgn *v = op->impl;
-    const ladle_layout *l = op->x_layout;
     (void)i;
-    info->ndim = 1;
-    info->global[0] = ladle_layout_global_shape(l)[1];
-    info->offset[0] = v->c_off;
-    /* the ranks with coordinate 0 on every other axis own the blocks */
-    const int *coords = ladle_partition_coords(ladle_layout_partition(l));
-    int owner = coords != NULL;
-    for (int d = 0; coords && d < ladle_layout_ndim(l); d++)
-        if (d != 1 && coords[d] != 0)
-            owner = 0;
-    info->owner = owner;
-    ladle__dist_sync_info(v->base.sync[0], v->base.gid[0], v->base.cnt[0], info);
+    ladle__dist_channel_param_info(op, &v->base, v->c_off, info);
 }
 
 static void dgn_destroy(ladle_op *op) { ladle__parts_free(op->impl, dgn_parts, op->be); }

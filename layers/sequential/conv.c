@@ -327,18 +327,8 @@ static const ladle_op_vtable conv_vt = {
 void ladle_conv_desc_init(ladle_conv_desc *d, int nd, int64_t in_channels, int64_t out_channels,
                           int64_t kernel)
 {
-    if (!LADLE_DESC_START(d))
-        return;
-    d->nd = nd;
-    d->in_channels = in_channels;
-    d->out_channels = out_channels;
-    d->groups = 1;
-    for (int i = 0; i < 3; i++) {
-        d->kernel[i] = kernel;
-        d->stride[i] = 1;
-        d->dilation[i] = 1;
-    }
-    d->bias = 1;
+    if (LADLE_DESC_START(d))
+        LADLE__CONV_DESC_DEFAULTS(d, nd, in_channels, out_channels, kernel);
 }
 
 /* The window of every spatial dimension (lower ones are unit extents). */

@@ -93,4 +93,21 @@ ladle_status ladle__conv_bias_chunk(const ladle_op *op, int grad, const void *t,
 ladle_status ladle__conv_wide_backward_weight(const ladle_op *op, const void *x, const void *dy,
                                       int64_t n);
 
+/* The defaults that ladle_conv_desc_init and ladle_conv_transpose_desc_init
+ * share (d already zeroed by LADLE_DESC_START): groups 1, every spatial
+ * dimension's kernel k with stride and dilation 1, a bias. */
+#define LADLE__CONV_DESC_DEFAULTS(d, nd_, cin, cout, k)                                    \
+    do {                                                                                   \
+        (d)->nd = (nd_);                                                                   \
+        (d)->in_channels = (cin);                                                          \
+        (d)->out_channels = (cout);                                                        \
+        (d)->groups = 1;                                                                   \
+        for (int i_ = 0; i_ < 3; i_++) {                                                   \
+            (d)->kernel[i_] = (k);                                                         \
+            (d)->stride[i_] = 1;                                                           \
+            (d)->dilation[i_] = 1;                                                         \
+        }                                                                                  \
+        (d)->bias = 1;                                                                     \
+    } while (0)
+
 #endif /* LADLE_CONV_IMPL_H */

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/sequential/conv_impl.h"
 #include "layers/sequential/conv_transpose_impl.h"
 #include "layers/sequential/layer_impl.h"
 #include "layers/sequential/pad_impl.h"
@@ -42,18 +43,8 @@ void ladle_conv_transpose_desc_init(ladle_conv_transpose_desc *d, int nd,
                                     int64_t in_channels, int64_t out_channels,
                                     int64_t kernel)
 {
-    if (!LADLE_DESC_START(d))
-        return;
-    d->nd = nd;
-    d->in_channels = in_channels;
-    d->out_channels = out_channels;
-    d->groups = 1;
-    for (int i = 0; i < 3; i++) {
-        d->kernel[i] = kernel;
-        d->stride[i] = 1;
-        d->dilation[i] = 1;
-    }
-    d->bias = 1;
+    if (LADLE_DESC_START(d))
+        LADLE__CONV_DESC_DEFAULTS(d, nd, in_channels, out_channels, kernel);
 }
 
 /* Spatial dimension i's window, and its output extent in *o. */
