@@ -252,6 +252,29 @@ void ladle__dist_channel_param_info(const ladle_op *op, const ladle__dist_base *
     ladle__dist_sync_info(base->sync[0], base->gid[0], base->cnt[0], info);
 }
 
+ladle_status ladle__dist_channel_sync_plan(ladle__make *m, ladle__dist_base *base,
+                                           const ladle_partition *p_x, int **cid,
+                                           int64_t **counts)
+{
+    ladle_status st = LADLE_OK;
+    int64_t box[LADLE_MAX_NDIM];
+    for (int r = 0; r < ladle_partition_size(p_x); r++) {
+        ladle_layout_box(m->lx, r, NULL, box);
+        (*counts)[r] = box[1];
+    }
+    LADLE_CALL(
+        ladle__make_step(m->comm,
+                         ladle__all_sum_reduce_groups(p_x, *cid, *counts, m->dtype,
+                                                      m->device, m->flags, &base->sync[0]),
+                         m->func));
+    base->gid[0] = *cid;
+    base->cnt[0] = *counts;
+    *cid = NULL;
+    *counts = NULL;
+fail:
+    return st;
+}
+
 ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n)
 {
     ladle_status st = LADLE_OK;

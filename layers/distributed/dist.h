@@ -199,6 +199,14 @@ void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *
 void ladle__dist_channel_param_info(const ladle_op *op, const ladle__dist_base *base,
                                     int64_t c_off, ladle__pinfo *info);
 
+/* Plan base's sync[0], the sum of the per-channel parameters' gradients
+ * over the ranks that hold the same channels (cid: each rank's group, as
+ * ladle__all_sum_reduce_groups takes it; counts: scratch of p_x's size).
+ * base takes cid and counts (then NULL). Collective over p_x. */
+ladle_status ladle__dist_channel_sync_plan(ladle__make *m, ladle__dist_base *base,
+                                           const ladle_partition *p_x, int **cid,
+                                           int64_t **counts);
+
 /* Sum the first n gradients over their copies with base's sync[0] (the
  * per-channel parameters above). Collective over the copies. */
 ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n);

@@ -460,18 +460,8 @@ static ladle_status plan_reductions(ladle__make *m, dbn *v, const ladle_partitio
                                                           m->device, m->flags, &v->dred),
                              f));
     }
-    if (v->affine) {
-        channel_counts(m->lx, size, 1, 0, *counts);
-        LADLE_CALL(ladle__make_step(
-            m->comm,
-            ladle__all_sum_reduce_groups(p_x, *cid, *counts, m->dtype, m->device, m->flags,
-                                         &v->base.sync[0]),
-            f));
-        v->base.gid[0] = *cid;
-        v->base.cnt[0] = *counts;
-        *cid = NULL;
-        *counts = NULL;
-    }
+    if (v->affine)
+        st = ladle__dist_channel_sync_plan(m, &v->base, p_x, cid, counts);
 fail:
     return st;
 }

@@ -239,21 +239,8 @@ static ladle_status plan_reductions(ladle__make *m, dgn *v, const ladle_partitio
                                                           m->device, m->flags, &v->red),
                              f));
     }
-    if (v->gn.affine) {
-        for (int r = 0; r < size; r++) {
-            ladle_layout_box(m->lx, r, NULL, box);
-            (*counts)[r] = box[1];
-        }
-        LADLE_CALL(ladle__make_step(
-            m->comm,
-            ladle__all_sum_reduce_groups(p_x, *cid, *counts, m->dtype, m->device, m->flags,
-                                         &v->base.sync[0]),
-            f));
-        v->base.gid[0] = *cid;
-        v->base.cnt[0] = *counts;
-        *cid = NULL;
-        *counts = NULL;
-    }
+    if (v->gn.affine)
+        st = ladle__dist_channel_sync_plan(m, &v->base, p_x, cid, counts);
 fail:
     return st;
 }
