@@ -89,6 +89,7 @@ test_data: 1 2 3
 test_text: 1
 test_augment: 1 2 3 4
 test_backend: 1
+test_half: 1 2
 test_linear: 1
 test_activation: 1
 test_loss: 1
@@ -145,6 +146,7 @@ test_cuda_norm: 1
 test_cuda_loss: 1
 test_cuda_planes: 1
 test_cuda_attn: 1
+test_half: 1
 test_linear: 1
 test_activation: 1
 test_loss: 1

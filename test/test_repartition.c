@@ -205,7 +205,7 @@ START_TEST(bad_input)
     LT_FAILS(ladle_repartition_create(la, l4, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_SHAPE);
     LT_FAILS(ladle_repartition_create(la, blk, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_ARG);
     LT_FAILS(ladle_repartition_create(la, NULL, LADLE_F64, lt_device(), 0, &op), LADLE_ERR_NULL);
-    LT_FAILS(ladle_repartition_create(la, lc, (ladle_dtype)5, lt_device(), 0, &op),
+    LT_FAILS(ladle_repartition_create(la, lc, LADLE_F16, lt_device(), 0, &op),
              LADLE_ERR_DTYPE);
     /* a tensor decomposed over a partition of another ndim (DistDL's
      * mismatched-partition cases) cannot even be laid out */

@@ -89,12 +89,24 @@ LADLE_API const char *ladle_error_message(void);
 LADLE_API void ladle_error_clear(void);
 
 /* Element types. LADLE_I64 holds integer class labels (for classification
- * losses and data sets); the primitives and layers compute in f32 or f64. */
-typedef enum ladle_dtype { LADLE_F32 = 1, LADLE_F64 = 2, LADLE_I64 = 3 } ladle_dtype;
+ * losses and data sets); the primitives and layers compute in f32 or f64.
+ * LADLE_BF16 (bfloat16: 8 exponent bits, 8 significant) and LADLE_F16 (IEEE
+ * binary16) are storage formats, 2 bytes an element as raw bits, the
+ * layouts PyTorch's bfloat16 and float16 use: tensors of them are made,
+ * copied, read, written, filled and converted (ladle_tensor_convert), on
+ * every device; the layers and primitives refuse them (LADLE_ERR_DTYPE)
+ * until their mixed-precision forms land (CHANGELOG says which do). */
+typedef enum ladle_dtype {
+    LADLE_F32 = 1,
+    LADLE_F64 = 2,
+    LADLE_I64 = 3,
+    LADLE_BF16 = 4,
+    LADLE_F16 = 5
+} ladle_dtype;
 
 /* Bytes per element, or 0 for an unknown type. Local. */
 LADLE_API size_t ladle_dtype_size(ladle_dtype dtype);
-/* "f32", "f64", "i64", or "unknown". Local. */
+/* "f32", "f64", "i64", "bf16", "f16", or "unknown". Local. */
 LADLE_API const char *ladle_dtype_name(ladle_dtype dtype);
 
 /* Where a tensor's memory lives. The device is a field of the tensor, never

@@ -76,6 +76,18 @@ LADLE_API ladle_status ladle_tensor_fill(ladle_tensor *t, double value);
  * LADLE_ERR_DEVICE, LADLE_ERR_UNSUPPORTED (strided tensors on two devices). */
 LADLE_API ladle_status ladle_tensor_copy(ladle_tensor *dst, const ladle_tensor *src);
 
+/* dst = src converted elementwise between f32, f64, bf16 and f16 (any
+ * pair; the same dtype copies): rounded to nearest, ties to even, values
+ * past the target's range to inf, NaN kept as a quiet NaN, subnormals
+ * kept; from f64 to bf16 or f16 rounded once (no double rounding). The
+ * bits are the same on every device. Shapes must match; both tensors
+ * contiguous, on one device, not overlapping. Queued on the device like
+ * the layers' calls (on the CPU done on return). Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_DTYPE (i64 or an unknown dtype),
+ * LADLE_ERR_SHAPE, LADLE_ERR_DEVICE (two devices, or none built),
+ * LADLE_ERR_UNSUPPORTED (strided), LADLE_ERR_ARG (overlapping). */
+LADLE_API ladle_status ladle_tensor_convert(ladle_tensor *dst, const ladle_tensor *src);
+
 /* Copy a contiguous tensor's numel elements, wherever it lives, to host
  * memory (read) or from it (write); returns once the copy is done. This is
  * how host code reaches a device tensor: its data pointer is the device's.
@@ -85,7 +97,8 @@ LADLE_API ladle_status ladle_tensor_read(const ladle_tensor *t, void *host);
 LADLE_API ladle_status ladle_tensor_write(ladle_tensor *t, const void *host);
 
 /* Element index of t (row-major over the shape, whatever the strides) as a
- * double, and setting it: f32, f64, and i64 (converted, exact up to 2^53).
+ * double, and setting it: f32, f64, bf16, f16 (set rounds to nearest
+ * even, once) and i64 (converted, exact up to 2^53).
  * Each call is one synchronous transfer through the tensor's backend, so it
  * is slow on a device: meant for tests and small scalars, never for loops
  * over data. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (index

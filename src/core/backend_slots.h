@@ -74,6 +74,11 @@ LADLE_SLOT(event_wait, (const ladle_backend *be, void *event), (be, event), ())
 LADLE_SLOT(event_sync, (const ladle_backend *be, void *event), (be, event), ())
 
 /* --- copies and boxes --- */
+/* The slots take dtype f32 or f64 (i64 where an entry says so), except
+ * these: copy, copy_box, pack, unpack and fill take every dtype, the 2-byte
+ * bf16 and f16 included (a box ADD of those adds in f32 and rounds once,
+ * to nearest even, as src/core/half.h does; fill rounds value so), and
+ * convert (revision 11) converts between them. */
 /* Contiguous copy of n elements (memmove semantics). */
 LADLE_SLOT(copy,
            (const ladle_backend *be, ladle_dtype dtype, int64_t n, const void *src,
@@ -663,3 +668,18 @@ LADLE_SLOT(adaptive_max_backward,
            (const ladle_backend *be, ladle_dtype dtype, const ladle_adaptive_geom *g,
             int64_t planes, const void *dy, const int64_t *idx, void *dx),
            (be, dtype, g, planes, dy, idx, dx), (dy, idx, dx))
+
+/* --- revision 11 --- */
+/* (CPU: src/backends/cpu/convert.c) */
+/* y[i] = x[i] converted from dtype xt to dtype yt, for i < n; xt and yt
+ * each f32, f64, bf16 or f16 (the same dtype copies). Narrowing rounds to
+ * nearest, ties to even; values past the target's largest finite one
+ * become inf, a NaN stays a quiet NaN of its sign, subnormals are kept;
+ * from f64 to a 2-byte format the rounding is done once (src/core/half.h
+ * defines every case, bit for bit, and every backend gives its bits).
+ * Contiguous; x and y do not overlap unless they are the same pointer with
+ * xt == yt. */
+LADLE_SLOT(convert,
+           (const ladle_backend *be, ladle_dtype xt, int64_t n, const void *x, ladle_dtype yt,
+            void *y),
+           (be, xt, n, x, yt, y), (x, y))

@@ -88,6 +88,8 @@ ladle_status ladle__check_size(const char *func, const char *what, size_t size, 
 
 /* 1 for the floating-point dtypes the operators compute in. */
 int ladle__is_real(ladle_dtype dtype);
+/* bf16 or f16: the 2-byte storage formats (src/core/half.h) */
+int ladle__is_half(ladle_dtype dtype);
 
 /* Allocation helpers: zeroed memory, or NULL (the caller raises). */
 void *ladle__calloc(size_t count, size_t size);

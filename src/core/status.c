@@ -141,6 +141,9 @@ ladle_status ladle__raise_mpi(int mpi_code, const char *func, const char *call)
 size_t ladle_dtype_size(ladle_dtype dtype)
 {
     switch (dtype) {
+    case LADLE_BF16:
+    case LADLE_F16:
+        return 2;
     case LADLE_F32:
         return 4;
     case LADLE_F64:
@@ -159,6 +162,10 @@ const char *ladle_dtype_name(ladle_dtype dtype)
         return "f64";
     case LADLE_I64:
         return "i64";
+    case LADLE_BF16:
+        return "bf16";
+    case LADLE_F16:
+        return "f16";
     }
     return "unknown";
 }
@@ -413,3 +420,5 @@ ladle_status ladle__mpi_count(const char *func, const char *what, int64_t n, int
 }
 
 int ladle__is_real(ladle_dtype dtype) { return dtype == LADLE_F32 || dtype == LADLE_F64; }
+
+int ladle__is_half(ladle_dtype dtype) { return dtype == LADLE_BF16 || dtype == LADLE_F16; }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "src/core/backend.h"
+#include "src/core/half.h"
 
 void ladle__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 {
@@ -347,6 +348,48 @@ fail:
     return st;
 }
 
+static int convertible(ladle_dtype t) { return ladle__is_real(t) || ladle__is_half(t); }
+
+/* two byte ranges that share a byte */
+static int overlap(const ladle_tensor *a, const ladle_tensor *b)
+{
+    const char *pa = a->data, *pb = b->data;
+    size_t na = (size_t)a->numel * ladle_dtype_size(a->dtype);
+    size_t nb = (size_t)b->numel * ladle_dtype_size(b->dtype);
+    return pa < pb + nb && pb < pa + na;
+}
+
+ladle_status ladle_tensor_convert(ladle_tensor *dst, const ladle_tensor *src)
+{
+    ladle_status st = LADLE_OK;
+    char sa[128], sb[128];
+    const ladle_backend *bd, *bs;
+    LADLE_NOT_NULL(dst);
+    LADLE_NOT_NULL(src);
+    LADLE_CHECK(convertible(dst->dtype) && convertible(src->dtype), LADLE_ERR_DTYPE,
+                "no conversion from %s to %s (f32, f64, bf16 and f16 convert)",
+                ladle_dtype_name(src->dtype), ladle_dtype_name(dst->dtype));
+    int same = dst->ndim == src->ndim;
+    for (int d = 0; same && d < dst->ndim; d++)
+        same = dst->shape[d] == src->shape[d];
+    LADLE_CHECK(same, LADLE_ERR_SHAPE, "shapes %s and %s differ",
+                ladle__fmt_shape64(sa, sizeof sa, dst->ndim, dst->shape),
+                ladle__fmt_shape64(sb, sizeof sb, src->ndim, src->shape));
+    LADLE_CALL(backend_of(__func__, dst, &bd));
+    LADLE_CALL(backend_of(__func__, src, &bs));
+    LADLE_CHECK(bd == bs, LADLE_ERR_DEVICE, "src on %s, dst on %s: convert on one device",
+                ladle_device_name(src->device), ladle_device_name(dst->device));
+    LADLE_CHECK(ladle_tensor_is_contiguous(dst) && ladle_tensor_is_contiguous(src),
+                LADLE_ERR_UNSUPPORTED, "a conversion of strided tensors");
+    if (dst->numel == 0)
+        return LADLE_OK;
+    LADLE_CHECK(!overlap(dst, src) || (dst->data == src->data && dst->dtype == src->dtype),
+                LADLE_ERR_ARG, "src and dst overlap");
+    LADLE_CALL(bd->fn->convert(bd, src->dtype, src->numel, src->data, dst->dtype, dst->data));
+fail:
+    return st;
+}
+
 /* The whole of a contiguous tensor to host memory or from it. */
 static ladle_status transfer(const char *func, const ladle_tensor *t, void *host,
                              const void *from_host)
@@ -397,6 +440,7 @@ typedef union element {
     float f;
     double d;
     int64_t i;
+    uint16_t h; /* bf16, f16 */
 } element;
 
 static ladle_status element_io(const char *func, const ladle_tensor *t, int64_t i, void *get,
@@ -424,7 +468,22 @@ ladle_status ladle_tensor_get(const ladle_tensor *t, int64_t index, double *valu
     LADLE_CHECK(ladle_dtype_size(t->dtype) != 0, LADLE_ERR_DTYPE, "unknown dtype %d",
                 (int)t->dtype);
     LADLE_CALL(element_io(__func__, t, index, &e, NULL));
-    *value = t->dtype == LADLE_F32 ? (double)e.f : t->dtype == LADLE_F64 ? e.d : (double)e.i;
+    switch (t->dtype) {
+    case LADLE_F32:
+        *value = e.f;
+        break;
+    case LADLE_BF16:
+        *value = ladle__bf16_to_f32(e.h);
+        break;
+    case LADLE_F16:
+        *value = ladle__f16_to_f32(e.h);
+        break;
+    case LADLE_I64:
+        *value = (double)e.i;
+        break;
+    default:
+        *value = e.d;
+    }
 fail:
     return st;
 }
@@ -453,6 +512,10 @@ ladle_status ladle_tensor_set(ladle_tensor *t, int64_t index, double value)
         e.i = (int64_t)value;
     } else if (t->dtype == LADLE_F32) {
         e.f = (float)value;
+    } else if (t->dtype == LADLE_BF16) {
+        e.h = ladle__f64_to_bf16(value);
+    } else if (t->dtype == LADLE_F16) {
+        e.h = ladle__f64_to_f16(value);
     } else {
         e.d = value;
     }

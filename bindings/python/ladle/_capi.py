@@ -43,7 +43,7 @@ SELF = -1
 OK = 0
 
 # enums
-F32, F64, I64 = 1, 2, 3
+F32, F64, I64, BF16, F16 = 1, 2, 3, 4, 5
 CPU, CUDA, GUARDED = 0, 1, 2
 TRANSPOSE_SRC, TRANSPOSE_DEST, CHECKED = 0x1, 0x2, 0x4
 
@@ -257,6 +257,7 @@ PROTOTYPES = [
     ("ladle_tensor_is_contiguous", c_int, [H]),
     ("ladle_tensor_fill", S, [H, c_double]),
     ("ladle_tensor_copy", S, [H, H]),
+    ("ladle_tensor_convert", S, [H, H]),
     ("ladle_tensor_dot", S, [H, H, POINTER(c_double)]),
     ("ladle_tensor_fill_random", S, [H, c_uint64, c_uint64]),
     # partitions

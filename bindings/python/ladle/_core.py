@@ -231,17 +231,19 @@ class _Handle:
 # ---- dtypes -------------------------------------------------------------------
 
 _NP_TO_LADLE = {np.dtype(np.float32): _capi.F32, np.dtype(np.float64): _capi.F64,
-                np.dtype(np.int64): _capi.I64}
+                np.dtype(np.int64): _capi.I64, np.dtype(np.float16): _capi.F16}
 _LADLE_TO_NP = {v: k for k, v in _NP_TO_LADLE.items()}
+# numpy has no bfloat16: a bf16 tensor's elements show as their raw bits
+_LADLE_TO_NP[_capi.BF16] = np.dtype(np.uint16)
 _DEVICES = {"cpu": _capi.CPU, "cuda": _capi.CUDA, "guarded": _capi.GUARDED}
 
 
 def ladle_dtype(dtype):
-    """The ladle dtype code of a numpy dtype (float32, float64, int64)."""
+    """The ladle dtype code of a numpy dtype (float32, float64, float16, int64)."""
     dt = np.dtype(dtype)
     if dt not in _NP_TO_LADLE:
-        raise _error("LADLE_ERR_DTYPE", "ladle handles float32, float64 (and int64 labels), "
-                     "not %s" % dt)
+        raise _error("LADLE_ERR_DTYPE", "ladle handles float32, float64, float16 (and int64 "
+                     "labels), not %s" % dt)
     return _NP_TO_LADLE[dt]
 
 
@@ -486,6 +488,12 @@ class Tensor(_Handle):
     def fill(self, value):
         """Set every element (through ladle, on the tensor's device)."""
         check(lib.ladle_tensor_fill(self.handle, float(value)))
+
+    def convert_from(self, src):
+        """self = src converted elementwise (f32, f64, f16, bf16; rounded to
+        nearest even, once), on one device; shapes must match."""
+        src = as_tensor(src)  # alive until the call returns
+        check(lib.ladle_tensor_convert(self.handle, src.handle))
 
     def fill_random(self, seed, stream=0):
         """Uniform values in [-1, 1) from ladle's counter-based generator."""

@@ -46,6 +46,24 @@ def test_wrap_refuses_negative_strides_and_other_dtypes():
     assert e.value.name == "LADLE_ERR_DTYPE" and "int32" in e.value.message
 
 
+def test_convert_rounds_as_numpy_does():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(4096) * np.exp2(rng.integers(-30, 20, 4096))
+    a[:4] = [np.inf, -np.inf, 65520.0, 2.0 ** -25]
+    h = np.zeros(4096, dtype=np.float16)
+    ladle.Tensor.wrap(h).convert_from(ladle.Tensor.wrap(a))
+    # numpy's float64 -> float16 is rounded once, to nearest even
+    with np.errstate(over="ignore"):  # the values past 65504 become inf, as wanted
+        want = a.astype(np.float16)
+    assert np.array_equal(h.view(np.uint16), want.view(np.uint16))
+    back = np.zeros(4096)
+    ladle.Tensor.wrap(back).convert_from(ladle.Tensor.wrap(h))
+    assert np.array_equal(back, h.astype(np.float64))
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.Tensor.wrap(h).convert_from(ladle.Tensor.wrap(np.zeros(5)))
+    assert e.value.name == "LADLE_ERR_SHAPE"
+
+
 def test_ladle_random_fill_seen_in_numpy():
     a = np.zeros(100)
     t = ladle.Tensor.wrap(a)

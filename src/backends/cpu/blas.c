@@ -29,6 +29,10 @@ ladle_status ladle__cpu_axpy(const ladle_backend *be, ladle_dtype dtype, int64_t
 ladle_status ladle__cpu_fill(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                              double value, void *x)
 {
+    if (dtype == LADLE_BF16 || dtype == LADLE_F16) {
+        ladle__cpu_fill_half(dtype, n, value, x);
+        return LADLE_OK;
+    }
     LADLE_CPU_TYPED(dtype == LADLE_F32, vec_fill, (n, value, x));
     return LADLE_OK;
 }

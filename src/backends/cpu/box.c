@@ -93,7 +93,10 @@ ladle_status ladle__cpu_copy_box(const ladle_backend *be, ladle_dtype dtype,
     for (;;) {
         const char *s = mode == LADLE_BOX_ZERO ? NULL : (const char *)src + (size_t)so * es;
         char *dp = (char *)dst + (size_t)doff * es;
-        if (dtype == LADLE_F32)
+        if (es == 2)
+            ladle__cpu_row_half(mode, dtype, e[inner], (const uint16_t *)s, ss[inner],
+                                (uint16_t *)dp, ds[inner]);
+        else if (dtype == LADLE_F32)
             row_f32(mode, e[inner], (const float *)s, ss[inner], (float *)dp, ds[inner]);
         else
             row_f64(mode, e[inner], (const double *)s, ss[inner], (double *)dp, ds[inner]);

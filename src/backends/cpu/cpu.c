@@ -90,6 +90,8 @@ const ladle_backend_table ladle__cpu_table = {
     /* revision 10: adaptive max pooling */
     .adaptive_max_forward = ladle__cpu_adaptive_max_forward,
     .adaptive_max_backward = ladle__cpu_adaptive_max_backward,
+    /* revision 11 */
+    .convert = ladle__cpu_convert,
 };
 
 const ladle_backend ladle__cpu_backend = {

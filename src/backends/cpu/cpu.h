@@ -20,6 +20,13 @@ extern const ladle_backend_table ladle__cpu_table;
 #include "src/core/backend_slots.h"
 #undef LADLE_SLOT
 
+/* The 2-byte dtypes' parts of fill and of the box copies
+ * (src/backends/cpu/convert.c): n elements of bf16 or f16 set to value
+ * rounded to nearest even; one row of a box copy, strides in elements. */
+void ladle__cpu_fill_half(ladle_dtype dtype, int64_t n, double value, void *x);
+void ladle__cpu_row_half(ladle_box_mode mode, ladle_dtype dtype, int64_t n, const uint16_t *s,
+                         int64_t ss, uint16_t *d, int64_t ds);
+
 /* The type-generic kernel files (*.inc) hold each kernel once over an
  * element type T; each_dtype.h includes one once per dtype with T and its
  * suffix S (f32, f64) defined, and FN(name) names the instance, name_f32

@@ -24,6 +24,7 @@
 #include <limits.h>
 
 #include "src/backends/cuda/kernel.h"
+#include "src/core/half.h"
 
 namespace
 {
@@ -211,6 +212,11 @@ ladle_status ladle__cuda_scal(const ladle_backend *be, ladle_dtype dtype, int64_
 ladle_status ladle__cuda_fill(const ladle_backend *be, ladle_dtype dtype, int64_t n,
                               double value, void *x)
 {
+    if (dtype == LADLE_BF16 || dtype == LADLE_F16) /* the bits, rounded once here */
+        return elementwise(be, "fill", n, fill_kernel<uint16_t>,
+                           dtype == LADLE_BF16 ? ladle__f64_to_bf16(value)
+                                               : ladle__f64_to_f16(value),
+                           (uint16_t *)x);
     if (dtype == LADLE_F32)
         return elementwise(be, "fill", n, fill_kernel<float>, (float)value, (float *)x);
     return elementwise(be, "fill", n, fill_kernel<double>, value, (double *)x);

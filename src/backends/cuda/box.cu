@@ -20,6 +20,7 @@
  * elements' bits as unsigned words; ADD adds in the dtype.
  */
 #include "src/backends/cuda/walk.h"
+#include "src/core/half.h"
 
 namespace
 {
@@ -33,6 +34,17 @@ template <class T, int MODE> __global__ void box_kernel(ladle_walk w, const T *s
             dst[dof] = dst[dof] + src[so];
         else
             dst[dof] = T(0);
+    });
+}
+
+/* ADD of the 2-byte formats (BF: bf16, else f16): the sum in double,
+ * rounded once, as the CPU's box copy does */
+template <int BF> __global__ void box_add_half(ladle_walk w, const uint16_t *src, uint16_t *dst)
+{
+    ladle_walk_each(w, [&](int64_t so, int64_t dof) {
+        double a = BF ? ladle__bf16_to_f32(dst[dof]) : ladle__f16_to_f32(dst[dof]);
+        double b = BF ? ladle__bf16_to_f32(src[so]) : ladle__f16_to_f32(src[so]);
+        dst[dof] = BF ? ladle__f64_to_bf16(a + b) : ladle__f64_to_f16(a + b);
     });
 }
 
@@ -90,7 +102,10 @@ ladle_status copy_overlapping(const ladle_backend *be, size_t es, int64_t n,
         }
         return LADLE_OK;
     }
-    if (es == 4) {
+    if (es == 2) {
+        auto k = shift_copy<uint16_t>;
+        LADLE_LAUNCH_SYNC(k, 1, 1024, 0, st, (const uint16_t *)src, (uint16_t *)dst, n, up);
+    } else if (es == 4) {
         auto k = shift_copy<uint32_t>;
         LADLE_LAUNCH_SYNC(k, 1, 1024, 0, st, (const uint32_t *)src, (uint32_t *)dst, n, up);
     } else {
@@ -184,8 +199,13 @@ ladle_status ladle__cuda_copy_box(const ladle_backend *be, ladle_dtype dtype,
     unsigned blocks = ladle__cuda_blocks(be, vol, LADLE_CUDA_THREADS);
     ladle_walk w = ladle__walk_make(nd, e, ss, ds, (int64_t)blocks * LADLE_CUDA_THREADS);
     if (mode != LADLE_BOX_ADD)
-        return es == 4 ? move_box<uint32_t>(be, mode, w, blocks, src, dst)
-                       : move_box<uint64_t>(be, mode, w, blocks, src, dst);
+        return es == 2   ? move_box<uint16_t>(be, mode, w, blocks, src, dst)
+               : es == 4 ? move_box<uint32_t>(be, mode, w, blocks, src, dst)
+                         : move_box<uint64_t>(be, mode, w, blocks, src, dst);
+    if (dtype == LADLE_BF16)
+        return launch_box(be, box_add_half<1>, w, blocks, src, dst);
+    if (dtype == LADLE_F16)
+        return launch_box(be, box_add_half<0>, w, blocks, src, dst);
     if (dtype == LADLE_F32)
         return launch_box(be, box_kernel<float, LADLE_BOX_ADD>, w, blocks, src, dst);
     if (dtype == LADLE_F64)

@@ -111,6 +111,8 @@ static const ladle_backend_table cuda_table = {
     /* revision 10 */
     .adaptive_max_forward = ladle__cuda_adaptive_max_forward,
     .adaptive_max_backward = ladle__cuda_adaptive_max_backward,
+    /* revision 11 */
+    .convert = ladle__cuda_convert,
 };
 
 static ladle_cuda_state cuda_state = {

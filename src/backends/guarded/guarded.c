@@ -293,6 +293,7 @@ static const ladle_backend_table guarded_table = {
     .exp_rows = guarded_exp_rows,
     .adaptive_max_forward = guarded_adaptive_max_forward,
     .adaptive_max_backward = guarded_adaptive_max_backward,
+    .convert = guarded_convert,
 };
 
 const ladle_backend ladle__guarded_backend = {

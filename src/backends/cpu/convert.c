@@ -1,0 +1,105 @@
+/*
+ * The 2-byte formats on the CPU: convert between f32, f64, bf16 and f16,
+ * and the pieces of fill and the box copies that bf16 and f16 need. The
+ * rounding is src/core/half.h's, so every backend gives the same bits.
+ */
+#include "src/backends/cpu/cpu.h"
+#include "src/core/half.h"
+
+/* One element of any of the four dtypes, widened exactly to double. */
+static double load(ladle_dtype t, const void *p, int64_t i)
+{
+    switch (t) {
+    case LADLE_F32:
+        return ((const float *)p)[i];
+    case LADLE_BF16:
+        return ladle__bf16_to_f32(((const uint16_t *)p)[i]);
+    case LADLE_F16:
+        return ladle__f16_to_f32(((const uint16_t *)p)[i]);
+    default:
+        return ((const double *)p)[i];
+    }
+}
+
+/* The value rounded once into dtype t (from f64, to odd through f32 for
+ * the halves), stored. */
+static void store(ladle_dtype t, void *p, int64_t i, double v)
+{
+    switch (t) {
+    case LADLE_F32:
+        ((float *)p)[i] = (float)v;
+        return;
+    case LADLE_BF16:
+        ((uint16_t *)p)[i] = ladle__f64_to_bf16(v);
+        return;
+    case LADLE_F16:
+        ((uint16_t *)p)[i] = ladle__f64_to_f16(v);
+        return;
+    default:
+        ((double *)p)[i] = v;
+    }
+}
+
+/* The common cases, loops the compiler can vectorise. */
+static void f32_to_bf16(int64_t n, const float *x, uint16_t *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = ladle__f32_to_bf16(x[i]);
+}
+
+static void bf16_to_f32(int64_t n, const uint16_t *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = ladle__bf16_to_f32(x[i]);
+}
+
+ladle_status ladle__cpu_convert(const ladle_backend *be, ladle_dtype xt, int64_t n,
+                                const void *x, ladle_dtype yt, void *y)
+{
+    if (n <= 0)
+        return LADLE_OK;
+    if (xt == yt)
+        return ladle__cpu_copy(be, xt, n, x, y);
+    if (xt == LADLE_F32 && yt == LADLE_BF16) {
+        f32_to_bf16(n, x, y);
+    } else if (xt == LADLE_BF16 && yt == LADLE_F32) {
+        bf16_to_f32(n, x, y);
+    } else if (xt == LADLE_F32 && yt == LADLE_F16) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)y)[i] = ladle__f32_to_f16(((const float *)x)[i]);
+    } else {
+        /* through double: exact for every source, and store rounds once */
+        for (int64_t i = 0; i < n; i++)
+            store(yt, y, i, load(xt, x, i));
+    }
+    return LADLE_OK;
+}
+
+void ladle__cpu_fill_half(ladle_dtype dtype, int64_t n, double value, void *x)
+{
+    uint16_t bits =
+        dtype == LADLE_BF16 ? ladle__f64_to_bf16(value) : ladle__f64_to_f16(value);
+    for (int64_t i = 0; i < n; i++)
+        ((uint16_t *)x)[i] = bits;
+}
+
+void ladle__cpu_row_half(ladle_box_mode mode, ladle_dtype dtype, int64_t n,
+                         const uint16_t *s, int64_t ss, uint16_t *d, int64_t ds)
+{
+    if (mode == LADLE_BOX_ZERO) {
+        for (int64_t i = 0; i < n; i++)
+            d[i * ds] = 0;
+    } else if (mode == LADLE_BOX_COPY) {
+        for (int64_t i = 0; i < n; i++)
+            d[i * ds] = s[i * ss];
+    } else {
+        /* the sum in double is exact, unless one addend lies so far below
+         * the other that it is under half the larger's last bit either
+         * way: then both the sum and its rounding are the larger addend,
+         * so the result is the sum rounded once */
+        for (int64_t i = 0; i < n; i++) {
+            double sum = load(dtype, d, i * ds) + load(dtype, s, i * ss);
+            store(dtype, d, i * ds, sum);
+        }
+    }
+}
