@@ -1,7 +1,9 @@
 /* Optimizers against their update rules written out here, schedules, and
  * the sequential container. */
 #include <math.h>
+#include <stdlib.h>
 
+#include "src/core/half.h"
 #include "harness.h"
 
 /* Three steps of an optimizer on p from gradients g_t = (t+1) * g0 + p,
@@ -69,6 +71,110 @@ START_TEST(update_rules)
     ladle_optimizer_desc_init(&d, LADLE_OPT_ADAMW, 0.01);
     LT_ASSERT(d.weight_decay == 0.01, "AdamW's default decay");
     run_steps(&d, "adamw");
+}
+END_TEST
+
+/* A bf16 or f16 parameter steps through its f32 master: the master must be
+ * bit for bit the f32 parameter of the same optimizer fed the same
+ * gradients (values of the 2-byte format, so widening them is exact), and
+ * the parameter the master rounded to nearest even. */
+static void run_master(const ladle_optimizer_desc *d, ladle_dtype half, const char *what)
+{
+    enum { N = 37, STEPS = 40 };
+    int64_t n = N;
+    ladle_tensor *p32 = lt_tensor(LADLE_F32, 1, &n), *g32 = lt_tensor(LADLE_F32, 1, &n);
+    ladle_tensor *ph = lt_tensor(half, 1, &n), *gh = lt_tensor(half, 1, &n);
+    ladle_tensor *back = lt_tensor(LADLE_F32, 1, &n), *round = lt_tensor(half, 1, &n);
+    LT_OK(ladle_tensor_fill_random(p32, 11, 0));
+    LT_OK(ladle_tensor_convert(ph, p32)); /* the start, a value of the format */
+    LT_OK(ladle_tensor_convert(p32, ph));
+    ladle_optimizer *o32 = NULL, *oh = NULL;
+    LT_OK(ladle_optimizer_create(d, &o32));
+    LT_OK(ladle_optimizer_create(d, &oh));
+    LT_OK(ladle_optimizer_add_param(o32, p32, g32));
+    LT_OK(ladle_optimizer_add_param(oh, ph, gh));
+    ladle_tensor *m = ladle_optimizer_master(oh, 0);
+    LT_ASSERT(m != NULL && ladle_tensor_dtype(m) == LADLE_F32 &&
+                  ladle_optimizer_master(o32, 0) == NULL &&
+                  ladle_tensor_dtype(ladle_optimizer_state(oh, 0, 0)) == LADLE_F32,
+              "%s: an f32 master and f32 states", what);
+    for (int t = 0; t < STEPS; t++) {
+        LT_OK(ladle_tensor_fill_random(g32, 100 + (uint64_t)t, 0));
+        LT_OK(ladle_tensor_convert(gh, g32));
+        LT_OK(ladle_tensor_convert(g32, gh));
+        LT_OK(ladle_optimizer_step(o32));
+        LT_OK(ladle_optimizer_step(oh));
+    }
+    /* the 2-byte tensors read through f32 (exact) */
+    LT_OK(ladle_tensor_convert(back, ph));
+    double *want = lt_values(p32), *got = lt_values(m), *par = lt_values(back);
+    LT_OK(ladle_tensor_convert(round, p32));
+    LT_OK(ladle_tensor_convert(back, round));
+    double *rounded = lt_values(back);
+    int same = 1, rnd = 1;
+    for (int i = 0; i < N; i++)
+        same &= want[i] == got[i], rnd &= par[i] == rounded[i];
+    LT_ASSERT(same && rnd, "%s: master %.9g vs f32 %.9g (%s), parameter %.9g vs %.9g (%s)",
+              what, got[0], want[0], same ? "same" : "differ", par[0], rounded[0],
+              rnd ? "same" : "differ");
+    free(want), free(got), free(par), free(rounded);
+    ladle_optimizer_destroy(&o32);
+    ladle_optimizer_destroy(&oh);
+    LT_DESTROY(&p32, &g32, &ph, &gh, &back, &round);
+}
+
+START_TEST(master_weights_for_2_byte_parameters)
+{
+    ladle_optimizer_desc d;
+    for (int k = 0; k < 2; k++) {
+        ladle_dtype half = k ? LADLE_F16 : LADLE_BF16;
+        const char *name = ladle_dtype_name(half);
+        ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, 2e-3);
+        d.momentum = 0.9;
+        d.weight_decay = 0.01;
+        run_master(&d, half, name);
+        ladle_optimizer_desc_init(&d, LADLE_OPT_ADAMW, 1e-3);
+        run_master(&d, half, name);
+        ladle_optimizer_desc_init(&d, LADLE_OPT_ADAM, 1e-3);
+        d.weight_decay = 0.1;
+        run_master(&d, half, name);
+    }
+    /* 40 steps of 5e-4 from 1: each below half of bf16's last bit under 1
+     * (2^-9), so a bf16 parameter updated in place would stay 1; the
+     * master's sum moves it */
+    int64_t one = 1;
+    ladle_tensor *p = lt_tensor(LADLE_BF16, 1, &one), *g = lt_tensor(LADLE_BF16, 1, &one);
+    LT_OK(ladle_tensor_fill(p, 1.0));
+    LT_OK(ladle_tensor_fill(g, 0.5));
+    ladle_optimizer *sgd = NULL;
+    ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, 1e-3);
+    LT_OK(ladle_optimizer_create(&d, &sgd));
+    LT_OK(ladle_optimizer_add_param(sgd, p, g));
+    float want = 1.0f;
+    for (int t = 0; t < 40; t++) {
+        LT_OK(ladle_optimizer_step(sgd));
+        want = (float)((double)want - 1e-3 * 0.5); /* the slot's rule: in double, stored f32 */
+    }
+    LT_ASSERT(ladle__f32_to_bf16(1.0f - 5e-4f) == ladle__f32_to_bf16(1.0f) &&
+                  lt_get(ladle_optimizer_master(sgd, 0), 0) == want &&
+                  lt_get(p, 0) == ladle__bf16_to_f32(ladle__f32_to_bf16(want)) &&
+                  lt_get(p, 0) < 1.0,
+              "40 small steps: master %.9g (want %.9g), parameter %.9g",
+              lt_get(ladle_optimizer_master(sgd, 0), 0), (double)want, lt_get(p, 0));
+    ladle_optimizer_destroy(&sgd);
+    LT_DESTROY(&p, &g);
+    /* two dtypes, and i64, still refused */
+    ladle_optimizer *o = NULL;
+    ladle_optimizer_desc_init(&d, LADLE_OPT_SGD, 0.1);
+    LT_OK(ladle_optimizer_create(&d, &o));
+    int64_t n = 3;
+    ladle_tensor *b = lt_tensor(LADLE_BF16, 1, &n), *h = lt_tensor(LADLE_F16, 1, &n);
+    ladle_tensor *i = lt_tensor(LADLE_I64, 1, &n);
+    LT_FAILS_SAYING(ladle_optimizer_add_param(o, b, h), LADLE_ERR_DTYPE, "bf16");
+    LT_FAILS(ladle_optimizer_add_param(o, i, i), LADLE_ERR_DTYPE);
+    LT_ASSERT(ladle_optimizer_num_params(o) == 0, "nothing added");
+    ladle_optimizer_destroy(&o);
+    LT_DESTROY(&b, &h, &i);
 }
 END_TEST
 
@@ -223,4 +329,5 @@ START_TEST(sequential)
 }
 END_TEST
 
-LT_SUITE("optim", "optim", LT_CHECK_TIMEOUT, update_rules, schedules, bad_input, sequential)
+LT_SUITE("optim", "optim", LT_CHECK_TIMEOUT, update_rules, master_weights_for_2_byte_parameters,
+         schedules, bad_input, sequential)

@@ -11,14 +11,23 @@
 typedef struct slot {
     ladle_tensor *param, *grad;
     ladle_tensor *state[2]; /* on the parameter's device */
+    /* a bf16 or f16 parameter's f32 master copy, which the steps update
+     * (and round into param); NULL for f32 and f64 parameters */
+    ladle_tensor *master;
     const ladle_backend *be;
 } slot;
+
+/* the devices' numbers, 0 .. LADLE_GUARDED */
+#define N_DEVICES 3
 
 struct ladle_optimizer {
     ladle_optimizer_desc d;
     int64_t steps;
     int n, cap;
     slot *slots;
+    /* per device, the 2-byte gradients widened to f32 for a step: one
+     * buffer as long as the device's longest such parameter */
+    ladle_tensor *wide_grad[N_DEVICES];
 };
 
 void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind, double lr)
@@ -67,25 +76,51 @@ ladle_status ladle_optimizer_destroy(ladle_optimizer **o)
 {
     if (o == NULL || *o == NULL)
         return LADLE_OK;
-    for (int i = 0; i < (*o)->n; i++)
+    for (int i = 0; i < (*o)->n; i++) {
         for (int k = 0; k < 2; k++)
             ladle_tensor_destroy(&(*o)->slots[i].state[k]);
+        ladle_tensor_destroy(&(*o)->slots[i].master);
+    }
+    for (int d = 0; d < N_DEVICES; d++)
+        ladle_tensor_destroy(&(*o)->wide_grad[d]);
     ladle__free((*o)->slots);
     ladle__free(*o);
     *o = NULL;
     return LADLE_OK;
 }
 
+/* A 2-byte parameter's f32 master, its value now, and the device's widened
+ * gradient buffer grown to hold its gradient (a buffer that grows is
+ * replaced only once the master exists, so a failure leaves the old one). */
+static ladle_status add_master(ladle_optimizer *o, slot *s)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_tensor *p = s->param;
+    ladle_tensor *wide = NULL, **have = &o->wide_grad[p->device];
+    LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, p->ndim, p->shape, &s->master));
+    LADLE_CALL(ladle_tensor_convert(s->master, p));
+    if (*have == NULL || (*have)->numel < p->numel) {
+        LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, 1, &p->numel, &wide));
+        ladle_tensor_destroy(have);
+        *have = wide;
+    }
+fail:
+    return st;
+}
+
 ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
                                        ladle_tensor *grad)
 {
     ladle_status st = LADLE_OK;
-    slot s = {param, grad, {NULL, NULL}, NULL};
+    slot s = {param, grad, {NULL, NULL}, NULL, NULL};
     LADLE_NOT_NULL(o);
     LADLE_NOT_NULL(param);
     LADLE_NOT_NULL(grad);
-    LADLE_CHECK(ladle__is_real(param->dtype) && param->dtype == grad->dtype, LADLE_ERR_DTYPE,
-                "parameter and gradient must share an f32 or f64 dtype");
+    int half = ladle__is_half(param->dtype);
+    LADLE_CHECK((ladle__is_real(param->dtype) || half) && param->dtype == grad->dtype,
+                LADLE_ERR_DTYPE,
+                "parameter (%s) and gradient (%s) must share an f32, f64, bf16 or f16 dtype",
+                ladle_dtype_name(param->dtype), ladle_dtype_name(grad->dtype));
     int same = param->ndim == grad->ndim;
     for (int d = 0; same && d < param->ndim; d++)
         same = param->shape[d] == grad->shape[d];
@@ -102,9 +137,12 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
     for (int i = 0; i < o->n; i++)
         LADLE_CHECK(o->slots[i].param != param, LADLE_ERR_ARG, "the parameter is added twice");
     int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
+    ladle_dtype sdt = half ? LADLE_F32 : param->dtype;
     for (int k = 0; k < nstate; k++)
-        LADLE_CALL(ladle_tensor_create(param->dtype, param->device, param->ndim,
-                                       param->shape, &s.state[k]));
+        LADLE_CALL(ladle_tensor_create(sdt, param->device, param->ndim, param->shape,
+                                       &s.state[k]));
+    if (half)
+        LADLE_CALL(add_master(o, &s));
     slot *p = ladle__grow_int(o->slots, o->n, o->n + 1, &o->cap, sizeof *p, 16);
     LADLE_CHECK(p != NULL, LADLE_ERR_ALLOC, "out of memory");
     o->slots = p;
@@ -113,6 +151,7 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
 fail:
     ladle_tensor_destroy(&s.state[0]);
     ladle_tensor_destroy(&s.state[1]);
+    ladle_tensor_destroy(&s.master);
     return st;
 }
 
@@ -138,6 +177,17 @@ ladle_status ladle_optimizer_step(ladle_optimizer *o)
         int64_t n = s->param->numel;
         void *a = s->state[0] ? s->state[0]->data : NULL;
         void *b = s->state[1] ? s->state[1]->data : NULL;
+        if (s->master != NULL) {
+            /* the step in f32 on the master, from the gradient widened
+             * exactly; then the parameter is the master rounded once */
+            const ladle_backend *be = s->be;
+            void *g = o->wide_grad[s->param->device]->data;
+            LADLE_CALL(be->fn->convert(be, s->grad->dtype, n, s->grad->data, LADLE_F32, g));
+            LADLE_CALL(be->fn->optim_step(be, LADLE_F32, &o->d, t, n, s->master->data, g, a, b));
+            LADLE_CALL(be->fn->convert(be, LADLE_F32, n, s->master->data, s->param->dtype,
+                                       s->param->data));
+            continue;
+        }
         LADLE_CALL(s->be->fn->optim_step(s->be, s->param->dtype, &o->d, t, n, s->param->data,
                                          s->grad->data, a, b));
     }
@@ -180,6 +230,13 @@ ladle_tensor *ladle_optimizer_state(const ladle_optimizer *o, int i, int k)
     if (o == NULL || i < 0 || i >= o->n || k < 0 || k > 1)
         return NULL;
     return o->slots[i].state[k];
+}
+
+ladle_tensor *ladle_optimizer_master(const ladle_optimizer *o, int i)
+{
+    if (o == NULL || i < 0 || i >= o->n)
+        return NULL;
+    return o->slots[i].master;
 }
 
 ladle_status ladle_optimizer_set_steps(ladle_optimizer *o, int64_t steps)

@@ -61,8 +61,13 @@ LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
 /* Add one parameter and its gradient (same shape and dtype, contiguous,
  * on one device, borrowed: they must outlive the optimizer), or every
  * parameter of a layer (a container's too). State buffers are allocated
- * here, zeroed. Returns LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32 or f64,
- * or two dtypes), LADLE_ERR_SHAPE (the gradient's shape is not the
+ * here, zeroed. A bf16 or f16 parameter (mixed precision) gets an f32
+ * master copy, made here from its value, and f32 states: each step updates
+ * the master from the gradient widened to f32 (exactly) and rounds it,
+ * once, into the parameter, so that updates smaller than the parameter's
+ * last bit still add up (ladle_optimizer_master gives the copy). Returns
+ * LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32, f64, bf16 or f16, or two
+ * dtypes), LADLE_ERR_SHAPE (the gradient's shape is not the
  * parameter's: same element count is not enough), LADLE_ERR_ARG (not
  * contiguous, or the parameter added twice), LADLE_ERR_DEVICE,
  * LADLE_ERR_ALLOC; the optimizer is unchanged on failure. Local. */
@@ -88,6 +93,12 @@ LADLE_API int ladle_optimizer_num_params(const ladle_optimizer *opt);
  * Adam(W): 0 the first moment, 1 the second), or NULL. For checkpoints.
  * Local. */
 LADLE_API ladle_tensor *ladle_optimizer_state(const ladle_optimizer *opt, int i, int k);
+/* The f32 master copy of parameter i where the parameter is bf16 or f16
+ * (NULL for f32 and f64 parameters, or i out of range): what the steps
+ * update, the parameter being its rounding. For checkpoints: save it with
+ * the states; after writing it back, ladle_tensor_convert(param, master)
+ * brings the parameter along. Local. */
+LADLE_API ladle_tensor *ladle_optimizer_master(const ladle_optimizer *opt, int i);
 /* Restore the step count (with the state buffers, to resume a run). Local. */
 LADLE_API ladle_status ladle_optimizer_set_steps(ladle_optimizer *opt, int64_t steps);
 
