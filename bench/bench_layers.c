@@ -573,6 +573,50 @@ static void rowwise_table(ladle_dtype dt, double xb)
     xent_row("2048x1024 classes", 2048, 1024, dt);
 }
 
+/* ladle_tensor_convert of src into dst */
+typedef struct convert_run {
+    ladle_tensor *src, *dst;
+} convert_run;
+
+static double convert_once(void *arg)
+{
+    convert_run *c = arg;
+    double t0 = bench_now();
+    if (ladle_tensor_convert(c->dst, c->src) != LADLE_OK)
+        die("ladle_tensor_convert: ");
+    return bench_now() - t0;
+}
+
+/* The conversions mixed precision runs between f32 and the 2-byte formats,
+ * on x's 32x64x32x32 elements: bytes read and written against memcpy of as
+ * many. The rows are conversions, not layers: no backward. */
+static void convert_table(void)
+{
+    static const struct {
+        ladle_dtype from, to;
+        const char *shape;
+    } rows[] = {{LADLE_F32, LADLE_BF16, "f32 -> bf16 32x64x32x32"},
+                {LADLE_BF16, LADLE_F32, "bf16 -> f32 32x64x32x32"},
+                {LADLE_F32, LADLE_F16, "f32 -> f16 32x64x32x32"},
+                {LADLE_F16, LADLE_F32, "f16 -> f32 32x64x32x32"}};
+    int64_t n = 32 * 64 * 32 * 32;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        convert_run c = {NULL, NULL};
+        ref f;
+        double bytes = (double)n * (double)(ladle_dtype_size(rows[i].from) +
+                                            ladle_dtype_size(rows[i].to));
+        if (ladle_tensor_create(rows[i].from, LADLE_CPU, 1, &n, &c.src) != LADLE_OK ||
+            ladle_tensor_create(rows[i].to, LADLE_CPU, 1, &n, &c.dst) != LADLE_OK ||
+            ladle_tensor_fill(c.src, 0.3) != LADLE_OK || ref_copy_open(&f, bytes))
+            die("the conversions' tensors: ");
+        double tl, tf, q = time_pair(convert_once, &c, &f, &tl, &tf);
+        print_row("convert", rows[i].shape, tl, tf, bytes, q);
+        free(f.src), free(f.dst);
+        ladle_tensor_destroy(&c.src);
+        ladle_tensor_destroy(&c.dst);
+    }
+}
+
 /* The header of the GEMM and memcpy tables, the columns of print_row. */
 static void table_header(const char *ref_ms, const char *ladle_rate, const char *ref_rate)
 {
@@ -595,7 +639,7 @@ int main(int argc, char **argv)
         {"--only", 0, 0, NULL, &only,
          "linear,conv2d,convdirect,maxpool,avgpool,gavgpool,batchnorm,relu,gelu,leaky,"
          "sigmoid,"
-         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp",
+         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp,convert",
          0},
         {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
     };
@@ -620,6 +664,8 @@ int main(int argc, char **argv)
     pool_table(dt, xb);
     batchnorm_activation_table(dt, xb);
     rowwise_table(dt, xb);
+    if (wanted("convert"))
+        convert_table();
     MPI_Finalize();
     return 0;
 }

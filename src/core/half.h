@@ -46,14 +46,14 @@ LADLE_HD float ladle__bf16_to_f32(uint16_t h) { return ladle__bits_f32((uint32_t
 LADLE_HD uint16_t ladle__f32_to_bf16(float f)
 {
     uint32_t u = ladle__f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: quiet it, keep sign and payload's top */
-        return (uint16_t)((u >> 16) | 0x0040u);
     /* adding just under half a unit of the 16th bit, plus its lowest kept
      * bit, carries exactly when the dropped half is above a tie, or a tie
      * with an odd kept part; a carry out of the fraction steps the exponent,
-     * up to inf */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+     * up to inf. A NaN is quieted instead, its sign and payload's top kept
+     * (both computed, one chosen: no branch, so loops vectorise) */
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 LADLE_HD float ladle__f16_to_f32(uint16_t h)
