@@ -93,6 +93,12 @@ static void run_master(const ladle_optimizer_desc *d, ladle_dtype half, const ch
     LT_OK(ladle_optimizer_create(d, &oh));
     LT_OK(ladle_optimizer_add_param(o32, p32, g32));
     LT_OK(ladle_optimizer_add_param(oh, ph, gh));
+    /* the same 2-byte parameter with its gradient kept in f32 */
+    ladle_tensor *pf = lt_tensor(half, 1, &n);
+    ladle_optimizer *of = NULL;
+    LT_OK(ladle_tensor_copy(pf, ph));
+    LT_OK(ladle_optimizer_create(d, &of));
+    LT_OK(ladle_optimizer_add_param(of, pf, g32));
     ladle_tensor *m = ladle_optimizer_master(oh, 0);
     LT_ASSERT(m != NULL && ladle_tensor_dtype(m) == LADLE_F32 &&
                   ladle_optimizer_master(o32, 0) == NULL &&
@@ -104,7 +110,16 @@ static void run_master(const ladle_optimizer_desc *d, ladle_dtype half, const ch
         LT_OK(ladle_tensor_convert(g32, gh));
         LT_OK(ladle_optimizer_step(o32));
         LT_OK(ladle_optimizer_step(oh));
+        LT_OK(ladle_optimizer_step(of));
     }
+    double *fm = lt_values(ladle_optimizer_master(of, 0)), *om = lt_values(m);
+    int same_f = 1;
+    for (int i = 0; i < N; i++)
+        same_f &= fm[i] == om[i];
+    LT_ASSERT(same_f, "%s: the f32-gradient master differs", what);
+    free(fm), free(om);
+    ladle_optimizer_destroy(&of);
+    ladle_tensor_destroy(&pf);
     /* the 2-byte tensors read through f32 (exact) */
     LT_OK(ladle_tensor_convert(back, ph));
     double *want = lt_values(p32), *got = lt_values(m), *par = lt_values(back);
@@ -171,6 +186,9 @@ START_TEST(master_weights_for_2_byte_parameters)
     ladle_tensor *b = lt_tensor(LADLE_BF16, 1, &n), *h = lt_tensor(LADLE_F16, 1, &n);
     ladle_tensor *i = lt_tensor(LADLE_I64, 1, &n);
     LT_FAILS_SAYING(ladle_optimizer_add_param(o, b, h), LADLE_ERR_DTYPE, "bf16");
+    ladle_tensor *f64 = lt_tensor(LADLE_F64, 1, &n);
+    LT_FAILS(ladle_optimizer_add_param(o, b, f64), LADLE_ERR_DTYPE);
+    ladle_tensor_destroy(&f64);
     LT_FAILS(ladle_optimizer_add_param(o, i, i), LADLE_ERR_DTYPE);
     LT_ASSERT(ladle_optimizer_num_params(o) == 0, "nothing added");
     ladle_optimizer_destroy(&o);

@@ -99,7 +99,7 @@ static ladle_status add_master(ladle_optimizer *o, slot *s)
     ladle_tensor *wide = NULL, **have = &o->wide_grad[p->device];
     LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, p->ndim, p->shape, &s->master));
     LADLE_CALL(ladle_tensor_convert(s->master, p));
-    if (*have == NULL || (*have)->numel < p->numel) {
+    if (s->grad->dtype != LADLE_F32 && (*have == NULL || (*have)->numel < p->numel)) {
         LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, 1, &p->numel, &wide));
         ladle_tensor_destroy(have);
         *have = wide;
@@ -117,9 +117,12 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
     LADLE_NOT_NULL(param);
     LADLE_NOT_NULL(grad);
     int half = ladle__is_half(param->dtype);
-    LADLE_CHECK((ladle__is_real(param->dtype) || half) && param->dtype == grad->dtype,
-                LADLE_ERR_DTYPE,
-                "parameter (%s) and gradient (%s) must share an f32, f64, bf16 or f16 dtype",
+    /* a 2-byte parameter's gradient may be kept in f32 (accumulated there
+     * across microbatches, as the mixed-precision layers will) */
+    int grad_ok = param->dtype == grad->dtype || (half && grad->dtype == LADLE_F32);
+    LADLE_CHECK((ladle__is_real(param->dtype) || half) && grad_ok, LADLE_ERR_DTYPE,
+                "parameter (%s) and gradient (%s) must share an f32, f64, bf16 or f16 dtype "
+                "(or a bf16/f16 parameter an f32 gradient)",
                 ladle_dtype_name(param->dtype), ladle_dtype_name(grad->dtype));
     int same = param->ndim == grad->ndim;
     for (int d = 0; same && d < param->ndim; d++)
@@ -181,8 +184,11 @@ ladle_status ladle_optimizer_step(ladle_optimizer *o)
             /* the step in f32 on the master, from the gradient widened
              * exactly; then the parameter is the master rounded once */
             const ladle_backend *be = s->be;
-            void *g = o->wide_grad[s->param->device]->data;
-            LADLE_CALL(be->fn->convert(be, s->grad->dtype, n, s->grad->data, LADLE_F32, g));
+            void *g = s->grad->data;
+            if (s->grad->dtype != LADLE_F32) {
+                g = o->wide_grad[s->param->device]->data;
+                LADLE_CALL(be->fn->convert(be, s->grad->dtype, n, s->grad->data, LADLE_F32, g));
+            }
             LADLE_CALL(be->fn->optim_step(be, LADLE_F32, &o->d, t, n, s->master->data, g, a, b));
             LADLE_CALL(be->fn->convert(be, LADLE_F32, n, s->master->data, s->param->dtype,
                                        s->param->data));

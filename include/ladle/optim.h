@@ -62,8 +62,9 @@ LADLE_API ladle_status ladle_optimizer_destroy(ladle_optimizer **opt);
  * on one device, borrowed: they must outlive the optimizer), or every
  * parameter of a layer (a container's too). State buffers are allocated
  * here, zeroed. A bf16 or f16 parameter (mixed precision) gets an f32
- * master copy, made here from its value, and f32 states: each step updates
- * the master from the gradient widened to f32 (exactly) and rounds it,
+ * master copy, made here from its value, and f32 states; its gradient is
+ * of its dtype or f32. Each step updates the master from the gradient
+ * (widened to f32 exactly) and rounds it,
  * once, into the parameter, so that updates smaller than the parameter's
  * last bit still add up (ladle_optimizer_master gives the copy). Returns
  * LADLE_ERR_NULL, LADLE_ERR_DTYPE (not f32, f64, bf16 or f16, or two
