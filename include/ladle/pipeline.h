@@ -83,12 +83,15 @@ typedef enum ladle_pipe_style {
                                    worker s mod W), microbatches in groups of W */
     LADLE_PIPE_ZBH1 = 3,        /* 1F1B with the weight gradients deferred into
                                    the bubbles (zero-bubble H1) */
-    LADLE_PIPE_HYBRID = 4       /* 1F1B over replicated stages: each replica keeps
+    LADLE_PIPE_HYBRID = 4,      /* 1F1B over replicated stages: each replica keeps
                                    ceil(sum_{i>=j} r_i / r_j) microbatches in flight */
+    LADLE_PIPE_ZBV = 5          /* zero-bubble V: S = 2W stages, worker i holds
+                                   stages i and S-1-i; split B and W fill the
+                                   bubble at 1F1B's peak memory */
 } ladle_pipe_style;
 
-/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid" ("?" for an unknown
- * style). Local. */
+/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid", "zbv" ("?" for an
+ * unknown style). Local. */
 LADLE_API const char *ladle_pipe_style_name(ladle_pipe_style style);
 /* The style of one of those names into *style (set only on success). Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for an unknown name (the message
