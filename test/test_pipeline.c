@@ -214,7 +214,7 @@ static void run_case(int style, int S, const int *rep, int v, int m)
                 worst = fmax(worst, num / den);
             }
     }
-    LT_ASSERT(worst < 1e-10, "%s: parameters differ by %g (relative)", what, worst);
+    LT_ASSERT(worst < 1e-12, "%s: parameters differ by %g (relative)", what, worst);
     /* the timeline: this worker's compute actions, and all of them on worker 0 */
     int n = 0, want = 0, total = 0;
     const ladle_pipe_event *ev = NULL;
