@@ -119,7 +119,11 @@ typedef struct ladle_pipe_schedule ladle_pipe_schedule;
  * are numbered stage by stage, replica by replica: stage 0's replicas are
  * workers 0..r_0-1, and so on. The interleaved style instead takes S = W*v
  * stages on W = S/v workers (chunks = v) and needs m to be a multiple of W.
- * costs may be NULL (unit costs). A generated schedule ends each worker's
+ * The zbv style takes an even S = 2W on W workers (chunks 0 or 2) and any
+ * m: worker i holds stages i and 2W-1-i (the V; stage W-1 hands over to
+ * stage W on the same worker, and the first and last stages share worker
+ * 0). Its order is fixed by its phases and does not depend on the costs
+ * (it is best when F, B and W cost about the same). costs may be NULL (unit costs). A generated schedule ends each worker's
  * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
  * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
  * style, or another parameter out of range: the message says which),
