@@ -123,8 +123,9 @@ typedef struct ladle_pipe_schedule ladle_pipe_schedule;
  * m: worker i holds stages i and 2W-1-i (the V; stage W-1 hands over to
  * stage W on the same worker, and the first and last stages share worker
  * 0). Its order is fixed by its phases and does not depend on the costs
- * (it is best when F, B and W cost about the same). costs may be NULL (unit costs). A generated schedule ends each worker's
- * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
+ * (it is best when F, B and W cost about the same). costs may be NULL
+ * (unit costs). A generated schedule ends each worker's list with REDUCE
+ * and STEP of its stages (REDUCE only where r_j > 1).
  * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
  * style, or another parameter out of range: the message says which),
  * LADLE_ERR_ALLOC. */
