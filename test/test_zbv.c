@@ -4,6 +4,7 @@
  * its memory against 1F1B's and ZB-H1's in the same run. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -183,6 +184,46 @@ START_TEST(against_1f1b_zbh1)
 }
 END_TEST
 
+/* The text form keeps the V: written, parsed back, and also given as its
+ * compute actions only (the placement read off the actions, the messages
+ * added), it simulates to the same makespan. */
+START_TEST(text_round_trip)
+{
+    ladle_pipe_schedule *s = zbv(3, 7), *t = NULL, *u = NULL;
+    char *text = NULL, compute[4096];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    LT_ASSERT(f != NULL, "open_memstream");
+    LT_OK(ladle_pipe_schedule_write(s, f));
+    fclose(f);
+    LT_OK(ladle_pipe_schedule_parse(text, &t));
+    size_t at = 0;
+    for (int w = 0; w < 3; w++) {
+        const ladle_pipe_action *a = ladle_pipe_schedule_actions(s, w);
+        for (int k = 0; k < ladle_pipe_schedule_length(s, w); k++)
+            if (a[k].kind <= LADLE_PIPE_W)
+                at +=
+                    (size_t)snprintf(compute + at, sizeof compute - at, "%d%s%d ",
+                                     a[k].stage, ladle_pipe_kind_name(a[k].kind), a[k].mb);
+        at += (size_t)snprintf(compute + at, sizeof compute - at, "\n");
+    }
+    LT_ASSERT(at < sizeof compute, "the compute text fits");
+    LT_OK(ladle_pipe_schedule_parse(compute, &u));
+    ladle_pipe_sim a, b, c;
+    LT_OK(ladle_pipe_simulate(s, NULL, NULL, &a));
+    LT_OK(ladle_pipe_simulate(t, NULL, NULL, &b));
+    LT_OK(ladle_pipe_simulate(u, NULL, NULL, &c));
+    LT_ASSERT(a.makespan == b.makespan && a.makespan == c.makespan &&
+                  ladle_pipe_schedule_worker(u, 3, 0) == 2 &&
+                  ladle_pipe_schedule_worker(u, 5, 0) == 0,
+              "makespans %g %g %g", a.makespan, b.makespan, c.makespan);
+    ladle_pipe_sim_destroy(&a), ladle_pipe_sim_destroy(&b), ladle_pipe_sim_destroy(&c);
+    free(text);
+    ladle_pipe_schedule_destroy(&s), ladle_pipe_schedule_destroy(&t);
+    ladle_pipe_schedule_destroy(&u);
+}
+END_TEST
+
 /* The name, and the shapes the V cannot take. */
 START_TEST(names_and_bad_shapes)
 {
@@ -203,4 +244,4 @@ START_TEST(names_and_bad_shapes)
 END_TEST
 
 LT_SUITE("zbv", "zbv", 60, valid_and_stash, corrupted_refused, by_hand, against_1f1b_zbh1,
-         names_and_bad_shapes)
+         text_round_trip, names_and_bad_shapes)
