@@ -117,8 +117,9 @@ END_TEST
 /* p = 2, m = 2, unit costs per chunk, timed by hand from the order
  * (worker 0: 0F0 0F1 3F0 3B0 3W0 3F1 3B1 3W1 0B0 0W0 0B1 0W1; worker 1:
  * 1F0 2F0 1F1 2F1 2B0 2W0 1B0 2B1 1B1 1W0 2W1 1W1): worker 1 starts at 1
- * and runs without a gap to 13; worker 0 waits for 2F0 (3 to 3), for 2F1
- * (5 to 6) and for 1B0 (till 9, busy with 3W1 till then), ending at 13.
+ * (its first input) and runs without a gap to 13; worker 0 idles from 2
+ * to 3 waiting for 2F0, and every later input reaches it before it is free
+ * (2F1 at 5, 1B0 at 8 while 3W1 runs to 9, 1B1 at 10), ending at 13.
  * Makespan 13, busy 24, bubble 1 - 24/26 = 1/13. Stash: worker 0 holds at
  * most 3 chunks (0F0, 0F1, then 3F0 or 3F1), worker 1 all 4 forwards; with
  * half a stage's memory per chunk that is 1.5 and 2. */
