@@ -67,6 +67,12 @@ ladle_status ladle__pipe_check_values(int n, const double *const *v,
 ladle_status ladle__pipe_alloc(int workers, int stages, const int *replicas,
                                const int *placement, int m, ladle_pipe_schedule **out);
 
+/* The zero-bubble V order (pipe_zbv.c) into s, a schedule of 2W stages on
+ * W workers placed by ladle__pipe_v_placement, with empty lists. */
+ladle_status ladle__pipe_gen_zbv(ladle_pipe_schedule *s);
+/* The V: stage j on worker j for j < W, on worker 2W-1-j after (2W entries). */
+void ladle__pipe_v_placement(int workers, int *placement);
+
 /* Index of (kind, stage, mb) in a table of 9 * stages * (m + 1) entries. */
 static inline int64_t ladle__pipe_key(const ladle_pipe_schedule *s, ladle_pipe_action a)
 {

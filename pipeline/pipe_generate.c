@@ -303,6 +303,25 @@ ladle_status ladle__pipe_check_costs(const ladle_pipe_costs *c, int S)
     return ladle__pipe_check_values(7, v, names, S);
 }
 
+/* An empty schedule of zbv's shape: an even number of stages in a V over
+ * half as many workers. */
+static ladle_status alloc_v(int stages, int chunks, int m, ladle_pipe_schedule **out)
+{
+    ladle_status st = LADLE_OK;
+    int *placement = NULL;
+    LADLE_CHECK(stages % 2 == 0, LADLE_ERR_ARG,
+                "zbv: %d stages (an even number: two chunks on each worker)", stages);
+    LADLE_CHECK(chunks == 0 || chunks == 2, LADLE_ERR_ARG,
+                "zbv: %d chunks per worker (the V holds 2)", chunks);
+    placement = ladle__calloc((size_t)stages, sizeof(int));
+    LADLE_CHECK(placement != NULL, LADLE_ERR_ALLOC, "out of memory");
+    ladle__pipe_v_placement(stages / 2, placement);
+    LADLE_CALL(ladle__pipe_alloc(stages / 2, stages, NULL, placement, m, out));
+fail:
+    ladle__free(placement);
+    return st;
+}
+
 ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages, const int *replicas,
                                           int chunks, int m, const ladle_pipe_costs *costs,
                                           ladle_pipe_schedule **out)
@@ -310,7 +329,7 @@ ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages, co
     ladle_status st = LADLE_OK;
     ladle_pipe_schedule *s = NULL;
     LADLE_NOT_NULL(out);
-    LADLE_CHECK(style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_HYBRID, LADLE_ERR_ARG,
+    LADLE_CHECK(style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_ZBV, LADLE_ERR_ARG,
                 "unknown schedule style %d", (int)style);
     LADLE_CHECK(stages >= 1 && stages <= 1 << 16 && m >= 1 && m <= 1 << 20, LADLE_ERR_ARG,
                 "%d stages and %d microbatches (1 to 65536 and 1 to 2^20)", stages, m);
@@ -349,8 +368,13 @@ ladle_status ladle_pipe_schedule_generate(ladle_pipe_style style, int stages, co
         LADLE_CHECK(chunks == 1 || chunks == 0, LADLE_ERR_ARG, "%d chunks per worker", chunks);
         style = LADLE_PIPE_1F1B; /* one chunk per worker is plain 1F1B */
     }
-    LADLE_CALL(ladle__pipe_alloc(workers, stages, replicas, NULL, m, &s));
-    if (style == LADLE_PIPE_GPIPE)
+    if (style == LADLE_PIPE_ZBV)
+        LADLE_CALL(alloc_v(stages, chunks, m, &s));
+    else
+        LADLE_CALL(ladle__pipe_alloc(workers, stages, replicas, NULL, m, &s));
+    if (style == LADLE_PIPE_ZBV)
+        LADLE_CALL(ladle__pipe_gen_zbv(s));
+    else if (style == LADLE_PIPE_GPIPE)
         LADLE_CALL(gen_gpipe(s));
     else if (style == LADLE_PIPE_1F1B)
         LADLE_CALL(gen_1f1b(s));

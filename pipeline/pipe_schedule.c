@@ -10,7 +10,8 @@
 
 static const char *const kind_names[] = {"F",      "B",      "W",      "SEND_F", "RECV_F",
                                          "SEND_B", "RECV_B", "REDUCE", "STEP"};
-static const char *const style_names[] = {"gpipe", "1f1b", "interleaved", "zbh1", "hybrid"};
+static const char *const style_names[] = {"gpipe", "1f1b",   "interleaved",
+                                          "zbh1",  "hybrid", "zbv"};
 
 const char *ladle_pipe_kind_name(ladle_pipe_kind kind)
 {
@@ -19,7 +20,7 @@ const char *ladle_pipe_kind_name(ladle_pipe_kind kind)
 
 const char *ladle_pipe_style_name(ladle_pipe_style style)
 {
-    return style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_HYBRID ? style_names[style] : "?";
+    return style >= LADLE_PIPE_GPIPE && style <= LADLE_PIPE_ZBV ? style_names[style] : "?";
 }
 
 ladle_status ladle_pipe_style_parse(const char *name, ladle_pipe_style *style)
@@ -27,13 +28,14 @@ ladle_status ladle_pipe_style_parse(const char *name, ladle_pipe_style *style)
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(name);
     LADLE_NOT_NULL(style);
-    for (int i = LADLE_PIPE_GPIPE; i <= LADLE_PIPE_HYBRID; i++)
+    for (int i = LADLE_PIPE_GPIPE; i <= LADLE_PIPE_ZBV; i++)
         if (strcmp(name, style_names[i]) == 0) {
             *style = (ladle_pipe_style)i;
             return LADLE_OK;
         }
-    LADLE_CHECK(0, LADLE_ERR_ARG,
-                "'%s' is not a schedule style (gpipe, 1f1b, interleaved, zbh1, hybrid)", name);
+    LADLE_CHECK(
+        0, LADLE_ERR_ARG,
+        "'%s' is not a schedule style (gpipe, 1f1b, interleaved, zbh1, hybrid, zbv)", name);
 fail:
     return st;
 }

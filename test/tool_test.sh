@@ -192,6 +192,17 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
         printf '%s\n' "$out" | sed 's/^/     /'
         fails=$((fails + 1))
     fi
+    # ZB-V: four stages in a V on 2 ranks learns as well
+    out=$(timeout 300 $MPIEXEC -n 2 "$train" --pipeline zbv --microbatches 8 --epochs 1 \
+        --steps 60 --quiet 2>&1)
+    acc=$(printf '%s\n' "$out" | sed -n 's/.*test accuracy \([0-9]*\)\..*/\1/p' | tail -n 1)
+    if [ -n "$acc" ] && [ "$acc" -ge 50 ] && printf '%s\n' "$out" | grep -q "4 stages on 2 workers"; then
+        echo "ok   ladle-train --pipeline zbv: $acc% after 60 steps"
+    else
+        echo "FAIL ladle-train --pipeline zbv"
+        printf '%s\n' "$out" | sed 's/^/     /'
+        fails=$((fails + 1))
+    fi
     rm -rf "$tmp"
 else
     echo "skip ladle-train: no dataset at $data"

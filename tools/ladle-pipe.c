@@ -24,7 +24,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid] [--stages S]\n"
+            "usage: ladle-pipe [--schedule gpipe|1f1b|interleaved|zbh1|hybrid|zbv] [--stages S]\n"
             "                  [--microbatches M] [--chunks V] [--replicas R0,R1,...]\n"
             "                  [--f T0,T1,...] [--b ...] [--w ...] [--send ...] [--reduce ...]\n"
             "                  [--recv ...] [--param ...]\n"
@@ -37,6 +37,7 @@ static void usage(FILE *out)
             "--recv: a receiving worker's own time for a message across each boundary\n"
             "once it has arrived; --param: each stage's parameter memory, added to the\n"
             "peak memory of its workers (both default 0).\n"
+            "zbv takes an even S: two stages in a V on each of S/2 workers.\n"
             "--print writes the schedule in the text form; --svg the simulated timeline;\n"
             "--trace the same as Chrome-trace JSON. --help, --version.\n"
             "Exit status: 0 valid and simulated, 1 invalid, 2 bad options, files or costs.\n");
@@ -141,7 +142,7 @@ static int check_options(pipe_opts *o, int given_stages, int given_chunks)
     int kind = known ? (int)style : -1;
     if (!o->load && !known) {
         snprintf(why, sizeof why, "--schedule: '%s' is not one of gpipe, 1f1b, interleaved, "
-                 "zbh1, hybrid", o->style);
+                 "zbh1, hybrid, zbv", o->style);
         return fail(why);
     }
     if (o->nrep > 0 && kind != LADLE_PIPE_HYBRID)
@@ -237,8 +238,9 @@ static int make_schedule(const pipe_opts *o, double c[NCOSTS][MAXS], ladle_pipe_
         ladle_pipe_style style = LADLE_PIPE_GPIPE;
         st = ladle_pipe_style_parse(o->style, &style);
         if (st == LADLE_OK)
-            st = ladle_pipe_schedule_generate(style, o->S, o->nrep ? o->rep : NULL, o->v, o->m,
-                                              costs, s);
+            st = ladle_pipe_schedule_generate(style, o->S, o->nrep ? o->rep : NULL,
+                                              style == LADLE_PIPE_ZBV ? 2 : o->v, o->m, costs,
+                                              s);
     }
     if (st != LADLE_OK) {
         fprintf(stderr, "ladle-pipe: %s\n", ladle_error_message());

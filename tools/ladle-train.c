@@ -57,7 +57,7 @@ static void usage(void)
            "  --stop-after E       leave after epoch E < --epochs, as if interrupted\n"
            "  --summary FILE       append one line of results to FILE\n"
            "pipeline (instead of the layout above; see docs/pipeline.md):\n"
-           "  --pipeline S         gpipe | 1f1b | zbh1 | interleaved | hybrid\n"
+           "  --pipeline S         gpipe | 1f1b | zbh1 | interleaved | hybrid | zbv\n"
            "  --stages N           stages (one per rank; hybrid: at least 2, planner's choice)\n"
            "  --chunks V           interleaved: stages per rank, 1 to 8 (2)\n"
            "  --replicas R0,R1,..  hybrid: replicas per stage (default: the planner's)\n"

@@ -265,7 +265,9 @@ static int pipe_schedule(const opts *o, int nl, const pipe_inputs *in, int *firs
 {
     ladle_pipe_plan plan;
     int hybrid = o->pipe_style == LADLE_PIPE_HYBRID;
-    int v = o->pipe_style == LADLE_PIPE_INTERLEAVED ? o->pipe_chunks : 1;
+    int v = o->pipe_style == LADLE_PIPE_INTERLEAVED ? o->pipe_chunks
+            : o->pipe_style == LADLE_PIPE_ZBV       ? 2 /* the V: two stages per rank */
+                                                    : 1;
     int S = o->pipe_stages ? o->pipe_stages : hybrid ? 0 : world * v;
     ladle_status st = plan_stages(o, nl, in, hybrid, S, &plan);
     if (st != LADLE_OK) {

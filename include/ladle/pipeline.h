@@ -83,12 +83,15 @@ typedef enum ladle_pipe_style {
                                    worker s mod W), microbatches in groups of W */
     LADLE_PIPE_ZBH1 = 3,        /* 1F1B with the weight gradients deferred into
                                    the bubbles (zero-bubble H1) */
-    LADLE_PIPE_HYBRID = 4       /* 1F1B over replicated stages: each replica keeps
+    LADLE_PIPE_HYBRID = 4,      /* 1F1B over replicated stages: each replica keeps
                                    ceil(sum_{i>=j} r_i / r_j) microbatches in flight */
+    LADLE_PIPE_ZBV = 5          /* zero-bubble V: S = 2W stages, worker i holds
+                                   stages i and S-1-i; split B and W fill the
+                                   bubble at 1F1B's peak memory */
 } ladle_pipe_style;
 
-/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid" ("?" for an unknown
- * style). Local. */
+/* "gpipe", "1f1b", "interleaved", "zbh1", "hybrid", "zbv" ("?" for an
+ * unknown style). Local. */
 LADLE_API const char *ladle_pipe_style_name(ladle_pipe_style style);
 /* The style of one of those names into *style (set only on success). Local.
  * Returns LADLE_ERR_NULL, LADLE_ERR_ARG for an unknown name (the message
@@ -116,8 +119,13 @@ typedef struct ladle_pipe_schedule ladle_pipe_schedule;
  * are numbered stage by stage, replica by replica: stage 0's replicas are
  * workers 0..r_0-1, and so on. The interleaved style instead takes S = W*v
  * stages on W = S/v workers (chunks = v) and needs m to be a multiple of W.
- * costs may be NULL (unit costs). A generated schedule ends each worker's
- * list with REDUCE and STEP of its stages (REDUCE only where r_j > 1).
+ * The zbv style takes an even S = 2W on W workers (chunks 0 or 2) and any
+ * m: worker i holds stages i and 2W-1-i (the V; stage W-1 hands over to
+ * stage W on the same worker, and the first and last stages share worker
+ * 0). Its order is fixed by its phases and does not depend on the costs
+ * (it is best when F, B and W cost about the same). costs may be NULL
+ * (unit costs). A generated schedule ends each worker's list with REDUCE
+ * and STEP of its stages (REDUCE only where r_j > 1).
  * Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (an unknown
  * style, or another parameter out of range: the message says which),
  * LADLE_ERR_ALLOC. */
