@@ -1,0 +1,226 @@
+"""Layers added to the C API after layers.py: group, layer and RMS norm,
+transposed convolution, adaptive pooling, interpolation, the token
+embedding, and the distributed forms of those that have one. The
+factories follow layers.py: a *_desc helper per descriptor, dtype and
+device arguments, and checked=True for LADLE_CHECKED on distributed ones.
+Distributed factories are collective over p_x; a bad call raises
+LadleError on every rank alike."""
+
+from ctypes import byref, c_void_p
+
+import numpy as np
+
+from . import _capi
+from . import _core
+from ._capi import i64_array
+from ._core import _error, _shape, check, ladle_device, ladle_dtype
+from .layers import _create, _dist_shape, _flags, _lookup, _made, _triple
+
+INTERP_MODES = {"nearest": 0, "linear": 1}
+
+
+def _spatial(shape, what):
+    """The spatial extents of an N x C x S... shape (1 to 3 of them)."""
+    if not 3 <= len(shape) <= 5:
+        raise _error("LADLE_ERR_SHAPE", "%s has %d dimensions; it needs N x C and 1 to 3 "
+                     "spatial ones" % (what, len(shape)))
+    return len(shape) - 2
+
+
+# ---- group norm -------------------------------------------------------------------
+
+def groupnorm_desc(num_groups, num_channels, eps=1e-5, affine=True, checked=False):
+    """A ladle_groupnorm_desc: num_channels channels in num_groups groups."""
+    d = _capi.ladle_groupnorm_desc()
+    _core.lib.ladle_groupnorm_desc_init(byref(d), int(num_groups), int(num_channels))
+    d.eps, d.affine, d.flags = float(eps), int(bool(affine)), _flags(checked)
+    return d
+
+
+def GroupNorm(x_shape, num_groups, eps=1e-5, affine=True, dtype=np.float64, device="cpu"):
+    """Group normalisation of x (N x C x ...), as torch.nn.GroupNorm;
+    parameters weight (gamma) and bias (beta) per channel when affine."""
+    shape = _shape(x_shape)
+    d = groupnorm_desc(num_groups, shape[1] if len(shape) > 1 else 0, eps, affine)
+    return _create(_core.lib.ladle_groupnorm_create, byref(d), len(shape), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device))
+
+
+def DistGroupNorm(p_x, x_shape, num_groups, eps=1e-5, affine=True, dtype=np.float64,
+                  device="cpu", checked=False):
+    """GroupNorm with x (global x_shape, p_x's ndim) in balanced blocks over
+    p_x: batch and space split freely, channels only in whole groups."""
+    shape = _dist_shape(p_x, x_shape, "x_shape")
+    d = groupnorm_desc(num_groups, shape[1] if len(shape) > 1 else 0, eps, affine, checked)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_groupnorm_create(byref(d), p_x.handle, i64_array(shape),
+                                                ladle_dtype(dtype), ladle_device(device),
+                                                byref(h)))
+    return _made(h, keep=[p_x])
+
+
+# ---- transposed convolution ---------------------------------------------------------
+
+def conv_transpose_desc(nd, in_channels, out_channels, kernel, stride=1, padding=0,
+                        output_padding=0, dilation=1, groups=1, bias=True, checked=False):
+    """A ladle_conv_transpose_desc (the options of torch's ConvTransposeNd)."""
+    d = _capi.ladle_conv_transpose_desc()
+    _core.lib.ladle_conv_transpose_desc_init(byref(d), nd, int(in_channels), int(out_channels), 1)
+    for name, v in (("kernel", kernel), ("stride", stride), ("padding", padding),
+                    ("output_padding", output_padding), ("dilation", dilation)):
+        arr = getattr(d, name)
+        for i, a in enumerate(_triple(v, nd, name)):
+            arr[i] = a
+    d.groups, d.bias, d.flags = int(groups), int(bool(bias)), _flags(checked)
+    return d
+
+
+def _ct_desc(shape, out_channels, kernel, stride, padding, output_padding, dilation, groups,
+             bias, checked):
+    nd = _spatial(shape, "x_shape")
+    return conv_transpose_desc(nd, shape[1], out_channels, kernel, stride, padding,
+                               output_padding, dilation, groups, bias, checked)
+
+
+def ConvTranspose(x_shape, out_channels, kernel, stride=1, padding=0, output_padding=0,
+                  dilation=1, groups=1, bias=True, dtype=np.float64, device="cpu", seed=0):
+    """Transposed convolution over x of x_shape (N x C_in x S..., 1 to 3
+    spatial dims); weight C_in x C_out/groups x K..., as torch's."""
+    shape = _shape(x_shape)
+    d = _ct_desc(shape, out_channels, kernel, stride, padding, output_padding, dilation, groups,
+                 bias, False)
+    return _create(_core.lib.ladle_conv_transpose_create, byref(d), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device), seed)
+
+
+def DistConvTranspose(p_x, x_shape, out_channels, kernel, stride=1, padding=0, output_padding=0,
+                      dilation=1, groups=1, bias=True, dtype=np.float64, device="cpu", seed=0,
+                      checked=False):
+    """ConvTranspose with space split over p_x: y in balanced blocks, x as
+    the layer's x_layout says (the adjoint of a spatial DistConv)."""
+    shape = _dist_shape(p_x, x_shape, "x_shape")
+    d = _ct_desc(shape, out_channels, kernel, stride, padding, output_padding, dilation, groups,
+                 bias, checked)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_conv_transpose_create(byref(d), p_x.handle, i64_array(shape),
+                                                     ladle_dtype(dtype), ladle_device(device),
+                                                     seed, byref(h)))
+    return _made(h, keep=[p_x])
+
+
+# ---- adaptive pooling -----------------------------------------------------------------
+
+ADAPTIVE = {"max": ("ladle_adaptive_max_pool_create", "ladle_dist_adaptive_max_pool_create"),
+            "avg": ("ladle_adaptive_avg_pool_create", "ladle_dist_adaptive_avg_pool_create")}
+
+
+def _adaptive(kind, shape, out_size):
+    if kind not in ADAPTIVE:
+        raise _error("LADLE_ERR_ARG", "unknown adaptive pooling %r (one of avg, max)" % (kind,))
+    return ADAPTIVE[kind], i64_array(_triple(out_size, _spatial(shape, "x_shape"), "out_size"))
+
+
+def AdaptivePool(x_shape, out_size, kind="avg", dtype=np.float64, device="cpu"):
+    """Adaptive average or max pooling of N x C x S... to N x C x out_size
+    (an int for every spatial dimension, or one per dimension)."""
+    shape = _shape(x_shape)
+    (seq, _), out = _adaptive(kind, shape, out_size)
+    return _create(getattr(_core.lib, seq), len(shape), i64_array(shape), out,
+                   ladle_dtype(dtype), ladle_device(device))
+
+
+def DistAdaptivePool(p_x, x_shape, out_size, kind="avg", dtype=np.float64, device="cpu",
+                     checked=False):
+    """AdaptivePool with x and y both in balanced blocks over p_x (any
+    dimension split)."""
+    shape = _dist_shape(p_x, x_shape, "x_shape")
+    (_, dist), out = _adaptive(kind, shape, out_size)
+    h = c_void_p()
+    check(getattr(_core.lib, dist)(p_x.handle, i64_array(shape), out, ladle_dtype(dtype),
+                                   ladle_device(device), _flags(checked), byref(h)))
+    return _made(h, keep=[p_x])
+
+
+def DistGlobalAvgPool(p_x, x_shape, p_y, dtype=np.float64, device="cpu", checked=False):
+    """x [N, C, S...] over p_x to y [N, C] over p_y (D x Pc)."""
+    shape = _dist_shape(p_x, x_shape, "x_shape")
+    h = c_void_p()
+    check(_core.lib.ladle_dist_global_avg_pool_create(p_x.handle, i64_array(shape), p_y.handle,
+                                                      ladle_dtype(dtype), ladle_device(device),
+                                                      _flags(checked), byref(h)))
+    return _made(h, keep=[p_x, p_y])
+
+
+# ---- interpolation --------------------------------------------------------------------
+
+def interp_desc(nd, mode="nearest", scale=1, out_size=None, align_corners=False, checked=False):
+    """A ladle_interp_desc: integer scale factors, or explicit out_size."""
+    d = _capi.ladle_interp_desc()
+    _core.lib.ladle_interp_desc_init(byref(d), _lookup(INTERP_MODES, mode, "interpolation"), nd,
+                                     1)
+    for i, a in enumerate(_triple(scale, nd, "scale")):
+        d.scale[i] = a
+    if out_size is not None:
+        for i, a in enumerate(_triple(out_size, nd, "out_size")):
+            d.out_size[i] = a
+    d.align_corners, d.flags = int(bool(align_corners)), _flags(checked)
+    return d
+
+
+def Interpolate(x_shape, mode="nearest", scale=1, out_size=None, align_corners=False,
+                dtype=np.float64, device="cpu"):
+    """Upsampling of N x C x S... as torch.nn.functional.interpolate
+    (nearest, or linear/bilinear/trilinear by the spatial rank)."""
+    shape = _shape(x_shape)
+    d = interp_desc(_spatial(shape, "x_shape"), mode, scale, out_size, align_corners)
+    return _create(_core.lib.ladle_interp_create, byref(d), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device))
+
+
+def DistInterpolate(p_x, x_shape, mode="nearest", scale=1, out_size=None, align_corners=False,
+                    dtype=np.float64, device="cpu", checked=False):
+    """Interpolate with x and y both in balanced blocks over p_x."""
+    shape = _dist_shape(p_x, x_shape, "x_shape")
+    d = interp_desc(_spatial(shape, "x_shape"), mode, scale, out_size, align_corners, checked)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_interp_create(byref(d), p_x.handle, i64_array(shape),
+                                             ladle_dtype(dtype), ladle_device(device), byref(h)))
+    return _made(h, keep=[p_x])
+
+
+# ---- layer norm, RMS norm, embedding -----------------------------------------------------
+
+def LayerNorm(x_shape, normalized_ndim=1, eps=1e-5, elementwise_affine=True, bias=True,
+              dtype=np.float64, device="cpu"):
+    """Layer normalisation over the last normalized_ndim dimensions, as
+    torch.nn.LayerNorm(x_shape[-normalized_ndim:])."""
+    shape = _shape(x_shape)
+    d = _capi.ladle_layernorm_desc()
+    _core.lib.ladle_layernorm_desc_init(byref(d), int(normalized_ndim))
+    d.eps, d.elementwise_affine, d.bias = float(eps), int(bool(elementwise_affine)), \
+        int(bool(bias))
+    return _create(_core.lib.ladle_layernorm_create, byref(d), len(shape), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device))
+
+
+def RMSNorm(x_shape, normalized_ndim=1, eps=1e-6, elementwise_affine=True, dtype=np.float64,
+            device="cpu"):
+    """RMS normalisation over the last normalized_ndim dimensions (eps
+    1e-6 by default; torch's default is the dtype's epsilon)."""
+    shape = _shape(x_shape)
+    d = _capi.ladle_rmsnorm_desc()
+    _core.lib.ladle_rmsnorm_desc_init(byref(d), int(normalized_ndim))
+    d.eps, d.elementwise_affine = float(eps), int(bool(elementwise_affine))
+    return _create(_core.lib.ladle_rmsnorm_create, byref(d), len(shape), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device))
+
+
+def Embedding(ids_shape, num_embeddings, embedding_dim, dtype=np.float64, device="cpu", seed=0):
+    """y = weight[ids] for int64 ids of ids_shape; y is ids_shape + (E,).
+    No input gradient: call backward(ctx, dy, need_dx=False) or only
+    backward_weight."""
+    shape = _shape(ids_shape)
+    d = _capi.ladle_embedding_desc()
+    _core.lib.ladle_embedding_desc_init(byref(d), int(num_embeddings), int(embedding_dim))
+    return _create(_core.lib.ladle_embedding_create, byref(d), len(shape), i64_array(shape),
+                   ladle_dtype(dtype), ladle_device(device), seed)
