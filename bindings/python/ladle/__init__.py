@@ -24,7 +24,7 @@ from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv, 
                      DistConvGrid, DistFlatten, DistLinear, DistLoss, DistPool, Dropout,
                      Flatten, GlobalAvgPool, Layer, Linear, Loss, LossLayer, Pool, Reshape,
                      Sequential, Softmax)
-from .layers_extra import (AdaptivePool, ConvTranspose, DistAdaptivePool,  # noqa: E402
+from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptivePool,  # noqa: E402
                            DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
                            DistInterpolate, Embedding, GroupNorm, Interpolate, LayerNorm,
                            RMSNorm)

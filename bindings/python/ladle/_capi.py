@@ -234,6 +234,19 @@ class ladle_interp_desc(Structure):
                 ("flags", c_uint)]
 
 
+class ladle_attention_desc(Structure):
+    _fields_ = _SZ + [("embed_dim", c_int64),
+                ("num_heads", c_int64),
+                ("head_dim", c_int64),
+                ("causal", c_int),
+                ("qkv_bias", c_int),
+                ("out_bias", c_int),
+                ("scale", c_double),
+                ("block", c_int64),
+                ("f32_tiles", c_int),
+                ("flags", c_uint)]
+
+
 class ladle_adjoint_result(Structure):
     _fields_ = [("fx_y", c_double),
                 ("x_fty", c_double),
@@ -434,6 +447,10 @@ PROTOTYPES = [
                                    c_uint64, HP]),
     ("ladle_interp_desc_init", None, [POINTER(ladle_interp_desc), c_int, c_int, c_int64]),
     ("ladle_interp_create", S, [POINTER(ladle_interp_desc), i64_p, c_int, c_int, HP]),
+    ("ladle_attention_desc_init", None, [POINTER(ladle_attention_desc), c_int64, c_int64]),
+    ("ladle_attention_create", S, [POINTER(ladle_attention_desc), c_int, i64_p, c_int, c_int,
+                                   c_uint64, HP]),
+    ("ladle_attention_memory", S, [H, POINTER(c_size_t), POINTER(c_size_t), POINTER(c_size_t)]),
     # distributed layers
     ("ladle_dist_linear_create", S, [POINTER(ladle_linear_desc), POINTER(ladle_dist_partitions),
                                      i64_p, c_int, c_int, c_uint64, HP]),

@@ -1,12 +1,12 @@
 """Layers added to the C API after layers.py: group, layer and RMS norm,
 transposed convolution, adaptive pooling, interpolation, the token
-embedding, and the distributed forms of those that have one. The
+embedding, multi-head attention, and the distributed forms of those that have one. The
 factories follow layers.py: a *_desc helper per descriptor, dtype and
 device arguments, and checked=True for LADLE_CHECKED on distributed ones.
 Distributed factories are collective over p_x; a bad call raises
 LadleError on every rank alike."""
 
-from ctypes import byref, c_void_p
+from ctypes import byref, c_size_t, c_void_p
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from . import _capi
 from . import _core
 from ._capi import i64_array
 from ._core import _error, _shape, check, ladle_device, ladle_dtype
-from .layers import _create, _dist_shape, _flags, _lookup, _made, _triple
+from .layers import Layer, _create, _dist_shape, _flags, _lookup, _made, _triple
 
 INTERP_MODES = {"nearest": 0, "linear": 1}
 
@@ -224,3 +224,38 @@ def Embedding(ids_shape, num_embeddings, embedding_dim, dtype=np.float64, device
     _core.lib.ladle_embedding_desc_init(byref(d), int(num_embeddings), int(embedding_dim))
     return _create(_core.lib.ladle_embedding_create, byref(d), len(shape), i64_array(shape),
                    ladle_dtype(dtype), ladle_device(device), seed)
+
+
+# ---- attention --------------------------------------------------------------------------
+
+class AttentionLayer(Layer):
+    """A multi-head attention layer (made by Attention): a Layer with
+    memory()."""
+
+    def memory(self):
+        """(saved, workspace, probs) in bytes: what a ctx keeps, the op's
+        scratch, and what storing the probabilities would take instead."""
+        sizes = [c_size_t() for _ in range(3)]
+        check(_core.lib.ladle_attention_memory(self.handle, *[byref(v) for v in sizes]))
+        return tuple(v.value for v in sizes)
+
+
+def Attention(x_shape, num_heads, head_dim=0, causal=True, qkv_bias=True, out_bias=True,
+              scale=0.0, block=0, f32_tiles=False, dtype=np.float64, device="cpu", seed=0):
+    """Multi-head self-attention over x (N x T x E): qkv = x W_qkv^T + b_qkv
+    ([Q K V], each H d wide, d = E / H unless head_dim), per head
+    softmax(scale Q K^T) V (causal unless causal=False; scale 0: 1/sqrt(d)),
+    then y = O W_out^T + b_out."""
+    shape = _shape(x_shape)
+    d = _capi.ladle_attention_desc()
+    _core.lib.ladle_attention_desc_init(byref(d), shape[-1] if shape else 0, int(num_heads))
+    if head_dim:
+        d.head_dim = int(head_dim)
+    d.causal, d.qkv_bias, d.out_bias = int(bool(causal)), int(bool(qkv_bias)), \
+        int(bool(out_bias))
+    d.scale, d.block, d.f32_tiles = float(scale), int(block), int(bool(f32_tiles))
+    h = c_void_p()
+    check(_core.lib.ladle_attention_create(byref(d), len(shape), i64_array(shape),
+                                           ladle_dtype(dtype), ladle_device(device), seed,
+                                           byref(h)))
+    return _made(h, AttentionLayer)

@@ -295,3 +295,33 @@ def test_dist_bad_arguments_fail_on_every_rank(comm):
         with pytest.raises(ladle.LadleError) as e:
             make()
         assert set(comm.allgather(e.value.name)) == {name}, e.value
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_equals_torch(rng, causal):
+    N, T, E, H = 2, 5, 6, 2
+    layer = ladle.Attention((N, T, E), H, causal=causal, block=2, seed=1)
+    names = layer.param_names()
+    assert len(names) == 4, names
+    randomize(layer, rng)
+    w = {n: torch.from_numpy(layer.param(i).copy()).requires_grad_(True)
+         for i, n in enumerate(names)}
+    wq, bq, wo, bo = [w[n] for n in names]
+    d = E // H
+
+    def ref(x):
+        qkv = x @ wq.reshape(3 * H * d, E).T + bq.reshape(-1)  # weight 3 x Hd x E
+        q, k, v = (t.reshape(N, T, H, d).transpose(1, 2) for t in qkv.split(H * d, dim=-1))
+        s = q @ k.transpose(-1, -2) / np.sqrt(d)
+        if causal:
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        o = (s.softmax(-1) @ v).transpose(1, 2).reshape(N, T, H * d)
+        return o @ wo.T + bo
+
+    x, dy = rng.uniform(-1, 1, (N, T, E)), rng.uniform(-1, 1, (N, T, E))
+    same(run_ladle(layer, x, dy), run_torch(ref, x, dy, [wq, bq, wo, bo]))
+    saved, _, probs = layer.memory()
+    assert saved > 0 and probs == N * H * T * T * 8
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.Attention((N, T, E), 4)       # 4 heads do not divide 6
+    assert e.value.name == "LADLE_ERR_ARG"
