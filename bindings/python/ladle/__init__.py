@@ -26,7 +26,7 @@ from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv, 
                      Sequential, Softmax)
 from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptivePool,  # noqa: E402
                            DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
-                           DistInterpolate, Embedding, GroupNorm, Interpolate, LayerNorm,
+                           DistInterpolate, DistTPAttention, DistTPLinear, Embedding, GroupNorm, Interpolate, LayerNorm,
                            RMSNorm)
 
 SELF = _capi.SELF

@@ -46,6 +46,7 @@ OK = 0
 F32, F64, I64, BF16, F16 = 1, 2, 3, 4, 5
 CPU, CUDA, GUARDED = 0, 1, 2
 TRANSPOSE_SRC, TRANSPOSE_DEST, CHECKED = 0x1, 0x2, 0x4
+TP_ROW = 0x10
 
 
 # ---- finding the library -------------------------------------------------
@@ -471,6 +472,10 @@ PROTOTYPES = [
     ("ladle_dist_adaptive_max_pool_create", S, [H, i64_p, i64_p, c_int, c_int, c_uint, HP]),
     ("ladle_dist_interp_create", S, [POINTER(ladle_interp_desc), H, i64_p, c_int, c_int, HP]),
     ("ladle_dist_global_avg_pool_create", S, [H, i64_p, H, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_tp_linear_create", S, [POINTER(ladle_linear_desc), H, i64_p, c_int, c_int,
+                                        c_uint64, HP]),
+    ("ladle_dist_tp_attention_create", S, [POINTER(ladle_attention_desc), H, i64_p, c_int, c_int,
+                                           c_uint64, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),
     ("ladle_optimizer_create", S, [POINTER(ladle_optimizer_desc), HP]),

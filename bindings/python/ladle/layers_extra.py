@@ -14,7 +14,7 @@ from . import _capi
 from . import _core
 from ._capi import i64_array
 from ._core import _error, _shape, check, ladle_device, ladle_dtype
-from .layers import Layer, _create, _dist_shape, _flags, _lookup, _made, _triple
+from .layers import Layer, _create, linear_desc, _dist_shape, _flags, _lookup, _made, _triple
 
 INTERP_MODES = {"nearest": 0, "linear": 1}
 
@@ -240,22 +240,59 @@ class AttentionLayer(Layer):
         return tuple(v.value for v in sizes)
 
 
-def Attention(x_shape, num_heads, head_dim=0, causal=True, qkv_bias=True, out_bias=True,
-              scale=0.0, block=0, f32_tiles=False, dtype=np.float64, device="cpu", seed=0):
-    """Multi-head self-attention over x (N x T x E): qkv = x W_qkv^T + b_qkv
-    ([Q K V], each H d wide, d = E / H unless head_dim), per head
-    softmax(scale Q K^T) V (causal unless causal=False; scale 0: 1/sqrt(d)),
-    then y = O W_out^T + b_out."""
-    shape = _shape(x_shape)
+def attention_desc(embed_dim, num_heads, head_dim=0, causal=True, qkv_bias=True,
+                   out_bias=True, scale=0.0, block=0, f32_tiles=False, checked=False):
+    """A ladle_attention_desc (head_dim 0: E / H; scale 0: 1 / sqrt(d))."""
     d = _capi.ladle_attention_desc()
-    _core.lib.ladle_attention_desc_init(byref(d), shape[-1] if shape else 0, int(num_heads))
+    _core.lib.ladle_attention_desc_init(byref(d), int(embed_dim), int(num_heads))
     if head_dim:
         d.head_dim = int(head_dim)
     d.causal, d.qkv_bias, d.out_bias = int(bool(causal)), int(bool(qkv_bias)), \
         int(bool(out_bias))
     d.scale, d.block, d.f32_tiles = float(scale), int(block), int(bool(f32_tiles))
+    d.flags = _flags(checked)
+    return d
+
+
+def Attention(x_shape, num_heads, dtype=np.float64, device="cpu", seed=0, **opts):
+    """Multi-head self-attention over x (N x T x E): qkv = x W_qkv^T + b_qkv
+    ([Q K V], each H d wide, d = E / H unless head_dim), per head
+    softmax(scale Q K^T) V (causal unless causal=False; scale 0: 1/sqrt(d)),
+    then y = O W_out^T + b_out. opts: those of attention_desc."""
+    shape = _shape(x_shape)
+    d = attention_desc(shape[-1] if shape else 0, num_heads, **opts)
     h = c_void_p()
     check(_core.lib.ladle_attention_create(byref(d), len(shape), i64_array(shape),
                                            ladle_dtype(dtype), ladle_device(device), seed,
                                            byref(h)))
     return _made(h, AttentionLayer)
+
+
+def DistTPAttention(p, x_shape, num_heads, dtype=np.float64, device="cpu", seed=0, **opts):
+    """Attention with x (N x T x E) over p (D x S x 1: batch and sequence
+    blocks), the heads split S ways (Megatron-style). Collective over p."""
+    shape = _shape(x_shape)
+    d = attention_desc(shape[-1] if shape else 0, num_heads, **opts)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_tp_attention_create(byref(d), p.handle, i64_array(shape),
+                                                   ladle_dtype(dtype), ladle_device(device),
+                                                   seed, byref(h)))
+    return _made(h, AttentionLayer, keep=[p])
+
+
+def DistTPLinear(p, x_shape, features, row=False, bias=True, dtype=np.float64, device="cpu",
+                 seed=0, checked=False):
+    """The tensor-parallel linear over p (D x S x 1), x_shape the stream's
+    N x T x E: column-parallel E -> features (y split by batch block and
+    features), or with row=True row-parallel features -> E (x a column
+    layer's y). Collective over p."""
+    shape = _shape(x_shape)
+    e = shape[-1] if shape else 0
+    d = linear_desc(features if row else e, e if row else features, bias,
+                    _flags(checked) | (_capi.TP_ROW if row else 0))
+    h = c_void_p()
+    check(_core.lib.ladle_dist_tp_linear_create(byref(d), p.handle, i64_array(shape),
+                                                ladle_dtype(dtype), ladle_device(device), seed,
+                                                byref(h)))
+    return _made(h, keep=[p])
+

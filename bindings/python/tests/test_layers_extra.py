@@ -325,3 +325,51 @@ def test_attention_equals_torch(rng, causal):
     with pytest.raises(ladle.LadleError) as e:
         ladle.Attention((N, T, E), 4)       # 4 heads do not divide 6
     assert e.value.name == "LADLE_ERR_ARG"
+
+
+def test_descriptor_structs_match_the_c_sizes():
+    """Each ctypes descriptor is as large as the C struct its _init sizes
+    (a field missing or out of order would show here first)."""
+    import ctypes
+    from ladle import _capi, layers_extra
+    lib = ladle.lib
+    made = [layers_extra.groupnorm_desc(2, 4), layers_extra.conv_transpose_desc(2, 3, 4, 3),
+            layers_extra.interp_desc(2)]
+    for name, args in (("layernorm", (1,)), ("rmsnorm", (1,)), ("embedding", (5, 3)),
+                       ("attention", (6, 2))):
+        d = getattr(_capi, "ladle_%s_desc" % name)()
+        getattr(lib, "ladle_%s_desc_init" % name)(ctypes.byref(d), *args)
+        made.append(d)
+    d = _capi.ladle_all_gather_desc()
+    lib.ladle_all_gather_desc_init(ctypes.byref(d), 0, 1, _capi.i64_array([4]), 0)
+    made.append(d)
+    for d in made:
+        assert d.size == ctypes.sizeof(d), type(d).__name__
+
+
+def tp_grid(comm):
+    """D x S x 1 over every rank: S = 2 where the size is even."""
+    s = 2 if comm.size % 2 == 0 else comm.size
+    return ladle.Partition(comm, [comm.size // s, s, 1])
+
+
+@pytest.mark.parametrize("kind", ["attention", "column", "row"])
+def test_dist_tensor_parallel_equals_twin(comm, rng, kind):
+    p = tp_grid(comm)
+    D, S = p.shape[0], p.shape[1]
+    N, T, E, H = 2 * D, 3 * S, 4, 2 * S
+    if kind == "attention":
+        shape = (N, T, E)
+        dist = ladle.DistTPAttention(p, shape, H, head_dim=2, seed=2, block=2)
+        twin = ladle.Attention(shape, H, head_dim=2, seed=2, block=2)
+    elif kind == "column":
+        shape = (N, T, E)
+        dist = ladle.DistTPLinear(p, shape, 2 * S + 1, seed=3)
+        twin = ladle.Linear(shape, 2 * S + 1, seed=3)
+    else:
+        F = 2 * S + 1
+        dist = ladle.DistTPLinear(p, (N, T, E), F, row=True, seed=4)
+        twin = ladle.Linear((N, T, F), E, seed=4)
+        shape = (N, T, F)
+    randomize(twin, rng)
+    check_twins(comm, dist, twin, rng.uniform(-1, 1, shape), twin.y_shape, rng)
