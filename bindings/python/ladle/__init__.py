@@ -26,8 +26,9 @@ from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv, 
                      Sequential, Softmax)
 from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptivePool,  # noqa: E402
                            DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
-                           DistInterpolate, DistTPAttention, DistTPLinear, Embedding, GroupNorm, Interpolate, LayerNorm,
-                           RMSNorm)
+                           DistInterpolate, DistTPAttention, DistTPLinear,
+                           DistVocabEmbedding, DistVocabLoss, Embedding, GroupNorm,
+                           Interpolate, LayerNorm, PosEmbedding, RMSNorm)
 
 SELF = _capi.SELF
 lib = _core.lib

@@ -452,6 +452,8 @@ PROTOTYPES = [
     ("ladle_attention_create", S, [POINTER(ladle_attention_desc), c_int, i64_p, c_int, c_int,
                                    c_uint64, HP]),
     ("ladle_attention_memory", S, [H, POINTER(c_size_t), POINTER(c_size_t), POINTER(c_size_t)]),
+    ("ladle_pos_embedding_create", S, [c_int, i64_p, c_int64, c_int, c_int, c_uint64, HP]),
+    ("ladle_pos_embedding_set_offset", S, [H, c_int64]),
     # distributed layers
     ("ladle_dist_linear_create", S, [POINTER(ladle_linear_desc), POINTER(ladle_dist_partitions),
                                      i64_p, c_int, c_int, c_uint64, HP]),
@@ -476,6 +478,10 @@ PROTOTYPES = [
                                         c_uint64, HP]),
     ("ladle_dist_tp_attention_create", S, [POINTER(ladle_attention_desc), H, i64_p, c_int, c_int,
                                            c_uint64, HP]),
+    ("ladle_dist_vocab_embedding_create", S, [POINTER(ladle_embedding_desc),
+                                              POINTER(ladle_dist_partitions), i64_p, c_int, c_int,
+                                              c_uint64, HP]),
+    ("ladle_dist_vocab_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),
     ("ladle_optimizer_create", S, [POINTER(ladle_optimizer_desc), HP]),

@@ -14,7 +14,8 @@ from . import _capi
 from . import _core
 from ._capi import i64_array
 from ._core import _error, _shape, check, ladle_device, ladle_dtype
-from .layers import Layer, _create, linear_desc, _dist_shape, _flags, _lookup, _made, _triple
+from .layers import (Layer, _create, _dist_shape, _flags, _lookup, _loss, _made, _triple,
+                     linear_desc, loss_desc)
 
 INTERP_MODES = {"nearest": 0, "linear": 1}
 
@@ -215,15 +216,67 @@ def RMSNorm(x_shape, normalized_ndim=1, eps=1e-6, elementwise_affine=True, dtype
                    ladle_dtype(dtype), ladle_device(device))
 
 
+def embedding_desc(num_embeddings, embedding_dim, checked=False):
+    d = _capi.ladle_embedding_desc()
+    _core.lib.ladle_embedding_desc_init(byref(d), int(num_embeddings), int(embedding_dim))
+    d.flags = _flags(checked)
+    return d
+
+
 def Embedding(ids_shape, num_embeddings, embedding_dim, dtype=np.float64, device="cpu", seed=0):
     """y = weight[ids] for int64 ids of ids_shape; y is ids_shape + (E,).
     No input gradient: call backward(ctx, dy, need_dx=False) or only
     backward_weight."""
     shape = _shape(ids_shape)
-    d = _capi.ladle_embedding_desc()
-    _core.lib.ladle_embedding_desc_init(byref(d), int(num_embeddings), int(embedding_dim))
+    d = embedding_desc(num_embeddings, embedding_dim)
     return _create(_core.lib.ladle_embedding_create, byref(d), len(shape), i64_array(shape),
                    ladle_dtype(dtype), ladle_device(device), seed)
+
+
+def DistVocabEmbedding(p_w, p_y, ids_shape, num_embeddings, embedding_dim, dtype=np.float64,
+                       device="cpu", seed=0, checked=False):
+    """Embedding with the weight's rows split over p_w (1-d), the ids
+    (N x T) whole on every rank of p_w and y on the one rank of p_y.
+    Collective over p_w and p_y."""
+    d = embedding_desc(num_embeddings, embedding_dim, checked)
+    parts = _capi.ladle_dist_partitions(None, p_w.handle, p_y.handle)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_vocab_embedding_create(byref(d), byref(parts),
+                                                      i64_array(_shape(ids_shape)),
+                                                      ladle_dtype(dtype), ladle_device(device),
+                                                      seed, byref(h)))
+    return _made(h, keep=[p_w, p_y])
+
+
+def DistVocabLoss(p_x, x_shape, reduction="mean", label_smoothing=0.0, dtype=np.float64,
+                  device="cpu", checked=False):
+    """Cross entropy over logits M x C split over p_x (D x P): rows over D,
+    classes over P; each rank passes the labels of its rows."""
+    d = loss_desc("cross_entropy", reduction, label_smoothing, checked)
+    h = c_void_p()
+    check(_core.lib.ladle_dist_vocab_loss_create(byref(d), p_x.handle,
+                                                 i64_array(_shape(x_shape)), ladle_dtype(dtype),
+                                                 ladle_device(device), byref(h)))
+    return _loss(h, d.kind, d.reduction, keep=[p_x])
+
+
+class PosEmbeddingLayer(Layer):
+    """A learned positional embedding (made by PosEmbedding)."""
+
+    def set_offset(self, offset):
+        """x's positions are offset .. offset + T - 1 from now on."""
+        check(_core.lib.ladle_pos_embedding_set_offset(self.handle, int(offset)))
+
+
+def PosEmbedding(x_shape, max_len, dtype=np.float64, device="cpu", seed=0):
+    """y[n, t] = x[n, t] + weight[offset + t] over x (N x T x E); weight
+    max_len x E."""
+    shape = _shape(x_shape)
+    h = c_void_p()
+    check(_core.lib.ladle_pos_embedding_create(len(shape), i64_array(shape), int(max_len),
+                                               ladle_dtype(dtype), ladle_device(device), seed,
+                                               byref(h)))
+    return _made(h, PosEmbeddingLayer)
 
 
 # ---- attention --------------------------------------------------------------------------

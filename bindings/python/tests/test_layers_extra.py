@@ -373,3 +373,60 @@ def test_dist_tensor_parallel_equals_twin(comm, rng, kind):
         shape = (N, T, F)
     randomize(twin, rng)
     check_twins(comm, dist, twin, rng.uniform(-1, 1, shape), twin.y_shape, rng)
+
+
+def test_pos_embedding_adds_the_rows(rng):
+    shape = (2, 3, 4)
+    layer = ladle.PosEmbedding(shape, 6, seed=1)
+    w = layer.param(0).copy()
+    x, dy = rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)
+    layer.set_offset(2)
+    y, dx, (g,) = run_ladle(layer, x, dy)
+    np.testing.assert_allclose(y, x + w[2:5], **TOL)
+    np.testing.assert_array_equal(dx, dy)
+    ref = np.zeros_like(w)
+    ref[2:5] = dy.sum(axis=0)
+    np.testing.assert_allclose(g, ref, **TOL)
+    with pytest.raises(ladle.LadleError) as e:
+        layer.set_offset(4)                 # 4 + 3 > 6
+    assert e.value.name == "LADLE_ERR_ARG"
+
+
+def test_dist_vocab_embedding_equals_twin(comm, rng):
+    V, E = 3 * comm.size + 1, 3
+    p_w = ladle.Partition(comm, [comm.size])
+    p_y = ladle.Partition(comm, [1], ranks=[comm.size - 1])
+    ids = rng.integers(0, V, (2, 5)).astype(np.int64)
+    dist = ladle.DistVocabEmbedding(p_w, p_y, ids.shape, V, E, seed=6)
+    twin = ladle.Embedding(ids.shape, V, E, seed=6)
+    shape, off, _ = dist.param_shard(0)
+    rows = slice(off[0], off[0] + dist.param(0).shape[0])
+    np.testing.assert_array_equal(dist.param(0), twin.param(0)[rows])   # same seed, same rows
+    ctx, tctx = dist.ctx(), twin.ctx()
+    y, Y = dist.forward(ids, ctx=ctx), twin.forward(ids, ctx=tctx)
+    DY = rng.uniform(-1, 1, Y.shape)
+    mine = comm.rank == comm.size - 1
+    if mine:
+        np.testing.assert_allclose(y, Y, **TOL)
+    dist.zero_grad()
+    twin.zero_grad()
+    dist.backward_weight(ctx, DY if mine else np.zeros(dist.y_shape))
+    twin.backward_weight(tctx, DY)
+    np.testing.assert_allclose(dist.grad(0), twin.grad(0)[rows], **TOL)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_dist_vocab_loss_equals_twin(comm, rng, reduction):
+    s = 2 if comm.size % 2 == 0 else comm.size
+    p_x = ladle.Partition(comm, [comm.size // s, s])
+    M, C = 3 * p_x.shape[0], 2 * s + 1
+    X = rng.uniform(-2, 2, (M, C))
+    labels = rng.integers(0, C, M).astype(np.int64)
+    dist = ladle.DistVocabLoss(p_x, (M, C), reduction, label_smoothing=0.1)
+    twin = ladle.LossLayer((M, C), "cross_entropy", reduction, label_smoothing=0.1)
+    lx = ladle.Layout(p_x, (M, C))
+    ctx, tctx = dist.ctx(), twin.ctx()
+    value = dist.forward(np.ascontiguousarray(X[lx.slices()]), labels[lx.slices()[0]], ctx=ctx)
+    assert abs(value - twin.forward(X, labels, ctx=tctx)) < 1e-12
+    dx = dist.backward(ctx)
+    np.testing.assert_allclose(gather_global(comm, lx, dx), twin.backward(tctx), **TOL)
