@@ -28,7 +28,8 @@ from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptiveP
                            DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
                            DistInterpolate, DistTPAttention, DistTPLinear,
                            DistVocabEmbedding, DistVocabLoss, Embedding, GroupNorm,
-                           Interpolate, LayerNorm, PosEmbedding, RMSNorm)
+                           Interpolate, LayerNorm, PosEmbedding, Residual, RMSNorm, add,
+                           concat, concat_backward)
 
 SELF = _capi.SELF
 lib = _core.lib

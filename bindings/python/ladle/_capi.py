@@ -454,6 +454,11 @@ PROTOTYPES = [
     ("ladle_attention_memory", S, [H, POINTER(c_size_t), POINTER(c_size_t), POINTER(c_size_t)]),
     ("ladle_pos_embedding_create", S, [c_int, i64_p, c_int64, c_int, c_int, c_uint64, HP]),
     ("ladle_pos_embedding_set_offset", S, [H, c_int64]),
+    ("ladle_residual_create", S, [HP, HP]),
+    ("ladle_residual_body", H, [H]),
+    ("ladle_add", S, [H, H, H]),
+    ("ladle_concat", S, [c_int, POINTER(c_void_p), c_int, H]),
+    ("ladle_concat_backward", S, [H, c_int, c_int, POINTER(c_void_p)]),
     # distributed layers
     ("ladle_dist_linear_create", S, [POINTER(ladle_linear_desc), POINTER(ladle_dist_partitions),
                                      i64_p, c_int, c_int, c_uint64, HP]),

@@ -13,7 +13,7 @@ import numpy as np
 from . import _capi
 from . import _core
 from ._capi import i64_array
-from ._core import _error, _shape, check, ladle_device, ladle_dtype
+from ._core import _error, _shape, as_tensor, check, ladle_device, ladle_dtype
 from .layers import (Layer, _create, _dist_shape, _flags, _lookup, _loss, _made, _triple,
                      linear_desc, loss_desc)
 
@@ -349,3 +349,53 @@ def DistTPLinear(p, x_shape, features, row=False, bias=True, dtype=np.float64, d
                                                 byref(h)))
     return _made(h, keep=[p])
 
+
+
+# ---- residual blocks and the parameterless functions ------------------------------------
+
+def Residual(body):
+    """y = x + body(x), itself a layer; it owns body from then on (body's
+    Python object stays usable as a view while the block lives)."""
+    h, b = c_void_p(), c_void_p(body.handle.value)
+    check(_core.lib.ladle_residual_create(byref(b), byref(h)))
+    block = Layer(h)
+    body._disown(block)
+    body._keep.append(block)
+    block._layers = [body]
+    return block
+
+
+def add(a, b, y=None):
+    """y = a + b elementwise (y may be a or b); returns y."""
+    if y is None:
+        y = np.zeros(np.shape(a), dtype=np.asarray(a).dtype)
+    at, bt, yt = as_tensor(a, "a"), as_tensor(b, "b"), as_tensor(y, "y", True)
+    check(_core.lib.ladle_add(at.handle, bt.handle, yt.handle))
+    return y
+
+
+def _handles(tensors):
+    return (c_void_p * max(len(tensors), 1))(*[t.handle.value for t in tensors])
+
+
+def concat(xs, dim=1, y=None):
+    """The arrays xs concatenated along dim (into y when given); returns y."""
+    xs = [as_tensor(x, "x") for x in xs]
+    if y is None:
+        shapes = [t.shape for t in xs]
+        shape = list(shapes[0]) if shapes else []
+        if shape and 0 <= dim < len(shape):
+            shape[dim] = sum(s[dim] for s in shapes)
+        y = np.zeros(shape, dtype=xs[0].numpy().dtype if xs else np.float64)
+    yt = as_tensor(y, "y", True)
+    check(_core.lib.ladle_concat(len(xs), _handles(xs), int(dim), yt.handle))
+    return y
+
+
+def concat_backward(dy, dim, dxs):
+    """Split dy along dim back into the arrays dxs (their shapes say
+    where); returns dxs."""
+    dyt = as_tensor(dy, "dy")
+    outs = [as_tensor(d, "dx", True) for d in dxs]
+    check(_core.lib.ladle_concat_backward(dyt.handle, int(dim), len(outs), _handles(outs)))
+    return dxs

@@ -430,3 +430,29 @@ def test_dist_vocab_loss_equals_twin(comm, rng, reduction):
     assert abs(value - twin.forward(X, labels, ctx=tctx)) < 1e-12
     dx = dist.backward(ctx)
     np.testing.assert_allclose(gather_global(comm, lx, dx), twin.backward(tctx), **TOL)
+
+
+def test_residual_add_concat(rng):
+    x, dy = rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, (3, 4))
+    body = ladle.Linear(x.shape, 4, seed=2)
+    W, b = body.param(0).copy(), body.param(1).copy()
+    block = ladle.Residual(body)
+    assert block.num_params == 2
+    y, dx, (gW, gb) = run_ladle(block, x, dy)
+    np.testing.assert_allclose(y, x + x @ W.T + b, **TOL)
+    np.testing.assert_allclose(dx, dy + dy @ W, **TOL)
+    np.testing.assert_allclose(gW, dy.T @ x, **TOL)
+    np.testing.assert_allclose(gb, dy.sum(axis=0), **TOL)
+    np.testing.assert_array_equal(ladle.add(x, dy), x + dy)
+    parts = [rng.uniform(-1, 1, (2, c, 3)) for c in (1, 3, 2)]
+    cat = ladle.concat(parts, dim=1)
+    np.testing.assert_array_equal(cat, np.concatenate(parts, axis=1))
+    back = ladle.concat_backward(cat, 1, [np.zeros_like(p) for p in parts])
+    for a, p in zip(back, parts):
+        np.testing.assert_array_equal(a, p)
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.add(x, np.zeros((4, 3)))
+    assert e.value.name == "LADLE_ERR_SHAPE"
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.Residual(ladle.Linear(x.shape, 5))        # y's shape is not x's
+    assert e.value.name == "LADLE_ERR_SHAPE"
