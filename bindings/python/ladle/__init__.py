@@ -26,7 +26,8 @@ from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv, 
                      Sequential, Softmax)
 from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptivePool,  # noqa: E402
                            DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
-                           DistInterpolate, DistTPAttention, DistTPLinear,
+                           DistInterpolate, DistReplicate, DistReplicateOn,
+                           DistTPAttention, DistTPLinear,
                            DistVocabEmbedding, DistVocabLoss, Embedding, GroupNorm,
                            Interpolate, LayerNorm, PosEmbedding, Residual, RMSNorm, add,
                            concat, concat_backward)

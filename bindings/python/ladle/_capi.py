@@ -487,6 +487,8 @@ PROTOTYPES = [
                                               POINTER(ladle_dist_partitions), i64_p, c_int, c_int,
                                               c_uint64, HP]),
     ("ladle_dist_vocab_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),
+    ("ladle_dist_replicate_create", S, [H, HP, c_uint, HP]),
+    ("ladle_dist_replicate_create_on", S, [H, H, HP, c_uint, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),
     ("ladle_optimizer_create", S, [POINTER(ladle_optimizer_desc), HP]),

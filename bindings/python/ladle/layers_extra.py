@@ -353,16 +353,38 @@ def DistTPLinear(p, x_shape, features, row=False, bias=True, dtype=np.float64, d
 
 # ---- residual blocks and the parameterless functions ------------------------------------
 
-def Residual(body):
-    """y = x + body(x), itself a layer; it owns body from then on (body's
-    Python object stays usable as a view while the block lives)."""
+def _wrap(body, create, keep=()):
+    """The layer create(&body, &wrapper) makes, owning body from then on:
+    body's Python object stays usable as a view while the wrapper lives."""
     h, b = c_void_p(), c_void_p(body.handle.value)
-    check(_core.lib.ladle_residual_create(byref(b), byref(h)))
-    block = Layer(h)
+    check(create(byref(b), byref(h)))
+    block = Layer(h, keep=keep)
     body._disown(block)
     body._keep.append(block)
     block._layers = [body]
     return block
+
+
+def Residual(body):
+    """y = x + body(x), itself a layer; it owns body from then on."""
+    return _wrap(body, _core.lib.ladle_residual_create)
+
+
+def DistReplicate(p, layer, checked=False):
+    """Data parallelism for a sequential layer with parameters: the layer
+    runs on each member of p on its own block, its weights copies of
+    partition rank 0's (sync_gradients sums the copies' gradients). Owns
+    layer from then on. Collective over p (its members only)."""
+    return _wrap(layer, lambda b, h: _core.lib.ladle_dist_replicate_create(
+        p.handle, b, _flags(checked), h), keep=[p])
+
+
+def DistReplicateOn(x_layout, y_layout, layer, checked=False):
+    """DistReplicate told which blocks the ranks hold: this rank's x is its
+    box of x_layout, y its box of y_layout (the layer then has those
+    layouts). Collective over x_layout's partition."""
+    return _wrap(layer, lambda b, h: _core.lib.ladle_dist_replicate_create_on(
+        x_layout.handle, y_layout.handle, b, _flags(checked), h), keep=[x_layout, y_layout])
 
 
 def add(a, b, y=None):

@@ -456,3 +456,19 @@ def test_residual_add_concat(rng):
     with pytest.raises(ladle.LadleError) as e:
         ladle.Residual(ladle.Linear(x.shape, 5))        # y's shape is not x's
     assert e.value.name == "LADLE_ERR_SHAPE"
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_dist_replicate_equals_the_whole_batch(comm, rng, on):
+    N, fin, fout = 2 * comm.size + 1, 3, 2
+    p = ladle.Partition(comm, [comm.size, 1])
+    lx, ly = ladle.Layout(p, (N, fin)), ladle.Layout(p, (N, fout))
+    # every rank draws its own weights: the copies start as rank 0's
+    local = ladle.Linear(lx.local_shape, fout, seed=10 + comm.rank)
+    dist = (ladle.DistReplicateOn(lx, ly, local) if on else
+            ladle.DistReplicate(ladle.Partition(comm, [comm.size]), local))
+    twin = ladle.Linear((N, fin), fout)
+    for i in range(2):
+        twin.param(i)[...] = comm.bcast(dist.param(i).copy(), root=0)
+        np.testing.assert_array_equal(dist.param(i), twin.param(i))
+    check_twins(comm, dist, twin, rng.uniform(-1, 1, (N, fin)), (N, fout), rng, lx, ly)
