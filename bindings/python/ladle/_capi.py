@@ -422,6 +422,7 @@ PROTOTYPES = [
     ("ladle_activation_create", S, [c_int, c_double, c_int, i64_p, c_int, c_int, HP]),
     ("ladle_softmax_create", S, [c_int, i64_p, c_int, c_int, c_int, c_int, HP]),
     ("ladle_dropout_create", S, [c_int, i64_p, c_double, c_int, c_int, c_uint64, HP]),
+    ("ladle_dropout_set_step", S, [H, c_uint64]),
     ("ladle_reshape_create", S, [c_int, i64_p, c_int, i64_p, c_int, c_int, HP]),
     ("ladle_flatten_create", S, [c_int, i64_p, c_int, c_int, HP]),
     ("ladle_sequential_create", S, [c_int, POINTER(c_void_p), HP]),

@@ -472,3 +472,20 @@ def test_dist_replicate_equals_the_whole_batch(comm, rng, on):
         twin.param(i)[...] = comm.bcast(dist.param(i).copy(), root=0)
         np.testing.assert_array_equal(dist.param(i), twin.param(i))
     check_twins(comm, dist, twin, rng.uniform(-1, 1, (N, fin)), (N, fout), rng, lx, ly)
+
+
+def test_dropout_set_step_replays_the_mask(rng):
+    x = rng.uniform(1, 2, (4, 50))
+    drop = ladle.Dropout(x.shape, 0.5, seed=3)
+    drop.train()
+    run = lambda: drop.forward(x, ctx=drop.ctx())   # a training forward (with a ctx)
+    first, second = run(), run()
+    assert not np.array_equal(first, second)        # the step advanced
+    drop.set_step(0)
+    np.testing.assert_array_equal(run(), first)
+    np.testing.assert_array_equal(run(), second)
+    kept = first != 0
+    np.testing.assert_allclose(first[kept], 2 * x[kept], **TOL)
+    with pytest.raises(ladle.LadleError) as e:               # not a dropout
+        ladle.layers.DropoutLayer.set_step(ladle.Linear((2, 3), 2), 0)
+    assert e.value.name == "LADLE_ERR_ARG"
