@@ -4,7 +4,7 @@ repartition, halo_exchange.
 Every create is collective over the ranks the op touches (in SPMD style
 every rank calls it); a bad call raises LadleError on every rank alike."""
 
-from ctypes import byref, c_void_p
+from ctypes import byref, c_int, c_void_p
 
 import numpy as np
 
@@ -140,6 +140,38 @@ class HaloExchange(Op):
         if dx is None:
             dx = dy
         return Op.adjoint(self, dy, dx)
+
+    # the split phases: begin posts the messages, end waits for them, so
+    # work on the bulk can go between (the tensor is kept alive meanwhile)
+    def begin(self, t):
+        """Start the in-place forward on padded t (numpy or Tensor)."""
+        return self._phase("ladle_halo_exchange_begin", t, True)
+
+    def end(self):
+        """Finish the forward begin started; returns its tensor."""
+        return self._phase("ladle_halo_exchange_end", None, False)
+
+    def adjoint_begin(self, t):
+        return self._phase("ladle_halo_exchange_adjoint_begin", t, True)
+
+    def adjoint_end(self):
+        return self._phase("ladle_halo_exchange_adjoint_end", None, False)
+
+    def progress(self):
+        """Move the messages in flight on; True when end would not wait."""
+        done = c_int()
+        check(_core.lib.ladle_halo_exchange_progress(self.handle, byref(done)))
+        return bool(done.value)
+
+    def _phase(self, fn, t, starting):
+        held = getattr(self, "_in_flight", None)
+        if starting:
+            tt = _core.as_tensor(t, "t", True)
+        else:
+            tt, t = held if held else (_core.Tensor.zeros((0,)), None)
+        check(getattr(_core.lib, fn)(self.handle, tt.handle))
+        self._in_flight = (tt, t) if starting else None
+        return t
 
     @property
     def padded_shape(self):

@@ -225,3 +225,25 @@ def test_all_gather_bad_arguments(comm):
     with pytest.raises(ladle.LadleError) as e:
         ladle.reduce_scatter(p, (4, 3), counts=[-1] + [0] * (comm.size - 2) + [5])
     assert e.value.name == "LADLE_ERR_ARG"
+
+
+def test_halo_exchange_split_phases(comm, rng):
+    """begin/end give the one-call forward's and adjoint's results."""
+    size = comm.size
+    G = rng.uniform(-1, 1, (1, 2, 3 * size + 1))
+    layout = ladle.Layout(ladle.Partition(comm, [1, 1, size]), G.shape)
+    with ladle.halo_exchange(layout, kernel=(1, 1, 3), padding=(0, 0, 1)) as op:
+        t = np.zeros(op.padded_shape)
+        t[:, :, 1:-1] = G[layout.slices()]
+        ref = op.forward(t.copy())
+        assert op.begin(t) is t
+        op.progress()
+        assert op.end() is t
+        np.testing.assert_array_equal(t, ref)
+        ref = op.adjoint(t.copy())
+        op.adjoint_begin(t)
+        op.adjoint_end()
+        np.testing.assert_array_equal(t, ref)
+        with pytest.raises(ladle.LadleError) as e:
+            op.end()                                   # no exchange in flight
+        assert e.value.name == "LADLE_ERR_STATE"
