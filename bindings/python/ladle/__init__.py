@@ -18,12 +18,19 @@ _core._fill_status_names()
 from ._core import (ERR, Layout, LadleError, Op, Partition, Tensor, adjoint_test,  # noqa: E402
                     adjoint_tolerance, check, check_mpi_match, gradient_test, mpi_library,
                     set_num_threads, version)
-from .primitives import (HaloExchange, all_sum_reduce, broadcast, halo_exchange,  # noqa: E402
-                         repartition, sum_reduce, window)
+from .primitives import (HaloExchange, all_gather, all_sum_reduce, broadcast,  # noqa: E402
+                         halo_exchange, reduce_scatter, repartition, sum_reduce, window)
 from .layers import (Activation, BatchNorm, Conv, Ctx, DistBatchNorm, DistConv,  # noqa: E402
                      DistConvGrid, DistFlatten, DistLinear, DistLoss, DistPool, Dropout,
                      Flatten, GlobalAvgPool, Layer, Linear, Loss, LossLayer, Pool, Reshape,
                      Sequential, Softmax)
+from .layers_extra import (AdaptivePool, Attention, ConvTranspose, DistAdaptivePool,  # noqa: E402
+                           DistConvTranspose, DistGlobalAvgPool, DistGroupNorm,
+                           DistInterpolate, DistReplicate, DistReplicateOn,
+                           DistTPAttention, DistTPLinear,
+                           DistVocabEmbedding, DistVocabLoss, Embedding, GroupNorm,
+                           Interpolate, LayerNorm, PosEmbedding, Residual, RMSNorm, add,
+                           concat, concat_backward)
 
 SELF = _capi.SELF
 lib = _core.lib

@@ -46,6 +46,7 @@ OK = 0
 F32, F64, I64, BF16, F16 = 1, 2, 3, 4, 5
 CPU, CUDA, GUARDED = 0, 1, 2
 TRANSPOSE_SRC, TRANSPOSE_DEST, CHECKED = 0x1, 0x2, 0x4
+TP_ROW = 0x10
 
 
 # ---- finding the library -------------------------------------------------
@@ -176,6 +177,75 @@ class ladle_optimizer_desc(Structure):
                 ("beta2", c_double),
                 ("eps", c_double),
                 ("weight_decay", c_double)]
+
+
+class ladle_all_gather_desc(Structure):
+    _fields_ = _SZ + [("axis", c_int), ("ndim", c_int), ("shape", POINTER(c_int64)),
+                      ("dim", c_int), ("counts", POINTER(c_int64)), ("flags", c_uint)]
+
+
+class ladle_conv_transpose_desc(Structure):
+    _fields_ = _SZ + [("nd", c_int),
+                ("in_channels", c_int64),
+                ("out_channels", c_int64),
+                ("groups", c_int64),
+                ("kernel", _arr(c_int64, 3)),
+                ("stride", _arr(c_int64, 3)),
+                ("padding", _arr(c_int64, 3)),
+                ("output_padding", _arr(c_int64, 3)),
+                ("dilation", _arr(c_int64, 3)),
+                ("bias", c_int),
+                ("padding_mode", c_int),
+                ("flags", c_uint)]
+
+
+class ladle_groupnorm_desc(Structure):
+    _fields_ = _SZ + [("num_groups", c_int64),
+                ("num_channels", c_int64),
+                ("eps", c_double),
+                ("affine", c_int),
+                ("flags", c_uint)]
+
+
+class ladle_layernorm_desc(Structure):
+    _fields_ = _SZ + [("normalized_ndim", c_int),
+                ("eps", c_double),
+                ("elementwise_affine", c_int),
+                ("bias", c_int)]
+
+
+class ladle_rmsnorm_desc(Structure):
+    _fields_ = _SZ + [("normalized_ndim", c_int),
+                ("eps", c_double),
+                ("elementwise_affine", c_int)]
+
+
+class ladle_embedding_desc(Structure):
+    _fields_ = _SZ + [("num_embeddings", c_int64),
+                ("embedding_dim", c_int64),
+                ("flags", c_uint)]
+
+
+class ladle_interp_desc(Structure):
+    _fields_ = _SZ + [("mode", c_int),
+                ("nd", c_int),
+                ("out_size", _arr(c_int64, 3)),
+                ("scale", _arr(c_int64, 3)),
+                ("align_corners", c_int),
+                ("flags", c_uint)]
+
+
+class ladle_attention_desc(Structure):
+    _fields_ = _SZ + [("embed_dim", c_int64),
+                ("num_heads", c_int64),
+                ("head_dim", c_int64),
+                ("causal", c_int),
+                ("qkv_bias", c_int),
+                ("out_bias", c_int),
+                ("scale", c_double),
+                ("block", c_int64),
+                ("f32_tiles", c_int),
+                ("flags", c_uint)]
 
 
 class ladle_adjoint_result(Structure):
@@ -312,6 +382,15 @@ PROTOTYPES = [
     ("ladle_halo_exchange_create", S, [H, POINTER(ladle_window), c_int, c_int, c_uint, HP]),
     ("ladle_halo_exchange_bulk_layout", H, [H]),
     ("ladle_halo_exchange_output_layout", H, [H]),
+    ("ladle_halo_exchange_begin", S, [H, H]),
+    ("ladle_halo_exchange_end", S, [H, H]),
+    ("ladle_halo_exchange_adjoint_begin", S, [H, H]),
+    ("ladle_halo_exchange_adjoint_end", S, [H, H]),
+    ("ladle_halo_exchange_progress", S, [H, int_p]),
+    ("ladle_all_gather_desc_init", None,
+     [POINTER(ladle_all_gather_desc), c_int, c_int, i64_p, c_int]),
+    ("ladle_all_gather_create", S, [POINTER(ladle_all_gather_desc), H, c_int, c_int, HP]),
+    ("ladle_reduce_scatter_create", S, [POINTER(ladle_all_gather_desc), H, c_int, c_int, HP]),
     # checks
     ("ladle_adjoint_test", S, [H, c_uint64, POINTER(ladle_adjoint_result)]),
     ("ladle_gradient_test", S, [H, c_uint64, c_int, POINTER(ladle_gradient_result)]),
@@ -348,6 +427,7 @@ PROTOTYPES = [
     ("ladle_activation_create", S, [c_int, c_double, c_int, i64_p, c_int, c_int, HP]),
     ("ladle_softmax_create", S, [c_int, i64_p, c_int, c_int, c_int, c_int, HP]),
     ("ladle_dropout_create", S, [c_int, i64_p, c_double, c_int, c_int, c_uint64, HP]),
+    ("ladle_dropout_set_step", S, [H, c_uint64]),
     ("ladle_reshape_create", S, [c_int, i64_p, c_int, i64_p, c_int, c_int, HP]),
     ("ladle_flatten_create", S, [c_int, i64_p, c_int, c_int, HP]),
     ("ladle_sequential_create", S, [c_int, POINTER(c_void_p), HP]),
@@ -357,6 +437,34 @@ PROTOTYPES = [
     ("ladle_loss_create", S, [POINTER(ladle_loss_desc), c_int, i64_p, c_int, c_int, HP]),
     ("ladle_loss_forward", S, [H, H, H, H, H]),
     ("ladle_loss_backward", S, [H, H, H, H]),
+    ("ladle_conv_transpose_desc_init", None,
+     [POINTER(ladle_conv_transpose_desc), c_int, c_int64, c_int64, c_int64]),
+    ("ladle_conv_transpose_create", S, [POINTER(ladle_conv_transpose_desc), i64_p, c_int, c_int,
+                                        c_uint64, HP]),
+    ("ladle_groupnorm_desc_init", None, [POINTER(ladle_groupnorm_desc), c_int64, c_int64]),
+    ("ladle_groupnorm_create", S, [POINTER(ladle_groupnorm_desc), c_int, i64_p, c_int, c_int, HP]),
+    ("ladle_adaptive_avg_pool_create", S, [c_int, i64_p, i64_p, c_int, c_int, HP]),
+    ("ladle_adaptive_max_pool_create", S, [c_int, i64_p, i64_p, c_int, c_int, HP]),
+    ("ladle_layernorm_desc_init", None, [POINTER(ladle_layernorm_desc), c_int]),
+    ("ladle_layernorm_create", S, [POINTER(ladle_layernorm_desc), c_int, i64_p, c_int, c_int, HP]),
+    ("ladle_rmsnorm_desc_init", None, [POINTER(ladle_rmsnorm_desc), c_int]),
+    ("ladle_rmsnorm_create", S, [POINTER(ladle_rmsnorm_desc), c_int, i64_p, c_int, c_int, HP]),
+    ("ladle_embedding_desc_init", None, [POINTER(ladle_embedding_desc), c_int64, c_int64]),
+    ("ladle_embedding_create", S, [POINTER(ladle_embedding_desc), c_int, i64_p, c_int, c_int,
+                                   c_uint64, HP]),
+    ("ladle_interp_desc_init", None, [POINTER(ladle_interp_desc), c_int, c_int, c_int64]),
+    ("ladle_interp_create", S, [POINTER(ladle_interp_desc), i64_p, c_int, c_int, HP]),
+    ("ladle_attention_desc_init", None, [POINTER(ladle_attention_desc), c_int64, c_int64]),
+    ("ladle_attention_create", S, [POINTER(ladle_attention_desc), c_int, i64_p, c_int, c_int,
+                                   c_uint64, HP]),
+    ("ladle_attention_memory", S, [H, POINTER(c_size_t), POINTER(c_size_t), POINTER(c_size_t)]),
+    ("ladle_pos_embedding_create", S, [c_int, i64_p, c_int64, c_int, c_int, c_uint64, HP]),
+    ("ladle_pos_embedding_set_offset", S, [H, c_int64]),
+    ("ladle_residual_create", S, [HP, HP]),
+    ("ladle_residual_body", H, [H]),
+    ("ladle_add", S, [H, H, H]),
+    ("ladle_concat", S, [c_int, POINTER(c_void_p), c_int, H]),
+    ("ladle_concat_backward", S, [H, c_int, c_int, POINTER(c_void_p)]),
     # distributed layers
     ("ladle_dist_linear_create", S, [POINTER(ladle_linear_desc), POINTER(ladle_dist_partitions),
                                      i64_p, c_int, c_int, c_uint64, HP]),
@@ -369,6 +477,24 @@ PROTOTYPES = [
                                         HP]),
     ("ladle_dist_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),
     ("ladle_dist_flatten_create", S, [H, i64_p, H, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_conv_transpose_create", S, [POINTER(ladle_conv_transpose_desc), H, i64_p,
+                                             c_int, c_int, c_uint64, HP]),
+    ("ladle_dist_groupnorm_create", S, [POINTER(ladle_groupnorm_desc), H, i64_p, c_int, c_int,
+                                        HP]),
+    ("ladle_dist_adaptive_avg_pool_create", S, [H, i64_p, i64_p, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_adaptive_max_pool_create", S, [H, i64_p, i64_p, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_interp_create", S, [POINTER(ladle_interp_desc), H, i64_p, c_int, c_int, HP]),
+    ("ladle_dist_global_avg_pool_create", S, [H, i64_p, H, c_int, c_int, c_uint, HP]),
+    ("ladle_dist_tp_linear_create", S, [POINTER(ladle_linear_desc), H, i64_p, c_int, c_int,
+                                        c_uint64, HP]),
+    ("ladle_dist_tp_attention_create", S, [POINTER(ladle_attention_desc), H, i64_p, c_int, c_int,
+                                           c_uint64, HP]),
+    ("ladle_dist_vocab_embedding_create", S, [POINTER(ladle_embedding_desc),
+                                              POINTER(ladle_dist_partitions), i64_p, c_int, c_int,
+                                              c_uint64, HP]),
+    ("ladle_dist_vocab_loss_create", S, [POINTER(ladle_loss_desc), H, i64_p, c_int, c_int, HP]),
+    ("ladle_dist_replicate_create", S, [H, HP, c_uint, HP]),
+    ("ladle_dist_replicate_create_on", S, [H, H, HP, c_uint, HP]),
     # optimizers
     ("ladle_optimizer_desc_init", None, [POINTER(ladle_optimizer_desc), c_int, c_double]),
     ("ladle_optimizer_create", S, [POINTER(ladle_optimizer_desc), HP]),

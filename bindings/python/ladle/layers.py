@@ -305,11 +305,22 @@ def Softmax(shape, dim=-1, log=False, dtype=np.float64, device="cpu"):
                    ladle_device(device))
 
 
+class DropoutLayer(Layer):
+    """A dropout layer (made by Dropout)."""
+
+    def set_step(self, step):
+        """The step the next training forward draws its mask with (each
+        training forward advances it): set it to replay a run."""
+        check(_core.lib.ladle_dropout_set_step(self.handle, int(step)))
+
+
 def Dropout(shape, p, dtype=np.float64, device="cpu", seed=0):
     shape = _shape(shape)
-    return _create(_core.lib.ladle_dropout_create,
-                   len(shape), i64_array(shape), float(p), ladle_dtype(dtype),
-                   ladle_device(device), seed)
+    h = c_void_p()
+    check(_core.lib.ladle_dropout_create(len(shape), i64_array(shape), float(p),
+                                         ladle_dtype(dtype), ladle_device(device), seed,
+                                         byref(h)))
+    return _made(h, DropoutLayer)
 
 
 def Reshape(in_shape, out_shape, dtype=np.float64, device="cpu"):

@@ -1,9 +1,10 @@
-"""The five parallel primitives, each a linear Op with its adjoint:
-broadcast, sum_reduce, all_sum_reduce, repartition, halo_exchange.
+"""The parallel primitives, each a linear Op with its adjoint:
+broadcast, sum_reduce, all_sum_reduce, all_gather, reduce_scatter,
+repartition, halo_exchange.
 Every create is collective over the ranks the op touches (in SPMD style
 every rank calls it); a bad call raises LadleError on every rank alike."""
 
-from ctypes import byref, c_void_p
+from ctypes import byref, c_int, c_void_p
 
 import numpy as np
 
@@ -62,6 +63,40 @@ def all_sum_reduce(p, axes, shape, dtype=np.float64, device="cpu", checked=False
     return Op(h, keep=[p])
 
 
+def _gather_pair(create, p, shape, dim, axis, counts, dtype, device, checked):
+    """An all-gather or a reduce-scatter (they share one descriptor)."""
+    shape = _shape(shape)
+    extents = i64_array(shape)  # kept alive until the create returns
+    d = _capi.ladle_all_gather_desc()
+    _core.lib.ladle_all_gather_desc_init(byref(d), int(axis), len(shape), extents, int(dim))
+    if counts is not None:
+        counts = i64_array([int(c) for c in counts])
+        d.counts = counts
+    d.flags = _flags(checked=checked)
+    h = c_void_p()
+    check(create(byref(d), p.handle, ladle_dtype(dtype), ladle_device(device), byref(h)))
+    return Op(h, keep=[p])
+
+
+def all_gather(p, shape, dim=0, axis=0, counts=None, dtype=np.float64, device="cpu",
+               checked=False):
+    """AllGather along partition axis `axis` of p: member k of each group
+    holds shard k of a tensor of `shape` cut along tensor dimension `dim`
+    (counts[k] indices; None: balanced) and every member gets the whole
+    tensor. Its adjoint is the reduce-scatter."""
+    return _gather_pair(_core.lib.ladle_all_gather_create, p, shape, dim, axis, counts, dtype,
+                        device, checked)
+
+
+def reduce_scatter(p, shape, dim=0, axis=0, counts=None, dtype=np.float64, device="cpu",
+                   checked=False):
+    """ReduceScatter along partition axis `axis` of p: every member holds a
+    tensor of `shape`; member k keeps shard k (along `dim`) of the group's
+    sum. Its adjoint is the all-gather."""
+    return _gather_pair(_core.lib.ladle_reduce_scatter_create, p, shape, dim, axis, counts,
+                        dtype, device, checked)
+
+
 def repartition(x_layout, y_layout, dtype=np.float64, device="cpu", checked=False):
     """Repartition between two decompositions of one global shape (its
     adjoint is the reverse repartition)."""
@@ -105,6 +140,38 @@ class HaloExchange(Op):
         if dx is None:
             dx = dy
         return Op.adjoint(self, dy, dx)
+
+    # the split phases: begin posts the messages, end waits for them, so
+    # work on the bulk can go between (the tensor is kept alive meanwhile)
+    def begin(self, t):
+        """Start the in-place forward on padded t (numpy or Tensor)."""
+        return self._phase("ladle_halo_exchange_begin", t, True)
+
+    def end(self):
+        """Finish the forward begin started; returns its tensor."""
+        return self._phase("ladle_halo_exchange_end", None, False)
+
+    def adjoint_begin(self, t):
+        return self._phase("ladle_halo_exchange_adjoint_begin", t, True)
+
+    def adjoint_end(self):
+        return self._phase("ladle_halo_exchange_adjoint_end", None, False)
+
+    def progress(self):
+        """Move the messages in flight on; True when end would not wait."""
+        done = c_int()
+        check(_core.lib.ladle_halo_exchange_progress(self.handle, byref(done)))
+        return bool(done.value)
+
+    def _phase(self, fn, t, starting):
+        held = getattr(self, "_in_flight", None)
+        if starting:
+            tt = _core.as_tensor(t, "t", True)
+        else:
+            tt, t = held if held else (_core.Tensor.zeros((0,)), None)
+        check(getattr(_core.lib, fn)(self.handle, tt.handle))
+        self._in_flight = (tt, t) if starting else None
+        return t
 
     @property
     def padded_shape(self):

@@ -50,7 +50,9 @@ __all__ = ["Broadcast", "SumReduce", "AllSumReduce", "Repartition", "HaloExchang
            "LadleModule", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "BatchNorm",
            "Flatten", "Loss", "CrossEntropyLoss", "MSELoss", "ReLU", "DistLinear",
            "DistConv2d", "DistPool2d", "DistBatchNorm", "DistFlatten", "DistLoss",
-           "lib", "wrap"]
+           "AllGather", "ReduceScatter", "GroupNorm", "LayerNorm", "ConvTranspose2d",
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "DistGroupNorm", "DistConvTranspose2d",
+           "DistAdaptivePool2d", "lib", "wrap"]
 
 lib = _core.lib
 
@@ -596,3 +598,9 @@ def MSELoss(input_shape, dtype=torch.float32, reduction="mean"):
 def DistLoss(p_x, input_shape, kind="cross_entropy", reduction="mean", dtype=torch.float32):
     """A loss over an input (global input_shape) decomposed over p_x."""
     return Loss(_layers.DistLoss(p_x, input_shape, kind, reduction, dtype=_np(dtype)), dtype)
+
+
+# the wrappers of the newer layers and primitives live in their own file
+from ._torch_extra import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AllGather,  # noqa: E402
+                           ConvTranspose2d, DistAdaptivePool2d, DistConvTranspose2d,
+                           DistGroupNorm, GroupNorm, LayerNorm, ReduceScatter)

@@ -153,3 +153,97 @@ def test_partition_from_mpi4py(comm):
     assert one.rank == (0 if comm.rank == size - 1 else -1)
     from mpi4py import MPI
     assert (one.comm == MPI.COMM_NULL) == (comm.rank != size - 1)
+
+
+def mpi_reduce_scatter(comm, pieces):
+    """mpi4py's Reduce_scatter (f64): member k gets the sum of pieces[k]."""
+    from mpi4py import MPI
+    send = np.concatenate([np.ravel(a) for a in pieces])
+    mine = pieces[comm.rank]
+    recv = np.empty(mine.size)
+    comm.Reduce_scatter(send, recv, [a.size for a in pieces], op=MPI.SUM)
+    return recv.reshape(mine.shape)
+
+
+def shard_counts(n, size, uneven):
+    """Balanced counts, or uneven ones with an empty shard where size > 1."""
+    if not uneven or size == 1:
+        return None, [n // size + (1 if k < n % size else 0) for k in range(size)]
+    counts = [0] + [1] * (size - 2) + [n - (size - 2)]
+    return counts, counts
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("uneven", [False, True])
+def test_all_gather_matches_mpi4py(comm, rng, dtype, uneven):
+    size = comm.size
+    n = 2 * size + 1
+    given, counts = shard_counts(n, size, uneven)
+    p = ladle.Partition(comm, [size])
+    with ladle.all_gather(p, (3, n, 2), dim=1, counts=given, dtype=dtype) as op:
+        assert op.x_shape == (3, counts[comm.rank], 2) and op.y_shape == (3, n, 2)
+        adjoint_ok(op, dtype)
+        x = rng.uniform(-1, 1, op.x_shape).astype(dtype) + comm.rank
+        y = op.forward(x)
+        np.testing.assert_array_equal(y, np.concatenate(comm.allgather(x), axis=1))
+        # the adjoint is the reduce-scatter of every rank's dy
+        dy = rng.uniform(-1, 1, op.y_shape).astype(dtype) * (comm.rank + 1)
+        cut = np.cumsum(counts)[:-1]
+        ref = mpi_reduce_scatter(comm, np.split(dy.astype(np.float64), cut, axis=1))
+        close(op.adjoint(dy), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_scatter_matches_mpi4py(comm, rng, dtype):
+    size = comm.size
+    # a 2-d grid where the size allows: groups along axis 1
+    shape_p = [2, size // 2] if size % 2 == 0 else [1, size]
+    p = ladle.Partition(comm, shape_p)
+    g = shape_p[1]
+    shape = (3 * g + 1, 4)
+    with ladle.reduce_scatter(p, shape, dim=0, axis=1, dtype=dtype) as op:
+        assert op.x_shape == shape
+        adjoint_ok(op, dtype)
+        x = rng.uniform(-1, 1, shape).astype(dtype) * (comm.rank + 1)
+        y = op.forward(x)
+        row = comm.Split(p.coords[0], p.coords[1])
+        counts = [shape[0] // g + (1 if k < shape[0] % g else 0) for k in range(g)]
+        pieces = np.split(x.astype(np.float64), np.cumsum(counts)[:-1], axis=0)
+        ref = mpi_reduce_scatter(row, pieces)
+        row.Free()
+        close(y, ref, dtype)
+        assert y.shape == (counts[p.coords[1]], 4)
+
+
+def test_all_gather_bad_arguments(comm):
+    p = ladle.Partition(comm, [comm.size])
+    for kw, name in [(dict(axis=1), "LADLE_ERR_ARG"), (dict(dim=2), "LADLE_ERR_ARG"),
+                     (dict(counts=[5] * comm.size), "LADLE_ERR_ARG")]:
+        with pytest.raises(ladle.LadleError) as e:
+            ladle.all_gather(p, (4, 3), **kw)
+        assert set(comm.allgather(e.value.name)) == {name}, e.value
+    with pytest.raises(ladle.LadleError) as e:
+        ladle.reduce_scatter(p, (4, 3), counts=[-1] + [0] * (comm.size - 2) + [5])
+    assert e.value.name == "LADLE_ERR_ARG"
+
+
+def test_halo_exchange_split_phases(comm, rng):
+    """begin/end give the one-call forward's and adjoint's results."""
+    size = comm.size
+    G = rng.uniform(-1, 1, (1, 2, 3 * size + 1))
+    layout = ladle.Layout(ladle.Partition(comm, [1, 1, size]), G.shape)
+    with ladle.halo_exchange(layout, kernel=(1, 1, 3), padding=(0, 0, 1)) as op:
+        t = np.zeros(op.padded_shape)
+        t[:, :, 1:-1] = G[layout.slices()]
+        ref = op.forward(t.copy())
+        assert op.begin(t) is t
+        op.progress()
+        assert op.end() is t
+        np.testing.assert_array_equal(t, ref)
+        ref = op.adjoint(t.copy())
+        op.adjoint_begin(t)
+        op.adjoint_end()
+        np.testing.assert_array_equal(t, ref)
+        with pytest.raises(ladle.LadleError) as e:
+            op.end()                                   # no exchange in flight
+        assert e.value.name == "LADLE_ERR_STATE"

@@ -244,6 +244,14 @@ def test_cross_entropy_sequential():
     check_op(lt.CrossEntropyLoss((3, 4), dtype=F64), extra=labels)
 
 
+
+def test_layers_extra_sequential():
+    check_op(lt.GroupNorm((2, 4, 3, 2), 2, dtype=F64))
+    check_op(lt.LayerNorm((3, 4), dtype=F64))
+    check_op(lt.ConvTranspose2d((1, 2, 3, 2), 2, 3, stride=2, padding=1, dtype=F64, seed=3))
+    check_op(lt.AdaptiveAvgPool2d((1, 2, 5, 4), (3, 3), dtype=F64))
+    check_op(lt.AdaptiveMaxPool2d((1, 2, 5, 4), (2, 3), dtype=F64))
+
 # ---- distributed layers --------------------------------------------------------------
 
 def test_dist_linear_column_parallel():
@@ -281,6 +289,20 @@ def test_dist_batchnorm():
     p = ladle.Partition(COMM, [COMM.size, 1, 1, 1])
     check_op(lt.DistBatchNorm(p, (2 * COMM.size, 2, 3, 3), dtype=F64))
 
+
+def test_dist_layers_extra():
+    p = ladle.Partition(COMM, [1, 1, COMM.size, 1])
+    n = 2 * COMM.size
+    check_op(lt.DistGroupNorm(p, (2, 2, n, 2), 1, dtype=F64))
+    check_op(lt.DistConvTranspose2d(p, (1, 2, n, 2), 2, 3, stride=2, padding=1, dtype=F64,
+                                    seed=9))
+    check_op(lt.DistAdaptivePool2d(p, (1, 2, n + 1, 3), (n - 1, 2), "max", dtype=F64))
+
+
+def test_all_gather_reduce_scatter():
+    p = ladle.Partition(COMM, [COMM.size])
+    check_op(lt.AllGather(p, (2 * COMM.size + 1, 2), dtype=F64))
+    check_op(lt.ReduceScatter(p, (2, COMM.size + 1), dim=1, dtype=F64))
 
 def test_dist_flatten():
     p_x = ladle.Partition(COMM, [1, 1, COMM.size, 1])
