@@ -185,6 +185,73 @@ START_TEST(residual_bits)
 }
 END_TEST
 
+/* A graph with a branch: a = seg(x), c = a + lin(a), loss MSE(head(c)),
+ * seg recomputed in graph 1 and not in graph 0. */
+static ladle_graph *make_graph(int recompute, int *xid)
+{
+    ladle_op *l[5], *seg = NULL, *lin = NULL;
+    int64_t xs[2] = {NB, NF}, hs[2] = {NB, NH}, ys[2] = {NB, 3};
+    ladle_graph *g = NULL;
+    ladle_linear_desc ld;
+    int a, b, c, d, ab[2];
+    make_chain(l, 17);
+    LT_OK(ladle_sequential_create(4, l, &seg));
+    if (recompute)
+        LT_OK(ladle_recompute_create(&seg, &seg));
+    ladle_linear_desc_init(&ld, NH, NH);
+    LT_OK(ladle_linear_create(&ld, 2, hs, LADLE_F64, lt_device(), 50, &lin));
+    ladle_loss_desc dl;
+    ladle_loss_desc_init(&dl, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
+    ladle_op *loss = NULL;
+    LT_OK(ladle_loss_create(&dl, 2, ys, LADLE_F64, lt_device(), &loss));
+    LT_OK(ladle_graph_create(LADLE_F64, lt_device(), 0, &g));
+    LT_OK(ladle_graph_add_input(g, "x", NULL, 2, xs, xid));
+    LT_OK(ladle_graph_add_layer(g, "seg", seg, *xid, &a));
+    LT_OK(ladle_graph_add_layer(g, "lin", lin, a, &b));
+    ab[0] = a, ab[1] = b;
+    LT_OK(ladle_graph_add_add(g, "add", 2, ab, &c));
+    LT_OK(ladle_graph_add_layer(g, "head", l[4], c, &d));
+    LT_OK(ladle_graph_add_loss(g, "loss", loss, d, 1.0, NULL));
+    LT_OK(ladle_graph_finalize(g));
+    return g;
+}
+
+START_TEST(graph_bits)
+{
+    int64_t xs[2] = {NB, NF}, ys[2] = {NB, 3};
+    ladle_graph *g[2];
+    int xid[2];
+    for (int k = 0; k < 2; k++)
+        g[k] = make_graph(k, &xid[k]);
+    ladle_tensor *x = lt_tensor(LADLE_F64, 2, xs), *t = lt_tensor(LADLE_F64, 2, ys);
+    int ok = 1;
+    for (int step = 0; step < 3; step++) {
+        LT_OK(ladle_tensor_fill_random(x, 300 + (uint64_t)step, 0));
+        LT_OK(ladle_tensor_fill_random(t, 400 + (uint64_t)step, 0));
+        double loss[2];
+        const ladle_tensor *dx[2];
+        for (int k = 0; k < 2; k++) {
+            LT_OK(ladle_graph_zero_grad(g[k]));
+            LT_OK(ladle_graph_forward(g[k], 1, (const ladle_tensor *[]){x}, NULL));
+            LT_OK(ladle_graph_loss(g[k], 1, (const ladle_tensor *[]){t}, &loss[k]));
+            LT_OK(ladle_graph_backward(g[k], 1));
+            LT_OK(ladle_graph_value_grad(g[k], xid[k], &dx[k]));
+        }
+        ok &= memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0 && lt_same_values(dx[0], dx[1]);
+        for (int i = 0; i < ladle_graph_num_layers(g[0]); i++) {
+            ladle_op *a = ladle_graph_layer(g[0], i), *b = ladle_graph_layer(g[1], i);
+            ok &= same_grads(a, b);
+            sgd(a);
+            sgd(b);
+        }
+    }
+    LT_ASSERT(ok, "a graph with a recomputed segment: losses and gradients the same bits");
+    LT_DESTROY(&x, &t);
+    ladle_graph_destroy(&g[0]);
+    ladle_graph_destroy(&g[1]);
+}
+END_TEST
+
 /* <dx, v> against (f(x + h v) - f(x - h v)) / 2h, f(x) = <y(x), dy>, on
  * a recomputed chain of linear, tanh and batch norm in training mode
  * (forwards without a ctx leave the running statistics alone). */
@@ -365,5 +432,5 @@ START_TEST(gpt_blocks_bits_and_memory)
 }
 END_TEST
 
-LT_SUITE("recompute", "recompute", 120, chain_dropout_batchnorm_bits, residual_bits,
+LT_SUITE("recompute", "recompute", 120, chain_dropout_batchnorm_bits, residual_bits, graph_bits,
          finite_differences, refusals, gpt_blocks_bits_and_memory)
