@@ -108,6 +108,7 @@ test_broadcast: 1 2 3 4 5 12
 test_sum_reduce: 1 2 3 4 5 12
 test_all_sum_reduce: 1 2 3 4 12
 test_reduce_scatter: 1 2 3 4 5 6 8 12
+test_recompute: 1 2 3 4
 test_repartition: 1 2 3 4 6 12
 test_halo: 1 2 3 4 9 12
 test_errors: 1 2 3 4
@@ -166,6 +167,7 @@ test_text: 1
 test_broadcast: 1 2 3 4
 test_sum_reduce: 1 2 3 4
 test_reduce_scatter: 1 2 4
+test_recompute: 1 2 4
 test_all_sum_reduce: 1 2 4
 test_repartition: 1 2 3 4
 test_halo: 1 2 4

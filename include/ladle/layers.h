@@ -853,6 +853,38 @@ LADLE_API ladle_status ladle_residual_create(ladle_op **body, ladle_op **block);
 /* The block's f (borrowed), or NULL when op is not a residual block. Local. */
 LADLE_API ladle_op *ladle_residual_body(const ladle_op *block);
 
+/* Activation recomputation: a layer with *inner's values and gradients
+ * that keeps none of inner's saved state per microbatch. Its forward runs
+ * inner in the current mode on one scratch ctx planned at creation and
+ * saves in its own ctx only the steps of the ops under inner (a few bytes;
+ * x is borrowed, as every ctx borrows it); its backward runs inner's
+ * forward again from that x into the scratch, then inner's backward there.
+ * The recomputation reproduces the first forward's bits: every op under
+ * inner gets back the step its forward saw (dropout masks), and buffers
+ * such as batch norm's running statistics are restored after it, so they
+ * are updated once, as without the wrapper. Losses, gradients and running
+ * statistics are then the same bits as inner's alone. The scratch is
+ * shared by all of the wrapper's ctxs, which is why backwards of one
+ * wrapper must not run concurrently (they never do in a network or
+ * pipeline); a backward right after its own forward skips the rerun, and a
+ * weight pass whose ctx lost the scratch to another microbatch reruns the
+ * forward and the inner backward. Costs: one more forward of inner per
+ * backward, and one ctx and y of inner per wrapper.
+ * inner: any layer or container, sequential or distributed (its calls are
+ * collective, so the rerun is too). On success the wrapper owns *inner and
+ * *inner becomes NULL; on failure it stays the caller's. Collective over a
+ * distributed inner's ranks, which agree on the verdict; local otherwise.
+ * Returns LADLE_ERR_NULL, LADLE_ERR_ARG (not a layer, a loss, a layer that
+ * saves nothing), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_recompute_create(ladle_op **inner, ladle_op **op);
+/* The bytes of the wrapper's scratch (inner's ctx and y, the copies of the
+ * buffers): a fixed cost, held once however many microbatches are in
+ * flight, where inner alone holds its ctx once per microbatch. 0 when op
+ * is not a wrapper. Local. */
+LADLE_API size_t ladle_recompute_scratch_bytes(const ladle_op *op);
+/* The wrapper's inner layer (borrowed), or NULL when op is not one. Local. */
+LADLE_API ladle_op *ladle_recompute_inner(const ladle_op *op);
+
 /* ---- functions without parameters or saved state -------------------------*/
 
 /* y = a + b elementwise (residual connections); y may be a or b. The

@@ -42,6 +42,15 @@ LADLE_API ladle_status ladle_op_bind_param(ladle_op *op, int i, void *param, voi
  * CPU that save state). Local. */
 LADLE_API size_t ladle_ctx_bytes(const ladle_op *op);
 
+/* Bytes of saved state ctx holds on its op's device: what the op saves
+ * for its backward (ladle_ctx_bytes less the header) plus, for a
+ * container, its layers' contexts and the intermediate activations and
+ * gradients it owns, recursively. The x and y the caller keeps for the
+ * backward are the caller's, not counted. This is the activation memory of
+ * one microbatch in flight; compare it with and without
+ * ladle_recompute_create. Local. 0 for NULL. */
+LADLE_API size_t ladle_ctx_bytes_held(const ladle_ctx *ctx);
+
 /* A context of op in the caller's mem (bytes >= ladle_ctx_bytes(op),
  * aligned to 64 bytes, host memory): the same as ladle_ctx_create's but
  * allocating nothing. ladle_ctx_destroy releases nothing of it either; mem

@@ -78,7 +78,8 @@ typedef struct ladle_op ladle_op;
     X(LADLE_OP_GROUPNORM, 43, "groupnorm")                                             \
     X(LADLE_OP_DIST_GROUPNORM, 44, "dist-groupnorm")                                   \
     X(LADLE_OP_CONV_TRANSPOSE, 45, "conv-transpose") /* the convolution's adjoint */ \
-    X(LADLE_OP_DIST_CONV_TRANSPOSE, 46, "dist-conv-transpose")
+    X(LADLE_OP_DIST_CONV_TRANSPOSE, 46, "dist-conv-transpose")                         \
+    X(LADLE_OP_RECOMPUTE, 49, "recompute") /* activation recomputation */
 
 typedef enum ladle_op_kind {
 #define LADLE_OP_KIND_ENUM_(name, value, text) name = value,

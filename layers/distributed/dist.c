@@ -169,6 +169,16 @@ fail:
     return st;
 }
 
+size_t ladle__dist_ctx_held(const ladle_ctx *ctx)
+{
+    const ladle__dist_ctx *c = ctx->impl;
+    size_t n = ladle_ctx_bytes_held(c->local);
+    for (int k = 0; k < 2; k++)
+        if (c->saved[k])
+            n += (size_t)c->saved[k]->numel * ladle_dtype_size(c->saved[k]->dtype);
+    return n;
+}
+
 void ladle__dist_ctx_fini(ladle_ctx *ctx)
 {
     ladle__dist_ctx *c = ctx->impl;

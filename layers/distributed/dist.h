@@ -88,6 +88,9 @@ typedef struct ladle__dist_base {
     const ladle_tensor *saved_like[2], *saved_from[2];
 } ladle__dist_base;
 
+/* The bytes a skeleton's ctx holds (its ctx_held slot). */
+struct ladle_ctx;
+size_t ladle__dist_ctx_held(const struct ladle_ctx *ctx);
 typedef struct ladle__dist_ctx {
     ladle_ctx *local;
     ladle_tensor *saved[2];
@@ -183,6 +186,7 @@ void ladle__dist_param_bound(ladle_op *op, int i);
  * the skeleton (the weight-grid layers: linear and the conv grid). */
 #define LADLE__DIST_BASE_SLOTS                                                             \
     .ctx_init = ladle__dist_ctx_init, .ctx_fini = ladle__dist_ctx_fini,                    \
+    .ctx_held = ladle__dist_ctx_held,                                                     \
     .num_params = ladle__dist_num_params, .param_at = ladle__dist_param_at,                \
     .set_training = ladle__dist_set_training, .sync_grads = ladle__dist_sync_grads,        \
     .param_bound = ladle__dist_param_bound

@@ -128,6 +128,7 @@ static const ladle_op_vtable dtc_vt = {
     .layer_backward = dtc_backward,
     .layer_backward_weight = dtc_backward_weight,
     .ctx_init = ladle__dist_ctx_init,
+    .ctx_held = ladle__dist_ctx_held,
     .ctx_fini = ladle__dist_ctx_fini,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,

@@ -155,6 +155,7 @@ static const ladle_op_vtable dloss_vt = {
     .destroy = dl_destroy,
     .layer_forward = ladle__dist_loss_no_layer,
     .ctx_init = ladle__dist_ctx_init,
+    .ctx_held = ladle__dist_ctx_held,
     .ctx_fini = ladle__dist_ctx_fini,
     .loss_forward = dl_forward,
     .loss_backward = dl_backward,

@@ -118,6 +118,7 @@ static const ladle_op_vtable replicate_vt = {
     .layer_backward = rp_backward,
     .layer_backward_weight = rp_backward_weight,
     .ctx_init = ladle__dist_ctx_init,
+    .ctx_held = ladle__dist_ctx_held,
     .ctx_fini = ladle__dist_ctx_fini,
     .num_params = ladle__dist_num_params,
     .param_at = rp_param_at,

@@ -224,6 +224,7 @@ static const ladle_op_vtable tp_vt = {
     .layer_backward = tp_backward,
     .layer_backward_weight = tp_backward_weight,
     .ctx_init = ladle__dist_ctx_init,
+    .ctx_held = ladle__dist_ctx_held,
     .ctx_fini = ladle__dist_ctx_fini,
     .num_params = ladle__dist_num_params,
     .param_at = tp_param_at,

@@ -22,6 +22,8 @@ static void res_ctx_fini(ladle_ctx *ctx)
     ctx->impl = NULL;
 }
 
+static size_t res_ctx_held(const ladle_ctx *ctx) { return ladle_ctx_bytes_held(ctx->impl); }
+
 /* y = f(x) + x; the call's batch n may be below the created one. */
 static ladle_status res_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                 ladle_tensor *y, int64_t n)
@@ -111,6 +113,7 @@ static const ladle_op_vtable residual_vt = {
     .layer_backward_weight = res_backward_weight,
     .ctx_init = res_ctx_init,
     .ctx_fini = res_ctx_fini,
+    .ctx_held = res_ctx_held,
     .num_params = res_num_params,
     .param_at = res_param_at,
     .set_training = res_set_training,

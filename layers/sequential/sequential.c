@@ -77,6 +77,21 @@ static void seq_ctx_fini(ladle_ctx *ctx)
     ctx->impl = NULL;
 }
 
+static size_t seq_ctx_held(const ladle_ctx *ctx)
+{
+    const seq_ctx *c = ctx->impl;
+    const sequential *q = ctx->op->impl;
+    size_t n = 0;
+    for (int i = 0; i < q->n; i++) {
+        n += ladle_ctx_bytes_held(c->ctxs[i]);
+        for (int k = 0; k < 2 && i < q->n - 1; k++) {
+            const ladle_tensor *t = k ? c->grad[i] : c->act[i];
+            n += (size_t)t->numel * ladle_dtype_size(t->dtype);
+        }
+    }
+    return n;
+}
+
 static ladle_status seq_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                 ladle_tensor *y, int64_t n)
 {
@@ -236,6 +251,7 @@ static const ladle_op_vtable sequential_vt = {
     .layer_backward_weight = seq_backward_weight,
     .ctx_init = seq_ctx_init,
     .ctx_fini = seq_ctx_fini,
+    .ctx_held = seq_ctx_held,
     .num_params = seq_num_params,
     .param_at = seq_param_at,
     .set_training = seq_set_training,

@@ -158,6 +158,16 @@ fail:
     return st;
 }
 
+size_t ladle_ctx_bytes_held(const ladle_ctx *ctx)
+{
+    if (ctx == NULL || ctx->op == NULL)
+        return 0;
+    size_t n = ctx->op->ctx_bytes;
+    if (ctx->op->vt->ctx_held && ctx->impl)
+        n += ctx->op->vt->ctx_held(ctx);
+    return n;
+}
+
 /* The ctx at the start of caller memory, its saved state 64-byte aligned after it. */
 static size_t ctx_header_bytes(void) { return (sizeof(struct ladle_ctx) + 63) & ~(size_t)63; }
 

@@ -46,6 +46,9 @@ typedef struct ladle_op_vtable {
      * and their parameters and mode are their parts'. */
     ladle_status (*ctx_init)(const ladle_op *op, ladle_ctx *ctx);
     void (*ctx_fini)(ladle_ctx *ctx);
+    /* Bytes the composite's ctx->impl holds (its parts' ctxs included),
+     * for ladle_ctx_bytes_held; optional (NULL: none). */
+    size_t (*ctx_held)(const ladle_ctx *ctx);
     int (*num_params)(const ladle_op *op);
     /* parameter i (grad 0) or its gradient (grad 1), and its name */
     ladle_tensor *(*param_at)(const ladle_op *op, int i, int grad, const char **name);
