@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ladle/core.h"
+
 #if defined(__CUDACC__)
 #define LADLE_HD __host__ __device__ static inline
 #else
@@ -116,6 +118,32 @@ LADLE_HD uint16_t ladle__f64_to_bf16(double d)
 LADLE_HD uint16_t ladle__f64_to_f16(double d)
 {
     return ladle__f32_to_f16(ladle__f64_to_f32_odd(d));
+}
+
+/* Element i of p, of dtype t (f32, f64, bf16 or f16), widened exactly to
+ * double; and d stored at element i of p as dtype t, rounded once. What
+ * every backend's convert does for the pairs it has no loop of its own for. */
+LADLE_HD double ladle__load_real(ladle_dtype t, const void *p, int64_t i)
+{
+    if (t == LADLE_F32)
+        return ((const float *)p)[i];
+    if (t == LADLE_BF16)
+        return ladle__bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == LADLE_F16)
+        return ladle__f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const double *)p)[i];
+}
+
+LADLE_HD void ladle__store_real(ladle_dtype t, void *p, int64_t i, double d)
+{
+    if (t == LADLE_F32)
+        ((float *)p)[i] = (float)d;
+    else if (t == LADLE_BF16)
+        ((uint16_t *)p)[i] = ladle__f64_to_bf16(d);
+    else if (t == LADLE_F16)
+        ((uint16_t *)p)[i] = ladle__f64_to_f16(d);
+    else
+        ((double *)p)[i] = d;
 }
 
 #endif /* LADLE_HALF_H */

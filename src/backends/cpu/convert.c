@@ -7,40 +7,6 @@
 #include "src/backends/cpu/simd.h"
 #include "src/core/half.h"
 
-/* One element of any of the four dtypes, widened exactly to double. */
-static double load(ladle_dtype t, const void *p, int64_t i)
-{
-    switch (t) {
-    case LADLE_F32:
-        return ((const float *)p)[i];
-    case LADLE_BF16:
-        return ladle__bf16_to_f32(((const uint16_t *)p)[i]);
-    case LADLE_F16:
-        return ladle__f16_to_f32(((const uint16_t *)p)[i]);
-    default:
-        return ((const double *)p)[i];
-    }
-}
-
-/* The value rounded once into dtype t (from f64, to odd through f32 for
- * the halves), stored. */
-static void store(ladle_dtype t, void *p, int64_t i, double v)
-{
-    switch (t) {
-    case LADLE_F32:
-        ((float *)p)[i] = (float)v;
-        return;
-    case LADLE_BF16:
-        ((uint16_t *)p)[i] = ladle__f64_to_bf16(v);
-        return;
-    case LADLE_F16:
-        ((uint16_t *)p)[i] = ladle__f64_to_f16(v);
-        return;
-    default:
-        ((double *)p)[i] = v;
-    }
-}
-
 /* The common cases, loops the compiler vectorises. */
 LADLE_KERNEL static void f32_to_bf16(int64_t n, const float *x, uint16_t *y)
 {
@@ -128,7 +94,7 @@ ladle_status ladle__cpu_convert(const ladle_backend *be, ladle_dtype xt, int64_t
     } else {
         /* through double: exact for every source, and store rounds once */
         for (int64_t i = 0; i < n; i++)
-            store(yt, y, i, load(xt, x, i));
+            ladle__store_real(yt, y, i, ladle__load_real(xt, x, i));
     }
     return LADLE_OK;
 }
@@ -156,8 +122,9 @@ void ladle__cpu_row_half(ladle_box_mode mode, ladle_dtype dtype, int64_t n,
          * way: then both the sum and its rounding are the larger addend,
          * so the result is the sum rounded once */
         for (int64_t i = 0; i < n; i++) {
-            double sum = load(dtype, d, i * ds) + load(dtype, s, i * ss);
-            store(dtype, d, i * ds, sum);
+            double sum =
+                ladle__load_real(dtype, d, i * ds) + ladle__load_real(dtype, s, i * ss);
+            ladle__store_real(dtype, d, i * ds, sum);
         }
     }
 }

@@ -8,31 +8,6 @@
 namespace
 {
 
-/* one element of any of the four dtypes, widened exactly */
-__device__ double load(ladle_dtype t, const void *p, int64_t i)
-{
-    if (t == LADLE_F32)
-        return ((const float *)p)[i];
-    if (t == LADLE_BF16)
-        return ladle__bf16_to_f32(((const uint16_t *)p)[i]);
-    if (t == LADLE_F16)
-        return ladle__f16_to_f32(((const uint16_t *)p)[i]);
-    return ((const double *)p)[i];
-}
-
-/* rounded once into dtype t */
-__device__ void store(ladle_dtype t, void *p, int64_t i, double v)
-{
-    if (t == LADLE_F32)
-        ((float *)p)[i] = (float)v;
-    else if (t == LADLE_BF16)
-        ((uint16_t *)p)[i] = ladle__f64_to_bf16(v);
-    else if (t == LADLE_F16)
-        ((uint16_t *)p)[i] = ladle__f64_to_f16(v);
-    else
-        ((double *)p)[i] = v;
-}
-
 /* the common pairs without a detour through double */
 __global__ void f32_to_bf16(int64_t n, const float *x, uint16_t *y)
 {
@@ -49,7 +24,7 @@ __global__ void bf16_to_f32(int64_t n, const uint16_t *x, float *y)
 __global__ void any_pair(int64_t n, ladle_dtype xt, const void *x, ladle_dtype yt, void *y)
 {
     LADLE_GRID_STRIDE(i, n)
-    store(yt, y, i, load(xt, x, i));
+    ladle__store_real(yt, y, i, ladle__load_real(xt, x, i));
 }
 
 } // namespace
