@@ -102,6 +102,7 @@ test_groupnorm: 1 2 3 4 5 6
 test_embedding: 1
 test_attention: 1
 test_optim: 1
+test_loss_scale: 1 2 3 4
 test_pipe_plan: 1
 test_partition: 1 2 3 4 6
 test_broadcast: 1 2 3 4 5 12

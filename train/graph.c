@@ -247,6 +247,20 @@ fail:
     return st;
 }
 
+ladle_status ladle_graph_set_loss_scale(ladle_graph *g, double scale)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(g);
+    LADLE_CHECK(isfinite(scale) && scale > 0, LADLE_ERR_ARG,
+                "the loss scale %g must be finite and > 0", scale);
+    g->loss_scale = scale;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].kind == G_LOSS && g->nodes[i].dloss != NULL)
+            LADLE_CALL(ladle_tensor_fill(g->nodes[i].dloss, g->nodes[i].weight * scale));
+fail:
+    return st;
+}
+
 static ladle_status value_at(const ladle_graph *g, int id, const char *func)
 {
     ladle_status st = ready(g, func);

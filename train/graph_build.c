@@ -20,6 +20,7 @@ ladle_status ladle_graph_create(ladle_dtype dtype, ladle_device device, size_t b
     g->device = device;
     g->bucket_bytes = bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES;
     g->parent = MPI_COMM_NULL;
+    g->loss_scale = 1.0;
     *out = g;
 fail:
     return st;

@@ -55,6 +55,7 @@ struct ladle_graph {
     int ninputs, nlosses, nouts;
     int *outs;
     int finalized, broken;
+    double loss_scale; /* the losses' gradients are their weights times it */
     int norder, *order; /* node indices, topological */
     int nlayers;
     ladle_op **layers;

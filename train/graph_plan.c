@@ -506,7 +506,7 @@ static ladle_status allocate(ladle_graph *g)
             int64_t one = 1;
             LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &n->lossval));
             LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &n->dloss));
-            LADLE_CALL(ladle_tensor_fill(n->dloss, n->weight));
+            LADLE_CALL(ladle_tensor_fill(n->dloss, n->weight * g->loss_scale));
         }
         int parts = n->kind == G_CONCAT ? n->nin : n->kind == G_SPLIT ? n->nout : 0;
         if (parts) {

@@ -1,5 +1,6 @@
 /* Networks: a chain of layers, a loss, and overlapped gradient buckets
  * (see ladle/network.h). */
+#include <math.h>
 #include <string.h>
 
 #include "layers/distributed/dist.h"
@@ -250,6 +251,17 @@ ladle_status ladle_network_set_training(ladle_network *net, int training)
     LADLE_NOT_NULL(net);
     for (int i = 0; i < net->n; i++)
         LADLE_CALL(ladle_layer_set_training(net->layers[i], training));
+fail:
+    return st;
+}
+
+ladle_status ladle_network_set_loss_scale(ladle_network *net, double scale)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    LADLE_CHECK(isfinite(scale) && scale > 0, LADLE_ERR_ARG,
+                "the loss scale %g must be finite and > 0", scale);
+    LADLE_CALL(ladle_tensor_fill(net->dloss, scale));
 fail:
     return st;
 }

@@ -28,6 +28,10 @@ struct ladle_optimizer {
     /* per device, the 2-byte gradients widened to f32 for a step: one
      * buffer as long as the device's longest such parameter */
     ladle_tensor *wide_grad[N_DEVICES];
+    /* the factor the next step multiplies the 2-byte gradients by once
+     * widened (a loss scaler's 1 / scale, which those formats could not
+     * take in place without losing the small values); 1 otherwise */
+    double half_inv;
 };
 
 void ladle_optimizer_desc_init(ladle_optimizer_desc *d, ladle_optimizer_kind kind, double lr)
@@ -67,6 +71,7 @@ ladle_status ladle_optimizer_create(const ladle_optimizer_desc *d, ladle_optimiz
     o = ladle__calloc(1, sizeof *o);
     LADLE_CHECK(o != NULL, LADLE_ERR_ALLOC, "out of memory");
     o->d = *d;
+    o->half_inv = 1.0;
     *out = o;
 fail:
     return st;
@@ -182,12 +187,15 @@ ladle_status ladle_optimizer_step(ladle_optimizer *o)
         void *b = s->state[1] ? s->state[1]->data : NULL;
         if (s->master != NULL) {
             /* the step in f32 on the master, from the gradient widened
-             * exactly; then the parameter is the master rounded once */
+             * exactly (and unscaled there); then the parameter is the
+             * master rounded once */
             const ladle_backend *be = s->be;
             void *g = s->grad->data;
             if (s->grad->dtype != LADLE_F32) {
                 g = o->wide_grad[s->param->device]->data;
                 LADLE_CALL(be->fn->convert(be, s->grad->dtype, n, s->grad->data, LADLE_F32, g));
+                if (o->half_inv != 1.0)
+                    LADLE_CALL(be->fn->scal(be, LADLE_F32, n, o->half_inv, g));
             }
             LADLE_CALL(be->fn->optim_step(be, LADLE_F32, &o->d, t, n, s->master->data, g, a, b));
             LADLE_CALL(be->fn->convert(be, LADLE_F32, n, s->master->data, s->param->dtype,
@@ -198,13 +206,57 @@ ladle_status ladle_optimizer_step(ladle_optimizer *o)
                                          s->grad->data, a, b));
     }
 fail:
+    o->half_inv = 1.0;
     return st;
 }
+
+ladle_status ladle__optimizer_grads_finite(ladle_optimizer *o, int *finite)
+{
+    ladle_status st = LADLE_OK;
+    *finite = 1;
+    for (int i = 0; i < o->n && *finite; i++) {
+        const slot *s = &o->slots[i];
+        const ladle_backend *be = s->be;
+        ladle_dtype dt = s->grad->dtype;
+        int64_t n = s->grad->numel;
+        const void *g = s->grad->data;
+        if (ladle__is_half(dt)) {
+            void *w = o->wide_grad[s->param->device]->data;
+            LADLE_CALL(be->fn->convert(be, dt, n, g, LADLE_F32, w));
+            g = w;
+            dt = LADLE_F32;
+        }
+        /* the sum of squares in double: not finite exactly when an
+         * element is not (or, for f64, the sum overflows) */
+        double sq[2] = {0, 0};
+        LADLE_CALL(be->fn->dot2(be, dt, n, g, g, sq));
+        *finite = isfinite(sq[0]) && isfinite(sq[1]);
+    }
+fail:
+    return st;
+}
+
+ladle_status ladle__optimizer_unscale(ladle_optimizer *o, double inv)
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < o->n; i++) {
+        const slot *s = &o->slots[i];
+        if (!ladle__is_half(s->grad->dtype))
+            LADLE_CALL(s->be->fn->scal(s->be, s->grad->dtype, s->grad->numel, inv,
+                                       s->grad->data));
+    }
+    o->half_inv *= inv;
+fail:
+    return st;
+}
+
+void ladle__optimizer_forget_scale(ladle_optimizer *o) { o->half_inv = 1.0; }
 
 ladle_status ladle_optimizer_zero_grad(ladle_optimizer *o)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(o);
+    o->half_inv = 1.0;
     for (int i = 0; i < o->n; i++)
         LADLE_CALL(ladle_tensor_fill(o->slots[i].grad, 0.0));
 fail:

@@ -145,6 +145,11 @@ LADLE_API ladle_status ladle_graph_backward(ladle_graph *g, int sync);
  * rank should set the same). Local. Return LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_graph_zero_grad(ladle_graph *g);
 LADLE_API ladle_status ladle_graph_set_training(ladle_graph *g, int training);
+/* Seed each loss's backward with its weight times scale (dynamic loss
+ * scaling; see ladle_network_set_loss_scale). Before or after finalize.
+ * Local; every rank should set the same. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (not finite and > 0). */
+LADLE_API ladle_status ladle_graph_set_loss_scale(ladle_graph *g, double scale);
 
 /* After a forward: value id's tensor on this rank (borrowed until the next
  * forward); after a backward: its gradient. Local. Returns LADLE_ERR_NULL,

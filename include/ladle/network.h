@@ -102,6 +102,12 @@ LADLE_API ladle_status ladle_network_zero_grad(ladle_network *net);
 /* training nonzero: training mode for every layer; 0: evaluation. Local;
  * every rank should set the same. Returns LADLE_ERR_NULL. */
 LADLE_API ladle_status ladle_network_set_training(ladle_network *net, int training);
+/* Seed the backward with scale instead of 1: every gradient comes out
+ * scale times the loss's (dynamic loss scaling: pass
+ * ladle_loss_scaler_scale before each backward; ladle/optim.h). The loss
+ * value is not scaled. Local; every rank should set the same. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ARG (not finite and > 0). */
+LADLE_API ladle_status ladle_network_set_loss_scale(ladle_network *net, double scale);
 
 /* The layers (borrowed), the loss, and the number of gradient buckets.
  * Local. */

@@ -12,6 +12,7 @@
 #ifndef LADLE_OPTIM_H
 #define LADLE_OPTIM_H
 
+#include "comm.h"
 #include "core.h"
 #include "op.h"
 #include "tensor.h"
@@ -102,6 +103,76 @@ LADLE_API ladle_tensor *ladle_optimizer_state(const ladle_optimizer *opt, int i,
 LADLE_API ladle_tensor *ladle_optimizer_master(const ladle_optimizer *opt, int i);
 /* Restore the step count (with the state buffers, to resume a run). Local. */
 LADLE_API ladle_status ladle_optimizer_set_steps(ladle_optimizer *opt, int64_t steps);
+
+/* ---- dynamic loss scaling ----------------------------------------------
+ *
+ * With f16 gradients, small values underflow to zero: the loss's gradient
+ * is multiplied by a scale S before the backward (ladle_network_set_loss_scale,
+ * ladle_graph_set_loss_scale), so every gradient comes out S times too
+ * large, and the scaler divides S out before the optimizer's step. Where a
+ * gradient overflowed (inf or NaN on any rank of the scaler's communicator)
+ * the step is skipped on every rank and S shrinks; after growth_interval
+ * good steps in a row S grows. With S a power of two (the defaults keep
+ * it one) scaling and unscaling are exact, so f32 and f64 training with a
+ * scaler takes the same steps, to the bit, as without one, except for
+ * gradients that would overflow or turn subnormal. */
+typedef struct ladle_loss_scaler_desc {
+    size_t size;            /* sizeof(ladle_loss_scaler_desc), set by ladle_loss_scaler_desc_init */
+    double init_scale;      /* 65536 (2^16) */
+    double growth_factor;   /* 2: S *= it after growth_interval good steps */
+    double backoff_factor;  /* 0.5: S *= it after a skipped step */
+    int64_t growth_interval; /* 2000 */
+} ladle_loss_scaler_desc;
+
+/* The defaults above (PyTorch's GradScaler's), size set. A field left 0
+ * also means its default. Accepts NULL. Local. */
+LADLE_API void ladle_loss_scaler_desc_init(ladle_loss_scaler_desc *d);
+
+typedef struct ladle_loss_scaler ladle_loss_scaler;
+
+/* A scaler whose skip decisions are agreed over comm: every rank that
+ * holds gradients of the model (all data-parallel replicas and model
+ * shards) must be in it, and every member calls ladle_loss_scaler_step
+ * together. Local (comm is only remembered). Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (a scale not finite and > 0, growth <= 1 or not finite,
+ * backoff outside (0, 1), growth_interval < 0), LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_loss_scaler_create(const ladle_loss_scaler_desc *d, ladle_comm comm,
+                                                ladle_loss_scaler **s);
+/* Free it and set *s to NULL. Accepts NULL. Local. */
+LADLE_API ladle_status ladle_loss_scaler_destroy(ladle_loss_scaler **s);
+
+/* The scale to multiply the loss's gradient by for the next backward.
+ * Local; 0 for NULL. */
+LADLE_API double ladle_loss_scaler_scale(const ladle_loss_scaler *s);
+
+/* Divide the scale out of opt's gradients now, so that they can be read
+ * or clipped before the step: checks that every gradient is finite (on
+ * every rank of the scaler's communicator) into *finite (may be NULL) and
+ * multiplies the f32 and f64 gradients by 1 / S in place (a 2-byte
+ * gradient is unscaled in f32 inside the step, as it could not hold the
+ * small values). Optional: ladle_loss_scaler_step does it where it was not
+ * done. Collective over the scaler's communicator. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (called twice before a step), LADLE_ERR_MPI, a backend's
+ * status. */
+LADLE_API ladle_status ladle_loss_scaler_unscale(ladle_loss_scaler *s, ladle_optimizer *opt,
+                                                 int *finite);
+/* Unscale (if not done), then ladle_optimizer_step(opt) where every
+ * gradient on every rank is finite, else skip the step (parameters,
+ * states and the step count unchanged) and count it; then update S.
+ * *stepped (may be NULL) says which. Collective over the scaler's
+ * communicator. Returns LADLE_ERR_NULL, LADLE_ERR_MPI, the optimizer's
+ * status. */
+LADLE_API ladle_status ladle_loss_scaler_step(ladle_loss_scaler *s, ladle_optimizer *opt,
+                                              int *stepped);
+/* Steps skipped so far, and the good steps since S last changed. Local;
+ * 0 for NULL. */
+LADLE_API int64_t ladle_loss_scaler_skipped(const ladle_loss_scaler *s);
+LADLE_API int64_t ladle_loss_scaler_good_steps(const ladle_loss_scaler *s);
+/* Restore the scale and the good-step count (to resume a run from a
+ * checkpoint). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (a scale not
+ * finite and > 0, a negative count). */
+LADLE_API ladle_status ladle_loss_scaler_set_state(ladle_loss_scaler *s, double scale,
+                                                   int64_t good_steps);
 
 /* ---- learning-rate schedules ------------------------------------------- */
 

@@ -256,6 +256,13 @@ double ladle__random_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 /* Parameter i of an optimizer (borrowed), or NULL: for checking that an
  * optimizer holds a network's parameters. */
 ladle_tensor *ladle__optimizer_param(const ladle_optimizer *opt, int i);
+/* For the loss scaler (train/scaler.c): whether every gradient of opt is
+ * finite (local); every gradient multiplied by inv (the f32 and f64 ones
+ * now, in place; the 2-byte ones once widened in the next step); and that
+ * pending factor dropped (a skipped step). */
+ladle_status ladle__optimizer_grads_finite(ladle_optimizer *opt, int *finite);
+ladle_status ladle__optimizer_unscale(ladle_optimizer *opt, double inv);
+void ladle__optimizer_forget_scale(ladle_optimizer *opt);
 
 /* ---- tensors ---- */
 struct ladle_tensor {
