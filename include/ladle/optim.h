@@ -133,7 +133,7 @@ typedef struct ladle_loss_scaler ladle_loss_scaler;
 /* A scaler whose skip decisions are agreed over comm: every rank that
  * holds gradients of the model (all data-parallel replicas and model
  * shards) must be in it, and every member calls ladle_loss_scaler_step
- * together. Local (comm is only remembered). Returns LADLE_ERR_NULL,
+ * together. Local; nothing is sent here. Returns LADLE_ERR_NULL,
  * LADLE_ERR_ARG (a scale not finite and > 0, growth <= 1 or not finite,
  * backoff outside (0, 1), growth_interval < 0), LADLE_ERR_ALLOC. */
 LADLE_API ladle_status ladle_loss_scaler_create(const ladle_loss_scaler_desc *d, ladle_comm comm,
