@@ -442,8 +442,10 @@ LADLE_API ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
  * (ladle_layer_backward takes dx NULL). The ids are checked at every
  * forward and the ranks agree before the sum-reduce (one small
  * all-reduce): an id outside 0..V-1 gives LADLE_ERR_ARG on every rank.
- * Every rank of p->w needs at least one row (P <= V). Host loops: the layer
- * runs on the CPU only (LADLE_ERR_DEVICE otherwise). d->flags:
+ * Every rank of p->w needs at least one row (P <= V). On every device: off
+ * the CPU each forward and backward copies the ids to the host (a
+ * synchronisation) and runs the backend's embedding slots over the rows
+ * the rank owns (LADLE_ERR_DEVICE for a backend without them). d->flags:
  * LADLE_CHECKED. Collective over p->w and p->y. Returns LADLE_ERR_NULL (d,
  * p, p->w, p->y, ids_shape or op), LADLE_ERR_ARG (a bad descriptor size, V
  * or E below 1, a flag bit other than LADLE_CHECKED, ranks passing

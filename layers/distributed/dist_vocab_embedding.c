@@ -13,9 +13,16 @@
  * and the ranks agree on the verdict before the sum-reduce, so a bad id
  * fails every rank alike instead of leaving p_y waiting.
  *
- * The lookup and its adjoint are host loops over the ids (mapping global
- * ids to the rank's rows has no backend slot yet): the layer runs on the
- * CPU only and refuses other devices.
+ * On the CPU the lookup and its adjoint are host loops over the ids. On
+ * another device the layer copies the ids to the host (they are checked
+ * there anyway), lists the positions i of the ids this rank owns and their
+ * rows k = id - voff, moves the two lists across, and runs the backend's
+ * embedding slots on them through a compact buffer of rows:
+ *   forward   rows[j] = w[k_j],   then yp = 0 and yp[i_j] += rows[j];
+ *   backward  rows[j] = dyp[i_j], then dw[k_j] += rows[j] (in order of j,
+ *             which is the order of i: the CPU's sums, the same bits).
+ * The one difference is the sign of a zero row (0 + -0 is +0), which the
+ * sum-reduce over two or more ranks gives on the CPU as well.
  */
 #include <string.h>
 
@@ -29,11 +36,17 @@ typedef struct vembed {
     int member;                /* in p_w */
     ladle_op *reduce;          /* R: p_w -> p_y */
     ladle_tensor *yp, *dyp;    /* the partial y and the broadcast dy on p_w */
+    /* off the CPU (else NULL): the ids, positions and rows on the host,
+     * the positions and rows on the device, and the compact rows */
+    ladle_tensor *hids, *hpos, *hk, *dpos, *dk, *rows;
 } vembed;
 
 static const ladle__part vembed_parts[] = {
     LADLE__PART_DIST_BASE(vembed), LADLE__PART_OP(vembed, reduce),
-    LADLE__PART_TENSOR(vembed, yp), LADLE__PART_TENSOR(vembed, dyp), LADLE__PARTS_END};
+    LADLE__PART_TENSOR(vembed, yp), LADLE__PART_TENSOR(vembed, dyp),
+    LADLE__PART_TENSOR(vembed, hids), LADLE__PART_TENSOR(vembed, hpos),
+    LADLE__PART_TENSOR(vembed, hk), LADLE__PART_TENSOR(vembed, dpos),
+    LADLE__PART_TENSOR(vembed, dk), LADLE__PART_TENSOR(vembed, rows), LADLE__PARTS_END};
 
 /* The first id outside 0..V-1, or -1. */
 static int64_t first_bad(const vembed *v, const int64_t *ids)
@@ -81,13 +94,92 @@ static void scatter_add(const vembed *v, ladle_dtype dt, const int64_t *ids, con
     }
 }
 
+/* Off the CPU: the device's ids (count of them) into the host copy. */
+static ladle_status stage_ids(const ladle_op *op, const vembed *v, const ladle_tensor *ids)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    LADLE_CALL(be->fn->to_host(be, (size_t)v->count * sizeof(int64_t), ids->data,
+                               v->hids->data));
+    LADLE_CALL(be->fn->synchronize(be));
+fail:
+    return st;
+}
+
+/* Off the CPU, from the staged ids: the positions and rows of the ids the
+ * rank owns, on the device, and their number in *own. The copies finish
+ * before the next staging (which synchronizes), so the host lists are
+ * not rewritten under them. */
+static ladle_status own_lists(const ladle_op *op, const vembed *v, int64_t *own)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    const int64_t *ids = v->hids->data;
+    int64_t *pos = v->hpos->data, *k = v->hk->data, n = 0;
+    for (int64_t i = 0; i < v->count; i++) {
+        int64_t r = ids[i] - v->voff;
+        if (r >= 0 && r < v->vr) {
+            pos[n] = i;
+            k[n++] = r;
+        }
+    }
+    size_t bytes = (size_t)n * sizeof(int64_t);
+    if (n > 0) {
+        LADLE_CALL(be->fn->to_device(be, bytes, pos, v->dpos->data));
+        LADLE_CALL(be->fn->to_device(be, bytes, k, v->dk->data));
+    }
+    *own = n;
+fail:
+    return st;
+}
+
+/* L_r off the CPU: rows[j] = w[k_j], yp = 0, yp[i_j] += rows[j]. */
+static ladle_status device_lookup(const ladle_op *op, const vembed *v)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    int64_t n = 0;
+    LADLE_CALL(own_lists(op, v, &n));
+    LADLE_CALL(ladle_tensor_fill(v->yp, 0.0));
+    if (n > 0) {
+        LADLE_CALL(be->fn->embed_forward(be, op->dtype, n, v->dim, v->dk->data,
+                                         v->base.param[0]->data, v->rows->data));
+        LADLE_CALL(be->fn->embed_backward(be, op->dtype, n, v->dim, v->dpos->data,
+                                          v->rows->data, v->yp->data));
+    }
+fail:
+    return st;
+}
+
+/* L_r* off the CPU: rows[j] = dyp[i_j], dw[k_j] += rows[j]. */
+static ladle_status device_scatter_add(const ladle_op *op, const vembed *v,
+                                       const ladle_tensor *ids)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    int64_t n = 0;
+    LADLE_CALL(stage_ids(op, v, ids));
+    LADLE_CALL(own_lists(op, v, &n));
+    if (n > 0) {
+        LADLE_CALL(be->fn->embed_forward(be, op->dtype, n, v->dim, v->dpos->data,
+                                         v->dyp->data, v->rows->data));
+        LADLE_CALL(be->fn->embed_backward(be, op->dtype, n, v->dim, v->dk->data,
+                                          v->rows->data, v->base.grad[0]->data));
+    }
+fail:
+    return st;
+}
+
 static ladle_status ve_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                ladle_tensor *y, int64_t n)
 {
     ladle_status st = LADLE_OK, local = LADLE_OK;
     vembed *v = op->impl;
     (void)ctx, (void)n;
-    int64_t bad = v->member ? first_bad(v, x->data) : -1;
+    if (v->member && v->hids != NULL)
+        local = stage_ids(op, v, x);
+    int64_t bad = v->member && local == LADLE_OK ? first_bad(v, v->hids ? v->hids->data : x->data)
+                                                : -1;
     if (bad >= 0)
         local = ladle__raise(LADLE_ERR_ARG, "ladle_layer_forward",
                              "token id %lld at flat index %lld is outside 0 .. %lld "
@@ -95,7 +187,9 @@ static ladle_status ve_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor 
                              (long long)((const int64_t *)x->data)[bad], (long long)bad,
                              (long long)(v->vocab - 1), (long long)v->vocab);
     LADLE_CALL(ladle__agree_code(op->comm, local, "ladle_layer_forward"));
-    if (v->member)
+    if (v->member && v->hids != NULL)
+        LADLE_CALL(device_lookup(op, v));
+    else if (v->member)
         lookup(v, op->dtype, x->data, v->base.param[0]->data, v->yp->data);
     LADLE_CALL(ladle_op_forward(v->reduce, v->yp, y));
 fail:
@@ -109,7 +203,9 @@ static ladle_status ve_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladle
     vembed *v = op->impl;
     (void)n;
     LADLE_CALL(ladle_op_adjoint(v->reduce, dy, v->dyp));
-    if (v->member)
+    if (v->member && v->hids != NULL)
+        LADLE_CALL(device_scatter_add(op, v, ctx->x));
+    else if (v->member)
         scatter_add(v, op->dtype, ctx->x->data, v->dyp->data, v->base.grad[0]->data);
 fail:
     return st;
@@ -159,11 +255,6 @@ static ladle_status validate(const ladle_dist_partitions *p, int ndim,
         return ladle__raise(LADLE_ERR_PARTITION, f,
                             "p->x must be NULL: the ids are whole on every rank of p->w "
                             "(the layer takes p->w and p->y only)");
-    if (device != LADLE_CPU)
-        return ladle__raise(LADLE_ERR_DEVICE, f,
-                            "the vocabulary-parallel embedding runs on the CPU only (%s "
-                            "given): its lookup has no device kernels yet",
-                            ladle_device_name(device));
     if (ladle_partition_ndim(p_w) != 1)
         return ladle__raise(LADLE_ERR_PARTITION, f,
                             "p_w has %d dimensions: it must be 1-D (the vocabulary ranks)",
@@ -230,6 +321,20 @@ static ladle_status plan(ladle__make *m, vembed *v, const ladle_partition *p_w,
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->yp));
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->dyp));
     v->base.nparams = 1;
+    if (v->member && m->device != LADLE_CPU) { /* the lists a device's layer stages */
+        int64_t c = v->count, rs[2] = {v->count, v->dim};
+        const ladle_backend *be = NULL;
+        LADLE_CALL(ladle__backend_get(m->device, m->func, &be));
+        LADLE_CHECK(be->fn->embed_forward != NULL && be->fn->embed_backward != NULL,
+                    LADLE_ERR_DEVICE, "the %s backend has no embedding kernels",
+                    ladle_device_name(m->device));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, LADLE_CPU, 1, &c, &v->hids));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, LADLE_CPU, 1, &c, &v->hpos));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, LADLE_CPU, 1, &c, &v->hk));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, m->device, 1, &c, &v->dpos));
+        LADLE_CALL(ladle__dist_tensor(LADLE_I64, m->device, 1, &c, &v->dk));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, rs, &v->rows));
+    }
     if (v->member) {
         ladle_init_desc d = {.ndim = 2, .gaussian = 1, .scale = 1.0, .seed = seed};
         const ladle_backend *be = NULL;
