@@ -164,6 +164,7 @@ test_attention: 1
 test_gpt: 1 2
 test_gpt_pipe: 1
 test_optim: 1
+test_loss_scale: 1 2
 test_text: 1
 test_broadcast: 1 2 3 4
 test_sum_reduce: 1 2 3 4
