@@ -294,6 +294,40 @@ fail:
     return st;
 }
 
+int ladle__dist_channel_member(const ladle_op *op)
+{
+    return ladle_partition_active(ladle_layout_partition(op->x_layout));
+}
+
+int ladle__dist_groups_alloc(ladle__dist_groups *g, int size)
+{
+    g->gid = ladle__calloc((size_t)size, sizeof(int));
+    g->cid = ladle__calloc((size_t)size, sizeof(int));
+    g->counts = ladle__calloc((size_t)size, sizeof(int64_t));
+    return g->gid && g->cid && g->counts;
+}
+
+void ladle__dist_groups_free(ladle__dist_groups *g)
+{
+    ladle__free(g->gid);
+    ladle__free(g->cid);
+    ladle__free(g->counts);
+    g->gid = g->cid = NULL;
+    g->counts = NULL;
+}
+
+ladle_status ladle__dist_channel_params(ladle__make *m, ladle__dist_base *base, int64_t cs)
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < 2; i++) {
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->param[i]));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->grad[i]));
+    }
+    LADLE_CALL(ladle_tensor_fill(base->param[0], 1.0));
+fail:
+    return st;
+}
+
 void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
                            ladle__pinfo *info)
 {

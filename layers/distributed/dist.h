@@ -215,6 +215,27 @@ ladle_status ladle__dist_channel_sync_plan(ladle__make *m, ladle__dist_base *bas
  * per-channel parameters above). Collective over the copies. */
 ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n);
 
+/* Whether this rank holds a block of the per-channel layer op's x. Local. */
+int ladle__dist_channel_member(const ladle_op *op);
+
+/* The per-rank scratch of a per-channel layer's creation, one entry per
+ * rank of p_x: its statistics group (gid), its channel block (cid) and an
+ * element count; ladle__dist_channel_sync_plan takes cid and counts. */
+typedef struct ladle__dist_groups {
+    int *gid, *cid;
+    int64_t *counts;
+} ladle__dist_groups;
+
+/* g's arrays for size ranks, zeroed; nonzero when all three were made.
+ * Local. */
+int ladle__dist_groups_alloc(ladle__dist_groups *g, int size);
+/* Free what g still holds (NULL members: nothing). */
+void ladle__dist_groups_free(ladle__dist_groups *g);
+
+/* gamma (param[0], ones) and beta (param[1], zeros) of cs channels with
+ * their gradients, in m's dtype on m's device. Local. */
+ladle_status ladle__dist_channel_params(ladle__make *m, ladle__dist_base *base, int64_t cs);
+
 /* Parameter i's group of rank r of the replicas' partition: its id and its
  * element count (0 for a rank without the parameter). */
 typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid,

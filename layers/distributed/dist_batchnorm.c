@@ -62,11 +62,6 @@ static const ladle__part dbn_parts[] = {
     LADLE__PART_TENSOR(dbn, slots),       LADLE__PART_TENSOR(dbn, red),
     LADLE__PART_HOST(dbn, mean),          LADLE__PARTS_END};
 
-static int member(const ladle_op *op)
-{
-    return ladle_partition_active(ladle_layout_partition(op->x_layout));
-}
-
 /* The group's mean, variance (biased) and count. */
 static ladle_status statistics(ladle_op *op, const ladle_tensor *x, double *count)
 {
@@ -151,7 +146,7 @@ static ladle_status dbn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     double count = 0;
     int batch_stats = op->training || !v->track;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     if (batch_stats) {
         LADLE_CALL(statistics(op, x, &count));
@@ -230,7 +225,7 @@ static ladle_status dbn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     int64_t c = v->c;
     const double *mean = sv->v, *invstd = mean + c;
     (void)nb;
-    if (dx == NULL || !member(op))
+    if (dx == NULL || !ladle__dist_channel_member(op))
         return LADLE_OK;
     LADLE_CALL(gamma_beta(op, 0));
     if (!sv->batch_stats) {
@@ -265,7 +260,7 @@ static ladle_status dbn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladl
     saved *sv = ctx->impl;
     int64_t c = v->c;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     LADLE_CALL(sums(op, ctx, dy, 0));
     const double *sdy = sv->v + 2 * c, *sdyx = sdy + c;
@@ -306,12 +301,6 @@ static ladle_status dbn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return LADLE_OK;
 }
 
-static void dbn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static int dbn_num_buffers(const ladle_op *op) { return ((const dbn *)op->impl)->track ? 2 : 0; }
 
 static ladle_tensor *dbn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
@@ -332,7 +321,7 @@ static const ladle_op_vtable dbn_vt = {
     .layer_backward = dbn_backward,
     .layer_backward_weight = dbn_backward_weight,
     .ctx_init = dbn_ctx_init,
-    .ctx_fini = dbn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,
     .param_info = dbn_param_info,
@@ -474,11 +463,7 @@ static ladle_status allocate(ladle__make *m, dbn *v)
     ladle_dtype dt = m->dtype;
     ladle_device dev = m->device;
     int64_t cs = v->c, sl = (int64_t)v->group * (1 + 2 * v->c), rs = 2 * v->c;
-    for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.grad[i]));
-    }
-    LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
+    LADLE_CALL(ladle__dist_channel_params(m, &v->base, cs));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_mean));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
@@ -523,8 +508,7 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
     ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dbn *v = NULL;
-    int *gid = NULL, *cid = NULL;
-    int64_t *counts = NULL;
+    ladle__dist_groups g = {NULL, NULL, NULL};
     LADLE_NOT_NULL(d);
     LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
@@ -540,16 +524,13 @@ ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                 args_hash(d, parts, ndim, x_shape, group, dtype)));
 
     v = ladle__calloc(1, sizeof *v);
-    gid = ladle__calloc((size_t)size, sizeof(int));
-    cid = ladle__calloc((size_t)size, sizeof(int));
-    counts = ladle__calloc((size_t)size, sizeof(int64_t));
-    local = ladle__make_alloc_ok(&m, v && gid && cid && counts);
+    local = ladle__make_alloc_ok(&m, ladle__dist_groups_alloc(&g, size) && v);
     if (local == LADLE_OK) {
         v->group = group;
-        local = plan_groups(&m, v, d, p_x, ndim, x_shape, peers, gid, cid);
+        local = plan_groups(&m, v, d, p_x, ndim, x_shape, peers, g.gid, g.cid);
     }
     LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(plan_reductions(&m, v, p_x, gid, &cid, &counts));
+    LADLE_CALL(plan_reductions(&m, v, p_x, g.gid, &g.cid, &g.counts));
     local = allocate(&m, v);
     if (local == LADLE_OK)
         m.ly = ladle__layout_retain(m.lx);
@@ -565,8 +546,6 @@ fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
     ladle__parts_free(v, dbn_parts, NULL);
-    ladle__free(gid);
-    ladle__free(cid);
-    ladle__free(counts);
+    ladle__dist_groups_free(&g);
     return st;
 }

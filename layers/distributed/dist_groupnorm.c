@@ -36,11 +36,6 @@ static const ladle__part dgn_parts[] = {
     LADLE__PART(dgn, gn, gn_part),  LADLE__PART_DIST_BASE(dgn),    LADLE__PART_OP(dgn, red),
     LADLE__PART_TENSOR(dgn, slots), LADLE__PART_HOST(dgn, hslots), LADLE__PARTS_END};
 
-static int member(const ladle_op *op)
-{
-    return ladle_partition_active(ladle_layout_partition(op->x_layout));
-}
-
 static ladle_status reduce(ladle_op *op, int64_t count, double *vals)
 {
     ladle_status st = LADLE_OK;
@@ -67,7 +62,7 @@ static ladle_status dgn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     dgn *v = op->impl;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_forward(op, &v->gn, v->base.param, x->data, y->data, v->gn.nmax,
                              ctx ? ctx->impl : NULL);
@@ -78,7 +73,7 @@ static ladle_status dgn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
 {
     dgn *v = op->impl;
     (void)nb;
-    if (dx == NULL || !member(op))
+    if (dx == NULL || !ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_backward(op, &v->gn, v->base.param, ctx->x->data, dy->data, dx->data,
                               v->gn.nmax, ctx->impl);
@@ -89,7 +84,7 @@ static ladle_status dgn_backward_weight(ladle_op *op, ladle_ctx *ctx,
 {
     dgn *v = op->impl;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_backward_weight(op, &v->gn, v->base.grad, ctx->x->data, dy->data,
                                      v->gn.nmax, ctx->impl);
@@ -116,12 +111,6 @@ static ladle_status dgn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return ladle__gn_ctx_init(&v->gn, ctx);
 }
 
-static void dgn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static const ladle_op_vtable dgn_vt = {
     .kind = LADLE_OP_DIST_GROUPNORM,
     .name = "distributed group norm",
@@ -130,7 +119,7 @@ static const ladle_op_vtable dgn_vt = {
     .layer_backward = dgn_backward,
     .layer_backward_weight = dgn_backward_weight,
     .ctx_init = dgn_ctx_init,
-    .ctx_fini = dgn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,
     .param_info = dgn_param_info,
@@ -250,11 +239,7 @@ static ladle_status allocate(ladle__make *m, dgn *v)
 {
     ladle_status st = LADLE_OK;
     int64_t cs = v->gn.c, sl = (int64_t)v->peers * v->width;
-    for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.grad[i]));
-    }
-    LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
+    LADLE_CALL(ladle__dist_channel_params(m, &v->base, cs));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &sl, &v->slots));
     v->hslots = ladle__calloc((size_t)sl + 1, sizeof(double));
     LADLE_MAKE_CHECK(m, v->hslots != NULL, LADLE_ERR_ALLOC, "out of memory");
@@ -283,8 +268,7 @@ ladle_status ladle_dist_groupnorm_create(const ladle_groupnorm_desc *d,
     ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
     ladle_op *op = NULL;
     dgn *v = NULL;
-    int *gid = NULL, *cid = NULL;
-    int64_t *counts = NULL;
+    ladle__dist_groups g = {NULL, NULL, NULL};
     LADLE_NOT_NULL(d);
     LADLE_CHECK_SIZE(d);
     LADLE_NOT_NULL(p_x);
@@ -298,14 +282,11 @@ ladle_status ladle_dist_groupnorm_create(const ladle_groupnorm_desc *d,
         ladle__make_open(&m, 1, parts, local, args_hash(d, parts, ndim, x_shape, dtype)));
 
     v = ladle__calloc(1, sizeof *v);
-    gid = ladle__calloc((size_t)size, sizeof(int));
-    cid = ladle__calloc((size_t)size, sizeof(int));
-    counts = ladle__calloc((size_t)size, sizeof(int64_t));
-    local = ladle__make_alloc_ok(&m, v && gid && cid && counts);
+    local = ladle__make_alloc_ok(&m, ladle__dist_groups_alloc(&g, size) && v);
     if (local == LADLE_OK)
-        local = plan(&m, v, d, p_x, ndim, x_shape, gid, cid);
+        local = plan(&m, v, d, p_x, ndim, x_shape, g.gid, g.cid);
     LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(plan_reductions(&m, v, p_x, gid, &cid, &counts));
+    LADLE_CALL(plan_reductions(&m, v, p_x, g.gid, &g.cid, &g.counts));
     local = allocate(&m, v);
     if (local == LADLE_OK)
         m.ly = ladle__layout_retain(m.lx);
@@ -319,8 +300,6 @@ fail:
     ladle_op_destroy(&op);
     ladle__make_close(&m);
     ladle__parts_free(v, dgn_parts, NULL);
-    ladle__free(gid);
-    ladle__free(cid);
-    ladle__free(counts);
+    ladle__dist_groups_free(&g);
     return st;
 }
