@@ -256,8 +256,8 @@ static void allreduce_ring(ladle_sched *s, const int *members, int g, int pos,
             ring_chunk h = ring_chunk_of(n, g, pos + 1 - k, nc, c);
             int prev = k == 0 ? add[c] : ag_recv[c];
             if (h.send_len > 0) {
-                int id = ladle_sched_send(s, ladle_ref_at(dst, h.send_at), h.send_len, right,
-                                          agbase + k * nc + c);
+                int id = ladle_sched_send(s, ladle_ref_at(dst, h.send_at), h.send_len,
+                                          right, agbase + k * nc + c);
                 ladle_sched_dep(s, prev, id);
             }
             ag_recv[c] = -1;
