@@ -128,10 +128,12 @@ static const ladle_op_vtable dgn_vt = {
 
 /* The checks every rank makes alike: the descriptor, the grid against x,
  * and channel blocks that hold whole groups. */
-static ladle_status validate(const ladle_groupnorm_desc *d, const ladle_partition *p_x,
-                             int ndim, const int64_t *x_shape, ladle_dtype dtype,
+static ladle_status validate(const void *dv, const ladle_partition *p_x, int ndim,
+                             const int64_t *x_shape, ladle_dtype dtype, void *arg,
                              const char *f)
 {
+    const ladle_groupnorm_desc *d = dv;
+    (void)arg;
     ladle_status local = ladle__layer_check_args(f, dtype, ndim, x_shape, 2);
     const int *shape = ladle_partition_shape(p_x);
     if (local == LADLE_OK)
@@ -162,11 +164,15 @@ static ladle_status validate(const ladle_groupnorm_desc *d, const ladle_partitio
 /* x's layout, this rank's block and the groups: gid, the peers of a group
  * (the ranks sharing batch and channel blocks); cid, the ranks sharing a
  * channel block; the slot of this rank among its peers. Local. */
-static ladle_status plan(ladle__make *m, dgn *v, const ladle_groupnorm_desc *d,
+static ladle_status plan(ladle__make *m, void *impl, const void *dv,
                          const ladle_partition *p_x, int ndim, const int64_t *x_shape,
-                         int *gid, int *cid)
+                         const void *arg, ladle__dist_groups *groups)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
+    const ladle_groupnorm_desc *d = dv;
+    int *gid = groups->gid, *cid = groups->cid;
+    (void)arg;
     int size = ladle_partition_size(p_x), c[LADLE_MAX_NDIM];
     const int *shape = ladle_partition_shape(p_x);
     int *seen = NULL;
@@ -210,10 +216,14 @@ fail:
 /* The peers' reduction (doubles, whatever the dtype) and the sum of gamma's
  * and beta's gradients over a channel block's ranks, which takes cid and
  * counts (then NULL). */
-static ladle_status plan_reductions(ladle__make *m, dgn *v, const ladle_partition *p_x,
-                                    const int *gid, int **cid, int64_t **counts)
+static ladle_status plan_reductions(ladle__make *m, void *impl, const ladle_partition *p_x,
+                                    ladle__dist_groups *g)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
+    const int *gid = g->gid;
+    int **cid = &g->cid;
+    int64_t **counts = &g->counts;
     const char *f = m->func;
     int size = ladle_partition_size(p_x);
     int64_t box[LADLE_MAX_NDIM];
@@ -235,9 +245,10 @@ fail:
 }
 
 /* gamma (1) and beta (0) with their gradients, the slots. Local. */
-static ladle_status allocate(ladle__make *m, dgn *v)
+static ladle_status allocate(ladle__make *m, void *impl)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
     int64_t cs = v->gn.c, sl = (int64_t)v->peers * v->width;
     LADLE_CALL(ladle__dist_channel_params(m, &v->base, cs));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &sl, &v->slots));
@@ -247,10 +258,11 @@ fail:
     return st;
 }
 
-static uint64_t args_hash(const ladle_groupnorm_desc *d,
-                          const ladle_partition *const *parts, int ndim,
-                          const int64_t *x_shape, ladle_dtype dtype)
+static uint64_t args_hash(const void *dv, const ladle_partition *const *parts, int ndim,
+                          const int64_t *x_shape, ladle_dtype dtype, const void *arg)
 {
+    const ladle_groupnorm_desc *d = dv;
+    (void)arg;
     int64_t args[10] = {ndim, d->num_groups, (int64_t)dtype, (int64_t)d->flags, d->affine};
     for (int i = 0; i < ndim && i < 5; i++)
         args[5 + i] = x_shape[i];
@@ -258,48 +270,33 @@ static uint64_t args_hash(const ladle_groupnorm_desc *d,
     return ladle__hash(h, &d->eps, sizeof d->eps);
 }
 
+static ladle_status attach(ladle_op *op, void *impl)
+{
+    dgn *v = impl;
+    return ladle__gn_alloc(op, &v->gn);
+}
+
+static const ladle__dist_channel_kind dgn_kind = {
+    .impl_size = sizeof(dgn),
+    .parts = dgn_parts,
+    .vt = &dgn_vt,
+    .validate = validate,
+    .hash = args_hash,
+    .plan = plan,
+    .reductions = plan_reductions,
+    .allocate = allocate,
+    .attach = attach,
+};
+
 ladle_status ladle_dist_groupnorm_create(const ladle_groupnorm_desc *d,
                                          const ladle_partition *p_x,
                                          const int64_t x_shape[], ladle_dtype dtype,
                                          ladle_device device, ladle_op **out)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
-    dgn *v = NULL;
-    ladle__dist_groups g = {NULL, NULL, NULL};
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[1] = {p_x};
-    int size = ladle_partition_size(p_x), ndim = ladle_partition_ndim(p_x);
-    local = validate(d, p_x, ndim, x_shape, dtype, f);
-    m.flags = d->flags;
-    LADLE_CALL(
-        ladle__make_open(&m, 1, parts, local, args_hash(d, parts, ndim, x_shape, dtype)));
-
-    v = ladle__calloc(1, sizeof *v);
-    local = ladle__make_alloc_ok(&m, ladle__dist_groups_alloc(&g, size) && v);
-    if (local == LADLE_OK)
-        local = plan(&m, v, d, p_x, ndim, x_shape, g.gid, g.cid);
-    LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(plan_reductions(&m, v, p_x, g.gid, &g.cid, &g.counts));
-    local = allocate(&m, v);
-    if (local == LADLE_OK)
-        m.ly = ladle__layout_retain(m.lx);
-    local = ladle__make_layer(&m, local, &dgn_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
-        local = ladle__gn_alloc(op, &v->gn);
-        v = NULL;
-    }
-    st = ladle__make_end(&m, &op, local, out);
+    ladle_status st = LADLE_OK;
+    LADLE__CHECK_DESC(d);
+    st = ladle__dist_channel_create(&dgn_kind, d, d->flags, p_x, x_shape, dtype, device,
+                                    NULL, out, __func__);
 fail:
-    ladle_op_destroy(&op);
-    ladle__make_close(&m);
-    ladle__parts_free(v, dgn_parts, NULL);
-    ladle__dist_groups_free(&g);
     return st;
 }
