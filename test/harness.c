@@ -114,6 +114,36 @@ void lt_destroy_tensors(size_t n, ladle_tensor **const *handles)
         ladle_tensor_destroy(handles[i]);
 }
 
+int lt_ranks_of(int ndim, const int *grid)
+{
+    int n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= grid[i];
+    return n;
+}
+
+void lt_share_params(ladle_op *dist, ladle_op *seq, uint64_t seed)
+{
+    for (int i = 0; i < ladle_op_num_params(seq); i++) {
+        int64_t off[1];
+        LT_OK(ladle_tensor_fill_random(ladle_op_param(seq, i), seed, (uint64_t)i));
+        LT_OK(ladle_op_param_shard(dist, i, NULL, NULL, off, NULL));
+        lt_box_extract(ladle_op_param(seq, i), off, ladle_op_param(dist, i));
+    }
+}
+
+void lt_destroy_ops(size_t n, ladle_op **const *handles)
+{
+    for (size_t i = 0; i < n; i++)
+        ladle_op_destroy(handles[i]);
+}
+
+void lt_destroy_partitions(size_t n, ladle_partition **const *handles)
+{
+    for (size_t i = 0; i < n; i++)
+        ladle_partition_destroy(handles[i]);
+}
+
 static void access_failed(const char *what, int64_t i, ladle_status st)
 {
     fprintf(stderr, "[rank %d of %d] %s of element %lld failed: %s: %s\n", lt_rank, lt_size, what,

@@ -71,6 +71,9 @@ ladle_partition *lt_partition_ranks(int ndim, const int *shape, const int *ranks
  * lt_get/lt_set or ladle_tensor_read/write. */
 ladle_device lt_device(void);
 
+/* The ranks of a grid of ndim extents (their product). */
+int lt_ranks_of(int ndim, const int *grid);
+
 /* A tensor of dtype and shape on lt_device() (local, not collective). */
 ladle_tensor *lt_tensor(ladle_dtype dtype, int ndim, const int64_t *shape);
 
@@ -79,6 +82,26 @@ void lt_destroy_tensors(size_t n, ladle_tensor **const *handles);
 #define LT_DESTROY(...)                                                                    \
     lt_destroy_tensors(sizeof((ladle_tensor **[]){__VA_ARGS__}) / sizeof(ladle_tensor **), \
                        (ladle_tensor **[]){__VA_ARGS__})
+
+/* ladle_op_destroy and ladle_partition_destroy on each handle listed, in
+ * order: LT_DESTROY_OPS(&dist, &seq), LT_DESTROY_PARTS(&px, &py). */
+void lt_destroy_ops(size_t n, ladle_op **const *handles);
+void lt_destroy_partitions(size_t n, ladle_partition **const *handles);
+#define LT_DESTROY_OPS(...)                                                                \
+    lt_destroy_ops(sizeof((ladle_op **[]){__VA_ARGS__}) / sizeof(ladle_op **),             \
+                   (ladle_op **[]){__VA_ARGS__})
+#define LT_DESTROY_PARTS(...)                                                              \
+    lt_destroy_partitions(sizeof((ladle_partition **[]){__VA_ARGS__}) /                    \
+                              sizeof(ladle_partition **),                                  \
+                          (ladle_partition **[]){__VA_ARGS__})
+
+/* A test that needs n ranks at least returns here (passing) at fewer: every
+ * rank sees the same lt_size, so all return alike. */
+#define LT_NEED_RANKS(n)                                                                   \
+    do {                                                                                   \
+        if (lt_size < (n))                                                                 \
+            return;                                                                        \
+    } while (0)
 
 /* A tensor shaped as the op's x (which = 0) or y (which = 1) on this rank,
  * on lt_device(). */
@@ -207,6 +230,10 @@ void lt_forward_refuses(ladle_op *op, ladle_ctx *ctx, ladle_tensor *x, ladle_ten
  * global tensor into local; the largest |local - global box| / (1 + |global|)
  * after a computation. Local, not collective. */
 void lt_box_extract(const ladle_tensor *global, const int64_t *offset, ladle_tensor *local);
+/* Random parameters for seq (parameter i from stream i of seed) and the
+ * same values in dist: each rank's shard of seq's parameter i copied into
+ * dist's (parameters of one dimension, as the norms' gamma and beta). */
+void lt_share_params(ladle_op *dist, ladle_op *seq, uint64_t seed);
 double lt_box_error(const ladle_tensor *global, const int64_t *offset,
                     const ladle_tensor *local);
 

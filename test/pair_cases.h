@@ -52,18 +52,11 @@ static const pair_case pair_cases[] = {
 /* clang-format on */
 #define N_PAIR_CASES ((int)(sizeof pair_cases / sizeof pair_cases[0]))
 
-static int prod(int n, const int *s)
-{
-    int p = 1;
-    for (int d = 0; d < n; d++)
-        p *= s[d];
-    return p;
-}
-
 /* Ranks the case needs in MPI_COMM_WORLD. */
 static int case_needs(const pair_case *c)
 {
-    int a = c->sfirst + prod(c->sd, c->sshape), b = c->bfirst + prod(c->bd, c->bshape);
+    int a = c->sfirst + lt_ranks_of(c->sd, c->sshape),
+        b = c->bfirst + lt_ranks_of(c->bd, c->bshape);
     return a > b ? a : b;
 }
 
@@ -81,7 +74,7 @@ static int reference_owner(const pair_case *c, int j)
     for (int d = 0; d < c->bd; d++)
         eb[d] = c->t_big ? cb[c->bd - 1 - d] : cb[d];
     int found = -1;
-    for (int i = 0; i < prod(c->sd, c->sshape); i++) {
+    for (int i = 0; i < lt_ranks_of(c->sd, c->sshape); i++) {
         int cs[4], es[4] = {0, 0, 0, 0}, ext[4] = {1, 1, 1, 1};
         for (int d = c->sd - 1, r = i; d >= 0; d--) {
             cs[d] = r % c->sshape[d];
@@ -124,13 +117,13 @@ static int64_t block_volume(const pair_case *c)
 static int small_rank_of_me(const pair_case *c)
 {
     int r = lt_rank - c->sfirst;
-    return r >= 0 && r < prod(c->sd, c->sshape) ? r : -1;
+    return r >= 0 && r < lt_ranks_of(c->sd, c->sshape) ? r : -1;
 }
 
 static int big_rank_of_me(const pair_case *c)
 {
     int r = lt_rank - c->bfirst;
-    return r >= 0 && r < prod(c->bd, c->bshape) ? r : -1;
+    return r >= 0 && r < lt_ranks_of(c->bd, c->bshape) ? r : -1;
 }
 
 /* Exact test values: owner i holds 1000*i + k + 1, receiver j holds
@@ -138,9 +131,26 @@ static int big_rank_of_me(const pair_case *c)
 static double owner_value(int i, int64_t k) { return 1000.0 * i + (double)k + 1; }
 static double receiver_value(int j, int64_t k) { return (j + 1.0) * (double)(k % 97 + 1); }
 
+/* Case c's op: a broadcast from its small partition to its big one, or
+ * (reduce) a sum-reduce from big to small; each transpose flag goes with
+ * its partition, to the x side or the y side. */
+static ladle_op *pair_op(const pair_case *c, ladle_dtype dt, int reduce)
+{
+    ladle_partition *s, *b;
+    ladle_op *op = NULL;
+    case_partitions(c, &s, &b);
+    unsigned ts = c->t_small ? (reduce ? LADLE_TRANSPOSE_DEST : LADLE_TRANSPOSE_SRC) : 0;
+    unsigned tb = c->t_big ? (reduce ? LADLE_TRANSPOSE_SRC : LADLE_TRANSPOSE_DEST) : 0;
+    const ladle_broadcast_desc *d = LT_BCAST(c->ndim, c->block, ts | tb);
+    if (reduce)
+        LT_OK(ladle_sum_reduce_create(d, b, s, dt, lt_device(), &op));
+    else
+        LT_OK(ladle_broadcast_create(d, s, b, dt, lt_device(), &op));
+    LT_DESTROY_PARTS(&s, &b);
+    return op;
+}
 
-/* The op under test, each suite's own: a broadcast from case c's small
- * partition to its big one, or a sum-reduce from big to small. */
+/* The op under test, each suite's own pair_op. */
 static ladle_op *make(const pair_case *c, ladle_dtype dt);
 
 /* lt_adjoint_cases' maker: the cases that fit and move something. */
@@ -215,7 +225,7 @@ static int pair_holds_sum(const pair_case *c, const double *v, int64_t n, int i)
 {
     for (int64_t e = 0; e < n; e++) {
         double want = 0;
-        for (int q = 0; q < prod(c->bd, c->bshape); q++)
+        for (int q = 0; q < lt_ranks_of(c->bd, c->bshape); q++)
             if (reference_owner(c, q) == i)
                 want += receiver_value(q, e);
         if (v[e] != want)

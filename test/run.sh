@@ -320,74 +320,51 @@ for dev in $DEVICES; do
     done
 done
 
-# the command-line tools, end to end, in a pass that has the CPU
-has_cpu=0
-case " $DEVICES " in *" cpu "*) has_cpu=1 ;; esac
-t0=$(date +%s)
-if ! selected tool_test || [ $has_cpu = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" EXAMPLES="${EXAMPLES:-build/examples}" test/tool_test.sh >"$logdir/tool.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed tool_test"
-fi
-if selected tool_test && [ $has_cpu = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "tool_test.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = PASS ] || sed 's/^/    | /' "$logdir/tool.log" | tail -40
-fi
-
-# every tool under hostile input, at 1 to 3 ranks
-t0=$(date +%s)
-if ! selected tool_errors || [ $has_cpu = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/tool_errors.sh >"$logdir/tool_errors.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed tool_errors"
-fi
-if selected tool_errors && [ $has_cpu = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "tool_errors.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_errors.log" | tail -60 | sed 's/^/    | /'
-fi
-
-# A script of the suite, in a pass that has the CPU: NAME LAUNCHER. A
-# "skip" line in its log makes it SKIP, shown with its reason.
-cpu_script() {
-    name=$1
-    selected "$name" && [ $has_cpu = 1 ] || return 0
+# A script of the suite, test/NAME.sh, run with BINDIR and the environment
+# assignments given: PASS, FAIL, or with SKIPS 1 SKIP where its log has a
+# "skip" line (then shown, for its reason). A failing log shows its last
+# KEEP lines, those other than "ok " ones with HIDE_OK 1.
+suite_script() {
+    name=$1 skips=$2 keep=$3 hide_ok=$4
+    shift 4
+    selected "$name" || return 0
     t0=$(date +%s)
     log="$logdir/$name.log"
-    if MPIEXEC="$2" BINDIR="$BINDIR" "test/$name.sh" >"$log" 2>&1; then
+    if env BINDIR="$BINDIR" "$@" "test/$name.sh" >"$log" 2>&1; then
         res=PASS; pass=$((pass + 1))
-        grep -q '^skip ' "$log" && res=SKIP
+        [ "$skips" = 1 ] && grep -q '^skip ' "$log" && res=SKIP
     else
         res=FAIL; fail=$((fail + 1)); failed="$failed $name"
     fi
     printf '%-4s %-30s          %4ds\n' "$res" "$name.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = FAIL ] && sed 's/^/    | /' "$log" | tail -40
+    if [ "$res" = FAIL ]; then
+        if [ "$hide_ok" = 1 ]; then grep -v '^ok ' "$log"; else cat "$log"; fi |
+            tail -n "$keep" | sed 's/^/    | /'
+    fi
     [ "$res" = SKIP ] && sed 's/^/    | /' "$log"
     return 0
 }
-# a training job across two "nodes" (network namespaces over TCP): it
-# skips, with its reason, without root
-cpu_script net_train "$MPIEXEC"
-# a training job killed with SIGKILL mid-epoch and restarted with
-# --resume latest (it skips without ps), oversubscribed at 3 ranks
-cpu_script resume_kill "$MPIEXEC $flags $preload"
+
+# the scripts of a pass that has the CPU
+case " $DEVICES " in *" cpu "*) has_cpu=1 ;; *) has_cpu=0 ;; esac
+if [ $has_cpu = 1 ]; then
+    # the command-line tools, end to end
+    suite_script tool_test 0 40 0 MPIEXEC="$MPIEXEC $flags $preload" \
+        EXAMPLES="${EXAMPLES:-build/examples}"
+    # every tool under hostile input, at 1 to 3 ranks
+    suite_script tool_errors 0 60 1 MPIEXEC="$MPIEXEC $flags $preload"
+    # a training job across two "nodes" (network namespaces over TCP): it
+    # skips, with its reason, without root
+    suite_script net_train 1 40 0 MPIEXEC="$MPIEXEC"
+    # a training job killed with SIGKILL mid-epoch and restarted with
+    # --resume latest (it skips without ps), oversubscribed at 3 ranks
+    suite_script resume_kill 1 40 0 MPIEXEC="$MPIEXEC $flags $preload"
+fi
 
 # the tools on the CUDA device against the CPU, in a pass that has CUDA
-t0=$(date +%s)
 case " $DEVICES " in *" cuda "*) has_cuda=1 ;; *) has_cuda=0 ;; esac
-if ! selected tool_cuda || [ $has_cuda = 0 ]; then
-    :
-elif MPIEXEC="$MPIEXEC $flags $preload" BINDIR="$BINDIR" test/tool_cuda.sh >"$logdir/tool_cuda.log" 2>&1; then
-    res=PASS; pass=$((pass + 1))
-else
-    res=FAIL; fail=$((fail + 1)); failed="$failed tool_cuda"
-fi
-if selected tool_cuda && [ $has_cuda = 1 ]; then
-    printf '%-4s %-30s          %4ds\n' "$res" "tool_cuda.sh" $(( $(date +%s) - t0 ))
-    [ "$res" = PASS ] || grep -v '^ok ' "$logdir/tool_cuda.log" | tail -40 | sed 's/^/    | /'
+if [ $has_cuda = 1 ]; then
+    suite_script tool_cuda 0 40 1 MPIEXEC="$MPIEXEC $flags $preload"
 fi
 
 rm -rf "$logdir"

@@ -36,14 +36,6 @@ static const case_t cases[] = {
 /* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int grid_size(const case_t *c)
-{
-    int p = 1;
-    for (int d = 0; d < c->pd; d++)
-        p *= c->pshape[d];
-    return p;
-}
-
 static ladle_op *make(const case_t *c, ladle_dtype dt, ladle_partition **pp)
 {
     ladle_partition *p = lt_partition(c->pd, c->pshape, 0);
@@ -61,7 +53,8 @@ static ladle_op *make(const case_t *c, ladle_dtype dt, ladle_partition **pp)
 static ladle_op *make_case(int k, ladle_dtype dt, const char **name)
 {
     *name = cases[k].name;
-    return grid_size(&cases[k]) > lt_size ? NULL : make(&cases[k], dt, NULL);
+    return lt_ranks_of(cases[k].pd, cases[k].pshape) > lt_size ? NULL
+                                                               : make(&cases[k], dt, NULL);
 }
 
 START_TEST(adjoint_matrix) { lt_adjoint_cases(N_CASES, make_case, 300); }
@@ -73,7 +66,7 @@ START_TEST(distdl_exact_values)
 {
     for (int k = 0; k < N_CASES; k++) {
         const case_t *c = &cases[k];
-        if (grid_size(c) > lt_size)
+        if (lt_ranks_of(c->pd, c->pshape) > lt_size)
             continue;
         int R = 1;
         for (int a = 0; a < c->naxes; a++)
@@ -104,7 +97,7 @@ START_TEST(group_sums_and_agreement)
 {
     for (int k = 0; k < N_CASES; k++) {
         const case_t *c = &cases[k];
-        int P = grid_size(c);
+        int P = lt_ranks_of(c->pd, c->pshape);
         if (P > lt_size)
             continue;
         ladle_partition *p = NULL;
@@ -156,8 +149,7 @@ START_TEST(group_sums_and_agreement)
         }
         LT_ASSERT(low == high, "%s: members disagree (%.17g vs %.17g)", c->name, low, high);
         ladle_partition_destroy(&group);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
+        LT_DESTROY(&x, &y);
         ladle_op_destroy(&op);
         ladle_partition_destroy(&p);
     }
@@ -169,7 +161,7 @@ START_TEST(in_place)
 {
     for (int k = 0; k < N_CASES; k++) {
         const case_t *c = &cases[k];
-        if (grid_size(c) > lt_size)
+        if (lt_ranks_of(c->pd, c->pshape) > lt_size)
             continue;
         ladle_op *op = make(c, LADLE_F64, NULL);
         ladle_tensor *x = lt_op_tensor(op, 0), *y = lt_op_tensor(op, 1);
@@ -182,8 +174,7 @@ START_TEST(in_place)
             same &= xv[e] == yv[e];
         free(xv), free(yv);
         LT_ASSERT(same, "%s: in place differs from out of place", c->name);
-        ladle_tensor_destroy(&x);
-        ladle_tensor_destroy(&y);
+        LT_DESTROY(&x, &y);
         ladle_op_destroy(&op);
     }
 }
@@ -234,8 +225,7 @@ START_TEST(bad_input)
     LT_ASSERT(st == (lt_rank == 0 ? LADLE_ERR_SHAPE : LADLE_ERR_REMOTE), "%s",
               ladle_status_name(st));
     LT_OK(ladle_op_forward(op, x, x));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&bad);
+    LT_DESTROY(&x, &bad);
     ladle_op_destroy(&op);
     ladle_partition_destroy(&p);
 }

@@ -2,19 +2,7 @@
  * adjoint values, hand-derived groups, and bad input. */
 #include "pair_cases.h"
 
-static ladle_op *make(const pair_case *c, ladle_dtype dt)
-{
-    ladle_partition *s, *b;
-    ladle_op *op = NULL;
-    case_partitions(c, &s, &b);
-    unsigned flags =
-        (c->t_small ? LADLE_TRANSPOSE_SRC : 0) | (c->t_big ? LADLE_TRANSPOSE_DEST : 0);
-    LT_OK(ladle_broadcast_create(LT_BCAST(c->ndim, c->block, flags), s, b, dt, lt_device(),
-                                 &op));
-    ladle_partition_destroy(&s);
-    ladle_partition_destroy(&b);
-    return op;
-}
+static ladle_op *make(const pair_case *c, ladle_dtype dt) { return pair_op(c, dt, 0); }
 
 START_TEST(adjoint_matrix) { lt_adjoint_cases(N_PAIR_CASES, pair_make_case, 100); }
 END_TEST
@@ -39,8 +27,7 @@ END_TEST
  * ranks {1,2,3} to 2x3x2 on 0..11: [1,0,6,7], [2,3,8,9], [3,4,5,10,11]. */
 START_TEST(documented_groups)
 {
-    if (lt_size < 12)
-        return;
+    LT_NEED_RANKS(12);
     static const int owner_world[12] = {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3};
     const pair_case *c = NULL;
     for (int k = 0; k < N_PAIR_CASES; k++)
@@ -56,8 +43,7 @@ START_TEST(documented_groups)
     LT_ASSERT(lt_get(y, 0) == owner_world[lt_rank] && lt_get(y, 11) == owner_world[lt_rank],
               "world rank %d received %g, expected the block of world rank %d", lt_rank,
               lt_get(y, 0), owner_world[lt_rank]);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&x, &y);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -66,8 +52,7 @@ END_TEST
  * feeds destination (b, a) -- not DistDL's flattened-order pairing. */
 START_TEST(geometric_transpose)
 {
-    if (lt_size < 12)
-        return;
+    LT_NEED_RANKS(12);
     int s[2] = {2, 3}, b[2] = {3, 2};
     ladle_partition *px = lt_partition(2, s, 0), *py = lt_partition(2, b, 6);
     ladle_op *op = NULL;
@@ -84,11 +69,9 @@ START_TEST(geometric_transpose)
         ok = lt_get(y, 0) == 10 * j + i;
     }
     LT_ASSERT(ok, "rank %d got %g", lt_rank, lt_rank >= 6 ? lt_get(y, 0) : 0.0);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&x, &y);
     ladle_op_destroy(&op);
-    ladle_partition_destroy(&px);
-    ladle_partition_destroy(&py);
+    LT_DESTROY_PARTS(&px, &py);
 }
 END_TEST
 
@@ -101,15 +84,13 @@ START_TEST(identity_is_local)
     LT_OK(ladle_broadcast_create(LT_BCAST(1, &n, 0), p, q, LADLE_F64, lt_device(), &op));
     LT_ASSERT(ladle_op_is_local(op), "1 -> 1 on the same rank moves nothing");
     ladle_op_destroy(&op);
-    ladle_partition_destroy(&p);
-    ladle_partition_destroy(&q);
+    LT_DESTROY_PARTS(&p, &q);
 }
 END_TEST
 
 START_TEST(bad_input)
 {
-    if (lt_size < 3)
-        return;
+    LT_NEED_RANKS(3);
     int s13[2] = {1, 3}, s31[2] = {3, 1}, s113[3] = {1, 1, 3}, s3[1] = {3}, s12[2] = {1, 2};
     ladle_partition *a = lt_partition(2, s13, 0), *b = lt_partition(2, s31, 0);
     ladle_op *op = NULL;
@@ -189,11 +170,7 @@ START_TEST(bad_input)
     LT_OK(ladle_op_forward(op, x, y));
     LT_DESTROY(&x, &y, &wrong, &f32);
     ladle_op_destroy(&op);
-    ladle_partition_destroy(&a);
-    ladle_partition_destroy(&b);
-    ladle_partition_destroy(&c);
-    ladle_partition_destroy(&d);
-    ladle_partition_destroy(&e);
+    LT_DESTROY_PARTS(&a, &b, &c, &d, &e);
 }
 END_TEST
 

@@ -99,21 +99,6 @@ static int64_t pick(int64_t lo, int64_t hi)
     return lo + (int64_t)(rng % (uint64_t)(hi - lo + 1));
 }
 
-/* The widest vector, in bytes, the CPU's direct path runs at
- * (src/backends/cpu/conv_direct.c): 64 with the x86-64-v4 copies, 32 with
- * only the x86-64-v3 ones; a build without the copies runs both widths'
- * kernels as code for its own target (32 bytes first for AVX2 alone). */
-static int direct_best(void)
-{
-#if defined(LADLE_NO_CLONES) && defined(__AVX2__) && !defined(__AVX512F__)
-    return 32;
-#elif defined(LADLE_NO_CLONES)
-    return 64;
-#else
-    return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
-#endif
-}
-
 /* A random legal geometry. */
 static geom random_geom(int nd)
 {
@@ -391,7 +376,7 @@ static geom direct_geom(void)
  * its calls run at, the values, the adjoint. */
 static void direct_pass(const char *cap)
 {
-    int best = direct_best();
+    int best = ladle__simd_width();
     int bytes = cap == NULL ? best : best < 32 ? best : 32;
     int64_t lanes = bytes == 32 ? 8 : 16; /* f32 elements in a vector */
     if (cap != NULL)
@@ -483,7 +468,7 @@ static geom channels_geom(int64_t cog)
  * bias), the adjoint (without). */
 static void channels_pass(const char *cap)
 {
-    int best = direct_best();
+    int best = ladle__simd_width();
     int bytes = cap == NULL ? best : best < 32 ? best : 32;
     if (cap != NULL)
         setenv("LADLE_CONV_DIRECT", cap, 1);

@@ -455,14 +455,6 @@ static const dcase dcases[] = {
 };
 #define NDCASES (int)(sizeof dcases / sizeof dcases[0])
 
-static int ranks_of(const int *grid, int nd)
-{
-    int n = 1;
-    for (int i = 0; i < 2 + nd; i++)
-        n *= grid[i];
-    return n;
-}
-
 static void dcase_desc(const dcase *c, int bias, ladle_conv_transpose_desc *d)
 {
     ladle_conv_transpose_desc_init(d, c->nd, c->x[1], c->co, c->k);
@@ -481,7 +473,7 @@ START_TEST(dist_equivalence)
 {
     for (int k = 0; k < NDCASES; k++) {
         const dcase *c = &dcases[k];
-        if (ranks_of(c->grid, c->nd) > lt_size)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
         for (int t = 0; t < 3; t++) {
@@ -513,7 +505,7 @@ END_TEST
 START_TEST(dist_weight_pass_alone)
 {
     const dcase *c = &dcases[4];
-    if (ranks_of(c->grid, c->nd) > lt_size)
+    if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
         return;
     ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
     ladle_conv_transpose_desc d;
@@ -564,7 +556,7 @@ START_TEST(dist_conv_depthwise)
         {2, {1, 1, 3, 2}, {1, 3, 10, 8}, 2, 3, 1, 1},
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
-        if (ranks_of(cases[k].grid, cases[k].nd) > lt_size)
+        if (lt_ranks_of(2 + cases[k].nd, cases[k].grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + cases[k].nd, cases[k].grid, 0);
         ladle_conv_desc d;

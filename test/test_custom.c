@@ -45,8 +45,7 @@ static void mat_free(void *p)
     if (u->destroyed)
         (*u->destroyed)++;
     ladle_op_destroy(&u->bcast);
-    ladle_tensor_destroy(&u->ax);
-    ladle_tensor_destroy(&u->dax);
+    LT_DESTROY(&u->ax, &u->dax);
     free(u->a);
     free(u->hx);
     free(u->hy);
@@ -175,8 +174,7 @@ START_TEST(local_linear_adjoint)
         err = fmax(err, fabs(s - lt_get(y, i)));
     }
     LT_ASSERT(err < 1e-14, "y = A x: error %.2e", err);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&x, &y);
     /* the wrong adjoint is caught */
     u->wrong = 1;
     double bad = mismatch(op);
@@ -243,12 +241,10 @@ START_TEST(distributed_linear_adjoint)
               "%s: %s", ladle_status_name(st), ladle_error_message());
     u->fail_rank = -1;
     LT_OK(ladle_op_forward(op, x, y));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&x, &y);
     LT_OK(ladle_op_destroy(&op));
     LT_ASSERT(destroyed == 1, "destroy called %d times", destroyed);
-    ladle_partition_destroy(&pr);
-    ladle_partition_destroy(&pa);
+    LT_DESTROY_PARTS(&pr, &pa);
 }
 END_TEST
 
@@ -322,8 +318,7 @@ static int tl_backward_weight(void *user, const ladle_tensor *dy, void *saved)
 static void tl_free(void *p)
 {
     tanh_layer *u = p;
-    ladle_tensor_destroy(&u->w);
-    ladle_tensor_destroy(&u->dw);
+    LT_DESTROY(&u->w, &u->dw);
     free(u->hw);
     free(u->hdw);
     free(u->hx);
@@ -393,8 +388,7 @@ START_TEST(nonlinear_gradient)
     /* not linear: no adjoint */
     ladle_tensor *dy = lt_op_tensor(op, 1), *dx = lt_op_tensor(op, 0);
     LT_FAILS(ladle_op_adjoint(op, dy, dx), LADLE_ERR_UNSUPPORTED);
-    ladle_tensor_destroy(&dy);
-    ladle_tensor_destroy(&dx);
+    LT_DESTROY(&dy, &dx);
     u->wrong = 1;
     LT_OK(ladle_gradient_test(op, 7, 100, &r));
     LT_ASSERT(r.input_error > 1e-3 && r.param_error[0] > 1e-3,
@@ -468,8 +462,7 @@ START_TEST(failing_callbacks)
               "the status's name and text");
     u->fail_rank = -1;
     LT_OK(ladle_op_forward(op, x, y));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&y);
+    LT_DESTROY(&x, &y);
     ladle_op_destroy(&op);
 }
 END_TEST
@@ -693,8 +686,7 @@ static void ul_free(void *p)
 {
     ulin *u = p;
     for (int k = 0; k < 2; k++) {
-        ladle_tensor_destroy(&u->params[k]);
-        ladle_tensor_destroy(&u->grads[k]);
+        LT_DESTROY(&u->params[k], &u->grads[k]);
     }
     free(u->hw);
     free(u->hb);
@@ -768,8 +760,7 @@ static void three_layers(int custom, uint64_t seed, ladle_op *layers[3])
     if (custom) {
         layers[0] = ulin_create(NB, NIN, NHID, l1);
         layers[2] = ulin_create(NB, NHID, NOUT, l3);
-        ladle_op_destroy(&l1);
-        ladle_op_destroy(&l3);
+        LT_DESTROY_OPS(&l1, &l3);
     } else {
         layers[0] = l1;
         layers[2] = l3;
@@ -811,8 +802,7 @@ static void train(ladle_network *net, int steps, double *out)
         lt_train_step(net, opt, x, t, &out[k]);
     }
     ladle_optimizer_destroy(&opt);
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&t);
+    LT_DESTROY(&x, &t);
 }
 
 START_TEST(trains_like_builtin)
@@ -936,8 +926,7 @@ static void pipeline_losses(int custom, double *losses, int steps)
         losses[k] = 0;
         LT_OK(ladle_pipeline_step(pl, x, t, &losses[k]));
     }
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&t);
+    LT_DESTROY(&x, &t);
     ladle_pipeline_destroy(&pl);
     ladle_pipe_schedule_destroy(&s);
     ladle_partition_destroy(&p);

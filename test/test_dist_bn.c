@@ -23,31 +23,11 @@ static const bcase cases[] = {
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
-static int ranks_of(const bcase *c)
-{
-    int n = 1;
-    for (int i = 0; i < c->ndim; i++)
-        n *= c->grid[i];
-    return n;
-}
-
-/* gamma and beta: random in the sequential layer, the same slices in the
- * distributed one */
-static void same_params(ladle_op *dist, ladle_op *seq, uint64_t seed)
-{
-    for (int i = 0; i < 2; i++) {
-        int64_t off[1];
-        LT_OK(ladle_tensor_fill_random(ladle_op_param(seq, i), seed, (uint64_t)i));
-        LT_OK(ladle_op_param_shard(dist, i, NULL, NULL, off, NULL));
-        lt_box_extract(ladle_op_param(seq, i), off, ladle_op_param(dist, i));
-    }
-}
-
 START_TEST(global_equivalence)
 {
     for (int k = 0; k < NCASES; k++) {
         const bcase *c = &cases[k];
-        if (ranks_of(c) > lt_size)
+        if (lt_ranks_of(c->ndim, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(c->ndim, c->grid, 0);
         for (int t = 0; t < 2; t++) {
@@ -57,7 +37,7 @@ START_TEST(global_equivalence)
             ladle_op *dist = NULL, *seq = NULL;
             LT_OK(ladle_dist_batchnorm_create(&d, p, c->x, dt, lt_device(), &dist));
             LT_OK(ladle_batchnorm_create(&d, c->ndim, c->x, dt, lt_device(), &seq));
-            same_params(dist, seq, 9 + (uint64_t)k);
+            lt_share_params(dist, seq, 9 + (uint64_t)k);
             char what[64];
             snprintf(what, sizeof what, "global bn case %d (%s)", k, t ? "f32" : "f64");
             lt_equivalent(dist, seq, 50 + (uint64_t)k, t ? 1e-4 : 1e-10, what);

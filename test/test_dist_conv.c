@@ -46,14 +46,6 @@ static const ccase cases[] = {
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
-static int ranks_of(const ccase *c)
-{
-    int n = 1;
-    for (int i = 0; i < 2 + c->nd; i++)
-        n *= c->grid[i];
-    return n;
-}
-
 static void conv_desc(const ccase *c, ladle_conv_desc *d, int bias)
 {
     ladle_conv_desc_init(d, c->nd, c->x[1], c->co, c->k);
@@ -70,7 +62,7 @@ START_TEST(conv_equivalence)
 {
     for (int k = 0; k < NCASES; k++) {
         const ccase *c = &cases[k];
-        if (ranks_of(c) > lt_size)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
         for (int t = 0; t < 2; t++) {
@@ -84,8 +76,7 @@ START_TEST(conv_equivalence)
             char what[64];
             snprintf(what, sizeof what, "conv case %d (%s)", k, t ? "f32" : "f64");
             lt_equivalent(dist, seq, 100 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_partition_destroy(&p);
     }
@@ -96,7 +87,7 @@ START_TEST(pool_equivalence)
 {
     for (int k = 0; k < NCASES; k++) {
         const ccase *c = &cases[k];
-        if (ranks_of(c) > lt_size || 2 * c->p > c->k)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size || 2 * c->p > c->k)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
         /* max, then average with each ceil mode and count_include_pad */
@@ -122,8 +113,7 @@ START_TEST(pool_equivalence)
             lt_equivalent(dist, seq, 200 + (uint64_t)k, 1e-12, what);
             if (kind == LADLE_POOL_AVG)
                 lt_adjoint_ok(dist, 300 + (uint64_t)k, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_partition_destroy(&p);
     }
@@ -174,8 +164,7 @@ START_TEST(avg_pool_divisors)
             lt_equivalent(dist, seq, 400 + (uint64_t)k, dt == LADLE_F32 ? 1e-5 : 1e-12,
                           what);
             lt_adjoint_ok(dist, 500 + (uint64_t)k, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_partition_destroy(&p);
     }
@@ -186,7 +175,7 @@ START_TEST(adjoint)
 {
     for (int k = 0; k < NCASES; k++) {
         const ccase *c = &cases[k];
-        if (ranks_of(c) > lt_size)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
         ladle_conv_desc d;
@@ -219,7 +208,7 @@ START_TEST(direct_when_nothing_moves)
 {
     for (int k = NCASES - 4; k < NCASES; k++) {
         const ccase *c = &cases[k];
-        if (ranks_of(c) > lt_size)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
             continue;
         int want = k < NCASES - 1;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
@@ -243,8 +232,7 @@ START_TEST(direct_when_nothing_moves)
                       want);
             lt_equivalent(dist[j], seq[j], 1000 + (uint64_t)k, 1e-12, what);
             lt_adjoint_ok(dist[j], 1100 + (uint64_t)k, what);
-            ladle_op_destroy(&dist[j]);
-            ladle_op_destroy(&seq[j]);
+            LT_DESTROY_OPS(&dist[j], &seq[j]);
         }
         ladle_partition_destroy(&p);
     }
@@ -260,7 +248,7 @@ START_TEST(overlap_equivalence)
     int boxes = 0, shells = 0, split_cases = 0;
     for (int k = 0; k < NCASES; k++) {
         const ccase *c = &cases[k];
-        if (ranks_of(c) > lt_size)
+        if (lt_ranks_of(2 + c->nd, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(2 + c->nd, c->grid, 0);
         for (int i = 2; i < 2 + c->nd; i++)
@@ -281,8 +269,7 @@ START_TEST(overlap_equivalence)
             lt_equivalent(dist, seq, 600 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
             if (!t)
                 lt_adjoint_ok(dist, 700 + (uint64_t)k, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         for (int v = 0; v < 2 && 2 * c->p <= c->k; v++) {
             ladle_pool_desc d;
@@ -303,8 +290,7 @@ START_TEST(overlap_equivalence)
             lt_equivalent(dist, seq, 800 + (uint64_t)k, 1e-12, what);
             if (v)
                 lt_adjoint_ok(dist, 900 + (uint64_t)k, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_partition_destroy(&p);
     }
@@ -348,8 +334,7 @@ static void expect_boxes(const ladle_op *op, int runs, int parts, const char *wh
  * the layer is linear. */
 START_TEST(overlap_runs)
 {
-    if (lt_size < 2)
-        return;
+    LT_NEED_RANKS(2);
     int64_t xs[4] = {9, 2, 8, 7};
     ladle_partition *p = NULL;
     ladle_conv_desc cd;
@@ -357,8 +342,7 @@ START_TEST(overlap_runs)
     row_tiles_conv(xs, 3, 5, &p, &cd, &dist, &seq);
     expect_boxes(dist, lt_rank < 2 ? 4 : 0, lt_rank < 2 ? 5 : 0, "convolution");
     lt_equivalent(dist, seq, 1001, 1e-10, "convolution in runs");
-    ladle_op_destroy(&dist);
-    ladle_op_destroy(&seq);
+    LT_DESTROY_OPS(&dist, &seq);
     for (int v = 0; v < 2; v++) {
         ladle_pool_desc d;
         ladle_pool_desc_init(&d, v ? LADLE_POOL_AVG : LADLE_POOL_MAX, 2, 3);
@@ -377,8 +361,7 @@ START_TEST(overlap_runs)
                       v ? "avg pool in runs" : "max pool in runs");
         if (v)
             lt_adjoint_ok(dist, 1004, "avg pool in runs");
-        ladle_op_destroy(&dist);
-        ladle_op_destroy(&seq);
+        LT_DESTROY_OPS(&dist, &seq);
     }
     cd.bias = 0; /* linear: the adjoint */
     cd.flags = LADLE_OVERLAP_HALO;
@@ -394,8 +377,7 @@ END_TEST
  * padding mode) runs without it. */
 START_TEST(overlap_bound_weights)
 {
-    if (lt_size < 2)
-        return;
+    LT_NEED_RANKS(2);
     int64_t xs[4] = {2, 3, 12, 7};
     ladle_partition *p = NULL;
     ladle_conv_desc d;
@@ -433,8 +415,7 @@ START_TEST(overlap_bound_weights)
     LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 3, &dist));
     LT_ASSERT(ladle__dist_conv_parts(dist) == 0, "%d boxes with reflect padding",
               ladle__dist_conv_parts(dist));
-    ladle_op_destroy(&dist);
-    ladle_op_destroy(&seq);
+    LT_DESTROY_OPS(&dist, &seq);
     /* the flag belongs to these layers only */
     int g2[2] = {1, 1};
     ladle_partition *q = lt_partition(2, g2, 0);
@@ -549,8 +530,7 @@ END_TEST
  * the extent, 'same', an unknown mode. */
 START_TEST(grid_padding_refused)
 {
-    if (lt_size < 2)
-        return;
+    LT_NEED_RANKS(2);
     int g[4] = {1, 1, 2, 1};
     ladle_partition *p = lt_partition(4, g, 0);
     int64_t xs[4] = {1, 3, 4, 5};
@@ -666,8 +646,7 @@ static void pcases_run(const pcase *cases, int ncases, const char *label, uint64
             int parts = ladle__dist_conv_parts(dist);
             LT_ASSERT(!flags || parts == 0,
                       "%s: %d overlapped parts, the plain layer expected", what, parts);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_op *op = NULL;
         pcase_make(c, 0, LADLE_F64, 1, 0, p, 5, &op);
@@ -743,8 +722,7 @@ START_TEST(padding_bad_input)
         LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op));
         LT_OK(ladle_conv_create(&d, xs, LADLE_F64, lt_device(), 1, &seq));
         lt_equivalent(op, seq, 77, 1e-12, "circular on blocks of 1 and 2 cells");
-        ladle_op_destroy(&op);
-        ladle_op_destroy(&seq);
+        LT_DESTROY_OPS(&op, &seq);
         d.padding[0] = 4;
         LT_FAILS_SAYING(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 1, &op),
                         LADLE_ERR_ARG, "circular: at most the extent");
@@ -785,8 +763,7 @@ START_TEST(deprecated_dist_conv_ex)
     d.flags = LADLE_CHECKED;
     LT_OK(ladle_dist_conv_create(&d, p, xs, LADLE_F64, lt_device(), 4, &now));
     lt_same_layer(old, now, 51, "dist_conv_create_ex and the desc's options");
-    ladle_op_destroy(&old);
-    ladle_op_destroy(&now);
+    LT_DESTROY_OPS(&old, &now);
     ladle_partition_destroy(&p);
 }
 END_TEST

@@ -53,9 +53,7 @@ static ladle_op *make(const lcase *c, ladle_dtype dt, int bias, uint64_t seed)
                                    &(ladle_dist_partitions){.x = px, .w = pw, .y = py},
                                    (int64_t[]){c->batch, c->in}, dt, lt_device(), seed,
                                    &op));
-    ladle_partition_destroy(&px);
-    ladle_partition_destroy(&pw);
-    ladle_partition_destroy(&py);
+    LT_DESTROY_PARTS(&px, &pw, &py);
     return op;
 }
 
@@ -102,8 +100,7 @@ START_TEST(data_parallel)
             snprintf(what, sizeof what, "linear %dx%dx%d grid (%s)", c->pout, c->reps, c->pin,
                      t ? "f32" : "f64");
             lt_equivalent(dist, seq, 17 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
         ladle_partition_destroy(&pw), ladle_partition_destroy(&px), ladle_partition_destroy(&py);
     }
@@ -127,8 +124,7 @@ START_TEST(equivalence)
                                       (int64_t[]){c->batch, c->in}, dt, lt_device(),
                                       40 + (uint64_t)k, &seq));
             lt_equivalent(dist, seq, 7 + (uint64_t)k, t ? 1e-4 : 1e-10, what);
-            ladle_op_destroy(&dist);
-            ladle_op_destroy(&seq);
+            LT_DESTROY_OPS(&dist, &seq);
         }
     }
 }
@@ -137,8 +133,7 @@ END_TEST
 /* Two layers chained: the second's p_x is the first's p_y. */
 START_TEST(chained)
 {
-    if (lt_size < 4)
-        return;
+    LT_NEED_RANKS(4);
     int sw[2] = {2, 2}, s12[2] = {1, 2};
     ladle_partition *pw = lt_partition(2, sw, 0);
     ladle_partition *px = lt_partition_ranks(2, s12, (int[]){0, 1});
@@ -249,9 +244,7 @@ START_TEST(bad_input)
         ladle_tensor_destroy(&x), ladle_tensor_destroy(&y), ladle_tensor_destroy(&bad);
         ladle_op_destroy(&op);
     }
-    ladle_partition_destroy(&p1);
-    ladle_partition_destroy(&p12);
-    ladle_partition_destroy(&p21);
+    LT_DESTROY_PARTS(&p1, &p12, &p21);
 }
 END_TEST
 

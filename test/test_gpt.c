@@ -18,20 +18,28 @@
 
 enum { V = 11, T = 6, NB = 2, L = 2, E = 8, H = 2 };
 
-static ladle_graph *small_gpt_tiles(ladle_dtype dt, double dropout, int f32_tiles)
+/* The small model of these tests: vocabulary V, context T, L layers of
+ * width E with H heads, a global batch of `batch`, on the test's device. */
+static ladle_gpt_desc small_desc(int64_t batch, ladle_dtype dt, uint64_t seed)
 {
     ladle_gpt_desc d;
     ladle_gpt_desc_init(&d);
     d.vocab = V;
     d.context = T;
-    d.batch = NB;
+    d.batch = batch;
     d.layers = L;
     d.width = E;
     d.heads = H;
     d.dtype = dt;
     d.device = lt_device();
+    d.seed = seed;
+    return d;
+}
+
+static ladle_graph *small_gpt_tiles(ladle_dtype dt, double dropout, int f32_tiles)
+{
+    ladle_gpt_desc d = small_desc(NB, dt, 5);
     d.dropout = dropout;
-    d.seed = 5;
     d.attn_f32_tiles = f32_tiles;
     ladle_graph *g = NULL;
     LT_OK(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_SELF), &g));
@@ -313,17 +321,7 @@ enum { NG = 12 };
 
 static ladle_gpt_desc dp_desc(int ways, uint64_t seed)
 {
-    ladle_gpt_desc d;
-    ladle_gpt_desc_init(&d);
-    d.vocab = V;
-    d.context = T;
-    d.batch = NG;
-    d.layers = L;
-    d.width = E;
-    d.heads = H;
-    d.dtype = LADLE_F64;
-    d.device = lt_device();
-    d.seed = seed;
+    ladle_gpt_desc d = small_desc(NG, LADLE_F64, seed);
     d.data_ways = ways;
     return d;
 }

@@ -312,29 +312,11 @@ static const dcase dcases[] = {
 };
 #define NDCASES (int)(sizeof dcases / sizeof dcases[0])
 
-static int ranks_of(const int *grid, int ndim)
-{
-    int n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= grid[i];
-    return n;
-}
-
-static void same_params(ladle_op *dist, ladle_op *seq, uint64_t seed)
-{
-    for (int i = 0; i < ladle_op_num_params(seq); i++) {
-        int64_t off[1];
-        LT_OK(ladle_tensor_fill_random(ladle_op_param(seq, i), seed, (uint64_t)i));
-        LT_OK(ladle_op_param_shard(dist, i, NULL, NULL, off, NULL));
-        lt_box_extract(ladle_op_param(seq, i), off, ladle_op_param(dist, i));
-    }
-}
-
 START_TEST(distributed_equivalence)
 {
     for (int k = 0; k < NDCASES; k++) {
         const dcase *c = &dcases[k];
-        if (ranks_of(c->grid, c->ndim) > lt_size)
+        if (lt_ranks_of(c->ndim, c->grid) > lt_size)
             continue;
         ladle_partition *p = lt_partition(c->ndim, c->grid, 0);
         for (int t = 0; t < 3; t++) {
@@ -345,7 +327,7 @@ START_TEST(distributed_equivalence)
             ladle_op *dist = NULL, *seq = NULL;
             LT_OK(ladle_dist_groupnorm_create(&d, p, c->x, dt, lt_device(), &dist));
             LT_OK(ladle_groupnorm_create(&d, c->ndim, c->x, dt, lt_device(), &seq));
-            same_params(dist, seq, 9 + (uint64_t)k);
+            lt_share_params(dist, seq, 9 + (uint64_t)k);
             char what[80];
             snprintf(what, sizeof what, "case %d (%s, affine %d)", k,
                      t == 2 ? "f32" : "f64", d.affine);

@@ -397,8 +397,7 @@ END_TEST
  * grid over 1x1x5x4 with a 3x3 kernel. */
 START_TEST(distdl_golden_tiles)
 {
-    if (lt_size < 4)
-        return;
+    LT_NEED_RANKS(4);
     const case_t *c = &cases[2];
     ladle_op *op = make(c, LADLE_F64, 0);
     ladle_halo_geometry g;
@@ -438,8 +437,7 @@ END_TEST
  * right halo of 1, rank 1 needs [1, 3) of its own block, ranks 2, 3 none. */
 START_TEST(distdl_golden_halos)
 {
-    if (lt_size < 4)
-        return;
+    LT_NEED_RANKS(4);
     ladle_op *op = make(&cases[3], LADLE_F64, 0);
     ladle_halo_geometry g;
     ladle_halo_exchange_geometry(op, &g);
@@ -486,8 +484,7 @@ START_TEST(begin_end_split)
             same &= lt_get(a, e) == lt_get(b, e);
         LT_ASSERT(same, "%s: adjoint begin/end differs from adjoint", cases[k].name);
         LT_FAILS(ladle_halo_exchange_end(op, b), LADLE_ERR_STATE);
-        ladle_tensor_destroy(&a);
-        ladle_tensor_destroy(&b);
+        LT_DESTROY(&a, &b);
         ladle_op_destroy(&op);
     }
 }
@@ -530,8 +527,7 @@ START_TEST(progress_until_done)
         }
         LT_FAILS(ladle_halo_exchange_progress(op, NULL), LADLE_ERR_STATE);
         LT_FAILS(ladle_halo_exchange_progress(NULL, NULL), LADLE_ERR_NULL);
-        ladle_tensor_destroy(&a);
-        ladle_tensor_destroy(&b);
+        LT_DESTROY(&a, &b);
         ladle_op_destroy(&op);
     }
     int64_t xs[1] = {4};

@@ -6,8 +6,7 @@
 
 START_TEST(row_major_coordinates_and_ranks_as_given)
 {
-    if (lt_size < 6)
-        return;
+    LT_NEED_RANKS(6);
     /* partition rank r is ranks[r]; coordinates are row-major */
     int shape[2] = {2, 3}, ranks[6] = {5, 3, 1, 0, 2, 4};
     ladle_partition *p = lt_partition_ranks(2, shape, ranks);
@@ -74,8 +73,7 @@ END_TEST
 
 START_TEST(subset_sub_and_union)
 {
-    if (lt_size < 4)
-        return;
+    LT_NEED_RANKS(4);
     int shape[2] = {2, 2};
     ladle_partition *p = lt_partition(2, shape, 0), *sub = NULL, *row = NULL, *u = NULL;
     /* subset: partition ranks 3 and 1 of p as a 2-grid */
@@ -111,10 +109,7 @@ START_TEST(subset_sub_and_union)
     for (int r = 0; same && r < 4; r++)
         same = ladle_partition_parent_rank(u, r) == want[r];
     LT_ASSERT(same, "union order");
-    ladle_partition_destroy(&u);
-    ladle_partition_destroy(&row);
-    ladle_partition_destroy(&sub);
-    ladle_partition_destroy(&p);
+    LT_DESTROY_PARTS(&u, &row, &sub, &p);
 }
 END_TEST
 
@@ -156,8 +151,7 @@ START_TEST(balanced_layout_matches_distdl)
 {
     /* 10 over 4: sizes 3,3,2,2 and starts 0,3,6,8; 77 over 3: 26,26,25;
      * 55 over 4: 14,14,14,13; 2 over 3: 1,1,0 */
-    if (lt_size < 4)
-        return;
+    LT_NEED_RANKS(4);
     const struct {
         int64_t n;
         int parts;
@@ -192,8 +186,7 @@ END_TEST
 
 START_TEST(split_block_and_overlap)
 {
-    if (lt_size < 3)
-        return;
+    LT_NEED_RANKS(3);
     int shape[2] = {3, 1};
     ladle_partition *p = lt_partition(2, shape, 0);
     int64_t global[2] = {77, 5}, s0[3] = {27, 25, 25}, s1[1] = {5};
@@ -283,9 +276,7 @@ START_TEST(fortran_handle_twins)
                                     shape, NULL, &bad),
              LADLE_ERR_ARG);
     LT_ASSERT(bad == NULL, "no object on failure");
-    ladle_partition_destroy(&last);
-    ladle_partition_destroy(&q);
-    ladle_partition_destroy(&p);
+    LT_DESTROY_PARTS(&last, &q, &p);
 }
 END_TEST
 

@@ -35,17 +35,10 @@ static const case_t cases[] = {
 /* clang-format on */
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int grid(int nd, const int *s)
-{
-    int p = 1;
-    for (int d = 0; d < nd; d++)
-        p *= s[d];
-    return p;
-}
-
 static int needs(const case_t *c)
 {
-    int a = c->xfirst + grid(c->nd, c->xshape), b = c->yfirst + grid(c->nd, c->yshape);
+    int a = c->xfirst + lt_ranks_of(c->nd, c->xshape),
+        b = c->yfirst + lt_ranks_of(c->nd, c->yshape);
     return a > b ? a : b;
 }
 
@@ -172,7 +165,7 @@ START_TEST(identity_moves_nothing)
     for (int k = 0; k < N_CASES; k++) {
         const case_t *c = &cases[k];
         if (needs(c) > lt_size || c->xfirst != c->yfirst ||
-            grid(c->nd, c->xshape) != grid(c->nd, c->yshape))
+            lt_ranks_of(c->nd, c->xshape) != lt_ranks_of(c->nd, c->yshape))
             continue;
         int same = 1;
         for (int d = 0; d < c->nd; d++)

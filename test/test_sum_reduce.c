@@ -2,20 +2,7 @@
  * partition, destinations the owners), exact sums, and bad input. */
 #include "pair_cases.h"
 
-static ladle_op *make(const pair_case *c, ladle_dtype dt)
-{
-    ladle_partition *s, *b;
-    ladle_op *op = NULL;
-    case_partitions(c, &s, &b);
-    /* x lives on big, y on small: the transposes follow their partitions */
-    unsigned flags =
-        (c->t_big ? LADLE_TRANSPOSE_SRC : 0) | (c->t_small ? LADLE_TRANSPOSE_DEST : 0);
-    LT_OK(ladle_sum_reduce_create(LT_BCAST(c->ndim, c->block, flags), b, s, dt, lt_device(),
-                                  &op));
-    ladle_partition_destroy(&s);
-    ladle_partition_destroy(&b);
-    return op;
-}
+static ladle_op *make(const pair_case *c, ladle_dtype dt) { return pair_op(c, dt, 1); }
 
 START_TEST(adjoint_matrix) { lt_adjoint_cases(N_PAIR_CASES, pair_make_case, 200); }
 END_TEST
@@ -62,15 +49,13 @@ START_TEST(deterministic_sums)
     LT_ASSERT(same, "repeated sums differ");
     LT_DESTROY(&x, &y, &y2);
     ladle_op_destroy(&op);
-    ladle_partition_destroy(&px);
-    ladle_partition_destroy(&py);
+    LT_DESTROY_PARTS(&px, &py);
 }
 END_TEST
 
 START_TEST(bad_input)
 {
-    if (lt_size < 3)
-        return;
+    LT_NEED_RANKS(3);
     int s13[2] = {1, 3}, s31[2] = {3, 1}, s3[1] = {3}, s113[3] = {1, 1, 3};
     ladle_partition *a = lt_partition(2, s13, 0), *b = lt_partition(2, s31, 0);
     ladle_partition *c = lt_partition(1, s3, 0), *d = lt_partition(3, s113, 0);
@@ -107,13 +92,9 @@ START_TEST(bad_input)
     st = ladle_op_forward(op, x, x);
     LT_ASSERT(st == (member ? LADLE_ERR_ARG : LADLE_OK), "in place refused: %s",
               ladle_status_name(st));
-    ladle_tensor_destroy(&x);
-    ladle_tensor_destroy(&big);
+    LT_DESTROY(&x, &big);
     ladle_op_destroy(&op);
-    ladle_partition_destroy(&a);
-    ladle_partition_destroy(&b);
-    ladle_partition_destroy(&c);
-    ladle_partition_destroy(&d);
+    LT_DESTROY_PARTS(&a, &b, &c, &d);
 }
 END_TEST
 

@@ -294,6 +294,84 @@ fail:
     return st;
 }
 
+int ladle__dist_channel_member(const ladle_op *op)
+{
+    return ladle_partition_active(ladle_layout_partition(op->x_layout));
+}
+
+int ladle__dist_groups_alloc(ladle__dist_groups *g, int size)
+{
+    g->gid = ladle__calloc((size_t)size, sizeof(int));
+    g->cid = ladle__calloc((size_t)size, sizeof(int));
+    g->counts = ladle__calloc((size_t)size, sizeof(int64_t));
+    return g->gid && g->cid && g->counts;
+}
+
+void ladle__dist_groups_free(ladle__dist_groups *g)
+{
+    ladle__free(g->gid);
+    ladle__free(g->cid);
+    ladle__free(g->counts);
+    g->gid = g->cid = NULL;
+    g->counts = NULL;
+}
+
+ladle_status ladle__dist_channel_params(ladle__make *m, ladle__dist_base *base, int64_t cs)
+{
+    ladle_status st = LADLE_OK;
+    for (int i = 0; i < 2; i++) {
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->param[i]));
+        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->grad[i]));
+    }
+    LADLE_CALL(ladle_tensor_fill(base->param[0], 1.0));
+fail:
+    return st;
+}
+
+ladle_status ladle__dist_channel_create(const ladle__dist_channel_kind *k, const void *d,
+                                        unsigned flags, const ladle_partition *p_x,
+                                        const int64_t *x_shape, ladle_dtype dtype,
+                                        ladle_device device, void *arg, ladle_op **out,
+                                        const char *func)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle__make m = {func, dtype, device, flags, MPI_COMM_NULL, NULL, NULL};
+    ladle_op *op = NULL;
+    void *v = NULL;
+    ladle__dist_groups g = {NULL, NULL, NULL};
+    LADLE_NOT_NULL(p_x);
+    LADLE_NOT_NULL(x_shape);
+    LADLE_NOT_NULL(out);
+    const ladle_partition *parts[1] = {p_x};
+    int ndim = ladle_partition_ndim(p_x);
+    local = k->validate(d, p_x, ndim, x_shape, dtype, arg, func);
+    LADLE_CALL(ladle__make_open(&m, 1, parts, local,
+                                k->hash(d, parts, ndim, x_shape, dtype, arg)));
+    v = ladle__calloc(1, k->impl_size);
+    local = ladle__make_alloc_ok(
+        &m, ladle__dist_groups_alloc(&g, ladle_partition_size(p_x)) && v);
+    if (local == LADLE_OK)
+        local = k->plan(&m, v, d, p_x, ndim, x_shape, arg, &g);
+    LADLE_CALL(ladle__make_step(m.comm, local, func));
+    LADLE_CALL(k->reductions(&m, v, p_x, &g));
+    local = k->allocate(&m, v);
+    if (local == LADLE_OK)
+        m.ly = ladle__layout_retain(m.lx);
+    local = ladle__make_layer(&m, local, k->vt, v, NULL, &op);
+    if (local == LADLE_OK) {
+        void *taken = v;
+        v = NULL;
+        local = k->attach(op, taken);
+    }
+    st = ladle__make_end(&m, &op, local, out);
+fail:
+    ladle_op_destroy(&op);
+    ladle__make_close(&m);
+    ladle__parts_free(v, k->parts, NULL);
+    ladle__dist_groups_free(&g);
+    return st;
+}
+
 void ladle__dist_sync_info(const ladle_op *sync, const int *gid, const int64_t *counts,
                            ladle__pinfo *info)
 {

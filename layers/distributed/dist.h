@@ -215,6 +215,66 @@ ladle_status ladle__dist_channel_sync_plan(ladle__make *m, ladle__dist_base *bas
  * per-channel parameters above). Collective over the copies. */
 ladle_status ladle__dist_channel_sync(ladle__dist_base *base, int n);
 
+/* Whether this rank holds a block of the per-channel layer op's x. Local. */
+int ladle__dist_channel_member(const ladle_op *op);
+
+/* The per-rank scratch of a per-channel layer's creation, one entry per
+ * rank of p_x: its statistics group (gid), its channel block (cid) and an
+ * element count; ladle__dist_channel_sync_plan takes cid and counts. */
+typedef struct ladle__dist_groups {
+    int *gid, *cid;
+    int64_t *counts;
+} ladle__dist_groups;
+
+/* g's arrays for size ranks, zeroed; nonzero when all three were made.
+ * Local. */
+int ladle__dist_groups_alloc(ladle__dist_groups *g, int size);
+/* Free what g still holds (NULL members: nothing). */
+void ladle__dist_groups_free(ladle__dist_groups *g);
+
+/* gamma (param[0], ones) and beta (param[1], zeros) of cs channels with
+ * their gradients, in m's dtype on m's device. Local. */
+ladle_status ladle__dist_channel_params(ladle__make *m, ladle__dist_base *base, int64_t cs);
+
+/*
+ * What differs between the creations of the per-channel layers (batch and
+ * group norm), whose skeleton is ladle__dist_channel_create. d is the
+ * layer's descriptor, arg what validate hands on to the other steps.
+ */
+typedef struct ladle__dist_channel_kind {
+    size_t impl_size;
+    const ladle__part *parts;
+    const ladle_op_vtable *vt;
+    /* The checks every rank makes alike (global facts only). Local. */
+    ladle_status (*validate)(const void *d, const ladle_partition *p_x, int ndim,
+                             const int64_t *x_shape, ladle_dtype dtype, void *arg,
+                             const char *func);
+    /* The arguments every rank of p_x must pass alike. */
+    uint64_t (*hash)(const void *d, const ladle_partition *const *parts, int ndim,
+                     const int64_t *x_shape, ladle_dtype dtype, const void *arg);
+    /* m's lx, this rank's place in impl and each rank's groups (g's gid and
+     * cid). Local. */
+    ladle_status (*plan)(ladle__make *m, void *impl, const void *d,
+                         const ladle_partition *p_x, int ndim, const int64_t *x_shape,
+                         const void *arg, ladle__dist_groups *g);
+    /* The reductions over p_x, taking g's cid and counts. Collective over p_x. */
+    ladle_status (*reductions)(ladle__make *m, void *impl, const ladle_partition *p_x,
+                               ladle__dist_groups *g);
+    /* The impl's tensors and host arrays. Local. */
+    ladle_status (*allocate)(ladle__make *m, void *impl);
+    /* After the op took impl: what lives on the op's backend. Local. */
+    ladle_status (*attach)(ladle_op *op, void *impl);
+} ladle__dist_channel_kind;
+
+/* A per-channel layer of kind k over p_x (x of global shape x_shape, d's
+ * size already checked, flags its flags), raised for func: the checks, the
+ * agreement, the plan and the layer op. Collective over p_x. */
+ladle_status ladle__dist_channel_create(const ladle__dist_channel_kind *k, const void *d,
+                                        unsigned flags, const ladle_partition *p_x,
+                                        const int64_t *x_shape, ladle_dtype dtype,
+                                        ladle_device device, void *arg, ladle_op **out,
+                                        const char *func);
+
 /* Parameter i's group of rank r of the replicas' partition: its id and its
  * element count (0 for a rank without the parameter). */
 typedef void (*ladle__dist_group_fn)(const void *arg, int i, int r, int *gid,

@@ -62,11 +62,6 @@ static const ladle__part dbn_parts[] = {
     LADLE__PART_TENSOR(dbn, slots),       LADLE__PART_TENSOR(dbn, red),
     LADLE__PART_HOST(dbn, mean),          LADLE__PARTS_END};
 
-static int member(const ladle_op *op)
-{
-    return ladle_partition_active(ladle_layout_partition(op->x_layout));
-}
-
 /* The group's mean, variance (biased) and count. */
 static ladle_status statistics(ladle_op *op, const ladle_tensor *x, double *count)
 {
@@ -151,7 +146,7 @@ static ladle_status dbn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
     double count = 0;
     int batch_stats = op->training || !v->track;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     if (batch_stats) {
         LADLE_CALL(statistics(op, x, &count));
@@ -230,7 +225,7 @@ static ladle_status dbn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
     int64_t c = v->c;
     const double *mean = sv->v, *invstd = mean + c;
     (void)nb;
-    if (dx == NULL || !member(op))
+    if (dx == NULL || !ladle__dist_channel_member(op))
         return LADLE_OK;
     LADLE_CALL(gamma_beta(op, 0));
     if (!sv->batch_stats) {
@@ -265,7 +260,7 @@ static ladle_status dbn_backward_weight(ladle_op *op, ladle_ctx *ctx, const ladl
     saved *sv = ctx->impl;
     int64_t c = v->c;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     LADLE_CALL(sums(op, ctx, dy, 0));
     const double *sdy = sv->v + 2 * c, *sdyx = sdy + c;
@@ -306,12 +301,6 @@ static ladle_status dbn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return LADLE_OK;
 }
 
-static void dbn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static int dbn_num_buffers(const ladle_op *op) { return ((const dbn *)op->impl)->track ? 2 : 0; }
 
 static ladle_tensor *dbn_buffer_at(const ladle_op *op, int i, ladle__pinfo *info)
@@ -332,7 +321,7 @@ static const ladle_op_vtable dbn_vt = {
     .layer_backward = dbn_backward,
     .layer_backward_weight = dbn_backward_weight,
     .ctx_init = dbn_ctx_init,
-    .ctx_fini = dbn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,
     .param_info = dbn_param_info,
@@ -343,10 +332,18 @@ static const ladle_op_vtable dbn_vt = {
 
 /* The checks every rank makes alike; *peers gets the ranks that share
  * each channel block and *group the statistics group's size. */
-static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partition *p_x,
-                             int ndim, const int64_t *x_shape, ladle_dtype dtype,
-                             int *peers, int *group, const char *f)
+/* What validate finds for the other steps: the ranks that share each
+ * channel block and the statistics group's size. */
+typedef struct bn_args {
+    int peers, group;
+} bn_args;
+
+static ladle_status validate(const void *dv, const ladle_partition *p_x, int ndim,
+                             const int64_t *x_shape, ladle_dtype dtype, void *arg,
+                             const char *f)
 {
+    const ladle_batchnorm_desc *d = dv;
+    int *peers = &((bn_args *)arg)->peers, *group = &((bn_args *)arg)->group;
     ladle_status local = LADLE_OK;
     ladle_bn_sync sync = d->sync;
     unsigned flags = d->flags;
@@ -390,11 +387,16 @@ static ladle_status validate(const ladle_batchnorm_desc *d, const ladle_partitio
 /* x's layout, this rank's block, and the groups: the peers of a channel
  * block in partition rank order, cut into consecutive groups of `group`
  * (gid; cid is the channel block). Local. */
-static ladle_status plan_groups(ladle__make *m, dbn *v, const ladle_batchnorm_desc *d,
+static ladle_status plan_groups(ladle__make *m, void *impl, const void *dv,
                                 const ladle_partition *p_x, int ndim,
-                                const int64_t *x_shape, int peers, int *gid, int *cid)
+                                const int64_t *x_shape, const void *arg,
+                                ladle__dist_groups *groups)
 {
     ladle_status st = LADLE_OK;
+    dbn *v = impl;
+    const ladle_batchnorm_desc *d = dv;
+    int peers = ((const bn_args *)arg)->peers, *gid = groups->gid, *cid = groups->cid;
+    v->group = ((const bn_args *)arg)->group;
     int size = ladle_partition_size(p_x), group = v->group, c[LADLE_MAX_NDIM];
     int *seen = NULL;
     int64_t off[LADLE_MAX_NDIM], box[LADLE_MAX_NDIM];
@@ -440,10 +442,14 @@ static void channel_counts(const ladle_layout *lx, int size, int64_t per, int64_
 /* The group's reductions (the statistics and the backward's sums travel in
  * double whatever the dtype) and the sum of gamma's and beta's gradients
  * over the peers, which takes cid and counts (then NULL). */
-static ladle_status plan_reductions(ladle__make *m, dbn *v, const ladle_partition *p_x,
-                                    const int *gid, int **cid, int64_t **counts)
+static ladle_status plan_reductions(ladle__make *m, void *impl, const ladle_partition *p_x,
+                                    ladle__dist_groups *g)
 {
     ladle_status st = LADLE_OK;
+    dbn *v = impl;
+    const int *gid = g->gid;
+    int **cid = &g->cid;
+    int64_t **counts = &g->counts;
     const char *f = m->func;
     int size = ladle_partition_size(p_x), group = v->group;
     if (group > 1) {
@@ -468,17 +474,14 @@ fail:
 
 /* gamma (1) and beta (0) with their gradients, the running statistics (0
  * and 1), the reductions' buffers and the host arrays. Local. */
-static ladle_status allocate(ladle__make *m, dbn *v)
+static ladle_status allocate(ladle__make *m, void *impl)
 {
     ladle_status st = LADLE_OK;
+    dbn *v = impl;
     ladle_dtype dt = m->dtype;
     ladle_device dev = m->device;
     int64_t cs = v->c, sl = (int64_t)v->group * (1 + 2 * v->c), rs = 2 * v->c;
-    for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.grad[i]));
-    }
-    LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
+    LADLE_CALL(ladle__dist_channel_params(m, &v->base, cs));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_mean));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_var));
     LADLE_CALL(ladle_tensor_fill(v->running_var, 1.0));
@@ -496,9 +499,11 @@ fail:
 
 /* The arguments every rank of p_x must pass alike (group: the size of the
  * statistics' groups). */
-static uint64_t args_hash(const ladle_batchnorm_desc *d, const ladle_partition *const *parts,
-                          int ndim, const int64_t *x_shape, int group, ladle_dtype dtype)
+static uint64_t args_hash(const void *dv, const ladle_partition *const *parts, int ndim,
+                          const int64_t *x_shape, ladle_dtype dtype, const void *arg)
 {
+    const ladle_batchnorm_desc *d = dv;
+    int group = ((const bn_args *)arg)->group;
     int64_t args[12] = {ndim,
                         d->sync,
                         group,
@@ -513,60 +518,39 @@ static uint64_t args_hash(const ladle_batchnorm_desc *d, const ladle_partition *
     return ladle__hash(h, &d->momentum, sizeof d->momentum);
 }
 
+/* The statistics' device buffer, on the op's backend. */
+static ladle_status attach(ladle_op *op, void *impl)
+{
+    dbn *v = impl;
+    void *dv = NULL;
+    ladle_status st =
+        op->be->fn->alloc(op->be, sizeof(double) * (size_t)(LADLE__BN_NDEV * v->c), &dv);
+    v->dev = dv;
+    return st;
+}
+
+static const ladle__dist_channel_kind dbn_kind = {
+    .impl_size = sizeof(dbn),
+    .parts = dbn_parts,
+    .vt = &dbn_vt,
+    .validate = validate,
+    .hash = args_hash,
+    .plan = plan_groups,
+    .reductions = plan_reductions,
+    .allocate = allocate,
+    .attach = attach,
+};
+
 ladle_status ladle_dist_batchnorm_create(const ladle_batchnorm_desc *d,
                                          const ladle_partition *p_x,
                                          const int64_t x_shape[], ladle_dtype dtype,
                                          ladle_device device, ladle_op **out)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
-    dbn *v = NULL;
-    int *gid = NULL, *cid = NULL;
-    int64_t *counts = NULL;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[1] = {p_x};
-    int size = ladle_partition_size(p_x), peers = 0, group = 1;
-    int ndim = ladle_partition_ndim(p_x);
-    local = validate(d, p_x, ndim, x_shape, dtype, &peers, &group, f);
-    unsigned flags = d->flags;
-    m.flags = flags;
-    LADLE_CALL(ladle__make_open(&m, 1, parts, local,
-                                args_hash(d, parts, ndim, x_shape, group, dtype)));
-
-    v = ladle__calloc(1, sizeof *v);
-    gid = ladle__calloc((size_t)size, sizeof(int));
-    cid = ladle__calloc((size_t)size, sizeof(int));
-    counts = ladle__calloc((size_t)size, sizeof(int64_t));
-    local = ladle__make_alloc_ok(&m, v && gid && cid && counts);
-    if (local == LADLE_OK) {
-        v->group = group;
-        local = plan_groups(&m, v, d, p_x, ndim, x_shape, peers, gid, cid);
-    }
-    LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(plan_reductions(&m, v, p_x, gid, &cid, &counts));
-    local = allocate(&m, v);
-    if (local == LADLE_OK)
-        m.ly = ladle__layout_retain(m.lx);
-    local = ladle__make_layer(&m, local, &dbn_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
-        void *dv = NULL;
-        local = op->be->fn->alloc(op->be, sizeof(double) * (size_t)(LADLE__BN_NDEV * v->c), &dv);
-        v->dev = dv;
-        v = NULL;
-    }
-    st = ladle__make_end(&m, &op, local, out);
+    ladle_status st = LADLE_OK;
+    bn_args a = {0, 1};
+    LADLE__CHECK_DESC(d);
+    st = ladle__dist_channel_create(&dbn_kind, d, d->flags, p_x, x_shape, dtype, device, &a,
+                                    out, __func__);
 fail:
-    ladle_op_destroy(&op);
-    ladle__make_close(&m);
-    ladle__parts_free(v, dbn_parts, NULL);
-    ladle__free(gid);
-    ladle__free(cid);
-    ladle__free(counts);
     return st;
 }

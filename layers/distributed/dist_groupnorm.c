@@ -36,11 +36,6 @@ static const ladle__part dgn_parts[] = {
     LADLE__PART(dgn, gn, gn_part),  LADLE__PART_DIST_BASE(dgn),    LADLE__PART_OP(dgn, red),
     LADLE__PART_TENSOR(dgn, slots), LADLE__PART_HOST(dgn, hslots), LADLE__PARTS_END};
 
-static int member(const ladle_op *op)
-{
-    return ladle_partition_active(ladle_layout_partition(op->x_layout));
-}
-
 static ladle_status reduce(ladle_op *op, int64_t count, double *vals)
 {
     ladle_status st = LADLE_OK;
@@ -67,7 +62,7 @@ static ladle_status dgn_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor
 {
     dgn *v = op->impl;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_forward(op, &v->gn, v->base.param, x->data, y->data, v->gn.nmax,
                              ctx ? ctx->impl : NULL);
@@ -78,7 +73,7 @@ static ladle_status dgn_backward(ladle_op *op, ladle_ctx *ctx, const ladle_tenso
 {
     dgn *v = op->impl;
     (void)nb;
-    if (dx == NULL || !member(op))
+    if (dx == NULL || !ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_backward(op, &v->gn, v->base.param, ctx->x->data, dy->data, dx->data,
                               v->gn.nmax, ctx->impl);
@@ -89,7 +84,7 @@ static ladle_status dgn_backward_weight(ladle_op *op, ladle_ctx *ctx,
 {
     dgn *v = op->impl;
     (void)nb;
-    if (!member(op))
+    if (!ladle__dist_channel_member(op))
         return LADLE_OK;
     return ladle__gn_backward_weight(op, &v->gn, v->base.grad, ctx->x->data, dy->data,
                                      v->gn.nmax, ctx->impl);
@@ -116,12 +111,6 @@ static ladle_status dgn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return ladle__gn_ctx_init(&v->gn, ctx);
 }
 
-static void dgn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static const ladle_op_vtable dgn_vt = {
     .kind = LADLE_OP_DIST_GROUPNORM,
     .name = "distributed group norm",
@@ -130,7 +119,7 @@ static const ladle_op_vtable dgn_vt = {
     .layer_backward = dgn_backward,
     .layer_backward_weight = dgn_backward_weight,
     .ctx_init = dgn_ctx_init,
-    .ctx_fini = dgn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_params = ladle__dist_num_params,
     .param_at = ladle__dist_param_at,
     .param_info = dgn_param_info,
@@ -139,10 +128,12 @@ static const ladle_op_vtable dgn_vt = {
 
 /* The checks every rank makes alike: the descriptor, the grid against x,
  * and channel blocks that hold whole groups. */
-static ladle_status validate(const ladle_groupnorm_desc *d, const ladle_partition *p_x,
-                             int ndim, const int64_t *x_shape, ladle_dtype dtype,
+static ladle_status validate(const void *dv, const ladle_partition *p_x, int ndim,
+                             const int64_t *x_shape, ladle_dtype dtype, void *arg,
                              const char *f)
 {
+    const ladle_groupnorm_desc *d = dv;
+    (void)arg;
     ladle_status local = ladle__layer_check_args(f, dtype, ndim, x_shape, 2);
     const int *shape = ladle_partition_shape(p_x);
     if (local == LADLE_OK)
@@ -173,11 +164,15 @@ static ladle_status validate(const ladle_groupnorm_desc *d, const ladle_partitio
 /* x's layout, this rank's block and the groups: gid, the peers of a group
  * (the ranks sharing batch and channel blocks); cid, the ranks sharing a
  * channel block; the slot of this rank among its peers. Local. */
-static ladle_status plan(ladle__make *m, dgn *v, const ladle_groupnorm_desc *d,
+static ladle_status plan(ladle__make *m, void *impl, const void *dv,
                          const ladle_partition *p_x, int ndim, const int64_t *x_shape,
-                         int *gid, int *cid)
+                         const void *arg, ladle__dist_groups *groups)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
+    const ladle_groupnorm_desc *d = dv;
+    int *gid = groups->gid, *cid = groups->cid;
+    (void)arg;
     int size = ladle_partition_size(p_x), c[LADLE_MAX_NDIM];
     const int *shape = ladle_partition_shape(p_x);
     int *seen = NULL;
@@ -221,10 +216,14 @@ fail:
 /* The peers' reduction (doubles, whatever the dtype) and the sum of gamma's
  * and beta's gradients over a channel block's ranks, which takes cid and
  * counts (then NULL). */
-static ladle_status plan_reductions(ladle__make *m, dgn *v, const ladle_partition *p_x,
-                                    const int *gid, int **cid, int64_t **counts)
+static ladle_status plan_reductions(ladle__make *m, void *impl, const ladle_partition *p_x,
+                                    ladle__dist_groups *g)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
+    const int *gid = g->gid;
+    int **cid = &g->cid;
+    int64_t **counts = &g->counts;
     const char *f = m->func;
     int size = ladle_partition_size(p_x);
     int64_t box[LADLE_MAX_NDIM];
@@ -246,15 +245,12 @@ fail:
 }
 
 /* gamma (1) and beta (0) with their gradients, the slots. Local. */
-static ladle_status allocate(ladle__make *m, dgn *v)
+static ladle_status allocate(ladle__make *m, void *impl)
 {
     ladle_status st = LADLE_OK;
+    dgn *v = impl;
     int64_t cs = v->gn.c, sl = (int64_t)v->peers * v->width;
-    for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.grad[i]));
-    }
-    LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
+    LADLE_CALL(ladle__dist_channel_params(m, &v->base, cs));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &sl, &v->slots));
     v->hslots = ladle__calloc((size_t)sl + 1, sizeof(double));
     LADLE_MAKE_CHECK(m, v->hslots != NULL, LADLE_ERR_ALLOC, "out of memory");
@@ -262,10 +258,11 @@ fail:
     return st;
 }
 
-static uint64_t args_hash(const ladle_groupnorm_desc *d,
-                          const ladle_partition *const *parts, int ndim,
-                          const int64_t *x_shape, ladle_dtype dtype)
+static uint64_t args_hash(const void *dv, const ladle_partition *const *parts, int ndim,
+                          const int64_t *x_shape, ladle_dtype dtype, const void *arg)
 {
+    const ladle_groupnorm_desc *d = dv;
+    (void)arg;
     int64_t args[10] = {ndim, d->num_groups, (int64_t)dtype, (int64_t)d->flags, d->affine};
     for (int i = 0; i < ndim && i < 5; i++)
         args[5 + i] = x_shape[i];
@@ -273,54 +270,33 @@ static uint64_t args_hash(const ladle_groupnorm_desc *d,
     return ladle__hash(h, &d->eps, sizeof d->eps);
 }
 
+static ladle_status attach(ladle_op *op, void *impl)
+{
+    dgn *v = impl;
+    return ladle__gn_alloc(op, &v->gn);
+}
+
+static const ladle__dist_channel_kind dgn_kind = {
+    .impl_size = sizeof(dgn),
+    .parts = dgn_parts,
+    .vt = &dgn_vt,
+    .validate = validate,
+    .hash = args_hash,
+    .plan = plan,
+    .reductions = plan_reductions,
+    .allocate = allocate,
+    .attach = attach,
+};
+
 ladle_status ladle_dist_groupnorm_create(const ladle_groupnorm_desc *d,
                                          const ladle_partition *p_x,
                                          const int64_t x_shape[], ladle_dtype dtype,
                                          ladle_device device, ladle_op **out)
 {
-    const char *f = __func__;
-    ladle_status st = LADLE_OK, local = LADLE_OK;
-    ladle__make m = {f, dtype, device, 0, MPI_COMM_NULL, NULL, NULL};
-    ladle_op *op = NULL;
-    dgn *v = NULL;
-    int *gid = NULL, *cid = NULL;
-    int64_t *counts = NULL;
-    LADLE_NOT_NULL(d);
-    LADLE_CHECK_SIZE(d);
-    LADLE_NOT_NULL(p_x);
-    LADLE_NOT_NULL(x_shape);
-    LADLE_NOT_NULL(out);
-    const ladle_partition *parts[1] = {p_x};
-    int size = ladle_partition_size(p_x), ndim = ladle_partition_ndim(p_x);
-    local = validate(d, p_x, ndim, x_shape, dtype, f);
-    m.flags = d->flags;
-    LADLE_CALL(
-        ladle__make_open(&m, 1, parts, local, args_hash(d, parts, ndim, x_shape, dtype)));
-
-    v = ladle__calloc(1, sizeof *v);
-    gid = ladle__calloc((size_t)size, sizeof(int));
-    cid = ladle__calloc((size_t)size, sizeof(int));
-    counts = ladle__calloc((size_t)size, sizeof(int64_t));
-    local = ladle__make_alloc_ok(&m, v && gid && cid && counts);
-    if (local == LADLE_OK)
-        local = plan(&m, v, d, p_x, ndim, x_shape, gid, cid);
-    LADLE_CALL(ladle__make_step(m.comm, local, f));
-    LADLE_CALL(plan_reductions(&m, v, p_x, gid, &cid, &counts));
-    local = allocate(&m, v);
-    if (local == LADLE_OK)
-        m.ly = ladle__layout_retain(m.lx);
-    local = ladle__make_layer(&m, local, &dgn_vt, v, NULL, &op);
-    if (local == LADLE_OK) {
-        local = ladle__gn_alloc(op, &v->gn);
-        v = NULL;
-    }
-    st = ladle__make_end(&m, &op, local, out);
+    ladle_status st = LADLE_OK;
+    LADLE__CHECK_DESC(d);
+    st = ladle__dist_channel_create(&dgn_kind, d, d->flags, p_x, x_shape, dtype, device,
+                                    NULL, out, __func__);
 fail:
-    ladle_op_destroy(&op);
-    ladle__make_close(&m);
-    ladle__parts_free(v, dgn_parts, NULL);
-    ladle__free(gid);
-    ladle__free(cid);
-    ladle__free(counts);
     return st;
 }

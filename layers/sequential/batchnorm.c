@@ -330,12 +330,6 @@ static ladle_status bn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return LADLE_OK;
 }
 
-static void bn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static const ladle__part bn_parts[] = {
     LADLE__PART_TENSOR(bn, running_mean), LADLE__PART_TENSOR(bn, running_var),
     LADLE__PART_HOST(bn, mean), LADLE__PART_DEVICE(bn, dev), LADLE__PARTS_END};
@@ -366,7 +360,7 @@ static const ladle_op_vtable bn_vt = {
     .layer_backward = bn_backward,
     .layer_backward_weight = bn_backward_weight,
     .ctx_init = bn_ctx_init,
-    .ctx_fini = bn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_buffers = bn_num_buffers,
     .buffer_at = bn_buffer_at,
 };

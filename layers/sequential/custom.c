@@ -146,12 +146,6 @@ static ladle_status custom_ctx_init(const ladle_op *op, ladle_ctx *ctx)
                                                "out of memory");
 }
 
-static void custom_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static int custom_num_params(const ladle_op *op) { return ((const custom *)op->impl)->nparams; }
 
 static ladle_tensor *custom_param_at(const ladle_op *op, int i, int grad, const char **name)
@@ -194,7 +188,7 @@ static const ladle_op_vtable custom_vt = {
     .layer_backward = custom_backward,
     .layer_backward_weight = custom_backward_weight,
     .ctx_init = custom_ctx_init,
-    .ctx_fini = custom_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
     .num_params = custom_num_params,
     .param_at = custom_param_at,
 };

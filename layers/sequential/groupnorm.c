@@ -262,12 +262,6 @@ static ladle_status gn_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     return ladle__gn_ctx_init(op->impl, ctx);
 }
 
-static void gn_ctx_fini(ladle_ctx *ctx)
-{
-    ladle__free(ctx->impl);
-    ctx->impl = NULL;
-}
-
 static void gn_destroy(ladle_op *op)
 {
     if (op->impl)
@@ -283,7 +277,7 @@ static const ladle_op_vtable gn_vt = {
     .layer_backward = gn_backward,
     .layer_backward_weight = gn_backward_weight,
     .ctx_init = gn_ctx_init,
-    .ctx_fini = gn_ctx_fini,
+    .ctx_fini = ladle__layer_ctx_free_impl,
 };
 
 void ladle_groupnorm_desc_init(ladle_groupnorm_desc *d, int64_t num_groups,

@@ -37,6 +37,12 @@ ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle
 
 void ladle__layer_free_impl(ladle_op *op) { ladle__free(op->impl); }
 
+void ladle__layer_ctx_free_impl(ladle_ctx *ctx)
+{
+    ladle__free(ctx->impl);
+    ctx->impl = NULL;
+}
+
 void ladle__part_op(void *member, const ladle_backend *be)
 {
     (void)be;

@@ -71,5 +71,8 @@ ladle_status ladle__layer_ids_backward(ladle_op *op, ladle_ctx *ctx, const ladle
 
 /* The destroy slot of a layer whose impl is one block of ladle__calloc. */
 void ladle__layer_free_impl(ladle_op *op);
+/* The ctx_fini slot of a layer whose ctx impl is one block of
+ * ladle__calloc (freed and nulled). */
+void ladle__layer_ctx_free_impl(ladle_ctx *ctx);
 
 #endif /* LADLE_LAYER_IMPL_H */

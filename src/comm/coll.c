@@ -197,6 +197,26 @@ static void allreduce_tree(ladle_sched *s, const int *members, int g, int pos,
                       pos == 0 ? done : NULL, pos == 0 ? NULL : sent);
 }
 
+/* Chunk c (of nc) of the segments a ring step moves, n elements cut into g
+ * balanced segments: this rank sends segment j mod g and receives the one
+ * before it. send_at and recv_at are offsets in the whole buffer, recv_in
+ * the received chunk's offset in its segment. */
+typedef struct ring_chunk {
+    int64_t send_at, send_len, recv_at, recv_in, recv_len;
+} ring_chunk;
+
+static ring_chunk ring_chunk_of(int64_t n, int g, int j, int nc, int c)
+{
+    int sj = (j % g + g) % g, rj = ((j - 1) % g + g) % g;
+    ring_chunk h;
+    int64_t so;
+    chunk_range(ladle__balanced_size(n, g, sj), nc, c, &so, &h.send_len);
+    chunk_range(ladle__balanced_size(n, g, rj), nc, c, &h.recv_in, &h.recv_len);
+    h.send_at = ladle__balanced_start(n, g, sj) + so;
+    h.recv_at = ladle__balanced_start(n, g, rj) + h.recv_in;
+    return h;
+}
+
 /* Ring reduce-scatter then ring all-gather, each segment cut into chunks:
  * bandwidth-optimal, and each segment is summed once, in ring order, so
  * every member ends with the same bits. */
@@ -211,48 +231,39 @@ static void allreduce_ring(ladle_sched *s, const int *members, int g, int pos,
     for (int c = 0; c < nc; c++)
         add[c] = ag_recv[c] = -1;
     for (int k = 0; k < g - 1; k++) {
-        int sj = ((pos - k) % g + g) % g, rj = ((pos - k - 1) % g + g) % g;
-        int64_t so = ladle__balanced_start(n, g, sj), sn = ladle__balanced_size(n, g, sj);
-        int64_t ro = ladle__balanced_start(n, g, rj), rn = ladle__balanced_size(n, g, rj);
         for (int c = 0; c < nc; c++) {
-            int64_t co, cl, do_, dl;
-            chunk_range(sn, nc, c, &co, &cl);
-            chunk_range(rn, nc, c, &do_, &dl);
+            ring_chunk h = ring_chunk_of(n, g, pos - k, nc, c);
             rs_send[k][c] = -1;
-            if (cl > 0) {
-                ladle_ref from = ladle_ref_at(k == 0 ? src : dst, so + co);
-                rs_send[k][c] = ladle_sched_send(s, from, cl, right, tagbase + k * nc + c);
+            if (h.send_len > 0) {
+                ladle_ref from = ladle_ref_at(k == 0 ? src : dst, h.send_at);
+                rs_send[k][c] =
+                    ladle_sched_send(s, from, h.send_len, right, tagbase + k * nc + c);
                 ladle_sched_dep(s, k == 0 ? -1 : add[c], rs_send[k][c]);
             }
             add[c] = -1;
-            if (dl > 0) {
-                ladle_ref t = ladle_ref_at(tmp, segmax * k + do_);
-                int r = ladle_sched_recv(s, t, dl, left, tagbase + k * nc + c);
-                ladle_ref y = ladle_ref_at(dst, ro + do_);
-                add[c] = ladle_sched_add(s, ladle_ref_at(src, ro + do_), t, y, dl);
+            if (h.recv_len > 0) {
+                ladle_ref t = ladle_ref_at(tmp, segmax * k + h.recv_in);
+                int r = ladle_sched_recv(s, t, h.recv_len, left, tagbase + k * nc + c);
+                ladle_ref y = ladle_ref_at(dst, h.recv_at);
+                add[c] = ladle_sched_add(s, ladle_ref_at(src, h.recv_at), t, y, h.recv_len);
                 ladle_sched_dep(s, r, add[c]);
             }
         }
     }
     int agbase = tagbase + (g - 1) * nc;
     for (int k = 0; k < g - 1; k++) {
-        int sj = ((pos + 1 - k) % g + g) % g, rj = ((pos - k) % g + g) % g;
-        int64_t so = ladle__balanced_start(n, g, sj), sn = ladle__balanced_size(n, g, sj);
-        int64_t ro = ladle__balanced_start(n, g, rj), rn = ladle__balanced_size(n, g, rj);
         for (int c = 0; c < nc; c++) {
-            int64_t co, cl, do_, dl;
-            chunk_range(sn, nc, c, &co, &cl);
-            chunk_range(rn, nc, c, &do_, &dl);
+            ring_chunk h = ring_chunk_of(n, g, pos + 1 - k, nc, c);
             int prev = k == 0 ? add[c] : ag_recv[c];
-            if (cl > 0) {
-                int id = ladle_sched_send(s, ladle_ref_at(dst, so + co), cl, right,
-                                          agbase + k * nc + c);
+            if (h.send_len > 0) {
+                int id = ladle_sched_send(s, ladle_ref_at(dst, h.send_at), h.send_len,
+                                          right, agbase + k * nc + c);
                 ladle_sched_dep(s, prev, id);
             }
             ag_recv[c] = -1;
-            if (dl > 0) {
-                ag_recv[c] = ladle_sched_recv(s, ladle_ref_at(dst, ro + do_), dl, left,
-                                              agbase + k * nc + c);
+            if (h.recv_len > 0) {
+                ag_recv[c] = ladle_sched_recv(s, ladle_ref_at(dst, h.recv_at), h.recv_len,
+                                              left, agbase + k * nc + c);
                 /* the segment lands where this rank sent it from (in place) */
                 ladle_sched_dep(s, rs_send[k][c], ag_recv[c]);
             }

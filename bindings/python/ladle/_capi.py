@@ -85,6 +85,15 @@ def _arr(t, n):
     return t * n
 
 
+def _each(ctype, *names):
+    """One field of ctype per name, in order."""
+    return [(n, ctype) for n in names]
+
+
+# the per-dimension triples of the convolutions and pools
+_DIMS3 = _arr(c_int64, 3)
+
+
 # descriptors start with their size, which their _init sets
 _SZ = [("size", c_size_t)]
 
@@ -99,28 +108,16 @@ class ladle_all_sum_reduce_desc(Structure):
 
 
 class ladle_window(Structure):
-    _fields_ = _SZ + [("ndim", c_int),
-                ("kernel", _arr(c_int64, MAX_NDIM)),
-                ("stride", _arr(c_int64, MAX_NDIM)),
-                ("padding", _arr(c_int64, MAX_NDIM)),
-                ("dilation", _arr(c_int64, MAX_NDIM)),
-                ("ceil_mode", c_int),
-                ("periodic", c_uint)]
+    _fields_ = (_SZ + [("ndim", c_int)]
+                + _each(_arr(c_int64, MAX_NDIM), "kernel", "stride", "padding", "dilation")
+                + [("ceil_mode", c_int), ("periodic", c_uint)])
 
 
 class ladle_conv_desc(Structure):
-    _fields_ = _SZ + [("nd", c_int),
-                ("in_channels", c_int64),
-                ("out_channels", c_int64),
-                ("groups", c_int64),
-                ("kernel", _arr(c_int64, 3)),
-                ("stride", _arr(c_int64, 3)),
-                ("padding", _arr(c_int64, 3)),
-                ("dilation", _arr(c_int64, 3)),
-                ("bias", c_int),
-                ("padding_mode", c_int),
-                ("same", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + [("nd", c_int)]
+                + _each(c_int64, "in_channels", "out_channels", "groups")
+                + _each(_DIMS3, "kernel", "stride", "padding", "dilation")
+                + _each(c_int, "bias", "padding_mode", "same") + [("flags", c_uint)])
 
 
 class ladle_linear_desc(Structure):
@@ -135,48 +132,28 @@ class ladle_dist_partitions(Structure):
 
 
 class ladle_pool_desc(Structure):
-    _fields_ = _SZ + [("kind", c_int),
-                ("nd", c_int),
-                ("kernel", _arr(c_int64, 3)),
-                ("stride", _arr(c_int64, 3)),
-                ("padding", _arr(c_int64, 3)),
-                ("dilation", _arr(c_int64, 3)),
-                ("ceil_mode", c_int),
-                ("count_include_pad", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int, "kind", "nd")
+                + _each(_DIMS3, "kernel", "stride", "padding", "dilation")
+                + _each(c_int, "ceil_mode", "count_include_pad") + [("flags", c_uint)])
 
 
 class ladle_batchnorm_desc(Structure):
-    _fields_ = _SZ + [("num_features", c_int64),
-                ("eps", c_double),
-                ("momentum", c_double),
-                ("affine", c_int),
-                ("track_running_stats", c_int),
-                ("sync", c_int),
-                ("group_size", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + [("num_features", c_int64)] + _each(c_double, "eps", "momentum")
+                + _each(c_int, "affine", "track_running_stats", "sync", "group_size")
+                + [("flags", c_uint)])
 
 
 class ladle_loss_desc(Structure):
-    _fields_ = _SZ + [("kind", c_int),
-                ("reduction", c_int),
-                ("label_smoothing", c_double),
-                ("ignore_index", c_int64),
-                ("weights", POINTER(c_double)),
-                ("num_weights", c_int64),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int, "kind", "reduction")
+                + [("label_smoothing", c_double), ("ignore_index", c_int64),
+                   ("weights", POINTER(c_double)), ("num_weights", c_int64),
+                   ("flags", c_uint)])
 
 
 class ladle_optimizer_desc(Structure):
-    _fields_ = _SZ + [("kind", c_int),
-                ("lr", c_double),
-                ("momentum", c_double),
-                ("dampening", c_double),
-                ("nesterov", c_int),
-                ("beta1", c_double),
-                ("beta2", c_double),
-                ("eps", c_double),
-                ("weight_decay", c_double)]
+    _fields_ = (_SZ + [("kind", c_int)] + _each(c_double, "lr", "momentum", "dampening")
+                + [("nesterov", c_int)]
+                + _each(c_double, "beta1", "beta2", "eps", "weight_decay"))
 
 
 class ladle_all_gather_desc(Structure):
@@ -185,73 +162,46 @@ class ladle_all_gather_desc(Structure):
 
 
 class ladle_conv_transpose_desc(Structure):
-    _fields_ = _SZ + [("nd", c_int),
-                ("in_channels", c_int64),
-                ("out_channels", c_int64),
-                ("groups", c_int64),
-                ("kernel", _arr(c_int64, 3)),
-                ("stride", _arr(c_int64, 3)),
-                ("padding", _arr(c_int64, 3)),
-                ("output_padding", _arr(c_int64, 3)),
-                ("dilation", _arr(c_int64, 3)),
-                ("bias", c_int),
-                ("padding_mode", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + [("nd", c_int)]
+                + _each(c_int64, "in_channels", "out_channels", "groups")
+                + _each(_DIMS3, "kernel", "stride", "padding", "output_padding", "dilation")
+                + _each(c_int, "bias", "padding_mode") + [("flags", c_uint)])
 
 
 class ladle_groupnorm_desc(Structure):
-    _fields_ = _SZ + [("num_groups", c_int64),
-                ("num_channels", c_int64),
-                ("eps", c_double),
-                ("affine", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int64, "num_groups", "num_channels")
+                + [("eps", c_double), ("affine", c_int), ("flags", c_uint)])
 
 
 class ladle_layernorm_desc(Structure):
-    _fields_ = _SZ + [("normalized_ndim", c_int),
-                ("eps", c_double),
-                ("elementwise_affine", c_int),
-                ("bias", c_int)]
+    _fields_ = (_SZ + [("normalized_ndim", c_int), ("eps", c_double)]
+                + _each(c_int, "elementwise_affine", "bias"))
 
 
 class ladle_rmsnorm_desc(Structure):
-    _fields_ = _SZ + [("normalized_ndim", c_int),
-                ("eps", c_double),
-                ("elementwise_affine", c_int)]
+    _fields_ = _SZ + [("normalized_ndim", c_int), ("eps", c_double),
+                      ("elementwise_affine", c_int)]
 
 
 class ladle_embedding_desc(Structure):
-    _fields_ = _SZ + [("num_embeddings", c_int64),
-                ("embedding_dim", c_int64),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int64, "num_embeddings", "embedding_dim")
+                + [("flags", c_uint)])
 
 
 class ladle_interp_desc(Structure):
-    _fields_ = _SZ + [("mode", c_int),
-                ("nd", c_int),
-                ("out_size", _arr(c_int64, 3)),
-                ("scale", _arr(c_int64, 3)),
-                ("align_corners", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int, "mode", "nd") + _each(_DIMS3, "out_size", "scale")
+                + [("align_corners", c_int), ("flags", c_uint)])
 
 
 class ladle_attention_desc(Structure):
-    _fields_ = _SZ + [("embed_dim", c_int64),
-                ("num_heads", c_int64),
-                ("head_dim", c_int64),
-                ("causal", c_int),
-                ("qkv_bias", c_int),
-                ("out_bias", c_int),
-                ("scale", c_double),
-                ("block", c_int64),
-                ("f32_tiles", c_int),
-                ("flags", c_uint)]
+    _fields_ = (_SZ + _each(c_int64, "embed_dim", "num_heads", "head_dim")
+                + _each(c_int, "causal", "qkv_bias", "out_bias")
+                + [("scale", c_double), ("block", c_int64), ("f32_tiles", c_int),
+                   ("flags", c_uint)])
 
 
 class ladle_adjoint_result(Structure):
-    _fields_ = [("fx_y", c_double),
-                ("x_fty", c_double),
-                ("mismatch", c_double)]
+    _fields_ = _each(c_double, "fx_y", "x_fty", "mismatch")
 
 
 class ladle_gradient_result(Structure):

@@ -137,29 +137,12 @@ enum { BROWS_64 = 3, BROWS_32 = 2 };
  * 1.15-1.17, 3 -> 64 1.01-1.04; a LeNet-5 training step 13-16% shorter.
  */
 
-/* The widest the kernels run at on this CPU, in bytes (64 where the
- * x86-64-v4 copies run, 32 where only the x86-64-v3 ones do, 0 before).
- * A build without the copies runs both widths' kernels as code for the
- * build's own target, so that the sanitizers check them: 64, or 32 in a
- * build for AVX2 without AVX-512 (-march=x86-64-v3), whose 16 registers
- * the 64-byte blocks overflow. */
-static int best_width(void)
-{
-#if defined(LADLE_NO_CLONES) && defined(__AVX2__) && !defined(__AVX512F__)
-    return 32;
-#elif defined(LADLE_NO_CLONES)
-    return 64;
-#else
-    return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
-#endif
-}
-
 /* The width the plan takes: the best, capped by LADLE_CONV_DIRECT (v4 or
  * unset: no cap; v3: 32 bytes; off: none). */
 static ladle_status plan_width(int *bytes)
 {
     const char *cap = getenv("LADLE_CONV_DIRECT");
-    int best = best_width();
+    int best = ladle__simd_width();
     *bytes = best;
     if (cap == NULL || cap[0] == '\0' || strcmp(cap, "v4") == 0)
         return LADLE_OK;

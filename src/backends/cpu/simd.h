@@ -42,4 +42,22 @@
 #define LADLE_INLINE static inline
 #endif
 
+/* The widest vector the direct convolution's per-width kernels run at on
+ * this CPU, in bytes: 64 where the x86-64-v4 copies run, 32 where only the
+ * x86-64-v3 ones do, 0 before. A build without the copies runs both
+ * widths' kernels as code for the build's own target, so that the
+ * sanitizers check them: 64, or 32 in a build for AVX2 without AVX-512
+ * (-march=x86-64-v3), whose 16 registers the 64-byte blocks overflow. The
+ * tests ask it too, to know which path a layer takes. */
+static inline int ladle__simd_width(void)
+{
+#if defined(LADLE_NO_CLONES) && defined(__AVX2__) && !defined(__AVX512F__)
+    return 32;
+#elif defined(LADLE_NO_CLONES)
+    return 64;
+#else
+    return LADLE_RUNS_V4() ? 64 : LADLE_RUNS_V3() ? 32 : 0;
+#endif
+}
+
 #endif /* LADLE_SIMD_H */
