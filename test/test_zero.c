@@ -258,6 +258,46 @@ START_TEST(stages_train_alike)
 }
 END_TEST
 
+/* The checkpoint's tensors are global: parameters saved from a replicated
+ * network load into a stage 1 network (its slices taken from them), and
+ * both then train alike, bit for bit. */
+START_TEST(checkpoint_across_stages)
+{
+    int P;
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/ladle_zero_ckpt_%d.bin", P);
+    ladle_tensor *X = lt_tensor(LADLE_F64, 2, (int64_t[]){N, IN});
+    ladle_tensor *Y = lt_tensor(LADLE_F64, 2, (int64_t[]){N, OUT});
+    LT_OK(ladle_tensor_fill_random(X, 15, 0));
+    LT_OK(ladle_tensor_fill_random(Y, 16, 0));
+    double l0[STEPS], l1[STEPS], n0[STEPS], n1[STEPS];
+    int64_t st0, st1;
+    chain c0 = make_chain(1, 0, 64), c1 = make_chain(1, 1, 64);
+    train(&c0, X, Y, 0, 0, l0, n0, &st0);
+    LT_OK(ladle_checkpoint_save(path, ladle_comm_of(MPI_COMM_WORLD), c0.net, NULL, 0, NULL));
+    int nmeta = 0;
+    int64_t meta[1];
+    LT_OK(ladle_checkpoint_load(path, ladle_comm_of(MPI_COMM_WORLD), c1.net, NULL, 1, meta,
+                                &nmeta));
+    LT_ASSERT(param_diff(c0.net, c1.net) == 0, "the loaded parameters differ");
+    train(&c0, X, Y, 1, 0.05, l0, n0, &st0);
+    train(&c1, X, Y, 1, 0.05, l1, n1, &st1);
+    double d = param_diff(c0.net, c1.net);
+    LT_ASSERT(d == 0 && l0[STEPS - 1] == l1[STEPS - 1],
+              "after loading, stage 1 trains %.3e away from stage 0", d);
+    free_chain(&c0);
+    free_chain(&c1);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        remove(path);
+    ladle_tensor_destroy(&X);
+    ladle_tensor_destroy(&Y);
+}
+END_TEST
+
 /* Bad options fail on every rank with a message. */
 START_TEST(bad_options)
 {
@@ -289,4 +329,4 @@ START_TEST(bad_options)
 }
 END_TEST
 
-LT_SUITE("zero", "zero", 0, stages_train_alike, bad_options)
+LT_SUITE("zero", "zero", 0, stages_train_alike, checkpoint_across_stages, bad_options)
