@@ -182,6 +182,7 @@ test_dist_interp: 1 2 4
 test_dist_vocab: 1 2
 test_adaptive_max: 1 2 4
 test_dist_train: 1 2 4
+test_zero: 1 2
 test_checkpoint: 1 2
 test_graph: 1 2 4
 test_pipeline: 1 2 4
