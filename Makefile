@@ -159,7 +159,8 @@ TOOL_BINS := $(addprefix $(BINDIR)/,$(TOOLS))
 TEST_SRCS := $(filter-out test/harness.c $(if $(filter 0,$(CUDA)),test/test_cuda_%),$(wildcard test/test_*.c))
 TEST_BINS := $(patsubst test/%.c,$(OUT)/test/%,$(TEST_SRCS))
 BENCH_BINS := $(OUT)/bench/bench_primitives $(OUT)/bench/bench_layers $(OUT)/bench/bench_dist \
-              $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead $(OUT)/bench/bench_gpt
+              $(OUT)/bench/bench_pipe $(OUT)/bench/bench_overhead $(OUT)/bench/bench_gpt \
+              $(OUT)/bench/bench_zero
 # the GPU against cuBLAS, device copies, CPU tensors and PyTorch (scripts/device-check.sh)
 # bench_gpu's baselines call cuBLAS directly (bench/gpu_raw.cu): a GPU build only
 BENCH_BINS += $(if $(filter 1,$(CUDA)),$(OUT)/bench/bench_gpu)

@@ -372,6 +372,102 @@ fail:
     return st;
 }
 
+/* The group of this rank among the members of p sharing its group id,
+ * in partition rank order, and every member's slice of a vector padded to
+ * g equal slices (global facts, so every member plans the same). */
+static ladle_status plan_groups(const ladle_partition *p, const int *group_id,
+                                const int64_t *counts, shard_plan *sp, const char *func)
+{
+    int g = 0;
+    for (int r = 0; r < p->size; r++)
+        g += group_id[r] == group_id[p->rank];
+    sp->g = g;
+    sp->ndim = 1;
+    sp->dim = 0;
+    sp->inner = 1;
+    sp->contiguous = 1;
+    sp->members = ladle__calloc((size_t)g, sizeof(int));
+    sp->start = ladle__calloc((size_t)g, sizeof(int64_t));
+    sp->len = ladle__calloc((size_t)g, sizeof(int64_t));
+    if (!sp->members || !sp->start || !sp->len)
+        return ladle__raise(LADLE_ERR_ALLOC, func, "out of memory");
+    const int64_t slice = (counts[p->rank] + g - 1) / g;
+    for (int r = 0, k = 0; r < p->size; r++)
+        if (group_id[r] == group_id[p->rank]) {
+            if (r == p->rank)
+                sp->pos = k;
+            sp->members[k] = r; /* comm rank = partition rank */
+            sp->start[k] = (int64_t)k * slice;
+            sp->len[k] = slice;
+            k++;
+        }
+    sp->shape[0] = (int64_t)g * slice;
+    return LADLE_OK;
+}
+
+/* Rank r's whole (padded) length and slice in the grouped form. */
+static void group_sizes(const ladle_partition *p, const int *group_id, const int64_t *counts,
+                        int r, int64_t *whole, int64_t *slice)
+{
+    int g = 0;
+    for (int q = 0; q < p->size; q++)
+        g += group_id[q] == group_id[r];
+    *slice = (counts[r] + g - 1) / g;
+    *whole = *slice * g;
+}
+
+ladle_status ladle__shard_groups_create(const ladle_partition *p, const int *group_id,
+                                        const int64_t *counts, ladle_dtype dtype,
+                                        ladle_device device, int reduce, ladle_op **out)
+{
+    ladle_status st = LADLE_OK, local = LADLE_OK;
+    ladle_layout *lw = NULL, *ls = NULL;
+    ladle_op *op = NULL;
+    int *to_comm = NULL;
+    MPI_Comm comm = MPI_COMM_NULL;
+    uint64_t h = LADLE_HASH_INIT;
+    shard_plan sp = {0};
+    const char *f = reduce ? "ladle_reduce_scatter" : "ladle_all_gather";
+    const size_t n = (size_t)p->size + 1;
+    int64_t *zero = ladle__calloc(n, sizeof(int64_t)), *whole = ladle__calloc(n, sizeof(int64_t));
+    int64_t *slice = ladle__calloc(n, sizeof(int64_t)), tw = 0, ts = 0;
+    if (!zero || !whole || !slice)
+        local = ladle__raise(LADLE_ERR_ALLOC, f, "out of memory");
+    for (int r = 0; local == LADLE_OK && r < p->size; r++) {
+        for (int q = 0; q < p->size; q++)
+            if (group_id[q] == group_id[r] && counts[q] != counts[r])
+                local = ladle__raise(LADLE_ERR_SHAPE, f, "a group's blocks differ");
+        group_sizes(p, group_id, counts, r, &whole[r], &slice[r]);
+        tw += whole[r];
+        ts += slice[r];
+    }
+    if (local == LADLE_OK)
+        local = ladle__layout_create_explicit(p, 1, &tw, zero, whole, &lw);
+    if (local == LADLE_OK)
+        local = ladle__layout_create_explicit(p, 1, &ts, zero, slice, &ls);
+    if (local == LADLE_OK && p->rank >= 0)
+        local = plan_groups(p, group_id, counts, &sp, f);
+    if (local == LADLE_OK)
+        local = ladle__op_new(reduce ? &reduce_scatter_vt : &all_gather_vt, dtype, device, 0,
+                              reduce ? lw : ls, reduce ? ls : lw, &op, f);
+    st = ladle__op_comm(p, NULL, &comm, &to_comm);
+    if (st == LADLE_OK && local == LADLE_OK && p->rank >= 0)
+        local = plan_both(op, &sp, reduce, f);
+    if (local == LADLE_OK) {
+        h = ladle__layout_hash(h, lw);
+        h = ladle__hash(h, group_id, sizeof(int) * (size_t)p->size);
+        h = ladle__prim_hash(h, dtype, device, 0);
+    }
+    st = ladle__prim_finish(st, &op, &comm, &to_comm, local, h, out, f);
+    ladle_layout_destroy(&lw);
+    ladle_layout_destroy(&ls);
+    ladle__free(zero);
+    ladle__free(whole);
+    ladle__free(slice);
+    plan_free(&sp);
+    return st;
+}
+
 void ladle_all_gather_desc_init(ladle_all_gather_desc *d, int axis, int ndim,
                                 const int64_t shape[], int dim)
 {

@@ -14,4 +14,15 @@ ladle_status ladle__shard_create(const ladle_all_gather_desc *d, const ladle_par
                                  ladle_dtype dtype, ladle_device device, int reduce,
                                  ladle_op **out, const char *func);
 
+/* The same pair among the members of p that share a group id
+ * (group_id[partition rank]; counts[r] elements on rank r, the same within
+ * a group): a 1-d vector padded to g equal slices of ceil(count / g), so
+ * member k's shard is elements [k slice, (k + 1) slice). reduce nonzero:
+ * the reduce-scatter (x the padded whole, y the slice, summed member 0's
+ * copy first); 0: the all-gather (x the slice, y the padded whole).
+ * Collective over p. */
+ladle_status ladle__shard_groups_create(const ladle_partition *p, const int *group_id,
+                                        const int64_t *counts, ladle_dtype dtype,
+                                        ladle_device device, int reduce, ladle_op **out);
+
 #endif /* LADLE_PRIMITIVES_SHARD_H */

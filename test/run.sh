@@ -125,6 +125,7 @@ test_adaptive_max: 1 2 3 4 5 6
 test_dist_vocab: 1 2 3 4 6
 test_dist_tp: 1 2 3 4 6
 test_dist_train: 1 2 3 4 6 8 12
+test_zero: 1 2 3 4
 test_checkpoint: 1 2 3 4 6
 test_graph: 1 2 3 4 5 6
 test_gpt: 1 2 3 4
@@ -183,6 +184,7 @@ test_dist_interp: 1 2 4
 test_dist_vocab: 1 2
 test_adaptive_max: 1 2 4
 test_dist_train: 1 2 4
+test_zero: 1 2
 test_checkpoint: 1 2
 test_graph: 1 2 4
 test_pipeline: 1 2 4

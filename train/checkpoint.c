@@ -675,7 +675,11 @@ ladle_status ladle__checkpoint_load_chunked(const char *path, MPI_Comm comm,
                                             int64_t chunk)
 {
     ladle__model m = network_model(net);
-    return ladle__checkpoint_load_model(path, comm, &m, opt, max_meta, meta, nmeta, chunk);
+    ladle_status st =
+        ladle__checkpoint_load_model(path, comm, &m, opt, max_meta, meta, nmeta, chunk);
+    if (st == LADLE_OK && net != NULL)
+        st = ladle__network_params_written(net);
+    return st;
 }
 
 ladle_status ladle_checkpoint_load(const char *path, ladle_comm comm_in, ladle_network *net,

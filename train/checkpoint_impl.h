@@ -39,5 +39,8 @@ ladle_status ladle__checkpoint_load_model(const char *path, MPI_Comm comm, const
 
 /* The layers of a network (train/network.c), borrowed; *n their number. */
 ladle_op *const *ladle__network_layers(const ladle_network *net, int *n);
+/* After the layers' parameters were written (a checkpoint loaded): stages
+ * 1 and 2 take their slices from them again. Local. */
+ladle_status ladle__network_params_written(ladle_network *net);
 
 #endif /* LADLE_CHECKPOINT_IMPL_H */

@@ -16,6 +16,9 @@ struct ladle_network {
     ladle_tensor *lossval, *dloss;
     ladle__buckets *buckets;
     double sync_wait;
+    int stage;      /* ladle_network_desc's zero_stage */
+    int stale;      /* stages 1, 2: the slices may have been stepped since the last gather */
+    MPI_Comm parent; /* borrowed from the layers' partitions; MPI_COMM_NULL for sequential ones */
     /* the order of the calls: a loss needs a forward, a backward a loss */
     int forwarded, lossed;
 };
@@ -108,13 +111,48 @@ static MPI_Comm parent_comm(int n, ladle_op *const layers[], ladle_op *loss)
     return MPI_COMM_NULL;
 }
 
+void ladle_network_desc_init(ladle_network_desc *d)
+{
+    (void)LADLE_DESC_START(d);
+}
+
+/* The options against the chain (global facts: every rank finds the same). */
+static ladle_status check_desc(const ladle_network_desc *d, ladle_op *const layers[])
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(d->zero_stage >= 0 && d->zero_stage <= 2, LADLE_ERR_ARG,
+                "zero_stage %d: the sharding stages are 0 (replicated), 1 and 2",
+                d->zero_stage);
+    LADLE_CHECK(d->zero_stage == 0 || layers[0]->dtype == LADLE_F32 ||
+                    layers[0]->dtype == LADLE_F64,
+                LADLE_ERR_UNSUPPORTED, "zero_stage %d needs an f32 or f64 network, not %s",
+                d->zero_stage, ladle_dtype_name(layers[0]->dtype));
+fail:
+    return st;
+}
+
 ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                   size_t bucket_bytes, ladle_network **out)
+{
+    ladle_network_desc d;
+    ladle_network_desc_init(&d);
+    d.bucket_bytes = bucket_bytes;
+    return ladle_network_create_desc(&d, n, layers, loss, out);
+}
+
+ladle_status ladle_network_create_desc(const ladle_network_desc *d, int n,
+                                       ladle_op *const layers[], ladle_op *loss,
+                                       ladle_network **out)
 {
     ladle_status st = LADLE_OK;
     ladle_network *net = NULL;
     LADLE_NOT_NULL(out);
+    LADLE_NOT_NULL(d);
+    LADLE_CHECK_SIZE(d);
     st = check_chain(n, layers, loss);
+    if (st == LADLE_OK)
+        st = check_desc(d, layers);
+    size_t bucket_bytes = d->bucket_bytes;
     MPI_Comm parent = st == LADLE_OK ? parent_comm(n, layers, loss) : MPI_COMM_NULL;
     if (parent != MPI_COMM_NULL)
         st = ladle__agree(parent, st, 0, __func__);
@@ -131,6 +169,8 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
                 "out of memory");
     memcpy(net->layers, layers, sizeof(ladle_op *) * (size_t)n);
     net->loss = loss;
+    net->stage = d->zero_stage;
+    net->parent = parent;
     ladle_dtype dt = layers[0]->dtype;
     ladle_device dev = layers[0]->be->device;
     for (int i = 0; i < n; i++) {
@@ -144,8 +184,9 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
     LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->lossval));
     LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->dloss));
     LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
-    LADLE_CALL(ladle__buckets_create(n, net->layers, bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES,
-                                     dt, dev, &net->buckets));
+    LADLE_CALL(ladle__buckets_create_stage(n, net->layers,
+                                           bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt,
+                                           dev, net->stage, &net->buckets));
     if (parent != MPI_COMM_NULL)
         LADLE_CALL(ladle__agree(parent, LADLE_OK, 0, __func__));
     *out = net;
@@ -159,8 +200,19 @@ ladle_status ladle_optimizer_add_network(ladle_optimizer *opt, const ladle_netwo
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(net);
+    if (net->stage == 0) {
+        for (int i = 0; i < net->n; i++)
+            LADLE_CALL(ladle_optimizer_add_op(opt, net->layers[i]));
+        return LADLE_OK;
+    }
+    /* the bucketed parameters are stepped as this rank's slices */
+    LADLE_NOT_NULL(opt);
     for (int i = 0; i < net->n; i++)
-        LADLE_CALL(ladle_optimizer_add_op(opt, net->layers[i]));
+        for (int k = 0; k < ladle_op_num_params(net->layers[i]); k++)
+            if (!ladle__buckets_holds(net->buckets, i, k))
+                LADLE_CALL(ladle_optimizer_add_param(opt, ladle_op_param(net->layers[i], k),
+                                                     ladle_op_grad(net->layers[i], k)));
+    LADLE_CALL(ladle__buckets_add_shards(net->buckets, opt));
 fail:
     return st;
 }
@@ -181,6 +233,8 @@ ladle_status ladle_network_forward(ladle_network *net, const ladle_tensor *x,
     LADLE_NOT_NULL(net);
     /* a failed forward leaves nothing a loss or a backward could use */
     net->forwarded = net->lossed = 0;
+    if (net->stale)
+        LADLE_CALL(ladle_network_gather_params(net));
     for (int i = 0; i < net->n; i++)
         LADLE_CALL(ladle_layer_forward(net->layers[i], net->ctx[i], i ? net->act[i - 1] : x,
                                        net->act[i]));
@@ -231,6 +285,8 @@ ladle_status ladle_network_backward(ladle_network *net, int sync)
     net->sync_wait = 0;
     if (sync)
         LADLE_CALL(ladle__buckets_finish(net->buckets, &net->sync_wait));
+    /* an optimizer step on the slices may follow */
+    net->stale = sync && net->stage >= 1;
 fail:
     return st;
 }
@@ -286,4 +342,114 @@ ladle_op *const *ladle__network_layers(const ladle_network *net, int *n)
 {
     *n = net->n;
     return net->layers;
+}
+
+ladle_status ladle_network_gather_params(ladle_network *net)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_NOT_NULL(net);
+    LADLE_CALL(ladle__buckets_gather_params(net->buckets));
+    net->stale = 0;
+fail:
+    return st;
+}
+
+ladle_status ladle__network_params_written(ladle_network *net)
+{
+    net->stale = 0;
+    return ladle__buckets_take_params(net->buckets);
+}
+
+int ladle_network_zero_stage(const ladle_network *net) { return net ? net->stage : 0; }
+
+/* The sum of squares of the gradients this rank answers for: its slices of
+ * the summed buckets, and the parameters outside buckets whose shard it
+ * owns (each counted on its one owner). */
+static ladle_status local_sumsq(const ladle_network *net, double *sum)
+{
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = net->layers[0]->be;
+    ladle__pinfo info;
+    *sum = 0;
+    LADLE_CALL(ladle__buckets_sumsq(net->buckets, sum));
+    for (int i = 0; i < net->n; i++)
+        for (int k = 0; k < ladle_op_num_params(net->layers[i]); k++) {
+            const ladle_tensor *g = ladle_op_grad(net->layers[i], k);
+            double d[2] = {0, 0};
+            if (ladle__buckets_holds(net->buckets, i, k) || g->numel == 0)
+                continue;
+            ladle__param_info(net->layers[i], k, &info);
+            if (!info.owner)
+                continue;
+            LADLE_CALL(be->fn->dot2(be, g->dtype, g->numel, g->data, g->data, d));
+            *sum += d[0] + d[1];
+        }
+fail:
+    return st;
+}
+
+ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm, double *norm)
+{
+    ladle_status st = LADLE_OK;
+    double *all = NULL, sum = 0;
+    LADLE_NOT_NULL(net);
+    LADLE_CHECK(max_norm > 0, LADLE_ERR_ARG,
+                "max_norm %g: the largest gradient norm must be positive (inf: measure only)",
+                max_norm);
+    LADLE_CALL(local_sumsq(net, &sum));
+    if (net->parent != MPI_COMM_NULL) {
+        /* every rank adds the same partial sums in rank order: the same bits
+         * on every rank and at every stage */
+        int size;
+        MPI_Comm_size(net->parent, &size);
+        all = ladle__calloc((size_t)size, sizeof(double));
+        LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
+        LADLE_MPI(MPI_Allgather(&sum, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, net->parent));
+        sum = 0;
+        for (int r = 0; r < size; r++)
+            sum += all[r];
+    }
+    double total = sqrt(sum), coef = max_norm / (total + 1e-6);
+    if (norm)
+        *norm = total;
+    LADLE_CHECK(isfinite(total), LADLE_ERR_NUMERIC, "the gradient norm is %g", total);
+    if (coef >= 1)
+        goto fail;
+    const ladle_backend *be = net->layers[0]->be;
+    LADLE_CALL(ladle__buckets_scale(net->buckets, coef));
+    for (int i = 0; i < net->n; i++)
+        for (int k = 0; k < ladle_op_num_params(net->layers[i]); k++) {
+            ladle_tensor *g = ladle_op_grad(net->layers[i], k);
+            /* stage 2 keeps only the slices of bucketed gradients */
+            if (g->numel == 0 || (net->stage == 2 && ladle__buckets_holds(net->buckets, i, k)))
+                continue;
+            LADLE_CALL(be->fn->scal(be, g->dtype, g->numel, coef, g->data));
+        }
+fail:
+    ladle__free(all);
+    return st;
+}
+
+ladle_status ladle_network_bytes(const ladle_network *net, size_t *params, size_t *grads,
+                                 size_t *buffers)
+{
+    ladle_status st = LADLE_OK;
+    size_t p = 0, g = 0, b = 0;
+    LADLE_NOT_NULL(net);
+    for (int i = 0; i < net->n; i++)
+        for (int k = 0; k < ladle_op_num_params(net->layers[i]); k++) {
+            const ladle_tensor *t = ladle_op_param(net->layers[i], k);
+            const ladle_tensor *d = ladle_op_grad(net->layers[i], k);
+            p += (size_t)t->numel * ladle_dtype_size(t->dtype);
+            g += (size_t)d->numel * ladle_dtype_size(d->dtype);
+        }
+    ladle__buckets_bytes(net->buckets, &p, &g, &b);
+    if (params)
+        *params = p;
+    if (grads)
+        *grads = g;
+    if (buffers)
+        *buffers = b;
+fail:
+    return st;
 }

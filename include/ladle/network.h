@@ -52,6 +52,47 @@ typedef struct ladle_network ladle_network;
  * devices), LADLE_ERR_ALLOC, LADLE_ERR_MPI, LADLE_ERR_REMOTE. */
 LADLE_API ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *loss,
                                             size_t bucket_bytes, ladle_network **net);
+/* Options of a network; zeroed (ladle_network_desc_init) means the
+ * defaults.
+ *
+ * zero_stage shards data parallelism's replicas (ZeRO): every bucket of
+ * replicated gradients is reduce-scattered over its replica group, so each
+ * of the g replicas holds a 1/g slice of the bucket's sum (the bucket
+ * padded to g equal slices, slice k on the group's member k).
+ *   0: replicated. The slices are all-gathered back into every gradient
+ *      (reduce-scatter + all-gather: one all-sum-reduce).
+ *   1: the optimizer states are sharded. The gradients are all-gathered as
+ *      in 0, but ladle_optimizer_add_network gives the optimizer this
+ *      rank's slices of the bucketed parameters and gradients, so its
+ *      states are 1/g the size; the stepped slices are all-gathered into
+ *      the layers' parameters at the next forward (or
+ *      ladle_network_gather_params).
+ *   2: the gradients are sharded too: after a backward with sync, a
+ *      bucketed parameter's layer gradient holds this rank's own, unsummed
+ *      gradient, and only the slices the optimizer sees hold the sum.
+ * Stages 0, 1 and 2 give the same parameters bit for bit after every
+ * step (the same sums in the same order, and the optimizers' updates are
+ * elementwise). Stages 1 and 2 need an f32 or f64 network. */
+typedef struct ladle_network_desc {
+    size_t size;         /* sizeof(ladle_network_desc), set by ladle_network_desc_init (checked) */
+    size_t bucket_bytes; /* 0: LADLE_BUCKET_BYTES */
+    int zero_stage;      /* 0, 1 or 2; 0: replicated */
+} ladle_network_desc;
+
+/* Zero d and set its size. Accepts NULL. Local. */
+LADLE_API void ladle_network_desc_init(ladle_network_desc *d);
+/* ladle_network_create with options (ladle_network_create is this with
+ * only bucket_bytes set). Collective over the parent communicator of the
+ * layers' partitions, as ladle_network_create (local for sequential
+ * layers). Returns its codes, and LADLE_ERR_ARG (a d not set up by its
+ * _init, a zero_stage outside 0..2), LADLE_ERR_UNSUPPORTED (stage 1 or 2
+ * on a network that is not f32 or f64). */
+LADLE_API ladle_status ladle_network_create_desc(const ladle_network_desc *d, int n,
+                                                 ladle_op *const layers[], ladle_op *loss,
+                                                 ladle_network **net);
+/* The network's zero_stage. Local. */
+LADLE_API int ladle_network_zero_stage(const ladle_network *net);
+
 /* Destroy it with its layers and loss; *net becomes NULL. Accepts NULL.
  * Collective over the ranks of the network's layers when they are
  * distributed: their communicators and the gradient buckets' go with
@@ -120,6 +161,38 @@ LADLE_API int ladle_network_buckets(const ladle_network *net);
  * Local. Returns the codes of ladle_optimizer_add_op. */
 LADLE_API ladle_status ladle_optimizer_add_network(ladle_optimizer *opt,
                                                    const ladle_network *net);
+
+/* Add every layer's parameters to an optimizer, as above; in stages 1 and
+ * 2 the bucketed ones as this rank's slices (one pair of 1-d tensors per
+ * bucket, owned by the network). */
+
+/* Stages 1 and 2: all-gather the optimizer's stepped slices into the
+ * layers' parameters. The forward after a backward with sync does it by
+ * itself; call it to read the parameters before that (to save a
+ * checkpoint, say). Nothing for stage 0. Collective over the ranks of the
+ * network's layers. Returns LADLE_ERR_NULL, LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_network_gather_params(ladle_network *net);
+
+/* Clip the gradients by their global norm: with N the 2-norm of every
+ * parameter's summed gradient, each element counted once (a replicated
+ * parameter's once, not once per copy; a sharded one's over its shards),
+ * scale the gradients by max_norm / (N + 1e-6) when that is below 1, as
+ * the frameworks do. Call it after a backward with sync, before the
+ * optimizer's step. *norm (may be NULL) gets N, the same on every rank;
+ * max_norm INFINITY measures only. Stage 2 scales the slices the optimizer
+ * steps (and the unbucketed gradients). Collective over the ranks of the
+ * network's layers; local for sequential layers. Returns LADLE_ERR_NULL,
+ * LADLE_ERR_ARG (max_norm not positive, or NaN), LADLE_ERR_NUMERIC (N not
+ * finite: nothing scaled, on every rank), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm,
+                                                    double *norm);
+
+/* This rank's bytes of parameters (the layers' and, stages 1 and 2, the
+ * slices the optimizer steps), of gradients (the layers' and the summed
+ * slices) and of the gradient buckets' buffers and workspaces. Pointers
+ * may be NULL. Local. Returns LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_network_bytes(const ladle_network *net, size_t *params,
+                                           size_t *grads, size_t *buffers);
 
 /* Seconds the last backward spent waiting for gradient sums after its last
  * layer (the part of the reduction the pass did not hide). Local. */
