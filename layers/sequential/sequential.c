@@ -48,9 +48,8 @@ static ladle_status seq_ctx_init(const ladle_op *op, ladle_ctx *ctx)
         if (i == q->n - 1)
             continue;
         const ladle_op *l = q->layers[i];
-        ladle_device dev = op->be->device;
-        LADLE_CALL(ladle_tensor_create(op->dtype, dev, l->y_ndim, l->y_shape, &c->act[i]));
-        LADLE_CALL(ladle_tensor_create(op->dtype, dev, l->y_ndim, l->y_shape, &c->grad[i]));
+        LADLE_CALL(ladle__ctx_tensor(op, l->y_ndim, l->y_shape, &c->act[i]));
+        LADLE_CALL(ladle__ctx_tensor(op, l->y_ndim, l->y_shape, &c->grad[i]));
     }
 fail:
     return st;
