@@ -428,7 +428,7 @@ static void print_table(const run *runs, int nruns, const ladle_gpt_desc *d, int
                    (double)p_max / 1048576.0, (double)o_max / 1048576.0);
     }
     if (!runs[5].skip)
-        recompute_line(runs, ranks > 1 ? 1 : 0, rank, reps);
+        recompute_line(runs, runs[1].skip || runs[1].D == 1 ? 0 : 1, rank, reps);
     if (rank == 0 && nruns > 3 && !runs[3].skip)
         printf(
             "# pipeline 1F1B: %.2f x one rank measured, %.2f simulated from the profiled "

@@ -145,7 +145,8 @@ static ladle_status dropout(gpt_build *b, const char *name, int x, int *y)
 }
 
 static int seeds_of(const ladle_gpt_desc *d, int i);
-static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed, ladle_op **out);
+static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
+                               const ladle_partition *rep, ladle_op **out);
 
 /* Block k (from 1) as the chain's two residual blocks, recomputed as d
  * says, with the seeds the graph's nodes would draw. */
@@ -159,10 +160,15 @@ static ladle_status block_chain(gpt_build *b, int k, int x, int *y)
     for (int half = 0; half < 2; half++) {
         int i = 2 + (b->d->dropout > 0) + 2 * (k - 1) + half;
         ladle_op *op = NULL;
-        ladle_status made = chain_layer(&local, i, b->seed, &op);
+        /* data parallel, the block's layers are copies each (a copy holds
+         * a few parameters), so the block is not copied again */
+        ladle_status made = chain_layer(&local, i, b->seed, b->p, &op);
         b->seed += (uint64_t)seeds_of(b->d, i);
         snprintf(name, sizeof name, half ? "h%d.mlp" : "h%d.attn", k);
-        LADLE_CALL(add(b, name, made, &op, x, &x));
+        LADLE_CALL(made);
+        if ((st = ladle_graph_add_layer(b->g, name, op, x, &x)) != LADLE_OK)
+            ladle_op_destroy(&op);
+        LADLE_CALL(st);
     }
     *y = x;
 fail:
@@ -396,9 +402,21 @@ fail:
     return st;
 }
 
-/* Chain layer i of d with seeds from seed. */
+/* The layers of body with parameters as copies over rep. */
+static ladle_status copies(const ladle_partition *rep, int n, ladle_op *body[])
+{
+    ladle_status st = LADLE_OK;
+    for (int k = 0; rep && k < n; k++)
+        if (ladle_op_num_params(body[k]) > 0)
+            LADLE_CALL(ladle_dist_replicate_create(rep, &body[k], 0, &body[k]));
+fail:
+    return st;
+}
+
+/* Chain layer i of d with seeds from seed; a block's layers with
+ * parameters as copies over rep when it is not NULL. */
 static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
-                                ladle_op **out)
+                                const ladle_partition *rep, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_dtype dt = d->dtype;
@@ -439,6 +457,7 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
             LADLE_CALL(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &body[n++]));
         if (d->recompute == LADLE_GPT_RECOMPUTE_SELECTIVE)
             LADLE_CALL(selective(n, body));
+        LADLE_CALL(copies(rep, n, body));
         LADLE_CALL(residual(n, body, out));
         n = 0; /* the block owns them */
         if (d->recompute == LADLE_GPT_RECOMPUTE_BLOCK &&
@@ -485,7 +504,7 @@ static ladle_status layers_one(const ladle_gpt_desc *d, int first, int count,
         seed += (uint64_t)seeds_of(d, i);
     for (; made < count; made++) {
         int i = first + made;
-        LADLE_CALL(chain_layer(d, i, seed, &layers[made]));
+        LADLE_CALL(chain_layer(d, i, seed, NULL, &layers[made]));
         LADLE_CALL(ladle_layer_set_training(layers[made], 1));
         seed += (uint64_t)seeds_of(d, i);
     }
