@@ -468,14 +468,13 @@ START_TEST(gpt_graph_modes_bits)
     }
     int64_t n = d.batch / lt_size;
     ladle_tensor *ids = NULL, *tgt = NULL;
-    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 2, (int64_t[]){n, d.context}, &ids));
-    LT_OK(ladle_tensor_create(LADLE_I64, LADLE_CPU, 1, (int64_t[]){n * d.context}, &tgt));
-    int64_t *x = ladle_tensor_data(ids), *t = ladle_tensor_data(tgt);
+    LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 2, (int64_t[]){n, d.context}, &ids));
+    LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 1, (int64_t[]){n * d.context}, &tgt));
     int ok = 1;
     for (int step = 0; step < 3; step++) {
         for (int64_t i = 0; i < n * d.context; i++) {
-            x[i] = (i * 5 + step * 3 + lt_rank * 11) % d.vocab;
-            t[i] = (i * 7 + step + lt_rank * 13) % d.vocab;
+            lt_set(ids, i, (double)((i * 5 + step * 3 + lt_rank * 11) % d.vocab));
+            lt_set(tgt, i, (double)((i * 7 + step + lt_rank * 13) % d.vocab));
         }
         double loss[3];
         for (int k = 0; k < 3; k++) {
