@@ -19,6 +19,11 @@
  * stages, each on a worker of 2 ranks (ladle_gpt_layers_on); at R = 2 one
  * stage, which is tensor parallelism with the batch in microbatches.
  *
+ * Two more layouts are the data-parallel one (one rank's model at R = 1)
+ * with activation recomputation (ladle_gpt_desc's recompute: block, then
+ * selective); a line compares their step time and memory besides the
+ * parameters with the same layout without it.
+ *
  * One line per layout and a summary of ratios against one rank. Random
  * token ids: the speed does not depend on the text.
  */
@@ -67,6 +72,7 @@ static void count_free(void *user, void *ptr, size_t bytes, ladle_device device)
 typedef struct run {
     const char *name;
     int D, S, active;
+    int recompute; /* a ladle_gpt_recompute */
     MPI_Comm comm;
     ladle_graph *g;
     ladle_optimizer *opt;
@@ -88,6 +94,7 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     ladle_gpt_desc d = *base;
     d.data_ways = r->D;
     d.tensor_ways = r->S;
+    d.recompute = r->recompute;
     r->active = rank < r->D * r->S;
     MPI_Comm_split(MPI_COMM_WORLD, r->active ? 0 : MPI_UNDEFINED, rank, &r->comm);
     if (!r->active)
@@ -309,23 +316,29 @@ static int parse_options(int rank, int argc, char **argv, ladle_gpt_desc *d, int
     return 0;
 }
 
-/* The five layouts named in runs, each marked skip where it does not fit
- * the ranks (said on rank 0). Returns how many are tried: all five on
- * more than one rank, else the one rank's. */
+enum { NRUNS = 7 };
+
+/* The layouts named in runs, each marked skip where it does not fit the
+ * ranks (said on rank 0; on one rank only the one rank's and the two
+ * recomputed ones are tried). Returns how many there are. */
 static int plan_runs(run *runs, const ladle_gpt_desc *d, int m, int rank, int ranks)
 {
-    static const char *const names[5] = {"1 rank", "data parallel", "tensor parallel",
-                                         "pipeline 1F1B", "pipe x TP 2"};
-    int ways[5][2] = {{1, 1}, {ranks, 1}, {1, ranks}, {ranks, 1}, {ranks / 2, 2}};
-    for (int i = 0; i < 5; i++) {
+    static const char *const names[NRUNS] = {
+        "1 rank",        "data parallel", "tensor parallel", "pipeline 1F1B",
+        "pipe x TP 2",   "DP recompute",  "DP selective"};
+    int ways[NRUNS][2] = {{1, 1},         {ranks, 1}, {1, ranks}, {ranks, 1},
+                          {ranks / 2, 2}, {ranks, 1}, {ranks, 1}};
+    for (int i = 0; i < NRUNS; i++) {
         runs[i].name = names[i], runs[i].D = ways[i][0], runs[i].S = ways[i][1];
         runs[i].wcomm = MPI_COMM_NULL;
     }
+    runs[5].recompute = LADLE_GPT_RECOMPUTE_BLOCK;
+    runs[6].recompute = LADLE_GPT_RECOMPUTE_SELECTIVE;
     /* the pipeline needs a layer per stage: without, the three others */
     ladle_gpt_desc dm = *d;
     dm.batch = d->batch / m;
     int chain = ladle_gpt_num_layers(&dm);
-    int nruns = ranks > 1 ? 5 : 1;
+    int nruns = NRUNS;
     /* the layouts that fit R ranks: D divides the batch; S divides the
      * context and has a head and a feature each; a layer per stage */
     runs[1].skip = d->batch % ranks != 0;
@@ -333,12 +346,15 @@ static int plan_runs(run *runs, const ladle_gpt_desc *d, int m, int rank, int ra
     runs[3].skip = chain < ranks || ranks > 64;
     runs[4].skip = ranks % 2 != 0 || d->context % 2 != 0 || d->heads < 2 ||
                    chain < ranks / 2 || ranks > 128;
+    runs[5].skip = runs[6].skip = runs[1].skip;
     for (int i = 1; i < nruns; i++)
-        if (rank == 0 && runs[i].skip)
+        if (rank == 0 && runs[i].skip && ranks > 1)
             printf("# %s: does not fit %d ranks (batch %lld, context %lld, %lld heads, "
                    "%d layers in the chain)\n",
                    runs[i].name, ranks, (long long)d->batch, (long long)d->context,
                    (long long)d->heads, chain);
+    for (int i = 1; i < 5 && ranks == 1; i++)
+        runs[i].skip = 1;
     return nruns;
 }
 
@@ -355,6 +371,32 @@ static void time_runs(run *runs, int nruns, int reps, int k)
                 runs[i].times[rep] = steps(&runs[i], k);
             MPI_Barrier(MPI_COMM_WORLD);
         }
+}
+
+/* The largest over the ranks of what run r holds besides its parameters
+ * and their gradients: activations, saved contexts, workspace. Collective. */
+static size_t other_bytes(const run *r)
+{
+    size_t other = r->active ? r->bytes - r->param_bytes : 0, most = 0;
+    MPI_Allreduce(&other, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return most;
+}
+
+/* Rank 0: recomputation (runs 5 and 6) against the same layout without
+ * it (run b): memory besides the parameters, and the step time. */
+static void recompute_line(const run *runs, int b, int rank, int reps)
+{
+    size_t base = other_bytes(&runs[b]), blk = other_bytes(&runs[5]),
+           sel = other_bytes(&runs[6]);
+    if (rank != 0)
+        return;
+    double t = bench_median(runs[b].times, reps);
+    printf("# recomputation at %d rank(s): non-parameter MiB/rank %.2f -> block %.2f (%.2fx "
+           "less, %.2fx the step time), selective %.2f (%.2fx less, %.2fx the time)\n",
+           runs[b].D, (double)base / 1048576.0, (double)blk / 1048576.0,
+           (double)base / (double)blk, bench_median(runs[5].times, reps) / t,
+           (double)sel / 1048576.0, (double)base / (double)sel,
+           bench_median(runs[6].times, reps) / t);
 }
 
 /* Rank 0: the table of the runs' medians and memory (the largest over the
@@ -385,6 +427,8 @@ static void print_table(const run *runs, int nruns, const ladle_gpt_desc *d, int
                    runs[i].D * runs[i].S, 1e3 * med, tokens / med, base / med,
                    (double)p_max / 1048576.0, (double)o_max / 1048576.0);
     }
+    if (!runs[5].skip)
+        recompute_line(runs, runs[1].skip || runs[1].D == 1 ? 0 : 1, rank, reps);
     if (rank == 0 && nruns > 3 && !runs[3].skip)
         printf(
             "# pipeline 1F1B: %.2f x one rank measured, %.2f simulated from the profiled "
@@ -435,13 +479,13 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     counter c = {0, 0};
-    run runs[5];
+    run runs[NRUNS];
     memset(runs, 0, sizeof runs);
     int nruns = plan_runs(runs, &d, m, rank, ranks);
     for (int i = 0; i < nruns; i++) {
         if (runs[i].skip)
             continue;
-        if (i >= 3)
+        if (i == 3 || i == 4)
             make_pipe(&runs[i], &d, rank, ranks, i == 3 ? 1 : 2, m, &c);
         else
             make(&runs[i], &d, rank, &c);

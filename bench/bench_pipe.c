@@ -13,9 +13,11 @@
  * schedule with the mean of those two profiles.
  *
  * Rows: GPipe, 1F1B and ZB-H1 on the 4 stages (on 8 ranks one layer a
- * stage; on 2 ranks the planner's best 2-stage cut), and the planner's
+ * stage; on 2 ranks the planner's best 2-stage cut), the planner's
  * hybrid (every worker used; on 4 and 8 ranks at least 3 stages, the heavy
- * stage replicated; on 2 ranks its free choice): ms per step (median of
+ * stage replicated; on 2 ranks its free choice), and on 2 and 4 ranks
+ * ZB-V on 2P stages, two a worker in a V (on 2 ranks one block a stage,
+ * on 4 one layer): ms per step (median of
  * the timed steps), images/s, the throughput against 1F1B, the measured
  * bubble (from every worker's action timestamps), the simulated step time
  * and bubble from the profiled costs, and the simulation replayed with the
@@ -575,6 +577,23 @@ static void run_fixed(int P, const int *first4, const model *m4, const char *con
     }
 }
 
+/* ZB-V on S = 2P stages of NL / S layers each (two stages a worker, in a
+ * V), into *r. */
+static void run_zbv(int P, const double *f, const double *b, const double *w,
+                    const char *name, result *r)
+{
+    int S = 2 * P, first[NL + 1];
+    for (int j = 0; j <= S; j++)
+        first[j] = j * NL / S;
+    model mv;
+    model_of(S, first, NULL, f, b, w, &mv);
+    ladle_pipe_costs c = {mv.f, mv.b, mv.w, mv.send, mv.reduce, mv.step, NULL};
+    ladle_pipe_schedule *s = NULL;
+    CHECK(ladle_pipe_schedule_generate(LADLE_PIPE_ZBV, S, NULL, 2, m, &c, &s));
+    *r = run(name, s, first, &mv);
+    ladle_pipe_schedule_destroy(&s);
+}
+
 /* The planner's layout, every worker used: on 2 ranks its free choice
  * (one pipeline stage each, or one stage on both), on more at least 3
  * stages (a pipeline, not pure data parallelism); and what it would
@@ -675,12 +694,15 @@ int main(int argc, char **argv)
             printf(" %.3f", 1e3 * (m4.f[j] + m4.b[j] + m4.w[j]));
         printf("\n");
     }
-    result r[4];
-    const char *const names[4] = {"gpipe", "1f1b", "zbh1", "hybrid"};
+    result r[5];
+    const char *const names[5] = {"gpipe", "1f1b", "zbh1", "hybrid", "zbv"};
     run_fixed(P, first4, &m4, names, r);
     ladle_pipe_plan plan;
     run_planned(&po, P, f, b, w, names[3], &plan, &r[3]);
-    print_results(4, names, r, &fixed, &plan);
+    int rows = 4;
+    if (2 * P <= NL) /* a layer for each of the V's 2P stages */
+        run_zbv(P, f, b, w, names[rows++], &r[4]);
+    print_results(rows, names, r, &fixed, &plan);
     MPI_Allreduce(MPI_IN_PLACE, &svg_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
     return svg_failed ? 1 : 0;

@@ -186,7 +186,8 @@ START_TEST(residual_bits)
 END_TEST
 
 /* A graph with a branch: a = seg(x), c = a + lin(a), loss MSE(head(c)),
- * seg recomputed in graph 1 and not in graph 0. */
+ * seg and lin recomputed in graph 1 (sharing one scratch) and not in
+ * graph 0. */
 static ladle_graph *make_graph(int recompute, int *xid)
 {
     ladle_op *l[5], *seg = NULL, *lin = NULL;
@@ -200,6 +201,8 @@ static ladle_graph *make_graph(int recompute, int *xid)
         LT_OK(ladle_recompute_create(&seg, &seg));
     ladle_linear_desc_init(&ld, NH, NH);
     LT_OK(ladle_linear_create(&ld, 2, hs, LADLE_F64, lt_device(), 50, &lin));
+    if (recompute) /* two wrappers: the graph shares one scratch between them */
+        LT_OK(ladle_recompute_create(&lin, &lin));
     ladle_loss_desc dl;
     ladle_loss_desc_init(&dl, LADLE_LOSS_MSE, LADLE_REDUCE_MEAN);
     ladle_op *loss = NULL;
@@ -314,13 +317,20 @@ START_TEST(refusals)
     LT_ASSERT(ladle_recompute_inner(rs) == NULL && ladle_recompute_inner(NULL) == NULL &&
                   ladle_ctx_bytes_held(NULL) == 0,
               "accessors on other ops and NULL");
+    LT_FAILS(ladle_recompute_share(2, NULL), LADLE_ERR_NULL);
+    LT_FAILS(ladle_recompute_share(2, (ladle_op *const[]){rs, NULL}), LADLE_ERR_NULL);
+    LT_OK(ladle_recompute_share(1, &rs)); /* no wrapper under it: nothing to share */
+    LT_ASSERT(ladle_recompute_total_bytes(1, &rs) == 0 &&
+                  ladle_recompute_total_bytes(1, (ladle_op *const[]){NULL}) == 0,
+              "no scratch without wrappers");
     ladle_op_destroy(&rs);
     ladle_op_destroy(&loss);
 }
 END_TEST
 
 /* The GPT chain over the world's S ranks (tensor and sequence parallel
- * for S > 1), its residual blocks recomputed or not. */
+ * for S > 1), its residual blocks recomputed (recompute 1: a scratch per
+ * wrapper, 2: one shared by all) or not (0). */
 static ladle_op *gpt_chain(const ladle_gpt_desc *d, int recompute)
 {
     int n = ladle_gpt_num_layers(d);
@@ -333,6 +343,8 @@ static ladle_op *gpt_chain(const ladle_gpt_desc *d, int recompute)
      * the chain then ends in the N x T x V logits */
     ladle_op_destroy(&l[--n]);
     LT_OK(ladle_sequential_create(n, l, &seq));
+    if (recompute == 2)
+        LT_OK(ladle_recompute_share(1, &seq));
     free(l);
     return seq;
 }
@@ -372,12 +384,14 @@ static double gpt_steps(ladle_op *net, ladle_ctx **c, ladle_tensor *ids, ladle_t
  * scratch, held once. */
 static size_t gpt_bytes(const ladle_op *net, ladle_ctx **c)
 {
-    size_t n = 0;
+    size_t n = 0, each = 0;
     for (int m = 0; m < MB; m++)
         n += ladle_ctx_bytes_held(c[m]);
     for (int i = 0; i < ladle_sequential_size(net); i++)
-        n += ladle_recompute_scratch_bytes(ladle_sequential_layer(net, i));
-    return n;
+        each += ladle_recompute_scratch_bytes(ladle_sequential_layer(net, i));
+    size_t total = ladle_recompute_total_bytes(1, (ladle_op *const[]){(ladle_op *)net});
+    /* unshared, the total is the sum of the wrappers' scratch */
+    return n + (each > total ? total : each);
 }
 
 START_TEST(gpt_blocks_bits_and_memory)
@@ -387,21 +401,21 @@ START_TEST(gpt_blocks_bits_and_memory)
     d.vocab = 32, d.context = 12, d.batch = 2, d.layers = 4, d.width = 24, d.heads = 12;
     d.dropout = 0.1, d.dtype = LADLE_F64, d.tensor_ways = lt_size, d.seed = 5;
     d.device = lt_device();
-    ladle_op *net[2];
-    for (int k = 0; k < 2; k++)
+    ladle_op *net[3];
+    for (int k = 0; k < 3; k++)
         net[k] = gpt_chain(&d, k);
     int nd = 0;
     int64_t s[LADLE_MAX_NDIM];
     LT_OK(ladle_op_x_shape(net[0], &nd, s));
-    ladle_tensor *ids = NULL, *y[2][MB], *dy = lt_op_tensor(net[0], 1);
+    ladle_tensor *ids = NULL, *y[3][MB], *dy = lt_op_tensor(net[0], 1);
     LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), nd, s, &ids));
     for (int64_t i = 0; i < ladle_tensor_numel(ids); i++)
         lt_set(ids, i, (double)((i * 7 + lt_rank * 3) % d.vocab));
     LT_OK(ladle_tensor_fill_random(dy, 31 + (uint64_t)lt_rank, 0));
-    ladle_ctx *c[2][MB];
-    double tm[2];
-    size_t held[2];
-    for (int k = 0; k < 2; k++) {
+    ladle_ctx *c[3][MB];
+    double tm[3];
+    size_t held[3];
+    for (int k = 0; k < 3; k++) {
         for (int m = 0; m < MB; m++) {
             y[k][m] = lt_op_tensor(net[k], 1);
             LT_OK(ladle_ctx_create(net[k], &c[k][m]));
@@ -409,19 +423,24 @@ START_TEST(gpt_blocks_bits_and_memory)
         tm[k] = gpt_steps(net[k], c[k], ids, y[k], dy, 5);
         held[k] = gpt_bytes(net[k], c[k]);
     }
-    int ok = same_grads(net[0], net[1]);
-    for (int m = 0; m < MB; m++)
-        ok &= lt_same_values(y[0][m], y[1][m]);
+    int ok = 1;
+    for (int k = 1; k < 3; k++) {
+        ok &= same_grads(net[0], net[k]);
+        for (int m = 0; m < MB; m++)
+            ok &= lt_same_values(y[0][m], y[k][m]);
+    }
     LT_ASSERT(ok, "GPT blocks recomputed at %d ranks: logits and gradients the same bits",
               lt_size);
-    LT_ASSERT(held[1] < held[0], "activation bytes cut: %zu -> %zu", held[0], held[1]);
+    LT_ASSERT(held[1] < held[0] && held[2] < held[1], "activation bytes cut: %zu -> %zu -> %zu",
+              held[0], held[1], held[2]);
     if (lt_rank == 0)
         printf("gpt L%d E%lld T%lld N%lld f64, %d microbatches, %d rank(s): activation bytes "
-               "per rank %zu -> %zu (%.2fx less), step %.3g -> %.3g ms (%.2fx)\n",
+               "per rank %zu -> %zu a scratch per wrapper (%.2fx less) -> %zu shared (%.2fx), "
+               "step %.3g -> %.3g -> %.3g ms\n",
                d.layers, (long long)d.width, (long long)d.context, (long long)d.batch, MB,
-               lt_size, held[0], held[1], (double)held[0] / (double)held[1], 1e3 * tm[0],
-               1e3 * tm[1], tm[1] / tm[0]);
-    for (int k = 0; k < 2; k++) {
+               lt_size, held[0], held[1], (double)held[0] / (double)held[1], held[2],
+               (double)held[0] / (double)held[2], 1e3 * tm[0], 1e3 * tm[1], 1e3 * tm[2]);
+    for (int k = 0; k < 3; k++) {
         for (int m = 0; m < MB; m++) {
             ladle_ctx_destroy(&c[k][m]);
             LT_DESTROY(&y[k][m]);
@@ -432,5 +451,60 @@ START_TEST(gpt_blocks_bits_and_memory)
 }
 END_TEST
 
+/* ladle_gpt_create with each recompute mode, data parallel over the world
+ * (dropout on): the losses and gradients of 3 SGD steps the same bits as
+ * without recomputation, and the activation bytes besides. */
+START_TEST(gpt_graph_modes_bits)
+{
+    ladle_gpt_desc d;
+    ladle_gpt_desc_init(&d);
+    d.vocab = 29, d.context = 8, d.batch = 2 * lt_size, d.layers = 3, d.width = 16;
+    d.heads = 4, d.dropout = 0.2, d.dtype = LADLE_F64, d.data_ways = lt_size, d.seed = 9;
+    d.device = lt_device();
+    ladle_graph *g[3];
+    for (int k = 0; k < 3; k++) {
+        d.recompute = k;
+        LT_OK(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g[k]));
+    }
+    int64_t n = d.batch / lt_size;
+    ladle_tensor *ids = NULL, *tgt = NULL;
+    LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 2, (int64_t[]){n, d.context}, &ids));
+    LT_OK(ladle_tensor_create(LADLE_I64, lt_device(), 1, (int64_t[]){n * d.context}, &tgt));
+    int ok = 1;
+    for (int step = 0; step < 3; step++) {
+        for (int64_t i = 0; i < n * d.context; i++) {
+            lt_set(ids, i, (double)((i * 5 + step * 3 + lt_rank * 11) % d.vocab));
+            lt_set(tgt, i, (double)((i * 7 + step + lt_rank * 13) % d.vocab));
+        }
+        double loss[3];
+        for (int k = 0; k < 3; k++) {
+            LT_OK(ladle_graph_zero_grad(g[k]));
+            LT_OK(ladle_graph_forward(g[k], 1, (const ladle_tensor *[]){ids}, NULL));
+            LT_OK(ladle_graph_loss(g[k], 1, (const ladle_tensor *[]){tgt}, &loss[k]));
+            LT_OK(ladle_graph_backward(g[k], 1));
+        }
+        int np = ladle_graph_num_params(g[0]);
+        for (int k = 1; k < 3; k++) {
+            ok &= memcmp(&loss[0], &loss[k], sizeof loss[0]) == 0;
+            ok &= ladle_graph_num_params(g[k]) == np;
+            for (int i = 0; ok && i < np; i++) {
+                ladle_tensor *a = NULL, *b = NULL;
+                LT_OK(ladle_graph_param(g[0], i, NULL, NULL, &a));
+                LT_OK(ladle_graph_param(g[k], i, NULL, NULL, &b));
+                ok &= lt_same_values(a, b);
+            }
+        }
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < ladle_graph_num_layers(g[k]); i++)
+                sgd(ladle_graph_layer(g[k], i));
+    }
+    LT_ASSERT(ok, "GPT graph, recompute block and selective: losses and gradients of 3 steps "
+                  "the same bits as none");
+    LT_DESTROY(&ids, &tgt);
+    for (int k = 0; k < 3; k++)
+        ladle_graph_destroy(&g[k]);
+}
+END_TEST
+
 LT_SUITE("recompute", "recompute", 120, chain_dropout_batchnorm_bits, residual_bits, graph_bits,
-         finite_differences, refusals, gpt_blocks_bits_and_memory)
+         finite_differences, refusals, gpt_blocks_bits_and_memory, gpt_graph_modes_bits)

@@ -25,13 +25,13 @@
 #define TOOL "ladle-gpt"
 
 typedef struct gpt_opts {
-    const char *corpus, *checkpoint, *summary, *device_name;
+    const char *corpus, *checkpoint, *summary, *device_name, *recompute_name;
     ladle_device device;
     int64_t val_every, layers, width, heads, context, batch, steps, warmup, eval_every;
     int64_t eval_limit, stop_after, sample, tensor_ways;
     double lr, min_lr, weight_decay, dropout, temperature;
     uint64_t seed;
-    int f64, f32_tiles, resume, quiet;
+    int f64, f32_tiles, resume, quiet, recompute;
 } gpt_opts;
 
 static void usage(void)
@@ -59,6 +59,8 @@ static void usage(void)
         "  --device D           cpu, cuda or guarded: where the model lives (cpu); cuda:\n"
         "                       each rank on a GPU (LADLE_CUDA_DEVICE, else node-local "
         "rank)\n"
+        "  --recompute M        none, block or selective: activations the backward\n"
+        "                       recomputes instead of keeping (none)\n"
         "  --f32-tiles          attention's tile products in f32 (f32 only; faster, "
         "within\n"
         "                       f32 rounding; default: in double)\n"
@@ -96,6 +98,7 @@ static const gpt_opt gpt_options[] = {
     {"--checkpoint",   's', GO(checkpoint),   0, 0, 0},
     {"--summary",      's', GO(summary),      0, 0, 0},
     {"--device",       's', GO(device_name),  0, 0, 0},
+    {"--recompute",    's', GO(recompute_name), 0, 0, 0},
     {"--val-every",    'i', GO(val_every),    1, 1 << 20, 0},
     {"--layers",       'i', GO(layers),       1, 256, 0},
     {"--width",        'i', GO(width),        1, 1 << 16, 0},
@@ -173,6 +176,13 @@ static int check_options(gpt_opts *o, char *why)
         return cli_fail(why, "--device %s: %s", o->device_name,
                         have != LADLE_OK ? "this ladle was built without that backend"
                                          : "no such device is visible") != 0;
+    static const char *const modes[] = {"none", "block", "selective"};
+    for (o->recompute = 0; o->recompute < 3; o->recompute++)
+        if (strcmp(o->recompute_name, modes[o->recompute]) == 0)
+            break;
+    if (o->recompute == 3)
+        return cli_fail(why, "--recompute: '%s' is not one of none, block, selective",
+                        o->recompute_name) != 0;
     if (o->width % o->heads != 0)
         return cli_fail(why, "--heads %lld must divide --width %lld", (long long)o->heads,
                         (long long)o->width) != 0;
@@ -196,6 +206,7 @@ static int options(int argc, char **argv, gpt_opts *o)
     memset(o, 0, sizeof *o);
     o->corpus = LADLE_FORTUNES_DIR;
     o->device_name = "cpu";
+    o->recompute_name = "none";
     o->val_every = 10;
     o->layers = 4, o->width = 128, o->heads = 4, o->context = 128, o->batch = 32;
     o->steps = 2000, o->warmup = 100, o->eval_every = 500, o->sample = 300;
@@ -519,6 +530,7 @@ static ladle_status create_model(const gpt_opts *o, int D, gpt_run *r)
     d->data_ways = D;
     d->tensor_ways = r->S;
     d->attn_f32_tiles = o->f32_tiles;
+    d->recompute = o->recompute;
     return ladle_gpt_create(d, ladle_comm_of(MPI_COMM_WORLD), &r->g);
 }
 

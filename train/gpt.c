@@ -54,6 +54,12 @@ static ladle_status check_desc(const ladle_gpt_desc *d)
                 "tensor_ways %d must divide the context %lld and be at most the heads %lld "
                 "(and 1 .. 4096)",
                 d->tensor_ways, (long long)d->context, (long long)d->heads);
+    LADLE_CHECK(d->recompute >= LADLE_GPT_RECOMPUTE_NONE &&
+                    d->recompute <= LADLE_GPT_RECOMPUTE_SELECTIVE,
+                LADLE_ERR_ARG, "recompute %d is not a ladle_gpt_recompute", d->recompute);
+    LADLE_CHECK(d->recompute == LADLE_GPT_RECOMPUTE_NONE || d->tensor_ways == 1, LADLE_ERR_ARG,
+                "recompute %d with tensor_ways %d: recomputation is not there yet for "
+                "tensor-parallel blocks", d->recompute, d->tensor_ways);
     LADLE_CHECK(d->dropout >= 0.0 && d->dropout < 1.0, LADLE_ERR_ARG,
                 "dropout %g is outside [0, 1)", d->dropout);
     /* the largest activation, N T max(V, mlp E), and the head's weight */
@@ -136,6 +142,37 @@ static ladle_status dropout(gpt_build *b, const char *name, int x, int *y)
                ladle_dropout_create(3, b->xs, b->d->dropout, b->d->dtype, b->d->device,
                                     b->seed++, &op),
                &op, x, y);
+}
+
+static int seeds_of(const ladle_gpt_desc *d, int i);
+static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
+                               const ladle_partition *rep, ladle_op **out);
+
+/* Block k (from 1) as the chain's two residual blocks, recomputed as d
+ * says, with the seeds the graph's nodes would draw. */
+static ladle_status block_chain(gpt_build *b, int k, int x, int *y)
+{
+    ladle_status st = LADLE_OK;
+    ladle_gpt_desc local = *b->d; /* this rank's share of the batch */
+    local.batch = b->xs[0];
+    local.data_ways = 1;
+    char name[LADLE_GRAPH_NAME_MAX];
+    for (int half = 0; half < 2; half++) {
+        int i = 2 + (b->d->dropout > 0) + 2 * (k - 1) + half;
+        ladle_op *op = NULL;
+        /* data parallel, the block's layers are copies each (a copy holds
+         * a few parameters), so the block is not copied again */
+        ladle_status made = chain_layer(&local, i, b->seed, b->p, &op);
+        b->seed += (uint64_t)seeds_of(b->d, i);
+        snprintf(name, sizeof name, half ? "h%d.mlp" : "h%d.attn", k);
+        LADLE_CALL(made);
+        if ((st = ladle_graph_add_layer(b->g, name, op, x, &x)) != LADLE_OK)
+            ladle_op_destroy(&op);
+        LADLE_CALL(st);
+    }
+    *y = x;
+fail:
+    return st;
 }
 
 /* Block k (from 1) on the residual stream x; *y the stream after it. */
@@ -241,7 +278,7 @@ static ladle_status build(gpt_build *b, const ladle_gpt_desc *d, ladle_graph **o
     LADLE_CALL(add(b, "wpe", made, &op, x, &p));
     LADLE_CALL(dropout(b, "drop", p, &h));
     for (int k = 1; k <= d->layers; k++)
-        LADLE_CALL(block(b, k, h, &h));
+        LADLE_CALL(d->recompute ? block_chain(b, k, h, &h) : block(b, k, h, &h));
     LADLE_CALL(norm(b, "ln_f", h, &h));
     LADLE_CALL(linear(b, "head", d->width, d->vocab, 0, h, &logits));
     int64_t ls[3] = {n, t, d->vocab}, rs[2] = {n * t, d->vocab};
@@ -351,9 +388,35 @@ static ladle_status residual(int n, ladle_op *body[], ladle_op **out)
     return st;
 }
 
-/* Chain layer i of d with seeds from seed. */
+/* The cheap layers of a block's body recomputed (selective): the layer
+ * norm and the GELU; the GEMMs keep their outputs. */
+static ladle_status selective(int n, ladle_op *body[])
+{
+    ladle_status st = LADLE_OK;
+    for (int k = 0; k < n; k++) {
+        ladle_op_kind kind = ladle_op_kind_of(body[k]);
+        if (kind == LADLE_OP_LAYERNORM || kind == LADLE_OP_ACTIVATION)
+            LADLE_CALL(ladle_recompute_create(&body[k], &body[k]));
+    }
+fail:
+    return st;
+}
+
+/* The layers of body with parameters as copies over rep. */
+static ladle_status copies(const ladle_partition *rep, int n, ladle_op *body[])
+{
+    ladle_status st = LADLE_OK;
+    for (int k = 0; rep && k < n; k++)
+        if (ladle_op_num_params(body[k]) > 0)
+            LADLE_CALL(ladle_dist_replicate_create(rep, &body[k], 0, &body[k]));
+fail:
+    return st;
+}
+
+/* Chain layer i of d with seeds from seed; a block's layers with
+ * parameters as copies over rep when it is not NULL. */
 static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
-                                ladle_op **out)
+                                const ladle_partition *rep, ladle_op **out)
 {
     ladle_status st = LADLE_OK;
     ladle_dtype dt = d->dtype;
@@ -392,7 +455,15 @@ static ladle_status chain_layer(const ladle_gpt_desc *d, int i, uint64_t seed,
         }
         if (drop)
             LADLE_CALL(ladle_dropout_create(3, xs, d->dropout, dt, dev, seed, &body[n++]));
-        return residual(n, body, out);
+        if (d->recompute == LADLE_GPT_RECOMPUTE_SELECTIVE)
+            LADLE_CALL(selective(n, body));
+        LADLE_CALL(copies(rep, n, body));
+        LADLE_CALL(residual(n, body, out));
+        n = 0; /* the block owns them */
+        if (d->recompute == LADLE_GPT_RECOMPUTE_BLOCK &&
+            (st = ladle_recompute_create(out, out)) != LADLE_OK)
+            ladle_op_destroy(out);
+        return st;
     }
     if (i == front + blocks)
         return ladle_layernorm_create(&nd, 3, xs, dt, dev, out);
@@ -433,7 +504,7 @@ static ladle_status layers_one(const ladle_gpt_desc *d, int first, int count,
         seed += (uint64_t)seeds_of(d, i);
     for (; made < count; made++) {
         int i = first + made;
-        LADLE_CALL(chain_layer(d, i, seed, &layers[made]));
+        LADLE_CALL(chain_layer(d, i, seed, NULL, &layers[made]));
         LADLE_CALL(ladle_layer_set_training(layers[made], 1));
         seed += (uint64_t)seeds_of(d, i);
     }

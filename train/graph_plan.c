@@ -593,6 +593,11 @@ ladle_status ladle_graph_finalize(ladle_graph *g)
     if (g->parent != MPI_COMM_NULL)
         st = ladle__agree(g->parent, st, 0, __func__);
     LADLE_CALL(st);
+    /* the recomputed layers' scratch: their backwards run one at a time */
+    st = ladle_recompute_share(g->nlayers, g->layers);
+    if (g->parent != MPI_COMM_NULL)
+        st = ladle__agree(g->parent, st, 0, __func__);
+    LADLE_CALL(st);
     /* the buckets' reductions are planned only once every rank got here */
     if (g->nlayers > 0)
         st = ladle__buckets_create(g->nlayers, g->layers, g->bucket_bytes, g->dtype, g->device,

@@ -879,11 +879,36 @@ LADLE_API ladle_op *ladle_residual_body(const ladle_op *block);
 LADLE_API ladle_status ladle_recompute_create(ladle_op **inner, ladle_op **op);
 /* The bytes of the wrapper's scratch (inner's ctx and y, the copies of the
  * buffers): a fixed cost, held once however many microbatches are in
- * flight, where inner alone holds its ctx once per microbatch. 0 when op
- * is not a wrapper. Local. */
+ * flight, where inner alone holds its ctx once per microbatch; a block
+ * shared with other wrappers (ladle_recompute_share) is counted in full.
+ * 0 when op is not a wrapper. Local. */
 LADLE_API size_t ladle_recompute_scratch_bytes(const ladle_op *op);
 /* The wrapper's inner layer (borrowed), or NULL when op is not one. Local. */
 LADLE_API ladle_op *ladle_recompute_inner(const ladle_op *op);
+/* One scratch for every wrapper under ops[0..n-1] (the ops themselves,
+ * the parts of containers and distributed layers, not a wrapper's inner
+ * layer): a wrapper's scratch is live only from its forward or rerun to
+ * the end of its backward, and those of one network never overlap, so one
+ * block of the largest member's size serves them all. Memory: the sum of
+ * the members' saved states and inner outputs becomes their maximum.
+ * Time: a member whose microbatch another member's forward overwrote
+ * reruns (with one microbatch, every member but the last one run). A
+ * graph shares among its layers at ladle_graph_finalize; call this for a
+ * chain or pipeline stage built from wrapped layers. A member's backward
+ * also runs its inner weight pass (its own weight pass then does
+ * nothing), so its gradients sum over microbatches in the order of the
+ * backwards, and a backward accumulates them even when no weight pass
+ * follows. Calling it again
+ * moves the members to a new block. The members must not run
+ * concurrently, nor belong to networks that do. Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_DEVICE (members on different devices),
+ * LADLE_ERR_ALLOC; on failure each member keeps the scratch it had or has
+ * the new one, and every call still gives the same bits. */
+LADLE_API ladle_status ladle_recompute_share(int n, ladle_op *const ops[]);
+/* The bytes of the scratch of every wrapper under ops[0..n-1], as
+ * ladle_recompute_share finds them, each shared block counted once. Local.
+ * 0 for a bad list. */
+LADLE_API size_t ladle_recompute_total_bytes(int n, ladle_op *const ops[]);
 
 /* ---- functions without parameters or saved state -------------------------*/
 

@@ -193,10 +193,31 @@ typedef struct ladle_gpt_desc {
     int tensor_ways; /* S: heads, MLP features and the sequence split S ways (1) */
     int attn_f32_tiles; /* the attention layers' f32_tiles (ladle_attention_desc): an f32
                            model's tile products in f32 GEMMs, about twice as fast (0) */
+    int recompute;      /* a ladle_gpt_recompute: which activations the backward
+                           recomputes instead of keeping (LADLE_GPT_RECOMPUTE_NONE) */
 } ladle_gpt_desc;
 
+/* What a GPT recomputes (ladle_recompute_create), for ladle_gpt_desc:
+ * NONE keeps every activation; BLOCK wraps each residual half of a block
+ * (the attention's and the MLP's), so a microbatch keeps only the stream
+ * between them and the backward runs each block's forward again;
+ * SELECTIVE wraps only the cheap layers of each block (the layer norms and
+ * the GELU), keeping the GEMMs' outputs (attention's probabilities are
+ * never kept: its backward recomputes them in any mode). Losses and
+ * gradients are the same bits in every mode (dropout masks included), and
+ * a graph shares one scratch among its wrappers. Not yet with
+ * tensor_ways > 1. In a mode other than NONE the graph's blocks are nodes
+ * "hK.attn" and "hK.mlp" (the chain's residual blocks), so checkpoints
+ * name the parameters otherwise. */
+typedef enum ladle_gpt_recompute {
+    LADLE_GPT_RECOMPUTE_NONE = 0,
+    LADLE_GPT_RECOMPUTE_BLOCK = 1,
+    LADLE_GPT_RECOMPUTE_SELECTIVE = 2
+} ladle_gpt_recompute;
+
 /* V 256, T 128, N 32, 4 layers of width 128 with 4 heads, mlp 4, no
- * dropout, f32, the CPU, seed 1, D 1, S 1, attention tiles in double.
+ * dropout, f32, the CPU, seed 1, D 1, S 1, attention tiles in double, no
+ * recomputation.
  * Local. Accepts NULL. */
 LADLE_API void ladle_gpt_desc_init(ladle_gpt_desc *d);
 

@@ -202,6 +202,11 @@ static ladle_status validate(const ladle_op *layer, const ladle_layout *lx,
                             flags);
     if (!layer->layer)
         return ladle__raise(LADLE_ERR_ARG, f, "the %s op is not a layer", layer->vt->name);
+    if (ladle_op_num_params(layer) > LADLE_MAX_PARAMS)
+        return ladle__raise(LADLE_ERR_UNSUPPORTED, f,
+                            "the %s layer has %d parameters; copies hold at most %d: "
+                            "replicate its parts", layer->vt->name,
+                            ladle_op_num_params(layer), LADLE_MAX_PARAMS);
     if (layer->x_layout || layer->y_layout || has_copies(layer) || layer->vt->loss_forward)
         return ladle__raise(LADLE_ERR_ARG, f,
                             "the %s layer is distributed or a loss: replicate sequential "

@@ -14,6 +14,7 @@ typedef struct sequential {
     int n;
     ladle_op **layers;
     ladle_ctx *scratch; /* activations for calls without a ctx, planned once */
+    int planning_scratch; /* the scratch's ctx is being made: no ctxs of the parts */
 } sequential;
 
 typedef struct seq_ctx {
@@ -44,13 +45,14 @@ static ladle_status seq_ctx_init(const ladle_op *op, ladle_ctx *ctx)
     c->grad = ladle__calloc((size_t)q->n, sizeof *c->grad);
     LADLE_CHECK(c->ctxs && c->act && c->grad, LADLE_ERR_ALLOC, "out of memory");
     for (int i = 0; i < q->n; i++) {
-        LADLE_CALL(ladle_ctx_create(q->layers[i], &c->ctxs[i]));
+        /* calls without a ctx pass none to the parts */
+        if (!q->planning_scratch)
+            LADLE_CALL(ladle_ctx_create(q->layers[i], &c->ctxs[i]));
         if (i == q->n - 1)
             continue;
         const ladle_op *l = q->layers[i];
-        ladle_device dev = op->be->device;
-        LADLE_CALL(ladle_tensor_create(op->dtype, dev, l->y_ndim, l->y_shape, &c->act[i]));
-        LADLE_CALL(ladle_tensor_create(op->dtype, dev, l->y_ndim, l->y_shape, &c->grad[i]));
+        LADLE_CALL(ladle__ctx_tensor(op, l->y_ndim, l->y_shape, &c->act[i]));
+        LADLE_CALL(ladle__ctx_tensor(op, l->y_ndim, l->y_shape, &c->grad[i]));
     }
 fail:
     return st;
@@ -351,7 +353,9 @@ ladle_status ladle_sequential_create(int n, ladle_op *const layers[], ladle_op *
     for (int i = 0; i < n; i++)
         op->linear &= layers[i]->linear;
     op->x_ids = first->x_ids; /* a chain that starts with an embedding takes ids */
+    q->planning_scratch = 1;
     st = ladle_ctx_create(op, &q->scratch);
+    q->planning_scratch = 0;
     if (st != LADLE_OK) { /* hand the layers back before destroying */
         q->n = 0;
         ladle_op_destroy(&op);

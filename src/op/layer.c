@@ -147,7 +147,21 @@ ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
     LADLE_CHECK(ctx != NULL, LADLE_ERR_ALLOC, "out of memory");
     ctx->op = op;
     if (op->ctx_bytes > 0) {
-        LADLE_CALL(op->be->fn->alloc(op->be, op->ctx_bytes, &ctx->buf));
+        ladle__ctx_arena *a = op->ctx_arena;
+        size_t need = (op->ctx_bytes + 63) & ~(size_t)63;
+        if (a && a->base) {
+            LADLE_CHECK(a->used + need <= a->size, LADLE_ERR_STATE,
+                        "the %s layer's saved state does not fit its arena (%zu + %zu > %zu)",
+                        op->vt->name, a->used, need, a->size);
+            ctx->buf = a->base + a->used;
+            ctx->buf_in_arena = 1;
+        } else {
+            LADLE_CALL(op->be->fn->alloc(op->be, op->ctx_bytes, &ctx->buf));
+        }
+        if (a) {
+            a->used += need;
+            a->held += op->ctx_bytes;
+        }
     }
     if (op->vt->ctx_init)
         LADLE_CALL(op->vt->ctx_init(op, ctx));
@@ -155,6 +169,32 @@ ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
     return LADLE_OK;
 fail:
     ladle_ctx_destroy(&ctx);
+    return st;
+}
+
+ladle_status ladle__ctx_tensor(const ladle_op *op, int ndim, const int64_t *shape,
+                               ladle_tensor **t)
+{
+    ladle_status st = LADLE_OK;
+    ladle__ctx_arena *a = op->ctx_arena;
+    ladle_device dev = op->be->device;
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    size_t bytes = (size_t)n * ladle_dtype_size(op->dtype), need = (bytes + 63) & ~(size_t)63;
+    if (a && a->base) {
+        LADLE_CHECK(a->used + need <= a->size, LADLE_ERR_STATE,
+                    "a %s ctx's tensor does not fit its arena (%zu + %zu > %zu)", op->vt->name,
+                    a->used, need, a->size);
+        LADLE_CALL(ladle_tensor_wrap(op->dtype, dev, ndim, shape, NULL, a->base + a->used, t));
+    } else {
+        LADLE_CALL(ladle_tensor_create(op->dtype, dev, ndim, shape, t));
+    }
+    if (a) {
+        a->used += need;
+        a->held += bytes;
+    }
+fail:
     return st;
 }
 
@@ -219,7 +259,7 @@ ladle_status ladle_ctx_destroy(ladle_ctx **ctx)
         return LADLE_OK;
     }
     const ladle_backend *be = (*ctx)->op->be;
-    if ((*ctx)->buf)
+    if ((*ctx)->buf && !(*ctx)->buf_in_arena)
         be->fn->free(be, (*ctx)->buf);
     ladle__free(*ctx);
     *ctx = NULL;

@@ -134,7 +134,24 @@ struct ladle_op {
     double fan_in, fan_out;
     uint64_t step; /* dropout: the step of the next forward */
     uint64_t gen;  /* forwards with a ctx so far (each ctx keeps its number) */
+    /* while not NULL, ladle_ctx_create takes this op's ctx_bytes from it
+     * (a recomputation wrapper sets it while it plans its scratch) */
+    struct ladle__ctx_arena *ctx_arena;
 };
+
+/* One block that a tree of ctxs takes its saved state from, in order, each
+ * part 64-byte aligned; with base NULL the ctxs allocate their own and the
+ * arena only counts what they would have taken. */
+typedef struct ladle__ctx_arena {
+    char *base;
+    size_t size, used;
+    size_t held; /* the ctx_bytes taken, unaligned (ladle_ctx_bytes_held's count) */
+} ladle__ctx_arena;
+
+/* A tensor of a ctx of op (a composite's activations): from op's arena
+ * when it has one with memory (a borrowing tensor), else its own. */
+ladle_status ladle__ctx_tensor(const ladle_op *op, int ndim, const int64_t *shape,
+                               ladle_tensor **t);
 
 /* One microbatch's saved state. */
 struct ladle_ctx {
@@ -150,6 +167,7 @@ struct ladle_ctx {
     void *buf;  /* ctx_bytes of the op's own saved state */
     void *impl; /* composite layers' own state (ctx_init) */
     int in_caller_mem; /* the ctx and its buf are the caller's (ladle_ctx_create_in) */
+    int buf_in_arena;  /* buf is part of a ladle__ctx_arena: not the ctx's to free */
 };
 
 /* A layer op over fixed shapes on device (LADLE_ERR_DEVICE, raised for func,
