@@ -216,4 +216,201 @@ START_TEST(gemm_slot_on_the_device)
 }
 END_TEST
 
-LT_SUITE("bf16", "bf16", LT_CHECK_TIMEOUT, gemm_both_cpu_paths, gemm_slot_on_the_device)
+/* ---- layers: bf16 against the f32 layer on the same values ---- */
+
+/* n values, bf16-representable, written to a bf16 tensor and an f32 one */
+static void same_values(ladle_tensor *t16, ladle_tensor *t32, double *v)
+{
+    int64_t n = ladle_tensor_numel(t16);
+    uint16_t *h = malloc((size_t)n * 2);
+    float *f = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = random_bf16(0);
+        f[i] = (float)(v[i] = bf(h[i]));
+    }
+    LT_OK(ladle_tensor_write(t16, h));
+    LT_OK(ladle_tensor_write(t32, f));
+    free(h), free(f);
+}
+
+/* a tensor's values as doubles (bf16 or f32) */
+static double *values(const ladle_tensor *t)
+{
+    int64_t n = ladle_tensor_numel(t);
+    size_t es = ladle_dtype_size(ladle_tensor_dtype(t));
+    char *raw = malloc((size_t)n * es);
+    double *v = malloc((size_t)n * sizeof(double));
+    LT_OK(ladle_tensor_read(t, raw));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = ladle__load_real(ladle_tensor_dtype(t), raw, i);
+    free(raw);
+    return v;
+}
+
+/* elements where |a - b| > rel |b| + abs_tol[i] (abs_tol may be NULL) */
+static int count_far(int64_t n, const double *a, const double *b, double rel,
+                     const double *abs_tol, double *worst)
+{
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double tol = rel * fabs(b[i]) + (abs_tol ? abs_tol[i] : 0);
+        bad += !(fabs(a[i] - b[i]) <= tol);
+        if (tol > 0 && fabs(a[i] - b[i]) / tol > *worst)
+            *worst = fabs(a[i] - b[i]) / tol;
+    }
+    return bad;
+}
+
+START_TEST(linear_against_f32)
+{
+    enum { B = 6, T = 5, IN = 70, OUT = 37 };
+    const int64_t xs[3] = {B, T, IN}, ys[3] = {B, T, OUT};
+    const int64_t M = B * T;
+    ladle_linear_desc d;
+    ladle_linear_desc_init(&d, IN, OUT);
+    ladle_op *l16 = NULL, *l32 = NULL;
+    LT_OK(ladle_linear_create(&d, 3, xs, LADLE_BF16, lt_device(), 7, &l16));
+    LT_OK(ladle_linear_create(&d, 3, xs, LADLE_F32, lt_device(), 7, &l32));
+    LT_ASSERT(ladle_tensor_dtype(ladle_op_grad(l16, 0)) == LADLE_F32 &&
+                  ladle_tensor_dtype(ladle_op_grad(l16, 1)) == LADLE_F32 &&
+                  ladle_tensor_dtype(ladle_op_param(l16, 0)) == LADLE_BF16,
+              "bf16 parameters with f32 gradients");
+    double *w = malloc(OUT * IN * sizeof(double)), *bias = malloc(OUT * sizeof(double));
+    double *x = malloc(M * IN * sizeof(double)), *dy = malloc(M * OUT * sizeof(double));
+    same_values(ladle_op_param(l16, 0), ladle_op_param(l32, 0), w);
+    same_values(ladle_op_param(l16, 1), ladle_op_param(l32, 1), bias);
+    ladle_tensor *t[2][4]; /* x y dy dx, bf16 then f32 */
+    for (int k = 0; k < 2; k++) {
+        ladle_dtype dt = k ? LADLE_F32 : LADLE_BF16;
+        t[k][0] = lt_tensor(dt, 3, xs), t[k][1] = lt_tensor(dt, 3, ys);
+        t[k][2] = lt_tensor(dt, 3, ys), t[k][3] = lt_tensor(dt, 3, xs);
+    }
+    same_values(t[0][0], t[1][0], x);
+    same_values(t[0][2], t[1][2], dy);
+    ladle_op *ops[2] = {l16, l32};
+    ladle_ctx *ctx[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+        LT_OK(ladle_op_zero_grad(ops[k]));
+        LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
+        LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
+        LT_OK(ladle_layer_backward_weight(ops[k], ctx[k], t[k][2]));
+    }
+    /* both sums are within (k + 2) 2^-24 S of the exact one, S the sum of
+     * the terms' magnitudes; bf16 rounds once more (2^-8) */
+    const double u = 0x1p-24;
+    double *sy = calloc(M * OUT, sizeof(double)), *sx = calloc(M * IN, sizeof(double));
+    double *sw = calloc(OUT * IN, sizeof(double)), *sb = calloc(OUT, sizeof(double));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t o = 0; o < OUT; o++) {
+            for (int64_t c = 0; c < IN; c++) {
+                sy[i * OUT + o] += fabs(x[i * IN + c] * w[o * IN + c]);
+                sx[i * IN + c] += fabs(dy[i * OUT + o] * w[o * IN + c]);
+                sw[o * IN + c] += fabs(dy[i * OUT + o] * x[i * IN + c]);
+            }
+            sy[i * OUT + o] = 2 * (IN + 3) * u * (sy[i * OUT + o] + fabs(bias[o]));
+            sb[o] += fabs(dy[i * OUT + o]);
+        }
+    for (int64_t e = 0; e < M * IN; e++)
+        sx[e] *= 2 * (OUT + 2) * u;
+    for (int64_t e = 0; e < OUT * IN; e++)
+        sw[e] *= 2 * (M + 2) * u;
+    for (int64_t o = 0; o < OUT; o++)
+        sb[o] *= 2 * (M + 2) * u;
+    double worst = 0;
+    int bad = 0;
+    double *a, *b;
+    a = values(t[0][1]), b = values(t[1][1]);
+    bad += count_far(M * OUT, a, b, 0x1p-8, sy, &worst), free(a), free(b);
+    a = values(t[0][3]), b = values(t[1][3]);
+    bad += count_far(M * IN, a, b, 0x1p-8, sx, &worst), free(a), free(b);
+    a = values(ladle_op_grad(l16, 0)), b = values(ladle_op_grad(l32, 0));
+    bad += count_far(OUT * IN, a, b, 0, sw, &worst), free(a), free(b);
+    a = values(ladle_op_grad(l16, 1)), b = values(ladle_op_grad(l32, 1));
+    bad += count_far(OUT, a, b, 0, sb, &worst), free(a), free(b);
+    if (lt_rank == 0)
+        printf("test_bf16: linear y, dx, dW, db: worst %.3f of the bound\n", worst);
+    LT_ASSERT(bad == 0, "%d elements of the bf16 linear layer past the bound", bad);
+    for (int k = 0; k < 2; k++) {
+        ladle_ctx_destroy(&ctx[k]);
+        LT_DESTROY(&t[k][0], &t[k][1], &t[k][2], &t[k][3]);
+    }
+    ladle_op_destroy(&l16), ladle_op_destroy(&l32);
+    free(w), free(bias), free(x), free(dy), free(sy), free(sx), free(sw), free(sb);
+}
+END_TEST
+
+/* ReLU is exact in bf16; the GELUs are the f32 function rounded once */
+START_TEST(activations_against_f32)
+{
+    const ladle_activation kinds[] = {LADLE_RELU, LADLE_GELU, LADLE_GELU_TANH, LADLE_TANH};
+    enum { N = 1031 };
+    const int64_t shape[2] = {1, N};
+    int bad = 0;
+    double worst = 0;
+    for (int q = 0; q < 4; q++) {
+        ladle_op *o16 = NULL, *o32 = NULL;
+        LT_OK(ladle_activation_create(kinds[q], 0, 2, shape, LADLE_BF16, lt_device(), &o16));
+        LT_OK(ladle_activation_create(kinds[q], 0, 2, shape, LADLE_F32, lt_device(), &o32));
+        ladle_op *ops[2] = {o16, o32};
+        ladle_tensor *t[2][4];
+        ladle_ctx *ctx[2];
+        double v[N];
+        for (int k = 0; k < 2; k++)
+            for (int r = 0; r < 4; r++)
+                t[k][r] = lt_tensor(k ? LADLE_F32 : LADLE_BF16, 2, shape);
+        same_values(t[0][0], t[1][0], v);
+        same_values(t[0][2], t[1][2], v);
+        for (int k = 0; k < 2; k++) {
+            LT_OK(ladle_ctx_create(ops[k], &ctx[k]));
+            LT_OK(ladle_layer_forward(ops[k], ctx[k], t[k][0], t[k][1]));
+            LT_OK(ladle_layer_backward(ops[k], ctx[k], t[k][2], t[k][3]));
+        }
+        /* y: the f32 value rounded once (2^-8), the f32 values a few of
+         * their ulps apart (the copies of the loops may contract differently) */
+        double rel = kinds[q] == LADLE_RELU ? 0 : 0x1p-8 + 0x1p-20;
+        double *a = values(t[0][1]), *b = values(t[1][1]);
+        bad += count_far(N, a, b, rel, NULL, &worst), free(a), free(b);
+        /* dx: tanh reads the rounded y (2^-8 of y, times 2|y| / (1 - y^2) of
+         * the derivative), so only ReLU and the GELUs are held this tight */
+        if (kinds[q] != LADLE_TANH) {
+            a = values(t[0][3]), b = values(t[1][3]);
+            bad += count_far(N, a, b, rel, NULL, &worst), free(a), free(b);
+        }
+        for (int k = 0; k < 2; k++) {
+            ladle_ctx_destroy(&ctx[k]);
+            LT_DESTROY(&t[k][0], &t[k][1], &t[k][2], &t[k][3]);
+        }
+        ladle_op_destroy(&o16), ladle_op_destroy(&o32);
+    }
+    if (lt_rank == 0)
+        printf("test_bf16: activations: worst %.3f of the bound\n", worst);
+    LT_ASSERT(bad == 0, "%d activation elements past the bound", bad);
+}
+END_TEST
+
+/* what stays f32-only says so at creation; f16 layers too */
+START_TEST(refusals)
+{
+    ladle_op *op = NULL;
+    ladle_linear_desc ld;
+    ladle_linear_desc_init(&ld, 4, 3);
+    LT_FAILS_SAYING(ladle_linear_create(&ld, 2, (int64_t[]){2, 4}, LADLE_F16, lt_device(), 1, &op),
+                    LADLE_ERR_DTYPE, "not f32 or f64");
+    LT_FAILS(ladle_activation_create(LADLE_RELU, 0, 1, (int64_t[]){4}, LADLE_F16, lt_device(),
+                                     &op),
+             LADLE_ERR_DTYPE);
+    LT_FAILS(ladle_softmax_create(2, (int64_t[]){2, 4}, 1, LADLE_SOFTMAX, LADLE_BF16, lt_device(), &op),
+             LADLE_ERR_DTYPE);
+    ladle_partition *p = lt_partition(1, (int[]){lt_size}, 0);
+    ladle_broadcast_desc bd;
+    ladle_broadcast_desc_init(&bd, 1, (int64_t[]){4});
+    LT_FAILS_SAYING(ladle_broadcast_create(&bd, p, p, LADLE_BF16, lt_device(), &op),
+                    LADLE_ERR_DTYPE, "not f32 or f64");
+    ladle_partition_destroy(&p);
+    LT_ASSERT(op == NULL, "no op made");
+}
+END_TEST
+
+LT_SUITE("bf16", "bf16", LT_CHECK_TIMEOUT, gemm_both_cpu_paths, gemm_slot_on_the_device,
+         linear_against_f32, activations_against_f32, refusals)
