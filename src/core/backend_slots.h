@@ -695,7 +695,10 @@ LADLE_SLOT(convert,
  * C. ws is device memory of at least the bytes gemm_half_ws answered for the
  * same arguments (NULL when it answered 0); its contents are scratch. A
  * pair of dtypes the backend lacks: LADLE_ERR_DTYPE. Optional: absent, the
- * layers refuse bf16 on the device (LADLE_ERR_DTYPE at creation). */
+ * layers refuse bf16 on the device (LADLE_ERR_DTYPE at creation). A backend
+ * that fills it also takes bf16 in act_forward and act_backward (computed
+ * in f32, each result rounded once) and fill_init (each value rounded once),
+ * which the bf16 layers call. */
 LADLE_SLOT(gemm_half,
            (const ladle_backend *be, ladle_dtype ab, ladle_dtype ct, int trans_a, int trans_b,
             int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
