@@ -617,6 +617,86 @@ static void convert_table(void)
     }
 }
 
+/* The bf16 GEMM through the public API: a bf16 linear layer without bias,
+ * whose forward is one gemm_half (the path the CPU picks: AVX-512 BF16
+ * where it runs), against OpenBLAS sgemm of the same shape (x W^T, m rows
+ * of k into n), interleaved rep by rep; ratio = sgemm ms / bf16 ms, the
+ * median of the per-rep ratios. (The converting path is reached only by
+ * the backend's internal entry point, which bench may not use.) */
+typedef struct gemm16_run {
+    int64_t m, n, k;
+    ladle_op *op;
+    ladle_ctx *ctx;
+    ladle_tensor *x, *y;
+    float *fa, *fb, *fc;
+} gemm16_run;
+
+static double gemm16_once(void *arg)
+{
+    gemm16_run *g = arg;
+    double t0 = bench_now();
+    if (ladle_layer_forward(g->op, g->ctx, g->x, g->y) != LADLE_OK)
+        die("bf16 linear forward: ");
+    return bench_now() - t0;
+}
+
+static double sgemm_once(void *arg)
+{
+    gemm16_run *g = arg;
+    double t0 = bench_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->m, (int)g->n, (int)g->k, 1,
+                g->fa, (int)g->k, g->fb, (int)g->k, 0, g->fc, (int)g->n);
+    return bench_now() - t0;
+}
+
+static void gemm_bf16_table(void)
+{
+    static const struct {
+        int64_t m, n, k;
+        const char *what;
+    } rows[] = {{8192, 1536, 384, "GPT mlp up 8192x1536x384"},
+                {8192, 384, 1536, "GPT mlp down 8192x384x1536"},
+                {8192, 384, 384, "GPT proj 8192x384x384"},
+                {256, 120, 400, "LeNet fc1 256x120x400"}};
+    printf("\n%-8s %-34s %9s %9s %8s %8s %6s\n", "gemm16", "shape m x n x k", "bf16_ms",
+           "sgemm_ms", "bf16_GF", "sgemm_GF", "ratio");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gemm16_run g = {rows[i].m, rows[i].n, rows[i].k, NULL, NULL, NULL, NULL, NULL,
+                        NULL, NULL};
+        ladle_linear_desc d;
+        ladle_linear_desc_init(&d, g.k, g.n);
+        d.bias = 0;
+        int64_t xs[2] = {g.m, g.k}, ys[2] = {g.m, g.n};
+        if (ladle_linear_create(&d, 2, xs, LADLE_BF16, LADLE_CPU, 1, &g.op) != LADLE_OK ||
+            ladle_ctx_create(g.op, &g.ctx) != LADLE_OK ||
+            ladle_tensor_create(LADLE_BF16, LADLE_CPU, 2, xs, &g.x) != LADLE_OK ||
+            ladle_tensor_create(LADLE_BF16, LADLE_CPU, 2, ys, &g.y) != LADLE_OK ||
+            ladle_tensor_fill(g.x, 0.3) != LADLE_OK)
+            die("the bf16 linear layer: ");
+        size_t na = (size_t)(g.m * g.k), nb = (size_t)(g.k * g.n), nc = (size_t)(g.m * g.n);
+        g.fa = malloc(na * 4), g.fb = malloc(nb * 4), g.fc = malloc(nc * 4);
+        for (size_t e = 0; e < na; e++)
+            g.fa[e] = 0.5f + (float)(e % 7) / 8;
+        for (size_t e = 0; e < nb; e++)
+            g.fb[e] = 0.25f + (float)(e % 5) / 8;
+        double *t = calloc((size_t)(3 * reps), sizeof(double));
+        for (int r = -2; r < reps; r++) {
+            double a = gemm16_once(&g), b = sgemm_once(&g);
+            if (r >= 0)
+                t[r] = a, t[reps + r] = b, t[2 * reps + r] = b / a;
+        }
+        double tl = bench_median(t, reps), tf = bench_median(t + reps, reps);
+        double q = bench_median(t + 2 * reps, reps), fl = 2.0 * (double)nc * (double)g.k;
+        printf("%-8s %-34s %9.3f %9.3f %8.1f %8.1f %6.2f\n", "bf16", rows[i].what, tl * 1e3,
+               tf * 1e3, fl / tl * 1e-9, fl / tf * 1e-9, q);
+        free(t), free(g.fa), free(g.fb), free(g.fc);
+        ladle_ctx_destroy(&g.ctx);
+        ladle_tensor_destroy(&g.x);
+        ladle_tensor_destroy(&g.y);
+        ladle_op_destroy(&g.op);
+    }
+}
+
 /* The header of the GEMM and memcpy tables, the columns of print_row. */
 static void table_header(const char *ref_ms, const char *ladle_rate, const char *ref_rate)
 {
@@ -639,7 +719,7 @@ int main(int argc, char **argv)
         {"--only", 0, 0, NULL, &only,
          "linear,conv2d,convdirect,maxpool,avgpool,gavgpool,batchnorm,relu,gelu,leaky,"
          "sigmoid,"
-         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp,convert",
+         "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp,convert,gemm_bf16",
          0},
         {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
     };
@@ -666,6 +746,8 @@ int main(int argc, char **argv)
     rowwise_table(dt, xb);
     if (wanted("convert"))
         convert_table();
+    if (wanted("gemm_bf16"))
+        gemm_bf16_table();
     MPI_Finalize();
     return 0;
 }

@@ -90,6 +90,7 @@ test_text: 1
 test_augment: 1 2 3 4
 test_backend: 1
 test_half: 1 2
+test_bf16: 1 2
 test_linear: 1
 test_activation: 1
 test_loss: 1

@@ -50,7 +50,7 @@ ladle_status ladle_activation_create(ladle_activation kind, double param, int nd
     ladle_status st = LADLE_OK;
     activation *a = NULL;
     LADLE_NOT_NULL(out);
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, shape, 1));
+    LADLE_CALL(ladle__layer_check_bf16(__func__, dtype, device, ndim, shape, 1));
     LADLE_CHECK(kind >= LADLE_RELU && kind <= LADLE_GELU_TANH, LADLE_ERR_ARG,
                 "unknown activation %d", (int)kind);
     a = ladle__calloc(1, sizeof *a);

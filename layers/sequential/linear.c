@@ -4,6 +4,11 @@
  *   backward         dx[M,K]  = dy[M,N] W[N,K]
  *   backward_weight  dW[N,K] += dy[M,N]^T x[M,K];  db += column sums of dy
  * where M is the number of rows (the leading dimensions of this call).
+ *
+ * In bf16 (x, y, dx, W and b bf16; dW and db f32) the GEMMs are the
+ * backend's gemm_half, f32 accumulation: the forward first writes b into
+ * every row of y and adds the product to it (beta 1), so x W^T + b is
+ * rounded once; db is dy^T times a column of ones, summed in f32.
  */
 #include "layers/sequential/layer_impl.h"
 #include <string.h>
@@ -11,13 +16,44 @@
 typedef struct linear {
     int64_t in, out;
     int64_t rows_per_sample; /* product of the dimensions between batch and features */
+    /* bf16 only: gemm_half's workspace (the largest of the three GEMMs) and
+     * a column of bf16 ones, as many as the rows of the largest batch */
+    void *ws, *ones;
 } linear;
+
+static ladle_status gemm16(const ladle_op *op, ladle_dtype ct, int ta, int tb, int64_t m,
+                           int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
+                           int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    const linear *l = op->impl;
+    return op->be->fn->gemm_half(op->be, LADLE_BF16, ct, ta, tb, m, n, k, 1.0, a, lda, b, ldb,
+                                 beta, c, ldc, l->ws);
+}
+
+static ladle_status forward16(const ladle_op *op, int64_t m, const ladle_tensor *x,
+                              ladle_tensor *y)
+{
+    const linear *l = op->impl;
+    double beta = 0.0;
+    if (op->nparams > 1) { /* b into every row: a box whose rows stride 0 through b */
+        int64_t ext[2] = {m, l->out}, sstr[2] = {0, 1}, dstr[2] = {l->out, 1};
+        ladle_status st = op->be->fn->copy_box(op->be, LADLE_BF16, LADLE_BOX_COPY, 2, ext,
+                                               op->params[1]->data, sstr, y->data, dstr);
+        if (st != LADLE_OK)
+            return st;
+        beta = 1.0;
+    }
+    return gemm16(op, LADLE_BF16, 0, 1, m, l->out, l->in, x->data, l->in, op->params[0]->data,
+                  l->in, beta, y->data, l->out);
+}
 
 static int64_t rows(const ladle_op *op, int64_t n)
 {
     const linear *l = op->impl;
     return op->batched ? n * l->rows_per_sample : l->rows_per_sample;
 }
+
+static int64_t l_rows(const ladle_op *op) { return ((const linear *)op->impl)->rows_per_sample; }
 
 static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_tensor *x,
                                    ladle_tensor *y, int64_t n)
@@ -27,6 +63,8 @@ static ladle_status linear_forward(ladle_op *op, ladle_ctx *ctx, const ladle_ten
     (void)ctx;
     if (m == 0)
         return LADLE_OK;
+    if (op->dtype == LADLE_BF16)
+        return forward16(op, m, x, y);
     ladle_status st = op->be->fn->gemm(op->be, op->dtype, 0, 1, m, l->out, l->in, 1.0, x->data,
                                        l->in, op->params[0]->data, l->in, 0.0, y->data, l->out);
     if (st == LADLE_OK && op->nparams > 1)
@@ -43,6 +81,9 @@ static ladle_status linear_backward(ladle_op *op, ladle_ctx *ctx, const ladle_te
     (void)ctx;
     if (dx == NULL || m == 0)
         return LADLE_OK;
+    if (op->dtype == LADLE_BF16)
+        return gemm16(op, LADLE_BF16, 0, 0, m, l->in, l->out, dy->data, l->out,
+                      op->params[0]->data, l->in, 0.0, dx->data, l->in);
     return op->be->fn->gemm(op->be, op->dtype, 0, 0, m, l->in, l->out, 1.0, dy->data, l->out,
                             op->params[0]->data, l->in, 0.0, dx->data, l->in);
 }
@@ -55,6 +96,14 @@ static ladle_status linear_backward_weight(ladle_op *op, ladle_ctx *ctx,
     if (m == 0)
         return LADLE_OK;
     ladle_status st = LADLE_OK;
+    if (op->dtype == LADLE_BF16) {
+        LADLE_CALL(gemm16(op, LADLE_F32, 1, 0, l->out, l->in, m, dy->data, l->out,
+                          ctx->x->data, l->in, 1.0, op->grads[0]->data, l->in));
+        if (op->nparams > 1)
+            LADLE_CALL(gemm16(op, LADLE_F32, 1, 0, l->out, 1, m, dy->data, l->out, l->ones, 1,
+                              1.0, op->grads[1]->data, 1));
+        return LADLE_OK;
+    }
     LADLE_CALL(op->be->fn->gemm(op->be, op->dtype, 1, 0, l->out, l->in, m, 1.0, dy->data, l->out,
                                 ctx->x->data, l->in, 1.0, op->grads[0]->data, l->in));
     if (op->nparams > 1)
@@ -64,10 +113,48 @@ fail:
     return st;
 }
 
+static void linear_destroy(ladle_op *op)
+{
+    linear *l = op->impl;
+    if (l && l->ws)
+        op->be->fn->free(op->be, l->ws);
+    if (l && l->ones)
+        op->be->fn->free(op->be, l->ones);
+    ladle__layer_free_impl(op);
+}
+
+/* bf16: the workspace of the largest of the three products, and the ones */
+static ladle_status plan16(ladle_op *op, int64_t m)
+{
+    linear *l = op->impl;
+    ladle_status st = LADLE_OK;
+    const ladle_backend *be = op->be;
+    size_t most = 0, bytes = 0;
+    const int64_t shapes[4][5] = {{0, 1, m, l->out, l->in}, /* ta, tb, m, n, k */
+                                  {0, 0, m, l->in, l->out},
+                                  {1, 0, l->out, l->in, m},
+                                  {1, 0, l->out, 1, m}};
+    for (int i = 0; i < 4; i++) {
+        ladle_dtype ct = i < 2 ? LADLE_BF16 : LADLE_F32;
+        LADLE_CALL(be->fn->gemm_half_ws(be, LADLE_BF16, ct, (int)shapes[i][0],
+                                        (int)shapes[i][1], shapes[i][2], shapes[i][3],
+                                        shapes[i][4], &bytes));
+        most = bytes > most ? bytes : most;
+    }
+    if (most > 0)
+        LADLE_CALL(be->fn->alloc(be, most, &l->ws));
+    if (op->nparams > 1 && m > 0) {
+        LADLE_CALL(be->fn->alloc(be, (size_t)m * 2, &l->ones));
+        LADLE_CALL(be->fn->fill(be, LADLE_BF16, m, 1.0, l->ones));
+    }
+fail:
+    return st;
+}
+
 static const ladle_op_vtable linear_vt = {
     .kind = LADLE_OP_LINEAR,
     .name = "linear",
-    .destroy = ladle__layer_free_impl,
+    .destroy = linear_destroy,
     .layer_forward = linear_forward,
     .layer_backward = linear_backward,
     .layer_backward_weight = linear_backward_weight,
@@ -96,7 +183,7 @@ ladle_status ladle_linear_create(const ladle_linear_desc *d, int ndim,
                 "unknown flags 0x%x", d->flags);
     int64_t out_features = d->out_features;
     int bias = d->bias;
-    LADLE_CALL(ladle__layer_check_args(__func__, dtype, ndim, x_shape, 1));
+    LADLE_CALL(ladle__layer_check_bf16(__func__, dtype, device, ndim, x_shape, 1));
     LADLE_CHECK(out_features >= 1 && d->in_features >= 1, LADLE_ERR_SHAPE,
                 "in_features %lld and out_features %lld must be at least 1",
                 (long long)d->in_features, (long long)out_features);
@@ -129,6 +216,8 @@ ladle_status ladle_linear_create(const ladle_linear_desc *d, int ndim,
                                       NULL));
     if (bias)
         LADLE_CALL(ladle__layer_add_param(op, "bias", 1, &out_features, NULL));
+    if (dtype == LADLE_BF16)
+        LADLE_CALL(plan16(op, ndim > 1 ? x_shape[0] * l_rows(op) : l_rows(op)));
     LADLE_CALL(ladle_layer_init(op, LADLE_INIT_DEFAULT, seed));
     *out = op;
     return LADLE_OK;

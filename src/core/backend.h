@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define LADLE_BACKEND_VERSION 11
+#define LADLE_BACKEND_VERSION 12
 
 /* What a box kernel does with each element pair. */
 typedef enum ladle_box_mode {

@@ -683,3 +683,31 @@ LADLE_SLOT(convert,
            (const ladle_backend *be, ladle_dtype xt, int64_t n, const void *x, ladle_dtype yt,
             void *y),
            (be, xt, n, x, yt, y), (x, y))
+
+/* --- revision 12 --- */
+/* (CPU: src/backends/cpu/gemm_half.c; CUDA: blas.cu, cublasGemmEx) */
+/* C = alpha op(A) op(B) + beta C as gemm, row-major, with A and B of the
+ * 2-byte dtype ab (LADLE_BF16) and C of dtype ct (LADLE_BF16, or LADLE_F32
+ * for the f32 gradients of bf16 weights). Products and sums in f32 or
+ * better: each product of two bf16 is exact in f32, the k of them are
+ * summed in f32 in any order, alpha and beta C applied in f32, and a bf16 C
+ * is rounded once, to nearest even (half.h's rounding). beta 0 does not read
+ * C. ws is device memory of at least the bytes gemm_half_ws answered for the
+ * same arguments (NULL when it answered 0); its contents are scratch. A
+ * pair of dtypes the backend lacks: LADLE_ERR_DTYPE. Optional: absent, the
+ * layers refuse bf16 on the device (LADLE_ERR_DTYPE at creation). A backend
+ * that fills it also takes bf16 in act_forward and act_backward (computed
+ * in f32, each result rounded once) and fill_init (each value rounded once),
+ * which the bf16 layers call. */
+LADLE_SLOT(gemm_half,
+           (const ladle_backend *be, ladle_dtype ab, ladle_dtype ct, int trans_a, int trans_b,
+            int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t lda,
+            const void *b, int64_t ldb, double beta, void *c, int64_t ldc, void *ws),
+           (be, ab, ct, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ws),
+           (a, b, c, ws))
+/* The workspace gemm_half needs for those arguments, in bytes (a host
+ * answer, the same for every call of the shape): plan time asks it once. */
+LADLE_SLOT(gemm_half_ws,
+           (const ladle_backend *be, ladle_dtype ab, ladle_dtype ct, int trans_a, int trans_b,
+            int64_t m, int64_t n, int64_t k, size_t *bytes),
+           (be, ab, ct, trans_a, trans_b, m, n, k, bytes), ())

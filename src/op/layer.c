@@ -25,6 +25,21 @@ static void layer_destroy_params(ladle_op *op)
     }
 }
 
+ladle_status ladle__layer_check_bf16(const char *func, ladle_dtype dtype, ladle_device device,
+                                     int ndim, const int64_t *shape, int min_ndim)
+{
+    if (dtype != LADLE_BF16)
+        return ladle__layer_check_args(func, dtype, ndim, shape, min_ndim);
+    const ladle_backend *be = NULL;
+    ladle_status st = ladle__backend_get(device, func, &be);
+    if (st != LADLE_OK)
+        return st;
+    if (be->fn->gemm_half == NULL)
+        return ladle__raise(LADLE_ERR_DTYPE, func, "the %s device has no bf16 kernels",
+                            ladle_device_name(device));
+    return ladle__layer_check_args(func, LADLE_F32, ndim, shape, min_ndim);
+}
+
 ladle_status ladle__layer_new(const ladle_op_vtable *vt, ladle_dtype dtype, ladle_device device,
                               int x_ndim, const int64_t *x_shape, int y_ndim,
                               const int64_t *y_shape, int batched, ladle_op **out, const char *func)
@@ -55,7 +70,9 @@ ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
     int i = op->nparams;
     LADLE_CHECK(i < LADLE_MAX_PARAMS, LADLE_ERR_INTERNAL, "too many parameters");
     LADLE_CALL(ladle_tensor_create(op->dtype, op->be->device, ndim, shape, &op->params[i]));
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->be->device, ndim, shape, &op->grads[i]));
+    /* a bf16 layer's gradients are f32: the optimizer and the all-reduce take them */
+    ladle_dtype gt = op->dtype == LADLE_BF16 ? LADLE_F32 : op->dtype;
+    LADLE_CALL(ladle_tensor_create(gt, op->be->device, ndim, shape, &op->grads[i]));
     op->param_names[i] = name;
     op->nparams++;
     if (param)

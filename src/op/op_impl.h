@@ -201,6 +201,10 @@ ladle_status ladle__layer_op_adjoint(ladle_op *op, const ladle_tensor *dy, ladle
 /* Check that a layer's dtype is f32 or f64 and the shape well-formed. */
 ladle_status ladle__layer_check_args(const char *func, ladle_dtype dtype, int ndim,
                                      const int64_t *shape, int min_ndim);
+/* The same for a layer that also takes bf16 (linear, activations): bf16 on a
+ * device whose backend has the bf16 kernels (gemm_half), else LADLE_ERR_DTYPE. */
+ladle_status ladle__layer_check_bf16(const char *func, ladle_dtype dtype, ladle_device device,
+                                     int ndim, const int64_t *shape, int min_ndim);
 
 /* The zeroed op every op and layer starts as: vtable vt, dtype, device's
  * backend (LADLE_ERR_DEVICE, raised for func, when ladle has none), no

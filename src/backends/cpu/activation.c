@@ -9,6 +9,7 @@
 #include "src/backends/cpu/cpu.h"
 #include "src/backends/cpu/fastmath.h"
 #include "src/backends/cpu/simd.h"
+#include "src/core/half.h"
 
 #define INV_SQRT2PI 0.39894228040143267794
 #define SQRT_2_OVER_PI 0.79788456080286535588 /* GELU's tanh form: tanh(c (x + a x^3)) */
@@ -204,11 +205,64 @@ LADLE_KERNEL static void bwd_f64(ladle_activation kind, double slope, int64_t n,
     }
 }
 
+/* ---- bf16: blocks widened to f32 on the stack, the f32 kernels, each
+ * result rounded once. The GELUs' backward recomputes y in f32 from x
+ * rather than reading the rounded y, whose 2^-8 would pass into Phi. ---- */
+
+enum { BLOCK16 = 256 };
+
+static void widen16(int64_t n, const void *x, int64_t i, float *w)
+{
+    for (int64_t j = 0; j < n; j++)
+        w[j] = ladle__bf16_to_f32(((const uint16_t *)x)[i + j]);
+}
+
+static void round16(int64_t n, const float *w, void *y, int64_t i)
+{
+    for (int64_t j = 0; j < n; j++)
+        ((uint16_t *)y)[i + j] = ladle__f32_to_bf16(w[j]);
+}
+
+static void fwd_bf16(ladle_activation kind, double slope, int64_t n, const void *x, void *y)
+{
+    float w[BLOCK16];
+    for (int64_t i = 0; i < n; i += BLOCK16) {
+        int64_t b = n - i < BLOCK16 ? n - i : BLOCK16;
+        widen16(b, x, i, w);
+        fwd_f32(kind, slope, b, w, w);
+        round16(b, w, y, i);
+    }
+}
+
+static void bwd_bf16(ladle_activation kind, double slope, int64_t n, const void *x,
+                     const void *y, const void *dy, void *dx)
+{
+    float wx[BLOCK16], wy[BLOCK16], wd[BLOCK16];
+    int gelu = kind == LADLE_GELU || kind == LADLE_GELU_TANH;
+    int reads_x = gelu || (kind == LADLE_LEAKY_RELU && slope < 0);
+    for (int64_t i = 0; i < n; i += BLOCK16) {
+        int64_t b = n - i < BLOCK16 ? n - i : BLOCK16;
+        if (reads_x)
+            widen16(b, x, i, wx);
+        if (gelu)
+            fwd_f32(kind, slope, b, wx, wy);
+        else
+            widen16(b, y, i, wy);
+        widen16(b, dy, i, wd);
+        bwd_f32(kind, slope, b, reads_x ? wx : wy, wy, wd, wd);
+        round16(b, wd, dx, i);
+    }
+}
+
 ladle_status ladle__cpu_act_forward(const ladle_backend *be, ladle_dtype dtype,
                                    ladle_activation kind, double slope, int64_t n,
                                    const void *x, void *y)
 {
     (void)be;
+    if (dtype == LADLE_BF16) {
+        fwd_bf16(kind, slope, n, x, y);
+        return LADLE_OK;
+    }
     LADLE_CPU_TYPED(dtype == LADLE_F32, fwd, (kind, slope, n, x, y));
     return LADLE_OK;
 }
@@ -218,6 +272,10 @@ ladle_status ladle__cpu_act_backward(const ladle_backend *be, ladle_dtype dtype,
                                     const void *x, const void *y, const void *dy, void *dx)
 {
     (void)be;
+    if (dtype == LADLE_BF16) {
+        bwd_bf16(kind, slope, n, x, y, dy, dx);
+        return LADLE_OK;
+    }
     LADLE_CPU_TYPED(dtype == LADLE_F32, bwd, (kind, slope, n, x, y, dy, dx));
     return LADLE_OK;
 }

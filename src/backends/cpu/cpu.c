@@ -92,6 +92,9 @@ const ladle_backend_table ladle__cpu_table = {
     .adaptive_max_backward = ladle__cpu_adaptive_max_backward,
     /* revision 11 */
     .convert = ladle__cpu_convert,
+    /* revision 12: the bf16 GEMM */
+    .gemm_half = ladle__cpu_gemm_half,
+    .gemm_half_ws = ladle__cpu_gemm_half_ws,
 };
 
 const ladle_backend ladle__cpu_backend = {

@@ -27,6 +27,17 @@ void ladle__cpu_fill_half(ladle_dtype dtype, int64_t n, double value, void *x);
 void ladle__cpu_row_half(ladle_box_mode mode, ladle_dtype dtype, int64_t n, const uint16_t *s,
                          int64_t ss, uint16_t *d, int64_t ds);
 
+/* The bf16 GEMM's paths (src/backends/cpu/gemm_half.c): the slot runs
+ * the AUTO one, the tests each in turn. DPBF16 is refused
+ * (LADLE_ERR_UNSUPPORTED) on a CPU without AVX-512 BF16. */
+enum { LADLE__GEMM_HALF_AUTO = 0, LADLE__GEMM_HALF_CONVERT = 1, LADLE__GEMM_HALF_DPBF16 = 2 };
+int ladle__cpu_has_dpbf16(void);
+size_t ladle__cpu_gemm_half_bytes(int path, ladle_dtype ct, int64_t m, int64_t n, int64_t k);
+ladle_status ladle__cpu_gemm_half_path(int path, ladle_dtype ab, ladle_dtype ct, int trans_a,
+                                       int trans_b, int64_t m, int64_t n, int64_t k,
+                                       double alpha, const void *a, int64_t lda, const void *b,
+                                       int64_t ldb, double beta, void *c, int64_t ldc, void *ws);
+
 /* The type-generic kernel files (*.inc) hold each kernel once over an
  * element type T; each_dtype.h includes one once per dtype with T and its
  * suffix S (f32, f64) defined, and FN(name) names the instance, name_f32

@@ -1,5 +1,6 @@
 /* Random fills on the CPU from the counter-based generator of core. */
 #include "src/backends/cpu/cpu.h"
+#include "src/core/half.h"
 
 ladle_status ladle__cpu_fill_random(const ladle_backend *be, ladle_dtype dtype, int ndim,
                                     const int64_t *shape, const int64_t *strides,
@@ -38,10 +39,7 @@ ladle_status ladle__cpu_fill_init(const ladle_backend *be, ladle_dtype dtype,
         }
         double v = d->gaussian ? d->scale * ladle__random_normal(d->seed, d->stream, (uint64_t)g)
                                : d->scale * ladle__random_uniform(d->seed, d->stream, (uint64_t)g);
-        if (dtype == LADLE_F32)
-            ((float *)x)[off] = (float)v;
-        else
-            ((double *)x)[off] = v;
+        ladle__store_real(dtype, x, off, v); /* a bf16 parameter: rounded once */
         for (int k = d->ndim - 1; k >= 0 && ++idx[k] == d->shape[k]; k--)
             idx[k] = 0;
     }

@@ -294,6 +294,8 @@ static const ladle_backend_table guarded_table = {
     .adaptive_max_forward = guarded_adaptive_max_forward,
     .adaptive_max_backward = guarded_adaptive_max_backward,
     .convert = guarded_convert,
+    .gemm_half = guarded_gemm_half,
+    .gemm_half_ws = guarded_gemm_half_ws,
 };
 
 const ladle_backend ladle__guarded_backend = {
