@@ -3,6 +3,7 @@
 
 #include "layers/distributed/dist.h"
 #include "train/buckets.h"
+#include "train/memory_model.h"
 
 typedef struct slot {
     int layer, param;
@@ -109,7 +110,8 @@ static ladle_status plan(ladle__buckets *s, size_t cap, ladle_dtype dtype, ladle
         int nd;
         int64_t shape[LADLE_MAX_NDIM];
         ladle_op_x_shape(s->b[j].reduce, &nd, shape);
-        LADLE_CALL(ladle_tensor_create(dtype, device, nd, shape, &s->b[j].buf));
+        LADLE_CALL(
+            ladle__tensor_create_as(LADLE_MEM_COMM, dtype, device, nd, shape, &s->b[j].buf));
     }
 fail:
     ladle__free(counts);
@@ -189,4 +191,16 @@ ladle_status ladle__buckets_finish(ladle__buckets *s, double *wait)
     *wait = MPI_Wtime() - t0;
 fail:
     return st;
+}
+
+size_t ladle__buckets_bytes(const ladle__buckets *bs)
+{
+    size_t n = 0;
+    for (int j = 0; bs != NULL && j < bs->n; j++) {
+        const ladle_tensor *buf = bs->b[j].buf;
+        if (buf != NULL)
+            n += (size_t)buf->numel * ladle_dtype_size(buf->dtype);
+        n += ladle_op_workspace_bytes(bs->b[j].reduce);
+    }
+    return n;
 }

@@ -48,6 +48,18 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim
     return ladle_tensor_create(dtype, device, ndim, shape, t);
 }
 
+ladle_status ladle__dist_param(ladle_dtype dtype, ladle_device device, int ndim,
+                               const int64_t *shape, ladle_tensor **t)
+{
+    return ladle__tensor_create_as(LADLE_MEM_PARAMS, dtype, device, ndim, shape, t);
+}
+
+ladle_status ladle__dist_grad(ladle_dtype dtype, ladle_device device, int ndim,
+                              const int64_t *shape, ladle_tensor **t)
+{
+    return ladle__tensor_create_as(LADLE_MEM_GRADS, dtype, device, ndim, shape, t);
+}
+
 ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
                                  const ladle_partition *p_y, int ndim,
                                  const int64_t *x_shape, ladle_status local)

@@ -475,8 +475,8 @@ static ladle_status allocate(ladle__make *m, dbn *v)
     ladle_device dev = m->device;
     int64_t cs = v->c, sl = (int64_t)v->group * (1 + 2 * v->c), rs = 2 * v->c;
     for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->base.grad[i]));
+        LADLE_CALL(ladle__dist_param(dt, dev, 1, &cs, &v->base.param[i]));
+        LADLE_CALL(ladle__dist_grad(dt, dev, 1, &cs, &v->base.grad[i]));
     }
     LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 1, &cs, &v->running_mean));

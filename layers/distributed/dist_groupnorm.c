@@ -251,8 +251,8 @@ static ladle_status allocate(ladle__make *m, dgn *v)
     ladle_status st = LADLE_OK;
     int64_t cs = v->gn.c, sl = (int64_t)v->peers * v->width;
     for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &v->base.grad[i]));
+        LADLE_CALL(ladle__dist_param(m->dtype, m->device, 1, &cs, &v->base.param[i]));
+        LADLE_CALL(ladle__dist_grad(m->dtype, m->device, 1, &cs, &v->base.grad[i]));
     }
     LADLE_CALL(ladle_tensor_fill(v->base.param[0], 1.0));
     LADLE_CALL(ladle__dist_tensor(LADLE_F64, m->device, 1, &sl, &v->slots));
