@@ -200,7 +200,8 @@ LADLE_API ladle_status ladle_network_memory_model(const ladle_network *net,
                                                   const ladle_optimizer_desc *opt,
                                                   ladle_memory_stats *s);
 /* The same for a finalized graph: its layers, its values and their
- * gradients as activations. LADLE_ERR_STATE for a graph not finalized. */
+ * gradients as activations. Local. LADLE_ERR_STATE for a graph not
+ * finalized. */
 LADLE_API ladle_status ladle_graph_memory_model(const ladle_graph *g,
                                                 const ladle_optimizer_desc *opt,
                                                 ladle_memory_stats *s);
