@@ -62,14 +62,16 @@ START_TEST(counts_by_kind)
         ladle_memory_tracker *t = tracked();
         ladle_op *lin = NULL;
         int64_t xs[2] = {n, in};
-        LT_OK(ladle_linear_create(LT_LINEAR(in, out, bias, 0), 2, xs, dt, LADLE_CPU, 7, &lin));
+        LT_OK(ladle_linear_create(LT_LINEAR(in, out, bias, 0), 2, xs, dt, LADLE_CPU, 7,
+                                  &lin));
         ladle_memory_stats s = now(t);
         size_t want = es * (size_t)(in * out + bias * out);
         LT_ASSERT(s.current[LADLE_MEM_PARAMS] == want && s.current[LADLE_MEM_GRADS] == want,
                   "params %zu grads %zu, want %zu each", s.current[LADLE_MEM_PARAMS],
                   s.current[LADLE_MEM_GRADS], want);
         LT_ASSERT(s.current[LADLE_MEM_OPTIM] == 0 && s.current[LADLE_MEM_COMM] == 0,
-                  "optim %zu comm %zu", s.current[LADLE_MEM_OPTIM], s.current[LADLE_MEM_COMM]);
+                  "optim %zu comm %zu", s.current[LADLE_MEM_OPTIM],
+                  s.current[LADLE_MEM_COMM]);
         /* an untagged tensor: its object and its data are OTHER */
         int64_t zero = 0, shape[3] = {draw(1, 9), draw(1, 9), draw(1, 9)};
         size_t before = now(t).current[LADLE_MEM_OTHER];
@@ -144,7 +146,8 @@ START_TEST(peaks_and_frees)
               "the calls allocated: %zu then %zu", before, now(t).total);
     /* made without a tracker: not counted, and its free changes nothing */
     LT_OK(ladle_memory_track(NULL));
-    LT_OK(ladle_linear_create(LT_LINEAR(a, b, 1, 0), 2, xa, LADLE_F64, LADLE_CPU, 4, &untracked));
+    LT_OK(ladle_linear_create(LT_LINEAR(a, b, 1, 0), 2, xa, LADLE_F64, LADLE_CPU, 4,
+                              &untracked));
     LT_OK(ladle_memory_track(t));
     ladle_op_destroy(&untracked);
     LT_ASSERT(now(t).total == before, "an untracked layer counted");
@@ -234,17 +237,19 @@ START_TEST(model_chain)
 {
     ladle_optimizer_kind kinds[2] = {LADLE_OPT_ADAMW, LADLE_OPT_SGD};
     for (int rep = 0; rep < 2; rep++) {
-        int64_t n = draw(8, 32), w[4] = {draw(100, 200), draw(100, 200), draw(100, 200), 10};
+        int64_t n = draw(8, 32),
+                w[4] = {draw(100, 200), draw(100, 200), draw(100, 200), 10};
         ladle_memory_tracker *t = tracked();
         ladle_op *layers[4] = {NULL}, *loss = NULL;
         int64_t xs[2] = {n, w[0]}, hs[2] = {n, w[1]}, h2[2] = {n, w[2]}, ys[2] = {n, w[3]};
-        LT_OK(ladle_linear_create(LT_LINEAR(w[0], w[1], 1, 0), 2, xs, LADLE_F64, LADLE_CPU, 1,
-                                  &layers[0]));
-        LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, hs, LADLE_F64, LADLE_CPU, &layers[1]));
-        LT_OK(ladle_linear_create(LT_LINEAR(w[1], w[2], 1, 0), 2, hs, LADLE_F64, LADLE_CPU, 2,
-                                  &layers[2]));
-        LT_OK(ladle_linear_create(LT_LINEAR(w[2], w[3], 0, 0), 2, h2, LADLE_F64, LADLE_CPU, 3,
-                                  &layers[3]));
+        LT_OK(ladle_linear_create(LT_LINEAR(w[0], w[1], 1, 0), 2, xs, LADLE_F64, LADLE_CPU,
+                                  1, &layers[0]));
+        LT_OK(ladle_activation_create(LADLE_RELU, 0, 2, hs, LADLE_F64, LADLE_CPU,
+                                      &layers[1]));
+        LT_OK(ladle_linear_create(LT_LINEAR(w[1], w[2], 1, 0), 2, hs, LADLE_F64, LADLE_CPU,
+                                  2, &layers[2]));
+        LT_OK(ladle_linear_create(LT_LINEAR(w[2], w[3], 0, 0), 2, h2, LADLE_F64, LADLE_CPU,
+                                  3, &layers[3]));
         LT_OK(ladle_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), 2, ys,
                                 LADLE_F64, LADLE_CPU, &loss));
         ladle_network *net = NULL;

@@ -110,8 +110,8 @@ static ladle_status plan(ladle__buckets *s, size_t cap, ladle_dtype dtype, ladle
         int nd;
         int64_t shape[LADLE_MAX_NDIM];
         ladle_op_x_shape(s->b[j].reduce, &nd, shape);
-        LADLE_CALL(
-            ladle__tensor_create_as(LADLE_MEM_COMM, dtype, device, nd, shape, &s->b[j].buf));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_COMM, dtype, device, nd, shape,
+                                           &s->b[j].buf));
     }
 fail:
     ladle__free(counts);

@@ -561,7 +561,8 @@ static ladle_status build(ladle_graph *g)
             LADLE_CALL(ladle_repartition_create(g->values[n->in[0]].layout, n->want, g->dtype,
                                                 g->device, 0, &n->op));
     }
-    int kind = ladle__mem_kind_begin(LADLE_MEM_ACTIVATIONS); /* values, gradients, contexts */
+    /* the values, their gradients and the contexts are activations */
+    int kind = ladle__mem_kind_begin(LADLE_MEM_ACTIVATIONS);
     st = allocate(g);
     ladle__mem_kind_end(kind);
     LADLE_CALL(st);

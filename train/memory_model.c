@@ -3,10 +3,10 @@
  * from a chain's or graph's shapes, contexts and plans and an optimizer's
  * description, without allocating. The planner compares layouts by it.
  */
-#include "src/op/op_impl.h"
-#include "layers/distributed/dist.h"
-#include "train/graph_impl.h"
 #include "train/memory_model.h"
+#include "layers/distributed/dist.h"
+#include "src/op/op_impl.h"
+#include "train/graph_impl.h"
 
 static size_t tensor_bytes(const ladle_tensor *t)
 {
@@ -49,8 +49,8 @@ static int shares(const ladle_op *op, const ladle_tensor *t)
     return 0;
 }
 
-static void add_op(const ladle_op *op, const ladle_optimizer_desc *opt, ladle_memory_stats *s,
-                   int64_t *widest, const ladle_op *outer)
+static void add_op(const ladle_op *op, const ladle_optimizer_desc *opt,
+                   ladle_memory_stats *s, int64_t *widest, const ladle_op *outer)
 {
     /* a distributed layer's local layer holds the replica it computes
      * with, beside the layer's own parameters */
@@ -110,7 +110,8 @@ static void finish(ladle_memory_stats *s, int64_t widest)
 }
 
 ladle_status ladle_network_memory_model(const ladle_network *net,
-                                        const ladle_optimizer_desc *opt, ladle_memory_stats *s)
+                                        const ladle_optimizer_desc *opt,
+                                        ladle_memory_stats *s)
 {
     ladle_status st = LADLE_OK;
     LADLE_NOT_NULL(net);
@@ -126,7 +127,8 @@ ladle_status ladle_network_memory_model(const ladle_network *net,
     const ladle_op *loss = ladle_network_loss_op(net);
     add_op(loss, opt, s, &widest, NULL);
     /* the loss's context, and its value and seed (one element each) */
-    *act += ladle_ctx_bytes_held(ladle__network_ctx(net, n)) + 2 * ladle_dtype_size(loss->dtype);
+    *act += ladle_ctx_bytes_held(ladle__network_ctx(net, n)) +
+            2 * ladle_dtype_size(loss->dtype);
     s->current[LADLE_MEM_COMM] += ladle__buckets_bytes(ladle__network_buckets(net));
     finish(s, widest);
 fail:

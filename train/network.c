@@ -137,8 +137,10 @@ ladle_status ladle_network_create(int n, ladle_op *const layers[], ladle_op *los
     for (int i = 0; i < n; i++) {
         const ladle_op *l = layers[i];
         LADLE_CALL(ladle_ctx_create(l, &net->ctx[i]));
-        LADLE_CALL(ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
-        LADLE_CALL(ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
+        LADLE_CALL(
+            ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
+        LADLE_CALL(
+            ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
     }
     LADLE_CALL(ladle_ctx_create(loss, &net->lctx));
     int64_t one = 1;
@@ -283,4 +285,7 @@ const ladle_ctx *ladle__network_ctx(const ladle_network *net, int i)
     return i < net->n ? net->ctx[i] : net->lctx;
 }
 
-const ladle__buckets *ladle__network_buckets(const ladle_network *net) { return net->buckets; }
+const ladle__buckets *ladle__network_buckets(const ladle_network *net)
+{
+    return net->buckets;
+}

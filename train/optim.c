@@ -97,12 +97,12 @@ static ladle_status add_master(ladle_optimizer *o, slot *s)
     ladle_status st = LADLE_OK;
     const ladle_tensor *p = s->param;
     ladle_tensor *wide = NULL, **have = &o->wide_grad[p->device];
-    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_OPTIM, LADLE_F32, p->device, p->ndim, p->shape,
-                                       &s->master));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_OPTIM, LADLE_F32, p->device, p->ndim,
+                                       p->shape, &s->master));
     LADLE_CALL(ladle_tensor_convert(s->master, p));
     if (s->grad->dtype != LADLE_F32 && (*have == NULL || (*have)->numel < p->numel)) {
-        LADLE_CALL(
-            ladle__tensor_create_as(LADLE_MEM_GRADS, LADLE_F32, p->device, 1, &p->numel, &wide));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, LADLE_F32, p->device, 1,
+                                           &p->numel, &wide));
         ladle_tensor_destroy(have);
         *have = wide;
     }

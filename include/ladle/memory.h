@@ -7,12 +7,12 @@
 #ifndef LADLE_MEMORY_H
 #define LADLE_MEMORY_H
 
-#include "core.h"
-#include "layers.h"
-#include "op.h"
 #include "comm.h"
+#include "core.h"
 #include "graph.h"
+#include "layers.h"
 #include "network.h"
+#include "op.h"
 #include "optim.h"
 
 #ifdef __cplusplus
@@ -122,8 +122,8 @@ typedef enum ladle_memory_kind {
                                   values and their gradients */
     LADLE_MEM_GATHER = 4,      /* gathered copies of sharded parameters */
     LADLE_MEM_WORKSPACE = 5,   /* the layers' scratch workspaces */
-    LADLE_MEM_COMM = 6,        /* message buffers: the primitives' workspaces, gradient buckets */
-    LADLE_MEM_OTHER = 7,       /* the rest: host objects, plans, constants */
+    LADLE_MEM_COMM = 6,  /* message buffers: the primitives' workspaces, gradient buckets */
+    LADLE_MEM_OTHER = 7, /* the rest: host objects, plans, constants */
     LADLE_MEM_KINDS = 8
 } ladle_memory_kind;
 

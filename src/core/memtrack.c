@@ -86,12 +86,13 @@ ladle_status ladle_memory_tracker_destroy(ladle_memory_tracker **t)
     if (t == NULL || *t == NULL)
         return LADLE_OK;
     if ((*t)->total > 0)
-        return ladle__raise(LADLE_ERR_STATE, __func__,
-                            "the tracker still counts %zu bytes: free what it counted first",
-                            (*t)->total);
+        return ladle__raise(
+            LADLE_ERR_STATE, __func__,
+            "the tracker still counts %zu bytes: free what it counted first", (*t)->total);
     if (thread_tracker == *t)
-        return ladle__raise(LADLE_ERR_STATE, __func__,
-                            "the tracker is this thread's: call ladle_memory_track(NULL) first");
+        return ladle__raise(
+            LADLE_ERR_STATE, __func__,
+            "the tracker is this thread's: call ladle_memory_track(NULL) first");
     free(*t);
     *t = NULL;
     return LADLE_OK;

@@ -54,10 +54,10 @@ ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
     ladle_status st = LADLE_OK;
     int i = op->nparams;
     LADLE_CHECK(i < LADLE_MAX_PARAMS, LADLE_ERR_INTERNAL, "too many parameters");
-    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_PARAMS, op->dtype, op->be->device, ndim, shape,
-                                       &op->params[i]));
-    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, op->dtype, op->be->device, ndim, shape,
-                                       &op->grads[i]));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_PARAMS, op->dtype, op->be->device, ndim,
+                                       shape, &op->params[i]));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, op->dtype, op->be->device, ndim,
+                                       shape, &op->grads[i]));
     op->param_names[i] = name;
     op->nparams++;
     if (param)

@@ -262,7 +262,8 @@ void ladle__op_share_ws(ladle_op *op, void *mem, ladle__ws_tags *tags);
 
 /* A block of the op's own (freed by the op's destroy through be->fn->free),
  * counted as kind and recorded in op->held for the memory model. */
-ladle_status ladle__op_block(ladle_op *op, ladle_memory_kind kind, size_t bytes, void **out);
+ladle_status ladle__op_block(ladle_op *op, ladle_memory_kind kind, size_t bytes,
+                             void **out);
 /* One workspace for the scratch ops among ops[0 .. n-1] whose workspace is
  * not the caller's (ws_tags not NULL), on the backend of the first of them
  * (ops on others keep theirs): *mem, as large as the largest, under the one
