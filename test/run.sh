@@ -134,6 +134,7 @@ test_gpt_pipe: 1 2 3 4
 test_resnet: 1 2 3 4 8
 test_custom: 1 2 3 4
 test_memory: 1 2 3 4
+test_memory_report: 1 2 3 4
 test_pipe_schedule: 1
 test_zbv: 1
 test_pipeline: 1 2 3 4 5 6

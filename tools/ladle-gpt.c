@@ -782,13 +782,17 @@ int main(int argc, char **argv)
     if (tool_outputs_ok(TOOL, 2, names, outs))
         return tool_exit(2);
     gpt_run r = {.S = S, .val = NAN, .last = NAN};
+    ladle_memory_tracker *mem = tool_memory_start();
     ladle_status st = LADLE_OK;
-    if (tool_failed(TOOL, load_corpus(&o, &r, &st), "the corpus"))
+    if (tool_failed(TOOL, load_corpus(&o, &r, &st), "the corpus")) {
+        tool_memory_end(&mem);
         return tool_exit(1);
+    }
     if (st == LADLE_OK)
         st = create_model(&o, D, &r);
     if (tool_failed(TOOL, st, "the model")) {
         ladle_text_destroy(&r.t);
+        tool_memory_end(&mem);
         return tool_exit(1);
     }
     r.nparams = count_params(r.g);
@@ -805,10 +809,12 @@ int main(int argc, char **argv)
         goto done;
     }
     rc = report(&o, &r);
+    tool_memory_line(mem, o.quiet);
     if (rc == 0 && o.sample > 0 && r.step >= o.steps &&
         tool_failed(TOOL, sample_at_end(&o, &r), "sampling"))
         rc = 1;
 done:
     run_free(&r);
+    tool_memory_end(&mem);
     return tool_exit(rc);
 }

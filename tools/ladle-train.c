@@ -83,7 +83,10 @@ int main(int argc, char **argv)
     else if (rc == 0) {
         run_result res = {0, 0, 0};
         ladle_set_num_threads(1);
+        ladle_memory_tracker *mem = tool_memory_start();
         rc = o.pipe_style >= 0 ? pipe_run(&o) : train_run(&o, &res, NULL);
+        tool_memory_line(mem, rc != 0 || me != 0);
+        tool_memory_end(&mem);
     }
     return tool_exit(rc);
 }

@@ -32,6 +32,46 @@ static inline int tool_exit(int rc)
     return me == 0 ? rc : 0;
 }
 
+/* Count what ladle allocates on this thread from now on, for
+ * tool_memory_line: the tracker, or NULL when it cannot be made (the line
+ * is then left out). Local. */
+static inline ladle_memory_tracker *tool_memory_start(void)
+{
+    ladle_memory_tracker *t = NULL;
+    if (ladle_memory_tracker_create(&t) != LADLE_OK)
+        return NULL;
+    ladle_memory_track(t);
+    return t;
+}
+
+/* The summary's memory line, printed by rank 0 unless quiet: each kind's
+ * peak bytes per rank (the largest over the ranks), in MiB. Collective
+ * over MPI_COMM_WORLD (every rank calls it, with a tracker or without). */
+static inline void tool_memory_line(const ladle_memory_tracker *t, int quiet)
+{
+    ladle_memory_stats s;
+    ladle_memory_stats_init(&s);
+    int have = t != NULL && ladle_memory_report(t, &s) == LADLE_OK, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all || ladle_memory_stats_max(&s, ladle_comm_of(MPI_COMM_WORLD)) != LADLE_OK ||
+        quiet || tool_rank() != 0)
+        return;
+    printf("memory: peak per rank %.2f MiB (", (double)s.peak_total / 1048576.0);
+    for (int k = 0; k < LADLE_MEM_KINDS; k++)
+        printf("%s%s %.2f", k ? ", " : "", ladle_memory_kind_name((ladle_memory_kind)k),
+               (double)s.peak[k] / 1048576.0);
+    printf(")\n");
+}
+
+/* Stop counting and free the tracker once nothing it counted is left
+ * (else it stays, for the frees still to come). Local. */
+static inline void tool_memory_end(ladle_memory_tracker **t)
+{
+    ladle_memory_track(NULL);
+    if (*t != NULL && ladle_memory_tracker_destroy(t) != LADLE_OK)
+        *t = NULL;
+}
+
 /* The lowest rank on which st failed, the same on every rank, or -1 where
  * it failed on none. */
 static inline int tool_first_failed(ladle_status st)

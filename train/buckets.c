@@ -4,6 +4,7 @@
 #include "layers/distributed/dist.h"
 #include "primitives/shard.h"
 #include "train/buckets.h"
+#include "train/memory_model.h"
 
 typedef struct slot {
     int layer, param;
@@ -139,11 +140,14 @@ static ladle_status plan(ladle__buckets *s, size_t cap, ladle_dtype dtype, ladle
         int nd;
         int64_t shape[LADLE_MAX_NDIM];
         ladle_op_x_shape(s->b[j].scatter, &nd, shape);
-        LADLE_CALL(ladle_tensor_create(dtype, device, nd, shape, &s->b[j].buf));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_COMM, dtype, device, nd, shape,
+                                           &s->b[j].buf));
         ladle_op_y_shape(s->b[j].scatter, &nd, shape);
-        LADLE_CALL(ladle_tensor_create(dtype, device, nd, shape, &s->b[j].gshard));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, dtype, device, nd, shape,
+                                           &s->b[j].gshard));
         if (s->stage >= 1)
-            LADLE_CALL(ladle_tensor_create(dtype, device, nd, shape, &s->b[j].pshard));
+            LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_PARAMS, dtype, device, nd, shape,
+                                               &s->b[j].pshard));
     }
 fail:
     ladle__free(counts);

@@ -561,7 +561,11 @@ static ladle_status build(ladle_graph *g)
             LADLE_CALL(ladle_repartition_create(g->values[n->in[0]].layout, n->want, g->dtype,
                                                 g->device, 0, &n->op));
     }
-    LADLE_CALL(allocate(g));
+    /* the values, their gradients and the contexts are activations */
+    int kind = ladle__mem_kind_begin(LADLE_MEM_ACTIVATIONS);
+    st = allocate(g);
+    ladle__mem_kind_end(kind);
+    LADLE_CALL(st);
     LADLE_CALL(list_layers(g));
     /* the layers run one call at a time: their scratch is one buffer */
     LADLE_CALL(ladle__share_scratch(g->nlayers, g->layers, &g->scratch, &g->scratch_be,

@@ -6,6 +6,7 @@
 #include "layers/distributed/dist.h"
 #include "train/buckets.h"
 #include "train/checkpoint_impl.h"
+#include "train/memory_model.h"
 
 struct ladle_network {
     int n;
@@ -173,16 +174,19 @@ ladle_status ladle_network_create_desc(const ladle_network_desc *d, int n,
     net->parent = parent;
     ladle_dtype dt = layers[0]->dtype;
     ladle_device dev = layers[0]->be->device;
+    const ladle_memory_kind A = LADLE_MEM_ACTIVATIONS;
     for (int i = 0; i < n; i++) {
         const ladle_op *l = layers[i];
         LADLE_CALL(ladle_ctx_create(l, &net->ctx[i]));
-        LADLE_CALL(ladle_tensor_create(dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
-        LADLE_CALL(ladle_tensor_create(dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
+        LADLE_CALL(
+            ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->act[i]));
+        LADLE_CALL(
+            ladle__tensor_create_as(A, dt, dev, l->y_ndim, l->y_shape, &net->grad[i]));
     }
     LADLE_CALL(ladle_ctx_create(loss, &net->lctx));
     int64_t one = 1;
-    LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->lossval));
-    LADLE_CALL(ladle_tensor_create(dt, dev, 0, &one, &net->dloss));
+    LADLE_CALL(ladle__tensor_create_as(A, dt, dev, 0, &one, &net->lossval));
+    LADLE_CALL(ladle__tensor_create_as(A, dt, dev, 0, &one, &net->dloss));
     LADLE_CALL(ladle_tensor_fill(net->dloss, 1.0));
     LADLE_CALL(ladle__buckets_create_stage(n, net->layers,
                                            bucket_bytes ? bucket_bytes : LADLE_BUCKET_BYTES, dt,
@@ -452,4 +456,14 @@ ladle_status ladle_network_bytes(const ladle_network *net, size_t *params, size_
         *buffers = b;
 fail:
     return st;
+}
+
+const ladle_ctx *ladle__network_ctx(const ladle_network *net, int i)
+{
+    return i < net->n ? net->ctx[i] : net->lctx;
+}
+
+const ladle__buckets *ladle__network_buckets(const ladle_network *net)
+{
+    return net->buckets;
 }

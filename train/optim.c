@@ -102,10 +102,12 @@ static ladle_status add_master(ladle_optimizer *o, slot *s)
     ladle_status st = LADLE_OK;
     const ladle_tensor *p = s->param;
     ladle_tensor *wide = NULL, **have = &o->wide_grad[p->device];
-    LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, p->ndim, p->shape, &s->master));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_OPTIM, LADLE_F32, p->device, p->ndim,
+                                       p->shape, &s->master));
     LADLE_CALL(ladle_tensor_convert(s->master, p));
     if (s->grad->dtype != LADLE_F32 && (*have == NULL || (*have)->numel < p->numel)) {
-        LADLE_CALL(ladle_tensor_create(LADLE_F32, p->device, 1, &p->numel, &wide));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, LADLE_F32, p->device, 1,
+                                           &p->numel, &wide));
         ladle_tensor_destroy(have);
         *have = wide;
     }
@@ -147,8 +149,8 @@ ladle_status ladle_optimizer_add_param(ladle_optimizer *o, ladle_tensor *param,
     int nstate = o->d.kind == LADLE_OPT_SGD ? (o->d.momentum > 0) : 2;
     ladle_dtype sdt = half ? LADLE_F32 : param->dtype;
     for (int k = 0; k < nstate; k++)
-        LADLE_CALL(ladle_tensor_create(sdt, param->device, param->ndim, param->shape,
-                                       &s.state[k]));
+        LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_OPTIM, sdt, param->device, param->ndim,
+                                           param->shape, &s.state[k]));
     if (half)
         LADLE_CALL(add_master(o, &s));
     slot *p = ladle__grow_int(o->slots, o->n, o->n + 1, &o->cap, sizeof *p, 16);

@@ -7,9 +7,13 @@
 #ifndef LADLE_MEMORY_H
 #define LADLE_MEMORY_H
 
+#include "comm.h"
 #include "core.h"
+#include "graph.h"
 #include "layers.h"
+#include "network.h"
 #include "op.h"
+#include "optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +102,109 @@ typedef struct ladle_allocator {
  * call it. Local. Returns LADLE_ERR_ARG (a size that is not
  * sizeof(ladle_allocator)), LADLE_ERR_NULL (alloc or free NULL). */
 LADLE_API ladle_status ladle_allocator_set(const ladle_allocator *a);
+
+/*
+ * Memory accounting. A tracker counts, per kind, the bytes ladle allocates
+ * on the CPU device (tensors, contexts, workspaces, buffers) and in host
+ * objects (plans, tables: kind OTHER) while it is the calling thread's
+ * tracker; each block remembers its tracker and kind, so freeing it, on any
+ * thread, takes its bytes off the same figures. The counters live in the
+ * tracker, which the caller creates: ladle keeps no global figures. Device
+ * memory of other backends (CUDA) is not counted yet. Counting happens
+ * where ladle allocates, at creation; forward, adjoint, backward and the
+ * optimizer steps allocate nothing, so they leave the figures alone.
+ */
+typedef enum ladle_memory_kind {
+    LADLE_MEM_PARAMS = 0,      /* the layers' parameters */
+    LADLE_MEM_GRADS = 1,       /* their gradients */
+    LADLE_MEM_OPTIM = 2,       /* optimizer states: momenta, moments, f32 masters */
+    LADLE_MEM_ACTIVATIONS = 3, /* saved contexts, a chain's or graph's intermediate
+                                  values and their gradients */
+    LADLE_MEM_GATHER = 4,      /* gathered copies of sharded parameters */
+    LADLE_MEM_WORKSPACE = 5,   /* the layers' scratch workspaces */
+    LADLE_MEM_COMM = 6,  /* message buffers: the primitives' workspaces, gradient buckets */
+    LADLE_MEM_OTHER = 7, /* the rest: host objects, plans, constants */
+    LADLE_MEM_KINDS = 8
+} ladle_memory_kind;
+
+/* The kind's name ("params", "grads", "optim", "activations", "gather",
+ * "workspace", "comm", "other"), or "unknown". Local. */
+LADLE_API const char *ladle_memory_kind_name(ladle_memory_kind kind);
+
+typedef struct ladle_memory_tracker ladle_memory_tracker;
+
+/* A tracker with every figure 0, not yet any thread's. Local. Returns
+ * LADLE_ERR_NULL, LADLE_ERR_ALLOC. */
+LADLE_API ladle_status ladle_memory_tracker_create(ladle_memory_tracker **t);
+
+/* Frees the tracker and nulls *t; NULL and *t NULL are fine. The tracker
+ * must be no thread's (ladle_memory_track(NULL) first), and blocks it still
+ * counts (current bytes above 0) must be freed first: LADLE_ERR_STATE,
+ * naming the bytes, otherwise, and nothing is freed. Local. */
+LADLE_API ladle_status ladle_memory_tracker_destroy(ladle_memory_tracker **t);
+
+/* Make t the calling thread's tracker (NULL: none): what ladle allocates on
+ * this thread from now on counts in t, until another call. Per thread,
+ * like the allocator (ladle_allocator_set). A tracker is not thread safe:
+ * the blocks it counts must be made and freed by one thread at a time.
+ * Local. Returns LADLE_OK. */
+LADLE_API ladle_status ladle_memory_track(ladle_memory_tracker *t);
+
+/* The calling thread's tracker, or NULL. Local. */
+LADLE_API ladle_memory_tracker *ladle_memory_tracking(void);
+
+/* A tracker's figures: current[k] the bytes of kind k held now, peak[k] the
+ * most held at once since creation (or the last reset); total and
+ * peak_total the same over all kinds (peak_total is at most the sum of the
+ * kinds' peaks, which need not have come at once). Bytes are what ladle
+ * asked for, without its allocators' headers. */
+typedef struct ladle_memory_stats {
+    size_t size; /* sizeof(ladle_memory_stats), set by ladle_memory_stats_init */
+    size_t current[LADLE_MEM_KINDS];
+    size_t peak[LADLE_MEM_KINDS];
+    size_t total, peak_total;
+} ladle_memory_stats;
+
+/* Zero s and set its size. Local. */
+LADLE_API void ladle_memory_stats_init(ladle_memory_stats *s);
+
+/* Fill s (its size set by ladle_memory_stats_init) with t's figures, this
+ * rank's. Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (s->size). */
+LADLE_API ladle_status ladle_memory_report(const ladle_memory_tracker *t,
+                                           ladle_memory_stats *s);
+
+/* The element-wise maximum over the ranks of comm of each rank's s (which
+ * ladle_memory_report or a model filled), in place: every figure becomes
+ * the largest any rank has. Collective over comm: every rank of comm calls
+ * it. Returns LADLE_ERR_NULL, LADLE_ERR_ARG (s->size), LADLE_ERR_MPI. */
+LADLE_API ladle_status ladle_memory_stats_max(ladle_memory_stats *s, ladle_comm comm);
+
+/* Start t's peaks again from what it holds now (peak = current). Local.
+ * Returns LADLE_ERR_NULL. */
+LADLE_API ladle_status ladle_memory_reset_peak(ladle_memory_tracker *t);
+
+/* The figures for one rank of a chain and its optimizer, computed from
+ * their shapes and sizes without allocating: parameters and gradients
+ * from each layer's parameter shards, the optimizer's states by its kind
+ * (SGD with momentum one per parameter, Adam and AdamW two, each f32 for
+ * 2-byte parameters, which also get an f32 master and the widest f32
+ * gradient), activations from each context's ladle_ctx_bytes_held plus the
+ * chain's intermediate values and gradients (one microbatch in flight),
+ * workspaces (shared ones once) and the gradient buckets as comm. Host
+ * objects (OTHER) are not modelled (0). current[k] = peak[k] is the
+ * figure of kind k, total = peak_total their sum: ladle allocates at
+ * creation only, so the peak of a step is what creation left. opt may be
+ * NULL (no optimizer). Local. Returns LADLE_ERR_NULL, LADLE_ERR_ARG
+ * (s->size, a bad opt). */
+LADLE_API ladle_status ladle_network_memory_model(const ladle_network *net,
+                                                  const ladle_optimizer_desc *opt,
+                                                  ladle_memory_stats *s);
+/* The same for a finalized graph: its layers, its values and their
+ * gradients as activations. Local. LADLE_ERR_STATE for a graph not
+ * finalized. */
+LADLE_API ladle_status ladle_graph_memory_model(const ladle_graph *g,
+                                                const ladle_optimizer_desc *opt,
+                                                ladle_memory_stats *s);
 
 #ifdef __cplusplus
 }

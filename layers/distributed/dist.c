@@ -48,6 +48,18 @@ ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim
     return ladle_tensor_create(dtype, device, ndim, shape, t);
 }
 
+ladle_status ladle__dist_param(ladle_dtype dtype, ladle_device device, int ndim,
+                               const int64_t *shape, ladle_tensor **t)
+{
+    return ladle__tensor_create_as(LADLE_MEM_PARAMS, dtype, device, ndim, shape, t);
+}
+
+ladle_status ladle__dist_grad(ladle_dtype dtype, ladle_device device, int ndim,
+                              const int64_t *shape, ladle_tensor **t)
+{
+    return ladle__tensor_create_as(LADLE_MEM_GRADS, dtype, device, ndim, shape, t);
+}
+
 ladle_status ladle__dist_open_xy(ladle__make *m, const ladle_partition *p_x,
                                  const ladle_partition *p_y, int ndim,
                                  const int64_t *x_shape, ladle_status local)
@@ -320,8 +332,8 @@ ladle_status ladle__dist_channel_params(ladle__make *m, ladle__dist_base *base, 
 {
     ladle_status st = LADLE_OK;
     for (int i = 0; i < 2; i++) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->param[i]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &cs, &base->grad[i]));
+        LADLE_CALL(ladle__dist_param(m->dtype, m->device, 1, &cs, &base->param[i]));
+        LADLE_CALL(ladle__dist_grad(m->dtype, m->device, 1, &cs, &base->grad[i]));
     }
     LADLE_CALL(ladle_tensor_fill(base->param[0], 1.0));
 fail:

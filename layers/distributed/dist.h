@@ -36,6 +36,12 @@ ladle_status ladle__dist_halo_out(const ladle_op *op, ladle_op *halo,
 /* A tensor of dtype and shape on device (zero volume when any extent is 0). */
 ladle_status ladle__dist_tensor(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t *shape, ladle_tensor **t);
+/* The same for a parameter and its gradient, counted as such
+ * (ladle_memory_track). */
+ladle_status ladle__dist_param(ladle_dtype dtype, ladle_device device, int ndim,
+                               const int64_t *shape, ladle_tensor **t);
+ladle_status ladle__dist_grad(ladle_dtype dtype, ladle_device device, int ndim,
+                              const int64_t *shape, ladle_tensor **t);
 
 /* Copy (or add, mode) the box of extent ext at offset soff of the
  * contiguous src to offset doff of the contiguous dst, on op's backend. */

@@ -468,11 +468,11 @@ static ladle_status allocate_weights(ladle__make *m, dconv *v, const ladle_conv_
     v->wshape[1] = cd->in_channels / cd->groups;
     for (int i = 0; i < sp->nd; i++)
         v->wshape[2 + i] = sp->k[i];
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, nd, ws, &v->base.param[0]));
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, nd, ws, &v->base.grad[0]));
+    LADLE_CALL(ladle__dist_param(m->dtype, m->device, nd, ws, &v->base.param[0]));
+    LADLE_CALL(ladle__dist_grad(m->dtype, m->device, nd, ws, &v->base.grad[0]));
     if (cd->bias) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.param[1]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.grad[1]));
+        LADLE_CALL(ladle__dist_param(m->dtype, m->device, 1, &bs, &v->base.param[1]));
+        LADLE_CALL(ladle__dist_grad(m->dtype, m->device, 1, &bs, &v->base.grad[1]));
     }
 fail:
     return st;

@@ -406,8 +406,8 @@ static ladle_status allocate(ladle__make *m, dgrid *v, const ladle_conv_desc *d,
     for (int i = 0; i < 2; i++) {
         int n = i == 0 ? nd : 1;
         const int64_t *s = i == 0 ? w0 : b0;
-        LADLE_CALL(ladle__dist_tensor(dt, dev, n, s, &v->base.param[i]));
-        LADLE_CALL(ladle__dist_tensor(dt, dev, n, s, &v->base.grad[i]));
+        LADLE_CALL(ladle__dist_param(dt, dev, n, s, &v->base.param[i]));
+        LADLE_CALL(ladle__dist_grad(dt, dev, n, s, &v->base.grad[i]));
     }
     v->base.nsaved = 2;
     v->base.saved_like[0] = v->grid.xb;

@@ -156,8 +156,8 @@ static ladle_status allocate(ladle__make *m, dtconv *v, const ladle_conv_transpo
     v->base.nparams = d->bias ? 2 : 1;
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, nd, xb, &v->scratch));
     if (d->bias) {
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.param[1]));
-        LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 1, &bs, &v->base.grad[1]));
+        LADLE_CALL(ladle__dist_param(m->dtype, m->device, 1, &bs, &v->base.param[1]));
+        LADLE_CALL(ladle__dist_grad(m->dtype, m->device, 1, &bs, &v->base.grad[1]));
     }
 fail:
     return st;

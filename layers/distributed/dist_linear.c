@@ -220,8 +220,8 @@ static ladle_status allocate(ladle__make *m, dlinear *v, uint64_t seed)
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->grid.dyp));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, ys, &v->grid.yp));
     LADLE_CALL(ladle__dist_tensor(dt, dev, 2, xs, &v->grid.dxp));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 2, w0, &v->base.param[0]));
-    LADLE_CALL(ladle__dist_tensor(dt, dev, 1, b0, &v->base.param[1]));
+    LADLE_CALL(ladle__dist_param(dt, dev, 2, w0, &v->base.param[0]));
+    LADLE_CALL(ladle__dist_param(dt, dev, 1, b0, &v->base.param[1]));
     v->base.grad[0] = v->base.param[0];
     v->base.grad[1] = v->base.param[1];
     v->base.nsaved = 2;

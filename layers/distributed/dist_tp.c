@@ -447,7 +447,7 @@ static ladle_status allocate(ladle__make *m, tp *v, uint64_t seed)
                                          LADLE_INIT_DEFAULT, v->fan_in[k], v->fan_out[k],
                                          seed, v->stream[k]));
         } else {
-            LADLE_CALL(ladle__dist_tensor(dt, dev, v->gnd[k], zero, &v->base.param[k]));
+            LADLE_CALL(ladle__dist_param(dt, dev, v->gnd[k], zero, &v->base.param[k]));
             v->base.grad[k] = v->base.param[k];
         }
     }
@@ -499,7 +499,7 @@ static ladle_status bind_workspace(ladle_op *op, tp *v)
     op->ws_tags = &op->ws_own_tags;
     if (v->i < 0 || op->ws_bytes == 0)
         return LADLE_OK;
-    LADLE_CALL(op->be->fn->alloc(op->be, op->ws_bytes, &op->ws));
+    LADLE_CALL(ladle__alloc_as(op->be, LADLE_MEM_WORKSPACE, op->ws_bytes, &op->ws));
     int64_t xs[3] = {v->nb, v->t, v->e};
     if (v->a_bytes)
         LADLE_CALL(

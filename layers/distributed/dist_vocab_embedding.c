@@ -316,8 +316,8 @@ static ladle_status plan(ladle__make *m, vembed *v, const ladle_partition *p_w,
     }
     LADLE_CALL(ladle_layout_create_block(p_w, ndim, ids_shape, &m->lx));
     LADLE_CALL(ladle_layout_create_block(p_y, ndim + 1, ys, &m->ly));
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, ws, &v->base.param[0]));
-    LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, 2, ws, &v->base.grad[0]));
+    LADLE_CALL(ladle__dist_param(m->dtype, m->device, 2, ws, &v->base.param[0]));
+    LADLE_CALL(ladle__dist_grad(m->dtype, m->device, 2, ws, &v->base.grad[0]));
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->yp));
     LADLE_CALL(ladle__dist_tensor(m->dtype, m->device, ndim + 1, ps, &v->dyp));
     v->base.nparams = 1;

@@ -344,7 +344,7 @@ ladle_status ladle_attention_create(const ladle_attention_desc *d, int ndim,
     LADLE_CHECK(op->be->fn->attn_forward != NULL && op->be->fn->attn_backward != NULL,
                 LADLE_ERR_DEVICE, "the %s backend has no attention kernels",
                 op->be->fn->name);
-    LADLE_CALL(op->be->fn->alloc(op->be, ws, &op->ws));
+    LADLE_CALL(ladle__alloc_as(op->be, LADLE_MEM_WORKSPACE, ws, &op->ws));
     op->ws_bytes = ws;
     op->ws_scratch = 1; /* every call fills what it reads of ws */
     op->ws_tags = &op->ws_own_tags;

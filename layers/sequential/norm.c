@@ -201,7 +201,7 @@ static ladle_status create(const ladle_op_vtable *vt, int rms, int k, double eps
     void *ws = NULL;
     int64_t most = rows(op, batched ? x_shape[0] : 0);
     size_t ws_count = 2 * (size_t)(most > v->len ? most : v->len);
-    LADLE_CALL(op->be->fn->alloc(op->be, sizeof(double) * ws_count, &ws));
+    LADLE_CALL(ladle__op_block(op, LADLE_MEM_WORKSPACE, sizeof(double) * ws_count, &ws));
     v->ws = ws;
     op->ctx_bytes = sizeof(double) * 2 * (size_t)most;
     if (affine) {

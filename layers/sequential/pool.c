@@ -118,7 +118,7 @@ static ladle_status finish(pool *v, ladle_dtype dtype, ladle_device device, int 
     op->linear = v->g.kind == LADLE_POOL_AVG;
     const ladle_backend *be = op->be;
     LADLE_CALL(be->fn->pool_plan(be, dtype, &v->g, &ws_bytes, &v->saved_bytes));
-    LADLE_CALL(be->fn->alloc(be, ws_bytes, &v->ws));
+    LADLE_CALL(ladle__op_block(op, LADLE_MEM_WORKSPACE, ws_bytes, &v->ws));
     LADLE_CALL(be->fn->pool_setup(be, dtype, &v->g, v->ws));
     op->ctx_bytes = v->saved_bytes * (size_t)v->planes; /* the max winners */
     *out = op;

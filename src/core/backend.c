@@ -209,6 +209,15 @@ ladle_status ladle_device_get(ladle_device device, ladle_device_option option, i
 
 /* ---- the optional slots ---- */
 
+ladle_status ladle__alloc_as(const ladle_backend *be, ladle_memory_kind kind, size_t bytes,
+                             void **out)
+{
+    int prev = ladle__mem_kind_begin(kind);
+    ladle_status st = be->fn->alloc(be, bytes, out);
+    ladle__mem_kind_end(prev);
+    return st;
+}
+
 ladle_status ladle__be_host_alloc(const ladle_backend *be, size_t bytes, void **out)
 {
     if (be->fn->host_alloc != NULL)

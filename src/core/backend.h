@@ -250,6 +250,9 @@ ladle_status ladle__backend_get(ladle_device device, const char *func,
 
 /* The optional slots with their meaning when absent. */
 ladle_status ladle__be_host_alloc(const ladle_backend *be, size_t bytes, void **out);
+/* be->fn->alloc, the block counted as kind (ladle_memory_track). */
+ladle_status ladle__alloc_as(const ladle_backend *be, ladle_memory_kind kind, size_t bytes,
+                             void **out);
 ladle_status ladle__be_host_free(const ladle_backend *be, void *ptr);
 ladle_status ladle__be_event_create(const ladle_backend *be, void **event);
 ladle_status ladle__be_event_destroy(const ladle_backend *be, void *event);

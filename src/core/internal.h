@@ -91,6 +91,22 @@ int ladle__is_real(ladle_dtype dtype);
 /* bf16 or f16: the 2-byte storage formats (src/core/half.h) */
 int ladle__is_half(ladle_dtype dtype);
 
+/* Memory accounting (src/core/memtrack.c). A counted block's header holds
+ * its acct: the tracker that counted it (NULL: none) and its bytes and kind.
+ * ladle__mem_count fills one from the calling thread's tracker under the
+ * kind of the innermost ladle__mem_kind_begin (OTHER without one, and for
+ * host objects always); ladle__mem_uncount takes it off again. */
+typedef struct ladle__mem_acct {
+    ladle_memory_tracker *tracker;
+    uint64_t bytes_kind;
+} ladle__mem_acct;
+void ladle__mem_count(ladle__mem_acct *a, size_t bytes, int host_object);
+void ladle__mem_uncount(const ladle__mem_acct *a);
+/* What the calling thread allocates until ladle__mem_kind_end(prev) is of
+ * kind (nested scopes: the innermost wins). Returns prev. */
+int ladle__mem_kind_begin(ladle_memory_kind kind);
+void ladle__mem_kind_end(int prev);
+
 /* Allocation helpers: zeroed memory, or NULL (the caller raises). */
 void *ladle__calloc(size_t count, size_t size);
 void ladle__free(void *p);
@@ -283,6 +299,10 @@ ladle_status ladle__tensor_get_i64(const ladle_tensor *t, int64_t i, int64_t *v)
  * view whose data the caller points into other tensors' memory (t->data,
  * unchecked) before each use, so that a call makes views without
  * allocating. Destroying it frees the struct alone. Local. */
+/* ladle_tensor_create, its memory counted as kind (ladle_memory_track). */
+ladle_status ladle__tensor_create_as(ladle_memory_kind kind, ladle_dtype dtype,
+                                     ladle_device device, int ndim, const int64_t shape[],
+                                     ladle_tensor **t);
 ladle_status ladle__tensor_view(ladle_dtype dtype, ladle_device device, int ndim,
                                 const int64_t shape[], ladle_tensor **t);
 /* Let contiguous t live in caller memory data (of t's device, as far as

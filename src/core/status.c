@@ -214,13 +214,14 @@ const ladle_allocator *ladle__allocator(void)
 }
 
 /* Every block of ladle__calloc records how to free it: the allocator
- * current at its allocation (NULL: the C library's) and its size. 32 bytes
- * keep the block aligned as malloc's. */
+ * current at its allocation (NULL: the C library's) and its size, and the
+ * tracker that counted it. 48 bytes keep the block aligned as malloc's. */
 typedef struct alloc_header {
     void (*free)(void *user, void *ptr, size_t bytes, ladle_device device);
     void *user;
     size_t bytes; /* the whole block, header included */
     size_t payload;
+    ladle__mem_acct acct;
 } alloc_header;
 
 void *ladle__calloc(size_t count, size_t size)
@@ -239,6 +240,7 @@ void *ladle__calloc(size_t count, size_t size)
     h->user = a ? a->user : NULL;
     h->bytes = bytes;
     h->payload = count * size;
+    ladle__mem_count(&h->acct, h->payload, 1);
     return h + 1;
 }
 
@@ -247,6 +249,7 @@ void ladle__free(void *p)
     if (p == NULL)
         return;
     alloc_header *h = (alloc_header *)p - 1;
+    ladle__mem_uncount(&h->acct);
     if (h->free)
         h->free(h->user, h, h->bytes, LADLE_CPU);
     else

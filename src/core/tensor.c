@@ -139,6 +139,16 @@ fail:
     return st;
 }
 
+ladle_status ladle__tensor_create_as(ladle_memory_kind kind, ladle_dtype dtype,
+                                     ladle_device device, int ndim, const int64_t shape[],
+                                     ladle_tensor **t)
+{
+    int prev = ladle__mem_kind_begin(kind);
+    ladle_status st = ladle_tensor_create(dtype, device, ndim, shape, t);
+    ladle__mem_kind_end(prev);
+    return st;
+}
+
 /* deprecated (include/ladle/deprecated.h) */
 ladle_status ladle_tensor_create_on(ladle_dtype dtype, ladle_device device, int ndim,
                                     const int64_t shape[], ladle_tensor **t)

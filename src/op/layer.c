@@ -69,10 +69,12 @@ ladle_status ladle__layer_add_param(ladle_op *op, const char *name, int ndim,
     ladle_status st = LADLE_OK;
     int i = op->nparams;
     LADLE_CHECK(i < LADLE_MAX_PARAMS, LADLE_ERR_INTERNAL, "too many parameters");
-    LADLE_CALL(ladle_tensor_create(op->dtype, op->be->device, ndim, shape, &op->params[i]));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_PARAMS, op->dtype, op->be->device, ndim,
+                                       shape, &op->params[i]));
     /* a bf16 layer's gradients are f32: the optimizer and the all-reduce take them */
     ladle_dtype gt = op->dtype == LADLE_BF16 ? LADLE_F32 : op->dtype;
-    LADLE_CALL(ladle_tensor_create(gt, op->be->device, ndim, shape, &op->grads[i]));
+    LADLE_CALL(ladle__tensor_create_as(LADLE_MEM_GRADS, gt, op->be->device, ndim, shape,
+                                       &op->grads[i]));
     op->param_names[i] = name;
     op->nparams++;
     if (param)
@@ -153,7 +155,7 @@ ladle_status ladle__init_shard(ladle_tensor *t, const ladle__pinfo *info, ladle_
     return st != LADLE_OK ? st : be->fn->fill_init(be, t->dtype, &d, t->data);
 }
 
-ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
+static ladle_status ctx_create(const ladle_op *op, ladle_ctx **out)
 {
     ladle_status st = LADLE_OK;
     ladle_ctx *ctx = NULL;
@@ -212,6 +214,16 @@ ladle_status ladle__ctx_tensor(const ladle_op *op, int ndim, const int64_t *shap
         a->held += bytes;
     }
 fail:
+    return st;
+}
+
+/* everything a context holds is activation memory, a container's layers'
+ * contexts and intermediate values included */
+ladle_status ladle_ctx_create(const ladle_op *op, ladle_ctx **out)
+{
+    int prev = ladle__mem_kind_begin(LADLE_MEM_ACTIVATIONS);
+    ladle_status st = ctx_create(op, out);
+    ladle__mem_kind_end(prev);
     return st;
 }
 

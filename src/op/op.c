@@ -129,7 +129,7 @@ ladle_status ladle__op_finish(ladle_op **pop, MPI_Comm *pcomm, ladle_status loca
                               "the workspace (%lld elements) is too large",
                               (long long)(a > b ? a : b));
         else
-            st = op->be->fn->alloc(op->be, op->ws_bytes, &op->ws);
+            st = ladle__alloc_as(op->be, LADLE_MEM_COMM, op->ws_bytes, &op->ws);
     }
     if (st == LADLE_OK) {
         /* every rank must stage and cut messages alike, or they would not
@@ -412,7 +412,7 @@ ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
     }
     if (count < 2)
         return LADLE_OK;
-    ladle_status st = on->fn->alloc(on, most, mem);
+    ladle_status st = ladle__alloc_as(on, LADLE_MEM_WORKSPACE, most, mem);
     if (st != LADLE_OK)
         return st;
     *be = on;
@@ -421,6 +421,14 @@ ladle_status ladle__share_scratch(int n, ladle_op *const ops[], void **mem,
         if (shareable(ops[i], on))
             ladle__op_share_ws(ops[i], *mem, tags);
     return LADLE_OK;
+}
+
+ladle_status ladle__op_block(ladle_op *op, ladle_memory_kind kind, size_t bytes, void **out)
+{
+    ladle_status st = ladle__alloc_as(op->be, kind, bytes, out);
+    if (st == LADLE_OK && *out != NULL)
+        op->held[kind] += bytes;
+    return st;
 }
 
 void ladle__op_share_ws(ladle_op *op, void *mem, ladle__ws_tags *tags)

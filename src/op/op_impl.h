@@ -127,6 +127,9 @@ struct ladle_op {
     ladle_tensor *params[LADLE_MAX_PARAMS];
     ladle_tensor *grads[LADLE_MAX_PARAMS];
     const char *param_names[LADLE_MAX_PARAMS];
+    /* bytes of the blocks the op holds besides its parameters, gradients
+     * and ws, by kind (ladle__op_alloc): what the memory model reads */
+    size_t held[LADLE_MEM_KINDS];
     size_t ctx_bytes; /* what each ctx owns for the op's saved state */
     /* weighted layers (linear, convolution): parameter 0 is the weight and
      * parameter 1, if present, the bias; the fans set their initialisation */
@@ -278,6 +281,11 @@ static inline int ladle__ws_holds(const ladle_op *op, int r, uint64_t what)
  * shared with other scratch ops under the one record tags; the owner of mem
  * frees it after the ops. Local; nothing is checked. */
 void ladle__op_share_ws(ladle_op *op, void *mem, ladle__ws_tags *tags);
+
+/* A block of the op's own (freed by the op's destroy through be->fn->free),
+ * counted as kind and recorded in op->held for the memory model. */
+ladle_status ladle__op_block(ladle_op *op, ladle_memory_kind kind, size_t bytes,
+                             void **out);
 /* One workspace for the scratch ops among ops[0 .. n-1] whose workspace is
  * not the caller's (ws_tags not NULL), on the backend of the first of them
  * (ops on others keep theirs): *mem, as large as the largest, under the one

@@ -122,8 +122,8 @@ typedef struct hooked_header {
     void *user;
     void *base;
     size_t bytes;
-    char pad[16];
-    block_header tail; /* map NULL, len 0 */
+    ladle__mem_acct acct; /* where every block keeps it: see acct_of */
+    block_header tail;    /* map NULL, len 0 */
 } hooked_header;
 
 static void *hooked_alloc(const ladle_allocator *a, size_t bytes)
@@ -153,6 +153,29 @@ static int hooked_free(void *p)
     return 1;
 }
 
+/* Every block, mapped, heap or hooked, has at least 64 bytes before it:
+ * its block_header last, and before that the tracker's record of it
+ * (ladle_memory_track). */
+static ladle__mem_acct *acct_of(void *p)
+{
+    ladle__mem_acct *a = (ladle__mem_acct *)((block_header *)p - 1) - 1;
+#ifdef LADLE_MEMCHECK
+    VALGRIND_MAKE_MEM_DEFINED(a, sizeof *a);
+#endif
+    return a;
+}
+
+static void acct_done(ladle__mem_acct *a, int hooked)
+{
+#ifdef LADLE_MEMCHECK
+    if (!hooked)
+        VALGRIND_MAKE_MEM_NOACCESS(a, sizeof *a);
+#else
+    (void)a;
+    (void)hooked;
+#endif
+}
+
 ladle_status ladle__cpu_alloc(const ladle_backend *be, size_t bytes, void **out)
 {
     *out = NULL;
@@ -160,14 +183,20 @@ ladle_status ladle__cpu_alloc(const ladle_backend *be, size_t bytes, void **out)
         return LADLE_OK;
     const ladle_allocator *a = ladle__allocator();
     *out = a ? hooked_alloc(a, bytes) : block_alloc(bytes);
-    return *out != NULL ? LADLE_OK
-                        : ladle__raise(LADLE_ERR_ALLOC, "alloc", "cannot allocate %zu bytes",
-                                       bytes);
+    if (*out == NULL)
+        return ladle__raise(LADLE_ERR_ALLOC, "alloc", "cannot allocate %zu bytes", bytes);
+    ladle__mem_acct *acct = acct_of(*out);
+    ladle__mem_count(acct, bytes, 0);
+    acct_done(acct, a != NULL);
+    return LADLE_OK;
 }
 
 ladle_status ladle__cpu_free(const ladle_backend *be, void *ptr)
 {
-    if (ptr != NULL && !hooked_free(ptr))
+    if (ptr == NULL)
+        return LADLE_OK;
+    ladle__mem_uncount(acct_of(ptr));
+    if (!hooked_free(ptr))
         block_free(ptr);
     return LADLE_OK;
 }

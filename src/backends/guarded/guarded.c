@@ -46,6 +46,7 @@ typedef struct block {
     char *base;
     size_t bytes;
     int open; /* slots running on it now (nested calls, threads) */
+    ladle__mem_acct acct; /* its tracker's record (ladle_memory_track) */
 } block;
 
 typedef struct registry {
@@ -154,7 +155,8 @@ static ladle_status g_alloc(const ladle_backend *be, size_t bytes, void **out)
     while (at > 0 && reg.blocks[at - 1].base > p)
         at--;
     memmove(&reg.blocks[at + 1], &reg.blocks[at], sizeof(block) * (size_t)(reg.n - at));
-    reg.blocks[at] = (block){p, padded, 0};
+    reg.blocks[at] = (block){p, padded, 0, {NULL, 0}};
+    ladle__mem_count(&reg.blocks[at].acct, bytes, 0);
     reg.n++;
     POISON(p, padded);
     pthread_mutex_unlock(&reg.lock);
@@ -174,6 +176,7 @@ static ladle_status g_free(const ladle_backend *be, void *ptr)
         return ladle__raise(LADLE_ERR_INTERNAL, "guarded", "free of %p, not a block", ptr);
     }
     UNPOISON(reg.blocks[k].base, reg.blocks[k].bytes);
+    ladle__mem_uncount(&reg.blocks[k].acct);
     memmove(&reg.blocks[k], &reg.blocks[k + 1], sizeof(block) * (size_t)(reg.n - k - 1));
     reg.n--;
     if (reg.n == 0) { /* the last block: the registry goes too (no leak at exit) */
