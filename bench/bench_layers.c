@@ -14,6 +14,7 @@
  * which timing the two one after the other charged to one of them.
  *
  *   bench_layers [--threads T] [--reps R] [--dtype f32|f64] [--only LAYER]
+ *                [--device cpu|cuda]   (the device of the gemm_bf16 table)
  */
 #include <cblas.h>
 #include <math.h>
@@ -622,21 +623,35 @@ static void convert_table(void)
  * where it runs), against OpenBLAS sgemm of the same shape (x W^T, m rows
  * of k into n), interleaved rep by rep; ratio = sgemm ms / bf16 ms, the
  * median of the per-rep ratios. (The converting path is reached only by
- * the backend's internal entry point, which bench may not use.) */
+ * the backend's internal entry point, which bench may not use.) With
+ * --device cuda both sides are on the GPU: the bf16 layer's one
+ * cublasGemmEx against the f32 layer's cublasSgemm (TF32 as the device is
+ * set, off by default), each timed to a device synchronize. */
 typedef struct gemm16_run {
     int64_t m, n, k;
     ladle_op *op;
     ladle_ctx *ctx;
     ladle_tensor *x, *y;
     float *fa, *fb, *fc;
+    ladle_device dev;
+    ladle_op *op32; /* the f32 layer on a device other than the CPU */
+    ladle_ctx *ctx32;
+    ladle_tensor *x32, *y32;
 } gemm16_run;
+
+static void forward_synced(ladle_device dev, ladle_op *op, ladle_ctx *ctx,
+                           const ladle_tensor *x, ladle_tensor *y, const char *what)
+{
+    if (ladle_layer_forward(op, ctx, x, y) != LADLE_OK ||
+        (dev != LADLE_CPU && ladle_device_synchronize(dev) != LADLE_OK))
+        die(what);
+}
 
 static double gemm16_once(void *arg)
 {
     gemm16_run *g = arg;
     double t0 = bench_now();
-    if (ladle_layer_forward(g->op, g->ctx, g->x, g->y) != LADLE_OK)
-        die("bf16 linear forward: ");
+    forward_synced(g->dev, g->op, g->ctx, g->x, g->y, "bf16 linear forward: ");
     return bench_now() - t0;
 }
 
@@ -644,12 +659,16 @@ static double sgemm_once(void *arg)
 {
     gemm16_run *g = arg;
     double t0 = bench_now();
+    if (g->dev != LADLE_CPU) {
+        forward_synced(g->dev, g->op32, g->ctx32, g->x32, g->y32, "f32 linear forward: ");
+        return bench_now() - t0;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->m, (int)g->n, (int)g->k, 1,
                 g->fa, (int)g->k, g->fb, (int)g->k, 0, g->fc, (int)g->n);
     return bench_now() - t0;
 }
 
-static void gemm_bf16_table(void)
+static void gemm_bf16_table(ladle_device dev)
 {
     static const struct {
         int64_t m, n, k;
@@ -661,18 +680,26 @@ static void gemm_bf16_table(void)
     printf("\n%-8s %-34s %9s %9s %8s %8s %6s\n", "gemm16", "shape m x n x k", "bf16_ms",
            "sgemm_ms", "bf16_GF", "sgemm_GF", "ratio");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        gemm16_run g = {rows[i].m, rows[i].n, rows[i].k, NULL, NULL, NULL, NULL, NULL,
-                        NULL, NULL};
+        gemm16_run g;
+        memset(&g, 0, sizeof g);
+        g.m = rows[i].m, g.n = rows[i].n, g.k = rows[i].k, g.dev = dev;
         ladle_linear_desc d;
         ladle_linear_desc_init(&d, g.k, g.n);
         d.bias = 0;
         int64_t xs[2] = {g.m, g.k}, ys[2] = {g.m, g.n};
-        if (ladle_linear_create(&d, 2, xs, LADLE_BF16, LADLE_CPU, 1, &g.op) != LADLE_OK ||
+        if (ladle_linear_create(&d, 2, xs, LADLE_BF16, dev, 1, &g.op) != LADLE_OK ||
             ladle_ctx_create(g.op, &g.ctx) != LADLE_OK ||
-            ladle_tensor_create(LADLE_BF16, LADLE_CPU, 2, xs, &g.x) != LADLE_OK ||
-            ladle_tensor_create(LADLE_BF16, LADLE_CPU, 2, ys, &g.y) != LADLE_OK ||
+            ladle_tensor_create(LADLE_BF16, dev, 2, xs, &g.x) != LADLE_OK ||
+            ladle_tensor_create(LADLE_BF16, dev, 2, ys, &g.y) != LADLE_OK ||
             ladle_tensor_fill(g.x, 0.3) != LADLE_OK)
             die("the bf16 linear layer: ");
+        if (dev != LADLE_CPU &&
+            (ladle_linear_create(&d, 2, xs, LADLE_F32, dev, 1, &g.op32) != LADLE_OK ||
+             ladle_ctx_create(g.op32, &g.ctx32) != LADLE_OK ||
+             ladle_tensor_create(LADLE_F32, dev, 2, xs, &g.x32) != LADLE_OK ||
+             ladle_tensor_create(LADLE_F32, dev, 2, ys, &g.y32) != LADLE_OK ||
+             ladle_tensor_fill(g.x32, 0.3) != LADLE_OK))
+            die("the f32 linear layer: ");
         size_t na = (size_t)(g.m * g.k), nb = (size_t)(g.k * g.n), nc = (size_t)(g.m * g.n);
         g.fa = malloc(na * 4), g.fb = malloc(nb * 4), g.fc = malloc(nc * 4);
         for (size_t e = 0; e < na; e++)
@@ -694,6 +721,10 @@ static void gemm_bf16_table(void)
         ladle_tensor_destroy(&g.x);
         ladle_tensor_destroy(&g.y);
         ladle_op_destroy(&g.op);
+        ladle_ctx_destroy(&g.ctx32);
+        ladle_tensor_destroy(&g.x32);
+        ladle_tensor_destroy(&g.y32);
+        ladle_op_destroy(&g.op32);
     }
 }
 
@@ -712,7 +743,7 @@ int main(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     long long nthreads = threads, nreps = reps;
-    const char *dtype = "f32";
+    const char *dtype = "f32", *device = "cpu";
     const bench_opt opts[] = {
         {"--threads", 1, 256, &nthreads, NULL, NULL, 0},
         {"--reps", 1, 1000, &nreps, NULL, NULL, 0},
@@ -722,6 +753,7 @@ int main(int argc, char **argv)
          "tanh,gelutanh,softmax,layernorm,rmsnorm,dropout,xent,attn,mlp,convert,gemm_bf16",
          0},
         {"--dtype", 0, 0, NULL, &dtype, "f32,f64", 0},
+        {"--device", 0, 0, NULL, &device, "cpu,cuda", 0},
     };
     if (bench_options("bench_layers", rank, argc, argv, opts,
                       sizeof opts / sizeof opts[0])) {
@@ -747,7 +779,7 @@ int main(int argc, char **argv)
     if (wanted("convert"))
         convert_table();
     if (wanted("gemm_bf16"))
-        gemm_bf16_table();
+        gemm_bf16_table(strcmp(device, "cuda") == 0 ? LADLE_CUDA : LADLE_CPU);
     MPI_Finalize();
     return 0;
 }

@@ -5,7 +5,8 @@
 # Check, zlib and make there or unpacks the ones carried by
 # scripts/device-prep.sh, builds with nvcc (make CUDA=1), runs the CUDA
 # test suite on the GPU, a short ladle-train run on it, and the benchmarks
-# (bench/bench_gpu.c at 1, 2 and 4 ranks, PyTorch's LeNet-5 beside it),
+# (bench/bench_gpu.c at 1, 2 and 4 ranks, PyTorch's LeNet-5 beside it, and
+# the bf16 GEMM against cublasSgemm: bench_layers --only gemm_bf16),
 # and on its CPU cores the pipeline schedules (bench_pipe at 2, 4 and 8
 # ranks, one per core; DEVICE_STEPS=pipe runs that alone after the build)
 # and the spatial layers' halo, with and without the overlap, on small tiles
@@ -458,7 +459,7 @@ build_step() {
     cuda_home=$(cuda_home_for "$nvcc" 2>>"$out/build.log")
     say "build: make -j$jobs CUDA=$cuda (nvcc $nvcc, at most $cap s)"
     local args=(-j"$jobs" CUDA="$cuda" DEPS=0 MPICC="$MPICC" MPIEXEC="$MPIEXEC" NVCC="$nvcc"
-        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu "$bdir"/bench/bench_pipe
+        CUDA_HOME="$cuda_home" all tests "$bdir"/bench/bench_gpu "$bdir"/bench/bench_layers "$bdir"/bench/bench_pipe
         "$bdir"/bench/bench_dist)
     {
         echo "== make ${args[*]}"
@@ -643,6 +644,23 @@ bench_step() {
         cat "$work/torch.txt"
     } >>"$out/bench.txt"
     grep -q '^torch-lenet' "$work/torch.txt" || st=1
+    # the bf16 GEMM (cublasGemmEx) against cublasSgemm, a bf16 and an f32
+    # linear layer's forward on the GPU: seconds on a GPU, so a short cap
+    cap=$(budget_for 40 100)
+    if [ "$cap" -gt 0 ]; then
+        echo "== bench_layers --only gemm_bf16 --device cuda --reps 5 (at most $cap s)" >>"$out/bench.txt"
+        timeout -k 5 "$cap" "$MPIEXEC" -n 1 "$bdir"/bench/bench_layers --only gemm_bf16 \
+            --device cuda --reps 5 >"$work/gemm16.txt" 2>&1
+        rc=$?
+        cat "$work/gemm16.txt" >>"$out/bench.txt"
+        echo "exit $rc" >>"$out/bench.txt"
+        [ $rc -eq 0 ] || st=1
+        { echo "== bf16 GEMM on the GPU (ratio: cublasSgemm ms / cublasGemmEx ms)"
+          grep -E '^(gemm16|bf16) ' "$work/gemm16.txt"; } >>"$work/ratios"
+    else
+        echo "== bench_layers gemm_bf16: skipped, $(left) s left" >>"$out/bench.txt"
+        st=1
+    fi
     # caps: the first launch leaves time for the other two
     for n in 1 2 4; do
         case $n in

@@ -153,6 +153,7 @@ test_cuda_loss: 1
 test_cuda_planes: 1
 test_cuda_attn: 1
 test_half: 1
+test_bf16: 1 2
 test_linear: 1
 test_activation: 1
 test_loss: 1

@@ -3,7 +3,8 @@
  * converting one, each forced in turn) against an f64 reference computed
  * from the same bf16 inputs; the linear layer and the activations in bf16
  * against the f32 layers fed the same (bf16-representable) values; and the
- * refusals of what stays f32-only.
+ * refusals of what stays f32-only. On the device also the bits of bf16
+ * fill_init and ReLU against references computed here.
  *
  * The GEMM's tolerance, element by element: each product of two bf16 is
  * exact in f32 and the k products and alpha, beta C are combined by k + 2
@@ -19,6 +20,7 @@
 #include "src/backends/cpu/cpu.h"
 #include "src/core/backend.h"
 #include "src/core/half.h"
+#include "src/core/internal.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -389,6 +391,105 @@ START_TEST(activations_against_f32)
 }
 END_TEST
 
+/* ---- elementwise bf16 on the device: bits against independent references ---- */
+
+/* fill_init into a strided bf16 box of a larger tensor: every element the
+ * double of its counter (its row-major index in the whole tensor), rounded
+ * once. Uniform values are integer mixing and exact scaling, the same bits
+ * on any device; normal ones go through the device's log and cos, so there
+ * a bf16 may sit one unit away. */
+START_TEST(fill_init_bits)
+{
+    const ladle_backend *be = ladle__backend(lt_device());
+    enum { R = 7, C = 45, PAD = 3 };
+    int bad = 0, off_by_one = 0;
+    for (int gauss = 0; gauss < 2; gauss++) {
+        ladle_init_desc d;
+        memset(&d, 0, sizeof d);
+        d.ndim = 2;
+        d.shape[0] = R, d.shape[1] = C;
+        d.strides[0] = C + PAD, d.strides[1] = 1;
+        d.global[0] = 3 * R, d.global[1] = C + 11;
+        d.offset[0] = R + 2, d.offset[1] = 5;
+        d.gaussian = gauss;
+        d.scale = gauss ? 0.37 : 0.05;
+        d.seed = 0x5eed0000u + (uint64_t)lt_rank, d.stream = 4;
+        int64_t n = R * (C + PAD);
+        uint16_t *h = malloc((size_t)n * 2), *want = malloc((size_t)n * 2);
+        for (int64_t i = 0; i < n; i++)
+            h[i] = want[i] = (uint16_t)next(); /* padding must survive */
+        ladle_tensor *t = lt_tensor(LADLE_BF16, 1, (int64_t[]){n});
+        LT_OK(ladle_tensor_write(t, h));
+        LT_OK(be->fn->fill_init(be, LADLE_BF16, &d, ladle_tensor_data(t)));
+        LT_OK(ladle_tensor_read(t, h));
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < C; j++) {
+                uint64_t g = (uint64_t)((d.offset[0] + i) * d.global[1] + d.offset[1] + j);
+                double v = d.scale * (gauss ? ladle__random_normal(d.seed, d.stream, g)
+                                            : ladle__random_uniform(d.seed, d.stream, g));
+                want[i * (C + PAD) + j] = ladle__f64_to_bf16(v);
+            }
+        for (int64_t i = 0; i < n; i++) {
+            int diff = abs((int)h[i] - (int)want[i]);
+            if (gauss && diff == 1 && lt_device() != LADLE_CPU)
+                off_by_one++;
+            else
+                bad += diff != 0;
+        }
+        LT_DESTROY(&t);
+        free(h), free(want);
+    }
+    if (lt_rank == 0)
+        printf("test_bf16: fill_init on %s: %d normal values one unit off\n",
+               ladle_device_name(lt_device()), off_by_one);
+    LT_ASSERT(bad == 0 && off_by_one <= 2, "%d bf16 fill_init values wrong, %d one unit off",
+              bad, off_by_one);
+}
+END_TEST
+
+/* ReLU and the leaky ReLU are exact in f32 before the one rounding: the
+ * device's bf16 bits must be those of the f32 formula rounded with half.h,
+ * forward and backward, here in the test. */
+START_TEST(relu_bits)
+{
+    const ladle_backend *be = ladle__backend(lt_device());
+    enum { N = 2053 };
+    const double slopes[2] = {0.0, 0.3};
+    int bad = 0;
+    uint16_t *x = malloc(N * 2), *dy = malloc(N * 2), *y = malloc(N * 2), *dx = malloc(N * 2);
+    for (int64_t i = 0; i < N; i++)
+        x[i] = random_bf16(0), dy[i] = random_bf16(0);
+    x[0] = 0x0000, x[1] = 0x8000, x[2] = 0x0001, x[3] = 0x8001; /* zeros, subnormals */
+    for (int q = 0; q < 2; q++) {
+        ladle_activation kind = q ? LADLE_LEAKY_RELU : LADLE_RELU;
+        float sl = (float)slopes[q];
+        ladle_tensor *tx = lt_tensor(LADLE_BF16, 1, (int64_t[]){N});
+        ladle_tensor *ty = lt_tensor(LADLE_BF16, 1, (int64_t[]){N});
+        ladle_tensor *tdy = lt_tensor(LADLE_BF16, 1, (int64_t[]){N});
+        ladle_tensor *tdx = lt_tensor(LADLE_BF16, 1, (int64_t[]){N});
+        LT_OK(ladle_tensor_write(tx, x));
+        LT_OK(ladle_tensor_write(tdy, dy));
+        LT_OK(be->fn->act_forward(be, LADLE_BF16, kind, slopes[q], N, ladle_tensor_data(tx),
+                                  ladle_tensor_data(ty)));
+        LT_OK(be->fn->act_backward(be, LADLE_BF16, kind, slopes[q], N, ladle_tensor_data(tx),
+                                   ladle_tensor_data(ty), ladle_tensor_data(tdy),
+                                   ladle_tensor_data(tdx)));
+        LT_OK(ladle_tensor_read(ty, y));
+        LT_OK(ladle_tensor_read(tdx, dx));
+        for (int64_t i = 0; i < N; i++) {
+            float v = ladle__bf16_to_f32(x[i]), g = ladle__bf16_to_f32(dy[i]);
+            float fy = v > 0 ? v : (q ? sl * v : 0.0f);
+            float fdx = v > 0 ? g : (q ? sl * g : 0.0f);
+            bad += y[i] != ladle__f32_to_bf16(fy);
+            bad += dx[i] != ladle__f32_to_bf16(fdx);
+        }
+        LT_DESTROY(&tx, &ty, &tdy, &tdx);
+    }
+    free(x), free(dy), free(y), free(dx);
+    LT_ASSERT(bad == 0, "%d bf16 ReLU bits differ on %s", bad, ladle_device_name(lt_device()));
+}
+END_TEST
+
 /* what stays f32-only says so at creation; f16 layers too */
 START_TEST(refusals)
 {
@@ -413,4 +514,4 @@ START_TEST(refusals)
 END_TEST
 
 LT_SUITE("bf16", "bf16", LT_CHECK_TIMEOUT, gemm_both_cpu_paths, gemm_slot_on_the_device,
-         linear_against_f32, activations_against_f32, refusals)
+         linear_against_f32, activations_against_f32, fill_init_bits, relu_bits, refusals)

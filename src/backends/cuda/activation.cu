@@ -9,9 +9,11 @@
  * 1 + |f|, measured against double math), the GPU calls CUDA's own
  * single-precision functions (expf, tanhf, erfcf: within a few units in
  * the last place), so the two differ by the sum of both errors; f64 uses
- * the double functions on both sides.
+ * the double functions on both sides. bf16 is computed in f32 and each
+ * result rounded once (half.h), so ReLU's bits match the CPU's.
  */
 #include "src/backends/cuda/kernel.h"
+#include "src/core/half.h"
 
 #define INV_SQRT2 0.70710678118654752440
 #define INV_SQRT2PI 0.39894228040143267794
@@ -83,66 +85,88 @@ template <class T, int K> __device__ __forceinline__ T act_grad(T v, T u, T g, T
     }
 }
 
-template <class T, int K>
-__global__ void act_fwd_kernel(int64_t n, T slope, const T *x, T *y)
+/* Storage S, math in C: f32 and f64 compute in their own type; bf16
+ * (held as its bits) is widened to f32, exactly, and each result rounded
+ * once with half.h's rounding, as the CPU does. */
+template <class S> struct act_math {
+    typedef S type;
+    static __device__ __forceinline__ S load(S v) { return v; }
+    static __device__ __forceinline__ S store(S v) { return v; }
+};
+template <> struct act_math<uint16_t> {
+    typedef float type;
+    static __device__ __forceinline__ float load(uint16_t h) { return ladle__bf16_to_f32(h); }
+    static __device__ __forceinline__ uint16_t store(float v) { return ladle__f32_to_bf16(v); }
+};
+
+template <class S, int K>
+__global__ void act_fwd_kernel(int64_t n, typename act_math<S>::type slope, const S *x, S *y)
 {
+    typedef act_math<S> M;
     LADLE_GRID_STRIDE(i, n)
-    y[i] = act_one<T, K>(x[i], slope);
+    y[i] = M::store(act_one<typename M::type, K>(M::load(x[i]), slope));
 }
 
-template <class T, int K>
-__global__ void act_bwd_kernel(int64_t n, T slope, const T *x, const T *y, const T *dy,
-                               T *dx)
+template <class S, int K>
+__global__ void act_bwd_kernel(int64_t n, typename act_math<S>::type slope, const S *x,
+                               const S *y, const S *dy, S *dx)
 {
+    typedef act_math<S> M;
+    typedef typename M::type T;
     LADLE_GRID_STRIDE(i, n)
     {
         /* x is read only where the kind needs it: it may be y's storage */
         T v = K == LADLE_GELU || K == LADLE_GELU_TANH || (K == LADLE_LEAKY_RELU && slope < 0)
-                  ? x[i]
+                  ? M::load(x[i])
                   : (T)0;
-        dx[i] = act_grad<T, K>(v, y[i], dy[i], slope);
+        /* a rounded bf16 y would carry its 2^-8 into GELU's Phi = y / x:
+         * y is recomputed in f32 from x there, as on the CPU */
+        T u = sizeof(S) == 2 && K == LADLE_GELU ? act_one<T, K>(v, slope) : M::load(y[i]);
+        dx[i] = M::store(act_grad<T, K>(v, u, M::load(dy[i]), slope));
     }
 }
 
-template <class T>
+template <class S>
 static ladle_status act_forward(const ladle_backend *be, ladle_activation kind,
                                 double slope, int64_t n, const void *x, void *y)
 {
+    typedef typename act_math<S>::type T;
     /* indexed by kind */
-    static void (*const kernels[])(int64_t, T, const T *, T *) = {
-        act_fwd_kernel<T, LADLE_RELU>, act_fwd_kernel<T, LADLE_LEAKY_RELU>,
-        act_fwd_kernel<T, LADLE_SIGMOID>, act_fwd_kernel<T, LADLE_TANH>,
-        act_fwd_kernel<T, LADLE_GELU>, act_fwd_kernel<T, LADLE_GELU_TANH>};
+    static void (*const kernels[])(int64_t, T, const S *, S *) = {
+        act_fwd_kernel<S, LADLE_RELU>, act_fwd_kernel<S, LADLE_LEAKY_RELU>,
+        act_fwd_kernel<S, LADLE_SIGMOID>, act_fwd_kernel<S, LADLE_TANH>,
+        act_fwd_kernel<S, LADLE_GELU>, act_fwd_kernel<S, LADLE_GELU_TANH>};
     if ((unsigned)kind > (unsigned)LADLE_GELU_TANH)
         return ladle__raise(LADLE_ERR_ARG, "act_forward", "unknown activation %d",
                             (int)kind);
     if (n == 0)
         return LADLE_OK;
     LADLE_LAUNCH(kernels[kind], ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS),
-                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const T *)x,
-                 (T *)y);
+                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const S *)x,
+                 (S *)y);
     LADLE_CUDA_LAUNCHED("act_forward");
     return LADLE_OK;
 }
 
-template <class T>
+template <class S>
 static ladle_status act_backward(const ladle_backend *be, ladle_activation kind,
                                  double slope, int64_t n, const void *x, const void *y,
                                  const void *dy, void *dx)
 {
+    typedef typename act_math<S>::type T;
     /* indexed by kind */
-    static void (*const kernels[])(int64_t, T, const T *, const T *, const T *, T *) = {
-        act_bwd_kernel<T, LADLE_RELU>, act_bwd_kernel<T, LADLE_LEAKY_RELU>,
-        act_bwd_kernel<T, LADLE_SIGMOID>, act_bwd_kernel<T, LADLE_TANH>,
-        act_bwd_kernel<T, LADLE_GELU>, act_bwd_kernel<T, LADLE_GELU_TANH>};
+    static void (*const kernels[])(int64_t, T, const S *, const S *, const S *, S *) = {
+        act_bwd_kernel<S, LADLE_RELU>, act_bwd_kernel<S, LADLE_LEAKY_RELU>,
+        act_bwd_kernel<S, LADLE_SIGMOID>, act_bwd_kernel<S, LADLE_TANH>,
+        act_bwd_kernel<S, LADLE_GELU>, act_bwd_kernel<S, LADLE_GELU_TANH>};
     if ((unsigned)kind > (unsigned)LADLE_GELU_TANH)
         return ladle__raise(LADLE_ERR_ARG, "act_backward", "unknown activation %d",
                             (int)kind);
     if (n == 0)
         return LADLE_OK;
     LADLE_LAUNCH(kernels[kind], ladle__cuda_blocks(be, n, LADLE_CUDA_THREADS),
-                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const T *)x,
-                 (const T *)y, (const T *)dy, (T *)dx);
+                 LADLE_CUDA_THREADS, 0, ladle__cuda_stream(be), n, (T)slope, (const S *)x,
+                 (const S *)y, (const S *)dy, (S *)dx);
     LADLE_CUDA_LAUNCHED("act_backward");
     return LADLE_OK;
 }
@@ -151,6 +175,8 @@ ladle_status ladle__cuda_act_forward(const ladle_backend *be, ladle_dtype dtype,
                                      ladle_activation kind, double slope, int64_t n,
                                      const void *x, void *y)
 {
+    if (dtype == LADLE_BF16)
+        return act_forward<uint16_t>(be, kind, slope, n, x, y);
     return dtype == LADLE_F32 ? act_forward<float>(be, kind, slope, n, x, y)
                               : act_forward<double>(be, kind, slope, n, x, y);
 }
@@ -160,6 +186,8 @@ ladle_status ladle__cuda_act_backward(const ladle_backend *be, ladle_dtype dtype
                                       const void *x, const void *y, const void *dy,
                                       void *dx)
 {
+    if (dtype == LADLE_BF16)
+        return act_backward<uint16_t>(be, kind, slope, n, x, y, dy, dx);
     return dtype == LADLE_F32 ? act_backward<float>(be, kind, slope, n, x, y, dy, dx)
                               : act_backward<double>(be, kind, slope, n, x, y, dy, dx);
 }

@@ -20,6 +20,10 @@
  * cuBLAS call with the operands swapped and no data moved. The handle's
  * math mode (src/backends/cuda/cuda.cu: TF32 off unless asked) decides
  * whether single precision may use TF32 tensor cores.
+ *
+ * gemm_half: the same swap through cublasGemmEx, bf16 A and B, a bf16 or
+ * f32 C, f32 compute type: bf16 products are exact in f32, so TF32 never
+ * enters, whatever the handle's math mode.
  */
 #include <limits.h>
 
@@ -341,5 +345,79 @@ ladle_status ladle__cuda_gemm(const ladle_backend *be, ladle_dtype dtype, int tr
         if (e != CUBLAS_STATUS_SUCCESS)
             return ladle__cuda_blas_fail(e, "gemm", "cublasDgemm");
     }
+    return LADLE_OK;
+}
+
+/* --- gemm_half --- */
+
+namespace
+{
+
+/* k = 0 with a bf16 C: C = beta C in f32, rounded once (beta 0 writes
+ * zeros and reads nothing) */
+__global__ void scale_c16_kernel(int64_t m, int64_t n, float beta, uint16_t *c, int64_t ldc)
+{
+    LADLE_GRID_STRIDE(i, m * n)
+    {
+        uint16_t *p = c + (i / n) * ldc + i % n;
+        *p = beta == 0.0f ? (uint16_t)0 : ladle__f32_to_bf16(ladle__bf16_to_f32(*p) * beta);
+    }
+}
+
+} // namespace
+
+ladle_status ladle__cuda_gemm_half(const ladle_backend *be, ladle_dtype ab, ladle_dtype ct,
+                                   int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                   double alpha, const void *a, int64_t lda, const void *b,
+                                   int64_t ldb, double beta, void *c, int64_t ldc, void *ws)
+{
+    (void)ws;
+    if (ab != LADLE_BF16 || (ct != LADLE_BF16 && ct != LADLE_F32))
+        return ladle__raise(LADLE_ERR_DTYPE, "gemm_half",
+                            "CUDA multiplies bf16 into bf16 or f32, not %s into %s",
+                            ladle_dtype_name(ab), ladle_dtype_name(ct));
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||
+        ldc > INT_MAX)
+        return ladle__raise(LADLE_ERR_ARG, "gemm_half",
+                            "a %lld x %lld x %lld product is beyond cuBLAS's int sizes",
+                            (long long)m, (long long)n, (long long)k);
+    if (m <= 0 || n <= 0)
+        return LADLE_OK;
+    cudaStream_t st = ladle__cuda_stream(be);
+    if (k <= 0) {
+        if (beta == 1.0)
+            return LADLE_OK;
+        unsigned blocks = ladle__cuda_blocks(be, m * n, LADLE_CUDA_THREADS);
+        if (ct == LADLE_BF16)
+            LADLE_LAUNCH(scale_c16_kernel, blocks, LADLE_CUDA_THREADS, 0, st, m, n,
+                         (float)beta, (uint16_t *)c, ldc);
+        else
+            LADLE_LAUNCH(scale_c_kernel<float>, blocks, LADLE_CUDA_THREADS, 0, st, m, n,
+                         (float)beta, (float *)c, ldc);
+        LADLE_CUDA_LAUNCHED("gemm_half");
+        return LADLE_OK;
+    }
+    /* as gemm: C^T = op(B)^T op(A)^T in cuBLAS's column-major terms. f32
+     * compute type, scalars in f32; CUBLAS_COMPUTE_32F (not its FAST_TF32
+     * twin) keeps the products exact and the sums in f32. */
+    cublasHandle_t h = ladle__cuda(be)->blas;
+    cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    float al = (float)alpha, bt = (float)beta;
+    cublasStatus_t e =
+        cublasGemmEx(h, ob, oa, (int)n, (int)m, (int)k, &al, b, CUDA_R_16BF, (int)ldb, a,
+                     CUDA_R_16BF, (int)lda, &bt, c, ct == LADLE_BF16 ? CUDA_R_16BF : CUDA_R_32F,
+                     (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (e != CUBLAS_STATUS_SUCCESS)
+        return ladle__cuda_blas_fail(e, "gemm_half", "cublasGemmEx");
+    return LADLE_OK;
+}
+
+ladle_status ladle__cuda_gemm_half_ws(const ladle_backend *be, ladle_dtype ab, ladle_dtype ct,
+                                      int trans_a, int trans_b, int64_t m, int64_t n,
+                                      int64_t k, size_t *bytes)
+{
+    (void)be, (void)ab, (void)ct, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
+    *bytes = 0; /* cuBLAS keeps its own workspace */
     return LADLE_OK;
 }

@@ -113,6 +113,9 @@ static const ladle_backend_table cuda_table = {
     .adaptive_max_backward = ladle__cuda_adaptive_max_backward,
     /* revision 11 */
     .convert = ladle__cuda_convert,
+    /* revision 12 */
+    .gemm_half = ladle__cuda_gemm_half,
+    .gemm_half_ws = ladle__cuda_gemm_half_ws,
 };
 
 static ladle_cuda_state cuda_state = {

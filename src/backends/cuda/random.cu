@@ -18,9 +18,18 @@
  */
 #include "src/backends/cuda/walk.h"
 #include "src/core/random.h"
+/* random.h and half.h each define LADLE_HD their own way: half.h after */
+#undef LADLE_HD
+#include "src/core/half.h"
 
 namespace
 {
+
+/* One value into x's dtype: bf16 (its bits) rounded once from the double,
+ * with half.h's rounding, as the CPU's store does. */
+__device__ __forceinline__ void put(float *x, double v) { *x = (float)v; }
+__device__ __forceinline__ void put(double *x, double v) { *x = v; }
+__device__ __forceinline__ void put(uint16_t *x, double v) { *x = ladle__f64_to_bf16(v); }
 
 /* x at offset b becomes scale r(seed, stream, base + a). */
 template <class T>
@@ -31,7 +40,7 @@ __global__ void random_kernel(ladle_walk w, int64_t base, uint64_t seed, uint64_
         uint64_t counter = (uint64_t)(base + a);
         double v = gaussian ? scale * ladle__rng_normal(seed, stream, counter)
                             : scale * ladle__rng_uniform(seed, stream, counter);
-        x[b] = (T)v;
+        put(x + b, v);
     });
 }
 
@@ -51,7 +60,10 @@ ladle_status fill(const ladle_backend *be, const char *slot, ladle_dtype dtype, 
     unsigned blocks = ladle__cuda_blocks(be, vol, LADLE_CUDA_THREADS);
     ladle_walk w = ladle__walk_make(nd, e, ca, xb, (int64_t)blocks * LADLE_CUDA_THREADS);
     cudaStream_t st = ladle__cuda_stream(be);
-    if (dtype == LADLE_F32)
+    if (dtype == LADLE_BF16)
+        LADLE_LAUNCH(random_kernel<uint16_t>, blocks, LADLE_CUDA_THREADS, 0, st, w, base,
+                     seed, stream, gaussian, scale, (uint16_t *)x);
+    else if (dtype == LADLE_F32)
         LADLE_LAUNCH(random_kernel<float>, blocks, LADLE_CUDA_THREADS, 0, st, w, base, seed,
                      stream, gaussian, scale, (float *)x);
     else

@@ -274,8 +274,26 @@ enum cublasStatus_t {
     CUBLAS_STATUS_ALLOC_FAILED = 3,
     CUBLAS_STATUS_INVALID_VALUE = 7,
     CUBLAS_STATUS_EXECUTION_FAILED = 13,
-    CUBLAS_STATUS_INTERNAL_ERROR = 14
+    CUBLAS_STATUS_INTERNAL_ERROR = 14,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15
 };
+
+/* The element types and compute types cublasGemmEx is given here (the
+ * values are CUDA's); the emulator multiplies bf16 into bf16 or f32 with
+ * f32 compute only, and says NOT_SUPPORTED to the rest. */
+typedef enum cudaDataType_t {
+    CUDA_R_32F = 0,
+    CUDA_R_64F = 1,
+    CUDA_R_16F = 2,
+    CUDA_R_16BF = 14
+} cudaDataType;
+
+typedef enum {
+    CUBLAS_COMPUTE_32F = 68,
+    CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+} cublasComputeType_t;
+
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
 
@@ -299,5 +317,10 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOp
 cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
                            int m, int n, int k, const double *alpha, const double *a, int lda,
                            const double *b, int ldb, const double *beta, double *c, int ldc);
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb,
+                            int m, int n, int k, const void *alpha, const void *a,
+                            cudaDataType at, int lda, const void *b, cudaDataType bt, int ldb,
+                            const void *beta, void *c, cudaDataType ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 #endif /* LADLE_CUDA_EMU_H */
