@@ -4,7 +4,7 @@
  * 10: 11 significant bits, largest finite 65504). One definition of the
  * conversions for every backend: plain C for the CPU and the tensor calls,
  * and the same functions on the GPU (a .cu file includes this after rt.h,
- * which makes LADLE_HD __host__ __device__ under nvcc).
+ * which makes LADLE__HALF_FN __host__ __device__ under nvcc).
  *
  * Narrowing rounds to nearest, ties to even, as IEEE 754 asks; values past
  * the largest finite one become inf, a NaN stays a NaN (quiet, with its
@@ -24,28 +24,28 @@
 #include "ladle/core.h"
 
 #if defined(__CUDACC__)
-#define LADLE_HD __host__ __device__ static inline
+#define LADLE__HALF_FN __host__ __device__ static inline
 #else
-#define LADLE_HD static inline
+#define LADLE__HALF_FN static inline
 #endif
 
-LADLE_HD uint32_t ladle__f32_bits(float f)
+LADLE__HALF_FN uint32_t ladle__f32_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return u;
 }
 
-LADLE_HD float ladle__bits_f32(uint32_t u)
+LADLE__HALF_FN float ladle__bits_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
-LADLE_HD float ladle__bf16_to_f32(uint16_t h) { return ladle__bits_f32((uint32_t)h << 16); }
+LADLE__HALF_FN float ladle__bf16_to_f32(uint16_t h) { return ladle__bits_f32((uint32_t)h << 16); }
 
-LADLE_HD uint16_t ladle__f32_to_bf16(float f)
+LADLE__HALF_FN uint16_t ladle__f32_to_bf16(float f)
 {
     uint32_t u = ladle__f32_bits(f);
     /* adding just under half a unit of the 16th bit, plus its lowest kept
@@ -58,7 +58,7 @@ LADLE_HD uint16_t ladle__f32_to_bf16(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
-LADLE_HD float ladle__f16_to_f32(uint16_t h)
+LADLE__HALF_FN float ladle__f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0) { /* zero or subnormal: m units of 2^-24, exact in f32 */
@@ -72,13 +72,13 @@ LADLE_HD float ladle__f16_to_f32(uint16_t h)
 
 /* q, the kept part of a magnitude, rounded up when the dropped rem of the
  * low `shift` bits is above half, or half with q odd */
-LADLE_HD uint32_t ladle__round_even(uint32_t q, uint32_t rem, int shift)
+LADLE__HALF_FN uint32_t ladle__round_even(uint32_t q, uint32_t rem, int shift)
 {
     uint32_t half = 1u << (shift - 1);
     return q + (rem > half || (rem == half && (q & 1u)));
 }
 
-LADLE_HD uint16_t ladle__f32_to_f16(float f)
+LADLE__HALF_FN uint16_t ladle__f32_to_f16(float f)
 {
     uint32_t u = ladle__f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u) /* NaN */
@@ -99,7 +99,7 @@ LADLE_HD uint16_t ladle__f32_to_f16(float f)
 }
 
 /* d rounded to f32 to odd (see the top of this file) */
-LADLE_HD float ladle__f64_to_f32_odd(double d)
+LADLE__HALF_FN float ladle__f64_to_f32_odd(double d)
 {
     float f = (float)d;
     if (d != d || (double)f == d)
@@ -111,11 +111,11 @@ LADLE_HD float ladle__f64_to_f32_odd(double d)
     return ladle__bits_f32(u | 1u);
 }
 
-LADLE_HD uint16_t ladle__f64_to_bf16(double d)
+LADLE__HALF_FN uint16_t ladle__f64_to_bf16(double d)
 {
     return ladle__f32_to_bf16(ladle__f64_to_f32_odd(d));
 }
-LADLE_HD uint16_t ladle__f64_to_f16(double d)
+LADLE__HALF_FN uint16_t ladle__f64_to_f16(double d)
 {
     return ladle__f32_to_f16(ladle__f64_to_f32_odd(d));
 }
@@ -123,7 +123,7 @@ LADLE_HD uint16_t ladle__f64_to_f16(double d)
 /* Element i of p, of dtype t (f32, f64, bf16 or f16), widened exactly to
  * double; and d stored at element i of p as dtype t, rounded once. What
  * every backend's convert does for the pairs it has no loop of its own for. */
-LADLE_HD double ladle__load_real(ladle_dtype t, const void *p, int64_t i)
+LADLE__HALF_FN double ladle__load_real(ladle_dtype t, const void *p, int64_t i)
 {
     if (t == LADLE_F32)
         return ((const float *)p)[i];
@@ -134,7 +134,7 @@ LADLE_HD double ladle__load_real(ladle_dtype t, const void *p, int64_t i)
     return ((const double *)p)[i];
 }
 
-LADLE_HD void ladle__store_real(ladle_dtype t, void *p, int64_t i, double d)
+LADLE__HALF_FN void ladle__store_real(ladle_dtype t, void *p, int64_t i, double d)
 {
     if (t == LADLE_F32)
         ((float *)p)[i] = (float)d;

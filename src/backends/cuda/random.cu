@@ -17,10 +17,8 @@
  * there they agree bit for bit.
  */
 #include "src/backends/cuda/walk.h"
-#include "src/core/random.h"
-/* random.h and half.h each define LADLE_HD their own way: half.h after */
-#undef LADLE_HD
 #include "src/core/half.h"
+#include "src/core/random.h"
 
 namespace
 {
