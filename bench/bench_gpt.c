@@ -87,6 +87,7 @@ typedef struct run {
     ladle_tensor *ids, *tgt;
     size_t bytes, param_bytes;
     size_t kinds[LADLE_MEM_KINDS]; /* the graph's bytes by kind (the tracker's) */
+    size_t values[3]; /* the graph's values: bytes of y, of dy, how many */
     ladle_memory_tracker *tracker;
     double *times;
 } run;
@@ -115,6 +116,16 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
     ladle_memory_stats_init(&s);
     CHECK(ladle_memory_report(mt, &s));
     memcpy(r->kinds, s.current, sizeof r->kinds);
+    for (int id = 0;; id++) { /* until the ids run out */
+        const ladle_tensor *y = NULL, *dy = NULL;
+        if (ladle_graph_value(r->g, id, &y) != LADLE_OK)
+            break;
+        if (y != NULL)
+            r->values[0] += (size_t)ladle_tensor_numel(y) * ladle_dtype_size(ladle_tensor_dtype(y));
+        if (ladle_graph_value_grad(r->g, id, &dy) == LADLE_OK && dy != NULL)
+            r->values[1] += (size_t)ladle_tensor_numel(dy) * ladle_dtype_size(ladle_tensor_dtype(dy));
+        r->values[2]++;
+    }
     r->tracker = mt; /* it still counts the graph: freed after it */
     for (int i = 0; i < ladle_graph_num_params(r->g); i++) {
         ladle_tensor *p = NULL;
@@ -403,17 +414,22 @@ static void kinds_lines(const run *runs, int b)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     for (int j = 0; j < 3; j++) {
         const run *r = &runs[which[j]];
-        unsigned long v[LADLE_MEM_KINDS], most[LADLE_MEM_KINDS];
+        unsigned long v[LADLE_MEM_KINDS + 3], most[LADLE_MEM_KINDS + 3];
         for (int k = 0; k < LADLE_MEM_KINDS; k++)
             v[k] = r->active ? (unsigned long)r->kinds[k] : 0;
-        MPI_Allreduce(v, most, LADLE_MEM_KINDS, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+        for (int k = 0; k < 3; k++)
+            v[LADLE_MEM_KINDS + k] = r->active ? (unsigned long)r->values[k] : 0;
+        MPI_Allreduce(v, most, LADLE_MEM_KINDS + 3, MPI_UNSIGNED_LONG, MPI_MAX,
+                      MPI_COMM_WORLD);
         if (rank != 0)
             continue;
         printf("# %-14s MiB/rank by kind:", j == 0 ? r->name : j == 1 ? "block" : "selective");
         for (int k = 0; k < LADLE_MEM_KINDS; k++)
             printf(" %s %.2f", ladle_memory_kind_name((ladle_memory_kind)k),
                    (double)most[k] / 1048576.0);
-        printf("\n");
+        printf("; %lu values: y %.2f dy %.2f\n", most[LADLE_MEM_KINDS + 2],
+               (double)most[LADLE_MEM_KINDS] / 1048576.0,
+               (double)most[LADLE_MEM_KINDS + 1] / 1048576.0);
     }
 }
 
