@@ -86,6 +86,9 @@ typedef struct run {
     int skip;         /* the layout does not fit the ranks */
     ladle_tensor *ids, *tgt;
     size_t bytes, param_bytes;
+    size_t kinds[LADLE_MEM_KINDS]; /* the graph's bytes by kind (the tracker's) */
+    size_t values[3]; /* the graph's values: bytes of y, of dy, how many */
+    ladle_memory_tracker *tracker;
     double *times;
 } run;
 
@@ -101,10 +104,29 @@ static void make(run *r, const ladle_gpt_desc *base, int rank, counter *c)
         return;
     ladle_allocator a = {sizeof a, count_alloc, count_free, c};
     size_t before = c->live;
+    ladle_memory_tracker *mt = NULL;
+    CHECK(ladle_memory_tracker_create(&mt));
     CHECK(ladle_allocator_set(&a));
+    CHECK(ladle_memory_track(mt));
     CHECK(ladle_gpt_create(&d, ladle_comm_of(r->comm), &r->g));
+    CHECK(ladle_memory_track(NULL));
     CHECK(ladle_allocator_set(NULL));
     r->bytes = c->live - before;
+    ladle_memory_stats s;
+    ladle_memory_stats_init(&s);
+    CHECK(ladle_memory_report(mt, &s));
+    memcpy(r->kinds, s.current, sizeof r->kinds);
+    for (int id = 0;; id++) { /* until the ids run out */
+        const ladle_tensor *y = NULL, *dy = NULL;
+        if (ladle_graph_value(r->g, id, &y) != LADLE_OK)
+            break;
+        if (y != NULL)
+            r->values[0] += (size_t)ladle_tensor_numel(y) * ladle_dtype_size(ladle_tensor_dtype(y));
+        if (ladle_graph_value_grad(r->g, id, &dy) == LADLE_OK && dy != NULL)
+            r->values[1] += (size_t)ladle_tensor_numel(dy) * ladle_dtype_size(ladle_tensor_dtype(dy));
+        r->values[2]++;
+    }
+    r->tracker = mt; /* it still counts the graph: freed after it */
     for (int i = 0; i < ladle_graph_num_params(r->g); i++) {
         ladle_tensor *p = NULL;
         CHECK(ladle_graph_param(r->g, i, NULL, &p, NULL));
@@ -382,6 +404,35 @@ static size_t other_bytes(const run *r)
     return most;
 }
 
+/* Rank 0: the bytes by kind (the largest over the ranks, MiB) of the
+ * data-parallel runs' graphs, with and without recomputation.
+ * Collective. */
+static void kinds_lines(const run *runs, int b)
+{
+    const int which[3] = {b, 5, 6};
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int j = 0; j < 3; j++) {
+        const run *r = &runs[which[j]];
+        unsigned long v[LADLE_MEM_KINDS + 3], most[LADLE_MEM_KINDS + 3];
+        for (int k = 0; k < LADLE_MEM_KINDS; k++)
+            v[k] = r->active ? (unsigned long)r->kinds[k] : 0;
+        for (int k = 0; k < 3; k++)
+            v[LADLE_MEM_KINDS + k] = r->active ? (unsigned long)r->values[k] : 0;
+        MPI_Allreduce(v, most, LADLE_MEM_KINDS + 3, MPI_UNSIGNED_LONG, MPI_MAX,
+                      MPI_COMM_WORLD);
+        if (rank != 0)
+            continue;
+        printf("# %-14s MiB/rank by kind:", j == 0 ? r->name : j == 1 ? "block" : "selective");
+        for (int k = 0; k < LADLE_MEM_KINDS; k++)
+            printf(" %s %.2f", ladle_memory_kind_name((ladle_memory_kind)k),
+                   (double)most[k] / 1048576.0);
+        printf("; %lu values: y %.2f dy %.2f\n", most[LADLE_MEM_KINDS + 2],
+               (double)most[LADLE_MEM_KINDS] / 1048576.0,
+               (double)most[LADLE_MEM_KINDS + 1] / 1048576.0);
+    }
+}
+
 /* Rank 0: recomputation (runs 5 and 6) against the same layout without
  * it (run b): memory besides the parameters, and the step time. */
 static void recompute_line(const run *runs, int b, int rank, int reps)
@@ -428,6 +479,8 @@ static void print_table(const run *runs, int nruns, const ladle_gpt_desc *d, int
                    (double)p_max / 1048576.0, (double)o_max / 1048576.0);
     }
     if (!runs[5].skip)
+        kinds_lines(runs, runs[1].skip || runs[1].D == 1 ? 0 : 1);
+    if (!runs[5].skip)
         recompute_line(runs, runs[1].skip || runs[1].D == 1 ? 0 : 1, rank, reps);
     if (rank == 0 && nruns > 3 && !runs[3].skip)
         printf(
@@ -444,6 +497,7 @@ static void destroy_runs(run *runs, int nruns)
         ladle_tensor_destroy(&runs[i].tgt);
         ladle_optimizer_destroy(&runs[i].opt);
         ladle_graph_destroy(&runs[i].g);
+        ladle_memory_tracker_destroy(&runs[i].tracker);
         ladle_pipeline_destroy(&runs[i].pl);
         ladle_pipe_schedule_destroy(&runs[i].sched);
         ladle_partition_destroy(&runs[i].p);

@@ -52,6 +52,8 @@ ladle_status ladle_graph_destroy(ladle_graph **gp)
         free_node(&g->nodes[i]);
     if (g->scratch)
         g->scratch_be->fn->free(g->scratch_be, g->scratch);
+    if (g->seq_mem)
+        g->seq_be->fn->free(g->seq_be, g->seq_mem);
     for (int v = 0; v < g->nvalues; v++) {
         ladle_layout_destroy(&g->values[v].layout);
         ladle_tensor_destroy(&g->values[v].buf);

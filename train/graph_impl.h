@@ -70,6 +70,9 @@ struct ladle_graph {
     void *scratch;
     const ladle_backend *scratch_be;
     ladle__ws_tags scratch_tags;
+    /* the outermost sequentials' activations for calls without a ctx */
+    void *seq_mem;
+    const ladle_backend *seq_be;
 };
 
 /* Room for one more node and nout more values (graph_build.c). */

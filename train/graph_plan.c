@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/distributed/dist.h"
+#include "layers/sequential/seq_impl.h"
 #include "train/graph_impl.h"
 
 #define FUNC "ladle_graph_finalize"
@@ -520,6 +522,105 @@ fail:
     return st;
 }
 
+/* The ops under op (a container's parts, a recomputation wrapper's inner
+ * layer, a distributed layer's local one). Returns how many. */
+static int parts_of(const ladle_op *op)
+{
+    if (op->vt->num_parts)
+        return op->vt->num_parts(op);
+    if (ladle_recompute_inner(op) != NULL)
+        return 1;
+    return op->vt->ctx_init == ladle__dist_ctx_init &&
+           ((const ladle__dist_base *)op->impl)->local != NULL;
+}
+
+static ladle_op *part_of(const ladle_op *op, int i)
+{
+    if (op->vt->num_parts)
+        return op->vt->part_at(op, i);
+    ladle_op *inner = ladle_recompute_inner(op);
+    return inner ? inner : ((const ladle__dist_base *)op->impl)->local;
+}
+
+/* The leaves under op (op itself when it has no parts) into out[n...]
+ * when out is not NULL. Returns the new count. */
+static int leaves(ladle_op *op, ladle_op **out, int n)
+{
+    int k = parts_of(op);
+    if (k == 0) {
+        if (out)
+            out[n] = op;
+        return n + 1;
+    }
+    for (int i = 0; i < k; i++)
+        n = leaves(part_of(op, i), out, n);
+    return n;
+}
+
+/* The layers run one call at a time, those inside containers and
+ * recomputation wrappers too (a wrapper reruns its inner layer's forward
+ * right before its backward): one scratch workspace serves every leaf. */
+static ladle_status share_workspace(ladle_graph *g)
+{
+    ladle_status st = LADLE_OK;
+    int n = 0;
+    for (int i = 0; i < g->nlayers; i++)
+        n = leaves(g->layers[i], NULL, n);
+    ladle_op **all = ladle__calloc((size_t)n + 1, sizeof *all);
+    LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int i = 0, k = 0; i < g->nlayers; i++)
+        k = leaves(g->layers[i], all, k);
+    st = ladle__share_scratch(n, all, &g->scratch, &g->scratch_be, &g->scratch_tags);
+fail:
+    ladle__free(all);
+    return st;
+}
+
+/* The outermost sequentials under op into out[n...] when out is not NULL
+ * (one inside another runs while the outer one's activations are live, so
+ * only the outermost share). Returns the new count. */
+static int outer_seqs(ladle_op *op, ladle_op **out, int n)
+{
+    if (ladle__seq_scratch_bytes(op) > 0) {
+        if (out)
+            out[n] = op;
+        return n + 1;
+    }
+    for (int i = 0, k = parts_of(op); i < k; i++)
+        n = outer_seqs(part_of(op, i), out, n);
+    return n;
+}
+
+/* The activations the sequentials keep for calls without a ctx: live only
+ * within one such call, and the graph's layers run one call at a time, so
+ * one block of the largest serves the outermost ones. */
+static ladle_status share_seq_scratch(ladle_graph *g)
+{
+    ladle_status st = LADLE_OK;
+    int n = 0;
+    for (int i = 0; i < g->nlayers; i++)
+        n = outer_seqs(g->layers[i], NULL, n);
+    ladle_op **all = ladle__calloc((size_t)n + 1, sizeof *all);
+    LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int i = 0, k = 0; i < g->nlayers; i++)
+        k = outer_seqs(g->layers[i], all, k);
+    size_t most = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = ladle__seq_scratch_bytes(all[i]);
+        most = b > most ? b : most;
+    }
+    if (n < 2 || all[0]->be->device != g->device)
+        goto fail; /* nothing to share */
+    LADLE_CALL(ladle__alloc_as(all[0]->be, LADLE_MEM_ACTIVATIONS, most, &g->seq_mem));
+    g->seq_be = all[0]->be;
+    for (int i = 0; i < n; i++)
+        if (all[i]->be == g->seq_be)
+            LADLE_CALL(ladle__seq_scratch_move(all[i], g->seq_mem, most));
+fail:
+    ladle__free(all);
+    return st;
+}
+
 /* The layers in order and their parameters' names. */
 static ladle_status list_layers(ladle_graph *g)
 {
@@ -567,9 +668,8 @@ static ladle_status build(ladle_graph *g)
     ladle__mem_kind_end(kind);
     LADLE_CALL(st);
     LADLE_CALL(list_layers(g));
-    /* the layers run one call at a time: their scratch is one buffer */
-    LADLE_CALL(ladle__share_scratch(g->nlayers, g->layers, &g->scratch, &g->scratch_be,
-                                    &g->scratch_tags));
+    LADLE_CALL(share_workspace(g));
+    LADLE_CALL(share_seq_scratch(g));
 fail:
     return st;
 }

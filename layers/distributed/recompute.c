@@ -520,7 +520,7 @@ ladle_status ladle_recompute_share(int n, ladle_op *const ops[])
         size_t need = align64(r->saved_bytes) + align64(y_bytes(r));
         p->bytes = need > p->bytes ? need : p->bytes;
     }
-    LADLE_CALL(p->be->fn->alloc(p->be, p->bytes, &p->mem));
+    LADLE_CALL(ladle__alloc_as(p->be, LADLE_MEM_ACTIVATIONS, p->bytes, &p->mem));
     for (int i = 0; i < k; i++)
         if (rc_of(w[i])->pool != p) /* a wrapper listed twice joins once */
             LADLE_CALL(join(rc_of(w[i]), p));

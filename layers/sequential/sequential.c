@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/op/make.h"
+#include "layers/sequential/seq_impl.h"
 #include "src/op/op_impl.h"
 
 typedef struct sequential {
@@ -261,6 +262,43 @@ static const ladle_op_vtable sequential_vt = {
     .param_bound = seq_param_bound,
     .sync_grads = seq_sync_grads,
 };
+
+size_t ladle__seq_scratch_bytes(const ladle_op *op)
+{
+    if (op == NULL || op->vt != &sequential_vt)
+        return 0;
+    const sequential *q = op->impl;
+    size_t total = 0, es = ladle_dtype_size(op->dtype);
+    for (int i = 0; i + 1 < q->n; i++) {
+        size_t b = (size_t)q->layers[i]->y_numel * es;
+        total += 2 * ((b + 63) & ~(size_t)63); /* act[i] and grad[i] */
+    }
+    return total;
+}
+
+ladle_status ladle__seq_scratch_move(ladle_op *op, void *mem, size_t bytes)
+{
+    ladle_status st = LADLE_OK;
+    LADLE_CHECK(op != NULL && op->vt == &sequential_vt, LADLE_ERR_ARG,
+                "not a sequential op");
+    sequential *q = op->impl;
+    ladle__ctx_arena a = {.base = mem, .size = bytes};
+    ladle_ctx *fresh = NULL;
+    op->ctx_arena = &a;
+    q->planning_scratch = 1;
+    st = ladle_ctx_create(op, &fresh);
+    q->planning_scratch = 0;
+    op->ctx_arena = NULL;
+    if (st != LADLE_OK) {
+        ladle_ctx_destroy(&fresh);
+        goto fail;
+    }
+    ladle_ctx_destroy(&q->scratch);
+    q->scratch = fresh;
+fail:
+    return st;
+}
+
 
 static ladle_status check_chain(int n, ladle_op *const layers[])
 {
