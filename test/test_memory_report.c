@@ -422,26 +422,26 @@ START_TEST(model_zero)
 {
     for (int stage = 0; stage <= 2; stage++)
         for (int rep = 0; rep < 2; rep++) {
-            int64_t n = 2 * lt_size, in = draw(200, 300), h = draw(200, 300), out = draw(3, 9);
+            int64_t n = 2 * lt_size, in = draw(200, 300), h = draw(200, 300),
+                    out = draw(3, 9);
             ladle_memory_tracker *t = tracked();
             ladle_partition *px = lt_partition(2, (int[]){lt_size, 1}, 0);
             ladle_partition *pw = lt_partition(3, (int[]){1, lt_size, 1}, 0);
             ladle_op *ops[3], *loss = NULL;
-            LT_OK(ladle_dist_linear_create(LT_LINEAR(in, h, 1, 0),
-                                           &(ladle_dist_partitions){px, pw, px},
-                                           (int64_t[]){n, in}, LADLE_F64, LADLE_CPU, 11,
-                                           &ops[0]));
+            LT_OK(ladle_dist_linear_create(
+                LT_LINEAR(in, h, 1, 0), &(ladle_dist_partitions){px, pw, px},
+                (int64_t[]){n, in}, LADLE_F64, LADLE_CPU, 11, &ops[0]));
             int nd;
             int64_t ys[LADLE_MAX_NDIM];
             ladle_op_y_shape(ops[0], &nd, ys);
             LT_OK(ladle_activation_create(LADLE_TANH, 0, nd, ys, LADLE_F64, LADLE_CPU,
                                           &ops[1]));
-            LT_OK(ladle_dist_linear_create(LT_LINEAR(h, out, 1, 0),
-                                           &(ladle_dist_partitions){px, pw, px},
-                                           (int64_t[]){n, h}, LADLE_F64, LADLE_CPU, 12,
-                                           &ops[2]));
-            LT_OK(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0), px,
-                                         (int64_t[]){n, out}, LADLE_F64, LADLE_CPU, &loss));
+            LT_OK(ladle_dist_linear_create(
+                LT_LINEAR(h, out, 1, 0), &(ladle_dist_partitions){px, pw, px},
+                (int64_t[]){n, h}, LADLE_F64, LADLE_CPU, 12, &ops[2]));
+            LT_OK(ladle_dist_loss_create(LT_LOSS(LADLE_LOSS_MSE, LADLE_REDUCE_MEAN, 0, 0),
+                                         px, (int64_t[]){n, out}, LADLE_F64, LADLE_CPU,
+                                         &loss));
             ladle_network_desc nd_;
             ladle_network_desc_init(&nd_);
             nd_.zero_stage = stage;
