@@ -49,6 +49,24 @@ static int shares(const ladle_op *op, const ladle_tensor *t)
     return 0;
 }
 
+/* What a distributed layer's skeleton holds beside its local layer: its
+ * own parameter tensors where the local layer computes with a replica of
+ * them, and the message buffers of the sums of replicated gradients. */
+static void add_dist_base(const ladle__dist_base *b, ladle_memory_stats *s)
+{
+    int nlocal = b->local != NULL ? ladle_op_num_params(b->local) : 0;
+    for (int i = 0; i < nlocal && i < b->nparams; i++) {
+        if (shares(b->local, b->param[i]))
+            continue;
+        s->current[LADLE_MEM_PARAMS] += tensor_bytes(b->param[i]);
+        if (b->grad[i] != b->param[i])
+            s->current[LADLE_MEM_GRADS] += tensor_bytes(b->grad[i]);
+    }
+    for (int i = 0; i < LADLE_MAX_PARAMS; i++)
+        if (b->sync[i] != NULL && !b->sync[i]->ws_caller)
+            s->current[LADLE_MEM_COMM] += b->sync[i]->ws_bytes;
+}
+
 static void add_op(const ladle_op *op, const ladle_optimizer_desc *opt,
                    ladle_memory_stats *s, int64_t *widest, const ladle_op *outer)
 {
@@ -58,6 +76,7 @@ static void add_op(const ladle_op *op, const ladle_optimizer_desc *opt,
         const ladle__dist_base *b = op->impl;
         if (b->local != NULL)
             add_op(b->local, NULL, s, widest, op); /* its states are the layer's */
+        add_dist_base(b, s);
     }
     if (op->vt->num_parts != NULL) {
         int n = op->vt->num_parts(op);
@@ -111,6 +130,25 @@ static void add_buckets(const ladle__buckets *b, ladle_memory_stats *s)
     s->current[LADLE_MEM_COMM] += c;
 }
 
+/* Sharded optimizer states (stages 1 and 2, f32 and f64 only): the
+ * optimizer steps this rank's slices of the bucketed parameters, not the
+ * parameters, so their states are the slices' size. */
+static void shard_optim(const ladle_network *net, const ladle__buckets *b,
+                        const ladle_optimizer_desc *opt, ladle_memory_stats *s)
+{
+    size_t nstate = opt->kind == LADLE_OPT_SGD ? opt->momentum > 0 : 2;
+    size_t *o = &s->current[LADLE_MEM_OPTIM];
+    for (int i = 0; i < ladle_network_size(net); i++) {
+        const ladle_op *op = ladle_network_layer(net, i);
+        for (int j = 0; j < ladle_op_num_params(op); j++)
+            if (ladle__buckets_holds(b, i, j))
+                *o -= nstate * tensor_bytes(ladle_op_param(op, j));
+    }
+    size_t p = 0, g = 0, c = 0;
+    ladle__buckets_bytes(b, &p, &g, &c);
+    *o += nstate * p;
+}
+
 static void finish(ladle_memory_stats *s, int64_t widest)
 {
     s->current[LADLE_MEM_GRADS] += sizeof(float) * (size_t)widest;
@@ -141,7 +179,10 @@ ladle_status ladle_network_memory_model(const ladle_network *net,
     /* the loss's context, and its value and seed (one element each) */
     *act += ladle_ctx_bytes_held(ladle__network_ctx(net, n)) +
             2 * ladle_dtype_size(loss->dtype);
-    add_buckets(ladle__network_buckets(net), s);
+    const ladle__buckets *b = ladle__network_buckets(net);
+    add_buckets(b, s);
+    if (opt != NULL && ladle_network_zero_stage(net) >= 1)
+        shard_optim(net, b, opt, s);
     finish(s, widest);
 fail:
     return st;

@@ -190,7 +190,9 @@ LADLE_API ladle_status ladle_memory_reset_peak(ladle_memory_tracker *t);
  * 2-byte parameters, which also get an f32 master and the widest f32
  * gradient), activations from each context's ladle_ctx_bytes_held plus the
  * chain's intermediate values and gradients (one microbatch in flight),
- * workspaces (shared ones once) and the gradient buckets as comm. Host
+ * workspaces (shared ones once), the gradient buckets and the
+ * distributed layers' own reductions as comm (at ZeRO stages 1 and 2 the
+ * optimizer's states are the buckets' parameter slices'). Host
  * objects (OTHER) are not modelled (0). current[k] = peak[k] is the
  * figure of kind k, total = peak_total their sum: ladle allocates at
  * creation only, so the peak of a step is what creation left. opt may be

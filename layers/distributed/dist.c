@@ -528,3 +528,14 @@ ladle_status ladle__dist_grid_backward_weight(ladle__dist_base *b, ladle__dist_g
 fail:
     return st;
 }
+
+void ladle__dist_hold(ladle_op *op, const ladle_op *inner)
+{
+    if (op == NULL || inner == NULL)
+        return;
+    for (int k = 0; k < LADLE_MEM_KINDS; k++)
+        op->held[k] += inner->held[k];
+    int comm = inner->fwd != NULL || inner->adj != NULL;
+    if (!inner->ws_caller)
+        op->held[comm ? LADLE_MEM_COMM : LADLE_MEM_WORKSPACE] += inner->ws_bytes;
+}

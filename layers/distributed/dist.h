@@ -65,6 +65,12 @@ ladle_status ladle__dist_make_linear(ladle__make *m, ladle_status local,
                                      const ladle_op_vtable *vt, void *impl, int *taken,
                                      ladle_op **out);
 
+/* Record in op's held[] (what the memory model reads) the bytes inner
+ * holds: its own held[] and its workspace unless that is the caller's (a
+ * planned exchange's as COMM, else WORKSPACE). For the ops a layer keeps
+ * in its impl beside its base. inner may be NULL. Local. */
+void ladle__dist_hold(ladle_op *op, const ladle_op *inner);
+
 /* This rank's coordinates in p (all -1 outside it). */
 void ladle__dist_coords(const ladle_partition *p, int *coords);
 

@@ -189,9 +189,13 @@ ladle_status ladle_dist_global_avg_pool_create(const ladle_partition *p_x,
         m.comm,
         ladle__pair_create_mapped(lp, m.ly, source, dtype, device, 1, &v->reduce, f), f));
     int taken = 0;
-    st = ladle__dist_make_linear(&m, allocate(&m, v, lp, x_shape), &dgpool_vt, v, &taken, out);
+    ladle_status made = allocate(&m, v, lp, x_shape);
+    const ladle_op *inner[2] = {v ? v->local : NULL, v ? v->reduce : NULL};
+    st = ladle__dist_make_linear(&m, made, &dgpool_vt, v, &taken, out);
     if (taken)
         v = NULL;
+    for (int i = 0; st == LADLE_OK && i < 2; i++)
+        ladle__dist_hold(*out, inner[i]);
 fail:
     ladle__make_close(&m);
     ladle__parts_free(v, dgpool_parts, NULL);

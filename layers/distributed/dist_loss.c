@@ -260,8 +260,10 @@ ladle_status ladle_dist_loss_create(const ladle_loss_desc *dsc, const ladle_part
         m.comm, ladle_all_sum_reduce_create(&rd, p_x, LADLE_F64, device, &v->reduce), f));
     m.ly = ladle__layout_retain(m.lx);
     local = ladle__make_layer(&m, LADLE_OK, &dloss_vt, v, NULL, &op);
-    if (local == LADLE_OK)
+    if (local == LADLE_OK) {
+        ladle__dist_hold(op, v->reduce);
         v = NULL;
+    }
     st = ladle__make_end(&m, &op, local, out);
 fail:
     ladle_op_destroy(&op);

@@ -600,6 +600,8 @@ ladle_status ladle_dist_vocab_loss_create(const ladle_loss_desc *d,
     if (local == LADLE_OK) {
         /* each ctx keeps its rows' log-sum-exps (in the device's memory) */
         op->ctx_bytes = (size_t)v->mb * sizeof(double);
+        ladle__dist_hold(op, v->row_sum);
+        ladle__dist_hold(op, v->block_sum);
         v = NULL;
     }
     st = ladle__make_end(&m, &op, local, out);
