@@ -188,6 +188,29 @@ fail:
     return st;
 }
 
+/* The largest workspace that shares scratch among op and the layers under
+ * it (a container's parts, a distributed layer's local layer, a
+ * recomputation wrapper's inner layer): the graph's scratch serves them
+ * all, one call at a time (train/graph_plan.c). */
+static size_t shared_ws(const ladle_op *op, const void *scratch)
+{
+    size_t most = op->ws == scratch ? op->ws_bytes : 0, k;
+    const ladle_op *inner = ladle_recompute_inner(op);
+    if (op->vt->num_parts != NULL) {
+        for (int i = 0; i < op->vt->num_parts(op); i++)
+            if ((k = shared_ws(op->vt->part_at(op, i), scratch)) > most)
+                most = k;
+    } else if (inner != NULL) {
+        if ((k = shared_ws(inner, scratch)) > most)
+            most = k;
+    } else if (op->vt->num_params == ladle__dist_num_params) {
+        const ladle__dist_base *b = op->impl;
+        if (b->local != NULL && (k = shared_ws(b->local, scratch)) > most)
+            most = k;
+    }
+    return most;
+}
+
 ladle_status ladle_graph_memory_model(const ladle_graph *g, const ladle_optimizer_desc *opt,
                                       ladle_memory_stats *s)
 {
@@ -202,8 +225,8 @@ ladle_status ladle_graph_memory_model(const ladle_graph *g, const ladle_optimize
         const gnode *n = &g->nodes[i];
         if (n->op != NULL) {
             add_op(n->op, opt, s, &widest, NULL);
-            if (g->scratch != NULL && n->op->ws == g->scratch && n->op->ws_bytes > shared)
-                shared = n->op->ws_bytes;
+            size_t k = g->scratch != NULL ? shared_ws(n->op, g->scratch) : 0;
+            shared = k > shared ? k : shared;
         }
         *act += ladle_ctx_bytes_held(n->ctx);
         if (n->kind == G_LOSS)
