@@ -359,6 +359,25 @@ START_TEST(model_lenet)
 }
 END_TEST
 
+/* An AdamW optimizer over g, the graph's model against what tracker t
+ * measured (model_within's exact), then g and t freed. */
+static void graph_model_within(ladle_graph *g, ladle_memory_tracker *t, const char *what,
+                               int exact)
+{
+    ladle_optimizer_desc od;
+    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
+    ladle_optimizer *opt = NULL;
+    LT_OK(ladle_optimizer_create(&od, &opt));
+    LT_OK(ladle_optimizer_add_graph(opt, g));
+    ladle_memory_stats model;
+    ladle_memory_stats_init(&model);
+    LT_OK(ladle_graph_memory_model(g, &od, &model));
+    model_within(&model, t, what, exact, 0);
+    LT_OK(ladle_optimizer_destroy(&opt));
+    LT_OK(ladle_graph_destroy(&g));
+    untrack(&t);
+}
+
 /* The ResNet graph data parallel over every rank, with AdamW. */
 START_TEST(model_resnet)
 {
@@ -370,18 +389,7 @@ START_TEST(model_resnet)
     ladle_memory_tracker *t = tracked();
     ladle_graph *g = NULL;
     LT_OK(ladle_resnet_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g));
-    ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
-    ladle_optimizer *opt = NULL;
-    LT_OK(ladle_optimizer_create(&od, &opt));
-    LT_OK(ladle_optimizer_add_graph(opt, g));
-    ladle_memory_stats model;
-    ladle_memory_stats_init(&model);
-    LT_OK(ladle_graph_memory_model(g, &od, &model));
-    model_within(&model, t, "resnet", 0, 0);
-    LT_OK(ladle_optimizer_destroy(&opt));
-    LT_OK(ladle_graph_destroy(&g));
-    untrack(&t);
+    graph_model_within(g, t, "resnet", 0);
 }
 END_TEST
 
@@ -400,18 +408,7 @@ START_TEST(model_gpt_data)
     ladle_memory_tracker *t = tracked();
     ladle_graph *g = NULL;
     LT_OK(ladle_gpt_create(&d, ladle_comm_of(MPI_COMM_WORLD), &g));
-    ladle_optimizer_desc od;
-    ladle_optimizer_desc_init(&od, LADLE_OPT_ADAMW, 1e-3);
-    ladle_optimizer *opt = NULL;
-    LT_OK(ladle_optimizer_create(&od, &opt));
-    LT_OK(ladle_optimizer_add_graph(opt, g));
-    ladle_memory_stats model;
-    ladle_memory_stats_init(&model);
-    LT_OK(ladle_graph_memory_model(g, &od, &model));
-    model_within(&model, t, "gpt data", 1, 0);
-    LT_OK(ladle_optimizer_destroy(&opt));
-    LT_OK(ladle_graph_destroy(&g));
-    untrack(&t);
+    graph_model_within(g, t, "gpt data", 1);
 }
 END_TEST
 

@@ -80,4 +80,10 @@ ladle_status ladle__graph_grow(ladle_graph *g, int nout);
 /* Plan the graph (graph_build.c: the body of ladle_graph_finalize). */
 ladle_status ladle__graph_plan(ladle_graph *g);
 
+/* The ops directly under op: a container's parts, a recomputation
+ * wrapper's inner layer, a distributed layer's local one (how many, and
+ * the i-th; train/graph_plan.c). */
+int ladle__op_parts_of(const ladle_op *op);
+ladle_op *ladle__op_part_of(const ladle_op *op, int i);
+
 #endif /* LADLE_GRAPH_IMPL_H */

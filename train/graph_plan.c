@@ -522,9 +522,7 @@ fail:
     return st;
 }
 
-/* The ops under op (a container's parts, a recomputation wrapper's inner
- * layer, a distributed layer's local one). Returns how many. */
-static int parts_of(const ladle_op *op)
+int ladle__op_parts_of(const ladle_op *op)
 {
     if (op->vt->num_parts)
         return op->vt->num_parts(op);
@@ -534,7 +532,7 @@ static int parts_of(const ladle_op *op)
            ((const ladle__dist_base *)op->impl)->local != NULL;
 }
 
-static ladle_op *part_of(const ladle_op *op, int i)
+ladle_op *ladle__op_part_of(const ladle_op *op, int i)
 {
     if (op->vt->num_parts)
         return op->vt->part_at(op, i);
@@ -546,15 +544,33 @@ static ladle_op *part_of(const ladle_op *op, int i)
  * when out is not NULL. Returns the new count. */
 static int leaves(ladle_op *op, ladle_op **out, int n)
 {
-    int k = parts_of(op);
+    int k = ladle__op_parts_of(op);
     if (k == 0) {
         if (out)
             out[n] = op;
         return n + 1;
     }
     for (int i = 0; i < k; i++)
-        n = leaves(part_of(op, i), out, n);
+        n = leaves(ladle__op_part_of(op, i), out, n);
     return n;
+}
+
+/* What walk finds under every layer of g, in order: *all (freed by the
+ * caller) and its count *n. */
+static ladle_status collect(const ladle_graph *g, int (*walk)(ladle_op *, ladle_op **, int),
+                            ladle_op ***all, int *n)
+{
+    ladle_status st = LADLE_OK;
+    int k = 0;
+    for (int i = 0; i < g->nlayers; i++)
+        k = walk(g->layers[i], NULL, k);
+    *all = ladle__calloc((size_t)k + 1, sizeof **all);
+    LADLE_CHECK(*all != NULL, LADLE_ERR_ALLOC, "out of memory");
+    for (int i = 0, j = 0; i < g->nlayers; i++)
+        j = walk(g->layers[i], *all, j);
+    *n = k;
+fail:
+    return st;
 }
 
 /* The layers run one call at a time, those inside containers and
@@ -564,12 +580,8 @@ static ladle_status share_workspace(ladle_graph *g)
 {
     ladle_status st = LADLE_OK;
     int n = 0;
-    for (int i = 0; i < g->nlayers; i++)
-        n = leaves(g->layers[i], NULL, n);
-    ladle_op **all = ladle__calloc((size_t)n + 1, sizeof *all);
-    LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
-    for (int i = 0, k = 0; i < g->nlayers; i++)
-        k = leaves(g->layers[i], all, k);
+    ladle_op **all = NULL;
+    LADLE_CALL(collect(g, leaves, &all, &n));
     st = ladle__share_scratch(n, all, &g->scratch, &g->scratch_be, &g->scratch_tags);
 fail:
     ladle__free(all);
@@ -586,8 +598,8 @@ static int outer_seqs(ladle_op *op, ladle_op **out, int n)
             out[n] = op;
         return n + 1;
     }
-    for (int i = 0, k = parts_of(op); i < k; i++)
-        n = outer_seqs(part_of(op, i), out, n);
+    for (int i = 0, k = ladle__op_parts_of(op); i < k; i++)
+        n = outer_seqs(ladle__op_part_of(op, i), out, n);
     return n;
 }
 
@@ -598,12 +610,8 @@ static ladle_status share_seq_scratch(ladle_graph *g)
 {
     ladle_status st = LADLE_OK;
     int n = 0;
-    for (int i = 0; i < g->nlayers; i++)
-        n = outer_seqs(g->layers[i], NULL, n);
-    ladle_op **all = ladle__calloc((size_t)n + 1, sizeof *all);
-    LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
-    for (int i = 0, k = 0; i < g->nlayers; i++)
-        k = outer_seqs(g->layers[i], all, k);
+    ladle_op **all = NULL;
+    LADLE_CALL(collect(g, outer_seqs, &all, &n));
     size_t most = 0;
     for (int i = 0; i < n; i++) {
         size_t b = ladle__seq_scratch_bytes(all[i]);

@@ -194,19 +194,10 @@ fail:
  * all, one call at a time (train/graph_plan.c). */
 static size_t shared_ws(const ladle_op *op, const void *scratch)
 {
-    size_t most = op->ws == scratch ? op->ws_bytes : 0, k;
-    const ladle_op *inner = ladle_recompute_inner(op);
-    if (op->vt->num_parts != NULL) {
-        for (int i = 0; i < op->vt->num_parts(op); i++)
-            if ((k = shared_ws(op->vt->part_at(op, i), scratch)) > most)
-                most = k;
-    } else if (inner != NULL) {
-        if ((k = shared_ws(inner, scratch)) > most)
-            most = k;
-    } else if (op->vt->num_params == ladle__dist_num_params) {
-        const ladle__dist_base *b = op->impl;
-        if (b->local != NULL && (k = shared_ws(b->local, scratch)) > most)
-            most = k;
+    size_t most = op->ws == scratch ? op->ws_bytes : 0;
+    for (int i = 0, n = ladle__op_parts_of(op); i < n; i++) {
+        size_t k = shared_ws(ladle__op_part_of(op, i), scratch);
+        most = k > most ? k : most;
     }
     return most;
 }

@@ -20,6 +20,7 @@ struct ladle_network {
     int stage;      /* ladle_network_desc's zero_stage */
     int stale;      /* stages 1, 2: the slices may have been stepped since the last gather */
     MPI_Comm parent; /* borrowed from the layers' partitions; MPI_COMM_NULL for sequential ones */
+    double *norms;   /* a partial squared norm per rank of parent (clipping) */
     /* the order of the calls: a loss needs a forward, a backward a loss */
     int forwarded, lossed;
 };
@@ -45,6 +46,7 @@ static void free_net(ladle_network *net, int own_ops)
     ladle_tensor_destroy(&net->dloss);
     ladle__buckets_destroy(&net->buckets);
     ladle__free(net->layers);
+    ladle__free(net->norms);
     ladle__free(net->ctx);
     ladle__free(net->act);
     ladle__free(net->grad);
@@ -172,6 +174,12 @@ ladle_status ladle_network_create_desc(const ladle_network_desc *d, int n,
     net->loss = loss;
     net->stage = d->zero_stage;
     net->parent = parent;
+    if (parent != MPI_COMM_NULL) {
+        int size = 1;
+        MPI_Comm_size(parent, &size);
+        net->norms = ladle__calloc((size_t)size, sizeof(double));
+        LADLE_CHECK(net->norms != NULL, LADLE_ERR_ALLOC, "out of memory");
+    }
     ladle_dtype dt = layers[0]->dtype;
     ladle_device dev = layers[0]->be->device;
     const ladle_memory_kind A = LADLE_MEM_ACTIVATIONS;
@@ -395,7 +403,7 @@ fail:
 ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm, double *norm)
 {
     ladle_status st = LADLE_OK;
-    double *all = NULL, sum = 0;
+    double sum = 0;
     LADLE_NOT_NULL(net);
     LADLE_CHECK(max_norm > 0, LADLE_ERR_ARG,
                 "max_norm %g: the largest gradient norm must be positive (inf: measure only)",
@@ -406,12 +414,10 @@ ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm, d
          * on every rank and at every stage */
         int size;
         MPI_Comm_size(net->parent, &size);
-        all = ladle__calloc((size_t)size, sizeof(double));
-        LADLE_CHECK(all != NULL, LADLE_ERR_ALLOC, "out of memory");
-        LADLE_MPI(MPI_Allgather(&sum, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, net->parent));
+        LADLE_MPI(MPI_Allgather(&sum, 1, MPI_DOUBLE, net->norms, 1, MPI_DOUBLE, net->parent));
         sum = 0;
         for (int r = 0; r < size; r++)
-            sum += all[r];
+            sum += net->norms[r];
     }
     double total = sqrt(sum), coef = max_norm / (total + 1e-6);
     if (norm)
@@ -430,7 +436,6 @@ ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm, d
             LADLE_CALL(be->fn->scal(be, g->dtype, g->numel, coef, g->data));
         }
 fail:
-    ladle__free(all);
     return st;
 }
 

@@ -183,7 +183,7 @@ LADLE_API ladle_status ladle_network_gather_params(ladle_network *net);
  * steps (and the unbucketed gradients). Collective over the ranks of the
  * network's layers; local for sequential layers. Returns LADLE_ERR_NULL,
  * LADLE_ERR_ARG (max_norm not positive, or NaN), LADLE_ERR_NUMERIC (N not
- * finite: nothing scaled, on every rank), LADLE_ERR_MPI, LADLE_ERR_ALLOC. */
+ * finite: nothing scaled, on every rank), LADLE_ERR_MPI. Allocates nothing. */
 LADLE_API ladle_status ladle_network_clip_grad_norm(ladle_network *net, double max_norm,
                                                     double *norm);
 
